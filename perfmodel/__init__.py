@@ -1,0 +1,1 @@
+"""perfmodel: predict, search and validate LLM training step time and memory."""

@@ -1,0 +1,65 @@
+"""User-facing input errors: one line naming the field, the value and what would be valid.
+
+Every entry point (CLI, Python API, spec and plan files) raises `InputError` for bad input; the CLI turns it
+into that one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+
+class InputError(ValueError):
+    """Bad user input. The message is one line: field, value, what is valid."""
+
+
+def suggest(name: str, choices: Iterable[str], what: str) -> InputError:
+    """An 'unknown NAME' error that lists the closest known names."""
+    choices = sorted(choices)
+    close = difflib.get_close_matches(name.lower(), [c.lower() for c in choices], n=3, cutoff=0.5)
+    close = [c for c in choices if c.lower() in close]
+    hint = f"did you mean: {', '.join(close)}?" if close else f"known: {', '.join(choices)}"
+    return InputError(f"unknown {what} '{name}'; {hint}")
+
+
+def format_validation_error(err: ValidationError, where: str) -> str:
+    """Collapse a pydantic ValidationError into one line per the project's bad-input rule."""
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"]) or "(root)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "missing":
+            parts.append(f"{where}.{loc} is required")
+        elif e["type"] == "extra_forbidden":
+            parts.append(f"{where}.{loc} is not a known field")
+        elif "input" in e and not isinstance(e["input"], (dict, list)) and e["type"] != "value_error":
+            parts.append(f"{where}.{loc} = {e['input']!r}: {msg}")
+        else:
+            parts.append(f"{where}.{loc}: {msg}")
+    return "; ".join(parts)
+
+
+class Schema(BaseModel):
+    """Base of every input/output schema: unknown fields are errors, and validation failures are InputError."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as err:
+            raise InputError(format_validation_error(err, type(self).__name__)) from None
+
+    @classmethod
+    def parse(cls, data: Any, where: str | None = None):
+        """Validate a mapping (e.g. loaded YAML/JSON) into this schema, raising InputError on failure."""
+        if not isinstance(data, dict):
+            raise InputError(f"{where or cls.__name__}: expected a mapping of fields, got {type(data).__name__}")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as err:
+            raise InputError(format_validation_error(err, where or cls.__name__)) from None

@@ -1,0 +1,251 @@
+"""Hardware schema and catalogue: accelerators, network tiers, achievable efficiencies, systems.
+
+Specs are YAML data under `hardware_specs/` (installed as `perfmodel.hardware_specs`). A file states numbers in
+the units people read on datasheets (TFLOP/s, GiB, TB/s, GB/s, microseconds); the properties below convert
+them to SI (FLOP/s, bytes, bytes/s, seconds) for the cost model. Every number in a catalogue file names its
+source in the `sources` mapping of the object that holds it (tests enforce this).
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+
+from .errors import InputError, Schema, suggest
+
+Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4"]
+GEMM_DTYPES = ("bf16", "fp16", "fp8", "fp4")  # the training precisions a plan may pick
+GiB = 2**30
+
+
+class Accelerator(Schema):
+    """One chip as its datasheet describes it. Peak rates are dense (no structured sparsity)."""
+
+    name: str
+    vendor: str
+    peak_tflops: dict[Dtype, PositiveFloat] = Field(description="dense peak TFLOP/s per dtype the part supports")
+    hbm_capacity_gib: PositiveFloat = Field(description="device memory, GiB")
+    hbm_bandwidth_tbps: PositiveFloat = Field(description="device memory bandwidth, TB/s (1e12 bytes/s)")
+    tdp_w: PositiveFloat | None = Field(None, description="board/chip power, W; null where unpublished")
+    compute_units: PositiveInt = Field(description="SMs / CUs / matrix units that GEMM tiles are spread over")
+    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
+
+    @model_validator(mode="after")
+    def _has_bf16(self):
+        if "bf16" not in self.peak_tflops:
+            raise ValueError(f"peak_tflops needs a bf16 entry (the MFU reference); got {sorted(self.peak_tflops)}")
+        return self
+
+    def peak_flops(self, dtype: str) -> float:
+        """Dense peak FLOP/s for `dtype`; InputError naming the supported dtypes if the part lacks it."""
+        if dtype not in self.peak_tflops:
+            raise InputError(
+                f"precision={dtype} is not supported by {self.name} (it has: {', '.join(self.peak_tflops)})"
+            )
+        return self.peak_tflops[dtype] * 1e12
+
+    @property
+    def hbm_bytes(self) -> float:
+        return self.hbm_capacity_gib * GiB
+
+    @property
+    def hbm_bandwidth(self) -> float:
+        return self.hbm_bandwidth_tbps * 1e12
+
+
+class NetworkTier(Schema):
+    """One level of the interconnect, innermost first (e.g. NVLink domain, then scale-out NICs).
+
+    `domain_size` devices share this tier and every tier inside it; the outermost tier may leave it null
+    (unbounded). Bandwidth is per device, one direction, as collectives see it (NCCL's 'bus bandwidth' is
+    `bandwidth_gbps * collective_efficiency`).
+    """
+
+    name: str
+    domain_size: PositiveInt | None = Field(None, description="devices in one domain of this tier; null = all")
+    topology: Literal["switch", "torus"] = "switch"
+    torus_dims: list[PositiveInt] | None = Field(None, description="torus shape in chips (torus tiers only)")
+    bandwidth_gbps: PositiveFloat = Field(
+        description="switch: per-device injection bandwidth; torus: per link, GB/s one direction"
+    )
+    latency_us: float = Field(ge=0, description="per-step latency of a ring collective on this tier, microseconds")
+    collective_efficiency: float = Field(gt=0, le=1, description="achieved bus bandwidth / bandwidth_gbps")
+    sources: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _torus(self):
+        if self.topology == "torus":
+            if not self.torus_dims:
+                raise ValueError(f"tier '{self.name}': topology torus needs torus_dims, e.g. [16, 16]")
+            prod = 1
+            for d in self.torus_dims:
+                prod *= d
+            if self.domain_size is not None and self.domain_size != prod:
+                raise ValueError(f"tier '{self.name}': domain_size {self.domain_size} != product of torus_dims {prod}")
+        return self
+
+    @property
+    def bandwidth(self) -> float:
+        return self.bandwidth_gbps * 1e9
+
+    @property
+    def latency(self) -> float:
+        return self.latency_us * 1e-6
+
+
+class Efficiency(Schema):
+    """Achievable fractions of the datasheet peaks, measured by microbenchmarks (see `sources`).
+
+    Matmul: a GEMM runs at `matmul_max[dtype]` of peak on its best shape, reduced by tile and wave
+    quantisation over `matmul_tile` tiles on the accelerator's compute units, and never faster than its
+    operands can stream from memory (see `cost.compute.gemm_time`).
+    Attention: a fused (flash) attention kernel reaches `attention_max` of the bf16 peak on long sequences and
+    half of that at `attention_half_seq` keys (see `cost.compute.flash_attention_time`).
+    """
+
+    matmul_max: dict[Dtype, float] = Field(description="best-shape GEMM fraction of peak, per dtype")
+    matmul_tile: tuple[PositiveInt, PositiveInt] = Field(description="output tile (rows, cols) of the GEMM kernel")
+    attention_max: float = Field(gt=0, le=1)
+    attention_half_seq: float = Field(ge=0, description="key length at which the attention kernel reaches half of attention_max")
+    memory_bandwidth: float = Field(gt=0, le=1, description="achieved / peak HBM bandwidth for streaming kernels")
+    sources: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _ranges(self):
+        for k, v in self.matmul_max.items():
+            if not 0 < v <= 1:
+                raise ValueError(f"matmul_max.{k} = {v} must be in (0, 1]")
+        return self
+
+
+class System(Schema):
+    """A named cluster preset: accelerator, interconnect tiers, efficiencies, fixed memory overhead."""
+
+    name: str
+    description: str = ""
+    accelerator: Accelerator
+    tiers: list[NetworkTier] = Field(min_length=1, description="innermost first")
+    efficiency: Efficiency
+    memory_overhead_gib: float = Field(ge=0, description="per-device memory not available to the model (runtime context, comm buffers, workspace)")
+    max_devices: PositiveInt | None = Field(None, description="largest cluster this preset can describe")
+    sources: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _tiers_nest(self):
+        sizes = [t.domain_size for t in self.tiers]
+        for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
+            if a is None:
+                raise ValueError(f"tiers[{i}] '{self.tiers[i].name}' is unbounded but tiers follow it")
+            if b is not None and (b < a or b % a):
+                raise ValueError(f"tiers[{i + 1}].domain_size = {b} must be a multiple of tiers[{i}].domain_size = {a}")
+        gemm_dtypes = [d for d in GEMM_DTYPES if d in self.accelerator.peak_tflops]
+        missing = [d for d in gemm_dtypes if d not in self.efficiency.matmul_max]
+        if missing:
+            raise ValueError(f"efficiency.matmul_max lacks {missing}, which the accelerator supports")
+        return self
+
+    @property
+    def memory_overhead_bytes(self) -> float:
+        return self.memory_overhead_gib * GiB
+
+    def check_gpus(self, gpus: int) -> None:
+        if self.max_devices is not None and gpus > self.max_devices:
+            raise InputError(f"gpus={gpus} exceeds {self.name}'s largest configuration ({self.max_devices} devices); valid gpus: 1..{self.max_devices}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Catalogue: YAML files shipped in perfmodel.hardware_specs
+# ---------------------------------------------------------------------------------------------------------
+
+def _catalogue_dir():
+    return resources.files("perfmodel.hardware_specs")
+
+
+def _read_yaml(path, where: str) -> dict:
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{where}: cannot read ({err.__class__.__name__}: {err})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise InputError(f"{where}: malformed YAML{at}: {getattr(err, 'problem', err)}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected a mapping of fields, got {type(data).__name__}")
+    return data
+
+
+def _catalogue(kind: str) -> dict[str, object]:
+    """name -> resource path for 'accelerators' or 'systems'."""
+    out = {}
+    for entry in (_catalogue_dir() / kind).iterdir():
+        if entry.name.endswith(".yaml"):
+            out[entry.name.removesuffix(".yaml")] = entry
+    return out
+
+
+def list_accelerators() -> list[str]:
+    return sorted(_read_yaml(p, n)["name"] for n, p in _catalogue("accelerators").items())
+
+
+def list_systems() -> list[str]:
+    return sorted(_catalogue("systems"))
+
+
+def load_accelerator(name: str) -> Accelerator:
+    """Catalogue accelerator by its name (e.g. 'H100-SXM5-80GB'), case-insensitive."""
+    by_name = {}
+    for fname, path in _catalogue("accelerators").items():
+        data = _read_yaml(path, f"hardware_specs/accelerators/{fname}.yaml")
+        by_name[str(data.get("name", fname)).lower()] = (path, data)
+    hit = by_name.get(name.lower())
+    if hit is None:
+        raise suggest(name, [d["name"] for _, d in by_name.values()], "accelerator")
+    return Accelerator.parse(hit[1], where=f"accelerator {name}")
+
+
+def _system_from_mapping(data: dict, where: str) -> System:
+    acc = data.get("accelerator")
+    if isinstance(acc, str):
+        data = {**data, "accelerator": load_accelerator(acc).model_dump()}
+    elif acc is None:
+        raise InputError(f"{where}: field 'accelerator' is required (a catalogue name such as H100-SXM5-80GB, or a mapping)")
+    return System.parse(data, where=where)
+
+
+def load_hardware(spec: str | Path | System) -> System:
+    """A system by preset name (`perfmodel hardware list`) or by path to a YAML/JSON spec file."""
+    if isinstance(spec, System):
+        return spec
+    spec = str(spec)
+    path = Path(spec)
+    if spec.endswith((".yaml", ".yml", ".json")) or path.is_file():
+        if not path.is_file():
+            raise InputError(f"hardware spec file '{spec}' does not exist")
+        if spec.endswith(".json"):
+            try:
+                data = json.loads(path.read_text())
+            except json.JSONDecodeError as err:
+                raise InputError(f"{spec}: malformed JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
+            if not isinstance(data, dict):
+                raise InputError(f"{spec}: expected a mapping of fields, got {type(data).__name__}")
+        else:
+            data = _read_yaml(path, spec)
+        return _system_from_mapping(data, where=spec)
+    systems = _catalogue("systems")
+    key = spec.lower()
+    if key not in systems:
+        raise suggest(spec, systems, "hardware")
+    return _system_from_mapping(_read_yaml(systems[key], f"hardware_specs/systems/{key}.yaml"), where=key)
+
+
+def hardware_json_schema() -> dict:
+    """JSON schema of a system spec file (what `perfmodel hardware schema` prints)."""
+    return System.model_json_schema()
