@@ -1,0 +1,190 @@
+"""Model schema (a dense decoder-only transformer), parameter counts, and loading by preset name or HF config.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, PositiveInt, model_validator
+
+from .errors import InputError, Schema, suggest
+
+
+class ModelConfig(Schema):
+    """Shape of a decoder-only transformer: everything the cost model needs, nothing about parallelism."""
+
+    name: str
+    n_layers: PositiveInt
+    hidden: PositiveInt
+    n_heads: PositiveInt
+    n_kv_heads: PositiveInt | None = Field(None, description="key/value heads (GQA); default n_heads")
+    head_dim: PositiveInt | None = Field(None, description="default hidden // n_heads")
+    ffn_hidden: PositiveInt
+    vocab: PositiveInt
+    max_seq_len: PositiveInt = Field(description="positions the model supports")
+    mlp: Literal["gelu", "swiglu"] = Field(description="plain 2-matrix MLP or gated 3-matrix (SwiGLU) MLP")
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    position: Literal["learned", "rope", "alibi"] = "learned"
+    tie_embeddings: bool = False
+    linear_bias: Literal["none", "qkv", "all"] = "none"
+    dropout: float = Field(0.0, ge=0, lt=1, description="hidden and attention dropout probability in training")
+    sliding_window: PositiveInt | None = Field(None, description="attention window in tokens (e.g. Mistral v0.1)")
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _resolve(self):
+        if self.n_kv_heads is None:
+            self.n_kv_heads = self.n_heads
+        if self.head_dim is None:
+            if self.hidden % self.n_heads:
+                raise ValueError(
+                    f"hidden = {self.hidden} is not divisible by n_heads = {self.n_heads}; give head_dim explicitly"
+                )
+            self.head_dim = self.hidden // self.n_heads
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"n_kv_heads = {self.n_kv_heads} must divide n_heads = {self.n_heads}")
+        return self
+
+    # -- derived sizes -----------------------------------------------------------------------------------
+    @property
+    def q_dim(self) -> int:
+        """Width of the query (and attention output) projection: n_heads * head_dim."""
+        return self.n_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of each of the key and value projections: n_kv_heads * head_dim."""
+        return self.n_kv_heads * self.head_dim
+
+    @property
+    def gated(self) -> bool:
+        return self.mlp == "swiglu"
+
+    def params_per_layer(self) -> int:
+        """Parameters of one transformer block: attention, MLP, two norms (weights and biases)."""
+        h, f = self.hidden, self.ffn_hidden
+        attn = h * self.q_dim + 2 * h * self.kv_dim + self.q_dim * h
+        mlp = (3 if self.gated else 2) * h * f
+        bias = 0
+        if self.linear_bias in ("qkv", "all"):
+            bias += self.q_dim + 2 * self.kv_dim
+        if self.linear_bias == "all":
+            bias += h + ((2 * f) if self.gated else f) + h
+        return attn + mlp + bias + 2 * self.norm_params()
+
+    def norm_params(self) -> int:
+        """One norm: scale (and shift for LayerNorm)."""
+        return 2 * self.hidden if self.norm == "layernorm" else self.hidden
+
+    def embedding_params(self) -> int:
+        """Token embedding plus learned position embedding."""
+        pos = self.max_seq_len * self.hidden if self.position == "learned" else 0
+        return self.vocab * self.hidden + pos
+
+    def head_params(self) -> int:
+        """Final norm plus the LM head (zero extra when tied to the token embedding)."""
+        return self.norm_params() + (0 if self.tie_embeddings else self.vocab * self.hidden)
+
+    def n_params(self) -> int:
+        """Total parameters, counting a tied embedding once."""
+        return self.embedding_params() + self.n_layers * self.params_per_layer() + self.head_params()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# HuggingFace config.json
+# ---------------------------------------------------------------------------------------------------------
+HF_MODEL_TYPES = ("gpt2", "llama", "mistral", "qwen2", "gpt_neox")
+
+
+def _need(cfg: dict, key: str, where: str):
+    if key not in cfg or cfg[key] is None:
+        raise InputError(f"{where}: field '{key}' is required for model_type '{cfg.get('model_type')}'")
+    return cfg[key]
+
+
+def from_hf_config(cfg: dict, name: str, where: str = "config.json") -> ModelConfig:
+    """Map a HuggingFace config.json (model types in HF_MODEL_TYPES) onto ModelConfig.
+
+    Field names follow transformers' GPT2Config, LlamaConfig, MistralConfig, Qwen2Config, GPTNeoXConfig and
+    their defaults (e.g. GPT-2 ties embeddings by default, Llama does not; Qwen2 has q/k/v biases only).
+    """
+    mt = cfg.get("model_type")
+    if mt not in HF_MODEL_TYPES:
+        raise InputError(f"{where}: model_type = {mt!r} is not supported; valid: {', '.join(HF_MODEL_TYPES)}")
+    if mt == "gpt2":
+        h = _need(cfg, "n_embd", where)
+        fields = dict(
+            n_layers=_need(cfg, "n_layer", where), hidden=h, n_heads=_need(cfg, "n_head", where),
+            ffn_hidden=cfg.get("n_inner") or 4 * h, vocab=_need(cfg, "vocab_size", where),
+            max_seq_len=_need(cfg, "n_positions", where), mlp="gelu", norm="layernorm", position="learned",
+            tie_embeddings=cfg.get("tie_word_embeddings", True), linear_bias="all",
+            dropout=max(cfg.get("resid_pdrop", 0.1), cfg.get("attn_pdrop", 0.1)),
+        )
+    elif mt == "gpt_neox":
+        fields = dict(
+            n_layers=_need(cfg, "num_hidden_layers", where), hidden=_need(cfg, "hidden_size", where),
+            n_heads=_need(cfg, "num_attention_heads", where), ffn_hidden=_need(cfg, "intermediate_size", where),
+            vocab=_need(cfg, "vocab_size", where), max_seq_len=_need(cfg, "max_position_embeddings", where),
+            mlp="gelu", norm="layernorm", position="rope", tie_embeddings=cfg.get("tie_word_embeddings", False),
+            linear_bias="all", dropout=max(cfg.get("hidden_dropout", 0.0), cfg.get("attention_dropout", 0.0)),
+        )
+    else:  # llama, mistral, qwen2
+        heads = _need(cfg, "num_attention_heads", where)
+        if mt == "qwen2":
+            bias = "qkv"
+        else:
+            bias = "all" if cfg.get("mlp_bias") else ("qkv" if cfg.get("attention_bias") else "none")
+        window = cfg.get("sliding_window")
+        if mt == "qwen2" and not cfg.get("use_sliding_window", False):
+            window = None
+        fields = dict(
+            n_layers=_need(cfg, "num_hidden_layers", where), hidden=_need(cfg, "hidden_size", where),
+            n_heads=heads, n_kv_heads=cfg.get("num_key_value_heads") or heads, head_dim=cfg.get("head_dim"),
+            ffn_hidden=_need(cfg, "intermediate_size", where), vocab=_need(cfg, "vocab_size", where),
+            max_seq_len=_need(cfg, "max_position_embeddings", where), mlp="swiglu", norm="rmsnorm",
+            position="rope", tie_embeddings=cfg.get("tie_word_embeddings", False), linear_bias=bias,
+            dropout=cfg.get("attention_dropout", 0.0) or 0.0, sliding_window=window,
+        )
+    return ModelConfig.parse({"name": name, **fields, "source": f"HuggingFace config ({where})"}, where=where)
+
+
+def load_model(spec: str | Path | ModelConfig) -> ModelConfig:
+    """A model by preset name (`perfmodel models list`), or by path to a HF config.json or a ModelConfig JSON/YAML."""
+    from .model_presets import PRESETS, ALIASES
+
+    if isinstance(spec, ModelConfig):
+        return spec
+    spec = str(spec)
+    path = Path(spec)
+    if spec.endswith((".json", ".yaml", ".yml")) or path.is_file():
+        if not path.is_file():
+            raise InputError(f"model file '{spec}' does not exist")
+        text = path.read_text()
+        try:
+            if spec.endswith((".yaml", ".yml")):
+                import yaml
+
+                data = yaml.safe_load(text)
+            else:
+                data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise InputError(f"{spec}: malformed JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
+        except Exception as err:  # yaml.YAMLError
+            raise InputError(f"{spec}: malformed YAML: {err}".splitlines()[0]) from None
+        if not isinstance(data, dict):
+            raise InputError(f"{spec}: expected a mapping of fields, got {type(data).__name__}")
+        if "model_type" in data:
+            return from_hf_config(data, name=path.parent.name if path.name == "config.json" else path.stem, where=spec)
+        return ModelConfig.parse(data, where=spec)
+    key = spec.lower()
+    key = ALIASES.get(key, key)
+    if key not in PRESETS:
+        raise suggest(spec, list(PRESETS) + list(ALIASES), "model")
+    return ModelConfig.parse(PRESETS[key], where=f"preset {key}")
+
+
+def list_models() -> list[str]:
+    from .model_presets import PRESETS
+
+    return list(PRESETS)

@@ -1,0 +1,144 @@
+"""The parallel layout and training settings of one run, and its validation against a model and a system."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import Field, PositiveInt
+
+from .errors import InputError, Schema
+from .hardware import System
+from .models import ModelConfig
+
+Recompute = Literal["none", "selective", "full"]
+Precision = Literal["bf16", "fp16", "fp8", "fp4"]
+Schedule = Literal["1f1b", "interleaved", "gpipe"]
+
+
+class Plan(Schema):
+    """A layout (tp x pp x dp x cp [x vpp]) plus batch, recompute, ZeRO and precision choices.
+
+    Device order follows Megatron-LM (tp innermost, then cp, dp, pp), which decides which network tier
+    each process group spans. `resolve` fills the inferred fields (dp or gpus, schedule) and checks the plan
+    against a model and a system.
+    """
+
+    gpus: PositiveInt | None = Field(None, description="devices in the job; inferred as tp*pp*cp*dp when omitted")
+    tp: PositiveInt = 1
+    pp: PositiveInt = 1
+    dp: PositiveInt | None = Field(None, description="data-parallel size; inferred as gpus / (tp*pp*cp)")
+    cp: PositiveInt = 1
+    vpp: PositiveInt = Field(1, description="interleaved virtual pipeline chunks per rank")
+    micro_batch: PositiveInt = Field(description="sequences per micro-batch per data-parallel rank")
+    global_batch: PositiveInt = Field(description="sequences per optimizer step")
+    seq_len: PositiveInt
+    recompute: Recompute = "none"
+    sequence_parallel: bool = False
+    zero: Literal[0, 1, 2, 3] = Field(0, description="1: optimizer state sharded; 2: + gradients; 3: + parameters")
+    precision: Precision = Field("bf16", description="GEMM precision; everything else stays bf16")
+    schedule: Schedule | None = Field(None, description="pipeline schedule; default interleaved if vpp > 1 else 1f1b")
+    attention: Literal["flash", "unfused"] = Field(
+        "flash", description="fused (FlashAttention-style) kernel, or unfused QK^T / softmax / dropout / AV"
+    )
+    grad_dtype: Literal["fp32", "bf16"] = Field(
+        "fp32", description="gradient accumulation and reduction dtype (Megatron bf16 and torch FSDP default: fp32)"
+    )
+    overlap_dp_comm: bool = Field(True, description="data-parallel / ZeRO collectives overlap with compute")
+
+    @property
+    def num_microbatches(self) -> int:
+        """Micro-batches per pipeline per step (gradient-accumulation steps): global / (dp * micro_batch)."""
+        return self.global_batch // (self.dp * self.micro_batch)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch * self.seq_len
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _fmt(vals: list[int], limit: int = 12) -> str:
+    return ", ".join(map(str, vals[:limit])) + (", ..." if len(vals) > limit else "")
+
+
+def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
+    """Fill inferred fields and check the plan; InputError (field, value, what is valid) on the first problem."""
+    p = plan.model_dump()
+    tp, pp, cp = p["tp"], p["pp"], p["cp"]
+    mp = tp * pp * cp
+    if p["gpus"] is None and p["dp"] is None:
+        raise InputError("plan needs gpus or dp (gpus = tp*pp*cp*dp)")
+    if p["dp"] is None:
+        if p["gpus"] % mp:
+            valid = [g for g in range(mp, 4 * p["gpus"] + 1, mp)]
+            near = [g for g in valid if abs(g - p["gpus"]) <= mp][:2]
+            raise InputError(
+                f"gpus = {p['gpus']} is not divisible by tp*pp*cp = {tp}*{pp}*{cp} = {mp}; "
+                f"valid gpus: multiples of {mp} (e.g. {', '.join(map(str, near))})"
+            )
+        p["dp"] = p["gpus"] // mp
+    if p["gpus"] is None:
+        p["gpus"] = mp * p["dp"]
+    if mp * p["dp"] != p["gpus"]:
+        hint = f", or use dp = {p['gpus'] // mp}" if p["gpus"] % mp == 0 else ""
+        raise InputError(
+            f"tp*pp*cp*dp = {tp}*{pp}*{cp}*{p['dp']} = {mp * p['dp']} != gpus = {p['gpus']}; omit dp to infer it{hint}"
+        )
+    system.check_gpus(p["gpus"])
+
+    heads, kv = model.n_heads, model.n_kv_heads
+    if heads % tp:
+        raise InputError(f"tp={tp} does not divide num_attention_heads = {heads}; valid tp: {_fmt(_divisors(math.gcd(heads, kv)))}")
+    if kv % tp:
+        raise InputError(f"tp={tp} does not divide num_key_value_heads = {kv}; valid tp: {_fmt(_divisors(math.gcd(heads, kv)))}")
+    if model.ffn_hidden % tp:
+        raise InputError(
+            f"tp={tp} does not divide ffn_hidden = {model.ffn_hidden}; valid tp: "
+            f"{_fmt(_divisors(math.gcd(math.gcd(heads, kv), model.ffn_hidden)))}"
+        )
+    if pp > model.n_layers:
+        raise InputError(f"pp={pp} is larger than n_layers = {model.n_layers}; valid pp: 1..{model.n_layers}")
+    vpp = p["vpp"]
+    if vpp > 1 and pp == 1:
+        raise InputError(f"vpp={vpp} needs pipeline parallelism; valid with pp=1: vpp=1")
+    if pp * vpp > model.n_layers:
+        raise InputError(
+            f"pp*vpp = {pp}*{vpp} = {pp * vpp} chunks exceeds n_layers = {model.n_layers}; valid vpp: 1..{model.n_layers // pp}"
+        )
+    sched = p["schedule"] or ("interleaved" if vpp > 1 else "1f1b")
+    if sched == "interleaved" and vpp == 1:
+        raise InputError("schedule=interleaved needs vpp > 1; valid with vpp=1: 1f1b, gpipe")
+    if sched != "interleaved" and vpp > 1:
+        raise InputError(f"schedule={sched} cannot run vpp={vpp} chunks per rank; valid with vpp > 1: interleaved")
+    p["schedule"] = sched
+
+    dpmb = p["dp"] * p["micro_batch"]
+    if p["global_batch"] % dpmb:
+        lo = p["global_batch"] // dpmb * dpmb
+        eg = ", ".join(str(x) for x in (lo, lo + dpmb) if x > 0)
+        raise InputError(
+            f"global_batch = {p['global_batch']} is not divisible by dp*micro_batch = {p['dp']}*{p['micro_batch']} = {dpmb}; "
+            f"valid global_batch: multiples of {dpmb} (e.g. {eg})"
+        )
+    m = p["global_batch"] // dpmb
+    if sched == "interleaved" and m % pp:
+        raise InputError(
+            f"interleaved schedule needs the micro-batch count (global_batch/(dp*micro_batch) = {m}) to be a multiple "
+            f"of pp = {pp}; valid global_batch: multiples of {dpmb * pp}"
+        )
+    s = p["seq_len"]
+    if s % cp:
+        raise InputError(f"cp={cp} does not divide seq_len = {s}; valid cp: {_fmt(_divisors(s))}")
+    if model.position == "learned" and s > model.max_seq_len:
+        raise InputError(
+            f"seq_len = {s} exceeds {model.name}'s learned position table (max_seq_len = {model.max_seq_len}); valid seq_len: 1..{model.max_seq_len}"
+        )
+    system.accelerator.peak_flops(p["precision"])  # raises for a dtype the part lacks
+    if p["precision"] not in system.efficiency.matmul_max:
+        raise InputError(f"precision={p['precision']}: {system.name} has no matmul efficiency for it; valid: {', '.join(system.efficiency.matmul_max)}")
+    if tp == 1:
+        p["sequence_parallel"] = False
+    return Plan(**p)
