@@ -1,0 +1,119 @@
+"""Collective and point-to-point communication time on the network tiers a process group spans.
+
+Ring algorithms (NCCL's performance notes, "bus bandwidth"; Thakur et al. 2005): with n members, per-step
+latency a and per-device bandwidth B (bytes/s, one direction), for a message of S bytes (the full,
+un-sharded tensor):
+  all-gather / reduce-scatter / all-to-all:  (n-1) a + (n-1)/n * S / B
+  all-reduce (= reduce-scatter + all-gather): 2 (n-1) a + 2 (n-1)/n * S / B
+  point-to-point:                             a + S / B
+A group that spans several tiers runs hierarchically: the innermost phase over the members that share a
+domain moves the whole message, each outer phase moves the shard left after the phases inside it, on its
+own tier's bandwidth (a rail-optimised network gives each device its own NIC).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..hardware import NetworkTier, System
+
+
+@dataclass(frozen=True)
+class Phase:
+    """The members of a group that share one tier, and the bandwidth/latency a ring over them sees."""
+
+    tier: str
+    members: int
+    bandwidth: float  # bytes/s per device, after collective efficiency
+    latency: float  # s per ring step
+
+
+def _torus_dims_spanned(tier: NetworkTier, stride: int, n: int) -> int:
+    """How many torus dimensions a group of n devices at `stride` covers (devices laid out row-major)."""
+    spanned, inner = 0, 1
+    for d in tier.torus_dims:
+        outer = inner * d
+        if stride < outer and stride * n > inner:
+            spanned += 1
+        inner = outer
+    return max(spanned, 1)
+
+
+def group_phases(system: System, n: int, stride: int) -> list[Phase]:
+    """Split a group of `n` devices, `stride` apart in device order, over the system's tiers, innermost first.
+
+    Members sharing a tier-k domain: min(n, domain_k / stride) (at least 1). A torus tier's ring runs both
+    directions of every dimension the group spans: 2 * dims * link bandwidth (Jouppi et al. 2023, TPU v4).
+    """
+    phases: list[Phase] = []
+    covered = 1  # members already grouped by inner tiers
+    for tier in system.tiers:
+        if covered >= n:
+            break
+        if tier.domain_size is None:
+            members_here = n
+        else:
+            members_here = max(1, min(n, tier.domain_size // stride))
+        k = int(np.ceil(members_here / covered)) if members_here > covered else 1
+        if k > 1:
+            bw = tier.bandwidth * tier.collective_efficiency
+            if tier.topology == "torus":
+                bw *= 2 * _torus_dims_spanned(tier, stride * covered, k)
+            phases.append(Phase(tier.name, k, bw, tier.latency))
+            covered *= k
+    if covered < n:  # the outermost tier is bounded and the group is larger: treat the rest as that tier
+        last = system.tiers[-1]
+        k = int(np.ceil(n / covered))
+        phases.append(Phase(last.name, k, last.bandwidth * last.collective_efficiency, last.latency))
+    return phases
+
+
+def ring_gather_time(size_bytes, n, bandwidth, latency):
+    """All-gather / reduce-scatter / all-to-all of an S-byte (full) tensor over a ring of n: (n-1)a + (n-1)/n S/B."""
+    n = np.asarray(n, float)
+    return (n - 1) * latency + (n - 1) / n * np.asarray(size_bytes, float) / bandwidth
+
+
+def ring_allreduce_time(size_bytes, n, bandwidth, latency):
+    """All-reduce of S bytes over a ring of n: 2(n-1)a + 2(n-1)/n S/B (reduce-scatter then all-gather)."""
+    return 2.0 * ring_gather_time(size_bytes, n, bandwidth, latency)
+
+
+def p2p_time(size_bytes, bandwidth, latency):
+    """Point-to-point send of S bytes: a + S/B."""
+    return latency + np.asarray(size_bytes, float) / bandwidth
+
+
+def collective_time(kind: str, size_bytes, phases: list[Phase]):
+    """Seconds for collective `kind` on an S-byte tensor over the hierarchical `phases` of a group.
+
+    Phase i moves S / (members of phases inside it); all-reduce is twice the gather form at every level
+    (reduce-scatter up the hierarchy, all-gather back down).
+    """
+    if kind not in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
+        raise ValueError(f"unknown collective {kind}")
+    total = np.zeros_like(np.asarray(size_bytes, float))
+    inner = 1
+    for ph in phases:
+        shard = np.asarray(size_bytes, float) / inner
+        if kind == "all_reduce":
+            total = total + ring_allreduce_time(shard, ph.members, ph.bandwidth, ph.latency)
+        else:
+            total = total + ring_gather_time(shard, ph.members, ph.bandwidth, ph.latency)
+        inner *= ph.members
+    return total
+
+
+def describe(phases: list[Phase]) -> str:
+    """e.g. 'nvlink x8 > infiniband x4' (innermost first); 'local' for a group of one."""
+    return " > ".join(f"{p.tier} x{p.members}" for p in phases) or "local"
+
+
+def p2p_tier(system: System, stride: int) -> NetworkTier:
+    """The tier that carries a send between two devices `stride` apart (the innermost domain holding both)."""
+    for tier in system.tiers:
+        if tier.domain_size is None or stride < tier.domain_size:
+            return tier
+    return system.tiers[-1]

@@ -1,0 +1,43 @@
+"""Model FLOPs: the one convention behind model_tflops_per_gpu, MFU and HFU.
+
+Per token, forward: 2 FLOPs per weight of every matmul (QKV, output projection, MLP, LM head; not the
+embedding lookup) plus the attention core counted without causal masking, 2 matmuls x 2 FLOPs x seq x
+(n_heads * head_dim) per layer. Training = 3x forward (backward = 2x forward). This is the convention of PaLM
+(Chowdhery et al. 2022, App. B: 6N + 12 l h s), Megatron-LM (Narayanan et al. 2021, Eq. 3) and MosaicML, so
+published MFU figures compare directly. Executed FLOPs used for timing (causal attention skips masked blocks)
+live with the ops in `ops.py`; hardware FLOPs (HFU) add the recomputed forward work.
+"""
+
+from __future__ import annotations
+
+from ..models import ModelConfig
+
+
+def matmul_params(model: ModelConfig) -> int:
+    """Weights that take part in a matmul per token: all layer projections plus the LM head (tied or not)."""
+    h, f = model.hidden, model.ffn_hidden
+    per_layer = h * model.q_dim + 2 * h * model.kv_dim + model.q_dim * h + (3 if model.gated else 2) * h * f
+    return model.n_layers * per_layer + model.vocab * h
+
+
+def attention_flops_per_token(model: ModelConfig, seq_len: int) -> float:
+    """Forward attention-core FLOPs per token, all layers, without causal masking: 4 * l * s * n_heads * head_dim."""
+    return 4.0 * model.n_layers * seq_len * model.q_dim
+
+
+def model_flops_per_token(model: ModelConfig, seq_len: int) -> float:
+    """Training FLOPs per token (forward + backward, no recompute): 3 * (2 * matmul_params + attention)."""
+    return 3.0 * (2.0 * matmul_params(model) + attention_flops_per_token(model, seq_len))
+
+
+def recompute_flops_per_token(model: ModelConfig, seq_len: int, recompute: str) -> float:
+    """Extra forward FLOPs per token that recomputation re-executes (same convention).
+
+    full: every layer's forward again (not the LM head); selective: the attention core (Korthikanti et al.
+    2022, Sec. 5); none: 0.
+    """
+    if recompute == "full":
+        return 2.0 * (matmul_params(model) - model.vocab * model.hidden) + attention_flops_per_token(model, seq_len)
+    if recompute == "selective":
+        return attention_flops_per_token(model, seq_len)
+    return 0.0

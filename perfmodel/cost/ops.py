@@ -1,0 +1,201 @@
+"""The operators of one training micro-batch on one device: their FLOPs, bytes and seconds.
+
+A transformer layer is, in order: norm, QKV projection, rotary embedding, attention core, output projection,
+residual (+dropout), norm, MLP in (gate/up), activation, MLP out, residual (+dropout). The first pipeline
+stage adds the embedding, the last the final norm, LM head and loss. Every op is sharded the way Megatron-LM
+shards it (Shoeybi et al. 2019; Korthikanti et al. 2022): QKV and MLP-in column-parallel, output projection
+and MLP-out row-parallel, LM head and embedding vocab-parallel over tp; norms, residuals and dropout run on
+all tokens of the micro-batch on every tp rank unless sequence parallelism splits them by tp; context
+parallelism splits the tokens by cp.
+
+Backward of a GEMM C[m,n] = A[m,k] B[k,n] is two GEMMs of the same FLOPs: dA = dC B^T (m, k, n) and
+dB = A^T dC (k, n, m). Fused attention backward does 2.5x the forward FLOPs (FlashAttention-2: five
+matmuls against two; Dao 2023, Sec. 3.1.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..hardware import System
+from ..models import ModelConfig
+from ..plan import Plan
+from .compute import flash_attention_time, gemm_time, memory_bound_time
+
+ACT_BYTES = 2  # activations and their gradients are bf16 throughout
+GEMM_INPUT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}
+
+
+@dataclass
+class Op:
+    """One operator of a micro-batch on one device. Seconds and FLOPs are per micro-batch."""
+
+    name: str
+    kind: str  # gemm | attention | memory
+    fwd_s: object
+    bwd_s: object
+    fwd_flops: object = 0.0  # executed FLOPs (causal attention skips masked blocks)
+    bwd_flops: object = 0.0
+    recompute: tuple[str, ...] = ()  # recompute modes that re-run this op's forward in the backward pass
+    formula: str = ""
+
+    def recompute_s(self, mode: str):
+        return self.fwd_s if mode in self.recompute else 0.0
+
+
+@dataclass
+class Device:
+    """What a plan and a system fix for every op: token counts and the rates the kernels run at."""
+
+    model: ModelConfig
+    system: System
+    plan: Plan
+    tokens: object = field(init=False)  # tokens of one micro-batch on this device: b * s / cp
+    tokens_outside_tp: object = field(init=False)  # tokens seen by norms / residuals: / tp with SP
+    gemm_peak: float = field(init=False)
+    bf16_peak: float = field(init=False)
+    mem_bw: float = field(init=False)
+
+    def __post_init__(self):
+        p, sysm = self.plan, self.system
+        self.tokens = p.micro_batch * p.seq_len / p.cp
+        self.tokens_outside_tp = self.tokens / (p.tp if p.sequence_parallel else 1)
+        self.gemm_peak = sysm.accelerator.peak_flops(p.precision)
+        self.bf16_peak = sysm.accelerator.peak_flops("bf16")
+        self.mem_bw = sysm.accelerator.hbm_bandwidth * sysm.efficiency.memory_bandwidth
+
+    def gemm(self, m, n, k, batch=1, precision=None):
+        eff = self.system.efficiency
+        prec = precision or self.plan.precision
+        peak = self.gemm_peak if precision is None else self.system.accelerator.peak_flops(prec)
+        return gemm_time(m, n, k, peak, eff.matmul_max[prec], eff.matmul_tile[0], eff.matmul_tile[1],
+                         self.system.accelerator.compute_units, self.mem_bw,
+                         in_bytes=GEMM_INPUT_BYTES[prec], out_bytes=ACT_BYTES, batch=batch)
+
+    def memory(self, nbytes):
+        return memory_bound_time(nbytes, self.mem_bw)
+
+
+def linear_op(dev: Device, name: str, m, n, k, recompute=("full",)) -> list[Op]:
+    """A weight GEMM (tokens m, out features n, in features k) and, in fp8/fp4, the casts of its operands.
+
+    Casting reads bf16 and writes the narrow type: input m*k and weight k*n in the forward, output gradient
+    m*n in the backward (Transformer Engine's per-GEMM quantisation).
+    """
+    flops = 2.0 * m * n * k
+    ops = [Op(name, "gemm", dev.gemm(m, n, k), dev.gemm(m, k, n) + dev.gemm(k, n, m), flops, 2 * flops,
+              recompute, f"2*{_s(m)}*{_s(n)}*{_s(k)}")]
+    narrow = GEMM_INPUT_BYTES[dev.plan.precision]
+    if narrow < 2:
+        per = ACT_BYTES + narrow
+        ops.append(Op(f"{name}.cast", "memory", dev.memory((m * k + k * n) * per), dev.memory(m * n * per),
+                      recompute=recompute, formula="quantise operands to " + dev.plan.precision))
+    return ops
+
+
+def elementwise_op(dev: Device, name: str, elements, fwd_bytes, bwd_bytes, recompute=("full",)) -> Op:
+    """A memory-bound op over `elements` values moving fwd_bytes / bwd_bytes per element."""
+    return Op(name, "memory", dev.memory(elements * fwd_bytes), dev.memory(elements * bwd_bytes),
+              recompute=recompute, formula=f"{_s(elements)} elems x {fwd_bytes}/{bwd_bytes} B")
+
+
+def mean_keys(seq, window):
+    """Average keys a query attends to under a causal mask (and sliding window w): s/2, or w(1 - w/2s) if w < s."""
+    seq = np.asarray(seq, float)
+    if window is None:
+        return seq / 2
+    w = np.minimum(float(window), seq)
+    return w * (1 - w / (2 * seq))
+
+
+def attention_ops(dev: Device) -> list[Op]:
+    """Attention core: fused (flash) kernel, or unfused QK^T, scale-mask-softmax (+dropout), AV."""
+    m, p = dev.model, dev.plan
+    heads = m.n_heads / p.tp
+    if p.attention == "flash":
+        # 2 matmuls (QK^T, PV) x 2 FLOPs per multiply-add over the unmasked (query, key) pairs.
+        fwd_flops = 4.0 * dev.tokens * mean_keys(p.seq_len, m.sliding_window) * m.head_dim * heads
+        seq = p.seq_len / p.cp
+        eff = dev.system.efficiency
+        t = lambda fl: flash_attention_time(fl, seq, dev.bf16_peak, eff.attention_max, eff.attention_half_seq)
+        return [Op("attention", "attention", t(fwd_flops), t(2.5 * fwd_flops), fwd_flops, 2.5 * fwd_flops,
+                   ("full", "selective"), "4*T*keys*head_dim*heads (causal), bwd 2.5x")]
+    # Unfused (pre-FlashAttention Megatron): full s x s scores per head, no causal skipping.
+    sq, sk, hd = p.seq_len / p.cp, p.seq_len, m.head_dim
+    batch = p.micro_batch * heads
+    scores = sq * sk * batch
+    drop = m.dropout > 0
+    ops = [
+        Op("attn_scores", "gemm", dev.gemm(sq, sk, hd, batch, "bf16"),
+           dev.gemm(sq, hd, sk, batch, "bf16") + dev.gemm(hd, sk, sq, batch, "bf16"),
+           2 * sq * sk * hd * batch, 4 * sq * sk * hd * batch, ("full", "selective"), "QK^T per head"),
+        # fused scale+mask+softmax: read 2 write 2 B; backward reads y and dy, writes dx. Dropout: +mask.
+        elementwise_op(dev, "attn_softmax", scores, 4 + (5 if drop else 0), 6 + (5 if drop else 0),
+                       ("full", "selective")),
+        Op("attn_context", "gemm", dev.gemm(sq, hd, sk, batch, "bf16"),
+           dev.gemm(sq, sk, hd, batch, "bf16") + dev.gemm(sk, hd, sq, batch, "bf16"),
+           2 * sq * sk * hd * batch, 4 * sq * sk * hd * batch, ("full", "selective"), "softmax(QK^T) V per head"),
+    ]
+    return ops
+
+
+def layer_ops(dev: Device) -> list[Op]:
+    """All ops of one transformer layer for one micro-batch on one device."""
+    m, p = dev.model, dev.plan
+    t, T, To = p.tp, dev.tokens, dev.tokens_outside_tp
+    h, f = m.hidden, m.ffn_hidden
+    drop = 1 if m.dropout > 0 else 0
+    ops: list[Op] = []
+    # Norm: read x, write y (bf16); backward reads x and dy, writes dx.
+    ops.append(elementwise_op(dev, "norm1", To * h, 4, 6))
+    ops += linear_op(dev, "qkv", T, (m.q_dim + 2 * m.kv_dim) / t, h)
+    if m.position == "rope":
+        ops.append(elementwise_op(dev, "rope", T * (m.q_dim + m.kv_dim) / t, 4, 4))
+    ops += attention_ops(dev)
+    ops += linear_op(dev, "out_proj", T, h, m.q_dim / t)
+    # Residual add fused with dropout: read branch + residual, write sum (+1 B mask); backward likewise.
+    ops.append(elementwise_op(dev, "residual1", To * h, 6 + drop, 6 + drop))
+    ops.append(elementwise_op(dev, "norm2", To * h, 4, 6))
+    ops += linear_op(dev, "mlp_in", T, (2 if m.gated else 1) * f / t, h)
+    if m.gated:  # silu(gate) * up: read 2 tensors, write 1; backward reads gate, up, dy, writes 2 grads
+        ops.append(elementwise_op(dev, "swiglu", T * f / t, 6, 10))
+    else:  # gelu: read, write; backward reads x and dy, writes dx
+        ops.append(elementwise_op(dev, "gelu", T * f / t, 4, 6))
+    ops += linear_op(dev, "mlp_out", T, h, f / t)
+    ops.append(elementwise_op(dev, "residual2", To * h, 6 + drop, 6 + drop))
+    return ops
+
+
+def embedding_ops(dev: Device) -> list[Op]:
+    """Token (+ learned position) embedding on the first stage; vocab-parallel lookup writes all T tokens."""
+    m, p = dev.model, dev.plan
+    T, To, h = dev.tokens, dev.tokens_outside_tp, m.hidden
+    ops = [elementwise_op(dev, "embedding", T * h, 4, 2 + 8 / p.tp, ())]  # bwd: read dy, fp32 RMW of own rows
+    if m.position == "learned":
+        ops.append(elementwise_op(dev, "position_embedding", To * h, 6, 6, ()))
+    if m.dropout > 0:
+        ops.append(elementwise_op(dev, "embedding_dropout", To * h, 5, 5, ()))
+    return ops
+
+
+def head_ops(dev: Device) -> list[Op]:
+    """Final norm, vocab-parallel LM head and cross-entropy on the last stage (never recomputed).
+
+    Cross-entropy over T x V/tp logits: forward reads bf16 logits and writes fp32 exponentials (2 + 4 + 4 B
+    with the max/sum passes), backward reads them and writes bf16 gradients (4 + 2 B) (a fused vocab-parallel
+    kernel as in Megatron-LM).
+    """
+    m, p = dev.model, dev.plan
+    T, To, h = dev.tokens, dev.tokens_outside_tp, m.hidden
+    v = np.ceil(m.vocab / p.tp)
+    ops = [elementwise_op(dev, "final_norm", To * h, 4, 6, ())]
+    ops += linear_op(dev, "lm_head", T, v, h, ())
+    ops.append(elementwise_op(dev, "cross_entropy", T * v, 10, 6, ()))
+    return ops
+
+
+def _s(x) -> str:
+    x = float(np.asarray(x))
+    return f"{x:.0f}" if x == int(x) else f"{x:.1f}"

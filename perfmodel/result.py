@@ -1,0 +1,100 @@
+"""Output schema of `estimate`: the headline numbers and the breakdowns that trace them to the formulas."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from .errors import Schema
+from .plan import Plan
+
+
+class MemoryBreakdown(Schema):
+    """Bytes on the most loaded device."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    other: float
+    total: float
+
+
+class TimeBreakdown(Schema):
+    """Seconds of one step on the slowest pipeline stage; the parts sum to `total`.
+
+    Compute parts are the stage's m micro-batches; comm parts are the exposed (not overlapped) share; the
+    overlapped share of each collective is in `Estimate.comms`.
+    """
+
+    gemm: float
+    attention: float
+    memory_bound: float = Field(description="norms, activations, residuals, dropout, rotary, casts, embedding, loss")
+    recompute: float
+    tp_comm: float
+    cp_comm: float
+    pp_comm: float
+    dp_comm: float = Field(description="data-parallel gradient reduction and ZeRO-1/2 parameter gathers")
+    zero3_comm: float = Field(description="ZeRO-3 parameter gathers and gradient reduce-scatters")
+    bubble: float
+    optimizer: float
+    total: float
+
+
+class OpTime(Schema):
+    """One operator on the slowest stage, per micro-batch."""
+
+    name: str
+    where: str = Field(description="layer (per layer) | embedding | head")
+    kind: str
+    count: int = Field(description="instances per micro-batch on the stage (layers for layer ops)")
+    fwd_s: float
+    bwd_s: float
+    recompute_s: float
+    fwd_flops: float
+    formula: str
+
+
+class CommTime(Schema):
+    """One collective (or send) pattern of the step."""
+
+    name: str
+    collective: str
+    group: str
+    group_size: int
+    tiers: str = Field(description="tier phases the group spans, innermost first")
+    bytes: float = Field(description="message size per call")
+    calls: float = Field(description="calls per step on the slowest stage")
+    seconds_per_call: float
+    total_s: float
+    exposed_s: float
+
+
+class Estimate(Schema):
+    """Prediction for one training step of one plan."""
+
+    model: str
+    hardware: str
+    gpus: int
+    params: int
+    step_time_s: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    model_tflops_per_gpu: float
+    mfu: float
+    hfu: float
+    mfu_peak_dtype: str = Field(description="peak the MFU/HFU divide by: dense bf16 unless precision is fp8/fp4")
+    fits_in_memory: bool
+    memory_capacity_bytes: float
+    memory_shortfall_bytes: float = Field(description="total - capacity when it does not fit, else 0")
+    memory_stage: str = Field(description="pipeline stage whose memory is reported (the largest)")
+    memory_bytes: MemoryBreakdown
+    time_s: TimeBreakdown
+    model_flops_per_step: float
+    hardware_flops_per_step: float
+    num_microbatches: int
+    stage_layers: list[int] = Field(description="layers on the first, largest middle and last stage")
+    bottleneck_stage: str
+    ops: list[OpTime]
+    comms: list[CommTime]
+    plan: Plan
+    notes: list[str] = Field(default_factory=list)
