@@ -6,6 +6,7 @@ into that one line on stderr and exit code 2.
 
 from __future__ import annotations
 
+import contextvars
 import difflib
 from collections.abc import Iterable
 from typing import Any
@@ -43,23 +44,37 @@ def format_validation_error(err: ValidationError, where: str) -> str:
     return "; ".join(parts)
 
 
+# Pydantic calls a custom __init__ for nested models too; only the outermost call turns errors into InputError,
+# so that nested failures keep their full field path (e.g. System.tiers.0.bandwidth_gbps).
+_depth: contextvars.ContextVar[int] = contextvars.ContextVar("schema_depth", default=0)
+
+
 class Schema(BaseModel):
     """Base of every input/output schema: unknown fields are errors, and validation failures are InputError."""
 
     model_config = ConfigDict(extra="forbid")
 
     def __init__(self, /, **data: Any) -> None:
+        outer = _depth.get() == 0
+        token = _depth.set(_depth.get() + 1)
         try:
             super().__init__(**data)
         except ValidationError as err:
+            if not outer:
+                raise
             raise InputError(format_validation_error(err, type(self).__name__)) from None
+        finally:
+            _depth.reset(token)
 
     @classmethod
     def parse(cls, data: Any, where: str | None = None):
         """Validate a mapping (e.g. loaded YAML/JSON) into this schema, raising InputError on failure."""
         if not isinstance(data, dict):
             raise InputError(f"{where or cls.__name__}: expected a mapping of fields, got {type(data).__name__}")
+        token = _depth.set(_depth.get() + 1)
         try:
             return cls.model_validate(data)
         except ValidationError as err:
             raise InputError(format_validation_error(err, where or cls.__name__)) from None
+        finally:
+            _depth.reset(token)

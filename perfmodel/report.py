@@ -1,0 +1,112 @@
+"""Text rendering of results and catalogue entries for the CLI (no modelling here)."""
+
+from __future__ import annotations
+
+from .hardware import System
+from .models import ModelConfig
+from .result import Estimate
+
+GiB = 2**30
+
+
+def _t(s: float) -> str:
+    if s >= 1:
+        return f"{s:.3f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s * 1e6:.1f} us"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def estimate_table(e: Estimate) -> str:
+    p = e.plan
+    lines = []
+    layout = (f"tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp} vpp={p.vpp} sp={'on' if p.sequence_parallel else 'off'} "
+              f"zero={p.zero} recompute={p.recompute} precision={p.precision} schedule={p.schedule}")
+    lines.append(f"{e.model} ({e.params / 1e9:.2f}B params) on {e.gpus} x {e.hardware}")
+    lines.append(f"  {layout}")
+    lines.append(f"  micro_batch={p.micro_batch} global_batch={p.global_batch} seq_len={p.seq_len} "
+                 f"micro-batches/step={e.num_microbatches} attention={p.attention}")
+    lines.append("")
+    fit = "yes" if e.fits_in_memory else f"NO (short by {e.memory_shortfall_bytes / GiB:.1f} GiB)"
+    head = [
+        ("step time", _t(e.step_time_s)),
+        ("tokens/s", f"{e.tokens_per_s:,.0f}  ({e.tokens_per_s_per_gpu:,.0f} per device)"),
+        ("model TFLOP/s per device", f"{e.model_tflops_per_gpu:.1f}"),
+        ("MFU / HFU", f"{_pct(e.mfu)} / {_pct(e.hfu)}  (vs dense {e.mfu_peak_dtype} peak)"),
+        ("memory per device", f"{e.memory_bytes.total / GiB:.1f} GiB of {e.memory_capacity_bytes / GiB:.0f} GiB "
+                              f"({e.memory_stage} stage)"),
+        ("fits in memory", fit),
+    ]
+    w = max(len(k) for k, _ in head)
+    lines += [f"{k:<{w}}  {v}" for k, v in head]
+    lines.append("")
+    lines.append(f"Time per step ({e.bottleneck_stage} stage, the slowest; parts sum to the step)")
+    tb = e.time_s.model_dump()
+    total = tb.pop("total")
+    for k, v in tb.items():
+        if v > 0:
+            lines.append(f"  {k:<14}{_t(v):>12}  {_pct(v / total):>6}")
+    lines.append(f"  {'total':<14}{_t(total):>12}")
+    lines.append("")
+    lines.append(f"Memory per device ({e.memory_stage} stage)")
+    for k, v in e.memory_bytes.model_dump().items():
+        lines.append(f"  {k:<14}{v / GiB:>9.2f} GiB")
+    lines.append("")
+    lines.append("Ops per micro-batch on that stage (layer ops: per layer)")
+    lines.append(f"  {'op':<20}{'where':<10}{'kind':<13}{'fwd':>10}{'bwd':>10}{'recomp':>10}  formula")
+    for o in e.ops:
+        lines.append(f"  {o.name:<20}{o.where:<10}{o.kind:<13}{_t(o.fwd_s):>10}{_t(o.bwd_s):>10}"
+                     f"{_t(o.recompute_s):>10}  {o.formula}")
+    if e.comms:
+        lines.append("")
+        lines.append("Communication per step")
+        lines.append(f"  {'pattern':<32}{'collective':<27}{'group':<14}{'tiers':<26}{'MB/call':>9}{'calls':>8}"
+                     f"{'total':>11}{'exposed':>11}")
+        for c in e.comms:
+            lines.append(f"  {c.name:<32}{c.collective:<27}{c.group + ' x' + str(c.group_size):<14}{c.tiers:<26}"
+                         f"{c.bytes / 1e6:>9.1f}{c.calls:>8.0f}{_t(c.total_s):>11}{_t(c.exposed_s):>11}")
+    if e.notes:
+        lines.append("")
+        lines += [f"note: {n}" for n in e.notes]
+    return "\n".join(lines)
+
+
+def hardware_table(s: System) -> str:
+    a = s.accelerator
+    lines = [f"{s.name}: {s.description}", f"  accelerator {a.name} ({a.vendor})"]
+    lines.append("  dense peak TFLOP/s: " + ", ".join(f"{k} {v:g}" for k, v in a.peak_tflops.items()))
+    lines.append(f"  HBM {a.hbm_capacity_gib:g} GiB at {a.hbm_bandwidth_tbps:g} TB/s; TDP "
+                 f"{'n/a' if a.tdp_w is None else f'{a.tdp_w:g} W'}; {a.compute_units} compute units")
+    lines.append("  network tiers (innermost first):")
+    for t in s.tiers:
+        size = "all devices" if t.domain_size is None else f"domain {t.domain_size}"
+        topo = f"torus {'x'.join(map(str, t.torus_dims))}" if t.topology == "torus" else t.topology
+        lines.append(f"    {t.name:<12} {size:<14} {topo:<14} {t.bandwidth_gbps:g} GB/s, {t.latency_us:g} us/step, "
+                     f"collective efficiency {t.collective_efficiency:g}")
+    e = s.efficiency
+    lines.append("  efficiency: matmul " + ", ".join(f"{k} {v:g}" for k, v in e.matmul_max.items())
+                 + f" (tile {e.matmul_tile[0]}x{e.matmul_tile[1]}); attention {e.attention_max:g} "
+                 f"(half at {e.attention_half_seq:g} keys); memory bandwidth {e.memory_bandwidth:g}")
+    lines.append(f"  memory overhead {s.memory_overhead_gib:g} GiB per device"
+                 + (f"; at most {s.max_devices} devices" if s.max_devices else ""))
+    lines.append("  sources:")
+    for owner, src in [(a.name, a.sources), *[(t.name, t.sources) for t in s.tiers],
+                       ("efficiency", e.sources), (s.name, s.sources)]:
+        for k, v in src.items():
+            lines.append(f"    {owner}.{k}: {v}")
+    return "\n".join(lines)
+
+
+def model_table(m: ModelConfig) -> str:
+    rows = [("params", f"{m.n_params():,} ({m.n_params() / 1e9:.2f}B)"), ("layers", m.n_layers), ("hidden", m.hidden),
+            ("heads / kv heads / head dim", f"{m.n_heads} / {m.n_kv_heads} / {m.head_dim}"),
+            ("ffn hidden", f"{m.ffn_hidden} ({m.mlp})"), ("vocab", m.vocab), ("max seq len", m.max_seq_len),
+            ("norm / position", f"{m.norm} / {m.position}"), ("tied embeddings", m.tie_embeddings),
+            ("linear bias / dropout", f"{m.linear_bias} / {m.dropout}"),
+            ("sliding window", m.sliding_window or "none"), ("source", m.source)]
+    w = max(len(k) for k, _ in rows)
+    return "\n".join([m.name] + [f"  {k:<{w}}  {v}" for k, v in rows])
