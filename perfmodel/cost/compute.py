@@ -8,25 +8,46 @@ from __future__ import annotations
 import numpy as np
 
 
-def gemm_time(m, n, k, peak_flops, max_eff, tile_m, tile_n, units, mem_bw, in_bytes=2.0, out_bytes=2.0, batch=1):
-    """Seconds for `batch` GEMMs C[m,n] = A[m,k] @ B[k,n].
+def gemm_tiles(tile_m, tile_n, smallest=64):
+    """Tile shapes a GEMM library may pick: the spec's tile, its transpose, and halvings down to `smallest`.
 
-    Compute bound: 2mnk FLOPs (one multiply-add = 2 FLOPs) at `max_eff * peak_flops`, the best-shape rate
-    a microbenchmark measured, times the useful fraction of the tile slots the kernel occupies:
-      tile quantisation  (m*n) / (ceil(m/tile_m) * ceil(n/tile_n) * tile_m * tile_n)
-      wave quantisation  tiles / (ceil(tiles/units) * units)
-    whose product is (m*n) / (waves * units * tile_m * tile_n)  (NVIDIA, "Matrix Multiplication Background
-    User's Guide", sections on tile and wave quantisation). Memory bound: operands and result streamed once,
-    (m*k + k*n) * in_bytes + m*n * out_bytes at `mem_bw` (achievable bytes/s). The slower of the two wins
-    (roofline, Williams et al. 2009).
+    cuBLAS/CUTLASS heuristics choose among many tile shapes per problem; taking the best of this family
+    (assuming equal per-tile throughput, which flatters small tiles slightly) avoids charging a 96-wide
+    attention GEMM for a 256-wide tile.
+    """
+    out = set()
+    for a, b in ((tile_m, tile_n), (tile_n, tile_m)):
+        x, y = a, b
+        while x >= smallest and y >= smallest:
+            out.add((x, y))
+            if x >= y:
+                x //= 2
+            else:
+                y //= 2
+    return sorted(out)
+
+
+def gemm_time(m, n, k, peak_flops, max_eff, tile_m, tile_n, units, mem_bw, in_bytes=2.0, out_bytes=2.0, batch=1):
+    """Seconds for `batch` independent GEMMs C[m,n] = A[m,k] @ B[k,n] run as one (batched) kernel.
+
+    Compute bound: 2mnk FLOPs (one multiply-add = 2 FLOPs) per GEMM at `max_eff * peak_flops`, the best-shape
+    rate a microbenchmark measured, times the useful fraction of the tile slots the kernel occupies:
+      tile quantisation  (m*n) / (ceil(m/tm) * ceil(n/tn) * tm * tn)
+      wave quantisation  tiles / (ceil(tiles/units) * units),  tiles = batch * ceil(m/tm) * ceil(n/tn)
+    whose product is batch*m*n / (waves * units * tm * tn)  (NVIDIA, "Matrix Multiplication Background
+    User's Guide", tile and wave quantisation), for the best tile of `gemm_tiles`. Memory bound: operands
+    and result streamed once, batch * ((m*k + k*n) * in_bytes + m*n * out_bytes) at `mem_bw` (achievable
+    bytes/s). The slower of the two wins (roofline, Williams et al. 2009).
     """
     m, n, k = np.asarray(m, float), np.asarray(n, float), np.asarray(k, float)
-    tiles = np.ceil(m / tile_m) * np.ceil(n / tile_n)
-    waves = np.ceil(tiles / units)
-    useful = (m * n) / (waves * units * tile_m * tile_n)
-    t_compute = 2.0 * m * n * k / (peak_flops * max_eff * useful)
-    t_memory = ((m * k + k * n) * in_bytes + m * n * out_bytes) / mem_bw
-    return batch * np.maximum(t_compute, t_memory)
+    useful = 0.0
+    for tm, tn in gemm_tiles(tile_m, tile_n):
+        tiles = batch * np.ceil(m / tm) * np.ceil(n / tn)
+        waves = np.ceil(tiles / units)
+        useful = np.maximum(useful, batch * m * n / (waves * units * tm * tn))
+    t_compute = batch * 2.0 * m * n * k / (peak_flops * max_eff * useful)
+    t_memory = batch * ((m * k + k * n) * in_bytes + m * n * out_bytes) / mem_bw
+    return np.maximum(t_compute, t_memory)
 
 
 def memory_bound_time(nbytes, mem_bw):

@@ -1,0 +1,206 @@
+"""Published training runs (shared/data/published_runs_dev.csv) as (model, system, plan, measured step time).
+
+The CSV describes runs in each source's words ("full (--checkpoint-activations ...)", "FSDP FULL_SHARD",
+"A100-SXM4-80GB (Selene DGX A100)"). `to_case` maps one row onto this tool's schemas, using only what the
+row and its source state; where a source leaves a setting unstated, `GROUP_DEFAULTS` fills it with that
+framework's documented default of the time, the same for every row of the group (never per row, never tuned).
+A row that cannot be expressed comes back with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from .errors import InputError
+from .hardware import System, load_hardware
+from .models import ModelConfig
+from .plan import Plan
+
+# Framework defaults for settings a source group does not state. Each entry says why.
+GROUP_DEFAULTS: dict[str, dict] = {
+    # Megatron-LM 2020/2021: pre-FlashAttention fused softmax; 'local' DDP all-reduces after the backward;
+    # fp16 gradients reduced in fp16; activation checkpointing on in the example scripts.
+    "Narayanan2021_Megatron_Table1": dict(attention="unfused", recompute="full"),
+    "Narayanan2021_Megatron_Table2": dict(attention="unfused", recompute="full"),
+    "MegatronLM_README_2020": dict(attention="unfused", recompute="full", overlap_dp_comm=False),
+    "MTNLG_530B": dict(attention="unfused", recompute="full", zero=1),
+    "BLOOM_176B_prequel_sweeps": dict(attention="unfused", recompute="full", zero=1),
+    # NeMo / Megatron-Core: fused attention (TE/cuDNN), distributed optimizer, sequence parallel with TP.
+    "NeMo_launcher_24.05": dict(attention="flash", recompute="none", zero=1, sp_with_tp=True),
+    "NeMoMegatron_launcher_A100_2023": dict(attention="flash", zero=1, sp_with_tp=True),
+    "MosaicML_llm-foundry_MPT_bench": dict(attention="flash"),
+    "torchtitan_perf_doc_2024": dict(attention="flash", sp_with_tp=True),
+}
+
+
+@dataclass
+class Case:
+    row_id: str
+    group: str
+    trust: str
+    model: ModelConfig | None
+    system: System | None
+    plan: Plan | None
+    measured_s: float
+    reason: str = ""  # why the row cannot be expressed (empty when it can)
+
+
+def _num(x) -> float | None:
+    """First number in a cell ('32000 (inferred)' -> 32000), None for empty."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return None
+    m = re.search(r"[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?", str(x))
+    return float(m.group()) if m else None
+
+
+def _text(x) -> str:
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else str(x)
+
+
+def system_for(gpu_type: str) -> tuple[str | None, str]:
+    """Catalogue system for a source's GPU description, or (None, reason)."""
+    g = gpu_type.upper()
+    if "V100" in g:
+        return None, "V100 (DGX-2) is not in the hardware catalogue"
+    if "H100" in g and ("HBM2E" in g or "95GB" in g):
+        return None, "H100 95GB HBM2e lower-TDP variant is not in the hardware catalogue"
+    if "H200" in g:
+        return "dgx-h200", ""
+    if "H100" in g:
+        return "dgx-h100", ""
+    if "A100" in g:
+        if "40GB" in g:
+            return "dgx-a100-40gb", ""
+        if "80GB" in g or "SELENE" in g:
+            return "dgx-a100-80gb", ""
+        # DGX A100 shipped with 40 GB parts until the 640 GB system of November 2020.
+        return "dgx-a100-40gb", ""
+    return None, f"GPU '{gpu_type}' is not in the hardware catalogue"
+
+
+def model_for(row: pd.Series) -> tuple[ModelConfig | None, str]:
+    name = _text(row["model"])
+    low = name.lower()
+    layers, hidden, ffn = _num(row["n_layers"]), _num(row["hidden"]), _num(row["ffn_hidden"])
+    heads, kv, vocab, seq = _num(row["heads"]), _num(row["kv_heads"]), _num(row["vocab"]), _num(row["seq_len"])
+    if None in (layers, hidden, seq):
+        return None, "model shape (layers/hidden/seq_len) not stated"
+    if heads is None:  # BLOOM candidates: head dim 128 as in the final BLOOM (14336 = 112 x 128)
+        heads = hidden / 128
+    if vocab is None:
+        if row["source_group"] == "NeMo_launcher_24.05" and low.startswith("gpt3"):
+            vocab = 50257  # NeMo GPT-3 configs use the GPT-2 BPE tokenizer
+        else:
+            return None, "vocab not stated"
+    if "llama" in low:
+        style = dict(mlp="swiglu", norm="rmsnorm", position="rope", tie_embeddings=False, linear_bias="none")
+    elif "mpt" in low:  # MPT: ALiBi, no biases, tied embeddings, no dropout (llm-foundry mpt yamls)
+        style = dict(mlp="gelu", norm="layernorm", position="alibi", tie_embeddings=True, linear_bias="none")
+    elif "bloom" in low:
+        style = dict(mlp="gelu", norm="layernorm", position="alibi", tie_embeddings=True, linear_bias="all")
+    elif "nemotron" in low:
+        style = dict(mlp="gelu", norm="layernorm", position="rope", tie_embeddings=False, linear_bias="none")
+    else:  # GPT-2/3 style as trained by Megatron-LM
+        style = dict(mlp="gelu", norm="layernorm", position="learned", tie_embeddings=True, linear_bias="all",
+                     dropout=0.1)
+    try:
+        model = ModelConfig(name=name, n_layers=int(layers), hidden=int(hidden), n_heads=int(heads),
+                            n_kv_heads=int(kv) if kv else None, ffn_hidden=int(ffn or 4 * hidden),
+                            vocab=int(vocab), max_seq_len=int(seq), source=f"{row['row_id']} {row['source']}",
+                            **style)
+    except InputError as err:
+        return None, f"model: {err}"
+    return model, ""
+
+
+def plan_for(row: pd.Series, model: ModelConfig) -> tuple[Plan | None, str]:
+    group = row["source_group"]
+    d = GROUP_DEFAULTS.get(group, {})
+    tp, pp = int(_num(row["tp"]) or 1), int(_num(row["pp"]) or 1)
+    dp, cp = _num(row["dp"]), int(_num(row["cp"]) or 1)
+    vpp = int(_num(row["vpp"]) or 1)
+    gbs = _num(row["global_batch"])
+    seq = int(_num(row["seq_len"]))
+    if gbs is None or dp is None:
+        return None, "global batch or data-parallel size not stated"
+    mb = _num(row["micro_batch"])
+    if mb is None:  # not stated: Megatron-LM's micro-batch of 1 with pipelining, else no accumulation
+        mb = 1 if pp > 1 else gbs / dp
+    rec_text = _text(row["recompute"]).lower()
+    if rec_text.startswith("none"):
+        recompute = "none"
+    elif "not stated" in rec_text or not rec_text:
+        recompute = d.get("recompute", "none")
+    elif "selective" in rec_text:
+        recompute = "selective"
+    elif "full" in rec_text:
+        recompute = "full"
+    else:
+        recompute = d.get("recompute", "none")
+    z = _text(row["zero_dist_opt"]).lower()
+    if "shard_grad_op" in z:
+        zero = 2
+    elif any(k in z for k in ("zero-3", "full_shard", "fsdp")):
+        zero = 3
+    elif "distributed" in z:
+        zero = 1
+    else:
+        zero = d.get("zero", 0)
+    prec_text = _text(row["precision"]).lower()
+    precision = "fp8" if ("fp8" in prec_text or "float8" in prec_text) else ("fp16" if "fp16" in prec_text else "bf16")
+    # Gradient reduction: fp16 Megatron reduces fp16 grads; MPT 'PURE' mixed precision reduces in bf16;
+    # Megatron bf16 and torch FSDP defaults reduce in fp32.
+    grad = "bf16" if (precision == "fp16" or "pure" in z) else "fp32"
+    sp_text = _text(row["sp"]).lower()
+    sp = sp_text.startswith("yes") or (not sp_text and d.get("sp_with_tp", False) and tp > 1)
+    fw = _text(row["zero_dist_opt"]).lower()
+    overlap = d.get("overlap_dp_comm", "ddp-impl local" not in fw)
+    try:
+        plan = Plan(tp=tp, pp=pp, dp=int(dp), cp=cp, vpp=vpp, micro_batch=int(mb), global_batch=int(gbs),
+                    seq_len=seq, recompute=recompute, sequence_parallel=sp, zero=zero, precision=precision,
+                    attention=d.get("attention", "flash"), grad_dtype=grad, overlap_dp_comm=overlap)
+    except InputError as err:
+        return None, f"plan: {err}"
+    return plan, ""
+
+
+def measured_step_time(row: pd.Series) -> float | None:
+    """iter_time_s, or global batch x seq_len / total tokens/s where only throughput is published."""
+    t = _num(row["iter_time_s"])
+    if t:
+        return t
+    gbs, seq = _num(row["global_batch"]), _num(row["seq_len"])
+    tot = _num(row["tokens_per_s_total"])
+    if tot is None and _num(row["tokens_per_s_per_gpu"]) is not None:
+        tot = _num(row["tokens_per_s_per_gpu"]) * _num(row["n_gpus"])
+    if gbs and seq and tot:
+        return gbs * seq / tot
+    return None
+
+
+def to_case(row: pd.Series) -> Case:
+    base = dict(row_id=row["row_id"], group=row["source_group"], trust=row["trust"], model=None, system=None,
+                plan=None, measured_s=measured_step_time(row) or float("nan"))
+    sysname, why = system_for(_text(row["gpu_type"]))
+    if sysname is None:
+        return Case(**base, reason=why)
+    model, why = model_for(row)
+    if model is None:
+        return Case(**base, reason=why)
+    plan, why = plan_for(row, model)
+    if plan is None:
+        return Case(**base, reason=why)
+    if math.isnan(base["measured_s"]):
+        return Case(**base, reason="no step time or throughput published")
+    return Case(**{**base, "model": model, "system": load_hardware(sysname), "plan": plan})
+
+
+def load_cases(csv: str | Path) -> list[Case]:
+    """Every training_run row of the CSV as a Case."""
+    df = pd.read_csv(csv)
+    return [to_case(r) for _, r in df[df["row_type"] == "training_run"].iterrows()]
