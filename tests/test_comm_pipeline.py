@@ -205,14 +205,23 @@ def _bubble_ratio(est):
     return t.bubble / (t.total - t.bubble - t.dp_comm - t.optimizer)
 
 
+def _nvl_gather(S):  # ring all-gather / reduce-scatter over nvlink x8 (hand formula, checked above)
+    return 7 / 8 * S / NVL_BW + 7 * NVL_LAT
+
+
 @pytest.mark.parametrize("model", ["balanced", "llama-3-8b"])
 @pytest.mark.parametrize("pp,vpp,gb", [(4, 1, 32), (4, 2, 32), (8, 1, 16), (8, 2, 64), (2, 1, 8)])
 def test_estimate_bubble_fraction(model, pp, vpp, gb):
-    # bubble = (p-1)/v * t_mean and the rest of the pipeline is m * t_max, so the ratio is
-    # (p-1)/(v m) * t_mean / t_max. Stages: first = mid + emb, last = mid + head (same layer count here,
-    # 32 layers split evenly), so with the last stage the slowest,
-    #   1 - head (1 - 1/p) / t_max  <=  t_mean / t_max  <=  1.
-    # The head's per-micro-batch time comes from the estimate's op list for that stage.
+    """bubble / (step - bubble - dp_comm - optimizer) against (p-1)/(v m).
+
+    The estimate's pipeline is m * t_max + (p-1)/v * t_mean, so the ratio is (p-1)/(v m) * t_mean/t_max.
+    With 32 layers split evenly, first = mid + emb and last = mid + head (each stage also pays the same p2p),
+    so t_mean = mid + (emb + head)/p. When the last stage is the slowest (t_max = mid + head):
+        (p-1)/(v m) * (1 - head (1 - 1/p) / t_max)  <=  ratio  <=  (p-1)/(v m).
+    head = its ops (from the estimate's op list) + its tp collectives with SP: all-gather of the LM-head input
+    and reduce-scatter of its gradient (2 x T h 2 bytes) and 3 fp32 all-reduces of T values in the
+    vocab-parallel cross-entropy; emb = its ops + reduce-scatter after the lookup and all-gather in backward.
+    """
     mdl = balanced_model() if model == "balanced" else load_model(model)
     plan = Plan(gpus=8 * pp, tp=8, pp=pp, vpp=vpp, micro_batch=1, global_batch=gb, seq_len=4096,
                 sequence_parallel=True)
@@ -222,15 +231,27 @@ def test_estimate_bubble_fraction(model, pp, vpp, gb):
     assert est.stage_layers == [32 // pp] * 3
     ideal = (pp - 1) / (vpp * m)
     ratio = _bubble_ratio(est)
-    assert ratio <= ideal * (1 + 1e-9)
     t_max = (est.time_s.total - est.time_s.bubble - est.time_s.dp_comm - est.time_s.optimizer) / m
     assert est.bottleneck_stage == "last"
-    head = sum(o.fwd_s + o.bwd_s + o.recompute_s for o in est.ops if o.where == "head")
-    head += 0  # head tp comm is small; it only loosens the lower bound below if ignored (it is in t_max)
+
+    T, h = 4096, mdl.hidden
+    head_tp = 2 * _nvl_gather(T * h * 2) + 3 * 2 * _nvl_gather(T * 4)
+    head = sum(o.fwd_s + o.bwd_s + o.recompute_s for o in est.ops if o.where == "head") + head_tp
     lower = ideal * (1 - (head / t_max) * (1 - 1 / pp))
-    assert ratio >= lower * (1 - 0.02)  # 2% slack for the head's tp collectives, not in the op list
-    if model == "balanced":  # vocab 256: head and embedding are < 1% of a stage, so the ratio is the ideal one
-        assert ratio == pytest.approx(ideal, rel=0.01)
+    assert lower * (1 - 1e-9) <= ratio <= ideal * (1 + 1e-9)
+
+    # Exactly: rebuild t_mean from the stage times and compare with pipeline_time.
+    from perfmodel.cost.ops import Device, embedding_ops
+    dev = Device(mdl, H100, est.plan)
+    emb = sum(float(o.fwd_s + o.bwd_s) for o in embedding_ops(dev)) + 2 * _nvl_gather(T * h * 2)
+    t_mid = t_max - head
+    t_mean = t_mid + (emb + head) / pp
+    assert est.time_s.bubble == pytest.approx(float(pipeline_time(m, t_max, t_mean, pp, vpp)) - m * t_max, rel=1e-9)
+
+    if model == "balanced":
+        # vocab 256: head and embedding cost about their tp collectives, ~2-3% of a 4-layer stage and
+        # ~1% of an 8-layer one; the ratio is the ideal one within that.
+        assert ratio == pytest.approx(ideal, rel=0.01 if 32 // pp >= 8 else 0.03)
 
 
 @pytest.mark.parametrize("pp,vpp", [(4, 1), (4, 2)])
