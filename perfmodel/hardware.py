@@ -247,5 +247,13 @@ def load_hardware(spec: str | Path | System) -> System:
 
 
 def hardware_json_schema() -> dict:
-    """JSON schema of a system spec file (what `perfmodel hardware schema` prints)."""
-    return System.model_json_schema()
+    """JSON schema of a system spec file (what `perfmodel hardware schema` prints; hardware_specs/schema.json).
+
+    In a file, `accelerator` may also be the name of a catalogue accelerator.
+    """
+    schema = System.model_json_schema()
+    schema["properties"]["accelerator"] = {
+        "anyOf": [{"type": "string", "description": "catalogue accelerator name, e.g. H100-SXM5-80GB"},
+                  {"$ref": "#/$defs/Accelerator"}]
+    }
+    return schema

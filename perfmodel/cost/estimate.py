@@ -222,10 +222,12 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan) -> Es
             act += head_activation_bytes(model, plan) * (m if plan.schedule == "gpipe" else 1)
         st = state_bytes(params_of[k], plan)
         other = system.memory_overhead_bytes
+        # Transient whole copies, never more than the sharding saved (a stage of one or two layers):
+        freed = params_of[k] * (1 - 1 / shard)
         if plan.zero == 3 and shard > 1:  # two layers gathered (current + prefetch) and one layer's grads
-            other += p_layer * (2 * 2 + gbytes)
+            other += min(2 * p_layer, freed) * 2 + min(p_layer, freed) * gbytes
         elif plan.zero == 2 and shard > 1:  # one layer's gradients whole before their reduce-scatter
-            other += p_layer * gbytes
+            other += min(p_layer, freed) * gbytes
         if plan.precision in ("fp8", "fp4"):  # cached narrow copies of the weights
             other += params_of[k] * (1.0 if plan.precision == "fp8" else 0.5) / (shard if plan.zero == 3 else 1)
         total = st["weights"] + st["gradients"] + st["optimizer"] + act + other
