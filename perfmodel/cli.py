@@ -126,7 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(out)
+    try:
+        print(out)
+    except BrokenPipeError:  # e.g. `perfmodel predict | head`
+        sys.stderr.close()
     return 0
 
 

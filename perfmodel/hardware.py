@@ -8,15 +8,14 @@ source in the `sources` mapping of the object that holds it (tests enforce this)
 
 from __future__ import annotations
 
-import json
 from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from .errors import InputError, Schema, suggest
+from .files import looks_like_path, read_mapping
 
 Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4"]
 GEMM_DTYPES = ("bf16", "fp16", "fp8", "fp4")  # the training precisions a plan may pick
@@ -166,22 +165,6 @@ def _catalogue_dir():
     return resources.files("perfmodel.hardware_specs")
 
 
-def _read_yaml(path, where: str) -> dict:
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"{where}: cannot read ({err.__class__.__name__}: {err})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise InputError(f"{where}: malformed YAML{at}: {getattr(err, 'problem', err)}") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{where}: expected a mapping of fields, got {type(data).__name__}")
-    return data
-
-
 def _catalogue(kind: str) -> dict[str, object]:
     """name -> resource path for 'accelerators' or 'systems'."""
     out = {}
@@ -192,7 +175,7 @@ def _catalogue(kind: str) -> dict[str, object]:
 
 
 def list_accelerators() -> list[str]:
-    return sorted(_read_yaml(p, n)["name"] for n, p in _catalogue("accelerators").items())
+    return sorted(read_mapping(p, n)["name"] for n, p in _catalogue("accelerators").items())
 
 
 def list_systems() -> list[str]:
@@ -203,7 +186,7 @@ def load_accelerator(name: str) -> Accelerator:
     """Catalogue accelerator by its name (e.g. 'H100-SXM5-80GB'), case-insensitive."""
     by_name = {}
     for fname, path in _catalogue("accelerators").items():
-        data = _read_yaml(path, f"hardware_specs/accelerators/{fname}.yaml")
+        data = read_mapping(path, f"hardware_specs/accelerators/{fname}.yaml")
         by_name[str(data.get("name", fname)).lower()] = (path, data)
     hit = by_name.get(name.lower())
     if hit is None:
@@ -225,25 +208,13 @@ def load_hardware(spec: str | Path | System) -> System:
     if isinstance(spec, System):
         return spec
     spec = str(spec)
-    path = Path(spec)
-    if spec.endswith((".yaml", ".yml", ".json")) or path.is_file():
-        if not path.is_file():
-            raise InputError(f"hardware spec file '{spec}' does not exist")
-        if spec.endswith(".json"):
-            try:
-                data = json.loads(path.read_text())
-            except json.JSONDecodeError as err:
-                raise InputError(f"{spec}: malformed JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
-            if not isinstance(data, dict):
-                raise InputError(f"{spec}: expected a mapping of fields, got {type(data).__name__}")
-        else:
-            data = _read_yaml(path, spec)
-        return _system_from_mapping(data, where=spec)
+    if looks_like_path(spec):
+        return _system_from_mapping(read_mapping(Path(spec)), where=spec)
     systems = _catalogue("systems")
     key = spec.lower()
     if key not in systems:
         raise suggest(spec, systems, "hardware")
-    return _system_from_mapping(_read_yaml(systems[key], f"hardware_specs/systems/{key}.yaml"), where=key)
+    return _system_from_mapping(read_mapping(systems[key], f"hardware_specs/systems/{key}.yaml"), where=key)
 
 
 def hardware_json_schema() -> dict:

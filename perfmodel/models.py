@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
 from .errors import InputError, Schema, suggest
+from .files import looks_like_path, read_mapping
 
 
 class ModelConfig(Schema):
@@ -156,24 +156,9 @@ def load_model(spec: str | Path | ModelConfig) -> ModelConfig:
     if isinstance(spec, ModelConfig):
         return spec
     spec = str(spec)
-    path = Path(spec)
-    if spec.endswith((".json", ".yaml", ".yml")) or path.is_file():
-        if not path.is_file():
-            raise InputError(f"model file '{spec}' does not exist")
-        text = path.read_text()
-        try:
-            if spec.endswith((".yaml", ".yml")):
-                import yaml
-
-                data = yaml.safe_load(text)
-            else:
-                data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise InputError(f"{spec}: malformed JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
-        except Exception as err:  # yaml.YAMLError
-            raise InputError(f"{spec}: malformed YAML: {err}".splitlines()[0]) from None
-        if not isinstance(data, dict):
-            raise InputError(f"{spec}: expected a mapping of fields, got {type(data).__name__}")
+    if looks_like_path(spec):
+        path = Path(spec)
+        data = read_mapping(path)
         if "model_type" in data:
             return from_hf_config(data, name=path.parent.name if path.name == "config.json" else path.stem, where=spec)
         return ModelConfig.parse(data, where=spec)

@@ -293,7 +293,8 @@ def test_estimate_pipeline_memory_in_flight_1f1b():
     assert est.memory_stage == "first"
     expect = layer_activation_bytes(mdl, rp) * 8 * 4 + embedding_activation_bytes(mdl, rp) * 4
     assert est.memory_bytes.activations == pytest.approx(expect, rel=1e-12)
-    # no dropout, flash, SP: per layer per token (8h + 8h + 8h*... ) -> just check the Korthikanti-style count
+    # No dropout, flash, SP (all /t), MHA, GeLU f = 4h: per token, norms/QKV/MLP inputs 8h, Q K V and attention
+    # output 8h, GeLU input and output 4f, fp32 log-sum-exp 4a.
     h, f, a, s, t = 8192, 4 * 8192, 64, 4096, 8
     per_layer = s * (8 * h + 8 * h + 4 * f + 4 * a) / t
     assert layer_activation_bytes(mdl, rp) == pytest.approx(per_layer, rel=1e-12)

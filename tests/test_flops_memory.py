@@ -274,3 +274,74 @@ def test_estimate_activation_memory_matches_korthikanti_pp1():
 
 def test_public_api():
     assert perfmodel.estimate is estimate and perfmodel.load_hardware is load_hardware
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Kernel times and executed FLOPs of the ops (cost/compute.py, cost/ops.py)
+# ---------------------------------------------------------------------------------------------------------
+def test_gemm_time_compute_bound_hand_numbers():
+    from perfmodel.cost.compute import gemm_time
+    # 4096^3 on 132 SMs with 128x256 tiles: 32*16 = 512 tiles -> 4 waves of 132; useful fraction
+    # 4096^2 / (4*132*128*256) = 0.9696970; 2*4096^3 / (1e15 * 0.8 * 0.9696970) = 1.771674e-4 s.
+    # Memory: (2 * 4096^2 * 2 + 4096^2 * 2) B / 3e12 = 3.36e-5 s, so compute bound.
+    t = gemm_time(4096, 4096, 4096, 1e15, 0.8, 128, 256, 132, 3e12)
+    assert t == pytest.approx(1.771674e-4, rel=1e-6)
+
+
+def test_gemm_time_memory_bound_hand_numbers():
+    from perfmodel.cost.compute import gemm_time
+    # m=8192, n=128, k=8192, slow memory: bytes (m k + k n) * 2 + m n * 2
+    # = (67,108,864 + 1,048,576) * 2 + 2,097,152 = 138,412,032 B at 1e11 B/s = 1.38412032e-3 s; compute
+    # 2*8192*128*8192 / (1e15 * 1.0 * useful) with 64 x 1 tiles -> 1 wave of 64 units, useful = 1: 1.718e-5 s.
+    t = gemm_time(8192, 128, 8192, 1e15, 1.0, 128, 128, 64, 1e11)
+    assert t == pytest.approx(1.38412032e-3, rel=1e-12)
+    assert gemm_time(8192, 128, 8192, 1e15, 1.0, 128, 128, 64, 1e11, batch=3) == pytest.approx(3 * t)
+
+
+def test_flash_attention_efficiency_curve():
+    from perfmodel.cost.compute import attention_efficiency, flash_attention_time
+    assert attention_efficiency(423, 0.35, 423) == pytest.approx(0.175)  # half of max at half_seq
+    assert attention_efficiency(4096, 0.35, 423) == pytest.approx(0.35 * 4096 / 4519)
+    assert flash_attention_time(1e12, 4096, 1e15, 0.35, 423) == pytest.approx(1e12 / (1e15 * 0.35 * 4096 / 4519))
+
+
+def test_mean_keys_causal_and_sliding_window():
+    from perfmodel.cost.ops import mean_keys
+    assert mean_keys(8192, None) == 4096
+    # window w < s: queries 1..w see i keys, the rest w: (w^2/2 + (s - w) w) / s = w (1 - w / (2s))
+    assert mean_keys(8192, 4096) == pytest.approx(3072)
+    assert mean_keys(2048, 4096) == pytest.approx(1024)  # window wider than the sequence: plain causal
+
+
+def test_layer_op_flops_match_the_flops_convention():
+    # One layer on one tp rank, one micro-batch of T tokens: weight GEMMs 2 * T * (matmul weights per layer)/tp;
+    # the flash kernel executes the causal half of the 4 s (n_heads head_dim) per-token convention.
+    from perfmodel.cost.ops import Device, layer_ops
+    from perfmodel.plan import resolve
+    m = load_model("llama-3-8b")
+    hw = load_hardware("dgx-h100")
+    plan = resolve(Plan(gpus=8, tp=8, micro_batch=2, global_batch=16, seq_len=4096), m, hw)
+    ops = layer_ops(Device(m, hw, plan))
+    T, t = 2 * 4096, 8
+    per_layer_weights = (matmul_params(m) - m.vocab * m.hidden) / m.n_layers
+    gemm = sum(o.fwd_flops for o in ops if o.kind == "gemm")
+    assert gemm == pytest.approx(2 * T * per_layer_weights / t, rel=1e-12)
+    assert sum(o.bwd_flops for o in ops if o.kind == "gemm") == pytest.approx(2 * gemm, rel=1e-12)
+    attn = sum(o.fwd_flops for o in ops if o.kind == "attention")
+    assert attn == pytest.approx(0.5 * T * attention_flops_per_token(m, 4096) / m.n_layers / t, rel=1e-12)
+
+
+def test_estimate_op_list_reports_executed_flops_for_a_gpt_layer():
+    # GPT-3 1.3B, tp=2, unfused attention: QK^T and AV are full (no causal skipping): 2 * s * s * d per head.
+    m = load_model("gpt3-1.3b")
+    est = estimate(m, "dgx-a100-80gb", Plan(gpus=2, tp=2, micro_batch=1, global_batch=1, seq_len=2048,
+                                             attention="unfused"))
+    ops = {o.name: o for o in est.ops if o.where == "layer"}
+    s, h, t = 2048, 2048, 2
+    assert ops["qkv"].fwd_flops == pytest.approx(2 * s * 3 * h / t * h)
+    assert ops["out_proj"].fwd_flops == pytest.approx(2 * s * h * h / t)
+    assert ops["mlp_in"].fwd_flops == pytest.approx(2 * s * 4 * h / t * h)
+    assert ops["mlp_out"].fwd_flops == pytest.approx(2 * s * h * 4 * h / t)
+    assert ops["attn_scores"].fwd_flops == pytest.approx(2 * s * s * 128 * 16 / t)
+    assert ops["attn_context"].fwd_flops == pytest.approx(2 * s * s * 128 * 16 / t)
+    assert ops["qkv"].count == 24

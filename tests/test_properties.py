@@ -16,7 +16,10 @@ from hypothesis import strategies as st
 
 from perfmodel import Plan, estimate, load_hardware, load_model
 
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# derandomize: the same examples every run, so the suite is not flaky; explicit counterexamples found with
+# larger runs are pinned as ordinary tests below.
+SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow])
 
 MODELS = ["gpt3-1.3b", "llama-3-8b"]
 SYSTEMS = ["dgx-h100", "dgx-a100-80gb"]
@@ -97,6 +100,34 @@ def test_faster_hardware_never_slower(case, what, factor):
     assert fast.step_time_s <= base.step_time_s * (1 + 1e-12), (what, factor, kw, base.time_s, fast.time_s)
     # Memory does not depend on speeds.
     assert fast.memory_bytes == base.memory_bytes
+
+
+# Found by a 1500-example run of the property above (and a grid scan: every failure had cp > 1, all for
+# faster peak FLOP/s). Doubling peak_tflops makes these steps slower. Hand reasoning, from
+# perfmodel/cost/estimate.py: the attention kernel gets shorter than the cp key/value all-gather, so the
+# time it saves reappears as exposed cp_comm (the layer's wall time does not shrink), but the windows that
+# hide the ZeRO-3 per-layer gathers (f_win = layer_fwd + tp_layer_fwd, b_win = layer_bwd + ...) and the
+# data-parallel gradient reduction (bwd_mb, fwd_mb) are built from op compute only and do shrink, so more
+# ZeRO-3 / DP communication is exposed on top of the unchanged cp exposure.
+CP_COUNTEREXAMPLES = [
+    # gpt3-1.3b on dgx-h100, ZeRO-3 over dp*cp = 4: 52.64 ms -> 54.81 ms with 2x peak (zero3_comm 16.5 -> 22.5 ms)
+    dict(gpus=8, tp=2, pp=1, cp=4, micro_batch=1, global_batch=4, seq_len=2048, recompute="full",
+         sequence_parallel=True, zero=3),
+    # ZeRO-1: 12.75 ms -> 13.15 ms (dp_comm 4.53 -> 5.67 ms)
+    dict(gpus=8, tp=2, pp=1, cp=4, micro_batch=1, global_batch=1, seq_len=2048, recompute="none",
+         sequence_parallel=True, zero=1),
+    # plain data parallel over cp: 22.399 ms -> 22.460 ms (dp_comm 8.47 -> 9.27 ms)
+    dict(gpus=8, tp=2, pp=1, cp=4, micro_batch=1, global_batch=1, seq_len=2048, recompute="none",
+         sequence_parallel=True, zero=0),
+]
+
+
+@pytest.mark.parametrize("kw", CP_COUNTEREXAMPLES, ids=["zero3", "zero1", "zero0"])
+def test_faster_peak_never_slower_with_context_parallel(kw):
+    base_sys = system("dgx-h100")
+    base = estimate(model("gpt3-1.3b"), base_sys, Plan(**kw))
+    fast = estimate(model("gpt3-1.3b"), _faster(base_sys, "peak", 2.0), Plan(**kw))
+    assert fast.step_time_s <= base.step_time_s * (1 + 1e-12), (base.time_s, fast.time_s)
 
 
 @SETTINGS

@@ -88,6 +88,9 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan) -> Es
         emb_tp, head_tp = ar, ar  # all-reduce of the lookup / of the LM-head input gradient
     ce_tp = 3 * float(C.collective_time("all_reduce", dev.tokens * 4, tp_ph)) if t > 1 else 0.0  # max, sum, target
     tp_layer = tp_layer_fwd * (3 if rc == "full" else 2)
+    # Busy time of a layer (compute and exposed comm) per direction: what ZeRO/DP collectives can hide behind.
+    layer_fwd += tp_layer_fwd
+    layer_bwd += tp_layer - tp_layer_fwd
     layer["tp_comm"] += tp_layer
     emb["tp_comm"] += emb_tp
     head["tp_comm"] += head_tp + ce_tp
@@ -107,9 +110,11 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan) -> Es
         a_f = sum(float(op.fwd_s) for op in attn)
         a_b = sum(float(op.bwd_s) for op in attn)
         exp_f = max(0.0, cp_ag - a_f)
-        exp_b = max(0.0, 2 * cp_ag - a_b)
-        cp_layer = exp_f * (2 if rc in ("full", "selective") else 1) + exp_b
+        exp_b = max(0.0, 2 * cp_ag - a_b) + (exp_f if rc in ("full", "selective") else 0.0)
+        cp_layer = exp_f + exp_b
         layer["cp_comm"] += cp_layer
+        layer_fwd += exp_f
+        layer_bwd += exp_b
         n_calls = (3 + (1 if rc != "none" else 0)) * model.n_layers / pp * m
         comms.append(CommTime(name="cp key/value exchange", collective="all_gather+reduce_scatter", group="cp",
                               group_size=cp, tiers=C.describe(cp_ph), bytes=s_kv, calls=n_calls,
@@ -124,10 +129,8 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan) -> Es
     if plan.zero == 3 and shard > 1:
         ag_l = float(C.collective_time("all_gather", p_layer * 2, dp_ph))
         rs_l = float(C.collective_time("reduce_scatter", p_layer * gbytes, dp_ph))
-        f_win = layer_fwd + tp_layer_fwd
-        b_win = layer_bwd + tp_layer_fwd * (2 if rc == "full" else 1)
         if plan.overlap_dp_comm:
-            z3_layer = max(0.0, ag_l - f_win) + max(0.0, ag_l + rs_l - b_win)
+            z3_layer = max(0.0, ag_l - layer_fwd) + max(0.0, ag_l + rs_l - layer_bwd)
         else:
             z3_layer = 2 * ag_l + rs_l
         layer["zero3_comm"] += z3_layer
@@ -180,8 +183,8 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan) -> Es
     big = max(params_of, key=params_of.get)
     p_stage = params_of[big]
     nl = max(n_stage_layers[big], 1)
-    fwd_mb = n_stage_layers[big] * layer_fwd + (fwd_of(E_ops) if big in ("stage 0", "first") else 0.0)
-    bwd_mb = n_stage_layers[big] * layer_bwd + (bwd_of(H_ops) if big in ("stage 0", "last") else 0.0)
+    fwd_mb = n_stage_layers[big] * layer_fwd + (fwd_of(E_ops) + emb_tp if big in ("stage 0", "first") else 0.0)
+    bwd_mb = n_stage_layers[big] * layer_bwd + (bwd_of(H_ops) + head_tp if big in ("stage 0", "last") else 0.0)
     dp_exposed = 0.0
     if shard > 1 and plan.zero < 3:
         kind = "all_reduce" if plan.zero == 0 else "reduce_scatter"
