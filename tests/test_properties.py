@@ -102,13 +102,12 @@ def test_faster_hardware_never_slower(case, what, factor):
     assert fast.memory_bytes == base.memory_bytes
 
 
-# Found by a 1500-example run of the property above (and a grid scan: every failure had cp > 1, all for
-# faster peak FLOP/s). Doubling peak_tflops makes these steps slower. Hand reasoning, from
-# perfmodel/cost/estimate.py: the attention kernel gets shorter than the cp key/value all-gather, so the
-# time it saves reappears as exposed cp_comm (the layer's wall time does not shrink), but the windows that
-# hide the ZeRO-3 per-layer gathers (f_win = layer_fwd + tp_layer_fwd, b_win = layer_bwd + ...) and the
-# data-parallel gradient reduction (bwd_mb, fwd_mb) are built from op compute only and do shrink, so more
-# ZeRO-3 / DP communication is exposed on top of the unchanged cp exposure.
+# Regression cases, found by a 1500-example run of the property above and a grid scan (every failure had
+# cp > 1, all for faster peak FLOP/s). With the estimate.py of 2025-11-22 ~00:40, doubling peak_tflops made
+# these steps slower: the attention kernel got shorter than the cp key/value all-gather, so the time it
+# saved reappeared as exposed cp_comm (the layer's wall time did not shrink), while the windows hiding the
+# ZeRO-3 per-layer gathers and the data-parallel gradient reduction were built from op compute only and did
+# shrink, exposing more ZeRO-3/DP communication. The numbers below are from that version.
 CP_COUNTEREXAMPLES = [
     # gpt3-1.3b on dgx-h100, ZeRO-3 over dp*cp = 4: 52.64 ms -> 54.81 ms with 2x peak (zero3_comm 16.5 -> 22.5 ms)
     dict(gpus=8, tp=2, pp=1, cp=4, micro_batch=1, global_batch=4, seq_len=2048, recompute="full",
