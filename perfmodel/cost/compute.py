@@ -9,22 +9,25 @@ import numpy as np
 
 
 def gemm_tiles(tile_m, tile_n, smallest=64):
-    """Tile shapes a GEMM library may pick: the spec's tile, its transpose, and halvings down to `smallest`.
+    """Tile shapes a GEMM library may pick, with their throughput relative to the spec's tile.
 
-    cuBLAS/CUTLASS heuristics choose among many tile shapes per problem; taking the best of this family
-    (assuming equal per-tile throughput, which flatters small tiles slightly) avoids charging a 96-wide
-    attention GEMM for a 256-wide tile.
+    Candidates: the spec's tile, its transpose, and halvings down to `smallest`. A tile of tm x tn does
+    2*tm*tn*k FLOPs per (tm + tn)*k operands it loads, so its operand traffic per FLOP grows as
+    (1/tm + 1/tn). The spec tile is the one the library uses for large problems, i.e. the smallest that keeps
+    the tensor cores fed; a smaller tile runs at the ratio of its arithmetic intensity to the spec tile's
+    (it waits on shared-memory / L2 bandwidth), so it only wins where quantisation would waste more.
     """
-    out = set()
+    ref = tile_m * tile_n / (tile_m + tile_n)
+    out = {}
     for a, b in ((tile_m, tile_n), (tile_n, tile_m)):
         x, y = a, b
         while x >= smallest and y >= smallest:
-            out.add((x, y))
+            out[(x, y)] = min(1.0, x * y / (x + y) / ref)
             if x >= y:
                 x //= 2
             else:
                 y //= 2
-    return sorted(out)
+    return sorted(out.items())
 
 
 def gemm_time(m, n, k, peak_flops, max_eff, tile_m, tile_n, units, mem_bw, in_bytes=2.0, out_bytes=2.0, batch=1):
@@ -35,16 +38,17 @@ def gemm_time(m, n, k, peak_flops, max_eff, tile_m, tile_n, units, mem_bw, in_by
       tile quantisation  (m*n) / (ceil(m/tm) * ceil(n/tn) * tm * tn)
       wave quantisation  tiles / (ceil(tiles/units) * units),  tiles = batch * ceil(m/tm) * ceil(n/tn)
     whose product is batch*m*n / (waves * units * tm * tn)  (NVIDIA, "Matrix Multiplication Background
-    User's Guide", tile and wave quantisation), for the best tile of `gemm_tiles`. Memory bound: operands
-    and result streamed once, batch * ((m*k + k*n) * in_bytes + m*n * out_bytes) at `mem_bw` (achievable
-    bytes/s). The slower of the two wins (roofline, Williams et al. 2009).
+    User's Guide", tile and wave quantisation), times the tile's relative throughput, for the best tile of
+    `gemm_tiles`. Memory bound: operands and result streamed once, batch * ((m*k + k*n) * in_bytes +
+    m*n * out_bytes) at `mem_bw` (achievable bytes/s). The slower of the two wins (roofline, Williams et al.
+    2009).
     """
     m, n, k = np.asarray(m, float), np.asarray(n, float), np.asarray(k, float)
     useful = 0.0
-    for tm, tn in gemm_tiles(tile_m, tile_n):
+    for (tm, tn), rate in gemm_tiles(tile_m, tile_n):
         tiles = batch * np.ceil(m / tm) * np.ceil(n / tn)
         waves = np.ceil(tiles / units)
-        useful = np.maximum(useful, batch * m * n / (waves * units * tm * tn))
+        useful = np.maximum(useful, rate * batch * m * n / (waves * units * tm * tn))
     t_compute = batch * 2.0 * m * n * k / (peak_flops * max_eff * useful)
     t_memory = batch * ((m * k + k * n) * in_bytes + m * n * out_bytes) / mem_bw
     return np.maximum(t_compute, t_memory)
