@@ -105,6 +105,8 @@ class Efficiency(Schema):
     operands can stream from memory (see `cost.compute.gemm_time`).
     Attention: a fused (flash) attention kernel reaches `attention_max` of the bf16 peak on long sequences and
     half of that at `attention_half_seq` keys (see `cost.compute.flash_attention_time`).
+    Both are isolated-kernel measurements; inside a training step compute-bound kernels sustain
+    `sustained_fraction` of them (derived from an end-to-end measurement: benchmarks/sustained_fraction.py).
     """
 
     matmul_max: dict[Dtype, float] = Field(description="best-shape GEMM fraction of peak, per dtype")
@@ -112,6 +114,10 @@ class Efficiency(Schema):
     attention_max: float = Field(gt=0, le=1)
     attention_half_seq: float = Field(ge=0, description="key length at which the attention kernel reaches half of attention_max")
     memory_bandwidth: float = Field(gt=0, le=1, description="achieved / peak HBM bandwidth for streaming kernels")
+    sustained_fraction: float = Field(
+        1.0, gt=0, le=1,
+        description="fraction of the microbenchmarked GEMM and attention rates a whole training step sustains "
+                    "(clocks under continuous load, kernels interleaved with cold caches, launch gaps)")
     sources: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -30,9 +30,12 @@ GROUP_DEFAULTS: dict[str, dict] = {
     "MegatronLM_README_2020": dict(attention="unfused", recompute="full", overlap_dp_comm=False),
     "MTNLG_530B": dict(attention="unfused", recompute="full", zero=1),
     "BLOOM_176B_prequel_sweeps": dict(attention="unfused", recompute="full", zero=1),
-    # NeMo / Megatron-Core: fused attention (TE/cuDNN), distributed optimizer, sequence parallel with TP.
-    "NeMo_launcher_24.05": dict(attention="flash", recompute="none", zero=1, sp_with_tp=True),
-    "NeMoMegatron_launcher_A100_2023": dict(attention="flash", zero=1, sp_with_tp=True),
+    # NeMo / Megatron-Core: fused attention (TE/cuDNN), distributed optimizer, sequence parallel with TP;
+    # gradients synchronised in the parameter dtype (apex DistributedFusedAdam grad_sync_dtype default,
+    # Megatron-Core DistributedDataParallelConfig.grad_reduce_in_fp32 = False).
+    "NeMo_launcher_24.05": dict(attention="flash", recompute="none", zero=1, sp_with_tp=True, grad_dtype="bf16"),
+    # 2023 launcher defaults recompute the core attention selectively, which is what the unfused kernel needs.
+    "NeMoMegatron_launcher_A100_2023": dict(attention="unfused", zero=1, sp_with_tp=True, grad_dtype="bf16"),
     "MosaicML_llm-foundry_MPT_bench": dict(attention="flash"),
     "torchtitan_perf_doc_2024": dict(attention="flash", sp_with_tp=True),
 }
@@ -93,7 +96,7 @@ def model_for(row: pd.Series) -> tuple[ModelConfig | None, str]:
     if heads is None:  # BLOOM candidates: head dim 128 as in the final BLOOM (14336 = 112 x 128)
         heads = hidden / 128
     if vocab is None:
-        if row["source_group"] == "NeMo_launcher_24.05" and low.startswith("gpt3"):
+        if row["source_group"].startswith("NeMo") and low.startswith("gpt3"):
             vocab = 50257  # NeMo GPT-3 configs use the GPT-2 BPE tokenizer
         else:
             return None, "vocab not stated"
@@ -155,7 +158,7 @@ def plan_for(row: pd.Series, model: ModelConfig) -> tuple[Plan | None, str]:
     precision = "fp8" if ("fp8" in prec_text or "float8" in prec_text) else ("fp16" if "fp16" in prec_text else "bf16")
     # Gradient reduction: fp16 Megatron reduces fp16 grads; MPT 'PURE' mixed precision reduces in bf16;
     # Megatron bf16 and torch FSDP defaults reduce in fp32.
-    grad = "bf16" if (precision == "fp16" or "pure" in z) else "fp32"
+    grad = d.get("grad_dtype", "bf16" if (precision == "fp16" or "pure" in z) else "fp32")
     sp_text = _text(row["sp"]).lower()
     sp = sp_text.startswith("yes") or (not sp_text and d.get("sp_with_tp", False) and tp > 1)
     fw = _text(row["zero_dist_opt"]).lower()

@@ -54,22 +54,24 @@ class Device:
     plan: Plan
     tokens: object = field(init=False)  # tokens of one micro-batch on this device: b * s / cp
     tokens_outside_tp: object = field(init=False)  # tokens seen by norms / residuals: / tp with SP
-    gemm_peak: float = field(init=False)
-    bf16_peak: float = field(init=False)
+    gemm_peak: float = field(init=False)  # sustained peak FLOP/s of the plan's GEMM precision
+    bf16_peak: float = field(init=False)  # sustained bf16 peak (attention)
     mem_bw: float = field(init=False)
 
     def __post_init__(self):
         p, sysm = self.plan, self.system
         self.tokens = p.micro_batch * p.seq_len / p.cp
         self.tokens_outside_tp = self.tokens / (p.tp if p.sequence_parallel else 1)
-        self.gemm_peak = sysm.accelerator.peak_flops(p.precision)
-        self.bf16_peak = sysm.accelerator.peak_flops("bf16")
+        sustained = sysm.efficiency.sustained_fraction
+        self.gemm_peak = sysm.accelerator.peak_flops(p.precision) * sustained
+        self.bf16_peak = sysm.accelerator.peak_flops("bf16") * sustained
         self.mem_bw = sysm.accelerator.hbm_bandwidth * sysm.efficiency.memory_bandwidth
 
     def gemm(self, m, n, k, batch=1, precision=None):
         eff = self.system.efficiency
         prec = precision or self.plan.precision
-        peak = self.gemm_peak if precision is None else self.system.accelerator.peak_flops(prec)
+        peak = self.gemm_peak if precision is None else (
+            self.system.accelerator.peak_flops(prec) * self.system.efficiency.sustained_fraction)
         return gemm_time(m, n, k, peak, eff.matmul_max[prec], eff.matmul_tile[0], eff.matmul_tile[1],
                          self.system.accelerator.compute_units, self.mem_bw,
                          in_bytes=GEMM_INPUT_BYTES[prec], out_bytes=ACT_BYTES, batch=batch)
