@@ -7,7 +7,6 @@ is imported, so the interpreter start-ups (about 0.5 s each) overlap with each o
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -90,13 +89,18 @@ BAD = [
 
 ALL = [PREDICT_EXAMPLE, PREDICT_JSON, PREDICT_HF, PREDICT_TABLE, NOFIT_JSON, NOFIT_TABLE, HW_LIST, HW_SHOW,
        HW_SCHEMA, MODELS_LIST, MODELS_SHOW] + [argv for _, argv, _ in BAD]
-_POOL = ThreadPoolExecutor(max_workers=min(4, max(2, os.cpu_count() or 2)))
+_POOL = ThreadPoolExecutor(max_workers=2)
 _FUTURES = {argv: _POOL.submit(_run, argv) for argv in ALL}
 
 
 def cli(argv: tuple[str, ...]) -> subprocess.CompletedProcess:
     fut = _FUTURES.get(argv)
-    return fut.result() if fut is not None else _run(argv)
+    if fut is not None:
+        try:
+            return fut.result()
+        except OSError:  # a start-up that failed under load (e.g. fork limits) is retried in the foreground
+            pass
+    return _run(argv)
 
 
 # ---------------------------------------------------------------------------------------------------------
