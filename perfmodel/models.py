@@ -61,26 +61,32 @@ class ModelConfig(Schema):
     def gated(self) -> bool:
         return self.mlp == "swiglu"
 
+    def matmul_params_per_layer(self) -> int:
+        """Weights of one block's projections: Q, K, V, output, and the 2 (plain) or 3 (gated) MLP matrices."""
+        h, f = self.hidden, self.ffn_hidden
+        return h * self.q_dim + 2 * h * self.kv_dim + self.q_dim * h + (3 if self.gated else 2) * h * f
+
     def params_per_layer(self) -> int:
         """Parameters of one transformer block: attention, MLP, two norms (weights and biases)."""
         h, f = self.hidden, self.ffn_hidden
-        attn = h * self.q_dim + 2 * h * self.kv_dim + self.q_dim * h
-        mlp = (3 if self.gated else 2) * h * f
         bias = 0
         if self.linear_bias in ("qkv", "all"):
             bias += self.q_dim + 2 * self.kv_dim
         if self.linear_bias == "all":
             bias += h + ((2 * f) if self.gated else f) + h
-        return attn + mlp + bias + 2 * self.norm_params()
+        return self.matmul_params_per_layer() + bias + 2 * self.norm_params()
 
     def norm_params(self) -> int:
         """One norm: scale (and shift for LayerNorm)."""
         return 2 * self.hidden if self.norm == "layernorm" else self.hidden
 
+    def position_params(self) -> int:
+        """Learned position table (max_seq_len x hidden); rotary and ALiBi have none."""
+        return self.max_seq_len * self.hidden if self.position == "learned" else 0
+
     def embedding_params(self) -> int:
         """Token embedding plus learned position embedding."""
-        pos = self.max_seq_len * self.hidden if self.position == "learned" else 0
-        return self.vocab * self.hidden + pos
+        return self.vocab * self.hidden + self.position_params()
 
     def head_params(self) -> int:
         """Final norm plus the LM head (zero extra when tied to the token embedding)."""

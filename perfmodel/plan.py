@@ -46,10 +46,30 @@ class Plan(Schema):
     )
     overlap_dp_comm: bool = Field(True, description="data-parallel / ZeRO collectives overlap with compute")
 
+    def _resolved(self) -> int:
+        if self.dp is None:
+            raise InputError("plan.dp is not known yet: pass gpus and dp, or use perfmodel.estimate / plan.resolve")
+        return self.dp
+
     @property
     def num_microbatches(self) -> int:
         """Micro-batches per pipeline per step (gradient-accumulation steps): global / (dp * micro_batch)."""
-        return self.global_batch // (self.dp * self.micro_batch)
+        return self.global_batch // (self._resolved() * self.micro_batch)
+
+    @property
+    def tokens_per_microbatch(self) -> float:
+        """Tokens of one micro-batch on one device: micro_batch * seq_len / cp (context parallel splits the sequence)."""
+        return self.micro_batch * self.seq_len / self.cp
+
+    @property
+    def sp_divisor(self) -> int:
+        """What sequence parallelism divides norm/residual/dropout work and activations by: tp with SP, else 1."""
+        return self.tp if self.sequence_parallel else 1
+
+    @property
+    def zero_shard(self) -> int:
+        """Ranks that hold replicas of the same weights, over which ZeRO shards state: dp * cp."""
+        return self._resolved() * self.cp
 
     @property
     def tokens_per_step(self) -> int:

@@ -15,14 +15,17 @@ from ..models import ModelConfig
 
 def matmul_params(model: ModelConfig) -> int:
     """Weights that take part in a matmul per token: all layer projections plus the LM head (tied or not)."""
-    h, f = model.hidden, model.ffn_hidden
-    per_layer = h * model.q_dim + 2 * h * model.kv_dim + model.q_dim * h + (3 if model.gated else 2) * h * f
-    return model.n_layers * per_layer + model.vocab * h
+    return model.n_layers * model.matmul_params_per_layer() + model.vocab * model.hidden
 
 
 def attention_flops_per_token(model: ModelConfig, seq_len: int) -> float:
-    """Forward attention-core FLOPs per token, all layers, without causal masking: 4 * l * s * n_heads * head_dim."""
-    return 4.0 * model.n_layers * seq_len * model.q_dim
+    """Forward attention-core FLOPs per token, all layers, without causal masking: 4 * l * keys * n_heads * head_dim.
+
+    keys = seq_len, or the sliding window when the model attends to fewer (Mistral): work that never runs is
+    not model FLOPs.
+    """
+    keys = min(seq_len, model.sliding_window or seq_len)
+    return 4.0 * model.n_layers * keys * model.q_dim
 
 
 def model_flops_per_token(model: ModelConfig, seq_len: int) -> float:

@@ -32,9 +32,8 @@ def stage_params_per_device(model: ModelConfig, tp: int, pp: int, layers: int, f
     embedding, the last the final norm and LM head. With pp > 1 a tied LM head is a second copy on the last
     stage (Megatron-LM keeps the two in sync with an all-reduce)."""
     n = layers * layer_params_per_device(model, tp)
-    pos = model.max_seq_len * model.hidden if model.position == "learned" else 0
     if first:
-        n += model.vocab * model.hidden / tp + pos
+        n += model.vocab * model.hidden / tp + model.position_params()
     if last:
         n += model.norm_params()
         if not model.tie_embeddings or (pp > 1 and not first):
@@ -44,7 +43,7 @@ def stage_params_per_device(model: ModelConfig, tp: int, pp: int, layers: int, f
 
 def state_bytes(params, plan: Plan) -> dict[str, object]:
     """Weights, gradients and optimizer bytes for `params` per device under the plan's ZeRO stage."""
-    shard = plan.dp * plan.cp
+    shard = plan.zero_shard
     g = GRAD_BYTES[plan.grad_dtype]
     return {
         "weights": params * WEIGHT_BYTES / (shard if plan.zero >= 3 else 1),
@@ -68,8 +67,7 @@ def layer_activation_bytes(model: ModelConfig, plan: Plan, recompute: str | None
     """
     recompute = recompute or plan.recompute
     h, f, t = model.hidden, model.ffn_hidden, plan.tp
-    tokens = plan.micro_batch * plan.seq_len / plan.cp
-    sp = t if plan.sequence_parallel else 1
+    tokens, sp = plan.tokens_per_microbatch, plan.sp_divisor
     if recompute == "full":
         return tokens * 2 * h / sp
     drop = 1.0 if model.dropout > 0 else 0.0
@@ -87,13 +85,10 @@ def layer_activation_bytes(model: ModelConfig, plan: Plan, recompute: str | None
 
 def embedding_activation_bytes(model: ModelConfig, plan: Plan):
     """First stage: the embedding dropout mask (1 B per element, Korthikanti et al. 2022, Sec. 4.1)."""
-    tokens = plan.micro_batch * plan.seq_len / plan.cp
-    sp = plan.tp if plan.sequence_parallel else 1
-    return tokens * model.hidden / sp if model.dropout > 0 else 0.0
+    return plan.tokens_per_microbatch * model.hidden / plan.sp_divisor if model.dropout > 0 else 0.0
 
 
 def head_activation_bytes(model: ModelConfig, plan: Plan):
-    """Last stage, one micro-batch: final-norm input 2h (/tp with SP), LM-head input 2h, fp32 logits 4V/tp."""
-    tokens = plan.micro_batch * plan.seq_len / plan.cp
-    sp = plan.tp if plan.sequence_parallel else 1
-    return tokens * (2 * model.hidden / sp + 2 * model.hidden + 4 * np.ceil(model.vocab / plan.tp))
+    """Last stage, one micro-batch: final-norm input 2h and LM-head input 2h (both /tp with SP, which keeps the
+    column-parallel input sharded and re-gathers it in the backward), fp32 logits 4V/tp."""
+    return plan.tokens_per_microbatch * (4 * model.hidden / plan.sp_divisor + 4 * np.ceil(model.vocab / plan.tp))

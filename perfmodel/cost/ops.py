@@ -60,8 +60,8 @@ class Device:
 
     def __post_init__(self):
         p, sysm = self.plan, self.system
-        self.tokens = p.micro_batch * p.seq_len / p.cp
-        self.tokens_outside_tp = self.tokens / (p.tp if p.sequence_parallel else 1)
+        self.tokens = p.tokens_per_microbatch
+        self.tokens_outside_tp = self.tokens / p.sp_divisor
         sustained = sysm.efficiency.sustained_fraction
         self.gemm_peak = sysm.accelerator.peak_flops(p.precision) * sustained
         self.bf16_peak = sysm.accelerator.peak_flops("bf16") * sustained
