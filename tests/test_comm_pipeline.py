@@ -104,11 +104,24 @@ def test_group_of_one_is_local():
 
 
 def test_p2p_tier_choice():
-    assert C.p2p_tier(H100, 1).name == "nvlink"
-    assert C.p2p_tier(H100, 4).name == "nvlink"
-    assert C.p2p_tier(H100, 7).name == "nvlink"
-    assert C.p2p_tier(H100, 8).name == "infiniband"
-    assert C.p2p_tier(H100, 64).name == "infiniband"
+    # All stages inside one 8-GPU node only if stride * stages fits and tiles the node.
+    assert C.p2p_tier(H100, 1, 8).name == "nvlink"
+    assert C.p2p_tier(H100, 2, 4).name == "nvlink"
+    assert C.p2p_tier(H100, 2, 8).name == "infiniband"  # 16 devices: stage 3 -> 4 crosses nodes
+    assert C.p2p_tier(H100, 4, 4).name == "infiniband"  # stage 1 -> 2 is device 4 -> 8
+    assert C.p2p_tier(H100, 8, 2).name == "infiniband"
+    assert C.p2p_tier(H100, 3, 2).name == "infiniband"  # 6 does not tile 8: some pair straddles
+    gb = load_hardware("gb200-nvl72")
+    assert C.p2p_tier(gb, 8, 9).name == "nvlink"  # 72 = 8 * 9
+    assert C.p2p_tier(gb, 8, 18).name == "infiniband"
+
+
+def test_groups_that_straddle_a_domain_split_at_its_boundary():
+    gb = load_hardware("gb200-nvl72")
+    # 72 % 16 != 0: the group on devices 64..79 has 8 in each rack
+    assert [(p.tier, p.members) for p in C.group_phases(gb, 16, 1)] == [("nvlink", 8), ("infiniband", 2)]
+    assert [(p.tier, p.members) for p in C.group_phases(gb, 24, 1)] == [("nvlink", 24)]
+    assert [(p.tier, p.members) for p in C.group_phases(gb, 96, 1)] == [("nvlink", 24), ("infiniband", 4)]
 
 
 def test_torus_group_bandwidth_counts_spanned_dimensions():

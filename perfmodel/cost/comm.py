@@ -13,6 +13,7 @@ own tier's bandwidth (a rail-optimised network gives each device its own NIC).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,37 +31,52 @@ class Phase:
     latency: float  # s per ring step
 
 
-def _torus_dims_spanned(tier: NetworkTier, stride: int, n: int) -> int:
-    """How many torus dimensions a group of n devices at `stride` covers (devices laid out row-major)."""
-    spanned, inner = 0, 1
+def _torus_ring_links(tier: NetworkTier, stride: int, n: int) -> int:
+    """Links per direction a ring over n devices `stride` apart can use on a torus (devices laid out row-major).
+
+    Each torus dimension the group spans adds a ring: over the whole dimension the wraparound link closes it
+    and both directions carry data (2 links); over part of a dimension the ring folds back along a line
+    (1 link) (Jouppi et al. 2023, TPU v4, Sec. 2).
+    """
+    links, inner = 0, 1
     for d in tier.torus_dims:
         outer = inner * d
         if stride < outer and stride * n > inner:
-            spanned += 1
+            lo, hi = max(stride, inner), min(stride * n, outer)
+            links += 2 if hi // lo >= d else 1
         inner = outer
-    return max(spanned, 1)
+    return max(links, 1)
+
+
+def _members_per_domain(domain: int, stride: int, n: int) -> int:
+    """Members of the worst-placed group that share one domain of `domain` devices.
+
+    Groups tile the devices with their stride; a group stays inside a domain only if it fits and the domain
+    size is a multiple of its span, otherwise (e.g. a 16-wide group in a 72-GPU NVLink domain) some group
+    straddles a boundary and only the aligned part, gcd(n, domain/stride), is together.
+    """
+    if domain % stride:
+        return 1
+    return math.gcd(n, domain // stride)
 
 
 def group_phases(system: System, n: int, stride: int) -> list[Phase]:
     """Split a group of `n` devices, `stride` apart in device order, over the system's tiers, innermost first.
 
-    Members sharing a tier-k domain: min(n, domain_k / stride) (at least 1). A torus tier's ring runs both
-    directions of every dimension the group spans: 2 * dims * link bandwidth (Jouppi et al. 2023, TPU v4).
+    Members sharing a tier-k domain: `_members_per_domain`. A torus tier's rings use the links of
+    `_torus_ring_links` at its per-link bandwidth.
     """
     phases: list[Phase] = []
     covered = 1  # members already grouped by inner tiers
     for tier in system.tiers:
         if covered >= n:
             break
-        if tier.domain_size is None:
-            members_here = n
-        else:
-            members_here = max(1, min(n, tier.domain_size // stride))
-        k = int(np.ceil(members_here / covered)) if members_here > covered else 1
+        members_here = n if tier.domain_size is None else _members_per_domain(tier.domain_size, stride, n)
+        k = members_here // covered if members_here > covered else 1
         if k > 1:
             bw = tier.bandwidth * tier.collective_efficiency
             if tier.topology == "torus":
-                bw *= 2 * _torus_dims_spanned(tier, stride * covered, k)
+                bw *= _torus_ring_links(tier, stride * covered, k)
             phases.append(Phase(tier.name, k, bw, tier.latency))
             covered *= k
     if covered < n:  # the outermost tier is bounded and the group is larger: treat the rest as that tier
@@ -111,9 +127,13 @@ def describe(phases: list[Phase]) -> str:
     return " > ".join(f"{p.tier} x{p.members}" for p in phases) or "local"
 
 
-def p2p_tier(system: System, stride: int) -> NetworkTier:
-    """The tier that carries a send between two devices `stride` apart (the innermost domain holding both)."""
+def p2p_tier(system: System, stride: int, stages: int) -> NetworkTier:
+    """The tier that carries the slowest send between adjacent pipeline stages `stride` devices apart.
+
+    All `stages` stages share a domain only if their whole span fits in it and tiles it evenly; otherwise
+    some boundary crosses to the next tier, and the pipeline runs at that boundary's pace.
+    """
     for tier in system.tiers:
-        if tier.domain_size is None or stride < tier.domain_size:
+        if tier.domain_size is None or (stride * stages <= tier.domain_size and tier.domain_size % (stride * stages) == 0):
             return tier
     return system.tiers[-1]

@@ -151,7 +151,7 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan) -> Es
     if pp > 1:
         s_pp = dev.tokens * model.hidden * ACT_BYTES / (t if plan.sequence_parallel else 1)
         stride = t * cp * dp
-        tier = C.p2p_tier(system, stride)
+        tier = C.p2p_tier(system, stride, pp)
         one = float(C.p2p_time(s_pp, tier.bandwidth * tier.collective_efficiency, tier.latency))
         p2p = 2 * v * one
         comms.append(CommTime(name="pp activations/gradients", collective="send/recv", group="pp", group_size=pp,
