@@ -64,10 +64,10 @@ def estimate_table(e: Estimate) -> str:
     if e.comms:
         lines.append("")
         lines.append("Communication per step")
-        lines.append(f"  {'pattern':<32}{'collective':<27}{'group':<14}{'tiers':<26}{'MB/call':>9}{'calls':>8}"
+        lines.append(f"  {'pattern':<42}{'collective':<30}{'group':<14}{'tiers':<28}{'MB/call':>9}{'calls':>8}"
                      f"{'total':>11}{'exposed':>11}")
         for c in e.comms:
-            lines.append(f"  {c.name:<32}{c.collective:<27}{c.group + ' x' + str(c.group_size):<14}{c.tiers:<26}"
+            lines.append(f"  {c.name:<42}{c.collective:<30}{c.group + ' x' + str(c.group_size):<14}{c.tiers:<28}"
                          f"{c.bytes / 1e6:>9.1f}{c.calls:>8.0f}{_t(c.total_s):>11}{_t(c.exposed_s):>11}")
     if e.notes:
         lines.append("")

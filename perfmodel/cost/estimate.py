@@ -2,17 +2,23 @@
 
 Step time = pipeline time of the m micro-batches (slowest stage, plus the bubble)
           + exposed data-parallel / ZeRO-1/2 communication + the optimizer step.
-Per micro-batch, a stage costs its ops' forward, backward and recomputed forward (ops.py), plus the exposed
-communication inside it: tensor-parallel collectives (never overlapped), context-parallel key/value exchange
-(overlapped with the attention kernel), ZeRO-3 gathers and reduce-scatters (overlapped with the compute of the
-layer they serve, the first gather exposed), and pipeline sends (exposed). Data-parallel gradient reduction
-overlaps with the backward of the last micro-batch except its last layer's bucket; ZeRO-1/2 parameter gathers
-overlap with the first forward of the next step likewise.
+A stage is built from units (its layers, plus the embedding on the first stage and the LM head and loss on
+the last). Per micro-batch a unit costs its ops' forward, backward and recomputed forward (ops.py) plus the
+exposed communication it causes:
+  - tensor-parallel collectives: never overlapped;
+  - context-parallel key/value exchange: overlapped with the attention kernel;
+  - ZeRO-3 weight gathers and gradient reduce-scatters: overlapped with the compute of the unit they serve,
+    except the embedding's, which starts the forward and ends the backward with nothing to hide behind;
+  - pipeline sends: exposed.
+Per step: data-parallel gradient reduction (every micro-batch for ZeRO-2, once otherwise) overlaps the
+backward of the last micro-batch except its last layer's bucket; ZeRO-1/2 weight gathers overlap the first
+forward of the next step likewise; with pp > 1 and tied embeddings, the first and last stages all-reduce the
+embedding gradient (exposed).
 """
 
 from __future__ import annotations
 
-import numpy as np
+from dataclasses import dataclass
 
 from ..hardware import System, load_hardware
 from ..models import ModelConfig, load_model
@@ -20,34 +26,37 @@ from ..plan import Plan, resolve
 from ..result import CommTime, Estimate, MemoryBreakdown, OpTime, TimeBreakdown
 from . import comm as C
 from .flops import model_flops_per_token, recompute_flops_per_token
-from .memory import (GRAD_BYTES, embedding_activation_bytes, head_activation_bytes, layer_activation_bytes,
-                     layer_params_per_device, stage_params_per_device, state_bytes)
-from .ops import ACT_BYTES, Device, Op, embedding_ops, head_ops, layer_ops
+from .memory import (GRAD_BYTES, WEIGHT_BYTES, embedding_activation_bytes, head_activation_bytes,
+                     layer_activation_bytes, layer_params_per_device, stage_params_per_device, state_bytes)
+from .ops import ACT_BYTES, GEMM_INPUT_BYTES, Device, Op, embedding_ops, head_ops, layer_ops
 from .pipeline import in_flight, pipeline_time, stage_layers
 
-COMPUTE_KINDS = {"gemm": "gemm", "attention": "attention", "memory": "memory_bound"}
+COMPUTE_PARTS = {"gemm": "gemm", "attention": "attention", "memory": "memory_bound"}
 STAGE_PARTS = ("gemm", "attention", "memory_bound", "recompute", "tp_comm", "cp_comm", "pp_comm", "zero3_comm")
+UNITS = ("layer", "embedding", "head")
 
 
-def _sum_ops(ops: list[Op], recompute: str) -> dict[str, float]:
-    """Per-micro-batch seconds of a list of ops, by breakdown part."""
-    out = dict.fromkeys(STAGE_PARTS, 0.0)
-    for op in ops:
-        out[COMPUTE_KINDS[op.kind]] += float(op.fwd_s + op.bwd_s)
-        out["recompute"] += float(op.recompute_s(recompute))
-    return out
+@dataclass
+class Pattern:
+    """A communication pattern of one unit (or of the step): per-call cost, calls and exposed seconds per micro-batch."""
 
+    name: str
+    collective: str
+    group: str
+    phases: list
+    size: float
+    seconds: float  # per call
+    calls: float  # per unit per micro-batch (per step for unit "step")
+    exposed: float  # seconds per unit per micro-batch (per step for unit "step")
+    unit: str
+    part: str  # TimeBreakdown field the exposed time is charged to
 
-def _scale(d: dict, k: float) -> dict:
-    return {key: v * k for key, v in d.items()}
-
-
-def _add(*ds: dict) -> dict:
-    out = dict.fromkeys(STAGE_PARTS, 0.0)
-    for d in ds:
-        for k, v in d.items():
-            out[k] += v
-    return out
+    def row(self, group_size: int, count: float) -> CommTime:
+        name = self.name if self.unit in ("layer", "stage", "step") else f"{self.name} ({self.unit})"
+        return CommTime(name=name, collective=self.collective, group=self.group, group_size=group_size,
+                        tiers=self.phases if isinstance(self.phases, str) else C.describe(self.phases),
+                        bytes=self.size, calls=self.calls * count, seconds_per_call=self.seconds,
+                        total_s=self.seconds * self.calls * count, exposed_s=self.exposed * count)
 
 
 def _overlapped(comm, window, pieces):
@@ -56,183 +65,196 @@ def _overlapped(comm, window, pieces):
     return max(comm / pieces, comm - window * (1 - 1 / pieces)) if comm > 0 else 0.0
 
 
+def _unit_parts(ops: list[Op], recompute: str) -> dict[str, float]:
+    """Per-micro-batch seconds of a unit's ops by breakdown part (recomputed forwards in `recompute`)."""
+    out = dict.fromkeys(STAGE_PARTS, 0.0)
+    for op in ops:
+        out[COMPUTE_PARTS[op.kind]] += float(op.fwd_s + op.bwd_s)
+        out["recompute"] += float(op.recompute_s(recompute))
+    return out
+
+
 def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan) -> Estimate:
     """Predict one training step of `plan` for `model` on `hardware` (objects, preset names or file paths)."""
     model, system = load_model(model), load_hardware(hardware)
     plan = resolve(plan, model, system)
     dev = Device(model, system, plan)
-    t, cp, dp, pp, v = plan.tp, plan.cp, plan.dp, plan.pp, plan.vpp
-    m = plan.num_microbatches
-    rc = plan.recompute
+    t, cp, pp, v = plan.tp, plan.cp, plan.pp, plan.vpp
+    m, rc, shard = plan.num_microbatches, plan.recompute, plan.zero_shard
     gbytes = GRAD_BYTES[plan.grad_dtype]
-    comms: list[CommTime] = []
+    fwd_passes = 2 if rc == "full" else 1  # forwards a layer runs per micro-batch (its own + recomputed)
 
-    L_ops, E_ops, H_ops = layer_ops(dev), embedding_ops(dev), head_ops(dev)
-    layer = _sum_ops(L_ops, rc)
-    emb = _sum_ops(E_ops, rc)
-    head = _sum_ops(H_ops, rc)
-    fwd_of = lambda ops: sum(float(op.fwd_s) for op in ops)
-    bwd_of = lambda ops: sum(float(op.bwd_s + op.recompute_s(rc)) for op in ops)  # backward incl. recompute
-    layer_fwd, layer_bwd = fwd_of(L_ops), bwd_of(L_ops)
+    ops = {"layer": layer_ops(dev), "embedding": embedding_ops(dev), "head": head_ops(dev)}
+    parts = {u: _unit_parts(ops[u], rc) for u in UNITS}
+    # Busy seconds per direction (compute, later + exposed comm): what ZeRO/DP collectives can hide behind.
+    fwd = {u: sum(float(op.fwd_s) for op in ops[u]) for u in UNITS}
+    bwd = {u: sum(float(op.bwd_s + op.recompute_s(rc)) for op in ops[u]) for u in UNITS}
+    patterns: list[Pattern] = []
 
-    # --- tensor parallel: activations of T tokens x hidden, bf16, per collective --------------------------
-    s_tp = dev.tokens * model.hidden * ACT_BYTES
-    tp_ph = C.group_phases(system, t, 1)
-    ar = float(C.collective_time("all_reduce", s_tp, tp_ph)) if t > 1 else 0.0
-    ag = float(C.collective_time("all_gather", s_tp, tp_ph)) if t > 1 else 0.0
-    if plan.sequence_parallel:  # 2 all-gathers + 2 reduce-scatters per layer per direction
-        tp_layer_fwd, names = 2 * ag + 2 * ag, ("all_gather+reduce_scatter", 4)
-        emb_tp, head_tp = ag + ag, ag + ag  # RS after lookup / AG in backward; AG before LM head / RS in backward
-    else:  # 2 all-reduces per layer per direction (Shoeybi et al. 2019, Fig. 4)
-        tp_layer_fwd, names = 2 * ar, ("all_reduce", 2)
-        emb_tp, head_tp = ar, ar  # all-reduce of the lookup / of the LM-head input gradient
-    ce_tp = 3 * float(C.collective_time("all_reduce", dev.tokens * 4, tp_ph)) if t > 1 else 0.0  # max, sum, target
-    tp_layer = tp_layer_fwd * (3 if rc == "full" else 2)
-    # Busy time of a layer (compute and exposed comm) per direction: what ZeRO/DP collectives can hide behind.
-    layer_fwd += tp_layer_fwd
-    layer_bwd += tp_layer - tp_layer_fwd
-    layer["tp_comm"] += tp_layer
-    emb["tp_comm"] += emb_tp
-    head["tp_comm"] += head_tp + ce_tp
+    def charge(p: Pattern, fwd_exposed: float = 0.0, bwd_exposed: float = 0.0):
+        p.exposed = fwd_exposed + bwd_exposed
+        parts[p.unit][p.part] += p.exposed
+        fwd[p.unit] += fwd_exposed
+        bwd[p.unit] += bwd_exposed
+        patterns.append(p)
+
+    # --- tensor parallel: activations of T tokens x hidden, bf16 -------------------------------------------
     if t > 1:
-        calls = names[1] * (3 if rc == "full" else 2) * model.n_layers / pp
-        comms.append(CommTime(name="tp activations", collective=names[0], group="tp", group_size=t,
-                              tiers=C.describe(tp_ph), bytes=s_tp, calls=calls * m,
-                              seconds_per_call=tp_layer_fwd / names[1], total_s=tp_layer * m * model.n_layers / pp,
-                              exposed_s=tp_layer * m * model.n_layers / pp))
+        s_tp = dev.tokens * model.hidden * ACT_BYTES
+        tp_ph = C.group_phases(system, t, 1)
+        if plan.sequence_parallel:  # all-gather before / reduce-scatter after each TP region
+            one, kind, per_dir = float(C.collective_time("all_gather", s_tp, tp_ph)), "all_gather / reduce_scatter", 4
+        else:  # all-reduce after each row-parallel GEMM, in each direction (Shoeybi et al. 2019, Fig. 4)
+            one, kind, per_dir = float(C.collective_time("all_reduce", s_tp, tp_ph)), "all_reduce", 2
+        charge(Pattern("tp activations", kind, "tp", tp_ph, s_tp, one, per_dir * (fwd_passes + 1), 0, "layer",
+                       "tp_comm"), per_dir * one, per_dir * one * fwd_passes)
+        # embedding: reduce the vocab-parallel lookup (RS with SP; AR without), and with SP gather its grad;
+        # head: gather the final-norm output (SP) and reduce the LM-head input gradient.
+        n_emb = 2 if plan.sequence_parallel else 1
+        charge(Pattern("tp embedding", kind, "tp", tp_ph, s_tp, one, n_emb, 0, "embedding", "tp_comm"),
+               one, one * (n_emb - 1))
+        n_head = 2 if plan.sequence_parallel else 1
+        charge(Pattern("tp lm head", kind, "tp", tp_ph, s_tp, one, n_head, 0, "head", "tp_comm"),
+               one * (n_head - 1), one)
+        ce = float(C.collective_time("all_reduce", dev.tokens * 4, tp_ph))  # max, sum-exp, target logit (fp32)
+        charge(Pattern("tp cross-entropy stats", "all_reduce", "tp", tp_ph, dev.tokens * 4, ce, 3, 0, "head",
+                       "tp_comm"), 3 * ce)
 
-    # --- context parallel: all-gather K and V of the whole sequence, reduce-scatter their gradients --------
+    # --- context parallel: all-gather K and V of the sequence, reduce-scatter their gradients ---------------
     if cp > 1:
         cp_ph = C.group_phases(system, cp, t)
         s_kv = plan.micro_batch * plan.seq_len * 2 * model.kv_dim / t * ACT_BYTES
-        cp_ag = float(C.collective_time("all_gather", s_kv, cp_ph))
-        attn = [op for op in L_ops if op.kind == "attention" or op.name.startswith("attn")]
+        one = float(C.collective_time("all_gather", s_kv, cp_ph))
+        attn = [op for op in ops["layer"] if op.kind == "attention" or op.name.startswith("attn")]
         a_f = sum(float(op.fwd_s) for op in attn)
         a_b = sum(float(op.bwd_s) for op in attn)
-        exp_f = max(0.0, cp_ag - a_f)
-        exp_b = max(0.0, 2 * cp_ag - a_b) + (exp_f if rc in ("full", "selective") else 0.0)
-        cp_layer = exp_f + exp_b
-        layer["cp_comm"] += cp_layer
-        layer_fwd += exp_f
-        layer_bwd += exp_b
-        n_calls = (3 + (1 if rc != "none" else 0)) * model.n_layers / pp * m
-        comms.append(CommTime(name="cp key/value exchange", collective="all_gather+reduce_scatter", group="cp",
-                              group_size=cp, tiers=C.describe(cp_ph), bytes=s_kv, calls=n_calls,
-                              seconds_per_call=cp_ag, total_s=cp_ag * n_calls,
-                              exposed_s=cp_layer * m * model.n_layers / pp))
+        again = rc in ("full", "selective")  # the recomputed attention needs K and V again
+        exp_f = max(0.0, one - a_f)
+        charge(Pattern("cp key/value exchange", "all_gather / reduce_scatter", "cp", cp_ph, s_kv, one,
+                       3 + again, 0, "layer", "cp_comm"), exp_f, max(0.0, 2 * one - a_b) + exp_f * again)
 
-    # --- ZeRO-3: gather each layer's weights before its forward and backward, reduce-scatter its grads ----
-    shard = dp * cp
+    # --- ZeRO-3: gather a unit's weights before its forward and backward, reduce-scatter its gradients ------
     dp_ph = C.group_phases(system, shard, t)
     p_layer = layer_params_per_device(model, t)
-    z3_first = 0.0
+    p_emb = stage_params_per_device(model, t, pp, 0, True, False)
+    p_head = stage_params_per_device(model, t, pp, 0, pp == 1, True) - (p_emb if pp == 1 else 0)
     if plan.zero == 3 and shard > 1:
-        ag_l = float(C.collective_time("all_gather", p_layer * 2, dp_ph))
-        rs_l = float(C.collective_time("reduce_scatter", p_layer * gbytes, dp_ph))
-        if plan.overlap_dp_comm:
-            z3_layer = max(0.0, ag_l - layer_fwd) + max(0.0, ag_l + rs_l - layer_bwd)
-        else:
-            z3_layer = 2 * ag_l + rs_l
-        layer["zero3_comm"] += z3_layer
-        z3_first = ag_l  # nothing to hide the first gather behind
-        n_layers_stage = model.n_layers / pp
-        comms.append(CommTime(name="zero3 weight gathers (fwd+bwd)", collective="all_gather", group="dp",
-                              group_size=shard, tiers=C.describe(dp_ph), bytes=p_layer * 2,
-                              calls=2 * n_layers_stage * m, seconds_per_call=ag_l,
-                              total_s=2 * ag_l * n_layers_stage * m,
-                              exposed_s=(z3_layer + z3_first / n_layers_stage) * n_layers_stage * m))
-        comms.append(CommTime(name="zero3 gradient reduce-scatter", collective="reduce_scatter", group="dp",
-                              group_size=shard, tiers=C.describe(dp_ph), bytes=p_layer * gbytes,
-                              calls=n_layers_stage * m, seconds_per_call=rs_l, total_s=rs_l * n_layers_stage * m,
-                              exposed_s=0.0))
+        for unit, params in (("layer", p_layer), ("embedding", p_emb), ("head", p_head)):
+            if params <= 0:
+                continue
+            ag = float(C.collective_time("all_gather", params * WEIGHT_BYTES, dp_ph))
+            rs = float(C.collective_time("reduce_scatter", params * gbytes, dp_ph))
+            if not plan.overlap_dp_comm:
+                e_f, e_b = ag, ag + rs
+            elif unit == "embedding":  # first in the forward, last in the backward: nothing to hide behind
+                e_f, e_b = ag, ag + rs
+            else:
+                e_f, e_b = max(0.0, ag - fwd[unit]), max(0.0, ag + rs - bwd[unit])
+            share = ag / (ag + rs)  # split the backward exposure between the two rows by their traffic
+            charge(Pattern("zero3 weight all-gather", "all_gather", "dp", dp_ph, params * WEIGHT_BYTES, ag, 2, 0,
+                           unit, "zero3_comm"), e_f, e_b * share)
+            charge(Pattern("zero3 gradient reduce-scatter", "reduce_scatter", "dp", dp_ph, params * gbytes, rs, 1,
+                           0, unit, "zero3_comm"), 0.0, e_b * (1 - share))
 
-    # --- pipeline: send activations forward and gradients backward at each chunk boundary ---------------
+    # --- pipeline: send activations forward and gradients backward at each chunk boundary ----------------
     p2p = 0.0
     if pp > 1:
-        s_pp = dev.tokens * model.hidden * ACT_BYTES / (t if plan.sequence_parallel else 1)
-        stride = t * cp * dp
-        tier = C.p2p_tier(system, stride, pp)
+        s_pp = dev.tokens * model.hidden * ACT_BYTES / plan.sp_divisor
+        tier = C.p2p_tier(system, t * cp * plan.dp, pp)
         one = float(C.p2p_time(s_pp, tier.bandwidth * tier.collective_efficiency, tier.latency))
         p2p = 2 * v * one
-        comms.append(CommTime(name="pp activations/gradients", collective="send/recv", group="pp", group_size=pp,
-                              tiers=tier.name, bytes=s_pp, calls=2 * v * m, seconds_per_call=one,
-                              total_s=p2p * m, exposed_s=p2p * m))
+        patterns.append(Pattern("pp activations/gradients", "send/recv", "pp", tier.name, s_pp, one, 2 * v, p2p,
+                                "stage", "pp_comm"))
 
-    # --- stages --------------------------------------------------------------------------------------------
+    # --- stages ----------------------------------------------------------------------------------------------
     lf, lm, ll = stage_layers(model.n_layers, pp)
-    link = {"pp_comm": p2p}
-    z3 = {"zero3_comm": z3_first}
     if pp == 1:
-        stages = {"stage 0": _add(_scale(layer, lf), emb, head, z3)}
+        counts = {"single": {"layer": lf, "embedding": 1, "head": 1}}
     else:
-        stages = {"first": _add(_scale(layer, lf), emb, link, z3), "last": _add(_scale(layer, ll), head, link, z3)}
+        counts = {"first": {"layer": lf, "embedding": 1, "head": 0}, "last": {"layer": ll, "embedding": 0, "head": 1}}
         if pp > 2:
-            stages["middle"] = _add(_scale(layer, lm), link, z3)
+            counts["middle"] = {"layer": lm, "embedding": 0, "head": 0}
+
+    def stage_parts(c: dict) -> dict:
+        out = dict.fromkeys(STAGE_PARTS, 0.0)
+        for u in UNITS:
+            for k in STAGE_PARTS:
+                out[k] += parts[u][k] * c[u]
+        out["pp_comm"] += p2p
+        return out
+
+    stages = {k: stage_parts(c) for k, c in counts.items()}
     per_mb = {k: sum(d.values()) for k, d in stages.items()}
     bottleneck = max(per_mb, key=per_mb.get)
-    t_max = per_mb[bottleneck]
-    total_all_stages = sum(_add(_scale(layer, model.n_layers), emb, head).values()) + pp * (p2p + z3_first)
-    t_mean = total_all_stages / pp
-    t_pipe = float(pipeline_time(m, t_max, t_mean, pp, v))
-    bubble = t_pipe - m * t_max
+    all_units = {"layer": model.n_layers, "embedding": 1, "head": 1}
+    t_mean = (sum(sum(parts[u].values()) * all_units[u] for u in UNITS) + pp * p2p) / pp
+    t_pipe = float(pipeline_time(m, per_mb[bottleneck], t_mean, pp, v))
 
-    # --- data parallel (ZeRO 0/1/2) and optimizer, for the stage with the most parameters ------------------
-    n_stage_layers = {"stage 0": lf, "first": lf, "middle": lm, "last": ll}
-    params_of = {k: stage_params_per_device(model, t, pp, n_stage_layers[k], k in ("stage 0", "first"),
-                                            k in ("stage 0", "last")) for k in stages}
+    # --- data parallel (ZeRO 0/1/2), tied-embedding sync and optimizer, for the stage with most parameters -
+    params_of = {k: stage_params_per_device(model, t, pp, c["layer"], c["embedding"] == 1, c["head"] == 1)
+                 for k, c in counts.items()}
     big = max(params_of, key=params_of.get)
-    p_stage = params_of[big]
-    nl = max(n_stage_layers[big], 1)
-    fwd_mb = n_stage_layers[big] * layer_fwd + (fwd_of(E_ops) + emb_tp if big in ("stage 0", "first") else 0.0)
-    bwd_mb = n_stage_layers[big] * layer_bwd + (bwd_of(H_ops) + head_tp if big in ("stage 0", "last") else 0.0)
-    dp_exposed = 0.0
+    p_stage, nl = params_of[big], max(counts[big]["layer"], 1)
+    fwd_mb = sum(fwd[u] * counts[big][u] for u in UNITS)
+    bwd_mb = sum(bwd[u] * counts[big][u] for u in UNITS)
+    step_patterns: list[Pattern] = []
     if shard > 1 and plan.zero < 3:
         kind = "all_reduce" if plan.zero == 0 else "reduce_scatter"
-        g_comm = float(C.collective_time(kind, p_stage * gbytes, dp_ph))
+        g = float(C.collective_time(kind, p_stage * gbytes, dp_ph))
         reps = m if plan.zero == 2 else 1  # ZeRO-2 reduces every micro-batch (gradients are not kept whole)
-        g_exp = reps * (_overlapped(g_comm, bwd_mb, nl) if plan.overlap_dp_comm else g_comm)
-        comms.append(CommTime(name="dp gradient reduction", collective=kind, group="dp", group_size=shard,
-                              tiers=C.describe(dp_ph), bytes=p_stage * gbytes, calls=reps, seconds_per_call=g_comm,
-                              total_s=reps * g_comm, exposed_s=g_exp))
-        dp_exposed += g_exp
+        exp = reps * (_overlapped(g, bwd_mb, nl) if plan.overlap_dp_comm else g)
+        step_patterns.append(Pattern("dp gradient reduction", kind, "dp", dp_ph, p_stage * gbytes, g, reps, exp,
+                                     "step", "dp_comm"))
         if plan.zero in (1, 2):
-            w_comm = float(C.collective_time("all_gather", p_stage * 2, dp_ph))
-            w_exp = _overlapped(w_comm, fwd_mb, nl) if plan.overlap_dp_comm else w_comm
-            comms.append(CommTime(name="zero weight all-gather", collective="all_gather", group="dp",
-                                  group_size=shard, tiers=C.describe(dp_ph), bytes=p_stage * 2, calls=1,
-                                  seconds_per_call=w_comm, total_s=w_comm, exposed_s=w_exp))
-            dp_exposed += w_exp
+            w = float(C.collective_time("all_gather", p_stage * WEIGHT_BYTES, dp_ph))
+            exp = _overlapped(w, fwd_mb, nl) if plan.overlap_dp_comm else w
+            step_patterns.append(Pattern("zero weight all-gather", "all_gather", "dp", dp_ph, p_stage * WEIGHT_BYTES,
+                                         w, 1, exp, "step", "dp_comm"))
+    if pp > 1 and model.tie_embeddings:  # first and last stage hold copies of the embedding
+        tier = C.p2p_tier(system, t * cp * plan.dp, pp)
+        size = model.vocab * model.hidden / t * gbytes
+        one = float(C.ring_allreduce_time(size, 2, tier.bandwidth * tier.collective_efficiency, tier.latency))
+        step_patterns.append(Pattern("tied embedding gradient sync", "all_reduce", "embedding", tier.name, size,
+                                     one, 1, one, "step", "dp_comm"))
+    dp_exposed = sum(p.exposed for p in step_patterns)
     opt_params = p_stage / (shard if plan.zero >= 1 else 1)
     # Adam step: read grad, m, v, master; write m, v, master, bf16 weight; plus the grad-norm read.
     t_opt = float(dev.memory(opt_params * (26 + 2 * gbytes)))
 
     step = t_pipe + dp_exposed + t_opt
-    parts = _scale(stages[bottleneck], m)
-    time_s = TimeBreakdown(**parts, dp_comm=dp_exposed, bubble=bubble, optimizer=t_opt, total=step)
+    time_s = TimeBreakdown(**{k: v_ * m for k, v_ in stages[bottleneck].items()}, dp_comm=dp_exposed,
+                           bubble=t_pipe - m * per_mb[bottleneck], optimizer=t_opt, total=step)
+    sizes = {"tp": t, "cp": cp, "dp": shard, "pp": pp, "embedding": 2}
+    comms = []
+    for p in patterns:
+        count = m if p.unit == "stage" else counts[bottleneck][p.unit] * m
+        if count:
+            comms.append(p.row(sizes[p.group], count))
+    comms += [p.row(sizes[p.group], 1) for p in step_patterns]
 
     # --- memory, per candidate stage -----------------------------------------------------------------------
     mem = {}
-    for k in stages:
-        rank = {"stage 0": 0, "first": 0, "middle": 1, "last": pp - 1}[k]
-        first, last = k in ("stage 0", "first"), k in ("stage 0", "last")
+    for k, c in counts.items():
+        rank = {"single": 0, "first": 0, "middle": 1, "last": pp - 1}[k]
         chunks = float(in_flight(plan.schedule, pp, v, m, rank))
-        act = layer_activation_bytes(model, plan) * n_stage_layers[k] / v * chunks
+        act = layer_activation_bytes(model, plan) * c["layer"] / v * chunks
         if rc == "full":  # the layer being recomputed holds its full activations during its backward
             act += layer_activation_bytes(model, plan, "none")
-        if first:
+        if c["embedding"]:
             act += embedding_activation_bytes(model, plan) * chunks / v
-        if last:
+        if c["head"]:
             act += head_activation_bytes(model, plan) * (m if plan.schedule == "gpipe" else 1)
         st = state_bytes(params_of[k], plan)
         other = system.memory_overhead_bytes
         # Transient whole copies, never more than the sharding saved (a stage of one or two layers):
         freed = params_of[k] * (1 - 1 / shard)
         if plan.zero == 3 and shard > 1:  # two layers gathered (current + prefetch) and one layer's grads
-            other += min(2 * p_layer, freed) * 2 + min(p_layer, freed) * gbytes
+            other += min(2 * p_layer, freed) * WEIGHT_BYTES + min(p_layer, freed) * gbytes
         elif plan.zero == 2 and shard > 1:  # one layer's gradients whole before their reduce-scatter
             other += min(p_layer, freed) * gbytes
-        if plan.precision in ("fp8", "fp4"):  # cached narrow copies of the weights
-            other += params_of[k] * (1.0 if plan.precision == "fp8" else 0.5) / (shard if plan.zero == 3 else 1)
+        narrow = GEMM_INPUT_BYTES[plan.precision]
+        if narrow < 2:  # cached narrow copies of the weights
+            other += params_of[k] * narrow / (shard if plan.zero == 3 else 1)
         total = st["weights"] + st["gradients"] + st["optimizer"] + act + other
         mem[k] = dict(st, activations=float(act), other=float(other), total=float(total))
     mem_stage = max(mem, key=lambda k: mem[k]["total"])
@@ -248,19 +270,10 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan) -> Es
     peak = system.accelerator.peak_flops(peak_dtype)
     gpus = plan.gpus
 
-    ops_out = []
-    counts = {"layer": n_stage_layers[bottleneck], "embedding": 1, "head": 1}
-    groups = [("layer", L_ops)]
-    if bottleneck in ("stage 0", "first"):
-        groups.append(("embedding", E_ops))
-    if bottleneck in ("stage 0", "last"):
-        groups.append(("head", H_ops))
-    for where, ops in groups:
-        for op in ops:
-            ops_out.append(OpTime(name=op.name, where=where, kind=op.kind, count=counts[where],
-                                  fwd_s=float(op.fwd_s), bwd_s=float(op.bwd_s),
-                                  recompute_s=float(op.recompute_s(rc)), fwd_flops=float(op.fwd_flops),
-                                  formula=op.formula))
+    ops_out = [OpTime(name=op.name, where=u, kind=op.kind, count=counts[bottleneck][u], fwd_s=float(op.fwd_s),
+                      bwd_s=float(op.bwd_s), recompute_s=float(op.recompute_s(rc)), fwd_flops=float(op.fwd_flops),
+                      formula=op.formula)
+               for u in UNITS if counts[bottleneck][u] for op in ops[u]]
 
     notes = [f"MFU/HFU against dense {peak_dtype} peak {peak / 1e12:.1f} TFLOP/s per device"]
     if not fits:

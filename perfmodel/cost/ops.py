@@ -70,8 +70,8 @@ class Device:
     def gemm(self, m, n, k, batch=1, precision=None):
         eff = self.system.efficiency
         prec = precision or self.plan.precision
-        peak = self.gemm_peak if precision is None else (
-            self.system.accelerator.peak_flops(prec) * self.system.efficiency.sustained_fraction)
+        peak = self.gemm_peak if prec == self.plan.precision else (
+            self.system.accelerator.peak_flops(prec) * eff.sustained_fraction)
         return gemm_time(m, n, k, peak, eff.matmul_max[prec], eff.matmul_tile[0], eff.matmul_tile[1],
                          self.system.accelerator.compute_units, self.mem_bw,
                          in_bytes=GEMM_INPUT_BYTES[prec], out_bytes=ACT_BYTES, batch=batch)
@@ -80,20 +80,23 @@ class Device:
         return memory_bound_time(nbytes, self.mem_bw)
 
 
-def linear_op(dev: Device, name: str, m, n, k, recompute=("full",)) -> list[Op]:
+def linear_op(dev: Device, name: str, m, n, k, recompute=("full",), precision: str | None = None) -> list[Op]:
     """A weight GEMM (tokens m, out features n, in features k) and, in fp8/fp4, the casts of its operands.
 
-    Casting reads bf16 and writes the narrow type: input m*k and weight k*n in the forward, output gradient
-    m*n in the backward (Transformer Engine's per-GEMM quantisation).
+    Casting reads bf16 and writes the narrow type: the input m*k in the forward and the output gradient m*n in
+    the backward every micro-batch; the weight k*n once per step, amortised over the micro-batches
+    (Transformer Engine quantises weights on the first micro-batch and caches them).
     """
+    prec = precision or dev.plan.precision
     flops = 2.0 * m * n * k
-    ops = [Op(name, "gemm", dev.gemm(m, n, k), dev.gemm(m, k, n) + dev.gemm(k, n, m), flops, 2 * flops,
-              recompute, f"2*{_s(m)}*{_s(n)}*{_s(k)}")]
-    narrow = GEMM_INPUT_BYTES[dev.plan.precision]
+    ops = [Op(name, "gemm", dev.gemm(m, n, k, precision=prec), dev.gemm(m, k, n, precision=prec)
+              + dev.gemm(k, n, m, precision=prec), flops, 2 * flops, recompute, f"2*{_s(m)}*{_s(n)}*{_s(k)}")]
+    narrow = GEMM_INPUT_BYTES[prec]
     if narrow < 2:
         per = ACT_BYTES + narrow
-        ops.append(Op(f"{name}.cast", "memory", dev.memory((m * k + k * n) * per), dev.memory(m * n * per),
-                      recompute=recompute, formula="quantise operands to " + dev.plan.precision))
+        weights = k * n * per / dev.plan.num_microbatches
+        ops.append(Op(f"{name}.cast", "memory", dev.memory(m * k * per + weights), dev.memory(m * n * per),
+                      recompute=recompute, formula="quantise operands to " + prec))
     return ops
 
 
@@ -185,6 +188,9 @@ def embedding_ops(dev: Device) -> list[Op]:
 def head_ops(dev: Device) -> list[Op]:
     """Final norm, vocab-parallel LM head and cross-entropy on the last stage (never recomputed).
 
+    The LM head stays in bf16 under fp8/fp4 training, as Megatron-LM / Transformer Engine keep the output
+    layer out of the narrow-precision region.
+
     Cross-entropy over T x V/tp logits: forward reads bf16 logits and writes fp32 exponentials (2 + 4 + 4 B
     with the max/sum passes), backward reads them and writes bf16 gradients (4 + 2 B) (a fused vocab-parallel
     kernel as in Megatron-LM).
@@ -193,7 +199,7 @@ def head_ops(dev: Device) -> list[Op]:
     T, To, h = dev.tokens, dev.tokens_outside_tp, m.hidden
     v = np.ceil(m.vocab / p.tp)
     ops = [elementwise_op(dev, "final_norm", To * h, 4, 6, ())]
-    ops += linear_op(dev, "lm_head", T, v, h, ())
+    ops += linear_op(dev, "lm_head", T, v, h, (), precision="bf16")
     ops.append(elementwise_op(dev, "cross_entropy", T * v, 10, 6, ()))
     return ops
 
