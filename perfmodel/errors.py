@@ -9,9 +9,13 @@ from __future__ import annotations
 import contextvars
 import difflib
 from collections.abc import Iterable
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
+
+# Counts and flags: no silent coercion of True to 1, 8.0 to 8 or "yes" to True.
+Count = Annotated[int, Strict(), Field(gt=0)]
+Flag = Annotated[bool, Strict()]
 
 
 class InputError(ValueError):
@@ -52,7 +56,7 @@ _depth: contextvars.ContextVar[int] = contextvars.ContextVar("schema_depth", def
 class Schema(BaseModel):
     """Base of every input/output schema: unknown fields are errors, and validation failures are InputError."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     def __init__(self, /, **data: Any) -> None:
         outer = _depth.get() == 0

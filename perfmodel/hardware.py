@@ -12,9 +12,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
-from .errors import InputError, Schema, suggest
+from .errors import Count, InputError, Schema, suggest
 from .files import looks_like_path, read_mapping
 
 Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4"]
@@ -31,7 +31,7 @@ class Accelerator(Schema):
     hbm_capacity_gib: PositiveFloat = Field(description="device memory, GiB")
     hbm_bandwidth_tbps: PositiveFloat = Field(description="device memory bandwidth, TB/s (1e12 bytes/s)")
     tdp_w: PositiveFloat | None = Field(None, description="board/chip power, W; null where unpublished")
-    compute_units: PositiveInt = Field(description="SMs / CUs / matrix units that GEMM tiles are spread over")
+    compute_units: Count = Field(description="SMs / CUs / matrix units that GEMM tiles are spread over")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
     @model_validator(mode="after")
@@ -66,9 +66,9 @@ class NetworkTier(Schema):
     """
 
     name: str
-    domain_size: PositiveInt | None = Field(None, description="devices in one domain of this tier; null = all")
+    domain_size: Count | None = Field(None, description="devices in one domain of this tier; null = all")
     topology: Literal["switch", "torus"] = "switch"
-    torus_dims: list[PositiveInt] | None = Field(None, description="torus shape in chips (torus tiers only)")
+    torus_dims: list[Count] | None = Field(None, description="torus shape in chips (torus tiers only)")
     bandwidth_gbps: PositiveFloat = Field(
         description="switch: per-device injection bandwidth; torus: per link, GB/s one direction"
     )
@@ -78,6 +78,9 @@ class NetworkTier(Schema):
 
     @model_validator(mode="after")
     def _torus(self):
+        if self.topology != "torus" and self.torus_dims is not None:
+            raise ValueError(f"tier '{self.name}': torus_dims {self.torus_dims} given for topology {self.topology}; "
+                             "valid: omit torus_dims, or set topology: torus")
         if self.topology == "torus":
             if not self.torus_dims:
                 raise ValueError(f"tier '{self.name}': topology torus needs torus_dims, e.g. [16, 16]")
@@ -110,7 +113,7 @@ class Efficiency(Schema):
     """
 
     matmul_max: dict[Dtype, float] = Field(description="best-shape GEMM fraction of peak, per dtype")
-    matmul_tile: tuple[PositiveInt, PositiveInt] = Field(description="output tile (rows, cols) of the GEMM kernel")
+    matmul_tile: tuple[Count, Count] = Field(description="output tile (rows, cols) of the GEMM kernel")
     attention_max: float = Field(gt=0, le=1)
     attention_half_seq: float = Field(ge=0, description="key length at which the attention kernel reaches half of attention_max")
     memory_bandwidth: float = Field(gt=0, le=1, description="achieved / peak HBM bandwidth for streaming kernels")
@@ -137,7 +140,7 @@ class System(Schema):
     tiers: list[NetworkTier] = Field(min_length=1, description="innermost first")
     efficiency: Efficiency
     memory_overhead_gib: float = Field(ge=0, description="per-device memory not available to the model (runtime context, comm buffers, workspace)")
-    max_devices: PositiveInt | None = Field(None, description="largest cluster this preset can describe")
+    max_devices: Count | None = Field(None, description="largest cluster this preset can describe")
     sources: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -152,6 +155,14 @@ class System(Schema):
         missing = [d for d in gemm_dtypes if d not in self.efficiency.matmul_max]
         if missing:
             raise ValueError(f"efficiency.matmul_max lacks {missing}, which the accelerator supports")
+        return self
+
+    @model_validator(mode="after")
+    def _overhead_fits(self):
+        if self.memory_overhead_gib >= self.accelerator.hbm_capacity_gib:
+            raise ValueError(f"memory_overhead_gib = {self.memory_overhead_gib} leaves nothing of the "
+                             f"{self.accelerator.hbm_capacity_gib} GiB on {self.accelerator.name}; "
+                             f"valid: 0 <= memory_overhead_gib < {self.accelerator.hbm_capacity_gib}")
         return self
 
     @property
@@ -215,7 +226,7 @@ def load_hardware(spec: str | Path | System) -> System:
         return spec
     spec = str(spec)
     if looks_like_path(spec):
-        return _system_from_mapping(read_mapping(Path(spec)), where=spec)
+        return _system_from_mapping(read_mapping(Path(spec), f"hardware spec {spec}"), where=spec)
     systems = _catalogue("systems")
     key = spec.lower()
     if key not in systems:

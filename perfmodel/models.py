@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, model_validator
 
-from .errors import InputError, Schema, suggest
+from .errors import Count, Flag, InputError, Schema, suggest
 from .files import looks_like_path, read_mapping
 
 
@@ -15,21 +15,21 @@ class ModelConfig(Schema):
     """Shape of a decoder-only transformer: everything the cost model needs, nothing about parallelism."""
 
     name: str
-    n_layers: PositiveInt
-    hidden: PositiveInt
-    n_heads: PositiveInt
-    n_kv_heads: PositiveInt | None = Field(None, description="key/value heads (GQA); default n_heads")
-    head_dim: PositiveInt | None = Field(None, description="default hidden // n_heads")
-    ffn_hidden: PositiveInt
-    vocab: PositiveInt
-    max_seq_len: PositiveInt = Field(description="positions the model supports")
+    n_layers: Count
+    hidden: Count
+    n_heads: Count
+    n_kv_heads: Count | None = Field(None, description="key/value heads (GQA); default n_heads")
+    head_dim: Count | None = Field(None, description="default hidden // n_heads")
+    ffn_hidden: Count
+    vocab: Count
+    max_seq_len: Count = Field(description="positions the model supports")
     mlp: Literal["gelu", "swiglu"] = Field(description="plain 2-matrix MLP or gated 3-matrix (SwiGLU) MLP")
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     position: Literal["learned", "rope", "alibi"] = "learned"
-    tie_embeddings: bool = False
+    tie_embeddings: Flag = False
     linear_bias: Literal["none", "qkv", "all"] = "none"
     dropout: float = Field(0.0, ge=0, lt=1, description="hidden and attention dropout probability in training")
-    sliding_window: PositiveInt | None = Field(None, description="attention window in tokens (e.g. Mistral v0.1)")
+    sliding_window: Count | None = Field(None, description="attention window in tokens (e.g. Mistral v0.1)")
     source: str = ""
 
     @model_validator(mode="after")
@@ -103,10 +103,41 @@ class ModelConfig(Schema):
 HF_MODEL_TYPES = ("gpt2", "llama", "mistral", "qwen2", "gpt_neox")
 
 
-def _need(cfg: dict, key: str, where: str):
-    if key not in cfg or cfg[key] is None:
-        raise InputError(f"{where}: field '{key}' is required for model_type '{cfg.get('model_type')}'")
-    return cfg[key]
+class _HFConfig:
+    """Typed access to a config.json: every read checks the type and range and names the key when it fails."""
+
+    def __init__(self, cfg: dict, where: str):
+        self.cfg, self.where, self.type = cfg, where, cfg.get("model_type")
+
+    def _bad(self, key: str, valid: str) -> InputError:
+        return InputError(f"{self.where}: {key} = {self.cfg[key]!r} is not valid; valid: {valid}")
+
+    def count(self, key: str, default=...):
+        """A positive integer; `default` when absent or null (required when no default)."""
+        v = self.cfg.get(key)
+        if v is None:
+            if default is ...:
+                raise InputError(f"{self.where}: field '{key}' is required for model_type '{self.type}'")
+            return default
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise self._bad(key, "a positive integer")
+        return v
+
+    def prob(self, key: str, default: float) -> float:
+        v = self.cfg.get(key)
+        if v is None:
+            return default
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1:
+            raise self._bad(key, "a probability in [0, 1)")
+        return float(v)
+
+    def flag(self, key: str, default: bool) -> bool:
+        v = self.cfg.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, bool):
+            raise self._bad(key, "true or false")
+        return v
 
 
 def from_hf_config(cfg: dict, name: str, where: str = "config.json") -> ModelConfig:
@@ -118,39 +149,39 @@ def from_hf_config(cfg: dict, name: str, where: str = "config.json") -> ModelCon
     mt = cfg.get("model_type")
     if mt not in HF_MODEL_TYPES:
         raise InputError(f"{where}: model_type = {mt!r} is not supported; valid: {', '.join(HF_MODEL_TYPES)}")
+    c = _HFConfig(cfg, where)
     if mt == "gpt2":
-        h = _need(cfg, "n_embd", where)
+        h = c.count("n_embd")
         fields = dict(
-            n_layers=_need(cfg, "n_layer", where), hidden=h, n_heads=_need(cfg, "n_head", where),
-            ffn_hidden=cfg.get("n_inner") or 4 * h, vocab=_need(cfg, "vocab_size", where),
-            max_seq_len=_need(cfg, "n_positions", where), mlp="gelu", norm="layernorm", position="learned",
-            tie_embeddings=cfg.get("tie_word_embeddings", True), linear_bias="all",
-            dropout=max(cfg.get("resid_pdrop", 0.1), cfg.get("attn_pdrop", 0.1)),
+            n_layers=c.count("n_layer"), hidden=h, n_heads=c.count("n_head"), ffn_hidden=c.count("n_inner", 4 * h),
+            vocab=c.count("vocab_size"), max_seq_len=c.count("n_positions"), mlp="gelu", norm="layernorm",
+            position="learned", tie_embeddings=c.flag("tie_word_embeddings", True), linear_bias="all",
+            dropout=max(c.prob("resid_pdrop", 0.1), c.prob("attn_pdrop", 0.1)),
         )
     elif mt == "gpt_neox":
         fields = dict(
-            n_layers=_need(cfg, "num_hidden_layers", where), hidden=_need(cfg, "hidden_size", where),
-            n_heads=_need(cfg, "num_attention_heads", where), ffn_hidden=_need(cfg, "intermediate_size", where),
-            vocab=_need(cfg, "vocab_size", where), max_seq_len=_need(cfg, "max_position_embeddings", where),
-            mlp="gelu", norm="layernorm", position="rope", tie_embeddings=cfg.get("tie_word_embeddings", False),
-            linear_bias="all", dropout=max(cfg.get("hidden_dropout", 0.0), cfg.get("attention_dropout", 0.0)),
+            n_layers=c.count("num_hidden_layers"), hidden=c.count("hidden_size"),
+            n_heads=c.count("num_attention_heads"), ffn_hidden=c.count("intermediate_size"),
+            vocab=c.count("vocab_size"), max_seq_len=c.count("max_position_embeddings"), mlp="gelu",
+            norm="layernorm", position="rope", tie_embeddings=c.flag("tie_word_embeddings", False),
+            linear_bias="all", dropout=max(c.prob("hidden_dropout", 0.0), c.prob("attention_dropout", 0.0)),
         )
     else:  # llama, mistral, qwen2
-        heads = _need(cfg, "num_attention_heads", where)
+        heads = c.count("num_attention_heads")
         if mt == "qwen2":
             bias = "qkv"
         else:
-            bias = "all" if cfg.get("mlp_bias") else ("qkv" if cfg.get("attention_bias") else "none")
-        window = cfg.get("sliding_window")
-        if mt == "qwen2" and not cfg.get("use_sliding_window", False):
+            bias = "all" if c.flag("mlp_bias", False) else ("qkv" if c.flag("attention_bias", False) else "none")
+        window = c.count("sliding_window", None)
+        if mt == "qwen2" and not c.flag("use_sliding_window", False):
             window = None
         fields = dict(
-            n_layers=_need(cfg, "num_hidden_layers", where), hidden=_need(cfg, "hidden_size", where),
-            n_heads=heads, n_kv_heads=cfg.get("num_key_value_heads") or heads, head_dim=cfg.get("head_dim"),
-            ffn_hidden=_need(cfg, "intermediate_size", where), vocab=_need(cfg, "vocab_size", where),
-            max_seq_len=_need(cfg, "max_position_embeddings", where), mlp="swiglu", norm="rmsnorm",
-            position="rope", tie_embeddings=cfg.get("tie_word_embeddings", False), linear_bias=bias,
-            dropout=cfg.get("attention_dropout", 0.0) or 0.0, sliding_window=window,
+            n_layers=c.count("num_hidden_layers"), hidden=c.count("hidden_size"), n_heads=heads,
+            n_kv_heads=c.count("num_key_value_heads", heads), head_dim=c.count("head_dim", None),
+            ffn_hidden=c.count("intermediate_size"), vocab=c.count("vocab_size"),
+            max_seq_len=c.count("max_position_embeddings"), mlp="swiglu", norm="rmsnorm", position="rope",
+            tie_embeddings=c.flag("tie_word_embeddings", False), linear_bias=bias,
+            dropout=c.prob("attention_dropout", 0.0), sliding_window=window,
         )
     return ModelConfig.parse({"name": name, **fields, "source": f"HuggingFace config ({where})"}, where=where)
 
@@ -164,7 +195,7 @@ def load_model(spec: str | Path | ModelConfig) -> ModelConfig:
     spec = str(spec)
     if looks_like_path(spec):
         path = Path(spec)
-        data = read_mapping(path)
+        data = read_mapping(path, f"model file {spec}")
         if "model_type" in data:
             return from_hf_config(data, name=path.parent.name if path.name == "config.json" else path.stem, where=spec)
         return ModelConfig.parse(data, where=spec)

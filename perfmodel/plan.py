@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import Field
 
-from .errors import InputError, Schema
+from .errors import Count, Flag, InputError, Schema
 from .hardware import System
 from .models import ModelConfig
 
@@ -24,17 +24,17 @@ class Plan(Schema):
     against a model and a system.
     """
 
-    gpus: PositiveInt | None = Field(None, description="devices in the job; inferred as tp*pp*cp*dp when omitted")
-    tp: PositiveInt = 1
-    pp: PositiveInt = 1
-    dp: PositiveInt | None = Field(None, description="data-parallel size; inferred as gpus / (tp*pp*cp)")
-    cp: PositiveInt = 1
-    vpp: PositiveInt = Field(1, description="interleaved virtual pipeline chunks per rank")
-    micro_batch: PositiveInt = Field(description="sequences per micro-batch per data-parallel rank")
-    global_batch: PositiveInt = Field(description="sequences per optimizer step")
-    seq_len: PositiveInt
+    gpus: Count | None = Field(None, description="devices in the job; inferred as tp*pp*cp*dp when omitted")
+    tp: Count = 1
+    pp: Count = 1
+    dp: Count | None = Field(None, description="data-parallel size; inferred as gpus / (tp*pp*cp)")
+    cp: Count = 1
+    vpp: Count = Field(1, description="interleaved virtual pipeline chunks per rank")
+    micro_batch: Count = Field(description="sequences per micro-batch per data-parallel rank")
+    global_batch: Count = Field(description="sequences per optimizer step")
+    seq_len: Count
     recompute: Recompute = "none"
-    sequence_parallel: bool = False
+    sequence_parallel: Flag = False
     zero: Literal[0, 1, 2, 3] = Field(0, description="1: optimizer state sharded; 2: + gradients; 3: + parameters")
     precision: Precision = Field("bf16", description="GEMM precision; everything else stays bf16")
     schedule: Schedule | None = Field(None, description="pipeline schedule; default interleaved if vpp > 1 else 1f1b")
@@ -44,7 +44,7 @@ class Plan(Schema):
     grad_dtype: Literal["fp32", "bf16"] = Field(
         "fp32", description="gradient accumulation and reduction dtype (Megatron bf16 and torch FSDP default: fp32)"
     )
-    overlap_dp_comm: bool = Field(True, description="data-parallel / ZeRO collectives overlap with compute")
+    overlap_dp_comm: Flag = Field(True, description="data-parallel / ZeRO collectives overlap with compute")
 
     def _resolved(self) -> int:
         if self.dp is None:
@@ -127,6 +127,12 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
     if pp * vpp > model.n_layers:
         raise InputError(
             f"pp*vpp = {pp}*{vpp} = {pp * vpp} chunks exceeds n_layers = {model.n_layers}; valid vpp: 1..{model.n_layers // pp}"
+        )
+    if vpp > 1 and model.n_layers % (pp * vpp):
+        valid = [x for x in range(2, model.n_layers // pp + 1) if model.n_layers % (pp * x) == 0]
+        raise InputError(
+            f"vpp={vpp}: interleaving needs n_layers = {model.n_layers} divisible by pp*vpp = {pp * vpp}; "
+            f"valid vpp with pp={pp}: {_fmt(valid) if valid else 'none (use vpp=1)'}"
         )
     sched = p["schedule"] or ("interleaved" if vpp > 1 else "1f1b")
     if sched == "interleaved" and vpp == 1:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def gemm_tiles(tile_m, tile_n, smallest=64):
+def gemm_tiles(tile_m, tile_n, smallest=None):
     """Tile shapes a GEMM library may pick, with their throughput relative to the spec's tile.
 
     Candidates: the spec's tile, its transpose, and halvings down to `smallest`. A tile of tm x tn does
@@ -17,6 +17,7 @@ def gemm_tiles(tile_m, tile_n, smallest=64):
     the tensor cores fed; a smaller tile runs at the ratio of its arithmetic intensity to the spec tile's
     (it waits on shared-memory / L2 bandwidth), so it only wins where quantisation would waste more.
     """
+    smallest = min(64, tile_m, tile_n) if smallest is None else smallest
     ref = tile_m * tile_n / (tile_m + tile_n)
     out = {}
     for a, b in ((tile_m, tile_n), (tile_n, tile_m)):

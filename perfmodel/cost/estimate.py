@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import InputError
 from ..hardware import System, load_hardware
 from ..models import ModelConfig, load_model
 from ..plan import Plan, resolve
@@ -74,9 +75,13 @@ def _unit_parts(ops: list[Op], recompute: str) -> dict[str, float]:
     return out
 
 
-def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan) -> Estimate:
+def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict) -> Estimate:
     """Predict one training step of `plan` for `model` on `hardware` (objects, preset names or file paths)."""
     model, system = load_model(model), load_hardware(hardware)
+    if isinstance(plan, dict):
+        plan = Plan(**plan)
+    if not isinstance(plan, Plan):
+        raise InputError(f"plan must be a perfmodel.Plan (or a dict of its fields), got {type(plan).__name__}")
     plan = resolve(plan, model, system)
     dev = Device(model, system, plan)
     t, cp, pp, v = plan.tp, plan.cp, plan.pp, plan.vpp
