@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("predict", help="predict one training step of a plan (no flags: a built-in example)",
                         description="Predict one training step. With no flags, runs the built-in example: "
                                     + " ".join(EXAMPLE))
-    pr.add_argument("--model", required=True, help="preset name (perfmodel models list) or path to a HF config.json")
+    pr.add_argument("--model", required=True, help="preset name (perfmodel models list), or path to a HF config.json or a ModelConfig YAML/JSON")
     pr.add_argument("--hardware", required=True, help="preset name (perfmodel hardware list) or path to a spec YAML")
     pr.add_argument("--gpus", type=_positive("--gpus"), required=True)
     pr.add_argument("--tp", type=_positive("--tp"), required=True)

@@ -1,4 +1,5 @@
-"""Published training runs (shared/data/published_runs_dev.csv) as (model, system, plan, measured step time).
+"""Published training runs (the development CSV, bundled as benchmarks/data/published_runs_dev.csv) as
+(model, system, plan, measured step time).
 
 The CSV describes runs in each source's words ("full (--checkpoint-activations ...)", "FSDP FULL_SHARD",
 "A100-SXM4-80GB (Selene DGX A100)"). `to_case` maps one row onto this tool's schemas, using only what the

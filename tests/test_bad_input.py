@@ -1,0 +1,118 @@
+"""Bad input through the Python API and spec files: one InputError line naming the field, value and what is valid."""
+
+import json
+
+import pytest
+import yaml
+
+import perfmodel as pm
+from perfmodel.errors import InputError
+from perfmodel.hardware import load_hardware
+
+
+def one_line(err: pytest.ExceptionInfo) -> str:
+    msg = str(err.value)
+    assert "\n" not in msg and "Traceback" not in msg
+    return msg
+
+
+def test_plan_counts_are_not_coerced_from_bools():
+    with pytest.raises(InputError) as e:
+        pm.Plan(tp=True, micro_batch=1, global_batch=8, seq_len=8)
+    assert "Plan.tp = True" in one_line(e)
+
+
+def test_estimate_rejects_a_non_plan_and_accepts_a_dict():
+    with pytest.raises(InputError) as e:
+        pm.estimate("gpt2-124m", "dgx-h100", None)
+    assert "perfmodel.Plan" in one_line(e)
+    est = pm.estimate("gpt2-124m", "dgx-h100", dict(gpus=8, micro_batch=1, global_batch=8, seq_len=1024))
+    assert est.plan.dp == 8
+
+
+def test_unresolved_plan_has_no_microbatch_count():
+    with pytest.raises(InputError) as e:
+        pm.Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=2048).num_microbatches
+    assert "dp" in one_line(e)
+
+
+def test_interleaving_needs_layers_divisible_by_pp_times_vpp():
+    plan = pm.Plan(gpus=64, tp=8, pp=8, vpp=3, micro_batch=1, global_batch=64, seq_len=4096)
+    with pytest.raises(InputError) as e:
+        pm.estimate("llama-3-70b", "dgx-h100", plan)
+    msg = one_line(e)
+    assert "vpp=3" in msg and "n_layers = 80" in msg and "valid vpp with pp=8: 2, 5, 10" in msg
+
+
+def _spec(tmp_path, mutate) -> str:
+    data = yaml.safe_load(open(pm.hardware.resources.files("perfmodel.hardware_specs") / "systems" / "dgx-h100.yaml"))
+    mutate(data)
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("mutate, expect", [
+    (lambda d: d["tiers"][0].update(latency_us=float("inf")), "tiers.0.latency_us"),
+    (lambda d: d["efficiency"].update(memory_bandwidth=float("nan")), "efficiency.memory_bandwidth"),
+    (lambda d: d["tiers"][0].update(torus_dims=[2, 4]), "torus_dims"),
+    (lambda d: d.update(memory_overhead_gib=1000), "memory_overhead_gib = 1000"),
+    (lambda d: d["tiers"][0].update(domain_size=True), "tiers.0.domain_size = True"),
+    (lambda d: d.update(accelerator="H100-SXM9"), "did you mean"),
+])
+def test_bad_spec_files(tmp_path, mutate, expect):
+    path = _spec(tmp_path, mutate)
+    with pytest.raises(InputError) as e:
+        load_hardware(path)
+    assert expect in one_line(e)
+
+
+@pytest.mark.parametrize("field, value, expect", [
+    ("n_embd", "768", "n_embd = '768' is not valid; valid: a positive integer"),
+    ("n_layer", True, "n_layer = True"),
+    ("resid_pdrop", "x", "resid_pdrop = 'x' is not valid; valid: a probability in [0, 1)"),
+    ("resid_pdrop", -0.1, "resid_pdrop = -0.1"),
+    ("tie_word_embeddings", "no", "tie_word_embeddings = 'no' is not valid; valid: true or false"),
+])
+def test_bad_hf_config_fields(tmp_path, field, value, expect):
+    cfg = dict(model_type="gpt2", n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024)
+    cfg[field] = value
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(InputError) as e:
+        pm.load_model(str(path))
+    assert expect in one_line(e)
+
+
+def test_zero_kv_heads_is_an_error_not_multi_head(tmp_path):
+    cfg = dict(model_type="llama", num_hidden_layers=2, hidden_size=256, num_attention_heads=4,
+               num_key_value_heads=0, intermediate_size=512, vocab_size=100, max_position_embeddings=128)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(InputError) as e:
+        pm.load_model(str(path))
+    assert "num_key_value_heads = 0" in one_line(e)
+
+
+def test_missing_file_names_what_it_was_for():
+    with pytest.raises(InputError) as e:
+        pm.load_model("nofile.json")
+    assert one_line(e) == "model file nofile.json: file does not exist"
+
+
+@pytest.mark.parametrize("model, hw, kw", [
+    ("llama-3-70b", "dgx-h100", dict(gpus=512, tp=8, pp=4, micro_batch=1, global_batch=1024, seq_len=8192,
+                                     sequence_parallel=True, zero=1, recompute="selective")),
+    ("llama-3-8b", "dgx-h100", dict(gpus=64, micro_batch=1, global_batch=64, seq_len=8192, zero=3)),
+    ("gpt3-1.3b", "dgx-a100-80gb", dict(gpus=32, tp=2, pp=2, cp=2, micro_batch=1, global_batch=16, seq_len=2048,
+                                        zero=2, recompute="full")),
+    ("gpt2-124m", "mi300x-8", dict(gpus=48, tp=2, pp=3, micro_batch=1, global_batch=24, seq_len=1024, zero=3,
+                                   recompute="full", precision="fp8", overlap_dp_comm=False)),
+])
+def test_comm_rows_reconcile_with_the_time_breakdown(model, hw, kw):
+    est = pm.estimate(model, hw, pm.Plan(**kw))
+    t = est.time_s
+    exposed = sum(c.exposed_s for c in est.comms)
+    assert exposed == pytest.approx(t.tp_comm + t.cp_comm + t.pp_comm + t.zero3_comm + t.dp_comm, rel=1e-9)
+    for c in est.comms:
+        assert 0 <= c.exposed_s <= c.total_s * (1 + 1e-9), c
