@@ -128,12 +128,6 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
         raise InputError(
             f"pp*vpp = {pp}*{vpp} = {pp * vpp} chunks exceeds n_layers = {model.n_layers}; valid vpp: 1..{model.n_layers // pp}"
         )
-    if vpp > 1 and model.n_layers % (pp * vpp):
-        valid = [x for x in range(2, model.n_layers // pp + 1) if model.n_layers % (pp * x) == 0]
-        raise InputError(
-            f"vpp={vpp}: interleaving needs n_layers = {model.n_layers} divisible by pp*vpp = {pp * vpp}; "
-            f"valid vpp with pp={pp}: {_fmt(valid) if valid else 'none (use vpp=1)'}"
-        )
     sched = p["schedule"] or ("interleaved" if vpp > 1 else "1f1b")
     if sched == "interleaved" and vpp == 1:
         raise InputError("schedule=interleaved needs vpp > 1; valid with vpp=1: 1f1b, gpipe")

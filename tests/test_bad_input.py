@@ -36,12 +36,22 @@ def test_unresolved_plan_has_no_microbatch_count():
     assert "dp" in one_line(e)
 
 
-def test_interleaving_needs_layers_divisible_by_pp_times_vpp():
-    plan = pm.Plan(gpus=64, tp=8, pp=8, vpp=3, micro_batch=1, global_batch=64, seq_len=4096)
+def test_interleaving_with_uneven_chunks_is_predicted_and_noted():
+    # Llama 3 405B: 126 layers, pp=16, vpp=2 (Dubey et al. 2024 trained this layout with uneven stages).
+    plan = pm.Plan(gpus=16384, tp=8, pp=16, vpp=2, micro_batch=1, global_batch=2048, seq_len=8192,
+                   sequence_parallel=True, zero=1)
+    est = pm.estimate("llama-3.1-405b", "dgx-h100", plan)
+    assert est.stage_layers == [7, 8, 7]
+    assert any("do not split evenly" in n for n in est.notes)
+    one = pm.estimate("llama-3.1-405b", "dgx-h100", plan.model_copy(update={"vpp": 1, "schedule": None}))
+    assert est.time_s.bubble < one.time_s.bubble  # interleaving shrinks the bubble by about vpp
+
+
+def test_vpp_beyond_layers_per_stage_is_rejected():
+    plan = pm.Plan(gpus=64, tp=8, pp=8, vpp=11, micro_batch=1, global_batch=64, seq_len=4096)
     with pytest.raises(InputError) as e:
         pm.estimate("llama-3-70b", "dgx-h100", plan)
-    msg = one_line(e)
-    assert "vpp=3" in msg and "n_layers = 80" in msg and "valid vpp with pp=8: 2, 5, 10" in msg
+    assert "pp*vpp = 8*11 = 88 chunks exceeds n_layers = 80" in one_line(e)
 
 
 def _spec(tmp_path, mutate) -> str:

@@ -284,6 +284,9 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict
     if not fits:
         notes.append(f"does not fit: needs {membd.total / 2**30:.1f} GiB > {cap / 2**30:.1f} GiB "
                      f"on the {mem_stage} stage (short by {(membd.total - cap) / 2**30:.1f} GiB)")
+    if v > 1 and model.n_layers % (pp * v):
+        notes.append(f"{model.n_layers} layers do not split evenly into pp*vpp = {pp * v} chunks: chunks differ by "
+                     "one layer (as in Megatron-LM's uneven first/last stages); activation memory uses the mean chunk")
     if model.position != "learned" and plan.seq_len > model.max_seq_len:
         notes.append(f"seq_len {plan.seq_len} exceeds the model's max_seq_len {model.max_seq_len}")
 
