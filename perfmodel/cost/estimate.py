@@ -149,9 +149,8 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict
                 continue
             ag = float(C.collective_time("all_gather", params * WEIGHT_BYTES, dp_ph))
             rs = float(C.collective_time("reduce_scatter", params * gbytes, dp_ph))
-            if not plan.overlap_dp_comm:
-                e_f, e_b = ag, ag + rs
-            elif unit == "embedding":  # first in the forward, last in the backward: nothing to hide behind
+            # The embedding is first in the forward and last in the backward: nothing to hide behind.
+            if not plan.overlap_dp_comm or unit == "embedding":
                 e_f, e_b = ag, ag + rs
             else:
                 e_f, e_b = max(0.0, ag - fwd[unit]), max(0.0, ag + rs - bwd[unit])
