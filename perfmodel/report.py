@@ -90,7 +90,8 @@ def hardware_table(s: System) -> str:
     e = s.efficiency
     lines.append("  efficiency: matmul " + ", ".join(f"{k} {v:g}" for k, v in e.matmul_max.items())
                  + f" (tile {e.matmul_tile[0]}x{e.matmul_tile[1]}); attention {e.attention_max:g} "
-                 f"(half at {e.attention_half_seq:g} keys); memory bandwidth {e.memory_bandwidth:g}")
+                 f"(half at {e.attention_half_seq:g} keys); memory bandwidth {e.memory_bandwidth:g}; "
+                 f"sustained in a step {e.sustained_fraction:g}")
     lines.append(f"  memory overhead {s.memory_overhead_gib:g} GiB per device"
                  + (f"; at most {s.max_devices} devices" if s.max_devices else ""))
     lines.append("  sources:")
