@@ -126,3 +126,14 @@ def test_comm_rows_reconcile_with_the_time_breakdown(model, hw, kw):
     assert exposed == pytest.approx(t.tp_comm + t.cp_comm + t.pp_comm + t.zero3_comm + t.dp_comm, rel=1e-9)
     for c in est.comms:
         assert 0 <= c.exposed_s <= c.total_s * (1 + 1e-9), c
+
+
+@pytest.mark.parametrize("attention", ["flash", "unfused"])
+def test_recompute_order_holds_for_one_layer_stages(attention):
+    # One layer per stage: the recomputed layer's working set must not make full recompute cost more
+    # activation memory than selective, nor selective more than none.
+    acts = []
+    for rc in ("full", "selective", "none"):
+        plan = pm.Plan(gpus=12, pp=12, micro_batch=2, global_batch=24, seq_len=1024, recompute=rc, attention=attention)
+        acts.append(pm.estimate("gpt2-124m", "dgx-h100", plan).memory_bytes.activations)
+    assert acts[0] <= acts[1] <= acts[2]

@@ -242,8 +242,9 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict
         rank = {"single": 0, "first": 0, "middle": 1, "last": pp - 1}[k]
         chunks = float(in_flight(plan.schedule, pp, v, m, rank))
         act = layer_activation_bytes(model, plan) * c["layer"] / v * chunks
-        if rc == "full":  # the layer being recomputed holds its full activations during its backward
-            act += layer_activation_bytes(model, plan, "none")
+        # The layer in its backward holds what recomputation rebuilt for it: all of its activations (full) or
+        # its attention core (selective); its stored share is already counted above.
+        act += layer_activation_bytes(model, plan, "none") - layer_activation_bytes(model, plan, rc)
         if c["embedding"]:
             act += embedding_activation_bytes(model, plan) * chunks / v
         if c["head"]:
