@@ -94,8 +94,12 @@ def model_for(row: pd.Series) -> tuple[ModelConfig | None, str]:
     heads, kv, vocab, seq = _num(row["heads"]), _num(row["kv_heads"]), _num(row["vocab"]), _num(row["seq_len"])
     if None in (layers, hidden, seq):
         return None, "model shape (layers/hidden/seq_len) not stated"
-    if heads is None:  # BLOOM candidates: head dim 128 as in the final BLOOM (14336 = 112 x 128)
-        heads = hidden / 128
+    if heads is None:
+        # BLOOM candidates: the head count closest to head dim 128 (the final BLOOM: 14336 = 112 x 128) that
+        # divides hidden and the row's tp (the run used that tp, so its head count was divisible by it).
+        tp = int(_num(row["tp"]) or 1)
+        fits = [a for a in range(tp, int(hidden) + 1, tp) if hidden % a == 0]
+        heads = min(fits, key=lambda a: abs(hidden / a - 128))
     if vocab is None:
         if row["source_group"].startswith("NeMo") and low.startswith("gpt3"):
             vocab = 50257  # NeMo GPT-3 configs use the GPT-2 BPE tokenizer
