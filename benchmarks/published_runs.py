@@ -10,6 +10,7 @@ hardware specs only; nothing here is tuned per row or per source.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -86,4 +87,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet when piped into `head`
     sys.exit(main())

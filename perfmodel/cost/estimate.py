@@ -29,7 +29,7 @@ from . import comm as C
 from .flops import model_flops_per_token, recompute_flops_per_token
 from .memory import (GRAD_BYTES, WEIGHT_BYTES, embedding_activation_bytes, head_activation_bytes,
                      layer_activation_bytes, layer_params_per_device, stage_params_per_device, state_bytes)
-from .ops import ACT_BYTES, GEMM_INPUT_BYTES, Device, Op, embedding_ops, head_ops, layer_ops
+from .ops import ACT_BYTES, GEMM_INPUT_BYTES, Device, Op, embedding_ops, head_ops, layer_ops, zero3_copy_op
 from .pipeline import in_flight, pipeline_time, stage_layers
 
 COMPUTE_PARTS = {"gemm": "gemm", "attention": "attention", "memory": "memory_bound"}
@@ -90,6 +90,13 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict
     fwd_passes = 2 if rc == "full" else 1  # forwards a layer runs per micro-batch (its own + recomputed)
 
     ops = {"layer": layer_ops(dev), "embedding": embedding_ops(dev), "head": head_ops(dev)}
+    p_layer = layer_params_per_device(model, t)
+    p_emb = stage_params_per_device(model, t, pp, 0, True, False)
+    p_head = stage_params_per_device(model, t, pp, 0, pp == 1, True) - (p_emb if pp == 1 else 0)
+    zero3 = plan.zero == 3 and shard > 1
+    if zero3:
+        for unit, params in (("layer", p_layer), ("embedding", p_emb), ("head", p_head)):
+            ops[unit].append(zero3_copy_op(dev, params, gbytes))
     parts = {u: _unit_parts(ops[u], rc) for u in UNITS}
     # Busy seconds per direction (compute, later + exposed comm): what ZeRO/DP collectives can hide behind.
     fwd = {u: sum(float(op.fwd_s) for op in ops[u]) for u in UNITS}
@@ -140,10 +147,7 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict
 
     # --- ZeRO-3: gather a unit's weights before its forward and backward, reduce-scatter its gradients ------
     dp_ph = C.group_phases(system, shard, t)
-    p_layer = layer_params_per_device(model, t)
-    p_emb = stage_params_per_device(model, t, pp, 0, True, False)
-    p_head = stage_params_per_device(model, t, pp, 0, pp == 1, True) - (p_emb if pp == 1 else 0)
-    if plan.zero == 3 and shard > 1:
+    if zero3:
         for unit, params in (("layer", p_layer), ("embedding", p_emb), ("head", p_head)):
             if params <= 0:
                 continue

@@ -204,6 +204,18 @@ def head_ops(dev: Device) -> list[Op]:
     return ops
 
 
+def zero3_copy_op(dev: Device, params, grad_bytes: float) -> Op:
+    """Buffer copies around ZeRO-3 collectives for `params` weights of one unit, per micro-batch.
+
+    After each all-gather (forward, and again in the backward) the gathered bf16 weights are copied out of the
+    flat communication buffer (read 2 + write 2 B each); before the reduce-scatter the gradients are copied
+    (and cast) into one (read 2 + write grad_bytes). PyTorch FSDP2 `foreach_all_gather_copy_out` and
+    `foreach_reduce` copy-in; DeepSpeed ZeRO-3 flattens the same way.
+    """
+    return Op("zero3_copies", "memory", dev.memory(params * 4.0), dev.memory(params * (4.0 + 2.0 + grad_bytes)),
+              formula=f"{_s(params)} params x 4 / {6 + grad_bytes:g} B")
+
+
 def _s(x) -> str:
     x = float(np.asarray(x))
     return f"{x:.0f}" if x == int(x) else f"{x:.1f}"
