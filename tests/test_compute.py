@@ -31,3 +31,18 @@ def test_small_gemm_picks_a_smaller_tile():
 def test_attention_efficiency_half_saturation():
     assert attention_efficiency(423.0, 0.6, 423.0) == pytest.approx(0.3)
     assert attention_efficiency(1e9, 0.6, 423.0) == pytest.approx(0.6, rel=1e-6)
+
+
+def test_zero3_copies_bytes():
+    import perfmodel as pm
+    from perfmodel.cost.ops import Device, zero3_copy_op
+
+    plan = pm.plan.resolve(pm.Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=1024, zero=3),
+                           pm.load_model("gpt2-124m"), pm.load_hardware("dgx-h100"))
+    dev = Device(pm.load_model("gpt2-124m"), pm.load_hardware("dgx-h100"), plan)
+    op = zero3_copy_op(dev, 1e9, 4.0)
+    # forward: copy-out of the gathered bf16 weights, 2 + 2 B; backward: copy-out again (4 B) and the fp32
+    # gradient copy-in (2 + 4 B), at 3.35 TB/s x 0.88.
+    bw = 3.35e12 * 0.88
+    assert op.fwd_s == pytest.approx(4e9 / bw)
+    assert op.bwd_s == pytest.approx(10e9 / bw)
