@@ -110,7 +110,8 @@ def test_p2p_tier_choice():
     assert C.p2p_tier(H100, 2, 8).name == "infiniband"  # 16 devices: stage 3 -> 4 crosses nodes
     assert C.p2p_tier(H100, 4, 4).name == "infiniband"  # stage 1 -> 2 is device 4 -> 8
     assert C.p2p_tier(H100, 8, 2).name == "infiniband"
-    assert C.p2p_tier(H100, 3, 2).name == "infiniband"  # 6 does not tile 8: some pair straddles
+    assert C.p2p_tier(H100, 3, 2).name == "nvlink"  # a 6-GPU job sits in one node
+    assert C.p2p_tier(H100, 3, 3).name == "infiniband"  # 9 GPUs: some pair straddles nodes
     gb = load_hardware("gb200-nvl72")
     assert C.p2p_tier(gb, 8, 9).name == "nvlink"  # 72 = 8 * 9
     assert C.p2p_tier(gb, 8, 18).name == "infiniband"
@@ -122,6 +123,11 @@ def test_groups_that_straddle_a_domain_split_at_its_boundary():
     assert [(p.tier, p.members) for p in C.group_phases(gb, 16, 1)] == [("nvlink", 8), ("infiniband", 2)]
     assert [(p.tier, p.members) for p in C.group_phases(gb, 24, 1)] == [("nvlink", 24)]
     assert [(p.tier, p.members) for p in C.group_phases(gb, 96, 1)] == [("nvlink", 24), ("infiniband", 4)]
+    # ... unless the whole job fits in one domain: 64 GPUs of an NVL72 rack, dp=16 at stride 4
+    assert [(p.tier, p.members) for p in C.group_phases(gb, 16, 4, gpus=64)] == [("nvlink", 16)]
+    assert [(p.tier, p.members) for p in C.group_phases(gb, 16, 4, gpus=144)] == [("nvlink", 2), ("infiniband", 8)]
+    h100 = load_hardware("dgx-h100")
+    assert [(p.tier, p.members) for p in C.group_phases(h100, 3, 2, gpus=6)] == [("nvlink", 3)]
 
 
 def test_torus_group_bandwidth_counts_spanned_dimensions():

@@ -48,30 +48,33 @@ def _torus_ring_links(tier: NetworkTier, stride: int, n: int) -> int:
     return max(links, 1)
 
 
-def _members_per_domain(domain: int, stride: int, n: int) -> int:
+def _members_per_domain(domain: int, stride: int, n: int, gpus: int | None) -> int:
     """Members of the worst-placed group that share one domain of `domain` devices.
 
-    Groups tile the devices with their stride; a group stays inside a domain only if it fits and the domain
-    size is a multiple of its span, otherwise (e.g. a 16-wide group in a 72-GPU NVLink domain) some group
-    straddles a boundary and only the aligned part, gcd(n, domain/stride), is together.
+    A job of no more devices than one domain sits inside it. Otherwise groups tile the devices with their
+    stride; a group stays inside a domain only if the domain size is a multiple of its span, otherwise (e.g.
+    a 16-wide group in a 72-GPU NVLink domain) some group straddles a boundary and only the aligned part,
+    gcd(n, domain/stride), is together.
     """
+    if gpus is not None and gpus <= domain:
+        return n
     if domain % stride:
         return 1
     return math.gcd(n, domain // stride)
 
 
-def group_phases(system: System, n: int, stride: int) -> list[Phase]:
+def group_phases(system: System, n: int, stride: int, gpus: int | None = None) -> list[Phase]:
     """Split a group of `n` devices, `stride` apart in device order, over the system's tiers, innermost first.
 
-    Members sharing a tier-k domain: `_members_per_domain`. A torus tier's rings use the links of
-    `_torus_ring_links` at its per-link bandwidth.
+    `gpus` is the job size (None: as many devices as the groups tile). Members sharing a tier-k domain:
+    `_members_per_domain`. A torus tier's rings use the links of `_torus_ring_links` at its per-link bandwidth.
     """
     phases: list[Phase] = []
     covered = 1  # members already grouped by inner tiers
     for tier in system.tiers:
         if covered >= n:
             break
-        members_here = n if tier.domain_size is None else _members_per_domain(tier.domain_size, stride, n)
+        members_here = n if tier.domain_size is None else _members_per_domain(tier.domain_size, stride, n, gpus)
         k = members_here // covered if members_here > covered else 1
         if k > 1:
             bw = tier.bandwidth * tier.collective_efficiency
@@ -130,10 +133,12 @@ def describe(phases: list[Phase]) -> str:
 def p2p_tier(system: System, stride: int, stages: int) -> NetworkTier:
     """The tier that carries the slowest send between adjacent pipeline stages `stride` devices apart.
 
-    All `stages` stages share a domain only if their whole span fits in it and tiles it evenly; otherwise
-    some boundary crosses to the next tier, and the pipeline runs at that boundary's pace.
+    The pipeline spans stride * stages devices (the whole job, from device 0). All stages share a domain
+    only if that span fits in it; otherwise some boundary crosses to the next tier, and the pipeline runs at
+    that boundary's pace.
     """
+    span = stride * stages
     for tier in system.tiers:
-        if tier.domain_size is None or (stride * stages <= tier.domain_size and tier.domain_size % (stride * stages) == 0):
+        if tier.domain_size is None or span <= tier.domain_size:
             return tier
     return system.tiers[-1]

@@ -113,7 +113,7 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict
     # --- tensor parallel: activations of T tokens x hidden, bf16 -------------------------------------------
     if t > 1:
         s_tp = dev.tokens * model.hidden * ACT_BYTES
-        tp_ph = C.group_phases(system, t, 1)
+        tp_ph = C.group_phases(system, t, 1, plan.gpus)
         if plan.sequence_parallel:  # all-gather before / reduce-scatter after each TP region
             one, kind, per_dir = float(C.collective_time("all_gather", s_tp, tp_ph)), "all_gather / reduce_scatter", 4
         else:  # all-reduce after each row-parallel GEMM, in each direction (Shoeybi et al. 2019, Fig. 4)
@@ -134,7 +134,7 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict
 
     # --- context parallel: all-gather K and V of the sequence, reduce-scatter their gradients ---------------
     if cp > 1:
-        cp_ph = C.group_phases(system, cp, t)
+        cp_ph = C.group_phases(system, cp, t, plan.gpus)
         s_kv = plan.micro_batch * plan.seq_len * 2 * model.kv_dim / t * ACT_BYTES
         one = float(C.collective_time("all_gather", s_kv, cp_ph))
         attn = [op for op in ops["layer"] if op.kind == "attention" or op.name.startswith("attn")]
@@ -146,7 +146,7 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict
                        3 + again, 0, "layer", "cp_comm"), exp_f, max(0.0, 2 * one - a_b) + exp_f * again)
 
     # --- ZeRO-3: gather a unit's weights before its forward and backward, reduce-scatter its gradients ------
-    dp_ph = C.group_phases(system, shard, t)
+    dp_ph = C.group_phases(system, shard, t, plan.gpus)
     if zero3:
         for unit, params in (("layer", p_layer), ("embedding", p_emb), ("head", p_head)):
             if params <= 0:
