@@ -11,11 +11,19 @@ import difflib
 from collections.abc import Iterable
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
+import numpy as np
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError
+
+def _plain(v):
+    """numpy integer/bool scalars (from sweeps) become Python ones; everything else is left to strict checks."""
+    if isinstance(v, (np.integer, np.bool_)):
+        return v.item()
+    return v
+
 
 # Counts and flags: no silent coercion of True to 1, 8.0 to 8 or "yes" to True.
-Count = Annotated[int, Strict(), Field(gt=0)]
-Flag = Annotated[bool, Strict()]
+Count = Annotated[int, BeforeValidator(_plain), Strict(), Field(gt=0)]
+Flag = Annotated[bool, BeforeValidator(_plain), Strict()]
 
 
 class InputError(ValueError):

@@ -33,7 +33,8 @@ class TimeBreakdown(Schema):
     tp_comm: float
     cp_comm: float
     pp_comm: float
-    dp_comm: float = Field(description="data-parallel gradient reduction and ZeRO-1/2 parameter gathers")
+    dp_comm: float = Field(description="data-parallel gradient reduction, ZeRO-1/2 parameter gathers and the "
+                                       "tied-embedding gradient sync between first and last stage")
     zero3_comm: float = Field(description="ZeRO-3 parameter gathers and gradient reduce-scatters")
     bubble: float
     optimizer: float

@@ -220,7 +220,7 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict
                                          w, 1, exp, "step", "dp_comm"))
     if pp > 1 and model.tie_embeddings:  # first and last stage hold copies of the embedding
         tier = C.p2p_tier(system, t * cp * plan.dp, pp)
-        size = model.vocab * model.hidden / t * gbytes
+        size = model.vocab * model.hidden / t * gbytes / (shard if plan.zero >= 2 else 1)  # the local gradient
         one = float(C.ring_allreduce_time(size, 2, tier.bandwidth * tier.collective_efficiency, tier.latency))
         step_patterns.append(Pattern("tied embedding gradient sync", "all_reduce", "embedding", tier.name, size,
                                      one, 1, one, "step", "dp_comm"))
@@ -255,15 +255,17 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict
             act += head_activation_bytes(model, plan) * (m if plan.schedule == "gpipe" else 1)
         st = state_bytes(params_of[k], plan)
         other = system.memory_overhead_bytes
-        # Transient whole copies, never more than the sharding saved (a stage of one or two layers):
+        # Transient whole copies, never more than the sharding saved (a stage of one or two layers): the
+        # largest unit on the stage gathered twice (current + prefetch) and its gradients once.
         freed = params_of[k] * (1 - 1 / shard)
-        if plan.zero == 3 and shard > 1:  # two layers gathered (current + prefetch) and one layer's grads
-            other += min(2 * p_layer, freed) * WEIGHT_BYTES + min(p_layer, freed) * gbytes
-        elif plan.zero == 2 and shard > 1:  # one layer's gradients whole before their reduce-scatter
-            other += min(p_layer, freed) * gbytes
+        unit = max(p for p, u in ((p_layer, "layer"), (p_emb, "embedding"), (p_head, "head")) if c[u])
+        if plan.zero == 3 and shard > 1:
+            other += min(2 * unit, freed) * WEIGHT_BYTES + min(unit, freed) * gbytes
+        elif plan.zero == 2 and shard > 1:  # one unit's gradients whole before their reduce-scatter
+            other += min(unit, freed) * gbytes
         narrow = GEMM_INPUT_BYTES[plan.precision]
-        if narrow < 2:  # cached narrow copies of the weights
-            other += params_of[k] * narrow / (shard if plan.zero == 3 else 1)
+        if narrow < 2:  # cached narrow copies of the layers' projection weights (not embedding / LM head)
+            other += c["layer"] * model.matmul_params_per_layer() / t * narrow / (shard if plan.zero == 3 else 1)
         total = st["weights"] + st["gradients"] + st["optimizer"] + act + other
         mem[k] = dict(st, activations=float(act), other=float(other), total=float(total))
     mem_stage = max(mem, key=lambda k: mem[k]["total"])

@@ -85,7 +85,8 @@ def linear_op(dev: Device, name: str, m, n, k, recompute=("full",), precision: s
 
     Casting reads bf16 and writes the narrow type: the input m*k in the forward and the output gradient m*n in
     the backward every micro-batch; the weight k*n once per step, amortised over the micro-batches
-    (Transformer Engine quantises weights on the first micro-batch and caches them).
+    (Transformer Engine quantises weights on the first micro-batch and caches them), except under ZeRO-3,
+    which gathers bf16 weights afresh for every micro-batch.
     """
     prec = precision or dev.plan.precision
     flops = 2.0 * m * n * k
@@ -94,7 +95,8 @@ def linear_op(dev: Device, name: str, m, n, k, recompute=("full",), precision: s
     narrow = GEMM_INPUT_BYTES[prec]
     if narrow < 2:
         per = ACT_BYTES + narrow
-        weights = k * n * per / dev.plan.num_microbatches
+        regathered = dev.plan.zero == 3 and dev.plan.zero_shard > 1
+        weights = k * n * per / (1 if regathered else dev.plan.num_microbatches)
         ops.append(Op(f"{name}.cast", "memory", dev.memory(m * k * per + weights), dev.memory(m * n * per),
                       recompute=recompute, formula="quantise operands to " + prec))
     return ops
