@@ -166,9 +166,10 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict
 
     # --- pipeline: send activations forward and gradients backward at each chunk boundary ----------------
     p2p = 0.0
+    pp_tier = C.p2p_tier(system, t * cp * plan.dp, pp)  # carries stage-to-stage sends and the tied-embedding sync
     if pp > 1:
         s_pp = dev.tokens * model.hidden * ACT_BYTES / plan.sp_divisor
-        tier = C.p2p_tier(system, t * cp * plan.dp, pp)
+        tier = pp_tier
         one = float(C.p2p_time(s_pp, tier.bandwidth * tier.collective_efficiency, tier.latency))
         p2p = 2 * v * one
         patterns.append(Pattern("pp activations/gradients", "send/recv", "pp", tier.name, s_pp, one, 2 * v, p2p,
@@ -219,7 +220,7 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict
             step_patterns.append(Pattern("zero weight all-gather", "all_gather", "dp", dp_ph, p_stage * WEIGHT_BYTES,
                                          w, 1, exp, "step", "dp_comm"))
     if pp > 1 and model.tie_embeddings:  # first and last stage hold copies of the embedding
-        tier = C.p2p_tier(system, t * cp * plan.dp, pp)
+        tier = pp_tier
         size = model.vocab * model.hidden / t * gbytes / (shard if plan.zero >= 2 else 1)  # the local gradient
         one = float(C.ring_allreduce_time(size, 2, tier.bandwidth * tier.collective_efficiency, tier.latency))
         step_patterns.append(Pattern("tied embedding gradient sync", "all_reduce", "embedding", tier.name, size,

@@ -54,7 +54,6 @@ class Device:
     plan: Plan
     tokens: object = field(init=False)  # tokens of one micro-batch on this device: b * s / cp
     tokens_outside_tp: object = field(init=False)  # tokens seen by norms / residuals: / tp with SP
-    gemm_peak: float = field(init=False)  # sustained peak FLOP/s of the plan's GEMM precision
     bf16_peak: float = field(init=False)  # sustained bf16 peak (attention)
     mem_bw: float = field(init=False)
 
@@ -62,17 +61,17 @@ class Device:
         p, sysm = self.plan, self.system
         self.tokens = p.tokens_per_microbatch
         self.tokens_outside_tp = self.tokens / p.sp_divisor
-        sustained = sysm.efficiency.sustained_fraction
-        self.gemm_peak = sysm.accelerator.peak_flops(p.precision) * sustained
-        self.bf16_peak = sysm.accelerator.peak_flops("bf16") * sustained
+        self.bf16_peak = self.sustained_peak("bf16")
         self.mem_bw = sysm.accelerator.hbm_bandwidth * sysm.efficiency.memory_bandwidth
+
+    def sustained_peak(self, dtype: str) -> float:
+        """Dense peak FLOP/s of `dtype` times the fraction a training step sustains (Efficiency.sustained_fraction)."""
+        return self.system.accelerator.peak_flops(dtype) * self.system.efficiency.sustained_fraction
 
     def gemm(self, m, n, k, batch=1, precision=None):
         eff = self.system.efficiency
         prec = precision or self.plan.precision
-        peak = self.gemm_peak if prec == self.plan.precision else (
-            self.system.accelerator.peak_flops(prec) * eff.sustained_fraction)
-        return gemm_time(m, n, k, peak, eff.matmul_max[prec], eff.matmul_tile[0], eff.matmul_tile[1],
+        return gemm_time(m, n, k, self.sustained_peak(prec), eff.matmul_max[prec], eff.matmul_tile[0], eff.matmul_tile[1],
                          self.system.accelerator.compute_units, self.mem_bw,
                          in_bytes=GEMM_INPUT_BYTES[prec], out_bytes=ACT_BYTES, batch=batch)
 
