@@ -45,6 +45,9 @@ class Plan(Schema):
         "fp32", description="gradient accumulation and reduction dtype (Megatron bf16 and torch FSDP default: fp32)"
     )
     overlap_dp_comm: Flag = Field(True, description="data-parallel / ZeRO collectives overlap with compute")
+    stage_layers: list[Count] | None = Field(
+        None, description="layers on each pipeline stage, first to last; default: as even as possible, the "
+                          "remainder on middle stages (default_stage_layers)")
 
     def _resolved(self) -> int:
         if self.dp is None:
@@ -74,6 +77,19 @@ class Plan(Schema):
     @property
     def tokens_per_step(self) -> int:
         return self.global_batch * self.seq_len
+
+
+def default_stage_layers(n_layers: int, pp: int) -> list[int]:
+    """Layers per pipeline stage when a plan does not give them: as even as possible, the remainder on middle
+    stages first (the first stage also holds the embedding, the last the LM head and loss), then the last,
+    then the first. Llama 3 405B: 126 layers over 16 stages gives 7, 8 x 14, 7 (Dubey et al. 2024, Sec. 3.3.2).
+    """
+    if pp == 1:
+        return [n_layers]
+    q, r = divmod(n_layers, pp)
+    middle_extra = min(r, pp - 2)
+    rest = r - middle_extra  # 0, 1 or 2 extra layers: the last stage's, then the first's
+    return ([q + (rest >= 2)] + [q + (i < middle_extra) for i in range(pp - 2)] + [q + (rest >= 1)])
 
 
 def _divisors(n: int) -> list[int]:
@@ -127,6 +143,12 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
     if pp * vpp > model.n_layers:
         raise InputError(
             f"pp*vpp = {pp}*{vpp} = {pp * vpp} chunks exceeds n_layers = {model.n_layers}; valid vpp: 1..{model.n_layers // pp}"
+        )
+    split = p["stage_layers"]
+    if split is not None and (len(split) != pp or sum(split) != model.n_layers or min(split) < vpp):
+        raise InputError(
+            f"stage_layers = {split} must list pp = {pp} stages of at least vpp = {vpp} layers summing to "
+            f"n_layers = {model.n_layers}; e.g. {default_stage_layers(model.n_layers, pp)}"
         )
     sched = p["schedule"] or ("interleaved" if vpp > 1 else "1f1b")
     if sched == "interleaved" and vpp == 1:

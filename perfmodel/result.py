@@ -93,7 +93,7 @@ class Estimate(Schema):
     model_flops_per_step: float
     hardware_flops_per_step: float
     num_microbatches: int
-    stage_layers: list[int] = Field(description="layers on the first, largest middle and last stage")
+    stage_layers: list[int] = Field(description="layers on each pipeline stage, first to last")
     bottleneck_stage: str
     ops: list[OpTime]
     comms: list[CommTime]

@@ -247,7 +247,7 @@ def test_estimate_bubble_fraction(model, pp, vpp, gb):
     est = estimate(mdl, H100, plan)
     m = est.num_microbatches
     assert m == gb
-    assert est.stage_layers == [32 // pp] * 3
+    assert est.stage_layers == [32 // pp] * pp
     ideal = (pp - 1) / (vpp * m)
     ratio = _bubble_ratio(est)
     t_max = (est.time_s.total - est.time_s.bubble - est.time_s.dp_comm - est.time_s.optimizer) / m

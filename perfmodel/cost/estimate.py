@@ -14,65 +14,396 @@ Per step: data-parallel gradient reduction (every micro-batch for ZeRO-2, once o
 backward of the last micro-batch except its last layer's bucket; ZeRO-1/2 weight gathers overlap the first
 forward of the next step likewise; with pp > 1 and tied embeddings, the first and last stages all-reduce the
 embedding gradient (exposed).
+
+The same code predicts one plan (`estimate`) and every layout of a search (`evaluate` over `Layouts`
+columns): every quantity below is a numpy array with one entry per plan, and stage quantities have a leading
+axis over the stage kinds (first, middle, last; or each stage of an explicit split).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import InputError
 from ..hardware import System, load_hardware
 from ..models import ModelConfig, load_model
-from ..plan import Plan, resolve
+from ..plan import Plan, default_stage_layers, resolve
 from ..result import CommTime, Estimate, MemoryBreakdown, OpTime, TimeBreakdown
 from . import comm as C
 from .flops import model_flops_per_token, recompute_flops_per_token
-from .memory import (GRAD_BYTES, WEIGHT_BYTES, embedding_activation_bytes, head_activation_bytes,
-                     layer_activation_bytes, layer_params_per_device, stage_params_per_device, state_bytes)
-from .ops import ACT_BYTES, GEMM_INPUT_BYTES, Device, Op, embedding_ops, head_ops, layer_ops, zero3_copy_op
+from .layouts import Layouts
+from .memory import (
+    GRAD_BYTES,
+    WEIGHT_BYTES,
+    embedding_activation_bytes,
+    head_activation_bytes,
+    layer_activation_bytes,
+    layer_params_per_device,
+    stage_params_per_device,
+    state_bytes,
+)
+from .ops import (
+    ACT_BYTES,
+    GEMM_INPUT_BYTES,
+    Device,
+    Op,
+    embedding_ops,
+    head_ops,
+    layer_ops,
+    zero3_copy_op,
+)
 from .pipeline import in_flight, pipeline_time, stage_layers
 
 COMPUTE_PARTS = {"gemm": "gemm", "attention": "attention", "memory": "memory_bound"}
 STAGE_PARTS = ("gemm", "attention", "memory_bound", "recompute", "tp_comm", "cp_comm", "pp_comm", "zero3_comm")
+MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "other", "total")
 UNITS = ("layer", "embedding", "head")
 
 
 @dataclass
 class Pattern:
-    """A communication pattern of one unit (or of the step): per-call cost, calls and exposed seconds per micro-batch."""
+    """A communication pattern of one unit (or of the step), per plan: per-call seconds, calls and exposed
+    seconds per unit per micro-batch (per step for unit "step"; per stage for "stage")."""
 
     name: str
-    collective: str
+    collective: object  # str, or an array of str (sequence parallel or not)
     group: str
-    phases: list
-    size: float
-    seconds: float  # per call
-    calls: float  # per unit per micro-batch (per step for unit "step")
-    exposed: float  # seconds per unit per micro-batch (per step for unit "step")
+    size: object  # bytes per call
+    seconds: object  # per call
+    calls: object
+    exposed: object
     unit: str
     part: str  # TimeBreakdown field the exposed time is charged to
+    active: object  # plans that run this pattern
+    n: object = 1  # group size and stride in device order (collectives) ...
+    stride: object = 1
+    tier: object = None  # ... or the tier name (sends and the tied-embedding sync)
 
-    def row(self, group_size: int, count: float) -> CommTime:
+    def row(self, system: System, gpus: int, group_size: int, count: float, i: int, n_plans: int) -> CommTime:
+        """The pattern for plan i (of n_plans) as a CommTime row, `count` units on the reported stage."""
+        at = lambda x: _item(x, i, n_plans)
         name = self.name if self.unit in ("layer", "stage", "step") else f"{self.name} ({self.unit})"
-        return CommTime(name=name, collective=self.collective, group=self.group, group_size=group_size,
-                        tiers=self.phases if isinstance(self.phases, str) else C.describe(self.phases),
-                        bytes=self.size, calls=self.calls * count, seconds_per_call=self.seconds,
-                        total_s=self.seconds * self.calls * count, exposed_s=self.exposed * count)
+        tiers = (at(self.tier) if self.tier is not None
+                 else C.describe(C.group_phases(system, int(at(self.n)), int(at(self.stride)), gpus)))
+        calls, seconds = at(self.calls), at(self.seconds)
+        return CommTime(name=name, collective=at(self.collective), group=self.group, group_size=group_size,
+                        tiers=tiers, bytes=at(self.size), calls=calls * count, seconds_per_call=seconds,
+                        total_s=seconds * calls * count, exposed_s=at(self.exposed) * count)
+
+
+def _item(x, i: int, n: int):
+    """Element i of a per-plan value (an array of n, or a scalar shared by all) as a Python value."""
+    x = np.broadcast_to(np.asarray(x), (n,))[i]
+    return x.item() if isinstance(x, np.generic) else x
 
 
 def _overlapped(comm, window, pieces):
     """Exposed seconds of `comm` split into `pieces` equal buckets that overlap a `window` of compute:
     the last bucket always waits for the compute to end; the rest hides behind it until the window is full."""
-    return max(comm / pieces, comm - window * (1 - 1 / pieces)) if comm > 0 else 0.0
+    return np.where(comm > 0, np.maximum(comm / pieces, comm - window * (1 - 1 / pieces)), 0.0)
 
 
-def _unit_parts(ops: list[Op], recompute: str) -> dict[str, float]:
+def _unit_parts(ops: list[Op], recompute) -> dict[str, np.ndarray]:
     """Per-micro-batch seconds of a unit's ops by breakdown part (recomputed forwards in `recompute`)."""
     out = dict.fromkeys(STAGE_PARTS, 0.0)
     for op in ops:
-        out[COMPUTE_PARTS[op.kind]] += float(op.fwd_s + op.bwd_s)
-        out["recompute"] += float(op.recompute_s(recompute))
+        out[COMPUTE_PARTS[op.kind]] = out[COMPUTE_PARTS[op.kind]] + op.fwd_s + op.bwd_s
+        out["recompute"] = out["recompute"] + op.recompute_s(recompute)
     return out
+
+
+@dataclass
+class Stages:
+    """The stage kinds whose times and memory are compared: arrays (kinds, plans) of unit counts."""
+
+    layers: np.ndarray
+    embedding: np.ndarray
+    head: np.ndarray
+    rank: np.ndarray  # pipeline rank whose in-flight micro-batches the kind holds
+    valid: np.ndarray  # kinds a plan has (no middle stage with pp = 2, no last with pp = 1)
+
+    def count(self, unit: str) -> np.ndarray:
+        return self.layers if unit == "layer" else getattr(self, unit)
+
+    def name(self, kind: int, pp: int, explicit: bool) -> str:
+        if pp == 1:
+            return "single"
+        if kind == 0:
+            return "first"
+        if (explicit and kind == pp - 1) or (not explicit and kind == 2):
+            return "last"
+        return f"stage {kind}" if explicit else "middle"
+
+
+def _stages(model: ModelConfig, lay: Layouts) -> Stages:
+    """First, (largest) middle and last stage of the default split per plan; or each stage of an explicit one."""
+    pp = lay.pp
+    if lay.stage_layers is not None:
+        n = len(lay.stage_layers)
+        col = lambda x: np.asarray(x, float)[:, None]
+        ranks = np.arange(n)
+        return Stages(col(lay.stage_layers), col(ranks == 0), col(ranks == n - 1), col(ranks), np.ones((n, 1), bool))
+    lf, lm, ll = (np.zeros(len(lay)) for _ in range(3))
+    for p in np.unique(pp):
+        lf[pp == p], lm[pp == p], ll[pp == p] = stage_layers(model.n_layers, int(p))
+    one = np.ones(len(lay))
+    return Stages(layers=np.stack([lf, lm, ll]), embedding=np.stack([one, 0 * one, 0 * one]),
+                  head=np.stack([(pp == 1) * one, 0 * one, one]), rank=np.stack([0 * one, one, pp - 1.0]),
+                  valid=np.stack([one > 0, pp > 2, pp > 1]))
+
+
+def _pick(values: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """values[kind[j], j] for every plan j."""
+    return np.take_along_axis(np.broadcast_to(values, (values.shape[0], len(kind))), kind[None, :], 0)[0]
+
+
+@dataclass
+class Step:
+    """Everything `evaluate` derives for a set of plans: headline arrays and the detail `estimate` reports."""
+
+    lay: Layouts
+    stages: Stages
+    ops: dict
+    patterns: list
+    step_patterns: list
+    time: dict  # TimeBreakdown fields -> arrays
+    memory: dict  # MemoryBreakdown fields -> arrays (the stage kind with most memory)
+    bottleneck: np.ndarray  # stage kind index
+    memory_kind: np.ndarray
+    capacity: float
+    model_flops: float
+    hardware_flops: np.ndarray
+    peak_flops: float
+    peak_dtype: str
+
+    @property
+    def step_time_s(self) -> np.ndarray:
+        return self.time["total"]
+
+    @property
+    def fits(self) -> np.ndarray:
+        return self.memory["total"] <= self.capacity
+
+    @property
+    def mfu(self) -> np.ndarray:
+        return self.model_flops / (self.step_time_s * self.lay.gpus * self.peak_flops)
+
+
+def _distinct(*cols):
+    """Index of the first plan of each distinct combination of `cols`, and each plan's combination."""
+    code = np.zeros(len(cols[0]), np.int64)
+    for c in cols:
+        values, inv = np.unique(c, return_inverse=True)
+        code = code * len(values) + inv
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    return first, inverse
+
+
+def unit_ops(model: ModelConfig, system: System, lay: Layouts) -> dict[str, list[Op]]:
+    """The ops of each unit for every plan, costed once per distinct combination of the fields they read.
+
+    A micro-batch's kernels depend on tp, cp, micro_batch and sequence parallelism, and (through fp8 weight
+    casts) on dp and ZeRO; a search has thousands of plans per combination, so the formulas run on the
+    distinct combinations and the results are copied out to every plan.
+    """
+    first, inverse = _distinct(lay.tp, lay.cp, lay.micro_batch, lay.sequence_parallel, lay.dp, lay.zero)
+    dev = Device(model, system, lay.take(first))
+    ops = {"layer": layer_ops(dev), "embedding": embedding_ops(dev), "head": head_ops(dev)}
+    spread = lambda x: np.asarray(x)[inverse] if np.ndim(x) else x
+    for unit_list in ops.values():
+        for op in unit_list:
+            for name in ("fwd_s", "bwd_s", "fwd_flops", "bwd_flops", "active"):
+                setattr(op, name, spread(getattr(op, name)))
+    return ops
+
+
+def _unit_params(model: ModelConfig, lay: Layouts) -> dict[str, np.ndarray]:
+    """Parameters per device of one layer, the embedding (+ positions) and the head (final norm + LM head copy)."""
+    t, pp = lay.tp, lay.pp
+    p_emb = stage_params_per_device(model, t, pp, 0, True, False)
+    return {"layer": layer_params_per_device(model, t), "embedding": p_emb,
+            "head": stage_params_per_device(model, t, pp, 0, pp == 1, True) - np.where(pp == 1, p_emb, 0.0)}
+
+
+def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | None = None):
+    """Bytes per device on the most loaded stage of every plan: ({MemoryBreakdown field: array}, stage kind).
+
+    Needs no kernel times, so a search can drop the plans that do not fit before timing the rest.
+    """
+    st = _stages(model, lay) if st is None else st
+    t, pp, v, m, rc = lay.tp, lay.pp, lay.vpp, lay.num_microbatches, lay.recompute
+    shard, zero, gbytes = lay.zero_shard, lay.zero, GRAD_BYTES[lay.grad_dtype]
+    zero3 = (zero == 3) & (shard > 1)
+    p_layer, p_emb, p_head = _unit_params(model, lay).values()
+    params_of = stage_params_per_device(model, t, pp, st.layers, st.embedding == 1, st.head == 1)
+    chunks = in_flight(lay.schedule, pp, v, m, st.rank)
+    act = layer_activation_bytes(model, lay) * st.layers / v * chunks
+    # The layer in its backward holds what recomputation rebuilt for it: all of its activations (full) or
+    # its attention core (selective); its stored share is already counted above.
+    act = act + layer_activation_bytes(model, lay, "none") - layer_activation_bytes(model, lay, rc)
+    act = act + st.embedding * embedding_activation_bytes(model, lay) * chunks / v
+    act = act + st.head * head_activation_bytes(model, lay) * np.where(lay.schedule == "gpipe", m, 1)
+    states = state_bytes(params_of, lay)
+    # Transient whole copies, never more than the sharding saved (a stage of one or two layers): the largest
+    # unit on the stage gathered twice (current + prefetch) and its gradients once.
+    freed = params_of * (1 - 1 / shard)
+    unit = np.maximum.reduce([p_layer * (st.layers > 0), p_emb * st.embedding, p_head * st.head])
+    other = system.memory_overhead_bytes + np.where(
+        zero3, np.minimum(2 * unit, freed) * WEIGHT_BYTES + np.minimum(unit, freed) * gbytes,
+        np.where((zero == 2) & (shard > 1), np.minimum(unit, freed) * gbytes, 0.0))
+    narrow = GEMM_INPUT_BYTES[lay.precision]
+    if narrow < 2:  # cached narrow copies of the layers' projection weights (not embedding / LM head)
+        other = other + st.layers * model.matmul_params_per_layer() / t * narrow / np.where(zero == 3, shard, 1)
+    total = states["weights"] + states["gradients"] + states["optimizer"] + act + other
+    mem_kind = np.argmax(np.where(st.valid, total, -np.inf), axis=0)
+    by_kind = dict(states, activations=act, other=other, total=total)
+    memory = {k: _pick(np.broadcast_to(by_kind[k], total.shape), mem_kind) for k in MEMORY_PARTS}
+
+    return memory, mem_kind
+
+
+def evaluate(model: ModelConfig, system: System, lay: Layouts) -> Step:
+    """Predict one training step of every plan in `lay` (resolved plans of one job) on `system`."""
+    dev = Device(model, system, lay)
+    t, cp, pp, v, dp = lay.tp, lay.cp, lay.pp, lay.vpp, lay.dp
+    m, rc, shard, gpus = lay.num_microbatches, lay.recompute, lay.zero_shard, lay.gpus
+    sp, zero, overlap = lay.sequence_parallel, lay.zero, lay.overlap_dp_comm
+    gbytes = GRAD_BYTES[lay.grad_dtype]
+    fwd_passes = np.where(rc == "full", 2, 1)  # forwards a layer runs per micro-batch (its own + recomputed)
+    none = np.zeros(len(lay))
+
+    ops = unit_ops(model, system, lay)
+    unit_params = _unit_params(model, lay)
+    zero3 = (zero == 3) & (shard > 1)
+    for unit, params in unit_params.items():
+        ops[unit].append(zero3_copy_op(dev, params, gbytes, active=zero3))
+    parts = {u: _unit_parts(ops[u], rc) for u in UNITS}
+    # Busy seconds per direction (compute, later + exposed comm): what ZeRO/DP collectives can hide behind.
+    fwd = {u: sum(op.fwd_s for op in ops[u]) + none for u in UNITS}
+    bwd = {u: sum(op.bwd_s + op.recompute_s(rc) for op in ops[u]) + none for u in UNITS}
+    patterns: list[Pattern] = []
+
+    def charge(p: Pattern, fwd_exposed=0.0, bwd_exposed=0.0):
+        p.exposed = fwd_exposed + bwd_exposed
+        parts[p.unit][p.part] = parts[p.unit][p.part] + p.exposed
+        fwd[p.unit] = fwd[p.unit] + fwd_exposed
+        bwd[p.unit] = bwd[p.unit] + bwd_exposed
+        patterns.append(p)
+
+    # --- tensor parallel: activations of T tokens x hidden, bf16 -------------------------------------------
+    tp_g, cp_g, dp_g = C.Groups(system, t, 1, gpus), C.Groups(system, cp, t, gpus), C.Groups(system, shard, t, gpus)
+    s_tp = dev.tokens * model.hidden * ACT_BYTES
+    tp_group = {"n": t, "stride": 1}
+    # with SP: all-gather before / reduce-scatter after each TP region; without: all-reduce after each
+    # row-parallel GEMM, in each direction (Shoeybi et al. 2019, Fig. 4)
+    one = np.where(sp, tp_g.time("all_gather", s_tp), tp_g.time("all_reduce", s_tp))
+    kind = np.where(sp, "all_gather / reduce_scatter", "all_reduce")
+    per_dir = np.where(sp, 4, 2)
+    on = t > 1
+    charge(Pattern("tp activations", kind, "tp", s_tp, one, per_dir * (fwd_passes + 1), 0, "layer", "tp_comm", on,
+                   **tp_group), per_dir * one, per_dir * one * fwd_passes)
+    # embedding: reduce the vocab-parallel lookup (RS with SP; AR without), and with SP gather its grad;
+    # head: gather the final-norm output (SP) and reduce the LM-head input gradient.
+    n_sp = np.where(sp, 2, 1)
+    charge(Pattern("tp embedding", kind, "tp", s_tp, one, n_sp, 0, "embedding", "tp_comm", on, **tp_group),
+           one, one * (n_sp - 1))
+    charge(Pattern("tp lm head", kind, "tp", s_tp, one, n_sp, 0, "head", "tp_comm", on, **tp_group),
+           one * (n_sp - 1), one)
+    ce = tp_g.time("all_reduce", dev.tokens * 4)  # max, sum-exp, target (fp32)
+    charge(Pattern("tp cross-entropy stats", "all_reduce", "tp", dev.tokens * 4, ce, 3, 0, "head", "tp_comm", on,
+                   **tp_group), 3 * ce)
+
+    # --- context parallel: all-gather K and V of the sequence, reduce-scatter their gradients ---------------
+    s_kv = lay.micro_batch * lay.seq_len * 2 * model.kv_dim / t * ACT_BYTES
+    one = cp_g.time("all_gather", s_kv)
+    attn = [op for op in ops["layer"] if op.kind == "attention" or op.name.startswith("attn")]
+    a_f, a_b = sum(op.fwd_s for op in attn), sum(op.bwd_s for op in attn)
+    again = np.isin(rc, ("full", "selective"))  # the recomputed attention needs K and V again
+    exp_f = np.maximum(0.0, one - a_f)
+    charge(Pattern("cp key/value exchange", "all_gather / reduce_scatter", "cp", s_kv, one, 3 + again, 0,
+                   "layer", "cp_comm", cp > 1, n=cp, stride=t), exp_f, np.maximum(0.0, 2 * one - a_b) + exp_f * again)
+
+    # --- ZeRO-3: gather a unit's weights before its forward and backward, reduce-scatter its gradients ------
+    for unit, params in unit_params.items():
+        on = zero3 & (params > 0)
+        ag = on * dp_g.time("all_gather", params * WEIGHT_BYTES)
+        rs = on * dp_g.time("reduce_scatter", params * gbytes)
+        # The embedding is first in the forward and last in the backward: nothing to hide behind.
+        hidden = overlap and unit != "embedding"
+        e_f = np.maximum(0.0, ag - fwd[unit]) if hidden else ag
+        e_b = np.maximum(0.0, ag + rs - bwd[unit]) if hidden else ag + rs
+        share = np.divide(ag, ag + rs, out=np.zeros_like(ag), where=ag + rs > 0)  # split by traffic
+        charge(Pattern("zero3 weight all-gather", "all_gather", "dp", params * WEIGHT_BYTES, ag, 2, 0, unit,
+                       "zero3_comm", on, n=shard, stride=t), e_f, e_b * share)
+        charge(Pattern("zero3 gradient reduce-scatter", "reduce_scatter", "dp", params * gbytes, rs, 1, 0, unit,
+                       "zero3_comm", on, n=shard, stride=t), 0.0, e_b * (1 - share))
+
+    # --- pipeline: send activations forward and gradients backward at each chunk boundary ----------------
+    # One tier carries stage-to-stage sends and the tied-embedding sync.
+    link_bw, link_lat, link = C.group_p2p_link(system, t * cp * dp, pp)
+    s_pp = dev.tokens * model.hidden * ACT_BYTES / lay.sp_divisor
+    one = C.p2p_time(s_pp, link_bw, link_lat)
+    p2p = np.where(pp > 1, 2 * v * one, 0.0)
+    patterns.append(Pattern("pp activations/gradients", "send/recv", "pp", s_pp, one, 2 * v, p2p, "stage",
+                            "pp_comm", pp > 1, tier=link))
+
+    # --- stages ----------------------------------------------------------------------------------------------
+    st = _stages(model, lay)
+    stage_part = {k: sum(parts[u][k] * st.count(u) for u in UNITS) for k in STAGE_PARTS}
+    stage_part["pp_comm"] = stage_part["pp_comm"] + p2p
+    per_mb = sum(stage_part.values())
+    bottleneck = np.argmax(np.where(st.valid, per_mb, -np.inf), axis=0)
+    all_units = {"layer": model.n_layers, "embedding": 1, "head": 1}
+    t_mean = (sum(sum(parts[u].values()) * all_units[u] for u in UNITS) + pp * p2p) / pp
+    t_max = _pick(per_mb, bottleneck)
+    t_pipe = pipeline_time(m, t_max, t_mean, pp, v)
+
+    # --- data parallel (ZeRO 0/1/2), tied-embedding sync and optimizer, for the stage with most parameters -
+    params_of = stage_params_per_device(model, t, pp, st.layers, st.embedding == 1, st.head == 1)
+    big = np.argmax(np.where(st.valid, params_of, -np.inf), axis=0)
+    p_stage, nl = _pick(params_of, big), np.maximum(_pick(st.layers, big), 1)
+    fwd_mb = sum(fwd[u] * _pick(st.count(u), big) for u in UNITS)
+    bwd_mb = sum(bwd[u] * _pick(st.count(u), big) for u in UNITS)
+    step_patterns: list[Pattern] = []
+    on = (shard > 1) & (zero < 3)
+    g = on * np.where(zero == 0, dp_g.time("all_reduce", p_stage * gbytes), dp_g.time("reduce_scatter", p_stage * gbytes))
+    reps = np.where(zero == 2, m, 1)  # ZeRO-2 reduces every micro-batch (gradients are not kept whole)
+    exp = reps * (_overlapped(g, bwd_mb, nl) if overlap else g)
+    step_patterns.append(Pattern("dp gradient reduction", np.where(zero == 0, "all_reduce", "reduce_scatter"), "dp",
+                                 p_stage * gbytes, g, reps, exp, "step", "dp_comm", on, n=shard, stride=t))
+    on = (shard > 1) & np.isin(zero, (1, 2))
+    w = on * dp_g.time("all_gather", p_stage * WEIGHT_BYTES)
+    exp = _overlapped(w, fwd_mb, nl) if overlap else w
+    step_patterns.append(Pattern("zero weight all-gather", "all_gather", "dp", p_stage * WEIGHT_BYTES, w, 1, exp,
+                                 "step", "dp_comm", on, n=shard, stride=t))
+    on = (pp > 1) & model.tie_embeddings  # first and last stage hold copies of the embedding
+    size = model.vocab * model.hidden / t * gbytes / np.where(zero >= 2, shard, 1)  # the local gradient
+    one = on * C.ring_allreduce_time(size, 2, link_bw, link_lat)
+    step_patterns.append(Pattern("tied embedding gradient sync", "all_reduce", "embedding", size, one, 1, one,
+                                 "step", "dp_comm", on, tier=link))
+    dp_exposed = sum(p.exposed for p in step_patterns)
+    opt_params = p_stage / np.where(zero >= 1, shard, 1)
+    # Adam step: read grad, m, v, master; write m, v, master, bf16 weight; plus the grad-norm read.
+    t_opt = dev.memory(opt_params * (26 + 2 * gbytes))
+
+    step = t_pipe + dp_exposed + t_opt
+    time = {k: _pick(stage_part[k], bottleneck) * m for k in STAGE_PARTS}
+    time.update(dp_comm=dp_exposed + none, bubble=t_pipe - m * t_max, optimizer=t_opt + none, total=step)
+
+    memory, mem_kind = stage_memory(model, system, lay, st)
+
+    # --- FLOPs ---------------------------------------------------------------------------------------------
+    tokens = lay.tokens_per_step
+    mflops = tokens * model_flops_per_token(model, lay.seq_len)
+    extra = {mode: recompute_flops_per_token(model, lay.seq_len, mode) for mode in ("none", "selective", "full")}
+    hflops = mflops + tokens * np.select([rc == k for k in extra], list(extra.values()))
+    peak_dtype = lay.precision if lay.precision in ("fp8", "fp4") else "bf16"
+    return Step(lay=lay, stages=st, ops=ops, patterns=patterns, step_patterns=step_patterns, time=time,
+                memory=memory, bottleneck=bottleneck, memory_kind=mem_kind, capacity=system.accelerator.hbm_bytes,
+                model_flops=mflops, hardware_flops=hflops, peak_flops=system.accelerator.peak_flops(peak_dtype),
+                peak_dtype=peak_dtype)
 
 
 def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict) -> Estimate:
@@ -83,211 +414,37 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict
     if not isinstance(plan, Plan):
         raise InputError(f"plan must be a perfmodel.Plan (or a dict of its fields), got {type(plan).__name__}")
     plan = resolve(plan, model, system)
-    dev = Device(model, system, plan)
-    t, cp, pp, v = plan.tp, plan.cp, plan.pp, plan.vpp
-    m, rc, shard = plan.num_microbatches, plan.recompute, plan.zero_shard
-    gbytes = GRAD_BYTES[plan.grad_dtype]
-    fwd_passes = 2 if rc == "full" else 1  # forwards a layer runs per micro-batch (its own + recomputed)
+    return report_plan(model, system, evaluate(model, system, Layouts.from_plan(plan)), 0)
 
-    ops = {"layer": layer_ops(dev), "embedding": embedding_ops(dev), "head": head_ops(dev)}
-    p_layer = layer_params_per_device(model, t)
-    p_emb = stage_params_per_device(model, t, pp, 0, True, False)
-    p_head = stage_params_per_device(model, t, pp, 0, pp == 1, True) - (p_emb if pp == 1 else 0)
-    zero3 = plan.zero == 3 and shard > 1
-    if zero3:
-        for unit, params in (("layer", p_layer), ("embedding", p_emb), ("head", p_head)):
-            ops[unit].append(zero3_copy_op(dev, params, gbytes))
-    parts = {u: _unit_parts(ops[u], rc) for u in UNITS}
-    # Busy seconds per direction (compute, later + exposed comm): what ZeRO/DP collectives can hide behind.
-    fwd = {u: sum(float(op.fwd_s) for op in ops[u]) for u in UNITS}
-    bwd = {u: sum(float(op.bwd_s + op.recompute_s(rc)) for op in ops[u]) for u in UNITS}
-    patterns: list[Pattern] = []
 
-    def charge(p: Pattern, fwd_exposed: float = 0.0, bwd_exposed: float = 0.0):
-        p.exposed = fwd_exposed + bwd_exposed
-        parts[p.unit][p.part] += p.exposed
-        fwd[p.unit] += fwd_exposed
-        bwd[p.unit] += bwd_exposed
-        patterns.append(p)
+def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estimate:
+    """Plan i of an evaluated set as an Estimate: the headline numbers and the rows that trace them."""
+    lay, st = step.lay, step.stages
+    plan = lay.plan(i)
+    explicit = lay.stage_layers is not None
+    pp, v, m, gpus = plan.pp, plan.vpp, plan.num_microbatches, plan.gpus
+    b, k_mem = int(step.bottleneck[i]), int(step.memory_kind[i])
+    n = len(lay)
+    at = lambda x: float(_item(x, i, n))
+    count = {u: int(_item(st.count(u)[b], i, n)) for u in UNITS}
+    rc = plan.recompute
+    time_s = TimeBreakdown(**{k: at(x) for k, x in step.time.items()})
+    membd = MemoryBreakdown(**{k: at(x) for k, x in step.memory.items()})
+    sizes = {"tp": plan.tp, "cp": plan.cp, "dp": plan.zero_shard, "pp": pp, "embedding": 2}
+    on = lambda p: bool(_item(p.active, i, n))
+    comms = [p.row(system, gpus, sizes[p.group], m if p.unit == "stage" else count[p.unit] * m, i, n)
+             for p in step.patterns if on(p) and (p.unit == "stage" or count[p.unit])]
+    comms += [p.row(system, gpus, sizes[p.group], 1, i, n) for p in step.step_patterns if on(p)]
+    ops = [OpTime(name=op.name, where=u, kind=op.kind, count=count[u], fwd_s=at(op.fwd_s), bwd_s=at(op.bwd_s),
+                  recompute_s=at(op.recompute_s(rc)), fwd_flops=at(op.fwd_flops), formula=op.formula)
+           for u in UNITS if count[u] for op in step.ops[u] if on(op)]
 
-    # --- tensor parallel: activations of T tokens x hidden, bf16 -------------------------------------------
-    if t > 1:
-        s_tp = dev.tokens * model.hidden * ACT_BYTES
-        tp_ph = C.group_phases(system, t, 1, plan.gpus)
-        if plan.sequence_parallel:  # all-gather before / reduce-scatter after each TP region
-            one, kind, per_dir = float(C.collective_time("all_gather", s_tp, tp_ph)), "all_gather / reduce_scatter", 4
-        else:  # all-reduce after each row-parallel GEMM, in each direction (Shoeybi et al. 2019, Fig. 4)
-            one, kind, per_dir = float(C.collective_time("all_reduce", s_tp, tp_ph)), "all_reduce", 2
-        charge(Pattern("tp activations", kind, "tp", tp_ph, s_tp, one, per_dir * (fwd_passes + 1), 0, "layer",
-                       "tp_comm"), per_dir * one, per_dir * one * fwd_passes)
-        # embedding: reduce the vocab-parallel lookup (RS with SP; AR without), and with SP gather its grad;
-        # head: gather the final-norm output (SP) and reduce the LM-head input gradient.
-        n_emb = 2 if plan.sequence_parallel else 1
-        charge(Pattern("tp embedding", kind, "tp", tp_ph, s_tp, one, n_emb, 0, "embedding", "tp_comm"),
-               one, one * (n_emb - 1))
-        n_head = 2 if plan.sequence_parallel else 1
-        charge(Pattern("tp lm head", kind, "tp", tp_ph, s_tp, one, n_head, 0, "head", "tp_comm"),
-               one * (n_head - 1), one)
-        ce = float(C.collective_time("all_reduce", dev.tokens * 4, tp_ph))  # max, sum-exp, target logit (fp32)
-        charge(Pattern("tp cross-entropy stats", "all_reduce", "tp", tp_ph, dev.tokens * 4, ce, 3, 0, "head",
-                       "tp_comm"), 3 * ce)
-
-    # --- context parallel: all-gather K and V of the sequence, reduce-scatter their gradients ---------------
-    if cp > 1:
-        cp_ph = C.group_phases(system, cp, t, plan.gpus)
-        s_kv = plan.micro_batch * plan.seq_len * 2 * model.kv_dim / t * ACT_BYTES
-        one = float(C.collective_time("all_gather", s_kv, cp_ph))
-        attn = [op for op in ops["layer"] if op.kind == "attention" or op.name.startswith("attn")]
-        a_f = sum(float(op.fwd_s) for op in attn)
-        a_b = sum(float(op.bwd_s) for op in attn)
-        again = rc in ("full", "selective")  # the recomputed attention needs K and V again
-        exp_f = max(0.0, one - a_f)
-        charge(Pattern("cp key/value exchange", "all_gather / reduce_scatter", "cp", cp_ph, s_kv, one,
-                       3 + again, 0, "layer", "cp_comm"), exp_f, max(0.0, 2 * one - a_b) + exp_f * again)
-
-    # --- ZeRO-3: gather a unit's weights before its forward and backward, reduce-scatter its gradients ------
-    dp_ph = C.group_phases(system, shard, t, plan.gpus)
-    if zero3:
-        for unit, params in (("layer", p_layer), ("embedding", p_emb), ("head", p_head)):
-            if params <= 0:
-                continue
-            ag = float(C.collective_time("all_gather", params * WEIGHT_BYTES, dp_ph))
-            rs = float(C.collective_time("reduce_scatter", params * gbytes, dp_ph))
-            # The embedding is first in the forward and last in the backward: nothing to hide behind.
-            if not plan.overlap_dp_comm or unit == "embedding":
-                e_f, e_b = ag, ag + rs
-            else:
-                e_f, e_b = max(0.0, ag - fwd[unit]), max(0.0, ag + rs - bwd[unit])
-            share = ag / (ag + rs)  # split the backward exposure between the two rows by their traffic
-            charge(Pattern("zero3 weight all-gather", "all_gather", "dp", dp_ph, params * WEIGHT_BYTES, ag, 2, 0,
-                           unit, "zero3_comm"), e_f, e_b * share)
-            charge(Pattern("zero3 gradient reduce-scatter", "reduce_scatter", "dp", dp_ph, params * gbytes, rs, 1,
-                           0, unit, "zero3_comm"), 0.0, e_b * (1 - share))
-
-    # --- pipeline: send activations forward and gradients backward at each chunk boundary ----------------
-    p2p = 0.0
-    pp_tier = C.p2p_tier(system, t * cp * plan.dp, pp)  # carries stage-to-stage sends and the tied-embedding sync
-    if pp > 1:
-        s_pp = dev.tokens * model.hidden * ACT_BYTES / plan.sp_divisor
-        tier = pp_tier
-        one = float(C.p2p_time(s_pp, tier.bandwidth * tier.collective_efficiency, tier.latency))
-        p2p = 2 * v * one
-        patterns.append(Pattern("pp activations/gradients", "send/recv", "pp", tier.name, s_pp, one, 2 * v, p2p,
-                                "stage", "pp_comm"))
-
-    # --- stages ----------------------------------------------------------------------------------------------
-    lf, lm, ll = stage_layers(model.n_layers, pp)
-    if pp == 1:
-        counts = {"single": {"layer": lf, "embedding": 1, "head": 1}}
-    else:
-        counts = {"first": {"layer": lf, "embedding": 1, "head": 0}, "last": {"layer": ll, "embedding": 0, "head": 1}}
-        if pp > 2:
-            counts["middle"] = {"layer": lm, "embedding": 0, "head": 0}
-
-    def stage_parts(c: dict) -> dict:
-        out = dict.fromkeys(STAGE_PARTS, 0.0)
-        for u in UNITS:
-            for k in STAGE_PARTS:
-                out[k] += parts[u][k] * c[u]
-        out["pp_comm"] += p2p
-        return out
-
-    stages = {k: stage_parts(c) for k, c in counts.items()}
-    per_mb = {k: sum(d.values()) for k, d in stages.items()}
-    bottleneck = max(per_mb, key=per_mb.get)
-    all_units = {"layer": model.n_layers, "embedding": 1, "head": 1}
-    t_mean = (sum(sum(parts[u].values()) * all_units[u] for u in UNITS) + pp * p2p) / pp
-    t_pipe = float(pipeline_time(m, per_mb[bottleneck], t_mean, pp, v))
-
-    # --- data parallel (ZeRO 0/1/2), tied-embedding sync and optimizer, for the stage with most parameters -
-    params_of = {k: stage_params_per_device(model, t, pp, c["layer"], c["embedding"] == 1, c["head"] == 1)
-                 for k, c in counts.items()}
-    big = max(params_of, key=params_of.get)
-    p_stage, nl = params_of[big], max(counts[big]["layer"], 1)
-    fwd_mb = sum(fwd[u] * counts[big][u] for u in UNITS)
-    bwd_mb = sum(bwd[u] * counts[big][u] for u in UNITS)
-    step_patterns: list[Pattern] = []
-    if shard > 1 and plan.zero < 3:
-        kind = "all_reduce" if plan.zero == 0 else "reduce_scatter"
-        g = float(C.collective_time(kind, p_stage * gbytes, dp_ph))
-        reps = m if plan.zero == 2 else 1  # ZeRO-2 reduces every micro-batch (gradients are not kept whole)
-        exp = reps * (_overlapped(g, bwd_mb, nl) if plan.overlap_dp_comm else g)
-        step_patterns.append(Pattern("dp gradient reduction", kind, "dp", dp_ph, p_stage * gbytes, g, reps, exp,
-                                     "step", "dp_comm"))
-        if plan.zero in (1, 2):
-            w = float(C.collective_time("all_gather", p_stage * WEIGHT_BYTES, dp_ph))
-            exp = _overlapped(w, fwd_mb, nl) if plan.overlap_dp_comm else w
-            step_patterns.append(Pattern("zero weight all-gather", "all_gather", "dp", dp_ph, p_stage * WEIGHT_BYTES,
-                                         w, 1, exp, "step", "dp_comm"))
-    if pp > 1 and model.tie_embeddings:  # first and last stage hold copies of the embedding
-        tier = pp_tier
-        size = model.vocab * model.hidden / t * gbytes / (shard if plan.zero >= 2 else 1)  # the local gradient
-        one = float(C.ring_allreduce_time(size, 2, tier.bandwidth * tier.collective_efficiency, tier.latency))
-        step_patterns.append(Pattern("tied embedding gradient sync", "all_reduce", "embedding", tier.name, size,
-                                     one, 1, one, "step", "dp_comm"))
-    dp_exposed = sum(p.exposed for p in step_patterns)
-    opt_params = p_stage / (shard if plan.zero >= 1 else 1)
-    # Adam step: read grad, m, v, master; write m, v, master, bf16 weight; plus the grad-norm read.
-    t_opt = float(dev.memory(opt_params * (26 + 2 * gbytes)))
-
-    step = t_pipe + dp_exposed + t_opt
-    time_s = TimeBreakdown(**{k: v_ * m for k, v_ in stages[bottleneck].items()}, dp_comm=dp_exposed,
-                           bubble=t_pipe - m * per_mb[bottleneck], optimizer=t_opt, total=step)
-    sizes = {"tp": t, "cp": cp, "dp": shard, "pp": pp, "embedding": 2}
-    comms = []
-    for p in patterns:
-        count = m if p.unit == "stage" else counts[bottleneck][p.unit] * m
-        if count:
-            comms.append(p.row(sizes[p.group], count))
-    comms += [p.row(sizes[p.group], 1) for p in step_patterns]
-
-    # --- memory, per candidate stage -----------------------------------------------------------------------
-    mem = {}
-    for k, c in counts.items():
-        rank = {"single": 0, "first": 0, "middle": 1, "last": pp - 1}[k]
-        chunks = float(in_flight(plan.schedule, pp, v, m, rank))
-        act = layer_activation_bytes(model, plan) * c["layer"] / v * chunks
-        # The layer in its backward holds what recomputation rebuilt for it: all of its activations (full) or
-        # its attention core (selective); its stored share is already counted above.
-        act += layer_activation_bytes(model, plan, "none") - layer_activation_bytes(model, plan, rc)
-        if c["embedding"]:
-            act += embedding_activation_bytes(model, plan) * chunks / v
-        if c["head"]:
-            act += head_activation_bytes(model, plan) * (m if plan.schedule == "gpipe" else 1)
-        st = state_bytes(params_of[k], plan)
-        other = system.memory_overhead_bytes
-        # Transient whole copies, never more than the sharding saved (a stage of one or two layers): the
-        # largest unit on the stage gathered twice (current + prefetch) and its gradients once.
-        freed = params_of[k] * (1 - 1 / shard)
-        unit = max(p for p, u in ((p_layer, "layer"), (p_emb, "embedding"), (p_head, "head")) if c[u])
-        if plan.zero == 3 and shard > 1:
-            other += min(2 * unit, freed) * WEIGHT_BYTES + min(unit, freed) * gbytes
-        elif plan.zero == 2 and shard > 1:  # one unit's gradients whole before their reduce-scatter
-            other += min(unit, freed) * gbytes
-        narrow = GEMM_INPUT_BYTES[plan.precision]
-        if narrow < 2:  # cached narrow copies of the layers' projection weights (not embedding / LM head)
-            other += c["layer"] * model.matmul_params_per_layer() / t * narrow / (shard if plan.zero == 3 else 1)
-        total = st["weights"] + st["gradients"] + st["optimizer"] + act + other
-        mem[k] = dict(st, activations=float(act), other=float(other), total=float(total))
-    mem_stage = max(mem, key=lambda k: mem[k]["total"])
-    membd = MemoryBreakdown(**{k: float(v_) for k, v_ in mem[mem_stage].items()})
-    cap = system.accelerator.hbm_bytes
+    step_s, cap = time_s.total, step.capacity
     fits = membd.total <= cap
-
-    # --- FLOPs and headline numbers --------------------------------------------------------------------------
-    tokens = plan.tokens_per_step
-    mflops = tokens * model_flops_per_token(model, plan.seq_len)
-    hflops = mflops + tokens * recompute_flops_per_token(model, plan.seq_len, rc)
-    peak_dtype = plan.precision if plan.precision in ("fp8", "fp4") else "bf16"
-    peak = system.accelerator.peak_flops(peak_dtype)
-    gpus = plan.gpus
-
-    ops_out = [OpTime(name=op.name, where=u, kind=op.kind, count=counts[bottleneck][u], fwd_s=float(op.fwd_s),
-                      bwd_s=float(op.bwd_s), recompute_s=float(op.recompute_s(rc)), fwd_flops=float(op.fwd_flops),
-                      formula=op.formula)
-               for u in UNITS if counts[bottleneck][u] for op in ops[u]]
-
-    notes = [f"MFU/HFU against dense {peak_dtype} peak {peak / 1e12:.1f} TFLOP/s per device"]
+    mem_stage, bottleneck = st.name(k_mem, pp, explicit), st.name(b, pp, explicit)
+    mflops, hflops, peak = step.model_flops, at(step.hardware_flops), step.peak_flops
+    tokens = lay.tokens_per_step
+    notes = [f"MFU/HFU against dense {step.peak_dtype} peak {peak / 1e12:.1f} TFLOP/s per device"]
     if not fits:
         notes.append(f"does not fit: needs {membd.total / 2**30:.1f} GiB > {cap / 2**30:.1f} GiB "
                      f"on the {mem_stage} stage (short by {(membd.total - cap) / 2**30:.1f} GiB)")
@@ -299,11 +456,12 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict
 
     return Estimate(
         model=model.name, hardware=system.name, gpus=gpus, params=model.n_params(),
-        step_time_s=step, tokens_per_s=tokens / step, tokens_per_s_per_gpu=tokens / step / gpus,
-        model_tflops_per_gpu=mflops / step / gpus / 1e12, mfu=mflops / (step * gpus * peak),
-        hfu=hflops / (step * gpus * peak), mfu_peak_dtype=peak_dtype,
+        step_time_s=step_s, tokens_per_s=tokens / step_s, tokens_per_s_per_gpu=tokens / step_s / gpus,
+        model_tflops_per_gpu=mflops / step_s / gpus / 1e12, mfu=mflops / (step_s * gpus * peak),
+        hfu=hflops / (step_s * gpus * peak), mfu_peak_dtype=step.peak_dtype,
         fits_in_memory=fits, memory_capacity_bytes=cap, memory_shortfall_bytes=max(0.0, membd.total - cap),
         memory_stage=mem_stage, memory_bytes=membd, time_s=time_s,
         model_flops_per_step=mflops, hardware_flops_per_step=hflops, num_microbatches=m,
-        stage_layers=[lf, lm, ll], bottleneck_stage=bottleneck, ops=ops_out, comms=comms, plan=plan, notes=notes,
+        stage_layers=plan.stage_layers or default_stage_layers(model.n_layers, pp), bottleneck_stage=bottleneck,
+        ops=ops, comms=comms, plan=plan, notes=notes,
     )

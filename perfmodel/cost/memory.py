@@ -27,28 +27,27 @@ def layer_params_per_device(model: ModelConfig, tp: int) -> float:
     return (model.params_per_layer() - norms) / tp + norms
 
 
-def stage_params_per_device(model: ModelConfig, tp: int, pp: int, layers: int, first: bool, last: bool) -> float:
+def stage_params_per_device(model: ModelConfig, tp, pp, layers, first, last):
     """Parameters on one device of a stage with `layers` layers; the first stage adds the (vocab-parallel)
     embedding, the last the final norm and LM head. With pp > 1 a tied LM head is a second copy on the last
-    stage (Megatron-LM keeps the two in sync with an all-reduce)."""
+    stage (Megatron-LM keeps the two in sync with an all-reduce). Arrays or scalars alike."""
+    first, last = np.asarray(first, bool), np.asarray(last, bool)
+    table = model.vocab * model.hidden / np.asarray(tp, float)
     n = layers * layer_params_per_device(model, tp)
-    if first:
-        n += model.vocab * model.hidden / tp + model.position_params()
-    if last:
-        n += model.norm_params()
-        if not model.tie_embeddings or (pp > 1 and not first):
-            n += model.vocab * model.hidden / tp
-    return n
+    n = n + first * (table + model.position_params())
+    head_copy = (not model.tie_embeddings) | ((np.asarray(pp) > 1) & ~first)
+    return n + last * (model.norm_params() + np.where(head_copy, table, 0.0))
 
 
 def state_bytes(params, plan: Plan) -> dict[str, object]:
     """Weights, gradients and optimizer bytes for `params` per device under the plan's ZeRO stage."""
     shard = plan.zero_shard
     g = GRAD_BYTES[plan.grad_dtype]
+    zero = plan.zero
     return {
-        "weights": params * WEIGHT_BYTES / (shard if plan.zero >= 3 else 1),
-        "gradients": params * g / (shard if plan.zero >= 2 else 1),
-        "optimizer": params * OPTIMIZER_BYTES / (shard if plan.zero >= 1 else 1),
+        "weights": params * WEIGHT_BYTES / np.where(zero >= 3, shard, 1),
+        "gradients": params * g / np.where(zero >= 2, shard, 1),
+        "optimizer": params * OPTIMIZER_BYTES / np.where(zero >= 1, shard, 1),
     }
 
 
@@ -65,11 +64,9 @@ def layer_activation_bytes(model: ModelConfig, plan: Plan, recompute: str | None
     For GPT (q_dim = kv_dim = h, f = 4h, dropout, unfused, tp = 1) this is sbh(34 + 5as/h). Selective
     recompute drops the attention-core term; full recompute keeps only the layer input, 2h (/tp with SP).
     """
-    recompute = recompute or plan.recompute
+    recompute = plan.recompute if recompute is None else recompute
     h, f, t = model.hidden, model.ffn_hidden, plan.tp
     tokens, sp = plan.tokens_per_microbatch, plan.sp_divisor
-    if recompute == "full":
-        return tokens * 2 * h / sp
     drop = 1.0 if model.dropout > 0 else 0.0
     outside = 8 * h + 2 * drop * h
     mlp = 6 * f if model.gated else 4 * f
@@ -78,9 +75,8 @@ def layer_activation_bytes(model: ModelConfig, plan: Plan, recompute: str | None
         core = (2 + 3 * drop) * model.n_heads * plan.seq_len
     else:
         core = 4 * model.n_heads
-    if recompute == "selective":
-        core = 0
-    return tokens * (outside / sp + (inside + core) / t)
+    core = np.where(recompute == "selective", 0.0, core)
+    return np.where(recompute == "full", tokens * 2 * h / sp, tokens * (outside / sp + (inside + core) / t))
 
 
 def embedding_activation_bytes(model: ModelConfig, plan: Plan):

@@ -41,8 +41,11 @@ class Op:
     recompute: tuple[str, ...] = ()  # recompute modes that re-run this op's forward in the backward pass
     formula: str = ""
 
-    def recompute_s(self, mode: str):
-        return self.fwd_s if mode in self.recompute else 0.0
+    active: object = True  # False where a plan does not run this op (e.g. ZeRO-3 copies without ZeRO-3)
+
+    def recompute_s(self, mode):
+        """Forward seconds re-run in the backward under recompute `mode` (a string or an array of them)."""
+        return np.where(np.isin(mode, self.recompute), self.fwd_s, 0.0)
 
 
 @dataclass
@@ -94,8 +97,8 @@ def linear_op(dev: Device, name: str, m, n, k, recompute=("full",), precision: s
     narrow = GEMM_INPUT_BYTES[prec]
     if narrow < 2:
         per = ACT_BYTES + narrow
-        regathered = dev.plan.zero == 3 and dev.plan.zero_shard > 1
-        weights = k * n * per / (1 if regathered else dev.plan.num_microbatches)
+        regathered = (dev.plan.zero == 3) & (dev.plan.zero_shard > 1)
+        weights = k * n * per / np.where(regathered, 1, dev.plan.num_microbatches)
         ops.append(Op(f"{name}.cast", "memory", dev.memory(m * k * per + weights), dev.memory(m * n * per),
                       recompute=recompute, formula="quantise operands to " + prec))
     return ops
@@ -104,7 +107,7 @@ def linear_op(dev: Device, name: str, m, n, k, recompute=("full",), precision: s
 def elementwise_op(dev: Device, name: str, elements, fwd_bytes, bwd_bytes, recompute=("full",)) -> Op:
     """A memory-bound op over `elements` values moving fwd_bytes / bwd_bytes per element."""
     return Op(name, "memory", dev.memory(elements * fwd_bytes), dev.memory(elements * bwd_bytes),
-              recompute=recompute, formula=f"{_s(elements)} elems x {fwd_bytes}/{bwd_bytes} B")
+              recompute=recompute, formula=f"{_s(elements)} elems x {_b(fwd_bytes)}/{_b(bwd_bytes)} B")
 
 
 def mean_keys(seq, window):
@@ -205,7 +208,7 @@ def head_ops(dev: Device) -> list[Op]:
     return ops
 
 
-def zero3_copy_op(dev: Device, params, grad_bytes: float) -> Op:
+def zero3_copy_op(dev: Device, params, grad_bytes: float, active=True) -> Op:
     """Buffer copies around ZeRO-3 collectives for `params` weights of one unit, per micro-batch.
 
     After each all-gather (forward, and again in the backward) the gathered bf16 weights are copied out of the
@@ -213,10 +216,17 @@ def zero3_copy_op(dev: Device, params, grad_bytes: float) -> Op:
     (and cast) into one (read 2 + write grad_bytes). PyTorch FSDP2 `foreach_all_gather_copy_out` and
     `foreach_reduce` copy-in; DeepSpeed ZeRO-3 flattens the same way.
     """
-    return Op("zero3_copies", "memory", dev.memory(params * 4.0), dev.memory(params * (4.0 + 2.0 + grad_bytes)),
-              formula=f"{_s(params)} params x 4 / {6 + grad_bytes:g} B")
+    on = np.asarray(active, float)
+    return Op("zero3_copies", "memory", on * dev.memory(params * 4.0), on * dev.memory(params * (4.0 + 2.0 + grad_bytes)),
+              formula=f"{_s(params)} params x 4 / {6 + grad_bytes:g} B", active=active)
+
+
+def _b(x) -> str:
+    """Bytes per element as the formula shows them: 4, 6, or 2 + 8/tp evaluated (e.g. 3.0)."""
+    x = np.ravel(x)[0] if np.ndim(x) else x
+    return str(x)
 
 
 def _s(x) -> str:
-    x = float(np.asarray(x))
+    x = float(np.ravel(x)[0])
     return f"{x:.0f}" if x == int(x) else f"{x:.1f}"

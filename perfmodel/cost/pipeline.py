@@ -4,23 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..plan import default_stage_layers
+
 
 def stage_layers(n_layers: int, pp: int) -> tuple[int, int, int]:
-    """(first, largest middle, last) stage layer counts when n_layers are split over pp stages.
-
-    As even as possible; the remainder goes to middle stages first, because the first stage also holds the
-    embedding and the last the LM head and loss (e.g. Llama 3 405B: 126 layers over 16 stages gives
-    7, 8 x 14, 7; Dubey et al. 2024, Sec. 3.3.2). With pp = 1 the single stage is first and last.
-    """
-    if pp == 1:
-        return n_layers, n_layers, n_layers
-    q, r = divmod(n_layers, pp)
-    middle_extra = min(r, pp - 2)
-    rest = r - middle_extra  # 0, 1 or 2 extra layers for last, then first
-    last = q + (1 if rest >= 1 else 0)
-    first = q + (1 if rest >= 2 else 0)
-    middle = q + (1 if middle_extra > 0 else 0) if pp > 2 else max(first, last)
-    return first, middle, last
+    """(first, largest middle, last) stage layer counts of the default split (plan.default_stage_layers).
+    With pp = 1 the single stage is first, middle and last; with pp = 2 "middle" is the larger of the two."""
+    split = default_stage_layers(n_layers, pp)
+    return split[0], max(split[1:-1] or split), split[-1]
 
 
 def in_flight(schedule: str, pp: int, vpp: int, m, rank: int):
@@ -30,11 +21,11 @@ def in_flight(schedule: str, pp: int, vpp: int, m, rank: int):
     Interleaved 1F1B: min(2 (pp - rank - 1) + (vpp - 1) pp + 1, m vpp) model chunks, Megatron-LM's warm-up
     count; for rank 0 that is pp vpp (1 + (pp - 1)/(pp vpp)) chunks (Korthikanti et al. 2022, Sec. 4.2.3).
     """
-    if schedule == "gpipe":
-        return np.asarray(m, float) * vpp
-    if schedule == "interleaved":
-        return np.minimum(2 * (pp - rank - 1) + (vpp - 1) * pp + 1, np.asarray(m) * vpp)
-    return np.minimum(pp - rank, m)
+    m = np.asarray(m, float)
+    gpipe = m * vpp
+    interleaved = np.minimum(2 * (pp - rank - 1) + (vpp - 1) * pp + 1, m * vpp)
+    one_f_one_b = np.minimum(pp - rank, m)
+    return np.where(schedule == "gpipe", gpipe, np.where(schedule == "interleaved", interleaved, one_f_one_b))
 
 
 def pipeline_time(m, t_max, t_mean, pp: int, vpp: int):

@@ -1,0 +1,161 @@
+"""Plan files: what `perfmodel search --output` and `perfmodel predict --save-plan` write, and what the executor
+and `perfmodel export` read.
+
+A plan file is self-contained: the model config, the full hardware spec, the resolved layout, the per-operator
+placements (DTensor vocabulary, one entry per mesh axis in `MESH_AXES` order after pp), the prediction it was
+written with, and a schema version. Loading re-checks every field against the others, so a hand-edited file
+that no longer agrees with itself is refused with one line instead of being run.
+
+This module imports no part of the cost model (the executor reads plan files without it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from .errors import InputError, Schema
+from .hardware import System
+from .models import ModelConfig
+from .plan import Plan, resolve
+
+VERSION = 1
+MESH_AXES = ("pp", "dp", "cp", "tp")  # outermost first; the device order of Plan (tp innermost)
+PLACEMENT_AXES = MESH_AXES[1:]  # the per-stage mesh every placement lists, in this order
+_PLACEMENT = re.compile(r"^(Replicate\(\)|Partial\(\)|Shard\((\d)\))$")
+
+OPS = ("embedding", "norm1", "qkv", "attention", "out_proj", "residual1", "norm2", "mlp_in", "activation",
+       "mlp_out", "residual2", "final_norm", "lm_head", "loss")
+LAYER_OPS = OPS[1:11]
+ParallelStyle = Literal["colwise", "rowwise", "sequence", "vocab"]
+
+
+class OpPlacement(Schema):
+    """How one operator (or one operator in a range of layers) is split over the stage mesh (dp, cp, tp).
+
+    Activations are [batch, seq, features] (Shard(0) batch, Shard(1) sequence, Shard(2) features or heads);
+    weights are in torch layout ([out, in] for nn.Linear, [vocab, hidden] for nn.Embedding), so colwise is
+    Shard(0) and rowwise Shard(1). Partial() marks an output that still needs a sum over that axis.
+    """
+
+    op: str = Field(description="operator name: " + ", ".join(OPS))
+    layers: tuple[int, int] | None = Field(None, description="first and last layer (inclusive) for per-layer ops")
+    split: dict[str, list[str]] = Field(
+        description="iteration-space dimension -> mesh axes that split it, e.g. {'batch': ['dp'], 'heads': ['tp']}")
+    input: list[str] = Field(description="placement of the input activation, one per axis of dp, cp, tp")
+    output: list[str] = Field(description="placement of the output activation, one per axis of dp, cp, tp")
+    weight: list[str] | None = Field(None, description="placement of the weight (None for ops without one)")
+    style: ParallelStyle | None = Field(None, description="the torch ParallelStyle this matches, if any")
+
+
+class Prediction(Schema):
+    """The headline numbers of the estimate the file was written with."""
+
+    step_time_s: float
+    tokens_per_s: float
+    mfu: float
+    memory_bytes: float = Field(description="peak bytes on the most loaded device")
+    memory_capacity_bytes: float
+    fits_in_memory: bool
+
+
+class PlanFile(Schema):
+    """A runnable plan: model, hardware, layout, per-operator placements and the prediction."""
+
+    version: int = Field(VERSION, description="schema version; this perfmodel reads version 1")
+    model: ModelConfig
+    hardware: System
+    plan: Plan
+    mesh: dict[str, int] = Field(description="named device mesh sizes, outermost first: pp, dp, cp, tp")
+    stage_layers: list[int] = Field(description="layers on each pipeline stage, first to last")
+    placements: list[OpPlacement]
+    prediction: Prediction
+    created_by: str = Field("", description="command or API call that wrote the file")
+
+
+def mesh_of(plan: Plan) -> dict[str, int]:
+    """The named mesh of a resolved plan: {'pp': pp, 'dp': dp, 'cp': cp, 'tp': tp}."""
+    return {"pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "tp": plan.tp}
+
+
+def check(pf: PlanFile) -> PlanFile:
+    """Refuse a plan file whose fields disagree with each other (one line naming the field and what is valid)."""
+    if pf.version != VERSION:
+        raise InputError(f"plan file version = {pf.version} is not supported; valid version: {VERSION} "
+                         "(re-create the file with this perfmodel: perfmodel search ... --output FILE)")
+    plan = resolve(pf.plan, pf.model, pf.hardware)
+    if plan.model_dump() != pf.plan.model_dump():
+        diff = [k for k, v in plan.model_dump().items() if pf.plan.model_dump()[k] != v]
+        raise InputError(f"plan file field plan.{diff[0]} = {getattr(pf.plan, diff[0])!r} is not resolved; "
+                         f"valid: {getattr(plan, diff[0])!r}")
+    want = mesh_of(plan)
+    if list(pf.mesh) != list(want) or pf.mesh != want:
+        raise InputError(f"plan file field mesh = {pf.mesh} disagrees with the plan; valid mesh: {want}")
+    if len(pf.stage_layers) != plan.pp or sum(pf.stage_layers) != pf.model.n_layers or min(pf.stage_layers) < plan.vpp:
+        raise InputError(
+            f"plan file field stage_layers = {pf.stage_layers} must list pp = {plan.pp} stages of at least vpp = "
+            f"{plan.vpp} layers summing to n_layers = {pf.model.n_layers}")
+    for i, pl in enumerate(pf.placements):
+        where = f"plan file field placements.{i} ({pl.op})"
+        if pl.op not in OPS:
+            raise InputError(f"{where}: op = {pl.op!r} is not an operator; valid: {', '.join(OPS)}")
+        if (pl.layers is None) != (pl.op not in LAYER_OPS):
+            raise InputError(f"{where}: layers = {pl.layers} is wrong; per-layer ops give (first, last), others none")
+        if pl.layers is not None and not 0 <= pl.layers[0] <= pl.layers[1] < pf.model.n_layers:
+            raise InputError(f"{where}: layers = {pl.layers}; valid: 0 <= first <= last < {pf.model.n_layers}")
+        for name in ("input", "output", "weight"):
+            value = getattr(pl, name)
+            if value is None:
+                continue
+            if len(value) != len(PLACEMENT_AXES) or not all(_PLACEMENT.match(v) for v in value):
+                raise InputError(f"{where}: {name} = {value}; valid: {len(PLACEMENT_AXES)} entries (one per mesh "
+                                 "axis dp, cp, tp), each Replicate(), Partial() or Shard(d)")
+        for dim, axes in pl.split.items():
+            bad = [a for a in axes if a not in PLACEMENT_AXES]
+            if bad:
+                raise InputError(f"{where}: split[{dim!r}] names mesh axis {bad[0]!r}; valid: dp, cp, tp")
+    return pf
+
+
+def load_plan_file(path: str | Path) -> PlanFile:
+    """Read and check a plan file (JSON)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"plan file {str(path)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"plan file {str(path)!r} cannot be read: {err}") from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"plan file {str(path)!r} is not valid JSON: line {err.lineno}: {err.msg}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"plan file {str(path)!r} must hold a JSON object, got {type(data).__name__}")
+    if data.get("version", VERSION) != VERSION:
+        raise InputError(f"plan file {str(path)!r} has version = {data.get('version')!r}; this perfmodel reads "
+                         f"version {VERSION} (re-create it: perfmodel search ... --output FILE)")
+    return check(PlanFile(**data))
+
+
+def write_plan_file(pf: PlanFile, path: str | Path) -> Path:
+    """Write a checked plan file atomically (a temporary file renamed into place: never half-written)."""
+    check(pf)
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"--output {str(path)!r} is a directory; give a file name such as {path / 'plan.json'}")
+    if not path.parent.exists():
+        raise InputError(f"--output {str(path)!r}: directory {str(path.parent)!r} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=".plan-", suffix=".json", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(pf.model_dump_json(indent=2) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,142 @@
+"""Every valid layout of one job, as `Layouts` columns.
+
+A job is (model, system, gpus, global batch, sequence length, precision). Its layouts are every
+(tp, pp, cp, dp, vpp, micro_batch, recompute, sequence_parallel, zero) that `plan.resolve` accepts, with the
+search's choices for what resolve leaves open:
+  - tp divides gcd(n_heads, n_kv_heads, ffn_hidden); pp <= n_layers; cp divides seq_len; tp*pp*cp*dp = gpus;
+  - dp * micro_batch divides global_batch (every divisor is a micro-batch candidate);
+  - vpp: 1, and every v >= 2 that divides the largest stage's layer count ceil(n_layers / pp) (even chunks on
+    the largest stage; Megatron-LM's --num-layers-per-virtual-pipeline-stage), with the interleaved schedule,
+    which needs the micro-batch count to be a multiple of pp;
+  - schedule: 1F1B for vpp = 1 (GPipe runs as fast in this model and holds more activations, so it is never
+    better and is not enumerated);
+  - sequence parallel only with tp > 1; ZeRO 1-3 only with dp*cp > 1.
+`Space` narrows any axis (e.g. zero=[1], recompute=["selective"]).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Literal
+
+import numpy as np
+
+from ..cost.layouts import Layouts
+from ..errors import Count, Flag, InputError, Schema
+from ..hardware import System
+from ..models import ModelConfig
+from ..plan import Plan, Precision, Recompute, resolve
+
+
+class Space(Schema):
+    """Optional limits on the searched values of each plan field (None: every valid value)."""
+
+    tp: list[Count] | None = None
+    pp: list[Count] | None = None
+    cp: list[Count] | None = None
+    vpp: list[Count] | None = None
+    micro_batch: list[Count] | None = None
+    recompute: list[Recompute] | None = None
+    sequence_parallel: list[Flag] | None = None
+    zero: list[Literal[0, 1, 2, 3]] | None = None
+
+
+class Job(Schema):
+    """What a search holds fixed: the workload and the kernels."""
+
+    gpus: Count
+    global_batch: Count
+    seq_len: Count
+    precision: Precision = "bf16"
+    attention: Literal["flash", "unfused"] = "flash"
+    grad_dtype: Literal["fp32", "bf16"] = "fp32"
+    overlap_dp_comm: Flag = True
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _allowed(values: list[int], limit: list | None) -> list:
+    return values if limit is None else [v for v in values if v in limit]
+
+
+def vpp_candidates(n_layers: int, pp: int) -> list[int]:
+    """1, and every v >= 2 dividing the largest stage's ceil(n_layers / pp) layers (pp > 1)."""
+    if pp == 1:
+        return [1]
+    largest = -(-n_layers // pp)
+    return [1] + [v for v in _divisors(largest) if v >= 2 and pp * v <= n_layers]
+
+
+def check_job(model: ModelConfig, system: System, job: Job) -> None:
+    """Refuse a job no layout can run, before enumerating: one line naming the field and what is valid."""
+    # gpus the system allows, a sequence the model allows, a precision the system has (resolve's checks)
+    resolve(Plan(gpus=job.gpus, micro_batch=1, global_batch=job.gpus, seq_len=job.seq_len,
+                 precision=job.precision), model, system)
+
+
+def meshes(model: ModelConfig, job: Job, space: Space) -> list[tuple[int, int, int, int]]:
+    """(tp, pp, cp, dp) with tp*pp*cp*dp = gpus that the model, sequence and batch allow."""
+    g = job.gpus
+    tps = _allowed([t for t in _divisors(math.gcd(model.n_heads, model.n_kv_heads, model.ffn_hidden)) if g % t == 0],
+                   space.tp)
+    pps = _allowed([p for p in _divisors(g) if p <= model.n_layers], space.pp)
+    cps = _allowed([c for c in _divisors(job.seq_len) if g % c == 0], space.cp)
+    out = []
+    for t, p, c in itertools.product(tps, pps, cps):
+        if g % (t * p * c) == 0 and job.global_batch % (g // (t * p * c)) == 0:
+            out.append((t, p, c, g // (t * p * c)))
+    return out
+
+
+def no_mesh_message(model: ModelConfig, job: Job, space: Space) -> str:
+    """Why no (tp, pp, cp, dp) exists, and the nearest GPU counts that have one."""
+    near = [n for d in range(1, job.gpus + 1) for n in (job.gpus - d, job.gpus + d)
+            if n > 0 and meshes(model, job.model_copy(update={"gpus": n}), space)][:2]
+    tp_ok = math.gcd(model.n_heads, model.n_kv_heads, model.ffn_hidden)
+    return (f"gpus = {job.gpus} has no valid layout: no tp*pp*cp*dp = {job.gpus} with tp dividing "
+            f"gcd(n_heads, n_kv_heads, ffn_hidden) = {tp_ok}, pp <= n_layers = {model.n_layers}, cp dividing "
+            f"seq_len = {job.seq_len} and dp dividing global_batch = {job.global_batch}"
+            + (" within the --space limits" if any(v is not None for v in space.model_dump().values()) else "")
+            + (f"; valid gpus nearby: {', '.join(map(str, sorted(near)))}" if near else ""))
+
+
+def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space | None = None) -> Layouts:
+    """All valid layouts of `job` as Layouts columns (length 0 never: raises InputError instead)."""
+    space = space or Space()
+    check_job(model, system, job)
+    found = meshes(model, job, space)
+    if not found:
+        raise InputError(no_mesh_message(model, job, space))
+    rcs = space.recompute or ["none", "selective", "full"]
+    rows = []  # (tp, pp, cp, dp, vpp, micro_batch) then the cheap axes by product below
+    for t, p, c, d in found:
+        mbs = _allowed(_divisors(job.global_batch // d), space.micro_batch)
+        for v in _allowed(vpp_candidates(model.n_layers, p), space.vpp):
+            for mb in mbs:
+                if v > 1 and (job.global_batch // (d * mb)) % p:
+                    continue
+                rows.append((t, p, c, d, v, mb))
+    if not rows:
+        raise InputError(f"no layout of gpus = {job.gpus} satisfies the --space limits {space.model_dump(exclude_none=True)}")
+    base = np.array(rows, dtype=np.int64)
+    cols = []
+    for rc, sp, z in itertools.product(rcs, space.sequence_parallel or [False, True], space.zero or [0, 1, 2, 3]):
+        keep = np.ones(len(base), bool)
+        if sp:
+            keep &= base[:, 0] > 1
+        if z > 0:
+            keep &= base[:, 3] * base[:, 2] > 1
+        sel = base[keep]
+        cols.append((sel, np.full(len(sel), rc), np.full(len(sel), sp), np.full(len(sel), z)))
+    if sum(len(c[0]) for c in cols) == 0:
+        raise InputError(f"no layout of gpus = {job.gpus} satisfies the --space limits {space.model_dump(exclude_none=True)}")
+    sel = np.concatenate([c[0] for c in cols])
+    vpp = sel[:, 4]
+    return Layouts(tp=sel[:, 0], pp=sel[:, 1], cp=sel[:, 2], dp=sel[:, 3], vpp=vpp, micro_batch=sel[:, 5],
+                   recompute=np.concatenate([c[1] for c in cols]), sequence_parallel=np.concatenate([c[2] for c in cols]),
+                   zero=np.concatenate([c[3] for c in cols]), schedule=np.where(vpp > 1, "interleaved", "1f1b"),
+                   gpus=job.gpus, global_batch=job.global_batch, seq_len=job.seq_len, precision=job.precision,
+                   attention=job.attention, grad_dtype=job.grad_dtype, overlap_dp_comm=job.overlap_dp_comm)
