@@ -12,10 +12,16 @@ import sys
 
 from .cost.estimate import estimate
 from .errors import InputError
+from .export import export
+from .files import check_writable
 from .hardware import hardware_json_schema, list_systems, load_hardware
 from .models import list_models, load_model
 from .plan import Plan
-from .report import estimate_table, hardware_table, model_table
+from .planfile import load_plan_file, write_plan_file
+from .report import estimate_table, hardware_table, model_table, search_table
+from .search.layouts import search
+from .search.planfiles import plan_file
+from .search.space import Space
 
 # `perfmodel predict` with no flags: the question the tool exists for.
 EXAMPLE = ["--model", "llama-3-70b", "--hardware", "dgx-h100", "--gpus", "512", "--tp", "8", "--pp", "4",
@@ -41,6 +47,32 @@ def _positive(name):
     return parse
 
 
+def _count(name):
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer >= 0, got {text!r}") from None
+        if v < 0:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer >= 0, got {v}")
+        return v
+    return parse
+
+
+def _gpu_list(text):
+    out = []
+    for part in text.split(","):
+        try:
+            v = int(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--gpus must be positive integers separated by commas (e.g. 256,512), "
+                                             f"got {text!r}") from None
+        if v <= 0:
+            raise argparse.ArgumentTypeError(f"--gpus must be positive integers, got {v}")
+        out.append(v)
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="perfmodel", description="Predict LLM training step time and memory on GPU/TPU clusters.")
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
@@ -48,17 +80,20 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("predict", help="predict one training step of a plan (no flags: a built-in example)",
                         description="Predict one training step. With no flags, runs the built-in example: "
                                     + " ".join(EXAMPLE))
-    pr.add_argument("--model", required=True, help="preset name (perfmodel models list), or path to a HF config.json or a ModelConfig YAML/JSON")
-    pr.add_argument("--hardware", required=True, help="preset name (perfmodel hardware list) or path to a spec YAML")
-    pr.add_argument("--gpus", type=_positive("--gpus"), required=True)
-    pr.add_argument("--tp", type=_positive("--tp"), required=True)
-    pr.add_argument("--pp", type=_positive("--pp"), required=True)
+    pr.add_argument("--plan", help="re-predict a plan file (written by search --output or predict --save-plan); "
+                                   "takes the place of every other input flag")
+    pr.add_argument("--save-plan", metavar="FILE", help="also write the plan as a plan file (JSON) to FILE")
+    pr.add_argument("--model", help="preset name (perfmodel models list), or path to a HF config.json or a ModelConfig YAML/JSON")
+    pr.add_argument("--hardware", help="preset name (perfmodel hardware list) or path to a spec YAML")
+    pr.add_argument("--gpus", type=_positive("--gpus"))
+    pr.add_argument("--tp", type=_positive("--tp"))
+    pr.add_argument("--pp", type=_positive("--pp"))
     pr.add_argument("--dp", type=_positive("--dp"), help="default: gpus / (tp*pp*cp)")
     pr.add_argument("--cp", type=_positive("--cp"), default=1)
     pr.add_argument("--vpp", type=_positive("--vpp"), default=1)
-    pr.add_argument("--micro-batch", type=_positive("--micro-batch"), required=True)
-    pr.add_argument("--global-batch", type=_positive("--global-batch"), required=True)
-    pr.add_argument("--seq-len", type=_positive("--seq-len"), required=True)
+    pr.add_argument("--micro-batch", type=_positive("--micro-batch"))
+    pr.add_argument("--global-batch", type=_positive("--global-batch"))
+    pr.add_argument("--seq-len", type=_positive("--seq-len"))
     pr.add_argument("--recompute", choices=["none", "selective", "full"], default="none")
     pr.add_argument("--sequence-parallel", action="store_true")
     pr.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=0)
@@ -68,6 +103,32 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--grad-dtype", choices=["fp32", "bf16"], default="fp32")
     pr.add_argument("--no-overlap-dp-comm", action="store_true", help="data-parallel collectives do not overlap compute")
     pr.add_argument("--format", choices=["table", "json"], default="table")
+
+    se = sub.add_parser("search", help="rank every layout of a job; write the best as a plan file",
+                        description="Enumerate every valid layout (tp, pp, cp, dp, vpp, micro-batch, recompute, "
+                                    "sequence parallel, ZeRO) for each GPU count, drop those that do not fit in "
+                                    "memory, and rank the rest by predicted step time (or GPU-hours per step).")
+    se.add_argument("--model", required=True, help="preset name or path (as predict)")
+    se.add_argument("--hardware", required=True, help="preset name or path (as predict)")
+    se.add_argument("--gpus", type=_gpu_list, required=True, help="GPU count, or several: 256,512,1024")
+    se.add_argument("--global-batch", type=_positive("--global-batch"), required=True, help="sequences per step")
+    se.add_argument("--seq-len", type=_positive("--seq-len"), required=True)
+    se.add_argument("--precision", choices=["bf16", "fp16", "fp8", "fp4"], default="bf16")
+    se.add_argument("--attention", choices=["flash", "unfused"], default="flash")
+    se.add_argument("--grad-dtype", choices=["fp32", "bf16"], default="fp32")
+    se.add_argument("--objective", choices=["time", "cost"], default="time",
+                    help="rank by step time, or by GPU-hours per step (cost; compares GPU counts)")
+    se.add_argument("--only", action="append", default=[], metavar="FIELD=V1,V2",
+                    help="search only these values of a plan field (tp, pp, cp, vpp, micro_batch, recompute, "
+                         "sequence_parallel, zero); repeatable")
+    se.add_argument("--top", type=_count("--top"), default=10, help="rows to show (0: every feasible plan)")
+    se.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    se.add_argument("--output", metavar="FILE", help="write the best plan as a plan file, e.g. strategies/NAME.json")
+    se.add_argument("--plot", metavar="FILE.png", help="draw step time against GPUs and the Pareto front")
+
+    ex = sub.add_parser("export", help="print a plan file as Megatron-LM arguments, a torchtitan or a DeepSpeed config")
+    ex.add_argument("plan", help="plan file (JSON)")
+    ex.add_argument("--to", required=True, help="megatron | torchtitan | deepspeed")
 
     hw = sub.add_parser("hardware", help="list or show hardware presets, or print the spec JSON schema")
     hws = hw.add_subparsers(dest="action", required=True, parser_class=_Parser)
@@ -82,13 +143,95 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "global_batch", "seq_len")
+
+
 def _predict(a) -> str:
+    if a.plan:
+        given = [f"--{k.replace('_', '-')}" for k in ("model", "hardware", "gpus", "tp", "pp", "dp", "micro_batch",
+                                                      "global_batch", "seq_len") if getattr(a, k) is not None]
+        if given:
+            raise InputError(f"predict --plan takes its inputs from the plan file; drop {', '.join(given)}")
+        pf = load_plan_file(a.plan)
+        est = estimate(pf.model, pf.hardware, pf.plan)
+        if a.save_plan:
+            write_plan_file(pf, a.save_plan, "--save-plan")
+        return est.model_dump_json(indent=2) if a.format == "json" else estimate_table(est)
+    if a.save_plan:
+        check_writable(a.save_plan, "--save-plan")
+    missing = [f"--{k.replace('_', '-')}" for k in PREDICT_INPUTS if getattr(a, k) is None]
+    if missing:
+        raise InputError(f"predict needs {', '.join(missing)} (or --plan FILE, or no flags for the built-in example)")
     plan = Plan(gpus=a.gpus, tp=a.tp, pp=a.pp, dp=a.dp, cp=a.cp, vpp=a.vpp, micro_batch=a.micro_batch,
                 global_batch=a.global_batch, seq_len=a.seq_len, recompute=a.recompute,
                 sequence_parallel=a.sequence_parallel, zero=a.zero, precision=a.precision, schedule=a.schedule,
                 attention=a.attention, grad_dtype=a.grad_dtype, overlap_dp_comm=not a.no_overlap_dp_comm)
-    est = estimate(load_model(a.model), load_hardware(a.hardware), plan)
+    model, system = load_model(a.model), load_hardware(a.hardware)
+    est = estimate(model, system, plan)
+    if a.save_plan:
+        pf = plan_file(model, system, est.plan, created_by="perfmodel " + " ".join(sys.argv[1:]))
+        write_plan_file(pf, a.save_plan, "--save-plan")
     return est.model_dump_json(indent=2) if a.format == "json" else estimate_table(est)
+
+
+def _space(only: list[str]) -> Space:
+    fields = {}
+    for item in only:
+        name, _, values = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if name not in Space.model_fields or not values:
+            raise InputError(f"--only {item!r}: expected FIELD=V1,V2 with FIELD one of {', '.join(Space.model_fields)}")
+        parsed = []
+        for v in values.split(","):
+            v = v.strip()
+            if name == "recompute":
+                parsed.append(v)
+            elif name == "sequence_parallel":
+                if v.lower() not in ("true", "false", "on", "off", "1", "0"):
+                    raise InputError(f"--only {item!r}: sequence_parallel values are true or false, got {v!r}")
+                parsed.append(v.lower() in ("true", "on", "1"))
+            else:
+                try:
+                    parsed.append(int(v))
+                except ValueError:
+                    raise InputError(f"--only {item!r}: {name} values are integers, got {v!r}") from None
+        fields[name] = parsed
+    return Space(**fields)
+
+
+def _search(a) -> str:
+    for path, what in ((a.output, "--output"), (a.plot, "--plot")):
+        if path:
+            check_writable(path, what)
+    result = search(load_model(a.model), load_hardware(a.hardware), a.gpus, a.global_batch, a.seq_len,
+                    precision=a.precision, objective=a.objective, space=_space(a.only), attention=a.attention,
+                    grad_dtype=a.grad_dtype)
+    extra = []
+    if a.output:
+        pf = plan_file(result.model, result.system, result.plan(0), balance=True,
+                       created_by="perfmodel " + " ".join(sys.argv[1:]))
+        write_plan_file(pf, a.output)
+        extra.append(f"wrote the best plan to {a.output}")
+    if a.plot:
+        from .plots.search import search_figure
+
+        search_figure(result, a.plot)
+        extra.append(f"wrote {a.plot}")
+    rows = result.table if a.top == 0 else result.table.head(a.top)
+    if a.format == "json":
+        out = json.dumps({"summary": {"enumerated": result.enumerated, "feasible": result.feasible,
+                                      "seconds": result.seconds, "per_gpu_count": result.counts.to_dict("records")},
+                          "plans": json.loads(rows.to_json(orient="records")),
+                          "pareto": json.loads(result.pareto().to_json(orient="records"))
+                          if len(a.gpus) > 1 else None}, indent=2)
+    elif a.format == "csv":
+        print(result.summary(), file=sys.stderr)
+        out = rows.to_csv(index=False).rstrip("\n")
+    else:
+        out = search_table(result, rows, a.top)
+    for line in extra:
+        print(line, file=sys.stderr)
+    return out
 
 
 def run(argv: list[str]) -> str:
@@ -97,6 +240,10 @@ def run(argv: list[str]) -> str:
     a = build_parser().parse_args(argv)
     if a.cmd == "predict":
         return _predict(a)
+    if a.cmd == "search":
+        return _search(a)
+    if a.cmd == "export":
+        return export(load_plan_file(a.plan), a.to).rstrip("\n")
     if a.cmd == "hardware":
         if a.action == "list":
             rows = []

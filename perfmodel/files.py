@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -39,3 +41,29 @@ def read_mapping(path, where: str | None = None) -> dict:
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a mapping of fields, got {type(data).__name__}")
     return data
+
+
+def check_writable(path, what: str) -> Path:
+    """Refuse an output path that cannot be written, before any work is done (one line naming the flag)."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{what} {str(path)!r} is a directory; give a file name such as {path / 'out'}")
+    if not path.parent.is_dir():
+        raise InputError(f"{what} {str(path)!r}: directory {str(path.parent)!r} does not exist")
+    if not os.access(path.parent, os.W_OK):
+        raise InputError(f"{what} {str(path)!r}: directory {str(path.parent)!r} is not writable")
+    return path
+
+
+def write_atomic(path, write, what: str = "output") -> Path:
+    """Call write(temporary_path) and rename the result onto `path`: never a half-written file at `path`."""
+    path = check_writable(path, what)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -40,6 +40,9 @@ PRESETS: dict[str, dict] = {
     # d_model 5140 with 40 heads of 128 (attention width 5120), as in Table 2.1.
     "gpt3-13b": _gpt(40, 5140, 40, _GPT3, _GPT3_SRC, head_dim=128),
     "gpt3-175b": _gpt(96, 12288, 96, _GPT3, _GPT3_SRC),
+    # The largest model of Narayanan et al. 2021 (Table 1): 128 layers, hidden 25600, 160 heads, vocab 51200,
+    # sequence 2048; 12 l h^2 = 1.007T parameters in its layers.
+    "megatron-1t": _gpt(128, 25600, 160, dict(_GPT3, vocab=51200), "Narayanan et al. 2021, Table 1 (1T row)"),
     "llama-2-7b": dict(_LLAMA2, n_layers=32, hidden=4096, n_heads=32, ffn_hidden=11008,
                        source="Touvron et al. 2023 (Llama 2), meta-llama/Llama-2-7b-hf config.json"),
     "llama-2-13b": dict(_LLAMA2, n_layers=40, hidden=5120, n_heads=40, ffn_hidden=13824,

@@ -12,18 +12,17 @@ This module imports no part of the cost model (the executor reads plan files wit
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
 from .errors import InputError, Schema
+from .files import write_atomic
 from .hardware import System
 from .models import ModelConfig
-from .plan import Plan, resolve
+from .plan import Plan, default_stage_layers, resolve
 
 VERSION = 1
 MESH_AXES = ("pp", "dp", "cp", "tp")  # outermost first; the device order of Plan (tp innermost)
@@ -97,10 +96,10 @@ def check(pf: PlanFile) -> PlanFile:
     want = mesh_of(plan)
     if list(pf.mesh) != list(want) or pf.mesh != want:
         raise InputError(f"plan file field mesh = {pf.mesh} disagrees with the plan; valid mesh: {want}")
-    if len(pf.stage_layers) != plan.pp or sum(pf.stage_layers) != pf.model.n_layers or min(pf.stage_layers) < plan.vpp:
-        raise InputError(
-            f"plan file field stage_layers = {pf.stage_layers} must list pp = {plan.pp} stages of at least vpp = "
-            f"{plan.vpp} layers summing to n_layers = {pf.model.n_layers}")
+    split = plan.stage_layers or default_stage_layers(pf.model.n_layers, plan.pp)
+    if pf.stage_layers != split:
+        raise InputError(f"plan file field stage_layers = {pf.stage_layers} disagrees with the plan; valid "
+                         f"stage_layers: {split} (set plan.stage_layers to change the split)")
     for i, pl in enumerate(pf.placements):
         where = f"plan file field placements.{i} ({pl.op})"
         if pl.op not in OPS:
@@ -142,20 +141,7 @@ def load_plan_file(path: str | Path) -> PlanFile:
     return check(PlanFile(**data))
 
 
-def write_plan_file(pf: PlanFile, path: str | Path) -> Path:
-    """Write a checked plan file atomically (a temporary file renamed into place: never half-written)."""
+def write_plan_file(pf: PlanFile, path: str | Path, what: str = "--output") -> Path:
+    """Write a checked plan file atomically (never half-written)."""
     check(pf)
-    path = Path(path)
-    if path.is_dir():
-        raise InputError(f"--output {str(path)!r} is a directory; give a file name such as {path / 'plan.json'}")
-    if not path.parent.exists():
-        raise InputError(f"--output {str(path)!r}: directory {str(path.parent)!r} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=".plan-", suffix=".json", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(pf.model_dump_json(indent=2) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(path, lambda tmp: Path(tmp).write_text(pf.model_dump_json(indent=2) + "\n"), what)

@@ -111,3 +111,34 @@ def model_table(m: ModelConfig) -> str:
             ("sliding window", m.sliding_window or "none"), ("source", m.source)]
     w = max(len(k) for k, _ in rows)
     return "\n".join([m.name] + [f"  {k:<{w}}  {v}" for k, v in rows])
+
+
+def search_table(result, rows, top: int = 0) -> str:
+    """The ranked plans of a search (the rows given), its summary line and, for several GPU counts, the
+    Pareto front of step time, GPUs and memory."""
+    def fmt(df):
+        out = df.copy()
+        out["sequence_parallel"] = out["sequence_parallel"].map({True: "on", False: "off"})
+        out["step_time_s"] = out["step_time_s"].map(lambda x: f"{x:.3f}")
+        out["tokens_per_s"] = out["tokens_per_s"].map(lambda x: f"{x:,.0f}")
+        out["mfu"] = out["mfu"].map(_pct)
+        out["memory_gib"] = out["memory_gib"].map(lambda x: f"{x:.1f}")
+        out["gpu_hours_per_step"] = out["gpu_hours_per_step"].map(lambda x: f"{x:.3f}")
+        out = out.drop(columns=["fits_in_memory"]).rename(columns={"sequence_parallel": "sp", "micro_batch": "mb",
+                                                                    "memory_gib": "mem_gib"})
+        out.index = range(1, len(out) + 1)
+        return out.to_string()
+
+    j = result.job
+    front = result.pareto()
+    lines = [f"{result.model.name} on {result.system.name}: global_batch={j.global_batch} seq_len={j.seq_len} "
+             f"precision={j.precision}; ranked by {result.objective}",
+             result.summary(), ""]
+    lines.append(fmt(rows))
+    if result.counts["gpus"].nunique() > 1:
+        lines += ["", "per GPU count:", result.counts.to_string(index=False, float_format=lambda x: f"{x:.2f}"),
+                  "", "Pareto front (no plan is at least as good on step time, GPUs and memory, and better on one)"
+                  + (f", fastest {top} per GPU count:" if top else ":"),
+                  fmt(front.groupby("gpus", group_keys=False).head(top) if top else front)]
+    lines += [f"note: {n}" for n in result.notes]
+    return "\n".join(lines)

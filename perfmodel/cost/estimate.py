@@ -145,9 +145,8 @@ def _stages(model: ModelConfig, lay: Layouts) -> Stages:
         col = lambda x: np.asarray(x, float)[:, None]
         ranks = np.arange(n)
         return Stages(col(lay.stage_layers), col(ranks == 0), col(ranks == n - 1), col(ranks), np.ones((n, 1), bool))
-    lf, lm, ll = (np.zeros(len(lay)) for _ in range(3))
-    for p in np.unique(pp):
-        lf[pp == p], lm[pp == p], ll[pp == p] = stage_layers(model.n_layers, int(p))
+    values, inverse = np.unique(pp, return_inverse=True)
+    lf, lm, ll = np.array([stage_layers(model.n_layers, int(p)) for p in values], float)[inverse].T
     one = np.ones(len(lay))
     return Stages(layers=np.stack([lf, lm, ll]), embedding=np.stack([one, 0 * one, 0 * one]),
                   head=np.stack([(pp == 1) * one, 0 * one, one]), rank=np.stack([0 * one, one, pp - 1.0]),
@@ -177,6 +176,9 @@ class Step:
     hardware_flops: np.ndarray
     peak_flops: float
     peak_dtype: str
+    unit_time: dict  # seconds per micro-batch of one layer, the embedding, the head (compute + exposed comm)
+    p2p: np.ndarray  # seconds per micro-batch of a stage's sends
+    stage_time_max: np.ndarray  # seconds per micro-batch of the slowest stage
 
     @property
     def step_time_s(self) -> np.ndarray:
@@ -227,8 +229,9 @@ def _unit_params(model: ModelConfig, lay: Layouts) -> dict[str, np.ndarray]:
             "head": stage_params_per_device(model, t, pp, 0, pp == 1, True) - np.where(pp == 1, p_emb, 0.0)}
 
 
-def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | None = None):
-    """Bytes per device on the most loaded stage of every plan: ({MemoryBreakdown field: array}, stage kind).
+def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | None = None, per_kind=False):
+    """Bytes per device on the most loaded stage of every plan: ({MemoryBreakdown field: array}, stage kind);
+    with per_kind, {field: array (stage kinds, plans)} for every stage kind of `st` instead.
 
     Needs no kernel times, so a search can drop the plans that do not fit before timing the rest.
     """
@@ -257,15 +260,20 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     if narrow < 2:  # cached narrow copies of the layers' projection weights (not embedding / LM head)
         other = other + st.layers * model.matmul_params_per_layer() / t * narrow / np.where(zero == 3, shard, 1)
     total = states["weights"] + states["gradients"] + states["optimizer"] + act + other
-    mem_kind = np.argmax(np.where(st.valid, total, -np.inf), axis=0)
     by_kind = dict(states, activations=act, other=other, total=total)
+    if per_kind:
+        return {k: np.broadcast_to(by_kind[k], total.shape) for k in MEMORY_PARTS}
+    mem_kind = np.argmax(np.where(st.valid, total, -np.inf), axis=0)
     memory = {k: _pick(np.broadcast_to(by_kind[k], total.shape), mem_kind) for k in MEMORY_PARTS}
 
     return memory, mem_kind
 
 
-def evaluate(model: ModelConfig, system: System, lay: Layouts) -> Step:
-    """Predict one training step of every plan in `lay` (resolved plans of one job) on `system`."""
+def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> Step:
+    """Predict one training step of every plan in `lay` (resolved plans of one job) on `system`.
+
+    `memory`: what `stage_memory` returned for these plans, if the caller has it already.
+    """
     dev = Device(model, system, lay)
     t, cp, pp, v, dp = lay.tp, lay.cp, lay.pp, lay.vpp, lay.dp
     m, rc, shard, gpus = lay.num_microbatches, lay.recompute, lay.zero_shard, lay.gpus
@@ -392,7 +400,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts) -> Step:
     time = {k: _pick(stage_part[k], bottleneck) * m for k in STAGE_PARTS}
     time.update(dp_comm=dp_exposed + none, bubble=t_pipe - m * t_max, optimizer=t_opt + none, total=step)
 
-    memory, mem_kind = stage_memory(model, system, lay, st)
+    memory, mem_kind = stage_memory(model, system, lay, st) if memory is None else memory
 
     # --- FLOPs ---------------------------------------------------------------------------------------------
     tokens = lay.tokens_per_step
@@ -403,7 +411,8 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts) -> Step:
     return Step(lay=lay, stages=st, ops=ops, patterns=patterns, step_patterns=step_patterns, time=time,
                 memory=memory, bottleneck=bottleneck, memory_kind=mem_kind, capacity=system.accelerator.hbm_bytes,
                 model_flops=mflops, hardware_flops=hflops, peak_flops=system.accelerator.peak_flops(peak_dtype),
-                peak_dtype=peak_dtype)
+                peak_dtype=peak_dtype, unit_time={u: sum(parts[u].values()) + none for u in UNITS}, p2p=p2p,
+                stage_time_max=t_max)
 
 
 def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict) -> Estimate:

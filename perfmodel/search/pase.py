@@ -402,7 +402,14 @@ def _codes_of(ids: np.ndarray, n_axes: int) -> np.ndarray:
 @dataclass
 class CostTables:
     """Costs the DP reads. Vertex kind -> (K,) seconds per step and bytes per device; edge key -> a matrix of
-    seconds per step over (producer class, consumer class) with each side's config -> class map."""
+    seconds per step over (producer class, consumer class) with each side's config -> class map.
+
+    `alt[key]`, where present, is a second way to run the edge, (seconds, bytes) over the same classes: the
+    consumer keeps its input as the producer wrote it (sharded) and gathers it again in the backward
+    (Megatron-LM sequence parallelism keeps the GEMM inputs sharded this way; Korthikanti et al. 2022,
+    Sec. 4.2.2): one more forward redistribution per micro-batch, minus the activation bytes it saves.
+    The DP takes the cheaper of the two at its lambda (`edge_objective`).
+    """
 
     time: dict[str, np.ndarray]
     memory: dict[str, np.ndarray]
@@ -412,13 +419,30 @@ class CostTables:
     edge_kinds: dict[str, tuple[str, str]]  # edge key -> (producer kind, consumer kind)
     configs: dict[str, np.ndarray] = field(default_factory=dict)  # kind -> (K, axes) dim index per axis
     mesh: Mesh | None = None
+    alt: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     def size(self, kind: str) -> int:
         return len(self.time[kind])
 
-    def edge_matrix(self, key: str) -> np.ndarray:
-        """Seconds per step of edge `key` over (producer config, consumer config)."""
-        return self.edge[key][np.ix_(self.src_class[key], self.dst_class[key])]
+    def edge_objective(self, key: str, lam: float) -> np.ndarray:
+        """Seconds + lam * bytes of edge `key` over (producer class, consumer class), the cheaper way."""
+        if key not in self.alt:
+            return self.edge[key]
+        t, mem = self.alt[key]
+        return np.minimum(self.edge[key], t + lam * mem)
+
+    def edge_parts(self, key: str, lam: float, row, col) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(seconds, bytes, alternative taken) of edge `key` at class pairs (row, col), the way the DP takes it."""
+        base = self.edge[key][row, col]
+        if key not in self.alt:
+            return base, np.zeros_like(base), np.zeros(np.shape(base), bool)
+        t, mem = self.alt[key][0][row, col], self.alt[key][1][row, col]
+        use = t + lam * mem < base
+        return np.where(use, t, base), np.where(use, mem, 0.0), use
+
+    def edge_matrix(self, key: str, lam: float = 0.0) -> np.ndarray:
+        """Seconds + lam * bytes of edge `key` over (producer config, consumer config)."""
+        return self.edge_objective(key, lam)[np.ix_(self.src_class[key], self.dst_class[key])]
 
 
 def restrict_tables(tables: CostTables, keep: dict[str, Sequence[int]]) -> CostTables:
@@ -433,6 +457,7 @@ def restrict_tables(tables: CostTables, keep: dict[str, Sequence[int]]) -> CostT
         edge_kinds=dict(tables.edge_kinds),
         configs={k: v[idx[k]] for k, v in tables.configs.items()},
         mesh=tables.mesh,
+        alt=dict(tables.alt),
     )
     return sub
 
@@ -626,17 +651,22 @@ def _vertex_costs(kind: OpKind, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarra
     kernels, comm, kept = _compute(kind, c, x)
     wtime, states = _weight_costs(kind, c, configs, x)
     seconds = x.m * (kernels + comm) + wtime
+    if kind.layer and x.plan.recompute == "full" and kind.name != "norm1":
+        kept = 0.0 * kept  # full recomputation keeps only the layer input (norm1's)
+    weight = x.layer_weight if kind.layer else 1.0
+    return np.broadcast_to(seconds, (len(configs),)).astype(float), weight * states + _kept_scale(kind, x) * kept
+
+
+def _kept_scale(kind: OpKind, x: _Ctx) -> float:
+    """Bytes on the first stage per byte an op keeps for one micro-batch: layers x micro-batch chunks in flight
+    (pipeline.in_flight) x the layer's share of the stage; the head's activations live for one micro-batch
+    (all of them under GPipe), as in estimate."""
     p = x.plan
     if kind.layer:
-        if p.recompute == "full":  # only the layer input (norm1's) stays
-            kept = kept if kind.name == "norm1" else 0.0 * kept
-        acts = kept * x.chunks / p.vpp
-    elif kind.name == "embedding":
-        acts = kept * x.chunks / p.vpp
-    else:  # the head's activations live for one micro-batch (all of them under GPipe), as estimate
-        acts = kept * (x.m if p.schedule == "gpipe" else 1)
-    weight = x.layer_weight if kind.layer else 1.0
-    return np.broadcast_to(seconds, (len(configs),)).astype(float), weight * (states + acts)
+        return x.layer_weight * x.chunks / p.vpp
+    if kind.name == "embedding":
+        return x.chunks / p.vpp
+    return float(x.m if p.schedule == "gpipe" else 1)
 
 
 def _edge_costs(graph: Graph, tables: CostTables, x: _Ctx) -> None:
@@ -654,15 +684,28 @@ def _edge_costs(graph: Graph, tables: CostTables, x: _Ctx) -> None:
         tables.edge_kinds[e.key] = (src.name, dst.name)
         full = x.plan.micro_batch * x.plan._resolved() * x.plan.seq_len * src.out_width * ACT_BYTES
         passes = 2.0 if x.plan.recompute == "full" and dst.layer else 1.0
-        key = (rows.tobytes(), cols.tobytes(), full, passes)
+        keeps = dst.family == "linear" and x.plan.recompute != "full"  # GEMMs keep their input for dW
+        key = (rows.tobytes(), cols.tobytes(), full, passes, keeps and _kept_scale(dst, x))
         if key not in seen:
             o = np.repeat(_codes_of(rows, n_axes), len(cols), axis=0)  # every (row, col) pair
             i = np.tile(_codes_of(cols, n_axes), (len(rows), 1))
             fwd_dst = np.where(i == _P, _R, i)  # the consumer reads a Replicate input
             bwd_dst = np.where(o == _P, _R, o)  # the gradient of a Partial output is Replicate
-            t = passes * redistribution_time(x.mesh, o, fwd_dst, full) + redistribution_time(x.mesh, i, bwd_dst, full)
-            seen[key] = x.m * t.reshape(len(rows), len(cols))
-        tables.edge[e.key] = seen[key]
+            fwd = redistribution_time(x.mesh, o, fwd_dst, full)
+            t = x.m * (passes * fwd + redistribution_time(x.mesh, i, bwd_dst, full))
+            alt = None
+            if keeps:  # keep the producer's shard, all-gather it again in the backward (only gathers: no Partial)
+                gathered = (o >= _S) & (i <= _P)
+                shrink = _prod_sizes(x.mesh, gathered)
+                ok = (shrink > 1) & ~(o == _P).any(axis=1)
+                kept = full / _prod_sizes(x.mesh, i >= _S)  # the consumer's local input, bytes
+                saved = np.where(ok, kept * (1 - 1 / shrink) * _kept_scale(dst, x), 0.0)
+                alt = (np.where(ok, t + x.m * fwd, t), -saved)
+                alt = tuple(a.reshape(len(rows), len(cols)) for a in alt) if ok.any() else None
+            seen[key] = (t.reshape(len(rows), len(cols)), alt)
+        tables.edge[e.key] = seen[key][0]
+        if seen[key][1] is not None:
+            tables.alt[e.key] = seen[key][1]
 
 
 def cost_tables(graph: Graph, model: ModelConfig, system: System, plan: Plan) -> CostTables:
@@ -686,16 +729,19 @@ def cost_tables(graph: Graph, model: ModelConfig, system: System, plan: Plan) ->
 # ---------------------------------------------------------------------------------------------------------
 # GENERATESEQ and the dynamic program
 # ---------------------------------------------------------------------------------------------------------
-def generate_seq(graph: Graph) -> list[int]:
+def generate_seq(graph: Graph, pinned: Sequence[int] = ()) -> list[int]:
     """PaSE's GENERATESEQ: a vertex order that keeps the dependent set small.
 
     The dependent set of the processed vertices X is D(X) = {u in X with a neighbour outside X}; the DP table
     is indexed by its configurations. Greedily append the vertex v minimising |D(X + v)| (ties: lowest index, i.e.
     graph order). |D(X + v)| - |D(X)| = [v has unprocessed neighbours] - #{u in D(X): v is u's last unprocessed
     neighbour}; only vertices within two hops of the last one change, so a heap with lazy updates suffices.
+    `pinned` vertices count a neighbour outside the graph (they stay in D: the block boundaries of `ChainProblem`).
     """
     nb = graph.neighbours()
     left = [len(s) for s in nb]  # unprocessed neighbours
+    for v in pinned:
+        left[v] += 1
     done = [False] * len(nb)
 
     def delta(v: int) -> int:
@@ -739,21 +785,43 @@ class DPStats:
     max_table_entries: int = 0  # largest table (dependent set plus the vertex being added)
 
 
-class Problem:
-    """A graph and its cost tables, prepared for repeated DP runs (one per lambda): the order, adjacency and
-    the lambda-independent caches (edge blocks, class compressions) are built once."""
+def _edge_parts(graph: Graph, tables: CostTables, assignment, lam: float):
+    """Per edge: (seconds, bytes, alternative taken) of a strategy, each edge run the way the DP takes it at lam."""
+    a = np.asarray(assignment)
+    out = [tables.edge_parts(e.key, lam, tables.src_class[e.key][a[e.src]], tables.dst_class[e.key][a[e.dst]])
+           for e in graph.edges]
+    return [float(t) for t, _, _ in out], [float(m) for _, m, _ in out], [bool(u) for _, _, u in out]
 
-    def __init__(self, graph: Graph, tables: CostTables, order: list[int] | None = None):
-        self.graph, self.tables = graph, tables
-        self.order = generate_seq(graph) if order is None else order
+
+def _evaluate(graph: Graph, tables: CostTables, by_kind: dict[str, np.ndarray], assignment,
+              lam: float = 0.0) -> tuple[float, float]:
+    a = np.asarray(assignment)
+    t = sum(float(tables.time[k][a[ix]].sum()) for k, ix in by_kind.items())
+    mem = sum(float(tables.memory[k][a[ix]].sum()) for k, ix in by_kind.items())
+    et, em, _ = _edge_parts(graph, tables, a, lam)
+    return t + sum(et), mem + sum(em)
+
+
+class Problem:
+    """PaSE's DP over one graph in GENERATESEQ order, prepared for repeated runs (one per lambda): order,
+    adjacency and the lambda-independent caches (edge blocks, class compressions) are built once.
+
+    `pinned` vertices are never minimised out (nor compressed): a run then returns the table over them, the
+    min-plus map that `ChainProblem` composes.
+    """
+
+    def __init__(self, graph: Graph, tables: CostTables, order: list[int] | None = None, pinned: Sequence[int] = ()):
+        self.graph, self.tables, self.pinned = graph, tables, tuple(pinned)
+        self.order = generate_seq(graph, self.pinned) if order is None else order
         self.kind = [v.kind for v in graph.vertices]
-        self.adj: list[list[tuple[int, bool]]] = [[] for _ in graph.vertices]  # (edge, this vertex is producer)
+        self.adj: list[list[tuple[int, int, bool]]] = [[] for _ in graph.vertices]  # (edge, other, this is src)
         for i, e in enumerate(graph.edges):
-            self.adj[e.src].append((i, True))
-            self.adj[e.dst].append((i, False))
+            self.adj[e.src].append((i, e.dst, True))
+            self.adj[e.dst].append((i, e.src, False))
         self._spaces: dict[tuple, _Space] = {}
         self._blocks: dict[tuple, np.ndarray] = {}
         self._groups: dict[tuple, tuple[_Space, np.ndarray] | None] = {}
+        self._lam: float | None = None  # the lambda the edge blocks were built for
         self.by_kind = {k: np.array([i for i, kk in enumerate(self.kind) if kk == k]) for k in set(self.kind)}
         self.stats = DPStats()
 
@@ -763,25 +831,25 @@ class Problem:
             self._spaces[key] = _Space(kind, reps, len(self._spaces))
         return self._spaces[key]
 
-    def _cls(self, e: int, producer: bool) -> np.ndarray:
-        key = self.graph.edges[e].key
-        return self.tables.src_class[key] if producer else self.tables.dst_class[key]
-
-    def _block(self, e: int, u_is_src: bool, su: _Space, kv: str) -> np.ndarray:
-        """Edge e's seconds over (u's states, every configuration of the vertex being added)."""
+    def _block(self, e: int, u_is_src: bool, su: _Space, lam: float) -> np.ndarray:
+        """Edge e's cost over (states of u, its processed end; every configuration of the vertex being added)."""
+        if lam != self._lam:
+            self._blocks.clear()
+            self._lam = lam
         key = (self.graph.edges[e].key, u_is_src, su.tag)
         if key not in self._blocks:
             ek = self.graph.edges[e].key
-            mat, sc, dc = self.tables.edge[ek], self.tables.src_class[ek], self.tables.dst_class[ek]
+            mat, sc, dc = self.tables.edge_objective(ek, lam), self.tables.src_class[ek], self.tables.dst_class[ek]
             self._blocks[key] = mat[np.ix_(sc[su.reps], dc)] if u_is_src else mat[np.ix_(sc, dc[su.reps])].T
         return self._blocks[key]
 
-    def _grouping(self, space: _Space, live: tuple[tuple[int, bool], ...]):
-        """States of `space` that agree on every class the live edges read: (new space, (G, width) old-state
-        index, padded by repeating a member) or None when no two states agree."""
-        key = (space.tag, tuple(sorted({(self.graph.edges[e].key, s) for e, s in live})))
+    def _grouping(self, space: _Space, live: list[tuple[str, bool]]):
+        """States of `space` that place every live edge's tensor alike: (new space, (G, width) old-state index
+        padded by repeating a member) or None when no two states agree."""
+        key = (space.tag, tuple(sorted(set(live))))
         if key not in self._groups:
-            sig = np.stack([self._cls(e, s)[space.reps] for e, s in live], axis=1)
+            t = self.tables
+            sig = np.stack([(t.src_class if s else t.dst_class)[ek][space.reps] for ek, s in key[1]], axis=1)
             _, first, inv = np.unique(sig, axis=0, return_index=True, return_inverse=True)
             inv = inv.ravel()
             if len(first) == len(space.reps):
@@ -793,36 +861,35 @@ class Problem:
                 self._groups[key] = (self._space(space.kind, space.reps[idx[:, 0]]), idx)
         return self._groups[key]
 
-    def solve(self, unary: dict[str, np.ndarray], edge_weight: float = 1.0) -> tuple[float, list[int]]:
-        """Exact minimum of sum unary[kind(v)][x_v] + edge_weight * sum edge costs, and its argmin (config per vertex).
+    def run(self, lam: float, free: Sequence[int] = ()):
+        """The DP proper for time + lam * memory: (final table over the pinned vertices, their order in it,
+        traceback records).
 
-        Frontier DP over `order` (PaSE's recurrence): the table T is indexed by the states of the dependent set.
-        Adding v: T[..., x_v] = T[...] + unary(x_v) + edges from v to processed neighbours; then every vertex with
-        no unprocessed neighbour left is minimised out, and the vertices whose remaining edges changed are
-        compressed to their placement classes (exact; see the module docstring). Records keep the argmins for
-        the traceback.
+        PaSE's recurrence over the frontier (dependent set) D: adding v, T[..., x_v] = T[...] + cost(x_v) + the
+        edges from v to processed neighbours; every vertex left without unprocessed neighbours is minimised out
+        (argmin recorded); vertices whose remaining edges changed are compressed to their placement classes
+        (exact, see the module docstring). `free` vertices cost nothing themselves (a block's input, paid by
+        the block before it).
         """
+        graph, st = self.graph, self.stats
+        unary = {k: self.tables.time[k] + lam * self.tables.memory[k] for k in self.by_kind}
         T = np.zeros(())
         front: list[int] = []
         space: dict[int, _Space] = {}
-        left = [len(a) for a in self.adj]
+        left = [len(a) + (v in self.pinned) for v, a in enumerate(self.adj)]
         done = np.zeros(len(self.kind), bool)
         records: list[tuple] = []
-        st = self.stats
         for v in self.order:
             kv = self.kind[v]
-            T = T[..., None] + unary[kv]
+            T = T[..., None] + (0.0 * unary[kv] if v in free else unary[kv])
             touched = [v]
-            for e, v_is_src in self.adj[v]:
-                edge = self.graph.edges[e]
-                u = edge.dst if v_is_src else edge.src
+            for e, u, v_is_src in self.adj[v]:
                 if not done[u]:
                     continue
-                ax = front.index(u)
-                blk = self._block(e, not v_is_src, space[u], kv)
+                blk = self._block(e, not v_is_src, space[u], lam)
                 shape = [1] * T.ndim
-                shape[ax], shape[-1] = blk.shape
-                T = T + (edge_weight * blk).reshape(shape)
+                shape[front.index(u)], shape[-1] = blk.shape
+                T = T + blk.reshape(shape)
                 left[u] -= 1
                 left[v] -= 1
                 touched.append(u)
@@ -838,10 +905,9 @@ class Problem:
                 front.pop(ax)
                 records.append(("elim", u, tuple(front), arg))
             for u in dict.fromkeys(touched):
-                if left[u] == 0:
+                if left[u] == 0 or u in self.pinned:
                     continue
-                live = tuple((e, s) for e, s in self.adj[u]
-                             if not done[self.graph.edges[e].dst if s else self.graph.edges[e].src])
+                live = [(graph.edges[e].key, s) for e, w, s in self.adj[u] if not done[w]]
                 grouping = self._grouping(space[u], live)
                 if grouping is None:
                     continue
@@ -853,11 +919,12 @@ class Problem:
                 records.append(("group", u, tuple(front), j, idx))
                 space[u] = new
             st.max_dependent_set = max(st.max_dependent_set, len(front))
-        return float(T), self._traceback(records)
+        return T, front, records
 
-    def _traceback(self, records: list[tuple]) -> list[int]:
-        state: dict[int, int] = {}
-        config = [0] * len(self.kind)
+    @staticmethod
+    def traceback(records: list[tuple], state: dict[int, int], config: list[int]) -> None:
+        """Fill `config` (one configuration per vertex) from the records, given the states of the pinned vertices."""
+        state = dict(state)
         for rec in reversed(records):
             if rec[0] == "elim":
                 _, u, fr, arg = rec
@@ -867,28 +934,112 @@ class Problem:
                 state[u] = int(idx[state[u], j[tuple(state[w] for w in fr)]])
             else:
                 config[rec[1]] = state[rec[1]]
-        return config
 
-    def evaluate(self, assignment: Sequence[int]) -> tuple[float, float]:
-        """(seconds per step, bytes per device) of a configuration per vertex."""
-        a = np.asarray(assignment)
-        t = sum(float(self.tables.time[k][a[ix]].sum()) for k, ix in self.by_kind.items())
-        mem = sum(float(self.tables.memory[k][a[ix]].sum()) for k, ix in self.by_kind.items())
-        for e in self.graph.edges:
-            ek = e.key
-            t += float(self.tables.edge[ek][self.tables.src_class[ek][a[e.src]], self.tables.dst_class[ek][a[e.dst]]])
-        return t, mem
+    def solve(self, lam: float = 0.0) -> tuple[float, list[int]]:
+        """Exact minimum of time + lam * memory (vertex and edge costs), and its argmin (config per vertex)."""
+        if self.pinned:
+            raise ValueError("a Problem with pinned vertices returns tables (run), not one optimum")
+        T, _, records = self.run(lam)
+        config = [0] * len(self.kind)
+        self.traceback(records, {}, config)
+        return float(T), config
 
-
-def dp(graph: Graph, tables: CostTables, lam: float = 0.0, order: list[int] | None = None) -> tuple[float, list[int]]:
-    """Exact minimum of time + lam * memory over all strategies by PaSE's DP, and its argmin."""
-    prob = Problem(graph, tables, order)
-    return prob.solve({k: tables.time[k] + lam * tables.memory[k] for k in tables.time})
+    def evaluate(self, assignment: Sequence[int], lam: float = 0.0) -> tuple[float, float]:
+        """(seconds per step, bytes per device) of a configuration per vertex (edges run as the DP would at lam)."""
+        return _evaluate(self.graph, self.tables, self.by_kind, assignment, lam)
 
 
-def evaluate(graph: Graph, tables: CostTables, assignment: Sequence[int]) -> tuple[float, float]:
-    """(seconds per step, bytes per device) of a strategy: one configuration index per vertex."""
-    return Problem(graph, tables, order=[]).evaluate(assignment)
+def separators(graph: Graph) -> list[int]:
+    """Vertices no edge passes over in graph order (no edge (a, b) with a < v < b): they cut the graph into a
+    chain of blocks. In an operator graph: the embedding, every residual1 and residual2, and the head ops."""
+    cross = np.zeros(len(graph.vertices) + 1, int)
+    for e in graph.edges:
+        a, b = sorted((e.src, e.dst))
+        cross[a + 1] += 1
+        cross[b] -= 1
+    return [int(v) for v in np.flatnonzero(np.cumsum(cross)[:-1] == 0)]
+
+
+class ChainProblem:
+    """PaSE's DP organised by the graph's separators s_0 < s_1 < ...: each block (s_i, s_{i+1}] is solved by
+    `Problem` with s_i and s_{i+1} pinned, giving the min-plus map M_i[x_i, x_{i+1}] (the block's optimum for
+    each pair of boundary configurations); the chain V_{i+1}[y] = min_x V_i[x] + M_i[x, y] then spans the graph.
+    Exact (every edge lies inside one block), and identical blocks (layers 1..L-1 of a transformer: the same
+    kinds and edge kinds) share one map per run, so a run costs a few blocks rather than n_layers of them.
+    """
+
+    def __init__(self, graph: Graph, tables: CostTables):
+        self.graph, self.tables = graph, tables
+        seps = separators(graph)
+        self.blocks: list[tuple[int, int, tuple]] = []
+        self.sub: dict[tuple, Problem] = {}
+        owner = np.searchsorted(seps, [min(e.src, e.dst) for e in graph.edges], side="right") - 1
+        edges_of: dict[int, list[Edge]] = {}
+        for e, b in zip(graph.edges, owner):
+            edges_of.setdefault(int(b), []).append(e)
+        for i, (s, t) in enumerate(itertools.pairwise(seps)):
+            verts = graph.vertices[s:t + 1]
+            local = [Edge(e.src - s, e.dst - s, e.slot, e.key) for e in edges_of.get(i, [])]
+            sig = (tuple(v.kind for v in verts), tuple((e.src, e.dst, e.key) for e in local))
+            if sig not in self.sub:
+                sub = Graph([Vertex(v.name, v.kind, v.layer) for v in verts], local, graph.kinds)
+                self.sub[sig] = Problem(sub, tables, pinned=(0, t - s))
+            self.blocks.append((s, t, sig))
+        self.first = seps[0]
+        self.by_kind = {k: np.array([i for i, v in enumerate(graph.vertices) if v.kind == k])
+                        for k in {v.kind for v in graph.vertices}}
+
+    @property
+    def stats(self) -> DPStats:
+        out = DPStats()
+        for p in self.sub.values():
+            out.max_dependent_set = max(out.max_dependent_set, p.stats.max_dependent_set)
+            out.max_table_entries = max(out.max_table_entries, p.stats.max_table_entries)
+        return out
+
+    def solve(self, lam: float = 0.0) -> tuple[float, list[int]]:
+        """Exact minimum of time + lam * memory over the whole graph, and its argmin (config per vertex)."""
+        maps = {}
+        for sig, prob in self.sub.items():
+            T, front, records = prob.run(lam, free=(0,))
+            maps[sig] = (T if front[0] == 0 else T.T, records)
+        k0 = self.graph.vertices[self.first].kind
+        V = self.tables.time[k0] + lam * self.tables.memory[k0]
+        args = []
+        for _, _, sig in self.blocks:
+            W = V[:, None] + maps[sig][0]
+            arg = W.argmin(axis=0)
+            V = W[arg, np.arange(W.shape[1])]
+            args.append(arg)
+        y = int(np.argmin(V))
+        value = float(V[y])
+        config = [0] * len(self.graph.vertices)
+        for (s, t, sig), arg in zip(reversed(self.blocks), reversed(args)):
+            x = int(arg[y])
+            local = [0] * (t - s + 1)
+            Problem.traceback(maps[sig][1], {0: x, t - s: y}, local)
+            config[s:t + 1] = local
+            y = x
+        return value, config
+
+    def evaluate(self, assignment: Sequence[int], lam: float = 0.0) -> tuple[float, float]:
+        return _evaluate(self.graph, self.tables, self.by_kind, assignment, lam)
+
+
+def dp(graph: Graph, tables: CostTables, lam: float = 0.0, order: list[int] | None = None,
+       chain: bool = False) -> tuple[float, list[int]]:
+    """Exact minimum of time + lam * memory over all strategies by PaSE's DP (over the whole graph in
+    GENERATESEQ order, or block by block with `chain`), and its argmin."""
+    prob = ChainProblem(graph, tables) if chain else Problem(graph, tables, order)
+    return prob.solve(lam)
+
+
+def evaluate(graph: Graph, tables: CostTables, assignment: Sequence[int], lam: float = 0.0) -> tuple[float, float]:
+    """(seconds per step, bytes per device) of a strategy, one configuration index per vertex; an edge with an
+    alternative (`CostTables.alt`) runs the way that is cheaper in time + lam * bytes (at lam = 0: the faster)."""
+    by_kind = {k: np.array([i for i, v in enumerate(graph.vertices) if v.kind == k])
+               for k in {v.kind for v in graph.vertices}}
+    return _evaluate(graph, tables, by_kind, assignment, lam)
 
 
 def brute_force(graph: Graph, tables: CostTables, lam: float = 0.0, limit: int = 20_000_000) -> tuple[float, list[int]]:
@@ -899,7 +1050,7 @@ def brute_force(graph: Graph, tables: CostTables, lam: float = 0.0, limit: int =
     if total > limit:
         raise ValueError(f"{total} strategies exceed the brute-force limit {limit}")
     unary = [tables.time[k] + lam * tables.memory[k] for k in kinds]
-    mats = [tables.edge_matrix(e.key) for e in graph.edges]
+    mats = [tables.edge_matrix(e.key, lam) for e in graph.edges]
     strides = np.cumprod([1] + sizes[:-1])
     best, arg = np.inf, None
     chunk = 1 << 18
@@ -920,13 +1071,14 @@ def brute_force(graph: Graph, tables: CostTables, lam: float = 0.0, limit: int =
 # ---------------------------------------------------------------------------------------------------------
 @dataclass
 class _Point:
-    lam: float
+    lam: float  # the lambda it was found at; its edges run the way that is cheaper there
     assignment: list[int]
     time: float
     memory: float
+    reported_lam: float | None = None
 
 
-def _fit_budget(prob: Problem, budget: float, max_runs: int = 64) -> tuple[_Point, bool, int]:
+def _fit_budget(prob: Problem | ChainProblem, budget: float, max_runs: int = 64) -> tuple[_Point, bool, int]:
     """The strategy of the smallest lambda >= 0 whose time + lambda * memory optimum fits `budget`.
 
     lambda = 0 if the time-optimal strategy fits. Otherwise the optimum as a function of lambda is the lower
@@ -935,16 +1087,16 @@ def _fit_budget(prob: Problem, budget: float, max_runs: int = 64) -> tuple[_Poin
     until no strategy lies below the crossing: that lambda is the breakpoint where the optimum starts to fit.
     Returns (point, budget met, DP runs). When even the memory-optimal strategy exceeds the budget, that one.
     """
-    t, mem = prob.tables.time, prob.tables.memory
-
-    def run(lam: float, time_weight: float = 1.0) -> _Point:
-        _, a = prob.solve({k: time_weight * t[k] + lam * mem[k] for k in t}, edge_weight=time_weight)
-        return _Point(lam, a, *prob.evaluate(a))
+    def run(lam: float) -> _Point:
+        _, a = prob.solve(lam)
+        return _Point(lam, a, *prob.evaluate(a, lam))
 
     lo = run(0.0)
     if lo.memory <= budget:
+        lo.reported_lam = 0.0
         return lo, True, 1
-    hi = run(1.0, time_weight=0.0)  # least memory
+    # Memory first, time only to break ties: a byte per millionth of the time-optimal step.
+    hi = run(1e6 * max(lo.time, 1e-30) / lo.memory)
     runs, lam = 2, 0.0
     if hi.memory > budget:
         return hi, False, runs
@@ -959,7 +1111,7 @@ def _fit_budget(prob: Problem, budget: float, max_runs: int = 64) -> tuple[_Poin
             hi = cur
         else:
             lo = cur
-    hi.lam = lam
+    hi.reported_lam = lam
     return hi, True, runs
 
 
@@ -981,6 +1133,8 @@ class VertexResult(Schema):
     time_s: float = Field(description="seconds per step of the op: kernels, its own collectives, weight gradients")
     edge_s: float = Field(description="seconds per step redistributing the tensors it reads (forward and backward)")
     memory_bytes: float = Field(description="bytes per device on the first stage (states + kept activations)")
+    keeps_input_sharded: bool = Field(False, description="stores its input as the producer's shard and gathers it "
+                                                         "again in the backward (Megatron sequence parallelism)")
 
 
 class Diagnostics(Schema):
@@ -1010,27 +1164,25 @@ class PaseResult(Schema):
     vertices: list[VertexResult]
     diagnostics: Diagnostics
 
-    def _runs(self) -> list[tuple[VertexResult, tuple[int, int] | None, int]]:
-        """Vertices in graph order with consecutive layers of identical choices merged: (first, layers, count)."""
+    def _runs(self) -> list[tuple[VertexResult, tuple[int, int] | None, float]]:
+        """Operators with consecutive layers of identical choices merged: (first vertex, (first, last) layer or
+        None, seconds per step of all of them with the tensors they read). Embedding, layers in order, head."""
         key = lambda r: (r.split, r.input, r.output, r.weight, r.style)
-        runs: dict[str, list] = {}
+        open_run: dict[str, list] = {}
         out: list[list] = []
         for r in self.vertices:
-            if r.layer is None:
-                out.append([r, None, 1])
+            run = open_run.get(r.op) if r.layer is not None else None
+            if run is not None and run[1][1] == r.layer - 1 and key(run[0]) == key(r):
+                run[1] = (run[1][0], r.layer)
+                run[2] += r.time_s + r.edge_s
                 continue
-            last = runs.get(r.op)
-            if last is not None and last[1][1] == r.layer - 1 and key(last[0]) == key(r):
-                last[1] = (last[1][0], r.layer)
-                last[2] += 1
-            else:
-                last = [r, (r.layer, r.layer), 1]
-                runs[r.op] = last
-                out.append(last)
-        order = {op: i for i, op in enumerate(OPS)}
-        head = lambda r: r[1] is None and r[0].op != "embedding"
-        out.sort(key=lambda r: (head(r), r[1][0] if r[1] else -1, order.get(r[0].op, 99)))
-        return [tuple(r) for r in out]
+            run = [r, None if r.layer is None else (r.layer, r.layer), r.time_s + r.edge_s]
+            if r.layer is not None:
+                open_run[r.op] = run
+            out.append(run)
+        rank = {op: i for i, op in enumerate(OPS)}
+        out.sort(key=lambda x: (x[1] is None and x[0].op != "embedding", x[1][0] if x[1] else -1, rank.get(x[0].op)))
+        return [tuple(x) for x in out]
 
     def placements(self) -> list[OpPlacement]:
         """Per-operator placements (planfile.OpPlacement), layers with identical choices collapsed."""
@@ -1038,22 +1190,22 @@ class PaseResult(Schema):
                             style=r.style) for r, layers, _ in self._runs()]
 
     def summary(self) -> str:
-        """One row per operator and run of layers: split, placements (dp, cp, tp), style, seconds per step."""
+        """One row per operator and run of layers: split, placements (dp, cp, tp; R, P, S(i)), style, seconds per
+        step of the run (the ops and the redistribution of what they read)."""
         mesh = " x ".join(f"{a}={n}" for a, n in self.mesh.items())
         fit = "fits" if self.budget_met else "does NOT fit"
         lam = "-" if self.lam is None else f"{self.lam:.3g} s/B"
         lines = [(f"PaSE {self.model} on {self.hardware}, mesh {mesh}: {self.time_s:.4g} s per step (ops + "
                   f"redistribution), {self.memory_bytes / 2**30:.2f} GiB per device, {fit} in "
                   f"{self.memory_budget_bytes / 2**30:.2f} GiB (lambda {lam})")]
-        rows = [("op", "layers", "split", "input", "output", "weight", "style", "s/step each", "s/step all")]
+        rows = [("op", "layers", "split", "input", "output", "weight", "style", "s/step")]
         short = lambda ps: ",".join(p.replace("Replicate()", "R").replace("Partial()", "P")
                                     .replace("Shard", "S") for p in ps) if ps else "-"
-        for r, layers, count in self._runs():
+        for r, layers, seconds in self._runs():
             split = " ".join(f"{d}:{'+'.join(a)}" for d, a in r.split.items()) or "replicate"
             lay = "-" if layers is None else f"{layers[0]}-{layers[1]}"
-            each = r.time_s + r.edge_s
             rows.append((r.op, lay, split, short(r.input), short(r.output), short(r.weight), r.style or "-",
-                         f"{each:.4g}", f"{each * count:.4g}"))
+                         f"{seconds:.4g}"))
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
         d = self.diagnostics
@@ -1109,22 +1261,25 @@ def _style(kind: OpKind, split: dict[str, list[str]], inp: list[str], out: list[
 
 def _result(model, system, plan, graph, tables, prob, point, met, runs, budget, timings) -> PaseResult:
     a = point.assignment
-    edge_in = np.zeros(len(graph.vertices))
-    for e in graph.edges:
-        ek = e.key
-        edge_in[e.dst] += tables.edge[ek][tables.src_class[ek][a[e.src]], tables.dst_class[ek][a[e.dst]]]
+    edge_t, edge_m, alt = _edge_parts(graph, tables, a, point.lam)
+    edge_in, saved = np.zeros(len(graph.vertices)), np.zeros(len(graph.vertices))
+    regather = np.zeros(len(graph.vertices), bool)
+    for e, t, mem, used in zip(graph.edges, edge_t, edge_m, alt):
+        edge_in[e.dst] += t
+        saved[e.dst] += mem
+        regather[e.dst] |= used
     verts = []
     for v, vert in enumerate(graph.vertices):
         verts.append(VertexResult(name=vert.name, op=vert.kind, layer=vert.layer, config=a[v],
                                   time_s=float(tables.time[vert.kind][a[v]]), edge_s=float(edge_in[v]),
-                                  memory_bytes=float(tables.memory[vert.kind][a[v]]),
-                                  **_describe(graph, tables, v, a[v])))
+                                  memory_bytes=float(tables.memory[vert.kind][a[v]] + saved[v]),
+                                  keeps_input_sharded=bool(regather[v]), **_describe(graph, tables, v, a[v])))
     diag = Diagnostics(vertices=len(graph.vertices), edges=len(graph.edges),
                        max_dependent_set=prob.stats.max_dependent_set,
                        max_table_entries=prob.stats.max_table_entries,
                        candidates={k: tables.size(k) for k in OPS if k in tables.time}, dp_runs=runs, **timings)
     return PaseResult(model=model.name, hardware=system.name, mesh=dict(tables.mesh.full), time_s=point.time,
-                      memory_bytes=point.memory, memory_budget_bytes=budget, lam=point.lam if met else None,
+                      memory_bytes=point.memory, memory_budget_bytes=budget, lam=point.reported_lam if met else None,
                       budget_met=met, vertices=verts, diagnostics=diag)
 
 
@@ -1143,14 +1298,13 @@ def solve(model: ModelConfig, system: System, plan: Plan, memory_budget: float |
         raise InputError(f"memory_budget = {memory_budget!r} bytes; valid: a positive finite number of bytes")
     graph = operator_graph(model, plan)
     t0 = time.perf_counter()
-    order = generate_seq(graph)
-    t1 = time.perf_counter()
     tables = cost_tables(graph, model, system, plan)
+    t1 = time.perf_counter()
+    prob = ChainProblem(graph, tables)  # separators, and GENERATESEQ inside each distinct block
     t2 = time.perf_counter()
-    prob = Problem(graph, tables, order)
     point, met, runs = _fit_budget(prob, budget)
     t3 = time.perf_counter()
-    timings = {"order_s": t1 - t0, "tables_s": t2 - t1, "dp_s": t3 - t2, "wall_s": t3 - start}
+    timings = {"tables_s": t1 - t0, "order_s": t2 - t1, "dp_s": t3 - t2, "wall_s": t3 - start}
     return _result(model, system, plan, graph, tables, prob, point, met, runs, budget, timings)
 
 

@@ -10,7 +10,12 @@ search's choices for what resolve leaves open:
     which needs the micro-batch count to be a multiple of pp;
   - schedule: 1F1B for vpp = 1 (GPipe runs as fast in this model and holds more activations, so it is never
     better and is not enumerated);
-  - sequence parallel only with tp > 1; ZeRO 1-3 only with dp*cp > 1.
+  - sequence parallel with every tp > 1, and only there: Megatron's sequence parallelism replaces each pair of
+    all-reduces by four all-gathers / reduce-scatters of the same total bytes (equal time in `comm`) and divides
+    norm, dropout and residual work, their activations and the pipeline sends by tp, so in this model a plan
+    without it is never faster nor smaller (tests/test_search.py checks this); `Space(sequence_parallel=[False,
+    True])` enumerates both;
+  - ZeRO 1-3 only with dp*cp > 1.
 `Space` narrows any axis (e.g. zero=[1], recompute=["selective"]).
 """
 
@@ -123,10 +128,14 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
         raise InputError(f"no layout of gpus = {job.gpus} satisfies the --space limits {space.model_dump(exclude_none=True)}")
     base = np.array(rows, dtype=np.int64)
     cols = []
-    for rc, sp, z in itertools.product(rcs, space.sequence_parallel or [False, True], space.zero or [0, 1, 2, 3]):
+    sps = space.sequence_parallel or [True]
+    for rc, sp, z in itertools.product(rcs, sorted(set(sps) | ({False} if True in sps else set())),
+                                       space.zero or [0, 1, 2, 3]):
         keep = np.ones(len(base), bool)
         if sp:
             keep &= base[:, 0] > 1
+        elif True in sps and False not in sps:
+            keep &= base[:, 0] == 1  # tp = 1 has no sequence parallelism to choose
         if z > 0:
             keep &= base[:, 3] * base[:, 2] > 1
         sel = base[keep]

@@ -1,0 +1,1 @@
+"""Figures drawn from the result objects (matplotlib, no display needed)."""

@@ -1,0 +1,147 @@
+"""Search every layout of a job (one or several GPU counts): rank them, find the Pareto front, write the best.
+
+For each GPU count: enumerate the valid layouts (`space`), drop those whose most loaded device exceeds the
+accelerator's memory (`stage_memory`, counted), time the rest (`evaluate`: the same code as `estimate`) and
+rank them by the objective:
+  time: step time (ties: less memory);
+  cost: GPU-hours per step = step time * gpus / 3600 (the global batch is the same for every GPU count, so
+        this is the GPU-time per token up to a constant).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..cost.estimate import evaluate, stage_memory
+from ..errors import InputError
+from ..hardware import System, load_hardware
+from ..models import ModelConfig, load_model
+from ..plan import Plan
+from .space import Job, Space, enumerate_layouts
+
+PLAN_COLUMNS = ["gpus", "tp", "pp", "dp", "cp", "vpp", "micro_batch", "recompute", "sequence_parallel", "zero",
+                "schedule"]
+RESULT_COLUMNS = ["step_time_s", "tokens_per_s", "mfu", "memory_gib", "fits_in_memory", "gpu_hours_per_step"]
+OBJECTIVES = {"time": ["step_time_s", "memory_gib"], "cost": ["gpu_hours_per_step", "step_time_s", "memory_gib"]}
+GIB = 2**30
+
+
+@dataclass
+class SearchResult:
+    """Ranked feasible plans of every GPU count searched, with what the search counted."""
+
+    model: ModelConfig
+    system: System
+    job: Job  # the job of the first GPU count (global batch, sequence, precision, kernels)
+    objective: str
+    table: pd.DataFrame  # feasible plans, best first: PLAN_COLUMNS + RESULT_COLUMNS
+    counts: pd.DataFrame  # per GPU count: enumerated, feasible, pruned_for_memory, seconds
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def enumerated(self) -> int:
+        return int(self.counts["enumerated"].sum())
+
+    @property
+    def feasible(self) -> int:
+        return int(self.counts["feasible"].sum())
+
+    def plan(self, rank: int = 0) -> Plan:
+        """The plan of row `rank` of the ranked table."""
+        row = self.table.iloc[rank]
+        job = self.job.model_dump()
+        job.update(gpus=int(row["gpus"]))
+        return Plan(**{k: row[k].item() if hasattr(row[k], "item") else row[k] for k in PLAN_COLUMNS}, **{
+            k: v for k, v in job.items() if k != "gpus"})
+
+    def summary(self) -> str:
+        return (f"{self.enumerated} plans enumerated, {self.feasible} feasible "
+                f"({self.enumerated - self.feasible} pruned: do not fit in {self.system.accelerator.hbm_capacity_gib:g}"
+                f" GiB), {self.seconds:.2f} s")
+
+    def pareto(self) -> pd.DataFrame:
+        """Plans no other plan beats on all of step time, GPUs and memory (each at least as good, one better)."""
+        return pareto_front(self.table, ["gpus", "step_time_s", "memory_gib"])
+
+
+def pareto_front(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Rows of `df` not dominated on `keys` (all minimised): first key by sweep over its sorted values, the
+    other two by a running minimum after sorting on the second (exact for three keys)."""
+    first, second, third = keys
+    keep = []
+    for value in sorted(df[first].unique()):
+        pool = df[df[first] <= value].sort_values([second, third, first], kind="stable")
+        best = np.minimum.accumulate(pool[third].to_numpy())
+        prev = np.concatenate([[np.inf], best[:-1]])
+        on_front = pool[third].to_numpy() < prev
+        front = pool[on_front]
+        keep.append(front[front[first] == value])
+    out = pd.concat(keep) if keep else df.iloc[:0]
+    return out.drop_duplicates(subset=keys).sort_values([first, second]).reset_index(drop=True)
+
+
+def _table(model: ModelConfig, system: System, lay, step) -> pd.DataFrame:
+    df = pd.DataFrame({c: np.broadcast_to(getattr(lay, c), (len(lay),)) for c in PLAN_COLUMNS})
+    df["step_time_s"] = step.step_time_s
+    df["tokens_per_s"] = lay.tokens_per_step / step.step_time_s
+    df["mfu"] = step.mfu
+    df["memory_gib"] = step.memory["total"] / GIB
+    df["fits_in_memory"] = step.fits
+    df["gpu_hours_per_step"] = step.step_time_s * lay.gpus / 3600
+    return df
+
+
+def _infeasible_message(model: ModelConfig, system: System, lay, total: np.ndarray, gpus: list[int]) -> str:
+    i = int(np.argmin(total))
+    p = {c: np.broadcast_to(getattr(lay, c), (len(lay),))[i] for c in PLAN_COLUMNS}
+    cap = system.accelerator.hbm_bytes
+    return (f"no feasible plan for {model.name} on {', '.join(map(str, gpus))} x {system.accelerator.name}: smallest "
+            f"memory need {total[i] / GIB:.1f} GiB > {cap / GIB:.1f} GiB (short by {(total[i] - cap) / GIB:.1f} GiB) at "
+            f"gpus={p['gpus']} tp={p['tp']} pp={p['pp']} cp={p['cp']} dp={p['dp']} zero={p['zero']} "
+            f"recompute={p['recompute']} micro_batch={p['micro_batch']}; use more GPUs or a shorter sequence")
+
+
+def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[int], global_batch: int, seq_len: int,
+           precision: str = "bf16", objective: str = "time", space: Space | dict | None = None,
+           **job: object) -> SearchResult:
+    """Rank every feasible layout of training `model` on `gpus` devices of `hardware` (one count or several).
+
+    `job` takes the other Job fields (attention, grad_dtype, overlap_dp_comm); `space` narrows the layouts.
+    """
+    t0 = time.perf_counter()
+    model, system = load_model(model), load_hardware(hardware)
+    if objective not in OBJECTIVES:
+        raise InputError(f"objective = {objective!r} is not known; valid: {', '.join(OBJECTIVES)}")
+    counts = [gpus] if isinstance(gpus, (int, np.integer)) and not isinstance(gpus, bool) else list(gpus)
+    if not counts:
+        raise InputError("gpus is empty; give one or more GPU counts, e.g. 512 or 256,512,1024")
+    space = Space(**space) if isinstance(space, dict) else (space or Space())
+    jobs = [Job(gpus=g, global_batch=global_batch, seq_len=seq_len, precision=precision, **job) for g in counts]
+    tables, rows, worst = [], [], None
+    cap = system.accelerator.hbm_bytes
+    for j in jobs:
+        t1 = time.perf_counter()
+        lay = enumerate_layouts(model, system, j, space)
+        memory, kind = stage_memory(model, system, lay)
+        total = memory["total"]
+        fits = np.flatnonzero(total <= cap)
+        if len(fits):
+            sub = lay.take(fits)
+            mem_fits = ({k: v[fits] for k, v in memory.items()}, kind[fits])
+            tables.append(_table(model, system, sub, evaluate(model, system, sub, mem_fits)))
+        elif worst is None or total.min() < worst[2].min():
+            worst = (model, lay, total)
+        rows.append({"gpus": j.gpus, "enumerated": len(lay), "feasible": len(fits),
+                     "pruned_for_memory": len(lay) - len(fits), "seconds": time.perf_counter() - t1})
+    if not tables:
+        raise InputError(_infeasible_message(model, system, worst[1], worst[2], counts))
+    table = pd.concat(tables, ignore_index=True).sort_values(OBJECTIVES[objective], kind="stable")
+    notes = [f"GPU count {r['gpus']}: no layout fits in memory" for r in rows if r["feasible"] == 0]
+    return SearchResult(model=model, system=system, job=jobs[0], objective=objective,
+                        table=table.reset_index(drop=True), counts=pd.DataFrame(rows),
+                        seconds=time.perf_counter() - t0, notes=notes)
