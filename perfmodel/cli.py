@@ -19,9 +19,6 @@ from .models import list_models, load_model
 from .plan import Plan
 from .planfile import load_plan_file, write_plan_file
 from .report import estimate_table, hardware_table, model_table, search_table
-from .search.layouts import search
-from .search.planfiles import plan_file
-from .search.space import Space
 
 # `perfmodel predict` with no flags: the question the tool exists for.
 EXAMPLE = ["--model", "llama-3-70b", "--hardware", "dgx-h100", "--gpus", "512", "--tp", "8", "--pp", "4",
@@ -169,12 +166,16 @@ def _predict(a) -> str:
     model, system = load_model(a.model), load_hardware(a.hardware)
     est = estimate(model, system, plan)
     if a.save_plan:
+        from .search.planfiles import plan_file  # PaSE placements: only when a plan file is written
+
         pf = plan_file(model, system, est.plan, created_by="perfmodel " + " ".join(sys.argv[1:]))
         write_plan_file(pf, a.save_plan, "--save-plan")
     return est.model_dump_json(indent=2) if a.format == "json" else estimate_table(est)
 
 
-def _space(only: list[str]) -> Space:
+def _space(only: list[str]):
+    from .search.space import Space
+
     fields = {}
     for item in only:
         name, _, values = item.partition("=")
@@ -200,6 +201,8 @@ def _space(only: list[str]) -> Space:
 
 
 def _search(a) -> str:
+    from .search.layouts import search
+
     for path, what in ((a.output, "--output"), (a.plot, "--plot")):
         if path:
             check_writable(path, what)
@@ -208,6 +211,8 @@ def _search(a) -> str:
                     grad_dtype=a.grad_dtype)
     extra = []
     if a.output:
+        from .search.planfiles import plan_file
+
         pf = plan_file(result.model, result.system, result.plan(0), balance=True,
                        created_by="perfmodel " + " ".join(sys.argv[1:]))
         write_plan_file(pf, a.output)
@@ -219,11 +224,11 @@ def _search(a) -> str:
         extra.append(f"wrote {a.plot}")
     rows = result.table if a.top == 0 else result.table.head(a.top)
     if a.format == "json":
+        records = lambda df: df.to_dict("records")
         out = json.dumps({"summary": {"enumerated": result.enumerated, "feasible": result.feasible,
-                                      "seconds": result.seconds, "per_gpu_count": result.counts.to_dict("records")},
-                          "plans": json.loads(rows.to_json(orient="records")),
-                          "pareto": json.loads(result.pareto().to_json(orient="records"))
-                          if len(a.gpus) > 1 else None}, indent=2)
+                                      "seconds": result.seconds, "per_gpu_count": records(result.counts)},
+                          "plans": records(rows), "pareto": records(result.pareto()) if len(a.gpus) > 1 else None},
+                         indent=2, default=lambda x: x.item())
     elif a.format == "csv":
         print(result.summary(), file=sys.stderr)
         out = rows.to_csv(index=False).rstrip("\n")

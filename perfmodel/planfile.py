@@ -136,9 +136,12 @@ def load_plan_file(path: str | Path) -> PlanFile:
     if not isinstance(data, dict):
         raise InputError(f"plan file {str(path)!r} must hold a JSON object, got {type(data).__name__}")
     if data.get("version", VERSION) != VERSION:
-        raise InputError(f"plan file {str(path)!r} has version = {data.get('version')!r}; this perfmodel reads "
-                         f"version {VERSION} (re-create it: perfmodel search ... --output FILE)")
-    return check(PlanFile(**data))
+        raise InputError(f"plan file {str(path)!r}: version = {data.get('version')!r} is not supported; valid "
+                         f"version: {VERSION} (re-create it: perfmodel search ... --output FILE)")
+    try:
+        return check(PlanFile(**data))
+    except InputError as err:
+        raise InputError(f"plan file {str(path)!r}: {str(err).removeprefix('plan file ')}") from None
 
 
 def write_plan_file(pf: PlanFile, path: str | Path, what: str = "--output") -> Path:

@@ -15,7 +15,7 @@ from perfmodel.errors import InputError
 from perfmodel.export import TARGETS, export
 from perfmodel.hardware import load_hardware
 from perfmodel.models import load_model
-from perfmodel.plan import Plan, resolve
+from perfmodel.plan import Plan, default_stage_layers, resolve
 from perfmodel.planfile import (
     OpPlacement,
     PlanFile,
@@ -40,8 +40,8 @@ EXAMPLE = {"gpus": 512, "tp": 8, "pp": 4, "vpp": 2, "sequence_parallel": True, "
 
 def plan_file(model="llama-3-70b", hardware="dgx-h100", stage_layers=None, placements=(), **plan) -> PlanFile:
     m, h = load_model(model), load_hardware(hardware)
-    p = resolve(Plan(**plan), m, h)
-    layers = stage_layers or [m.n_layers // p.pp] * p.pp
+    p = resolve(Plan(**plan, stage_layers=stage_layers), m, h)
+    layers = stage_layers or default_stage_layers(m.n_layers, p.pp)
     return check(PlanFile(model=m, hardware=h, plan=p, mesh=mesh_of(p), stage_layers=layers,
                           placements=list(placements), prediction=PREDICTION, created_by="tests"))
 

@@ -9,13 +9,14 @@ import math
 import numpy as np
 import pytest
 
+from perfmodel import estimate
 from perfmodel.cost import comm as C
 from perfmodel.cost.ops import Device, linear_op
 from perfmodel.errors import InputError
 from perfmodel.hardware import load_hardware
 from perfmodel.models import ModelConfig, load_model
-from perfmodel.plan import Plan, resolve
-from perfmodel.planfile import OPS, PLACEMENT_AXES, OpPlacement
+from perfmodel.plan import Plan, default_stage_layers, resolve
+from perfmodel.planfile import OPS, PLACEMENT_AXES, OpPlacement, PlanFile, Prediction, check, mesh_of
 from perfmodel.search import pase
 
 A100 = load_hardware("dgx-a100-80gb")
@@ -236,6 +237,46 @@ def test_sequence_parallel_norms_beat_replicated_norms_by_hand(megatron_case):
     assert pase.evaluate(graph, tables, sp)[0] < pase.evaluate(graph, tables, no_sp)[0]
 
 
+@pytest.mark.parametrize("sequence_parallel", [True, False])
+def test_megatron_assignment_agrees_with_estimate(sequence_parallel):
+    # Same kernels, same collectives: the Megatron-LM strategy costed by PaSE's tables is what `estimate` predicts
+    # for the plan (one stage, no data parallelism). Memory to the byte: with sequence parallelism the GEMMs keep
+    # their inputs sharded and gather them again (the edge alternative, taken once memory has a price).
+    model = load_model("llama-3-8b")
+    plan = resolve(Plan(gpus=8, tp=8, micro_batch=1, global_batch=16, seq_len=4096,
+                        sequence_parallel=sequence_parallel), model, A100)
+    est = estimate(model, A100, plan)
+    graph = pase.operator_graph(model, plan)
+    tables = pase.cost_tables(graph, model, A100, plan)
+    a = pase.megatron_assignment(graph, tables, sequence_parallel=sequence_parallel)
+    _, mem = pase.evaluate(graph, tables, a, lam=1.0 if sequence_parallel else 0.0)
+    assert mem == pytest.approx(est.memory_bytes.total - A100.memory_overhead_bytes, rel=1e-12)
+    # Time: PaSE adds what `estimate` leaves out (the second consumer of the vocab-parallel lookup pays its own
+    # reduction, sequence-parallel norm weights all-reduce their gradients) and has no optimizer step.
+    ph = C.group_phases(A100, 8, 1, 8)
+    second_consumer = plan.num_microbatches * float(C.collective_time("all_reduce", 4096 * model.hidden * 2, ph))
+    norms = (2 * model.n_layers + 1) * float(C.collective_time("all_reduce", model.norm_params() * 4, ph))
+    extra = second_consumer + (norms if sequence_parallel else 0.0)
+    t, _ = pase.evaluate(graph, tables, a)
+    assert t == pytest.approx(est.step_time_s - est.time_s.optimizer + extra, rel=1e-9)
+
+
+def test_gpt_megatron_assignment_agrees_with_estimate():
+    # GPT-3: LayerNorm, biases, learned positions, dropout masks, tied embeddings. PaSE counts the tied LM head
+    # as a copy of its own (2 + 4 + 12 B per parameter over tp); time as above.
+    model = load_model("gpt3-1.3b")
+    plan = resolve(Plan(gpus=4, tp=4, micro_batch=1, global_batch=8, seq_len=2048), model, A100)
+    est = estimate(model, A100, plan)
+    graph = pase.operator_graph(model, plan)
+    tables = pase.cost_tables(graph, model, A100, plan)
+    t, mem = pase.evaluate(graph, tables, pase.megatron_assignment(graph, tables, sequence_parallel=False))
+    head_copy = model.vocab * model.hidden / 4 * (2 + 4 + 12)
+    assert mem == pytest.approx(est.memory_bytes.total - A100.memory_overhead_bytes + head_copy, rel=1e-12)
+    ph = C.group_phases(A100, 4, 1, 4)
+    second_consumer = plan.num_microbatches * float(C.collective_time("all_reduce", 2048 * model.hidden * 2, ph))
+    assert t == pytest.approx(est.step_time_s - est.time_s.optimizer + second_consumer, rel=1e-9)
+
+
 def test_embedding_sharded_by_hidden_beats_vocab_parallel_by_hand(megatron_case):
     # The search shards the embedding table over tp by columns (torch ColwiseParallel on nn.Embedding), not by
     # vocabulary rows as Megatron-LM does: a vocab-parallel lookup writes a full-size Partial that must be
@@ -277,6 +318,21 @@ def test_placements_follow_the_plan_file_conventions(megatron_case):
     text = r.summary()
     assert "qkv" in text and "colwise" in text and "0-31" in text
     assert pase.PaseResult.model_validate_json(r.model_dump_json()).time_s == r.time_s
+
+
+def test_placements_make_a_valid_plan_file():
+    model, system = load_model("llama-3-8b"), load_hardware("dgx-h100")
+    plan = resolve(Plan(gpus=64, tp=8, pp=2, micro_batch=1, global_batch=64, seq_len=4096, zero=1), model, system)
+    r = pase.solve("llama-3-8b", "dgx-h100", plan)
+    est = estimate(model, system, plan)
+    pf = PlanFile(model=model, hardware=system, plan=plan, mesh=mesh_of(plan),
+                  stage_layers=default_stage_layers(model.n_layers, plan.pp), placements=r.placements(),
+                  prediction=Prediction(step_time_s=est.step_time_s, tokens_per_s=est.tokens_per_s, mfu=est.mfu,
+                                        memory_bytes=est.memory_bytes.total,
+                                        memory_capacity_bytes=est.memory_capacity_bytes,
+                                        fits_in_memory=est.fits_in_memory))
+    assert check(pf) is pf
+    assert {p.op for p in pf.placements} == set(OPS)
 
 
 # ---------------------------------------------------------------------------------------------------------

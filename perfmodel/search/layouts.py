@@ -117,9 +117,9 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
     model, system = load_model(model), load_hardware(hardware)
     if objective not in OBJECTIVES:
         raise InputError(f"objective = {objective!r} is not known; valid: {', '.join(OBJECTIVES)}")
-    counts = [gpus] if isinstance(gpus, (int, np.integer)) and not isinstance(gpus, bool) else list(gpus)
-    if not counts:
-        raise InputError("gpus is empty; give one or more GPU counts, e.g. 512 or 256,512,1024")
+    counts = [gpus] if isinstance(gpus, (int, np.integer)) else list(gpus) if isinstance(gpus, (list, tuple)) else []
+    if not counts or not all(isinstance(g, (int, np.integer)) and not isinstance(g, bool) and g > 0 for g in counts):
+        raise InputError(f"gpus = {gpus!r}: give one or more positive GPU counts, e.g. 512 or [256, 512, 1024]")
     space = Space(**space) if isinstance(space, dict) else (space or Space())
     jobs = [Job(gpus=g, global_batch=global_batch, seq_len=seq_len, precision=precision, **job) for g in counts]
     tables, rows, worst = [], [], None

@@ -27,11 +27,20 @@ Our extensions of PaSE, which minimises time only:
     finds the exact breakpoint in a handful of DP runs (a bisection whose split point is the crossing, not
     the midpoint). A Lagrangian optimum lies on that hull; a strategy strictly inside it (better time within
     the budget but never optimal for any lambda) is not found, the usual price of the relaxation.
+  - Two ways to run an edge into a GEMM: gather its input and keep the gathered copy for the weight gradient,
+    or keep the producer's shard and gather it again in the backward (Megatron-LM sequence parallelism does
+    the latter, Korthikanti et al. 2022). The second trades one more all-gather per micro-batch
+    for activation bytes; the DP takes the cheaper in time + lambda * bytes, edge by edge (`CostTables.alt`).
+  - Block chain (exact). Vertices no edge passes over (the embedding, every residual, the head ops) cut the
+    graph into a chain of blocks. `ChainProblem` runs the DP inside each block with its two boundary vertices
+    kept in the table, which gives the block's min-plus map from its input's configuration to its output's,
+    and composes the maps along the chain. Identical layers have identical cost tables, so their blocks share
+    one map: a DP run costs a few blocks instead of n_layers of them. `Problem` runs the same recurrence over
+    the whole graph in one GENERATESEQ order; tests check both against brute force.
   - Compression of the DP table (exact). The cost of an edge depends on a configuration only through the
     placement of the tensor at that end. Once a vertex in the dependent set has only some edges left, its
     configurations that place those tensors alike are interchangeable for the rest of the program; the table
-    keeps the cheapest of each class (with its argmin for the traceback). With micro-batch 1 this shrinks
-    the residual joins (three vertices in the table) several-fold on three-axis meshes.
+    keeps the cheapest of each class (with its argmin for the traceback).
 
 Modelling choices (units: seconds per training step, bytes per device):
   - Iteration space: batch = micro_batch * dp (the sequences one micro-batch step of the whole stage mesh
@@ -52,7 +61,11 @@ Modelling choices (units: seconds per training step, bytes per device):
     recomputation the forward redistribution into a layer op runs twice. A producer that feeds two consumers
     (the residual stream) pays each redistribution separately, PaSE's pairwise edge model; a runtime that
     needs the same placement twice would redistribute once.
-  - A tied LM head is counted as its own copy (its placement may differ from the embedding's).
+  - Memory is that of the first pipeline stage: its layers (the default split, or plan.stage_layers) plus the
+    embedding and, conservatively, the head as well. A tied LM head is counted as its own copy (its placement
+    may differ from the embedding's). Time is summed over the whole graph (every stage).
+  - The weight gradients of sequence-split norms are all-reduced over the axis (Megatron-LM does so for
+    sequence parallelism; `cost.estimate` leaves it out).
 """
 
 from __future__ import annotations
@@ -73,8 +86,8 @@ from ..cost.memory import GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
 from ..cost.ops import ACT_BYTES, Device, Op, elementwise_op, linear_op, mean_keys
 from ..cost.pipeline import in_flight, stage_layers
 from ..errors import InputError, Schema
-from ..hardware import System
-from ..models import ModelConfig
+from ..hardware import System, load_hardware
+from ..models import ModelConfig, load_model
 from ..plan import Plan, resolve
 from ..planfile import OPS, OpPlacement
 
@@ -118,6 +131,7 @@ class OpKind:
     out_width: float = 0.0  # elements per token of the output activation
     gemm: tuple[str, float, str, float] | None = None  # (out dim, out features, in dim, in features)
     layer: bool = False  # one per transformer layer (else once per model)
+    extra_weights: tuple[tuple[tuple[str, ...], float], ...] = ()  # (dims, params): the learned position table
 
     def dim_index(self, name: str) -> int:
         return [d.name for d in self.dims].index(name)
@@ -147,6 +161,17 @@ class Graph:
     vertices: list[Vertex]
     edges: list[Edge]
     kinds: dict[str, OpKind] = field(default_factory=dict)
+    _by_key: dict | None = field(default=None, repr=False)
+
+    def edges_by_key(self) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Edge key -> (edge indices, producers, consumers): what vectorised evaluation gathers at once."""
+        if self._by_key is None:
+            groups: dict[str, list[int]] = {}
+            for i, e in enumerate(self.edges):
+                groups.setdefault(e.key, []).append(i)
+            self._by_key = {k: (np.array(ix), np.array([self.edges[i].src for i in ix]),
+                                np.array([self.edges[i].dst for i in ix])) for k, ix in groups.items()}
+        return self._by_key
 
     def neighbours(self) -> list[set[int]]:
         nb: list[set[int]] = [set() for _ in self.vertices]
@@ -156,12 +181,18 @@ class Graph:
         return nb
 
 
+def _dp_size(plan: Plan) -> int:
+    if plan.dp is None:
+        raise InputError("plan.dp is not known yet: resolve the plan first (perfmodel.plan.resolve)")
+    return plan.dp
+
+
 def op_kinds(model: ModelConfig, plan: Plan) -> dict[str, OpKind]:
     """The 14 operator kinds of a decoder-only transformer (planfile.OPS), sized from the model and the plan."""
     m = model
     h, f, v, q, kv = m.hidden, m.ffn_hidden, m.vocab, m.q_dim, m.kv_dim
     gmul = 2 if m.gated else 1  # mlp_in computes gate and up (split alike over ffn, as Megatron interleaves)
-    batch = Dim("batch", plan.micro_batch * plan._resolved(), plan.micro_batch * plan._resolved())
+    batch = Dim("batch", plan.micro_batch * _dp_size(plan), plan.micro_batch * _dp_size(plan))
     seq = Dim("seq", plan.seq_len, plan.seq_len)
     hid = Dim("hidden", h, h)
     heads_kv = Dim("heads", m.n_heads, math.gcd(m.n_heads, m.n_kv_heads))  # a split cuts K and V heads too
@@ -176,8 +207,8 @@ def op_kinds(model: ModelConfig, plan: Plan) -> dict[str, OpKind]:
     res = {"family": "residual", "dims": (batch, seq, hid), "out": bsh, "ins": (bsh, bsh), "out_width": h,
            "layer": True}
     kinds = [
-        OpKind("embedding", "embedding", (batch, seq, hid, voc), bsh, (bs,), ("vocab", "hidden"),
-               m.vocab * h + m.position_params(), h),
+        OpKind("embedding", "embedding", (batch, seq, hid, voc), bsh, (bs,), ("vocab", "hidden"), m.vocab * h, h,
+               extra_weights=((("hidden",), m.position_params()),) if m.position_params() else ()),
         OpKind("norm1", layer=True, **norm),
         OpKind("qkv", "linear", (batch, seq, heads_kv, hid), ("batch", "seq", "heads"), (bsh,), ("heads", "hidden"),
                h * (q + 2 * kv) + bias_qkv, q + 2 * kv, ("heads", q + 2 * kv, "hidden", h), True),
@@ -254,7 +285,7 @@ class Mesh:
     @classmethod
     def of(cls, plan: Plan, system: System) -> Mesh:
         """dp, cp, tp of a resolved plan in Megatron device order: tp stride 1, cp stride tp, dp stride tp*cp."""
-        full = {"dp": plan._resolved(), "cp": plan.cp, "tp": plan.tp}
+        full = {"dp": _dp_size(plan), "cp": plan.cp, "tp": plan.tp}
         stride = {"tp": 1, "cp": plan.tp, "dp": plan.tp * plan.cp}
         names = tuple(a for a in AXES if full[a] > 1)
         return cls(system, plan.gpus, names, tuple(full[a] for a in names), tuple(stride[a] for a in names), full)
@@ -268,13 +299,6 @@ class Mesh:
                     out += C.group_phases(self.system, self.sizes[a], self.strides[a], self.gpus)
             self._phases[mask] = out
         return self._phases[mask]
-
-    def group_size(self, mask) -> np.ndarray:
-        """Devices in the group of each bitmask."""
-        out = np.ones(np.shape(mask))
-        for a, n in enumerate(self.sizes):
-            out = out * np.where(np.asarray(mask) >> a & 1, n, 1)
-        return out
 
     def collective(self, kind: str, nbytes, mask) -> np.ndarray:
         """`comm.collective_time` of `kind` on `nbytes` over each element's group of axes (bitmask); 0 for none."""
@@ -405,9 +429,9 @@ class CostTables:
     seconds per step over (producer class, consumer class) with each side's config -> class map.
 
     `alt[key]`, where present, is a second way to run the edge, (seconds, bytes) over the same classes: the
-    consumer keeps its input as the producer wrote it (sharded) and gathers it again in the backward
-    (Megatron-LM sequence parallelism keeps the GEMM inputs sharded this way; Korthikanti et al. 2022,
-    Sec. 4.2.2): one more forward redistribution per micro-batch, minus the activation bytes it saves.
+    consumer keeps its input as the producer wrote it (sharded) and gathers it again in the backward, as
+    Megatron-LM sequence parallelism does for its GEMM inputs (Korthikanti et al. 2022): one more forward
+    redistribution per micro-batch, minus the activation bytes it saves.
     The DP takes the cheaper of the two at its lambda (`edge_objective`).
     """
 
@@ -607,7 +631,7 @@ def _attention(c: _Split, x: _Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return _op_seconds(ops, p.recompute), comm, kept
 
 
-def _weight_costs(kind: OpKind, c: _Split, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.ndarray]:
+def _weight_costs(kind: OpKind, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.ndarray]:
     """(seconds per step of the weight's collectives, bytes of its model states) per configuration.
 
     States: 2 B weight + grad bytes + 12 B Adam per parameter over the weight's shards, and over the dp/cp axes
@@ -617,16 +641,24 @@ def _weight_costs(kind: OpKind, c: _Split, configs: np.ndarray, x: _Ctx) -> tupl
     all-gather (once per step; ZeRO-3: forward and backward of every micro-batch).
     """
     n = len(configs)
-    if kind.weight is None or kind.params == 0:
-        return np.zeros(n), np.zeros(n)
+    t, states = np.zeros(n), np.zeros(n)
+    weights = ((kind.weight, kind.params),) if kind.weight else ()
+    for dims, params in weights + kind.extra_weights:
+        dt, ds = _one_weight(kind, dims, params, configs, x)
+        t, states = t + dt, states + ds
+    return t, states
+
+
+def _one_weight(kind: OpKind, dims: tuple[str, ...], params: float, configs: np.ndarray, x: _Ctx):
     p, mesh = x.plan, x.mesh
     g = GRAD_BYTES[p.grad_dtype]
-    in_weight = np.zeros(configs.shape, bool)
+    in_weight, reduce = np.zeros(configs.shape, bool), np.zeros(configs.shape, bool)
     for d, dim in enumerate(kind.dims):
-        if dim.name in kind.weight:
+        if dim.name in dims:
             in_weight |= configs == d
-    params = kind.params / _prod_sizes(mesh, in_weight)
-    reduce = (configs >= 0) & ~in_weight  # axes splitting batch / seq: the gradient is Partial there
+        elif dim.name in ("batch", "seq"):  # each rank sees other tokens: the gradient is Partial there
+            reduce |= configs == d
+    params = params / _prod_sizes(mesh, in_weight)
     zero_able = np.array([p.zero > 0 and a in ("dp", "cp") for a in mesh.names], bool)
     zero_axes = zero_able & ~in_weight  # ZeRO shards the states of a weight replicated over dp / cp
     nz = _prod_sizes(mesh, zero_axes)
@@ -649,7 +681,7 @@ def _vertex_costs(kind: OpKind, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarra
     """(seconds per step, bytes per device on the first stage) of every configuration of `kind`."""
     c = _Split(kind, configs, x.mesh)
     kernels, comm, kept = _compute(kind, c, x)
-    wtime, states = _weight_costs(kind, c, configs, x)
+    wtime, states = _weight_costs(kind, configs, x)
     seconds = x.m * (kernels + comm) + wtime
     if kind.layer and x.plan.recompute == "full" and kind.name != "norm1":
         kept = 0.0 * kept  # full recomputation keeps only the layer input (norm1's)
@@ -682,7 +714,7 @@ def _edge_costs(graph: Graph, tables: CostTables, x: _Ctx) -> None:
         rows, tables.src_class[e.key] = np.unique(_class_ids(out), return_inverse=True)
         cols, tables.dst_class[e.key] = np.unique(_class_ids(inp), return_inverse=True)
         tables.edge_kinds[e.key] = (src.name, dst.name)
-        full = x.plan.micro_batch * x.plan._resolved() * x.plan.seq_len * src.out_width * ACT_BYTES
+        full = x.plan.micro_batch * _dp_size(x.plan) * x.plan.seq_len * src.out_width * ACT_BYTES
         passes = 2.0 if x.plan.recompute == "full" and dst.layer else 1.0
         keeps = dst.family == "linear" and x.plan.recompute != "full"  # GEMMs keep their input for dW
         key = (rows.tobytes(), cols.tobytes(), full, passes, keeps and _kept_scale(dst, x))
@@ -786,11 +818,15 @@ class DPStats:
 
 
 def _edge_parts(graph: Graph, tables: CostTables, assignment, lam: float):
-    """Per edge: (seconds, bytes, alternative taken) of a strategy, each edge run the way the DP takes it at lam."""
+    """Per edge: (seconds, bytes, alternative taken) arrays of a strategy, each edge run the way the DP takes it
+    at lam."""
     a = np.asarray(assignment)
-    out = [tables.edge_parts(e.key, lam, tables.src_class[e.key][a[e.src]], tables.dst_class[e.key][a[e.dst]])
-           for e in graph.edges]
-    return [float(t) for t, _, _ in out], [float(m) for _, m, _ in out], [bool(u) for _, _, u in out]
+    n = len(graph.edges)
+    t, mem, alt = np.zeros(n), np.zeros(n), np.zeros(n, bool)
+    for key, (ix, src, dst) in graph.edges_by_key().items():
+        t[ix], mem[ix], alt[ix] = tables.edge_parts(key, lam, tables.src_class[key][a[src]],
+                                                    tables.dst_class[key][a[dst]])
+    return t, mem, alt
 
 
 def _evaluate(graph: Graph, tables: CostTables, by_kind: dict[str, np.ndarray], assignment,
@@ -799,7 +835,7 @@ def _evaluate(graph: Graph, tables: CostTables, by_kind: dict[str, np.ndarray], 
     t = sum(float(tables.time[k][a[ix]].sum()) for k, ix in by_kind.items())
     mem = sum(float(tables.memory[k][a[ix]].sum()) for k, ix in by_kind.items())
     et, em, _ = _edge_parts(graph, tables, a, lam)
-    return t + sum(et), mem + sum(em)
+    return t + float(et.sum()), mem + float(em.sum())
 
 
 class Problem:
@@ -1095,7 +1131,7 @@ def _fit_budget(prob: Problem | ChainProblem, budget: float, max_runs: int = 64)
     if lo.memory <= budget:
         lo.reported_lam = 0.0
         return lo, True, 1
-    # Memory first, time only to break ties: a byte per millionth of the time-optimal step.
+    # Memory first, time only to break ties: the time-optimal strategy's bytes priced at a million of its steps.
     hi = run(1e6 * max(lo.time, 1e-30) / lo.memory)
     runs, lam = 2, 0.0
     if hi.memory > budget:
@@ -1214,11 +1250,8 @@ class PaseResult(Schema):
         return "\n".join(lines)
 
 
-def _describe(graph: Graph, tables: CostTables, v: int, config: int) -> dict:
-    """Split, placements (DTensor words, one per axis dp, cp, tp) and style of vertex v's configuration."""
-    kind = graph.kinds[graph.vertices[v].kind]
-    mesh = tables.mesh
-    cfg = tables.configs[kind.name][config:config + 1]
+def _describe(kind: OpKind, mesh: Mesh, cfg: np.ndarray) -> dict:
+    """Split, placements (DTensor words, one per axis dp, cp, tp) and style of one configuration (a (1, axes) row)."""
     split: dict[str, list[str]] = {}
     for a, d in zip(mesh.names, cfg[0]):
         if d >= 0:
@@ -1268,12 +1301,15 @@ def _result(model, system, plan, graph, tables, prob, point, met, runs, budget, 
         edge_in[e.dst] += t
         saved[e.dst] += mem
         regather[e.dst] |= used
-    verts = []
+    verts, described = [], {}
     for v, vert in enumerate(graph.vertices):
+        key = (vert.kind, a[v])  # layers repeat the same few configurations
+        if key not in described:
+            described[key] = _describe(graph.kinds[vert.kind], tables.mesh, tables.configs[vert.kind][a[v]:a[v] + 1])
         verts.append(VertexResult(name=vert.name, op=vert.kind, layer=vert.layer, config=a[v],
                                   time_s=float(tables.time[vert.kind][a[v]]), edge_s=float(edge_in[v]),
                                   memory_bytes=float(tables.memory[vert.kind][a[v]] + saved[v]),
-                                  keeps_input_sharded=bool(regather[v]), **_describe(graph, tables, v, a[v])))
+                                  keeps_input_sharded=bool(regather[v]), **described[key]))
     diag = Diagnostics(vertices=len(graph.vertices), edges=len(graph.edges),
                        max_dependent_set=prob.stats.max_dependent_set,
                        max_table_entries=prob.stats.max_table_entries,
@@ -1283,13 +1319,14 @@ def _result(model, system, plan, graph, tables, prob, point, met, runs, budget, 
                       budget_met=met, vertices=verts, diagnostics=diag)
 
 
-def solve(model: ModelConfig, system: System, plan: Plan, memory_budget: float | None = None) -> PaseResult:
+def solve(model: ModelConfig | str, system: System | str, plan: Plan, memory_budget: float | None = None) -> PaseResult:
     """PaSE's optimal per-operator sharding of `plan`'s stage mesh (dp, cp, tp) within a memory budget.
 
     `memory_budget`: bytes per device for model states and activations; default the accelerator's HBM less the
     system's memory overhead. The plan is resolved (InputError on an impossible mesh).
     """
     start = time.perf_counter()
+    model, system = load_model(model), load_hardware(system)  # objects pass through; names and paths load
     if not isinstance(plan, Plan):
         raise InputError(f"plan must be a perfmodel.Plan, got {type(plan).__name__}")
     plan = resolve(plan, model, system)
