@@ -89,7 +89,7 @@ from ..errors import InputError, Schema
 from ..hardware import System, load_hardware
 from ..models import ModelConfig, load_model
 from ..plan import Plan, resolve
-from ..planfile import OPS, OpPlacement
+from ..planfile import OPS, OpPlacement, ParallelStyle
 
 AXES = ("dp", "cp", "tp")  # the stage mesh, outermost first (planfile.PLACEMENT_AXES)
 LAYER_KINDS = ("norm1", "qkv", "attention", "out_proj", "residual1", "norm2", "mlp_in", "activation", "mlp_out",
@@ -1165,7 +1165,7 @@ class VertexResult(Schema):
     input: list[str] = Field(description="placement of the (first) input, one per axis dp, cp, tp")
     output: list[str]
     weight: list[str] | None = None
-    style: str | None = None
+    style: ParallelStyle | None = None
     time_s: float = Field(description="seconds per step of the op: kernels, its own collectives, weight gradients")
     edge_s: float = Field(description="seconds per step redistributing the tensors it reads (forward and backward)")
     memory_bytes: float = Field(description="bytes per device on the first stage (states + kept activations)")
@@ -1179,6 +1179,7 @@ class Diagnostics(Schema):
     max_dependent_set: int
     max_table_entries: int
     candidates: dict[str, int] = Field(description="configurations per vertex kind")
+    max_candidates: int = Field(description="most configurations of any vertex kind")
     dp_runs: int = Field(description="DP runs of the Lagrangian search")
     order_s: float
     tables_s: float
@@ -1313,7 +1314,8 @@ def _result(model, system, plan, graph, tables, prob, point, met, runs, budget, 
     diag = Diagnostics(vertices=len(graph.vertices), edges=len(graph.edges),
                        max_dependent_set=prob.stats.max_dependent_set,
                        max_table_entries=prob.stats.max_table_entries,
-                       candidates={k: tables.size(k) for k in OPS if k in tables.time}, dp_runs=runs, **timings)
+                       candidates={k: tables.size(k) for k in OPS if k in tables.time},
+                       max_candidates=max(tables.size(k) for k in tables.time), dp_runs=runs, **timings)
     return PaseResult(model=model.name, hardware=system.name, mesh=dict(tables.mesh.full), time_s=point.time,
                       memory_bytes=point.memory, memory_budget_bytes=budget, lam=point.reported_lam if met else None,
                       budget_met=met, vertices=verts, diagnostics=diag)
