@@ -90,10 +90,8 @@ def test_predict_save_plan_round_trip(tmp_path):
 @pytest.mark.parametrize("target,needle", [("megatron", "--tensor-model-parallel-size 2"),
                                            ("torchtitan", "tensor_parallel_degree = 2"),
                                            ("deepspeed", '"train_batch_size": 256')])
-def test_export_cli(tmp_path, target, needle):
-    path = tmp_path / "p.json"
-    assert run(*PREDICT, "--save-plan", str(path)).returncode == 0
-    p = run("export", str(path), "--to", target)
+def test_export_cli(saved, target, needle):
+    p = run("export", str(saved), "--to", target)
     assert p.returncode == 0, p.stderr
     assert needle in p.stdout
 
@@ -101,9 +99,14 @@ def test_export_cli(tmp_path, target, needle):
 # ---------------------------------------------------------------------------------------------------------
 # Bad input: one line, exit 2, nothing written
 # ---------------------------------------------------------------------------------------------------------
-def _edited(tmp_path, edit) -> Path:
-    src = tmp_path / "ok.json"
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> Path:
+    src = tmp_path_factory.mktemp("saved") / "ok.json"
     assert run(*PREDICT, "--save-plan", str(src)).returncode == 0
+    return src
+
+
+def _edited(tmp_path, src, edit) -> Path:
     data = json.loads(src.read_text())
     edit(data)
     dst = tmp_path / "edited.json"
@@ -119,11 +122,11 @@ def _edited(tmp_path, edit) -> Path:
     (lambda d: d["placements"][0].update(output=["Shard(1)"]), ["placements.0", "one per mesh axis"]),
     (lambda d: d.pop("prediction"), ["prediction is required"]),
 ])
-def test_edited_plan_files_are_refused(tmp_path, edit, needles):
-    line = one_line_error(run("predict", "--plan", str(_edited(tmp_path, edit))))
+def test_edited_plan_files_are_refused(tmp_path, saved, edit, needles):
+    line = one_line_error(run("predict", "--plan", str(_edited(tmp_path, saved, edit))))
     for n in needles:
         assert n in line, line
-    line = one_line_error(run("export", str(_edited(tmp_path, edit)), "--to", "megatron"))
+    line = one_line_error(run("export", str(_edited(tmp_path, saved, edit)), "--to", "megatron"))
     assert needles[0] in line
 
 
@@ -155,10 +158,8 @@ def test_unwritable_output_writes_nothing(tmp_path):
     assert not infeasible.exists() and list(tmp_path.iterdir()) == []
 
 
-def test_export_unknown_target(tmp_path):
-    path = tmp_path / "p.json"
-    assert run(*PREDICT, "--save-plan", str(path)).returncode == 0
-    line = one_line_error(run("export", str(path), "--to", "jax"))
+def test_export_unknown_target(saved):
+    line = one_line_error(run("export", str(saved), "--to", "jax"))
     assert "'jax'" in line and "megatron, torchtitan, deepspeed" in line
 
 
