@@ -188,3 +188,20 @@ def test_bad_objective_and_space():
         search("llama-3-8b", "dgx-h100", 8, 16, 4096, objective="speed")
     with pytest.raises(InputError, match="zero"):
         search("llama-3-8b", "dgx-h100", 8, 16, 4096, space={"zero": [5]})
+
+
+def test_plan_file_placements_stay_within_megatron_memory_and_beat_its_time():
+    """Plan files get PaSE's placements under the memory of Megatron's (what `estimate` assumes)."""
+    from perfmodel.search import pase
+    from perfmodel.search.planfiles import megatron_memory
+
+    model = pm.load_model("llama-3-8b")
+    plan = resolve(Plan(gpus=64, tp=8, pp=2, micro_batch=1, global_batch=256, seq_len=8192,
+                        sequence_parallel=True, zero=1), model, H100)
+    graph = pase.operator_graph(model, plan)
+    tables = pase.cost_tables(graph, model, H100, plan)
+    mega_s, mega_bytes = pase.evaluate(graph, tables, pase.megatron_assignment(graph, tables, True))
+    assert megatron_memory(model, H100, plan) == mega_bytes
+    res = pase.solve(model, H100, plan, memory_budget=mega_bytes)
+    assert res.budget_met and res.memory_bytes <= mega_bytes * (1 + 1e-12)
+    assert res.time_s <= mega_s * (1 + 1e-12)
