@@ -86,18 +86,18 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--tp", type=_positive("--tp"))
     pr.add_argument("--pp", type=_positive("--pp"))
     pr.add_argument("--dp", type=_positive("--dp"), help="default: gpus / (tp*pp*cp)")
-    pr.add_argument("--cp", type=_positive("--cp"), default=1)
-    pr.add_argument("--vpp", type=_positive("--vpp"), default=1)
+    pr.add_argument("--cp", type=_positive("--cp"), help="default 1")
+    pr.add_argument("--vpp", type=_positive("--vpp"), help="default 1")
     pr.add_argument("--micro-batch", type=_positive("--micro-batch"))
     pr.add_argument("--global-batch", type=_positive("--global-batch"))
     pr.add_argument("--seq-len", type=_positive("--seq-len"))
-    pr.add_argument("--recompute", choices=["none", "selective", "full"], default="none")
+    pr.add_argument("--recompute", choices=["none", "selective", "full"], help="default none")
     pr.add_argument("--sequence-parallel", action="store_true")
-    pr.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=0)
-    pr.add_argument("--precision", choices=["bf16", "fp16", "fp8", "fp4"], default="bf16")
+    pr.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="default 0")
+    pr.add_argument("--precision", choices=["bf16", "fp16", "fp8", "fp4"], help="default bf16")
     pr.add_argument("--schedule", choices=["1f1b", "interleaved", "gpipe"], help="default: interleaved if vpp > 1 else 1f1b")
-    pr.add_argument("--attention", choices=["flash", "unfused"], default="flash")
-    pr.add_argument("--grad-dtype", choices=["fp32", "bf16"], default="fp32")
+    pr.add_argument("--attention", choices=["flash", "unfused"], help="default flash")
+    pr.add_argument("--grad-dtype", choices=["fp32", "bf16"], help="default fp32")
     pr.add_argument("--no-overlap-dp-comm", action="store_true", help="data-parallel collectives do not overlap compute")
     pr.add_argument("--format", choices=["table", "json"], default="table")
 
@@ -141,15 +141,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "global_batch", "seq_len")
+PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "cp", "vpp", "micro_batch", "global_batch", "seq_len",
+              "recompute", "sequence_parallel", "zero", "precision", "schedule", "attention", "grad_dtype",
+              "no_overlap_dp_comm")
 
 
 def _predict(a) -> str:
     if a.plan:
-        given = [f"--{k.replace('_', '-')}" for k in ("model", "hardware", "gpus", "tp", "pp", "dp", "micro_batch",
-                                                      "global_batch", "seq_len") if getattr(a, k) is not None]
+        given = [f"--{k.replace('_', '-')}" for k in PLAN_FLAGS if getattr(a, k) not in (None, False)]
         if given:
             raise InputError(f"predict --plan takes its inputs from the plan file; drop {', '.join(given)}")
+        from .search.planfiles import check_prediction
+
         pf = load_plan_file(a.plan)
+        check_prediction(pf, f"plan file {a.plan!r}")
         est = estimate(pf.model, pf.hardware, pf.plan)
         if a.save_plan:
             write_plan_file(pf, a.save_plan, "--save-plan")
@@ -159,15 +164,19 @@ def _predict(a) -> str:
     missing = [f"--{k.replace('_', '-')}" for k in PREDICT_INPUTS if getattr(a, k) is None]
     if missing:
         raise InputError(f"predict needs {', '.join(missing)} (or --plan FILE, or no flags for the built-in example)")
-    plan = Plan(gpus=a.gpus, tp=a.tp, pp=a.pp, dp=a.dp, cp=a.cp, vpp=a.vpp, micro_batch=a.micro_batch,
-                global_batch=a.global_batch, seq_len=a.seq_len, recompute=a.recompute,
-                sequence_parallel=a.sequence_parallel, zero=a.zero, precision=a.precision, schedule=a.schedule,
-                attention=a.attention, grad_dtype=a.grad_dtype, overlap_dp_comm=not a.no_overlap_dp_comm)
+    given = {k: getattr(a, k) for k in ("gpus", "tp", "pp", "dp", "cp", "vpp", "micro_batch", "global_batch",
+                                         "seq_len", "recompute", "zero", "precision", "schedule", "attention",
+                                         "grad_dtype") if getattr(a, k) is not None}
+    plan = Plan(**given, sequence_parallel=a.sequence_parallel, overlap_dp_comm=not a.no_overlap_dp_comm)
     model, system = load_model(a.model), load_hardware(a.hardware)
     est = estimate(model, system, plan)
     if a.save_plan:
         from .search.planfiles import plan_file  # PaSE placements: only when a plan file is written
 
+        if not est.fits_in_memory:
+            raise InputError(f"--save-plan {a.save_plan}: not written, the plan does not fit in memory (needs "
+                             f"{est.memory_bytes.total / 2**30:.1f} GiB > {est.memory_capacity_bytes / 2**30:.1f} "
+                             f"GiB on the {est.memory_stage} stage); plan files are meant to run")
         pf = plan_file(model, system, est.plan, created_by="perfmodel " + " ".join(sys.argv[1:]))
         write_plan_file(pf, a.save_plan, "--save-plan")
     return est.model_dump_json(indent=2) if a.format == "json" else estimate_table(est)
@@ -196,7 +205,7 @@ def _space(only: list[str]):
                     parsed.append(int(v))
                 except ValueError:
                     raise InputError(f"--only {item!r}: {name} values are integers, got {v!r}") from None
-        fields[name] = parsed
+        fields[name] = fields.get(name, []) + [v for v in parsed if v not in fields.get(name, [])]
     return Space(**fields)
 
 
@@ -206,6 +215,10 @@ def _search(a) -> str:
     for path, what in ((a.output, "--output"), (a.plot, "--plot")):
         if path:
             check_writable(path, what)
+    if a.plot and not a.plot.lower().endswith(".png"):
+        raise InputError(f"--plot {a.plot!r}: the figure is a PNG; give a file name ending in .png")
+    if a.output and not a.output.lower().endswith(".json"):
+        raise InputError(f"--output {a.output!r}: plan files are JSON; give a file name ending in .json")
     result = search(load_model(a.model), load_hardware(a.hardware), a.gpus, a.global_batch, a.seq_len,
                     precision=a.precision, objective=a.objective, space=_space(a.only), attention=a.attention,
                     grad_dtype=a.grad_dtype)
@@ -248,7 +261,11 @@ def run(argv: list[str]) -> str:
     if a.cmd == "search":
         return _search(a)
     if a.cmd == "export":
-        return export(load_plan_file(a.plan), a.to).rstrip("\n")
+        from .search.planfiles import check_prediction
+
+        pf = load_plan_file(a.plan)
+        check_prediction(pf, f"plan file {a.plan!r}")
+        return export(pf, a.to).rstrip("\n")
     if a.cmd == "hardware":
         if a.action == "list":
             rows = []

@@ -29,6 +29,7 @@ MESH_AXES = ("pp", "dp", "cp", "tp")  # outermost first; the device order of Pla
 PLACEMENT_AXES = MESH_AXES[1:]  # the per-stage mesh every placement lists, in this order
 _PLACEMENT = re.compile(r"^(Replicate\(\)|Partial\(\)|Shard\((\d)\))$")
 
+DIMS = ("batch", "seq", "hidden", "heads", "ffn", "vocab")
 OPS = ("embedding", "norm1", "qkv", "attention", "out_proj", "residual1", "norm2", "mlp_in", "activation",
        "mlp_out", "residual2", "final_norm", "lm_head", "loss")
 LAYER_OPS = OPS[1:11]
@@ -64,10 +65,20 @@ class Prediction(Schema):
     fits_in_memory: bool
 
 
+class PlacementCost(Schema):
+    """PaSE's cost of the file's placements and of Megatron-LM's on the same mesh (the layout-level prediction
+    assumes Megatron's): seconds per step summed over the operator graph, bytes per device of the first stage."""
+
+    time_s: float
+    memory_bytes: float
+    megatron_time_s: float
+    megatron_memory_bytes: float
+
+
 class PlanFile(Schema):
     """A runnable plan: model, hardware, layout, per-operator placements and the prediction."""
 
-    version: int = Field(VERSION, description="schema version; this perfmodel reads version 1")
+    version: int = Field(description="schema version; this perfmodel reads version 1")
     model: ModelConfig
     hardware: System
     plan: Plan
@@ -75,6 +86,8 @@ class PlanFile(Schema):
     stage_layers: list[int] = Field(description="layers on each pipeline stage, first to last")
     placements: list[OpPlacement]
     prediction: Prediction
+    placement_cost: PlacementCost | None = Field(None, description="PaSE's seconds and bytes for `placements` "
+                                                                   "and for Megatron's placements")
     created_by: str = Field("", description="command or API call that wrote the file")
 
 
@@ -100,6 +113,7 @@ def check(pf: PlanFile) -> PlanFile:
     if pf.stage_layers != split:
         raise InputError(f"plan file field stage_layers = {pf.stage_layers} disagrees with the plan; valid "
                          f"stage_layers: {split} (set plan.stage_layers to change the split)")
+    covered: dict[str, list[int]] = {op: [] for op in OPS}
     for i, pl in enumerate(pf.placements):
         where = f"plan file field placements.{i} ({pl.op})"
         if pl.op not in OPS:
@@ -108,17 +122,29 @@ def check(pf: PlanFile) -> PlanFile:
             raise InputError(f"{where}: layers = {pl.layers} is wrong; per-layer ops give (first, last), others none")
         if pl.layers is not None and not 0 <= pl.layers[0] <= pl.layers[1] < pf.model.n_layers:
             raise InputError(f"{where}: layers = {pl.layers}; valid: 0 <= first <= last < {pf.model.n_layers}")
-        for name in ("input", "output", "weight"):
+        for name, ndim in (("input", 3), ("output", 3), ("weight", 2)):
             value = getattr(pl, name)
             if value is None:
                 continue
-            if len(value) != len(PLACEMENT_AXES) or not all(_PLACEMENT.match(v) for v in value):
+            matches = [_PLACEMENT.match(v) for v in value]
+            if len(value) != len(PLACEMENT_AXES) or not all(matches) or any(
+                    m.group(2) is not None and int(m.group(2)) >= ndim for m in matches):
                 raise InputError(f"{where}: {name} = {value}; valid: {len(PLACEMENT_AXES)} entries (one per mesh "
-                                 "axis dp, cp, tp), each Replicate(), Partial() or Shard(d)")
+                                 f"axis dp, cp, tp), each Replicate(), Partial() or Shard(d) with d < {ndim}")
         for dim, axes in pl.split.items():
+            if dim not in DIMS:
+                raise InputError(f"{where}: split dimension {dim!r} is not known; valid: {', '.join(DIMS)}")
             bad = [a for a in axes if a not in PLACEMENT_AXES]
             if bad:
                 raise InputError(f"{where}: split[{dim!r}] names mesh axis {bad[0]!r}; valid: dp, cp, tp")
+        covered[pl.op] += list(range(pl.layers[0], pl.layers[1] + 1)) if pl.layers else [-1]
+    if pf.placements:  # a file without placements leaves them to the executor's default (Megatron's)
+        for op, seen in covered.items():
+            want = list(range(pf.model.n_layers)) if op in LAYER_OPS else [-1]
+            if sorted(seen) != want:
+                what = f"layers 0-{pf.model.n_layers - 1} once each" if op in LAYER_OPS else "one entry"
+                raise InputError(f"plan file field placements: op {op} has {len(seen)} entries for {what}; "
+                                 f"valid: every operator placed exactly once ({what})")
     return pf
 
 
@@ -135,7 +161,7 @@ def load_plan_file(path: str | Path) -> PlanFile:
         raise InputError(f"plan file {str(path)!r} is not valid JSON: line {err.lineno}: {err.msg}") from None
     if not isinstance(data, dict):
         raise InputError(f"plan file {str(path)!r} must hold a JSON object, got {type(data).__name__}")
-    if data.get("version", VERSION) != VERSION:
+    if "version" in data and data["version"] != VERSION:
         raise InputError(f"plan file {str(path)!r}: version = {data.get('version')!r} is not supported; valid "
                          f"version: {VERSION} (re-create it: perfmodel search ... --output FILE)")
     try:

@@ -326,7 +326,7 @@ def test_placements_make_a_valid_plan_file():
     plan = resolve(Plan(gpus=64, tp=8, pp=2, micro_batch=1, global_batch=64, seq_len=4096, zero=1), model, system)
     r = pase.solve("llama-3-8b", "dgx-h100", plan)
     est = estimate(model, system, plan)
-    pf = PF.PlanFile(model=model, hardware=system, plan=plan, mesh=PF.mesh_of(plan),
+    pf = PF.PlanFile(version=1, model=model, hardware=system, plan=plan, mesh=PF.mesh_of(plan),
                      stage_layers=default_stage_layers(model.n_layers, plan.pp), placements=r.placements(),
                      prediction=PF.Prediction(step_time_s=est.step_time_s, tokens_per_s=est.tokens_per_s,
                                               mfu=est.mfu, memory_bytes=est.memory_bytes.total,

@@ -30,9 +30,10 @@ def small_model(layers=8):
 # ---------------------------------------------------------------------------------------------------------
 # Enumeration
 # ---------------------------------------------------------------------------------------------------------
-def test_vpp_candidates_divide_the_largest_stage():
+def test_vpp_candidates_give_equal_chunks():
     assert vpp_candidates(96, 8) == [1, 2, 3, 4, 6, 12]  # 12 layers per stage
-    assert vpp_candidates(126, 16) == [1, 2, 4]  # largest stage 8 layers; vpp=8 would need 128 chunks > 126
+    assert vpp_candidates(126, 16) == [1]  # 126 layers never split into 16 v equal chunks
+    assert vpp_candidates(80, 4) == [1, 2, 4, 5, 10, 20]
     assert vpp_candidates(32, 1) == [1]
 
 

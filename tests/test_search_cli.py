@@ -121,6 +121,12 @@ def _edited(tmp_path, src, edit) -> Path:
     (lambda d: d.update(stage_layers=[10, 22]), ["stage_layers", "[16, 16]"]),
     (lambda d: d["placements"][0].update(output=["Shard(1)"]), ["placements.0", "one per mesh axis"]),
     (lambda d: d.pop("prediction"), ["prediction is required"]),
+    (lambda d: d.pop("version"), ["version is required"]),
+    (lambda d: d["prediction"].update(step_time_s=0.001), ["prediction.step_time_s = 0.001", "estimate"]),
+    (lambda d: d["prediction"].update(fits_in_memory=False), ["prediction.fits_in_memory = False"]),
+    (lambda d: d.update(placements=d["placements"][:2]), ["placements", "exactly once"]),
+    (lambda d: d["placements"][1].update(output=["Shard(9)", "Replicate()", "Replicate()"]), ["Shard(d) with d < 3"]),
+    (lambda d: d["placements"][1]["split"].update(nonsense=["tp"]), ["'nonsense'", "valid: batch, seq"]),
 ])
 def test_edited_plan_files_are_refused(tmp_path, saved, edit, needles):
     line = one_line_error(run("predict", "--plan", str(_edited(tmp_path, saved, edit))))

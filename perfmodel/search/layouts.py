@@ -121,12 +121,20 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
     if not counts or not all(isinstance(g, (int, np.integer)) and not isinstance(g, bool) and g > 0 for g in counts):
         raise InputError(f"gpus = {gpus!r}: give one or more positive GPU counts, e.g. 512 or [256, 512, 1024]")
     space = Space(**space) if isinstance(space, dict) else (space or Space())
-    jobs = [Job(gpus=g, global_batch=global_batch, seq_len=seq_len, precision=precision, **job) for g in counts]
-    tables, rows, worst = [], [], None
+    jobs = [Job(gpus=g, global_batch=global_batch, seq_len=seq_len, precision=precision, **job)
+            for g in sorted(set(int(g) for g in counts))]
+    tables, rows, worst, notes, refused = [], [], None, [], []
     cap = system.accelerator.hbm_bytes
     for j in jobs:
         t1 = time.perf_counter()
-        lay = enumerate_layouts(model, system, j, space)
+        try:
+            lay = enumerate_layouts(model, system, j, space)
+        except InputError as err:
+            if len(jobs) == 1:
+                raise
+            refused.append(err)  # one count with no layout does not end a sweep over several
+            notes.append(f"GPU count {j.gpus} skipped: {err}")
+            continue
         memory, kind = stage_memory(model, system, lay)
         total = memory["total"]
         fits = np.flatnonzero(total <= cap)
@@ -139,9 +147,11 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
         rows.append({"gpus": j.gpus, "enumerated": len(lay), "feasible": len(fits),
                      "pruned_for_memory": len(lay) - len(fits), "seconds": time.perf_counter() - t1})
     if not tables:
-        raise InputError(_infeasible_message(model, system, worst[1], worst[2], counts))
+        if worst is None:
+            raise refused[0]
+        raise InputError(_infeasible_message(model, system, worst[1], worst[2], [j.gpus for j in jobs]))
     table = pd.concat(tables, ignore_index=True).sort_values(OBJECTIVES[objective], kind="stable")
-    notes = [f"GPU count {r['gpus']}: no layout fits in memory" for r in rows if r["feasible"] == 0]
+    notes += [f"GPU count {r['gpus']}: no layout fits in memory" for r in rows if r["feasible"] == 0]
     return SearchResult(model=model, system=system, job=jobs[0], objective=objective,
                         table=table.reset_index(drop=True), counts=pd.DataFrame(rows),
                         seconds=time.perf_counter() - t0, notes=notes)

@@ -5,9 +5,9 @@ A job is (model, system, gpus, global batch, sequence length, precision). Its la
 search's choices for what resolve leaves open:
   - tp divides gcd(n_heads, n_kv_heads, ffn_hidden); pp <= n_layers; cp divides seq_len; tp*pp*cp*dp = gpus;
   - dp * micro_batch divides global_batch (every divisor is a micro-batch candidate);
-  - vpp: 1, and every v >= 2 that divides the largest stage's layer count ceil(n_layers / pp) (even chunks on
-    the largest stage; Megatron-LM's --num-layers-per-virtual-pipeline-stage), with the interleaved schedule,
-    which needs the micro-batch count to be a multiple of pp;
+  - vpp: 1, and every v >= 2 for which n_layers splits into pp * v equal chunks (what Megatron-LM's
+    --num-layers-per-virtual-pipeline-stage and torchtitan can run; `predict` also takes uneven chunks), with
+    the interleaved schedule, which needs the micro-batch count to be a multiple of pp;
   - schedule: 1F1B for vpp = 1 (GPipe runs as fast in this model and holds more activations, so it is never
     better and is not enumerated);
   - sequence parallel with every tp > 1, and only there: Megatron's sequence parallelism replaces each pair of
@@ -60,7 +60,8 @@ class Job(Schema):
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small) | {n // d for d in small})
 
 
 def _allowed(values: list[int], limit: list | None) -> list:
@@ -68,11 +69,10 @@ def _allowed(values: list[int], limit: list | None) -> list:
 
 
 def vpp_candidates(n_layers: int, pp: int) -> list[int]:
-    """1, and every v >= 2 dividing the largest stage's ceil(n_layers / pp) layers (pp > 1)."""
+    """1, and every v >= 2 with n_layers divisible by pp * v (equal chunks, as Megatron-LM's interleaving needs)."""
     if pp == 1:
         return [1]
-    largest = -(-n_layers // pp)
-    return [1] + [v for v in _divisors(largest) if v >= 2 and pp * v <= n_layers]
+    return [1] + [v for v in range(2, n_layers // pp + 1) if n_layers % (pp * v) == 0]
 
 
 def check_job(model: ModelConfig, system: System, job: Job) -> None:
@@ -98,14 +98,17 @@ def meshes(model: ModelConfig, job: Job, space: Space) -> list[tuple[int, int, i
 
 def no_mesh_message(model: ModelConfig, job: Job, space: Space) -> str:
     """Why no (tp, pp, cp, dp) exists, and the nearest GPU counts that have one."""
-    near = [n for d in range(1, job.gpus + 1) for n in (job.gpus - d, job.gpus + d)
-            if n > 0 and meshes(model, job.model_copy(update={"gpus": n}), space)][:2]
+    near = []
+    for d in range(1, min(job.gpus, 4096) + 1):  # the nearest counts below and above that have a layout
+        near += [n for n in (job.gpus - d, job.gpus + d) if n > 0 and meshes(model, job.model_copy(update={"gpus": n}), space)]
+        if len(near) >= 2:
+            break
     tp_ok = math.gcd(model.n_heads, model.n_kv_heads, model.ffn_hidden)
     return (f"gpus = {job.gpus} has no valid layout: no tp*pp*cp*dp = {job.gpus} with tp dividing "
             f"gcd(n_heads, n_kv_heads, ffn_hidden) = {tp_ok}, pp <= n_layers = {model.n_layers}, cp dividing "
             f"seq_len = {job.seq_len} and dp dividing global_batch = {job.global_batch}"
             + (" within the --space limits" if any(v is not None for v in space.model_dump().values()) else "")
-            + (f"; valid gpus nearby: {', '.join(map(str, sorted(near)))}" if near else ""))
+            + (f"; valid gpus nearby: {', '.join(map(str, sorted(near[:2])))}" if near else ""))
 
 
 def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space | None = None) -> Layouts:

@@ -5,7 +5,8 @@ Step time grows with the slowest stage (pipeline_time: m * t_max + (pp - 1) / vp
 not depend on the split), so the best split minimises the largest per-micro-batch stage time. Stage i holds
 layers l_i (>= vpp, so each chunk has a layer), plus the embedding on the first and the LM head and loss on the
 last; its time per micro-batch is l_i * t_layer (+ t_embedding | t_head) + sends, and its memory depends on
-its rank (1F1B: the first stage holds pp micro-batches in flight, the last one). Both come from the cost
+its rank (1F1B: the first stage holds pp micro-batches in flight, the last one); with interleaving every stage
+holds a multiple of vpp layers, so that its chunks stay equal. Both come from the cost
 model itself (`evaluate` and `stage_memory` over every (stage, layer count) pair); the DP is the classic
 linear-partition recurrence (e.g. Narayanan et al. 2019, PipeDream, Sec. 3.1):
 
@@ -65,7 +66,8 @@ def balance_stages(model: ModelConfig, system: System, plan: Plan) -> StageSplit
     if pp == 1:
         return StageSplit([n], float(time[0, n]), [float(mem[0, n])], default_t, bool(mem[0, n] <= cap))
     fits = True
-    cost = np.where(mem <= cap, time, np.inf)
+    whole = (np.arange(n + 1) % vpp == 0)[None, :]  # equal chunks per stage
+    cost = np.where((mem <= cap) & whole, time, np.inf)
     for attempt in range(2):
         best = np.full((pp, n + 1), np.inf)
         choice = np.zeros((pp, n + 1), int)
@@ -80,7 +82,7 @@ def balance_stages(model: ModelConfig, system: System, plan: Plan) -> StageSplit
         if np.isfinite(best[pp - 1, n]):
             break
         fits = False  # nothing fits: minimise the largest memory overshoot instead
-        cost = mem - cap
+        cost = np.where(whole, mem - cap, np.inf)
     layers, left = [], n
     for i in range(pp - 1, -1, -1):
         k = int(choice[i, left])
