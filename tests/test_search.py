@@ -206,3 +206,21 @@ def test_plan_file_placements_stay_within_megatron_memory_and_beat_its_time():
     res = pase.solve(model, H100, plan, memory_budget=mega_bytes)
     assert res.budget_met and res.memory_bytes <= mega_bytes * (1 + 1e-12)
     assert res.time_s <= mega_s * (1 + 1e-12)
+
+
+def test_plan_file_placements_rediscover_megatron_for_gpt3_175b():
+    """GPT-3 175B (tied embeddings) on DGX A100, tp=8 over NVLink, under the plan-file budget: PaSE finds
+    exactly Megatron-LM's pattern with sequence parallelism."""
+    from perfmodel.search import pase
+    from perfmodel.search.planfiles import megatron_memory
+
+    model = pm.load_model("gpt3-175b")
+    plan = resolve(Plan(gpus=1024, tp=8, pp=16, micro_batch=1, global_batch=1536, seq_len=2048,
+                        sequence_parallel=True, zero=1, recompute="selective"), model, A100)
+    res = pase.solve(model, A100, plan, memory_budget=megatron_memory(model, A100, plan))
+    style = {p.op: p.style for p in res.placements()}
+    assert style == {"embedding": "vocab", "norm1": "sequence", "qkv": "colwise", "attention": None,
+                     "out_proj": "rowwise", "residual1": "sequence", "norm2": "sequence", "mlp_in": "colwise",
+                     "activation": None, "mlp_out": "rowwise", "residual2": "sequence", "final_norm": "sequence",
+                     "lm_head": "vocab", "loss": None}
+    assert all(p.layers in (None, (0, 95)) for p in res.placements())  # every layer alike

@@ -469,6 +469,20 @@ class CostTables:
         return self.edge_objective(key, lam)[np.ix_(self.src_class[key], self.dst_class[key])]
 
 
+def tied_configurations(graph: Graph, tables: CostTables) -> dict[str, np.ndarray]:
+    """Configurations of the embedding and LM head that never split the hidden dimension.
+
+    Tied embeddings are one weight [vocab, hidden] for both operators; splitting it only by the vocabulary (or
+    not at all) keeps one placement that serves both, Megatron-LM's vocab-parallel pair (Shoeybi et al. 2019,
+    Sec. 3). An untied embedding may also split its hidden columns, which moves less data.
+    """
+    keep = {}
+    for kind in ("embedding", "lm_head"):
+        hidden = [d.name for d in graph.kinds[kind].dims].index("hidden")
+        keep[kind] = np.flatnonzero((tables.configs[kind] != hidden).all(axis=1))
+    return keep
+
+
 def restrict_tables(tables: CostTables, keep: dict[str, Sequence[int]]) -> CostTables:
     """The same costs over a subset of each kind's configurations (`keep[kind]`: indices; kinds absent keep all)."""
     idx = {k: np.asarray(keep.get(k, range(tables.size(k))), int) for k in tables.time}
@@ -1338,6 +1352,8 @@ def solve(model: ModelConfig | str, system: System | str, plan: Plan, memory_bud
     graph = operator_graph(model, plan)
     t0 = time.perf_counter()
     tables = cost_tables(graph, model, system, plan)
+    if model.tie_embeddings:
+        tables = restrict_tables(tables, tied_configurations(graph, tables))
     t1 = time.perf_counter()
     prob = ChainProblem(graph, tables)  # separators, and GENERATESEQ inside each distinct block
     t2 = time.perf_counter()
