@@ -25,6 +25,21 @@ from ..plan import Plan
 from .compute import flash_attention_time, gemm_time, memory_bound_time
 
 ACT_BYTES = 2  # activations and their gradients are bf16 throughout
+# Bytes moved per element (forward, backward) by the memory-bound kernels, bf16 tensors:
+ELEMENTWISE_BYTES = {
+    "norm": (4, 6),  # read x, write y; backward reads x and dy, writes dx
+    "rope": (4, 4),  # read, write (q and k)
+    "swiglu": (6, 10),  # silu(gate) * up: read 2, write 1; backward reads gate, up, dy, writes 2 grads
+    "gelu": (4, 6),  # read, write; backward reads x and dy, writes dx
+    "position_embedding": (6, 6),  # add the position row: read 2, write 1
+    "embedding_dropout": (5, 5),  # read, write, 1 B mask
+    "cross_entropy": (10, 6),  # bf16 logits in, fp32 exponentials (max/sum passes); backward reads, writes bf16
+}
+
+
+def residual_bytes(dropout: bool) -> tuple[float, float]:
+    """Residual add fused with dropout: read branch + residual, write the sum (+1 B mask), both directions."""
+    return (6 + dropout, 6 + dropout)
 GEMM_INPUT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}
 
 
@@ -119,21 +134,28 @@ def mean_keys(seq, window):
     return w * (1 - w / (2 * seq))
 
 
-def attention_ops(dev: Device) -> list[Op]:
-    """Attention core: fused (flash) kernel, or unfused QK^T, scale-mask-softmax (+dropout), AV."""
+def attention_ops(dev: Device, tokens=None, heads=None, q_len=None, sequences=None) -> list[Op]:
+    """Attention core: fused (flash) kernel, or unfused QK^T, scale-mask-softmax (+dropout), AV.
+
+    On the device's share: `tokens` queries in `sequences` sequences of `q_len` queries each, `heads` heads, every
+    query attending over the whole sequence. Default: the plan's (Megatron's) share, heads / tp, queries / cp.
+    """
     m, p = dev.model, dev.plan
-    heads = m.n_heads / p.tp
+    heads = m.n_heads / p.tp if heads is None else heads
+    tokens = dev.tokens if tokens is None else tokens
+    q_len = p.seq_len / p.cp if q_len is None else q_len
+    sequences = p.micro_batch if sequences is None else sequences
     if p.attention == "flash":
         # 2 matmuls (QK^T, PV) x 2 FLOPs per multiply-add over the unmasked (query, key) pairs.
-        fwd_flops = 4.0 * dev.tokens * mean_keys(p.seq_len, m.sliding_window) * m.head_dim * heads
-        seq = p.seq_len / p.cp
+        fwd_flops = 4.0 * tokens * mean_keys(p.seq_len, m.sliding_window) * m.head_dim * heads
+        seq = q_len
         eff = dev.system.efficiency
         t = lambda fl: flash_attention_time(fl, seq, dev.bf16_peak, eff.attention_max, eff.attention_half_seq)
         return [Op("attention", "attention", t(fwd_flops), t(2.5 * fwd_flops), fwd_flops, 2.5 * fwd_flops,
                    ("full", "selective"), "4*T*keys*head_dim*heads (causal), bwd 2.5x")]
     # Unfused (pre-FlashAttention Megatron): full s x s scores per head, no causal skipping.
-    sq, sk, hd = p.seq_len / p.cp, p.seq_len, m.head_dim
-    batch = p.micro_batch * heads
+    sq, sk, hd = q_len, p.seq_len, m.head_dim
+    batch = sequences * heads
     scores = sq * sk * batch
     drop = m.dropout > 0
     ops = [
@@ -158,22 +180,19 @@ def layer_ops(dev: Device) -> list[Op]:
     drop = 1 if m.dropout > 0 else 0
     ops: list[Op] = []
     # Norm: read x, write y (bf16); backward reads x and dy, writes dx.
-    ops.append(elementwise_op(dev, "norm1", To * h, 4, 6))
+    ops.append(elementwise_op(dev, "norm1", To * h, *ELEMENTWISE_BYTES["norm"]))
     ops += linear_op(dev, "qkv", T, (m.q_dim + 2 * m.kv_dim) / t, h)
     if m.position == "rope":
-        ops.append(elementwise_op(dev, "rope", T * (m.q_dim + m.kv_dim) / t, 4, 4))
+        ops.append(elementwise_op(dev, "rope", T * (m.q_dim + m.kv_dim) / t, *ELEMENTWISE_BYTES["rope"]))
     ops += attention_ops(dev)
     ops += linear_op(dev, "out_proj", T, h, m.q_dim / t)
-    # Residual add fused with dropout: read branch + residual, write sum (+1 B mask); backward likewise.
-    ops.append(elementwise_op(dev, "residual1", To * h, 6 + drop, 6 + drop))
-    ops.append(elementwise_op(dev, "norm2", To * h, 4, 6))
+    ops.append(elementwise_op(dev, "residual1", To * h, *residual_bytes(drop)))
+    ops.append(elementwise_op(dev, "norm2", To * h, *ELEMENTWISE_BYTES["norm"]))
     ops += linear_op(dev, "mlp_in", T, (2 if m.gated else 1) * f / t, h)
-    if m.gated:  # silu(gate) * up: read 2 tensors, write 1; backward reads gate, up, dy, writes 2 grads
-        ops.append(elementwise_op(dev, "swiglu", T * f / t, 6, 10))
-    else:  # gelu: read, write; backward reads x and dy, writes dx
-        ops.append(elementwise_op(dev, "gelu", T * f / t, 4, 6))
+    act = "swiglu" if m.gated else "gelu"
+    ops.append(elementwise_op(dev, act, T * f / t, *ELEMENTWISE_BYTES[act]))
     ops += linear_op(dev, "mlp_out", T, h, f / t)
-    ops.append(elementwise_op(dev, "residual2", To * h, 6 + drop, 6 + drop))
+    ops.append(elementwise_op(dev, "residual2", To * h, *residual_bytes(drop)))
     return ops
 
 
@@ -183,9 +202,9 @@ def embedding_ops(dev: Device) -> list[Op]:
     T, To, h = dev.tokens, dev.tokens_outside_tp, m.hidden
     ops = [elementwise_op(dev, "embedding", T * h, 4, 2 + 8 / p.tp, ())]  # bwd: read dy, fp32 RMW of own rows
     if m.position == "learned":
-        ops.append(elementwise_op(dev, "position_embedding", To * h, 6, 6, ()))
+        ops.append(elementwise_op(dev, "position_embedding", To * h, *ELEMENTWISE_BYTES["position_embedding"], ()))
     if m.dropout > 0:
-        ops.append(elementwise_op(dev, "embedding_dropout", To * h, 5, 5, ()))
+        ops.append(elementwise_op(dev, "embedding_dropout", To * h, *ELEMENTWISE_BYTES["embedding_dropout"], ()))
     return ops
 
 
@@ -202,9 +221,9 @@ def head_ops(dev: Device) -> list[Op]:
     m, p = dev.model, dev.plan
     T, To, h = dev.tokens, dev.tokens_outside_tp, m.hidden
     v = np.ceil(m.vocab / p.tp)
-    ops = [elementwise_op(dev, "final_norm", To * h, 4, 6, ())]
+    ops = [elementwise_op(dev, "final_norm", To * h, *ELEMENTWISE_BYTES["norm"], ())]
     ops += linear_op(dev, "lm_head", T, v, h, (), precision="bf16")
-    ops.append(elementwise_op(dev, "cross_entropy", T * v, 10, 6, ()))
+    ops.append(elementwise_op(dev, "cross_entropy", T * v, *ELEMENTWISE_BYTES["cross_entropy"], ()))
     return ops
 
 

@@ -81,9 +81,17 @@ import numpy as np
 from pydantic import Field
 
 from ..cost import comm as C
-from ..cost.compute import flash_attention_time
 from ..cost.memory import GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES
-from ..cost.ops import ACT_BYTES, Device, Op, elementwise_op, linear_op, mean_keys
+from ..cost.ops import (
+    ACT_BYTES,
+    ELEMENTWISE_BYTES,
+    Device,
+    Op,
+    attention_ops,
+    elementwise_op,
+    linear_op,
+    residual_bytes,
+)
 from ..cost.pipeline import in_flight, stage_layers
 from ..errors import InputError, Schema
 from ..hardware import System, load_hardware
@@ -566,9 +574,9 @@ def _compute(kind: OpKind, c: _Split, x: _Ctx) -> tuple[np.ndarray, np.ndarray, 
         h_l = c.local("hidden")
         ops = [elementwise_op(dev, "embedding", T * h_l, 4, 2 + 8 / c.split("vocab"), ())]
         if m.position == "learned":
-            ops.append(elementwise_op(dev, "position_embedding", T * h_l, 6, 6, ()))
+            ops.append(elementwise_op(dev, "position_embedding", T * h_l, *ELEMENTWISE_BYTES["position_embedding"], ()))
         if drop:
-            ops.append(elementwise_op(dev, "embedding_dropout", T * h_l, 5, 5, ()))
+            ops.append(elementwise_op(dev, "embedding_dropout", T * h_l, *ELEMENTWISE_BYTES["embedding_dropout"], ()))
         return _op_seconds(ops, rc), zero, drop * T * h_l
     if fam == "norm":
         h_l = c.local("hidden")
@@ -576,28 +584,28 @@ def _compute(kind: OpKind, c: _Split, x: _Ctx) -> tuple[np.ndarray, np.ndarray, 
         # and again for the backward's reductions.
         stats = T * 4.0 * (2 if m.norm == "layernorm" else 1)
         comm = (again + 1) * x.mesh.collective("all_reduce", stats, c.mask("hidden"))
-        return _op_seconds([elementwise_op(dev, kind.name, T * h_l, 4, 6, rec)], rc), comm, 2 * T * h_l
+        return _op_seconds([elementwise_op(dev, kind.name, T * h_l, *ELEMENTWISE_BYTES["norm"], rec)], rc), comm, 2 * T * h_l
     if fam == "linear":
         out_dim, n_full, in_dim, k_full = kind.gemm
         n, k = c.local(out_dim, n_full), c.local(in_dim, k_full)
         prec = "bf16" if kind.name == "lm_head" else None  # the LM head stays bf16 (head_ops)
         ops = linear_op(dev, kind.name, T, n, k, rec, precision=prec)
         if kind.name == "qkv" and m.position == "rope":
-            ops.append(elementwise_op(dev, "rope", T * (m.q_dim + m.kv_dim) / c.split("heads"), 4, 4))
+            ops.append(elementwise_op(dev, "rope", T * (m.q_dim + m.kv_dim) / c.split("heads"), *ELEMENTWISE_BYTES["rope"]))
         return _op_seconds(ops, rc), zero, 2 * T * k
     if fam == "attention":
         return _attention(c, x)
     if fam == "residual":
-        ops = [elementwise_op(dev, kind.name, T * c.local("hidden"), 6 + drop, 6 + drop)]
+        ops = [elementwise_op(dev, kind.name, T * c.local("hidden"), *residual_bytes(drop))]
         return _op_seconds(ops, rc), zero, drop * T * c.local("hidden")
     if fam == "activation":
         f_l = c.local("ffn")
-        fwd_b, bwd_b = (6, 10) if m.gated else (4, 6)  # swiglu reads gate and up; gelu reads x
-        ops = [elementwise_op(dev, "swiglu" if m.gated else "gelu", T * f_l, fwd_b, bwd_b)]
+        act = "swiglu" if m.gated else "gelu"
+        ops = [elementwise_op(dev, act, T * f_l, *ELEMENTWISE_BYTES[act])]
         return _op_seconds(ops, rc), zero, 2 * T * f_l * (2 if m.gated else 1)
     if fam == "loss":
         v_l = c.local("vocab")
-        ops = [elementwise_op(dev, "cross_entropy", T * v_l, 10, 6, ())]
+        ops = [elementwise_op(dev, "cross_entropy", T * v_l, *ELEMENTWISE_BYTES["cross_entropy"], ())]
         # Vocab-parallel cross-entropy: all-reduce max, sum-exp and target logit (fp32 per token), as estimate's
         # "tp cross-entropy stats".
         comm = 3 * x.mesh.collective("all_reduce", T * 4.0, c.mask("vocab"))
@@ -613,26 +621,10 @@ def _attention(c: _Split, x: _Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     T, heads = c.tokens, c.local("heads")
     sq = p.seq_len / c.split("seq")
     drop = 1.0 if m.dropout > 0 else 0.0
-    rec = ("full", "selective")
+    ops = attention_ops(dev, tokens=T, heads=heads, q_len=sq, sequences=c.local("batch"))
     if p.attention == "flash":
-        flops = 4.0 * T * mean_keys(p.seq_len, m.sliding_window) * m.head_dim * heads
-        eff = x.system.efficiency
-
-        def t(fl):
-            return flash_attention_time(fl, sq, dev.bf16_peak, eff.attention_max, eff.attention_half_seq)
-
-        ops = [Op("attention", "attention", t(flops), t(2.5 * flops), recompute=rec)]
         core = 4.0 * heads * T  # fp32 log-sum-exp
     else:
-        sk, hd, nb = p.seq_len, m.head_dim, c.local("batch") * heads
-        extra = 5 if drop else 0
-        ops = [
-            Op("attn_scores", "gemm", dev.gemm(sq, sk, hd, nb, "bf16"),
-               dev.gemm(sq, hd, sk, nb, "bf16") + dev.gemm(hd, sk, sq, nb, "bf16"), recompute=rec),
-            elementwise_op(dev, "attn_softmax", sq * sk * nb, 4 + extra, 6 + extra, rec),
-            Op("attn_context", "gemm", dev.gemm(sq, hd, sk, nb, "bf16"),
-               dev.gemm(sq, sk, hd, nb, "bf16") + dev.gemm(sk, hd, sq, nb, "bf16"), recompute=rec),
-        ]
         core = (2 + 3 * drop) * heads * p.seq_len * T
     a_f = sum(np.asarray(op.fwd_s, float) for op in ops)
     a_b = sum(np.asarray(op.bwd_s, float) for op in ops)
