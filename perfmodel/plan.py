@@ -92,8 +92,10 @@ def default_stage_layers(n_layers: int, pp: int) -> list[int]:
     return ([q + (rest >= 2)] + [q + (i < middle_extra) for i in range(pp - 2)] + [q + (rest >= 1)])
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+def divisors(n: int) -> list[int]:
+    """Every positive divisor of n, ascending."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small) | {n // d for d in small})
 
 
 def _fmt(vals: list[int], limit: int = 12) -> str:
@@ -127,13 +129,13 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
 
     heads, kv = model.n_heads, model.n_kv_heads
     if heads % tp:
-        raise InputError(f"tp={tp} does not divide num_attention_heads = {heads}; valid tp: {_fmt(_divisors(math.gcd(heads, kv)))}")
+        raise InputError(f"tp={tp} does not divide num_attention_heads = {heads}; valid tp: {_fmt(divisors(math.gcd(heads, kv)))}")
     if kv % tp:
-        raise InputError(f"tp={tp} does not divide num_key_value_heads = {kv}; valid tp: {_fmt(_divisors(math.gcd(heads, kv)))}")
+        raise InputError(f"tp={tp} does not divide num_key_value_heads = {kv}; valid tp: {_fmt(divisors(math.gcd(heads, kv)))}")
     if model.ffn_hidden % tp:
         raise InputError(
             f"tp={tp} does not divide ffn_hidden = {model.ffn_hidden}; valid tp: "
-            f"{_fmt(_divisors(math.gcd(math.gcd(heads, kv), model.ffn_hidden)))}"
+            f"{_fmt(divisors(math.gcd(math.gcd(heads, kv), model.ffn_hidden)))}"
         )
     if pp > model.n_layers:
         raise InputError(f"pp={pp} is larger than n_layers = {model.n_layers}; valid pp: 1..{model.n_layers}")
@@ -173,7 +175,7 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
         )
     s = p["seq_len"]
     if s % cp:
-        raise InputError(f"cp={cp} does not divide seq_len = {s}; valid cp: {_fmt(_divisors(s))}")
+        raise InputError(f"cp={cp} does not divide seq_len = {s}; valid cp: {_fmt(divisors(s))}")
     if model.position == "learned" and s > model.max_seq_len:
         raise InputError(
             f"seq_len = {s} exceeds {model.name}'s learned position table (max_seq_len = {model.max_seq_len}); valid seq_len: 1..{model.max_seq_len}"

@@ -37,6 +37,7 @@ from .layouts import Layouts
 from .memory import (
     GRAD_BYTES,
     WEIGHT_BYTES,
+    adam_step_bytes,
     embedding_activation_bytes,
     head_activation_bytes,
     layer_activation_bytes,
@@ -393,8 +394,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
                                  "step", "dp_comm", on, tier=link))
     dp_exposed = sum(p.exposed for p in step_patterns)
     opt_params = p_stage / np.where(zero >= 1, shard, 1)
-    # Adam step: read grad, m, v, master; write m, v, master, bf16 weight; plus the grad-norm read.
-    t_opt = dev.memory(opt_params * (26 + 2 * gbytes))
+    t_opt = dev.memory(opt_params * adam_step_bytes(gbytes))
 
     step = t_pipe + dp_exposed + t_opt
     time = {k: _pick(stage_part[k], bottleneck) * m for k in STAGE_PARTS}

@@ -39,6 +39,14 @@ def stage_params_per_device(model: ModelConfig, tp, pp, layers, first, last):
     return n + last * (model.norm_params() + np.where(head_copy, table, 0.0))
 
 
+def adam_step_bytes(grad_bytes: float) -> float:
+    """HBM bytes an Adam step moves per parameter it updates: read the gradient, momentum, variance and fp32
+    master (grad_bytes + 12), write momentum, variance, master and the bf16 weight (12 + 2), and read the gradient
+    once more for the global norm (grad_bytes): 26 + 2 * grad_bytes (a fused multi-tensor Adam, as apex / torch
+    `fused=True`)."""
+    return 26.0 + 2.0 * grad_bytes
+
+
 def state_bytes(params, plan: Plan) -> dict[str, object]:
     """Weights, gradients and optimizer bytes for `params` per device under the plan's ZeRO stage."""
     shard = plan.zero_shard

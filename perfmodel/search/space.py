@@ -31,7 +31,7 @@ from ..cost.layouts import Layouts
 from ..errors import Count, Flag, InputError, Schema
 from ..hardware import System
 from ..models import ModelConfig
-from ..plan import Plan, Precision, Recompute, resolve
+from ..plan import Plan, Precision, Recompute, divisors, resolve
 
 
 class Space(Schema):
@@ -59,11 +59,6 @@ class Job(Schema):
     overlap_dp_comm: Flag = True
 
 
-def _divisors(n: int) -> list[int]:
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted(set(small) | {n // d for d in small})
-
-
 def _allowed(values: list[int], limit: list | None) -> list:
     return values if limit is None else [v for v in values if v in limit]
 
@@ -85,10 +80,10 @@ def check_job(model: ModelConfig, system: System, job: Job) -> None:
 def meshes(model: ModelConfig, job: Job, space: Space) -> list[tuple[int, int, int, int]]:
     """(tp, pp, cp, dp) with tp*pp*cp*dp = gpus that the model, sequence and batch allow."""
     g = job.gpus
-    tps = _allowed([t for t in _divisors(math.gcd(model.n_heads, model.n_kv_heads, model.ffn_hidden)) if g % t == 0],
+    tps = _allowed([t for t in divisors(math.gcd(model.n_heads, model.n_kv_heads, model.ffn_hidden)) if g % t == 0],
                    space.tp)
-    pps = _allowed([p for p in _divisors(g) if p <= model.n_layers], space.pp)
-    cps = _allowed([c for c in _divisors(job.seq_len) if g % c == 0], space.cp)
+    pps = _allowed([p for p in divisors(g) if p <= model.n_layers], space.pp)
+    cps = _allowed([c for c in divisors(job.seq_len) if g % c == 0], space.cp)
     out = []
     for t, p, c in itertools.product(tps, pps, cps):
         if g % (t * p * c) == 0 and job.global_batch % (g // (t * p * c)) == 0:
@@ -121,7 +116,7 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
     rcs = space.recompute or ["none", "selective", "full"]
     rows = []  # (tp, pp, cp, dp, vpp, micro_batch) then the cheap axes by product below
     for t, p, c, d in found:
-        mbs = _allowed(_divisors(job.global_batch // d), space.micro_batch)
+        mbs = _allowed(divisors(job.global_batch // d), space.micro_batch)
         for v in _allowed(vpp_candidates(model.n_layers, p), space.vpp):
             for mb in mbs:
                 if v > 1 and (job.global_batch // (d * mb)) % p:
