@@ -29,13 +29,11 @@ import numpy as np
 import pandas as pd
 
 from perfmodel import estimate
+from devset import DEFAULT_CSV
 from perfmodel.errors import InputError
 from perfmodel.published import load_cases
 from perfmodel.search.layouts import search
 
-HERE = Path(__file__).resolve().parent
-SHARED = HERE.parent.parent / "shared" / "data" / "published_runs_dev.csv"
-BUNDLED = HERE / "data" / "published_runs_dev.csv"
 
 
 def layout(p) -> str:
@@ -97,7 +95,7 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--csv", type=Path, default=SHARED if SHARED.exists() else BUNDLED)
+    ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
     ap.add_argument("--rows", action="store_true", help="print every row, not only those outside the top 10%")
     ap.add_argument("--out", type=Path, help="write the per-row table as CSV")
     a = ap.parse_args(argv)

@@ -17,12 +17,10 @@ from pathlib import Path
 import pandas as pd
 
 from perfmodel import estimate
+from devset import DEFAULT_CSV
 from perfmodel.errors import InputError
 from perfmodel.published import load_cases
 
-HERE = Path(__file__).resolve().parent
-SHARED = HERE.parent.parent / "shared" / "data" / "published_runs_dev.csv"
-BUNDLED = HERE / "data" / "published_runs_dev.csv"
 
 
 def predict_all(csv: Path) -> pd.DataFrame:
@@ -62,7 +60,7 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--csv", type=Path, default=SHARED if SHARED.exists() else BUNDLED)
+    ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
     ap.add_argument("--rows", action="store_true", help="also print every row")
     ap.add_argument("--out", type=Path, help="write the per-row table as CSV")
     a = ap.parse_args(argv)

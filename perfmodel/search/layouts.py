@@ -85,7 +85,7 @@ def pareto_front(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return out.drop_duplicates(subset=keys).sort_values([first, second]).reset_index(drop=True)
 
 
-def _table(model: ModelConfig, system: System, lay, step) -> pd.DataFrame:
+def _table(lay, step) -> pd.DataFrame:
     df = pd.DataFrame({c: np.broadcast_to(getattr(lay, c), (len(lay),)) for c in PLAN_COLUMNS})
     df["step_time_s"] = step.step_time_s
     df["tokens_per_s"] = lay.tokens_per_step / step.step_time_s
@@ -141,15 +141,15 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
         if len(fits):
             sub = lay.take(fits)
             mem_fits = ({k: v[fits] for k, v in memory.items()}, kind[fits])
-            tables.append(_table(model, system, sub, evaluate(model, system, sub, mem_fits)))
-        elif worst is None or total.min() < worst[2].min():
-            worst = (model, lay, total)
+            tables.append(_table(sub, evaluate(model, system, sub, mem_fits)))
+        elif worst is None or total.min() < worst[1].min():
+            worst = (lay, total)  # the count whose leanest plan comes closest, for the message
         rows.append({"gpus": j.gpus, "enumerated": len(lay), "feasible": len(fits),
                      "pruned_for_memory": len(lay) - len(fits), "seconds": time.perf_counter() - t1})
     if not tables:
         if worst is None:
             raise refused[0]
-        raise InputError(_infeasible_message(model, system, worst[1], worst[2], [j.gpus for j in jobs]))
+        raise InputError(_infeasible_message(model, system, *worst, [j.gpus for j in jobs]))
     table = pd.concat(tables, ignore_index=True).sort_values(OBJECTIVES[objective], kind="stable")
     notes += [f"GPU count {r['gpus']}: no layout fits in memory" for r in rows if r["feasible"] == 0]
     return SearchResult(model=model, system=system, job=jobs[0], objective=objective,

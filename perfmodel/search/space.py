@@ -102,7 +102,7 @@ def no_mesh_message(model: ModelConfig, job: Job, space: Space) -> str:
     return (f"gpus = {job.gpus} has no valid layout: no tp*pp*cp*dp = {job.gpus} with tp dividing "
             f"gcd(n_heads, n_kv_heads, ffn_hidden) = {tp_ok}, pp <= n_layers = {model.n_layers}, cp dividing "
             f"seq_len = {job.seq_len} and dp dividing global_batch = {job.global_batch}"
-            + (" within the --space limits" if any(v is not None for v in space.model_dump().values()) else "")
+            + (" within the --only limits" if any(v is not None for v in space.model_dump().values()) else "")
             + (f"; valid gpus nearby: {', '.join(map(str, sorted(near[:2])))}" if near else ""))
 
 
@@ -114,6 +114,7 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
     if not found:
         raise InputError(no_mesh_message(model, job, space))
     rcs = space.recompute or ["none", "selective", "full"]
+    too_narrow = InputError(f"no layout of gpus = {job.gpus} satisfies the --only limits {space.model_dump(exclude_none=True)}")
     rows = []  # (tp, pp, cp, dp, vpp, micro_batch) then the cheap axes by product below
     for t, p, c, d in found:
         mbs = _allowed(divisors(job.global_batch // d), space.micro_batch)
@@ -123,23 +124,19 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
                     continue
                 rows.append((t, p, c, d, v, mb))
     if not rows:
-        raise InputError(f"no layout of gpus = {job.gpus} satisfies the --space limits {space.model_dump(exclude_none=True)}")
+        raise too_narrow
     base = np.array(rows, dtype=np.int64)
     cols = []
-    sps = space.sequence_parallel or [True]
-    for rc, sp, z in itertools.product(rcs, sorted(set(sps) | ({False} if True in sps else set())),
-                                       space.zero or [0, 1, 2, 3]):
-        keep = np.ones(len(base), bool)
-        if sp:
-            keep &= base[:, 0] > 1
-        elif True in sps and False not in sps:
-            keep &= base[:, 0] == 1  # tp = 1 has no sequence parallelism to choose
+    want_sp = set(space.sequence_parallel or [True])
+    for rc, sp, z in itertools.product(rcs, (False, True), space.zero or [0, 1, 2, 3]):
+        # tp = 1 has no sequence parallelism to choose: it is always sp=False
+        keep = (base[:, 0] > 1) & (sp in want_sp) if sp else (base[:, 0] == 1) | (False in want_sp)
         if z > 0:
             keep &= base[:, 3] * base[:, 2] > 1
         sel = base[keep]
         cols.append((sel, np.full(len(sel), rc), np.full(len(sel), sp), np.full(len(sel), z)))
     if sum(len(c[0]) for c in cols) == 0:
-        raise InputError(f"no layout of gpus = {job.gpus} satisfies the --space limits {space.model_dump(exclude_none=True)}")
+        raise too_narrow
     sel = np.concatenate([c[0] for c in cols])
     vpp = sel[:, 4]
     return Layouts(tp=sel[:, 0], pp=sel[:, 1], cp=sel[:, 2], dp=sel[:, 3], vpp=vpp, micro_batch=sel[:, 5],
