@@ -32,6 +32,9 @@ class Accelerator(Schema):
     hbm_bandwidth_tbps: PositiveFloat = Field(description="device memory bandwidth, TB/s (1e12 bytes/s)")
     tdp_w: PositiveFloat | None = Field(None, description="board/chip power, W; null where unpublished")
     compute_units: Count = Field(description="SMs / CUs / matrix units that GEMM tiles are spread over")
+    torch_device: Literal["cuda", "cpu", "xla"] = Field(
+        "cuda", description="torch device type that runs this part (ROCm GPUs are 'cuda' to torch; TPUs 'xla'); "
+                            "the executor refuses a plan for another device type")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
     @model_validator(mode="after")

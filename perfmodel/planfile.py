@@ -96,6 +96,59 @@ def mesh_of(plan: Plan) -> dict[str, int]:
     return {"pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "tp": plan.tp}
 
 
+# Megatron-LM's tp split per operator (Shoeybi et al. 2019, Sec. 3; Korthikanti et al. 2022, Sec. 4.2.2 for
+# the sequence-parallel norms and residuals): (split dim, input, weight, output) on the tp axis.
+_MEGATRON_TP = {
+    "embedding": ("vocab", "Replicate()", "Shard(0)", "Partial()"),
+    "qkv": ("heads", "Replicate()", "Shard(0)", "Shard(2)"),
+    "attention": ("heads", "Shard(2)", None, "Shard(2)"),
+    "out_proj": ("heads", "Shard(2)", "Shard(1)", "Partial()"),
+    "mlp_in": ("ffn", "Replicate()", "Shard(0)", "Shard(2)"),
+    "activation": ("ffn", "Shard(2)", None, "Shard(2)"),
+    "mlp_out": ("ffn", "Shard(2)", "Shard(1)", "Partial()"),
+    "lm_head": ("vocab", "Replicate()", "Shard(0)", "Shard(2)"),
+    "loss": ("vocab", "Shard(2)", None, "Partial()"),
+}
+_STYLE = {"embedding": "vocab", "qkv": "colwise", "mlp_in": "colwise", "lm_head": "colwise",
+          "out_proj": "rowwise", "mlp_out": "rowwise"}
+_WEIGHTED = ("embedding", "norm1", "qkv", "out_proj", "norm2", "mlp_in", "mlp_out", "final_norm", "lm_head")
+
+
+def megatron_placements(model: ModelConfig, plan: Plan) -> list[OpPlacement]:
+    """Megatron-LM's placements for a resolved plan: dp splits the batch, cp the sequence, tp the vocabulary /
+    heads / ffn, and with sequence parallelism the sequence of norms and residuals (size-1 axes split nothing).
+    What the executor runs for a plan file without placements, and what the layout-level prediction assumes."""
+    out = []
+    for op in OPS:
+        if op in _MEGATRON_TP:
+            dim, inp, weight, output = _MEGATRON_TP[op]
+        elif plan.sequence_parallel:
+            dim, inp, weight, output = "seq", "Shard(1)", "Replicate()", "Shard(1)"
+        else:
+            dim, inp, weight, output = None, "Replicate()", "Replicate()", "Replicate()"
+        split: dict[str, list[str]] = {}
+        words = {"input": [], "output": [], "weight": []}
+        for axis, d, shard in (("dp", "batch", "Shard(0)"), ("cp", "seq", "Shard(1)"), ("tp", dim, None)):
+            size = getattr(plan, axis)
+            if size == 1 or d is None:
+                words["input"].append("Replicate()"), words["output"].append("Replicate()")
+                words["weight"].append("Replicate()")
+                continue
+            split.setdefault(d, []).append(axis)
+            if axis == "tp":
+                words["input"].append(inp), words["output"].append(output), words["weight"].append(weight)
+            else:
+                words["input"].append(shard), words["output"].append(shard), words["weight"].append("Replicate()")
+        if op == "loss":  # a scalar: every axis that splits something leaves it partial
+            words["output"] = ["Partial()" if any(a in axes for axes in split.values()) else "Replicate()"
+                               for a in PLACEMENT_AXES]
+        out.append(OpPlacement(
+            op=op, layers=(0, model.n_layers - 1) if op in LAYER_OPS else None, split=split,
+            input=words["input"], output=words["output"], weight=words["weight"] if op in _WEIGHTED else None,
+            style=_STYLE.get(op) if plan.tp > 1 else None))
+    return out
+
+
 def check(pf: PlanFile) -> PlanFile:
     """Refuse a plan file whose fields disagree with each other (one line naming the field and what is valid)."""
     if pf.version != VERSION:

@@ -125,7 +125,8 @@ def test_dp_equals_brute_force_on_real_cost_tables(mesh, n_layers):
 def test_chain_dp_equals_whole_graph_dp_on_full_tables_of_a_three_axis_mesh():
     graph, tables, _ = tiny(2, gpus=8, tp=2, cp=2)
     assert len(tables.mesh.names) == 3
-    assert tables.size("qkv") > 20
+    # dp splits only the batch and cp only the sequence (executor semantics): qkv's choices are tp's
+    assert tables.size("qkv") == 5 and (tables.configs["qkv"][:, :2] == tables.configs["qkv"][0, :2]).all()
     for lam in (0.0, 1e-9):
         whole, a = pase.dp(graph, tables, lam)
         chain, b = pase.dp(graph, tables, lam, chain=True)
@@ -498,14 +499,21 @@ def test_configurations_respect_divisibility():
             for d, dim in enumerate(kinds[kind].dims):
                 split = math.prod(n for n, c in zip(tables.mesh.sizes, row) if c == d)
                 assert dim.padded or dim.divisor % split == 0
-    # heads = 4 with 2 kv heads: qkv and attention may split heads by 2 only, out_proj by 2 or 4
+    # heads = 4 with 2 kv heads: qkv and attention may split heads by 2 only; out_proj too, as only tp may
+    # split heads (dp splits the batch and cp the sequence, the executor's semantics)
     qkv_heads = {math.prod(n for n, c in zip(tables.mesh.sizes, r) if c == kinds["qkv"].dim_index("heads"))
                  for r in tables.configs["qkv"]}
     out_heads = {math.prod(n for n, c in zip(tables.mesh.sizes, r) if c == kinds["out_proj"].dim_index("heads"))
                  for r in tables.configs["out_proj"]}
-    assert qkv_heads == {1, 2} and out_heads == {1, 2, 4}
+    assert qkv_heads == {1, 2} and out_heads == {1, 2}
     # every assignment of axes to dims is listed once
     n = {k: len({tuple(r) for r in c}) for k, c in tables.configs.items()}
     assert n == {k: len(c) for k, c in tables.configs.items()}
-    assert all(tuple(c[0]) == (-1,) * len(tables.mesh.names) for c in tables.configs.values())
+    axes = tables.mesh.names
+    for kind, c in tables.configs.items():
+        dims = [d.name for d in kinds[kind].dims]
+        assert (c[:, axes.index("dp")] == dims.index("batch")).all() and (c[:, axes.index("cp")] == dims.index("seq")).all()
+        assert c[0, axes.index("tp")] == -1
+        if kind == "attention":
+            assert dims.index("seq") not in c[:, axes.index("tp")]
     assert len(list(itertools.product(range(-1, 3), repeat=3))) >= tables.size("norm1")

@@ -105,6 +105,7 @@ LAYER_KINDS = ("norm1", "qkv", "attention", "out_proj", "residual1", "norm2", "m
 _R, _P = 0, 1  # placement codes per axis: Replicate, Partial (an input: Replicate whose gradient is Partial),
 _S = 2  # then Shard(i) = 2 + i
 _BASE = 5  # codes per axis: R, P, Shard(0..2)
+AXIS_DIMS = {"dp": "batch", "cp": "seq"}  # the one dim these axes split (see configurations)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -388,11 +389,22 @@ def configurations(kind: OpKind, mesh: Mesh) -> np.ndarray:
     """Every valid split: (K, axes) array, entry = index of the dim that axis splits, -1 for none.
 
     Each axis splits at most one dim, a dim may be split over several axes, and the product of the axis sizes
-    that split a dim must divide it (the vocabulary may pad). Row 0 replicates everything.
+    that split a dim must divide it (the vocabulary may pad). Row 0 leaves the tp-like axes unsplit.
+    The executor's semantics bound the choice (`AXIS_DIMS`): the dp axis is data parallelism (it splits the
+    batch of every op), the cp axis context parallelism (the sequence), and attention's sequence is split by
+    cp only (keys and values are gathered over cp; a tp split of it would be a second context parallelism).
     """
     n_axes, dims = len(mesh.sizes), kind.dims
+    names = [d.name for d in dims]
+    allowed = []
+    for axis in mesh.names:
+        only = AXIS_DIMS.get(axis)
+        if only is not None:
+            allowed.append([names.index(only)] if only in names else [-1])
+        else:
+            allowed.append([-1] + [i for i, n in enumerate(names) if not (kind.family == "attention" and n == "seq")])
     rows = []
-    for choice in itertools.product(range(-1, len(dims)), repeat=n_axes):
+    for choice in itertools.product(*allowed):
         ok = True
         for d, dim in enumerate(dims):
             split = math.prod(n for n, c in zip(mesh.sizes, choice) if c == d)

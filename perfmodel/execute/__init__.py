@@ -1,0 +1,132 @@
+"""Execute plan files for real with torch.distributed, and measure them (`perfmodel execute`).
+
+`run_plans` checks every plan before anything starts (device type, process count, what the executor can run),
+launches one `torchrun` for all of them (execute/worker.py on each rank), and returns their measurements. The
+parent process imports no torch unless it must ask whether CUDA is there; the modules that build and train
+the model (model, tensor_parallel, pipeline_parallel, context_parallel, data_parallel, checkpointing, train)
+run inside the workers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import tempfile
+from pathlib import Path
+
+from ..errors import InputError
+from ..files import check_writable
+from ..launch import launch
+from ..measurement import Measurement, load_measurement, measurement_path
+from ..planfile import PLACEMENT_AXES, PlanFile, load_plan_file, megatron_placements
+
+RUNNABLE_PRECISIONS = ("bf16", "fp16")  # fp8 / fp4 GEMMs need libraries (torchao, Transformer Engine) not used here
+DEFAULT_TIMEOUT_S = 1800.0
+PG_TIMEOUT_S = 120.0  # a collective waiting longer than this on a dead peer fails instead of hanging
+
+
+def _nnodes(rdzv: list[str] | None) -> int:
+    text = " ".join(rdzv or [])
+    m = re.search(r"--nnodes[= ](\d+)", text)
+    return int(m.group(1)) if m else 1
+
+
+def device_for(requested: str) -> str:
+    """'auto' is cuda where torch sees a GPU, else cpu."""
+    if requested not in ("auto", "cpu", "cuda"):
+        raise InputError(f"--device = {requested!r}; valid: auto, cpu, cuda")
+    if requested == "cpu":
+        return "cpu"
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if requested == "cuda":
+        raise InputError("--device cuda: torch sees no CUDA device on this machine; valid here: cpu")
+    return "cpu"
+
+
+def check_runnable(pf: PlanFile, where: str, nproc: int, nnodes: int, device: str) -> None:
+    """Refuse, in one line, a plan this machine or this executor cannot run as written."""
+    plan, want = pf.plan, pf.hardware.accelerator.torch_device
+    if want != device:
+        raise InputError(f"{where}: the plan is for {pf.hardware.accelerator.name} ({want}) but this run is on "
+                         f"{device}; write the plan for a {device} spec (e.g. perfmodel calibrate --device {device})"
+                         f" or run where {want} devices are")
+    if plan.gpus != nproc * nnodes:
+        raise InputError(f"{where}: plan.gpus = {plan.gpus} processes needed, but --nproc {nproc} x {nnodes} "
+                         f"node(s) = {nproc * nnodes} given; valid: --nproc {plan.gpus // nnodes}"
+                         if plan.gpus % nnodes == 0 else f"{where}: plan.gpus = {plan.gpus} does not split over "
+                         f"{nnodes} nodes")
+    if device == "cuda":
+        import torch
+
+        have = torch.cuda.device_count()
+        if nproc > have:
+            raise InputError(f"--nproc {nproc} exceeds the {have} CUDA device(s) of this machine; valid: 1..{have}")
+    if device == "cuda" and plan.precision not in RUNNABLE_PRECISIONS:
+        raise InputError(f"{where}: precision = {plan.precision} is not run by the executor; valid: "
+                         f"{', '.join(RUNNABLE_PRECISIONS)}")
+    bad = [n for n in pf.stage_layers if n % plan.vpp]
+    if bad:
+        raise InputError(f"{where}: stage_layers = {pf.stage_layers} do not split into vpp = {plan.vpp} equal chunks "
+                         f"per stage; valid: stage layer counts divisible by {plan.vpp}")
+    placements = pf.placements or megatron_placements(pf.model, plan)
+    for pl in placements:
+        for dim, axes in pl.split.items():
+            for axis, only in (("dp", "batch"), ("cp", "seq")):
+                if axis in axes and dim != only and getattr(plan, axis) > 1:
+                    raise InputError(f"{where}: placements ({pl.op}) split {dim} over {axis}; the executor runs "
+                                     f"{axis} as {'data' if axis == 'dp' else 'context'} parallelism only (valid: "
+                                     f"{only} over {axis})")
+        if pl.op == "attention" and "tp" in pl.split.get("seq", []):
+            raise InputError(f"{where}: placements (attention) split seq over tp; valid: batch or heads over tp "
+                             "(the sequence of attention is split by cp)")
+    if pf.model.tie_embeddings and plan.tp > 1:
+        emb = next(p for p in placements if p.op == "embedding").weight
+        head = next(p for p in placements if p.op == "lm_head").weight
+        tp = PLACEMENT_AXES.index("tp")
+        if emb[tp] != head[tp]:
+            raise InputError(f"{where}: tied embedding placed {emb[tp]} but lm_head {head[tp]} over tp; valid: the "
+                             "same placement for the shared weight")
+
+
+def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps: int = 8, warmup: int = 3,
+              seed: int = 0, outputs: list[Path] | None = None, rdzv: list[str] | None = None,
+              timeout_s: float | None = None, log_dir: Path | None = None, data: Path | None = None,
+              echo=None, pg_timeout_s: float = PG_TIMEOUT_S) -> list[Measurement]:
+    """Run every plan file in one torchrun launch; write and return one Measurement per plan."""
+    if importlib.util.find_spec("torch") is None:
+        raise InputError("execute needs PyTorch: pip install 'perfmodel[torch]' (torch==2.13.0)")
+    if not plan_paths:
+        raise InputError("no plan files given; valid: one or more PLAN.json")
+    if nproc < 1:
+        raise InputError(f"--nproc = {nproc}; valid: a positive number of processes")
+    if steps < 1 or not 0 <= warmup < steps:
+        raise InputError(f"--steps {steps} --warmup {warmup}; valid: steps >= 1 and 0 <= warmup < steps")
+    if data is not None and not Path(data).is_file():
+        raise InputError(f"--data {str(data)!r} is not a file; valid: a local text file (read as bytes)")
+    device = device_for(device)
+    nnodes = _nnodes(rdzv)
+    plan_paths = [Path(p) for p in plan_paths]
+    outputs = [Path(o) for o in outputs] if outputs else [measurement_path(p) for p in plan_paths]
+    if len(outputs) != len(plan_paths):
+        raise InputError(f"{len(outputs)} outputs for {len(plan_paths)} plans; valid: one output per plan")
+    for path, out in zip(plan_paths, outputs):
+        pf = load_plan_file(path)
+        check_runnable(pf, f"plan file {str(path)!r}", nproc, nnodes, device)
+        if data is not None and pf.model.vocab < 256:
+            raise InputError(f"--data: the byte tokenizer needs vocab >= 256; {pf.model.name} has {pf.model.vocab}")
+        check_writable(out, "measurement output")
+    job = {"plans": [{"plan": str(p.resolve()), "output": str(o.resolve())} for p, o in zip(plan_paths, outputs)],
+           "steps": steps, "warmup": warmup, "seed": seed, "device": device, "pg_timeout_s": pg_timeout_s,
+           "data": str(Path(data).resolve()) if data else None}
+    with tempfile.TemporaryDirectory(prefix="perfmodel-execute-") as tmp:
+        job_path = Path(tmp) / "job.json"
+        job_path.write_text(json.dumps(job))
+        log = Path(log_dir or outputs[0].parent) / "execute.log"
+        limit = timeout_s or DEFAULT_TIMEOUT_S
+        launch("perfmodel.execute.worker", [str(job_path)], nproc, device=device, log_path=log,
+               timeout_s=limit, rdzv=rdzv, echo=echo)
+    return [load_measurement(o) for o in outputs]

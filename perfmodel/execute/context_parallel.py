@@ -1,0 +1,63 @@
+"""Context parallelism: the sequence split over the `cp` mesh axis, keys and values all-gathered for attention.
+
+Each cp rank holds 2 of the 2*cp equal sequence chunks, chunk r and chunk 2*cp-1-r ("zig-zag"), so that every
+rank does the same causal-attention work (Megatron-LM context parallelism; Liu et al. 2023, Ring Attention,
+uses the same balancing). Attention all-gathers keys and values over the cp group (an all-gather forward,
+reduce-scatter backward, through torch's autograd-aware functional collectives) and masks by true positions.
+
+torch's own `torch.distributed.tensor.experimental.context_parallel` (ring attention over DTensor) has no
+sharding rule for the CPU attention kernels (see /work/shared/TORCH_NOTES.md), so this all-gather form, which
+the cost model's CP accounting also assumes (keys and values gathered once per layer), runs on every device:
+the CPU tests exercise the code a GPU runs. Every op other than attention is per token and needs nothing.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+
+
+def zigzag_positions(seq: int, cp: int, rank: int, device=None) -> torch.Tensor:
+    """Positions of the tokens cp rank `rank` holds: chunks rank and 2*cp-1-rank of 2*cp (seq % (2*cp) == 0),
+    or the rank-th of cp contiguous chunks when the sequence does not split into 2*cp chunks."""
+    if cp == 1:
+        return torch.arange(seq, device=device)
+    if seq % (2 * cp) == 0:
+        c = seq // (2 * cp)
+        return torch.cat([torch.arange(rank * c, (rank + 1) * c), torch.arange((2 * cp - 1 - rank) * c, (2 * cp - rank) * c)]).to(device)
+    c = seq // cp
+    return torch.arange(rank * c, (rank + 1) * c, device=device)
+
+
+class GatherContext:
+    """What AttentionCore needs under CP: where its queries sit, and the other shards' keys and values."""
+
+    def __init__(self, group: dist.ProcessGroup, seq: int, device):
+        self.group, cp = group, dist.get_world_size(group)
+        self.positions = zigzag_positions(seq, cp, dist.get_rank(group), device)
+        self.all_positions = torch.cat([zigzag_positions(seq, cp, r, device) for r in range(cp)])
+
+    def query_positions(self, s: int, device) -> torch.Tensor:
+        return self.positions
+
+    def gather(self, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Tensor):
+        """Keys and values [b, heads, s, d] of all cp ranks, concatenated on the sequence, and their positions."""
+        k = funcol.all_gather_tensor_autograd(k.contiguous(), gather_dim=2, group=self.group)
+        v = funcol.all_gather_tensor_autograd(v.contiguous(), gather_dim=2, group=self.group)
+        return k, v, self.all_positions
+
+
+def apply_cp(stage: torch.nn.Module, group: dist.ProcessGroup | None, seq: int, device) -> torch.Tensor:
+    """Point every attention core of a stage at the cp group and the embedding at this rank's positions;
+    returns the positions (which tokens of each sequence this rank feeds in)."""
+    from .model import AttentionCore, TokenEmbedding
+
+    ctx = GatherContext(group, seq, device) if group is not None else None
+    positions = ctx.positions if ctx else torch.arange(seq, device=device)
+    for m in stage.modules():
+        if isinstance(m, AttentionCore):
+            m.context = ctx
+        if isinstance(m, TokenEmbedding):
+            m.positions = positions
+    return positions

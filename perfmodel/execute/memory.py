@@ -1,0 +1,67 @@
+"""Peak memory of one rank over the measured steps.
+
+CUDA: `torch.cuda.max_memory_allocated` after `reset_peak_memory_stats` (what the caching allocator handed to
+tensors: weights, gradients, optimizer state, activations, communication buffers; not its cached slack).
+
+CPU: torch keeps no allocator statistics for CPU tensors. The most faithful measure found (see
+/work/shared/TORCH_NOTES.md for the alternatives tried: the profiler's memory events were 10-25% off, the
+private MemTracker missed DDP's buckets) is the process's resident-set high-water mark (VmHWM in
+/proc/self/status) with glibc returning every block >= 64 KiB to the OS at once (MALLOC_MMAP_THRESHOLD_=65536,
+set by launch.worker_env): then resident memory follows the live tensors to within ~1 MiB. The high-water
+mark is reset (write 5 to /proc/self/clear_refs) when measurement starts, and the resident size before the
+model was built (the interpreter, torch's libraries, the process group) is subtracted, or the resident size after
+the plan's model, optimizer and batches are freed if larger (library code and workspaces that the first step
+paged in stay resident and are not the plan's memory).
+"""
+
+from __future__ import annotations
+
+import torch
+
+METHOD = {
+    "cuda": "torch.cuda.max_memory_allocated after reset_peak_memory_stats (set-up excluded)",
+    "cpu": "resident-set high-water mark (VmHWM, reset via /proc/self/clear_refs at the first step) minus the "
+           "larger of the resident size before the model was built and after it was freed; "
+           "MALLOC_MMAP_THRESHOLD_=65536",
+}
+
+
+def _status(field: str) -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return float(line.split()[1]) * 1024
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+class PeakMemory:
+    """`baseline()` before building the model, `start()` before the first step, `stop()` after the last,
+    `peak()` once the plan's objects are freed."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.base = self.high = 0.0
+
+    def baseline(self) -> None:
+        if self.device.type == "cpu":
+            self.base = _status("VmRSS")
+
+    def start(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        else:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+
+    def stop(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self.high = float(torch.cuda.max_memory_allocated(self.device))
+        else:
+            self.high = _status("VmHWM")
+
+    def peak(self) -> float:
+        if self.device.type == "cuda":
+            return self.high
+        return max(0.0, self.high - max(self.base, _status("VmRSS")))

@@ -1,0 +1,239 @@
+"""One plan built and trained on this process's rank: mesh, stages, parallelisms, optimizer, steps.
+
+The build follows torchtitan's order, each step a small function of its own module:
+  model on the meta device -> pipeline split (pipeline_parallel) -> tensor/sequence parallel (tensor_parallel)
+  -> activation checkpointing (checkpointing) -> materialise and initialise -> context parallel
+  (context_parallel) -> data parallel / ZeRO (data_parallel) -> optimizer -> pipeline schedule.
+Initial values depend only on the seed and each parameter's name (model.initial_value), and every rank sees
+the same global batch (data.Batches), so any layout trains the same model on the same data: its losses match
+a single process's to rounding.
+
+Not run: dropout (its random masks would differ between layouts; the measurement says so), gradient clipping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from ..planfile import MESH_AXES, PlanFile, megatron_placements
+from .checkpointing import apply_ac, plain_name
+from .context_parallel import apply_cp
+from .data import local_slice
+from .data_parallel import allreduce_gradients, apply_data_parallel, make_optimizer
+from .model import Transformer, initial_value
+from .pipeline_parallel import make_schedule, prune, stage_indices, virtual_stage_layers
+
+LR = 1e-3  # AdamW learning rate: large enough that a few steps move the loss, small enough to stay stable
+
+
+@torch.no_grad()
+def initialise(module: nn.Module, cfg, seed: int, device: torch.device) -> None:
+    """Every parameter from its full initial value; a DTensor keeps its local shard of it."""
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
+    for name, p in module.named_parameters():
+        full = initial_value(plain_name(name), tuple(p.shape), cfg, seed, device)
+        if isinstance(p, DTensor):
+            p.to_local().copy_(distribute_tensor(full, p.device_mesh, p.placements, src_data_rank=None).to_local())
+        else:
+            p.copy_(full)
+
+
+class Trainer:
+    """Build `pf`'s plan on the current process group (or on one process without one) and train it."""
+
+    def __init__(self, pf: PlanFile, device: torch.device, seed: int = 0, lr: float = LR):
+        self.pf, self.cfg, self.plan, self.device = pf, pf.model, pf.plan, device
+        plan, cfg = self.plan, self.cfg
+        self.notes: list[str] = []
+        placements = pf.placements or megatron_placements(cfg, plan)
+        self.mesh = None
+        sizes = {a: getattr(plan, a) for a in MESH_AXES}
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            from torch.distributed.device_mesh import init_device_mesh
+
+            self.mesh = init_device_mesh(device.type, tuple(sizes.values()), mesh_dim_names=MESH_AXES)
+        self.rank = {a: (self.mesh.get_local_rank(a) if self.mesh is not None else 0) for a in MESH_AXES}
+        tp_mesh = self.mesh["tp"] if plan.tp > 1 else None
+        dp_mesh = self.mesh["dp", "cp"]._flatten("dp_cp") if plan.dp * plan.cp > 1 else None
+        cp_group = self.mesh["cp"].get_group() if plan.cp > 1 else None
+        self.tp_mesh, self.dp_mesh = tp_mesh, dp_mesh
+
+        n_stages = plan.pp * plan.vpp
+        ranges = virtual_stage_layers(pf.stage_layers, plan.vpp)
+        self.indices = stage_indices(self.rank["pp"], plan.pp, plan.vpp)
+        self.modules, self.raw = [], []
+        for v in self.indices:
+            with torch.device("meta"):
+                m = prune(Transformer(cfg), *ranges[v], v == 0, v == n_stages - 1)
+            if tp_mesh is not None:
+                from .tensor_parallel import apply_tp, stage_input_placement
+
+                apply_tp(m, tp_mesh, placements)
+                if cfg.tie_embeddings and m.embedding is not None and m.lm_head is not None:
+                    m.lm_head.weight = m.embedding.tok.weight
+                self._stage_io(m, None if v == 0 else stage_input_placement(placements, ranges[v][0]))
+            apply_ac(m, plan.recompute)
+            m.to_empty(device=device)
+            initialise(m, cfg, seed, device)
+            self.positions = apply_cp(m, cp_group, plan.seq_len, device)
+            self.raw.append(m)
+            m, self.dp_kind, notes = apply_data_parallel(m, dp_mesh, plan.zero, tp_mesh is not None, device,
+                                                         pipelined=plan.pp > 1)
+            self.notes += [n for n in notes if n not in self.notes]
+            self.modules.append(m)
+        self.params = [p for m in self.modules for p in m.parameters()]
+        self.optimizer = make_optimizer(self.params, plan.zero, self.dp_kind, dp_mesh, lr)
+        self.loss_parallel = False
+        self.loss_fn = self._make_loss(placements)
+        self.schedule = None
+        if plan.pp > 1:
+            self.schedule = make_schedule(plan.schedule, self.modules, self.indices, n_stages,
+                                          plan.num_microbatches, self.loss_fn, device, self.mesh["pp"].get_group())
+        self.tie_group = self._tie_group() if plan.pp > 1 and cfg.tie_embeddings else None
+        self.holds_first = 0 in self.indices
+        self.holds_last = n_stages - 1 in self.indices
+
+    # -- pieces of the build ---------------------------------------------------------------------------
+    def _stage_io(self, m: nn.Module, arrives) -> None:
+        """Pipeline stages exchange local tensors: re-wrap a received one with the placement it left with,
+        and hand out local tensors (the last stage's logits are re-wrapped by the loss)."""
+        from torch.distributed.tensor import DTensor
+
+        mesh = self.tp_mesh
+        if arrives is not None:
+            m.register_forward_pre_hook(lambda mod, args: (DTensor.from_local(args[0], mesh, [arrives],
+                                                                              run_check=False),))
+        m.register_forward_hook(lambda mod, args, out: out.to_local() if isinstance(out, DTensor) else out)
+
+    def _make_loss(self, placements):
+        """Mean cross entropy over the tokens of a micro-batch on this (dp, cp) rank, computed where the plan's
+        loss op says: vocabulary-parallel (torch's loss_parallel), on a tp shard of batch or sequence (each tp
+        rank its part of the sum), or replicated."""
+        if self.tp_mesh is None:
+            self.loss_split = False
+            return lambda logits, targets: F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+        from torch.distributed.tensor import DTensor, Replicate, Shard
+
+        from .tensor_parallel import loss_input
+
+        mesh, tp, tp_rank = self.tp_mesh, self.plan.tp, self.rank["tp"]
+        emitted, want = loss_input(placements)
+        self.loss_parallel = want == Shard(2)
+        self.loss_split = isinstance(want, Shard) and want.dim in (0, 1)
+
+        def loss_fn(logits, targets):
+            x = DTensor.from_local(logits, mesh, [emitted], run_check=False)
+            if x.placements[0] != want:
+                x = x.redistribute(mesh, [want])
+            if self.loss_parallel:
+                t = DTensor.from_local(targets, mesh, [Replicate()], run_check=False)
+                return F.cross_entropy(x.flatten(0, 1), t.flatten(0, 1))
+            if not self.loss_split:
+                return F.cross_entropy(x.to_local().flatten(0, 1).float(), targets.flatten())
+            mine = targets.chunk(tp, dim=want.dim)[tp_rank]
+            return F.cross_entropy(x.to_local().flatten(0, 1).float(), mine.flatten(), reduction="sum") / targets.numel()
+
+        return loss_fn
+
+    def _tie_group(self):
+        """The (first stage, last stage) rank pairs that hold the two copies of a tied embedding."""
+        grid = self.mesh.mesh  # [pp, dp, cp, tp] global ranks
+        mine = None
+        for a, b in zip(grid[0].flatten().tolist(), grid[-1].flatten().tolist()):
+            g = dist.new_group([a, b])
+            if dist.get_rank() in (a, b):
+                mine = g
+        return mine
+
+    # -- one step --------------------------------------------------------------------------------------
+    def _autocast(self):
+        if self.device.type == "cuda" and self.plan.precision in ("bf16", "fp16"):
+            return torch.autocast("cuda", dtype=torch.bfloat16 if self.plan.precision == "bf16" else torch.float16)
+        return contextlib.nullcontext()
+
+    def _contexts(self) -> contextlib.ExitStack:
+        stack = contextlib.ExitStack()
+        stack.enter_context(self._autocast())
+        if self.loss_parallel:
+            from torch.distributed.tensor.parallel import loss_parallel
+
+            stack.enter_context(loss_parallel())
+        return stack
+
+    def step(self, tokens: torch.Tensor) -> float:
+        """One optimizer step on the global batch `tokens` [global_batch, seq + 1]; returns this rank's
+        share of the step's mean loss (the shares of all ranks sum to it)."""
+        plan = self.plan
+        x, y = local_slice(tokens, plan.dp, self.rank["dp"], self.positions.cpu())
+        x, y = x.to(self.device), y.to(self.device)
+        m, mb = plan.num_microbatches, plan.micro_batch
+        losses = []
+        if self.schedule is not None:
+            with self._contexts():
+                kw = {"target": y, "losses": losses} if self.holds_last else {}
+                self.schedule.step(x, **kw) if self.holds_first else self.schedule.step(**kw)
+        else:
+            module = self.modules[0]
+            for i in range(m):
+                sync = contextlib.nullcontext()
+                if self.dp_kind == "ddp" and i < m - 1:
+                    sync = module.no_sync()
+                with sync, self._contexts():
+                    loss = self.loss_fn(module(x[i * mb:(i + 1) * mb]), y[i * mb:(i + 1) * mb])
+                    (loss / m).backward()
+                losses.append(loss.detach())
+        if self.dp_kind == "allreduce":
+            allreduce_gradients(self.params, self.dp_mesh)
+        if self.tie_group is not None:
+            self._sync_tied()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return self._share(losses)
+
+    def _sync_tied(self) -> None:
+        """Sum the gradients of the two copies of a tied embedding (Megatron-LM's embedding all-reduce)."""
+        from torch.distributed.tensor import DTensor
+
+        for m in self.raw:
+            for part in ((m.embedding.tok if m.embedding is not None else None), m.lm_head):
+                if part is None or part.weight.grad is None:
+                    continue
+                g = part.weight.grad
+                dist.all_reduce(g.to_local() if isinstance(g, DTensor) else g, group=self.tie_group)
+
+    def _share(self, losses: list) -> float:
+        if not losses or not self.holds_last:
+            return 0.0
+        if not self.loss_split and self.rank["tp"] != 0:
+            return 0.0
+        from torch.distributed.tensor import DTensor
+
+        vals = [float(v.full_tensor() if isinstance(v, DTensor) else v) for v in losses]
+        return sum(vals) / len(vals) / (self.plan.dp * self.plan.cp)
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "cpu"
+
+
+def check_finite(loss: float, step: int) -> None:
+    if not math.isfinite(loss):
+        raise FloatingPointError(f"loss is {loss} at step {step}")

@@ -1,0 +1,119 @@
+"""Launching a module of this package under `torchrun`, and turning a failed launch into one clear line.
+
+Used by `perfmodel execute`, `validate` and `calibrate`. The parent process imports no torch: it starts
+`python -m torch.distributed.run` in its own process group, streams the workers' `[perfmodel]` lines, keeps
+everything else in a log file, and enforces a wall-clock limit. A rank that dies is noticed by torchrun's
+agent (it polls every `MONITOR_INTERVAL_S`), which stops the others (SIGTERM, then SIGKILL after
+`SHUTDOWN_TIMEOUT_S`); collectives carry a timeout too (the worker's `pg_timeout_s`) so that ranks on other
+hosts stop as well. Whatever happens, the launch returns within `timeout_s` plus a few seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+PREFIX = "[perfmodel]"  # worker lines with this prefix are shown to the user; the rest goes to the log
+MONITOR_INTERVAL_S = 0.2
+SHUTDOWN_TIMEOUT_S = 5
+
+
+class RunFailed(RuntimeError):
+    """A launched run that did not finish; the message is one line (what died, how, where the log is)."""
+
+
+def torchrun_command(module: str, args: list[str], nproc: int, rdzv: list[str] | None = None) -> list[str]:
+    """`python -m torch.distributed.run` for `module` on `nproc` processes: standalone on one host, or with the
+    user's `--nnodes/--rdzv-*` flags for many."""
+    where = list(rdzv) if rdzv else ["--standalone"]
+    return [sys.executable, "-m", "torch.distributed.run", *where, f"--nproc-per-node={nproc}", "--max-restarts=0",
+            f"--monitor-interval={MONITOR_INTERVAL_S}", f"--shutdown-timeout={SHUTDOWN_TIMEOUT_S}",
+            "-m", module, *args]
+
+
+def worker_env(device: str) -> dict[str, str]:
+    """Environment of the workers. On CPU each rank computes on one thread (ranks share the cores, so that
+    measured and calibrated rates agree), and glibc returns freed blocks >= 64 KiB to the OS at once, which
+    makes a process's peak resident memory track its tensors (see execute/memory.py)."""
+    env = dict(os.environ)
+    if device == "cpu":
+        env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MALLOC_MMAP_THRESHOLD_="65536")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+    return env
+
+
+def _root_cause(log: str) -> str:
+    """The rank and exit status torchrun reports as the first failure, and the worker's own last error line."""
+    ours = [ln.split(PREFIX, 1)[1].strip() for ln in log.splitlines() if PREFIX in ln and " failed: " in ln]
+    m = re.search(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", log, re.S)
+    parts = []
+    if m:
+        rank, code = int(m.group(1)), int(m.group(2))
+        how = f"signal {signal.Signals(-code).name}" if code < 0 and -code in signal.Signals._value2member_map_ \
+            else f"exit code {code}"
+        parts.append(f"rank {rank} stopped with {how}")
+    if ours:
+        parts.append(ours[0])
+    return "; ".join(parts) or "the workers failed"
+
+
+def launch(module: str, args: list[str], nproc: int, *, device: str, log_path: str | Path,
+           timeout_s: float, rdzv: list[str] | None = None, echo=None) -> None:
+    """Run `module` under torchrun and wait. RunFailed (one line) if any rank fails or the limit passes.
+
+    `echo(line)` receives the workers' `[perfmodel]` lines as they come (default: print to stderr).
+    """
+    echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    cmd = torchrun_command(module, args, nproc, rdzv)
+    log_path = Path(log_path)
+    start = time.monotonic()
+    with open(log_path, "w") as log:
+        log.write("$ " + " ".join(cmd) + "\n")
+        log.flush()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env=worker_env(device), start_new_session=True)
+
+        def pump():
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                if PREFIX in line and " failed: " not in line:
+                    echo(line.rstrip("\n").split(PREFIX, 1)[1].strip())
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+            reader.join(5)
+            raise RunFailed(f"the run passed its limit of {timeout_s:g} s and was stopped (all ranks killed); "
+                            f"log: {log_path}") from None
+        except KeyboardInterrupt:
+            _kill(proc)
+            raise
+        reader.join(5)
+    if rc != 0:
+        cause = _root_cause(log_path.read_text())
+        raise RunFailed(f"{cause}; all ranks stopped after {time.monotonic() - start:.1f} s; log: {log_path}")
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Stop torchrun and every worker it started (they share its process group)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=SHUTDOWN_TIMEOUT_S)
+            return
+        except subprocess.TimeoutExpired:
+            continue
