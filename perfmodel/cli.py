@@ -15,6 +15,7 @@ from .errors import InputError
 from .export import export
 from .files import check_writable
 from .hardware import hardware_json_schema, list_systems, load_hardware
+from .launch import RunFailed
 from .models import list_models, load_model
 from .plan import Plan
 from .planfile import load_plan_file, write_plan_file
@@ -126,6 +127,25 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("export", help="print a plan file as Megatron-LM arguments, a torchtitan or a DeepSpeed config")
     ex.add_argument("plan", help="plan file (JSON)")
     ex.add_argument("--to", required=True, help="megatron | torchtitan | deepspeed")
+
+    xe = sub.add_parser("execute", help="run plan files with torch.distributed (torchrun) and measure them")
+    xe.add_argument("plans", nargs="+", metavar="PLAN.json", help="plan files; all run in one launch")
+    xe.add_argument("--nproc", type=_count("--nproc"), required=True, help="processes per node (GPUs or CPU ranks)")
+    xe.add_argument("--device", default="auto", help="auto (cuda if present) | cpu | cuda")
+    xe.add_argument("--steps", type=_count("--steps"), default=8, help="training steps per plan (default 8)")
+    xe.add_argument("--warmup", type=int, default=3, help="leading steps left out of the median (default 3)")
+    xe.add_argument("--seed", type=int, default=0, help="seed of initial weights and synthetic data")
+    xe.add_argument("--data", metavar="FILE", help="train on a local text file (byte tokens) instead of random tokens")
+    xe.add_argument("--output", metavar="FILE", help="measurement file (one plan only; default PLAN.measured.json)")
+    xe.add_argument("--timeout", type=_positive("--timeout"), default=None, help="wall-clock limit in seconds")
+    for flag in ("--nnodes", "--node-rank", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--master-addr",
+                 "--master-port"):
+        xe.add_argument(flag, help="passed to torchrun (multi-node)")
+    for mod in ("calibrate", "validate"):
+        try:
+            __import__(f"perfmodel.{mod}", fromlist=["add_parser"]).add_parser(sub)
+        except (ImportError, AttributeError):  # an optional part not installed
+            pass
 
     hw = sub.add_parser("hardware", help="list or show hardware presets, or print the spec JSON schema")
     hws = hw.add_subparsers(dest="action", required=True, parser_class=_Parser)
@@ -252,6 +272,26 @@ def _search(a) -> str:
     return out
 
 
+def _execute(a) -> str:
+    from .execute import run_plans
+
+    rdzv = [f"{f}={getattr(a, f[2:].replace('-', '_'))}" for f in ("--nnodes", "--node-rank", "--rdzv-backend",
+            "--rdzv-endpoint", "--rdzv-id", "--master-addr", "--master-port") if getattr(a, f[2:].replace("-", "_"))]
+    if a.output and len(a.plans) > 1:
+        raise InputError(f"--output names one file but {len(a.plans)} plans were given; valid: --output with one "
+                         "plan, or none (each plan's measurement goes beside it)")
+    ms = run_plans(a.plans, a.nproc, device=a.device, steps=a.steps, warmup=a.warmup, seed=a.seed,
+                   outputs=[a.output] if a.output else None, rdzv=rdzv or None, timeout_s=a.timeout, data=a.data)
+    rows = [f"{'plan':<40}{'predicted':>12}{'measured':>12}{'error':>8}{'peak memory':>14}  loss first -> last"]
+    for path, m in zip(a.plans, ms):
+        pred = load_plan_file(path).prediction.step_time_s
+        err = f"{(pred - m.step_time_s) / m.step_time_s:+.0%}" if pred > 0 else "-"
+        rows.append(f"{path[-40:]:<40}{pred * 1e3:>10.1f}ms{m.step_time_s * 1e3:>10.1f}ms{err:>8}"
+                    f"{m.peak_memory_bytes / 2**20:>10.1f} MiB  {m.losses[0]:.4f} -> {m.losses[-1]:.4f}")
+        rows += [f"  note: {n}" for n in m.notes]
+    return "\n".join(rows)
+
+
 def run(argv: list[str]) -> str:
     if argv == ["predict"]:
         argv = ["predict", *EXAMPLE]
@@ -260,6 +300,10 @@ def run(argv: list[str]) -> str:
         return _predict(a)
     if a.cmd == "search":
         return _search(a)
+    if a.cmd == "execute":
+        return _execute(a)
+    if a.cmd in ("calibrate", "validate"):
+        return __import__(f"perfmodel.{a.cmd}", fromlist=["run"]).run(a)
     if a.cmd == "export":
         from .search.planfiles import check_prediction
 
@@ -295,6 +339,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except RunFailed as err:  # a launched run failed or passed its limit: one line, the log has the rest
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     try:
         print(out)
     except BrokenPipeError:  # e.g. `perfmodel predict | head`

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
+from torch.distributed.tensor import DTensor, Replicate
 
 
 def zigzag_positions(seq: int, cp: int, rank: int, device=None) -> torch.Tensor:
@@ -60,4 +61,6 @@ def apply_cp(stage: torch.nn.Module, group: dist.ProcessGroup | None, seq: int, 
             m.context = ctx
         if isinstance(m, TokenEmbedding):
             m.positions = positions
+            if m.pos is not None and isinstance(m.pos.weight, DTensor):  # a tensor-parallel position table
+                m.positions = DTensor.from_local(positions, m.pos.weight.device_mesh, [Replicate()], run_check=False)
     return positions

@@ -51,12 +51,24 @@ def apply_data_parallel(stage: nn.Module, mesh: DeviceMesh | None, zero: int, te
     return DistributedDataParallel(stage, process_group=mesh.get_group(), device_ids=ids), "ddp", []
 
 
+def as_param_placement(p: nn.Parameter) -> torch.Tensor:
+    """p.grad, redistributed to p's own placement if it is a DTensor placed otherwise (a tensor-parallel
+    gradient may come out Partial or Replicate), so that its local part lines up with p's local shard."""
+    from torch.distributed.tensor import DTensor
+
+    g = p.grad
+    if isinstance(g, DTensor) and tuple(g.placements) != tuple(p.placements):
+        p.grad = g = g.redistribute(p.device_mesh, p.placements)
+    return g
+
+
 def allreduce_gradients(params: list[nn.Parameter], mesh: DeviceMesh) -> None:
     """Average the gradients over the data-parallel group in one flat all-reduce (local shards of DTensors)."""
     import torch.distributed as dist
     from torch.distributed.tensor import DTensor
 
-    grads = [p.grad.to_local() if isinstance(p.grad, DTensor) else p.grad for p in params if p.grad is not None]
+    grads = [as_param_placement(p) for p in params if p.grad is not None]
+    grads = [g.to_local() if isinstance(g, DTensor) else g for g in grads]
     if not grads:
         return
     flat = torch.cat([g.reshape(-1) for g in grads])

@@ -84,6 +84,12 @@ class Placed(ParallelStyle):
                     x = x.redistribute(mesh, [self.input])
                 if self.local:
                     x = x.to_local()
+                elif isinstance(self.input, Replicate):
+                    # The gradient this op returns for a replicated input is a partial sum (each rank saw
+                    # its shard of the op); reduce it here, at the op's boundary, as the stock styles do (their
+                    # from_local), rather than letting it reach a producer that cannot take partial gradients
+                    # (a vocabulary-parallel embedding).
+                    x = DTensor.from_local(x.to_local(), mesh, [Replicate()], run_check=False)
             out.append(x)
         return tuple(out)
 

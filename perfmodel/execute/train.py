@@ -25,7 +25,7 @@ from ..planfile import MESH_AXES, PlanFile, megatron_placements
 from .checkpointing import apply_ac, plain_name
 from .context_parallel import apply_cp
 from .data import local_slice
-from .data_parallel import allreduce_gradients, apply_data_parallel, make_optimizer
+from .data_parallel import allreduce_gradients, apply_data_parallel, as_param_placement, make_optimizer
 from .model import Transformer, initial_value
 from .pipeline_parallel import make_schedule, prune, stage_indices, virtual_stage_layers
 
@@ -76,11 +76,11 @@ class Trainer:
                 from .tensor_parallel import apply_tp, stage_input_placement
 
                 apply_tp(m, tp_mesh, placements)
-                if cfg.tie_embeddings and m.embedding is not None and m.lm_head is not None:
-                    m.lm_head.weight = m.embedding.tok.weight
                 self._stage_io(m, None if v == 0 else stage_input_placement(placements, ranges[v][0]))
             apply_ac(m, plan.recompute)
             m.to_empty(device=device)
+            if cfg.tie_embeddings and m.embedding is not None and m.lm_head is not None:
+                m.lm_head.weight = m.embedding.tok.weight  # distributing and to_empty each made their own copy
             initialise(m, cfg, seed, device)
             self.positions = apply_cp(m, cp_group, plan.seq_len, device)
             self.raw.append(m)
@@ -205,7 +205,7 @@ class Trainer:
             for part in ((m.embedding.tok if m.embedding is not None else None), m.lm_head):
                 if part is None or part.weight.grad is None:
                     continue
-                g = part.weight.grad
+                g = as_param_placement(part.weight)
                 dist.all_reduce(g.to_local() if isinstance(g, DTensor) else g, group=self.tie_group)
 
     def _share(self, losses: list) -> float:
