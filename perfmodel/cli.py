@@ -7,6 +7,7 @@ code 2.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 
@@ -25,6 +26,10 @@ from .report import estimate_table, hardware_table, model_table, search_table
 EXAMPLE = ["--model", "llama-3-70b", "--hardware", "dgx-h100", "--gpus", "512", "--tp", "8", "--pp", "4",
            "--micro-batch", "1", "--global-batch", "1024", "--seq-len", "8192", "--sequence-parallel",
            "--zero", "1", "--recompute", "selective"]
+
+
+# Commands whose parser and runner live with their code (add_parser(subparsers), run(args) -> str).
+COMMAND_MODULES = {"calibrate": "perfmodel.calibrate.command", "validate": "perfmodel.validate"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -141,11 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     for flag in ("--nnodes", "--node-rank", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--master-addr",
                  "--master-port"):
         xe.add_argument(flag, help="passed to torchrun (multi-node)")
-    for mod in ("calibrate", "validate"):
-        try:
-            __import__(f"perfmodel.{mod}", fromlist=["add_parser"]).add_parser(sub)
-        except (ImportError, AttributeError):  # an optional part not installed
-            pass
+    for mod in COMMAND_MODULES.values():
+        importlib.import_module(mod).add_parser(sub)
 
     hw = sub.add_parser("hardware", help="list or show hardware presets, or print the spec JSON schema")
     hws = hw.add_subparsers(dest="action", required=True, parser_class=_Parser)
@@ -302,8 +304,8 @@ def run(argv: list[str]) -> str:
         return _search(a)
     if a.cmd == "execute":
         return _execute(a)
-    if a.cmd in ("calibrate", "validate"):
-        return __import__(f"perfmodel.{a.cmd}", fromlist=["run"]).run(a)
+    if a.cmd in COMMAND_MODULES:
+        return importlib.import_module(COMMAND_MODULES[a.cmd]).run(a)
     if a.cmd == "export":
         from .search.planfiles import check_prediction
 

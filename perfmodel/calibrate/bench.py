@@ -1,0 +1,568 @@
+"""Microbenchmarks of the machine at hand: GEMMs, causal attention, elementwise kernels, collectives.
+
+Run in-process for one rank (`run_benchmarks`), or on every rank at once as a torchrun module
+(`python -m perfmodel.calibrate.bench --device cpu --out M.json`, started by `perfmodel.launch.launch`), so
+that per-rank rates reflect ranks sharing the machine's cores, memory bandwidth and links as the executor's
+ranks do. Compute dtype is what the executor trains in: fp32 on CPU (one thread per rank), bf16 on CUDA.
+
+Timing (`Bench.time`, `Bench.time_all`): one warm-up call, one timed call, then repeats; a point's time is the
+median over repeats of seconds per call. Rank 0 gathers every rank's medians and writes `raw.Measurements`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import os
+import platform
+import socket
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from ..files import write_atomic
+from ..launch import PREFIX
+from ..models import ModelConfig, load_model
+from .raw import (
+    AttentionPoint,
+    CommPoint,
+    Environment,
+    GemmPoint,
+    LayerMix,
+    Measurements,
+    MemoryPoint,
+)
+
+KiB, MiB = 2**10, 2**20
+DTYPES = {"cpu": torch.float32, "cuda": torch.bfloat16}
+DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+COMM_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "p2p")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What to measure
+# ---------------------------------------------------------------------------------------------------------
+
+# Small models whose layer GEMMs the CPU calibration measures (the sizes the CPU executor trains):
+# a GPT-2-like and a Llama-like block at hidden 256.
+CPU_MODELS = [
+    ModelConfig(name="tiny-gpt-256", n_layers=1, hidden=256, n_heads=4, ffn_hidden=1024, vocab=4096,
+                max_seq_len=1024, mlp="gelu"),
+    ModelConfig(name="tiny-llama-256", n_layers=1, hidden=256, n_heads=4, n_kv_heads=2, ffn_hidden=688,
+                vocab=4096, max_seq_len=1024, mlp="swiglu", norm="rmsnorm", position="rope"),
+]
+CUDA_MODELS = ["gpt2-124m", "gpt2-350m", "gpt2-1.5b", "llama-3-8b"]
+
+
+@dataclass(frozen=True)
+class Suite:
+    """The points of one calibration run and how long to time each."""
+
+    gemm_grid: list[tuple[int, int, int]]
+    models: list[ModelConfig]
+    tokens: list[int]  # m of the layer GEMMs: tokens of one micro-batch
+    tps: list[int]  # tensor-parallel degrees whose layer shards are measured
+    lm_head: bool  # also the LM-head GEMM (n = vocab)
+    gemm_dtypes: list[tuple[torch.dtype, str]]  # (torch dtype, plan precision it calibrates)
+    attn_seqs: list[int]
+    attn_heads: int
+    attn_head_dim: int
+    attn_tokens: int  # batch * seq of one attention call
+    mem_elements: list[int]  # sizes of the copy / add streaming benchmarks
+    vocab: int  # cross-entropy width: the model's vocabulary, at most this
+    comm_sizes: list[int]  # bytes
+    target_s: float  # time spent per point (all repeats)
+    reps: int
+
+
+def suite(device: str, quick: bool) -> Suite:
+    if device == "cpu":
+        cubes = [128, 256, 512] if quick else [64, 128, 256, 512, 1024]
+        rect = [] if quick else [(1024, 256, 1024), (1024, 1024, 256), (256, 1024, 1024), (2048, 128, 512),
+                                 (100, 300, 500), (1000, 1000, 1000)]
+        return Suite(
+            gemm_grid=[(c, c, c) for c in cubes] + rect, models=CPU_MODELS[:1] if quick else CPU_MODELS,
+            tokens=[512] if quick else [256, 1024], tps=[1, 2] if quick else [1, 2, 4], lm_head=False,
+            gemm_dtypes=[(torch.float32, "bf16")],
+            attn_seqs=[64, 128, 256] if quick else [64, 128, 256, 512, 1024], attn_heads=4, attn_head_dim=64,
+            attn_tokens=1024 if quick else 2048,
+            mem_elements=[2**18, 2**20, 2**22] if quick else [2**16, 2**18, 2**20, 2**22, 2**24], vocab=4096,
+            comm_sizes=[4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB] if quick else [4 * KiB * 4**i for i in range(8)],
+            target_s=0.075 if quick else 0.25, reps=3 if quick else 5)
+    cubes = [1024, 4096, 8192] if quick else [512, 1024, 2048, 3072, 4096, 6144, 8192]
+    rect = [] if quick else [(8192, 1024, 8192), (8192, 8192, 1024), (1024, 8192, 8192), (2000, 3000, 5000)]
+    return Suite(
+        gemm_grid=[(c, c, c) for c in cubes] + rect,
+        models=[load_model(n) for n in (CUDA_MODELS[::3] if quick else CUDA_MODELS)],
+        tokens=[4096] if quick else [2048, 8192], tps=[1] if quick else [1, 2], lm_head=True,
+        gemm_dtypes=[(torch.bfloat16, "bf16")] if quick else [(torch.bfloat16, "bf16"), (torch.float16, "fp16")],
+        attn_seqs=[512, 2048, 8192] if quick else [256, 512, 1024, 2048, 4096, 8192], attn_heads=16,
+        attn_head_dim=128, attn_tokens=16384,
+        mem_elements=[2**22, 2**26] if quick else [2**22, 2**24, 2**26, 2**28], vocab=2**20,
+        comm_sizes=[4 * KiB, 256 * KiB, 16 * MiB, 256 * MiB] if quick else [4 * KiB * 4**i for i in range(10)],
+        target_s=0.02 if quick else 0.05, reps=3 if quick else 5)
+
+
+def layer_gemms(model: ModelConfig, tokens: int, tp: int, lm_head: bool) -> list[tuple[int, int, int, str]]:
+    """(m, n, k, label) of one layer's weight GEMMs on one tp rank, forward and backward, as
+    perfmodel.cost.ops.layer_ops / linear_op cost them: qkv (T, (q+2kv)/tp, h), out_proj (T, h, q/tp),
+    mlp_in (T, (2 if gated) f/tp, h), mlp_out (T, h, f/tp); backward of (m, n, k) is (m, k, n) and (k, n, m)."""
+    h, f = model.hidden, model.ffn_hidden
+    ops = [("qkv", (model.q_dim + 2 * model.kv_dim) // tp, h), ("out_proj", h, model.q_dim // tp),
+           ("mlp_in", (2 if model.gated else 1) * f // tp, h), ("mlp_out", h, f // tp)]
+    if lm_head:
+        ops.append(("lm_head", -(-model.vocab // tp), h))
+    out = []
+    for name, n, k in ops:
+        tag = f"{model.name} tp{tp} T{tokens} {name}"
+        out += [(tokens, n, k, f"{tag} fwd"), (tokens, k, n, f"{tag} dgrad"), (k, n, tokens, f"{tag} wgrad")]
+    return [s for s in out if min(s[:3]) > 0]
+
+
+def gemm_shapes(s: Suite) -> list[tuple[int, int, int, str]]:
+    """Distinct (m, n, k) of the grid and the layer GEMMs, first label kept."""
+    seen, out = set(), []
+    cands = [(m, n, k, "grid") for m, n, k in s.gemm_grid]
+    for model in s.models:
+        for T in s.tokens:
+            for tp in s.tps:
+                cands += layer_gemms(model, T, tp, s.lm_head)
+    for m, n, k, label in cands:
+        if (m, n, k) not in seen:
+            seen.add((m, n, k))
+            out.append((m, n, k, label))
+    return out
+
+
+def layer_param_shapes(model: ModelConfig, tp: int) -> list[tuple[int, ...]]:
+    """Parameter tensors of one layer on one tp rank, as the executor builds them (perfmodel.execute.model:
+    separate q, k, v, output, MLP-in (and gate), MLP-out linears; two norms)."""
+    h, f, q, kv = model.hidden, model.ffn_hidden // tp, model.q_dim // tp, model.kv_dim // tp
+    qkv_bias = model.linear_bias in ("qkv", "all")
+    bias = model.linear_bias == "all"
+    gate = model.gated
+    shapes = [(q, h), (kv, h), (kv, h), (h, q), (f, h), (h, f)] + [(f, h)] * gate
+    if qkv_bias:
+        shapes += [(q,), (kv,), (kv,)]
+    if bias:
+        shapes += [(h,), (f,), (h,)] + [(f,)] * gate
+    shapes += [(h,), (h,)] * (2 if model.norm == "layernorm" else 1)  # two norms: weight (and bias)
+    return [s for s in shapes if min(s) > 0]
+
+
+def layer_mixes(s: Suite) -> list[LayerMix]:
+    """One layer's training step for each calibration model, token count and tp degree: GEMMs as
+    `layer_gemms`; elementwise kernels as `cost.ops.layer_ops` charges them without sequence parallelism
+    (norm x2 and the residual add x2 in each direction on T x h, the activation on T x f/tp); one AdamW step
+    over the layer's parameters on the rank."""
+    out = []
+    for model in s.models:
+        for T in s.tokens:
+            for tp in s.tps:
+                act = "swiglu" if model.gated else "gelu"
+                params = sum(math.prod(p) for p in layer_param_shapes(model, tp))
+                out.append(LayerMix(model=model.name, tokens=T, tp=tp,
+                                    gemms=[g[:3] for g in layer_gemms(model, T, tp, lm_head=False)],
+                                    elementwise=[("norm", [T, model.hidden], 2), (act, [T, model.ffn_hidden // tp], 1),
+                                                 ("add", [T * model.hidden], 4), ("adam", [params], 1)]))
+    return out
+
+
+def group_sizes(nproc: int) -> list[int]:
+    """2, 4, 8, ... up to nproc, and nproc itself."""
+    sizes, g = [], 2
+    while g <= nproc:
+        sizes.append(g)
+        g *= 2
+    return sizes + ([nproc] if nproc > 1 and nproc not in sizes else [])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Timing
+# ---------------------------------------------------------------------------------------------------------
+
+class Bench:
+    """Times callables on this rank, in lock step with the other ranks (if a process group is up)."""
+
+    def __init__(self, device: str, quick: bool, echo=None):
+        self.device = device
+        self.dev = torch.device("cuda", torch.cuda.current_device()) if device == "cuda" else torch.device("cpu")
+        self.dtype = DTYPES[device]
+        self.s = suite(device, quick)
+        self.world = dist.get_world_size() if dist.is_initialized() else 1
+        self.rank = dist.get_rank() if dist.is_initialized() else 0
+        self.echo = echo if self.rank == 0 and echo else (lambda line: None)
+
+    def sync(self):
+        if self.device == "cuda":
+            torch.cuda.synchronize(self.dev)
+
+    def slowest(self, x: float) -> float:
+        """The largest x over all ranks (one small all-reduce)."""
+        if self.world == 1:
+            return x
+        t = torch.tensor([x], dtype=torch.float64, device=self.dev)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return float(t.item())
+
+    def time(self, fn) -> float:
+        """Median seconds per call of fn() over repeats of a number of calls all ranks agree on (from the
+        slowest rank's first call), so that collectives match up; on CUDA between cuda events. fn=None: an
+        idle rank that only keeps step (returns nan)."""
+        run = fn or (lambda: None)
+        run()
+        self.sync()
+        t0 = time.perf_counter()
+        run()
+        self.sync()
+        one = self.slowest(time.perf_counter() - t0)
+        inner = max(1, min(10_000, int(self.s.target_s / self.s.reps / max(one, 1e-7))))
+        times = []
+        for _ in range(self.s.reps):
+            if self.device == "cuda":
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                for _ in range(inner):
+                    run()
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end) * 1e-3 / inner)
+            else:
+                t0 = time.perf_counter()
+                for _ in range(inner):
+                    run()
+                times.append((time.perf_counter() - t0) / inner)
+        return statistics.median(times) if fn is not None else float("nan")
+
+    def time_all(self, points: list[tuple[dict, object]]) -> list[tuple[dict, float]]:
+        """Time compute points, each `(fields, make)` with make() allocating its tensors and returning fn.
+
+        CUDA: one point after another (`time`). CPU: in rounds, every repeat visiting every point once, so
+        that each point's median samples the whole run (other processes come and go on a shared host); a
+        repeat is a window of wall time that all ranks start together and spend calling fn() (seconds per
+        call = window / calls completed), so that no rank runs alone on a core another rank left idle and
+        per-rank rates include the sharing.
+        """
+        if self.device == "cuda":
+            out = []
+            for fields, make in points:
+                out.append((fields, self.time(make())))
+                torch.cuda.empty_cache()
+            return out
+        fns, windows = [], []
+        for _, make in points:
+            fn = make()
+            fn()
+            t0 = time.perf_counter()
+            fn()
+            fns.append(fn)
+            windows.append(max(self.s.target_s / self.s.reps, 3 * self.slowest(time.perf_counter() - t0)))
+        times = [[] for _ in fns]
+        for rep in range(self.s.reps):
+            for i, (fn, window) in enumerate(zip(fns, windows)):
+                self.slowest(0.0)  # start together
+                t0, calls = time.perf_counter(), 0
+                while True:
+                    fn()
+                    calls += 1
+                    t = time.perf_counter()
+                    if t - t0 >= window:
+                        break
+                times[i].append((t - t0) / calls)
+            self.echo(f"calibrate: compute round {rep + 1}/{self.s.reps} done")
+        return [(fields, statistics.median(ts)) for (fields, _), ts in zip(points, times)]
+
+    def randn(self, *shape, dtype=None, grad=False):
+        return torch.randn(*shape, device=self.dev, dtype=dtype or self.dtype, requires_grad=grad)
+
+    # -- compute: (fields, make) pairs, make() allocating the tensors and returning the timed callable ----------
+    def gemm(self) -> list[tuple[dict, object]]:
+        def make(m, n, k, dtype):
+            a, b = self.randn(m, k, dtype=dtype), self.randn(k, n, dtype=dtype)
+            c = torch.empty(m, n, device=self.dev, dtype=dtype)
+            return lambda: torch.mm(a, b, out=c)
+
+        return [(dict(m=m, n=n, k=k, dtype=DTYPE_NAMES[dtype], precision=precision, source=label),
+                 lambda m=m, n=n, k=k, dtype=dtype: make(m, n, k, dtype))
+                for dtype, precision in self.s.gemm_dtypes for m, n, k, label in gemm_shapes(self.s)]
+
+    def attention(self) -> list[tuple[dict, object]]:
+        H, D = self.s.attn_heads, self.s.attn_head_dim
+
+        def make(B, seq):
+            q, k, v = (self.randn(B, H, seq, D, grad=True) for _ in range(3))
+            do = self.randn(B, H, seq, D)
+
+            def fwd_bwd():
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                torch.autograd.grad(o, (q, k, v), do)
+            return fwd_bwd
+
+        out = []
+        for seq in self.s.attn_seqs:
+            B = max(1, self.s.attn_tokens // seq)
+            out.append((dict(batch=B, heads=H, seq=seq, head_dim=D, dtype=DTYPE_NAMES[self.dtype]),
+                        lambda B=B, seq=seq: make(B, seq)))
+        return out
+
+    def memory(self) -> list[tuple[dict, object]]:
+        """Streaming bandwidth (copy and add over growing sizes), and forward + backward of the elementwise ops
+        the cost model charges by bytes at the sizes of the calibration models' layers (`layer_mixes`), and
+        cross-entropy over (T, vocab) logits."""
+        size = torch.tensor([], dtype=self.dtype).element_size()
+
+        def fields(kernel, shape, moved):
+            elems = shape[0] * (shape[1] if len(shape) == 2 else 1)
+            return dict(kernel=kernel, purpose="stream" if moved else "layer", elements=elems, shape=list(shape),
+                        dtype=DTYPE_NAMES[self.dtype], bytes_moved=float(moved))
+
+        out = []
+        for E in self.s.mem_elements:
+            out.append((fields("copy", [E], 2 * E * size), lambda E=E: self._stream("copy", E)))
+            out.append((fields("add", [E], 3 * E * size), lambda E=E: self._stream("add", E)))
+        done = set()
+        for layer in layer_mixes(self.s):
+            model = next(m for m in self.s.models if m.name == layer.model)
+            kernels = [(k, tuple(shape)) for k, shape, _ in layer.elementwise]
+            kernels.append(("cross_entropy", (layer.tokens, min(model.vocab, self.s.vocab))))
+            for kernel, shape in kernels:
+                if (kernel, shape) not in done:
+                    done.add((kernel, shape))
+                    make = (lambda m=model, tp=layer.tp: self._adam(layer_param_shapes(m, tp))) if kernel == "adam" \
+                        else (lambda k=kernel, s=shape: self._elementwise(k, s))
+                    out.append((fields(kernel, shape, 0.0), make))
+        return out
+
+    def _adam(self, shapes):
+        """One step of torch.optim.AdamW (its default implementation, as the executor's optimizer) over fp32
+        parameters of these shapes with gradients set."""
+        params = [torch.nn.Parameter(torch.randn(*sh, device=self.dev)) for sh in shapes]
+        for p in params:
+            p.grad = torch.randn_like(p)
+        opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.0)
+        return opt.step
+
+    def _stream(self, kernel, E):
+        x, y, z = self.randn(E), self.randn(E), torch.empty(E, device=self.dev, dtype=self.dtype)
+        return (lambda: z.copy_(x)) if kernel == "copy" else (lambda: torch.add(x, y, out=z))
+
+    def _elementwise(self, kernel, shape):
+        """Forward + backward (autograd.grad, no accumulation into .grad) of one elementwise op."""
+        if kernel == "add":
+            x, y, z = self.randn(*shape), self.randn(*shape), torch.empty(shape, device=self.dev, dtype=self.dtype)
+            return lambda: torch.add(x, y, out=z)  # the residual add; its backward is one more add (as charged)
+        x, dy = self.randn(*shape, grad=True), self.randn(*shape)
+        if kernel == "norm":
+            w, b = self.randn(shape[1], grad=True), self.randn(shape[1], grad=True)
+            return lambda: torch.autograd.grad(F.layer_norm(x, shape[1:], w, b), (x, w, b), dy)
+        if kernel == "gelu":
+            return lambda: torch.autograd.grad(F.gelu(x, approximate="tanh"), x, dy)
+        if kernel == "swiglu":
+            up = self.randn(*shape, grad=True)
+            return lambda: torch.autograd.grad(F.silu(x) * up, (x, up), dy)
+        target = torch.randint(0, shape[1], (shape[0],), device=self.dev)
+        return lambda: torch.autograd.grad(F.cross_entropy(x, target), x)
+
+    # -- communication ------------------------------------------------------------------------------------
+    def comm(self) -> list[tuple[dict, float]]:
+        """Every collective over groups of g consecutive ranks, all nproc // g groups at once (as a job's
+        tp or dp groups run); ranks left over when g does not divide nproc keep step idle."""
+        out = []
+        dtype = torch.float32 if self.device == "cpu" else torch.bfloat16
+        size = torch.tensor([], dtype=dtype).element_size()
+        for g in group_sizes(self.world):
+            groups = self.world // g
+            mine, members = None, []
+            for i in range(groups):  # every rank creates every group (new_group is collective)
+                ranks = list(range(i * g, (i + 1) * g))
+                pg = dist.new_group(ranks)
+                if self.rank in ranks:
+                    mine, members = pg, ranks
+            for kind in COMM_KINDS:
+                for nbytes in self.s.comm_sizes:
+                    elems = max(g, nbytes // size // g * g)
+                    fn = None
+                    if mine is not None:
+                        fn = self._collective(kind, elems, dtype, g, mine, members)
+                    t = self.time(fn)
+                    out.append((dict(kind=kind, group_size=g, groups=groups, size_bytes=elems * size,
+                                     dtype=DTYPE_NAMES[dtype]), t))
+                    fn = None
+            self.echo(f"calibrate: collectives over groups of {g} done")
+        return out
+
+    def _collective(self, kind, elems, dtype, g, group, members):
+        full = torch.randn(elems, device=self.dev).to(dtype)
+        shard = torch.randn(elems // g, device=self.dev).to(dtype)
+        if kind == "all_reduce":
+            return lambda: dist.all_reduce(full, group=group)
+        if kind == "all_gather":
+            return lambda: dist.all_gather_into_tensor(full, shard, group=group)
+        if kind == "reduce_scatter":
+            return lambda: dist.reduce_scatter_tensor(shard, full, group=group)
+        # p2p: a ring shift, every member sends S bytes to the next and receives S from the previous (the
+        # pattern of pipeline stages exchanging activations); for g = 2 the two ranks swap.
+        recv = torch.empty_like(full)
+        me = members.index(self.rank)
+        nxt, prv = members[(me + 1) % g], members[(me - 1) % g]
+
+        def shift():
+            ops = [dist.P2POp(dist.isend, full, nxt, group), dist.P2POp(dist.irecv, recv, prv, group)]
+            for req in dist.batch_isend_irecv(ops):
+                req.wait()
+        return shift
+
+    # -- all of it -----------------------------------------------------------------------------------------
+    def run(self) -> Measurements:
+        start = time.perf_counter()
+        started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        baseline = self._baseline() if self.device == "cpu" else 0.0
+        t0 = time.perf_counter()
+        compute = {name: getattr(self, name)() for name in ("gemm", "attention", "memory")}
+        timed = self.time_all([p for pts in compute.values() for p in pts])
+        sections, i = {}, 0
+        for name, pts in compute.items():
+            sections[name], i = timed[i:i + len(pts)], i + len(pts)
+        self.echo(f"calibrate: {len(timed)} GEMM, attention and elementwise points in "
+                  f"{time.perf_counter() - t0:.1f} s")
+        sections["comm"] = []
+        if self.world > 1:
+            t0 = time.perf_counter()
+            sections["comm"] = self.comm()
+            self.echo(f"calibrate: {len(sections['comm'])} collective points in {time.perf_counter() - t0:.1f} s")
+        if self.device == "cuda":
+            baseline = self._baseline()
+        mine = {k: [t for _, t in v] for k, v in sections.items()}
+        everyone = [None] * self.world
+        if self.world > 1:
+            dist.all_gather_object(everyone, (mine, baseline))
+        else:
+            everyone = [(mine, baseline)]
+        env = Environment(
+            device_type=self.device, device_name=device_name(self.device), vendor=vendor(self.device),
+            host=socket.gethostname(), torch_version=torch.__version__, nproc=self.world,
+            threads_per_rank=torch.get_num_threads() if self.device == "cpu" else None,
+            dtype=DTYPE_NAMES[self.dtype],
+            backend=dist.get_backend() if self.world > 1 else None, memory_total_bytes=memory_total(self.dev),
+            baseline_bytes=max(b for _, b in everyone), started_at=started_at)
+        kinds = {"gemm": GemmPoint, "attention": AttentionPoint, "memory": MemoryPoint, "comm": CommPoint}
+        points = {}
+        for name, cls in kinds.items():
+            points[name] = []
+            for i, (fields, _) in enumerate(sections[name]):
+                per_rank = [r[0][name][i] for r in everyone]
+                per_rank = [t for t in per_rank if t == t]  # idle ranks report nan
+                points[name].append(cls(**fields, seconds=statistics.median(per_rank), rank_seconds=per_rank))
+        return Measurements(env=env, **points, layers=layer_mixes(self.s), bench_s=time.perf_counter() - start)
+
+    def _baseline(self) -> float:
+        if self.device == "cpu":
+            return rss_bytes()
+        torch.cuda.empty_cache()
+        free, total = torch.cuda.mem_get_info(self.dev)
+        return float(total - free - torch.cuda.memory_reserved(self.dev))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The machine
+# ---------------------------------------------------------------------------------------------------------
+
+def _cpuinfo(key: str) -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.split(":")[0].strip() == key:
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def device_name(device: str) -> str:
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    return _cpuinfo("model name") or platform.processor() or platform.machine() or "cpu"
+
+
+def vendor(device: str) -> str:
+    if device == "cuda":
+        return "AMD" if getattr(torch.version, "hip", None) else "NVIDIA"
+    v = _cpuinfo("vendor_id") or ""
+    return {"GenuineIntel": "Intel", "AuthenticAMD": "AMD"}.get(v, v or platform.machine() or "unknown")
+
+
+def memory_total(dev: torch.device) -> float:
+    if dev.type == "cuda":
+        return float(torch.cuda.get_device_properties(dev).total_memory)
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def rss_bytes() -> float:
+    """Resident set size of this process (VmRSS), bytes; 0 where /proc is missing."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Entry points
+# ---------------------------------------------------------------------------------------------------------
+
+def run_benchmarks(device: str = "cpu", quick: bool = False, echo=None) -> Measurements:
+    """All benchmarks on this process alone (no process group, so no collectives).
+
+    On CPU this runs on one thread, as each executor rank does (`launch.worker_env`), so that the rates
+    measured are those of one rank; the caller's thread count is restored afterwards.
+    """
+    threads = torch.get_num_threads()
+    if device == "cpu":
+        torch.set_num_threads(1)
+    try:
+        return Bench(device, quick, echo).run()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def main(argv=None) -> None:
+    """Worker entry point under torchrun: every rank benchmarks; rank 0 writes the measurements to --out."""
+    ap = argparse.ArgumentParser(prog="perfmodel.calibrate.bench")
+    ap.add_argument("--device", choices=("cpu", "cuda"), required=True)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    rank = int(os.environ.get("RANK", "0"))
+    try:
+        if args.device == "cuda":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        else:
+            torch.set_num_threads(1)  # one thread per rank (launch.worker_env sets OMP_NUM_THREADS=1 too)
+        dist.init_process_group("nccl" if args.device == "cuda" else "gloo",
+                                timeout=datetime.timedelta(seconds=300))
+        echo = lambda line: print(f"{PREFIX} {line}", flush=True)  # noqa: E731
+        m = Bench(args.device, args.quick, echo).run()
+        if rank == 0:
+            write_atomic(args.out, lambda tmp: Path(tmp).write_text(m.model_dump_json()), "--out")
+        dist.barrier()
+        dist.destroy_process_group()
+    except Exception as err:
+        print(f"{PREFIX} rank {rank} failed: {type(err).__name__}: {err}".replace("\n", " "), flush=True)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""The `perfmodel calibrate` subcommand: flags, and the table printed after a calibration."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import pandas as pd
+
+from ..hardware import System
+from .raw import RawFile
+
+
+def _nproc(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--nproc must be a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"--nproc must be a positive integer, got {v}")
+    return v
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add `calibrate` to an argparse subparsers object; returns the new parser."""
+    p = subparsers.add_parser(
+        "calibrate", help="microbenchmark this machine and write a hardware spec fitted to it",
+        description="Time GEMMs, causal attention, elementwise kernels and collectives on this machine (on "
+                    "--nproc processes at once), fit the spec's efficiency parameters with the cost model's "
+                    "formulas, and write the spec (SPEC.yaml) and the raw measurements (SPEC.raw.json).")
+    p.add_argument("--device", choices=("cpu", "cuda"), required=True,
+                   help="cpu: fp32, one thread per process, gloo; cuda: bf16, one GPU per process, NCCL")
+    p.add_argument("--nproc", type=_nproc, default=1, help="processes that run the benchmarks at once (default 1)")
+    p.add_argument("--base", help="CUDA: catalogue system whose datasheet numbers and outer tiers are kept "
+                                  "(default: the one whose accelerator is this GPU)")
+    p.add_argument("--name", help="name of the written system (default cpu-HOST-Np, or BASE-calibrated)")
+    p.add_argument("--quick", action="store_true", help="fewer shapes, sizes and repeats (CI)")
+    p.add_argument("--output", required=True, help="spec file to write (.yaml); the raw file goes beside it")
+    return p
+
+
+def run(args: argparse.Namespace) -> str:
+    """Calibrate as the flags say; the text to print (fitted parameters, then fit residuals)."""
+    from . import run_calibration
+
+    echo = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    system, raw = run_calibration(args.device, args.nproc, args.output, args.base, args.quick, args.name, echo)
+    return report(system, raw)
+
+
+def parameter_table(system: System, raw: RawFile) -> pd.DataFrame:
+    """One row per calibrated field: value and what it was fitted to."""
+    fit, m = raw.fit, raw.measurements
+    acc, eff = system.accelerator, system.efficiency
+    by = {r.kind: r for r in fit.residuals}
+    rows = []
+    if m.env.device_type == "cpu":
+        rows += [("peak_tflops.bf16", f"{acc.peak_tflops['bf16']:.4g}", "best per-rank fp32 GEMM"),
+                 ("hbm_bandwidth_tbps", f"{acc.hbm_bandwidth_tbps:.4g}", "best per-rank copy/add")]
+    for prec, v in fit.matmul_max.items():
+        rows.append((f"matmul_max.{prec}", f"{v:.3f}", f"{by[prec].points} GEMMs"))
+    rows.append(("matmul_tile", f"{list(eff.matmul_tile)}", f"{fit.compute_units} compute unit(s)"))
+    rows.append(("attention_max", f"{eff.attention_max:.3f}", f"{len(m.attention)} SDPA fwd+bwd"))
+    rows.append(("attention_half_seq", f"{eff.attention_half_seq:.0f}", ""))
+    rows.append(("memory_bandwidth", f"{eff.memory_bandwidth:.3g}",
+                 f"{len(m.layers)} layer steps (fwd+bwd+AdamW)" if m.layers else
+                 f"{sum(1 for p in fit.points if p.quantity == 'memory')} elementwise fwd+bwd"))
+    if fit.network is not None:
+        t = system.tiers[0]
+        rows += [(f"{t.name}.bandwidth_gbps", f"{t.bandwidth_gbps:.4g}", "best bus bandwidth" if
+                  m.env.device_type == "cpu" else "datasheet"),
+                 (f"{t.name}.latency_us", f"{t.latency_us:.2f}", f"{len(m.comm)} collectives and sends"),
+                 (f"{t.name}.collective_efficiency", f"{t.collective_efficiency:.3f}",
+                  f"bus {fit.network.bus_bandwidth / 1e9:.3g} GB/s")]
+    rows.append(("memory_overhead_gib", f"{system.memory_overhead_gib:.3f}", "measured"))
+    return pd.DataFrame(rows, columns=["parameter", "value", "fitted to"])
+
+
+def residual_frame(raw: RawFile) -> pd.DataFrame:
+    """Fit quality per kind of measurement: median / max |predicted / measured - 1| and the bias."""
+    return pd.DataFrame([dict(what=r.quantity, kind=r.kind, points=r.points,
+                              **{"median |err|": f"{r.median_abs_error:.1%}", "max |err|": f"{r.max_abs_error:.1%}",
+                                 "bias": f"{r.bias:+.1%}"}) for r in raw.fit.residuals])
+
+
+def report(system: System, raw: RawFile) -> str:
+    from . import raw_path
+
+    m = raw.measurements
+    head = (f"calibrated {system.name}: {m.env.nproc} x {m.env.device_name}, torch {m.env.torch_version}, "
+            f"{raw.wall_s:.0f} s (benchmarks {m.bench_s:.0f} s)\n"
+            f"spec: {raw.spec_file}   raw: {raw_path(raw.spec_file).name}")
+    return "\n".join([head, "", parameter_table(system, raw).to_string(index=False), "",
+                      "fit: predicted / measured - 1 (bias: geometric mean)",
+                      residual_frame(raw).to_string(index=False)])

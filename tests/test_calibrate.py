@@ -1,0 +1,289 @@
+"""perfmodel calibrate: fits recover known parameters; real quick CPU calibrations write loadable specs; bad input.
+
+The fits are checked on synthetic timings made by the cost model's own formulas, so they must come back
+exactly. The real calibrations (one in-process rank, two ranks under torchrun) assert only sane ranges:
+absolute CPU timings vary between runs and machines.
+"""
+
+import json
+import math
+
+import pytest
+import yaml
+
+import perfmodel as pm
+from perfmodel.calibrate import calibrate, default_base, raw_path, run_calibration
+from perfmodel.calibrate import command as cal_command
+from perfmodel.calibrate.fit import (
+    COUNTED_BYTES,
+    comm_coefficients,
+    fit_all,
+    fit_attention,
+    fit_gemm,
+    fit_memory,
+    fit_network,
+)
+from perfmodel.calibrate.raw import (
+    AttentionPoint,
+    CommPoint,
+    Environment,
+    GemmPoint,
+    LayerMix,
+    Measurements,
+    MemoryPoint,
+    load_raw,
+)
+from perfmodel.calibrate.spec import build_system, cpu_template
+from perfmodel.cost.comm import Phase, collective_time, group_phases, p2p_time
+from perfmodel.cost.compute import flash_attention_time, gemm_time
+from perfmodel.errors import InputError
+from perfmodel.hardware import load_hardware
+
+torch = pytest.importorskip("torch")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Synthetic measurements from the cost model's formulas
+# ---------------------------------------------------------------------------------------------------------
+
+def env(device="cpu", nproc=2, **kw):
+    base = dict(device_type=device, device_name="Test CPU", vendor="Intel", host="testhost", torch_version="2.13.0",
+                nproc=nproc, threads_per_rank=1, dtype="fp32", backend="gloo", memory_total_bytes=16 * 2**30,
+                baseline_bytes=0.25 * 2**30, started_at="2025-01-02T03:04:05+00:00")
+    return Environment(**{**base, **kw})
+
+
+def gemm_point(m, n, k, t, precision="bf16"):
+    return GemmPoint(m=m, n=n, k=k, dtype="fp32", precision=precision, source="grid", seconds=t, rank_seconds=[t])
+
+
+def mem_point(kernel, shape, t, moved=0.0):
+    elems = shape[0] * (shape[1] if len(shape) == 2 else 1)
+    return MemoryPoint(kernel=kernel, purpose="stream" if moved else "layer", elements=elems, shape=list(shape),
+                       dtype="fp32", bytes_moved=moved, seconds=t, rank_seconds=[t])
+
+
+def comm_point(kind, n, size, t):
+    return CommPoint(kind=kind, group_size=n, groups=1, size_bytes=size, dtype="fp32", seconds=t, rank_seconds=[t])
+
+
+def test_memory_fit_recovers_the_fraction():
+    # 100 GB/s peak, 40% of it: a norm fwd+bwd over 1M elements is charged 10 B each -> 10 MB / 40 GB/s = 250 us.
+    assert COUNTED_BYTES["norm"] == 10
+    peak, eff = 100e9, 0.4
+    pts = [mem_point(k, s, COUNTED_BYTES[k] * math.prod(s) / (peak * eff))
+           for k, s in [("norm", (1000, 1000)), ("gelu", (1024, 4096)), ("add", (2**20,)), ("swiglu", (512, 2048))]]
+    assert pts[0].seconds == pytest.approx(250e-6)
+    fitted = fit_memory(pts + [mem_point("copy", (2**20,), 1.0, moved=8 * 2**20)], peak)
+    assert fitted == pytest.approx(eff, rel=1e-12)
+
+
+def test_gemm_fit_hand_checked_and_tile_recovered():
+    # One compute unit, tile 1x1: no quantisation; 100x100x100 = 2 MFLOP at 0.5 x 100 GFLOP/s = 40 us.
+    peak = 100e9
+    pts = [gemm_point(c, c, c, gemm_time(c, c, c, peak, 0.5, 1, 1, 1, 1e15)) for c in (100, 200, 300)]
+    assert pts[0].seconds == pytest.approx(40e-6)
+    effs, tile, _ = fit_gemm(pts, {"bf16": peak}, 1, 1e15)
+    assert effs["bf16"] == pytest.approx(0.5, rel=1e-4) and tile == (1, 1)
+    # H100-like: 132 units, tile 128x256; shapes that tile and wave quantisation tell apart.
+    peak, units, bw, true_tile = 989e12, 132, 3e12, (128, 256)
+    shapes = [(4096, 4096, 4096), (4096 + 128, 4096, 4096), (4096, 4096 + 64, 4096), (2000, 3000, 5000),
+              (8192, 1024, 8192), (1024, 8192, 1024), (768, 2304, 1024), (1000, 1000, 1000), (5120, 6144, 2048)]
+    pts = [gemm_point(m, n, k, gemm_time(m, n, k, peak, 0.8, *true_tile, units, bw)) for m, n, k in shapes]
+    effs, tile, fps = fit_gemm(pts, {"bf16": peak}, units, bw)
+    assert tile == true_tile and effs["bf16"] == pytest.approx(0.8, rel=1e-4)
+    assert max(abs(p.rel_error) for p in fps) < 1e-3
+
+
+def test_attention_fit_recovers_max_and_half_seq():
+    peak, amax, half = 100e12, 0.4, 512.0
+    pts = []
+    for seq in (256, 512, 1024, 2048, 4096, 8192):
+        b, h, d = 16384 // seq, 16, 128
+        flops = 3.5 * 4 * b * seq * (seq / 2) * d * h  # causal: mean keys s/2; backward 2.5x forward
+        pts.append(AttentionPoint(batch=b, heads=h, seq=seq, head_dim=d, dtype="bf16",
+                                  seconds=float(flash_attention_time(flops, seq, peak, amax, half)), rank_seconds=[1]))
+    # at seq = half_seq the kernel runs at half of attention_max
+    assert 3.5 * 4 * 32 * 512 * 256 * 128 * 16 / pts[1].seconds == pytest.approx(peak * amax / 2)
+    got_max, got_half, _ = fit_attention(pts, peak)
+    assert got_max == pytest.approx(amax, rel=1e-5) and got_half == pytest.approx(half, rel=1e-4)
+
+
+def cpu_system(nproc=4):
+    m = synthetic_measurements(nproc)
+    return cpu_template(m, "test-cpu")
+
+
+def test_comm_coefficients_are_the_ring_formulas():
+    system = cpu_system()
+    # all-reduce of 1 MB over 4: 2(n-1) = 6 latency steps and 2(n-1)/n S = 1.5 MB over the bus
+    assert comm_coefficients(comm_point("all_reduce", 4, 10**6, 1.0), system, 4) == pytest.approx((6, 1.5e6))
+    assert comm_coefficients(comm_point("all_gather", 2, 10**6, 1.0), system, 4) == pytest.approx((1, 0.5e6))
+    assert comm_coefficients(comm_point("p2p", 2, 10**6, 1.0), system, 4) == pytest.approx((1, 1e6))
+
+
+def test_network_fit_recovers_latency_and_bus_bandwidth():
+    a, bus = 20e-6, 3e9  # 20 us per ring step, 3 GB/s bus bandwidth
+    for system, nproc in ((cpu_system(4), 4), (load_hardware("dgx-h100"), 8)):
+        pts = []
+        for n in (2, 4, 8)[: 2 if nproc == 4 else 3]:
+            phases = [Phase(p.tier, p.members, bus, a) for p in group_phases(system, n, 1, nproc)]
+            for size in (4096, 2**20, 2**26):
+                for kind in ("all_reduce", "all_gather", "reduce_scatter"):
+                    pts.append(comm_point(kind, n, size, float(collective_time(kind, size, phases))))
+                pts.append(comm_point("p2p", n, size, float(p2p_time(size, bus, a))))
+        fit, fps = fit_network(pts, system, nproc)
+        assert fit.latency_s == pytest.approx(a, rel=1e-5) and fit.bus_bandwidth == pytest.approx(bus, rel=1e-5)
+        assert max(abs(p.rel_error) for p in fps) < 1e-6
+
+
+def synthetic_measurements(nproc=2, device="cpu"):
+    """Timings made with known parameters: GEMMs at 80 GFLOP/s (CPU: the best rate is the peak, so matmul_max
+    comes back 1), attention 0.3 of it with half_seq 128, bandwidth 10 GB/s at 0.25, 50 us per ring step and
+    2 GB/s bus."""
+    peak, bw = 80e9, 10e9
+    gemm = [gemm_point(m, n, k, gemm_time(m, n, k, peak, 1.0, 1, 1, 1, bw * 0.25))
+            for m, n, k in [(512, 512, 512), (256, 768, 256), (1024, 256, 1024)]]
+    attn = []
+    for seq in (64, 128, 256, 512):
+        flops = 3.5 * 4 * 4 * seq * (seq / 2) * 64 * 4
+        attn.append(AttentionPoint(batch=4, heads=4, seq=seq, head_dim=64, dtype="fp32", rank_seconds=[1],
+                                   seconds=float(flash_attention_time(flops, seq, peak, 0.3, 128))))
+    mem = [mem_point("copy", (2**20,), 8 * 2**20 / bw, moved=8 * 2**20)]
+    mem += [mem_point(k, s, COUNTED_BYTES[k] * math.prod(s) / (bw * 0.25))
+            for k, s in [("norm", (512, 256)), ("gelu", (512, 1024)), ("add", (512 * 256,))]]
+    # a layer made of these kernels: its GEMMs are compute bound, so memory_bandwidth comes back exactly
+    layer = LayerMix(model="synthetic", tokens=512, tp=1, gemms=[(p.m, p.n, p.k) for p in gemm],
+                     elementwise=[("norm", [512, 256], 2), ("gelu", [512, 1024], 1), ("add", [512 * 256], 4)])
+    comm = []
+    if nproc > 1:
+        for kind, c_lat, c_bw in [("all_reduce", 2, 1.0), ("all_gather", 1, 0.5), ("p2p", 1, 1.0)]:
+            for size in (4096, 2**20, 2**24):
+                comm.append(comm_point(kind, 2, size, c_lat * 50e-6 + c_bw * size / 2e9))
+    return Measurements(env=env(device, nproc), gemm=gemm, attention=attn, memory=mem, comm=comm, layers=[layer],
+                        bench_s=1.0)
+
+
+def test_cpu_spec_from_synthetic_measurements():
+    m = synthetic_measurements(2)
+    template = cpu_template(m, "cpu-testhost-2p")
+    fit = fit_all(m, template)
+    system = build_system(template, fit, m, "perfmodel calibrate --device cpu --nproc 2 --output x.yaml",
+                          "x.raw.json")
+    acc, eff, tier = system.accelerator, system.efficiency, system.tiers[0]
+    assert acc.torch_device == "cpu" and acc.peak_tflops["bf16"] == pytest.approx(0.08)
+    assert acc.hbm_bandwidth_tbps == pytest.approx(0.01) and acc.hbm_capacity_gib == pytest.approx(8)
+    assert eff.matmul_max["bf16"] == pytest.approx(1.0, abs=1e-3) and eff.memory_bandwidth == pytest.approx(0.25)
+    assert eff.attention_max == pytest.approx(0.3, abs=1e-3) and eff.attention_half_seq == pytest.approx(128, abs=0.5)
+    assert eff.sustained_fraction == 1.0 and fit.layer_errors[0].rel_error == pytest.approx(0, abs=1e-4)
+    assert tier.latency_us == pytest.approx(50, rel=1e-3)
+    assert tier.bandwidth_gbps * tier.collective_efficiency == pytest.approx(2, rel=1e-3)
+    assert system.memory_overhead_gib == pytest.approx(0.25) and system.max_devices == 2
+    for src in (eff.sources["matmul_max"], tier.sources["latency_us"], acc.sources["peak_tflops"]):
+        assert "measured by perfmodel calibrate on 2025-01-02" in src and "raw: x.raw.json" in src
+        assert "command: perfmodel calibrate --device cpu --nproc 2" in src
+
+
+def test_cuda_spec_keeps_datasheet_and_unmeasured_precisions():
+    base = load_hardware("dgx-h100")
+    m = synthetic_measurements(2, "cuda")
+    m = m.model_copy(update=dict(env=env("cuda", 2, device_name="NVIDIA H100 80GB HBM3", dtype="bf16",
+                                         memory_total_bytes=79.1 * 2**30, baseline_bytes=1.5 * 2**30)))
+    fit = fit_all(m, base, prefer_tile=tuple(base.efficiency.matmul_tile))
+    system = build_system(base, fit, m, "perfmodel calibrate --device cuda --nproc 2 --output h.yaml", "h.raw.json")
+    assert system.name == "dgx-h100"
+    assert system.accelerator == base.accelerator and system.tiers[1] == base.tiers[1]
+    assert system.efficiency.matmul_max["fp8"] == base.efficiency.matmul_max["fp8"]
+    assert "catalogue value kept" in system.efficiency.sources["matmul_max"]
+    assert system.tiers[0].bandwidth_gbps == base.tiers[0].bandwidth_gbps
+    assert system.memory_overhead_gib == pytest.approx(0.9 + 1.5, abs=1e-3)
+    assert default_base("NVIDIA H100 80GB HBM3", 79.1 * 2**30).name == "dgx-h100"
+    assert default_base("NVIDIA H200", 140 * 2**30).name == "dgx-h200"
+    assert default_base("NVIDIA A100-SXM4-40GB", 39.4 * 2**30).name == "dgx-a100-40gb"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Real quick calibrations on this machine's CPU
+# ---------------------------------------------------------------------------------------------------------
+
+def check_spec(path, nproc, flags=""):
+    system = load_hardware(str(path))
+    acc, eff = system.accelerator, system.efficiency
+    assert acc.torch_device == "cpu" and acc.compute_units == 1 and system.max_devices == nproc
+    assert 1e-3 < acc.peak_tflops["bf16"] < 10  # one thread: 1 GFLOP/s .. 10 TFLOP/s
+    assert 0.05 < eff.matmul_max["bf16"] <= 1 and 0 < eff.attention_max <= 1 and 0 < eff.memory_bandwidth <= 1
+    assert 1e-4 < acc.hbm_bandwidth_tbps < 10 and 0 < system.memory_overhead_gib < 8
+    command = f"perfmodel calibrate --device cpu --nproc {nproc}{flags} --quick --output {path}"
+    assert f"(command: {command}); raw: {raw_path(path).name}" in eff.sources["matmul_max"]
+    raw = load_raw(raw_path(path))
+    assert raw.command == command and raw.measurements.env.nproc == nproc
+    assert raw.measurements.env.threads_per_rank == 1
+    assert raw.measurements.env.torch_version == torch.__version__
+    assert len(raw.measurements.gemm) >= 10 and len(raw.measurements.attention) >= 3
+    assert all(len(p.rank_seconds) == nproc for p in raw.measurements.gemm)
+    # the calibrated spec predicts a small plan
+    est = pm.estimate(pm.load_model("gpt2-124m"), system,
+                      pm.Plan(gpus=nproc, tp=nproc, micro_batch=1, global_batch=1, seq_len=128))
+    assert 0 < est.step_time_s < 1e4
+    return system, raw
+
+
+def test_quick_calibration_in_process(tmp_path):
+    threads = torch.get_num_threads()
+    out = tmp_path / "one.yaml"
+    system = calibrate(device="cpu", nproc=1, output=out, quick=True)
+    assert torch.get_num_threads() == threads  # restored after the one-thread benchmarks
+    loaded, raw = check_spec(out, 1)
+    assert loaded == system and raw.measurements.comm == [] and raw.fit.network is None
+    assert "not measured" in system.tiers[0].sources["latency_us"]
+
+
+def test_quick_calibration_two_ranks_under_torchrun(tmp_path):
+    out = tmp_path / "two.yaml"
+    ap = cal_command.add_parser(__import__("argparse").ArgumentParser().add_subparsers())
+    text = cal_command.run(ap.parse_args(["--device", "cpu", "--nproc", "2", "--quick", "--name", "cpu-ci-2p",
+                                          "--output", str(out)]))
+    system, raw = check_spec(out, 2, " --name cpu-ci-2p")
+    assert system.name == "cpu-ci-2p" and "cpu-ci-2p" in text and "matmul_max.bf16" in text
+    assert {p.kind for p in raw.measurements.comm} == {"all_reduce", "all_gather", "reduce_scatter", "p2p"}
+    assert {r.kind for r in raw.fit.residuals} >= {"all_reduce", "all_gather", "reduce_scatter", "p2p", "bf16"}
+    tier = system.tiers[0]
+    assert 0.1 < tier.latency_us < 1e5 and 1e-3 < tier.bandwidth_gbps < 1e3
+    assert 0 < tier.collective_efficiency <= 1
+    assert "tiers" in yaml.safe_load(out.read_text())
+    assert json.loads(raw_path(out).read_text())["system"] == "cpu-ci-2p"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Bad input: one line, nothing written
+# ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, needle", [
+    (dict(device="tpu"), "device = 'tpu'; valid: cpu, cuda"),
+    (dict(nproc=0), "nproc = 0; valid: an integer >= 1"),
+    (dict(nproc=True), "nproc = True"),
+    (dict(nproc=2.0), "nproc = 2.0"),
+    (dict(output="spec.txt"), "valid: a file name ending in .yaml or .yml"),
+    (dict(output="missing/dir/spec.yaml"), "does not exist"),
+    (dict(base="dgx-h100"), "applies to --device cuda only"),
+    (dict(name="bad name!"), "name = 'bad name!'"),
+    (dict(device="cuda"), "device = 'cuda': torch sees no CUDA GPU"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, monkeypatch, kwargs, needle):
+    if kwargs.get("device") == "cuda" and torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    monkeypatch.chdir(tmp_path)
+    args = dict(device="cpu", nproc=1, output="spec.yaml", quick=True) | kwargs
+    with pytest.raises(InputError) as e:
+        run_calibration(**args)
+    msg = str(e.value)
+    assert needle in msg and "\n" not in msg
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_output_must_be_given_and_writable(tmp_path):
+    with pytest.raises(InputError, match="output is required"):
+        calibrate(device="cpu")
+    (tmp_path / "d.yaml").mkdir()
+    with pytest.raises(InputError, match="is a directory"):
+        calibrate(device="cpu", output=tmp_path / "d.yaml")
