@@ -52,13 +52,21 @@ def worker_env(device: str) -> dict[str, str]:
 def _root_cause(log: str) -> str:
     """The rank and exit status torchrun reports as the first failure, and the worker's own last error line."""
     ours = [ln.split(PREFIX, 1)[1].strip() for ln in log.splitlines() if PREFIX in ln and " failed: " in ln]
-    m = re.search(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", log, re.S)
+    ours.sort(key=lambda line: "Connection reset" in line or "Connection closed" in line)  # the peers' errors last
+    start = min((i for i in (log.find("Failures:"), log.find("Root Cause")) if i >= 0), default=len(log))
+    report = log[start:]  # torchrun's summary: other failures, then the first observed one
+    failures = [(int(r), int(c)) for r, c in re.findall(r"rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", report, re.S)]
+    # A rank killed by a signal is the cause; ranks that exited with an error were usually its peers,
+    # whose collectives broke when it died.
+    failures.sort(key=lambda f: f[1] >= 0)
     parts = []
-    if m:
-        rank, code = int(m.group(1)), int(m.group(2))
+    if failures:
+        rank, code = failures[0]
         how = f"signal {signal.Signals(-code).name}" if code < 0 and -code in signal.Signals._value2member_map_ \
             else f"exit code {code}"
         parts.append(f"rank {rank} stopped with {how}")
+    if failures and failures[0][1] < 0:  # a killed rank: its peers' broken-connection errors say nothing more
+        ours = [line for line in ours if "Connection" not in line]
     if ours:
         parts.append(ours[0])
     return "; ".join(parts) or "the workers failed"
