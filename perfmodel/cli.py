@@ -11,6 +11,7 @@ import importlib
 import json
 import sys
 
+from .argtypes import integer, seconds
 from .cost.estimate import estimate
 from .errors import InputError
 from .export import export
@@ -36,30 +37,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse prints usage + message by default)
         print(f"error: {self.prog}: {message} (see '{self.prog} --help')", file=sys.stderr)
         raise SystemExit(2)
-
-
-def _positive(name):
-    def parse(text):
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a positive integer, got {text!r}") from None
-        if v <= 0:
-            raise argparse.ArgumentTypeError(f"{name} must be a positive integer, got {v}")
-        return v
-    return parse
-
-
-def _count(name):
-    def parse(text):
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer >= 0, got {text!r}") from None
-        if v < 0:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer >= 0, got {v}")
-        return v
-    return parse
 
 
 def _gpu_list(text):
@@ -88,15 +65,15 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--save-plan", metavar="FILE", help="also write the plan as a plan file (JSON) to FILE")
     pr.add_argument("--model", help="preset name (perfmodel models list), or path to a HF config.json or a ModelConfig YAML/JSON")
     pr.add_argument("--hardware", help="preset name (perfmodel hardware list) or path to a spec YAML")
-    pr.add_argument("--gpus", type=_positive("--gpus"))
-    pr.add_argument("--tp", type=_positive("--tp"))
-    pr.add_argument("--pp", type=_positive("--pp"))
-    pr.add_argument("--dp", type=_positive("--dp"), help="default: gpus / (tp*pp*cp)")
-    pr.add_argument("--cp", type=_positive("--cp"), help="default 1")
-    pr.add_argument("--vpp", type=_positive("--vpp"), help="default 1")
-    pr.add_argument("--micro-batch", type=_positive("--micro-batch"))
-    pr.add_argument("--global-batch", type=_positive("--global-batch"))
-    pr.add_argument("--seq-len", type=_positive("--seq-len"))
+    pr.add_argument("--gpus", type=integer("--gpus"))
+    pr.add_argument("--tp", type=integer("--tp"))
+    pr.add_argument("--pp", type=integer("--pp"))
+    pr.add_argument("--dp", type=integer("--dp"), help="default: gpus / (tp*pp*cp)")
+    pr.add_argument("--cp", type=integer("--cp"), help="default 1")
+    pr.add_argument("--vpp", type=integer("--vpp"), help="default 1")
+    pr.add_argument("--micro-batch", type=integer("--micro-batch"))
+    pr.add_argument("--global-batch", type=integer("--global-batch"))
+    pr.add_argument("--seq-len", type=integer("--seq-len"))
     pr.add_argument("--recompute", choices=["none", "selective", "full"], help="default none")
     pr.add_argument("--sequence-parallel", action="store_true")
     pr.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="default 0")
@@ -114,8 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--model", required=True, help="preset name or path (as predict)")
     se.add_argument("--hardware", required=True, help="preset name or path (as predict)")
     se.add_argument("--gpus", type=_gpu_list, required=True, help="GPU count, or several: 256,512,1024")
-    se.add_argument("--global-batch", type=_positive("--global-batch"), required=True, help="sequences per step")
-    se.add_argument("--seq-len", type=_positive("--seq-len"), required=True)
+    se.add_argument("--global-batch", type=integer("--global-batch"), required=True, help="sequences per step")
+    se.add_argument("--seq-len", type=integer("--seq-len"), required=True)
     se.add_argument("--precision", choices=["bf16", "fp16", "fp8", "fp4"], default="bf16")
     se.add_argument("--attention", choices=["flash", "unfused"], default="flash")
     se.add_argument("--grad-dtype", choices=["fp32", "bf16"], default="fp32")
@@ -124,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--only", action="append", default=[], metavar="FIELD=V1,V2",
                     help="search only these values of a plan field (tp, pp, cp, vpp, micro_batch, recompute, "
                          "sequence_parallel, zero); repeatable")
-    se.add_argument("--top", type=_count("--top"), default=10, help="rows to show (0: every feasible plan)")
+    se.add_argument("--top", type=integer("--top", 0), default=10, help="rows to show (0: every feasible plan)")
     se.add_argument("--format", choices=["table", "json", "csv"], default="table")
     se.add_argument("--output", metavar="FILE", help="write the best plan as a plan file, e.g. strategies/NAME.json")
     se.add_argument("--plot", metavar="FILE.png", help="draw step time against GPUs and the Pareto front")
@@ -135,14 +112,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     xe = sub.add_parser("execute", help="run plan files with torch.distributed (torchrun) and measure them")
     xe.add_argument("plans", nargs="+", metavar="PLAN.json", help="plan files; all run in one launch")
-    xe.add_argument("--nproc", type=_count("--nproc"), required=True, help="processes per node (GPUs or CPU ranks)")
+    xe.add_argument("--nproc", type=integer("--nproc"), required=True, help="processes per node (GPUs or CPU ranks)")
     xe.add_argument("--device", default="auto", help="auto (cuda if present) | cpu | cuda")
-    xe.add_argument("--steps", type=_count("--steps"), default=8, help="training steps per plan (default 8)")
-    xe.add_argument("--warmup", type=int, default=3, help="leading steps left out of the median (default 3)")
+    xe.add_argument("--steps", type=integer("--steps"), default=8, help="training steps per plan (default 8)")
+    xe.add_argument("--warmup", type=integer("--warmup", 0), default=3, help="leading steps left out of the median (default 3)")
     xe.add_argument("--seed", type=int, default=0, help="seed of initial weights and synthetic data")
     xe.add_argument("--data", metavar="FILE", help="train on a local text file (byte tokens) instead of random tokens")
     xe.add_argument("--output", metavar="FILE", help="measurement file (one plan only; default PLAN.measured.json)")
-    xe.add_argument("--timeout", type=_positive("--timeout"), default=None, help="wall-clock limit in seconds")
+    xe.add_argument("--timeout", type=seconds("--timeout"), default=None, help="wall-clock limit in seconds")
     for flag in ("--nnodes", "--node-rank", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--master-addr",
                  "--master-port"):
         xe.add_argument(flag, help="passed to torchrun (multi-node)")
@@ -193,7 +170,9 @@ def _predict(a) -> str:
     model, system = load_model(a.model), load_hardware(a.hardware)
     est = estimate(model, system, plan)
     if a.save_plan:
-        from .search.planfiles import plan_file  # PaSE placements: only when a plan file is written
+        from .search.planfiles import (
+            plan_file,  # PaSE placements: only when a plan file is written
+        )
 
         if not est.fits_in_memory:
             raise InputError(f"--save-plan {a.save_plan}: not written, the plan does not fit in memory (needs "

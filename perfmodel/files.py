@@ -43,6 +43,23 @@ def read_mapping(path, where: str | None = None) -> dict:
     return data
 
 
+def read_json_object(path, what: str) -> dict:
+    """A JSON file holding one object (plan, measurement and calibration files), or InputError in one line:
+    '<what> '<path>' does not exist / cannot be read / is not valid JSON / must hold a JSON object'."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{what} {str(path)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{what} {str(path)!r} cannot be read: {err}") from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"{what} {str(path)!r} is not valid JSON: line {err.lineno}: {err.msg}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{what} {str(path)!r} must hold a JSON object, got {type(data).__name__}")
+    return data
+
+
 def check_writable(path, what: str) -> Path:
     """Refuse an output path that cannot be written, before any work is done (one line naming the flag)."""
     path = Path(path)

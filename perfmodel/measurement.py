@@ -7,14 +7,13 @@ step, and every way the run departed from the plan (e.g. dropout not run). This 
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
 from pydantic import Field
 
 from .errors import InputError, Schema
-from .files import write_atomic
+from .files import read_json_object, write_atomic
 from .hardware import System
 from .models import ModelConfig
 from .plan import Plan
@@ -83,13 +82,7 @@ def write_measurement(m: Measurement, path: str | Path) -> Path:
 
 def load_measurement(path: str | Path) -> Measurement:
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"measurement file {str(path)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(f"measurement file {str(path)!r} cannot be read: {err}") from None
-    if not isinstance(data, dict) or data.get("version") != VERSION:
-        raise InputError(f"measurement file {str(path)!r}: version = "
-                         f"{data.get('version') if isinstance(data, dict) else None!r}; valid version: {VERSION}")
+    data = read_json_object(path, "measurement file")
+    if data.get("version") != VERSION:
+        raise InputError(f"measurement file {str(path)!r}: version = {data.get('version')!r}; valid version: {VERSION}")
     return Measurement.parse(data, where=f"measurement file {path}")

@@ -11,7 +11,6 @@ This module imports no part of the cost model (the executor reads plan files wit
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Literal
@@ -19,7 +18,7 @@ from typing import Literal
 from pydantic import Field
 
 from .errors import InputError, Schema
-from .files import write_atomic
+from .files import read_json_object, write_atomic
 from .hardware import System
 from .models import ModelConfig
 from .plan import Plan, default_stage_layers, resolve
@@ -30,6 +29,11 @@ PLACEMENT_AXES = MESH_AXES[1:]  # the per-stage mesh every placement lists, in t
 _PLACEMENT = re.compile(r"^(Replicate\(\)|Partial\(\)|Shard\((\d)\))$")
 
 DIMS = ("batch", "seq", "hidden", "heads", "ffn", "vocab")
+# What the executor runs on the data axes: dp is data parallelism (it splits only the batch), cp context
+# parallelism (only the sequence); attention's sequence is split by cp alone (keys and values gathered over
+# cp). PaSE searches within these rules, and the executor refuses placements outside them.
+DATA_AXES = {"dp": "batch", "cp": "seq"}
+
 OPS = ("embedding", "norm1", "qkv", "attention", "out_proj", "residual1", "norm2", "mlp_in", "activation",
        "mlp_out", "residual2", "final_norm", "lm_head", "loss")
 LAYER_OPS = OPS[1:11]
@@ -52,6 +56,17 @@ class OpPlacement(Schema):
     output: list[str] = Field(description="placement of the output activation, one per axis of dp, cp, tp")
     weight: list[str] | None = Field(None, description="placement of the weight (None for ops without one)")
     style: ParallelStyle | None = Field(None, description="the torch ParallelStyle this matches, if any")
+
+
+def unrunnable_split(pl: OpPlacement) -> str | None:
+    """Why the executor cannot run this placement's split (None if it can)."""
+    for dim, axes in pl.split.items():
+        for axis, only in DATA_AXES.items():
+            if axis in axes and dim != only:
+                return f"splits {dim} over {axis}; valid: only {only} over {axis}"
+    if pl.op == "attention" and "tp" in pl.split.get("seq", []):
+        return "splits seq over tp; valid: batch or heads over tp (attention's sequence is split by cp)"
+    return None
 
 
 class Prediction(Schema):
@@ -204,16 +219,7 @@ def check(pf: PlanFile) -> PlanFile:
 def load_plan_file(path: str | Path) -> PlanFile:
     """Read and check a plan file (JSON)."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"plan file {str(path)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"plan file {str(path)!r} cannot be read: {err}") from None
-    except json.JSONDecodeError as err:
-        raise InputError(f"plan file {str(path)!r} is not valid JSON: line {err.lineno}: {err.msg}") from None
-    if not isinstance(data, dict):
-        raise InputError(f"plan file {str(path)!r} must hold a JSON object, got {type(data).__name__}")
+    data = read_json_object(path, "plan file")
     if "version" in data and data["version"] != VERSION:
         raise InputError(f"plan file {str(path)!r}: version = {data.get('version')!r} is not supported; valid "
                          f"version: {VERSION} (re-create it: perfmodel search ... --output FILE)")

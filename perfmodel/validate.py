@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 from pydantic import Field
 
+from .argtypes import integer, seconds
 from .errors import InputError, Schema
 from .files import check_writable, write_atomic
 from .hardware import System, list_systems, load_hardware
@@ -460,28 +461,6 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
 # ---------------------------------------------------------------------------------------------------------
 # CLI (wired into perfmodel/cli.py)
 # ---------------------------------------------------------------------------------------------------------
-def _int(name: str, least: int):
-    def parse(text):
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer >= {least}, got {text!r}") from None
-        if v < least:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer >= {least}, got {v}")
-        return v
-    return parse
-
-
-def _seconds(text):
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--timeout must be a number of seconds, got {text!r}") from None
-    if not v > 0 or math.isinf(v):
-        raise argparse.ArgumentTypeError(f"--timeout must be a positive number of seconds, got {text!r}")
-    return v
-
-
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add `validate` to the CLI's subparsers."""
     va = subparsers.add_parser(
@@ -491,21 +470,21 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     f"measured step time and peak memory. Built-in sweeps: {', '.join(SWEEPS)}.")
     va.add_argument("plans", nargs="*", metavar="PLAN.json", help="plan files, all needing the same process count")
     va.add_argument("--sweep", metavar="NAME", help=f"a built-in sweep: {', '.join(SWEEPS)}")
-    va.add_argument("--nproc", type=_int("--nproc", 1), help="processes; default: what the plans need")
+    va.add_argument("--nproc", type=integer("--nproc", 1), help="processes; default: what the plans need")
     va.add_argument("--hardware", metavar="SPEC", help="spec the predictions use (preset or YAML); default: a CPU "
                     "sweep calibrates first, a CUDA sweep uses the catalogue system of the GPU, plan files "
                     "their own")
     va.add_argument("--out-dir", default=None, metavar="DIR",
                     help="plan files, measurements, logs and the CSV (default: validation/SWEEP or validation/plans)")
-    va.add_argument("--steps", type=_int("--steps", 1), help="steps per plan, warm-up included (default: the "
+    va.add_argument("--steps", type=integer("--steps", 1), help="steps per plan, warm-up included (default: the "
                                                              "sweep's, 8 for plan files)")
-    va.add_argument("--warmup", type=_int("--warmup", 0), help="leading steps left out of the median (default 3)")
+    va.add_argument("--warmup", type=integer("--warmup", 0), help="leading steps left out of the median (default 3)")
     va.add_argument("--device", choices=DEVICES, default="auto", help="default: the sweep's or the plans' device")
     va.add_argument("--plot", metavar="FILE.png", help="draw predicted against measured (step time, memory)")
     va.add_argument("--csv", metavar="FILE.csv", help="default: OUT_DIR/validation.csv")
     va.add_argument("--full-calibration", action="store_true", help="calibrate with the full set of "
                                                                     "microbenchmarks instead of the quick one")
-    va.add_argument("--timeout", type=_seconds, metavar="S", help="wall-clock limit of the run, seconds")
+    va.add_argument("--timeout", type=seconds("--timeout"), metavar="S", help="wall-clock limit of the run, seconds")
     return va
 
 

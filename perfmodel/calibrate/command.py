@@ -7,18 +7,9 @@ import sys
 
 import pandas as pd
 
+from ..argtypes import integer
 from ..hardware import System
 from .raw import RawFile
-
-
-def _nproc(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--nproc must be a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"--nproc must be a positive integer, got {v}")
-    return v
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -30,7 +21,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "formulas, and write the spec (SPEC.yaml) and the raw measurements (SPEC.raw.json).")
     p.add_argument("--device", choices=("cpu", "cuda"), required=True,
                    help="cpu: fp32, one thread per process, gloo; cuda: bf16, one GPU per process, NCCL")
-    p.add_argument("--nproc", type=_nproc, default=1, help="processes that run the benchmarks at once (default 1)")
+    p.add_argument("--nproc", type=integer("--nproc"), default=1, help="processes that run the benchmarks at once (default 1)")
     p.add_argument("--base", help="CUDA: catalogue system whose datasheet numbers and outer tiers are kept "
                                   "(default: the one whose accelerator is this GPU)")
     p.add_argument("--name", help="name of the written system (default cpu-HOST-Np, or BASE-calibrated)")

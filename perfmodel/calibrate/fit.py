@@ -14,7 +14,7 @@ GEMM weigh alike.
   SwiGLU, residual add, each as often as the estimate charges it) and AdamW update, against the GEMMs as
   fitted plus the rest as measured.
 - attention_max, attention_half_seq: `cost.compute.flash_attention_time` of the estimate's causal FLOPs
-  (forward 4 * tokens * mean_keys * head_dim * heads, backward 2.5x: `cost.ops.attention_ops`), scipy
+  (`cost.ops.flash_attention_flops`, the FLOPs the estimate charges), scipy
   `least_squares`.
 - network tier: `cost.comm.collective_time` over the phases `cost.comm.group_phases` builds for each group
   (all_reduce, all_gather, reduce_scatter) and `cost.comm.p2p_time` (send/recv) are affine in the per-step
@@ -38,7 +38,7 @@ from ..cost.ops import (
     ACT_BYTES,
     ELEMENTWISE_BYTES,
     GEMM_INPUT_BYTES,
-    mean_keys,
+    flash_attention_flops,
     residual_bytes,
 )
 from ..hardware import System
@@ -218,8 +218,8 @@ def fit_gemm(points: list[GemmPoint], peaks: dict[str, float], units: int, mem_b
 
 def attention_flops(p: AttentionPoint) -> float:
     """Forward + backward FLOPs the estimate charges a causal fused attention call (`cost.ops.attention_ops`)."""
-    fwd = 4.0 * p.batch * p.seq * float(mean_keys(p.seq, None)) * p.head_dim * p.heads
-    return 3.5 * fwd
+    fwd, bwd = flash_attention_flops(p.batch * p.seq, p.seq, None, p.head_dim, p.heads)
+    return float(fwd + bwd)
 
 
 def fit_attention(points: list[AttentionPoint], peak: float) -> tuple[float, float, list[FitPoint]]:

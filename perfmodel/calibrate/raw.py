@@ -7,13 +7,13 @@ imports no torch: the benchmark workers write `Measurements`, the parent process
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
-from ..errors import InputError, Schema
+from ..errors import Schema
+from ..files import read_json_object
 
 VERSION = 1
 CommKind = Literal["all_reduce", "all_gather", "reduce_scatter", "p2p"]
@@ -189,10 +189,5 @@ class RawFile(Schema):
 def load_raw(path: str | Path) -> RawFile:
     """Read a raw calibration file (InputError with one line if it is missing or malformed)."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"calibration raw file {str(path)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(f"calibration raw file {str(path)!r} cannot be read: {err}") from None
+    data = read_json_object(path, "calibration raw file")
     return RawFile.parse(data, where=f"calibration raw file {path}")

@@ -134,6 +134,17 @@ def mean_keys(seq, window):
     return w * (1 - w / (2 * seq))
 
 
+FLASH_BWD_FACTOR = 2.5  # fused attention backward: 5 matmuls to the forward's 2 (FlashAttention-2 convention)
+
+
+def flash_attention_flops(tokens, seq_len, window, head_dim, heads):
+    """(forward, backward) FLOPs of a causal fused attention kernel: 2 matmuls (QK^T, PV) x 2 FLOPs per
+    multiply-add over the unmasked (query, key) pairs, 4 * tokens * mean_keys * head_dim * heads; the backward
+    FLASH_BWD_FACTOR times that."""
+    fwd = 4.0 * tokens * mean_keys(seq_len, window) * head_dim * heads
+    return fwd, FLASH_BWD_FACTOR * fwd
+
+
 def attention_ops(dev: Device, tokens=None, heads=None, q_len=None, sequences=None) -> list[Op]:
     """Attention core: fused (flash) kernel, or unfused QK^T, scale-mask-softmax (+dropout), AV.
 
@@ -146,12 +157,11 @@ def attention_ops(dev: Device, tokens=None, heads=None, q_len=None, sequences=No
     q_len = p.seq_len / p.cp if q_len is None else q_len
     sequences = p.micro_batch if sequences is None else sequences
     if p.attention == "flash":
-        # 2 matmuls (QK^T, PV) x 2 FLOPs per multiply-add over the unmasked (query, key) pairs.
-        fwd_flops = 4.0 * tokens * mean_keys(p.seq_len, m.sliding_window) * m.head_dim * heads
+        fwd_flops, bwd_flops = flash_attention_flops(tokens, p.seq_len, m.sliding_window, m.head_dim, heads)
         seq = q_len
         eff = dev.system.efficiency
         t = lambda fl: flash_attention_time(fl, seq, dev.bf16_peak, eff.attention_max, eff.attention_half_seq)
-        return [Op("attention", "attention", t(fwd_flops), t(2.5 * fwd_flops), fwd_flops, 2.5 * fwd_flops,
+        return [Op("attention", "attention", t(fwd_flops), t(bwd_flops), fwd_flops, bwd_flops,
                    ("full", "selective"), "4*T*keys*head_dim*heads (causal), bwd 2.5x")]
     # Unfused (pre-FlashAttention Megatron): full s x s scores per head, no causal skipping.
     sq, sk, hd = q_len, p.seq_len, m.head_dim

@@ -19,7 +19,13 @@ from ..errors import InputError
 from ..files import check_writable
 from ..launch import launch
 from ..measurement import Measurement, load_measurement, measurement_path
-from ..planfile import PLACEMENT_AXES, PlanFile, load_plan_file, megatron_placements
+from ..planfile import (
+    PLACEMENT_AXES,
+    PlanFile,
+    load_plan_file,
+    megatron_placements,
+    unrunnable_split,
+)
 
 RUNNABLE_PRECISIONS = ("bf16", "fp16")  # fp8 / fp4 GEMMs need libraries (torchao, Transformer Engine) not used here
 DEFAULT_TIMEOUT_S = 1800.0
@@ -74,15 +80,9 @@ def check_runnable(pf: PlanFile, where: str, nproc: int, nnodes: int, device: st
                          f"per stage; valid: stage layer counts divisible by {plan.vpp}")
     placements = pf.placements or megatron_placements(pf.model, plan)
     for pl in placements:
-        for dim, axes in pl.split.items():
-            for axis, only in (("dp", "batch"), ("cp", "seq")):
-                if axis in axes and dim != only and getattr(plan, axis) > 1:
-                    raise InputError(f"{where}: placements ({pl.op}) split {dim} over {axis}; the executor runs "
-                                     f"{axis} as {'data' if axis == 'dp' else 'context'} parallelism only (valid: "
-                                     f"{only} over {axis})")
-        if pl.op == "attention" and "tp" in pl.split.get("seq", []):
-            raise InputError(f"{where}: placements (attention) split seq over tp; valid: batch or heads over tp "
-                             "(the sequence of attention is split by cp)")
+        why = unrunnable_split(pl)
+        if why:
+            raise InputError(f"{where}: placements ({pl.op}) {why}")
     if pf.model.tie_embeddings and plan.tp > 1:
         emb = next(p for p in placements if p.op == "embedding").weight
         head = next(p for p in placements if p.op == "lm_head").weight

@@ -5,7 +5,9 @@ large, cheap-to-recompute ones), `none` keeps everything. Uses torch's checkpoin
 from __future__ import annotations
 
 from torch import nn
-from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+    checkpoint_wrapper,
+)
 
 WRAPPED = "_checkpoint_wrapped_module."  # the name prefix checkpoint_wrapper adds
 

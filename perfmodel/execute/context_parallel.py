@@ -32,15 +32,13 @@ def zigzag_positions(seq: int, cp: int, rank: int, device=None) -> torch.Tensor:
 
 
 class GatherContext:
-    """What AttentionCore needs under CP: where its queries sit, and the other shards' keys and values."""
+    """What AttentionCore needs under CP: where its queries sit (`positions`), and the other shards' keys and
+    values (`gather`)."""
 
     def __init__(self, group: dist.ProcessGroup, seq: int, device):
         self.group, cp = group, dist.get_world_size(group)
         self.positions = zigzag_positions(seq, cp, dist.get_rank(group), device)
         self.all_positions = torch.cat([zigzag_positions(seq, cp, r, device) for r in range(cp)])
-
-    def query_positions(self, s: int, device) -> torch.Tensor:
-        return self.positions
 
     def gather(self, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Tensor):
         """Keys and values [b, heads, s, d] of all cp ranks, concatenated on the sequence, and their positions."""

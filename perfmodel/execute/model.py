@@ -24,6 +24,7 @@ Dropout is not run (see train.py).
 from __future__ import annotations
 
 import math
+import zlib
 
 import torch
 import torch.nn.functional as F
@@ -82,7 +83,7 @@ class AttentionCore(nn.Module):
         if self.context is None:
             q_pos = k_pos = torch.arange(s, device=q.device)
         else:
-            q_pos = self.context.query_positions(s, q.device)
+            q_pos = self.context.positions
         if self.rope:
             q, k = rotate(q, q_pos), rotate(k, q_pos)  # keys are rotated where they live, before any gather
         if self.context is not None:
@@ -199,11 +200,5 @@ def initial_value(name: str, shape, cfg: ModelConfig, seed: int, device) -> torc
         return torch.full(shape, fill, device=device)
     name = "embedding.tok.weight" if name == "lm_head.weight" and cfg.tie_embeddings else name
     gen = torch.Generator(device=device)
-    gen.manual_seed((seed * 1_000_003 + _crc(name)) % 2**63)
+    gen.manual_seed((seed * 1_000_003 + zlib.crc32(name.encode())) % 2**63)
     return torch.empty(shape, device=device).normal_(0.0, init_std(name, cfg), generator=gen)
-
-
-def _crc(name: str) -> int:
-    import zlib
-
-    return zlib.crc32(name.encode())

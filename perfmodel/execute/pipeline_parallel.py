@@ -43,7 +43,12 @@ def prune(model: Transformer, first: int, count: int, is_first: bool, is_last: b
 
 def make_schedule(schedule: str, modules: list[nn.Module], indices: list[int], num_stages: int,
                   n_microbatches: int, loss_fn, device: torch.device, group: dist.ProcessGroup):
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
+    from torch.distributed.pipelining import (
+        PipelineStage,
+        Schedule1F1B,
+        ScheduleGPipe,
+        ScheduleInterleaved1F1B,
+    )
 
     stages = [PipelineStage(m, i, num_stages, device, group=group) for m, i in zip(modules, indices)]
     if schedule == "interleaved":

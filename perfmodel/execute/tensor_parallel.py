@@ -23,7 +23,15 @@ import re
 import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor import DTensor, Partial, Placement, Replicate, Shard, distribute_module, distribute_tensor
+from torch.distributed.tensor import (
+    DTensor,
+    Partial,
+    Placement,
+    Replicate,
+    Shard,
+    distribute_module,
+    distribute_tensor,
+)
 from torch.distributed.tensor.parallel import ParallelStyle, parallelize_module
 
 from ..planfile import LAYER_OPS, PLACEMENT_AXES, OpPlacement
@@ -61,7 +69,7 @@ class Placed(ParallelStyle):
         self.weight = placement(op.weight[TP]) if op.weight else Replicate()
         self.local, self.arrives = local, arrives
 
-    def _param_placement(self, module: nn.Module, name: str, p: nn.Parameter) -> Placement:
+    def _param_placement(self, module: nn.Module, p: nn.Parameter) -> Placement:
         if p.dim() == 2:
             return self.weight
         if isinstance(module, nn.Linear):  # a bias follows the weight's output dim
@@ -70,9 +78,7 @@ class Placed(ParallelStyle):
 
     def _partition(self, name: str, module: nn.Module, mesh: DeviceMesh) -> None:
         for pname, p in list(module.named_parameters(recurse=False)):
-            where = self._param_placement(module, pname, p)
-            if isinstance(module, nn.Embedding) and p.shape[0] != module.num_embeddings:
-                where = Replicate()
+            where = self._param_placement(module, p)
             module.register_parameter(pname, nn.Parameter(distribute_tensor(p, mesh, [where], src_data_rank=None)))
 
     def _in(self, module, inputs, mesh):
@@ -120,9 +126,6 @@ class PlacedEmbedding(Placed):
         if isinstance(output.placements[0], Partial):
             return output.redistribute(mesh, [self.then])
         return super()._out(module, output, mesh)
-
-    def _param_placement(self, module: nn.Module, name: str, p: nn.Parameter) -> Placement:
-        return self.weight
 
     def _partition(self, name: str, module: nn.Module, mesh: DeviceMesh) -> None:
         if not isinstance(module, nn.Embedding):

@@ -25,7 +25,12 @@ from ..planfile import MESH_AXES, PlanFile, megatron_placements
 from .checkpointing import apply_ac, plain_name
 from .context_parallel import apply_cp
 from .data import local_slice
-from .data_parallel import allreduce_gradients, apply_data_parallel, as_param_placement, make_optimizer
+from .data_parallel import (
+    allreduce_gradients,
+    apply_data_parallel,
+    as_param_placement,
+    make_optimizer,
+)
 from .model import Transformer, initial_value
 from .pipeline_parallel import make_schedule, prune, stage_indices, virtual_stage_layers
 

@@ -38,7 +38,6 @@ def run_plan(job: dict, entry: dict, device: torch.device) -> None:
     t_start = time.perf_counter()
     trainer = Trainer(pf, device, seed=job["seed"])
     notes = list(trainer.notes)
-    tokens = None
     if pf.model.dropout > 0:
         notes.append(f"dropout {pf.model.dropout} not run (masks would differ between layouts); the prediction "
                      "includes it")
@@ -59,7 +58,7 @@ def run_plan(job: dict, entry: dict, device: torch.device) -> None:
         times.append(time.perf_counter() - t0)
     memory.stop()
     wall = time.perf_counter() - t_start
-    del trainer, tokens
+    del trainer
     gc.collect()
     peak = memory.peak()
     losses = torch.tensor(shares, dtype=torch.float64)

@@ -97,7 +97,7 @@ from ..errors import InputError, Schema
 from ..hardware import System, load_hardware
 from ..models import ModelConfig, load_model
 from ..plan import Plan, resolve
-from ..planfile import OPS, OpPlacement, ParallelStyle
+from ..planfile import DATA_AXES, OPS, OpPlacement, ParallelStyle
 
 AXES = ("dp", "cp", "tp")  # the stage mesh, outermost first (planfile.PLACEMENT_AXES)
 LAYER_KINDS = ("norm1", "qkv", "attention", "out_proj", "residual1", "norm2", "mlp_in", "activation", "mlp_out",
@@ -105,7 +105,6 @@ LAYER_KINDS = ("norm1", "qkv", "attention", "out_proj", "residual1", "norm2", "m
 _R, _P = 0, 1  # placement codes per axis: Replicate, Partial (an input: Replicate whose gradient is Partial),
 _S = 2  # then Shard(i) = 2 + i
 _BASE = 5  # codes per axis: R, P, Shard(0..2)
-AXIS_DIMS = {"dp": "batch", "cp": "seq"}  # the one dim these axes split (see configurations)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -390,7 +389,8 @@ def configurations(kind: OpKind, mesh: Mesh) -> np.ndarray:
 
     Each axis splits at most one dim, a dim may be split over several axes, and the product of the axis sizes
     that split a dim must divide it (the vocabulary may pad). Row 0 leaves the tp-like axes unsplit.
-    The executor's semantics bound the choice (`AXIS_DIMS`): the dp axis is data parallelism (it splits the
+    The executor's semantics bound the choice (`planfile.DATA_AXES`): the dp axis is data parallelism (it splits
+    the
     batch of every op), the cp axis context parallelism (the sequence), and attention's sequence is split by
     cp only (keys and values are gathered over cp; a tp split of it would be a second context parallelism).
     """
@@ -398,7 +398,7 @@ def configurations(kind: OpKind, mesh: Mesh) -> np.ndarray:
     names = [d.name for d in dims]
     allowed = []
     for axis in mesh.names:
-        only = AXIS_DIMS.get(axis)
+        only = DATA_AXES.get(axis)
         if only is not None:
             allowed.append([names.index(only)] if only in names else [-1])
         else:
