@@ -60,6 +60,17 @@ class Accelerator(Schema):
         return self.hbm_bandwidth_tbps * 1e12
 
 
+CollectiveKind = Literal["all_reduce", "all_gather", "reduce_scatter", "p2p"]
+
+
+class KindFit(Schema):
+    """One collective kind's own ring parameters on a tier, where its implementation differs from the others
+    (gloo's all-gather and reduce-scatter are not rings; NCCL picks per-collective algorithms)."""
+
+    collective_efficiency: float = Field(gt=0, le=1, description="achieved bus bandwidth / bandwidth_gbps for this kind")
+    latency_us: float = Field(ge=0, description="per-step latency of this kind, microseconds")
+
+
 class NetworkTier(Schema):
     """One level of the interconnect, innermost first (e.g. NVLink domain, then scale-out NICs).
 
@@ -77,6 +88,10 @@ class NetworkTier(Schema):
     )
     latency_us: float = Field(ge=0, description="per-step latency of a ring collective on this tier, microseconds")
     collective_efficiency: float = Field(gt=0, le=1, description="achieved bus bandwidth / bandwidth_gbps")
+    by_kind: dict[CollectiveKind, KindFit] = Field(
+        default_factory=dict,
+        description="per collective kind: efficiency and latency that replace the tier's own for that kind "
+                    "(measured by perfmodel calibrate); kinds not listed use collective_efficiency and latency_us")
     sources: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -102,6 +117,13 @@ class NetworkTier(Schema):
     def latency(self) -> float:
         return self.latency_us * 1e-6
 
+    def ring(self, kind: str) -> tuple[float, float]:
+        """(bus bandwidth bytes/s, per-step latency s) that collective `kind` sees on this tier."""
+        fit = self.by_kind.get(kind)
+        if fit is None:
+            return self.bandwidth * self.collective_efficiency, self.latency
+        return self.bandwidth * fit.collective_efficiency, fit.latency_us * 1e-6
+
 
 class Efficiency(Schema):
     """Achievable fractions of the datasheet peaks, measured by microbenchmarks (see `sources`).
@@ -120,6 +142,11 @@ class Efficiency(Schema):
     attention_max: float = Field(gt=0, le=1)
     attention_half_seq: float = Field(ge=0, description="key length at which the attention kernel reaches half of attention_max")
     memory_bandwidth: float = Field(gt=0, le=1, description="achieved / peak HBM bandwidth for streaming kernels")
+    comm_overlap: float = Field(
+        1.0, ge=0, le=1,
+        description="fraction of a collective's time that can run concurrently with compute when the schedule "
+                    "allows it: 1 where communication has its own engines (GPU copy engines and NICs), lower where "
+                    "it runs on the cores that compute (gloo on a CPU host); measured by perfmodel calibrate")
     sustained_fraction: float = Field(
         1.0, gt=0, le=1,
         description="fraction of the microbenchmarked GEMM and attention rates a whole training step sustains "

@@ -33,8 +33,10 @@ class TimeBreakdown(Schema):
     tp_comm: float
     cp_comm: float
     pp_comm: float
-    dp_comm: float = Field(description="data-parallel gradient reduction, ZeRO-1/2 parameter gathers and the "
-                                       "tied-embedding gradient sync between first and last stage")
+    dp_comm: float = Field(description="gradient collectives at the end of the step: data-parallel reduction, "
+                                       "ZeRO-1/2 parameter gathers, the tied-embedding gradient sync between first "
+                                       "and last stage, and the tp all-reduce of sequence-parallel replicated-"
+                                       "weight gradients")
     zero3_comm: float = Field(description="ZeRO-3 parameter gathers and gradient reduce-scatters")
     bubble: float
     optimizer: float

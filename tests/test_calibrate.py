@@ -22,6 +22,8 @@ from perfmodel.calibrate.fit import (
     fit_gemm,
     fit_memory,
     fit_network,
+    fit_overlap,
+    overlap_fraction,
 )
 from perfmodel.calibrate.raw import (
     AttentionPoint,
@@ -31,6 +33,8 @@ from perfmodel.calibrate.raw import (
     LayerMix,
     Measurements,
     MemoryPoint,
+    OverlapRun,
+    RawFile,
     load_raw,
 )
 from perfmodel.calibrate.spec import build_system, cpu_template
@@ -135,6 +139,151 @@ def test_network_fit_recovers_latency_and_bus_bandwidth():
         fit, fps = fit_network(pts, system, nproc)
         assert fit.latency_s == pytest.approx(a, rel=1e-5) and fit.bus_bandwidth == pytest.approx(bus, rel=1e-5)
         assert max(abs(p.rel_error) for p in fps) < 1e-6
+
+
+# Per-kind ring parameters unlike each other, as gloo's are: (per-step latency s, bus bandwidth bytes/s).
+KIND_PARAMS = {"all_reduce": (750e-6, 0.65e9), "all_gather": (1.1e-3, 0.23e9), "reduce_scatter": (1.5e-3, 0.16e9),
+               "p2p": (1.4e-3, 0.99e9)}
+
+
+def per_kind_points(system, nproc, params=KIND_PARAMS, groups=(2, 4), sizes=(4096, 2**16, 2**20, 2**24)):
+    """Timings of every kind made by cost.comm's formulas with that kind's own latency and bus bandwidth."""
+    pts = []
+    for kind, (a, bus) in params.items():
+        for n in groups:
+            phases = [Phase(p.tier, p.members, bus, a) for p in group_phases(system, n, 1, nproc)]
+            for size in sizes:
+                t = p2p_time(size, bus, a) if kind == "p2p" else collective_time(kind, size, phases)
+                pts.append(comm_point(kind, n, size, float(t)))
+    return pts
+
+
+def test_per_kind_network_fit_recovers_each_kind():
+    system = cpu_system(4)
+    pts = per_kind_points(system, 4)
+    # hand check: all-reduce of 1 MiB over 4 = 6 steps of 750 us + 1.5 MiB at 0.65 GB/s
+    ar = next(p for p in pts if p.kind == "all_reduce" and p.group_size == 4 and p.size_bytes == 2**20)
+    assert ar.seconds == pytest.approx(6 * 750e-6 + 1.5 * 2**20 / 0.65e9, rel=1e-12)
+    fit, fps = fit_network(pts, system, 4)
+    assert set(fit.by_kind) == set(KIND_PARAMS) and fit.fallback == {}
+    for kind, (a, bus) in KIND_PARAMS.items():
+        k = fit.by_kind[kind]
+        assert k.latency_s == pytest.approx(a, rel=1e-6) and k.bus_bandwidth == pytest.approx(bus, rel=1e-6)
+        assert k.points == 8 and k.best_bus_bandwidth < bus  # every single point also pays latency
+        assert k.shared_median_abs_error > 0.05  # one pair for all kinds cannot fit them
+    # the residuals are those of the per-kind predictions (what the spec predicts): exact
+    assert max(abs(p.rel_error) for p in fps) < 1e-6
+    # the shared pair is still fitted over all points: between the kinds' values
+    assert 0.16e9 < fit.bus_bandwidth < 0.99e9 and 750e-6 < fit.latency_s < 1.5e-3
+
+
+def test_kinds_without_enough_points_keep_the_shared_fit():
+    system = cpu_system(4)
+    pts = per_kind_points(system, 4, {k: KIND_PARAMS[k] for k in ("all_reduce", "all_gather")})
+    pts += per_kind_points(system, 4, {"reduce_scatter": (1e-3, 0.5e9)}, groups=(2,), sizes=(4096, 2**20))
+    pts += per_kind_points(system, 4, {"p2p": (1e-3, 0.5e9)}, groups=(2,), sizes=(2**20,)) * 3  # one size
+    fit, fps = fit_network(pts, system, 4)
+    assert set(fit.by_kind) == {"all_reduce", "all_gather"}
+    assert "2 point(s), fewer than 3" in fit.fallback["reduce_scatter"] and "ill-conditioned" in fit.fallback["p2p"]
+    for p, fp in zip(pts, fps):
+        if p.kind in ("reduce_scatter", "p2p"):  # predicted with the shared pair
+            c_lat, c_bw = comm_coefficients(p, system, 4)
+            assert fp.predicted_s == pytest.approx(fit.latency_s * c_lat + c_bw / fit.bus_bandwidth, rel=1e-12)
+    assert fit.by_kind["all_gather"].latency_s == pytest.approx(1.1e-3, rel=1e-6)
+
+
+def test_overlap_fraction_hand_checked():
+    # (t_c + t_m - t_both) / min(t_c, t_m): 100 ms compute, 80 ms all-reduce, 130 ms both -> 50 / 80
+    assert overlap_fraction(0.1, 0.08, 0.13) == pytest.approx(0.625)
+    assert overlap_fraction(0.1, 0.1, 0.175) == pytest.approx(0.25)
+    assert overlap_fraction(0.1, 0.08, 0.18) == pytest.approx(0.0)  # serial
+    assert overlap_fraction(0.1, 0.08, 0.1) == pytest.approx(1.0)  # the all-reduce hid entirely
+    assert overlap_fraction(0.1, 0.08, 0.2) == 0.0 and overlap_fraction(0.1, 0.08, 0.09) == 1.0  # clipped
+    run = overlap_run()
+    assert fit_overlap(run) == pytest.approx(0.625)  # median of 0.625, 0.25 and 1 (clipped from 1.125)
+
+
+def overlap_run():
+    return OverlapRun(gemm=(256, 256, 256), gemm_calls=75, dtype="fp32", size_bytes=8 * 2**20, group_size=4,
+                      compute_s=[0.1, 0.1, 0.1], comm_s=[0.08, 0.1, 0.08], both_s=[0.13, 0.175, 0.09])
+
+
+def test_cpu_spec_writes_per_kind_fits_and_overlap():
+    m = synthetic_measurements(4)
+    m = m.model_copy(update=dict(comm=per_kind_points(cpu_system(4), 4), overlap=overlap_run()))
+    template = cpu_template(m, "cpu-testhost-4p")
+    fit = fit_all(m, template)
+    system = build_system(template, fit, m, "perfmodel calibrate --device cpu --nproc 4 --output x.yaml",
+                          "x.raw.json")
+    tier, eff = system.tiers[0], system.efficiency
+    # bandwidth_gbps is the fastest kind's bus bandwidth (above any single measurement's): its efficiency is 1
+    assert tier.bandwidth_gbps == pytest.approx(0.99, rel=1e-3)
+    assert set(tier.by_kind) == set(KIND_PARAMS)
+    for kind, (a, bus) in KIND_PARAMS.items():
+        k = tier.by_kind[kind]
+        assert 0 < k.collective_efficiency <= 1 and k.latency_us == pytest.approx(a * 1e6, rel=1e-3)
+        assert tier.ring(kind)[0] == pytest.approx(bus, rel=1e-3)
+        src = tier.sources[f"by_kind.{kind}"]
+        assert f"reproduces the 8 {kind} timings alone" in src and "median error on these points" in src
+        assert "measured by perfmodel calibrate on 2025-01-02" in src and "raw: x.raw.json" in src
+        assert "command: perfmodel calibrate --device cpu --nproc 4" in src and "torch 2.13.0" in src
+    assert tier.by_kind["p2p"].collective_efficiency == 1.0
+    # what the spec predicts for each measured collective is the fit's prediction (up to 4-digit rounding)
+    for p, fp in zip(m.comm, [q for q in fit.points if q.quantity == "comm"]):
+        phases = group_phases(system, p.group_size, 1, 4)
+        bw, lat = tier.ring("p2p")
+        t = p2p_time(p.size_bytes, bw, lat) if p.kind == "p2p" else collective_time(p.kind, p.size_bytes, phases)
+        assert float(t) == pytest.approx(fp.predicted_s, rel=2e-3) and fp.rel_error == pytest.approx(0, abs=1e-6)
+    assert {r.kind: r.max_abs_error < 1e-6 for r in fit.residuals if r.quantity == "comm"} == dict.fromkeys(
+        KIND_PARAMS, True)
+    assert eff.comm_overlap == pytest.approx(0.625)
+    src = eff.sources["comm_overlap"]
+    assert "(t_c + t_m - t_both) / min(t_c, t_m)" in src and "75 fp32 GEMMs 256x256x256" in src
+    assert "all-reduce of 8388608 B over the 4 ranks" in src and "median over 3 repeats" in src
+    assert "raw: x.raw.json" in src
+    # the estimate takes both up: the dp all-reduce at all_reduce's own ring, exposed as comm_overlap says
+    plan = pm.Plan(gpus=4, dp=4, micro_batch=1, global_batch=4, seq_len=128)
+    dp = pm.estimate(pm.load_model("gpt2-124m"), system, plan).comms[0]
+    assert dp.collective == "all_reduce" and dp.group_size == 4
+    assert dp.total_s == pytest.approx(6 * 750e-6 + 1.5 * dp.bytes / 0.65e9, rel=2e-3)
+    hidden = system.model_copy(update=dict(efficiency=eff.model_copy(update=dict(comm_overlap=1.0))))
+    dp1 = pm.estimate(pm.load_model("gpt2-124m"), hidden, plan).comms[0]
+    assert dp.exposed_s == pytest.approx(0.375 * dp.total_s + 0.625 * dp1.exposed_s, rel=1e-9)
+
+
+def test_raw_file_without_the_new_fields_loads_and_fits(tmp_path):
+    m = synthetic_measurements(4).model_copy(update=dict(comm=per_kind_points(cpu_system(4), 4)))
+    template = cpu_template(m, "cpu-testhost-4p")
+    raw = RawFile(created_at="2025-01-02T03:04:05+00:00", command="perfmodel calibrate --device cpu --nproc 4 "
+                  "--output old.yaml", spec_file="old.yaml", system="cpu-testhost-4p", quick=True, wall_s=10.0,
+                  measurements=m, fit=fit_all(m, template))
+    data = json.loads(raw.model_dump_json())
+    # as written before per-kind fits and the overlap benchmark
+    del data["measurements"]["overlap"], data["fit"]["comm_overlap"]
+    del data["fit"]["network"]["by_kind"], data["fit"]["network"]["fallback"]
+    path = tmp_path / "old.raw.json"
+    path.write_text(json.dumps(data))
+    old = load_raw(path)
+    assert old.measurements.overlap is None and old.fit.comm_overlap is None
+    assert old.fit.network.by_kind == {} and old.fit.network.fallback == {}
+    assert old.fit.network.latency_s == raw.fit.network.latency_s
+    refit = fit_all(old.measurements, template)
+    assert refit.comm_overlap is None
+    assert refit.network.by_kind["reduce_scatter"].bus_bandwidth == pytest.approx(0.16e9, rel=1e-6)
+    system = build_system(template, refit, old.measurements, old.command, path.name)
+    assert system.efficiency.comm_overlap == 1.0 and "not measured" in system.efficiency.sources["comm_overlap"]
+    assert system.tiers[0].by_kind["all_gather"].latency_us == pytest.approx(1100, rel=1e-3)
+
+
+def test_bench_adam_is_the_executors_fused_adamw():
+    from perfmodel.calibrate.bench import Bench
+
+    step = Bench("cpu", quick=True)._adam([(8, 4), (4,)])
+    opt = step.__self__
+    assert type(opt) is torch.optim.AdamW and opt.defaults["fused"] is True and opt.defaults["weight_decay"] == 0
+    before = [p.detach().clone() for p in opt.param_groups[0]["params"]]
+    step()
+    assert all(not torch.equal(b, p) for b, p in zip(before, opt.param_groups[0]["params"]))
 
 
 def synthetic_measurements(nproc=2, device="cpu"):
@@ -250,6 +399,17 @@ def test_quick_calibration_two_ranks_under_torchrun(tmp_path):
     tier = system.tiers[0]
     assert 0.1 < tier.latency_us < 1e5 and 1e-3 < tier.bandwidth_gbps < 1e3
     assert 0 < tier.collective_efficiency <= 1
+    net = raw.fit.network
+    assert set(net.by_kind) | set(net.fallback) == {"all_reduce", "all_gather", "reduce_scatter", "p2p"}
+    assert set(tier.by_kind) == set(net.by_kind)
+    for kind, k in tier.by_kind.items():
+        assert 0 < k.collective_efficiency <= 1 and f"by_kind.{kind}" in tier.sources
+        assert tier.ring(kind)[0] == pytest.approx(net.by_kind[kind].bus_bandwidth, rel=2e-3)
+    o = raw.measurements.overlap
+    assert o.group_size == 2 and len(o.compute_s) == len(o.comm_s) == len(o.both_s) == 5
+    assert 0 <= raw.fit.comm_overlap <= 1 and system.efficiency.comm_overlap == pytest.approx(raw.fit.comm_overlap,
+                                                                                             abs=1e-3)
+    assert "min(t_c, t_m)" in system.efficiency.sources["comm_overlap"]
     assert "tiers" in yaml.safe_load(out.read_text())
     assert json.loads(raw_path(out).read_text())["system"] == "cpu-ci-2p"
 

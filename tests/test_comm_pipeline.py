@@ -47,6 +47,48 @@ def test_p2p_time():
     assert C.p2p_time(1e8, 45e9, 14e-6) == pytest.approx(14e-6 + 1e8 / 45e9, rel=1e-12)
 
 
+def test_per_kind_ring_replaces_the_tier_values_for_that_kind_only():
+    # nvlink tier of dgx-h100 with its own all-gather fit: 0.5 efficiency, 10 us per step
+    from perfmodel.hardware import KindFit
+
+    nvl = H100.tiers[0].model_copy(update={"by_kind": {"all_gather": KindFit(collective_efficiency=0.5,
+                                                                             latency_us=10.0)}})
+    sys = H100.model_copy(update={"tiers": [nvl] + H100.tiers[1:]})
+    ph = C.group_phases(sys, 8, 1)
+    S = 1e9
+    assert C.collective_time("all_gather", S, ph) == pytest.approx(7 / 8 * S / (450e9 * 0.5) + 7 * 10e-6, rel=1e-12)
+    # reduce-scatter and all-reduce keep the tier's own efficiency and latency
+    assert C.collective_time("reduce_scatter", S, ph) == pytest.approx(7 / 8 * S / NVL_BW + 7 * NVL_LAT, rel=1e-12)
+    assert C.collective_time("all_reduce", S, ph) == pytest.approx(2 * (7 / 8 * S / NVL_BW + 7 * NVL_LAT), rel=1e-12)
+
+
+def test_sp_replicated_params_hand_count():
+    from perfmodel.cost.memory import sp_replicated_params
+
+    # GPT-2 124M: LayerNorm scale+shift 2 x 768 per norm, two norms and two row-parallel biases (768) per layer
+    gpt2 = load_model("gpt2-124m")
+    assert sp_replicated_params(gpt2, 12, True) == 12 * (2 * 1536 + 2 * 768) + 1536
+    assert sp_replicated_params(gpt2, 6, False) == 6 * 4608
+    # Llama-3 8B: RMSNorm scale only (4096), no biases
+    llama = load_model("llama-3-8b")
+    assert sp_replicated_params(llama, 32, True) == 32 * 2 * 4096 + 4096
+
+
+def test_comm_overlap_scales_the_hidden_share():
+    """dp4 ZeRO-0 on dgx-h100: the gradient all-reduce's exposed time is (1-f) g + f x (what full overlap leaves)."""
+    model = load_model("llama-3-8b")
+    plan = Plan(gpus=4, dp=4, micro_batch=1, global_batch=4, seq_len=2048)
+    full = estimate(model, H100, plan)
+    row = lambda est: next(c for c in est.comms if c.name == "dp gradient reduction")
+    g, hidden = row(full).total_s, row(full).exposed_s
+    assert hidden < g  # the schedule hides some of it
+    for f in (0.0, 0.25):
+        sys = H100.model_copy(update={"efficiency": H100.efficiency.model_copy(update={"comm_overlap": f})})
+        est = estimate(model, sys, plan)
+        assert row(est).exposed_s == pytest.approx((1 - f) * g + f * hidden, rel=1e-12)
+        assert est.step_time_s == pytest.approx(full.step_time_s + (1 - f) * (g - hidden), rel=1e-12)
+
+
 def test_unknown_collective_raises():
     with pytest.raises(ValueError):
         C.collective_time("broadcast", 1.0, [])

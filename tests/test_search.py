@@ -75,7 +75,11 @@ def test_sequence_parallel_is_never_slower_nor_larger():
     lay = lay.take(np.flatnonzero(lay.tp > 1))
     on = Layouts(**{**lay.__dict__, "sequence_parallel": np.ones(len(lay), bool)})
     off_step, on_step = evaluate(model, H100, lay), evaluate(model, H100, on)
-    assert np.all(on_step.step_time_s <= off_step.step_time_s * (1 + 1e-12))
+    # SP adds one thing: the step-end all-reduce of the norm gradients it leaves partial (a few KB per layer)
+    norm_grads = next(p for p in on_step.step_patterns if p.name.startswith("tp replicated-weight")).exposed
+    assert np.all(norm_grads > 0)
+    assert np.all(on_step.step_time_s <= (off_step.step_time_s + norm_grads) * (1 + 1e-12))
+    assert np.mean(on_step.step_time_s < off_step.step_time_s) > 0.9
     assert np.all(on_step.memory["total"] <= off_step.memory["total"] * (1 + 1e-12))
 
 

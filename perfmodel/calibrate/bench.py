@@ -7,6 +7,7 @@ ranks do. Compute dtype is what the executor trains in: fp32 on CPU (one thread 
 
 Timing (`Bench.time`, `Bench.time_all`): one warm-up call, one timed call, then repeats; a point's time is the
 median over repeats of seconds per call. Rank 0 gathers every rank's medians and writes `raw.Measurements`.
+`Bench.overlap` times an all-reduce beside a GEMM loop (each run once per repeat, the slowest rank's time).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from .raw import (
     LayerMix,
     Measurements,
     MemoryPoint,
+    OverlapRun,
 )
 
 KiB, MiB = 2**10, 2**20
@@ -79,6 +81,10 @@ class Suite:
     comm_sizes: list[int]  # bytes
     target_s: float  # time spent per point (all repeats)
     reps: int
+    overlap_gemm: int  # side of the square GEMMs of the overlap benchmark's compute loop
+    overlap_s: float  # its compute loop's time at most (it shrinks to the all-reduce's time where that is shorter)
+    overlap_bytes: tuple[int, int, int]  # all-reduce message: first probe, smallest, largest
+    overlap_reps: int
 
 
 def suite(device: str, quick: bool) -> Suite:
@@ -94,7 +100,9 @@ def suite(device: str, quick: bool) -> Suite:
             attn_tokens=1024 if quick else 2048,
             mem_elements=[2**18, 2**20, 2**22] if quick else [2**16, 2**18, 2**20, 2**22, 2**24], vocab=4096,
             comm_sizes=[4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB] if quick else [4 * KiB * 4**i for i in range(8)],
-            target_s=0.075 if quick else 0.25, reps=3 if quick else 5)
+            target_s=0.075 if quick else 0.25, reps=3 if quick else 5,
+            overlap_gemm=256, overlap_s=0.05 if quick else 0.1, overlap_bytes=(4 * MiB, 1 * MiB, 64 * MiB),
+            overlap_reps=5 if quick else 9)
     cubes = [1024, 4096, 8192] if quick else [512, 1024, 2048, 3072, 4096, 6144, 8192]
     rect = [] if quick else [(8192, 1024, 8192), (8192, 8192, 1024), (1024, 8192, 8192), (2000, 3000, 5000)]
     return Suite(
@@ -106,7 +114,9 @@ def suite(device: str, quick: bool) -> Suite:
         attn_head_dim=128, attn_tokens=16384,
         mem_elements=[2**22, 2**26] if quick else [2**22, 2**24, 2**26, 2**28], vocab=2**20,
         comm_sizes=[4 * KiB, 256 * KiB, 16 * MiB, 256 * MiB] if quick else [4 * KiB * 4**i for i in range(10)],
-        target_s=0.02 if quick else 0.05, reps=3 if quick else 5)
+        target_s=0.02 if quick else 0.05, reps=3 if quick else 5,
+        overlap_gemm=4096, overlap_s=0.05 if quick else 0.1, overlap_bytes=(64 * MiB, 16 * MiB, 1024 * MiB),
+        overlap_reps=5 if quick else 9)
 
 
 def layer_gemms(model: ModelConfig, tokens: int, tp: int, lm_head: bool) -> list[tuple[int, int, int, str]]:
@@ -340,13 +350,14 @@ class Bench:
         return out
 
     def _adam(self, shapes):
-        """One step of torch.optim.AdamW (its default implementation, as the executor's optimizer) over fp32
-        parameters of these shapes with gradients set."""
+        """One step of the executor's optimizer (`perfmodel.execute.data_parallel.adamw`: fused AdamW, one
+        multi-tensor kernel over all parameters) over fp32 parameters of these shapes with gradients set."""
+        from ..execute.data_parallel import adamw
+
         params = [torch.nn.Parameter(torch.randn(*sh, device=self.dev)) for sh in shapes]
         for p in params:
             p.grad = torch.randn_like(p)
-        opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.0)
-        return opt.step
+        return adamw(params, lr=1e-3).step
 
     def _stream(self, kernel, E):
         x, y, z = self.randn(E), self.randn(E), torch.empty(E, device=self.dev, dtype=self.dtype)
@@ -418,6 +429,65 @@ class Bench:
                 req.wait()
         return shift
 
+    # -- communication beside compute ----------------------------------------------------------------------
+    def _wall(self, fn) -> float:
+        """Seconds of one fn() on the slowest rank, all ranks starting together (CUDA: synchronized around)."""
+        self.sync()
+        self.slowest(0.0)  # start together
+        t0 = time.perf_counter()
+        fn()
+        self.sync()
+        return self.slowest(time.perf_counter() - t0)
+
+    def overlap(self) -> OverlapRun:
+        """How much of an all-reduce runs concurrently with compute, on every rank at once (`OverlapRun`).
+
+        Compute: a loop of square GEMMs (`overlap_gemm`, the compute dtype) of about `overlap_s`. Message: an
+        all-reduce over all ranks of a size scaled from a probe (`overlap_bytes`: probe, smallest, largest) to
+        take about as long, so that neither hides the other by its length alone; where the largest message is
+        shorter (NCCL on NVLink), the loop is shortened to match it. Each repeat times the loop alone (t_c),
+        the all-reduce alone (t_m), and `work = all_reduce(async_op=True)`, the loop, `work.wait()` (t_both).
+        """
+        s, side = self.s, self.s.overlap_gemm
+        a, b = self.randn(side, side), self.randn(side, side)
+        c = torch.empty(side, side, device=self.dev, dtype=self.dtype)
+        torch.mm(a, b, out=c)
+        per_gemm = self._wall(lambda: [torch.mm(a, b, out=c) for _ in range(3)]) / 3
+        dtype = torch.float32 if self.device == "cpu" else torch.bfloat16
+        size = torch.tensor([], dtype=dtype).element_size()
+        probe, lo, hi = s.overlap_bytes
+
+        def message(nbytes):
+            return torch.randn(max(self.world, nbytes // size // self.world * self.world), device=self.dev).to(dtype)
+
+        x = message(probe)
+        dist.all_reduce(x)
+        t_probe = self._wall(lambda: dist.all_reduce(x))
+        nbytes = int(min(hi, max(lo, probe * s.overlap_s / max(t_probe, 1e-7))))
+        x = message(nbytes)
+        dist.all_reduce(x)
+        t_comm = self._wall(lambda: dist.all_reduce(x))  # at the size chosen, to size the loop
+        calls = max(1, round(min(s.overlap_s, t_comm) / max(per_gemm, 1e-9)))
+
+        def compute():
+            for _ in range(calls):
+                torch.mm(a, b, out=c)
+
+        def both():
+            work = dist.all_reduce(x, async_op=True)
+            compute()
+            work.wait()
+
+        runs = {"compute_s": compute, "comm_s": lambda: dist.all_reduce(x), "both_s": both}
+        for fn in runs.values():  # warm-up
+            self._wall(fn)
+        times = {k: [] for k in runs}
+        for _ in range(s.overlap_reps):
+            for k, fn in runs.items():
+                times[k].append(self._wall(fn))
+        return OverlapRun(gemm=(side, side, side), gemm_calls=calls, dtype=DTYPE_NAMES[dtype],
+                          size_bytes=x.numel() * size, group_size=self.world, **times)
+
     # -- all of it -----------------------------------------------------------------------------------------
     def run(self) -> Measurements:
         start = time.perf_counter()
@@ -431,11 +501,15 @@ class Bench:
             sections[name], i = timed[i:i + len(pts)], i + len(pts)
         self.echo(f"calibrate: {len(timed)} GEMM, attention and elementwise points in "
                   f"{time.perf_counter() - t0:.1f} s")
-        sections["comm"] = []
+        sections["comm"], overlap = [], None
         if self.world > 1:
             t0 = time.perf_counter()
             sections["comm"] = self.comm()
             self.echo(f"calibrate: {len(sections['comm'])} collective points in {time.perf_counter() - t0:.1f} s")
+            t0 = time.perf_counter()
+            overlap = self.overlap()
+            self.echo(f"calibrate: all-reduce beside compute ({overlap.size_bytes} B, {overlap.gemm_calls} GEMMs) "
+                      f"in {time.perf_counter() - t0:.1f} s")
         if self.device == "cuda":
             baseline = self._baseline()
         mine = {k: [t for _, t in v] for k, v in sections.items()}
@@ -459,7 +533,8 @@ class Bench:
                 per_rank = [r[0][name][i] for r in everyone]
                 per_rank = [t for t in per_rank if t == t]  # idle ranks report nan
                 points[name].append(cls(**fields, seconds=statistics.median(per_rank), rank_seconds=per_rank))
-        return Measurements(env=env, **points, layers=layer_mixes(self.s), bench_s=time.perf_counter() - start)
+        return Measurements(env=env, **points, layers=layer_mixes(self.s), overlap=overlap,
+                            bench_s=time.perf_counter() - start)
 
     def _baseline(self) -> float:
         if self.device == "cpu":

@@ -16,8 +16,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add `calibrate` to an argparse subparsers object; returns the new parser."""
     p = subparsers.add_parser(
         "calibrate", help="microbenchmark this machine and write a hardware spec fitted to it",
-        description="Time GEMMs, causal attention, elementwise kernels and collectives on this machine (on "
-                    "--nproc processes at once), fit the spec's efficiency parameters with the cost model's "
+        description="Time GEMMs, causal attention, elementwise kernels, collectives and an all-reduce beside "
+                    "compute on this machine (on --nproc processes at once), fit the spec's efficiency "
+                    "parameters (collectives: shared and per kind) with the cost model's "
                     "formulas, and write the spec (SPEC.yaml) and the raw measurements (SPEC.raw.json).")
     p.add_argument("--device", choices=("cpu", "cuda"), required=True,
                    help="cpu: fp32, one thread per process, gloo; cuda: bf16, one GPU per process, NCCL")
@@ -63,6 +64,14 @@ def parameter_table(system: System, raw: RawFile) -> pd.DataFrame:
                  (f"{t.name}.latency_us", f"{t.latency_us:.2f}", f"{len(m.comm)} collectives and sends"),
                  (f"{t.name}.collective_efficiency", f"{t.collective_efficiency:.3f}",
                   f"bus {fit.network.bus_bandwidth / 1e9:.3g} GB/s")]
+        for kind, k in t.by_kind.items():
+            kf = fit.network.by_kind.get(kind)
+            note = f"{kf.points} {kind}, bus {kf.bus_bandwidth / 1e9:.3g} GB/s" if kf else ""
+            rows += [(f"{t.name}.by_kind.{kind}", f"eff {k.collective_efficiency:.3f}, {k.latency_us:.2f} us", note)]
+        rows += [(f"{t.name}.by_kind.{kind}", "shared", why) for kind, why in fit.network.fallback.items()]
+    if fit.comm_overlap is not None and m.overlap is not None:
+        rows.append(("comm_overlap", f"{eff.comm_overlap:.3g}",
+                     f"all-reduce {m.overlap.size_bytes / 2**20:.3g} MiB beside {m.overlap.gemm_calls} GEMMs"))
     rows.append(("memory_overhead_gib", f"{system.memory_overhead_gib:.3f}", "measured"))
     return pd.DataFrame(rows, columns=["parameter", "value", "fitted to"])
 

@@ -19,7 +19,10 @@ GEMM weigh alike.
 - network tier: `cost.comm.collective_time` over the phases `cost.comm.group_phases` builds for each group
   (all_reduce, all_gather, reduce_scatter) and `cost.comm.p2p_time` (send/recv) are affine in the per-step
   latency a and 1 / bus bandwidth B, so each measurement is t = a * c_lat + c_bw / B with coefficients the
-  cost model computes; (log a, log 1/B) by scipy `least_squares` over all kinds and group sizes together.
+  cost model computes; (log a, log 1/B) by scipy `least_squares` over all kinds and group sizes together
+  (the tier's own pair), and again over each kind's points alone (the tier's `by_kind`).
+- comm_overlap: (t_c + t_m - t_both) / min(t_c, t_m) of a GEMM loop (t_c), an all-reduce (t_m) and both
+  at once (t_both), clipped to [0, 1], median over repeats (`overlap_fraction`).
 This module imports no torch.
 """
 
@@ -48,9 +51,11 @@ from .raw import (
     FitPoint,
     FitResult,
     GemmPoint,
+    KindNetworkFit,
     Measurements,
     MemoryPoint,
     NetworkFit,
+    OverlapRun,
     Residuals,
 )
 
@@ -70,6 +75,8 @@ COUNTED_BYTES = {
 LAYER_COUNT = {"norm": 2, "gelu": 1, "swiglu": 1, "add": 4, "cross_entropy": 0, "adam": 0}
 TILE_SIDES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 TILE_TOLERANCE = 0.05  # a tile within 5% of the best RMS log error fits as well (timings are noisy)
+MIN_KIND_POINTS = 3  # a collective kind is fitted apart from the others on at least this many points
+MAX_KIND_CONDITION = 1e6  # ... and only if its points tell latency from bandwidth (see `_condition`)
 
 
 def _log_err(pred, meas) -> np.ndarray:
@@ -258,20 +265,82 @@ def comm_coefficients(p: CommPoint, system: System, nproc: int) -> tuple[float, 
     return float(collective_time(p.kind, 0.0, lat)), float(collective_time(p.kind, float(p.size_bytes), bw))
 
 
-def fit_network(points: list[CommPoint], system: System, nproc: int) -> tuple[NetworkFit, list[FitPoint]]:
-    """Per-step latency and bus bandwidth of the innermost tier reproducing every collective and send."""
-    c = np.array([comm_coefficients(p, system, nproc) for p in points])
-    secs = np.array([p.seconds for p in points])
-    # Start from the relative-error linear fit (non-negative), then refine in log space.
+def _fit_latency_bandwidth(c: np.ndarray, secs: np.ndarray) -> tuple[float, float]:
+    """(latency s, bus bandwidth bytes/s) minimising the log error of t = a * c_lat + c_bw / B: the relative-error
+    linear fit (non-negative, scipy `nnls`) as the start, then scipy `least_squares` in (log a, log 1/B)."""
     a0, ib0 = nnls(c / secs[:, None], np.ones(len(secs)))[0]
     x0 = np.log([max(a0, 1e-7), max(ib0, 1e-12)])
-    pred = lambda x: np.exp(x[0]) * c[:, 0] + np.exp(x[1]) * c[:, 1]
-    res = least_squares(lambda x: _log_err(pred(x), secs), x0)
-    latency, bus = float(np.exp(res.x[0])), float(1.0 / np.exp(res.x[1]))
-    t = pred(res.x)
-    fit = NetworkFit(latency_s=latency, bus_bandwidth=bus, best_bus_bandwidth=float(np.max(c[:, 1] / secs)))
+    res = least_squares(lambda x: _log_err(np.exp(x[0]) * c[:, 0] + np.exp(x[1]) * c[:, 1], secs), x0)
+    return float(np.exp(res.x[0])), float(1.0 / np.exp(res.x[1]))
+
+
+def _predict_comm(c: np.ndarray, latency: float, bus: float) -> np.ndarray:
+    return latency * c[:, 0] + c[:, 1] / bus
+
+
+def _condition(c: np.ndarray, secs: np.ndarray) -> float:
+    """Condition number of the relative-error design matrix (columns c_lat / t, c_bw / t scaled to unit norm):
+    large where the points cannot tell latency from bandwidth (one size, or all latency- or bandwidth-bound)."""
+    a = c / secs[:, None]
+    norms = np.linalg.norm(a, axis=0)
+    if not np.all(norms > 0):
+        return math.inf
+    return float(np.linalg.cond(a / norms))
+
+
+def fit_network(points: list[CommPoint], system: System, nproc: int) -> tuple[NetworkFit, list[FitPoint]]:
+    """Per-step latency and bus bandwidth of the innermost tier: one pair reproducing every collective and
+    send (the tier's `latency_us`, `collective_efficiency`), and one pair per kind fitted on that kind's points
+    alone (`NetworkTier.by_kind`; the kinds differ: gloo's all-gather and reduce-scatter are not rings).
+    A kind with fewer than MIN_KIND_POINTS points or a design matrix conditioned worse than MAX_KIND_CONDITION
+    keeps the shared pair. The fit points are predicted as the spec will: each kind with its own pair if it
+    has one."""
+    c = np.array([comm_coefficients(p, system, nproc) for p in points])
+    secs = np.array([p.seconds for p in points])
+    kinds = np.array([p.kind for p in points])
+    latency, bus = _fit_latency_bandwidth(c, secs)
+    shared = _predict_comm(c, latency, bus)
+    pred = shared.copy()
+    by_kind, fallback = {}, {}
+    for kind in dict.fromkeys(kinds):  # measured kinds, in order
+        sel = kinds == kind
+        n = int(sel.sum())
+        if n < MIN_KIND_POINTS:
+            fallback[kind] = f"{n} point(s), fewer than {MIN_KIND_POINTS}"
+            continue
+        cond = _condition(c[sel], secs[sel])
+        if not cond <= MAX_KIND_CONDITION:
+            fallback[kind] = (f"ill-conditioned: condition number {cond:.3g} of the relative-error design matrix "
+                              f"> {MAX_KIND_CONDITION:.0e} (latency and bandwidth not told apart)")
+            continue
+        k_lat, k_bus = _fit_latency_bandwidth(c[sel], secs[sel])
+        if not (math.isfinite(k_lat) and math.isfinite(k_bus) and k_bus > 0):
+            fallback[kind] = f"fit did not converge (latency {k_lat}, bus bandwidth {k_bus})"
+            continue
+        pred[sel] = _predict_comm(c[sel], k_lat, k_bus)
+        by_kind[kind] = KindNetworkFit(
+            latency_s=k_lat, bus_bandwidth=k_bus, best_bus_bandwidth=float(np.max(c[sel, 1] / secs[sel])), points=n,
+            shared_median_abs_error=float(np.median(np.abs(shared[sel] / secs[sel] - 1.0))))
+    fit = NetworkFit(latency_s=latency, bus_bandwidth=bus, best_bus_bandwidth=float(np.max(c[:, 1] / secs)),
+                     by_kind=by_kind, fallback=fallback)
     return fit, [FitPoint(quantity="comm", kind=p.kind, label=f"{p.kind} n{p.group_size} {p.size_bytes} B",
-                          measured_s=p.seconds, predicted_s=float(v)) for p, v in zip(points, t)]
+                          measured_s=p.seconds, predicted_s=float(v)) for p, v in zip(points, pred)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Collectives beside compute -> comm_overlap
+# ---------------------------------------------------------------------------------------------------------
+
+def overlap_fraction(compute_s: float, comm_s: float, both_s: float) -> float:
+    """Fraction of the shorter of compute and communication that ran concurrently with the other:
+    (t_c + t_m - t_both) / min(t_c, t_m), clipped to [0, 1]. Serial: t_both = t_c + t_m -> 0; fully concurrent:
+    t_both = max(t_c, t_m) -> 1."""
+    return min(1.0, max(0.0, (compute_s + comm_s - both_s) / min(compute_s, comm_s)))
+
+
+def fit_overlap(run: OverlapRun) -> float:
+    """comm_overlap: the median over repeats of `overlap_fraction` of each repeat's three times."""
+    return float(np.median([overlap_fraction(c, m, b) for c, m, b in zip(run.compute_s, run.comm_s, run.both_s)]))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -304,7 +373,8 @@ def fit_all(m: Measurements, template: System, prefer_tile: tuple[int, int] | No
 
     Order: GEMMs (matmul_max, tile) with the roofline at the streaming bandwidth; then memory_bandwidth from
     whole layers given those (or, with no layer measured, from the elementwise kernels alone); attention;
-    the network tier. The GEMM residuals reported are those of the final spec (at memory_bandwidth).
+    the network tier (shared and per kind); comm_overlap. The GEMM residuals reported are those of the final
+    spec (at memory_bandwidth).
     """
     acc, nproc = template.accelerator, m.env.nproc
     peak_bw = acc.hbm_bandwidth
@@ -328,9 +398,10 @@ def fit_all(m: Measurements, template: System, prefer_tile: tuple[int, int] | No
     network, cpts = (None, [])
     if m.comm:
         network, cpts = fit_network(m.comm, template, nproc)
+    overlap = fit_overlap(m.overlap) if m.overlap is not None else None
     points = gpts + apts + memory_points(m.memory, peak_bw, mem_eff) + cpts + layer_pts
     return FitResult(peak_flops=peaks, matmul_max=effs, matmul_tile=tile, compute_units=acc.compute_units,
                      attention_max=amax, attention_half_seq=half, peak_bandwidth=peak_bw,
                      best_stream_bandwidth=best_stream_bandwidth(m.memory), gemm_bandwidth=gemm_bw,
-                     memory_bandwidth=mem_eff, layer_errors=layer_pts, network=network, points=points,
-                     residuals=residual_table(points))
+                     memory_bandwidth=mem_eff, layer_errors=layer_pts, network=network, comm_overlap=overlap,
+                     points=points, residuals=residual_table(points))

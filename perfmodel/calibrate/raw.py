@@ -66,7 +66,8 @@ class AttentionPoint(Schema):
 class MemoryPoint(Schema):
     """A kernel the estimate charges by bytes: `stream` points (copy, add over growing sizes) measure bandwidth;
     `layer` points are the calibration models' layer ops (norm, gelu, swiglu, cross_entropy: forward +
-    backward; add: one residual add; adam: one torch.optim.AdamW step over a layer's parameters)."""
+    backward; add: one residual add; adam: one step of the executor's fused AdamW,
+    `perfmodel.execute.data_parallel.adamw`, over a layer's parameters)."""
 
     kernel: Literal["copy", "add", "norm", "gelu", "swiglu", "cross_entropy", "adam"]
     purpose: Literal["stream", "layer"]
@@ -89,6 +90,22 @@ class CommPoint(Schema):
     dtype: str
     seconds: float
     rank_seconds: list[float]
+
+
+class OverlapRun(Schema):
+    """How much of an all-reduce runs concurrently with compute: every rank at once times a loop of `gemm_calls`
+    GEMMs alone (compute_s), an all-reduce of `size_bytes` over all ranks alone (comm_s), and the all-reduce
+    started asynchronously, the same loop, then its wait (both_s). One entry per repeat, each the slowest
+    rank's time; the repeats interleave the three so that they sample the same load."""
+
+    gemm: tuple[int, int, int] = Field(description="(m, n, k) of each GEMM of the compute loop")
+    gemm_calls: int
+    dtype: str = Field(description="dtype of the GEMMs and of the all-reduced tensor")
+    size_bytes: int = Field(description="bytes of the all-reduced tensor (the full message)")
+    group_size: int = Field(description="ranks in the all-reduce (all of them)")
+    compute_s: list[float]
+    comm_s: list[float]
+    both_s: list[float]
 
 
 class LayerMix(Schema):
@@ -114,6 +131,8 @@ class Measurements(Schema):
     comm: list[CommPoint]
     layers: list[LayerMix] = Field(default_factory=list, description="layers whose GEMMs and elementwise "
                                                                      "kernels were all measured")
+    overlap: OverlapRun | None = Field(None, description="all-reduce beside compute (absent for one rank and in "
+                                                         "raw files written before it was measured)")
     bench_s: float = Field(description="wall seconds of the benchmarks on rank 0")
 
 
@@ -142,13 +161,29 @@ class Residuals(Schema):
     bias: float = Field(description="geometric mean of predicted / measured, minus 1 (> 0: the fit predicts slower)")
 
 
+class KindNetworkFit(Schema):
+    """One collective kind fitted on its own points (`NetworkTier.by_kind` in the spec)."""
+
+    latency_s: float = Field(description="per-step latency of this kind")
+    bus_bandwidth: float = Field(description="bytes/s this kind's ring formula sees")
+    best_bus_bandwidth: float = Field(description="highest bus bandwidth of any single measurement of this kind")
+    points: int = Field(description="measurements fitted")
+    shared_median_abs_error: float = Field(description="median |predicted / measured - 1| of these points under "
+                                                       "the shared fit (what fitting the kind apart removes)")
+
+
 class NetworkFit(Schema):
-    """The innermost tier as the ring formulas of perfmodel.cost.comm see it."""
+    """The innermost tier as the ring formulas of perfmodel.cost.comm see it: one (latency, bus bandwidth) for
+    all kinds, and each kind's own where it could be fitted apart."""
 
     latency_s: float = Field(description="per-step latency of a ring collective (and of one send)")
     bus_bandwidth: float = Field(description="bytes/s = bandwidth_gbps * collective_efficiency * 1e9")
     best_bus_bandwidth: float = Field(description="highest bus bandwidth of any single measurement, bytes/s "
                                                   "(NCCL-tests convention: ring bytes per device / time)")
+    by_kind: dict[CommKind, KindNetworkFit] = Field(default_factory=dict, description="kinds fitted apart")
+    fallback: dict[CommKind, str] = Field(default_factory=dict,
+                                          description="measured kinds not fitted apart (they use the shared "
+                                                      "values), and why")
 
 
 class FitResult(Schema):
@@ -168,6 +203,8 @@ class FitResult(Schema):
     layer_errors: list[FitPoint] = Field(default_factory=list,
                                          description="whole-layer time (GEMMs + elementwise) measured vs predicted")
     network: NetworkFit | None
+    comm_overlap: float | None = Field(None, description="fraction of an all-reduce that ran beside compute "
+                                                         "(median over repeats); null where not measured")
     points: list[FitPoint]
     residuals: list[Residuals]
 

@@ -9,13 +9,16 @@ CPU (no datasheet): every number comes from this machine.
 - `hbm_capacity_gib` = host RAM / nproc; `hbm_bandwidth_tbps` = the best copy/add bandwidth per rank (all
   ranks streaming at once); `memory_bandwidth` = the fraction of it the elementwise kernels reach when counted
   in the estimate's bytes (bf16, 2 B per element, while fp32 moves 4: the factor is part of the fraction).
-- one network tier, gloo over loopback: `bandwidth_gbps` = the best bus bandwidth measured (or the fitted
-  one if higher), `collective_efficiency` = fitted bus bandwidth / it, `latency_us` = fitted per-step latency.
+- one network tier, gloo over loopback: `bandwidth_gbps` = the best bus bandwidth measured (or a fitted one,
+  shared or of a kind, if higher), `collective_efficiency` = fitted bus bandwidth / it, `latency_us` = fitted
+  per-step latency, all kinds together; `by_kind` = each kind's own fit (its bus bandwidth / bandwidth_gbps,
+  its latency) where its points allow one.
+- `comm_overlap` = the fraction of an all-reduce that ran beside a GEMM loop on all ranks at once.
 - `memory_overhead_gib` = resident memory of a rank after `import torch` and process-group setup (what a rank
   holds before the model exists); `max_devices` = nproc (the rates are those of nproc ranks sharing the host).
 CUDA: the catalogue system `base` keeps its datasheet peaks and every tier a node cannot measure; its
-efficiencies (and, for nproc > 1, the innermost tier's latency and efficiency) are replaced by fitted ones,
-and `memory_overhead_gib` by the measured device memory torch's allocator cannot use.
+efficiencies (and, for nproc > 1, comm_overlap and the innermost tier's latency, efficiency and by_kind) are
+replaced by fitted ones, and `memory_overhead_gib` by the measured device memory torch's allocator cannot use.
 `sustained_fraction` is 1.0: the fitted rates are this machine's own; it is never fitted to validation plans
 or published runs.
 """
@@ -23,6 +26,7 @@ or published runs.
 from __future__ import annotations
 
 import re
+import statistics
 
 from ..hardware import GEMM_DTYPES, Accelerator, Efficiency, GiB, NetworkTier, System
 from .fit import best_gemm_rate, best_stream_bandwidth
@@ -34,6 +38,10 @@ CPU_TIER = "gloo-loopback"
 def sig(x: float, digits: int = 4) -> float:
     """x rounded to `digits` significant figures (a spec file is read by people)."""
     return float(f"{x:.{digits}g}")
+
+
+def _ms(times: list[float]) -> str:
+    return f"{statistics.median(times) * 1e3:.1f} ms"
 
 
 def slug(text: str) -> str:
@@ -134,31 +142,65 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
         sustained_fraction=("1.0: a calibrated spec's efficiencies are this machine's own microbenchmark rates; "
                             "never fitted to validation plans or published runs"),
     )
+    overlap = effd.get("comm_overlap", 1.0)
+    if m.overlap is not None and fit.comm_overlap is not None:
+        o = m.overlap
+        overlap = sig(fit.comm_overlap, 3)
+        src["comm_overlap"] = (
+            f"measured: on all {o.group_size} ranks at once, t_c = {o.gemm_calls} {o.dtype} GEMMs "
+            f"{'x'.join(map(str, o.gemm))} alone, t_m = an all-reduce of {o.size_bytes} B over the {o.group_size} "
+            f"ranks ({env.backend}) alone, t_both = the all-reduce started with async_op=True, the same GEMMs, then "
+            f"its wait; comm_overlap = (t_c + t_m - t_both) / min(t_c, t_m) clipped to [0, 1] (0: serial, 1: fully "
+            f"concurrent), median over {len(o.both_s)} repeats (medians t_c {_ms(o.compute_s)}, t_m "
+            f"{_ms(o.comm_s)}, t_both {_ms(o.both_s)}, slowest rank)"
+            + ("; gloo's collectives run on the CPU cores that compute" if cpu else "") + f"; {prov}")
+    elif cpu:
+        src["comm_overlap"] = ("not measured: a one-process calibration runs no collectives; the schema default "
+                               "that a one-device job never uses" if not m.comm else
+                               "not measured: the raw data predate the overlap benchmark; the schema default")
     data["efficiency"] = dict(matmul_max=matmul, matmul_tile=list(fit.matmul_tile),
                               attention_max=sig(fit.attention_max), attention_half_seq=sig(fit.attention_half_seq),
-                              memory_bandwidth=sig(fit.memory_bandwidth), sustained_fraction=1.0, sources=src)
+                              memory_bandwidth=sig(fit.memory_bandwidth), comm_overlap=overlap,
+                              sustained_fraction=1.0, sources=src)
 
     # The innermost tier, where the collectives were measured.
     tier = data["tiers"][0]
     if fit.network is not None:
         net = fit.network
+        kind_bus = [k.bus_bandwidth for k in net.by_kind.values()]
         ref = max(net.best_bus_bandwidth, net.bus_bandwidth) if cpu else tier["bandwidth_gbps"] * 1e9
-        ref = max(ref, net.bus_bandwidth)  # a bus bandwidth above the datasheet raises it (efficiency <= 1)
+        ref = max([ref, net.bus_bandwidth] + kind_bus)  # a bus bandwidth above the datasheet raises it (eff <= 1)
         kinds = sorted({p.kind for p in m.comm})
         sizes = sorted({p.group_size for p in m.comm})
+        span = f"{min(p.size_bytes for p in m.comm)}..{max(p.size_bytes for p in m.comm)} B"
         fitted = (f"fitted: cost.comm.collective_time over cost.comm.group_phases ({', '.join(kinds)}) and "
                   f"cost.comm.p2p_time reproduce {len(m.comm)} timings over groups of {sizes} of {env.nproc} "
-                  f"ranks, {min(p.size_bytes for p in m.comm)}..{max(p.size_bytes for p in m.comm)} B, by least "
-                  f"squares of log time; {prov}")
-        tsrc = dict(tier.get("sources", {}))
+                  f"ranks, {span}, by least squares of log time; {prov}")
+        # by_kind is this run's alone: a template's per-kind values belong to the shared values it replaces
+        tsrc = {k: v for k, v in tier.get("sources", {}).items() if not k.startswith("by_kind")}
         tsrc.update(latency_us=f"per-step latency {fitted}",
                     collective_efficiency=f"fitted bus bandwidth {net.bus_bandwidth / 1e9:.3f} GB/s / "
                                           f"bandwidth_gbps; {fitted}")
         if cpu or ref > tier["bandwidth_gbps"] * 1e9:
             tsrc["bandwidth_gbps"] = (f"best bus bandwidth of any measurement ((n-1)/n S / t per ring pass, NCCL-"
-                                      f"tests convention) or the fitted one if higher; {prov}")
+                                      f"tests convention) or the fitted one (shared or of any kind) if higher; {prov}")
+        by_kind = {}
+        for kind, k in net.by_kind.items():
+            pts = [p for p in m.comm if p.kind == kind]
+            formula = "cost.comm.p2p_time" if kind == "p2p" else "cost.comm.collective_time over cost.comm.group_phases"
+            by_kind[kind] = dict(collective_efficiency=min(1.0, sig(k.bus_bandwidth / ref)),
+                                 latency_us=sig(k.latency_s * 1e6))
+            tsrc[f"by_kind.{kind}"] = (
+                f"fitted apart from the other kinds: {formula} reproduces the {k.points} {kind} timings alone over "
+                f"groups of {sorted({p.group_size for p in pts})} of {env.nproc} ranks, "
+                f"{min(p.size_bytes for p in pts)}..{max(p.size_bytes for p in pts)} B, by least squares of log "
+                f"time: latency {k.latency_s * 1e6:.4g} us per step, bus bandwidth {k.bus_bandwidth / 1e9:.4g} GB/s "
+                f"(collective_efficiency = it / bandwidth_gbps); the shared latency_us and collective_efficiency "
+                f"leave {k.shared_median_abs_error:.0%} median error on these points; {prov}")
+        for kind, why in net.fallback.items():
+            tsrc[f"by_kind.{kind}"] = f"not fitted apart ({why}): {kind} uses latency_us and collective_efficiency"
         tier.update(bandwidth_gbps=sig(ref / 1e9), latency_us=sig(net.latency_s * 1e6),
-                    collective_efficiency=min(1.0, sig(net.bus_bandwidth / ref)), sources=tsrc)
+                    collective_efficiency=min(1.0, sig(net.bus_bandwidth / ref)), by_kind=by_kind, sources=tsrc)
     elif cpu:
         tier["sources"] = {k: "not measured: a one-process calibration runs no collectives; a placeholder that a "
                               "one-device job (max_devices: 1) never uses"

@@ -29,6 +29,14 @@ class Phase:
     members: int
     bandwidth: float  # bytes/s per device, after collective efficiency
     latency: float  # s per ring step
+    kinds: tuple = ()  # (kind, bandwidth, latency) for the kinds the tier fits apart (NetworkTier.by_kind)
+
+    def ring(self, kind: str) -> tuple[float, float]:
+        """(bandwidth, latency) that collective `kind` sees in this phase."""
+        for k, bw, lat in self.kinds:
+            if k == kind:
+                return bw, lat
+        return self.bandwidth, self.latency
 
 
 def _torus_ring_links(tier: NetworkTier, stride: int, n: int) -> int:
@@ -77,16 +85,18 @@ def group_phases(system: System, n: int, stride: int, gpus: int | None = None) -
         members_here = n if tier.domain_size is None else _members_per_domain(tier.domain_size, stride, n, gpus)
         k = members_here // covered if members_here > covered else 1
         if k > 1:
-            bw = tier.bandwidth * tier.collective_efficiency
-            if tier.topology == "torus":
-                bw *= _torus_ring_links(tier, stride * covered, k)
-            phases.append(Phase(tier.name, k, bw, tier.latency))
+            links = _torus_ring_links(tier, stride * covered, k) if tier.topology == "torus" else 1
+            phases.append(_phase(tier, k, links))
             covered *= k
     if covered < n:  # the outermost tier is bounded and the group is larger: treat the rest as that tier
-        last = system.tiers[-1]
-        k = int(np.ceil(n / covered))
-        phases.append(Phase(last.name, k, last.bandwidth * last.collective_efficiency, last.latency))
+        phases.append(_phase(system.tiers[-1], int(np.ceil(n / covered)), 1))
     return phases
+
+
+def _phase(tier: NetworkTier, members: int, links: int) -> Phase:
+    """A ring of `members` on `tier` over `links` links per direction, with the tier's per-kind fits."""
+    kinds = tuple((k, tier.ring(k)[0] * links, tier.ring(k)[1]) for k in tier.by_kind)
+    return Phase(tier.name, members, tier.bandwidth * tier.collective_efficiency * links, tier.latency, kinds)
 
 
 def ring_gather_time(size_bytes, n, bandwidth, latency):
@@ -109,7 +119,8 @@ def collective_time(kind: str, size_bytes, phases: list[Phase]):
     """Seconds for collective `kind` on an S-byte tensor over the hierarchical `phases` of a group.
 
     Phase i moves S / (members of phases inside it); all-reduce is twice the gather form at every level
-    (reduce-scatter up the hierarchy, all-gather back down).
+    (reduce-scatter up the hierarchy, all-gather back down). Each phase runs at the bandwidth and latency its
+    tier has for `kind` (`Phase.ring`).
     """
     if kind not in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
         raise ValueError(f"unknown collective {kind}")
@@ -117,10 +128,11 @@ def collective_time(kind: str, size_bytes, phases: list[Phase]):
     inner = 1
     for ph in phases:
         shard = np.asarray(size_bytes, float) / inner
+        bw, lat = ph.ring(kind)
         if kind == "all_reduce":
-            total = total + ring_allreduce_time(shard, ph.members, ph.bandwidth, ph.latency)
+            total = total + ring_allreduce_time(shard, ph.members, bw, lat)
         else:
-            total = total + ring_gather_time(shard, ph.members, ph.bandwidth, ph.latency)
+            total = total + ring_gather_time(shard, ph.members, bw, lat)
         inner *= ph.members
     return total
 
@@ -174,5 +186,5 @@ def group_p2p_link(system: System, stride, stages):
     for i, (p, s) in enumerate(keys):
         tier = p2p_tier(system, int(s), int(p))
         sel = inverse == i
-        bw[sel], lat[sel], name[sel] = tier.bandwidth * tier.collective_efficiency, tier.latency, tier.name
+        (bw[sel], lat[sel]), name[sel] = tier.ring("p2p"), tier.name
     return bw.reshape(shape), lat.reshape(shape), name.reshape(shape)

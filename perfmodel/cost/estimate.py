@@ -13,7 +13,10 @@ exposed communication it causes:
 Per step: data-parallel gradient reduction (every micro-batch for ZeRO-2, once otherwise) overlaps the
 backward of the last micro-batch except its last layer's bucket; ZeRO-1/2 weight gathers overlap the first
 forward of the next step likewise; with pp > 1 and tied embeddings, the first and last stages all-reduce the
-embedding gradient (exposed).
+embedding gradient (exposed); with sequence parallelism the tp group all-reduces the gradients of the weights
+it keeps whole (norms, row-parallel biases) in one flat call (exposed).
+"Overlapped" hides at most `Efficiency.comm_overlap` of a collective (1 on GPUs and TPUs, whose collectives
+have their own engines; measured near 0 for gloo, which runs on the cores that compute): `_with_overlap`.
 
 The same code predicts one plan (`estimate`) and every layout of a search (`evaluate` over `Layouts`
 columns): every quantity below is a numpy array with one entry per plan, and stage quantities have a leading
@@ -42,6 +45,7 @@ from .memory import (
     head_activation_bytes,
     layer_activation_bytes,
     layer_params_per_device,
+    sp_replicated_params,
     stage_params_per_device,
     state_bytes,
 )
@@ -104,6 +108,13 @@ def _overlapped(comm, window, pieces):
     """Exposed seconds of `comm` split into `pieces` equal buckets that overlap a `window` of compute:
     the last bucket always waits for the compute to end; the rest hides behind it until the window is full."""
     return np.where(comm > 0, np.maximum(comm / pieces, comm - window * (1 - 1 / pieces)), 0.0)
+
+
+def _with_overlap(comm, exposed, fraction):
+    """Exposed seconds when only `fraction` of the communication can run beside compute (Efficiency.comm_overlap):
+    the rest adds to the step, the overlappable part is exposed as the schedule leaves it (`exposed`, what the
+    whole of `comm` would leave). fraction 1: `exposed`; 0: all of `comm`."""
+    return (1.0 - fraction) * comm + fraction * exposed
 
 
 def _unit_parts(ops: list[Op], recompute) -> dict[str, np.ndarray]:
@@ -279,6 +290,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     t, cp, pp, v, dp = lay.tp, lay.cp, lay.pp, lay.vpp, lay.dp
     m, rc, shard, gpus = lay.num_microbatches, lay.recompute, lay.zero_shard, lay.gpus
     sp, zero, overlap = lay.sequence_parallel, lay.zero, lay.overlap_dp_comm
+    f = system.efficiency.comm_overlap
     gbytes = GRAD_BYTES[lay.grad_dtype]
     fwd_passes = np.where(rc == "full", 2, 1)  # forwards a layer runs per micro-batch (its own + recomputed)
     none = np.zeros(len(lay))
@@ -330,9 +342,10 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     attn = [op for op in ops["layer"] if op.kind == "attention" or op.name.startswith("attn")]
     a_f, a_b = sum(op.fwd_s for op in attn), sum(op.bwd_s for op in attn)
     again = np.isin(rc, ("full", "selective"))  # the recomputed attention needs K and V again
-    exp_f = np.maximum(0.0, one - a_f)
+    exp_f = _with_overlap(one, np.maximum(0.0, one - a_f), f)
+    exp_b = _with_overlap(2 * one, np.maximum(0.0, 2 * one - a_b), f)
     charge(Pattern("cp key/value exchange", "all_gather / reduce_scatter", "cp", s_kv, one, 3 + again, 0,
-                   "layer", "cp_comm", cp > 1, n=cp, stride=t), exp_f, np.maximum(0.0, 2 * one - a_b) + exp_f * again)
+                   "layer", "cp_comm", cp > 1, n=cp, stride=t), exp_f, exp_b + exp_f * again)
 
     # --- ZeRO-3: gather a unit's weights before its forward and backward, reduce-scatter its gradients ------
     for unit, params in unit_params.items():
@@ -341,8 +354,8 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
         rs = on * dp_g.time("reduce_scatter", params * gbytes)
         # The embedding is first in the forward and last in the backward: nothing to hide behind.
         hidden = overlap and unit != "embedding"
-        e_f = np.maximum(0.0, ag - fwd[unit]) if hidden else ag
-        e_b = np.maximum(0.0, ag + rs - bwd[unit]) if hidden else ag + rs
+        e_f = _with_overlap(ag, np.maximum(0.0, ag - fwd[unit]), f) if hidden else ag
+        e_b = _with_overlap(ag + rs, np.maximum(0.0, ag + rs - bwd[unit]), f) if hidden else ag + rs
         share = np.divide(ag, ag + rs, out=np.zeros_like(ag), where=ag + rs > 0)  # split by traffic
         charge(Pattern("zero3 weight all-gather", "all_gather", "dp", params * WEIGHT_BYTES, ag, 2, 0, unit,
                        "zero3_comm", on, n=shard, stride=t), e_f, e_b * share)
@@ -379,14 +392,19 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     on = (shard > 1) & (zero < 3)
     g = on * np.where(zero == 0, dp_g.time("all_reduce", p_stage * gbytes), dp_g.time("reduce_scatter", p_stage * gbytes))
     reps = np.where(zero == 2, m, 1)  # ZeRO-2 reduces every micro-batch (gradients are not kept whole)
-    exp = reps * (_overlapped(g, bwd_mb, nl) if overlap else g)
+    exp = reps * (_with_overlap(g, _overlapped(g, bwd_mb, nl), f) if overlap else g)
     step_patterns.append(Pattern("dp gradient reduction", np.where(zero == 0, "all_reduce", "reduce_scatter"), "dp",
                                  p_stage * gbytes, g, reps, exp, "step", "dp_comm", on, n=shard, stride=t))
     on = (shard > 1) & np.isin(zero, (1, 2))
     w = on * dp_g.time("all_gather", p_stage * WEIGHT_BYTES)
-    exp = _overlapped(w, fwd_mb, nl) if overlap else w
+    exp = _with_overlap(w, _overlapped(w, fwd_mb, nl), f) if overlap else w
     step_patterns.append(Pattern("zero weight all-gather", "all_gather", "dp", p_stage * WEIGHT_BYTES, w, 1, exp,
                                  "step", "dp_comm", on, n=shard, stride=t))
+    on = sp & (t > 1)
+    size = sp_replicated_params(model, _pick(st.layers, big), _pick(st.head, big) == 1) * gbytes
+    r = on * tp_g.time("all_reduce", size)
+    step_patterns.append(Pattern("tp replicated-weight gradients (sp)", "all_reduce", "tp", size, r, 1, r, "step",
+                                 "dp_comm", on, **tp_group))
     on = (pp > 1) & model.tie_embeddings  # first and last stage hold copies of the embedding
     size = model.vocab * model.hidden / t * gbytes / np.where(zero >= 2, shard, 1)  # the local gradient
     one = on * C.ring_allreduce_time(size, 2, link_bw, link_lat)

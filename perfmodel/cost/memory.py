@@ -39,6 +39,16 @@ def stage_params_per_device(model: ModelConfig, tp, pp, layers, first, last):
     return n + last * (model.norm_params() + np.where(head_copy, table, 0.0))
 
 
+def sp_replicated_params(model: ModelConfig, layers, last):
+    """Parameters that sequence parallelism keeps whole on every tp rank while each rank sees only its part of
+    the sequence, so their gradients are partial sums: the norms' scales and shifts and the biases added after
+    a row-parallel GEMM's reduce-scatter (Korthikanti et al. 2022, Sec. 4.2.2; Megatron-LM all-reduces them
+    over the tp group once per step). `last`: the stage holds the final norm."""
+    row_bias = 2 * model.hidden if model.linear_bias == "all" else 0  # out_proj and mlp_out biases
+    per_layer = 2 * model.norm_params() + row_bias
+    return layers * per_layer + np.asarray(last, bool) * model.norm_params()
+
+
 def adam_step_bytes(grad_bytes: float) -> float:
     """HBM bytes an Adam step moves per parameter it updates: read the gradient, momentum, variance and fp32
     master (grad_bytes + 12), write momentum, variance, master and the bf16 weight (12 + 2), and read the gradient

@@ -80,6 +80,13 @@ def allreduce_gradients(params: list[nn.Parameter], mesh: DeviceMesh) -> None:
         offset += g.numel()
 
 
+def adamw(params, lr: float) -> torch.optim.Optimizer:
+    """AdamW (Loshchilov & Hutter 2019), fused: one kernel over all tensors, the multi-tensor Adam the cost model
+    counts (`cost.memory.adam_step_bytes`); the default per-tensor loop costs 6x more on a CPU, and on DTensor
+    weights it pays DTensor's dispatch for each of its ~10 ops per tensor."""
+    return torch.optim.AdamW(params, lr=lr, weight_decay=0.0, fused=True)
+
+
 def make_optimizer(params: list[nn.Parameter], zero: int, kind: str, mesh: DeviceMesh | None,
                    lr: float) -> torch.optim.Optimizer:
     """AdamW (Loshchilov & Hutter 2019); sharded over the data-parallel ranks for ZeRO-1 under DDP."""
@@ -87,5 +94,5 @@ def make_optimizer(params: list[nn.Parameter], zero: int, kind: str, mesh: Devic
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
         return ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, process_group=mesh.get_group(),
-                                       lr=lr, weight_decay=0.0)
-    return torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+                                       lr=lr, weight_decay=0.0, fused=True)
+    return adamw(params, lr)

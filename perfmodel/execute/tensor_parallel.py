@@ -62,12 +62,13 @@ class Placed(ParallelStyle):
     `local=True` runs the module's forward on local tensors (the attention core) and re-wraps its output.
     """
 
-    def __init__(self, op: OpPlacement, local: bool = False, arrives: Placement = Replicate()):
+    def __init__(self, op: OpPlacement, local: bool = False, arrives: Placement = Replicate(),
+                 route_input: bool = True):
         super().__init__()
         self.input = forward_input(op.input[TP])
         self.output = placement(op.output[TP])
         self.weight = placement(op.weight[TP]) if op.weight else Replicate()
-        self.local, self.arrives = local, arrives
+        self.local, self.arrives, self.route_input = local, arrives, route_input
 
     def _param_placement(self, module: nn.Module, p: nn.Parameter) -> Placement:
         if p.dim() == 2:
@@ -86,11 +87,12 @@ class Placed(ParallelStyle):
         for x in inputs:
             if isinstance(x, torch.Tensor):
                 x = as_dtensor(x, mesh, self.arrives)
-                if x.placements[0] != self.input:
+                moved = x.placements[0] != self.input
+                if moved:  # its backward reduces the gradient to the producer's placement (e.g. reduce-scatter)
                     x = x.redistribute(mesh, [self.input])
                 if self.local:
                     x = x.to_local()
-                elif isinstance(self.input, Replicate):
+                elif isinstance(self.input, Replicate) and self.route_input and not moved:
                     # The gradient this op returns for a replicated input is a partial sum (each rank saw
                     # its shard of the op); reduce it here, at the op's boundary, as the stock styles do (their
                     # from_local), rather than letting it reach a producer that cannot take partial gradients
@@ -108,6 +110,18 @@ class Placed(ParallelStyle):
 
     def _apply(self, module: nn.Module, device_mesh: DeviceMesh) -> nn.Module:
         return distribute_module(module, device_mesh, self._partition, self._in, self._out)
+
+
+class PlacedInput(Placed):
+    """The input routing of an op that several modules carry (qkv: wq, wk, wv; mlp_in: w1, w3), done once on
+    their parent, as torchtitan's PrepareModuleInput does for attention and feed-forward: one all-gather (and
+    one reduce-scatter of the summed gradient), as the plan's single operator has, not one per module."""
+
+    def _partition(self, name: str, module: nn.Module, mesh: DeviceMesh) -> None:
+        pass  # the modules below hold the weights and distribute them
+
+    def _out(self, module, output, mesh):
+        return output
 
 
 class PlacedEmbedding(Placed):
@@ -135,11 +149,13 @@ class PlacedEmbedding(Placed):
         module.register_parameter("weight", nn.Parameter(distribute_tensor(p, mesh, [where], src_data_rank=None)))
 
 
-# The module(s) of one block or of the model that carry each operator.
+# The module(s) of one block or of the model that carry each operator; where several carry one, the parent
+# whose input is the op's input (PlacedInput).
 LAYER_MODULES = {"norm1": ["norm1"], "qkv": ["attention.wq", "attention.wk", "attention.wv"],
                  "attention": ["attention.core"], "out_proj": ["attention.wo"], "residual1": ["residual1"],
                  "norm2": ["norm2"], "mlp_in": ["mlp.w1", "mlp.w3"], "activation": ["mlp.act"],
                  "mlp_out": ["mlp.w2"], "residual2": ["residual2"]}
+SHARED_INPUT = {"qkv": "attention", "mlp_in": "mlp"}
 MODEL_MODULES = {"embedding": "embedding", "final_norm": "final_norm", "lm_head": "lm_head"}
 
 
@@ -170,18 +186,42 @@ def apply_tp(stage: nn.Module, mesh: DeviceMesh, placements: list[OpPlacement]) 
     if stage.embedding is not None:
         first = layer_ops[0]["norm1"] if 0 in layer_ops else model_ops["final_norm"]
         plan["embedding"] = PlacedEmbedding(model_ops["embedding"], then=forward_input(first.input[TP]))
+    parents: dict[str, ParallelStyle] = {}  # applied after the modules below them hold DTensor weights
     for key in stage.layers:
         ops = layer_ops[int(key)]
         for op in LAYER_OPS:
-            for sub in LAYER_MODULES[op]:
-                if sub == "mlp.w3" and stage.layers[key].mlp.w3 is None:
-                    continue
-                plan[f"layers.{key}.{sub}"] = Placed(ops[op], local=op == "attention")
+            subs = [s for s in LAYER_MODULES[op] if not (s == "mlp.w3" and stage.layers[key].mlp.w3 is None)]
+            shared = len(subs) > 1
+            for sub in subs:
+                plan[f"layers.{key}.{sub}"] = Placed(ops[op], local=op == "attention", route_input=not shared)
+            if shared:
+                parents[f"layers.{key}.{SHARED_INPUT[op]}"] = PlacedInput(ops[op])
     if stage.final_norm is not None:
         plan["final_norm"] = Placed(model_ops["final_norm"])
     if stage.lm_head is not None:
         plan["lm_head"] = Placed(model_ops["lm_head"])
-    parallelize_module(stage, mesh, plan)
+    parallelize_module(stage, mesh, plan | parents)
+
+
+def reduce_partial_gradients(params: list[nn.Parameter], mesh: DeviceMesh) -> None:
+    """Sum the gradients the tp ranks hold as partial sums (weights kept whole while each rank sees part of the
+    sequence: norms and row-parallel biases under sequence parallelism) in one flat all-reduce after the last
+    micro-batch, as Megatron-LM does once per step (Korthikanti et al. 2022, Sec. 4.2.2). Left to DTensor, each
+    would be reduced where the optimizer first reads it, once per read."""
+    import torch.distributed as dist
+
+    todo = [p for p in params if isinstance(p.grad, DTensor) and p.grad.device_mesh == mesh
+            and any(isinstance(x, Partial) and x.reduce_op == "sum" for x in p.grad.placements)]
+    if not todo:
+        return
+    local = [p.grad.to_local() for p in todo]
+    flat = torch.cat([g.reshape(-1) for g in local])
+    dist.all_reduce(flat, group=mesh.get_group())
+    offset = 0
+    for p, g in zip(todo, local):
+        where = [Replicate() if isinstance(x, Partial) else x for x in p.grad.placements]
+        p.grad = DTensor.from_local(flat[offset: offset + g.numel()].view_as(g), mesh, where, run_check=False)
+        offset += g.numel()
 
 
 def loss_input(placements: list[OpPlacement]) -> tuple[Placement, Placement]:

@@ -194,6 +194,10 @@ class Trainer:
                     loss = self.loss_fn(module(x[i * mb:(i + 1) * mb]), y[i * mb:(i + 1) * mb])
                     (loss / m).backward()
                 losses.append(loss.detach())
+        if self.tp_mesh is not None and self.dp_kind != "fsdp":
+            from .tensor_parallel import reduce_partial_gradients
+
+            reduce_partial_gradients(self.params, self.tp_mesh)
         if self.dp_kind == "allreduce":
             allreduce_gradients(self.params, self.dp_mesh)
         if self.tie_group is not None:
