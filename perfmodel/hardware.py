@@ -142,6 +142,11 @@ class Efficiency(Schema):
     attention_max: float = Field(gt=0, le=1)
     attention_half_seq: float = Field(ge=0, description="key length at which the attention kernel reaches half of attention_max")
     memory_bandwidth: float = Field(gt=0, le=1, description="achieved / peak HBM bandwidth for streaming kernels")
+    optimizer_bandwidth: float | None = Field(
+        None, gt=0, le=1,
+        description="achieved / peak HBM bandwidth of the fused optimizer step (one streaming pass over weights, "
+                    "gradients and states); null: memory_bandwidth. Apart because on a CPU the activation "
+                    "kernels (GELU, norms) are compute bound while the optimizer streams")
     comm_overlap: float = Field(
         1.0, ge=0, le=1,
         description="fraction of a collective's time that can run concurrently with compute when the schedule "

@@ -359,3 +359,20 @@ def test_estimate_pipeline_memory_in_flight_1f1b():
     h, f, a, s, t = 8192, 4 * 8192, 64, 4096, 8
     per_layer = s * (8 * h + 8 * h + 4 * f + 4 * a) / t
     assert layer_activation_bytes(mdl, rp) == pytest.approx(per_layer, rel=1e-12)
+
+
+def test_optimizer_runs_at_optimizer_bandwidth():
+    """The Adam step streams adam_step_bytes per parameter at optimizer_bandwidth (memory_bandwidth when null)."""
+    from perfmodel.cost.memory import adam_step_bytes
+
+    model = load_model("llama-3-8b")
+    plan = Plan(gpus=8, tp=8, micro_batch=1, global_batch=8, seq_len=2048)
+    base = estimate(model, H100, plan)
+    params = model.n_params() / 8  # tp8 splits every weight matrix; the rest is small
+    eff = H100.efficiency
+    assert eff.optimizer_bandwidth is None
+    assert base.time_s.optimizer == pytest.approx(params * adam_step_bytes(4) / (3.35e12 * eff.memory_bandwidth), rel=0.01)
+    half = H100.model_copy(update={"efficiency": eff.model_copy(update={"optimizer_bandwidth": eff.memory_bandwidth / 2})})
+    est = estimate(model, half, plan)
+    assert est.time_s.optimizer == pytest.approx(2 * base.time_s.optimizer, rel=1e-12)
+    assert est.step_time_s == pytest.approx(base.step_time_s + base.time_s.optimizer, rel=1e-12)

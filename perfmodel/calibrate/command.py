@@ -57,6 +57,8 @@ def parameter_table(system: System, raw: RawFile) -> pd.DataFrame:
     rows.append(("memory_bandwidth", f"{eff.memory_bandwidth:.3g}",
                  f"{len(m.layers)} layer steps (fwd+bwd+AdamW)" if m.layers else
                  f"{sum(1 for p in fit.points if p.quantity == 'memory')} elementwise fwd+bwd"))
+    if eff.optimizer_bandwidth is not None:
+        rows.append(("optimizer_bandwidth", f"{eff.optimizer_bandwidth:.3g}", "fused AdamW steps"))
     if fit.network is not None:
         t = system.tiers[0]
         rows += [(f"{t.name}.bandwidth_gbps", f"{t.bandwidth_gbps:.4g}", "best bus bandwidth" if

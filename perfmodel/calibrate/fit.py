@@ -106,11 +106,25 @@ def counted_bytes(p: MemoryPoint) -> float:
     return COUNTED_BYTES[p.kernel] * p.elements
 
 
-def memory_points(points: list[MemoryPoint], peak_bw: float, eff: float) -> list[FitPoint]:
+def memory_points(points: list[MemoryPoint], peak_bw: float, eff: float, opt_eff: float | None = None) -> list[FitPoint]:
+    """The elementwise kernels at `eff` of `peak_bw`, the AdamW step at `opt_eff` (None: `eff`)."""
     pts = [p for p in points if p.purpose == "layer" and p.kernel in COUNTED_BYTES]
-    pred = memory_bound_time([counted_bytes(p) for p in pts], peak_bw * eff)
+    bw = [peak_bw * (opt_eff if p.kernel == "adam" and opt_eff is not None else eff) for p in pts]
+    pred = memory_bound_time(np.array([counted_bytes(p) for p in pts]), np.array(bw))
     return [FitPoint(quantity="memory", kind=p.kernel, label=f"{p.kernel} {'x'.join(map(str, p.shape))}",
                      measured_s=p.seconds, predicted_s=float(t)) for p, t in zip(pts, np.atleast_1d(pred))]
+
+
+def fit_optimizer(points: list[MemoryPoint], peak_bw: float) -> float | None:
+    """optimizer_bandwidth: the fraction of `peak_bw` at which `cost.compute.memory_bound_time` of the AdamW
+    step's bytes (`cost.memory.adam_step_bytes` per parameter) reproduces the measured fused AdamW steps, by
+    least squares of log time (closed form: the geometric mean of bytes / (peak_bw * seconds)). None when no
+    step was measured."""
+    pts = [p for p in points if p.purpose == "layer" and p.kernel == "adam"]
+    if not pts:
+        return None
+    logs = [math.log(counted_bytes(p) / (peak_bw * p.seconds)) for p in pts]
+    return min(1.0, math.exp(sum(logs) / len(logs)))
 
 
 def fit_memory(points: list[MemoryPoint], peak_bw: float) -> float:
@@ -131,10 +145,10 @@ def fit_memory(points: list[MemoryPoint], peak_bw: float) -> float:
 
 
 def fit_memory_layers(m: Measurements, peak_bw: float, gemm_bw: float, matmul_max: float, tile, units: int,
-                      peak_flops: float) -> tuple[float, list[FitPoint]]:
+                      peak_flops: float, opt_eff: float | None = None) -> tuple[float, list[FitPoint]]:
     """memory_bandwidth from whole layer steps: the fraction at which the estimate's time of each measured
-    layer step (GEMMs by `gemm_time`; elementwise kernels and the AdamW update by `memory_bound_time`; all
-    share this bandwidth) equals the GEMMs' time as fitted (roofline at `gemm_bw`) plus the elementwise
+    layer step (GEMMs by `gemm_time`; elementwise kernels and the AdamW update by `memory_bound_time`, the
+    update at `opt_eff` when given (`fit_optimizer`), the rest sharing this bandwidth) equals the GEMMs' time as fitted (roofline at `gemm_bw`) plus the elementwise
     kernels' and the optimizer's measured times; 1-D least squares of log time over the layers (scipy
     `minimize_scalar`).
 
@@ -147,16 +161,19 @@ def fit_memory_layers(m: Measurements, peak_bw: float, gemm_bw: float, matmul_ma
     for layer in m.layers:
         mm, nn, kk = np.array(layer.gemms, float).T
         elem = [(mem[(k, tuple(shape))], count) for k, shape, count in layer.elementwise]
-        nbytes = sum(counted_bytes(p) * c for p, c in elem)
+        apart = opt_eff is not None
+        nbytes = sum(counted_bytes(p) * c for p, c in elem if not (apart and p.kernel == "adam"))
+        opt_s = sum(float(memory_bound_time(counted_bytes(p) * c, peak_bw * opt_eff))
+                    for p, c in elem if apart and p.kernel == "adam")
         target = (gemm_shapes_time(mm, nn, kk, "bf16", peak_flops, matmul_max, tile, units, gemm_bw).sum()
                   + sum(p.seconds * c for p, c in elem))
-        rows.append((layer, mm, nn, kk, nbytes, target))
+        rows.append((layer, mm, nn, kk, nbytes, target, opt_s))
 
     def layer_time(row, eff):
-        _, mm, nn, kk, nbytes, _ = row
+        _, mm, nn, kk, nbytes, _, opt_s = row
         bw = peak_bw * eff
         return float(gemm_shapes_time(mm, nn, kk, "bf16", peak_flops, matmul_max, tile, units, bw).sum()
-                     + memory_bound_time(nbytes, bw))
+                     + memory_bound_time(nbytes, bw) + opt_s)
 
     cost = lambda x: sum(math.log(layer_time(r, math.exp(x)) / r[5]) ** 2 for r in rows)
     eff = math.exp(minimize_scalar(cost, bounds=(math.log(1e-4), 0.0), method="bounded",
@@ -371,8 +388,8 @@ def fit_all(m: Measurements, template: System, prefer_tile: tuple[int, int] | No
     """Fit every efficiency parameter of `template` (whose peaks, compute units and tiers are the reference)
     to the measurements `m`.
 
-    Order: GEMMs (matmul_max, tile) with the roofline at the streaming bandwidth; then memory_bandwidth from
-    whole layers given those (or, with no layer measured, from the elementwise kernels alone); attention;
+    Order: GEMMs (matmul_max, tile) with the roofline at the streaming bandwidth; optimizer_bandwidth from the
+    AdamW steps; then memory_bandwidth from whole layers given those (or, with no layer measured, from the elementwise kernels alone); attention;
     the network tier (shared and per kind); comm_overlap. The GEMM residuals reported are those of the final
     spec (at memory_bandwidth).
     """
@@ -383,9 +400,10 @@ def fit_all(m: Measurements, template: System, prefer_tile: tuple[int, int] | No
     gemm_bw = gemm_roofline_bandwidth(m) or peak_bw
     effs, tile, _ = fit_gemm(m.gemm, peaks, acc.compute_units, gemm_bw, prefer_tile)
     layer_pts = []
+    opt_eff = fit_optimizer(m.memory, peak_bw)
     if m.layers and "bf16" in effs:
         mem_eff, layer_pts = fit_memory_layers(m, peak_bw, gemm_bw, effs["bf16"], tile, acc.compute_units,
-                                               peaks["bf16"])
+                                               peaks["bf16"], opt_eff)
     else:
         mem_eff = fit_memory(m.memory, peak_bw)
     gpts = []
@@ -399,9 +417,9 @@ def fit_all(m: Measurements, template: System, prefer_tile: tuple[int, int] | No
     if m.comm:
         network, cpts = fit_network(m.comm, template, nproc)
     overlap = fit_overlap(m.overlap) if m.overlap is not None else None
-    points = gpts + apts + memory_points(m.memory, peak_bw, mem_eff) + cpts + layer_pts
+    points = gpts + apts + memory_points(m.memory, peak_bw, mem_eff, opt_eff) + cpts + layer_pts
     return FitResult(peak_flops=peaks, matmul_max=effs, matmul_tile=tile, compute_units=acc.compute_units,
                      attention_max=amax, attention_half_seq=half, peak_bandwidth=peak_bw,
                      best_stream_bandwidth=best_stream_bandwidth(m.memory), gemm_bandwidth=gemm_bw,
-                     memory_bandwidth=mem_eff, layer_errors=layer_pts, network=network, comm_overlap=overlap,
+                     memory_bandwidth=mem_eff, optimizer_bandwidth=opt_eff, layer_errors=layer_pts, network=network, comm_overlap=overlap,
                      points=points, residuals=residual_table(points))

@@ -129,8 +129,8 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
         memory_bandwidth=(
             (f"fitted on {len(m.layers)} layer training steps of small models (fwd+bwd+AdamW): the estimate's "
              f"time, GEMMs by cost.compute.gemm_time, norm x2, GELU/SwiGLU, residual add x4 (cost.ops."
-             f"ELEMENTWISE_BYTES) and the AdamW step (cost.memory.adam_step_bytes) by memory_bound_time, all at "
-             f"this bandwidth, matches the GEMMs as fitted plus the rest as measured ({env.dtype}); 1-D least "
+             f"ELEMENTWISE_BYTES) by memory_bound_time at this bandwidth and the AdamW step at "
+             f"optimizer_bandwidth, matches the GEMMs as fitted plus the rest as measured ({env.dtype}); 1-D least "
              f"squares of log time"
              if m.layers else
              f"fitted: cost.compute.memory_bound_time of cost.ops.ELEMENTWISE_BYTES reproduces a layer's "
@@ -142,6 +142,15 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
         sustained_fraction=("1.0: a calibrated spec's efficiencies are this machine's own microbenchmark rates; "
                             "never fitted to validation plans or published runs"),
     )
+    opt_bw = effd.get("optimizer_bandwidth")
+    if fit.optimizer_bandwidth is not None:
+        opt_bw = sig(fit.optimizer_bandwidth)
+        n_adam = sum(1 for p in m.memory if p.purpose == "layer" and p.kernel == "adam")
+        src["optimizer_bandwidth"] = (
+            f"fitted: cost.compute.memory_bound_time of cost.memory.adam_step_bytes per parameter reproduces "
+            f"{n_adam} fused torch.optim.AdamW steps (execute.data_parallel.adamw, {env.dtype}) over the "
+            f"parameters of small-model layers, by least squares of log time; fraction of "
+            f"{fit.peak_bandwidth / 1e9:.4g} GB/s; {prov}")
     overlap = effd.get("comm_overlap", 1.0)
     if m.overlap is not None and fit.comm_overlap is not None:
         o = m.overlap
@@ -160,7 +169,8 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
                                "not measured: the raw data predate the overlap benchmark; the schema default")
     data["efficiency"] = dict(matmul_max=matmul, matmul_tile=list(fit.matmul_tile),
                               attention_max=sig(fit.attention_max), attention_half_seq=sig(fit.attention_half_seq),
-                              memory_bandwidth=sig(fit.memory_bandwidth), comm_overlap=overlap,
+                              memory_bandwidth=sig(fit.memory_bandwidth), optimizer_bandwidth=opt_bw,
+                              comm_overlap=overlap,
                               sustained_fraction=1.0, sources=src)
 
     # The innermost tier, where the collectives were measured.

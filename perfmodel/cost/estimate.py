@@ -412,7 +412,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
                                  "step", "dp_comm", on, tier=link))
     dp_exposed = sum(p.exposed for p in step_patterns)
     opt_params = p_stage / np.where(zero >= 1, shard, 1)
-    t_opt = dev.memory(opt_params * adam_step_bytes(gbytes))
+    t_opt = dev.optimizer(opt_params * adam_step_bytes(gbytes))
 
     step = t_pipe + dp_exposed + t_opt
     time = {k: _pick(stage_part[k], bottleneck) * m for k in STAGE_PARTS}

@@ -74,6 +74,7 @@ class Device:
     tokens_outside_tp: object = field(init=False)  # tokens seen by norms / residuals: / tp with SP
     bf16_peak: float = field(init=False)  # sustained bf16 peak (attention)
     mem_bw: float = field(init=False)
+    opt_bw: float = field(init=False)
 
     def __post_init__(self):
         p, sysm = self.plan, self.system
@@ -81,6 +82,8 @@ class Device:
         self.tokens_outside_tp = self.tokens / p.sp_divisor
         self.bf16_peak = self.sustained_peak("bf16")
         self.mem_bw = sysm.accelerator.hbm_bandwidth * sysm.efficiency.memory_bandwidth
+        opt = sysm.efficiency.optimizer_bandwidth
+        self.opt_bw = self.mem_bw if opt is None else sysm.accelerator.hbm_bandwidth * opt
 
     def sustained_peak(self, dtype: str) -> float:
         """Dense peak FLOP/s of `dtype` times the fraction a training step sustains (Efficiency.sustained_fraction)."""
@@ -95,6 +98,10 @@ class Device:
 
     def memory(self, nbytes):
         return memory_bound_time(nbytes, self.mem_bw)
+
+    def optimizer(self, nbytes):
+        """The optimizer step moving `nbytes` (`cost.memory.adam_step_bytes` per parameter it updates)."""
+        return memory_bound_time(nbytes, self.opt_bw)
 
 
 def linear_op(dev: Device, name: str, m, n, k, recompute=("full",), precision: str | None = None) -> list[Op]:
