@@ -16,7 +16,6 @@ import argparse
 import datetime
 import math
 import os
-import platform
 import socket
 import statistics
 import time
@@ -28,6 +27,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..files import write_atomic
+from ..host import cpu_name, cpu_vendor, memory_total_bytes, rss_bytes
 from ..launch import PREFIX
 from ..models import ModelConfig, load_model
 from .raw import (
@@ -385,7 +385,7 @@ class Bench:
         """Every collective over groups of g consecutive ranks, all nproc // g groups at once (as a job's
         tp or dp groups run); ranks left over when g does not divide nproc keep step idle."""
         out = []
-        dtype = torch.float32 if self.device == "cpu" else torch.bfloat16
+        dtype = self.dtype
         size = torch.tensor([], dtype=dtype).element_size()
         for g in group_sizes(self.world):
             groups = self.world // g
@@ -453,7 +453,7 @@ class Bench:
         c = torch.empty(side, side, device=self.dev, dtype=self.dtype)
         torch.mm(a, b, out=c)
         per_gemm = self._wall(lambda: [torch.mm(a, b, out=c) for _ in range(3)]) / 3
-        dtype = torch.float32 if self.device == "cpu" else torch.bfloat16
+        dtype = self.dtype
         size = torch.tensor([], dtype=dtype).element_size()
         probe, lo, hi = s.overlap_bytes
 
@@ -548,50 +548,18 @@ class Bench:
 # The machine
 # ---------------------------------------------------------------------------------------------------------
 
-def _cpuinfo(key: str) -> str | None:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.split(":")[0].strip() == key:
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
-
-
 def device_name(device: str) -> str:
-    if device == "cuda":
-        return torch.cuda.get_device_name()
-    return _cpuinfo("model name") or platform.processor() or platform.machine() or "cpu"
+    return torch.cuda.get_device_name() if device == "cuda" else cpu_name()
 
 
 def vendor(device: str) -> str:
     if device == "cuda":
         return "AMD" if getattr(torch.version, "hip", None) else "NVIDIA"
-    v = _cpuinfo("vendor_id") or ""
-    return {"GenuineIntel": "Intel", "AuthenticAMD": "AMD"}.get(v, v or platform.machine() or "unknown")
+    return cpu_vendor()
 
 
 def memory_total(dev: torch.device) -> float:
-    if dev.type == "cuda":
-        return float(torch.cuda.get_device_properties(dev).total_memory)
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return float(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-
-
-def rss_bytes() -> float:
-    """Resident set size of this process (VmRSS), bytes; 0 where /proc is missing."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return float(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0.0
+    return float(torch.cuda.get_device_properties(dev).total_memory) if dev.type == "cuda" else memory_total_bytes()
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -62,22 +62,26 @@ def as_param_placement(p: nn.Parameter) -> torch.Tensor:
     return g
 
 
+def flat_all_reduce(tensors: list[torch.Tensor], mesh: DeviceMesh) -> list[torch.Tensor]:
+    """Sum `tensors` over `mesh` in one all-reduce of them flattened together (one bucket); returns the sums,
+    shaped as the inputs (views of the one reduced buffer)."""
+    import torch.distributed as dist
+
+    flat = torch.cat([t.reshape(-1) for t in tensors])
+    dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=mesh.get_group())
+    return [part.view_as(t) for part, t in zip(flat.split([t.numel() for t in tensors]), tensors)]
+
+
 def allreduce_gradients(params: list[nn.Parameter], mesh: DeviceMesh) -> None:
     """Average the gradients over the data-parallel group in one flat all-reduce (local shards of DTensors)."""
-    import torch.distributed as dist
     from torch.distributed.tensor import DTensor
 
     grads = [as_param_placement(p) for p in params if p.grad is not None]
     grads = [g.to_local() if isinstance(g, DTensor) else g for g in grads]
     if not grads:
         return
-    flat = torch.cat([g.reshape(-1) for g in grads])
-    dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=mesh.get_group())
-    flat /= mesh.size()
-    offset = 0
-    for g in grads:
-        g.copy_(flat[offset: offset + g.numel()].view_as(g))
-        offset += g.numel()
+    for g, total in zip(grads, flat_all_reduce(grads, mesh)):
+        g.copy_(total / mesh.size())
 
 
 def adamw(params, lr: float) -> torch.optim.Optimizer:

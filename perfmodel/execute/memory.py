@@ -18,20 +18,14 @@ from __future__ import annotations
 
 import torch
 
+from ..host import rss_bytes
+
 METHOD = {
     "cuda": "torch.cuda.max_memory_allocated after reset_peak_memory_stats (set-up excluded)",
     "cpu": "resident-set high-water mark (VmHWM, reset via /proc/self/clear_refs at the first step) minus the "
            "larger of the resident size before the model was built and after it was freed; "
            "MALLOC_MMAP_THRESHOLD_=65536",
 }
-
-
-def _status(field: str) -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return float(line.split()[1]) * 1024
-    raise RuntimeError(f"/proc/self/status has no {field}")
 
 
 class PeakMemory:
@@ -44,7 +38,7 @@ class PeakMemory:
 
     def baseline(self) -> None:
         if self.device.type == "cpu":
-            self.base = _status("VmRSS")
+            self.base = rss_bytes()
 
     def start(self) -> None:
         if self.device.type == "cuda":
@@ -59,9 +53,9 @@ class PeakMemory:
             torch.cuda.synchronize(self.device)
             self.high = float(torch.cuda.max_memory_allocated(self.device))
         else:
-            self.high = _status("VmHWM")
+            self.high = rss_bytes("VmHWM")
 
     def peak(self) -> float:
         if self.device.type == "cuda":
             return self.high
-        return max(0.0, self.high - max(self.base, _status("VmRSS")))
+        return max(0.0, self.high - max(self.base, rss_bytes()))

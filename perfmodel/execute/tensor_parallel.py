@@ -208,20 +208,16 @@ def reduce_partial_gradients(params: list[nn.Parameter], mesh: DeviceMesh) -> No
     sequence: norms and row-parallel biases under sequence parallelism) in one flat all-reduce after the last
     micro-batch, as Megatron-LM does once per step (Korthikanti et al. 2022, Sec. 4.2.2). Left to DTensor, each
     would be reduced where the optimizer first reads it, once per read."""
-    import torch.distributed as dist
+    from .data_parallel import flat_all_reduce
 
     todo = [p for p in params if isinstance(p.grad, DTensor) and p.grad.device_mesh == mesh
             and any(isinstance(x, Partial) and x.reduce_op == "sum" for x in p.grad.placements)]
     if not todo:
         return
-    local = [p.grad.to_local() for p in todo]
-    flat = torch.cat([g.reshape(-1) for g in local])
-    dist.all_reduce(flat, group=mesh.get_group())
-    offset = 0
-    for p, g in zip(todo, local):
+    sums = flat_all_reduce([p.grad.to_local() for p in todo], mesh)
+    for p, total in zip(todo, sums):
         where = [Replicate() if isinstance(x, Partial) else x for x in p.grad.placements]
-        p.grad = DTensor.from_local(flat[offset: offset + g.numel()].view_as(g), mesh, where, run_check=False)
-        offset += g.numel()
+        p.grad = DTensor.from_local(total, mesh, where, run_check=False)
 
 
 def loss_input(placements: list[OpPlacement]) -> tuple[Placement, Placement]:

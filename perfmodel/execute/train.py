@@ -21,6 +21,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from ..host import cpu_name
 from ..planfile import MESH_AXES, PlanFile, megatron_placements
 from .checkpointing import apply_ac, plain_name
 from .context_parallel import apply_cp
@@ -229,18 +230,7 @@ class Trainer:
 
 
 def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or "cpu"
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
 
 
 def check_finite(loss: float, step: int) -> None:

@@ -1,0 +1,48 @@
+"""What the Linux host says about itself in /proc: the CPU's name and vendor, its memory, and this process's
+resident memory. One reader for the executor (measurement) and calibration (environment); no torch."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+
+def proc_field(path: str, key: str) -> str | None:
+    """The value after 'key:' in a /proc file of 'key: value' lines; None where the file or key is missing."""
+    try:
+        for line in Path(path).read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name.strip() == key:
+                return value.strip()
+    except OSError:
+        pass
+    return None
+
+
+def proc_kib(path: str, key: str) -> float | None:
+    """A '<n> kB' field of a /proc file (/proc/self/status, /proc/meminfo) in bytes."""
+    value = proc_field(path, key)
+    return None if value is None else float(value.split()[0]) * 1024
+
+
+def rss_bytes(field: str = "VmRSS") -> float:
+    """This process's resident size (VmRSS) or its high-water mark (VmHWM), bytes."""
+    value = proc_kib("/proc/self/status", field)
+    if value is None:
+        raise RuntimeError(f"/proc/self/status has no {field}")
+    return value
+
+
+def memory_total_bytes() -> float:
+    """The host's memory (MemTotal), or pages x page size where /proc is missing."""
+    return proc_kib("/proc/meminfo", "MemTotal") or float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def cpu_name() -> str:
+    return proc_field("/proc/cpuinfo", "model name") or platform.processor() or platform.machine() or "cpu"
+
+
+def cpu_vendor() -> str:
+    v = proc_field("/proc/cpuinfo", "vendor_id") or ""
+    return {"GenuineIntel": "Intel", "AuthenticAMD": "AMD"}.get(v, v or platform.machine() or "unknown")
