@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from perfmodel.host import cpu_shares, cpu_stat  # noqa: E402
 from perfmodel.validate import _gpu_name, validate  # noqa: E402
 
 
@@ -47,13 +48,17 @@ def main(argv=None) -> int:
     sweep, nproc, device = ("gpu-single", 1, "cuda") if a.gpu else ("cpu-smoke", 4, "cpu")
     out = a.out_dir or results_dir(device)
     out.mkdir(parents=True, exist_ok=True)
-    load = os.getloadavg()[0]
+    load, stat = os.getloadavg()[0], cpu_stat()
     t0 = time.perf_counter()
     res = validate(sweep=sweep, nproc=nproc, hardware=a.hardware, out_dir=out, steps=a.steps, device=device,
                    plot=out / "validation.png", quick_calibration=not a.full_calibration)
     lines = [res.text(), "", *(f"target {t}: {'holds' if ok else 'MISSED'}" for t, ok in res.targets_met().items()),
              f"wall time {time.perf_counter() - t0:.0f} s (calibration included); 1-minute load average before "
              f"the run {load:.2f} on {os.cpu_count()} cores"]
+    shares = cpu_shares(stat, cpu_stat())
+    if shares:
+        lines.append(f"host CPU time during the run: busy {shares['user'] + shares['system']:.0%}, idle "
+                     f"{shares['idle']:.0%}, stolen by the hypervisor {shares['steal']:.0%} (/proc/stat)")
     text = "\n".join(lines)
     (out / "validation.txt").write_text(text + "\n")
     print(text)

@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     xe.add_argument("--device", default="auto", help="auto (cuda if present) | cpu | cuda")
     xe.add_argument("--steps", type=integer("--steps"), default=8, help="training steps per plan (default 8)")
     xe.add_argument("--warmup", type=integer("--warmup", 0), default=3, help="leading steps left out of the median (default 3)")
+    xe.add_argument("--rounds", type=integer("--rounds"), default=1,
+                    help="run the plans this many times over, interleaved (round 1 runs every plan, then round 2 "
+                         "...); the step time is the lowest round's median (default 1)")
     xe.add_argument("--seed", type=int, default=0, help="seed of initial weights and synthetic data")
     xe.add_argument("--data", metavar="FILE", help="train on a local text file (byte tokens) instead of random tokens")
     xe.add_argument("--output", metavar="FILE", help="measurement file (one plan only; default PLAN.measured.json)")
@@ -261,7 +264,8 @@ def _execute(a) -> str:
     if a.output and len(a.plans) > 1:
         raise InputError(f"--output names one file but {len(a.plans)} plans were given; valid: --output with one "
                          "plan, or none (each plan's measurement goes beside it)")
-    ms = run_plans(a.plans, a.nproc, device=a.device, steps=a.steps, warmup=a.warmup, seed=a.seed,
+    ms = run_plans(a.plans, a.nproc, device=a.device, steps=a.steps, warmup=a.warmup, rounds=a.rounds,
+                   seed=a.seed,
                    outputs=[a.output] if a.output else None, rdzv=rdzv or None, timeout_s=a.timeout, data=a.data)
     rows = [f"{'plan':<40}{'predicted':>12}{'measured':>12}{'error':>8}{'peak memory':>14}  loss first -> last"]
     for path, m in zip(a.plans, ms):

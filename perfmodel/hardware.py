@@ -166,6 +166,18 @@ class Efficiency(Schema):
         return self
 
 
+class SharedHost(Schema):
+    """A host whose ranks outnumber its cores (a CPU testbed: torch ranks are processes of one thread each).
+
+    accelerator.peak_tflops and hbm_bandwidth_tbps are then per-rank rates measured with all `ranks` computing at
+    once; a rank that computes while others wait (a pipeline stage ahead of the slowest) gets up to a whole
+    core (cost.compute.shared_core_speedup)."""
+
+    ranks: Count = Field(description="ranks the host ran at once when its rates were measured")
+    cores: Count = Field(description="cores those ranks shared (the CPUs the processes could run on)")
+    sources: dict[str, str] = Field(default_factory=dict)
+
+
 class System(Schema):
     """A named cluster preset: accelerator, interconnect tiers, efficiencies, fixed memory overhead."""
 
@@ -176,6 +188,8 @@ class System(Schema):
     efficiency: Efficiency
     memory_overhead_gib: float = Field(ge=0, description="per-device memory not available to the model (runtime context, comm buffers, workspace)")
     max_devices: Count | None = Field(None, description="largest cluster this preset can describe")
+    shared_host: SharedHost | None = Field(None, description="set where ranks share a host's cores (CPU "
+                                                             "calibrations); null: every rank has its own device")
     sources: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -46,3 +46,25 @@ def cpu_name() -> str:
 def cpu_vendor() -> str:
     v = proc_field("/proc/cpuinfo", "vendor_id") or ""
     return {"GenuineIntel": "Intel", "AuthenticAMD": "AMD"}.get(v, v or platform.machine() or "unknown")
+
+
+CPU_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def cpu_stat() -> dict[str, int] | None:
+    """The host's CPU time so far by kind (the `cpu` line of /proc/stat, clock ticks); None without /proc."""
+    try:
+        first = Path("/proc/stat").read_text().splitlines()[0].split()
+    except (OSError, IndexError):
+        return None
+    return dict(zip(CPU_STAT_FIELDS, map(int, first[1:1 + len(CPU_STAT_FIELDS)])))
+
+
+def cpu_shares(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, float] | None:
+    """Fraction of the host's CPU time between two `cpu_stat` readings spent in each kind. `steal` is time the
+    hypervisor gave this virtual machine's CPUs to others: the noise a shared VM adds to every timing."""
+    if not before or not after:
+        return None
+    delta = {k: after[k] - before[k] for k in CPU_STAT_FIELDS}
+    total = sum(delta.values())
+    return {k: v / total for k, v in delta.items()} if total > 0 else None

@@ -37,13 +37,27 @@ def torchrun_command(module: str, args: list[str], nproc: int, rdzv: list[str] |
             "-m", module, *args]
 
 
-def worker_env(device: str) -> dict[str, str]:
+# glibc malloc on CPU ranks (mallopt(3); environment variables set the same parameters at process start).
+# Timing: the mmap and trim thresholds at the maxima glibc's own dynamic thresholds climb to once a loop has
+# freed its large blocks (DEFAULT_MMAP_THRESHOLD_MAX = 32 MiB on 64-bit; trim at twice the mmap threshold), so
+# freed tensors are reused from the heap, as torch's CUDA caching allocator reuses its blocks, from the first
+# plan of a launch on. Measured here: blocks >= 64 KiB returned to the OS at once made dp4 and fsdp4 steps
+# 1.4-1.9x slower (page faults and zeroing on every large allocation).
+# Memory: every block >= 64 KiB mapped and returned at once, so that resident memory follows the live tensors
+# (execute/memory.py); execute runs this in a separate, untimed launch.
+MALLOC_TIMING = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(64 << 20)}
+MALLOC_MEMORY = {"MALLOC_MMAP_THRESHOLD_": str(64 << 10)}
+
+
+def worker_env(device: str, measure_memory: bool = False) -> dict[str, str]:
     """Environment of the workers. On CPU each rank computes on one thread (ranks share the cores, so that
-    measured and calibrated rates agree), and glibc returns freed blocks >= 64 KiB to the OS at once, which
-    makes a process's peak resident memory track its tensors (see execute/memory.py)."""
+    measured and calibrated rates agree), and glibc's allocator is set for timing or for measuring resident
+    memory (MALLOC_TIMING, MALLOC_MEMORY)."""
     env = dict(os.environ)
     if device == "cpu":
-        env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MALLOC_MMAP_THRESHOLD_="65536")
+        env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        env.pop("MALLOC_TRIM_THRESHOLD_", None)
+        env.update(MALLOC_MEMORY if measure_memory else MALLOC_TIMING)
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     return env
@@ -73,8 +87,11 @@ def _root_cause(log: str) -> str:
 
 
 def launch(module: str, args: list[str], nproc: int, *, device: str, log_path: str | Path,
-           timeout_s: float, rdzv: list[str] | None = None, echo=None) -> None:
+           timeout_s: float, rdzv: list[str] | None = None, echo=None, measure_memory: bool = False,
+           limit_s: float | None = None) -> None:
     """Run `module` under torchrun and wait. RunFailed (one line) if any rank fails or the limit passes.
+    `measure_memory`: the workers' allocator set for measuring resident memory, not for timing (worker_env).
+    `limit_s`: the limit the user gave, where this launch has only what an earlier launch left of it.
 
     `echo(line)` receives the workers' `[perfmodel]` lines as they come (default: print to stderr).
     """
@@ -86,7 +103,8 @@ def launch(module: str, args: list[str], nproc: int, *, device: str, log_path: s
         log.write("$ " + " ".join(cmd) + "\n")
         log.flush()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=worker_env(device), start_new_session=True)
+                                env=worker_env(device, measure_memory),
+                                start_new_session=True)
 
         def pump():
             for line in proc.stdout:
@@ -102,7 +120,7 @@ def launch(module: str, args: list[str], nproc: int, *, device: str, log_path: s
         except subprocess.TimeoutExpired:
             _kill(proc)
             reader.join(5)
-            raise RunFailed(f"the run passed its limit of {timeout_s:g} s and was stopped (all ranks killed); "
+            raise RunFailed(f"the run passed its limit of {limit_s or timeout_s:g} s and was stopped (all ranks killed); "
                             f"log: {log_path}") from None
         except KeyboardInterrupt:
             _kill(proc)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .errors import InputError, Schema
 from .files import read_json_object, write_atomic
@@ -44,24 +44,53 @@ class Measurement(Schema):
     backend: str = Field(description="torch.distributed backend: gloo or nccl")
     torch_version: str
     nproc: int = Field(description="processes (ranks) in the run")
-    steps: int
-    warmup: int = Field(description="leading steps left out of the median")
+    steps: int = Field(description="steps of one run of the plan, warm-up included")
+    warmup: int = Field(description="leading steps of every run left out of the median")
+    rounds: int = Field(1, ge=1, description="runs of the plan in the launch, interleaved with the other plans' "
+                                             "(round 1 runs every plan, then round 2 ...); each rank's step_times_s "
+                                             "holds rounds x steps entries, every run with its own warm-up")
     dtype: str = Field(description="compute dtype the executor ran: bf16/fp16 autocast on CUDA, fp32 on CPU")
     memory_method: str = Field(description="how peak_memory_bytes was measured")
     ranks: list[RankRecord]
-    losses: list[float] = Field(description="mean training loss of every step (over all tokens of the step)")
+    losses: list[float] = Field(description="mean training loss of every step of the first run (over all tokens "
+                                            "of the step; every run starts from the same seed)")
     notes: list[str] = Field(default_factory=list, description="where the run departs from the plan, and why")
     wall_s: float = Field(description="seconds from model build to the last step, on rank 0")
     created_at: str = ""
 
+    @model_validator(mode="after")
+    def _one_time_per_step(self):
+        want = self.steps * self.rounds
+        for r in self.ranks:
+            if len(r.step_times_s) != want:
+                raise ValueError(f"rank {r.rank}: step_times_s has {len(r.step_times_s)} entries; valid: steps x "
+                                 f"rounds = {self.steps} x {self.rounds} = {want}")
+        if not 0 <= self.warmup < self.steps:
+            raise ValueError(f"warmup = {self.warmup}; valid: 0 <= warmup < steps = {self.steps}")
+        return self
+
     def step_times(self) -> list[float]:
-        """Per-step time of the job: the slowest rank in each step (all ranks wait for it at the next sync)."""
-        return [max(r.step_times_s[i] for r in self.ranks) for i in range(self.steps)]
+        """Per-step time of the job, every run one after another: the slowest rank in each step (all ranks wait
+        for it at the next sync)."""
+        return [max(r.step_times_s[i] for r in self.ranks) for i in range(self.steps * self.rounds)]
+
+    def round_steps(self) -> list[list[float]]:
+        """The job step times after warm-up, one list per round."""
+        times = self.step_times()
+        return [times[k * self.steps + self.warmup:(k + 1) * self.steps] for k in range(self.rounds)]
+
+    def timed_steps(self) -> list[float]:
+        """The job step times after each round's warm-up, all rounds pooled."""
+        return [t for steps in self.round_steps() for t in steps]
 
     @property
     def step_time_s(self) -> float:
-        """Median job step time after warm-up, seconds."""
-        return statistics.median(self.step_times()[self.warmup:])
+        """The plan's step time, seconds: the median job step after warm-up of each round, and of those the
+        lowest. The median resists single slow steps; the lowest round resists other load on a shared machine
+        that lasts a whole round, and is what the plan costs when it has the machine to itself (the reading
+        Python's `timeit` documentation recommends for repeated timings: higher values come from other
+        processes interfering, not from the code timed)."""
+        return min(statistics.median(steps) for steps in self.round_steps())
 
     @property
     def peak_memory_bytes(self) -> float:

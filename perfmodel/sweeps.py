@@ -51,6 +51,8 @@ class Sweep(Schema):
     plans: list[SweepPlan]
     steps: Count = Field(8, description="default steps per plan, warm-up included")
     warmup: int = Field(3, ge=0, description="default leading steps left out of the median")
+    rounds: Count = Field(1, description="default times the plans run over, interleaved (a shared machine's load "
+                                         "comes and goes over minutes: every plan then sees some of it)")
     targets: Targets | None = None
 
     def model_of(self, entry: SweepPlan) -> ModelConfig:
@@ -99,6 +101,7 @@ CPU_SMOKE = Sweep(
         _cpu("llama-fsdp4-sel", "FSDP, selective recompute (Llama, GQA)", model="tiny-llama", dp=4, zero=3,
              recompute="selective"),
     ],
+    steps=6, warmup=2, rounds=3,  # 12 timed steps per plan, spread over the sweep's minutes
     targets=Targets(step_mape_pct=20, spearman=0.8),
 )
 

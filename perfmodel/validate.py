@@ -89,8 +89,10 @@ class ValidationRow(Schema):
     kind: str = Field(description="what the plan exercises")
     layout: str
     predicted_step_s: float
-    measured_step_s: float = Field(description="median job step time after warm-up (slowest rank per step)")
-    step_spread: float = Field(description="slowest / fastest job step after warm-up: how steady the run was "
+    measured_step_s: float = Field(description="job step time (slowest rank per step): the median after warm-up "
+                                               "of each round, the lowest of those (Measurement.step_time_s)")
+    step_spread: float = Field(description="slowest / fastest job step after warm-up, over all rounds: how steady "
+                                           "the run was "
                                            "(1.2-1.5 on a quiet CPU machine; more: other load on the machine)")
     step_error_pct: float
     predicted_memory_gib: float = Field(description="cost model's peak bytes on the most loaded device less the "
@@ -188,7 +190,7 @@ def compare(name: str, kind: str, predicted_step_s: float, predicted_memory_byte
             m: Measurement) -> ValidationRow:
     """One row: a prediction (seconds, bytes) against a measurement (median step, peak of the most loaded rank)."""
     ms, mm = m.step_time_s, m.peak_memory_bytes
-    measured = m.step_times()[m.warmup:]
+    measured = m.timed_steps()
     return ValidationRow(plan=name, kind=kind, layout=layout_label(m.plan), predicted_step_s=predicted_step_s,
                          measured_step_s=ms, step_spread=max(measured) / min(measured),
                          step_error_pct=error_pct(predicted_step_s, ms),
@@ -348,7 +350,8 @@ def _entries(plans, sweep_name, nproc, device, hardware):
 # ---------------------------------------------------------------------------------------------------------
 def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc: int | None = None,
              hardware: str | Path | None = None, out_dir: Path = Path("validation"), steps: int | None = None,
-             warmup: int | None = None, device: str = "auto", plot: Path | None = None, csv: Path | None = None,
+             warmup: int | None = None, rounds: int | None = None, device: str = "auto", plot: Path | None = None,
+             csv: Path | None = None,
              quick_calibration: bool = True, timeout_s: float | None = None, echo=None) -> ValidationResult:
     """Run `plans` (plan files) or the built-in `sweep` on `nproc` processes, predict each, compare.
 
@@ -356,7 +359,9 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
     (`perfmodel.calibrate.calibrate(device="cpu", nproc=nproc, quick=quick_calibration)`, written to
     out_dir/calibrated.yaml); on CUDA it uses the catalogue system of the device (by nvidia-smi name), or
     calibrates where none matches; plan files use their own hardware. `steps`/`warmup` default to the sweep's
-    (8/3 for plan files). Writes out_dir/validation.csv (or `csv`) and, with `plot`, a PNG scatter.
+    (8/3 for plan files), `rounds` the sweep's (1 for plan files): the plans run that many times over,
+    interleaved, and each step time is the lowest round's median. Writes out_dir/validation.csv (or `csv`)
+    and, with `plot`, a PNG scatter.
     All input is checked before anything runs or is written (InputError, one line).
     """
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
@@ -364,6 +369,9 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
     entries, sw, nproc, device, spec = _entries(plans, sweep, nproc, device, hardware)
     steps = steps if steps is not None else (sw.steps if sw else 8)
     warmup = warmup if warmup is not None else (sw.warmup if sw else 3)
+    rounds = rounds if rounds is not None else (sw.rounds if sw else 1)
+    if rounds < 1:
+        raise InputError(f"--rounds = {rounds}; valid: 1 or more")
     if steps < 1 or warmup < 0 or warmup >= steps:
         raise InputError(f"--steps = {steps}, --warmup = {warmup}; valid: steps >= 1 and 0 <= warmup < steps "
                          "(the median is taken over the steps after warm-up)")
@@ -431,8 +439,8 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
     from .execute import run_plans
 
     echo(f"running {len(paths)} plans in one launch on {nproc} {device} process{'es' if nproc > 1 else ''} "
-         f"({steps} steps each, {warmup} warm-up)")
-    measured = run_plans(paths, nproc, device=device, steps=steps, warmup=warmup, log_dir=out_dir,
+         f"({steps} steps each, {warmup} warm-up{f', {rounds} rounds' if rounds > 1 else ''})")
+    measured = run_plans(paths, nproc, device=device, steps=steps, warmup=warmup, rounds=rounds, log_dir=out_dir,
                          timeout_s=timeout_s, echo=echo)
 
     # Both measurement methods (CUDA max_memory_allocated, CPU resident peak less the resident size before the
@@ -479,6 +487,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     va.add_argument("--steps", type=integer("--steps", 1), help="steps per plan, warm-up included (default: the "
                                                              "sweep's, 8 for plan files)")
     va.add_argument("--warmup", type=integer("--warmup", 0), help="leading steps left out of the median (default 3)")
+    va.add_argument("--rounds", type=integer("--rounds", 1), help="run the plans this many times over, "
+                    "interleaved; a plan's step time is its lowest round's median (default: the sweep's, 1 for "
+                    "plan files)")
     va.add_argument("--device", choices=DEVICES, default="auto", help="default: the sweep's or the plans' device")
     va.add_argument("--plot", metavar="FILE.png", help="draw predicted against measured (step time, memory)")
     va.add_argument("--csv", metavar="FILE.csv", help="default: OUT_DIR/validation.csv")
@@ -492,7 +503,8 @@ def run(args) -> str:
     """`perfmodel validate` from parsed arguments: the printed text."""
     out_dir = Path(args.out_dir) if args.out_dir else Path("validation") / (args.sweep or "plans")
     result = validate([Path(p) for p in args.plans] or None, args.sweep, nproc=args.nproc, hardware=args.hardware,
-                      out_dir=out_dir, steps=args.steps, warmup=args.warmup, device=args.device,
+                      out_dir=out_dir, steps=args.steps, warmup=args.warmup, rounds=args.rounds,
+                      device=args.device,
                       plot=Path(args.plot) if args.plot else None, csv=Path(args.csv) if args.csv else None,
                       quick_calibration=not args.full_calibration, timeout_s=args.timeout)
     return result.text()

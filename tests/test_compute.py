@@ -46,3 +46,46 @@ def test_zero3_copies_bytes():
     bw = 3.35e12 * 0.88
     assert op.fwd_s == pytest.approx(4e9 / bw)
     assert op.bwd_s == pytest.approx(10e9 / bw)
+
+
+def test_shared_core_speedup_by_hand():
+    """Processor sharing: 4 single-thread ranks measured together on 2 cores run at half a core each."""
+    from perfmodel.cost.compute import shared_core_speedup
+
+    assert shared_core_speedup(1.0, 4, 4, 2) == pytest.approx(1.0)  # all computing: the measured rate
+    assert shared_core_speedup(0.4, 4, 4, 2) == pytest.approx(2.0)  # 1.6 ranks busy: a core each
+    assert shared_core_speedup(0.75, 4, 4, 2) == pytest.approx((2 / 3) / 0.5)  # 3 busy on 2 cores
+    assert shared_core_speedup(1.0, 2, 4, 2) == pytest.approx(2.0)  # a 2-rank job on the 4-rank host
+    assert shared_core_speedup(0.3, 8, 8, 8) == pytest.approx(1.0)  # a core per rank: nothing to gain
+
+
+def test_estimate_shares_cores_between_pipeline_stages():
+    """pp4 of a 4-layer model on a host where 4 ranks share 2 cores: the last stage (a layer and the head)
+    computes while the first three wait on it; its compute runs shared_core_speedup(busy) faster, busy being
+    the mean stage's compute per micro-batch over the last stage's (by hand from the op table)."""
+    from pathlib import Path
+
+    from perfmodel.cost.compute import shared_core_speedup
+    from perfmodel.cost.estimate import estimate
+    from perfmodel.hardware import load_hardware
+    from perfmodel.plan import Plan
+    from perfmodel.sweeps import TINY_GPT2 as model
+
+    cpu = load_hardware(Path(__file__).parent / "fixtures" / "cpu-test.yaml")
+    shared = type(cpu).parse({**cpu.model_dump(), "shared_host": {"ranks": 4, "cores": 2}})
+    pp4 = Plan(gpus=4, pp=4, micro_batch=1, global_batch=8, seq_len=128)
+    dp4 = Plan(gpus=4, dp=4, micro_batch=1, global_batch=8, seq_len=128)
+    alone, dp = estimate(model, cpu, pp4), estimate(model, cpu, dp4)
+    total = lambda ops, where: sum((o.fwd_s + o.bwd_s) for o in ops if o.where == where)
+    layer, head, emb = total(alone.ops, "layer"), total(alone.ops, "head"), total(dp.ops, "embedding")
+    busy = (4 * layer + emb + head) / 4 / (layer + head)
+    s = shared_core_speedup(busy, 4, 4, 2)
+    assert 1.0 < s <= 2.0
+    est = estimate(model, shared, pp4)
+    for part in ("gemm", "attention", "memory_bound"):
+        assert getattr(est.time_s, part) == pytest.approx(getattr(alone.time_s, part) / s, rel=1e-9)
+    assert est.time_s.pp_comm == pytest.approx(alone.time_s.pp_comm)  # sends are not compute
+    assert est.time_s.optimizer == pytest.approx(alone.time_s.optimizer)  # every rank steps at once
+    assert any("share 2 cores" in n for n in est.notes)
+    # every rank computing all the time: the measured rate, no note
+    assert estimate(model, shared, dp4).time_s.gemm == pytest.approx(dp.time_s.gemm)

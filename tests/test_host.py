@@ -16,3 +16,15 @@ def test_proc_fields_parse_key_value_lines(tmp_path):
 
 def test_this_process_resident_memory_is_below_its_high_water_mark():
     assert 0 < rss_bytes() <= rss_bytes("VmHWM")
+
+
+def test_cpu_shares_by_hand():
+    from perfmodel.host import CPU_STAT_FIELDS, cpu_shares, cpu_stat
+
+    before = dict.fromkeys(CPU_STAT_FIELDS, 100)
+    after = {**before, "user": 160, "idle": 120, "steal": 120}  # 60 + 20 + 20 ticks
+    shares = cpu_shares(before, after)
+    assert shares["user"] == 0.6 and shares["idle"] == 0.2 and shares["steal"] == 0.2 and shares["nice"] == 0
+    assert cpu_shares(None, after) is None and cpu_shares(before, before) is None
+    now = cpu_stat()
+    assert now is None or set(now) == set(CPU_STAT_FIELDS)

@@ -67,13 +67,15 @@ def cpu_yaml(tmp_path) -> Path:
     return p
 
 
-def measurement(model, system, plan, rank_steps, rank_memory, warmup=2, path="x.json", notes=()) -> Measurement:
+def measurement(model, system, plan, rank_steps, rank_memory, warmup=2, path="x.json", notes=(),
+                rounds=1) -> Measurement:
     plan = resolve(plan, model, system)
     return Measurement(
         plan_file=path, model=model, hardware=system, plan=plan,
         mesh={"pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "tp": plan.tp},
         stage_layers=estimate(model, system, plan).stage_layers, device_type=system.accelerator.torch_device,
-        backend="gloo", torch_version="2.13.0", nproc=plan.gpus, steps=len(rank_steps[0]), warmup=warmup,
+        backend="gloo", torch_version="2.13.0", nproc=plan.gpus, steps=len(rank_steps[0]) // rounds,
+        warmup=warmup, rounds=rounds,
         dtype="fp32", memory_method="peak RSS (test)",
         ranks=[RankRecord(rank=r, device="test cpu", step_times_s=s, peak_memory_bytes=m)
                for r, (s, m) in enumerate(zip(rank_steps, rank_memory))],
@@ -107,6 +109,22 @@ def test_spearman_by_hand():
 # ---------------------------------------------------------------------------------------------------------
 # Table from synthetic measurements
 # ---------------------------------------------------------------------------------------------------------
+def test_rounds_lowest_median_of_each_rounds_timed_steps(cpu):
+    """Two ranks, 2 rounds of 4 steps (1 warm-up each): per-step job time is the slower rank; round 1's timed
+    steps [0.9, 0.7, 0.8] (median 0.8), round 2's [0.5, 0.65, 0.6] (median 0.6): the step time is 0.6."""
+    plan = Plan(gpus=2, dp=2, micro_batch=2, global_batch=8, seq_len=128)
+    r0 = [3, 0.9, 0.7, 0.8, 3, 0.5, 0.6, 0.6]
+    r1 = [2, 0.8, 0.6, 0.7, 2, 0.4, 0.65, 0.5]
+    m = measurement(TINY_GPT2, cpu, plan, [r0, r1], [1.0 * GiB] * 2, warmup=1, rounds=2)
+    assert m.round_steps() == [[0.9, 0.7, 0.8], [0.5, 0.65, 0.6]]
+    assert m.step_time_s == pytest.approx(0.6)
+    row = compare("r", "DP", 0.66, 1.0 * GiB, m)
+    assert row.measured_step_s == pytest.approx(0.6) and row.step_error_pct == pytest.approx(10)
+    assert row.step_spread == pytest.approx(0.9 / 0.5)  # over every round's timed steps
+    with pytest.raises(ValueError, match="step_times_s has 8 entries; valid: steps x rounds = 4 x 3 = 12"):
+        Measurement(**{**m.model_dump(), "rounds": 3})
+
+
 def test_row_uses_median_of_slowest_rank_after_warmup(cpu):
     plan = Plan(gpus=2, dp=2, micro_batch=2, global_batch=8, seq_len=128)
     # per-step job time = slowest rank: [1, 1, 0.55, 0.6, 0.8]; after 2 warm-up steps the median is 0.6
@@ -357,14 +375,16 @@ def test_cli_parser_and_errors(tmp_path, no_executor):
 def test_validate_flow_with_stand_in_executor(tmp_path, cpu_yaml, monkeypatch):
     calls = []
 
-    def run_plans(paths, nproc, *, device, steps, warmup, log_dir, timeout_s, echo):
-        calls.append((list(paths), nproc, device, steps, warmup))
+    def run_plans(paths, nproc, *, device, steps, warmup, rounds, log_dir, timeout_s, echo):
+        calls.append((list(paths), nproc, device, steps, warmup, rounds))
         out = []
         for i, p in enumerate(paths):
             pf = load_plan_file(p)
             t = pf.prediction.step_time_s * (1 + 0.05 * i)  # measured 0%, 5%, 10%, ... above the prediction
-            m = measurement(pf.model, pf.hardware, pf.plan, [[t] * steps] * nproc, [0.5 * GiB] * nproc,
-                            warmup=warmup, path=str(p))
+            # every round but the last disturbed (x2): the step time is the lowest round's median
+            times = [t * (2 if k < rounds - 1 else 1) for k in range(rounds) for _ in range(steps)]
+            m = measurement(pf.model, pf.hardware, pf.plan, [times] * nproc, [0.5 * GiB] * nproc,
+                            warmup=warmup, path=str(p), rounds=rounds)
             out.append(m)
             measurement_path(p).write_text(m.model_dump_json())
         return out
@@ -376,7 +396,8 @@ def test_validate_flow_with_stand_in_executor(tmp_path, cpu_yaml, monkeypatch):
     res = validate(sweep="cpu-smoke", nproc=4, hardware=cpu_yaml, out_dir=out, plot=out / "v.png",
                    echo=lambda line: None)
     sw = get_sweep("cpu-smoke")
-    assert len(calls) == 1 and calls[0][1:] == (4, "cpu", sw.steps, sw.warmup)  # one launch, every plan
+    assert len(calls) == 1 and calls[0][1:] == (4, "cpu", sw.steps, sw.warmup, sw.rounds)  # one launch, all plans
+    assert sw.rounds > 1
     assert [p.name for p in calls[0][0]] == [f"{e.name}.json" for e in sw.plans]
     assert all(load_plan_file(p).hardware.name == "cpu-test" for p in calls[0][0])
     assert res.hardware == "cpu-test" and res.device == "cpu" and res.sweep == "cpu-smoke"

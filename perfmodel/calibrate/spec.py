@@ -221,6 +221,11 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
         ssrc["memory_overhead_gib"] = (f"resident memory (VmRSS) of a rank after import torch and process-group "
                                        f"setup, largest over ranks; {prov}")
         ssrc["max_devices"] = f"the {env.nproc} ranks that shared the host during calibration"
+        if env.cores is not None:
+            data["shared_host"] = {
+                "ranks": env.nproc, "cores": env.cores,
+                "sources": {"ranks": f"ranks that ran the benchmarks at once; {prov}",
+                            "cores": f"os.sched_getaffinity of a rank: the CPUs the ranks shared; {prov}"}}
     else:
         exposed_gap = template.accelerator.hbm_bytes - env.memory_total_bytes
         data["memory_overhead_gib"] = sig((max(0.0, exposed_gap) + env.baseline_bytes) / GiB)

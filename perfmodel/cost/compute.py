@@ -74,3 +74,18 @@ def attention_efficiency(seq, max_eff, half_seq):
 def flash_attention_time(flops, seq, peak_flops, max_eff, half_seq):
     """Seconds for a fused attention kernel doing `flops` FLOPs at sequence length `seq`."""
     return np.asarray(flops, float) / (peak_flops * attention_efficiency(seq, max_eff, half_seq))
+
+
+def shared_core_speedup(busy, job_ranks, host_ranks: int, cores: int):
+    """How much faster a rank computes than its measured rate when fewer ranks compute at once (dimensionless).
+
+    Processor sharing (Kleinrock 1967; Linux CFS gives runnable threads equal shares of the cores): on a host of
+    C = `cores` cores running R = `host_ranks` single-threaded ranks, a rank's measured rate is r_1 min(1, C/R),
+    r_1 its rate on a core of its own. A job of n = min(`job_ranks`, R) ranks that keeps on average
+    k = n * `busy` of them computing (`busy`: mean over pipeline stages of their compute per micro-batch over
+    the slowest stage's; the others wait on it) runs each at r_1 min(1, C/k). The speed-up is
+    min(1, C/k) / min(1, C/R); 1 where every rank computes all the time and the job fills the host.
+    """
+    n = np.minimum(np.asarray(job_ranks, float), host_ranks)
+    k = np.maximum(n * np.asarray(busy, float), 1e-12)
+    return np.minimum(1.0, cores / k) / min(1.0, cores / host_ranks)

@@ -35,6 +35,7 @@ from ..models import ModelConfig, load_model
 from ..plan import Plan, default_stage_layers, resolve
 from ..result import CommTime, Estimate, MemoryBreakdown, OpTime, TimeBreakdown
 from . import comm as C
+from .compute import shared_core_speedup
 from .flops import model_flops_per_token, recompute_flops_per_token
 from .layouts import Layouts
 from .memory import (
@@ -62,9 +63,15 @@ from .ops import (
 from .pipeline import in_flight, pipeline_time, stage_layers
 
 COMPUTE_PARTS = {"gemm": "gemm", "attention": "attention", "memory": "memory_bound"}
+COMPUTE_PART_NAMES = ("gemm", "attention", "memory_bound", "recompute")
 STAGE_PARTS = ("gemm", "attention", "memory_bound", "recompute", "tp_comm", "cp_comm", "pp_comm", "zero3_comm")
 MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "other", "total")
 UNITS = ("layer", "embedding", "head")
+
+
+def unit_counts(model: ModelConfig) -> dict[str, int]:
+    """How many of each unit the whole model has."""
+    return {"layer": model.n_layers, "embedding": 1, "head": 1}
 
 
 @dataclass
@@ -165,6 +172,20 @@ def _stages(model: ModelConfig, lay: Layouts) -> Stages:
                   valid=np.stack([one > 0, pp > 2, pp > 1]))
 
 
+def _shared_host_speedup(model: ModelConfig, system: System, lay: Layouts, st: Stages, parts: dict) -> np.ndarray:
+    """cost.compute.shared_core_speedup for every plan (1 without system.shared_host): the pipeline keeps its
+    ranks computing for the mean stage's compute per micro-batch over the slowest stage's."""
+    host = system.shared_host
+    if host is None:
+        return np.ones(len(lay))
+    compute = {u: sum(parts[u][k] for k in COMPUTE_PART_NAMES) for u in UNITS}
+    per_stage = sum(compute[u] * st.count(u) for u in UNITS)
+    slowest = np.max(np.where(st.valid, per_stage, 0.0), axis=0)
+    mean = sum(compute[u] * n for u, n in unit_counts(model).items()) / lay.pp
+    busy = np.divide(mean, slowest, out=np.ones_like(slowest), where=slowest > 0)
+    return shared_core_speedup(np.minimum(busy, 1.0), lay.gpus, host.ranks, host.cores)
+
+
 def _pick(values: np.ndarray, kind: np.ndarray) -> np.ndarray:
     """values[kind[j], j] for every plan j."""
     return np.take_along_axis(np.broadcast_to(values, (values.shape[0], len(kind))), kind[None, :], 0)[0]
@@ -191,6 +212,7 @@ class Step:
     unit_time: dict  # seconds per micro-batch of one layer, the embedding, the head (compute + exposed comm)
     p2p: np.ndarray  # seconds per micro-batch of a stage's sends
     stage_time_max: np.ndarray  # seconds per micro-batch of the slowest stage
+    compute_speedup: np.ndarray  # cost.compute.shared_core_speedup applied to compute (1: no shared host)
 
     @property
     def step_time_s(self) -> np.ndarray:
@@ -304,6 +326,12 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     # Busy seconds per direction (compute, later + exposed comm): what ZeRO/DP collectives can hide behind.
     fwd = {u: sum(op.fwd_s for op in ops[u]) + none for u in UNITS}
     bwd = {u: sum(op.bwd_s + op.recompute_s(rc) for op in ops[u]) + none for u in UNITS}
+    st = _stages(model, lay)
+    speedup = _shared_host_speedup(model, system, lay, st, parts)
+    for u in UNITS:  # ranks sharing a host's cores compute faster while pipeline neighbours wait
+        for k in COMPUTE_PART_NAMES:
+            parts[u][k] = parts[u][k] / speedup
+        fwd[u], bwd[u] = fwd[u] / speedup, bwd[u] / speedup
     patterns: list[Pattern] = []
 
     def charge(p: Pattern, fwd_exposed=0.0, bwd_exposed=0.0):
@@ -372,13 +400,11 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
                             "pp_comm", pp > 1, tier=link))
 
     # --- stages ----------------------------------------------------------------------------------------------
-    st = _stages(model, lay)
     stage_part = {k: sum(parts[u][k] * st.count(u) for u in UNITS) for k in STAGE_PARTS}
     stage_part["pp_comm"] = stage_part["pp_comm"] + p2p
     per_mb = sum(stage_part.values())
     bottleneck = np.argmax(np.where(st.valid, per_mb, -np.inf), axis=0)
-    all_units = {"layer": model.n_layers, "embedding": 1, "head": 1}
-    t_mean = (sum(sum(parts[u].values()) * all_units[u] for u in UNITS) + pp * p2p) / pp
+    t_mean = (sum(sum(parts[u].values()) * n for u, n in unit_counts(model).items()) + pp * p2p) / pp
     t_max = _pick(per_mb, bottleneck)
     t_pipe = pipeline_time(m, t_max, t_mean, pp, v)
 
@@ -430,7 +456,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
                 memory=memory, bottleneck=bottleneck, memory_kind=mem_kind, capacity=system.accelerator.hbm_bytes,
                 model_flops=mflops, hardware_flops=hflops, peak_flops=system.accelerator.peak_flops(peak_dtype),
                 peak_dtype=peak_dtype, unit_time={u: sum(parts[u].values()) + none for u in UNITS}, p2p=p2p,
-                stage_time_max=t_max)
+                stage_time_max=t_max, compute_speedup=speedup + none)
 
 
 def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict) -> Estimate:
@@ -462,8 +488,10 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
     comms = [p.row(system, gpus, sizes[p.group], m if p.unit == "stage" else count[p.unit] * m, i, n)
              for p in step.patterns if on(p) and (p.unit == "stage" or count[p.unit])]
     comms += [p.row(system, gpus, sizes[p.group], 1, i, n) for p in step.step_patterns if on(p)]
-    ops = [OpTime(name=op.name, where=u, kind=op.kind, count=count[u], fwd_s=at(op.fwd_s), bwd_s=at(op.bwd_s),
-                  recompute_s=at(op.recompute_s(rc)), fwd_flops=at(op.fwd_flops), formula=op.formula)
+    fast = at(step.compute_speedup)  # op times at the rate of ranks sharing a host (1 elsewhere)
+    ops = [OpTime(name=op.name, where=u, kind=op.kind, count=count[u], fwd_s=at(op.fwd_s) / fast,
+                  bwd_s=at(op.bwd_s) / fast, recompute_s=at(op.recompute_s(rc)) / fast, fwd_flops=at(op.fwd_flops),
+                  formula=op.formula)
            for u in UNITS if count[u] for op in step.ops[u] if on(op)]
 
     step_s, cap = time_s.total, step.capacity
@@ -472,6 +500,11 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
     mflops, hflops, peak = step.model_flops, at(step.hardware_flops), step.peak_flops
     tokens = lay.tokens_per_step
     notes = [f"MFU/HFU against dense {step.peak_dtype} peak {peak / 1e12:.1f} TFLOP/s per device"]
+    if fast != 1.0:
+        host = system.shared_host
+        notes.append(f"{host.ranks} ranks share {host.cores} cores: while pipeline stages wait on the slowest, "
+                     f"the ranks computing run {fast:.2f}x their measured rate (cost.compute.shared_core_speedup); "
+                     "compute and op times above include it")
     if not fits:
         notes.append(f"does not fit: needs {membd.total / 2**30:.1f} GiB > {cap / 2**30:.1f} GiB "
                      f"on the {mem_stage} stage (short by {(membd.total - cap) / 2**30:.1f} GiB)")

@@ -12,13 +12,20 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 from ..errors import InputError
 from ..files import check_writable
 from ..launch import launch
-from ..measurement import Measurement, load_measurement, measurement_path
+from ..measurement import (
+    Measurement,
+    load_measurement,
+    measurement_path,
+    write_measurement,
+)
 from ..planfile import (
     PLACEMENT_AXES,
     PlanFile,
@@ -92,11 +99,20 @@ def check_runnable(pf: PlanFile, where: str, nproc: int, nnodes: int, device: st
                              "same placement for the shared weight")
 
 
+MEMORY_STEPS = 2  # CPU memory launch: the first step allocates gradients and optimizer state, the second is steady
+
+
 def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps: int = 8, warmup: int = 3,
-              seed: int = 0, outputs: list[Path] | None = None, rdzv: list[str] | None = None,
+              rounds: int = 1, seed: int = 0, outputs: list[Path] | None = None, rdzv: list[str] | None = None,
               timeout_s: float | None = None, log_dir: Path | None = None, data: Path | None = None,
               echo=None, pg_timeout_s: float = PG_TIMEOUT_S) -> list[Measurement]:
-    """Run every plan file in one torchrun launch; write and return one Measurement per plan."""
+    """Run every plan file in one torchrun launch, `rounds` times over (interleaved); write and return one
+    Measurement per plan.
+
+    On CPU, peak memory comes from a second, untimed launch of MEMORY_STEPS steps per plan with glibc set to
+    return freed blocks at once (launch.MALLOC_MEMORY), because that setting slows the steps it measures; the
+    timed launch runs with the allocator set for timing (launch.MALLOC_TIMING). On CUDA one launch does both.
+    """
     if importlib.util.find_spec("torch") is None:
         raise InputError("execute needs PyTorch: pip install 'perfmodel[torch]' (torch==2.13.0)")
     if not plan_paths:
@@ -105,6 +121,8 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
         raise InputError(f"--nproc = {nproc}; valid: a positive number of processes")
     if steps < 1 or not 0 <= warmup < steps:
         raise InputError(f"--steps {steps} --warmup {warmup}; valid: steps >= 1 and 0 <= warmup < steps")
+    if rounds < 1:
+        raise InputError(f"--rounds = {rounds}; valid: 1 or more")
     if data is not None and not Path(data).is_file():
         raise InputError(f"--data {str(data)!r} is not a file; valid: a local text file (read as bytes)")
     device = device_for(device)
@@ -119,14 +137,38 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
         if data is not None and pf.model.vocab < 256:
             raise InputError(f"--data: the byte tokenizer needs vocab >= 256; {pf.model.name} has {pf.model.vocab}")
         check_writable(out, "measurement output")
-    job = {"plans": [{"plan": str(p.resolve()), "output": str(o.resolve())} for p, o in zip(plan_paths, outputs)],
-           "steps": steps, "warmup": warmup, "seed": seed, "device": device, "pg_timeout_s": pg_timeout_s,
-           "data": str(Path(data).resolve()) if data else None}
+    limit = timeout_s or DEFAULT_TIMEOUT_S
+    deadline = time.monotonic() + limit
+    log_dir = Path(log_dir or outputs[0].parent)
     with tempfile.TemporaryDirectory(prefix="perfmodel-execute-") as tmp:
-        job_path = Path(tmp) / "job.json"
-        job_path.write_text(json.dumps(job))
-        log = Path(log_dir or outputs[0].parent) / "execute.log"
-        limit = timeout_s or DEFAULT_TIMEOUT_S
-        launch("perfmodel.execute.worker", [str(job_path)], nproc, device=device, log_path=log,
-               timeout_s=limit, rdzv=rdzv, echo=echo)
+        def run(name, outs, memory, **job):
+            job = {"plans": [{"plan": str(p.resolve()), "output": str(Path(o).resolve())}
+                             for p, o in zip(plan_paths, outs)], "seed": seed, "device": device,
+                   "pg_timeout_s": pg_timeout_s, "data": str(Path(data).resolve()) if data else None, **job}
+            job_path = Path(tmp) / f"{name}.json"
+            job_path.write_text(json.dumps(job))
+            launch("perfmodel.execute.worker", [str(job_path)], nproc, device=device, log_path=log_dir / f"{name}.log",
+                   timeout_s=max(1.0, deadline - time.monotonic()), rdzv=rdzv, echo=echo, measure_memory=memory,
+                   limit_s=limit)
+
+        if device != "cpu":
+            run("execute", outputs, False, steps=steps, warmup=warmup, rounds=rounds)
+            return [load_measurement(o) for o in outputs]
+        mem_outs = [Path(tmp) / f"memory-{i}.json" for i in range(len(plan_paths))]
+        time_outs = [Path(tmp) / f"time-{i}.json" for i in range(len(plan_paths))]
+        (echo or (lambda line: print(line, file=sys.stderr, flush=True)))(
+            f"peak memory first: {len(plan_paths)} plan(s), {min(MEMORY_STEPS, steps)} untimed steps each")
+        run("execute-memory", mem_outs, True, steps=min(MEMORY_STEPS, steps), warmup=0, rounds=1, memory_only=True)
+        run("execute", time_outs, False, steps=steps, warmup=warmup, rounds=rounds, memory_apart=True)
+        for mem_out, time_out, out in zip(mem_outs, time_outs, outputs):
+            write_measurement(with_memory_of(load_measurement(time_out), load_measurement(mem_out)), out)
     return [load_measurement(o) for o in outputs]
+
+
+def with_memory_of(timed: Measurement, memory: Measurement) -> Measurement:
+    """The timed launch's measurement with each rank's peak memory from the memory launch."""
+    peaks = {r.rank: r.peak_memory_bytes for r in memory.ranks}
+    ranks = [r.model_copy(update={"peak_memory_bytes": peaks[r.rank]}) for r in timed.ranks]
+    method = (f"{memory.memory_method}; in a separate untimed launch over {memory.steps} step(s), the step times "
+              "in a launch with the allocator set for timing (launch.MALLOC_TIMING)")
+    return timed.model_copy(update={"ranks": ranks, "memory_method": method})

@@ -1,7 +1,8 @@
 """The torchrun entry point: `python -m torch.distributed.run ... -m perfmodel.execute.worker JOB.json`.
 
 Runs every plan of the job in turn inside one launch (torch start-up costs seconds per launch), each on a fresh
-device mesh, and has rank 0 write each plan's measurement file atomically. A rank that fails prints one
+device mesh, `rounds` times over (round 1 runs every plan, then round 2 ...), and has rank 0 write each plan's
+measurement file atomically once its last round is done. A rank that fails prints one
 `[perfmodel] rank R failed: ...` line and exits non-zero; torchrun then stops the others (launch.py).
 """
 
@@ -11,6 +12,7 @@ import datetime
 import gc
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -29,7 +31,9 @@ def say(text: str) -> None:
     print(f"{PREFIX} {text}", flush=True)
 
 
-def run_plan(job: dict, entry: dict, device: torch.device) -> None:
+def run_plan(job: dict, entry: dict, device: torch.device) -> dict:
+    """Build, train and time one plan on this rank; returns what this rank measured (a RankRecord's fields,
+    the losses and notes)."""
     rank = dist.get_rank() if dist.is_initialized() else 0
     pf = load_plan_file(entry["plan"])
     memory = PeakMemory(device)
@@ -60,29 +64,49 @@ def run_plan(job: dict, entry: dict, device: torch.device) -> None:
     wall = time.perf_counter() - t_start
     del trainer
     gc.collect()
-    peak = memory.peak()
-    losses = torch.tensor(shares, dtype=torch.float64)
-    record = RankRecord(rank=rank, device=device_name(device), step_times_s=times, peak_memory_bytes=peak)
-    records = [None] * (dist.get_world_size() if dist.is_initialized() else 1)
+    return {"record": RankRecord(rank=rank, device=device_name(device), step_times_s=times,
+                                 peak_memory_bytes=memory.peak()).model_dump(),
+            "shares": shares, "notes": notes, "wall": wall}
+
+
+def gather(run: dict) -> tuple[list[dict], list[float]]:
+    """Every rank's record (on every rank) and the step losses (this rank's shares summed over ranks)."""
+    losses = torch.tensor(run["shares"], dtype=torch.float64)
+    records = [run["record"]]
     if dist.is_initialized():
+        records = [None] * dist.get_world_size()
         dist.all_reduce(losses)
-        dist.all_gather_object(records, record.model_dump())
-    else:
-        records = [record.model_dump()]
+        dist.all_gather_object(records, run["record"])
     for i, v in enumerate(losses.tolist()):
         check_finite(v, i)
-    if rank == 0:
-        m = Measurement(
-            plan_file=str(entry["plan"]), model=pf.model, hardware=pf.hardware, plan=pf.plan, mesh=pf.mesh,
-            stage_layers=pf.stage_layers, device_type=device.type, backend=dist.get_backend() if dist.is_initialized() else "none",
-            torch_version=torch.__version__, nproc=len(records), steps=job["steps"], warmup=job["warmup"],
-            dtype=("bf16" if pf.plan.precision == "bf16" else "fp16") + " autocast" if device.type == "cuda" else "fp32",
-            memory_method=METHOD[device.type], ranks=[RankRecord(**r) for r in records], losses=losses.tolist(),
-            notes=notes, wall_s=wall, created_at=datetime.datetime.now().isoformat(timespec="seconds"))
-        write_measurement(m, entry["output"])
-        say(f"{os.path.basename(entry['plan'])}: step {m.step_time_s * 1e3:.1f} ms (median of "
-            f"{job['steps'] - job['warmup']}), peak {m.peak_memory_bytes / 2**20:.1f} MiB, "
-            f"loss {m.losses[0]:.4f} -> {m.losses[-1]:.4f}")
+    return records, losses.tolist()
+
+
+def write(job: dict, entry: dict, device: torch.device, runs: list[tuple[list[dict], list[float], dict]]) -> None:
+    """Rank 0: one measurement from the plan's rounds (step times of every round; the first round's losses,
+    the largest peak)."""
+    pf = load_plan_file(entry["plan"])
+    (records, losses, first), rounds = runs[0], len(runs)
+    ranks = [RankRecord(rank=r["rank"], device=r["device"],
+                        step_times_s=[t for recs, _, _ in runs for t in recs[i]["step_times_s"]],
+                        peak_memory_bytes=max(recs[i]["peak_memory_bytes"] for recs, _, _ in runs))
+             for i, r in enumerate(records)]
+    m = Measurement(
+        plan_file=str(entry["plan"]), model=pf.model, hardware=pf.hardware, plan=pf.plan, mesh=pf.mesh,
+        stage_layers=pf.stage_layers, device_type=device.type,
+        backend=dist.get_backend() if dist.is_initialized() else "none", torch_version=torch.__version__,
+        nproc=len(records), steps=job["steps"], warmup=job["warmup"], rounds=rounds,
+        dtype=("bf16" if pf.plan.precision == "bf16" else "fp16") + " autocast" if device.type == "cuda" else "fp32",
+        memory_method=METHOD[device.type], ranks=ranks, losses=losses, notes=first["notes"], wall_s=first["wall"],
+        created_at=datetime.datetime.now().isoformat(timespec="seconds"))
+    write_measurement(m, entry["output"])
+    name, peak = os.path.basename(entry["plan"]), f"peak {m.peak_memory_bytes / 2**20:.1f} MiB"
+    if job.get("memory_only"):
+        say(f"{name}: {peak}")
+        return
+    say(f"{name}: step {m.step_time_s * 1e3:.1f} ms (median of {job['steps'] - job['warmup']}"
+        f"{f', lowest of {rounds} rounds' if rounds > 1 else ''}){'' if job.get('memory_apart') else ', ' + peak}, "
+        f"loss {m.losses[0]:.4f} -> {m.losses[-1]:.4f}")
 
 
 def main(argv: list[str]) -> int:
@@ -100,8 +124,21 @@ def main(argv: list[str]) -> int:
             dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
                                     timeout=datetime.timedelta(seconds=job["pg_timeout_s"]),
                                     device_id=device if device.type == "cuda" else None)
-        for entry in job["plans"]:
-            run_plan(job, entry, device)
+        runs = {i: [] for i in range(len(job["plans"]))}
+        for r in range(job.get("rounds", 1)):  # rounds interleave the plans: slow drifts of load hit them all
+            if r and rank == 0:
+                say(f"round {r + 1} of {job['rounds']}")
+            for i, entry in enumerate(job["plans"]):
+                run = run_plan(job, entry, device)
+                runs[i].append((*gather(run), run))
+                if rank == 0 and job.get("rounds", 1) > 1:
+                    slowest = [max(rec["step_times_s"][s] for rec in runs[i][-1][0])
+                               for s in range(job["warmup"], job["steps"])]
+                    say(f"{os.path.basename(entry['plan'])}: round {r + 1}: step "
+                        f"{statistics.median(slowest) * 1e3:.1f} ms")
+        if rank == 0:
+            for i, entry in enumerate(job["plans"]):
+                write(job, entry, device, runs[i])
         if dist.is_initialized():
             dist.barrier()
             dist.destroy_process_group()
