@@ -111,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--to", required=True, help="megatron | torchtitan | deepspeed")
 
     xe = sub.add_parser("execute", help="run plan files with torch.distributed (torchrun) and measure them")
-    xe.add_argument("plans", nargs="+", metavar="PLAN.json", help="plan files; all run in one launch")
+    xe.add_argument("plans", nargs="+", metavar="PLAN.json", help="plan files; all run in one timed launch (CPU: "
+                    "peak memory in a second, untimed one)")
     xe.add_argument("--nproc", type=integer("--nproc"), required=True, help="processes per node (GPUs or CPU ranks)")
     xe.add_argument("--device", default="auto", help="auto (cuda if present) | cpu | cuda")
     xe.add_argument("--steps", type=integer("--steps"), default=8, help="training steps per plan (default 8)")

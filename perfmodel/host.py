@@ -3,6 +3,7 @@ resident memory. One reader for the executor (measurement) and calibration (envi
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 from pathlib import Path
@@ -57,7 +58,8 @@ def cpu_stat() -> dict[str, int] | None:
         first = Path("/proc/stat").read_text().splitlines()[0].split()
     except (OSError, IndexError):
         return None
-    return dict(zip(CPU_STAT_FIELDS, map(int, first[1:1 + len(CPU_STAT_FIELDS)])))
+    values = dict(zip(CPU_STAT_FIELDS, map(int, first[1:1 + len(CPU_STAT_FIELDS)])))
+    return {k: values.get(k, 0) for k in CPU_STAT_FIELDS}  # old kernels list fewer kinds
 
 
 def cpu_shares(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, float] | None:
@@ -68,3 +70,17 @@ def cpu_shares(before: dict[str, int] | None, after: dict[str, int] | None) -> d
     delta = {k: after[k] - before[k] for k in CPU_STAT_FIELDS}
     total = sum(delta.values())
     return {k: v / total for k, v in delta.items()} if total > 0 else None
+
+
+def usable_cores() -> int:
+    """CPUs this process may run on: its affinity mask, capped by a cgroup v2 CPU quota (cpu.max) where one
+    is set (a container limited to 2 of 16 CPUs has 2); os.cpu_count() where there is no affinity call."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    cores = len(affinity(0)) if affinity else (os.cpu_count() or 1)
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return cores

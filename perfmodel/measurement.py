@@ -55,7 +55,7 @@ class Measurement(Schema):
     losses: list[float] = Field(description="mean training loss of every step of the first run (over all tokens "
                                             "of the step; every run starts from the same seed)")
     notes: list[str] = Field(default_factory=list, description="where the run departs from the plan, and why")
-    wall_s: float = Field(description="seconds from model build to the last step, on rank 0")
+    wall_s: float = Field(description="seconds from model build to the last step of the first round, on rank 0")
     created_at: str = ""
 
     @model_validator(mode="after")
@@ -83,6 +83,10 @@ class Measurement(Schema):
         """The job step times after each round's warm-up, all rounds pooled."""
         return [t for steps in self.round_steps() for t in steps]
 
+    def kept_round(self) -> list[float]:
+        """The timed steps of the round whose median is the step time (the fastest round)."""
+        return min(self.round_steps(), key=statistics.median)
+
     @property
     def step_time_s(self) -> float:
         """The plan's step time, seconds: the median job step after warm-up of each round, and of those the
@@ -90,7 +94,7 @@ class Measurement(Schema):
         that lasts a whole round, and is what the plan costs when it has the machine to itself (the reading
         Python's `timeit` documentation recommends for repeated timings: higher values come from other
         processes interfering, not from the code timed)."""
-        return min(statistics.median(steps) for steps in self.round_steps())
+        return statistics.median(self.kept_round())
 
     @property
     def peak_memory_bytes(self) -> float:

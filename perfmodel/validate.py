@@ -91,7 +91,7 @@ class ValidationRow(Schema):
     predicted_step_s: float
     measured_step_s: float = Field(description="job step time (slowest rank per step): the median after warm-up "
                                                "of each round, the lowest of those (Measurement.step_time_s)")
-    step_spread: float = Field(description="slowest / fastest job step after warm-up, over all rounds: how steady "
+    step_spread: float = Field(description="slowest / fastest job step after warm-up in the round kept: how steady "
                                            "the run was "
                                            "(1.2-1.5 on a quiet CPU machine; more: other load on the machine)")
     step_error_pct: float
@@ -190,7 +190,7 @@ def compare(name: str, kind: str, predicted_step_s: float, predicted_memory_byte
             m: Measurement) -> ValidationRow:
     """One row: a prediction (seconds, bytes) against a measurement (median step, peak of the most loaded rank)."""
     ms, mm = m.step_time_s, m.peak_memory_bytes
-    measured = m.timed_steps()
+    measured = m.kept_round()
     return ValidationRow(plan=name, kind=kind, layout=layout_label(m.plan), predicted_step_s=predicted_step_s,
                          measured_step_s=ms, step_spread=max(measured) / min(measured),
                          step_error_pct=error_pct(predicted_step_s, ms),
@@ -438,7 +438,7 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
 
     from .execute import run_plans
 
-    echo(f"running {len(paths)} plans in one launch on {nproc} {device} process{'es' if nproc > 1 else ''} "
+    echo(f"running {len(paths)} plans in one timed launch on {nproc} {device} process{'es' if nproc > 1 else ''} "
          f"({steps} steps each, {warmup} warm-up{f', {rounds} rounds' if rounds > 1 else ''})")
     measured = run_plans(paths, nproc, device=device, steps=steps, warmup=warmup, rounds=rounds, log_dir=out_dir,
                          timeout_s=timeout_s, echo=echo)

@@ -86,6 +86,11 @@ def test_estimate_shares_cores_between_pipeline_stages():
         assert getattr(est.time_s, part) == pytest.approx(getattr(alone.time_s, part) / s, rel=1e-9)
     assert est.time_s.pp_comm == pytest.approx(alone.time_s.pp_comm)  # sends are not compute
     assert est.time_s.optimizer == pytest.approx(alone.time_s.optimizer)  # every rank steps at once
-    assert any("share 2 cores" in n for n in est.notes)
+    assert any("sharing 2 cores" in n for n in est.notes)
     # every rank computing all the time: the measured rate, no note
     assert estimate(model, shared, dp4).time_s.gemm == pytest.approx(dp.time_s.gemm)
+    # a 2-rank job on the host measured with 4: a core per rank, optimizer step included (2x)
+    dp2 = Plan(gpus=2, dp=2, micro_batch=2, global_batch=8, seq_len=128)
+    one, two = estimate(model, cpu, dp2), estimate(model, shared, dp2)
+    assert two.time_s.gemm == pytest.approx(one.time_s.gemm / 2)
+    assert two.time_s.optimizer == pytest.approx(one.time_s.optimizer / 2)

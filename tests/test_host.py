@@ -28,3 +28,12 @@ def test_cpu_shares_by_hand():
     assert cpu_shares(None, after) is None and cpu_shares(before, before) is None
     now = cpu_stat()
     assert now is None or set(now) == set(CPU_STAT_FIELDS)
+
+
+def test_usable_cores_is_at_most_the_affinity_mask():
+    import os
+
+    from perfmodel.host import usable_cores
+
+    n = usable_cores()
+    assert 1 <= n <= (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())

@@ -27,7 +27,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..files import write_atomic
-from ..host import cpu_name, cpu_vendor, memory_total_bytes, rss_bytes
+from ..host import cpu_name, cpu_vendor, memory_total_bytes, rss_bytes, usable_cores
 from ..launch import PREFIX
 from ..models import ModelConfig, load_model
 from .raw import (
@@ -522,7 +522,7 @@ class Bench:
             device_type=self.device, device_name=device_name(self.device), vendor=vendor(self.device),
             host=socket.gethostname(), torch_version=torch.__version__, nproc=self.world,
             threads_per_rank=torch.get_num_threads() if self.device == "cpu" else None,
-            cores=len(os.sched_getaffinity(0)) if self.device == "cpu" else None,
+            cores=usable_cores() if self.device == "cpu" else None,
             dtype=DTYPE_NAMES[self.dtype],
             backend=dist.get_backend() if self.world > 1 else None, memory_total_bytes=memory_total(self.dev),
             baseline_bytes=max(b for _, b in everyone), started_at=started_at)

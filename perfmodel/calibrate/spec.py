@@ -225,7 +225,7 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
             data["shared_host"] = {
                 "ranks": env.nproc, "cores": env.cores,
                 "sources": {"ranks": f"ranks that ran the benchmarks at once; {prov}",
-                            "cores": f"os.sched_getaffinity of a rank: the CPUs the ranks shared; {prov}"}}
+                            "cores": f"host.usable_cores of a rank (affinity mask, cgroup quota): the CPUs the ranks shared; {prov}"}}
     else:
         exposed_gap = template.accelerator.hbm_bytes - env.memory_total_bytes
         data["memory_overhead_gib"] = sig((max(0.0, exposed_gap) + env.baseline_bytes) / GiB)

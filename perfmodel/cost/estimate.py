@@ -172,12 +172,16 @@ def _stages(model: ModelConfig, lay: Layouts) -> Stages:
                   valid=np.stack([one > 0, pp > 2, pp > 1]))
 
 
-def _shared_host_speedup(model: ModelConfig, system: System, lay: Layouts, st: Stages, parts: dict) -> np.ndarray:
-    """cost.compute.shared_core_speedup for every plan (1 without system.shared_host): the pipeline keeps its
-    ranks computing for the mean stage's compute per micro-batch over the slowest stage's."""
+def _shared_host_speedup(model: ModelConfig, system: System, lay: Layouts, st: Stages | None = None,
+                         parts: dict | None = None) -> np.ndarray:
+    """cost.compute.shared_core_speedup for every plan (1 without system.shared_host). With the stages' parts:
+    for their compute, the pipeline keeping its ranks computing for the mean stage's compute per micro-batch over
+    the slowest stage's; without: every rank of the job at work at once (the optimizer step)."""
     host = system.shared_host
     if host is None:
         return np.ones(len(lay))
+    if parts is None:
+        return shared_core_speedup(np.ones(len(lay)), lay.gpus, host.ranks, host.cores)
     compute = {u: sum(parts[u][k] for k in COMPUTE_PART_NAMES) for u in UNITS}
     per_stage = sum(compute[u] * st.count(u) for u in UNITS)
     slowest = np.max(np.where(st.valid, per_stage, 0.0), axis=0)
@@ -368,7 +372,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     s_kv = lay.micro_batch * lay.seq_len * 2 * model.kv_dim / t * ACT_BYTES
     one = cp_g.time("all_gather", s_kv)
     attn = [op for op in ops["layer"] if op.kind == "attention" or op.name.startswith("attn")]
-    a_f, a_b = sum(op.fwd_s for op in attn), sum(op.bwd_s for op in attn)
+    a_f, a_b = sum(op.fwd_s for op in attn) / speedup, sum(op.bwd_s for op in attn) / speedup
     again = np.isin(rc, ("full", "selective"))  # the recomputed attention needs K and V again
     exp_f = _with_overlap(one, np.maximum(0.0, one - a_f), f)
     exp_b = _with_overlap(2 * one, np.maximum(0.0, 2 * one - a_b), f)
@@ -438,7 +442,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
                                  "step", "dp_comm", on, tier=link))
     dp_exposed = sum(p.exposed for p in step_patterns)
     opt_params = p_stage / np.where(zero >= 1, shard, 1)
-    t_opt = dev.optimizer(opt_params * adam_step_bytes(gbytes))
+    t_opt = dev.optimizer(opt_params * adam_step_bytes(gbytes)) / _shared_host_speedup(model, system, lay)
 
     step = t_pipe + dp_exposed + t_opt
     time = {k: _pick(stage_part[k], bottleneck) * m for k in STAGE_PARTS}
@@ -502,9 +506,10 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
     notes = [f"MFU/HFU against dense {step.peak_dtype} peak {peak / 1e12:.1f} TFLOP/s per device"]
     if fast != 1.0:
         host = system.shared_host
-        notes.append(f"{host.ranks} ranks share {host.cores} cores: while pipeline stages wait on the slowest, "
-                     f"the ranks computing run {fast:.2f}x their measured rate (cost.compute.shared_core_speedup); "
-                     "compute and op times above include it")
+        notes.append(f"the spec's rates were measured with {host.ranks} ranks sharing {host.cores} cores; this job "
+                     f"keeps fewer of them computing at once ({plan.gpus} ranks, pipeline stages waiting on the "
+                     f"slowest), so they compute {fast:.2f}x faster (cost.compute.shared_core_speedup); compute, "
+                     "op and optimizer times above include it")
     if not fits:
         notes.append(f"does not fit: needs {membd.total / 2**30:.1f} GiB > {cap / 2**30:.1f} GiB "
                      f"on the {mem_stage} stage (short by {(membd.total - cap) / 2**30:.1f} GiB)")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..files import check_writable
-from ..launch import launch
+from ..launch import RunFailed, launch
 from ..measurement import (
     Measurement,
     load_measurement,
@@ -106,7 +106,7 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
               rounds: int = 1, seed: int = 0, outputs: list[Path] | None = None, rdzv: list[str] | None = None,
               timeout_s: float | None = None, log_dir: Path | None = None, data: Path | None = None,
               echo=None, pg_timeout_s: float = PG_TIMEOUT_S) -> list[Measurement]:
-    """Run every plan file in one torchrun launch, `rounds` times over (interleaved); write and return one
+    """Run every plan file in one timed torchrun launch, `rounds` times over (interleaved); write and return one
     Measurement per plan.
 
     On CPU, peak memory comes from a second, untimed launch of MEMORY_STEPS steps per plan with glibc set to
@@ -147,21 +147,30 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
                    "pg_timeout_s": pg_timeout_s, "data": str(Path(data).resolve()) if data else None, **job}
             job_path = Path(tmp) / f"{name}.json"
             job_path.write_text(json.dumps(job))
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RunFailed(f"the run passed its limit of {limit:g} s before its {name} launch")
             launch("perfmodel.execute.worker", [str(job_path)], nproc, device=device, log_path=log_dir / f"{name}.log",
-                   timeout_s=max(1.0, deadline - time.monotonic()), rdzv=rdzv, echo=echo, measure_memory=memory,
-                   limit_s=limit)
+                   timeout_s=left, rdzv=rdzv, echo=echo, measure_memory=memory, limit_s=limit)
 
         if device != "cpu":
             run("execute", outputs, False, steps=steps, warmup=warmup, rounds=rounds)
             return [load_measurement(o) for o in outputs]
-        mem_outs = [Path(tmp) / f"memory-{i}.json" for i in range(len(plan_paths))]
-        time_outs = [Path(tmp) / f"time-{i}.json" for i in range(len(plan_paths))]
+        # Beside the outputs, not in this process's temp directory: rank 0 writes them, and on several nodes it
+        # may run on another node (a shared file system) in each launch.
+        mem_outs = [o.with_name(f".{o.name}.memory.json") for o in outputs]
+        time_outs = [o.with_name(f".{o.name}.timed.json") for o in outputs]
         (echo or (lambda line: print(line, file=sys.stderr, flush=True)))(
             f"peak memory first: {len(plan_paths)} plan(s), {min(MEMORY_STEPS, steps)} untimed steps each")
-        run("execute-memory", mem_outs, True, steps=min(MEMORY_STEPS, steps), warmup=0, rounds=1, memory_only=True)
-        run("execute", time_outs, False, steps=steps, warmup=warmup, rounds=rounds, memory_apart=True)
-        for mem_out, time_out, out in zip(mem_outs, time_outs, outputs):
-            write_measurement(with_memory_of(load_measurement(time_out), load_measurement(mem_out)), out)
+        try:
+            run("execute-memory", mem_outs, True, steps=min(MEMORY_STEPS, steps), warmup=0, rounds=1,
+                memory_only=True)
+            run("execute", time_outs, False, steps=steps, warmup=warmup, rounds=rounds, memory_apart=True)
+            for mem_out, time_out, out in zip(mem_outs, time_outs, outputs):
+                write_measurement(with_memory_of(load_measurement(time_out), load_measurement(mem_out)), out)
+        finally:
+            for part in mem_outs + time_outs:
+                part.unlink(missing_ok=True)
     return [load_measurement(o) for o in outputs]
 
 

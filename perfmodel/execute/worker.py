@@ -1,8 +1,8 @@
 """The torchrun entry point: `python -m torch.distributed.run ... -m perfmodel.execute.worker JOB.json`.
 
 Runs every plan of the job in turn inside one launch (torch start-up costs seconds per launch), each on a fresh
-device mesh, `rounds` times over (round 1 runs every plan, then round 2 ...), and has rank 0 write each plan's
-measurement file atomically once its last round is done. A rank that fails prints one
+device mesh, `rounds` times over (round 1 runs every plan, then round 2 ...), and has rank 0 write every plan's
+measurement file atomically once the last round is done (a run that fails on the way writes none). A rank that fails prints one
 `[perfmodel] rank R failed: ...` line and exits non-zero; torchrun then stops the others (launch.py).
 """
 
