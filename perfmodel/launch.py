@@ -72,7 +72,8 @@ def _root_cause(log: str) -> str:
     failures = [(int(r), int(c)) for r, c in re.findall(r"rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", report, re.S)]
     # A rank killed by a signal is the cause; ranks that exited with an error were usually its peers,
     # whose collectives broke when it died.
-    failures.sort(key=lambda f: f[1] >= 0)
+    # SIGTERM is what torchrun sends the survivors once one rank has failed: it comes last.
+    failures.sort(key=lambda f: (f[1] == -signal.SIGTERM, f[1] >= 0))
     parts = []
     if failures:
         rank, code = failures[0]
