@@ -41,8 +41,9 @@ def torchrun_command(module: str, args: list[str], nproc: int, rdzv: list[str] |
 # Timing: the mmap and trim thresholds at the maxima glibc's own dynamic thresholds climb to once a loop has
 # freed its large blocks (DEFAULT_MMAP_THRESHOLD_MAX = 32 MiB on 64-bit; trim at twice the mmap threshold), so
 # freed tensors are reused from the heap, as torch's CUDA caching allocator reuses its blocks, from the first
-# plan of a launch on. Measured here: blocks >= 64 KiB returned to the OS at once made dp4 and fsdp4 steps
-# 1.4-1.9x slower (page faults and zeroing on every large allocation).
+# plan of a launch on. Measured on 2026-11-22 (2-vCPU sandbox, torch 2.13.0+cpu, 4 ranks, the cpu-smoke dp4
+# and fsdp4 plans, two runs each with and without it; issue 4's session-5 note): blocks >= 64 KiB returned to the
+# OS at once made the steps 1.4-2.0x slower (page faults and zeroing on every large allocation).
 # Memory: every block >= 64 KiB mapped and returned at once, so that resident memory follows the live tensors
 # (execute/memory.py); execute runs this in a separate, untimed launch.
 MALLOC_TIMING = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(64 << 20)}

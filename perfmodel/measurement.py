@@ -21,6 +21,12 @@ from .plan import Plan
 VERSION = 1
 
 
+def job_step_times(rank_step_times: list[list[float]]) -> list[float]:
+    """Per-step time of a job from every rank's step times: the slowest rank in each step (all ranks wait for it
+    at the next sync)."""
+    return [max(steps) for steps in zip(*rank_step_times)]
+
+
 class RankRecord(Schema):
     """What one rank measured."""
 
@@ -70,9 +76,8 @@ class Measurement(Schema):
         return self
 
     def step_times(self) -> list[float]:
-        """Per-step time of the job, every run one after another: the slowest rank in each step (all ranks wait
-        for it at the next sync)."""
-        return [max(r.step_times_s[i] for r in self.ranks) for i in range(self.steps * self.rounds)]
+        """Per-step time of the job (`job_step_times`), every round one after another."""
+        return job_step_times([r.step_times_s for r in self.ranks])
 
     def round_steps(self) -> list[list[float]]:
         """The job step times after warm-up, one list per round."""

@@ -63,7 +63,7 @@ from .ops import (
 from .pipeline import in_flight, pipeline_time, stage_layers
 
 COMPUTE_PARTS = {"gemm": "gemm", "attention": "attention", "memory": "memory_bound"}
-COMPUTE_PART_NAMES = ("gemm", "attention", "memory_bound", "recompute")
+COMPUTE_PART_NAMES = (*COMPUTE_PARTS.values(), "recompute")
 STAGE_PARTS = ("gemm", "attention", "memory_bound", "recompute", "tp_comm", "cp_comm", "pp_comm", "zero3_comm")
 MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "other", "total")
 UNITS = ("layer", "embedding", "head")
@@ -172,22 +172,23 @@ def _stages(model: ModelConfig, lay: Layouts) -> Stages:
                   valid=np.stack([one > 0, pp > 2, pp > 1]))
 
 
-def _shared_host_speedup(model: ModelConfig, system: System, lay: Layouts, st: Stages | None = None,
-                         parts: dict | None = None) -> np.ndarray:
-    """cost.compute.shared_core_speedup for every plan (1 without system.shared_host). With the stages' parts:
-    for their compute, the pipeline keeping its ranks computing for the mean stage's compute per micro-batch over
-    the slowest stage's; without: every rank of the job at work at once (the optimizer step)."""
-    host = system.shared_host
-    if host is None:
-        return np.ones(len(lay))
-    if parts is None:
-        return shared_core_speedup(np.ones(len(lay)), lay.gpus, host.ranks, host.cores)
+def _pipeline_busy(model: ModelConfig, lay: Layouts, st: Stages, parts: dict) -> np.ndarray:
+    """Fraction of its ranks a pipeline keeps computing: the mean stage's compute per micro-batch over the
+    slowest stage's (1 without pipelining)."""
     compute = {u: sum(parts[u][k] for k in COMPUTE_PART_NAMES) for u in UNITS}
     per_stage = sum(compute[u] * st.count(u) for u in UNITS)
     slowest = np.max(np.where(st.valid, per_stage, 0.0), axis=0)
     mean = sum(compute[u] * n for u, n in unit_counts(model).items()) / lay.pp
-    busy = np.divide(mean, slowest, out=np.ones_like(slowest), where=slowest > 0)
-    return shared_core_speedup(np.minimum(busy, 1.0), lay.gpus, host.ranks, host.cores)
+    return np.minimum(np.divide(mean, slowest, out=np.ones_like(slowest), where=slowest > 0), 1.0)
+
+
+def _shared_host_speedup(system: System, lay: Layouts, busy=1.0) -> np.ndarray:
+    """cost.compute.shared_core_speedup for every plan with `busy` of its ranks computing; 1 without
+    system.shared_host."""
+    host = system.shared_host
+    if host is None:
+        return np.ones(len(lay))
+    return shared_core_speedup(np.broadcast_to(busy, (len(lay),)), lay.gpus, host.ranks, host.cores)
 
 
 def _pick(values: np.ndarray, kind: np.ndarray) -> np.ndarray:
@@ -331,7 +332,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     fwd = {u: sum(op.fwd_s for op in ops[u]) + none for u in UNITS}
     bwd = {u: sum(op.bwd_s + op.recompute_s(rc) for op in ops[u]) + none for u in UNITS}
     st = _stages(model, lay)
-    speedup = _shared_host_speedup(model, system, lay, st, parts)
+    speedup = _shared_host_speedup(system, lay, _pipeline_busy(model, lay, st, parts))
     for u in UNITS:  # ranks sharing a host's cores compute faster while pipeline neighbours wait
         for k in COMPUTE_PART_NAMES:
             parts[u][k] = parts[u][k] / speedup
@@ -442,7 +443,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
                                  "step", "dp_comm", on, tier=link))
     dp_exposed = sum(p.exposed for p in step_patterns)
     opt_params = p_stage / np.where(zero >= 1, shard, 1)
-    t_opt = dev.optimizer(opt_params * adam_step_bytes(gbytes)) / _shared_host_speedup(model, system, lay)
+    t_opt = dev.optimizer(opt_params * adam_step_bytes(gbytes)) / _shared_host_speedup(system, lay)
 
     step = t_pipe + dp_exposed + t_opt
     time = {k: _pick(stage_part[k], bottleneck) * m for k in STAGE_PARTS}

@@ -141,20 +141,21 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
     deadline = time.monotonic() + limit
     log_dir = Path(log_dir or outputs[0].parent)
     with tempfile.TemporaryDirectory(prefix="perfmodel-execute-") as tmp:
-        def run(name, outs, memory, **job):
+        def run(name, outs, measures, **job):
             job = {"plans": [{"plan": str(p.resolve()), "output": str(Path(o).resolve())}
                              for p, o in zip(plan_paths, outs)], "seed": seed, "device": device,
-                   "pg_timeout_s": pg_timeout_s, "data": str(Path(data).resolve()) if data else None, **job}
+                   "pg_timeout_s": pg_timeout_s, "data": str(Path(data).resolve()) if data else None,
+                   "measures": measures, **job}
             job_path = Path(tmp) / f"{name}.json"
             job_path.write_text(json.dumps(job))
             left = deadline - time.monotonic()
             if left <= 0:
                 raise RunFailed(f"the run passed its limit of {limit:g} s before its {name} launch")
             launch("perfmodel.execute.worker", [str(job_path)], nproc, device=device, log_path=log_dir / f"{name}.log",
-                   timeout_s=left, rdzv=rdzv, echo=echo, measure_memory=memory, limit_s=limit)
+                   timeout_s=left, rdzv=rdzv, echo=echo, measure_memory=measures == "memory", limit_s=limit)
 
         if device != "cpu":
-            run("execute", outputs, False, steps=steps, warmup=warmup, rounds=rounds)
+            run("execute", outputs, "both", steps=steps, warmup=warmup, rounds=rounds)
             return [load_measurement(o) for o in outputs]
         # Beside the outputs, not in this process's temp directory: rank 0 writes them, and on several nodes it
         # may run on another node (a shared file system) in each launch.
@@ -163,9 +164,8 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
         (echo or (lambda line: print(line, file=sys.stderr, flush=True)))(
             f"peak memory first: {len(plan_paths)} plan(s), {min(MEMORY_STEPS, steps)} untimed steps each")
         try:
-            run("execute-memory", mem_outs, True, steps=min(MEMORY_STEPS, steps), warmup=0, rounds=1,
-                memory_only=True)
-            run("execute", time_outs, False, steps=steps, warmup=warmup, rounds=rounds, memory_apart=True)
+            run("execute-memory", mem_outs, "memory", steps=min(MEMORY_STEPS, steps), warmup=0, rounds=1)
+            run("execute", time_outs, "time", steps=steps, warmup=warmup, rounds=rounds)
             for mem_out, time_out, out in zip(mem_outs, time_outs, outputs):
                 write_measurement(with_memory_of(load_measurement(time_out), load_measurement(mem_out)), out)
         finally:

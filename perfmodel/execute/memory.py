@@ -21,12 +21,13 @@ from __future__ import annotations
 import torch
 
 from ..host import rss_bytes
+from ..launch import MALLOC_MEMORY
 
 METHOD = {
     "cuda": "torch.cuda.max_memory_allocated after reset_peak_memory_stats (set-up excluded)",
     "cpu": "resident-set high-water mark (VmHWM, reset via /proc/self/clear_refs at the first step) minus the "
            "larger of the resident size before the model was built and after it was freed; "
-           "MALLOC_MMAP_THRESHOLD_=65536",
+           + " ".join(f"{k}={v}" for k, v in MALLOC_MEMORY.items()),
 }
 
 

@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 from ..launch import PREFIX
-from ..measurement import Measurement, RankRecord, write_measurement
+from ..measurement import Measurement, RankRecord, job_step_times, write_measurement
 from ..planfile import load_plan_file
 from .data import Batches
 from .memory import METHOD, PeakMemory
@@ -101,11 +101,12 @@ def write(job: dict, entry: dict, device: torch.device, runs: list[tuple[list[di
         created_at=datetime.datetime.now().isoformat(timespec="seconds"))
     write_measurement(m, entry["output"])
     name, peak = os.path.basename(entry["plan"]), f"peak {m.peak_memory_bytes / 2**20:.1f} MiB"
-    if job.get("memory_only"):
+    purpose = job.get("measures", "both")  # "memory", "time" or "both" (execute.run_plans)
+    if purpose == "memory":
         say(f"{name}: {peak}")
         return
     say(f"{name}: step {m.step_time_s * 1e3:.1f} ms (median of {job['steps'] - job['warmup']}"
-        f"{f', lowest of {rounds} rounds' if rounds > 1 else ''}){'' if job.get('memory_apart') else ', ' + peak}, "
+        f"{f', lowest of {rounds} rounds' if rounds > 1 else ''}){', ' + peak if purpose == 'both' else ''}, "
         f"loss {m.losses[0]:.4f} -> {m.losses[-1]:.4f}")
 
 
@@ -132,8 +133,7 @@ def main(argv: list[str]) -> int:
                 run = run_plan(job, entry, device)
                 runs[i].append((*gather(run), run))
                 if rank == 0 and job.get("rounds", 1) > 1:
-                    slowest = [max(rec["step_times_s"][s] for rec in runs[i][-1][0])
-                               for s in range(job["warmup"], job["steps"])]
+                    slowest = job_step_times([rec["step_times_s"] for rec in runs[i][-1][0]])[job["warmup"]:]
                     say(f"{os.path.basename(entry['plan'])}: round {r + 1}: step "
                         f"{statistics.median(slowest) * 1e3:.1f} ms")
         if rank == 0:
