@@ -21,7 +21,14 @@ from .launch import RunFailed
 from .models import list_models, load_model
 from .plan import Plan
 from .planfile import load_plan_file, write_plan_file
-from .report import estimate_table, hardware_table, model_table, search_table
+from .plots.common import check_plot_path
+from .report import (
+    estimate_table,
+    hardware_table,
+    model_table,
+    search_table,
+    whatif_table,
+)
 
 # `perfmodel predict` with no flags: the question the tool exists for.
 EXAMPLE = ["--model", "llama-3-70b", "--hardware", "dgx-h100", "--gpus", "512", "--tp", "8", "--pp", "4",
@@ -83,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--grad-dtype", choices=["fp32", "bf16"], help="default fp32")
     pr.add_argument("--no-overlap-dp-comm", action="store_true", help="data-parallel collectives do not overlap compute")
     pr.add_argument("--format", choices=["table", "json"], default="table")
+    pr.add_argument("--plot", metavar="FILE.png", help="draw the time and memory breakdowns and the pipeline schedule")
 
     se = sub.add_parser("search", help="rank every layout of a job; write the best as a plan file",
                         description="Enumerate every valid layout (tp, pp, cp, dp, vpp, micro-batch, recompute, "
@@ -104,7 +112,25 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--top", type=integer("--top", 0), default=10, help="rows to show (0: every feasible plan)")
     se.add_argument("--format", choices=["table", "json", "csv"], default="table")
     se.add_argument("--output", metavar="FILE", help="write the best plan as a plan file, e.g. strategies/NAME.json")
-    se.add_argument("--plot", metavar="FILE.png", help="draw step time against GPUs and the Pareto front")
+    se.add_argument("--plot", metavar="FILE.png", help="draw step time against GPUs, the Pareto front, a tp x pp "
+                                                       "heat map and the best plans' time breakdown")
+
+    wi = sub.add_parser("whatif", help="one job's best plan and step time across hardware; which upgrade buys most",
+                        description="Search the job's best plan on each system (default: the whole catalogue) "
+                                    "and, with --upgrade SYSTEM, on that system with one resource multiplied by "
+                                    "--factor at a time (FLOP/s, HBM bandwidth, HBM capacity, scale-up domain size "
+                                    "and bandwidth, scale-out bandwidth).")
+    wi.add_argument("--model", required=True, help="preset name or path (as predict)")
+    wi.add_argument("--gpus", type=integer("--gpus"), required=True, help="devices (the same on every system)")
+    wi.add_argument("--global-batch", type=integer("--global-batch"), required=True, help="sequences per step")
+    wi.add_argument("--seq-len", type=integer("--seq-len"), required=True)
+    wi.add_argument("--hardware", help="systems to compare, comma-separated names or spec paths (default: all of "
+                                       "perfmodel hardware list)")
+    wi.add_argument("--precision", choices=["bf16", "fp16", "fp8", "fp4"], default="bf16")
+    wi.add_argument("--upgrade", metavar="SYSTEM", help="also try each single upgrade of this system")
+    wi.add_argument("--factor", type=float, default=2.0, help="upgrade factor (default 2)")
+    wi.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    wi.add_argument("--plot", metavar="FILE.png", help="draw the step time per system and the upgrades' speed-ups")
 
     ex = sub.add_parser("export", help="print a plan file as Megatron-LM arguments, a torchtitan or a DeepSpeed config")
     ex.add_argument("plan", help="plan file (JSON)")
@@ -124,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     xe.add_argument("--data", metavar="FILE", help="train on a local text file (byte tokens) instead of random tokens")
     xe.add_argument("--output", metavar="FILE", help="measurement file (one plan only; default PLAN.measured.json)")
     xe.add_argument("--timeout", type=seconds("--timeout"), default=None, help="wall-clock limit in seconds")
+    xe.add_argument("--plot", metavar="FILE.png", help="draw every measured step against the prediction")
     for flag in ("--nnodes", "--node-rank", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--master-addr",
                  "--master-port"):
         xe.add_argument(flag, help="passed to torchrun (multi-node)")
@@ -150,6 +177,18 @@ PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "cp", "vpp", "micro
 
 
 def _predict(a) -> str:
+    if a.plot:
+        check_plot_path(a.plot)
+    out = _predict_estimate(a)
+    if a.plot:
+        from .plots.estimate import estimate_figure
+
+        estimate_figure(out, a.plot)
+        print(f"wrote {a.plot}", file=sys.stderr)
+    return out.model_dump_json(indent=2) if a.format == "json" else estimate_table(out)
+
+
+def _predict_estimate(a):
     if a.plan:
         given = [f"--{k.replace('_', '-')}" for k in PLAN_FLAGS if getattr(a, k) not in (None, False)]
         if given:
@@ -161,7 +200,7 @@ def _predict(a) -> str:
         est = estimate(pf.model, pf.hardware, pf.plan)
         if a.save_plan:
             write_plan_file(pf, a.save_plan, "--save-plan")
-        return est.model_dump_json(indent=2) if a.format == "json" else estimate_table(est)
+        return est
     if a.save_plan:
         check_writable(a.save_plan, "--save-plan")
     missing = [f"--{k.replace('_', '-')}" for k in PREDICT_INPUTS if getattr(a, k) is None]
@@ -184,7 +223,7 @@ def _predict(a) -> str:
                              f"GiB on the {est.memory_stage} stage); plan files are meant to run")
         pf = plan_file(model, system, est.plan, created_by="perfmodel " + " ".join(sys.argv[1:]))
         write_plan_file(pf, a.save_plan, "--save-plan")
-    return est.model_dump_json(indent=2) if a.format == "json" else estimate_table(est)
+    return est
 
 
 def _space(only: list[str]):
@@ -217,11 +256,10 @@ def _space(only: list[str]):
 def _search(a) -> str:
     from .search.layouts import search
 
-    for path, what in ((a.output, "--output"), (a.plot, "--plot")):
-        if path:
-            check_writable(path, what)
-    if a.plot and not a.plot.lower().endswith(".png"):
-        raise InputError(f"--plot {a.plot!r}: the figure is a PNG; give a file name ending in .png")
+    if a.output:
+        check_writable(a.output, "--output")
+    if a.plot:
+        check_plot_path(a.plot)
     if a.output and not a.output.lower().endswith(".json"):
         raise InputError(f"--output {a.output!r}: plan files are JSON; give a file name ending in .json")
     result = search(load_model(a.model), load_hardware(a.hardware), a.gpus, a.global_batch, a.seq_len,
@@ -257,11 +295,40 @@ def _search(a) -> str:
     return out
 
 
+def _whatif(a) -> str:
+    from .whatif import across_systems, upgrades
+
+    if a.plot:
+        check_plot_path(a.plot)
+    if a.factor <= 0:
+        raise InputError(f"--factor {a.factor:g} must be > 0 (e.g. 2 for twice the resource)")
+    systems = [load_hardware(h.strip()) for h in a.hardware.split(",")] if a.hardware else None
+    base = load_hardware(a.upgrade) if a.upgrade else None
+    across = across_systems(a.model, systems, a.gpus, a.global_batch, a.seq_len, a.precision)
+    ups = upgrades(a.model, base, a.gpus, a.global_batch, a.seq_len, a.precision, a.factor) if base else None
+    if a.plot:
+        from .plots.whatif import whatif_figure
+
+        whatif_figure(across, a.plot, ups)
+        print(f"wrote {a.plot}", file=sys.stderr)
+    if a.format == "json":
+        return json.dumps({"across": [r.model_dump() for r in across.rows],
+                           "upgrades": [r.model_dump() for r in ups.rows] if ups else None}, indent=2)
+    if a.format == "csv":
+        tables = [across.table.assign(kind="system")] + ([ups.table.assign(kind="upgrade")] if ups else [])
+        import pandas as pd
+
+        return pd.concat(tables).to_csv(index=False).rstrip("\n")
+    return whatif_table(across, ups)
+
+
 def _execute(a) -> str:
     from .execute import run_plans
 
     rdzv = [f"{f}={getattr(a, f[2:].replace('-', '_'))}" for f in ("--nnodes", "--node-rank", "--rdzv-backend",
             "--rdzv-endpoint", "--rdzv-id", "--master-addr", "--master-port") if getattr(a, f[2:].replace("-", "_"))]
+    if a.plot:
+        check_plot_path(a.plot)
     if a.output and len(a.plans) > 1:
         raise InputError(f"--output names one file but {len(a.plans)} plans were given; valid: --output with one "
                          "plan, or none (each plan's measurement goes beside it)")
@@ -275,19 +342,28 @@ def _execute(a) -> str:
         rows.append(f"{path[-40:]:<40}{pred * 1e3:>10.1f}ms{m.step_time_s * 1e3:>10.1f}ms{err:>8}"
                     f"{m.peak_memory_bytes / 2**20:>10.1f} MiB  {m.losses[0]:.4f} -> {m.losses[-1]:.4f}")
         rows += [f"  note: {n}" for n in m.notes]
+    if a.plot:
+        from .plots.measurement import steps_figure
+
+        steps_figure({path: (m, load_plan_file(path).prediction.step_time_s) for path, m in zip(a.plans, ms)},
+                     a.plot)
+        rows.append(f"wrote {a.plot}")
     return "\n".join(rows)
 
 
 def run(argv: list[str]) -> str:
-    if argv == ["predict"]:
-        argv = ["predict", *EXAMPLE]
     a = build_parser().parse_args(argv)
+    if a.cmd == "predict" and not a.plan and all(getattr(a, k) in (None, False) for k in PLAN_FLAGS):
+        # no inputs: the built-in example, with the output flags given (--format, --plot, --save-plan)
+        a = build_parser().parse_args([*argv, *EXAMPLE])
     if a.cmd == "predict":
         return _predict(a)
     if a.cmd == "search":
         return _search(a)
     if a.cmd == "execute":
         return _execute(a)
+    if a.cmd == "whatif":
+        return _whatif(a)
     if a.cmd in COMMAND_MODULES:
         return importlib.import_module(COMMAND_MODULES[a.cmd]).run(a)
     if a.cmd == "export":

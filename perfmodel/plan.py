@@ -186,3 +186,18 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
     if tp == 1:
         p["sequence_parallel"] = False
     return Plan(**p)
+
+
+def layout_label(plan: Plan) -> str:
+    """Short layout: the parallel axes > 1, ZeRO, SP, recompute and batch split, e.g. 'pp2 dp2 vpp2 mb1x4'."""
+    parts = [f"{a}{getattr(plan, a)}" for a in ("pp", "dp", "cp", "tp") if (getattr(plan, a) or 1) > 1]
+    if plan.vpp > 1:
+        parts.append(f"vpp{plan.vpp}")
+    if plan.sequence_parallel:
+        parts.append("sp")
+    if plan.zero:
+        parts.append(f"z{plan.zero}")
+    if plan.recompute != "none":
+        parts.append(f"rc-{plan.recompute[:3]}")
+    parts.append(f"mb{plan.micro_batch}x{plan.num_microbatches}")
+    return " ".join(parts or ["1"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pandas as pd
+
 from .hardware import System
 from .models import ModelConfig
 from .result import Estimate
@@ -141,4 +143,31 @@ def search_table(result, rows, top: int = 0) -> str:
                   + (f", fastest {top} per GPU count:" if top else ":"),
                   fmt(front.groupby("gpus", group_keys=False).head(top) if top else front)]
     lines += [f"note: {n}" for n in result.notes]
+    return "\n".join(lines)
+
+
+def whatif_table(across, ups=None) -> str:
+    """The what-if rows (perfmodel.whatif): per system, then per upgrade, with the step's bound shares."""
+    def fmt(w, first: str) -> str:
+        df = w.table
+        out = pd.DataFrame({first: df["system"], "best layout": df["layout"].fillna("-")})
+        num = lambda col, f: df[col].map(lambda x: "-" if x is None or x != x else f(x))  # noqa: E731
+        out["step s"] = num("step_time_s", lambda x: f"{x:.3f}")
+        if first == "upgrade":
+            out["speed-up"] = num("speedup", lambda x: f"{x:.2f}x")
+        out["tokens/s"] = num("tokens_per_s", lambda x: f"{x:,.0f}")
+        out["MFU"] = num("mfu", _pct)
+        out["mem GiB"] = num("memory_gib", lambda x: f"{x:.1f}")
+        for k in ("compute", "memory", "network", "bubble"):
+            out[k] = num(f"{k}_share", _pct)
+        lines = [out.to_string(index=False)]
+        lines += [f"  {r.system}: {r.note}" for r in w.rows if r.note]
+        return "\n".join(lines)
+
+    head = (f"{across.model}: {across.gpus} devices, global batch {across.global_batch} x {across.seq_len} tokens, "
+            f"{across.precision}; each system's best plan (searched); shares of the step: compute-bound kernels, "
+            "memory-bound kernels and the optimizer, exposed communication, pipeline bubble")
+    lines = [head, "", fmt(across, "system")]
+    if ups is not None:
+        lines += ["", f"single upgrades of {ups.rows[0].system} (x factor, each re-searched):", fmt(ups, "upgrade")]
     return "\n".join(lines)

@@ -43,6 +43,23 @@ class TimeBreakdown(Schema):
     total: float
 
 
+class StageTime(Schema):
+    """One pipeline stage, per micro-batch over all its chunks: what the schedule's blocks take.
+
+    Forward and backward include the communication they expose and half the stage's sends each; backward
+    excludes the recomputed forward, which is `recompute_s`. fwd + recompute + bwd of the bottleneck stage,
+    times the micro-batches, is the step's compute and stage-communication parts (`TimeBreakdown`).
+    """
+
+    stage: int
+    layers: int
+    embedding: bool
+    head: bool
+    fwd_s: float
+    recompute_s: float
+    bwd_s: float
+
+
 class OpTime(Schema):
     """One operator on the slowest stage, per micro-batch."""
 
@@ -97,6 +114,8 @@ class Estimate(Schema):
     num_microbatches: int
     stage_layers: list[int] = Field(description="layers on each pipeline stage, first to last")
     bottleneck_stage: str
+    stages: list[StageTime] = Field(description="every pipeline stage's seconds per micro-batch (the pipeline "
+                                                "timeline's blocks: cost.pipeline.schedule_blocks)")
     ops: list[OpTime]
     comms: list[CommTime]
     plan: Plan

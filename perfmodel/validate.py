@@ -32,7 +32,7 @@ from .files import check_writable, write_atomic
 from .hardware import System, list_systems, load_hardware
 from .measurement import Measurement
 from .models import ModelConfig
-from .plan import Plan
+from .plan import Plan, layout_label
 from .sweeps import SWEEPS, Targets, get_sweep
 
 GiB = 2**30
@@ -169,21 +169,6 @@ class ValidationResult(Schema):
             if path:
                 lines.append(f"wrote {label}: {path}")
         return "\n".join(lines)
-
-
-def layout_label(plan: Plan) -> str:
-    """Short layout: the parallel axes > 1, ZeRO, SP, recompute and batch split, e.g. 'pp2 dp2 vpp2 mb1x4'."""
-    parts = [f"{a}{getattr(plan, a)}" for a in ("pp", "dp", "cp", "tp") if (getattr(plan, a) or 1) > 1]
-    if plan.vpp > 1:
-        parts.append(f"vpp{plan.vpp}")
-    if plan.sequence_parallel:
-        parts.append("sp")
-    if plan.zero:
-        parts.append(f"z{plan.zero}")
-    if plan.recompute != "none":
-        parts.append(f"rc-{plan.recompute[:3]}")
-    parts.append(f"mb{plan.micro_batch}x{plan.num_microbatches}")
-    return " ".join(parts or ["1"])
 
 
 def compare(name: str, kind: str, predicted_step_s: float, predicted_memory_bytes: float,

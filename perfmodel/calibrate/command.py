@@ -28,16 +28,26 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--name", help="name of the written system (default cpu-HOST-Np, or BASE-calibrated)")
     p.add_argument("--quick", action="store_true", help="fewer shapes, sizes and repeats (CI)")
     p.add_argument("--output", required=True, help="spec file to write (.yaml); the raw file goes beside it")
+    p.add_argument("--plot", metavar="FILE.png", help="draw every microbenchmark against the fitted prediction")
     return p
 
 
 def run(args: argparse.Namespace) -> str:
     """Calibrate as the flags say; the text to print (fitted parameters, then fit residuals)."""
+    from ..plots.common import check_plot_path
     from . import run_calibration
 
+    if args.plot:
+        check_plot_path(args.plot)  # before minutes of benchmarks
     echo = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     system, raw = run_calibration(args.device, args.nproc, args.output, args.base, args.quick, args.name, echo)
-    return report(system, raw)
+    out = report(system, raw)
+    if args.plot:
+        from ..plots.calibration import calibration_figure
+
+        calibration_figure(raw, args.plot)
+        out += f"\nwrote {args.plot}"
+    return out
 
 
 def parameter_table(system: System, raw: RawFile) -> pd.DataFrame:

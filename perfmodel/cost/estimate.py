@@ -33,7 +33,14 @@ from ..errors import InputError
 from ..hardware import System, load_hardware
 from ..models import ModelConfig, load_model
 from ..plan import Plan, default_stage_layers, resolve
-from ..result import CommTime, Estimate, MemoryBreakdown, OpTime, TimeBreakdown
+from ..result import (
+    CommTime,
+    Estimate,
+    MemoryBreakdown,
+    OpTime,
+    StageTime,
+    TimeBreakdown,
+)
 from . import comm as C
 from .compute import shared_core_speedup
 from .flops import model_flops_per_token, recompute_flops_per_token
@@ -215,6 +222,8 @@ class Step:
     peak_flops: float
     peak_dtype: str
     unit_time: dict  # seconds per micro-batch of one layer, the embedding, the head (compute + exposed comm)
+    unit_fwd: dict  # ... of which forward (compute + exposed comm)
+    unit_recompute: dict  # ... of which recomputed forward (backward = unit_time - unit_fwd - unit_recompute)
     p2p: np.ndarray  # seconds per micro-batch of a stage's sends
     stage_time_max: np.ndarray  # seconds per micro-batch of the slowest stage
     compute_speedup: np.ndarray  # cost.compute.shared_core_speedup applied to compute (1: no shared host)
@@ -460,7 +469,9 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     return Step(lay=lay, stages=st, ops=ops, patterns=patterns, step_patterns=step_patterns, time=time,
                 memory=memory, bottleneck=bottleneck, memory_kind=mem_kind, capacity=system.accelerator.hbm_bytes,
                 model_flops=mflops, hardware_flops=hflops, peak_flops=system.accelerator.peak_flops(peak_dtype),
-                peak_dtype=peak_dtype, unit_time={u: sum(parts[u].values()) + none for u in UNITS}, p2p=p2p,
+                peak_dtype=peak_dtype, unit_time={u: sum(parts[u].values()) + none for u in UNITS},
+                unit_fwd={u: fwd[u] + none for u in UNITS}, unit_recompute={u: parts[u]["recompute"] + none for u in UNITS},
+                p2p=p2p,
                 stage_time_max=t_max, compute_speedup=speedup + none)
 
 
@@ -473,6 +484,23 @@ def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict
         raise InputError(f"plan must be a perfmodel.Plan (or a dict of its fields), got {type(plan).__name__}")
     plan = resolve(plan, model, system)
     return report_plan(model, system, evaluate(model, system, Layouts.from_plan(plan)), 0)
+
+
+def stage_times(step: Step, i: int, split: list[int]) -> list[StageTime]:
+    """Plan i's seconds per micro-batch on each stage of `split` (layers per stage): the units it holds (the
+    first has the embedding, the last the head) at their forward / recompute / backward times, plus its sends
+    (half with the forward, half with the backward)."""
+    n, pp = len(step.lay), len(split)
+    at = lambda x: float(_item(x, i, n))
+    out = []
+    for r, layers in enumerate(split):
+        count = {"layer": layers, "embedding": int(r == 0), "head": int(r == pp - 1)}
+        total = sum(at(step.unit_time[u]) * k for u, k in count.items()) + at(step.p2p)
+        fwd = sum(at(step.unit_fwd[u]) * k for u, k in count.items()) + at(step.p2p) / 2
+        rec = sum(at(step.unit_recompute[u]) * k for u, k in count.items())
+        out.append(StageTime(stage=r, layers=layers, embedding=r == 0, head=r == pp - 1, fwd_s=fwd,
+                             recompute_s=rec, bwd_s=total - fwd - rec))
+    return out
 
 
 def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estimate:
@@ -502,6 +530,7 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
     step_s, cap = time_s.total, step.capacity
     fits = membd.total <= cap
     mem_stage, bottleneck = st.name(k_mem, pp, explicit), st.name(b, pp, explicit)
+    split = plan.stage_layers or default_stage_layers(model.n_layers, pp)
     mflops, hflops, peak = step.model_flops, at(step.hardware_flops), step.peak_flops
     tokens = lay.tokens_per_step
     notes = [f"MFU/HFU against dense {step.peak_dtype} peak {peak / 1e12:.1f} TFLOP/s per device"]
@@ -528,6 +557,6 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
         fits_in_memory=fits, memory_capacity_bytes=cap, memory_shortfall_bytes=max(0.0, membd.total - cap),
         memory_stage=mem_stage, memory_bytes=membd, time_s=time_s,
         model_flops_per_step=mflops, hardware_flops_per_step=hflops, num_microbatches=m,
-        stage_layers=plan.stage_layers or default_stage_layers(model.n_layers, pp), bottleneck_stage=bottleneck,
+        stage_layers=split, bottleneck_stage=bottleneck, stages=stage_times(step, i, split),
         ops=ops, comms=comms, plan=plan, notes=notes,
     )

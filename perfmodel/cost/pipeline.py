@@ -41,3 +41,80 @@ def pipeline_time(m, t_max, t_mean, pp: int, vpp: int):
 def bubble_fraction(m, pp: int, vpp: int):
     """Idle fraction of ideal compute for equal stages: (pp - 1) / (vpp * m)."""
     return (pp - 1) / (vpp * np.asarray(m, float))
+
+
+def schedule_order(schedule: str, pp: int, vpp: int, m: int, rank: int) -> list[tuple[str, int, int]]:
+    """The (direction "F" | "B", micro-batch, chunk) blocks pipeline rank `rank` runs, in its order.
+
+    GPipe: every forward, then every backward (Huang et al. 2019). 1F1B: pp - rank - 1 warm-up forwards, then
+    one forward / one backward, then the remaining backwards (Narayanan et al. 2021, Sec. 2.2, PipeDream-Flush).
+    Interleaved 1F1B: Megatron-LM's order (Narayanan et al. 2021, Sec. 2.2; megatron/core/pipeline_parallel/
+    schedules.py): 2 (pp - rank - 1) + (vpp - 1) pp warm-up forwards over m vpp virtual micro-batches, where
+    forward k is micro-batch (k // (pp vpp)) pp + k % pp of chunk (k // pp) % vpp and backward k runs the
+    chunks in reverse; m must be a multiple of pp (plan.resolve checks).
+    """
+    if schedule == "gpipe":
+        return [("F", i, 0) for i in range(m)] + [("B", i, 0) for i in range(m)]
+    total = m * vpp
+    if schedule == "interleaved":
+        warm = min(2 * (pp - rank - 1) + (vpp - 1) * pp, total)
+        mb = lambda k: (k // (pp * vpp)) * pp + k % pp
+        fwd = lambda k: ("F", mb(k), (k // pp) % vpp)
+        bwd = lambda k: ("B", mb(k), vpp - 1 - (k // pp) % vpp)
+    else:
+        warm = min(pp - rank - 1, total)
+        fwd, bwd = (lambda k: ("F", k, 0)), (lambda k: ("B", k, 0))
+    steady = [b for i in range(total - warm) for b in (fwd(warm + i), bwd(i))]
+    return [fwd(k) for k in range(warm)] + steady + [bwd(k) for k in range(total - warm, total)]
+
+
+def _dependency(block: tuple[str, int, int], rank: int, pp: int, vpp: int):
+    """(rank, block) that must finish before `block` on `rank` starts, or None: a forward waits for the
+    previous stage's forward of the same micro-batch (chunk c on rank 0 for chunk c - 1 on the last rank);
+    a backward for the next stage's backward (the last chunk's on the last rank for its own forward)."""
+    d, i, c = block
+    if d == "F":
+        if rank > 0:
+            return rank - 1, ("F", i, c)
+        return (pp - 1, ("F", i, c - 1)) if c > 0 else None
+    if rank < pp - 1:
+        return rank + 1, ("B", i, c)
+    return (0, ("B", i, c + 1)) if c < vpp - 1 else (rank, ("F", i, c))
+
+
+def schedule_blocks(schedule: str, pp: int, vpp: int, m: int, fwd_s, bwd_s, recompute_s=None):
+    """Timeline of one step's pipeline: a DataFrame of blocks (stage, micro_batch, chunk, kind, start_s, end_s).
+
+    fwd_s[r], recompute_s[r], bwd_s[r]: seconds per micro-batch of stage r over all its chunks (each chunk
+    takes 1/vpp of them). Each rank runs `schedule_order`; a block starts when its rank is free and its
+    `_dependency` has finished (sends cost nothing here: they are inside the stage times). A recomputed
+    forward runs right before its backward. For equal stages the makespan is `pipeline_time`:
+    (m + pp - 1) t for GPipe and 1F1B, m t + (pp - 1) t / vpp for interleaved 1F1B.
+    """
+    import pandas as pd
+
+    rec = [0.0] * pp if recompute_s is None else list(recompute_s)
+    orders = [schedule_order(schedule, pp, vpp, m, r) for r in range(pp)]
+    done: dict[tuple[int, tuple], float] = {}
+    nxt, free, rows = [0] * pp, [0.0] * pp, []
+    while any(nxt[r] < len(orders[r]) for r in range(pp)):
+        progressed = False
+        for r in range(pp):
+            while nxt[r] < len(orders[r]):
+                block = orders[r][nxt[r]]
+                dep = _dependency(block, r, pp, vpp)
+                if dep is not None and dep not in done:
+                    break
+                t = max(free[r], done[dep] if dep is not None else 0.0)
+                d, i, c = block
+                parts = [("forward", fwd_s[r])] if d == "F" else [("recompute", rec[r]), ("backward", bwd_s[r])]
+                for kind, seconds in parts:
+                    if seconds > 0:
+                        rows.append((r, i, c, kind, t, t + seconds / vpp))
+                        t += seconds / vpp
+                done[(r, block)], free[r] = t, t
+                nxt[r] += 1
+                progressed = True
+        if not progressed:
+            raise RuntimeError(f"{schedule} schedule with pp={pp}, vpp={vpp}, m={m} deadlocks")  # a bug, not input
+    return pd.DataFrame(rows, columns=["stage", "micro_batch", "chunk", "kind", "start_s", "end_s"])

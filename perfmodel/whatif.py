@@ -1,0 +1,165 @@
+"""Hardware what-if: one job's best plan and step time on several systems, and which single upgrade of one
+system (FLOP/s, HBM bandwidth or capacity, scale-up domain size or bandwidth, scale-out bandwidth) buys most.
+
+Every system is searched afresh (`search.layouts.search`): a faster network or more memory changes the best
+layout, and comparing hardware at a fixed layout would understate what it buys.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from pydantic import Field
+
+from .cost.estimate import estimate
+from .errors import InputError, Schema
+from .hardware import System, list_systems, load_hardware
+from .models import ModelConfig, load_model
+from .plan import layout_label
+from .result import Estimate, TimeBreakdown
+
+# TimeBreakdown parts grouped by what bounds them: the roofline's two sides, the network, idle stages.
+BOUND = {
+    "compute": ("gemm", "attention", "recompute"),
+    "memory": ("memory_bound", "optimizer"),
+    "network": ("tp_comm", "cp_comm", "pp_comm", "dp_comm", "zero3_comm"),
+    "bubble": ("bubble",),
+}
+
+
+def bound_shares(t: TimeBreakdown) -> dict[str, float]:
+    """Share of the step (0..1) that compute-bound kernels, memory-bound kernels, exposed communication and
+    the pipeline bubble take; they sum to 1. Recompute counts as compute (its GEMMs dominate)."""
+    return {k: sum(getattr(t, p) for p in parts) / t.total for k, parts in BOUND.items()}
+
+
+class WhatIfRow(Schema):
+    """One system (or one upgraded variant) with the best plan the search found for the job."""
+
+    system: str
+    accelerator: str
+    gpus: int
+    layout: str | None = Field(description="best plan's layout (plan.layout_label); null: no plan fits")
+    step_time_s: float | None
+    tokens_per_s: float | None
+    mfu: float | None
+    memory_gib: float | None
+    compute_share: float | None
+    memory_share: float | None
+    network_share: float | None
+    bubble_share: float | None
+    speedup: float | None = Field(None, description="upgrades: baseline step time / this step time")
+    note: str = ""
+
+
+class WhatIf(Schema):
+    """Rows in the order asked for; `estimates` holds each row's best plan (where one fits)."""
+
+    model: str
+    gpus: int
+    global_batch: int
+    seq_len: int
+    precision: str
+    rows: list[WhatIfRow]
+    estimates: dict[str, Estimate]
+
+    @property
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame([r.model_dump() for r in self.rows])
+
+
+def _best(model: ModelConfig, system: System, gpus: int, global_batch: int, seq_len: int, precision: str,
+          label: str) -> tuple[WhatIfRow, Estimate | None]:
+    from .search.layouts import search
+
+    base = dict(system=label, accelerator=system.accelerator.name, gpus=gpus)
+    empty = dict(layout=None, step_time_s=None, tokens_per_s=None, mfu=None, memory_gib=None, compute_share=None,
+                 memory_share=None, network_share=None, bubble_share=None)
+    try:
+        result = search(model, system, gpus, global_batch, seq_len, precision=precision)
+    except InputError as err:  # e.g. more devices than the system has, or a precision it lacks
+        return WhatIfRow(**base, **empty, note=str(err)), None
+    if result.feasible == 0:
+        return WhatIfRow(**base, **empty, note=f"no layout fits in {system.accelerator.hbm_capacity_gib:g} GiB"), None
+    e = estimate(model, system, result.plan(0))
+    shares = bound_shares(e.time_s)
+    return WhatIfRow(**base, layout=layout_label(e.plan), step_time_s=e.step_time_s, tokens_per_s=e.tokens_per_s,
+                     mfu=e.mfu, memory_gib=e.memory_bytes.total / 2**30,
+                     **{f"{k}_share": v for k, v in shares.items()}), e
+
+
+def across_systems(model: ModelConfig | str, systems: list[str | System] | None, gpus: int, global_batch: int,
+                   seq_len: int, precision: str = "bf16") -> WhatIf:
+    """The job's best plan on each system (default: the whole catalogue), in the order given."""
+    model = load_model(model)
+    specs = [load_hardware(s) for s in (systems or list_systems())]
+    rows, ests = [], {}
+    for s in specs:
+        row, e = _best(model, s, gpus, global_batch, seq_len, precision, s.name)
+        rows.append(row)
+        if e is not None:
+            ests[s.name] = e
+    return WhatIf(model=model.name, gpus=gpus, global_batch=global_batch, seq_len=seq_len, precision=precision,
+                  rows=rows, estimates=ests)
+
+
+def upgraded(system: System, upgrade: str, factor: float) -> System:
+    """`system` with one resource multiplied by `factor` (a hypothetical part; sources say so).
+
+    flops: every dtype's peak; hbm_bandwidth; hbm_capacity; scale_up_size: the innermost tier's domain size
+    (rounded to a whole number of devices; outer tiers' sizes grow to stay multiples); scale_up_bandwidth: the
+    innermost tier's bandwidth; scale_out_bandwidth: the outermost tier's bandwidth.
+    """
+    if factor <= 0:
+        raise InputError(f"factor = {factor} must be > 0")
+    d = system.model_dump()
+    acc, tiers = d["accelerator"], d["tiers"]
+    note = f"hypothetical: {upgrade} x {factor:g} of {system.name}"
+    if upgrade == "flops":
+        acc["peak_tflops"] = {k: v * factor for k, v in acc["peak_tflops"].items()}
+    elif upgrade == "hbm_bandwidth":
+        acc["hbm_bandwidth_tbps"] *= factor
+    elif upgrade == "hbm_capacity":
+        acc["hbm_capacity_gib"] *= factor
+    elif upgrade in ("scale_up_size", "scale_up_bandwidth", "scale_out_bandwidth"):
+        if len(tiers) < 2:
+            raise InputError(f"upgrade {upgrade}: {system.name} has one network tier ({tiers[0]['name']}); valid "
+                             f"upgrades: {', '.join(u for u in UPGRADES if not u.startswith('scale'))}")
+        if upgrade == "scale_up_size":
+            size = max(1, round(tiers[0]["domain_size"] * factor))
+            tiers[0]["domain_size"] = size
+            for t in tiers[1:]:
+                if t["domain_size"] is not None:
+                    t["domain_size"] = math.ceil(t["domain_size"] / size) * size
+        else:
+            tiers[0 if upgrade == "scale_up_bandwidth" else -1]["bandwidth_gbps"] *= factor
+    else:
+        raise InputError(f"upgrade = {upgrade!r} is not known; valid: {', '.join(UPGRADES)}")
+    d["name"], d["description"] = f"{system.name} {upgrade} x{factor:g}", note
+    d["sources"] = dict(d.get("sources") or {}, whatif=note)
+    return System.model_validate(d)
+
+
+UPGRADES = ("flops", "hbm_bandwidth", "hbm_capacity", "scale_up_size", "scale_up_bandwidth", "scale_out_bandwidth")
+
+
+def upgrades(model: ModelConfig | str, system: System | str, gpus: int, global_batch: int, seq_len: int,
+             precision: str = "bf16", factor: float = 2.0) -> WhatIf:
+    """The job on `system` and on each single-resource upgrade of it (`upgraded`), each with its own best plan;
+    `speedup` is the baseline's step time over the upgrade's."""
+    model, system = load_model(model), load_hardware(system)
+    names = ["baseline"] + [u for u in UPGRADES if len(system.tiers) > 1 or not u.startswith("scale")]
+    rows, ests = [], {}
+    for name in names:
+        spec = system if name == "baseline" else upgraded(system, name, factor)
+        row, e = _best(model, spec, gpus, global_batch, seq_len, precision,
+                       system.name if name == "baseline" else f"{name} x{factor:g}")
+        rows.append(row)
+        if e is not None:
+            ests[row.system] = e
+    base = rows[0].step_time_s
+    for r in rows:
+        r.speedup = base / r.step_time_s if base and r.step_time_s else None
+    return WhatIf(model=model.name, gpus=gpus, global_batch=global_batch, seq_len=seq_len, precision=precision,
+                  rows=rows, estimates=ests)
