@@ -20,7 +20,7 @@ from perfmodel.errors import InputError  # noqa: E402
 from perfmodel.execute import run_plans  # noqa: E402
 from perfmodel.hardware import load_hardware  # noqa: E402
 from perfmodel.launch import RunFailed  # noqa: E402
-from perfmodel.measurement import measurement_path  # noqa: E402
+from perfmodel.measurement import load_measurement, measurement_path  # noqa: E402
 from perfmodel.models import ModelConfig  # noqa: E402
 from perfmodel.plan import Plan, default_stage_layers, resolve  # noqa: E402
 from perfmodel.planfile import (PLACEMENT_AXES, PlanFile, Prediction, megatron_placements, mesh_of,  # noqa: E402
@@ -262,4 +262,16 @@ def test_cli_answers_bad_input_with_one_line_and_exit_2(tmp_path, capsys):
     assert not measurement_path(path).exists()
     assert main(["execute", str(tmp_path / "missing.json"), "--nproc", "2"]) == 2
     assert "does not exist" in capsys.readouterr().err
+    assert main(["execute", str(path), "--nproc", "2", "--device", "cpu", "--plot", str(tmp_path / "x.svg")]) == 2
+    assert "ending in .png" in capsys.readouterr().err and not measurement_path(path).exists()
     assert not os.path.exists(tmp_path / "execute.log")
+
+
+def test_cli_execute_plot_draws_the_measured_steps(tmp_path, capsys):
+    path = write_plan_file(plan_file(LLAMA, gpus=1), tmp_path / "one.json")
+    png = tmp_path / "steps.png"
+    assert main(["execute", str(path), "--nproc", "1", "--device", "cpu", "--steps", "3", "--warmup", "1",
+                 "--plot", str(png)]) == 0
+    assert f"wrote {png}" in capsys.readouterr().out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(load_measurement(measurement_path(path)).step_times()) == 3
