@@ -65,7 +65,8 @@ Modelling choices (units: seconds per training step, bytes per device):
     embedding and, conservatively, the head as well. A tied LM head is counted as its own copy (its placement
     may differ from the embedding's). Time is summed over the whole graph (every stage).
   - The weight gradients of sequence-split norms are all-reduced over the axis (Megatron-LM does so for
-    sequence parallelism; `cost.estimate` leaves it out).
+    sequence parallelism; `cost.estimate` charges the same reduction once per step, as one flat call:
+    "tp replicated-weight gradients (sp)").
 """
 
 from __future__ import annotations

@@ -1,0 +1,231 @@
+"""Generated parts of the documentation: the hardware-spec and plan-file schema tables in docs/.
+
+    python -m perfmodel.docgen           # rewrite the generated blocks of docs/hardware.md and docs/plans.md
+    python -m perfmodel.docgen --check   # exit 1 if a block differs from what the models give now
+
+Each table is rendered from the pydantic models' JSON schema (`perfmodel.hardware.hardware_json_schema`,
+`PlanFile.model_json_schema()`), so the docs say what the code validates: type, range, default, description.
+Fields whose `Field` has no description get one from `FIELD_NOTES`, and rules that only a validator enforces
+are added from `VALIDATOR_NOTES`; tests/test_docs.py checks that every key there is still a field, and that the
+committed blocks equal what this module renders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+END = "<!-- END GENERATED -->"
+HARDWARE_BEGIN = "<!-- BEGIN GENERATED: hardware schema (python -m perfmodel.docgen) -->"
+PLAN_BEGIN = "<!-- BEGIN GENERATED: plan schema (python -m perfmodel.docgen) -->"
+HARDWARE_MODELS = ("System", "Accelerator", "NetworkTier", "KindFit", "Efficiency", "SharedHost")
+PLAN_MODELS = ("PlanFile", "Plan", "ModelConfig", "OpPlacement", "Prediction", "PlacementCost")
+
+# Descriptions of fields that the models leave undescribed: (model, field) -> text.
+FIELD_NOTES = {
+    ("System", "name"): "preset name; what `perfmodel hardware list` shows and `--hardware NAME` takes",
+    ("System", "description"): "one line on what the system is",
+    ("System", "accelerator"): "a catalogue accelerator by name (e.g. H100-SXM5-80GB), or a full Accelerator "
+                               "mapping (the only way to use a part the catalogue lacks)",
+    ("System", "efficiency"): "achievable fractions of the peaks (Efficiency)",
+    ("System", "sources"): "field name -> citation",
+    ("Accelerator", "name"): "part name; what a system's `accelerator: NAME` looks up (case-insensitive)",
+    ("Accelerator", "vendor"): "manufacturer",
+    ("NetworkTier", "name"): "tier name shown in reports (e.g. nvlink, infiniband, ici)",
+    ("NetworkTier", "topology"): "switch: every device of a domain reaches every other at bandwidth_gbps; "
+                                 "torus: rings use the torus links (cost.comm._torus_ring_links)",
+    ("NetworkTier", "sources"): "field name -> citation",
+    ("Efficiency", "attention_max"): "fused attention fwd+bwd fraction of the bf16 peak on long sequences",
+    ("Efficiency", "sources"): "field name -> citation",
+    ("SharedHost", "sources"): "field name -> citation",
+    ("PlanFile", "model"): "the full model config (ModelConfig)",
+    ("PlanFile", "hardware"): "the full hardware spec (System, docs/hardware.md)",
+    ("PlanFile", "plan"): "the resolved layout (Plan): dp and schedule filled in",
+    ("PlanFile", "placements"): "per-operator DTensor placements on (dp, cp, tp); empty: Megatron-LM's "
+                                "(planfile.megatron_placements)",
+    ("PlanFile", "prediction"): "what `estimate` predicted when the file was written; `predict --plan` and "
+                                "`export` refuse a file whose prediction this perfmodel does not reproduce",
+    ("Plan", "tp"): "tensor-parallel size; divides n_heads, n_kv_heads and ffn_hidden",
+    ("Plan", "pp"): "pipeline-parallel stages; at most n_layers",
+    ("Plan", "cp"): "context-parallel size (splits the sequence); divides seq_len",
+    ("Plan", "seq_len"): "tokens per sequence; at most max_seq_len for learned positions",
+    ("Plan", "recompute"): "activation recomputation in the backward: none, selective (attention core), "
+                           "full (every layer)",
+    ("Plan", "sequence_parallel"): "split norms, residuals and dropout over tp (Korthikanti et al. 2022); "
+                                   "resolve turns it off at tp = 1",
+    ("ModelConfig", "name"): "model name",
+    ("ModelConfig", "n_layers"): "transformer blocks",
+    ("ModelConfig", "hidden"): "model width h",
+    ("ModelConfig", "n_heads"): "query heads",
+    ("ModelConfig", "ffn_hidden"): "MLP inner width f",
+    ("ModelConfig", "vocab"): "vocabulary size V",
+    ("ModelConfig", "norm"): "normalisation layer (rmsnorm: scale only)",
+    ("ModelConfig", "position"): "position encoding; only learned has parameters (max_seq_len x hidden)",
+    ("ModelConfig", "tie_embeddings"): "LM head shares the token embedding",
+    ("ModelConfig", "linear_bias"): "biases on none, the q/k/v projections, or all linears",
+    ("ModelConfig", "source"): "where the config came from",
+    ("Prediction", "step_time_s"): "seconds per training step",
+    ("Prediction", "tokens_per_s"): "global_batch * seq_len / step_time_s",
+    ("Prediction", "mfu"): "model FLOPs utilisation against the dense peak (cost.flops)",
+    ("Prediction", "memory_capacity_bytes"): "accelerator memory, bytes",
+    ("Prediction", "fits_in_memory"): "memory_bytes <= memory_capacity_bytes",
+    ("PlacementCost", "time_s"): "PaSE seconds per step of the file's placements",
+    ("PlacementCost", "memory_bytes"): "PaSE bytes per device (first stage) of the file's placements",
+    ("PlacementCost", "megatron_time_s"): "PaSE seconds per step of Megatron-LM's placements",
+    ("PlacementCost", "megatron_memory_bytes"): "PaSE bytes per device of Megatron-LM's placements (the budget "
+                                                "the file's placements were searched within)",
+}
+
+# Rules the models' validators enforce that a JSON schema cannot state: appended to the description.
+VALIDATOR_NOTES = {
+    ("System", "tiers"): "domain sizes nest: each a multiple of the one inside it; only the last may be null",
+    ("System", "memory_overhead_gib"): "less than accelerator.hbm_capacity_gib",
+    ("Accelerator", "peak_tflops"): "must list bf16 (the MFU reference)",
+    ("NetworkTier", "torus_dims"): "required with topology torus and refused otherwise; product = domain_size",
+    ("Efficiency", "matmul_max"): "each in (0, 1]; the System needs one for every GEMM dtype (bf16, fp16, fp8, "
+                                  "fp4) its accelerator lists",
+}
+
+
+def hardware_schema() -> dict:
+    """JSON schema of a hardware spec file (System at the root, the other models under $defs)."""
+    from .hardware import hardware_json_schema
+
+    return hardware_json_schema()
+
+
+def plan_schema() -> dict:
+    """JSON schema of a plan file (PlanFile at the root, the other models under $defs)."""
+    from .planfile import PlanFile
+
+    return PlanFile.model_json_schema()
+
+
+def _range(p: dict) -> str:
+    """' > 0', ' in (0, 1]' ... from JSON-schema bounds (pydantic writes gt/ge too for strict ints)."""
+    lo = next(((p[k], k in ("minimum", "ge")) for k in ("exclusiveMinimum", "gt", "minimum", "ge") if k in p), None)
+    hi = next(((p[k], k in ("maximum", "le")) for k in ("exclusiveMaximum", "lt", "maximum", "le") if k in p), None)
+    if lo and hi:
+        return f" in {'[' if lo[1] else '('}{lo[0]:g}, {hi[0]:g}{']' if hi[1] else ')'}"
+    if lo:
+        return f" {'>=' if lo[1] else '>'} {lo[0]:g}"
+    if hi:
+        return f" {'<=' if hi[1] else '<'} {hi[0]:g}"
+    return ""
+
+
+def type_text(p: dict) -> str:
+    """A JSON-schema property as a short type: 'integer > 0', 'list of integer > 0', 'NetworkTier', ..."""
+    if "$ref" in p:
+        return p["$ref"].rsplit("/", 1)[-1]
+    if "anyOf" in p:
+        kinds = [type_text(q) for q in p["anyOf"] if q.get("type") != "null"]
+        nullable = any(q.get("type") == "null" for q in p["anyOf"])
+        return " or ".join(kinds) + (" or null" if nullable else "")
+    if "enum" in p:
+        return "{" + ", ".join(str(v) for v in p["enum"]) + "}"
+    kind = p.get("type")
+    if kind == "array":
+        if "prefixItems" in p:
+            return "[" + ", ".join(type_text(q) for q in p["prefixItems"]) + "]"
+        out = "list of " + type_text(p.get("items", {}))
+        return out + (f" (at least {p['minItems']})" if p.get("minItems") else "")
+    if kind == "object":
+        keys = p.get("propertyNames", {}).get("enum")
+        key = "{" + ", ".join(keys) + "}" if keys else "string"
+        return f"map {key} -> {type_text(p.get('additionalProperties', {}))}"
+    return (kind or "any") + _range(p)
+
+
+def _default(p: dict, required: bool) -> str:
+    if required:
+        return "required"
+    if "default" in p:
+        return "default " + json.dumps(p["default"])
+    return "optional"
+
+
+def _cell(text: str) -> str:
+    """A table cell: one line, pipes escaped."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def model_table(schema: dict, name: str) -> str:
+    """One model of `schema` (the root or a $defs entry) as a heading, its docstring and a field table."""
+    model = schema if schema.get("title") == name else schema["$defs"][name]
+    required = set(model.get("required", []))
+    rows = ["| field | type | required / default | description |", "|---|---|---|---|"]
+    for field, p in model["properties"].items():
+        desc = p.get("description") or FIELD_NOTES.get((name, field), "")
+        if (name, field) in VALIDATOR_NOTES:
+            desc = f"{desc}; {VALIDATOR_NOTES[name, field]}" if desc else VALIDATOR_NOTES[name, field]
+        rows.append(f"| `{field}` | {_cell(type_text(p))} | {_cell(_default(p, field in required))} | "
+                    f"{_cell(desc)} |")
+    doc = model.get("description", "").strip()
+    return "\n".join([f"### {name}", "", *([doc, ""] if doc else []), *rows])
+
+
+def render(schema: dict, names: tuple[str, ...]) -> str:
+    """Tables for `names`, in that order, separated by blank lines."""
+    return "\n\n".join(model_table(schema, n) for n in names)
+
+
+def hardware_schema_markdown() -> str:
+    """The hardware spec schema: one table per model (System first, then what it nests)."""
+    return render(hardware_schema(), HARDWARE_MODELS)
+
+
+def plan_schema_markdown() -> str:
+    """The plan-file schema: PlanFile, then the models it nests (the hardware models are in docs/hardware.md)."""
+    return render(plan_schema(), PLAN_MODELS)
+
+
+BLOCKS = {"hardware.md": (HARDWARE_BEGIN, hardware_schema_markdown),
+          "plans.md": (PLAN_BEGIN, plan_schema_markdown)}
+
+
+def split_block(text: str, begin: str) -> tuple[str, str, str]:
+    """(before, generated body, after) of the block between `begin` and the next END marker in `text`."""
+    start = text.find(begin)
+    end = text.find(END, start + len(begin)) if start >= 0 else -1
+    if start < 0 or end < 0:
+        raise ValueError(f"markers not found: {begin!r} ... {END!r}")
+    body_start = start + len(begin)
+    return text[:body_start], text[body_start:end].strip("\n"), text[end:]
+
+
+def with_block(text: str, begin: str, body: str) -> str:
+    """`text` with the generated block after `begin` replaced by `body`."""
+    before, _, after = split_block(text, begin)
+    return f"{before}\n{body}\n{after}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Rewrite (or, with --check, compare) the generated blocks of docs/hardware.md and docs/plans.md."""
+    ap = argparse.ArgumentParser(prog="python -m perfmodel.docgen", description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if a block is out of date")
+    ap.add_argument("--docs", type=Path, default=DOCS, help=f"docs directory (default {DOCS})")
+    a = ap.parse_args(argv)
+    stale = []
+    for fname, (begin, make) in BLOCKS.items():
+        path = a.docs / fname
+        try:
+            text = path.read_text()
+            new = with_block(text, begin, make())
+        except (OSError, ValueError) as err:
+            print(f"error: {path}: {err}", file=sys.stderr)
+            return 2
+        if new != text:
+            stale.append(str(path))
+            if not a.check:
+                path.write_text(new)
+    verb = "out of date" if a.check else "rewritten"
+    print(f"{verb}: {', '.join(stale)}" if stale else "generated blocks up to date")
+    return 1 if a.check and stale else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,197 @@
+"""The docs cannot drift from the code: generated schema blocks, named functions, the example spec, and the
+numbers of model.md's worked trace."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from perfmodel import docgen
+from perfmodel.cost.estimate import estimate
+from perfmodel.hardware import SharedHost, System, load_hardware
+from perfmodel.plan import Plan
+from perfmodel.planfile import PlanFile
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+PACKAGE = Path(docgen.__file__).resolve().parent
+PAGES = ("model.md", "hardware.md", "plans.md")
+NAME = re.compile(r"\bperfmodel(?:\.[A-Za-z_]\w*)+")
+
+
+def _read(page: str) -> str:
+    return (DOCS / page).read_text()
+
+
+def _module_file(parts: list[str]) -> Path | None:
+    """The source file of module `parts` inside the perfmodel package, found on disk without importing it."""
+    path = PACKAGE.joinpath(*parts[1:])
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imports_torch(tree: ast.Module) -> bool:
+    """Whether a module imports torch when it is loaded (a top-level `import torch...` / `from torch...`)."""
+    for node in tree.body:
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        if any(n == "torch" or n.startswith("torch.") for n in names):
+            return True
+    return False
+
+
+def _defines(tree: ast.Module, attrs: list[str]) -> bool:
+    """Whether `attrs` (a name, then attributes of the class it names) are defined at the top of `tree`."""
+    body: list = tree.body
+    for attr in attrs:
+        hit = None
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == attr:
+                hit = node
+            elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr for t in node.targets):
+                hit = node
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == attr:
+                hit = node
+        if hit is None:
+            return False
+        body = getattr(hit, "body", [])
+    return True
+
+
+def resolves(dotted: str) -> bool:
+    """Whether `dotted` names a perfmodel module, or something defined in one (function, class, constant,
+    method). The longest prefix that is a module file is the module; the rest is looked up by importlib +
+    getattr, except in modules that import torch at load, whose source is read instead (importing torch
+    takes seconds)."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        path = _module_file(parts[:cut])
+        if path is None:
+            continue
+        tree = ast.parse(path.read_text())
+        if _imports_torch(tree):
+            return _defines(tree, parts[cut:])
+        obj = importlib.import_module(".".join(parts[:cut]))
+        for attr in parts[cut:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("page", ["hardware.md", "plans.md"])
+def test_generated_blocks_match_the_models(page):
+    begin, make = docgen.BLOCKS[page]
+    _, body, _ = docgen.split_block(_read(page), begin)
+    assert body == make(), f"docs/{page} is stale: run python -m perfmodel.docgen"
+
+
+def test_docgen_is_idempotent(tmp_path):
+    for page in docgen.BLOCKS:
+        (tmp_path / page).write_text(_read(page))
+    assert docgen.main(["--docs", str(tmp_path), "--check"]) == 0
+    assert docgen.main(["--docs", str(tmp_path)]) == 0
+    assert all((tmp_path / p).read_text() == _read(p) for p in docgen.BLOCKS)
+
+
+def test_field_notes_name_real_fields():
+    schemas = {**docgen.hardware_schema()["$defs"], **docgen.plan_schema()["$defs"],
+               "System": System.model_json_schema(), "PlanFile": PlanFile.model_json_schema()}
+    for model, field in [*docgen.FIELD_NOTES, *docgen.VALIDATOR_NOTES]:
+        assert field in schemas[model]["properties"], f"{model}.{field} is documented but not a field"
+
+
+def test_name_check_catches_what_is_missing():
+    assert resolves("perfmodel.cost.pipeline.pipeline_time") and resolves("perfmodel.plan.Plan.zero_shard")
+    assert resolves("perfmodel.execute.data_parallel.apply_fsdp")  # read from source: imports torch
+    assert not resolves("perfmodel.cost.pipeline.no_such_function")
+    assert not resolves("perfmodel.execute.data_parallel.no_such_function")
+    assert not resolves("perfmodel.no_such_module.f")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_named_function_resolves(page):
+    names = sorted(set(NAME.findall(_read(page))))
+    assert len(names) > 10
+    missing = [name for name in names if not resolves(name)]
+    assert not missing, f"docs/{page} names what the code lacks: {missing}"
+
+
+def _yaml_blocks(text: str) -> list[str]:
+    return re.findall(r"```yaml\n(.*?)```", text, re.S)
+
+
+def test_example_spec_loads_cites_and_predicts(tmp_path):
+    blocks = _yaml_blocks(_read("hardware.md"))
+    assert len(blocks) == 1
+    path = tmp_path / "example.yaml"
+    path.write_text(blocks[0])
+    system = load_hardware(str(path))
+    assert system.name == "nx1-pod"
+    assert system.accelerator.peak_flops("bf16") == 400e12
+    assert [t.name for t in system.tiers] == ["xlink", "roce"] and system.tiers[0].domain_size == 16
+    # every number cites a source, as the catalogue requires
+    data = yaml.safe_load(blocks[0])
+    for obj in [data, data["accelerator"], data["efficiency"], *data["tiers"]]:
+        numbers = {k for k, v in obj.items() if k != "sources" and (isinstance(v, (int, float, list)) or
+                                                                    (isinstance(v, dict) and k != "by_kind"))}
+        numbers -= {"accelerator", "efficiency", "tiers"}
+        assert numbers <= set(obj.get("sources", {})), f"uncited: {sorted(numbers - set(obj.get('sources', {})))}"
+    # the prediction the page quotes
+    est = estimate("llama-3-8b", system, Plan(gpus=64, tp=4, pp=2, micro_batch=1, global_batch=256, seq_len=8192,
+                                               sequence_parallel=True, zero=1, recompute="selective"))
+    assert est.fits_in_memory
+    assert f"step time                 {est.step_time_s:.3f} s" in _read("hardware.md")
+    assert round(est.step_time_s, 3) == 11.669
+
+
+def test_shared_host_table_lists_its_fields():
+    table = docgen.model_table(docgen.hardware_schema(), "SharedHost")
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    assert [r.split("|")[1].strip() for r in rows] == [f"`{f}`" for f in SharedHost.model_fields]
+    assert "| `ranks` | integer > 0 | required | ranks the host ran at once" in table
+    assert "| `cores` | integer > 0 | required |" in table
+
+
+def test_plan_table_states_valid_values():
+    table = docgen.model_table(docgen.plan_schema(), "Plan")
+    assert "| `zero` | {0, 1, 2, 3} | default 0 |" in table
+    assert "| `schedule` | {1f1b, interleaved, gpipe} or null | default null |" in table
+    assert "| `tp` | integer > 0 | default 1 | tensor-parallel size" in table
+
+
+def test_worked_trace_numbers_are_the_estimates():
+    """model.md's worked trace quotes the built-in example; the estimate must still give those numbers."""
+    text = _read("model.md")
+    est = estimate("llama-3-70b", "dgx-h100", Plan(gpus=512, tp=8, pp=4, micro_batch=1, global_batch=1024,
+                                                     seq_len=8192, sequence_parallel=True, zero=1,
+                                                     recompute="selective"))
+    qkv = next(op for op in est.ops if op.name == "qkv")
+    dp = next(c for c in est.comms if c.name == "dp gradient reduction")
+    quoted = {"**311.2 us**": qkv.fwd_s * 1e6, "**570.5 us**": qkv.bwd_s * 1e6,
+              "**811.37 ms**": est.time_s.bubble * 1e3, "**189.44 ms**": dp.seconds_per_call * 1e3,
+              "**18.90 ms**": dp.exposed_s * 1e3, "**42.7%**": est.mfu * 100}
+    for label, value in quoted.items():
+        assert label in text
+        shown = label.strip("*").split()[0].rstrip("%")
+        decimals = len(shown.split(".")[1])
+        assert f"{value:.{decimals}f}" == shown, label
+
+
+@pytest.mark.parametrize("target", ["megatron", "torchtitan"])
+def test_plans_page_shows_the_real_export(target):
+    from perfmodel.export import export
+    from perfmodel.planfile import load_plan_file
+
+    plan = "strategies/llama-3-70b_1024xh100.json"
+    command = f"$ perfmodel export {plan} --to {target}\n"
+    text = _read("plans.md")
+    shown = text[text.index(command) + len(command):].split("```", 1)[0]
+    assert shown == export(load_plan_file(DOCS.parent / plan), target)
