@@ -128,6 +128,7 @@ FOUR = {
     "pp_interleaved_dp": lambda: plan_file(LLAMA, gpus=4, pp=2, vpp=2),
     "pp_tp_gpt_tied": lambda: plan_file(GPT, gpus=4, pp=2, tp=2, sequence_parallel=True, micro_batch=1),
     "pp_fsdp": lambda: plan_file(LLAMA, gpus=4, pp=2, zero=3),
+    "pp_zero1": lambda: plan_file(LLAMA, gpus=4, pp=2, zero=1),  # ZeroRedundancyOptimizer beside a schedule
     "zero1_tp": lambda: plan_file(LLAMA, gpus=4, tp=2, zero=1),
 }
 
@@ -275,3 +276,15 @@ def test_cli_execute_plot_draws_the_measured_steps(tmp_path, capsys):
     assert f"wrote {png}" in capsys.readouterr().out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(load_measurement(measurement_path(path)).step_times()) == 3
+
+
+def test_plan_fields_the_executor_does_not_run_are_noted():
+    from perfmodel.execute.worker import plan_departures
+
+    plan = resolve(Plan(gpus=2, micro_batch=2, attention="unfused", grad_dtype="bf16", overlap_dp_comm=False,
+                        **BATCH), LLAMA, load_hardware("dgx-h100"))
+    notes = plan_departures(plan, "ddp")
+    assert [n.split("(")[-1] for n in notes] == ["attention=unfused)", "grad_dtype=bf16)", "overlap_dp_comm=false)"]
+    assert plan_departures(plan, "allreduce")[-1].startswith("gradients")  # no overlap to report without DDP
+    assert plan_departures(resolve(Plan(gpus=2, micro_batch=2, **BATCH), LLAMA, load_hardware("dgx-h100")),
+                           "ddp") == []

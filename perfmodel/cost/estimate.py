@@ -359,35 +359,40 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     tp_g, cp_g, dp_g = C.Groups(system, t, 1, gpus), C.Groups(system, cp, t, gpus), C.Groups(system, shard, t, gpus)
     s_tp = dev.tokens * model.hidden * ACT_BYTES
     tp_group = {"n": t, "stride": 1}
-    # with SP: all-gather before / reduce-scatter after each TP region; without: all-reduce after each
-    # row-parallel GEMM, in each direction (Shoeybi et al. 2019, Fig. 4)
-    one = np.where(sp, tp_g.time("all_gather", s_tp), tp_g.time("all_reduce", s_tp))
+    # with SP: all-gather before / reduce-scatter after each TP region (two of each per direction); without:
+    # all-reduce after each row-parallel GEMM, in each direction (Shoeybi et al. 2019, Fig. 4; Korthikanti et
+    # al. 2022, Fig. 5). Each kind at its own rate (a calibrated spec may fit them apart).
+    ag, rs, ar = (tp_g.time(k, s_tp) for k in ("all_gather", "reduce_scatter", "all_reduce"))
+    one = np.where(sp, (ag + rs) / 2, ar)  # per call: SP's calls alternate all-gather and reduce-scatter
     kind = np.where(sp, "all_gather / reduce_scatter", "all_reduce")
     per_dir = np.where(sp, 4, 2)
     on = t > 1
     charge(Pattern("tp activations", kind, "tp", s_tp, one, per_dir * (fwd_passes + 1), 0, "layer", "tp_comm", on,
                    **tp_group), per_dir * one, per_dir * one * fwd_passes)
     # embedding: reduce the vocab-parallel lookup (RS with SP; AR without), and with SP gather its grad;
-    # head: gather the final-norm output (SP) and reduce the LM-head input gradient.
+    # head: gather the final-norm output (SP) and reduce the LM-head input gradient (RS with SP; AR without).
     n_sp = np.where(sp, 2, 1)
     charge(Pattern("tp embedding", kind, "tp", s_tp, one, n_sp, 0, "embedding", "tp_comm", on, **tp_group),
-           one, one * (n_sp - 1))
+           np.where(sp, rs, ar), np.where(sp, ag, 0.0))
     charge(Pattern("tp lm head", kind, "tp", s_tp, one, n_sp, 0, "head", "tp_comm", on, **tp_group),
-           one * (n_sp - 1), one)
+           np.where(sp, ag, 0.0), np.where(sp, rs, ar))
     ce = tp_g.time("all_reduce", dev.tokens * 4)  # max, sum-exp, target (fp32)
     charge(Pattern("tp cross-entropy stats", "all_reduce", "tp", dev.tokens * 4, ce, 3, 0, "head", "tp_comm", on,
                    **tp_group), 3 * ce)
 
     # --- context parallel: all-gather K and V of the sequence, reduce-scatter their gradients ---------------
     s_kv = lay.micro_batch * lay.seq_len * 2 * model.kv_dim / t * ACT_BYTES
-    one = cp_g.time("all_gather", s_kv)
+    ag, rs = cp_g.time("all_gather", s_kv), cp_g.time("reduce_scatter", s_kv)
     attn = [op for op in ops["layer"] if op.kind == "attention" or op.name.startswith("attn")]
     a_f, a_b = sum(op.fwd_s for op in attn) / speedup, sum(op.bwd_s for op in attn) / speedup
     again = np.isin(rc, ("full", "selective"))  # the recomputed attention needs K and V again
-    exp_f = _with_overlap(one, np.maximum(0.0, one - a_f), f)
-    exp_b = _with_overlap(2 * one, np.maximum(0.0, 2 * one - a_b), f)
-    charge(Pattern("cp key/value exchange", "all_gather / reduce_scatter", "cp", s_kv, one, 3 + again, 0,
-                   "layer", "cp_comm", cp > 1, n=cp, stride=t), exp_f, exp_b + exp_f * again)
+    # forward: gather K, V; backward: gather them again and reduce-scatter their gradients
+    exp_f = _with_overlap(ag, np.maximum(0.0, ag - a_f), f)
+    exp_b = _with_overlap(ag + rs, np.maximum(0.0, ag + rs - a_b), f)
+    calls = 3 + again
+    charge(Pattern("cp key/value exchange", "all_gather / reduce_scatter", "cp", s_kv,
+                   ((calls - 1) * ag + rs) / calls, calls, 0, "layer", "cp_comm", cp > 1, n=cp, stride=t),
+           exp_f, exp_b + exp_f * again)
 
     # --- ZeRO-3: gather a unit's weights before its forward and backward, reduce-scatter its gradients ------
     for unit, params in unit_params.items():

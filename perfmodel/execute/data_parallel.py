@@ -8,8 +8,9 @@ their gradients are averaged with the data-parallel ones; ZeRO shards over dp * 
            single process after one step when micro-batches accumulate. There the gradients are averaged by
            `allreduce_gradients`: one all-reduce of all gradients flattened after the last micro-batch (DDP with
            one bucket and no overlap with the backward).
-  zero 1   DDP + ZeroRedundancyOptimizer (optimizer state sharded; Rajbhandari et al. 2020, P_os); with tensor
-           parallelism FSDP2 without resharding (below), as torch's ZeRO-1 optimizer takes no DTensor weights
+  zero 1   DDP (or, under a pipeline schedule, `allreduce_gradients`) + ZeroRedundancyOptimizer (optimizer state
+           sharded; Rajbhandari et al. 2020, P_os); with tensor parallelism FSDP2 without resharding (below), as
+           torch's ZeRO-1 optimizer takes no DTensor weights
   zero 2   FSDP2 `fully_shard(reshard_after_forward=False)`: gradients and optimizer state sharded, weights
            gathered once per step and kept (P_os+g)
   zero 3   FSDP2 `fully_shard` per block and at the root, weights re-gathered in the backward (P_os+g+p)
@@ -93,8 +94,9 @@ def adamw(params, lr: float) -> torch.optim.Optimizer:
 
 def make_optimizer(params: list[nn.Parameter], zero: int, kind: str, mesh: DeviceMesh | None,
                    lr: float) -> torch.optim.Optimizer:
-    """AdamW (Loshchilov & Hutter 2019); sharded over the data-parallel ranks for ZeRO-1 under DDP."""
-    if zero == 1 and kind == "ddp":
+    """AdamW (Loshchilov & Hutter 2019); sharded over the data-parallel ranks for ZeRO-1 (the gradients are
+    whole on every rank after DDP or `allreduce_gradients`; each rank steps its shard and broadcasts it)."""
+    if zero == 1 and kind in ("ddp", "allreduce"):
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
         return ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW, process_group=mesh.get_group(),

@@ -27,6 +27,21 @@ from .memory import METHOD, PeakMemory
 from .train import Trainer, check_finite, device_name
 
 
+def plan_departures(plan, dp_kind: str) -> list[str]:
+    """Plan fields the executor does not run as written, each as a note for the measurement."""
+    out = []
+    if plan.attention == "unfused":
+        out.append("attention ran as torch's fused scaled_dot_product_attention; the prediction is for unfused "
+                   "attention (attention=unfused)")
+    if plan.grad_dtype == "bf16":
+        out.append("gradients kept in the weights' dtype (fp32); the prediction counts bf16 gradients "
+                   "(grad_dtype=bf16)")
+    if not plan.overlap_dp_comm and dp_kind == "ddp":
+        out.append("DDP overlapped the gradient all-reduce with the backward; the prediction does not "
+                   "(overlap_dp_comm=false)")
+    return out
+
+
 def say(text: str) -> None:
     print(f"{PREFIX} {text}", flush=True)
 
@@ -45,6 +60,7 @@ def run_plan(job: dict, entry: dict, device: torch.device) -> dict:
     if pf.model.dropout > 0:
         notes.append(f"dropout {pf.model.dropout} not run (masks would differ between layouts); the prediction "
                      "includes it")
+    notes += plan_departures(pf.plan, trainer.dp_kind)
     batches = Batches(pf.model.vocab, pf.plan.global_batch, pf.plan.seq_len, job["seed"], job.get("data"))
     kill = os.environ.get("PERFMODEL_TEST_KILL")  # "rank:step": a test kills one rank mid-run
     times, shares = [], []
