@@ -225,7 +225,7 @@ class Trainer:
             return 0.0
         from torch.distributed.tensor import DTensor
 
-        vals = [float(v.full_tensor() if isinstance(v, DTensor) else v) for v in losses]
+        vals = [float((v.full_tensor() if isinstance(v, DTensor) else v).detach()) for v in losses]
         return sum(vals) / len(vals) / (self.plan.dp * self.plan.cp)
 
 

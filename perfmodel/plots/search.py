@@ -51,7 +51,7 @@ def pareto(ax, result) -> None:
     ax.set_xlabel("memory per device (GiB)")
     ax.set_ylabel("predicted step time (s)")
     ax.set_title("step time vs. memory (faint: every feasible plan)", fontsize=10)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper right")  # not "best": it scans every point
 
 
 def heatmap_table(result, x: str = "pp", y: str = "tp", gpus: int | None = None):
@@ -63,7 +63,7 @@ def heatmap_table(result, x: str = "pp", y: str = "tp", gpus: int | None = None)
 
 
 def heatmap(ax, result, x: str = "pp", y: str = "tp", gpus: int | None = None) -> None:
-    """`heatmap_table` as coloured cells (darker: faster), each cell's step time written in it."""
+    """`heatmap_table` as coloured cells (brighter: faster), each cell's step time written in it."""
     plt = pyplot()
     grid = heatmap_table(result, x, y, gpus)
     gpus = int(result.table.sort_values("step_time_s")["gpus"].iloc[0]) if gpus is None else gpus

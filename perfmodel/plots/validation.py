@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..files import write_atomic
+from .common import pyplot, save
 
 BANDS = (0.10, 0.20)  # relative error bands drawn around the identity line
 
@@ -41,11 +41,7 @@ def _panel(ax, predicted, measured, labels, unit: str, what: str, mape: float, e
 
 def validation_axes(result):
     """The figure (not written): left step time (s), right peak memory (GiB); points are the table's values."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     df = result.table
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5.6), dpi=110)
     rho = "n/a" if result.spearman is None else f"{result.spearman:.2f}"
@@ -63,9 +59,4 @@ def validation_axes(result):
 
 def validation_figure(result, path: str | Path) -> Path:
     """Draw `validation_axes(result)` and write it atomically to `path` (PNG)."""
-    import matplotlib.pyplot as plt
-
-    fig = validation_axes(result)
-    out = write_atomic(path, lambda tmp: fig.savefig(tmp, format="png"), "--plot")
-    plt.close(fig)
-    return out
+    return save(validation_axes(result), path)
