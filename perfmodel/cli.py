@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import sys
 
 from .argtypes import integer, seconds
@@ -300,8 +301,8 @@ def _whatif(a) -> str:
 
     if a.plot:
         check_plot_path(a.plot)
-    if a.factor <= 0:
-        raise InputError(f"--factor {a.factor:g} must be > 0 (e.g. 2 for twice the resource)")
+    if not (math.isfinite(a.factor) and a.factor > 0):
+        raise InputError(f"--factor {a.factor:g} must be a finite number > 0 (e.g. 2 for twice the resource)")
     systems = [load_hardware(h.strip()) for h in a.hardware.split(",")] if a.hardware else None
     base = load_hardware(a.upgrade) if a.upgrade else None
     across = across_systems(a.model, systems, a.gpus, a.global_batch, a.seq_len, a.precision)
@@ -345,8 +346,9 @@ def _execute(a) -> str:
     if a.plot:
         from .plots.measurement import steps_figure
 
-        steps_figure({path: (m, load_plan_file(path).prediction.step_time_s) for path, m in zip(a.plans, ms)},
-                     a.plot)
+        label = lambda i, p: f"#{i + 1} {p}" if a.plans.count(p) > 1 else p  # noqa: E731
+        steps_figure({label(i, path): (m, load_plan_file(path).prediction.step_time_s)
+                      for i, (path, m) in enumerate(zip(a.plans, ms))}, a.plot)
         rows.append(f"wrote {a.plot}")
     return "\n".join(rows)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 import pandas as pd
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from .cost.estimate import estimate
 from .errors import InputError, Schema
@@ -78,10 +78,8 @@ def _best(model: ModelConfig, system: System, gpus: int, global_batch: int, seq_
                  memory_share=None, network_share=None, bubble_share=None)
     try:
         result = search(model, system, gpus, global_batch, seq_len, precision=precision)
-    except InputError as err:  # e.g. more devices than the system has, or a precision it lacks
+    except InputError as err:  # more devices than the system has, a precision it lacks, nothing fits
         return WhatIfRow(**base, **empty, note=str(err)), None
-    if result.feasible == 0:
-        return WhatIfRow(**base, **empty, note=f"no layout fits in {system.accelerator.hbm_capacity_gib:g} GiB"), None
     e = estimate(model, system, result.plan(0))
     shares = bound_shares(e.time_s)
     return WhatIfRow(**base, layout=layout_label(e.plan), step_time_s=e.step_time_s, tokens_per_s=e.tokens_per_s,
@@ -89,19 +87,26 @@ def _best(model: ModelConfig, system: System, gpus: int, global_batch: int, seq_
                      **{f"{k}_share": v for k, v in shares.items()}), e
 
 
+def _check_some_fit(w: WhatIf) -> WhatIf:
+    """Refuse a job no system could run (bad job input, not a hardware answer), naming each system's reason."""
+    if not w.estimates:
+        raise InputError("no system has a plan for this job: " + "; ".join(f"{r.system}: {r.note}" for r in w.rows))
+    return w
+
+
 def across_systems(model: ModelConfig | str, systems: list[str | System] | None, gpus: int, global_batch: int,
                    seq_len: int, precision: str = "bf16") -> WhatIf:
     """The job's best plan on each system (default: the whole catalogue), in the order given."""
     model = load_model(model)
-    specs = [load_hardware(s) for s in (systems or list_systems())]
+    specs = list({s.name: s for s in (load_hardware(x) for x in (systems or list_systems()))}.values())
     rows, ests = [], {}
     for s in specs:
         row, e = _best(model, s, gpus, global_batch, seq_len, precision, s.name)
         rows.append(row)
         if e is not None:
             ests[s.name] = e
-    return WhatIf(model=model.name, gpus=gpus, global_batch=global_batch, seq_len=seq_len, precision=precision,
-                  rows=rows, estimates=ests)
+    return _check_some_fit(WhatIf(model=model.name, gpus=gpus, global_batch=global_batch, seq_len=seq_len,
+                                  precision=precision, rows=rows, estimates=ests))
 
 
 def upgraded(system: System, upgrade: str, factor: float) -> System:
@@ -111,8 +116,8 @@ def upgraded(system: System, upgrade: str, factor: float) -> System:
     (rounded to a whole number of devices; outer tiers' sizes grow to stay multiples); scale_up_bandwidth: the
     innermost tier's bandwidth; scale_out_bandwidth: the outermost tier's bandwidth.
     """
-    if factor <= 0:
-        raise InputError(f"factor = {factor} must be > 0")
+    if not (math.isfinite(factor) and factor > 0):
+        raise InputError(f"factor = {factor} must be a finite number > 0 (e.g. 2 for twice the resource)")
     d = system.model_dump()
     acc, tiers = d["accelerator"], d["tiers"]
     note = f"hypothetical: {upgrade} x {factor:g} of {system.name}"
@@ -138,7 +143,13 @@ def upgraded(system: System, upgrade: str, factor: float) -> System:
         raise InputError(f"upgrade = {upgrade!r} is not known; valid: {', '.join(UPGRADES)}")
     d["name"], d["description"] = f"{system.name} {upgrade} x{factor:g}", note
     d["sources"] = dict(d.get("sources") or {}, whatif=note)
-    return System.model_validate(d)
+    acc["name"] = f"{acc['name']} ({upgrade} x{factor:g})"
+    try:
+        return System.model_validate(d)
+    except ValidationError as err:  # e.g. a capacity below the system's fixed memory overhead
+        reason = err.errors()[0]["msg"].removeprefix("Value error, ")
+        raise InputError(f"factor = {factor:g}: {upgrade} x{factor:g} of {system.name} is not a valid system: "
+                         f"{reason}") from None
 
 
 UPGRADES = ("flops", "hbm_bandwidth", "hbm_capacity", "scale_up_size", "scale_up_bandwidth", "scale_out_bandwidth")
@@ -149,17 +160,16 @@ def upgrades(model: ModelConfig | str, system: System | str, gpus: int, global_b
     """The job on `system` and on each single-resource upgrade of it (`upgraded`), each with its own best plan;
     `speedup` is the baseline's step time over the upgrade's."""
     model, system = load_model(model), load_hardware(system)
-    names = ["baseline"] + [u for u in UPGRADES if len(system.tiers) > 1 or not u.startswith("scale")]
+    names = [u for u in UPGRADES if len(system.tiers) > 1 or not u.startswith("scale")]  # one tier: no scale-*
+    specs = {system.name: system} | {f"{u} x{factor:g}": upgraded(system, u, factor) for u in names}  # refuse first
     rows, ests = [], {}
-    for name in names:
-        spec = system if name == "baseline" else upgraded(system, name, factor)
-        row, e = _best(model, spec, gpus, global_batch, seq_len, precision,
-                       system.name if name == "baseline" else f"{name} x{factor:g}")
+    for label, spec in specs.items():
+        row, e = _best(model, spec, gpus, global_batch, seq_len, precision, label)
         rows.append(row)
         if e is not None:
             ests[row.system] = e
     base = rows[0].step_time_s
     for r in rows:
         r.speedup = base / r.step_time_s if base and r.step_time_s else None
-    return WhatIf(model=model.name, gpus=gpus, global_batch=global_batch, seq_len=seq_len, precision=precision,
-                  rows=rows, estimates=ests)
+    return _check_some_fit(WhatIf(model=model.name, gpus=gpus, global_batch=global_batch, seq_len=seq_len,
+                                  precision=precision, rows=rows, estimates=ests))

@@ -285,6 +285,7 @@ def test_plan_fields_the_executor_does_not_run_are_noted():
                         **BATCH), LLAMA, load_hardware("dgx-h100"))
     notes = plan_departures(plan, "ddp")
     assert [n.split("(")[-1] for n in notes] == ["attention=unfused)", "grad_dtype=bf16)", "overlap_dp_comm=false)"]
-    assert plan_departures(plan, "allreduce")[-1].startswith("gradients")  # no overlap to report without DDP
-    assert plan_departures(resolve(Plan(gpus=2, micro_batch=2, **BATCH), LLAMA, load_hardware("dgx-h100")),
-                           "ddp") == []
+    assert plan_departures(plan, "allreduce")[-1].startswith("gradients")  # nothing overlapped, as planned
+    default = resolve(Plan(gpus=2, micro_batch=2, **BATCH), LLAMA, load_hardware("dgx-h100"))
+    assert plan_departures(default, "ddp") == [] and plan_departures(default, "fsdp") == []
+    assert plan_departures(default, "allreduce")[0].endswith("(overlap_dp_comm=true)")

@@ -194,12 +194,18 @@ def test_upgraded_changes_one_resource():
     h100 = pm.load_hardware("dgx-h100")
     more = upgraded(h100, "scale_up_size", 2)
     assert more.tiers[0].domain_size == 2 * h100.tiers[0].domain_size
-    assert more.accelerator == h100.accelerator and more.tiers[1].bandwidth_gbps == h100.tiers[1].bandwidth_gbps
+    assert more.accelerator.name == "H100-SXM5-80GB (scale_up_size x2)"  # a hypothetical part says so
+    assert more.accelerator.model_copy(update={"name": h100.accelerator.name}) == h100.accelerator
+    assert more.tiers[1].bandwidth_gbps == h100.tiers[1].bandwidth_gbps
     fast = upgraded(h100, "flops", 2)
     assert fast.accelerator.peak_tflops["bf16"] == 2 * h100.accelerator.peak_tflops["bf16"]
     assert fast.tiers == h100.tiers and fast.efficiency == h100.efficiency
     with pytest.raises(pm.InputError, match="one network tier"):
         upgraded(pm.load_hardware("tpu-v5p"), "scale_out_bandwidth", 2)
+    with pytest.raises(pm.InputError, match="finite number > 0"):
+        upgraded(h100, "flops", float("nan"))
+    with pytest.raises(pm.InputError, match="hbm_capacity x0.01 of dgx-h100 is not a valid system"):
+        upgraded(h100, "hbm_capacity", 0.01)  # less memory than the system's fixed overhead
 
 
 def test_whatif_rows_are_the_searched_best_plans(tmp_path):
@@ -271,6 +277,8 @@ def test_cli_plots(tmp_path):
       "--factor", "0"), ["--factor", "> 0"]),
     (("whatif", "--model", "llama-3-8b", "--gpus", "8", "--global-batch", "8", "--seq-len", "2048",
       "--hardware", "dgx-h10"), ["dgx-h10", "did you mean"]),
+    (("whatif", "--model", "gpt2-124m", "--gpus", "8", "--global-batch", "8", "--seq-len", "4096",
+      "--hardware", "dgx-h100", "--plot", "{tmp}/w.png"), ["no system has a plan", "max_seq_len = 1024"]),
     (("calibrate", "--device", "cpu", "--output", "{tmp}/c.yaml", "--plot", "{tmp}/c.svg"), ["--plot", ".png"]),
 ])
 def test_cli_bad_plot_input(tmp_path, argv, words):

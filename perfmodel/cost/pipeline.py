@@ -14,6 +14,13 @@ def stage_layers(n_layers: int, pp: int) -> tuple[int, int, int]:
     return split[0], max(split[1:-1] or split), split[-1]
 
 
+def interleaved_warmup(pp: int, vpp: int, m, rank: int):
+    """Forwards pipeline rank `rank` runs before its first backward under interleaved 1F1B: Megatron-LM's
+    num_warmup_microbatches = min(2 (pp - rank - 1) + (vpp - 1) pp, m vpp) (megatron/core/pipeline_parallel/
+    schedules.py; Narayanan et al. 2021, Sec. 2.2)."""
+    return np.minimum(2 * (pp - rank - 1) + (vpp - 1) * pp, np.asarray(m) * vpp)
+
+
 def in_flight(schedule: str, pp: int, vpp: int, m, rank: int):
     """Micro-batch-chunks whose activations stage `rank` (0-based) holds at its peak, in units of 1/vpp of its layers.
 
@@ -23,7 +30,7 @@ def in_flight(schedule: str, pp: int, vpp: int, m, rank: int):
     """
     m = np.asarray(m, float)
     gpipe = m * vpp
-    interleaved = np.minimum(2 * (pp - rank - 1) + (vpp - 1) * pp + 1, m * vpp)
+    interleaved = np.minimum(interleaved_warmup(pp, vpp, m, rank) + 1, m * vpp)
     one_f_one_b = np.minimum(pp - rank, m)
     return np.where(schedule == "gpipe", gpipe, np.where(schedule == "interleaved", interleaved, one_f_one_b))
 
@@ -49,7 +56,7 @@ def schedule_order(schedule: str, pp: int, vpp: int, m: int, rank: int) -> list[
     GPipe: every forward, then every backward (Huang et al. 2019). 1F1B: pp - rank - 1 warm-up forwards, then
     one forward / one backward, then the remaining backwards (Narayanan et al. 2021, Sec. 2.2, PipeDream-Flush).
     Interleaved 1F1B: Megatron-LM's order (Narayanan et al. 2021, Sec. 2.2; megatron/core/pipeline_parallel/
-    schedules.py): 2 (pp - rank - 1) + (vpp - 1) pp warm-up forwards over m vpp virtual micro-batches, where
+    schedules.py): `interleaved_warmup` forwards over m vpp virtual micro-batches, where
     forward k is micro-batch (k // (pp vpp)) pp + k % pp of chunk (k // pp) % vpp and backward k runs the
     chunks in reverse; m must be a multiple of pp (plan.resolve checks).
     """
@@ -57,7 +64,7 @@ def schedule_order(schedule: str, pp: int, vpp: int, m: int, rank: int) -> list[
         return [("F", i, 0) for i in range(m)] + [("B", i, 0) for i in range(m)]
     total = m * vpp
     if schedule == "interleaved":
-        warm = min(2 * (pp - rank - 1) + (vpp - 1) * pp, total)
+        warm = int(interleaved_warmup(pp, vpp, m, rank))
         mb = lambda k: (k // (pp * vpp)) * pp + k % pp
         fwd = lambda k: ("F", mb(k), (k // pp) % vpp)
         bwd = lambda k: ("B", mb(k), vpp - 1 - (k // pp) % vpp)

@@ -32,12 +32,15 @@ MEMORY_PARTS = {
 GIB = 2**30
 
 
-def _as_mapping(estimates) -> dict[str, Estimate]:
+def as_mapping(estimates) -> dict[str, Estimate]:
+    """label -> Estimate from one estimate, a list (labelled by layout; repeated labels get "#i") or a dict."""
     if isinstance(estimates, Estimate):
-        return {layout_label(estimates.plan): estimates}
+        estimates = [estimates]
     if isinstance(estimates, Mapping):
         return dict(estimates)
-    return {layout_label(e.plan): e for e in estimates}
+    labels = [layout_label(e.plan) for e in estimates]
+    return {(f"#{i + 1} {label}" if labels.count(label) > 1 else label): e
+            for i, (label, e) in enumerate(zip(labels, estimates))}
 
 
 def _wrap(label: str) -> str:
@@ -59,7 +62,7 @@ def _stack(ax, labels, values: dict[str, list[float]], parts: dict, kind: str) -
 
 def time_bars(ax, estimates) -> None:
     """Stacked bar of each plan's step time (s) by TimeBreakdown part, the total written on top."""
-    est = _as_mapping(estimates)
+    est = as_mapping(estimates)
     labels = list(est)
     _stack(ax, labels, {p: [getattr(e.time_s, p) for e in est.values()] for p in TIME_PARTS}, TIME_PARTS, "time")
     for x, e in enumerate(est.values()):
@@ -74,7 +77,7 @@ def time_bars(ax, estimates) -> None:
 
 def memory_bars(ax, estimates) -> None:
     """Stacked bar of each plan's memory per device (GiB) on its fullest stage, against the device capacity."""
-    est = _as_mapping(estimates)
+    est = as_mapping(estimates)
     labels = list(est)
     values = {p: [getattr(e.memory_bytes, p) / GIB for e in est.values()] for p in MEMORY_PARTS}
     _stack(ax, labels, values, MEMORY_PARTS, "memory")

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..plan import layout_label
-from ..result import Estimate
-from .breakdown import memory_bars, time_bars
+from .breakdown import as_mapping, memory_bars, time_bars
 from .common import pyplot, save
 from .pipeline import gantt
 
@@ -15,9 +13,7 @@ def estimate_axes(estimates):
     """Figure: time and memory breakdowns of one or several estimates (a list, or a dict label -> Estimate)
     side by side, and the first one's pipeline schedule underneath."""
     plt = pyplot()
-    est = estimates if isinstance(estimates, dict) else (
-        {layout_label(estimates.plan): estimates} if isinstance(estimates, Estimate)
-        else {layout_label(e.plan): e for e in estimates})
+    est = as_mapping(estimates)
     first = next(iter(est.values()))
     width = max(11.0, 3 + 1.6 * len(est) * 2)
     fig = plt.figure(figsize=(width, 8.2), dpi=110)

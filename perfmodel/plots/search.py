@@ -54,31 +54,39 @@ def pareto(ax, result) -> None:
     ax.legend(fontsize=8, loc="upper right")  # not "best": it scans every point
 
 
+def best_gpus(result) -> int:
+    """GPU count of the search's fastest plan."""
+    return int(result.table.sort_values("step_time_s")["gpus"].iloc[0])
+
+
 def heatmap_table(result, x: str = "pp", y: str = "tp", gpus: int | None = None):
     """Fastest feasible step time (s) for each (y, x) pair at `gpus` (default: the best plan's GPU count),
     minimised over every other layout choice; NaN where no plan fits. A DataFrame, y down, x across."""
     df = result.table
-    gpus = int(df.sort_values("step_time_s")["gpus"].iloc[0]) if gpus is None else gpus
+    gpus = best_gpus(result) if gpus is None else gpus
     return df[df["gpus"] == gpus].pivot_table(index=y, columns=x, values="step_time_s", aggfunc="min").sort_index()
 
 
 def heatmap(ax, result, x: str = "pp", y: str = "tp", gpus: int | None = None) -> None:
     """`heatmap_table` as coloured cells (brighter: faster), each cell's step time written in it."""
     plt = pyplot()
+    gpus = best_gpus(result) if gpus is None else gpus
     grid = heatmap_table(result, x, y, gpus)
-    gpus = int(result.table.sort_values("step_time_s")["gpus"].iloc[0]) if gpus is None else gpus
     values = grid.to_numpy(float)
-    image = ax.imshow(values, cmap="viridis_r", aspect="auto", gid="search:heatmap")
+    cmap = plt.get_cmap("viridis_r").with_extremes(bad="0.9")
+    image = ax.imshow(values, cmap=cmap, aspect="auto", gid="search:heatmap")
     plt.colorbar(image, ax=ax, label="fastest step time (s)")
     best = np.nanmin(values)
     for (i, j), v in np.ndenumerate(values):
-        text = "no fit" if np.isnan(v) else f"{v:.3g}" + (" *" if v == best else "")
-        ax.text(j, i, text, ha="center", va="center", fontsize=7, color="black" if v < np.nanmedian(values) else "white")
+        text = "no plan" if np.isnan(v) else f"{v:.3g}" + (" *" if v == best else "")
+        dark = not np.isnan(v) and v >= np.nanmedian(values)
+        ax.text(j, i, text, ha="center", va="center", fontsize=7, color="white" if dark else "black")
     ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
     ax.set_yticks(range(len(grid.index)), [str(c) for c in grid.index])
     ax.set_xlabel(x)
     ax.set_ylabel(y)
-    ax.set_title(f"fastest step time per {y} x {x} at {gpus} GPUs (*: best)", fontsize=10)
+    ax.set_title(f"fastest step time per {y} x {x} at {gpus} GPUs (*: best; no plan: none fits or none exists)",
+                 fontsize=9)
 
 
 def best_estimates(result, k: int = 4) -> dict:

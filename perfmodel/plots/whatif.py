@@ -21,7 +21,7 @@ def upgrade_bars(ax, ups) -> None:
     ax.invert_yaxis()
     ax.set_xlim(0, 1.45 * max([r.speedup for r in rows] + [1.0]))
     ax.set_xlabel("speed-up of the step over the baseline (x)")
-    ax.set_title(f"which upgrade of {ups.rows[0].system} buys most (each re-searched)", fontsize=10)
+    ax.set_title(f"which upgrade of {ups.rows[0].system} buys most\n(each re-searched for its best plan)", fontsize=10)
 
 
 def whatif_axes(across, ups=None):
@@ -30,19 +30,21 @@ def whatif_axes(across, ups=None):
     plt = pyplot()
     n = len(across.estimates)
     fig = plt.figure(figsize=(max(11.0, 3 + 1.0 * n + (5 if ups else 0)), 6.8), dpi=100)
-    grid = fig.add_gridspec(1, 2 if ups else 1, width_ratios=(max(n, 1), 4) if ups else None)
+    grid = fig.add_gridspec(1, 2 if ups else 1, width_ratios=(max(n, 3), 4) if ups else None)
     ax = fig.add_subplot(grid[0, 0])
     if across.estimates:
         time_bars(ax, across.estimates)
         ax.set_title("step time of the best plan on each system", fontsize=10)
     missing = [f"{r.system}: {r.note}" for r in across.rows if r.layout is None]
-    if missing:
-        ax.text(0, -0.16, "left out: " + "; ".join(missing), transform=ax.transAxes, fontsize=7, va="top", wrap=True)
+    if missing:  # below the panels, outside tight_layout's reckoning
+        import textwrap
+
+        fig.text(0.01, 0.01, textwrap.fill("left out: " + "; ".join(missing), 200), fontsize=7, va="bottom")
     if ups:
         upgrade_bars(fig.add_subplot(grid[0, 1]), ups)
     fig.suptitle(f"{across.model}: {across.gpus} devices, global batch {across.global_batch} x {across.seq_len} "
                  f"tokens, {across.precision}")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06 if missing else 0, 1, 1))
     return fig
 
 
