@@ -336,19 +336,18 @@ def _execute(a) -> str:
     ms = run_plans(a.plans, a.nproc, device=a.device, steps=a.steps, warmup=a.warmup, rounds=a.rounds,
                    seed=a.seed,
                    outputs=[a.output] if a.output else None, rdzv=rdzv or None, timeout_s=a.timeout, data=a.data)
+    preds = [load_plan_file(path).prediction.step_time_s for path in a.plans]
     rows = [f"{'plan':<40}{'predicted':>12}{'measured':>12}{'error':>8}{'peak memory':>14}  loss first -> last"]
-    for path, m in zip(a.plans, ms):
-        pred = load_plan_file(path).prediction.step_time_s
+    for path, m, pred in zip(a.plans, ms, preds):
         err = f"{(pred - m.step_time_s) / m.step_time_s:+.0%}" if pred > 0 else "-"
         rows.append(f"{path[-40:]:<40}{pred * 1e3:>10.1f}ms{m.step_time_s * 1e3:>10.1f}ms{err:>8}"
                     f"{m.peak_memory_bytes / 2**20:>10.1f} MiB  {m.losses[0]:.4f} -> {m.losses[-1]:.4f}")
         rows += [f"  note: {n}" for n in m.notes]
     if a.plot:
+        from .plots.common import unique_labels
         from .plots.measurement import steps_figure
 
-        label = lambda i, p: f"#{i + 1} {p}" if a.plans.count(p) > 1 else p  # noqa: E731
-        steps_figure({label(i, path): (m, load_plan_file(path).prediction.step_time_s)
-                      for i, (path, m) in enumerate(zip(a.plans, ms))}, a.plot)
+        steps_figure(dict(zip(unique_labels(a.plans), zip(ms, preds))), a.plot)
         rows.append(f"wrote {a.plot}")
     return "\n".join(rows)
 

@@ -60,6 +60,12 @@ def read_json_object(path, what: str) -> dict:
     return data
 
 
+def check_suffix(path, what: str, suffix: str) -> None:
+    """Refuse an output whose name does not end in `suffix` (e.g. ".png"), naming the flag."""
+    if not str(path).lower().endswith(suffix):
+        raise InputError(f"{what} {str(path)!r}: the file is {suffix[1:].upper()}; give a name ending in {suffix}")
+
+
 def check_writable(path, what: str) -> Path:
     """Refuse an output path that cannot be written, before any work is done (one line naming the flag)."""
     path = Path(path)

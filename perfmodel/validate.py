@@ -28,7 +28,7 @@ from pydantic import Field
 
 from .argtypes import integer, seconds
 from .errors import InputError, Schema
-from .files import check_writable, write_atomic
+from .files import check_suffix, check_writable, write_atomic
 from .hardware import System, list_systems, load_hardware
 from .measurement import Measurement
 from .models import ModelConfig
@@ -244,8 +244,7 @@ def _check_dir(out_dir: Path) -> None:
 
 
 def _check_output(path: Path, what: str, suffix: str, out_dir: Path) -> None:
-    if path.suffix.lower() != suffix:
-        raise InputError(f"{what} {str(path)!r}: the file is {suffix[1:].upper()}; give a name ending in {suffix}")
+    check_suffix(path, what, suffix)
     if path.absolute().parent == out_dir.absolute() and not out_dir.exists():
         return  # goes into the output directory, checked (and created) with it
     check_writable(path, what)

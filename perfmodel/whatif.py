@@ -40,15 +40,15 @@ class WhatIfRow(Schema):
     system: str
     accelerator: str
     gpus: int
-    layout: str | None = Field(description="best plan's layout (plan.layout_label); null: no plan fits")
-    step_time_s: float | None
-    tokens_per_s: float | None
-    mfu: float | None
-    memory_gib: float | None
-    compute_share: float | None
-    memory_share: float | None
-    network_share: float | None
-    bubble_share: float | None
+    layout: str | None = Field(None, description="best plan's layout (plan.layout_label); null: no plan fits")
+    step_time_s: float | None = None
+    tokens_per_s: float | None = None
+    mfu: float | None = None
+    memory_gib: float | None = None
+    compute_share: float | None = None
+    memory_share: float | None = None
+    network_share: float | None = None
+    bubble_share: float | None = None
     speedup: float | None = Field(None, description="upgrades: baseline step time / this step time")
     note: str = ""
 
@@ -74,12 +74,10 @@ def _best(model: ModelConfig, system: System, gpus: int, global_batch: int, seq_
     from .search.layouts import search
 
     base = dict(system=label, accelerator=system.accelerator.name, gpus=gpus)
-    empty = dict(layout=None, step_time_s=None, tokens_per_s=None, mfu=None, memory_gib=None, compute_share=None,
-                 memory_share=None, network_share=None, bubble_share=None)
     try:
         result = search(model, system, gpus, global_batch, seq_len, precision=precision)
     except InputError as err:  # more devices than the system has, a precision it lacks, nothing fits
-        return WhatIfRow(**base, **empty, note=str(err)), None
+        return WhatIfRow(**base, note=str(err)), None
     e = estimate(model, system, result.plan(0))
     shares = bound_shares(e.time_s)
     return WhatIfRow(**base, layout=layout_label(e.plan), step_time_s=e.step_time_s, tokens_per_s=e.tokens_per_s,
@@ -127,10 +125,10 @@ def upgraded(system: System, upgrade: str, factor: float) -> System:
         acc["hbm_bandwidth_tbps"] *= factor
     elif upgrade == "hbm_capacity":
         acc["hbm_capacity_gib"] *= factor
-    elif upgrade in ("scale_up_size", "scale_up_bandwidth", "scale_out_bandwidth"):
-        if len(tiers) < 2:
-            raise InputError(f"upgrade {upgrade}: {system.name} has one network tier ({tiers[0]['name']}); valid "
-                             f"upgrades: {', '.join(u for u in UPGRADES if not u.startswith('scale'))}")
+    elif upgrade in UPGRADES and upgrade not in upgrades_of(system):
+        raise InputError(f"upgrade {upgrade}: {system.name} has one network tier ({tiers[0]['name']}); valid "
+                         f"upgrades: {', '.join(upgrades_of(system))}")
+    elif upgrade in UPGRADES:
         if upgrade == "scale_up_size":
             size = max(1, round(tiers[0]["domain_size"] * factor))
             tiers[0]["domain_size"] = size
@@ -155,13 +153,18 @@ def upgraded(system: System, upgrade: str, factor: float) -> System:
 UPGRADES = ("flops", "hbm_bandwidth", "hbm_capacity", "scale_up_size", "scale_up_bandwidth", "scale_out_bandwidth")
 
 
+def upgrades_of(system: System) -> tuple[str, ...]:
+    """The upgrades `system` can take: the scale-up / scale-out ones need a second network tier."""
+    return UPGRADES if len(system.tiers) > 1 else tuple(u for u in UPGRADES if not u.startswith("scale"))
+
+
 def upgrades(model: ModelConfig | str, system: System | str, gpus: int, global_batch: int, seq_len: int,
              precision: str = "bf16", factor: float = 2.0) -> WhatIf:
     """The job on `system` and on each single-resource upgrade of it (`upgraded`), each with its own best plan;
     `speedup` is the baseline's step time over the upgrade's."""
     model, system = load_model(model), load_hardware(system)
-    names = [u for u in UPGRADES if len(system.tiers) > 1 or not u.startswith("scale")]  # one tier: no scale-*
-    specs = {system.name: system} | {f"{u} x{factor:g}": upgraded(system, u, factor) for u in names}  # refuse first
+    specs = {system.name: system} | {f"{u} x{factor:g}": upgraded(system, u, factor)  # all refused before a search
+                                     for u in upgrades_of(system)}
     rows, ests = [], {}
     for label, spec in specs.items():
         row, e = _best(model, spec, gpus, global_batch, seq_len, precision, label)

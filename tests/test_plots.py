@@ -182,6 +182,17 @@ def test_heatmap_is_the_fastest_plan_per_cell(res, tmp_path):
 
 
 # --- what-if ----------------------------------------------------------------------------------------------
+def test_part_lists_cover_the_breakdowns():
+    """The figures' and what-if's part lists name every breakdown field once (a new field cannot go undrawn)."""
+    from perfmodel.result import MemoryBreakdown, TimeBreakdown
+    from perfmodel.whatif import BOUND
+
+    assert sorted(TIME_PARTS) == sorted(f for f in TimeBreakdown.model_fields if f != "total")  # stacked otherwise
+    assert list(MEMORY_PARTS) == [f for f in MemoryBreakdown.model_fields if f != "total"]
+    grouped = [p for parts in BOUND.values() for p in parts]
+    assert sorted(grouped) == sorted(TIME_PARTS)
+
+
 def test_bound_shares_by_hand(est):
     t = est.time_s
     s = bound_shares(t)

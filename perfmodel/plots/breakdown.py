@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from ..plan import layout_label
 from ..result import Estimate
+from .common import unique_labels
 
 # TimeBreakdown fields in stacking order (compute first, then communication, then what is idle or apart).
 TIME_PARTS = {
@@ -38,9 +39,8 @@ def as_mapping(estimates) -> dict[str, Estimate]:
         estimates = [estimates]
     if isinstance(estimates, Mapping):
         return dict(estimates)
-    labels = [layout_label(e.plan) for e in estimates]
-    return {(f"#{i + 1} {label}" if labels.count(label) > 1 else label): e
-            for i, (label, e) in enumerate(zip(labels, estimates))}
+    estimates = list(estimates)
+    return dict(zip(unique_labels([layout_label(e.plan) for e in estimates]), estimates))
 
 
 def _wrap(label: str) -> str:

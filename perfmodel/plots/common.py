@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import InputError
-from ..files import check_writable, write_atomic
+from ..files import check_suffix, check_writable, write_atomic
 
 
 def pyplot():
@@ -21,9 +20,14 @@ def pyplot():
 
 def check_plot_path(path: str | Path, flag: str = "--plot") -> None:
     """Refuse, before any work, a figure path that is not a writable .png."""
-    if not str(path).lower().endswith(".png"):
-        raise InputError(f"{flag} {str(path)!r}: the figure is a PNG; give a file name ending in .png")
+    check_suffix(path, flag, ".png")
     check_writable(path, flag)
+
+
+def unique_labels(labels: list[str]) -> list[str]:
+    """`labels`, with "#i " (1-based position) before each that occurs more than once: a figure keyed by label
+    never merges two of its inputs."""
+    return [f"#{i + 1} {x}" if labels.count(x) > 1 else x for i, x in enumerate(labels)]
 
 
 def save(fig, path: str | Path, flag: str = "--plot") -> Path:
