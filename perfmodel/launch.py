@@ -44,10 +44,15 @@ def torchrun_command(module: str, args: list[str], nproc: int, rdzv: list[str] |
 # plan of a launch on. Measured on 2026-11-22 (2-vCPU sandbox, torch 2.13.0+cpu, 4 ranks, the cpu-smoke dp4
 # and fsdp4 plans, two runs each with and without it; issue 4's session-5 note): blocks >= 64 KiB returned to the
 # OS at once made the steps 1.4-2.0x slower (page faults and zeroing on every large allocation).
-# Memory: every block >= 64 KiB mapped and returned at once, so that resident memory follows the live tensors
-# (execute/memory.py); execute runs this in a separate, untimed launch.
+# Memory: every block of a page (4 KiB) or more mapped and returned at once, so that resident memory follows the
+# live tensors (execute/memory.py); execute runs this in a separate, untimed launch. A page, not 64 KiB: a small
+# model's tensors (tiny-llama's 64 x 64 fp32 weights are 16 KiB) fell under 64 KiB, stayed resident in the heap
+# after they were freed, and the measure (high-water mark minus resident size after freeing) read 0-0.2 MiB
+# for plans holding 2-4 MiB. Measured 2026-11-22 (2-vCPU sandbox, tests/test_execute.py's two-process plans):
+# with a page, every plan's peak is at least its fp32 weights, gradients and Adam moments; the cpu-smoke plans
+# (tensors >= 1 MiB) read the same to 0.1 MiB under both settings.
 MALLOC_TIMING = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(64 << 20)}
-MALLOC_MEMORY = {"MALLOC_MMAP_THRESHOLD_": str(64 << 10)}
+MALLOC_MEMORY = {"MALLOC_MMAP_THRESHOLD_": str(4 << 10)}
 
 
 def worker_env(device: str, measure_memory: bool = False) -> dict[str, str]:

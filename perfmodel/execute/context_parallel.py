@@ -42,8 +42,8 @@ class GatherContext:
 
     def gather(self, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Tensor):
         """Keys and values [b, heads, s, d] of all cp ranks, concatenated on the sequence, and their positions."""
-        k = funcol.all_gather_tensor_autograd(k.contiguous(), gather_dim=2, group=self.group)
-        v = funcol.all_gather_tensor_autograd(v.contiguous(), gather_dim=2, group=self.group)
+        k = funcol.all_gather_single_autograd(k.contiguous(), gather_dim=2, group=self.group)
+        v = funcol.all_gather_single_autograd(v.contiguous(), gather_dim=2, group=self.group)
         return k, v, self.all_positions
 
 
