@@ -178,10 +178,10 @@ PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "cp", "vpp", "micro
 
 
 def _predict(a) -> str:
-    if a.plot:
+    if a.plot is not None:
         check_plot_path(a.plot)
     out = _predict_estimate(a)
-    if a.plot:
+    if a.plot is not None:
         from .plots.estimate import estimate_figure
 
         estimate_figure(out, a.plot)
@@ -259,7 +259,7 @@ def _search(a) -> str:
 
     if a.output:
         check_writable(a.output, "--output")
-    if a.plot:
+    if a.plot is not None:
         check_plot_path(a.plot)
     if a.output and not a.output.lower().endswith(".json"):
         raise InputError(f"--output {a.output!r}: plan files are JSON; give a file name ending in .json")
@@ -274,7 +274,7 @@ def _search(a) -> str:
                        created_by="perfmodel " + " ".join(sys.argv[1:]))
         write_plan_file(pf, a.output)
         extra.append(f"wrote the best plan to {a.output}")
-    if a.plot:
+    if a.plot is not None:
         from .plots.search import search_figure
 
         search_figure(result, a.plot)
@@ -299,7 +299,7 @@ def _search(a) -> str:
 def _whatif(a) -> str:
     from .whatif import across_systems, upgrades
 
-    if a.plot:
+    if a.plot is not None:
         check_plot_path(a.plot)
     if not (math.isfinite(a.factor) and a.factor > 0):
         raise InputError(f"--factor {a.factor:g} must be a finite number > 0 (e.g. 2 for twice the resource)")
@@ -307,7 +307,7 @@ def _whatif(a) -> str:
     base = load_hardware(a.upgrade) if a.upgrade else None
     across = across_systems(a.model, systems, a.gpus, a.global_batch, a.seq_len, a.precision)
     ups = upgrades(a.model, base, a.gpus, a.global_batch, a.seq_len, a.precision, a.factor) if base else None
-    if a.plot:
+    if a.plot is not None:
         from .plots.whatif import whatif_figure
 
         whatif_figure(across, a.plot, ups)
@@ -328,7 +328,7 @@ def _execute(a) -> str:
 
     rdzv = [f"{f}={getattr(a, f[2:].replace('-', '_'))}" for f in ("--nnodes", "--node-rank", "--rdzv-backend",
             "--rdzv-endpoint", "--rdzv-id", "--master-addr", "--master-port") if getattr(a, f[2:].replace("-", "_"))]
-    if a.plot:
+    if a.plot is not None:
         check_plot_path(a.plot)
     if a.output and len(a.plans) > 1:
         raise InputError(f"--output names one file but {len(a.plans)} plans were given; valid: --output with one "
@@ -343,7 +343,7 @@ def _execute(a) -> str:
         rows.append(f"{path[-40:]:<40}{pred * 1e3:>10.1f}ms{m.step_time_s * 1e3:>10.1f}ms{err:>8}"
                     f"{m.peak_memory_bytes / 2**20:>10.1f} MiB  {m.losses[0]:.4f} -> {m.losses[-1]:.4f}")
         rows += [f"  note: {n}" for n in m.notes]
-    if a.plot:
+    if a.plot is not None:
         from .plots.common import unique_labels
         from .plots.measurement import steps_figure
 

@@ -243,11 +243,12 @@ def _check_dir(out_dir: Path) -> None:
         raise InputError(f"--out-dir {str(out_dir)!r} cannot be created: {str(parent)!r} is not a writable directory")
 
 
-def _check_output(path: Path, what: str, suffix: str, out_dir: Path) -> None:
-    check_suffix(path, what, suffix)
+def _check_output(path: str | Path, what: str, suffix: str, out_dir: Path) -> Path:
+    check_suffix(path, what, suffix)  # on the name as given: Path("") would read "."
+    path = Path(path)
     if path.absolute().parent == out_dir.absolute() and not out_dir.exists():
-        return  # goes into the output directory, checked (and created) with it
-    check_writable(path, what)
+        return path  # goes into the output directory, checked (and created) with it
+    return check_writable(path, what)
 
 
 def _gpu_name() -> str | None:
@@ -334,8 +335,8 @@ def _entries(plans, sweep_name, nproc, device, hardware):
 # ---------------------------------------------------------------------------------------------------------
 def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc: int | None = None,
              hardware: str | Path | None = None, out_dir: Path = Path("validation"), steps: int | None = None,
-             warmup: int | None = None, rounds: int | None = None, device: str = "auto", plot: Path | None = None,
-             csv: Path | None = None,
+             warmup: int | None = None, rounds: int | None = None, device: str = "auto",
+             plot: str | Path | None = None, csv: str | Path | None = None,
              quick_calibration: bool = True, timeout_s: float | None = None, echo=None) -> ValidationResult:
     """Run `plans` (plan files) or the built-in `sweep` on `nproc` processes, predict each, compare.
 
@@ -360,11 +361,9 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
         raise InputError(f"--steps = {steps}, --warmup = {warmup}; valid: steps >= 1 and 0 <= warmup < steps "
                          "(the median is taken over the steps after warm-up)")
     _check_dir(out_dir)
-    csv = Path(csv) if csv is not None else out_dir / "validation.csv"
-    _check_output(csv, "--csv", ".csv", out_dir)
+    csv = _check_output(csv if csv is not None else out_dir / "validation.csv", "--csv", ".csv", out_dir)
     if plot is not None:
-        plot = Path(plot)
-        _check_output(plot, "--plot", ".png", out_dir)
+        plot = _check_output(plot, "--plot", ".png", out_dir)
 
     # The spec the predictions use.
     notes = []
@@ -489,6 +488,6 @@ def run(args) -> str:
     result = validate([Path(p) for p in args.plans] or None, args.sweep, nproc=args.nproc, hardware=args.hardware,
                       out_dir=out_dir, steps=args.steps, warmup=args.warmup, rounds=args.rounds,
                       device=args.device,
-                      plot=Path(args.plot) if args.plot else None, csv=Path(args.csv) if args.csv else None,
+                      plot=args.plot, csv=args.csv,
                       quick_calibration=not args.full_calibration, timeout_s=args.timeout)
     return result.text()

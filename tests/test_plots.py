@@ -152,6 +152,24 @@ def test_gantt_draws_the_stage_times(est_vpp):
             assert len(widths) == m * v
             assert widths == pytest.approx([getattr(est_vpp.stages[stage], field) / v] * (m * v))
     assert f"estimate: {est_vpp.time_s.bubble:.3g} s" in ax.get_title()
+    # the legend sits beside the axes: inside, it covered the end of the last stage's blocks
+    legend = ax.get_legend().get_window_extent(fig.canvas.get_renderer())
+    assert legend.x0 >= ax.get_window_extent().x1
+    plt.close(fig)
+
+
+def test_gantt_without_a_pipeline_says_so():
+    """pp 1: one row of micro-batches one after another (gradient accumulation), no bubble, and a title that
+    does not call it a pipeline."""
+    e = pm.estimate("llama-3-8b", "dgx-h100", pm.Plan(gpus=8, micro_batch=2, global_batch=32, seq_len=4096))
+    fig, ax = plt.subplots()
+    gantt(ax, e)
+    fwd = [c for c in ax.collections if c.get_gid() == "pipeline:forward"]
+    starts = sorted(p.vertices[:, 0].min() for p in fwd[0].get_paths())
+    assert len(fwd) == 1 and len(starts) == e.num_microbatches == 2
+    # micro-batch 1's forward starts when micro-batch 0's forward and backward are done
+    assert starts[1] == pytest.approx(e.stages[0].fwd_s + e.stages[0].bwd_s + e.stages[0].recompute_s)
+    assert e.time_s.bubble == 0 and ax.get_title().startswith("no pipeline (pp 1): 2 micro-batch(es)")
     plt.close(fig)
 
 
@@ -284,6 +302,9 @@ def test_cli_plots(tmp_path):
 @pytest.mark.parametrize("argv,words", [
     (("predict", "--plot", "{tmp}/p.pdf"), ["--plot", "p.pdf", ".png"]),
     (("predict", "--plot", "{tmp}/missing/p.png"), ["--plot", "does not exist"]),
+    (("predict", "--plot", ""), ["--plot ''", ".png"]),  # an empty name is refused, not taken as "no plot"
+    (("validate", "--sweep", "cpu-smoke", "--out-dir", "{tmp}/v", "--plot", ""), ["--plot ''", ".png"]),
+    (("validate", "--sweep", "cpu-smoke", "--out-dir", "{tmp}/v", "--csv", ""), ["--csv ''", ".csv"]),
     (("whatif", "--model", "llama-3-8b", "--gpus", "8", "--global-batch", "8", "--seq-len", "2048",
       "--factor", "0"), ["--factor", "> 0"]),
     (("whatif", "--model", "llama-3-8b", "--gpus", "8", "--global-batch", "8", "--seq-len", "2048",
@@ -291,6 +312,7 @@ def test_cli_plots(tmp_path):
     (("whatif", "--model", "gpt2-124m", "--gpus", "8", "--global-batch", "8", "--seq-len", "4096",
       "--hardware", "dgx-h100", "--plot", "{tmp}/w.png"), ["no system has a plan", "max_seq_len = 1024"]),
     (("calibrate", "--device", "cpu", "--output", "{tmp}/c.yaml", "--plot", "{tmp}/c.svg"), ["--plot", ".png"]),
+    (("calibrate", "--device", "cpu", "--output", "{tmp}/c.yaml", "--plot", ""), ["--plot ''", ".png"]),
 ])
 def test_cli_bad_plot_input(tmp_path, argv, words):
     r = _cli(*(a.format(tmp=tmp_path) for a in argv))

@@ -37,12 +37,12 @@ def run(args: argparse.Namespace) -> str:
     from ..plots.common import check_plot_path
     from . import run_calibration
 
-    if args.plot:
+    if args.plot is not None:
         check_plot_path(args.plot)  # before minutes of benchmarks
     echo = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     system, raw = run_calibration(args.device, args.nproc, args.output, args.base, args.quick, args.name, echo)
     out = report(system, raw)
-    if args.plot:
+    if args.plot is not None:
         from ..plots.calibration import calibration_figure
 
         calibration_figure(raw, args.plot)

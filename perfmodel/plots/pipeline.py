@@ -42,7 +42,11 @@ def gantt(ax, e: Estimate) -> None:
     ax.set_xlim(0, span * 1.01)
     ax.set_xlabel("time from the start of the step's pipeline (s)")
     sched = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": f"interleaved 1F1B, {e.plan.vpp} chunks/stage"}
-    ax.set_title(f"pipeline schedule: {sched[e.plan.schedule]}, {m} micro-batches; bubble on the busiest stage "
-                 f"(stage {worst}) {idle:.3g} s = {100 * idle / span:.1f}% (estimate: {e.time_s.bubble:.3g} s)",
-                 fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
+    if pp == 1:  # no pipeline: the row is gradient accumulation, micro-batch after micro-batch
+        ax.set_title(f"no pipeline (pp 1): {m} micro-batch(es) in sequence on every device, no bubble", fontsize=9)
+    else:
+        ax.set_title(f"pipeline schedule: {sched[e.plan.schedule]}, {m} micro-batches; bubble on the busiest stage "
+                     f"(stage {worst}) {idle:.3g} s = {100 * idle / span:.1f}% (estimate: {e.time_s.bubble:.3g} s)",
+                     fontsize=9)
+    # beside the axes, as in the breakdown panels: inside, it covered the end of the last stage
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0)
