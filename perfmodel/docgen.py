@@ -5,9 +5,9 @@
 
 Each table is rendered from the pydantic models' JSON schema (`perfmodel.hardware.hardware_json_schema`,
 `PlanFile.model_json_schema()`), so the docs say what the code validates: type, range, default, description.
-Fields whose `Field` has no description get one from `FIELD_NOTES`, and rules that only a validator enforces
-are added from `VALIDATOR_NOTES`; tests/test_docs.py checks that every key there is still a field, and that the
-committed blocks equal what this module renders.
+Descriptions come from each field's `Field(description=...)` (so hardware_specs/schema.json carries them too);
+rules that only a validator enforces are added from `VALIDATOR_NOTES`. tests/test_docs.py checks that every key
+there is still a field, and that the committed blocks equal what this module renders.
 """
 
 from __future__ import annotations
@@ -23,61 +23,6 @@ HARDWARE_BEGIN = "<!-- BEGIN GENERATED: hardware schema (python -m perfmodel.doc
 PLAN_BEGIN = "<!-- BEGIN GENERATED: plan schema (python -m perfmodel.docgen) -->"
 HARDWARE_MODELS = ("System", "Accelerator", "NetworkTier", "KindFit", "Efficiency", "SharedHost")
 PLAN_MODELS = ("PlanFile", "Plan", "ModelConfig", "OpPlacement", "Prediction", "PlacementCost")
-
-# Descriptions of fields that the models leave undescribed: (model, field) -> text.
-FIELD_NOTES = {
-    ("System", "name"): "preset name; what `perfmodel hardware list` shows and `--hardware NAME` takes",
-    ("System", "description"): "one line on what the system is",
-    ("System", "accelerator"): "a catalogue accelerator by name (e.g. H100-SXM5-80GB), or a full Accelerator "
-                               "mapping (the only way to use a part the catalogue lacks)",
-    ("System", "efficiency"): "achievable fractions of the peaks (Efficiency)",
-    ("System", "sources"): "field name -> citation",
-    ("Accelerator", "name"): "part name; what a system's `accelerator: NAME` looks up (case-insensitive)",
-    ("Accelerator", "vendor"): "manufacturer",
-    ("NetworkTier", "name"): "tier name shown in reports (e.g. nvlink, infiniband, ici)",
-    ("NetworkTier", "topology"): "switch: every device of a domain reaches every other at bandwidth_gbps; "
-                                 "torus: rings use the torus links (cost.comm._torus_ring_links)",
-    ("NetworkTier", "sources"): "field name -> citation",
-    ("Efficiency", "attention_max"): "fused attention fwd+bwd fraction of the bf16 peak on long sequences",
-    ("Efficiency", "sources"): "field name -> citation",
-    ("SharedHost", "sources"): "field name -> citation",
-    ("PlanFile", "model"): "the full model config (ModelConfig)",
-    ("PlanFile", "hardware"): "the full hardware spec (System, docs/hardware.md)",
-    ("PlanFile", "plan"): "the resolved layout (Plan): dp and schedule filled in",
-    ("PlanFile", "placements"): "per-operator DTensor placements on (dp, cp, tp); empty: Megatron-LM's "
-                                "(planfile.megatron_placements)",
-    ("PlanFile", "prediction"): "what `estimate` predicted when the file was written; `predict --plan` and "
-                                "`export` refuse a file whose prediction this perfmodel does not reproduce",
-    ("Plan", "tp"): "tensor-parallel size; divides n_heads, n_kv_heads and ffn_hidden",
-    ("Plan", "pp"): "pipeline-parallel stages; at most n_layers",
-    ("Plan", "cp"): "context-parallel size (splits the sequence); divides seq_len",
-    ("Plan", "seq_len"): "tokens per sequence; at most max_seq_len for learned positions",
-    ("Plan", "recompute"): "activation recomputation in the backward: none, selective (attention core), "
-                           "full (every layer)",
-    ("Plan", "sequence_parallel"): "split norms, residuals and dropout over tp (Korthikanti et al. 2022); "
-                                   "resolve turns it off at tp = 1",
-    ("ModelConfig", "name"): "model name",
-    ("ModelConfig", "n_layers"): "transformer blocks",
-    ("ModelConfig", "hidden"): "model width h",
-    ("ModelConfig", "n_heads"): "query heads",
-    ("ModelConfig", "ffn_hidden"): "MLP inner width f",
-    ("ModelConfig", "vocab"): "vocabulary size V",
-    ("ModelConfig", "norm"): "normalisation layer (rmsnorm: scale only)",
-    ("ModelConfig", "position"): "position encoding; only learned has parameters (max_seq_len x hidden)",
-    ("ModelConfig", "tie_embeddings"): "LM head shares the token embedding",
-    ("ModelConfig", "linear_bias"): "biases on none, the q/k/v projections, or all linears",
-    ("ModelConfig", "source"): "where the config came from",
-    ("Prediction", "step_time_s"): "seconds per training step",
-    ("Prediction", "tokens_per_s"): "global_batch * seq_len / step_time_s",
-    ("Prediction", "mfu"): "model FLOPs utilisation against the dense peak (cost.flops)",
-    ("Prediction", "memory_capacity_bytes"): "accelerator memory, bytes",
-    ("Prediction", "fits_in_memory"): "memory_bytes <= memory_capacity_bytes",
-    ("PlacementCost", "time_s"): "PaSE seconds per step of the file's placements",
-    ("PlacementCost", "memory_bytes"): "PaSE bytes per device (first stage) of the file's placements",
-    ("PlacementCost", "megatron_time_s"): "PaSE seconds per step of Megatron-LM's placements",
-    ("PlacementCost", "megatron_memory_bytes"): "PaSE bytes per device of Megatron-LM's placements (the budget "
-                                                "the file's placements were searched within)",
-}
 
 # Rules the models' validators enforce that a JSON schema cannot state: appended to the description.
 VALIDATOR_NOTES = {
@@ -159,7 +104,7 @@ def model_table(schema: dict, name: str) -> str:
     required = set(model.get("required", []))
     rows = ["| field | type | required / default | description |", "|---|---|---|---|"]
     for field, p in model["properties"].items():
-        desc = p.get("description") or FIELD_NOTES.get((name, field), "")
+        desc = p.get("description", "")
         if (name, field) in VALIDATOR_NOTES:
             desc = f"{desc}; {VALIDATOR_NOTES[name, field]}" if desc else VALIDATOR_NOTES[name, field]
         rows.append(f"| `{field}` | {_cell(type_text(p))} | {_cell(_default(p, field in required))} | "

@@ -25,8 +25,8 @@ GiB = 2**30
 class Accelerator(Schema):
     """One chip as its datasheet describes it. Peak rates are dense (no structured sparsity)."""
 
-    name: str
-    vendor: str
+    name: str = Field(description="part name; what a system's `accelerator: NAME` looks up (case-insensitive)")
+    vendor: str = Field(description="manufacturer")
     peak_tflops: dict[Dtype, PositiveFloat] = Field(description="dense peak TFLOP/s per dtype the part supports")
     hbm_capacity_gib: PositiveFloat = Field(description="device memory, GiB")
     hbm_bandwidth_tbps: PositiveFloat = Field(description="device memory bandwidth, TB/s (1e12 bytes/s)")
@@ -79,9 +79,11 @@ class NetworkTier(Schema):
     `bandwidth_gbps * collective_efficiency`).
     """
 
-    name: str
+    name: str = Field(description="tier name shown in reports (e.g. nvlink, infiniband, ici)")
     domain_size: Count | None = Field(None, description="devices in one domain of this tier; null = all")
-    topology: Literal["switch", "torus"] = "switch"
+    topology: Literal["switch", "torus"] = Field(
+        "switch", description="switch: every device of a domain reaches every other at bandwidth_gbps; "
+                              "torus: rings use the torus links (cost.comm._torus_ring_links)")
     torus_dims: list[Count] | None = Field(None, description="torus shape in chips (torus tiers only)")
     bandwidth_gbps: PositiveFloat = Field(
         description="switch: per-device injection bandwidth; torus: per link, GB/s one direction"
@@ -92,7 +94,7 @@ class NetworkTier(Schema):
         default_factory=dict,
         description="per collective kind: efficiency and latency that replace the tier's own for that kind "
                     "(measured by perfmodel calibrate); kinds not listed use collective_efficiency and latency_us")
-    sources: dict[str, str] = Field(default_factory=dict)
+    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
     @model_validator(mode="after")
     def _torus(self):
@@ -139,7 +141,8 @@ class Efficiency(Schema):
 
     matmul_max: dict[Dtype, float] = Field(description="best-shape GEMM fraction of peak, per dtype")
     matmul_tile: tuple[Count, Count] = Field(description="output tile (rows, cols) of the GEMM kernel")
-    attention_max: float = Field(gt=0, le=1)
+    attention_max: float = Field(
+        gt=0, le=1, description="fused attention fwd+bwd fraction of the bf16 peak on long sequences")
     attention_half_seq: float = Field(ge=0, description="key length at which the attention kernel reaches half of attention_max")
     memory_bandwidth: float = Field(gt=0, le=1, description="achieved / peak HBM bandwidth for streaming kernels")
     optimizer_bandwidth: float | None = Field(
@@ -156,7 +159,7 @@ class Efficiency(Schema):
         1.0, gt=0, le=1,
         description="fraction of the microbenchmarked GEMM and attention rates a whole training step sustains "
                     "(clocks under continuous load, kernels interleaved with cold caches, launch gaps)")
-    sources: dict[str, str] = Field(default_factory=dict)
+    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
     @model_validator(mode="after")
     def _ranges(self):
@@ -175,22 +178,24 @@ class SharedHost(Schema):
 
     ranks: Count = Field(description="ranks the host ran at once when its rates were measured")
     cores: Count = Field(description="cores those ranks shared (the CPUs the processes could run on)")
-    sources: dict[str, str] = Field(default_factory=dict)
+    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
 
 class System(Schema):
     """A named cluster preset: accelerator, interconnect tiers, efficiencies, fixed memory overhead."""
 
-    name: str
-    description: str = ""
-    accelerator: Accelerator
+    name: str = Field(description="preset name; what `perfmodel hardware list` shows and `--hardware NAME` takes")
+    description: str = Field("", description="one line on what the system is")
+    accelerator: Accelerator = Field(
+        description="a catalogue accelerator by name (e.g. H100-SXM5-80GB), or a full Accelerator "
+                    "mapping (the only way to use a part the catalogue lacks)")
     tiers: list[NetworkTier] = Field(min_length=1, description="innermost first")
-    efficiency: Efficiency
+    efficiency: Efficiency = Field(description="achievable fractions of the peaks (Efficiency)")
     memory_overhead_gib: float = Field(ge=0, description="per-device memory not available to the model (runtime context, comm buffers, workspace)")
     max_devices: Count | None = Field(None, description="largest cluster this preset can describe")
     shared_host: SharedHost | None = Field(None, description="set where ranks share a host's cores (CPU "
                                                              "calibrations); null: every rank has its own device")
-    sources: dict[str, str] = Field(default_factory=dict)
+    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
     @model_validator(mode="after")
     def _tiers_nest(self):
@@ -291,6 +296,7 @@ def hardware_json_schema() -> dict:
     schema = System.model_json_schema()
     schema["properties"]["accelerator"] = {
         "anyOf": [{"type": "string", "description": "catalogue accelerator name, e.g. H100-SXM5-80GB"},
-                  {"$ref": "#/$defs/Accelerator"}]
+                  {"$ref": "#/$defs/Accelerator"}],
+        "description": schema["properties"]["accelerator"]["description"],
     }
     return schema

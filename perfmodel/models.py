@@ -14,23 +14,25 @@ from .files import looks_like_path, read_mapping
 class ModelConfig(Schema):
     """Shape of a decoder-only transformer: everything the cost model needs, nothing about parallelism."""
 
-    name: str
-    n_layers: Count
-    hidden: Count
-    n_heads: Count
+    name: str = Field(description="model name")
+    n_layers: Count = Field(description="transformer blocks")
+    hidden: Count = Field(description="model width h")
+    n_heads: Count = Field(description="query heads")
     n_kv_heads: Count | None = Field(None, description="key/value heads (GQA); default n_heads")
     head_dim: Count | None = Field(None, description="default hidden // n_heads")
-    ffn_hidden: Count
-    vocab: Count
+    ffn_hidden: Count = Field(description="MLP inner width f")
+    vocab: Count = Field(description="vocabulary size V")
     max_seq_len: Count = Field(description="positions the model supports")
     mlp: Literal["gelu", "swiglu"] = Field(description="plain 2-matrix MLP or gated 3-matrix (SwiGLU) MLP")
-    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
-    position: Literal["learned", "rope", "alibi"] = "learned"
-    tie_embeddings: Flag = False
-    linear_bias: Literal["none", "qkv", "all"] = "none"
+    norm: Literal["layernorm", "rmsnorm"] = Field("layernorm", description="normalisation layer (rmsnorm: scale only)")
+    position: Literal["learned", "rope", "alibi"] = Field(
+        "learned", description="position encoding; only learned has parameters (max_seq_len x hidden)")
+    tie_embeddings: Flag = Field(False, description="LM head shares the token embedding")
+    linear_bias: Literal["none", "qkv", "all"] = Field(
+        "none", description="biases on none, the q/k/v projections, or all linears")
     dropout: float = Field(0.0, ge=0, lt=1, description="hidden and attention dropout probability in training")
     sliding_window: Count | None = Field(None, description="attention window in tokens (e.g. Mistral v0.1)")
-    source: str = ""
+    source: str = Field("", description="where the config came from")
 
     @model_validator(mode="after")
     def _resolve(self):

@@ -25,16 +25,18 @@ class Plan(Schema):
     """
 
     gpus: Count | None = Field(None, description="devices in the job; inferred as tp*pp*cp*dp when omitted")
-    tp: Count = 1
-    pp: Count = 1
+    tp: Count = Field(1, description="tensor-parallel size; divides n_heads, n_kv_heads and ffn_hidden")
+    pp: Count = Field(1, description="pipeline-parallel stages; at most n_layers")
     dp: Count | None = Field(None, description="data-parallel size; inferred as gpus / (tp*pp*cp)")
-    cp: Count = 1
+    cp: Count = Field(1, description="context-parallel size (splits the sequence); divides seq_len")
     vpp: Count = Field(1, description="interleaved virtual pipeline chunks per rank")
     micro_batch: Count = Field(description="sequences per micro-batch per data-parallel rank")
     global_batch: Count = Field(description="sequences per optimizer step")
-    seq_len: Count
-    recompute: Recompute = "none"
-    sequence_parallel: Flag = False
+    seq_len: Count = Field(description="tokens per sequence; at most max_seq_len for learned positions")
+    recompute: Recompute = Field("none", description="activation recomputation in the backward: none, selective "
+                                                     "(attention core), full (every layer)")
+    sequence_parallel: Flag = Field(False, description="split norms, residuals and dropout over tp (Korthikanti et "
+                                                       "al. 2022); resolve turns it off at tp = 1")
     zero: Literal[0, 1, 2, 3] = Field(0, description="1: optimizer state sharded; 2: + gradients; 3: + parameters")
     precision: Precision = Field("bf16", description="GEMM precision; everything else stays bf16")
     schedule: Schedule | None = Field(None, description="pipeline schedule; default interleaved if vpp > 1 else 1f1b")

@@ -72,35 +72,39 @@ def unrunnable_split(pl: OpPlacement) -> str | None:
 class Prediction(Schema):
     """The headline numbers of the estimate the file was written with."""
 
-    step_time_s: float
-    tokens_per_s: float
-    mfu: float
+    step_time_s: float = Field(description="seconds per training step")
+    tokens_per_s: float = Field(description="global_batch * seq_len / step_time_s")
+    mfu: float = Field(description="model FLOPs utilisation against the dense peak (cost.flops)")
     memory_bytes: float = Field(description="peak bytes on the most loaded device")
-    memory_capacity_bytes: float
-    fits_in_memory: bool
+    memory_capacity_bytes: float = Field(description="accelerator memory, bytes")
+    fits_in_memory: bool = Field(description="memory_bytes <= memory_capacity_bytes")
 
 
 class PlacementCost(Schema):
     """PaSE's cost of the file's placements and of Megatron-LM's on the same mesh (the layout-level prediction
     assumes Megatron's): seconds per step summed over the operator graph, bytes per device of the first stage."""
 
-    time_s: float
-    memory_bytes: float
-    megatron_time_s: float
-    megatron_memory_bytes: float
+    time_s: float = Field(description="PaSE seconds per step of the file's placements")
+    memory_bytes: float = Field(description="PaSE bytes per device (first stage) of the file's placements")
+    megatron_time_s: float = Field(description="PaSE seconds per step of Megatron-LM's placements")
+    megatron_memory_bytes: float = Field(description="PaSE bytes per device of Megatron-LM's placements (the budget "
+                                                     "the file's placements were searched within)")
 
 
 class PlanFile(Schema):
     """A runnable plan: model, hardware, layout, per-operator placements and the prediction."""
 
     version: int = Field(description="schema version; this perfmodel reads version 1")
-    model: ModelConfig
-    hardware: System
-    plan: Plan
+    model: ModelConfig = Field(description="the full model config (ModelConfig)")
+    hardware: System = Field(description="the full hardware spec (System, docs/hardware.md)")
+    plan: Plan = Field(description="the resolved layout (Plan): dp and schedule filled in")
     mesh: dict[str, int] = Field(description="named device mesh sizes, outermost first: pp, dp, cp, tp")
     stage_layers: list[int] = Field(description="layers on each pipeline stage, first to last")
-    placements: list[OpPlacement]
-    prediction: Prediction
+    placements: list[OpPlacement] = Field(description="per-operator DTensor placements on (dp, cp, tp); empty: "
+                                                      "Megatron-LM's (planfile.megatron_placements)")
+    prediction: Prediction = Field(description="what `estimate` predicted when the file was written; `predict --plan` "
+                                               "and `export` refuse a file whose prediction this perfmodel does not "
+                                               "reproduce")
     placement_cost: PlacementCost | None = Field(None, description="PaSE's seconds and bytes for `placements` "
                                                                    "and for Megatron's placements")
     created_by: str = Field("", description="command or API call that wrote the file")

@@ -101,11 +101,21 @@ def test_docgen_is_idempotent(tmp_path):
     assert all((tmp_path / p).read_text() == _read(p) for p in docgen.BLOCKS)
 
 
-def test_field_notes_name_real_fields():
+def test_validator_notes_name_real_fields():
     schemas = {**docgen.hardware_schema()["$defs"], **docgen.plan_schema()["$defs"],
                "System": System.model_json_schema(), "PlanFile": PlanFile.model_json_schema()}
-    for model, field in [*docgen.FIELD_NOTES, *docgen.VALIDATOR_NOTES]:
+    for model, field in docgen.VALIDATOR_NOTES:
         assert field in schemas[model]["properties"], f"{model}.{field} is documented but not a field"
+
+
+@pytest.mark.parametrize("schema, names", [(docgen.hardware_schema, docgen.HARDWARE_MODELS),
+                                           (docgen.plan_schema, docgen.PLAN_MODELS)])
+def test_every_documented_field_has_a_description(schema, names):
+    schema = schema()
+    for name in names:
+        model = schema if schema.get("title") == name else schema["$defs"][name]
+        missing = [f for f, p in model["properties"].items() if not p.get("description", "").strip()]
+        assert not missing, f"{name} fields without Field(description=...): {missing}"
 
 
 def test_name_check_catches_what_is_missing():
