@@ -150,8 +150,20 @@ class Stages:
     rank: np.ndarray  # pipeline rank whose in-flight micro-batches the kind holds
     valid: np.ndarray  # kinds a plan has (no middle stage with pp = 2, no last with pp = 1)
 
+    @classmethod
+    def of_split(cls, split) -> Stages:
+        """Every stage of a split (layers per stage), one plan: the first holds the embedding, the last the head."""
+        n = len(split)
+        col = lambda x: np.asarray(x, float)[:, None]
+        ranks = np.arange(n)
+        return cls(col(split), col(ranks == 0), col(ranks == n - 1), col(ranks), np.ones((n, 1), bool))
+
     def count(self, unit: str) -> np.ndarray:
         return self.layers if unit == "layer" else getattr(self, unit)
+
+    def seconds(self, per_unit: dict) -> np.ndarray:
+        """Seconds per micro-batch on each stage: every unit's seconds times how many of it the stage holds."""
+        return sum(per_unit[u] * self.count(u) for u in UNITS)
 
     def name(self, kind: int, pp: int, explicit: bool) -> str:
         if pp == 1:
@@ -167,10 +179,7 @@ def _stages(model: ModelConfig, lay: Layouts) -> Stages:
     """First, (largest) middle and last stage of the default split per plan; or each stage of an explicit one."""
     pp = lay.pp
     if lay.stage_layers is not None:
-        n = len(lay.stage_layers)
-        col = lambda x: np.asarray(x, float)[:, None]
-        ranks = np.arange(n)
-        return Stages(col(lay.stage_layers), col(ranks == 0), col(ranks == n - 1), col(ranks), np.ones((n, 1), bool))
+        return Stages.of_split(lay.stage_layers)
     values, inverse = np.unique(pp, return_inverse=True)
     lf, lm, ll = np.array([stage_layers(model.n_layers, int(p)) for p in values], float)[inverse].T
     one = np.ones(len(lay))
@@ -183,7 +192,7 @@ def _pipeline_busy(model: ModelConfig, lay: Layouts, st: Stages, parts: dict) ->
     """Fraction of its ranks a pipeline keeps computing: the mean stage's compute per micro-batch over the
     slowest stage's (1 without pipelining)."""
     compute = {u: sum(parts[u][k] for k in COMPUTE_PART_NAMES) for u in UNITS}
-    per_stage = sum(compute[u] * st.count(u) for u in UNITS)
+    per_stage = st.seconds(compute)
     slowest = np.max(np.where(st.valid, per_stage, 0.0), axis=0)
     mean = sum(compute[u] * n for u, n in unit_counts(model).items()) / lay.pp
     return np.minimum(np.divide(mean, slowest, out=np.ones_like(slowest), where=slowest > 0), 1.0)
@@ -419,7 +428,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
                             "pp_comm", pp > 1, tier=link))
 
     # --- stages ----------------------------------------------------------------------------------------------
-    stage_part = {k: sum(parts[u][k] * st.count(u) for u in UNITS) for k in STAGE_PARTS}
+    stage_part = {k: st.seconds({u: parts[u][k] for u in UNITS}) for k in STAGE_PARTS}
     stage_part["pp_comm"] = stage_part["pp_comm"] + p2p
     per_mb = sum(stage_part.values())
     bottleneck = np.argmax(np.where(st.valid, per_mb, -np.inf), axis=0)
@@ -495,17 +504,15 @@ def stage_times(step: Step, i: int, split: list[int]) -> list[StageTime]:
     """Plan i's seconds per micro-batch on each stage of `split` (layers per stage): the units it holds (the
     first has the embedding, the last the head) at their forward / recompute / backward times, plus its sends
     (half with the forward, half with the backward)."""
-    n, pp = len(step.lay), len(split)
+    n, pp, st = len(step.lay), len(split), Stages.of_split(split)
     at = lambda x: float(_item(x, i, n))
-    out = []
-    for r, layers in enumerate(split):
-        count = {"layer": layers, "embedding": int(r == 0), "head": int(r == pp - 1)}
-        total = sum(at(step.unit_time[u]) * k for u, k in count.items()) + at(step.p2p)
-        fwd = sum(at(step.unit_fwd[u]) * k for u, k in count.items()) + at(step.p2p) / 2
-        rec = sum(at(step.unit_recompute[u]) * k for u, k in count.items())
-        out.append(StageTime(stage=r, layers=layers, embedding=r == 0, head=r == pp - 1, fwd_s=fwd,
-                             recompute_s=rec, bwd_s=total - fwd - rec))
-    return out
+    per_stage = lambda per_unit: st.seconds({u: at(per_unit[u]) for u in UNITS})[:, 0]
+    p2p = at(step.p2p)
+    total, fwd, rec = per_stage(step.unit_time) + p2p, per_stage(step.unit_fwd) + p2p / 2, \
+        per_stage(step.unit_recompute)
+    return [StageTime(stage=r, layers=layers, embedding=r == 0, head=r == pp - 1, fwd_s=float(fwd[r]),
+                      recompute_s=float(rec[r]), bwd_s=float(total[r] - fwd[r] - rec[r]))
+            for r, layers in enumerate(split)]
 
 
 def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estimate:

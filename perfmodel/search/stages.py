@@ -43,14 +43,13 @@ def _stage_costs(model: ModelConfig, system: System, plan: Plan):
     unit = {u: step.unit_time[u][0] for u in ("layer", "embedding", "head")}
     ks = np.arange(n + 1, dtype=float)
     ranks = np.arange(pp)
-    time = (ks[None, :] * unit["layer"] + (ranks == 0)[:, None] * unit["embedding"]
-            + (ranks == pp - 1)[:, None] * unit["head"] + float(step.p2p[0]))
     shape = (pp, n + 1)
     grid = Stages(layers=np.broadcast_to(ks, shape).reshape(-1, 1),
                   embedding=np.broadcast_to((ranks == 0)[:, None], shape).reshape(-1, 1).astype(float),
                   head=np.broadcast_to((ranks == pp - 1)[:, None], shape).reshape(-1, 1).astype(float),
                   rank=np.broadcast_to(ranks[:, None], shape).reshape(-1, 1).astype(float),
                   valid=np.ones((pp * (n + 1), 1), bool))
+    time = grid.seconds(unit).reshape(shape) + float(step.p2p[0])
     by_kind = stage_memory(model, system, lay, grid, per_kind=True)
     return time, by_kind["total"].reshape(shape), float(step.stage_time_max[0])
 
