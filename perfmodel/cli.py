@@ -9,18 +9,18 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import math
 import sys
+import typing
 
 from .argtypes import integer, seconds
 from .cost.estimate import estimate
 from .errors import InputError
 from .export import export
-from .files import check_writable
+from .files import check_output, check_writable
 from .hardware import hardware_json_schema, list_systems, load_hardware
 from .launch import RunFailed
 from .models import list_models, load_model
-from .plan import Plan
+from .plan import Plan, Precision
 from .planfile import load_plan_file, write_plan_file
 from .plots.common import check_plot_path
 from .report import (
@@ -30,6 +30,8 @@ from .report import (
     search_table,
     whatif_table,
 )
+
+PRECISIONS = typing.get_args(Precision)  # the plan's own list
 
 # `perfmodel predict` with no flags: the question the tool exists for.
 EXAMPLE = ["--model", "llama-3-70b", "--hardware", "dgx-h100", "--gpus", "512", "--tp", "8", "--pp", "4",
@@ -85,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--recompute", choices=["none", "selective", "full"], help="default none")
     pr.add_argument("--sequence-parallel", action="store_true")
     pr.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="default 0")
-    pr.add_argument("--precision", choices=["bf16", "fp16", "fp8", "fp4"], help="default bf16")
+    pr.add_argument("--precision", choices=PRECISIONS, help="default bf16")
     pr.add_argument("--schedule", choices=["1f1b", "interleaved", "gpipe"], help="default: interleaved if vpp > 1 else 1f1b")
     pr.add_argument("--attention", choices=["flash", "unfused"], help="default flash")
     pr.add_argument("--grad-dtype", choices=["fp32", "bf16"], help="default fp32")
@@ -102,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--gpus", type=_gpu_list, required=True, help="GPU count, or several: 256,512,1024")
     se.add_argument("--global-batch", type=integer("--global-batch"), required=True, help="sequences per step")
     se.add_argument("--seq-len", type=integer("--seq-len"), required=True)
-    se.add_argument("--precision", choices=["bf16", "fp16", "fp8", "fp4"], default="bf16")
+    se.add_argument("--precision", choices=PRECISIONS, default="bf16")
     se.add_argument("--attention", choices=["flash", "unfused"], default="flash")
     se.add_argument("--grad-dtype", choices=["fp32", "bf16"], default="fp32")
     se.add_argument("--objective", choices=["time", "cost"], default="time",
@@ -127,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     wi.add_argument("--seq-len", type=integer("--seq-len"), required=True)
     wi.add_argument("--hardware", help="systems to compare, comma-separated names or spec paths (default: all of "
                                        "perfmodel hardware list)")
-    wi.add_argument("--precision", choices=["bf16", "fp16", "fp8", "fp4"], default="bf16")
+    wi.add_argument("--precision", choices=PRECISIONS, default="bf16")
     wi.add_argument("--upgrade", metavar="SYSTEM", help="also try each single upgrade of this system")
     wi.add_argument("--factor", type=float, default=2.0, help="upgrade factor (default 2)")
     wi.add_argument("--format", choices=["table", "json", "csv"], default="table")
@@ -258,11 +260,9 @@ def _search(a) -> str:
     from .search.layouts import search
 
     if a.output:
-        check_writable(a.output, "--output")
+        check_output(a.output, "--output", ".json")
     if a.plot is not None:
         check_plot_path(a.plot)
-    if a.output and not a.output.lower().endswith(".json"):
-        raise InputError(f"--output {a.output!r}: plan files are JSON; give a file name ending in .json")
     result = search(load_model(a.model), load_hardware(a.hardware), a.gpus, a.global_batch, a.seq_len,
                     precision=a.precision, objective=a.objective, space=_space(a.only), attention=a.attention,
                     grad_dtype=a.grad_dtype)
@@ -297,12 +297,11 @@ def _search(a) -> str:
 
 
 def _whatif(a) -> str:
-    from .whatif import across_systems, upgrades
+    from .whatif import across_systems, check_factor, upgrades
 
     if a.plot is not None:
         check_plot_path(a.plot)
-    if not (math.isfinite(a.factor) and a.factor > 0):
-        raise InputError(f"--factor {a.factor:g} must be a finite number > 0 (e.g. 2 for twice the resource)")
+    check_factor(a.factor)  # before the searches across systems
     systems = [load_hardware(h.strip()) for h in a.hardware.split(",")] if a.hardware else None
     base = load_hardware(a.upgrade) if a.upgrade else None
     across = across_systems(a.model, systems, a.gpus, a.global_batch, a.seq_len, a.precision)

@@ -66,6 +66,13 @@ def check_suffix(path, what: str, suffix: str) -> None:
         raise InputError(f"{what} {str(path)!r}: the file is {suffix[1:].upper()}; give a name ending in {suffix}")
 
 
+def check_output(path, what: str, suffix: str) -> Path:
+    """Refuse, before any work, an output named without `suffix` (checked on the name as given: Path("")
+    reads ".") or that cannot be written."""
+    check_suffix(path, what, suffix)
+    return check_writable(path, what)
+
+
 def check_writable(path, what: str) -> Path:
     """Refuse an output path that cannot be written, before any work is done (one line naming the flag)."""
     path = Path(path)

@@ -28,7 +28,7 @@ from pydantic import Field
 
 from .argtypes import integer, seconds
 from .errors import InputError, Schema
-from .files import check_suffix, check_writable, write_atomic
+from .files import check_output, check_suffix, write_atomic
 from .hardware import System, list_systems, load_hardware
 from .measurement import Measurement
 from .models import ModelConfig
@@ -244,11 +244,10 @@ def _check_dir(out_dir: Path) -> None:
 
 
 def _check_output(path: str | Path, what: str, suffix: str, out_dir: Path) -> Path:
-    check_suffix(path, what, suffix)  # on the name as given: Path("") would read "."
-    path = Path(path)
-    if path.absolute().parent == out_dir.absolute() and not out_dir.exists():
-        return path  # goes into the output directory, checked (and created) with it
-    return check_writable(path, what)
+    if Path(path).absolute().parent == out_dir.absolute() and not out_dir.exists():
+        check_suffix(path, what, suffix)
+        return Path(path)  # goes into the output directory, checked (and created) with it
+    return check_output(path, what, suffix)
 
 
 def _gpu_name() -> str | None:

@@ -12,7 +12,6 @@ import math
 import pandas as pd
 from pydantic import Field, ValidationError
 
-from .cost.estimate import estimate
 from .errors import InputError, Schema
 from .hardware import System, list_systems, load_hardware
 from .models import ModelConfig, load_model
@@ -78,7 +77,7 @@ def _best(model: ModelConfig, system: System, gpus: int, global_batch: int, seq_
         result = search(model, system, gpus, global_batch, seq_len, precision=precision)
     except InputError as err:  # more devices than the system has, a precision it lacks, nothing fits
         return WhatIfRow(**base, note=str(err)), None
-    e = estimate(model, system, result.plan(0))
+    e = result.estimate(0)
     shares = bound_shares(e.time_s)
     return WhatIfRow(**base, layout=layout_label(e.plan), step_time_s=e.step_time_s, tokens_per_s=e.tokens_per_s,
                      mfu=e.mfu, memory_gib=e.memory_bytes.total / 2**30,
@@ -92,19 +91,32 @@ def _check_some_fit(w: WhatIf) -> WhatIf:
     return w
 
 
+def _compare(model: ModelConfig, specs: dict[str, System], gpus: int, global_batch: int, seq_len: int,
+             precision: str) -> WhatIf:
+    """The job's best plan on each system of `specs` (label -> System), in order; refused if none has one."""
+    rows, ests = [], {}
+    for label, spec in specs.items():
+        row, e = _best(model, spec, gpus, global_batch, seq_len, precision, label)
+        rows.append(row)
+        if e is not None:
+            ests[label] = e
+    return _check_some_fit(WhatIf(model=model.name, gpus=gpus, global_batch=global_batch, seq_len=seq_len,
+                                  precision=precision, rows=rows, estimates=ests))
+
+
+def check_factor(factor: float) -> float:
+    """Refuse an upgrade factor that is not a finite number > 0."""
+    if not (math.isfinite(factor) and factor > 0):
+        raise InputError(f"--factor {factor:g} must be a finite number > 0 (e.g. 2 for twice the resource)")
+    return factor
+
+
 def across_systems(model: ModelConfig | str, systems: list[str | System] | None, gpus: int, global_batch: int,
                    seq_len: int, precision: str = "bf16") -> WhatIf:
     """The job's best plan on each system (default: the whole catalogue), in the order given."""
     model = load_model(model)
-    specs = list({s.name: s for s in (load_hardware(x) for x in (systems or list_systems()))}.values())
-    rows, ests = [], {}
-    for s in specs:
-        row, e = _best(model, s, gpus, global_batch, seq_len, precision, s.name)
-        rows.append(row)
-        if e is not None:
-            ests[s.name] = e
-    return _check_some_fit(WhatIf(model=model.name, gpus=gpus, global_batch=global_batch, seq_len=seq_len,
-                                  precision=precision, rows=rows, estimates=ests))
+    specs = {s.name: s for s in (load_hardware(x) for x in (systems or list_systems()))}  # duplicates dropped
+    return _compare(model, specs, gpus, global_batch, seq_len, precision)
 
 
 def upgraded(system: System, upgrade: str, factor: float) -> System:
@@ -114,8 +126,7 @@ def upgraded(system: System, upgrade: str, factor: float) -> System:
     (rounded to a whole number of devices; outer tiers' sizes grow to stay multiples); scale_up_bandwidth: the
     innermost tier's bandwidth; scale_out_bandwidth: the outermost tier's bandwidth.
     """
-    if not (math.isfinite(factor) and factor > 0):
-        raise InputError(f"factor = {factor} must be a finite number > 0 (e.g. 2 for twice the resource)")
+    check_factor(factor)
     d = system.model_dump()
     acc, tiers = d["accelerator"], d["tiers"]
     note = f"hypothetical: {upgrade} x {factor:g} of {system.name}"
@@ -165,14 +176,8 @@ def upgrades(model: ModelConfig | str, system: System | str, gpus: int, global_b
     model, system = load_model(model), load_hardware(system)
     specs = {system.name: system} | {f"{u} x{factor:g}": upgraded(system, u, factor)  # all refused before a search
                                      for u in upgrades_of(system)}
-    rows, ests = [], {}
-    for label, spec in specs.items():
-        row, e = _best(model, spec, gpus, global_batch, seq_len, precision, label)
-        rows.append(row)
-        if e is not None:
-            ests[row.system] = e
-    base = rows[0].step_time_s
-    for r in rows:
+    w = _compare(model, specs, gpus, global_batch, seq_len, precision)
+    base = w.rows[0].step_time_s
+    for r in w.rows:
         r.speedup = base / r.step_time_s if base and r.step_time_s else None
-    return _check_some_fit(WhatIf(model=model.name, gpus=gpus, global_batch=global_batch, seq_len=seq_len,
-                                  precision=precision, rows=rows, estimates=ests))
+    return w

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..files import check_suffix, check_writable, write_atomic
+from ..files import check_output, write_atomic
 
 
 def pyplot():
@@ -20,8 +20,7 @@ def pyplot():
 
 def check_plot_path(path: str | Path, flag: str = "--plot") -> None:
     """Refuse, before any work, a figure path that is not a writable .png."""
-    check_suffix(path, flag, ".png")
-    check_writable(path, flag)
+    check_output(path, flag, ".png")
 
 
 def unique_labels(labels: list[str]) -> list[str]:

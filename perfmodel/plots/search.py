@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cost.estimate import estimate
 from .breakdown import time_bars
 from .common import pyplot, save
 
@@ -95,7 +94,7 @@ def best_estimates(result, k: int = 4) -> dict:
 
     out = {}
     for i in range(min(k, len(result.table))):
-        e = estimate(result.model, result.system, result.plan(i))
+        e = result.estimate(i)
         out[f"#{i + 1} {layout_label(e.plan)} ({e.gpus} GPUs)"] = e
     return out
 

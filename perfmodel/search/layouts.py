@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..cost.estimate import evaluate, stage_memory
+from ..cost.estimate import estimate, evaluate, stage_memory
 from ..errors import InputError
 from ..hardware import System, load_hardware
 from ..models import ModelConfig, load_model
@@ -58,6 +58,10 @@ class SearchResult:
         job.update(gpus=int(row["gpus"]))
         return Plan(**{k: row[k].item() if hasattr(row[k], "item") else row[k] for k in PLAN_COLUMNS}, **{
             k: v for k, v in job.items() if k != "gpus"})
+
+    def estimate(self, rank: int = 0):
+        """The plan of row `rank` as a full Estimate (breakdowns, stages) of the cost model."""
+        return estimate(self.model, self.system, self.plan(rank))
 
     def summary(self) -> str:
         return (f"{self.enumerated} plans enumerated, {self.feasible} feasible "
