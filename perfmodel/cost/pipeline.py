@@ -14,11 +14,15 @@ def stage_layers(n_layers: int, pp: int) -> tuple[int, int, int]:
     return split[0], max(split[1:-1] or split), split[-1]
 
 
-def interleaved_warmup(pp: int, vpp: int, m, rank: int):
-    """Forwards pipeline rank `rank` runs before its first backward under interleaved 1F1B: Megatron-LM's
-    num_warmup_microbatches = min(2 (pp - rank - 1) + (vpp - 1) pp, m vpp) (megatron/core/pipeline_parallel/
-    schedules.py; Narayanan et al. 2021, Sec. 2.2)."""
-    return np.minimum(2 * (pp - rank - 1) + (vpp - 1) * pp, np.asarray(m) * vpp)
+def warmup_forwards(schedule, pp: int, vpp: int, m, rank: int):
+    """Forwards pipeline rank `rank` runs before its first backward. GPipe: all m vpp (Huang et al. 2019).
+    1F1B: min(pp - rank - 1, m) (Narayanan et al. 2021, Sec. 2.2, PipeDream-Flush). Interleaved 1F1B:
+    Megatron-LM's num_warmup_microbatches = min(2 (pp - rank - 1) + (vpp - 1) pp, m vpp)
+    (megatron/core/pipeline_parallel/schedules.py)."""
+    m = np.asarray(m, float)
+    interleaved = np.minimum(2 * (pp - rank - 1) + (vpp - 1) * pp, m * vpp)
+    one_f_one_b = np.minimum(pp - rank - 1, m)
+    return np.where(schedule == "gpipe", m * vpp, np.where(schedule == "interleaved", interleaved, one_f_one_b))
 
 
 def in_flight(schedule: str, pp: int, vpp: int, m, rank: int):
@@ -28,11 +32,7 @@ def in_flight(schedule: str, pp: int, vpp: int, m, rank: int):
     Interleaved 1F1B: min(2 (pp - rank - 1) + (vpp - 1) pp + 1, m vpp) model chunks, Megatron-LM's warm-up
     count; for rank 0 that is pp vpp (1 + (pp - 1)/(pp vpp)) chunks (Korthikanti et al. 2022, Sec. 4.2.3).
     """
-    m = np.asarray(m, float)
-    gpipe = m * vpp
-    interleaved = np.minimum(interleaved_warmup(pp, vpp, m, rank) + 1, m * vpp)
-    one_f_one_b = np.minimum(pp - rank, m)
-    return np.where(schedule == "gpipe", gpipe, np.where(schedule == "interleaved", interleaved, one_f_one_b))
+    return np.minimum(warmup_forwards(schedule, pp, vpp, m, rank) + 1, np.asarray(m, float) * vpp)
 
 
 def pipeline_time(m, t_max, t_mean, pp: int, vpp: int):
@@ -56,20 +56,16 @@ def schedule_order(schedule: str, pp: int, vpp: int, m: int, rank: int) -> list[
     GPipe: every forward, then every backward (Huang et al. 2019). 1F1B: pp - rank - 1 warm-up forwards, then
     one forward / one backward, then the remaining backwards (Narayanan et al. 2021, Sec. 2.2, PipeDream-Flush).
     Interleaved 1F1B: Megatron-LM's order (Narayanan et al. 2021, Sec. 2.2; megatron/core/pipeline_parallel/
-    schedules.py): `interleaved_warmup` forwards over m vpp virtual micro-batches, where
+    schedules.py): `warmup_forwards` forwards over m vpp virtual micro-batches, where
     forward k is micro-batch (k // (pp vpp)) pp + k % pp of chunk (k // pp) % vpp and backward k runs the
     chunks in reverse; m must be a multiple of pp (plan.resolve checks).
     """
-    if schedule == "gpipe":
-        return [("F", i, 0) for i in range(m)] + [("B", i, 0) for i in range(m)]
-    total = m * vpp
+    total, warm = m * vpp, int(warmup_forwards(schedule, pp, vpp, m, rank))  # GPipe: every forward first
     if schedule == "interleaved":
-        warm = int(interleaved_warmup(pp, vpp, m, rank))
         mb = lambda k: (k // (pp * vpp)) * pp + k % pp
         fwd = lambda k: ("F", mb(k), (k // pp) % vpp)
         bwd = lambda k: ("B", mb(k), vpp - 1 - (k // pp) % vpp)
     else:
-        warm = min(pp - rank - 1, total)
         fwd, bwd = (lambda k: ("F", k, 0)), (lambda k: ("B", k, 0))
     steady = [b for i in range(total - warm) for b in (fwd(warm + i), bwd(i))]
     return [fwd(k) for k in range(warm)] + steady + [bwd(k) for k in range(total - warm, total)]
