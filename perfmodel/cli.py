@@ -13,9 +13,7 @@ import sys
 import typing
 
 from .argtypes import integer, seconds
-from .cost.estimate import estimate
 from .errors import InputError
-from .export import export
 from .files import check_output, check_writable
 from .hardware import hardware_json_schema, list_systems, load_hardware
 from .launch import RunFailed
@@ -23,13 +21,9 @@ from .models import list_models, load_model
 from .plan import Plan, Precision
 from .planfile import load_plan_file, write_plan_file
 from .plots.common import check_plot_path
-from .report import (
-    estimate_table,
-    hardware_table,
-    model_table,
-    search_table,
-    whatif_table,
-)
+
+# Each command imports what it needs when it runs (pandas, matplotlib, the exporters): `perfmodel search` is timed
+# whole-process (benchmarks/search_speed.py) and needs none of them.
 
 PRECISIONS = typing.get_args(Precision)  # the plan's own list
 
@@ -180,6 +174,8 @@ PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "cp", "vpp", "micro
 
 
 def _predict(a) -> str:
+    from .report import estimate_table
+
     if a.plot is not None:
         check_plot_path(a.plot)
     out = _predict_estimate(a)
@@ -196,11 +192,10 @@ def _predict_estimate(a):
         given = [f"--{k.replace('_', '-')}" for k in PLAN_FLAGS if getattr(a, k) not in (None, False)]
         if given:
             raise InputError(f"predict --plan takes its inputs from the plan file; drop {', '.join(given)}")
-        from .search.planfiles import check_prediction
+        from .cost.estimate import check_prediction
 
         pf = load_plan_file(a.plan)
-        check_prediction(pf, f"plan file {a.plan!r}")
-        est = estimate(pf.model, pf.hardware, pf.plan)
+        est = check_prediction(pf.model, pf.hardware, pf.plan, pf.prediction, f"plan file {a.plan!r}")
         if a.save_plan:
             write_plan_file(pf, a.save_plan, "--save-plan")
         return est
@@ -214,6 +209,8 @@ def _predict_estimate(a):
                                          "grad_dtype") if getattr(a, k) is not None}
     plan = Plan(**given, sequence_parallel=a.sequence_parallel, overlap_dp_comm=not a.no_overlap_dp_comm)
     model, system = load_model(a.model), load_hardware(a.hardware)
+    from .cost.estimate import estimate
+
     est = estimate(model, system, plan)
     if a.save_plan:
         from .search.planfiles import (
@@ -224,7 +221,7 @@ def _predict_estimate(a):
             raise InputError(f"--save-plan {a.save_plan}: not written, the plan does not fit in memory (needs "
                              f"{est.memory_bytes.total / 2**30:.1f} GiB > {est.memory_capacity_bytes / 2**30:.1f} "
                              f"GiB on the {est.memory_stage} stage); plan files are meant to run")
-        pf = plan_file(model, system, est.plan, created_by="perfmodel " + " ".join(sys.argv[1:]))
+        pf = plan_file(model, system, est.plan, created_by="perfmodel " + " ".join(sys.argv[1:]), est=est)
         write_plan_file(pf, a.save_plan, "--save-plan")
     return est
 
@@ -279,24 +276,28 @@ def _search(a) -> str:
 
         search_figure(result, a.plot)
         extra.append(f"wrote {a.plot}")
-    rows = result.table if a.top == 0 else result.table.head(a.top)
     if a.format == "json":
-        records = lambda df: df.to_dict("records")
+        pareto = result.pareto().to_dict("records") if len(a.gpus) > 1 else None
         out = json.dumps({"summary": {"enumerated": result.enumerated, "feasible": result.feasible,
-                                      "seconds": result.seconds, "per_gpu_count": records(result.counts)},
-                          "plans": records(rows), "pareto": records(result.pareto()) if len(a.gpus) > 1 else None},
+                                      "seconds": result.seconds, "per_gpu_count": result.count_rows},
+                          "plans": result.records(a.top), "pareto": pareto},
                          indent=2, default=lambda x: x.item())
-    elif a.format == "csv":
-        print(result.summary(), file=sys.stderr)
-        out = rows.to_csv(index=False).rstrip("\n")
     else:
-        out = search_table(result, rows, a.top)
+        rows = result.table if a.top == 0 else result.table.head(a.top)
+        if a.format == "csv":
+            print(result.summary(), file=sys.stderr)
+            out = rows.to_csv(index=False).rstrip("\n")
+        else:
+            from .report import search_table
+
+            out = search_table(result, rows, a.top)
     for line in extra:
         print(line, file=sys.stderr)
     return out
 
 
 def _whatif(a) -> str:
+    from .report import whatif_table
     from .whatif import across_systems, check_factor, upgrades
 
     if a.plot is not None:
@@ -367,10 +368,11 @@ def run(argv: list[str]) -> str:
     if a.cmd in COMMAND_MODULES:
         return importlib.import_module(COMMAND_MODULES[a.cmd]).run(a)
     if a.cmd == "export":
-        from .search.planfiles import check_prediction
+        from .cost.estimate import check_prediction
+        from .export import export
 
         pf = load_plan_file(a.plan)
-        check_prediction(pf, f"plan file {a.plan!r}")
+        check_prediction(pf.model, pf.hardware, pf.plan, pf.prediction, f"plan file {a.plan!r}")
         return export(pf, a.to).rstrip("\n")
     if a.cmd == "hardware":
         if a.action == "list":
@@ -383,6 +385,8 @@ def run(argv: list[str]) -> str:
             return "\n".join(rows)
         if a.action == "schema":
             return json.dumps(hardware_json_schema(), indent=2)
+        from .report import hardware_table
+
         return hardware_table(load_hardware(a.name))
     if a.action == "list":
         rows = []
@@ -391,6 +395,8 @@ def run(argv: list[str]) -> str:
             rows.append(f"{name:<16}{m.n_params() / 1e9:>9.2f}B  layers {m.n_layers:<4} hidden {m.hidden:<6} "
                         f"heads {m.n_heads}/{m.n_kv_heads:<4} vocab {m.vocab}")
         return "\n".join(rows)
+    from .report import model_table
+
     return model_table(load_model(a.name))
 
 

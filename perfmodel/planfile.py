@@ -22,24 +22,15 @@ from .files import read_json_object, write_atomic
 from .hardware import System
 from .models import ModelConfig
 from .plan import Plan, default_stage_layers, resolve
+from .operators import AXES, DATA_AXES, DIMS, LAYER_OPS, OPS, ParallelStyle, megatron_placement
+from .result import Prediction
 
 VERSION = 1
-MESH_AXES = ("pp", "dp", "cp", "tp")  # outermost first; the device order of Plan (tp innermost)
-PLACEMENT_AXES = MESH_AXES[1:]  # the per-stage mesh every placement lists, in this order
+MESH_AXES = ("pp", *AXES)  # outermost first; the device order of Plan (tp innermost)
+PLACEMENT_AXES = AXES  # the per-stage mesh every placement lists, in this order
 _PLACEMENT = re.compile(r"^(Replicate\(\)|Partial\(\)|Shard\((\d)\))$")
 
-DIMS = ("batch", "seq", "hidden", "heads", "ffn", "vocab")
-# What the executor runs on the data axes: dp is data parallelism (it splits only the batch), cp context
-# parallelism (only the sequence); attention's sequence is split by cp alone (keys and values gathered over
-# cp). PaSE searches within these rules, and the executor refuses placements outside them.
-DATA_AXES = {"dp": "batch", "cp": "seq"}
-
-OPS = ("embedding", "norm1", "qkv", "attention", "out_proj", "residual1", "norm2", "mlp_in", "activation",
-       "mlp_out", "residual2", "final_norm", "lm_head", "loss")
-LAYER_OPS = OPS[1:11]
-ParallelStyle = Literal["colwise", "rowwise", "sequence", "vocab"]
-
-
+# The operators, their dims and the data axes' rules live with the operator facts (perfmodel.operators).
 class OpPlacement(Schema):
     """How one operator (or one operator in a range of layers) is split over the stage mesh (dp, cp, tp).
 
@@ -67,17 +58,6 @@ def unrunnable_split(pl: OpPlacement) -> str | None:
     if pl.op == "attention" and "tp" in pl.split.get("seq", []):
         return "splits seq over tp; valid: batch or heads over tp (attention's sequence is split by cp)"
     return None
-
-
-class Prediction(Schema):
-    """The headline numbers of the estimate the file was written with."""
-
-    step_time_s: float = Field(description="seconds per training step")
-    tokens_per_s: float = Field(description="global_batch * seq_len / step_time_s")
-    mfu: float = Field(description="model FLOPs utilisation against the dense peak (cost.flops)")
-    memory_bytes: float = Field(description="peak bytes on the most loaded device")
-    memory_capacity_bytes: float = Field(description="accelerator memory, bytes")
-    fits_in_memory: bool = Field(description="memory_bytes <= memory_capacity_bytes")
 
 
 class PlacementCost(Schema):
@@ -115,56 +95,17 @@ def mesh_of(plan: Plan) -> dict[str, int]:
     return {"pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "tp": plan.tp}
 
 
-# Megatron-LM's tp split per operator (Shoeybi et al. 2019, Sec. 3; Korthikanti et al. 2022, Sec. 4.2.2 for
-# the sequence-parallel norms and residuals): (split dim, input, weight, output) on the tp axis.
-_MEGATRON_TP = {
-    "embedding": ("vocab", "Replicate()", "Shard(0)", "Partial()"),
-    "qkv": ("heads", "Replicate()", "Shard(0)", "Shard(2)"),
-    "attention": ("heads", "Shard(2)", None, "Shard(2)"),
-    "out_proj": ("heads", "Shard(2)", "Shard(1)", "Partial()"),
-    "mlp_in": ("ffn", "Replicate()", "Shard(0)", "Shard(2)"),
-    "activation": ("ffn", "Shard(2)", None, "Shard(2)"),
-    "mlp_out": ("ffn", "Shard(2)", "Shard(1)", "Partial()"),
-    "lm_head": ("vocab", "Replicate()", "Shard(0)", "Shard(2)"),
-    "loss": ("vocab", "Shard(2)", None, "Partial()"),
-}
-_STYLE = {"embedding": "vocab", "qkv": "colwise", "mlp_in": "colwise", "lm_head": "colwise",
-          "out_proj": "rowwise", "mlp_out": "rowwise"}
-_WEIGHTED = ("embedding", "norm1", "qkv", "out_proj", "norm2", "mlp_in", "mlp_out", "final_norm", "lm_head")
-
-
 def megatron_placements(model: ModelConfig, plan: Plan) -> list[OpPlacement]:
-    """Megatron-LM's placements for a resolved plan: dp splits the batch, cp the sequence, tp the vocabulary /
-    heads / ffn, and with sequence parallelism the sequence of norms and residuals (size-1 axes split nothing).
-    What the executor runs for a plan file without placements, and what the layout-level prediction assumes."""
+    """Megatron-LM's placements for a resolved plan (perfmodel.operators.megatron_split): dp splits the batch, cp
+    the sequence, tp the vocabulary / heads / ffn, and with sequence parallelism the sequence of norms and
+    residuals (size-1 axes split nothing). What the executor runs for a plan file without placements, and what
+    the layout-level prediction assumes."""
+    sizes = {"dp": plan.dp, "cp": plan.cp, "tp": plan.tp}
     out = []
     for op in OPS:
-        if op in _MEGATRON_TP:
-            dim, inp, weight, output = _MEGATRON_TP[op]
-        elif plan.sequence_parallel:
-            dim, inp, weight, output = "seq", "Shard(1)", "Replicate()", "Shard(1)"
-        else:
-            dim, inp, weight, output = None, "Replicate()", "Replicate()", "Replicate()"
-        split: dict[str, list[str]] = {}
-        words = {"input": [], "output": [], "weight": []}
-        for axis, d, shard in (("dp", "batch", "Shard(0)"), ("cp", "seq", "Shard(1)"), ("tp", dim, None)):
-            size = getattr(plan, axis)
-            if size == 1 or d is None:
-                words["input"].append("Replicate()"), words["output"].append("Replicate()")
-                words["weight"].append("Replicate()")
-                continue
-            split.setdefault(d, []).append(axis)
-            if axis == "tp":
-                words["input"].append(inp), words["output"].append(output), words["weight"].append(weight)
-            else:
-                words["input"].append(shard), words["output"].append(shard), words["weight"].append("Replicate()")
-        if op == "loss":  # a scalar: every axis that splits something leaves it partial
-            words["output"] = ["Partial()" if any(a in axes for axes in split.values()) else "Replicate()"
-                               for a in PLACEMENT_AXES]
-        out.append(OpPlacement(
-            op=op, layers=(0, model.n_layers - 1) if op in LAYER_OPS else None, split=split,
-            input=words["input"], output=words["output"], weight=words["weight"] if op in _WEIGHTED else None,
-            style=_STYLE.get(op) if plan.tp > 1 else None))
+        p = megatron_placement(op, sizes, plan.sequence_parallel)
+        out.append(OpPlacement(op=op, layers=(0, model.n_layers - 1) if op in LAYER_OPS else None, split=p.split,
+                               input=p.input, output=p.output, weight=p.weight, style=p.style))
     return out
 
 

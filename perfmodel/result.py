@@ -120,3 +120,14 @@ class Estimate(Schema):
     comms: list[CommTime]
     plan: Plan
     notes: list[str] = Field(default_factory=list)
+
+
+class Prediction(Schema):
+    """The headline numbers of the estimate the file was written with."""
+
+    step_time_s: float = Field(description="seconds per training step")
+    tokens_per_s: float = Field(description="global_batch * seq_len / step_time_s")
+    mfu: float = Field(description="model FLOPs utilisation against the dense peak (cost.flops)")
+    memory_bytes: float = Field(description="peak bytes on the most loaded device")
+    memory_capacity_bytes: float = Field(description="accelerator memory, bytes")
+    fits_in_memory: bool = Field(description="memory_bytes <= memory_capacity_bytes")

@@ -23,7 +23,6 @@ import sys
 import warnings
 from pathlib import Path
 
-import pandas as pd
 from pydantic import Field
 
 from .argtypes import integer, seconds
@@ -60,6 +59,8 @@ def error_pct(predicted: float, measured: float) -> float:
 
 def mape(predicted, measured) -> float:
     """Mean absolute percentage error, percent: 100/n sum |p - m| / m (m > 0)."""
+    import pandas as pd
+
     p, m = pd.Series(predicted, dtype=float).to_numpy(), pd.Series(measured, dtype=float).to_numpy()
     if len(p) != len(m) or len(p) == 0:
         raise ValueError(f"mape needs two equal, non-empty lists; got {len(p)} and {len(m)} values")
@@ -124,6 +125,8 @@ class ValidationResult(Schema):
 
     @property
     def table(self) -> pd.DataFrame:
+        import pandas as pd
+
         return pd.DataFrame([r.model_dump() for r in self.rows], columns=COLUMNS)
 
     def targets_met(self) -> dict[str, bool]:
@@ -143,6 +146,8 @@ class ValidationResult(Schema):
         what = f"sweep {self.sweep}" if self.sweep else "plan files"
         lines = [f"validate {what}: {len(self.rows)} plans on {self.nproc} {self.device} process"
                  f"{'es' if self.nproc > 1 else ''}; predicted with {self.hardware} ({self.hardware_source})", ""]
+        import pandas as pd
+
         df = self.table
         show = pd.DataFrame({
             "plan": df["plan"], "layout": df["layout"],
@@ -191,6 +196,8 @@ def summarize(rows: list[ValidationRow], *, sweep: str | None, device: str, npro
     where the runs departed from their plans)."""
     if not rows:
         raise InputError("validate: no plans to compare; give plan files or a sweep with plans")
+    import pandas as pd
+
     df = pd.DataFrame([r.model_dump() for r in rows])
     notes = list(notes or [])
     noisy = [r.plan for r in rows if r.step_spread > NOISY_SPREAD]

@@ -302,9 +302,8 @@ def test_estimate_bubble_fraction(model, pp, vpp, gb):
     assert lower * (1 - 1e-9) <= ratio <= ideal * (1 + 1e-9)
 
     # Exactly: rebuild t_mean from the stage times and compare with pipeline_time.
-    from perfmodel.cost.ops import Device, embedding_ops
-    dev = Device(mdl, H100, est.plan)
-    emb = sum(float(o.fwd_s + o.bwd_s) for o in embedding_ops(dev)) + 2 * _nvl_gather(T * h * 2)
+    from perfmodel.cost.units import unit_ops
+    emb = sum(float(o.fwd_s + o.bwd_s) for o in unit_ops(mdl, H100, est.plan)["embedding"]) + 2 * _nvl_gather(T * h * 2)
     t_mid = t_max - head
     t_mean = t_mid + (emb + head) / pp
     assert est.time_s.bubble == pytest.approx(float(pipeline_time(m, t_max, t_mean, pp, vpp)) - m * t_max, rel=1e-9)

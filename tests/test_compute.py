@@ -35,7 +35,7 @@ def test_attention_efficiency_half_saturation():
 
 def test_zero3_copies_bytes():
     import perfmodel as pm
-    from perfmodel.cost.ops import Device, zero3_copy_op
+    from perfmodel.cost.kernels import Device, zero3_copy_op
 
     plan = pm.plan.resolve(pm.Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=1024, zero=3),
                            pm.load_model("gpt2-124m"), pm.load_hardware("dgx-h100"))

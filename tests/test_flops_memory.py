@@ -308,7 +308,7 @@ def test_flash_attention_efficiency_curve():
 
 
 def test_mean_keys_causal_and_sliding_window():
-    from perfmodel.cost.ops import mean_keys
+    from perfmodel.cost.kernels import mean_keys
     assert mean_keys(8192, None) == 4096
     # window w < s: queries 1..w see i keys, the rest w: (w^2/2 + (s - w) w) / s = w (1 - w / (2s))
     assert mean_keys(8192, 4096) == pytest.approx(3072)
@@ -318,12 +318,12 @@ def test_mean_keys_causal_and_sliding_window():
 def test_layer_op_flops_match_the_flops_convention():
     # One layer on one tp rank, one micro-batch of T tokens: weight GEMMs 2 * T * (matmul weights per layer)/tp;
     # the flash kernel executes the causal half of the 4 s (n_heads head_dim) per-token convention.
-    from perfmodel.cost.ops import Device, layer_ops
+    from perfmodel.cost.units import unit_ops
     from perfmodel.plan import resolve
     m = load_model("llama-3-8b")
     hw = load_hardware("dgx-h100")
     plan = resolve(Plan(gpus=8, tp=8, micro_batch=2, global_batch=16, seq_len=4096), m, hw)
-    ops = layer_ops(Device(m, hw, plan))
+    ops = unit_ops(m, hw, plan)["layer"]
     T, t = 2 * 4096, 8
     per_layer_weights = (matmul_params(m) - m.vocab * m.hidden) / m.n_layers
     gemm = sum(o.fwd_flops for o in ops if o.kind == "gemm")

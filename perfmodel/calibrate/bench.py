@@ -26,6 +26,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from ..cost.operators import gemm_shapes as op_gemm_shapes
+from ..cost.operators import layer_families
 from ..files import write_atomic
 from ..host import cpu_name, cpu_vendor, memory_total_bytes, rss_bytes, usable_cores
 from ..launch import PREFIX
@@ -120,18 +122,13 @@ def suite(device: str, quick: bool) -> Suite:
 
 
 def layer_gemms(model: ModelConfig, tokens: int, tp: int, lm_head: bool) -> list[tuple[int, int, int, str]]:
-    """(m, n, k, label) of one layer's weight GEMMs on one tp rank, forward and backward, as
-    perfmodel.cost.ops.layer_ops / linear_op cost them: qkv (T, (q+2kv)/tp, h), out_proj (T, h, q/tp),
-    mlp_in (T, (2 if gated) f/tp, h), mlp_out (T, h, f/tp); backward of (m, n, k) is (m, k, n) and (k, n, m)."""
-    h, f = model.hidden, model.ffn_hidden
-    ops = [("qkv", (model.q_dim + 2 * model.kv_dim) // tp, h), ("out_proj", h, model.q_dim // tp),
-           ("mlp_in", (2 if model.gated else 1) * f // tp, h), ("mlp_out", h, f // tp)]
-    if lm_head:
-        ops.append(("lm_head", -(-model.vocab // tp), h))
+    """(m, n, k, label) of one layer's weight GEMMs on one tp rank, forward and backward, as the estimate costs
+    them (`cost.operators.gemm_shapes`: Megatron-LM's split; the backward of (m, n, k) is (m, k, n) and
+    (k, n, m), `cost.kernels.linear_op`)."""
     out = []
-    for name, n, k in ops:
+    for name, m, n, k in op_gemm_shapes(model, tokens, tp, lm_head):
         tag = f"{model.name} tp{tp} T{tokens} {name}"
-        out += [(tokens, n, k, f"{tag} fwd"), (tokens, k, n, f"{tag} dgrad"), (k, n, tokens, f"{tag} wgrad")]
+        out += [(m, n, k, f"{tag} fwd"), (m, k, n, f"{tag} dgrad"), (k, n, m, f"{tag} wgrad")]
     return [s for s in out if min(s[:3]) > 0]
 
 
@@ -168,9 +165,10 @@ def layer_param_shapes(model: ModelConfig, tp: int) -> list[tuple[int, ...]]:
 
 def layer_mixes(s: Suite) -> list[LayerMix]:
     """One layer's training step for each calibration model, token count and tp degree: GEMMs as
-    `layer_gemms`; elementwise kernels as `cost.ops.layer_ops` charges them without sequence parallelism
-    (norm x2 and the residual add x2 in each direction on T x h, the activation on T x f/tp); one AdamW step
-    over the layer's parameters on the rank."""
+    `layer_gemms`; elementwise kernels as the estimate charges a layer without sequence parallelism
+    (`cost.operators.layer_families`: each norm on T x h, each residual add once in each direction on T x h,
+    the activation on T x f/tp); one AdamW step over the layer's parameters on the rank."""
+    n = layer_families()
     out = []
     for model in s.models:
         for T in s.tokens:
@@ -179,8 +177,10 @@ def layer_mixes(s: Suite) -> list[LayerMix]:
                 params = sum(math.prod(p) for p in layer_param_shapes(model, tp))
                 out.append(LayerMix(model=model.name, tokens=T, tp=tp,
                                     gemms=[g[:3] for g in layer_gemms(model, T, tp, lm_head=False)],
-                                    elementwise=[("norm", [T, model.hidden], 2), (act, [T, model.ffn_hidden // tp], 1),
-                                                 ("add", [T * model.hidden], 4), ("adam", [params], 1)]))
+                                    elementwise=[("norm", [T, model.hidden], n["norm"]),
+                                                 (act, [T, model.ffn_hidden // tp], n["activation"]),
+                                                 ("add", [T * model.hidden], 2 * n["residual"]),
+                                                 ("adam", [params], 1)]))
     return out
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-import pandas as pd
 
 from ..argtypes import integer
 from ..hardware import System
@@ -52,6 +51,8 @@ def run(args: argparse.Namespace) -> str:
 
 def parameter_table(system: System, raw: RawFile) -> pd.DataFrame:
     """One row per calibrated field: value and what it was fitted to."""
+    import pandas as pd
+
     fit, m = raw.fit, raw.measurements
     acc, eff = system.accelerator, system.efficiency
     by = {r.kind: r for r in fit.residuals}
@@ -90,6 +91,8 @@ def parameter_table(system: System, raw: RawFile) -> pd.DataFrame:
 
 def residual_frame(raw: RawFile) -> pd.DataFrame:
     """Fit quality per kind of measurement: median / max |predicted / measured - 1| and the bias."""
+    import pandas as pd
+
     return pd.DataFrame([dict(what=r.quantity, kind=r.kind, points=r.points,
                               **{"median |err|": f"{r.median_abs_error:.1%}", "max |err|": f"{r.max_abs_error:.1%}",
                                  "bias": f"{r.bias:+.1%}"}) for r in raw.fit.residuals])

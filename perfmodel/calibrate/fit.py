@@ -4,17 +4,17 @@ Every fit predicts each measured time with the function the estimate calls, so t
 exactly what the estimate uses it for; residuals are relative (log) errors, so a 10 us collective and a 1 s
 GEMM weigh alike.
 - matmul_max, matmul_tile: `cost.compute.gemm_time` with the accelerator's `compute_units`, the estimate's
-  operand bytes (`cost.ops.GEMM_INPUT_BYTES`, `ACT_BYTES`) and the roofline at the streaming (copy/add)
+  operand bytes (`cost.kernels.GEMM_INPUT_BYTES`, `ACT_BYTES`) and the roofline at the streaming (copy/add)
   bandwidth; for every candidate tile, matmul_max per precision by bounded 1-D least squares of log time
   (scipy `minimize_scalar`).
 - memory_bandwidth: `cost.compute.memory_bound_time(bytes, peak_bw * eff)` with the bytes per element the
-  estimate charges (`cost.ops.ELEMENTWISE_BYTES`, `residual_bytes`; `cost.memory.adam_step_bytes`). The same
+  estimate charges (`cost.kernels.ELEMENTWISE_BYTES`, `residual_bytes`; `cost.memory.adam_step_bytes`). The same
   bandwidth bounds GEMMs in `gemm_time` and times the optimizer step, so it is fitted on whole layer training
   steps (`fit_memory_layers`): the estimate's time of a layer's GEMMs, elementwise kernels (norm, GELU or
   SwiGLU, residual add, each as often as the estimate charges it) and AdamW update, against the GEMMs as
   fitted plus the rest as measured.
 - attention_max, attention_half_seq: `cost.compute.flash_attention_time` of the estimate's causal FLOPs
-  (`cost.ops.flash_attention_flops`, the FLOPs the estimate charges), scipy
+  (`cost.kernels.flash_attention_flops`, the FLOPs the estimate charges), scipy
   `least_squares`.
 - network tier: `cost.comm.collective_time` over the phases `cost.comm.group_phases` builds for each group
   (all_reduce, all_gather, reduce_scatter) and `cost.comm.p2p_time` (send/recv) are affine in the per-step
@@ -37,7 +37,8 @@ from scipy.optimize import least_squares, minimize_scalar, nnls
 from ..cost.comm import Phase, collective_time, group_phases, p2p_time
 from ..cost.compute import flash_attention_time, gemm_time, memory_bound_time
 from ..cost.memory import GRAD_BYTES, adam_step_bytes
-from ..cost.ops import (
+from ..cost.operators import layer_families
+from ..cost.kernels import (
     ACT_BYTES,
     ELEMENTWISE_BYTES,
     GEMM_INPUT_BYTES,
@@ -70,9 +71,11 @@ COUNTED_BYTES = {
     "add": residual_bytes(False)[0],
     "cross_entropy": sum(ELEMENTWISE_BYTES["cross_entropy"]),
 }
-# Times `cost.ops.layer_ops` charges each kernel per layer: norm1 and norm2, the MLP activation, and the two
-# residual adds in each direction.
-LAYER_COUNT = {"norm": 2, "gelu": 1, "swiglu": 1, "add": 4, "cross_entropy": 0, "adam": 0}
+# Times the estimate charges each kernel per layer (`cost.operators.layer_families`): each norm, the MLP
+# activation, and each residual add once in each direction.
+_FAMILIES = layer_families()
+LAYER_COUNT = {"norm": _FAMILIES["norm"], "gelu": _FAMILIES["activation"], "swiglu": _FAMILIES["activation"],
+               "add": 2 * _FAMILIES["residual"], "cross_entropy": 0, "adam": 0}
 TILE_SIDES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 TILE_TOLERANCE = 0.05  # a tile within 5% of the best RMS log error fits as well (timings are noisy)
 MIN_KIND_POINTS = 3  # a collective kind is fitted apart from the others on at least this many points
@@ -130,7 +133,7 @@ def fit_optimizer(points: list[MemoryPoint], peak_bw: float) -> float | None:
 def fit_memory(points: list[MemoryPoint], peak_bw: float) -> float:
     """memory_bandwidth (fraction of `peak_bw`, bytes/s) with which the estimate's byte counts reproduce the
     elementwise time of one layer: eff = sum(w bytes) / (peak_bw * sum(w seconds)), w = how often
-    `cost.ops.layer_ops` charges each kernel per layer (LAYER_COUNT). Used where no whole layer was measured.
+    the estimate charges each kernel per layer (LAYER_COUNT). Used where no whole layer was measured.
 
     One fraction cannot fit every kernel (on one CPU thread GELU's tanh costs more than its bytes, an add
     less); matching a layer's sum weighs each kernel by its share of a step.
@@ -187,7 +190,7 @@ def fit_memory_layers(m: Measurements, peak_bw: float, gemm_bw: float, matmul_ma
 # ---------------------------------------------------------------------------------------------------------
 
 def gemm_shapes_time(m, n, k, precision: str, peak: float, eff: float, tile, units: int, mem_bw: float):
-    """Seconds `cost.compute.gemm_time` gives GEMMs of these shapes, as `cost.ops.Device.gemm` calls it."""
+    """Seconds `cost.compute.gemm_time` gives GEMMs of these shapes, as `cost.kernels.Device.gemm` calls it."""
     return gemm_time(np.asarray(m, float), np.asarray(n, float), np.asarray(k, float), peak, eff, tile[0], tile[1],
                      units, mem_bw, in_bytes=GEMM_INPUT_BYTES[precision], out_bytes=ACT_BYTES)
 
@@ -241,7 +244,7 @@ def fit_gemm(points: list[GemmPoint], peaks: dict[str, float], units: int, mem_b
 # ---------------------------------------------------------------------------------------------------------
 
 def attention_flops(p: AttentionPoint) -> float:
-    """Forward + backward FLOPs the estimate charges a causal fused attention call (`cost.ops.attention_ops`)."""
+    """Forward + backward FLOPs the estimate charges a causal fused attention call (`cost.kernels.attention_ops`)."""
     fwd, bwd = flash_attention_flops(p.batch * p.seq, p.seq, None, p.head_dim, p.heads)
     return float(fwd + bwd)
 

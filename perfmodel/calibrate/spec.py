@@ -128,12 +128,12 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
         attention_half_seq=f"fitted with attention_max; {prov}",
         memory_bandwidth=(
             (f"fitted on {len(m.layers)} layer training steps of small models (fwd+bwd+AdamW): the estimate's "
-             f"time, GEMMs by cost.compute.gemm_time, norm x2, GELU/SwiGLU, residual add x4 (cost.ops."
+             f"time, GEMMs by cost.compute.gemm_time, norm x2, GELU/SwiGLU, residual add x4 (cost.kernels."
              f"ELEMENTWISE_BYTES) by memory_bound_time at this bandwidth and the AdamW step at "
              f"optimizer_bandwidth, matches the GEMMs as fitted plus the rest as measured ({env.dtype}); 1-D least "
              f"squares of log time"
              if m.layers else
-             f"fitted: cost.compute.memory_bound_time of cost.ops.ELEMENTWISE_BYTES reproduces a layer's "
+             f"fitted: cost.compute.memory_bound_time of cost.kernels.ELEMENTWISE_BYTES reproduces a layer's "
              f"elementwise time (norm x2, GELU or SwiGLU, residual add x4; {env.dtype})")
             + f"; fraction of {fit.peak_bandwidth / 1e9:.4g} GB/s"
             + ("; on one CPU thread GELU and norms are compute bound (a few % of streaming bandwidth), and the "

@@ -63,7 +63,7 @@ def memory_bound_time(nbytes, mem_bw):
 def attention_efficiency(seq, max_eff, half_seq):
     """Fraction of peak a fused attention kernel reaches at sequence length `seq`.
 
-    Calibrated on self-attention (queries = keys = seq). `cost.ops.attention_ops` passes the queries each device
+    Calibrated on self-attention (queries = keys = seq). `cost.kernels.attention_ops` gets the queries each device
     holds, s / cp: the kernel's parallel work is (query blocks x heads x batch), and it is that which leaves SMs
     idle on short inputs; with context parallelism the key loop stays s long, which this curve ignores.
 

@@ -8,14 +8,18 @@ array form.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
+from typing import get_args
 
 import numpy as np
 
-from ..plan import Plan
+from ..plan import Plan, Recompute, Schedule
 
 VARYING = ("tp", "pp", "dp", "cp", "vpp", "micro_batch", "zero", "recompute", "sequence_parallel", "schedule")
 SHARED = ("gpus", "global_batch", "seq_len", "precision", "attention", "grad_dtype", "overlap_dp_comm")
+CATEGORIES = {"recompute": get_args(Recompute), "schedule": get_args(Schedule)}
+# What one device's kernels, tensors and weights depend on (pp, vpp and the schedule only set how many)
+PER_DEVICE = ("tp", "cp", "dp", "micro_batch", "sequence_parallel", "zero", "recompute")
 
 
 @dataclass
@@ -40,6 +44,7 @@ class Layouts:
     grad_dtype: str
     overlap_dp_comm: bool
     stage_layers: list[int] | None = None  # an explicit split (one plan only)
+    _distinct: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self):
         for name in VARYING:
@@ -54,16 +59,29 @@ class Layouts:
     def from_plan(cls, plan: Plan) -> Layouts:
         """One resolved plan as a Layouts of length 1."""
         d = plan.model_dump()
-        return cls(**{f.name: d[f.name] for f in fields(cls)})
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
 
     def take(self, index) -> Layouts:
         """The plans at `index` (an integer array) as a new Layouts."""
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "_distinct"}
         d.update({name: getattr(self, name)[index] for name in VARYING})
         return Layouts(**d)
 
     def __len__(self) -> int:
         return len(self.tp)
+
+    def distinct(self, names: tuple[str, ...] = PER_DEVICE) -> tuple[np.ndarray, np.ndarray]:
+        """Index of the first plan of each distinct combination of the VARYING fields `names`, and each plan's
+        combination: formulas that read only those fields run once per combination (`take`), and their results
+        are copied out to every plan (`result[inverse]`). A search has thousands of plans per combination."""
+        if names not in self._distinct:
+            if names != PER_DEVICE and set(names) <= set(PER_DEVICE):  # from the finer split, on its few plans
+                first, inverse = self.distinct(PER_DEVICE)
+                f2, inv2 = _distinct(self.take(first), names)
+                self._distinct[names] = (first[f2], inv2[inverse])
+            else:
+                self._distinct[names] = _distinct(self, names)
+        return self._distinct[names]
 
     def plan(self, i: int) -> Plan:
         """Plan i as a `Plan` (resolved: dp and schedule filled in)."""
@@ -96,3 +114,25 @@ class Layouts:
     @property
     def tokens_per_step(self) -> int:
         return self.global_batch * self.seq_len
+
+
+def _distinct(lay: Layouts, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """`Layouts.distinct` by one sort: a mixed-radix code per plan over the fields (strings by their index)."""
+    cols, radix = [], 1
+    for name in names:
+        col = getattr(lay, name)
+        if name in CATEGORIES:  # a few known strings: their index (a string sort would cost more than the rest)
+            col = np.select([col == v for v in CATEGORIES[name]], range(len(CATEGORIES[name])), -1)
+        elif col.dtype.kind not in "iub":
+            col = np.unique(col, return_inverse=True)[1]
+        col = col.astype(np.int64).ravel() + 1  # -1: a value outside the categories
+        cols.append((col, int(col.max(initial=0)) + 1))
+        radix *= cols[-1][1]
+    code = np.zeros(len(lay), np.int64)
+    for col, base in cols:
+        if radix >= 2**62:  # too many values to pack: their index among the values present instead
+            col = np.unique(col, return_inverse=True)[1].ravel()
+            base = int(col.max(initial=0)) + 1
+        code = code * base + col
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    return first, inverse.ravel()

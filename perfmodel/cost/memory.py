@@ -1,52 +1,45 @@
-"""Memory per device: weights, gradients, optimizer state, activations, other.
+"""Memory per device under Megatron-LM's placements: parameters and their states, and the activations a layer,
+the embedding and the head keep, summed from the operator table (`cost.operators`).
 
 Mixed-precision Adam (Rajbhandari et al. 2020, ZeRO, Sec. 3.1): 2 B bf16 weights, 2 B (or 4 B fp32)
 gradients, 12 B optimizer state (fp32 master weights, momentum, variance) per parameter; ZeRO stage 1 shards
 the optimizer state over the data-parallel group (dp * cp: context-parallel ranks hold replicas too), 2 adds
 gradients, 3 adds weights.
 Activations follow Korthikanti et al. 2022 (Sec. 4, Eq. 1-2; per layer sbh(34 + 5as/h) for GPT with
-dropout), term by term so that GQA, gated MLPs, RMSNorm, no dropout and FlashAttention change exactly the
-tensors they change.
+dropout), operator by operator (`cost.operators.kept_bytes`), so that GQA, gated MLPs, RMSNorm, no dropout and
+FlashAttention change exactly the tensors they change.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..hardware import System
 from ..models import ModelConfig
+from ..operators import HEAD_EDGES, HEAD_OPS, LAYER_EDGES, LAYER_OPS, SPECS, megatron_dim
 from ..plan import Plan
+from .kernels import GEMM_INPUT_BYTES
+from .layouts import Layouts
+from .operators import embedding_output_kept, kept_bytes, local_params, megatron, operators
+from .pipeline import in_flight
+from .stages import Stages, pick
 
 WEIGHT_BYTES = 2.0
 OPTIMIZER_BYTES = 12.0  # fp32 master + Adam m + v
 GRAD_BYTES = {"fp32": 4.0, "bf16": 2.0}
+MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "other", "total")
+# GEMMs that read a sequence-parallel op's output: with sequence parallelism they keep their input sharded
+GEMM_INPUTS = tuple(b for a, b, _ in LAYER_EDGES + HEAD_EDGES
+                    if megatron_dim(a, True) == "seq" and SPECS[b].family == "linear")
 
 
-def layer_params_per_device(model: ModelConfig, tp: int) -> float:
-    """Parameters of one layer held by one tp rank: projections (and their biases) / tp, norms replicated."""
-    norms = 2 * model.norm_params()
-    return (model.params_per_layer() - norms) / tp + norms
-
-
-def stage_params_per_device(model: ModelConfig, tp, pp, layers, first, last):
-    """Parameters on one device of a stage with `layers` layers; the first stage adds the (vocab-parallel)
-    embedding, the last the final norm and LM head. With pp > 1 a tied LM head is a second copy on the last
-    stage (Megatron-LM keeps the two in sync with an all-reduce). Arrays or scalars alike."""
-    first, last = np.asarray(first, bool), np.asarray(last, bool)
-    table = model.vocab * model.hidden / np.asarray(tp, float)
-    n = layers * layer_params_per_device(model, tp)
-    n = n + first * (table + model.position_params())
-    head_copy = (not model.tie_embeddings) | ((np.asarray(pp) > 1) & ~first)
-    return n + last * (model.norm_params() + np.where(head_copy, table, 0.0))
-
-
-def sp_replicated_params(model: ModelConfig, layers, last):
-    """Parameters that sequence parallelism keeps whole on every tp rank while each rank sees only its part of
-    the sequence, so their gradients are partial sums: the norms' scales and shifts and the biases added after
-    a row-parallel GEMM's reduce-scatter (Korthikanti et al. 2022, Sec. 4.2.2; Megatron-LM all-reduces them
-    over the tp group once per step). `last`: the stage holds the final norm."""
-    row_bias = 2 * model.hidden if model.linear_bias == "all" else 0  # out_proj and mlp_out biases
-    per_layer = 2 * model.norm_params() + row_bias
-    return layers * per_layer + np.asarray(last, bool) * model.norm_params()
+def _layouts(plan: Plan | Layouts) -> Layouts:
+    """A plan as Layouts of one; per-device sizes do not need it resolved (dp only cancels out of the batch)."""
+    if isinstance(plan, Layouts):
+        return plan
+    mp = plan.tp * plan.pp * plan.cp
+    dp = plan.dp or (plan.gpus // mp if plan.gpus and plan.gpus % mp == 0 else 1)
+    return Layouts.from_plan(plan.model_copy(update={"dp": dp, "schedule": plan.schedule or "1f1b"}))
 
 
 def adam_step_bytes(grad_bytes: float) -> float:
@@ -57,11 +50,10 @@ def adam_step_bytes(grad_bytes: float) -> float:
     return 26.0 + 2.0 * grad_bytes
 
 
-def state_bytes(params, plan: Plan) -> dict[str, object]:
-    """Weights, gradients and optimizer bytes for `params` per device under the plan's ZeRO stage."""
-    shard = plan.zero_shard
-    g = GRAD_BYTES[plan.grad_dtype]
-    zero = plan.zero
+def state_bytes(params, plan: Plan | Layouts) -> dict[str, object]:
+    """Weights, gradients and optimizer bytes of `params` per device under the plan's ZeRO stage, sharded over
+    its zero_shard = dp * cp ranks (the ranks that hold replicas of the same weights)."""
+    shard, zero, g = plan.zero_shard, np.asarray(plan.zero), GRAD_BYTES[plan.grad_dtype]
     return {
         "weights": params * WEIGHT_BYTES / np.where(zero >= 3, shard, 1),
         "gradients": params * g / np.where(zero >= 2, shard, 1),
@@ -69,40 +61,138 @@ def state_bytes(params, plan: Plan) -> dict[str, object]:
     }
 
 
-def layer_activation_bytes(model: ModelConfig, plan: Plan, recompute: str | None = None):
-    """Bytes one layer keeps for its backward, for one micro-batch on one device.
-
-    Per token (bf16 = 2 B), after Korthikanti et al. 2022, Sec. 4.1:
-      outside tensor-parallel regions (split by tp only with sequence parallelism):
-        norm inputs 2h + 2h, QKV input 2h, MLP input 2h, dropout masks h + h (1 B each, if dropout)
-      inside (split by tp): Q 2*q_dim, K and V 2*kv_dim each, attention output 2*q_dim,
-        MLP: GeLU input and output 2f + 2f; SwiGLU gate and up 4f plus their product 2f
-      attention core: unfused softmax output 2as, dropout mask as and output 2as (a = heads, s = keys);
-        flash: only the fp32 log-sum-exp, 4a.
-    For GPT (q_dim = kv_dim = h, f = 4h, dropout, unfused, tp = 1) this is sbh(34 + 5as/h). Selective
-    recompute drops the attention-core term; full recompute keeps only the layer input, 2h (/tp with SP).
-    """
-    recompute = plan.recompute if recompute is None else recompute
-    h, f, t = model.hidden, model.ffn_hidden, plan.tp
-    tokens, sp = plan.tokens_per_microbatch, plan.sp_divisor
-    drop = 1.0 if model.dropout > 0 else 0.0
-    outside = 8 * h + 2 * drop * h
-    mlp = 6 * f if model.gated else 4 * f
-    inside = 4 * model.q_dim + 4 * model.kv_dim + mlp
-    if plan.attention == "unfused":
-        core = (2 + 3 * drop) * model.n_heads * plan.seq_len
-    else:
-        core = 4 * model.n_heads
-    core = np.where(recompute == "selective", 0.0, core)
-    return np.where(recompute == "full", tokens * 2 * h / sp, tokens * (outside / sp + (inside + core) / t))
+def head_copy(model: ModelConfig, pp) -> np.ndarray:
+    """Whether the last stage holds an LM head of its own: untied, or tied with pp > 1 (Megatron-LM keeps a copy
+    on the last stage and all-reduces the two gradients)."""
+    return (not model.tie_embeddings) | (np.asarray(pp) > 1)
 
 
-def embedding_activation_bytes(model: ModelConfig, plan: Plan):
-    """First stage: the embedding dropout mask (1 B per element, Korthikanti et al. 2022, Sec. 4.1)."""
-    return plan.tokens_per_microbatch * model.hidden / plan.sp_divisor if model.dropout > 0 else 0.0
+def unit_params(model: ModelConfig, plan: Plan | Layouts) -> dict[str, np.ndarray]:
+    """Parameters per device of one layer, the embedding (+ positions) and the head (final norm + its own LM head,
+    `head_copy`) under Megatron-LM's split: every weight over the tp shards of its dims."""
+    lay, ops = _layouts(plan), operators(model)
+    first, inverse = lay.distinct(("tp",))
+    sub = lay.take(first)
+    of = lambda names: (sum(local_params(ops[n], megatron(ops[n], sub)) for n in names) + np.zeros(len(sub)))[inverse]
+    head = of(["final_norm"]) + np.where(head_copy(model, lay.pp), of(["lm_head"]), 0.0)
+    return {"layer": of(LAYER_OPS), "embedding": of(["embedding"]), "head": head}
 
 
-def head_activation_bytes(model: ModelConfig, plan: Plan):
+def stage_params(model: ModelConfig, plan: Plan | Layouts, layers, first, last) -> np.ndarray:
+    """Parameters on one device of a stage with `layers` layers; the first stage adds the embedding, the last the
+    head (`unit_params`). Arrays (stages, plans) or scalars alike."""
+    p = unit_params(model, plan)
+    return layers * p["layer"] + np.asarray(first, bool) * p["embedding"] + np.asarray(last, bool) * p["head"]
+
+
+def sp_replicated_params(model: ModelConfig, layers, last):
+    """Parameters that sequence parallelism keeps whole on every tp rank while each rank sees only its part of
+    the sequence, so their gradients are partial sums: the norms' scales and shifts and the biases added after
+    a row-parallel GEMM's reduce-scatter (Korthikanti et al. 2022, Sec. 4.2.2; Megatron-LM all-reduces them
+    over the tp group once per step). `last`: the stage holds the final norm."""
+    ops = operators(model)
+    per_layer = 0.0
+    for name in LAYER_OPS:
+        for w in ops[name].weights:
+            if megatron_dim(name, True) == "seq":
+                per_layer += w.params  # a norm
+            elif w.dims and megatron_dim(name, True) == w.dims[-1]:
+                per_layer += w.params - w.gemm_params  # a row-parallel GEMM's bias, added after the reduction
+    return layers * per_layer + np.asarray(last, bool) * ops["final_norm"].weights[0].params
+
+
+def input_shrink(name: str, lay: Layouts) -> np.ndarray:
+    """How far a GEMM's kept input is sharded against what it reads: tp for a column-parallel GEMM under
+    sequence parallelism (it keeps the sequence shard and gathers it again in the backward), else 1."""
+    return np.where(lay.sequence_parallel & (name in GEMM_INPUTS), lay.tp, 1)
+
+
+def _kept(model: ModelConfig, lay: Layouts, names, recompute) -> np.ndarray:
+    """Bytes the operators `names` keep per micro-batch (recompute mode `recompute`: one, or one per plan),
+    computed once per distinct combination of the fields they read (`Layouts.distinct`)."""
+    ops = operators(model)
+    first, inverse = lay.distinct(("tp", "cp", "micro_batch", "sequence_parallel", "recompute"))
+    sub, rc = lay.take(first), np.broadcast_to(np.asarray(recompute), (len(lay),))[first]
+    kept = sum(kept_bytes(ops[n], megatron(ops[n], sub), model, lay.attention, rc, input_shrink(n, sub))
+               for n in names) + np.zeros(len(sub))
+    return kept[inverse]
+
+
+def layer_activation_bytes(model: ModelConfig, plan: Plan | Layouts, recompute=None):
+    """Bytes one layer keeps for its backward, for one micro-batch on one device: `cost.operators.kept_bytes`
+    of its operators under Megatron-LM's split. For GPT (q_dim = kv_dim = h, f = 4h, dropout, unfused, tp = 1)
+    this is sbh(34 + 5as/h) (Korthikanti et al. 2022, Eq. 1); selective recompute drops the attention core, full
+    recompute keeps only the layer input, 2h (/tp with SP)."""
+    lay = _layouts(plan)
+    return _kept(model, lay, LAYER_OPS, lay.recompute if recompute is None else recompute)
+
+
+def embedding_activation_bytes(model: ModelConfig, plan: Plan | Layouts):
+    """First stage: what the embedding's output keeps (its dropout mask) as the first layer reads it (/tp with SP)."""
+    lay = _layouts(plan)
+    return embedding_output_kept(model, lay.tokens_per_microbatch * model.hidden / lay.sp_divisor)
+
+
+def head_activation_bytes(model: ModelConfig, plan: Plan | Layouts):
     """Last stage, one micro-batch: final-norm input 2h and LM-head input 2h (both /tp with SP, which keeps the
     column-parallel input sharded and re-gathers it in the backward), fp32 logits 4V/tp."""
-    return plan.tokens_per_microbatch * (4 * model.hidden / plan.sp_divisor + 4 * np.ceil(model.vocab / plan.tp))
+    lay = _layouts(plan)
+    return _kept(model, lay, HEAD_OPS, "none")
+
+
+
+def kept_scale(schedule, pp, vpp, m, rank) -> dict[str, np.ndarray]:
+    """Bytes a stage of pipeline rank `rank` holds per byte a unit keeps for one micro-batch: a layer (and the
+    embedding) once per micro-batch chunk in flight (`pipeline.in_flight`, in units of 1/vpp of its layers), the
+    head once (all m micro-batches under GPipe, which runs every forward first)."""
+    chunks = in_flight(schedule, pp, vpp, m, rank)
+    return {"layer": chunks / vpp, "embedding": chunks / vpp,
+            "head": np.where(np.asarray(schedule) == "gpipe", m, 1) + 0.0 * chunks}
+
+
+def narrow_cache_bytes(gemm_params, lay: Layouts):
+    """Cached fp8/fp4 copies of GEMM weights (Transformer Engine keeps the quantised weights between
+    micro-batches): `gemm_params` per device, sharded like the bf16 weights under ZeRO-3."""
+    narrow = GEMM_INPUT_BYTES[lay.precision]
+    return gemm_params * narrow / np.where(lay.zero == 3, lay.zero_shard, 1) if narrow < 2 else 0.0 * gemm_params
+
+
+def transient_bytes(system: System, lay: Layouts, stage_params, largest_unit):
+    """What a device holds beside its states and activations: the system's fixed overhead (CUDA context, NCCL
+    buffers) and the transient whole copies ZeRO makes, never more than the sharding saved (a stage of one or
+    two layers): ZeRO-3 gathers the largest unit on the stage twice (current + prefetch) and its gradients
+    once; ZeRO-2 its gradients."""
+    shard, zero, gbytes = lay.zero_shard, lay.zero, GRAD_BYTES[lay.grad_dtype]
+    freed = stage_params * (1 - 1 / shard)
+    unit = np.minimum(largest_unit, freed)
+    return system.memory_overhead_bytes + np.where(
+        (zero == 3) & (shard > 1), np.minimum(2 * largest_unit, freed) * WEIGHT_BYTES + unit * gbytes,
+        np.where((zero == 2) & (shard > 1), unit * gbytes, 0.0))
+
+
+def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | None = None, per_kind=False):
+    """Bytes per device on the most loaded stage of every plan: ({MemoryBreakdown field: array}, stage kind);
+    with per_kind, {field: array (stage kinds, plans)} for every stage kind of `st` instead.
+
+    Needs no kernel times, so a search can drop the plans that do not fit before timing the rest.
+    """
+    st = Stages.of(model, lay) if st is None else st
+    p = unit_params(model, lay)
+    params_of = stage_params(model, lay, st.layers, st.embedding == 1, st.head == 1)
+    scale = kept_scale(lay.schedule, lay.pp, lay.vpp, lay.num_microbatches, st.rank)
+    act = layer_activation_bytes(model, lay) * st.layers * scale["layer"]
+    # The layer in its backward holds what recomputation rebuilt for it: all of its activations (full) or
+    # its attention core (selective); its stored share is already counted above.
+    act = act + layer_activation_bytes(model, lay, "none") - layer_activation_bytes(model, lay)
+    act = act + st.embedding * embedding_activation_bytes(model, lay) * scale["embedding"]
+    act = act + st.head * head_activation_bytes(model, lay) * scale["head"]
+    states = state_bytes(params_of, lay)
+    largest = np.maximum.reduce([p["layer"] * (st.layers > 0), p["embedding"] * st.embedding, p["head"] * st.head])
+    other = transient_bytes(system, lay, params_of, largest)
+    other = other + st.layers * narrow_cache_bytes(model.matmul_params_per_layer() / lay.tp, lay)
+    total = states["weights"] + states["gradients"] + states["optimizer"] + act + other
+    by_kind = dict(states, activations=act, other=other, total=total)
+    if per_kind:
+        return {k: np.broadcast_to(by_kind[k], total.shape) for k in MEMORY_PARTS}
+    mem_kind = np.argmax(np.where(st.valid, total, -np.inf), axis=0)
+    return {k: pick(np.broadcast_to(by_kind[k], total.shape), mem_kind) for k in MEMORY_PARTS}, mem_kind

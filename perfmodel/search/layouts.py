@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
-import pandas as pd
 
-from ..cost.estimate import estimate, evaluate, stage_memory
+from ..cost.estimate import estimate
+from ..cost.memory import stage_memory
+from ..cost.step import evaluate
 from ..errors import InputError
 from ..hardware import System, load_hardware
 from ..models import ModelConfig, load_model
@@ -32,31 +34,55 @@ GIB = 2**30
 
 @dataclass
 class SearchResult:
-    """Ranked feasible plans of every GPU count searched, with what the search counted."""
+    """Ranked feasible plans of every GPU count searched, with what the search counted.
+
+    The ranking is numpy columns (`columns`, `records`); `table` and `counts` are the same as pandas
+    DataFrames, built on first use (the search itself does not import pandas)."""
 
     model: ModelConfig
     system: System
     job: Job  # the job of the first GPU count (global batch, sequence, precision, kernels)
     objective: str
-    table: pd.DataFrame  # feasible plans, best first: PLAN_COLUMNS + RESULT_COLUMNS
-    counts: pd.DataFrame  # per GPU count: enumerated, feasible, pruned_for_memory, seconds
+    columns: dict[str, np.ndarray]  # feasible plans, best first: PLAN_COLUMNS + RESULT_COLUMNS
+    count_rows: list[dict]  # per GPU count: gpus, enumerated, feasible, pruned_for_memory, seconds
     seconds: float
     notes: list[str] = field(default_factory=list)
 
+    @cached_property
+    def table(self):
+        """The ranked plans as a pandas DataFrame (PLAN_COLUMNS + RESULT_COLUMNS), best first."""
+        import pandas as pd
+
+        return pd.DataFrame(self.columns)
+
+    @cached_property
+    def counts(self):
+        """Per GPU count: enumerated, feasible, pruned_for_memory, seconds (a pandas DataFrame)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.count_rows)
+
+    def __len__(self) -> int:
+        return len(self.columns["step_time_s"])
+
+    def records(self, top: int = 0) -> list[dict]:
+        """The best `top` plans (0: all) as dicts of Python values."""
+        n = len(self) if top == 0 else min(top, len(self))
+        return [{k: v[i].item() for k, v in self.columns.items()} for i in range(n)]
+
     @property
     def enumerated(self) -> int:
-        return int(self.counts["enumerated"].sum())
+        return sum(r["enumerated"] for r in self.count_rows)
 
     @property
     def feasible(self) -> int:
-        return int(self.counts["feasible"].sum())
+        return sum(r["feasible"] for r in self.count_rows)
 
     def plan(self, rank: int = 0) -> Plan:
         """The plan of row `rank` of the ranked table."""
-        row = self.table.iloc[rank]
         job = self.job.model_dump()
-        job.update(gpus=int(row["gpus"]))
-        return Plan(**{k: row[k].item() if hasattr(row[k], "item") else row[k] for k in PLAN_COLUMNS}, **{
+        job.update(gpus=int(self.columns["gpus"][rank]))
+        return Plan(**{k: self.columns[k][rank].item() for k in PLAN_COLUMNS}, **{
             k: v for k, v in job.items() if k != "gpus"})
 
     def estimate(self, rank: int = 0):
@@ -68,14 +94,16 @@ class SearchResult:
                 f"({self.enumerated - self.feasible} pruned: do not fit in {self.system.accelerator.hbm_capacity_gib:g}"
                 f" GiB), {self.seconds:.2f} s")
 
-    def pareto(self) -> pd.DataFrame:
+    def pareto(self):
         """Plans no other plan beats on all of step time, GPUs and memory (each at least as good, one better)."""
         return pareto_front(self.table, ["gpus", "step_time_s", "memory_gib"])
 
 
-def pareto_front(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Rows of `df` not dominated on `keys` (all minimised): first key by sweep over its sorted values, the
-    other two by a running minimum after sorting on the second (exact for three keys)."""
+def pareto_front(df, keys: list[str]):
+    """Rows of DataFrame `df` not dominated on `keys` (all minimised): first key by sweep over its sorted values,
+    the other two by a running minimum after sorting on the second (exact for three keys)."""
+    import pandas as pd
+
     first, second, third = keys
     keep = []
     for value in sorted(df[first].unique()):
@@ -89,15 +117,15 @@ def pareto_front(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return out.drop_duplicates(subset=keys).sort_values([first, second]).reset_index(drop=True)
 
 
-def _table(lay, step) -> pd.DataFrame:
-    df = pd.DataFrame({c: np.broadcast_to(getattr(lay, c), (len(lay),)) for c in PLAN_COLUMNS})
-    df["step_time_s"] = step.step_time_s
-    df["tokens_per_s"] = lay.tokens_per_step / step.step_time_s
-    df["mfu"] = step.mfu
-    df["memory_gib"] = step.memory["total"] / GIB
-    df["fits_in_memory"] = step.fits
-    df["gpu_hours_per_step"] = step.step_time_s * lay.gpus / 3600
-    return df
+def _columns(lay, step) -> dict[str, np.ndarray]:
+    out = {c: np.broadcast_to(getattr(lay, c), (len(lay),)) for c in PLAN_COLUMNS}
+    out["step_time_s"] = step.step_time_s
+    out["tokens_per_s"] = lay.tokens_per_step / step.step_time_s
+    out["mfu"] = step.mfu
+    out["memory_gib"] = step.memory["total"] / GIB
+    out["fits_in_memory"] = step.fits
+    out["gpu_hours_per_step"] = step.step_time_s * lay.gpus / 3600
+    return out
 
 
 def _infeasible_message(model: ModelConfig, system: System, lay, total: np.ndarray, gpus: list[int]) -> str:
@@ -145,7 +173,7 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
         if len(fits):
             sub = lay.take(fits)
             mem_fits = ({k: v[fits] for k, v in memory.items()}, kind[fits])
-            tables.append(_table(sub, evaluate(model, system, sub, mem_fits)))
+            tables.append(_columns(sub, evaluate(model, system, sub, mem_fits)))
         elif worst is None or total.min() < worst[1].min():
             worst = (lay, total)  # the count whose leanest plan comes closest, for the message
         rows.append({"gpus": j.gpus, "enumerated": len(lay), "feasible": len(fits),
@@ -154,8 +182,9 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
         if worst is None:
             raise refused[0]
         raise InputError(_infeasible_message(model, system, *worst, [j.gpus for j in jobs]))
-    table = pd.concat(tables, ignore_index=True).sort_values(OBJECTIVES[objective], kind="stable")
+    columns = {k: np.concatenate([t[k] for t in tables]) for k in tables[0]}
+    order = np.lexsort([columns[k] for k in reversed(OBJECTIVES[objective])])  # stable, first key first
     notes += [f"GPU count {r['gpus']}: no layout fits in memory" for r in rows if r["feasible"] == 0]
     return SearchResult(model=model, system=system, job=jobs[0], objective=objective,
-                        table=table.reset_index(drop=True), counts=pd.DataFrame(rows),
+                        columns={k: v[order] for k, v in columns.items()}, count_rows=rows,
                         seconds=time.perf_counter() - t0, notes=notes)

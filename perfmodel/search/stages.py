@@ -19,7 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost.estimate import Stages, evaluate, stage_memory
+from ..cost.memory import stage_memory
+from ..cost.stages import Stages
+from ..cost.step import evaluate
 from ..cost.layouts import Layouts
 from ..hardware import System
 from ..models import ModelConfig

@@ -1,12 +1,8 @@
-"""The operators of one training micro-batch on one device: their FLOPs, bytes and seconds.
+"""The kernels of one operator on one device, per micro-batch: FLOPs, bytes and seconds.
 
-A transformer layer is, in order: norm, QKV projection, rotary embedding, attention core, output projection,
-residual (+dropout), norm, MLP in (gate/up), activation, MLP out, residual (+dropout). The first pipeline
-stage adds the embedding, the last the final norm, LM head and loss. Every op is sharded the way Megatron-LM
-shards it (Shoeybi et al. 2019; Korthikanti et al. 2022): QKV and MLP-in column-parallel, output projection
-and MLP-out row-parallel, LM head and embedding vocab-parallel over tp; norms, residuals and dropout run on
-all tokens of the micro-batch on every tp rank unless sequence parallelism splits them by tp; context
-parallelism splits the tokens by cp.
+`cost.operators` says which kernels each operator runs on its local shard; this module prices them on a
+`Device` (the rates a plan and a system fix): weight GEMMs (and their fp8/fp4 casts), memory-bound elementwise
+kernels, the attention core, the ZeRO-3 buffer copies.
 
 Backward of a GEMM C[m,n] = A[m,k] B[k,n] is two GEMMs of the same FLOPs: dA = dC B^T (m, k, n) and
 dB = A^T dC (k, n, m). Fused attention backward does 2.5x the forward FLOPs (FlashAttention-2: five
@@ -23,6 +19,7 @@ from ..hardware import System
 from ..models import ModelConfig
 from ..plan import Plan
 from .compute import flash_attention_time, gemm_time, memory_bound_time
+from .layouts import Layouts
 
 ACT_BYTES = 2  # activations and their gradients are bf16 throughout
 # Bytes moved per element (forward, backward) by the memory-bound kernels, bf16 tensors:
@@ -40,7 +37,12 @@ ELEMENTWISE_BYTES = {
 def residual_bytes(dropout: bool) -> tuple[float, float]:
     """Residual add fused with dropout: read branch + residual, write the sum (+1 B mask), both directions."""
     return (6 + dropout, 6 + dropout)
+
+
 GEMM_INPUT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}
+
+
+Values = np.ndarray | float  # one value per plan (or per configuration), or one shared by all
 
 
 @dataclass
@@ -49,14 +51,13 @@ class Op:
 
     name: str
     kind: str  # gemm | attention | memory
-    fwd_s: object
-    bwd_s: object
-    fwd_flops: object = 0.0  # executed FLOPs (causal attention skips masked blocks)
-    bwd_flops: object = 0.0
+    fwd_s: Values
+    bwd_s: Values
+    fwd_flops: Values = 0.0  # executed FLOPs (causal attention skips masked blocks)
+    bwd_flops: Values = 0.0
     recompute: tuple[str, ...] = ()  # recompute modes that re-run this op's forward in the backward pass
     formula: str = ""
-
-    active: object = True  # False where a plan does not run this op (e.g. ZeRO-3 copies without ZeRO-3)
+    active: Values = True  # False where a plan does not run this op (e.g. ZeRO-3 copies without ZeRO-3)
 
     def recompute_s(self, mode):
         """Forward seconds re-run in the backward under recompute `mode` (a string or an array of them)."""
@@ -65,21 +66,18 @@ class Op:
 
 @dataclass
 class Device:
-    """What a plan and a system fix for every op: token counts and the rates the kernels run at."""
+    """What plans and a system fix for every kernel: the rates they run at. `plan` is a `Plan` or `Layouts` (the
+    kernels read its precision, attention kind and, for fp8 weight casts, its micro-batches and ZeRO stage)."""
 
     model: ModelConfig
     system: System
-    plan: Plan
-    tokens: object = field(init=False)  # tokens of one micro-batch on this device: b * s / cp
-    tokens_outside_tp: object = field(init=False)  # tokens seen by norms / residuals: / tp with SP
+    plan: Plan | Layouts
     bf16_peak: float = field(init=False)  # sustained bf16 peak (attention)
     mem_bw: float = field(init=False)
     opt_bw: float = field(init=False)
 
     def __post_init__(self):
-        p, sysm = self.plan, self.system
-        self.tokens = p.tokens_per_microbatch
-        self.tokens_outside_tp = self.tokens / p.sp_divisor
+        sysm = self.system
         self.bf16_peak = self.sustained_peak("bf16")
         self.mem_bw = sysm.accelerator.hbm_bandwidth * sysm.efficiency.memory_bandwidth
         opt = sysm.efficiency.optimizer_bandwidth
@@ -152,17 +150,13 @@ def flash_attention_flops(tokens, seq_len, window, head_dim, heads):
     return fwd, FLASH_BWD_FACTOR * fwd
 
 
-def attention_ops(dev: Device, tokens=None, heads=None, q_len=None, sequences=None) -> list[Op]:
+def attention_ops(dev: Device, tokens, heads, q_len, sequences) -> list[Op]:
     """Attention core: fused (flash) kernel, or unfused QK^T, scale-mask-softmax (+dropout), AV.
 
     On the device's share: `tokens` queries in `sequences` sequences of `q_len` queries each, `heads` heads, every
-    query attending over the whole sequence. Default: the plan's (Megatron's) share, heads / tp, queries / cp.
+    query attending over the whole sequence (its keys and values gathered by context parallelism).
     """
     m, p = dev.model, dev.plan
-    heads = m.n_heads / p.tp if heads is None else heads
-    tokens = dev.tokens if tokens is None else tokens
-    q_len = p.seq_len / p.cp if q_len is None else q_len
-    sequences = p.micro_batch if sequences is None else sequences
     if p.attention == "flash":
         fwd_flops, bwd_flops = flash_attention_flops(tokens, p.seq_len, m.sliding_window, m.head_dim, heads)
         seq = q_len
@@ -186,61 +180,6 @@ def attention_ops(dev: Device, tokens=None, heads=None, q_len=None, sequences=No
            dev.gemm(sq, sk, hd, batch, "bf16") + dev.gemm(sk, hd, sq, batch, "bf16"),
            2 * sq * sk * hd * batch, 4 * sq * sk * hd * batch, ("full", "selective"), "softmax(QK^T) V per head"),
     ]
-    return ops
-
-
-def layer_ops(dev: Device) -> list[Op]:
-    """All ops of one transformer layer for one micro-batch on one device."""
-    m, p = dev.model, dev.plan
-    t, T, To = p.tp, dev.tokens, dev.tokens_outside_tp
-    h, f = m.hidden, m.ffn_hidden
-    drop = 1 if m.dropout > 0 else 0
-    ops: list[Op] = []
-    # Norm: read x, write y (bf16); backward reads x and dy, writes dx.
-    ops.append(elementwise_op(dev, "norm1", To * h, *ELEMENTWISE_BYTES["norm"]))
-    ops += linear_op(dev, "qkv", T, (m.q_dim + 2 * m.kv_dim) / t, h)
-    if m.position == "rope":
-        ops.append(elementwise_op(dev, "rope", T * (m.q_dim + m.kv_dim) / t, *ELEMENTWISE_BYTES["rope"]))
-    ops += attention_ops(dev)
-    ops += linear_op(dev, "out_proj", T, h, m.q_dim / t)
-    ops.append(elementwise_op(dev, "residual1", To * h, *residual_bytes(drop)))
-    ops.append(elementwise_op(dev, "norm2", To * h, *ELEMENTWISE_BYTES["norm"]))
-    ops += linear_op(dev, "mlp_in", T, (2 if m.gated else 1) * f / t, h)
-    act = "swiglu" if m.gated else "gelu"
-    ops.append(elementwise_op(dev, act, T * f / t, *ELEMENTWISE_BYTES[act]))
-    ops += linear_op(dev, "mlp_out", T, h, f / t)
-    ops.append(elementwise_op(dev, "residual2", To * h, *residual_bytes(drop)))
-    return ops
-
-
-def embedding_ops(dev: Device) -> list[Op]:
-    """Token (+ learned position) embedding on the first stage; vocab-parallel lookup writes all T tokens."""
-    m, p = dev.model, dev.plan
-    T, To, h = dev.tokens, dev.tokens_outside_tp, m.hidden
-    ops = [elementwise_op(dev, "embedding", T * h, 4, 2 + 8 / p.tp, ())]  # bwd: read dy, fp32 RMW of own rows
-    if m.position == "learned":
-        ops.append(elementwise_op(dev, "position_embedding", To * h, *ELEMENTWISE_BYTES["position_embedding"], ()))
-    if m.dropout > 0:
-        ops.append(elementwise_op(dev, "embedding_dropout", To * h, *ELEMENTWISE_BYTES["embedding_dropout"], ()))
-    return ops
-
-
-def head_ops(dev: Device) -> list[Op]:
-    """Final norm, vocab-parallel LM head and cross-entropy on the last stage (never recomputed).
-
-    The LM head stays in bf16 under fp8/fp4 training, as Megatron-LM / Transformer Engine keep the output
-    layer out of the narrow-precision region.
-
-    Cross-entropy over T x V/tp logits: forward reads bf16 logits and writes fp32 exponentials (2 + 4 + 4 B
-    with the max/sum passes), backward reads them and writes bf16 gradients (4 + 2 B) (a fused vocab-parallel
-    kernel as in Megatron-LM).
-    """
-    m, p = dev.model, dev.plan
-    T, To, h = dev.tokens, dev.tokens_outside_tp, m.hidden
-    v = np.ceil(m.vocab / p.tp)
-    ops = [elementwise_op(dev, "final_norm", To * h, *ELEMENTWISE_BYTES["norm"], ())]
-    ops += linear_op(dev, "lm_head", T, v, h, (), precision="bf16")
-    ops.append(elementwise_op(dev, "cross_entropy", T * v, *ELEMENTWISE_BYTES["cross_entropy"], ()))
     return ops
 
 

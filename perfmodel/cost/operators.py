@@ -1,0 +1,263 @@
+"""The operator table: every operator of a training step (`perfmodel.operators`) with its sizes, the kernels it
+runs on its local shard, its weights and the activations it keeps for the backward, per micro-batch.
+
+A `Split` says how far each of an operator's iteration dims is divided, for many cases at once: the plans of a
+search under Megatron-LM's placements (`megatron`, what `estimate` prices), or every configuration PaSE
+considers on one plan's mesh (`search.pase`). Both read the same functions below, so a kernel, a weight or a
+kept tensor is written once.
+
+A transformer layer is, in order: norm, QKV projection (+ rotary embedding), attention core, output projection,
+residual (+dropout), norm, MLP in (gate/up), activation, MLP out, residual (+dropout). The first pipeline stage
+adds the embedding (+ learned positions, dropout), the last the final norm, LM head and loss.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..models import ModelConfig
+from ..operators import LAYER_OPS, OPS, SPECS, OpSpec, megatron_dim
+from .kernels import (
+    ACT_BYTES,
+    ELEMENTWISE_BYTES,
+    Device,
+    Op,
+    Values,
+    attention_ops,
+    elementwise_op,
+    linear_op,
+    residual_bytes,
+)
+from .layouts import Layouts
+from .mesh import BIT
+
+RECOMPUTED = {"layer": ("full",), "embedding": (), "head": ()}  # modes that re-run an op's forward
+
+
+@dataclass(frozen=True)
+class Weight:
+    """A parameter tensor of an operator: its dims (torch layout), size and how much of it takes part in a GEMM."""
+
+    dims: tuple[str, ...]
+    params: float  # full (un-sharded) count, biases included
+    gemm_params: float = 0.0  # the GEMM matrix alone (kept as a cached fp8/fp4 copy in narrow precision)
+
+
+@dataclass(frozen=True)
+class Operator:
+    """One operator of a model: its spec, the full extent of its feature dims, the GEMM it runs and its weights."""
+
+    spec: OpSpec
+    sizes: dict[str, int]  # hidden, heads, ffn, vocab
+    divisors: dict[str, int]  # a split of the dim must divide this (the vocabulary pads instead)
+    gemm: tuple[str, float, str, float] | None  # (out dim, out features, in dim, in features)
+    weights: tuple[Weight, ...]
+    out_width: float  # elements per token of the output activation
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def unit(self) -> str:
+        return "layer" if self.spec.layer else "embedding" if self.name == "embedding" else "head"
+
+
+def operators(model: ModelConfig) -> dict[str, Operator]:
+    """The 14 operators of `model` (perfmodel.operators.OPS), sized. mlp_in computes gate and up alike over ffn
+    (Megatron interleaves them), so a split of ffn splits both; a split of qkv's heads cuts the K and V heads too."""
+    m = model
+    h, f, v, q, kv = m.hidden, m.ffn_hidden, m.vocab, m.q_dim, m.kv_dim
+    g = 2 if m.gated else 1
+    sizes = {"hidden": h, "heads": m.n_heads, "ffn": f, "vocab": v}
+    div = {"hidden": h, "heads": m.n_heads, "ffn": f, "vocab": 1}
+    qkv_div = dict(div, heads=math.gcd(m.n_heads, m.n_kv_heads))
+    bias_qkv = q + 2 * kv if m.linear_bias in ("qkv", "all") else 0
+    bias = m.linear_bias == "all"
+    norm = (Weight(("hidden",), m.norm_params()),)
+    linear = lambda n, k, b: (Weight((n[0], k[0]), n[1] * k[1] + b, n[1] * k[1]),)
+    table = {
+        "embedding": (None, (Weight(("vocab", "hidden"), v * h),)
+                      + ((Weight(("hidden",), m.position_params()),) if m.position_params() else ()), h),
+        "norm1": (None, norm, h), "norm2": (None, norm, h), "final_norm": (None, norm, h),
+        "qkv": (("heads", q + 2 * kv, "hidden", h), linear(("heads", q + 2 * kv), ("hidden", h), bias_qkv), q + 2 * kv),
+        "attention": (None, (), q),
+        "out_proj": (("hidden", h, "heads", q), linear(("hidden", h), ("heads", q), h * bias), h),
+        "residual1": (None, (), h), "residual2": (None, (), h),
+        "mlp_in": (("ffn", g * f, "hidden", h), linear(("ffn", g * f), ("hidden", h), g * f * bias), g * f),
+        "activation": (None, (), f),
+        "mlp_out": (("hidden", h, "ffn", f), linear(("hidden", h), ("ffn", f), h * bias), h),
+        "lm_head": (("vocab", v, "hidden", h), linear(("vocab", v), ("hidden", h), 0), v),
+        "loss": (None, (), 0.0),
+    }
+    return {name: Operator(SPECS[name], sizes, qkv_div if name in ("qkv", "attention") else div, *table[name])
+            for name in OPS}
+
+
+@dataclass
+class Split:
+    """How far each iteration dim of one operator is divided over the stage mesh, for many cases at once (the
+    plans of a search, or PaSE's configurations of one plan): dim -> pieces and the bitmask of the axes dividing
+    it (cost.mesh.BIT). `batch` and `seq` are the full extents the stage mesh shares (micro_batch * dp
+    sequences of seq_len tokens)."""
+
+    op: Operator
+    pieces: dict[str, Values]
+    masks: dict[str, Values]
+    batch: Values
+    seq: Values
+
+    def split(self, dim: str) -> Values:
+        return self.pieces.get(dim, 1)
+
+    def mask(self, dim: str) -> Values:
+        return self.masks.get(dim, 0)
+
+    def local(self, dim: str, size: float | None = None) -> Values:
+        """Local extent of `dim` (or of `size` features along it); the vocabulary rounds up (Megatron pads it)."""
+        full = {"batch": self.batch, "seq": self.seq}.get(dim, self.op.sizes.get(dim)) if size is None else size
+        return np.ceil(full / self.split(dim)) if dim == "vocab" else full / self.split(dim)
+
+    @property
+    def tokens(self) -> Values:
+        """Tokens of one micro-batch on one device."""
+        return self.local("batch") * self.local("seq")
+
+
+def megatron(op: Operator, lay: Layouts) -> Split:
+    """Megatron-LM's split of `op` for every plan of `lay` (perfmodel.operators.megatron_dim): dp the batch, cp
+    the sequence, tp the op's dim (the sequence too with sequence parallelism, for norms and residuals)."""
+    pieces = {"batch": lay.dp, "seq": lay.cp}
+    masks = {"batch": BIT["dp"], "seq": BIT["cp"]}
+    dim = megatron_dim(op.name, True)
+    if dim == "seq":  # norms and residuals: by tp only with sequence parallelism
+        sp = lay.sequence_parallel
+        pieces["seq"] = lay.cp * np.where(sp, lay.tp, 1)
+        masks["seq"] = BIT["cp"] | np.where(sp, BIT["tp"], 0)
+    elif dim is not None:
+        pieces[dim], masks[dim] = lay.tp, BIT["tp"]
+    return Split(op, pieces, masks, lay.micro_batch * lay.dp, lay.seq_len)
+
+
+def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
+    """The kernels `op` runs on its local shard per micro-batch (cost.kernels), in the order they run.
+
+    Norms, residuals and the activation are memory-bound (`kernels.ELEMENTWISE_BYTES`, `residual_bytes`); the
+    embedding lookup reads the table rows (4 B per element) and its backward reads the gradient and updates its
+    fp32 rows (2 + 8 / vocab split); the LM head stays bf16 under fp8/fp4 (Megatron-LM and Transformer Engine
+    keep the output layer out of the narrow-precision region); the cross-entropy is a fused vocab-parallel kernel.
+    """
+    m, fam, T = dev.model, op.spec.family, s.tokens
+    rec = RECOMPUTED[op.unit]
+    if fam == "embedding":
+        return [elementwise_op(dev, "embedding", T * s.local("hidden"), 4, 2 + 8 / s.split("vocab"), ())]
+    if fam == "norm":
+        return [elementwise_op(dev, op.name, T * s.local("hidden"), *ELEMENTWISE_BYTES["norm"], rec)]
+    if fam == "linear":
+        out_dim, n, in_dim, k = op.gemm
+        prec = "bf16" if op.name == "lm_head" else None
+        ops = linear_op(dev, op.name, T, s.local(out_dim, n), s.local(in_dim, k), rec, precision=prec)
+        if op.name == "qkv" and m.position == "rope":
+            ops.append(elementwise_op(dev, "rope", T * (m.q_dim + m.kv_dim) / s.split("heads"),
+                                      *ELEMENTWISE_BYTES["rope"], rec))
+        return ops
+    if fam == "attention":
+        return attention_ops(dev, T, s.local("heads"), s.local("seq"), s.local("batch"))
+    if fam == "residual":
+        return [elementwise_op(dev, op.name, T * s.local("hidden"), *residual_bytes(m.dropout > 0), rec)]
+    if fam == "activation":
+        act = "swiglu" if m.gated else "gelu"
+        return [elementwise_op(dev, act, T * s.local("ffn"), *ELEMENTWISE_BYTES[act], rec)]
+    return [elementwise_op(dev, "cross_entropy", T * s.local("vocab"), *ELEMENTWISE_BYTES["cross_entropy"], ())]
+
+
+def embedding_output_kernels(dev: Device, elements: Values) -> list[Op]:
+    """The learned position add and the embedding dropout, on the embedding's output as the first layer reads
+    it (`elements` per device: after the vocab-parallel reduction, so / tp with sequence parallelism)."""
+    m, ops = dev.model, []
+    if m.position == "learned":
+        ops.append(elementwise_op(dev, "position_embedding", elements, *ELEMENTWISE_BYTES["position_embedding"], ()))
+    if m.dropout > 0:
+        ops.append(elementwise_op(dev, "embedding_dropout", elements, *ELEMENTWISE_BYTES["embedding_dropout"], ()))
+    return ops
+
+
+def embedding_output_kept(model: ModelConfig, elements: Values) -> Values:
+    """Bytes the embedding's output keeps: the dropout mask, 1 B per element (Korthikanti et al. 2022, Sec. 4.1)."""
+    return elements * (1.0 if model.dropout > 0 else 0.0)
+
+
+def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recompute, input_shrink=1.0) -> Values:
+    """Bytes `op` keeps for its backward, per micro-batch on one device (bf16 = 2 B per element).
+
+    After Korthikanti et al. 2022, Sec. 4.1, term by term: a norm keeps its input (2 h); a GEMM its input (2 k,
+    divided by `input_shrink` where it keeps the producer's shard and gathers it again in the backward, as
+    Megatron-LM's sequence parallelism does); attention Q, K, V (2 (q + 2 kv)) and its core: flash the fp32
+    log-sum-exp (4 per head), unfused the softmax output, dropout mask and output (2 + 3 drop per head and key);
+    a residual its dropout mask (1 B); the activation its input (SwiGLU: gate and up, 4 f; GeLU 2 f); the loss
+    its fp32 logits (4 V). For GPT (q = kv = h, f = 4h, dropout, unfused, tp = 1) a layer sums to
+    sbh(34 + 5as/h). Selective recompute drops the attention core; full recompute keeps only the layer's input
+    (norm1's), for layer ops.
+    """
+    fam, T = op.spec.family, s.tokens
+    drop = 1.0 if model.dropout > 0 else 0.0
+    if fam == "norm":
+        kept = 2 * T * s.local("hidden")
+    elif fam == "linear":
+        kept = 2 * T * s.local(op.gemm[2], op.gemm[3]) / input_shrink
+    elif fam == "attention":
+        heads = s.local("heads")
+        core = 4.0 * heads if attention == "flash" else (2 + 3 * drop) * heads * s.seq
+        core = np.where(np.asarray(recompute) == "selective", 0.0, core)
+        kept = T * (2.0 * (model.q_dim + 2 * model.kv_dim) / s.split("heads") + core)
+    elif fam == "residual":
+        kept = drop * T * s.local("hidden")
+    elif fam == "activation":
+        kept = 2 * T * s.local("ffn") * (2 if model.gated else 1)
+    elif fam == "loss":
+        kept = 4 * T * s.local("vocab")
+    else:
+        kept = 0.0 * T
+    if op.spec.layer and op.name != "norm1":
+        kept = np.where(np.asarray(recompute) == "full", 0.0, kept)
+    return kept
+
+
+def weight_shard(op: Operator, w: Weight, s: Split) -> Values:
+    """How many pieces `w` is cut into: the product of the splits of the dims it has."""
+    return math.prod(s.split(d) for d in w.dims) if w.dims else 1.0
+
+
+def local_params(op: Operator, s: Split, stored: tuple[bool, ...] | None = None) -> Values:
+    """Parameters of `op` on one device (each weight over its shards); `stored[i]` False for a weight another
+    operator holds (a tied LM head on the embedding's stage)."""
+    stored = stored or (True,) * len(op.weights)
+    return sum(w.params / weight_shard(op, w, s) for w, keep in zip(op.weights, stored) if keep) + 0.0
+
+
+def layer_families() -> dict[str, int]:
+    """How many of a layer's operators belong to each family (two norms, two residuals, one activation, ...)."""
+    out: dict[str, int] = {}
+    for name in LAYER_OPS:
+        out[SPECS[name].family] = out.get(SPECS[name].family, 0) + 1
+    return out
+
+
+def gemm_shapes(model: ModelConfig, tokens: int, tp: int, lm_head: bool) -> list[tuple[str, int, int, int]]:
+    """(op, m, n, k) of each weight GEMM's forward on one tp rank under Megatron-LM's split, for `tokens` tokens of
+    one micro-batch: the layer's four (qkv, out_proj, mlp_in, mlp_out) and, with `lm_head`, the LM head. The
+    backward of (m, n, k) runs (m, k, n) and (k, n, m) (cost.kernels.linear_op)."""
+    ops = operators(model)
+    lay_ops = [o for o in LAYER_OPS if ops[o].gemm] + (["lm_head"] if lm_head else [])
+    out = []
+    for name in lay_ops:
+        out_dim, n, in_dim, k = ops[name].gemm
+        on = lambda d: megatron_dim(name, False) == d
+        n_l = math.ceil(n / tp) if out_dim == "vocab" and on(out_dim) else n // tp if on(out_dim) else n
+        k_l = k // tp if on(in_dim) else k
+        out.append((name, tokens, n_l, k_l))
+    return out
+

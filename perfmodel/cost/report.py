@@ -1,0 +1,118 @@
+"""One plan of an evaluated set as an `Estimate`: the headline numbers and the rows that trace them (every op,
+every communication, every stage), with notes on what the numbers assume."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..hardware import System
+from ..models import ModelConfig
+from ..plan import Plan, default_stage_layers
+from ..result import CommTime, Estimate, MemoryBreakdown, OpTime, StageTime, TimeBreakdown
+from . import comm as C
+from .mesh import Mesh
+from .sharded import Comm
+from .stages import UNITS, Stages
+from .step import Step
+
+
+def item(x, i: int, n: int):
+    """Element i of a per-plan value (an array of n, or a scalar shared by all) as a Python value."""
+    x = np.broadcast_to(np.asarray(x), (n,))[i]
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def comm_row(c: Comm, system: System, plan: Plan, count: float, i: int, n: int) -> CommTime:
+    """Communication `c` of plan i (of n) as a CommTime row, `count` units (micro-batch-units) on the stage."""
+    at = lambda x: item(x, i, n)
+    name = c.name if c.unit in ("layer", "stage", "step") else f"{c.name} ({c.unit})"
+    if c.tier is not None:
+        tiers = at(c.tier)
+    else:
+        mesh = Mesh(system, plan.gpus, plan.dp, plan.cp, plan.tp)
+        tiers = C.describe(mesh.phases(int(at(c.mask))))
+    sizes = {"tp": plan.tp, "cp": plan.cp, "dp": plan.zero_shard, "pp": plan.pp, "embedding": 2}
+    calls, seconds = at(c.calls), at(c.seconds)
+    return CommTime(name=name, collective=at(c.collective), group=c.group, group_size=sizes[c.group], tiers=tiers,
+                    bytes=at(c.nbytes), calls=calls * count, seconds_per_call=seconds, total_s=seconds * calls * count,
+                    exposed_s=at(c.exposed) * count)
+
+
+def stage_times(step: Step, i: int, split: list[int]) -> list[StageTime]:
+    """Plan i's seconds per micro-batch on each stage of `split` (layers per stage): the units it holds (the
+    first has the embedding, the last the head) at their forward / recompute / backward times, plus its sends
+    (half with the forward, half with the backward)."""
+    n, pp, st = len(step.lay), len(split), Stages.of_split(split)
+    at = lambda x: float(item(x, i, n))
+    per_stage = lambda per_unit: st.seconds({u: at(per_unit[u]) for u in UNITS})[:, 0]
+    p2p = at(step.p2p)
+    total, fwd, rec = per_stage(step.unit_time) + p2p, per_stage(step.unit_fwd) + p2p / 2, \
+        per_stage(step.unit_recompute)
+    return [StageTime(stage=r, layers=layers, embedding=r == 0, head=r == pp - 1, fwd_s=float(fwd[r]),
+                      recompute_s=float(rec[r]), bwd_s=float(total[r] - fwd[r] - rec[r]))
+            for r, layers in enumerate(split)]
+
+
+def notes_of(model: ModelConfig, system: System, plan: Plan, step: Step, speedup: float, fits: bool,
+             memory: MemoryBreakdown, mem_stage: str) -> list[str]:
+    """What a reader of the estimate should know: the MFU reference, a shared host, a plan that does not fit,
+    uneven virtual chunks, a sequence past the model's positions."""
+    notes = [f"MFU/HFU against dense {step.peak_dtype} peak {step.peak_flops / 1e12:.1f} TFLOP/s per device"]
+    if speedup != 1.0:
+        host = system.shared_host
+        notes.append(f"the spec's rates were measured with {host.ranks} ranks sharing {host.cores} cores; this job "
+                     f"keeps fewer of them computing at once ({plan.gpus} ranks, pipeline stages waiting on the "
+                     f"slowest), so they compute {speedup:.2f}x faster (cost.compute.shared_core_speedup); compute, "
+                     "op and optimizer times above include it")
+    cap = step.capacity
+    if not fits:
+        notes.append(f"does not fit: needs {memory.total / 2**30:.1f} GiB > {cap / 2**30:.1f} GiB "
+                     f"on the {mem_stage} stage (short by {(memory.total - cap) / 2**30:.1f} GiB)")
+    pp, v = plan.pp, plan.vpp
+    if v > 1 and model.n_layers % (pp * v):
+        notes.append(f"{model.n_layers} layers do not split evenly into pp*vpp = {pp * v} chunks: chunks differ by "
+                     "one layer (as in Megatron-LM's uneven first/last stages); activation memory uses the mean chunk")
+    if model.position != "learned" and plan.seq_len > model.max_seq_len:
+        notes.append(f"seq_len {plan.seq_len} exceeds the model's max_seq_len {model.max_seq_len}")
+    return notes
+
+
+def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estimate:
+    """Plan i of an evaluated set as an Estimate: the headline numbers and the rows that trace them."""
+    lay, st = step.lay, step.stages
+    plan = lay.plan(i)
+    explicit = lay.stage_layers is not None
+    pp, m, gpus = plan.pp, plan.num_microbatches, plan.gpus
+    b, k_mem = int(step.bottleneck[i]), int(step.memory_kind[i])
+    n = len(lay)
+    at = lambda x: float(item(x, i, n))
+    count = {u: int(item(st.count(u)[b], i, n)) for u in UNITS}
+    time_s = TimeBreakdown(**{k: at(x) for k, x in step.time.items()})
+    membd = MemoryBreakdown(**{k: at(x) for k, x in step.memory.items()})
+    on = lambda c: bool(item(c.active, i, n))
+    comms = [comm_row(c, system, plan, m if c.unit == "stage" else count[c.unit] * m, i, n)
+             for c in step.comms if on(c) and (c.unit == "stage" or count[c.unit])]
+    comms += [comm_row(c, system, plan, 1, i, n) for c in step.step_comms if on(c)]
+    fast = at(step.compute_speedup)  # op times at the rate of ranks sharing a host (1 elsewhere)
+    ops = [OpTime(name=op.name, where=u, kind=op.kind, count=count[u], fwd_s=at(op.fwd_s) / fast,
+                  bwd_s=at(op.bwd_s) / fast, recompute_s=at(op.recompute_s(plan.recompute)) / fast,
+                  fwd_flops=at(op.fwd_flops), formula=op.formula)
+           for u in UNITS if count[u] for op in step.ops[u] if on(op)]
+
+    step_s, cap = time_s.total, step.capacity
+    fits = membd.total <= cap
+    mem_stage, bottleneck = st.name(k_mem, pp, explicit), st.name(b, pp, explicit)
+    split = plan.stage_layers or default_stage_layers(model.n_layers, pp)
+    mflops, hflops, peak = step.model_flops, at(step.hardware_flops), step.peak_flops
+    tokens = lay.tokens_per_step
+    return Estimate(
+        model=model.name, hardware=system.name, gpus=gpus, params=model.n_params(),
+        step_time_s=step_s, tokens_per_s=tokens / step_s, tokens_per_s_per_gpu=tokens / step_s / gpus,
+        model_tflops_per_gpu=mflops / step_s / gpus / 1e12, mfu=mflops / (step_s * gpus * peak),
+        hfu=hflops / (step_s * gpus * peak), mfu_peak_dtype=step.peak_dtype,
+        fits_in_memory=fits, memory_capacity_bytes=cap, memory_shortfall_bytes=max(0.0, membd.total - cap),
+        memory_stage=mem_stage, memory_bytes=membd, time_s=time_s,
+        model_flops_per_step=mflops, hardware_flops_per_step=hflops, num_microbatches=m,
+        stage_layers=split, bottleneck_stage=bottleneck, stages=stage_times(step, i, split),
+        ops=ops, comms=comms, plan=plan, notes=notes_of(model, system, plan, step, fast, fits, membd, mem_stage),
+    )

@@ -1,0 +1,219 @@
+"""What an operator under one placement costs beyond its kernels: the collectives inside it, the redistribution of
+the tensors it reads, and its weights (states, ZeRO traffic, the optimizer step).
+
+`estimate` calls these for Megatron-LM's placements of every plan of a search, PaSE (`cost.tables`) for every
+configuration of one plan; seconds are per micro-batch unless a docstring says per step, bytes per device.
+
+"Overlapped" hides at most `Efficiency.comm_overlap` = f of a collective (1 on GPUs and TPUs, whose collectives
+have their own engines; measured near 0 for gloo, which runs on the cores that compute): `with_overlap`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..operators import PARTIAL, REPLICATE, SHARD
+from .kernels import Device, Values
+from .memory import WEIGHT_BYTES, adam_step_bytes
+from .mesh import BIT, Mesh, redistribution_steps
+from .operators import Operator, Split
+
+
+ZERO_GROUP = BIT["dp"] | BIT["cp"]  # the ranks holding replicas of the same weights: dp * cp, tp apart
+
+
+@dataclass
+class Comm:
+    """One kind of communication of one unit (a layer, the embedding, the head), of a pipeline stage, or of the
+    step: seconds and bytes per call, calls and exposed seconds per micro-batch (per step for unit "step")."""
+
+    name: str
+    collective: str | np.ndarray  # the kind, or an array of kinds (one per plan)
+    group: str  # tp | cp | dp | pp | embedding: the group's label in the report
+    nbytes: Values  # per call
+    seconds: Values  # per call
+    calls: Values
+    fwd: Values = 0.0  # exposed seconds in the forward pass
+    bwd: Values = 0.0  # exposed seconds in the backward pass (the recomputed forward included)
+    unit: str = "layer"  # layer | embedding | head | stage | step
+    part: str = "tp_comm"  # the TimeBreakdown field the exposed time is charged to
+    mask: Values = 0  # the group's axes (cost.mesh.BIT), for the report's tiers ...
+    tier: str | np.ndarray | None = None  # ... or the tier name (sends, the tied-embedding sync)
+    active: Values = True  # plans that run it
+
+    @property
+    def exposed(self) -> Values:
+        return self.fwd + self.bwd
+
+
+def with_overlap(comm, exposed, fraction):
+    """Exposed seconds when only `fraction` of the communication can run beside compute (Efficiency.comm_overlap):
+    the rest adds to the step, the overlappable part is exposed as the schedule leaves it (`exposed`, what the
+    whole of `comm` would leave). fraction 1: `exposed`; 0: all of `comm`."""
+    return (1.0 - fraction) * comm + fraction * exposed
+
+
+def behind(comm, window, fraction):
+    """Exposed seconds of a collective that runs beside `window` seconds of compute: what outlasts the window,
+    `with_overlap`."""
+    return with_overlap(comm, np.maximum(0.0, comm - window), fraction)
+
+
+def behind_linear(comm, window, fraction, hidden) -> Values:
+    """`behind` on the side of the kink given by `hidden` (True: comm <= window): (1 - f) comm there, else
+    comm - f window. Equal to `behind` where `hidden` is what `comm <= window` says; a tangent (a lower bound)
+    elsewhere. Linear in comm and window, so PaSE can add it operator by operator."""
+    return np.where(hidden, (1.0 - fraction) * comm, comm - fraction * window)
+
+
+def bucketed(comm, window, pieces):
+    """Exposed seconds of `comm` split into `pieces` equal buckets that overlap a `window` of compute:
+    the last bucket always waits for the compute to end; the rest hides behind it until the window is full."""
+    return np.where(comm > 0, np.maximum(comm / pieces, comm - window * (1 - 1 / pieces)), 0.0)
+
+
+def op_comms(op: Operator, s: Split, mesh: Mesh, model, recompute, attention_s: tuple[Values, Values],
+             f: float) -> list[Comm]:
+    """The collectives inside `op` under split `s` (a split norm's statistics, a split loss's, a split
+    attention's keys and values): `norm_stats`, `loss_stats`, `kv_exchange`."""
+    fam = op.spec.family
+    split = {"norm": "hidden", "loss": "vocab", "attention": "seq"}.get(fam)
+    if split is None or not np.any(s.mask(split)):  # nothing split there: nothing to exchange
+        return []
+    if fam == "norm":
+        return norm_stats(op, s, mesh, model.norm == "layernorm", recompute)
+    if fam == "loss":
+        return loss_stats(op, s, mesh)
+    if fam == "attention":
+        return kv_exchange(op, s, mesh, model.kv_dim, recompute, attention_s, f)
+    return []
+
+
+def norm_stats(op: Operator, s: Split, mesh: Mesh, layernorm: bool, recompute) -> list[Comm]:
+    """All-reduce of a hidden-split norm's per-token statistics: fp32 mean (and variance for LayerNorm), in the
+    forward and again in each recomputed forward and in the backward."""
+    nbytes = s.tokens * 4.0 * (2 if layernorm else 1)
+    per = mesh.collective("all_reduce", nbytes, s.mask("hidden"))
+    again = np.where((np.asarray(recompute) == "full") & op.spec.layer, 2, 1)
+    return [Comm("norm statistics", "all_reduce", "tp", nbytes, per, again + 1, fwd=per, bwd=again * per,
+                 unit=op.unit, mask=s.mask("hidden"), active=s.split("hidden") > 1)]
+
+
+def loss_stats(op: Operator, s: Split, mesh: Mesh) -> list[Comm]:
+    """Vocab-parallel cross-entropy: all-reduce the max, sum-exp and target logit, fp32 per token, forward."""
+    nbytes = s.tokens * 4.0
+    per = mesh.collective("all_reduce", nbytes, s.mask("vocab"))
+    return [Comm("tp cross-entropy stats", "all_reduce", "tp", nbytes, per, 3, fwd=3 * per, unit=op.unit,
+                 mask=s.mask("vocab"), active=s.split("vocab") > 1)]
+
+
+def kv_exchange(op: Operator, s: Split, mesh: Mesh, kv_dim: int, recompute, attention_s: tuple[Values, Values],
+                f: float) -> list[Comm]:
+    """Context parallelism: all-gather the keys and values of the whole sequence (bf16, the local heads) in the
+    forward (again when the attention core is recomputed) and in the backward, reduce-scatter their gradients;
+    each beside the attention kernel (`attention_s`: its forward and backward seconds on this device), `behind`.
+    Megatron-LM's all-gather context parallelism (Llama 3: Dubey et al. 2024, Sec. 3.3.2)."""
+    nbytes = s.local("batch") * s.seq * 2 * kv_dim / s.split("heads") * 2.0
+    mask = s.mask("seq")
+    ag, rs = mesh.collective("all_gather", nbytes, mask), mesh.collective("reduce_scatter", nbytes, mask)
+    again = np.isin(recompute, ("full", "selective"))
+    exp_f = behind(ag, attention_s[0], f)
+    exp_b = behind(ag + rs, attention_s[1], f)
+    calls = 3 + again
+    return [Comm("cp key/value exchange", "all_gather / reduce_scatter", "cp", nbytes, ((calls - 1) * ag + rs) / calls,
+                 calls, fwd=exp_f, bwd=exp_b + exp_f * again, unit=op.unit, part="cp_comm", mask=mask,
+                 active=s.split("seq") > 1)]
+
+
+@dataclass
+class EdgeCost:
+    """A tensor passed between two operators: exposed seconds per micro-batch and the collectives behind them."""
+
+    fwd: Values
+    bwd: Values
+    steps: list[tuple[str, Values, Values, Values, Values]]  # (kind, bytes, mask, seconds per call, calls)
+
+
+def edge_cost(mesh: Mesh, out: np.ndarray, inp: np.ndarray, full_bytes, passes, skip: bool = False,
+              keep_shard=False, f: float = 1.0) -> EdgeCost:
+    """Redistribute a producer's output (placement codes `out`, (N, axes)) to what a consumer reads (`inp`), in
+    the forward (`passes` times: twice into a fully recomputed layer), and its gradient back in the backward
+    (`cost.mesh.redistribution_steps`; an input code PARTIAL reads Replicate and sends a Partial gradient, and
+    the gradient of a Partial output is Replicate).
+
+    `skip`: the consumer reads the tensor through a skip connection (a residual's second input). A Partial
+    output is reduced once, on its main edge, and the skip connection reuses the result (and its gradient joins
+    the main edge's before that edge's backward collective), so the skip edge moves nothing on those axes.
+    Exact when both consumers want the same placement there (Megatron-LM's embedding).
+    `keep_shard`: the consumer keeps the producer's shard for its weight gradient and gathers it again in the
+    backward (Megatron-LM sequence parallelism, Korthikanti et al. 2022, Sec. 4.2.2), overlapped with the
+    input-gradient GEMM (Megatron's LinearWithGradAccumulationAndAsyncCommunication), which is assumed to take
+    at least as long: (1 - f) of the gather is exposed.
+    """
+    fwd_dst = np.where(inp == PARTIAL, REPLICATE, inp)
+    fwd_src = np.where(skip & (out == PARTIAL), fwd_dst, out)
+    bwd_dst = np.where(out == PARTIAL, REPLICATE, out)
+    bwd_src = np.where(skip & (out == PARTIAL), fwd_dst, inp)
+    bwd_dst = np.where(skip & (out == PARTIAL), fwd_dst, bwd_dst)
+    rows, t, n_fwd = [], {}, 0
+    for d, src, dst in (("fwd", fwd_src, fwd_dst), ("bwd", bwd_src, bwd_dst)):
+        t[d] = 0.0
+        for kind, nbytes, mask in redistribution_steps(mesh, src, dst, full_bytes):
+            sec = mesh.collective(kind, nbytes, mask)
+            calls = (passes if d == "fwd" else 1.0) * (mesh.group_size(mask) > 1)
+            rows.append((kind, nbytes, mask, sec, calls))
+            t[d] = t[d] + sec
+        n_fwd = len(rows) if d == "fwd" else n_fwd
+    fwd, bwd = t["fwd"], t["bwd"] + (np.asarray(passes) - 1) * t["fwd"]
+    keep = np.asarray(keep_shard, bool)
+    if keep.any():  # the gathers of the forward, again in the backward
+        bwd = bwd + (1.0 - f) * np.where(keep, t["fwd"], 0.0)
+        rows += [(kind, nbytes, mask, sec, keep * calls / np.maximum(passes, 1))
+                 for kind, nbytes, mask, sec, calls in rows[:n_fwd]]
+    return EdgeCost(fwd + 0.0, bwd + 0.0, rows)
+
+
+def gathered_axes(out: np.ndarray, inp: np.ndarray) -> np.ndarray:
+    """Axes on which a consumer gathers a producer's shard (Shard -> Replicate, no Partial): where it could keep
+    the shard instead (`edge_cost`'s keep_shard)."""
+    return (out >= SHARD) & (inp <= PARTIAL) & ~(out == PARTIAL).any(axis=-1, keepdims=True)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Weights
+# ---------------------------------------------------------------------------------------------------------
+def zero3_gather(mesh: Mesh, params, grad_bytes, mask, latency_share=1.0) -> tuple[Values, Values]:
+    """ZeRO-3 per micro-batch: (seconds of one bf16 weight all-gather, of one gradient reduce-scatter) of `params`
+    over the group `mask` (gathered before the forward and again before the backward; reduced once)."""
+    ag = mesh.collective("all_gather", params * WEIGHT_BYTES, mask, latency_share)
+    rs = mesh.collective("reduce_scatter", params * grad_bytes, mask, latency_share)
+    return ag, rs
+
+
+def optimizer_seconds(dev: Device, params, zero, shard, grad_bytes) -> Values:
+    """The Adam step over the parameters this device updates (`memory.adam_step_bytes` each; ZeRO >= 1 updates
+    its 1/shard), at the optimizer's bandwidth."""
+    return dev.optimizer(params / np.where(np.asarray(zero) >= 1, shard, 1) * adam_step_bytes(grad_bytes))
+
+
+def gradient_reduction(mesh: Mesh, params, reduce_mask, zero: int, microbatches, grad_bytes,
+                       latency_share=1.0) -> Values:
+    """Seconds per step of one weight's gradient reduction over the axes `reduce_mask` (those that split the
+    tokens while the weight is whole: its gradient is a partial sum there), and of ZeRO-1/2's weight gathers.
+
+    ZeRO 0: one all-reduce. ZeRO >= 1: a reduce-scatter over the reduce axes inside the ZeRO group (dp and cp;
+    every micro-batch for ZeRO-2; ZeRO-3's runs per micro-batch in `zero3_gather`), then an all-reduce of the
+    whole local gradient over the others (Megatron-LM's finalize_model_grads: the data-parallel reduction, then
+    the sequence-parallel norm gradients over tp), and ZeRO-1/2 all-gather the updated bf16 weights.
+    `latency_share`: the weight's part of its bucket's call."""
+    g = params * grad_bytes
+    if zero == 0:
+        return mesh.collective("all_reduce", g, reduce_mask, latency_share)
+    t = mesh.collective("all_reduce", g, reduce_mask & ~ZERO_GROUP, latency_share)
+    if zero in (1, 2):
+        reps = microbatches if zero == 2 else 1
+        t = t + reps * mesh.collective("reduce_scatter", g, reduce_mask & ZERO_GROUP, latency_share)
+        t = t + mesh.collective("all_gather", params * WEIGHT_BYTES, ZERO_GROUP, latency_share)
+    return t

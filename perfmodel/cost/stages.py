@@ -1,0 +1,93 @@
+"""Pipeline stages as the step model compares them: which units each holds, how busy the pipeline keeps its
+ranks, and how much faster ranks that share a host's cores compute when some of them wait."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..hardware import System
+from ..models import ModelConfig
+from .compute import shared_core_speedup
+from .layouts import Layouts
+from .pipeline import stage_layers
+
+UNITS = ("layer", "embedding", "head")
+
+
+def unit_counts(model: ModelConfig) -> dict[str, int]:
+    """How many of each unit the whole model has."""
+    return {"layer": model.n_layers, "embedding": 1, "head": 1}
+
+
+@dataclass
+class Stages:
+    """The stage kinds whose times and memory are compared: arrays (kinds, plans) of unit counts."""
+
+    layers: np.ndarray
+    embedding: np.ndarray
+    head: np.ndarray
+    rank: np.ndarray  # pipeline rank whose in-flight micro-batches the kind holds
+    valid: np.ndarray  # kinds a plan has (no middle stage with pp = 2, no last with pp = 1)
+
+    @classmethod
+    def of_split(cls, split) -> Stages:
+        """Every stage of a split (layers per stage), one plan: the first holds the embedding, the last the head."""
+        n = len(split)
+        col = lambda x: np.asarray(x, float)[:, None]
+        ranks = np.arange(n)
+        return cls(col(split), col(ranks == 0), col(ranks == n - 1), col(ranks), np.ones((n, 1), bool))
+
+    @classmethod
+    def of(cls, model: ModelConfig, lay: Layouts) -> Stages:
+        """First, (largest) middle and last stage of the default split per plan; or each stage of an explicit one."""
+        pp = lay.pp
+        if lay.stage_layers is not None:
+            return cls.of_split(lay.stage_layers)
+        values, inverse = np.unique(pp, return_inverse=True)
+        lf, lm, ll = np.array([stage_layers(model.n_layers, int(p)) for p in values], float)[inverse].T
+        one = np.ones(len(lay))
+        return cls(layers=np.stack([lf, lm, ll]), embedding=np.stack([one, 0 * one, 0 * one]),
+                   head=np.stack([(pp == 1) * one, 0 * one, one]), rank=np.stack([0 * one, one, pp - 1.0]),
+                   valid=np.stack([one > 0, pp > 2, pp > 1]))
+
+    def count(self, unit: str) -> np.ndarray:
+        return self.layers if unit == "layer" else getattr(self, unit)
+
+    def seconds(self, per_unit: dict) -> np.ndarray:
+        """Seconds per micro-batch on each stage: every unit's seconds times how many of it the stage holds."""
+        return sum(per_unit[u] * self.count(u) for u in UNITS)
+
+    def name(self, kind: int, pp: int, explicit: bool) -> str:
+        if pp == 1:
+            return "single"
+        if kind == 0:
+            return "first"
+        if (explicit and kind == pp - 1) or (not explicit and kind == 2):
+            return "last"
+        return f"stage {kind}" if explicit else "middle"
+
+
+def pick(values: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """values[kind[j], j] for every plan j."""
+    values = np.asarray(values)
+    return values[kind, np.arange(len(kind)) if values.shape[1] > 1 else 0]
+
+
+def pipeline_busy(model: ModelConfig, lay: Layouts, st: Stages, compute: dict) -> np.ndarray:
+    """Fraction of its ranks a pipeline keeps computing: the mean stage's compute per micro-batch (`compute`:
+    seconds per unit) over the slowest stage's (1 without pipelining)."""
+    per_stage = st.seconds(compute)
+    slowest = np.max(np.where(st.valid, per_stage, 0.0), axis=0)
+    mean = sum(compute[u] * n for u, n in unit_counts(model).items()) / lay.pp
+    return np.minimum(np.divide(mean, slowest, out=np.ones_like(slowest), where=slowest > 0), 1.0)
+
+
+def shared_host_speedup(system: System, lay: Layouts, busy=1.0) -> np.ndarray:
+    """cost.compute.shared_core_speedup for every plan with `busy` of its ranks computing; 1 without
+    system.shared_host."""
+    host = system.shared_host
+    if host is None:
+        return np.ones(len(lay))
+    return shared_core_speedup(np.broadcast_to(busy, (len(lay),)), lay.gpus, host.ranks, host.cores)

@@ -1,0 +1,225 @@
+"""One training step of many plans at once: units, communication, pipeline, data parallelism, memory.
+
+Step time = pipeline time of the m micro-batches (slowest stage, plus the bubble)
+          + exposed data-parallel / ZeRO-1/2 communication + the optimizer step.
+A stage is built from units (its layers, plus the embedding on the first stage and the LM head and loss on
+the last). Per micro-batch a unit costs its operators' forward, backward and recomputed forward
+(`cost.units.op_kernels`) plus the exposed communication it causes:
+  - the tensors its operators pass to each other (tensor parallelism): never overlapped, except the sequence-
+    parallel re-gather of a GEMM's input in the backward (`cost.sharded.edge_cost`);
+  - context-parallel key/value exchange: overlapped with the attention kernel (`cost.sharded.kv_exchange`);
+  - ZeRO-3 weight gathers and gradient reduce-scatters: overlapped with the compute of the unit they serve,
+    except the embedding's, which starts the forward and ends the backward with nothing to hide behind;
+  - pipeline sends: exposed.
+Per step: data-parallel gradient reduction (every micro-batch for ZeRO-2, once otherwise) overlaps the
+backward of the last micro-batch except its last layer's bucket; ZeRO-1/2 weight gathers overlap the first
+forward of the next step likewise; with pp > 1 and tied embeddings, the first and last stages all-reduce the
+embedding gradient (exposed); with sequence parallelism the tp group all-reduces the gradients of the weights
+it keeps whole (norms, row-parallel biases) in one flat call (exposed).
+
+Every quantity is a numpy array with one entry per plan (`Layouts` columns), and stage quantities have a
+leading axis over the stage kinds (first, middle, last; or each stage of an explicit split).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..hardware import System
+from ..models import ModelConfig
+from ..operators import OPS
+from . import comm as C
+from .flops import model_flops_per_token, recompute_flops_per_token
+from .kernels import ACT_BYTES, Device, Op, zero3_copy_op
+from .layouts import Layouts
+from .memory import GRAD_BYTES, WEIGHT_BYTES, sp_replicated_params, stage_memory, stage_params, unit_params
+from .mesh import BIT, Mesh
+from .operators import megatron, operators
+from .pipeline import pipeline_time
+from .sharded import ZERO_GROUP, Comm, behind, bucketed, op_comms, optimizer_seconds, with_overlap, zero3_gather
+from .stages import UNITS, Stages, pick, pipeline_busy, shared_host_speedup, unit_counts
+from .units import op_kernels, unit_edges, unit_ops
+
+COMPUTE_PARTS = {"gemm": "gemm", "attention": "attention", "memory": "memory_bound"}
+COMPUTE_PART_NAMES = (*COMPUTE_PARTS.values(), "recompute")
+STAGE_PARTS = ("gemm", "attention", "memory_bound", "recompute", "tp_comm", "cp_comm", "pp_comm", "zero3_comm")
+
+
+@dataclass
+class Step:
+    """Everything `evaluate` derives for a set of plans: headline arrays and the detail `estimate` reports."""
+
+    lay: Layouts
+    stages: Stages
+    ops: dict[str, list[Op]]  # per unit
+    comms: list[Comm]  # per unit per micro-batch, and the stage's sends
+    step_comms: list[Comm]  # per step
+    time: dict[str, np.ndarray]  # TimeBreakdown fields
+    memory: dict[str, np.ndarray]  # MemoryBreakdown fields (the stage kind with most memory)
+    bottleneck: np.ndarray  # stage kind index
+    memory_kind: np.ndarray
+    capacity: float
+    model_flops: float
+    hardware_flops: np.ndarray
+    peak_flops: float
+    peak_dtype: str
+    unit_time: dict[str, np.ndarray]  # seconds per micro-batch of one layer, the embedding, the head (all parts)
+    unit_fwd: dict[str, np.ndarray]  # ... of which forward (compute + exposed comm)
+    unit_recompute: dict[str, np.ndarray]  # ... of which recomputed forward
+    p2p: np.ndarray  # seconds per micro-batch of a stage's sends
+    stage_time_max: np.ndarray  # seconds per micro-batch of the slowest stage
+    compute_speedup: np.ndarray  # cost.compute.shared_core_speedup applied to compute (1: no shared host)
+    zero3_overlap: dict[str, tuple[np.ndarray, np.ndarray, float]]  # unit -> (gather <= forward, <= backward, f)
+
+    @property
+    def step_time_s(self) -> np.ndarray:
+        return self.time["total"]
+
+    @property
+    def fits(self) -> np.ndarray:
+        return self.memory["total"] <= self.capacity
+
+    @property
+    def mfu(self) -> np.ndarray:
+        return self.model_flops / (self.step_time_s * self.lay.gpus * self.peak_flops)
+
+
+def unit_parts(ops: list[Op], recompute) -> dict[str, np.ndarray]:
+    """Per-micro-batch seconds of a unit's kernels by breakdown part (recomputed forwards in `recompute`)."""
+    out = dict.fromkeys(STAGE_PARTS, 0.0)
+    for op in ops:
+        out[COMPUTE_PARTS[op.kind]] = out[COMPUTE_PARTS[op.kind]] + op.fwd_s + op.bwd_s
+        out["recompute"] = out["recompute"] + op.recompute_s(recompute)
+    return out
+
+
+def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> Step:
+    """Predict one training step of every plan in `lay` (resolved plans of one job) on `system`.
+
+    `memory`: what `memory.stage_memory` returned for these plans, if the caller has it already.
+    """
+    dev, mesh = Device(model, system, lay), Mesh.of(system, lay)
+    t, pp, v, m, rc = lay.tp, lay.pp, lay.vpp, lay.num_microbatches, lay.recompute
+    shard, zero, sp = lay.zero_shard, lay.zero, lay.sequence_parallel
+    f, overlap = system.efficiency.comm_overlap, lay.overlap_dp_comm
+    gbytes = GRAD_BYTES[lay.grad_dtype]
+    none = np.zeros(len(lay))
+
+    kern = op_kernels(model, system, lay)
+    ops = unit_ops(model, system, lay, kern)
+    params = unit_params(model, lay)
+    zero3 = (zero == 3) & (shard > 1)
+    for u in UNITS:
+        ops[u].append(zero3_copy_op(dev, params[u], gbytes, active=zero3))
+    parts = {u: unit_parts(ops[u], rc) for u in UNITS}
+    # Busy seconds per direction (compute, later + exposed comm): what overlapped collectives hide behind.
+    fwd = {u: sum(op.fwd_s for op in ops[u]) + none for u in UNITS}
+    bwd = {u: sum(op.bwd_s + op.recompute_s(rc) for op in ops[u]) + none for u in UNITS}
+    st = Stages.of(model, lay)
+    compute = {u: sum(parts[u][k] for k in COMPUTE_PART_NAMES) for u in UNITS}
+    speedup = shared_host_speedup(system, lay, pipeline_busy(model, lay, st, compute))
+    for u in UNITS:  # ranks sharing a host's cores compute faster while pipeline neighbours wait
+        for k in COMPUTE_PART_NAMES:
+            parts[u][k] = parts[u][k] / speedup
+        fwd[u], bwd[u] = fwd[u] / speedup, bwd[u] / speedup
+    comms: list[Comm] = []
+
+    def charge(c: Comm):
+        parts[c.unit][c.part] = parts[c.unit][c.part] + c.exposed
+        fwd[c.unit], bwd[c.unit] = fwd[c.unit] + c.fwd, bwd[c.unit] + c.bwd
+        comms.append(c)
+
+    # --- the tensors between operators; the collectives inside them -----------------------------------------
+    for c in unit_edges(model, system, lay).values():
+        charge(c)
+    table = operators(model)
+    for name in OPS:
+        seconds = (sum(k.fwd_s for k in kern[name]) / speedup, sum(k.bwd_s for k in kern[name]) / speedup)
+        for c in op_comms(table[name], megatron(table[name], lay), mesh, model, rc, seconds, f):
+            charge(c)
+
+    # --- ZeRO-3: gather a unit's weights before its forward and backward, reduce-scatter its gradients ------
+    zero3_overlap = {}
+    for unit, p in params.items():
+        on = zero3 & (p > 0)
+        ag, rs = (on * x for x in zero3_gather(mesh, p, gbytes, ZERO_GROUP))
+        # The embedding is first in the forward and last in the backward: nothing to hide behind.
+        frac = f if overlap and unit != "embedding" else 0.0
+        e_f, e_b = behind(ag, fwd[unit], frac), behind(ag + rs, bwd[unit], frac)
+        zero3_overlap[unit] = (ag <= fwd[unit], ag + rs <= bwd[unit], frac)
+        share = np.divide(ag, ag + rs, out=np.zeros_like(ag), where=ag + rs > 0)  # split by traffic
+        charge(Comm("zero3 weight all-gather", "all_gather", "dp", p * WEIGHT_BYTES, ag, 2, e_f, e_b * share,
+                    unit=unit, part="zero3_comm", mask=ZERO_GROUP, active=on))
+        charge(Comm("zero3 gradient reduce-scatter", "reduce_scatter", "dp", p * gbytes, rs, 1, 0.0,
+                    e_b * (1 - share), unit=unit, part="zero3_comm", mask=ZERO_GROUP, active=on))
+
+    # --- pipeline: send activations forward and gradients backward at each chunk boundary ----------------
+    link_bw, link_lat, link = C.group_p2p_link(system, t * lay.cp * lay.dp, pp)  # also the tied-embedding sync
+    s_pp = lay.tokens_per_microbatch * model.hidden * ACT_BYTES / lay.sp_divisor
+    one = C.p2p_time(s_pp, link_bw, link_lat)
+    p2p = np.where(pp > 1, 2 * v * one, 0.0)
+    comms.append(Comm("pp activations/gradients", "send/recv", "pp", s_pp, one, 2 * v, p2p / 2, p2p / 2,
+                      unit="stage", part="pp_comm", tier=link, active=pp > 1))
+
+    # --- stages ----------------------------------------------------------------------------------------------
+    stage_part = {k: st.seconds({u: parts[u][k] for u in UNITS}) for k in STAGE_PARTS}
+    stage_part["pp_comm"] = stage_part["pp_comm"] + p2p
+    per_mb = sum(stage_part.values())
+    bottleneck = np.argmax(np.where(st.valid, per_mb, -np.inf), axis=0)
+    t_mean = (sum(sum(parts[u].values()) * n for u, n in unit_counts(model).items()) + pp * p2p) / pp
+    t_max = pick(per_mb, bottleneck)
+    t_pipe = pipeline_time(m, t_max, t_mean, pp, v)
+
+    # --- data parallel (ZeRO 0/1/2), tied-embedding sync and optimizer, for the stage with most parameters -
+    params_of = stage_params(model, lay, st.layers, st.embedding == 1, st.head == 1)
+    big = np.argmax(np.where(st.valid, params_of, -np.inf), axis=0)
+    p_stage, nl = pick(params_of, big), np.maximum(pick(st.layers, big), 1)
+    fwd_mb = sum(fwd[u] * pick(st.count(u), big) for u in UNITS)
+    bwd_mb = sum(bwd[u] * pick(st.count(u), big) for u in UNITS)
+    steps: list[Comm] = []
+    on = (shard > 1) & (zero < 3)
+    kind = np.where(zero == 0, "all_reduce", "reduce_scatter")
+    g = on * np.where(zero == 0, mesh.collective("all_reduce", p_stage * gbytes, ZERO_GROUP),
+                      mesh.collective("reduce_scatter", p_stage * gbytes, ZERO_GROUP))
+    reps = np.where(zero == 2, m, 1)  # ZeRO-2 reduces every micro-batch (gradients are not kept whole)
+    exp = reps * (with_overlap(g, bucketed(g, bwd_mb, nl), f) if overlap else g)
+    steps.append(Comm("dp gradient reduction", kind, "dp", p_stage * gbytes, g, reps, bwd=exp, unit="step",
+                      part="dp_comm", mask=ZERO_GROUP, active=on))
+    on = (shard > 1) & np.isin(zero, (1, 2))
+    w = on * mesh.collective("all_gather", p_stage * WEIGHT_BYTES, ZERO_GROUP)
+    exp = with_overlap(w, bucketed(w, fwd_mb, nl), f) if overlap else w
+    steps.append(Comm("zero weight all-gather", "all_gather", "dp", p_stage * WEIGHT_BYTES, w, 1, fwd=exp,
+                      unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
+    on = sp & (t > 1)
+    size = sp_replicated_params(model, pick(st.layers, big), pick(st.head, big) == 1) * gbytes
+    r = on * mesh.collective("all_reduce", size, BIT["tp"])
+    steps.append(Comm("tp replicated-weight gradients (sp)", "all_reduce", "tp", size, r, 1, bwd=r, unit="step",
+                      part="dp_comm", mask=BIT["tp"], active=on))
+    on = (pp > 1) & model.tie_embeddings  # first and last stage hold copies of the embedding
+    size = table["embedding"].weights[0].params / t * gbytes / np.where(zero >= 2, shard, 1)  # the local gradient
+    one = on * C.ring_allreduce_time(size, 2, link_bw, link_lat)
+    steps.append(Comm("tied embedding gradient sync", "all_reduce", "embedding", size, one, 1, bwd=one,
+                      unit="step", part="dp_comm", tier=link, active=on))
+    dp_exposed = sum(c.exposed for c in steps)
+    t_opt = optimizer_seconds(dev, p_stage, zero, shard, gbytes) / shared_host_speedup(system, lay)
+
+    step = t_pipe + dp_exposed + t_opt
+    time = {k: pick(stage_part[k], bottleneck) * m for k in STAGE_PARTS}
+    time.update(dp_comm=dp_exposed + none, bubble=t_pipe - m * t_max, optimizer=t_opt + none, total=step)
+    memory, mem_kind = stage_memory(model, system, lay, st) if memory is None else memory
+
+    # --- FLOPs ---------------------------------------------------------------------------------------------
+    tokens = lay.tokens_per_step
+    mflops = tokens * model_flops_per_token(model, lay.seq_len)
+    extra = {mode: recompute_flops_per_token(model, lay.seq_len, mode) for mode in ("none", "selective", "full")}
+    hflops = mflops + tokens * np.select([rc == k for k in extra], list(extra.values()))
+    peak_dtype = lay.precision if lay.precision in ("fp8", "fp4") else "bf16"
+    return Step(lay=lay, stages=st, ops=ops, comms=comms, step_comms=steps, time=time, memory=memory,
+                bottleneck=bottleneck, memory_kind=mem_kind, capacity=system.accelerator.hbm_bytes,
+                model_flops=mflops, hardware_flops=hflops, peak_flops=system.accelerator.peak_flops(peak_dtype),
+                peak_dtype=peak_dtype, unit_time={u: sum(parts[u].values()) + none for u in UNITS},
+                unit_fwd={u: fwd[u] + none for u in UNITS},
+                unit_recompute={u: parts[u]["recompute"] + none for u in UNITS}, p2p=p2p, stage_time_max=t_max,
+                compute_speedup=speedup + none, zero3_overlap=zero3_overlap)

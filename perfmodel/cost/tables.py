@@ -1,0 +1,382 @@
+"""PaSE's cost tables: every configuration of every operator on one plan's stage mesh, priced by the functions
+`estimate` prices Megatron-LM's placements with (`cost.operators`, `cost.sharded`, `cost.memory`), so that the
+Megatron assignment costs here exactly what `estimate` says per unit (tests/test_pase_agreement.py).
+
+A configuration splits an operator's iteration space over the mesh (dp, cp, tp): each axis splits one dim or
+none (`configurations`). Units: seconds per training step, bytes per device.
+  - Vertex: m x per micro-batch (its kernels at the plan's shared-host speed-up, the collectives inside it,
+    its weights' ZeRO-3 gathers and buffer copies) + per step (its weights' gradient reduction and ZeRO-1/2
+    gathers, counted exposed: an upper bound, where `estimate` hides most of them behind the backward; and its
+    optimizer step).
+  - Edge: m x the redistribution of the tensor it carries (`sharded.edge_cost`), forward and backward. A GEMM
+    input may be kept as the producer's shard and gathered again in the backward (`CostTables.alt`).
+  - ZeRO-3 gathers overlap the compute of their unit (`sharded.behind`), which is not a sum over operators;
+    the tables take the side of the kink on which the plan's Megatron placement lies (`sharded.behind_linear`,
+    from the plan's estimate): exact there, a tangent (a lower bound) elsewhere.
+  - Memory is that of the stage the plan's estimate finds most loaded: its layers' share of each layer
+    operator, its embedding and head operators, activations times the micro-batches in flight on its rank,
+    the recompute working set of one layer, cached fp8 weights, and what no placement changes (the system's
+    overhead, ZeRO's transient copies) as `CostTables.constant_memory`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..hardware import System
+from ..models import ModelConfig
+from ..operators import AXES, CODES, DATA_AXES, PARTIAL, REPLICATE, SHARD, SKIP_SLOT, UNIT_OF, edge_unit, tensor_codes
+from ..plan import Plan
+from .graph import Graph
+from .kernels import ACT_BYTES, Device, zero3_copy_op
+from .layouts import Layouts
+from .memory import (
+    GRAD_BYTES,
+    head_copy,
+    kept_scale,
+    narrow_cache_bytes,
+    stage_params,
+    state_bytes,
+    transient_bytes,
+    unit_params,
+)
+from .mesh import BIT, Mesh
+from .operators import (
+    Operator,
+    Split,
+    embedding_output_kept,
+    embedding_output_kernels,
+    kept_bytes,
+    kernels,
+    operators,
+    weight_shard,
+)
+from .sharded import (
+    ZERO_GROUP,
+    behind_linear,
+    edge_cost,
+    gathered_axes,
+    gradient_reduction,
+    op_comms,
+    optimizer_seconds,
+    zero3_gather,
+)
+from .stages import Stages, shared_host_speedup
+from .step import Step, evaluate
+
+
+def configurations(op: Operator, sizes: dict[str, int], batch: int, seq: int) -> np.ndarray:
+    """Every valid split of `op` on a mesh of `sizes`: (K, axes) array, entry = index of the dim that axis splits,
+    -1 for none (and for every axis of size 1).
+
+    Each axis splits at most one dim, a dim may be split over several axes, and the product of the axis sizes
+    that split a dim must divide it (the vocabulary may pad). Row 0 leaves the tp axis unsplit. The executor's
+    semantics bound the choice (`operators.DATA_AXES`): the dp axis is data parallelism (it splits the batch of
+    every op), the cp axis context parallelism (the sequence), and attention's sequence is split by cp only
+    (keys and values are gathered over cp; a tp split of it would be a second context parallelism).
+    """
+    dims = op.spec.dims
+    full = dict(op.sizes, batch=batch, seq=seq)
+    div = dict(op.divisors, batch=batch, seq=seq)
+    allowed = []
+    for axis in AXES:
+        only = DATA_AXES.get(axis)
+        if sizes[axis] == 1:
+            allowed.append([-1])
+        elif only is not None:
+            allowed.append([dims.index(only)] if only in dims else [-1])
+        else:
+            allowed.append([-1] + [i for i, n in enumerate(dims) if not (op.spec.family == "attention" and n == "seq")])
+    rows = []
+    for choice in itertools.product(*allowed):
+        split = {d: math.prod(sizes[a] for a, c in zip(AXES, choice) if c == i) for i, d in enumerate(dims)}
+        if all(split[d] <= full[d] and (d == "vocab" or div[d] % split[d] == 0) for d in dims):
+            rows.append(choice)
+    return np.array(rows, dtype=int).reshape(len(rows), len(AXES))
+
+
+def config_split(op: Operator, configs: np.ndarray, sizes: dict[str, int], lay: Layouts) -> Split:
+    """The `Split` of every configuration (rows of `configs`)."""
+    size = np.array([sizes[a] for a in AXES], float)
+    pieces, masks = {}, {}
+    for i, d in enumerate(op.spec.dims):
+        on = configs == i
+        pieces[d] = np.prod(np.where(on, size, 1.0), axis=1)
+        masks[d] = (on.astype(np.int64) << np.arange(len(AXES))).sum(axis=1)
+    return Split(op, pieces, masks, lay.micro_batch * lay.dp, lay.seq_len)
+
+
+def class_ids(codes: np.ndarray) -> np.ndarray:
+    """One integer per row of placement codes (base CODES over the axes)."""
+    return (codes * CODES ** np.arange(codes.shape[1])).sum(axis=1)
+
+
+def codes_of(ids: np.ndarray, n_axes: int = len(AXES)) -> np.ndarray:
+    return (ids[:, None] // CODES ** np.arange(n_axes)) % CODES
+
+
+@dataclass
+class Reference:
+    """What the plan's estimate (Megatron-LM's placements) fixes for every configuration: the shared-host
+    speed-up, the side of each unit's ZeRO-3 overlap kink, the most loaded stage and what it holds regardless."""
+
+    step: Step
+    speedup: float
+    zero3: dict[str, tuple[bool, bool, float, bool]]  # unit -> (gather <= fwd, <= bwd, overlap fraction, active)
+    states: dict[str, float]  # bytes on the stage per byte of a unit's states (its layers' share of a layer)
+    kept: dict[str, float]  # ... per byte a unit keeps for one micro-batch
+    working: float  # per byte one layer's recompute rebuilds (one layer in its backward at a time)
+    constant_memory: float
+
+    @classmethod
+    def of(cls, model: ModelConfig, system: System, lay: Layouts) -> Reference:
+        step = evaluate(model, system, lay)
+        st: Stages = step.stages
+        k = int(step.memory_kind[0])
+        at = lambda x: float(np.ravel(x[k])[0])
+        n = model.n_layers
+        layers, emb, head = at(st.layers), at(st.embedding), at(st.head)
+        scale = kept_scale(lay.schedule, lay.pp, lay.vpp, lay.num_microbatches, at(st.rank))
+        scale = {u: float(np.ravel(v)[0]) for u, v in scale.items()}
+        p = unit_params(model, lay)
+        params_of = stage_params(model, lay, layers, emb == 1, head == 1)
+        largest = max(float(p["layer"][0]) * (layers > 0), float(p["embedding"][0]) * emb, float(p["head"][0]) * head)
+        const = float(transient_bytes(system, lay, params_of, largest)[0])
+        zero3 = {u: (bool(h_f[0]), bool(h_b[0]), frac, bool(((lay.zero == 3) & (lay.zero_shard > 1))[0] and p[u][0] > 0))
+                 for u, (h_f, h_b, frac) in step.zero3_overlap.items()}
+        return cls(step, float(step.compute_speedup[0]), zero3,
+                   {"layer": layers / n, "embedding": emb, "head": head},
+                   {"layer": layers / n * scale["layer"], "embedding": emb * scale["embedding"],
+                    "head": head * scale["head"]}, 1.0 / n, const)
+
+
+@dataclass
+class CostTables:
+    """Costs the DP reads. Vertex kind -> (K,) seconds per step and bytes per device; edge key -> a matrix of
+    seconds per step over (producer class, consumer class) with each side's config -> class map. An edge's cost
+    depends on a configuration only through the placement of the tensor at its end (its class).
+
+    `edge_memory[key]`, where present, is what the tensor keeps on its consumer's side (the embedding output's
+    dropout mask), bytes over the same classes. `alt[key]`, where present, is a second way to run the edge,
+    (seconds, bytes): the consumer keeps its input as the producer wrote it (sharded) and gathers it again in
+    the backward, as Megatron-LM sequence parallelism does for its GEMM inputs (Korthikanti et al. 2022).
+    The DP takes the cheaper of the two at its lambda (`edge_objective`). `per_step`: seconds per step of a
+    vertex kind that do not repeat per micro-batch (time = m * per micro-batch + per_step).
+    """
+
+    time: dict[str, np.ndarray]
+    memory: dict[str, np.ndarray]
+    edge: dict[str, np.ndarray]
+    src_class: dict[str, np.ndarray]
+    dst_class: dict[str, np.ndarray]
+    edge_kinds: dict[str, tuple[str, str]]  # edge key -> (producer kind, consumer kind)
+    configs: dict[str, np.ndarray] = field(default_factory=dict)  # kind -> (K, axes) dim index per axis
+    mesh: Mesh | None = None
+    alt: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    edge_memory: dict[str, np.ndarray] = field(default_factory=dict)
+    per_step: dict[str, np.ndarray] = field(default_factory=dict)
+    microbatches: int = 1
+    constant_memory: float = 0.0  # bytes every strategy holds alike (overhead, ZeRO's transient copies)
+
+    def size(self, kind: str) -> int:
+        return len(self.time[kind])
+
+    def base(self, key: str, lam: float) -> np.ndarray:
+        """Seconds + lam * bytes of edge `key` run the plain way."""
+        return self.edge[key] + lam * self.edge_memory[key] if key in self.edge_memory else self.edge[key]
+
+    def edge_objective(self, key: str, lam: float) -> np.ndarray:
+        """Seconds + lam * bytes of edge `key` over (producer class, consumer class), the cheaper way."""
+        if key not in self.alt:
+            return self.base(key, lam)
+        t, mem = self.alt[key]
+        return np.minimum(self.base(key, lam), t + lam * mem)
+
+    def edge_parts(self, key: str, lam: float, row, col, use_alt=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(seconds, bytes, alternative taken) of edge `key` at class pairs (row, col), the way the DP takes it at
+        lam (or as `use_alt` says, where the alternative exists)."""
+        t0 = self.edge[key][row, col]
+        m0 = self.edge_memory[key][row, col] if key in self.edge_memory else np.zeros_like(t0)
+        if key not in self.alt:
+            return t0, m0, np.zeros(np.shape(t0), bool)
+        t1, m1 = self.alt[key][0][row, col], self.alt[key][1][row, col]
+        use = t1 + lam * m1 < t0 + lam * m0 if use_alt is None else np.asarray(use_alt, bool) & (t1 != np.inf)
+        return np.where(use, t1, t0), np.where(use, m1, m0), use
+
+    def edge_matrix(self, key: str, lam: float = 0.0) -> np.ndarray:
+        """Seconds + lam * bytes of edge `key` over (producer config, consumer config)."""
+        return self.edge_objective(key, lam)[np.ix_(self.src_class[key], self.dst_class[key])]
+
+
+@dataclass
+class _Ctx:
+    """What every cost function reads for one plan."""
+
+    model: ModelConfig
+    system: System
+    lay: Layouts
+    mesh: Mesh
+    sizes: dict[str, int]
+    dev: Device
+    ref: Reference
+    ops: dict[str, Operator]
+    stored: dict[str, tuple[bool, ...]]  # per weight of each op: held by this op (not a tied copy)
+    unit_params: dict[str, float]  # full parameters of each unit's stored weights (one bucket per unit)
+
+    @property
+    def recompute(self) -> str:
+        return str(self.lay.recompute[0])
+
+    @property
+    def f(self) -> float:
+        return self.system.efficiency.comm_overlap
+
+
+def _zero3_window(x: _Ctx, unit: str, fwd, bwd, ag=0.0, ag_rs=0.0):
+    """The ZeRO-3 exposure a piece of `unit` adds: its gathers, against its share of the unit's window."""
+    h_f, h_b, frac, on = x.ref.zero3[unit]
+    if not on:
+        return 0.0
+    return behind_linear(ag, fwd, frac, h_f) + behind_linear(ag_rs, bwd, frac, h_b)
+
+
+def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(seconds per micro-batch, seconds per step, bytes on the reported stage) of every configuration of `op`."""
+    lay, ref, rc, mesh = x.lay, x.ref, x.recompute, x.mesh
+    s = config_split(op, configs, x.sizes, lay)
+    gbytes, zero, shard = GRAD_BYTES[lay.grad_dtype], int(lay.zero[0]), float(lay.zero_shard[0])
+    ks = kernels(op, s, x.dev)
+    held = [(w, w.params / weight_shard(op, w, s)) for w, keep in zip(op.weights, x.stored[op.name]) if keep]
+    params = sum(p for _, p in held) + np.zeros(len(configs))
+    unit = op.unit
+    if ref.zero3[unit][3]:
+        ks.append(zero3_copy_op(x.dev, params, gbytes))
+    sp = ref.speedup
+    attention_s = (sum(k.fwd_s for k in ks) / sp, sum(k.bwd_s for k in ks) / sp)
+    comms = op_comms(op, s, mesh, x.model, rc, attention_s, x.f)
+    wf = attention_s[0] + sum(c.fwd for c in comms)
+    wb = sum(k.bwd_s + k.recompute_s(rc) for k in ks) / sp + sum(c.bwd for c in comms)
+    ag = rs = per_step = 0.0
+    reduce = np.isin(configs, [op.spec.dims.index(d) for d in ("batch", "seq")])
+    reduce = (reduce.astype(np.int64) << np.arange(len(AXES))).sum(axis=1)
+    for w, p in held:
+        share = w.params / x.unit_params[unit]
+        if ref.zero3[unit][3]:
+            a, r = zero3_gather(mesh, p, gbytes, ZERO_GROUP, share)
+            ag, rs = ag + a, rs + r
+        per_step = per_step + gradient_reduction(mesh, p, reduce, zero, lay.num_microbatches, gbytes, share)
+        per_step = per_step + optimizer_seconds(x.dev, p, zero, shard, gbytes) / shared_host_speedup(x.system, lay)
+    per_mb = wf + wb + _zero3_window(x, unit, wf, wb, ag, ag + rs)
+    st = state_bytes(params, lay)
+    memory = (st["weights"] + st["gradients"] + st["optimizer"]) * ref.states[unit]
+    kept = kept_bytes(op, s, x.model, lay.attention, rc)
+    memory = memory + kept * ref.kept[unit]
+    if op.spec.layer:
+        memory = memory + (kept_bytes(op, s, x.model, lay.attention, "none") - kept) * ref.working
+        if op.gemm:
+            gemm = sum(w.gemm_params / weight_shard(op, w, s) for w, _ in held)
+            memory = memory + narrow_cache_bytes(gemm, lay) * ref.states[unit]
+    shape = (len(configs),)
+    return (np.broadcast_to(per_mb, shape).astype(float), np.broadcast_to(per_step, shape).astype(float),
+            np.broadcast_to(memory, shape).astype(float))
+
+
+def _edge(x: _Ctx, src: Operator, dst: Operator, slot: int, out: np.ndarray, inp: np.ndarray):
+    """(seconds, bytes) per micro-batch of an edge over every (out, in) code pair, the plain way, and the
+    (seconds, bytes) of keeping the producer's shard (None where no pair gathers into a GEMM)."""
+    lay, ref, mesh = x.lay, x.ref, x.mesh
+    unit = edge_unit(src.name, dst.name)
+    full = float(lay.micro_batch[0] * lay.dp[0]) * lay.seq_len * src.out_width * ACT_BYTES
+    passes = 2 if x.recompute == "full" and unit == "layer" else 1
+    skip = slot == SKIP_SLOT
+    size = np.array([x.sizes[a] for a in AXES], float)
+    memory = np.zeros(len(out))
+    extra_f = extra_b = 0.0
+    if src.name == "embedding" and not skip:  # position add and dropout on the output as the layer reads it
+        read = np.where(inp == PARTIAL, REPLICATE, inp) >= SHARD
+        elements = full / ACT_BYTES / np.prod(np.where(read, size, 1.0), axis=1)
+        ks = embedding_output_kernels(x.dev, elements)
+        extra_f = sum(k.fwd_s for k in ks) / ref.speedup
+        extra_b = sum(k.bwd_s for k in ks) / ref.speedup
+        memory = memory + embedding_output_kept(x.model, elements) * ref.kept[unit]
+
+    def run(keep):
+        ec = edge_cost(mesh, out, inp, full, passes, skip, keep, x.f)
+        fwd, bwd = ec.fwd + extra_f, ec.bwd + extra_b
+        return fwd + bwd + _zero3_window(x, unit, fwd, bwd)
+
+    base = run(False)
+    keep = gathered_axes(out, inp).any(axis=1) & (dst.spec.family == "linear")
+    if not keep.any():
+        return (base, memory), None
+    shrink = np.prod(np.where(gathered_axes(out, inp), size, 1.0), axis=1)
+    kept = full / np.prod(np.where(inp >= SHARD, size, 1.0), axis=1)  # the GEMM's input on one device
+    rebuilt = dst.spec.layer and x.recompute == "full"  # kept only while its layer's backward runs
+    weight = ref.working if rebuilt else ref.kept[UNIT_OF[dst.name]]
+    saved = np.where(keep, kept * (1 - 1 / shrink) * weight, 0.0)
+    return (base, memory), (np.where(keep, run(keep), np.inf), memory - saved)
+
+
+def _edges(graph: Graph, tables: CostTables, x: _Ctx) -> None:
+    """Fill the edge tables: per edge key, the class maps and the per-step matrices over class pairs."""
+    m = tables.microbatches
+    for e in graph.edges:
+        if e.key in tables.edge:
+            continue
+        src, dst = x.ops[graph.vertices[e.src].kind], x.ops[graph.vertices[e.dst].kind]
+        out = tensor_codes(src.spec, tables.configs[src.name], src.spec.out, "out")
+        inp = tensor_codes(dst.spec, tables.configs[dst.name], dst.spec.ins[e.slot], "in")
+        rows, tables.src_class[e.key] = np.unique(class_ids(out), return_inverse=True)
+        cols, tables.dst_class[e.key] = np.unique(class_ids(inp), return_inverse=True)
+        tables.src_class[e.key], tables.dst_class[e.key] = tables.src_class[e.key].ravel(), tables.dst_class[e.key].ravel()
+        tables.edge_kinds[e.key] = (src.name, dst.name)
+        o = np.repeat(codes_of(rows), len(cols), axis=0)  # every (row, col) pair
+        i = np.tile(codes_of(cols), (len(rows), 1))
+        (t, mem), alt = _edge(x, src, dst, e.slot, o, i)
+        shape = (len(rows), len(cols))
+        tables.edge[e.key] = m * t.reshape(shape)
+        if np.any(mem):
+            tables.edge_memory[e.key] = mem.reshape(shape)
+        if alt is not None:
+            tables.alt[e.key] = (m * alt[0].reshape(shape), alt[1].reshape(shape))
+
+
+def cost_tables(graph: Graph, model: ModelConfig, system: System, plan: Plan) -> CostTables:
+    """Vertex and edge cost tables of an operator graph for a resolved plan, computed once per kind (layers
+    share them)."""
+    lay = Layouts.from_plan(plan)
+    sizes = {"dp": plan.dp, "cp": plan.cp, "tp": plan.tp}
+    ref = Reference.of(model, system, lay)
+    ops = operators(model)
+    tied = not bool(head_copy(model, plan.pp))  # the LM head is the embedding's own table
+    stored = {name: tuple(not (tied and name == "lm_head") for _ in op.weights) for name, op in ops.items()}
+    unit_full = {u: sum(w.params for name, op in ops.items() if op.unit == u
+                        for w, keep in zip(op.weights, stored[name]) if keep) for u in ("layer", "embedding", "head")}
+    x = _Ctx(model, system, lay, Mesh(system, plan.gpus, plan.dp, plan.cp, plan.tp), sizes,
+             Device(model, system, lay), ref, ops, stored, {u: max(p, 1.0) for u, p in unit_full.items()})
+    m = plan.num_microbatches
+    tables = CostTables({}, {}, {}, {}, {}, {}, mesh=x.mesh, microbatches=m, constant_memory=ref.constant_memory)
+    for name in {v.kind for v in graph.vertices}:
+        op = ops[name]
+        tables.configs[name] = configurations(op, sizes, plan.micro_batch * plan.dp, plan.seq_len)
+        per_mb, per_step, tables.memory[name] = _vertex(op, tables.configs[name], x)
+        tables.time[name], tables.per_step[name] = m * per_mb + per_step, per_step
+    _edges(graph, tables, x)
+    return tables
+
+
+def restrict_tables(tables: CostTables, keep: dict[str, np.ndarray]) -> CostTables:
+    """The same costs over a subset of each kind's configurations (`keep[kind]`: indices; kinds absent keep all)."""
+    idx = {k: np.asarray(keep.get(k, range(tables.size(k))), int) for k in tables.time}
+    sub = lambda d: {k: v[idx[k]] for k, v in d.items()}
+    return CostTables(
+        time=sub(tables.time), memory=sub(tables.memory), edge=dict(tables.edge),
+        src_class={e: c[idx[tables.edge_kinds[e][0]]] for e, c in tables.src_class.items()},
+        dst_class={e: c[idx[tables.edge_kinds[e][1]]] for e, c in tables.dst_class.items()},
+        edge_kinds=dict(tables.edge_kinds), configs=sub(tables.configs), mesh=tables.mesh, alt=dict(tables.alt),
+        edge_memory=dict(tables.edge_memory), per_step=sub(tables.per_step), microbatches=tables.microbatches,
+        constant_memory=tables.constant_memory)

@@ -1,0 +1,130 @@
+"""One layer, the embedding and the head under Megatron-LM's placements, per micro-batch, for every plan of a
+search: the kernels of their operators (`cost.operators`), the tensors passed between them (`cost.sharded.
+edge_cost` over Megatron's placement codes, `perfmodel.operators.megatron_split`) and the collectives inside
+them (`cost.sharded.op_comms`).
+
+The embedding's unit holds the reduction of its vocab-parallel output into the first layer's placement (the
+tensors it passes to that layer), as Megatron-LM's VocabParallelEmbedding does it; a layer holds what it reads
+from the previous layer; the head what it reads from the last layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass
+
+import numpy as np
+
+from ..hardware import System
+from ..models import ModelConfig
+from ..plan import Plan
+from ..operators import (
+    HEAD_EDGES,
+    HEAD_OPS,
+    INPUT_EDGES,
+    LAYER_EDGES,
+    LAYER_OPS,
+    SKIP_SLOT,
+    SPECS,
+    config_of,
+    edge_unit,
+    megatron_split,
+    tensor_codes,
+)
+from .kernels import ACT_BYTES, Device, Op
+from .layouts import Layouts
+from .mesh import BIT, Mesh
+from .operators import embedding_output_kernels, kernels, megatron, operators
+from .sharded import Comm, edge_cost, gathered_axes
+
+UNIT_OPS = {"layer": LAYER_OPS, "embedding": ("embedding",), "head": HEAD_OPS}
+UNIT_EDGES = {
+    "layer": LAYER_EDGES + tuple(("residual2", dst, slot) for dst, slot in INPUT_EDGES),
+    "embedding": tuple(("embedding", dst, slot) for dst, slot in INPUT_EDGES),
+    "head": (("residual2", "final_norm", 0),) + HEAD_EDGES,
+}
+TP_NAMES = {"layer": "tp activations", "embedding": "tp embedding", "head": "tp lm head"}
+
+
+def spread(obj, inverse: np.ndarray):
+    """`obj` (an Op or Comm, or a list of them) computed on distinct plans, copied out to every plan."""
+    if isinstance(obj, list):
+        return [spread(o, inverse) for o in obj]
+    for f in fields(obj) if is_dataclass(obj) else ():
+        x = getattr(obj, f.name)
+        if isinstance(x, np.ndarray) and x.ndim:
+            setattr(obj, f.name, x[inverse])
+    return obj
+
+
+def op_kernels(model: ModelConfig, system: System, lay: Layouts) -> dict[str, list[Op]]:
+    """The kernels of each operator under Megatron-LM's split for every plan (the embedding's with the position
+    add and dropout on its output as the first layer reads it), costed once per distinct combination of the
+    fields they read.
+
+    A micro-batch's kernels depend on tp, cp, micro_batch and sequence parallelism, and (through fp8 weight
+    casts) on dp and ZeRO (`Layouts.distinct`).
+    """
+    narrow = lay.precision in ("fp8", "fp4")  # weight casts: amortised over micro-batches, regathered by ZeRO-3
+    first, inverse = lay.distinct(("tp", "cp", "micro_batch", "sequence_parallel") + (("dp", "zero") if narrow else ()))
+    sub = lay.take(first)
+    dev, ops = Device(model, system, sub), operators(model)
+    out = {name: kernels(op, megatron(op, sub), dev) for name, op in ops.items()}
+    out["embedding"] += embedding_output_kernels(dev, sub.tokens_per_microbatch * model.hidden / sub.sp_divisor)
+    return {name: spread(k, inverse) for name, k in out.items()}
+
+
+def unit_ops(model: ModelConfig, system: System, plan: Plan | Layouts,
+             kern: dict[str, list[Op]] | None = None) -> dict[str, list[Op]]:
+    """The kernels of one layer, the embedding and the head (`op_kernels`, in operator order) of a plan (a
+    `Plan`, resolved, or the plans of a `Layouts`)."""
+    lay = Layouts.from_plan(plan) if isinstance(plan, Plan) else plan
+    kern = op_kernels(model, system, lay) if kern is None else kern
+    out = {u: [k for name in names for k in kern[name]] for u, names in UNIT_OPS.items()}
+    return {u: spread(ops, 0) for u, ops in out.items()} if isinstance(plan, Plan) else out
+
+
+def megatron_codes(src: str, dst: str, slot: int, sequence_parallel: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Placement codes on (dp, cp, tp) of `src`'s output and of what `dst` reads in `slot`, under Megatron-LM's
+    split (perfmodel.operators.megatron_split)."""
+    a, b = SPECS[src], SPECS[dst]
+    out = tensor_codes(a, config_of(a, megatron_split(src, sequence_parallel)), a.out, "out")
+    inp = tensor_codes(b, config_of(b, megatron_split(dst, sequence_parallel)), b.ins[slot], "in")
+    return out[0], inp[0]
+
+
+def unit_edges(model: ModelConfig, system: System, lay: Layouts) -> dict[str, Comm]:
+    """The tensors each unit passes between its operators under Megatron-LM's placements, per micro-batch: one
+    `Comm` per unit (its collectives on tp, exposed: tensor-parallel communication is never overlapped), costed
+    once per distinct combination of the fields they read (`Layouts.distinct`)."""
+    # Megatron's placements move nothing over dp (every operator splits the batch there alike; a tensor's bytes
+    # on a device do not depend on dp), so one dp stands for all
+    first, inverse = lay.distinct(("tp", "cp", "micro_batch", "sequence_parallel", "recompute"))
+    sub = lay.take(first)
+    mesh, ops = Mesh.of(system, sub), operators(model)
+    f, sp = system.efficiency.comm_overlap, sub.sequence_parallel[:, None]
+    out = {}
+    for unit, edges in UNIT_EDGES.items():
+        fwd = bwd = 0.0
+        rows = []
+        for src, dst, slot in edges:
+            (o0, i0), (o1, i1) = (megatron_codes(src, dst, slot, v) for v in (False, True))
+            o, i = np.where(sp, o1, o0), np.where(sp, i1, i0)
+            full = sub.micro_batch * sub.dp * sub.seq_len * ops[src].out_width * ACT_BYTES
+            passes = np.where((sub.recompute == "full") & (edge_unit(src, dst) == "layer"), 2, 1)
+            keep = gathered_axes(o, i).any(axis=-1) & (SPECS[dst].family == "linear")
+            ec = edge_cost(mesh, o, i, full, passes, slot == SKIP_SLOT, keep, f)
+            fwd, bwd, rows = fwd + ec.fwd, bwd + ec.bwd, rows + ec.steps
+        n = len(sub)
+        calls = sum(r[4] for r in rows) + np.zeros(n)
+        total = sum(r[3] * r[4] for r in rows) + np.zeros(n)
+        nbytes = sum(r[1] * r[4] for r in rows) + np.zeros(n)
+        kinds = sorted({r[0] for r in rows})
+        code = sum((np.broadcast_to(sum(np.asarray(r[4]) for r in rows if r[0] == k) > 0, (n,)) << i)
+                   for i, k in enumerate(kinds)) + np.zeros(n, np.int64)
+        names = {c: " / ".join(k for i, k in enumerate(kinds) if c >> i & 1) or "none" for c in np.unique(code)}
+        label = np.array([names[c] for c in code.tolist()], dtype=object)
+        per = lambda x: np.divide(x, calls, out=np.zeros_like(calls), where=calls > 0)
+        comm = Comm(TP_NAMES[unit], label, "tp", per(nbytes), per(total), calls, fwd + np.zeros(n),
+                    bwd + np.zeros(n), unit=unit, part="tp_comm", mask=BIT["tp"], active=calls > 0)
+        out[unit] = spread(comm, inverse)
+    return out

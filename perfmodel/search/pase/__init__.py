@@ -1,0 +1,147 @@
+"""PaSE: the per-operator sharding of one pipeline stage over its device mesh, by exact dynamic programming.
+
+Elango 2021, "PaSE: Parallelization Strategies for Efficient DNN Training" (IPDPS 2021). The training step is a
+graph of operators (vertices) joined by the tensors they pass (edges). A configuration of a vertex splits its
+iteration space over the mesh: each mesh axis splits one iteration-space dimension, or none. The cost of a
+strategy (one configuration per vertex) is the sum of vertex costs (compute and the collectives inside the op)
+and edge costs (redistributing a tensor from the placement its producer writes to the placement its consumer
+reads, forward and backward). PaSE orders the vertices greedily so that the set of processed vertices that
+still have unprocessed neighbours (the dependent set) stays small (GENERATESEQ, `order`), then runs an exact
+dynamic program over that order whose table is indexed by the configurations of the dependent set (`dp`).
+
+Here the mesh is the stage mesh of a plan, axes (dp, cp, tp) of sizes plan.dp, plan.cp, plan.tp in Megatron
+device order (tp innermost). The search may split any dimension over the tp axis, so it can rediscover
+Megatron-LM's tensor parallelism (Shoeybi et al. 2019), sequence parallelism (Korthikanti et al. 2022), or find
+something else where the hardware makes it cheaper. Placements are reported in DTensor vocabulary.
+
+This package only searches: the costs are `cost.tables`, priced by the functions `estimate` uses, so that
+Megatron-LM's assignment costs what the estimate says. Our extensions of PaSE, which minimises time only:
+  - Memory: a budget enforced by Lagrangian relaxation (`budget.fit_budget`), the DP minimising
+    time + lambda * bytes. A strategy strictly inside the lower convex hull of (bytes, time) (better time within
+    the budget but never optimal for any lambda) is not found, the usual price of the relaxation.
+  - Two ways to run an edge into a GEMM: gather its input and keep the gathered copy for the weight gradient,
+    or keep the producer's shard and gather it again in the backward (`cost.tables.CostTables.alt`).
+  - Block chain (exact, `dp.ChainProblem`): vertices no edge passes over cut the graph into a chain of blocks;
+    identical layers share one min-plus map, so a DP run costs a few blocks instead of n_layers of them.
+  - Compression of the DP table (exact): configurations of a dependent-set vertex that place its remaining
+    edges' tensors alike are interchangeable; the table keeps the cheapest of each class.
+  - Tied embeddings: the embedding and the LM head share one weight, so both take the same weight placement;
+    the search runs once per placement they share (`tied_classes`) and keeps the best.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ...cost.graph import Edge, Graph, Vertex, operator_graph
+from ...cost.mesh import Mesh, redistribution_time
+from ...cost.tables import CostTables, class_ids, configurations, cost_tables, restrict_tables
+from ...errors import InputError
+from ...hardware import System, load_hardware
+from ...models import ModelConfig, load_model
+from ...operators import AXES, MEGATRON_TP, SPECS, config_of, parse_placement, tensor_codes
+from ...plan import Plan, resolve
+from .budget import Point, fit_budget
+from .dp import ChainProblem, DPStats, Problem, brute_force, edge_parts, evaluate
+from .order import generate_seq, separators
+from .result import Diagnostics, PaseResult, VertexResult, result
+
+__all__ = ["solve", "PaseResult", "VertexResult", "Diagnostics", "Graph", "Vertex", "Edge", "CostTables",
+           "operator_graph", "cost_tables", "restrict_tables", "configurations", "megatron_assignment",
+           "megatron_alternatives", "find_config", "dp", "evaluate", "edge_parts", "brute_force", "generate_seq",
+           "separators", "Problem", "ChainProblem", "DPStats", "fit_budget", "Point", "redistribute_time",
+           "tied_classes"]
+
+
+def dp(graph: Graph, tables: CostTables, lam: float = 0.0, order: list[int] | None = None,
+       chain: bool = False) -> tuple[float, list[int]]:
+    """Exact minimum of time + lam * memory over all strategies by PaSE's DP (over the whole graph in
+    GENERATESEQ order, or block by block with `chain`), and its argmin."""
+    prob = ChainProblem(graph, tables) if chain else Problem(graph, tables, order)
+    return prob.solve(lam)
+
+
+def find_config(tables: CostTables, graph: Graph, kind: str, split: dict[str, Sequence[str]]) -> int:
+    """Index of the configuration of `kind` that splits each dim over the named axes (size-1 axes ignored)."""
+    mesh = tables.mesh
+    want = config_of(SPECS[kind], {d: [a for a in on if int(mesh.size[a]) > 1] for d, on in split.items()})
+    hit = np.flatnonzero((tables.configs[kind] == want).all(axis=1))
+    if not len(hit):
+        full = {a: int(mesh.size[a]) for a in AXES}
+        raise InputError(f"{kind}: split {dict(split)} is not a valid configuration on mesh {full}")
+    return int(hit[0])
+
+
+def megatron_assignment(graph: Graph, tables: CostTables, sequence_parallel: bool = True,
+                        tp_split: Callable[[str], str | None] | None = None) -> list[int]:
+    """Megatron-LM's strategy as a configuration per vertex: dp splits batch, cp the sequence, tp the heads /
+    ffn / vocab (Shoeybi et al. 2019) and, with sequence parallelism, the sequence of norms and residuals
+    (Korthikanti et al. 2022). `tp_split(kind)` overrides the tp dim per kind (None: replicate)."""
+    out = []
+    for v in graph.vertices:
+        dim = tp_split(v.kind) if tp_split else MEGATRON_TP.get(v.kind, "seq" if sequence_parallel else None)
+        split: dict[str, list[str]] = {"batch": ["dp"], "seq": ["cp"]}
+        if dim is not None:
+            split.setdefault(dim, []).append("tp")
+        out.append(find_config(tables, graph, v.kind, split))
+    return out
+
+
+def megatron_alternatives(graph: Graph, tables: CostTables) -> np.ndarray:
+    """Which edges Megatron-LM runs the second way: every GEMM input it gathers is kept as the shard and gathered
+    again in the backward (sequence parallelism) - every edge whose alternative exists at the assignment."""
+    return np.array([e.key in tables.alt for e in graph.edges])
+
+
+def redistribute_time(mesh: Mesh, src: Sequence[str], dst: Sequence[str], full_bytes: float) -> float:
+    """`cost.mesh.redistribution_time` for one pair of placements in DTensor words, one per axis of (dp, cp, tp)."""
+    if len(src) != len(AXES) or len(dst) != len(AXES):
+        raise InputError(f"placements {list(src)} -> {list(dst)} need one entry per mesh axis {list(AXES)}")
+    try:
+        codes = [np.array([[parse_placement(p) for p in side]]) for side in (src, dst)]
+    except ValueError as err:
+        raise InputError(str(err)) from None
+    return float(redistribution_time(mesh, codes[0], codes[1], full_bytes)[0])
+
+
+def tied_classes(tables: CostTables) -> list[dict[str, np.ndarray]]:
+    """For tied embeddings: per weight placement the embedding and the LM head can share, the configurations of
+    each that place the weight so (one restriction of the tables per class, `restrict_tables`)."""
+    codes = {k: tensor_codes(SPECS[k], tables.configs[k], SPECS[k].weight, "weight") for k in ("embedding", "lm_head")}
+    ids = {k: class_ids(c) for k, c in codes.items()}
+    shared = np.intersect1d(ids["embedding"], ids["lm_head"])
+    return [{k: np.flatnonzero(ids[k] == c) for k in ids} for c in shared]
+
+
+def solve(model: ModelConfig | str, system: System | str, plan: Plan, memory_budget: float | None = None) -> PaseResult:
+    """PaSE's optimal per-operator sharding of `plan`'s stage mesh (dp, cp, tp) within a memory budget.
+
+    `memory_budget`: bytes per device as the estimate counts them; default the accelerator's HBM. The plan is
+    resolved (InputError on an impossible mesh).
+    """
+    start = time.perf_counter()
+    model, system = load_model(model), load_hardware(system)  # objects pass through; names and paths load
+    if not isinstance(plan, Plan):
+        raise InputError(f"plan must be a perfmodel.Plan, got {type(plan).__name__}")
+    plan = resolve(plan, model, system)
+    budget = system.accelerator.hbm_bytes if memory_budget is None else memory_budget
+    if not budget > 0 or not math.isfinite(budget):
+        raise InputError(f"memory_budget = {memory_budget!r} bytes; valid: a positive finite number of bytes")
+    graph = operator_graph(model.n_layers)
+    t0 = time.perf_counter()
+    tables = cost_tables(graph, model, system, plan)
+    variants = [restrict_tables(tables, keep) for keep in tied_classes(tables)] if model.tie_embeddings else [tables]
+    t1 = time.perf_counter()
+    problems = [ChainProblem(graph, t) for t in variants]  # separators, and GENERATESEQ inside each distinct block
+    t2 = time.perf_counter()
+    found = [(fit_budget(p, budget), t, p) for p, t in zip(problems, variants)]
+    best = lambda r: (not r[0][1], r[0][0].time if r[0][1] else r[0][0].memory)  # fits, then fastest; or smallest
+    (point, met, runs), tables, prob = min(found, key=best)
+    runs = sum(r[0][2] for r in found)
+    t3 = time.perf_counter()
+    timings = {"tables_s": t1 - t0, "order_s": t2 - t1, "dp_s": t3 - t2, "wall_s": t3 - start}
+    return result(model, system, graph, tables, prob, point, met, runs, budget, timings)
