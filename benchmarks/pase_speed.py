@@ -9,7 +9,7 @@ plan Llama 3 trained with (Dubey et al. 2024, Table 4: tp 8, pp 16, seq 8192, gl
 configurations per vertex (a larger micro-batch makes the batch dimension splittable over more axes; a
 restricted table keeps the first K configurations of every kind), and what the block chain saves over one DP
 over the whole graph in GENERATESEQ order. The last columns break one `solve` down.
-Target: <= 1 s for the 126-layer graph on the plan's mesh on a 2-core machine.
+Target (issue 13): under 0.5 s for the 126-layer graph on the plan's mesh on a 2-core machine.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import time
 import pandas as pd
 
 from perfmodel import load_hardware, load_model
+from perfmodel.operators import AXES
 from perfmodel.plan import Plan, resolve
 from perfmodel.search import pase
 
@@ -46,7 +47,7 @@ def timed(c: dict, repeat: int) -> dict:
             runs, table, dep, cands = d.dp_runs, d.max_table_entries, d.max_dependent_set, d.candidates
         else:  # one DP run at lambda 0: on a restricted candidate set, or over the whole graph without blocks
             start = time.perf_counter()
-            graph = pase.operator_graph(model, plan)
+            graph = pase.operator_graph(model.n_layers)
             tables = pase.cost_tables(graph, model, SYSTEM, plan)
             if c["keep"] is not None:
                 tables = pase.restrict_tables(tables, {k: range(min(c["keep"], tables.size(k))) for k in tables.time})
@@ -57,7 +58,7 @@ def timed(c: dict, repeat: int) -> dict:
             runs, table, dep = 1, st.max_table_entries, st.max_dependent_set
             cands = {k: tables.size(k) for k in tables.time}
         best = min(best, wall)
-    mesh = " x ".join(f"{a}{n}" for a, n in zip(pase.AXES, (plan.dp, plan.cp, plan.tp)) if n > 1)
+    mesh = " x ".join(f"{a}{n}" for a, n in zip(AXES, (plan.dp, plan.cp, plan.tp)) if n > 1)
     row = {"case": c["case"], "layers": model.n_layers, "mesh": mesh, "axes": sum(n > 1 for n in (plan.dp, plan.cp,
            plan.tp)), "max K": max(cands.values()), "mean K": round(sum(cands.values()) / len(cands), 1),
            "max table": table, "max |D|": dep, "DP runs": runs, "wall s": round(best, 3)}

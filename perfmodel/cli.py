@@ -209,9 +209,9 @@ def _predict_estimate(a):
                                          "grad_dtype") if getattr(a, k) is not None}
     plan = Plan(**given, sequence_parallel=a.sequence_parallel, overlap_dp_comm=not a.no_overlap_dp_comm)
     model, system = load_model(a.model), load_hardware(a.hardware)
-    from .cost.estimate import estimate
+    from .cost.estimate import evaluate_plan
 
-    est = estimate(model, system, plan)
+    step, est = evaluate_plan(model, system, plan)
     if a.save_plan:
         from .search.planfiles import (
             plan_file,  # PaSE placements: only when a plan file is written
@@ -221,7 +221,8 @@ def _predict_estimate(a):
             raise InputError(f"--save-plan {a.save_plan}: not written, the plan does not fit in memory (needs "
                              f"{est.memory_bytes.total / 2**30:.1f} GiB > {est.memory_capacity_bytes / 2**30:.1f} "
                              f"GiB on the {est.memory_stage} stage); plan files are meant to run")
-        pf = plan_file(model, system, est.plan, created_by="perfmodel " + " ".join(sys.argv[1:]), est=est)
+        pf = plan_file(model, system, est.plan, created_by="perfmodel " + " ".join(sys.argv[1:]),
+                       evaluated=(step, est))
         write_plan_file(pf, a.save_plan, "--save-plan")
     return est
 

@@ -9,18 +9,17 @@ with `estimate(model, spec, plan)`. The result is one table (predicted and measu
 memory, signed errors), the step-time and memory MAPE, the Spearman rank correlation of predicted vs measured
 step time, a CSV and optionally a scatter plot. This module imports no torch (the executor runs in workers).
 
-Errors are signed: (predicted - measured) / measured, percent; MAPE is the mean of their magnitudes.
+The rows, metrics and printed text are `perfmodel.validation`'s; this module resolves and checks the input,
+predicts, runs, and is the CLI subcommand (`add_parser`, `run`).
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import shutil
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 from pydantic import Field
@@ -29,198 +28,17 @@ from .argtypes import integer, seconds
 from .errors import InputError, Schema
 from .files import check_output, check_suffix, write_atomic
 from .hardware import System, list_systems, load_hardware
-from .measurement import Measurement
 from .models import ModelConfig
-from .plan import Plan, layout_label
-from .sweeps import SWEEPS, Targets, get_sweep
+from .plan import Plan
+from .sweeps import SWEEPS, get_sweep
+from .validation import GiB, ValidationResult, compare, summarize
 
-GiB = 2**30
 DEVICES = ("auto", "cpu", "cuda")
-NOISY_SPREAD = 2.0  # slowest / fastest measured step beyond which a run was disturbed (TORCH_NOTES: 1.2-1.5 quiet)
-
-CPU_MEMORY_CAVEAT = (
-    "memory on CPU is reported, not targeted: the cost model counts bf16 mixed-precision training (2-byte "
-    "weights and activations, fp32 master weights and Adam moments), the CPU executor trains in fp32 (4-byte "
-    "weights, gradients and activations; 8 bytes of Adam moments) and measures resident memory (method below)")
 
 # nvidia-smi device names -> catalogue systems (one device of the system runs the plan).
 GPU_SYSTEMS = (("H200", "dgx-h200"), ("H100 80GB HBM3", "dgx-h100"), ("H100 SXM", "dgx-h100"),
                ("A100-SXM4-80GB", "dgx-a100-80gb"), ("A100-SXM4-40GB", "dgx-a100-40gb"), ("B200", "dgx-b200"),
                ("MI300X", "mi300x-8"))
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Metrics
-# ---------------------------------------------------------------------------------------------------------
-def error_pct(predicted: float, measured: float) -> float:
-    """Signed relative error of a prediction, percent: 100 (predicted - measured) / measured."""
-    return 100.0 * (predicted - measured) / measured
-
-
-def mape(predicted, measured) -> float:
-    """Mean absolute percentage error, percent: 100/n sum |p - m| / m (m > 0)."""
-    import pandas as pd
-
-    p, m = pd.Series(predicted, dtype=float).to_numpy(), pd.Series(measured, dtype=float).to_numpy()
-    if len(p) != len(m) or len(p) == 0:
-        raise ValueError(f"mape needs two equal, non-empty lists; got {len(p)} and {len(m)} values")
-    return float(100.0 * (abs(p - m) / m).mean())
-
-
-def spearman(predicted, measured) -> float | None:
-    """Spearman rank correlation of predicted vs measured (scipy.stats.spearmanr; ties get average ranks).
-    None where undefined: fewer than 2 points, or a constant list."""
-    from scipy.stats import spearmanr
-
-    if len(predicted) < 2:
-        return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # scipy warns on constant input and returns nan
-        rho = spearmanr(predicted, measured).statistic
-    return None if rho is None or math.isnan(rho) else float(rho)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Result
-# ---------------------------------------------------------------------------------------------------------
-class ValidationRow(Schema):
-    """One plan: prediction against measurement."""
-
-    plan: str = Field(description="plan name (sweep entry, or plan file stem)")
-    kind: str = Field(description="what the plan exercises")
-    layout: str
-    predicted_step_s: float
-    measured_step_s: float = Field(description="job step time (slowest rank per step): the median after warm-up "
-                                               "of each round, the lowest of those (Measurement.step_time_s)")
-    step_spread: float = Field(description="slowest / fastest job step after warm-up in the round kept: how steady "
-                                           "the run was "
-                                           "(1.2-1.5 on a quiet CPU machine; more: other load on the machine)")
-    step_error_pct: float
-    predicted_memory_gib: float = Field(description="cost model's peak bytes on the most loaded device less the "
-                                                    "spec's fixed memory_overhead (not measured), GiB")
-    measured_memory_gib: float = Field(description="peak memory of the most loaded rank, GiB")
-    memory_error_pct: float
-    final_loss: float | None = None
-
-
-COLUMNS = list(ValidationRow.model_fields)
-
-
-class ValidationResult(Schema):
-    """What `validate` returns: rows, metrics, and where the outputs went. `table` is the rows as a DataFrame."""
-
-    sweep: str | None
-    device: str
-    nproc: int
-    hardware: str = Field(description="spec the predictions used (name), or 'each plan's own'")
-    hardware_source: str = Field(description="where it came from: a path, the catalogue, or calibration")
-    rows: list[ValidationRow]
-    step_mape_pct: float
-    memory_mape_pct: float
-    spearman: float | None = Field(description="rank correlation of predicted vs measured step time")
-    targets: Targets | None = None
-    notes: list[str] = Field(default_factory=list)
-    csv_path: str | None = None
-    plot_path: str | None = None
-
-    @property
-    def table(self) -> pd.DataFrame:
-        import pandas as pd
-
-        return pd.DataFrame([r.model_dump() for r in self.rows], columns=COLUMNS)
-
-    def targets_met(self) -> dict[str, bool]:
-        """Each target of the sweep and whether it holds (empty without targets)."""
-        t, out = self.targets, {}
-        if t is None:
-            return out
-        out[f"step-time MAPE <= {t.step_mape_pct:g}%"] = self.step_mape_pct <= t.step_mape_pct
-        if t.spearman is not None:
-            out[f"Spearman >= {t.spearman:g}"] = self.spearman is not None and self.spearman >= t.spearman
-        if t.memory_mape_pct is not None:
-            out[f"memory MAPE <= {t.memory_mape_pct:g}%"] = self.memory_mape_pct <= t.memory_mape_pct
-        return out
-
-    def text(self) -> str:
-        """The table, the metrics and the notes, as `perfmodel validate` prints them."""
-        what = f"sweep {self.sweep}" if self.sweep else "plan files"
-        lines = [f"validate {what}: {len(self.rows)} plans on {self.nproc} {self.device} process"
-                 f"{'es' if self.nproc > 1 else ''}; predicted with {self.hardware} ({self.hardware_source})", ""]
-        import pandas as pd
-
-        df = self.table
-        show = pd.DataFrame({
-            "plan": df["plan"], "layout": df["layout"],
-            "step pred (s)": df["predicted_step_s"].map("{:.4f}".format),
-            "step meas (s)": df["measured_step_s"].map("{:.4f}".format),
-            "step err": df["step_error_pct"].map("{:+.1f}%".format),
-            "spread": df["step_spread"].map("{:.2f}".format),
-            "mem pred (GiB)": df["predicted_memory_gib"].map("{:.3f}".format),
-            "mem meas (GiB)": df["measured_memory_gib"].map("{:.3f}".format),
-            "mem err": df["memory_error_pct"].map("{:+.1f}%".format),
-        })
-        lines.append(show.to_string(index=False))
-        lines.append("")
-        rho = "n/a" if self.spearman is None else f"{self.spearman:.3f}"
-        lines.append(f"step time:   MAPE {self.step_mape_pct:.1f}%   Spearman {rho} (predicted vs measured, "
-                     f"{len(self.rows)} plans)")
-        lines.append(f"peak memory: MAPE {self.memory_mape_pct:.1f}%"
-                     + ("   (CPU: not a target, see note)" if self.device == "cpu" else ""))
-        met = self.targets_met()
-        if met:
-            lines.append("targets: " + ", ".join(f"{k} {'holds' if ok else 'MISSED'}" for k, ok in met.items()))
-        lines += [f"note: {n}" for n in self.notes]
-        for label, path in (("csv", self.csv_path), ("plot", self.plot_path)):
-            if path:
-                lines.append(f"wrote {label}: {path}")
-        return "\n".join(lines)
-
-
-def compare(name: str, kind: str, predicted_step_s: float, predicted_memory_bytes: float,
-            m: Measurement) -> ValidationRow:
-    """One row: a prediction (seconds, bytes) against a measurement (median step, peak of the most loaded rank)."""
-    ms, mm = m.step_time_s, m.peak_memory_bytes
-    measured = m.kept_round()
-    return ValidationRow(plan=name, kind=kind, layout=layout_label(m.plan), predicted_step_s=predicted_step_s,
-                         measured_step_s=ms, step_spread=max(measured) / min(measured),
-                         step_error_pct=error_pct(predicted_step_s, ms),
-                         predicted_memory_gib=predicted_memory_bytes / GiB, measured_memory_gib=mm / GiB,
-                         memory_error_pct=error_pct(predicted_memory_bytes, mm),
-                         final_loss=m.losses[-1] if m.losses else None)
-
-
-def summarize(rows: list[ValidationRow], *, sweep: str | None, device: str, nproc: int, hardware: str,
-              hardware_source: str, targets: Targets | None = None, notes: list[str] | None = None,
-              measurements: list[Measurement] | None = None) -> ValidationResult:
-    """Metrics over the rows, and the notes a reader needs (CPU memory caveat, how memory was measured, and
-    where the runs departed from their plans)."""
-    if not rows:
-        raise InputError("validate: no plans to compare; give plan files or a sweep with plans")
-    import pandas as pd
-
-    df = pd.DataFrame([r.model_dump() for r in rows])
-    notes = list(notes or [])
-    noisy = [r.plan for r in rows if r.step_spread > NOISY_SPREAD]
-    if noisy:
-        notes.append(f"steps varied more than {NOISY_SPREAD:g}x after warm-up in {', '.join(noisy)}: other load on "
-                     "the machine is likely; re-run on a quiet machine before trusting those medians")
-    if device == "cpu":
-        notes.append(CPU_MEMORY_CAVEAT)
-    if measurements:
-        methods = sorted({m.memory_method for m in measurements})
-        notes.append("peak memory measured by: " + "; ".join(methods))
-        departures: dict[str, list[str]] = {}
-        for row, m in zip(rows, measurements):
-            for n in m.notes:
-                departures.setdefault(n, []).append(row.plan)
-        for n, plans in departures.items():
-            notes.append(f"executor ({', '.join(plans) if len(plans) < len(rows) else 'every plan'}): {n}")
-    return ValidationResult(sweep=sweep, device=device, nproc=nproc, hardware=hardware,
-                            hardware_source=hardware_source, rows=rows,
-                            step_mape_pct=mape(df["predicted_step_s"], df["measured_step_s"]),
-                            memory_mape_pct=mape(df["predicted_memory_gib"], df["measured_memory_gib"]),
-                            spearman=spearman(df["predicted_step_s"].tolist(), df["measured_step_s"].tolist()),
-                            targets=targets, notes=notes)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -3,7 +3,6 @@ costs by hand, bad input."""
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np

@@ -40,8 +40,8 @@ def models(draw) -> ModelConfig:
     position = draw(st.sampled_from(["learned", "rope", "alibi"]))
     return ModelConfig(
         name="random", n_layers=draw(st.integers(1, 6)), hidden=hidden, n_heads=heads, n_kv_heads=kv,
-        head_dim=head_dim, ffn_hidden=draw(st.sampled_from([32, 48, 64, 96])), vocab=draw(st.sampled_from([96, 100, 256])),
-        max_seq_len=256, mlp=draw(st.sampled_from(["gelu", "swiglu"])),
+        head_dim=head_dim, ffn_hidden=draw(st.sampled_from([32, 48, 64, 96])),
+        vocab=draw(st.sampled_from([96, 100, 256])), max_seq_len=256, mlp=draw(st.sampled_from(["gelu", "swiglu"])),
         norm=draw(st.sampled_from(["layernorm", "rmsnorm"])), position=position,
         tie_embeddings=draw(st.booleans()), linear_bias=draw(st.sampled_from(["none", "qkv", "all"])),
         dropout=draw(st.sampled_from([0.0, 0.1])))
@@ -64,11 +64,13 @@ def plans(draw, model: ModelConfig) -> Plan:
         split = [b - a for a, b in zip([0, *cuts], [*cuts, model.n_layers])]
         assume(min(split) >= vpp)
     return Plan(gpus=tp * pp * cp * dp, tp=tp, pp=pp, cp=cp, vpp=vpp, micro_batch=mb, global_batch=dp * mb * m,
-                seq_len=draw(st.sampled_from([32, 64, 128])), recompute=draw(st.sampled_from(["none", "selective", "full"])),
+                seq_len=draw(st.sampled_from([32, 64, 128])),
+                recompute=draw(st.sampled_from(["none", "selective", "full"])),
                 sequence_parallel=draw(st.booleans()), zero=draw(st.sampled_from([0, 1, 2, 3])),
                 precision=draw(st.sampled_from(["bf16", "bf16", "fp8"])), schedule=schedule,
-                attention=draw(st.sampled_from(["flash", "unfused"])), grad_dtype=draw(st.sampled_from(["fp32", "bf16"])),
-                overlap_dp_comm=draw(st.booleans()), stage_layers=split)
+                attention=draw(st.sampled_from(["flash", "unfused"])),
+                grad_dtype=draw(st.sampled_from(["fp32", "bf16"])), overlap_dp_comm=draw(st.booleans()),
+                stage_layers=split)
 
 
 def per_unit(graph: pase.Graph, tables: pase.CostTables, assignment, use_alt) -> dict[str, float]:

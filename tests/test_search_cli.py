@@ -180,3 +180,30 @@ def test_plan_file_api_round_trip(tmp_path):
     back = load_plan_file(tmp_path / "a.json")
     assert back == pf
     assert pm.estimate(back.model, back.hardware, back.plan).step_time_s == pf.prediction.step_time_s
+
+
+def test_each_command_evaluates_its_plan_once(tmp_path, monkeypatch):
+    """predict --save-plan, predict --plan and export price the plan once: the plan file's PaSE tables take their
+    reference from the same evaluation as the estimate (cost.estimate.evaluate_plan)."""
+    from perfmodel import cli
+    from perfmodel.cost import estimate as E
+    from perfmodel.cost import tables as T
+
+    calls = []
+    real = E.evaluate
+
+    def counted(model, system, lay, *a, **k):
+        calls.append(len(lay))
+        return real(model, system, lay, *a, **k)
+
+    monkeypatch.setattr(E, "evaluate", counted)
+    monkeypatch.setattr(T, "evaluate", counted)
+    out = tmp_path / "p.json"
+    flags = ["--model", "llama-3-8b", "--hardware", "dgx-h100", "--gpus", "16", "--tp", "8", "--pp", "1",
+             "--micro-batch", "1", "--global-batch", "16", "--seq-len", "4096", "--sequence-parallel"]
+    cli.run(["predict", *flags, "--save-plan", str(out)])
+    assert calls == [1]
+    for argv in (["predict", "--plan", str(out)], ["export", str(out), "--to", "megatron"]):
+        calls.clear()
+        cli.run(argv)
+        assert calls == [1], argv

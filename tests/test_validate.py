@@ -19,23 +19,19 @@ from perfmodel import estimate, load_hardware
 from perfmodel.errors import InputError
 from perfmodel.hardware import System
 from perfmodel.measurement import Measurement, RankRecord, measurement_path
-from perfmodel.plan import Plan, resolve
+from perfmodel.plan import Plan, layout_label, resolve
 from perfmodel.planfile import load_plan_file, write_plan_file
 from perfmodel.search.planfiles import plan_file
 from perfmodel.sweeps import SWEEPS, TINY_GPT2, get_sweep
-from perfmodel.validate import (
+from perfmodel.validate import add_parser, catalogue_system_for, run, validate
+from perfmodel.validation import (
     COLUMNS,
     CPU_MEMORY_CAVEAT,
-    add_parser,
-    catalogue_system_for,
     compare,
     error_pct,
-    layout_label,
     mape,
-    run,
     spearman,
     summarize,
-    validate,
 )
 
 GiB = 2**30

@@ -5,8 +5,9 @@ Run in-process for one rank (`run_benchmarks`), or on every rank at once as a to
 that per-rank rates reflect ranks sharing the machine's cores, memory bandwidth and links as the executor's
 ranks do. Compute dtype is what the executor trains in: fp32 on CPU (one thread per rank), bf16 on CUDA.
 
-Timing (`Bench.time`, `Bench.time_all`): one warm-up call, one timed call, then repeats; a point's time is the
-median over repeats of seconds per call. Rank 0 gathers every rank's medians and writes `raw.Measurements`.
+Timing (`Bench.time`, `Bench.time_all`) of the points `suite.suite` lists: one warm-up call, one timed call,
+then repeats; a point's time is the median over repeats of seconds per call. Rank 0 gathers every rank's
+medians and writes `raw.Measurements`.
 `Bench.overlap` times an all-reduce beside a GEMM loop (each run once per repeat, the slowest rank's time).
 """
 
@@ -14,183 +15,25 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import math
 import os
 import socket
 import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from ..cost.operators import gemm_shapes as op_gemm_shapes
-from ..cost.operators import layer_families
 from ..files import write_atomic
 from ..host import cpu_name, cpu_vendor, memory_total_bytes, rss_bytes, usable_cores
 from ..launch import PREFIX
-from ..models import ModelConfig, load_model
-from .raw import (
-    AttentionPoint,
-    CommPoint,
-    Environment,
-    GemmPoint,
-    LayerMix,
-    Measurements,
-    MemoryPoint,
-    OverlapRun,
-)
+from .raw import AttentionPoint, CommPoint, Environment, GemmPoint, Measurements, MemoryPoint, OverlapRun
+from .suite import elementwise_shapes, gemm_shapes, group_sizes, layer_mixes, layer_param_shapes, suite
 
-KiB, MiB = 2**10, 2**20
 DTYPES = {"cpu": torch.float32, "cuda": torch.bfloat16}
 DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 COMM_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "p2p")
-
-
-# ---------------------------------------------------------------------------------------------------------
-# What to measure
-# ---------------------------------------------------------------------------------------------------------
-
-# Small models whose layer GEMMs the CPU calibration measures (the sizes the CPU executor trains):
-# a GPT-2-like and a Llama-like block at hidden 256.
-CPU_MODELS = [
-    ModelConfig(name="tiny-gpt-256", n_layers=1, hidden=256, n_heads=4, ffn_hidden=1024, vocab=4096,
-                max_seq_len=1024, mlp="gelu"),
-    ModelConfig(name="tiny-llama-256", n_layers=1, hidden=256, n_heads=4, n_kv_heads=2, ffn_hidden=688,
-                vocab=4096, max_seq_len=1024, mlp="swiglu", norm="rmsnorm", position="rope"),
-]
-CUDA_MODELS = ["gpt2-124m", "gpt2-350m", "gpt2-1.5b", "llama-3-8b"]
-
-
-@dataclass(frozen=True)
-class Suite:
-    """The points of one calibration run and how long to time each."""
-
-    gemm_grid: list[tuple[int, int, int]]
-    models: list[ModelConfig]
-    tokens: list[int]  # m of the layer GEMMs: tokens of one micro-batch
-    tps: list[int]  # tensor-parallel degrees whose layer shards are measured
-    lm_head: bool  # also the LM-head GEMM (n = vocab)
-    gemm_dtypes: list[tuple[torch.dtype, str]]  # (torch dtype, plan precision it calibrates)
-    attn_seqs: list[int]
-    attn_heads: int
-    attn_head_dim: int
-    attn_tokens: int  # batch * seq of one attention call
-    mem_elements: list[int]  # sizes of the copy / add streaming benchmarks
-    vocab: int  # cross-entropy width: the model's vocabulary, at most this
-    comm_sizes: list[int]  # bytes
-    target_s: float  # time spent per point (all repeats)
-    reps: int
-    overlap_gemm: int  # side of the square GEMMs of the overlap benchmark's compute loop
-    overlap_s: float  # its compute loop's time at most (it shrinks to the all-reduce's time where that is shorter)
-    overlap_bytes: tuple[int, int, int]  # all-reduce message: first probe, smallest, largest
-    overlap_reps: int
-
-
-def suite(device: str, quick: bool) -> Suite:
-    if device == "cpu":
-        cubes = [128, 256, 512] if quick else [64, 128, 256, 512, 1024]
-        rect = [] if quick else [(1024, 256, 1024), (1024, 1024, 256), (256, 1024, 1024), (2048, 128, 512),
-                                 (100, 300, 500), (1000, 1000, 1000)]
-        return Suite(
-            gemm_grid=[(c, c, c) for c in cubes] + rect, models=CPU_MODELS[:1] if quick else CPU_MODELS,
-            tokens=[512] if quick else [256, 1024], tps=[1, 2] if quick else [1, 2, 4], lm_head=False,
-            gemm_dtypes=[(torch.float32, "bf16")],
-            attn_seqs=[64, 128, 256] if quick else [64, 128, 256, 512, 1024], attn_heads=4, attn_head_dim=64,
-            attn_tokens=1024 if quick else 2048,
-            mem_elements=[2**18, 2**20, 2**22] if quick else [2**16, 2**18, 2**20, 2**22, 2**24], vocab=4096,
-            comm_sizes=[4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB] if quick else [4 * KiB * 4**i for i in range(8)],
-            target_s=0.075 if quick else 0.25, reps=3 if quick else 5,
-            overlap_gemm=256, overlap_s=0.05 if quick else 0.1, overlap_bytes=(4 * MiB, 1 * MiB, 64 * MiB),
-            overlap_reps=5 if quick else 9)
-    cubes = [1024, 4096, 8192] if quick else [512, 1024, 2048, 3072, 4096, 6144, 8192]
-    rect = [] if quick else [(8192, 1024, 8192), (8192, 8192, 1024), (1024, 8192, 8192), (2000, 3000, 5000)]
-    return Suite(
-        gemm_grid=[(c, c, c) for c in cubes] + rect,
-        models=[load_model(n) for n in (CUDA_MODELS[::3] if quick else CUDA_MODELS)],
-        tokens=[4096] if quick else [2048, 8192], tps=[1] if quick else [1, 2], lm_head=True,
-        gemm_dtypes=[(torch.bfloat16, "bf16")] if quick else [(torch.bfloat16, "bf16"), (torch.float16, "fp16")],
-        attn_seqs=[512, 2048, 8192] if quick else [256, 512, 1024, 2048, 4096, 8192], attn_heads=16,
-        attn_head_dim=128, attn_tokens=16384,
-        mem_elements=[2**22, 2**26] if quick else [2**22, 2**24, 2**26, 2**28], vocab=2**20,
-        comm_sizes=[4 * KiB, 256 * KiB, 16 * MiB, 256 * MiB] if quick else [4 * KiB * 4**i for i in range(10)],
-        target_s=0.02 if quick else 0.05, reps=3 if quick else 5,
-        overlap_gemm=4096, overlap_s=0.05 if quick else 0.1, overlap_bytes=(64 * MiB, 16 * MiB, 1024 * MiB),
-        overlap_reps=5 if quick else 9)
-
-
-def layer_gemms(model: ModelConfig, tokens: int, tp: int, lm_head: bool) -> list[tuple[int, int, int, str]]:
-    """(m, n, k, label) of one layer's weight GEMMs on one tp rank, forward and backward, as the estimate costs
-    them (`cost.operators.gemm_shapes`: Megatron-LM's split; the backward of (m, n, k) is (m, k, n) and
-    (k, n, m), `cost.kernels.linear_op`)."""
-    out = []
-    for name, m, n, k in op_gemm_shapes(model, tokens, tp, lm_head):
-        tag = f"{model.name} tp{tp} T{tokens} {name}"
-        out += [(m, n, k, f"{tag} fwd"), (m, k, n, f"{tag} dgrad"), (k, n, m, f"{tag} wgrad")]
-    return [s for s in out if min(s[:3]) > 0]
-
-
-def gemm_shapes(s: Suite) -> list[tuple[int, int, int, str]]:
-    """Distinct (m, n, k) of the grid and the layer GEMMs, first label kept."""
-    seen, out = set(), []
-    cands = [(m, n, k, "grid") for m, n, k in s.gemm_grid]
-    for model in s.models:
-        for T in s.tokens:
-            for tp in s.tps:
-                cands += layer_gemms(model, T, tp, s.lm_head)
-    for m, n, k, label in cands:
-        if (m, n, k) not in seen:
-            seen.add((m, n, k))
-            out.append((m, n, k, label))
-    return out
-
-
-def layer_param_shapes(model: ModelConfig, tp: int) -> list[tuple[int, ...]]:
-    """Parameter tensors of one layer on one tp rank, as the executor builds them (perfmodel.execute.model:
-    separate q, k, v, output, MLP-in (and gate), MLP-out linears; two norms)."""
-    h, f, q, kv = model.hidden, model.ffn_hidden // tp, model.q_dim // tp, model.kv_dim // tp
-    qkv_bias = model.linear_bias in ("qkv", "all")
-    bias = model.linear_bias == "all"
-    gate = model.gated
-    shapes = [(q, h), (kv, h), (kv, h), (h, q), (f, h), (h, f)] + [(f, h)] * gate
-    if qkv_bias:
-        shapes += [(q,), (kv,), (kv,)]
-    if bias:
-        shapes += [(h,), (f,), (h,)] + [(f,)] * gate
-    shapes += [(h,), (h,)] * (2 if model.norm == "layernorm" else 1)  # two norms: weight (and bias)
-    return [s for s in shapes if min(s) > 0]
-
-
-def layer_mixes(s: Suite) -> list[LayerMix]:
-    """One layer's training step for each calibration model, token count and tp degree: GEMMs as
-    `layer_gemms`; elementwise kernels as the estimate charges a layer without sequence parallelism
-    (`cost.operators.layer_families`: each norm on T x h, each residual add once in each direction on T x h,
-    the activation on T x f/tp); one AdamW step over the layer's parameters on the rank."""
-    n = layer_families()
-    out = []
-    for model in s.models:
-        for T in s.tokens:
-            for tp in s.tps:
-                act = "swiglu" if model.gated else "gelu"
-                params = sum(math.prod(p) for p in layer_param_shapes(model, tp))
-                out.append(LayerMix(model=model.name, tokens=T, tp=tp,
-                                    gemms=[g[:3] for g in layer_gemms(model, T, tp, lm_head=False)],
-                                    elementwise=[("norm", [T, model.hidden], n["norm"]),
-                                                 (act, [T, model.ffn_hidden // tp], n["activation"]),
-                                                 ("add", [T * model.hidden], 2 * n["residual"]),
-                                                 ("adam", [params], 1)]))
-    return out
-
-
-def group_sizes(nproc: int) -> list[int]:
-    """2, 4, 8, ... up to nproc, and nproc itself."""
-    sizes, g = [], 2
-    while g <= nproc:
-        sizes.append(g)
-        g *= 2
-    return sizes + ([nproc] if nproc > 1 and nproc not in sizes else [])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -323,8 +166,8 @@ class Bench:
 
     def memory(self) -> list[tuple[dict, object]]:
         """Streaming bandwidth (copy and add over growing sizes), and forward + backward of the elementwise ops
-        the cost model charges by bytes at the sizes of the calibration models' layers (`layer_mixes`), and
-        cross-entropy over (T, vocab) logits."""
+        the cost model charges by bytes at the sizes of the calibration models' layers, and cross-entropy over
+        (T, vocab) logits (`suite.elementwise_shapes`)."""
         size = torch.tensor([], dtype=self.dtype).element_size()
 
         def fields(kernel, shape, moved):
@@ -336,17 +179,10 @@ class Bench:
         for E in self.s.mem_elements:
             out.append((fields("copy", [E], 2 * E * size), lambda E=E: self._stream("copy", E)))
             out.append((fields("add", [E], 3 * E * size), lambda E=E: self._stream("add", E)))
-        done = set()
-        for layer in layer_mixes(self.s):
-            model = next(m for m in self.s.models if m.name == layer.model)
-            kernels = [(k, tuple(shape)) for k, shape, _ in layer.elementwise]
-            kernels.append(("cross_entropy", (layer.tokens, min(model.vocab, self.s.vocab))))
-            for kernel, shape in kernels:
-                if (kernel, shape) not in done:
-                    done.add((kernel, shape))
-                    make = (lambda m=model, tp=layer.tp: self._adam(layer_param_shapes(m, tp))) if kernel == "adam" \
-                        else (lambda k=kernel, s=shape: self._elementwise(k, s))
-                    out.append((fields(kernel, shape, 0.0), make))
+        for kernel, shape, model, tp in elementwise_shapes(self.s):
+            make = (lambda m=model, tp=tp: self._adam(layer_param_shapes(m, tp))) if kernel == "adam" \
+                else (lambda k=kernel, s=shape: self._elementwise(k, s))
+            out.append((fields(kernel, shape, 0.0), make))
         return out
 
     def _adam(self, shapes):

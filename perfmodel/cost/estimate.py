@@ -13,18 +13,25 @@ from ..plan import Plan, resolve
 from ..result import Estimate, Prediction
 from .layouts import Layouts
 from .report import report_plan
-from .step import evaluate
+from .step import Step, evaluate
 
 
 def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict) -> Estimate:
     """Predict one training step of `plan` for `model` on `hardware` (objects, preset names or file paths)."""
+    return evaluate_plan(model, hardware, plan)[1]
+
+
+def evaluate_plan(model: ModelConfig | str, hardware: System | str, plan: Plan | dict) -> tuple[Step, Estimate]:
+    """`estimate`, and the evaluated step it reports (what PaSE's tables take their reference from,
+    `cost.tables.cost_tables`), so that a caller needing both evaluates the plan once."""
     model, system = load_model(model), load_hardware(hardware)
     if isinstance(plan, dict):
         plan = Plan(**plan)
     if not isinstance(plan, Plan):
         raise InputError(f"plan must be a perfmodel.Plan (or a dict of its fields), got {type(plan).__name__}")
     plan = resolve(plan, model, system)
-    return report_plan(model, system, evaluate(model, system, Layouts.from_plan(plan)), 0)
+    step = evaluate(model, system, Layouts.from_plan(plan))
+    return step, report_plan(model, system, step, 0)
 
 
 def prediction_of(est: Estimate) -> Prediction:

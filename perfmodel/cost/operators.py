@@ -21,7 +21,6 @@ import numpy as np
 from ..models import ModelConfig
 from ..operators import LAYER_OPS, OPS, SPECS, OpSpec, megatron_dim
 from .kernels import (
-    ACT_BYTES,
     ELEMENTWISE_BYTES,
     Device,
     Op,

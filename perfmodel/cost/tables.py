@@ -44,7 +44,7 @@ from .memory import (
     transient_bytes,
     unit_params,
 )
-from .mesh import BIT, Mesh
+from .mesh import Mesh
 from .operators import (
     Operator,
     Split,
@@ -133,8 +133,9 @@ class Reference:
     constant_memory: float
 
     @classmethod
-    def of(cls, model: ModelConfig, system: System, lay: Layouts) -> Reference:
-        step = evaluate(model, system, lay)
+    def of(cls, model: ModelConfig, system: System, lay: Layouts, step: Step | None = None) -> Reference:
+        """From the plan's evaluated step (`step.evaluate` of `lay`, evaluated here if not given)."""
+        step = evaluate(model, system, lay) if step is None else step
         st: Stages = step.stages
         k = int(step.memory_kind[0])
         at = lambda x: float(np.ravel(x[k])[0])
@@ -146,7 +147,8 @@ class Reference:
         params_of = stage_params(model, lay, layers, emb == 1, head == 1)
         largest = max(float(p["layer"][0]) * (layers > 0), float(p["embedding"][0]) * emb, float(p["head"][0]) * head)
         const = float(transient_bytes(system, lay, params_of, largest)[0])
-        zero3 = {u: (bool(h_f[0]), bool(h_b[0]), frac, bool(((lay.zero == 3) & (lay.zero_shard > 1))[0] and p[u][0] > 0))
+        on = bool(lay.zero[0] == 3 and lay.zero_shard[0] > 1)
+        zero3 = {u: (bool(h_f[0]), bool(h_b[0]), frac, on and p[u][0] > 0)
                  for u, (h_f, h_b, frac) in step.zero3_overlap.items()}
         return cls(step, float(step.compute_speedup[0]), zero3,
                    {"layer": layers / n, "embedding": emb, "head": head},
@@ -330,9 +332,9 @@ def _edges(graph: Graph, tables: CostTables, x: _Ctx) -> None:
         src, dst = x.ops[graph.vertices[e.src].kind], x.ops[graph.vertices[e.dst].kind]
         out = tensor_codes(src.spec, tables.configs[src.name], src.spec.out, "out")
         inp = tensor_codes(dst.spec, tables.configs[dst.name], dst.spec.ins[e.slot], "in")
-        rows, tables.src_class[e.key] = np.unique(class_ids(out), return_inverse=True)
-        cols, tables.dst_class[e.key] = np.unique(class_ids(inp), return_inverse=True)
-        tables.src_class[e.key], tables.dst_class[e.key] = tables.src_class[e.key].ravel(), tables.dst_class[e.key].ravel()
+        rows, src_class = np.unique(class_ids(out), return_inverse=True)
+        cols, dst_class = np.unique(class_ids(inp), return_inverse=True)
+        tables.src_class[e.key], tables.dst_class[e.key] = src_class.ravel(), dst_class.ravel()
         tables.edge_kinds[e.key] = (src.name, dst.name)
         o = np.repeat(codes_of(rows), len(cols), axis=0)  # every (row, col) pair
         i = np.tile(codes_of(cols), (len(rows), 1))
@@ -345,12 +347,12 @@ def _edges(graph: Graph, tables: CostTables, x: _Ctx) -> None:
             tables.alt[e.key] = (m * alt[0].reshape(shape), alt[1].reshape(shape))
 
 
-def cost_tables(graph: Graph, model: ModelConfig, system: System, plan: Plan) -> CostTables:
+def cost_tables(graph: Graph, model: ModelConfig, system: System, plan: Plan, step: Step | None = None) -> CostTables:
     """Vertex and edge cost tables of an operator graph for a resolved plan, computed once per kind (layers
-    share them)."""
+    share them). `step`: the plan's evaluated step, if the caller has it (`cost.estimate.evaluate_plan`)."""
     lay = Layouts.from_plan(plan)
     sizes = {"dp": plan.dp, "cp": plan.cp, "tp": plan.tp}
-    ref = Reference.of(model, system, lay)
+    ref = Reference.of(model, system, lay, step)
     ops = operators(model)
     tied = not bool(head_copy(model, plan.pp))  # the LM head is the embedding's own table
     stored = {name: tuple(not (tied and name == "lm_head") for _ in op.weights) for name, op in ops.items()}

@@ -111,7 +111,8 @@ def placement_deviations(pf: PlanFile) -> list[str]:
                     expected.append(f"{want.style}: weight {want.weight[t]} on tp")
             elif act[t] != act_want[t] or pl.style not in (None, want.style):
                 dim = megatron_dim(pl.op, p.sequence_parallel)
-                found.append(f"{role} {act[t]} on tp" + (f", style {pl.style}" if pl.style not in (None, want.style) else ""))
+                odd_style = f", style {pl.style}" if pl.style not in (None, want.style) else ""
+                found.append(f"{role} {act[t]} on tp{odd_style}")
                 expected.append(f"{act_want[t]} on tp" + (" (sequence parallel)" if dim == "seq" else
                                                           f" ({dim} split)" if dim else ""))
         if found:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..cost.estimate import estimate, prediction_of
+from ..cost.estimate import evaluate_plan, prediction_of
+from ..cost.step import Step
 from ..hardware import System
 from ..models import ModelConfig
 from ..plan import Plan, resolve
@@ -12,46 +13,54 @@ from . import pase
 from .stages import balance_stages
 
 
-def megatron_cost(model: ModelConfig, system: System, plan: Plan) -> tuple[float, float]:
+def megatron_cost(model: ModelConfig, system: System, plan: Plan,
+                  tables: pase.CostTables | None = None) -> tuple[float, float]:
     """PaSE's (seconds per step, bytes per device) for Megatron-LM's placements of `plan` (its bytes are the
-    estimate's memory of the plan: the same functions count them)."""
+    estimate's memory of the plan: the same functions count them). `tables`: the plan's, if at hand."""
     graph = pase.operator_graph(model.n_layers)
-    tables = pase.cost_tables(graph, model, system, plan)
+    tables = pase.cost_tables(graph, model, system, plan) if tables is None else tables
     return pase.evaluate(graph, tables, pase.megatron_assignment(graph, tables, plan.sequence_parallel),
                          use_alt=pase.megatron_alternatives(graph, tables))
 
 
-def balanced(model: ModelConfig, system: System, plan: Plan, default: Estimate) -> tuple[Plan, Estimate, str | None]:
+def balanced(model: ModelConfig, system: System, plan: Plan,
+             default: tuple[Step, Estimate]) -> tuple[Plan, tuple[Step, Estimate], str | None]:
     """The plan with the stage split of `balance_stages` when it fits and is faster than the default split
-    (`default`: the plan's estimate), or fits where the default does not; else the plan as it is."""
+    (`default`: the plan evaluated, `cost.estimate.evaluate_plan`), or fits where the default does not; else
+    the plan as it is. With the plan chosen: its evaluation, and a note when the split changed."""
+    est = default[1]
     split = balance_stages(model, system, plan)
-    if not split.fits or split.layers == default.stage_layers:
+    if not split.fits or split.layers == est.stage_layers:
         return plan, default, None
     candidate = resolve(plan.model_copy(update={"stage_layers": split.layers}), model, system)
-    after = estimate(model, system, candidate)
+    after = evaluate_plan(model, system, candidate)
     # the DP balances stage time; the whole step (DP/ZeRO comm, optimizer) decides
-    if after.fits_in_memory and (after.step_time_s < default.step_time_s or not default.fits_in_memory):
-        note = (f"stage split {split.layers} from balance_stages: step {after.step_time_s:.4f} s against "
-                f"{default.step_time_s:.4f} s with the default split {default.stage_layers}"
-                + ("" if default.fits_in_memory else ", which does not fit in memory"))
+    if after[1].fits_in_memory and (after[1].step_time_s < est.step_time_s or not est.fits_in_memory):
+        note = (f"stage split {split.layers} from balance_stages: step {after[1].step_time_s:.4f} s against "
+                f"{est.step_time_s:.4f} s with the default split {est.stage_layers}"
+                + ("" if est.fits_in_memory else ", which does not fit in memory"))
         return candidate, after, note
     return plan, default, None
 
 
 def plan_file(model: ModelConfig, system: System, plan: Plan, created_by: str = "", balance: bool = False,
-              est: Estimate | None = None) -> PlanFile:
-    """A plan file for `plan`: its estimate (`est`, if the caller has it), the PaSE placements for its mesh
-    within the memory Megatron-LM's placements need (a budget of the whole HBM would let PaSE replicate weights
-    the estimate never counted) and, with `balance`, the stage split of `balance_stages` where `balanced`
-    keeps it."""
+              evaluated: tuple[Step, Estimate] | None = None) -> PlanFile:
+    """A plan file for `plan`: its estimate (`evaluated`: `cost.estimate.evaluate_plan` of it, if the caller has
+    it), the PaSE placements for its mesh within the memory Megatron-LM's placements need (a budget of the whole
+    HBM would let PaSE replicate weights the estimate never counted) and, with `balance`, the stage split of
+    `balance_stages` where `balanced` keeps it. The plan is evaluated once: the estimate and PaSE's tables
+    share it."""
     plan = resolve(plan, model, system)
-    est = estimate(model, system, plan) if est is None else est
+    evaluated = evaluate_plan(model, system, plan) if evaluated is None else evaluated
     notes = []
     if balance and plan.pp > 1 and plan.stage_layers is None:
-        plan, est, note = balanced(model, system, plan, est)
+        plan, evaluated, note = balanced(model, system, plan, evaluated)
         notes += [note] if note else []
-    mega_s, mega_bytes = megatron_cost(model, system, plan)
-    found = pase.solve(model, system, plan, memory_budget=mega_bytes)
+    step, est = evaluated
+    graph = pase.operator_graph(model.n_layers)
+    tables = pase.cost_tables(graph, model, system, plan, step)
+    mega_s, mega_bytes = megatron_cost(model, system, plan, tables)
+    found = pase.solve(model, system, plan, memory_budget=mega_bytes, tables=tables)
     cost = PlacementCost(time_s=found.time_s, memory_bytes=found.memory_bytes, megatron_time_s=mega_s,
                          megatron_memory_bytes=mega_bytes)
     return PlanFile(version=VERSION, model=model, hardware=system, plan=plan, mesh=mesh_of(plan),

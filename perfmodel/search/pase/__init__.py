@@ -117,11 +117,12 @@ def tied_classes(tables: CostTables) -> list[dict[str, np.ndarray]]:
     return [{k: np.flatnonzero(ids[k] == c) for k in ids} for c in shared]
 
 
-def solve(model: ModelConfig | str, system: System | str, plan: Plan, memory_budget: float | None = None) -> PaseResult:
+def solve(model: ModelConfig | str, system: System | str, plan: Plan, memory_budget: float | None = None,
+          tables: CostTables | None = None) -> PaseResult:
     """PaSE's optimal per-operator sharding of `plan`'s stage mesh (dp, cp, tp) within a memory budget.
 
     `memory_budget`: bytes per device as the estimate counts them; default the accelerator's HBM. The plan is
-    resolved (InputError on an impossible mesh).
+    resolved (InputError on an impossible mesh). `tables`: the plan's `cost_tables`, if the caller has them.
     """
     start = time.perf_counter()
     model, system = load_model(model), load_hardware(system)  # objects pass through; names and paths load
@@ -133,7 +134,7 @@ def solve(model: ModelConfig | str, system: System | str, plan: Plan, memory_bud
         raise InputError(f"memory_budget = {memory_budget!r} bytes; valid: a positive finite number of bytes")
     graph = operator_graph(model.n_layers)
     t0 = time.perf_counter()
-    tables = cost_tables(graph, model, system, plan)
+    tables = cost_tables(graph, model, system, plan) if tables is None else tables
     variants = [restrict_tables(tables, keep) for keep in tied_classes(tables)] if model.tie_embeddings else [tables]
     t1 = time.perf_counter()
     problems = [ChainProblem(graph, t) for t in variants]  # separators, and GENERATESEQ inside each distinct block
