@@ -375,3 +375,24 @@ def test_optimizer_runs_at_optimizer_bandwidth():
     est = estimate(model, half, plan)
     assert est.time_s.optimizer == pytest.approx(2 * base.time_s.optimizer, rel=1e-12)
     assert est.step_time_s == pytest.approx(base.step_time_s + base.time_s.optimizer, rel=1e-12)
+
+
+def test_sequence_parallel_gathers_gemm_inputs_again_beside_the_input_gradient():
+    """Megatron-LM's sequence parallelism keeps the inputs of qkv, mlp_in and the LM head as the sequence shard
+    and gathers them again in the backward, overlapped with the input-gradient GEMM: (1 - f) of each gather is
+    exposed (cost.sharded.edge_cost); the memory is that of the shard whatever f."""
+    model = load_model("llama-3-8b")
+    plan = Plan(gpus=8, tp=8, micro_batch=1, global_batch=8, seq_len=4096, sequence_parallel=True)
+    ag = float(C.collective_time("all_gather", 4096 * model.hidden * 2, C.group_phases(H100, 8, 1, 8)))
+    row = lambda est, name: next(c for c in est.comms if c.name.startswith(name))
+    overlapped = estimate(model, H100, plan)
+    m = overlapped.num_microbatches
+    assert row(overlapped, "tp activations").calls == 32 * m * 10  # 4 forward, 4 backward, 2 gathered again
+    for f in (0.0, 0.5):
+        sys = H100.model_copy(update={"efficiency": H100.efficiency.model_copy(update={"comm_overlap": f})})
+        est = estimate(model, sys, plan)
+        layers = row(est, "tp activations").exposed_s - row(overlapped, "tp activations").exposed_s
+        assert layers == pytest.approx((1 - f) * 2 * ag * 32 * m, rel=1e-9)
+        head = row(est, "tp lm head").exposed_s - row(overlapped, "tp lm head").exposed_s
+        assert head == pytest.approx((1 - f) * ag * m, rel=1e-9)
+        assert est.memory_bytes.total == overlapped.memory_bytes.total
