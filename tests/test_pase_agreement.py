@@ -2,8 +2,8 @@
 
 A property test over random dense models and every kind of layout the search can emit (tp, sequence
 parallelism, cp, pp, vpp and the interleaved schedule, explicit stage splits, recompute, ZeRO 0-3, micro-batch,
-fp8, unfused attention, bf16 gradients), on a GPU system and on one whose collectives cannot overlap compute
-and whose ranks share a host's cores: per micro-batch, one layer, the embedding and the head cost in PaSE's
+fp8, unfused attention, bf16 gradients), on GPU systems, a TPU torus, and a system whose collectives cannot
+overlap compute and whose ranks share a host's cores: per micro-batch, one layer, the embedding and the head cost in PaSE's
 tables (vertices and the edges they own) what `estimate` says (`Step.unit_time`), and the memory PaSE counts for
 the assignment is the estimate's memory of the plan, to 1e-9 relative.
 """
@@ -25,6 +25,7 @@ from perfmodel.plan import Plan, divisors, resolve
 from perfmodel.search import pase
 
 A100 = load_hardware("dgx-a100-80gb")
+OTHERS = [load_hardware("tpu-v4"), load_hardware("gb200-nvl72")]  # a torus; a 72-wide domain groups straddle
 SHARED = A100.model_copy(update={
     "name": "no-overlap-shared-host",
     "efficiency": A100.efficiency.model_copy(update={"comm_overlap": 0.25}),
@@ -94,7 +95,7 @@ def per_unit(graph: pase.Graph, tables: pase.CostTables, assignment, use_alt) ->
 @given(data=st.data())
 def test_pase_prices_the_megatron_assignment_as_estimate_does(data):
     model = data.draw(models())
-    system = data.draw(st.sampled_from([A100, SHARED]))
+    system = data.draw(st.sampled_from([A100, SHARED, *OTHERS]))
     try:
         plan = resolve(data.draw(plans(model)), model, system)
     except InputError:

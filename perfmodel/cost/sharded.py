@@ -10,10 +10,11 @@ have their own engines; measured near 0 for gloo, which runs on the cores that c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 import numpy as np
 
+from ..models import ModelConfig
 from ..operators import PARTIAL, REPLICATE, SHARD
 from .kernels import Device, Values
 from .memory import WEIGHT_BYTES, adam_step_bytes
@@ -32,6 +33,7 @@ class Comm:
     name: str
     collective: str | np.ndarray  # the kind, or an array of kinds (one per plan)
     group: str  # tp | cp | dp | pp | embedding: the group's label in the report
+    _: KW_ONLY
     nbytes: Values  # per call
     seconds: Values  # per call
     calls: Values
@@ -74,7 +76,7 @@ def bucketed(comm, window, pieces):
     return np.where(comm > 0, np.maximum(comm / pieces, comm - window * (1 - 1 / pieces)), 0.0)
 
 
-def op_comms(op: Operator, s: Split, mesh: Mesh, model, recompute, attention_s: tuple[Values, Values],
+def op_comms(op: Operator, s: Split, mesh: Mesh, model: ModelConfig, recompute, attention_s: tuple[Values, Values],
              f: float) -> list[Comm]:
     """The collectives inside `op` under split `s` (a split norm's statistics, a split loss's, a split
     attention's keys and values): `norm_stats`, `loss_stats`, `kv_exchange`."""
@@ -97,16 +99,16 @@ def norm_stats(op: Operator, s: Split, mesh: Mesh, layernorm: bool, recompute) -
     nbytes = s.tokens * 4.0 * (2 if layernorm else 1)
     per = mesh.collective("all_reduce", nbytes, s.mask("hidden"))
     again = np.where((np.asarray(recompute) == "full") & op.spec.layer, 2, 1)
-    return [Comm("norm statistics", "all_reduce", "tp", nbytes, per, again + 1, fwd=per, bwd=again * per,
-                 unit=op.unit, mask=s.mask("hidden"), active=s.split("hidden") > 1)]
+    return [Comm("norm statistics", "all_reduce", "tp", nbytes=nbytes, seconds=per, calls=again + 1, fwd=per,
+                 bwd=again * per, unit=op.unit, mask=s.mask("hidden"), active=s.split("hidden") > 1)]
 
 
 def loss_stats(op: Operator, s: Split, mesh: Mesh) -> list[Comm]:
     """Vocab-parallel cross-entropy: all-reduce the max, sum-exp and target logit, fp32 per token, forward."""
     nbytes = s.tokens * 4.0
     per = mesh.collective("all_reduce", nbytes, s.mask("vocab"))
-    return [Comm("tp cross-entropy stats", "all_reduce", "tp", nbytes, per, 3, fwd=3 * per, unit=op.unit,
-                 mask=s.mask("vocab"), active=s.split("vocab") > 1)]
+    return [Comm("tp cross-entropy stats", "all_reduce", "tp", nbytes=nbytes, seconds=per, calls=3, fwd=3 * per,
+                 unit=op.unit, mask=s.mask("vocab"), active=s.split("vocab") > 1)]
 
 
 def kv_exchange(op: Operator, s: Split, mesh: Mesh, kv_dim: int, recompute, attention_s: tuple[Values, Values],
@@ -122,9 +124,9 @@ def kv_exchange(op: Operator, s: Split, mesh: Mesh, kv_dim: int, recompute, atte
     exp_f = behind(ag, attention_s[0], f)
     exp_b = behind(ag + rs, attention_s[1], f)
     calls = 3 + again
-    return [Comm("cp key/value exchange", "all_gather / reduce_scatter", "cp", nbytes, ((calls - 1) * ag + rs) / calls,
-                 calls, fwd=exp_f, bwd=exp_b + exp_f * again, unit=op.unit, part="cp_comm", mask=mask,
-                 active=s.split("seq") > 1)]
+    return [Comm("cp key/value exchange", "all_gather / reduce_scatter", "cp", nbytes=nbytes,
+                 seconds=((calls - 1) * ag + rs) / calls, calls=calls, fwd=exp_f, bwd=exp_b + exp_f * again,
+                 unit=op.unit, part="cp_comm", mask=mask, active=s.split("seq") > 1)]
 
 
 @dataclass

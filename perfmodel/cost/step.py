@@ -150,18 +150,18 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
         e_f, e_b = behind(ag, fwd[unit], frac), behind(ag + rs, bwd[unit], frac)
         zero3_overlap[unit] = (ag <= fwd[unit], ag + rs <= bwd[unit], frac)
         share = np.divide(ag, ag + rs, out=np.zeros_like(ag), where=ag + rs > 0)  # split by traffic
-        charge(Comm("zero3 weight all-gather", "all_gather", "dp", p * WEIGHT_BYTES, ag, 2, e_f, e_b * share,
-                    unit=unit, part="zero3_comm", mask=ZERO_GROUP, active=on))
-        charge(Comm("zero3 gradient reduce-scatter", "reduce_scatter", "dp", p * gbytes, rs, 1, 0.0,
-                    e_b * (1 - share), unit=unit, part="zero3_comm", mask=ZERO_GROUP, active=on))
+        charge(Comm("zero3 weight all-gather", "all_gather", "dp", nbytes=p * WEIGHT_BYTES, seconds=ag, calls=2,
+                    fwd=e_f, bwd=e_b * share, unit=unit, part="zero3_comm", mask=ZERO_GROUP, active=on))
+        charge(Comm("zero3 gradient reduce-scatter", "reduce_scatter", "dp", nbytes=p * gbytes, seconds=rs, calls=1,
+                    bwd=e_b * (1 - share), unit=unit, part="zero3_comm", mask=ZERO_GROUP, active=on))
 
     # --- pipeline: send activations forward and gradients backward at each chunk boundary ----------------
     link_bw, link_lat, link = C.group_p2p_link(system, t * lay.cp * lay.dp, pp)  # also the tied-embedding sync
     s_pp = lay.tokens_per_microbatch * model.hidden * ACT_BYTES / lay.sp_divisor
     one = C.p2p_time(s_pp, link_bw, link_lat)
     p2p = np.where(pp > 1, 2 * v * one, 0.0)
-    comms.append(Comm("pp activations/gradients", "send/recv", "pp", s_pp, one, 2 * v, p2p / 2, p2p / 2,
-                      unit="stage", part="pp_comm", tier=link, active=pp > 1))
+    comms.append(Comm("pp activations/gradients", "send/recv", "pp", nbytes=s_pp, seconds=one, calls=2 * v,
+                      fwd=p2p / 2, bwd=p2p / 2, unit="stage", part="pp_comm", tier=link, active=pp > 1))
 
     # --- stages ----------------------------------------------------------------------------------------------
     stage_part = {k: st.seconds({u: parts[u][k] for u in UNITS}) for k in STAGE_PARTS}
@@ -185,23 +185,23 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
                       mesh.collective("reduce_scatter", p_stage * gbytes, ZERO_GROUP))
     reps = np.where(zero == 2, m, 1)  # ZeRO-2 reduces every micro-batch (gradients are not kept whole)
     exp = reps * (with_overlap(g, bucketed(g, bwd_mb, nl), f) if overlap else g)
-    steps.append(Comm("dp gradient reduction", kind, "dp", p_stage * gbytes, g, reps, bwd=exp, unit="step",
-                      part="dp_comm", mask=ZERO_GROUP, active=on))
+    steps.append(Comm("dp gradient reduction", kind, "dp", nbytes=p_stage * gbytes, seconds=g, calls=reps, bwd=exp,
+                      unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
     on = (shard > 1) & np.isin(zero, (1, 2))
     w = on * mesh.collective("all_gather", p_stage * WEIGHT_BYTES, ZERO_GROUP)
     exp = with_overlap(w, bucketed(w, fwd_mb, nl), f) if overlap else w
-    steps.append(Comm("zero weight all-gather", "all_gather", "dp", p_stage * WEIGHT_BYTES, w, 1, fwd=exp,
-                      unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
+    steps.append(Comm("zero weight all-gather", "all_gather", "dp", nbytes=p_stage * WEIGHT_BYTES, seconds=w, calls=1,
+                      fwd=exp, unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
     on = sp & (t > 1)
     size = sp_replicated_params(model, pick(st.layers, big), pick(st.head, big) == 1) * gbytes
     r = on * mesh.collective("all_reduce", size, BIT["tp"])
-    steps.append(Comm("tp replicated-weight gradients (sp)", "all_reduce", "tp", size, r, 1, bwd=r, unit="step",
-                      part="dp_comm", mask=BIT["tp"], active=on))
+    steps.append(Comm("tp replicated-weight gradients (sp)", "all_reduce", "tp", nbytes=size, seconds=r, calls=1,
+                      bwd=r, unit="step", part="dp_comm", mask=BIT["tp"], active=on))
     on = (pp > 1) & model.tie_embeddings  # first and last stage hold copies of the embedding
     size = table["embedding"].weights[0].params / t * gbytes / np.where(zero >= 2, shard, 1)  # the local gradient
     one = on * C.ring_allreduce_time(size, 2, link_bw, link_lat)
-    steps.append(Comm("tied embedding gradient sync", "all_reduce", "embedding", size, one, 1, bwd=one,
-                      unit="step", part="dp_comm", tier=link, active=on))
+    steps.append(Comm("tied embedding gradient sync", "all_reduce", "embedding", nbytes=size, seconds=one, calls=1,
+                      bwd=one, unit="step", part="dp_comm", tier=link, active=on))
     dp_exposed = sum(c.exposed for c in steps)
     t_opt = optimizer_seconds(dev, p_stage, zero, shard, gbytes) / shared_host_speedup(system, lay)
 

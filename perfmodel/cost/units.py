@@ -124,7 +124,8 @@ def unit_edges(model: ModelConfig, system: System, lay: Layouts) -> dict[str, Co
         names = {c: " / ".join(k for i, k in enumerate(kinds) if c >> i & 1) or "none" for c in np.unique(code)}
         label = np.array([names[c] for c in code.tolist()], dtype=object)
         per = lambda x: np.divide(x, calls, out=np.zeros_like(calls), where=calls > 0)
-        comm = Comm(TP_NAMES[unit], label, "tp", per(nbytes), per(total), calls, fwd + np.zeros(n),
-                    bwd + np.zeros(n), unit=unit, part="tp_comm", mask=BIT["tp"], active=calls > 0)
+        comm = Comm(TP_NAMES[unit], label, "tp", nbytes=per(nbytes), seconds=per(total), calls=calls,
+                    fwd=fwd + np.zeros(n), bwd=bwd + np.zeros(n), unit=unit, part="tp_comm", mask=BIT["tp"],
+                    active=calls > 0)
         out[unit] = spread(comm, inverse)
     return out
