@@ -42,7 +42,7 @@ class OpSpec:
     """
 
     name: str
-    family: Literal["embedding", "norm", "linear", "attention", "residual", "activation", "loss"]
+    family: Literal["embedding", "embedding_output", "norm", "linear", "attention", "residual", "activation", "loss"]
     dims: tuple[str, ...]
     out: tuple[str, ...] | None  # None: the loss (a scalar)
     ins: tuple[tuple[str, ...], ...]
@@ -59,6 +59,9 @@ _RES = {"family": "residual", "dims": _BSH, "out": _BSH, "ins": (_BSH, _BSH), "l
 SPECS: dict[str, OpSpec] = {s.name: s for s in (
     OpSpec("embedding", "embedding", ("batch", "seq", "hidden", "vocab"), _BSH, (("batch", "seq"),),
            ("vocab", "hidden")),
+    # The embedding's output as the first layer reads it: a vocab-split lookup is a partial sum, reduced once
+    # here for both readers (norm1 and the skip connection); the learned position add and dropout run on it.
+    OpSpec("embedding_output", "embedding_output", _BSH, _BSH, (_BSH,)),
     OpSpec("norm1", layer=True, **_NORM),
     OpSpec("qkv", "linear", ("batch", "seq", "heads", "hidden"), ("batch", "seq", "heads"), (_BSH,),
            ("heads", "hidden"), True),
@@ -80,25 +83,28 @@ SPECS: dict[str, OpSpec] = {s.name: s for s in (
            ("vocab", "hidden")),
     OpSpec("loss", "loss", ("batch", "seq", "vocab"), None, (("batch", "seq", "vocab"),)),
 )}
-OPS = tuple(SPECS)
+GRAPH_OPS = tuple(SPECS)  # every vertex of the operator graph
+OPS = tuple(n for n in GRAPH_OPS if n != "embedding_output")  # what plan files place (the executor's modules)
 LAYER_OPS = tuple(n for n in OPS if SPECS[n].layer)
+EMBEDDING_OPS = ("embedding", "embedding_output")
 HEAD_OPS = ("final_norm", "lm_head", "loss")
-UNIT_OF = {op: "layer" if SPECS[op].layer else "embedding" if op == "embedding" else "head" for op in OPS}
+UNIT_OF = {op: "layer" if SPECS[op].layer else "embedding" if op in EMBEDDING_OPS else "head" for op in GRAPH_OPS}
 
 # The tensors passed between operators, (producer, consumer, consumer's input slot). Inside a layer the chain
 # norm1 -> ... -> residual2, and residual1 into residual2's skip input (slot 1). The layer's input x (the
 # embedding's output, or the previous layer's residual2) feeds norm1 and residual1's skip input; the last
-# layer's output feeds the final norm.
+# layer's output feeds the final norm. No producer that feeds two consumers writes a partial sum, so every
+# tensor is redistributed pair by pair (PaSE's edge model) without paying one reduction twice.
+EMBEDDING_EDGES = (("embedding", "embedding_output", 0),)
 LAYER_EDGES = tuple((a, b, 0) for a, b in zip(LAYER_OPS, LAYER_OPS[1:])) + (("residual1", "residual2", 1),)
 INPUT_EDGES = (("norm1", 0), ("residual1", 1))
 HEAD_EDGES = (("final_norm", "lm_head", 0), ("lm_head", "loss", 0))
-SKIP_SLOT = 1  # a residual's second input: the skip connection
 
 
 def edge_unit(src: str, dst: str) -> str:
-    """The unit a tensor passed from `src` to `dst` belongs to: the consumer's, except the embedding's output,
-    which the embedding reduces (Megatron-LM's VocabParallelEmbedding) before the first layer reads it."""
-    return "embedding" if src == "embedding" else UNIT_OF[dst]
+    """The unit a tensor passed from `src` to `dst` belongs to: the consumer's, except what the embedding's
+    output passes to the first layer, which the embedding's unit holds (Megatron-LM's VocabParallelEmbedding)."""
+    return "embedding" if UNIT_OF[src] == "embedding" else UNIT_OF[dst]
 
 # Megatron-LM's tensor-parallel split: the dim tp divides in each operator. The others (norms, residuals) keep
 # their rows whole on every tp rank, or with sequence parallelism split the sequence over tp.

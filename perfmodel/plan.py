@@ -178,6 +178,10 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
     s = p["seq_len"]
     if s % cp:
         raise InputError(f"cp={cp} does not divide seq_len = {s}; valid cp: {_fmt(divisors(s))}")
+    if p["sequence_parallel"] and tp > 1 and (s // cp) % tp:
+        raise InputError(f"sequence_parallel with tp={tp} splits the {s // cp} tokens of each context-parallel rank "
+                         f"over tp, which tp does not divide; valid: seq_len a multiple of cp*tp = {cp * tp} "
+                         "(Megatron-LM requires it too), or sequence parallelism off")
     if model.position == "learned" and s > model.max_seq_len:
         raise InputError(
             f"seq_len = {s} exceeds {model.name}'s learned position table (max_seq_len = {model.max_seq_len}); valid seq_len: 1..{model.max_seq_len}"

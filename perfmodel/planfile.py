@@ -28,8 +28,9 @@ VERSION = 1
 MESH_AXES = ("pp", *AXES)  # outermost first; the device order of Plan (tp innermost)
 PLACEMENT_AXES = AXES  # the per-stage mesh every placement lists, in this order
 _PLACEMENT = re.compile(r"^(Replicate\(\)|Partial\(\)|Shard\((\d)\))$")
-
 # The operators, their dims and the data axes' rules live with the operator facts (perfmodel.operators).
+
+
 class OpPlacement(Schema):
     """How one operator (or one operator in a range of layers) is split over the stage mesh (dp, cp, tp).
 
@@ -61,10 +62,11 @@ def unrunnable_split(pl: OpPlacement) -> str | None:
 
 class PlacementCost(Schema):
     """PaSE's cost of the file's placements and of Megatron-LM's on the same mesh (the layout-level prediction
-    assumes Megatron's): seconds per step summed over the operator graph, bytes per device of the first stage."""
+    assumes Megatron's): seconds per step summed over the operator graph, bytes per device of the stage the
+    estimate finds most loaded, as the estimate counts them (Megatron's are the estimate's memory of the plan)."""
 
     time_s: float = Field(description="PaSE seconds per step of the file's placements")
-    memory_bytes: float = Field(description="PaSE bytes per device (first stage) of the file's placements")
+    memory_bytes: float = Field(description="PaSE bytes per device (the most loaded stage) of the file's placements")
     megatron_time_s: float = Field(description="PaSE seconds per step of Megatron-LM's placements")
     megatron_memory_bytes: float = Field(description="PaSE bytes per device of Megatron-LM's placements (the budget "
                                                      "the file's placements were searched within)")

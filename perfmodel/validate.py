@@ -212,9 +212,10 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
                      "--hardware SPEC.yaml to reuse one")
 
     # Predictions first: a spec that cannot predict a plan fails before the run.
-    from .cost.estimate import estimate
+    from .cost.estimate import evaluate_plan
 
-    predicted = [estimate(e.model, spec or e.hardware, e.plan) for e in entries]
+    evaluated = [evaluate_plan(e.model, spec or e.hardware, e.plan) for e in entries]
+    predicted = [est for _, est in evaluated]
     # A plan predicted not to fit would stop the whole launch when it runs out of memory: a sweep leaves it out
     # (e.g. gpu-single on a 40 GiB part), plan files are refused.
     big = [(e, est) for e, est in zip(entries, predicted) if not est.fits_in_memory]
@@ -230,6 +231,7 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
             raise InputError(f"no plan of sweep {sw.name} is predicted to fit in memory on {spec.name}; valid: a "
                              "spec with more device memory")
         entries, predicted = [entries[i] for i in keep], [predicted[i] for i in keep]
+        evaluated = [evaluated[i] for i in keep]
     out_dir.mkdir(parents=True, exist_ok=True)
     if sw is not None:
         from .planfile import write_plan_file
@@ -237,8 +239,8 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
 
         plan_dir = out_dir / "plans"
         plan_dir.mkdir(exist_ok=True)
-        files = [plan_file(e.model, spec, e.plan, created_by=f"perfmodel validate --sweep {sw.name}: {e.name}")
-                 for e in entries]
+        files = [plan_file(e.model, spec, e.plan, created_by=f"perfmodel validate --sweep {sw.name}: {e.name}",
+                           evaluated=ev) for e, ev in zip(entries, evaluated)]
         paths = [write_plan_file(pf, plan_dir / f"{e.name}.json", "--out-dir") for pf, e in zip(files, entries)]
     else:
         paths = [Path(e.path) for e in entries]

@@ -7,6 +7,8 @@ and scipy are imported where used: the CLI imports this module (through `perfmod
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 import warnings
 
@@ -16,6 +18,9 @@ from .errors import InputError, Schema
 from .measurement import Measurement
 from .plan import layout_label
 from .sweeps import Targets
+
+if TYPE_CHECKING:  # pandas is imported where it is used: the CLI loads this module on every command
+    import pandas as pd
 
 GiB = 2**30
 NOISY_SPREAD = 2.0  # slowest / fastest measured step beyond which a run was disturbed (TORCH_NOTES: 1.2-1.5 quiet)

@@ -54,6 +54,34 @@ def test_vpp_beyond_layers_per_stage_is_rejected():
     assert "pp*vpp = 8*11 = 88 chunks exceeds n_layers = 80" in one_line(e)
 
 
+def test_sequence_parallel_needs_tp_to_divide_each_context_rank_tokens():
+    plan = pm.Plan(gpus=4, tp=4, micro_batch=1, global_batch=4, seq_len=90, sequence_parallel=True)
+    with pytest.raises(InputError) as e:
+        pm.estimate("gpt2-124m", "dgx-h100", plan)
+    assert "tp=4" in one_line(e) and "multiple of cp*tp = 4" in one_line(e)
+    est = pm.estimate("gpt2-124m", "dgx-h100", plan.model_copy(update={"sequence_parallel": False}))
+    assert est.step_time_s > 0
+
+
+def test_pase_refuses_bad_budgets_and_placements_in_one_line():
+    from perfmodel.cost.mesh import Mesh
+    from perfmodel.search import pase
+
+    plan = dict(gpus=2, tp=2, micro_batch=1, global_batch=2, seq_len=64)
+    for budget in ("1e9", float("nan"), -1.0, True):
+        with pytest.raises(InputError) as e:
+            pase.solve("gpt2-124m", "dgx-h100", plan, memory_budget=budget)
+        assert "memory_budget" in one_line(e)
+    assert pase.solve("gpt2-124m", "dgx-h100", plan).budget_met  # a dict plan, as estimate takes
+    mesh, r = Mesh(load_hardware("dgx-h100"), 2, 1, 1, 2), ["Replicate()", "Replicate()"]
+    bad = [([*r, "Shard(1)"], [*r, "Partial()"], 1.0, "Partial()"), ([*r, "Shard(9)"], [*r, "Replicate()"], 1.0, "Shard(9)"),
+           ([*r, "Shard(1)"], [*r, "Replicate()"], -1.0, "full_bytes"), ([*r, "Shard(1)"], r, 1.0, "one entry per")]
+    for src, dst, nbytes, needle in bad:
+        with pytest.raises(InputError) as e:
+            pase.redistribute_time(mesh, src, dst, nbytes)
+        assert needle in one_line(e)
+
+
 def _spec(tmp_path, mutate) -> str:
     data = yaml.safe_load(open(pm.hardware.resources.files("perfmodel.hardware_specs") / "systems" / "dgx-h100.yaml"))
     mutate(data)

@@ -18,7 +18,7 @@ from perfmodel.errors import InputError
 from perfmodel.hardware import load_hardware
 from perfmodel.models import ModelConfig, load_model
 from perfmodel.plan import Plan, default_stage_layers, resolve
-from perfmodel.operators import AXES, OPS, SPECS
+from perfmodel.operators import AXES, GRAPH_OPS, OPS, SPECS
 from perfmodel.planfile import PLACEMENT_AXES, OpPlacement
 from perfmodel.search import pase
 
@@ -88,7 +88,7 @@ def test_dp_equals_brute_force_on_operator_graphs_with_random_costs(seed, n_laye
     # Topology of the transformer (residual edges included), identical layers sharing cost tables.
     rng = np.random.default_rng(100 + seed)
     graph = pase.operator_graph(n_layers)
-    kinds = list(OPS)
+    kinds = list(GRAPH_OPS)
     sizes = dict.fromkeys(kinds, 2)
     for k in rng.choice(kinds, 5, replace=False):
         sizes[str(k)] = 3 if n_layers == 1 else 1  # at most ~1e6 strategies
@@ -141,13 +141,13 @@ def test_generate_seq_keeps_the_dependent_set_at_two_on_a_transformer():
     graph, tables, _ = tiny(2, gpus=4, tp=2)
     order = pase.generate_seq(graph)
     assert sorted(order) == list(range(len(graph.vertices)))
-    assert order[:3] == [0, 1, 2]  # embedding, norm1.0, qkv.0: the chain first, the residual joins at residual1
+    assert order[:3] == [0, 1, 2]  # embedding, its output, norm1.0: the chain first, the residual joins later
     prob = pase.Problem(graph, tables, order)
     prob.solve()
     # Processed-set frontier: the layer input (waiting for residual1) and the current op of the branch.
     assert prob.stats.max_dependent_set == 2
-    assert pase.separators(graph) == [0] + [v for v, x in enumerate(graph.vertices)
-                                             if x.kind in ("residual1", "residual2", "final_norm", "lm_head", "loss")]
+    assert pase.separators(graph) == [0] + [v for v, x in enumerate(graph.vertices) if x.kind in (
+        "embedding_output", "residual1", "residual2", "final_norm", "lm_head", "loss")]
 
 
 def test_budget_search_returns_the_smallest_lambda_that_fits():
@@ -255,10 +255,9 @@ def test_embedding_sharded_by_hidden_beats_vocab_parallel_by_hand(megatron_case)
     rs, ag, a2a = (float(C.collective_time(k, s, ph))
                    for k, s in (("reduce_scatter", F), ("all_gather", F), ("all_to_all", F / 8)))
     assert a2a == pytest.approx(7 / 8 * F / 8 / NVL_BW + 7 * NVL_LAT, rel=1e-12)
-    # a: S(2) -> norm1.0 (hidden-split, no comm) and -> residual1.0 (S(1)): all-to-all each way.
-    # b: Partial -> S(2): reduce-scatter forward, all-gather backward, once: the skip connection into
-    # residual1.0 reuses the reduced tensor (cost.sharded.edge_cost).
-    assert v["norm1.0"].input[2] == "Shard(2)" and v["residual1.0"].input[2] == "Shard(1)"
+    # a: S(2) -> the embedding's output, sequence-split (S(1)) as norm1.0 and residual1.0 read it: an all-to-all
+    #    each way. b: Partial -> S(1): reduce-scatter forward, all-gather backward.
+    assert v["embedding_output"].input[2] == "Shard(1)" and v["norm1.0"].input[2] == "Shard(1)"
     hand = m * ((rs + ag) - 2 * a2a) + tables.time["embedding"][b[0]] - tables.time["embedding"][a[0]]
     (ta, ma), (tb, mb) = pase.evaluate(graph, tables, a), pase.evaluate(graph, tables, b)
     assert tb - ta == pytest.approx(hand, rel=1e-9)
@@ -275,7 +274,8 @@ def test_placements_follow_the_plan_file_conventions(megatron_case):
     assert len(qkv) == 1 and qkv[0].layers == (0, model.n_layers - 1)
     assert qkv[0].weight == ["Replicate()", "Replicate()", "Shard(0)"]  # nn.Linear [out, in]: colwise
     norm1 = [p for p in pl if p.op == "norm1"]
-    assert [p.layers for p in norm1] == [(0, 0), (1, model.n_layers - 1)]
+    assert [p.layers for p in norm1] == [(0, model.n_layers - 1)]  # the first layer reads what the others do
+    assert "embedding_output" not in ops  # a vertex of the graph, not a module of the executor
     for p in pl:
         assert len(p.input) == len(p.output) == len(PLACEMENT_AXES)
         assert (p.layers is None) == (p.op in ("embedding", "final_norm", "lm_head", "loss"))

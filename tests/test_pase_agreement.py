@@ -3,9 +3,9 @@
 A property test over random dense models and every kind of layout the search can emit (tp, sequence
 parallelism, cp, pp, vpp and the interleaved schedule, explicit stage splits, recompute, ZeRO 0-3, micro-batch,
 fp8, unfused attention, bf16 gradients), on GPU systems, a TPU torus, and a system whose collectives cannot
-overlap compute and whose ranks share a host's cores: per micro-batch, one layer, the embedding and the head cost in PaSE's
-tables (vertices and the edges they own) what `estimate` says (`Step.unit_time`), and the memory PaSE counts for
-the assignment is the estimate's memory of the plan, to 1e-9 relative.
+overlap compute and whose ranks share a host's cores: per micro-batch, one layer, the embedding and the head
+cost in PaSE's tables (vertices and the edges they own) what `estimate` says (`Step.unit_time`), and the memory
+PaSE counts for the assignment is the estimate's memory of the plan, to 1e-9 relative.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def per_unit(graph: pase.Graph, tables: pase.CostTables, assignment, use_alt) ->
     seconds, _, _ = pase.edge_parts(graph, tables, assignment, 0.0, use_alt)
     for e, t in zip(graph.edges, seconds):
         src, dst = graph.vertices[e.src], graph.vertices[e.dst]
-        if dst.layer in (None, last) or src.kind == "embedding":
+        if dst.layer in (None, last) or UNIT_OF[src.kind] == "embedding":
             out[edge_unit(src.kind, dst.kind)] += t / m
     return out
 

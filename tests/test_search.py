@@ -3,6 +3,7 @@ the stage-split DP against brute force, and one-line errors."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -73,7 +74,7 @@ def test_sequence_parallel_is_never_slower_nor_larger():
     model, job = small_model(), Job(gpus=16, global_batch=32, seq_len=2048)
     lay = enumerate_layouts(model, H100, job, Space(sequence_parallel=[False]))
     lay = lay.take(np.flatnonzero(lay.tp > 1))
-    on = Layouts(**{**lay.__dict__, "sequence_parallel": np.ones(len(lay), bool)})
+    on = dataclasses.replace(lay, sequence_parallel=np.ones(len(lay), bool))
     off_step, on_step = evaluate(model, H100, lay), evaluate(model, H100, on)
     # SP adds one thing: the step-end all-reduce of the norm gradients it leaves partial (a few KB per layer)
     norm_grads = next(p for p in on_step.step_comms if p.name.startswith("tp replicated-weight")).exposed

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import argparse
 import sys
 
@@ -9,6 +11,9 @@ import sys
 from ..argtypes import integer
 from ..hardware import System
 from .raw import RawFile
+
+if TYPE_CHECKING:  # pandas is imported where it is used: the CLI loads this module on every command
+    import pandas as pd
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:

@@ -163,22 +163,6 @@ def _by_group(n, stride, *arrays):
     return np.stack([codes // 2**31, codes % 2**31], axis=1), inverse.ravel(), n.shape
 
 
-class Groups:
-    """The process groups of many plans (sizes `n`, strides `stride` in device order, a job of `gpus`):
-    each distinct group's hierarchy (`group_phases`) is built once."""
-
-    def __init__(self, system: System, n, stride, gpus: int):
-        keys, self.inverse, self.shape = _by_group(n, stride)
-        self.phases = [group_phases(system, int(k), int(s), gpus) for k, s in keys]
-
-    def time(self, kind: str, size_bytes):
-        """`collective_time` of every plan's group. It is affine in the size for a fixed hierarchy, so it is
-        evaluated at 0 and 1 byte per distinct group and scaled."""
-        at0 = np.array([collective_time(kind, 0.0, ph) for ph in self.phases])
-        per_byte = np.array([collective_time(kind, 1.0, ph) for ph in self.phases]) - at0
-        return at0[self.inverse].reshape(self.shape) + per_byte[self.inverse].reshape(self.shape) * size_bytes
-
-
 def group_p2p_link(system: System, stride, stages):
     """Per element: (bytes/s after collective efficiency, latency s, tier name) of `p2p_tier(stride, stages)`."""
     keys, inverse, shape = _by_group(stages, stride)

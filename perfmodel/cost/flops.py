@@ -5,7 +5,7 @@ embedding lookup) plus the attention core counted without causal masking, 2 matm
 (n_heads * head_dim) per layer. Training = 3x forward (backward = 2x forward). This is the convention of PaLM
 (Chowdhery et al. 2022, App. B: 6N + 12 l h s), Megatron-LM (Narayanan et al. 2021, Eq. 3) and MosaicML, so
 published MFU figures compare directly. Executed FLOPs used for timing (causal attention skips masked blocks)
-live with the ops in `ops.py`; hardware FLOPs (HFU) add the recomputed forward work.
+live with the kernels (`cost.kernels`); hardware FLOPs (HFU) add the recomputed forward work.
 """
 
 from __future__ import annotations

@@ -8,7 +8,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..operators import HEAD_EDGES, HEAD_OPS, INPUT_EDGES, LAYER_EDGES, LAYER_OPS, SPECS, OpSpec
+from ..operators import (
+    EMBEDDING_EDGES,
+    EMBEDDING_OPS,
+    HEAD_EDGES,
+    HEAD_OPS,
+    INPUT_EDGES,
+    LAYER_EDGES,
+    LAYER_OPS,
+    SPECS,
+    OpSpec,
+)
 
 
 @dataclass(frozen=True)
@@ -70,7 +80,8 @@ def edge_key(src: str, dst: str, slot: int) -> str:
 
 
 def operator_graph(n_layers: int) -> Graph:
-    """Embedding, n_layers x (norm1 ... residual2), final norm, LM head, loss, with the residual edges."""
+    """Embedding and its output, n_layers x (norm1 ... residual2), final norm, LM head, loss, with the residual
+    edges."""
     vertices: list[Vertex] = []
     edges: list[Edge] = []
 
@@ -81,7 +92,10 @@ def operator_graph(n_layers: int) -> Graph:
     def link(src: int, dst: int, slot: int = 0):
         edges.append(Edge(src, dst, slot, edge_key(vertices[src].kind, vertices[dst].kind, slot)))
 
-    x = add("embedding")
+    ids = {k: add(k) for k in EMBEDDING_OPS}
+    for a, b, slot in EMBEDDING_EDGES:
+        link(ids[a], ids[b], slot)
+    x = ids["embedding_output"]
     for layer in range(n_layers):
         ids = {k: add(k, layer) for k in LAYER_OPS}
         for dst, slot in INPUT_EDGES:

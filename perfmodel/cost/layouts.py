@@ -44,7 +44,7 @@ class Layouts:
     grad_dtype: str
     overlap_dp_comm: bool
     stage_layers: list[int] | None = None  # an explicit split (one plan only)
-    _distinct: dict = field(default_factory=dict, repr=False, compare=False)
+    _distinct: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # this instance's only
 
     def __post_init__(self):
         for name in VARYING:
@@ -59,11 +59,11 @@ class Layouts:
     def from_plan(cls, plan: Plan) -> Layouts:
         """One resolved plan as a Layouts of length 1."""
         d = plan.model_dump()
-        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.init})
 
     def take(self, index) -> Layouts:
         """The plans at `index` (an integer array) as a new Layouts."""
-        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "_distinct"}
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
         d.update({name: getattr(self, name)[index] for name in VARYING})
         return Layouts(**d)
 
@@ -71,8 +71,8 @@ class Layouts:
         return len(self.tp)
 
     def distinct(self, names: tuple[str, ...] = PER_DEVICE) -> tuple[np.ndarray, np.ndarray]:
-        """Index of the first plan of each distinct combination of the VARYING fields `names`, and each plan's
-        combination: formulas that read only those fields run once per combination (`take`), and their results
+        """Index of a representative plan of each distinct combination of the VARYING fields `names`, and each
+        plan's combination: formulas that read only those fields run once per combination (`take`), and their results
         are copied out to every plan (`result[inverse]`). A search has thousands of plans per combination."""
         if names not in self._distinct:
             if names != PER_DEVICE and set(names) <= set(PER_DEVICE):  # from the finer split, on its few plans
@@ -123,16 +123,20 @@ def _distinct(lay: Layouts, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndar
         col = getattr(lay, name)
         if name in CATEGORIES:  # a few known strings: their index (a string sort would cost more than the rest)
             col = np.select([col == v for v in CATEGORIES[name]], range(len(CATEGORIES[name])), -1)
+            if (col < 0).any():
+                raise ValueError(f"Layouts.{name} holds a value outside {CATEGORIES[name]}")  # a bug, not input
         elif col.dtype.kind not in "iub":
             col = np.unique(col, return_inverse=True)[1]
-        col = col.astype(np.int64).ravel() + 1  # -1: a value outside the categories
+        col = col.astype(np.int64).ravel()
         cols.append((col, int(col.max(initial=0)) + 1))
         radix *= cols[-1][1]
     code = np.zeros(len(lay), np.int64)
+    if radix >= 2**62:  # too many values to pack: each field's index among its values present instead
+        cols = [(inv.ravel(), int(inv.max(initial=0)) + 1) for inv in (np.unique(c, return_inverse=True)[1]
+                                                                     for c, _ in cols)]
+        if np.prod([float(b) for _, b in cols]) >= 2**62:  # more combinations than plans could ever be
+            raise ValueError("Layouts.distinct: too many combinations to pack")
     for col, base in cols:
-        if radix >= 2**62:  # too many values to pack: their index among the values present instead
-            col = np.unique(col, return_inverse=True)[1].ravel()
-            base = int(col.max(initial=0)) + 1
         code = code * base + col
     _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
     return first, inverse.ravel()

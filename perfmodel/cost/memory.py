@@ -16,11 +16,11 @@ import numpy as np
 
 from ..hardware import System
 from ..models import ModelConfig
-from ..operators import HEAD_EDGES, HEAD_OPS, LAYER_EDGES, LAYER_OPS, SPECS, megatron_dim
+from ..operators import EMBEDDING_OPS, HEAD_EDGES, HEAD_OPS, LAYER_EDGES, LAYER_OPS, SPECS, megatron_dim
 from ..plan import Plan
 from .kernels import GEMM_INPUT_BYTES
 from .layouts import Layouts
-from .operators import embedding_output_kept, kept_bytes, local_params, megatron, operators
+from .operators import kept_bytes, local_params, megatron, operators
 from .pipeline import in_flight
 from .stages import Stages, pick
 
@@ -75,7 +75,16 @@ def unit_params(model: ModelConfig, plan: Plan | Layouts) -> dict[str, np.ndarra
     sub = lay.take(first)
     of = lambda names: (sum(local_params(ops[n], megatron(ops[n], sub)) for n in names) + np.zeros(len(sub)))[inverse]
     head = of(["final_norm"]) + np.where(head_copy(model, lay.pp), of(["lm_head"]), 0.0)
-    return {"layer": of(LAYER_OPS), "embedding": of(["embedding"]), "head": head}
+    return {"layer": of(LAYER_OPS), "embedding": of(EMBEDDING_OPS), "head": head}
+
+
+def layer_gemm_params(model: ModelConfig, lay: Layouts) -> np.ndarray:
+    """The GEMM matrices of one layer per device under Megatron-LM's split (what fp8/fp4 keep narrow copies of)."""
+    ops = operators(model)
+    first, inverse = lay.distinct(("tp",))
+    sub = lay.take(first)
+    gemm = sum(local_params(ops[n], megatron(ops[n], sub), gemm_only=True) for n in LAYER_OPS)
+    return (gemm + np.zeros(len(sub)))[inverse]
 
 
 def stage_params(model: ModelConfig, plan: Plan | Layouts, layers, first, last) -> np.ndarray:
@@ -128,9 +137,10 @@ def layer_activation_bytes(model: ModelConfig, plan: Plan | Layouts, recompute=N
 
 
 def embedding_activation_bytes(model: ModelConfig, plan: Plan | Layouts):
-    """First stage: what the embedding's output keeps (its dropout mask) as the first layer reads it (/tp with SP)."""
+    """First stage, one micro-batch: what the embedding's output keeps (its dropout mask, 1 B per element) as
+    the first layer reads it (/tp with SP)."""
     lay = _layouts(plan)
-    return embedding_output_kept(model, lay.tokens_per_microbatch * model.hidden / lay.sp_divisor)
+    return _kept(model, lay, ("embedding_output",), "none")
 
 
 def head_activation_bytes(model: ModelConfig, plan: Plan | Layouts):
@@ -189,7 +199,7 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     states = state_bytes(params_of, lay)
     largest = np.maximum.reduce([p["layer"] * (st.layers > 0), p["embedding"] * st.embedding, p["head"] * st.head])
     other = transient_bytes(system, lay, params_of, largest)
-    other = other + st.layers * narrow_cache_bytes(model.matmul_params_per_layer() / lay.tp, lay)
+    other = other + st.layers * narrow_cache_bytes(layer_gemm_params(model, lay), lay)
     total = states["weights"] + states["gradients"] + states["optimizer"] + act + other
     by_kind = dict(states, activations=act, other=other, total=total)
     if per_kind:

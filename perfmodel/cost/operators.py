@@ -8,7 +8,8 @@ kept tensor is written once.
 
 A transformer layer is, in order: norm, QKV projection (+ rotary embedding), attention core, output projection,
 residual (+dropout), norm, MLP in (gate/up), activation, MLP out, residual (+dropout). The first pipeline stage
-adds the embedding (+ learned positions, dropout), the last the final norm, LM head and loss.
+adds the embedding and its output (reduced, + learned positions, dropout), the last the final norm, LM head and
+loss.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..models import ModelConfig
-from ..operators import LAYER_OPS, OPS, SPECS, OpSpec, megatron_dim
+from ..operators import GRAPH_OPS, LAYER_OPS, SPECS, UNIT_OF, OpSpec, megatron_dim
 from .kernels import (
     ELEMENTWISE_BYTES,
     Device,
@@ -62,7 +63,7 @@ class Operator:
 
     @property
     def unit(self) -> str:
-        return "layer" if self.spec.layer else "embedding" if self.name == "embedding" else "head"
+        return UNIT_OF[self.name]
 
 
 def operators(model: ModelConfig) -> dict[str, Operator]:
@@ -81,6 +82,7 @@ def operators(model: ModelConfig) -> dict[str, Operator]:
     table = {
         "embedding": (None, (Weight(("vocab", "hidden"), v * h),)
                       + ((Weight(("hidden",), m.position_params()),) if m.position_params() else ()), h),
+        "embedding_output": (None, (), h),
         "norm1": (None, norm, h), "norm2": (None, norm, h), "final_norm": (None, norm, h),
         "qkv": (("heads", q + 2 * kv, "hidden", h), linear(("heads", q + 2 * kv), ("hidden", h), bias_qkv), q + 2 * kv),
         "attention": (None, (), q),
@@ -93,7 +95,7 @@ def operators(model: ModelConfig) -> dict[str, Operator]:
         "loss": (None, (), 0.0),
     }
     return {name: Operator(SPECS[name], sizes, qkv_div if name in ("qkv", "attention") else div, *table[name])
-            for name in OPS}
+            for name in GRAPH_OPS}
 
 
 @dataclass
@@ -153,6 +155,8 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
     rec = RECOMPUTED[op.unit]
     if fam == "embedding":
         return [elementwise_op(dev, "embedding", T * s.local("hidden"), 4, 2 + 8 / s.split("vocab"), ())]
+    if fam == "embedding_output":
+        return embedding_output_kernels(dev, T * s.local("hidden"))
     if fam == "norm":
         return [elementwise_op(dev, op.name, T * s.local("hidden"), *ELEMENTWISE_BYTES["norm"], rec)]
     if fam == "linear":
@@ -175,7 +179,8 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
 
 def embedding_output_kernels(dev: Device, elements: Values) -> list[Op]:
     """The learned position add and the embedding dropout, on the embedding's output as the first layer reads
-    it (`elements` per device: after the vocab-parallel reduction, so / tp with sequence parallelism)."""
+    it (`elements` per device: after the vocab-parallel reduction, so / tp with sequence parallelism).
+    Megatron-LM's LanguageModelEmbedding adds the positions and drops out after scattering the sequence."""
     m, ops = dev.model, []
     if m.position == "learned":
         ops.append(elementwise_op(dev, "position_embedding", elements, *ELEMENTWISE_BYTES["position_embedding"], ()))
@@ -197,7 +202,7 @@ def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recom
     Megatron-LM's sequence parallelism does); attention Q, K, V (2 (q + 2 kv)) and its core: flash the fp32
     log-sum-exp (4 per head), unfused the softmax output, dropout mask and output (2 + 3 drop per head and key);
     a residual its dropout mask (1 B); the activation its input (SwiGLU: gate and up, 4 f; GeLU 2 f); the loss
-    its fp32 logits (4 V). For GPT (q = kv = h, f = 4h, dropout, unfused, tp = 1) a layer sums to
+    its fp32 logits (4 V); the embedding's output its dropout mask. For GPT (q = kv = h, f = 4h, dropout, unfused, tp = 1) a layer sums to
     sbh(34 + 5as/h). Selective recompute drops the attention core; full recompute keeps only the layer's input
     (norm1's), for layer ops.
     """
@@ -218,6 +223,8 @@ def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recom
         kept = 2 * T * s.local("ffn") * (2 if model.gated else 1)
     elif fam == "loss":
         kept = 4 * T * s.local("vocab")
+    elif fam == "embedding_output":
+        kept = embedding_output_kept(model, T * s.local("hidden"))
     else:
         kept = 0.0 * T
     if op.spec.layer and op.name != "norm1":
@@ -230,11 +237,12 @@ def weight_shard(op: Operator, w: Weight, s: Split) -> Values:
     return math.prod(s.split(d) for d in w.dims) if w.dims else 1.0
 
 
-def local_params(op: Operator, s: Split, stored: tuple[bool, ...] | None = None) -> Values:
-    """Parameters of `op` on one device (each weight over its shards); `stored[i]` False for a weight another
-    operator holds (a tied LM head on the embedding's stage)."""
+def local_params(op: Operator, s: Split, stored: tuple[bool, ...] | None = None, gemm_only: bool = False) -> Values:
+    """Parameters of `op` on one device (each weight over its shards; `gemm_only`: its GEMM matrices alone);
+    `stored[i]` False for a weight another operator holds (a tied LM head on the embedding's stage)."""
     stored = stored or (True,) * len(op.weights)
-    return sum(w.params / weight_shard(op, w, s) for w, keep in zip(op.weights, stored) if keep) + 0.0
+    return sum((w.gemm_params if gemm_only else w.params) / weight_shard(op, w, s)
+               for w, keep in zip(op.weights, stored) if keep) + 0.0
 
 
 def layer_families() -> dict[str, int]:
@@ -250,13 +258,10 @@ def gemm_shapes(model: ModelConfig, tokens: int, tp: int, lm_head: bool) -> list
     one micro-batch: the layer's four (qkv, out_proj, mlp_in, mlp_out) and, with `lm_head`, the LM head. The
     backward of (m, n, k) runs (m, k, n) and (k, n, m) (cost.kernels.linear_op)."""
     ops = operators(model)
-    lay_ops = [o for o in LAYER_OPS if ops[o].gemm] + (["lm_head"] if lm_head else [])
     out = []
-    for name in lay_ops:
-        out_dim, n, in_dim, k = ops[name].gemm
-        on = lambda d: megatron_dim(name, False) == d
-        n_l = math.ceil(n / tp) if out_dim == "vocab" and on(out_dim) else n // tp if on(out_dim) else n
-        k_l = k // tp if on(in_dim) else k
-        out.append((name, tokens, n_l, k_l))
+    for name in [o for o in LAYER_OPS if ops[o].gemm] + (["lm_head"] if lm_head else []):
+        op, dim = ops[name], megatron_dim(name, False)
+        s = Split(op, {dim: tp}, {}, tokens, 1)  # tokens of one micro-batch on one rank
+        out_dim, n, in_dim, k = op.gemm
+        out.append((name, tokens, int(s.local(out_dim, n)), int(s.local(in_dim, k))))
     return out
-

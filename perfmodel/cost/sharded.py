@@ -138,29 +138,23 @@ class EdgeCost:
     steps: list[tuple[str, Values, Values, Values, Values]]  # (kind, bytes, mask, seconds per call, calls)
 
 
-def edge_cost(mesh: Mesh, out: np.ndarray, inp: np.ndarray, full_bytes, passes, skip: bool = False,
-              keep_shard=False, f: float = 1.0) -> EdgeCost:
+def edge_cost(mesh: Mesh, out: np.ndarray, inp: np.ndarray, full_bytes, passes, keep_shard=False,
+              f: float = 1.0) -> EdgeCost:
     """Redistribute a producer's output (placement codes `out`, (N, axes)) to what a consumer reads (`inp`), in
     the forward (`passes` times: twice into a fully recomputed layer), and its gradient back in the backward
     (`cost.mesh.redistribution_steps`; an input code PARTIAL reads Replicate and sends a Partial gradient, and
     the gradient of a Partial output is Replicate).
 
-    `skip`: the consumer reads the tensor through a skip connection (a residual's second input). A Partial
-    output is reduced once, on its main edge, and the skip connection reuses the result (and its gradient joins
-    the main edge's before that edge's backward collective), so the skip edge moves nothing on those axes.
-    Exact when both consumers want the same placement there (Megatron-LM's embedding).
     `keep_shard`: the consumer keeps the producer's shard for its weight gradient and gathers it again in the
-    backward (Megatron-LM sequence parallelism, Korthikanti et al. 2022, Sec. 4.2.2), overlapped with the
-    input-gradient GEMM (Megatron's LinearWithGradAccumulationAndAsyncCommunication), which is assumed to take
-    at least as long: (1 - f) of the gather is exposed.
+    backward (Megatron-LM sequence parallelism, Korthikanti et al. 2022, Sec. 4.2.2), where the forward only
+    gathers (`gathered_axes`: over tp, as dp and cp split every operator alike). Megatron-LM issues that gather
+    beside the input-gradient GEMM (LinearWithGradAccumulationAndAsyncCommunication), assumed to take at least
+    as long: (1 - f) of the gather is exposed.
     """
     fwd_dst = np.where(inp == PARTIAL, REPLICATE, inp)
-    fwd_src = np.where(skip & (out == PARTIAL), fwd_dst, out)
     bwd_dst = np.where(out == PARTIAL, REPLICATE, out)
-    bwd_src = np.where(skip & (out == PARTIAL), fwd_dst, inp)
-    bwd_dst = np.where(skip & (out == PARTIAL), fwd_dst, bwd_dst)
     rows, t, n_fwd = [], {}, 0
-    for d, src, dst in (("fwd", fwd_src, fwd_dst), ("bwd", bwd_src, bwd_dst)):
+    for d, src, dst in (("fwd", out, fwd_dst), ("bwd", inp, bwd_dst)):
         t[d] = 0.0
         for kind, nbytes, mask in redistribution_steps(mesh, src, dst, full_bytes):
             sec = mesh.collective(kind, nbytes, mask)
@@ -200,22 +194,37 @@ def optimizer_seconds(dev: Device, params, zero, shard, grad_bytes) -> Values:
     return dev.optimizer(params / np.where(np.asarray(zero) >= 1, shard, 1) * adam_step_bytes(grad_bytes))
 
 
+def gradient_sync(mesh: Mesh, params, grad_bytes, zero, mask=ZERO_GROUP, latency_share=1.0) -> Values:
+    """Seconds of one data-parallel reduction of `params` gradients over the group `mask`: an all-reduce
+    (ZeRO 0), or a reduce-scatter (ZeRO >= 1: each rank keeps the shard of the optimizer state it updates;
+    Rajbhandari et al. 2020, Sec. 5). `latency_share`: the tensor's part of its bucket's call."""
+    g = params * grad_bytes
+    return np.where(np.asarray(zero) == 0, mesh.collective("all_reduce", g, mask, latency_share),
+                    mesh.collective("reduce_scatter", g, mask, latency_share))
+
+
+def weight_gather(mesh: Mesh, params, mask=ZERO_GROUP, latency_share=1.0) -> Values:
+    """Seconds of ZeRO-1/2's all-gather of the updated bf16 weights over the group `mask`, once per step."""
+    return mesh.collective("all_gather", params * WEIGHT_BYTES, mask, latency_share)
+
+
+def partial_sum(mesh: Mesh, params, grad_bytes, mask, latency_share=1.0) -> Values:
+    """Seconds of the all-reduce of whole local gradients over the group `mask` outside the data-parallel one:
+    weights kept whole on every rank of a group that splits the tokens (the sequence-parallel norms over tp;
+    Megatron-LM's finalize_model_grads runs it after the data-parallel reduction, on the full main_grad)."""
+    return mesh.collective("all_reduce", params * grad_bytes, mask, latency_share)
+
+
 def gradient_reduction(mesh: Mesh, params, reduce_mask, zero: int, microbatches, grad_bytes,
                        latency_share=1.0) -> Values:
     """Seconds per step of one weight's gradient reduction over the axes `reduce_mask` (those that split the
-    tokens while the weight is whole: its gradient is a partial sum there), and of ZeRO-1/2's weight gathers.
-
-    ZeRO 0: one all-reduce. ZeRO >= 1: a reduce-scatter over the reduce axes inside the ZeRO group (dp and cp;
-    every micro-batch for ZeRO-2; ZeRO-3's runs per micro-batch in `zero3_gather`), then an all-reduce of the
-    whole local gradient over the others (Megatron-LM's finalize_model_grads: the data-parallel reduction, then
-    the sequence-parallel norm gradients over tp), and ZeRO-1/2 all-gather the updated bf16 weights.
-    `latency_share`: the weight's part of its bucket's call."""
-    g = params * grad_bytes
-    if zero == 0:
-        return mesh.collective("all_reduce", g, reduce_mask, latency_share)
-    t = mesh.collective("all_reduce", g, reduce_mask & ~ZERO_GROUP, latency_share)
-    if zero in (1, 2):
+    tokens while the weight is whole: its gradient is a partial sum there), and of ZeRO-1/2's weight gathers:
+    `gradient_sync` over the reduce axes inside the ZeRO group (every micro-batch for ZeRO-2; ZeRO-3's runs per
+    micro-batch in `zero3_gather`), `partial_sum` over the others, `weight_gather` (ZeRO-1/2)."""
+    t = partial_sum(mesh, params, grad_bytes, reduce_mask & ~ZERO_GROUP, latency_share)
+    if zero < 3:
         reps = microbatches if zero == 2 else 1
-        t = t + reps * mesh.collective("reduce_scatter", g, reduce_mask & ZERO_GROUP, latency_share)
-        t = t + mesh.collective("all_gather", params * WEIGHT_BYTES, ZERO_GROUP, latency_share)
+        t = t + reps * gradient_sync(mesh, params, grad_bytes, zero, reduce_mask & ZERO_GROUP, latency_share)
+    if zero in (1, 2):
+        t = t + weight_gather(mesh, params, ZERO_GROUP, latency_share)
     return t

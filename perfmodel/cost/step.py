@@ -38,7 +38,19 @@ from .memory import GRAD_BYTES, WEIGHT_BYTES, sp_replicated_params, stage_memory
 from .mesh import BIT, Mesh
 from .operators import megatron, operators
 from .pipeline import pipeline_time
-from .sharded import ZERO_GROUP, Comm, behind, bucketed, op_comms, optimizer_seconds, with_overlap, zero3_gather
+from .sharded import (
+    ZERO_GROUP,
+    Comm,
+    behind,
+    bucketed,
+    gradient_sync,
+    op_comms,
+    optimizer_seconds,
+    partial_sum,
+    weight_gather,
+    with_overlap,
+    zero3_gather,
+)
 from .stages import UNITS, Stages, pick, pipeline_busy, shared_host_speedup, unit_counts
 from .units import op_kernels, unit_edges, unit_ops
 
@@ -181,20 +193,20 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     steps: list[Comm] = []
     on = (shard > 1) & (zero < 3)
     kind = np.where(zero == 0, "all_reduce", "reduce_scatter")
-    g = on * np.where(zero == 0, mesh.collective("all_reduce", p_stage * gbytes, ZERO_GROUP),
-                      mesh.collective("reduce_scatter", p_stage * gbytes, ZERO_GROUP))
+    g = on * gradient_sync(mesh, p_stage, gbytes, zero)
     reps = np.where(zero == 2, m, 1)  # ZeRO-2 reduces every micro-batch (gradients are not kept whole)
     exp = reps * (with_overlap(g, bucketed(g, bwd_mb, nl), f) if overlap else g)
     steps.append(Comm("dp gradient reduction", kind, "dp", nbytes=p_stage * gbytes, seconds=g, calls=reps, bwd=exp,
                       unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
     on = (shard > 1) & np.isin(zero, (1, 2))
-    w = on * mesh.collective("all_gather", p_stage * WEIGHT_BYTES, ZERO_GROUP)
+    w = on * weight_gather(mesh, p_stage)
     exp = with_overlap(w, bucketed(w, fwd_mb, nl), f) if overlap else w
     steps.append(Comm("zero weight all-gather", "all_gather", "dp", nbytes=p_stage * WEIGHT_BYTES, seconds=w, calls=1,
                       fwd=exp, unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
     on = sp & (t > 1)
-    size = sp_replicated_params(model, pick(st.layers, big), pick(st.head, big) == 1) * gbytes
-    r = on * mesh.collective("all_reduce", size, BIT["tp"])
+    kept_whole = sp_replicated_params(model, pick(st.layers, big), pick(st.head, big) == 1)
+    size = kept_whole * gbytes
+    r = on * partial_sum(mesh, kept_whole, gbytes, BIT["tp"])
     steps.append(Comm("tp replicated-weight gradients (sp)", "all_reduce", "tp", nbytes=size, seconds=r, calls=1,
                       bwd=r, unit="step", part="dp_comm", mask=BIT["tp"], active=on))
     on = (pp > 1) & model.tie_embeddings  # first and last stage hold copies of the embedding

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..hardware import System
 from ..models import ModelConfig
-from ..operators import AXES, CODES, DATA_AXES, PARTIAL, REPLICATE, SHARD, SKIP_SLOT, UNIT_OF, edge_unit, tensor_codes
+from ..operators import AXES, CODES, DATA_AXES, SHARD, UNIT_OF, edge_unit, tensor_codes
 from ..plan import Plan
 from .graph import Graph
 from .kernels import ACT_BYTES, Device, zero3_copy_op
@@ -45,16 +45,7 @@ from .memory import (
     unit_params,
 )
 from .mesh import Mesh
-from .operators import (
-    Operator,
-    Split,
-    embedding_output_kept,
-    embedding_output_kernels,
-    kept_bytes,
-    kernels,
-    operators,
-    weight_shard,
-)
+from .operators import Operator, Split, kept_bytes, kernels, local_params, operators, weight_shard
 from .sharded import (
     ZERO_GROUP,
     behind_linear,
@@ -162,10 +153,9 @@ class CostTables:
     seconds per step over (producer class, consumer class) with each side's config -> class map. An edge's cost
     depends on a configuration only through the placement of the tensor at its end (its class).
 
-    `edge_memory[key]`, where present, is what the tensor keeps on its consumer's side (the embedding output's
-    dropout mask), bytes over the same classes. `alt[key]`, where present, is a second way to run the edge,
-    (seconds, bytes): the consumer keeps its input as the producer wrote it (sharded) and gathers it again in
-    the backward, as Megatron-LM sequence parallelism does for its GEMM inputs (Korthikanti et al. 2022).
+    `alt[key]`, where present, is a second way to run the edge, (seconds, bytes against the plain way): the
+    consumer keeps its input as the producer wrote it (sharded) and gathers it again in the backward, as
+    Megatron-LM sequence parallelism does for its GEMM inputs (Korthikanti et al. 2022).
     The DP takes the cheaper of the two at its lambda (`edge_objective`). `per_step`: seconds per step of a
     vertex kind that do not repeat per micro-batch (time = m * per micro-batch + per_step).
     """
@@ -179,7 +169,6 @@ class CostTables:
     configs: dict[str, np.ndarray] = field(default_factory=dict)  # kind -> (K, axes) dim index per axis
     mesh: Mesh | None = None
     alt: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-    edge_memory: dict[str, np.ndarray] = field(default_factory=dict)
     per_step: dict[str, np.ndarray] = field(default_factory=dict)
     microbatches: int = 1
     constant_memory: float = 0.0  # bytes every strategy holds alike (overhead, ZeRO's transient copies)
@@ -187,27 +176,22 @@ class CostTables:
     def size(self, kind: str) -> int:
         return len(self.time[kind])
 
-    def base(self, key: str, lam: float) -> np.ndarray:
-        """Seconds + lam * bytes of edge `key` run the plain way."""
-        return self.edge[key] + lam * self.edge_memory[key] if key in self.edge_memory else self.edge[key]
-
     def edge_objective(self, key: str, lam: float) -> np.ndarray:
         """Seconds + lam * bytes of edge `key` over (producer class, consumer class), the cheaper way."""
         if key not in self.alt:
-            return self.base(key, lam)
+            return self.edge[key]
         t, mem = self.alt[key]
-        return np.minimum(self.base(key, lam), t + lam * mem)
+        return np.minimum(self.edge[key], t + lam * mem)
 
     def edge_parts(self, key: str, lam: float, row, col, use_alt=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(seconds, bytes, alternative taken) of edge `key` at class pairs (row, col), the way the DP takes it at
         lam (or as `use_alt` says, where the alternative exists)."""
         t0 = self.edge[key][row, col]
-        m0 = self.edge_memory[key][row, col] if key in self.edge_memory else np.zeros_like(t0)
         if key not in self.alt:
-            return t0, m0, np.zeros(np.shape(t0), bool)
+            return t0, np.zeros_like(t0), np.zeros(np.shape(t0), bool)
         t1, m1 = self.alt[key][0][row, col], self.alt[key][1][row, col]
-        use = t1 + lam * m1 < t0 + lam * m0 if use_alt is None else np.asarray(use_alt, bool) & (t1 != np.inf)
-        return np.where(use, t1, t0), np.where(use, m1, m0), use
+        use = t1 + lam * m1 < t0 if use_alt is None else np.asarray(use_alt, bool) & (t1 != np.inf)
+        return np.where(use, t1, t0), np.where(use, m1, 0.0), use
 
     def edge_matrix(self, key: str, lam: float = 0.0) -> np.ndarray:
         """Seconds + lam * bytes of edge `key` over (producer config, consumer config)."""
@@ -253,7 +237,7 @@ def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.
     gbytes, zero, shard = GRAD_BYTES[lay.grad_dtype], int(lay.zero[0]), float(lay.zero_shard[0])
     ks = kernels(op, s, x.dev)
     held = [(w, w.params / weight_shard(op, w, s)) for w, keep in zip(op.weights, x.stored[op.name]) if keep]
-    params = sum(p for _, p in held) + np.zeros(len(configs))
+    params = local_params(op, s, x.stored[op.name]) + np.zeros(len(configs))
     unit = op.unit
     if ref.zero3[unit][3]:
         ks.append(zero3_copy_op(x.dev, params, gbytes))
@@ -280,47 +264,36 @@ def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.
     if op.spec.layer:
         memory = memory + (kept_bytes(op, s, x.model, lay.attention, "none") - kept) * ref.working
         if op.gemm:
-            gemm = sum(w.gemm_params / weight_shard(op, w, s) for w, _ in held)
+            gemm = local_params(op, s, x.stored[op.name], gemm_only=True)
             memory = memory + narrow_cache_bytes(gemm, lay) * ref.states[unit]
     shape = (len(configs),)
     return (np.broadcast_to(per_mb, shape).astype(float), np.broadcast_to(per_step, shape).astype(float),
             np.broadcast_to(memory, shape).astype(float))
 
 
-def _edge(x: _Ctx, src: Operator, dst: Operator, slot: int, out: np.ndarray, inp: np.ndarray):
-    """(seconds, bytes) per micro-batch of an edge over every (out, in) code pair, the plain way, and the
-    (seconds, bytes) of keeping the producer's shard (None where no pair gathers into a GEMM)."""
+def _edge(x: _Ctx, src: Operator, dst: Operator, out: np.ndarray, inp: np.ndarray):
+    """(seconds per micro-batch) of an edge over every (out, in) code pair, the plain way, and the (seconds,
+    bytes) of keeping the producer's shard (None where no pair gathers into a GEMM)."""
     lay, ref, mesh = x.lay, x.ref, x.mesh
     unit = edge_unit(src.name, dst.name)
     full = float(lay.micro_batch[0] * lay.dp[0]) * lay.seq_len * src.out_width * ACT_BYTES
     passes = 2 if x.recompute == "full" and unit == "layer" else 1
-    skip = slot == SKIP_SLOT
-    size = np.array([x.sizes[a] for a in AXES], float)
-    memory = np.zeros(len(out))
-    extra_f = extra_b = 0.0
-    if src.name == "embedding" and not skip:  # position add and dropout on the output as the layer reads it
-        read = np.where(inp == PARTIAL, REPLICATE, inp) >= SHARD
-        elements = full / ACT_BYTES / np.prod(np.where(read, size, 1.0), axis=1)
-        ks = embedding_output_kernels(x.dev, elements)
-        extra_f = sum(k.fwd_s for k in ks) / ref.speedup
-        extra_b = sum(k.bwd_s for k in ks) / ref.speedup
-        memory = memory + embedding_output_kept(x.model, elements) * ref.kept[unit]
 
     def run(keep):
-        ec = edge_cost(mesh, out, inp, full, passes, skip, keep, x.f)
-        fwd, bwd = ec.fwd + extra_f, ec.bwd + extra_b
-        return fwd + bwd + _zero3_window(x, unit, fwd, bwd)
+        ec = edge_cost(mesh, out, inp, full, passes, keep, x.f)
+        return ec.fwd + ec.bwd + _zero3_window(x, unit, ec.fwd, ec.bwd)
 
     base = run(False)
     keep = gathered_axes(out, inp).any(axis=1) & (dst.spec.family == "linear")
     if not keep.any():
-        return (base, memory), None
+        return base, None
+    size = np.array([x.sizes[a] for a in AXES], float)
     shrink = np.prod(np.where(gathered_axes(out, inp), size, 1.0), axis=1)
     kept = full / np.prod(np.where(inp >= SHARD, size, 1.0), axis=1)  # the GEMM's input on one device
     rebuilt = dst.spec.layer and x.recompute == "full"  # kept only while its layer's backward runs
     weight = ref.working if rebuilt else ref.kept[UNIT_OF[dst.name]]
     saved = np.where(keep, kept * (1 - 1 / shrink) * weight, 0.0)
-    return (base, memory), (np.where(keep, run(keep), np.inf), memory - saved)
+    return base, (np.where(keep, run(keep), np.inf), -saved)
 
 
 def _edges(graph: Graph, tables: CostTables, x: _Ctx) -> None:
@@ -338,11 +311,9 @@ def _edges(graph: Graph, tables: CostTables, x: _Ctx) -> None:
         tables.edge_kinds[e.key] = (src.name, dst.name)
         o = np.repeat(codes_of(rows), len(cols), axis=0)  # every (row, col) pair
         i = np.tile(codes_of(cols), (len(rows), 1))
-        (t, mem), alt = _edge(x, src, dst, e.slot, o, i)
+        t, alt = _edge(x, src, dst, o, i)
         shape = (len(rows), len(cols))
         tables.edge[e.key] = m * t.reshape(shape)
-        if np.any(mem):
-            tables.edge_memory[e.key] = mem.reshape(shape)
         if alt is not None:
             tables.alt[e.key] = (m * alt[0].reshape(shape), alt[1].reshape(shape))
 
@@ -380,5 +351,5 @@ def restrict_tables(tables: CostTables, keep: dict[str, np.ndarray]) -> CostTabl
         src_class={e: c[idx[tables.edge_kinds[e][0]]] for e, c in tables.src_class.items()},
         dst_class={e: c[idx[tables.edge_kinds[e][1]]] for e, c in tables.dst_class.items()},
         edge_kinds=dict(tables.edge_kinds), configs=sub(tables.configs), mesh=tables.mesh, alt=dict(tables.alt),
-        edge_memory=dict(tables.edge_memory), per_step=sub(tables.per_step), microbatches=tables.microbatches,
+        per_step=sub(tables.per_step), microbatches=tables.microbatches,
         constant_memory=tables.constant_memory)

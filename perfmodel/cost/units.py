@@ -3,9 +3,9 @@ search: the kernels of their operators (`cost.operators`), the tensors passed be
 edge_cost` over Megatron's placement codes, `perfmodel.operators.megatron_split`) and the collectives inside
 them (`cost.sharded.op_comms`).
 
-The embedding's unit holds the reduction of its vocab-parallel output into the first layer's placement (the
-tensors it passes to that layer), as Megatron-LM's VocabParallelEmbedding does it; a layer holds what it reads
-from the previous layer; the head what it reads from the last layer.
+The embedding's unit holds the reduction of its vocab-parallel output and what that output passes to the first
+layer, as Megatron-LM's VocabParallelEmbedding does it (`perfmodel.operators.edge_unit`); a layer holds what it
+reads from the previous layer; the head what it reads from the last layer.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from ..hardware import System
 from ..models import ModelConfig
 from ..plan import Plan
 from ..operators import (
+    EMBEDDING_EDGES,
+    EMBEDDING_OPS,
     HEAD_EDGES,
     HEAD_OPS,
     INPUT_EDGES,
     LAYER_EDGES,
     LAYER_OPS,
-    SKIP_SLOT,
     SPECS,
     config_of,
     edge_unit,
@@ -33,13 +34,13 @@ from ..operators import (
 from .kernels import ACT_BYTES, Device, Op
 from .layouts import Layouts
 from .mesh import BIT, Mesh
-from .operators import embedding_output_kernels, kernels, megatron, operators
+from .operators import kernels, megatron, operators
 from .sharded import Comm, edge_cost, gathered_axes
 
-UNIT_OPS = {"layer": LAYER_OPS, "embedding": ("embedding",), "head": HEAD_OPS}
+UNIT_OPS = {"layer": LAYER_OPS, "embedding": EMBEDDING_OPS, "head": HEAD_OPS}
 UNIT_EDGES = {
     "layer": LAYER_EDGES + tuple(("residual2", dst, slot) for dst, slot in INPUT_EDGES),
-    "embedding": tuple(("embedding", dst, slot) for dst, slot in INPUT_EDGES),
+    "embedding": EMBEDDING_EDGES + tuple(("embedding_output", dst, slot) for dst, slot in INPUT_EDGES),
     "head": (("residual2", "final_norm", 0),) + HEAD_EDGES,
 }
 TP_NAMES = {"layer": "tp activations", "embedding": "tp embedding", "head": "tp lm head"}
@@ -57,9 +58,8 @@ def spread(obj, inverse: np.ndarray):
 
 
 def op_kernels(model: ModelConfig, system: System, lay: Layouts) -> dict[str, list[Op]]:
-    """The kernels of each operator under Megatron-LM's split for every plan (the embedding's with the position
-    add and dropout on its output as the first layer reads it), costed once per distinct combination of the
-    fields they read.
+    """The kernels of each operator under Megatron-LM's split for every plan, costed once per distinct
+    combination of the fields they read.
 
     A micro-batch's kernels depend on tp, cp, micro_batch and sequence parallelism, and (through fp8 weight
     casts) on dp and ZeRO (`Layouts.distinct`).
@@ -69,7 +69,6 @@ def op_kernels(model: ModelConfig, system: System, lay: Layouts) -> dict[str, li
     sub = lay.take(first)
     dev, ops = Device(model, system, sub), operators(model)
     out = {name: kernels(op, megatron(op, sub), dev) for name, op in ops.items()}
-    out["embedding"] += embedding_output_kernels(dev, sub.tokens_per_microbatch * model.hidden / sub.sp_divisor)
     return {name: spread(k, inverse) for name, k in out.items()}
 
 
@@ -94,8 +93,8 @@ def megatron_codes(src: str, dst: str, slot: int, sequence_parallel: bool) -> tu
 
 def unit_edges(model: ModelConfig, system: System, lay: Layouts) -> dict[str, Comm]:
     """The tensors each unit passes between its operators under Megatron-LM's placements, per micro-batch: one
-    `Comm` per unit (its collectives on tp, exposed: tensor-parallel communication is never overlapped), costed
-    once per distinct combination of the fields they read (`Layouts.distinct`)."""
+    `Comm` per unit (its collectives on tp: exposed, but for sequence parallelism's re-gather of GEMM inputs,
+    `sharded.edge_cost`), costed once per distinct combination of the fields they read (`Layouts.distinct`)."""
     # Megatron's placements move nothing over dp (every operator splits the batch there alike; a tensor's bytes
     # on a device do not depend on dp), so one dp stands for all
     first, inverse = lay.distinct(("tp", "cp", "micro_batch", "sequence_parallel", "recompute"))
@@ -112,7 +111,7 @@ def unit_edges(model: ModelConfig, system: System, lay: Layouts) -> dict[str, Co
             full = sub.micro_batch * sub.dp * sub.seq_len * ops[src].out_width * ACT_BYTES
             passes = np.where((sub.recompute == "full") & (edge_unit(src, dst) == "layer"), 2, 1)
             keep = gathered_axes(o, i).any(axis=-1) & (SPECS[dst].family == "linear")
-            ec = edge_cost(mesh, o, i, full, passes, slot == SKIP_SLOT, keep, f)
+            ec = edge_cost(mesh, o, i, full, passes, keep, f)
             fwd, bwd, rows = fwd + ec.fwd, bwd + ec.bwd, rows + ec.steps
         n = len(sub)
         calls = sum(r[4] for r in rows) + np.zeros(n)

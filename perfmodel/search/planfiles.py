@@ -29,7 +29,7 @@ def balanced(model: ModelConfig, system: System, plan: Plan,
     (`default`: the plan evaluated, `cost.estimate.evaluate_plan`), or fits where the default does not; else
     the plan as it is. With the plan chosen: its evaluation, and a note when the split changed."""
     est = default[1]
-    split = balance_stages(model, system, plan)
+    split = balance_stages(model, system, plan, default[0])
     if not split.fits or split.layers == est.stage_layers:
         return plan, default, None
     candidate = resolve(plan.model_copy(update={"stage_layers": split.layers}), model, system)

@@ -10,7 +10,8 @@ search's choices for what resolve leaves open:
     the interleaved schedule, which needs the micro-batch count to be a multiple of pp;
   - schedule: 1F1B for vpp = 1 (GPipe runs as fast in this model and holds more activations, so it is never
     better and is not enumerated);
-  - sequence parallel with every tp > 1, and only there: Megatron's sequence parallelism replaces each pair of
+  - sequence parallel with every tp > 1 that divides each cp rank's tokens, and only there (without it where tp
+    does not divide them): Megatron's sequence parallelism replaces each pair of
     all-reduces by four all-gathers / reduce-scatters of the same total bytes (equal time in `comm`) and divides
     norm, dropout and residual work, their activations and the pipeline sends by tp, so in this model a plan
     without it is never faster nor smaller (tests/test_search.py checks this); `Space(sequence_parallel=[False,
@@ -130,7 +131,10 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
     want_sp = set(space.sequence_parallel or [True])
     for rc, sp, z in itertools.product(rcs, (False, True), space.zero or [0, 1, 2, 3]):
         # tp = 1 has no sequence parallelism to choose: it is always sp=False
-        keep = (base[:, 0] > 1) & (sp in want_sp) if sp else (base[:, 0] == 1) | (False in want_sp)
+        # sequence parallelism splits each cp rank's tokens over tp, which tp must divide (plan.resolve)
+        divides = (job.seq_len // base[:, 2]) % base[:, 0] == 0
+        keep = ((base[:, 0] > 1) & divides & (sp in want_sp) if sp
+                else (base[:, 0] == 1) | ~divides | (False in want_sp))
         if z > 0:
             keep &= base[:, 3] * base[:, 2] > 1
         sel = base[keep]

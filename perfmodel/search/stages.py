@@ -21,7 +21,7 @@ import numpy as np
 
 from ..cost.memory import stage_memory
 from ..cost.stages import Stages
-from ..cost.step import evaluate
+from ..cost.step import Step, evaluate
 from ..cost.layouts import Layouts
 from ..hardware import System
 from ..models import ModelConfig
@@ -37,11 +37,12 @@ class StageSplit:
     fits: bool
 
 
-def _stage_costs(model: ModelConfig, system: System, plan: Plan):
-    """time[i, k] and memory[i, k]: stage i (of pp) holding k layers (0..n_layers), from the cost model."""
+def _stage_costs(model: ModelConfig, system: System, plan: Plan, step: Step | None = None):
+    """time[i, k] and memory[i, k]: stage i (of pp) holding k layers (0..n_layers), from the cost model (`step`:
+    the plan on its default split, evaluated, if the caller has it)."""
     n, pp = model.n_layers, plan.pp
     lay = Layouts.from_plan(plan.model_copy(update={"stage_layers": None}))
-    step = evaluate(model, system, lay)
+    step = evaluate(model, system, lay) if step is None else step
     unit = {u: step.unit_time[u][0] for u in ("layer", "embedding", "head")}
     ks = np.arange(n + 1, dtype=float)
     ranks = np.arange(pp)
@@ -56,13 +57,14 @@ def _stage_costs(model: ModelConfig, system: System, plan: Plan):
     return time, by_kind["total"].reshape(shape), float(step.stage_time_max[0])
 
 
-def balance_stages(model: ModelConfig, system: System, plan: Plan) -> StageSplit:
-    """The split of `plan` (resolved) that minimises the slowest stage's time with every stage in memory.
+def balance_stages(model: ModelConfig, system: System, plan: Plan, step: Step | None = None) -> StageSplit:
+    """The split of `plan` (resolved) that minimises the slowest stage's time with every stage in memory
+    (`step`: the plan on its default split evaluated, `cost.step.evaluate`, if the caller has it).
 
     Where no split fits, the one with the smallest largest-stage memory overshoot is returned (fits=False).
     """
     n, pp, vpp = model.n_layers, plan.pp, plan.vpp
-    time, mem, default_t = _stage_costs(model, system, plan)
+    time, mem, default_t = _stage_costs(model, system, plan, step)
     cap = system.accelerator.hbm_bytes
     if pp == 1:
         return StageSplit([n], float(time[0, n]), [float(mem[0, n])], default_t, bool(mem[0, n] <= cap))

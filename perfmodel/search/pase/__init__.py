@@ -7,7 +7,7 @@ strategy (one configuration per vertex) is the sum of vertex costs (compute and 
 and edge costs (redistributing a tensor from the placement its producer writes to the placement its consumer
 reads, forward and backward). PaSE orders the vertices greedily so that the set of processed vertices that
 still have unprocessed neighbours (the dependent set) stays small (GENERATESEQ, `order`), then runs an exact
-dynamic program over that order whose table is indexed by the configurations of the dependent set (`dp`).
+dynamic program over that order whose table is indexed by the configurations of the dependent set (`program`).
 
 Here the mesh is the stage mesh of a plan, axes (dp, cp, tp) of sizes plan.dp, plan.cp, plan.tp in Megatron
 device order (tp innermost). The search may split any dimension over the tp axis, so it can rediscover
@@ -21,7 +21,7 @@ Megatron-LM's assignment costs what the estimate says. Our extensions of PaSE, w
     the budget but never optimal for any lambda) is not found, the usual price of the relaxation.
   - Two ways to run an edge into a GEMM: gather its input and keep the gathered copy for the weight gradient,
     or keep the producer's shard and gather it again in the backward (`cost.tables.CostTables.alt`).
-  - Block chain (exact, `dp.ChainProblem`): vertices no edge passes over cut the graph into a chain of blocks;
+  - Block chain (exact, `program.ChainProblem`): vertices no edge passes over cut the graph into a chain of blocks;
     identical layers share one min-plus map, so a DP run costs a few blocks instead of n_layers of them.
   - Compression of the DP table (exact): configurations of a dependent-set vertex that place its remaining
     edges' tensors alike are interchangeable; the table keeps the cheapest of each class.
@@ -31,7 +31,6 @@ Megatron-LM's assignment costs what the estimate says. Our extensions of PaSE, w
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 
@@ -43,10 +42,10 @@ from ...cost.tables import CostTables, class_ids, configurations, cost_tables, r
 from ...errors import InputError
 from ...hardware import System, load_hardware
 from ...models import ModelConfig, load_model
-from ...operators import AXES, MEGATRON_TP, SPECS, config_of, parse_placement, tensor_codes
+from ...operators import AXES, PARTIAL, SHARD, SPECS, config_of, megatron_split, parse_placement, tensor_codes
 from ...plan import Plan, resolve
 from .budget import Point, fit_budget
-from .dp import ChainProblem, DPStats, Problem, brute_force, edge_parts, evaluate
+from .program import ChainProblem, DPStats, Problem, brute_force, dp, edge_parts, evaluate
 from .order import generate_seq, separators
 from .result import Diagnostics, PaseResult, VertexResult, result
 
@@ -55,14 +54,6 @@ __all__ = ["solve", "PaseResult", "VertexResult", "Diagnostics", "Graph", "Verte
            "megatron_alternatives", "find_config", "dp", "evaluate", "edge_parts", "brute_force", "generate_seq",
            "separators", "Problem", "ChainProblem", "DPStats", "fit_budget", "Point", "redistribute_time",
            "tied_classes"]
-
-
-def dp(graph: Graph, tables: CostTables, lam: float = 0.0, order: list[int] | None = None,
-       chain: bool = False) -> tuple[float, list[int]]:
-    """Exact minimum of time + lam * memory over all strategies by PaSE's DP (over the whole graph in
-    GENERATESEQ order, or block by block with `chain`), and its argmin."""
-    prob = ChainProblem(graph, tables) if chain else Problem(graph, tables, order)
-    return prob.solve(lam)
 
 
 def find_config(tables: CostTables, graph: Graph, kind: str, split: dict[str, Sequence[str]]) -> int:
@@ -83,28 +74,40 @@ def megatron_assignment(graph: Graph, tables: CostTables, sequence_parallel: boo
     (Korthikanti et al. 2022). `tp_split(kind)` overrides the tp dim per kind (None: replicate)."""
     out = []
     for v in graph.vertices:
-        dim = tp_split(v.kind) if tp_split else MEGATRON_TP.get(v.kind, "seq" if sequence_parallel else None)
-        split: dict[str, list[str]] = {"batch": ["dp"], "seq": ["cp"]}
-        if dim is not None:
-            split.setdefault(dim, []).append("tp")
+        split = megatron_split(v.kind, sequence_parallel)
+        if tp_split is not None:
+            split = {d: [a for a in on if a != "tp"] for d, on in split.items()}
+            if tp_split(v.kind) is not None:
+                split.setdefault(tp_split(v.kind), []).append("tp")
         out.append(find_config(tables, graph, v.kind, split))
     return out
 
 
 def megatron_alternatives(graph: Graph, tables: CostTables) -> np.ndarray:
     """Which edges Megatron-LM runs the second way: every GEMM input it gathers is kept as the shard and gathered
-    again in the backward (sequence parallelism) - every edge whose alternative exists at the assignment."""
+    again in the backward (sequence parallelism). True for every edge whose kind has an alternative; where the
+    assignment's classes have none, `CostTables.edge_parts` runs the edge the plain way."""
     return np.array([e.key in tables.alt for e in graph.edges])
 
 
 def redistribute_time(mesh: Mesh, src: Sequence[str], dst: Sequence[str], full_bytes: float) -> float:
-    """`cost.mesh.redistribution_time` for one pair of placements in DTensor words, one per axis of (dp, cp, tp)."""
+    """`cost.mesh.redistribution_time` for one pair of placements of an activation ([batch, seq, features]) in
+    DTensor words, one per axis of (dp, cp, tp); the destination is never Partial()."""
     if len(src) != len(AXES) or len(dst) != len(AXES):
         raise InputError(f"placements {list(src)} -> {list(dst)} need one entry per mesh axis {list(AXES)}")
     try:
         codes = [np.array([[parse_placement(p) for p in side]]) for side in (src, dst)]
     except ValueError as err:
         raise InputError(str(err)) from None
+    for side, c in zip((src, dst), codes):
+        if (c > SHARD + 2).any():
+            raise InputError(f"placement {side[int(np.argmax(c[0]))]!r} shards a dim an activation lacks; valid: "
+                             "Shard(0) batch, Shard(1) sequence, Shard(2) features")
+    if (codes[1] == PARTIAL).any():
+        raise InputError(f"destination {list(dst)} holds Partial(); valid: Replicate() or Shard(i) (a redistribution "
+                         "ends in a usable tensor)")
+    if isinstance(full_bytes, bool) or not isinstance(full_bytes, (int, float)) or not 0 <= full_bytes < float("inf"):
+        raise InputError(f"full_bytes = {full_bytes!r}; valid: a finite number of bytes >= 0")
     return float(redistribution_time(mesh, codes[0], codes[1], full_bytes)[0])
 
 
@@ -126,11 +129,12 @@ def solve(model: ModelConfig | str, system: System | str, plan: Plan, memory_bud
     """
     start = time.perf_counter()
     model, system = load_model(model), load_hardware(system)  # objects pass through; names and paths load
+    plan = Plan(**plan) if isinstance(plan, dict) else plan
     if not isinstance(plan, Plan):
-        raise InputError(f"plan must be a perfmodel.Plan, got {type(plan).__name__}")
+        raise InputError(f"plan must be a perfmodel.Plan (or a dict of its fields), got {type(plan).__name__}")
     plan = resolve(plan, model, system)
     budget = system.accelerator.hbm_bytes if memory_budget is None else memory_budget
-    if not budget > 0 or not math.isfinite(budget):
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget < float("inf"):
         raise InputError(f"memory_budget = {memory_budget!r} bytes; valid: a positive finite number of bytes")
     graph = operator_graph(model.n_layers)
     t0 = time.perf_counter()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .dp import ChainProblem, Problem
+from .program import ChainProblem, Problem
 
 
 @dataclass

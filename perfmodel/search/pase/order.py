@@ -51,11 +51,10 @@ def generate_seq(graph: Graph, pinned: Sequence[int] = ()) -> list[int]:
     return order
 
 
-
-
 def separators(graph: Graph) -> list[int]:
     """Vertices no edge passes over in graph order (no edge (a, b) with a < v < b): they cut the graph into a
-    chain of blocks. In an operator graph: the embedding, every residual1 and residual2, and the head ops."""
+    chain of blocks. In an operator graph: the embedding and its output, every residual1 and residual2, and the
+    head ops."""
     cross = np.zeros(len(graph.vertices) + 1, int)
     for e in graph.edges:
         a, b = sorted((e.src, e.dst))

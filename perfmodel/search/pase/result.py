@@ -11,10 +11,10 @@ from ...cost.tables import CostTables
 from ...errors import Schema
 from ...hardware import System
 from ...models import ModelConfig
-from ...operators import OPS, SPECS, ParallelStyle, describe
+from ...operators import GRAPH_OPS, OPS, SPECS, UNIT_OF, ParallelStyle, describe
 from ...planfile import OpPlacement
 from .budget import Point
-from .dp import ChainProblem, Problem, edge_parts
+from .program import ChainProblem, Problem, edge_parts
 
 
 class VertexResult(Schema):
@@ -83,14 +83,16 @@ class PaseResult(Schema):
             if r.layer is not None:
                 open_run[r.op] = run
             out.append(run)
-        rank = {op: i for i, op in enumerate(OPS)}
-        out.sort(key=lambda x: (x[1] is None and x[0].op != "embedding", x[1][0] if x[1] else -1, rank.get(x[0].op)))
+        rank = {op: i for i, op in enumerate(GRAPH_OPS)}
+        head = lambda r: UNIT_OF[r.op] == "head"
+        out.sort(key=lambda x: (head(x[0]), x[1][0] if x[1] else -1, rank[x[0].op]))
         return [tuple(x) for x in out]
 
     def placements(self) -> list[OpPlacement]:
-        """Per-operator placements (planfile.OpPlacement), layers with identical choices collapsed."""
+        """Per-operator placements (planfile.OpPlacement), layers with identical choices collapsed; the
+        embedding's output is where the executor redistributes the embedding's output to what norm1 reads."""
         return [OpPlacement(op=r.op, layers=layers, split=r.split, input=r.input, output=r.output, weight=r.weight,
-                            style=r.style) for r, layers, _ in self._runs()]
+                            style=r.style) for r, layers, _ in self._runs() if r.op in OPS]
 
     def summary(self) -> str:
         """One row per operator and run of layers: split, placements (dp, cp, tp; R, P, S(i)), style, seconds per
@@ -142,7 +144,7 @@ def result(model: ModelConfig, system: System, graph: Graph, tables: CostTables,
     diag = Diagnostics(vertices=len(graph.vertices), edges=len(graph.edges),
                        max_dependent_set=prob.stats.max_dependent_set,
                        max_table_entries=prob.stats.max_table_entries,
-                       candidates={k: tables.size(k) for k in OPS if k in tables.time},
+                       candidates={k: tables.size(k) for k in GRAPH_OPS if k in tables.time},
                        max_candidates=max(tables.size(k) for k in tables.time), dp_runs=runs, **timings)
     mesh = {a: int(tables.mesh.size[a]) for a in ("dp", "cp", "tp")}
     return PaseResult(model=model.name, hardware=system.name, mesh=mesh, time_s=point.time,
