@@ -52,5 +52,6 @@ def check_prediction(model: ModelConfig, system: System, plan: Plan, prediction:
         if not same:
             raise InputError(f"{where}: prediction.{field} = {value!r} disagrees with this perfmodel's estimate of "
                              f"the plan ({now[field]!r}); the file was edited or written by another version: "
-                             "re-create it (perfmodel search ... --output FILE or perfmodel predict ... --save-plan FILE)")
+                             "re-create it (perfmodel search ... --output FILE or perfmodel predict ... "
+                             "--save-plan FILE)")
     return est

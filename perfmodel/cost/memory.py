@@ -16,11 +16,12 @@ import numpy as np
 
 from ..hardware import System
 from ..models import ModelConfig
-from ..operators import EMBEDDING_OPS, HEAD_EDGES, HEAD_OPS, LAYER_EDGES, LAYER_OPS, SPECS, megatron_dim
+from ..operators import EMBEDDING_OPS, HEAD_EDGES, HEAD_OPS, LAYER_EDGES, LAYER_OPS, megatron_dim
 from ..plan import Plan
 from .kernels import GEMM_INPUT_BYTES
 from .layouts import Layouts
-from .operators import kept_bytes, local_params, megatron, operators
+from .mesh import gathered_axes
+from .operators import Operator, keeps_shard, kept_bytes, local_params, megatron, megatron_codes, operators
 from .pipeline import in_flight
 from .stages import Stages, pick
 
@@ -28,9 +29,6 @@ WEIGHT_BYTES = 2.0
 OPTIMIZER_BYTES = 12.0  # fp32 master + Adam m + v
 GRAD_BYTES = {"fp32": 4.0, "bf16": 2.0}
 MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "other", "total")
-# GEMMs that read a sequence-parallel op's output: with sequence parallelism they keep their input sharded
-GEMM_INPUTS = tuple(b for a, b, _ in LAYER_EDGES + HEAD_EDGES
-                    if megatron_dim(a, True) == "seq" and SPECS[b].family == "linear")
 
 
 def _layouts(plan: Plan | Layouts) -> Layouts:
@@ -110,10 +108,20 @@ def sp_replicated_params(model: ModelConfig, layers, last):
     return layers * per_layer + np.asarray(last, bool) * ops["final_norm"].weights[0].params
 
 
-def input_shrink(name: str, lay: Layouts) -> np.ndarray:
-    """How far a GEMM's kept input is sharded against what it reads: tp for a column-parallel GEMM under
-    sequence parallelism (it keeps the sequence shard and gathers it again in the backward), else 1."""
-    return np.where(lay.sequence_parallel & (name in GEMM_INPUTS), lay.tp, 1)
+def input_shrink(op: Operator, lay: Layouts) -> np.ndarray | float:
+    """How far an operator's kept input is sharded against what it reads under Megatron-LM's placements: the
+    sizes of the axes over which it keeps its producer's shard (`operators.keeps_shard`: tp for a
+    column-parallel GEMM under sequence parallelism), else 1."""
+    src = next((a for a, b, slot in LAYER_EDGES + HEAD_EDGES if b == op.name and slot == 0), None)
+    if src is None:
+        return 1.0
+    sizes = np.stack(np.broadcast_arrays(lay.dp, lay.cp, lay.tp), axis=-1)
+    shrink = {}
+    for sp in (False, True):
+        out, inp = megatron_codes(src, op.name, 0, sp)
+        kept = gathered_axes(out, inp) & keeps_shard(out, inp, op)
+        shrink[sp] = np.prod(np.where(kept, sizes, 1), axis=-1)
+    return np.where(lay.sequence_parallel, shrink[True], shrink[False])
 
 
 def _kept(model: ModelConfig, lay: Layouts, names, recompute) -> np.ndarray:
@@ -122,7 +130,7 @@ def _kept(model: ModelConfig, lay: Layouts, names, recompute) -> np.ndarray:
     ops = operators(model)
     first, inverse = lay.distinct(("tp", "cp", "micro_batch", "sequence_parallel", "recompute"))
     sub, rc = lay.take(first), np.broadcast_to(np.asarray(recompute), (len(lay),))[first]
-    kept = sum(kept_bytes(ops[n], megatron(ops[n], sub), model, lay.attention, rc, input_shrink(n, sub))
+    kept = sum(kept_bytes(ops[n], megatron(ops[n], sub), model, lay.attention, rc, input_shrink(ops[n], sub))
                for n in names) + np.zeros(len(sub))
     return kept[inverse]
 

@@ -131,6 +131,17 @@ def bits(sel: np.ndarray) -> np.ndarray:
     return (np.asarray(sel).astype(np.int64) << np.arange(sel.shape[-1])).sum(axis=-1)
 
 
+def gathered_axes(out: np.ndarray, inp: np.ndarray) -> np.ndarray:
+    """Axes on which a consumer gathers a producer's shard (Shard -> Replicate, no Partial): where it could keep
+    the shard instead (`edge_cost`'s keep_shard)."""
+    return (out >= SHARD) & (inp <= PARTIAL) & ~(out == PARTIAL).any(axis=-1, keepdims=True)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Weights
+# ---------------------------------------------------------------------------------------------------------
+
+
 def redistribution_steps(mesh: Mesh, src: np.ndarray, dst: np.ndarray, full_bytes) -> list[tuple[str, object, object]]:
     """The collectives that turn a tensor of `full_bytes` (un-sharded) from placement codes `src` into `dst`
     ((N, axes) arrays, `operators.tensor_codes`; `dst` is never Partial): (kind, bytes per call, group mask).

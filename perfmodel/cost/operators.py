@@ -20,8 +20,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..models import ModelConfig
-from ..operators import GRAPH_OPS, LAYER_OPS, SPECS, UNIT_OF, OpSpec, megatron_dim
+from ..operators import (
+    GRAPH_OPS,
+    LAYER_OPS,
+    SPECS,
+    UNIT_OF,
+    OpSpec,
+    config_of,
+    megatron_dim,
+    megatron_split,
+    tensor_codes,
+)
 from .kernels import (
+    ACT_BYTES,
     ELEMENTWISE_BYTES,
     Device,
     Op,
@@ -32,7 +43,7 @@ from .kernels import (
     residual_bytes,
 )
 from .layouts import Layouts
-from .mesh import BIT
+from .mesh import BIT, gathered_axes
 
 RECOMPUTED = {"layer": ("full",), "embedding": (), "head": ()}  # modes that re-run an op's forward
 
@@ -67,8 +78,9 @@ class Operator:
 
 
 def operators(model: ModelConfig) -> dict[str, Operator]:
-    """The 14 operators of `model` (perfmodel.operators.OPS), sized. mlp_in computes gate and up alike over ffn
-    (Megatron interleaves them), so a split of ffn splits both; a split of qkv's heads cuts the K and V heads too."""
+    """The operators of `model`'s graph (perfmodel.operators.GRAPH_OPS), sized. mlp_in computes gate and up alike
+    over ffn (Megatron interleaves them), so a split of ffn splits both; a split of qkv's heads cuts the K and V
+    heads too."""
     m = model
     h, f, v, q, kv = m.hidden, m.ffn_hidden, m.vocab, m.q_dim, m.kv_dim
     g = 2 if m.gated else 1
@@ -129,18 +141,45 @@ class Split:
 
 
 def megatron(op: Operator, lay: Layouts) -> Split:
-    """Megatron-LM's split of `op` for every plan of `lay` (perfmodel.operators.megatron_dim): dp the batch, cp
-    the sequence, tp the op's dim (the sequence too with sequence parallelism, for norms and residuals)."""
-    pieces = {"batch": lay.dp, "seq": lay.cp}
-    masks = {"batch": BIT["dp"], "seq": BIT["cp"]}
-    dim = megatron_dim(op.name, True)
-    if dim == "seq":  # norms and residuals: by tp only with sequence parallelism
-        sp = lay.sequence_parallel
-        pieces["seq"] = lay.cp * np.where(sp, lay.tp, 1)
-        masks["seq"] = BIT["cp"] | np.where(sp, BIT["tp"], 0)
-    elif dim is not None:
-        pieces[dim], masks[dim] = lay.tp, BIT["tp"]
+    """Megatron-LM's split of `op` (perfmodel.operators.megatron_split) for every plan of `lay`: an axis the split
+    takes only with sequence parallelism (tp over the sequence of norms and residuals) counts where the plan has
+    sequence parallelism."""
+    sizes = {"dp": lay.dp, "cp": lay.cp, "tp": lay.tp}
+    always = megatron_split(op.name, False)
+    pieces, masks = {}, {}
+    for dim, axes in megatron_split(op.name, True).items():
+        on = [True if a in always.get(dim, ()) else lay.sequence_parallel for a in axes]
+        pieces[dim] = math.prod(np.where(o, sizes[a], 1) for a, o in zip(axes, on))
+        masks[dim] = sum(np.where(o, BIT[a], 0) for a, o in zip(axes, on))
     return Split(op, pieces, masks, lay.micro_batch * lay.dp, lay.seq_len)
+
+
+def megatron_codes(src: str, dst: str, slot: int, sequence_parallel: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Placement codes on (dp, cp, tp) of `src`'s output and of what `dst` reads in `slot`, under Megatron-LM's
+    split (perfmodel.operators.megatron_split)."""
+    a, b = SPECS[src], SPECS[dst]
+    out = tensor_codes(a, config_of(a, megatron_split(src, sequence_parallel)), a.out, "out")
+    inp = tensor_codes(b, config_of(b, megatron_split(dst, sequence_parallel)), b.ins[slot], "in")
+    return out[0], inp[0]
+
+
+def output_bytes(op: Operator, lay: Layouts) -> Values:
+    """Bytes of `op`'s whole output activation over the stage mesh for one micro-batch (micro_batch * dp
+    sequences, bf16): what a redistribution moves a share of (`cost.mesh.redistribution_steps`)."""
+    return lay.micro_batch * lay.dp * lay.seq_len * op.out_width * ACT_BYTES
+
+
+def forward_passes(unit: str, recompute) -> Values:
+    """Forwards a unit's operators run per micro-batch: twice in a layer under full recompute (its own and the
+    recomputed one in the backward), else once."""
+    return np.where((np.asarray(recompute) == "full") & (unit == "layer"), 2, 1)
+
+
+def keeps_shard(out: np.ndarray, inp: np.ndarray, consumer: Operator) -> np.ndarray:
+    """Where a GEMM keeps the producer's shard of its input for the weight gradient and gathers it again in the
+    backward, instead of keeping what it gathered (Megatron-LM sequence parallelism, Korthikanti et al. 2022,
+    Sec. 4.2.2): wherever the forward gathers its input (`cost.mesh.gathered_axes`)."""
+    return gathered_axes(out, inp).any(axis=-1) & (consumer.spec.family == "linear")
 
 
 def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
@@ -202,9 +241,9 @@ def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recom
     Megatron-LM's sequence parallelism does); attention Q, K, V (2 (q + 2 kv)) and its core: flash the fp32
     log-sum-exp (4 per head), unfused the softmax output, dropout mask and output (2 + 3 drop per head and key);
     a residual its dropout mask (1 B); the activation its input (SwiGLU: gate and up, 4 f; GeLU 2 f); the loss
-    its fp32 logits (4 V); the embedding's output its dropout mask. For GPT (q = kv = h, f = 4h, dropout, unfused, tp = 1) a layer sums to
-    sbh(34 + 5as/h). Selective recompute drops the attention core; full recompute keeps only the layer's input
-    (norm1's), for layer ops.
+    its fp32 logits (4 V); the embedding's output its dropout mask. For GPT (q = kv = h, f = 4h, dropout,
+    unfused, tp = 1) a layer sums to sbh(34 + 5as/h). Selective recompute drops the attention core; full
+    recompute keeps only the layer's input (norm1's), for layer ops.
     """
     fam, T = op.spec.family, s.tokens
     drop = 1.0 if model.dropout > 0 else 0.0

@@ -15,11 +15,11 @@ from dataclasses import KW_ONLY, dataclass
 import numpy as np
 
 from ..models import ModelConfig
-from ..operators import PARTIAL, REPLICATE, SHARD
+from ..operators import PARTIAL, REPLICATE
 from .kernels import Device, Values
 from .memory import WEIGHT_BYTES, adam_step_bytes
 from .mesh import BIT, Mesh, redistribution_steps
-from .operators import Operator, Split
+from .operators import Operator, Split, forward_passes
 
 
 ZERO_GROUP = BIT["dp"] | BIT["cp"]  # the ranks holding replicas of the same weights: dp * cp, tp apart
@@ -98,7 +98,7 @@ def norm_stats(op: Operator, s: Split, mesh: Mesh, layernorm: bool, recompute) -
     forward and again in each recomputed forward and in the backward."""
     nbytes = s.tokens * 4.0 * (2 if layernorm else 1)
     per = mesh.collective("all_reduce", nbytes, s.mask("hidden"))
-    again = np.where((np.asarray(recompute) == "full") & op.spec.layer, 2, 1)
+    again = forward_passes(op.unit, recompute)
     return [Comm("norm statistics", "all_reduce", "tp", nbytes=nbytes, seconds=per, calls=again + 1, fwd=per,
                  bwd=again * per, unit=op.unit, mask=s.mask("hidden"), active=s.split("hidden") > 1)]
 
@@ -171,15 +171,6 @@ def edge_cost(mesh: Mesh, out: np.ndarray, inp: np.ndarray, full_bytes, passes, 
     return EdgeCost(fwd + 0.0, bwd + 0.0, rows)
 
 
-def gathered_axes(out: np.ndarray, inp: np.ndarray) -> np.ndarray:
-    """Axes on which a consumer gathers a producer's shard (Shard -> Replicate, no Partial): where it could keep
-    the shard instead (`edge_cost`'s keep_shard)."""
-    return (out >= SHARD) & (inp <= PARTIAL) & ~(out == PARTIAL).any(axis=-1, keepdims=True)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Weights
-# ---------------------------------------------------------------------------------------------------------
 def zero3_gather(mesh: Mesh, params, grad_bytes, mask, latency_share=1.0) -> tuple[Values, Values]:
     """ZeRO-3 per micro-batch: (seconds of one bf16 weight all-gather, of one gradient reduce-scatter) of `params`
     over the group `mask` (gathered before the forward and again before the backward; reduced once)."""

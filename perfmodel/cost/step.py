@@ -83,7 +83,7 @@ class Step:
     p2p: np.ndarray  # seconds per micro-batch of a stage's sends
     stage_time_max: np.ndarray  # seconds per micro-batch of the slowest stage
     compute_speedup: np.ndarray  # cost.compute.shared_core_speedup applied to compute (1: no shared host)
-    zero3_overlap: dict[str, tuple[np.ndarray, np.ndarray, float]]  # unit -> (gather <= forward, <= backward, f)
+    zero3_overlap: dict[str, tuple]  # unit -> (gather <= forward, <= backward, fraction that may hide, active)
 
     @property
     def step_time_s(self) -> np.ndarray:
@@ -160,7 +160,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
         # The embedding is first in the forward and last in the backward: nothing to hide behind.
         frac = f if overlap and unit != "embedding" else 0.0
         e_f, e_b = behind(ag, fwd[unit], frac), behind(ag + rs, bwd[unit], frac)
-        zero3_overlap[unit] = (ag <= fwd[unit], ag + rs <= bwd[unit], frac)
+        zero3_overlap[unit] = (ag <= fwd[unit], ag + rs <= bwd[unit], frac, on)
         share = np.divide(ag, ag + rs, out=np.zeros_like(ag), where=ag + rs > 0)  # split by traffic
         charge(Comm("zero3 weight all-gather", "all_gather", "dp", nbytes=p * WEIGHT_BYTES, seconds=ag, calls=2,
                     fwd=e_f, bwd=e_b * share, unit=unit, part="zero3_comm", mask=ZERO_GROUP, active=on))

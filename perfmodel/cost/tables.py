@@ -32,25 +32,33 @@ from ..models import ModelConfig
 from ..operators import AXES, CODES, DATA_AXES, SHARD, UNIT_OF, edge_unit, tensor_codes
 from ..plan import Plan
 from .graph import Graph
-from .kernels import ACT_BYTES, Device, zero3_copy_op
+from .kernels import Device, zero3_copy_op
 from .layouts import Layouts
 from .memory import (
     GRAD_BYTES,
     head_copy,
     kept_scale,
+    layer_gemm_params,
     narrow_cache_bytes,
-    stage_params,
     state_bytes,
-    transient_bytes,
-    unit_params,
 )
-from .mesh import Mesh
-from .operators import Operator, Split, kept_bytes, kernels, local_params, operators, weight_shard
+from .mesh import Mesh, gathered_axes
+from .operators import (
+    Operator,
+    Split,
+    forward_passes,
+    keeps_shard,
+    kept_bytes,
+    kernels,
+    local_params,
+    operators,
+    output_bytes,
+    weight_shard,
+)
 from .sharded import (
     ZERO_GROUP,
     behind_linear,
     edge_cost,
-    gathered_axes,
     gradient_reduction,
     op_comms,
     optimizer_seconds,
@@ -134,13 +142,10 @@ class Reference:
         layers, emb, head = at(st.layers), at(st.embedding), at(st.head)
         scale = kept_scale(lay.schedule, lay.pp, lay.vpp, lay.num_microbatches, at(st.rank))
         scale = {u: float(np.ravel(v)[0]) for u, v in scale.items()}
-        p = unit_params(model, lay)
-        params_of = stage_params(model, lay, layers, emb == 1, head == 1)
-        largest = max(float(p["layer"][0]) * (layers > 0), float(p["embedding"][0]) * emb, float(p["head"][0]) * head)
-        const = float(transient_bytes(system, lay, params_of, largest)[0])
-        on = bool(lay.zero[0] == 3 and lay.zero_shard[0] > 1)
-        zero3 = {u: (bool(h_f[0]), bool(h_b[0]), frac, on and p[u][0] > 0)
-                 for u, (h_f, h_b, frac) in step.zero3_overlap.items()}
+        # what no placement changes: the stage's "other" memory but the cached narrow weights (per operator here)
+        const = float(step.memory["other"][0] - layers * narrow_cache_bytes(layer_gemm_params(model, lay), lay)[0])
+        zero3 = {u: (bool(h_f[0]), bool(h_b[0]), frac, bool(on[0]))
+                 for u, (h_f, h_b, frac, on) in step.zero3_overlap.items()}
         return cls(step, float(step.compute_speedup[0]), zero3,
                    {"layer": layers / n, "embedding": emb, "head": head},
                    {"layer": layers / n * scale["layer"], "embedding": emb * scale["embedding"],
@@ -276,15 +281,14 @@ def _edge(x: _Ctx, src: Operator, dst: Operator, out: np.ndarray, inp: np.ndarra
     bytes) of keeping the producer's shard (None where no pair gathers into a GEMM)."""
     lay, ref, mesh = x.lay, x.ref, x.mesh
     unit = edge_unit(src.name, dst.name)
-    full = float(lay.micro_batch[0] * lay.dp[0]) * lay.seq_len * src.out_width * ACT_BYTES
-    passes = 2 if x.recompute == "full" and unit == "layer" else 1
+    full, passes = float(output_bytes(src, lay)[0]), int(forward_passes(unit, x.recompute))
 
     def run(keep):
         ec = edge_cost(mesh, out, inp, full, passes, keep, x.f)
         return ec.fwd + ec.bwd + _zero3_window(x, unit, ec.fwd, ec.bwd)
 
     base = run(False)
-    keep = gathered_axes(out, inp).any(axis=1) & (dst.spec.family == "linear")
+    keep = keeps_shard(out, inp, dst)
     if not keep.any():
         return base, None
     size = np.array([x.sizes[a] for a in AXES], float)

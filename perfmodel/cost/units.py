@@ -16,7 +16,6 @@ import numpy as np
 
 from ..hardware import System
 from ..models import ModelConfig
-from ..plan import Plan
 from ..operators import (
     EMBEDDING_EDGES,
     EMBEDDING_OPS,
@@ -25,17 +24,22 @@ from ..operators import (
     INPUT_EDGES,
     LAYER_EDGES,
     LAYER_OPS,
-    SPECS,
-    config_of,
     edge_unit,
-    megatron_split,
-    tensor_codes,
 )
-from .kernels import ACT_BYTES, Device, Op
+from ..plan import Plan
+from .kernels import Device, Op
 from .layouts import Layouts
 from .mesh import BIT, Mesh
-from .operators import kernels, megatron, operators
-from .sharded import Comm, edge_cost, gathered_axes
+from .operators import (
+    forward_passes,
+    keeps_shard,
+    kernels,
+    megatron,
+    megatron_codes,
+    operators,
+    output_bytes,
+)
+from .sharded import Comm, edge_cost
 
 UNIT_OPS = {"layer": LAYER_OPS, "embedding": EMBEDDING_OPS, "head": HEAD_OPS}
 UNIT_EDGES = {
@@ -82,15 +86,6 @@ def unit_ops(model: ModelConfig, system: System, plan: Plan | Layouts,
     return {u: spread(ops, 0) for u, ops in out.items()} if isinstance(plan, Plan) else out
 
 
-def megatron_codes(src: str, dst: str, slot: int, sequence_parallel: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Placement codes on (dp, cp, tp) of `src`'s output and of what `dst` reads in `slot`, under Megatron-LM's
-    split (perfmodel.operators.megatron_split)."""
-    a, b = SPECS[src], SPECS[dst]
-    out = tensor_codes(a, config_of(a, megatron_split(src, sequence_parallel)), a.out, "out")
-    inp = tensor_codes(b, config_of(b, megatron_split(dst, sequence_parallel)), b.ins[slot], "in")
-    return out[0], inp[0]
-
-
 def unit_edges(model: ModelConfig, system: System, lay: Layouts) -> dict[str, Comm]:
     """The tensors each unit passes between its operators under Megatron-LM's placements, per micro-batch: one
     `Comm` per unit (its collectives on tp: exposed, but for sequence parallelism's re-gather of GEMM inputs,
@@ -108,10 +103,8 @@ def unit_edges(model: ModelConfig, system: System, lay: Layouts) -> dict[str, Co
         for src, dst, slot in edges:
             (o0, i0), (o1, i1) = (megatron_codes(src, dst, slot, v) for v in (False, True))
             o, i = np.where(sp, o1, o0), np.where(sp, i1, i0)
-            full = sub.micro_batch * sub.dp * sub.seq_len * ops[src].out_width * ACT_BYTES
-            passes = np.where((sub.recompute == "full") & (edge_unit(src, dst) == "layer"), 2, 1)
-            keep = gathered_axes(o, i).any(axis=-1) & (SPECS[dst].family == "linear")
-            ec = edge_cost(mesh, o, i, full, passes, keep, f)
+            passes = forward_passes(edge_unit(src, dst), sub.recompute)
+            ec = edge_cost(mesh, o, i, output_bytes(ops[src], sub), passes, keeps_shard(o, i, ops[dst]), f)
             fwd, bwd, rows = fwd + ec.fwd, bwd + ec.bwd, rows + ec.steps
         n = len(sub)
         calls = sum(r[4] for r in rows) + np.zeros(n)
