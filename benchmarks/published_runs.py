@@ -1,10 +1,17 @@
 """Accuracy benchmark: predict every expressible training run of the published-runs development set.
 
-    python benchmarks/published_runs.py [--csv PATH] [--rows] [--out results.csv]
+    python benchmarks/published_runs.py [--csv PATH] [--rows] [--out results.csv] [--draws 20] [--seed 0]
 
-Prints, per source group and overall (and over the trust-A rows): rows, expressible rows, MAPE of step time,
-max |error|, and the rows that could not be expressed with the reason. Efficiency parameters come from the
-hardware specs only; nothing here is tuned per row or per source.
+Prints, per source group and overall (and over the trust-A rows), MAPE, median and max |error| and the mean
+signed error of the step time, for
+  (a) profiles: the hardware specs and each run's software-stack profile (its `framework`), nothing fitted;
+  (b) leave-one-group-out: `perfmodel calibrate --from-runs`'s fit (perfmodel.calibrate.runs) to every other
+      group (each group weighted once), predicting this one, with its 80% interval from the nested leave-one-group-out residuals of the
+      other groups (each group weighted once) and the share of this group's rows inside it;
+  (c) three-shot: the fit to 3 rows of the group (`--draws` random draws, fixed `--seed`), predicting the rest:
+      the median over draws of that MAPE.
+Then the rows that could not be expressed, with the reason, and the 80% interval of (a)'s errors per stack
+(what the stack profiles' `interval` quotes). Nothing here is tuned per row or per source.
 """
 
 from __future__ import annotations
@@ -14,48 +21,120 @@ import signal
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from perfmodel import estimate
 from devset import DEFAULT_CSV
-from perfmodel.errors import InputError
+from perfmodel.calibrate.runs import fit, interval_from, price
 from perfmodel.published import load_cases
+from perfmodel.stack import STACKS
+
+NEUTRAL = (1.0, 1.0, 0.0)  # compute speed, network speed, overhead: the uncalibrated spec
 
 
-
-def predict_all(csv: Path) -> pd.DataFrame:
-    out = []
-    for c in load_cases(csv):
-        rec = dict(row_id=c.row_id, group=c.group, trust=c.trust, measured_s=c.measured_s, predicted_s=None,
-                   reason=c.reason)
-        if not c.reason:
-            try:
-                e = estimate(c.model, c.system, c.plan)
-                rec.update(predicted_s=e.step_time_s, mfu=e.mfu, fits=e.fits_in_memory,
-                           layout=f"tp{c.plan.tp} pp{c.plan.pp} dp{c.plan.dp} cp{c.plan.cp} v{c.plan.vpp} "
-                                  f"mb{c.plan.micro_batch} gb{c.plan.global_batch} s{c.plan.seq_len} "
-                                  f"z{c.plan.zero} {c.plan.recompute} {c.plan.precision}{' sp' if c.plan.sequence_parallel else ''}",
-                           model=c.model.name[:28], hardware=c.system.name)
-            except InputError as err:
-                rec["reason"] = f"estimate: {err}"
-        out.append(rec)
+def predict_all(csv: Path):
+    """(per-row table, priced parts of the expressible rows, their indices in the table)."""
+    cases = load_cases(csv)
+    ok = [c for c in cases if not c.reason]
+    parts = price(ok)
+    out = [dict(row_id=c.row_id, group=c.group, trust=c.trust, measured_s=c.measured_s, reason=c.reason)
+           for c in cases]
     df = pd.DataFrame(out)
-    df["error"] = df["predicted_s"].astype(float) / df["measured_s"] - 1
-    return df
+    idx = np.array([i for i, c in enumerate(cases) if not c.reason])
+    df["stack"] = None
+    df.loc[idx, "stack"] = [c.plan.stack for c in ok]
+    df.loc[idx, "layout"] = [layout(c.plan) for c in ok]
+    df.loc[idx, "model"] = [c.model.name[:28] for c in ok]
+    df.loc[idx, "hardware"] = [c.system.name for c in ok]
+    df["predicted_s"] = np.nan
+    df.loc[idx, "predicted_s"] = parts.predict(NEUTRAL)
+    df["error"] = df["predicted_s"] / df["measured_s"] - 1
+    return df, parts, idx
+
+
+def layout(p) -> str:
+    return (f"tp{p.tp} pp{p.pp} dp{p.dp} cp{p.cp} v{p.vpp} mb{p.micro_batch} gb{p.global_batch} s{p.seq_len} "
+            f"z{p.zero} {p.recompute} {p.precision}{' sp' if p.sequence_parallel else ''} {p.stack}")
+
+
+def logo(df: pd.DataFrame, parts, idx) -> pd.DataFrame:
+    """(b): each group predicted by the fit to the others; its interval from the others' nested residuals."""
+    groups = df.loc[idx, "group"].to_numpy()
+    pred = np.full(len(idx), np.nan)
+    low, high = np.full(len(idx), np.nan), np.full(len(idx), np.nan)
+    def fitted(mask):  # the fit to the rows in mask, each group weighted once (MPT's 216 rows count as one group)
+        size = pd.Series(groups[mask]).map(pd.Series(groups[mask]).value_counts()).to_numpy()
+        return fit(parts.take(mask), mask.sum() / size / len(set(groups[mask])))
+
+    for g in np.unique(groups):
+        this, rest = groups == g, groups != g
+        pred[this] = parts.take(this).predict(fitted(rest))
+        errs, weights = [], []
+        for h in np.unique(groups[rest]):
+            inner = rest & (groups != h)
+            held = groups == h
+            e = parts.measured[held] / parts.take(held).predict(fitted(inner)) - 1
+            errs.append(e)
+            weights.append(np.full(len(e), 1.0 / len(e)))
+        band = interval_from(np.concatenate(errs), "nested leave-one-group-out", np.concatenate(weights))
+        low[this], high[this] = band.low, band.high
+    out = df.loc[idx, ["row_id", "group", "trust", "measured_s"]].copy()
+    out["predicted_s"] = pred
+    out["error"] = pred / out["measured_s"] - 1
+    m_over_p = out["measured_s"] / pred - 1
+    out["inside"] = (m_over_p >= low) & (m_over_p <= high)
+    return out
+
+
+def three_shot(df: pd.DataFrame, parts, idx, draws: int, seed: int) -> pd.Series:
+    """(c): per group, the median over `draws` random 3-row fits of the MAPE on the group's other rows."""
+    rng = np.random.default_rng(seed)
+    groups = df.loc[idx, "group"].to_numpy()
+    out = {}
+    for g in np.unique(groups):
+        rows = np.flatnonzero(groups == g)
+        if len(rows) < 4:
+            out[g] = np.nan
+            continue
+        mapes = []
+        for _ in range(draws):
+            pick = rng.choice(rows, 3, replace=False)
+            rest = np.setdiff1d(rows, pick)
+            p = parts.take(rest).predict(fit(parts.take(pick)))
+            mapes.append(np.mean(np.abs(p / parts.measured[rest] - 1)))
+        out[g] = 100 * float(np.median(mapes))
+    return pd.Series(out)
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
     def agg(g: pd.DataFrame) -> pd.Series:
         ok = g.dropna(subset=["predicted_s"])
+        e = ok["error"]
         return pd.Series({"rows": len(g), "expressible": len(ok),
-                          "MAPE %": 100 * ok["error"].abs().mean() if len(ok) else float("nan"),
-                          "median APE %": 100 * ok["error"].abs().median() if len(ok) else float("nan"),
-                          "max |err| %": 100 * ok["error"].abs().max() if len(ok) else float("nan"),
-                          "mean err %": 100 * ok["error"].mean() if len(ok) else float("nan")})
+                          "MAPE %": 100 * e.abs().mean() if len(ok) else np.nan,
+                          "median APE %": 100 * e.abs().median() if len(ok) else np.nan,
+                          "max |err| %": 100 * e.abs().max() if len(ok) else np.nan,
+                          "mean err %": 100 * e.mean() if len(ok) else np.nan})
     rows = {grp: agg(g) for grp, g in df.groupby("group")}
     rows["ALL"] = agg(df)
     rows["ALL trust A"] = agg(df[df["trust"] == "A"])
     return pd.DataFrame(rows).T
+
+
+def stack_intervals(df: pd.DataFrame) -> pd.DataFrame:
+    """80% interval of (a)'s measured/predicted - 1 per stack: its own rows where it has >= 20, else all rows
+    (each source group weighted once)."""
+    ok = df.dropna(subset=["predicted_s"])
+    e = ok["measured_s"] / ok["predicted_s"] - 1
+    w = 1.0 / ok.groupby("group")["group"].transform("size")
+    pooled = interval_from(e, "all rows", w)
+    out = []
+    for s in STACKS:
+        mine = (ok["stack"] == s).to_numpy()
+        band = interval_from(e[mine], f"{s} rows", w[mine]) if mine.sum() >= 20 else pooled
+        out.append(dict(stack=s, rows=int(mine.sum()), low=round(band.low, 3), high=round(band.high, 3),
+                        residuals=band.source))
+    return pd.DataFrame(out)
 
 
 def main(argv=None) -> int:
@@ -63,24 +142,44 @@ def main(argv=None) -> int:
     ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
     ap.add_argument("--rows", action="store_true", help="also print every row")
     ap.add_argument("--out", type=Path, help="write the per-row table as CSV")
+    ap.add_argument("--draws", type=int, default=20, help="three-shot draws per group (default 20)")
+    ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
-    df = predict_all(a.csv)
+    df, parts, idx = predict_all(a.csv)
     pd.set_option("display.width", 200)
     pd.set_option("display.max_rows", 500)
     pd.set_option("display.max_colwidth", 90)
+    fmt = lambda x: f"{x:.1f}"  # noqa: E731
     print(f"published runs: {a.csv}")
-    print(summary(df).to_string(float_format=lambda x: f"{x:.1f}"))
+    print("\n(a) stack profiles, nothing fitted")
+    print(summary(df).to_string(float_format=fmt))
+    b = logo(df, parts, idx)
+    sb = summary(b)
+    cover = b.groupby("group")["inside"].mean()
+    sb["in 80% interval %"] = 100 * pd.concat([cover, pd.Series({"ALL": b["inside"].mean(),
+                                                                  "ALL trust A": b.loc[b.trust == "A", "inside"].mean()})])
+    print("\n(b) leave-one-group-out: calibrated on every other group (calibrate --from-runs), 80% interval from "
+          "the others' nested residuals")
+    print(sb.to_string(float_format=fmt))
+    c = three_shot(df, parts, idx, a.draws, a.seed)
+    print(f"\n(c) three-shot: calibrated on 3 rows of the group, MAPE on its other rows (median of {a.draws} draws, "
+          f"seed {a.seed})")
+    print(c.to_frame("MAPE %").to_string(float_format=fmt))
+    print(f"median group MAPE: {c.median():.1f}%")
     bad = df[df["predicted_s"].isna()]
     if len(bad):
         print(f"\nnot expressible ({len(bad)} rows):")
         for reason, g in bad.groupby("reason"):
             print(f"  {len(g):3d}  {reason}  [{', '.join(g['row_id'][:6])}{' ...' if len(g) > 6 else ''}]")
+    print("\n80% interval of (a)'s measured/predicted - 1 per stack (the profiles' `interval`)")
+    print(stack_intervals(df).to_string(index=False))
     if a.rows:
         ok = df.dropna(subset=["predicted_s"])
-        cols = ["row_id", "group", "trust", "model", "hardware", "layout", "measured_s", "predicted_s", "error", "fits"]
+        cols = ["row_id", "group", "trust", "model", "hardware", "layout", "measured_s", "predicted_s", "error"]
         print("\n" + ok[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     if a.out:
-        df.to_csv(a.out, index=False)
+        df.merge(b[["row_id", "predicted_s"]].rename(columns={"predicted_s": "logo_predicted_s"}), how="left",
+                 on="row_id").to_csv(a.out, index=False)
     return 0
 
 

@@ -21,6 +21,7 @@ from .models import list_models, load_model
 from .plan import Plan, Precision
 from .planfile import load_plan_file, write_plan_file
 from .plots.common import check_plot_path
+from .stack import DEFAULT_STACK, STACKS
 
 # Each command imports what it needs when it runs (pandas, matplotlib, the exporters): `perfmodel search` is timed
 # whole-process (benchmarks/search_speed.py) and needs none of them.
@@ -85,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--schedule", choices=["1f1b", "interleaved", "gpipe"], help="default: interleaved if vpp > 1 else 1f1b")
     pr.add_argument("--attention", choices=["flash", "unfused"], help="default flash")
     pr.add_argument("--grad-dtype", choices=["fp32", "bf16"], help="default fp32")
+    pr.add_argument("--stack", choices=STACKS, help=f"software stack that runs the plan (default {DEFAULT_STACK}; "
+                                                    "docs/stacks.md)")
     pr.add_argument("--no-overlap-dp-comm", action="store_true", help="data-parallel collectives do not overlap compute")
     pr.add_argument("--format", choices=["table", "json"], default="table")
     pr.add_argument("--plot", metavar="FILE.png", help="draw the time and memory breakdowns and the pipeline schedule")
@@ -101,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--precision", choices=PRECISIONS, default="bf16")
     se.add_argument("--attention", choices=["flash", "unfused"], default="flash")
     se.add_argument("--grad-dtype", choices=["fp32", "bf16"], default="fp32")
+    se.add_argument("--stack", choices=STACKS, default=DEFAULT_STACK, help="software stack (docs/stacks.md)")
     se.add_argument("--objective", choices=["time", "cost"], default="time",
                     help="rank by step time, or by GPU-hours per step (cost; compares GPU counts)")
     se.add_argument("--only", action="append", default=[], metavar="FIELD=V1,V2",
@@ -170,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
 PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "global_batch", "seq_len")
 PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "cp", "vpp", "micro_batch", "global_batch", "seq_len",
               "recompute", "sequence_parallel", "zero", "precision", "schedule", "attention", "grad_dtype",
-              "no_overlap_dp_comm")
+              "stack", "no_overlap_dp_comm")
 
 
 def _predict(a) -> str:
@@ -206,7 +210,7 @@ def _predict_estimate(a):
         raise InputError(f"predict needs {', '.join(missing)} (or --plan FILE, or no flags for the built-in example)")
     given = {k: getattr(a, k) for k in ("gpus", "tp", "pp", "dp", "cp", "vpp", "micro_batch", "global_batch",
                                          "seq_len", "recompute", "zero", "precision", "schedule", "attention",
-                                         "grad_dtype") if getattr(a, k) is not None}
+                                         "grad_dtype", "stack") if getattr(a, k) is not None}
     plan = Plan(**given, sequence_parallel=a.sequence_parallel, overlap_dp_comm=not a.no_overlap_dp_comm)
     model, system = load_model(a.model), load_hardware(a.hardware)
     from .cost.estimate import evaluate_plan
@@ -263,7 +267,7 @@ def _search(a) -> str:
         check_plot_path(a.plot)
     result = search(load_model(a.model), load_hardware(a.hardware), a.gpus, a.global_batch, a.seq_len,
                     precision=a.precision, objective=a.objective, space=_space(a.only), attention=a.attention,
-                    grad_dtype=a.grad_dtype)
+                    grad_dtype=a.grad_dtype, stack=a.stack)
     extra = []
     if a.output:
         from .search.planfiles import plan_file

@@ -16,6 +16,7 @@ from pydantic import Field, PositiveFloat, model_validator
 
 from .errors import Count, InputError, Schema, suggest
 from .files import looks_like_path, read_mapping
+from .stack import Interval
 
 Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4"]
 GEMM_DTYPES = ("bf16", "fp16", "fp8", "fp4")  # the training precisions a plan may pick
@@ -181,6 +182,35 @@ class SharedHost(Schema):
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
 
+class RunResidual(Schema):
+    """One measured run of a calibration from runs: what was measured and predicted with the fitted spec."""
+
+    run: str = Field(description="the run's row_id (or log file stem)")
+    stack: str = Field(description="software stack the run was priced with")
+    measured_s: PositiveFloat = Field(description="measured seconds per step")
+    predicted_s: PositiveFloat = Field(description="prediction of the fitted spec, seconds per step")
+    loo_predicted_s: PositiveFloat | None = Field(
+        None, description="prediction of the spec fitted to every other run (leave-one-out); null with < 4 runs")
+
+
+class RunFit(Schema):
+    """What `perfmodel calibrate --from-runs` fitted to a user's measured runs (perfmodel.calibrate.runs).
+
+    The estimate applies it last (cost.step.calibrated): compute parts / compute_speed, communication parts /
+    network_speed, plus step_overhead_s. `interval` is this spec's prediction interval (leave-one-out residuals
+    of the runs where there are enough, else the stacks')."""
+
+    compute_speed: PositiveFloat = Field(description="measured compute speed over the spec's (divides the compute "
+                                                     "parts of a step: cost.step.COMPUTE_TIME)")
+    network_speed: PositiveFloat = Field(description="measured communication speed over the spec's (divides the "
+                                                     "exposed communication parts: cost.step.COMM_TIME)")
+    step_overhead_s: float = Field(ge=0, description="fitted host seconds per step, added to every step")
+    interval: Interval | None = Field(None, description="prediction interval from the runs' residuals")
+    loo_mape: float | None = Field(None, ge=0, description="leave-one-out mean |error| over the runs (fraction)")
+    runs: list[RunResidual] = Field(description="the runs fitted to, with their residuals")
+    source: str = Field(description="the file and command the fit came from")
+
+
 class System(Schema):
     """A named cluster preset: accelerator, interconnect tiers, efficiencies, fixed memory overhead."""
 
@@ -195,6 +225,7 @@ class System(Schema):
     max_devices: Count | None = Field(None, description="largest cluster this preset can describe")
     shared_host: SharedHost | None = Field(None, description="set where ranks share a host's cores (CPU "
                                                              "calibrations); null: every rank has its own device")
+    run_fit: RunFit | None = Field(None, description="set on a spec written by perfmodel calibrate --from-runs")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
     @model_validator(mode="after")

@@ -10,6 +10,7 @@ from pydantic import Field
 from .errors import Count, Flag, InputError, Schema
 from .hardware import System
 from .models import ModelConfig
+from .stack import DEFAULT_STACK, STACKS, load_stack
 
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp16", "fp8", "fp4"]
@@ -47,6 +48,9 @@ class Plan(Schema):
         "fp32", description="gradient accumulation and reduction dtype (Megatron bf16 and torch FSDP default: fp32)"
     )
     overlap_dp_comm: Flag = Field(True, description="data-parallel / ZeRO collectives overlap with compute")
+    stack: str = Field(DEFAULT_STACK, description=f"software stack that runs the plan, one of {', '.join(STACKS)} "
+                                                  "(perfmodel.stack: kernels, overlap, optimizer, host costs); "
+                                                  f"default {DEFAULT_STACK}")
     stage_layers: list[Count] | None = Field(
         None, description="layers on each pipeline stage, first to last; default: as even as possible, the "
                           "remainder on middle stages (default_stage_layers)")
@@ -186,6 +190,7 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
         raise InputError(
             f"seq_len = {s} exceeds {model.name}'s learned position table (max_seq_len = {model.max_seq_len}); valid seq_len: 1..{model.max_seq_len}"
         )
+    load_stack(p["stack"])  # refuses an unknown stack (naming the known ones) or a bad profile file
     system.accelerator.peak_flops(p["precision"])  # raises for a dtype the part lacks
     if p["precision"] not in system.efficiency.matmul_max:
         raise InputError(f"precision={p['precision']}: {system.name} has no matmul efficiency for it; valid: {', '.join(system.efficiency.matmul_max)}")

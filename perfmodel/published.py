@@ -21,6 +21,7 @@ from .errors import InputError
 from .hardware import System, load_hardware
 from .models import ModelConfig
 from .plan import Plan
+from .stack import stack_for_framework
 
 # Framework defaults for settings a source group does not state. Each entry says why.
 GROUP_DEFAULTS: dict[str, dict] = {
@@ -169,9 +170,13 @@ def plan_for(row: pd.Series, model: ModelConfig) -> tuple[Plan | None, str]:
     fw = _text(row["zero_dist_opt"]).lower()
     overlap = d.get("overlap_dp_comm", "ddp-impl local" not in fw)
     try:
+        stack = stack_for_framework(_text(row["framework"]) or "megatron-core", f"row {row['row_id']}: framework")
+    except InputError as err:
+        return None, str(err)
+    try:
         plan = Plan(tp=tp, pp=pp, dp=int(dp), cp=cp, vpp=vpp, micro_batch=int(mb), global_batch=int(gbs),
                     seq_len=seq, recompute=recompute, sequence_parallel=sp, zero=zero, precision=precision,
-                    attention=d.get("attention", "flash"), grad_dtype=grad, overlap_dp_comm=overlap)
+                    attention=d.get("attention", "flash"), grad_dtype=grad, overlap_dp_comm=overlap, stack=stack)
     except InputError as err:
         return None, f"plan: {err}"
     return plan, ""
@@ -191,11 +196,18 @@ def measured_step_time(row: pd.Series) -> float | None:
     return None
 
 
-def to_case(row: pd.Series) -> Case:
+def to_case(row: pd.Series, system: System | None = None) -> Case:
+    """One row as a Case, on the catalogue system its gpu_type names, or on `system` (a user's calibration: then
+    a gpu_type naming another accelerator is a reason to refuse the row)."""
     base = dict(row_id=row["row_id"], group=row["source_group"], trust=row["trust"], model=None, system=None,
                 plan=None, measured_s=measured_step_time(row) or float("nan"))
     sysname, why = system_for(_text(row["gpu_type"]))
-    if sysname is None:
+    if system is not None:
+        named = load_hardware(sysname).accelerator.name if sysname else None
+        if _text(row["gpu_type"]) and named and named != system.accelerator.name:
+            return Case(**base, reason=f"gpu_type {row['gpu_type']!r} is a {named}, not the {system.accelerator.name} "
+                                       f"of {system.name}")
+    elif sysname is None:
         return Case(**base, reason=why)
     model, why = model_for(row)
     if model is None:
@@ -205,7 +217,7 @@ def to_case(row: pd.Series) -> Case:
         return Case(**base, reason=why)
     if math.isnan(base["measured_s"]):
         return Case(**base, reason="no step time or throughput published")
-    return Case(**{**base, "model": model, "system": load_hardware(sysname), "plan": plan})
+    return Case(**{**base, "model": model, "system": system or load_hardware(sysname), "plan": plan})
 
 
 def load_cases(csv: str | Path) -> list[Case]:

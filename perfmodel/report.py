@@ -23,6 +23,14 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
+def _band(e: Estimate) -> str:
+    """'  (-9% / +6%, 80% interval ...)' where the estimate has a prediction interval."""
+    if e.step_time_s_low is None:
+        return ""
+    lo, hi = e.step_time_s_low / e.step_time_s - 1, e.step_time_s_high / e.step_time_s - 1
+    return f"  ({100 * lo:+.0f}% / {100 * hi:+.0f}%, {e.interval_source.split(':')[0]})"
+
+
 def estimate_table(e: Estimate) -> str:
     p = e.plan
     lines = []
@@ -31,11 +39,11 @@ def estimate_table(e: Estimate) -> str:
     lines.append(f"{e.model} ({e.params / 1e9:.2f}B params) on {e.gpus} x {e.hardware}")
     lines.append(f"  {layout}")
     lines.append(f"  micro_batch={p.micro_batch} global_batch={p.global_batch} seq_len={p.seq_len} "
-                 f"micro-batches/step={e.num_microbatches} attention={p.attention}")
+                 f"micro-batches/step={e.num_microbatches} attention={p.attention} stack={p.stack}")
     lines.append("")
     fit = "yes" if e.fits_in_memory else f"NO (short by {e.memory_shortfall_bytes / GiB:.1f} GiB)"
     head = [
-        ("step time", _t(e.step_time_s)),
+        ("step time", _t(e.step_time_s) + _band(e)),
         ("tokens/s", f"{e.tokens_per_s:,.0f}  ({e.tokens_per_s_per_gpu:,.0f} per device)"),
         ("model TFLOP/s per device", f"{e.model_tflops_per_gpu:.1f}"),
         ("MFU / HFU", f"{_pct(e.mfu)} / {_pct(e.hfu)}  (vs dense {e.mfu_peak_dtype} peak)"),

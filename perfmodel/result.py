@@ -40,6 +40,8 @@ class TimeBreakdown(Schema):
     zero3_comm: float = Field(description="ZeRO-3 parameter gathers and gradient reduce-scatters")
     bubble: float
     optimizer: float
+    overhead: float = Field(0.0, description="host time per step outside the model: the stack's step_overhead_s "
+                                             "and a calibrated spec's fitted one (cost.step.host_overhead)")
     total: float
 
 
@@ -97,6 +99,10 @@ class Estimate(Schema):
     gpus: int
     params: int
     step_time_s: float
+    step_time_s_low: float | None = Field(None, description="lower end of the prediction interval (perfmodel.stack."
+                                                            "Interval); null where neither spec nor stack has one")
+    step_time_s_high: float | None = Field(None, description="upper end of the prediction interval")
+    interval_source: str = Field("", description="which residuals the interval comes from, and its coverage")
     tokens_per_s: float
     tokens_per_s_per_gpu: float
     model_tflops_per_gpu: float

@@ -45,6 +45,17 @@ def command_line(device, nproc, output, base, quick, name) -> str:
     return " ".join(parts + [f"--output {output}"])
 
 
+def _check_output(output) -> Path:
+    """The spec file to write: named .yaml/.yml and writable; InputError otherwise."""
+    if output is None:
+        raise InputError("output is required: the spec file to write, e.g. --output my-machine.yaml")
+    out = Path(output)
+    if out.suffix not in (".yaml", ".yml"):
+        raise InputError(f"output = {str(output)!r}; valid: a file name ending in .yaml or .yml")
+    check_writable(out, "output")
+    return out
+
+
 def _check(device, nproc, output, base, quick, name) -> tuple[System | None, Path, Path]:
     """Refuse bad input before any work: one line naming the field, the value and what is valid."""
     if device not in ("cpu", "cuda"):
@@ -55,12 +66,7 @@ def _check(device, nproc, output, base, quick, name) -> tuple[System | None, Pat
         raise InputError(f"quick = {quick!r}; valid: True or False")
     if name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", str(name)):
         raise InputError(f"name = {name!r}; valid: letters, digits, '.', '_' and '-', e.g. cpu-lab-4p")
-    if output is None:
-        raise InputError("output is required: the spec file to write, e.g. --output my-machine.yaml")
-    out = Path(output)
-    if out.suffix not in (".yaml", ".yml"):
-        raise InputError(f"output = {str(output)!r}; valid: a file name ending in .yaml or .yml")
-    check_writable(out, "output")
+    out = _check_output(output)
     check_writable(raw_path(out), "output")
     if device == "cpu":
         if base is not None:

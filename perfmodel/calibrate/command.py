@@ -5,10 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import argparse
+import re
 import sys
 
 
+from pathlib import Path
+
 from ..argtypes import integer
+from ..errors import InputError
 from ..hardware import System
 from .raw import RawFile
 
@@ -24,8 +28,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "compute on this machine (on --nproc processes at once), fit the spec's efficiency "
                     "parameters (collectives: shared and per kind) with the cost model's "
                     "formulas, and write the spec (SPEC.yaml) and the raw measurements (SPEC.raw.json).")
-    p.add_argument("--device", choices=("cpu", "cuda"), required=True,
-                   help="cpu: fp32, one thread per process, gloo; cuda: bf16, one GPU per process, NCCL")
+    p.add_argument("--device", choices=("cpu", "cuda"),
+                   help="cpu: fp32, one thread per process, gloo; cuda: bf16, one GPU per process, NCCL "
+                        "(required unless --from-runs)")
+    p.add_argument("--from-runs", metavar="RUNS.csv|LOGDIR",
+                   help="fit compute speed, network speed and per-step overhead to measured runs instead of "
+                        "microbenchmarks: a CSV in the published-runs columns, or Megatron-LM / torchtitan logs "
+                        "(needs --hardware; at least 3 runs)")
+    p.add_argument("--hardware", metavar="PRESET_OR_SPEC", help="--from-runs: the system the runs ran on")
     p.add_argument("--nproc", type=integer("--nproc"), default=1, help="processes that run the benchmarks at once (default 1)")
     p.add_argument("--base", help="CUDA: catalogue system whose datasheet numbers and outer tiers are kept "
                                   "(default: the one whose accelerator is this GPU)")
@@ -41,6 +51,15 @@ def run(args: argparse.Namespace) -> str:
     from ..plots.common import check_plot_path
     from . import run_calibration
 
+    if args.from_runs is not None:
+        return from_runs(args)
+    if args.device is None:
+        raise InputError("calibrate needs --device cpu|cuda (microbenchmarks) or --from-runs RUNS.csv|LOGDIR "
+                         "--hardware PRESET_OR_SPEC (measured runs)")
+    if args.hardware is not None:
+        raise InputError("--hardware applies to --from-runs only; microbenchmarks build the spec from this "
+                         "machine (--base picks the CUDA catalogue system)")
+
     if args.plot is not None:
         check_plot_path(args.plot)  # before minutes of benchmarks
     echo = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
@@ -52,6 +71,31 @@ def run(args: argparse.Namespace) -> str:
         calibration_figure(raw, args.plot)
         out += f"\nwrote {args.plot}"
     return out
+
+
+def from_runs(args: argparse.Namespace) -> str:
+    """`calibrate --from-runs`: fit to measured runs, write the spec atomically, print the fit."""
+    from ..files import write_atomic
+    from ..hardware import load_hardware
+    from . import _check_output, spec_yaml
+    from .runs import calibrate_from_runs, report
+
+    given = [f for f, v in (("--device", args.device), ("--base", args.base), ("--plot", args.plot))
+             if v is not None] + (["--quick"] if args.quick else []) + (["--nproc"] if args.nproc != 1 else [])
+    if given:
+        raise InputError(f"calibrate --from-runs fits measured runs; drop {', '.join(given)} (microbenchmark flags)")
+    if args.hardware is None:
+        raise InputError("calibrate --from-runs needs --hardware PRESET_OR_SPEC: the system the runs ran on "
+                         "(perfmodel hardware list)")
+    out = _check_output(args.output)
+    system = load_hardware(args.hardware)
+    if args.name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", args.name):
+        raise InputError(f"--name {args.name!r}; valid: letters, digits, '.', '_' and '-', e.g. my-cluster")
+    system = system.model_copy(update={"name": args.name or f"{system.name}-runs"})
+    command = f"perfmodel calibrate --from-runs {args.from_runs} --hardware {args.hardware} --output {args.output}"
+    fitted = calibrate_from_runs(args.from_runs, system, command)
+    write_atomic(out, lambda tmp: Path(tmp).write_text(spec_yaml(fitted, command)), "output")
+    return report(fitted) + f"\nwrote {out}"
 
 
 def parameter_table(system: System, raw: RawFile) -> pd.DataFrame:

@@ -18,6 +18,7 @@ import numpy as np
 from ..hardware import System
 from ..models import ModelConfig
 from ..plan import Plan
+from ..stack import Stack, load_stack
 from .compute import flash_attention_time, gemm_time, memory_bound_time
 from .layouts import Layouts
 
@@ -72,12 +73,14 @@ class Device:
     model: ModelConfig
     system: System
     plan: Plan | Layouts
+    stack: Stack = field(init=False)  # the plan's software stack
     bf16_peak: float = field(init=False)  # sustained bf16 peak (attention)
     mem_bw: float = field(init=False)
     opt_bw: float = field(init=False)
 
     def __post_init__(self):
         sysm = self.system
+        self.stack = load_stack(self.plan.stack)
         self.bf16_peak = self.sustained_peak("bf16")
         self.mem_bw = sysm.accelerator.hbm_bandwidth * sysm.efficiency.memory_bandwidth
         opt = sysm.efficiency.optimizer_bandwidth
@@ -98,8 +101,9 @@ class Device:
         return memory_bound_time(nbytes, self.mem_bw)
 
     def optimizer(self, nbytes):
-        """The optimizer step moving `nbytes` (`cost.memory.adam_step_bytes` per parameter it updates)."""
-        return memory_bound_time(nbytes, self.opt_bw)
+        """The optimizer step moving `nbytes` (`cost.memory.adam_step_bytes` per parameter it updates, a fused
+        Adam's traffic) times the stack's implementation's traffic over the fused one (`Stack.optimizer_passes`)."""
+        return memory_bound_time(nbytes * self.stack.optimizer_passes(), self.opt_bw)
 
 
 def linear_op(dev: Device, name: str, m, n, k, recompute=("full",), precision: str | None = None) -> list[Op]:
@@ -161,7 +165,8 @@ def attention_ops(dev: Device, tokens, heads, q_len, sequences) -> list[Op]:
         fwd_flops, bwd_flops = flash_attention_flops(tokens, p.seq_len, m.sliding_window, m.head_dim, heads)
         seq = q_len
         eff = dev.system.efficiency
-        t = lambda fl: flash_attention_time(fl, seq, dev.bf16_peak, eff.attention_max, eff.attention_half_seq)
+        rate = eff.attention_max * dev.stack.attention_speed  # the stack's kernel against the spec's FA2
+        t = lambda fl: flash_attention_time(fl, seq, dev.bf16_peak, rate, eff.attention_half_seq)
         return [Op("attention", "attention", t(fwd_flops), t(bwd_flops), fwd_flops, bwd_flops,
                    ("full", "selective"), "4*T*keys*head_dim*heads (causal), bwd 2.5x")]
     # Unfused (pre-FlashAttention Megatron): full s x s scores per head, no causal skipping.

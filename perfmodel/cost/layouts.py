@@ -16,7 +16,7 @@ import numpy as np
 from ..plan import Plan, Recompute, Schedule
 
 VARYING = ("tp", "pp", "dp", "cp", "vpp", "micro_batch", "zero", "recompute", "sequence_parallel", "schedule")
-SHARED = ("gpus", "global_batch", "seq_len", "precision", "attention", "grad_dtype", "overlap_dp_comm")
+SHARED = ("gpus", "global_batch", "seq_len", "precision", "attention", "grad_dtype", "overlap_dp_comm", "stack")
 CATEGORIES = {"recompute": get_args(Recompute), "schedule": get_args(Schedule)}
 # What one device's kernels, tensors and weights depend on (pp, vpp and the schedule only set how many)
 PER_DEVICE = ("tp", "cp", "dp", "micro_batch", "sequence_parallel", "zero", "recompute")
@@ -43,6 +43,7 @@ class Layouts:
     attention: str
     grad_dtype: str
     overlap_dp_comm: bool
+    stack: str
     stage_layers: list[int] | None = None  # an explicit split (one plan only)
     _distinct: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # this instance's only
 

@@ -8,7 +8,15 @@ import numpy as np
 from ..hardware import System
 from ..models import ModelConfig
 from ..plan import Plan, default_stage_layers
-from ..result import CommTime, Estimate, MemoryBreakdown, OpTime, StageTime, TimeBreakdown
+from ..result import (
+    CommTime,
+    Estimate,
+    MemoryBreakdown,
+    OpTime,
+    StageTime,
+    TimeBreakdown,
+)
+from ..stack import Interval, Stack, load_stack
 from . import comm as C
 from .mesh import Mesh
 from .sharded import Comm
@@ -77,6 +85,14 @@ def notes_of(model: ModelConfig, system: System, plan: Plan, step: Step, speedup
     return notes
 
 
+def prediction_interval(system: System, stack: Stack) -> Interval | None:
+    """The interval of a prediction: the spec's own, where it was calibrated from measured runs and has one
+    (hardware.RunFit), else the stack profile's (Stack.interval); None where neither has one."""
+    if system.run_fit is not None and system.run_fit.interval is not None:
+        return system.run_fit.interval
+    return stack.interval
+
+
 def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estimate:
     """Plan i of an evaluated set as an Estimate: the headline numbers and the rows that trace them."""
     lay, st = step.lay, step.stages
@@ -105,9 +121,13 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
     split = plan.stage_layers or default_stage_layers(model.n_layers, pp)
     mflops, hflops, peak = step.model_flops, at(step.hardware_flops), step.peak_flops
     tokens = lay.tokens_per_step
+    band = prediction_interval(system, load_stack(plan.stack))
     return Estimate(
         model=model.name, hardware=system.name, gpus=gpus, params=model.n_params(),
-        step_time_s=step_s, tokens_per_s=tokens / step_s, tokens_per_s_per_gpu=tokens / step_s / gpus,
+        step_time_s=step_s, tokens_per_s=tokens / step_s,
+        step_time_s_low=step_s * (1 + band.low) if band else None,
+        step_time_s_high=step_s * (1 + band.high) if band else None,
+        interval_source=f"{band.coverage:.0%} interval from {band.rows} runs: {band.source}" if band else "", tokens_per_s_per_gpu=tokens / step_s / gpus,
         model_tflops_per_gpu=mflops / step_s / gpus / 1e12, mfu=mflops / (step_s * gpus * peak),
         hfu=hflops / (step_s * gpus * peak), mfu_peak_dtype=step.peak_dtype,
         fits_in_memory=fits, memory_capacity_bytes=cap, memory_shortfall_bytes=max(0.0, membd.total - cap),

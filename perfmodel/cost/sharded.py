@@ -4,8 +4,9 @@ the tensors it reads, and its weights (states, ZeRO traffic, the optimizer step)
 `estimate` calls these for Megatron-LM's placements of every plan of a search, PaSE (`cost.tables`) for every
 configuration of one plan; seconds are per micro-batch unless a docstring says per step, bytes per device.
 
-"Overlapped" hides at most `Efficiency.comm_overlap` = f of a collective (1 on GPUs and TPUs, whose collectives
-have their own engines; measured near 0 for gloo, which runs on the cores that compute): `with_overlap`.
+"Overlapped" hides at most f of a collective (`overlap_fraction`: Efficiency.comm_overlap, 1 on GPUs and TPUs,
+whose collectives have their own engines, measured near 0 for gloo, which runs on the cores that compute; less
+the SMs an NCCL collective takes from compute, Stack.comm_ctas): `with_overlap`.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from dataclasses import KW_ONLY, dataclass
 
 import numpy as np
 
+from ..hardware import System
 from ..models import ModelConfig
 from ..operators import PARTIAL, REPLICATE
+from ..stack import Stack
 from .kernels import Device, Values
 from .memory import WEIGHT_BYTES, adam_step_bytes
 from .mesh import BIT, Mesh, redistribution_steps
 from .operators import Operator, Split, forward_passes
-
 
 ZERO_GROUP = BIT["dp"] | BIT["cp"]  # the ranks holding replicas of the same weights: dp * cp, tp apart
 
@@ -48,6 +50,14 @@ class Comm:
     @property
     def exposed(self) -> Values:
         return self.fwd + self.bwd
+
+
+def overlap_fraction(system: System, stack: Stack) -> float:
+    """f, the share of a collective that can hide behind compute (dimensionless): Efficiency.comm_overlap (how
+    much runs concurrently with compute at all) times 1 - Stack.overlap_share (the compute rate the collective's
+    own thread blocks leave). With a fully overlapped collective of C seconds the step then pays (1 - f) C:
+    compute beside it ran at 1 - overlap_share of its rate for those C seconds."""
+    return system.efficiency.comm_overlap * (1.0 - stack.overlap_share(system.accelerator))
 
 
 def with_overlap(comm, exposed, fraction):

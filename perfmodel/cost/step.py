@@ -11,11 +11,13 @@ the last). Per micro-batch a unit costs its operators' forward, backward and rec
   - ZeRO-3 weight gathers and gradient reduce-scatters: overlapped with the compute of the unit they serve,
     except the embedding's, which starts the forward and ends the backward with nothing to hide behind;
   - pipeline sends: exposed.
-Per step: data-parallel gradient reduction (every micro-batch for ZeRO-2, once otherwise) overlaps the
+Per step, besides: the stack's host time (Stack.step_overhead_s). Data-parallel gradient reduction (every micro-batch for ZeRO-2, once otherwise) overlaps the
 backward of the last micro-batch except its last layer's bucket; ZeRO-1/2 weight gathers overlap the first
 forward of the next step likewise; with pp > 1 and tied embeddings, the first and last stages all-reduce the
 embedding gradient (exposed); with sequence parallelism the tp group all-reduces the gradients of the weights
 it keeps whole (norms, row-parallel biases) in one flat call (exposed).
+
+On a spec calibrated from measured runs the parts are scaled last (`calibrated`).
 
 Every quantity is a numpy array with one entry per plan (`Layouts` columns), and stage quantities have a
 leading axis over the stage kinds (first, middle, last; or each stage of an explicit split).
@@ -30,11 +32,19 @@ import numpy as np
 from ..hardware import System
 from ..models import ModelConfig
 from ..operators import OPS
+from ..stack import Stack
 from . import comm as C
 from .flops import model_flops_per_token, recompute_flops_per_token
 from .kernels import ACT_BYTES, Device, Op, zero3_copy_op
 from .layouts import Layouts
-from .memory import GRAD_BYTES, WEIGHT_BYTES, sp_replicated_params, stage_memory, stage_params, unit_params
+from .memory import (
+    GRAD_BYTES,
+    WEIGHT_BYTES,
+    sp_replicated_params,
+    stage_memory,
+    stage_params,
+    unit_params,
+)
 from .mesh import BIT, Mesh
 from .operators import megatron, operators
 from .pipeline import pipeline_time
@@ -46,6 +56,7 @@ from .sharded import (
     gradient_sync,
     op_comms,
     optimizer_seconds,
+    overlap_fraction,
     partial_sum,
     weight_gather,
     with_overlap,
@@ -98,6 +109,37 @@ class Step:
         return self.model_flops / (self.step_time_s * self.lay.gpus * self.peak_flops)
 
 
+# The parts of a step that a calibration from measured runs scales (hardware.RunFit): time the devices compute
+# (or wait on computing neighbours), and exposed communication.
+COMPUTE_TIME = ("gemm", "attention", "memory_bound", "recompute", "bubble", "optimizer")
+COMM_TIME = ("tp_comm", "cp_comm", "pp_comm", "dp_comm", "zero3_comm")
+
+
+def run_fit_time(compute, comm, overhead, compute_speed, network_speed, step_overhead_s):
+    """Step seconds with a calibration from measured runs: compute / compute_speed + comm / network_speed +
+    overhead + step_overhead_s (`compute`, `comm`: the step's COMPUTE_TIME and COMM_TIME seconds at the spec's
+    rates; `overhead`: the stack's host seconds). First-order in the speeds: a slower network leaves the exposed
+    communication exposed for longer and hides no more of the rest, which the fit does not re-derive."""
+    return compute / compute_speed + comm / network_speed + overhead + step_overhead_s
+
+
+def calibrated(time: dict, system: System) -> dict:
+    """The TimeBreakdown parts of a step on `system`: as evaluated, or, on a spec calibrated from measured runs
+    (`System.run_fit`), each compute part divided by its compute_speed, each communication part by its
+    network_speed, and the fitted per-step overhead added (`run_fit_time`, part by part)."""
+    fit = system.run_fit
+    if fit is None:
+        return time
+    out = dict(time)
+    for k in COMPUTE_TIME:
+        out[k] = run_fit_time(time[k], 0.0, 0.0, fit.compute_speed, 1.0, 0.0)
+    for k in COMM_TIME:
+        out[k] = run_fit_time(0.0, time[k], 0.0, 1.0, fit.network_speed, 0.0)
+    out["overhead"] = run_fit_time(0.0, 0.0, time["overhead"], 1.0, 1.0, fit.step_overhead_s)
+    out["total"] = sum(out[k] for k in (*COMPUTE_TIME, *COMM_TIME, "overhead"))
+    return out
+
+
 def unit_parts(ops: list[Op], recompute) -> dict[str, np.ndarray]:
     """Per-micro-batch seconds of a unit's kernels by breakdown part (recomputed forwards in `recompute`)."""
     out = dict.fromkeys(STAGE_PARTS, 0.0)
@@ -115,7 +157,11 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     dev, mesh = Device(model, system, lay), Mesh.of(system, lay)
     t, pp, v, m, rc = lay.tp, lay.pp, lay.vpp, lay.num_microbatches, lay.recompute
     shard, zero, sp = lay.zero_shard, lay.zero, lay.sequence_parallel
-    f, overlap = system.efficiency.comm_overlap, lay.overlap_dp_comm
+    stack = dev.stack
+    f, overlap = overlap_fraction(system, stack), lay.overlap_dp_comm
+    # ZeRO 0-2's reduction (and ZeRO-1/2's gather) overlap only where the stack runs them per bucket, and with a
+    # pipeline only where it syncs each chunk on its last micro-batch (not after the flush)
+    overlap_steps = overlap & stack.overlap_grad_reduce & ((pp == 1) | stack.overlap_grad_reduce_with_pp)
     gbytes = GRAD_BYTES[lay.grad_dtype]
     none = np.zeros(len(lay))
 
@@ -195,12 +241,12 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     kind = np.where(zero == 0, "all_reduce", "reduce_scatter")
     g = on * gradient_sync(mesh, p_stage, gbytes, zero)
     reps = np.where(zero == 2, m, 1)  # ZeRO-2 reduces every micro-batch (gradients are not kept whole)
-    exp = reps * (with_overlap(g, bucketed(g, bwd_mb, nl), f) if overlap else g)
+    exp = reps * np.where(overlap_steps, with_overlap(g, bucketed(g, bwd_mb, nl), f), g)
     steps.append(Comm("dp gradient reduction", kind, "dp", nbytes=p_stage * gbytes, seconds=g, calls=reps, bwd=exp,
                       unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
     on = (shard > 1) & np.isin(zero, (1, 2))
     w = on * weight_gather(mesh, p_stage)
-    exp = with_overlap(w, bucketed(w, fwd_mb, nl), f) if overlap else w
+    exp = np.where(overlap_steps, with_overlap(w, bucketed(w, fwd_mb, nl), f), w)
     steps.append(Comm("zero weight all-gather", "all_gather", "dp", nbytes=p_stage * WEIGHT_BYTES, seconds=w, calls=1,
                       fwd=exp, unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
     on = sp & (t > 1)
@@ -217,9 +263,13 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     dp_exposed = sum(c.exposed for c in steps)
     t_opt = optimizer_seconds(dev, p_stage, zero, shard, gbytes) / shared_host_speedup(system, lay)
 
-    step = t_pipe + dp_exposed + t_opt
+    t_host = stack.step_overhead_s
+
+    step = t_pipe + dp_exposed + t_opt + t_host
     time = {k: pick(stage_part[k], bottleneck) * m for k in STAGE_PARTS}
-    time.update(dp_comm=dp_exposed + none, bubble=t_pipe - m * t_max, optimizer=t_opt + none, total=step)
+    time.update(dp_comm=dp_exposed + none, bubble=t_pipe - m * t_max, optimizer=t_opt + none,
+                overhead=t_host + none, total=step)
+    time = calibrated(time, system)
     memory, mem_kind = stage_memory(model, system, lay, st) if memory is None else memory
 
     # --- FLOPs ---------------------------------------------------------------------------------------------

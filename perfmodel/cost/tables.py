@@ -31,6 +31,7 @@ from ..hardware import System
 from ..models import ModelConfig
 from ..operators import AXES, CODES, DATA_AXES, SHARD, UNIT_OF, edge_unit, tensor_codes
 from ..plan import Plan
+from ..stack import load_stack
 from .graph import Graph
 from .kernels import Device, zero3_copy_op
 from .layouts import Layouts
@@ -62,6 +63,7 @@ from .sharded import (
     gradient_reduction,
     op_comms,
     optimizer_seconds,
+    overlap_fraction,
     zero3_gather,
 )
 from .stages import Stages, shared_host_speedup
@@ -224,7 +226,7 @@ class _Ctx:
 
     @property
     def f(self) -> float:
-        return self.system.efficiency.comm_overlap
+        return overlap_fraction(self.system, load_stack(self.lay.stack))
 
 
 def _zero3_window(x: _Ctx, unit: str, fwd, bwd, ag=0.0, ag_rs=0.0):

@@ -27,6 +27,7 @@ from ..operators import (
     edge_unit,
 )
 from ..plan import Plan
+from ..stack import load_stack
 from .kernels import Device, Op
 from .layouts import Layouts
 from .mesh import BIT, Mesh
@@ -39,7 +40,7 @@ from .operators import (
     operators,
     output_bytes,
 )
-from .sharded import Comm, edge_cost
+from .sharded import Comm, edge_cost, overlap_fraction
 
 UNIT_OPS = {"layer": LAYER_OPS, "embedding": EMBEDDING_OPS, "head": HEAD_OPS}
 UNIT_EDGES = {
@@ -95,7 +96,7 @@ def unit_edges(model: ModelConfig, system: System, lay: Layouts) -> dict[str, Co
     first, inverse = lay.distinct(("tp", "cp", "micro_batch", "sequence_parallel", "recompute"))
     sub = lay.take(first)
     mesh, ops = Mesh.of(system, sub), operators(model)
-    f, sp = system.efficiency.comm_overlap, sub.sequence_parallel[:, None]
+    f, sp = overlap_fraction(system, load_stack(lay.stack)), sub.sequence_parallel[:, None]
     out = {}
     for unit, edges in UNIT_EDGES.items():
         fwd = bwd = 0.0

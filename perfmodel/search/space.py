@@ -33,6 +33,7 @@ from ..errors import Count, Flag, InputError, Schema
 from ..hardware import System
 from ..models import ModelConfig
 from ..plan import Plan, Precision, Recompute, divisors, resolve
+from ..stack import DEFAULT_STACK
 
 
 class Space(Schema):
@@ -58,6 +59,7 @@ class Job(Schema):
     attention: Literal["flash", "unfused"] = "flash"
     grad_dtype: Literal["fp32", "bf16"] = "fp32"
     overlap_dp_comm: Flag = True
+    stack: str = DEFAULT_STACK
 
 
 def _allowed(values: list[int], limit: list | None) -> list:
@@ -147,4 +149,5 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
                    recompute=np.concatenate([c[1] for c in cols]), sequence_parallel=np.concatenate([c[2] for c in cols]),
                    zero=np.concatenate([c[3] for c in cols]), schedule=np.where(vpp > 1, "interleaved", "1f1b"),
                    gpus=job.gpus, global_batch=job.global_batch, seq_len=job.seq_len, precision=job.precision,
-                   attention=job.attention, grad_dtype=job.grad_dtype, overlap_dp_comm=job.overlap_dp_comm)
+                   attention=job.attention, grad_dtype=job.grad_dtype, overlap_dp_comm=job.overlap_dp_comm,
+                   stack=job.stack)

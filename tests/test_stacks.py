@@ -1,0 +1,241 @@
+"""Software-stack profiles, calibration from measured runs, and prediction intervals."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfmodel as pm
+from perfmodel.calibrate.runs import Parts, calibrate_from_runs, fit, interval_from, price
+from perfmodel.cost.step import COMM_TIME, COMPUTE_TIME
+from perfmodel.errors import InputError
+from perfmodel.hardware import load_hardware
+from perfmodel.published import load_cases
+from perfmodel.stack import STACKS, Stack, list_stacks, load_stack, stack_for_framework
+
+DEV_CSV = Path(__file__).parents[1] / "benchmarks" / "data" / "published_runs_dev.csv"
+H100 = load_hardware("dgx-h100")
+
+
+def plan(**kw):
+    base = dict(gpus=16, tp=1, micro_batch=2, global_batch=64, seq_len=4096, zero=3)
+    return pm.Plan(**{**base, **kw})
+
+
+def est(stack, model="llama-3-8b", system=H100, **kw):
+    return pm.estimate(model, system, plan(stack=stack, **kw))
+
+
+def test_every_stack_loads_and_every_number_cites_its_source():
+    assert sorted(STACKS) == list_stacks()
+    for name in STACKS:
+        s = load_stack(name)
+        numeric = [f for f, info in Stack.model_fields.items()
+                   if info.annotation in (float, int, bool) or f in ("optimizer",)]
+        missing = [f for f in numeric if not s.sources.get(f, "").strip()]
+        assert not missing, f"{name}: no source for {missing}"
+        assert s.interval is not None and "benchmarks/published_runs.py" in s.interval.source
+
+
+def test_missing_citation_is_caught():
+    s = load_stack("nemo")
+    bare = s.model_copy(update={"sources": {k: v for k, v in s.sources.items() if k != "comm_ctas"}})
+    assert not bare.sources.get("comm_ctas")
+
+
+def test_triton_attention_kernel_is_slower_by_the_profile_ratio():
+    # composer-fsdp1 runs the Triton kernel at 0.556 of FlashAttention-2's rate (Dao 2023, Sec. 4.1)
+    a = {o.name: o for o in est("composer-fsdp1").ops if o.kind == "attention"}
+    b = {o.name: o for o in est("torchtitan").ops if o.kind == "attention"}
+    for name in a:
+        assert a[name].fwd_s == pytest.approx(b[name].fwd_s / 0.556, rel=1e-9)
+
+
+def test_foreach_adam_moves_twenty_sevenths_of_the_fused_bytes():
+    fused = est("megatron-core").time_s.optimizer
+    foreach = est("torchtitan").time_s.optimizer
+    assert foreach == pytest.approx(fused * 20 / 7, rel=1e-9)
+    assert load_stack("composer-fsdp1").optimizer_passes() == pytest.approx(20 / 7)
+
+
+def test_overlapped_collectives_cost_the_sms_they_hold(tmp_path):
+    # NCCL's 16 thread blocks hold 16 of the H100's 132 SMs while a collective overlaps compute
+    share = 16 / 132
+    assert load_stack("megatron-core").overlap_share(H100.accelerator) == pytest.approx(share)
+    assert load_stack("megatron-core").overlap_share(load_hardware("tpu-v5p").accelerator) == 0.0
+    free = tmp_path / "free.yaml"  # the same stack with collectives that take no SMs
+    free.write_text(Path(pm.__file__).parent.parent.joinpath("hardware_specs/stacks/megatron-core.yaml").read_text()
+                    .replace("comm_ctas: 16", "comm_ctas: 0"))
+    z3 = lambda e: [c for c in e.comms if c.name.startswith("zero3")]  # noqa: E731
+    held, none = z3(est("megatron-core")), z3(est(str(free)))
+    # with_overlap: (1 - f) comm + f exposed, f = 1 - share: the step pays share x the part that hid
+    extra = sum(c.exposed_s for c in held) - sum(c.exposed_s for c in none)
+    assert extra == pytest.approx(share * sum(c.total_s - c.exposed_s for c in none), rel=1e-6)
+    assert extra > 0
+
+
+def test_deepspeed_pipeline_reduces_after_the_flush():
+    kw = dict(gpus=32, tp=2, pp=4, micro_batch=1, global_batch=64, zero=1)
+    ds, mc = est("deepspeed", **kw), est("megatron-core", **kw)
+    red = [c for c in ds.comms if c.name == "dp gradient reduction"][0]
+    assert red.exposed_s == pytest.approx(red.seconds_per_call * red.calls, rel=1e-9)
+    red_mc = [c for c in mc.comms if c.name == "dp gradient reduction"][0]
+    assert red_mc.exposed_s < red.exposed_s
+
+
+@pytest.mark.parametrize("text,stack", [
+    ("NeMo 24.05 (Megatron-Core)", "nemo"), ("NeMo/Megatron-Core (MLPerf Training v3.1, eos)", "nemo"),
+    ("torchtitan 2D (Float8)", "torchtitan"), ("MosaicML Composer + llm-foundry (FSDP, FlashAttention)",
+                                                "composer-fsdp1"),
+    ("Megatron-DeepSpeed", "deepspeed"), ("DeepSpeed ZeRO-3", "deepspeed"), ("Megatron-LM (2021)", "megatron-core"),
+    ("plain-torch", "plain-torch")])
+def test_framework_names_map_to_stacks(text, stack):
+    assert stack_for_framework(text) == stack
+
+
+def test_unknown_stack_and_framework_are_refused_in_one_line():
+    with pytest.raises(InputError) as e:
+        pm.estimate("llama-3-8b", H100, plan(stack="jax"))
+    assert "unknown stack 'jax'" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(InputError) as e:
+        stack_for_framework("Levanter")
+    assert "Levanter" in str(e.value) and "megatron-core" in str(e.value)
+
+
+def test_interval_is_the_stacks_where_the_spec_has_none():
+    e = est("nemo")
+    band = load_stack("nemo").interval
+    assert e.step_time_s_low == pytest.approx(e.step_time_s * (1 + band.low))
+    assert e.step_time_s_high == pytest.approx(e.step_time_s * (1 + band.high))
+    assert "80% interval" in e.interval_source
+
+
+def test_weighted_interval_quantiles_by_hand():
+    # ten residuals -0.5 .. 0.4 with equal weight: mid-point cumulative weights 0.05, 0.15, ...; the 10% quantile
+    # lies halfway between -0.5 and -0.4, the 90% halfway between 0.3 and 0.4
+    band = interval_from(np.arange(-5, 5) / 10, "test")
+    assert band.low == pytest.approx(-0.45) and band.high == pytest.approx(0.35)
+    assert interval_from(np.array([0.1, 0.2]), "test") is None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Calibration from runs
+# ---------------------------------------------------------------------------------------------------------------
+
+def nemo_runs() -> pd.DataFrame:
+    df = pd.read_csv(DEV_CSV)
+    return df[df["source_group"] == "NeMo_launcher_24.05"].dropna(subset=["vocab"]).head(6)
+
+
+def synthetic(tmp_path, speeds=(0.8, 1.5, 0.25)) -> tuple[Path, Parts]:
+    """The NeMo H100 rows with measured times replaced by the model's parts at known speeds and overhead."""
+    df = nemo_runs()
+    parts = price([c for c in load_cases_from(df)])
+    c, n, o = speeds
+    df["iter_time_s"] = parts.compute / c + parts.comm / n + parts.host + o
+    path = tmp_path / "runs.csv"
+    df.to_csv(path, index=False)
+    return path, parts
+
+
+def load_cases_from(df):
+    from perfmodel.published import to_case
+
+    return [to_case(r) for _, r in df.iterrows()]
+
+
+def test_fit_recovers_known_speeds_and_predict_uses_them(tmp_path):
+    path, parts = synthetic(tmp_path)
+    system = calibrate_from_runs(path, H100, "test")
+    f = system.run_fit
+    # compute dominates these steps and is pinned; exposed communication is a few percent of them, so the prior
+    # (weight 0.1 at the spec's speed 1) holds network_speed between 1 and the truth
+    assert f.compute_speed == pytest.approx(0.8, rel=0.02)
+    assert 1.0 < f.network_speed <= 1.5
+    for r in f.runs:
+        assert r.predicted_s == pytest.approx(r.measured_s, rel=0.02)
+    # the estimate on the calibrated spec: compute / c + comm / n + host + overhead, part by part
+    case = load_cases_from(nemo_runs())[0]
+    base = pm.estimate(case.model, H100, case.plan).time_s
+    cal = pm.estimate(case.model, system, case.plan)
+    t = cal.time_s
+    assert t.gemm == pytest.approx(base.gemm / f.compute_speed)
+    assert t.tp_comm == pytest.approx(base.tp_comm / f.network_speed)
+    assert t.overhead == pytest.approx(base.overhead + f.step_overhead_s)
+    want = (sum(getattr(base, k) for k in COMPUTE_TIME) / f.compute_speed
+            + sum(getattr(base, k) for k in COMM_TIME) / f.network_speed + f.step_overhead_s)
+    assert t.total == pytest.approx(want)
+    assert cal.step_time_s_low < cal.step_time_s < cal.step_time_s_high
+
+
+def test_three_runs_fit_and_leave_one_out_needs_four(tmp_path):
+    df = nemo_runs().head(3)
+    path = tmp_path / "three.csv"
+    df.to_csv(path, index=False)
+    f = calibrate_from_runs(path, H100, "test").run_fit
+    assert len(f.runs) == 3 and f.loo_mape is None and f.interval is None
+    assert all(r.loo_predicted_s is None for r in f.runs)
+
+
+def test_robust_loss_is_not_pulled_by_one_odd_run():
+    parts = Parts(compute=np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), comm=np.array([0.5, 0.2, 0.9, 0.1, 0.4, 0.3]),
+                  host=np.zeros(6), measured=np.zeros(6))
+    parts.measured = parts.compute / 0.9 + parts.comm + 0.0
+    parts.measured[2] *= 2.0  # one run twice as slow (a straggler)
+    c, _, _ = fit(parts)
+    assert c == pytest.approx(0.9, rel=0.05)
+
+
+def _cli(*argv):
+    return subprocess.run([sys.executable, "-m", "perfmodel", *argv], capture_output=True, text=True, timeout=120)
+
+
+def test_cli_calibrate_from_runs_then_predict(tmp_path):
+    path, _ = synthetic(tmp_path)
+    spec = tmp_path / "mine.yaml"
+    r = _cli("calibrate", "--from-runs", str(path), "--hardware", "dgx-h100", "--output", str(spec))
+    assert r.returncode == 0, r.stderr
+    assert "compute_speed" in r.stdout and "leave-one-out MAPE" in r.stdout
+    r = _cli("predict", "--model", "llama-3-8b", "--hardware", str(spec), "--gpus", "16", "--tp", "1", "--pp", "1",
+             "--micro-batch", "2", "--global-batch", "64", "--seq-len", "4096", "--zero", "3", "--stack", "nemo",
+             "--format", "json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["step_time_s_low"] < out["step_time_s"] < out["step_time_s_high"]
+    assert "leave-one-out" in out["interval_source"] and out["time_s"]["overhead"] > 0.2
+
+
+@pytest.mark.parametrize("case,needle", [
+    ("two", "at least 3 measured runs"),
+    ("nocol", "missing column(s) hidden"),
+    ("nohw", "needs --hardware"),
+    ("device", "drop --device"),
+    ("missing", "no such file"),
+])
+def test_cli_calibrate_from_runs_bad_input(tmp_path, case, needle):
+    df = nemo_runs()
+    csv = tmp_path / "runs.csv"
+    (df.head(2) if case == "two" else df.drop(columns=["hidden"]) if case == "nocol" else df).to_csv(csv, index=False)
+    spec = tmp_path / "out.yaml"
+    argv = ["calibrate", "--from-runs", str(csv if case != "missing" else tmp_path / "nope.csv"), "--output", str(spec)]
+    if case != "nohw":
+        argv += ["--hardware", "dgx-h100"]
+    if case == "device":
+        argv += ["--device", "cpu"]
+    r = _cli(*argv)
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert not spec.exists()
+
+
+def test_a_run_on_another_accelerator_is_refused(tmp_path):
+    df = nemo_runs()
+    csv = tmp_path / "runs.csv"
+    df.to_csv(csv, index=False)
+    with pytest.raises(InputError) as e:
+        calibrate_from_runs(csv, load_hardware("dgx-a100-80gb"), "test")
+    assert "not the A100" in str(e.value)
