@@ -32,7 +32,12 @@ from perfmodel.stack import STACKS
 NEUTRAL = (1.0, 1.0, 0.0)  # compute speed, network speed, overhead: the uncalibrated spec
 
 
-def predict_all(csv: Path):
+def predict_all(csv: Path) -> pd.DataFrame:
+    """One row per training run: measured_s, predicted_s (the profiles alone), error, reason, ..."""
+    return priced(csv)[0]
+
+
+def priced(csv: Path):
     """(per-row table, priced parts of the expressible rows, their indices in the table)."""
     cases = load_cases(csv)
     ok = [c for c in cases if not c.reason]
@@ -48,6 +53,8 @@ def predict_all(csv: Path):
     df.loc[idx, "hardware"] = [c.system.name for c in ok]
     df["predicted_s"] = np.nan
     df.loc[idx, "predicted_s"] = parts.predict(NEUTRAL)
+    df.loc[idx, "mfu"] = [e.mfu for e in parts.estimates]
+    df.loc[idx, "fits"] = [e.fits_in_memory for e in parts.estimates]
     df["error"] = df["predicted_s"] / df["measured_s"] - 1
     return df, parts, idx
 
@@ -145,7 +152,7 @@ def main(argv=None) -> int:
     ap.add_argument("--draws", type=int, default=20, help="three-shot draws per group (default 20)")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
-    df, parts, idx = predict_all(a.csv)
+    df, parts, idx = priced(a.csv)
     pd.set_option("display.width", 200)
     pd.set_option("display.max_rows", 500)
     pd.set_option("display.max_colwidth", 90)

@@ -89,6 +89,15 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--stack", choices=STACKS, help=f"software stack that runs the plan (default {DEFAULT_STACK}; "
                                                     "docs/stacks.md)")
     pr.add_argument("--no-overlap-dp-comm", action="store_true", help="data-parallel collectives do not overlap compute")
+    pr.add_argument("--account-for-embedding", action="store_true",
+                    help="count the embedding as a layer in the pipeline split (Megatron-LM "
+                         "--account-for-embedding-in-pipeline-split)")
+    pr.add_argument("--account-for-loss", action="store_true",
+                    help="count the LM head and loss as a layer (Megatron-LM --account-for-loss-in-pipeline-split)")
+    pr.add_argument("--first-stage-layers", type=integer("--first-stage-layers"),
+                    help="layers on the first pipeline stage (Megatron-LM --decoder-first-pipeline-num-layers)")
+    pr.add_argument("--last-stage-layers", type=integer("--last-stage-layers"),
+                    help="layers on the last pipeline stage (Megatron-LM --decoder-last-pipeline-num-layers)")
     pr.add_argument("--format", choices=["table", "json"], default="table")
     pr.add_argument("--plot", metavar="FILE.png", help="draw the time and memory breakdowns and the pipeline schedule")
 
@@ -174,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
 PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "global_batch", "seq_len")
 PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "cp", "vpp", "micro_batch", "global_batch", "seq_len",
               "recompute", "sequence_parallel", "zero", "precision", "schedule", "attention", "grad_dtype",
-              "stack", "no_overlap_dp_comm")
+              "stack", "no_overlap_dp_comm", "account_for_embedding", "account_for_loss", "first_stage_layers",
+              "last_stage_layers")
 
 
 def _predict(a) -> str:
@@ -210,8 +220,10 @@ def _predict_estimate(a):
         raise InputError(f"predict needs {', '.join(missing)} (or --plan FILE, or no flags for the built-in example)")
     given = {k: getattr(a, k) for k in ("gpus", "tp", "pp", "dp", "cp", "vpp", "micro_batch", "global_batch",
                                          "seq_len", "recompute", "zero", "precision", "schedule", "attention",
-                                         "grad_dtype", "stack") if getattr(a, k) is not None}
-    plan = Plan(**given, sequence_parallel=a.sequence_parallel, overlap_dp_comm=not a.no_overlap_dp_comm)
+                                         "grad_dtype", "stack", "first_stage_layers", "last_stage_layers")
+             if getattr(a, k) is not None}
+    plan = Plan(**given, sequence_parallel=a.sequence_parallel, overlap_dp_comm=not a.no_overlap_dp_comm,
+                account_for_embedding=a.account_for_embedding, account_for_loss=a.account_for_loss)
     model, system = load_model(a.model), load_hardware(a.hardware)
     from .cost.estimate import evaluate_plan
 

@@ -54,6 +54,17 @@ class Plan(Schema):
     stage_layers: list[Count] | None = Field(
         None, description="layers on each pipeline stage, first to last; default: as even as possible, the "
                           "remainder on middle stages (default_stage_layers)")
+    account_for_embedding: Flag = Field(
+        False, description="count the input embedding as one layer when splitting the pipeline: the first virtual "
+                           "chunk holds one layer fewer (Megatron-LM --account-for-embedding-in-pipeline-split)")
+    account_for_loss: Flag = Field(
+        False, description="count the LM head and loss as one layer: the last virtual chunk holds one layer fewer "
+                           "(Megatron-LM --account-for-loss-in-pipeline-split)")
+    first_stage_layers: Count | None = Field(
+        None, description="layers on the first stage, the rest split evenly (Megatron-LM "
+                          "--decoder-first-pipeline-num-layers)")
+    last_stage_layers: Count | None = Field(
+        None, description="layers on the last stage (Megatron-LM --decoder-last-pipeline-num-layers)")
 
     def _resolved(self) -> int:
         if self.dp is None:
@@ -96,6 +107,82 @@ def default_stage_layers(n_layers: int, pp: int) -> list[int]:
     middle_extra = min(r, pp - 2)
     rest = r - middle_extra  # 0, 1 or 2 extra layers: the last stage's, then the first's
     return ([q + (rest >= 2)] + [q + (i < middle_extra) for i in range(pp - 2)] + [q + (rest >= 1)])
+
+
+def megatron_chunks(n_layers: int, pp: int, vpp: int, embedding: bool = False, loss: bool = False,
+                    first: int | None = None, last: int | None = None) -> list[int]:
+    """Layers of every virtual pipeline chunk in pipeline order (chunk c runs on stage c % pp), as Megatron-LM
+    splits them (megatron/core/transformer/transformer_block.py get_num_layers_to_build and
+    megatron/training/arguments.py): with `embedding` / `loss` the embedding / the LM head and loss count as one
+    layer each, so n_layers + embedding + loss slots split evenly over the pp * vpp chunks and the first / last
+    chunk holds one layer fewer; with `first` / `last` those stages hold that many layers and the others share
+    the rest evenly; each stage's layers split evenly over its vpp chunks. InputError where Megatron-LM's
+    checks would refuse the split."""
+    if (embedding or loss) and (first is not None or last is not None):
+        raise InputError("account_for_embedding / account_for_loss and first_stage_layers / last_stage_layers are "
+                         "exclusive (Megatron-LM refuses them together); valid: one of the two ways")
+    if embedding or loss:
+        slots = n_layers + embedding + loss
+        if slots % (pp * vpp):
+            ok = [v for v in range(1, slots // pp + 1) if slots % (pp * v) == 0]
+            raise InputError(f"n_layers + embedding + loss = {slots} slots do not split over pp*vpp = {pp}*{vpp} "
+                             f"chunks; valid vpp with pp={pp}: {_fmt(ok)}")
+        per = slots // (pp * vpp)
+        chunks = [per] * (pp * vpp)
+        chunks[0] -= embedding
+        chunks[-1] -= loss
+        return chunks
+    stages = middle = None
+    if first is not None or last is not None:
+        f = first if first is not None else 0
+        la = last if last is not None else 0
+        inner = pp - (first is not None) - (last is not None)
+        rest = n_layers - f - la
+        if inner < 1 or rest < inner or rest % inner:
+            raise InputError(f"first_stage_layers = {first}, last_stage_layers = {last}: the other {inner} stage(s) "
+                             f"must share the remaining {rest} of n_layers = {n_layers} evenly; valid: values "
+                             f"leaving a positive multiple of {inner} layers")
+        middle = rest // inner
+        stages = [middle] * pp
+        if first is not None:
+            stages[0] = first
+        if last is not None:
+            stages[-1] = last
+    else:
+        stages = default_stage_layers(n_layers, pp)
+    bad = [n for n in stages if n % vpp or n < vpp]
+    if bad:
+        raise InputError(f"stage layers {stages} do not split into vpp = {vpp} equal chunks per stage; valid: "
+                         f"every stage's layer count a multiple of {vpp}")
+    return [stages[c % pp] // vpp for c in range(pp * vpp)]
+
+
+def split_of(plan: Plan, n_layers: int) -> list[int]:
+    """Layers on each pipeline stage: the plan's stage_layers, or Megatron-LM's split of its accounting and
+    first / last stage counts (`megatron_chunks`, summed per stage), or the default split."""
+    if plan.stage_layers is not None:
+        return list(plan.stage_layers)
+    if megatron_rules(plan):
+        chunks = chunk_layers(plan, n_layers)
+        return [sum(chunks[s::plan.pp]) for s in range(plan.pp)]
+    return default_stage_layers(n_layers, plan.pp)
+
+
+def megatron_rules(plan: Plan) -> bool:
+    """Whether the plan splits its pipeline by Megatron-LM's accounting or first / last stage counts."""
+    return bool(plan.account_for_embedding or plan.account_for_loss or plan.first_stage_layers is not None
+                or plan.last_stage_layers is not None)
+
+
+def chunk_layers(plan: Plan, n_layers: int) -> list[int]:
+    """Layers of every virtual chunk in pipeline order (chunk c runs on stage c % pp): Megatron-LM's rules where
+    the plan sets them, else each stage's layers (explicit or default) split over its vpp chunks as evenly as
+    possible, earlier chunks taking the rest."""
+    if megatron_rules(plan):
+        return megatron_chunks(n_layers, plan.pp, plan.vpp, plan.account_for_embedding, plan.account_for_loss,
+                               plan.first_stage_layers, plan.last_stage_layers)
+    split, pp, vpp = split_of(plan, n_layers), plan.pp, plan.vpp
+    return [split[c % pp] // vpp + (c // pp < split[c % pp] % vpp) for c in range(pp * vpp)]
 
 
 def divisors(n: int) -> list[int]:
@@ -148,10 +235,23 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
     vpp = p["vpp"]
     if vpp > 1 and pp == 1:
         raise InputError(f"vpp={vpp} needs pipeline parallelism; valid with pp=1: vpp=1")
-    if pp * vpp > model.n_layers:
-        raise InputError(
-            f"pp*vpp = {pp}*{vpp} = {pp * vpp} chunks exceeds n_layers = {model.n_layers}; valid vpp: 1..{model.n_layers // pp}"
-        )
+    rules = p["account_for_embedding"] or p["account_for_loss"] or p["first_stage_layers"] or p["last_stage_layers"]
+    slots = model.n_layers + p["account_for_embedding"] + p["account_for_loss"]
+    if pp * vpp > slots:
+        hint = (" (or 1..{}, counting embedding and loss as layers: account_for_embedding, account_for_loss)"
+                .format((model.n_layers + 2) // pp) if pp * vpp <= model.n_layers + 2 and not rules else "")
+        raise InputError(f"pp*vpp = {pp}*{vpp} = {pp * vpp} chunks exceeds n_layers = {model.n_layers}"
+                         f"{' + accounted embedding/loss' if slots > model.n_layers else ''}; valid vpp: "
+                         f"1..{slots // pp}{hint}")
+    if rules and pp == 1:
+        raise InputError("account_for_embedding / account_for_loss / first_stage_layers / last_stage_layers split "
+                         "a pipeline; valid with pp=1: none of them")
+    if rules and p["stage_layers"] is not None:
+        raise InputError(f"stage_layers = {p['stage_layers']} and Megatron-LM's split rules (account_for_embedding, "
+                         "account_for_loss, first/last_stage_layers) both set the split; valid: one of them")
+    if rules:
+        megatron_chunks(model.n_layers, pp, vpp, p["account_for_embedding"], p["account_for_loss"],
+                        p["first_stage_layers"], p["last_stage_layers"])  # refuses what Megatron-LM refuses
     split = p["stage_layers"]
     if split is not None and (len(split) != pp or sum(split) != model.n_layers or min(split) < vpp):
         raise InputError(
@@ -204,6 +304,8 @@ def layout_label(plan: Plan) -> str:
     parts = [f"{a}{getattr(plan, a)}" for a in ("pp", "dp", "cp", "tp") if (getattr(plan, a) or 1) > 1]
     if plan.vpp > 1:
         parts.append(f"vpp{plan.vpp}")
+    if plan.account_for_embedding or plan.account_for_loss:
+        parts.append("acc" + "e" * plan.account_for_embedding + "l" * plan.account_for_loss)
     if plan.sequence_parallel:
         parts.append("sp")
     if plan.zero:

@@ -20,7 +20,7 @@ from .errors import InputError, Schema
 from .files import read_json_object, write_atomic
 from .hardware import System
 from .models import ModelConfig
-from .plan import Plan, default_stage_layers, resolve
+from .plan import Plan, resolve, split_of
 from .operators import AXES, DATA_AXES, DIMS, LAYER_OPS, OPS, ParallelStyle, megatron_placement
 from .result import Prediction
 
@@ -123,7 +123,7 @@ def check(pf: PlanFile) -> PlanFile:
     want = mesh_of(plan)
     if list(pf.mesh) != list(want) or pf.mesh != want:
         raise InputError(f"plan file field mesh = {pf.mesh} disagrees with the plan; valid mesh: {want}")
-    split = plan.stage_layers or default_stage_layers(pf.model.n_layers, plan.pp)
+    split = split_of(plan, pf.model.n_layers)
     if pf.stage_layers != split:
         raise InputError(f"plan file field stage_layers = {pf.stage_layers} disagrees with the plan; valid "
                          f"stage_layers: {split} (set plan.stage_layers to change the split)")

@@ -24,12 +24,13 @@ BOUND = {
     "memory": ("memory_bound", "optimizer"),
     "network": ("tp_comm", "cp_comm", "pp_comm", "dp_comm", "zero3_comm"),
     "bubble": ("bubble",),
+    "host": ("overhead",),
 }
 
 
 def bound_shares(t: TimeBreakdown) -> dict[str, float]:
-    """Share of the step (0..1) that compute-bound kernels, memory-bound kernels, exposed communication and
-    the pipeline bubble take; they sum to 1. Recompute counts as compute (its GEMMs dominate)."""
+    """Share of the step (0..1) that compute-bound kernels, memory-bound kernels, exposed communication, the
+    pipeline bubble and the host's own time take; they sum to 1. Recompute counts as compute (its GEMMs dominate)."""
     return {k: sum(getattr(t, p) for p in parts) / t.total for k, parts in BOUND.items()}
 
 
@@ -48,6 +49,7 @@ class WhatIfRow(Schema):
     memory_share: float | None = None
     network_share: float | None = None
     bubble_share: float | None = None
+    host_share: float | None = None
     speedup: float | None = Field(None, description="upgrades: baseline step time / this step time")
     note: str = ""
 

@@ -22,7 +22,7 @@ from perfmodel.hardware import load_hardware  # noqa: E402
 from perfmodel.launch import RunFailed  # noqa: E402
 from perfmodel.measurement import load_measurement, measurement_path  # noqa: E402
 from perfmodel.models import ModelConfig  # noqa: E402
-from perfmodel.plan import Plan, default_stage_layers, resolve  # noqa: E402
+from perfmodel.plan import Plan, resolve, split_of  # noqa: E402
 from perfmodel.planfile import (PLACEMENT_AXES, PlanFile, Prediction, megatron_placements, mesh_of,  # noqa: E402
                                 write_plan_file)
 
@@ -46,7 +46,7 @@ def plan_file(model: ModelConfig, placements=None, **kw) -> PlanFile:
     pred = Prediction(step_time_s=0.1, tokens_per_s=1.0, mfu=0.1, memory_bytes=1.0, memory_capacity_bytes=2.0,
                       fits_in_memory=True)
     return PlanFile(version=1, model=model, hardware=CPU, plan=plan, mesh=mesh_of(plan),
-                    stage_layers=plan.stage_layers or default_stage_layers(model.n_layers, plan.pp),
+                    stage_layers=split_of(plan, model.n_layers),
                     placements=placements or [], prediction=pred, created_by="tests/test_execute.py")
 
 
@@ -115,6 +115,10 @@ TWO = {
     "tp_no_sp_gpt_tied": lambda: plan_file(GPT, gpus=2, tp=2),
     "pp_gpipe": lambda: plan_file(LLAMA, gpus=2, pp=2, schedule="gpipe"),
     "pp_1f1b_gpt_tied": lambda: plan_file(GPT, gpus=2, pp=2, micro_batch=1),
+    # Megatron-LM's accounting: 4 layers + embedding + loss = 6 slots over 2 x 3 chunks, chunks [0, 1, 1, 1, 1, 0]
+    # (the first holds the embedding alone, the last the head and loss alone)
+    "pp_account_embedding_loss": lambda: plan_file(LLAMA, gpus=2, pp=2, vpp=3, account_for_embedding=True,
+                                                   account_for_loss=True),
     "cp": lambda: plan_file(LLAMA, gpus=2, cp=2),
     "cp_gpt": lambda: plan_file(GPT, gpus=2, cp=2, recompute="selective"),
     "recompute_full_tp": lambda: plan_file(LLAMA, gpus=2, tp=2, sequence_parallel=True, recompute="full"),

@@ -205,8 +205,13 @@ def test_megatron_pattern_rediscovered(megatron_case):
     assert v["final_norm"].style == "sequence"
     assert v["lm_head"].style == "vocab" and v["lm_head"].weight[2] == "Shard(0)"
     assert v["loss"].split == {"vocab": ["tp"]}
-    # Cheaper than (or equal to) Megatron-LM's assignment under the same cost function, within the same memory.
+    # Cheaper than (or equal to) Megatron-LM's assignment under the same cost function, within the same memory
+    # (solve keeps it as an incumbent where the Lagrangian walk lands on a slower hull point) ...
     assert r.time_s <= pase.evaluate(graph, tables, sp)[0] + 1e-9
+    # ... and the walk by itself finds Megatron-LM's configuration of every transformer layer
+    walk = pase.fit_budget(pase.ChainProblem(graph, tables), r.memory_budget_bytes)[0].assignment
+    layers = [i for i, v in enumerate(graph.vertices) if "." in v.name]
+    assert [walk[i] for i in layers] == [sp[i] for i in layers]
     assert r.memory_bytes <= r.memory_budget_bytes
 
 

@@ -16,7 +16,7 @@ from perfmodel.cost.layouts import Layouts
 from perfmodel.errors import InputError
 from perfmodel.plan import Plan, default_stage_layers, resolve
 from perfmodel.search.layouts import pareto_front, search
-from perfmodel.search.space import Job, Space, enumerate_layouts, vpp_candidates
+from perfmodel.search.space import Job, Space, enumerate_layouts, pipeline_candidates, vpp_candidates
 from perfmodel.search.stages import balance_stages
 
 H100 = pm.load_hardware("dgx-h100")
@@ -43,20 +43,22 @@ def test_enumeration_equals_brute_force_over_resolve():
     model, job = small_model(), Job(gpus=16, global_batch=32, seq_len=2048)
     lay = enumerate_layouts(model, H100, job, Space(sequence_parallel=[False, True]))
     got = {tuple(lay.plan(i).model_dump()[k] for k in ("tp", "pp", "cp", "dp", "vpp", "micro_batch", "recompute",
-                                                       "sequence_parallel", "zero", "schedule"))
+                                                       "sequence_parallel", "zero", "schedule", "account_for_loss"))
            for i in range(len(lay))}
     want = set()
-    for tp, pp, cp, vpp, mb, rc, sp, zero in itertools.product(
-            [1, 2, 4, 8, 16], [1, 2, 4, 8, 16], [1, 2, 4, 8, 16], range(1, 9), [1, 2, 4, 8, 16, 32],
-            ["none", "selective", "full"], [False, True], [0, 1, 2, 3]):
+    for tp, pp, cp, vpp, mb, rc, sp, zero, acc in itertools.product(
+            [1, 2, 4, 8, 16], [1, 2, 4, 8, 16], [1, 2, 4, 8, 16], range(1, 11), [1, 2, 4, 8, 16, 32],
+            ["none", "selective", "full"], [False, True], [0, 1, 2, 3], [False, True]):
         try:
             p = resolve(Plan(gpus=16, tp=tp, pp=pp, cp=cp, vpp=vpp, micro_batch=mb, global_batch=32, seq_len=2048,
-                             recompute=rc, sequence_parallel=sp, zero=zero), model, H100)
+                             recompute=rc, sequence_parallel=sp, zero=zero, account_for_embedding=acc,
+                             account_for_loss=acc), model, H100)
         except InputError:
             continue
-        if p.sequence_parallel != sp or (zero > 0 and p.dp * cp == 1) or vpp not in vpp_candidates(8, pp):
-            continue  # resolve turns sp off at tp=1; ZeRO without replicas; the search's vpp policy
-        want.add((p.tp, p.pp, p.cp, p.dp, p.vpp, p.micro_batch, p.recompute, p.sequence_parallel, p.zero, p.schedule))
+        if p.sequence_parallel != sp or (zero > 0 and p.dp * cp == 1) or (vpp, acc) not in pipeline_candidates(8, pp):
+            continue  # resolve turns sp off at tp=1; ZeRO without replicas; the search's pipeline policy
+        want.add((p.tp, p.pp, p.cp, p.dp, p.vpp, p.micro_batch, p.recompute, p.sequence_parallel, p.zero, p.schedule,
+                  acc))
     assert got == want
     assert len(lay) == len(got)  # no duplicates
 

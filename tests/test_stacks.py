@@ -14,7 +14,6 @@ from perfmodel.calibrate.runs import Parts, calibrate_from_runs, fit, interval_f
 from perfmodel.cost.step import COMM_TIME, COMPUTE_TIME
 from perfmodel.errors import InputError
 from perfmodel.hardware import load_hardware
-from perfmodel.published import load_cases
 from perfmodel.stack import STACKS, Stack, list_stacks, load_stack, stack_for_framework
 
 DEV_CSV = Path(__file__).parents[1] / "benchmarks" / "data" / "published_runs_dev.csv"

@@ -54,6 +54,7 @@ class Parts:
     comm: np.ndarray
     host: np.ndarray
     measured: np.ndarray
+    estimates: list | None = None  # the uncalibrated Estimate of each run (price); not carried by take
 
     def predict(self, params) -> np.ndarray:
         c, n, o = params
@@ -112,16 +113,18 @@ def cases_of(df: pd.DataFrame, system: System, where: str) -> list[Case]:
 
 def price(cases: list[Case]) -> Parts:
     """Each run at the spec's rates (the system of each case, uncalibrated), split into the parts the fit scales."""
-    rows = []
+    rows, ests = [], []
     for c in cases:
         system = c.system.model_copy(update={"run_fit": None})
         try:
-            t = estimate(c.model, system, c.plan).time_s.model_dump()
+            e = estimate(c.model, system, c.plan)
         except InputError as err:
             raise InputError(f"run {c.row_id}: {err}") from None
+        t = e.time_s.model_dump()
         rows.append((sum(t[k] for k in COMPUTE_TIME), sum(t[k] for k in COMM_TIME), t["overhead"], c.measured_s))
+        ests.append(e)
     a = np.array(rows, float).reshape(-1, 4)
-    return Parts(a[:, 0], a[:, 1], a[:, 2], a[:, 3])
+    return Parts(a[:, 0], a[:, 1], a[:, 2], a[:, 3], ests)
 
 
 def fit(parts: Parts, weights=None, overhead: bool = True) -> tuple[float, float, float]:

@@ -15,8 +15,10 @@ import numpy as np
 
 from ..plan import Plan, Recompute, Schedule
 
-VARYING = ("tp", "pp", "dp", "cp", "vpp", "micro_batch", "zero", "recompute", "sequence_parallel", "schedule")
-SHARED = ("gpus", "global_batch", "seq_len", "precision", "attention", "grad_dtype", "overlap_dp_comm", "stack")
+VARYING = ("tp", "pp", "dp", "cp", "vpp", "micro_batch", "zero", "recompute", "sequence_parallel", "schedule",
+           "account_for_embedding", "account_for_loss")
+SHARED = ("gpus", "global_batch", "seq_len", "precision", "attention", "grad_dtype", "overlap_dp_comm", "stack",
+          "first_stage_layers", "last_stage_layers")
 CATEGORIES = {"recompute": get_args(Recompute), "schedule": get_args(Schedule)}
 # What one device's kernels, tensors and weights depend on (pp, vpp and the schedule only set how many)
 PER_DEVICE = ("tp", "cp", "dp", "micro_batch", "sequence_parallel", "zero", "recompute")
@@ -44,6 +46,10 @@ class Layouts:
     grad_dtype: str
     overlap_dp_comm: bool
     stack: str
+    account_for_embedding: np.ndarray | bool = False  # Megatron-LM's pipeline accounting (plan.megatron_chunks)
+    account_for_loss: np.ndarray | bool = False
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
     stage_layers: list[int] | None = None  # an explicit split (one plan only)
     _distinct: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # this instance's only
 

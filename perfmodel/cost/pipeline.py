@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..plan import default_stage_layers
+from ..plan import default_stage_layers, megatron_chunks
 
 
-def stage_layers(n_layers: int, pp: int) -> tuple[int, int, int]:
-    """(first, largest middle, last) stage layer counts of the default split (plan.default_stage_layers).
-    With pp = 1 the single stage is first, middle and last; with pp = 2 "middle" is the larger of the two."""
-    split = default_stage_layers(n_layers, pp)
+def stage_layers(n_layers: int, pp: int, embedding: bool = False, loss: bool = False) -> tuple[int, int, int]:
+    """(first, largest middle, last) stage layer counts of the default split (plan.default_stage_layers), or of
+    Megatron-LM's accounting of the embedding / loss as layers (plan.megatron_chunks; stage counts do not depend
+    on vpp). With pp = 1 the single stage is first, middle and last; with pp = 2 "middle" is the larger of the two."""
+    if embedding or loss:
+        split = megatron_chunks(n_layers, pp, 1, embedding, loss)  # one chunk per stage
+    else:
+        split = default_stage_layers(n_layers, pp)
     return split[0], max(split[1:-1] or split), split[-1]
 
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..hardware import System
 from ..models import ModelConfig
-from ..plan import Plan, default_stage_layers
+from ..plan import Plan, split_of
 from ..result import (
     CommTime,
     Estimate,
@@ -118,7 +118,7 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
     step_s, cap = time_s.total, step.capacity
     fits = membd.total <= cap
     mem_stage, bottleneck = st.name(k_mem, pp, explicit), st.name(b, pp, explicit)
-    split = plan.stage_layers or default_stage_layers(model.n_layers, pp)
+    split = split_of(plan, model.n_layers)
     mflops, hflops, peak = step.model_flops, at(step.hardware_flops), step.peak_flops
     tokens = lay.tokens_per_step
     band = prediction_interval(system, load_stack(plan.stack))

@@ -86,6 +86,20 @@ def bucketed(comm, window, pieces):
     return np.where(comm > 0, np.maximum(comm / pieces, comm - window * (1 - 1 / pieces)), 0.0)
 
 
+def chunked(comm, window, pieces, vpp, spare):
+    """Exposed seconds of a stage's per-step data-parallel collective when the stage holds `vpp` model chunks and
+    each chunk's share (comm / vpp) starts as soon as that chunk is done: Megatron-LM's --overlap-grad-reduce /
+    --overlap-param-gather with an interleaved schedule (megatron/core/distributed/distributed_data_parallel.py:
+    a model chunk's bucket syncs start at its last micro-batch's backward; finalize_model_grads waits for them
+    all). The chunk done last overlaps only its own part of the micro-batch (`bucketed` over window / vpp, in
+    pieces / vpp buckets); the other (vpp - 1) / vpp of comm overlap `spare`, the compute the schedule runs after
+    the first chunk is done (the cooldown's backwards; the warmup's forwards for a weight gather). vpp = 1:
+    `bucketed`."""
+    vpp = np.asarray(vpp, float)
+    last = bucketed(comm / vpp, window / vpp, np.maximum(pieces / vpp, 1.0))
+    return last + np.maximum(0.0, comm * (vpp - 1) / vpp - spare)
+
+
 def op_comms(op: Operator, s: Split, mesh: Mesh, model: ModelConfig, recompute, attention_s: tuple[Values, Values],
              f: float) -> list[Comm]:
     """The collectives inside `op` under split `s` (a split norm's statistics, a split loss's, a split

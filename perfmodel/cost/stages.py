@@ -11,6 +11,7 @@ from ..hardware import System
 from ..models import ModelConfig
 from .compute import shared_core_speedup
 from .layouts import Layouts
+from ..plan import megatron_chunks
 from .pipeline import stage_layers
 
 UNITS = ("layer", "embedding", "head")
@@ -45,8 +46,17 @@ class Stages:
         pp = lay.pp
         if lay.stage_layers is not None:
             return cls.of_split(lay.stage_layers)
-        values, inverse = np.unique(pp, return_inverse=True)
-        lf, lm, ll = np.array([stage_layers(model.n_layers, int(p)) for p in values], float)[inverse].T
+        if lay.first_stage_layers is not None or lay.last_stage_layers is not None:  # one plan: its own split
+            chunks = megatron_chunks(model.n_layers, int(pp[0]), int(lay.vpp[0]), first=lay.first_stage_layers,
+                                     last=lay.last_stage_layers)
+            return cls.of_split([sum(chunks[s::int(pp[0])]) for s in range(int(pp[0]))])
+        # the default split per pp, or Megatron-LM's accounting: n + e + l slots evenly, first / last one fewer
+        emb = np.broadcast_to(lay.account_for_embedding, pp.shape).astype(int)
+        loss = np.broadcast_to(lay.account_for_loss, pp.shape).astype(int)
+        keys = np.stack([pp, emb, loss], axis=1)
+        values, inverse = np.unique(keys, axis=0, return_inverse=True)
+        lf, lm, ll = np.array([stage_layers(model.n_layers, int(p), bool(e), bool(x)) for p, e, x in values],
+                              float)[inverse.ravel()].T
         one = np.ones(len(lay))
         return cls(layers=np.stack([lf, lm, ll]), embedding=np.stack([one, 0 * one, 0 * one]),
                    head=np.stack([(pp == 1) * one, 0 * one, one]), rank=np.stack([0 * one, one, pp - 1.0]),

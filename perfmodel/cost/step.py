@@ -32,7 +32,6 @@ import numpy as np
 from ..hardware import System
 from ..models import ModelConfig
 from ..operators import OPS
-from ..stack import Stack
 from . import comm as C
 from .flops import model_flops_per_token, recompute_flops_per_token
 from .kernels import ACT_BYTES, Device, Op, zero3_copy_op
@@ -47,12 +46,12 @@ from .memory import (
 )
 from .mesh import BIT, Mesh
 from .operators import megatron, operators
-from .pipeline import pipeline_time
+from .pipeline import pipeline_time, warmup_forwards
 from .sharded import (
     ZERO_GROUP,
     Comm,
     behind,
-    bucketed,
+    chunked,
     gradient_sync,
     op_comms,
     optimizer_seconds,
@@ -241,12 +240,16 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     kind = np.where(zero == 0, "all_reduce", "reduce_scatter")
     g = on * gradient_sync(mesh, p_stage, gbytes, zero)
     reps = np.where(zero == 2, m, 1)  # ZeRO-2 reduces every micro-batch (gradients are not kept whole)
-    exp = reps * np.where(overlap_steps, with_overlap(g, bucketed(g, bwd_mb, nl), f), g)
+    # with interleaving, the chunks done before the last overlap what the schedule runs after them: as many
+    # chunk-backwards (cooldown) and chunk-forwards (warmup) as the warm-up count of the stage's rank
+    after = np.maximum(warmup_forwards(lay.schedule, pp, v, m, pick(st.rank, big)) - 1, 0)
+    left = chunked(g, bwd_mb, nl, np.where(zero == 2, 1, v), after * bwd_mb / v)  # ZeRO-2: every micro-batch
+    exp = reps * np.where(overlap_steps, with_overlap(g, left, f), g)
     steps.append(Comm("dp gradient reduction", kind, "dp", nbytes=p_stage * gbytes, seconds=g, calls=reps, bwd=exp,
                       unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
     on = (shard > 1) & np.isin(zero, (1, 2))
     w = on * weight_gather(mesh, p_stage)
-    exp = np.where(overlap_steps, with_overlap(w, bucketed(w, fwd_mb, nl), f), w)
+    exp = np.where(overlap_steps, with_overlap(w, chunked(w, fwd_mb, nl, v, after * fwd_mb / v), f), w)
     steps.append(Comm("zero weight all-gather", "all_gather", "dp", nbytes=p_stage * WEIGHT_BYTES, seconds=w, calls=1,
                       fwd=exp, unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
     on = sp & (t > 1)

@@ -26,6 +26,7 @@ from ..measurement import (
     measurement_path,
     write_measurement,
 )
+from ..plan import megatron_rules
 from ..planfile import (
     PLACEMENT_AXES,
     PlanFile,
@@ -82,9 +83,10 @@ def check_runnable(pf: PlanFile, where: str, nproc: int, nnodes: int, device: st
         raise InputError(f"{where}: precision = {plan.precision} is not run by the executor; valid: "
                          f"{', '.join(RUNNABLE_PRECISIONS)}")
     bad = [n for n in pf.stage_layers if n % plan.vpp]
-    if bad:
+    if bad and not megatron_rules(plan):
         raise InputError(f"{where}: stage_layers = {pf.stage_layers} do not split into vpp = {plan.vpp} equal chunks "
-                         f"per stage; valid: stage layer counts divisible by {plan.vpp}")
+                         f"per stage; valid: stage layer counts divisible by {plan.vpp}, or Megatron-LM's "
+                         "account_for_embedding / account_for_loss")
     placements = pf.placements or megatron_placements(pf.model, plan)
     for pl in placements:
         why = unrunnable_split(pl)

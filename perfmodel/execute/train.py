@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..host import cpu_name
+from ..plan import chunk_layers
 from ..planfile import MESH_AXES, PlanFile, megatron_placements
 from .checkpointing import apply_ac, plain_name
 from .context_parallel import apply_cp
@@ -72,7 +73,7 @@ class Trainer:
         self.tp_mesh, self.dp_mesh = tp_mesh, dp_mesh
 
         n_stages = plan.pp * plan.vpp
-        ranges = virtual_stage_layers(pf.stage_layers, plan.vpp)
+        ranges = virtual_stage_layers(chunk_layers(plan, cfg.n_layers))
         self.indices = stage_indices(self.rank["pp"], plan.pp, plan.vpp)
         self.modules, self.raw = [], []
         for v in self.indices:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from ..operators import AXES, megatron_dim, megatron_placement
+from ..plan import chunk_layers
 from ..planfile import OpPlacement, PlanFile
 
 DEFAULT_DEVICES_PER_NODE = 8
@@ -62,10 +63,8 @@ def devices_per_node(pf: PlanFile) -> tuple[int, int, list[str]]:
 
 def virtual_stages(pf: PlanFile) -> list[int]:
     """Layers of each model chunk in model order: chunk c of stage r is virtual stage c*pp + r (Megatron's
-    interleaving); each stage's layers split into vpp chunks as evenly as possible (earlier chunks take the rest)."""
-    pp, vpp = pf.plan.pp, pf.plan.vpp
-    chunks = [[n // vpp + (1 if c < n % vpp else 0) for c in range(vpp)] for n in pf.stage_layers]
-    return [chunks[r][c] for c in range(vpp) for r in range(pp)]
+    interleaving), as `plan.chunk_layers` splits them."""
+    return chunk_layers(pf.plan, pf.model.n_layers)
 
 
 def layers_label(pl: OpPlacement) -> str:

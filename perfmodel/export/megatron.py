@@ -22,6 +22,13 @@ def _megatron_pipeline_split(pf: PlanFile) -> tuple[list[str], list[str]]:
     p, sl, n = pf.plan, pf.stage_layers, pf.model.n_layers
     if p.pp == 1:
         return [], []
+    if p.account_for_embedding or p.account_for_loss:  # megatron/training/arguments.py counts them as layers
+        slots = n + p.account_for_embedding + p.account_for_loss
+        args = (["--account-for-embedding-in-pipeline-split"] if p.account_for_embedding else []) + (
+            ["--account-for-loss-in-pipeline-split"] if p.account_for_loss else [])
+        if p.vpp > 1:
+            args.append(f"--num-layers-per-virtual-pipeline-stage {slots // (p.pp * p.vpp)}")
+        return args, []
     notes = []
     if p.vpp > 1:
         chunks = virtual_stages(pf)

@@ -22,6 +22,7 @@ TIME_PARTS = {
     "dp_comm": ("DP / ZeRO-1/2 comm (exposed)", "#ff7f0e"),
     "bubble": ("pipeline bubble", "#bdbdbd"),
     "optimizer": ("optimizer step", "#2ca02c"),
+    "overhead": ("host overhead", "#8c564b"),
 }
 MEMORY_PARTS = {
     "weights": ("weights", "#1f77b4"),

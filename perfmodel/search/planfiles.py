@@ -6,7 +6,7 @@ from ..cost.estimate import evaluate_plan, prediction_of
 from ..cost.step import Step
 from ..hardware import System
 from ..models import ModelConfig
-from ..plan import Plan, resolve
+from ..plan import Plan, resolve, megatron_rules
 from ..planfile import VERSION, PlacementCost, PlanFile, mesh_of
 from ..result import Estimate
 from . import pase
@@ -53,7 +53,7 @@ def plan_file(model: ModelConfig, system: System, plan: Plan, created_by: str = 
     plan = resolve(plan, model, system)
     evaluated = evaluate_plan(model, system, plan) if evaluated is None else evaluated
     notes = []
-    if balance and plan.pp > 1 and plan.stage_layers is None:
+    if balance and plan.pp > 1 and plan.stage_layers is None and not megatron_rules(plan):
         plan, evaluated, note = balanced(model, system, plan, evaluated)
         notes += [note] if note else []
     step, est = evaluated

@@ -73,6 +73,18 @@ def vpp_candidates(n_layers: int, pp: int) -> list[int]:
     return [1] + [v for v in range(2, n_layers // pp + 1) if n_layers % (pp * v) == 0]
 
 
+def pipeline_candidates(n_layers: int, pp: int) -> list[tuple[int, bool]]:
+    """(vpp, Megatron-LM's accounting of embedding and loss as layers) pairs: `vpp_candidates` without it, and
+    with it every split that only the two extra slots make even (plan.megatron_chunks): n_layers + 2 divisible
+    by pp * vpp where n_layers is not (Llama 3.1 405B's 126 layers at pp 16 x vpp 8)."""
+    plain = [(v, False) for v in vpp_candidates(n_layers, pp)]
+    if pp == 1:
+        return plain
+    slots = n_layers + 2
+    # vpp 1 is left out: with one chunk per stage the accounting gives the default split (plan.default_stage_layers)
+    return plain + [(v, True) for v in range(2, slots // pp + 1) if slots % (pp * v) == 0 and n_layers % (pp * v)]
+
+
 def check_job(model: ModelConfig, system: System, job: Job) -> None:
     """Refuse a job no layout can run, before enumerating: one line naming the field and what is valid."""
     # gpus the system allows, a sequence the model allows, a precision the system has (resolve's checks)
@@ -118,14 +130,16 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
         raise InputError(no_mesh_message(model, job, space))
     rcs = space.recompute or ["none", "selective", "full"]
     too_narrow = InputError(f"no layout of gpus = {job.gpus} satisfies the --only limits {space.model_dump(exclude_none=True)}")
-    rows = []  # (tp, pp, cp, dp, vpp, micro_batch) then the cheap axes by product below
+    rows = []  # (tp, pp, cp, dp, vpp, micro_batch, accounting) then the cheap axes by product below
     for t, p, c, d in found:
         mbs = _allowed(divisors(job.global_batch // d), space.micro_batch)
-        for v in _allowed(vpp_candidates(model.n_layers, p), space.vpp):
+        for v, acc in pipeline_candidates(model.n_layers, p):
+            if space.vpp is not None and v not in space.vpp:
+                continue
             for mb in mbs:
                 if v > 1 and (job.global_batch // (d * mb)) % p:
                     continue
-                rows.append((t, p, c, d, v, mb))
+                rows.append((t, p, c, d, v, mb, acc))
     if not rows:
         raise too_narrow
     base = np.array(rows, dtype=np.int64)
@@ -150,4 +164,4 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
                    zero=np.concatenate([c[3] for c in cols]), schedule=np.where(vpp > 1, "interleaved", "1f1b"),
                    gpus=job.gpus, global_batch=job.global_batch, seq_len=job.seq_len, precision=job.precision,
                    attention=job.attention, grad_dtype=job.grad_dtype, overlap_dp_comm=job.overlap_dp_comm,
-                   stack=job.stack)
+                   stack=job.stack, account_for_embedding=sel[:, 6] == 1, account_for_loss=sel[:, 6] == 1)

@@ -120,6 +120,28 @@ def tied_classes(tables: CostTables) -> list[dict[str, np.ndarray]]:
     return [{k: np.flatnonzero(ids[k] == c) for k in ids} for c in shared]
 
 
+def with_incumbent(found: tuple[Point, bool, int], graph: Graph, tables: CostTables, prob, budget: float):
+    """`fit_budget`'s answer, improved where that is possible within the budget. The Lagrangian walk reaches only
+    strategies on the lower convex hull of (memory, time), and runs every edge with an alternative (keep a
+    gathered input, or gather it again) the way that is cheaper at its lambda. So: the same configurations with
+    every edge run the faster way, where that still fits; then Megatron-LM's assignment (with or without sequence
+    parallelism) as an incumbent, where it fits and is faster (the answer is never slower than Megatron-LM's)."""
+    point, met, runs = found
+    if met and point.lam > 0:
+        t, m = prob.evaluate(point.assignment, 0.0)
+        if m <= budget and t < point.time:
+            point = Point(0.0, point.assignment, t, m, reported_lam=point.reported_lam)
+    for sp in (True, False):
+        try:
+            a = megatron_assignment(graph, tables, sequence_parallel=sp)
+        except InputError:  # not among these tables' configurations (a tied-embedding variant)
+            continue
+        t, m = prob.evaluate(a, 0.0)
+        if m <= budget and (not met or t < point.time):
+            point, met = Point(0.0, list(a), t, m, reported_lam=point.reported_lam if met else 0.0), True
+    return point, met, runs
+
+
 def solve(model: ModelConfig | str, system: System | str, plan: Plan, memory_budget: float | None = None,
           tables: CostTables | None = None) -> PaseResult:
     """PaSE's optimal per-operator sharding of `plan`'s stage mesh (dp, cp, tp) within a memory budget.
@@ -143,7 +165,7 @@ def solve(model: ModelConfig | str, system: System | str, plan: Plan, memory_bud
     t1 = time.perf_counter()
     problems = [ChainProblem(graph, t) for t in variants]  # separators, and GENERATESEQ inside each distinct block
     t2 = time.perf_counter()
-    found = [(fit_budget(p, budget), t, p) for p, t in zip(problems, variants)]
+    found = [(with_incumbent(fit_budget(p, budget), graph, t, p, budget), t, p) for p, t in zip(problems, variants)]
     best = lambda r: (not r[0][1], r[0][0].time if r[0][1] else r[0][0].memory)  # fits, then fastest; or smallest
     (point, met, runs), tables, prob = min(found, key=best)
     runs = sum(r[0][2] for r in found)
