@@ -24,6 +24,9 @@ from .models import ModelConfig
 from .plan import Plan
 
 
+EXECUTOR_STACK = "plain-torch"  # every sweep runs on perfmodel's own executor (hardware_specs/stacks/plain-torch.yaml)
+
+
 class SweepPlan(Schema):
     """One named plan of a sweep: which of the sweep's models it trains, and how."""
 
@@ -79,7 +82,8 @@ _SEQ, _GB = 128, 8  # every cpu-smoke plan trains the same 8 x 128 tokens per st
 
 def _cpu(name: str, kind: str, model: str = "tiny-gpt2", **plan) -> SweepPlan:
     plan.setdefault("micro_batch", 2)
-    return SweepPlan(name=name, model=model, kind=kind, plan=Plan(gpus=4, global_batch=_GB, seq_len=_SEQ, **plan))
+    return SweepPlan(name=name, model=model, kind=kind,
+                     plan=Plan(stack=EXECUTOR_STACK, gpus=4, global_batch=_GB, seq_len=_SEQ, **plan))
 
 
 CPU_SMOKE = Sweep(
@@ -110,11 +114,11 @@ CPU_3D = Sweep(
     description="8 CPU processes: the genuine 3-D layout pp2 x dp2 x tp2 (4 ranks cannot hold three axes > 1)",
     device="cpu", nproc=8, models={"tiny-gpt2": TINY_GPT2},
     plans=[SweepPlan(name="pp2-dp2-tp2", model="tiny-gpt2", kind="3-D: PP x DP x TP+SP",
-                     plan=Plan(gpus=8, pp=2, dp=2, tp=2, sequence_parallel=True, micro_batch=2, global_batch=_GB,
-                               seq_len=_SEQ)),
+                     plan=Plan(stack=EXECUTOR_STACK, gpus=8, pp=2, dp=2, tp=2, sequence_parallel=True,
+                               micro_batch=2, global_batch=_GB, seq_len=_SEQ)),
            SweepPlan(name="pp2-fsdp2-tp2", model="tiny-gpt2", kind="3-D: PP x FSDP x TP+SP",
-                     plan=Plan(gpus=8, pp=2, dp=2, tp=2, sequence_parallel=True, zero=3, micro_batch=2,
-                               global_batch=_GB, seq_len=_SEQ))],
+                     plan=Plan(stack=EXECUTOR_STACK, gpus=8, pp=2, dp=2, tp=2, sequence_parallel=True, zero=3,
+                               micro_batch=2, global_batch=_GB, seq_len=_SEQ))],
 )
 
 
@@ -145,8 +149,8 @@ GPU_MODELS = {
 def _gpu(name: str, model: str, kind: str, micro_batch: int, global_batch: int, seq_len: int = 1024,
          **plan) -> SweepPlan:
     return SweepPlan(name=name, model=model, kind=kind,
-                     plan=Plan(gpus=1, micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len,
-                               precision="bf16", **plan))
+                     plan=Plan(stack=EXECUTOR_STACK, gpus=1, micro_batch=micro_batch, global_batch=global_batch,
+                               seq_len=seq_len, precision="bf16", **plan))
 
 
 GPU_SINGLE = Sweep(
