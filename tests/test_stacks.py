@@ -238,3 +238,15 @@ def test_a_run_on_another_accelerator_is_refused(tmp_path):
     with pytest.raises(InputError) as e:
         calibrate_from_runs(csv, load_hardware("dgx-a100-80gb"), "test")
     assert "not the A100" in str(e.value)
+
+
+def test_profile_intervals_are_the_benchmarks_residuals():
+    """Each profile's interval is what benchmarks/published_runs.py computes from the profile-only residuals now
+    (regenerate the YAML `interval` blocks from its last table when the cost model moves them)."""
+    sys.path.insert(0, str(DEV_CSV.parents[1]))
+    import published_runs
+
+    df = published_runs.priced(DEV_CSV)[0]
+    for _, row in published_runs.stack_intervals(df).iterrows():
+        band = load_stack(row["stack"]).interval
+        assert (band.low, band.high) == pytest.approx((row["low"], row["high"]), abs=2e-3), row["stack"]
