@@ -26,6 +26,7 @@ import pandas as pd
 
 from devset import DEFAULT_CSV
 from perfmodel.calibrate.runs import fit, interval_from, price
+from perfmodel.errors import InputError
 from perfmodel.published import load_cases
 from perfmodel.stack import STACKS
 
@@ -40,6 +41,12 @@ def predict_all(csv: Path) -> pd.DataFrame:
 def priced(csv: Path):
     """(per-row table, priced parts of the expressible rows, their indices in the table)."""
     cases = load_cases(csv)
+    for c in cases:  # a row the estimate refuses keeps the reason
+        if not c.reason:
+            try:
+                price([c])
+            except InputError as err:
+                c.reason = f"estimate: {err}"
     ok = [c for c in cases if not c.reason]
     parts = price(ok)
     out = [dict(row_id=c.row_id, group=c.group, trust=c.trust, measured_s=c.measured_s, reason=c.reason)

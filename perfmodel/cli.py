@@ -137,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     wi.add_argument("--hardware", help="systems to compare, comma-separated names or spec paths (default: all of "
                                        "perfmodel hardware list)")
     wi.add_argument("--precision", choices=PRECISIONS, default="bf16")
+    wi.add_argument("--stack", choices=STACKS, default=DEFAULT_STACK, help="software stack (docs/stacks.md)")
     wi.add_argument("--upgrade", metavar="SYSTEM", help="also try each single upgrade of this system")
     wi.add_argument("--factor", type=float, default=2.0, help="upgrade factor (default 2)")
     wi.add_argument("--format", choices=["table", "json", "csv"], default="table")
@@ -322,8 +323,8 @@ def _whatif(a) -> str:
     check_factor(a.factor)  # before the searches across systems
     systems = [load_hardware(h.strip()) for h in a.hardware.split(",")] if a.hardware else None
     base = load_hardware(a.upgrade) if a.upgrade else None
-    across = across_systems(a.model, systems, a.gpus, a.global_batch, a.seq_len, a.precision)
-    ups = upgrades(a.model, base, a.gpus, a.global_batch, a.seq_len, a.precision, a.factor) if base else None
+    across = across_systems(a.model, systems, a.gpus, a.global_batch, a.seq_len, a.precision, a.stack)
+    ups = upgrades(a.model, base, a.gpus, a.global_batch, a.seq_len, a.precision, a.factor, a.stack) if base else None
     if a.plot is not None:
         from .plots.whatif import whatif_figure
 

@@ -156,6 +156,10 @@ class Efficiency(Schema):
         description="fraction of a collective's time that can run concurrently with compute when the schedule "
                     "allows it: 1 where communication has its own engines (GPU copy engines and NICs), lower where "
                     "it runs on the cores that compute (gloo on a CPU host); measured by perfmodel calibrate")
+    comm_overlap_measured: bool = Field(
+        False, description="comm_overlap was measured with a collective beside compute (perfmodel calibrate): it "
+                           "then holds the compute the collective's own kernels take, and the stack's comm_ctas "
+                           "is not applied on top (cost.sharded.overlap_fraction)")
     sustained_fraction: float = Field(
         1.0, gt=0, le=1,
         description="fraction of the microbenchmarked GEMM and attention rates a whole training step sustains "
@@ -208,6 +212,7 @@ class RunFit(Schema):
     interval: Interval | None = Field(None, description="prediction interval from the runs' residuals")
     loo_mape: float | None = Field(None, ge=0, description="leave-one-out mean |error| over the runs (fraction)")
     runs: list[RunResidual] = Field(description="the runs fitted to, with their residuals")
+    skipped: list[str] = Field(default_factory=list, description="files of a log directory that were not run logs")
     source: str = Field(description="the file and command the fit came from")
 
 

@@ -48,9 +48,9 @@ class Plan(Schema):
         "fp32", description="gradient accumulation and reduction dtype (Megatron bf16 and torch FSDP default: fp32)"
     )
     overlap_dp_comm: Flag = Field(True, description="data-parallel / ZeRO collectives overlap with compute")
-    stack: str = Field(DEFAULT_STACK, description=f"software stack that runs the plan, one of {', '.join(STACKS)} "
-                                                  "(perfmodel.stack: kernels, overlap, optimizer, host costs); "
-                                                  f"default {DEFAULT_STACK}")
+    stack: str = Field(DEFAULT_STACK, description=f"software stack that runs the plan, one of {', '.join(STACKS)}, "
+                                                  "or the path of a profile YAML (perfmodel.stack: kernels, "
+                                                  f"overlap, optimizer, host costs); default {DEFAULT_STACK}")
     stage_layers: list[Count] | None = Field(
         None, description="layers on each pipeline stage, first to last; default: as even as possible, the "
                           "remainder on middle stages (default_stage_layers)")
@@ -109,6 +109,13 @@ def default_stage_layers(n_layers: int, pp: int) -> list[int]:
     return ([q + (rest >= 2)] + [q + (i < middle_extra) for i in range(pp - 2)] + [q + (rest >= 1)])
 
 
+def megatron_slots(n_layers: int, embedding: bool = False, loss: bool = False) -> int:
+    """What Megatron-LM's pipeline split divides over pp * vpp chunks: the transformer layers, plus one slot for
+    the embedding and one for the LM head and loss where they are accounted as layers
+    (--account-for-embedding/loss-in-pipeline-split, megatron/training/arguments.py)."""
+    return n_layers + bool(embedding) + bool(loss)
+
+
 def megatron_chunks(n_layers: int, pp: int, vpp: int, embedding: bool = False, loss: bool = False,
                     first: int | None = None, last: int | None = None) -> list[int]:
     """Layers of every virtual pipeline chunk in pipeline order (chunk c runs on stage c % pp), as Megatron-LM
@@ -122,7 +129,7 @@ def megatron_chunks(n_layers: int, pp: int, vpp: int, embedding: bool = False, l
         raise InputError("account_for_embedding / account_for_loss and first_stage_layers / last_stage_layers are "
                          "exclusive (Megatron-LM refuses them together); valid: one of the two ways")
     if embedding or loss:
-        slots = n_layers + embedding + loss
+        slots = megatron_slots(n_layers, embedding, loss)
         if slots % (pp * vpp):
             ok = [v for v in range(1, slots // pp + 1) if slots % (pp * v) == 0]
             raise InputError(f"n_layers + embedding + loss = {slots} slots do not split over pp*vpp = {pp}*{vpp} "
@@ -138,11 +145,14 @@ def megatron_chunks(n_layers: int, pp: int, vpp: int, embedding: bool = False, l
         la = last if last is not None else 0
         inner = pp - (first is not None) - (last is not None)
         rest = n_layers - f - la
-        if inner < 1 or rest < inner or rest % inner:
+        if inner == 0 and rest != 0:  # pp 2 with both given: they are the whole split
+            raise InputError(f"first_stage_layers = {first} + last_stage_layers = {last} = {f + la} != n_layers = "
+                             f"{n_layers} with pp = 2; valid: two counts summing to {n_layers}")
+        if inner > 0 and (rest < inner or rest % inner):
             raise InputError(f"first_stage_layers = {first}, last_stage_layers = {last}: the other {inner} stage(s) "
                              f"must share the remaining {rest} of n_layers = {n_layers} evenly; valid: values "
                              f"leaving a positive multiple of {inner} layers")
-        middle = rest // inner
+        middle = rest // inner if inner else 0
         stages = [middle] * pp
         if first is not None:
             stages[0] = first
@@ -236,10 +246,11 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
     if vpp > 1 and pp == 1:
         raise InputError(f"vpp={vpp} needs pipeline parallelism; valid with pp=1: vpp=1")
     rules = p["account_for_embedding"] or p["account_for_loss"] or p["first_stage_layers"] or p["last_stage_layers"]
-    slots = model.n_layers + p["account_for_embedding"] + p["account_for_loss"]
+    slots = megatron_slots(model.n_layers, p["account_for_embedding"], p["account_for_loss"])
+    both = megatron_slots(model.n_layers, True, True)
     if pp * vpp > slots:
-        hint = (" (or 1..{}, counting embedding and loss as layers: account_for_embedding, account_for_loss)"
-                .format((model.n_layers + 2) // pp) if pp * vpp <= model.n_layers + 2 and not rules else "")
+        hint = (f" (or 1..{both // pp}, counting embedding and loss as layers: account_for_embedding, "
+                "account_for_loss)" if pp * vpp <= both and not rules else "")
         raise InputError(f"pp*vpp = {pp}*{vpp} = {pp * vpp} chunks exceeds n_layers = {model.n_layers}"
                          f"{' + accounted embedding/loss' if slots > model.n_layers else ''}; valid vpp: "
                          f"1..{slots // pp}{hint}")

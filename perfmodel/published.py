@@ -102,7 +102,7 @@ def model_for(row: pd.Series) -> tuple[ModelConfig | None, str]:
         fits = [a for a in range(tp, int(hidden) + 1, tp) if hidden % a == 0]
         heads = min(fits, key=lambda a: abs(hidden / a - 128))
     if vocab is None:
-        if row["source_group"].startswith("NeMo") and low.startswith("gpt3"):
+        if _text(row["source_group"]).startswith("NeMo") and low.startswith("gpt3"):
             vocab = 50257  # NeMo GPT-3 configs use the GPT-2 BPE tokenizer
         else:
             return None, "vocab not stated"
@@ -174,12 +174,26 @@ def plan_for(row: pd.Series, model: ModelConfig) -> tuple[Plan | None, str]:
     except InputError as err:
         return None, str(err)
     try:
+        split = _megatron_split(row)
         plan = Plan(tp=tp, pp=pp, dp=int(dp), cp=cp, vpp=vpp, micro_batch=int(mb), global_batch=int(gbs),
                     seq_len=seq, recompute=recompute, sequence_parallel=sp, zero=zero, precision=precision,
-                    attention=d.get("attention", "flash"), grad_dtype=grad, overlap_dp_comm=overlap, stack=stack)
+                    attention=d.get("attention", "flash"), grad_dtype=grad, overlap_dp_comm=overlap, stack=stack, **split)
     except InputError as err:
         return None, f"plan: {err}"
     return plan, ""
+
+
+def _megatron_split(row: pd.Series) -> dict:
+    """Megatron-LM's uneven pipeline split where a runs table states it (columns beyond the dev set's, written by
+    calibrate.logs from a Megatron-LM log): account_for_embedding / _loss, first / last_stage_layers."""
+    out = {}
+    for key in ("account_for_embedding", "account_for_loss"):
+        if key in row and _text(row[key]).lower() in ("true", "1", "yes"):
+            out[key] = True
+    for key in ("first_stage_layers", "last_stage_layers"):
+        if key in row and _num(row[key]) is not None:
+            out[key] = int(_num(row[key]))
+    return out
 
 
 def measured_step_time(row: pd.Series) -> float | None:
@@ -189,7 +203,7 @@ def measured_step_time(row: pd.Series) -> float | None:
         return t
     gbs, seq = _num(row["global_batch"]), _num(row["seq_len"])
     tot = _num(row["tokens_per_s_total"])
-    if tot is None and _num(row["tokens_per_s_per_gpu"]) is not None:
+    if tot is None and _num(row["tokens_per_s_per_gpu"]) is not None and _num(row["n_gpus"]) is not None:
         tot = _num(row["tokens_per_s_per_gpu"]) * _num(row["n_gpus"])
     if gbs and seq and tot:
         return gbs * seq / tot

@@ -41,7 +41,8 @@ class TimeBreakdown(Schema):
     bubble: float
     optimizer: float
     overhead: float = Field(0.0, description="host time per step outside the model: the stack's step_overhead_s "
-                                             "and a calibrated spec's fitted one (cost.step.host_overhead)")
+                                             "(perfmodel.stack.Stack) plus, on a spec calibrated from runs, the "
+                                             "fitted one (cost.step.calibrated)")
     total: float
 
 

@@ -24,6 +24,7 @@ from .files import looks_like_path, read_mapping
 
 STACKS = ("megatron-core", "nemo", "torchtitan", "composer-fsdp1", "deepspeed", "plain-torch")
 DEFAULT_STACK = "megatron-core"
+EXECUTOR_STACK = "plain-torch"  # perfmodel's own executor (perfmodel execute / validate)
 Optimizer = Literal["fused", "foreach", "forloop"]
 
 
@@ -97,22 +98,27 @@ _LOADED: dict[str, Stack] = {}
 
 
 def load_stack(spec: str | Path | Stack) -> Stack:
-    """A stack by name (`perfmodel stacks`... see STACKS) or by path to a YAML profile."""
+    """A stack by name (one of STACKS) or by path to a YAML profile of the same schema (a file is read again
+    when it changes: cached by resolved path and modification time)."""
     if isinstance(spec, Stack):
         return spec
     spec = str(spec)
-    if spec in _LOADED:
-        return _LOADED[spec]
     if looks_like_path(spec):
-        stack = Stack.parse(read_mapping(Path(spec), f"stack profile {spec}"), where=spec)
-    else:
+        path = Path(spec)
+        try:
+            key = f"{path.resolve()}@{path.stat().st_mtime_ns}"
+        except OSError:
+            key = spec  # read_mapping names the missing file
+        if key not in _LOADED:
+            _LOADED[key] = Stack.parse(read_mapping(path, f"stack profile {spec}"), where=spec)
+        return _LOADED[key]
+    key = spec.lower()
+    if key not in _LOADED:
         files = _stack_files()
-        if spec.lower() not in files:
+        if key not in files:
             raise suggest(spec, files, "stack")
-        key = spec.lower()
-        stack = Stack.parse(read_mapping(files[key], f"hardware_specs/stacks/{key}.yaml"), where=key)
-    _LOADED[spec] = stack
-    return stack
+        _LOADED[key] = Stack.parse(read_mapping(files[key], f"hardware_specs/stacks/{key}.yaml"), where=key)
+    return _LOADED[key]
 
 
 # A runs CSV's `framework` text -> stack: the first keyword found wins (NeMo runs on Megatron-Core, so it is

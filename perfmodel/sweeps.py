@@ -22,9 +22,7 @@ from pydantic import Field
 from .errors import Count, InputError, Schema
 from .models import ModelConfig
 from .plan import Plan
-
-
-EXECUTOR_STACK = "plain-torch"  # every sweep runs on perfmodel's own executor (hardware_specs/stacks/plain-torch.yaml)
+from .stack import EXECUTOR_STACK  # every sweep runs on perfmodel's own executor
 
 
 class SweepPlan(Schema):

@@ -30,6 +30,7 @@ from .files import check_output, check_suffix, write_atomic
 from .hardware import System, list_systems, load_hardware
 from .models import ModelConfig
 from .plan import Plan
+from .stack import EXECUTOR_STACK
 from .sweeps import SWEEPS, get_sweep
 from .validation import GiB, ValidationResult, compare, summarize
 
@@ -214,7 +215,13 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
     # Predictions first: a spec that cannot predict a plan fails before the run.
     from .cost.estimate import evaluate_plan
 
-    evaluated = [evaluate_plan(e.model, spec or e.hardware, e.plan) for e in entries]
+    # The executor is the plain-torch stack: a plan file priced for another stack is predicted as it will run
+    other = sorted({e.plan.stack for e in entries} - {EXECUTOR_STACK})
+    if other:
+        notes.append(f"plans priced for stack(s) {', '.join(other)} are predicted as the executor runs them, on the "
+                     f"{EXECUTOR_STACK} stack (hardware_specs/stacks/{EXECUTOR_STACK}.yaml)")
+    evaluated = [evaluate_plan(e.model, spec or e.hardware, e.plan.model_copy(update={"stack": EXECUTOR_STACK}))
+                 for e in entries]
     predicted = [est for _, est in evaluated]
     # A plan predicted not to fit would stop the whole launch when it runs out of memory: a sweep leaves it out
     # (e.g. gpu-single on a 40 GiB part), plan files are refused.

@@ -491,3 +491,16 @@ def test_configurations_respect_divisibility():
         assert c[0, AXES.index("tp")] == -1
         if kind == "attention":
             assert dims.index("seq") not in c[:, AXES.index("tp")]
+
+
+def test_solve_runs_the_walks_edges_the_faster_way_where_that_fits(megatron_case):
+    # The Lagrangian walk stops at lambda > 0, where an edge that may keep a gathered input or gather it again
+    # runs the way cheaper in time + lambda * bytes; with_incumbent runs those edges the faster way when the
+    # memory still fits: the same configurations, faster, within the budget.
+    model, plan, graph, tables, sp, r = megatron_case
+    walk = pase.fit_budget(pase.ChainProblem(graph, tables), r.memory_budget_bytes)[0]
+    assert walk.lam > 0
+    assert [v.config for v in r.vertices] == list(walk.assignment)
+    t0, m0 = pase.evaluate(graph, tables, walk.assignment, 0.0)
+    assert r.time_s == pytest.approx(t0, rel=1e-12) and r.time_s < walk.time
+    assert m0 <= r.memory_budget_bytes

@@ -252,10 +252,14 @@ def test_runs_from_logs_directory_in_name_order(tmp_path):
     (tmp_path / "sub" / "a-titan.out").write_text(TITAN_TOML_LOG)
     (tmp_path / "sub" / "a-titan.toml").write_text(TITAN_TOML)
     (tmp_path / "README.md").write_text("not a log")
+    (tmp_path / "nvidia-smi.txt").write_text("GPU 0: NVIDIA H100 80GB HBM3\n")  # not a run log: skipped, named
     df = runs_from_logs(tmp_path)
     assert list(df["row_id"]) == ["a-titan", "b-megatron"]
     assert list(df["framework"]) == ["torchtitan", "Megatron-LM"]
-    assert list(df.columns) == list(pd.read_csv(DEV_CSV, nrows=0).columns)
+    assert len(df.attrs["skipped"]) == 1 and "nvidia-smi.txt" in df.attrs["skipped"][0]
+    dev = list(pd.read_csv(DEV_CSV, nrows=0).columns)  # the dev set's columns, then Megatron's split settings
+    assert list(df.columns) == dev + ["account_for_embedding", "account_for_loss", "first_stage_layers",
+                                      "last_stage_layers"]
     assert df["tflops_per_gpu"].isna().all()
     assert len(runs_from_logs(tmp_path / "b-megatron.log")) == 1
 
@@ -302,3 +306,23 @@ def test_missing_path_and_empty_directory(tmp_path):
     with pytest.raises(InputError) as e:
         runs_from_logs(tmp_path)
     assert "no *.log" in one_line(e)
+
+
+def test_megatron_uneven_split_is_read_and_priced():
+    """30 layers + embedding + loss = 32 slots, pp 2, 4 slots per virtual stage: vpp 4 (Megatron-LM counts the
+    accounted embedding and loss in num_layers_per_virtual_pipeline_stage)."""
+    from perfmodel.hardware import load_hardware
+    from perfmodel.published import to_case
+
+    text = (MEGATRON_CORE.replace("  num_layers ...................................... 32",
+                                  "  num_layers ...................................... 30")
+            .replace("  virtual_pipeline_model_parallel_size ............ 4\n", "")
+            .replace("  pipeline_model_parallel_size .................... 2\n",
+                     "  pipeline_model_parallel_size .................... 2\n"
+                     "  account_for_embedding_in_pipeline_split ......... True\n"
+                     "  account_for_loss_in_pipeline_split .............. True\n"))
+    row = parse_megatron_log(text, "uneven.log")
+    assert row["vpp"] == 4 and row["account_for_embedding"] and row["account_for_loss"]
+    case = to_case(pd.Series(row), load_hardware("dgx-h100"))
+    assert not case.reason, case.reason
+    assert case.plan.vpp == 4 and case.plan.account_for_embedding and case.plan.account_for_loss

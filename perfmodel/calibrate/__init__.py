@@ -45,6 +45,12 @@ def command_line(device, nproc, output, base, quick, name) -> str:
     return " ".join(parts + [f"--output {output}"])
 
 
+def check_name(name, flag: str = "name") -> None:
+    """A system name for a written spec: letters, digits, '.', '_' and '-'; InputError otherwise."""
+    if name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", str(name)):
+        raise InputError(f"{flag} = {name!r}; valid: letters, digits, '.', '_' and '-', e.g. cpu-lab-4p")
+
+
 def _check_output(output) -> Path:
     """The spec file to write: named .yaml/.yml and writable; InputError otherwise."""
     if output is None:
@@ -64,8 +70,7 @@ def _check(device, nproc, output, base, quick, name) -> tuple[System | None, Pat
         raise InputError(f"nproc = {nproc!r}; valid: an integer >= 1 (processes that run the benchmarks)")
     if not isinstance(quick, bool):
         raise InputError(f"quick = {quick!r}; valid: True or False")
-    if name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", str(name)):
-        raise InputError(f"name = {name!r}; valid: letters, digits, '.', '_' and '-', e.g. cpu-lab-4p")
+    check_name(name)
     out = _check_output(output)
     check_writable(raw_path(out), "output")
     if device == "cpu":

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import argparse
-import re
 import sys
 
 
@@ -77,7 +76,7 @@ def from_runs(args: argparse.Namespace) -> str:
     """`calibrate --from-runs`: fit to measured runs, write the spec atomically, print the fit."""
     from ..files import write_atomic
     from ..hardware import load_hardware
-    from . import _check_output, spec_yaml
+    from . import _check_output, check_name, spec_yaml
     from .runs import calibrate_from_runs, report
 
     given = [f for f, v in (("--device", args.device), ("--base", args.base), ("--plot", args.plot))
@@ -89,8 +88,7 @@ def from_runs(args: argparse.Namespace) -> str:
                          "(perfmodel hardware list)")
     out = _check_output(args.output)
     system = load_hardware(args.hardware)
-    if args.name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", args.name):
-        raise InputError(f"--name {args.name!r}; valid: letters, digits, '.', '_' and '-', e.g. my-cluster")
+    check_name(args.name, "--name")
     system = system.model_copy(update={"name": args.name or f"{system.name}-runs"})
     command = f"perfmodel calibrate --from-runs {args.from_runs} --hardware {args.hardware} --output {args.output}"
     fitted = calibrate_from_runs(args.from_runs, system, command)

@@ -28,12 +28,15 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import InputError
+from ..plan import megatron_slots
 
 COLUMNS = ["row_id", "source_group", "row_type", "trust", "model", "n_layers", "hidden", "ffn_hidden", "heads",
            "kv_heads", "vocab", "seq_len", "gpu_type", "n_gpus", "tp", "pp", "dp", "cp", "sp", "vpp",
            "micro_batch", "global_batch", "recompute", "zero_dist_opt", "precision", "framework", "iter_time_s",
            "tflops_per_gpu", "mfu_pct", "hfu_pct", "tokens_per_s_per_gpu", "tokens_per_s_total",
-           "time_to_train_min", "other_metric", "derived_fields", "source", "notes"]
+           "time_to_train_min", "other_metric", "derived_fields", "source", "notes",
+           # beyond the dev set's columns: Megatron-LM's uneven pipeline split (published.plan_for reads them)
+           "account_for_embedding", "account_for_loss", "first_stage_layers", "last_stage_layers"]
 SUFFIXES = (".log", ".txt", ".out")
 VALID = ("valid: a Megatron-LM log with an arguments block and log-interval lines, "
          "or a torchtitan log with 'step: N ... tps: T' lines")
@@ -103,10 +106,13 @@ def parse_megatron_log(text: str, name: str) -> dict:
         a["pipeline_model_parallel_size"]
     cp = a.get("context_parallel_size") or 1
     dp = a.get("data_parallel_size") or a["world_size"] // (tp * pp * cp)
-    if a.get("num_layers_per_virtual_pipeline_stage"):
-        vpp = layers // pp // a["num_layers_per_virtual_pipeline_stage"]
+    emb, loss = bool(a.get("account_for_embedding_in_pipeline_split")), bool(a.get("account_for_loss_in_pipeline_split"))
+    if a.get("virtual_pipeline_model_parallel_size"):  # set by Megatron from either vpp argument
+        vpp = a["virtual_pipeline_model_parallel_size"]
+    elif a.get("num_layers_per_virtual_pipeline_stage"):  # counted in slots where embedding / loss are accounted
+        vpp = megatron_slots(layers, emb, loss) // pp // a["num_layers_per_virtual_pipeline_stage"]
     else:
-        vpp = a.get("virtual_pipeline_model_parallel_size") or 1
+        vpp = 1
     # The tokenizer pads the vocabulary after the arguments are printed; its own line gives the padded size.
     padded = re.search(r"padded vocab \(size: \d+\) with \d+ dummy tokens \(new size: (\d+)\)", text)
     vocab = a.get("padded_vocab_size") or (int(padded.group(1)) if padded else a.get("vocab_size"))
@@ -123,6 +129,9 @@ def parse_megatron_log(text: str, name: str) -> dict:
             "micro_batch": a["micro_batch_size"], "global_batch": a["global_batch_size"], "recompute": recompute,
             "zero_dist_opt": "distributed optimizer" if a.get("use_distributed_optimizer") else "none",
             "precision": precision, "iter_time_s": statistics.median(used) / 1000,
+            "account_for_embedding": emb, "account_for_loss": loss,
+            "first_stage_layers": a.get("decoder_first_pipeline_num_layers"),
+            "last_stage_layers": a.get("decoder_last_pipeline_num_layers"),
             "notes": f"iter_time_s = median of {len(used)} 'elapsed time per iteration (ms)' log lines / 1000 "
                      f"(first of {len(ms)} dropped as warm-up)"}
 
@@ -261,11 +270,20 @@ def runs_from_logs(path: str | Path) -> pd.DataFrame:
             raise InputError(f"run logs {p}: no *.log, *.txt or *.out files found; {VALID}")
     else:
         raise InputError(f"run logs {p}: no such file or directory; valid: a log file or a directory of logs")
-    rows = []
+    rows, skipped = [], []
     for f in files:
         try:
             text = f.read_text(encoding="utf-8", errors="replace")
         except OSError as err:
             raise InputError(f"run log {f}: cannot be read ({err.strerror}); valid: a readable text file") from None
-        rows.append(parse_log(text, str(f)))
-    return pd.DataFrame(rows, columns=COLUMNS)
+        try:
+            rows.append(parse_log(text, str(f)))
+        except InputError as err:
+            if len(files) == 1:
+                raise
+            skipped.append(str(err))  # a directory may hold other text files (nvidia-smi dumps, configs)
+    if not rows:
+        raise InputError(f"run logs {p}: none of the {len(files)} files is a run log (first: {skipped[0]})")
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    df.attrs["skipped"] = skipped
+    return df

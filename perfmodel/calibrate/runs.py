@@ -43,7 +43,8 @@ COLUMNS = ("row_id", "source_group", "row_type", "trust", "model", "n_layers", "
            "kv_heads", "vocab", "seq_len", "gpu_type", "n_gpus", "tp", "pp", "dp", "cp", "sp", "vpp", "micro_batch",
            "global_batch", "recompute", "zero_dist_opt", "precision", "framework", "iter_time_s",
            "tokens_per_s_per_gpu", "tokens_per_s_total", "source")
-REQUIRED = ("n_layers", "hidden", "heads", "vocab", "seq_len", "dp", "global_batch")
+REQUIRED = ("n_layers", "hidden", "heads", "vocab", "seq_len", "tp", "pp", "dp", "global_batch")
+BOUNDS = ([0.05, 0.05, 0.0], [20.0, 20.0, np.inf])  # of (1 / compute_speed, 1 / network_speed, overhead)
 
 
 @dataclass
@@ -104,6 +105,14 @@ def cases_of(df: pd.DataFrame, system: System, where: str) -> list[Case]:
         case = to_case(row, system)
         if case.reason:
             raise InputError(f"{where}: run {case.row_id}: {case.reason}")
+        if not 0 < case.measured_s < np.inf:
+            raise InputError(f"{where}: run {case.row_id}: measured step time {case.measured_s!r} s (from iter_time_s "
+                             "or tokens_per_s_*); valid: a positive number of seconds")
+        stated, p = pd.to_numeric(row["n_gpus"], errors="coerce"), case.plan
+        if stated == stated and float(stated) != p.tp * p.pp * p.dp * p.cp:
+            raise InputError(f"{where}: run {case.row_id}: n_gpus = {row['n_gpus']} != tp*pp*dp*cp = {p.tp}*{p.pp}*"
+                             f"{p.dp}*{p.cp} = {p.tp * p.pp * p.dp * p.cp}; valid: a layout that covers the run's "
+                             "devices")
         cases.append(case)
     if len(cases) < MIN_RUNS:
         raise InputError(f"{where}: {len(cases)} training run(s); valid: at least {MIN_RUNS} measured runs to fit "
@@ -137,13 +146,13 @@ def fit(parts: Parts, weights=None, overhead: bool = True) -> tuple[float, float
 
     def residuals(x):
         inv_c, inv_n, o = x
-        pred = parts.compute * inv_c + parts.comm * inv_n + parts.host + o
+        pred = run_fit_time(parts.compute, parts.comm, parts.host, 1.0 / inv_c, 1.0 / inv_n, o)
         prior = PRIOR * np.array([inv_c - 1.0, inv_n - 1.0, o / scale])
         return np.concatenate([w * (pred / parts.measured - 1.0), prior])
 
-    top = np.inf if overhead else 1e-12
+    lo, hi = BOUNDS
     sol = least_squares(residuals, x0=[1.0, 1.0, 0.0], loss="soft_l1", f_scale=SOFT_SCALE,
-                        bounds=([0.05, 0.05, 0.0], [20.0, 20.0, top]))
+                        bounds=(lo, [hi[0], hi[1], hi[2] if overhead else 1e-12]))
     inv_c, inv_n, o = sol.x
     return 1.0 / inv_c, 1.0 / inv_n, float(o)
 
@@ -178,9 +187,20 @@ def interval_from(errors: np.ndarray, source: str, weights=None) -> Interval | N
 def calibrate_from_runs(path: str | Path, system: System, source: str) -> System:
     """`system` with a RunFit fitted to the runs at `path` (see the module docstring)."""
     where = f"--from-runs {str(path)!r}"
-    cases = cases_of(read_runs_table(path), system, where)
+    table = read_runs_table(path)
+    cases = cases_of(table, system, where)
     parts = price(cases)
     params = fit(parts)
+    slowest, fastest = 1 / BOUNDS[1][0], 1 / BOUNDS[0][0]  # speeds are the inverse of the fitted factors
+    for name, value in (("compute_speed", params[0]), ("network_speed", params[1])):
+        if not slowest * 1.001 < value < fastest * 0.999:
+            raise InputError(f"{where}: the runs put {name} at its bound {value:.3g} (the spec prices them "
+                             f"{'far too slow' if value > 1 else 'far too fast'}); nothing written: check each run's "
+                             "layout, batch and step time against what ran, or the --hardware it ran on")
+    if params[2] > 0.5 * parts.measured.min():  # host time cannot be most of a step the spec can price
+        raise InputError(f"{where}: the fit puts {params[2]:.3g} s of every step in host overhead, more than half "
+                         f"of the shortest run ({parts.measured.min():.3g} s); nothing written: the runs and the spec "
+                         "disagree by far more than host time explains; check each run's layout, batch and step time")
     pred = parts.predict(params)
     loo = leave_one_out(parts)
     err = parts.measured / loo - 1  # measured / predicted - 1, as the interval is stated
@@ -191,7 +211,8 @@ def calibrate_from_runs(path: str | Path, system: System, source: str) -> System
     loo_mape = float(np.nanmean(np.abs(loo / parts.measured - 1))) if np.isfinite(loo).any() else None
     c, n, o = params
     run_fit = RunFit(compute_speed=round(c, 4), network_speed=round(n, 4), step_overhead_s=round(o, 6),
-                     interval=interval, loo_mape=loo_mape, runs=runs, source=source)
+                     interval=interval, loo_mape=loo_mape, runs=runs, skipped=table.attrs.get("skipped", []),
+                     source=source)
     return system.model_copy(update={"run_fit": run_fit})
 
 
@@ -210,6 +231,7 @@ def report(system: System) -> str:
     else:
         lines.append(f"  interval: fewer than {MIN_INTERVAL_RUNS} leave-one-out residuals; predictions keep their "
                      "stacks' intervals")
+    lines += [f"  skipped (not a run log): {why}" for why in f.skipped]
     table = pd.DataFrame([{"run": r.run, "stack": r.stack, "measured s": r.measured_s, "fitted s": r.predicted_s,
                            "error %": 100 * (r.predicted_s / r.measured_s - 1),
                            "LOO error %": (100 * (r.loo_predicted_s / r.measured_s - 1)

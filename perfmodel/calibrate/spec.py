@@ -151,10 +151,10 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
             f"{n_adam} fused torch.optim.AdamW steps (execute.data_parallel.adamw, {env.dtype}) over the "
             f"parameters of small-model layers, by least squares of log time; fraction of "
             f"{fit.peak_bandwidth / 1e9:.4g} GB/s; {prov}")
-    overlap = effd.get("comm_overlap", 1.0)
+    overlap, measured = effd.get("comm_overlap", 1.0), False
     if m.overlap is not None and fit.comm_overlap is not None:
         o = m.overlap
-        overlap = sig(fit.comm_overlap, 3)
+        overlap, measured = sig(fit.comm_overlap, 3), True
         src["comm_overlap"] = (
             f"measured: on all {o.group_size} ranks at once, t_c = {o.gemm_calls} {o.dtype} GEMMs "
             f"{'x'.join(map(str, o.gemm))} alone, t_m = an all-reduce of {o.size_bytes} B over the {o.group_size} "
@@ -170,7 +170,7 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
     data["efficiency"] = dict(matmul_max=matmul, matmul_tile=list(fit.matmul_tile),
                               attention_max=sig(fit.attention_max), attention_half_seq=sig(fit.attention_half_seq),
                               memory_bandwidth=sig(fit.memory_bandwidth), optimizer_bandwidth=opt_bw,
-                              comm_overlap=overlap,
+                              comm_overlap=overlap, comm_overlap_measured=measured,
                               sustained_fraction=1.0, sources=src)
 
     # The innermost tier, where the collectives were measured.

@@ -72,6 +72,12 @@ def notes_of(model: ModelConfig, system: System, plan: Plan, step: Step, speedup
                      f"keeps fewer of them computing at once ({plan.gpus} ranks, pipeline stages waiting on the "
                      f"slowest), so they compute {speedup:.2f}x faster (cost.compute.shared_core_speedup); compute, "
                      "op and optimizer times above include it")
+    fit = system.run_fit
+    if fit is not None:
+        notes.append(f"{system.name} is calibrated from {len(fit.runs)} measured runs: the time parts above are the "
+                     f"spec's compute / {fit.compute_speed:g} and exposed communication / {fit.network_speed:g}, plus "
+                     f"{fit.step_overhead_s:g} s per step (cost.step.calibrated); the op and communication rows "
+                     "below are at the spec's rates, before that scaling")
     cap = step.capacity
     if not fits:
         notes.append(f"does not fit: needs {memory.total / 2**30:.1f} GiB > {cap / 2**30:.1f} GiB "
@@ -97,7 +103,6 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
     """Plan i of an evaluated set as an Estimate: the headline numbers and the rows that trace them."""
     lay, st = step.lay, step.stages
     plan = lay.plan(i)
-    explicit = lay.stage_layers is not None
     pp, m, gpus = plan.pp, plan.num_microbatches, plan.gpus
     b, k_mem = int(step.bottleneck[i]), int(step.memory_kind[i])
     n = len(lay)
@@ -117,7 +122,7 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
 
     step_s, cap = time_s.total, step.capacity
     fits = membd.total <= cap
-    mem_stage, bottleneck = st.name(k_mem, pp, explicit), st.name(b, pp, explicit)
+    mem_stage, bottleneck = st.name(k_mem, pp), st.name(b, pp)
     split = split_of(plan, model.n_layers)
     mflops, hflops, peak = step.model_flops, at(step.hardware_flops), step.peak_flops
     tokens = lay.tokens_per_step

@@ -56,8 +56,10 @@ def overlap_fraction(system: System, stack: Stack) -> float:
     """f, the share of a collective that can hide behind compute (dimensionless): Efficiency.comm_overlap (how
     much runs concurrently with compute at all) times 1 - Stack.overlap_share (the compute rate the collective's
     own thread blocks leave). With a fully overlapped collective of C seconds the step then pays (1 - f) C:
-    compute beside it ran at 1 - overlap_share of its rate for those C seconds."""
-    return system.efficiency.comm_overlap * (1.0 - stack.overlap_share(system.accelerator))
+    compute beside it ran at 1 - overlap_share of its rate for those C seconds. A comm_overlap measured beside
+    compute (Efficiency.comm_overlap_measured) holds that share already."""
+    eff = system.efficiency
+    return eff.comm_overlap * (1.0 if eff.comm_overlap_measured else 1.0 - stack.overlap_share(system.accelerator))
 
 
 def with_overlap(comm, exposed, fraction):

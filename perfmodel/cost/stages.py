@@ -11,7 +11,7 @@ from ..hardware import System
 from ..models import ModelConfig
 from .compute import shared_core_speedup
 from .layouts import Layouts
-from ..plan import megatron_chunks
+from ..plan import split_of
 from .pipeline import stage_layers
 
 UNITS = ("layer", "embedding", "head")
@@ -31,6 +31,7 @@ class Stages:
     head: np.ndarray
     rank: np.ndarray  # pipeline rank whose in-flight micro-batches the kind holds
     valid: np.ndarray  # kinds a plan has (no middle stage with pp = 2, no last with pp = 1)
+    explicit: bool = False  # one row per stage of one plan's split (else: first, middle, last kinds)
 
     @classmethod
     def of_split(cls, split) -> Stages:
@@ -38,7 +39,7 @@ class Stages:
         n = len(split)
         col = lambda x: np.asarray(x, float)[:, None]
         ranks = np.arange(n)
-        return cls(col(split), col(ranks == 0), col(ranks == n - 1), col(ranks), np.ones((n, 1), bool))
+        return cls(col(split), col(ranks == 0), col(ranks == n - 1), col(ranks), np.ones((n, 1), bool), True)
 
     @classmethod
     def of(cls, model: ModelConfig, lay: Layouts) -> Stages:
@@ -47,9 +48,7 @@ class Stages:
         if lay.stage_layers is not None:
             return cls.of_split(lay.stage_layers)
         if lay.first_stage_layers is not None or lay.last_stage_layers is not None:  # one plan: its own split
-            chunks = megatron_chunks(model.n_layers, int(pp[0]), int(lay.vpp[0]), first=lay.first_stage_layers,
-                                     last=lay.last_stage_layers)
-            return cls.of_split([sum(chunks[s::int(pp[0])]) for s in range(int(pp[0]))])
+            return cls.of_split(split_of(lay.plan(0), model.n_layers))
         # the default split per pp, or Megatron-LM's accounting: n + e + l slots evenly, first / last one fewer
         emb = np.broadcast_to(lay.account_for_embedding, pp.shape).astype(int)
         loss = np.broadcast_to(lay.account_for_loss, pp.shape).astype(int)
@@ -69,14 +68,14 @@ class Stages:
         """Seconds per micro-batch on each stage: every unit's seconds times how many of it the stage holds."""
         return sum(per_unit[u] * self.count(u) for u in UNITS)
 
-    def name(self, kind: int, pp: int, explicit: bool) -> str:
+    def name(self, kind: int, pp: int) -> str:
         if pp == 1:
             return "single"
         if kind == 0:
             return "first"
-        if (explicit and kind == pp - 1) or (not explicit and kind == 2):
+        if (self.explicit and kind == pp - 1) or (not self.explicit and kind == 2):
             return "last"
-        return f"stage {kind}" if explicit else "middle"
+        return f"stage {kind}" if self.explicit else "middle"
 
 
 def pick(values: np.ndarray, kind: np.ndarray) -> np.ndarray:

@@ -46,7 +46,7 @@ from .memory import (
 )
 from .mesh import BIT, Mesh
 from .operators import megatron, operators
-from .pipeline import pipeline_time, warmup_forwards
+from .pipeline import pipeline_time
 from .sharded import (
     ZERO_GROUP,
     Comm,
@@ -240,9 +240,10 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     kind = np.where(zero == 0, "all_reduce", "reduce_scatter")
     g = on * gradient_sync(mesh, p_stage, gbytes, zero)
     reps = np.where(zero == 2, m, 1)  # ZeRO-2 reduces every micro-batch (gradients are not kept whole)
-    # with interleaving, the chunks done before the last overlap what the schedule runs after them: as many
-    # chunk-backwards (cooldown) and chunk-forwards (warmup) as the warm-up count of the stage's rank
-    after = np.maximum(warmup_forwards(lay.schedule, pp, v, m, pick(st.rank, big)) - 1, 0)
+    # with interleaving, the chunks done before the last overlap what the schedule runs after the first of them:
+    # in Megatron-LM's backward order the other vpp - 1 chunks' last pp micro-batches, (vpp - 1) pp chunk-
+    # backwards (and as many chunk-forwards before the last chunk's weights are needed in the next forward)
+    after = np.minimum((v - 1) * pp, m * v - 1)
     left = chunked(g, bwd_mb, nl, np.where(zero == 2, 1, v), after * bwd_mb / v)  # ZeRO-2: every micro-batch
     exp = reps * np.where(overlap_steps, with_overlap(g, left, f), g)
     steps.append(Comm("dp gradient reduction", kind, "dp", nbytes=p_stage * gbytes, seconds=g, calls=reps, bwd=exp,

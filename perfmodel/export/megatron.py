@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from ..plan import megatron_slots
 from ..planfile import PlanFile
 from .common import (
     devices_per_node,
@@ -23,11 +24,17 @@ def _megatron_pipeline_split(pf: PlanFile) -> tuple[list[str], list[str]]:
     if p.pp == 1:
         return [], []
     if p.account_for_embedding or p.account_for_loss:  # megatron/training/arguments.py counts them as layers
-        slots = n + p.account_for_embedding + p.account_for_loss
+        slots = megatron_slots(n, p.account_for_embedding, p.account_for_loss)
         args = (["--account-for-embedding-in-pipeline-split"] if p.account_for_embedding else []) + (
             ["--account-for-loss-in-pipeline-split"] if p.account_for_loss else [])
         if p.vpp > 1:
             args.append(f"--num-layers-per-virtual-pipeline-stage {slots // (p.pp * p.vpp)}")
+        return args, []
+    if p.first_stage_layers is not None or p.last_stage_layers is not None:  # the plan says it Megatron's way
+        args = ([f"--decoder-first-pipeline-num-layers {p.first_stage_layers}"] if p.first_stage_layers else []) + (
+            [f"--decoder-last-pipeline-num-layers {p.last_stage_layers}"] if p.last_stage_layers else [])
+        if p.vpp > 1:  # each stage's layers split evenly over its chunks (plan.megatron_chunks checked it)
+            args.append(f"--num-virtual-stages-per-pipeline-rank {p.vpp}")
         return args, []
     notes = []
     if p.vpp > 1:

@@ -32,7 +32,7 @@ from ..cost.layouts import Layouts
 from ..errors import Count, Flag, InputError, Schema
 from ..hardware import System
 from ..models import ModelConfig
-from ..plan import Plan, Precision, Recompute, divisors, resolve
+from ..plan import Plan, Precision, Recompute, divisors, megatron_slots, resolve
 from ..stack import DEFAULT_STACK
 
 
@@ -80,7 +80,7 @@ def pipeline_candidates(n_layers: int, pp: int) -> list[tuple[int, bool]]:
     plain = [(v, False) for v in vpp_candidates(n_layers, pp)]
     if pp == 1:
         return plain
-    slots = n_layers + 2
+    slots = megatron_slots(n_layers, True, True)
     # vpp 1 is left out: with one chunk per stage the accounting gives the default split (plan.default_stage_layers)
     return plain + [(v, True) for v in range(2, slots // pp + 1) if slots % (pp * v) == 0 and n_layers % (pp * v)]
 
