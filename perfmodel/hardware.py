@@ -216,6 +216,29 @@ class RunFit(Schema):
     source: str = Field(description="the file and command the fit came from")
 
 
+class HostProbe(Schema):
+    """One layout of the host-cost probe: a model too small to compute run by the executor, and the estimate."""
+
+    name: str = Field(description="the probe's layout")
+    measured_s: PositiveFloat = Field(description="measured seconds per step")
+    predicted_s: PositiveFloat = Field(description="the spec's estimate without host costs, seconds per step")
+    kernels: float = Field(ge=0, description="operator launches per step on the slowest stage (forward, backward, "
+                                             "recomputed forward; cost.step.host_counts)")
+    calls: float = Field(ge=0, description="collective calls and sends per step on the slowest stage")
+
+
+class HostCosts(Schema):
+    """Host seconds per operator launch and per collective call that a stack's eager dispatch adds to every step
+    (autograd, DTensor redistribution, collective set-up), measured by perfmodel calibrate for the executor's
+    stack; the estimate charges them to each plan of that stack (cost.step.host_seconds)."""
+
+    stack: str = Field(description="the stack the costs were measured for (the executor: plain-torch)")
+    kernel_s: float = Field(ge=0, description="seconds per operator launch")
+    collective_s: float = Field(ge=0, description="seconds per collective call or send")
+    probes: list[HostProbe] = Field(description="the measurements the two costs were fitted to")
+    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
+
+
 class System(Schema):
     """A named cluster preset: accelerator, interconnect tiers, efficiencies, fixed memory overhead."""
 
@@ -231,6 +254,8 @@ class System(Schema):
     shared_host: SharedHost | None = Field(None, description="set where ranks share a host's cores (CPU "
                                                              "calibrations); null: every rank has its own device")
     run_fit: RunFit | None = Field(None, description="set on a spec written by perfmodel calibrate --from-runs")
+    host_costs: HostCosts | None = Field(None, description="per-launch host costs of a stack, measured by perfmodel "
+                                                           "calibrate (null: none charged)")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
     @model_validator(mode="after")

@@ -418,6 +418,13 @@ def test_quick_calibration_two_ranks_under_torchrun(tmp_path):
         assert tier.ring(kind)[0] == pytest.approx(net.by_kind[kind].bus_bandwidth, rel=2e-3)
     o = raw.measurements.overlap
     assert o.group_size == 2 and len(o.compute_s) == len(o.comm_s) == len(o.both_s) == 5
+    # the executor's host costs: one probe per layout two processes allow, each priced and measured
+    from perfmodel.calibrate.host import probe_plans
+
+    hc = system.host_costs
+    assert hc.stack == "plain-torch" and [p.name for p in hc.probes] == list(probe_plans(2))
+    assert hc.kernel_s >= 0 and hc.collective_s >= 0 and "calibrate.host" in hc.sources["kernel_s"]
+    assert all(p.measured_s > 0 and p.predicted_s > 0 and p.kernels > 0 for p in hc.probes)
     assert 0 <= raw.fit.comm_overlap <= 1 and system.efficiency.comm_overlap == pytest.approx(raw.fit.comm_overlap,
                                                                                              abs=1e-3)
     assert "min(t_c, t_m)" in system.efficiency.sources["comm_overlap"]

@@ -301,3 +301,30 @@ def test_calibrate_from_runs_refuses_runs_it_cannot_price(tmp_path, edit, needle
     with pytest.raises(InputError) as e:
         calibrate_from_runs(csv, H100, "test")
     assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_host_costs_are_charged_per_launch_and_call():
+    """A spec with host costs for plain-torch: a plan of that stack pays kernel_s per operator launch and
+    collective_s per call (cost.step.host_seconds); the launches are the estimate's own op rows (forward,
+    backward, recomputed forward, per micro-batch) and its comm rows' calls."""
+    from perfmodel.cost.estimate import evaluate_plan
+    from perfmodel.hardware import HostCosts
+
+    cpu = load_hardware(Path(__file__).parent / "fixtures" / "cpu-test.yaml")
+    cpu = cpu.model_copy(update={"efficiency": cpu.efficiency.model_copy(update={"comm_overlap": 0.0})})
+    costly = cpu.model_copy(update={"host_costs": HostCosts(stack="plain-torch", kernel_s=1e-4, collective_s=2e-3,
+                                                            probes=[], sources={})})
+    plan = pm.Plan(gpus=2, tp=2, micro_batch=2, global_batch=8, seq_len=128, sequence_parallel=True,
+                   recompute="full", stack="plain-torch")
+    model = pm.load_model("gpt2-124m").model_copy(update={"n_layers": 2})
+    step, base = evaluate_plan(model, cpu, plan)
+    _, paid = evaluate_plan(model, costly, plan)
+    m = base.num_microbatches
+    kernels = sum(o.count * (2 + (o.recompute_s > 0)) for o in base.ops) * m
+    calls = sum(c.calls for c in base.comms)
+    assert step.host_kernels[0] == pytest.approx(kernels) and step.host_calls[0] == pytest.approx(calls)
+    assert paid.step_time_s - base.step_time_s == pytest.approx(1e-4 * kernels + 2e-3 * calls, rel=1e-9)
+    assert paid.time_s.overhead == pytest.approx(1e-4 * kernels + 2e-3 * calls, rel=1e-9)
+    # another stack's plan pays nothing
+    other = plan.model_copy(update={"stack": "torchtitan"})
+    assert evaluate_plan(model, costly, other)[1].step_time_s == evaluate_plan(model, cpu, other)[1].step_time_s

@@ -66,7 +66,8 @@ from .units import op_kernels, unit_edges, unit_ops
 
 COMPUTE_PARTS = {"gemm": "gemm", "attention": "attention", "memory": "memory_bound"}
 COMPUTE_PART_NAMES = (*COMPUTE_PARTS.values(), "recompute")
-STAGE_PARTS = ("gemm", "attention", "memory_bound", "recompute", "tp_comm", "cp_comm", "pp_comm", "zero3_comm")
+STAGE_PARTS = ("gemm", "attention", "memory_bound", "recompute", "tp_comm", "cp_comm", "pp_comm", "zero3_comm",
+               "overhead")
 
 
 @dataclass
@@ -94,6 +95,8 @@ class Step:
     stage_time_max: np.ndarray  # seconds per micro-batch of the slowest stage
     compute_speedup: np.ndarray  # cost.compute.shared_core_speedup applied to compute (1: no shared host)
     zero3_overlap: dict[str, tuple]  # unit -> (gather <= forward, <= backward, fraction that may hide, active)
+    host_kernels: np.ndarray  # operator launches per step on the slowest stage (host_counts)
+    host_calls: np.ndarray  # collective calls and sends per step on the slowest stage
 
     @property
     def step_time_s(self) -> np.ndarray:
@@ -137,6 +140,25 @@ def calibrated(time: dict, system: System) -> dict:
     out["overhead"] = run_fit_time(0.0, 0.0, time["overhead"], 1.0, 1.0, fit.step_overhead_s)
     out["total"] = sum(out[k] for k in (*COMPUTE_TIME, *COMM_TIME, "overhead"))
     return out
+
+
+def host_counts(ops: list[Op], comms: list[Comm], recompute) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per micro-batch, a unit's operator launches in the forward, in the backward (its recomputed forwards
+    included) and its collective calls: what the host dispatches (each op one launch per pass; each Comm's
+    calls)."""
+    on = lambda x: np.asarray(x, bool).astype(float)  # noqa: E731
+    fwd = sum(on(op.active) for op in ops)
+    bwd = sum(on(op.active) * (1.0 + np.isin(recompute, op.recompute)) for op in ops)
+    calls = sum(np.asarray(c.calls, float) * on(c.active) for c in comms)
+    return fwd + 0.0, bwd + 0.0, calls + 0.0
+
+
+def host_seconds(costs, kernels, calls):
+    """Host seconds of `kernels` operator launches and `calls` collective calls at the measured per-launch costs
+    (hardware.HostCosts; 0 without them): kernels * kernel_s + calls * collective_s."""
+    if costs is None:
+        return 0.0 * (np.asarray(kernels) + np.asarray(calls))
+    return costs.kernel_s * np.asarray(kernels, float) + costs.collective_s * np.asarray(calls, float)
 
 
 def unit_parts(ops: list[Op], recompute) -> dict[str, np.ndarray]:
@@ -212,6 +234,16 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
         charge(Comm("zero3 gradient reduce-scatter", "reduce_scatter", "dp", nbytes=p * gbytes, seconds=rs, calls=1,
                     bwd=e_b * (1 - share), unit=unit, part="zero3_comm", mask=ZERO_GROUP, active=on))
 
+    # --- host: the stack's per-launch costs, where the spec measured them for it (hardware.HostCosts) --------
+    costs = system.host_costs if system.host_costs is not None and system.host_costs.stack == lay.stack else None
+    kernels, calls_of = {}, {}
+    for u in UNITS:
+        nf, nb, calls = host_counts(ops[u], [c for c in comms if c.unit == u], rc)
+        kernels[u], calls_of[u] = nf + nb, calls
+        hf, hb = host_seconds(costs, nf, 0.0), host_seconds(costs, nb, calls)
+        parts[u]["overhead"] = parts[u]["overhead"] + hf + hb
+        fwd[u], bwd[u] = fwd[u] + hf, bwd[u] + hb
+
     # --- pipeline: send activations forward and gradients backward at each chunk boundary ----------------
     link_bw, link_lat, link = C.group_p2p_link(system, t * lay.cp * lay.dp, pp)  # also the tied-embedding sync
     s_pp = lay.tokens_per_microbatch * model.hidden * ACT_BYTES / lay.sp_divisor
@@ -223,6 +255,8 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     # --- stages ----------------------------------------------------------------------------------------------
     stage_part = {k: st.seconds({u: parts[u][k] for u in UNITS}) for k in STAGE_PARTS}
     stage_part["pp_comm"] = stage_part["pp_comm"] + p2p
+    sends = np.where(pp > 1, 2.0 * v, 0.0)  # send/recv calls per micro-batch of a stage
+    stage_part["overhead"] = stage_part["overhead"] + host_seconds(costs, 0.0, sends)
     per_mb = sum(stage_part.values())
     bottleneck = np.argmax(np.where(st.valid, per_mb, -np.inf), axis=0)
     t_mean = (sum(sum(parts[u].values()) * n for u, n in unit_counts(model).items()) + pp * p2p) / pp
@@ -267,12 +301,16 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     dp_exposed = sum(c.exposed for c in steps)
     t_opt = optimizer_seconds(dev, p_stage, zero, shard, gbytes) / shared_host_speedup(system, lay)
 
-    t_host = stack.step_overhead_s
+    step_calls = sum(np.asarray(c.calls, float) * np.asarray(c.active, bool) for c in steps)
+    t_host = stack.step_overhead_s + host_seconds(costs, 0.0, step_calls)
 
     step = t_pipe + dp_exposed + t_opt + t_host
     time = {k: pick(stage_part[k], bottleneck) * m for k in STAGE_PARTS}
     time.update(dp_comm=dp_exposed + none, bubble=t_pipe - m * t_max, optimizer=t_opt + none,
-                overhead=t_host + none, total=step)
+                overhead=time["overhead"] + t_host, total=step)
+    # what the host dispatches per step on the slowest stage (what calibrate's host probe fits to)
+    host_kernels = pick(st.seconds(kernels), bottleneck) * m
+    host_calls = pick(st.seconds(calls_of) + sends, bottleneck) * m + step_calls
     time = calibrated(time, system)
     memory, mem_kind = stage_memory(model, system, lay, st) if memory is None else memory
 
@@ -288,4 +326,5 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
                 peak_dtype=peak_dtype, unit_time={u: sum(parts[u].values()) + none for u in UNITS},
                 unit_fwd={u: fwd[u] + none for u in UNITS},
                 unit_recompute={u: parts[u]["recompute"] + none for u in UNITS}, p2p=p2p, stage_time_max=t_max,
-                compute_speedup=speedup + none, zero3_overlap=zero3_overlap)
+                compute_speedup=speedup + none, zero3_overlap=zero3_overlap,
+                host_kernels=host_kernels + none, host_calls=host_calls + none)
