@@ -425,6 +425,9 @@ def test_quick_calibration_two_ranks_under_torchrun(tmp_path):
     assert hc.stack == "plain-torch" and [p.name for p in hc.probes] == list(probe_plans(2))
     assert hc.kernel_s >= 0 and hc.collective_s >= 0 and "calibrate.host" in hc.sources["kernel_s"]
     assert all(p.measured_s > 0 and p.predicted_s > 0 and p.kernels > 0 for p in hc.probes)
+    # and the compute a whole step sustains, measured on the probe model no sweep runs
+    assert 0.05 <= system.efficiency.sustained_fraction <= 1
+    assert "sustain-probe" in system.efficiency.sources["sustained_fraction"]
     assert 0 <= raw.fit.comm_overlap <= 1 and system.efficiency.comm_overlap == pytest.approx(raw.fit.comm_overlap,
                                                                                              abs=1e-3)
     assert "min(t_c, t_m)" in system.efficiency.sources["comm_overlap"]

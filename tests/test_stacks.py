@@ -328,3 +328,26 @@ def test_host_costs_are_charged_per_launch_and_call():
     # another stack's plan pays nothing
     other = plan.model_copy(update={"stack": "torchtitan"})
     assert evaluate_plan(model, costly, other)[1].step_time_s == evaluate_plan(model, cpu, other)[1].step_time_s
+
+
+def test_sustained_fraction_by_hand_and_reproduces_the_probe():
+    """calibrate.host.sustained_fraction = F / (measured - (predicted - F)), F the GEMM + attention seconds: by hand,
+    clipped, and a spec carrying it prices the probe at (about) what was measured (the GEMMs of so small a model are
+    compute bound, so their time scales as 1 / fraction)."""
+    from perfmodel.calibrate.host import SUSTAIN_MODEL, sustain_plan, sustained_fraction
+    from perfmodel.cost.estimate import estimate
+
+    assert sustained_fraction(0.3, 0.2, 0.1) == pytest.approx(0.5)  # 0.1 / (0.3 - 0.1)
+    assert sustained_fraction(0.2, 0.2, 0.1) == 1.0  # measured as predicted
+    assert sustained_fraction(0.05, 0.2, 0.1) == 1.0  # faster than the host and comm alone: no claim on compute
+    assert sustained_fraction(100.0, 0.2, 0.1) == 0.05  # floor
+    cpu = load_hardware(Path(__file__).parent / "fixtures" / "cpu-test.yaml")
+    plan = sustain_plan(4)
+    assert plan.gpus == 4 and plan.tp == plan.pp == 1 and plan.zero == 0 and plan.stack == "plain-torch"
+    base = estimate(SUSTAIN_MODEL, cpu, plan)
+    f = base.time_s.gemm + base.time_s.attention
+    measured = base.step_time_s + 0.8 * f  # a step that keeps 1 / 1.8 of the kernels' rates
+    frac = sustained_fraction(measured, base.step_time_s, f)
+    assert frac == pytest.approx(1 / 1.8)
+    slow = cpu.model_copy(update={"efficiency": cpu.efficiency.model_copy(update={"sustained_fraction": frac})})
+    assert estimate(SUSTAIN_MODEL, slow, plan).step_time_s == pytest.approx(measured, rel=0.03)

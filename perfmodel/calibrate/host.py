@@ -12,6 +12,17 @@ and fits two non-negative costs to what the estimate leaves out (scipy.optimize.
 `kernels` and `calls`: what the host dispatches per step on the slowest stage (cost.step.host_counts). The
 spec then carries them for the executor's stack (`hardware.HostCosts`), and the estimate charges them to every
 plan of that stack (cost.step.host_seconds).
+
+On a CPU the same launch also runs one model large enough to compute (`SUSTAIN_MODEL`, data parallel over all
+ranks) and derives `Efficiency.sustained_fraction` from it, as the GPU specs derive theirs from a published
+end-to-end run (benchmarks/sustained_fraction.py): the fraction of the microbenchmarked GEMM and attention rates
+a whole training step keeps once every rank computes, communicates and allocates at once,
+
+    sustained_fraction = F / (measured - (predicted - F))            F: the step's GEMM + attention seconds
+
+The probe's model and layout are none of a validation sweep's (perfmodel.sweeps), so the fraction is measured
+beside the plans it is checked on, never fitted to them. On CUDA a model this small is launch-bound and says
+nothing of sustained compute: the base spec's fraction stands.
 """
 
 from __future__ import annotations
@@ -32,6 +43,14 @@ PROBE_MODEL = ModelConfig(
     name="host-probe", n_layers=4, hidden=16, n_heads=2, ffn_hidden=64, vocab=64, max_seq_len=128, mlp="gelu",
     norm="layernorm", position="learned", tie_embeddings=True, linear_bias="all", dropout=0.0,
     source="a GPT-2-style model too small to compute: its step time is the host's (calibrate.host)")
+# Large enough that GEMMs are most of its step on a CPU rank (~0.2-0.5 s), and shaped unlike any sweep model
+# (perfmodel.sweeps: hidden 256, vocab 8192) so the fraction is not measured on a plan it is checked against.
+SUSTAIN_MODEL = ModelConfig(
+    name="sustain-probe", n_layers=3, hidden=320, n_heads=5, ffn_hidden=1280, vocab=4096, max_seq_len=128,
+    mlp="gelu", norm="layernorm", position="learned", tie_embeddings=True, linear_bias="all", dropout=0.0,
+    source="a GPT-2-style model whose step is mostly GEMMs on a CPU rank: the sustained-fraction probe "
+           "(calibrate.host)")
+SUSTAIN = "sustain"
 STEPS, WARMUP = 6, 2
 
 
@@ -49,28 +68,49 @@ def probe_plans(nproc: int) -> dict[str, Plan]:
     return out
 
 
-def measure_host_costs(system: System, nproc: int, device: str, echo=None) -> HostCosts:
-    """Run the probes on `nproc` processes, price them with `system`, fit the two costs (see the docstring)."""
+def sustain_plan(nproc: int) -> Plan:
+    """The sustained-fraction probe's layout: plain data parallelism over every rank (ZeRO 0, one micro-batch
+    where the batch divides), the executor's least modelled path."""
+    return Plan(stack=EXECUTOR_STACK, gpus=nproc, global_batch=8, seq_len=128,
+                micro_batch=8 // nproc if 8 % nproc == 0 else 1)
+
+
+def sustained_fraction(measured_s: float, predicted_s: float, compute_s: float) -> float:
+    """F / (measured - (predicted - F)) with F = `compute_s`, the GEMM and attention seconds the prediction made at
+    a sustained fraction of 1 (see the module docstring); clipped to [0.05, 1] (dimensionless)."""
+    rest = predicted_s - compute_s
+    if measured_s <= rest:  # the step is all host and communication: nothing to say about compute
+        return 1.0
+    return float(min(1.0, max(0.05, compute_s / (measured_s - rest))))
+
+
+def measure_host_costs(system: System, nproc: int, device: str, echo=None) -> System:
+    """Run the probes on `nproc` processes, price them with `system`, fit the two host costs and, on a CPU, the
+    sustained fraction (see the module docstring); `system` with them."""
     from ..cost.estimate import evaluate_plan
     from ..execute import run_plans
     from ..planfile import write_plan_file
     from ..search.planfiles import plan_file
 
     bare = system.model_copy(update={"host_costs": None})
-    plans = probe_plans(nproc)
+    plans = {name: (PROBE_MODEL, plan) for name, plan in probe_plans(nproc).items()}
+    if device == "cpu":
+        plans[SUSTAIN] = (SUSTAIN_MODEL, sustain_plan(nproc))
     with tempfile.TemporaryDirectory(prefix="perfmodel-host-") as tmp:
         paths, steps = [], []
-        for name, plan in plans.items():
-            step, est = evaluate_plan(PROBE_MODEL, bare, plan)
-            pf = plan_file(PROBE_MODEL, bare, est.plan, "perfmodel calibrate (host probe)", evaluated=(step, est))
+        for name, (model, plan) in plans.items():
+            step, est = evaluate_plan(model, bare, plan)
+            pf = plan_file(model, bare, est.plan, "perfmodel calibrate (host probe)", evaluated=(step, est))
             paths.append(write_plan_file(pf, Path(tmp) / f"{name}.json"))
             steps.append((step, est))
         measured = run_plans(paths, nproc, device=device, steps=STEPS, warmup=WARMUP, log_dir=Path(tmp), echo=echo)
+    times = {name: statistics.median(m.step_times()[WARMUP:]) for name, m in zip(plans, measured)}
     probes = []
-    for name, (step, est), m in zip(plans, steps, measured):
-        probes.append(HostProbe(name=name, measured_s=statistics.median(m.step_times()[WARMUP:]),
-                                predicted_s=est.step_time_s, kernels=float(step.host_kernels[0]),
-                                calls=float(step.host_calls[0])))
+    for name, (step, est) in zip(plans, steps):
+        if name == SUSTAIN:
+            continue
+        probes.append(HostProbe(name=name, measured_s=times[name], predicted_s=est.step_time_s,
+                                kernels=float(step.host_kernels[0]), calls=float(step.host_calls[0])))
     a = np.array([[p.kernels, p.calls] for p in probes])
     gap = np.array([p.measured_s - p.predicted_s for p in probes])
     (kernel_s, collective_s), _ = nnls(a, np.maximum(gap, 0.0))
@@ -78,5 +118,25 @@ def measure_host_costs(system: System, nproc: int, device: str, echo=None) -> Ho
            f"{len(probes)} layouts of {PROBE_MODEL.name} ({', '.join(plans)}; {STEPS} steps, the median after "
            f"{WARMUP}), and non-negative least squares of measured - predicted step time on launches and calls "
            "per step (calibrate.host)")
-    return HostCosts(stack=EXECUTOR_STACK, kernel_s=float(kernel_s), collective_s=float(collective_s), probes=probes,
-                     sources={"kernel_s": how, "collective_s": how})
+    costs = HostCosts(stack=EXECUTOR_STACK, kernel_s=float(kernel_s), collective_s=float(collective_s),
+                      probes=probes, sources={"kernel_s": how, "collective_s": how})
+    system = system.model_copy(update={"host_costs": costs})
+    if SUSTAIN not in plans:
+        return system
+    model, plan = plans[SUSTAIN]
+    est = evaluate_plan(model, system, plan)[1]  # host costs charged, compute at the microbenchmark rates
+    eff = system.efficiency
+    if eff.sustained_fraction != 1.0:
+        raise ValueError("the sustained-fraction probe prices its plan at the microbenchmark rates (fraction 1)")
+    compute = est.time_s.gemm + est.time_s.attention
+    frac = sustained_fraction(times[SUSTAIN], est.step_time_s, compute)
+    why = (f"measured end to end: perfmodel calibrate ran the executor on {model.name} ({model.n_layers} layers, "
+           f"hidden {model.hidden}, vocab {model.vocab}; a model of no validation sweep) data parallel over {nproc} "
+           f"{device} process(es), {STEPS} steps, the median after {WARMUP}: {times[SUSTAIN] * 1e3:.1f} ms per "
+           f"step where the estimate at the microbenchmark rates says {est.step_time_s * 1e3:.1f} ms, "
+           f"{compute * 1e3:.1f} ms of it GEMMs and attention; fraction = F / (measured - (predicted - F)) "
+           "(calibrate.host.sustained_fraction), the share of the isolated kernels' rates a whole step keeps with "
+           "every rank computing, communicating and allocating at once")
+    eff = eff.model_copy(update={"sustained_fraction": round(frac, 4),
+                                 "sources": {**eff.sources, "sustained_fraction": why}})
+    return system.model_copy(update={"efficiency": eff})

@@ -19,7 +19,8 @@ CPU (no datasheet): every number comes from this machine.
 CUDA: the catalogue system `base` keeps its datasheet peaks and every tier a node cannot measure; its
 efficiencies (and, for nproc > 1, comm_overlap and the innermost tier's latency, efficiency and by_kind) are
 replaced by fitted ones, and `memory_overhead_gib` by the measured device memory torch's allocator cannot use.
-`sustained_fraction` is 1.0: the fitted rates are this machine's own; it is never fitted to validation plans
+`sustained_fraction` is 1.0 here (the fitted rates are this machine's own); on a CPU `calibrate.host` then
+measures it end to end on a probe model that no validation sweep runs; it is never fitted to validation plans
 or published runs.
 """
 
@@ -139,7 +140,8 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
             + ("; on one CPU thread GELU and norms are compute bound (a few % of streaming bandwidth), and the "
                "estimate counts bf16 (2 B) activations where the CPU executor moves fp32 (4 B)" if cpu else "")
             + f"; {prov}"),
-        sustained_fraction=("1.0: a calibrated spec's efficiencies are this machine's own microbenchmark rates; "
+        sustained_fraction=("1.0: a calibrated spec's efficiencies are this machine's own microbenchmark rates "
+                            "(on a CPU calibrate.host replaces it by an end-to-end measurement on a probe model); "
                             "never fitted to validation plans or published runs"),
     )
     opt_bw = effd.get("optimizer_bandwidth")
