@@ -56,6 +56,10 @@ class Stack(Schema):
     overlap_grad_reduce: bool = Field(
         description="ZeRO 0-2: the gradient reduction (and ZeRO-1/2's weight gather) runs per bucket beside the "
                     "backward (forward), when the plan's overlap_dp_comm allows it")
+    overlap_param_gather: bool = Field(
+        True, description="ZeRO-1: the all-gather of the updated weights runs per bucket beside the next forward "
+                          "(false: the optimizer step gathers them before it returns); ZeRO-2's gather is in the "
+                          "forward and prefetched as FSDP does, so only ZeRO-1 reads this")
     overlap_grad_reduce_with_pp: bool = Field(
         description="... also with pipeline parallelism (false where the pipeline engine reduces after its flush)")
     comm_ctas: int = Field(

@@ -27,7 +27,6 @@ nothing of sustained compute: the base spec's fraction stands.
 
 from __future__ import annotations
 
-import statistics
 import tempfile
 from pathlib import Path
 
@@ -51,7 +50,7 @@ SUSTAIN_MODEL = ModelConfig(
     source="a GPT-2-style model whose step is mostly GEMMs on a CPU rank: the sustained-fraction probe "
            "(calibrate.host)")
 SUSTAIN = "sustain"
-STEPS, WARMUP = 6, 2
+STEPS, WARMUP, ROUNDS = 6, 2, 3  # the step time as validate reads it: the lowest round's median (Measurement)
 
 
 def probe_plans(nproc: int) -> dict[str, Plan]:
@@ -103,8 +102,9 @@ def measure_host_costs(system: System, nproc: int, device: str, echo=None) -> Sy
             pf = plan_file(model, bare, est.plan, "perfmodel calibrate (host probe)", evaluated=(step, est))
             paths.append(write_plan_file(pf, Path(tmp) / f"{name}.json"))
             steps.append((step, est))
-        measured = run_plans(paths, nproc, device=device, steps=STEPS, warmup=WARMUP, log_dir=Path(tmp), echo=echo)
-    times = {name: statistics.median(m.step_times()[WARMUP:]) for name, m in zip(plans, measured)}
+        measured = run_plans(paths, nproc, device=device, steps=STEPS, warmup=WARMUP, rounds=ROUNDS,
+                             log_dir=Path(tmp), echo=echo)
+    times = {name: m.step_time_s for name, m in zip(plans, measured)}
     probes = []
     for name, (step, est) in zip(plans, steps):
         if name == SUSTAIN:
@@ -115,9 +115,9 @@ def measure_host_costs(system: System, nproc: int, device: str, echo=None) -> Sy
     gap = np.array([p.measured_s - p.predicted_s for p in probes])
     (kernel_s, collective_s), _ = nnls(a, np.maximum(gap, 0.0))
     how = (f"fitted: perfmodel calibrate ran the executor on {nproc} {device} process(es) over "
-           f"{len(probes)} layouts of {PROBE_MODEL.name} ({', '.join(plans)}; {STEPS} steps, the median after "
-           f"{WARMUP}), and non-negative least squares of measured - predicted step time on launches and calls "
-           "per step (calibrate.host)")
+           f"{len(probes)} layouts of {PROBE_MODEL.name} ({', '.join(probe_plans(nproc))}; {ROUNDS} rounds of {STEPS} "
+           f"steps, the lowest round's median after {WARMUP}), and non-negative least squares of measured - "
+           "predicted step time on launches and calls per step (calibrate.host)")
     costs = HostCosts(stack=EXECUTOR_STACK, kernel_s=float(kernel_s), collective_s=float(collective_s),
                       probes=probes, sources={"kernel_s": how, "collective_s": how})
     system = system.model_copy(update={"host_costs": costs})
@@ -132,7 +132,8 @@ def measure_host_costs(system: System, nproc: int, device: str, echo=None) -> Sy
     frac = sustained_fraction(times[SUSTAIN], est.step_time_s, compute)
     why = (f"measured end to end: perfmodel calibrate ran the executor on {model.name} ({model.n_layers} layers, "
            f"hidden {model.hidden}, vocab {model.vocab}; a model of no validation sweep) data parallel over {nproc} "
-           f"{device} process(es), {STEPS} steps, the median after {WARMUP}: {times[SUSTAIN] * 1e3:.1f} ms per "
+           f"{device} process(es), {ROUNDS} rounds of {STEPS} steps, the lowest round's median after {WARMUP}: "
+           f"{times[SUSTAIN] * 1e3:.1f} ms per "
            f"step where the estimate at the microbenchmark rates says {est.step_time_s * 1e3:.1f} ms, "
            f"{compute * 1e3:.1f} ms of it GEMMs and attention; fraction = F / (measured - (predicted - F)) "
            "(calibrate.host.sustained_fraction), the share of the isolated kernels' rates a whole step keeps with "

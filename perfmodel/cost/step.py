@@ -284,7 +284,8 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
                       unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
     on = (shard > 1) & np.isin(zero, (1, 2))
     w = on * weight_gather(mesh, p_stage)
-    exp = np.where(overlap_steps, with_overlap(w, chunked(w, fwd_mb, nl, v, after * fwd_mb / v), f), w)
+    gather_overlaps = overlap_steps & ((zero == 2) | stack.overlap_param_gather)  # ZeRO-1: as the stack runs it
+    exp = np.where(gather_overlaps, with_overlap(w, chunked(w, fwd_mb, nl, v, after * fwd_mb / v), f), w)
     steps.append(Comm("zero weight all-gather", "all_gather", "dp", nbytes=p_stage * WEIGHT_BYTES, seconds=w, calls=1,
                       fwd=exp, unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
     on = sp & (t > 1)
