@@ -58,8 +58,9 @@ class Stack(Schema):
                     "backward (forward), when the plan's overlap_dp_comm allows it")
     overlap_param_gather: bool = Field(
         True, description="ZeRO-1: the all-gather of the updated weights runs per bucket beside the next forward "
-                          "(false: the optimizer step gathers them before it returns); ZeRO-2's gather is in the "
-                          "forward and prefetched as FSDP does, so only ZeRO-1 reads this")
+                          "(false: the optimizer step gathers them before it returns). ZeRO-2's gather follows "
+                          "overlap_grad_reduce: the shipped stacks run ZeRO-2 as FSDP does (gathered in the "
+                          "forward, prefetched) or overlap neither")
     overlap_grad_reduce_with_pp: bool = Field(
         description="... also with pipeline parallelism (false where the pipeline engine reduces after its flush)")
     comm_ctas: int = Field(

@@ -351,3 +351,36 @@ def test_sustained_fraction_by_hand_and_reproduces_the_probe():
     assert frac == pytest.approx(1 / 1.8)
     slow = cpu.model_copy(update={"efficiency": cpu.efficiency.model_copy(update={"sustained_fraction": frac})})
     assert estimate(SUSTAIN_MODEL, slow, plan).step_time_s == pytest.approx(measured, rel=0.03)
+
+
+def test_zero1_weight_gather_overlaps_only_where_the_stack_runs_it_so():
+    """overlap_param_gather: a ZeRO-1 plan of a stack that gathers the updated weights inside the optimizer step
+    (nemo: apex DistributedFusedAdam's default) pays the whole gather; megatron-core hides part of it behind the next
+    forward; ZeRO-2's gather (FSDP-like, in the forward) is the same for both; everything else is unchanged."""
+    from perfmodel.cost.estimate import evaluate_plan
+
+    assert load_stack("megatron-core").overlap_param_gather and not load_stack("nemo").overlap_param_gather
+    model = pm.load_model("llama-3-8b")
+    base = dict(gpus=512, tp=2, pp=2, micro_batch=1, global_batch=256, seq_len=4096, sequence_parallel=True,
+                precision="bf16")
+
+    def gather(stack, zero):
+        step, _ = evaluate_plan(model, H100, pm.Plan(**base, zero=zero, stack=stack))
+        c = next(c for c in step.step_comms if c.name == "zero weight all-gather")
+        return float(np.ravel(c.seconds)[0]), float(np.ravel(c.exposed)[0]), step
+
+    full, shown, nemo = gather("nemo", 1)
+    _, hidden, mcore = gather("megatron-core", 1)
+    assert full > 0 and shown == pytest.approx(full, rel=1e-12) and hidden < 0.5 * full
+    gap = np.ravel(nemo.time["dp_comm"] - mcore.time["dp_comm"])[0]
+    assert gap == pytest.approx(full - hidden, rel=1e-9)
+    assert gather("nemo", 2)[1] == pytest.approx(gather("megatron-core", 2)[1], rel=1e-12)
+
+
+def test_a_stack_yaml_without_overlap_param_gather_still_loads(tmp_path):
+    """Profiles written before the field existed load with the earlier behaviour (the gather overlaps)."""
+    text = (Path(__file__).parents[1] / "hardware_specs" / "stacks" / "megatron-core.yaml").read_text()
+    old = "\n".join(line for line in text.splitlines() if "overlap_param_gather" not in line)
+    path = tmp_path / "old-profile.yaml"
+    path.write_text(old.replace("name: megatron-core", "name: old-profile"))
+    assert load_stack(str(path)).overlap_param_gather is True

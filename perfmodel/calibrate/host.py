@@ -42,10 +42,10 @@ PROBE_MODEL = ModelConfig(
     name="host-probe", n_layers=4, hidden=16, n_heads=2, ffn_hidden=64, vocab=64, max_seq_len=128, mlp="gelu",
     norm="layernorm", position="learned", tie_embeddings=True, linear_bias="all", dropout=0.0,
     source="a GPT-2-style model too small to compute: its step time is the host's (calibrate.host)")
-# Large enough that GEMMs are most of its step on a CPU rank (~0.2-0.5 s), and shaped unlike any sweep model
-# (perfmodel.sweeps: hidden 256, vocab 8192) so the fraction is not measured on a plan it is checked against.
+# Large enough that GEMMs are most of its step on a CPU rank (~0.2-0.5 s), and unlike any sweep plan (perfmodel.sweeps:
+# hidden 256, vocab 8192, 128 tokens) so the fraction is not measured on a plan it is checked against.
 SUSTAIN_MODEL = ModelConfig(
-    name="sustain-probe", n_layers=3, hidden=320, n_heads=5, ffn_hidden=1280, vocab=4096, max_seq_len=128,
+    name="sustain-probe", n_layers=3, hidden=320, n_heads=5, ffn_hidden=1280, vocab=4096, max_seq_len=192,
     mlp="gelu", norm="layernorm", position="learned", tie_embeddings=True, linear_bias="all", dropout=0.0,
     source="a GPT-2-style model whose step is mostly GEMMs on a CPU rank: the sustained-fraction probe "
            "(calibrate.host)")
@@ -56,9 +56,9 @@ STEPS, WARMUP, ROUNDS = 6, 2, 3  # the step time as validate reads it: the lowes
 def probe_plans(nproc: int) -> dict[str, Plan]:
     """The layouts `nproc` processes can run, each dispatching a different mix of launches and calls: data
     parallel with one and with four micro-batches, FSDP, tensor + sequence parallel (DTensor), a pipeline."""
-    base = dict(stack=EXECUTOR_STACK, gpus=nproc, global_batch=8, seq_len=128)
-    out = {"dp": Plan(**base, micro_batch=8 // nproc if 8 % nproc == 0 else 1),
-           "dp-accumulate": Plan(**base, micro_batch=1)}
+    batch = 8 if 8 % nproc == 0 else 2 * nproc  # sequences per step: a multiple of the ranks
+    base = dict(stack=EXECUTOR_STACK, gpus=nproc, global_batch=batch, seq_len=128)
+    out = {"dp": Plan(**base, micro_batch=batch // nproc), "dp-accumulate": Plan(**base, micro_batch=1)}
     if nproc > 1 and 8 % nproc == 0:
         out["fsdp"] = Plan(**base, micro_batch=8 // nproc, zero=3)
         out["pp"] = Plan(**base, pp=2 if nproc % 2 == 0 else nproc, micro_batch=1)
@@ -68,10 +68,9 @@ def probe_plans(nproc: int) -> dict[str, Plan]:
 
 
 def sustain_plan(nproc: int) -> Plan:
-    """The sustained-fraction probe's layout: plain data parallelism over every rank (ZeRO 0, one micro-batch
-    where the batch divides), the executor's least modelled path."""
-    return Plan(stack=EXECUTOR_STACK, gpus=nproc, global_batch=8, seq_len=128,
-                micro_batch=8 // nproc if 8 % nproc == 0 else 1)
+    """The sustained-fraction probe's layout: plain data parallelism over every rank (ZeRO 0), one sequence of
+    192 tokens per rank (no sweep plan trains that length), the executor's least modelled path."""
+    return Plan(stack=EXECUTOR_STACK, gpus=nproc, global_batch=nproc, micro_batch=1, seq_len=192)
 
 
 def sustained_fraction(measured_s: float, predicted_s: float, compute_s: float) -> float:
@@ -83,7 +82,7 @@ def sustained_fraction(measured_s: float, predicted_s: float, compute_s: float) 
     return float(min(1.0, max(0.05, compute_s / (measured_s - rest))))
 
 
-def measure_host_costs(system: System, nproc: int, device: str, echo=None) -> System:
+def measure_executor_costs(system: System, nproc: int, device: str, echo=None) -> System:
     """Run the probes on `nproc` processes, price them with `system`, fit the two host costs and, on a CPU, the
     sustained fraction (see the module docstring); `system` with them."""
     from ..cost.estimate import evaluate_plan
@@ -91,7 +90,9 @@ def measure_host_costs(system: System, nproc: int, device: str, echo=None) -> Sy
     from ..planfile import write_plan_file
     from ..search.planfiles import plan_file
 
-    bare = system.model_copy(update={"host_costs": None})
+    # priced with no host costs and at the microbenchmark rates (sustained fraction 1): what the probes measure
+    bare = system.model_copy(update={"host_costs": None, "efficiency": system.efficiency.model_copy(
+        update={"sustained_fraction": 1.0})})
     plans = {name: (PROBE_MODEL, plan) for name, plan in probe_plans(nproc).items()}
     if device == "cpu":
         plans[SUSTAIN] = (SUSTAIN_MODEL, sustain_plan(nproc))
@@ -124,20 +125,19 @@ def measure_host_costs(system: System, nproc: int, device: str, echo=None) -> Sy
     if SUSTAIN not in plans:
         return system
     model, plan = plans[SUSTAIN]
-    est = evaluate_plan(model, system, plan)[1]  # host costs charged, compute at the microbenchmark rates
-    eff = system.efficiency
-    if eff.sustained_fraction != 1.0:
-        raise ValueError("the sustained-fraction probe prices its plan at the microbenchmark rates (fraction 1)")
+    # host costs charged, compute at the microbenchmark rates
+    est = evaluate_plan(model, bare.model_copy(update={"host_costs": costs}), plan)[1]
     compute = est.time_s.gemm + est.time_s.attention
     frac = sustained_fraction(times[SUSTAIN], est.step_time_s, compute)
     why = (f"measured end to end: perfmodel calibrate ran the executor on {model.name} ({model.n_layers} layers, "
-           f"hidden {model.hidden}, vocab {model.vocab}; a model of no validation sweep) data parallel over {nproc} "
-           f"{device} process(es), {ROUNDS} rounds of {STEPS} steps, the lowest round's median after {WARMUP}: "
-           f"{times[SUSTAIN] * 1e3:.1f} ms per "
+           f"hidden {model.hidden}, vocab {model.vocab}, {plan.seq_len} tokens per rank: a model and length of no "
+           f"validation sweep) data parallel over {nproc} {device} process(es), {ROUNDS} rounds of {STEPS} steps, "
+           f"the lowest round's median after {WARMUP}: {times[SUSTAIN] * 1e3:.1f} ms per "
            f"step where the estimate at the microbenchmark rates says {est.step_time_s * 1e3:.1f} ms, "
            f"{compute * 1e3:.1f} ms of it GEMMs and attention; fraction = F / (measured - (predicted - F)) "
            "(calibrate.host.sustained_fraction), the share of the isolated kernels' rates a whole step keeps with "
            "every rank computing, communicating and allocating at once")
+    eff = system.efficiency
     eff = eff.model_copy(update={"sustained_fraction": round(frac, 4),
                                  "sources": {**eff.sources, "sustained_fraction": why}})
     return system.model_copy(update={"efficiency": eff})

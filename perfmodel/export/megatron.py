@@ -6,6 +6,7 @@ import math
 
 from ..plan import megatron_slots
 from ..planfile import PlanFile
+from ..stack import load_stack
 from .common import (
     devices_per_node,
     hardware_notes,
@@ -189,6 +190,11 @@ def megatron(pf: PlanFile) -> str:
         a.append("--overlap-grad-reduce")
         if p.zero >= 1:
             a.append("--overlap-param-gather")
+            if p.zero == 1 and not load_stack(p.stack).overlap_param_gather:
+                notes.append(f"stack={p.stack} gathers the updated weights inside the optimizer step and the plan "
+                             "is priced so; Megatron-LM runs them with --overlap-param-gather beside the next "
+                             "forward, so the exported run may be faster than predicted (predict --stack "
+                             "megatron-core prices it as exported)")
     else:
         comments.append("overlap_dp_comm=False: Megatron-LM's default (no --overlap-grad-reduce)")
 
