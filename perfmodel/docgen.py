@@ -22,7 +22,7 @@ END = "<!-- END GENERATED -->"
 HARDWARE_BEGIN = "<!-- BEGIN GENERATED: hardware schema (python -m perfmodel.docgen) -->"
 PLAN_BEGIN = "<!-- BEGIN GENERATED: plan schema (python -m perfmodel.docgen) -->"
 HARDWARE_MODELS = ("System", "Accelerator", "NetworkTier", "KindFit", "Efficiency", "SharedHost", "RunFit",
-                   "RunResidual", "Interval", "HostCosts", "HostProbe")
+                   "RunResidual", "Interval", "HostCosts", "HostProbe", "SustainProbe")
 PLAN_MODELS = ("PlanFile", "Plan", "ModelConfig", "OpPlacement", "Prediction", "PlacementCost")
 
 # Rules the models' validators enforce that a JSON schema cannot state: appended to the description.

@@ -227,6 +227,18 @@ class HostProbe(Schema):
     calls: float = Field(ge=0, description="collective calls and sends per step on the slowest stage")
 
 
+class SustainProbe(Schema):
+    """The end-to-end step behind a CPU spec's sustained_fraction (calibrate.host): a model that computes, run by the
+    executor, against the estimate at the microbenchmark rates."""
+
+    model: str = Field(description="the probe model (calibrate.host.SUSTAIN_MODEL)")
+    tokens_per_rank: int = Field(ge=1, description="tokens each rank trains per step")
+    measured_s: PositiveFloat = Field(description="measured seconds per step (lowest round's median)")
+    predicted_s: PositiveFloat = Field(description="the estimate with host costs at sustained fraction 1, seconds")
+    compute_s: float = Field(ge=0, description="of that, GEMM and attention seconds (F)")
+    fraction: float = Field(gt=0, le=1, description="F / (measured - (predicted - F)), clipped to [0.05, 1]")
+
+
 class HostCosts(Schema):
     """Host seconds per operator launch and per collective call that a stack's eager dispatch adds to every step
     (autograd, DTensor redistribution, collective set-up), measured by perfmodel calibrate for the executor's
@@ -236,6 +248,8 @@ class HostCosts(Schema):
     kernel_s: float = Field(ge=0, description="seconds per operator launch")
     collective_s: float = Field(ge=0, description="seconds per collective call or send")
     probes: list[HostProbe] = Field(description="the measurements the two costs were fitted to")
+    sustain: SustainProbe | None = Field(None, description="on a CPU, the step the spec's sustained_fraction was "
+                                                           "measured on (null: not measured)")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
 

@@ -419,7 +419,7 @@ def test_quick_calibration_two_ranks_under_torchrun(tmp_path):
     o = raw.measurements.overlap
     assert o.group_size == 2 and len(o.compute_s) == len(o.comm_s) == len(o.both_s) == 5
     # the executor's host costs: one probe per layout two processes allow, each priced and measured
-    from perfmodel.calibrate.host import probe_plans
+    from perfmodel.calibrate.host import probe_plans, sustained_fraction
 
     hc = system.host_costs
     assert hc.stack == "plain-torch" and [p.name for p in hc.probes] == list(probe_plans(2))
@@ -428,6 +428,10 @@ def test_quick_calibration_two_ranks_under_torchrun(tmp_path):
     # and the compute a whole step sustains, measured on the probe model no sweep runs
     assert 0.05 <= system.efficiency.sustained_fraction <= 1
     assert "sustain-probe" in system.efficiency.sources["sustained_fraction"]
+    sp = hc.sustain  # the same numbers as data: the fraction follows from them
+    assert sp.model == "sustain-probe" and sp.tokens_per_rank == 192
+    assert system.efficiency.sustained_fraction == pytest.approx(sustained_fraction(sp.measured_s, sp.predicted_s,
+                                                                                    sp.compute_s), abs=1e-4)
     assert 0 <= raw.fit.comm_overlap <= 1 and system.efficiency.comm_overlap == pytest.approx(raw.fit.comm_overlap,
                                                                                              abs=1e-3)
     assert "min(t_c, t_m)" in system.efficiency.sources["comm_overlap"]

@@ -384,3 +384,18 @@ def test_a_stack_yaml_without_overlap_param_gather_still_loads(tmp_path):
     path = tmp_path / "old-profile.yaml"
     path.write_text(old.replace("name: megatron-core", "name: old-profile"))
     assert load_stack(str(path)).overlap_param_gather is True
+
+
+@pytest.mark.parametrize("nproc", [1, 2, 3, 4, 5, 6, 7, 8, 16])
+def test_executor_probes_are_valid_plans_for_any_process_count(nproc):
+    """calibrate runs its probes after the microbenchmarks: each must be a plan the estimate accepts for every
+    process count (3, 5, 6, 7 once failed there, the batch of 8 not dividing among the ranks)."""
+    from perfmodel.calibrate.host import PROBE_MODEL, SUSTAIN_MODEL, probe_plans, sustain_plan
+    from perfmodel.cost.estimate import estimate
+
+    cpu = load_hardware(Path(__file__).parent / "fixtures" / "cpu-test.yaml")
+    for name, p in probe_plans(nproc).items():
+        assert estimate(PROBE_MODEL, cpu, p).step_time_s > 0, name
+    s = sustain_plan(nproc)
+    assert s.global_batch == nproc and s.micro_batch == 1 and s.seq_len == 192
+    assert estimate(SUSTAIN_MODEL, cpu, s).step_time_s > 0

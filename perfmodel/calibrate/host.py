@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import nnls
 
-from ..hardware import HostCosts, HostProbe, System
+from ..hardware import HostCosts, HostProbe, SustainProbe, System
 from ..models import ModelConfig
 from ..plan import Plan
 from ..stack import EXECUTOR_STACK
@@ -140,4 +140,7 @@ def measure_executor_costs(system: System, nproc: int, device: str, echo=None) -
     eff = system.efficiency
     eff = eff.model_copy(update={"sustained_fraction": round(frac, 4),
                                  "sources": {**eff.sources, "sustained_fraction": why}})
-    return system.model_copy(update={"efficiency": eff})
+    probe = SustainProbe(model=model.name, tokens_per_rank=plan.micro_batch * plan.seq_len,
+                         measured_s=times[SUSTAIN], predicted_s=est.step_time_s, compute_s=compute, fraction=frac)
+    return system.model_copy(update={"efficiency": eff,
+                                     "host_costs": costs.model_copy(update={"sustain": probe})})
