@@ -7,8 +7,9 @@ signed error of the step time, for
   (a) profiles: the hardware specs and each run's software-stack profile (its `framework`), nothing fitted;
   (b) leave-one-group-out: `perfmodel calibrate --from-runs`'s fit (perfmodel.calibrate.runs) to every other
       group (each group weighted once; compute and network speed only: a per-step overhead is a cluster's own
-      host time, which `fit(overhead=False)` leaves out of a fit meant for other clusters), predicting this one, with its 80% interval from the nested leave-one-group-out residuals of the
-      other groups (each group weighted once) and the share of this group's rows inside it;
+      host time, which `fit(overhead=False)` leaves out of a fit meant for other clusters), predicting this one,
+      with its 80% interval from the nested leave-one-group-out residuals of the other groups (each group weighted
+      once) and the share of this group's rows inside it;
   (c) three-shot: the fit to 3 rows of the group (`--draws` random draws, fixed `--seed`), predicting the rest:
       the median over draws of that MAPE.
 Then the rows that could not be expressed, with the reason, and the 80% interval of (a)'s errors per stack

@@ -235,8 +235,8 @@ class SustainProbe(Schema):
     tokens_per_rank: int = Field(ge=1, description="tokens each rank trains per step")
     measured_s: PositiveFloat = Field(description="measured seconds per step (lowest round's median)")
     predicted_s: PositiveFloat = Field(description="the estimate with host costs at sustained fraction 1, seconds")
-    compute_s: float = Field(ge=0, description="of that, GEMM and attention seconds (F)")
-    fraction: float = Field(gt=0, le=1, description="F / (measured - (predicted - F)), clipped to [0.05, 1]")
+    compute_s: float = Field(ge=0, description="of that, GEMM and attention seconds (F); the spec's "
+                                               "sustained_fraction is F / (measured - (predicted - F)), clipped")
 
 
 class HostCosts(Schema):

@@ -150,8 +150,8 @@ def run_calibration(device: str = "cpu", nproc: int = 1, output: str | Path | No
     system = build_system(template, fit, m, command, raw_out.name, name or default_name(m, base_system))
     from .host import measure_executor_costs
 
-    (echo or (lambda line: None))("calibrate: host costs of the executor (a model too small to compute) and, on a CPU, the "
-                            "compute a whole step sustains")
+    (echo or (lambda line: None))("calibrate: host costs of the executor (a model too small to compute) and, "
+                                  "on a CPU, the compute a whole step sustains")
     system = measure_executor_costs(system, nproc, device, echo)
     raw = RawFile(created_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                   command=command, spec_file=out.name, system=system.name, quick=quick,

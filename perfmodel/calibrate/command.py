@@ -136,7 +136,7 @@ def parameter_table(system: System, raw: RawFile) -> pd.DataFrame:
         hc = system.host_costs
         rows += [("host_costs.kernel_s", f"{hc.kernel_s:.3g}", f"executor on {len(hc.probes)} probe layouts"),
                  ("host_costs.collective_s", f"{hc.collective_s:.3g}", "")]
-    if "sustained_fraction" in eff.sources and m.env.device_type == "cpu":
+    if system.host_costs is not None and system.host_costs.sustain is not None:
         rows.append(("sustained_fraction", f"{eff.sustained_fraction:.3g}", "executor on sustain-probe, end to end"))
     rows.append(("memory_overhead_gib", f"{system.memory_overhead_gib:.3f}", "measured"))
     return pd.DataFrame(rows, columns=["parameter", "value", "fitted to"])

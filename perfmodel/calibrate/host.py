@@ -37,6 +37,7 @@ from ..hardware import HostCosts, HostProbe, SustainProbe, System
 from ..models import ModelConfig
 from ..plan import Plan
 from ..stack import EXECUTOR_STACK
+from .runs import BOUNDS
 
 PROBE_MODEL = ModelConfig(
     name="host-probe", n_layers=4, hidden=16, n_heads=2, ffn_hidden=64, vocab=64, max_seq_len=128, mlp="gelu",
@@ -60,7 +61,7 @@ def probe_plans(nproc: int) -> dict[str, Plan]:
     base = dict(stack=EXECUTOR_STACK, gpus=nproc, global_batch=batch, seq_len=128)
     out = {"dp": Plan(**base, micro_batch=batch // nproc), "dp-accumulate": Plan(**base, micro_batch=1)}
     if nproc > 1 and 8 % nproc == 0:
-        out["fsdp"] = Plan(**base, micro_batch=8 // nproc, zero=3)
+        out["fsdp"] = Plan(**base, micro_batch=batch // nproc, zero=3)
         out["pp"] = Plan(**base, pp=2 if nproc % 2 == 0 else nproc, micro_batch=1)
     if nproc % 2 == 0:
         out["tp-sp"] = Plan(**base, tp=2, sequence_parallel=True, micro_batch=2)
@@ -75,11 +76,12 @@ def sustain_plan(nproc: int) -> Plan:
 
 def sustained_fraction(measured_s: float, predicted_s: float, compute_s: float) -> float:
     """F / (measured - (predicted - F)) with F = `compute_s`, the GEMM and attention seconds the prediction made at
-    a sustained fraction of 1 (see the module docstring); clipped to [0.05, 1] (dimensionless)."""
+    a sustained fraction of 1 (see the module docstring); clipped to [1/20, 1], the 20x bound calibrate --from-runs
+    puts on a fitted speed (runs.BOUNDS) (dimensionless)."""
     rest = predicted_s - compute_s
     if measured_s <= rest:  # the step is all host and communication: nothing to say about compute
         return 1.0
-    return float(min(1.0, max(0.05, compute_s / (measured_s - rest))))
+    return float(min(1.0, max(1.0 / BOUNDS[1][0], compute_s / (measured_s - rest))))
 
 
 def measure_executor_costs(system: System, nproc: int, device: str, echo=None) -> System:
@@ -141,6 +143,6 @@ def measure_executor_costs(system: System, nproc: int, device: str, echo=None) -
     eff = eff.model_copy(update={"sustained_fraction": round(frac, 4),
                                  "sources": {**eff.sources, "sustained_fraction": why}})
     probe = SustainProbe(model=model.name, tokens_per_rank=plan.micro_batch * plan.seq_len,
-                         measured_s=times[SUSTAIN], predicted_s=est.step_time_s, compute_s=compute, fraction=frac)
+                         measured_s=times[SUSTAIN], predicted_s=est.step_time_s, compute_s=compute)
     return system.model_copy(update={"efficiency": eff,
                                      "host_costs": costs.model_copy(update={"sustain": probe})})

@@ -11,9 +11,10 @@ the last). Per micro-batch a unit costs its operators' forward, backward and rec
   - ZeRO-3 weight gathers and gradient reduce-scatters: overlapped with the compute of the unit they serve,
     except the embedding's, which starts the forward and ends the backward with nothing to hide behind;
   - pipeline sends: exposed.
-Per step, besides: the stack's host time (Stack.step_overhead_s). Data-parallel gradient reduction (every micro-batch for ZeRO-2, once otherwise) overlaps the
-backward of the last micro-batch except its last layer's bucket; ZeRO-1/2 weight gathers overlap the first
-forward of the next step likewise (ZeRO-1's only where the stack's overlap_param_gather says so); with pp > 1 and tied embeddings, the first and last stages all-reduce the
+Per step, besides: the stack's host time (Stack.step_overhead_s). Data-parallel gradient reduction (every
+micro-batch for ZeRO-2, once otherwise) overlaps the backward of the last micro-batch except its last layer's
+bucket; ZeRO-1/2 weight gathers overlap the first forward of the next step likewise (ZeRO-1's only where the
+stack's overlap_param_gather says so); with pp > 1 and tied embeddings, the first and last stages all-reduce the
 embedding gradient (exposed); with sequence parallelism the tp group all-reduces the gradients of the weights
 it keeps whole (norms, row-parallel biases) in one flat call (exposed).
 
