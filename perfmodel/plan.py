@@ -31,6 +31,14 @@ class Plan(Schema):
     dp: Count | None = Field(None, description="data-parallel size; inferred as gpus / (tp*pp*cp)")
     cp: Count = Field(1, description="context-parallel size (splits the sequence); divides seq_len")
     vpp: Count = Field(1, description="interleaved virtual pipeline chunks per rank")
+    ep: Count = Field(1, description="expert-parallel size: routed experts split over ep ranks (MoE models); with "
+                                     "etp folded over a stage's tp*cp*dp ranks (Megatron-Core MoE parallel folding)")
+    etp: Count = Field(1, description="expert tensor-parallel size: each expert's MLP split over etp ranks")
+    expert_imbalance: float = Field(
+        1.0, ge=1.0, le=64.0, description="tokens of the busiest expert over the mean (1: balanced routing, as "
+                                          "--moe-router-force-load-balancing runs it; cost.moe)")
+    moe_dispatcher: Literal["alltoall", "allgather"] = Field(
+        "alltoall", description="how routed tokens reach their experts (Megatron-Core --moe-token-dispatcher-type)")
     micro_batch: Count = Field(description="sequences per micro-batch per data-parallel rank")
     global_batch: Count = Field(description="sequences per optimizer step")
     seq_len: Count = Field(description="tokens per sequence; at most max_seq_len for learned positions")
@@ -94,6 +102,11 @@ class Plan(Schema):
     @property
     def tokens_per_step(self) -> int:
         return self.global_batch * self.seq_len
+
+    @property
+    def edp(self) -> int:
+        """Expert data-parallel size: a stage's tp*cp*dp ranks over ep*etp (MoE parallel folding)."""
+        return self.tp * self.cp * self._resolved() // (self.ep * self.etp)
 
 
 def default_stage_layers(n_layers: int, pp: int) -> list[int]:
@@ -301,6 +314,7 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
         raise InputError(
             f"seq_len = {s} exceeds {model.name}'s learned position table (max_seq_len = {model.max_seq_len}); valid seq_len: 1..{model.max_seq_len}"
         )
+    _check_experts(p, model)
     load_stack(p["stack"])  # refuses an unknown stack (naming the known ones) or a bad profile file
     system.accelerator.peak_flops(p["precision"])  # raises for a dtype the part lacks
     if p["precision"] not in system.efficiency.matmul_max:
@@ -310,9 +324,29 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
     return Plan(**p)
 
 
+def _check_experts(p: dict, model: ModelConfig) -> None:
+    """ep and etp against the model's experts and the stage's ranks (Megatron-Core's MoE parallel folding: the
+    experts' etp x ep x edp grid covers the same tp x cp x dp ranks as attention)."""
+    ep, etp, stage = p["ep"], p["etp"], p["tp"] * p["cp"] * p["dp"]
+    if model.moe is None:
+        if ep > 1 or etp > 1:
+            raise InputError(f"ep={ep}, etp={etp}: {model.name} is a dense model (no experts); valid: ep=1, etp=1")
+        return
+    e, f = model.moe.n_experts, model.moe.expert_ffn_hidden
+    if e % ep:
+        raise InputError(f"ep={ep} does not divide n_experts = {e}; valid ep: "
+                         f"{_fmt([d for d in divisors(e) if stage % (d * etp) == 0] or divisors(e))}")
+    if f % etp:
+        raise InputError(f"etp={etp} does not divide expert_ffn_hidden = {f}; valid etp: {_fmt(divisors(f))}")
+    if stage % (ep * etp):
+        raise InputError(f"ep*etp = {ep}*{etp} = {ep * etp} does not divide a pipeline stage's tp*cp*dp = "
+                         f"{p['tp']}*{p['cp']}*{p['dp']} = {stage} ranks (MoE parallel folding); valid ep with "
+                         f"etp={etp}: {_fmt([d for d in divisors(e) if stage % (d * etp) == 0])}")
+
+
 def layout_label(plan: Plan) -> str:
     """Short layout: the parallel axes > 1, ZeRO, SP, recompute and batch split, e.g. 'pp2 dp2 vpp2 mb1x4'."""
-    parts = [f"{a}{getattr(plan, a)}" for a in ("pp", "dp", "cp", "tp") if (getattr(plan, a) or 1) > 1]
+    parts = [f"{a}{getattr(plan, a)}" for a in ("pp", "dp", "cp", "tp", "ep", "etp") if (getattr(plan, a) or 1) > 1]
     if plan.vpp > 1:
         parts.append(f"vpp{plan.vpp}")
     if plan.account_for_embedding or plan.account_for_loss:

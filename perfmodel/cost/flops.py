@@ -14,18 +14,22 @@ from ..models import ModelConfig
 
 
 def matmul_params(model: ModelConfig) -> int:
-    """Weights that take part in a matmul per token: all layer projections plus the LM head (tied or not)."""
+    """Weights that take part in a matmul per token: all layer projections (MoE layers: the router, the top_k
+    routed and the shared experts a token uses) plus the LM head (tied or not)."""
     return model.n_layers * model.matmul_params_per_layer() + model.vocab * model.hidden
 
 
 def attention_flops_per_token(model: ModelConfig, seq_len: int) -> float:
-    """Forward attention-core FLOPs per token, all layers, without causal masking: 4 * l * keys * n_heads * head_dim.
+    """Forward attention-core FLOPs per token, all layers, without causal masking: 4 * l * keys * n_heads * head_dim
+    (MLA: the mean of the QK^T and PV widths, `ModelConfig.attention_core_dim`).
 
-    keys = seq_len, or the sliding window when the model attends to fewer (Mistral): work that never runs is
-    not model FLOPs.
+    keys = seq_len, or the sliding window on the layers that attend to fewer (Mistral, GPT-OSS's alternate
+    layers): work that never runs is not model FLOPs.
     """
-    keys = min(seq_len, model.sliding_window or seq_len)
-    return 4.0 * model.n_layers * keys * model.q_dim
+    windowed = 0 if model.sliding_window is None else (
+        model.n_layers if model.sliding_window_layers is None else model.sliding_window_layers)
+    keys = windowed * min(seq_len, model.sliding_window or seq_len) + (model.n_layers - windowed) * seq_len
+    return 4.0 * keys * model.attention_core_dim
 
 
 def model_flops_per_token(model: ModelConfig, seq_len: int) -> float:

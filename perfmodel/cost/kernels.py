@@ -143,6 +143,15 @@ def mean_keys(seq, window):
     return w * (1 - w / (2 * seq))
 
 
+def model_mean_keys(model: ModelConfig, seq):
+    """Causal keys per query averaged over the model's layers: `mean_keys` with the sliding window on
+    sliding_window_layers of them (all when unset; GPT-OSS alternates windowed and full layers)."""
+    if model.sliding_window is None:
+        return mean_keys(seq, None)
+    n_win = model.n_layers if model.sliding_window_layers is None else model.sliding_window_layers
+    return (n_win * mean_keys(seq, model.sliding_window) + (model.n_layers - n_win) * mean_keys(seq, None)) / model.n_layers
+
+
 FLASH_BWD_FACTOR = 2.5  # fused attention backward: 5 matmuls to the forward's 2 (FlashAttention-2 convention)
 
 
@@ -162,7 +171,9 @@ def attention_ops(dev: Device, tokens, heads, q_len, sequences) -> list[Op]:
     """
     m, p = dev.model, dev.plan
     if p.attention == "flash":
-        fwd_flops, bwd_flops = flash_attention_flops(tokens, p.seq_len, m.sliding_window, m.head_dim, heads)
+        # keys averaged over windowed and full layers; the per-head width of QK^T and PV averaged (MLA: 192, 128)
+        fwd = 4.0 * tokens * model_mean_keys(m, p.seq_len) * m.attention_core_dim / m.n_heads * heads
+        fwd_flops, bwd_flops = fwd, FLASH_BWD_FACTOR * fwd
         seq = q_len
         eff = dev.system.efficiency
         rate = eff.attention_max * dev.stack.attention_speed  # the stack's kernel against the spec's FA2

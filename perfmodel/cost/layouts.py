@@ -15,13 +15,13 @@ import numpy as np
 
 from ..plan import Plan, Recompute, Schedule
 
-VARYING = ("tp", "pp", "dp", "cp", "vpp", "micro_batch", "zero", "recompute", "sequence_parallel", "schedule",
+VARYING = ("tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "zero", "recompute", "sequence_parallel", "schedule",
            "account_for_embedding", "account_for_loss")
 SHARED = ("gpus", "global_batch", "seq_len", "precision", "attention", "grad_dtype", "overlap_dp_comm", "stack",
-          "first_stage_layers", "last_stage_layers")
+          "first_stage_layers", "last_stage_layers", "expert_imbalance", "moe_dispatcher")
 CATEGORIES = {"recompute": get_args(Recompute), "schedule": get_args(Schedule)}
 # What one device's kernels, tensors and weights depend on (pp, vpp and the schedule only set how many)
-PER_DEVICE = ("tp", "cp", "dp", "micro_batch", "sequence_parallel", "zero", "recompute")
+PER_DEVICE = ("tp", "cp", "dp", "ep", "etp", "micro_batch", "sequence_parallel", "zero", "recompute")
 
 
 @dataclass
@@ -33,6 +33,8 @@ class Layouts:
     dp: np.ndarray
     cp: np.ndarray
     vpp: np.ndarray
+    ep: np.ndarray
+    etp: np.ndarray
     micro_batch: np.ndarray
     zero: np.ndarray
     recompute: np.ndarray  # none | selective | full
@@ -46,6 +48,8 @@ class Layouts:
     grad_dtype: str
     overlap_dp_comm: bool
     stack: str
+    expert_imbalance: float = 1.0
+    moe_dispatcher: str = "alltoall"
     account_for_embedding: np.ndarray | bool = False  # Megatron-LM's pipeline accounting (plan.megatron_chunks)
     account_for_loss: np.ndarray | bool = False
     first_stage_layers: int | None = None
@@ -121,6 +125,11 @@ class Layouts:
     @property
     def tokens_per_step(self) -> int:
         return self.global_batch * self.seq_len
+
+    @property
+    def edp(self) -> np.ndarray:
+        """Expert data-parallel size: tp * cp * dp / (ep * etp) (MoE parallel folding)."""
+        return self.tp * self.cp * self.dp // (self.ep * self.etp)
 
 
 def _distinct(lay: Layouts, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:

@@ -16,7 +16,9 @@ search's choices for what resolve leaves open:
     norm, dropout and residual work, their activations and the pipeline sends by tp, so in this model a plan
     without it is never faster nor smaller (tests/test_search.py checks this); `Space(sequence_parallel=[False,
     True])` enumerates both;
-  - ZeRO 1-3 only with dp*cp > 1.
+  - ZeRO 1-3 only with dp*cp > 1;
+  - for a mixture-of-experts model, every (ep, etp) with ep dividing n_experts, etp dividing expert_ffn_hidden and
+    ep*etp dividing the stage's tp*cp*dp ranks (MoE parallel folding; dense models: ep = etp = 1).
 `Space` narrows any axis (e.g. zero=[1], recompute=["selective"]).
 """
 
@@ -47,6 +49,8 @@ class Space(Schema):
     recompute: list[Recompute] | None = None
     sequence_parallel: list[Flag] | None = None
     zero: list[Literal[0, 1, 2, 3]] | None = None
+    ep: list[Count] | None = None
+    etp: list[Count] | None = None
 
 
 class Job(Schema):
@@ -60,6 +64,8 @@ class Job(Schema):
     grad_dtype: Literal["fp32", "bf16"] = "fp32"
     overlap_dp_comm: Flag = True
     stack: str = DEFAULT_STACK
+    expert_imbalance: float = 1.0
+    moe_dispatcher: Literal["alltoall", "allgather"] = "alltoall"
 
 
 def _allowed(values: list[int], limit: list | None) -> list:
@@ -83,6 +89,16 @@ def pipeline_candidates(n_layers: int, pp: int) -> list[tuple[int, bool]]:
     slots = megatron_slots(n_layers, True, True)
     # vpp 1 is left out: with one chunk per stage the accounting gives the default split (plan.default_stage_layers)
     return plain + [(v, True) for v in range(2, slots // pp + 1) if slots % (pp * v) == 0 and n_layers % (pp * v)]
+
+
+def expert_candidates(model: ModelConfig, stage_ranks: int, space: Space) -> list[tuple[int, int]]:
+    """(ep, etp) pairs a stage of `stage_ranks` (tp*cp*dp) can fold the experts over: ep divides n_experts, etp
+    expert_ffn_hidden, ep*etp the stage's ranks (plan._check_experts); (1, 1) for a dense model."""
+    if model.moe is None:
+        return [(1, 1)]
+    eps = _allowed(divisors(model.moe.n_experts), space.ep)
+    etps = _allowed(divisors(model.moe.expert_ffn_hidden), space.etp)
+    return [(e, t) for e in eps for t in etps if stage_ranks % (e * t) == 0]
 
 
 def check_job(model: ModelConfig, system: System, job: Job) -> None:
@@ -130,16 +146,17 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
         raise InputError(no_mesh_message(model, job, space))
     rcs = space.recompute or ["none", "selective", "full"]
     too_narrow = InputError(f"no layout of gpus = {job.gpus} satisfies the --only limits {space.model_dump(exclude_none=True)}")
-    rows = []  # (tp, pp, cp, dp, vpp, micro_batch, accounting) then the cheap axes by product below
+    rows = []  # (tp, pp, cp, dp, vpp, micro_batch, accounting, ep, etp) then the cheap axes by product below
     for t, p, c, d in found:
         mbs = _allowed(divisors(job.global_batch // d), space.micro_batch)
+        experts = expert_candidates(model, t * c * d, space)
         for v, acc in pipeline_candidates(model.n_layers, p):
             if space.vpp is not None and v not in space.vpp:
                 continue
             for mb in mbs:
                 if v > 1 and (job.global_batch // (d * mb)) % p:
                     continue
-                rows.append((t, p, c, d, v, mb, acc))
+                rows += [(t, p, c, d, v, mb, acc, e, et) for e, et in experts]
     if not rows:
         raise too_narrow
     base = np.array(rows, dtype=np.int64)
@@ -159,7 +176,8 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
         raise too_narrow
     sel = np.concatenate([c[0] for c in cols])
     vpp = sel[:, 4]
-    return Layouts(tp=sel[:, 0], pp=sel[:, 1], cp=sel[:, 2], dp=sel[:, 3], vpp=vpp, micro_batch=sel[:, 5],
+    return Layouts(tp=sel[:, 0], pp=sel[:, 1], cp=sel[:, 2], dp=sel[:, 3], vpp=vpp, ep=sel[:, 7], etp=sel[:, 8],
+                   micro_batch=sel[:, 5], expert_imbalance=job.expert_imbalance, moe_dispatcher=job.moe_dispatcher,
                    recompute=np.concatenate([c[1] for c in cols]), sequence_parallel=np.concatenate([c[2] for c in cols]),
                    zero=np.concatenate([c[3] for c in cols]), schedule=np.where(vpp > 1, "interleaved", "1f1b"),
                    gpus=job.gpus, global_batch=job.global_batch, seq_len=job.seq_len, precision=job.precision,
