@@ -37,8 +37,9 @@ class Plan(Schema):
     expert_imbalance: float = Field(
         1.0, ge=1.0, le=64.0, description="tokens of the busiest expert over the mean (1: balanced routing, as "
                                           "--moe-router-force-load-balancing runs it; cost.moe)")
-    moe_dispatcher: Literal["alltoall", "allgather"] = Field(
-        "alltoall", description="how routed tokens reach their experts (Megatron-Core --moe-token-dispatcher-type)")
+    moe_dispatcher: Literal["alltoall", "allgather", "flex"] = Field(
+        "alltoall", description="how routed tokens reach their experts (Megatron-Core --moe-token-dispatcher-type; "
+                                "flex: DeepEP / HybridEP, each token sent once per domain holding its experts)")
     micro_batch: Count = Field(description="sequences per micro-batch per data-parallel rank")
     global_batch: Count = Field(description="sequences per optimizer step")
     seq_len: Count = Field(description="tokens per sequence; at most max_seq_len for learned positions")

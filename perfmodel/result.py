@@ -32,6 +32,8 @@ class TimeBreakdown(Schema):
     recompute: float
     tp_comm: float
     cp_comm: float
+    ep_comm: float = Field(0.0, description="expert-parallel token dispatch and combine (all-to-all or all-gather "
+                                            "/ reduce-scatter over ep) and the etp gathers of a MoE model, exposed")
     pp_comm: float
     dp_comm: float = Field(description="gradient collectives at the end of the step: data-parallel reduction, "
                                        "ZeRO-1/2 parameter gathers, the tied-embedding gradient sync between first "

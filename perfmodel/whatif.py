@@ -23,7 +23,7 @@ from .result import Estimate, TimeBreakdown
 BOUND = {
     "compute": ("gemm", "attention", "recompute"),
     "memory": ("memory_bound", "optimizer"),
-    "network": ("tp_comm", "cp_comm", "pp_comm", "dp_comm", "zero3_comm"),
+    "network": ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "zero3_comm"),
     "bubble": ("bubble",),
     "host": ("overhead",),
 }

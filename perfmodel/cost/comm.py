@@ -3,7 +3,8 @@
 Ring algorithms (NCCL's performance notes, "bus bandwidth"; Thakur et al. 2005): with n members, per-step
 latency a and per-device bandwidth B (bytes/s, one direction), for a message of S bytes (the full,
 un-sharded tensor):
-  all-gather / reduce-scatter / all-to-all:  (n-1) a + (n-1)/n * S / B
+  all-gather / reduce-scatter:               (n-1) a + (n-1)/n * S / B
+  all-to-all (S: what each member sends):     the same on one tier; over several, `all_to_all_time`
   all-reduce (= reduce-scatter + all-gather): 2 (n-1) a + 2 (n-1)/n * S / B
   point-to-point:                             a + S / B
 A group that spans several tiers runs hierarchically: the innermost phase over the members that share a
@@ -119,11 +120,13 @@ def collective_time(kind: str, size_bytes, phases: list[Phase]):
     """Seconds for collective `kind` on an S-byte tensor over the hierarchical `phases` of a group.
 
     Phase i moves S / (members of phases inside it); all-reduce is twice the gather form at every level
-    (reduce-scatter up the hierarchy, all-gather back down). Each phase runs at the bandwidth and latency its
+    (reduce-scatter up the hierarchy, all-gather back down); an all-to-all is `all_to_all_time`. Each phase runs at the bandwidth and latency its
     tier has for `kind` (`Phase.ring`).
     """
     if kind not in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
         raise ValueError(f"unknown collective {kind}")
+    if kind == "all_to_all":
+        return all_to_all_time(size_bytes, phases)
     total = np.zeros_like(np.asarray(size_bytes, float))
     inner = 1
     for ph in phases:
@@ -135,6 +138,26 @@ def collective_time(kind: str, size_bytes, phases: list[Phase]):
             total = total + ring_gather_time(shard, ph.members, bw, lat)
         inner *= ph.members
     return total
+
+
+def all_to_all_time(size_bytes, phases: list[Phase]):
+    """Seconds of an all-to-all in which every member sends S bytes spread evenly over the group (NCCL's
+    alltoall: direct sends to every peer, all at once, each over the innermost tier both ends share).
+
+    With phases of m_1, m_2, ... members (innermost first), a member's share for the peers first reached through
+    tier k is (m_k - 1) * P_{k-1} / N of S (P_{k-1}: members inside the inner phases, N all of them). The tiers
+    carry their shares concurrently, so the slowest sets the bandwidth term, and each peer costs its tier's
+    latency: sum over k of (m_k - 1) a_k + S * max over k of share_k / B_k (affine in S, as `cost.mesh` needs).
+    One tier is the ring formula's (n - 1) a + (n - 1)/n S/B.
+    """
+    n = math.prod(ph.members for ph in phases)
+    latency, per_byte, inner = 0.0, 0.0, 1
+    for ph in phases:
+        bw, lat = ph.ring("all_to_all")
+        latency += (ph.members - 1) * lat
+        per_byte = max(per_byte, (ph.members - 1) * inner / n / bw)
+        inner *= ph.members
+    return latency + per_byte * np.asarray(size_bytes, float)
 
 
 def describe(phases: list[Phase]) -> str:
@@ -172,3 +195,17 @@ def group_p2p_link(system: System, stride, stages):
         sel = inverse == i
         (bw[sel], lat[sel]), name[sel] = tier.ring("p2p"), tier.name
     return bw.reshape(shape), lat.reshape(shape), name.reshape(shape)
+
+
+def group_collective(system: System, kind: str, size_bytes, n, stride, gpus: int):
+    """Per element: seconds of collective `kind` (`collective_time`) on `size_bytes` over a group of `n`
+    devices `stride` apart in a job of `gpus` (groups outside the stage mesh's axes: the expert-parallel and
+    expert-data-parallel groups of MoE parallel folding, `cost.moe`)."""
+    keys, inverse, shape = _by_group(n, stride, np.asarray(size_bytes, float))
+    lat, per = np.zeros(len(keys)), np.zeros(len(keys))
+    for i, (m, s) in enumerate(keys):
+        ph = group_phases(system, int(m), int(s), gpus)
+        lat[i] = float(collective_time(kind, 0.0, ph))
+        per[i] = (float(collective_time(kind, 2.0**40, ph)) - lat[i]) / 2.0**40
+    out = lat[inverse] + per[inverse] * np.broadcast_to(np.asarray(size_bytes, float), shape).ravel()
+    return out.reshape(shape)

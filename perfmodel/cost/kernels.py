@@ -32,6 +32,11 @@ ELEMENTWISE_BYTES = {
     "position_embedding": (6, 6),  # add the position row: read 2, write 1
     "embedding_dropout": (5, 5),  # read, write, 1 B mask
     "cross_entropy": (10, 6),  # bf16 logits in, fp32 exponentials (max/sum passes); backward reads, writes bf16
+    # mixture of experts, per element of the tensor named (cost.moe):
+    "router": (12, 12),  # per token x expert: fp32 logits read, scores written, top-k reads them; backward alike
+    "permute": (4, 4),  # per routed token x hidden: copy into expert order (read, write); backward scatters back
+    "unpermute": (6, 8),  # per routed token x hidden: read the expert output and its weight, write the sum;
+    # backward reads dy and the expert output (for the weight's gradient), writes dx
 }
 
 
@@ -106,8 +111,11 @@ class Device:
         return memory_bound_time(nbytes * self.stack.optimizer_passes(), self.opt_bw)
 
 
-def linear_op(dev: Device, name: str, m, n, k, recompute=("full",), precision: str | None = None) -> list[Op]:
-    """A weight GEMM (tokens m, out features n, in features k) and, in fp8/fp4, the casts of its operands.
+def linear_op(dev: Device, name: str, m, n, k, recompute=("full",), precision: str | None = None,
+              groups=1) -> list[Op]:
+    """A weight GEMM (tokens m, out features n, in features k) and, in fp8/fp4, the casts of its operands;
+    `groups` such GEMMs of equal shape run as one grouped GEMM (a device's local experts, each on its m routed
+    tokens: Megatron-Core --moe-grouped-gemm), priced as a batched GEMM (`Device.gemm`).
 
     Casting reads bf16 and writes the narrow type: the input m*k in the forward and the output gradient m*n in
     the backward every micro-batch; the weight k*n once per step, amortised over the micro-batches
@@ -115,16 +123,17 @@ def linear_op(dev: Device, name: str, m, n, k, recompute=("full",), precision: s
     which gathers bf16 weights afresh for every micro-batch.
     """
     prec = precision or dev.plan.precision
-    flops = 2.0 * m * n * k
-    ops = [Op(name, "gemm", dev.gemm(m, n, k, precision=prec), dev.gemm(m, k, n, precision=prec)
-              + dev.gemm(k, n, m, precision=prec), flops, 2 * flops, recompute, f"2*{_s(m)}*{_s(n)}*{_s(k)}")]
+    flops = 2.0 * m * n * k * groups
+    g = lambda a, b, c: dev.gemm(a, b, c, groups, precision=prec)  # noqa: E731
+    ops = [Op(name, "gemm", g(m, n, k), g(m, k, n) + g(k, n, m), flops, 2 * flops, recompute,
+              f"2*{_s(m)}*{_s(n)}*{_s(k)}" + ("" if np.all(np.asarray(groups) == 1) else f"*{_s(groups)} groups"))]
     narrow = GEMM_INPUT_BYTES[prec]
     if narrow < 2:
         per = ACT_BYTES + narrow
         regathered = (dev.plan.zero == 3) & (dev.plan.zero_shard > 1)
         weights = k * n * per / np.where(regathered, 1, dev.plan.num_microbatches)
-        ops.append(Op(f"{name}.cast", "memory", dev.memory(m * k * per + weights), dev.memory(m * n * per),
-                      recompute=recompute, formula="quantise operands to " + prec))
+        ops.append(Op(f"{name}.cast", "memory", dev.memory((m * k * per + weights) * groups),
+                      dev.memory(m * n * per * groups), recompute=recompute, formula="quantise operands to " + prec))
     return ops
 
 

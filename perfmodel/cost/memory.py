@@ -21,6 +21,7 @@ from ..plan import Plan
 from .kernels import GEMM_INPUT_BYTES
 from .layouts import Layouts
 from .mesh import gathered_axes
+from .moe import dispatch_buffer_bytes, expert_layer_params, moe_gemm_params, moe_kept_bytes, moe_replicated_params
 from .operators import Operator, keeps_shard, kept_bytes, local_params, megatron, megatron_codes, operators
 from .pipeline import in_flight
 from .stages import Stages, pick
@@ -48,10 +49,12 @@ def adam_step_bytes(grad_bytes: float) -> float:
     return 26.0 + 2.0 * grad_bytes
 
 
-def state_bytes(params, plan: Plan | Layouts) -> dict[str, object]:
+def state_bytes(params, plan: Plan | Layouts, shard=None) -> dict[str, object]:
     """Weights, gradients and optimizer bytes of `params` per device under the plan's ZeRO stage, sharded over
-    its zero_shard = dp * cp ranks (the ranks that hold replicas of the same weights)."""
-    shard, zero, g = plan.zero_shard, np.asarray(plan.zero), GRAD_BYTES[plan.grad_dtype]
+    its zero_shard = dp * cp ranks (the ranks that hold replicas of the same weights; `shard`: another group,
+    the edp ranks of a MoE model's routed experts)."""
+    shard = plan.zero_shard if shard is None else shard
+    zero, g = np.asarray(plan.zero), GRAD_BYTES[plan.grad_dtype]
     return {
         "weights": params * WEIGHT_BYTES / np.where(zero >= 3, shard, 1),
         "gradients": params * g / np.where(zero >= 2, shard, 1),
@@ -73,7 +76,9 @@ def unit_params(model: ModelConfig, plan: Plan | Layouts) -> dict[str, np.ndarra
     sub = lay.take(first)
     of = lambda names: (sum(local_params(ops[n], megatron(ops[n], sub)) for n in names) + np.zeros(len(sub)))[inverse]
     head = of(["final_norm"]) + np.where(head_copy(model, lay.pp), of(["lm_head"]), 0.0)
-    return {"layer": of(LAYER_OPS), "embedding": of(EMBEDDING_OPS), "head": head}
+    # a MoE model's router and shared experts are data-parallel like the dense weights; its routed experts are
+    # not here (cost.moe.expert_layer_params: sharded over ep x etp, their states over edp)
+    return {"layer": of(LAYER_OPS) + moe_replicated_params(model, lay), "embedding": of(EMBEDDING_OPS), "head": head}
 
 
 def layer_gemm_params(model: ModelConfig, lay: Layouts) -> np.ndarray:
@@ -82,7 +87,7 @@ def layer_gemm_params(model: ModelConfig, lay: Layouts) -> np.ndarray:
     first, inverse = lay.distinct(("tp",))
     sub = lay.take(first)
     gemm = sum(local_params(ops[n], megatron(ops[n], sub), gemm_only=True) for n in LAYER_OPS)
-    return (gemm + np.zeros(len(sub)))[inverse]
+    return (gemm + np.zeros(len(sub)))[inverse] + moe_gemm_params(model, lay)
 
 
 def stage_params(model: ModelConfig, plan: Plan | Layouts, layers, first, last) -> np.ndarray:
@@ -141,7 +146,8 @@ def layer_activation_bytes(model: ModelConfig, plan: Plan | Layouts, recompute=N
     this is sbh(34 + 5as/h) (Korthikanti et al. 2022, Eq. 1); selective recompute drops the attention core, full
     recompute keeps only the layer input, 2h (/tp with SP)."""
     lay = _layouts(plan)
-    return _kept(model, lay, LAYER_OPS, lay.recompute if recompute is None else recompute)
+    rc = lay.recompute if recompute is None else recompute
+    return _kept(model, lay, LAYER_OPS, rc) + moe_kept_bytes(model, lay, rc)
 
 
 def embedding_activation_bytes(model: ModelConfig, plan: Plan | Layouts):
@@ -205,8 +211,11 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     act = act + st.embedding * embedding_activation_bytes(model, lay) * scale["embedding"]
     act = act + st.head * head_activation_bytes(model, lay) * scale["head"]
     states = state_bytes(params_of, lay)
+    experts = state_bytes(st.layers * expert_layer_params(model, lay), lay, lay.edp)  # routed experts: over edp
+    states = {k: states[k] + experts[k] for k in states}
     largest = np.maximum.reduce([p["layer"] * (st.layers > 0), p["embedding"] * st.embedding, p["head"] * st.head])
     other = transient_bytes(system, lay, params_of, largest)
+    other = other + (st.layers > 0) * dispatch_buffer_bytes(model, lay)  # the running MoE layer's dispatch
     other = other + st.layers * narrow_cache_bytes(layer_gemm_params(model, lay), lay)
     total = states["weights"] + states["gradients"] + states["optimizer"] + act + other
     by_kind = dict(states, activations=act, other=other, total=total)

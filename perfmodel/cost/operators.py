@@ -15,7 +15,7 @@ loss.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -67,6 +67,7 @@ class Operator:
     gemm: tuple[str, float, str, float] | None  # (out dim, out features, in dim, in features)
     weights: tuple[Weight, ...]
     out_width: float  # elements per token of the output activation
+    share: float = 1.0  # layers of the model's mean layer that run it (the dense MLP's in a MoE model: layer_share)
 
     @property
     def name(self) -> str:
@@ -83,6 +84,8 @@ def operators(model: ModelConfig) -> dict[str, Operator]:
     heads too."""
     m = model
     h, f, v, q, kv = m.hidden, m.ffn_hidden, m.vocab, m.q_dim, m.kv_dim
+    if m.mla is not None:  # MLA's down and up projections as one GEMM of their weights (DeepSeek-V2, Sec. 2.1)
+        q, kv = (m.qkv_params() - m.mla_norm_params()) / h - 2 * kv, kv
     g = 2 if m.gated else 1
     sizes = {"hidden": h, "heads": m.n_heads, "ffn": f, "vocab": v}
     div = {"hidden": h, "heads": m.n_heads, "ffn": f, "vocab": 1}
@@ -106,8 +109,29 @@ def operators(model: ModelConfig) -> dict[str, Operator]:
         "lm_head": (("vocab", v, "hidden", h), linear(("vocab", v), ("hidden", h), 0), v),
         "loss": (None, (), 0.0),
     }
-    return {name: Operator(SPECS[name], sizes, qkv_div if name in ("qkv", "attention") else div, *table[name])
-            for name in GRAPH_OPS}
+    return {name: Operator(SPECS[name], sizes, qkv_div if name in ("qkv", "attention") else div, *table[name],
+                           share=layer_share(model, name)) for name in GRAPH_OPS}
+
+
+DENSE_MLP_OPS = ("mlp_in", "activation", "mlp_out")
+
+
+def layer_share(model: ModelConfig, name: str) -> float:
+    """Share of the layers that run operator `name`: the dense MLP's only in the dense layers of a MoE model
+    (dense_layers / n_layers; the MoE layers' MLP is priced by `cost.moe`), every other operator in all."""
+    return model.dense_layers() / model.n_layers if name in DENSE_MLP_OPS else 1.0
+
+
+def edge_share(model: ModelConfig, src: str, dst: str) -> float:
+    """Share of the layers that pass a tensor from `src` to `dst`: into and out of the MLP, the dense layers and
+    the MoE layers whose shared experts run as a tp-split MLP on the sequence-gathered tokens (the routed
+    experts route each rank's own tokens); inside the dense MLP, its layer_share; elsewhere 1."""
+    if src in DENSE_MLP_OPS and dst in DENSE_MLP_OPS:
+        return layer_share(model, src)
+    if src in DENSE_MLP_OPS or dst in DENSE_MLP_OPS:
+        shared = model.moe is not None and bool(model.moe.shared_ffn_hidden)
+        return layer_share(model, "mlp_in") + (model.moe_layers() / model.n_layers if shared else 0.0)
+    return 1.0
 
 
 @dataclass
@@ -190,6 +214,10 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
     fp32 rows (2 + 8 / vocab split); the LM head stays bf16 under fp8/fp4 (Megatron-LM and Transformer Engine
     keep the output layer out of the narrow-precision region); the cross-entropy is a fused vocab-parallel kernel.
     """
+    if op.share != 1.0:
+        from .moe import scaled
+
+        return [scaled(k, op.share) for k in kernels(replace(op, share=1.0), s, dev)]
     m, fam, T = dev.model, op.spec.family, s.tokens
     rec = RECOMPUTED[op.unit]
     if fam == "embedding":
@@ -203,7 +231,7 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
         prec = "bf16" if op.name == "lm_head" else None
         ops = linear_op(dev, op.name, T, s.local(out_dim, n), s.local(in_dim, k), rec, precision=prec)
         if op.name == "qkv" and m.position == "rope":
-            ops.append(elementwise_op(dev, "rope", T * (m.q_dim + m.kv_dim) / s.split("heads"),
+            ops.append(elementwise_op(dev, "rope", T * m.rope_width / s.split("heads"),
                                       *ELEMENTWISE_BYTES["rope"], rec))
         return ops
     if fam == "attention":
@@ -255,7 +283,7 @@ def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recom
         heads = s.local("heads")
         core = 4.0 * heads if attention == "flash" else (2 + 3 * drop) * heads * s.seq
         core = np.where(np.asarray(recompute) == "selective", 0.0, core)
-        kept = T * (2.0 * (model.q_dim + 2 * model.kv_dim) / s.split("heads") + core)
+        kept = T * (2.0 * model.attention_input_width / s.split("heads") + core)
     elif fam == "residual":
         kept = drop * T * s.local("hidden")
     elif fam == "activation":
@@ -268,7 +296,7 @@ def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recom
         kept = 0.0 * T
     if op.spec.layer and op.name != "norm1":
         kept = np.where(np.asarray(recompute) == "full", 0.0, kept)
-    return kept
+    return kept * op.share
 
 
 def weight_shard(op: Operator, w: Weight, s: Split) -> Values:
@@ -281,7 +309,7 @@ def local_params(op: Operator, s: Split, stored: tuple[bool, ...] | None = None,
     `stored[i]` False for a weight another operator holds (a tied LM head on the embedding's stage)."""
     stored = stored or (True,) * len(op.weights)
     return sum((w.gemm_params if gemm_only else w.params) / weight_shard(op, w, s)
-               for w, keep in zip(op.weights, stored) if keep) + 0.0
+               for w, keep in zip(op.weights, stored) if keep) * op.share + 0.0
 
 
 def layer_families() -> dict[str, int]:

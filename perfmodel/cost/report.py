@@ -39,7 +39,8 @@ def comm_row(c: Comm, system: System, plan: Plan, count: float, i: int, n: int) 
     else:
         mesh = Mesh(system, plan.gpus, plan.dp, plan.cp, plan.tp)
         tiers = C.describe(mesh.phases(int(at(c.mask))))
-    sizes = {"tp": plan.tp, "cp": plan.cp, "dp": plan.zero_shard, "pp": plan.pp, "embedding": 2}
+    sizes = {"tp": plan.tp, "cp": plan.cp, "dp": plan.zero_shard, "pp": plan.pp, "embedding": 2, "ep": plan.ep,
+             "etp": plan.etp, "edp": plan.edp}
     calls, seconds = at(c.calls), at(c.seconds)
     return CommTime(name=name, collective=at(c.collective), group=c.group, group_size=sizes[c.group], tiers=tiers,
                     bytes=at(c.nbytes), calls=calls * count, seconds_per_call=seconds, total_s=seconds * calls * count,

@@ -115,7 +115,7 @@ def op_comms(op: Operator, s: Split, mesh: Mesh, model: ModelConfig, recompute, 
     if fam == "loss":
         return loss_stats(op, s, mesh)
     if fam == "attention":
-        return kv_exchange(op, s, mesh, model.kv_dim, recompute, attention_s, f)
+        return kv_exchange(op, s, mesh, model.kv_width / 2, recompute, attention_s, f)
     return []
 
 

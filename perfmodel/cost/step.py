@@ -37,6 +37,7 @@ from . import comm as C
 from .flops import model_flops_per_token, recompute_flops_per_token
 from .kernels import ACT_BYTES, Device, Op, zero3_copy_op
 from .layouts import Layouts
+from .moe import group_tiers, expert_layer_params, moe_comms
 from .memory import (
     GRAD_BYTES,
     WEIGHT_BYTES,
@@ -67,8 +68,8 @@ from .units import op_kernels, unit_edges, unit_ops
 
 COMPUTE_PARTS = {"gemm": "gemm", "attention": "attention", "memory": "memory_bound"}
 COMPUTE_PART_NAMES = (*COMPUTE_PARTS.values(), "recompute")
-STAGE_PARTS = ("gemm", "attention", "memory_bound", "recompute", "tp_comm", "cp_comm", "pp_comm", "zero3_comm",
-               "overhead")
+STAGE_PARTS = ("gemm", "attention", "memory_bound", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm",
+               "zero3_comm", "overhead")
 
 
 @dataclass
@@ -115,7 +116,7 @@ class Step:
 # The parts of a step that a calibration from measured runs scales (hardware.RunFit): time the devices compute
 # (or wait on computing neighbours), and exposed communication.
 COMPUTE_TIME = ("gemm", "attention", "memory_bound", "recompute", "bubble", "optimizer")
-COMM_TIME = ("tp_comm", "cp_comm", "pp_comm", "dp_comm", "zero3_comm")
+COMM_TIME = ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "zero3_comm")
 
 
 def run_fit_time(compute, comm, overhead, compute_speed, network_speed, step_overhead_s):
@@ -141,6 +142,11 @@ def calibrated(time: dict, system: System) -> dict:
     out["overhead"] = run_fit_time(0.0, 0.0, time["overhead"], 1.0, 1.0, fit.step_overhead_s)
     out["total"] = sum(out[k] for k in (*COMPUTE_TIME, *COMM_TIME, "overhead"))
     return out
+
+
+def _edp_tier(system: System, lay: Layouts) -> np.ndarray:
+    """The tiers the expert data-parallel group spans (edp devices ep * etp apart)."""
+    return group_tiers(system, lay.edp, lay.ep * lay.etp, lay.gpus)
 
 
 def host_counts(ops: list[Op], comms: list[Comm], recompute) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -214,6 +220,8 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     # --- the tensors between operators; the collectives inside them -----------------------------------------
     for c in unit_edges(model, system, lay).values():
         charge(c)
+    for c in moe_comms(model, system, lay):  # a MoE model's token dispatch and combine
+        charge(c)
     table = operators(model)
     for name in OPS:
         seconds = (sum(k.fwd_s for k in kern[name]) / speedup, sum(k.bwd_s for k in kern[name]) / speedup)
@@ -234,6 +242,17 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
                     fwd=e_f, bwd=e_b * share, unit=unit, part="zero3_comm", mask=ZERO_GROUP, active=on))
         charge(Comm("zero3 gradient reduce-scatter", "reduce_scatter", "dp", nbytes=p * gbytes, seconds=rs, calls=1,
                     bwd=e_b * (1 - share), unit=unit, part="zero3_comm", mask=ZERO_GROUP, active=on))
+
+    # the routed experts' ZeRO-3 gathers and reduce-scatters run over their edp group, beside the layer's
+    p_exp, edp = expert_layer_params(model, lay), lay.edp
+    on = (zero == 3) & (edp > 1) & (p_exp > 0)
+    ag = on * 2 * C.group_collective(system, "all_gather", p_exp * WEIGHT_BYTES, edp, lay.ep * lay.etp, lay.gpus)
+    rs = on * C.group_collective(system, "reduce_scatter", p_exp * gbytes, edp, lay.ep * lay.etp, lay.gpus)
+    frac = f if overlap else 0.0
+    e_f, e_b = behind(ag / 2, fwd["layer"], frac), behind(ag / 2 + rs, bwd["layer"], frac)
+    charge(Comm("zero3 expert all-gather / reduce-scatter (edp)", "all_gather", "edp", nbytes=p_exp * WEIGHT_BYTES,
+                seconds=(ag + rs) / 3, calls=3 * on, fwd=e_f, bwd=e_b, unit="layer", part="zero3_comm",
+                tier=_edp_tier(system, lay), active=on))
 
     # --- host: the stack's per-launch costs, where the spec measured them for it (hardware.HostCosts) --------
     costs = system.host_costs if system.host_costs is not None and system.host_costs.stack == lay.stack else None
@@ -274,21 +293,39 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     on = (shard > 1) & (zero < 3)
     kind = np.where(zero == 0, "all_reduce", "reduce_scatter")
     g = on * gradient_sync(mesh, p_stage, gbytes, zero)
+    # a MoE model's routed experts reduce over their edp group (MoE parallel folding), in the same backward
+    pe_stage = expert_layer_params(model, lay) * nl
+    on_e = (edp > 1) & (zero < 3) & (pe_stage > 0)
+    g_e = on_e * C.group_collective(system, "all_reduce", pe_stage * gbytes, edp, lay.ep * lay.etp, lay.gpus)
+    g_e = np.where(zero == 0, g_e, on_e * C.group_collective(system, "reduce_scatter", pe_stage * gbytes, edp,
+                                                             lay.ep * lay.etp, lay.gpus))
     reps = np.where(zero == 2, m, 1)  # ZeRO-2 reduces every micro-batch (gradients are not kept whole)
     # with interleaving, the chunks done before the last overlap what the schedule runs after the first of them:
     # in Megatron-LM's backward order the other vpp - 1 chunks' last pp micro-batches, (vpp - 1) pp chunk-
     # backwards (and as many chunk-forwards before the last chunk's weights are needed in the next forward)
     after = np.minimum((v - 1) * pp, m * v - 1)
-    left = chunked(g, bwd_mb, nl, np.where(zero == 2, 1, v), after * bwd_mb / v)  # ZeRO-2: every micro-batch
-    exp = reps * np.where(overlap_steps, with_overlap(g, left, f), g)
-    steps.append(Comm("dp gradient reduction", kind, "dp", nbytes=p_stage * gbytes, seconds=g, calls=reps, bwd=exp,
-                      unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
+    both = g + g_e  # dense and expert buckets share the backward they hide behind; exposed split by traffic
+    left = chunked(both, bwd_mb, nl, np.where(zero == 2, 1, v), after * bwd_mb / v)  # ZeRO-2: every micro-batch
+    exp = reps * np.where(overlap_steps, with_overlap(both, left, f), both)
+    part = np.divide(g, both, out=np.ones_like(both), where=both > 0)
+    steps.append(Comm("dp gradient reduction", kind, "dp", nbytes=p_stage * gbytes, seconds=g, calls=reps,
+                      bwd=exp * part, unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
+    steps.append(Comm("edp expert gradient reduction", kind, "edp", nbytes=pe_stage * gbytes, seconds=g_e,
+                      calls=reps * on_e, bwd=exp * (1 - part), unit="step", part="dp_comm",
+                      tier=_edp_tier(system, lay), active=on_e))
     on = (shard > 1) & np.isin(zero, (1, 2))
     w = on * weight_gather(mesh, p_stage)
+    on_e = (edp > 1) & np.isin(zero, (1, 2)) & (pe_stage > 0)
+    w_e = on_e * C.group_collective(system, "all_gather", pe_stage * WEIGHT_BYTES, edp, lay.ep * lay.etp, lay.gpus)
     gather_overlaps = overlap_steps & ((zero == 2) | stack.overlap_param_gather)  # ZeRO-1: as the stack runs it
-    exp = np.where(gather_overlaps, with_overlap(w, chunked(w, fwd_mb, nl, v, after * fwd_mb / v), f), w)
+    both = w + w_e
+    exp = np.where(gather_overlaps, with_overlap(both, chunked(both, fwd_mb, nl, v, after * fwd_mb / v), f), both)
+    part = np.divide(w, both, out=np.ones_like(both), where=both > 0)
     steps.append(Comm("zero weight all-gather", "all_gather", "dp", nbytes=p_stage * WEIGHT_BYTES, seconds=w, calls=1,
-                      fwd=exp, unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
+                      fwd=exp * part, unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
+    steps.append(Comm("zero expert weight all-gather (edp)", "all_gather", "edp", nbytes=pe_stage * WEIGHT_BYTES,
+                      seconds=w_e, calls=1 * on_e, fwd=exp * (1 - part), unit="step", part="dp_comm",
+                      tier=_edp_tier(system, lay), active=on_e))
     on = sp & (t > 1)
     kept_whole = sp_replicated_params(model, pick(st.layers, big), pick(st.head, big) == 1)
     size = kept_whole * gbytes
@@ -301,7 +338,8 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     steps.append(Comm("tied embedding gradient sync", "all_reduce", "embedding", nbytes=size, seconds=one, calls=1,
                       bwd=one, unit="step", part="dp_comm", tier=link, active=on))
     dp_exposed = sum(c.exposed for c in steps)
-    t_opt = optimizer_seconds(dev, p_stage, zero, shard, gbytes) / shared_host_speedup(system, lay)
+    t_opt = (optimizer_seconds(dev, p_stage, zero, shard, gbytes) + optimizer_seconds(dev, pe_stage, zero, edp, gbytes)
+             ) / shared_host_speedup(system, lay)
 
     step_calls = sum(np.asarray(c.calls, float) * np.asarray(c.active, bool) for c in steps)
     t_host = stack.step_overhead_s + host_seconds(costs, 0.0, step_calls)

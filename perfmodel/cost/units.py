@@ -31,7 +31,9 @@ from ..stack import load_stack
 from .kernels import Device, Op
 from .layouts import Layouts
 from .mesh import BIT, Mesh
+from .moe import moe_ops
 from .operators import (
+    edge_share,
     forward_passes,
     keeps_shard,
     kernels,
@@ -74,7 +76,9 @@ def op_kernels(model: ModelConfig, system: System, lay: Layouts) -> dict[str, li
     sub = lay.take(first)
     dev, ops = Device(model, system, sub), operators(model)
     out = {name: kernels(op, megatron(op, sub), dev) for name, op in ops.items()}
-    return {name: spread(k, inverse) for name, k in out.items()}
+    out = {name: spread(k, inverse) for name, k in out.items()}
+    out["moe"] = moe_ops(model, system, lay)  # a MoE model's expert MLP, in the layer (empty when dense)
+    return out
 
 
 def unit_ops(model: ModelConfig, system: System, plan: Plan | Layouts,
@@ -83,7 +87,8 @@ def unit_ops(model: ModelConfig, system: System, plan: Plan | Layouts,
     `Plan`, resolved, or the plans of a `Layouts`)."""
     lay = Layouts.from_plan(plan) if isinstance(plan, Plan) else plan
     kern = op_kernels(model, system, lay) if kern is None else kern
-    out = {u: [k for name in names for k in kern[name]] for u, names in UNIT_OPS.items()}
+    out = {u: [k for name in names + (("moe",) if u == "layer" else ()) for k in kern[name]]
+           for u, names in UNIT_OPS.items()}
     return {u: spread(ops, 0) for u, ops in out.items()} if isinstance(plan, Plan) else out
 
 
@@ -106,7 +111,9 @@ def unit_edges(model: ModelConfig, system: System, lay: Layouts) -> dict[str, Co
             o, i = np.where(sp, o1, o0), np.where(sp, i1, i0)
             passes = forward_passes(edge_unit(src, dst), sub.recompute)
             ec = edge_cost(mesh, o, i, output_bytes(ops[src], sub), passes, keeps_shard(o, i, ops[dst]), f)
-            fwd, bwd, rows = fwd + ec.fwd, bwd + ec.bwd, rows + ec.steps
+            w = edge_share(model, src, dst)  # a MoE model's dense-MLP tensors pass in the layers that have them
+            fwd, bwd = fwd + w * ec.fwd, bwd + w * ec.bwd
+            rows = rows + [(k, b, msk, sec, calls * w) for k, b, msk, sec, calls in ec.steps]
         n = len(sub)
         calls = sum(r[4] for r in rows) + np.zeros(n)
         total = sum(r[3] * r[4] for r in rows) + np.zeros(n)

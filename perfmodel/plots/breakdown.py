@@ -17,6 +17,7 @@ TIME_PARTS = {
     "recompute": ("recompute", "#c6dbef"),
     "tp_comm": ("TP comm (exposed)", "#d62728"),
     "cp_comm": ("CP comm (exposed)", "#ff9896"),
+    "ep_comm": ("EP dispatch/combine (exposed)", "#c49c94"),
     "pp_comm": ("PP sends", "#9467bd"),
     "zero3_comm": ("ZeRO-3 comm (exposed)", "#e377c2"),
     "dp_comm": ("DP / ZeRO-1/2 comm (exposed)", "#ff7f0e"),

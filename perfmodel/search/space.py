@@ -65,7 +65,7 @@ class Job(Schema):
     overlap_dp_comm: Flag = True
     stack: str = DEFAULT_STACK
     expert_imbalance: float = 1.0
-    moe_dispatcher: Literal["alltoall", "allgather"] = "alltoall"
+    moe_dispatcher: Literal["alltoall", "allgather", "flex"] = "alltoall"
 
 
 def _allowed(values: list[int], limit: list | None) -> list:
