@@ -20,6 +20,7 @@ from .launch import RunFailed
 from .models import list_models, load_model
 from .plan import Plan, Precision
 from .planfile import load_plan_file, write_plan_file
+from .report import model_row
 from .plots.common import check_plot_path
 from .stack import DEFAULT_STACK, STACKS
 
@@ -27,6 +28,7 @@ from .stack import DEFAULT_STACK, STACKS
 # whole-process (benchmarks/search_speed.py) and needs none of them.
 
 PRECISIONS = typing.get_args(Precision)  # the plan's own list
+DISPATCHERS = typing.get_args(Plan.model_fields["moe_dispatcher"].annotation)
 
 # `perfmodel predict` with no flags: the question the tool exists for.
 EXAMPLE = ["--model", "llama-3-70b", "--hardware", "dgx-h100", "--gpus", "512", "--tp", "8", "--pp", "4",
@@ -76,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--dp", type=integer("--dp"), help="default: gpus / (tp*pp*cp)")
     pr.add_argument("--cp", type=integer("--cp"), help="default 1")
     pr.add_argument("--vpp", type=integer("--vpp"), help="default 1")
+    pr.add_argument("--ep", type=integer("--ep"), help="MoE expert-parallel size (default 1)")
+    pr.add_argument("--etp", type=integer("--etp"), help="MoE expert tensor-parallel size (default 1)")
+    pr.add_argument("--expert-imbalance", type=float, help="busiest expert's tokens / mean (default 1: balanced)")
+    pr.add_argument("--moe-dispatcher", choices=DISPATCHERS, help="default alltoall; flex: DeepEP / HybridEP")
     pr.add_argument("--micro-batch", type=integer("--micro-batch"))
     pr.add_argument("--global-batch", type=integer("--global-batch"))
     pr.add_argument("--seq-len", type=integer("--seq-len"))
@@ -114,11 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--attention", choices=["flash", "unfused"], default="flash")
     se.add_argument("--grad-dtype", choices=["fp32", "bf16"], default="fp32")
     se.add_argument("--stack", choices=STACKS, default=DEFAULT_STACK, help="software stack (docs/stacks.md)")
+    se.add_argument("--expert-imbalance", type=float, default=1.0, help="as predict (default 1: balanced)")
+    se.add_argument("--moe-dispatcher", choices=DISPATCHERS, default="alltoall", help="as predict")
     se.add_argument("--objective", choices=["time", "cost"], default="time",
                     help="rank by step time, or by GPU-hours per step (cost; compares GPU counts)")
     se.add_argument("--only", action="append", default=[], metavar="FIELD=V1,V2",
-                    help="search only these values of a plan field (tp, pp, cp, vpp, micro_batch, recompute, "
-                         "sequence_parallel, zero); repeatable")
+                    help="search only these values of a plan field (tp, pp, cp, vpp, ep, etp, micro_batch, "
+                         "recompute, sequence_parallel, zero); repeatable")
     se.add_argument("--top", type=integer("--top", 0), default=10, help="rows to show (0: every feasible plan)")
     se.add_argument("--format", choices=["table", "json", "csv"], default="table")
     se.add_argument("--output", metavar="FILE", help="write the best plan as a plan file, e.g. strategies/NAME.json")
@@ -182,7 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "global_batch", "seq_len")
-PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "cp", "vpp", "micro_batch", "global_batch", "seq_len",
+PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "expert_imbalance",
+              "moe_dispatcher", "micro_batch", "global_batch", "seq_len",
               "recompute", "sequence_parallel", "zero", "precision", "schedule", "attention", "grad_dtype",
               "stack", "no_overlap_dp_comm", "account_for_embedding", "account_for_loss", "first_stage_layers",
               "last_stage_layers")
@@ -219,7 +228,8 @@ def _predict_estimate(a):
     missing = [f"--{k.replace('_', '-')}" for k in PREDICT_INPUTS if getattr(a, k) is None]
     if missing:
         raise InputError(f"predict needs {', '.join(missing)} (or --plan FILE, or no flags for the built-in example)")
-    given = {k: getattr(a, k) for k in ("gpus", "tp", "pp", "dp", "cp", "vpp", "micro_batch", "global_batch",
+    given = {k: getattr(a, k) for k in ("gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "expert_imbalance",
+                                         "moe_dispatcher", "micro_batch", "global_batch",
                                          "seq_len", "recompute", "zero", "precision", "schedule", "attention",
                                          "grad_dtype", "stack", "first_stage_layers", "last_stage_layers")
              if getattr(a, k) is not None}
@@ -280,7 +290,8 @@ def _search(a) -> str:
         check_plot_path(a.plot)
     result = search(load_model(a.model), load_hardware(a.hardware), a.gpus, a.global_batch, a.seq_len,
                     precision=a.precision, objective=a.objective, space=_space(a.only), attention=a.attention,
-                    grad_dtype=a.grad_dtype, stack=a.stack)
+                    grad_dtype=a.grad_dtype, stack=a.stack, expert_imbalance=a.expert_imbalance,
+                    moe_dispatcher=a.moe_dispatcher)
     extra = []
     if a.output:
         from .search.planfiles import plan_file
@@ -409,9 +420,7 @@ def run(argv: list[str]) -> str:
     if a.action == "list":
         rows = []
         for name in list_models():
-            m = load_model(name)
-            rows.append(f"{name:<16}{m.n_params() / 1e9:>9.2f}B  layers {m.n_layers:<4} hidden {m.hidden:<6} "
-                        f"heads {m.n_heads}/{m.n_kv_heads:<4} vocab {m.vocab}")
+            rows.append(model_row(name, load_model(name)))
         return "\n".join(rows)
     from .report import model_table
 

@@ -86,6 +86,10 @@ class NetworkTier(Schema):
         "switch", description="switch: every device of a domain reaches every other at bandwidth_gbps; "
                               "torus: rings use the torus links (cost.comm._torus_ring_links)")
     torus_dims: list[Count] | None = Field(None, description="torus shape in chips (torus tiers only)")
+    aligned_groups: bool = Field(
+        False, description="the scheduler places jobs so that a process group spanning no more than one domain "
+                           "stays inside one (Slurm's topology/block plugin with --segment, made for NVL72 "
+                           "racks); false: a group may straddle a domain boundary (cost.comm)")
     bandwidth_gbps: PositiveFloat = Field(
         description="switch: per-device injection bandwidth; torus: per link, GB/s one direction"
     )

@@ -1,7 +1,9 @@
 """Built-in model presets, each with the source of its shape.
 
 Parameter counts (ModelConfig.n_params) reproduce the published sizes: GPT-3 175B 174.6B, Llama-3 8B 8.03B,
-Llama-3 70B 70.6B, Llama-3.1 405B 405.9B (tests/test_models.py).
+Llama-3 70B 70.6B, Llama-3.1 405B 405.9B (tests/test_models.py); the mixture-of-experts presets their published
+total and active sizes, e.g. Mixtral 8x7B 46.7B / 12.9B, DeepSeek-V3 671B / 37B, GPT-OSS-120B 116.8B / 5.1B
+(tests/test_models_moe.py, which also parses each one's HuggingFace config.json into the same model).
 """
 
 _GPT2 = dict(vocab=50257, max_seq_len=1024, mlp="gelu", norm="layernorm", position="learned",
@@ -23,6 +25,20 @@ _LLAMA2 = dict(vocab=32000, max_seq_len=4096, mlp="swiglu", norm="rmsnorm", posi
                tie_embeddings=False, linear_bias="none")
 _LLAMA3 = dict(_LLAMA2, vocab=128256, max_seq_len=8192)
 _LLAMA31 = dict(_LLAMA3, max_seq_len=131072)
+
+_MISTRAL = dict(mlp="swiglu", norm="rmsnorm", position="rope", tie_embeddings=False, linear_bias="none")
+_QWEN3 = dict(vocab=151936, max_seq_len=40960, mlp="swiglu", norm="rmsnorm", position="rope", tie_embeddings=False,
+              linear_bias="none")
+# DeepSeek-V3's architecture (also Kimi K2 and Moonlight): MLA, sigmoid routing over fine-grained experts of 2048
+# (top-8) plus one shared expert. head_dim is the per-head query/key width, 128 + 64.
+_DEEPSEEK = dict(mlp="swiglu", norm="rmsnorm", position="rope", tie_embeddings=False, linear_bias="none",
+                 head_dim=192)
+_DEEPSEEK_MOE = dict(top_k=8, expert_ffn_hidden=2048, n_shared_experts=1, router_scoring="sigmoid")
+_DEEPSEEK_MLA = dict(kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
+_GPT_OSS = dict(vocab=201088, max_seq_len=131072, mlp="swiglu", norm="rmsnorm", position="rope",
+                tie_embeddings=False, linear_bias="all", hidden=2880, n_heads=64, n_kv_heads=8, head_dim=64,
+                ffn_hidden=2880, sliding_window=128)
+_GPT_OSS_MOE = dict(top_k=4, expert_ffn_hidden=2880, router_bias=True, expert_bias=True)
 
 PRESETS: dict[str, dict] = {
     "gpt2-124m": _gpt(12, 768, 12, _GPT2, _GPT2_SRC),
@@ -63,6 +79,64 @@ PRESETS: dict[str, dict] = {
                        tie_embeddings=False, linear_bias="none", sliding_window=4096, n_layers=32, hidden=4096,
                        n_heads=32, n_kv_heads=8, ffn_hidden=14336,
                        source="Jiang et al. 2023 (Mistral 7B) Table 1, mistralai/Mistral-7B-v0.1 config.json"),
+    # -- mixture of experts ------------------------------------------------------------------------------
+    # Jiang et al. 2024 (Mixtral of Experts) Table 1: 8 experts, top-2, every layer; experts as wide as
+    # intermediate_size.
+    "mixtral-8x7b": dict(_MISTRAL, vocab=32000, max_seq_len=32768, n_layers=32, hidden=4096, n_heads=32,
+                         n_kv_heads=8, ffn_hidden=14336, moe=dict(n_experts=8, top_k=2, expert_ffn_hidden=14336),
+                         source="Jiang et al. 2024 (Mixtral of Experts) Table 1, mistralai/Mixtral-8x7B-v0.1 "
+                                "config.json"),
+    "mixtral-8x22b": dict(_MISTRAL, vocab=32768, max_seq_len=65536, n_layers=56, hidden=6144, n_heads=48,
+                          n_kv_heads=8, ffn_hidden=16384, moe=dict(n_experts=8, top_k=2, expert_ffn_hidden=16384),
+                          source="mistralai/Mixtral-8x22B-v0.1 config.json"),
+    # Qwen3 technical report (Yang et al. 2025) Table 2: 128 experts, top-8, no shared expert, every layer
+    # (decoder_sparse_step 1, mlp_only_layers []); head_dim 128 apart from hidden / heads.
+    "qwen3-30b-a3b": dict(_QWEN3, n_layers=48, hidden=2048, n_heads=32, n_kv_heads=4, head_dim=128,
+                          ffn_hidden=6144, moe=dict(n_experts=128, top_k=8, expert_ffn_hidden=768),
+                          source="Yang et al. 2025 (Qwen3) Table 2, Qwen/Qwen3-30B-A3B config.json"),
+    "qwen3-235b-a22b": dict(_QWEN3, n_layers=94, hidden=4096, n_heads=64, n_kv_heads=4, head_dim=128,
+                            ffn_hidden=12288, moe=dict(n_experts=128, top_k=8, expert_ffn_hidden=1536),
+                            source="Yang et al. 2025 (Qwen3) Table 2, Qwen/Qwen3-235B-A22B config.json"),
+    # DeepSeek-V3 (DeepSeek-AI 2024, Sec. 4.2): 61 layers, the first 3 dense; 256 routed experts (top-8) and 1
+    # shared of 2048; MLA with q/kv latents 1536/512, 128 heads of 128+64 (qk) and 128 (v); one MTP module.
+    "deepseek-v3": dict(_DEEPSEEK, vocab=129280, max_seq_len=163840, n_layers=61, hidden=7168, n_heads=128,
+                        ffn_hidden=18432, moe=dict(_DEEPSEEK_MOE, n_experts=256, first_dense_layers=3),
+                        mla=dict(_DEEPSEEK_MLA, q_lora_rank=1536), mtp_layers=1,
+                        source="DeepSeek-AI 2024 (DeepSeek-V3 technical report) Sec. 4.2, deepseek-ai/DeepSeek-V3 "
+                               "config.json"),
+    # Kimi K2 (Moonshot AI 2025, Sec. 2.3 / Table 2): DeepSeek-V3's architecture with 384 experts, 64 heads, one
+    # dense layer, no MTP module in the release.
+    "kimi-k2": dict(_DEEPSEEK, vocab=163840, max_seq_len=131072, n_layers=61, hidden=7168, n_heads=64,
+                    ffn_hidden=18432, moe=dict(_DEEPSEEK_MOE, n_experts=384, first_dense_layers=1),
+                    mla=dict(_DEEPSEEK_MLA, q_lora_rank=1536),
+                    source="Kimi Team 2025 (Kimi K2) Table 2, moonshotai/Kimi-K2-Base config.json"),
+    # Moonlight (Liu et al. 2025, "Muon is scalable"): DeepSeek-V3's architecture at DeepSeek-V2-Lite's size:
+    # no query latent, 64 experts (top-6) and 2 shared of 1408, one dense layer.
+    "moonlight-16b-a3b": dict(_DEEPSEEK, vocab=163840, max_seq_len=8192, n_layers=27, hidden=2048, n_heads=16,
+                              ffn_hidden=11264,
+                              moe=dict(n_experts=64, top_k=6, expert_ffn_hidden=1408, n_shared_experts=2,
+                                       first_dense_layers=1, router_scoring="sigmoid"),
+                              mla=dict(_DEEPSEEK_MLA, q_lora_rank=None),
+                              source="Liu et al. 2025 (Muon is scalable for LLM training), "
+                                     "moonshotai/Moonlight-16B-A3B config.json"),
+    # gpt-oss model card (OpenAI 2025) Table 1: 64 query heads of 64 and 8 kv heads over a 2880-wide residual;
+    # layers alternate a 128-token window and full attention (layer_types); biased attention, router and experts.
+    # The attention sinks (one logit per head) are not counted.
+    "gpt-oss-20b": dict(_GPT_OSS, n_layers=24, sliding_window_layers=12, moe=dict(_GPT_OSS_MOE, n_experts=32),
+                        source="OpenAI 2025 (gpt-oss-120b & gpt-oss-20b model card) Table 1, openai/gpt-oss-20b "
+                               "config.json"),
+    "gpt-oss-120b": dict(_GPT_OSS, n_layers=36, sliding_window_layers=18, moe=dict(_GPT_OSS_MOE, n_experts=128),
+                         source="OpenAI 2025 (gpt-oss-120b & gpt-oss-20b model card) Table 1, openai/gpt-oss-120b "
+                                "config.json"),
+    # Llama 4 Scout's text model (the published 109B includes the vision encoder): 16 experts, top-1, plus a shared
+    # expert, every layer; ffn_hidden is the dense MLP width (intermediate_size_mlp), used by no layer here.
+    # Chunked local attention (8192 tokens, 3 layers in 4) is priced as full causal attention.
+    "llama-4-scout": dict(vocab=202048, max_seq_len=10485760, mlp="swiglu", norm="rmsnorm", position="rope",
+                          tie_embeddings=False, linear_bias="none", n_layers=48, hidden=5120, n_heads=40,
+                          n_kv_heads=8, head_dim=128, ffn_hidden=16384,
+                          moe=dict(n_experts=16, top_k=1, expert_ffn_hidden=8192, n_shared_experts=1,
+                                   router_scoring="sigmoid"),
+                          source="meta-llama/Llama-4-Scout-17B-16E config.json (text_config)"),
 }
 for _name, _cfg in PRESETS.items():
     _cfg["name"] = _name

@@ -112,6 +112,13 @@ def hardware_table(s: System) -> str:
     return "\n".join(lines)
 
 
+def model_row(name: str, m: ModelConfig) -> str:
+    """One line of `perfmodel models list`: size (and active size, experts, MLA for a MoE model) and shape."""
+    moe = f"  experts {m.moe.n_experts} top-{m.moe.top_k}, {m.active_params() / 1e9:.1f}B active" if m.moe else ""
+    return (f"{name:<18}{m.n_params() / 1e9:>9.2f}B  layers {m.n_layers:<4} hidden {m.hidden:<6} "
+            f"heads {m.n_heads}/{m.n_kv_heads:<4} vocab {m.vocab}{moe}{'  MLA' if m.mla else ''}")
+
+
 def model_table(m: ModelConfig) -> str:
     rows = [("params", f"{m.n_params():,} ({m.n_params() / 1e9:.2f}B)"), ("layers", m.n_layers), ("hidden", m.hidden),
             ("heads / kv heads / head dim", f"{m.n_heads} / {m.n_kv_heads} / {m.head_dim}"),

@@ -69,6 +69,8 @@ class Stack(Schema):
     step_overhead_s: float = Field(ge=0, description="host seconds per step outside the model (data loading, "
                                                      "logging, scheduler) that the device does not hide")
     interval: Interval | None = Field(None, description="prediction interval for runs of this stack")
+    moe_interval: Interval | None = Field(None, description="prediction interval for mixture-of-experts runs of "
+                                                            "this stack (none: MoE estimates quote no interval)")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
     def optimizer_passes(self) -> float:

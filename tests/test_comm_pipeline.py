@@ -162,7 +162,12 @@ def test_p2p_tier_choice():
 
 
 def test_groups_that_straddle_a_domain_split_at_its_boundary():
-    gb = load_hardware("gb200-nvl72")
+    aligned = load_hardware("gb200-nvl72")
+    # the spec's scheduler keeps a group that fits in a rack inside one (Slurm topology/block --segment) ...
+    assert [(p.tier, p.members) for p in C.group_phases(aligned, 16, 1)] == [("nvlink", 16)]
+    assert [(p.tier, p.members) for p in C.group_phases(aligned, 16, 4, gpus=144)] == [("nvlink", 16)]
+    # ... a scheduler without it may split any group
+    gb = aligned.model_copy(update={"tiers": [t.model_copy(update={"aligned_groups": False}) for t in aligned.tiers]})
     # 72 % 16 != 0: the group on devices 64..79 has 8 in each rack
     assert [(p.tier, p.members) for p in C.group_phases(gb, 16, 1)] == [("nvlink", 8), ("infiniband", 2)]
     assert [(p.tier, p.members) for p in C.group_phases(gb, 24, 1)] == [("nvlink", 24)]

@@ -57,15 +57,18 @@ def _torus_ring_links(tier: NetworkTier, stride: int, n: int) -> int:
     return max(links, 1)
 
 
-def _members_per_domain(domain: int, stride: int, n: int, gpus: int | None) -> int:
+def _members_per_domain(domain: int, stride: int, n: int, gpus: int | None, aligned: bool = False) -> int:
     """Members of the worst-placed group that share one domain of `domain` devices.
 
     A job of no more devices than one domain sits inside it. Otherwise groups tile the devices with their
     stride; a group stays inside a domain only if the domain size is a multiple of its span, otherwise (e.g.
     a 16-wide group in a 72-GPU NVLink domain) some group straddles a boundary and only the aligned part,
-    gcd(n, domain/stride), is together.
+    gcd(n, domain/stride), is together. Where the scheduler aligns groups to domains (`aligned`,
+    NetworkTier.aligned_groups) a group spanning no more than a domain is inside one.
     """
     if gpus is not None and gpus <= domain:
+        return n
+    if aligned and stride * n <= domain:
         return n
     if domain % stride:
         return 1
@@ -83,7 +86,8 @@ def group_phases(system: System, n: int, stride: int, gpus: int | None = None) -
     for tier in system.tiers:
         if covered >= n:
             break
-        members_here = n if tier.domain_size is None else _members_per_domain(tier.domain_size, stride, n, gpus)
+        members_here = n if tier.domain_size is None else _members_per_domain(tier.domain_size, stride, n, gpus,
+                                                                                       tier.aligned_groups)
         k = members_here // covered if members_here > covered else 1
         if k > 1:
             links = _torus_ring_links(tier, stride * covered, k) if tier.topology == "torus" else 1

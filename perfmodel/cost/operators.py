@@ -214,6 +214,8 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
     fp32 rows (2 + 8 / vocab split); the LM head stays bf16 under fp8/fp4 (Megatron-LM and Transformer Engine
     keep the output layer out of the narrow-precision region); the cross-entropy is a fused vocab-parallel kernel.
     """
+    if op.share == 0.0:  # the dense MLP of a model whose every layer routes to experts
+        return []
     if op.share != 1.0:
         from .moe import scaled
 

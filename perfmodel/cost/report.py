@@ -92,12 +92,13 @@ def notes_of(model: ModelConfig, system: System, plan: Plan, step: Step, speedup
     return notes
 
 
-def prediction_interval(system: System, stack: Stack) -> Interval | None:
+def prediction_interval(system: System, stack: Stack, moe: bool = False) -> Interval | None:
     """The interval of a prediction: the spec's own, where it was calibrated from measured runs and has one
-    (hardware.RunFit), else the stack profile's (Stack.interval); None where neither has one."""
+    (hardware.RunFit), else the stack profile's (Stack.interval; for a mixture-of-experts model
+    Stack.moe_interval, from MoE runs); None where neither has one."""
     if system.run_fit is not None and system.run_fit.interval is not None:
         return system.run_fit.interval
-    return stack.interval
+    return stack.moe_interval if moe else stack.interval
 
 
 def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estimate:
@@ -127,7 +128,7 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
     split = split_of(plan, model.n_layers)
     mflops, hflops, peak = step.model_flops, at(step.hardware_flops), step.peak_flops
     tokens = lay.tokens_per_step
-    band = prediction_interval(system, load_stack(plan.stack))
+    band = prediction_interval(system, load_stack(plan.stack), model.moe is not None)
     return Estimate(
         model=model.name, hardware=system.name, gpus=gpus, params=model.n_params(),
         step_time_s=step_s, tokens_per_s=tokens / step_s,

@@ -7,10 +7,14 @@ carried by a framework option, is that framework's default behaviour (said in a 
 listed as not expressed together with what was exported instead.
 
 Names follow (from the projects' documentation and source, 2024-2025):
-- Megatron-LM core_r0.10-r0.12 `pretrain_gpt.py` arguments (megatron/training/arguments.py);
+- Megatron-LM core_r0.10-r0.12 `pretrain_gpt.py` arguments (megatron/training/arguments.py); for experts, latent
+  attention and multi-token prediction core_r0.12 and later (megatron.MEGATRON_ARGS lists every argument written);
 - torchtitan main of mid-2025 TOML job configs (torchtitan/config/job_config.py, train_configs/*.toml):
-  training.local_batch_size / global_batch_size, parallelism.module_fqns_per_model_part, model.converters;
-- DeepSpeed 0.16-0.17 config JSON (deepspeed.ai/docs/config-json; AutoTP training since 0.16.4).
+  training.local_batch_size / global_batch_size, parallelism.module_fqns_per_model_part, model.converters; for
+  experts torchtitan 0.2.0's parallelism.expert_parallel_degree / expert_tensor_parallel_degree and its
+  deepseek_v3 and qwen3 model flavors;
+- DeepSpeed 0.16-0.17 config JSON (deepspeed.ai/docs/config-json; AutoTP training since 0.16.4); DeepSpeed-MoE's
+  expert parallelism is set in model code (deepspeed.moe.layer.MoE), so the JSON only notes it.
 
 This module reads the plan file only; it imports nothing from the cost model.
 """

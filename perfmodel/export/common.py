@@ -15,6 +15,8 @@ DEFAULT_DEVICES_PER_NODE = 8
 def summary(pf: PlanFile) -> str:
     p, m = pf.plan, pf.model
     layout = f"tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp}" + (f" vpp={p.vpp}" if p.vpp > 1 else "")
+    if m.moe is not None:
+        layout += f" ep={p.ep} etp={p.etp} edp={p.edp}"
     return (f"{m.name} on {pf.hardware.name} ({p.gpus} x {pf.hardware.accelerator.name}), {layout}, "
             f"micro_batch={p.micro_batch} global_batch={p.global_batch} seq_len={p.seq_len}")
 
@@ -31,7 +33,38 @@ def shape(pf: PlanFile) -> str:
     return (f"n_layers={m.n_layers} hidden={m.hidden} n_heads={m.n_heads} n_kv_heads={m.n_kv_heads} "
             f"head_dim={m.head_dim} ffn_hidden={m.ffn_hidden} vocab={m.vocab} mlp={m.mlp} norm={m.norm} "
             f"position={m.position} tie_embeddings={m.tie_embeddings} linear_bias={m.linear_bias} "
-            f"dropout={m.dropout}")
+            f"dropout={m.dropout}" + moe_shape(pf))
+
+
+def moe_shape(pf: PlanFile) -> str:
+    """The experts, latent attention and multi-token prediction of the model (shape's tail; '' for a dense
+    model with grouped-query attention)."""
+    m, out = pf.model, ""
+    if m.moe is not None:
+        e = m.moe
+        out += (f" moe=(n_experts={e.n_experts} top_k={e.top_k} expert_ffn_hidden={e.expert_ffn_hidden} "
+                f"n_shared_experts={e.n_shared_experts} shared_ffn_hidden={e.shared_ffn_hidden} "
+                f"first_dense_layers={e.first_dense_layers} layer_freq={e.layer_freq} "
+                f"router_scoring={e.router_scoring} router_bias={e.router_bias} expert_bias={e.expert_bias}; "
+                f"{m.moe_layers()} MoE layers)")
+    if m.mla is not None:
+        a = m.mla
+        out += (f" mla=(q_lora_rank={a.q_lora_rank} kv_lora_rank={a.kv_lora_rank} "
+                f"qk_nope_head_dim={a.qk_nope_head_dim} qk_rope_head_dim={a.qk_rope_head_dim} "
+                f"v_head_dim={a.v_head_dim})")
+    if m.mtp_layers:
+        out += f" mtp_layers={m.mtp_layers}"
+    return out
+
+
+def moe_layer_pattern(pf: PlanFile) -> list[int]:
+    """1 for each MoE layer, 0 for each dense one, in layer order (MoEConfig's rule: layer i is a MoE layer when
+    i >= first_dense_layers and (i + 1) % layer_freq == 0)."""
+    m = pf.model
+    e = m.moe
+    if e is None:
+        return [0] * m.n_layers
+    return [int(i >= e.first_dense_layers and (i + 1) % e.layer_freq == 0) for i in range(m.n_layers)]
 
 
 def hardware_notes(pf: PlanFile) -> list[str]:

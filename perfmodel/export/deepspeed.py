@@ -8,6 +8,49 @@ from ..planfile import PlanFile
 from .common import devices_per_node, hardware_notes, placement_deviations, prediction, shape, summary
 
 
+def _experts(pf: PlanFile) -> list[str]:
+    """Notes for a model with experts: DeepSpeed-MoE (deepspeed.moe.layer.MoE, DeepSpeed 0.16-0.17) takes the
+    expert-parallel size and the routing in model code; the config JSON has no MoE keys."""
+    m, p = pf.model, pf.plan
+    e = m.moe
+    if e is None:
+        return []
+    etp = "False" if p.etp == 1 else "True" if p.etp == p.tp else None  # enable_expert_tensor_parallelism
+    notes = [(f"ep={p.ep}: the DeepSpeed config has no expert-parallel key; DeepSpeed-MoE takes it in model code, "
+              f"one deepspeed.moe.layer.MoE per MoE layer ({m.moe_layers()} of {m.n_layers}): MoE(hidden_size="
+              f"{m.hidden}, expert=<the expert MLP, ffn {e.expert_ffn_hidden}>, num_experts={e.n_experts}, "
+              f"ep_size={p.ep}, k={e.top_k}, drop_tokens=False"
+              + (f", enable_expert_tensor_parallelism={etp}" if etp else "") + "); drop_tokens=False keeps every "
+              "token (dropless, as the plan prices it), and ZeRO needs the expert parameters in their own "
+              "optimizer groups (deepspeed.moe.utils.split_params_into_different_moe_groups_for_optimizer)")]
+    if p.ep > 1 and p.dp % p.ep:
+        notes.append(f"ep={p.ep} with dp={p.dp}: DeepSpeed forms the expert-parallel groups inside the data-parallel "
+                     f"ranks, so ep must divide dp = {p.dp}; the plan folds the experts over tp x cp x dp = "
+                     f"{p.tp * p.cp * p.dp} ranks (Megatron-Core's MoE parallel folding), which DeepSpeed-MoE "
+                     "cannot; not expressed")
+    if etp is None:
+        notes.append(f"etp={p.etp}: DeepSpeed-MoE splits experts over all tp = {p.tp} ranks "
+                     "(enable_expert_tensor_parallelism=True) or none; not expressed")
+    if e.router_scoring == "sigmoid":
+        notes.append("router_scoring=sigmoid: DeepSpeed-MoE's TopKGate scores with softmax; not expressed")
+    if e.n_shared_experts:
+        notes.append(f"n_shared_experts={e.n_shared_experts}: DeepSpeed-MoE has no shared experts (use_residual=True "
+                     "is Residual-MoE, a dense MLP mixed with the experts by a learned coefficient); add the shared "
+                     "MLP in model code")
+    if e.first_dense_layers or e.layer_freq > 1:
+        notes.append(f"first_dense_layers={e.first_dense_layers}, layer_freq={e.layer_freq}: which layers hold a "
+                     "MoE layer is decided in model code")
+    if p.moe_dispatcher != "alltoall" and p.ep > 1:
+        notes.append(f"moe_dispatcher={p.moe_dispatcher}: DeepSpeed-MoE dispatches tokens by all-to-all; not "
+                     "expressed")
+    if p.expert_imbalance == 1.0:
+        notes.append("expert_imbalance=1.0: the plan prices perfectly balanced routing; DeepSpeed-MoE balances by its "
+                     "gate's auxiliary loss (returned by MoE.forward for the training loop to add), not exactly")
+    if m.mla is not None or m.mtp_layers:
+        notes.append("latent attention and multi-token prediction: model code, not the DeepSpeed config")
+    return notes
+
+
 def deepspeed(pf: PlanFile) -> str:
     """DeepSpeed config JSON (keys of DeepSpeed 0.16-0.17, deepspeed.ai/docs/config-json; AutoTP training's
     "tensor_parallel": {"autotp_size"} since 0.16.4), with "_perfmodel_not_expressed" listing the plan settings
@@ -101,6 +144,7 @@ def deepspeed(pf: PlanFile) -> str:
                      "sequence parallelism either)")
     notes.append(f"model {m.name} ({shape(pf)}) and seq_len={p.seq_len}: defined by the model and data code, "
                  "not by the DeepSpeed config")
+    notes += _experts(pf)
     notes.append(f"attention={p.attention}: chosen in model code (e.g. Hugging Face attn_implementation="
                  f"{'flash_attention_2' if p.attention == 'flash' else 'eager'}), not by the DeepSpeed config")
     devs = placement_deviations(pf)

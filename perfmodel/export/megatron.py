@@ -15,8 +15,60 @@ from .common import (
     prediction,
     shape,
     summary,
+    moe_layer_pattern,
     virtual_stages,
 )
+
+# Every argument this exporter writes, as megatron/training/arguments.py of Megatron-LM names it: the dense ones of
+# core_r0.10-r0.12; the MoE, MLA and MTP ones of core_r0.12 and later (to current main, 2025). arguments.py is not
+# in the megatron-core package, so these were checked against the TransformerConfig fields they set (megatron/core/
+# transformer/transformer_config.py of megatron-core 0.12.3, 0.13.1, 0.14.0 and 0.16.1: the argument is the field
+# name with dashes, except --num-experts for num_moe_experts) and from knowledge of arguments.py. `megatron` refuses
+# to write any other (check_args); tests/test_export_moe.py checks every argument it writes is listed here.
+MEGATRON_ARGS = frozenset({
+    # model shape
+    "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads", "--group-query-attention",
+    "--num-query-groups", "--kv-channels", "--seq-length", "--max-position-embeddings", "--position-embedding-type",
+    "--make-vocab-size-divisible-by", "--swiglu", "--normalization", "--untie-embeddings-and-output-weights",
+    "--disable-bias-linear", "--add-qkv-bias", "--attention-dropout", "--hidden-dropout",
+    # multi-head latent attention (MLATransformerConfig; --qk-layernorm adds the latents' norms)
+    "--multi-latent-attention", "--q-lora-rank", "--kv-lora-rank", "--qk-head-dim", "--qk-pos-emb-head-dim",
+    "--v-head-dim", "--qk-layernorm",
+    # mixture of experts
+    "--num-experts", "--moe-ffn-hidden-size", "--moe-router-topk", "--moe-layer-freq",
+    "--moe-shared-expert-intermediate-size", "--moe-router-score-function", "--moe-router-load-balancing-type",
+    "--moe-aux-loss-coeff", "--moe-router-enable-expert-bias", "--moe-grouped-gemm", "--moe-token-dispatcher-type",
+    # multi-token prediction
+    "--mtp-num-layers",
+    # parallelism
+    "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--expert-model-parallel-size",
+    "--expert-tensor-parallel-size", "--account-for-embedding-in-pipeline-split",
+    "--account-for-loss-in-pipeline-split", "--num-layers-per-virtual-pipeline-stage",
+    "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+    "--num-virtual-stages-per-pipeline-rank", "--context-parallel-size", "--sequence-parallel",
+    # batch, recompute, optimizer, precision, communication
+    "--micro-batch-size", "--global-batch-size", "--recompute-granularity", "--recompute-method",
+    "--recompute-num-layers", "--use-distributed-optimizer", "--fp16", "--bf16", "--fp8-format",
+    "--attention-backend", "--accumulate-allreduce-grads-in-fp32", "--overlap-grad-reduce", "--overlap-param-gather",
+})
+# Arguments the comments and notes name without writing them (same file; --moe-router-force-load-balancing is
+# core_r0.13+: moe_router_force_load_balancing is not in megatron-core 0.12.3's TransformerConfig).
+MEGATRON_NAMED_ARGS = frozenset({
+    "--rotary-base", "--norm-epsilon", "--data-path", "--tokenizer-type", "--tokenizer-model", "--train-iters",
+    "--use-flash-attn", "--transformer-impl", "--use-torch-fsdp2", "--moe-router-force-load-balancing",
+    "--moe-router-bias-update-rate", "--moe-router-topk-scaling-factor", "--moe-router-num-groups",
+    "--moe-router-group-topk", "--mtp-loss-scaling-factor",
+})
+
+
+def check_args(args: list[str]) -> list[str]:
+    """`args` unchanged, after checking that each names an argument of MEGATRON_ARGS (a programming error
+    otherwise: the exporter writes only the names it was checked against)."""
+    unknown = [a.split()[0] for a in args if a.split()[0] not in MEGATRON_ARGS]
+    if unknown:
+        raise AssertionError(f"Megatron-LM argument(s) {', '.join(unknown)} not in MEGATRON_ARGS (the names "
+                             "checked against megatron/training/arguments.py)")
+    return args
 
 
 def _megatron_pipeline_split(pf: PlanFile) -> tuple[list[str], list[str]]:
@@ -80,6 +132,126 @@ def _megatron_vocab(pf: PlanFile) -> tuple[str, str | None, str]:
     return "--make-vocab-size-divisible-by 1", note, f"--make-vocab-size-divisible-by 1: smallest padding ({padded})"
 
 
+def pattern_expression(bits: list[int]) -> str:
+    """A short Python list expression for a 0/1 layer pattern, in the form Megatron-LM's --moe-layer-freq evaluates
+    (e.g. [0, 0, 0, 1, ..., 1] -> '([0]*3+[1]*58)'): runs as [v]*n, repeated groups of runs as (...)*k."""
+    runs: list[list[int]] = []
+    for b in bits:
+        if runs and runs[-1][0] == b:
+            runs[-1][1] += 1
+        else:
+            runs.append([b, 1])
+    terms = [f"[{v}]" + (f"*{n}" if n > 1 else "") for v, n in runs]
+    out, i = [], 0
+    while i < len(terms):
+        period, reps = 1, 1
+        for size in range(1, (len(terms) - i) // 2 + 1):
+            k = 1
+            while terms[i + k * size:i + (k + 1) * size] == terms[i:i + size]:
+                k += 1
+            if k > 1 and size * k > period * reps:
+                period, reps = size, k
+        group = "+".join(terms[i:i + period])
+        out.append(f"({group})*{reps}" if reps > 1 else group)
+        i += period * reps
+    expr = "+".join(out)
+    return expr if len(out) == 1 and out[0].startswith("(") else f"({expr})"
+
+
+def _megatron_moe(pf: PlanFile) -> tuple[list[str], list[str], list[str], list[str]]:
+    """(model arguments, expert-parallel arguments, comments, not-expressed notes) for the experts, latent attention
+    and multi-token prediction; nothing for a dense model."""
+    m, p = pf.model, pf.plan
+    model, par, comments, notes = [], [], [], []
+    if m.mla is not None:
+        a = m.mla
+        model += ["--multi-latent-attention", *([f"--q-lora-rank {a.q_lora_rank}"] if a.q_lora_rank else []),
+                  f"--kv-lora-rank {a.kv_lora_rank}", f"--qk-head-dim {a.qk_nope_head_dim}",
+                  f"--qk-pos-emb-head-dim {a.qk_rope_head_dim}", f"--v-head-dim {a.v_head_dim}", "--qk-layernorm"]
+        comments.append(f"multi-latent attention: --qk-head-dim is the per-head part without rotary embedding "
+                        f"(qk_nope_head_dim = {a.qk_nope_head_dim}), --qk-pos-emb-head-dim the rotary part "
+                        f"({a.qk_rope_head_dim}); --qk-layernorm adds the RMSNorms on the query and key/value latents "
+                        "that the model counts; with latent attention Megatron-LM's YaRN rotary embedding (its "
+                        "default) also reads --max-position-embeddings as the original context length: the YaRN "
+                        "settings are not part of the plan, set them for the model")
+    if m.mtp_layers:
+        model.append(f"--mtp-num-layers {m.mtp_layers}")
+        comments.append(f"--mtp-num-layers {m.mtp_layers}: Megatron-LM builds the multi-token prediction module(s) on "
+                        f"the last pipeline stage, after the plan's stage_layers {pf.stage_layers} (which count the "
+                        "main model's layers only); their loss weight --mtp-loss-scaling-factor (default 0.1) is a "
+                        "training setting")
+        if m.moe is not None and not moe_layer_pattern(pf)[-1]:
+            notes.append(f"mtp_layers={m.mtp_layers}: the plan counts each multi-token prediction block as a MoE "
+                         "block; Megatron-LM builds it with the last layer's spec, which is dense here")
+    if m.moe is None:
+        return model, par, comments, notes
+    e = m.moe
+    bits = moe_layer_pattern(pf)
+    freq = "1" if e.first_dense_layers == 0 and e.layer_freq == 1 else f"'{pattern_expression(bits)}'"
+    model += [f"--num-experts {e.n_experts}", f"--moe-ffn-hidden-size {e.expert_ffn_hidden}",
+              f"--moe-router-topk {e.top_k}", f"--moe-layer-freq {freq}"]
+    if freq != "1":
+        comments.append(f"--moe-layer-freq {freq}: one entry per layer, 1 for a MoE layer ({m.moe_layers()} of "
+                        f"{m.n_layers}: first_dense_layers = {e.first_dense_layers}, then every "
+                        f"{'layer' if e.layer_freq == 1 else f'{e.layer_freq}th layer'}); Megatron's integer form N "
+                        "makes layers 0, N, 2N, ... MoE layers, which is not this pattern")
+    if e.shared_ffn_hidden:
+        model.append(f"--moe-shared-expert-intermediate-size {e.shared_ffn_hidden}")
+        comments.append(f"--moe-shared-expert-intermediate-size {e.shared_ffn_hidden}: the {e.n_shared_experts} "
+                        "shared expert(s) together, as Megatron-LM takes them (one MLP of that width)")
+    model.append(f"--moe-router-score-function {e.router_scoring}")
+    if e.router_scoring == "sigmoid":
+        model += ["--moe-router-load-balancing-type seq_aux_loss", "--moe-aux-loss-coeff 1e-4",
+                  "--moe-router-enable-expert-bias"]
+        comments.append("routing balance (training settings, not part of the plan; later arguments in \"$@\" "
+                        "override the values): sigmoid scores with DeepSeek-V3's auxiliary-loss-free balancing, a "
+                        "per-expert bias (--moe-router-enable-expert-bias, updated at --moe-router-bias-update-rate "
+                        "1e-3 by default) and a small sequence-wise loss (seq_aux_loss, coefficient 1e-4); the "
+                        "model's routed scaling factor and group-limited routing (--moe-router-topk-scaling-factor, "
+                        "--moe-router-num-groups, --moe-router-group-topk) are not in the model schema: add them")
+    else:
+        model += ["--moe-router-load-balancing-type aux_loss", "--moe-aux-loss-coeff 1e-2"]
+        comments.append("routing balance (training settings, not part of the plan; later arguments in \"$@\" "
+                        "override the values): the GShard/Switch auxiliary loss at the coefficient 1e-2 that "
+                        "Megatron-LM recommends as a start (its default coefficient, 0, would not balance at all)")
+    model.append("--moe-grouped-gemm")
+    model.append(f"--moe-token-dispatcher-type {p.moe_dispatcher}")
+    comments.append(f"--moe-grouped-gemm: each rank's {e.n_experts // p.ep} local experts in one grouped GEMM "
+                    f"(Transformer Engine); --moe-token-dispatcher-type {p.moe_dispatcher} as planned "
+                    f"(Megatron-LM's default is allgather)")
+    if p.expert_imbalance == 1.0:
+        notes.append("expert_imbalance=1.0: the plan prices perfectly balanced routing, which trained routers only "
+                     "approach; Megatron-LM forces it with --moe-router-force-load-balancing (core_r0.13+), a "
+                     "benchmarking setting that routes tokens evenly whatever the router scores, so the run trains "
+                     "no useful model; not set here, so expect the busiest expert to hold more tokens than planned "
+                     "(add the flag after this script's name to time the planned step)")
+    else:
+        comments.append(f"expert_imbalance = {p.expert_imbalance}: the plan prices the busiest expert at "
+                        f"{p.expert_imbalance} x the mean tokens; the run's routing decides the real imbalance "
+                        "(no Megatron-LM setting)")
+    lb_all = m.linear_bias == "all"
+    if lb_all:
+        notes.append(f"linear_bias=all with experts (router_bias={e.router_bias}, expert_bias={e.expert_bias}): "
+                     "Megatron-LM biases the router and experts exactly when it biases every linear (no "
+                     "--disable-bias-linear); core_r0.12-r0.14 refuse biases in grouped-GEMM experts ('bias not "
+                     "supported in TEGroupedMLP yet') and have no router bias; later releases add both, with "
+                     "expert biases only at etp=1")
+    elif e.router_bias or e.expert_bias:
+        notes.append(f"router_bias={e.router_bias}, expert_bias={e.expert_bias}: Megatron-LM biases the router and "
+                     f"experts only together with every other linear (no --disable-bias-linear), and the model's "
+                     f"linear_bias={m.linear_bias} disables them; exported without router and expert biases")
+
+    par += [f"--expert-model-parallel-size {p.ep}", f"--expert-tensor-parallel-size {p.etp}"]
+    comments.append(f"MoE parallel folding: attention runs on tp x cp x dp = {p.tp} x {p.cp} x {p.dp} = "
+                    f"{p.tp * p.cp * p.dp} ranks per pipeline stage, the experts on etp x ep x edp = {p.etp} x "
+                    f"{p.ep} x {p.edp} of the same ranks (Megatron-LM derives the expert data-parallel size "
+                    f"{p.edp}); --expert-tensor-parallel-size is given because its default is tp")
+    if p.precision == "fp16" and p.ep > 1:
+        notes.append(f"precision=fp16 with ep={p.ep}: Megatron-LM refuses expert parallelism with fp16 "
+                     "(validate_args: 'Expert parallelism is not supported with fp16 training'); exported as bf16")
+    return model, par, comments, notes
+
+
 def megatron(pf: PlanFile) -> str:
     """Megatron-LM `pretrain_gpt.py` command line (argument names of Megatron-LM core_r0.10-r0.12,
     megatron/training/arguments.py), launched with torchrun, followed by the plan settings it cannot express."""
@@ -91,10 +263,11 @@ def megatron(pf: PlanFile) -> str:
 
     a = [f"--num-layers {m.n_layers}", f"--hidden-size {m.hidden}", f"--ffn-hidden-size {m.ffn_hidden}",
          f"--num-attention-heads {m.n_heads}"]
-    if m.n_kv_heads != m.n_heads:
-        a += ["--group-query-attention", f"--num-query-groups {m.n_kv_heads}"]
-    if m.head_dim != m.hidden // m.n_heads or m.hidden % m.n_heads:
-        a.append(f"--kv-channels {m.head_dim}")
+    if m.mla is None:  # latent attention sets its own head widths (_megatron_moe)
+        if m.n_kv_heads != m.n_heads:
+            a += ["--group-query-attention", f"--num-query-groups {m.n_kv_heads}"]
+        if m.head_dim != m.hidden // m.n_heads or m.hidden % m.n_heads:
+            a.append(f"--kv-channels {m.head_dim}")
     a.append(f"--seq-length {p.seq_len}")
     if m.position == "learned":
         a += [f"--max-position-embeddings {m.max_seq_len}", "--position-embedding-type learned_absolute"]
@@ -123,9 +296,13 @@ def megatron(pf: PlanFile) -> str:
     elif m.linear_bias == "qkv":
         a += ["--disable-bias-linear", "--add-qkv-bias"]
     a += [f"--attention-dropout {m.dropout}", f"--hidden-dropout {m.dropout}"]
+    moe_args, expert_args, moe_comments, moe_notes = _megatron_moe(pf)
+    a += moe_args
+    comments += moe_comments
+    notes += moe_notes
 
     # parallelism
-    a += [f"--tensor-model-parallel-size {p.tp}", f"--pipeline-model-parallel-size {p.pp}"]
+    a += [f"--tensor-model-parallel-size {p.tp}", f"--pipeline-model-parallel-size {p.pp}", *expert_args]
     split_args, split_notes = _megatron_pipeline_split(pf)
     a += split_args
     notes += split_notes
@@ -139,6 +316,13 @@ def megatron(pf: PlanFile) -> str:
                          "Transformer Engine's fused/flash attention")
     if p.sequence_parallel:
         a.append("--sequence-parallel")
+    elif m.moe is not None and p.tp > 1:
+        a.append("--sequence-parallel")
+        notes.append(f"sequence_parallel=False with tp={p.tp} and experts: Megatron-LM refuses to train MoE layers "
+                     "with tensor parallelism but no sequence parallelism (MoELayer.forward raises ValueError); "
+                     "exported with --sequence-parallel (norms, residuals and dropout split over tp: less "
+                     "activation memory, reduce-scatter / all-gather in place of all-reduce), which the prediction "
+                     "did not price")
     if p.pp > 1 and p.schedule == "gpipe":
         notes.append("schedule=gpipe: Megatron-LM has no GPipe schedule (all forwards, then all backwards); "
                      "exported as its 1F1B schedule, which holds fewer micro-batches' activations")
@@ -162,7 +346,8 @@ def megatron(pf: PlanFile) -> str:
                          "planned; Megatron-LM's separate torch-FSDP2 path, --use-torch-fsdp2 in recent versions, "
                          "is not used here)")
 
-    if p.precision == "fp16":
+    precision = "bf16" if p.precision == "fp16" and m.moe is not None and p.ep > 1 else p.precision  # _megatron_moe
+    if precision == "fp16":
         a.append("--fp16")
     else:
         a.append("--bf16")
@@ -179,7 +364,7 @@ def megatron(pf: PlanFile) -> str:
 
     if p.grad_dtype == "fp32":
         a.append("--accumulate-allreduce-grads-in-fp32")
-    elif p.precision == "fp16":
+    elif precision == "fp16":
         notes.append("grad_dtype=bf16 with precision=fp16: Megatron-LM accumulates and reduces gradients in fp16 "
                      "or fp32 (--accumulate-allreduce-grads-in-fp32), not bf16; exported as fp16")
     else:
@@ -206,7 +391,9 @@ def megatron(pf: PlanFile) -> str:
     lines = ["#!/bin/bash",
              f"# Megatron-LM pretrain_gpt.py for: {summary(pf)}",
              f"# {prediction(pf)}",
-             "# Argument names: Megatron-LM core_r0.10-r0.12 (megatron/training/arguments.py).",
+             "# Argument names: Megatron-LM core_r0.10-r0.12 (megatron/training/arguments.py)"
+             + ("; experts, latent attention and multi-token prediction: core_r0.12 and later." if
+                m.moe is not None or m.mla is not None or m.mtp_layers else "."),
              f"# Model shape: {shape(pf)}",
              ("# Not part of the plan (pass after this script's name, they reach pretrain_gpt.py via \"$@\"): "
              "--data-path, --tokenizer-type/--tokenizer-model, optimizer and learning-rate schedule, "
@@ -215,7 +402,7 @@ def megatron(pf: PlanFile) -> str:
              (f"torchrun --nproc-per-node {per_node} --nnodes {nodes} --node-rank \"${{NODE_RANK:-0}}\" "
              f"--master-addr \"${{MASTER_ADDR:-localhost}}\" --master-port \"${{MASTER_PORT:-6000}}\" \\"),
              "    pretrain_gpt.py \\",
-             *[f"    {arg} \\" for arg in a],
+             *[f"    {arg} \\" for arg in check_args(a)],
              "    \"$@\""]
     lines += not_expressed_comments("Megatron-LM", notes)
     return "\n".join(lines) + "\n"

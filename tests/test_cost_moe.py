@@ -1,0 +1,173 @@
+"""The MoE cost model (cost.moe) against hand-computed values, and its plan checks."""
+
+import math
+
+import numpy as np
+import pytest
+
+from perfmodel import InputError, Plan, estimate, load_hardware, load_model
+from perfmodel.cost import comm as C
+from perfmodel.cost.layouts import Layouts
+from perfmodel.cost.moe import (
+    block_hit,
+    dispatch_bytes,
+    expert_layer_params,
+    expert_tokens,
+    moe_kept_bytes,
+    moe_replicated_params,
+    moe_share,
+    tokens_in,
+)
+from perfmodel.models import ModelConfig, MoEConfig
+from perfmodel.plan import resolve
+
+TINY = ModelConfig(name="tiny-moe", n_layers=4, hidden=256, n_heads=4, ffn_hidden=512, vocab=1024, max_seq_len=512,
+                   mlp="swiglu", norm="rmsnorm", position="rope",
+                   moe=MoEConfig(n_experts=8, top_k=2, expert_ffn_hidden=128, n_shared_experts=1,
+                                 first_dense_layers=1))
+
+
+def lay_of(plan: Plan, model=TINY, system="dgx-h100") -> Layouts:
+    return Layouts.from_plan(resolve(plan, model, load_hardware(system)))
+
+
+def test_moe_layer_counts_and_share():
+    assert TINY.moe_layers() == 3 and TINY.dense_layers() == 1 and moe_share(TINY) == 0.75
+    every_other = TINY.model_copy(update={"moe": TINY.moe.model_copy(update={"first_dense_layers": 0,
+                                                                             "layer_freq": 2})})
+    assert every_other.moe_layers() == 2  # layers 1 and 3 ((i + 1) % 2 == 0)
+
+
+def test_parameters_by_hand():
+    h, f, fe, E = 256, 512, 128, 8
+    attn = h * (256 + 2 * 256) + 256 * h
+    expert = 3 * h * fe
+    moe = h * E + E * expert + 3 * h * fe  # router, 8 experts, one shared expert of fe
+    dense = 3 * h * f
+    layers = 1 * (attn + dense + 2 * h) + 3 * (attn + moe + 2 * h)
+    total = 1024 * h + layers + h + 1024 * h
+    assert TINY.n_params() == total
+    active_moe = h * E + 2 * expert + 3 * h * fe
+    assert TINY.active_params() == total - 3 * moe + 3 * active_moe
+
+
+def test_tokens_and_expert_shapes():
+    lay = lay_of(Plan(gpus=8, tp=2, ep=4, micro_batch=2, global_batch=8, seq_len=256, sequence_parallel=True))
+    # 2 x 256 tokens per micro-batch, / tp 2 with sequence parallelism
+    assert tokens_in(lay)[0] == 256
+    # per local expert: T k etp ep / E = 256 * 2 * 1 * 4 / 8
+    assert expert_tokens(TINY, lay)[0] == 256
+    assert dispatch_bytes(TINY, lay)[0] == 256 * 2 * 256 * 2  # T k h bf16
+    # routed experts over ep x etp = 4, times the MoE share 3/4; router whole, shared expert over tp
+    assert expert_layer_params(TINY, lay)[0] == pytest.approx(8 * 3 * 256 * 128 / 4 * 0.75)
+    assert moe_replicated_params(TINY, lay)[0] == pytest.approx((256 * 8 + 3 * 256 * 128 / 2) * 0.75)
+
+
+def test_kept_bytes_by_hand():
+    lay = lay_of(Plan(gpus=4, ep=4, micro_batch=1, global_batch=4, seq_len=128))
+    T, h, E, k, fe, fs = 128, 256, 8, 2, 128, 128
+    routed = T * k  # balanced: the device's experts see T k copies
+    want = T * (2 * h + 4 * E) + routed * 2 * (h + 2 * fe + fe) + T * k * 2 * h
+    want += T * 2 * (2 * fs + fs) + T * 2 * h
+    assert moe_kept_bytes(TINY, lay)[0] == pytest.approx(0.75 * want)
+    assert moe_kept_bytes(TINY, lay, "full")[0] == 0.0
+
+
+def test_block_hit_against_enumeration():
+    from itertools import combinations
+
+    E, k, b = 8, 2, 2
+    hits = sum(1 for c in combinations(range(E), k) if any(e < b for e in c))
+    assert block_hit(E, k, b) == pytest.approx(hits / math.comb(E, k))
+    assert block_hit(E, k, E) == 1.0
+
+
+def test_all_to_all_one_tier_is_the_ring_formula_and_two_tiers_the_slower_share():
+    system = load_hardware("dgx-h100")
+    one = C.group_phases(system, 8, 1, 8)
+    bw, lat = one[0].ring("all_to_all")
+    assert C.all_to_all_time(1e8, one) == pytest.approx(7 * lat + 7 / 8 * 1e8 / bw)
+    two = C.group_phases(system, 16, 1, 16)
+    (b1, a1), (b2, a2) = two[0].ring("all_to_all"), two[1].ring("all_to_all")
+    # 7/16 of the bytes go to node peers over NVLink, 8/16 over InfiniBand; the slower share sets the time
+    want = 7 * a1 + 1 * a2 + 1e8 * max(7 / 16 / b1, 8 / 16 / b2)
+    assert C.all_to_all_time(1e8, two) == pytest.approx(want)
+
+
+def test_estimate_charges_dispatch_and_combine():
+    plan = Plan(gpus=8, ep=8, micro_batch=1, global_batch=16, seq_len=256, zero=1)
+    e = estimate(TINY, "dgx-h100", plan)
+    names = {c.name: c for c in e.comms}
+    d = names["ep dispatch all-to-all"]
+    one = C.all_to_all_time(d.bytes, C.group_phases(load_hardware("dgx-h100"), 8, 1, 8))
+    assert d.seconds_per_call == pytest.approx(one)
+    m = plan.global_batch // 8  # micro-batches per step
+    # forward + backward per MoE layer (3 of 4 layers) per micro-batch, all exposed
+    assert d.calls == pytest.approx(2 * 0.75 * TINY.n_layers * m)
+    assert e.time_s.ep_comm == pytest.approx(sum(c.exposed_s for c in e.comms if c.group in ("ep", "etp")))
+    assert "edp expert gradient reduction" not in names  # ep = 8 = all ranks: edp = 1
+
+
+def test_ep_one_has_no_dispatch_and_flex_sends_less_across_nodes():
+    base = dict(gpus=16, micro_batch=1, global_batch=16, seq_len=256, zero=1)
+    e1 = estimate(TINY, "dgx-h100", Plan(ep=1, **base))
+    assert e1.time_s.ep_comm == 0.0
+    a2a = estimate(TINY, "dgx-h100", Plan(ep=8, **base, moe_dispatcher="alltoall"))
+    flex = estimate(TINY, "dgx-h100", Plan(ep=8, **base, moe_dispatcher="flex"))
+    assert 0 < flex.time_s.ep_comm <= a2a.time_s.ep_comm
+
+
+def test_imbalance_slows_the_experts():
+    base = dict(gpus=8, ep=8, micro_batch=1, global_batch=16, seq_len=256)
+    fast = estimate(TINY, "dgx-h100", Plan(**base))
+    slow = estimate(TINY, "dgx-h100", Plan(**base, expert_imbalance=2.0))
+    assert slow.step_time_s > fast.step_time_s
+
+
+def test_active_flops_not_total():
+    qwen = load_model("qwen3-30b-a3b")
+    e = estimate(qwen, "dgx-h100", Plan(gpus=8, ep=8, micro_batch=1, global_batch=8, seq_len=4096, zero=1))
+    from perfmodel.cost.flops import model_flops_per_token
+
+    # 6 N_active per token, plus attention and the LM head: far below 6 N_total
+    per_token = model_flops_per_token(qwen, 4096)
+    assert 6 * 3.0e9 < per_token < 6 * 5e9
+    assert e.mfu < 1
+
+
+@pytest.mark.parametrize("fields,needle", [
+    (dict(ep=3), "ep=3 does not divide n_experts = 8"),
+    (dict(etp=3), "etp=3 does not divide expert_ffn_hidden = 128"),
+    (dict(ep=8, etp=2), "ep*etp = 8*2 = 16 does not divide"),
+])
+def test_refusals_name_field_and_valid_values(fields, needle):
+    with pytest.raises(InputError, match="valid"):
+        resolve(Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=256, **fields), TINY, load_hardware("dgx-h100"))
+    try:
+        resolve(Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=256, **fields), TINY, load_hardware("dgx-h100"))
+    except InputError as err:
+        assert needle in str(err)
+
+
+def test_dense_model_refuses_ep():
+    with pytest.raises(InputError, match="dense model"):
+        resolve(Plan(gpus=8, ep=2, micro_batch=1, global_batch=8, seq_len=256), load_model("llama-3-8b"),
+                load_hardware("dgx-h100"))
+
+
+def test_aligned_groups_keep_a_rack_sized_group_on_nvlink():
+    system = load_hardware("gb200-nvl72")
+    # 32 devices of a 256-device job: aligned by the scheduler, all on NVLink
+    assert [p.tier for p in C.group_phases(system, 32, 1, 256)] == ["nvlink"]
+    loose = system.model_copy(update={"tiers": [t.model_copy(update={"aligned_groups": False}) for t in system.tiers]})
+    assert [p.members for p in C.group_phases(loose, 32, 1, 256)] == [8, 4]  # gcd(32, 72) = 8 together
+
+
+def test_search_enumerates_expert_layouts():
+    from perfmodel.search.space import Job, enumerate_layouts
+
+    lay = enumerate_layouts(TINY, load_hardware("dgx-h100"), Job(gpus=8, global_batch=8, seq_len=256))
+    pairs = set(zip(lay.ep.tolist(), lay.etp.tolist()))
+    assert (8, 1) in pairs and (4, 2) in pairs and (1, 1) in pairs
+    assert np.all((lay.tp * lay.cp * lay.dp) % (lay.ep * lay.etp) == 0)
+    assert np.all(TINY.moe.n_experts % lay.ep == 0)
