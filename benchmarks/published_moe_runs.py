@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from perfmodel.calibrate.runs import fit, price
+from perfmodel.calibrate.runs import price
+from published_runs import three_shot as dense_three_shot
 from perfmodel.errors import InputError
 from perfmodel.published_moe import load_moe_cases
 
@@ -60,22 +61,8 @@ def priced(csv: Path):
 
 
 def three_shot(df: pd.DataFrame, parts, idx, key: str, draws: int, seed: int) -> pd.Series:
-    rng = np.random.default_rng(seed)
-    keys = df.loc[idx, key].to_numpy()
-    out = {}
-    for g in np.unique(keys):
-        rows = np.flatnonzero(keys == g)
-        if len(rows) < 4:
-            out[g] = np.nan
-            continue
-        mapes = []
-        for _ in range(draws):
-            pick = rng.choice(rows, 3, replace=False)
-            rest = np.setdiff1d(rows, pick)
-            p = parts.take(rest).predict(fit(parts.take(pick)))
-            mapes.append(np.mean(np.abs(p / parts.measured[rest] - 1)))
-        out[g] = 100 * float(np.median(mapes))
-    return pd.Series(out)
+    """published_runs.three_shot (median over draws of 3-row fits' MAPE) over the groups of column `key`."""
+    return dense_three_shot(df.assign(group=df[key]), parts, idx, draws, seed)
 
 
 def summary(df: pd.DataFrame, key: str) -> pd.DataFrame:
