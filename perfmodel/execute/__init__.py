@@ -87,6 +87,9 @@ def check_runnable(pf: PlanFile, where: str, nproc: int, nnodes: int, device: st
         raise InputError(f"{where}: stage_layers = {pf.stage_layers} do not split into vpp = {plan.vpp} equal chunks "
                          f"per stage; valid: stage layer counts divisible by {plan.vpp}, or Megatron-LM's "
                          "account_for_embedding / account_for_loss")
+    model_unrunnable(pf.model, where)
+    if pf.model.moe is not None:
+        moe_unrunnable(pf, where)
     placements = pf.placements or megatron_placements(pf.model, plan)
     for pl in placements:
         why = unrunnable_split(pl)
@@ -99,6 +102,34 @@ def check_runnable(pf: PlanFile, where: str, nproc: int, nnodes: int, device: st
         if emb[tp] != head[tp]:
             raise InputError(f"{where}: tied embedding placed {emb[tp]} but lm_head {head[tp]} over tp; valid: the "
                              "same placement for the shared weight")
+
+
+def model_unrunnable(model, where: str) -> None:
+    """Refuse model features execute.model does not build (rather than train a different model): latent
+    attention (MLA), multi-token prediction modules, a sliding window on only some layers."""
+    if model.mla is not None:
+        raise InputError(f"{where}: model {model.name} uses multi-head latent attention (mla), which the executor "
+                         "does not build; valid: a model with grouped-query attention (mla: null)")
+    if model.mtp_layers:
+        raise InputError(f"{where}: model {model.name} has mtp_layers = {model.mtp_layers}, which the executor does "
+                         "not build; valid: mtp_layers = 0")
+    if model.sliding_window is not None and model.sliding_window_layers not in (None, model.n_layers):
+        raise InputError(f"{where}: model {model.name} windows {model.sliding_window_layers} of {model.n_layers} "
+                         "layers; the executor windows all or none; valid: sliding_window_layers null or "
+                         f"{model.n_layers}")
+
+
+def moe_unrunnable(pf: PlanFile, where: str) -> None:
+    """Refuse what the executor's MoE layers (execute.model.MoE, execute.expert_parallel) do not run: experts
+    split inside (etp > 1), or tensor parallelism beside them (its placements name no MoE operator)."""
+    plan = pf.plan
+    if plan.etp > 1:
+        raise InputError(f"{where}: etp = {plan.etp} is not run by the executor (each expert's MLP stays whole on "
+                         f"its rank); valid: etp = 1, with ep up to dp*cp = {plan.dp * plan.cp}")
+    if plan.tp > 1:
+        raise InputError(f"{where}: tp = {plan.tp} with the MoE model {pf.model.name} is not run by the executor "
+                         "(its MoE layers take no tensor-parallel placements); valid: tp = 1, experts split by ep "
+                         "over the dp*cp ranks")
 
 
 MEMORY_STEPS = 2  # CPU memory launch: the first step allocates gradients and optimizer state, the second is steady

@@ -26,28 +26,36 @@ NO_ZERO1_WITH_TP = ("zero 1 ran as FSDP2 without resharding (gradients sharded a
                     "ZeroRedundancyOptimizer does not take DTensor (tensor-parallel) weights")
 
 
-def apply_fsdp(stage: nn.Module, mesh: DeviceMesh, reshard: bool) -> nn.Module:
-    """torchtitan's apply_fsdp: each block is one FSDP unit (its weights gathered just in time), then the rest."""
+def apply_fsdp(stage: nn.Module, mesh: DeviceMesh, reshard: bool, experts=None) -> nn.Module:
+    """torchtitan's apply_fsdp: each block is one FSDP unit (its weights gathered just in time), then the rest;
+    under expert parallelism a block's experts first, over their own mesh (`experts`: ExpertData)."""
     from torch.distributed.fsdp import fully_shard
 
     for key, block in stage.layers.items():
+        if experts is not None:
+            experts.fully_shard(block, reshard)
         fully_shard(block, mesh=mesh, reshard_after_forward=reshard)
     fully_shard(stage, mesh=mesh, reshard_after_forward=reshard)
     return stage
 
 
 def apply_data_parallel(stage: nn.Module, mesh: DeviceMesh | None, zero: int, tensor_parallel: bool,
-                        device: torch.device, pipelined: bool = False) -> tuple[nn.Module, str, list[str]]:
-    """Wrap a stage for its ZeRO stage; returns (module, kind, notes), kind one of none, ddp, allreduce, fsdp."""
+                        device: torch.device, pipelined: bool = False,
+                        experts=None) -> tuple[nn.Module, str, list[str]]:
+    """Wrap a stage for its ZeRO stage; returns (module, kind, notes), kind one of none, ddp, allreduce, fsdp.
+    Under expert parallelism (`experts`: expert_parallel.ExpertData) the routed experts' weights are left to it:
+    FSDP2 shards them over their own mesh, DDP ignores them (the all-reduce kind is given the dense weights)."""
     if mesh is None:
         return stage, "none", []
     if zero >= 2 or (zero == 1 and tensor_parallel):
         notes = [NO_ZERO1_WITH_TP] if zero == 1 else []
-        return apply_fsdp(stage, mesh, reshard=zero == 3), "fsdp", notes
+        return apply_fsdp(stage, mesh, reshard=zero == 3, experts=experts), "fsdp", notes
     if tensor_parallel or pipelined:
         return stage, "allreduce", []
     from torch.nn.parallel import DistributedDataParallel
 
+    if experts is not None:
+        DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(stage, experts.names(stage))
     ids = [device.index] if device.type == "cuda" else None
     return DistributedDataParallel(stage, process_group=mesh.get_group(), device_ids=ids), "ddp", []
 

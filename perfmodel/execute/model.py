@@ -3,8 +3,9 @@
 One module per operator of the plan file (`planfile.OPS`), so that a plan's per-operator placements map one to
 one onto modules (tensor_parallel.py), checkpointing can wrap a block or the attention core
 (checkpointing.py), and pipeline stages can drop the layers they do not hold (pipeline_parallel.py). The model
-knows nothing of parallelism; the only hook it offers is `AttentionCore.context`, which context parallelism
-sets to gather keys and values from the other sequence shards.
+knows nothing of parallelism; the only hooks it offers are `AttentionCore.context`, which context parallelism
+sets to gather keys and values from the other sequence shards, and `MoE.dispatcher`, which expert parallelism
+sets to send routed tokens to the ranks that hold their experts (expert_parallel.py).
 
   embedding     TokenEmbedding: token table (+ learned positions for GPT-2)
   norm1, norm2  LayerNorm (GPT-2) or RMSNorm (Llama), eps 1e-5
@@ -15,6 +16,9 @@ sets to gather keys and values from the other sequence shards.
   mlp_in        nn.Linear (gelu: w1; swiglu: w1 gate and w3 up)
   activation    Activation: tanh-GeLU, or SiLU(gate) * up
   mlp_out       nn.Linear
+  (MoE layers)  the MLP is a MoE: router nn.Linear (hidden -> n_experts), softmax or sigmoid scores, top-k;
+                GroupedExperts: the routed experts' weights as batched tensors [n_experts, ...] (expert
+                parallelism shards dim 0); shared experts as one MLP every token uses
   final_norm    as norm1
   lm_head       nn.Linear (tied to the token table when the config says so)
   loss          cross entropy, outside the module (train.py)
@@ -123,16 +127,109 @@ class Activation(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    """The dense MLP (width ffn_hidden), or, given `ffn` and `bias`, a MoE layer's shared experts."""
+
+    def __init__(self, cfg: ModelConfig, ffn: int | None = None, bias: bool | None = None):
         super().__init__()
-        bias = cfg.linear_bias == "all"
-        self.w1 = nn.Linear(cfg.hidden, cfg.ffn_hidden, bias=bias)
-        self.w3 = nn.Linear(cfg.hidden, cfg.ffn_hidden, bias=bias) if cfg.gated else None
+        bias = cfg.linear_bias == "all" if bias is None else bias
+        ffn = ffn or cfg.ffn_hidden
+        self.w1 = nn.Linear(cfg.hidden, ffn, bias=bias)
+        self.w3 = nn.Linear(cfg.hidden, ffn, bias=bias) if cfg.gated else None
         self.act = Activation(cfg.gated)
-        self.w2 = nn.Linear(cfg.ffn_hidden, cfg.hidden, bias=bias)
+        self.w2 = nn.Linear(ffn, cfg.hidden, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.w2(self.act(self.w1(x), self.w3(x)) if self.w3 is not None else self.act(self.w1(x)))
+
+
+def is_moe_layer(cfg: ModelConfig, i: int) -> bool:
+    """Layer i's MLP is a mixture of experts (MoEConfig's rule, as ModelConfig.moe_layers counts them)."""
+    m = cfg.moe
+    return m is not None and i >= m.first_dense_layers and (i + 1) % m.layer_freq == 0
+
+
+class GroupedExperts(nn.Module):
+    """`n` expert MLPs (SwiGLU or GeLU, as the model's MLP) with their weights stacked on dim 0: w1 (and w3)
+    [n, ffn, hidden], w2 [n, hidden, ffn] (nn.Linear's [out, in] per expert), biases [n, ffn] / [n, hidden].
+
+    forward(x, counts): x holds the tokens of expert 0, then of expert 1, ... (counts[e] rows each, for the
+    experts this module holds); returns each token's expert output in the same order. Every expert runs, even
+    on no tokens, so that every weight has a gradient on every rank."""
+
+    def __init__(self, hidden: int, ffn: int, n: int, gated: bool, bias: bool):
+        super().__init__()
+        self.w1 = nn.Parameter(torch.empty(n, ffn, hidden))
+        self.w3 = nn.Parameter(torch.empty(n, ffn, hidden)) if gated else None
+        self.w2 = nn.Parameter(torch.empty(n, hidden, ffn))
+        self.w1_bias = nn.Parameter(torch.empty(n, ffn)) if bias else None
+        self.w3_bias = nn.Parameter(torch.empty(n, ffn)) if bias and gated else None
+        self.w2_bias = nn.Parameter(torch.empty(n, hidden)) if bias else None
+        self.act = Activation(gated)
+
+    def forward(self, x: torch.Tensor, counts: list[int]) -> torch.Tensor:
+        def b(t, e):
+            return None if t is None else t[e]
+
+        out = []
+        for e, part in enumerate(x.split(counts)):
+            h = F.linear(part, self.w1[e], b(self.w1_bias, e))
+            h = self.act(h, F.linear(part, self.w3[e], b(self.w3_bias, e))) if self.w3 is not None else self.act(h)
+            out.append(F.linear(h, self.w2[e], b(self.w2_bias, e)))
+        return torch.cat(out)
+
+
+class MoE(nn.Module):
+    """A mixture-of-experts MLP: a router picks `top_k` of `n_experts` routed experts per token, whose outputs
+    are summed weighted by the router's scores; shared experts (if any) add their output for every token.
+
+    Scores: softmax over all experts, the top-k kept as they are (Megatron-Core's default, GShard/Switch), or
+    sigmoid, the top-k renormalised to sum to 1 (DeepSeek-V3, Sec. 2.1.2). Dropless (every token reaches its
+    experts, no capacity), deterministic (stable sorts, no random jitter), no auxiliary load-balancing loss.
+
+    The routed tokens are sorted by expert; `dispatcher` (None: every expert is here) is the hook expert
+    parallelism sets: `dispatch(x, counts)` sends them to the ranks that hold their experts and returns the
+    tokens of this rank's experts with their counts and a handle; `combine(y, handle)` sends the outputs back.
+    `counts` keeps the tokens per expert of the last forward (this rank's tokens; a statistic, no gradient).
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        m = cfg.moe
+        self.n_experts, self.top_k, self.scoring = m.n_experts, m.top_k, m.router_scoring
+        self.router = nn.Linear(cfg.hidden, m.n_experts, bias=m.router_bias)
+        self.experts = GroupedExperts(cfg.hidden, m.expert_ffn_hidden, m.n_experts, cfg.gated, m.expert_bias)
+        self.shared = MLP(cfg, m.shared_ffn_hidden, bias=False) if m.shared_ffn_hidden else None
+        self.dispatcher = None
+        self.counts: torch.Tensor | None = None
+
+    def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(weights [tokens, top_k], expert ids [tokens, top_k]) of tokens x [tokens, hidden]."""
+        logits = self.router(x).float()
+        scores = logits.softmax(-1) if self.scoring == "softmax" else logits.sigmoid()
+        weights, ids = torch.topk(scores, self.top_k, dim=-1)
+        if self.scoring == "sigmoid":
+            weights = weights / weights.sum(-1, keepdim=True)
+        return weights, ids
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        x = x.reshape(-1, shape[-1])
+        weights, ids = self.route(x)
+        flat = ids.reshape(-1)  # token t's k-th choice at t * top_k + k
+        order = torch.argsort(flat, stable=True)  # (token, choice) pairs grouped by expert
+        counts = torch.bincount(flat, minlength=self.n_experts)
+        self.counts = counts.detach()
+        routed = x[order // self.top_k]
+        if self.dispatcher is None:
+            y = self.experts(routed, counts.tolist())
+        else:
+            local, local_counts, handle = self.dispatcher.dispatch(routed, counts)
+            y = self.dispatcher.combine(self.experts(local, local_counts), handle)
+        y = y[torch.argsort(order)].reshape(-1, self.top_k, shape[-1])  # back to (token, choice) order
+        out = (y * weights.unsqueeze(-1).to(y.dtype)).sum(1)
+        if self.shared is not None:
+            out = out + self.shared(x)
+        return out.reshape(shape)
 
 
 class Residual(nn.Module):
@@ -141,12 +238,13 @@ class Residual(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-norm transformer block (GPT-2, Llama)."""
+    """Pre-norm transformer block (GPT-2, Llama); layer `index`'s MLP is a MoE where the config says so."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, index: int = 0):
         super().__init__()
         self.norm1, self.attention, self.residual1 = norm(cfg), Attention(cfg), Residual()
-        self.norm2, self.mlp, self.residual2 = norm(cfg), MLP(cfg), Residual()
+        self.norm2, self.residual2 = norm(cfg), Residual()
+        self.mlp = MoE(cfg) if is_moe_layer(cfg, index) else MLP(cfg)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.residual1(x, self.attention(self.norm1(x)))
@@ -161,7 +259,7 @@ class Transformer(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.embedding = TokenEmbedding(cfg)
-        self.layers = nn.ModuleDict({str(i): Block(cfg) for i in range(cfg.n_layers)})
+        self.layers = nn.ModuleDict({str(i): Block(cfg, i) for i in range(cfg.n_layers)})
         self.final_norm = norm(cfg)
         self.lm_head = nn.Linear(cfg.hidden, cfg.vocab, bias=False)
         if cfg.tie_embeddings:
@@ -186,19 +284,32 @@ def init_std(name: str, cfg: ModelConfig) -> float | None:
     (Radford et al. 2019, GPT-2, Sec. 2.3)."""
     if name.endswith("bias") or ".norm" in name or name.startswith("final_norm"):
         return None
-    if name.endswith(("wo.weight", "w2.weight")):
+    if name.endswith(("wo.weight", "w2.weight", "experts.w2")):
         return INIT_STD / math.sqrt(2 * cfg.n_layers)
     return INIT_STD
 
 
+def is_expert_weight(name: str) -> bool:
+    """A routed experts' batched weight or bias ([n_experts, ...]; expert parallelism shards dim 0)."""
+    return ".experts." in name or name.startswith("experts.")
+
+
 @torch.no_grad()
-def initial_value(name: str, shape, cfg: ModelConfig, seed: int, device) -> torch.Tensor:
+def initial_value(name: str, shape, cfg: ModelConfig, seed: int, device, first_expert: int = 0) -> torch.Tensor:
     """The full (unsharded) initial value of parameter `name`: the same on every rank and in every layout,
-    because it is drawn from a generator seeded by the seed and the parameter's name alone."""
+    because it is drawn from a generator seeded by the seed and the parameter's name alone.
+
+    A routed experts' weight [n, ...] is drawn one expert at a time (expert e under the name `name/e`), so that
+    a rank holding experts first_expert .. first_expert + n - 1 draws just its shard, equal to that part of the
+    whole."""
     if init_std(name, cfg) is None:
         fill = 0.0 if name.endswith("bias") else 1.0
         return torch.full(shape, fill, device=device)
+    if is_expert_weight(name) and "/" not in name:
+        return torch.stack([initial_value(f"{name}/{first_expert + e}", tuple(shape[1:]), cfg, seed, device)
+                            for e in range(shape[0])])
+    std = init_std(name.split("/")[0], cfg)
     name = "embedding.tok.weight" if name == "lm_head.weight" and cfg.tie_embeddings else name
     gen = torch.Generator(device=device)
     gen.manual_seed((seed * 1_000_003 + zlib.crc32(name.encode())) % 2**63)
-    return torch.empty(shape, device=device).normal_(0.0, init_std(name, cfg), generator=gen)
+    return torch.empty(shape, device=device).normal_(0.0, std, generator=gen)

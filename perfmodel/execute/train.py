@@ -2,8 +2,9 @@
 
 The build follows torchtitan's order, each step a small function of its own module:
   model on the meta device -> pipeline split (pipeline_parallel) -> tensor/sequence parallel (tensor_parallel)
-  -> activation checkpointing (checkpointing) -> materialise and initialise -> context parallel
-  (context_parallel) -> data parallel / ZeRO (data_parallel) -> optimizer -> pipeline schedule.
+  -> expert parallel (expert_parallel) -> activation checkpointing (checkpointing) -> materialise and
+  initialise -> context parallel (context_parallel) -> data parallel / ZeRO (data_parallel) -> optimizer ->
+  pipeline schedule.
 Initial values depend only on the seed and each parameter's name (model.initial_value), and every rank sees
 the same global batch (data.Batches), so any layout trains the same model on the same data: its losses match
 a single process's to rounding.
@@ -40,12 +41,14 @@ LR = 1e-3  # AdamW learning rate: large enough that a few steps move the loss, s
 
 
 @torch.no_grad()
-def initialise(module: nn.Module, cfg, seed: int, device: torch.device) -> None:
-    """Every parameter from its full initial value; a DTensor keeps its local shard of it."""
+def initialise(module: nn.Module, cfg, seed: int, device: torch.device, first_expert: dict | None = None) -> None:
+    """Every parameter from its full initial value; a DTensor keeps its local shard of it, an expert-parallel
+    weight the rows of its experts (`first_expert`: expert_parallel.apply_ep)."""
     from torch.distributed.tensor import DTensor, distribute_tensor
 
     for name, p in module.named_parameters():
-        full = initial_value(plain_name(name), tuple(p.shape), cfg, seed, device)
+        name = plain_name(name)
+        full = initial_value(name, tuple(p.shape), cfg, seed, device, (first_expert or {}).get(name, 0))
         if isinstance(p, DTensor):
             p.to_local().copy_(distribute_tensor(full, p.device_mesh, p.placements, src_data_rank=None).to_local())
         else:
@@ -71,6 +74,12 @@ class Trainer:
         dp_mesh = self.mesh["dp", "cp"]._flatten("dp_cp") if plan.dp * plan.cp > 1 else None
         cp_group = self.mesh["cp"].get_group() if plan.cp > 1 else None
         self.tp_mesh, self.dp_mesh = tp_mesh, dp_mesh
+        self.experts = None  # expert parallelism (ep > 1): the experts' mesh and data parallelism
+        if cfg.moe is not None and plan.ep > 1:
+            from .expert_parallel import ExpertData, expert_mesh
+
+            ep_mesh = expert_mesh(device.type, plan.pp, plan.dp * plan.cp, plan.ep)
+            self.experts = ExpertData(ep_mesh["edp"], plan.ep)
 
         n_stages = plan.pp * plan.vpp
         ranges = virtual_stage_layers(chunk_layers(plan, cfg.n_layers))
@@ -84,19 +93,33 @@ class Trainer:
 
                 apply_tp(m, tp_mesh, placements)
                 self._stage_io(m, None if v == 0 else stage_input_placement(placements, ranges[v][0]))
+            first_expert = {}
+            if self.experts is not None:
+                from .expert_parallel import apply_ep
+
+                first_expert = apply_ep(m, ep_mesh["ep"])
             apply_ac(m, plan.recompute)
             m.to_empty(device=device)
             if cfg.tie_embeddings and m.embedding is not None and m.lm_head is not None:
                 m.lm_head.weight = m.embedding.tok.weight  # distributing and to_empty each made their own copy
-            initialise(m, cfg, seed, device)
+            initialise(m, cfg, seed, device, first_expert)
             self.positions = apply_cp(m, cp_group, plan.seq_len, device)
             self.raw.append(m)
             m, self.dp_kind, notes = apply_data_parallel(m, dp_mesh, plan.zero, tp_mesh is not None, device,
-                                                         pipelined=plan.pp > 1)
+                                                         pipelined=plan.pp > 1, experts=self.experts)
             self.notes += [n for n in notes if n not in self.notes]
             self.modules.append(m)
         self.params = [p for m in self.modules for p in m.parameters()]
-        self.optimizer = make_optimizer(self.params, plan.zero, self.dp_kind, dp_mesh, lr)
+        self.expert_params = [p for m in self.raw for p in self.experts.params(m)] if self.experts else []
+        expert_ids = {id(p) for p in self.expert_params}
+        self.dense_params = [p for p in self.params if id(p) not in expert_ids]
+        self.optimizer = make_optimizer(self.dense_params, plan.zero, self.dp_kind, dp_mesh, lr)
+        if self.expert_params:  # (a pipeline rank whose layers are all dense holds none)
+            from .expert_parallel import Optimizers
+
+            edp = self.experts.mesh
+            self.optimizer = Optimizers(self.optimizer, make_optimizer(
+                self.expert_params, plan.zero if edp.size() > 1 else 0, self.dp_kind, edp, lr))
         self.loss_parallel = False
         self.loss_fn = self._make_loss(placements)
         self.schedule = None
@@ -201,7 +224,9 @@ class Trainer:
 
             reduce_partial_gradients(self.params, self.tp_mesh)
         if self.dp_kind == "allreduce":
-            allreduce_gradients(self.params, self.dp_mesh)
+            allreduce_gradients(self.dense_params, self.dp_mesh)
+        if self.experts is not None:
+            self.experts.reduce_gradients(self.expert_params, fsdp=self.dp_kind == "fsdp")
         if self.tie_group is not None:
             self._sync_tied()
         self.optimizer.step()

@@ -39,6 +39,9 @@ def plan_departures(plan, dp_kind: str) -> list[str]:
     if not plan.overlap_dp_comm and dp_kind == "ddp":
         out.append("DDP overlapped the gradient all-reduce with the backward; the prediction does not "
                    "(overlap_dp_comm=false)")
+    if plan.ep > 1 and plan.moe_dispatcher == "allgather":
+        out.append("routed tokens were dispatched by all-to-all; the prediction is for the all-gather dispatcher "
+                   "(moe_dispatcher=allgather)")
     if plan.overlap_dp_comm and dp_kind == "allreduce":
         out.append("the gradients were averaged in one all-reduce after the backward, not overlapped with it as "
                    "the prediction assumes (overlap_dp_comm=true)")
