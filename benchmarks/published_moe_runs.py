@@ -19,15 +19,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from perfmodel.calibrate.runs import price
+from published_runs import priced as dense_priced
+from published_runs import summary as dense_summary
 from published_runs import three_shot as dense_three_shot
-from perfmodel.errors import InputError
 from perfmodel.published_moe import load_moe_cases
 
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parent.parent / "shared" / "data" / "published_moe_runs_dev.csv"
 DEFAULT_CSV = SHARED if SHARED.exists() else HERE / "data" / "published_moe_runs_dev.csv"
-NEUTRAL = (1.0, 1.0, 0.0)
 
 
 def family(model: str) -> str:
@@ -35,28 +34,13 @@ def family(model: str) -> str:
 
 
 def priced(csv: Path):
+    """published_runs.priced over the MoE rows (published_moe.load_moe_cases), with each row's model family, GPU
+    and the share of its predicted step spent in exposed expert-parallel communication."""
     raw = pd.read_csv(csv).set_index("row_id")
-    cases = load_moe_cases(csv)
-    for c in cases:
-        if not c.reason:
-            try:
-                price([c])
-            except InputError as err:
-                c.reason = f"estimate: {err}"
-    ok = [c for c in cases if not c.reason]
-    parts = price(ok)
-    df = pd.DataFrame([dict(row_id=c.row_id, group=c.group, trust=c.trust, measured_s=c.measured_s, reason=c.reason,
-                            family=family(str(raw.loc[c.row_id, "model"])), gpu=str(raw.loc[c.row_id, "gpu_type"]))
-                       for c in cases])
-    idx = np.array([i for i, c in enumerate(cases) if not c.reason])
-    df["predicted_s"] = np.nan
-    df.loc[idx, "predicted_s"] = parts.predict(NEUTRAL)
-    df.loc[idx, "layout"] = [f"tp{c.plan.tp} pp{c.plan.pp} ep{c.plan.ep} dp{c.plan.dp} v{c.plan.vpp} "
-                             f"mb{c.plan.micro_batch} gb{c.plan.global_batch} {c.plan.precision} "
-                             f"{c.plan.moe_dispatcher} z{c.plan.zero}" for c in ok]
+    df, parts, idx = dense_priced(csv, load_moe_cases(csv))
+    df["family"] = [family(str(raw.loc[r, "model"])) for r in df["row_id"]]
+    df["gpu"] = [str(raw.loc[r, "gpu_type"]) for r in df["row_id"]]
     df.loc[idx, "ep_share"] = [e.time_s.ep_comm / e.step_time_s for e in parts.estimates]
-    df.loc[idx, "fits"] = [e.fits_in_memory for e in parts.estimates]
-    df["error"] = df["predicted_s"] / df["measured_s"] - 1
     return df, parts, idx
 
 
@@ -66,17 +50,8 @@ def three_shot(df: pd.DataFrame, parts, idx, key: str, draws: int, seed: int) ->
 
 
 def summary(df: pd.DataFrame, key: str) -> pd.DataFrame:
-    def agg(g: pd.DataFrame) -> pd.Series:
-        ok = g.dropna(subset=["predicted_s"])
-        e = ok["error"]
-        return pd.Series({"rows": len(g), "expressible": len(ok),
-                          "MAPE %": 100 * e.abs().mean() if len(ok) else np.nan,
-                          "max |err| %": 100 * e.abs().max() if len(ok) else np.nan,
-                          "mean err %": 100 * e.mean() if len(ok) else np.nan})
-    rows = {k: agg(g) for k, g in df.groupby(key)}
-    rows["ALL"] = agg(df)
-    rows["ALL trust A"] = agg(df[df["trust"] == "A"])
-    return pd.DataFrame(rows).T
+    """published_runs.summary over the groups of column `key`."""
+    return dense_summary(df.assign(group=df[key]))
 
 
 def main(argv=None) -> int:
@@ -95,7 +70,6 @@ def main(argv=None) -> int:
                                                  "predicted_s", "error", "ep_share", "fits"]].to_string(index=False))
     for key in ("family", "group"):
         s = summary(df, key)
-        ts = df.loc[idx].copy()
         s["3-shot MAPE %"] = three_shot(df, parts, idx, key, a.draws, a.seed)
         a_only = df[df["trust"] == "A"]
         ia = np.array([i for i in idx if df.loc[i, "trust"] == "A"])
@@ -103,7 +77,6 @@ def main(argv=None) -> int:
             idx, ia)), ia, key, a.draws, a.seed))) if len(ia) else np.nan
         print(f"\n(a) profiles, nothing fitted; (c) three-shot calibrated per {key}  [{a.csv.name}]")
         print(s.round(1).to_string())
-        del ts
     left = df[df["predicted_s"].isna()]
     print(f"\nrows not expressed ({len(left)} of {len(df)} training runs):")
     print(left.groupby("reason").size().rename("rows").to_string())

@@ -40,9 +40,10 @@ def predict_all(csv: Path) -> pd.DataFrame:
     return priced(csv)[0]
 
 
-def priced(csv: Path):
-    """(per-row table, priced parts of the expressible rows, their indices in the table)."""
-    cases = load_cases(csv)
+def priced(csv: Path, cases=None):
+    """(per-row table, priced parts of the expressible rows, their indices in the table); `cases`: the CSV's
+    rows as published.Case (default load_cases; the MoE benchmark passes its own)."""
+    cases = load_cases(csv) if cases is None else cases
     for c in cases:  # a row the estimate refuses keeps the reason
         if not c.reason:
             try:
@@ -69,8 +70,9 @@ def priced(csv: Path):
 
 
 def layout(p) -> str:
-    return (f"tp{p.tp} pp{p.pp} dp{p.dp} cp{p.cp} v{p.vpp} mb{p.micro_batch} gb{p.global_batch} s{p.seq_len} "
-            f"z{p.zero} {p.recompute} {p.precision}{' sp' if p.sequence_parallel else ''} {p.stack}")
+    experts = f" ep{p.ep} etp{p.etp} {p.moe_dispatcher}" if p.ep * p.etp > 1 else ""
+    return (f"tp{p.tp} pp{p.pp} dp{p.dp} cp{p.cp} v{p.vpp}{experts} mb{p.micro_batch} gb{p.global_batch} "
+            f"s{p.seq_len} z{p.zero} {p.recompute} {p.precision}{' sp' if p.sequence_parallel else ''} {p.stack}")
 
 
 def logo(df: pd.DataFrame, parts, idx) -> pd.DataFrame:

@@ -191,11 +191,15 @@ class ModelConfig(Schema):
             bias += self.hidden
         return self.qkv_params() + self.q_dim * self.hidden + bias
 
+    def mlp_matmul_params(self, ffn: float) -> float:
+        """The weight matrices of one MLP (or expert) of inner width `ffn`: mlp_matrices x hidden x ffn."""
+        return self.mlp_matrices * self.hidden * ffn
+
     def mlp_params(self, ffn: int, bias: bool | None = None) -> int:
-        """One MLP (or expert) of inner width `ffn`: 2 or 3 matrices, plus biases where the model has them."""
-        h, g = self.hidden, (2 if self.gated else 1)
+        """One MLP (or expert) of inner width `ffn`: its matrices, plus biases where the model has them."""
+        g = 2 if self.gated else 1
         b = (self.linear_bias == "all") if bias is None else bias
-        return self.mlp_matrices * h * ffn + (g * ffn + h if b else 0)
+        return self.mlp_matmul_params(ffn) + (g * ffn + self.hidden if b else 0)
 
     def moe_layers(self) -> int:
         """Layers whose MLP is a mixture of experts (MoEConfig's rule); 0 for a dense model."""
@@ -232,18 +236,18 @@ class ModelConfig(Schema):
     def matmul_params_per_layer(self) -> float:
         """Weights one token multiplies by in a mean layer: attention projections and, averaged over the layers,
         the dense MLP or the router, top_k routed and shared experts (2 FLOPs each per token)."""
-        attn = self.qkv_params() - self.mla_norm_params() + self.q_dim * self.hidden
-        dense = self.mlp_matrices * self.hidden * self.ffn_hidden
+        attn = self.qkv_matmul_params() + self.q_dim * self.hidden
+        dense = self.mlp_matmul_params(self.ffn_hidden)
         if self.moe is None:
             return attn + dense
         m = self.moe
-        moe = self.hidden * m.n_experts + m.top_k * self.mlp_matrices * self.hidden * m.expert_ffn_hidden + (
-            self.mlp_matrices * self.hidden * m.shared_ffn_hidden if m.shared_ffn_hidden else 0)
+        moe = (self.hidden * m.n_experts + m.top_k * self.mlp_matmul_params(m.expert_ffn_hidden)
+               + self.mlp_matmul_params(m.shared_ffn_hidden or 0))
         return attn + (self.dense_layers() * dense + self.moe_layers() * moe) / self.n_layers
 
-    def mla_norm_params(self) -> int:
-        """The latents' RMSNorm scales inside qkv_params (not matmul weights)."""
-        return (self.mla.q_lora_rank or 0) + self.mla.kv_lora_rank if self.mla else 0
+    def qkv_matmul_params(self) -> int:
+        """qkv_params without the MLA latents' RMSNorm scales (q_lora_rank + kv_lora_rank): its matrices."""
+        return self.qkv_params() - ((self.mla.q_lora_rank or 0) + self.mla.kv_lora_rank if self.mla else 0)
 
     def params_per_layer(self, active: bool = False) -> float:
         """Parameters of a mean transformer block: attention, MLP (dense, or MoE: all experts, or those one token

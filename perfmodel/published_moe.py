@@ -18,7 +18,7 @@ import pandas as pd
 from .errors import InputError
 from .hardware import load_hardware
 from .models import load_model
-from .plan import Plan
+from .plan import Plan, resolve
 from .published import Case, _num, _text, measured_step_time
 
 # The preset of each model family the CSV names ([tokendrop] rows are the same model with dropping routing).
@@ -122,8 +122,6 @@ def moe_to_case(row: pd.Series) -> Case:
         plan = Plan(gpus=int(gpus), tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=int(mb),
                     global_batch=int(gbs), seq_len=int(seq), sequence_parallel=tp > 1,
                     precision=_precision(_text(row["precision"])), **d)
-        from .plan import resolve
-
         system = load_hardware(sysname)
         plan = resolve(plan, model, system)
     except InputError as err:

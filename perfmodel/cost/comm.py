@@ -144,22 +144,24 @@ def collective_time(kind: str, size_bytes, phases: list[Phase]):
     return total
 
 
-def all_to_all_time(size_bytes, phases: list[Phase]):
+def all_to_all_time(size_bytes, phases: list[Phase], share=None):
     """Seconds of an all-to-all in which every member sends S bytes spread evenly over the group (NCCL's
     alltoall: direct sends to every peer, all at once, each over the innermost tier both ends share).
 
     With phases of m_1, m_2, ... members (innermost first), a member's share for the peers first reached through
-    tier k is (m_k - 1) * P_{k-1} / N of S (P_{k-1}: members inside the inner phases, N all of them). The tiers
-    carry their shares concurrently, so the slowest sets the bandwidth term, and each peer costs its tier's
-    latency: sum over k of (m_k - 1) a_k + S * max over k of share_k / B_k (affine in S, as `cost.mesh` needs).
+    tier k is (m_k - 1) * P_{k-1} / N of S (P_{k-1}: members inside the inner phases, N all of them; `share`
+    (P_{k-1}, m_k, N) replaces it, e.g. for a dispatcher that sends a token once per domain). The tiers carry
+    their shares concurrently, so the slowest sets the bandwidth term, and each peer costs its tier's latency:
+    sum over k of (m_k - 1) a_k + S * max over k of share_k / B_k (affine in S, as `cost.mesh` needs).
     One tier is the ring formula's (n - 1) a + (n - 1)/n S/B.
     """
+    share = share or (lambda inner, members, n: (members - 1) * inner / n)
     n = math.prod(ph.members for ph in phases)
     latency, per_byte, inner = 0.0, 0.0, 1
     for ph in phases:
         bw, lat = ph.ring("all_to_all")
         latency += (ph.members - 1) * lat
-        per_byte = max(per_byte, (ph.members - 1) * inner / n / bw)
+        per_byte = max(per_byte, share(inner, ph.members, n) / bw)
         inner *= ph.members
     return latency + per_byte * np.asarray(size_bytes, float)
 
@@ -201,15 +203,18 @@ def group_p2p_link(system: System, stride, stages):
     return bw.reshape(shape), lat.reshape(shape), name.reshape(shape)
 
 
-def group_collective(system: System, kind: str, size_bytes, n, stride, gpus: int):
-    """Per element: seconds of collective `kind` (`collective_time`) on `size_bytes` over a group of `n`
-    devices `stride` apart in a job of `gpus` (groups outside the stage mesh's axes: the expert-parallel and
-    expert-data-parallel groups of MoE parallel folding, `cost.moe`)."""
+def group_collective(system: System, kind: str, size_bytes, n, stride, gpus: int, latency_share=1.0, time=None):
+    """Per element: seconds of collective `kind` (`collective_time`, or `time`(bytes, phases)) on `size_bytes`
+    over a group of `n` devices `stride` apart in a job of `gpus` (groups outside the stage mesh's axes: the
+    expert-parallel and expert-data-parallel groups of MoE parallel folding, `cost.moe`); `latency_share` as
+    `cost.mesh.Mesh.collective`'s."""
+    time = time or (lambda nbytes, phases: collective_time(kind, nbytes, phases))
     keys, inverse, shape = _by_group(n, stride, np.asarray(size_bytes, float))
     lat, per = np.zeros(len(keys)), np.zeros(len(keys))
     for i, (m, s) in enumerate(keys):
         ph = group_phases(system, int(m), int(s), gpus)
-        lat[i] = float(collective_time(kind, 0.0, ph))
-        per[i] = (float(collective_time(kind, 2.0**40, ph)) - lat[i]) / 2.0**40
-    out = lat[inverse] + per[inverse] * np.broadcast_to(np.asarray(size_bytes, float), shape).ravel()
-    return out.reshape(shape)
+        lat[i] = float(time(0.0, ph))
+        per[i] = (float(time(2.0**40, ph)) - lat[i]) / 2.0**40
+    out = (latency_share * lat[inverse].reshape(shape)
+           + per[inverse].reshape(shape) * np.broadcast_to(np.asarray(size_bytes, float), shape))
+    return out

@@ -65,6 +65,11 @@ class Op:
     formula: str = ""
     active: Values = True  # False where a plan does not run this op (e.g. ZeRO-3 copies without ZeRO-3)
 
+    def scaled(self, w: float) -> Op:
+        """This op counted `w` times (a mean layer's share of an op only some layers run)."""
+        return Op(self.name, self.kind, self.fwd_s * w, self.bwd_s * w, self.fwd_flops * w, self.bwd_flops * w,
+                  self.recompute, self.formula + (f" x {w:.3g}" if w != 1 else ""), self.active)
+
     def recompute_s(self, mode):
         """Forward seconds re-run in the backward under recompute `mode` (a string or an array of them)."""
         return np.where(np.isin(mode, self.recompute), self.fwd_s, 0.0)

@@ -8,7 +8,7 @@ array form.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import get_args
 
 import numpy as np
@@ -156,3 +156,14 @@ def _distinct(lay: Layouts, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndar
         code = code * base + col
     _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
     return first, inverse.ravel()
+
+
+def spread(obj, inverse: np.ndarray):
+    """`obj` (an Op or Comm, or a list of them) computed on distinct plans, copied out to every plan."""
+    if isinstance(obj, list):
+        return [spread(o, inverse) for o in obj]
+    for f in fields(obj) if is_dataclass(obj) else ():
+        x = getattr(obj, f.name)
+        if isinstance(x, np.ndarray) and x.ndim:
+            setattr(obj, f.name, x[inverse])
+    return obj

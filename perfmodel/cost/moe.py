@@ -34,8 +34,7 @@ from ..hardware import System
 from ..models import ModelConfig
 from . import comm as C
 from .kernels import ACT_BYTES, ELEMENTWISE_BYTES, Device, Op, elementwise_op, linear_op
-from .layouts import Layouts
-from .operators import forward_passes
+from .layouts import Layouts, spread
 
 ROUTER_SCORE_BYTES = 4.0  # fp32 scores per token x expert kept for the router's backward (Megatron-Core router)
 
@@ -79,25 +78,17 @@ def moe_kernels(model: ModelConfig, dev: Device, lay: Layouts) -> list[Op]:
     return ops
 
 
-def scaled(op: Op, w: float) -> Op:
-    """`op` counted `w` times (a mean layer's share of it)."""
-    return Op(op.name, op.kind, op.fwd_s * w, op.bwd_s * w, op.fwd_flops * w, op.bwd_flops * w, op.recompute,
-              op.formula + (f" x {w:.3g}" if w != 1 else ""), op.active)
-
-
 def moe_ops(model: ModelConfig, system: System, lay: Layouts) -> list[Op]:
     """A mean layer's MoE kernels per micro-batch for every plan: `moe_kernels` x `moe_share`, costed once per
     distinct combination of the fields they read (none for a dense model)."""
     if model.moe is None:
         return []
-    from .units import spread
-
     narrow = lay.precision in ("fp8", "fp4")
     names = ("tp", "cp", "ep", "etp", "micro_batch", "sequence_parallel") + (("dp", "zero") if narrow else ())
     first, inverse = lay.distinct(names)
     sub = lay.take(first)
     w = moe_share(model)
-    return [spread(scaled(op, w), inverse) for op in moe_kernels(model, Device(model, system, sub), sub)]
+    return [spread(op.scaled(w), inverse) for op in moe_kernels(model, Device(model, system, sub), sub)]
 
 
 def dispatch_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
@@ -121,69 +112,41 @@ def flex_dispatch_time(model: ModelConfig, system: System, lay: Layouts) -> np.n
     dispatcher, Zhao et al. 2025, DeepEP) send a token once to every remote domain that holds one of its experts
     and forward it inside the domain, rather than once per expert copy.
 
-    Over the ep group's tiers (`comm.group_phases`, innermost first, m_j members of blocks of P_{j-1} ranks), a
-    device sends T h bf16 bytes times (m_j - 1) `block_hit`(P_{j-1} n_experts / ep) over tier j (the tokens
-    received from outer tiers and forwarded inward are not counted); the tiers run concurrently:
-    sum_j (m_j - 1) a_j + max_j bytes_j / B_j, the busiest device's share times expert_imbalance."""
+    `comm.all_to_all_time` of the device's T h bf16 bytes (times expert_imbalance, the busiest device) over the ep
+    group's tiers, with the share sent over tier k (m_k members, blocks of P_{k-1} ranks) (m_k - 1)
+    `block_hit`(P_{k-1} n_experts / ep) instead of (m_k - 1) P_{k-1} / N: each other block is reached once if
+    the token has an expert there (the tokens received from outer tiers and forwarded inward are not counted)."""
     m = model.moe
-    per_token = model.hidden * ACT_BYTES * lay.expert_imbalance
-    ep, etp = np.broadcast_arrays(np.asarray(lay.ep), np.asarray(lay.etp))
-    lat, slope = np.zeros(len(ep)), np.zeros(len(ep))
-    for e, t in set(zip(ep.tolist(), etp.tolist())):
-        latency, worst, inner = 0.0, 0.0, 1
-        for ph in C.group_phases(system, e, t, lay.gpus):
-            bw, a = ph.ring("all_to_all")
-            latency += (ph.members - 1) * a
-            worst = max(worst, (ph.members - 1) * block_hit(m.n_experts, m.top_k, inner * m.n_experts / e) / bw)
-            inner *= ph.members
-        sel = (ep == e) & (etp == t)
-        lat[sel], slope[sel] = latency, worst
-    return lat + slope * tokens_in(lay) * per_token
+    nbytes = tokens_in(lay) * model.hidden * ACT_BYTES * lay.expert_imbalance
+
+    def time(size, phases):
+        ep = math.prod(ph.members for ph in phases)
+        hit = lambda inner, members, n: (members - 1) * block_hit(m.n_experts, m.top_k, inner * m.n_experts / ep)  # noqa: E731
+        return C.all_to_all_time(size, phases, hit)
+
+    return C.group_collective(system, "all_to_all", nbytes, lay.ep, lay.etp, lay.gpus, time=time)
 
 
-def moe_comms(model: ModelConfig, system: System, lay: Layouts) -> list[Comm]:
-    """The collectives of a mean layer's MoE MLP per micro-batch (exposed: Megatron-Core runs them on the
-    compute stream unless --overlap-moe-expert-parallel-comm), scaled by `moe_share`.
+def routed_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
+    """bf16 bytes of the routed token copies the busiest device's experts run per micro-batch (what etp
+    gathers): `expert_tokens` x its n_experts / ep experts x hidden x 2."""
+    return expert_tokens(model, lay) * model.moe.n_experts / lay.ep * model.hidden * ACT_BYTES
 
-    alltoall: dispatch and combine are all-to-alls over the ep group, S = `dispatch_bytes` each
-    (`comm.all_to_all_time`); allgather: an all-gather of every member's tokens and a reduce-scatter of the
-    outputs over it (S = ep x `dispatch_bytes`, `comm.collective_time`). With etp > 1 the routed tokens are
-    all-gathered over the etp group after the dispatch and reduce-scattered before the combine. Each runs once
-    in the forward, once in the backward, and again in a recomputed forward."""
-    if model.moe is None:
-        return []
-    from .sharded import Comm  # sharded -> memory -> this module: import at use
 
-    w = moe_share(model)
-    passes = forward_passes("layer", lay.recompute)
-    out = []
-    s = dispatch_bytes(model, lay)
-    if lay.moe_dispatcher == "alltoall":
-        one = C.group_collective(system, "all_to_all", s, lay.ep, lay.etp, lay.gpus)
-        pairs = (("ep dispatch all-to-all", "all_to_all", s, one), ("ep combine all-to-all", "all_to_all", s, one))
-    elif lay.moe_dispatcher == "flex":
-        one = flex_dispatch_time(model, system, lay)
-        s = tokens_in(lay) * model.hidden * ACT_BYTES
-        pairs = (("ep dispatch (flex)", "all_to_all", s, one), ("ep combine (flex)", "all_to_all", s, one))
-    else:
-        ag = C.group_collective(system, "all_gather", s * lay.ep, lay.ep, lay.etp, lay.gpus)
-        rs = C.group_collective(system, "reduce_scatter", s * lay.ep, lay.ep, lay.etp, lay.gpus)
-        pairs = (("ep dispatch all-gather", "all_gather", s * lay.ep, ag),
-                 ("ep combine reduce-scatter", "reduce_scatter", s * lay.ep, rs))
-    on = lay.ep > 1
-    for name, kind, nbytes, t in pairs:
-        out.append(Comm(name, kind, "ep", nbytes=nbytes, seconds=t, calls=w * (passes + 1) * on, fwd=w * t * on,
-                        bwd=w * t * passes * on, unit="layer", part="ep_comm", tier=group_tiers(system, lay.ep, lay.etp,
-                                                                                            lay.gpus), active=on))
-    # etp: the routed token copies this device's experts see, gathered over etp (and reduce-scattered back)
-    routed = expert_tokens(model, lay) * model.moe.n_experts / lay.ep * model.hidden * ACT_BYTES
-    on = lay.etp > 1
-    for name, kind in (("etp token all-gather", "all_gather"), ("etp output reduce-scatter", "reduce_scatter")):
-        t = C.group_collective(system, kind, routed, lay.etp, 1, lay.gpus)
-        out.append(Comm(name, kind, "etp", nbytes=routed, seconds=t, calls=w * (passes + 1) * on, fwd=w * t * on,
-                        bwd=w * t * passes * on, unit="layer", part="ep_comm", tier=group_tiers(system, lay.etp, 1,
-                                                                                             lay.gpus), active=on))
-    return out
+class ExpertDataGroup:
+    """The edp group of a MoE model's routed experts (edp devices ep * etp apart: MoE parallel folding), priced
+    through `comm.group_collective` with `cost.mesh.Mesh.collective`'s signature, so that `cost.sharded`'s
+    gradient-reduction and ZeRO formulas serve the experts as they serve the dense weights."""
+
+    def __init__(self, system: System, lay: Layouts):
+        self.system, self.lay = system, lay
+
+    def collective(self, kind: str, nbytes, mask=None, latency_share=1.0) -> np.ndarray:
+        lay = self.lay
+        return C.group_collective(self.system, kind, nbytes, lay.edp, lay.ep * lay.etp, lay.gpus, latency_share)
+
+    def tiers(self) -> np.ndarray:
+        return group_tiers(self.system, self.lay.edp, self.lay.ep * self.lay.etp, self.lay.gpus)
 
 
 def group_tiers(system: System, n, stride, gpus) -> np.ndarray:
@@ -217,9 +180,9 @@ def moe_gemm_params(model: ModelConfig, lay: Layouts) -> np.ndarray:
     experts over ep x etp and shared experts over tp (the router stays bf16), times `moe_share`."""
     if model.moe is None:
         return np.zeros(len(lay))
-    m, mats, h = model.moe, model.mlp_matrices, model.hidden
-    routed = m.n_experts * mats * h * m.expert_ffn_hidden / (lay.ep * lay.etp)
-    shared = mats * h * (m.shared_ffn_hidden or 0) / lay.tp
+    m = model.moe
+    routed = m.n_experts * model.mlp_matmul_params(m.expert_ffn_hidden) / (lay.ep * lay.etp)
+    shared = model.mlp_matmul_params(m.shared_ffn_hidden or 0) / lay.tp
     return (routed + shared) * moe_share(model)
 
 
@@ -251,6 +214,5 @@ def dispatch_buffer_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
     if model.moe is None:
         return np.zeros(len(lay))
     recv = dispatch_bytes(model, lay) * np.where(lay.moe_dispatcher == "allgather", lay.ep, 1)
-    gathered = np.where(lay.etp > 1, expert_tokens(model, lay) * model.moe.n_experts / lay.ep * model.hidden
-                        * ACT_BYTES, 0.0)
+    gathered = np.where(lay.etp > 1, routed_bytes(model, lay), 0.0)
     return dispatch_bytes(model, lay) + recv + gathered

@@ -84,13 +84,13 @@ def operators(model: ModelConfig) -> dict[str, Operator]:
     heads too."""
     m = model
     h, f, v, q, kv = m.hidden, m.ffn_hidden, m.vocab, m.q_dim, m.kv_dim
-    if m.mla is not None:  # MLA's down and up projections as one GEMM of their weights (DeepSeek-V2, Sec. 2.1)
-        q, kv = (m.qkv_params() - m.mla_norm_params()) / h - 2 * kv, kv
+    # the projections to queries, keys and values as one GEMM of their weights (MLA: its down and up projections)
+    qkv = m.qkv_matmul_params() / h
     g = 2 if m.gated else 1
     sizes = {"hidden": h, "heads": m.n_heads, "ffn": f, "vocab": v}
     div = {"hidden": h, "heads": m.n_heads, "ffn": f, "vocab": 1}
     qkv_div = dict(div, heads=math.gcd(m.n_heads, m.n_kv_heads))
-    bias_qkv = q + 2 * kv if m.linear_bias in ("qkv", "all") else 0
+    bias_qkv = q + 2 * kv if m.linear_bias in ("qkv", "all") and m.mla is None else 0
     bias = m.linear_bias == "all"
     norm = (Weight(("hidden",), m.norm_params()),)
     linear = lambda n, k, b: (Weight((n[0], k[0]), n[1] * k[1] + b, n[1] * k[1]),)
@@ -99,7 +99,7 @@ def operators(model: ModelConfig) -> dict[str, Operator]:
                       + ((Weight(("hidden",), m.position_params()),) if m.position_params() else ()), h),
         "embedding_output": (None, (), h),
         "norm1": (None, norm, h), "norm2": (None, norm, h), "final_norm": (None, norm, h),
-        "qkv": (("heads", q + 2 * kv, "hidden", h), linear(("heads", q + 2 * kv), ("hidden", h), bias_qkv), q + 2 * kv),
+        "qkv": (("heads", qkv, "hidden", h), linear(("heads", qkv), ("hidden", h), bias_qkv), qkv),
         "attention": (None, (), q),
         "out_proj": (("hidden", h, "heads", q), linear(("hidden", h), ("heads", q), h * bias), h),
         "residual1": (None, (), h), "residual2": (None, (), h),
@@ -217,9 +217,7 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
     if op.share == 0.0:  # the dense MLP of a model whose every layer routes to experts
         return []
     if op.share != 1.0:
-        from .moe import scaled
-
-        return [scaled(k, op.share) for k in kernels(replace(op, share=1.0), s, dev)]
+        return [k.scaled(op.share) for k in kernels(replace(op, share=1.0), s, dev)]
     m, fam, T = dev.model, op.spec.family, s.tokens
     rec = RECOMPUTED[op.unit]
     if fam == "embedding":

@@ -19,9 +19,12 @@ from ..hardware import System
 from ..models import ModelConfig
 from ..operators import PARTIAL, REPLICATE
 from ..stack import Stack
+from . import comm as C
 from .kernels import Device, Values
+from .layouts import Layouts
 from .memory import WEIGHT_BYTES, adam_step_bytes
 from .mesh import BIT, Mesh, redistribution_steps
+from .moe import dispatch_bytes, flex_dispatch_time, group_tiers, moe_share, routed_bytes
 from .operators import Operator, Split, forward_passes
 
 ZERO_GROUP = BIT["dp"] | BIT["cp"]  # the ranks holding replicas of the same weights: dp * cp, tp apart
@@ -245,3 +248,46 @@ def gradient_reduction(mesh: Mesh, params, reduce_mask, zero: int, microbatches,
     if zero in (1, 2):
         t = t + weight_gather(mesh, params, ZERO_GROUP, latency_share)
     return t
+
+
+def moe_comms(model: ModelConfig, system: System, lay: Layouts) -> list[Comm]:
+    """The collectives of a mean layer's MoE MLP per micro-batch (exposed: Megatron-Core runs them on the
+    compute stream unless --overlap-moe-expert-parallel-comm), scaled by `moe_share`.
+
+    alltoall: dispatch and combine are all-to-alls over the ep group, S = `dispatch_bytes` each
+    (`comm.all_to_all_time`); flex, `cost.moe.flex_dispatch_time`; allgather: an all-gather of every member's tokens and a reduce-scatter of the
+    outputs over it (S = ep x `dispatch_bytes`, `comm.collective_time`). With etp > 1 the routed tokens are
+    all-gathered over the etp group after the dispatch and reduce-scattered before the combine. Each runs once
+    in the forward, once in the backward, and again in a recomputed forward."""
+    if model.moe is None:
+        return []
+    w = moe_share(model)
+    passes = forward_passes("layer", lay.recompute)
+    out = []
+    s = dispatch_bytes(model, lay)
+    if lay.moe_dispatcher == "alltoall":
+        one = C.group_collective(system, "all_to_all", s, lay.ep, lay.etp, lay.gpus)
+        pairs = (("ep dispatch all-to-all", "all_to_all", s, one), ("ep combine all-to-all", "all_to_all", s, one))
+    elif lay.moe_dispatcher == "flex":
+        one = flex_dispatch_time(model, system, lay)
+        s = s / (model.moe.top_k * lay.expert_imbalance)  # each token once
+        pairs = (("ep dispatch (flex)", "all_to_all", s, one), ("ep combine (flex)", "all_to_all", s, one))
+    else:
+        ag = C.group_collective(system, "all_gather", s * lay.ep, lay.ep, lay.etp, lay.gpus)
+        rs = C.group_collective(system, "reduce_scatter", s * lay.ep, lay.ep, lay.etp, lay.gpus)
+        pairs = (("ep dispatch all-gather", "all_gather", s * lay.ep, ag),
+                 ("ep combine reduce-scatter", "reduce_scatter", s * lay.ep, rs))
+    on = lay.ep > 1
+    for name, kind, nbytes, t in pairs:
+        out.append(Comm(name, kind, "ep", nbytes=nbytes, seconds=t, calls=w * (passes + 1) * on, fwd=w * t * on,
+                        bwd=w * t * passes * on, unit="layer", part="ep_comm", tier=group_tiers(system, lay.ep, lay.etp,
+                                                                                            lay.gpus), active=on))
+    # etp: the routed token copies this device's experts see, gathered over etp (and reduce-scattered back)
+    routed = routed_bytes(model, lay)
+    on = lay.etp > 1
+    for name, kind in (("etp token all-gather", "all_gather"), ("etp output reduce-scatter", "reduce_scatter")):
+        t = C.group_collective(system, kind, routed, lay.etp, 1, lay.gpus)
+        out.append(Comm(name, kind, "etp", nbytes=routed, seconds=t, calls=w * (passes + 1) * on, fwd=w * t * on,
+                        bwd=w * t * passes * on, unit="layer", part="ep_comm", tier=group_tiers(system, lay.etp, 1,
+                                                                                             lay.gpus), active=on))
+    return out

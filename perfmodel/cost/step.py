@@ -37,7 +37,7 @@ from . import comm as C
 from .flops import model_flops_per_token, recompute_flops_per_token
 from .kernels import ACT_BYTES, Device, Op, zero3_copy_op
 from .layouts import Layouts
-from .moe import group_tiers, expert_layer_params, moe_comms
+from .moe import ExpertDataGroup, expert_layer_params
 from .memory import (
     GRAD_BYTES,
     WEIGHT_BYTES,
@@ -55,6 +55,7 @@ from .sharded import (
     behind,
     chunked,
     gradient_sync,
+    moe_comms,
     op_comms,
     optimizer_seconds,
     overlap_fraction,
@@ -142,11 +143,6 @@ def calibrated(time: dict, system: System) -> dict:
     out["overhead"] = run_fit_time(0.0, 0.0, time["overhead"], 1.0, 1.0, fit.step_overhead_s)
     out["total"] = sum(out[k] for k in (*COMPUTE_TIME, *COMM_TIME, "overhead"))
     return out
-
-
-def _edp_tier(system: System, lay: Layouts) -> np.ndarray:
-    """The tiers the expert data-parallel group spans (edp devices ep * etp apart)."""
-    return group_tiers(system, lay.edp, lay.ep * lay.etp, lay.gpus)
 
 
 def host_counts(ops: list[Op], comms: list[Comm], recompute) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -244,15 +240,16 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
                     bwd=e_b * (1 - share), unit=unit, part="zero3_comm", mask=ZERO_GROUP, active=on))
 
     # the routed experts' ZeRO-3 gathers and reduce-scatters run over their edp group, beside the layer's
-    p_exp, edp = expert_layer_params(model, lay), lay.edp
+    p_exp, edp, experts = expert_layer_params(model, lay), lay.edp, ExpertDataGroup(system, lay)
     on = (zero == 3) & (edp > 1) & (p_exp > 0)
-    ag = on * 2 * C.group_collective(system, "all_gather", p_exp * WEIGHT_BYTES, edp, lay.ep * lay.etp, lay.gpus)
-    rs = on * C.group_collective(system, "reduce_scatter", p_exp * gbytes, edp, lay.ep * lay.etp, lay.gpus)
+    ag, rs = (on * x for x in zero3_gather(experts, p_exp, gbytes, None))
     frac = f if overlap else 0.0
-    e_f, e_b = behind(ag / 2, fwd["layer"], frac), behind(ag / 2 + rs, bwd["layer"], frac)
-    charge(Comm("zero3 expert all-gather / reduce-scatter (edp)", "all_gather", "edp", nbytes=p_exp * WEIGHT_BYTES,
-                seconds=(ag + rs) / 3, calls=3 * on, fwd=e_f, bwd=e_b, unit="layer", part="zero3_comm",
-                tier=_edp_tier(system, lay), active=on))
+    e_f, e_b = behind(ag, fwd["layer"], frac), behind(ag + rs, bwd["layer"], frac)
+    share = np.divide(ag, ag + rs, out=np.zeros_like(ag), where=ag + rs > 0)
+    charge(Comm("zero3 expert all-gather (edp)", "all_gather", "edp", nbytes=p_exp * WEIGHT_BYTES, seconds=ag,
+                calls=2, fwd=e_f, bwd=e_b * share, unit="layer", part="zero3_comm", tier=experts.tiers(), active=on))
+    charge(Comm("zero3 expert reduce-scatter (edp)", "reduce_scatter", "edp", nbytes=p_exp * gbytes, seconds=rs,
+                calls=1, bwd=e_b * (1 - share), unit="layer", part="zero3_comm", tier=experts.tiers(), active=on))
 
     # --- host: the stack's per-launch costs, where the spec measured them for it (hardware.HostCosts) --------
     costs = system.host_costs if system.host_costs is not None and system.host_costs.stack == lay.stack else None
@@ -296,9 +293,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     # a MoE model's routed experts reduce over their edp group (MoE parallel folding), in the same backward
     pe_stage = expert_layer_params(model, lay) * nl
     on_e = (edp > 1) & (zero < 3) & (pe_stage > 0)
-    g_e = on_e * C.group_collective(system, "all_reduce", pe_stage * gbytes, edp, lay.ep * lay.etp, lay.gpus)
-    g_e = np.where(zero == 0, g_e, on_e * C.group_collective(system, "reduce_scatter", pe_stage * gbytes, edp,
-                                                             lay.ep * lay.etp, lay.gpus))
+    g_e = on_e * gradient_sync(experts, pe_stage, gbytes, zero)
     reps = np.where(zero == 2, m, 1)  # ZeRO-2 reduces every micro-batch (gradients are not kept whole)
     # with interleaving, the chunks done before the last overlap what the schedule runs after the first of them:
     # in Megatron-LM's backward order the other vpp - 1 chunks' last pp micro-batches, (vpp - 1) pp chunk-
@@ -312,11 +307,11 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
                       bwd=exp * part, unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
     steps.append(Comm("edp expert gradient reduction", kind, "edp", nbytes=pe_stage * gbytes, seconds=g_e,
                       calls=reps * on_e, bwd=exp * (1 - part), unit="step", part="dp_comm",
-                      tier=_edp_tier(system, lay), active=on_e))
+                      tier=experts.tiers(), active=on_e))
     on = (shard > 1) & np.isin(zero, (1, 2))
     w = on * weight_gather(mesh, p_stage)
     on_e = (edp > 1) & np.isin(zero, (1, 2)) & (pe_stage > 0)
-    w_e = on_e * C.group_collective(system, "all_gather", pe_stage * WEIGHT_BYTES, edp, lay.ep * lay.etp, lay.gpus)
+    w_e = on_e * weight_gather(experts, pe_stage)
     gather_overlaps = overlap_steps & ((zero == 2) | stack.overlap_param_gather)  # ZeRO-1: as the stack runs it
     both = w + w_e
     exp = np.where(gather_overlaps, with_overlap(both, chunked(both, fwd_mb, nl, v, after * fwd_mb / v), f), both)
@@ -325,7 +320,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
                       fwd=exp * part, unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
     steps.append(Comm("zero expert weight all-gather (edp)", "all_gather", "edp", nbytes=pe_stage * WEIGHT_BYTES,
                       seconds=w_e, calls=1 * on_e, fwd=exp * (1 - part), unit="step", part="dp_comm",
-                      tier=_edp_tier(system, lay), active=on_e))
+                      tier=experts.tiers(), active=on_e))
     on = sp & (t > 1)
     kept_whole = sp_replicated_params(model, pick(st.layers, big), pick(st.head, big) == 1)
     size = kept_whole * gbytes

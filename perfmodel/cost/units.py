@@ -10,8 +10,6 @@ reads from the previous layer; the head what it reads from the last layer.
 
 from __future__ import annotations
 
-from dataclasses import fields, is_dataclass
-
 import numpy as np
 
 from ..hardware import System
@@ -29,7 +27,7 @@ from ..operators import (
 from ..plan import Plan
 from ..stack import load_stack
 from .kernels import Device, Op
-from .layouts import Layouts
+from .layouts import Layouts, spread
 from .mesh import BIT, Mesh
 from .moe import moe_ops
 from .operators import (
@@ -51,17 +49,6 @@ UNIT_EDGES = {
     "head": (("residual2", "final_norm", 0),) + HEAD_EDGES,
 }
 TP_NAMES = {"layer": "tp activations", "embedding": "tp embedding", "head": "tp lm head"}
-
-
-def spread(obj, inverse: np.ndarray):
-    """`obj` (an Op or Comm, or a list of them) computed on distinct plans, copied out to every plan."""
-    if isinstance(obj, list):
-        return [spread(o, inverse) for o in obj]
-    for f in fields(obj) if is_dataclass(obj) else ():
-        x = getattr(obj, f.name)
-        if isinstance(x, np.ndarray) and x.ndim:
-            setattr(obj, f.name, x[inverse])
-    return obj
 
 
 def op_kernels(model: ModelConfig, system: System, lay: Layouts) -> dict[str, list[Op]]:
