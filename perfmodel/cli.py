@@ -18,7 +18,7 @@ from .files import check_output, check_writable
 from .hardware import hardware_json_schema, list_systems, load_hardware
 from .launch import RunFailed
 from .models import list_models, load_model
-from .plan import Plan, Precision
+from .plan import Dispatcher, Plan, Precision
 from .planfile import load_plan_file, write_plan_file
 from .report import model_row
 from .plots.common import check_plot_path
@@ -28,7 +28,7 @@ from .stack import DEFAULT_STACK, STACKS
 # whole-process (benchmarks/search_speed.py) and needs none of them.
 
 PRECISIONS = typing.get_args(Precision)  # the plan's own list
-DISPATCHERS = typing.get_args(Plan.model_fields["moe_dispatcher"].annotation)
+DISPATCHERS = typing.get_args(Dispatcher)
 
 # `perfmodel predict` with no flags: the question the tool exists for.
 EXAMPLE = ["--model", "llama-3-70b", "--hardware", "dgx-h100", "--gpus", "512", "--tp", "8", "--pp", "4",

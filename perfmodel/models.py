@@ -132,6 +132,13 @@ class ModelConfig(Schema):
         return self.n_heads * (self.mla.qk_head_dim if self.mla else self.head_dim)
 
     @property
+    def windowed_layers(self) -> int:
+        """Layers that attend within sliding_window: sliding_window_layers, all where unset, none without a window."""
+        if self.sliding_window is None:
+            return 0
+        return self.n_layers if self.sliding_window_layers is None else self.sliding_window_layers
+
+    @property
     def kv_width(self) -> int:
         """Key plus value width per token as attention reads them: 2 kv_dim (MLA: per head after the up
         projection, n_heads (d_qk + d_v)): what context parallelism exchanges and attention keeps."""
@@ -201,12 +208,15 @@ class ModelConfig(Schema):
         b = (self.linear_bias == "all") if bias is None else bias
         return self.mlp_matmul_params(ffn) + (g * ffn + self.hidden if b else 0)
 
-    def moe_layers(self) -> int:
-        """Layers whose MLP is a mixture of experts (MoEConfig's rule); 0 for a dense model."""
-        if self.moe is None:
-            return 0
+    def is_moe_layer(self, i: int) -> bool:
+        """Layer i (from 0) routes its MLP to experts: MoEConfig's rule, i >= first_dense_layers and
+        (i + 1) % layer_freq == 0; never in a dense model."""
         m = self.moe
-        return sum(1 for i in range(self.n_layers) if i >= m.first_dense_layers and (i + 1) % m.layer_freq == 0)
+        return m is not None and i >= m.first_dense_layers and (i + 1) % m.layer_freq == 0
+
+    def moe_layers(self) -> int:
+        """Layers whose MLP is a mixture of experts (`is_moe_layer`); 0 for a dense model."""
+        return sum(self.is_moe_layer(i) for i in range(self.n_layers))
 
     def dense_layers(self) -> int:
         """Layers with a dense MLP."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -15,6 +15,9 @@ from .stack import DEFAULT_STACK, STACKS, load_stack
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp16", "fp8", "fp4"]
 Schedule = Literal["1f1b", "interleaved", "gpipe"]
+Dispatcher = Literal["alltoall", "allgather", "flex"]
+# tokens of the busiest expert over the mean: 1 is balanced routing; 64 bounds a typo, not a measurement
+Imbalance = Annotated[float, Field(ge=1.0, le=64.0)]
 
 
 class Plan(Schema):
@@ -34,10 +37,10 @@ class Plan(Schema):
     ep: Count = Field(1, description="expert-parallel size: routed experts split over ep ranks (MoE models); with "
                                      "etp folded over a stage's tp*cp*dp ranks (Megatron-Core MoE parallel folding)")
     etp: Count = Field(1, description="expert tensor-parallel size: each expert's MLP split over etp ranks")
-    expert_imbalance: float = Field(
-        1.0, ge=1.0, le=64.0, description="tokens of the busiest expert over the mean (1: balanced routing, as "
+    expert_imbalance: Imbalance = Field(
+        1.0, description="tokens of the busiest expert over the mean (1: balanced routing, as "
                                           "--moe-router-force-load-balancing runs it; cost.moe)")
-    moe_dispatcher: Literal["alltoall", "allgather", "flex"] = Field(
+    moe_dispatcher: Dispatcher = Field(
         "alltoall", description="how routed tokens reach their experts (Megatron-Core --moe-token-dispatcher-type; "
                                 "flex: DeepEP / HybridEP, each token sent once per domain holding its experts)")
     micro_batch: Count = Field(description="sequences per micro-batch per data-parallel rank")
@@ -333,6 +336,10 @@ def _check_experts(p: dict, model: ModelConfig) -> None:
         if ep > 1 or etp > 1:
             raise InputError(f"ep={ep}, etp={etp}: {model.name} is a dense model (no experts); valid: ep=1, etp=1")
         return
+    if p["tp"] > 1 and not p["sequence_parallel"]:
+        raise InputError(f"sequence_parallel = false with tp={p['tp']} on the MoE model {model.name}: every tp rank "
+                         "would route all of its tokens (Megatron-Core refuses MoE with tp and no sequence "
+                         "parallelism); valid: sequence_parallel = true, or tp = 1")
     e, f = model.moe.n_experts, model.moe.expert_ffn_hidden
     if e % ep:
         raise InputError(f"ep={ep} does not divide n_experts = {e}; valid ep: "

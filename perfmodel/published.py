@@ -55,7 +55,7 @@ class Case:
     reason: str = ""  # why the row cannot be expressed (empty when it can)
 
 
-def _num(x) -> float | None:
+def cell_number(x) -> float | None:
     """First number in a cell ('32000 (inferred)' -> 32000), None for empty."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return None
@@ -63,7 +63,7 @@ def _num(x) -> float | None:
     return float(m.group()) if m else None
 
 
-def _text(x) -> str:
+def cell_text(x) -> str:
     return "" if x is None or (isinstance(x, float) and math.isnan(x)) else str(x)
 
 
@@ -89,20 +89,20 @@ def system_for(gpu_type: str) -> tuple[str | None, str]:
 
 
 def model_for(row: pd.Series) -> tuple[ModelConfig | None, str]:
-    name = _text(row["model"])
+    name = cell_text(row["model"])
     low = name.lower()
-    layers, hidden, ffn = _num(row["n_layers"]), _num(row["hidden"]), _num(row["ffn_hidden"])
-    heads, kv, vocab, seq = _num(row["heads"]), _num(row["kv_heads"]), _num(row["vocab"]), _num(row["seq_len"])
+    layers, hidden, ffn = cell_number(row["n_layers"]), cell_number(row["hidden"]), cell_number(row["ffn_hidden"])
+    heads, kv, vocab, seq = cell_number(row["heads"]), cell_number(row["kv_heads"]), cell_number(row["vocab"]), cell_number(row["seq_len"])
     if None in (layers, hidden, seq):
         return None, "model shape (layers/hidden/seq_len) not stated"
     if heads is None:
         # BLOOM candidates: the head count closest to head dim 128 (the final BLOOM: 14336 = 112 x 128) that
         # divides hidden and the row's tp (the run used that tp, so its head count was divisible by it).
-        tp = int(_num(row["tp"]) or 1)
+        tp = int(cell_number(row["tp"]) or 1)
         fits = [a for a in range(tp, int(hidden) + 1, tp) if hidden % a == 0]
         heads = min(fits, key=lambda a: abs(hidden / a - 128))
     if vocab is None:
-        if _text(row["source_group"]).startswith("NeMo") and low.startswith("gpt3"):
+        if cell_text(row["source_group"]).startswith("NeMo") and low.startswith("gpt3"):
             vocab = 50257  # NeMo GPT-3 configs use the GPT-2 BPE tokenizer
         else:
             return None, "vocab not stated"
@@ -130,17 +130,17 @@ def model_for(row: pd.Series) -> tuple[ModelConfig | None, str]:
 def plan_for(row: pd.Series, model: ModelConfig) -> tuple[Plan | None, str]:
     group = row["source_group"]
     d = GROUP_DEFAULTS.get(group, {})
-    tp, pp = int(_num(row["tp"]) or 1), int(_num(row["pp"]) or 1)
-    dp, cp = _num(row["dp"]), int(_num(row["cp"]) or 1)
-    vpp = int(_num(row["vpp"]) or 1)
-    gbs = _num(row["global_batch"])
-    seq = int(_num(row["seq_len"]))
+    tp, pp = int(cell_number(row["tp"]) or 1), int(cell_number(row["pp"]) or 1)
+    dp, cp = cell_number(row["dp"]), int(cell_number(row["cp"]) or 1)
+    vpp = int(cell_number(row["vpp"]) or 1)
+    gbs = cell_number(row["global_batch"])
+    seq = int(cell_number(row["seq_len"]))
     if gbs is None or dp is None:
         return None, "global batch or data-parallel size not stated"
-    mb = _num(row["micro_batch"])
+    mb = cell_number(row["micro_batch"])
     if mb is None:  # not stated: Megatron-LM's micro-batch of 1 with pipelining, else no accumulation
         mb = 1 if pp > 1 else gbs / dp
-    rec_text = _text(row["recompute"]).lower()
+    rec_text = cell_text(row["recompute"]).lower()
     if rec_text.startswith("none"):
         recompute = "none"
     elif "not stated" in rec_text or not rec_text:
@@ -151,7 +151,7 @@ def plan_for(row: pd.Series, model: ModelConfig) -> tuple[Plan | None, str]:
         recompute = "full"
     else:
         recompute = d.get("recompute", "none")
-    z = _text(row["zero_dist_opt"]).lower()
+    z = cell_text(row["zero_dist_opt"]).lower()
     if "shard_grad_op" in z:
         zero = 2
     elif any(k in z for k in ("zero-3", "full_shard", "fsdp")):
@@ -160,17 +160,17 @@ def plan_for(row: pd.Series, model: ModelConfig) -> tuple[Plan | None, str]:
         zero = 1
     else:
         zero = d.get("zero", 0)
-    prec_text = _text(row["precision"]).lower()
+    prec_text = cell_text(row["precision"]).lower()
     precision = "fp8" if ("fp8" in prec_text or "float8" in prec_text) else ("fp16" if "fp16" in prec_text else "bf16")
     # Gradient reduction: fp16 Megatron reduces fp16 grads; MPT 'PURE' mixed precision reduces in bf16;
     # Megatron bf16 and torch FSDP defaults reduce in fp32.
     grad = d.get("grad_dtype", "bf16" if (precision == "fp16" or "pure" in z) else "fp32")
-    sp_text = _text(row["sp"]).lower()
+    sp_text = cell_text(row["sp"]).lower()
     sp = sp_text.startswith("yes") or (not sp_text and d.get("sp_with_tp", False) and tp > 1)
-    fw = _text(row["zero_dist_opt"]).lower()
+    fw = cell_text(row["zero_dist_opt"]).lower()
     overlap = d.get("overlap_dp_comm", "ddp-impl local" not in fw)
     try:
-        stack = stack_for_framework(_text(row["framework"]) or "megatron-core", f"row {row['row_id']}: framework")
+        stack = stack_for_framework(cell_text(row["framework"]) or "megatron-core", f"row {row['row_id']}: framework")
     except InputError as err:
         return None, str(err)
     try:
@@ -188,23 +188,23 @@ def _megatron_split(row: pd.Series) -> dict:
     calibrate.logs from a Megatron-LM log): account_for_embedding / _loss, first / last_stage_layers."""
     out = {}
     for key in ("account_for_embedding", "account_for_loss"):
-        if key in row and _text(row[key]).lower() in ("true", "1", "yes"):
+        if key in row and cell_text(row[key]).lower() in ("true", "1", "yes"):
             out[key] = True
     for key in ("first_stage_layers", "last_stage_layers"):
-        if key in row and _num(row[key]) is not None:
-            out[key] = int(_num(row[key]))
+        if key in row and cell_number(row[key]) is not None:
+            out[key] = int(cell_number(row[key]))
     return out
 
 
 def measured_step_time(row: pd.Series) -> float | None:
     """iter_time_s, or global batch x seq_len / total tokens/s where only throughput is published."""
-    t = _num(row["iter_time_s"])
+    t = cell_number(row["iter_time_s"])
     if t:
         return t
-    gbs, seq = _num(row["global_batch"]), _num(row["seq_len"])
-    tot = _num(row["tokens_per_s_total"])
-    if tot is None and _num(row["tokens_per_s_per_gpu"]) is not None and _num(row["n_gpus"]) is not None:
-        tot = _num(row["tokens_per_s_per_gpu"]) * _num(row["n_gpus"])
+    gbs, seq = cell_number(row["global_batch"]), cell_number(row["seq_len"])
+    tot = cell_number(row["tokens_per_s_total"])
+    if tot is None and cell_number(row["tokens_per_s_per_gpu"]) is not None and cell_number(row["n_gpus"]) is not None:
+        tot = cell_number(row["tokens_per_s_per_gpu"]) * cell_number(row["n_gpus"])
     if gbs and seq and tot:
         return gbs * seq / tot
     return None
@@ -215,10 +215,10 @@ def to_case(row: pd.Series, system: System | None = None) -> Case:
     a gpu_type naming another accelerator is a reason to refuse the row)."""
     base = dict(row_id=row["row_id"], group=row["source_group"], trust=row["trust"], model=None, system=None,
                 plan=None, measured_s=measured_step_time(row) or float("nan"))
-    sysname, why = system_for(_text(row["gpu_type"]))
+    sysname, why = system_for(cell_text(row["gpu_type"]))
     if system is not None:
         named = load_hardware(sysname).accelerator.name if sysname else None
-        if _text(row["gpu_type"]) and named and named != system.accelerator.name:
+        if cell_text(row["gpu_type"]) and named and named != system.accelerator.name:
             return Case(**base, reason=f"gpu_type {row['gpu_type']!r} is a {named}, not the {system.accelerator.name} "
                                        f"of {system.name}")
     elif sysname is None:

@@ -19,7 +19,7 @@ from .errors import InputError
 from .hardware import load_hardware
 from .models import load_model
 from .plan import Plan, resolve
-from .published import Case, _num, _text, measured_step_time
+from .published import Case, cell_number, cell_text, measured_step_time
 
 # The preset of each model family the CSV names ([tokendrop] rows are the same model with dropping routing).
 MODEL_PRESETS = {
@@ -32,7 +32,9 @@ MODEL_PRESETS = {
 # (scripts/performance, the same for every row): the distributed optimizer (ZeRO-1) with overlapped gradient
 # reduction and parameter gather, sequence parallelism with tp, no recomputation, bf16 gradient reduction
 # (Megatron-Core DistributedDataParallelConfig.grad_reduce_in_fp32 = False), Megatron's alltoall dispatcher, and
-# force-balanced routing (the tables' footnote; expert_imbalance 1). NeMo AutoModel: FSDP2 (ZeRO-3), DeepEP.
+# force-balanced routing (the tables' footnote; expert_imbalance 1). NeMo AutoModel: FSDP2 (ZeRO-3) and DeepEP,
+# as its rows' framework and kernel columns state ("PyTorch-native, FSDP2"; "TE + DeepEP"). torchtitan: FSDP2,
+# its default data parallelism (JobConfig parallelism.data_parallel_shard_degree = -1), and its all-to-all.
 MOE_DEFAULTS = {
     "megatron": dict(zero=1, recompute="none", grad_dtype="bf16", moe_dispatcher="alltoall", stack="megatron-core"),
     "automodel": dict(zero=3, recompute="none", grad_dtype="fp32", moe_dispatcher="flex", stack="torchtitan"),
@@ -57,7 +59,7 @@ def moe_system_for(gpu_type: str) -> tuple[str | None, str]:
 
 
 def _framework(row: pd.Series) -> str:
-    fw = _text(row["framework"]).lower()
+    fw = cell_text(row["framework"]).lower()
     if "automodel" in fw:
         return "automodel"
     if "torchtitan" in fw:
@@ -89,7 +91,7 @@ def moe_to_case(row: pd.Series) -> Case:
     """One MoE row as a Case (or with the reason it cannot be expressed)."""
     base = dict(row_id=row["row_id"], group=row["source_group"], trust=row["trust"], model=None, system=None,
                 plan=None, measured_s=measured_step_time(row) or float("nan"))
-    name = _text(row["model"])
+    name = cell_text(row["model"])
     key = name.lower().replace(" [tokendrop]", "")
     if "nemotron" in key:
         return Case(**base, reason="hybrid Mamba-Transformer MoE: no Mamba operator in the cost model")
@@ -97,7 +99,7 @@ def moe_to_case(row: pd.Series) -> Case:
         return Case(**base, reason="layer-truncated proxy of a model (row_type truncated_model_run)")
     if key not in MODEL_PRESETS:
         return Case(**base, reason=f"model {name!r} has no preset")
-    sysname, why = moe_system_for(_text(row["gpu_type"]))
+    sysname, why = moe_system_for(cell_text(row["gpu_type"]))
     if sysname is None:
         return Case(**base, reason=why)
     try:
@@ -105,23 +107,23 @@ def moe_to_case(row: pd.Series) -> Case:
     except InputError as err:
         return Case(**base, reason=f"model: {err}")
     d = dict(MOE_DEFAULTS[_framework(row)])
-    d["moe_dispatcher"] = _dispatcher(_text(row["dispatcher"]), d["moe_dispatcher"])
-    tp, pp, cp = (int(_num(row[k]) or 1) for k in ("tp", "pp", "cp"))
-    ep, etp, vpp = int(_num(row["ep"]) or 1), int(_num(row["etp"]) or 1), int(_num(row["vpp"]) or 1)
-    gpus, gbs, mb, seq = (_num(row[k]) for k in ("n_gpus", "global_batch", "micro_batch", "seq_len"))
+    d["moe_dispatcher"] = _dispatcher(cell_text(row["dispatcher"]), d["moe_dispatcher"])
+    tp, pp, cp = (int(cell_number(row[k]) or 1) for k in ("tp", "pp", "cp"))
+    ep, etp, vpp = int(cell_number(row["ep"]) or 1), int(cell_number(row["etp"]) or 1), int(cell_number(row["vpp"]) or 1)
+    gpus, gbs, mb, seq = (cell_number(row[k]) for k in ("n_gpus", "global_batch", "micro_batch", "seq_len"))
     if None in (gpus, gbs, mb, seq):
         return Case(**base, reason="gpus, global or micro batch, or sequence length not stated")
     if math.isnan(base["measured_s"]):
         return Case(**base, reason="no step time or throughput published")
-    if _text(row["ep"]).startswith("-"):
+    if cell_text(row["ep"]).startswith("-"):
         return Case(**base, reason="expert-parallel size not stated")
-    rec = _text(row["recompute"]).lower()
+    rec = cell_text(row["recompute"]).lower()
     if rec.startswith("selective") and "[]" not in rec:
         return Case(**base, reason=f"recompute modules ({row['recompute']}) are issue 18's per-module policies")
     try:
         plan = Plan(gpus=int(gpus), tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=int(mb),
                     global_batch=int(gbs), seq_len=int(seq), sequence_parallel=tp > 1,
-                    precision=_precision(_text(row["precision"])), **d)
+                    precision=_precision(cell_text(row["precision"])), **d)
         system = load_hardware(sysname)
         plan = resolve(plan, model, system)
     except InputError as err:

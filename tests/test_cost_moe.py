@@ -149,6 +149,12 @@ def test_refusals_name_field_and_valid_values(fields, needle):
         assert needle in str(err)
 
 
+def test_experts_with_tp_need_sequence_parallelism():
+    with pytest.raises(InputError, match=r"sequence_parallel = false with tp=2 on the MoE model tiny-moe.*valid: "
+                                         r"sequence_parallel = true, or tp = 1"):
+        resolve(Plan(gpus=8, tp=2, ep=4, micro_batch=1, global_batch=8, seq_len=256), TINY, load_hardware("dgx-h100"))
+
+
 def test_dense_model_refuses_ep():
     with pytest.raises(InputError, match="dense model"):
         resolve(Plan(gpus=8, ep=2, micro_batch=1, global_batch=8, seq_len=256), load_model("llama-3-8b"),
@@ -171,3 +177,22 @@ def test_search_enumerates_expert_layouts():
     assert (8, 1) in pairs and (4, 2) in pairs and (1, 1) in pairs
     assert np.all((lay.tp * lay.cp * lay.dp) % (lay.ep * lay.etp) == 0)
     assert np.all(TINY.moe.n_experts % lay.ep == 0)
+
+
+def test_search_result_keeps_the_expert_layout():
+    from perfmodel.search.layouts import search
+
+    res = search(TINY, "dgx-h100", 16, 32, 256)
+    best = res.plan(0)
+    assert (best.ep, best.etp) == (int(res.columns["ep"][0]), int(res.columns["etp"][0]))
+    assert res.estimate(0).step_time_s == pytest.approx(float(res.columns["step_time_s"][0]))
+
+
+def test_a_stage_reduces_its_layers_expert_gradients_over_edp():
+    # 4 layers over pp 2: 2 per stage, each the model's mean layer (3 of 4 layers MoE: 0.75 of a MoE layer's
+    # experts, cost.moe's averaging); edp = 8 / 4 = 2 ranks
+    e = estimate(TINY, "dgx-h100", Plan(gpus=16, pp=2, ep=4, micro_batch=1, global_batch=16, seq_len=256, zero=1))
+    red = next(c for c in e.comms if c.name == "edp expert gradient reduction")
+    per_moe_layer = 8 * 3 * 256 * 128 / 4  # experts over ep 4
+    assert red.bytes == pytest.approx(2 * 0.75 * per_moe_layer * 4)  # fp32 gradients
+    assert red.group_size == 2

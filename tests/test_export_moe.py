@@ -135,15 +135,15 @@ def test_megatron_deepseek_v3_arguments():
         assert subprocess.run(["bash", "-n"], input=text, text=True, capture_output=True).returncode == 0
     assert "tp=2 pp=4 dp=32 cp=1 ep=8 etp=1 edp=8" in text
     assert "etp x ep x edp = 1 x 8 x 8" in text
-    assert [n.split(":")[0] for n in notes_of(text)] == ["expert_imbalance=1.0"]
+    assert [n.split(":")[0] for n in notes_of(text)] == ["mtp_layers=1", "expert_imbalance=1.0"]
 
 
-def test_megatron_moe_without_sequence_parallel_turns_it_on():
-    text = export(moe_plan_file(QWEN3_MOE, **(QWEN3_PLAN | {"sequence_parallel": False})), "megatron")
+def test_megatron_moe_without_sequence_parallel_is_refused_before_export():
+    # Megatron-LM refuses MoE layers with tp and no sequence parallelism; so does the plan, so no export says it
+    with pytest.raises(InputError, match=r"sequence_parallel = false with tp=2 .*valid: sequence_parallel = true"):
+        moe_plan_file(QWEN3_MOE, **(QWEN3_PLAN | {"sequence_parallel": False}))
+    text = export(moe_plan_file(QWEN3_MOE, **QWEN3_PLAN), "megatron")
     assert flag(megatron_args(text), "--sequence-parallel") == ""
-    notes = notes_of(text)
-    assert any(n.startswith("sequence_parallel=False with tp=2 and experts:") and "exported with --sequence-parallel"
-               in n for n in notes), notes
     # tp = 1: nothing to turn on
     text = export(moe_plan_file(QWEN3_MOE, gpus=32, pp=4, ep=8, micro_batch=1, global_batch=64, seq_len=4096),
                   "megatron")

@@ -151,8 +151,9 @@ def all_to_all_time(size_bytes, phases: list[Phase], share=None):
     With phases of m_1, m_2, ... members (innermost first), a member's share for the peers first reached through
     tier k is (m_k - 1) * P_{k-1} / N of S (P_{k-1}: members inside the inner phases, N all of them; `share`
     (P_{k-1}, m_k, N) replaces it, e.g. for a dispatcher that sends a token once per domain). The tiers carry
-    their shares concurrently, so the slowest sets the bandwidth term, and each peer costs its tier's latency:
-    sum over k of (m_k - 1) a_k + S * max over k of share_k / B_k (affine in S, as `cost.mesh` needs).
+    their shares concurrently, so the slowest sets the bandwidth term, and each phase costs the latency of its
+    ring's m_k - 1 steps, as `collective_time` counts it: sum over k of (m_k - 1) a_k + S * max over k of
+    share_k / B_k (affine in S, as `cost.mesh` needs).
     One tier is the ring formula's (n - 1) a + (n - 1)/n S/B.
     """
     share = share or (lambda inner, members, n: (members - 1) * inner / n)

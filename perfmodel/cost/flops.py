@@ -26,8 +26,7 @@ def attention_flops_per_token(model: ModelConfig, seq_len: int) -> float:
     keys = seq_len, or the sliding window on the layers that attend to fewer (Mistral, GPT-OSS's alternate
     layers): work that never runs is not model FLOPs.
     """
-    windowed = 0 if model.sliding_window is None else (
-        model.n_layers if model.sliding_window_layers is None else model.sliding_window_layers)
+    windowed = model.windowed_layers
     keys = windowed * min(seq_len, model.sliding_window or seq_len) + (model.n_layers - windowed) * seq_len
     return 4.0 * keys * model.attention_core_dim
 

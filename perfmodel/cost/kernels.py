@@ -64,11 +64,12 @@ class Op:
     recompute: tuple[str, ...] = ()  # recompute modes that re-run this op's forward in the backward pass
     formula: str = ""
     active: Values = True  # False where a plan does not run this op (e.g. ZeRO-3 copies without ZeRO-3)
+    share: float = 1.0  # launches per run: a mean layer's share of an op only some layers run (`scaled`)
 
     def scaled(self, w: float) -> Op:
         """This op counted `w` times (a mean layer's share of an op only some layers run)."""
         return Op(self.name, self.kind, self.fwd_s * w, self.bwd_s * w, self.fwd_flops * w, self.bwd_flops * w,
-                  self.recompute, self.formula + (f" x {w:.3g}" if w != 1 else ""), self.active)
+                  self.recompute, self.formula + (f" x {w:.3g}" if w != 1 else ""), self.active, self.share * w)
 
     def recompute_s(self, mode):
         """Forward seconds re-run in the backward under recompute `mode` (a string or an array of them)."""
@@ -162,7 +163,7 @@ def model_mean_keys(model: ModelConfig, seq):
     sliding_window_layers of them (all when unset; GPT-OSS alternates windowed and full layers)."""
     if model.sliding_window is None:
         return mean_keys(seq, None)
-    n_win = model.n_layers if model.sliding_window_layers is None else model.sliding_window_layers
+    n_win = model.windowed_layers
     return (n_win * mean_keys(seq, model.sliding_window) + (model.n_layers - n_win) * mean_keys(seq, None)) / model.n_layers
 
 

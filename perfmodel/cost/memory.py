@@ -21,7 +21,14 @@ from ..plan import Plan
 from .kernels import GEMM_INPUT_BYTES
 from .layouts import Layouts
 from .mesh import gathered_axes
-from .moe import dispatch_buffer_bytes, expert_layer_params, moe_gemm_params, moe_kept_bytes, moe_replicated_params
+from .moe import (
+    dispatch_buffer_bytes,
+    expert_layer_params,
+    moe_gemm_params,
+    moe_kept_bytes,
+    moe_replicated_params,
+    moe_router_params,
+)
 from .operators import Operator, keeps_shard, kept_bytes, local_params, megatron, megatron_codes, operators
 from .pipeline import in_flight
 from .stages import Stages, pick
@@ -107,9 +114,12 @@ def sp_replicated_params(model: ModelConfig, layers, last):
     for name in LAYER_OPS:
         for w in ops[name].weights:
             if megatron_dim(name, True) == "seq":
-                per_layer += w.params  # a norm
+                per_layer += w.params * ops[name].share  # a norm
             elif w.dims and megatron_dim(name, True) == w.dims[-1]:
-                per_layer += w.params - w.gemm_params  # a row-parallel GEMM's bias, added after the reduction
+                per_layer += (w.params - w.gemm_params) * ops[name].share  # a row-parallel GEMM's bias
+    # a MoE layer's router, whole on every tp rank, routes the rank's sequence shard (Megatron marks it
+    # sequence-parallel and all-reduces its gradient over tp)
+    per_layer += moe_router_params(model)
     return layers * per_layer + np.asarray(last, bool) * ops["final_norm"].weights[0].params
 
 
@@ -183,15 +193,21 @@ def narrow_cache_bytes(gemm_params, lay: Layouts):
 
 def transient_bytes(system: System, lay: Layouts, stage_params, largest_unit):
     """What a device holds beside its states and activations: the system's fixed overhead (CUDA context, NCCL
-    buffers) and the transient whole copies ZeRO makes, never more than the sharding saved (a stage of one or
-    two layers): ZeRO-3 gathers the largest unit on the stage twice (current + prefetch) and its gradients
-    once; ZeRO-2 its gradients."""
-    shard, zero, gbytes = lay.zero_shard, lay.zero, GRAD_BYTES[lay.grad_dtype]
+    buffers) and the transient whole copies ZeRO makes (`zero_copy_bytes`)."""
+    return system.memory_overhead_bytes + zero_copy_bytes(lay, stage_params, largest_unit)
+
+
+def zero_copy_bytes(lay: Layouts, stage_params, largest_unit, shard=None):
+    """The transient whole copies ZeRO makes of weights sharded over `shard` ranks (default the plan's
+    zero_shard; a MoE model's routed experts: edp), never more than the sharding saved (a stage of one or two
+    layers): ZeRO-3 gathers the largest unit on the stage twice (current + prefetch) and its gradients once;
+    ZeRO-2 its gradients."""
+    shard = lay.zero_shard if shard is None else shard
+    zero, gbytes = lay.zero, GRAD_BYTES[lay.grad_dtype]
     freed = stage_params * (1 - 1 / shard)
     unit = np.minimum(largest_unit, freed)
-    return system.memory_overhead_bytes + np.where(
-        (zero == 3) & (shard > 1), np.minimum(2 * largest_unit, freed) * WEIGHT_BYTES + unit * gbytes,
-        np.where((zero == 2) & (shard > 1), unit * gbytes, 0.0))
+    return np.where((zero == 3) & (shard > 1), np.minimum(2 * largest_unit, freed) * WEIGHT_BYTES + unit * gbytes,
+                    np.where((zero == 2) & (shard > 1), unit * gbytes, 0.0))
 
 
 def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | None = None, per_kind=False):
@@ -211,10 +227,12 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     act = act + st.embedding * embedding_activation_bytes(model, lay) * scale["embedding"]
     act = act + st.head * head_activation_bytes(model, lay) * scale["head"]
     states = state_bytes(params_of, lay)
-    experts = state_bytes(st.layers * expert_layer_params(model, lay), lay, lay.edp)  # routed experts: over edp
+    p_exp = expert_layer_params(model, lay)  # a MoE model's routed experts: states and copies over edp
+    experts = state_bytes(st.layers * p_exp, lay, lay.edp)
     states = {k: states[k] + experts[k] for k in states}
     largest = np.maximum.reduce([p["layer"] * (st.layers > 0), p["embedding"] * st.embedding, p["head"] * st.head])
     other = transient_bytes(system, lay, params_of, largest)
+    other = other + zero_copy_bytes(lay, st.layers * p_exp, p_exp * (st.layers > 0), lay.edp)
     other = other + (st.layers > 0) * dispatch_buffer_bytes(model, lay)  # the running MoE layer's dispatch
     other = other + st.layers * narrow_cache_bytes(layer_gemm_params(model, lay), lay)
     total = states["weights"] + states["gradients"] + states["optimizer"] + act + other

@@ -34,7 +34,7 @@ from ..hardware import System
 from ..models import ModelConfig
 from . import comm as C
 from .kernels import ACT_BYTES, ELEMENTWISE_BYTES, Device, Op, elementwise_op, linear_op
-from .layouts import Layouts, spread
+from .layouts import Layouts
 
 ROUTER_SCORE_BYTES = 4.0  # fp32 scores per token x expert kept for the router's backward (Megatron-Core router)
 
@@ -76,19 +76,6 @@ def moe_kernels(model: ModelConfig, dev: Device, lay: Layouts) -> list[Op]:
         ops.append(elementwise_op(dev, "shared_" + act, Ts * fs, *ELEMENTWISE_BYTES[act]))
         ops += linear_op(dev, "shared_out", Ts, h, fs)
     return ops
-
-
-def moe_ops(model: ModelConfig, system: System, lay: Layouts) -> list[Op]:
-    """A mean layer's MoE kernels per micro-batch for every plan: `moe_kernels` x `moe_share`, costed once per
-    distinct combination of the fields they read (none for a dense model)."""
-    if model.moe is None:
-        return []
-    narrow = lay.precision in ("fp8", "fp4")
-    names = ("tp", "cp", "ep", "etp", "micro_batch", "sequence_parallel") + (("dp", "zero") if narrow else ())
-    first, inverse = lay.distinct(names)
-    sub = lay.take(first)
-    w = moe_share(model)
-    return [spread(op.scaled(w), inverse) for op in moe_kernels(model, Device(model, system, sub), sub)]
 
 
 def dispatch_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
@@ -167,12 +154,17 @@ def expert_layer_params(model: ModelConfig, lay: Layouts) -> np.ndarray:
     return model.moe.n_experts * model.expert_params() / (lay.ep * lay.etp) * moe_share(model) + 0.0 * lay.ep
 
 
+def moe_router_params(model: ModelConfig) -> float:
+    """A mean layer's router parameters: one MoE layer's router times `moe_share` (0 for a dense model)."""
+    return model.router_params() * moe_share(model) if model.moe is not None else 0.0
+
+
 def moe_replicated_params(model: ModelConfig, lay: Layouts) -> np.ndarray:
     """The MoE MLP's other parameters on one device for a mean layer: the router (whole on every rank) and the
     shared experts (split over tp like a dense MLP), times `moe_share`. Data-parallel like the dense weights."""
     if model.moe is None:
         return np.zeros(len(lay))
-    return (model.router_params() + model.shared_expert_params() / lay.tp) * moe_share(model)
+    return moe_router_params(model) + model.shared_expert_params() / lay.tp * moe_share(model)
 
 
 def moe_gemm_params(model: ModelConfig, lay: Layouts) -> np.ndarray:

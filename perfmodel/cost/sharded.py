@@ -270,7 +270,7 @@ def moe_comms(model: ModelConfig, system: System, lay: Layouts) -> list[Comm]:
         pairs = (("ep dispatch all-to-all", "all_to_all", s, one), ("ep combine all-to-all", "all_to_all", s, one))
     elif lay.moe_dispatcher == "flex":
         one = flex_dispatch_time(model, system, lay)
-        s = s / (model.moe.top_k * lay.expert_imbalance)  # each token once
+        s = s / model.moe.top_k  # each token once (the busiest device's, as the seconds)
         pairs = (("ep dispatch (flex)", "all_to_all", s, one), ("ep combine (flex)", "all_to_all", s, one))
     else:
         ag = C.group_collective(system, "all_gather", s * lay.ep, lay.ep, lay.etp, lay.gpus)

@@ -147,11 +147,11 @@ def calibrated(time: dict, system: System) -> dict:
 
 def host_counts(ops: list[Op], comms: list[Comm], recompute) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per micro-batch, a unit's operator launches in the forward, in the backward (its recomputed forwards
-    included) and its collective calls: what the host dispatches (each op one launch per pass; each Comm's
-    calls)."""
+    included) and its collective calls: what the host dispatches (each op its share of one launch per pass; each
+    Comm's calls)."""
     on = lambda x: np.asarray(x, bool).astype(float)  # noqa: E731
-    fwd = sum(on(op.active) for op in ops)
-    bwd = sum(on(op.active) * (1.0 + np.isin(recompute, op.recompute)) for op in ops)
+    fwd = sum(on(op.active) * op.share for op in ops)
+    bwd = sum(on(op.active) * op.share * (1.0 + np.isin(recompute, op.recompute)) for op in ops)
     calls = sum(np.asarray(c.calls, float) * on(c.active) for c in comms)
     return fwd + 0.0, bwd + 0.0, calls + 0.0
 
@@ -226,30 +226,32 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
 
     # --- ZeRO-3: gather a unit's weights before its forward and backward, reduce-scatter its gradients ------
     zero3_overlap = {}
+    p_exp, experts = expert_layer_params(model, lay), ExpertDataGroup(system, lay)
+    part_of = lambda x, total: np.divide(x, total, out=np.zeros_like(total), where=total > 0)  # noqa: E731
     for unit, p in params.items():
         on = zero3 & (p > 0)
         ag, rs = (on * x for x in zero3_gather(mesh, p, gbytes, ZERO_GROUP))
+        # a layer's routed experts gather and reduce over their edp group, in the same window as its dense weights
+        on_e = (zero == 3) & (lay.edp > 1) & (p_exp > 0) & (unit == "layer")
+        ag_e, rs_e = (on_e * x for x in zero3_gather(experts, p_exp, gbytes, None))
+        gathers, both = ag + ag_e, ag + ag_e + rs + rs_e
         # The embedding is first in the forward and last in the backward: nothing to hide behind.
         frac = f if overlap and unit != "embedding" else 0.0
-        e_f, e_b = behind(ag, fwd[unit], frac), behind(ag + rs, bwd[unit], frac)
-        zero3_overlap[unit] = (ag <= fwd[unit], ag + rs <= bwd[unit], frac, on)
-        share = np.divide(ag, ag + rs, out=np.zeros_like(ag), where=ag + rs > 0)  # split by traffic
+        e_f, e_b = behind(gathers, fwd[unit], frac), behind(both, bwd[unit], frac)
+        zero3_overlap[unit] = (gathers <= fwd[unit], both <= bwd[unit], frac, on)
+        # the exposed time split by traffic
         charge(Comm("zero3 weight all-gather", "all_gather", "dp", nbytes=p * WEIGHT_BYTES, seconds=ag, calls=2,
-                    fwd=e_f, bwd=e_b * share, unit=unit, part="zero3_comm", mask=ZERO_GROUP, active=on))
+                    fwd=e_f * part_of(ag, gathers), bwd=e_b * part_of(ag, both), unit=unit, part="zero3_comm",
+                    mask=ZERO_GROUP, active=on))
         charge(Comm("zero3 gradient reduce-scatter", "reduce_scatter", "dp", nbytes=p * gbytes, seconds=rs, calls=1,
-                    bwd=e_b * (1 - share), unit=unit, part="zero3_comm", mask=ZERO_GROUP, active=on))
-
-    # the routed experts' ZeRO-3 gathers and reduce-scatters run over their edp group, beside the layer's
-    p_exp, edp, experts = expert_layer_params(model, lay), lay.edp, ExpertDataGroup(system, lay)
-    on = (zero == 3) & (edp > 1) & (p_exp > 0)
-    ag, rs = (on * x for x in zero3_gather(experts, p_exp, gbytes, None))
-    frac = f if overlap else 0.0
-    e_f, e_b = behind(ag, fwd["layer"], frac), behind(ag + rs, bwd["layer"], frac)
-    share = np.divide(ag, ag + rs, out=np.zeros_like(ag), where=ag + rs > 0)
-    charge(Comm("zero3 expert all-gather (edp)", "all_gather", "edp", nbytes=p_exp * WEIGHT_BYTES, seconds=ag,
-                calls=2, fwd=e_f, bwd=e_b * share, unit="layer", part="zero3_comm", tier=experts.tiers(), active=on))
-    charge(Comm("zero3 expert reduce-scatter (edp)", "reduce_scatter", "edp", nbytes=p_exp * gbytes, seconds=rs,
-                calls=1, bwd=e_b * (1 - share), unit="layer", part="zero3_comm", tier=experts.tiers(), active=on))
+                    bwd=e_b * part_of(rs, both), unit=unit, part="zero3_comm", mask=ZERO_GROUP, active=on))
+        if unit == "layer" and model.moe is not None:
+            charge(Comm("zero3 expert all-gather (edp)", "all_gather", "edp", nbytes=p_exp * WEIGHT_BYTES,
+                        seconds=ag_e, calls=2, fwd=e_f * part_of(ag_e, gathers), bwd=e_b * part_of(ag_e, both),
+                        unit=unit, part="zero3_comm", tier=experts.tiers(), active=on_e))
+            charge(Comm("zero3 expert reduce-scatter (edp)", "reduce_scatter", "edp", nbytes=p_exp * gbytes,
+                        seconds=rs_e, calls=1, bwd=e_b * part_of(rs_e, both), unit=unit, part="zero3_comm",
+                        tier=experts.tiers(), active=on_e))
 
     # --- host: the stack's per-launch costs, where the spec measured them for it (hardware.HostCosts) --------
     costs = system.host_costs if system.host_costs is not None and system.host_costs.stack == lay.stack else None
@@ -282,8 +284,9 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
 
     # --- data parallel (ZeRO 0/1/2), tied-embedding sync and optimizer, for the stage with most parameters -
     params_of = stage_params(model, lay, st.layers, st.embedding == 1, st.head == 1)
-    big = np.argmax(np.where(st.valid, params_of, -np.inf), axis=0)
-    p_stage, nl = pick(params_of, big), np.maximum(pick(st.layers, big), 1)
+    experts_of = st.layers * expert_layer_params(model, lay)  # a MoE model's routed experts, reduced over edp
+    big = np.argmax(np.where(st.valid, params_of + experts_of, -np.inf), axis=0)
+    p_stage, pe_stage, nl = pick(params_of, big), pick(experts_of, big), np.maximum(pick(st.layers, big), 1)
     fwd_mb = sum(fwd[u] * pick(st.count(u), big) for u in UNITS)
     bwd_mb = sum(bwd[u] * pick(st.count(u), big) for u in UNITS)
     steps: list[Comm] = []
@@ -291,7 +294,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     kind = np.where(zero == 0, "all_reduce", "reduce_scatter")
     g = on * gradient_sync(mesh, p_stage, gbytes, zero)
     # a MoE model's routed experts reduce over their edp group (MoE parallel folding), in the same backward
-    pe_stage = expert_layer_params(model, lay) * nl
+    edp = lay.edp
     on_e = (edp > 1) & (zero < 3) & (pe_stage > 0)
     g_e = on_e * gradient_sync(experts, pe_stage, gbytes, zero)
     reps = np.where(zero == 2, m, 1)  # ZeRO-2 reduces every micro-batch (gradients are not kept whole)

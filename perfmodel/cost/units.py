@@ -29,7 +29,7 @@ from ..stack import load_stack
 from .kernels import Device, Op
 from .layouts import Layouts, spread
 from .mesh import BIT, Mesh
-from .moe import moe_ops
+from .moe import moe_kernels, moe_share
 from .operators import (
     edge_share,
     forward_passes,
@@ -42,7 +42,7 @@ from .operators import (
 )
 from .sharded import Comm, edge_cost, overlap_fraction
 
-UNIT_OPS = {"layer": LAYER_OPS, "embedding": EMBEDDING_OPS, "head": HEAD_OPS}
+UNIT_OPS = {"layer": LAYER_OPS + ("moe",), "embedding": EMBEDDING_OPS, "head": HEAD_OPS}  # moe: op_kernels
 UNIT_EDGES = {
     "layer": LAYER_EDGES + tuple(("residual2", dst, slot) for dst, slot in INPUT_EDGES),
     "embedding": EMBEDDING_EDGES + tuple(("embedding_output", dst, slot) for dst, slot in INPUT_EDGES),
@@ -55,17 +55,19 @@ def op_kernels(model: ModelConfig, system: System, lay: Layouts) -> dict[str, li
     """The kernels of each operator under Megatron-LM's split for every plan, costed once per distinct
     combination of the fields they read.
 
-    A micro-batch's kernels depend on tp, cp, micro_batch and sequence parallelism, and (through fp8 weight
+    A micro-batch's kernels depend on tp, cp, micro_batch and sequence parallelism, for a MoE model on ep and etp
+    (its expert MLP, `cost.moe.moe_kernels` times the MoE layers' share, under "moe"), and (through fp8 weight
     casts) on dp and ZeRO (`Layouts.distinct`).
     """
     narrow = lay.precision in ("fp8", "fp4")  # weight casts: amortised over micro-batches, regathered by ZeRO-3
-    first, inverse = lay.distinct(("tp", "cp", "micro_batch", "sequence_parallel") + (("dp", "zero") if narrow else ()))
+    experts = ("ep", "etp") if model.moe is not None else ()  # a MoE layer's experts: cost.moe
+    first, inverse = lay.distinct(("tp", "cp", "micro_batch", "sequence_parallel") + experts
+                                  + (("dp", "zero") if narrow else ()))
     sub = lay.take(first)
     dev, ops = Device(model, system, sub), operators(model)
     out = {name: kernels(op, megatron(op, sub), dev) for name, op in ops.items()}
-    out = {name: spread(k, inverse) for name, k in out.items()}
-    out["moe"] = moe_ops(model, system, lay)  # a MoE model's expert MLP, in the layer (empty when dense)
-    return out
+    out["moe"] = [op.scaled(moe_share(model)) for op in moe_kernels(model, dev, sub)] if experts else []
+    return {name: spread(k, inverse) for name, k in out.items()}
 
 
 def unit_ops(model: ModelConfig, system: System, plan: Plan | Layouts,
@@ -74,8 +76,7 @@ def unit_ops(model: ModelConfig, system: System, plan: Plan | Layouts,
     `Plan`, resolved, or the plans of a `Layouts`)."""
     lay = Layouts.from_plan(plan) if isinstance(plan, Plan) else plan
     kern = op_kernels(model, system, lay) if kern is None else kern
-    out = {u: [k for name in names + (("moe",) if u == "layer" else ()) for k in kern[name]]
-           for u, names in UNIT_OPS.items()}
+    out = {u: [k for name in names for k in kern[name]] for u, names in UNIT_OPS.items()}
     return {u: spread(ops, 0) for u, ops in out.items()} if isinstance(plan, Plan) else out
 
 

@@ -113,7 +113,7 @@ def model_unrunnable(model, where: str) -> None:
     if model.mtp_layers:
         raise InputError(f"{where}: model {model.name} has mtp_layers = {model.mtp_layers}, which the executor does "
                          "not build; valid: mtp_layers = 0")
-    if model.sliding_window is not None and model.sliding_window_layers not in (None, model.n_layers):
+    if model.windowed_layers not in (0, model.n_layers):
         raise InputError(f"{where}: model {model.name} windows {model.sliding_window_layers} of {model.n_layers} "
                          "layers; the executor windows all or none; valid: sliding_window_layers null or "
                          f"{model.n_layers}")

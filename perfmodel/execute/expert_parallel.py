@@ -11,7 +11,7 @@ the expert mesh is (pp, edp, ep) over the same global ranks: ep consecutive data
                       global expert of each sharded weight, from which its initial value is drawn
                       (model.initial_value: the same values as the whole tensor's rows)
   AllToAllDispatcher  counts exchanged first (all_to_all_single of the tokens per expert), then the tokens, with
-                      torch's autograd-aware functional all_to_all_single (the backward is the reverse all-to-all);
+                      torch.distributed.nn's autograd-aware all_to_all_single (the backward is the reverse all-to-all);
                       received tokens regrouped from (source rank, expert) to (expert, source rank) order
   ExpertData          the experts' data parallelism over edp: DDP ignores the expert weights (they differ between
                       the ep ranks), their gradients are summed over edp in one flat all-reduce after the last
@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-import torch.distributed._functional_collectives as funcol
+import torch.distributed.nn.functional as dist_nn
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 
 from .checkpointing import plain_name
-from .model import GroupedExperts, MoE
+from .model import GroupedExperts, MoE, is_expert_weight
 
 
 def expert_mesh(device_type: str, pp: int, stage_ranks: int, ep: int) -> DeviceMesh:
@@ -58,7 +58,7 @@ class AllToAllDispatcher:
         self.received = got.view(self.ep, self.n_local).detach()
         send = counts.view(self.ep, self.n_local).sum(1).tolist()
         recv = self.received.sum(1).tolist()
-        y = funcol.all_to_all_single_autograd(x.contiguous(), recv, send, self.group)
+        y = _all_to_all(x, recv, send, self.group)
         perm = _regroup(self.received)  # (source, expert) blocks -> (expert, source)
         return y[perm], self.received.sum(0).tolist(), (send, recv, perm)
 
@@ -67,7 +67,16 @@ class AllToAllDispatcher:
         send, recv, perm = handle
         back = torch.empty_like(perm)
         back[perm] = torch.arange(len(perm), device=perm.device)
-        return funcol.all_to_all_single_autograd(y[back].contiguous(), send, recv, self.group)
+        return _all_to_all(y[back], send, recv, self.group)
+
+
+def _all_to_all(x: torch.Tensor, recv: list[int], send: list[int], group) -> torch.Tensor:
+    """Rows of x sent to the group's ranks (send[r] rows to rank r), rows received (recv[r] from rank r), with
+    the reverse all-to-all as its backward: torch.distributed.nn.functional.all_to_all_single. (The functional
+    collectives' all_to_all_single_autograd also works on gloo but left a thread that aborted a rank at
+    destroy_process_group now and then: "terminate called without an active exception".)"""
+    out = x.new_empty((sum(recv), *x.shape[1:]))
+    return dist_nn.all_to_all_single(out, x.contiguous(), recv, send, group=group)
 
 
 def _regroup(blocks: torch.Tensor) -> torch.Tensor:
@@ -109,7 +118,7 @@ class ExpertData:
     @staticmethod
     def names(stage: nn.Module) -> list[str]:
         """Names (as the stage has them, wrappers included) of its routed experts' weights."""
-        return [n for n, _ in stage.named_parameters() if ".experts." in n or n.startswith("experts.")]
+        return [n for n, _ in stage.named_parameters() if is_expert_weight(n)]
 
     @staticmethod
     def params(stage: nn.Module) -> list[nn.Parameter]:

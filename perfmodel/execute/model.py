@@ -142,12 +142,6 @@ class MLP(nn.Module):
         return self.w2(self.act(self.w1(x), self.w3(x)) if self.w3 is not None else self.act(self.w1(x)))
 
 
-def is_moe_layer(cfg: ModelConfig, i: int) -> bool:
-    """Layer i's MLP is a mixture of experts (MoEConfig's rule, as ModelConfig.moe_layers counts them)."""
-    m = cfg.moe
-    return m is not None and i >= m.first_dense_layers and (i + 1) % m.layer_freq == 0
-
-
 class GroupedExperts(nn.Module):
     """`n` expert MLPs (SwiGLU or GeLU, as the model's MLP) with their weights stacked on dim 0: w1 (and w3)
     [n, ffn, hidden], w2 [n, hidden, ffn] (nn.Linear's [out, in] per expert), biases [n, ffn] / [n, hidden].
@@ -244,7 +238,7 @@ class Block(nn.Module):
         super().__init__()
         self.norm1, self.attention, self.residual1 = norm(cfg), Attention(cfg), Residual()
         self.norm2, self.residual2 = norm(cfg), Residual()
-        self.mlp = MoE(cfg) if is_moe_layer(cfg, index) else MLP(cfg)
+        self.mlp = MoE(cfg) if cfg.is_moe_layer(index) else MLP(cfg)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.residual1(x, self.attention(self.norm1(x)))

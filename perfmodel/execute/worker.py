@@ -39,9 +39,12 @@ def plan_departures(plan, dp_kind: str) -> list[str]:
     if not plan.overlap_dp_comm and dp_kind == "ddp":
         out.append("DDP overlapped the gradient all-reduce with the backward; the prediction does not "
                    "(overlap_dp_comm=false)")
-    if plan.ep > 1 and plan.moe_dispatcher == "allgather":
-        out.append("routed tokens were dispatched by all-to-all; the prediction is for the all-gather dispatcher "
-                   "(moe_dispatcher=allgather)")
+    if plan.ep > 1 and plan.moe_dispatcher != "alltoall":
+        out.append(f"routed tokens were dispatched by all-to-all; the prediction is for the {plan.moe_dispatcher} "
+                   f"dispatcher (moe_dispatcher={plan.moe_dispatcher})")
+    if plan.ep > 1 and plan.expert_imbalance != 1.0:
+        out.append(f"routing was what the router chose; the prediction assumes the busiest expert gets "
+                   f"{plan.expert_imbalance:g} x the mean (expert_imbalance)")
     if plan.overlap_dp_comm and dp_kind == "allreduce":
         out.append("the gradients were averaged in one all-reduce after the backward, not overlapped with it as "
                    "the prediction assumes (overlap_dp_comm=true)")
@@ -163,6 +166,12 @@ def main(argv: list[str]) -> int:
                 write(job, entry, device, runs[i])
         if dist.is_initialized():
             dist.barrier()
+            if any(load_plan_file(e["plan"]).plan.ep > 1 for e in job["plans"]):
+                # gloo after all-to-alls: destroy_process_group aborted a rank now and then under load
+                # ("terminate called without an active exception"); everything is written, leave without it
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(0)
             dist.destroy_process_group()
     except Exception as err:  # one line for the user; the traceback stays in the log
         import traceback

@@ -58,13 +58,8 @@ def moe_shape(pf: PlanFile) -> str:
 
 
 def moe_layer_pattern(pf: PlanFile) -> list[int]:
-    """1 for each MoE layer, 0 for each dense one, in layer order (MoEConfig's rule: layer i is a MoE layer when
-    i >= first_dense_layers and (i + 1) % layer_freq == 0)."""
-    m = pf.model
-    e = m.moe
-    if e is None:
-        return [0] * m.n_layers
-    return [int(i >= e.first_dense_layers and (i + 1) % e.layer_freq == 0) for i in range(m.n_layers)]
+    """1 for each MoE layer, 0 for each dense one, in layer order (ModelConfig.is_moe_layer)."""
+    return [int(pf.model.is_moe_layer(i)) for i in range(pf.model.n_layers)]
 
 
 def hardware_notes(pf: PlanFile) -> list[str]:

@@ -180,6 +180,9 @@ def _megatron_moe(pf: PlanFile) -> tuple[list[str], list[str], list[str], list[s
                         f"the last pipeline stage, after the plan's stage_layers {pf.stage_layers} (which count the "
                         "main model's layers only); their loss weight --mtp-loss-scaling-factor (default 0.1) is a "
                         "training setting")
+        notes.append(f"mtp_layers={m.mtp_layers}: the predicted step time and memory leave the multi-token "
+                     "prediction module(s) out (perfmodel counts their parameters, not their cost): the run does "
+                     "one more block and LM head per token on the last stage than predicted")
         if m.moe is not None and not moe_layer_pattern(pf)[-1]:
             notes.append(f"mtp_layers={m.mtp_layers}: the plan counts each multi-token prediction block as a MoE "
                          "block; Megatron-LM builds it with the last layer's spec, which is dense here")
@@ -314,15 +317,8 @@ def megatron(pf: PlanFile) -> str:
         if p.attention == "unfused":
             notes.append(f"attention=unfused with cp={p.cp}: Megatron-LM's context parallelism runs only in "
                          "Transformer Engine's fused/flash attention")
-    if p.sequence_parallel:
+    if p.sequence_parallel:  # with experts and tp > 1 always (plan._check_experts, as Megatron-LM requires)
         a.append("--sequence-parallel")
-    elif m.moe is not None and p.tp > 1:
-        a.append("--sequence-parallel")
-        notes.append(f"sequence_parallel=False with tp={p.tp} and experts: Megatron-LM refuses to train MoE layers "
-                     "with tensor parallelism but no sequence parallelism (MoELayer.forward raises ValueError); "
-                     "exported with --sequence-parallel (norms, residuals and dropout split over tp: less "
-                     "activation memory, reduce-scatter / all-gather in place of all-reduce), which the prediction "
-                     "did not price")
     if p.pp > 1 and p.schedule == "gpipe":
         notes.append("schedule=gpipe: Megatron-LM has no GPipe schedule (all forwards, then all backwards); "
                      "exported as its 1F1B schedule, which holds fewer micro-batches' activations")

@@ -25,8 +25,8 @@ from ..models import ModelConfig, load_model
 from ..plan import Plan
 from .space import Job, Space, enumerate_layouts
 
-PLAN_COLUMNS = ["gpus", "tp", "pp", "dp", "cp", "vpp", "micro_batch", "recompute", "sequence_parallel", "zero",
-                "schedule", "account_for_embedding", "account_for_loss"]
+PLAN_COLUMNS = ["gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "recompute", "sequence_parallel",
+                "zero", "schedule", "account_for_embedding", "account_for_loss"]
 RESULT_COLUMNS = ["step_time_s", "tokens_per_s", "mfu", "memory_gib", "fits_in_memory", "gpu_hours_per_step"]
 OBJECTIVES = {"time": ["step_time_s", "memory_gib"], "cost": ["gpu_hours_per_step", "step_time_s", "memory_gib"]}
 GIB = 2**30

@@ -17,7 +17,7 @@ search's choices for what resolve leaves open:
     without it is never faster nor smaller (tests/test_search.py checks this); `Space(sequence_parallel=[False,
     True])` enumerates both;
   - ZeRO 1-3 only with dp*cp > 1;
-  - for a mixture-of-experts model, every (ep, etp) with ep dividing n_experts, etp dividing expert_ffn_hidden and
+  - for a mixture-of-experts model, tp > 1 only with sequence parallelism, and every (ep, etp) with ep dividing n_experts, etp dividing expert_ffn_hidden and
     ep*etp dividing the stage's tp*cp*dp ranks (MoE parallel folding; dense models: ep = etp = 1).
 `Space` narrows any axis (e.g. zero=[1], recompute=["selective"]).
 """
@@ -34,7 +34,7 @@ from ..cost.layouts import Layouts
 from ..errors import Count, Flag, InputError, Schema
 from ..hardware import System
 from ..models import ModelConfig
-from ..plan import Plan, Precision, Recompute, divisors, megatron_slots, resolve
+from ..plan import Dispatcher, Imbalance, Plan, Precision, Recompute, divisors, megatron_slots, resolve
 from ..stack import DEFAULT_STACK
 
 
@@ -64,8 +64,8 @@ class Job(Schema):
     grad_dtype: Literal["fp32", "bf16"] = "fp32"
     overlap_dp_comm: Flag = True
     stack: str = DEFAULT_STACK
-    expert_imbalance: float = 1.0
-    moe_dispatcher: Literal["alltoall", "allgather", "flex"] = "alltoall"
+    expert_imbalance: Imbalance = 1.0
+    moe_dispatcher: Dispatcher = "alltoall"
 
 
 def _allowed(values: list[int], limit: list | None) -> list:
@@ -170,6 +170,8 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
                 else (base[:, 0] == 1) | ~divides | (False in want_sp))
         if z > 0:
             keep &= base[:, 3] * base[:, 2] > 1
+        if model.moe is not None and not sp:  # experts with tp need sequence parallelism (plan._check_experts)
+            keep &= base[:, 0] == 1
         sel = base[keep]
         cols.append((sel, np.full(len(sel), rc), np.full(len(sel), sp), np.full(len(sel), z)))
     if sum(len(c[0]) for c in cols) == 0:
