@@ -60,6 +60,8 @@ class StageTime(Schema):
     layers: int
     embedding: bool
     head: bool
+    mtp_modules: int = Field(0, description="multi-token prediction modules on the stage (the last; each priced "
+                                            "as one more layer and head)")
     fwd_s: float
     recompute_s: float
     bwd_s: float

@@ -196,3 +196,27 @@ def test_a_stage_reduces_its_layers_expert_gradients_over_edp():
     per_moe_layer = 8 * 3 * 256 * 128 / 4  # experts over ep 4
     assert red.bytes == pytest.approx(2 * 0.75 * per_moe_layer * 4)  # fp32 gradients
     assert red.group_size == 2
+
+
+def test_mtp_modules_run_on_the_last_stage_as_one_layer_and_one_head_more():
+    """DeepSeek-V3 Sec. 2.2 / Megatron-Core mtp_num_layers: each module a block and the shared head with its loss,
+    on the last pipeline stage. By hand: the last stage's time per micro-batch grows by one layer's and one
+    head's unit time; its parameters by one layer's (the head is shared); the first stage is unchanged."""
+    from perfmodel.cost.memory import stage_params, unit_params
+    from perfmodel.cost.step import evaluate
+
+    mtp = TINY.model_copy(update={"mtp_layers": 1})
+    plan = Plan(gpus=16, pp=2, dp=8, ep=8, micro_batch=1, global_batch=32, seq_len=256)
+    base, with_mtp = (evaluate(m, load_hardware("dgx-h100"), lay_of(plan, m)) for m in (TINY, mtp))
+    unit = {u: float(base.unit_time[u][0]) for u in ("layer", "head")}
+    per_stage = lambda s: s.stages.seconds({u: float(s.unit_time[u][0]) for u in s.unit_time})[:, 0]
+    b, w = per_stage(base), per_stage(with_mtp)
+    assert w[0] == pytest.approx(b[0], rel=1e-12)  # first stage
+    assert w[2] - b[2] == pytest.approx(unit["layer"] + unit["head"], rel=1e-9)  # last stage
+    st = with_mtp.stages
+    lay = lay_of(plan, mtp)
+    params = stage_params(mtp, lay, st.layers, st.embedding == 1, st.head > 0)[2, 0]
+    p = unit_params(mtp, lay)
+    assert params == pytest.approx(3 * p["layer"][0] + p["head"][0], rel=1e-12)  # 2 layers + the MTP block
+    assert estimate(mtp, "dgx-h100", plan).stages[-1].mtp_modules == 1
+    assert estimate(mtp, "dgx-h100", plan).step_time_s > estimate(TINY, "dgx-h100", plan).step_time_s

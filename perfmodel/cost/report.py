@@ -47,17 +47,18 @@ def comm_row(c: Comm, system: System, plan: Plan, count: float, i: int, n: int) 
                     exposed_s=at(c.exposed) * count)
 
 
-def stage_times(step: Step, i: int, split: list[int]) -> list[StageTime]:
+def stage_times(step: Step, i: int, split: list[int], mtp: int = 0) -> list[StageTime]:
     """Plan i's seconds per micro-batch on each stage of `split` (layers per stage): the units it holds (the
-    first has the embedding, the last the head) at their forward / recompute / backward times, plus its sends
-    (half with the forward, half with the backward)."""
-    n, pp, st = len(step.lay), len(split), Stages.of_split(split)
+    first has the embedding, the last the head and `mtp` multi-token prediction modules) at their forward /
+    recompute / backward times, plus its sends (half with the forward, half with the backward)."""
+    n, pp, st = len(step.lay), len(split), Stages.of_split(split).with_mtp(mtp)
     at = lambda x: float(item(x, i, n))
     per_stage = lambda per_unit: st.seconds({u: at(per_unit[u]) for u in UNITS})[:, 0]
     p2p = at(step.p2p)
     total, fwd, rec = per_stage(step.unit_time) + p2p, per_stage(step.unit_fwd) + p2p / 2, \
         per_stage(step.unit_recompute)
-    return [StageTime(stage=r, layers=layers, embedding=r == 0, head=r == pp - 1, fwd_s=float(fwd[r]),
+    return [StageTime(stage=r, layers=layers, embedding=r == 0, head=r == pp - 1,
+                      mtp_modules=mtp if r == pp - 1 else 0, fwd_s=float(fwd[r]),
                       recompute_s=float(rec[r]), bwd_s=float(total[r] - fwd[r] - rec[r]))
             for r, layers in enumerate(split)]
 
@@ -140,6 +141,6 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
         fits_in_memory=fits, memory_capacity_bytes=cap, memory_shortfall_bytes=max(0.0, membd.total - cap),
         memory_stage=mem_stage, memory_bytes=membd, time_s=time_s,
         model_flops_per_step=mflops, hardware_flops_per_step=hflops, num_microbatches=m,
-        stage_layers=split, bottleneck_stage=bottleneck, stages=stage_times(step, i, split),
+        stage_layers=split, bottleneck_stage=bottleneck, stages=stage_times(step, i, split, model.mtp_layers),
         ops=ops, comms=comms, plan=plan, notes=notes_of(model, system, plan, step, fast, fits, membd, mem_stage),
     )

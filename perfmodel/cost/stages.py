@@ -3,7 +3,7 @@ ranks, and how much faster ranks that share a host's cores compute when some of 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -18,8 +18,9 @@ UNITS = ("layer", "embedding", "head")
 
 
 def unit_counts(model: ModelConfig) -> dict[str, int]:
-    """How many of each unit the whole model has."""
-    return {"layer": model.n_layers, "embedding": 1, "head": 1}
+    """How many of each unit the whole model has: a multi-token prediction module counts as one more layer and
+    one more head (`Stages.with_mtp`)."""
+    return {"layer": model.n_layers + model.mtp_layers, "embedding": 1, "head": 1 + model.mtp_layers}
 
 
 @dataclass
@@ -41,9 +42,25 @@ class Stages:
         ranks = np.arange(n)
         return cls(col(split), col(ranks == 0), col(ranks == n - 1), col(ranks), np.ones((n, 1), bool), True)
 
+    def with_mtp(self, mtp: int) -> Stages:
+        """The stages with `mtp` multi-token prediction modules on the one holding the head, as Megatron-Core
+        builds them (mtp_num_layers: "MTP layers are placed in the last pipeline stage"; DeepSeek-V3, Sec. 2.2):
+        each runs one transformer block and the shared output head with its own loss, so it counts as one
+        more layer and one more head. Its 2h x h projection of [norm(h); norm(embedding)] is not priced (DeepSeek-V3:
+        0.1B of the block's 0.6B active parameters per token; `ModelConfig.mtp_params` counts it)."""
+        if not mtp:
+            return self
+        last = self.head > 0
+        return replace(self, layers=self.layers + mtp * last, head=self.head + mtp * last)
+
     @classmethod
     def of(cls, model: ModelConfig, lay: Layouts) -> Stages:
-        """First, (largest) middle and last stage of the default split per plan; or each stage of an explicit one."""
+        """First, (largest) middle and last stage of the default split per plan; or each stage of an explicit one
+        (layers per stage of the model's own layers; the multi-token prediction modules on the last, `with_mtp`)."""
+        return cls._of(model, lay).with_mtp(model.mtp_layers)
+
+    @classmethod
+    def _of(cls, model: ModelConfig, lay: Layouts) -> Stages:
         pp = lay.pp
         if lay.stage_layers is not None:
             return cls.of_split(lay.stage_layers)

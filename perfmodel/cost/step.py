@@ -283,7 +283,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     t_pipe = pipeline_time(m, t_max, t_mean, pp, v)
 
     # --- data parallel (ZeRO 0/1/2), tied-embedding sync and optimizer, for the stage with most parameters -
-    params_of = stage_params(model, lay, st.layers, st.embedding == 1, st.head == 1)
+    params_of = stage_params(model, lay, st.layers, st.embedding == 1, st.head > 0)
     experts_of = st.layers * expert_layer_params(model, lay)  # a MoE model's routed experts, reduced over edp
     big = np.argmax(np.where(st.valid, params_of + experts_of, -np.inf), axis=0)
     p_stage, pe_stage, nl = pick(params_of, big), pick(experts_of, big), np.maximum(pick(st.layers, big), 1)
@@ -325,7 +325,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
                       seconds=w_e, calls=1 * on_e, fwd=exp * (1 - part), unit="step", part="dp_comm",
                       tier=experts.tiers(), active=on_e))
     on = sp & (t > 1)
-    kept_whole = sp_replicated_params(model, pick(st.layers, big), pick(st.head, big) == 1)
+    kept_whole = sp_replicated_params(model, pick(st.layers, big), pick(st.head, big) > 0)
     size = kept_whole * gbytes
     r = on * partial_sum(mesh, kept_whole, gbytes, BIT["tp"])
     steps.append(Comm("tp replicated-weight gradients (sp)", "all_reduce", "tp", nbytes=size, seconds=r, calls=1,

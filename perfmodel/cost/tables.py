@@ -149,7 +149,7 @@ class Reference:
         zero3 = {u: (bool(h_f[0]), bool(h_b[0]), frac, bool(on[0]))
                  for u, (h_f, h_b, frac, on) in step.zero3_overlap.items()}
         return cls(step, float(step.compute_speedup[0]), zero3,
-                   {"layer": layers / n, "embedding": emb, "head": head},
+                   {"layer": layers / n, "embedding": emb, "head": float(head > 0)},  # MTP shares the head
                    {"layer": layers / n * scale["layer"], "embedding": emb * scale["embedding"],
                     "head": head * scale["head"]}, 1.0 / n, const)
 

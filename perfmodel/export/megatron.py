@@ -180,9 +180,9 @@ def _megatron_moe(pf: PlanFile) -> tuple[list[str], list[str], list[str], list[s
                         f"the last pipeline stage, after the plan's stage_layers {pf.stage_layers} (which count the "
                         "main model's layers only); their loss weight --mtp-loss-scaling-factor (default 0.1) is a "
                         "training setting")
-        notes.append(f"mtp_layers={m.mtp_layers}: the predicted step time and memory leave the multi-token "
-                     "prediction module(s) out (perfmodel counts their parameters, not their cost): the run does "
-                     "one more block and LM head per token on the last stage than predicted")
+        notes.append(f"mtp_layers={m.mtp_layers}: the predicted step time and memory price each multi-token "
+                     "prediction module as one more block and LM head on the last stage (cost.stages.Stages."
+                     "with_mtp), as Megatron-LM places them; its 2h x h input projection is left out")
         if m.moe is not None and not moe_layer_pattern(pf)[-1]:
             notes.append(f"mtp_layers={m.mtp_layers}: the plan counts each multi-token prediction block as a MoE "
                          "block; Megatron-LM builds it with the last layer's spec, which is dense here")

@@ -51,7 +51,7 @@ def _stage_costs(model: ModelConfig, system: System, plan: Plan, step: Step | No
                   embedding=np.broadcast_to((ranks == 0)[:, None], shape).reshape(-1, 1).astype(float),
                   head=np.broadcast_to((ranks == pp - 1)[:, None], shape).reshape(-1, 1).astype(float),
                   rank=np.broadcast_to(ranks[:, None], shape).reshape(-1, 1).astype(float),
-                  valid=np.ones((pp * (n + 1), 1), bool))
+                  valid=np.ones((pp * (n + 1), 1), bool)).with_mtp(model.mtp_layers)
     time = grid.seconds(unit).reshape(shape) + float(step.p2p[0])
     by_kind = stage_memory(model, system, lay, grid, per_kind=True)
     return time, by_kind["total"].reshape(shape), float(step.stage_time_max[0])
