@@ -42,7 +42,8 @@ class OpSpec:
     """
 
     name: str
-    family: Literal["embedding", "embedding_output", "norm", "linear", "attention", "residual", "activation", "loss"]
+    family: Literal["embedding", "embedding_output", "norm", "linear", "attention", "residual", "activation", "loss",
+                    "moe"]
     dims: tuple[str, ...]
     out: tuple[str, ...] | None  # None: the loss (a scalar)
     ins: tuple[tuple[str, ...], ...]
@@ -77,6 +78,10 @@ SPECS: dict[str, OpSpec] = {s.name: s for s in (
            None, True),
     OpSpec("mlp_out", "linear", ("batch", "seq", "hidden", "ffn"), _BSH, (("batch", "seq", "ffn"),),
            ("hidden", "ffn"), True),
+    # A MoE layer's MLP as one vertex: the router, dispatch, experts and combine (`cost.moe`). It reads and
+    # writes the layer's hidden states split by tokens alone: its experts are placed by the plan's ep x etp over
+    # the stage's ranks (Megatron-Core MoE parallel folding), not by the (dp, cp, tp) mesh.
+    OpSpec("moe", "moe", _BSH, _BSH, (_BSH,), None, True),
     OpSpec("residual2", **_RES),
     OpSpec("final_norm", **_NORM),
     OpSpec("lm_head", "linear", ("batch", "seq", "vocab", "hidden"), ("batch", "seq", "vocab"), (_BSH,),
@@ -84,7 +89,8 @@ SPECS: dict[str, OpSpec] = {s.name: s for s in (
     OpSpec("loss", "loss", ("batch", "seq", "vocab"), None, (("batch", "seq", "vocab"),)),
 )}
 GRAPH_OPS = tuple(SPECS)  # every vertex of the operator graph
-OPS = tuple(n for n in GRAPH_OPS if n != "embedding_output")  # what plan files place (the executor's modules)
+# what plan files place (the executor's modules); a MoE layer's experts are placed by the plan's ep and etp
+OPS = tuple(n for n in GRAPH_OPS if n not in ("embedding_output", "moe"))
 LAYER_OPS = tuple(n for n in OPS if SPECS[n].layer)
 EMBEDDING_OPS = ("embedding", "embedding_output")
 HEAD_OPS = ("final_norm", "lm_head", "loss")
@@ -99,6 +105,8 @@ EMBEDDING_EDGES = (("embedding", "embedding_output", 0),)
 LAYER_EDGES = tuple((a, b, 0) for a, b in zip(LAYER_OPS, LAYER_OPS[1:])) + (("residual1", "residual2", 1),)
 INPUT_EDGES = (("norm1", 0), ("residual1", 1))
 HEAD_EDGES = (("final_norm", "lm_head", 0), ("lm_head", "loss", 0))
+# A MoE layer's MLP beside the dense MLP's chain (a model's mean layer carries both at their shares).
+MOE_EDGES = (("norm2", "moe", 0), ("moe", "residual2", 0))
 
 
 def edge_unit(src: str, dst: str) -> str:

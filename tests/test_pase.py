@@ -504,3 +504,34 @@ def test_solve_runs_the_walks_edges_the_faster_way_where_that_fits(megatron_case
     t0, m0 = pase.evaluate(graph, tables, walk.assignment, 0.0)
     assert r.time_s == pytest.approx(t0, rel=1e-12) and r.time_s < walk.time
     assert m0 <= r.memory_budget_bytes
+
+
+def test_moe_mlp_is_a_vertex_of_every_layer_that_splits_only_tokens():
+    """A MoE model's graph has one "moe" vertex per layer (norm2 -> moe -> residual2, beside the dense MLP's
+    chain); on a tp = 2 mesh its configurations split the tokens over tp (batch or sequence), never the hidden
+    dim or nothing; every configuration costs the same (the experts sit where ep x etp put them), and what
+    moves between norm2 and the MoE MLP under sequence parallelism is free: both hold the same sequence shard."""
+    from perfmodel.models import MoEConfig
+
+    model = TINY.model_copy(update={"moe": MoEConfig(n_experts=4, top_k=2, expert_ffn_hidden=32)})
+    plan = resolve(Plan(gpus=4, tp=2, ep=2, sequence_parallel=True, micro_batch=2, global_batch=16, seq_len=32),
+                   model, A100)
+    graph = pase.operator_graph(model.n_layers, moe=True)
+    assert [v.layer for v in graph.vertices if v.kind == "moe"] == [0, 1]
+    assert {(graph.vertices[e.src].kind, graph.vertices[e.dst].kind) for e in graph.edges
+            if "moe" in (graph.vertices[e.src].kind, graph.vertices[e.dst].kind)} == {("norm2", "moe"),
+                                                                                     ("moe", "residual2")}
+    tables = pase.cost_tables(graph, model, A100, plan)
+    spec, tp = SPECS["moe"], AXES.index("tp")
+    assert sorted(spec.dims[d] for d in tables.configs["moe"][:, tp]) == ["batch", "seq"]
+    assert np.ptp(tables.time["moe"]) == 0 and np.ptp(tables.memory["moe"]) == 0 and tables.time["moe"][0] > 0
+    a = pase.megatron_assignment(graph, tables, sequence_parallel=True)
+    into = next(i for i, e in enumerate(graph.edges) if e.key == "norm2->moe:0")
+    seconds, _, _ = pase.edge_parts(graph, tables, a, 0.0, pase.megatron_alternatives(graph, tables))
+    assert seconds[into] == 0.0
+    found = pase.solve(model, A100, plan)
+    t_mega, m_mega = pase.evaluate(graph, tables, a, use_alt=pase.megatron_alternatives(graph, tables))
+    assert m_mega <= A100.accelerator.hbm_bytes  # fits, so PaSE is never slower than Megatron-LM's assignment
+    assert found.budget_met and found.time_s <= t_mega * (1 + 1e-9)
+    assert sum(v.op == "moe" for v in found.vertices) == 2
+    assert "moe" not in OPS  # the plan file places the stage's operators; the experts are the plan's ep x etp

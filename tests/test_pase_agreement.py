@@ -19,7 +19,7 @@ from perfmodel.cost.layouts import Layouts
 from perfmodel.cost.step import evaluate
 from perfmodel.errors import InputError
 from perfmodel.hardware import SharedHost, load_hardware
-from perfmodel.models import ModelConfig
+from perfmodel.models import ModelConfig, MoEConfig
 from perfmodel.operators import UNIT_OF, edge_unit
 from perfmodel.plan import Plan, divisors, resolve
 from perfmodel.search import pase
@@ -91,17 +91,32 @@ def per_unit(graph: pase.Graph, tables: pase.CostTables, assignment, use_alt) ->
     return out
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_pase_prices_the_megatron_assignment_as_estimate_does(data):
-    model = data.draw(models())
-    system = data.draw(st.sampled_from([A100, SHARED, *OTHERS]))
-    try:
-        plan = resolve(data.draw(plans(model)), model, system)
-    except InputError:
-        assume(False)
+@st.composite
+def moe_models(draw) -> ModelConfig:
+    """A dense random model with experts: routed (some shared), on every layer or after dense-first ones, with
+    MTP on some."""
+    base = draw(models())
+    experts = draw(st.sampled_from([4, 8]))
+    return base.model_copy(update={"moe": MoEConfig(
+        n_experts=experts, top_k=draw(st.sampled_from([1, 2])), expert_ffn_hidden=draw(st.sampled_from([16, 32])),
+        n_shared_experts=draw(st.sampled_from([0, 1])),
+        first_dense_layers=draw(st.integers(0, min(1, base.n_layers - 1))))})
+
+
+@st.composite
+def moe_plans(draw, model: ModelConfig) -> Plan:
+    plan = draw(plans(model))
+    ranks = plan.gpus // plan.pp  # tp x cp x dp
+    ep = draw(st.sampled_from([e for e in divisors(model.moe.n_experts) if ranks % e == 0]))
+    etp = draw(st.sampled_from([e for e in divisors(ranks // ep) if model.moe.expert_ffn_hidden % e == 0]))
+    return plan.model_copy(update={"ep": ep, "etp": etp, "sequence_parallel": plan.sequence_parallel or plan.tp > 1,
+                                   "moe_dispatcher": draw(st.sampled_from(["alltoall", "allgather", "flex"])),
+                                   "expert_imbalance": draw(st.sampled_from([1.0, 1.5]))})
+
+
+def check_agreement(model: ModelConfig, system, plan: Plan):
     step = evaluate(model, system, Layouts.from_plan(plan))
-    graph = pase.operator_graph(model.n_layers)
+    graph = pase.operator_graph(model.n_layers, model.moe is not None)
     tables = pase.cost_tables(graph, model, system, plan)
     a = pase.megatron_assignment(graph, tables, plan.sequence_parallel)
     alt = pase.megatron_alternatives(graph, tables)
@@ -111,3 +126,29 @@ def test_pase_prices_the_megatron_assignment_as_estimate_does(data):
         assert math.isclose(seconds, want, rel_tol=1e-9, abs_tol=1e-18), (unit, seconds, want, plan)
     _, memory = pase.evaluate(graph, tables, a, use_alt=alt)
     assert math.isclose(memory, float(step.memory["total"][0]), rel_tol=1e-9), (memory, step.memory, plan)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_pase_prices_the_megatron_assignment_as_estimate_does(data):
+    model = data.draw(models())
+    system = data.draw(st.sampled_from([A100, SHARED, *OTHERS]))
+    try:
+        plan = resolve(data.draw(plans(model)), model, system)
+    except InputError:
+        assume(False)
+    check_agreement(model, system, plan)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_pase_prices_a_moe_models_megatron_assignment_as_estimate_does(data):
+    """The same with a MoE model: its MoE MLP a vertex of every layer ("moe", between norm2 and residual2), the
+    experts over ep x etp with every dispatcher, their ZeRO-3 traffic over edp in the layer's window."""
+    model = data.draw(moe_models())
+    system = data.draw(st.sampled_from([A100, SHARED, *OTHERS]))
+    try:
+        plan = resolve(data.draw(moe_plans(model)), model, system)
+    except InputError:
+        assume(False)
+    check_agreement(model, system, plan)

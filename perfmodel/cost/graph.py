@@ -16,6 +16,7 @@ from ..operators import (
     INPUT_EDGES,
     LAYER_EDGES,
     LAYER_OPS,
+    MOE_EDGES,
     SPECS,
     OpSpec,
 )
@@ -79,9 +80,10 @@ def edge_key(src: str, dst: str, slot: int) -> str:
     return f"{src}->{dst}:{slot}"
 
 
-def operator_graph(n_layers: int) -> Graph:
+def operator_graph(n_layers: int, moe: bool = False) -> Graph:
     """Embedding and its output, n_layers x (norm1 ... residual2), final norm, LM head, loss, with the residual
-    edges."""
+    edges; with `moe`, each layer's MoE MLP ("moe", from norm2 to residual2) beside the dense MLP's chain (the
+    model's mean layer: `cost.operators.layer_share` weighs each)."""
     vertices: list[Vertex] = []
     edges: list[Edge] = []
 
@@ -97,10 +99,10 @@ def operator_graph(n_layers: int) -> Graph:
         link(ids[a], ids[b], slot)
     x = ids["embedding_output"]
     for layer in range(n_layers):
-        ids = {k: add(k, layer) for k in LAYER_OPS}
+        ids = {k: add(k, layer) for k in LAYER_OPS + (("moe",) if moe else ())}
         for dst, slot in INPUT_EDGES:
             link(x, ids[dst], slot)
-        for a, b, slot in LAYER_EDGES:
+        for a, b, slot in LAYER_EDGES + (MOE_EDGES if moe else ()):
             link(ids[a], ids[b], slot)
         x = ids["residual2"]
     ids = {k: add(k) for k in HEAD_OPS}

@@ -130,6 +130,8 @@ class ExpertDataGroup:
 
     def collective(self, kind: str, nbytes, mask=None, latency_share=1.0) -> np.ndarray:
         lay = self.lay
+        if mask is not None and not np.any(mask):  # no group (cost.sharded's axes outside the ZeRO group)
+            return np.zeros(len(lay))
         return C.group_collective(self.system, kind, nbytes, lay.edp, lay.ep * lay.etp, lay.gpus, latency_share)
 
     def tiers(self) -> np.ndarray:
@@ -159,12 +161,14 @@ def moe_router_params(model: ModelConfig) -> float:
     return model.router_params() * moe_share(model) if model.moe is not None else 0.0
 
 
-def moe_replicated_params(model: ModelConfig, lay: Layouts) -> np.ndarray:
+def moe_replicated_params(model: ModelConfig, lay: Layouts, whole: bool = False) -> np.ndarray:
     """The MoE MLP's other parameters on one device for a mean layer: the router (whole on every rank) and the
-    shared experts (split over tp like a dense MLP), times `moe_share`. Data-parallel like the dense weights."""
+    shared experts (split over tp like a dense MLP; `whole`: unsplit), times `moe_share`. Data-parallel like the
+    dense weights."""
     if model.moe is None:
         return np.zeros(len(lay))
-    return moe_router_params(model) + model.shared_expert_params() / lay.tp * moe_share(model)
+    tp = np.ones(len(lay)) if whole else lay.tp
+    return moe_router_params(model) + model.shared_expert_params() / tp * moe_share(model)
 
 
 def moe_gemm_params(model: ModelConfig, lay: Layouts) -> np.ndarray:

@@ -44,6 +44,7 @@ from .kernels import (
 )
 from .layouts import Layouts
 from .mesh import BIT, gathered_axes
+from .moe import moe_kernels, moe_share
 
 RECOMPUTED = {"layer": ("full",), "embedding": (), "head": ()}  # modes that re-run an op's forward
 
@@ -103,6 +104,7 @@ def operators(model: ModelConfig) -> dict[str, Operator]:
         "attention": (None, (), q),
         "out_proj": (("hidden", h, "heads", q), linear(("hidden", h), ("heads", q), h * bias), h),
         "residual1": (None, (), h), "residual2": (None, (), h),
+        "moe": (None, (), h),  # weights: cost.moe (routed experts over ep x etp, router and shared over tp)
         "mlp_in": (("ffn", g * f, "hidden", h), linear(("ffn", g * f), ("hidden", h), g * f * bias), g * f),
         "activation": (None, (), f),
         "mlp_out": (("hidden", h, "ffn", f), linear(("hidden", h), ("ffn", f), h * bias), h),
@@ -118,14 +120,20 @@ DENSE_MLP_OPS = ("mlp_in", "activation", "mlp_out")
 
 def layer_share(model: ModelConfig, name: str) -> float:
     """Share of the layers that run operator `name`: the dense MLP's only in the dense layers of a MoE model
-    (dense_layers / n_layers; the MoE layers' MLP is priced by `cost.moe`), every other operator in all."""
+    (dense_layers / n_layers), the MoE MLP (`cost.moe`) in its MoE layers (`cost.moe.moe_share`; 0 for a dense
+    model), every other operator in all."""
+    if name == "moe":
+        return moe_share(model)
     return model.dense_layers() / model.n_layers if name in DENSE_MLP_OPS else 1.0
 
 
 def edge_share(model: ModelConfig, src: str, dst: str) -> float:
     """Share of the layers that pass a tensor from `src` to `dst`: into and out of the MLP, the dense layers and
     the MoE layers whose shared experts run as a tp-split MLP on the sequence-gathered tokens (the routed
-    experts route each rank's own tokens); inside the dense MLP, its layer_share; elsewhere 1."""
+    experts route each rank's own tokens); inside the dense MLP, its layer_share; into and out of the MoE MLP,
+    its layer_share; elsewhere 1."""
+    if "moe" in (src, dst):
+        return layer_share(model, "moe")
     if src in DENSE_MLP_OPS and dst in DENSE_MLP_OPS:
         return layer_share(model, src)
     if src in DENSE_MLP_OPS or dst in DENSE_MLP_OPS:
@@ -238,6 +246,9 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
         return attention_ops(dev, T, s.local("heads"), s.local("seq"), s.local("batch"))
     if fam == "residual":
         return [elementwise_op(dev, op.name, T * s.local("hidden"), *residual_bytes(m.dropout > 0), rec)]
+    if fam == "moe":  # its tokens split like the stage's (configurations keep them so), its experts by ep x etp
+        lay = dev.plan if isinstance(dev.plan, Layouts) else Layouts.from_plan(dev.plan)
+        return moe_kernels(m, dev, lay)
     if fam == "activation":
         act = "swiglu" if m.gated else "gelu"
         return [elementwise_op(dev, act, T * s.local("ffn"), *ELEMENTWISE_BYTES[act], rec)]

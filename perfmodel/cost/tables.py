@@ -44,9 +44,17 @@ from .memory import (
     state_bytes,
 )
 from .mesh import Mesh, gathered_axes
+from .moe import (
+    ExpertDataGroup,
+    expert_layer_params,
+    moe_gemm_params,
+    moe_kept_bytes,
+    moe_replicated_params,
+)
 from .operators import (
     Operator,
     Split,
+    edge_share,
     forward_passes,
     keeps_shard,
     kept_bytes,
@@ -59,6 +67,7 @@ from .operators import (
 from .sharded import (
     ZERO_GROUP,
     behind_linear,
+    moe_comms,
     edge_cost,
     gradient_reduction,
     op_comms,
@@ -75,7 +84,9 @@ def configurations(op: Operator, sizes: dict[str, int], batch: int, seq: int) ->
     -1 for none (and for every axis of size 1).
 
     Each axis splits at most one dim, a dim may be split over several axes, and the product of the axis sizes
-    that split a dim must divide it (the vocabulary may pad). Row 0 leaves the tp axis unsplit. The executor's
+    that split a dim must divide it (the vocabulary may pad). Row 0 leaves the tp axis unsplit, but for a MoE MLP,
+    whose tokens tp must split (each rank routes its own: Megatron-Core requires sequence parallelism with tp
+    and experts). The executor's
     semantics bound the choice (`operators.DATA_AXES`): the dp axis is data parallelism (it splits the batch of
     every op), the cp axis context parallelism (the sequence), and attention's sequence is split by cp only
     (keys and values are gathered over cp; a tp split of it would be a second context parallelism).
@@ -90,6 +101,8 @@ def configurations(op: Operator, sizes: dict[str, int], batch: int, seq: int) ->
             allowed.append([-1])
         elif only is not None:
             allowed.append([dims.index(only)] if only in dims else [-1])
+        elif op.spec.family == "moe":  # routes its own tokens: tp splits them (Megatron-Core needs sp with tp)
+            allowed.append([i for i, n in enumerate(dims) if n in ("batch", "seq")])
         else:
             allowed.append([-1] + [i for i, n in enumerate(dims) if not (op.spec.family == "attention" and n == "seq")])
     rows = []
@@ -239,11 +252,14 @@ def _zero3_window(x: _Ctx, unit: str, fwd, bwd, ag=0.0, ag_rs=0.0):
 
 def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(seconds per micro-batch, seconds per step, bytes on the reported stage) of every configuration of `op`."""
+    if op.spec.family == "moe":
+        return _moe_vertex(op, configs, x)
     lay, ref, rc, mesh = x.lay, x.ref, x.recompute, x.mesh
     s = config_split(op, configs, x.sizes, lay)
     gbytes, zero, shard = GRAD_BYTES[lay.grad_dtype], int(lay.zero[0]), float(lay.zero_shard[0])
     ks = kernels(op, s, x.dev)
-    held = [(w, w.params / weight_shard(op, w, s)) for w, keep in zip(op.weights, x.stored[op.name]) if keep]
+    held = [(w, w.params * op.share / weight_shard(op, w, s)) for w, keep in zip(op.weights, x.stored[op.name])
+            if keep]  # a mean layer's share of each weight (a MoE model's dense MLP: its dense layers')
     params = local_params(op, s, x.stored[op.name]) + np.zeros(len(configs))
     unit = op.unit
     if ref.zero3[unit][3]:
@@ -257,7 +273,7 @@ def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.
     reduce = np.isin(configs, [op.spec.dims.index(d) for d in ("batch", "seq")])
     reduce = (reduce.astype(np.int64) << np.arange(len(AXES))).sum(axis=1)
     for w, p in held:
-        share = w.params / x.unit_params[unit]
+        share = w.params * op.share / x.unit_params[unit]
         if ref.zero3[unit][3]:
             a, r = zero3_gather(mesh, p, gbytes, ZERO_GROUP, share)
             ag, rs = ag + a, rs + r
@@ -278,16 +294,57 @@ def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.
             np.broadcast_to(memory, shape).astype(float))
 
 
+def _moe_vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_vertex` of a MoE model's MoE MLP (`cost.moe`), the same on every configuration (each splits the stage's
+    tokens over all its ranks; the experts sit where ep x etp put them): its kernels and dispatch / combine
+    (`sharded.moe_comms`) per micro-batch; its weights' ZeRO-3 traffic in the layer's window (router and shared
+    experts over the ZeRO group, routed experts over edp); per step their gradient reduction and optimizer
+    step; its states, kept tensors and cached narrow weights on the reported stage."""
+    lay, ref, rc, model = x.lay, x.ref, x.recompute, x.model
+    gbytes, zero, m = GRAD_BYTES[lay.grad_dtype], int(lay.zero[0]), lay.num_microbatches
+    ks = kernels(op, config_split(op, configs, x.sizes, lay), x.dev)
+    p_rep, p_exp, experts = moe_replicated_params(model, lay), expert_layer_params(model, lay), ExpertDataGroup(
+        x.system, lay)
+    h_f, h_b, frac, on = ref.zero3["layer"]
+    if on:
+        ks.append(zero3_copy_op(x.dev, p_rep, gbytes))
+    comms = moe_comms(model, x.system, lay)
+    sp = ref.speedup
+    wf = sum(k.fwd_s for k in ks) / sp + sum(c.fwd for c in comms)
+    wb = sum(k.bwd_s + k.recompute_s(rc) for k in ks) / sp + sum(c.bwd for c in comms)
+    share = float(moe_replicated_params(model, lay, whole=True)[0]) / x.unit_params["layer"]  # of the layer's call
+    ag, rs = (on * t for t in zero3_gather(x.mesh, p_rep, gbytes, ZERO_GROUP, share))
+    on_e = zero == 3 and int(lay.edp[0]) > 1 and float(p_exp[0]) > 0
+    ag_e, rs_e = (on_e * t for t in zero3_gather(experts, p_exp, gbytes, None))
+    exposed = behind_linear(ag + ag_e, wf, frac, h_f) + behind_linear(ag + ag_e + rs + rs_e, wb, frac, h_b)
+    per_mb = wf + wb + exposed
+    reduce = np.isin(configs, [op.spec.dims.index(d) for d in ("batch", "seq")])  # router: whole, tokens split
+    reduce = (reduce.astype(np.int64) << np.arange(len(AXES))).sum(axis=1)
+    per_step = (gradient_reduction(x.mesh, p_rep, reduce, zero, m, gbytes, share)
+                + gradient_reduction(experts, p_exp, ZERO_GROUP, zero, m, gbytes)
+                + (optimizer_seconds(x.dev, p_rep, zero, lay.zero_shard, gbytes)
+                   + optimizer_seconds(x.dev, p_exp, zero, lay.edp, gbytes)) / shared_host_speedup(x.system, lay))
+    st, st_e = state_bytes(p_rep, lay), state_bytes(p_exp, lay, lay.edp)
+    memory = sum(st[k] + st_e[k] for k in st) * ref.states["layer"]
+    kept = moe_kept_bytes(model, lay, rc)
+    memory = memory + kept * ref.kept["layer"] + (moe_kept_bytes(model, lay, "none") - kept) * ref.working
+    memory = memory + narrow_cache_bytes(moe_gemm_params(model, lay), lay) * ref.states["layer"]
+    shape = (len(configs),)
+    return tuple(np.broadcast_to(np.ravel(v)[0] if np.ndim(v) else v, shape).astype(float)
+                 for v in (per_mb, per_step, memory))
+
+
 def _edge(x: _Ctx, src: Operator, dst: Operator, out: np.ndarray, inp: np.ndarray):
     """(seconds per micro-batch) of an edge over every (out, in) code pair, the plain way, and the (seconds,
     bytes) of keeping the producer's shard (None where no pair gathers into a GEMM)."""
     lay, ref, mesh = x.lay, x.ref, x.mesh
     unit = edge_unit(src.name, dst.name)
     full, passes = float(output_bytes(src, lay)[0]), int(forward_passes(unit, x.recompute))
+    w = edge_share(x.model, src.name, dst.name)  # a MoE model's mean layer: the layers that pass the tensor
 
     def run(keep):
         ec = edge_cost(mesh, out, inp, full, passes, keep, x.f)
-        return ec.fwd + ec.bwd + _zero3_window(x, unit, ec.fwd, ec.bwd)
+        return w * (ec.fwd + ec.bwd + _zero3_window(x, unit, ec.fwd, ec.bwd))
 
     base = run(False)
     keep = keeps_shard(out, inp, dst)
@@ -298,7 +355,7 @@ def _edge(x: _Ctx, src: Operator, dst: Operator, out: np.ndarray, inp: np.ndarra
     kept = full / np.prod(np.where(inp >= SHARD, size, 1.0), axis=1)  # the GEMM's input on one device
     rebuilt = dst.spec.layer and x.recompute == "full"  # kept only while its layer's backward runs
     weight = ref.working if rebuilt else ref.kept[UNIT_OF[dst.name]]
-    saved = np.where(keep, kept * (1 - 1 / shrink) * weight, 0.0)
+    saved = np.where(keep, kept * (1 - 1 / shrink) * weight * dst.share, 0.0)  # the GEMM's own kept input
     return base, (np.where(keep, run(keep), np.inf), -saved)
 
 
@@ -333,8 +390,9 @@ def cost_tables(graph: Graph, model: ModelConfig, system: System, plan: Plan, st
     ops = operators(model)
     tied = not bool(head_copy(model, plan.pp))  # the LM head is the embedding's own table
     stored = {name: tuple(not (tied and name == "lm_head") for _ in op.weights) for name, op in ops.items()}
-    unit_full = {u: sum(w.params for name, op in ops.items() if op.unit == u
+    unit_full = {u: sum(w.params * op.share for name, op in ops.items() if op.unit == u
                         for w, keep in zip(op.weights, stored[name]) if keep) for u in ("layer", "embedding", "head")}
+    unit_full["layer"] += float(moe_replicated_params(model, lay, whole=True)[0])  # the "moe" vertex's router, shared
     x = _Ctx(model, system, lay, Mesh(system, plan.gpus, plan.dp, plan.cp, plan.tp), sizes,
              Device(model, system, lay), ref, ops, stored, {u: max(p, 1.0) for u, p in unit_full.items()})
     m = plan.num_microbatches

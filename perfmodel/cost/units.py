@@ -17,11 +17,14 @@ from ..models import ModelConfig
 from ..operators import (
     EMBEDDING_EDGES,
     EMBEDDING_OPS,
+    GRAPH_OPS,
     HEAD_EDGES,
     HEAD_OPS,
     INPUT_EDGES,
     LAYER_EDGES,
     LAYER_OPS,
+    MOE_EDGES,
+    UNIT_OF,
     edge_unit,
 )
 from ..plan import Plan
@@ -29,7 +32,6 @@ from ..stack import load_stack
 from .kernels import Device, Op
 from .layouts import Layouts, spread
 from .mesh import BIT, Mesh
-from .moe import moe_kernels, moe_share
 from .operators import (
     edge_share,
     forward_passes,
@@ -42,9 +44,10 @@ from .operators import (
 )
 from .sharded import Comm, edge_cost, overlap_fraction
 
-UNIT_OPS = {"layer": LAYER_OPS + ("moe",), "embedding": EMBEDDING_OPS, "head": HEAD_OPS}  # moe: op_kernels
+UNIT_OPS = {"layer": tuple(n for n in GRAPH_OPS if UNIT_OF[n] == "layer"), "embedding": EMBEDDING_OPS,
+            "head": HEAD_OPS}  # a layer's operators in order, its MoE MLP ("moe") among them
 UNIT_EDGES = {
-    "layer": LAYER_EDGES + tuple(("residual2", dst, slot) for dst, slot in INPUT_EDGES),
+    "layer": LAYER_EDGES + MOE_EDGES + tuple(("residual2", dst, slot) for dst, slot in INPUT_EDGES),
     "embedding": EMBEDDING_EDGES + tuple(("embedding_output", dst, slot) for dst, slot in INPUT_EDGES),
     "head": (("residual2", "final_norm", 0),) + HEAD_EDGES,
 }
@@ -56,7 +59,7 @@ def op_kernels(model: ModelConfig, system: System, lay: Layouts) -> dict[str, li
     combination of the fields they read.
 
     A micro-batch's kernels depend on tp, cp, micro_batch and sequence parallelism, for a MoE model on ep and etp
-    (its expert MLP, `cost.moe.moe_kernels` times the MoE layers' share, under "moe"), and (through fp8 weight
+    (its MoE MLP, the "moe" operator: `cost.moe.moe_kernels` times the MoE layers' share), and (through fp8 weight
     casts) on dp and ZeRO (`Layouts.distinct`).
     """
     narrow = lay.precision in ("fp8", "fp4")  # weight casts: amortised over micro-batches, regathered by ZeRO-3
@@ -66,7 +69,6 @@ def op_kernels(model: ModelConfig, system: System, lay: Layouts) -> dict[str, li
     sub = lay.take(first)
     dev, ops = Device(model, system, sub), operators(model)
     out = {name: kernels(op, megatron(op, sub), dev) for name, op in ops.items()}
-    out["moe"] = [op.scaled(moe_share(model)) for op in moe_kernels(model, dev, sub)] if experts else []
     return {name: spread(k, inverse) for name, k in out.items()}
 
 

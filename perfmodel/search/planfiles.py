@@ -17,7 +17,7 @@ def megatron_cost(model: ModelConfig, system: System, plan: Plan,
                   tables: pase.CostTables | None = None) -> tuple[float, float]:
     """PaSE's (seconds per step, bytes per device) for Megatron-LM's placements of `plan` (its bytes are the
     estimate's memory of the plan: the same functions count them). `tables`: the plan's, if at hand."""
-    graph = pase.operator_graph(model.n_layers)
+    graph = pase.operator_graph(model.n_layers, model.moe is not None)
     tables = pase.cost_tables(graph, model, system, plan) if tables is None else tables
     return pase.evaluate(graph, tables, pase.megatron_assignment(graph, tables, plan.sequence_parallel),
                          use_alt=pase.megatron_alternatives(graph, tables))
@@ -57,7 +57,7 @@ def plan_file(model: ModelConfig, system: System, plan: Plan, created_by: str = 
         plan, evaluated, note = balanced(model, system, plan, evaluated)
         notes += [note] if note else []
     step, est = evaluated
-    graph = pase.operator_graph(model.n_layers)
+    graph = pase.operator_graph(model.n_layers, model.moe is not None)
     tables = pase.cost_tables(graph, model, system, plan, step)
     mega_s, mega_bytes = megatron_cost(model, system, plan, tables)
     found = pase.solve(model, system, plan, memory_budget=mega_bytes, tables=tables)

@@ -158,7 +158,7 @@ def solve(model: ModelConfig | str, system: System | str, plan: Plan, memory_bud
     budget = system.accelerator.hbm_bytes if memory_budget is None else memory_budget
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget < float("inf"):
         raise InputError(f"memory_budget = {memory_budget!r} bytes; valid: a positive finite number of bytes")
-    graph = operator_graph(model.n_layers)
+    graph = operator_graph(model.n_layers, model.moe is not None)
     t0 = time.perf_counter()
     tables = cost_tables(graph, model, system, plan) if tables is None else tables
     variants = [restrict_tables(tables, keep) for keep in tied_classes(tables)] if model.tie_embeddings else [tables]
