@@ -49,8 +49,8 @@ def moe_system_for(gpu_type: str) -> tuple[str | None, str]:
         return "gb300-nvl72", ""
     if "GB200" in g:
         return "gb200-nvl72", ""
-    if "B300" in g:
-        return None, "B300 (HGX) is not in the hardware catalogue"
+    if "B300" in g:  # HGX / DGX B300 (8-GPU NVLink domain); GB300 is matched above
+        return "dgx-b300", ""
     if "B200" in g:
         return "dgx-b200", ""
     if "H100" in g:

@@ -360,6 +360,8 @@ def test_cuda_spec_keeps_datasheet_and_unmeasured_precisions():
     assert default_base("NVIDIA H100 80GB HBM3", 79.1 * 2**30).name == "dgx-h100"
     assert default_base("NVIDIA H200", 140 * 2**30).name == "dgx-h200"
     assert default_base("NVIDIA A100-SXM4-40GB", 39.4 * 2**30).name == "dgx-a100-40gb"
+    assert default_base("NVIDIA B300 SXM6 AC", 268 * 2**30).name == "dgx-b300"
+    assert default_base("NVIDIA GB300", 277 * 2**30).name == "gb300-nvl72"  # the longer family name wins
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
-SYSTEMS = ["dgx-a100-40gb", "dgx-a100-80gb", "dgx-b200", "dgx-h100", "dgx-h200", "gb200-nvl72", "gb300-nvl72",
-           "mi300x-8", "tpu-v4", "tpu-v5e", "tpu-v5p"]
+SYSTEMS = ["dgx-a100-40gb", "dgx-a100-80gb", "dgx-b200", "dgx-b300", "dgx-h100", "dgx-h200", "gb200-nvl72",
+           "gb300-nvl72", "mi300x-8", "tpu-v4", "tpu-v5e", "tpu-v5p"]
 
 
 def _run(argv: tuple[str, ...]) -> subprocess.CompletedProcess:
@@ -167,7 +167,7 @@ def test_hardware_list():
     r = cli(HW_LIST)
     assert r.returncode == 0, r.stderr
     lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
-    assert len(lines) == 11
+    assert len(lines) == len(SYSTEMS)
     assert [ln.split()[0] for ln in lines] == SYSTEMS
 
 

@@ -19,12 +19,12 @@ from perfmodel.hardware import (
 )
 
 REQUIRED_SYSTEMS = sorted([
-    "dgx-a100-40gb", "dgx-a100-80gb", "dgx-h100", "dgx-h200", "dgx-b200", "gb200-nvl72", "gb300-nvl72",
-    "mi300x-8", "tpu-v4", "tpu-v5e", "tpu-v5p",
+    "dgx-a100-40gb", "dgx-a100-80gb", "dgx-h100", "dgx-h200", "dgx-b200", "dgx-b300", "gb200-nvl72",
+    "gb300-nvl72", "mi300x-8", "tpu-v4", "tpu-v5e", "tpu-v5p",
 ])
 REQUIRED_ACCELERATORS = sorted([
-    "A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB", "B200", "GB200", "GB300",
-    "MI300X", "TPU-v4", "TPU-v5e", "TPU-v5p",
+    "A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB", "B200", "B300", "GB200",
+    "GB300", "MI300X", "TPU-v4", "TPU-v5e", "TPU-v5p",
 ])
 
 # Dense BF16 peaks, hand-checked against the datasheets (sparsity figures halved).
@@ -34,6 +34,7 @@ DENSE_BF16 = {
     "H100-SXM5-80GB": 989.4,
     "H200-SXM-141GB": 989.4,
     "B200": 2250,
+    "B300": 2250,
     "GB200": 2500,
     "GB300": 2500,
     "MI300X": 1307.4,
@@ -135,7 +136,7 @@ def test_dtype_coverage_by_generation():
     for name in ("H100-SXM5-80GB", "H200-SXM-141GB", "MI300X"):
         peaks = load_accelerator(name).peak_tflops
         assert "fp8" in peaks and "fp4" not in peaks
-    for name in ("B200", "GB200", "GB300"):
+    for name in ("B200", "B300", "GB200", "GB300"):
         peaks = load_accelerator(name).peak_tflops
         assert {"bf16", "fp16", "fp8", "fp4"} <= set(peaks)
     for name in ("TPU-v4", "TPU-v5e", "TPU-v5p"):
@@ -148,6 +149,23 @@ def test_a100_has_no_fp8(name):
     assert "fp8" not in acc.peak_tflops
     with pytest.raises(InputError, match="fp8"):
         acc.peak_flops("fp8")
+
+
+def test_dgx_b300_by_hand():
+    """DGX B300 (HGX Blackwell Ultra): datasheet totals / 8 GPUs, as the loader exposes them in SI units."""
+    system = load_hardware("dgx-b300")
+    acc = system.accelerator
+    assert acc.name == "B300"
+    assert acc.peak_flops("bf16") == pytest.approx(36e15 / 2 / 8)  # 36 PF sparse for 8 GPUs -> 2.25 PF dense
+    assert acc.peak_flops("fp8") == pytest.approx(72e15 / 2 / 8)  # 4.5 PF dense, as B200
+    assert acc.peak_flops("fp4") == pytest.approx(108e15 / 8)  # dense FP4 stated: 13.5 PF, above B200's 9
+    assert acc.hbm_bytes == pytest.approx(288 * 2**30)
+    assert acc.hbm_bandwidth == pytest.approx(8e12)
+    nvlink, ib = system.tiers
+    assert (nvlink.domain_size, ib.domain_size) == (8, None)
+    assert nvlink.bandwidth == pytest.approx(1.8e12 / 2)  # 1.8 TB/s bidirectional per GPU
+    assert ib.bandwidth == pytest.approx(800e9 / 8)  # one 800 Gb/s ConnectX-8 per GPU = 100 GB/s
+    assert system.efficiency.matmul_max["bf16"] == pytest.approx(1769.0 / 2250, abs=5e-4)  # MAMF R0542
 
 
 @pytest.mark.parametrize("name", REQUIRED_SYSTEMS)

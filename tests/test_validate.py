@@ -240,6 +240,7 @@ def test_gpu_catalogue_match():
     assert catalogue_system_for("NVIDIA H100 80GB HBM3") == "dgx-h100"
     assert catalogue_system_for("NVIDIA H200") == "dgx-h200"
     assert catalogue_system_for("NVIDIA A100-SXM4-80GB") == "dgx-a100-80gb"
+    assert catalogue_system_for("NVIDIA B300 SXM6 AC") == "dgx-b300"
     assert catalogue_system_for("NVIDIA H100 PCIe") is None  # not the SXM part of the catalogue
     assert catalogue_system_for(None) is None
 
