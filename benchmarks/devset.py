@@ -1,8 +1,14 @@
-"""Where the published-runs development set is: the shared copy when this checkout has one, else the bundled copy."""
+"""Where the development sets are: the shared copy when this checkout has one, else the bundled copy."""
 
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SHARED = HERE.parent.parent / "shared" / "data" / "published_runs_dev.csv"
-BUNDLED = HERE / "data" / "published_runs_dev.csv"
-DEFAULT_CSV = SHARED if SHARED.exists() else BUNDLED
+
+
+def _devset(name: str) -> Path:
+    shared = HERE.parent.parent / "shared" / "data" / name
+    return shared if shared.exists() else HERE / "data" / name
+
+
+DEFAULT_CSV = _devset("published_runs_dev.csv")  # dense published runs (perfmodel.published)
+MOE_CSV = _devset("published_moe_runs_dev.csv")  # mixture-of-experts published runs (perfmodel.published_moe)

@@ -22,11 +22,8 @@ import pandas as pd
 from published_runs import priced as dense_priced
 from published_runs import summary as dense_summary
 from published_runs import three_shot as dense_three_shot
+from devset import MOE_CSV as DEFAULT_CSV
 from perfmodel.published_moe import load_moe_cases
-
-HERE = Path(__file__).resolve().parent
-SHARED = HERE.parent.parent / "shared" / "data" / "published_moe_runs_dev.csv"
-DEFAULT_CSV = SHARED if SHARED.exists() else HERE / "data" / "published_moe_runs_dev.csv"
 
 
 def family(model: str) -> str:
