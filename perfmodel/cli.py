@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--etp", type=integer("--etp"), help="MoE expert tensor-parallel size (default 1)")
     pr.add_argument("--expert-imbalance", type=float, help="busiest expert's tokens / mean (default 1: balanced)")
     pr.add_argument("--moe-dispatcher", choices=DISPATCHERS, help="default alltoall; flex: DeepEP / HybridEP")
+    pr.add_argument("--moe-overlap", action="store_true", help="hide expert-parallel comm behind another micro-batch")
     pr.add_argument("--micro-batch", type=integer("--micro-batch"))
     pr.add_argument("--global-batch", type=integer("--global-batch"))
     pr.add_argument("--seq-len", type=integer("--seq-len"))
@@ -122,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--stack", choices=STACKS, default=DEFAULT_STACK, help="software stack (docs/stacks.md)")
     se.add_argument("--expert-imbalance", type=float, default=1.0, help="as predict (default 1: balanced)")
     se.add_argument("--moe-dispatcher", choices=DISPATCHERS, default="alltoall", help="as predict")
+    se.add_argument("--moe-overlap", action="store_true", help="as predict")
     se.add_argument("--objective", choices=["time", "cost"], default="time",
                     help="rank by step time, or by GPU-hours per step (cost; compares GPU counts)")
     se.add_argument("--only", action="append", default=[], metavar="FIELD=V1,V2",
@@ -191,10 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "global_batch", "seq_len")
 PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "expert_imbalance",
-              "moe_dispatcher", "micro_batch", "global_batch", "seq_len",
-              "recompute", "sequence_parallel", "zero", "precision", "schedule", "attention", "grad_dtype",
-              "stack", "no_overlap_dp_comm", "account_for_embedding", "account_for_loss", "first_stage_layers",
-              "last_stage_layers")
+              "moe_dispatcher", "micro_batch", "global_batch", "seq_len", "recompute", "zero", "precision", "schedule",
+              "attention", "grad_dtype", "stack", "first_stage_layers", "last_stage_layers",
+              "sequence_parallel", "no_overlap_dp_comm", "account_for_embedding", "account_for_loss", "moe_overlap")
+VALUE_FLAGS = PLAN_FLAGS[2:PLAN_FLAGS.index("sequence_parallel")]  # the plan fields given by value
 
 
 def _predict(a) -> str:
@@ -228,13 +230,10 @@ def _predict_estimate(a):
     missing = [f"--{k.replace('_', '-')}" for k in PREDICT_INPUTS if getattr(a, k) is None]
     if missing:
         raise InputError(f"predict needs {', '.join(missing)} (or --plan FILE, or no flags for the built-in example)")
-    given = {k: getattr(a, k) for k in ("gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "expert_imbalance",
-                                         "moe_dispatcher", "micro_batch", "global_batch",
-                                         "seq_len", "recompute", "zero", "precision", "schedule", "attention",
-                                         "grad_dtype", "stack", "first_stage_layers", "last_stage_layers")
-             if getattr(a, k) is not None}
+    given = {k: getattr(a, k) for k in VALUE_FLAGS if getattr(a, k) is not None}
     plan = Plan(**given, sequence_parallel=a.sequence_parallel, overlap_dp_comm=not a.no_overlap_dp_comm,
-                account_for_embedding=a.account_for_embedding, account_for_loss=a.account_for_loss)
+                account_for_embedding=a.account_for_embedding, account_for_loss=a.account_for_loss,
+                moe_overlap=a.moe_overlap)
     model, system = load_model(a.model), load_hardware(a.hardware)
     from .cost.estimate import evaluate_plan
 
@@ -291,7 +290,7 @@ def _search(a) -> str:
     result = search(load_model(a.model), load_hardware(a.hardware), a.gpus, a.global_batch, a.seq_len,
                     precision=a.precision, objective=a.objective, space=_space(a.only), attention=a.attention,
                     grad_dtype=a.grad_dtype, stack=a.stack, expert_imbalance=a.expert_imbalance,
-                    moe_dispatcher=a.moe_dispatcher)
+                    moe_dispatcher=a.moe_dispatcher, moe_overlap=a.moe_overlap)
     extra = []
     if a.output:
         from .search.planfiles import plan_file

@@ -43,6 +43,9 @@ class Plan(Schema):
     moe_dispatcher: Dispatcher = Field(
         "alltoall", description="how routed tokens reach their experts (Megatron-Core --moe-token-dispatcher-type; "
                                 "flex: DeepEP / HybridEP, each token sent once per domain holding its experts)")
+    moe_overlap: Flag = Field(
+        False, description="hide the expert-parallel dispatch and combine of one micro-batch behind the other's "
+                           "compute (Megatron-Core --overlap-moe-expert-parallel-comm; cost.sharded.moe_comms)")
     micro_batch: Count = Field(description="sequences per micro-batch per data-parallel rank")
     global_batch: Count = Field(description="sequences per optimizer step")
     seq_len: Count = Field(description="tokens per sequence; at most max_seq_len for learned positions")
@@ -333,9 +336,14 @@ def _check_experts(p: dict, model: ModelConfig) -> None:
     experts' etp x ep x edp grid covers the same tp x cp x dp ranks as attention)."""
     ep, etp, stage = p["ep"], p["etp"], p["tp"] * p["cp"] * p["dp"]
     if model.moe is None:
-        if ep > 1 or etp > 1:
-            raise InputError(f"ep={ep}, etp={etp}: {model.name} is a dense model (no experts); valid: ep=1, etp=1")
+        if ep > 1 or etp > 1 or p["moe_overlap"]:
+            raise InputError(f"ep={ep}, etp={etp}, moe_overlap={p['moe_overlap']}: {model.name} is a dense model (no "
+                             "experts); valid: ep=1, etp=1, moe_overlap=false")
         return
+    if p["moe_overlap"] and p["moe_dispatcher"] == "allgather":
+        raise InputError("moe_overlap = true with moe_dispatcher = 'allgather': Megatron-Core overlaps the "
+                         "expert-parallel communication of the alltoall and flex dispatchers only; valid "
+                         "moe_dispatcher with moe_overlap: alltoall, flex")
     if p["tp"] > 1 and not p["sequence_parallel"]:
         raise InputError(f"sequence_parallel = false with tp={p['tp']} on the MoE model {model.name}: every tp rank "
                          "would route all of its tokens (Megatron-Core refuses MoE with tp and no sequence "

@@ -108,6 +108,7 @@ def moe_to_case(row: pd.Series) -> Case:
         return Case(**base, reason=f"model: {err}")
     d = dict(MOE_DEFAULTS[_framework(row)])
     d["moe_dispatcher"] = _dispatcher(cell_text(row["dispatcher"]), d["moe_dispatcher"])
+    d["moe_overlap"] = "ep overlap on" in cell_text(row["dispatcher"]).lower()  # stated by a few rows (M204)
     tp, pp, cp = (int(cell_number(row[k]) or 1) for k in ("tp", "pp", "cp"))
     ep, etp, vpp = int(cell_number(row["ep"]) or 1), int(cell_number(row["etp"]) or 1), int(cell_number(row["vpp"]) or 1)
     gpus, gbs, mb, seq = (cell_number(row[k]) for k in ("n_gpus", "global_batch", "micro_batch", "seq_len"))

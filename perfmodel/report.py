@@ -36,9 +36,9 @@ def estimate_table(e: Estimate) -> str:
     lines = []
     layout = (f"tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp} vpp={p.vpp} sp={'on' if p.sequence_parallel else 'off'} "
               f"zero={p.zero} recompute={p.recompute} precision={p.precision} schedule={p.schedule}")
-    if p.ep > 1 or p.etp > 1 or p.moe_dispatcher != "alltoall" or p.expert_imbalance != 1:
+    if p.ep > 1 or p.etp > 1 or p.moe_dispatcher != "alltoall" or p.expert_imbalance != 1 or p.moe_overlap:
         layout += (f"\n  experts: ep={p.ep} etp={p.etp} edp={p.edp} dispatcher={p.moe_dispatcher} "
-                   f"imbalance={p.expert_imbalance:g}")
+                   f"imbalance={p.expert_imbalance:g} overlap={'on' if p.moe_overlap else 'off'}")
     lines.append(f"{e.model} ({e.params / 1e9:.2f}B params) on {e.gpus} x {e.hardware}")
     lines.append(f"  {layout}")
     lines.append(f"  micro_batch={p.micro_batch} global_batch={p.global_batch} seq_len={p.seq_len} "

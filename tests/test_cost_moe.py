@@ -220,3 +220,38 @@ def test_mtp_modules_run_on_the_last_stage_as_one_layer_and_one_head_more():
     assert params == pytest.approx(3 * p["layer"][0] + p["head"][0], rel=1e-12)  # 2 layers + the MTP block
     assert estimate(mtp, "dgx-h100", plan).stages[-1].mtp_modules == 1
     assert estimate(mtp, "dgx-h100", plan).step_time_s > estimate(TINY, "dgx-h100", plan).step_time_s
+
+
+def test_moe_overlap_hides_the_paired_micro_batches_dispatch_behind_a_layers_compute():
+    """sharded.moe_comms with moe_overlap: exposed = C - (m - 1)/m (C - behind(C, W, f)). By hand with a window
+    longer than C (behind = (1 - f) C): C (1 - (m - 1) f / m); with no window all of C stays; one micro-batch
+    has no pair. The estimate charges what moe_comms returns at the layer's compute window."""
+    from perfmodel.cost.sharded import moe_comms, overlap_fraction
+    from perfmodel.stack import load_stack
+
+    system = load_hardware("dgx-h100")
+    plan = Plan(gpus=16, dp=16, ep=8, micro_batch=1, global_batch=64, seq_len=256)
+    lay, on = lay_of(plan), lay_of(plan.model_copy(update={"moe_overlap": True}))
+    m, f = 4, overlap_fraction(system, load_stack("megatron-core"))
+    total = lambda comms: float(sum(c.exposed for c in comms)[0])
+    c = total(moe_comms(TINY, system, lay))
+    assert c > 0 and total(moe_comms(TINY, system, lay, window=1e9)) == pytest.approx(c)  # off: no change
+    assert total(moe_comms(TINY, system, on, window=1e9)) == pytest.approx(c * (1 - (m - 1) * f / m), rel=1e-12)
+    assert total(moe_comms(TINY, system, on, window=0.0)) == pytest.approx(c, rel=1e-12)
+    one = lay_of(plan.model_copy(update={"moe_overlap": True, "global_batch": 16}))
+    assert total(moe_comms(TINY, system, one, window=1e9)) == pytest.approx(total(moe_comms(TINY, system, one)))
+    e_on, e_off = (estimate(TINY, system, p) for p in (plan.model_copy(update={"moe_overlap": True}), plan))
+    assert e_on.time_s.ep_comm < e_off.time_s.ep_comm and e_on.time_s.gemm == pytest.approx(e_off.time_s.gemm)
+
+
+@pytest.mark.parametrize("fields, needle", [
+    (dict(moe_overlap=True, moe_dispatcher="allgather"), "valid moe_dispatcher with moe_overlap: alltoall, flex"),
+])
+def test_moe_overlap_refusals(fields, needle):
+    plan = Plan(gpus=16, dp=16, ep=8, micro_batch=1, global_batch=64, seq_len=256, **fields)
+    with pytest.raises(InputError, match=needle):
+        resolve(plan, TINY, load_hardware("dgx-h100"))
+    dense = load_model("llama-3-8b")
+    with pytest.raises(InputError, match="moe_overlap=false"):
+        resolve(Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=256, moe_overlap=True), dense,
+                load_hardware("dgx-h100"))

@@ -226,7 +226,7 @@ def test_megatron_dense_plan_has_no_moe_arguments():
 def _every_export() -> list[str]:
     """Megatron-LM exports of plans that, together, reach every argument the exporter writes."""
     plans = [
-        (QWEN3_MOE, QWEN3_PLAN), (DEEPSEEK_V3, DSV3_PLAN),
+        (QWEN3_MOE, QWEN3_PLAN), (DEEPSEEK_V3, DSV3_PLAN | {"moe_overlap": True}),
         (DENSE, {"gpus": 64, "tp": 4, "pp": 2, "cp": 2, "vpp": 2, "micro_batch": 1, "global_batch": 64,
                  "seq_len": 8192, "sequence_parallel": True, "zero": 1, "recompute": "selective"}),
         (DENSE, {"gpus": 16, "tp": 2, "pp": 2, "micro_batch": 1, "global_batch": 64, "seq_len": 4096,
@@ -385,3 +385,14 @@ def test_deepspeed_ep_beyond_data_parallel():
     # ep 16 folds over tp x dp = 2 x 8 ranks: DeepSpeed's expert groups live inside dp = 8
     cfg = ds_config(moe_plan_file(QWEN3_MOE, **(QWEN3_PLAN | {"ep": 16})))
     assert any(n.startswith("ep=16 with dp=8:") for n in cfg["_perfmodel_not_expressed"])
+
+
+def test_moe_overlap_exported_where_the_framework_has_it():
+    """Megatron-LM: --overlap-moe-expert-parallel-comm (and nothing without moe_overlap); torchtitan and
+    DeepSpeed have no such setting and say so in a note."""
+    on = moe_plan_file(QWEN3_MOE, **(QWEN3_PLAN | {"moe_overlap": True}))
+    assert flag(megatron_args(export(on, "megatron")), "--overlap-moe-expert-parallel-comm") == ""
+    off = export(moe_plan_file(QWEN3_MOE, **QWEN3_PLAN), "megatron")
+    assert flag(megatron_args(off), "--overlap-moe-expert-parallel-comm") is None
+    for fw in ("torchtitan", "deepspeed"):
+        assert "moe_overlap=true" in export(on, fw)

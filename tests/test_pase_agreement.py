@@ -109,9 +109,10 @@ def moe_plans(draw, model: ModelConfig) -> Plan:
     ranks = plan.gpus // plan.pp  # tp x cp x dp
     ep = draw(st.sampled_from([e for e in divisors(model.moe.n_experts) if ranks % e == 0]))
     etp = draw(st.sampled_from([e for e in divisors(ranks // ep) if model.moe.expert_ffn_hidden % e == 0]))
+    dispatcher = draw(st.sampled_from(["alltoall", "allgather", "flex"]))
     return plan.model_copy(update={"ep": ep, "etp": etp, "sequence_parallel": plan.sequence_parallel or plan.tp > 1,
-                                   "moe_dispatcher": draw(st.sampled_from(["alltoall", "allgather", "flex"])),
-                                   "expert_imbalance": draw(st.sampled_from([1.0, 1.5]))})
+                                   "moe_dispatcher": dispatcher, "expert_imbalance": draw(st.sampled_from([1.0, 1.5])),
+                                   "moe_overlap": dispatcher != "allgather" and draw(st.booleans())})
 
 
 def check_agreement(model: ModelConfig, system, plan: Plan):

@@ -18,7 +18,8 @@ from ..plan import Plan, Recompute, Schedule
 VARYING = ("tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "zero", "recompute", "sequence_parallel", "schedule",
            "account_for_embedding", "account_for_loss")
 SHARED = ("gpus", "global_batch", "seq_len", "precision", "attention", "grad_dtype", "overlap_dp_comm", "stack",
-          "first_stage_layers", "last_stage_layers", "expert_imbalance", "moe_dispatcher")
+          "first_stage_layers", "last_stage_layers", "expert_imbalance", "moe_dispatcher",
+          "moe_overlap")
 CATEGORIES = {"recompute": get_args(Recompute), "schedule": get_args(Schedule)}
 # What one device's kernels, tensors and weights depend on (pp, vpp and the schedule only set how many)
 PER_DEVICE = ("tp", "cp", "dp", "ep", "etp", "micro_batch", "sequence_parallel", "zero", "recompute")
@@ -50,6 +51,7 @@ class Layouts:
     stack: str
     expert_imbalance: float = 1.0
     moe_dispatcher: str = "alltoall"
+    moe_overlap: bool = False
     account_for_embedding: np.ndarray | bool = False  # Megatron-LM's pipeline accounting (plan.megatron_chunks)
     account_for_loss: np.ndarray | bool = False
     first_stage_layers: int | None = None

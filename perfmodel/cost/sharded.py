@@ -11,14 +11,14 @@ the SMs an NCCL collective takes from compute, Stack.comm_ctas): `with_overlap`.
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, replace
 
 import numpy as np
 
 from ..hardware import System
 from ..models import ModelConfig
 from ..operators import PARTIAL, REPLICATE
-from ..stack import Stack
+from ..stack import Stack, load_stack
 from . import comm as C
 from .kernels import Device, Values
 from .layouts import Layouts
@@ -250,7 +250,7 @@ def gradient_reduction(mesh: Mesh, params, reduce_mask, zero: int, microbatches,
     return t
 
 
-def moe_comms(model: ModelConfig, system: System, lay: Layouts) -> list[Comm]:
+def moe_comms(model: ModelConfig, system: System, lay: Layouts, window=None) -> list[Comm]:
     """The collectives of a mean layer's MoE MLP per micro-batch (exposed: Megatron-Core runs them on the
     compute stream unless --overlap-moe-expert-parallel-comm), scaled by `moe_share`.
 
@@ -258,7 +258,14 @@ def moe_comms(model: ModelConfig, system: System, lay: Layouts) -> list[Comm]:
     (`comm.all_to_all_time`); flex, `cost.moe.flex_dispatch_time`; allgather: an all-gather of every member's tokens and a reduce-scatter of the
     outputs over it (S = ep x `dispatch_bytes`, `comm.collective_time`). With etp > 1 the routed tokens are
     all-gathered over the etp group after the dispatch and reduce-scattered before the combine. Each runs once
-    in the forward, once in the backward, and again in a recomputed forward."""
+    in the forward, once in the backward, and again in a recomputed forward.
+
+    With `lay.moe_overlap` (Megatron-Core --overlap-moe-expert-parallel-comm: its combined 1F1B runs one
+    micro-batch's forward beside another's backward, each one's dispatch and combine under the other's compute;
+    DeepSeek-V3 report, Sec. 3.2.1, the same pairing in DualPipe) the layer's expert-parallel seconds C run
+    beside `window`, the seconds of compute per micro-batch of a layer (fwd + bwd): `behind(C, window, f)` in
+    the m - 1 paired micro-batches, all of C in the first forward's and the last backward's unpaired half,
+    so exposed = C - (m - 1)/m (C - behind(C, window, f)), shared over the collectives by their seconds."""
     if model.moe is None:
         return []
     w = moe_share(model)
@@ -290,4 +297,11 @@ def moe_comms(model: ModelConfig, system: System, lay: Layouts) -> list[Comm]:
         out.append(Comm(name, kind, "etp", nbytes=routed, seconds=t, calls=w * (passes + 1) * on, fwd=w * t * on,
                         bwd=w * t * passes * on, unit="layer", part="ep_comm", tier=group_tiers(system, lay.etp, 1,
                                                                                              lay.gpus), active=on))
+    on = np.asarray(lay.moe_overlap) & (lay.num_microbatches > 1)
+    if window is not None and np.any(on):
+        total = sum(c.exposed for c in out)
+        paired = (lay.num_microbatches - 1) / lay.num_microbatches
+        hidden = paired * (total - behind(total, window, overlap_fraction(system, load_stack(lay.stack))))
+        keep = np.where(on, 1.0 - np.divide(hidden, total, out=np.zeros_like(total), where=total > 0), 1.0)
+        out = [replace(c, fwd=c.fwd * keep, bwd=c.bwd * keep) for c in out]
     return out

@@ -97,6 +97,7 @@ class Step:
     p2p: np.ndarray  # seconds per micro-batch of a stage's sends
     stage_time_max: np.ndarray  # seconds per micro-batch of the slowest stage
     compute_speedup: np.ndarray  # cost.compute.shared_core_speedup applied to compute (1: no shared host)
+    moe_window: np.ndarray  # seconds of a layer's compute per micro-batch that moe_overlap hides its dispatch behind
     zero3_overlap: dict[str, tuple]  # unit -> (gather <= forward, <= backward, fraction that may hide, active)
     host_kernels: np.ndarray  # operator launches per step on the slowest stage (host_counts)
     host_calls: np.ndarray  # collective calls and sends per step on the slowest stage
@@ -216,7 +217,9 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     # --- the tensors between operators; the collectives inside them -----------------------------------------
     for c in unit_edges(model, system, lay).values():
         charge(c)
-    for c in moe_comms(model, system, lay):  # a MoE model's token dispatch and combine
+    # a MoE model's token dispatch and combine (with moe_overlap, beside a layer's compute of another micro-batch)
+    moe_window = sum(op.fwd_s + op.bwd_s + op.recompute_s(rc) for op in ops["layer"]) / speedup + none
+    for c in moe_comms(model, system, lay, moe_window):
         charge(c)
     table = operators(model)
     for name in OPS:
@@ -364,5 +367,5 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
                 peak_dtype=peak_dtype, unit_time={u: sum(parts[u].values()) + none for u in UNITS},
                 unit_fwd={u: fwd[u] + none for u in UNITS},
                 unit_recompute={u: parts[u]["recompute"] + none for u in UNITS}, p2p=p2p, stage_time_max=t_max,
-                compute_speedup=speedup + none, zero3_overlap=zero3_overlap,
+                compute_speedup=speedup + none, moe_window=moe_window, zero3_overlap=zero3_overlap,
                 host_kernels=host_kernels + none, host_calls=host_calls + none)

@@ -308,7 +308,7 @@ def _moe_vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray,
     h_f, h_b, frac, on = ref.zero3["layer"]
     if on:
         ks.append(zero3_copy_op(x.dev, p_rep, gbytes))
-    comms = moe_comms(model, x.system, lay)
+    comms = moe_comms(model, x.system, lay, ref.step.moe_window)  # moe_overlap: the estimate's window (a constant)
     sp = ref.speedup
     wf = sum(k.fwd_s for k in ks) / sp + sum(c.fwd for c in comms)
     wb = sum(k.bwd_s + k.recompute_s(rc) for k in ks) / sp + sum(c.bwd for c in comms)

@@ -42,6 +42,9 @@ def plan_departures(plan, dp_kind: str) -> list[str]:
     if plan.ep > 1 and plan.moe_dispatcher != "alltoall":
         out.append(f"routed tokens were dispatched by all-to-all; the prediction is for the {plan.moe_dispatcher} "
                    f"dispatcher (moe_dispatcher={plan.moe_dispatcher})")
+    if plan.ep > 1 and plan.moe_overlap:
+        out.append("each micro-batch's all-to-alls ran in line with its own compute; the prediction hides them "
+                   "behind another micro-batch's (moe_overlap=true)")
     if plan.ep > 1 and plan.expert_imbalance != 1.0:
         out.append(f"routing was what the router chose; the prediction assumes the busiest expert gets "
                    f"{plan.expert_imbalance:g} x the mean (expert_imbalance)")

@@ -43,6 +43,8 @@ def _experts(pf: PlanFile) -> list[str]:
     if p.moe_dispatcher != "alltoall" and p.ep > 1:
         notes.append(f"moe_dispatcher={p.moe_dispatcher}: DeepSpeed-MoE dispatches tokens by all-to-all; not "
                      "expressed")
+    if p.moe_overlap:
+        notes.append("moe_overlap=true: DeepSpeed-MoE runs its all-to-alls in line with compute; not expressed")
     if p.expert_imbalance == 1.0:
         notes.append("expert_imbalance=1.0: the plan prices perfectly balanced routing; DeepSpeed-MoE balances by its "
                      "gate's auxiliary loss (returned by MoE.forward for the training loop to add), not exactly")

@@ -38,6 +38,9 @@ MEGATRON_ARGS = frozenset({
     "--num-experts", "--moe-ffn-hidden-size", "--moe-router-topk", "--moe-layer-freq",
     "--moe-shared-expert-intermediate-size", "--moe-router-score-function", "--moe-router-load-balancing-type",
     "--moe-aux-loss-coeff", "--moe-router-enable-expert-bias", "--moe-grouped-gemm", "--moe-token-dispatcher-type",
+    # core_r0.14+ (TransformerConfig.overlap_moe_expert_parallel_comm); unlike the rest, not checked against the
+    # packages named above
+    "--overlap-moe-expert-parallel-comm",
     # multi-token prediction
     "--mtp-num-layers",
     # parallelism
@@ -219,6 +222,10 @@ def _megatron_moe(pf: PlanFile) -> tuple[list[str], list[str], list[str], list[s
                         "Megatron-LM recommends as a start (its default coefficient, 0, would not balance at all)")
     model.append("--moe-grouped-gemm")
     model.append(f"--moe-token-dispatcher-type {p.moe_dispatcher}")
+    if p.moe_overlap:
+        model.append("--overlap-moe-expert-parallel-comm")
+        comments.append("--overlap-moe-expert-parallel-comm (Megatron-Core 0.14+): one micro-batch's dispatch and "
+                        "combine run beside another's compute, as the plan prices it (moe_overlap)")
     comments.append(f"--moe-grouped-gemm: each rank's {e.n_experts // p.ep} local experts in one grouped GEMM "
                     f"(Transformer Engine); --moe-token-dispatcher-type {p.moe_dispatcher} as planned "
                     f"(Megatron-LM's default is allgather)")

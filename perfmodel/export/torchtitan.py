@@ -331,6 +331,9 @@ def _torchtitan_experts(pf: PlanFile, name: str, flavor: str, shard: int) -> tup
     if ep > 1 and p.moe_dispatcher != "alltoall":
         notes.append(f"moe_dispatcher={p.moe_dispatcher}: torchtitan's expert parallelism sends tokens to their "
                      "experts by all-to-all; exported as all-to-all")
+    if p.moe_overlap:
+        notes.append("moe_overlap=true: torchtitan's job config has no setting that runs one micro-batch's "
+                     "all-to-alls beside another's compute; the run exposes them, as the plan without it prices")
     if p.expert_imbalance == 1.0:
         notes.append("expert_imbalance=1.0: the plan prices perfectly balanced routing; torchtitan's routers balance "
                      "by a per-expert bias (MoEArgs.load_balance_coeff), not exactly; [training] "

@@ -66,6 +66,7 @@ class Job(Schema):
     stack: str = DEFAULT_STACK
     expert_imbalance: Imbalance = 1.0
     moe_dispatcher: Dispatcher = "alltoall"
+    moe_overlap: Flag = False
 
 
 def _allowed(values: list[int], limit: list | None) -> list:
@@ -105,7 +106,8 @@ def check_job(model: ModelConfig, system: System, job: Job) -> None:
     """Refuse a job no layout can run, before enumerating: one line naming the field and what is valid."""
     # gpus the system allows, a sequence the model allows, a precision the system has (resolve's checks)
     resolve(Plan(gpus=job.gpus, micro_batch=1, global_batch=job.gpus, seq_len=job.seq_len,
-                 precision=job.precision), model, system)
+                 precision=job.precision, moe_dispatcher=job.moe_dispatcher, moe_overlap=job.moe_overlap),
+            model, system)
 
 
 def meshes(model: ModelConfig, job: Job, space: Space) -> list[tuple[int, int, int, int]]:
@@ -180,6 +182,7 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
     vpp = sel[:, 4]
     return Layouts(tp=sel[:, 0], pp=sel[:, 1], cp=sel[:, 2], dp=sel[:, 3], vpp=vpp, ep=sel[:, 7], etp=sel[:, 8],
                    micro_batch=sel[:, 5], expert_imbalance=job.expert_imbalance, moe_dispatcher=job.moe_dispatcher,
+                   moe_overlap=job.moe_overlap,
                    recompute=np.concatenate([c[1] for c in cols]), sequence_parallel=np.concatenate([c[2] for c in cols]),
                    zero=np.concatenate([c[3] for c in cols]), schedule=np.where(vpp > 1, "interleaved", "1f1b"),
                    gpus=job.gpus, global_batch=job.global_batch, seq_len=job.seq_len, precision=job.precision,
