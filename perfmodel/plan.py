@@ -336,9 +336,10 @@ def _check_experts(p: dict, model: ModelConfig) -> None:
     experts' etp x ep x edp grid covers the same tp x cp x dp ranks as attention)."""
     ep, etp, stage = p["ep"], p["etp"], p["tp"] * p["cp"] * p["dp"]
     if model.moe is None:
-        if ep > 1 or etp > 1 or p["moe_overlap"]:
-            raise InputError(f"ep={ep}, etp={etp}, moe_overlap={p['moe_overlap']}: {model.name} is a dense model (no "
-                             "experts); valid: ep=1, etp=1, moe_overlap=false")
+        bad = ([f"ep={ep}, etp={etp}"] if ep > 1 or etp > 1 else []) + (["moe_overlap=true"] if p["moe_overlap"] else [])
+        if bad:
+            raise InputError(f"{', '.join(bad)}: {model.name} is a dense model (no experts); valid: ep=1, etp=1, "
+                             "moe_overlap=false")
         return
     if p["moe_overlap"] and p["moe_dispatcher"] == "allgather":
         raise InputError("moe_overlap = true with moe_dispatcher = 'allgather': Megatron-Core overlaps the "

@@ -252,6 +252,6 @@ def test_moe_overlap_refusals(fields, needle):
     with pytest.raises(InputError, match=needle):
         resolve(plan, TINY, load_hardware("dgx-h100"))
     dense = load_model("llama-3-8b")
-    with pytest.raises(InputError, match="moe_overlap=false"):
+    with pytest.raises(InputError, match="^moe_overlap=true: llama-3-8b is a dense model .*moe_overlap=false"):
         resolve(Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=256, moe_overlap=True), dense,
                 load_hardware("dgx-h100"))

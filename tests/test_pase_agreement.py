@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -129,27 +130,17 @@ def check_agreement(model: ModelConfig, system, plan: Plan):
     assert math.isclose(memory, float(step.memory["total"][0]), rel_tol=1e-9), (memory, step.memory, plan)
 
 
+@pytest.mark.parametrize("model_kind", ["dense", "moe"])
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_pase_prices_the_megatron_assignment_as_estimate_does(data):
-    model = data.draw(models())
+def test_pase_prices_the_megatron_assignment_as_estimate_does(model_kind, data):
+    """Dense models, and MoE models: their MoE MLP a vertex of every layer ("moe", between norm2 and residual2),
+    the experts over ep x etp with every dispatcher and moe_overlap, their ZeRO-3 traffic over edp in the
+    layer's window."""
+    model = data.draw(moe_models() if model_kind == "moe" else models())
     system = data.draw(st.sampled_from([A100, SHARED, *OTHERS]))
     try:
-        plan = resolve(data.draw(plans(model)), model, system)
-    except InputError:
-        assume(False)
-    check_agreement(model, system, plan)
-
-
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_pase_prices_a_moe_models_megatron_assignment_as_estimate_does(data):
-    """The same with a MoE model: its MoE MLP a vertex of every layer ("moe", between norm2 and residual2), the
-    experts over ep x etp with every dispatcher, their ZeRO-3 traffic over edp in the layer's window."""
-    model = data.draw(moe_models())
-    system = data.draw(st.sampled_from([A100, SHARED, *OTHERS]))
-    try:
-        plan = resolve(data.draw(moe_plans(model)), model, system)
+        plan = resolve(data.draw(moe_plans(model) if model_kind == "moe" else plans(model)), model, system)
     except InputError:
         assume(False)
     check_agreement(model, system, plan)
