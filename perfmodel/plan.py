@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
+import numpy as np
+
 from pydantic import Field
 
 from .errors import Count, Flag, InputError, Schema
@@ -331,20 +333,48 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
     return Plan(**p)
 
 
+def moe_overlap_refusal(model: ModelConfig, dispatcher: str) -> str | None:
+    """Why a job cannot run with moe_overlap whatever its layout (None: it can): Megatron-Core's
+    overlap_moe_expert_parallel_comm checks (megatron/core/transformer/transformer_config.py, core_r0.14) need
+    the alltoall or flex dispatcher and at most one MTP module; a dense model has nothing to overlap."""
+    if model.moe is None:
+        return f"moe_overlap=true: {model.name} is a dense model (no experts); valid: moe_overlap=false"
+    if dispatcher == "allgather":
+        return ("moe_overlap = true with moe_dispatcher = 'allgather': Megatron-Core overlaps the expert-parallel "
+                "communication of the alltoall and flex dispatchers only; valid moe_dispatcher with moe_overlap: "
+                "alltoall, flex")
+    if model.mtp_layers > 1:
+        return (f"moe_overlap = true with mtp_layers = {model.mtp_layers}: Megatron-Core overlaps expert-parallel "
+                "communication with at most one multi-token prediction module; valid: moe_overlap = false")
+    return None
+
+
+def moe_overlap_applies(ep, pp, vpp, recompute):
+    """Layouts (scalars or arrays) Megatron-Core runs with overlap_moe_expert_parallel_comm (core_r0.14
+    TransformerConfig checks): ep > 1, virtual pipelining wherever pp > 1 (its combined 1F1B schedule), no full
+    recompute."""
+    return (np.asarray(ep) > 1) & ((np.asarray(pp) == 1) | (np.asarray(vpp) > 1)) & (np.asarray(recompute) != "full")
+
+
 def _check_experts(p: dict, model: ModelConfig) -> None:
     """ep and etp against the model's experts and the stage's ranks (Megatron-Core's MoE parallel folding: the
     experts' etp x ep x edp grid covers the same tp x cp x dp ranks as attention)."""
     ep, etp, stage = p["ep"], p["etp"], p["tp"] * p["cp"] * p["dp"]
     if model.moe is None:
-        bad = ([f"ep={ep}, etp={etp}"] if ep > 1 or etp > 1 else []) + (["moe_overlap=true"] if p["moe_overlap"] else [])
-        if bad:
-            raise InputError(f"{', '.join(bad)}: {model.name} is a dense model (no experts); valid: ep=1, etp=1, "
-                             "moe_overlap=false")
+        if ep > 1 or etp > 1:
+            raise InputError(f"ep={ep}, etp={etp}: {model.name} is a dense model (no experts); valid: ep=1, etp=1")
+        if p["moe_overlap"]:
+            raise InputError(moe_overlap_refusal(model, p["moe_dispatcher"]))
         return
-    if p["moe_overlap"] and p["moe_dispatcher"] == "allgather":
-        raise InputError("moe_overlap = true with moe_dispatcher = 'allgather': Megatron-Core overlaps the "
-                         "expert-parallel communication of the alltoall and flex dispatchers only; valid "
-                         "moe_dispatcher with moe_overlap: alltoall, flex")
+    if p["moe_overlap"]:
+        job = moe_overlap_refusal(model, p["moe_dispatcher"])
+        if job:
+            raise InputError(job)
+        if not moe_overlap_applies(p["ep"], p["pp"], p["vpp"], p["recompute"]):
+            raise InputError(f"moe_overlap = true with ep={p['ep']}, pp={p['pp']}, vpp={p['vpp']}, recompute="
+                             f"{p['recompute']}: Megatron-Core overlaps expert-parallel communication only with "
+                             "ep > 1, vpp > 1 where pp > 1, and no full recompute (TransformerConfig checks, "
+                             "core_r0.14); valid: such a layout, or moe_overlap = false")
     if p["tp"] > 1 and not p["sequence_parallel"]:
         raise InputError(f"sequence_parallel = false with tp={p['tp']} on the MoE model {model.name}: every tp rank "
                          "would route all of its tokens (Megatron-Core refuses MoE with tp and no sequence "

@@ -37,9 +37,9 @@ from .validation import GiB, ValidationResult, compare, summarize
 DEVICES = ("auto", "cpu", "cuda")
 
 # nvidia-smi device names -> catalogue systems (one device of the system runs the plan).
-GPU_SYSTEMS = (("H200", "dgx-h200"), ("H100 80GB HBM3", "dgx-h100"), ("H100 SXM", "dgx-h100"),
-               ("A100-SXM4-80GB", "dgx-a100-80gb"), ("A100-SXM4-40GB", "dgx-a100-40gb"), ("B200", "dgx-b200"),
-               ("B300", "dgx-b300"), ("MI300X", "mi300x-8"))
+GPU_SYSTEMS = (("GB300", "gb300-nvl72"), ("GB200", "gb200-nvl72"), ("H200", "dgx-h200"),  # the longer names first
+               ("H100 80GB HBM3", "dgx-h100"), ("H100 SXM", "dgx-h100"), ("A100-SXM4-80GB", "dgx-a100-80gb"),
+               ("A100-SXM4-40GB", "dgx-a100-40gb"), ("B200", "dgx-b200"), ("B300", "dgx-b300"), ("MI300X", "mi300x-8"))
 
 
 # ---------------------------------------------------------------------------------------------------------

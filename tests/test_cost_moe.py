@@ -208,16 +208,26 @@ def test_mtp_modules_run_on_the_last_stage_as_one_layer_and_one_head_more():
     mtp = TINY.model_copy(update={"mtp_layers": 1})
     plan = Plan(gpus=16, pp=2, dp=8, ep=8, micro_batch=1, global_batch=32, seq_len=256)
     base, with_mtp = (evaluate(m, load_hardware("dgx-h100"), lay_of(plan, m)) for m in (TINY, mtp))
-    unit = {u: float(base.unit_time[u][0]) for u in ("layer", "head")}
+    unit = {u: float(base.unit_time[u][0]) for u in ("layer", "embedding", "head")}
     per_stage = lambda s: s.stages.seconds({u: float(s.unit_time[u][0]) for u in s.unit_time})[:, 0]
     b, w = per_stage(base), per_stage(with_mtp)
     assert w[0] == pytest.approx(b[0], rel=1e-12)  # first stage
-    assert w[2] - b[2] == pytest.approx(unit["layer"] + unit["head"], rel=1e-9)  # last stage
+    assert w[2] - b[2] == pytest.approx(sum(unit.values()), rel=1e-9)  # last stage: lookup, block, head
     st = with_mtp.stages
     lay = lay_of(plan, mtp)
-    params = stage_params(mtp, lay, st.layers, st.embedding == 1, st.head > 0)[2, 0]
+    params = stage_params(mtp, lay, st.layers, st.embedding > 0, st.head > 0)[2, 0]
     p = unit_params(mtp, lay)
-    assert params == pytest.approx(3 * p["layer"][0] + p["head"][0], rel=1e-12)  # 2 layers + the MTP block
+    # 2 layers + the MTP block, the head and the MTP's copy of the embedding
+    assert params == pytest.approx(3 * p["layer"][0] + p["head"][0] + p["embedding"][0], rel=1e-12)
+    sync = [c for c in with_mtp.step_comms if c.name == "embedding copies gradient sync"]
+    assert sync and float(sync[0].exposed[0]) > 0  # the two copies' gradients are summed each step
+    # HFU counts the module's FLOPs, MFU does not: 3 x 2 x (block + 2h x h + LM head) + attention, per token
+    tokens = 32 * 256
+    block = TINY.matmul_params_per_layer() + 2 * 256 * 256 + 1024 * 256
+    attention = 4.0 * 256 * TINY.attention_core_dim  # one layer, 256 keys
+    assert with_mtp.model_flops == base.model_flops
+    assert float(with_mtp.hardware_flops[0] - base.hardware_flops[0]) == pytest.approx(
+        tokens * 3 * (2 * block + attention), rel=1e-12)
     assert estimate(mtp, "dgx-h100", plan).stages[-1].mtp_modules == 1
     assert estimate(mtp, "dgx-h100", plan).step_time_s > estimate(TINY, "dgx-h100", plan).step_time_s
 
@@ -255,3 +265,24 @@ def test_moe_overlap_refusals(fields, needle):
     with pytest.raises(InputError, match="^moe_overlap=true: llama-3-8b is a dense model .*moe_overlap=false"):
         resolve(Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=256, moe_overlap=True), dense,
                 load_hardware("dgx-h100"))
+
+
+@pytest.mark.parametrize("fields, needle", [
+    (dict(ep=1), "ep=1, pp=1, vpp=1, recompute=none"),
+    (dict(gpus=32, pp=2, global_batch=64), "pp=2, vpp=1"),
+    (dict(recompute="full"), "recompute=full"),
+])
+def test_moe_overlap_needs_a_layout_megatron_overlaps(fields, needle):
+    """Megatron-Core's checks (core_r0.14 TransformerConfig): ep > 1, vpp wherever pp > 1, no full recompute; the
+    search with moe_overlap enumerates only such layouts."""
+    from perfmodel.search.layouts import search
+
+    plan = Plan(**({"gpus": 16, "dp": None, "ep": 8, "micro_batch": 1, "global_batch": 64, "seq_len": 256,
+                    "moe_overlap": True} | fields))
+    with pytest.raises(InputError, match=f"moe_overlap = true with .*{needle}.*valid"):
+        resolve(plan, TINY, load_hardware("dgx-h100"))
+    res = search(TINY, "dgx-h100", 16, 64, 256, moe_overlap=True)
+    t = res.table
+    assert len(t) and (t.ep > 1).all() and ((t.pp == 1) | (t.vpp > 1)).all() and (t.recompute != "full").all()
+    with pytest.raises(InputError, match="mtp_layers = 2"):
+        search(TINY.model_copy(update={"mtp_layers": 2}), "dgx-h100", 16, 64, 256, moe_overlap=True)

@@ -45,6 +45,7 @@ DENSE = ModelConfig(name="dense-8b-like", n_layers=32, hidden=4096, n_heads=32, 
 # ep 8, tp 2, pp 4 (the examples of the report): 64 GPUs give dp 8 and edp 2 for Qwen3; 256 GPUs dp 32, edp 8
 QWEN3_PLAN = {"gpus": 64, "tp": 2, "pp": 4, "ep": 8, "sequence_parallel": True, "zero": 1, "micro_batch": 1,
               "global_batch": 512, "seq_len": 4096}
+OVERLAP = {"moe_overlap": True, "vpp": 2}  # Megatron-Core overlaps with pp > 1 only under virtual pipelining
 DSV3_PLAN = {"gpus": 256, "tp": 2, "pp": 4, "ep": 8, "sequence_parallel": True, "zero": 1, "micro_batch": 1,
              "global_batch": 1024, "seq_len": 4096, "first_stage_layers": 16}
 
@@ -226,7 +227,7 @@ def test_megatron_dense_plan_has_no_moe_arguments():
 def _every_export() -> list[str]:
     """Megatron-LM exports of plans that, together, reach every argument the exporter writes."""
     plans = [
-        (QWEN3_MOE, QWEN3_PLAN), (DEEPSEEK_V3, DSV3_PLAN | {"moe_overlap": True}),
+        (QWEN3_MOE, QWEN3_PLAN), (DEEPSEEK_V3, DSV3_PLAN), (QWEN3_MOE, QWEN3_PLAN | OVERLAP),
         (DENSE, {"gpus": 64, "tp": 4, "pp": 2, "cp": 2, "vpp": 2, "micro_batch": 1, "global_batch": 64,
                  "seq_len": 8192, "sequence_parallel": True, "zero": 1, "recompute": "selective"}),
         (DENSE, {"gpus": 16, "tp": 2, "pp": 2, "micro_batch": 1, "global_batch": 64, "seq_len": 4096,
@@ -390,7 +391,7 @@ def test_deepspeed_ep_beyond_data_parallel():
 def test_moe_overlap_exported_where_the_framework_has_it():
     """Megatron-LM: --overlap-moe-expert-parallel-comm (and nothing without moe_overlap); torchtitan and
     DeepSpeed have no such setting and say so in a note."""
-    on = moe_plan_file(QWEN3_MOE, **(QWEN3_PLAN | {"moe_overlap": True}))
+    on = moe_plan_file(QWEN3_MOE, **(QWEN3_PLAN | OVERLAP))
     assert flag(megatron_args(export(on, "megatron")), "--overlap-moe-expert-parallel-comm") == ""
     off = export(moe_plan_file(QWEN3_MOE, **QWEN3_PLAN), "megatron")
     assert flag(megatron_args(off), "--overlap-moe-expert-parallel-comm") is None

@@ -535,3 +535,28 @@ def test_moe_mlp_is_a_vertex_of_every_layer_that_splits_only_tokens():
     assert found.budget_met and found.time_s <= t_mega * (1 + 1e-9)
     assert sum(v.op == "moe" for v in found.vertices) == 2
     assert "moe" not in OPS  # the plan file places the stage's operators; the experts are the plan's ep x etp
+
+
+def test_shared_experts_move_their_tokens_in_the_moe_vertex_not_on_the_dense_mlps_edges():
+    """A MoE model whose every layer routes, with a shared expert, on tp = 2 with sequence parallelism: the dense
+    MLP's operators cost nothing and neither do its edges in any configuration (so PaSE cannot claim a speed-up
+    by placing them elsewhere); the shared expert's gather and scatter over tp are in the "moe" vertex, which
+    costs more than without the shared expert by at least that traffic."""
+    from perfmodel.cost.layouts import Layouts
+    from perfmodel.cost.sharded import shared_expert_comms
+    from perfmodel.models import MoEConfig
+
+    moe = MoEConfig(n_experts=4, top_k=2, expert_ffn_hidden=32, n_shared_experts=1)
+    model = TINY.model_copy(update={"moe": moe})
+    plan = resolve(Plan(gpus=4, tp=2, ep=2, sequence_parallel=True, micro_batch=2, global_batch=16, seq_len=32),
+                   model, A100)
+    graph = pase.operator_graph(model.n_layers, moe=True)
+    tables = pase.cost_tables(graph, model, A100, plan)
+    for key in ("norm2->mlp_in:0", "mlp_in->activation:0", "mlp_out->residual2:0"):
+        assert not tables.edge[key].any()
+    assert not tables.time["mlp_in"].any() and not tables.time["mlp_out"].any()
+    comms = shared_expert_comms(model, A100, Layouts.from_plan(plan))
+    assert [c.collective for c in comms] == ["all_gather", "reduce_scatter"] and all(c.exposed[0] > 0 for c in comms)
+    plain = model.model_copy(update={"moe": MoEConfig(n_experts=4, top_k=2, expert_ffn_hidden=32)})
+    t_plain = pase.cost_tables(graph, plain, A100, plan).time["moe"][0]
+    assert tables.time["moe"][0] - t_plain > plan.num_microbatches * sum(float(c.exposed[0]) for c in comms) * 0.999

@@ -100,8 +100,9 @@ def moe_models(draw) -> ModelConfig:
     experts = draw(st.sampled_from([4, 8]))
     return base.model_copy(update={"moe": MoEConfig(
         n_experts=experts, top_k=draw(st.sampled_from([1, 2])), expert_ffn_hidden=draw(st.sampled_from([16, 32])),
-        n_shared_experts=draw(st.sampled_from([0, 1])),
-        first_dense_layers=draw(st.integers(0, min(1, base.n_layers - 1))))})
+        n_shared_experts=draw(st.sampled_from([0, 1])), layer_freq=draw(st.sampled_from([1, 2])),
+        first_dense_layers=draw(st.integers(0, min(1, base.n_layers - 1)))),
+        "mtp_layers": draw(st.sampled_from([0, 0, 1, 2]))})
 
 
 @st.composite

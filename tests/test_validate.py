@@ -241,6 +241,8 @@ def test_gpu_catalogue_match():
     assert catalogue_system_for("NVIDIA H200") == "dgx-h200"
     assert catalogue_system_for("NVIDIA A100-SXM4-80GB") == "dgx-a100-80gb"
     assert catalogue_system_for("NVIDIA B300 SXM6 AC") == "dgx-b300"
+    assert catalogue_system_for("NVIDIA GB300") == "gb300-nvl72"  # not the B300 of an HGX board
+    assert catalogue_system_for("NVIDIA GB200") == "gb200-nvl72"
     assert catalogue_system_for("NVIDIA H100 PCIe") is None  # not the SXM part of the catalogue
     assert catalogue_system_for(None) is None
 

@@ -36,6 +36,15 @@ def model_flops_per_token(model: ModelConfig, seq_len: int) -> float:
     return 3.0 * (2.0 * matmul_params(model) + attention_flops_per_token(model, seq_len))
 
 
+def mtp_flops_per_token(model: ModelConfig, seq_len: int) -> float:
+    """Training FLOPs per token of the multi-token prediction modules (same convention; hardware FLOPs only:
+    published MFU counts the main model): each a mean layer's matmuls and attention, its 2h x h projection and
+    the LM head (DeepSeek-V3, Sec. 2.2)."""
+    per_layer = model.matmul_params_per_layer() + 2 * model.hidden * model.hidden + model.vocab * model.hidden
+    attention = attention_flops_per_token(model, seq_len) / model.n_layers
+    return model.mtp_layers * 3.0 * (2.0 * per_layer + attention)
+
+
 def recompute_flops_per_token(model: ModelConfig, seq_len: int, recompute: str) -> float:
     """Extra forward FLOPs per token that recomputation re-executes (same convention).
 

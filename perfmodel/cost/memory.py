@@ -218,7 +218,7 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     """
     st = Stages.of(model, lay) if st is None else st
     p = unit_params(model, lay)
-    params_of = stage_params(model, lay, st.layers, st.embedding == 1, st.head > 0)
+    params_of = stage_params(model, lay, st.layers, st.embedding > 0, st.head > 0)
     scale = kept_scale(lay.schedule, lay.pp, lay.vpp, lay.num_microbatches, st.rank)
     act = layer_activation_bytes(model, lay) * st.layers * scale["layer"]
     # The layer in its backward holds what recomputation rebuilt for it: all of its activations (full) or
@@ -230,7 +230,8 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     p_exp = expert_layer_params(model, lay)  # a MoE model's routed experts: states and copies over edp
     experts = state_bytes(st.layers * p_exp, lay, lay.edp)
     states = {k: states[k] + experts[k] for k in states}
-    largest = np.maximum.reduce([p["layer"] * (st.layers > 0), p["embedding"] * st.embedding, p["head"] * (st.head > 0)])
+    largest = np.maximum.reduce([p["layer"] * (st.layers > 0), p["embedding"] * (st.embedding > 0),
+                                 p["head"] * (st.head > 0)])
     other = transient_bytes(system, lay, params_of, largest)
     other = other + zero_copy_bytes(lay, st.layers * p_exp, p_exp * (st.layers > 0), lay.edp)
     other = other + (st.layers > 0) * dispatch_buffer_bytes(model, lay)  # the running MoE layer's dispatch

@@ -128,17 +128,13 @@ def layer_share(model: ModelConfig, name: str) -> float:
 
 
 def edge_share(model: ModelConfig, src: str, dst: str) -> float:
-    """Share of the layers that pass a tensor from `src` to `dst`: into and out of the MLP, the dense layers and
-    the MoE layers whose shared experts run as a tp-split MLP on the sequence-gathered tokens (the routed
-    experts route each rank's own tokens); inside the dense MLP, its layer_share; into and out of the MoE MLP,
-    its layer_share; elsewhere 1."""
+    """Share of the layers that pass a tensor from `src` to `dst`: into, inside and out of the dense MLP, the
+    dense layers' (its layer_share; a MoE layer's shared experts move their tokens in `sharded.moe_comms`); into
+    and out of the MoE MLP, the MoE layers'; elsewhere 1."""
     if "moe" in (src, dst):
         return layer_share(model, "moe")
-    if src in DENSE_MLP_OPS and dst in DENSE_MLP_OPS:
-        return layer_share(model, src)
     if src in DENSE_MLP_OPS or dst in DENSE_MLP_OPS:
-        shared = model.moe is not None and bool(model.moe.shared_ffn_hidden)
-        return layer_share(model, "mlp_in") + (model.moe_layers() / model.n_layers if shared else 0.0)
+        return layer_share(model, "mlp_in")
     return 1.0
 
 

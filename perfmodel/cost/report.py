@@ -57,7 +57,7 @@ def stage_times(step: Step, i: int, split: list[int], mtp: int = 0) -> list[Stag
     p2p = at(step.p2p)
     total, fwd, rec = per_stage(step.unit_time) + p2p, per_stage(step.unit_fwd) + p2p / 2, \
         per_stage(step.unit_recompute)
-    return [StageTime(stage=r, layers=layers, embedding=r == 0, head=r == pp - 1,
+    return [StageTime(stage=r, layers=layers, embedding=r == 0 or (mtp > 0 and r == pp - 1), head=r == pp - 1,
                       mtp_modules=mtp if r == pp - 1 else 0, fwd_s=float(fwd[r]),
                       recompute_s=float(rec[r]), bwd_s=float(total[r] - fwd[r] - rec[r]))
             for r, layers in enumerate(split)]

@@ -25,7 +25,7 @@ from .layouts import Layouts
 from .memory import WEIGHT_BYTES, adam_step_bytes
 from .mesh import BIT, Mesh, redistribution_steps
 from .moe import dispatch_bytes, flex_dispatch_time, group_tiers, moe_share, routed_bytes
-from .operators import Operator, Split, forward_passes
+from .operators import Operator, Split, forward_passes, megatron_codes, operators, output_bytes
 
 ZERO_GROUP = BIT["dp"] | BIT["cp"]  # the ranks holding replicas of the same weights: dp * cp, tp apart
 
@@ -304,4 +304,30 @@ def moe_comms(model: ModelConfig, system: System, lay: Layouts, window=None) -> 
         hidden = paired * (total - behind(total, window, overlap_fraction(system, load_stack(lay.stack))))
         keep = np.where(on, 1.0 - np.divide(hidden, total, out=np.zeros_like(total), where=total > 0), 1.0)
         out = [replace(c, fwd=c.fwd * keep, bwd=c.bwd * keep) for c in out]
+    return out + shared_expert_comms(model, system, lay)
+
+
+def shared_expert_comms(model: ModelConfig, system: System, lay: Layouts) -> list[Comm]:
+    """The tensor-parallel traffic of a MoE layer's shared experts per micro-batch, scaled by `moe_share`: a
+    tp-split MLP (Megatron-Core SharedExpertMLP) reading the layer's tokens gathered from their sequence shards
+    and reduce-scattering its output back, priced as the dense MLP's edges under Megatron-LM's sequence
+    parallelism (`edge_cost` over `operators.megatron_codes` of norm2 -> mlp_in and mlp_out -> residual2, the
+    input kept as its shard and gathered again in the backward). Nothing without shared experts or tp."""
+    if model.moe is None or not model.moe.shared_ffn_hidden:
+        return []
+    mesh, ops, w = Mesh.of(system, lay), operators(model), moe_share(model)
+    f, passes = overlap_fraction(system, load_stack(lay.stack)), forward_passes("layer", lay.recompute)
+    out = []
+    for src, dst, name in (("norm2", "mlp_in", "shared experts input (sp)"),
+                           ("mlp_out", "residual2", "shared experts output (sp)")):
+        o, i = megatron_codes(src, dst, 0, True)
+        ec = edge_cost(mesh, np.broadcast_to(o, (len(lay), len(o))), np.broadcast_to(i, (len(lay), len(i))),
+                       output_bytes(ops[src], lay), passes, dst == "mlp_in", f)
+        on = lay.tp > 1
+        calls = sum(r[4] for r in ec.steps) + np.zeros(len(lay))
+        total = sum(r[3] * r[4] for r in ec.steps) + np.zeros(len(lay))
+        per = np.divide(total, calls, out=np.zeros_like(total), where=calls > 0)
+        out.append(Comm(name, "all_gather" if dst == "mlp_in" else "reduce_scatter", "tp",
+                        nbytes=output_bytes(ops[src], lay), seconds=per, calls=w * calls * on, fwd=w * ec.fwd * on,
+                        bwd=w * ec.bwd * on, unit="layer", part="tp_comm", mask=BIT["tp"], active=on))
     return out

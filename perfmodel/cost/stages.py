@@ -45,13 +45,16 @@ class Stages:
     def with_mtp(self, mtp: int) -> Stages:
         """The stages with `mtp` multi-token prediction modules on the one holding the head, as Megatron-Core
         builds them (mtp_num_layers: "MTP layers are placed in the last pipeline stage"; DeepSeek-V3, Sec. 2.2):
-        each runs one transformer block and the shared output head with its own loss, so it counts as one
-        more layer and one more head. Its 2h x h projection of [norm(h); norm(embedding)] is not priced (DeepSeek-V3:
+        each looks up the embedding of the tokens one further ahead, runs one transformer block and the shared
+        output head with its own loss, so it counts as one more embedding, layer and head; with pp > 1 that
+        stage holds a copy of the embedding (Megatron-Core GPTModel builds it where mtp_process), whose gradient
+        is synced with the first stage's (`cost.step`). Its 2h x h projection of [norm(h); norm(embedding)] is not priced (DeepSeek-V3:
         0.1B of the block's 0.6B active parameters per token; `ModelConfig.mtp_params` counts it)."""
         if not mtp:
             return self
         last = self.head > 0
-        return replace(self, layers=self.layers + mtp * last, head=self.head + mtp * last)
+        return replace(self, layers=self.layers + mtp * last, head=self.head + mtp * last,
+                       embedding=self.embedding + mtp * last)
 
     @classmethod
     def of(cls, model: ModelConfig, lay: Layouts) -> Stages:

@@ -34,7 +34,7 @@ from ..hardware import System
 from ..models import ModelConfig
 from ..operators import OPS
 from . import comm as C
-from .flops import model_flops_per_token, recompute_flops_per_token
+from .flops import model_flops_per_token, mtp_flops_per_token, recompute_flops_per_token
 from .kernels import ACT_BYTES, Device, Op, zero3_copy_op
 from .layouts import Layouts
 from .moe import ExpertDataGroup, expert_layer_params
@@ -286,7 +286,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     t_pipe = pipeline_time(m, t_max, t_mean, pp, v)
 
     # --- data parallel (ZeRO 0/1/2), tied-embedding sync and optimizer, for the stage with most parameters -
-    params_of = stage_params(model, lay, st.layers, st.embedding == 1, st.head > 0)
+    params_of = stage_params(model, lay, st.layers, st.embedding > 0, st.head > 0)
     experts_of = st.layers * expert_layer_params(model, lay)  # a MoE model's routed experts, reduced over edp
     big = np.argmax(np.where(st.valid, params_of + experts_of, -np.inf), axis=0)
     p_stage, pe_stage, nl = pick(params_of, big), pick(experts_of, big), np.maximum(pick(st.layers, big), 1)
@@ -333,10 +333,11 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     r = on * partial_sum(mesh, kept_whole, gbytes, BIT["tp"])
     steps.append(Comm("tp replicated-weight gradients (sp)", "all_reduce", "tp", nbytes=size, seconds=r, calls=1,
                       bwd=r, unit="step", part="dp_comm", mask=BIT["tp"], active=on))
-    on = (pp > 1) & model.tie_embeddings  # first and last stage hold copies of the embedding
+    # first and last stage hold copies of the embedding: tied to the LM head, or read by the MTP modules
+    on = (pp > 1) & (model.tie_embeddings or model.mtp_layers > 0)
     size = table["embedding"].weights[0].params / t * gbytes / np.where(zero >= 2, shard, 1)  # the local gradient
     one = on * C.ring_allreduce_time(size, 2, link_bw, link_lat)
-    steps.append(Comm("tied embedding gradient sync", "all_reduce", "embedding", nbytes=size, seconds=one, calls=1,
+    steps.append(Comm("embedding copies gradient sync", "all_reduce", "embedding", nbytes=size, seconds=one, calls=1,
                       bwd=one, unit="step", part="dp_comm", tier=link, active=on))
     dp_exposed = sum(c.exposed for c in steps)
     t_opt = (optimizer_seconds(dev, p_stage, zero, shard, gbytes) + optimizer_seconds(dev, pe_stage, zero, edp, gbytes)
@@ -359,7 +360,8 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     tokens = lay.tokens_per_step
     mflops = tokens * model_flops_per_token(model, lay.seq_len)
     extra = {mode: recompute_flops_per_token(model, lay.seq_len, mode) for mode in ("none", "selective", "full")}
-    hflops = mflops + tokens * np.select([rc == k for k in extra], list(extra.values()))
+    hflops = mflops + tokens * (np.select([rc == k for k in extra], list(extra.values()))
+                                + mtp_flops_per_token(model, lay.seq_len))
     peak_dtype = lay.precision if lay.precision in ("fp8", "fp4") else "bf16"
     return Step(lay=lay, stages=st, ops=ops, comms=comms, step_comms=steps, time=time, memory=memory,
                 bottleneck=bottleneck, memory_kind=mem_kind, capacity=system.accelerator.hbm_bytes,

@@ -43,13 +43,14 @@ from .memory import (
     narrow_cache_bytes,
     state_bytes,
 )
-from .mesh import Mesh, gathered_axes
+from .mesh import BIT, Mesh, gathered_axes
 from .moe import (
     ExpertDataGroup,
     expert_layer_params,
     moe_gemm_params,
     moe_kept_bytes,
     moe_replicated_params,
+    moe_router_params,
 )
 from .operators import (
     Operator,
@@ -162,7 +163,7 @@ class Reference:
         zero3 = {u: (bool(h_f[0]), bool(h_b[0]), frac, bool(on[0]))
                  for u, (h_f, h_b, frac, on) in step.zero3_overlap.items()}
         return cls(step, float(step.compute_speedup[0]), zero3,
-                   {"layer": layers / n, "embedding": emb, "head": float(head > 0)},  # MTP shares the head
+                   {"layer": layers / n, "embedding": float(emb > 0), "head": float(head > 0)},  # MTP: shared
                    {"layer": layers / n * scale["layer"], "embedding": emb * scale["embedding"],
                     "head": head * scale["head"]}, 1.0 / n, const)
 
@@ -270,8 +271,7 @@ def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.
     wf = attention_s[0] + sum(c.fwd for c in comms)
     wb = sum(k.bwd_s + k.recompute_s(rc) for k in ks) / sp + sum(c.bwd for c in comms)
     ag = rs = per_step = 0.0
-    reduce = np.isin(configs, [op.spec.dims.index(d) for d in ("batch", "seq")])
-    reduce = (reduce.astype(np.int64) << np.arange(len(AXES))).sum(axis=1)
+    reduce = token_axes(op, configs)
     for w, p in held:
         share = w.params * op.share / x.unit_params[unit]
         if ref.zero3[unit][3]:
@@ -292,6 +292,13 @@ def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.
     shape = (len(configs),)
     return (np.broadcast_to(per_mb, shape).astype(float), np.broadcast_to(per_step, shape).astype(float),
             np.broadcast_to(memory, shape).astype(float))
+
+
+def token_axes(op: Operator, configs: np.ndarray) -> np.ndarray:
+    """Per configuration, the bitmask of the axes that split `op`'s tokens (batch or sequence): where a weight
+    kept whole on them has partial-sum gradients."""
+    on = np.isin(configs, [op.spec.dims.index(d) for d in ("batch", "seq")])
+    return (on.astype(np.int64) << np.arange(len(AXES))).sum(axis=1)
 
 
 def _moe_vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -318,9 +325,12 @@ def _moe_vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray,
     ag_e, rs_e = (on_e * t for t in zero3_gather(experts, p_exp, gbytes, None))
     exposed = behind_linear(ag + ag_e, wf, frac, h_f) + behind_linear(ag + ag_e + rs + rs_e, wb, frac, h_b)
     per_mb = wf + wb + exposed
-    reduce = np.isin(configs, [op.spec.dims.index(d) for d in ("batch", "seq")])  # router: whole, tokens split
-    reduce = (reduce.astype(np.int64) << np.arange(len(AXES))).sum(axis=1)
-    per_step = (gradient_reduction(x.mesh, p_rep, reduce, zero, m, gbytes, share)
+    # the router is whole where the tokens are split (a partial sum there); the shared experts split over tp
+    router, tp = moe_router_params(model) + np.zeros(len(lay)), BIT["tp"]
+    part = router / np.maximum(p_rep, 1e-300)
+    reduce = token_axes(op, configs)
+    per_step = (gradient_reduction(x.mesh, router, reduce, zero, m, gbytes, share * part)
+                + gradient_reduction(x.mesh, p_rep - router, reduce & ~tp, zero, m, gbytes, share * (1 - part))
                 + gradient_reduction(experts, p_exp, ZERO_GROUP, zero, m, gbytes)
                 + (optimizer_seconds(x.dev, p_rep, zero, lay.zero_shard, gbytes)
                    + optimizer_seconds(x.dev, p_exp, zero, lay.edp, gbytes)) / shared_host_speedup(x.system, lay))

@@ -34,7 +34,18 @@ from ..cost.layouts import Layouts
 from ..errors import Count, Flag, InputError, Schema
 from ..hardware import System
 from ..models import ModelConfig
-from ..plan import Dispatcher, Imbalance, Plan, Precision, Recompute, divisors, megatron_slots, resolve
+from ..plan import (
+    Dispatcher,
+    Imbalance,
+    Plan,
+    Precision,
+    Recompute,
+    divisors,
+    megatron_slots,
+    moe_overlap_applies,
+    moe_overlap_refusal,
+    resolve,
+)
 from ..stack import DEFAULT_STACK
 
 
@@ -106,8 +117,10 @@ def check_job(model: ModelConfig, system: System, job: Job) -> None:
     """Refuse a job no layout can run, before enumerating: one line naming the field and what is valid."""
     # gpus the system allows, a sequence the model allows, a precision the system has (resolve's checks)
     resolve(Plan(gpus=job.gpus, micro_batch=1, global_batch=job.gpus, seq_len=job.seq_len,
-                 precision=job.precision, moe_dispatcher=job.moe_dispatcher, moe_overlap=job.moe_overlap),
-            model, system)
+                 precision=job.precision), model, system)
+    why = moe_overlap_refusal(model, job.moe_dispatcher) if job.moe_overlap else None
+    if why:
+        raise InputError(why)
 
 
 def meshes(model: ModelConfig, job: Job, space: Space) -> list[tuple[int, int, int, int]]:
@@ -174,9 +187,14 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
             keep &= base[:, 3] * base[:, 2] > 1
         if model.moe is not None and not sp:  # experts with tp need sequence parallelism (plan._check_experts)
             keep &= base[:, 0] == 1
+        if job.moe_overlap:  # the layouts Megatron-Core overlaps expert-parallel communication in
+            keep &= moe_overlap_applies(base[:, 7], base[:, 1], base[:, 4], rc)
         sel = base[keep]
         cols.append((sel, np.full(len(sel), rc), np.full(len(sel), sp), np.full(len(sel), z)))
     if sum(len(c[0]) for c in cols) == 0:
+        if job.moe_overlap:
+            raise InputError(f"no layout of gpus = {job.gpus} runs moe_overlap (it needs ep > 1, vpp > 1 where pp > 1 "
+                             "and no full recompute) within the --only limits; valid: other limits, or no moe_overlap")
         raise too_narrow
     sel = np.concatenate([c[0] for c in cols])
     vpp = sel[:, 4]
