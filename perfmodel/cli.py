@@ -34,10 +34,9 @@ DISPATCHERS = typing.get_args(Dispatcher)
 EXAMPLE = ["--model", "llama-3-70b", "--hardware", "dgx-h100", "--gpus", "512", "--tp", "8", "--pp", "4",
            "--micro-batch", "1", "--global-batch", "1024", "--seq-len", "8192", "--sequence-parallel",
            "--zero", "1", "--recompute", "selective"]
-
-
 # Commands whose parser and runner live with their code (add_parser(subparsers), run(args) -> str).
-COMMAND_MODULES = {"calibrate": "perfmodel.calibrate.command", "validate": "perfmodel.validate"}
+COMMAND_MODULES = {"calibrate": "perfmodel.calibrate.command", "validate": "perfmodel.validate",
+                   "forecast": "perfmodel.forecast_command"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,16 +59,10 @@ def _gpu_list(text):
     return out
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="perfmodel", description="Predict LLM training step time and memory on GPU/TPU clusters.")
-    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
-
-    pr = sub.add_parser("predict", help="predict one training step of a plan (no flags: a built-in example)",
-                        description="Predict one training step. With no flags, runs the built-in example: "
-                                    + " ".join(EXAMPLE))
+def add_plan_flags(pr: argparse.ArgumentParser) -> None:
+    """The flags that give a plan (or --plan FILE): predict's, and forecast's."""
     pr.add_argument("--plan", help="re-predict a plan file (written by search --output or predict --save-plan); "
                                    "takes the place of every other input flag")
-    pr.add_argument("--save-plan", metavar="FILE", help="also write the plan as a plan file (JSON) to FILE")
     pr.add_argument("--model", help="preset name (perfmodel models list), or path to a HF config.json or a ModelConfig YAML/JSON")
     pr.add_argument("--hardware", help="preset name (perfmodel hardware list) or path to a spec YAML")
     pr.add_argument("--gpus", type=integer("--gpus"))
@@ -105,6 +98,17 @@ def build_parser() -> argparse.ArgumentParser:
                     help="layers on the first pipeline stage (Megatron-LM --decoder-first-pipeline-num-layers)")
     pr.add_argument("--last-stage-layers", type=integer("--last-stage-layers"),
                     help="layers on the last pipeline stage (Megatron-LM --decoder-last-pipeline-num-layers)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="perfmodel", description="Predict LLM training step time and memory on GPU/TPU clusters.")
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+
+    pr = sub.add_parser("predict", help="predict one training step of a plan (no flags: a built-in example)",
+                        description="Predict one training step. With no flags, runs the built-in example: "
+                                    + " ".join(EXAMPLE))
+    pr.add_argument("--save-plan", metavar="FILE", help="also write the plan as a plan file (JSON) to FILE")
+    add_plan_flags(pr)
     pr.add_argument("--format", choices=["table", "json"], default="table")
     pr.add_argument("--plot", metavar="FILE.png", help="draw the time and memory breakdowns and the pipeline schedule")
 
@@ -204,7 +208,7 @@ def _predict(a) -> str:
 
     if a.plot is not None:
         check_plot_path(a.plot)
-    out = _predict_estimate(a)
+    out = estimate_from_args(a)
     if a.plot is not None:
         from .plots.estimate import estimate_figure
 
@@ -213,11 +217,12 @@ def _predict(a) -> str:
     return out.model_dump_json(indent=2) if a.format == "json" else estimate_table(out)
 
 
-def _predict_estimate(a):
+def estimate_from_args(a):
+    """The estimate of the plan predict's flags (or --plan FILE) give: predict's, and forecast's."""
     if a.plan:
         given = [f"--{k.replace('_', '-')}" for k in PLAN_FLAGS if getattr(a, k) not in (None, False)]
         if given:
-            raise InputError(f"predict --plan takes its inputs from the plan file; drop {', '.join(given)}")
+            raise InputError(f"{a.cmd} --plan takes its inputs from the plan file; drop {', '.join(given)}")
         from .cost.estimate import check_prediction
 
         pf = load_plan_file(a.plan)
@@ -229,7 +234,8 @@ def _predict_estimate(a):
         check_writable(a.save_plan, "--save-plan")
     missing = [f"--{k.replace('_', '-')}" for k in PREDICT_INPUTS if getattr(a, k) is None]
     if missing:
-        raise InputError(f"predict needs {', '.join(missing)} (or --plan FILE, or no flags for the built-in example)")
+        raise InputError(f"{a.cmd} needs {', '.join(missing)} (or --plan FILE"
+                         f"{', or no flags for the built-in example' if a.cmd == 'predict' else ''})")
     given = {k: getattr(a, k) for k in VALUE_FLAGS if getattr(a, k) is not None}
     plan = Plan(**given, sequence_parallel=a.sequence_parallel, overlap_dp_comm=not a.no_overlap_dp_comm,
                 account_for_embedding=a.account_for_embedding, account_for_loss=a.account_for_loss,
@@ -403,18 +409,12 @@ def run(argv: list[str]) -> str:
         check_prediction(pf.model, pf.hardware, pf.plan, pf.prediction, f"plan file {a.plan!r}")
         return export(pf, a.to).rstrip("\n")
     if a.cmd == "hardware":
+        from .report import hardware_row, hardware_table
+
         if a.action == "list":
-            rows = []
-            for name in list_systems():
-                s = load_hardware(name)
-                bw = " > ".join(f"{t.name} {t.bandwidth_gbps:g} GB/s" for t in s.tiers)
-                rows.append(f"{name:<16}{s.accelerator.name:<18}{s.accelerator.peak_tflops['bf16']:>8g} TF bf16  "
-                            f"{s.accelerator.hbm_capacity_gib:>5g} GiB  {bw}")
-            return "\n".join(rows)
+            return "\n".join(hardware_row(name, load_hardware(name)) for name in list_systems())
         if a.action == "schema":
             return json.dumps(hardware_json_schema(), indent=2)
-        from .report import hardware_table
-
         return hardware_table(load_hardware(a.name))
     if a.action == "list":
         rows = []

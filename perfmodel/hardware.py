@@ -257,6 +257,30 @@ class HostCosts(Schema):
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
 
+class Storage(Schema):
+    """The file system checkpoints are written to and read from (perfmodel forecast): aggregate peaks, each node's
+    link to it, the share of those peaks a checkpoint burst reaches, and the device-to-host copy an asynchronous
+    checkpoint blocks on."""
+
+    write_gbps: PositiveFloat = Field(description="aggregate write bandwidth of the store, GB/s")
+    read_gbps: PositiveFloat = Field(description="aggregate read bandwidth of the store, GB/s")
+    node_gbps: PositiveFloat = Field(description="one node's link to the store, GB/s each way")
+    devices_per_node: Count = Field(description="devices that share one node's link")
+    write_efficiency: float = Field(gt=0, le=1, description="share of the write peaks a checkpoint save reaches")
+    read_efficiency: float = Field(gt=0, le=1, description="share of the read peaks a checkpoint load reaches")
+    staging_gbps: PositiveFloat = Field(description="device-to-host copy per device, GB/s (what an asynchronous "
+                                                    "checkpoint blocks on)")
+    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
+
+
+class Price(Schema):
+    """An on-demand list price of the system, per device-hour."""
+
+    usd_per_device_hour: PositiveFloat = Field(description="US dollars per device-hour")
+    date: str = Field(description="when the price was listed (YYYY-MM)")
+    source: str = Field(description="where it is listed")
+
+
 class System(Schema):
     """A named cluster preset: accelerator, interconnect tiers, efficiencies, fixed memory overhead."""
 
@@ -272,6 +296,9 @@ class System(Schema):
     shared_host: SharedHost | None = Field(None, description="set where ranks share a host's cores (CPU "
                                                              "calibrations); null: every rank has its own device")
     run_fit: RunFit | None = Field(None, description="set on a spec written by perfmodel calibrate --from-runs")
+    storage: Storage | None = Field(None, description="the checkpoint store (null: perfmodel forecast's default, "
+                                                      "docs/forecast.md)")
+    price: Price | None = Field(None, description="on-demand list price (null: give perfmodel forecast --price)")
     host_costs: HostCosts | None = Field(None, description="per-launch host costs of a stack, measured by perfmodel "
                                                            "calibrate (null: none charged)")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")

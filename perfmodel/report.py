@@ -189,3 +189,10 @@ def whatif_table(across, ups=None) -> str:
     if ups is not None:
         lines += ["", f"single upgrades of {ups.rows[0].system} (x factor, each re-searched):", fmt(ups, "upgrade")]
     return "\n".join(lines)
+
+
+def hardware_row(name: str, s) -> str:
+    """One line of `perfmodel hardware list`: accelerator, bf16 peak, memory, the network tiers."""
+    bw = " > ".join(f"{t.name} {t.bandwidth_gbps:g} GB/s" for t in s.tiers)
+    return (f"{name:<16}{s.accelerator.name:<18}{s.accelerator.peak_tflops['bf16']:>8g} TF bf16  "
+            f"{s.accelerator.hbm_capacity_gib:>5g} GiB  {bw}")

@@ -19,7 +19,7 @@ from perfmodel.planfile import PlanFile
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 PACKAGE = Path(docgen.__file__).resolve().parent
-PAGES = ("model.md", "hardware.md", "plans.md", "stacks.md")
+PAGES = ("model.md", "hardware.md", "plans.md", "stacks.md", "forecast.md")
 NAME = re.compile(r"\bperfmodel(?:\.[A-Za-z_]\w*)+")
 
 

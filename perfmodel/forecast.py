@@ -1,0 +1,175 @@
+"""The whole run of a plan: steps, wall-clock days, device-hours and dollars, checkpoints, interruptions and
+goodput (`perfmodel forecast`; every output field is explained in docs/forecast.md).
+
+From a plan's estimate (`cost.estimate`): the failure-free compute time of all steps (a batch-size ramp's steps
+at their own global batch first). The checkpoint holds every parameter's bf16 weight and its fp32 master copy and
+two Adam moments (14 B per parameter: BLOOM-176B's 2.3 TB checkpoint, Megatron-Bridge's memory estimator;
+`cost.memory` WEIGHT_BYTES + OPTIMIZER_BYTES), written by all nodes at once to the system's store
+(`hardware.Storage`, or DEFAULT_STORAGE). Interruptions, checkpoint interval and wall time follow
+`perfmodel.reliability` (Young 1974; Daly 2006).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Literal
+
+from pydantic import Field, PositiveFloat
+
+from .cost.estimate import estimate
+from .cost.memory import OPTIMIZER_BYTES, WEIGHT_BYTES
+from .errors import Count, InputError, Schema
+from .hardware import Storage, System, load_hardware
+from .models import ModelConfig, load_model
+from .plan import Plan, resolve
+from .reliability import (
+    SECONDS_PER_HOUR,
+    daly_interval,
+    expected_wall_s,
+    interval_for_async,
+    job_mtbf_s,
+)
+
+# Llama 3 405B: 419 unexpected interruptions in 54 days on 16,384 H100 (Dubey et al. 2024, arXiv 2407.21783,
+# Sec. 3.3.4, Table 5) = 1.97e-5 per GPU-hour; BLOOM-176B (1 GPU failure a week on 384 A100: 1.55e-5) and a
+# 504-GPU B200 cluster (10 GPU failures in 55 days: 1.5e-5, arXiv 2605.09370) agree.
+INTERRUPTION_RATE = 419 / (54 * 24 * 16384)
+# Detecting a failure and rescheduling the job before the checkpoint is read: the median automatic retry
+# interval of the 504-GPU B200 cluster, 11 min (arXiv 2605.09370); FlashRecovery's 150 s is the best case
+# (arXiv 2509.03047), hours where restarts are manual.
+RESTART_OVERHEAD_S = 660.0
+DEFAULT_STORAGE = Storage(
+    write_gbps=250, read_gbps=700, node_gbps=25, devices_per_node=8, write_efficiency=0.16, read_efficiency=0.215,
+    staging_gbps=64,
+    sources={
+        "write_gbps": "504-GPU B200 cluster report (arXiv 2605.09370): the NFS store's 250 GB/s maximum write",
+        "read_gbps": "same report: 700 GB/s maximum read",
+        "node_gbps": "same report: one 200 Gb/s RoCE link per node = 25 GB/s",
+        "devices_per_node": "same report: 63 nodes x 8 B200",
+        "write_efficiency": "same report: checkpoint save bursts average 16.0% of the store's write peak (523 "
+                            "checkpoint events)",
+        "read_efficiency": "same report: restart loads average 21.5% of the read peak",
+        "staging_gbps": "NVIDIA H100 datasheet: PCIe Gen5 128 GB/s (both directions) = 64 GB/s device to host"})
+
+
+class RampStage(Schema):
+    """Steps run at a smaller global batch before the plan's own (a batch-size warm-up)."""
+
+    global_batch: Count
+    steps: Count
+
+
+class Forecast(Schema):
+    """A training run of `tokens` tokens with the plan: time, money, checkpoints, interruptions."""
+
+    model: str
+    hardware: str
+    gpus: int
+    tokens: float = Field(description="tokens trained")
+    steps: int = Field(description="optimizer steps (the ramp's included)")
+    step_time_s: float = Field(description="predicted seconds per step at the plan's global batch")
+    compute_s: float = Field(description="failure-free seconds of all steps")
+    wall_clock_s: float = Field(description="expected seconds to finish, checkpoints, lost work and restarts "
+                                            "included (reliability.expected_wall_s)")
+    wall_clock_days: float
+    device_hours: float = Field(description="gpus x wall_clock_s / 3600")
+    price_usd_per_device_hour: float | None
+    price_source: str = ""
+    cost_usd: float | None = Field(description="device_hours x price (null: no price known; give --price)")
+    goodput: float = Field(description="compute_s / wall_clock_s (0-1)")
+    interruption_rate_per_device_hour: float
+    job_mtbf_hours: float = Field(description="mean hours between interruptions of the whole job")
+    interruptions_expected: float = Field(description="wall_clock_s / job MTBF")
+    checkpoint_bytes: float = Field(description="bf16 weights + fp32 master weights + Adam moments, whole model")
+    checkpoint_mode: Literal["sync", "async"]
+    checkpoint_write_s: float = Field(description="seconds to write one checkpoint to the store")
+    checkpoint_read_s: float = Field(description="seconds to read it back on a restart")
+    checkpoint_blocking_s: float = Field(description="seconds a checkpoint stops training (sync: the write; "
+                                                     "async: the copy to host memory)")
+    checkpoint_interval_s: float = Field(description="compute seconds between checkpoints")
+    checkpoint_interval_steps: float
+    interval_rule: str = Field(description="daly (optimum), or given")
+    restart_s: float = Field(description="seconds from an interruption to training again: detection and "
+                                         "rescheduling plus reading the checkpoint")
+    storage_source: str = Field(description="the spec's storage tier, or the default's citation")
+    notes: list[str] = Field(default_factory=list)
+
+
+def parse_tokens(text: str | float) -> float:
+    """'15T', '300B', '2.5e12', 1e9 -> tokens."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBT]?)\s*", str(text))
+        if not m:
+            raise InputError(f"--tokens {text!r} is not a token count; valid: a number with an optional K, M, B "
+                             "or T suffix, e.g. 15T, 300B, 2.5e12")
+        value = float(m.group(1)) * {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}[m.group(2)]
+    if not value > 0 or not math.isfinite(value):
+        raise InputError(f"--tokens {text!r}: valid: a positive, finite token count")
+    return value
+
+
+def checkpoint_seconds(nbytes: float, gpus: int, storage: Storage) -> tuple[float, float, float]:
+    """(write, read, async blocking) seconds of one checkpoint of `nbytes` written by all of a job's nodes at once:
+    the slower of the store's aggregate peak and the nodes' links, at the share of it a burst reaches; the
+    blocking copy of an asynchronous checkpoint moves each device's 1 / gpus share to host memory."""
+    nodes = math.ceil(gpus / storage.devices_per_node)
+    write = nbytes / (min(storage.write_gbps, nodes * storage.node_gbps) * 1e9 * storage.write_efficiency)
+    read = nbytes / (min(storage.read_gbps, nodes * storage.node_gbps) * 1e9 * storage.read_efficiency)
+    return write, read, nbytes / gpus / (storage.staging_gbps * 1e9)
+
+
+def forecast(model: ModelConfig | str, system: System | str, plan: Plan, tokens: str | float,
+             ramp: list[RampStage] | None = None, price: float | None = None,
+             interruption_rate: float = INTERRUPTION_RATE, restart_overhead_s: float = RESTART_OVERHEAD_S,
+             checkpoint: Literal["sync", "async"] = "sync", checkpoint_interval_s: float | None = None) -> Forecast:
+    """Forecast the run of `tokens` tokens with `plan` (module docstring)."""
+    model, system = load_model(model), load_hardware(system)
+    plan = resolve(plan, model, system)
+    total = parse_tokens(tokens)
+    for name, v in (("--price", price), ("--restart-s", restart_overhead_s),
+                    ("--checkpoint-interval", checkpoint_interval_s)):
+        if v is not None and (isinstance(v, bool) or not math.isfinite(v) or v < 0 or (name != "--restart-s" and v == 0)):
+            raise InputError(f"{name} = {v!r}; valid: a positive finite number")
+    est = estimate(model, system, plan)
+    tokens_per_step = plan.global_batch * plan.seq_len
+    compute, steps, done = 0.0, 0, 0.0
+    for stage in ramp or []:
+        e = estimate(model, system, plan.model_copy(update={"global_batch": stage.global_batch}))
+        compute, steps, done = compute + stage.steps * e.step_time_s, steps + stage.steps, \
+            done + stage.steps * stage.global_batch * plan.seq_len
+    if done >= total:
+        raise InputError(f"the ramp trains {done:.3g} tokens, not fewer than --tokens {total:.3g}; valid: a ramp "
+                         "shorter than the run")
+    main = math.ceil((total - done) / tokens_per_step)
+    compute, steps = compute + main * est.step_time_s, steps + main
+    storage = system.storage or DEFAULT_STORAGE
+    nbytes = model.n_params(mtp=True) * (WEIGHT_BYTES + OPTIMIZER_BYTES)
+    write_s, read_s, staging_s = checkpoint_seconds(nbytes, plan.gpus, storage)
+    delta = staging_s if checkpoint == "async" else write_s
+    mtbf = job_mtbf_s(interruption_rate, plan.gpus)
+    tau = daly_interval(delta, mtbf) if checkpoint_interval_s is None else checkpoint_interval_s
+    tau = interval_for_async(tau, write_s) if checkpoint == "async" else tau
+    restart = restart_overhead_s + read_s
+    wall = expected_wall_s(compute, tau, delta, restart, mtbf)
+    price_v = price if price is not None else (system.price.usd_per_device_hour if system.price else None)
+    source = "--price" if price is not None else (f"{system.price.source} ({system.price.date})" if system.price
+                                                  else "")
+    hours = plan.gpus * wall / SECONDS_PER_HOUR
+    notes = [] if price_v is not None else [f"no price: {system.name} lists none; give --price USD per device-hour"]
+    if not est.fits_in_memory:
+        notes.append(f"the plan does not fit in memory ({est.memory_bytes.total / 2**30:.1f} GiB per device)")
+    return Forecast(
+        model=model.name, hardware=system.name, gpus=plan.gpus, tokens=total, steps=steps,
+        step_time_s=est.step_time_s, compute_s=compute, wall_clock_s=wall, wall_clock_days=wall / 86400,
+        device_hours=hours, price_usd_per_device_hour=price_v, price_source=source,
+        cost_usd=None if price_v is None else hours * price_v, goodput=compute / wall,
+        interruption_rate_per_device_hour=interruption_rate, job_mtbf_hours=mtbf / SECONDS_PER_HOUR,
+        interruptions_expected=wall / mtbf, checkpoint_bytes=nbytes, checkpoint_mode=checkpoint,
+        checkpoint_write_s=write_s, checkpoint_read_s=read_s, checkpoint_blocking_s=delta,
+        checkpoint_interval_s=tau, checkpoint_interval_steps=tau / est.step_time_s,
+        interval_rule="daly" if checkpoint_interval_s is None else "given", restart_s=restart,
+        storage_source="the spec's storage tier" if system.storage else "default: " + storage.sources["write_gbps"],
+        notes=notes)

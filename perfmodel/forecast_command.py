@@ -1,0 +1,94 @@
+"""`perfmodel forecast`: the whole run of a plan (perfmodel.forecast) from predict's flags or a plan file."""
+
+from __future__ import annotations
+
+import argparse
+
+from .errors import InputError
+from .forecast import INTERRUPTION_RATE, RESTART_OVERHEAD_S, Forecast, RampStage, forecast, parse_tokens
+
+
+def _ramp(text: str) -> list[RampStage]:
+    out = []
+    for part in text.split(","):
+        try:
+            gb, steps = (int(x) for x in part.split(":"))
+            out.append(RampStage(global_batch=gb, steps=steps))
+        except (ValueError, InputError):
+            raise argparse.ArgumentTypeError(f"--ramp {text!r}: give GLOBAL_BATCH:STEPS pairs separated by commas, "
+                                             "each a positive integer, e.g. 256:1000,512:1000") from None
+    return out
+
+
+def _number(flag: str):
+    def parse(text: str) -> float:
+        try:
+            return float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} {text!r} is not a number") from None
+    return parse
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    from .cli import add_plan_flags
+
+    p = sub.add_parser("forecast", help="the whole run of a plan: days, device-hours, dollars, checkpoints, "
+                                        "interruptions and goodput",
+                       description="Forecast training a plan on --tokens tokens (docs/forecast.md).")
+    add_plan_flags(p)
+    p.add_argument("--tokens", required=True, help="tokens to train: 15T, 300B, 2.5e12")
+    p.add_argument("--ramp", type=_ramp, help="batch-size ramp before the plan's global batch: GB:STEPS,...")
+    p.add_argument("--price", type=_number("--price"), help="USD per device-hour (default: the spec's list price)")
+    p.add_argument("--interruption-rate", type=_number("--interruption-rate"), default=INTERRUPTION_RATE,
+                   help=f"interruptions per device-hour (default {INTERRUPTION_RATE:.3g}: Llama 3 405B)")
+    p.add_argument("--restart-s", type=_number("--restart-s"), default=RESTART_OVERHEAD_S,
+                   help=f"seconds to detect an interruption and reschedule, before reading the checkpoint "
+                        f"(default {RESTART_OVERHEAD_S:g})")
+    p.add_argument("--checkpoint", choices=["sync", "async"], default="sync",
+                   help="async: only the copy to host memory blocks training")
+    p.add_argument("--checkpoint-interval", type=_number("--checkpoint-interval"),
+                   help="compute seconds between checkpoints (default: Daly's optimum)")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.set_defaults(save_plan=None)
+    return p
+
+
+def run(a: argparse.Namespace) -> str:
+    from .cli import estimate_from_args
+    from .hardware import load_hardware
+    from .models import load_model
+    from .planfile import load_plan_file
+
+    parse_tokens(a.tokens)  # before any model work
+    est = estimate_from_args(a)  # the plan, resolved and checked as predict checks it
+    if a.plan:
+        pf = load_plan_file(a.plan)
+        model, system = pf.model, pf.hardware
+    else:
+        model, system = load_model(a.model), load_hardware(a.hardware)
+    f = forecast(model, system, est.plan, a.tokens, a.ramp, a.price, a.interruption_rate, a.restart_s, a.checkpoint,
+                 a.checkpoint_interval)
+    return f.model_dump_json(indent=2) if a.format == "json" else forecast_table(f)
+
+
+def forecast_table(f: Forecast) -> str:
+    money = (f"${f.cost_usd:,.0f}  (${f.price_usd_per_device_hour:g} per device-hour: {f.price_source})"
+             if f.cost_usd is not None else "-  (no price: give --price)")
+    rows = [
+        (f"{f.model} on {f.gpus} x {f.hardware}, {f.tokens:.3g} tokens", ""),
+        ("steps", f"{f.steps:,}  ({f.step_time_s:.3f} s each)"),
+        ("wall clock", f"{f.wall_clock_days:.1f} days  (compute {f.compute_s / 86400:.1f} days, goodput "
+                       f"{f.goodput:.1%})"),
+        ("device-hours", f"{f.device_hours:,.0f}"),
+        ("cost", money),
+        ("interruptions", f"{f.interruptions_expected:.0f} expected  (job MTBF {f.job_mtbf_hours:.1f} h at "
+                          f"{f.interruption_rate_per_device_hour:.3g} per device-hour)"),
+        ("checkpoint", f"{f.checkpoint_bytes / 1e12:.2f} TB, write {f.checkpoint_write_s:.0f} s, read "
+                       f"{f.checkpoint_read_s:.0f} s, blocks {f.checkpoint_blocking_s:.1f} s ({f.checkpoint_mode})"),
+        ("checkpoint every", f"{f.checkpoint_interval_s / 60:.1f} min of compute = {f.checkpoint_interval_steps:.0f} "
+                             f"steps ({f.interval_rule})"),
+        ("restart", f"{f.restart_s:.0f} s"),
+        ("storage", f.storage_source),
+    ]
+    out = [rows[0][0]] + [f"  {k:<18}{v}" for k, v in rows[1:]]
+    return "\n".join(out + [f"  note: {n}" for n in f.notes])
