@@ -92,6 +92,7 @@ class Forecast(Schema):
     interval_rule: str = Field(description="daly (optimum), or given")
     restart_s: float = Field(description="seconds from an interruption to training again: detection and "
                                          "rescheduling plus reading the checkpoint")
+    restart_overhead_s: float = Field(description="of that, detection and rescheduling")
     storage_source: str = Field(description="the spec's storage tier, or the default's citation")
     notes: list[str] = Field(default_factory=list)
 
@@ -121,6 +122,21 @@ def checkpoint_seconds(nbytes: float, gpus: int, storage: Storage) -> tuple[floa
     return write, read, nbytes / gpus / (storage.staging_gbps * 1e9)
 
 
+def goodput_at(gpus: int, nbytes: float, storage: Storage, rate: float, restart_overhead_s: float,
+               mode: Literal["sync", "async"], interval_s: float | None = None) -> dict[str, float]:
+    """A job on `gpus` devices with a checkpoint of `nbytes`: its checkpoint times, interruption rate, interval
+    (Daly's optimum unless given) and goodput = compute / expected wall time (`reliability.expected_wall_s`,
+    which is linear in the compute, so goodput does not depend on it)."""
+    write, read, staging = checkpoint_seconds(nbytes, gpus, storage)
+    delta = staging if mode == "async" else write
+    mtbf = job_mtbf_s(rate, gpus)
+    tau = daly_interval(delta, mtbf) if interval_s is None else interval_s
+    tau = interval_for_async(tau, write) if mode == "async" else tau
+    restart = restart_overhead_s + read
+    return dict(write_s=write, read_s=read, delta_s=delta, mtbf_s=mtbf, interval_s=tau, restart_s=restart,
+                goodput=tau / expected_wall_s(tau, tau, delta, restart, mtbf))
+
+
 def forecast(model: ModelConfig | str, system: System | str, plan: Plan, tokens: str | float,
              ramp: list[RampStage] | None = None, price: float | None = None,
              interruption_rate: float = INTERRUPTION_RATE, restart_overhead_s: float = RESTART_OVERHEAD_S,
@@ -147,13 +163,9 @@ def forecast(model: ModelConfig | str, system: System | str, plan: Plan, tokens:
     compute, steps = compute + main * est.step_time_s, steps + main
     storage = system.storage or DEFAULT_STORAGE
     nbytes = model.n_params(mtp=True) * (WEIGHT_BYTES + OPTIMIZER_BYTES)
-    write_s, read_s, staging_s = checkpoint_seconds(nbytes, plan.gpus, storage)
-    delta = staging_s if checkpoint == "async" else write_s
-    mtbf = job_mtbf_s(interruption_rate, plan.gpus)
-    tau = daly_interval(delta, mtbf) if checkpoint_interval_s is None else checkpoint_interval_s
-    tau = interval_for_async(tau, write_s) if checkpoint == "async" else tau
-    restart = restart_overhead_s + read_s
-    wall = expected_wall_s(compute, tau, delta, restart, mtbf)
+    g = goodput_at(plan.gpus, nbytes, storage, interruption_rate, restart_overhead_s, checkpoint,
+                   checkpoint_interval_s)
+    tau, mtbf, wall = g["interval_s"], g["mtbf_s"], compute / g["goodput"]
     price_v = price if price is not None else (system.price.usd_per_device_hour if system.price else None)
     source = "--price" if price is not None else (f"{system.price.source} ({system.price.date})" if system.price
                                                   else "")
@@ -168,8 +180,9 @@ def forecast(model: ModelConfig | str, system: System | str, plan: Plan, tokens:
         cost_usd=None if price_v is None else hours * price_v, goodput=compute / wall,
         interruption_rate_per_device_hour=interruption_rate, job_mtbf_hours=mtbf / SECONDS_PER_HOUR,
         interruptions_expected=wall / mtbf, checkpoint_bytes=nbytes, checkpoint_mode=checkpoint,
-        checkpoint_write_s=write_s, checkpoint_read_s=read_s, checkpoint_blocking_s=delta,
+        checkpoint_write_s=g["write_s"], checkpoint_read_s=g["read_s"], checkpoint_blocking_s=g["delta_s"],
         checkpoint_interval_s=tau, checkpoint_interval_steps=tau / est.step_time_s,
-        interval_rule="daly" if checkpoint_interval_s is None else "given", restart_s=restart,
+        interval_rule="daly" if checkpoint_interval_s is None else "given", restart_s=g["restart_s"],
+        restart_overhead_s=restart_overhead_s,
         storage_source="the spec's storage tier" if system.storage else "default: " + storage.sources["write_gbps"],
         notes=notes)

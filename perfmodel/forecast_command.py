@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .errors import InputError
 from .forecast import INTERRUPTION_RATE, RESTART_OVERHEAD_S, Forecast, RampStage, forecast, parse_tokens
@@ -49,6 +50,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-interval", type=_number("--checkpoint-interval"),
                    help="compute seconds between checkpoints (default: Daly's optimum)")
     p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("--plot", metavar="FILE.png", help="goodput against the checkpoint interval and cluster size")
     p.set_defaults(save_plan=None)
     return p
 
@@ -60,6 +62,10 @@ def run(a: argparse.Namespace) -> str:
     from .planfile import load_plan_file
 
     parse_tokens(a.tokens)  # before any model work
+    if a.plot is not None:
+        from .plots.common import check_plot_path
+
+        check_plot_path(a.plot)
     est = estimate_from_args(a)  # the plan, resolved and checked as predict checks it
     if a.plan:
         pf = load_plan_file(a.plan)
@@ -68,7 +74,14 @@ def run(a: argparse.Namespace) -> str:
         model, system = load_model(a.model), load_hardware(a.hardware)
     f = forecast(model, system, est.plan, a.tokens, a.ramp, a.price, a.interruption_rate, a.restart_s, a.checkpoint,
                  a.checkpoint_interval)
-    return f.model_dump_json(indent=2) if a.format == "json" else forecast_table(f)
+    out = f.model_dump_json(indent=2) if a.format == "json" else forecast_table(f)
+    if a.plot is not None:
+        from .forecast import DEFAULT_STORAGE
+        from .plots.forecast import forecast_figure
+
+        forecast_figure(f, system.storage or DEFAULT_STORAGE, a.plot)
+        print(f"wrote {a.plot}", file=sys.stderr)
+    return out
 
 
 def forecast_table(f: Forecast) -> str:

@@ -111,3 +111,12 @@ def test_the_spec_list_price_or_a_note():
     assert f.cost_usd == pytest.approx(f.device_hours * 12.29)
     none = forecast(MODEL, "dgx-b200", PLAN, "1T")
     assert none.cost_usd is None and any("give --price" in n for n in none.notes)
+
+
+def test_plot_writes_a_png_and_a_bad_path_is_refused_before_work(tmp_path):
+    out = tmp_path / "run.png"
+    r = _cli(*FLAGS, "--tokens", "1T", "--plot", str(out))
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    r = _cli(*FLAGS, "--tokens", "1T", "--plot", str(tmp_path / "run.pdf"))
+    assert r.returncode == 2 and "--plot" in r.stderr and not (tmp_path / "run.pdf").exists()
