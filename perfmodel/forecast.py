@@ -143,6 +143,9 @@ def forecast(model: ModelConfig | str, system: System | str, plan: Plan, tokens:
              checkpoint: Literal["sync", "async"] = "sync", checkpoint_interval_s: float | None = None) -> Forecast:
     """Forecast the run of `tokens` tokens with `plan` (module docstring)."""
     model, system = load_model(model), load_hardware(system)
+    plan = Plan(**plan) if isinstance(plan, dict) else plan
+    if not isinstance(plan, Plan):
+        raise InputError(f"plan must be a perfmodel.Plan (or a dict of its fields), got {type(plan).__name__}")
     plan = resolve(plan, model, system)
     total = parse_tokens(tokens)
     for name, v in (("--price", price), ("--restart-s", restart_overhead_s),

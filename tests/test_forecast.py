@@ -18,6 +18,13 @@ PLAN = Plan(gpus=64, tp=8, pp=1, micro_batch=1, global_batch=128, seq_len=4096, 
 MODEL, SYSTEM = "llama-3-8b", "dgx-h100"
 
 
+def test_a_plan_dict_works_and_anything_else_is_refused():
+    assert forecast(MODEL, SYSTEM, PLAN.model_dump(exclude_none=True), "1T").steps == forecast(MODEL, SYSTEM, PLAN,
+                                                                                               "1T").steps
+    with pytest.raises(InputError, match="plan must be a perfmodel.Plan"):
+        forecast(MODEL, SYSTEM, "tp=8", "1T")
+
+
 def test_tokens_parse():
     assert parse_tokens("15T") == 15e12 and parse_tokens("300B") == 3e11 and parse_tokens("2.5e12") == 2.5e12
     for bad in ("15Q", "-1T", "", "inf"):
