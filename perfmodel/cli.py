@@ -128,8 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--expert-imbalance", type=float, default=1.0, help="as predict (default 1: balanced)")
     se.add_argument("--moe-dispatcher", choices=DISPATCHERS, default="alltoall", help="as predict")
     se.add_argument("--moe-overlap", action="store_true", help="as predict")
-    se.add_argument("--objective", choices=["time", "cost"], default="time",
-                    help="rank by step time, or by GPU-hours per step (cost; compares GPU counts)")
+    se.add_argument("--objective", choices=["time", "cost", "train-time", "train-cost"], default="time",
+                    help="step time, GPU-hours per step (cost), or either over goodput (interruptions, checkpoints)")
     se.add_argument("--only", action="append", default=[], metavar="FIELD=V1,V2",
                     help="search only these values of a plan field (tp, pp, cp, vpp, ep, etp, micro_batch, "
                          "recompute, sequence_parallel, zero); repeatable")

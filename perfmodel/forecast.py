@@ -112,6 +112,12 @@ def parse_tokens(text: str | float) -> float:
     return value
 
 
+def checkpoint_bytes(model: ModelConfig) -> float:
+    """Bytes of one checkpoint of the whole model: bf16 weights, fp32 master weights and two fp32 Adam moments
+    per parameter, the MTP modules included (module docstring)."""
+    return model.n_params(mtp=True) * (WEIGHT_BYTES + OPTIMIZER_BYTES)
+
+
 def checkpoint_seconds(nbytes: float, gpus: int, storage: Storage) -> tuple[float, float, float]:
     """(write, read, async blocking) seconds of one checkpoint of `nbytes` written by all of a job's nodes at once:
     the slower of the store's aggregate peak and the nodes' links, at the share of it a burst reaches; the
@@ -165,7 +171,7 @@ def forecast(model: ModelConfig | str, system: System | str, plan: Plan, tokens:
     main = math.ceil((total - done) / tokens_per_step)
     compute, steps = compute + main * est.step_time_s, steps + main
     storage = system.storage or DEFAULT_STORAGE
-    nbytes = model.n_params(mtp=True) * (WEIGHT_BYTES + OPTIMIZER_BYTES)
+    nbytes = checkpoint_bytes(model)
     g = goodput_at(plan.gpus, nbytes, storage, interruption_rate, restart_overhead_s, checkpoint,
                    checkpoint_interval_s)
     tau, mtbf, wall = g["interval_s"], g["mtbf_s"], compute / g["goodput"]

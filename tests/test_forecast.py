@@ -127,3 +127,18 @@ def test_plot_writes_a_png_and_a_bad_path_is_refused_before_work(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     r = _cli(*FLAGS, "--tokens", "1T", "--plot", str(tmp_path / "run.pdf"))
     assert r.returncode == 2 and "--plot" in r.stderr and not (tmp_path / "run.pdf").exists()
+
+
+def test_search_ranks_by_time_and_cost_to_train():
+    """train-time / train-cost divide step time and GPU-hours per step by the goodput of the GPU count (forecast's
+    defaults): the plan's own forecast has the same goodput, and bigger counts have less of it."""
+    from perfmodel.search.layouts import search
+
+    res = search(MODEL, SYSTEM, [64, 1024], 2048, 4096, objective="train-cost", space={"tp": [8], "pp": [1]})
+    t = res.table
+    assert (t.wall_gpu_hours_per_step == t.gpu_hours_per_step / t.goodput).all()
+    assert list(t.wall_gpu_hours_per_step) == sorted(t.wall_gpu_hours_per_step)
+    g = t.groupby("gpus").goodput.first()
+    assert g[1024] < g[64]
+    best = res.plan(0)
+    assert forecast(MODEL, SYSTEM, best, "1T").goodput == pytest.approx(t.goodput.iloc[0], rel=1e-12)

@@ -5,7 +5,10 @@ accelerator's memory (`stage_memory`, counted), time the rest (`evaluate`: the s
 rank them by the objective:
   time: step time (ties: less memory);
   cost: GPU-hours per step = step time * gpus / 3600 (the global batch is the same for every GPU count, so
-        this is the GPU-time per token up to a constant).
+        this is the GPU-time per token up to a constant);
+  train-time, train-cost: the same with interruptions and checkpoints counted: step time / goodput, where
+        goodput is `perfmodel.forecast.goodput_at` for the GPU count (its default interruption rate, restart and
+        store, synchronous checkpoints at Daly's interval), which falls as the job grows.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from ..cost.estimate import estimate
 from ..cost.memory import stage_memory
 from ..cost.step import evaluate
 from ..errors import InputError
+from ..forecast import DEFAULT_STORAGE, INTERRUPTION_RATE, RESTART_OVERHEAD_S, checkpoint_bytes, goodput_at
 from ..hardware import System, load_hardware
 from ..models import ModelConfig, load_model
 from ..plan import Plan
@@ -27,8 +31,11 @@ from .space import Job, Space, enumerate_layouts
 
 PLAN_COLUMNS = ["gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "recompute", "sequence_parallel",
                 "zero", "schedule", "account_for_embedding", "account_for_loss"]
-RESULT_COLUMNS = ["step_time_s", "tokens_per_s", "mfu", "memory_gib", "fits_in_memory", "gpu_hours_per_step"]
-OBJECTIVES = {"time": ["step_time_s", "memory_gib"], "cost": ["gpu_hours_per_step", "step_time_s", "memory_gib"]}
+RESULT_COLUMNS = ["step_time_s", "tokens_per_s", "mfu", "memory_gib", "fits_in_memory", "gpu_hours_per_step",
+                  "goodput", "wall_s_per_step", "wall_gpu_hours_per_step"]
+OBJECTIVES = {"time": ["step_time_s", "memory_gib"], "cost": ["gpu_hours_per_step", "step_time_s", "memory_gib"],
+              "train-time": ["wall_s_per_step", "step_time_s", "memory_gib"],
+              "train-cost": ["wall_gpu_hours_per_step", "step_time_s", "memory_gib"]}
 GIB = 2**30
 
 
@@ -117,7 +124,7 @@ def pareto_front(df, keys: list[str]):
     return out.drop_duplicates(subset=keys).sort_values([first, second]).reset_index(drop=True)
 
 
-def _columns(lay, step) -> dict[str, np.ndarray]:
+def _columns(lay, step, goodput: float) -> dict[str, np.ndarray]:
     out = {c: np.broadcast_to(getattr(lay, c), (len(lay),)) for c in PLAN_COLUMNS}
     out["step_time_s"] = step.step_time_s
     out["tokens_per_s"] = lay.tokens_per_step / step.step_time_s
@@ -125,7 +132,16 @@ def _columns(lay, step) -> dict[str, np.ndarray]:
     out["memory_gib"] = step.memory["total"] / GIB
     out["fits_in_memory"] = step.fits
     out["gpu_hours_per_step"] = step.step_time_s * lay.gpus / 3600
+    out["goodput"] = np.full(len(lay), goodput)
+    out["wall_s_per_step"] = step.step_time_s / goodput
+    out["wall_gpu_hours_per_step"] = out["gpu_hours_per_step"] / goodput
     return out
+
+
+def run_goodput(model: ModelConfig, system: System, gpus: int) -> float:
+    """`perfmodel.forecast.goodput_at` of a job on `gpus` devices of `system` at the forecast's defaults."""
+    return goodput_at(gpus, checkpoint_bytes(model), system.storage or DEFAULT_STORAGE, INTERRUPTION_RATE,
+                      RESTART_OVERHEAD_S, "sync")["goodput"]
 
 
 def _infeasible_message(model: ModelConfig, system: System, lay, total: np.ndarray, gpus: list[int]) -> str:
@@ -173,7 +189,7 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
         if len(fits):
             sub = lay.take(fits)
             mem_fits = ({k: v[fits] for k, v in memory.items()}, kind[fits])
-            tables.append(_columns(sub, evaluate(model, system, sub, mem_fits)))
+            tables.append(_columns(sub, evaluate(model, system, sub, mem_fits), run_goodput(model, system, j.gpus)))
         elif worst is None or total.min() < worst[1].min():
             worst = (lay, total)  # the count whose leanest plan comes closest, for the message
         rows.append({"gpus": j.gpus, "enumerated": len(lay), "feasible": len(fits),
