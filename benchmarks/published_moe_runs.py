@@ -12,13 +12,13 @@ Then the rows that could not be expressed, with the reason. Nothing here is tune
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from published_runs import accuracy_args
 from published_runs import priced as dense_priced
 from published_runs import summary as dense_summary
 from published_runs import three_shot as dense_three_shot
@@ -52,16 +52,8 @@ def summary(df: pd.DataFrame, key: str) -> pd.DataFrame:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
-    ap.add_argument("--rows", action="store_true", help="print every row")
-    ap.add_argument("--draws", type=int, default=20)
-    ap.add_argument("--seed", type=int, default=0)
-    a = ap.parse_args(argv)
+    a = accuracy_args(__doc__, DEFAULT_CSV, argv)
     df, parts, idx = priced(a.csv)
-    pd.set_option("display.width", 200)
-    pd.set_option("display.max_rows", 500)
-    pd.set_option("display.max_colwidth", 90)
     if a.rows:
         print(df.dropna(subset=["predicted_s"])[["row_id", "family", "gpu", "trust", "layout", "measured_s",
                                                  "predicted_s", "error", "ep_share", "fits"]].to_string(index=False))

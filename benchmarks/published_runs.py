@@ -155,18 +155,25 @@ def stack_intervals(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
+def accuracy_args(doc: str, csv: Path, argv=None, out: bool = False) -> argparse.Namespace:
+    """The accuracy benchmarks' flags (--csv, --rows, --draws, --seed, and --out where it writes a table), parsed;
+    pandas set to print wide tables whole."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--csv", type=Path, default=csv)
     ap.add_argument("--rows", action="store_true", help="also print every row")
-    ap.add_argument("--out", type=Path, help="write the per-row table as CSV")
+    if out:
+        ap.add_argument("--out", type=Path, help="write the per-row table as CSV")
     ap.add_argument("--draws", type=int, default=20, help="three-shot draws per group (default 20)")
     ap.add_argument("--seed", type=int, default=0)
-    a = ap.parse_args(argv)
-    df, parts, idx = priced(a.csv)
     pd.set_option("display.width", 200)
     pd.set_option("display.max_rows", 500)
     pd.set_option("display.max_colwidth", 90)
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    a = accuracy_args(__doc__, DEFAULT_CSV, argv, out=True)
+    df, parts, idx = priced(a.csv)
     fmt = lambda x: f"{x:.1f}"  # noqa: E731
     print(f"published runs: {a.csv}")
     print("\n(a) stack profiles, nothing fitted")

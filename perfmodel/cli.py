@@ -10,7 +10,6 @@ import argparse
 import importlib
 import json
 import sys
-import typing
 
 from .argtypes import integer, seconds
 from .errors import InputError
@@ -18,7 +17,7 @@ from .files import check_output, check_writable
 from .hardware import hardware_json_schema, list_systems, load_hardware
 from .launch import RunFailed
 from .models import list_models, load_model
-from .plan import Dispatcher, Plan, Precision
+from .plan_args import DISPATCHERS, PLAN_FLAGS, PRECISIONS, add_plan_flags, plan_from_args
 from .planfile import load_plan_file, write_plan_file
 from .report import model_row
 from .plots.common import check_plot_path
@@ -27,8 +26,6 @@ from .stack import DEFAULT_STACK, STACKS
 # Each command imports what it needs when it runs (pandas, matplotlib, the exporters): `perfmodel search` is timed
 # whole-process (benchmarks/search_speed.py) and needs none of them.
 
-PRECISIONS = typing.get_args(Precision)  # the plan's own list
-DISPATCHERS = typing.get_args(Dispatcher)
 
 # `perfmodel predict` with no flags: the question the tool exists for.
 EXAMPLE = ["--model", "llama-3-70b", "--hardware", "dgx-h100", "--gpus", "512", "--tp", "8", "--pp", "4",
@@ -57,47 +54,6 @@ def _gpu_list(text):
             raise argparse.ArgumentTypeError(f"--gpus must be positive integers, got {v}")
         out.append(v)
     return out
-
-
-def add_plan_flags(pr: argparse.ArgumentParser) -> None:
-    """The flags that give a plan (or --plan FILE): predict's, and forecast's."""
-    pr.add_argument("--plan", help="re-predict a plan file (written by search --output or predict --save-plan); "
-                                   "takes the place of every other input flag")
-    pr.add_argument("--model", help="preset name (perfmodel models list), or path to a HF config.json or a ModelConfig YAML/JSON")
-    pr.add_argument("--hardware", help="preset name (perfmodel hardware list) or path to a spec YAML")
-    pr.add_argument("--gpus", type=integer("--gpus"))
-    pr.add_argument("--tp", type=integer("--tp"))
-    pr.add_argument("--pp", type=integer("--pp"))
-    pr.add_argument("--dp", type=integer("--dp"), help="default: gpus / (tp*pp*cp)")
-    pr.add_argument("--cp", type=integer("--cp"), help="default 1")
-    pr.add_argument("--vpp", type=integer("--vpp"), help="default 1")
-    pr.add_argument("--ep", type=integer("--ep"), help="MoE expert-parallel size (default 1)")
-    pr.add_argument("--etp", type=integer("--etp"), help="MoE expert tensor-parallel size (default 1)")
-    pr.add_argument("--expert-imbalance", type=float, help="busiest expert's tokens / mean (default 1: balanced)")
-    pr.add_argument("--moe-dispatcher", choices=DISPATCHERS, help="default alltoall; flex: DeepEP / HybridEP")
-    pr.add_argument("--moe-overlap", action="store_true", help="hide expert-parallel comm behind another micro-batch")
-    pr.add_argument("--micro-batch", type=integer("--micro-batch"))
-    pr.add_argument("--global-batch", type=integer("--global-batch"))
-    pr.add_argument("--seq-len", type=integer("--seq-len"))
-    pr.add_argument("--recompute", choices=["none", "selective", "full"], help="default none")
-    pr.add_argument("--sequence-parallel", action="store_true")
-    pr.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="default 0")
-    pr.add_argument("--precision", choices=PRECISIONS, help="default bf16")
-    pr.add_argument("--schedule", choices=["1f1b", "interleaved", "gpipe"], help="default: interleaved if vpp > 1 else 1f1b")
-    pr.add_argument("--attention", choices=["flash", "unfused"], help="default flash")
-    pr.add_argument("--grad-dtype", choices=["fp32", "bf16"], help="default fp32")
-    pr.add_argument("--stack", choices=STACKS, help=f"software stack that runs the plan (default {DEFAULT_STACK}; "
-                                                    "docs/stacks.md)")
-    pr.add_argument("--no-overlap-dp-comm", action="store_true", help="data-parallel collectives do not overlap compute")
-    pr.add_argument("--account-for-embedding", action="store_true",
-                    help="count the embedding as a layer in the pipeline split (Megatron-LM "
-                         "--account-for-embedding-in-pipeline-split)")
-    pr.add_argument("--account-for-loss", action="store_true",
-                    help="count the LM head and loss as a layer (Megatron-LM --account-for-loss-in-pipeline-split)")
-    pr.add_argument("--first-stage-layers", type=integer("--first-stage-layers"),
-                    help="layers on the first pipeline stage (Megatron-LM --decoder-first-pipeline-num-layers)")
-    pr.add_argument("--last-stage-layers", type=integer("--last-stage-layers"),
-                    help="layers on the last pipeline stage (Megatron-LM --decoder-last-pipeline-num-layers)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -195,14 +151,6 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "global_batch", "seq_len")
-PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "expert_imbalance",
-              "moe_dispatcher", "micro_batch", "global_batch", "seq_len", "recompute", "zero", "precision", "schedule",
-              "attention", "grad_dtype", "stack", "first_stage_layers", "last_stage_layers",
-              "sequence_parallel", "no_overlap_dp_comm", "account_for_embedding", "account_for_loss", "moe_overlap")
-VALUE_FLAGS = PLAN_FLAGS[2:PLAN_FLAGS.index("sequence_parallel")]  # the plan fields given by value
-
-
 def _predict(a) -> str:
     from .report import estimate_table
 
@@ -218,31 +166,17 @@ def _predict(a) -> str:
 
 
 def estimate_from_args(a):
-    """The estimate of the plan predict's flags (or --plan FILE) give: predict's, and forecast's."""
-    if a.plan:
-        given = [f"--{k.replace('_', '-')}" for k in PLAN_FLAGS if getattr(a, k) not in (None, False)]
-        if given:
-            raise InputError(f"{a.cmd} --plan takes its inputs from the plan file; drop {', '.join(given)}")
-        from .cost.estimate import check_prediction
+    """The estimate of the plan predict's flags (or --plan FILE) give, written as a plan file with --save-plan."""
+    from .cost.estimate import check_prediction, evaluate_plan
 
-        pf = load_plan_file(a.plan)
-        est = check_prediction(pf.model, pf.hardware, pf.plan, pf.prediction, f"plan file {a.plan!r}")
+    if a.save_plan and not a.plan:
+        check_writable(a.save_plan, "--save-plan")
+    model, system, plan, pf = plan_from_args(a)
+    if pf is not None:
+        est = check_prediction(model, system, plan, pf.prediction, f"plan file {a.plan!r}")
         if a.save_plan:
             write_plan_file(pf, a.save_plan, "--save-plan")
         return est
-    if a.save_plan:
-        check_writable(a.save_plan, "--save-plan")
-    missing = [f"--{k.replace('_', '-')}" for k in PREDICT_INPUTS if getattr(a, k) is None]
-    if missing:
-        raise InputError(f"{a.cmd} needs {', '.join(missing)} (or --plan FILE"
-                         f"{', or no flags for the built-in example' if a.cmd == 'predict' else ''})")
-    given = {k: getattr(a, k) for k in VALUE_FLAGS if getattr(a, k) is not None}
-    plan = Plan(**given, sequence_parallel=a.sequence_parallel, overlap_dp_comm=not a.no_overlap_dp_comm,
-                account_for_embedding=a.account_for_embedding, account_for_loss=a.account_for_loss,
-                moe_overlap=a.moe_overlap)
-    model, system = load_model(a.model), load_hardware(a.hardware)
-    from .cost.estimate import evaluate_plan
-
     step, est = evaluate_plan(model, system, plan)
     if a.save_plan:
         from .search.planfiles import (

@@ -7,6 +7,7 @@ import sys
 
 from .errors import InputError
 from .forecast import INTERRUPTION_RATE, RESTART_OVERHEAD_S, Forecast, RampStage, forecast, parse_tokens
+from .plan_args import add_plan_flags, plan_from_args
 
 
 def _ramp(text: str) -> list[RampStage]:
@@ -31,8 +32,6 @@ def _number(flag: str):
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    from .cli import add_plan_flags
-
     p = sub.add_parser("forecast", help="the whole run of a plan: days, device-hours, dollars, checkpoints, "
                                         "interruptions and goodput",
                        description="Forecast training a plan on --tokens tokens (docs/forecast.md).")
@@ -51,28 +50,17 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="compute seconds between checkpoints (default: Daly's optimum)")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument("--plot", metavar="FILE.png", help="goodput against the checkpoint interval and cluster size")
-    p.set_defaults(save_plan=None)
     return p
 
 
 def run(a: argparse.Namespace) -> str:
-    from .cli import estimate_from_args
-    from .hardware import load_hardware
-    from .models import load_model
-    from .planfile import load_plan_file
-
     parse_tokens(a.tokens)  # before any model work
     if a.plot is not None:
         from .plots.common import check_plot_path
 
         check_plot_path(a.plot)
-    est = estimate_from_args(a)  # the plan, resolved and checked as predict checks it
-    if a.plan:
-        pf = load_plan_file(a.plan)
-        model, system = pf.model, pf.hardware
-    else:
-        model, system = load_model(a.model), load_hardware(a.hardware)
-    f = forecast(model, system, est.plan, a.tokens, a.ramp, a.price, a.interruption_rate, a.restart_s, a.checkpoint,
+    model, system, plan, _ = plan_from_args(a)
+    f = forecast(model, system, plan, a.tokens, a.ramp, a.price, a.interruption_rate, a.restart_s, a.checkpoint,
                  a.checkpoint_interval)
     out = f.model_dump_json(indent=2) if a.format == "json" else forecast_table(f)
     if a.plot is not None:

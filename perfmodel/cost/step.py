@@ -207,6 +207,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
         for k in COMPUTE_PART_NAMES:
             parts[u][k] = parts[u][k] / speedup
         fwd[u], bwd[u] = fwd[u] / speedup, bwd[u] / speedup
+    moe_window = fwd["layer"] + bwd["layer"]  # a layer's compute, what moe_overlap hides a dispatch behind
     comms: list[Comm] = []
 
     def charge(c: Comm):
@@ -218,7 +219,6 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     for c in unit_edges(model, system, lay).values():
         charge(c)
     # a MoE model's token dispatch and combine (with moe_overlap, beside a layer's compute of another micro-batch)
-    moe_window = sum(op.fwd_s + op.bwd_s + op.recompute_s(rc) for op in ops["layer"]) / speedup + none
     for c in moe_comms(model, system, lay, moe_window):
         charge(c)
     table = operators(model)
