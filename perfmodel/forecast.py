@@ -19,6 +19,7 @@ from pydantic import Field, PositiveFloat
 
 from .cost.estimate import estimate
 from .cost.memory import OPTIMIZER_BYTES, WEIGHT_BYTES
+from .energy import Power, activity, facility_kwh, power_for
 from .errors import Count, InputError, Schema
 from .hardware import Storage, System, load_hardware
 from .models import ModelConfig, load_model
@@ -94,6 +95,14 @@ class Forecast(Schema):
                                          "rescheduling plus reading the checkpoint")
     restart_overhead_s: float = Field(description="of that, detection and rescheduling")
     storage_source: str = Field(description="the spec's storage tier, or the default's citation")
+    energy_kwh: float | None = Field(description="facility energy of the run, kWh (perfmodel.energy; null: no "
+                                                 "board power known, give --device-power)")
+    average_power_kw: float | None = Field(description="energy_kwh / wall-clock hours: the job's mean facility draw")
+    device_activity: float = Field(description="mean dynamic activity of a device over a step, 0-1 "
+                                               "(perfmodel.energy.activity)")
+    power: Power | None = Field(description="the power inputs and their sources")
+    grid_intensity_g_per_kwh: float | None = None
+    emissions_t_co2: float | None = Field(description="energy_kwh x --grid-intensity, tonnes CO2 (null without it)")
     notes: list[str] = Field(default_factory=list)
 
 
@@ -131,23 +140,31 @@ def checkpoint_seconds(nbytes: float, gpus: int, storage: Storage) -> tuple[floa
 def goodput_at(gpus: int, nbytes: float, storage: Storage, rate: float, restart_overhead_s: float,
                mode: Literal["sync", "async"], interval_s: float | None = None) -> dict[str, float]:
     """A job on `gpus` devices with a checkpoint of `nbytes`: its checkpoint times, interruption rate, interval
-    (Daly's optimum unless given) and goodput = compute / expected wall time (`reliability.expected_wall_s`,
-    which is linear in the compute, so goodput does not depend on it)."""
+    (Daly's optimum unless given), goodput = compute / expected wall time (`reliability.expected_wall_s`,
+    which is linear in the compute, so goodput does not depend on it), and the seconds per compute second that
+    the devices wait: blocked by checkpoints (delta / tau) and restarting (R per interruption, wall / M of them)."""
     write, read, staging = checkpoint_seconds(nbytes, gpus, storage)
     delta = staging if mode == "async" else write
     mtbf = job_mtbf_s(rate, gpus)
     tau = daly_interval(delta, mtbf) if interval_s is None else interval_s
     tau = interval_for_async(tau, write) if mode == "async" else tau
     restart = restart_overhead_s + read
+    goodput = tau / expected_wall_s(tau, tau, delta, restart, mtbf)
+    # of the wall time beyond the compute, checkpoints and restarts wait; the rest is lost work computed again
+    waiting = min(delta / tau + restart / (mtbf * goodput), 1 / goodput - 1)
     return dict(write_s=write, read_s=read, delta_s=delta, mtbf_s=mtbf, interval_s=tau, restart_s=restart,
-                goodput=tau / expected_wall_s(tau, tau, delta, restart, mtbf))
+                goodput=goodput, waiting_per_compute_s=waiting)
 
 
 def forecast(model: ModelConfig | str, system: System | str, plan: Plan, tokens: str | float,
              ramp: list[RampStage] | None = None, price: float | None = None,
              interruption_rate: float = INTERRUPTION_RATE, restart_overhead_s: float = RESTART_OVERHEAD_S,
-             checkpoint: Literal["sync", "async"] = "sync", checkpoint_interval_s: float | None = None) -> Forecast:
-    """Forecast the run of `tokens` tokens with `plan` (module docstring)."""
+             checkpoint: Literal["sync", "async"] = "sync", checkpoint_interval_s: float | None = None, *,
+             device_power_w: float | None = None, idle_power_w: float | None = None,
+             host_power_w: float | None = None, comm_power_share: float | None = None, pue: float | None = None,
+             grid_intensity: float | None = None) -> Forecast:
+    """Forecast the run of `tokens` tokens with `plan` (module docstring); the power arguments override
+    perfmodel.energy.power_for's defaults, `grid_intensity` (gCO2 per kWh) adds emissions."""
     model, system = load_model(model), load_hardware(system)
     plan = Plan(**plan) if isinstance(plan, dict) else plan
     if not isinstance(plan, Plan):
@@ -158,18 +175,25 @@ def forecast(model: ModelConfig | str, system: System | str, plan: Plan, tokens:
                     ("--checkpoint-interval", checkpoint_interval_s)):
         if v is not None and (isinstance(v, bool) or not math.isfinite(v) or v < 0 or (name != "--restart-s" and v == 0)):
             raise InputError(f"{name} = {v!r}; valid: a positive finite number")
+    if grid_intensity is not None and (isinstance(grid_intensity, bool) or not math.isfinite(grid_intensity)
+                                       or grid_intensity < 0):
+        raise InputError(f"--grid-intensity = {grid_intensity!r}; valid: gCO2 per kWh, a finite number >= 0")
+    power = power_for(system, device_power_w, idle_power_w, host_power_w, comm_power_share, pue)
+    share = power.comm_share if power else 0.0
     est = estimate(model, system, plan)
     tokens_per_step = plan.global_batch * plan.seq_len
-    compute, steps, done = 0.0, 0, 0.0
+    compute, steps, done, active = 0.0, 0, 0.0, 0.0  # active: compute seconds x activity
     for stage in ramp or []:
         e = estimate(model, system, plan.model_copy(update={"global_batch": stage.global_batch}))
         compute, steps, done = compute + stage.steps * e.step_time_s, steps + stage.steps, \
             done + stage.steps * stage.global_batch * plan.seq_len
+        active += stage.steps * e.step_time_s * activity(e.time_s.model_dump(), share)
     if done >= total:
         raise InputError(f"the ramp trains {done:.3g} tokens, not fewer than --tokens {total:.3g}; valid: a ramp "
                          "shorter than the run")
     main = math.ceil((total - done) / tokens_per_step)
     compute, steps = compute + main * est.step_time_s, steps + main
+    act = (active + main * est.step_time_s * activity(est.time_s.model_dump(), share)) / compute
     storage = system.storage or DEFAULT_STORAGE
     nbytes = checkpoint_bytes(model)
     g = goodput_at(plan.gpus, nbytes, storage, interruption_rate, restart_overhead_s, checkpoint,
@@ -180,6 +204,12 @@ def forecast(model: ModelConfig | str, system: System | str, plan: Plan, tokens:
                                                   else "")
     hours = plan.gpus * wall / SECONDS_PER_HOUR
     notes = [] if price_v is not None else [f"no price: {system.name} lists none; give --price USD per device-hour"]
+    waiting = compute * g["waiting_per_compute_s"]  # the rest of wall - compute is lost work, computed again
+    kwh = None
+    if power is None:
+        notes.append(f"no energy: {system.accelerator.name} has no published board power; give --device-power W")
+    else:
+        kwh = facility_kwh(power, plan.gpus, wall - waiting, act, waiting)
     if not est.fits_in_memory:
         notes.append(f"the plan does not fit in memory ({est.memory_bytes.total / 2**30:.1f} GiB per device)")
     return Forecast(
@@ -194,4 +224,6 @@ def forecast(model: ModelConfig | str, system: System | str, plan: Plan, tokens:
         interval_rule="daly" if checkpoint_interval_s is None else "given", restart_s=g["restart_s"],
         restart_overhead_s=restart_overhead_s,
         storage_source="the spec's storage tier" if system.storage else "default: " + storage.sources["write_gbps"],
-        notes=notes)
+        energy_kwh=kwh, average_power_kw=None if kwh is None else kwh / (wall / SECONDS_PER_HOUR),
+        device_activity=act, power=power, grid_intensity_g_per_kwh=grid_intensity,
+        emissions_t_co2=None if kwh is None or grid_intensity is None else kwh * grid_intensity / 1e6, notes=notes)

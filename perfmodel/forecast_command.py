@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .energy import COMM_SHARE, HOST_SHARE, IDLE_SHARE, PUE
 from .errors import InputError
 from .forecast import INTERRUPTION_RATE, RESTART_OVERHEAD_S, Forecast, RampStage, forecast, parse_tokens
 from .plan_args import add_plan_flags, plan_from_args
@@ -48,6 +49,18 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="async: only the copy to host memory blocks training")
     p.add_argument("--checkpoint-interval", type=_number("--checkpoint-interval"),
                    help="compute seconds between checkpoints (default: Daly's optimum)")
+    e = p.add_argument_group("energy (perfmodel.energy; defaults and sources in docs/forecast.md)")
+    e.add_argument("--device-power", type=_number("--device-power"), help="board power while computing, W "
+                   "(default: the spec's tdp_w)")
+    e.add_argument("--idle-power", type=_number("--idle-power"), help="device power while waiting, W "
+                   f"(default {IDLE_SHARE:.0%} of board power)")
+    e.add_argument("--host-power", type=_number("--host-power"), help="host power per device, W "
+                   f"(default {HOST_SHARE:.0%} of board power)")
+    e.add_argument("--comm-power-share", type=_number("--comm-power-share"),
+                   help=f"share of the dynamic power drawn while only communicating (default {COMM_SHARE:g})")
+    e.add_argument("--pue", type=_number("--pue"), help=f"facility power over IT power (default {PUE:g})")
+    e.add_argument("--grid-intensity", type=_number("--grid-intensity"), metavar="GCO2_PER_KWH",
+                   help="grid carbon intensity; adds emissions")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument("--plot", metavar="FILE.png", help="goodput against the checkpoint interval and cluster size")
     return p
@@ -61,7 +74,9 @@ def run(a: argparse.Namespace) -> str:
         check_plot_path(a.plot)
     model, system, plan, _ = plan_from_args(a)
     f = forecast(model, system, plan, a.tokens, a.ramp, a.price, a.interruption_rate, a.restart_s, a.checkpoint,
-                 a.checkpoint_interval)
+                 a.checkpoint_interval, device_power_w=a.device_power, idle_power_w=a.idle_power,
+                 host_power_w=a.host_power, comm_power_share=a.comm_power_share, pue=a.pue,
+                 grid_intensity=a.grid_intensity)
     out = f.model_dump_json(indent=2) if a.format == "json" else forecast_table(f)
     if a.plot is not None:
         from .forecast import DEFAULT_STORAGE
@@ -82,6 +97,7 @@ def forecast_table(f: Forecast) -> str:
                        f"{f.goodput:.1%})"),
         ("device-hours", f"{f.device_hours:,.0f}"),
         ("cost", money),
+        ("energy", energy_line(f)),
         ("interruptions", f"{f.interruptions_expected:.0f} expected  (job MTBF {f.job_mtbf_hours:.1f} h at "
                           f"{f.interruption_rate_per_device_hour:.3g} per device-hour)"),
         ("checkpoint", f"{f.checkpoint_bytes / 1e12:.2f} TB, write {f.checkpoint_write_s:.0f} s, read "
@@ -93,3 +109,13 @@ def forecast_table(f: Forecast) -> str:
     ]
     out = [rows[0][0]] + [f"  {k:<18}{v}" for k, v in rows[1:]]
     return "\n".join(out + [f"  note: {n}" for n in f.notes])
+
+
+def energy_line(f: Forecast) -> str:
+    if f.energy_kwh is None:
+        return "-  (no board power: give --device-power)"
+    p = f.power
+    co2 = f", {f.emissions_t_co2:,.0f} t CO2" if f.emissions_t_co2 is not None else ""
+    return (f"{f.energy_kwh / 1e3:,.0f} MWh{co2}  (mean {f.average_power_kw:,.0f} kW; a device at activity "
+            f"{f.device_activity:.2f} between {p.idle_w:.0f} and {p.board_w:.0f} W, host {p.host_w:.0f} W, "
+            f"PUE {p.pue:g}; a model)")

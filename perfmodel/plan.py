@@ -64,6 +64,11 @@ class Plan(Schema):
     grad_dtype: Literal["fp32", "bf16"] = Field(
         "fp32", description="gradient accumulation and reduction dtype (Megatron bf16 and torch FSDP default: fp32)"
     )
+    grad_compression: Literal["none", "bf16", "powersgd"] = Field(
+        "none", description="data-parallel gradient format on the wire (cost.compression): as grad_dtype, bf16, or "
+                            "PowerSGD of rank powersgd_rank (torch DDP communication hooks)")
+    powersgd_rank: Count = Field(1, description="PowerSGD's rank r (torch PowerSGDState matrix_approximation_rank; "
+                                                "default 1 as there)")
     overlap_dp_comm: Flag = Field(True, description="data-parallel / ZeRO collectives overlap with compute")
     stack: str = Field(DEFAULT_STACK, description=f"software stack that runs the plan, one of {', '.join(STACKS)}, "
                                                   "or the path of a profile YAML (perfmodel.stack: kernels, "
@@ -324,6 +329,7 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
             f"seq_len = {s} exceeds {model.name}'s learned position table (max_seq_len = {model.max_seq_len}); valid seq_len: 1..{model.max_seq_len}"
         )
     _check_experts(p, model)
+    _check_compression(p, model)
     load_stack(p["stack"])  # refuses an unknown stack (naming the known ones) or a bad profile file
     system.accelerator.peak_flops(p["precision"])  # raises for a dtype the part lacks
     if p["precision"] not in system.efficiency.matmul_max:
@@ -354,6 +360,18 @@ def moe_overlap_applies(ep, pp, vpp, recompute):
     TransformerConfig checks): ep > 1, virtual pipelining wherever pp > 1 (its combined 1F1B schedule), no full
     recompute."""
     return (np.asarray(ep) > 1) & ((np.asarray(pp) == 1) | (np.asarray(vpp) > 1)) & (np.asarray(recompute) != "full")
+
+
+def _check_compression(p: dict, model: ModelConfig) -> None:
+    """PowerSGD runs only as torch DDP's communication hook: one whole replica of a dense model per rank."""
+    if p["grad_compression"] != "powersgd":
+        return
+    bad = {k: p[k] for k in ("tp", "pp", "cp", "ep", "zero") if p[k] != (0 if k == "zero" else 1)}
+    if bad or model.moe is not None:
+        what = ", ".join(f"{k}={v}" for k, v in bad.items()) or f"the MoE model {model.name}"
+        raise InputError(f"grad_compression = powersgd with {what}: PowerSGD runs as a torch DDP communication hook "
+                         "on whole replicas of a dense model; valid with tp=1, pp=1, cp=1, ep=1, zero=0 (or "
+                         "grad_compression = bf16, which every layout takes)")
 
 
 def _check_experts(p: dict, model: ModelConfig) -> None:

@@ -45,6 +45,7 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("--schedule", choices=["1f1b", "interleaved", "gpipe"], help="default: interleaved if vpp > 1 else 1f1b")
     pr.add_argument("--attention", choices=["flash", "unfused"], help="default flash")
     pr.add_argument("--grad-dtype", choices=["fp32", "bf16"], help="default fp32")
+    add_compression_flags(pr, None)
     pr.add_argument("--stack", choices=STACKS, help=f"software stack that runs the plan (default {DEFAULT_STACK}; "
                                                     "docs/stacks.md)")
     pr.add_argument("--no-overlap-dp-comm", action="store_true", help="data-parallel collectives do not overlap compute")
@@ -59,10 +60,18 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
                     help="layers on the last pipeline stage (Megatron-LM --decoder-last-pipeline-num-layers)")
 
 
+def add_compression_flags(pr: argparse.ArgumentParser, default: str | None = "none") -> None:
+    """--grad-compression and --powersgd-rank (Plan.grad_compression, cost.compression): predict's and search's."""
+    pr.add_argument("--grad-compression", choices=["none", "bf16", "powersgd"], default=default,
+                    help="data-parallel gradients on the wire: as --grad-dtype, bf16, or PowerSGD (default none)")
+    pr.add_argument("--powersgd-rank", type=integer("--powersgd-rank"), default=None if default is None else 1,
+                    help="PowerSGD's rank r (default 1)")
+
+
 PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "global_batch", "seq_len")
 PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "expert_imbalance",
               "moe_dispatcher", "micro_batch", "global_batch", "seq_len", "recompute", "zero", "precision", "schedule",
-              "attention", "grad_dtype", "stack", "first_stage_layers", "last_stage_layers",
+              "attention", "grad_dtype", "grad_compression", "powersgd_rank", "stack", "first_stage_layers", "last_stage_layers",
               "sequence_parallel", "no_overlap_dp_comm", "account_for_embedding", "account_for_loss", "moe_overlap")
 VALUE_FLAGS = PLAN_FLAGS[2:PLAN_FLAGS.index("sequence_parallel")]  # the plan fields given by value
 

@@ -43,6 +43,9 @@ def estimate_table(e: Estimate) -> str:
     lines.append(f"  {layout}")
     lines.append(f"  micro_batch={p.micro_batch} global_batch={p.global_batch} seq_len={p.seq_len} "
                  f"micro-batches/step={e.num_microbatches} attention={p.attention} stack={p.stack}")
+    if p.grad_compression != "none" or p.grad_dtype != "fp32":
+        rank = f" rank {p.powersgd_rank}" if p.grad_compression == "powersgd" else ""
+        lines.append(f"  gradients: {p.grad_dtype}, reduced as {p.grad_compression}{rank} (cost.compression)")
     lines.append("")
     fit = "yes" if e.fits_in_memory else f"NO (short by {e.memory_shortfall_bytes / GiB:.1f} GiB)"
     head = [
@@ -144,8 +147,13 @@ def search_table(result, rows, top: int = 0) -> str:
         out["mfu"] = out["mfu"].map(_pct)
         out["memory_gib"] = out["memory_gib"].map(lambda x: f"{x:.1f}")
         out["gpu_hours_per_step"] = out["gpu_hours_per_step"].map(lambda x: f"{x:.3f}")
-        out = out.drop(columns=["fits_in_memory"]).rename(columns={"sequence_parallel": "sp", "micro_batch": "mb",
-                                                                    "memory_gib": "mem_gib"})
+        out["goodput"] = out["goodput"].map(_pct)
+        for k in ("wall_s_per_step", "wall_gpu_hours_per_step", "energy_kwh_per_step"):
+            out[k] = out[k].map(lambda x: "-" if x != x else f"{x:.3f}")  # NaN: no board power for energy
+        out = out.drop(columns=["fits_in_memory"]).rename(columns={
+            "sequence_parallel": "sp", "micro_batch": "mb", "memory_gib": "mem_gib", "account_for_embedding": "acc_emb",
+            "account_for_loss": "acc_loss", "wall_s_per_step": "wall_s", "wall_gpu_hours_per_step": "wall_gpu_h",
+            "gpu_hours_per_step": "gpu_h", "energy_kwh_per_step": "kwh"})
         out.index = range(1, len(out) + 1)
         return out.to_string()
 

@@ -72,6 +72,9 @@ def plans(draw, model: ModelConfig) -> Plan:
                 precision=draw(st.sampled_from(["bf16", "bf16", "fp8"])), schedule=schedule,
                 attention=draw(st.sampled_from(["flash", "unfused"])),
                 grad_dtype=draw(st.sampled_from(["fp32", "bf16"])), overlap_dp_comm=draw(st.booleans()),
+                grad_compression=draw(st.sampled_from(["none", "none", "bf16", "powersgd"]))
+                if tp * pp * cp == 1 else draw(st.sampled_from(["none", "bf16"])),
+                powersgd_rank=draw(st.sampled_from([1, 4])),
                 stage_layers=split)
 
 

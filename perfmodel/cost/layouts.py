@@ -17,7 +17,8 @@ from ..plan import Plan, Recompute, Schedule
 
 VARYING = ("tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "zero", "recompute", "sequence_parallel", "schedule",
            "account_for_embedding", "account_for_loss")
-SHARED = ("gpus", "global_batch", "seq_len", "precision", "attention", "grad_dtype", "overlap_dp_comm", "stack",
+SHARED = ("gpus", "global_batch", "seq_len", "precision", "attention", "grad_dtype", "grad_compression",
+          "powersgd_rank", "overlap_dp_comm", "stack",
           "first_stage_layers", "last_stage_layers", "expert_imbalance", "moe_dispatcher",
           "moe_overlap")
 CATEGORIES = {"recompute": get_args(Recompute), "schedule": get_args(Schedule)}
@@ -47,6 +48,8 @@ class Layouts:
     precision: str
     attention: str
     grad_dtype: str
+    grad_compression: str
+    powersgd_rank: int
     overlap_dp_comm: bool
     stack: str
     expert_imbalance: float = 1.0

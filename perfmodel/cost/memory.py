@@ -18,6 +18,7 @@ from ..hardware import System
 from ..models import ModelConfig
 from ..operators import EMBEDDING_OPS, HEAD_EDGES, HEAD_OPS, LAYER_EDGES, LAYER_OPS, megatron_dim
 from ..plan import Plan
+from .compression import GRAD_BYTES, error_feedback_bytes
 from .kernels import GEMM_INPUT_BYTES
 from .layouts import Layouts
 from .mesh import gathered_axes
@@ -35,7 +36,6 @@ from .stages import Stages, pick
 
 WEIGHT_BYTES = 2.0
 OPTIMIZER_BYTES = 12.0  # fp32 master + Adam m + v
-GRAD_BYTES = {"fp32": 4.0, "bf16": 2.0}
 MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "other", "total")
 
 
@@ -64,7 +64,8 @@ def state_bytes(params, plan: Plan | Layouts, shard=None) -> dict[str, object]:
     zero, g = np.asarray(plan.zero), GRAD_BYTES[plan.grad_dtype]
     return {
         "weights": params * WEIGHT_BYTES / np.where(zero >= 3, shard, 1),
-        "gradients": params * g / np.where(zero >= 2, shard, 1),
+        "gradients": params * g / np.where(zero >= 2, shard, 1)
+        + error_feedback_bytes(params, g, plan.grad_compression),
         "optimizer": params * OPTIMIZER_BYTES / np.where(zero >= 1, shard, 1),
     }
 

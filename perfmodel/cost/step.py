@@ -35,6 +35,7 @@ from ..models import ModelConfig
 from ..operators import OPS
 from . import comm as C
 from .flops import model_flops_per_token, mtp_flops_per_token, recompute_flops_per_token
+from .compression import compression_seconds, layout_wire_bytes
 from .kernels import ACT_BYTES, Device, Op, zero3_copy_op
 from .layouts import Layouts
 from .moe import ExpertDataGroup, expert_layer_params
@@ -188,6 +189,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     # pipeline only where it syncs each chunk on its last micro-batch (not after the flush)
     overlap_steps = overlap & stack.overlap_grad_reduce & ((pp == 1) | stack.overlap_grad_reduce_with_pp)
     gbytes = GRAD_BYTES[lay.grad_dtype]
+    wbytes = layout_wire_bytes(model, lay)  # what the gradient collectives carry per element (cost.compression)
     none = np.zeros(len(lay))
 
     kern = op_kernels(model, system, lay)
@@ -233,10 +235,10 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     part_of = lambda x, total: np.divide(x, total, out=np.zeros_like(total), where=total > 0)  # noqa: E731
     for unit, p in params.items():
         on = zero3 & (p > 0)
-        ag, rs = (on * x for x in zero3_gather(mesh, p, gbytes, ZERO_GROUP))
+        ag, rs = (on * x for x in zero3_gather(mesh, p, wbytes, ZERO_GROUP))
         # a layer's routed experts gather and reduce over their edp group, in the same window as its dense weights
         on_e = (zero == 3) & (lay.edp > 1) & (p_exp > 0) & (unit == "layer")
-        ag_e, rs_e = (on_e * x for x in zero3_gather(experts, p_exp, gbytes, None))
+        ag_e, rs_e = (on_e * x for x in zero3_gather(experts, p_exp, wbytes, None))
         gathers, both = ag + ag_e, ag + ag_e + rs + rs_e
         # The embedding is first in the forward and last in the backward: nothing to hide behind.
         frac = f if overlap and unit != "embedding" else 0.0
@@ -246,13 +248,13 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
         charge(Comm("zero3 weight all-gather", "all_gather", "dp", nbytes=p * WEIGHT_BYTES, seconds=ag, calls=2,
                     fwd=e_f * part_of(ag, gathers), bwd=e_b * part_of(ag, both), unit=unit, part="zero3_comm",
                     mask=ZERO_GROUP, active=on))
-        charge(Comm("zero3 gradient reduce-scatter", "reduce_scatter", "dp", nbytes=p * gbytes, seconds=rs, calls=1,
+        charge(Comm("zero3 gradient reduce-scatter", "reduce_scatter", "dp", nbytes=p * wbytes, seconds=rs, calls=1,
                     bwd=e_b * part_of(rs, both), unit=unit, part="zero3_comm", mask=ZERO_GROUP, active=on))
         if unit == "layer" and model.moe is not None:
             charge(Comm("zero3 expert all-gather (edp)", "all_gather", "edp", nbytes=p_exp * WEIGHT_BYTES,
                         seconds=ag_e, calls=2, fwd=e_f * part_of(ag_e, gathers), bwd=e_b * part_of(ag_e, both),
                         unit=unit, part="zero3_comm", tier=experts.tiers(), active=on_e))
-            charge(Comm("zero3 expert reduce-scatter (edp)", "reduce_scatter", "edp", nbytes=p_exp * gbytes,
+            charge(Comm("zero3 expert reduce-scatter (edp)", "reduce_scatter", "edp", nbytes=p_exp * wbytes,
                         seconds=rs_e, calls=1, bwd=e_b * part_of(rs_e, both), unit=unit, part="zero3_comm",
                         tier=experts.tiers(), active=on_e))
 
@@ -295,11 +297,11 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     steps: list[Comm] = []
     on = (shard > 1) & (zero < 3)
     kind = np.where(zero == 0, "all_reduce", "reduce_scatter")
-    g = on * gradient_sync(mesh, p_stage, gbytes, zero)
+    g = on * gradient_sync(mesh, p_stage, wbytes, zero)
     # a MoE model's routed experts reduce over their edp group (MoE parallel folding), in the same backward
     edp = lay.edp
     on_e = (edp > 1) & (zero < 3) & (pe_stage > 0)
-    g_e = on_e * gradient_sync(experts, pe_stage, gbytes, zero)
+    g_e = on_e * gradient_sync(experts, pe_stage, wbytes, zero)
     reps = np.where(zero == 2, m, 1)  # ZeRO-2 reduces every micro-batch (gradients are not kept whole)
     # with interleaving, the chunks done before the last overlap what the schedule runs after the first of them:
     # in Megatron-LM's backward order the other vpp - 1 chunks' last pp micro-batches, (vpp - 1) pp chunk-
@@ -309,9 +311,9 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     left = chunked(both, bwd_mb, nl, np.where(zero == 2, 1, v), after * bwd_mb / v)  # ZeRO-2: every micro-batch
     exp = reps * np.where(overlap_steps, with_overlap(both, left, f), both)
     part = np.divide(g, both, out=np.ones_like(both), where=both > 0)
-    steps.append(Comm("dp gradient reduction", kind, "dp", nbytes=p_stage * gbytes, seconds=g, calls=reps,
+    steps.append(Comm("dp gradient reduction", kind, "dp", nbytes=p_stage * wbytes, seconds=g, calls=reps,
                       bwd=exp * part, unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
-    steps.append(Comm("edp expert gradient reduction", kind, "edp", nbytes=pe_stage * gbytes, seconds=g_e,
+    steps.append(Comm("edp expert gradient reduction", kind, "edp", nbytes=pe_stage * wbytes, seconds=g_e,
                       calls=reps * on_e, bwd=exp * (1 - part), unit="step", part="dp_comm",
                       tier=experts.tiers(), active=on_e))
     on = (shard > 1) & np.isin(zero, (1, 2))
@@ -329,18 +331,19 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
                       tier=experts.tiers(), active=on_e))
     on = sp & (t > 1)
     kept_whole = sp_replicated_params(model, pick(st.layers, big), pick(st.head, big) > 0)
-    size = kept_whole * gbytes
-    r = on * partial_sum(mesh, kept_whole, gbytes, BIT["tp"])
+    size = kept_whole * wbytes
+    r = on * partial_sum(mesh, kept_whole, wbytes, BIT["tp"])
     steps.append(Comm("tp replicated-weight gradients (sp)", "all_reduce", "tp", nbytes=size, seconds=r, calls=1,
                       bwd=r, unit="step", part="dp_comm", mask=BIT["tp"], active=on))
     # first and last stage hold copies of the embedding: tied to the LM head, or read by the MTP modules
     on = (pp > 1) & (model.tie_embeddings or model.mtp_layers > 0)
-    size = table["embedding"].weights[0].params / t * gbytes / np.where(zero >= 2, shard, 1)  # the local gradient
+    size = table["embedding"].weights[0].params / t * wbytes / np.where(zero >= 2, shard, 1)  # the local gradient
     one = on * C.ring_allreduce_time(size, 2, link_bw, link_lat)
     steps.append(Comm("embedding copies gradient sync", "all_reduce", "embedding", nbytes=size, seconds=one, calls=1,
                       bwd=one, unit="step", part="dp_comm", tier=link, active=on))
     dp_exposed = sum(c.exposed for c in steps)
     t_opt = (optimizer_seconds(dev, p_stage, zero, shard, gbytes) + optimizer_seconds(dev, pe_stage, zero, edp, gbytes)
+             + compression_seconds(dev, p_stage + pe_stage, gbytes, lay.grad_compression)
              ) / shared_host_speedup(system, lay)
 
     step_calls = sum(np.asarray(c.calls, float) * np.asarray(c.active, bool) for c in steps)

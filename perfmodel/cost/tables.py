@@ -33,6 +33,7 @@ from ..operators import AXES, CODES, DATA_AXES, SHARD, UNIT_OF, edge_unit, tenso
 from ..plan import Plan
 from ..stack import load_stack
 from .graph import Graph
+from .compression import compression_seconds, layout_wire_bytes
 from .kernels import Device, zero3_copy_op
 from .layouts import Layouts
 from .memory import (
@@ -258,6 +259,7 @@ def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.
     lay, ref, rc, mesh = x.lay, x.ref, x.recompute, x.mesh
     s = config_split(op, configs, x.sizes, lay)
     gbytes, zero, shard = GRAD_BYTES[lay.grad_dtype], int(lay.zero[0]), float(lay.zero_shard[0])
+    wbytes = layout_wire_bytes(x.model, lay)
     ks = kernels(op, s, x.dev)
     held = [(w, w.params * op.share / weight_shard(op, w, s)) for w, keep in zip(op.weights, x.stored[op.name])
             if keep]  # a mean layer's share of each weight (a MoE model's dense MLP: its dense layers')
@@ -275,10 +277,11 @@ def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.
     for w, p in held:
         share = w.params * op.share / x.unit_params[unit]
         if ref.zero3[unit][3]:
-            a, r = zero3_gather(mesh, p, gbytes, ZERO_GROUP, share)
+            a, r = zero3_gather(mesh, p, wbytes, ZERO_GROUP, share)
             ag, rs = ag + a, rs + r
-        per_step = per_step + gradient_reduction(mesh, p, reduce, zero, lay.num_microbatches, gbytes, share)
-        per_step = per_step + optimizer_seconds(x.dev, p, zero, shard, gbytes) / shared_host_speedup(x.system, lay)
+        per_step = per_step + gradient_reduction(mesh, p, reduce, zero, lay.num_microbatches, wbytes, share)
+        per_step = per_step + (optimizer_seconds(x.dev, p, zero, shard, gbytes) + compression_seconds(
+            x.dev, p, gbytes, lay.grad_compression)) / shared_host_speedup(x.system, lay)
     per_mb = wf + wb + _zero3_window(x, unit, wf, wb, ag, ag + rs)
     st = state_bytes(params, lay)
     memory = (st["weights"] + st["gradients"] + st["optimizer"]) * ref.states[unit]
@@ -309,6 +312,7 @@ def _moe_vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray,
     step; its states, kept tensors and cached narrow weights on the reported stage."""
     lay, ref, rc, model = x.lay, x.ref, x.recompute, x.model
     gbytes, zero, m = GRAD_BYTES[lay.grad_dtype], int(lay.zero[0]), lay.num_microbatches
+    wbytes = layout_wire_bytes(model, lay)
     ks = kernels(op, config_split(op, configs, x.sizes, lay), x.dev)
     p_rep, p_exp, experts = moe_replicated_params(model, lay), expert_layer_params(model, lay), ExpertDataGroup(
         x.system, lay)
@@ -320,20 +324,22 @@ def _moe_vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray,
     wf = sum(k.fwd_s for k in ks) / sp + sum(c.fwd for c in comms)
     wb = sum(k.bwd_s + k.recompute_s(rc) for k in ks) / sp + sum(c.bwd for c in comms)
     share = float(moe_replicated_params(model, lay, whole=True)[0]) / x.unit_params["layer"]  # of the layer's call
-    ag, rs = (on * t for t in zero3_gather(x.mesh, p_rep, gbytes, ZERO_GROUP, share))
+    ag, rs = (on * t for t in zero3_gather(x.mesh, p_rep, wbytes, ZERO_GROUP, share))
     on_e = zero == 3 and int(lay.edp[0]) > 1 and float(p_exp[0]) > 0
-    ag_e, rs_e = (on_e * t for t in zero3_gather(experts, p_exp, gbytes, None))
+    ag_e, rs_e = (on_e * t for t in zero3_gather(experts, p_exp, wbytes, None))
     exposed = behind_linear(ag + ag_e, wf, frac, h_f) + behind_linear(ag + ag_e + rs + rs_e, wb, frac, h_b)
     per_mb = wf + wb + exposed
     # the router is whole where the tokens are split (a partial sum there); the shared experts split over tp
     router, tp = moe_router_params(model) + np.zeros(len(lay)), BIT["tp"]
     part = router / np.maximum(p_rep, 1e-300)
     reduce = token_axes(op, configs)
-    per_step = (gradient_reduction(x.mesh, router, reduce, zero, m, gbytes, share * part)
-                + gradient_reduction(x.mesh, p_rep - router, reduce & ~tp, zero, m, gbytes, share * (1 - part))
-                + gradient_reduction(experts, p_exp, ZERO_GROUP, zero, m, gbytes)
+    per_step = (gradient_reduction(x.mesh, router, reduce, zero, m, wbytes, share * part)
+                + gradient_reduction(x.mesh, p_rep - router, reduce & ~tp, zero, m, wbytes, share * (1 - part))
+                + gradient_reduction(experts, p_exp, ZERO_GROUP, zero, m, wbytes)
                 + (optimizer_seconds(x.dev, p_rep, zero, lay.zero_shard, gbytes)
-                   + optimizer_seconds(x.dev, p_exp, zero, lay.edp, gbytes)) / shared_host_speedup(x.system, lay))
+                   + optimizer_seconds(x.dev, p_exp, zero, lay.edp, gbytes)
+                   + compression_seconds(x.dev, p_rep + p_exp, gbytes, lay.grad_compression))
+                / shared_host_speedup(x.system, lay))
     st, st_e = state_bytes(p_rep, lay), state_bytes(p_exp, lay, lay.edp)
     memory = sum(st[k] + st_e[k] for k in st) * ref.states["layer"]
     kept = moe_kept_bytes(model, lay, rc)

@@ -8,7 +8,9 @@ rank them by the objective:
         this is the GPU-time per token up to a constant);
   train-time, train-cost: the same with interruptions and checkpoints counted: step time / goodput, where
         goodput is `perfmodel.forecast.goodput_at` for the GPU count (its default interruption rate, restart and
-        store, synchronous checkpoints at Daly's interval), which falls as the job grows.
+        store, synchronous checkpoints at Daly's interval), which falls as the job grows;
+  energy: facility kWh per step, the same counted (`perfmodel.energy` at its defaults: the step at its
+        activity, lost work computed again, checkpoints and restarts waiting).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 from ..cost.estimate import estimate
 from ..cost.memory import stage_memory
 from ..cost.step import evaluate
+from ..energy import Power, activity, facility_kwh, power_for
 from ..errors import InputError
 from ..forecast import DEFAULT_STORAGE, INTERRUPTION_RATE, RESTART_OVERHEAD_S, checkpoint_bytes, goodput_at
 from ..hardware import System, load_hardware
@@ -32,10 +35,11 @@ from .space import Job, Space, enumerate_layouts
 PLAN_COLUMNS = ["gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "recompute", "sequence_parallel",
                 "zero", "schedule", "account_for_embedding", "account_for_loss"]
 RESULT_COLUMNS = ["step_time_s", "tokens_per_s", "mfu", "memory_gib", "fits_in_memory", "gpu_hours_per_step",
-                  "goodput", "wall_s_per_step", "wall_gpu_hours_per_step"]
+                  "goodput", "wall_s_per_step", "wall_gpu_hours_per_step", "energy_kwh_per_step"]
 OBJECTIVES = {"time": ["step_time_s", "memory_gib"], "cost": ["gpu_hours_per_step", "step_time_s", "memory_gib"],
               "train-time": ["wall_s_per_step", "step_time_s", "memory_gib"],
-              "train-cost": ["wall_gpu_hours_per_step", "step_time_s", "memory_gib"]}
+              "train-cost": ["wall_gpu_hours_per_step", "step_time_s", "memory_gib"],
+              "energy": ["energy_kwh_per_step", "step_time_s", "memory_gib"]}
 GIB = 2**30
 
 
@@ -73,9 +77,13 @@ class SearchResult:
         return len(self.columns["step_time_s"])
 
     def records(self, top: int = 0) -> list[dict]:
-        """The best `top` plans (0: all) as dicts of Python values."""
+        """The best `top` plans (0: all) as dicts of Python values (None where a value is unknown: NaN)."""
         n = len(self) if top == 0 else min(top, len(self))
-        return [{k: v[i].item() for k, v in self.columns.items()} for i in range(n)]
+
+        def value(x):
+            x = x.item()
+            return None if isinstance(x, float) and x != x else x
+        return [{k: value(v[i]) for k, v in self.columns.items()} for i in range(n)]
 
     @property
     def enumerated(self) -> int:
@@ -124,7 +132,8 @@ def pareto_front(df, keys: list[str]):
     return out.drop_duplicates(subset=keys).sort_values([first, second]).reset_index(drop=True)
 
 
-def _columns(lay, step, goodput: float) -> dict[str, np.ndarray]:
+def _columns(lay, step, run: dict, power: Power | None) -> dict[str, np.ndarray]:
+    goodput = run["goodput"]
     out = {c: np.broadcast_to(getattr(lay, c), (len(lay),)) for c in PLAN_COLUMNS}
     out["step_time_s"] = step.step_time_s
     out["tokens_per_s"] = lay.tokens_per_step / step.step_time_s
@@ -135,13 +144,16 @@ def _columns(lay, step, goodput: float) -> dict[str, np.ndarray]:
     out["goodput"] = np.full(len(lay), goodput)
     out["wall_s_per_step"] = step.step_time_s / goodput
     out["wall_gpu_hours_per_step"] = out["gpu_hours_per_step"] / goodput
+    out["energy_kwh_per_step"] = np.full(len(lay), np.nan) if power is None else facility_kwh(
+        power, lay.gpus, step.step_time_s * (1 / goodput - run["waiting_per_compute_s"]),
+        activity(step.time, power.comm_share), step.step_time_s * run["waiting_per_compute_s"])
     return out
 
 
-def run_goodput(model: ModelConfig, system: System, gpus: int) -> float:
+def run_goodput(model: ModelConfig, system: System, gpus: int) -> dict[str, float]:
     """`perfmodel.forecast.goodput_at` of a job on `gpus` devices of `system` at the forecast's defaults."""
     return goodput_at(gpus, checkpoint_bytes(model), system.storage or DEFAULT_STORAGE, INTERRUPTION_RATE,
-                      RESTART_OVERHEAD_S, "sync")["goodput"]
+                      RESTART_OVERHEAD_S, "sync")
 
 
 def _infeasible_message(model: ModelConfig, system: System, lay, total: np.ndarray, gpus: list[int]) -> str:
@@ -169,6 +181,10 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
     if not counts or not all(isinstance(g, (int, np.integer)) and not isinstance(g, bool) and g > 0 for g in counts):
         raise InputError(f"gpus = {gpus!r}: give one or more positive GPU counts, e.g. 512 or [256, 512, 1024]")
     space = Space(**space) if isinstance(space, dict) else (space or Space())
+    power = power_for(system)
+    if objective == "energy" and power is None:
+        raise InputError(f"objective = energy: {system.accelerator.name} has no published board power (tdp_w); "
+                         "valid objectives here: " + ", ".join(o for o in OBJECTIVES if o != "energy"))
     jobs = [Job(gpus=g, global_batch=global_batch, seq_len=seq_len, precision=precision, **job)
             for g in sorted(set(int(g) for g in counts))]
     tables, rows, worst, notes, refused = [], [], None, [], []
@@ -189,7 +205,7 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
         if len(fits):
             sub = lay.take(fits)
             mem_fits = ({k: v[fits] for k, v in memory.items()}, kind[fits])
-            tables.append(_columns(sub, evaluate(model, system, sub, mem_fits), run_goodput(model, system, j.gpus)))
+            tables.append(_columns(sub, evaluate(model, system, sub, mem_fits), run_goodput(model, system, j.gpus), power))
         elif worst is None or total.min() < worst[1].min():
             worst = (lay, total)  # the count whose leanest plan comes closest, for the message
         rows.append({"gpus": j.gpus, "enumerated": len(lay), "feasible": len(fits),

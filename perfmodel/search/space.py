@@ -73,6 +73,8 @@ class Job(Schema):
     precision: Precision = "bf16"
     attention: Literal["flash", "unfused"] = "flash"
     grad_dtype: Literal["fp32", "bf16"] = "fp32"
+    grad_compression: Literal["none", "bf16", "powersgd"] = "none"
+    powersgd_rank: Count = 1
     overlap_dp_comm: Flag = True
     stack: str = DEFAULT_STACK
     expert_imbalance: Imbalance = 1.0
@@ -155,6 +157,12 @@ def no_mesh_message(model: ModelConfig, job: Job, space: Space) -> str:
 def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space | None = None) -> Layouts:
     """All valid layouts of `job` as Layouts columns (length 0 never: raises InputError instead)."""
     space = space or Space()
+    if job.grad_compression == "powersgd":  # torch DDP's hook: whole replicas only (plan._check_compression)
+        if model.moe is not None:
+            raise InputError(f"grad_compression = powersgd: {model.name} is a MoE model; PowerSGD (torch DDP's hook) "
+                             "runs on dense models; valid: none, bf16")
+        whole = {"tp": [1], "pp": [1], "cp": [1], "ep": [1], "zero": [0]}
+        space = space.model_copy(update={k: [x for x in (getattr(space, k) or v) if x in v] for k, v in whole.items()})
     check_job(model, system, job)
     found = meshes(model, job, space)
     if not found:
@@ -204,5 +212,6 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
                    recompute=np.concatenate([c[1] for c in cols]), sequence_parallel=np.concatenate([c[2] for c in cols]),
                    zero=np.concatenate([c[3] for c in cols]), schedule=np.where(vpp > 1, "interleaved", "1f1b"),
                    gpus=job.gpus, global_batch=job.global_batch, seq_len=job.seq_len, precision=job.precision,
-                   attention=job.attention, grad_dtype=job.grad_dtype, overlap_dp_comm=job.overlap_dp_comm,
+                   attention=job.attention, grad_dtype=job.grad_dtype, grad_compression=job.grad_compression,
+                   powersgd_rank=job.powersgd_rank, overlap_dp_comm=job.overlap_dp_comm,
                    stack=job.stack, account_for_embedding=sel[:, 6] == 1, account_for_loss=sel[:, 6] == 1)

@@ -1,0 +1,82 @@
+"""Data-parallel gradient compression (`Plan.grad_compression`): what the gradient collectives carry and what the
+compression costs in kernels and memory.
+
+  none      gradients travel in their accumulation dtype (`Plan.grad_dtype`)
+  bf16      cast to bf16 before the reduction and back after (torch DDP `bf16_compress_hook`, FSDP2
+            `MixedPrecisionPolicy(reduce_dtype=torch.bfloat16)`)
+  powersgd  rank-r PowerSGD (Vogels et al. 2019, "PowerSGD: Practical low-rank gradient compression for
+            distributed optimization", NeurIPS, Algorithm 1; torch DDP `powerSGD_hook`): each m x n gradient
+            matrix M (plus its error-feedback residual) is sent as P = M Q (m x r) and Q = M^T P (n x r), both
+            all-reduced; torch compresses a matrix only when m n >= 2 r (m + n) (PowerSGDState
+            min_compression_rate = 2) and all-reduces vectors and small matrices whole.
+"""
+
+from __future__ import annotations
+
+from ..models import ModelConfig
+from .kernels import Device
+
+GRAD_BYTES = {"fp32": 4.0, "bf16": 2.0}  # gradient accumulation dtype (Plan.grad_dtype) -> bytes per element
+BF16_BYTES = 2.0
+MIN_COMPRESSION_RATE = 2.0  # torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook.PowerSGDState default
+# HBM passes over each compressed element per step, in the gradient dtype (powerSGD_hook): add the residual
+# (read M and e, write M), P = M Q and Q = M^T P (read M twice), decompress M' = P Q^T (write), the new
+# residual e = M - M' (read M and M', write e): 9. Skinny (rank r) products are memory-bound: 2 r FLOPs per
+# element each against >= 4 bytes.
+POWERSGD_PASSES = 9.0
+
+
+def matrix_shapes(model: ModelConfig) -> list[tuple[int, int, int]]:
+    """(rows, columns, count) of a dense model's weight matrices as torch holds them (nn.Linear's [out, in],
+    the embedding [V, h]); PowerSGD sees exactly these (tp = pp = 1). Latent attention (MLA) is left out:
+    its matrices then count as uncompressed, an upper bound on the traffic."""
+    h, L = model.hidden, model.n_layers
+    q, kv = model.n_heads * model.head_dim, model.n_kv_heads * model.head_dim
+    out = [(model.vocab, h, 1 if model.tie_embeddings else 2)]
+    if model.mla is None:
+        out += [(q, h, L), (kv, h, 2 * L), (h, q, L)]
+    out += [(model.ffn_hidden, h, L * (2 if model.mlp == "swiglu" else 1)), (h, model.ffn_hidden, L)]
+    return out
+
+
+def powersgd_share(model: ModelConfig, rank: int) -> float:
+    """Elements PowerSGD all-reduces per gradient element of the model: r (m + n) for each matrix it
+    compresses, m n for the rest, vectors whole (MIN_COMPRESSION_RATE)."""
+    total = model.n_params()
+    sent = total
+    for m, n, count in matrix_shapes(model):
+        if m * n >= MIN_COMPRESSION_RATE * rank * (m + n):
+            sent -= count * (m * n - rank * (m + n))
+    return sent / total
+
+
+def wire_bytes(model: ModelConfig, g: float, compression: str, rank: int) -> float:
+    """Bytes the gradient collectives carry per gradient element of `g` bytes (the accumulation dtype): g,
+    bf16's 2, or PowerSGD's factors (in the accumulation dtype, as torch's hook keeps P and Q) over all elements."""
+    if compression == "bf16":
+        return min(g, BF16_BYTES)
+    if compression == "powersgd":
+        return g * powersgd_share(model, rank)
+    return g
+
+
+def compression_seconds(dev: Device, params, g: float, compression: str):
+    """Seconds of the compression kernels per step over `params` gradient elements of `g` bytes, memory-bound:
+    bf16 casts each element down and back (read g + write 2, read 2 + write g bytes); PowerSGD makes
+    POWERSGD_PASSES passes."""
+    if compression == "bf16" and g > BF16_BYTES:
+        return dev.memory(params * 2 * (g + BF16_BYTES))
+    if compression == "powersgd":
+        return dev.memory(params * POWERSGD_PASSES * g)
+    return 0.0 * params
+
+
+def error_feedback_bytes(params, g: float, compression: str):
+    """Memory PowerSGD keeps between steps: a residual the size of the gradient (Vogels et al. 2019, Alg. 1,
+    error feedback); its r-column Q factors are left out (r (m + n) per matrix, under 1% of it at r <= 8)."""
+    return params * g * (compression == "powersgd")
+
+
+def layout_wire_bytes(model: ModelConfig, lay) -> float:
+    """`wire_bytes` of a plan or Layouts: what its gradient collectives carry per gradient element."""
+    return wire_bytes(model, GRAD_BYTES[lay.grad_dtype], lay.grad_compression, lay.powersgd_rank)
