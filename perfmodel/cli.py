@@ -17,7 +17,7 @@ from .files import check_output, check_writable
 from .hardware import hardware_json_schema, list_systems, load_hardware
 from .launch import RunFailed
 from .models import list_models, load_model
-from .plan_args import DISPATCHERS, PLAN_FLAGS, PRECISIONS, add_plan_flags, plan_from_args
+from .plan_args import DISPATCHERS, PLAN_FLAGS, PRECISIONS, add_compression_flags, add_plan_flags, plan_from_args
 from .planfile import load_plan_file, write_plan_file
 from .report import model_row
 from .plots.common import check_plot_path
@@ -80,12 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--precision", choices=PRECISIONS, default="bf16")
     se.add_argument("--attention", choices=["flash", "unfused"], default="flash")
     se.add_argument("--grad-dtype", choices=["fp32", "bf16"], default="fp32")
+    add_compression_flags(se)
     se.add_argument("--stack", choices=STACKS, default=DEFAULT_STACK, help="software stack (docs/stacks.md)")
     se.add_argument("--expert-imbalance", type=float, default=1.0, help="as predict (default 1: balanced)")
     se.add_argument("--moe-dispatcher", choices=DISPATCHERS, default="alltoall", help="as predict")
     se.add_argument("--moe-overlap", action="store_true", help="as predict")
-    se.add_argument("--objective", choices=["time", "cost", "train-time", "train-cost"], default="time",
-                    help="step time, GPU-hours per step (cost), or either over goodput (interruptions, checkpoints)")
+    se.add_argument("--objective", choices=["time", "cost", "train-time", "train-cost", "energy"], default="time",
+                    help="step time, GPU-hours per step (cost), either over goodput (interruptions, checkpoints), "
+                         "or facility kWh per step with the same counted (energy)")
     se.add_argument("--only", action="append", default=[], metavar="FIELD=V1,V2",
                     help="search only these values of a plan field (tp, pp, cp, vpp, ep, etp, micro_batch, "
                          "recompute, sequence_parallel, zero); repeatable")
@@ -132,6 +134,15 @@ def build_parser() -> argparse.ArgumentParser:
     xe.add_argument("--output", metavar="FILE", help="measurement file (one plan only; default PLAN.measured.json)")
     xe.add_argument("--timeout", type=seconds("--timeout"), default=None, help="wall-clock limit in seconds")
     xe.add_argument("--plot", metavar="FILE.png", help="draw every measured step against the prediction")
+    xe.add_argument("--checkpoint-every", type=integer("--checkpoint-every"), metavar="K",
+                    help="save the full training state (torch.distributed.checkpoint) after every K steps into "
+                         "--checkpoint-dir/PLAN/step-N")
+    xe.add_argument("--checkpoint-dir", metavar="DIR", help="checkpoints go to DIR/PLAN (one sub-directory per plan "
+                                                            "file name)")
+    xe.add_argument("--resume", action="store_true", help="continue each plan from its newest complete save in "
+                    "--checkpoint-dir (a torn one is refused for the one before it; none: from step 0)")
+    xe.add_argument("--checkpoint-async", action="store_true", help="write saves from a background thread "
+                    "(dcp.async_save): training waits only for the copy to host memory")
     for flag in ("--nnodes", "--node-rank", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--master-addr",
                  "--master-port"):
         xe.add_argument(flag, help="passed to torchrun (multi-node)")
@@ -229,7 +240,8 @@ def _search(a) -> str:
         check_plot_path(a.plot)
     result = search(load_model(a.model), load_hardware(a.hardware), a.gpus, a.global_batch, a.seq_len,
                     precision=a.precision, objective=a.objective, space=_space(a.only), attention=a.attention,
-                    grad_dtype=a.grad_dtype, stack=a.stack, expert_imbalance=a.expert_imbalance,
+                    grad_dtype=a.grad_dtype, grad_compression=a.grad_compression, powersgd_rank=a.powersgd_rank,
+                    stack=a.stack, expert_imbalance=a.expert_imbalance,
                     moe_dispatcher=a.moe_dispatcher, moe_overlap=a.moe_overlap)
     extra = []
     if a.output:
@@ -303,13 +315,16 @@ def _execute(a) -> str:
                          "plan, or none (each plan's measurement goes beside it)")
     ms = run_plans(a.plans, a.nproc, device=a.device, steps=a.steps, warmup=a.warmup, rounds=a.rounds,
                    seed=a.seed,
-                   outputs=[a.output] if a.output else None, rdzv=rdzv or None, timeout_s=a.timeout, data=a.data)
+                   outputs=[a.output] if a.output else None, rdzv=rdzv or None, timeout_s=a.timeout, data=a.data,
+                   checkpoint_dir=a.checkpoint_dir, checkpoint_every=a.checkpoint_every, resume=a.resume,
+                   checkpoint_async=a.checkpoint_async)
     preds = [load_plan_file(path).prediction.step_time_s for path in a.plans]
     rows = [f"{'plan':<40}{'predicted':>12}{'measured':>12}{'error':>8}{'peak memory':>14}  loss first -> last"]
     for path, m, pred in zip(a.plans, ms, preds):
         err = f"{(pred - m.step_time_s) / m.step_time_s:+.0%}" if pred > 0 else "-"
         rows.append(f"{path[-40:]:<40}{pred * 1e3:>10.1f}ms{m.step_time_s * 1e3:>10.1f}ms{err:>8}"
                     f"{m.peak_memory_bytes / 2**20:>10.1f} MiB  {m.losses[0]:.4f} -> {m.losses[-1]:.4f}")
+        rows += [f"  checkpoints: {m.checkpoint.summary()} in {m.checkpoint.directory}"] if m.checkpoint else []
         rows += [f"  note: {n}" for n in m.notes]
     if a.plot is not None:
         from .plots.common import unique_labels

@@ -2,13 +2,16 @@
 
 One file per executed plan: the plan it ran (model, hardware, layout), the software and devices it ran on, the
 raw per-step wall times of every rank, the peak memory of every rank and how it was measured, the loss per
-step, and every way the run departed from the plan (e.g. dropout not run). This module imports no torch.
+step, every way the run departed from the plan (e.g. dropout not run), and, when it saved checkpoints or resumed
+one, each save's time and size and the resume's read time (`CheckpointRecord`; older files without it still
+load). This module imports no torch.
 """
 
 from __future__ import annotations
 
 import statistics
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -36,6 +39,40 @@ class RankRecord(Schema):
     peak_memory_bytes: float = Field(description="peak memory of the measured steps (see memory_method)")
 
 
+class CheckpointSave(Schema):
+    """One checkpoint save as the run measured it (execute/resume.py)."""
+
+    step: int = Field(description="steps done when it was taken; a resume runs step `step` next")
+    write_s: float = Field(description="slowest rank: state dict, then torch.distributed.checkpoint writing its "
+                                       "shards (async: until the background write finished)")
+    blocking_s: float = Field(description="slowest rank: how long training waited (sync: = write_s; async: "
+                                          "collecting the state and copying it to host memory)")
+    bytes: int = Field(description="bytes of all ranks' files (shards and .metadata; not the manifest)")
+
+
+class CheckpointRecord(Schema):
+    """Checkpointing of a run (`execute --checkpoint-every K --checkpoint-dir D`, `--resume`)."""
+
+    directory: str = Field(description="where this plan's saves went: D/PLAN")
+    every: int | None = Field(description="steps between saves; null: none saved (a resume only)")
+    mode: Literal["sync", "async"] = "sync"
+    saves: list[CheckpointSave] = Field(default_factory=list, description="every save of the run, those of the "
+                                                                          "launch it resumed included")
+    resumed_from_step: int | None = Field(None, description="the step of the save this launch resumed, if any")
+    read_s: float | None = Field(None, description="slowest rank: torch.distributed.checkpoint reading the save "
+                                                   "and loading it into model and optimizer, on resume")
+
+    def summary(self) -> str:
+        """'resumed at step 4 (read 0.12 s), 2 saves (write 0.05 s median, 3.5 MiB each)', as execute prints it."""
+        parts = [f"resumed at step {self.resumed_from_step} (read {self.read_s:.2f} s)"] \
+            if self.resumed_from_step else []
+        if self.saves:
+            parts.append(f"{len(self.saves)} save{'s' if len(self.saves) > 1 else ''} ({self.mode}: write "
+                         f"{statistics.median(s.write_s for s in self.saves):.2f} s median, "
+                         f"{self.saves[-1].bytes / 2**20:.1f} MiB each)")
+        return ", ".join(parts) or "no saves"
+
+
 class Measurement(Schema):
     """One executed plan."""
 
@@ -61,7 +98,9 @@ class Measurement(Schema):
     losses: list[float] = Field(description="mean training loss of every step of the first run (over all tokens "
                                             "of the step; every run starts from the same seed)")
     notes: list[str] = Field(default_factory=list, description="where the run departs from the plan, and why")
-    wall_s: float = Field(description="seconds from model build to the last step of the first round, on rank 0")
+    wall_s: float = Field(description="seconds from model build to the last step of the first round, on rank 0 "
+                                      "(of a resumed run: of its last launch)")
+    checkpoint: CheckpointRecord | None = Field(None, description="saves and resume, when the run checkpointed")
     created_at: str = ""
 
     @model_validator(mode="after")

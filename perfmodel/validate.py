@@ -33,6 +33,7 @@ from .plan import Plan
 from .stack import EXECUTOR_STACK
 from .sweeps import SWEEPS, get_sweep
 from .validation import GiB, ValidationResult, compare, summarize
+from .validation_checkpoints import checkpoint_rows
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -162,7 +163,8 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
              hardware: str | Path | None = None, out_dir: Path = Path("validation"), steps: int | None = None,
              warmup: int | None = None, rounds: int | None = None, device: str = "auto",
              plot: str | Path | None = None, csv: str | Path | None = None,
-             quick_calibration: bool = True, timeout_s: float | None = None, echo=None) -> ValidationResult:
+             quick_calibration: bool = True, timeout_s: float | None = None, echo=None,
+             checkpoint_every: int | None = None, checkpoint_async: bool = False) -> ValidationResult:
     """Run `plans` (plan files) or the built-in `sweep` on `nproc` processes, predict each, compare.
 
     Predictions use `hardware` when given. Otherwise a sweep on CPU calibrates this machine first
@@ -171,7 +173,9 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
     calibrates where none matches; plan files use their own hardware. `steps`/`warmup` default to the sweep's
     (8/3 for plan files), `rounds` the sweep's (1 for plan files): the plans run that many times over,
     interleaved, and each step time is the lowest round's median. Writes out_dir/validation.csv (or `csv`)
-    and, with `plot`, a PNG scatter.
+    and, with `plot`, a PNG scatter. With `checkpoint_every` K every plan also saves its training state every K
+    steps (into out_dir/checkpoints, emptied first: validate's saves are scratch) and the result compares the
+    saves' bytes and write times with the forecast's checkpoint model (validation_checkpoints).
     All input is checked before anything runs or is written (InputError, one line).
     """
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
@@ -186,6 +190,11 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
         raise InputError(f"--steps = {steps}, --warmup = {warmup}; valid: steps >= 1 and 0 <= warmup < steps "
                          "(the median is taken over the steps after warm-up)")
     _check_dir(out_dir)
+    if checkpoint_every is not None or checkpoint_async:
+        from .execute.manifest import check_flags
+
+        check_flags(out_dir / "checkpoints", checkpoint_every, False, "async" if checkpoint_async else "sync", steps,
+                    rounds)
     csv = _check_output(csv if csv is not None else out_dir / "validation.csv", "--csv", ".csv", out_dir)
     if plot is not None:
         plot = _check_output(plot, "--plot", ".png", out_dir)
@@ -256,8 +265,13 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
 
     echo(f"running {len(paths)} plans in one timed launch on {nproc} {device} process{'es' if nproc > 1 else ''} "
          f"({steps} steps each, {warmup} warm-up{f', {rounds} rounds' if rounds > 1 else ''})")
+    ckpt = {}
+    if checkpoint_every is not None:
+        ckpt = dict(checkpoint_dir=out_dir / "checkpoints", checkpoint_every=checkpoint_every,
+                    checkpoint_async=checkpoint_async)
+        shutil.rmtree(ckpt["checkpoint_dir"], ignore_errors=True)
     measured = run_plans(paths, nproc, device=device, steps=steps, warmup=warmup, rounds=rounds, log_dir=out_dir,
-                         timeout_s=timeout_s, echo=echo)
+                         timeout_s=timeout_s, echo=echo, **ckpt)
 
     # Both measurement methods (CUDA max_memory_allocated, CPU resident peak less the resident size before the
     # model was built) leave out the runtime the spec's memory_overhead stands for: compare without it.
@@ -272,6 +286,7 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
     result = summarize(rows, sweep=sw.name if sw else None, device=device, nproc=nproc,
                        hardware=spec.name if spec else "each plan's own spec", hardware_source=source,
                        targets=sw.targets if sw else None, notes=notes, measurements=measured)
+    result.checkpoints = checkpoint_rows([e.name for e in entries], [spec or e.hardware for e in entries], measured)
     write_atomic(csv, lambda tmp: result.table.to_csv(tmp, index=False), "--csv")
     result.csv_path = str(csv)
     if plot is not None:
@@ -312,6 +327,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     va.add_argument("--full-calibration", action="store_true", help="calibrate with the full set of "
                                                                     "microbenchmarks instead of the quick one")
     va.add_argument("--timeout", type=seconds("--timeout"), metavar="S", help="wall-clock limit of the run, seconds")
+    va.add_argument("--checkpoint-every", type=integer("--checkpoint-every"), metavar="K",
+                    help="save every K steps (into OUT_DIR/checkpoints) and compare bytes and write times with the "
+                         "forecast's checkpoint model")
+    va.add_argument("--checkpoint-async", action="store_true", help="with --checkpoint-every: async saves")
     return va
 
 
@@ -322,5 +341,6 @@ def run(args) -> str:
                       out_dir=out_dir, steps=args.steps, warmup=args.warmup, rounds=args.rounds,
                       device=args.device,
                       plot=args.plot, csv=args.csv,
-                      quick_calibration=not args.full_calibration, timeout_s=args.timeout)
+                      quick_calibration=not args.full_calibration, timeout_s=args.timeout,
+                      checkpoint_every=args.checkpoint_every, checkpoint_async=args.checkpoint_async)
     return result.text()

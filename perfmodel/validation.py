@@ -18,6 +18,7 @@ from .errors import InputError, Schema
 from .measurement import Measurement
 from .plan import layout_label
 from .sweeps import Targets
+from .validation_checkpoints import CheckpointRow, checkpoint_lines
 
 if TYPE_CHECKING:  # pandas is imported where it is used: the CLI loads this module on every command
     import pandas as pd
@@ -102,6 +103,8 @@ class ValidationResult(Schema):
     spearman: float | None = Field(description="rank correlation of predicted vs measured step time")
     targets: Targets | None = None
     notes: list[str] = Field(default_factory=list)
+    checkpoints: list[CheckpointRow] = Field(default_factory=list, description="plans that saved checkpoints "
+                                             "(validate --checkpoint-every): bytes and times against the forecast")
     csv_path: str | None = None
     plot_path: str | None = None
 
@@ -152,6 +155,7 @@ class ValidationResult(Schema):
         if met:
             lines.append("targets: " + ", ".join(f"{k} {'holds' if ok else 'MISSED'}" for k, ok in met.items()))
         lines += [f"note: {n}" for n in self.notes]
+        lines += checkpoint_lines(self.checkpoints)
         for label, path in (("csv", self.csv_path), ("plot", self.plot_path)):
             if path:
                 lines.append(f"wrote {label}: {path}")

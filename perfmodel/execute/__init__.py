@@ -34,6 +34,7 @@ from ..planfile import (
     megatron_placements,
     unrunnable_split,
 )
+from .manifest import make_ready, plan_checkpoints
 
 RUNNABLE_PRECISIONS = ("bf16", "fp16")  # fp8 / fp4 GEMMs need libraries (torchao, Transformer Engine) not used here
 DEFAULT_TIMEOUT_S = 1800.0
@@ -138,9 +139,16 @@ MEMORY_STEPS = 2  # CPU memory launch: the first step allocates gradients and op
 def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps: int = 8, warmup: int = 3,
               rounds: int = 1, seed: int = 0, outputs: list[Path] | None = None, rdzv: list[str] | None = None,
               timeout_s: float | None = None, log_dir: Path | None = None, data: Path | None = None,
-              echo=None, pg_timeout_s: float = PG_TIMEOUT_S) -> list[Measurement]:
+              echo=None, pg_timeout_s: float = PG_TIMEOUT_S, checkpoint_dir: Path | None = None,
+              checkpoint_every: int | None = None, resume: bool = False,
+              checkpoint_async: bool = False) -> list[Measurement]:
     """Run every plan file in one timed torchrun launch, `rounds` times over (interleaved); write and return one
     Measurement per plan.
+
+    Checkpoints (execute/resume.py, execute/manifest.py): with `checkpoint_every` K the timed launch saves each
+    plan's full training state after every K steps into checkpoint_dir/PLAN/step-N (async: written from a
+    background thread); with `resume` it first loads each plan's newest complete save there (a torn one is
+    refused, with a line, for the one before it; none: from step 0) and runs the steps after it.
 
     On CPU, peak memory comes from a second, untimed launch of MEMORY_STEPS steps per plan with glibc set to
     return freed blocks at once (launch.MALLOC_MEMORY), because that setting slows the steps it measures; the
@@ -170,13 +178,21 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
         if data is not None and pf.model.vocab < 256:
             raise InputError(f"--data: the byte tokenizer needs vocab >= 256; {pf.model.name} has {pf.model.vocab}")
         check_writable(out, "measurement output")
+    checkpoints = plan_checkpoints(plan_paths, checkpoint_dir, checkpoint_every, resume,
+                                   "async" if checkpoint_async else "sync", steps=steps, rounds=rounds,
+                                   world_size=nproc * nnodes, seed=seed, data=data)
+    say = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    for line in [line for ck in checkpoints if ck for line in ck.pop("say")] + make_ready(checkpoints):
+        say(line)
     limit = timeout_s or DEFAULT_TIMEOUT_S
     deadline = time.monotonic() + limit
     log_dir = Path(log_dir or outputs[0].parent)
     with tempfile.TemporaryDirectory(prefix="perfmodel-execute-") as tmp:
         def run(name, outs, measures, **job):
-            job = {"plans": [{"plan": str(p.resolve()), "output": str(Path(o).resolve())}
-                             for p, o in zip(plan_paths, outs)], "seed": seed, "device": device,
+            saving = measures != "memory"  # the untimed memory launch neither saves nor resumes
+            job = {"plans": [{"plan": str(p.resolve()), "output": str(Path(o).resolve()),
+                              "checkpoint": ck if saving else None}
+                             for p, o, ck in zip(plan_paths, outs, checkpoints)], "seed": seed, "device": device,
                    "pg_timeout_s": pg_timeout_s, "data": str(Path(data).resolve()) if data else None,
                    "measures": measures, **job}
             job_path = Path(tmp) / f"{name}.json"
@@ -194,8 +210,7 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
         # may run on another node (a shared file system) in each launch.
         mem_outs = [o.with_name(f".{o.name}.memory.json") for o in outputs]
         time_outs = [o.with_name(f".{o.name}.timed.json") for o in outputs]
-        (echo or (lambda line: print(line, file=sys.stderr, flush=True)))(
-            f"peak memory first: {len(plan_paths)} plan(s), {min(MEMORY_STEPS, steps)} untimed steps each")
+        say(f"peak memory first: {len(plan_paths)} plan(s), {min(MEMORY_STEPS, steps)} untimed steps each")
         try:
             run("execute-memory", mem_outs, "memory", steps=min(MEMORY_STEPS, steps), warmup=0, rounds=1)
             run("execute", time_outs, "time", steps=steps, warmup=warmup, rounds=rounds)

@@ -80,6 +80,7 @@ class Trainer:
 
             ep_mesh = expert_mesh(device.type, plan.pp, plan.dp * plan.cp, plan.ep)
             self.experts = ExpertData(ep_mesh["edp"], plan.ep)
+            self.mesh_ep_rank = ep_mesh.get_local_rank("ep")
 
         n_stages = plan.pp * plan.vpp
         ranges = virtual_stage_layers(chunk_layers(plan, cfg.n_layers))
@@ -232,6 +233,45 @@ class Trainer:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return self._share(losses)
+
+    # -- state for checkpoints (execute/resume.py) ---------------------------------------------------------
+    def _stateful(self):
+        """(one module holding this rank's stages, its local optimizers) for torch's get/set_state_dict. The
+        stages sit under their virtual stage index (a pipeline rank may hold several). ZeRO-1's partition
+        optimizer stands in for the ZeroRedundancyOptimizer around it, whose state_dict needs a consolidation on
+        one rank; the partition's keys are its own parameters' names, so each rank saves its own."""
+        if not hasattr(self, "_stages"):
+            self._stages = nn.ModuleDict({f"stage{v}": m for v, m in zip(self.indices, self.modules)})
+        optimizers = getattr(self.optimizer, "optimizers", (self.optimizer,))  # expert_parallel.Optimizers
+        return self._stages, [getattr(o, "optim", o) for o in optimizers]  # ZeroRedundancyOptimizer.optim
+
+    def _disk_key(self, key: str, to_disk: bool) -> str:
+        """Expert-parallel weights are plain tensors holding different experts on each ep rank under one name:
+        saved under a name with the ep rank in it, or DCP would write one rank's as if all held the same."""
+        if self.experts is None:
+            return key
+        mine = f".experts@ep{self.mesh_ep_rank}."
+        return key.replace(".experts.", mine) if to_disk else key.replace(mine, ".experts.")
+
+    def state_dict(self) -> dict:
+        """{"model": ..., "optim": ...} with fully qualified names (the optimizer's flattened per parameter, so
+        that ranks holding different parameters never share a key), for dcp.save / dcp.load. An optimizer
+        without state yet gets it first (torch steps it once with zero gradients and lr 0: the weights stay)."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+        module, optimizers = self._stateful()
+        model, optim = get_state_dict(module, optimizers, options=StateDictOptions(flatten_optimizer_state_dict=True))
+        return {part: {self._disk_key(k, True): v for k, v in sd.items()}
+                for part, sd in (("model", model), ("optim", optim))}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Load what state_dict gave (after dcp.load filled it) into the modules and optimizers."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+        module, optimizers = self._stateful()
+        model, optim = ({self._disk_key(k, False): v for k, v in state[part].items()} for part in ("model", "optim"))
+        set_state_dict(module, optimizers, model_state_dict=model, optim_state_dict=optim,
+                       options=StateDictOptions(flatten_optimizer_state_dict=True))
 
     def _sync_tied(self) -> None:
         """Sum the gradients of the two copies of a tied embedding (Megatron-LM's embedding all-reduce)."""

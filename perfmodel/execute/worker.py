@@ -58,9 +58,24 @@ def say(text: str) -> None:
     print(f"{PREFIX} {text}", flush=True)
 
 
-def run_plan(job: dict, entry: dict, device: torch.device) -> dict:
+def checkpointer_for(entry: dict, trainer: Trainer, group, kill: str | None):
+    """The plan's Checkpointer (execute/resume.py) when the job asks for saves or a resume, else None. The test
+    hook PERFMODEL_TEST_KILL="R:saveN" kills rank R inside the save after step N, its shards written, before the
+    commit."""
+    ck = entry.get("checkpoint")
+    if not ck:
+        return None
+    from .resume import Checkpointer
+
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    hook = (lambda step: os.kill(os.getpid(), 9) if kill == f"{rank}:save{step}" else None) if kill else None
+    return Checkpointer(trainer, ck["root"], ck["every"], ck["mode"], group, ck["identity"], entry["plan"], hook)
+
+
+def run_plan(job: dict, entry: dict, device: torch.device, group=None) -> dict:
     """Build, train and time one plan on this rank; returns what this rank measured (a RankRecord's fields,
-    the losses and notes)."""
+    the losses and notes). With a checkpoint to resume (entry["checkpoint"]["resume"], chosen and checked by the
+    parent) it loads it and runs the steps after it; the earlier steps' losses and times come from the save."""
     rank = dist.get_rank() if dist.is_initialized() else 0
     pf = load_plan_file(entry["plan"])
     memory = PeakMemory(device)
@@ -75,9 +90,19 @@ def run_plan(job: dict, entry: dict, device: torch.device) -> dict:
     notes += plan_departures(pf.plan, trainer.dp_kind)
     batches = Batches(pf.model.vocab, pf.plan.global_batch, pf.plan.seq_len, job["seed"], job.get("data"))
     kill = os.environ.get("PERFMODEL_TEST_KILL")  # "rank:step": a test kills one rank mid-run
-    times, shares = [], []
+    times, shares, first = [], [], 0
+    saver = checkpointer_for(entry, trainer, group, kill)
+    if saver is not None:
+        notes += entry["checkpoint"]["notes"]
+        resume = entry["checkpoint"]["resume"]
+        if resume:
+            shares, times = saver.load(resume["dir"], resume["step"], [resume["save"]])
+            first = resume["step"]
+            notes.append(f"resumed from {resume['dir']}: steps 0-{first - 1} ran in an earlier launch (their losses "
+                         f"and step times are that launch's, read from the checkpoint); step {first} was the first "
+                         "of a new process, cold as a warm-up step is")
     memory.start()
-    for step in range(job["steps"]):
+    for step in range(first, job["steps"]):
         if kill and kill == f"{rank}:{step}":
             os.kill(os.getpid(), 9)
         tokens = batches.step(step)
@@ -88,13 +113,18 @@ def run_plan(job: dict, entry: dict, device: torch.device) -> dict:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         times.append(time.perf_counter() - t0)
+        if saver is not None:
+            saver.after_step(step + 1, shares, times)
+    if saver is not None:
+        saver.flush()
     memory.stop()
     wall = time.perf_counter() - t_start
-    del trainer
+    checkpoint = None if saver is None else {**saver.record(), "resumed_from_step": first or None}
+    del trainer, saver
     gc.collect()
     return {"record": RankRecord(rank=rank, device=device_name(device), step_times_s=times,
                                  peak_memory_bytes=memory.peak()).model_dump(),
-            "shares": shares, "notes": notes, "wall": wall}
+            "shares": shares, "notes": notes, "wall": wall, "checkpoint": checkpoint}
 
 
 def gather(run: dict) -> tuple[list[dict], list[float]]:
@@ -126,7 +156,7 @@ def write(job: dict, entry: dict, device: torch.device, runs: list[tuple[list[di
         nproc=len(records), steps=job["steps"], warmup=job["warmup"], rounds=rounds,
         dtype=("bf16" if pf.plan.precision == "bf16" else "fp16") + " autocast" if device.type == "cuda" else "fp32",
         memory_method=METHOD[device.type], ranks=ranks, losses=losses, notes=first["notes"], wall_s=first["wall"],
-        created_at=datetime.datetime.now().isoformat(timespec="seconds"))
+        checkpoint=first.get("checkpoint"), created_at=datetime.datetime.now().isoformat(timespec="seconds"))
     write_measurement(m, entry["output"])
     name, peak = os.path.basename(entry["plan"]), f"peak {m.peak_memory_bytes / 2**20:.1f} MiB"
     purpose = job.get("measures", "both")  # "memory", "time" or "both" (execute.run_plans)
@@ -135,7 +165,8 @@ def write(job: dict, entry: dict, device: torch.device, runs: list[tuple[list[di
         return
     say(f"{name}: step {m.step_time_s * 1e3:.1f} ms (median of {job['steps'] - job['warmup']}"
         f"{f', lowest of {rounds} rounds' if rounds > 1 else ''}){', ' + peak if purpose == 'both' else ''}, "
-        f"loss {m.losses[0]:.4f} -> {m.losses[-1]:.4f}")
+        f"loss {m.losses[0]:.4f} -> {m.losses[-1]:.4f}"
+        f"{', ' + m.checkpoint.summary() if m.checkpoint else ''}")
 
 
 def main(argv: list[str]) -> int:
@@ -153,12 +184,15 @@ def main(argv: list[str]) -> int:
             dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
                                     timeout=datetime.timedelta(seconds=job["pg_timeout_s"]),
                                     device_id=device if device.type == "cuda" else None)
+        group = None  # DCP's own gloo group (execute/resume.py), made by every rank at the same point
+        if dist.is_initialized() and any(e.get("checkpoint") for e in job["plans"]):
+            group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=job["pg_timeout_s"]))
         runs = {i: [] for i in range(len(job["plans"]))}
         for r in range(job.get("rounds", 1)):  # rounds interleave the plans: slow drifts of load hit them all
             if r and rank == 0:
                 say(f"round {r + 1} of {job['rounds']}")
             for i, entry in enumerate(job["plans"]):
-                run = run_plan(job, entry, device)
+                run = run_plan(job, entry, device, group)
                 runs[i].append((*gather(run), run))
                 if rank == 0 and job.get("rounds", 1) > 1:
                     slowest = job_step_times([rec["step_times_s"] for rec in runs[i][-1][0]])[job["warmup"]:]
