@@ -26,30 +26,77 @@ NO_ZERO1_WITH_TP = ("zero 1 ran as FSDP2 without resharding (gradients sharded a
                     "ZeroRedundancyOptimizer does not take DTensor (tensor-parallel) weights")
 
 
-def apply_fsdp(stage: nn.Module, mesh: DeviceMesh, reshard: bool, experts=None) -> nn.Module:
+def apply_fsdp(stage: nn.Module, mesh: DeviceMesh, reshard: bool, experts=None, bf16_reduce: bool = False) -> nn.Module:
     """torchtitan's apply_fsdp: each block is one FSDP unit (its weights gathered just in time), then the rest;
-    under expert parallelism a block's experts first, over their own mesh (`experts`: ExpertData)."""
-    from torch.distributed.fsdp import fully_shard
+    under expert parallelism a block's experts first, over their own mesh (`experts`: ExpertData). `bf16_reduce`:
+    gradients reduce-scattered in bf16 (MixedPrecisionPolicy reduce_dtype; grad_compression=bf16)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+    mp = MixedPrecisionPolicy(reduce_dtype=torch.bfloat16) if bf16_reduce else MixedPrecisionPolicy()
     for key, block in stage.layers.items():
         if experts is not None:
             experts.fully_shard(block, reshard)
-        fully_shard(block, mesh=mesh, reshard_after_forward=reshard)
-    fully_shard(stage, mesh=mesh, reshard_after_forward=reshard)
+        fully_shard(block, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
+    fully_shard(stage, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
     return stage
 
 
+def bf16_hook(process_group, bucket):
+    """torch's bf16_compress_hook for any backend (torch 2.13's refuses without NCCL): the bucket divided by the
+    group size and cast to bf16, all-reduced, and copied back into the fp32 gradients."""
+    import torch.distributed as dist
+
+    buffer = bucket.buffer()
+    wire = buffer.to(torch.bfloat16).div_(dist.get_world_size(process_group))
+    fut = dist.all_reduce(wire, group=process_group, async_op=True).get_future()
+
+    def back(f):
+        buffer.copy_(f.value()[0])
+        return buffer
+    return fut.then(back)
+
+
+# torch's PowerSGD hook needs DDP to have rebuilt its buckets (after the first step) before it compresses; error
+# feedback and warm start make it refuse a start before step 2.
+POWERSGD_START_STEP = 2
+
+
+def compress_ddp(ddp, compression: str, rank: int) -> list[str]:
+    """Register DDP's communication hook for `compression` (Plan.grad_compression): bf16_compress_hook, or
+    powerSGD_hook of rank `rank` with error feedback and warm start (Vogels et al. 2019); notes on what ran."""
+    if compression == "bf16":
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import bf16_compress_hook
+
+        cuda = next(ddp.parameters()).device.type == "cuda"
+        ddp.register_comm_hook(ddp.process_group, bf16_compress_hook if cuda else bf16_hook)
+        return [] if cuda else ["bf16 gradients by perfmodel's own DDP hook (bf16_hook): torch's bf16_compress_hook "
+                                "needs NCCL"]
+    if compression == "powersgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
+
+        state = psgd.PowerSGDState(process_group=ddp.process_group, matrix_approximation_rank=rank,
+                                   start_powerSGD_iter=POWERSGD_START_STEP)
+        ddp.register_comm_hook(state, psgd.powerSGD_hook)
+        return [f"PowerSGD (rank {rank}) compressed from step {POWERSGD_START_STEP}: torch all-reduces the first "
+                f"{POWERSGD_START_STEP} steps whole while DDP builds its buckets; the prediction is for every step "
+                "compressed"]
+    return []
+
+
 def apply_data_parallel(stage: nn.Module, mesh: DeviceMesh | None, zero: int, tensor_parallel: bool,
-                        device: torch.device, pipelined: bool = False,
-                        experts=None) -> tuple[nn.Module, str, list[str]]:
+                        device: torch.device, pipelined: bool = False, experts=None, compression: str = "none",
+                        powersgd_rank: int = 1) -> tuple[nn.Module, str, list[str]]:
     """Wrap a stage for its ZeRO stage; returns (module, kind, notes), kind one of none, ddp, allreduce, fsdp.
     Under expert parallelism (`experts`: expert_parallel.ExpertData) the routed experts' weights are left to it:
-    FSDP2 shards them over their own mesh, DDP ignores them (the all-reduce kind is given the dense weights)."""
+    FSDP2 shards them over their own mesh, DDP ignores them (the all-reduce kind is given the dense weights).
+    `compression` (Plan.grad_compression): DDP's hooks (`compress_ddp`), FSDP2's bf16 reduce dtype, or the
+    all-reduce kind's bf16 cast (`allreduce_gradients`); PowerSGD needs DDP (plan._check_compression)."""
     if mesh is None:
         return stage, "none", []
     if zero >= 2 or (zero == 1 and tensor_parallel):
         notes = [NO_ZERO1_WITH_TP] if zero == 1 else []
-        return apply_fsdp(stage, mesh, reshard=zero == 3, experts=experts), "fsdp", notes
+        return apply_fsdp(stage, mesh, reshard=zero == 3, experts=experts, bf16_reduce=compression == "bf16"), \
+            "fsdp", notes
     if tensor_parallel or pipelined:
         return stage, "allreduce", []
     from torch.nn.parallel import DistributedDataParallel
@@ -57,7 +104,8 @@ def apply_data_parallel(stage: nn.Module, mesh: DeviceMesh | None, zero: int, te
     if experts is not None:
         DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(stage, experts.names(stage))
     ids = [device.index] if device.type == "cuda" else None
-    return DistributedDataParallel(stage, process_group=mesh.get_group(), device_ids=ids), "ddp", []
+    ddp = DistributedDataParallel(stage, process_group=mesh.get_group(), device_ids=ids)
+    return ddp, "ddp", compress_ddp(ddp, compression, powersgd_rank)
 
 
 def as_param_placement(p: nn.Parameter) -> torch.Tensor:
@@ -71,25 +119,28 @@ def as_param_placement(p: nn.Parameter) -> torch.Tensor:
     return g
 
 
-def flat_all_reduce(tensors: list[torch.Tensor], mesh: DeviceMesh) -> list[torch.Tensor]:
-    """Sum `tensors` over `mesh` in one all-reduce of them flattened together (one bucket); returns the sums,
-    shaped as the inputs (views of the one reduced buffer)."""
+def flat_all_reduce(tensors: list[torch.Tensor], mesh: DeviceMesh, dtype: torch.dtype | None = None) -> list[torch.Tensor]:
+    """Sum `tensors` over `mesh` in one all-reduce of them flattened together (one bucket), sent as `dtype` if
+    given (then cast back); returns the sums, shaped as the inputs (views of the one reduced buffer)."""
     import torch.distributed as dist
 
     flat = torch.cat([t.reshape(-1) for t in tensors])
-    dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=mesh.get_group())
+    wire = flat if dtype is None else flat.to(dtype)
+    dist.all_reduce(wire, op=dist.ReduceOp.SUM, group=mesh.get_group())
+    flat = wire.to(flat.dtype)
     return [part.view_as(t) for part, t in zip(flat.split([t.numel() for t in tensors]), tensors)]
 
 
-def allreduce_gradients(params: list[nn.Parameter], mesh: DeviceMesh) -> None:
-    """Average the gradients over the data-parallel group in one flat all-reduce (local shards of DTensors)."""
+def allreduce_gradients(params: list[nn.Parameter], mesh: DeviceMesh, bf16: bool = False) -> None:
+    """Average the gradients over the data-parallel group in one flat all-reduce (local shards of DTensors), in
+    bf16 on the wire with `bf16` (grad_compression=bf16, as DDP's bf16_compress_hook does)."""
     from torch.distributed.tensor import DTensor
 
     grads = [as_param_placement(p) for p in params if p.grad is not None]
     grads = [g.to_local() if isinstance(g, DTensor) else g for g in grads]
     if not grads:
         return
-    for g, total in zip(grads, flat_all_reduce(grads, mesh)):
+    for g, total in zip(grads, flat_all_reduce(grads, mesh, torch.bfloat16 if bf16 else None)):
         g.copy_(total / mesh.size())
 
 

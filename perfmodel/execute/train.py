@@ -107,7 +107,9 @@ class Trainer:
             self.positions = apply_cp(m, cp_group, plan.seq_len, device)
             self.raw.append(m)
             m, self.dp_kind, notes = apply_data_parallel(m, dp_mesh, plan.zero, tp_mesh is not None, device,
-                                                         pipelined=plan.pp > 1, experts=self.experts)
+                                                         pipelined=plan.pp > 1, experts=self.experts,
+                                                         compression=plan.grad_compression,
+                                                         powersgd_rank=plan.powersgd_rank)
             self.notes += [n for n in notes if n not in self.notes]
             self.modules.append(m)
         self.params = [p for m in self.modules for p in m.parameters()]
@@ -225,7 +227,7 @@ class Trainer:
 
             reduce_partial_gradients(self.params, self.tp_mesh)
         if self.dp_kind == "allreduce":
-            allreduce_gradients(self.dense_params, self.dp_mesh)
+            allreduce_gradients(self.dense_params, self.dp_mesh, bf16=plan.grad_compression == "bf16")
         if self.experts is not None:
             self.experts.reduce_gradients(self.expert_params, fsdp=self.dp_kind == "fsdp")
         if self.tie_group is not None:

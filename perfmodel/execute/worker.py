@@ -39,6 +39,9 @@ def plan_departures(plan, dp_kind: str) -> list[str]:
     if not plan.overlap_dp_comm and dp_kind == "ddp":
         out.append("DDP overlapped the gradient all-reduce with the backward; the prediction does not "
                    "(overlap_dp_comm=false)")
+    if plan.ep > 1 and plan.grad_compression != "none":
+        out.append(f"the routed experts' gradients were reduced uncompressed; the prediction counts them "
+                   f"{plan.grad_compression} (grad_compression)")
     if plan.ep > 1 and plan.moe_dispatcher != "alltoall":
         out.append(f"routed tokens were dispatched by all-to-all; the prediction is for the {plan.moe_dispatcher} "
                    f"dispatcher (moe_dispatcher={plan.moe_dispatcher})")
