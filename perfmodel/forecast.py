@@ -162,9 +162,10 @@ def forecast(model: ModelConfig | str, system: System | str, plan: Plan, tokens:
              checkpoint: Literal["sync", "async"] = "sync", checkpoint_interval_s: float | None = None, *,
              device_power_w: float | None = None, idle_power_w: float | None = None,
              host_power_w: float | None = None, comm_power_share: float | None = None, pue: float | None = None,
-             grid_intensity: float | None = None) -> Forecast:
+             grid_intensity: float | None = None, storage: Storage | None = None) -> Forecast:
     """Forecast the run of `tokens` tokens with `plan` (module docstring); the power arguments override
-    perfmodel.energy.power_for's defaults, `grid_intensity` (gCO2 per kWh) adds emissions."""
+    perfmodel.energy.power_for's defaults, `grid_intensity` (gCO2 per kWh) adds emissions, `storage` replaces
+    the spec's store (or the default)."""
     model, system = load_model(model), load_hardware(system)
     plan = Plan(**plan) if isinstance(plan, dict) else plan
     if not isinstance(plan, Plan):
@@ -194,7 +195,8 @@ def forecast(model: ModelConfig | str, system: System | str, plan: Plan, tokens:
     main = math.ceil((total - done) / tokens_per_step)
     compute, steps = compute + main * est.step_time_s, steps + main
     act = (active + main * est.step_time_s * activity(est.time_s.model_dump(), share)) / compute
-    storage = system.storage or DEFAULT_STORAGE
+    given = storage is not None
+    storage = storage or system.storage or DEFAULT_STORAGE
     nbytes = checkpoint_bytes(model)
     g = goodput_at(plan.gpus, nbytes, storage, interruption_rate, restart_overhead_s, checkpoint,
                    checkpoint_interval_s)
@@ -223,7 +225,8 @@ def forecast(model: ModelConfig | str, system: System | str, plan: Plan, tokens:
         checkpoint_interval_s=tau, checkpoint_interval_steps=tau / est.step_time_s,
         interval_rule="daly" if checkpoint_interval_s is None else "given", restart_s=g["restart_s"],
         restart_overhead_s=restart_overhead_s,
-        storage_source="the spec's storage tier" if system.storage else "default: " + storage.sources["write_gbps"],
+        storage_source="--storage" if given else "the spec's storage tier" if system.storage
+        else "default: " + storage.sources["write_gbps"],
         energy_kwh=kwh, average_power_kw=None if kwh is None else kwh / (wall / SECONDS_PER_HOUR),
         device_activity=act, power=power, grid_intensity_g_per_kwh=grid_intensity,
         emissions_t_co2=None if kwh is None or grid_intensity is None else kwh * grid_intensity / 1e6, notes=notes)

@@ -61,6 +61,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     e.add_argument("--pue", type=_number("--pue"), help=f"facility power over IT power (default {PUE:g})")
     e.add_argument("--grid-intensity", type=_number("--grid-intensity"), metavar="GCO2_PER_KWH",
                    help="grid carbon intensity; adds emissions")
+    p.add_argument("--storage", metavar="FILE.yaml", help="the checkpoint store as a hardware.Storage mapping "
+                   "(docs/forecast.md; default: the spec's storage tier, else the cited default)")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument("--plot", metavar="FILE.png", help="goodput against the checkpoint interval and cluster size")
     return p
@@ -68,6 +70,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def run(a: argparse.Namespace) -> str:
     parse_tokens(a.tokens)  # before any model work
+    storage = None
+    if a.storage is not None:
+        from pathlib import Path
+
+        from .files import read_mapping
+        from .hardware import Storage
+
+        storage = Storage.parse(read_mapping(Path(a.storage), f"--storage {a.storage}"), f"--storage {a.storage}")
     if a.plot is not None:
         from .plots.common import check_plot_path
 
@@ -76,13 +86,13 @@ def run(a: argparse.Namespace) -> str:
     f = forecast(model, system, plan, a.tokens, a.ramp, a.price, a.interruption_rate, a.restart_s, a.checkpoint,
                  a.checkpoint_interval, device_power_w=a.device_power, idle_power_w=a.idle_power,
                  host_power_w=a.host_power, comm_power_share=a.comm_power_share, pue=a.pue,
-                 grid_intensity=a.grid_intensity)
+                 grid_intensity=a.grid_intensity, storage=storage)
     out = f.model_dump_json(indent=2) if a.format == "json" else forecast_table(f)
     if a.plot is not None:
         from .forecast import DEFAULT_STORAGE
         from .plots.forecast import forecast_figure
 
-        forecast_figure(f, system.storage or DEFAULT_STORAGE, a.plot)
+        forecast_figure(f, storage or system.storage or DEFAULT_STORAGE, a.plot)
         print(f"wrote {a.plot}", file=sys.stderr)
     return out
 

@@ -142,3 +142,21 @@ def test_search_ranks_by_time_and_cost_to_train():
     assert g[1024] < g[64]
     best = res.plan(0)
     assert forecast(MODEL, SYSTEM, best, "1T").goodput == pytest.approx(t.goodput.iloc[0], rel=1e-12)
+
+
+def test_a_store_of_ones_own(tmp_path):
+    """--storage FILE (or a spec's storage tier) replaces the default store: a faster store writes faster, so the
+    optimum interval is shorter and the goodput higher; a bad file is one line, exit 2."""
+    fast = tmp_path / "store.yaml"
+    fast.write_text("write_gbps: 2000\nread_gbps: 7000\nnode_gbps: 50\ndevices_per_node: 8\nwrite_efficiency: 1\n"
+                    "read_efficiency: 1\nstaging_gbps: 64\n")
+    r = _cli(*FLAGS, "--tokens", "1T", "--format", "json", "--storage", str(fast))
+    assert r.returncode == 0, r.stderr
+    out, base = json.loads(r.stdout), forecast(MODEL, SYSTEM, PLAN, "1T")
+    params = load_model(MODEL).n_params()
+    assert out["checkpoint_write_s"] == pytest.approx(params * 14 / (8 * 50e9), rel=1e-12)  # 8 nodes x 50 GB/s
+    assert out["storage_source"] == "--storage" and out["goodput"] > base.goodput
+    fast.write_text("write_gbps: -1\n")
+    r = _cli(*FLAGS, "--tokens", "1T", "--storage", str(fast))
+    assert r.returncode == 2 and "--storage" in r.stderr and "write_gbps" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
