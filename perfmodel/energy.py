@@ -16,6 +16,7 @@ import math
 
 from pydantic import Field, PositiveFloat
 
+from .cost.step import COMM_TIME
 from .errors import InputError, Schema
 from .hardware import System
 
@@ -33,8 +34,9 @@ IDLE_SHARE = 0.10
 # links busy) draws half of its dynamic range. benchmarks/power_draw.py measures a copy-bound stand-in.
 COMM_SHARE = 0.5
 
+# The TimeBreakdown parts by what a device does in them (tests/test_energy.py: every part in exactly one)
 BUSY_PARTS = ("gemm", "attention", "memory_bound", "recompute", "optimizer")
-COMM_PARTS = ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "zero3_comm")
+COMM_PARTS = COMM_TIME
 IDLE_PARTS = ("bubble", "overhead")
 
 
@@ -55,7 +57,7 @@ def power_for(system: System, board_w: float | None = None, idle_w: float | None
     module's shares of it. None where no board power is known (the spec leaves tdp_w null and none is given)."""
     for name, v in (("--device-power", board_w), ("--idle-power", idle_w), ("--host-power", host_w),
                     ("--comm-power-share", comm_share), ("--pue", pue)):
-        if v is not None and (isinstance(v, bool) or not math.isfinite(v) or v < 0):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
             raise InputError(f"{name} = {v!r}; valid: a finite number >= 0")
     if board_w is not None and board_w == 0:
         raise InputError("--device-power = 0; valid: the device's board power in W, > 0")

@@ -137,12 +137,22 @@ def checkpoint_seconds(nbytes: float, gpus: int, storage: Storage) -> tuple[floa
     return write, read, nbytes / gpus / (storage.staging_gbps * 1e9)
 
 
+def waiting_per_compute_s(tau: float, delta: float, restart: float, mtbf: float, goodput: float) -> float:
+    """Seconds per compute second that a job waits, under Daly's model (reliability module docstring), in
+    checkpoint writes and in restarts, interrupted ones included. A segment is attempted until it completes
+    (e^((tau + delta) / M) attempts), e^(delta / M) of them reach the checkpoint and spend min(delta, Exp(M)) in it,
+    M (1 - e^(-delta / M)) on average: M expm1(delta / M) per segment, over tau. Each of the wall / M interruptions
+    starts a restart that lasts min(R, Exp(M)): wall / compute x (1 - e^(-R / M)). The rest of wall - compute is
+    computing work that is lost and done again. To first order: delta / tau + R / (M goodput)."""
+    return mtbf * math.expm1(delta / mtbf) / tau - math.expm1(-restart / mtbf) / goodput
+
+
 def goodput_at(gpus: int, nbytes: float, storage: Storage, rate: float, restart_overhead_s: float,
                mode: Literal["sync", "async"], interval_s: float | None = None) -> dict[str, float]:
     """A job on `gpus` devices with a checkpoint of `nbytes`: its checkpoint times, interruption rate, interval
     (Daly's optimum unless given), goodput = compute / expected wall time (`reliability.expected_wall_s`,
     which is linear in the compute, so goodput does not depend on it), and the seconds per compute second that
-    the devices wait: blocked by checkpoints (delta / tau) and restarting (R per interruption, wall / M of them)."""
+    the devices wait, blocked by checkpoints or restarting (`waiting_per_compute_s`)."""
     write, read, staging = checkpoint_seconds(nbytes, gpus, storage)
     delta = staging if mode == "async" else write
     mtbf = job_mtbf_s(rate, gpus)
@@ -151,7 +161,7 @@ def goodput_at(gpus: int, nbytes: float, storage: Storage, rate: float, restart_
     restart = restart_overhead_s + read
     goodput = tau / expected_wall_s(tau, tau, delta, restart, mtbf)
     # of the wall time beyond the compute, checkpoints and restarts wait; the rest is lost work computed again
-    waiting = min(delta / tau + restart / (mtbf * goodput), 1 / goodput - 1)
+    waiting = waiting_per_compute_s(tau, delta, restart, mtbf, goodput)
     return dict(write_s=write, read_s=read, delta_s=delta, mtbf_s=mtbf, interval_s=tau, restart_s=restart,
                 goodput=goodput, waiting_per_compute_s=waiting)
 
@@ -176,8 +186,8 @@ def forecast(model: ModelConfig | str, system: System | str, plan: Plan, tokens:
                     ("--checkpoint-interval", checkpoint_interval_s)):
         if v is not None and (isinstance(v, bool) or not math.isfinite(v) or v < 0 or (name != "--restart-s" and v == 0)):
             raise InputError(f"{name} = {v!r}; valid: a positive finite number")
-    if grid_intensity is not None and (isinstance(grid_intensity, bool) or not math.isfinite(grid_intensity)
-                                       or grid_intensity < 0):
+    if grid_intensity is not None and (isinstance(grid_intensity, bool) or not isinstance(grid_intensity, (int, float))
+                                       or not math.isfinite(grid_intensity) or grid_intensity < 0):
         raise InputError(f"--grid-intensity = {grid_intensity!r}; valid: gCO2 per kWh, a finite number >= 0")
     power = power_for(system, device_power_w, idle_power_w, host_power_w, comm_power_share, pue)
     share = power.comm_share if power else 0.0

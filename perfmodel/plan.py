@@ -362,11 +362,15 @@ def moe_overlap_applies(ep, pp, vpp, recompute):
     return (np.asarray(ep) > 1) & ((np.asarray(pp) == 1) | (np.asarray(vpp) > 1)) & (np.asarray(recompute) != "full")
 
 
+# PowerSGD runs only as torch DDP's communication hook: one whole replica of a dense model per rank.
+POWERSGD_LAYOUT = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "zero": 0}
+
+
 def _check_compression(p: dict, model: ModelConfig) -> None:
-    """PowerSGD runs only as torch DDP's communication hook: one whole replica of a dense model per rank."""
+    """Refuse PowerSGD outside POWERSGD_LAYOUT or on a MoE model."""
     if p["grad_compression"] != "powersgd":
         return
-    bad = {k: p[k] for k in ("tp", "pp", "cp", "ep", "zero") if p[k] != (0 if k == "zero" else 1)}
+    bad = {k: p[k] for k, v in POWERSGD_LAYOUT.items() if p[k] != v}
     if bad or model.moe is not None:
         what = ", ".join(f"{k}={v}" for k, v in bad.items()) or f"the MoE model {model.name}"
         raise InputError(f"grad_compression = powersgd with {what}: PowerSGD runs as a torch DDP communication hook "

@@ -149,7 +149,7 @@ def search_table(result, rows, top: int = 0) -> str:
         out["gpu_hours_per_step"] = out["gpu_hours_per_step"].map(lambda x: f"{x:.3f}")
         out["goodput"] = out["goodput"].map(_pct)
         for k in ("wall_s_per_step", "wall_gpu_hours_per_step", "energy_kwh_per_step"):
-            out[k] = out[k].map(lambda x: "-" if x != x else f"{x:.3f}")  # NaN: no board power for energy
+            out[k] = out[k].map(lambda x: "-" if x != x else f"{x:.4g}")  # NaN: no board power for energy
         out = out.drop(columns=["fits_in_memory"]).rename(columns={
             "sequence_parallel": "sp", "micro_batch": "mb", "memory_gib": "mem_gib", "account_for_embedding": "acc_emb",
             "account_for_loss": "acc_loss", "wall_s_per_step": "wall_s", "wall_gpu_hours_per_step": "wall_gpu_h",

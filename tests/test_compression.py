@@ -33,6 +33,12 @@ def test_powersgd_share_by_hand():
     sent20 = (total - matrices) + 2 * 20 * 1064 + 8 * 4096 + 6 * 20 * 320
     assert powersgd_share(TINY, 20) == pytest.approx(sent20 / total, rel=1e-12)
     assert powersgd_share(TINY, 32) == 1.0
+    # torch compresses only when 2 r (m + n) < m n: at r = 16 a 64 x 64 matrix (4096 = 2*16*128) is sent whole
+    sent16 = (total - matrices) + 2 * 16 * 1064 + 8 * 4096 + 6 * 16 * 320
+    assert powersgd_share(TINY, 16) == pytest.approx(sent16 / total, rel=1e-12)
+    # a learned position table [max_seq_len, h] is a matrix DDP's hook compresses too
+    gpt = TINY.model_copy(update={"position": "learned"})
+    assert (128, 64, 1) in matrix_shapes(gpt) and powersgd_share(gpt, 4) < powersgd_share(TINY, 4) + 128 * 64 / total
     assert wire_bytes(TINY, 4.0, "powersgd", 4) == pytest.approx(4 * sent / total)
     assert wire_bytes(TINY, 4.0, "bf16", 1) == 2 and wire_bytes(TINY, 2.0, "bf16", 1) == 2
     assert wire_bytes(TINY, 4.0, "none", 1) == 4
@@ -48,13 +54,14 @@ def test_bf16_halves_the_fp32_reduction_and_adds_two_casts():
     assert _dp(bf16).bytes == pytest.approx(_dp(none).bytes / 2, rel=1e-12)
     dev = Device(load_model(MODEL), load_hardware(SYSTEM), Layouts.from_plan(bf16.plan))
     params = none.params  # tp = pp = 1: every parameter on the device
-    casts = dev.memory(params * 2 * (4 + 2))  # down (read 4, write 2) and back (read 2, write 4)
+    casts = dev.memory(params * (4 + 2 + 2 + 2 + 2 + 4))  # DDP's hook: down (read 4, write 2), divide (2 + 2), back
     assert bf16.time_s.optimizer - none.time_s.optimizer == pytest.approx(casts, rel=1e-9)
-    assert float(compression_seconds(dev, params, 4.0, "bf16")) == pytest.approx(casts)
+    assert float(compression_seconds(dev, params, 4.0, "bf16", 64)) == pytest.approx(casts)
+    assert float(compression_seconds(dev, params, 4.0, "bf16", 1)) == 0  # one replica: nothing to reduce
     assert bf16.memory_bytes.gradients == none.memory_bytes.gradients
 
 
-def test_powersgd_sends_its_factors_keeps_a_residual_and_pays_nine_passes():
+def test_powersgd_sends_its_factors_keeps_a_residual_and_pays_eleven_passes():
     plan = PLAN.model_copy(update={"grad_compression": "powersgd", "powersgd_rank": 4})
     none, psgd = estimate(MODEL, SYSTEM, PLAN), estimate(MODEL, SYSTEM, plan)
     share = powersgd_share(load_model(MODEL), 4)
@@ -62,7 +69,7 @@ def test_powersgd_sends_its_factors_keeps_a_residual_and_pays_nine_passes():
     assert _dp(psgd).bytes == pytest.approx(_dp(none).bytes * share, rel=1e-12)
     assert psgd.time_s.dp_comm < none.time_s.dp_comm / 50
     dev = Device(load_model(MODEL), load_hardware(SYSTEM), Layouts.from_plan(psgd.plan))
-    assert psgd.time_s.optimizer - none.time_s.optimizer == pytest.approx(dev.memory(none.params * 9 * 4), rel=1e-9)
+    assert psgd.time_s.optimizer - none.time_s.optimizer == pytest.approx(dev.memory(none.params * 11 * 4), rel=1e-9)
     assert psgd.memory_bytes.gradients == pytest.approx(2 * none.memory_bytes.gradients)  # + error feedback
 
 
@@ -84,3 +91,34 @@ def test_search_with_powersgd_enumerates_whole_replicas_only():
     assert res.plan(0).grad_compression == "powersgd"
     with pytest.raises(InputError, match="MoE model"):
         search("qwen3-30b-a3b", "dgx-b200", 64, 512, 4096, grad_compression="powersgd")
+
+
+def test_one_replica_compresses_nothing():
+    """dp x cp = 1: no data-parallel reduction, so neither kernels nor PowerSGD's residual are charged."""
+    one = Plan(gpus=1, tp=1, pp=1, micro_batch=1, global_batch=8, seq_len=1024, zero=0)
+    base = estimate("gpt2-124m", SYSTEM, one)
+    for c in ("bf16", "powersgd"):
+        e = estimate("gpt2-124m", SYSTEM, one.model_copy(update={"grad_compression": c}))
+        assert e.step_time_s == base.step_time_s and e.memory_bytes.total == base.memory_bytes.total
+
+
+def test_exports_say_what_the_framework_cannot_compress():
+    from perfmodel.export import export
+    from test_export import plan_file
+
+    psgd = plan_file("llama-3-8b", gpus=64, tp=1, pp=1, micro_batch=1, global_batch=128, seq_len=4096,
+                     grad_compression="powersgd")
+    for to in ("megatron", "torchtitan", "deepspeed"):
+        out = export(psgd, to)
+        assert "grad_compression=powersgd" in out and "PowerSGD" in out, to
+    bf16 = plan_file("llama-3-8b", gpus=64, tp=1, pp=1, micro_batch=1, global_batch=128, seq_len=4096, zero=1,
+                     grad_compression="bf16")
+    assert '"communication_data_type": "bf16"' in export(bf16, "deepspeed")
+    assert "grad_compression=bf16" in export(bf16, "megatron")
+
+
+def test_search_only_limits_that_exclude_powersgd_layouts_are_refused():
+    from perfmodel.search.layouts import search
+
+    with pytest.raises(InputError, match="--only zero=1,2 with grad_compression = powersgd.*needs zero=0"):
+        search(MODEL, "dgx-b200", 64, 512, 4096, grad_compression="powersgd", space={"zero": [1, 2]})

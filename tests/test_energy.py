@@ -116,3 +116,13 @@ def test_command_prints_energy_and_its_json_fields():
     assert out["power"]["board_w"] == 700
     table = _cli().stdout
     assert "MWh" in table and "a model" in table
+
+
+def test_every_part_of_a_step_is_busy_communicating_or_waiting_exactly_once():
+    from perfmodel.energy import BUSY_PARTS, COMM_PARTS, IDLE_PARTS
+    from perfmodel.result import TimeBreakdown
+
+    parts = [*BUSY_PARTS, *COMM_PARTS, *IDLE_PARTS]
+    assert sorted(parts) == sorted(set(TimeBreakdown.model_fields) - {"total"}) and len(parts) == len(set(parts))
+    with pytest.raises(InputError, match="--device-power = '700'"):
+        power_for(load_hardware(SYSTEM), board_w="700")

@@ -45,3 +45,12 @@ def test_powersgd_compresses_after_its_warm_up(runs):
     later = max(abs(x - y) for x, y in zip(p.losses[3:], ref.losses[3:]))
     assert 1e-6 < later < 0.05, (p.losses, ref.losses)  # rank-2 updates: close, not the same
     assert any("PowerSGD (rank 2) compressed from step 2" in n for n in p.notes)
+
+
+def test_powersgd_plans_are_refused_with_checkpoints(tmp_path):
+    from perfmodel.errors import InputError
+
+    (path,) = write_all(tmp_path, {"psgd": plan_file(LLAMA, **PLANS["ddp-powersgd"])})
+    with pytest.raises(InputError, match="grad_compression = powersgd: the PowerSGD hook's residuals"):
+        run_plans([path], 2, device="cpu", steps=4, checkpoint_dir=tmp_path / "ck", checkpoint_every=2)
+    assert not (tmp_path / "ck").exists()

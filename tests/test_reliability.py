@@ -77,3 +77,40 @@ def test_bad_rates_and_intervals_are_input_errors():
         job_mtbf_s(0, 8)
     with pytest.raises(InputError, match="checkpoint interval = -1"):
         expected_wall_s(1.0, -1, 1, 1, 1)
+
+
+def simulate_waiting_s(work_s, interval_s, delta_s, restart_s, mtbf_s, runs, rng) -> tuple[float, float]:
+    """As simulate_wall_s, also adding up the time spent writing checkpoints and restarting (interrupted attempts
+    included): (mean wall, mean waiting)."""
+    segments = int(round(work_s / interval_s))
+    wall = waiting = 0.0
+    for _ in range(runs):
+        for _ in range(segments):
+            while True:
+                f = rng.exponential(mtbf_s)
+                if f >= interval_s + delta_s:
+                    wall, waiting = wall + interval_s + delta_s, waiting + delta_s
+                    break
+                wall, waiting = wall + f, waiting + max(0.0, f - interval_s)  # in the write when it struck
+                while True:
+                    g = rng.exponential(mtbf_s)
+                    if g >= restart_s:
+                        wall, waiting = wall + restart_s, waiting + restart_s
+                        break
+                    wall, waiting = wall + g, waiting + g
+    return wall / runs, waiting / runs
+
+
+@pytest.mark.parametrize("delta, restart, mtbf", [(60.0, 600.0, 3 * 3600.0), (600.0, 1800.0, 1.0 * 3600.0)])
+def test_waiting_time_agrees_with_a_monte_carlo_simulation(delta, restart, mtbf):
+    """forecast.waiting_per_compute_s (what the energy model charges at idle power) against the same simulation:
+    checkpoint writes and restarts, interrupted ones included, within 2%."""
+    from perfmodel.forecast import waiting_per_compute_s
+
+    rng = np.random.default_rng(2)
+    tau = daly_interval(delta, mtbf)
+    work = 200 * tau
+    wall, waiting = simulate_waiting_s(work, tau, delta, restart, mtbf, 200, rng)
+    goodput = tau / expected_wall_s(tau, tau, delta, restart, mtbf)
+    assert waiting_per_compute_s(tau, delta, restart, mtbf, goodput) * work == pytest.approx(waiting, rel=0.02)
+    assert wall - work - waiting > 0  # and the rest is lost work

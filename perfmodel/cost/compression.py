@@ -7,11 +7,19 @@ compression costs in kernels and memory.
   powersgd  rank-r PowerSGD (Vogels et al. 2019, "PowerSGD: Practical low-rank gradient compression for
             distributed optimization", NeurIPS, Algorithm 1; torch DDP `powerSGD_hook`): each m x n gradient
             matrix M (plus its error-feedback residual) is sent as P = M Q (m x r) and Q = M^T P (n x r), both
-            all-reduced; torch compresses a matrix only when m n >= 2 r (m + n) (PowerSGDState
+            all-reduced; torch compresses a matrix only when 2 r (m + n) < m n (PowerSGDState
             min_compression_rate = 2) and all-reduces vectors and small matrices whole.
+
+Only data-parallel gradient collectives are compressed (DDP's buckets, FSDP2's reduce-scatter): the tensor-
+parallel all-reduce of sequence-parallel weights and the sync of the embedding's pipeline copies stay in the
+accumulation dtype, and with one replica (dp x cp = 1) there is nothing to compress. PowerSGD's three
+all-reduces per bucket (whole tensors, then P, then Q) are priced as one collective of their total bytes: their
+latency and the launches between them are left out.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from ..models import ModelConfig
 from .kernels import Device
@@ -19,11 +27,14 @@ from .kernels import Device
 GRAD_BYTES = {"fp32": 4.0, "bf16": 2.0}  # gradient accumulation dtype (Plan.grad_dtype) -> bytes per element
 BF16_BYTES = 2.0
 MIN_COMPRESSION_RATE = 2.0  # torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook.PowerSGDState default
-# HBM passes over each compressed element per step, in the gradient dtype (powerSGD_hook): add the residual
-# (read M and e, write M), P = M Q and Q = M^T P (read M twice), decompress M' = P Q^T (write), the new
-# residual e = M - M' (read M and M', write e): 9. Skinny (rank r) products are memory-bound: 2 r FLOPs per
-# element each against >= 4 bytes.
-POWERSGD_PASSES = 9.0
+# HBM passes over each compressed element per step, in the gradient dtype (powerSGD_hook, torch 2.13): add the
+# residual (read M and e, write M), clone the bucket for the next residual (read, write), P = M Q and
+# Q = M^T P (read M twice), decompress M' = P Q^T (write), the new residual e = clone - M' (read both, write
+# e): 11. Skinny (rank r) products are memory-bound: 2 r FLOPs per element each against >= 4 bytes.
+POWERSGD_PASSES = 11.0
+# DDP's bf16_compress_hook per element: cast down (read g, write 2), divide by the group (read 2, write 2),
+# copy back (read 2, write g).
+BF16_CAST_BYTES = 8.0  # 2 + 2 + 2 + 2: all but the reads and writes of g
 
 
 def matrix_shapes(model: ModelConfig) -> list[tuple[int, int, int]]:
@@ -33,6 +44,8 @@ def matrix_shapes(model: ModelConfig) -> list[tuple[int, int, int]]:
     h, L = model.hidden, model.n_layers
     q, kv = model.n_heads * model.head_dim, model.n_kv_heads * model.head_dim
     out = [(model.vocab, h, 1 if model.tie_embeddings else 2)]
+    if model.position == "learned":
+        out.append((model.max_seq_len, h, 1))
     if model.mla is None:
         out += [(q, h, L), (kv, h, 2 * L), (h, q, L)]
     out += [(model.ffn_hidden, h, L * (2 if model.mlp == "swiglu" else 1)), (h, model.ffn_hidden, L)]
@@ -45,7 +58,7 @@ def powersgd_share(model: ModelConfig, rank: int) -> float:
     total = model.n_params()
     sent = total
     for m, n, count in matrix_shapes(model):
-        if m * n >= MIN_COMPRESSION_RATE * rank * (m + n):
+        if MIN_COMPRESSION_RATE * rank * (m + n) < m * n:
             sent -= count * (m * n - rank * (m + n))
     return sent / total
 
@@ -60,21 +73,23 @@ def wire_bytes(model: ModelConfig, g: float, compression: str, rank: int) -> flo
     return g
 
 
-def compression_seconds(dev: Device, params, g: float, compression: str):
-    """Seconds of the compression kernels per step over `params` gradient elements of `g` bytes, memory-bound:
-    bf16 casts each element down and back (read g + write 2, read 2 + write g bytes); PowerSGD makes
-    POWERSGD_PASSES passes."""
+def compression_seconds(dev: Device, params, g: float, compression: str, replicas):
+    """Seconds of the compression kernels per step over `params` gradient elements of `g` bytes, memory-bound,
+    where there are `replicas` > 1 to reduce over: bf16 moves 2 g + BF16_CAST_BYTES bytes per element (a no-op
+    for bf16 gradients); PowerSGD makes POWERSGD_PASSES passes."""
+    on = np.asarray(replicas) > 1
     if compression == "bf16" and g > BF16_BYTES:
-        return dev.memory(params * 2 * (g + BF16_BYTES))
+        return on * dev.memory(params * (2 * g + BF16_CAST_BYTES))
     if compression == "powersgd":
-        return dev.memory(params * POWERSGD_PASSES * g)
+        return on * dev.memory(params * POWERSGD_PASSES * g)
     return 0.0 * params
 
 
-def error_feedback_bytes(params, g: float, compression: str):
-    """Memory PowerSGD keeps between steps: a residual the size of the gradient (Vogels et al. 2019, Alg. 1,
-    error feedback); its r-column Q factors are left out (r (m + n) per matrix, under 1% of it at r <= 8)."""
-    return params * g * (compression == "powersgd")
+def error_feedback_bytes(params, g: float, compression: str, replicas):
+    """Memory PowerSGD keeps between steps where there are `replicas` > 1: a residual the size of the gradient
+    (Vogels et al. 2019, Alg. 1, error feedback); its r-column Q factors are left out (r (m + n) per matrix, under
+    1% of it at r <= 8), and so is the clone of the bucket in flight at the end of the backward."""
+    return params * g * (compression == "powersgd") * (np.asarray(replicas) > 1)
 
 
 def layout_wire_bytes(model: ModelConfig, lay) -> float:

@@ -65,7 +65,7 @@ def state_bytes(params, plan: Plan | Layouts, shard=None) -> dict[str, object]:
     return {
         "weights": params * WEIGHT_BYTES / np.where(zero >= 3, shard, 1),
         "gradients": params * g / np.where(zero >= 2, shard, 1)
-        + error_feedback_bytes(params, g, plan.grad_compression),
+        + error_feedback_bytes(params, g, plan.grad_compression, shard),
         "optimizer": params * OPTIMIZER_BYTES / np.where(zero >= 1, shard, 1),
     }
 

@@ -236,15 +236,17 @@ def partial_sum(mesh: Mesh, params, grad_bytes, mask, latency_share=1.0) -> Valu
 
 
 def gradient_reduction(mesh: Mesh, params, reduce_mask, zero: int, microbatches, grad_bytes,
-                       latency_share=1.0) -> Values:
+                       latency_share=1.0, wire_bytes=None) -> Values:
     """Seconds per step of one weight's gradient reduction over the axes `reduce_mask` (those that split the
     tokens while the weight is whole: its gradient is a partial sum there), and of ZeRO-1/2's weight gathers:
     `gradient_sync` over the reduce axes inside the ZeRO group (every micro-batch for ZeRO-2; ZeRO-3's runs per
-    micro-batch in `zero3_gather`), `partial_sum` over the others, `weight_gather` (ZeRO-1/2)."""
+    micro-batch in `zero3_gather`), `partial_sum` over the others, `weight_gather` (ZeRO-1/2). `wire_bytes`: what the
+    data-parallel reduction carries per element (cost.compression), default grad_bytes."""
     t = partial_sum(mesh, params, grad_bytes, reduce_mask & ~ZERO_GROUP, latency_share)
     if zero < 3:
         reps = microbatches if zero == 2 else 1
-        t = t + reps * gradient_sync(mesh, params, grad_bytes, zero, reduce_mask & ZERO_GROUP, latency_share)
+        wire = grad_bytes if wire_bytes is None else wire_bytes
+        t = t + reps * gradient_sync(mesh, params, wire, zero, reduce_mask & ZERO_GROUP, latency_share)
     if zero in (1, 2):
         t = t + weight_gather(mesh, params, ZERO_GROUP, latency_share)
     return t

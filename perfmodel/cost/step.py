@@ -331,19 +331,20 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
                       tier=experts.tiers(), active=on_e))
     on = sp & (t > 1)
     kept_whole = sp_replicated_params(model, pick(st.layers, big), pick(st.head, big) > 0)
-    size = kept_whole * wbytes
-    r = on * partial_sum(mesh, kept_whole, wbytes, BIT["tp"])
+    size = kept_whole * gbytes
+    r = on * partial_sum(mesh, kept_whole, gbytes, BIT["tp"])
     steps.append(Comm("tp replicated-weight gradients (sp)", "all_reduce", "tp", nbytes=size, seconds=r, calls=1,
                       bwd=r, unit="step", part="dp_comm", mask=BIT["tp"], active=on))
     # first and last stage hold copies of the embedding: tied to the LM head, or read by the MTP modules
     on = (pp > 1) & (model.tie_embeddings or model.mtp_layers > 0)
-    size = table["embedding"].weights[0].params / t * wbytes / np.where(zero >= 2, shard, 1)  # the local gradient
+    size = table["embedding"].weights[0].params / t * gbytes / np.where(zero >= 2, shard, 1)  # the local gradient
     one = on * C.ring_allreduce_time(size, 2, link_bw, link_lat)
     steps.append(Comm("embedding copies gradient sync", "all_reduce", "embedding", nbytes=size, seconds=one, calls=1,
                       bwd=one, unit="step", part="dp_comm", tier=link, active=on))
     dp_exposed = sum(c.exposed for c in steps)
     t_opt = (optimizer_seconds(dev, p_stage, zero, shard, gbytes) + optimizer_seconds(dev, pe_stage, zero, edp, gbytes)
-             + compression_seconds(dev, p_stage + pe_stage, gbytes, lay.grad_compression)
+             + compression_seconds(dev, p_stage, gbytes, lay.grad_compression, shard)
+             + compression_seconds(dev, pe_stage, gbytes, lay.grad_compression, edp)
              ) / shared_host_speedup(system, lay)
 
     step_calls = sum(np.asarray(c.calls, float) * np.asarray(c.active, bool) for c in steps)

@@ -279,9 +279,9 @@ def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.
         if ref.zero3[unit][3]:
             a, r = zero3_gather(mesh, p, wbytes, ZERO_GROUP, share)
             ag, rs = ag + a, rs + r
-        per_step = per_step + gradient_reduction(mesh, p, reduce, zero, lay.num_microbatches, wbytes, share)
+        per_step = per_step + gradient_reduction(mesh, p, reduce, zero, lay.num_microbatches, gbytes, share, wbytes)
         per_step = per_step + (optimizer_seconds(x.dev, p, zero, shard, gbytes) + compression_seconds(
-            x.dev, p, gbytes, lay.grad_compression)) / shared_host_speedup(x.system, lay)
+            x.dev, p, gbytes, lay.grad_compression, shard)) / shared_host_speedup(x.system, lay)
     per_mb = wf + wb + _zero3_window(x, unit, wf, wb, ag, ag + rs)
     st = state_bytes(params, lay)
     memory = (st["weights"] + st["gradients"] + st["optimizer"]) * ref.states[unit]
@@ -333,12 +333,13 @@ def _moe_vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray,
     router, tp = moe_router_params(model) + np.zeros(len(lay)), BIT["tp"]
     part = router / np.maximum(p_rep, 1e-300)
     reduce = token_axes(op, configs)
-    per_step = (gradient_reduction(x.mesh, router, reduce, zero, m, wbytes, share * part)
-                + gradient_reduction(x.mesh, p_rep - router, reduce & ~tp, zero, m, wbytes, share * (1 - part))
-                + gradient_reduction(experts, p_exp, ZERO_GROUP, zero, m, wbytes)
+    per_step = (gradient_reduction(x.mesh, router, reduce, zero, m, gbytes, share * part, wbytes)
+                + gradient_reduction(x.mesh, p_rep - router, reduce & ~tp, zero, m, gbytes, share * (1 - part), wbytes)
+                + gradient_reduction(experts, p_exp, ZERO_GROUP, zero, m, gbytes, 1.0, wbytes)
                 + (optimizer_seconds(x.dev, p_rep, zero, lay.zero_shard, gbytes)
                    + optimizer_seconds(x.dev, p_exp, zero, lay.edp, gbytes)
-                   + compression_seconds(x.dev, p_rep + p_exp, gbytes, lay.grad_compression))
+                   + compression_seconds(x.dev, p_rep, gbytes, lay.grad_compression, lay.zero_shard)
+                   + compression_seconds(x.dev, p_exp, gbytes, lay.grad_compression, lay.edp))
                 / shared_host_speedup(x.system, lay))
     st, st_e = state_bytes(p_rep, lay), state_bytes(p_exp, lay, lay.edp)
     memory = sum(st[k] + st_e[k] for k in st) * ref.states["layer"]

@@ -178,6 +178,11 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
         if data is not None and pf.model.vocab < 256:
             raise InputError(f"--data: the byte tokenizer needs vocab >= 256; {pf.model.name} has {pf.model.vocab}")
         check_writable(out, "measurement output")
+        if pf.plan.grad_compression == "powersgd" and (checkpoint_every is not None or resume):
+            raise InputError(f"plan file {str(path)!r}: --checkpoint-every / --resume with grad_compression = "
+                             "powersgd: the PowerSGD hook's residuals and warm-start factors are not saved, so a "
+                             "resumed run would not continue the same training; valid: without checkpoint flags, "
+                             "or a plan with grad_compression none or bf16")
     checkpoints = plan_checkpoints(plan_paths, checkpoint_dir, checkpoint_every, resume,
                                    "async" if checkpoint_async else "sync", steps=steps, rounds=rounds,
                                    world_size=nproc * nnodes, seed=seed, data=data)

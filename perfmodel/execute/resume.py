@@ -11,7 +11,8 @@ What a save holds, and why it is enough for a resumed run to give bit-for-bit th
   RNG               each rank's torch generator states: nothing in training draws from them now (batches are a
                     function of (seed, step), initial weights of (seed, name), dropout is not run), but a random op
                     added later would then resume exactly too
-Not held, because nothing carries over between steps: gradients (every step ends with zero_grad(set_to_none)) and
+Not held (PowerSGD's hook state would be: its plans are refused with checkpoint flags, execute.run_plans),
+because nothing else carries over between steps: gradients (every step ends with zero_grad(set_to_none)) and
 micro-batch accumulation (all micro-batches of a step run inside Trainer.step).
 
 The save is written into step-N.tmp; once every rank's shards are written (an all-reduce of the write times is

@@ -77,7 +77,10 @@ def deepspeed(pf: PlanFile) -> str:
         cfg["fp16"] = {"enabled": True, "loss_scale": 0}
     else:
         cfg["bf16"] = {"enabled": True}
-    cfg["communication_data_type"] = p.grad_dtype
+    cfg["communication_data_type"] = "bf16" if p.grad_compression == "bf16" else p.grad_dtype
+    if p.grad_compression == "powersgd":
+        notes.append("grad_compression=powersgd: DeepSpeed has no PowerSGD (only torch DDP's communication hook runs "
+                     f"it: perfmodel execute); exported uncompressed, gradients in {p.grad_dtype} on the wire")
     cfg["data_types"] = {"grad_accum_dtype": p.grad_dtype}
     if p.precision in ("fp8", "fp4"):
         notes.append(f"precision={p.precision}: the DeepSpeed config has no {p.precision.upper()} GEMM setting "

@@ -374,6 +374,10 @@ def megatron(pf: PlanFile) -> str:
         notes.append("grad_dtype=bf16: with --bf16 Megatron-LM always accumulates and all-reduces gradients in "
                      "fp32 (validate_args sets accumulate_allreduce_grads_in_fp32); exported as fp32 (twice the "
                      "gradient bytes on the wire)")
+    if p.grad_compression != "none":
+        notes.append(f"grad_compression={p.grad_compression}: Megatron-LM has no "
+                     f"{'PowerSGD' if p.grad_compression == 'powersgd' else 'bf16 gradient reduction with fp32 accumulation'}"
+                     " in the versions followed; exported uncompressed")
     if p.overlap_dp_comm:
         a.append("--overlap-grad-reduce")
         if p.zero >= 1:

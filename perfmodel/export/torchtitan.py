@@ -249,6 +249,10 @@ def torchtitan(pf: PlanFile) -> str:
     if p.grad_dtype == "bf16":
         notes.append("grad_dtype=bf16: torchtitan's mixed_precision_reduce accepts only float32; exported as "
                      "float32 (twice the gradient bytes on the wire)")
+    if p.grad_compression != "none":
+        notes.append(f"grad_compression={p.grad_compression}: torchtitan reduces gradients in float32 only "
+                     f"(mixed_precision_reduce){' and has no PowerSGD' if p.grad_compression == 'powersgd' else ''}; "
+                     "exported uncompressed")
     training = {"local_batch_size": local, "global_batch_size": p.global_batch, "seq_len": p.seq_len,
                 "mixed_precision_param": "bfloat16", "mixed_precision_reduce": "float32"}
 

@@ -37,6 +37,7 @@ from ..models import ModelConfig
 from ..plan import (
     Dispatcher,
     Imbalance,
+    POWERSGD_LAYOUT,
     Plan,
     Precision,
     Recompute,
@@ -161,8 +162,14 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
         if model.moe is not None:
             raise InputError(f"grad_compression = powersgd: {model.name} is a MoE model; PowerSGD (torch DDP's hook) "
                              "runs on dense models; valid: none, bf16")
-        whole = {"tp": [1], "pp": [1], "cp": [1], "ep": [1], "zero": [0]}
-        space = space.model_copy(update={k: [x for x in (getattr(space, k) or v) if x in v] for k, v in whole.items()})
+        narrowed = {}
+        for k, v in POWERSGD_LAYOUT.items():
+            narrowed[k] = [x for x in (getattr(space, k) or [v]) if x == v]
+            if not narrowed[k]:
+                raise InputError(f"--only {k}={','.join(map(str, getattr(space, k)))} with grad_compression = "
+                                 f"powersgd: PowerSGD (torch DDP's hook) needs {k}={v}; valid: --only {k}={v}, or "
+                                 "another grad_compression")
+        space = space.model_copy(update=narrowed)
     check_job(model, system, job)
     found = meshes(model, job, space)
     if not found:
