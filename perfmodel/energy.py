@@ -12,12 +12,11 @@ Units: watts, seconds, joules; kWh = J / 3.6e6.
 
 from __future__ import annotations
 
-import math
 
 from pydantic import Field, PositiveFloat
 
 from .cost.step import COMM_TIME
-from .errors import InputError, Schema
+from .errors import InputError, Schema, check_number
 from .hardware import System
 
 JOULES_PER_KWH = 3.6e6
@@ -55,16 +54,11 @@ def power_for(system: System, board_w: float | None = None, idle_w: float | None
               host_w: float | None = None, comm_share: float | None = None, pue: float | None = None) -> Power | None:
     """The run's power inputs: each given value, else the spec's board power (`Accelerator.tdp_w`) and the
     module's shares of it. None where no board power is known (the spec leaves tdp_w null and none is given)."""
-    for name, v in (("--device-power", board_w), ("--idle-power", idle_w), ("--host-power", host_w),
-                    ("--comm-power-share", comm_share), ("--pue", pue)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
-            raise InputError(f"{name} = {v!r}; valid: a finite number >= 0")
-    if board_w is not None and board_w == 0:
-        raise InputError("--device-power = 0; valid: the device's board power in W, > 0")
-    if comm_share is not None and comm_share > 1:
-        raise InputError(f"--comm-power-share = {comm_share!r}; valid: between 0 and 1")
-    if pue is not None and pue < 1:
-        raise InputError(f"--pue = {pue!r}; valid: >= 1 (facility power over IT power)")
+    check_number("--device-power", board_w, above=True, what="the device's board power, W")
+    check_number("--idle-power", idle_w, what="W")
+    check_number("--host-power", host_w, what="W per device")
+    check_number("--comm-power-share", comm_share, high=1.0)
+    check_number("--pue", pue, low=1.0, what="facility power over IT power")
     acc = system.accelerator
     board = board_w if board_w is not None else acc.tdp_w
     if board is None:

@@ -30,6 +30,19 @@ class InputError(ValueError):
     """Bad user input. The message is one line: field, value, what is valid."""
 
 
+def check_number(name: str, value, low: float = 0.0, high: float | None = None, above: bool = False,
+                 what: str = "") -> None:
+    """Refuse, in one line, a given number (None: not given) that is not a finite int or float in [low, high]
+    (or above `low` with `above`)."""
+    if value is None:
+        return
+    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if number and np.isfinite(value) and (value > low if above else value >= low) and (high is None or value <= high):
+        return
+    valid = f"between {low:g} and {high:g}" if high is not None else f"{'>' if above else '>='} {low:g}"
+    raise InputError(f"{name} = {value!r}; valid: {valid}{f' ({what})' if what else ''}")
+
+
 def suggest(name: str, choices: Iterable[str], what: str) -> InputError:
     """An 'unknown NAME' error that lists the closest known names."""
     choices = sorted(choices)

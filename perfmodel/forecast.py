@@ -20,7 +20,7 @@ from pydantic import Field, PositiveFloat
 from .cost.estimate import estimate
 from .cost.memory import OPTIMIZER_BYTES, WEIGHT_BYTES
 from .energy import Power, activity, facility_kwh, power_for
-from .errors import Count, InputError, Schema
+from .errors import Count, InputError, Schema, check_number
 from .hardware import Storage, System, load_hardware
 from .models import ModelConfig, load_model
 from .plan import Plan, resolve
@@ -182,13 +182,10 @@ def forecast(model: ModelConfig | str, system: System | str, plan: Plan, tokens:
         raise InputError(f"plan must be a perfmodel.Plan (or a dict of its fields), got {type(plan).__name__}")
     plan = resolve(plan, model, system)
     total = parse_tokens(tokens)
-    for name, v in (("--price", price), ("--restart-s", restart_overhead_s),
-                    ("--checkpoint-interval", checkpoint_interval_s)):
-        if v is not None and (isinstance(v, bool) or not math.isfinite(v) or v < 0 or (name != "--restart-s" and v == 0)):
-            raise InputError(f"{name} = {v!r}; valid: a positive finite number")
-    if grid_intensity is not None and (isinstance(grid_intensity, bool) or not isinstance(grid_intensity, (int, float))
-                                       or not math.isfinite(grid_intensity) or grid_intensity < 0):
-        raise InputError(f"--grid-intensity = {grid_intensity!r}; valid: gCO2 per kWh, a finite number >= 0")
+    check_number("--price", price, above=True, what="USD per device-hour")
+    check_number("--restart-s", restart_overhead_s, what="seconds")
+    check_number("--checkpoint-interval", checkpoint_interval_s, above=True, what="seconds of compute")
+    check_number("--grid-intensity", grid_intensity, what="gCO2 per kWh")
     power = power_for(system, device_power_w, idle_power_w, host_power_w, comm_power_share, pue)
     share = power.comm_share if power else 0.0
     est = estimate(model, system, plan)

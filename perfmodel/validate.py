@@ -190,7 +190,10 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
         raise InputError(f"--steps = {steps}, --warmup = {warmup}; valid: steps >= 1 and 0 <= warmup < steps "
                          "(the median is taken over the steps after warm-up)")
     _check_dir(out_dir)
-    if checkpoint_every is not None or checkpoint_async:
+    if checkpoint_async and checkpoint_every is None:
+        raise InputError("--checkpoint-async without --checkpoint-every: nothing is saved; valid: "
+                         "--checkpoint-every K --checkpoint-async")
+    if checkpoint_every is not None:
         from .execute.manifest import check_flags
 
         check_flags(out_dir / "checkpoints", checkpoint_every, False, "async" if checkpoint_async else "sync", steps,

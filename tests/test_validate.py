@@ -300,6 +300,7 @@ def no_executor(monkeypatch):
     (dict(sweep="cpu-smoke", csv="t.txt"), "--csv 't.txt'.*ending in .csv"),
     (dict(plans=["nope.json"]), "plan file 'nope.json' does not exist"),
     (dict(sweep="gpu-single", hardware="tpu-v5p"), "runs on xla, the plans on cuda"),
+    (dict(sweep="cpu-smoke", checkpoint_async=True), "--checkpoint-async without --checkpoint-every"),
 ])
 def test_bad_input(kwargs, match, tmp_path, monkeypatch, no_executor):
     monkeypatch.chdir(tmp_path)
