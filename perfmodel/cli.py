@@ -7,15 +7,17 @@ code 2.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import json
+import signal
 import sys
 
 from .argtypes import integer, seconds
 from .errors import InputError
 from .files import check_output, check_writable
 from .hardware import hardware_json_schema, list_systems, load_hardware
-from .launch import RunFailed
+from .launch import RunFailed, RunInterrupted, on_signals
 from .models import list_models, load_model
 from .plan_args import DISPATCHERS, PLAN_FLAGS, PRECISIONS, add_compression_flags, add_plan_flags, plan_from_args
 from .planfile import load_plan_file, write_plan_file
@@ -34,6 +36,9 @@ EXAMPLE = ["--model", "llama-3-70b", "--hardware", "dgx-h100", "--gpus", "512", 
 # Commands whose parser and runner live with their code (add_parser(subparsers), run(args) -> str).
 COMMAND_MODULES = {"calibrate": "perfmodel.calibrate.command", "validate": "perfmodel.validate",
                    "forecast": "perfmodel.forecast_command"}
+
+
+DISK_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)  # writing an output failed for want of room: one line
 
 
 class _Parser(argparse.ArgumentParser):
@@ -378,12 +383,26 @@ def run(argv: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
-        out = run(argv)
+        with on_signals():  # SIGTERM / SIGHUP end a command as Ctrl-C does: ranks stopped, nothing half-written
+            out = run(argv)
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except RunInterrupted as err:  # Ctrl-C or SIGTERM during a launch: every rank stopped
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
     except RunFailed as err:  # a launched run failed or passed its limit: one line, the log has the rest
         print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as err:  # outside a launch; files are written atomically (files.write_atomic)
+        signum = getattr(err, "signum", signal.SIGINT)
+        print(f"error: interrupted by {signal.Signals(signum).name}; nothing was left half-written", file=sys.stderr)
+        return 128 + signum
+    except OSError as err:
+        if err.errno not in DISK_ERRNOS:
+            raise
+        print(f"error: {err.strerror} writing {err.filename or 'an output'}; nothing was left half-written "
+              f"(free space, or raise the limit, and run again)", file=sys.stderr)
         return 1
     try:
         print(out)

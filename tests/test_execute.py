@@ -232,12 +232,12 @@ def test_zero1_with_tp_says_how_it_ran(four):
 
 def test_a_rank_that_dies_stops_the_run_quickly_and_leaves_no_measurement(tmp_path, monkeypatch):
     path = write_plan_file(plan_file(LLAMA, gpus=2), tmp_path / "dies.json")
-    monkeypatch.setenv("PERFMODEL_TEST_KILL", "1:1")  # rank 1 kills itself (SIGKILL) at step 1
+    monkeypatch.setenv("PERFMODEL_TEST_FAULT", "kill:1:step1")  # rank 1 kills itself (SIGKILL) at step 1
     start = time.monotonic()
     with pytest.raises(RunFailed) as err:
         run_plans([path], 2, device="cpu", steps=4, warmup=1, timeout_s=120)
     elapsed = time.monotonic() - start
-    assert "rank 1" in str(err.value) and "SIGKILL" in str(err.value), str(err.value)
+    assert "rank 1 was killed by SIGKILL during step 1 of dies.json" in str(err.value), str(err.value)
     assert elapsed < 60
     assert not measurement_path(path).exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".dies")]  # no temporary left either

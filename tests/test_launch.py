@@ -1,6 +1,9 @@
-"""launch._root_cause: which rank a failed torchrun run names (no torch needed)."""
+"""launch._root_cause and launch.describe: which rank, where and why a failed torchrun run names (no torch
+needed); CUDA's and NCCL's own error texts map to the same messages as the CPU faults of tests/test_faults.py."""
 
-from perfmodel.launch import _root_cause
+import pytest
+
+from perfmodel.launch import _root_cause, describe
 
 # torchrun 2.13's summary when rank 1 was SIGKILLed and torchrun then stopped rank 0 with SIGTERM (seen on CI)
 SUMMARY = """[perfmodel] peak memory first
@@ -30,10 +33,63 @@ Root Cause (first observed failure):
 
 
 def test_the_killed_rank_is_named_not_the_one_torchrun_stopped():
-    assert _root_cause(SUMMARY) == "rank 1 stopped with signal SIGKILL"
+    at = {0: "step 3 of p.json", 1: "step 2 of p.json"}
+    assert _root_cause(SUMMARY, at) == ("rank 1 was killed by SIGKILL during step 2 of p.json (sent from outside the "
+                                        "run: the kernel's out-of-memory killer, a scheduler, or kill -9)")
 
 
-def test_an_error_exit_comes_after_a_signal_and_the_workers_line_is_kept():
+def test_a_workers_own_line_names_its_place_and_cause():
     log = SUMMARY.replace("exitcode  : -9 (pid: 20283)  (SIGKILL)", "exitcode  : 1 (pid: 20283)")
-    log = "[perfmodel] rank 1 failed: ValueError: bad\n" + log
-    assert _root_cause(log) == "rank 1 stopped with exit code 1; rank 1 failed: ValueError: bad"
+    log = ("[perfmodel] rank 0 failed during step 3 of p.json: a peer rank's connection closed (it died)\n"
+           "[perfmodel] rank 1 failed during step 2 of p.json: ValueError: bad\n" + log)
+    assert _root_cause(log) == "rank 1 failed during step 2 of p.json: ValueError: bad"
+
+
+def test_a_rank_seen_stopped_is_named_before_the_peers_that_timed_out():
+    log = "[perfmodel] rank 0 failed during step 3 of p.json: a collective timed out after 120000 ms\n" + SUMMARY
+    assert _root_cause(log, {0: "step 3 of p.json", 1: "step 3 of p.json"}, {1: "T"}) == (
+        "rank 1 was stopped (SIGSTOP, SIGTSTP or a debugger) during step 3 of p.json; its peers waited for it")
+
+
+# torch 2.x's texts (c10/cuda/CUDACachingAllocator.cpp, ProcessGroupNCCL.cpp, gloo, glibc / DefaultCPUAllocator)
+@pytest.mark.parametrize("text, cause", [
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 "
+     "GiB of which 1.06 GiB is free.", "out of GPU memory (tried to allocate 2.00 GiB)"),
+    ("RuntimeError: CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported",
+     "out of GPU memory (in a CUDA library)"),
+    ("RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 1073741824 bytes. Error code "
+     "12 (Cannot allocate memory)", "out of host memory (tried to allocate 1073741824 bytes; the address-space "
+     "limit, ulimit -v, or the machine's RAM)"),
+    ("OSError: [Errno 28] No space left on device: '/ck/step-0004.tmp/__0_0.distcp'",
+     "the disk is full (No space left on device)"),
+    ("OSError: [Errno 27] File too large", "a file passed the file-size limit (ulimit -f) or the file system's "
+     "largest file"),
+    ("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1024, "
+     "NumelOut=1024, Timeout(ms)=120000) ran for 120043 milliseconds before timing out.",
+     "an NCCL ALLREDUCE timed out (a peer rank stopped, hung or died; NCCL's watchdog)"),
+    ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error",
+     "NCCL failed (a peer rank died, or the network between the GPUs; NCCL_DEBUG=INFO says more)"),
+    ("RuntimeError: [gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 120000ms for recv operation to "
+     "complete", "a collective timed out after 120000 ms waiting for a peer rank (stopped, hung or dead)"),
+    ("RuntimeError: [gloo/transport/tcp/pair.cc:534] Read error [127.0.0.1]:7331: Connection reset by peer",
+     "a peer rank's connection closed (it died)"),
+    ("ValueError: something else", None),
+])
+def test_cuda_nccl_and_cpu_error_texts_map_to_one_cause(text, cause):
+    assert describe(text) == cause
+
+
+def test_a_cuda_oom_in_a_workers_line_becomes_the_message():
+    log = SUMMARY.replace("exitcode  : -9 (pid: 20283)  (SIGKILL)", "exitcode  : 1 (pid: 20283)")
+    log = "[perfmodel] rank 1 failed during step 5 of big.json: out of GPU memory (tried to allocate 2.00 GiB)\n" + log
+    assert _root_cause(log) == "rank 1 failed during step 5 of big.json: out of GPU memory (tried to allocate 2.00 GiB)"
+
+
+def test_an_nccl_watchdog_abort_is_named_from_the_log():
+    """NCCL's watchdog aborts the process (SIGABRT) rather than raising: the cause comes from the log."""
+    log = ("[rank1]: Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLGATHER, "
+           "Timeout(ms)=120000) ran for 120010 milliseconds before timing out.\n"
+           + SUMMARY.replace("exitcode  : -9 (pid: 20283)  (SIGKILL)", "exitcode  : -6 (pid: 20283)  (SIGABRT)"))
+    assert _root_cause(log, {1: "step 4 of p.json"}) == (
+        "rank 1 was killed by SIGABRT during step 4 of p.json: an NCCL ALLGATHER timed out (a peer rank stopped, hung "
+        "or died; NCCL's watchdog)")

@@ -18,6 +18,7 @@ import datetime
 import os
 import socket
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -27,7 +28,7 @@ import torch.nn.functional as F
 
 from ..files import write_atomic
 from ..host import cpu_name, cpu_vendor, memory_total_bytes, rss_bytes, usable_cores
-from ..launch import PREFIX
+from ..launch import PREFIX, describe
 from .raw import AttentionPoint, CommPoint, Environment, GemmPoint, Measurements, MemoryPoint, OverlapRun
 from .suite import elementwise_shapes, gemm_shapes, group_sizes, layer_mixes, layer_param_shapes, suite
 
@@ -439,8 +440,10 @@ def main(argv=None) -> None:
             write_atomic(args.out, lambda tmp: Path(tmp).write_text(m.model_dump_json()), "--out")
         dist.barrier()
         dist.destroy_process_group()
-    except Exception as err:
-        print(f"{PREFIX} rank {rank} failed: {type(err).__name__}: {err}".replace("\n", " "), flush=True)
+    except Exception as err:  # one line (launch.describe: out of memory, a timed-out collective ...); log: the rest
+        text = f"{type(err).__name__}: {err}"
+        sys.stdout.write(f"{PREFIX} rank {rank} failed: {describe(text) or text[:300]}".replace("\n", " ") + "\n")
+        sys.stdout.flush()
         raise
 
 

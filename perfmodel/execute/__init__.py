@@ -34,7 +34,7 @@ from ..planfile import (
     megatron_placements,
     unrunnable_split,
 )
-from .manifest import make_ready, plan_checkpoints
+from .manifest import make_ready, plan_checkpoints, remove_unfinished, saves
 
 RUNNABLE_PRECISIONS = ("bf16", "fp16")  # fp8 / fp4 GEMMs need libraries (torchao, Transformer Engine) not used here
 DEFAULT_TIMEOUT_S = 1800.0
@@ -208,23 +208,42 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
             launch("perfmodel.execute.worker", [str(job_path)], nproc, device=device, log_path=log_dir / f"{name}.log",
                    timeout_s=left, rdzv=rdzv, echo=echo, measure_memory=measures == "memory", limit_s=limit)
 
-        if device != "cpu":
-            run("execute", outputs, "both", steps=steps, warmup=warmup, rounds=rounds)
-            return [load_measurement(o) for o in outputs]
-        # Beside the outputs, not in this process's temp directory: rank 0 writes them, and on several nodes it
-        # may run on another node (a shared file system) in each launch.
-        mem_outs = [o.with_name(f".{o.name}.memory.json") for o in outputs]
-        time_outs = [o.with_name(f".{o.name}.timed.json") for o in outputs]
-        say(f"peak memory first: {len(plan_paths)} plan(s), {min(MEMORY_STEPS, steps)} untimed steps each")
         try:
-            run("execute-memory", mem_outs, "memory", steps=min(MEMORY_STEPS, steps), warmup=0, rounds=1)
-            run("execute", time_outs, "time", steps=steps, warmup=warmup, rounds=rounds)
-            for mem_out, time_out, out in zip(mem_outs, time_outs, outputs):
-                write_measurement(with_memory_of(load_measurement(time_out), load_measurement(mem_out)), out)
-        finally:
-            for part in mem_outs + time_outs:
-                part.unlink(missing_ok=True)
+            if device != "cpu":
+                run("execute", outputs, "both", steps=steps, warmup=warmup, rounds=rounds)
+                return [load_measurement(o) for o in outputs]
+            # Beside the outputs, not in this process's temp directory: rank 0 writes them, and on several nodes
+            # it may run on another node (a shared file system) in each launch.
+            mem_outs = [o.with_name(f".{o.name}.memory.json") for o in outputs]
+            time_outs = [o.with_name(f".{o.name}.timed.json") for o in outputs]
+            say(f"peak memory first: {len(plan_paths)} plan(s), {min(MEMORY_STEPS, steps)} untimed steps each")
+            try:
+                run("execute-memory", mem_outs, "memory", steps=min(MEMORY_STEPS, steps), warmup=0, rounds=1)
+                run("execute", time_outs, "time", steps=steps, warmup=warmup, rounds=rounds)
+                for mem_out, time_out, out in zip(mem_outs, time_outs, outputs):
+                    write_measurement(with_memory_of(load_measurement(time_out), load_measurement(mem_out)), out)
+            finally:
+                for part in mem_outs + time_outs:
+                    part.unlink(missing_ok=True)
+        except RunFailed as err:
+            err.args = (f"{err}; {after_failure(checkpoints)}",)
+            raise
     return [load_measurement(o) for o in outputs]
+
+
+def after_failure(checkpoints: list[dict | None]) -> str:
+    """Once a launch failed (every rank gone): remove the saves it left unfinished, and say what is left to
+    resume from. A measurement is written only by a launch that finished (worker.write, write_atomic)."""
+    lines = ["no measurement written"]
+    for ck in checkpoints:
+        if ck is None:
+            continue
+        root = Path(ck["root"])
+        remove_unfinished(root)
+        done = saves(root)
+        lines.append(f"{root.name}: resume from {done[0][1].name} with --resume" if done else
+                     f"{root.name}: no complete save")
+    return "; ".join(lines)
 
 
 def with_memory_of(timed: Measurement, memory: Measurement) -> Measurement:

@@ -152,16 +152,23 @@ def latest(root: Path, want: Identity) -> tuple[Manifest | None, Path | None, li
     return None, None, lines
 
 
+def remove_unfinished(root: Path) -> list[str]:
+    """Remove the unfinished saves (step-N.tmp) in `root`: a run stopped inside a save leaves one (a rank killed
+    cannot clean up after itself; the parent does, once every rank is gone). Lines say what went."""
+    lines = []
+    for p in sorted(root.iterdir()) if root.is_dir() else []:
+        if p.is_dir() and p.name.endswith(".tmp") and STEP_DIR.fullmatch(p.name[:-4]):
+            shutil.rmtree(p, ignore_errors=True)
+            lines.append(f"removed {str(p)!r}: an unfinished save")
+    return lines
+
+
 def set_aside(root: Path, after_step: int) -> list[str]:
     """Before a run writes into `root`: remove unfinished saves (step-N.tmp), and rename the step-N directories
     newer than the one resumed (all refused by `latest`) to step-N.torn, out of every later reader's way."""
-    lines = []
     if not root.is_dir():
-        return lines
-    for p in sorted(root.iterdir()):
-        if p.is_dir() and p.name.endswith(".tmp") and STEP_DIR.fullmatch(p.name[:-4]):
-            shutil.rmtree(p)
-            lines.append(f"removed {str(p)!r}: an unfinished save")
+        return []
+    lines = remove_unfinished(root)
     for step, p in saves(root):
         if step > after_step:
             aside = p.with_name(p.name + ".torn")

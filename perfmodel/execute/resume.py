@@ -55,14 +55,16 @@ class Checkpointer:
     """One plan's saves (every `every` steps into `root`) and its resume, on this rank."""
 
     def __init__(self, trainer, root: str, every: int | None, mode: str, group, ident: dict, plan_file: str,
-                 before_commit=None):
+                 mark=None):
+        """`mark(point)` is told "saveN" as the save after step N starts and "commitN" once its shards are
+        written, before the commit (the worker reports it as the rank's place, and tests fail there)."""
         self.trainer, self.root, self.every, self.mode, self.group = trainer, Path(root), every, mode, group
         self.ident, self.plan_file = Identity(**ident), plan_file
         self.rank = dist.get_rank() if dist.is_initialized() else 0
         self.saves: list[CheckpointSave] = []  # rank 0: every committed save, earlier launches' included
         self.read_s: float | None = None
         self.pending = None  # an async save not yet committed: (step, tmp, future, start, blocking_s, finished)
-        self.before_commit = before_commit or (lambda step: None)
+        self.mark = mark or (lambda point: None)
 
     # -- what is saved -------------------------------------------------------------------------------------
     def _state(self, shares: list[float], times: list[float]) -> dict:
@@ -84,6 +86,7 @@ class Checkpointer:
     def save(self, step: int, shares: list[float], times: list[float]) -> None:
         import torch.distributed.checkpoint as dcp
 
+        self.mark(f"save{step}")
         tmp = tmp_dir(self.root, step)
         start = time.perf_counter()
         state = self._state(shares, times)
@@ -107,7 +110,7 @@ class Checkpointer:
         self._commit(step, tmp, (finished[0] if finished else time.perf_counter()) - start, blocking)
 
     def _commit(self, step: int, tmp: Path, write_s: float, blocking_s: float) -> None:
-        self.before_commit(step)
+        self.mark(f"commit{step}")
         write_s, blocking_s = _max([write_s, blocking_s], self.group)  # also the barrier: every rank has written
         if self.rank == 0:
             record = CheckpointSave(step=step, write_s=write_s, blocking_s=blocking_s, bytes=0)

@@ -3,7 +3,15 @@
 Runs every plan of the job in turn inside one launch (torch start-up costs seconds per launch), each on a fresh
 device mesh, `rounds` times over (round 1 runs every plan, then round 2 ...), and has rank 0 write every plan's
 measurement file atomically once the last round is done (a run that fails on the way writes none). A rank that fails prints one
-`[perfmodel] rank R failed: ...` line and exits non-zero; torchrun then stops the others (launch.py).
+`[perfmodel] rank R failed during PLACE: CAUSE` line and exits non-zero; torchrun then stops the others
+(launch.py). Every rank also reports where it is (`[perfmodel-at] R PLACE`: a step, a save, the measurement
+write), so that the parent names the place of a rank killed from outside too.
+
+Fault injection for tests (faults.py reads it): PERFMODEL_TEST_FAULT="KIND:RANK:POINT[,...]" makes rank RANK
+fail at POINT ("step3": the start of step 3; "save4": the start of the save after step 4; "commit4": that save's
+shards written, before its commit; "write": before the measurement is written) in every launch that gets there
+(on CPU the untimed memory launch runs steps 0-1 and writes; saves are made in the timed launch only). KIND: kill (SIGKILL), stop (SIGSTOP), raise (an exception), oom (an address-space limit the step then
+passes), fsize (a file-size limit the next write passes).
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import datetime
 import gc
 import json
 import os
+import signal
 import statistics
 import sys
 import time
@@ -19,7 +28,8 @@ import time
 import torch
 import torch.distributed as dist
 
-from ..launch import PREFIX
+from ..launch import AT, PREFIX, describe
+from . import faults
 from ..measurement import Measurement, RankRecord, job_step_times, write_measurement
 from ..planfile import load_plan_file
 from .data import Batches
@@ -58,21 +68,61 @@ def plan_departures(plan, dp_kind: str) -> list[str]:
 
 
 def say(text: str) -> None:
-    print(f"{PREFIX} {text}", flush=True)
+    _line(f"{PREFIX} {text}")
 
 
-def checkpointer_for(entry: dict, trainer: Trainer, group, kill: str | None):
-    """The plan's Checkpointer (execute/resume.py) when the job asks for saves or a resume, else None. The test
-    hook PERFMODEL_TEST_KILL="R:saveN" kills rank R inside the save after step N, its shards written, before the
-    commit."""
+def _line(text: str) -> None:
+    """One write per line: the ranks share torchrun's stdout, and print's separate write of the newline lets
+    another rank's line in between."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+PLACE = ["start-up"]  # where this rank is, for its failure line
+
+
+def at(place: str, point: str | None = None) -> None:
+    """Report where this rank is (to the parent, which names it if the rank dies there), and meet a test fault
+    planned for `point` (faults.py)."""
+    PLACE[0] = place
+    _line(f"{AT} {int(os.environ.get('RANK', '0'))} {place}")
+    if point is not None:
+        faults.meet(point)
+
+
+def failure_cause(err: BaseException) -> str:
+    """One line for an exception: the cause its text shows (launch.describe: out of memory, disk full, a timed-out
+    collective ...), else its type and first line. A failed checkpoint names the rank whose write failed."""
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    prefix = ""
+    if isinstance(err, CheckpointException) and err.failures:
+        rank, (inner, _) = min(err.failures.items())
+        prefix, err = f"the checkpoint failed on rank {rank}: ", inner
+    text, chained = str(err), err.__cause__ or err.__context__
+    while chained is not None:
+        text += "\n" + str(chained)
+        chained = chained.__cause__ or chained.__context__
+    first = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return prefix + (describe(f"{type(err).__name__}: {text}") or f"{type(err).__name__}: {first[:300]}")
+
+
+def checkpointer_for(entry: dict, trainer: Trainer, group):
+    """The plan's Checkpointer (execute/resume.py) when the job asks for saves or a resume, else None. It reports
+    its saves as places (`at`): "save4" as the save after step 4 starts, "commit4" once its shards are written."""
     ck = entry.get("checkpoint")
     if not ck:
         return None
     from .resume import Checkpointer
 
-    rank = dist.get_rank() if dist.is_initialized() else 0
-    hook = (lambda step: os.kill(os.getpid(), 9) if kill == f"{rank}:save{step}" else None) if kill else None
-    return Checkpointer(trainer, ck["root"], ck["every"], ck["mode"], group, ck["identity"], entry["plan"], hook)
+    name = os.path.basename(entry["plan"])
+
+    def mark(point: str) -> None:
+        step = point.removeprefix("save").removeprefix("commit")
+        at(f"the save after step {step} of {name}" if point.startswith("save") else
+           f"the commit of the save after step {step} of {name}", point)
+
+    return Checkpointer(trainer, ck["root"], ck["every"], ck["mode"], group, ck["identity"], entry["plan"], mark)
 
 
 def run_plan(job: dict, entry: dict, device: torch.device, group=None) -> dict:
@@ -80,7 +130,8 @@ def run_plan(job: dict, entry: dict, device: torch.device, group=None) -> dict:
     the losses and notes). With a checkpoint to resume (entry["checkpoint"]["resume"], chosen and checked by the
     parent) it loads it and runs the steps after it; the earlier steps' losses and times come from the save."""
     rank = dist.get_rank() if dist.is_initialized() else 0
-    pf = load_plan_file(entry["plan"])
+    pf, name = load_plan_file(entry["plan"]), os.path.basename(entry["plan"])
+    at(f"building {name}")
     memory = PeakMemory(device)
     gc.collect()
     memory.baseline()
@@ -92,13 +143,13 @@ def run_plan(job: dict, entry: dict, device: torch.device, group=None) -> dict:
                      "includes it")
     notes += plan_departures(pf.plan, trainer.dp_kind)
     batches = Batches(pf.model.vocab, pf.plan.global_batch, pf.plan.seq_len, job["seed"], job.get("data"))
-    kill = os.environ.get("PERFMODEL_TEST_KILL")  # "rank:step": a test kills one rank mid-run
     times, shares, first = [], [], 0
-    saver = checkpointer_for(entry, trainer, group, kill)
+    saver = checkpointer_for(entry, trainer, group)
     if saver is not None:
         notes += entry["checkpoint"]["notes"]
         resume = entry["checkpoint"]["resume"]
         if resume:
+            at(f"loading {resume['dir']} for {name}")
             shares, times = saver.load(resume["dir"], resume["step"], [resume["save"]])
             first = resume["step"]
             notes.append(f"resumed from {resume['dir']}: steps 0-{first - 1} ran in an earlier launch (their losses "
@@ -106,8 +157,7 @@ def run_plan(job: dict, entry: dict, device: torch.device, group=None) -> dict:
                          "of a new process, cold as a warm-up step is")
     memory.start()
     for step in range(first, job["steps"]):
-        if kill and kill == f"{rank}:{step}":
-            os.kill(os.getpid(), 9)
+        at(f"step {step} of {name}", f"step{step}")
         tokens = batches.step(step)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
@@ -119,6 +169,7 @@ def run_plan(job: dict, entry: dict, device: torch.device, group=None) -> dict:
         if saver is not None:
             saver.after_step(step + 1, shares, times)
     if saver is not None:
+        at(f"the last save of {name}")
         saver.flush()
     memory.stop()
     wall = time.perf_counter() - t_start
@@ -147,6 +198,7 @@ def write(job: dict, entry: dict, device: torch.device, runs: list[tuple[list[di
     """Rank 0: one measurement from the plan's rounds (step times of every round; the first round's losses,
     the largest peak)."""
     pf = load_plan_file(entry["plan"])
+    at(f"writing the measurement of {os.path.basename(entry['plan'])}", "write")
     (records, losses, first), rounds = runs[0], len(runs)
     ranks = [RankRecord(rank=r["rank"], device=r["device"],
                         step_times_s=[t for recs, _, _ in runs for t in recs[i]["step_times_s"]],
@@ -175,6 +227,7 @@ def write(job: dict, entry: dict, device: torch.device, runs: list[tuple[list[di
 def main(argv: list[str]) -> int:
     job = json.loads(open(argv[0]).read())
     rank = int(os.environ.get("RANK", "0"))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the file-size limit fails (EFBIG), not the rank
     try:
         if job["device"] == "cuda":
             local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -196,6 +249,7 @@ def main(argv: list[str]) -> int:
                 say(f"round {r + 1} of {job['rounds']}")
             for i, entry in enumerate(job["plans"]):
                 run = run_plan(job, entry, device, group)
+                at(f"gathering the results of {os.path.basename(entry['plan'])}")
                 runs[i].append((*gather(run), run))
                 if rank == 0 and job.get("rounds", 1) > 1:
                     slowest = job_step_times([rec["step_times_s"] for rec in runs[i][-1][0]])[job["warmup"]:]
@@ -213,12 +267,12 @@ def main(argv: list[str]) -> int:
                 sys.stderr.flush()
                 os._exit(0)
             dist.destroy_process_group()
-    except Exception as err:  # one line for the user; the traceback stays in the log
+    except BaseException as err:  # one line for the user; the traceback stays in the log
+        faults.lift_memory_limit()  # out of memory under an address-space limit: room to report it
         import traceback
 
         traceback.print_exc()
-        msg = str(err).splitlines()[0] if str(err) else type(err).__name__
-        say(f"rank {rank} failed: {type(err).__name__}: {msg[:300]}")
+        say(f"rank {rank} failed during {PLACE[0]}: {failure_cause(err)}")
         sys.stdout.flush()
         os._exit(1)  # no atexit / process-group teardown that could wait on dead peers
     return 0

@@ -1,0 +1,100 @@
+"""The processes of one launch, found by a tag in their environment, and stopping every one of them.
+
+torchrun starts each worker in a session of its own (torch 2.13's SubprocessHandler: `start_new_session=True`),
+so signalling torchrun's process group does not reach the workers, and a worker whose torchrun was killed is
+re-parented to init and out of reach of a walk down the process tree. Every process of a launch inherits its
+environment, so the launch puts a tag there (`TAG_VAR`) and finds them all by it in /proc, re-parented or not.
+Linux only (/proc); elsewhere `tagged` finds nothing and stopping falls back to torchrun's own process group.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+TAG_VAR = "PERFMODEL_LAUNCH_TAG"
+PROC = Path("/proc")
+
+# /proc/PID/stat's state letters (proc(5)) a user can act on
+STATES = {"T": "stopped (SIGSTOP, SIGTSTP or a debugger)", "t": "stopped by a debugger (tracing)",
+          "D": "waiting in uninterruptible I/O (a disk or network file system)", "Z": "exited (a zombie)"}
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    rank: int | None  # the worker's RANK; None for torchrun itself
+    state: str  # one letter of /proc/PID/stat
+
+
+def _environ(pid: int) -> dict[str, str]:
+    try:
+        raw = (PROC / str(pid) / "environ").read_bytes()
+    except OSError:  # gone, or another user's
+        return {}
+    out = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            out[key.decode(errors="replace")] = value.decode(errors="replace")
+    return out
+
+
+def state(pid: int) -> str | None:
+    """The one-letter state of `pid` (proc(5)), or None once it is gone."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]  # the command name in parentheses may hold spaces
+
+
+def tagged(var: str, value: str) -> list[Proc]:
+    """Every live process whose environment has var=value (this process excluded), zombies included."""
+    if not PROC.is_dir():
+        return []
+    out = []
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        env = _environ(int(entry.name))
+        if env.get(var) != value:
+            continue
+        st = state(int(entry.name))
+        if st is not None:
+            rank = env.get("RANK")
+            out.append(Proc(int(entry.name), int(rank) if rank and rank.isdigit() else None, st))
+    return out
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop_all(tag: str, grace_s: float, leader: int | None = None) -> list[Proc]:
+    """Stop every process of the launch tagged `tag`: SIGTERM (with SIGCONT, so that a stopped one receives it),
+    then SIGKILL for those still alive after `grace_s`. `leader`: torchrun's pid, whose process group is signalled
+    too where /proc cannot be read. Returns the processes found at the start."""
+    found = tagged(TAG_VAR, tag)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = [p.pid for p in tagged(TAG_VAR, tag) if p.state != "Z"]
+        if leader is not None:
+            try:
+                os.killpg(leader, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for pid in pids:
+            _signal(pid, sig)
+            _signal(pid, signal.SIGCONT)
+        deadline = time.monotonic() + (grace_s if sig == signal.SIGTERM else 5.0)
+        while time.monotonic() < deadline and any(p.state != "Z" for p in tagged(TAG_VAR, tag)):
+            time.sleep(0.05)
+        if not any(p.state != "Z" for p in tagged(TAG_VAR, tag)):
+            break
+    return found
