@@ -98,6 +98,9 @@ def write_atomic(path, write, what: str = "output") -> Path:
         write(tmp)
         os.chmod(tmp, 0o666 & ~umask)  # as an ordinary new file (mkstemp makes it private)
         os.replace(tmp, path)
+    except OSError as err:  # e.g. a full disk: named by the file the user asked for, not the temporary
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(err.errno, err.strerror, str(path)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

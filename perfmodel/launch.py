@@ -201,6 +201,16 @@ def on_signals(signums=(signal.SIGTERM, signal.SIGHUP)):
             signal.signal(s, h)
 
 
+def _with_parent() -> None:
+    """In torchrun's process before it starts: SIGTERM when this process dies (prctl PR_SET_PDEATHSIG), so that a
+    parent killed outright (SIGKILL: no handler runs) still takes the run with it, even in a step that prints
+    nothing (otherwise a worker learns it at its next line, from the broken pipe); torchrun stops its workers on
+    SIGTERM (and SIGKILLs them after SHUTDOWN_TIMEOUT_S)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+
+
 class _Watch:
     """Reads the workers' lines (the `[perfmodel]` ones to the user, `[perfmodel-at]` progress to `at`, all to the
     log) and polls the workers' process states, remembering any rank seen stopped."""
@@ -265,7 +275,7 @@ def launch(module: str, args: list[str], nproc: int, *, device: str, log_path: s
         log.write("$ " + " ".join(cmd) + "\n")
         log.flush()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=_with_parent if sys.platform == "linux" else None)
         watch = _Watch(proc, log, echo, tag, nproc)
         try:
             rc = proc.wait(timeout=timeout_s)

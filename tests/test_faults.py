@@ -219,3 +219,40 @@ def test_calibrate_names_a_benchmark_rank_killed_from_outside(tmp_path, tag):
     assert "rank 1 was killed by SIGKILL" in errors[0], errors[0]
     assert took < BOUND_S, took
     assert not out.exists() and not out.with_suffix(".raw.json").exists()
+
+
+def test_a_parent_killed_outright_takes_the_run_with_it(tmp_path, tag):
+    """SIGKILL to the parent runs no handler: torchrun gets SIGTERM from the kernel (PR_SET_PDEATHSIG) and stops
+    its workers, and a worker's next progress line meets the broken pipe (either is enough here); nothing is left
+    running, and no measurement is written."""
+    path = _plan(tmp_path, "orphaned")
+    proc = subprocess.Popen([sys.executable, "-m", "perfmodel", "execute", str(path), "--nproc", "2", "--device",
+                             "cpu", "--steps", "2000", "--warmup", "1"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while len([p for p in tagged("PERFMODEL_TEST_TAG", tag) if p.rank is not None]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)
+    proc.kill()
+    proc.communicate(timeout=30)
+    sent = time.monotonic()
+    while [p for p in tagged("PERFMODEL_TEST_TAG", tag) if p.state != "Z"] and time.monotonic() < sent + 60:
+        time.sleep(0.1)
+    assert time.monotonic() - sent < BOUND_S
+    assert not measurement_path(path).exists()
+
+
+def test_a_parent_out_of_disk_writes_nothing_and_says_which_file(tmp_path):
+    """The parent's own writes (a plan file here) under a file-size limit: one line naming the file, exit 1."""
+    import resource
+
+    out = tmp_path / "plan.json"
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    done = subprocess.run([sys.executable, "-m", "perfmodel", "predict", "--save-plan", str(out)],
+                          capture_output=True, text=True, cwd=tmp_path, preexec_fn=limit, timeout=120)
+    assert done.returncode == 1 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith(f"error: File too large writing {out}"), done.stderr
+    assert list(tmp_path.iterdir()) == []
