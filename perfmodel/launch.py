@@ -21,10 +21,11 @@ import time
 import uuid
 from pathlib import Path
 
-from .processes import STATES, TAG_VAR, Proc, state, stop_all, tagged
+from .processes import STATES, TAG_VAR, Proc, send, state, stop_all, tagged
 
 PREFIX = "[perfmodel]"  # worker lines with this prefix are shown to the user; the rest goes to the log
 AT = "[perfmodel-at]"  # "[perfmodel-at] RANK PLACE": where a worker is (step, save, write), for failure messages
+CLOSING = "closing signal SIGTERM"  # torchrun's log line as it stops the workers after a failure
 POLL_S = 0.5  # how often the workers' process states are read (a rank stopped by SIGSTOP is seen within this)
 MONITOR_INTERVAL_S = 0.2
 SHUTDOWN_TIMEOUT_S = 5
@@ -219,6 +220,7 @@ class _Watch:
         self.proc, self.log, self.echo, self.tag, self.nproc = proc, log, echo, tag, nproc
         self.at: dict[int, str] = {}
         self.stopped: dict[int, str] = {}
+        self.closing: float | None = None  # when torchrun began stopping the workers after a failure
         self.done = threading.Event()
         self.threads = [threading.Thread(target=self._pump, daemon=True),
                         threading.Thread(target=self._poll, daemon=True)]
@@ -229,6 +231,8 @@ class _Watch:
         for line in self.proc.stdout:
             self.log.write(line)
             self.log.flush()
+            if CLOSING in line and self.closing is None:
+                self.closing = time.monotonic()
             if line.startswith(AT):
                 rank, _, text = line[len(AT):].strip().partition(" ")
                 if rank.isdigit():
@@ -241,11 +245,16 @@ class _Watch:
         while not self.done.wait(POLL_S):
             if len(workers) < self.nproc:  # the workers start after torchrun's rendezvous
                 workers = [p for p in tagged(TAG_VAR, self.tag) if p.rank is not None]
-            for p in workers:
+            if self.closing is not None and time.monotonic() - self.closing > SHUTDOWN_TIMEOUT_S:
+                # torch 2.13's agent stops the survivors of a failed rank with a fixed 30 s grace (its
+                # _stop_workers ignores --shutdown-timeout): those still alive after ours are killed here
+                for p in workers:
+                    send(p.pid, signal.SIGKILL)
+            for p in workers if self.closing is None else []:  # once torchrun stops them, states say nothing
                 st = state(p.pid)
                 if st in ("T", "t") and p.rank not in self.stopped:
                     self.stopped[p.rank] = st
-                elif st is not None and st not in ("T", "t"):  # continued (a rank that is gone stays named)
+                elif st in ("R", "S", "D"):  # continued (one killed or gone stays named)
                     self.stopped.pop(p.rank, None)
 
     def close(self) -> None:
@@ -283,7 +292,7 @@ def launch(module: str, args: list[str], nproc: int, *, device: str, log_path: s
             at, stopped = dict(watch.at), dict(watch.stopped)
             stop_all(tag, SHUTDOWN_TIMEOUT_S, proc.pid)
             watch.close()
-            why = _root_cause("", at, stopped) if stopped else _where(at)
+            why = _root_cause("", at, stopped) if stopped else f"stopped {_where(at)}" if at else ""
             raise RunFailed(f"the run passed its limit of {limit_s or timeout_s:g} s and was stopped (all ranks "
                             f"killed){'; ' + why if why else ''}; log: {log_path}") from None
         except KeyboardInterrupt as err:

@@ -70,11 +70,14 @@ def tagged(var: str, value: str) -> list[Proc]:
     return out
 
 
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+def send(pid: int, sig: int) -> None:
+    """`sig` to `pid`, then SIGCONT (a stopped process acts on a signal only once continued; SIGKILL aside); a
+    process already gone is no error."""
+    for s in (sig, signal.SIGCONT):
+        try:
+            os.kill(pid, s)
+        except (ProcessLookupError, PermissionError):
+            return
 
 
 def stop_all(tag: str, grace_s: float, leader: int | None = None) -> list[Proc]:
@@ -90,8 +93,7 @@ def stop_all(tag: str, grace_s: float, leader: int | None = None) -> list[Proc]:
             except (ProcessLookupError, PermissionError):
                 pass
         for pid in pids:
-            _signal(pid, sig)
-            _signal(pid, signal.SIGCONT)
+            send(pid, sig)
         deadline = time.monotonic() + (grace_s if sig == signal.SIGTERM else 5.0)
         while time.monotonic() < deadline and any(p.state != "Z" for p in tagged(TAG_VAR, tag)):
             time.sleep(0.05)
