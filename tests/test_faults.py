@@ -87,14 +87,14 @@ def _resumes(tmp: Path, path: Path, nproc: int, step: int | None) -> None:
 
 def test_a_rank_killed_at_a_random_step(tmp_path, monkeypatch, tag):
     path = _plan(tmp_path, "killed", gpus=4, tp=2)
-    rank, step = RNG.randrange(4), RNG.randrange(2, STEPS)  # steps 0-1 also run in the untimed memory launch
+    rank, step = RNG.randrange(4), RNG.randrange(3, STEPS + 1)  # steps 1-2 also run in the untimed memory launch
     message, took = _fail(tmp_path, path, 4, f"kill:{rank}:step{step}", monkeypatch)
     seed = f"(PERFMODEL_FAULT_SEED={SEED})"
     assert f"rank {rank} was killed by SIGKILL during step {step} of killed.json" in message, (message, seed)
     assert "out-of-memory killer" in message  # what usually sends SIGKILL
     assert took < BOUND_S, (took, seed)
     _nothing_partial(tmp_path, path)
-    last = (step // EVERY) * EVERY  # saves after steps 2, 4, 6 (the save after step k holds steps 0..k-1)
+    last = (step - 1) // EVERY * EVERY  # killed as step k starts: saves after steps 2, 4, 6 that are < k
     assert f"resume from step-{last:04d}" in message if last else "no complete save" in message, (message, seed)
     _resumes(tmp_path, path, 4, last or None)
 
@@ -137,7 +137,7 @@ def test_a_rank_out_of_memory_says_so(tmp_path, monkeypatch, tag):
         in message, message
     assert took < BOUND_S, took
     _nothing_partial(tmp_path, path)
-    _resumes(tmp_path, path, 2, 4)
+    _resumes(tmp_path, path, 2, 2)  # three steps done: the save after step 2
 
 
 def test_a_disk_full_inside_a_save_keeps_the_save_before(tmp_path, monkeypatch, tag):

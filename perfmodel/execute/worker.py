@@ -7,11 +7,14 @@ measurement file atomically once the last round is done (a run that fails on the
 (launch.py). Every rank also reports where it is (`[perfmodel-at] R PLACE`: a step, a save, the measurement
 write), so that the parent names the place of a rank killed from outside too.
 
+Steps are counted from 1 in these places, as saves count them (step-0004 holds steps 1-4).
+
 Fault injection for tests (faults.py reads it): PERFMODEL_TEST_FAULT="KIND:RANK:POINT[,...]" makes rank RANK
 fail at POINT ("step3": the start of step 3; "save4": the start of the save after step 4; "commit4": that save's
 shards written, before its commit; "write": before the measurement is written) in every launch that gets there
-(on CPU the untimed memory launch runs steps 0-1 and writes; saves are made in the timed launch only). KIND: kill (SIGKILL), stop (SIGSTOP), raise (an exception), oom (an address-space limit the step then
-passes), fsize (a file-size limit the next write passes).
+(on CPU the untimed memory launch runs steps 1-2 and writes; saves are made in the timed launch only). KIND:
+kill (SIGKILL), stop (SIGSTOP), raise (an exception), oom (an address-space limit the step then passes), fsize
+(a file-size limit the next write passes).
 """
 
 from __future__ import annotations
@@ -157,7 +160,7 @@ def run_plan(job: dict, entry: dict, device: torch.device, group=None) -> dict:
                          "of a new process, cold as a warm-up step is")
     memory.start()
     for step in range(first, job["steps"]):
-        at(f"step {step} of {name}", f"step{step}")
+        at(f"step {step + 1} of {name}", f"step{step + 1}")  # counted from 1, as saves are (step-0004: 4 done)
         tokens = batches.step(step)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
