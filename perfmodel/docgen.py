@@ -17,6 +17,8 @@ import json
 import sys
 from pathlib import Path
 
+from .errors import MAX_COUNT
+
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 END = "<!-- END GENERATED -->"
 HARDWARE_BEGIN = "<!-- BEGIN GENERATED: hardware schema (python -m perfmodel.docgen) -->"
@@ -54,6 +56,8 @@ def _range(p: dict) -> str:
     """' > 0', ' in (0, 1]' ... from JSON-schema bounds (pydantic writes gt/ge too for strict ints)."""
     lo = next(((p[k], k in ("minimum", "ge")) for k in ("exclusiveMinimum", "gt", "minimum", "ge") if k in p), None)
     hi = next(((p[k], k in ("maximum", "le")) for k in ("exclusiveMaximum", "lt", "maximum", "le") if k in p), None)
+    if hi == (MAX_COUNT, True):  # the cap on every count (errors.MAX_COUNT), not worth a column entry each
+        hi = None
     if lo and hi:
         return f" in {'[' if lo[1] else '('}{lo[0]:g}, {hi[0]:g}{']' if hi[1] else ')'}"
     if lo:

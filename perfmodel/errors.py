@@ -15,19 +15,46 @@ import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError
 
 def _plain(v):
-    """numpy integer/bool scalars (from sweeps) become Python ones; everything else is left to strict checks."""
-    if isinstance(v, (np.integer, np.bool_)):
+    """numpy integer/float/bool scalars (from sweeps and fits) become Python ones; everything else is left to strict
+    checks."""
+    if isinstance(v, (np.integer, np.floating, np.bool_)):
         return v.item()
     return v
 
 
+# The largest count a file or the API takes (2**31 - 1, torch's and NCCL's int32 limit; the CLI's flags have the
+# same, argtypes.MAX_COUNT): far beyond any cluster, batch, width or sequence, and it keeps what the cost model
+# derives from counts (divisors, products in int64) fast and exact. A typo such as 10**30 is refused.
+MAX_COUNT = 2**31 - 1
+
 # Counts and flags: no silent coercion of True to 1, 8.0 to 8 or "yes" to True.
-Count = Annotated[int, BeforeValidator(_plain), Strict(), Field(gt=0)]
+Count = Annotated[int, BeforeValidator(_plain), Strict(), Field(gt=0, le=MAX_COUNT)]
+Count0 = Annotated[int, BeforeValidator(_plain), Strict(), Field(ge=0, le=MAX_COUNT)]  # a count that may be 0
 Flag = Annotated[bool, BeforeValidator(_plain), Strict()]
+def _whole(v):
+    """An int for a Literal of ints, which Strict() does not apply to: True == 1 and 1.0 == 1 would pass it."""
+    v = _plain(v)
+    if isinstance(v, (bool, float)):
+        raise ValueError(f"got {v!r}; valid: an integer, not a {type(v).__name__}")
+    return v
+
+
+IntLiteral = BeforeValidator(_whole)  # Annotated[Literal[0, 1, 2], IntLiteral]
+# Numbers in files: an int or a float (finite: Schema refuses NaN and inf), never a bool or a numeric string.
+Real = Annotated[float, BeforeValidator(_plain), Strict()]
+PositiveReal = Annotated[float, BeforeValidator(_plain), Strict(), Field(gt=0)]
+
+
+# Characters str.splitlines() breaks a line at; a message echoing user text (a key, a name) escapes them.
+_LINE_BREAKS = str.maketrans({c: repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"})
 
 
 class InputError(ValueError):
-    """Bad user input. The message is one line: field, value, what is valid."""
+    """Bad user input. The message is one line: field, value, what is valid (line breaks in echoed user text are
+    escaped, as repr() writes them)."""
+
+    def __init__(self, message: str = "", *args) -> None:
+        super().__init__(str(message).translate(_LINE_BREAKS), *args)
 
 
 def check_number(name: str, value, low: float = 0.0, high: float | None = None, above: bool = False,
@@ -52,13 +79,22 @@ def suggest(name: str, choices: Iterable[str], what: str) -> InputError:
     return InputError(f"unknown {what} '{name}'; {hint}")
 
 
+def _loc_part(x) -> str:
+    """A field path component as a message writes it: a printable key as is, any other (an unknown key that is
+    empty, has control characters or leading or trailing blanks) quoted as repr() writes it."""
+    text = str(x)
+    return text if text and text.isprintable() and text.strip() == text else repr(text)
+
+
 def format_validation_error(err: ValidationError, where: str) -> str:
     """Collapse a pydantic ValidationError into one line per the project's bad-input rule."""
     parts = []
     for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"]) or "(root)"
+        loc = ".".join(_loc_part(x) for x in e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "missing":
+        if not loc:  # a check of the whole object (a model validator): its message names the fields
+            parts.append(f"{where}: {msg}")
+        elif e["type"] == "missing":
             parts.append(f"{where}.{loc} is required")
         elif e["type"] == "extra_forbidden":
             parts.append(f"{where}.{loc} is not a known field")

@@ -12,6 +12,64 @@ import yaml
 from .errors import InputError
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser where PyYAML has it: ~10x faster
+# Deepest nesting of mappings and lists a file may have (specs nest 4 deep). Deeper documents are refused before
+# they are built: PyYAML's C composer recurses without a limit (a crash at ~20000 levels), json a RecursionError.
+MAX_DEPTH = 64
+_OPEN = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
+_CLOSE = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+
+
+def _yaml_depth(text: str, where: str) -> None:
+    """Refuse YAML nested deeper than MAX_DEPTH, from the parser's events (a state machine: no recursion)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_LOADER):
+        if isinstance(event, _OPEN):
+            depth += 1
+            if depth > MAX_DEPTH:
+                mark = event.start_mark
+                raise InputError(f"{where}: nested more than {MAX_DEPTH} levels deep at line {mark.line + 1}, "
+                                 f"column {mark.column + 1}; valid: a mapping of fields as the schema nests them")
+        elif isinstance(event, _CLOSE):
+            depth -= 1
+
+
+def _deep(where: str) -> InputError:
+    return InputError(f"{where}: nested more than {MAX_DEPTH} levels deep; valid: a mapping of fields as the schema "
+                      "nests them")
+
+
+_NO_KEY = object()
+
+
+def _check_tree(data, where: str):
+    """Refuse data nested deeper than MAX_DEPTH (YAML aliases can nest what the events do not show; each shared
+    node is walked once, and a cycle is as deep as it goes), or a mapping key that is not a string (YAML reads
+    `1:`, `null:`, `yes:` or a date as a number, None, a bool or a date; a field name is text)."""
+    todo, seen = [(data, 1)], set()
+    while todo:
+        node, depth = todo.pop()
+        if depth > MAX_DEPTH:
+            raise _deep(where)
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, dict):
+            bad = next((k for k in node if not isinstance(k, str)), _NO_KEY)
+            if bad is not _NO_KEY:
+                raise InputError(f"{where}: key {bad!r} ({type(bad).__name__}) is not a string; valid: field names "
+                                 f"(quote a key that YAML reads otherwise: \"{bad}\": ...)")
+        todo += [(v, depth + 1) for v in (node.values() if isinstance(node, dict) else node)
+                 if isinstance(v, (dict, list))]
+    return data
+
+
+def _json(text: str, where: str):
+    """json.loads, with a document nested deeper than MAX_DEPTH refused in one line."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise _deep(where) from None
+    return _check_tree(data, where) if isinstance(data, (dict, list)) else data
 
 
 def looks_like_path(spec: str) -> bool:
@@ -30,12 +88,15 @@ def read_mapping(path, where: str | None = None) -> dict:
         raise InputError(f"{where}: cannot read ({err.__class__.__name__}: {err})") from None
     if str(path).endswith(".json"):
         try:
-            data = json.loads(text)
+            data = _json(text, where)
         except json.JSONDecodeError as err:
             raise InputError(f"{where}: malformed JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
     else:
         try:
+            _yaml_depth(text, where)
             data = yaml.load(text, Loader=_LOADER)
+            if isinstance(data, (dict, list)):
+                _check_tree(data, where)
         except yaml.YAMLError as err:
             mark = getattr(err, "problem_mark", None)
             at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -50,7 +111,7 @@ def read_json_object(path, what: str) -> dict:
     '<what> '<path>' does not exist / cannot be read / is not valid JSON / must hold a JSON object'."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = _json(path.read_text(), f"{what} {str(path)!r}")
     except FileNotFoundError:
         raise InputError(f"{what} {str(path)!r} does not exist") from None
     except (OSError, UnicodeDecodeError) as err:

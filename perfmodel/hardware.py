@@ -10,17 +10,22 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, PositiveFloat, model_validator
+from pydantic import Field, model_validator
 
-from .errors import Count, InputError, Schema, suggest
+from .errors import MAX_COUNT, Count, Flag, InputError, PositiveReal, Real, Schema, suggest
 from .files import looks_like_path, read_mapping
 from .stack import Interval
 
 Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4"]
 GEMM_DTYPES = ("bf16", "fp16", "fp8", "fp4")  # the training precisions a plan may pick
 GiB = 2**30
+# A datasheet number (TFLOP/s, GiB, TB/s, GB/s, W, microseconds, $/hour): positive, and at most 1e9 in its unit,
+# far beyond any part, so that it stays finite in SI units (x 1e12, x 2**30) and in what the estimate derives.
+DATASHEET_MAX = 1e9
+Datasheet = Annotated[PositiveReal, Field(le=DATASHEET_MAX)]
+Latency = Annotated[Real, Field(ge=0, le=DATASHEET_MAX)]
 
 
 class Accelerator(Schema):
@@ -28,10 +33,10 @@ class Accelerator(Schema):
 
     name: str = Field(description="part name; what a system's `accelerator: NAME` looks up (case-insensitive)")
     vendor: str = Field(description="manufacturer")
-    peak_tflops: dict[Dtype, PositiveFloat] = Field(description="dense peak TFLOP/s per dtype the part supports")
-    hbm_capacity_gib: PositiveFloat = Field(description="device memory, GiB")
-    hbm_bandwidth_tbps: PositiveFloat = Field(description="device memory bandwidth, TB/s (1e12 bytes/s)")
-    tdp_w: PositiveFloat | None = Field(None, description="board/chip power, W; null where unpublished")
+    peak_tflops: dict[Dtype, Datasheet] = Field(description="dense peak TFLOP/s per dtype the part supports")
+    hbm_capacity_gib: Datasheet = Field(description="device memory, GiB")
+    hbm_bandwidth_tbps: Datasheet = Field(description="device memory bandwidth, TB/s (1e12 bytes/s)")
+    tdp_w: Datasheet | None = Field(None, description="board/chip power, W; null where unpublished")
     compute_units: Count = Field(description="SMs / CUs / matrix units that GEMM tiles are spread over")
     torch_device: Literal["cuda", "cpu", "xla"] = Field(
         "cuda", description="torch device type that runs this part (ROCm GPUs are 'cuda' to torch; TPUs 'xla'); "
@@ -68,8 +73,8 @@ class KindFit(Schema):
     """One collective kind's own ring parameters on a tier, where its implementation differs from the others
     (gloo's all-gather and reduce-scatter are not rings; NCCL picks per-collective algorithms)."""
 
-    collective_efficiency: float = Field(gt=0, le=1, description="achieved bus bandwidth / bandwidth_gbps for this kind")
-    latency_us: float = Field(ge=0, description="per-step latency of this kind, microseconds")
+    collective_efficiency: Real = Field(gt=0, le=1, description="achieved bus bandwidth / bandwidth_gbps for this kind")
+    latency_us: Latency = Field(description="per-step latency of this kind, microseconds")
 
 
 class NetworkTier(Schema):
@@ -86,15 +91,15 @@ class NetworkTier(Schema):
         "switch", description="switch: every device of a domain reaches every other at bandwidth_gbps; "
                               "torus: rings use the torus links (cost.comm._torus_ring_links)")
     torus_dims: list[Count] | None = Field(None, description="torus shape in chips (torus tiers only)")
-    aligned_groups: bool = Field(
+    aligned_groups: Flag = Field(
         False, description="the scheduler places jobs so that a process group spanning no more than one domain "
                            "stays inside one (Slurm's topology/block plugin with --segment, made for NVL72 "
                            "racks); false: a group may straddle a domain boundary (cost.comm)")
-    bandwidth_gbps: PositiveFloat = Field(
+    bandwidth_gbps: Datasheet = Field(
         description="switch: per-device injection bandwidth; torus: per link, GB/s one direction"
     )
-    latency_us: float = Field(ge=0, description="per-step latency of a ring collective on this tier, microseconds")
-    collective_efficiency: float = Field(gt=0, le=1, description="achieved bus bandwidth / bandwidth_gbps")
+    latency_us: Latency = Field(description="per-step latency of a ring collective on this tier, microseconds")
+    collective_efficiency: Real = Field(gt=0, le=1, description="achieved bus bandwidth / bandwidth_gbps")
     by_kind: dict[CollectiveKind, KindFit] = Field(
         default_factory=dict,
         description="per collective kind: efficiency and latency that replace the tier's own for that kind "
@@ -144,27 +149,28 @@ class Efficiency(Schema):
     `sustained_fraction` of them (derived from an end-to-end measurement: benchmarks/sustained_fraction.py).
     """
 
-    matmul_max: dict[Dtype, float] = Field(description="best-shape GEMM fraction of peak, per dtype")
+    matmul_max: dict[Dtype, Real] = Field(description="best-shape GEMM fraction of peak, per dtype")
     matmul_tile: tuple[Count, Count] = Field(description="output tile (rows, cols) of the GEMM kernel")
-    attention_max: float = Field(
+    attention_max: Real = Field(
         gt=0, le=1, description="fused attention fwd+bwd fraction of the bf16 peak on long sequences")
-    attention_half_seq: float = Field(ge=0, description="key length at which the attention kernel reaches half of attention_max")
-    memory_bandwidth: float = Field(gt=0, le=1, description="achieved / peak HBM bandwidth for streaming kernels")
-    optimizer_bandwidth: float | None = Field(
+    attention_half_seq: Real = Field(ge=0, le=MAX_COUNT, description="key length at which the attention kernel "
+                                                                     "reaches half of attention_max")
+    memory_bandwidth: Real = Field(gt=0, le=1, description="achieved / peak HBM bandwidth for streaming kernels")
+    optimizer_bandwidth: Real | None = Field(
         None, gt=0, le=1,
         description="achieved / peak HBM bandwidth of the fused optimizer step (one streaming pass over weights, "
                     "gradients and states); null: memory_bandwidth. Apart because on a CPU the activation "
                     "kernels (GELU, norms) are compute bound while the optimizer streams")
-    comm_overlap: float = Field(
+    comm_overlap: Real = Field(
         1.0, ge=0, le=1,
         description="fraction of a collective's time that can run concurrently with compute when the schedule "
                     "allows it: 1 where communication has its own engines (GPU copy engines and NICs), lower where "
                     "it runs on the cores that compute (gloo on a CPU host); measured by perfmodel calibrate")
-    comm_overlap_measured: bool = Field(
+    comm_overlap_measured: Flag = Field(
         False, description="comm_overlap was measured with a collective beside compute (perfmodel calibrate): it "
                            "then holds the compute the collective's own kernels take, and the stack's comm_ctas "
                            "is not applied on top (cost.sharded.overlap_fraction)")
-    sustained_fraction: float = Field(
+    sustained_fraction: Real = Field(
         1.0, gt=0, le=1,
         description="fraction of the microbenchmarked GEMM and attention rates a whole training step sustains "
                     "(clocks under continuous load, kernels interleaved with cold caches, launch gaps)")
@@ -195,9 +201,9 @@ class RunResidual(Schema):
 
     run: str = Field(description="the run's row_id (or log file stem)")
     stack: str = Field(description="software stack the run was priced with")
-    measured_s: PositiveFloat = Field(description="measured seconds per step")
-    predicted_s: PositiveFloat = Field(description="prediction of the fitted spec, seconds per step")
-    loo_predicted_s: PositiveFloat | None = Field(
+    measured_s: PositiveReal = Field(description="measured seconds per step")
+    predicted_s: PositiveReal = Field(description="prediction of the fitted spec, seconds per step")
+    loo_predicted_s: PositiveReal | None = Field(
         None, description="prediction of the spec fitted to every other run (leave-one-out); null with < 4 runs")
 
 
@@ -208,13 +214,13 @@ class RunFit(Schema):
     network_speed, plus step_overhead_s. `interval` is this spec's prediction interval (leave-one-out residuals
     of the runs where there are enough, else the stacks')."""
 
-    compute_speed: PositiveFloat = Field(description="measured compute speed over the spec's (divides the compute "
+    compute_speed: PositiveReal = Field(description="measured compute speed over the spec's (divides the compute "
                                                      "parts of a step: cost.step.COMPUTE_TIME)")
-    network_speed: PositiveFloat = Field(description="measured communication speed over the spec's (divides the "
+    network_speed: PositiveReal = Field(description="measured communication speed over the spec's (divides the "
                                                      "exposed communication parts: cost.step.COMM_TIME)")
-    step_overhead_s: float = Field(ge=0, description="fitted host seconds per step, added to every step")
+    step_overhead_s: Real = Field(ge=0, description="fitted host seconds per step, added to every step")
     interval: Interval | None = Field(None, description="prediction interval from the runs' residuals")
-    loo_mape: float | None = Field(None, ge=0, description="leave-one-out mean |error| over the runs (fraction)")
+    loo_mape: Real | None = Field(None, ge=0, description="leave-one-out mean |error| over the runs (fraction)")
     runs: list[RunResidual] = Field(description="the runs fitted to, with their residuals")
     skipped: list[str] = Field(default_factory=list, description="files of a log directory that were not run logs")
     source: str = Field(description="the file and command the fit came from")
@@ -224,11 +230,11 @@ class HostProbe(Schema):
     """One layout of the host-cost probe: a model too small to compute run by the executor, and the estimate."""
 
     name: str = Field(description="the probe's layout")
-    measured_s: PositiveFloat = Field(description="measured seconds per step")
-    predicted_s: PositiveFloat = Field(description="the spec's estimate without host costs, seconds per step")
-    kernels: float = Field(ge=0, description="operator launches per step on the slowest stage (forward, backward, "
+    measured_s: PositiveReal = Field(description="measured seconds per step")
+    predicted_s: PositiveReal = Field(description="the spec's estimate without host costs, seconds per step")
+    kernels: Real = Field(ge=0, description="operator launches per step on the slowest stage (forward, backward, "
                                              "recomputed forward; cost.step.host_counts)")
-    calls: float = Field(ge=0, description="collective calls and sends per step on the slowest stage")
+    calls: Real = Field(ge=0, description="collective calls and sends per step on the slowest stage")
 
 
 class SustainProbe(Schema):
@@ -236,10 +242,10 @@ class SustainProbe(Schema):
     executor, against the estimate at the microbenchmark rates."""
 
     model: str = Field(description="the probe model (calibrate.host.SUSTAIN_MODEL)")
-    tokens_per_rank: int = Field(ge=1, description="tokens each rank trains per step")
-    measured_s: PositiveFloat = Field(description="measured seconds per step (lowest round's median)")
-    predicted_s: PositiveFloat = Field(description="the estimate with host costs at sustained fraction 1, seconds")
-    compute_s: float = Field(ge=0, description="of that, GEMM and attention seconds (F); the spec's "
+    tokens_per_rank: Count = Field(description="tokens each rank trains per step")
+    measured_s: PositiveReal = Field(description="measured seconds per step (lowest round's median)")
+    predicted_s: PositiveReal = Field(description="the estimate with host costs at sustained fraction 1, seconds")
+    compute_s: Real = Field(ge=0, description="of that, GEMM and attention seconds (F); the spec's "
                                                "sustained_fraction is F / (measured - (predicted - F)), clipped")
 
 
@@ -249,8 +255,8 @@ class HostCosts(Schema):
     stack; the estimate charges them to each plan of that stack (cost.step.host_seconds)."""
 
     stack: str = Field(description="the stack the costs were measured for (the executor: plain-torch)")
-    kernel_s: float = Field(ge=0, description="seconds per operator launch")
-    collective_s: float = Field(ge=0, description="seconds per collective call or send")
+    kernel_s: Real = Field(ge=0, description="seconds per operator launch")
+    collective_s: Real = Field(ge=0, description="seconds per collective call or send")
     probes: list[HostProbe] = Field(description="the measurements the two costs were fitted to")
     sustain: SustainProbe | None = Field(None, description="on a CPU, the step the spec's sustained_fraction was "
                                                            "measured on (null: not measured)")
@@ -262,13 +268,13 @@ class Storage(Schema):
     link to it, the share of those peaks a checkpoint burst reaches, and the device-to-host copy an asynchronous
     checkpoint blocks on."""
 
-    write_gbps: PositiveFloat = Field(description="aggregate write bandwidth of the store, GB/s")
-    read_gbps: PositiveFloat = Field(description="aggregate read bandwidth of the store, GB/s")
-    node_gbps: PositiveFloat = Field(description="one node's link to the store, GB/s each way")
+    write_gbps: Datasheet = Field(description="aggregate write bandwidth of the store, GB/s")
+    read_gbps: Datasheet = Field(description="aggregate read bandwidth of the store, GB/s")
+    node_gbps: Datasheet = Field(description="one node's link to the store, GB/s each way")
     devices_per_node: Count = Field(description="devices that share one node's link")
-    write_efficiency: float = Field(gt=0, le=1, description="share of the write peaks a checkpoint save reaches")
-    read_efficiency: float = Field(gt=0, le=1, description="share of the read peaks a checkpoint load reaches")
-    staging_gbps: PositiveFloat = Field(description="device-to-host copy per device, GB/s (what an asynchronous "
+    write_efficiency: Real = Field(gt=0, le=1, description="share of the write peaks a checkpoint save reaches")
+    read_efficiency: Real = Field(gt=0, le=1, description="share of the read peaks a checkpoint load reaches")
+    staging_gbps: Datasheet = Field(description="device-to-host copy per device, GB/s (what an asynchronous "
                                                     "checkpoint blocks on)")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
@@ -276,7 +282,7 @@ class Storage(Schema):
 class Price(Schema):
     """An on-demand list price of the system, per device-hour."""
 
-    usd_per_device_hour: PositiveFloat = Field(description="US dollars per device-hour")
+    usd_per_device_hour: Datasheet = Field(description="US dollars per device-hour")
     date: str = Field(description="when the price was listed (YYYY-MM)")
     source: str = Field(description="where it is listed")
 
@@ -291,7 +297,8 @@ class System(Schema):
                     "mapping (the only way to use a part the catalogue lacks)")
     tiers: list[NetworkTier] = Field(min_length=1, description="innermost first")
     efficiency: Efficiency = Field(description="achievable fractions of the peaks (Efficiency)")
-    memory_overhead_gib: float = Field(ge=0, description="per-device memory not available to the model (runtime context, comm buffers, workspace)")
+    memory_overhead_gib: Real = Field(ge=0, description="per-device memory not available to the model (runtime "
+                                                        "context, comm buffers, workspace)")
     max_devices: Count | None = Field(None, description="largest cluster this preset can describe")
     shared_host: SharedHost | None = Field(None, description="set where ranks share a host's cores (CPU "
                                                              "calibrations); null: every rank has its own device")
@@ -308,9 +315,11 @@ class System(Schema):
         sizes = [t.domain_size for t in self.tiers]
         for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
             if a is None:
-                raise ValueError(f"tiers[{i}] '{self.tiers[i].name}' is unbounded but tiers follow it")
+                raise ValueError(f"tiers.{i}.domain_size is null (unbounded: tier '{self.tiers[i].name}' spans every "
+                                 f"device) but {len(sizes) - 1 - i} tier(s) follow it; valid: a domain_size on every "
+                                 "tier but the last")
             if b is not None and (b < a or b % a):
-                raise ValueError(f"tiers[{i + 1}].domain_size = {b} must be a multiple of tiers[{i}].domain_size = {a}")
+                raise ValueError(f"tiers.{i + 1}.domain_size = {b} must be a multiple of tiers.{i}.domain_size = {a}")
         gemm_dtypes = [d for d in GEMM_DTYPES if d in self.accelerator.peak_tflops]
         missing = [d for d in gemm_dtypes if d not in self.efficiency.matmul_max]
         if missing:
@@ -321,8 +330,9 @@ class System(Schema):
     def _overhead_fits(self):
         if self.memory_overhead_gib >= self.accelerator.hbm_capacity_gib:
             raise ValueError(f"memory_overhead_gib = {self.memory_overhead_gib} leaves nothing of the "
-                             f"{self.accelerator.hbm_capacity_gib} GiB on {self.accelerator.name}; "
-                             f"valid: 0 <= memory_overhead_gib < {self.accelerator.hbm_capacity_gib}")
+                             f"accelerator.hbm_capacity_gib = {self.accelerator.hbm_capacity_gib} GiB on "
+                             f"{self.accelerator.name}; valid: 0 <= memory_overhead_gib < "
+                             f"{self.accelerator.hbm_capacity_gib}")
         return self
 
     @property
@@ -374,7 +384,10 @@ def load_accelerator(name: str) -> Accelerator:
 def _system_from_mapping(data: dict, where: str) -> System:
     acc = data.get("accelerator")
     if isinstance(acc, str):
-        data = {**data, "accelerator": load_accelerator(acc).model_dump()}
+        try:
+            data = {**data, "accelerator": load_accelerator(acc).model_dump()}
+        except InputError as err:
+            raise InputError(f"{where}: accelerator: {err}") from None
     elif acc is None:
         raise InputError(f"{where}: field 'accelerator' is required (a catalogue name such as H100-SXM5-80GB, or a mapping)")
     return System.parse(data, where=where)

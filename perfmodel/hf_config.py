@@ -4,9 +4,13 @@ gpt_oss, llama4). Every read is typed and names the key when it fails (one-line 
 
 from __future__ import annotations
 
-from .errors import InputError
-from .models import ModelConfig
+from .errors import MAX_COUNT, InputError
+from .models import MAX_LAYERS, ModelConfig
 
+# Keys that count layers (or steps between MoE layers): up to MAX_LAYERS, as ModelConfig takes; other counts (widths,
+# heads, experts, positions, vocabulary) up to MAX_COUNT.
+_LAYER_KEYS = ("n_layer", "num_hidden_layers", "first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step",
+               "interleave_moe_layer_step", "num_nextn_predict_layers")
 HF_MODEL_TYPES = ("gpt2", "llama", "mistral", "qwen2", "gpt_neox", "qwen3", "mixtral", "qwen3_moe",
                   "deepseek_v3", "kimi_k2", "gpt_oss", "llama4_text", "llama4")
 
@@ -29,8 +33,9 @@ class _HFConfig:
             if default is ...:
                 raise self._required(key)
             return default
-        if isinstance(v, bool) or not isinstance(v, int) or v < least:
-            raise self._bad(key, "a positive integer" if least > 0 else "a non-negative integer")
+        most = MAX_LAYERS if key in _LAYER_KEYS else MAX_COUNT
+        if isinstance(v, bool) or not isinstance(v, int) or not least <= v <= most:
+            raise self._bad(key, f"{'a positive' if least > 0 else 'a non-negative'} integer up to {most}")
         return v
 
     def count(self, key: str, default=...):

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .errors import InputError, Schema
+from .errors import Count, Count0, InputError, PositiveReal, Real, Schema
 from .files import read_json_object, write_atomic
 from .hardware import System
 from .models import ModelConfig
@@ -33,34 +33,42 @@ def job_step_times(rank_step_times: list[list[float]]) -> list[float]:
 class RankRecord(Schema):
     """What one rank measured."""
 
-    rank: int
+    rank: Count0
     device: str = Field(description="device name, e.g. 'NVIDIA H100 80GB HBM3' or the CPU model")
-    step_times_s: list[float] = Field(description="wall seconds of every step, warm-up included")
-    peak_memory_bytes: float = Field(description="peak memory of the measured steps (see memory_method)")
+    step_times_s: list[PositiveReal] = Field(description="wall seconds of every step, warm-up included")
+    peak_memory_bytes: Real = Field(ge=0, description="peak memory of the measured steps (see memory_method)")
 
 
 class CheckpointSave(Schema):
     """One checkpoint save as the run measured it (execute/resume.py)."""
 
-    step: int = Field(description="steps done when it was taken; a resume runs step `step` next")
-    write_s: float = Field(description="slowest rank: state dict, then torch.distributed.checkpoint writing its "
-                                       "shards (async: until the background write finished)")
-    blocking_s: float = Field(description="slowest rank: how long training waited (sync: = write_s; async: "
-                                          "collecting the state and copying it to host memory)")
-    bytes: int = Field(description="bytes of all ranks' files (shards and .metadata; not the manifest)")
+    step: Count0 = Field(description="steps done when it was taken; a resume runs step `step` next")
+    write_s: Real = Field(ge=0, description="slowest rank: state dict, then torch.distributed.checkpoint writing "
+                                            "its shards (async: until the background write finished)")
+    blocking_s: Real = Field(ge=0, description="slowest rank: how long training waited (sync: = write_s; async: "
+                                               "collecting the state and copying it to host memory)")
+    bytes: int = Field(ge=0, strict=True,
+                       description="bytes of all ranks' files (shards and .metadata; not the manifest)")
 
 
 class CheckpointRecord(Schema):
     """Checkpointing of a run (`execute --checkpoint-every K --checkpoint-dir D`, `--resume`)."""
 
     directory: str = Field(description="where this plan's saves went: D/PLAN")
-    every: int | None = Field(description="steps between saves; null: none saved (a resume only)")
+    every: Count | None = Field(description="steps between saves; null: none saved (a resume only)")
     mode: Literal["sync", "async"] = "sync"
     saves: list[CheckpointSave] = Field(default_factory=list, description="every save of the run, those of the "
                                                                           "launch it resumed included")
-    resumed_from_step: int | None = Field(None, description="the step of the save this launch resumed, if any")
-    read_s: float | None = Field(None, description="slowest rank: torch.distributed.checkpoint reading the save "
-                                                   "and loading it into model and optimizer, on resume")
+    resumed_from_step: Count0 | None = Field(None, description="the step of the save this launch resumed, if any")
+    read_s: Real | None = Field(None, ge=0, description="slowest rank: torch.distributed.checkpoint reading the "
+                                                        "save and loading it into model and optimizer, on resume")
+
+    @model_validator(mode="after")
+    def _resume_read(self):
+        if self.resumed_from_step is not None and self.read_s is None:
+            raise ValueError(f"resumed_from_step = {self.resumed_from_step} but read_s is null; valid: the seconds "
+                             "the resume took to read the save, or resumed_from_step null")
+        return self
 
     def summary(self) -> str:
         """'resumed at step 4 (read 0.12 s), 2 saves (write 0.05 s median, 3.5 MiB each)', as execute prints it."""
@@ -76,30 +84,30 @@ class CheckpointRecord(Schema):
 class Measurement(Schema):
     """One executed plan."""
 
-    version: int = VERSION
+    version: Count = VERSION
     plan_file: str = Field(description="path of the plan file that was run")
     model: ModelConfig
     hardware: System = Field(description="the spec the plan file was written for")
     plan: Plan
-    mesh: dict[str, int]
-    stage_layers: list[int]
+    mesh: dict[str, Count]
+    stage_layers: list[Count]
     device_type: str = Field(description="cpu or cuda")
     backend: str = Field(description="torch.distributed backend: gloo or nccl")
     torch_version: str
-    nproc: int = Field(description="processes (ranks) in the run")
-    steps: int = Field(description="steps of one run of the plan, warm-up included")
-    warmup: int = Field(description="leading steps of every run left out of the median")
-    rounds: int = Field(1, ge=1, description="runs of the plan in the launch, interleaved with the other plans' "
-                                             "(round 1 runs every plan, then round 2 ...); each rank's step_times_s "
-                                             "holds rounds x steps entries, every run with its own warm-up")
+    nproc: Count = Field(description="processes (ranks) in the run")
+    steps: Count = Field(description="steps of one run of the plan, warm-up included")
+    warmup: Count0 = Field(description="leading steps of every run left out of the median")
+    rounds: Count = Field(1, description="runs of the plan in the launch, interleaved with the other plans' "
+                                         "(round 1 runs every plan, then round 2 ...); each rank's step_times_s "
+                                         "holds rounds x steps entries, every run with its own warm-up")
     dtype: str = Field(description="compute dtype the executor ran: bf16/fp16 autocast on CUDA, fp32 on CPU")
     memory_method: str = Field(description="how peak_memory_bytes was measured")
-    ranks: list[RankRecord]
-    losses: list[float] = Field(description="mean training loss of every step of the first run (over all tokens "
-                                            "of the step; every run starts from the same seed)")
+    ranks: list[RankRecord] = Field(min_length=1, description="every rank's record")
+    losses: list[Real] = Field(min_length=1, description="mean training loss of every step of the first run (over "
+                                                        "all tokens of the step; every run starts from the same seed)")
     notes: list[str] = Field(default_factory=list, description="where the run departs from the plan, and why")
-    wall_s: float = Field(description="seconds from model build to the last step of the first round, on rank 0 "
-                                      "(of a resumed run: of its last launch)")
+    wall_s: Real = Field(ge=0, description="seconds from model build to the last step of the first round, on "
+                                           "rank 0 (of a resumed run: of its last launch)")
     checkpoint: CheckpointRecord | None = Field(None, description="saves and resume, when the run checkpointed")
     created_at: str = ""
 

@@ -9,8 +9,12 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from .errors import Count, Flag, Schema, suggest
+from .errors import Count, Count0, Flag, InputError, Real, Schema, suggest
 from .files import looks_like_path, read_mapping
+
+# The most layers (and leading dense layers, MoE layer interval, MTP modules) a model may have: far beyond any
+# published model (Megatron-LM's 1T has 128), small enough that the per-layer rules run at once.
+MAX_LAYERS = 10_000
 
 
 class MoEConfig(Schema):
@@ -26,11 +30,12 @@ class MoEConfig(Schema):
     n_experts: Count = Field(description="routed experts per MoE layer")
     top_k: Count = Field(description="routed experts each token is sent to")
     expert_ffn_hidden: Count = Field(description="inner width of one routed expert's MLP")
-    n_shared_experts: int = Field(0, ge=0, description="experts every token uses, besides the routed ones")
+    n_shared_experts: Count0 = Field(0, description="experts every token uses, besides the routed ones")
     shared_ffn_hidden: Count | None = Field(
         None, description="inner width of the shared experts together; default n_shared_experts * expert_ffn_hidden")
-    first_dense_layers: int = Field(0, ge=0, description="leading layers with a dense MLP (first_k_dense_replace)")
-    layer_freq: Count = Field(1, description="every layer_freq-th layer is a MoE layer (1: all)")
+    first_dense_layers: Count0 = Field(0, le=MAX_LAYERS,
+                                    description="leading layers with a dense MLP (first_k_dense_replace)")
+    layer_freq: Count = Field(1, le=MAX_LAYERS, description="every layer_freq-th layer is a MoE layer (1: all)")
     router_scoring: Literal["softmax", "sigmoid"] = Field(
         "softmax", description="router score function (DeepSeek-V3: sigmoid with a bias; the others softmax)")
     router_bias: Flag = Field(False, description="the router linear has a bias (GPT-OSS)")
@@ -66,7 +71,7 @@ class ModelConfig(Schema):
     """Shape of a decoder-only transformer: everything the cost model needs, nothing about parallelism."""
 
     name: str = Field(description="model name")
-    n_layers: Count = Field(description="transformer blocks")
+    n_layers: Count = Field(le=MAX_LAYERS, description="transformer blocks")
     hidden: Count = Field(description="model width h")
     n_heads: Count = Field(description="query heads")
     n_kv_heads: Count | None = Field(None, description="key/value heads (GQA); default n_heads")
@@ -81,13 +86,13 @@ class ModelConfig(Schema):
     tie_embeddings: Flag = Field(False, description="LM head shares the token embedding")
     linear_bias: Literal["none", "qkv", "all"] = Field(
         "none", description="biases on none, the q/k/v projections, or all linears")
-    dropout: float = Field(0.0, ge=0, lt=1, description="hidden and attention dropout probability in training")
+    dropout: Real = Field(0.0, ge=0, lt=1, description="hidden and attention dropout probability in training")
     sliding_window: Count | None = Field(None, description="attention window in tokens (e.g. Mistral v0.1)")
-    sliding_window_layers: int | None = Field(
-        None, ge=0, description="how many layers use sliding_window (GPT-OSS alternates); default all of them")
+    sliding_window_layers: Count0 | None = Field(
+        None, le=MAX_LAYERS, description="how many layers use sliding_window (GPT-OSS alternates); default all of them")
     moe: MoEConfig | None = Field(None, description="mixture-of-experts layers; None for a dense model")
     mla: MLAConfig | None = Field(None, description="multi-head latent attention; None for (grouped-query) MHA")
-    mtp_layers: int = Field(0, ge=0, description="multi-token prediction modules (DeepSeek-V3: 1), each an "
+    mtp_layers: Count0 = Field(0, le=MAX_LAYERS, description="multi-token prediction modules (DeepSeek-V3: 1), each an "
                                                  "embedding-concat projection and one transformer block")
     source: str = Field("", description="where the config came from")
 
@@ -334,6 +339,12 @@ def load_model(spec: str | Path | ModelConfig) -> ModelConfig:
         data = read_mapping(path, f"model file {spec}")
         if "model_type" in data:
             return from_hf_config(data, name=path.parent.name if path.name == "config.json" else path.stem, where=spec)
+        if 2 * sum(k in ModelConfig.model_fields for k in data) < len(data):  # mostly other keys: a config.json
+            from .hf_config import HF_MODEL_TYPES
+
+            raise InputError(f"{spec}: field 'model_type' is required in a HuggingFace config.json (valid: "
+                             f"{', '.join(HF_MODEL_TYPES)}); a ModelConfig file has the fields "
+                             f"{', '.join(ModelConfig.model_fields)}")
         return ModelConfig.parse(data, where=spec)
     key = spec.lower()
     key = ALIASES.get(key, key)

@@ -9,7 +9,7 @@ import numpy as np
 
 from pydantic import Field
 
-from .errors import Count, Flag, InputError, Schema
+from .errors import Count, Flag, InputError, IntLiteral, Real, Schema
 from .hardware import System
 from .models import ModelConfig
 from .stack import DEFAULT_STACK, STACKS, load_stack
@@ -19,7 +19,7 @@ Precision = Literal["bf16", "fp16", "fp8", "fp4"]
 Schedule = Literal["1f1b", "interleaved", "gpipe"]
 Dispatcher = Literal["alltoall", "allgather", "flex"]
 # tokens of the busiest expert over the mean: 1 is balanced routing; 64 bounds a typo, not a measurement
-Imbalance = Annotated[float, Field(ge=1.0, le=64.0)]
+Imbalance = Annotated[Real, Field(ge=1.0, le=64.0)]
 
 
 class Plan(Schema):
@@ -55,7 +55,8 @@ class Plan(Schema):
                                                      "(attention core), full (every layer)")
     sequence_parallel: Flag = Field(False, description="split norms, residuals and dropout over tp (Korthikanti et "
                                                        "al. 2022); resolve turns it off at tp = 1")
-    zero: Literal[0, 1, 2, 3] = Field(0, description="1: optimizer state sharded; 2: + gradients; 3: + parameters")
+    zero: Annotated[Literal[0, 1, 2, 3], IntLiteral] = Field(
+        0, description="1: optimizer state sharded; 2: + gradients; 3: + parameters")
     precision: Precision = Field("bf16", description="GEMM precision; everything else stays bf16")
     schedule: Schedule | None = Field(None, description="pipeline schedule; default interleaved if vpp > 1 else 1f1b")
     attention: Literal["flash", "unfused"] = Field(
@@ -241,8 +242,8 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
         raise InputError("plan needs gpus or dp (gpus = tp*pp*cp*dp)")
     if p["dp"] is None:
         if p["gpus"] % mp:
-            valid = [g for g in range(mp, 4 * p["gpus"] + 1, mp)]
-            near = [g for g in valid if abs(g - p["gpus"]) <= mp][:2]
+            below = p["gpus"] // mp * mp  # the multiples of mp on either side of gpus
+            near = [g for g in (below, below + mp) if g > 0]
             raise InputError(
                 f"gpus = {p['gpus']} is not divisible by tp*pp*cp = {tp}*{pp}*{cp} = {mp}; "
                 f"valid gpus: multiples of {mp} (e.g. {', '.join(map(str, near))})"

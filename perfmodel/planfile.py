@@ -16,12 +16,12 @@ from pathlib import Path
 
 from pydantic import Field
 
-from .errors import InputError, Schema
+from .errors import Count, Count0, InputError, Real, Schema
 from .files import read_json_object, write_atomic
 from .hardware import System
 from .models import ModelConfig
 from .plan import Plan, resolve, split_of
-from .operators import AXES, DATA_AXES, DIMS, LAYER_OPS, OPS, ParallelStyle, megatron_placement
+from .operators import AXES, DATA_AXES, DIMS, LAYER_OPS, OPS, SPECS, ParallelStyle, megatron_placement
 from .result import Prediction
 
 VERSION = 1
@@ -40,7 +40,7 @@ class OpPlacement(Schema):
     """
 
     op: str = Field(description="operator name: " + ", ".join(OPS))
-    layers: tuple[int, int] | None = Field(None, description="first and last layer (inclusive) for per-layer ops")
+    layers: tuple[Count0, Count0] | None = Field(None, description="first and last layer (inclusive) for per-layer ops")
     split: dict[str, list[str]] = Field(
         description="iteration-space dimension -> mesh axes that split it, e.g. {'batch': ['dp'], 'heads': ['tp']}")
     input: list[str] = Field(description="placement of the input activation, one per axis of dp, cp, tp")
@@ -65,22 +65,22 @@ class PlacementCost(Schema):
     assumes Megatron's): seconds per step summed over the operator graph, bytes per device of the stage the
     estimate finds most loaded, as the estimate counts them (Megatron's are the estimate's memory of the plan)."""
 
-    time_s: float = Field(description="PaSE seconds per step of the file's placements")
-    memory_bytes: float = Field(description="PaSE bytes per device (the most loaded stage) of the file's placements")
-    megatron_time_s: float = Field(description="PaSE seconds per step of Megatron-LM's placements")
-    megatron_memory_bytes: float = Field(description="PaSE bytes per device of Megatron-LM's placements (the budget "
+    time_s: Real = Field(description="PaSE seconds per step of the file's placements")
+    memory_bytes: Real = Field(description="PaSE bytes per device (the most loaded stage) of the file's placements")
+    megatron_time_s: Real = Field(description="PaSE seconds per step of Megatron-LM's placements")
+    megatron_memory_bytes: Real = Field(description="PaSE bytes per device of Megatron-LM's placements (the budget "
                                                      "the file's placements were searched within)")
 
 
 class PlanFile(Schema):
     """A runnable plan: model, hardware, layout, per-operator placements and the prediction."""
 
-    version: int = Field(description="schema version; this perfmodel reads version 1")
+    version: Count = Field(description="schema version; this perfmodel reads version 1")
     model: ModelConfig = Field(description="the full model config (ModelConfig)")
     hardware: System = Field(description="the full hardware spec (System, docs/hardware.md)")
     plan: Plan = Field(description="the resolved layout (Plan): dp and schedule filled in")
-    mesh: dict[str, int] = Field(description="named device mesh sizes, outermost first: pp, dp, cp, tp")
-    stage_layers: list[int] = Field(description="layers on each pipeline stage, first to last")
+    mesh: dict[str, Count] = Field(description="named device mesh sizes, outermost first: pp, dp, cp, tp")
+    stage_layers: list[Count] = Field(description="layers on each pipeline stage, first to last")
     placements: list[OpPlacement] = Field(description="per-operator DTensor placements on (dp, cp, tp); empty: "
                                                       "Megatron-LM's (planfile.megatron_placements)")
     prediction: Prediction = Field(description="what `estimate` predicted when the file was written; `predict --plan` "
@@ -136,6 +136,10 @@ def check(pf: PlanFile) -> PlanFile:
             raise InputError(f"{where}: layers = {pl.layers} is wrong; per-layer ops give (first, last), others none")
         if pl.layers is not None and not 0 <= pl.layers[0] <= pl.layers[1] < pf.model.n_layers:
             raise InputError(f"{where}: layers = {pl.layers}; valid: 0 <= first <= last < {pf.model.n_layers}")
+        if (pl.weight is None) != (SPECS[pl.op].weight is None):
+            raise InputError(f"{where}: weight = {pl.weight}; valid: " + (
+                "null (the operator has no weight)" if pl.weight is not None else
+                f"{len(PLACEMENT_AXES)} entries (one per mesh axis dp, cp, tp) for the operator's weight"))
         for name, ndim in (("input", 3), ("output", 3), ("weight", 2)):
             value = getattr(pl, name)
             if value is None:

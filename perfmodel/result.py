@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from .errors import Schema
+from .errors import Flag, Real, Schema
 from .plan import Plan
 
 
@@ -136,9 +136,9 @@ class Estimate(Schema):
 class Prediction(Schema):
     """The headline numbers of the estimate the file was written with."""
 
-    step_time_s: float = Field(description="seconds per training step")
-    tokens_per_s: float = Field(description="global_batch * seq_len / step_time_s")
-    mfu: float = Field(description="model FLOPs utilisation against the dense peak (cost.flops)")
-    memory_bytes: float = Field(description="peak bytes on the most loaded device")
-    memory_capacity_bytes: float = Field(description="accelerator memory, bytes")
-    fits_in_memory: bool = Field(description="memory_bytes <= memory_capacity_bytes")
+    step_time_s: Real = Field(description="seconds per training step")
+    tokens_per_s: Real = Field(description="global_batch * seq_len / step_time_s")
+    mfu: Real = Field(description="model FLOPs utilisation against the dense peak (cost.flops)")
+    memory_bytes: Real = Field(description="peak bytes on the most loaded device")
+    memory_capacity_bytes: Real = Field(description="accelerator memory, bytes")
+    fits_in_memory: Flag = Field(description="memory_bytes <= memory_capacity_bytes")

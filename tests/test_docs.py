@@ -205,3 +205,16 @@ def test_plans_page_shows_the_real_export(target):
     text = _read("plans.md")
     shown = text[text.index(command) + len(command):].split("```", 1)[0]
     assert shown == export(load_plan_file(DOCS.parent / plan), target)
+
+
+def test_shipped_plan_files_match_this_perfmodel():
+    """Every plan in strategies/ is what `predict --plan` and `export` accept: its prediction equals the estimate
+    now (a change to the cost model must re-create them, as strategies/README.md says)."""
+    from perfmodel.cost.estimate import check_prediction
+    from perfmodel.planfile import load_plan_file
+
+    plans = sorted((DOCS.parent / "strategies").glob("*.json"))
+    assert plans
+    for path in plans:
+        pf = load_plan_file(path)
+        check_prediction(pf.model, pf.hardware, pf.plan, pf.prediction, str(path))

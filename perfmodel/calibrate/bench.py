@@ -18,7 +18,6 @@ import datetime
 import os
 import socket
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -442,8 +441,8 @@ def main(argv=None) -> None:
         dist.destroy_process_group()
     except Exception as err:  # one line (launch.describe: out of memory, a timed-out collective ...); log: the rest
         text = f"{type(err).__name__}: {err}"
-        sys.stdout.write(f"{PREFIX} rank {rank} failed: {describe(text) or text[:300]}".replace("\n", " ") + "\n")
-        sys.stdout.flush()
+        print(f"{PREFIX} rank {rank} failed: {describe(text) or text[:300]}".replace("\n", " ") + "\n", end="",
+              flush=True)  # one write: the ranks share torchrun's stdout
         raise
 
 
