@@ -13,9 +13,10 @@ import json
 import signal
 import sys
 
-from .argtypes import integer, seconds
+from .argtypes import RDZV_BACKENDS, counts, integer, names, nodes, seconds, word
+from .argtypes import path as pathname
 from .errors import InputError
-from .files import check_output, check_writable
+from .files import check_output
 from .hardware import hardware_json_schema, list_systems, load_hardware
 from .launch import RunFailed, RunInterrupted, on_signals
 from .models import list_models, load_model
@@ -47,20 +48,6 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def _gpu_list(text):
-    out = []
-    for part in text.split(","):
-        try:
-            v = int(part)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"--gpus must be positive integers separated by commas (e.g. 256,512), "
-                                             f"got {text!r}") from None
-        if v <= 0:
-            raise argparse.ArgumentTypeError(f"--gpus must be positive integers, got {v}")
-        out.append(v)
-    return out
-
-
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="perfmodel", description="Predict LLM training step time and memory on GPU/TPU clusters.")
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
@@ -68,10 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("predict", help="predict one training step of a plan (no flags: a built-in example)",
                         description="Predict one training step. With no flags, runs the built-in example: "
                                     + " ".join(EXAMPLE))
-    pr.add_argument("--save-plan", metavar="FILE", help="also write the plan as a plan file (JSON) to FILE")
+    pr.add_argument("--save-plan", type=pathname("--save-plan"), metavar="FILE",
+                    help="also write the plan as a plan file (JSON) to FILE")
     add_plan_flags(pr)
     pr.add_argument("--format", choices=["table", "json"], default="table")
-    pr.add_argument("--plot", metavar="FILE.png", help="draw the time and memory breakdowns and the pipeline schedule")
+    pr.add_argument("--plot", type=pathname("--plot", "a file ending in .png"), metavar="FILE.png",
+                    help="draw the time and memory breakdowns and the pipeline schedule")
 
     se = sub.add_parser("search", help="rank every layout of a job; write the best as a plan file",
                         description="Enumerate every valid layout (tp, pp, cp, dp, vpp, micro-batch, recompute, "
@@ -79,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "memory, and rank the rest by predicted step time (or GPU-hours per step).")
     se.add_argument("--model", required=True, help="preset name or path (as predict)")
     se.add_argument("--hardware", required=True, help="preset name or path (as predict)")
-    se.add_argument("--gpus", type=_gpu_list, required=True, help="GPU count, or several: 256,512,1024")
+    se.add_argument("--gpus", type=counts("--gpus"), required=True, help="GPU count, or several: 256,512,1024")
     se.add_argument("--global-batch", type=integer("--global-batch"), required=True, help="sequences per step")
     se.add_argument("--seq-len", type=integer("--seq-len"), required=True)
     se.add_argument("--precision", choices=PRECISIONS, default="bf16")
@@ -98,9 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "recompute, sequence_parallel, zero); repeatable")
     se.add_argument("--top", type=integer("--top", 0), default=10, help="rows to show (0: every feasible plan)")
     se.add_argument("--format", choices=["table", "json", "csv"], default="table")
-    se.add_argument("--output", metavar="FILE", help="write the best plan as a plan file, e.g. strategies/NAME.json")
-    se.add_argument("--plot", metavar="FILE.png", help="draw step time against GPUs, the Pareto front, a tp x pp "
-                                                       "heat map and the best plans' time breakdown")
+    se.add_argument("--output", type=pathname("--output"), metavar="FILE",
+                    help="write the best plan as a plan file, e.g. strategies/NAME.json")
+    se.add_argument("--plot", type=pathname("--plot", "a file ending in .png"), metavar="FILE.png", help="draw step time against GPUs, the Pareto "
+                    "front, a tp x pp heat map and the best plans' time breakdown")
 
     wi = sub.add_parser("whatif", help="one job's best plan and step time across hardware; which upgrade buys most",
                         description="Search the job's best plan on each system (default: the whole catalogue) "
@@ -111,22 +101,24 @@ def build_parser() -> argparse.ArgumentParser:
     wi.add_argument("--gpus", type=integer("--gpus"), required=True, help="devices (the same on every system)")
     wi.add_argument("--global-batch", type=integer("--global-batch"), required=True, help="sequences per step")
     wi.add_argument("--seq-len", type=integer("--seq-len"), required=True)
-    wi.add_argument("--hardware", help="systems to compare, comma-separated names or spec paths (default: all of "
-                                       "perfmodel hardware list)")
+    wi.add_argument("--hardware", type=names("--hardware"), help="systems to compare, comma-separated names or spec "
+                    "paths (default: all of perfmodel hardware list)")
     wi.add_argument("--precision", choices=PRECISIONS, default="bf16")
     wi.add_argument("--stack", choices=STACKS, default=DEFAULT_STACK, help="software stack (docs/stacks.md)")
-    wi.add_argument("--upgrade", metavar="SYSTEM", help="also try each single upgrade of this system")
+    wi.add_argument("--upgrade", type=pathname("--upgrade", "a system or spec file"), metavar="SYSTEM",
+                    help="also try each single upgrade of this system")
     wi.add_argument("--factor", type=float, default=2.0, help="upgrade factor (default 2)")
     wi.add_argument("--format", choices=["table", "json", "csv"], default="table")
-    wi.add_argument("--plot", metavar="FILE.png", help="draw the step time per system and the upgrades' speed-ups")
+    wi.add_argument("--plot", type=pathname("--plot", "a file ending in .png"), metavar="FILE.png",
+                    help="draw the step time per system and the upgrades' speed-ups")
 
     ex = sub.add_parser("export", help="print a plan file as Megatron-LM arguments, a torchtitan or a DeepSpeed config")
-    ex.add_argument("plan", help="plan file (JSON)")
+    ex.add_argument("plan", type=pathname("plan file"), help="plan file (JSON)")
     ex.add_argument("--to", required=True, help="megatron | torchtitan | deepspeed")
 
     xe = sub.add_parser("execute", help="run plan files with torch.distributed (torchrun) and measure them")
-    xe.add_argument("plans", nargs="+", metavar="PLAN.json", help="plan files; all run in one timed launch (CPU: "
-                    "peak memory in a second, untimed one)")
+    xe.add_argument("plans", nargs="+", type=pathname("plan file"), metavar="PLAN.json", help="plan files; all run in "
+                    "one timed launch (CPU: peak memory in a second, untimed one)")
     xe.add_argument("--nproc", type=integer("--nproc"), required=True, help="processes per node (GPUs or CPU ranks)")
     xe.add_argument("--device", default="auto", help="auto (cuda if present) | cpu | cuda")
     xe.add_argument("--steps", type=integer("--steps"), default=8, help="training steps per plan (default 8)")
@@ -134,23 +126,32 @@ def build_parser() -> argparse.ArgumentParser:
     xe.add_argument("--rounds", type=integer("--rounds"), default=1,
                     help="run the plans this many times over, interleaved (round 1 runs every plan, then round 2 "
                          "...); the step time is the lowest round's median (default 1)")
-    xe.add_argument("--seed", type=int, default=0, help="seed of initial weights and synthetic data")
-    xe.add_argument("--data", metavar="FILE", help="train on a local text file (byte tokens) instead of random tokens")
-    xe.add_argument("--output", metavar="FILE", help="measurement file (one plan only; default PLAN.measured.json)")
+    xe.add_argument("--seed", type=integer("--seed", 0, 2**32 - 1), default=0,
+                    help="seed of initial weights and synthetic data (0 to 2**32 - 1)")
+    xe.add_argument("--data", type=pathname("--data"), metavar="FILE",
+                    help="train on a local text file (byte tokens) instead of random tokens")
+    xe.add_argument("--output", type=pathname("--output"), metavar="FILE",
+                    help="measurement file (one plan only; default PLAN.measured.json)")
     xe.add_argument("--timeout", type=seconds("--timeout"), default=None, help="wall-clock limit in seconds")
-    xe.add_argument("--plot", metavar="FILE.png", help="draw every measured step against the prediction")
+    xe.add_argument("--plot", type=pathname("--plot", "a file ending in .png"), metavar="FILE.png",
+                    help="draw every measured step against the prediction")
     xe.add_argument("--checkpoint-every", type=integer("--checkpoint-every"), metavar="K",
                     help="save the full training state (torch.distributed.checkpoint) after every K steps into "
                          "--checkpoint-dir/PLAN/step-N")
-    xe.add_argument("--checkpoint-dir", metavar="DIR", help="checkpoints go to DIR/PLAN (one sub-directory per plan "
-                                                            "file name)")
+    xe.add_argument("--checkpoint-dir", type=pathname("--checkpoint-dir"), metavar="DIR",
+                    help="checkpoints go to DIR/PLAN (one sub-directory per plan file name)")
     xe.add_argument("--resume", action="store_true", help="continue each plan from its newest complete save in "
                     "--checkpoint-dir (a torn one is refused for the one before it; none: from step 0)")
     xe.add_argument("--checkpoint-async", action="store_true", help="write saves from a background thread "
                     "(dcp.async_save): training waits only for the copy to host memory")
-    for flag in ("--nnodes", "--node-rank", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--master-addr",
-                 "--master-port"):
-        xe.add_argument(flag, help="passed to torchrun (multi-node)")
+    torchrun = "passed to torchrun (multi-node)"
+    xe.add_argument("--nnodes", type=nodes, help=f"{torchrun}: nodes, N or MIN:MAX")
+    xe.add_argument("--node-rank", type=integer("--node-rank", 0), help=f"{torchrun}: this node, 0 to nnodes - 1")
+    xe.add_argument("--rdzv-backend", choices=RDZV_BACKENDS, help=torchrun)
+    xe.add_argument("--rdzv-endpoint", type=word("--rdzv-endpoint", "node0:29400"), help=f"{torchrun}: HOST[:PORT]")
+    xe.add_argument("--rdzv-id", type=word("--rdzv-id", "job42"), help=torchrun)
+    xe.add_argument("--master-addr", type=word("--master-addr", "node0"), help=torchrun)
+    xe.add_argument("--master-port", type=integer("--master-port", 1, 65535), help=f"{torchrun}: 1 to 65535")
     for mod in COMMAND_MODULES.values():
         importlib.import_module(mod).add_parser(sub)
 
@@ -185,8 +186,8 @@ def estimate_from_args(a):
     """The estimate of the plan predict's flags (or --plan FILE) give, written as a plan file with --save-plan."""
     from .cost.estimate import check_prediction, evaluate_plan
 
-    if a.save_plan and not a.plan:
-        check_writable(a.save_plan, "--save-plan")
+    if a.save_plan:
+        check_output(a.save_plan, "--save-plan", ".json")
     model, system, plan, pf = plan_from_args(a)
     if pf is not None:
         est = check_prediction(model, system, plan, pf.prediction, f"plan file {a.plan!r}")
@@ -233,7 +234,10 @@ def _space(only: list[str]):
                 except ValueError:
                     raise InputError(f"--only {item!r}: {name} values are integers, got {v!r}") from None
         fields[name] = fields.get(name, []) + [v for v in parsed if v not in fields.get(name, [])]
-    return Space(**fields)
+    try:
+        return Space(**fields)
+    except InputError as err:  # e.g. Space.tp.0 = 0: name the flag and the value given
+        raise InputError(f"--only {' '.join(only)!r}: {err}") from None
 
 
 def _search(a) -> str:
@@ -288,7 +292,7 @@ def _whatif(a) -> str:
     if a.plot is not None:
         check_plot_path(a.plot)
     check_factor(a.factor)  # before the searches across systems
-    systems = [load_hardware(h.strip()) for h in a.hardware.split(",")] if a.hardware else None
+    systems = [load_hardware(h) for h in a.hardware] if a.hardware else None
     base = load_hardware(a.upgrade) if a.upgrade else None
     across = across_systems(a.model, systems, a.gpus, a.global_batch, a.seq_len, a.precision, a.stack)
     ups = upgrades(a.model, base, a.gpus, a.global_batch, a.seq_len, a.precision, a.factor, a.stack) if base else None
@@ -340,6 +344,14 @@ def _execute(a) -> str:
     return "\n".join(rows)
 
 
+def _check_nodes(a) -> None:
+    """execute's torchrun flags together: --node-rank names one of the --nnodes nodes."""
+    nodes = int(a.nnodes.split(":")[-1]) if a.nnodes else 1
+    if a.node_rank is not None and a.node_rank >= nodes:
+        raise InputError(f"--node-rank {a.node_rank} with --nnodes {a.nnodes or 1}; valid: --node-rank 0 to "
+                         f"{nodes - 1}")
+
+
 def run(argv: list[str]) -> str:
     a = build_parser().parse_args(argv)
     if a.cmd == "predict" and not a.plan and all(getattr(a, k) in (None, False) for k in PLAN_FLAGS):
@@ -350,6 +362,7 @@ def run(argv: list[str]) -> str:
     if a.cmd == "search":
         return _search(a)
     if a.cmd == "execute":
+        _check_nodes(a)
         return _execute(a)
     if a.cmd == "whatif":
         return _whatif(a)

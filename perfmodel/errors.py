@@ -66,7 +66,7 @@ def check_number(name: str, value, low: float = 0.0, high: float | None = None, 
     number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
     if number and np.isfinite(value) and (value > low if above else value >= low) and (high is None or value <= high):
         return
-    valid = f"between {low:g} and {high:g}" if high is not None else f"{'>' if above else '>='} {low:g}"
+    valid = f"{'>' if above else '>='} {low:g}" + (f" and <= {high:g}" if high is not None else "")
     raise InputError(f"{name} = {value!r}; valid: {valid}{f' ({what})' if what else ''}")
 
 

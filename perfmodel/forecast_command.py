@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .argtypes import MAX_COUNT, number, path
 from .energy import COMM_SHARE, HOST_SHARE, IDLE_SHARE, PUE
 from .errors import InputError
 from .forecast import INTERRUPTION_RATE, RESTART_OVERHEAD_S, Forecast, RampStage, forecast, parse_tokens
@@ -16,20 +17,36 @@ def _ramp(text: str) -> list[RampStage]:
     for part in text.split(","):
         try:
             gb, steps = (int(x) for x in part.split(":"))
+            if max(gb, steps) > MAX_COUNT:
+                raise ValueError(part)
             out.append(RampStage(global_batch=gb, steps=steps))
         except (ValueError, InputError):
             raise argparse.ArgumentTypeError(f"--ramp {text!r}: give GLOBAL_BATCH:STEPS pairs separated by commas, "
-                                             "each a positive integer, e.g. 256:1000,512:1000") from None
+                                             f"each a positive integer up to {MAX_COUNT}, e.g. 256:1000,512:1000"
+                                             ) from None
     return out
 
 
+# Each number flag's valid range: the physical one, with upper limits far beyond any real job that keep every
+# derived time, energy and cost a finite number (a --restart-s of 1e308 s overflowed the goodput model).
+RANGES = {
+    "--price": dict(low=0.0, high=1e6, above=True, what="USD per device-hour"),
+    "--interruption-rate": dict(low=0.0, high=1.0, above=True, what="interruptions per device-hour; Llama 3: 1.97e-5"),
+    "--restart-s": dict(low=0.0, high=1e7, what="seconds"),
+    "--checkpoint-interval": dict(low=0.0, high=1e7, above=True, what="seconds of compute"),
+    "--device-power": dict(low=0.0, high=1e5, above=True, what="W"),
+    "--idle-power": dict(low=0.0, high=1e5, what="W"),
+    "--host-power": dict(low=0.0, high=1e5, what="W per device"),
+    "--comm-power-share": dict(low=0.0, high=1.0),
+    "--pue": dict(low=1.0, high=10.0, what="facility power over IT power"),
+    "--grid-intensity": dict(low=0.0, high=1e4, what="gCO2 per kWh"),
+}
+STORAGE_GBPS = (1e-3, 1e6)  # --storage bandwidths: 1 MB/s to 1 PB/s
+MIN_EFFICIENCY = 0.01  # --storage write/read_efficiency: at least 1% of the peaks
+
+
 def _number(flag: str):
-    def parse(text: str) -> float:
-        try:
-            return float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} {text!r} is not a number") from None
-    return parse
+    return number(flag, **RANGES[flag])
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -53,18 +70,20 @@ def add_parser(sub) -> argparse.ArgumentParser:
     e.add_argument("--device-power", type=_number("--device-power"), help="board power while computing, W "
                    "(default: the spec's tdp_w)")
     e.add_argument("--idle-power", type=_number("--idle-power"), help="device power while waiting, W "
-                   f"(default {IDLE_SHARE:.0%} of board power)")
+                   f"(default {IDLE_SHARE * 100:.0f}%% of board power)")
     e.add_argument("--host-power", type=_number("--host-power"), help="host power per device, W "
-                   f"(default {HOST_SHARE:.0%} of board power)")
+                   f"(default {HOST_SHARE * 100:.0f}%% of board power)")
     e.add_argument("--comm-power-share", type=_number("--comm-power-share"),
                    help=f"share of the dynamic power drawn while only communicating (default {COMM_SHARE:g})")
     e.add_argument("--pue", type=_number("--pue"), help=f"facility power over IT power (default {PUE:g})")
     e.add_argument("--grid-intensity", type=_number("--grid-intensity"), metavar="GCO2_PER_KWH",
                    help="grid carbon intensity; adds emissions")
-    p.add_argument("--storage", metavar="FILE.yaml", help="the checkpoint store as a hardware.Storage mapping "
-                   "(docs/forecast.md; default: the spec's storage tier, else the cited default)")
+    p.add_argument("--storage", type=path("--storage"), metavar="FILE.yaml", help="the checkpoint store as a "
+                   "hardware.Storage mapping (docs/forecast.md; default: the spec's storage tier, else the cited "
+                   "default)")
     p.add_argument("--format", choices=["table", "json"], default="table")
-    p.add_argument("--plot", metavar="FILE.png", help="goodput against the checkpoint interval and cluster size")
+    p.add_argument("--plot", type=path("--plot", "a file ending in .png"), metavar="FILE.png",
+                   help="goodput against the checkpoint interval and cluster size")
     return p
 
 
@@ -72,17 +91,13 @@ def run(a: argparse.Namespace) -> str:
     parse_tokens(a.tokens)  # before any model work
     storage = None
     if a.storage is not None:
-        from pathlib import Path
-
-        from .files import read_mapping
-        from .hardware import Storage
-
-        storage = Storage.parse(read_mapping(Path(a.storage), f"--storage {a.storage}"), f"--storage {a.storage}")
+        storage = read_storage(a.storage)
     if a.plot is not None:
         from .plots.common import check_plot_path
 
         check_plot_path(a.plot)
     model, system, plan, _ = plan_from_args(a)
+    check_ramp(a.ramp, plan)
     f = forecast(model, system, plan, a.tokens, a.ramp, a.price, a.interruption_rate, a.restart_s, a.checkpoint,
                  a.checkpoint_interval, device_power_w=a.device_power, idle_power_w=a.idle_power,
                  host_power_w=a.host_power, comm_power_share=a.comm_power_share, pue=a.pue,
@@ -95,6 +110,40 @@ def run(a: argparse.Namespace) -> str:
         forecast_figure(f, storage or system.storage or DEFAULT_STORAGE, a.plot)
         print(f"wrote {a.plot}", file=sys.stderr)
     return out
+
+
+def read_storage(name: str):
+    """--storage FILE.yaml: a hardware.Storage mapping, its bandwidths within STORAGE_GBPS."""
+    from pathlib import Path
+
+    from .files import read_mapping
+    from .hardware import Storage
+
+    where = f"--storage {name}"
+    storage = Storage.parse(read_mapping(Path(name), where), where)
+    low, high = STORAGE_GBPS
+    for field in ("write_gbps", "read_gbps", "node_gbps", "staging_gbps"):
+        value = getattr(storage, field)
+        if not low <= value <= high:
+            raise InputError(f"{where}: {field} = {value:g}; valid: {low:g} to {high:g} GB/s")
+    for field in ("write_efficiency", "read_efficiency"):  # 1e-38 made a read last 1e38 s: the goodput overflowed
+        if getattr(storage, field) < MIN_EFFICIENCY:
+            raise InputError(f"{where}: {field} = {getattr(storage, field):g}; valid: {MIN_EFFICIENCY:g} to 1 (the "
+                             "share of the peak a checkpoint burst reaches)")
+    return storage
+
+
+def check_ramp(ramp: list[RampStage] | None, plan) -> None:
+    """Each --ramp stage's global batch is below the plan's and splits into its data-parallel micro-batches."""
+    step = plan.dp * plan.micro_batch
+    for stage in ramp or []:
+        if stage.global_batch > plan.global_batch:
+            raise InputError(f"--ramp: global batch {stage.global_batch} exceeds the plan's {plan.global_batch}; "
+                             "valid: a ramp up to the plan's global batch")
+        if stage.global_batch % step:
+            raise InputError(f"--ramp: global batch {stage.global_batch} is not a multiple of dp*micro_batch = "
+                             f"{plan.dp}*{plan.micro_batch} = {step}; valid: stages of {step}, {2 * step}, ... "
+                             "sequences")
 
 
 def forecast_table(f: Forecast) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import typing
 
-from .argtypes import integer
+from .argtypes import integer, path
 from .errors import InputError
 from .hardware import System, load_hardware
 from .models import ModelConfig, load_model
@@ -20,8 +20,8 @@ DISPATCHERS = typing.get_args(Dispatcher)
 
 def add_plan_flags(pr: argparse.ArgumentParser) -> None:
     """The flags that give a plan (or --plan FILE): predict's, and forecast's."""
-    pr.add_argument("--plan", help="re-predict a plan file (written by search --output or predict --save-plan); "
-                                   "takes the place of every other input flag")
+    pr.add_argument("--plan", type=path("--plan"), help="re-predict a plan file (written by search --output or "
+                    "predict --save-plan); takes the place of every other input flag")
     pr.add_argument("--model", help="preset name (perfmodel models list), or path to a HF config.json or a ModelConfig YAML/JSON")
     pr.add_argument("--hardware", help="preset name (perfmodel hardware list) or path to a spec YAML")
     pr.add_argument("--gpus", type=integer("--gpus"))

@@ -45,6 +45,9 @@ def daly_interval(delta_s: float, mtbf_s: float) -> float:
     return math.sqrt(2.0 * delta_s * mtbf_s) * (1.0 + math.sqrt(x) / 3.0 + x / 9.0) - delta_s
 
 
+MAX_EXPONENT = 700.0  # e^700 ~ 1e304: Daly's expected time past it is beyond a float (and any schedule)
+
+
 def expected_wall_s(work_s: float, interval_s: float, delta_s: float, restart_s: float, mtbf_s: float) -> float:
     """Expected wall-clock seconds to finish `work_s` seconds of failure-free compute in segments of
     `interval_s`, each closed by a `delta_s` checkpoint, with restarts of `restart_s` after each interruption
@@ -52,6 +55,11 @@ def expected_wall_s(work_s: float, interval_s: float, delta_s: float, restart_s:
     docstring when work is a whole number of segments (an interruption during a restart restarts it)."""
     if interval_s <= 0:
         raise InputError(f"checkpoint interval = {interval_s!r} s; valid: a positive number of seconds")
+    if (restart_s + interval_s + delta_s) / mtbf_s > MAX_EXPONENT:
+        raise InputError(f"a restart of {restart_s:g} s plus a checkpoint segment of {interval_s + delta_s:g} s last "
+                         f"{(restart_s + interval_s + delta_s) / mtbf_s:.0f} x the mean time between interruptions "
+                         f"({mtbf_s:g} s): the run would essentially never finish; valid: --restart-s, "
+                         "--interruption-rate and the checkpoint interval well under that mean time")
     segment = mtbf_s * math.exp(restart_s / mtbf_s) * math.expm1((interval_s + delta_s) / mtbf_s)
     return segment * work_s / interval_s
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from .argtypes import integer, seconds
+from .argtypes import integer, path, seconds
 from .errors import InputError, Schema
 from .files import check_output, check_suffix, write_atomic
 from .hardware import System, list_systems, load_hardware
@@ -310,13 +310,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Run plan files (or a built-in sweep) in one torchrun launch, predict each with the hardware "
                     "spec (calibrated on this machine when none is given on CPU), and print predicted against "
                     f"measured step time and peak memory. Built-in sweeps: {', '.join(SWEEPS)}.")
-    va.add_argument("plans", nargs="*", metavar="PLAN.json", help="plan files, all needing the same process count")
+    va.add_argument("plans", nargs="*", type=path("plan file"), metavar="PLAN.json",
+                    help="plan files, all needing the same process count")
     va.add_argument("--sweep", metavar="NAME", help=f"a built-in sweep: {', '.join(SWEEPS)}")
     va.add_argument("--nproc", type=integer("--nproc", 1), help="processes; default: what the plans need")
     va.add_argument("--hardware", metavar="SPEC", help="spec the predictions use (preset or YAML); default: a CPU "
                     "sweep calibrates first, a CUDA sweep uses the catalogue system of the GPU, plan files "
                     "their own")
-    va.add_argument("--out-dir", default=None, metavar="DIR",
+    va.add_argument("--out-dir", type=path("--out-dir"), default=None, metavar="DIR",
                     help="plan files, measurements, logs and the CSV (default: validation/SWEEP or validation/plans)")
     va.add_argument("--steps", type=integer("--steps", 1), help="steps per plan, warm-up included (default: the "
                                                              "sweep's, 8 for plan files)")
@@ -325,8 +326,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "interleaved; a plan's step time is its lowest round's median (default: the sweep's, 1 for "
                     "plan files)")
     va.add_argument("--device", choices=DEVICES, default="auto", help="default: the sweep's or the plans' device")
-    va.add_argument("--plot", metavar="FILE.png", help="draw predicted against measured (step time, memory)")
-    va.add_argument("--csv", metavar="FILE.csv", help="default: OUT_DIR/validation.csv")
+    va.add_argument("--plot", type=path("--plot", "a file ending in .png"), metavar="FILE.png",
+                    help="draw predicted against measured (step time, memory)")
+    va.add_argument("--csv", type=path("--csv", "a file ending in .csv"), metavar="FILE.csv", help="default: OUT_DIR/validation.csv")
     va.add_argument("--full-calibration", action="store_true", help="calibrate with the full set of "
                                                                     "microbenchmarks instead of the quick one")
     va.add_argument("--timeout", type=seconds("--timeout"), metavar="S", help="wall-clock limit of the run, seconds")

@@ -94,10 +94,10 @@ def _cli(*args):
 
 
 @pytest.mark.parametrize("extra, needle", [
-    (("--pue", "0.9"), "--pue = 0.9; valid: >= 1"),
+    (("--pue", "0.9"), "--pue = 0.9; valid: >= 1 and <= 10"),
     (("--idle-power", "900"), "--idle-power = 900 W exceeds the board power 700 W"),
-    (("--device-power", "0"), "--device-power = 0.0; valid: > 0"),
-    (("--comm-power-share", "2"), "--comm-power-share = 2.0; valid: between 0 and 1"),
+    (("--device-power", "0"), "--device-power = 0.0; valid: > 0 and <= 100000"),
+    (("--comm-power-share", "2"), "--comm-power-share = 2.0; valid: >= 0 and <= 1"),
     (("--grid-intensity", "-5"), "--grid-intensity = -5.0; valid"),
     (("--host-power", "nan"), "--host-power = nan; valid"),
 ])

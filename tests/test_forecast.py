@@ -103,7 +103,7 @@ def test_command_json_has_the_fields_docs_explain():
 @pytest.mark.parametrize("extra, needle", [
     (("--tokens", "15Q"), "--tokens '15Q' is not a token count"),
     (("--tokens", "1T", "--price", "-1"), "--price = -1.0; valid"),
-    (("--tokens", "1T", "--interruption-rate", "0"), "interruption rate = 0.0"),
+    (("--tokens", "1T", "--interruption-rate", "0"), "--interruption-rate = 0.0"),
     (("--tokens", "1T", "--ramp", "256"), "--ramp '256': give GLOBAL_BATCH:STEPS"),
 ])
 def test_bad_input_is_one_line_exit_2(extra, needle):

@@ -302,9 +302,9 @@ def test_cli_plots(tmp_path):
 @pytest.mark.parametrize("argv,words", [
     (("predict", "--plot", "{tmp}/p.pdf"), ["--plot", "p.pdf", ".png"]),
     (("predict", "--plot", "{tmp}/missing/p.png"), ["--plot", "does not exist"]),
-    (("predict", "--plot", ""), ["--plot ''", ".png"]),  # an empty name is refused, not taken as "no plot"
-    (("validate", "--sweep", "cpu-smoke", "--out-dir", "{tmp}/v", "--plot", ""), ["--plot ''", ".png"]),
-    (("validate", "--sweep", "cpu-smoke", "--out-dir", "{tmp}/v", "--csv", ""), ["--csv ''", ".csv"]),
+    (("predict", "--plot", ""), ["--plot", "''", ".png"]),  # an empty name is refused, not taken as "no plot"
+    (("validate", "--sweep", "cpu-smoke", "--out-dir", "{tmp}/v", "--plot", ""), ["--plot", "''", ".png"]),
+    (("validate", "--sweep", "cpu-smoke", "--out-dir", "{tmp}/v", "--csv", ""), ["--csv", "''", ".csv"]),
     (("whatif", "--model", "llama-3-8b", "--gpus", "8", "--global-batch", "8", "--seq-len", "2048",
       "--factor", "0"), ["--factor", "> 0"]),
     (("whatif", "--model", "llama-3-8b", "--gpus", "8", "--global-batch", "8", "--seq-len", "2048",
@@ -312,7 +312,7 @@ def test_cli_plots(tmp_path):
     (("whatif", "--model", "gpt2-124m", "--gpus", "8", "--global-batch", "8", "--seq-len", "4096",
       "--hardware", "dgx-h100", "--plot", "{tmp}/w.png"), ["no system has a plan", "max_seq_len = 1024"]),
     (("calibrate", "--device", "cpu", "--output", "{tmp}/c.yaml", "--plot", "{tmp}/c.svg"), ["--plot", ".png"]),
-    (("calibrate", "--device", "cpu", "--output", "{tmp}/c.yaml", "--plot", ""), ["--plot ''", ".png"]),
+    (("calibrate", "--device", "cpu", "--output", "{tmp}/c.yaml", "--plot", ""), ["--plot", "''", ".png"]),
 ])
 def test_cli_bad_plot_input(tmp_path, argv, words):
     r = _cli(*(a.format(tmp=tmp_path) for a in argv))

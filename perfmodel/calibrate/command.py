@@ -10,7 +10,7 @@ import sys
 
 from pathlib import Path
 
-from ..argtypes import integer
+from ..argtypes import integer, path
 from ..errors import InputError
 from ..hardware import System
 from .raw import RawFile
@@ -30,7 +30,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--device", choices=("cpu", "cuda"),
                    help="cpu: fp32, one thread per process, gloo; cuda: bf16, one GPU per process, NCCL "
                         "(required unless --from-runs)")
-    p.add_argument("--from-runs", metavar="RUNS.csv|LOGDIR",
+    p.add_argument("--from-runs", type=path("--from-runs"), metavar="RUNS.csv|LOGDIR",
                    help="fit compute speed, network speed and per-step overhead to measured runs instead of "
                         "microbenchmarks: a CSV in the published-runs columns, or Megatron-LM / torchtitan logs "
                         "(needs --hardware; at least 3 runs)")
@@ -40,8 +40,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                   "(default: the one whose accelerator is this GPU)")
     p.add_argument("--name", help="name of the written system (default cpu-HOST-Np, or BASE-calibrated)")
     p.add_argument("--quick", action="store_true", help="fewer shapes, sizes and repeats (CI)")
-    p.add_argument("--output", required=True, help="spec file to write (.yaml); the raw file goes beside it")
-    p.add_argument("--plot", metavar="FILE.png", help="draw every microbenchmark against the fitted prediction")
+    p.add_argument("--output", type=path("--output"), required=True,
+                   help="spec file to write (.yaml); the raw file goes beside it")
+    p.add_argument("--plot", type=path("--plot", "a file ending in .png"), metavar="FILE.png",
+                   help="draw every microbenchmark against the fitted prediction")
     return p
 
 

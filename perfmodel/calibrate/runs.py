@@ -45,6 +45,7 @@ COLUMNS = ("row_id", "source_group", "row_type", "trust", "model", "n_layers", "
            "tokens_per_s_per_gpu", "tokens_per_s_total", "source")
 REQUIRED = ("n_layers", "hidden", "heads", "vocab", "seq_len", "tp", "pp", "dp", "global_batch")
 BOUNDS = ([0.05, 0.05, 0.0], [20.0, 20.0, np.inf])  # of (1 / compute_speed, 1 / network_speed, overhead)
+STEP_S = (1e-6, 1e7)  # a measured step: a microsecond to four months (anything outside is a unit or typing slip)
 
 
 @dataclass
@@ -95,19 +96,20 @@ def cases_of(df: pd.DataFrame, system: System, where: str) -> list[Case]:
         if col not in df.columns:
             df[col] = np.nan
     df["row_id"] = [str(r) if isinstance(r, str) or r == r else f"run{i + 1}" for i, r in enumerate(df["row_id"])]
-    df["source_group"] = df["source_group"].fillna("user-runs")
-    df["trust"] = df["trust"].fillna("A")
-    df["framework"] = df["framework"].fillna("megatron-core")
-    df["source"] = df["source"].fillna(where)
-    runs = df[df["row_type"].fillna("training_run") == "training_run"]
+    # text columns: object dtype first (an empty column reads as float64, which a future pandas will not fill with text)
+    for col, default in (("source_group", "user-runs"), ("trust", "A"), ("framework", "megatron-core"),
+                         ("source", where), ("row_type", "training_run")):
+        df[col] = df[col].astype(object).fillna(default)
+    runs = df[df["row_type"] == "training_run"]
     cases = []
     for _, row in runs.iterrows():
         case = to_case(row, system)
         if case.reason:
             raise InputError(f"{where}: run {case.row_id}: {case.reason}")
-        if not 0 < case.measured_s < np.inf:
+        low, high = STEP_S
+        if not low <= case.measured_s <= high:  # 1e-175 s made the fit's residuals overflow to inf
             raise InputError(f"{where}: run {case.row_id}: measured step time {case.measured_s!r} s (from iter_time_s "
-                             "or tokens_per_s_*); valid: a positive number of seconds")
+                             f"or tokens_per_s_*); valid: {low:g} to {high:g} seconds")
         stated, p = pd.to_numeric(row["n_gpus"], errors="coerce"), case.plan
         if stated == stated and float(stated) != p.tp * p.pp * p.dp * p.cp:
             raise InputError(f"{where}: run {case.row_id}: n_gpus = {row['n_gpus']} != tp*pp*dp*cp = {p.tp}*{p.pp}*"
@@ -120,15 +122,16 @@ def cases_of(df: pd.DataFrame, system: System, where: str) -> list[Case]:
     return cases
 
 
-def price(cases: list[Case]) -> Parts:
-    """Each run at the spec's rates (the system of each case, uncalibrated), split into the parts the fit scales."""
+def price(cases: list[Case], where: str = "") -> Parts:
+    """Each run at the spec's rates (the system of each case, uncalibrated), split into the parts the fit scales.
+    `where`: the input the runs came from, which an error names first."""
     rows, ests = [], []
     for c in cases:
         system = c.system.model_copy(update={"run_fit": None})
         try:
             e = estimate(c.model, system, c.plan)
         except InputError as err:
-            raise InputError(f"run {c.row_id}: {err}") from None
+            raise InputError(f"{where + ': ' if where else ''}run {c.row_id}: {err}") from None
         t = e.time_s.model_dump()
         rows.append((sum(t[k] for k in COMPUTE_TIME), sum(t[k] for k in COMM_TIME), t["overhead"], c.measured_s))
         ests.append(e)
@@ -189,7 +192,7 @@ def calibrate_from_runs(path: str | Path, system: System, source: str) -> System
     where = f"--from-runs {str(path)!r}"
     table = read_runs_table(path)
     cases = cases_of(table, system, where)
-    parts = price(cases)
+    parts = price(cases, where)
     params = fit(parts)
     slowest, fastest = 1 / BOUNDS[1][0], 1 / BOUNDS[0][0]  # speeds are the inverse of the fitted factors
     for name, value in (("compute_speed", params[0]), ("network_speed", params[1])):

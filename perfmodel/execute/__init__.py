@@ -177,6 +177,9 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
         check_runnable(pf, f"plan file {str(path)!r}", nproc, nnodes, device)
         if data is not None and pf.model.vocab < 256:
             raise InputError(f"--data: the byte tokenizer needs vocab >= 256; {pf.model.name} has {pf.model.vocab}")
+        if data is not None and Path(data).stat().st_size < pf.plan.seq_len + 2:  # execute/data.py Batches.step
+            raise InputError(f"--data {str(data)!r} holds {Path(data).stat().st_size} bytes; valid: at least seq_len "
+                             f"+ 2 = {pf.plan.seq_len + 2} bytes (a sequence, its next token, one start to draw)")
         check_writable(out, "measurement output")
         if pf.plan.grad_compression == "powersgd" and (checkpoint_every is not None or resume):
             raise InputError(f"plan file {str(path)!r}: --checkpoint-every / --resume with grad_compression = "

@@ -106,15 +106,24 @@ def torn(directory: Path) -> tuple[Manifest | None, str | None]:
         m = Manifest.model_validate_json(path.read_text())
     except (ValueError, OSError) as err:
         return None, f"manifest.json unreadable ({type(err).__name__})"
+    named = STEP_DIR.fullmatch(directory.name)
+    if named and int(named.group(1)) != m.save.step:  # e.g. another save's manifest copied in: resuming it would
+        return m, f"manifest says step {m.save.step}, the directory is {directory.name}"  # mislabel the steps
     if not any(f.name == ".metadata" for f in m.files):
         return m, "manifest lists no .metadata"
     for f in m.files:
+        if f.name in ("", ".", "..", MANIFEST) or any(c in f.name for c in "/\\\x00"):
+            return m, f"manifest lists {f.name[:40]!r}, not the name of a file in the save"
         p = directory / f.name
         if not p.is_file():
             return m, f"file {f.name} is missing"
         if p.stat().st_size != f.bytes:
             return m, f"file {f.name} has {p.stat().st_size} bytes, the manifest says {f.bytes}"
-        if sha256(p) != f.sha256:
+        try:
+            digest = sha256(p)
+        except OSError as err:
+            return m, f"file {f.name} cannot be read ({err.strerror or type(err).__name__})"
+        if digest != f.sha256:
             return m, f"file {f.name} fails its SHA-256 check"
     return m, None
 
@@ -158,9 +167,17 @@ def remove_unfinished(root: Path) -> list[str]:
     lines = []
     for p in sorted(root.iterdir()) if root.is_dir() else []:
         if p.is_dir() and p.name.endswith(".tmp") and STEP_DIR.fullmatch(p.name[:-4]):
-            shutil.rmtree(p, ignore_errors=True)
+            _remove(p)
             lines.append(f"removed {str(p)!r}: an unfinished save")
     return lines
+
+
+def _remove(p: Path) -> None:
+    """Remove what is at `p`: a directory with what it holds; a file or a link (not what the link points to)."""
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)
+    else:
+        p.unlink(missing_ok=True)
 
 
 def set_aside(root: Path, after_step: int) -> list[str]:
@@ -172,8 +189,8 @@ def set_aside(root: Path, after_step: int) -> list[str]:
     for step, p in saves(root):
         if step > after_step:
             aside = p.with_name(p.name + ".torn")
-            if aside.exists():
-                shutil.rmtree(aside)
+            if aside.exists() or aside.is_symlink():
+                _remove(aside)
             os.replace(p, aside)
             lines.append(f"renamed the refused {str(p)!r} to {aside.name}")
     return lines
@@ -201,6 +218,8 @@ def check_flags(root: Path | None, every: int | None, resume: bool, mode: str, s
             flag = "--resume" if resume else "--checkpoint-every" if every is not None else "--checkpoint-async"
             raise InputError(f"{flag} needs --checkpoint-dir DIR; valid: {flag} with --checkpoint-dir DIR")
         return
+    if isinstance(root, str) and not root.strip():
+        raise InputError(f"--checkpoint-dir {root!r} names no directory; valid: a directory (created if missing)")
     root = Path(root)
     if every is None and not resume:
         raise InputError(f"--checkpoint-dir {str(root)!r} alone does nothing; valid: with --checkpoint-every K "

@@ -1,0 +1,422 @@
+"""The CLI fuzz's table: every flag of every subcommand, the kind of value it takes, and bad values of that kind.
+
+`FLAGS[(command, flag)]` is a `Kind`: bad values tried every run (`fixed`), a hypothesis strategy of more (`more`),
+the base invocation the bad value goes into, and flags given with it. A value is a string, or a `File` the
+runner writes first (its name is what the flag gets). `tests/test_fuzz_cli.py` fails when the parser has a flag
+this table lacks: a new flag needs a row here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypothesis import strategies as st
+
+from perfmodel.argtypes import MAX_COUNT
+
+ROOT = Path(__file__).resolve().parents[1]
+DEV_CSV = ROOT / "benchmarks" / "data" / "published_runs_dev.csv"
+
+
+@dataclass(frozen=True)
+class File:
+    """A file the runner writes (relative to the working directory) before the call; the flag gets its name."""
+
+    name: str
+    data: bytes
+
+
+@dataclass
+class Kind:
+    fixed: list
+    more: st.SearchStrategy
+    base: str | None = None  # key of BASES (default: the command's own)
+    extra: tuple[str, ...] = ()  # given with the bad value
+    names: tuple[str, ...] = ()  # what the message may name besides the flag and its dest
+    path: bool = False  # a file or directory: naming the value given (the file) names the input too
+
+    def __post_init__(self):
+        self.fixed = list(self.fixed)
+
+
+def _safe(s: str) -> bool:
+    return "\x00" not in s
+
+
+TEXT = st.text(max_size=16).filter(_safe)
+
+
+def _int_ok(s, least, most) -> bool:
+    try:
+        return least <= int(s) <= most
+    except ValueError:
+        return False
+
+
+def _float(s) -> float | None:
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+COUNT_BAD = ["0", "-1", "1.5", "abc", "", "nan", "inf", "1e400", "99999999999999999999999"]
+
+
+def count(least: int = 1, most: int = MAX_COUNT, **kw) -> Kind:
+    fixed = [v for v in COUNT_BAD if not _int_ok(v, least, most)] + [str(least - 1), str(most + 1)]
+    more = st.one_of(st.integers(max_value=least - 1).map(str), st.integers(min_value=most + 1).map(str),
+                     st.floats().map(repr), TEXT.filter(lambda s: not _int_ok(s, least, most)))
+    return Kind(fixed, more, **kw)
+
+
+def number(low: float = 0.0, high: float | None = None, above: bool = False, **kw) -> Kind:
+    def bad(s) -> bool:
+        v = _float(s)
+        return v is None or not math.isfinite(v) or (v <= low if above else v < low) or (high is not None and v > high)
+
+    fixed = ["nan", "inf", "-inf", "-1", "abc", "", "1e400", repr(low) if above else repr(low - 1)]
+    fixed += [repr(high * 10 + 1)] if high is not None else []
+    more = st.one_of(st.floats().map(repr), st.floats(max_value=low).map(repr), TEXT).filter(bad)
+    return Kind([v for v in fixed if bad(v)], more, **kw)
+
+
+def seconds(**kw) -> Kind:
+    return number(0.0, above=True, **kw)
+
+
+def choice(choices, convert=None, **kw) -> Kind:
+    def bad(s) -> bool:
+        try:
+            return (convert(s) if convert else s) not in choices
+        except (TypeError, ValueError):
+            return True
+
+    first = sorted(map(str, choices))[0]
+    fixed = ["", "bogus", "x" * 80, " " + first, first.upper() + "!"]
+    return Kind([v for v in fixed if bad(v)], TEXT.filter(bad), **kw)
+
+
+def flag_switch(**kw) -> Kind:
+    """A store_true flag: the only bad value is one given to it (`--flag=VALUE`)."""
+    return Kind(["=1", "=yes", "="], TEXT.map(lambda s: "=" + s), **kw)
+
+
+def _junk(suffix: str):
+    return st.binary(max_size=64).map(lambda b: File(f"junk{suffix}", b))
+
+
+PLAN_BAD = ["missing.json", "adir", "empty.json", "binary.json", "latin1.json", "list.json", "spec.yaml",
+            "runs.csv", "truncated.json", "wrongplan.json", ""]
+MODEL_BAD = ["nosuch-model", "", "missing.yaml", "adir", "empty.yaml", "binary.yaml", "plan.json", "runs.csv",
+             "list.json", "truncated.json", "spec.yaml"]
+HW_BAD = ["nosuch-system", "", "missing.yaml", "adir", "empty.yaml", "binary.yaml", "plan.json", "runs.csv",
+          "list.json", "truncated.json", "model.yaml"]
+
+
+def plan_in(**kw) -> Kind:
+    return Kind(PLAN_BAD, st.one_of(_junk(".json"), st.dictionaries(TEXT, st.integers() | TEXT, max_size=3).map(
+        lambda d: File("obj.json", json.dumps(d).encode()))), path=True, **kw)
+
+
+def _preset(s: str, names) -> bool:
+    return s.strip().lower() in {n.lower() for n in names()}
+
+
+def model_in(**kw) -> Kind:
+    from perfmodel.models import list_models
+
+    return Kind(MODEL_BAD, st.one_of(_junk(".yaml"), _junk(".json"), TEXT.filter(
+        lambda s: s and not _preset(s, list_models))), path=True, **kw)
+
+
+def hardware_in(names=(), **kw) -> Kind:
+    from perfmodel.hardware import list_systems
+
+    names = ("hardware", "system", "spec", *names)
+    return Kind(HW_BAD, st.one_of(_junk(".yaml"), TEXT.filter(lambda s: s and not _preset(s, list_systems))),
+                path=True, names=names, **kw)
+
+
+READ_ONLY = "/proc/sys"  # a directory even root cannot write into (Linux; elsewhere: one that does not exist)
+
+
+def output(suffix: str, **kw) -> Kind:
+    """An output file: missing directory, a directory, under a file, wrong suffix."""
+    fixed = [f"nodir/out{suffix}", "adir", f"afile.txt/out{suffix}", "", f"{READ_ONLY}/out{suffix}"]
+    fixed += ["out.txt"] if suffix else []
+    more = st.sampled_from([f"nodir/{{}}{suffix}", f"afile.txt/{{}}{suffix}"] + (["{}.txt"] if suffix else [])).flatmap(
+        lambda pattern: st.from_regex(r"[a-z]{1,8}", fullmatch=True).map(pattern.format))
+    return Kind(fixed, more, **kw)
+
+
+def directory(**kw) -> Kind:
+    """An output directory: a file, or under one."""
+    more = st.from_regex(r"[a-z]{1,8}", fullmatch=True).map(lambda s: f"afile.txt/{s}")
+    return Kind(["afile.txt", "afile.txt/sub", "", f"{READ_ONLY}/sub"], more, **kw)
+
+
+def name(good=(), **kw) -> Kind:
+    return Kind(["", "nosuch", "a b", "-x", "../x", "x" * 300], TEXT.filter(lambda s: s not in good), **kw)
+
+
+def gpu_list() -> Kind:
+    fixed = ["", ",", "8,", ",8", "0", "-8", "8,abc", "8,,16", "1.5", "99999999999999999999999", "8;16", "8,0"]
+    more = st.one_of(st.lists(st.integers(max_value=0) | st.integers(min_value=MAX_COUNT + 1), min_size=1,
+                              max_size=3).map(lambda v: ",".join(map(str, [8] + v))),
+                     TEXT.filter(lambda s: not all(_int_ok(p, 1, MAX_COUNT) for p in s.split(","))))
+    return Kind(fixed, more)
+
+
+ONLY_COUNTS = ["tp", "pp", "cp", "vpp", "ep", "etp", "micro_batch"]
+ONLY_FIELDS = ONLY_COUNTS + ["recompute", "sequence_parallel", "zero"]
+
+
+def _only_ok(field: str, values: str) -> bool:
+    """Whether search would take --only FIELD=VALUES."""
+    def ok(v: str) -> bool:
+        v = v.strip()
+        if field == "recompute":
+            return v in ("none", "selective", "full")
+        if field == "sequence_parallel":
+            return v.lower() in ("true", "false", "on", "off", "1", "0")
+        return _int_ok(v, 0, 3) if field == "zero" else _int_ok(v, 1, 2**80)
+    return all(ok(v) for v in values.split(","))
+
+
+def only() -> Kind:
+    fixed = ["tp", "tp=", "=1", "foo=1", "tp=a", "tp=0", "tp=-1", "tp=1.5", "recompute=bogus", "zero=7",
+             "sequence_parallel=maybe", "tp=1,,2", "micro-batch=0", "zero=-1"]
+    pairs = st.tuples(st.sampled_from(ONLY_FIELDS), TEXT | st.lists(st.integers(max_value=0) | st.integers(
+        min_value=4), min_size=1, max_size=3).map(lambda v: ",".join(map(str, v))))
+    more = st.one_of(pairs.filter(lambda p: p[1].strip() and not _only_ok(*p)).map("=".join),
+                     TEXT.filter(lambda s: s.partition("=")[0].strip().replace("-", "_") not in ONLY_FIELDS))
+    return Kind(fixed, more, names=("--only",))
+
+
+def hw_list() -> Kind:
+    fixed = ["", ",", "dgx-h100,", "nosuch", "dgx-h100,nosuch", "missing.yaml", "adir", "empty.yaml", "binary.yaml"]
+    from perfmodel.hardware import list_systems
+
+    def bad(s: str) -> bool:  # some name is empty, or neither a preset nor the zoo's spec
+        return any(not p.strip() or not (_preset(p, list_systems) or p.strip() == "spec.yaml") for p in s.split(","))
+    return Kind(fixed, TEXT.filter(bad), names=("hardware", "system", "spec"))
+
+
+def tokens() -> Kind:
+    fixed = ["abc", "0", "-1", "nan", "inf", "1e400", "15X", "", "1e400T", "0e5"]
+    return Kind(fixed, st.one_of(st.floats(max_value=0).map(repr), TEXT.filter(lambda s: not s.strip()[:1].isdigit())))
+
+
+def ramp() -> Kind:
+    fixed = ["a", "1:", ":1", "0:10", "10:0", "-1:5", "1:2:3", "8:10,", "99999999999999999999999:1", "3:10",
+             "8:99999999999999999999999", "16:10", "4:1e9"]
+    pair = st.tuples(st.integers(max_value=0) | st.integers(min_value=MAX_COUNT + 1), st.integers(min_value=1,
+                                                                                                max_value=9))
+    return Kind(fixed, st.one_of(pair.map(lambda p: f"{p[0]}:{p[1]}"), pair.map(lambda p: f"{p[1]}:{p[0]}"),
+                                 TEXT.filter(lambda s: ":" not in s)), names=("--ramp", "ramp"))
+
+
+def yaml_in(**kw) -> Kind:
+    """A YAML mapping file (--storage): missing, a directory, empty, binary, not a mapping, wrong fields/values."""
+    fields = st.sampled_from(["write_gbps", "read_gbps", "node_gbps", "staging_gbps", "devices_per_node",
+                              "write_efficiency", "read_efficiency", "bogus"])
+    values = st.one_of(st.floats(), st.integers(max_value=0), st.integers(min_value=2**63), TEXT, st.booleans(),
+                       st.none(), st.lists(st.integers(), max_size=2))
+    docs = st.dictionaries(fields, values, min_size=1, max_size=3).map(
+        lambda d: File("store.yaml", json.dumps(d, allow_nan=True).encode()))
+    fixed = ["missing.yaml", "adir", "empty.yaml", "binary.yaml", "latin1.json", "list.json", "plan.json",
+             "truncated.json", "spec.yaml", "store-nan.yaml", "store-negative.yaml", "store-huge.yaml",
+             "store-string.yaml"]
+    return Kind(fixed, st.one_of(docs, _junk(".yaml")), path=True, **kw)
+
+
+def text_arg(**kw) -> Kind:
+    """Free text passed on (torchrun's rendezvous settings): empty, spaces, an option-like word."""
+    return Kind(["", " ", "a b", "\t"], TEXT.filter(lambda s: not s or any(c.isspace() for c in s)), **kw)
+
+
+def runs_in(**kw) -> Kind:
+    fixed = ["missing.csv", "empty.csv", "header.csv", "binary.csv", "latin1.csv", "adir", "emptydir", "plan.json",
+             "truncated.csv", "notes.log"]
+    return Kind(fixed, _junk(".csv"), names=("--from-runs", "run log"), path=True, **kw)
+
+
+def data_in() -> Kind:
+    """--data (an empty or too short file: tests/fuzz_corpus/cli, a known bug in execute/)."""
+    return Kind(["missing.txt", "adir", ""], st.sampled_from(["missing.txt", "adir", "afile.txt/x"]), path=True)
+
+
+# ---------------------------------------------------------------------------------------------- the files
+PRED = ["--model", "gpt2-124m", "--hardware", "dgx-h100", "--gpus", "8", "--tp", "1", "--pp", "1", "--micro-batch",
+        "1", "--global-batch", "8", "--seq-len", "1024"]
+BASES = {
+    "": ["models", "list"],
+    "predict": ["predict", *PRED],
+    "predict-plan": ["predict", "--plan", "plan.json"],
+    "forecast": ["forecast", *PRED, "--tokens", "1e9"],
+    "forecast-plan": ["forecast", "--tokens", "1e9", "--plan", "plan.json"],
+    "search": ["search", "--model", "gpt2-124m", "--hardware", "dgx-h100", "--gpus", "8", "--global-batch", "8",
+               "--seq-len", "1024"],
+    "whatif": ["whatif", "--model", "gpt2-124m", "--gpus", "8", "--global-batch", "8", "--seq-len", "1024",
+               "--hardware", "dgx-h100,dgx-a100-80gb"],
+    "export": ["export", "plan.json", "--to", "megatron"],
+    "execute": ["execute", "cpu1.json", "--nproc", "1", "--device", "cpu"],
+    "execute-ck": ["execute", "cpu1.json", "--nproc", "1", "--device", "cpu", "--steps", "4", "--checkpoint-dir",
+                   "ck", "--checkpoint-every", "2"],
+    "validate": ["validate", "cpu1.json", "--nproc", "1", "--out-dir", "val"],
+    "validate-sweep": ["validate", "--out-dir", "val", "--hardware", "spec.yaml", "--sweep", "cpu-smoke"],
+    "calibrate": ["calibrate", "--device", "cpu", "--quick", "--output", "cal.yaml"],
+    "calibrate-runs": ["calibrate", "--from-runs", "runs.csv", "--hardware", "dgx-h100", "--output", "fit.yaml"],
+    "hardware": ["hardware", "show", "dgx-h100"],
+    "hardware show": ["hardware", "show", "dgx-h100"],
+    "models": ["models", "show", "gpt2-124m"],
+    "models show": ["models", "show", "gpt2-124m"],
+}
+# Positionals: the index of their value in the base.
+POSITIONAL = {("", "cmd"): 0, ("export", "plan"): 1, ("execute", "plans"): 1, ("validate", "plans"): 1,
+              ("hardware", "action"): 1, ("models", "action"): 1, ("hardware show", "name"): 2,
+              ("models show", "name"): 2}
+DIRS = ("adir", "emptydir")
+
+
+def zoo_files(plan_json: bytes, cpu_plan_json: bytes, runs_csv: bytes, spec_yaml: bytes) -> dict[str, bytes]:
+    """Every file the bases and the bad values name (plus the directories in DIRS)."""
+    store = {"write_gbps": 100.0, "read_gbps": 100.0, "node_gbps": 50.0, "staging_gbps": 20.0}
+    return {
+        "plan.json": plan_json, "cpu1.json": cpu_plan_json, "runs.csv": runs_csv, "spec.yaml": spec_yaml,
+        "model.yaml": b"name: m\nn_layers: 2\nhidden: 64\nn_heads: 4\nffn_hidden: 256\nvocab: 512\nmax_seq_len: 64\n",
+        "empty.json": b"", "empty.yaml": b"", "empty.csv": b"", "empty.txt": b"", "tiny.txt": b"hello",
+        "binary.json": bytes(range(256)), "binary.yaml": bytes(range(256)) * 2, "binary.csv": b"\x00\xff" * 64,
+        "latin1.json": '{"name": "caf\xe9"}'.encode("latin-1"), "latin1.csv": runs_csv.replace(b"H100", b"H\xe9100"),
+        "list.json": b"[1, 2]", "truncated.json": plan_json[: len(plan_json) // 2],
+        "wrongplan.json": b'{"version": 1, "plan": {"tp": "x"}}',
+        "header.csv": runs_csv.split(b"\n")[0] + b"\n", "truncated.csv": runs_csv[: len(runs_csv) * 2 // 3],
+        "notes.log": b"nothing to see here\n", "afile.txt": b"a file, not a directory\n",
+        "store-nan.yaml": json.dumps({**store, "write_gbps": float("nan")}).encode(),
+        "store-negative.yaml": json.dumps({**store, "read_gbps": -1}).encode(),
+        "store-huge.yaml": json.dumps({**store, "write_gbps": 1e308, "node_gbps": 1e-308}).encode(),
+        "store-string.yaml": json.dumps({**store, "node_gbps": "fast"}).encode(),
+    }
+
+
+# ---------------------------------------------------------------------------------------------- the table
+CHOICES = {"--format": None}  # choices flags read their choices from the parser (see table())
+
+
+def _plan_flags(cmd: str) -> dict:
+    counts = ["--gpus", "--tp", "--pp", "--dp", "--cp", "--vpp", "--ep", "--etp", "--micro-batch", "--global-batch",
+              "--seq-len", "--first-stage-layers", "--last-stage-layers"]
+    out = {f: count() for f in counts}
+    out |= {"--plan": plan_in(base=f"{cmd}-plan", names=("plan file",)), "--model": model_in(),
+            "--hardware": hardware_in(names=("system", "spec")), "--expert-imbalance": number(1.0, 64.0),
+            "--powersgd-rank": count(extra=("--grad-compression", "powersgd"))}
+    out |= {f: flag_switch() for f in ("--moe-overlap", "--sequence-parallel", "--no-overlap-dp-comm",
+                                       "--account-for-embedding", "--account-for-loss")}
+    return out
+
+
+def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
+    """(command, flag) -> Kind for every flag the table knows; choices flags get bad choices of their own list."""
+    from perfmodel.sweeps import SWEEPS
+
+    t = {}
+    t |= {("predict", f): k for f, k in _plan_flags("predict").items()}
+    t |= {("predict", "--save-plan"): output(".json"), ("predict", "--plot"): output(".png")}
+    t |= {("forecast", f): k for f, k in _plan_flags("forecast").items()}
+    t |= {("forecast", "--tokens"): tokens(), ("forecast", "--ramp"): ramp(), ("forecast", "--plot"): output(".png"),
+          ("forecast", "--storage"): yaml_in(names=("storage",)),
+          ("forecast", "--price"): number(0.0, 1e6, above=True), ("forecast", "--interruption-rate"): number(
+              0.0, 1.0, above=True), ("forecast", "--restart-s"): number(0.0, 1e7),
+          ("forecast", "--checkpoint-interval"): number(0.0, 1e7, above=True),
+          ("forecast", "--device-power"): number(0.0, 1e5, above=True), ("forecast", "--idle-power"): number(0.0, 1e5),
+          ("forecast", "--host-power"): number(0.0, 1e5), ("forecast", "--comm-power-share"): number(0.0, 1.0),
+          ("forecast", "--pue"): number(1.0, 10.0), ("forecast", "--grid-intensity"): number(0.0, 1e4)}
+    t |= {("search", "--model"): model_in(), ("search", "--hardware"): hardware_in(names=("system", "spec")),
+          ("search", "--gpus"): gpu_list(), ("search", "--global-batch"): count(), ("search", "--seq-len"): count(),
+          ("search", "--powersgd-rank"): count(extra=("--grad-compression", "powersgd")),
+          ("search", "--expert-imbalance"): number(1.0, 64.0), ("search", "--moe-overlap"): flag_switch(),
+          ("search", "--only"): only(), ("search", "--top"): count(0), ("search", "--output"): output(".json"),
+          ("search", "--plot"): output(".png")}
+    t |= {("whatif", "--model"): model_in(), ("whatif", "--gpus"): count(), ("whatif", "--global-batch"): count(),
+          ("whatif", "--seq-len"): count(), ("whatif", "--hardware"): hw_list(),
+          ("whatif", "--upgrade"): hardware_in(names=("upgrade", "system", "spec")),
+          ("whatif", "--factor"): number(0.0, above=True), ("whatif", "--plot"): output(".png")}
+    t |= {("export", "plan"): plan_in(names=("plan file",)),
+          ("export", "--to"): name(good=("megatron", "torchtitan", "deepspeed"))}
+    ck = dict(base="execute-ck")
+    t |= {("execute", "plans"): plan_in(names=("plan file", "PLAN.json")), ("execute", "--nproc"): count(),
+          ("execute", "--device"): name(good=("auto", "cpu")), ("execute", "--steps"): count(),
+          ("execute", "--warmup"): count(0), ("execute", "--rounds"): count(),
+          ("execute", "--seed"): count(0, 2**32 - 1),
+          ("execute", "--data"): data_in(), ("execute", "--output"): output("", names=("measurement output",)),
+          ("execute", "--timeout"): seconds(), ("execute", "--plot"): output(".png"),
+          ("execute", "--checkpoint-every"): count(**ck), ("execute", "--checkpoint-dir"): directory(**ck),
+          ("execute", "--resume"): flag_switch(**ck), ("execute", "--checkpoint-async"): flag_switch(**ck),
+          ("execute", "--nnodes"): count(), ("execute", "--node-rank"): count(0),
+          ("execute", "--rdzv-backend"): name(good=("c10d", "etcd", "etcd-v2", "static")),
+          ("execute", "--rdzv-endpoint"): text_arg(), ("execute", "--rdzv-id"): text_arg(),
+          ("execute", "--master-addr"): text_arg(), ("execute", "--master-port"): count(1, 65535)}
+    t[("execute", "--warmup")].fixed.append("8")  # not below --steps (8)
+    t[("execute", "--checkpoint-every")].fixed.append("5")  # beyond --steps 4
+    t[("execute", "--nproc")].fixed.append("2")  # the plan needs 1
+    sweep = dict(base="validate-sweep", names=("sweep",))
+    t |= {("validate", "plans"): plan_in(names=("plan file", "PLAN.json")), ("validate", "--sweep"): name(
+              good=tuple(SWEEPS), **sweep), ("validate", "--nproc"): count(),
+          ("validate", "--hardware"): hardware_in(names=("system", "spec")), ("validate", "--out-dir"): directory(),
+          ("validate", "--steps"): count(), ("validate", "--warmup"): count(0), ("validate", "--rounds"): count(),
+          ("validate", "--plot"): output(".png"), ("validate", "--csv"): output(".csv"),
+          ("validate", "--full-calibration"): flag_switch(), ("validate", "--timeout"): seconds(),
+          ("validate", "--checkpoint-every"): count(), ("validate", "--checkpoint-async"): flag_switch()}
+    t[("validate", "--warmup")].fixed.append("8")
+    t[("validate", "--checkpoint-every")].fixed.append("99")
+    t[("validate", "--nproc")].fixed.append("2")
+    t[("validate", "--hardware")].fixed.append("dgx-h100")  # a GPU spec for a CPU plan
+    runs = dict(base="calibrate-runs")
+    t |= {("calibrate", "--from-runs"): runs_in(**runs), ("calibrate", "--hardware"): hardware_in(
+              names=("system", "spec"), **runs), ("calibrate", "--nproc"): count(),
+          ("calibrate", "--base"): name(names=("base",)), ("calibrate", "--name"): Kind(
+              ["", "a b", "-x", "../x", ".hidden", "x/y", "é"], TEXT.filter(lambda s: not _system_name(s))),
+          ("calibrate", "--quick"): flag_switch(), ("calibrate", "--output"): output(".yaml"),
+          ("calibrate", "--plot"): output(".png")}
+    t |= {("hardware show", "name"): hardware_in(names=("system", "spec", "hardware")),
+          ("models show", "name"): model_in(names=("model",))}
+    # choices flags (and the subcommand words): strings not in the parser's own choices
+    for (cmd, flag), action in walk(parser).items():
+        if action.choices is not None and (cmd, flag) not in t:
+            t[(cmd, flag)] = choice(action.choices, action.type)
+    return t
+
+
+def _system_name(s: str) -> bool:
+    import re
+
+    return re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", s) is not None
+
+
+def walk(parser: argparse.ArgumentParser, cmd: str = "") -> dict[tuple[str, str], argparse.Action]:
+    """(command, flag or positional dest) -> action, for the parser and every subparser under it."""
+    out = {}
+    for a in parser._actions:
+        if isinstance(a, argparse._HelpAction):
+            continue
+        key = (cmd, a.option_strings[0] if a.option_strings else a.dest)
+        out[key] = a
+        if isinstance(a, argparse._SubParsersAction):
+            for word, sub in a.choices.items():
+                out |= walk(sub, f"{cmd} {word}".strip())
+    return out
+
+
+def commands(parser: argparse.ArgumentParser) -> list[list[str]]:
+    """argv prefixes of every (sub)command, for --help."""
+    out = [[]]
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for word, sub in a.choices.items():
+                out += [[word, *rest] for rest in commands(sub)]
+    return out
