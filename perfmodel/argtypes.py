@@ -45,7 +45,7 @@ def seconds(name: str):
 
 def number(name: str, low: float = 0.0, high: float | None = None, above: bool = False, what: str = ""):
     """A finite number in [low, high] (above: > low), for flags such as `--price` or `--factor`; refused in
-    errors.check_number's words: '--price = -1.0; valid: between 0 and 1e+06 (USD per device-hour)'."""
+    errors.check_number's words: '--price = -1.0; valid: > 0 and <= 1e+06 (USD per device-hour)'."""
     def parse(text):
         try:
             v = float(text)

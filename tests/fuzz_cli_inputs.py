@@ -138,11 +138,18 @@ LOG_FIELDS = ["num_layers", "hidden_size", "num_attention_heads", "seq_length", 
               "context_parallel_size", "data_parallel_size", "padded_vocab_size", "num_query_groups", "ffn_hidden_size"]
 
 
+# torchtitan: tokens/s, the config dump's values, the device mesh, a TOML's values
+TITAN = [r"tps: ([\d,]+)", r"'(?:\w+)': ([^,{}]+)[,}]", r"device mesh with \[.*?\], \[([\d, ]+)\]",
+         r"(?m)^\w+ = (.+)$", r"step: +(\d+)"]
+
+
 def log_mutation():
-    """A function of a log's text -> its broken text (or bytes)."""
+    """A function of a log's (or TOML's) text -> its broken text (or bytes)."""
     values = st.sampled_from(GARBAGE) | TEXT.filter(lambda s: s and not any(c.isspace() for c in s))
     return st.one_of(
         st.builds(_log_number, st.just(r"elapsed time per iteration \(ms\): ([\d.]+)"), values, st.integers(0, 3)),
+        st.builds(_log_number, st.sampled_from(TITAN), values | st.sampled_from(["-1", "0", "'8'", "True", "[]"]),
+                  st.integers(0, 40)),
         st.builds(_log_number, st.sampled_from(LOG_FIELDS).map(ARG_LINE.format), values, st.just(0)),
         st.builds(_log_number, st.sampled_from(LOG_FIELDS).map(ARG_LINE.format),
                   st.floats(allow_nan=True, allow_infinity=True).map(repr) | st.integers().map(str), st.just(0)),

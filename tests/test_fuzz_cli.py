@@ -238,15 +238,15 @@ def test_generated_bad_values_are_refused_in_one_line(zoo, no_launch, key):
 @pytest.fixture(scope="session")
 def run_logs(zoo) -> dict[str, bytes]:
     """logs/: a Megatron-LM log of each runs.csv row and test_run_logs' torchtitan log with a config dump; titan8/:
-    its torchtitan log whose TOML lies beside it."""
+    its torchtitan log whose TOML lies beside it; old/: its older Megatron-LM log (no data_parallel_size)."""
     import pandas as pd
 
-    from test_run_logs import TITAN_DUMP, TITAN_TOML, TITAN_TOML_LOG
+    from test_run_logs import MEGATRON_OLD, TITAN_DUMP, TITAN_TOML, TITAN_TOML_LOG
 
     rows = pd.read_csv(io.BytesIO(zoo["runs.csv"])).to_dict("records")
     logs = {f"logs/{r['row_id']}.log": fi.megatron_log(r).encode() for r in rows}
     return Files(logs | {"logs/titan.log": TITAN_DUMP.encode(), "titan8/t8.log": TITAN_TOML_LOG.encode(),
-                         "titan8/t8.toml": TITAN_TOML.encode()})
+                         "titan8/t8.toml": TITAN_TOML.encode(), "old/old.log": MEGATRON_OLD.encode()})
 
 
 def fitted_or_refused(argv, root: Path, before: dict) -> None:
@@ -268,7 +268,9 @@ def test_runs_csv_mutations_fit_or_are_refused(zoo, mutate):
 
 
 @profile(40)
-@given(st.sampled_from(["logs/R0101.log", "logs/R0103.log", "logs/titan.log", "titan8/t8.log"]), fi.log_mutation(),
+@given(st.sampled_from(["logs/R0101.log", "logs/R0103.log", "logs/titan.log", "titan8/t8.log", "titan8/t8.toml",
+                        "old/old.log"]),
+       fi.log_mutation(),
        st.booleans())
 def test_run_log_mutations_fit_or_are_refused(zoo, run_logs, name, mutate, alone):
     broken = mutate(run_logs[name].decode())

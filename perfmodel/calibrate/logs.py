@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..argtypes import MAX_COUNT
 from ..errors import InputError
 from ..plan import megatron_slots
 
@@ -86,6 +87,15 @@ def _megatron_args(text: str) -> dict:
     return args
 
 
+OPTIONAL_SIZES = ["context_parallel_size", "data_parallel_size", "virtual_pipeline_model_parallel_size",
+                  "num_layers_per_virtual_pipeline_stage", "num_query_groups", "ffn_hidden_size", "padded_vocab_size",
+                  "vocab_size", "decoder_first_pipeline_num_layers", "decoder_last_pipeline_num_layers"]
+
+
+def _size(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_COUNT
+
+
 def parse_megatron_log(text: str, name: str) -> dict:
     text = ANSI.sub("", text)
     a = _megatron_args(text)
@@ -97,8 +107,12 @@ def parse_megatron_log(text: str, name: str) -> dict:
     if missing:
         raise _fail(name, f"arguments block lacks {', '.join(missing)}",
                     "valid: the full block Megatron-LM prints at start-up")
-    ms = [float(x) for x in re.findall(r"iteration\s+\d+/\s*\d+ \|.*?elapsed time per iteration \(ms\): ([\d.]+)",
-                                       text)]
+    # sizes the row is built from (a tp of 0 divided the world size by zero): whole numbers >= 1 where given
+    wrong = [f"{k} = {a[k]!r}" for k in need + OPTIONAL_SIZES if a.get(k) is not None and not _size(a[k])]
+    if wrong:
+        raise _fail(name, f"arguments block has {', '.join(wrong)}", f"valid: whole numbers from 1 to {MAX_COUNT}")
+    ms = [float(x) for x in re.findall(r"iteration\s+\d+/\s*\d+ \|.*?elapsed time per iteration \(ms\): "
+                                       r"(\d+(?:\.\d*)?|\.\d+)", text)]  # a number: '.' alone is none
     if not ms:
         raise _fail(name, "no 'elapsed time per iteration (ms)' lines found")
     used = _after_warmup(ms, name, "'elapsed time per iteration (ms)'")
@@ -171,7 +185,8 @@ def _world_size(text: str) -> int | None:
     """GPUs the log states: the device mesh torchtitan builds, or the torchrun command echoed by run_train.sh."""
     mesh = re.search(r"Building \d+-D device mesh with \[.*?\], \[([\d, ]+)\]", text)
     if mesh:
-        return math.prod(int(x) for x in mesh.group(1).split(","))
+        sizes = [int(x) for x in re.findall(r"\d+", mesh.group(1))]  # '[8, , 8]' as 8 x 8, not int('')
+        return math.prod(sizes) if sizes else None
     nproc = re.search(r"--nproc[_-]per[_-]node[= ](\d+)", text)
     nnodes = re.search(r"--nnodes[= ](\d+)\b(?!:)", text)
     return int(nproc.group(1)) * (int(nnodes.group(1)) if nnodes else 1) if nproc else None
@@ -186,7 +201,7 @@ def _fp8(cfg: dict) -> bool:
 
 def parse_torchtitan_log(text: str, name: str) -> dict:
     text = ANSI.sub("", text)
-    steps = re.findall(r"(?<!validate )\bstep:\s*(\d+)\b.*?\b(?:tps|wps):\s*([\d,.]+)", text)
+    steps = re.findall(r"(?<!validate )\bstep:\s*(\d+)\b.*?\b(?:tps|wps):\s*(\d[\d,]*(?:\.\d+)?)", text)
     if not steps:
         raise _fail(name, "no torchtitan 'step: N ... tps: T' lines found")
     tps_all = [float(t.replace(",", "")) for _, t in steps]

@@ -29,9 +29,10 @@ from scipy.optimize import least_squares
 
 from ..cost.estimate import estimate
 from ..cost.step import COMM_TIME, COMPUTE_TIME, run_fit_time
+from ..argtypes import MAX_COUNT
 from ..errors import InputError
 from ..hardware import RunFit, RunResidual, System
-from ..published import Case, to_case
+from ..published import Case, cell_number, to_case
 from ..stack import Interval
 
 PRIOR = 0.1  # weight of each prior residual against a run's relative residual (one run counts 1)
@@ -46,6 +47,11 @@ COLUMNS = ("row_id", "source_group", "row_type", "trust", "model", "n_layers", "
 REQUIRED = ("n_layers", "hidden", "heads", "vocab", "seq_len", "tp", "pp", "dp", "global_batch")
 BOUNDS = ([0.05, 0.05, 0.0], [20.0, 20.0, np.inf])  # of (1 / compute_speed, 1 / network_speed, overhead)
 STEP_S = (1e-6, 1e7)  # a measured step: a microsecond to four months (anything outside is a unit or typing slip)
+# Sizes and counts: whole numbers from 1 to this (vocab 1e400 read as inf stopped int(); a hidden of 2e9 with no
+# heads would make published.model_for try every head count up to it).
+SIZES = {"n_layers": MAX_COUNT, "hidden": 2**20, "ffn_hidden": MAX_COUNT, "heads": MAX_COUNT, "kv_heads": MAX_COUNT,
+         "vocab": MAX_COUNT, "seq_len": MAX_COUNT, "n_gpus": MAX_COUNT, "tp": MAX_COUNT, "pp": MAX_COUNT,
+         "dp": MAX_COUNT, "cp": MAX_COUNT, "vpp": MAX_COUNT, "micro_batch": MAX_COUNT, "global_batch": MAX_COUNT}
 
 
 @dataclass
@@ -103,6 +109,11 @@ def cases_of(df: pd.DataFrame, system: System, where: str) -> list[Case]:
     runs = df[df["row_type"] == "training_run"]
     cases = []
     for _, row in runs.iterrows():
+        for col, high in SIZES.items():
+            v = cell_number(row[col])
+            if v is not None and not (np.isfinite(v) and v == int(v) and 1 <= v <= high):
+                raise InputError(f"{where}: run {row['row_id']}: {col} = {row[col]!r}; valid: a whole number from 1 "
+                                 f"to {high}")
         case = to_case(row, system)
         if case.reason:
             raise InputError(f"{where}: run {case.row_id}: {case.reason}")
