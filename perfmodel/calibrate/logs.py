@@ -158,9 +158,11 @@ def _titan_config(text: str, name: str) -> tuple[dict, str]:
     m = re.search(r"Running with args: (\{.*\})\s*$", text, re.MULTILINE)
     if m:
         try:
-            return ast.literal_eval(m.group(1)), "the log's config dump"
-        except (ValueError, SyntaxError):
-            pass  # a dump we cannot read: fall back to the TOML
+            cfg = ast.literal_eval(m.group(1))
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            cfg = None  # a dump we cannot read ({[1]: 2} is unhashable, not a syntax error): fall back to the TOML
+        if isinstance(cfg, dict):  # not a set such as {1, 2}
+            return cfg, "the log's config dump"
     toml = Path(name).with_suffix(".toml")
     if not toml.is_file():
         raise _fail(name, f"torchtitan log without a config dump ('Running with args: {{...}}') and no {toml}",
@@ -192,9 +194,11 @@ def _world_size(text: str) -> int | None:
     return int(nproc.group(1)) * (int(nnodes.group(1)) if nnodes else 1) if nproc else None
 
 
-def _fp8(cfg: dict) -> bool:
+def _fp8(cfg: dict, name: str, where: str) -> bool:
     """fp8 only when enabled: newer train configs carry a [float8] options section even when training bf16."""
     conv = _get(cfg, "converters", ("model",), [])
+    if not isinstance(conv, (str, list, tuple)):
+        raise _fail(name, f"[model] converters = {conv!r} in {where}", "valid: a list of converter names")
     converters = (conv if isinstance(conv, str) else " ".join(map(str, conv))).lower()
     return "float8" in converters or "mx" in converters or bool(_get(cfg, "enable_float8_linear", ("float8",)))
 
@@ -244,7 +248,8 @@ def parse_torchtitan_log(text: str, name: str) -> dict:
     # takes gbs*seq / (tps*n_gpus); with tp=pp=cp=1 and no accumulation this is local*seq/tps.
     iter_time = gbs * seq / (tps * n_gpus)
     mp = str(_get(cfg, "mixed_precision_param", ("training",), "bfloat16"))
-    precision = "fp8" if _fp8(cfg) else {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(mp, mp)
+    precision = ("fp8" if _fp8(cfg, name, where) else
+                 {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(mp, mp))
     ac = str(_get(cfg, "mode", ("activation_checkpoint",), "selective")).lower()  # torchtitan's default
     gpu = re.search(r"\b[A-Z]+ capacity: (.+?) with [\d.]+ ?GiB memory", text)
     layers, hidden, ffn, heads, kv, vocab = shape
