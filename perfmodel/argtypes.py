@@ -5,12 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from .errors import InputError, check_number
-
-
-# The largest count a flag takes (2**31 - 1, torch's and NCCL's int32 limit): far beyond any cluster, batch or
-# sequence, and it keeps what the cost model derives from a count (divisors, products of counts) fast and exact.
-MAX_COUNT = 2**31 - 1
+from .errors import MAX_COUNT, InputError, check_number  # MAX_COUNT: the largest count a file or a flag takes
 
 
 def integer(name: str, least: int = 1, most: int = MAX_COUNT):

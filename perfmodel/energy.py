@@ -50,15 +50,23 @@ class Power(Schema):
     sources: dict[str, str] = Field(default_factory=dict, description="input -> where its value came from")
 
 
+# Each power input's valid range (the CLI's flags take the same, forecast_command): the physical one, with upper
+# limits far beyond any device (a B200 board is 1,000 W) that keep every energy a finite number.
+RANGES = {
+    "--device-power": dict(low=0.0, high=1e5, above=True, what="the device's board power, W"),
+    "--idle-power": dict(low=0.0, high=1e5, what="W"),
+    "--host-power": dict(low=0.0, high=1e5, what="W per device"),
+    "--comm-power-share": dict(low=0.0, high=1.0),
+    "--pue": dict(low=1.0, high=10.0, what="facility power over IT power"),
+}
+
+
 def power_for(system: System, board_w: float | None = None, idle_w: float | None = None,
               host_w: float | None = None, comm_share: float | None = None, pue: float | None = None) -> Power | None:
     """The run's power inputs: each given value, else the spec's board power (`Accelerator.tdp_w`) and the
     module's shares of it. None where no board power is known (the spec leaves tdp_w null and none is given)."""
-    check_number("--device-power", board_w, above=True, what="the device's board power, W")
-    check_number("--idle-power", idle_w, what="W")
-    check_number("--host-power", host_w, what="W per device")
-    check_number("--comm-power-share", comm_share, high=1.0)
-    check_number("--pue", pue, low=1.0, what="facility power over IT power")
+    for flag, value in zip(RANGES, (board_w, idle_w, host_w, comm_share, pue)):
+        check_number(flag, value, **RANGES[flag])
     acc = system.accelerator
     board = board_w if board_w is not None else acc.tdp_w
     if board is None:

@@ -22,8 +22,7 @@ def _plain(v):
     return v
 
 
-# The largest count a file or the API takes (2**31 - 1, torch's and NCCL's int32 limit; the CLI's flags have the
-# same, argtypes.MAX_COUNT): far beyond any cluster, batch, width or sequence, and it keeps what the cost model
+# The largest count a file, the API or a flag takes (2**31 - 1, torch's and NCCL's int32 limit; argtypes uses it too): far beyond any cluster, batch, width or sequence, and it keeps what the cost model
 # derives from counts (divisors, products in int64) fast and exact. A typo such as 10**30 is refused.
 MAX_COUNT = 2**31 - 1
 

@@ -106,6 +106,32 @@ class Forecast(Schema):
     notes: list[str] = Field(default_factory=list)
 
 
+# Each number input's valid range (the CLI's flags take the same, forecast_command): the physical one, with upper
+# limits far beyond any real job that keep every derived time and cost finite (a restart of 1e308 s overflowed the
+# goodput model).
+RANGES = {
+    "--price": dict(low=0.0, high=1e6, above=True, what="USD per device-hour"),
+    "--interruption-rate": dict(low=0.0, high=1.0, above=True, what="interruptions per device-hour; Llama 3: 1.97e-5"),
+    "--restart-s": dict(low=0.0, high=1e7, what="seconds"),
+    # an interval past the run means no checkpoint (Daly's overflow is refused in reliability.expected_wall_s)
+    "--checkpoint-interval": dict(low=0.0, high=1e12, above=True, what="seconds of compute"),
+    "--grid-intensity": dict(low=0.0, high=1e4, what="gCO2 per kWh"),
+}
+
+
+def check_ramp(ramp: list[RampStage] | None, plan: Plan) -> None:
+    """Each ramp stage's global batch is at most the plan's and splits into its data-parallel micro-batches."""
+    step = plan.dp * plan.micro_batch
+    for stage in ramp or []:
+        if stage.global_batch > plan.global_batch:
+            raise InputError(f"--ramp: global batch {stage.global_batch} exceeds the plan's {plan.global_batch}; "
+                             "valid: a ramp up to the plan's global batch")
+        if stage.global_batch % step:
+            raise InputError(f"--ramp: global batch {stage.global_batch} is not a multiple of dp*micro_batch = "
+                             f"{plan.dp}*{plan.micro_batch} = {step}; valid: stages of {step}, {2 * step}, ... "
+                             "sequences")
+
+
 def parse_tokens(text: str | float) -> float:
     """'15T', '300B', '2.5e12', 1e9 -> tokens."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
@@ -182,10 +208,10 @@ def forecast(model: ModelConfig | str, system: System | str, plan: Plan, tokens:
         raise InputError(f"plan must be a perfmodel.Plan (or a dict of its fields), got {type(plan).__name__}")
     plan = resolve(plan, model, system)
     total = parse_tokens(tokens)
-    check_number("--price", price, above=True, what="USD per device-hour")
-    check_number("--restart-s", restart_overhead_s, what="seconds")
-    check_number("--checkpoint-interval", checkpoint_interval_s, above=True, what="seconds of compute")
-    check_number("--grid-intensity", grid_intensity, what="gCO2 per kWh")
+    for flag, value in zip(RANGES, (price, interruption_rate, restart_overhead_s, checkpoint_interval_s,
+                                    grid_intensity)):
+        check_number(flag, value, **RANGES[flag])
+    check_ramp(ramp, plan)
     power = power_for(system, device_power_w, idle_power_w, host_power_w, comm_power_share, pue)
     share = power.comm_share if power else 0.0
     est = estimate(model, system, plan)

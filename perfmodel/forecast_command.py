@@ -7,8 +7,10 @@ import sys
 
 from .argtypes import MAX_COUNT, number, path
 from .energy import COMM_SHARE, HOST_SHARE, IDLE_SHARE, PUE
+from .energy import RANGES as ENERGY_RANGES
 from .errors import InputError
 from .forecast import INTERRUPTION_RATE, RESTART_OVERHEAD_S, Forecast, RampStage, forecast, parse_tokens
+from .forecast import RANGES as FORECAST_RANGES
 from .plan_args import add_plan_flags, plan_from_args
 
 
@@ -27,22 +29,7 @@ def _ramp(text: str) -> list[RampStage]:
     return out
 
 
-# Each number flag's valid range: the physical one, with upper limits far beyond any real job that keep every
-# derived time, energy and cost a finite number (a --restart-s of 1e308 s overflowed the goodput model).
-RANGES = {
-    "--price": dict(low=0.0, high=1e6, above=True, what="USD per device-hour"),
-    "--interruption-rate": dict(low=0.0, high=1.0, above=True, what="interruptions per device-hour; Llama 3: 1.97e-5"),
-    "--restart-s": dict(low=0.0, high=1e7, what="seconds"),
-    "--checkpoint-interval": dict(low=0.0, high=1e7, above=True, what="seconds of compute"),
-    "--device-power": dict(low=0.0, high=1e5, above=True, what="W"),
-    "--idle-power": dict(low=0.0, high=1e5, what="W"),
-    "--host-power": dict(low=0.0, high=1e5, what="W per device"),
-    "--comm-power-share": dict(low=0.0, high=1.0),
-    "--pue": dict(low=1.0, high=10.0, what="facility power over IT power"),
-    "--grid-intensity": dict(low=0.0, high=1e4, what="gCO2 per kWh"),
-}
-STORAGE_GBPS = (1e-3, 1e6)  # --storage bandwidths: 1 MB/s to 1 PB/s
-MIN_EFFICIENCY = 0.01  # --storage write/read_efficiency: at least 1% of the peaks
+RANGES = {**FORECAST_RANGES, **ENERGY_RANGES}  # each number flag's range: the API's (forecast.py, energy.py)
 
 
 def _number(flag: str):
@@ -91,13 +78,17 @@ def run(a: argparse.Namespace) -> str:
     parse_tokens(a.tokens)  # before any model work
     storage = None
     if a.storage is not None:
-        storage = read_storage(a.storage)
+        from pathlib import Path
+
+        from .files import read_mapping
+        from .hardware import Storage
+
+        storage = Storage.parse(read_mapping(Path(a.storage), f"--storage {a.storage}"), f"--storage {a.storage}")
     if a.plot is not None:
         from .plots.common import check_plot_path
 
         check_plot_path(a.plot)
     model, system, plan, _ = plan_from_args(a)
-    check_ramp(a.ramp, plan)
     f = forecast(model, system, plan, a.tokens, a.ramp, a.price, a.interruption_rate, a.restart_s, a.checkpoint,
                  a.checkpoint_interval, device_power_w=a.device_power, idle_power_w=a.idle_power,
                  host_power_w=a.host_power, comm_power_share=a.comm_power_share, pue=a.pue,
@@ -110,40 +101,6 @@ def run(a: argparse.Namespace) -> str:
         forecast_figure(f, storage or system.storage or DEFAULT_STORAGE, a.plot)
         print(f"wrote {a.plot}", file=sys.stderr)
     return out
-
-
-def read_storage(name: str):
-    """--storage FILE.yaml: a hardware.Storage mapping, its bandwidths within STORAGE_GBPS."""
-    from pathlib import Path
-
-    from .files import read_mapping
-    from .hardware import Storage
-
-    where = f"--storage {name}"
-    storage = Storage.parse(read_mapping(Path(name), where), where)
-    low, high = STORAGE_GBPS
-    for field in ("write_gbps", "read_gbps", "node_gbps", "staging_gbps"):
-        value = getattr(storage, field)
-        if not low <= value <= high:
-            raise InputError(f"{where}: {field} = {value:g}; valid: {low:g} to {high:g} GB/s")
-    for field in ("write_efficiency", "read_efficiency"):  # 1e-38 made a read last 1e38 s: the goodput overflowed
-        if getattr(storage, field) < MIN_EFFICIENCY:
-            raise InputError(f"{where}: {field} = {getattr(storage, field):g}; valid: {MIN_EFFICIENCY:g} to 1 (the "
-                             "share of the peak a checkpoint burst reaches)")
-    return storage
-
-
-def check_ramp(ramp: list[RampStage] | None, plan) -> None:
-    """Each --ramp stage's global batch is below the plan's and splits into its data-parallel micro-batches."""
-    step = plan.dp * plan.micro_batch
-    for stage in ramp or []:
-        if stage.global_batch > plan.global_batch:
-            raise InputError(f"--ramp: global batch {stage.global_batch} exceeds the plan's {plan.global_batch}; "
-                             "valid: a ramp up to the plan's global batch")
-        if stage.global_batch % step:
-            raise InputError(f"--ramp: global batch {stage.global_batch} is not a multiple of dp*micro_batch = "
-                             f"{plan.dp}*{plan.micro_batch} = {step}; valid: stages of {step}, {2 * step}, ... "
-                             "sequences")
 
 
 def forecast_table(f: Forecast) -> str:

@@ -263,18 +263,23 @@ class HostCosts(Schema):
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
 
+STORE_MIN_GBPS = 1e-3
+
+
 class Storage(Schema):
     """The file system checkpoints are written to and read from (perfmodel forecast): aggregate peaks, each node's
     link to it, the share of those peaks a checkpoint burst reaches, and the device-to-host copy an asynchronous
     checkpoint blocks on."""
 
-    write_gbps: Datasheet = Field(description="aggregate write bandwidth of the store, GB/s")
-    read_gbps: Datasheet = Field(description="aggregate read bandwidth of the store, GB/s")
-    node_gbps: Datasheet = Field(description="one node's link to the store, GB/s each way")
+    # At least 1 MB/s and 1% of the peaks: slower than any store, and a denormal 1e-308 made a save last past a
+    # float (the goodput overflowed).
+    write_gbps: Datasheet = Field(ge=STORE_MIN_GBPS, description="aggregate write bandwidth of the store, GB/s")
+    read_gbps: Datasheet = Field(ge=STORE_MIN_GBPS, description="aggregate read bandwidth of the store, GB/s")
+    node_gbps: Datasheet = Field(ge=STORE_MIN_GBPS, description="one node's link to the store, GB/s each way")
     devices_per_node: Count = Field(description="devices that share one node's link")
-    write_efficiency: Real = Field(gt=0, le=1, description="share of the write peaks a checkpoint save reaches")
-    read_efficiency: Real = Field(gt=0, le=1, description="share of the read peaks a checkpoint load reaches")
-    staging_gbps: Datasheet = Field(description="device-to-host copy per device, GB/s (what an asynchronous "
+    write_efficiency: Real = Field(ge=0.01, le=1, description="share of the write peaks a checkpoint save reaches")
+    read_efficiency: Real = Field(ge=0.01, le=1, description="share of the read peaks a checkpoint load reaches")
+    staging_gbps: Datasheet = Field(ge=STORE_MIN_GBPS, description="device-to-host copy per device, GB/s (what an asynchronous "
                                                     "checkpoint blocks on)")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 

@@ -322,6 +322,7 @@ def _plan_flags(cmd: str) -> dict:
 
 def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
     """(command, flag) -> Kind for every flag the table knows; choices flags get bad choices of their own list."""
+    from perfmodel.forecast_command import RANGES  # the API's ranges (forecast.py, energy.py)
     from perfmodel.sweeps import SWEEPS
 
     t = {}
@@ -329,13 +330,8 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
     t |= {("predict", "--save-plan"): output(".json"), ("predict", "--plot"): output(".png")}
     t |= {("forecast", f): k for f, k in _plan_flags("forecast").items()}
     t |= {("forecast", "--tokens"): tokens(), ("forecast", "--ramp"): ramp(), ("forecast", "--plot"): output(".png"),
-          ("forecast", "--storage"): yaml_in(names=("storage",)),
-          ("forecast", "--price"): number(0.0, 1e6, above=True), ("forecast", "--interruption-rate"): number(
-              0.0, 1.0, above=True), ("forecast", "--restart-s"): number(0.0, 1e7),
-          ("forecast", "--checkpoint-interval"): number(0.0, 1e7, above=True),
-          ("forecast", "--device-power"): number(0.0, 1e5, above=True), ("forecast", "--idle-power"): number(0.0, 1e5),
-          ("forecast", "--host-power"): number(0.0, 1e5), ("forecast", "--comm-power-share"): number(0.0, 1.0),
-          ("forecast", "--pue"): number(1.0, 10.0), ("forecast", "--grid-intensity"): number(0.0, 1e4)}
+          ("forecast", "--storage"): yaml_in(names=("storage",))}
+    t |= {("forecast", f): number(r["low"], r["high"], above=r.get("above", False)) for f, r in RANGES.items()}
     t |= {("search", "--model"): model_in(), ("search", "--hardware"): hardware_in(names=("system", "spec")),
           ("search", "--gpus"): gpu_list(), ("search", "--global-batch"): count(), ("search", "--seq-len"): count(),
           ("search", "--powersgd-rank"): count(extra=("--grad-compression", "powersgd")),

@@ -27,8 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..argtypes import MAX_COUNT
-from ..errors import InputError
+from ..errors import MAX_COUNT, InputError
 from ..plan import megatron_slots
 
 COLUMNS = ["row_id", "source_group", "row_type", "trust", "model", "n_layers", "hidden", "ffn_hidden", "heads",

@@ -29,8 +29,7 @@ from scipy.optimize import least_squares
 
 from ..cost.estimate import estimate
 from ..cost.step import COMM_TIME, COMPUTE_TIME, run_fit_time
-from ..argtypes import MAX_COUNT
-from ..errors import InputError
+from ..errors import MAX_COUNT, InputError
 from ..hardware import RunFit, RunResidual, System
 from ..published import Case, cell_number, to_case
 from ..stack import Interval
