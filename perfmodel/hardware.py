@@ -263,7 +263,9 @@ class HostCosts(Schema):
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
 
-STORE_MIN_GBPS = 1e-3
+# A checkpoint store's least bandwidth (1 MB/s) and efficiency (1% of its peaks): slower than any store there is; a
+# denormal 1e-308 made a save last past a float and the goodput overflowed.
+STORE_MIN_GBPS, STORE_MIN_EFFICIENCY = 1e-3, 0.01
 
 
 class Storage(Schema):
@@ -271,16 +273,16 @@ class Storage(Schema):
     link to it, the share of those peaks a checkpoint burst reaches, and the device-to-host copy an asynchronous
     checkpoint blocks on."""
 
-    # At least 1 MB/s and 1% of the peaks: slower than any store, and a denormal 1e-308 made a save last past a
-    # float (the goodput overflowed).
     write_gbps: Datasheet = Field(ge=STORE_MIN_GBPS, description="aggregate write bandwidth of the store, GB/s")
     read_gbps: Datasheet = Field(ge=STORE_MIN_GBPS, description="aggregate read bandwidth of the store, GB/s")
     node_gbps: Datasheet = Field(ge=STORE_MIN_GBPS, description="one node's link to the store, GB/s each way")
     devices_per_node: Count = Field(description="devices that share one node's link")
-    write_efficiency: Real = Field(ge=0.01, le=1, description="share of the write peaks a checkpoint save reaches")
-    read_efficiency: Real = Field(ge=0.01, le=1, description="share of the read peaks a checkpoint load reaches")
-    staging_gbps: Datasheet = Field(ge=STORE_MIN_GBPS, description="device-to-host copy per device, GB/s (what an asynchronous "
-                                                    "checkpoint blocks on)")
+    write_efficiency: Real = Field(ge=STORE_MIN_EFFICIENCY, le=1,
+                                   description="share of the write peaks a checkpoint save reaches")
+    read_efficiency: Real = Field(ge=STORE_MIN_EFFICIENCY, le=1,
+                                  description="share of the read peaks a checkpoint load reaches")
+    staging_gbps: Datasheet = Field(ge=STORE_MIN_GBPS, description="device-to-host copy per device, GB/s (what an "
+                                                                   "asynchronous checkpoint blocks on)")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
 

@@ -1,11 +1,13 @@
 """Launching a module of this package under `torchrun`, and turning a failed launch into one clear line.
 
 Used by `perfmodel execute`, `validate` and `calibrate`. The parent process imports no torch: it starts
-`python -m torch.distributed.run` in its own process group, streams the workers' `[perfmodel]` lines, keeps
-everything else in a log file, and enforces a wall-clock limit. A rank that dies is noticed by torchrun's
-agent (it polls every `MONITOR_INTERVAL_S`), which stops the others (SIGTERM, then SIGKILL after
-`SHUTDOWN_TIMEOUT_S`); collectives carry a timeout too (the worker's `pg_timeout_s`) so that ranks on other
-hosts stop as well. Whatever happens, the launch returns within `timeout_s` plus a few seconds.
+`python -m torch.distributed.run` in its own session, streams the workers' `[perfmodel]` lines, keeps everything
+else in a log file, follows where each rank is (`[perfmodel-at]` lines) and whether one is stopped, and enforces
+a wall-clock limit. A rank that dies is noticed by torchrun's agent (it polls every `MONITOR_INTERVAL_S`), which
+stops the others; collectives carry a timeout too (the worker's `pg_timeout_s`) so that ranks on other hosts stop
+as well. Whatever happens (a failure, the limit, Ctrl-C or SIGTERM, the parent killed), every process of the
+launch is gone within a few seconds (processes.py), and the failure is one line naming the rank, where it was and
+why (`describe`, `_root_cause`).
 """
 
 from __future__ import annotations

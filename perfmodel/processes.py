@@ -80,11 +80,10 @@ def send(pid: int, sig: int) -> None:
             return
 
 
-def stop_all(tag: str, grace_s: float, leader: int | None = None) -> list[Proc]:
+def stop_all(tag: str, grace_s: float, leader: int | None = None) -> None:
     """Stop every process of the launch tagged `tag`: SIGTERM (with SIGCONT, so that a stopped one receives it),
     then SIGKILL for those still alive after `grace_s`. `leader`: torchrun's pid, whose process group is signalled
-    too where /proc cannot be read. Returns the processes found at the start."""
-    found = tagged(TAG_VAR, tag)
+    too where /proc cannot be read."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         pids = [p.pid for p in tagged(TAG_VAR, tag) if p.state != "Z"]
         if leader is not None:
@@ -99,4 +98,3 @@ def stop_all(tag: str, grace_s: float, leader: int | None = None) -> list[Proc]:
             time.sleep(0.05)
         if not any(p.state != "Z" for p in tagged(TAG_VAR, tag)):
             break
-    return found
