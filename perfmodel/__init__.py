@@ -3,7 +3,7 @@
     import perfmodel
     est = perfmodel.estimate(perfmodel.load_model("llama-3-70b"), perfmodel.load_hardware("dgx-h100"),
                              perfmodel.Plan(gpus=512, tp=8, pp=4, micro_batch=1, global_batch=1024, seq_len=8192))
-    est.step_time_s, est.mfu, est.fits_in_memory, est.memory_bytes.total
+    est.step_time_s, est.mfu, est.fits_in_memory, est.memory_bytes.reserved
 """
 
 from .cost.estimate import estimate

@@ -13,8 +13,9 @@ import json
 import signal
 import sys
 
-from .argtypes import RDZV_BACKENDS, counts, integer, names, nodes, seconds, word
+from .argtypes import RDZV_BACKENDS, counts, integer, names, nodes, number, seconds, word
 from .argtypes import path as pathname
+from .cost.memory import DEFAULT_HEADROOM
 from .errors import InputError
 from .files import check_output
 from .hardware import hardware_json_schema, list_systems, load_hardware
@@ -85,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--only", action="append", default=[], metavar="FIELD=V1,V2",
                     help="search only these values of a plan field (tp, pp, cp, vpp, ep, etp, micro_batch, "
                          "recompute, sequence_parallel, zero); repeatable")
+    se.add_argument("--headroom", type=number("--headroom", 0.0, 0.99), metavar="FRACTION",
+                    help=f"share of the allocator's room (capacity - runtime) a plan must leave free to count as "
+                         f"fitting (default {DEFAULT_HEADROOM}: the estimate's error on measured peaks, "
+                         "docs/memory.md)")
     se.add_argument("--top", type=integer("--top", 0), default=10, help="rows to show (0: every feasible plan)")
     se.add_argument("--format", choices=["table", "json", "csv"], default="table")
     se.add_argument("--output", type=pathname("--output"), metavar="FILE",
@@ -194,18 +199,19 @@ def estimate_from_args(a):
         if a.save_plan:
             write_plan_file(pf, a.save_plan, "--save-plan")
         return est
-    step, est = evaluate_plan(model, system, plan)
+    step, est = evaluate_plan(model, system, plan, headroom_of(a))
     if a.save_plan:
         from .search.planfiles import (
             plan_file,  # PaSE placements: only when a plan file is written
         )
 
         if not est.fits_in_memory:
-            raise InputError(f"--save-plan {a.save_plan}: not written, the plan does not fit in memory (needs "
-                             f"{est.memory_bytes.total / 2**30:.1f} GiB > {est.memory_capacity_bytes / 2**30:.1f} "
-                             f"GiB on the {est.memory_stage} stage); plan files are meant to run")
+            raise InputError(f"--save-plan {a.save_plan}: not written, the plan does not fit in memory (reserves "
+                             f"{est.memory_bytes.reserved / 2**30:.1f} GiB > {est.memory_budget_bytes / 2**30:.1f} "
+                             f"GiB budget on ranks {est.memory_rank}, the {est.memory_stage} stage); plan files are "
+                             "meant to run")
         pf = plan_file(model, system, est.plan, created_by="perfmodel " + " ".join(sys.argv[1:]),
-                       evaluated=(step, est))
+                       evaluated=(step, est), headroom=headroom_of(a))
         write_plan_file(pf, a.save_plan, "--save-plan")
     return est
 
@@ -240,6 +246,12 @@ def _space(only: list[str]):
         raise InputError(f"--only {' '.join(only)!r}: {err}") from None
 
 
+def headroom_of(a) -> float:
+    """--headroom, or the model's default where the command was given none."""
+    h = getattr(a, "headroom", None)
+    return DEFAULT_HEADROOM if h is None else h
+
+
 def _search(a) -> str:
     from .search.layouts import search
 
@@ -251,13 +263,13 @@ def _search(a) -> str:
                     precision=a.precision, objective=a.objective, space=_space(a.only), attention=a.attention,
                     grad_dtype=a.grad_dtype, grad_compression=a.grad_compression, powersgd_rank=a.powersgd_rank,
                     stack=a.stack, expert_imbalance=a.expert_imbalance,
-                    moe_dispatcher=a.moe_dispatcher, moe_overlap=a.moe_overlap)
+                    moe_dispatcher=a.moe_dispatcher, moe_overlap=a.moe_overlap, headroom=headroom_of(a))
     extra = []
     if a.output:
         from .search.planfiles import plan_file
 
         pf = plan_file(result.model, result.system, result.plan(0), balance=True,
-                       created_by="perfmodel " + " ".join(sys.argv[1:]))
+                       created_by="perfmodel " + " ".join(sys.argv[1:]), headroom=headroom_of(a))
         write_plan_file(pf, a.output)
         extra.append(f"wrote the best plan to {a.output}")
     if a.plot is not None:

@@ -246,7 +246,7 @@ def forecast(model: ModelConfig | str, system: System | str, plan: Plan, tokens:
     else:
         kwh = facility_kwh(power, plan.gpus, wall - waiting, act, waiting)
     if not est.fits_in_memory:
-        notes.append(f"the plan does not fit in memory ({est.memory_bytes.total / 2**30:.1f} GiB per device)")
+        notes.append(f"the plan does not fit in memory (reserves {est.memory_bytes.reserved / 2**30:.1f} GiB on ranks {est.memory_rank}, over the {est.memory_budget_bytes / 2**30:.1f} GiB budget)")
     return Forecast(
         model=model.name, hardware=system.name, gpus=plan.gpus, tokens=total, steps=steps,
         step_time_s=est.step_time_s, compute_s=compute, wall_clock_s=wall, wall_clock_days=wall / 86400,

@@ -14,7 +14,7 @@ from .hardware import System
 from .models import ModelConfig
 from .stack import DEFAULT_STACK, STACKS, load_stack
 
-Recompute = Literal["none", "selective", "full"]
+from .recompute import Recompute, RecomputeModule, RECOMPUTE_MODULES, check_recompute
 Precision = Literal["bf16", "fp16", "fp8", "fp4"]
 Schedule = Literal["1f1b", "interleaved", "gpipe"]
 Dispatcher = Literal["alltoall", "allgather", "flex"]
@@ -51,8 +51,20 @@ class Plan(Schema):
     micro_batch: Count = Field(description="sequences per micro-batch per data-parallel rank")
     global_batch: Count = Field(description="sequences per optimizer step")
     seq_len: Count = Field(description="tokens per sequence; at most max_seq_len for learned positions")
-    recompute: Recompute = Field("none", description="activation recomputation in the backward: none, selective "
-                                                     "(attention core), full (every layer)")
+    recompute: Recompute = Field(
+        "none", description="activation recomputation in the backward: none; selective (Megatron-Core "
+                            "--recompute-granularity selective: the recompute_modules); full (whole layers, "
+                            "recompute_num_layers of them); per-op (torchtitan's per-op selective checkpointing: "
+                            "keeps attention outputs and every second matmul's, rebuilds the rest)")
+    recompute_modules: list[RecomputeModule] | None = Field(
+        None, description="recompute = selective: Megatron-Core --recompute-modules, any of "
+                          f"{', '.join(RECOMPUTE_MODULES)}; default [core_attn] (Korthikanti et al. 2022)")
+    recompute_num_layers: Count | None = Field(
+        None, description="recompute = full: Megatron-LM --recompute-num-layers; with recompute_method uniform the "
+                          "layers of each chunk are checkpointed in groups of this many, with block only the first "
+                          "this many of each chunk are recomputed; default every layer (1 per group)")
+    recompute_method: Literal["uniform", "block"] = Field(
+        "uniform", description="recompute = full: Megatron-LM --recompute-method")
     sequence_parallel: Flag = Field(False, description="split norms, residuals and dropout over tp (Korthikanti et "
                                                        "al. 2022); resolve turns it off at tp = 1")
     zero: Annotated[Literal[0, 1, 2, 3], IntLiteral] = Field(
@@ -331,6 +343,7 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
         )
     _check_experts(p, model)
     _check_compression(p, model)
+    check_recompute(p, model)
     load_stack(p["stack"])  # refuses an unknown stack (naming the known ones) or a bad profile file
     system.accelerator.peak_flops(p["precision"])  # raises for a dtype the part lacks
     if p["precision"] not in system.efficiency.matmul_max:

@@ -31,6 +31,32 @@ def _band(e: Estimate) -> str:
     return f"  ({100 * lo:+.0f}% / {100 * hi:+.0f}%, {e.interval_source.split(':')[0]})"
 
 
+def memory_verdict(e: Estimate) -> str:
+    """Whether the plan fits, in which view, on which ranks, with what room: one line."""
+    free, budget = e.memory_free_bytes / GiB, e.memory_budget_bytes / GiB
+    room = (f"reserved view, within a budget of {budget:.1f} GiB = (capacity - runtime) x (1 - headroom "
+            f"{e.memory_headroom:.0%})")
+    if e.fits_in_memory:
+        return f"yes: {free:.1f} GiB to spare on ranks {e.memory_rank} ({e.memory_stage} stage), the fullest; {room}"
+    return f"NO: ranks {e.memory_rank} ({e.memory_stage} stage) are short by {-free:.1f} GiB; {room}"
+
+
+def memory_table(e: Estimate) -> list[str]:
+    """The fullest rank's parts and views, then one row per pipeline stage."""
+    lines = [f"Memory per device, ranks {e.memory_rank} ({e.memory_stage} stage, the fullest): parts, then views "
+             "(allocated = torch max_memory_allocated, reserved = max_memory_reserved, device = nvidia-smi)"]
+    for k, v in e.memory_bytes.model_dump().items():
+        lines.append(f"  {k:<14}{v / GiB:>9.2f} GiB")
+    if len(e.memory_ranks) > 1:
+        lines += ["", f"  {'stage':<7}{'ranks':<14}{'layers':>7}{'allocated':>11}{'reserved':>10}{'device':>9}"
+                      f"{'between steps':>15}  (GiB)"]
+        for r in e.memory_ranks:
+            m = r.memory_bytes
+            lines.append(f"  {r.stage:<7}{r.ranks:<14}{r.layers:>7}{m.allocated / GiB:>11.2f}{m.reserved / GiB:>10.2f}"
+                         f"{m.device / GiB:>9.2f}{m.between_steps / GiB:>15.2f}")
+    return lines
+
+
 def estimate_table(e: Estimate) -> str:
     p = e.plan
     lines = []
@@ -47,14 +73,16 @@ def estimate_table(e: Estimate) -> str:
         rank = f" rank {p.powersgd_rank}" if p.grad_compression == "powersgd" else ""
         lines.append(f"  gradients: {p.grad_dtype}, reduced as {p.grad_compression}{rank} (cost.compression)")
     lines.append("")
-    fit = "yes" if e.fits_in_memory else f"NO (short by {e.memory_shortfall_bytes / GiB:.1f} GiB)"
+    fit = memory_verdict(e)
     head = [
         ("step time", _t(e.step_time_s) + _band(e)),
         ("tokens/s", f"{e.tokens_per_s:,.0f}  ({e.tokens_per_s_per_gpu:,.0f} per device)"),
         ("model TFLOP/s per device", f"{e.model_tflops_per_gpu:.1f}"),
         ("MFU / HFU", f"{_pct(e.mfu)} / {_pct(e.hfu)}  (vs dense {e.mfu_peak_dtype} peak)"),
-        ("memory per device", f"{e.memory_bytes.total / GiB:.1f} GiB of {e.memory_capacity_bytes / GiB:.0f} GiB "
-                              f"({e.memory_stage} stage)"),
+        ("peak memory per device", f"{e.memory_bytes.allocated / GiB:.1f} GiB allocated, "
+                                   f"{e.memory_bytes.reserved / GiB:.1f} reserved, {e.memory_bytes.device / GiB:.1f} "
+                                   f"on the device of {e.memory_capacity_bytes / GiB:.0f} GiB (ranks "
+                                   f"{e.memory_rank}, {e.memory_stage} stage)"),
         ("fits in memory", fit),
     ]
     w = max(len(k) for k, _ in head)
@@ -68,9 +96,7 @@ def estimate_table(e: Estimate) -> str:
             lines.append(f"  {k:<14}{_t(v):>12}  {_pct(v / total):>6}")
     lines.append(f"  {'total':<14}{_t(total):>12}")
     lines.append("")
-    lines.append(f"Memory per device ({e.memory_stage} stage)")
-    for k, v in e.memory_bytes.model_dump().items():
-        lines.append(f"  {k:<14}{v / GiB:>9.2f} GiB")
+    lines += memory_table(e)
     lines.append("")
     lines.append("Ops per micro-batch on that stage (layer ops: per layer)")
     lines.append(f"  {'op':<20}{'where':<10}{'kind':<13}{'fwd':>10}{'bwd':>10}{'recomp':>10}  formula")

@@ -5,18 +5,47 @@ from __future__ import annotations
 from pydantic import Field
 
 from .errors import Flag, Real, Schema
+from .cost.memory import DEFAULT_HEADROOM
 from .plan import Plan
 
 
 class MemoryBreakdown(Schema):
-    """Bytes on the most loaded device."""
+    """Peak bytes on one device in three views, each the one before plus its own parts (cost.memory).
+
+    allocated: what torch's caching allocator hands to tensors at the step's peak, the figure to compare with
+    torch.cuda.max_memory_allocated; reserved: allocated plus the allocator's cached segments and fragmentation
+    (max_memory_reserved); device: reserved plus what lies outside the allocator, CUDA context, NCCL buffers and
+    library workspaces (nvidia-smi / NVML)."""
 
     weights: float
     gradients: float
     optimizer: float
-    activations: float
-    other: float
-    total: float
+    activations: float = Field(description="what the stage keeps for its backward at the peak, and the working "
+                                           "set of the layer in its backward (recomputed tensors included)")
+    transient: float = Field(description="short-lived buffers at the peak: ZeRO's gathered weights and gradients, "
+                                         "MoE dispatch buffers, fp8/fp4 weight copies, the loss's fp32 temporaries")
+    allocated: float = Field(description="weights + gradients + optimizer + activations + transient")
+    fragmentation: float = Field(description="the caching allocator's reserved but unallocated bytes at the peak "
+                                             "(the stack's allocator profile)")
+    reserved: float = Field(description="allocated + fragmentation")
+    runtime: float = Field(description="outside the allocator: CUDA context, NCCL buffers, library workspaces "
+                                       "(the system's memory_overhead_gib)")
+    device: float = Field(description="reserved + runtime: what nvidia-smi shows")
+    between_steps: float = Field(description="allocated between steps: weights, gradients, optimizer state and "
+                                             "cached fp8/fp4 weights (activations and transients freed)")
+
+
+MEMORY_VIEWS = ("allocated", "reserved", "device")
+
+
+class RankMemory(Schema):
+    """One pipeline stage's devices (all ranks of a stage hold the same)."""
+
+    stage: int = Field(description="pipeline rank, 0 = first")
+    ranks: str = Field(description="global ranks of the stage in Megatron-LM's device order (tp innermost, then "
+                                   "cp, dp, pp), e.g. '0-7'")
+    layers: int
+    memory_bytes: MemoryBreakdown
 
 
 class TimeBreakdown(Schema):
@@ -114,11 +143,16 @@ class Estimate(Schema):
     mfu: float
     hfu: float
     mfu_peak_dtype: str = Field(description="peak the MFU/HFU divide by: dense bf16 unless precision is fp8/fp4")
-    fits_in_memory: bool
-    memory_capacity_bytes: float
-    memory_shortfall_bytes: float = Field(description="total - capacity when it does not fit, else 0")
-    memory_stage: str = Field(description="pipeline stage whose memory is reported (the largest)")
-    memory_bytes: MemoryBreakdown
+    fits_in_memory: bool = Field(description="the reserved view of every rank is within memory_budget_bytes")
+    memory_capacity_bytes: float = Field(description="the accelerator's memory")
+    memory_headroom: float = Field(description="share of what the allocator can reserve (capacity - runtime) "
+                                               "kept free by the fit test (--headroom)")
+    memory_budget_bytes: float = Field(description="(capacity - runtime) * (1 - headroom): what reserved may use")
+    memory_free_bytes: float = Field(description="budget - reserved on the fullest rank (negative: short by that)")
+    memory_stage: str = Field(description="pipeline stage whose memory is reported (the fullest)")
+    memory_rank: str = Field(description="global ranks of that stage")
+    memory_bytes: MemoryBreakdown = Field(description="the fullest rank")
+    memory_ranks: list[RankMemory] = Field(description="every pipeline stage, first to last")
     time_s: TimeBreakdown
     model_flops_per_step: float
     hardware_flops_per_step: float
@@ -139,6 +173,10 @@ class Prediction(Schema):
     step_time_s: Real = Field(description="seconds per training step")
     tokens_per_s: Real = Field(description="global_batch * seq_len / step_time_s")
     mfu: Real = Field(description="model FLOPs utilisation against the dense peak (cost.flops)")
-    memory_bytes: Real = Field(description="peak bytes on the most loaded device")
+    memory_bytes: Real = Field(description="peak reserved bytes (allocated + allocator fragmentation) on the "
+                                           "fullest device")
     memory_capacity_bytes: Real = Field(description="accelerator memory, bytes")
-    fits_in_memory: Flag = Field(description="memory_bytes <= memory_capacity_bytes")
+    memory_headroom: Real = Field(DEFAULT_HEADROOM, ge=0, lt=1,
+                                  description="the headroom the fit test kept (share of capacity - runtime); the "
+                                              "default in files written before it was recorded")
+    fits_in_memory: Flag = Field(description="reserved within (capacity - runtime) * (1 - headroom) on every rank")

@@ -66,6 +66,26 @@ class Stack(Schema):
     comm_ctas: int = Field(
         ge=0, description="thread blocks (one per NCCL channel) an overlapped collective keeps on the SMs; "
                           "compute beside it loses comm_ctas / compute_units of its rate (0: none taken)")
+    expandable_segments: bool = Field(
+        False, description="the stack runs torch's caching allocator with PYTORCH_CUDA_ALLOC_CONF="
+                           "expandable_segments:True (segments grow in place instead of one per large request)")
+    allocator_slack: float = Field(
+        ge=0, le=1, description="reserved / allocated - 1 at the step's peak on CUDA: the caching allocator's "
+                                "segments beyond the live tensors (freed blocks kept, splits, 2 MiB rounding); "
+                                "0 on a CPU, which has no caching allocator")
+    tp_saves_input_shard: bool = Field(
+        True, description="tensor parallelism with sequence parallelism saves a column-parallel GEMM's input as "
+                          "its sequence shard and gathers it again in the backward (Megatron-LM, Korthikanti et "
+                          "al. 2022); false: the gathered input is saved whole (DTensor ColwiseParallel, nanotron)")
+    fsdp_master_weights: bool = Field(
+        False, description="ZeRO-3 as FSDP runs it: the sharded fp32 parameter is the optimizer's master copy (no "
+                           "bf16 shard beside it)")
+    zero3_pp_unsharded: bool = Field(
+        False, description="with pipeline parallelism, ZeRO-3 keeps the stage's weights gathered (bf16) and its "
+                           "gradients unsharded (fp32) through the step, resharding and reducing once")
+    loss_bytes_per_logit: float = Field(
+        ge=4, le=32, description="bytes per logit (per token and local vocabulary entry) the cross entropy holds at "
+                                 "its peak, the bf16 logits and their fp32 temporaries together (4: one fp32 copy)")
     step_overhead_s: float = Field(ge=0, description="host seconds per step outside the model (data loading, "
                                                      "logging, scheduler) that the device does not hide")
     interval: Interval | None = Field(None, description="prediction interval for runs of this stack")

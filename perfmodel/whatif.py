@@ -83,7 +83,7 @@ def _best(model: ModelConfig, system: System, gpus: int, global_batch: int, seq_
     e = result.estimate(0)
     shares = bound_shares(e.time_s)
     return WhatIfRow(**base, layout=layout_label(e.plan), step_time_s=e.step_time_s, tokens_per_s=e.tokens_per_s,
-                     mfu=e.mfu, memory_gib=e.memory_bytes.total / 2**30,
+                     mfu=e.mfu, memory_gib=e.memory_bytes.reserved / 2**30,
                      **{f"{k}_share": v for k, v in shares.items()}), e
 
 

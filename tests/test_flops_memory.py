@@ -255,8 +255,10 @@ def test_estimate_memory_states_match_zero_formula():
     assert est.memory_bytes.gradients == pytest.approx(2 * params, rel=1e-12)
     assert est.memory_bytes.optimizer == pytest.approx(12 * params / dp, rel=1e-12)
     mb = est.memory_bytes
-    assert mb.total == pytest.approx(mb.weights + mb.gradients + mb.optimizer + mb.activations + mb.other)
-    assert mb.other == pytest.approx(3.0 * 2**30)  # dgx-h100 memory_overhead_gib
+    assert mb.allocated == pytest.approx(mb.weights + mb.gradients + mb.optimizer + mb.activations + mb.transient)
+    assert mb.runtime == pytest.approx(3.0 * 2**30)  # dgx-h100 memory_overhead_gib
+    assert mb.device == pytest.approx(mb.allocated + mb.fragmentation + mb.runtime)
+    assert mb.between_steps == pytest.approx(mb.weights + mb.gradients + mb.optimizer)
 
 
 def test_estimate_activation_memory_matches_korthikanti_pp1():

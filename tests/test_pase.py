@@ -297,7 +297,7 @@ def test_placements_make_a_valid_plan_file():
     pf = PF.PlanFile(version=1, model=model, hardware=system, plan=plan, mesh=PF.mesh_of(plan),
                      stage_layers=default_stage_layers(model.n_layers, plan.pp), placements=r.placements(),
                      prediction=PF.Prediction(step_time_s=est.step_time_s, tokens_per_s=est.tokens_per_s,
-                                              mfu=est.mfu, memory_bytes=est.memory_bytes.total,
+                                              mfu=est.mfu, memory_bytes=est.memory_bytes.reserved,
                                               memory_capacity_bytes=est.memory_capacity_bytes,
                                               fits_in_memory=est.fits_in_memory))
     assert PF.check(pf) is pf

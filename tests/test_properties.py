@@ -136,7 +136,7 @@ def test_higher_zero_stage_never_uses_more_memory(case):
     totals = []
     for z in (0, 1, 2, 3):
         est = estimate(model(mname), system(sname), Plan(**{**kw, "zero": z}))
-        totals.append(est.memory_bytes.total)
+        totals.append(est.memory_bytes.reserved)
     for lo, hi in zip(totals, totals[1:]):
         assert hi <= lo * (1 + 1e-12), (kw, totals)
 
@@ -148,7 +148,7 @@ def test_recompute_never_keeps_more_activations(case):
     ests = {rc: estimate(model(mname), system(sname), Plan(**{**kw, "recompute": rc}))
             for rc in ("none", "selective", "full")}
     act = {rc: e.memory_bytes.activations for rc, e in ests.items()}
-    tot = {rc: e.memory_bytes.total for rc, e in ests.items()}
+    tot = {rc: e.memory_bytes.reserved for rc, e in ests.items()}
     assert act["full"] <= act["selective"] * (1 + 1e-12), (kw, act)
     assert act["selective"] <= act["none"] * (1 + 1e-12), (kw, act)
     assert tot["full"] <= tot["selective"] * (1 + 1e-12) and tot["selective"] <= tot["none"] * (1 + 1e-12)

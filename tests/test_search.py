@@ -83,7 +83,7 @@ def test_sequence_parallel_is_never_slower_nor_larger():
     assert np.all(norm_grads > 0)
     assert np.all(on_step.step_time_s <= (off_step.step_time_s + norm_grads) * (1 + 1e-12))
     assert np.mean(on_step.step_time_s < off_step.step_time_s) > 0.9
-    assert np.all(on_step.memory["total"] <= off_step.memory["total"] * (1 + 1e-12))
+    assert np.all(on_step.memory["reserved"] <= off_step.memory["reserved"] * (1 + 1e-12))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -102,7 +102,7 @@ def test_ranked_rows_equal_estimate(llama8b_search):
         est = pm.estimate(r.model, r.system, r.plan(i))
         row = r.table.iloc[i]
         assert est.step_time_s == pytest.approx(row["step_time_s"], rel=1e-9)
-        assert est.memory_bytes.total / 2**30 == pytest.approx(row["memory_gib"], rel=1e-9)
+        assert est.memory_bytes.reserved / 2**30 == pytest.approx(row["memory_gib"], rel=1e-9)
         assert est.mfu == pytest.approx(row["mfu"], rel=1e-9)
         assert est.fits_in_memory
 
@@ -181,7 +181,7 @@ def test_no_feasible_plan_names_the_binding_constraint():
     with pytest.raises(InputError) as e:
         search("llama-3.1-405b", "dgx-h100", 8, 8, 8192)
     msg = str(e.value)
-    assert "\n" not in msg and "smallest memory need" in msg and "GiB >" in msg and "tp=8" in msg
+    assert "\n" not in msg and "smallest reserved memory" in msg and "GiB >" in msg and "tp=8" in msg
 
 
 def test_gpu_count_without_factorisation():
@@ -212,7 +212,8 @@ def test_plan_file_placements_stay_within_megatron_memory_and_beat_its_time():
     mega_s, mega_bytes = pase.evaluate(graph, tables, a, use_alt=pase.megatron_alternatives(graph, tables))
     assert megatron_cost(model, H100, plan) == (mega_s, mega_bytes)
     # the memory Megatron's placements need is the estimate's memory of the plan: one model counts both
-    assert mega_bytes == pytest.approx(pm.estimate(model, H100, plan).memory_bytes.total, rel=1e-12)
+    mb = pm.estimate(model, H100, plan).memory_bytes  # PaSE counts the allocated view and the runtime
+    assert mega_bytes == pytest.approx(mb.allocated + mb.runtime, rel=1e-12)
     res = pase.solve(model, H100, plan, memory_budget=mega_bytes)
     assert res.budget_met and res.memory_bytes <= mega_bytes * (1 + 1e-12)
     assert res.time_s <= mega_s * (1 + 1e-12)

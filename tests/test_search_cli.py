@@ -140,7 +140,7 @@ def test_edited_plan_files_are_refused(tmp_path, saved, edit, needles):
     (["search", *JOB[:4], "--gpus", "0", *JOB[6:]], ["--gpus", "positive"]),
     (["search", *JOB[:4], "--gpus", "8,x", *JOB[6:]], ["--gpus", "8,x"]),
     (["search", "--model", "llama-3.1-405b", "--hardware", "dgx-h100", "--gpus", "8", "--global-batch", "8",
-      "--seq-len", "8192"], ["smallest memory need", "GiB >"]),
+      "--seq-len", "8192"], ["smallest reserved memory", "GiB >"]),
     (["search", *JOB, "--only", "zero=7"], ["zero", "7"]),
     (["search", *JOB, "--only", "colour=red"], ["--only", "FIELD"]),
     (["search", *JOB, "--objective", "speed"], ["objective", "speed"]),

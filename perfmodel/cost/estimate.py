@@ -12,16 +12,20 @@ from ..models import ModelConfig, load_model
 from ..plan import Plan, resolve
 from ..result import Estimate, Prediction
 from .layouts import Layouts
+from .memory import DEFAULT_HEADROOM
 from .report import report_plan
 from .step import Step, evaluate
 
 
-def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict) -> Estimate:
-    """Predict one training step of `plan` for `model` on `hardware` (objects, preset names or file paths)."""
-    return evaluate_plan(model, hardware, plan)[1]
+def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict,
+             headroom: float = DEFAULT_HEADROOM) -> Estimate:
+    """Predict one training step of `plan` for `model` on `hardware` (objects, preset names or file paths);
+    `headroom`: the share of the allocator's room the fit test keeps free (`cost.memory.memory_budget`)."""
+    return evaluate_plan(model, hardware, plan, headroom)[1]
 
 
-def evaluate_plan(model: ModelConfig | str, hardware: System | str, plan: Plan | dict) -> tuple[Step, Estimate]:
+def evaluate_plan(model: ModelConfig | str, hardware: System | str, plan: Plan | dict,
+                  headroom: float = DEFAULT_HEADROOM) -> tuple[Step, Estimate]:
     """`estimate`, and the evaluated step it reports (what PaSE's tables take their reference from,
     `cost.tables.cost_tables`), so that a caller needing both evaluates the plan once."""
     model, system = load_model(model), load_hardware(hardware)
@@ -29,23 +33,26 @@ def evaluate_plan(model: ModelConfig | str, hardware: System | str, plan: Plan |
         plan = Plan(**plan)
     if not isinstance(plan, Plan):
         raise InputError(f"plan must be a perfmodel.Plan (or a dict of its fields), got {type(plan).__name__}")
+    if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not 0.0 <= headroom < 1.0:
+        raise InputError(f"headroom = {headroom!r}; valid: a share of the memory to keep free, >= 0 and < 1 "
+                         f"(default {DEFAULT_HEADROOM})")
     plan = resolve(plan, model, system)
-    step = evaluate(model, system, Layouts.from_plan(plan))
+    step = evaluate(model, system, Layouts.from_plan(plan), headroom=headroom)
     return step, report_plan(model, system, step, 0)
 
 
 def prediction_of(est: Estimate) -> Prediction:
     """The headline numbers a plan file records."""
     return Prediction(step_time_s=est.step_time_s, tokens_per_s=est.tokens_per_s, mfu=est.mfu,
-                      memory_bytes=est.memory_bytes.total, memory_capacity_bytes=est.memory_capacity_bytes,
-                      fits_in_memory=est.fits_in_memory)
+                      memory_bytes=est.memory_bytes.reserved, memory_capacity_bytes=est.memory_capacity_bytes,
+                      memory_headroom=est.memory_headroom, fits_in_memory=est.fits_in_memory)
 
 
 def check_prediction(model: ModelConfig, system: System, plan: Plan, prediction: Prediction,
                      where: str = "plan file") -> Estimate:
     """This perfmodel's estimate of a plan file's plan; InputError if the file's `prediction` is not it (the file
     was edited, or written by another version): one line naming the field, the file's value and the estimate."""
-    est = estimate(model, system, plan)
+    est = estimate(model, system, plan, prediction.memory_headroom)
     now = prediction_of(est).model_dump()
     for field, value in prediction.model_dump().items():
         same = value == now[field] if isinstance(value, bool) else abs(value - now[field]) <= 1e-6 * abs(now[field])

@@ -18,6 +18,7 @@ from ..hardware import System
 from ..models import ModelConfig
 from ..operators import EMBEDDING_OPS, HEAD_EDGES, HEAD_OPS, LAYER_EDGES, LAYER_OPS, megatron_dim
 from ..plan import Plan
+from ..stack import load_stack
 from .compression import GRAD_BYTES, error_feedback_bytes
 from .kernels import GEMM_INPUT_BYTES
 from .layouts import Layouts
@@ -36,7 +37,9 @@ from .stages import Stages, pick
 
 WEIGHT_BYTES = 2.0
 OPTIMIZER_BYTES = 12.0  # fp32 master + Adam m + v
-MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "other", "total")
+# The parts of `result.MemoryBreakdown`, each view the one before plus its own parts
+MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "transient", "allocated", "fragmentation",
+                "reserved", "runtime", "device", "between_steps")
 
 
 def _layouts(plan: Plan | Layouts) -> Layouts:
@@ -57,16 +60,19 @@ def adam_step_bytes(grad_bytes: float) -> float:
 
 
 def state_bytes(params, plan: Plan | Layouts, shard=None) -> dict[str, object]:
-    """Weights, gradients and optimizer bytes of `params` per device under the plan's ZeRO stage, sharded over
-    its zero_shard = dp * cp ranks (the ranks that hold replicas of the same weights; `shard`: another group,
+    """Weights, gradients and optimizer bytes of `params` per device under the plan's ZeRO stage (Megatron-LM and
+    DeepSpeed: bf16 weights + fp32 master, m, v in the optimizer; FSDP stacks, `Stack.fsdp_master_weights`:
+    the fp32 sharded parameter is the master, 4 + 8), sharded over its zero_shard = dp * cp ranks (the ranks that hold replicas of the same weights; `shard`: another group,
     the edp ranks of a MoE model's routed experts)."""
     shard = plan.zero_shard if shard is None else shard
     zero, g = np.asarray(plan.zero), GRAD_BYTES[plan.grad_dtype]
+    # FSDP's sharded parameter is the fp32 master itself (no bf16 shard beside it): 4 B of weights, 8 of Adam
+    master = (zero >= 3) & load_stack(plan.stack).fsdp_master_weights
     return {
-        "weights": params * WEIGHT_BYTES / np.where(zero >= 3, shard, 1),
+        "weights": params * np.where(master, 4.0, WEIGHT_BYTES) / np.where(zero >= 3, shard, 1),
         "gradients": params * g / np.where(zero >= 2, shard, 1)
         + error_feedback_bytes(params, g, plan.grad_compression, shard),
-        "optimizer": params * OPTIMIZER_BYTES / np.where(zero >= 1, shard, 1),
+        "optimizer": params * np.where(master, OPTIMIZER_BYTES - 4.0, OPTIMIZER_BYTES) / np.where(zero >= 1, shard, 1),
     }
 
 
@@ -127,9 +133,11 @@ def sp_replicated_params(model: ModelConfig, layers, last):
 def input_shrink(op: Operator, lay: Layouts) -> np.ndarray | float:
     """How far an operator's kept input is sharded against what it reads under Megatron-LM's placements: the
     sizes of the axes over which it keeps its producer's shard (`operators.keeps_shard`: tp for a
-    column-parallel GEMM under sequence parallelism), else 1."""
+    column-parallel GEMM under sequence parallelism), else 1; always 1 on a stack whose tensor parallelism saves
+    the gathered input for the weight gradient (`Stack.tp_saves_input_shard` false: DTensor's ColwiseParallel,
+    nanotron)."""
     src = next((a for a, b, slot in LAYER_EDGES + HEAD_EDGES if b == op.name and slot == 0), None)
-    if src is None:
+    if src is None or not load_stack(lay.stack).tp_saves_input_shard:
         return 1.0
     sizes = np.stack(np.broadcast_arrays(lay.dp, lay.cp, lay.tp), axis=-1)
     shrink = {}
@@ -146,8 +154,8 @@ def _kept(model: ModelConfig, lay: Layouts, names, recompute) -> np.ndarray:
     ops = operators(model)
     first, inverse = lay.distinct(("tp", "cp", "micro_batch", "sequence_parallel", "recompute"))
     sub, rc = lay.take(first), np.broadcast_to(np.asarray(recompute), (len(lay),))[first]
-    kept = sum(kept_bytes(ops[n], megatron(ops[n], sub), model, lay.attention, rc, input_shrink(ops[n], sub))
-               for n in names) + np.zeros(len(sub))
+    kept = sum(kept_bytes(ops[n], megatron(ops[n], sub), model, lay.attention, rc, input_shrink(ops[n], sub),
+                          lay.recompute_modules, sub.sp_divisor) for n in names) + np.zeros(len(sub))
     return kept[inverse]
 
 
@@ -192,10 +200,13 @@ def narrow_cache_bytes(gemm_params, lay: Layouts):
     return gemm_params * narrow / np.where(lay.zero == 3, lay.zero_shard, 1) if narrow < 2 else 0.0 * gemm_params
 
 
-def transient_bytes(system: System, lay: Layouts, stage_params, largest_unit):
-    """What a device holds beside its states and activations: the system's fixed overhead (CUDA context, NCCL
-    buffers) and the transient whole copies ZeRO makes (`zero_copy_bytes`)."""
-    return system.memory_overhead_bytes + zero_copy_bytes(lay, stage_params, largest_unit)
+def loss_temporary_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
+    """What the cross entropy holds at its peak beyond the fp32 logits its backward keeps (`kept_bytes`: 4 B per
+    logit): (stack.loss_bytes_per_logit - 4) per token and local vocabulary entry, one micro-batch on the last
+    stage (the bf16 logits and fp32 temporaries of the loss's forward and backward; `stack.Stack`)."""
+    ops = operators(model)
+    s = megatron(ops["loss"], lay)
+    return (load_stack(lay.stack).loss_bytes_per_logit - 4.0) * s.tokens * s.local("vocab") + 0.0 * lay.tp
 
 
 def zero_copy_bytes(lay: Layouts, stage_params, largest_unit, shard=None):
@@ -211,9 +222,97 @@ def zero_copy_bytes(lay: Layouts, stage_params, largest_unit, shard=None):
                     np.where((zero == 2) & (shard > 1), unit * gbytes, 0.0))
 
 
+def stage_moe_layers(model: ModelConfig, st: Stages, lay: Layouts) -> np.ndarray:
+    """MoE layers' worth of routed experts on each stage kind, in units of the mean layer that
+    `cost.moe.expert_layer_params` prices (layers x moe_share where the stage's layers are not known): the
+    first stage holds layers 0.., the last ..n-1 (and its multi-token prediction blocks, MoE layers), an explicit
+    split each stage its own range, so DeepSeek's leading dense layers (first_dense_layers) sit on the first
+    stage only; a middle stage of a kind holds the mean."""
+    share = model.moe_layers() / model.n_layers if model.moe is not None else 0.0
+    if share == 0.0:
+        return 0.0 * st.layers
+    n = model.n_layers
+    moe = np.array([0] + [int(model.is_moe_layer(i)) for i in range(n)]).cumsum()
+    count = lambda a, b: (moe[np.clip(b, 0, n).astype(int)] - moe[np.clip(a, 0, n).astype(int)]
+                          + np.maximum(b - n, 0))  # MTP blocks past the last layer count as MoE layers
+    layers = np.asarray(st.layers, float)
+    if st.explicit:
+        start = np.cumsum(layers, axis=0) - layers
+    else:
+        start = np.where(st.rank == 0, 0.0, n - np.minimum(layers, n))
+    exact = count(start, start + layers)
+    known = st.explicit | (np.asarray(st.rank) == 0) | (np.asarray(st.head) > 0)
+    return np.where(known, exact, layers * share) / share
+
+
+def zero3_unsharded(lay: Layouts) -> np.ndarray:
+    """Whether ZeRO-3 holds the stage's weights gathered (bf16, 2 B/param) and its gradients unsharded (fp32,
+    4 B/param) through the step: a stack with `zero3_pp_unsharded` under pipeline parallelism (torchtitan's
+    apply_fsdp: reshard_after_forward = not pp_enabled; torch.distributed.pipelining skips the gradient
+    reduce-scatter and the reshard after backward on all but the last micro-batch, and FSDP2 accumulates the
+    unsharded gradient in its fp32 reduce dtype, FSDPParam.to_accumulated_grad_if_needed)."""
+    return (lay.zero == 3) & (lay.pp > 1) & load_stack(lay.stack).zero3_pp_unsharded
+
+
+def layer_activations(model: ModelConfig, lay: Layouts, layers, chunks) -> np.ndarray:
+    """Bytes a stage's layers hold at the peak: what they keep for `chunks` micro-batch chunks in flight
+    (`kept_scale`), plus the working set of the layers whose backward runs (what recompute rebuilds).
+
+    Per chunk of c = layers / vpp layers and one micro-batch, with K the bytes one layer keeps under the plan's
+    policy and K0 without recompute (`layer_activation_bytes`): none / selective / per-op keep c K and rebuild
+    one layer's K0 - K; full with Megatron-LM's recompute_method uniform checkpoints groups of n =
+    recompute_num_layers layers (ceil(c / n) inputs kept, a whole group of n K0 rebuilt); block recomputes the
+    first n layers of the chunk (n K + (c - n) K0 kept, one layer's K0 - K rebuilt) (megatron/core/transformer/
+    transformer_block.py _checkpointed_forward)."""
+    kept, none = layer_activation_bytes(model, lay), layer_activation_bytes(model, lay, "none")
+    c = np.asarray(layers, float) / lay.vpp
+    n = np.minimum(float(lay.recompute_num_layers or 1), np.maximum(c, 1.0))
+    full = lay.recompute == "full"
+    if lay.recompute_method == "block" and lay.recompute_num_layers:
+        per_chunk = np.where(full, n * kept + (c - n) * none, c * kept)
+        working = none - kept
+    else:
+        per_chunk = np.where(full, np.ceil(c / n) * kept, c * kept)
+        working = np.where(full, n * none - kept, none - kept)
+    return np.where(c > 0, per_chunk * chunks + working, 0.0)
+
+
+def memory_views(lay: Layouts, system: System, parts: dict) -> dict:
+    """The three views from the parts (bytes): allocated = states + activations + transient (what torch's
+    allocator hands to tensors); reserved = allocated + the stack's allocator slack on CUDA (`Stack.
+    allocator_slack`; a CPU has no caching allocator), but never past what the device can give while the
+    tensors still fit: the caching allocator frees its cached blocks and retries before it reports out of memory
+    (c10/cuda/CUDACachingAllocator.cpp, release_cached_blocks); device = reserved + runtime, the system's
+    memory_overhead_gib (context, NCCL buffers, workspaces outside the allocator). between_steps: the states and
+    cached fp8/fp4 weights (`narrow`), what a step leaves allocated."""
+    alloc = parts["weights"] + parts["gradients"] + parts["optimizer"] + parts["activations"] + parts["transient"]
+    slack = load_stack(lay.stack).allocator_slack if system.accelerator.torch_device == "cuda" else 0.0
+    runtime = system.memory_overhead_bytes + 0.0 * alloc
+    usable = system.accelerator.hbm_bytes - runtime
+    reserved = np.where(alloc <= usable, np.minimum(alloc * (1 + slack), np.maximum(usable, alloc)), alloc * (1 + slack))
+    steady = parts["weights"] + parts["gradients"] + parts["optimizer"] + parts.pop("narrow")
+    return dict(parts, allocated=alloc, fragmentation=reserved - alloc, reserved=reserved, runtime=runtime,
+                device=reserved + runtime, between_steps=steady)
+
+
+# The share of the allocator's room (capacity - runtime) a plan must leave free to count as fitting: the guard
+# against an estimate that is low. A plan predicted exactly at the budget still fits where the estimate is at
+# most that share low: on the 49 measured peaks of benchmarks/measured_memory.py (Nov 2026) 10% covers 69% of
+# rows (5%: 59%, 15%: 82%, 20%: 90%, 25%: all); larger defaults refuse plans that run, smaller ones pass plans
+# that run out of memory on the rows the model underestimates most (nanotron's unfused kernels, torchtitan
+# without torch.compile's savings counted). Set it per run with --headroom.
+DEFAULT_HEADROOM = 0.10
+
+
+def memory_budget(system: System, headroom: float = DEFAULT_HEADROOM) -> float:
+    """Bytes the reserved view may reach on one device: (capacity - runtime) * (1 - headroom), the runtime being
+    the system's memory_overhead_gib (context, NCCL buffers, workspaces outside torch's allocator)."""
+    return (system.accelerator.hbm_bytes - system.memory_overhead_bytes) * (1.0 - headroom)
+
+
 def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | None = None, per_kind=False):
-    """Bytes per device on the most loaded stage of every plan: ({MemoryBreakdown field: array}, stage kind);
-    with per_kind, {field: array (stage kinds, plans)} for every stage kind of `st` instead.
+    """Bytes per device on the fullest stage (most reserved) of every plan: ({MemoryBreakdown field: array},
+    stage kind); with per_kind, {field: array (stage kinds, plans)} for every stage kind of `st` instead.
 
     Needs no kernel times, so a search can drop the plans that do not fit before timing the rest.
     """
@@ -221,25 +320,25 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     p = unit_params(model, lay)
     params_of = stage_params(model, lay, st.layers, st.embedding > 0, st.head > 0)
     scale = kept_scale(lay.schedule, lay.pp, lay.vpp, lay.num_microbatches, st.rank)
-    act = layer_activation_bytes(model, lay) * st.layers * scale["layer"]
-    # The layer in its backward holds what recomputation rebuilt for it: all of its activations (full) or
-    # its attention core (selective); its stored share is already counted above.
-    act = act + layer_activation_bytes(model, lay, "none") - layer_activation_bytes(model, lay)
+    act = layer_activations(model, lay, st.layers, scale["layer"] * lay.vpp)
     act = act + st.embedding * embedding_activation_bytes(model, lay) * scale["embedding"]
     act = act + st.head * head_activation_bytes(model, lay) * scale["head"]
     states = state_bytes(params_of, lay)
     p_exp = expert_layer_params(model, lay)  # a MoE model's routed experts: states and copies over edp
-    experts = state_bytes(st.layers * p_exp, lay, lay.edp)
+    moe_layers = stage_moe_layers(model, st, lay)
+    experts = state_bytes(moe_layers * p_exp, lay, lay.edp)
     states = {k: states[k] + experts[k] for k in states}
     largest = np.maximum.reduce([p["layer"] * (st.layers > 0), p["embedding"] * (st.embedding > 0),
                                  p["head"] * (st.head > 0)])
-    other = transient_bytes(system, lay, params_of, largest)
-    other = other + zero_copy_bytes(lay, st.layers * p_exp, p_exp * (st.layers > 0), lay.edp)
-    other = other + (st.layers > 0) * dispatch_buffer_bytes(model, lay)  # the running MoE layer's dispatch
-    other = other + st.layers * narrow_cache_bytes(layer_gemm_params(model, lay), lay)
-    total = states["weights"] + states["gradients"] + states["optimizer"] + act + other
-    by_kind = dict(states, activations=act, other=other, total=total)
+    narrow = st.layers * narrow_cache_bytes(layer_gemm_params(model, lay), lay)
+    transient = np.where(zero3_unsharded(lay), params_of * (WEIGHT_BYTES + 4.0), zero_copy_bytes(lay, params_of, largest))
+    transient = transient + zero_copy_bytes(lay, moe_layers * p_exp, p_exp * (st.layers > 0), lay.edp)
+    transient = transient + (st.layers > 0) * dispatch_buffer_bytes(model, lay)  # the running MoE layer's dispatch
+    transient = transient + narrow + (st.head > 0) * loss_temporary_bytes(model, lay)
+    by_kind = memory_views(lay, system, dict(states, activations=act, transient=transient, narrow=narrow))
+    shape = by_kind["reserved"].shape
+    by_kind = {k: np.broadcast_to(by_kind[k], shape) for k in MEMORY_PARTS}
     if per_kind:
-        return {k: np.broadcast_to(by_kind[k], total.shape) for k in MEMORY_PARTS}
-    mem_kind = np.argmax(np.where(st.valid, total, -np.inf), axis=0)
-    return {k: pick(np.broadcast_to(by_kind[k], total.shape), mem_kind) for k in MEMORY_PARTS}, mem_kind
+        return by_kind
+    mem_kind = np.argmax(np.where(st.valid, by_kind["reserved"], -np.inf), axis=0)
+    return {k: pick(by_kind[k], mem_kind) for k in MEMORY_PARTS}, mem_kind

@@ -188,19 +188,32 @@ def moe_kept_bytes(model: ModelConfig, lay: Layouts, recompute=None) -> np.ndarr
     in the manner of Korthikanti et al. 2022, Sec. 4.1: the router's input (2 h per token) and fp32 scores
     (4 n_experts), each expert GEMM's input (2 h and 2 fe/etp per routed copy) and the activation's (2 g fe/etp),
     the combine's expert outputs (2 h per copy, for the weights' gradient), and the shared experts' like a dense
-    MLP's; times `moe_share`. Full recompute keeps none of it (the layer input only, counted by norm1)."""
+    MLP's; times `moe_share`. Full recompute keeps none of it (the layer input only, counted by norm1).
+    Selective recompute (Megatron-Core --recompute-modules, lay.recompute_modules) drops: moe everything but
+    the router's input; moe_act the expert activations' outputs (fc2's input, 2 fe/etp per routed copy);
+    shared_experts the shared MLP past its input; layernorm the router's input (pre_mlp_layernorm's output).
+    torchtitan's per-op policy saves its MoE's grouped matmuls' outputs, not counted apart: kept as without."""
     if model.moe is None:
         return np.zeros(len(lay))
     m, h, g = model.moe, model.hidden, (2 if model.gated else 1)
     T = tokens_in(lay)
     routed = expert_tokens(model, lay) * m.n_experts / lay.ep
     fe = m.expert_ffn_hidden / lay.etp
-    kept = T * (2 * h + ROUTER_SCORE_BYTES * m.n_experts) + routed * 2 * (h + g * fe + fe) + T * m.top_k * 2 * h
+    router_in = T * 2 * h
+    rest = T * ROUTER_SCORE_BYTES * m.n_experts + routed * 2 * (h + g * fe) + T * m.top_k * 2 * h
+    act_out = routed * 2 * fe
+    shared_in = shared_rest = 0.0
     if m.shared_ffn_hidden:
         fs = m.shared_ffn_hidden / lay.tp
-        kept = kept + lay.tokens_per_microbatch * 2 * (g * fs + fs) + T * 2 * h  # input kept as the sp shard
-    rc = lay.recompute if recompute is None else np.broadcast_to(np.asarray(recompute), (len(lay),))
-    return np.where(np.asarray(rc) == "full", 0.0, kept * moe_share(model))
+        shared_in, shared_rest = T * 2 * h, lay.tokens_per_microbatch * 2 * (g * fs + fs)  # input as the sp shard
+    mods = set(lay.recompute_modules or ())
+    sel = dict(router_in=router_in * ("layernorm" not in mods), rest=rest * ("moe" not in mods),
+               act_out=act_out * (not mods & {"moe", "moe_act"}), shared_in=shared_in * ("moe" not in mods),
+               shared_rest=shared_rest * (not mods & {"moe", "shared_experts"}))
+    kept = router_in + rest + act_out + shared_in + shared_rest
+    rc = np.asarray(lay.recompute if recompute is None else np.broadcast_to(np.asarray(recompute), (len(lay),)))
+    kept = np.where(rc == "selective", sum(sel.values()), kept)
+    return np.where(rc == "full", 0.0, kept * moe_share(model))
 
 
 def dispatch_buffer_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:

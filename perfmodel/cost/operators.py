@@ -46,7 +46,6 @@ from .layouts import Layouts
 from .mesh import BIT, gathered_axes
 from .moe import moe_kernels, moe_share
 
-RECOMPUTED = {"layer": ("full",), "embedding": (), "head": ()}  # modes that re-run an op's forward
 
 
 @dataclass(frozen=True)
@@ -223,7 +222,8 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
     if op.share != 1.0:
         return [k.scaled(op.share) for k in kernels(replace(op, share=1.0), s, dev)]
     m, fam, T = dev.model, op.spec.family, s.tokens
-    rec = RECOMPUTED[op.unit]
+    modules = getattr(dev.plan, "recompute_modules", None) or ("core_attn",)
+    rec = recomputed_in(op, modules)
     if fam == "embedding":
         return [elementwise_op(dev, "embedding", T * s.local("hidden"), 4, 2 + 8 / s.split("vocab"), ())]
     if fam == "embedding_output":
@@ -236,10 +236,11 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
         ops = linear_op(dev, op.name, T, s.local(out_dim, n), s.local(in_dim, k), rec, precision=prec)
         if op.name == "qkv" and m.position == "rope":
             ops.append(elementwise_op(dev, "rope", T * m.rope_width / s.split("heads"),
-                                      *ELEMENTWISE_BYTES["rope"], rec))
+                                      *ELEMENTWISE_BYTES["rope"], rec + ("per-op",)))
         return ops
     if fam == "attention":
-        return attention_ops(dev, T, s.local("heads"), s.local("seq"), s.local("batch"))
+        core = attention_ops(dev, T, s.local("heads"), s.local("seq"), s.local("batch"))
+        return core if "core_attn" in modules else [replace(k, recompute=("full",)) for k in core]
     if fam == "residual":
         return [elementwise_op(dev, op.name, T * s.local("hidden"), *residual_bytes(m.dropout > 0), rec)]
     if fam == "moe":  # its tokens split like the stage's (configurations keep them so), its experts by ep x etp
@@ -249,6 +250,21 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
         act = "swiglu" if m.gated else "gelu"
         return [elementwise_op(dev, act, T * s.local("ffn"), *ELEMENTWISE_BYTES[act], rec)]
     return [elementwise_op(dev, "cross_entropy", T * s.local("vocab"), *ELEMENTWISE_BYTES["cross_entropy"], ())]
+
+
+def recomputed_in(op: Operator, modules) -> tuple[str, ...]:
+    """The recompute modes that re-run `op`'s forward in the backward (a layer op; none for the embedding and
+    head): full, every one; per-op (torchtitan), the memory-bound ops and the matmuls it does not save (wo;
+    wk and w3, parts of qkv and mlp_in, are not priced); selective, the ops of Megatron-Core's `modules`:
+    layernorm the norms, mlp the dense MLP (core_attn: the attention core, `kernels`)."""
+    if op.unit != "layer":
+        return ()
+    fam, modes = op.spec.family, ["full"]
+    if fam in ("norm", "residual", "activation") or op.name == "out_proj":
+        modes.append("per-op")
+    if (fam == "norm" and "layernorm" in modules) or (op.name in DENSE_MLP_OPS and "mlp" in modules):
+        modes.append("selective")
+    return tuple(modes)
 
 
 def embedding_output_kernels(dev: Device, elements: Values) -> list[Op]:
@@ -268,7 +284,8 @@ def embedding_output_kept(model: ModelConfig, elements: Values) -> Values:
     return elements * (1.0 if model.dropout > 0 else 0.0)
 
 
-def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recompute, input_shrink=1.0) -> Values:
+def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recompute, input_shrink=1.0,
+               modules=None, sp_divisor=1) -> Values:
     """Bytes `op` keeps for its backward, per micro-batch on one device (bf16 = 2 B per element).
 
     After Korthikanti et al. 2022, Sec. 4.1, term by term: a norm keeps its input (2 h); a GEMM its input (2 k,
@@ -277,11 +294,15 @@ def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recom
     log-sum-exp (4 per head), unfused the softmax output, dropout mask and output (2 + 3 drop per head and key);
     a residual its dropout mask (1 B); the activation its input (SwiGLU: gate and up, 4 f; GeLU 2 f); the loss
     its fp32 logits (4 V); the embedding's output its dropout mask. For GPT (q = kv = h, f = 4h, dropout,
-    unfused, tp = 1) a layer sums to sbh(34 + 5as/h). Selective recompute drops the attention core; full
-    recompute keeps only the layer's input (norm1's), for layer ops.
+    unfused, tp = 1) a layer sums to sbh(34 + 5as/h).
+
+    Recompute (layer ops): full keeps only the layer's input (norm1's); selective drops what its `modules`
+    (Megatron-Core --recompute-modules, `selective_drops`) rebuild; per-op keeps what torchtitan's per-op
+    policy saves (`per_op_kept`).
     """
     fam, T = op.spec.family, s.tokens
     drop = 1.0 if model.dropout > 0 else 0.0
+    rc = np.asarray(recompute)
     if fam == "norm":
         kept = 2 * T * s.local("hidden")
     elif fam == "linear":
@@ -289,7 +310,6 @@ def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recom
     elif fam == "attention":
         heads = s.local("heads")
         core = 4.0 * heads if attention == "flash" else (2 + 3 * drop) * heads * s.seq
-        core = np.where(np.asarray(recompute) == "selective", 0.0, core)
         kept = T * (2.0 * model.attention_input_width / s.split("heads") + core)
     elif fam == "residual":
         kept = drop * T * s.local("hidden")
@@ -301,9 +321,66 @@ def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recom
         kept = embedding_output_kept(model, T * s.local("hidden"))
     else:
         kept = 0.0 * T
-    if op.spec.layer and op.name != "norm1":
-        kept = np.where(np.asarray(recompute) == "full", 0.0, kept)
+    if op.spec.layer:
+        dropped = selective_drops(op, s, model, attention, modules or ("core_attn",))
+        kept = np.where(rc == "selective", kept - dropped, kept)
+        kept = np.where(rc == "per-op", per_op_kept(op, s, model, sp_divisor), kept)
+        if op.name != "norm1":
+            kept = np.where(rc == "full", 0.0, kept)
     return kept * op.share
+
+
+def selective_drops(op: Operator, s: Split, model: ModelConfig, attention: str, modules) -> Values:
+    """Bytes of `op`'s kept tensors that Megatron-Core's selective recompute of `modules` rebuilds in the backward
+    instead (megatron/core/transformer/transformer_layer.py, core_r0.14): core_attn the attention core (the
+    flash kernel's log-sum-exp or the unfused softmax, dropout and output); layernorm both norms' outputs (what
+    qkv and mlp_in keep as their inputs); mlp the dense MLP past its input (the activation's input, mlp_out's
+    input); mla_up_proj MLA's up-projected queries, keys and values (the latents stay). The MoE modules
+    (moe, moe_act, shared_experts) act on the MoE MLP (`cost.moe.moe_kept_bytes`)."""
+    fam, T, out = op.spec.family, s.tokens, 0.0 * s.tokens
+    if fam == "attention":
+        heads = s.local("heads")
+        drop = 1.0 if model.dropout > 0 else 0.0
+        if "core_attn" in modules:
+            out = out + T * (4.0 * heads if attention == "flash" else (2 + 3 * drop) * heads * s.seq)
+        if "mla_up_proj" in modules and model.mla is not None:
+            a = model.mla
+            latents = (a.q_lora_rank or 0) + a.kv_lora_rank + a.qk_rope_head_dim
+            out = out + T * 2.0 * np.maximum(model.attention_input_width / s.split("heads") - latents, 0.0)
+    elif op.name in ("qkv", "mlp_in") and "layernorm" in modules:
+        out = out + 2 * T * s.local(op.gemm[2], op.gemm[3])
+    if "mlp" in modules and op.name in ("activation", "mlp_out"):
+        out = out + (2 * T * s.local("ffn") * (2 if model.gated else 1) if fam == "activation"
+                     else 2 * T * s.local(op.gemm[2], op.gemm[3]))
+    return out
+
+
+def per_op_kept(op: Operator, s: Split, model: ModelConfig, sp_divisor=1) -> Values:
+    """Bytes `op` keeps under torchtitan's per-op selective activation checkpointing
+    (torchtitan/models/llama3/infra/parallelize.py `_apply_ac_to_transformer_block`, mode "selective", option
+    "op"): a checkpointed block saves its input, the outputs of the ops in `_save_list` (SDPA, the tp
+    reduce-scatters) and of every second matmul (mm counted per block: wq, wk, wv, wo, w1, w3, w2 -> wq, wv,
+    w1, w2 saved), and rebuilds everything else in the backward. Per op: norm1 the block input (2 h, /tp with
+    SP); qkv wq's and wv's outputs (2 (q + kv)); attention SDPA's output and fp32 log-sum-exp (2 q + 4 per
+    head); out_proj the reduce-scatter output under SP (2 h / tp); mlp_in w1's output (2 f; a GeLU MLP's fc1,
+    the fifth matmul); mlp_out w2's output (2 h, each tp rank's partial sum of the whole sequence; a GeLU
+    MLP's fc2 is the sixth, not saved) and its reduce-scatter's (2 h / tp). `sp_divisor`: tp under sequence
+    parallelism, else 1."""
+    T, name, sp = s.tokens, op.name, np.asarray(sp_divisor) > 1
+    if name == "norm1":
+        return 2 * T * s.local("hidden")
+    if name == "qkv":
+        return 2 * T * (model.q_dim + model.kv_dim) / s.split("heads")
+    if name == "attention":
+        return T * (2.0 * model.q_dim / s.split("heads") + 4.0 * s.local("heads"))
+    if name == "out_proj":
+        return np.where(sp, 2 * T * model.hidden / np.asarray(sp_divisor), 0.0)
+    if name == "mlp_in":
+        return 2 * T * s.local("ffn")  # w1 of [w1; w3] (the op's ffn dim is f, its GEMM's 2f), or fc1
+    if name == "mlp_out":
+        rs = np.where(sp, 2 * T * model.hidden / np.asarray(sp_divisor), 0.0)
+        return (2 * T * model.hidden if model.gated else 0.0) + rs
+    return 0.0 * T
 
 
 def weight_shard(op: Operator, w: Weight, s: Split) -> Values:

@@ -9,6 +9,7 @@ from ..hardware import System
 from ..models import ModelConfig
 from ..plan import Plan, split_of
 from ..result import (
+    RankMemory,
     CommTime,
     Estimate,
     MemoryBreakdown,
@@ -20,6 +21,7 @@ from ..stack import Interval, Stack, load_stack
 from . import comm as C
 from .mesh import Mesh
 from .sharded import Comm
+from .memory import MEMORY_PARTS, stage_memory
 from .stages import UNITS, Stages
 from .step import Step
 
@@ -80,10 +82,10 @@ def notes_of(model: ModelConfig, system: System, plan: Plan, step: Step, speedup
                      f"spec's compute / {fit.compute_speed:g} and exposed communication / {fit.network_speed:g}, plus "
                      f"{fit.step_overhead_s:g} s per step (cost.step.calibrated); the op and communication rows "
                      "below are at the spec's rates, before that scaling")
-    cap = step.capacity
     if not fits:
-        notes.append(f"does not fit: needs {memory.total / 2**30:.1f} GiB > {cap / 2**30:.1f} GiB "
-                     f"on the {mem_stage} stage (short by {(memory.total - cap) / 2**30:.1f} GiB)")
+        notes.append(f"does not fit: the {mem_stage} stage reserves {memory.reserved / 2**30:.1f} GiB > "
+                     f"{step.budget / 2**30:.1f} GiB budget (short by {(memory.reserved - step.budget) / 2**30:.1f} "
+                     "GiB)")
     pp, v = plan.pp, plan.vpp
     if v > 1 and model.n_layers % (pp * v):
         notes.append(f"{model.n_layers} layers do not split evenly into pp*vpp = {pp * v} chunks: chunks differ by "
@@ -102,6 +104,25 @@ def prediction_interval(system: System, stack: Stack, moe: bool = False) -> Inte
     return stack.moe_interval if moe else stack.interval
 
 
+def headroom_of(system: System, budget: float) -> float:
+    """The headroom a budget leaves (`memory.memory_budget` inverted)."""
+    return 1.0 - budget / (system.accelerator.hbm_bytes - system.memory_overhead_bytes)
+
+
+def memory_ranks(model: ModelConfig, system: System, step: Step, i: int, split: list[int]) -> list[RankMemory]:
+    """Every pipeline stage of plan i with its memory (`memory.stage_memory` over the plan's own split) and its
+    global ranks in Megatron-LM's order (tp innermost, then cp, dp, pp: stage r holds r*n .. (r+1)*n - 1 for
+    n = tp*cp*dp)."""
+    lay = step.lay.take(np.array([i]))
+    st = Stages.of_split(split).with_mtp(model.mtp_layers)
+    by = stage_memory(model, system, lay, st, per_kind=True)
+    n = int(lay.tp[0] * lay.cp[0] * lay.dp[0])
+    span = lambda r: f"{r * n}" if n == 1 else f"{r * n}-{(r + 1) * n - 1}"
+    return [RankMemory(stage=r, ranks=span(r), layers=layers,
+                       memory_bytes=MemoryBreakdown(**{k: float(by[k][r, 0]) for k in MEMORY_PARTS}))
+            for r, layers in enumerate(split)]
+
+
 def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estimate:
     """Plan i of an evaluated set as an Estimate: the headline numbers and the rows that trace them."""
     lay, st = step.lay, step.stages
@@ -112,7 +133,8 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
     at = lambda x: float(item(x, i, n))
     count = {u: int(item(st.count(u)[b], i, n)) for u in UNITS}
     time_s = TimeBreakdown(**{k: at(x) for k, x in step.time.items()})
-    membd = MemoryBreakdown(**{k: at(x) for k, x in step.memory.items()})
+    ranks = memory_ranks(model, system, step, i, split_of(plan, model.n_layers))
+    membd = max(ranks, key=lambda r: r.memory_bytes.reserved)
     on = lambda c: bool(item(c.active, i, n))
     comms = [comm_row(c, system, plan, m if c.unit == "stage" else count[c.unit] * m, i, n)
              for c in step.comms if on(c) and (c.unit == "stage" or count[c.unit])]
@@ -124,8 +146,10 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
            for u in UNITS if count[u] for op in step.ops[u] if on(op)]
 
     step_s, cap = time_s.total, step.capacity
-    fits = membd.total <= cap
-    mem_stage, bottleneck = st.name(k_mem, pp), st.name(b, pp)
+    fits = membd.memory_bytes.reserved <= step.budget
+    bottleneck = st.name(b, pp)
+    r = membd.stage
+    mem_stage = "single" if pp == 1 else "first" if r == 0 else "last" if r == pp - 1 else "middle"
     split = split_of(plan, model.n_layers)
     mflops, hflops, peak = step.model_flops, at(step.hardware_flops), step.peak_flops
     tokens = lay.tokens_per_step
@@ -138,9 +162,11 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
         interval_source=f"{band.coverage:.0%} interval from {band.rows} runs: {band.source}" if band else "", tokens_per_s_per_gpu=tokens / step_s / gpus,
         model_tflops_per_gpu=mflops / step_s / gpus / 1e12, mfu=mflops / (step_s * gpus * peak),
         hfu=hflops / (step_s * gpus * peak), mfu_peak_dtype=step.peak_dtype,
-        fits_in_memory=fits, memory_capacity_bytes=cap, memory_shortfall_bytes=max(0.0, membd.total - cap),
-        memory_stage=mem_stage, memory_bytes=membd, time_s=time_s,
+        fits_in_memory=fits, memory_capacity_bytes=cap, memory_headroom=headroom_of(system, step.budget),
+        memory_budget_bytes=step.budget, memory_free_bytes=step.budget - membd.memory_bytes.reserved,
+        memory_stage=mem_stage, memory_rank=membd.ranks, memory_bytes=membd.memory_bytes, memory_ranks=ranks,
+        time_s=time_s,
         model_flops_per_step=mflops, hardware_flops_per_step=hflops, num_microbatches=m,
         stage_layers=split, bottleneck_stage=bottleneck, stages=stage_times(step, i, split, model.mtp_layers),
-        ops=ops, comms=comms, plan=plan, notes=notes_of(model, system, plan, step, fast, fits, membd, mem_stage),
+        ops=ops, comms=comms, plan=plan, notes=notes_of(model, system, plan, step, fast, fits, membd.memory_bytes, mem_stage),
     )

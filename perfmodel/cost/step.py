@@ -40,6 +40,8 @@ from .kernels import ACT_BYTES, Device, Op, zero3_copy_op
 from .layouts import Layouts
 from .moe import ExpertDataGroup, expert_layer_params
 from .memory import (
+    DEFAULT_HEADROOM,
+    memory_budget,
     GRAD_BYTES,
     WEIGHT_BYTES,
     sp_replicated_params,
@@ -88,6 +90,7 @@ class Step:
     bottleneck: np.ndarray  # stage kind index
     memory_kind: np.ndarray
     capacity: float
+    budget: float  # what the reserved view may use (memory.memory_budget)
     model_flops: float
     hardware_flops: np.ndarray
     peak_flops: float
@@ -109,7 +112,7 @@ class Step:
 
     @property
     def fits(self) -> np.ndarray:
-        return self.memory["total"] <= self.capacity
+        return self.memory["reserved"] <= self.budget
 
     @property
     def mfu(self) -> np.ndarray:
@@ -175,10 +178,11 @@ def unit_parts(ops: list[Op], recompute) -> dict[str, np.ndarray]:
     return out
 
 
-def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> Step:
+def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, headroom: float = DEFAULT_HEADROOM) -> Step:
     """Predict one training step of every plan in `lay` (resolved plans of one job) on `system`.
 
-    `memory`: what `memory.stage_memory` returned for these plans, if the caller has it already.
+    `memory`: what `memory.stage_memory` returned for these plans, if the caller has it already; `headroom`: the
+    share of the allocator's room the fit test keeps free (`memory.memory_budget`).
     """
     dev, mesh = Device(model, system, lay), Mesh.of(system, lay)
     t, pp, v, m, rc = lay.tp, lay.pp, lay.vpp, lay.num_microbatches, lay.recompute
@@ -369,6 +373,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None) -> S
     peak_dtype = lay.precision if lay.precision in ("fp8", "fp4") else "bf16"
     return Step(lay=lay, stages=st, ops=ops, comms=comms, step_comms=steps, time=time, memory=memory,
                 bottleneck=bottleneck, memory_kind=mem_kind, capacity=system.accelerator.hbm_bytes,
+                budget=memory_budget(system, headroom),
                 model_flops=mflops, hardware_flops=hflops, peak_flops=system.accelerator.peak_flops(peak_dtype),
                 peak_dtype=peak_dtype, unit_time={u: sum(parts[u].values()) + none for u in UNITS},
                 unit_fwd={u: fwd[u] + none for u in UNITS},

@@ -159,8 +159,10 @@ class Reference:
         layers, emb, head = at(st.layers), at(st.embedding), at(st.head)
         scale = kept_scale(lay.schedule, lay.pp, lay.vpp, lay.num_microbatches, at(st.rank))
         scale = {u: float(np.ravel(v)[0]) for u, v in scale.items()}
-        # what no placement changes: the stage's "other" memory but the cached narrow weights (per operator here)
-        const = float(step.memory["other"][0] - layers * narrow_cache_bytes(layer_gemm_params(model, lay), lay)[0])
+        # what no placement changes: the stage's transients (but the cached narrow weights, per operator here) and
+        # the runtime outside the allocator; PaSE's bytes are the allocated view plus the runtime
+        const = float(step.memory["transient"][0] + step.memory["runtime"][0]
+                      - layers * narrow_cache_bytes(layer_gemm_params(model, lay), lay)[0])
         zero3 = {u: (bool(h_f[0]), bool(h_b[0]), frac, bool(on[0]))
                  for u, (h_f, h_b, frac, on) in step.zero3_overlap.items()}
         return cls(step, float(step.compute_speedup[0]), zero3,

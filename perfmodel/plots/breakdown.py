@@ -30,7 +30,9 @@ MEMORY_PARTS = {
     "gradients": ("gradients", "#ff7f0e"),
     "optimizer": ("optimizer states", "#2ca02c"),
     "activations": ("activations", "#d62728"),
-    "other": ("other (buffers, framework)", "#bdbdbd"),
+    "transient": ("transient (ZeRO gathers, dispatch, loss)", "#9467bd"),
+    "fragmentation": ("allocator cache (reserved - allocated)", "#bdbdbd"),
+    "runtime": ("runtime (context, NCCL, workspaces)", "#636363"),
 }
 GIB = 2**30
 
@@ -88,9 +90,9 @@ def memory_bars(ax, estimates) -> None:
         ax.axhline(cap, color="crimson", ls="--", lw=1.2, gid="memory:capacity", label=f"device memory {cap:g} GiB")
     for x, e in enumerate(est.values()):
         fits = "fits" if e.fits_in_memory else "does NOT fit"
-        ax.annotate(f"{e.memory_bytes.total / GIB:.1f} GiB\n{fits}", (x, e.memory_bytes.total / GIB), ha="center",
+        ax.annotate(f"{e.memory_bytes.device / GIB:.1f} GiB\n{fits}", (x, e.memory_bytes.device / GIB), ha="center",
                     va="bottom", fontsize=7, textcoords="offset points", xytext=(0, 2))
-    top = max(max(e.memory_bytes.total for e in est.values()), max(caps) * GIB) / GIB
+    top = max(max(e.memory_bytes.device for e in est.values()), max(caps) * GIB) / GIB
     ax.set_ylim(0, 1.15 * top)
     ax.set_ylabel("memory per device (GiB)")
     ax.set_title("memory on the fullest device", fontsize=10)

@@ -22,7 +22,7 @@ from functools import cached_property
 import numpy as np
 
 from ..cost.estimate import estimate
-from ..cost.memory import stage_memory
+from ..cost.memory import DEFAULT_HEADROOM, memory_budget, stage_memory
 from ..cost.step import evaluate
 from ..energy import Power, activity, facility_kwh, power_for
 from ..errors import InputError
@@ -58,6 +58,7 @@ class SearchResult:
     count_rows: list[dict]  # per GPU count: gpus, enumerated, feasible, pruned_for_memory, seconds
     seconds: float
     notes: list[str] = field(default_factory=list)
+    headroom: float = DEFAULT_HEADROOM  # the fit test's (cost.memory.memory_budget)
 
     @cached_property
     def table(self):
@@ -102,12 +103,13 @@ class SearchResult:
 
     def estimate(self, rank: int = 0):
         """The plan of row `rank` as a full Estimate (breakdowns, stages) of the cost model."""
-        return estimate(self.model, self.system, self.plan(rank))
+        return estimate(self.model, self.system, self.plan(rank), self.headroom)
 
     def summary(self) -> str:
         return (f"{self.enumerated} plans enumerated, {self.feasible} feasible "
-                f"({self.enumerated - self.feasible} pruned: do not fit in {self.system.accelerator.hbm_capacity_gib:g}"
-                f" GiB), {self.seconds:.2f} s")
+                f"({self.enumerated - self.feasible} pruned: reserved memory over "
+                f"{memory_budget(self.system, self.headroom) / GIB:.1f} GiB, the {self.system.accelerator.hbm_capacity_gib:g}"
+                f" GiB less runtime and {self.headroom:.0%} headroom), {self.seconds:.2f} s")
 
     def pareto(self):
         """Plans no other plan beats on all of step time, GPUs and memory (each at least as good, one better)."""
@@ -138,7 +140,7 @@ def _columns(lay, step, run: dict, power: Power | None) -> dict[str, np.ndarray]
     out["step_time_s"] = step.step_time_s
     out["tokens_per_s"] = lay.tokens_per_step / step.step_time_s
     out["mfu"] = step.mfu
-    out["memory_gib"] = step.memory["total"] / GIB
+    out["memory_gib"] = step.memory["reserved"] / GIB  # the view the fit test reads
     out["fits_in_memory"] = step.fits
     out["gpu_hours_per_step"] = step.step_time_s * lay.gpus / 3600
     out["goodput"] = np.full(len(lay), goodput)
@@ -156,22 +158,25 @@ def run_goodput(model: ModelConfig, system: System, gpus: int) -> dict[str, floa
                       RESTART_OVERHEAD_S, "sync")
 
 
-def _infeasible_message(model: ModelConfig, system: System, lay, total: np.ndarray, gpus: list[int]) -> str:
+def _infeasible_message(model: ModelConfig, system: System, lay, total: np.ndarray, gpus: list[int],
+                        cap: float) -> str:
     i = int(np.argmin(total))
     p = {c: np.broadcast_to(getattr(lay, c), (len(lay),))[i] for c in PLAN_COLUMNS}
-    cap = system.accelerator.hbm_bytes
     return (f"no feasible plan for {model.name} on {', '.join(map(str, gpus))} x {system.accelerator.name}: smallest "
-            f"memory need {total[i] / GIB:.1f} GiB > {cap / GIB:.1f} GiB (short by {(total[i] - cap) / GIB:.1f} GiB) at "
+            f"reserved memory {total[i] / GIB:.1f} GiB > {cap / GIB:.1f} GiB budget (short by "
+            f"{(total[i] - cap) / GIB:.1f} GiB) at "
             f"gpus={p['gpus']} tp={p['tp']} pp={p['pp']} cp={p['cp']} dp={p['dp']} zero={p['zero']} "
             f"recompute={p['recompute']} micro_batch={p['micro_batch']}; use more GPUs or a shorter sequence")
 
 
 def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[int], global_batch: int, seq_len: int,
            precision: str = "bf16", objective: str = "time", space: Space | dict | None = None,
-           **job: object) -> SearchResult:
+           headroom: float = DEFAULT_HEADROOM, **job: object) -> SearchResult:
     """Rank every feasible layout of training `model` on `gpus` devices of `hardware` (one count or several).
 
-    `job` takes the other Job fields (attention, grad_dtype, overlap_dp_comm); `space` narrows the layouts.
+    `job` takes the other Job fields (attention, grad_dtype, overlap_dp_comm); `space` narrows the layouts. A layout
+    is feasible when its reserved view fits (capacity - runtime) * (1 - headroom) on every stage
+    (`cost.memory.memory_budget`).
     """
     t0 = time.perf_counter()
     model, system = load_model(model), load_hardware(hardware)
@@ -188,7 +193,9 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
     jobs = [Job(gpus=g, global_batch=global_batch, seq_len=seq_len, precision=precision, **job)
             for g in sorted(set(int(g) for g in counts))]
     tables, rows, worst, notes, refused = [], [], None, [], []
-    cap = system.accelerator.hbm_bytes
+    if not 0.0 <= headroom < 1.0:
+        raise InputError(f"headroom = {headroom!r}; valid: a share of the memory to keep free, >= 0 and < 1")
+    cap = memory_budget(system, headroom)
     for j in jobs:
         t1 = time.perf_counter()
         try:
@@ -200,12 +207,12 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
             notes.append(f"GPU count {j.gpus} skipped: {err}")
             continue
         memory, kind = stage_memory(model, system, lay)
-        total = memory["total"]
+        total = memory["reserved"]
         fits = np.flatnonzero(total <= cap)
         if len(fits):
             sub = lay.take(fits)
             mem_fits = ({k: v[fits] for k, v in memory.items()}, kind[fits])
-            tables.append(_columns(sub, evaluate(model, system, sub, mem_fits), run_goodput(model, system, j.gpus), power))
+            tables.append(_columns(sub, evaluate(model, system, sub, mem_fits, headroom), run_goodput(model, system, j.gpus), power))
         elif worst is None or total.min() < worst[1].min():
             worst = (lay, total)  # the count whose leanest plan comes closest, for the message
         rows.append({"gpus": j.gpus, "enumerated": len(lay), "feasible": len(fits),
@@ -213,10 +220,10 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
     if not tables:
         if worst is None:
             raise refused[0]
-        raise InputError(_infeasible_message(model, system, *worst, [j.gpus for j in jobs]))
+        raise InputError(_infeasible_message(model, system, *worst, [j.gpus for j in jobs], cap))
     columns = {k: np.concatenate([t[k] for t in tables]) for k in tables[0]}
     order = np.lexsort([columns[k] for k in reversed(OBJECTIVES[objective])])  # stable, first key first
     notes += [f"GPU count {r['gpus']}: no layout fits in memory" for r in rows if r["feasible"] == 0]
     return SearchResult(model=model, system=system, job=jobs[0], objective=objective,
                         columns={k: v[order] for k, v in columns.items()}, count_rows=rows,
-                        seconds=time.perf_counter() - t0, notes=notes)
+                        seconds=time.perf_counter() - t0, notes=notes, headroom=headroom)

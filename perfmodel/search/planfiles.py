@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..cost.memory import DEFAULT_HEADROOM
 from ..cost.estimate import evaluate_plan, prediction_of
 from ..cost.step import Step
 from ..hardware import System
@@ -23,8 +24,8 @@ def megatron_cost(model: ModelConfig, system: System, plan: Plan,
                          use_alt=pase.megatron_alternatives(graph, tables))
 
 
-def balanced(model: ModelConfig, system: System, plan: Plan,
-             default: tuple[Step, Estimate]) -> tuple[Plan, tuple[Step, Estimate], str | None]:
+def balanced(model: ModelConfig, system: System, plan: Plan, default: tuple[Step, Estimate],
+             headroom: float = DEFAULT_HEADROOM) -> tuple[Plan, tuple[Step, Estimate], str | None]:
     """The plan with the stage split of `balance_stages` when it fits and is faster than the default split
     (`default`: the plan evaluated, `cost.estimate.evaluate_plan`), or fits where the default does not; else
     the plan as it is. With the plan chosen: its evaluation, and a note when the split changed."""
@@ -33,7 +34,7 @@ def balanced(model: ModelConfig, system: System, plan: Plan,
     if not split.fits or split.layers == est.stage_layers:
         return plan, default, None
     candidate = resolve(plan.model_copy(update={"stage_layers": split.layers}), model, system)
-    after = evaluate_plan(model, system, candidate)
+    after = evaluate_plan(model, system, candidate, headroom)
     # the DP balances stage time; the whole step (DP/ZeRO comm, optimizer) decides
     if after[1].fits_in_memory and (after[1].step_time_s < est.step_time_s or not est.fits_in_memory):
         note = (f"stage split {split.layers} from balance_stages: step {after[1].step_time_s:.4f} s against "
@@ -44,17 +45,17 @@ def balanced(model: ModelConfig, system: System, plan: Plan,
 
 
 def plan_file(model: ModelConfig, system: System, plan: Plan, created_by: str = "", balance: bool = False,
-              evaluated: tuple[Step, Estimate] | None = None) -> PlanFile:
+              evaluated: tuple[Step, Estimate] | None = None, headroom: float = DEFAULT_HEADROOM) -> PlanFile:
     """A plan file for `plan`: its estimate (`evaluated`: `cost.estimate.evaluate_plan` of it, if the caller has
     it), the PaSE placements for its mesh within the memory Megatron-LM's placements need (a budget of the whole
     HBM would let PaSE replicate weights the estimate never counted) and, with `balance`, the stage split of
     `balance_stages` where `balanced` keeps it. The plan is evaluated once: the estimate and PaSE's tables
     share it."""
     plan = resolve(plan, model, system)
-    evaluated = evaluate_plan(model, system, plan) if evaluated is None else evaluated
+    evaluated = evaluate_plan(model, system, plan, headroom) if evaluated is None else evaluated
     notes = []
     if balance and plan.pp > 1 and plan.stage_layers is None and not megatron_rules(plan):
-        plan, evaluated, note = balanced(model, system, plan, evaluated)
+        plan, evaluated, note = balanced(model, system, plan, evaluated, headroom)
         notes += [note] if note else []
     step, est = evaluated
     graph = pase.operator_graph(model.n_layers, model.moe is not None)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost.memory import stage_memory
+from ..cost.memory import memory_budget, stage_memory
 from ..cost.stages import Stages
 from ..cost.step import Step, evaluate
 from ..cost.layouts import Layouts
@@ -54,7 +54,7 @@ def _stage_costs(model: ModelConfig, system: System, plan: Plan, step: Step | No
                   valid=np.ones((pp * (n + 1), 1), bool)).with_mtp(model.mtp_layers)
     time = grid.seconds(unit).reshape(shape) + float(step.p2p[0])
     by_kind = stage_memory(model, system, lay, grid, per_kind=True)
-    return time, by_kind["total"].reshape(shape), float(step.stage_time_max[0])
+    return time, by_kind["reserved"].reshape(shape), float(step.stage_time_max[0])
 
 
 def balance_stages(model: ModelConfig, system: System, plan: Plan, step: Step | None = None) -> StageSplit:
@@ -65,7 +65,7 @@ def balance_stages(model: ModelConfig, system: System, plan: Plan, step: Step | 
     """
     n, pp, vpp = model.n_layers, plan.pp, plan.vpp
     time, mem, default_t = _stage_costs(model, system, plan, step)
-    cap = system.accelerator.hbm_bytes
+    cap = step.budget if step is not None else memory_budget(system)
     if pp == 1:
         return StageSplit([n], float(time[0, n]), [float(mem[0, n])], default_t, bool(mem[0, n] <= cap))
     fits = True
