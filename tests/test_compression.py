@@ -85,7 +85,8 @@ def test_powersgd_outside_ddp_is_refused(update, needle):
 def test_search_with_powersgd_enumerates_whole_replicas_only():
     from perfmodel.search.layouts import search
 
-    res = search(MODEL, "dgx-b200", 64, 512, 4096, grad_compression="powersgd", powersgd_rank=4)
+    # whole replicas of an 8B model (zero 0) fill a B200: no headroom, so that some fit
+    res = search(MODEL, "dgx-b200", 64, 512, 2048, grad_compression="powersgd", powersgd_rank=4, headroom=0.0)
     t = res.table
     assert len(t) and (t.tp == 1).all() and (t.pp == 1).all() and (t.zero == 0).all() and (t.cp == 1).all()
     assert res.plan(0).grad_compression == "powersgd"
@@ -99,7 +100,7 @@ def test_one_replica_compresses_nothing():
     base = estimate("gpt2-124m", SYSTEM, one)
     for c in ("bf16", "powersgd"):
         e = estimate("gpt2-124m", SYSTEM, one.model_copy(update={"grad_compression": c}))
-        assert e.step_time_s == base.step_time_s and e.memory_bytes.total == base.memory_bytes.total
+        assert e.step_time_s == base.step_time_s and e.memory_bytes == base.memory_bytes
 
 
 def test_exports_say_what_the_framework_cannot_compress():

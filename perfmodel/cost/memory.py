@@ -261,7 +261,7 @@ def layer_activations(model: ModelConfig, lay: Layouts, layers, chunks) -> np.nd
     Per chunk of c = layers / vpp layers and one micro-batch, with K the bytes one layer keeps under the plan's
     policy and K0 without recompute (`layer_activation_bytes`): none / selective / per-op keep c K and rebuild
     one layer's K0 - K; full with Megatron-LM's recompute_method uniform checkpoints groups of n =
-    recompute_num_layers layers (ceil(c / n) inputs kept, a whole group of n K0 rebuilt); block recomputes the
+    recompute_num_layers layers (c / n group inputs kept, a whole group of n K0 rebuilt); block recomputes the
     first n layers of the chunk (n K + (c - n) K0 kept, one layer's K0 - K rebuilt) (megatron/core/transformer/
     transformer_block.py _checkpointed_forward)."""
     kept, none = layer_activation_bytes(model, lay), layer_activation_bytes(model, lay, "none")
@@ -272,7 +272,7 @@ def layer_activations(model: ModelConfig, lay: Layouts, layers, chunks) -> np.nd
         per_chunk = np.where(full, n * kept + (c - n) * none, c * kept)
         working = none - kept
     else:
-        per_chunk = np.where(full, np.ceil(c / n) * kept, c * kept)
+        per_chunk = np.where(full, c / n * kept, c * kept)  # c / n group inputs (the mean chunk's c may be fractional)
         working = np.where(full, n * none - kept, none - kept)
     return np.where(c > 0, per_chunk * chunks + working, 0.0)
 

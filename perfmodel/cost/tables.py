@@ -42,6 +42,7 @@ from .memory import (
     kept_scale,
     layer_gemm_params,
     narrow_cache_bytes,
+    stage_moe_layers,
     state_bytes,
 )
 from .mesh import BIT, Mesh, gathered_axes
@@ -147,6 +148,7 @@ class Reference:
     kept: dict[str, float]  # ... per byte a unit keeps for one micro-batch
     working: float  # per byte one layer's recompute rebuilds (one layer in its backward at a time)
     constant_memory: float
+    moe_states: float = 0.0  # per byte of a mean layer's routed-expert states (memory.stage_moe_layers / n)
 
     @classmethod
     def of(cls, model: ModelConfig, system: System, lay: Layouts, step: Step | None = None) -> Reference:
@@ -168,7 +170,8 @@ class Reference:
         return cls(step, float(step.compute_speedup[0]), zero3,
                    {"layer": layers / n, "embedding": float(emb > 0), "head": float(head > 0)},  # MTP: shared
                    {"layer": layers / n * scale["layer"], "embedding": emb * scale["embedding"],
-                    "head": head * scale["head"]}, 1.0 / n, const)
+                    "head": head * scale["head"]}, 1.0 / n, const,
+                   float(np.ravel(stage_moe_layers(model, st, lay)[k])[0]) / n)
 
 
 @dataclass
@@ -344,7 +347,7 @@ def _moe_vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray,
                    + compression_seconds(x.dev, p_exp, gbytes, lay.grad_compression, lay.edp))
                 / shared_host_speedup(x.system, lay))
     st, st_e = state_bytes(p_rep, lay), state_bytes(p_exp, lay, lay.edp)
-    memory = sum(st[k] + st_e[k] for k in st) * ref.states["layer"]
+    memory = sum(st[k] for k in st) * ref.states["layer"] + sum(st_e[k] for k in st_e) * ref.moe_states
     kept = moe_kept_bytes(model, lay, rc)
     memory = memory + kept * ref.kept["layer"] + (moe_kept_bytes(model, lay, "none") - kept) * ref.working
     memory = memory + narrow_cache_bytes(moe_gemm_params(model, lay), lay) * ref.states["layer"]
