@@ -4,18 +4,49 @@ and the (model, system, resolved plan) they name, or a plan file's."""
 from __future__ import annotations
 
 import argparse
+import math
 import typing
 
 from .argtypes import integer, path
+from .cost.memory import DEFAULT_HEADROOM
 from .errors import InputError
 from .hardware import System, load_hardware
 from .models import ModelConfig, load_model
 from .plan import Dispatcher, Plan, Precision, resolve
 from .planfile import PlanFile, load_plan_file
+from .recompute import RECOMPUTE_MODULES, Recompute
 from .stack import DEFAULT_STACK, STACKS
 
 PRECISIONS = typing.get_args(Precision)  # the plan's own list
 DISPATCHERS = typing.get_args(Dispatcher)
+RECOMPUTES = typing.get_args(Recompute)
+RECOMPUTE_METHODS = typing.get_args(Plan.model_fields["recompute_method"].annotation)
+
+
+def module_list(name: str):
+    """Megatron-Core's --recompute-modules: names of RECOMPUTE_MODULES separated by commas (spaces around them
+    are dropped, repeats kept once)."""
+    def parse(text):
+        parts = [p.strip() for p in text.split(",")]
+        bad = [p for p in parts if p not in RECOMPUTE_MODULES]
+        if bad:
+            raise argparse.ArgumentTypeError(f"{name} = {text!r}: {bad[0]!r} is not a module; valid: names "
+                                             f"separated by commas, of {', '.join(RECOMPUTE_MODULES)}")
+        return list(dict.fromkeys(parts))
+    return parse
+
+
+def fraction(name: str, what: str):
+    """A share: a finite number >= 0 and < 1 (`--headroom`)."""
+    def parse(text):
+        try:
+            v = float(text)
+        except ValueError:
+            v = None
+        if v is None or not math.isfinite(v) or not 0.0 <= v < 1.0:
+            raise argparse.ArgumentTypeError(f"{name} = {text!r}; valid: a number >= 0 and < 1 ({what})")
+        return v
+    return parse
 
 
 def add_plan_flags(pr: argparse.ArgumentParser) -> None:
@@ -38,7 +69,19 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("--micro-batch", type=integer("--micro-batch"))
     pr.add_argument("--global-batch", type=integer("--global-batch"))
     pr.add_argument("--seq-len", type=integer("--seq-len"))
-    pr.add_argument("--recompute", choices=["none", "selective", "full"], help="default none")
+    pr.add_argument("--recompute", choices=RECOMPUTES,
+                    help="activation recomputation: none (default); selective (Megatron-Core "
+                         "--recompute-granularity selective, of --recompute-modules); full (whole layers); per-op "
+                         "(torchtitan's per-op selective checkpointing: keeps attention and every second matmul's "
+                         "outputs)")
+    pr.add_argument("--recompute-modules", type=module_list("--recompute-modules"), metavar="M1,M2",
+                    help="with --recompute selective: the submodules rebuilt in the backward (Megatron-Core "
+                         f"--recompute-modules), of {', '.join(RECOMPUTE_MODULES)}; default core_attn")
+    pr.add_argument("--recompute-num-layers", type=integer("--recompute-num-layers"), metavar="N",
+                    help="with --recompute full: layers per checkpointed group (uniform) or checkpointed layers "
+                         "per pipeline chunk (block); Megatron-LM --recompute-num-layers (default 1: every layer)")
+    pr.add_argument("--recompute-method", choices=RECOMPUTE_METHODS,
+                    help="with --recompute full: Megatron-LM --recompute-method (default uniform)")
     pr.add_argument("--sequence-parallel", action="store_true")
     pr.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="default 0")
     pr.add_argument("--precision", choices=PRECISIONS, help="default bf16")
@@ -58,6 +101,10 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
                     help="layers on the first pipeline stage (Megatron-LM --decoder-first-pipeline-num-layers)")
     pr.add_argument("--last-stage-layers", type=integer("--last-stage-layers"),
                     help="layers on the last pipeline stage (Megatron-LM --decoder-last-pipeline-num-layers)")
+    pr.add_argument("--headroom", type=fraction("--headroom", "share of the memory the fit test keeps free"),
+                    metavar="FRACTION",
+                    help="share of the allocator's room (capacity - runtime) a plan must leave free to count as "
+                         f"fitting (default {DEFAULT_HEADROOM}, the model's: perfmodel.cost.memory.DEFAULT_HEADROOM)")
 
 
 def add_compression_flags(pr: argparse.ArgumentParser, default: str | None = "none") -> None:
@@ -70,7 +117,8 @@ def add_compression_flags(pr: argparse.ArgumentParser, default: str | None = "no
 
 PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "global_batch", "seq_len")
 PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "expert_imbalance",
-              "moe_dispatcher", "micro_batch", "global_batch", "seq_len", "recompute", "zero", "precision", "schedule",
+              "moe_dispatcher", "micro_batch", "global_batch", "seq_len", "recompute", "recompute_modules",
+              "recompute_num_layers", "recompute_method", "zero", "precision", "schedule",
               "attention", "grad_dtype", "grad_compression", "powersgd_rank", "stack", "first_stage_layers", "last_stage_layers",
               "sequence_parallel", "no_overlap_dp_comm", "account_for_embedding", "account_for_loss", "moe_overlap")
 VALUE_FLAGS = PLAN_FLAGS[2:PLAN_FLAGS.index("sequence_parallel")]  # the plan fields given by value

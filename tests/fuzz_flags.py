@@ -11,12 +11,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 
 from hypothesis import strategies as st
 
 from perfmodel.argtypes import MAX_COUNT
+from perfmodel.recompute import Recompute
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV_CSV = ROOT / "benchmarks" / "data" / "published_runs_dev.csv"
@@ -172,8 +174,40 @@ def gpu_list() -> Kind:
     return Kind(fixed, more)
 
 
+def recompute_modules(valid=("core_attn", "mlp", "layernorm"), **kw) -> Kind:
+    """--recompute-modules with --recompute selective: a list with a name that is no module (argparse refuses it)
+    or a module the base's model lacks (gpt2-124m: no experts, no latent attention; plan.resolve refuses it)."""
+    def bad(s: str) -> bool:
+        return any(p.strip() not in valid for p in s.split(","))
+
+    fixed = ["", ",", "core_attn,", ",mlp", "bogus", "core_attn,,mlp", "CORE_ATTN", "core-attn", "moe", "moe_act",
+             "shared_experts", "mla_up_proj", "core_attn,moe", "core_attn mlp", "core_attn;mlp"]
+    names = st.sampled_from(["core_attn", "mlp", "layernorm", "moe", "moe_act", "shared_experts", "mla_up_proj"])
+    more = st.one_of(st.lists(names | TEXT, min_size=1, max_size=4).map(",".join), TEXT).filter(bad)
+    return Kind([v for v in fixed if bad(v)], more, extra=("--recompute", "selective"), **kw)
+
+
+def parsed_by(action: argparse.Action, refuse=(), **kw) -> Kind:
+    """A number flag checked by its own parser type (`--headroom`, whose bounds differ between predict and
+    search): bad values are what that type refuses; `refuse` must be refused whatever the bounds."""
+    def bad(s) -> bool:
+        try:
+            action.type(s)
+        except (argparse.ArgumentTypeError, TypeError, ValueError):
+            return True
+        return False
+
+    fixed = ["nan", "inf", "-inf", "-1", "-0.001", "abc", "", "1e400", "0.995", "1", "1.0", "1.5", "100", "0x1"]
+    more = st.one_of(st.floats().map(repr), st.floats(min_value=0.9, max_value=2.0).map(repr), TEXT).filter(bad)
+    return Kind(list(refuse) + [v for v in fixed if v not in refuse and bad(v)], more, **kw)
+
+
+# refused as a headroom by every command: outside [0, 1), or no number
+HEADROOM_BAD = ("-1", "1", "1.0", "nan", "inf", "abc", "")
+
 ONLY_COUNTS = ["tp", "pp", "cp", "vpp", "ep", "etp", "micro_batch"]
 ONLY_FIELDS = ONLY_COUNTS + ["recompute", "sequence_parallel", "zero"]
+RECOMPUTES = typing.get_args(Recompute)  # none, selective, full, per-op: what --only recompute= takes
 
 
 def _only_ok(field: str, values: str) -> bool:
@@ -181,7 +215,7 @@ def _only_ok(field: str, values: str) -> bool:
     def ok(v: str) -> bool:
         v = v.strip()
         if field == "recompute":
-            return v in ("none", "selective", "full")
+            return v in RECOMPUTES
         if field == "sequence_parallel":
             return v.lower() in ("true", "false", "on", "off", "1", "0")
         return _int_ok(v, 0, 3) if field == "zero" else _int_ok(v, 1, 2**80)
@@ -314,7 +348,11 @@ def _plan_flags(cmd: str) -> dict:
     out = {f: count() for f in counts}
     out |= {"--plan": plan_in(base=f"{cmd}-plan", names=("plan file",)), "--model": model_in(),
             "--hardware": hardware_in(names=("system", "spec")), "--expert-imbalance": number(1.0, 64.0),
-            "--powersgd-rank": count(extra=("--grad-compression", "powersgd"))}
+            "--powersgd-rank": count(extra=("--grad-compression", "powersgd")),
+            "--recompute-modules": recompute_modules(),
+            # gpt2-124m has 12 layers: 13 is a count, but too many
+            "--recompute-num-layers": count(extra=("--recompute", "full"))}
+    out["--recompute-num-layers"].fixed += ["13", "1000"]
     out |= {f: flag_switch() for f in ("--moe-overlap", "--sequence-parallel", "--no-overlap-dp-comm",
                                        "--account-for-embedding", "--account-for-loss")}
     return out
@@ -381,6 +419,10 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("calibrate", "--plot"): output(".png")}
     t |= {("hardware show", "name"): hardware_in(names=("system", "spec", "hardware")),
           ("models show", "name"): model_in(names=("model",))}
+    # --headroom (predict, forecast, search; each command's own bounds): what its parser type refuses
+    for (cmd, flag), action in walk(parser).items():
+        if flag == "--headroom":
+            t[(cmd, flag)] = parsed_by(action, HEADROOM_BAD)
     # choices flags (and the subcommand words): strings not in the parser's own choices
     for (cmd, flag), action in walk(parser).items():
         if action.choices is not None and (cmd, flag) not in t:

@@ -99,7 +99,7 @@ class Trainer:
                 from .expert_parallel import apply_ep
 
                 first_expert = apply_ep(m, ep_mesh["ep"])
-            apply_ac(m, plan.recompute)
+            apply_ac(m, plan.recompute, plan.recompute_modules, plan.recompute_num_layers, plan.recompute_method)
             m.to_empty(device=device)
             if cfg.tie_embeddings and m.embedding is not None and m.lm_head is not None:
                 m.lm_head.weight = m.embedding.tok.weight  # distributing and to_empty each made their own copy

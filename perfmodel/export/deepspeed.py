@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from ..recompute import DEFAULT_RECOMPUTE_MODULES
 from ..planfile import PlanFile
 from .common import devices_per_node, hardware_notes, placement_deviations, prediction, shape, summary
 
@@ -90,12 +91,32 @@ def deepspeed(pf: PlanFile) -> str:
         cfg["activation_checkpointing"] = {"partition_activations": p.tp > 1,
                                            "contiguous_memory_optimization": False, "cpu_checkpointing": False,
                                            "synchronize_checkpoint_boundary": False, "profile": False}
-        notes.append("recompute=full: the activation_checkpointing section only configures "
-                     "deepspeed.checkpointing.checkpoint; the model code must wrap each transformer layer in it")
+        n = p.recompute_num_layers or 1
+        if p.recompute_method == "uniform" and n == 1:
+            notes.append("recompute=full: the activation_checkpointing section only configures "
+                         "deepspeed.checkpointing.checkpoint; the model code must wrap each transformer layer in it")
+        else:
+            which = (f"groups of {n} consecutive layers, one deepspeed.checkpointing.checkpoint call per group"
+                     if p.recompute_method == "uniform" else
+                     f"only the first {n} layers of each pipeline stage's chunk, each in its own call")
+            notes.append(f"recompute=full with recompute_method={p.recompute_method}, recompute_num_layers={n}: the "
+                         "activation_checkpointing section only configures deepspeed.checkpointing.checkpoint; the "
+                         f"model code must wrap {which} (Megatron-DeepSpeed: --recompute-method "
+                         f"{p.recompute_method} --recompute-num-layers {n})")
     elif p.recompute == "selective":
-        notes.append("recompute=selective: not expressible in the DeepSpeed config (its activation checkpointing "
-                     "recomputes whole wrapped blocks; selective attention recompute is Megatron-DeepSpeed's "
-                     "--recompute-granularity selective)")
+        mods = list(p.recompute_modules or DEFAULT_RECOMPUTE_MODULES)
+        what = ("selective attention recompute is Megatron-DeepSpeed's --recompute-granularity selective" if
+                mods == list(DEFAULT_RECOMPUTE_MODULES) else
+                f"the module list {', '.join(mods)} is Megatron-Core's --recompute-modules, which Megatron-DeepSpeed "
+                "does not have: wrap those submodules in deepspeed.checkpointing.checkpoint in model code")
+        notes.append(f"recompute=selective: not expressible in the DeepSpeed config (recompute_modules "
+                     f"{', '.join(mods)}; its activation checkpointing recomputes whole wrapped blocks; {what})")
+    elif p.recompute == "per-op":
+        notes.append("recompute=per-op: not expressible in the DeepSpeed config (its activation checkpointing "
+                     "recomputes whole wrapped blocks); per-op checkpointing is torch's "
+                     "torch.utils.checkpoint.create_selective_checkpoint_contexts policy (as torchtitan's "
+                     "selective_ac_option = \"op\": keep SDPA and every second matmul's outputs) applied to each "
+                     "block in model code")
 
     if p.tp > 1:
         megatron_ds = (f"Megatron-style tensor parallelism needs Megatron-DeepSpeed (--tensor-model-parallel-size "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+from ..recompute import DEFAULT_RECOMPUTE_MODULES
 from ..planfile import PlanFile
 from .common import (
     devices_per_node,
@@ -256,12 +257,9 @@ def torchtitan(pf: PlanFile) -> str:
     training = {"local_batch_size": local, "global_batch_size": p.global_batch, "seq_len": p.seq_len,
                 "mixed_precision_param": "bfloat16", "mixed_precision_reduce": "float32"}
 
-    ac = {"mode": p.recompute}
-    if p.recompute == "selective":
-        ac["selective_ac_option"] = "op"
-        comments.append("selective_ac_option = \"op\": torchtitan's op-level policy saves matmul and attention "
-                        "outputs (recomputing every second matmul) and recomputes the rest; perfmodel's selective "
-                        "recompute (Korthikanti et al. 2022) is approximated by it")
+    ac, ac_comments, ac_notes = _torchtitan_ac(pf)
+    comments += ac_comments
+    notes += ac_notes
     if p.attention == "unfused":
         notes.append("attention=unfused: torchtitan's llama3 calls scaled_dot_product_attention (flash / "
                      "memory-efficient kernels); exported as fused attention")
@@ -301,6 +299,57 @@ def torchtitan(pf: PlanFile) -> str:
     lines.append("")
     lines += not_expressed_comments("torchtitan", notes)
     return "\n".join(lines) + "\n"
+
+
+def _torchtitan_ac(pf: PlanFile) -> tuple[dict, list[str], list[str]]:
+    """([activation_checkpoint] table, comments, not-expressed notes) for the recompute policy. torchtitan's modes
+    (torchtitan/distributed/activation_checkpoint.py): none; full, every transformer block its own checkpoint;
+    selective with selective_ac_option "op", per-op checkpointing (the plan's per-op); selective with an integer
+    N, every N-th block (counted over the blocks a rank holds) whole and the others not at all."""
+    p = pf.plan
+    if p.recompute == "none":
+        return {"mode": "none"}, [], []
+    if p.recompute == "per-op":
+        return {"mode": "selective", "selective_ac_option": "op"}, [
+            "selective_ac_option = \"op\": torchtitan's per-op policy, as planned (recompute=per-op): the outputs "
+            "of attention (SDPA), the tp reduce-scatters and every second matmul are saved, the rest recomputed"], []
+    if p.recompute == "selective":
+        mods = list(p.recompute_modules or DEFAULT_RECOMPUTE_MODULES)
+        ac = {"mode": "selective", "selective_ac_option": "op"}
+        if mods == list(DEFAULT_RECOMPUTE_MODULES):
+            return ac, ["selective_ac_option = \"op\": torchtitan's op-level policy saves matmul and attention "
+                        "outputs (recomputing every second matmul) and recomputes the rest; perfmodel's selective "
+                        "recompute of the attention core (Korthikanti et al. 2022) is approximated by it, the "
+                        "nearest torchtitan has (it keeps fewer activations than planned and recomputes more)"], []
+        return ac, [], [f"recompute=selective of {', '.join(mods)} (Megatron-Core --recompute-modules): torchtitan "
+                        "checkpoints whole blocks or per operator, not chosen submodules; exported as the nearest, "
+                        "per-op checkpointing (selective_ac_option = \"op\"), whose memory and recompute time "
+                        "differ from the plan's"]
+    n = p.recompute_num_layers or 1
+    if p.recompute_method == "uniform":
+        if n == 1:
+            return {"mode": "full"}, [], []
+        return {"mode": "full"}, [], [
+            f"recompute_num_layers={n} (uniform): torchtitan checkpoints each block on its own, not {n} consecutive "
+            f"blocks as one; exported as mode = \"full\", which keeps each block's input ({n} x the plan's, one per "
+            f"group) and rebuilds one block at a time; torchtitan's selective_ac_option = \"{n}\" is not this (it "
+            f"checkpoints every {n}th block whole and keeps all activations of the others)"]
+    chunks = virtual_stages(pf)
+    if all(c <= n for c in chunks):  # the first n of each chunk: all of them
+        return {"mode": "full"}, [f"recompute_method = block, recompute_num_layers = {n}: every chunk holds at "
+                                  f"most {n} layers, so every block is recomputed (mode = \"full\")"], []
+    size = chunks[0]
+    if len(set(chunks)) == 1 and size % n == 0:
+        k = size // n
+        return {"mode": "selective", "selective_ac_option": str(k)}, [
+            f"selective_ac_option = \"{k}\": every {k}th block whole, {n} of each chunk's {size} (torchtitan counts "
+            f"a rank's blocks in order); the plan recomputes the first {n} of each chunk (Megatron-LM "
+            "--recompute-method block): the same count, so the same memory and recompute time, other blocks"], []
+    return {"mode": "full"}, [], [
+        f"recompute_method = block, recompute_num_layers = {n}: torchtitan cannot checkpoint the first {n} blocks of "
+        f"each pipeline chunk (chunks of {chunks} layers); its selective_ac_option = \"N\" checkpoints every Nth "
+        "block, which matches the count only for equal chunks a multiple of n; exported as mode = \"full\" (every "
+        "block recomputed: less memory, more recompute time than planned)"]
 
 
 def _torchtitan_experts(pf: PlanFile, name: str, flavor: str, shard: int) -> tuple[list[str], list[str]]:

@@ -19,6 +19,9 @@ search's choices for what resolve leaves open:
   - ZeRO 1-3 only with dp*cp > 1;
   - for a mixture-of-experts model, tp > 1 only with sequence parallelism, and every (ep, etp) with ep dividing n_experts, etp dividing expert_ffn_hidden and
     ep*etp dividing the stage's tp*cp*dp ranks (MoE parallel folding; dense models: ep = etp = 1).
+  - recompute: none, selective (Megatron-Core's default module list, core_attn) and full (every layer its own
+    checkpoint); per-op (torchtitan's per-op checkpointing) only where `Space.recompute` names it (`search --only
+    recompute=per-op`), and module lists or grouped full recompute only through `predict`'s flags.
 `Space` narrows any axis (e.g. zero=[1], recompute=["selective"]).
 """
 
@@ -48,6 +51,9 @@ from ..plan import (
     resolve,
 )
 from ..stack import DEFAULT_STACK
+
+
+DEFAULT_RECOMPUTES = ("none", "selective", "full")  # what a search tries without --only recompute=... (per-op: asked)
 
 
 class Space(Schema):
@@ -174,7 +180,7 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
     found = meshes(model, job, space)
     if not found:
         raise InputError(no_mesh_message(model, job, space))
-    rcs = space.recompute or ["none", "selective", "full"]
+    rcs = space.recompute or list(DEFAULT_RECOMPUTES)
     too_narrow = InputError(f"no layout of gpus = {job.gpus} satisfies the --only limits {space.model_dump(exclude_none=True)}")
     rows = []  # (tp, pp, cp, dp, vpp, micro_batch, accounting, ep, etp) then the cheap axes by product below
     for t, p, c, d in found:
