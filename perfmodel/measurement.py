@@ -1,7 +1,8 @@
 """Measurement files: what `perfmodel execute` writes beside a plan file and `perfmodel validate` reads.
 
 One file per executed plan: the plan it ran (model, hardware, layout), the software and devices it ran on, the
-raw per-step wall times of every rank, the peak memory of every rank and how it was measured, the loss per
+raw per-step wall times of every rank, the memory of every rank (the allocated peak, and where measured the
+reserved peak, the device memory and what stays allocated between steps) and how each was measured, the loss per
 step, every way the run departed from the plan (e.g. dropout not run), and, when it saved checkpoints or resumed
 one, each save's time and size and the resume's read time (`CheckpointRecord`; older files without it still
 load). This module imports no torch.
@@ -36,7 +37,23 @@ class RankRecord(Schema):
     rank: Count0
     device: str = Field(description="device name, e.g. 'NVIDIA H100 80GB HBM3' or the CPU model")
     step_times_s: list[PositiveReal] = Field(description="wall seconds of every step, warm-up included")
-    peak_memory_bytes: Real = Field(ge=0, description="peak memory of the measured steps (see memory_method)")
+    peak_memory_bytes: Real = Field(ge=0, description="peak allocated memory of the measured steps: what tensors "
+                                                      "held (memory_methods['peak_memory_bytes'])")
+    peak_reserved_bytes: Real | None = Field(None, ge=0, description="peak the caching allocator reserved over "
+                                                                     "the measured steps (CUDA); null: not measured")
+    device_bytes: Real | None = Field(None, ge=0, description="device memory in use as NVML reports it (CUDA "
+                                                              "context, NCCL, libraries and the allocator's "
+                                                              "segments); null: not measured")
+    between_steps_bytes: Real | None = Field(None, ge=0, description="allocated memory right after a step (the "
+                                                                     "optimizer step and zero_grad done), the "
+                                                                     "largest over the measured steps; null: not "
+                                                                     "measured")
+
+
+# The memory a rank records, one field per view (RankRecord), as the cost model predicts them (result.
+# MemoryBreakdown: allocated, reserved, device, between_steps).
+MEMORY_FIELDS = {"peak_memory_bytes": "allocated", "peak_reserved_bytes": "reserved", "device_bytes": "device",
+                 "between_steps_bytes": "between_steps"}
 
 
 class CheckpointSave(Schema):
@@ -102,6 +119,9 @@ class Measurement(Schema):
                                          "holds rounds x steps entries, every run with its own warm-up")
     dtype: str = Field(description="compute dtype the executor ran: bf16/fp16 autocast on CUDA, fp32 on CPU")
     memory_method: str = Field(description="how peak_memory_bytes was measured")
+    memory_methods: dict[str, str] = Field(default_factory=dict, description="how each memory field of the ranks "
+                                           "was measured, by field name (MEMORY_FIELDS), or why it was not; older "
+                                           "files: empty (only memory_method)")
     ranks: list[RankRecord] = Field(min_length=1, description="every rank's record")
     losses: list[Real] = Field(min_length=1, description="mean training loss of every step of the first run (over "
                                                         "all tokens of the step; every run starts from the same seed)")
@@ -150,8 +170,15 @@ class Measurement(Schema):
 
     @property
     def peak_memory_bytes(self) -> float:
-        """Peak memory of the most loaded rank, bytes."""
+        """Peak allocated memory of the most loaded rank, bytes."""
         return max(r.peak_memory_bytes for r in self.ranks)
+
+    def memory_view(self, view: str) -> float | None:
+        """The most loaded rank's bytes in one view (allocated, reserved, device, between_steps), over the ranks
+        that measured it; None where no rank did."""
+        field = {v: f for f, v in MEMORY_FIELDS.items()}[view]
+        values = [getattr(r, field) for r in self.ranks if getattr(r, field) is not None]
+        return max(values) if values else None
 
 
 def measurement_path(plan_path: str | Path) -> Path:

@@ -6,7 +6,8 @@
 For a built-in sweep (`perfmodel.sweeps`) the plan files are written into the output directory for the spec
 the predictions use; all plans run in one `torchrun` launch (`perfmodel.execute.run_plans`); each is predicted
 with `estimate(model, spec, plan)`. The result is one table (predicted and measured step time and peak
-memory, signed errors), the step-time and memory MAPE, the Spearman rank correlation of predicted vs measured
+memory, signed errors; memory view by view: allocated, and reserved, device and between steps where measured),
+the step-time and memory MAPE, the Spearman rank correlation of predicted vs measured
 step time, a CSV and optionally a scatter plot. This module imports no torch (the executor runs in workers).
 
 The rows, metrics and printed text are `perfmodel.validation`'s; this module resolves and checks the input,
@@ -32,7 +33,7 @@ from .models import ModelConfig
 from .plan import Plan
 from .stack import EXECUTOR_STACK
 from .sweeps import SWEEPS, get_sweep
-from .validation import GiB, ValidationResult, compare, summarize
+from .validation import EXTRA_VIEWS, GiB, ValidationResult, compare, summarize
 from .validation_checkpoints import checkpoint_rows
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -239,7 +240,8 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
     # (e.g. gpu-single on a 40 GiB part), plan files are refused.
     big = [(e, est) for e, est in zip(entries, predicted) if not est.fits_in_memory]
     for e, est in big:
-        need = f"{est.memory_bytes.total / GiB:.1f} GiB > {est.memory_capacity_bytes / GiB:.1f} GiB"
+        need = (f"{est.memory_bytes.reserved / GiB:.1f} GiB reserved > a budget of {est.memory_budget_bytes / GiB:.1f}"
+                " GiB")
         if sw is None:
             raise InputError(f"plan file {e.path!r} is predicted not to fit in memory on {(spec or e.hardware).name} "
                              f"({need}); validate runs plans that fit (one out-of-memory rank stops the launch)")
@@ -276,16 +278,17 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
     measured = run_plans(paths, nproc, device=device, steps=steps, warmup=warmup, rounds=rounds, log_dir=out_dir,
                          timeout_s=timeout_s, echo=echo, **ckpt)
 
-    # Both measurement methods (CUDA max_memory_allocated, CPU resident peak less the resident size before the
-    # model was built) leave out the runtime the spec's memory_overhead stands for: compare without it.
-    overheads = [(spec or e.hardware).memory_overhead_bytes for e in entries]
-    rows = [compare(e.name, e.kind, est.step_time_s, est.memory_bytes.total - ov, m)
-            for e, est, m, ov in zip(entries, predicted, measured, overheads)]
-    if any(overheads):
-        gib = sorted({f"{ov / GiB:.3g}" for ov in overheads})
-        notes.append(f"predicted memory leaves out the spec's fixed per-device memory_overhead ({', '.join(gib)} "
-                     "GiB: runtime, context, communication buffers), which the measurement excludes (set-up "
-                     "is not counted)")
+    # Like with like: the allocated view (what tensors hold, no allocator slack or runtime) against the allocated
+    # peak (CUDA max_memory_allocated, CPU resident peak less the resident size before the model was built);
+    # reserved and device where measured (CUDA), and what stays allocated between steps.
+    rows = [compare(e.name, e.kind, est.step_time_s, est.memory_bytes.allocated, m,
+                    {v: getattr(est.memory_bytes, v) for v in EXTRA_VIEWS})
+            for e, est, m in zip(entries, predicted, measured)]
+    notes.append("memory compared view by view: the predicted allocated view (weights, gradients, optimizer state, "
+                 "activations, transients) against the measured allocated peak of the most loaded rank; the "
+                 "reserved view (+ allocator fragmentation) and the device view (+ runtime: context, NCCL "
+                 "buffers, workspaces) against max_memory_reserved and NVML's device memory where measured (CUDA), "
+                 "and between steps against what stays allocated after a step")
     result = summarize(rows, sweep=sw.name if sw else None, device=device, nproc=nproc,
                        hardware=spec.name if spec else "each plan's own spec", hardware_source=source,
                        targets=sw.targets if sw else None, notes=notes, measurements=measured)

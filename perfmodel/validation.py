@@ -15,7 +15,7 @@ import warnings
 from pydantic import Field
 
 from .errors import InputError, Schema
-from .measurement import Measurement
+from .measurement import MEMORY_FIELDS, Measurement
 from .plan import layout_label
 from .sweeps import Targets
 from .validation_checkpoints import CheckpointRow, checkpoint_lines
@@ -24,6 +24,9 @@ if TYPE_CHECKING:  # pandas is imported where it is used: the CLI loads this mod
     import pandas as pd
 
 GiB = 2**30
+# The memory views compared beside the allocated peak, where measured (measurement.MEMORY_FIELDS), with the
+# printed table's column label: reserved and device on CUDA, between steps on CUDA and CPU.
+EXTRA_VIEWS = {"reserved": "res", "device": "dev", "between_steps": "between"}
 NOISY_SPREAD = 2.0  # slowest / fastest measured step beyond which a run was disturbed (TORCH_NOTES: 1.2-1.5 quiet)
 
 CPU_MEMORY_CAVEAT = (
@@ -79,11 +82,29 @@ class ValidationRow(Schema):
                                            "the run was "
                                            "(1.2-1.5 on a quiet CPU machine; more: other load on the machine)")
     step_error_pct: float
-    predicted_memory_gib: float = Field(description="cost model's peak bytes on the most loaded device less the "
-                                                    "spec's fixed memory_overhead (not measured), GiB")
-    measured_memory_gib: float = Field(description="peak memory of the most loaded rank, GiB")
+    predicted_memory_gib: float = Field(description="cost model's allocated view on the fullest device (weights, "
+                                                    "gradients, optimizer, activations, transients; no allocator "
+                                                    "slack, no runtime), GiB")
+    measured_memory_gib: float = Field(description="allocated peak of the most loaded rank, GiB")
     memory_error_pct: float
     final_loss: float | None = None
+    predicted_reserved_gib: float | None = Field(None, description="cost model's reserved view (allocated + the "
+                                                                   "allocator's fragmentation), GiB")
+    measured_reserved_gib: float | None = Field(None, description="reserved peak of the most loaded rank (CUDA "
+                                                                  "max_memory_reserved), GiB; empty: not measured")
+    reserved_error_pct: float | None = None
+    predicted_device_gib: float | None = Field(None, description="cost model's device view (reserved + runtime: "
+                                                                 "context, NCCL buffers, workspaces), GiB")
+    measured_device_gib: float | None = Field(None, description="device memory in use on the most loaded rank's "
+                                                                "device (NVML), GiB; empty: not measured")
+    device_error_pct: float | None = None
+    predicted_between_steps_gib: float | None = Field(None, description="cost model's allocated memory between "
+                                                                        "steps (weights, gradients, optimizer "
+                                                                        "state, cached narrow weights), GiB")
+    measured_between_steps_gib: float | None = Field(None, description="allocated memory right after a step on "
+                                                                       "the most loaded rank, GiB; empty: not "
+                                                                       "measured")
+    between_steps_error_pct: float | None = None
 
 
 COLUMNS = list(ValidationRow.model_fields)
@@ -112,7 +133,19 @@ class ValidationResult(Schema):
     def table(self) -> pd.DataFrame:
         import pandas as pd
 
-        return pd.DataFrame([r.model_dump() for r in self.rows], columns=COLUMNS)
+        df = pd.DataFrame([r.model_dump() for r in self.rows], columns=COLUMNS)
+        floats = [c for c in COLUMNS if c.endswith(("_gib", "_pct"))]
+        return df.astype({c: float for c in floats})  # NaN where a view was not measured
+
+    def view_mape_pct(self) -> dict[str, float]:
+        """MAPE of each extra memory view (EXTRA_VIEWS) over the plans that measured it; views none measured are
+        left out."""
+        df, out = self.table, {}
+        for view in EXTRA_VIEWS:
+            rows = df[(df[f"measured_{view}_gib"] > 0) & df[f"predicted_{view}_gib"].notna()]
+            if len(rows):
+                out[view] = mape(rows[f"predicted_{view}_gib"], rows[f"measured_{view}_gib"])
+        return out
 
     def targets_met(self) -> dict[str, bool]:
         """Each target of the sweep and whether it holds (empty without targets)."""
@@ -144,12 +177,20 @@ class ValidationResult(Schema):
             "mem meas (GiB)": df["measured_memory_gib"].map("{:.3f}".format),
             "mem err": df["memory_error_pct"].map("{:+.1f}%".format),
         })
+        views = self.view_mape_pct()
+        for view in views:  # the views measured: CUDA's reserved and device, and between steps
+            label = EXTRA_VIEWS[view]
+            columns = {"pred": (f"predicted_{view}_gib", "{:.3f}"), "meas": (f"measured_{view}_gib", "{:.3f}"),
+                       "err": (f"{view}_error_pct", "{:+.1f}%")}
+            for head, (col, fmt) in columns.items():  # "-" where the view was not measured
+                show[f"{label} {head}"] = df[col].map(lambda v, fmt=fmt: "-" if math.isnan(v) else fmt.format(v))
         lines.append(show.to_string(index=False))
         lines.append("")
         rho = "n/a" if self.spearman is None else f"{self.spearman:.3f}"
         lines.append(f"step time:   MAPE {self.step_mape_pct:.1f}%   Spearman {rho} (predicted vs measured, "
                      f"{len(self.rows)} plans)")
-        lines.append(f"peak memory: MAPE {self.memory_mape_pct:.1f}%"
+        lines.append(f"peak memory: MAPE {self.memory_mape_pct:.1f}% (allocated)"
+                     + "".join(f"   {v.replace('_', ' ')} {m:.1f}%" for v, m in views.items())
                      + ("   (CPU: not a target, see note)" if self.device == "cpu" else ""))
         met = self.targets_met()
         if met:
@@ -163,16 +204,27 @@ class ValidationResult(Schema):
 
 
 def compare(name: str, kind: str, predicted_step_s: float, predicted_memory_bytes: float,
-            m: Measurement) -> ValidationRow:
-    """One row: a prediction (seconds, bytes) against a measurement (median step, peak of the most loaded rank)."""
+            m: Measurement, predicted_views: dict[str, float] | None = None) -> ValidationRow:
+    """One row: a prediction (seconds, allocated bytes) against a measurement (median step, allocated peak of
+    the most loaded rank). `predicted_views`: bytes of the other views ({"reserved": ..., "device": ...,
+    "between_steps": ...}, a MemoryBreakdown's), each compared with the measured view where it was measured."""
     ms, mm = m.step_time_s, m.peak_memory_bytes
     measured = m.kept_round()
+    views = {}
+    for view, pred in (predicted_views or {}).items():
+        if view not in EXTRA_VIEWS:
+            raise ValueError(f"predicted_views: {view!r}; valid: {', '.join(EXTRA_VIEWS)}")
+        got = m.memory_view(view)
+        views[f"predicted_{view}_gib"] = pred / GiB
+        if got is not None:
+            views[f"measured_{view}_gib"] = got / GiB
+            views[f"{view}_error_pct"] = error_pct(pred, got) if got > 0 else None
     return ValidationRow(plan=name, kind=kind, layout=layout_label(m.plan), predicted_step_s=predicted_step_s,
                          measured_step_s=ms, step_spread=max(measured) / min(measured),
                          step_error_pct=error_pct(predicted_step_s, ms),
                          predicted_memory_gib=predicted_memory_bytes / GiB, measured_memory_gib=mm / GiB,
                          memory_error_pct=error_pct(predicted_memory_bytes, mm),
-                         final_loss=m.losses[-1] if m.losses else None)
+                         final_loss=m.losses[-1] if m.losses else None, **views)
 
 
 def summarize(rows: list[ValidationRow], *, sweep: str | None, device: str, nproc: int, hardware: str,
@@ -195,6 +247,10 @@ def summarize(rows: list[ValidationRow], *, sweep: str | None, device: str, npro
     if measurements:
         methods = sorted({m.memory_method for m in measurements})
         notes.append("peak memory measured by: " + "; ".join(methods))
+        for field, view in MEMORY_FIELDS.items():  # the other views, where the files say (older files do not)
+            how = sorted({m.memory_methods[field] for m in measurements if field in m.memory_methods})
+            if view != "allocated" and how:
+                notes.append(f"{view.replace('_', ' ')} memory: " + "; ".join(how))
         departures: dict[str, list[str]] = {}
         for row, m in zip(rows, measurements):
             for n in m.notes:

@@ -410,11 +410,12 @@ def test_validate_flow_with_stand_in_executor(tmp_path, cpu_yaml, monkeypatch):
         res.table["measured_step_s"].tolist())
     assert (out / "v.png").stat().st_size > 10_000 and res.plot_path == str(out / "v.png")
     assert "wrote csv" in res.text()
-    # memory is compared without the spec's fixed overhead (0.3 GiB), which no measurement method includes
+    # memory is compared in the allocated view: no runtime (the spec's 0.3 GiB overhead), no allocator slack
     first = sw.plans[0]
-    total = estimate(sw.model_of(first), System.parse(CPU_SPEC), first.plan).memory_bytes.total
-    assert res.rows[0].predicted_memory_gib == pytest.approx(total / GiB - 0.3)
-    assert any("memory_overhead (0.3 GiB" in n for n in res.notes)
+    mb = estimate(sw.model_of(first), System.parse(CPU_SPEC), first.plan).memory_bytes
+    assert res.rows[0].predicted_memory_gib == pytest.approx(mb.allocated / GiB)
+    assert mb.fragmentation == 0 and mb.device == pytest.approx(mb.allocated + 0.3 * GiB)  # a CPU: no cache
+    assert any("memory compared view by view" in n for n in res.notes)
 
 
 # ---------------------------------------------------------------------------------------------------------

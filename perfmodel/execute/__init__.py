@@ -21,6 +21,7 @@ from ..errors import InputError
 from ..files import check_writable
 from ..launch import RunFailed, launch
 from ..measurement import (
+    MEMORY_FIELDS,
     Measurement,
     load_measurement,
     measurement_path,
@@ -250,9 +251,12 @@ def after_failure(checkpoints: list[dict | None]) -> str:
 
 
 def with_memory_of(timed: Measurement, memory: Measurement) -> Measurement:
-    """The timed launch's measurement with each rank's peak memory from the memory launch."""
-    peaks = {r.rank: r.peak_memory_bytes for r in memory.ranks}
-    ranks = [r.model_copy(update={"peak_memory_bytes": peaks[r.rank]}) for r in timed.ranks]
-    method = (f"{memory.memory_method}; in a separate untimed launch over {memory.steps} step(s), the step times "
-              "in a launch with the allocator set for timing (launch.MALLOC_TIMING)")
-    return timed.model_copy(update={"ranks": ranks, "memory_method": method})
+    """The timed launch's measurement with each rank's memory (every field of MEMORY_FIELDS) from the memory
+    launch."""
+    views = {r.rank: {f: getattr(r, f) for f in MEMORY_FIELDS} for r in memory.ranks}
+    ranks = [r.model_copy(update=views[r.rank]) for r in timed.ranks]
+    where = (f"; in a separate untimed launch over {memory.steps} step(s), the step times in a launch with the "
+             "allocator set for timing (launch.MALLOC_TIMING)")
+    methods = {f: how if how.startswith("not measured") else how + where for f, how in memory.memory_methods.items()}
+    return timed.model_copy(update={"ranks": ranks, "memory_method": memory.memory_method + where,
+                                    "memory_methods": methods})

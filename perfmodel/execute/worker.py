@@ -33,7 +33,7 @@ import torch.distributed as dist
 
 from ..launch import AT, PREFIX, describe
 from . import faults
-from ..measurement import Measurement, RankRecord, job_step_times, write_measurement
+from ..measurement import MEMORY_FIELDS, Measurement, RankRecord, job_step_times, write_measurement
 from ..planfile import load_plan_file
 from .data import Batches
 from .memory import METHOD, PeakMemory
@@ -169,6 +169,7 @@ def run_plan(job: dict, entry: dict, device: torch.device, group=None) -> dict:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         times.append(time.perf_counter() - t0)
+        memory.after_step()  # what stays allocated between steps (untimed)
         if saver is not None:
             saver.after_step(step + 1, shares, times)
     if saver is not None:
@@ -180,8 +181,9 @@ def run_plan(job: dict, entry: dict, device: torch.device, group=None) -> dict:
     del trainer, saver
     gc.collect()
     return {"record": RankRecord(rank=rank, device=device_name(device), step_times_s=times,
-                                 peak_memory_bytes=memory.peak()).model_dump(),
-            "shares": shares, "notes": notes, "wall": wall, "checkpoint": checkpoint}
+                                 **memory.record()).model_dump(),
+            "shares": shares, "notes": notes, "wall": wall, "checkpoint": checkpoint,
+            "memory_methods": memory.methods}
 
 
 def gather(run: dict) -> tuple[list[dict], list[float]]:
@@ -197,15 +199,21 @@ def gather(run: dict) -> tuple[list[dict], list[float]]:
     return records, losses.tolist()
 
 
+def _largest(values: list) -> float | None:
+    """The largest of a rank's values of one memory field over the rounds; None where no round measured it."""
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
+
+
 def write(job: dict, entry: dict, device: torch.device, runs: list[tuple[list[dict], list[float], dict]]) -> None:
     """Rank 0: one measurement from the plan's rounds (step times of every round; the first round's losses,
-    the largest peak)."""
+    the largest of every memory field)."""
     pf = load_plan_file(entry["plan"])
     at(f"writing the measurement of {os.path.basename(entry['plan'])}", "write")
     (records, losses, first), rounds = runs[0], len(runs)
     ranks = [RankRecord(rank=r["rank"], device=r["device"],
                         step_times_s=[t for recs, _, _ in runs for t in recs[i]["step_times_s"]],
-                        peak_memory_bytes=max(recs[i]["peak_memory_bytes"] for recs, _, _ in runs))
+                        **{f: _largest([recs[i][f] for recs, _, _ in runs]) for f in MEMORY_FIELDS})
              for i, r in enumerate(records)]
     m = Measurement(
         plan_file=str(entry["plan"]), model=pf.model, hardware=pf.hardware, plan=pf.plan, mesh=pf.mesh,
@@ -213,10 +221,14 @@ def write(job: dict, entry: dict, device: torch.device, runs: list[tuple[list[di
         backend=dist.get_backend() if dist.is_initialized() else "none", torch_version=torch.__version__,
         nproc=len(records), steps=job["steps"], warmup=job["warmup"], rounds=rounds,
         dtype=("bf16" if pf.plan.precision == "bf16" else "fp16") + " autocast" if device.type == "cuda" else "fp32",
-        memory_method=METHOD[device.type], ranks=ranks, losses=losses, notes=first["notes"], wall_s=first["wall"],
+        memory_method=METHOD[device.type], memory_methods=first["memory_methods"], ranks=ranks, losses=losses,
+        notes=first["notes"], wall_s=first["wall"],
         checkpoint=first.get("checkpoint"), created_at=datetime.datetime.now().isoformat(timespec="seconds"))
     write_measurement(m, entry["output"])
     name, peak = os.path.basename(entry["plan"]), f"peak {m.peak_memory_bytes / 2**20:.1f} MiB"
+    views = [f"{v} {m.memory_view(v) / 2**20:.1f} MiB" for v in ("reserved", "device")
+             if m.memory_view(v) is not None]
+    peak += f" ({', '.join(views)})" if views else ""
     purpose = job.get("measures", "both")  # "memory", "time" or "both" (execute.run_plans)
     if purpose == "memory":
         say(f"{name}: {peak}")

@@ -40,7 +40,8 @@ def _panel(ax, predicted, measured, labels, unit: str, what: str, mape: float, e
 
 
 def validation_axes(result):
-    """The figure (not written): left step time (s), right peak memory (GiB); points are the table's values."""
+    """The figure (not written): left step time (s), right allocated peak memory (GiB); points are the table's
+    values."""
     plt = pyplot()
     df = result.table
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5.6), dpi=110)
@@ -48,7 +49,7 @@ def validation_axes(result):
     _panel(left, df["predicted_step_s"].tolist(), df["measured_step_s"].tolist(), df["plan"].tolist(), "s",
            "step time", result.step_mape_pct, f", Spearman {rho}")
     _panel(right, df["predicted_memory_gib"].tolist(), df["measured_memory_gib"].tolist(), df["plan"].tolist(),
-           "GiB", "peak memory", result.memory_mape_pct,
+           "GiB", "allocated peak memory", result.memory_mape_pct,
            " (CPU: fp32 run vs bf16 model)" if result.device == "cpu" else "")
     what = f"sweep {result.sweep}" if result.sweep else "plan files"
     fig.suptitle(f"perfmodel validate, {what}: {len(df)} plans on {result.nproc} {result.device} "
