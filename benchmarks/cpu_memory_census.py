@@ -96,6 +96,8 @@ def report(results: list[dict], plans: list[Path]) -> str:
                      f"model {top['base_before'] / MiB:.1f} MiB, after it was freed {top['resident_after_free'] / MiB:.1f}, "
                      f"of which tensors still alive {top['tensors_after_free'] / MiB:.1f}; after malloc_trim "
                      f"{top['resident_after_trim'] / MiB:.1f})")
+        if top["leftover"]:
+            lines.append("   tensors the plan left alive after its objects were freed: " + "; ".join(top["leftover"]))
         lines.append("   resident by kind, MiB (before the model / at the peak / after it was freed): " + ", ".join(
             f"{k} {top['rss_before'][k] / MiB:.1f} / {c['rss'][k] / MiB:.1f} / {top['rss_after'][k] / MiB:.1f}"
             for k in ("RssAnon", "RssFile", "RssShmem")))
@@ -148,11 +150,20 @@ def worker(plan_paths: list[str], steps: int, out: str) -> None:
         return [x for n in names if isinstance(getattr(t, n, None), torch.Tensor) for x in plain(getattr(t, n))]
 
     def skey(t):
+        """(the storage's identity, the storage): its StorageImpl, which outlives a resize_ (FSDP2 frees an
+        unsharded weight by resizing its storage to 0 and gathers into it again)."""
         try:
             s = t.untyped_storage()
-            return s.data_ptr(), s
+            return s._cdata, s
         except Exception:
             return None, None
+
+    def storage_bytes(ref) -> int:
+        """A registered storage's bytes now (0 once resized away or freed)."""
+        if ref.expired():
+            return 0
+        st = torch.UntypedStorage._new_with_weak_ptr(ref.cdata)
+        return 0 if st is None else st.nbytes()
 
     SKIP = ("cpu_memory_census.py", "torch/utils/_python_dispatch.py", "torch/_ops.py", "torch/overrides.py",
             "torch/_tensor.py", "torch/utils/_pytree.py", "torch/_compile.py", "torch/_dynamo", "contextlib.py",
@@ -191,7 +202,8 @@ def worker(plan_paths: list[str], steps: int, out: str) -> None:
 
         def __init__(self, classify):
             super().__init__()
-            self.live: dict[int, tuple] = {}  # storage ptr -> (weakref, nbytes, label)
+            self.live: dict[int, tuple] = {}  # storage identity -> (weakref, label)
+            self.baseline: set[int] = set()  # storages alive before the plan was built (not the plan's)
             self.saved: set[int] = set()
             self.classify = classify
             self.best = -1.0
@@ -202,13 +214,13 @@ def worker(plan_paths: list[str], steps: int, out: str) -> None:
         def register(self, t, label):
             for x in plain(t):
                 ptr, s = skey(x)
-                if ptr is None or ptr == 0 or x.device.type != "cpu":
+                if ptr is None or x.device.type != "cpu" or ptr in self.baseline:
                     continue
                 old = self.live.get(ptr)
                 if old is not None and not old[0].expired():
                     continue
-                self.saved.discard(ptr)  # a freed storage's address, reused
-                self.live[ptr] = (StorageWeakRef(s), s.nbytes(), label)
+                self.saved.discard(ptr)  # a freed storage's identity, reused
+                self.live[ptr] = (StorageWeakRef(s), label)
 
         def alive(self):
             dead = [k for k, v in self.live.items() if v[0].expired()]
@@ -249,6 +261,7 @@ def worker(plan_paths: list[str], steps: int, out: str) -> None:
         pf = load_plan_file(path)
         gc.collect()
         base, base_kinds = rss_bytes(), kinds()
+        baseline = {skey(x)[0] for o in gc.get_objects() if isinstance(o, torch.Tensor) for x in plain(o)}
         trainer = Trainer(pf, torch.device("cpu"), seed=0)
         names = {id(m): f"s{v}.{n}" if n else f"s{v}" for v, raw in zip(trainer.indices, trainer.raw)
                  for n, m in raw.named_modules()}
@@ -267,7 +280,10 @@ def worker(plan_paths: list[str], steps: int, out: str) -> None:
             opt = {skey(x)[0] for o in optimizers for st in o.state.values() for v in st.values()
                    if isinstance(v, torch.Tensor) and v.dim() > 0 for x in plain(v)}
             kinds, sources = defaultdict(float), defaultdict(float)
-            for ptr, (_, nbytes, label) in live.items():
+            for ptr, (ref, label) in live.items():
+                nbytes = storage_bytes(ref)
+                if nbytes == 0:
+                    continue
                 if ptr in weights:
                     kind = "weights" if ptr in own_weights else "weights gathered (FSDP unsharded)"
                 elif ptr in grads:
@@ -294,8 +310,18 @@ def worker(plan_paths: list[str], steps: int, out: str) -> None:
             return {"kinds": dict(kinds), "tracked": tracked, "resident": now,
                     "sources": sorted(sources.items(), key=lambda kv: -kv[1])}
 
+        def register_alive(census):
+            """Every tensor alive as the step starts (in a function: a loop variable left in the worker's frame
+            would keep the last one alive after the plan is freed)."""
+            for o in gc.get_objects():
+                if isinstance(o, torch.Tensor) and not isinstance(o, torch.nn.Parameter):
+                    census.register(o, ("pre-step", "", "", type(o).__name__))
+            for p in params():
+                census.register(p, ("pre-step", "param", "", ""))
+
         census = Census(classify)
         census.hwm = 0.0
+        census.baseline = baseline
 
         def pre(module, args):
             State.modules.append(names.get(id(module), type(module).__name__))
@@ -342,11 +368,7 @@ def worker(plan_paths: list[str], steps: int, out: str) -> None:
             tokens = batches.step(step)
             own_weights.clear()
             own_weights.update(skey(p)[0] for p in params())
-            for o in gc.get_objects():  # every tensor alive as the step starts
-                if isinstance(o, torch.Tensor) and not isinstance(o, torch.nn.Parameter):
-                    census.register(o, ("pre-step", "", "", type(o).__name__))
-            for p in params():
-                census.register(p, ("pre-step", "param", "", ""))
+            register_alive(census)
             census.hwm = rss_bytes("VmHWM")
             with census, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
                 trainer.step(tokens)
@@ -362,8 +384,13 @@ def worker(plan_paths: list[str], steps: int, out: str) -> None:
         gc.collect()
         after = rss_bytes()
         final = max(base, after)
-        left = sum(x.untyped_storage().nbytes() for o in gc.get_objects() if isinstance(o, torch.Tensor)
-                   for x in plain(o) if x.device.type == "cpu")
+        left = {k: st.nbytes() for o in gc.get_objects() if isinstance(o, torch.Tensor) for x in plain(o)
+                if x.device.type == "cpu" for k, st in [skey(x)] if k is not None and k not in baseline}
+        left = sum(left.values())
+        leftover = [f"{type(o).__name__} {tuple(o.shape)} {o.dtype} {o.untyped_storage().nbytes() / MiB:.2f} MiB, held by "
+                    + ", ".join(sorted({type(r).__name__ for r in gc.get_referrers(o)} - {"list", "frame"}))
+                    for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.device.type == "cpu"
+                    and skey(o)[0] not in baseline and o.untyped_storage().nbytes() >= MiB]
         import ctypes
 
         ctypes.CDLL("libc.so.6").malloc_trim(0)
@@ -372,7 +399,7 @@ def worker(plan_paths: list[str], steps: int, out: str) -> None:
         peak["untracked"] = peak["resident"] - final - peak["tracked"]
         bkinds = between[1]
         results.append({"rank": rank, "plan": path, "measured_peak": measured, "base": final,
-                        "base_before": base, "resident_after_free": after, "tensors_after_free": left,
+                        "base_before": base, "resident_after_free": after, "tensors_after_free": left, "leftover": leftover,
                         "resident_after_trim": trimmed, "rss_before": base_kinds, "rss_after": after_kinds,
                         "in_op_transient": hwm - peak["resident"], "hwm_op": hwm_op, "census": peak,
                         "between": {"measured": between[0] - final, "kinds": bkinds["kinds"],
