@@ -127,6 +127,25 @@ def model_for(row: pd.Series) -> tuple[ModelConfig | None, str]:
     return model, ""
 
 
+def zero_of(text: str, default: int = 0) -> int:
+    """The ZeRO stage a table's sharding text names ('PyTorch FSDP SHARD_GRAD_OP' -> 2, 'FSDP2 8-way' -> 3,
+    'distributed optimizer' -> 1), `default` where it names none."""
+    z = text.lower()
+    if "shard_grad_op" in z or "zero-2" in z:
+        return 2
+    if any(k in z for k in ("zero-3", "full_shard", "full shard", "fsdp", "zero_stage: 3")):
+        return 3
+    if any(k in z for k in ("zero-1", "zero_stage: 1", "distributed")):
+        return 1
+    return default
+
+
+def precision_of(text: str) -> str:
+    """The GEMM precision a table's precision text names: fp8 (also 'float8'), fp16, else bf16."""
+    t = text.lower()
+    return "fp8" if ("fp8" in t or "float8" in t) else ("fp16" if "fp16" in t else "bf16")
+
+
 def plan_for(row: pd.Series, model: ModelConfig) -> tuple[Plan | None, str]:
     group = row["source_group"]
     d = GROUP_DEFAULTS.get(group, {})
@@ -152,16 +171,8 @@ def plan_for(row: pd.Series, model: ModelConfig) -> tuple[Plan | None, str]:
     else:
         recompute = d.get("recompute", "none")
     z = cell_text(row["zero_dist_opt"]).lower()
-    if "shard_grad_op" in z:
-        zero = 2
-    elif any(k in z for k in ("zero-3", "full_shard", "fsdp")):
-        zero = 3
-    elif "distributed" in z:
-        zero = 1
-    else:
-        zero = d.get("zero", 0)
-    prec_text = cell_text(row["precision"]).lower()
-    precision = "fp8" if ("fp8" in prec_text or "float8" in prec_text) else ("fp16" if "fp16" in prec_text else "bf16")
+    zero = zero_of(z, d.get("zero", 0))
+    precision = precision_of(cell_text(row["precision"]))
     # Gradient reduction: fp16 Megatron reduces fp16 grads; MPT 'PURE' mixed precision reduces in bf16;
     # Megatron bf16 and torch FSDP defaults reduce in fp32.
     grad = d.get("grad_dtype", "bf16" if (precision == "fp16" or "pure" in z) else "fp32")

@@ -48,7 +48,7 @@ from .hardware import System, load_hardware
 from .model_presets import _DEEPSEEK, _DEEPSEEK_MLA
 from .models import ModelConfig, load_model
 from .plan import RECOMPUTE_MODULES, Plan, resolve
-from .published import cell_number, cell_text, model_for, system_for
+from .published import cell_number, cell_text, model_for, precision_of, system_for, zero_of
 from .published_moe import MODEL_PRESETS, moe_system_for, moe_to_case
 from .stack import stack_for_framework
 
@@ -261,17 +261,8 @@ def dense_plan(row: pd.Series, model: ModelConfig, system: System) -> tuple[Plan
         return None, why, notes
     if not rc:
         rc = d.get("recompute", "none")
-    z = cell_text(row["zero_fsdp"]).lower()
-    if any(k in z for k in ("fsdp", "full shard", "zero-3", "zero_stage: 3")):
-        zero = 3
-    elif "zero-2" in z or "shard_grad_op" in z:
-        zero = 2
-    elif "zero-1" in z or "zero_stage: 1" in z or "distributed" in z:
-        zero = 1
-    else:
-        zero = d.get("zero", 0)
-    ptext = cell_text(row["precision"]).lower()
-    precision = "fp8" if ("fp8" in ptext or "float8" in ptext) else "bf16"
+    zero = zero_of(cell_text(row["zero_fsdp"]), d.get("zero", 0))
+    precision = precision_of(cell_text(row["precision"]))
     gtext = f"{cell_text(row['precision'])} {cell_text(row['optimizer'])}".lower()
     if "fp32 reduce" in gtext or "accumulate_grad_in_fp32: true" in gtext or "fp32 grad" in gtext:
         grad = "fp32"

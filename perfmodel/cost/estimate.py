@@ -33,9 +33,6 @@ def evaluate_plan(model: ModelConfig | str, hardware: System | str, plan: Plan |
         plan = Plan(**plan)
     if not isinstance(plan, Plan):
         raise InputError(f"plan must be a perfmodel.Plan (or a dict of its fields), got {type(plan).__name__}")
-    if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not 0.0 <= headroom < 1.0:
-        raise InputError(f"headroom = {headroom!r}; valid: a share of the memory to keep free, >= 0 and < 1 "
-                         f"(default {DEFAULT_HEADROOM})")
     plan = resolve(plan, model, system)
     step = evaluate(model, system, Layouts.from_plan(plan), headroom=headroom)
     return step, report_plan(model, system, step, 0)

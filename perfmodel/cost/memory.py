@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import InputError
 from ..hardware import System
 from ..models import ModelConfig
 from ..operators import EMBEDDING_OPS, HEAD_EDGES, HEAD_OPS, LAYER_EDGES, LAYER_OPS, megatron_dim
@@ -306,7 +307,11 @@ DEFAULT_HEADROOM = 0.10
 
 def memory_budget(system: System, headroom: float = DEFAULT_HEADROOM) -> float:
     """Bytes the reserved view may reach on one device: (capacity - runtime) * (1 - headroom), the runtime being
-    the system's memory_overhead_gib (context, NCCL buffers, workspaces outside torch's allocator)."""
+    the system's memory_overhead_gib (context, NCCL buffers, workspaces outside torch's allocator). InputError
+    for a headroom that is not a number >= 0 and < 1."""
+    if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not 0.0 <= headroom < 1.0:
+        raise InputError(f"headroom = {headroom!r}; valid: a share of the memory to keep free, >= 0 and < 1 "
+                         f"(default {DEFAULT_HEADROOM})")
     return (system.accelerator.hbm_bytes - system.memory_overhead_bytes) * (1.0 - headroom)
 
 

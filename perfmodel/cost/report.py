@@ -104,11 +104,6 @@ def prediction_interval(system: System, stack: Stack, moe: bool = False) -> Inte
     return stack.moe_interval if moe else stack.interval
 
 
-def headroom_of(system: System, budget: float) -> float:
-    """The headroom a budget leaves (`memory.memory_budget` inverted)."""
-    return 1.0 - budget / (system.accelerator.hbm_bytes - system.memory_overhead_bytes)
-
-
 def memory_ranks(model: ModelConfig, system: System, step: Step, i: int, split: list[int]) -> list[RankMemory]:
     """Every pipeline stage of plan i with its memory (`memory.stage_memory` over the plan's own split) and its
     global ranks in Megatron-LM's order (tp innermost, then cp, dp, pp: stage r holds r*n .. (r+1)*n - 1 for
@@ -128,12 +123,13 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
     lay, st = step.lay, step.stages
     plan = lay.plan(i)
     pp, m, gpus = plan.pp, plan.num_microbatches, plan.gpus
-    b, k_mem = int(step.bottleneck[i]), int(step.memory_kind[i])
+    b = int(step.bottleneck[i])
     n = len(lay)
     at = lambda x: float(item(x, i, n))
     count = {u: int(item(st.count(u)[b], i, n)) for u in UNITS}
     time_s = TimeBreakdown(**{k: at(x) for k, x in step.time.items()})
-    ranks = memory_ranks(model, system, step, i, split_of(plan, model.n_layers))
+    split = split_of(plan, model.n_layers)
+    ranks = memory_ranks(model, system, step, i, split)
     membd = max(ranks, key=lambda r: r.memory_bytes.reserved)
     on = lambda c: bool(item(c.active, i, n))
     comms = [comm_row(c, system, plan, m if c.unit == "stage" else count[c.unit] * m, i, n)
@@ -148,9 +144,7 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
     step_s, cap = time_s.total, step.capacity
     fits = membd.memory_bytes.reserved <= step.budget
     bottleneck = st.name(b, pp)
-    r = membd.stage
-    mem_stage = "single" if pp == 1 else "first" if r == 0 else "last" if r == pp - 1 else "middle"
-    split = split_of(plan, model.n_layers)
+    mem_stage = Stages.of_split(split).name(membd.stage, pp)
     mflops, hflops, peak = step.model_flops, at(step.hardware_flops), step.peak_flops
     tokens = lay.tokens_per_step
     band = prediction_interval(system, load_stack(plan.stack), model.moe is not None)
@@ -162,7 +156,7 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
         interval_source=f"{band.coverage:.0%} interval from {band.rows} runs: {band.source}" if band else "", tokens_per_s_per_gpu=tokens / step_s / gpus,
         model_tflops_per_gpu=mflops / step_s / gpus / 1e12, mfu=mflops / (step_s * gpus * peak),
         hfu=hflops / (step_s * gpus * peak), mfu_peak_dtype=step.peak_dtype,
-        fits_in_memory=fits, memory_capacity_bytes=cap, memory_headroom=headroom_of(system, step.budget),
+        fits_in_memory=fits, memory_capacity_bytes=cap, memory_headroom=step.headroom,
         memory_budget_bytes=step.budget, memory_free_bytes=step.budget - membd.memory_bytes.reserved,
         memory_stage=mem_stage, memory_rank=membd.ranks, memory_bytes=membd.memory_bytes, memory_ranks=ranks,
         time_s=time_s,

@@ -90,7 +90,8 @@ class Step:
     bottleneck: np.ndarray  # stage kind index
     memory_kind: np.ndarray
     capacity: float
-    budget: float  # what the reserved view may use (memory.memory_budget)
+    headroom: float  # the fit test's share of the allocator's room kept free
+    budget: float  # what the reserved view may use (memory.memory_budget of the headroom)
     model_flops: float
     hardware_flops: np.ndarray
     peak_flops: float
@@ -373,7 +374,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     peak_dtype = lay.precision if lay.precision in ("fp8", "fp4") else "bf16"
     return Step(lay=lay, stages=st, ops=ops, comms=comms, step_comms=steps, time=time, memory=memory,
                 bottleneck=bottleneck, memory_kind=mem_kind, capacity=system.accelerator.hbm_bytes,
-                budget=memory_budget(system, headroom),
+                headroom=headroom, budget=memory_budget(system, headroom),
                 model_flops=mflops, hardware_flops=hflops, peak_flops=system.accelerator.peak_flops(peak_dtype),
                 peak_dtype=peak_dtype, unit_time={u: sum(parts[u].values()) + none for u in UNITS},
                 unit_fwd={u: fwd[u] + none for u in UNITS},

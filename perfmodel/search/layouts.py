@@ -193,9 +193,7 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
     jobs = [Job(gpus=g, global_batch=global_batch, seq_len=seq_len, precision=precision, **job)
             for g in sorted(set(int(g) for g in counts))]
     tables, rows, worst, notes, refused = [], [], None, [], []
-    if not 0.0 <= headroom < 1.0:
-        raise InputError(f"headroom = {headroom!r}; valid: a share of the memory to keep free, >= 0 and < 1")
-    cap = memory_budget(system, headroom)
+    cap = memory_budget(system, headroom)  # refuses a headroom outside [0, 1)
     for j in jobs:
         t1 = time.perf_counter()
         try:
