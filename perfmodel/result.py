@@ -35,9 +35,6 @@ class MemoryBreakdown(Schema):
                                              "cached fp8/fp4 weights (activations and transients freed)")
 
 
-MEMORY_VIEWS = ("allocated", "reserved", "device")
-
-
 class RankMemory(Schema):
     """One pipeline stage's devices (all ranks of a stage hold the same)."""
 
