@@ -120,6 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("export", help="print a plan file as Megatron-LM arguments, a torchtitan or a DeepSpeed config")
     ex.add_argument("plan", type=pathname("plan file"), help="plan file (JSON)")
     ex.add_argument("--to", required=True, help="megatron | torchtitan | deepspeed")
+    ex.add_argument("--version", help="framework version to write for (default its newest; docs/plans.md lists "
+                                      "them: megatron core_r0.16 | core_r0.12, torchtitan 0.3.0 | 0.2.2, deepspeed)")
+    ex.add_argument("--check", action="store_true", help="also run the framework's own config checks on the export "
+                                                         "(downloads that release from PyPI once; no GPU)")
 
     xe = sub.add_parser("execute", help="run plan files with torch.distributed (torchrun) and measure them")
     xe.add_argument("plans", nargs="+", type=pathname("plan file"), metavar="PLAN.json", help="plan files; all run in "
@@ -382,11 +386,25 @@ def run(argv: list[str]) -> str:
         return importlib.import_module(COMMAND_MODULES[a.cmd]).run(a)
     if a.cmd == "export":
         from .cost.estimate import check_prediction
-        from .export import export
+        from .exporting import export_plan
 
         pf = load_plan_file(a.plan)
         check_prediction(pf.model, pf.hardware, pf.plan, pf.prediction, f"plan file {a.plan!r}")
-        return export(pf, a.to).rstrip("\n")
+        text = export_plan(pf, a.to, a.version).rstrip("\n")
+        if not a.check:
+            return text
+        from .export import versions
+        from .framework_checks import run_check
+
+        version = a.version or next(iter(versions(a.to)))
+        r = run_check(a.to, version, versions(a.to)[version], text + "\n")
+        verdict = "accepted" if r.accepted else f"REFUSED: {r.error}"
+        if not r.accepted:  # the export is still printed, for the user to read against the refusal; exit 1
+            print(text)
+        print(f"perfmodel export --check: {r.distribution} {verdict} (ran {'; '.join(r.checks)})", file=sys.stderr)
+        if not r.accepted:
+            raise SystemExit(1)
+        return text
     if a.cmd == "hardware":
         from .report import hardware_row, hardware_table
 

@@ -19,7 +19,8 @@ import pytest
 
 from perfmodel.errors import InputError
 from perfmodel.export import export
-from perfmodel.export.megatron import MEGATRON_ARGS, MEGATRON_NAMED_ARGS, pattern_expression
+from perfmodel.export.megatron import MEGATRON_ARGS, MEGATRON_NAMED_ARGS, nearest_plan, pattern_expression
+from perfmodel.exporting import export_plan
 from perfmodel.hardware import load_hardware
 from perfmodel.models import MLAConfig, ModelConfig, MoEConfig
 from perfmodel.plan import Plan, resolve, split_of
@@ -191,11 +192,11 @@ def test_megatron_moe_layer_freq_pattern(first_dense, freq, n_layers, expr):
 
 
 def test_megatron_moe_notes():
-    # fp16 with expert parallelism: Megatron-LM refuses it; exported as bf16 and said
-    text = export(moe_plan_file(QWEN3_MOE, **(QWEN3_PLAN | {"precision": "fp16"})), "megatron")
+    # fp16 with expert parallelism: Megatron-LM refuses it; the plan is changed to bf16, re-predicted, and said
+    text = export_plan(moe_plan_file(QWEN3_MOE, **(QWEN3_PLAN | {"precision": "fp16"})), "megatron")
     args = megatron_args(text)
     assert flag(args, "--bf16") == "" and flag(args, "--fp16") is None
-    assert any(n.startswith("precision=fp16 with ep=8:") and "exported as bf16" in n for n in notes_of(text))
+    assert "precision fp16 -> bf16: Megatron-LM refuses expert parallelism (ep=8) with fp16" in text
     # router / expert biases without biases elsewhere: Megatron cannot have them alone
     gpt_oss_like = with_moe(QWEN3_MOE, router_bias=True, expert_bias=True)
     text = export(moe_plan_file(gpt_oss_like, **QWEN3_PLAN), "megatron")
@@ -214,7 +215,7 @@ def test_megatron_dense_plan_has_no_moe_arguments():
     for name in MOE_FLAGS:
         assert flag(args, name) is None, name
     assert "--moe-" not in text and "expert" not in text and " ep=" not in text
-    assert "# Argument names: Megatron-LM core_r0.10-r0.12 (megatron/training/arguments.py)." in text
+    assert "argument names of Megatron-LM core_r0.16 (megatron/training/arguments.py)." in text
     assert notes_of(text) == []
     # dense models refuse expert layouts before any export
     with pytest.raises(InputError):
@@ -243,7 +244,11 @@ def _every_export() -> list[str]:
     gpt = ModelConfig(name="gpt-like", n_layers=12, hidden=768, n_heads=12, n_kv_heads=12, head_dim=96,
                       ffn_hidden=3072, vocab=50257, max_seq_len=1024, mlp="gelu", linear_bias="qkv")
     plans.append((gpt, {"gpus": 8, "micro_batch": 1, "global_batch": 8, "seq_len": 1024}))
-    return [export(moe_plan_file(m, **plan), "megatron") for m, plan in plans]
+    fp4 = moe_plan_file(DENSE, "gb200-nvl72", gpus=32, pp=4, vpp=3, micro_batch=1, global_batch=64, seq_len=4096,
+                        precision="fp4")  # FP4 GEMMs (Blackwell) and a layout for uneven chunks: core_r0.16
+    files = [moe_plan_file(m, **plan) for m, plan in plans] + [fp4]
+    return [export(pf, "megatron", version) for pf in files for version in ("core_r0.16", "core_r0.12")
+            if not nearest_plan(pf, version)[0]]
 
 
 def test_every_megatron_argument_written_is_a_vendored_name():
@@ -257,7 +262,8 @@ def test_every_megatron_argument_written_is_a_vendored_name():
 
 
 def test_megatron_arguments_named_in_comments_are_vendored_names():
-    torchrun = {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port"}
+    torchrun = {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port",
+                "--check"}  # torchrun's, and perfmodel export's own --check
     named = set()
     for text in _every_export():
         named |= set(re.findall(r"--[a-z][a-z0-9-]*(?![a-z0-9/-])", text))

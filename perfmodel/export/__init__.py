@@ -1,38 +1,53 @@
-"""Translate a plan file into the configuration of a training framework: Megatron-LM, torchtitan or DeepSpeed.
+"""Translate a plan file into the configuration of one version of a training framework: Megatron-LM, torchtitan
+or DeepSpeed.
 
-`export(pf, to)` returns text: the framework's configuration for every plan setting it can express, followed by
-the settings it cannot, stated plainly (comments for Megatron-LM and torchtitan; a top-level
-"_perfmodel_not_expressed" list for DeepSpeed's JSON). No plan setting is dropped silently: a setting is either
-carried by a framework option, is that framework's default behaviour (said in a comment where it matters), or is
-listed as not expressed together with what was exported instead.
-
-Names follow (from the projects' documentation and source, 2024-2025):
-- Megatron-LM core_r0.10-r0.12 `pretrain_gpt.py` arguments (megatron/training/arguments.py); for experts, latent
-  attention and multi-token prediction core_r0.12 and later (megatron.MEGATRON_ARGS lists every argument written);
-- torchtitan main of mid-2025 TOML job configs (torchtitan/config/job_config.py, train_configs/*.toml):
-  training.local_batch_size / global_batch_size, parallelism.module_fqns_per_model_part, model.converters; for
-  experts torchtitan 0.2.0's parallelism.expert_parallel_degree / expert_tensor_parallel_degree and its
-  deepseek_v3 and qwen3 model flavors;
-- DeepSpeed 0.16-0.17 config JSON (deepspeed.ai/docs/config-json; AutoTP training since 0.16.4); DeepSpeed-MoE's
-  expert parallelism is set in model code (deepspeed.moe.layer.MoE), so the JSON only notes it.
+Each target module names the framework versions it writes for (`VERSIONS`: version -> the PyPI release whose own
+checks accept its output, perfmodel.framework_checks), says which plan settings a version cannot express
+(`nearest_plan`: the plan-field updates to the nearest plan it can, with a reason each; perfmodel.exporting applies
+them and re-predicts) and writes the configuration in the format that version reads. What the configuration still
+leaves out (model-level facts such as ALiBi, a placement no framework option carries) is stated plainly: comments
+for Megatron-LM and torchtitan, a "_perfmodel_not_expressed" list for DeepSpeed's JSON. No setting is dropped
+silently.
 
 This module reads the plan file only; it imports nothing from the cost model.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..errors import InputError
 from ..planfile import PlanFile
-from .deepspeed import deepspeed
-from .megatron import megatron
-from .torchtitan import torchtitan
+from . import deepspeed as _deepspeed, megatron as _megatron, torchtitan as _torchtitan
 
 TARGETS = ("megatron", "torchtitan", "deepspeed")
+_MODULES = {"megatron": _megatron, "torchtitan": _torchtitan, "deepspeed": _deepspeed}
 
 
-def export(pf: PlanFile, to: str) -> str:
-    """The configuration of framework `to` (one of TARGETS) for plan file `pf`, as text ending in a newline."""
-    writers = {"megatron": megatron, "torchtitan": torchtitan, "deepspeed": deepspeed}
-    if to not in writers:
+def _module(to: str):
+    if to not in _MODULES:
         raise InputError(f"--to = {to!r} is not a known target; valid: {', '.join(TARGETS)}")
-    return writers[to](pf)
+    return _MODULES[to]
+
+
+def versions(to: str) -> dict[str, str]:
+    """The versions of `to` perfmodel writes for, newest first: version -> the PyPI release checked."""
+    return dict(_module(to).VERSIONS)
+
+
+def nearest_updates(pf: PlanFile, to: str, version: str) -> tuple[dict, list[str]]:
+    """Plan-field updates to the nearest plan `to` at `version` expresses ({} when it expresses pf.plan), and why."""
+    return _module(to).nearest_plan(pf, version)
+
+
+def export(pf: PlanFile, to: str, version: str | None = None, changes: Sequence[str] = ()) -> str:
+    """The configuration of framework `to` (one of TARGETS) at `version` (default its newest) for plan file `pf`,
+    as text ending in a newline; `changes`: how pf's plan differs from the one planned (perfmodel.exporting)."""
+    module = _module(to)
+    version = version or next(iter(module.VERSIONS))
+    updates, why = module.nearest_plan(pf, version)
+    if updates:
+        raise InputError(f"plan: {to} {version} cannot run it as planned ({'; '.join(why)}); "
+                         "perfmodel.exporting.export_plan (what `perfmodel export` runs) exports the nearest plan it "
+                         "can, re-predicted")
+    return getattr(module, to)(pf, version, changes)

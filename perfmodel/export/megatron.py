@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import math
 
+from collections.abc import Sequence
+
 from ..plan import megatron_slots
-from ..recompute import DEFAULT_RECOMPUTE_MODULES
 from ..planfile import PlanFile
 from ..stack import load_stack
 from .megatron_moe import megatron_moe as _megatron_moe, pattern_expression  # noqa: F401 (tests import it here)
+from .megatron_plan import (  # noqa: F401 (VERSIONS and nearest_plan: perfmodel.export reads them here)
+    FP4, FSDP_FLAG, LAYOUT, VERSIONS, first_last_args, layout_string, nearest_plan, needs_layout, selective_modules,
+)
 from .common import (
     devices_per_node,
     hardware_notes,
@@ -50,6 +54,11 @@ MEGATRON_ARGS = frozenset({
     "--account-for-loss-in-pipeline-split", "--num-layers-per-virtual-pipeline-stage",
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
     "--num-virtual-stages-per-pipeline-rank", "--context-parallel-size", "--sequence-parallel",
+    # core_r0.14+ (TransformerConfig.pipeline_model_parallel_layout)
+    "--pipeline-model-parallel-layout",
+    # ZeRO-2/3 (DistributedDataParallelConfig: use_megatron_fsdp core_r0.14+, use_custom_fsdp before)
+    "--use-megatron-fsdp", "--use-custom-fsdp", "--data-parallel-sharding-strategy", "--ckpt-format",
+    "--fp4-format",
     # batch, recompute, optimizer, precision, communication
     "--micro-batch-size", "--global-batch-size", "--recompute-granularity", "--recompute-method",
     "--recompute-num-layers", "--use-distributed-optimizer", "--fp16", "--bf16", "--fp8-format",
@@ -61,7 +70,7 @@ MEGATRON_ARGS = frozenset({
 # core_r0.13+: moe_router_force_load_balancing is not in megatron-core 0.12.3's TransformerConfig).
 MEGATRON_NAMED_ARGS = frozenset({
     "--rotary-base", "--norm-epsilon", "--data-path", "--tokenizer-type", "--tokenizer-model", "--train-iters",
-    "--use-flash-attn", "--transformer-impl", "--use-torch-fsdp2", "--moe-router-force-load-balancing",
+    "--moe-router-force-load-balancing",
     "--moe-router-bias-update-rate", "--moe-router-topk-scaling-factor", "--moe-router-num-groups",
     "--moe-router-group-topk", "--mtp-loss-scaling-factor",
 })
@@ -77,47 +86,31 @@ def check_args(args: list[str]) -> list[str]:
     return args
 
 
-def _megatron_pipeline_split(pf: PlanFile) -> tuple[list[str], list[str]]:
-    """Arguments and not-expressed notes for stage_layers / vpp (Megatron-LM core_r0.10+: uneven first/last stage)."""
-    p, sl, n = pf.plan, pf.stage_layers, pf.model.n_layers
+def _megatron_pipeline_split(pf: PlanFile, version: str) -> list[str]:
+    """Arguments for stage_layers / vpp (megatron_plan.nearest_plan left only splits `version` writes)."""
+    p, n = pf.plan, pf.model.n_layers
     if p.pp == 1:
-        return [], []
+        return []
     if p.account_for_embedding or p.account_for_loss:  # megatron/training/arguments.py counts them as layers
         slots = megatron_slots(n, p.account_for_embedding, p.account_for_loss)
         args = (["--account-for-embedding-in-pipeline-split"] if p.account_for_embedding else []) + (
             ["--account-for-loss-in-pipeline-split"] if p.account_for_loss else [])
         if p.vpp > 1:
             args.append(f"--num-layers-per-virtual-pipeline-stage {slots // (p.pp * p.vpp)}")
-        return args, []
+        return args
     if p.first_stage_layers is not None or p.last_stage_layers is not None:  # the plan says it Megatron's way
         args = ([f"--decoder-first-pipeline-num-layers {p.first_stage_layers}"] if p.first_stage_layers else []) + (
             [f"--decoder-last-pipeline-num-layers {p.last_stage_layers}"] if p.last_stage_layers else [])
         if p.vpp > 1:  # each stage's layers split evenly over its chunks (plan.megatron_chunks checked it)
             args.append(f"--num-virtual-stages-per-pipeline-rank {p.vpp}")
-        return args, []
-    notes = []
+        return args
+    if needs_layout(pf) and LAYOUT[version]:
+        return [f"--pipeline-model-parallel-layout {layout_string(pf)}"]
+    chunks = virtual_stages(pf)
+    args = first_last_args(pf.stage_layers) or []
     if p.vpp > 1:
-        chunks = virtual_stages(pf)
-        if len(set(chunks)) == 1:
-            return [f"--num-layers-per-virtual-pipeline-stage {chunks[0]}"], []
-        notes.append(f"vpp={p.vpp} with stage_layers {sl}: Megatron-LM's interleaved schedule needs every model "
-                     f"chunk to hold the same number of layers (--num-layers-per-virtual-pipeline-stage); chunks "
-                     f"here would be {chunks}; exported without interleaving (1F1B, vpp=1)")
-    if len(set(sl)) == 1:
-        return [], notes
-    args = []
-    if len(set(sl[1:])) == 1:
-        args = [f"--decoder-first-pipeline-num-layers {sl[0]}"]
-    elif len(set(sl[:-1])) == 1:
-        args = [f"--decoder-last-pipeline-num-layers {sl[-1]}"]
-    elif len(set(sl[1:-1])) == 1:
-        args = [f"--decoder-first-pipeline-num-layers {sl[0]}", f"--decoder-last-pipeline-num-layers {sl[-1]}"]
-    if args:
-        return args, notes
-    even = "an even split" if n % p.pp == 0 else f"an even split, which fails: n_layers = {n} % pp = {p.pp} != 0"
-    return [], [*notes, (f"stage_layers {sl}: Megatron-LM sets only the first and last stage's layer counts "
-                         f"(--decoder-first/last-pipeline-num-layers) and splits the rest evenly; the middle stages "
-                         f"differ, so this split is not expressed ({even})")]
+        args.append(f"--num-layers-per-virtual-pipeline-stage {chunks[0]}")
+    return args
 
 
 def _megatron_vocab(pf: PlanFile) -> tuple[str, str | None, str]:
@@ -138,19 +131,8 @@ def _megatron_vocab(pf: PlanFile) -> tuple[str, str | None, str]:
     return "--make-vocab-size-divisible-by 1", note, f"--make-vocab-size-divisible-by 1: smallest padding ({padded})"
 
 
-def _recompute_modules(p) -> list[str]:
-    """The --recompute-modules the export writes: the plan's selective list, core_attn for per-op (the nearest
-    Megatron-LM has), none otherwise."""
-    if p.recompute == "selective":
-        return list(p.recompute_modules or DEFAULT_RECOMPUTE_MODULES)
-    return list(DEFAULT_RECOMPUTE_MODULES) if p.recompute == "per-op" else []
-
-
-def _megatron_recompute(pf: PlanFile) -> tuple[list[str], list[str], list[str]]:
-    """(arguments, comments, not-expressed notes) for the recompute policy, against megatron-core's
-    TransformerConfig checks (0.12.3, 0.13.1, 0.14.0, 0.16.1: recompute_modules is in all four, shared_experts
-    from 0.14.0; moe_act needs the grouped GEMM, which _megatron_moe always sets; moe_act and layernorm with FP8:
-    refused by 0.13.1, and by 0.14.0+ under the default delayed-scaling recipe)."""
+def _megatron_recompute(pf: PlanFile, version: str) -> tuple[list[str], list[str]]:
+    """(arguments, comments) for the recompute policy (megatron_plan.nearest_plan made it one `version` runs)."""
     p = pf.plan
     if p.recompute == "full":
         n = p.recompute_num_layers or 1
@@ -163,33 +145,50 @@ def _megatron_recompute(pf: PlanFile) -> tuple[list[str], list[str], list[str]]:
         else:
             what = (f"the first {n} layers of each pipeline chunk are recomputed whole, the others keep every "
                     "activation")
-        return args, [f"--recompute-method {p.recompute_method} --recompute-num-layers {n}: {what}"], []
-    if p.recompute not in ("selective", "per-op"):
-        return [], [], []
-    mods = _recompute_modules(p)
-    args = ["--recompute-granularity selective", f"--recompute-modules {' '.join(mods)}"]
-    comments = [f"--recompute-modules {' '.join(mods)} (Megatron-Core TransformerConfig.recompute_modules, "
-                "core_r0.12 and later; older releases recompute the attention core only and refuse the argument)"]
-    notes = []
-    if p.recompute == "per-op":
-        notes.append("recompute=per-op: torchtitan's per-op selective checkpointing (keep the attention and every "
-                     "second matmul's outputs, rebuild the rest) has no Megatron-LM setting; exported as the nearest, "
-                     "--recompute-granularity selective of the attention core, which keeps more activations "
-                     "than planned (more memory, less recompute time)")
-    if "shared_experts" in mods:
-        comments.append("--recompute-modules shared_experts: core_r0.14 and later (megatron-core 0.13.1 refuses it)")
-    late = [x for x in mods if x in ("moe_act", "layernorm")]
-    if late and p.precision in ("fp8", "fp4"):
-        notes.append(f"recompute_modules {', '.join(late)} with precision={p.precision}: Megatron-Core recomputes "
-                     "moe_act and layernorm under FP8 only with a scaling recipe other than its default delayed "
-                     "scaling and Transformer Engine 2.6 or later (core_r0.14+; core_r0.13 refuses them with any "
-                     "FP8); exported as planned, which these arguments' FP8 settings refuse")
-    return args, comments, notes
+        return args, [f"--recompute-method {p.recompute_method} --recompute-num-layers {n}: {what}"]
+    if p.recompute != "selective":
+        return [], []
+    mods = selective_modules(pf, version)
+    return (["--recompute-granularity selective", f"--recompute-modules {' '.join(mods)}"],
+            [f"--recompute-modules {' '.join(mods)} (Megatron-Core TransformerConfig.recompute_modules, core_r0.12 "
+             "and later" + (", shared_experts core_r0.14 and later" if "shared_experts" in mods else "") + ")"])
 
 
-def megatron(pf: PlanFile) -> str:
-    """Megatron-LM `pretrain_gpt.py` command line (argument names of Megatron-LM core_r0.10-r0.12,
-    megatron/training/arguments.py), launched with torchrun, followed by the plan settings it cannot express."""
+def _megatron_sharding(pf: PlanFile, version: str) -> tuple[list[str], list[str]]:
+    """(arguments, comments) for the ZeRO stage: the distributed optimizer for ZeRO-1; for ZeRO-2/3 Megatron-FSDP
+    (DistributedDataParallelConfig.data_parallel_sharding_strategy optim_grads / optim_grads_params; its own
+    checkpoint format, fsdp_dtensor, in core_r0.14+)."""
+    p = pf.plan
+    if p.zero == 0:
+        return [], []
+    args = ["--use-distributed-optimizer"]
+    if p.zero == 1:
+        return args, []
+    strategy = "optim_grads" if p.zero == 2 else "optim_grads_params"
+    args += [FSDP_FLAG[version], f"--data-parallel-sharding-strategy {strategy}"]
+    if LAYOUT[version]:  # core_r0.14+: Megatron-FSDP saves DTensor checkpoints
+        args.append("--ckpt-format fsdp_dtensor")
+    return args, [f"zero={p.zero}: {FSDP_FLAG[version]} --data-parallel-sharding-strategy {strategy} (Megatron-FSDP: "
+                  "optimizer state, gradients" + (" and weights" if p.zero == 3 else "") + " sharded over dp)"]
+
+
+def launch_environment(pf: PlanFile) -> list[str]:
+    """Shell lines setting what Megatron-LM's validate_args checks in the environment: CUDA_DEVICE_MAX_CONNECTIONS=1
+    with tp or cp > 1 (one CUDA stream queue keeps the tensor-parallel communication in issue order, which
+    Megatron's overlap relies on), and unset under Megatron-FSDP, which overlaps on several queues."""
+    p = pf.plan
+    if p.zero >= 2:
+        return ["unset CUDA_DEVICE_MAX_CONNECTIONS  # Megatron-FSDP overlaps on several CUDA queues"]
+    if p.tp > 1 or p.cp > 1:
+        return ["export CUDA_DEVICE_MAX_CONNECTIONS=1  # validate_args requires it with tp > 1 or cp > 1"]
+    return []
+
+
+def megatron(pf: PlanFile, version: str | None = None, changes: Sequence[str] = ()) -> str:
+    """Megatron-LM `version` (default the newest of VERSIONS) `pretrain_gpt.py` command line launched with
+    torchrun, after the environment it needs, followed by what it leaves out. `changes`: how pf's plan differs
+    from the plan file's (perfmodel.exporting)."""
+    version = version or next(iter(VERSIONS))
     m, p = pf.model, pf.plan
     notes = hardware_notes(pf)
     comments = []
@@ -238,71 +237,38 @@ def megatron(pf: PlanFile) -> str:
 
     # parallelism
     a += [f"--tensor-model-parallel-size {p.tp}", f"--pipeline-model-parallel-size {p.pp}", *expert_args]
-    split_args, split_notes = _megatron_pipeline_split(pf)
-    a += split_args
-    notes += split_notes
+    a += _megatron_pipeline_split(pf, version)
     if p.cp > 1:
         a.append(f"--context-parallel-size {p.cp}")
         if p.seq_len % (2 * p.cp):
             notes.append(f"cp={p.cp}: Megatron-LM's load-balanced causal context parallelism needs seq_len "
                          f"divisible by 2 x cp = {2 * p.cp}; seq_len = {p.seq_len} is not")
-        if p.attention == "unfused":
-            notes.append(f"attention=unfused with cp={p.cp}: Megatron-LM's context parallelism runs only in "
-                         "Transformer Engine's fused/flash attention")
     if p.sequence_parallel:  # with experts and tp > 1 always (plan._check_experts, as Megatron-LM requires)
         a.append("--sequence-parallel")
-    if p.pp > 1 and p.schedule == "gpipe":
-        notes.append("schedule=gpipe: Megatron-LM has no GPipe schedule (all forwards, then all backwards); "
-                     "exported as its 1F1B schedule, which holds fewer micro-batches' activations")
     a += [f"--micro-batch-size {p.micro_batch}", f"--global-batch-size {p.global_batch}"]
     comments.append(f"gradient accumulation: Megatron runs global / (micro x dp) = {p.global_batch} / "
                     f"({p.micro_batch} x {p.dp}) = {p.num_microbatches} micro-batches per step, "
                     f"dp = gpus / (tp x pp x cp) = {p.dp}")
 
-    rc_args, rc_comments, rc_notes = _megatron_recompute(pf)
-    a += rc_args
-    comments += rc_comments
-    notes += rc_notes
+    rc_args, rc_comments = _megatron_recompute(pf, version)
+    zero_args, zero_comments = _megatron_sharding(pf, version)
+    a += rc_args + zero_args
+    comments += rc_comments + zero_comments
 
-    if p.zero >= 1:
-        a.append("--use-distributed-optimizer")
-        if p.zero > 1:
-            sharded = "gradients" if p.zero == 2 else "gradients and parameters"
-            notes.append(f"zero={p.zero}: Megatron-LM's distributed optimizer shards only optimizer state and "
-                         f"master weights (ZeRO-1); ZeRO-{p.zero} ({sharded} sharded) is not expressible in "
-                         "Megatron-LM core's DDP; exported as --use-distributed-optimizer (ZeRO-1: more memory than "
-                         "planned; Megatron-LM's separate torch-FSDP2 path, --use-torch-fsdp2 in recent versions, "
-                         "is not used here)")
-
-    precision = "bf16" if p.precision == "fp16" and m.moe is not None and p.ep > 1 else p.precision  # _megatron_moe
-    if precision == "fp16":
+    if p.precision == "fp16":
         a.append("--fp16")
     else:
         a.append("--bf16")
-    if p.precision in ("fp8", "fp4"):
+    if p.precision == "fp8":
         a.append("--fp8-format hybrid")
         comments.append("--fp8-format hybrid: Transformer Engine FP8 GEMMs (E4M3 forward, E5M2 gradients)")
-    if p.precision == "fp4":
-        notes.append("precision=fp4: not expressed by these arguments (no FP4 GEMM recipe in the Megatron-LM "
-                     "versions followed); exported as FP8 (--fp8-format hybrid), slower than planned")
+    if p.precision == "fp4":  # megatron_plan.nearest_plan: only where FP4[version]
+        a.append("--fp4-format e2m1")
+        comments.append("--fp4-format e2m1: Transformer Engine NVFP4 GEMMs (TransformerConfig.fp4, core_r0.16)")
 
     a.append(f"--attention-backend {'flash' if p.attention == 'flash' else 'unfused'}")
-    comments.append("--attention-backend (core_r0.10+); older Megatron-LM: --use-flash-attn for flash, and "
-                    "--transformer-impl local for unfused attention")
 
-    if p.grad_dtype == "fp32":
-        a.append("--accumulate-allreduce-grads-in-fp32")
-    elif precision == "fp16":
-        notes.append("grad_dtype=bf16 with precision=fp16: Megatron-LM accumulates and reduces gradients in fp16 "
-                     "or fp32 (--accumulate-allreduce-grads-in-fp32), not bf16; exported as fp16")
-    else:
-        notes.append("grad_dtype=bf16: with --bf16 Megatron-LM always accumulates and all-reduces gradients in "
-                     "fp32 (validate_args sets accumulate_allreduce_grads_in_fp32); exported as fp32 (twice the "
-                     "gradient bytes on the wire)")
-    if p.grad_compression != "none":
-        notes.append(f"grad_compression={p.grad_compression}: Megatron-LM has no "
-                     f"{'PowerSGD' if p.grad_compression == 'powersgd' else 'bf16 gradient reduction with fp32 accumulation'}"
-                     " in the versions followed; exported uncompressed")
+    a.append("--accumulate-allreduce-grads-in-fp32")  # grad_dtype fp32 (megatron_plan.nearest_plan)
     if p.overlap_dp_comm:
         a.append("--overlap-grad-reduce")
         if p.zero >= 1:
@@ -321,18 +287,17 @@ def megatron(pf: PlanFile) -> str:
                   "tensor-parallel layout" for d in devs]
 
     lines = ["#!/bin/bash",
-             f"# Megatron-LM pretrain_gpt.py for: {summary(pf)}",
+             f"# Megatron-LM {version} pretrain_gpt.py for: {summary(pf)}",
+             f"# Checked by perfmodel with the code of {VERSIONS[version]} (perfmodel export --check); argument "
+             f"names of Megatron-LM {version} (megatron/training/arguments.py).",
+             *[f"# Plan changed to the nearest one {version} runs: {c}" for c in changes],
              f"# {prediction(pf)}",
-             "# Argument names: Megatron-LM core_r0.10-r0.12 (megatron/training/arguments.py)"
-             + ("; experts, latent attention and multi-token prediction: core_r0.12 and later" if
-                m.moe is not None or m.mla is not None or m.mtp_layers else "")
-             + ("; --recompute-modules: core_r0.12 and later" + (", its shared_experts core_r0.14 and later"
-                if "shared_experts" in _recompute_modules(p) else "") if _recompute_modules(p) else "") + ".",
              f"# Model shape: {shape(pf)}",
              ("# Not part of the plan (pass after this script's name, they reach pretrain_gpt.py via \"$@\"): "
              "--data-path, --tokenizer-type/--tokenizer-model, optimizer and learning-rate schedule, "
              "--train-iters, checkpointing."),
              *[f"# {c}" for c in comments],
+             *launch_environment(pf),
              (f"torchrun --nproc-per-node {per_node} --nnodes {nodes} --node-rank \"${{NODE_RANK:-0}}\" "
              f"--master-addr \"${{MASTER_ADDR:-localhost}}\" --master-port \"${{MASTER_PORT:-6000}}\" \\"),
              "    pretrain_gpt.py \\",

@@ -129,7 +129,4 @@ def megatron_moe(pf: PlanFile) -> tuple[list[str], list[str], list[str], list[st
                     f"{p.tp * p.cp * p.dp} ranks per pipeline stage, the experts on etp x ep x edp = {p.etp} x "
                     f"{p.ep} x {p.edp} of the same ranks (Megatron-LM derives the expert data-parallel size "
                     f"{p.edp}); --expert-tensor-parallel-size is given because its default is tp")
-    if p.precision == "fp16" and p.ep > 1:
-        notes.append(f"precision=fp16 with ep={p.ep}: Megatron-LM refuses expert parallelism with fp16 "
-                     "(validate_args: 'Expert parallelism is not supported with fp16 training'); exported as bf16")
     return model, par, comments, notes
