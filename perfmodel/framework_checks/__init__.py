@@ -82,15 +82,21 @@ def fetch(distribution: str) -> Path:
 
 def run_check(target: str, version: str, distribution: str, text: str) -> CheckResult:
     """`text` (an export for `target` at `version`) through the checks of `distribution`'s code."""
+    return run_checks(target, version, distribution, [text])[0]
+
+
+def run_checks(target: str, version: str, distribution: str, texts: list[str]) -> list[CheckResult]:
+    """Each of `texts` through the checks of `distribution`'s code, in one subprocess (the framework is imported
+    once): perfmodel.framework_checks.batch calls `<target>_check.check(text, version)` on each."""
     root = fetch(distribution)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     env.setdefault("CUDA_VISIBLE_DEVICES", "")  # the checks never need a GPU; keep them off one
-    run = subprocess.run([sys.executable, "-m", f"perfmodel.framework_checks.{target}_check", version], input=text,
-                         capture_output=True, text=True, env=env, timeout=CHECK_TIMEOUT_S)
-    lines = [ln for ln in run.stdout.splitlines() if ln.startswith("{")]
+    run = subprocess.run([sys.executable, "-m", "perfmodel.framework_checks.batch", target, version],
+                         input=json.dumps(texts), capture_output=True, text=True, env=env, timeout=CHECK_TIMEOUT_S)
+    lines = [ln for ln in run.stdout.splitlines() if ln.startswith("[")]
     if run.returncode or not lines:
         tail = (run.stderr or run.stdout).strip().splitlines()[-5:]
-        return CheckResult(target=target, version=version, distribution=distribution, accepted=False,
-                           error="the check itself failed: " + " | ".join(tail))
-    out = json.loads(lines[-1])
-    return CheckResult(target=target, version=version, distribution=distribution, **out)
+        return [CheckResult(target=target, version=version, distribution=distribution, accepted=False,
+                            error="the check itself failed: " + " | ".join(tail)) for _ in texts]
+    return [CheckResult(target=target, version=version, distribution=distribution, **out)
+            for out in json.loads(lines[-1])]

@@ -142,8 +142,8 @@ def core_configs(a: dict, version: str) -> list[str]:
             "DistributedDataParallelConfig.__post_init__"]
 
 
-def main() -> None:
-    text = sys.stdin.read()
+def check(text: str, version: str) -> dict:
+    """{"accepted", "error", "checks"} for one exported script at `version`."""
     env, world, a = parse_script(text)
     checks = list(TRANSCRIBED)
     try:
@@ -152,12 +152,11 @@ def main() -> None:
             raise ValueError("; ".join(errors))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            checks += core_configs(a, sys.argv[1])
+            checks += core_configs(a, version)
     except Exception as e:  # noqa: BLE001 (the framework's refusal, whatever its type, is the result)
-        print(json.dumps({"accepted": False, "error": f"{type(e).__name__}: {e}", "checks": checks}))
-        return
-    print(json.dumps({"accepted": True, "error": "", "checks": checks}))
+        return {"accepted": False, "error": f"{type(e).__name__}: {e}", "checks": checks}
+    return {"accepted": True, "error": "", "checks": checks}
 
 
 if __name__ == "__main__":
-    main()
+    print(json.dumps(check(sys.stdin.read(), sys.argv[1])))
