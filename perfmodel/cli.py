@@ -385,26 +385,9 @@ def run(argv: list[str]) -> str:
     if a.cmd in COMMAND_MODULES:
         return importlib.import_module(COMMAND_MODULES[a.cmd]).run(a)
     if a.cmd == "export":
-        from .cost.estimate import check_prediction
-        from .exporting import export_plan
+        from .exporting import export_command
 
-        pf = load_plan_file(a.plan)
-        check_prediction(pf.model, pf.hardware, pf.plan, pf.prediction, f"plan file {a.plan!r}")
-        text = export_plan(pf, a.to, a.version).rstrip("\n")
-        if not a.check:
-            return text
-        from .export import versions
-        from .framework_checks import run_check
-
-        version = a.version or next(iter(versions(a.to)))
-        r = run_check(a.to, version, versions(a.to)[version], text + "\n")
-        verdict = "accepted" if r.accepted else f"REFUSED: {r.error}"
-        if not r.accepted:  # the export is still printed, for the user to read against the refusal; exit 1
-            print(text)
-        print(f"perfmodel export --check: {r.distribution} {verdict} (ran {'; '.join(r.checks)})", file=sys.stderr)
-        if not r.accepted:
-            raise SystemExit(1)
-        return text
+        return export_command(a.plan, a.to, a.version, a.check)
     if a.cmd == "hardware":
         from .report import hardware_row, hardware_table
 

@@ -7,11 +7,13 @@ for a changed plan so that the export states the step time and memory of what wi
 
 from __future__ import annotations
 
-from .cost.estimate import evaluate_plan, prediction_of
+import sys
+
+from .cost.estimate import check_prediction, evaluate_plan, prediction_of
 from .errors import InputError
 from .export import TARGETS, export, nearest_updates, versions
 from .plan import resolve
-from .planfile import PlanFile, mesh_of
+from .planfile import PlanFile, load_plan_file, mesh_of
 
 
 def nearest(pf: PlanFile, to: str, version: str | None = None) -> tuple[PlanFile, list[str]]:
@@ -50,3 +52,24 @@ def export_plan(pf: PlanFile, to: str, version: str | None = None) -> str:
                          f"{', '.join(known)}")
     runs, changes = nearest(pf, to, version)
     return export(runs, to, version, changes)
+
+
+def export_command(path: str, to: str, version: str | None, check: bool) -> str:
+    """`perfmodel export PATH --to TO [--version V] [--check]`: the export text; with --check, the framework's own
+    checks' verdict on stderr, and exit 1 (after printing the export) when they refuse it."""
+    pf = load_plan_file(path)
+    check_prediction(pf.model, pf.hardware, pf.plan, pf.prediction, f"plan file {path!r}")
+    text = export_plan(pf, to, version).rstrip("\n")
+    if not check:
+        return text
+    from .framework_checks import run_check
+
+    version = version or next(iter(versions(to)))
+    r = run_check(to, version, versions(to)[version], text + "\n")
+    verdict = "accepted" if r.accepted else f"REFUSED: {r.error}"
+    if not r.accepted:  # the export is still printed, to be read against the refusal
+        print(text)
+    print(f"perfmodel export --check: {r.distribution} {verdict} (ran {'; '.join(r.checks)})", file=sys.stderr)
+    if not r.accepted:
+        raise SystemExit(1)
+    return text

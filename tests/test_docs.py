@@ -197,14 +197,14 @@ def test_worked_trace_numbers_are_the_estimates():
 
 @pytest.mark.parametrize("target", ["megatron", "torchtitan"])
 def test_plans_page_shows_the_real_export(target):
-    from perfmodel.export import export
+    from perfmodel.exporting import export_plan
     from perfmodel.planfile import load_plan_file
 
     plan = "strategies/llama-3-70b_1024xh100.json"
     command = f"$ perfmodel export {plan} --to {target}\n"
     text = _read("plans.md")
     shown = text[text.index(command) + len(command):].split("```", 1)[0]
-    assert shown == export(load_plan_file(DOCS.parent / plan), target)
+    assert shown == export_plan(load_plan_file(DOCS.parent / plan), target)
 
 
 def test_shipped_plan_files_match_this_perfmodel():

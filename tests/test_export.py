@@ -13,6 +13,8 @@ import pytest
 
 from perfmodel.errors import InputError
 from perfmodel.export import TARGETS, export
+from perfmodel.export.torchtitan import torchtitan
+from perfmodel.exporting import export_plan
 from perfmodel.hardware import load_hardware
 from perfmodel.models import load_model
 from perfmodel.plan import Plan, default_stage_layers, resolve
@@ -63,6 +65,11 @@ def megatron_not_expressed(text: str) -> list[str]:
     return [line.removeprefix("#   - ") for line in text.splitlines() if line.startswith("#   - ")]
 
 
+def titan(pf: PlanFile, version: str = "0.2.2") -> str:
+    """torchtitan's writer itself (a TOML for 0.2.2), without nearest_plan: the notes of what it cannot express."""
+    return torchtitan(pf, version)
+
+
 def titan_not_expressed(text: str) -> list[str]:
     return megatron_not_expressed(text)
 
@@ -74,7 +81,7 @@ def toml(text: str) -> dict:
 
 
 def ds_config(pf: PlanFile) -> dict:
-    return json.loads(export(pf, "deepspeed"))
+    return json.loads(export_plan(pf, "deepspeed"))
 
 
 def flag(args: list[str], name: str) -> str | None:
@@ -100,7 +107,7 @@ def test_targets_and_unknown_target():
 def test_export_of_a_file_written_and_loaded(tmp_path):
     path = write_plan_file(plan_file(**EXAMPLE), tmp_path / "plan.json")
     for to in TARGETS:
-        assert export(load_plan_file(path), to) == export(plan_file(**EXAMPLE), to)
+        assert export_plan(load_plan_file(path), to) == export_plan(plan_file(**EXAMPLE), to)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -189,47 +196,84 @@ def test_megatron_uneven_first_last_stage(layers, expect):
     assert megatron_not_expressed(text) == []
 
 
-def test_megatron_uneven_middle_stages_not_expressed():
-    text = export(plan_file(gpus=512, tp=8, pp=4, micro_batch=1, global_batch=1024, seq_len=8192,
-                            stage_layers=[20, 19, 21, 20]), "megatron")
+def test_megatron_uneven_middle_stages_as_a_layout():
+    pf = plan_file(gpus=512, tp=8, pp=4, micro_batch=1, global_batch=1024, seq_len=8192, sequence_parallel=True,
+                   recompute="full", stage_layers=[20, 19, 21, 20])
+    text = export(pf, "megatron", "core_r0.16")
     assert "--decoder-first-pipeline-num-layers" not in text
-    (note,) = megatron_not_expressed(text)
-    assert note.startswith("stage_layers [20, 19, 21, 20]:") and "not expressed" in note
+    # one entry per stage: the embedding before the first's 20 layers, the loss after the last's
+    want = "|".join(["E" + "t" * 20, "t" * 19, "t" * 21, "t" * 20 + "L"])
+    assert flag(megatron_args(text), "--pipeline-model-parallel-layout") == want
+    assert megatron_not_expressed(text) == []
+    # core_r0.12 has no layout: the nearest split it writes, first and last 20 and the middle even (80 = 20 + 2 x 20
+    # + 20), re-predicted
+    with pytest.raises(InputError, match="cannot run it as planned"):
+        export(pf, "megatron", "core_r0.12")
+    text = export_plan(pf, "megatron", "core_r0.12")
+    assert "# Plan changed to the nearest one core_r0.12 runs: stage_layers [20, 19, 21, 20] -> first stage 20, " \
+           "last 20" in text
+    assert "re-predicted for the plan exported: step" in text
 
 
-def test_megatron_uneven_chunks_with_vpp_not_expressed():
-    text = export(plan_file(gpus=512, tp=8, pp=4, vpp=2, micro_batch=1, global_batch=1024, seq_len=8192,
-                            stage_layers=[19, 21, 21, 19]), "megatron")
-    args = megatron_args(text)
+def test_megatron_uneven_chunks_with_vpp_as_a_layout():
+    pf = plan_file(gpus=512, tp=8, pp=4, vpp=2, micro_batch=1, global_batch=1024, seq_len=8192,
+                   sequence_parallel=True, recompute="full", stage_layers=[19, 21, 21, 19])
+    args = megatron_args(export(pf, "megatron"))
     assert flag(args, "--num-layers-per-virtual-pipeline-stage") is None
+    # stage 0's 19 layers become chunks 10 and 9; model order c*pp + r: [10, 11, 11, 10, 9, 10, 10, 9]
+    chunks = [10, 11, 11, 10, 9, 10, 10, 9]
+    want = "|".join(("E" if i == 0 else "") + "t" * n + ("L" if i == 7 else "") for i, n in enumerate(chunks))
+    assert flag(args, "--pipeline-model-parallel-layout") == want
+    text = export_plan(pf, "megatron", "core_r0.12")
+    assert "vpp 2 -> 1: the chunks [10, 11, 11, 10, 9, 10, 10, 9] differ in size" in text
     # without interleaving the stage split itself is still carried: first and last stage 19, middle 21
+    args = megatron_args(text)
     assert flag(args, "--decoder-first-pipeline-num-layers") == flag(args, "--decoder-last-pipeline-num-layers") == "19"
-    (note,) = megatron_not_expressed(text)
-    # stage 0's 19 layers become chunks 10 and 9: model order c*pp + r
-    assert note.startswith("vpp=2 with stage_layers [19, 21, 21, 19]") and "[10, 11, 11, 10, 9, 10, 10, 9]" in note
 
 
-@pytest.mark.parametrize("settings, starts", [
-    ({"schedule": "gpipe"}, "schedule=gpipe: Megatron-LM has no GPipe schedule"),
-    ({"zero": 2}, "zero=2:"),
-    ({"zero": 3}, "zero=3:"),
-    ({"grad_dtype": "bf16"}, "grad_dtype=bf16:"),
+@pytest.mark.parametrize("settings, change", [
+    ({"schedule": "gpipe"}, "schedule gpipe -> 1f1b: Megatron-LM has no GPipe schedule"),
+    ({"zero": 2}, "zero 2 -> 1 (distributed optimizer)"),
+    ({"grad_dtype": "bf16"}, "grad_dtype bf16 -> fp32:"),
+    ({"recompute": "per-op"}, "recompute per-op -> selective [core_attn]"),
 ])
-def test_megatron_lists_what_it_cannot_express(settings, starts):
+def test_megatron_changes_what_it_cannot_run(settings, change):
     pf = plan_file("llama-3-8b", gpus=64, tp=4, pp=2, micro_batch=1, global_batch=128, seq_len=4096, **settings)
+    with pytest.raises(InputError, match="cannot run it as planned"):
+        export(pf, "megatron")
+    text = export_plan(pf, "megatron")
+    changes = [ln for ln in text.splitlines() if ln.startswith("# Plan changed")]
+    assert len(changes) == 2 and change in changes[0] and "re-predicted" in changes[1], changes
+    assert megatron_not_expressed(text) == []
+
+
+@pytest.mark.parametrize("zero, strategy", [(2, "optim_grads"), (3, "optim_grads_params")])
+def test_megatron_zero_2_3_as_megatron_fsdp(zero, strategy):
+    pf = plan_file("llama-3-8b", gpus=64, tp=4, micro_batch=1, global_batch=128, seq_len=4096, zero=zero)
     text = export(pf, "megatron")
-    notes = megatron_not_expressed(text)
-    assert len(notes) == 1 and notes[0].startswith(starts), notes
-    if "zero" in settings:
-        assert flag(megatron_args(text), "--use-distributed-optimizer") == ""
-        assert "not expressible in Megatron-LM core" in notes[0]
+    args = megatron_args(text)
+    assert flag(args, "--use-megatron-fsdp") == "" and flag(args, "--data-parallel-sharding-strategy") == strategy
+    assert flag(args, "--ckpt-format") == "fsdp_dtensor" and flag(args, "--use-distributed-optimizer") == ""
+    assert "unset CUDA_DEVICE_MAX_CONNECTIONS" in text and "CUDA_DEVICE_MAX_CONNECTIONS=1" not in text
+    old = megatron_args(export(pf, "megatron", "core_r0.12"))
+    assert flag(old, "--use-custom-fsdp") == "" and flag(old, "--use-megatron-fsdp") is None
+
+
+def test_megatron_environment():
+    # tp or cp > 1 needs one CUDA queue; tp = cp = 1 sets nothing
+    assert "export CUDA_DEVICE_MAX_CONNECTIONS=1" in export(plan_file(**EXAMPLE), "megatron")
+    dp_only = export(plan_file("llama-3-8b", gpus=16, zero=1, micro_batch=1, global_batch=64, seq_len=4096),
+                     "megatron")
+    assert "CUDA_DEVICE_MAX_CONNECTIONS" not in dp_only
 
 
 def test_megatron_fp4_and_vocab_padding_and_hardware_notes():
-    text = export(plan_file("gpt3-175b", "gb200-nvl72", gpus=144, tp=8, pp=6, micro_batch=1, global_batch=96,
-                            seq_len=2048, precision="fp4"), "megatron")
+    pf = plan_file("gpt3-175b", "gb200-nvl72", gpus=144, tp=8, pp=6, micro_batch=1, global_batch=96,
+                   seq_len=2048, precision="fp4")
+    text = export(pf, "megatron")
+    assert flag(megatron_args(text), "--fp4-format") == "e2m1"
+    assert "precision fp4 -> fp8: core_r0.12 has no FP4 GEMM recipe" in export_plan(pf, "megatron", "core_r0.12")
     notes = megatron_not_expressed(text)
-    assert any(n.startswith("precision=fp4:") and "--fp8-format hybrid" in n for n in notes)
     # 50257 is odd: no divisor avoids padding; ceil(50257 / 8) * 8 = 50264
     assert any(n.startswith("vocab = 50257 is padded by Megatron-LM to 50264") for n in notes)
     # NVLink domain of 72 > 8: 8 per node, 144 / 8 = 18 nodes, and say so
@@ -269,7 +313,7 @@ def megatron_placements(layers=(0, 79)) -> list[OpPlacement]:
 def test_megatron_pattern_placements_say_nothing():
     pf = plan_file(placements=megatron_placements(), **EXAMPLE)
     assert megatron_not_expressed(export(pf, "megatron")) == []
-    assert not any("placement" in n for n in titan_not_expressed(export(pf, "torchtitan")))
+    assert not any("placement" in n for n in titan_not_expressed(titan(pf)))
 
 
 def test_deviating_placements_are_listed():
@@ -284,8 +328,8 @@ def test_deviating_placements_are_listed():
                                "expected colwise: weight Shard(0) on tp) is not Megatron's pattern")
     assert notes[1].startswith("per-operator placement of final_norm (output Replicate() on tp; expected Shard(1) "
                                "on tp (sequence parallel))")
-    titan = titan_not_expressed(export(pf, "torchtitan"))
-    assert sum("per-operator placement of layers 0-3 qkv" in n for n in titan) == 1
+    titan_notes = titan_not_expressed(titan(pf))
+    assert sum("per-operator placement of layers 0-3 qkv" in n for n in titan_notes) == 1
     ds = ds_config(pf)["_perfmodel_not_expressed"]
     assert sum("per-operator placement of layers 0-3 qkv" in n for n in ds) == 1
 
@@ -305,7 +349,7 @@ def test_placements_checked_only_on_axes_larger_than_one():
 # torchtitan
 # ---------------------------------------------------------------------------------------------------------
 def test_torchtitan_example():
-    text = export(plan_file(**EXAMPLE), "torchtitan")
+    text = titan(plan_file(**EXAMPLE))
     cfg = toml(text)
     assert cfg["model"] == {"name": "llama3", "flavor": "70B"}
     assert cfg["training"] == {"local_batch_size": 64, "global_batch_size": 1024, "seq_len": 8192,
@@ -326,28 +370,29 @@ def test_torchtitan_example():
     assert parts[0][:2] == ["tok_embeddings", "layers.0"] and parts[-1][-3:] == ["layers.79", "norm", "output"]
     assert [f"layers.{i}" for i in range(80)] == [x for p in parts for x in p if x.startswith("layers.")]
     assert cfg["activation_checkpoint"] == {"mode": "selective", "selective_ac_option": "op"}
-    assert "float8" not in cfg
-    (note,) = titan_not_expressed(text)
-    assert note.startswith("zero=1: torchtitan has no ZeRO-1/2 distinction in FSDP2")
+    assert "quantize" not in cfg
+    zero, recompute = titan_not_expressed(text)  # nearest_plan changes both (zero 2, per-op)
+    assert zero.startswith("zero=1: torchtitan has no ZeRO-1/2 distinction in FSDP2")
+    assert recompute.startswith("recompute=selective (core_attn): torchtitan checkpoints whole blocks")
     assert "--nproc-per-node 8 --nnodes 64" in text
 
 
 @pytest.mark.parametrize("zero, replicate, shard, reshard", [
     (0, 1, 16, "never"), (1, 1, 16, "never"), (2, 1, 16, "never"), (3, 1, 16, "always")])
 def test_torchtitan_zero_stages(zero, replicate, shard, reshard):
-    text = export(plan_file(gpus=512, tp=8, pp=4, micro_batch=1, global_batch=1024, seq_len=8192,
-                            sequence_parallel=True, zero=zero), "torchtitan")
+    text = titan(plan_file(gpus=512, tp=8, pp=4, micro_batch=1, global_batch=1024, seq_len=8192,
+                            sequence_parallel=True, zero=zero))
     par = toml(text)["parallelism"]
     assert (par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"]) == (replicate, shard)
     assert par["fsdp_reshard_after_forward"] == reshard
     assert par["pipeline_parallel_schedule"] == "1F1B"
     assert len(par["module_fqns_per_model_part"]) == 4
     notes = titan_not_expressed(text)
-    assert [n.split(":")[0] for n in notes] == {0: ["zero=0 with tp=8, pp=4"], 1: ["zero=1"]}.get(zero, [])
+    assert [n.split(":")[0] for n in notes] == {0: ["zero=0"], 1: ["zero=1"]}.get(zero, [])
 
 
 def test_torchtitan_plain_data_parallel_replicates():
-    text = export(plan_file("llama-3-8b", gpus=32, micro_batch=1, global_batch=128, seq_len=4096), "torchtitan")
+    text = titan(plan_file("llama-3-8b", gpus=32, micro_batch=1, global_batch=128, seq_len=4096))
     par = toml(text)["parallelism"]
     assert (par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"]) == (32, 1)
     assert par["fsdp_reshard_after_forward"] == "default"
@@ -356,8 +401,8 @@ def test_torchtitan_plain_data_parallel_replicates():
 
 
 def test_torchtitan_without_pp_accumulates_gradients():
-    text = export(plan_file("llama-3-8b", gpus=64, tp=8, micro_batch=2, global_batch=256, seq_len=8192,
-                            recompute="full", zero=3, sequence_parallel=True), "torchtitan")
+    text = titan(plan_file("llama-3-8b", gpus=64, tp=8, micro_batch=2, global_batch=256, seq_len=8192,
+                            recompute="full", zero=3, sequence_parallel=True))
     cfg = toml(text)
     # no pipeline: local batch = micro-batch, torchtitan accumulates 256 / (2 * 8) = 16 steps
     assert cfg["training"]["local_batch_size"] == 2 and cfg["training"]["global_batch_size"] == 256
@@ -371,19 +416,20 @@ def test_torchtitan_without_pp_accumulates_gradients():
 def test_torchtitan_lists_what_it_cannot_express():
     pf = plan_file("gpt3-2.7b", gpus=64, tp=4, pp=2, cp=2, micro_batch=1, global_batch=64, seq_len=2048,
                    schedule="gpipe", precision="fp8", grad_dtype="bf16", attention="unfused", overlap_dp_comm=False)
-    text = export(pf, "torchtitan")
+    text = titan(pf)
     cfg = toml(text)
     assert cfg["parallelism"]["pipeline_parallel_schedule"] == "GPipe"
     assert cfg["parallelism"]["context_parallel_degree"] == 2
     # zero = 0 with tp/pp/cp: no DDP on a multi-dimensional mesh in torchtitan, FSDP2 over dp = 64 / 16 instead
     assert cfg["parallelism"]["data_parallel_shard_degree"] == 4
-    assert cfg["model"]["converters"] == ["float8"] and "float8" in cfg
+    # torchtitan 0.2.2 names the converter quantize.linear.float8 (mid-2025: "float8" and a [float8] table)
+    assert cfg["model"]["converters"] == ["quantize.linear.float8"] and "float8" in cfg["quantize"]["linear"]
     assert cfg["model"]["flavor"] == "8B"  # nearest llama3 flavor to hidden 2560
     keys = [n.split(":")[0] for n in titan_not_expressed(text)]
     for key in ("model shape of gpt3-2.7b (n_layers=32 hidden=2560 n_heads=32 n_kv_heads=32 ffn_hidden=10240)",
                 "mlp=gelu (llama3 is SwiGLU)", "norm=layernorm (llama3 uses RMSNorm)",
                 "position=learned (llama3 uses RoPE)", "tie_embeddings=True (llama3 unties embedding and output)",
-                "linear_bias=all (llama3 has no biases)", "zero=0 with tp=4, pp=2, cp=2",
+                "linear_bias=all (llama3 has no biases)", "zero=0",
                 "sequence_parallel=False with tp=4", "overlap_dp_comm=False", "grad_dtype=bf16", "attention=unfused"):
         assert key in keys, key
     assert "flavor 8B is approximate" in text
@@ -392,23 +438,36 @@ def test_torchtitan_lists_what_it_cannot_express():
 # ---------------------------------------------------------------------------------------------------------
 # DeepSpeed
 # ---------------------------------------------------------------------------------------------------------
+# DeepSpeed's pipeline runs 1F1B with one chunk per stage and reduces after the last micro-batch: the example
+# as DeepSpeed expresses it (nearest_plan changes vpp and overlap_dp_comm, tested below)
+DS_EXAMPLE = EXAMPLE | {"vpp": 1, "overlap_dp_comm": False}
+
+
 def test_deepspeed_example():
-    cfg = ds_config(plan_file(**EXAMPLE))
+    cfg = ds_config(plan_file(**DS_EXAMPLE))
     assert cfg["train_batch_size"] == 1024 and cfg["train_micro_batch_size_per_gpu"] == 1
     assert cfg["gradient_accumulation_steps"] == 1024 // (16 * 1) == 64
     assert cfg["train_batch_size"] == cfg["train_micro_batch_size_per_gpu"] * cfg["gradient_accumulation_steps"] * 16
-    assert cfg["zero_optimization"] == {"stage": 1, "overlap_comm": True}
+    assert cfg["zero_optimization"] == {"stage": 1, "overlap_comm": False}
     assert cfg["bf16"] == {"enabled": True} and "fp16" not in cfg
     assert cfg["communication_data_type"] == "fp32" and cfg["data_types"] == {"grad_accum_dtype": "fp32"}
     assert "tensor_parallel" not in cfg and "activation_checkpointing" not in cfg
+    assert "DeepSpeed 0.19.8 config JSON (deepspeed==0.19.8" in cfg["_perfmodel_keys"]
     notes = cfg["_perfmodel_not_expressed"]
     assert list(cfg)[-1] == "_perfmodel_not_expressed"
     starts = [n.split(":")[0] for n in notes]
     for key in ("recompute=selective", "DeepSpeed has no tensor parallelism without Megatron-DeepSpeed",
-                "pp=4", "vpp=2 (interleaved)", "sequence_parallel=True", "dp=16 is implied, not set"):
+                "pp=4", "sequence_parallel=True", "dp=16 is implied, not set"):
         assert key in starts, key
     assert any("tp=8 not expressed" in n for n in notes)
-    assert "--num_nodes 64 --num_gpus 8" in cfg["_perfmodel_launch"]
+    launch = cfg["_perfmodel_launch"]
+    assert "--num_nodes 64 --num_gpus 8" in launch["command"]
+    assert "--nnodes 64 --nproc_per_node 8" in launch["torchrun"]
+    assert launch["pip"] == "pip install deepspeed==0.19.8"
+    # the pipeline's mpu: PipelineModule's topology with tp ranks as its model axis, 512 / (4 x 8) = 16 data ranks
+    assert (launch["world_size"], launch["pipeline_stages"], launch["model_parallel_size"]) == (512, 4, 8)
+    assert "PipeModelDataParallelTopology(num_pp=4, num_mp=8, num_dp=16)" in launch["mpu"]
+    assert launch["env"] == {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
 
 
 def test_deepspeed_zero3_full_recompute():
@@ -422,24 +481,62 @@ def test_deepspeed_zero3_full_recompute():
     notes = cfg["_perfmodel_not_expressed"]
     assert not any(n.startswith("dp=") for n in notes)  # plain data parallelism: DeepSpeed's world is dp
     assert any(n.startswith("recompute=full") for n in notes)
+    assert cfg["_perfmodel_launch"]["mpu"].startswith("none")
 
 
-def test_deepspeed_autotp_without_pipeline():
-    cfg = ds_config(plan_file("llama-3-8b", gpus=16, tp=4, micro_batch=1, global_batch=32, seq_len=4096, zero=2,
-                              sequence_parallel=True))
+@pytest.mark.parametrize("version", ["0.19.8", "0.16.9"])
+def test_deepspeed_autotp_without_pipeline(version):
+    pf = plan_file("llama-3-8b", gpus=16, tp=4, micro_batch=1, global_batch=32, seq_len=4096, zero=2,
+                   sequence_parallel=True)
+    cfg = json.loads(export(pf, "deepspeed", version))
     assert cfg["tensor_parallel"] == {"autotp_size": 4}
-    assert cfg["gradient_accumulation_steps"] == 32 // 4 == 8
+    assert cfg["gradient_accumulation_steps"] == 32 // (1 * 4) == 8  # dp = 16 / 4
+    # no mpu with AutoTP: DeepSpeedConfig's batch check multiplies by all 16 ranks, so 4 x the distinct samples
+    assert cfg["train_batch_size"] == 1 * 8 * 16 == 4 * 32
     notes = cfg["_perfmodel_not_expressed"]
     assert any(n.startswith("tp=4 is only partly expressed") and "Megatron-DeepSpeed" in n for n in notes)
+    assert any(n.startswith("train_batch_size = 128 = micro 1 x accumulation 8 x 16 ranks") for n in notes)
     assert not any(n.startswith("dp=") for n in notes)
+    assert "data_parallel_size" not in cfg["_perfmodel_launch"]
+
+
+def test_deepspeed_autotp_with_zero3_by_version():
+    # 0.16.9's _configure_tensor_parallel_states asserts ZeRO <= 2; 0.19.8 runs AutoTP with ZeRO-3
+    pf = plan_file("llama-3-8b", gpus=16, tp=4, micro_batch=1, global_batch=32, seq_len=4096, zero=3)
+    new, old = (json.loads(export(pf, "deepspeed", v)) for v in ("0.19.8", "0.16.9"))
+    assert new["tensor_parallel"] == {"autotp_size": 4} and new["train_batch_size"] == 128
+    assert "tensor_parallel" not in old and old["train_batch_size"] == 32
+    assert old["_perfmodel_launch"]["data_parallel_size"] == 4  # Megatron-DeepSpeed's mpu carries tp
+    assert any("tp=4 not expressed" in n and "ZeRO-3" in n for n in old["_perfmodel_not_expressed"])
+
+
+@pytest.mark.parametrize("settings, version, updates, starts", [
+    ({"pp": 2, "zero": 2}, "0.19.8", {"zero": 1, "overlap_dp_comm": False}, "zero=2 -> 1: DeepSpeed 0.19.8's "
+     "PipelineEngine asserts ZeRO stage < 2"),
+    ({"pp": 2, "schedule": "gpipe"}, "0.16.9", {"vpp": 1, "overlap_dp_comm": False}, "schedule=gpipe -> 1F1B"),
+    ({"pp": 2, "vpp": 2}, "0.16.9", {"vpp": 1, "overlap_dp_comm": False}, "vpp=2 (interleaved) -> 1F1B"),
+    # ZeRO-0's optimizer wrappers: 0.19.8 wants grad_accum_dtype = the weights' dtype, 0.16.9 fp32 under bf16
+    ({"zero": 0}, "0.19.8", {"zero": 1}, "zero=0 -> 1: DeepSpeed 0.19.8's _do_optimizer_sanity_check"),
+    ({"zero": 0}, "0.16.9", {"overlap_dp_comm": False}, "overlap_dp_comm=True -> False"),
+    ({"zero": 0, "grad_dtype": "bf16"}, "0.19.8", {"overlap_dp_comm": False}, "overlap_dp_comm=True -> False"),
+    ({"zero": 0, "grad_dtype": "bf16"}, "0.16.9", {"zero": 1}, "zero=0 -> 1: DeepSpeed 0.16.9's"),
+    ({"zero": 0, "precision": "fp16"}, "0.16.9", {"zero": 1}, "zero=0 -> 1"),
+    ({"grad_compression": "powersgd", "zero": 0, "grad_dtype": "bf16"}, "0.19.8",
+     {"grad_compression": "none", "overlap_dp_comm": False}, "grad_compression=powersgd -> none"),
+    ({"cp": 2}, "0.19.8", {}, None),
+    ({"precision": "fp8"}, "0.19.8", {}, None),
+])
+def test_deepspeed_nearest_plan(settings, version, updates, starts):
+    from perfmodel.export.deepspeed import nearest_plan
+    plan = {"gpus": 32, "micro_batch": 1, "global_batch": 64, "seq_len": 4096, "zero": 1} | settings
+    got, why = nearest_plan(plan_file("llama-3-8b", **plan), version)
+    assert got == updates and len(why) == len(updates)
+    assert starts is None or any(w.startswith(starts) for w in why), why
 
 
 @pytest.mark.parametrize("settings, starts", [
-    ({"pp": 2, "zero": 2}, "zero=2 with pp=2: DeepSpeed's PipelineEngine refuses ZeRO-2/3"),
-    ({"pp": 2, "schedule": "gpipe"}, "schedule=gpipe"),
     ({"cp": 2}, "cp=2"),
     ({"precision": "fp8"}, "precision=fp8"),
-    ({"zero": 0}, "overlap_dp_comm=True with zero=0"),
 ])
 def test_deepspeed_lists_what_it_cannot_express(settings, starts):
     plan = {"gpus": 32, "micro_batch": 1, "global_batch": 64, "seq_len": 4096, "zero": 1} | settings
@@ -447,13 +544,24 @@ def test_deepspeed_lists_what_it_cannot_express(settings, starts):
     assert any(n.startswith(starts) for n in notes), notes
 
 
+def test_deepspeed_export_refuses_what_the_version_cannot_run_and_records_changes():
+    pf = plan_file("llama-3-8b", gpus=32, micro_batch=1, global_batch=64, seq_len=4096, pp=2, zero=2)
+    with pytest.raises(InputError, match="PipelineEngine asserts ZeRO stage < 2"):
+        export(pf, "deepspeed", "0.16.9")
+    cfg = json.loads(export_plan(pf, "deepspeed", "0.16.9"))
+    assert cfg["zero_optimization"]["stage"] == 1
+    assert cfg["_perfmodel_changed"][0].startswith("zero=2 -> 1: DeepSpeed 0.16.9's PipelineEngine")
+    assert cfg["_perfmodel_changed"][-1].startswith("re-predicted for the plan exported")
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Every target
 # ---------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("to", TARGETS)
 def test_header_names_the_plan_and_versions(to):
-    text = export(plan_file(**EXAMPLE), to)
-    assert "llama-3-70b on dgx-h100 (512 x H100-SXM5-80GB), tp=8 pp=4 dp=16 cp=1 vpp=2" in text
-    assert re.search(r"MFU 41\.0%", text)
-    assert {"megatron": "core_r0.10-r0.12", "torchtitan": "mid-2025", "deepspeed": "DeepSpeed 0.16-0.17"}[to] in text
+    text = export_plan(plan_file(**EXAMPLE), to)  # changed to what each runs: the layout stays tp 8 pp 4
+    assert "llama-3-70b on dgx-h100 (512 x H100-SXM5-80GB), tp=8 pp=4 dp=16 cp=1" in text
+    assert {"megatron": "Megatron-LM core_r0.16", "torchtitan": "torchtitan 0.3.0", "deepspeed": "0.19.8"}[to] in text
+    if to == "megatron":  # Megatron runs the plan as planned: the file's prediction
+        assert re.search(r"MFU 41\.0%", text)
     assert text.endswith("\n")

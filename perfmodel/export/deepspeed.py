@@ -1,16 +1,129 @@
-"""DeepSpeed: a config JSON, with the plan settings it cannot carry in "_perfmodel_not_expressed"."""
+"""DeepSpeed: a config JSON for one DeepSpeed release, with the plan settings it cannot carry in
+"_perfmodel_not_expressed" and the launch it was written for in "_perfmodel_launch".
+
+Versions (VERSIONS): 0.19.8, the newest on PyPI, and 0.16.9, the last 0.16 release: the oldest line with AutoTP
+training ("tensor_parallel": {"autotp_size"}, 0.16.4) and the one pinned by many 2025 training stacks. The rules
+followed are those of each release's deepspeed/runtime/config.py (DeepSpeedConfig._batch_assertion),
+runtime/engine.py (_do_optimizer_sanity_check, _configure_tensor_parallel_states) and runtime/pipe/engine.py
+(PipelineEngine.__init__); perfmodel.framework_checks.deepspeed_check runs that code on every export.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from ..recompute import DEFAULT_RECOMPUTE_MODULES
 from ..planfile import PlanFile
 from .common import devices_per_node, hardware_notes, placement_deviations, prediction, shape, summary
 
+VERSIONS = {"0.19.8": "deepspeed==0.19.8", "0.16.9": "deepspeed==0.16.9"}
+NEWEST = next(iter(VERSIONS))
+
+
+def _version(version: str | None) -> str:
+    from ..errors import InputError
+    version = version or NEWEST
+    if version not in VERSIONS:
+        raise InputError(f"--version = {version!r} is not a DeepSpeed version perfmodel exports to; valid: "
+                         f"{', '.join(VERSIONS)}")
+    return version
+
+
+def _autotp(pf: PlanFile, version: str) -> bool:
+    """AutoTP training carries tp: no pipeline or context parallelism (it installs deepspeed.utils.groups as the
+    mpu, replacing PipelineModule's grid), and ZeRO <= 2 on 0.16.9 (_configure_tensor_parallel_states asserts it;
+    0.19.8 supports AutoTP with ZeRO-3)."""
+    p = pf.plan
+    return p.tp > 1 and p.pp == 1 and p.cp == 1 and (p.zero <= 2 or version != "0.16.9")
+
+
+def _zero0_accepts(pf: PlanFile, version: str) -> bool:
+    """Whether DeepSpeedEngine._do_optimizer_sanity_check takes ZeRO stage 0 with the model dtype (fp16, else bf16)
+    and grad_accum_dtype = grad_dtype: 0.19.8 needs them equal; 0.16.9 refuses fp16 with any other accumulation
+    dtype and bf16 accumulation outside a pipeline ("enable ZeRO to use Bfloat16 gradient accumulation")."""
+    p = pf.plan
+    model = "fp16" if p.precision == "fp16" else "bf16"
+    if version == "0.16.9" and model == "bf16":
+        return p.grad_dtype == "fp32" or p.pp > 1
+    return p.grad_dtype == model
+
+
+def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
+    """Plan-field updates (for pf.plan.model_copy(update=...)) that make the plan expressible by DeepSpeed `version`
+    ({} when it is as planned), and one line per change saying what changed and why."""
+    version, p = _version(version), pf.plan
+    up, why = {}, []
+    ds = f"DeepSpeed {version}"
+    if p.pp > 1 and p.zero >= 2:
+        up["zero"] = 1
+        why.append(f"zero={p.zero} -> 1: {ds}'s PipelineEngine asserts ZeRO stage < 2 (\"ZeRO-2 and ZeRO-3 are "
+                   "incompatible with pipeline parallelism\"); ZeRO-1 is the nearest stage it runs")
+    elif p.zero == 0 and not _zero0_accepts(pf, version):
+        up["zero"] = 1
+        why.append(f"zero=0 -> 1: {ds}'s _do_optimizer_sanity_check refuses ZeRO stage 0 with "
+                   f"{'fp16' if p.precision == 'fp16' else 'bf16'} weights and grad_accum_dtype {p.grad_dtype}; "
+                   f"ZeRO-1 keeps the {p.grad_dtype} gradient accumulation as planned (the same reduce volume, "
+                   "reduce-scatter + all-gather for the all-reduce, and less optimizer memory), where changing "
+                   "grad_dtype would change the numerics and the gradient memory")
+    if p.pp > 1 and (p.vpp > 1 or p.schedule == "gpipe"):
+        up["vpp"] = 1
+        what = f"vpp={p.vpp} (interleaved)" if p.vpp > 1 else "schedule=gpipe"
+        why.append(f"{what} -> 1F1B, vpp=1: {ds}'s PipelineEngine runs only its TrainSchedule (1F1B, one model "
+                   "chunk per stage)")
+    if p.overlap_dp_comm and (p.pp > 1 or up.get("zero", p.zero) == 0):
+        up["overlap_dp_comm"] = False
+        why.append("overlap_dp_comm=True -> False: " + (
+            f"{ds}'s PipelineEngine reduces gradients once after the last micro-batch (ReduceGrads)" if p.pp > 1
+            else f"{ds}'s ZeRO stage 0 all-reduces gradients after the backward pass (overlap_comm is for ZeRO "
+                 "stages 1-3)"))
+    if p.grad_compression == "powersgd":
+        up["grad_compression"] = "none"
+        why.append(f"grad_compression=powersgd -> none: {ds} has no PowerSGD (torch DDP's communication hook runs "
+                   f"it, perfmodel execute); gradients go uncompressed in {p.grad_dtype}")
+    if p.moe_overlap:
+        up["moe_overlap"] = False
+        why.append("moe_overlap=true -> false: DeepSpeed-MoE runs its all-to-alls in line with compute")
+    return up, why
+
+
+def _launch(pf: PlanFile, version: str, autotp: bool) -> tuple[dict, int]:
+    """The launch the config is written for, and the data-parallel size DeepSpeedConfig's batch check divides by:
+    the mpu deepspeed.initialize gets decides it (runtime/config.py: mpu.get_data_parallel_world_size(), else
+    dist.get_world_size(), all ranks)."""
+    p = pf.plan
+    per_node, nodes, _ = devices_per_node(pf)
+    args = "train.py --deepspeed --deepspeed_config THIS_FILE.json"
+    launch = {"pip": f"pip install {VERSIONS[version]}",
+              "command": f"deepspeed --num_nodes {nodes} --num_gpus {per_node} --hostfile HOSTFILE {args}",
+              "torchrun": (f"torchrun --nnodes {nodes} --nproc_per_node {per_node} --rdzv_backend c10d "
+                           f"--rdzv_endpoint MASTER_HOST:29500 {args}"),
+              "env": {}, "world_size": p.gpus, "pipeline_stages": p.pp, "model_parallel_size": 1}
+    if p.pp > 1:
+        mp = p.tp * p.cp
+        launch["model_parallel_size"] = mp
+        topo = (f"PipeModelDataParallelTopology(num_pp={p.pp}, num_mp={mp}, num_dp={p.dp})" if mp > 1 else
+                f"PipeDataParallelTopology(num_pp={p.pp}, num_dp={p.dp})")
+        launch["mpu"] = (f"PipelineModule(layers=..., topology={topo}, ...).mpu(): deepspeed.initialize(model="
+                         "<the PipelineModule>, mpu=None) takes it (deepspeed.runtime.pipe.topology)")
+        dp = p.dp
+    elif (p.tp > 1 and not autotp) or p.cp > 1:
+        launch["mpu"] = (f"Megatron-DeepSpeed's mpu (tensor {p.tp}, sequence {p.cp}, data {p.dp}): "
+                         "deepspeed.initialize(..., mpu=mpu), whose get_data_parallel_world_size() is "
+                         f"{p.dp}")
+        launch["data_parallel_size"] = dp = p.dp
+    else:
+        launch["mpu"] = ("none: deepspeed.initialize(model, optimizer, config=THIS_FILE.json) counts all "
+                         f"{p.gpus} ranks as data-parallel" + (f" (AutoTP groups {p.tp} of them per replica)"
+                                                                 if autotp else ""))
+        dp = p.gpus
+    if p.tp > 1 and not autotp:
+        launch["env"]["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"  # Megatron's tensor-parallel overlap needs it
+    return launch, dp
+
 
 def _experts(pf: PlanFile) -> list[str]:
-    """Notes for a model with experts: DeepSpeed-MoE (deepspeed.moe.layer.MoE, DeepSpeed 0.16-0.17) takes the
+    """Notes for a model with experts: DeepSpeed-MoE (deepspeed.moe.layer.MoE, DeepSpeed 0.16.9 and 0.19.8) takes the
     expert-parallel size and the routing in model code; the config JSON has no MoE keys."""
     m, p = pf.model, pf.plan
     e = m.moe
@@ -54,39 +167,34 @@ def _experts(pf: PlanFile) -> list[str]:
     return notes
 
 
-def deepspeed(pf: PlanFile) -> str:
-    """DeepSpeed config JSON (keys of DeepSpeed 0.16-0.17, deepspeed.ai/docs/config-json; AutoTP training's
-    "tensor_parallel": {"autotp_size"} since 0.16.4), with "_perfmodel_not_expressed" listing the plan settings
-    the JSON cannot carry."""
-    m, p = pf.model, pf.plan
-    notes = hardware_notes(pf)
-    cfg: dict = {"_perfmodel_plan": summary(pf), "_perfmodel_prediction": prediction(pf),
-                 "_perfmodel_keys": "DeepSpeed 0.16-0.17 config JSON (deepspeed.ai/docs/config-json)",
-                 "train_batch_size": p.global_batch, "train_micro_batch_size_per_gpu": p.micro_batch,
-                 "gradient_accumulation_steps": p.num_microbatches}
-    zero = {"stage": p.zero}
-    if p.zero >= 1:
-        zero["overlap_comm"] = p.overlap_dp_comm
-    if p.zero >= 2:
-        zero["contiguous_gradients"] = True
-    cfg["zero_optimization"] = zero
-    if p.zero == 0 and p.overlap_dp_comm:
-        notes.append("overlap_dp_comm=True with zero=0: DeepSpeed's stage 0 all-reduces gradients after the "
-                     "backward pass (overlap_comm applies to ZeRO stages 1-3); not overlapped")
+def _batch(cfg: dict, pf: PlanFile, dp: int, autotp: bool, notes: list[str]) -> None:
+    """train_batch_size = micro x accumulation x the data-parallel size DeepSpeed divides by (_batch_assertion)."""
+    p = pf.plan
+    cfg.update(train_batch_size=p.micro_batch * p.num_microbatches * dp,
+               train_micro_batch_size_per_gpu=p.micro_batch, gradient_accumulation_steps=p.num_microbatches)
+    if autotp:
+        notes.append(f"train_batch_size = {cfg['train_batch_size']} = micro {p.micro_batch} x accumulation "
+                     f"{p.num_microbatches} x {p.gpus} ranks: with AutoTP and no mpu DeepSpeedConfig counts every "
+                     f"rank as data-parallel, so this is tp = {p.tp} times the plan's global_batch = "
+                     f"{p.global_batch} distinct samples (the {p.tp} ranks of a tensor-parallel group read the same "
+                     "samples, which DeepSpeed checks at the first forward)")
 
+
+def _precision(cfg: dict, pf: PlanFile, notes: list[str]) -> None:
+    p = pf.plan
     if p.precision == "fp16":
         cfg["fp16"] = {"enabled": True, "loss_scale": 0}
     else:
         cfg["bf16"] = {"enabled": True}
     cfg["communication_data_type"] = "bf16" if p.grad_compression == "bf16" else p.grad_dtype
-    if p.grad_compression == "powersgd":
-        notes.append("grad_compression=powersgd: DeepSpeed has no PowerSGD (only torch DDP's communication hook runs "
-                     f"it: perfmodel execute); exported uncompressed, gradients in {p.grad_dtype} on the wire")
     cfg["data_types"] = {"grad_accum_dtype": p.grad_dtype}
     if p.precision in ("fp8", "fp4"):
         notes.append(f"precision={p.precision}: the DeepSpeed config has no {p.precision.upper()} GEMM setting "
                      "(FP8 comes from Transformer Engine's fp8_autocast in model code); exported as bf16")
 
+
+def _recompute(cfg: dict, pf: PlanFile, notes: list[str]) -> None:
+    p = pf.plan
     if p.recompute == "full":
         cfg["activation_checkpointing"] = {"partition_activations": p.tp > 1,
                                            "contiguous_memory_optimization": False, "cpu_checkpointing": False,
@@ -118,67 +226,82 @@ def deepspeed(pf: PlanFile) -> str:
                      "selective_ac_option = \"op\": keep SDPA and every second matmul's outputs) applied to each "
                      "block in model code")
 
-    if p.tp > 1:
-        megatron_ds = (f"Megatron-style tensor parallelism needs Megatron-DeepSpeed (--tensor-model-parallel-size "
-                       f"{p.tp}{' --sequence-parallel' if p.sequence_parallel else ''})")
-        if p.zero <= 2 and p.pp == 1 and p.cp == 1:
-            cfg["tensor_parallel"] = {"autotp_size": p.tp}
-            notes.append(f"tp={p.tp} is only partly expressed: \"tensor_parallel\": {{\"autotp_size\": {p.tp}}} "
-                         "(AutoTP training, DeepSpeed >= 0.16.4, Hugging Face models, ZeRO stage <= 2) shards the "
-                         "linear layers but not the embedding/LM head by vocabulary"
-                         + (" and has no sequence parallelism" if p.sequence_parallel else "") + f"; {megatron_ds}")
-        else:
-            why = "ZeRO-3" if p.zero == 3 else ("pipeline parallelism" if p.pp > 1 else "context parallelism")
-            notes.append(f"DeepSpeed has no tensor parallelism without Megatron-DeepSpeed: tp={p.tp} not expressed "
-                         f"(AutoTP training, \"tensor_parallel\": {{\"autotp_size\"}}, is for Hugging Face models "
-                         f"with ZeRO stage <= 2 and no pipeline or context parallelism; this plan has {why}); "
-                         f"{megatron_ds}")
-    mp = []
-    if p.tp > 1 and "tensor_parallel" not in cfg:
-        mp.append(f"tp={p.tp}")
-    if p.pp > 1:
-        mp.append(f"pp={p.pp}")
-    if p.cp > 1:
-        mp.append(f"cp={p.cp}")
+
+def _parallel(cfg: dict, pf: PlanFile, version: str, autotp: bool, notes: list[str]) -> None:
+    """Tensor, pipeline and context parallelism: AutoTP's config key, else model code and the launch's mpu."""
+    p = pf.plan
+    megatron_ds = (f"Megatron-style tensor parallelism needs Megatron-DeepSpeed (--tensor-model-parallel-size "
+                   f"{p.tp}{' --sequence-parallel' if p.sequence_parallel else ''})")
+    if autotp:
+        cfg["tensor_parallel"] = {"autotp_size": p.tp}
+        notes.append(f"tp={p.tp} is only partly expressed: \"tensor_parallel\": {{\"autotp_size\": {p.tp}}} "
+                     f"(AutoTP training, DeepSpeed >= 0.16.4, Hugging Face models) shards the linear layers but not "
+                     "the embedding/LM head by vocabulary" + (" and has no sequence parallelism"
+                                                               if p.sequence_parallel else "") + f"; {megatron_ds}")
+    elif p.tp > 1:
+        why = (f"ZeRO-3 (DeepSpeed {version} asserts AutoTP with ZeRO stage <= 2)" if p.pp == 1 and p.cp == 1 else
+               "pipeline parallelism" if p.pp > 1 else "context parallelism")
+        notes.append(f"DeepSpeed has no tensor parallelism without Megatron-DeepSpeed: tp={p.tp} not expressed "
+                     f"(AutoTP training, \"tensor_parallel\": {{\"autotp_size\"}}, is for Hugging Face models with "
+                     f"no pipeline or context parallelism; this plan has {why}); {megatron_ds}")
+    mp = [f"tp={p.tp}"] * (p.tp > 1 and not autotp) + [f"pp={p.pp}"] * (p.pp > 1) + [f"cp={p.cp}"] * (p.cp > 1)
     if mp:
         notes.append(f"dp={p.dp} is implied, not set: train_batch_size = micro x accumulation x dp = "
-                     f"{p.micro_batch} x {p.num_microbatches} x {p.dp}, and DeepSpeed checks it against its "
-                     f"data-parallel world size, which is {p.dp} only when the model code sets up {', '.join(mp)} "
-                     f"(otherwise DeepSpeed sees {p.gpus} data-parallel ranks)")
-
+                     f"{p.micro_batch} x {p.num_microbatches} x {p.dp}, which DeepSpeedConfig checks against the "
+                     f"data-parallel size of the mpu deepspeed.initialize gets; {', '.join(mp)} come from model code "
+                     "and that mpu (\"_perfmodel_launch\".mpu), without which DeepSpeed sees "
+                     f"{p.gpus} data-parallel ranks and refuses the batch")
     if p.pp > 1:
         notes.append(f"pp={p.pp}: the DeepSpeed config has no pipeline degree; pipeline parallelism is DeepSpeed's "
                      f"PipelineModule in model code: PipelineModule(layers=..., num_stages={p.pp}, "
                      f"partition_method=...) with layers per stage {pf.stage_layers} (partition_method 'uniform' "
                      "or 'type:...' balances layers; an explicit split needs a custom partition)")
-        if p.schedule != "1f1b":
-            what = f"vpp={p.vpp} (interleaved)" if p.schedule == "interleaved" else "schedule=gpipe"
-            notes.append(f"{what}: DeepSpeed's PipelineEngine runs only its own 1F1B-style TrainSchedule; exported "
-                         "as 1F1B with one chunk per stage")
-        if p.zero >= 2:
-            notes.append(f"zero={p.zero} with pp={p.pp}: DeepSpeed's PipelineEngine refuses ZeRO-2/3 (only stages "
-                         "0-1 combine with pipeline parallelism)")
-        if p.overlap_dp_comm:
-            notes.append("overlap_dp_comm=True with pp > 1: DeepSpeed's PipelineEngine reduces gradients once after "
-                         "the last micro-batch (ReduceGrads instruction), so the overlap is not reproduced")
     if p.cp > 1:
         notes.append(f"cp={p.cp}: the DeepSpeed config has no context-parallel degree; DeepSpeed's sequence "
                      "parallelism (DeepSpeed-Ulysses, all-to-all over heads) is set up in model code (Megatron-"
                      "DeepSpeed --ds-sequence-parallel-size) and is not ring context parallelism")
-    if p.sequence_parallel and "tensor_parallel" not in cfg:
+    if p.sequence_parallel and not autotp:
         notes.append("sequence_parallel=True: not expressed (no tensor parallelism in this DeepSpeed config, so no "
                      "sequence parallelism either)")
+
+
+def deepspeed(pf: PlanFile, version: str | None = None, changes: Sequence[str] = ()) -> str:
+    """The DeepSpeed config JSON for `version` (default the newest of VERSIONS), checked by that release's own
+    DeepSpeedConfig and deepspeed.initialize (perfmodel.framework_checks.deepspeed_check). `changes`: how the plan
+    was changed to the nearest one this version expresses ("_perfmodel_changed"). A plan nearest_plan would still
+    change is exported as changed, the reasons listed as not expressed (its prediction is for the plan as given)."""
+    version = _version(version)
+    updates, why = nearest_plan(pf, version)
+    notes = [f"{w} (exported so, not re-predicted: the prediction is for the plan as given)" for w in why]
+    if updates:
+        pf = pf.model_copy(update={"plan": pf.plan.model_copy(update=updates)})
+    m, p = pf.model, pf.plan
+    autotp = _autotp(pf, version)
+    notes += hardware_notes(pf)
+    cfg: dict = {"_perfmodel_plan": summary(pf), "_perfmodel_prediction": prediction(pf),
+                 "_perfmodel_keys": f"DeepSpeed {version} config JSON ({VERSIONS[version]}; deepspeed.ai/docs/"
+                                    "config-json), accepted by its DeepSpeedConfig and deepspeed.initialize"}
+    if changes:
+        cfg["_perfmodel_changed"] = list(changes)
+    launch, dp = _launch(pf, version, autotp)
+    _batch(cfg, pf, dp, autotp, notes)
+    zero = {"stage": p.zero}
+    if p.zero >= 1:
+        zero["overlap_comm"] = p.overlap_dp_comm
+    if p.zero >= 2:
+        zero["contiguous_gradients"] = True
+    cfg["zero_optimization"] = zero
+    _precision(cfg, pf, notes)
+    _recompute(cfg, pf, notes)
+    _parallel(cfg, pf, version, autotp, notes)
     notes.append(f"model {m.name} ({shape(pf)}) and seq_len={p.seq_len}: defined by the model and data code, "
                  "not by the DeepSpeed config")
     notes += _experts(pf)
     notes.append(f"attention={p.attention}: chosen in model code (e.g. Hugging Face attn_implementation="
                  f"{'flash_attention_2' if p.attention == 'flash' else 'eager'}), not by the DeepSpeed config")
-    devs = placement_deviations(pf)
-    if devs:
-        notes += [f"per-operator placement of {d}: the DeepSpeed config has no per-operator sharding" for d in devs]
-    per_node, nodes, launch_notes = devices_per_node(pf)
-    notes += launch_notes
-    cfg["_perfmodel_launch"] = (f"deepspeed --num_nodes {nodes} --num_gpus {per_node} --hostfile HOSTFILE "
-                                "train.py --deepspeed --deepspeed_config THIS_FILE.json")
+    notes += [f"per-operator placement of {d}: the DeepSpeed config has no per-operator sharding"
+              for d in placement_deviations(pf)]
+    notes += devices_per_node(pf)[2]
+    cfg["_perfmodel_launch"] = launch
     cfg["_perfmodel_not_expressed"] = notes
     return json.dumps(cfg, indent=2) + "\n"

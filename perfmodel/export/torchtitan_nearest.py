@@ -1,0 +1,154 @@
+"""The nearest plan torchtitan can run: plan settings a torchtitan version has no way to express, changed to what
+it does instead (the orchestrator re-predicts the changed plan). Model-level facts are not changed here; the
+exporter lists them as not expressed.
+
+Sources: torchtitan 0.2.2 (torchtitan/config/job_config.py, distributed/parallel_dims.py, models/llama3/infra/
+parallelize.py, models/qwen3/__init__.py) and torchtitan 0.3.0 (torchtitan/config/configs.py, distributed/
+parallel_dims.py, distributed/activation_checkpoint.py, models/llama3/parallelize.py)."""
+
+from __future__ import annotations
+
+from ..planfile import PlanFile
+from .common import virtual_stages
+
+
+def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
+    """(plan-field updates, one line per change) that make the plan expressible by torchtitan `version`."""
+    updates: dict = {}
+    lines: list[str] = []
+    for rule in (_zero, _recompute, _precision, _gradients, _tensor_parallel, _experts, _pipeline):
+        rule(pf, version, updates, lines)
+    return updates, lines
+
+
+def _zero(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> None:
+    """FSDP2 (fully_shard) always shards gradients with the parameters, so ZeRO-1 has no torchtitan form; ZeRO-0
+    is DDP, which 0.2.2 applies only on a 1-D mesh (parallelize_llama: 'DDP has not supported > 1D parallelism')
+    and 0.3.0 as HSDP with shard degree 1 (data_parallel_replicate_degree = dp), except that cp ranks always
+    shard (ParallelDims.build_mesh: fsdp = dp_shard x cp) and ep borrows its ranks from dp_shard."""
+    p = pf.plan
+    if p.zero == 1:
+        updates["zero"] = 2
+        lines.append("zero 1 -> 2: torchtitan's FSDP2 shards gradients together with the optimizer state (no "
+                     "ZeRO-1); fsdp_reshard_after_forward = \"never\" keeps the parameters gathered from forward to "
+                     "backward, which is ZeRO-2")
+        return
+    if p.zero != 0:
+        return
+    if version == "0.2.2":
+        blockers = [f"{k}={v}" for k, v in (("tp", p.tp), ("pp", p.pp), ("cp", p.cp), ("ep", p.ep)) if v > 1]
+        why = "0.2.2 applies DDP (data_parallel_replicate_degree) only on a 1-D data-parallel mesh"
+    else:
+        blockers = [f"{k}={v}" for k, v in (("cp", p.cp), ("ep", p.ep)) if v > 1]
+        why = "0.3.0 always shards over the cp ranks (fsdp = dp_shard x cp) and takes ep's ranks from dp_shard"
+    if blockers:
+        updates["zero"] = 2
+        lines.append(f"zero 0 -> 2 with {', '.join(blockers)}: torchtitan {why}; FSDP2 with "
+                     "fsdp_reshard_after_forward = \"never\" (ZeRO-2) is the nearest")
+
+
+def _recompute(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> None:
+    """torchtitan's policies (distributed/activation_checkpoint.py): per-op selective AC (perfmodel's per-op),
+    full AC of every block; 0.2.2 also checkpoints every Nth block whole (selective_ac_option = "N")."""
+    p = pf.plan
+    if p.recompute == "selective":
+        updates["recompute"] = "per-op"
+        updates["recompute_modules"] = None
+        lines.append(f"recompute selective ({', '.join(p.recompute_modules or ['core_attn'])}) -> per-op: "
+                     "torchtitan checkpoints whole blocks or per operator, not chosen submodules; its per-op "
+                     "policy (SelectiveAC) saves matmul, attention and reduce-scatter outputs, recomputing every "
+                     "second matmul")
+    if p.recompute != "full":
+        return
+    n = p.recompute_num_layers or 1
+    if p.recompute_method == "uniform" and n > 1:
+        updates["recompute_num_layers"] = None
+        lines.append(f"recompute_num_layers {n} -> 1 (uniform): torchtitan's full AC checkpoints each block on its "
+                     f"own, not {n} consecutive blocks as one")
+    if p.recompute_method == "block":
+        chunks = virtual_stages(pf)
+        every_block = all(c <= n for c in chunks)
+        nth_block = version == "0.2.2" and len(set(chunks)) == 1 and chunks[0] % n == 0
+        if not (every_block or nth_block):
+            updates.update(recompute_method="uniform", recompute_num_layers=None)
+            lines.append(f"recompute block {n} -> every block: torchtitan {version} cannot checkpoint the first {n} "
+                         f"blocks of each pipeline chunk (chunks {chunks})"
+                         + ("; selective_ac_option = \"N\" (every Nth block) matches only equal chunks a multiple "
+                            f"of {n}" if version == "0.2.2" else "; 0.3.0 has full or per-op AC only"))
+
+
+def _precision(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> None:
+    """mixed_precision_param is Literal["bfloat16", "float32"] (both versions); low precision is a converter:
+    float8 (0.2.2 quantize.linear.float8, 0.3.0 Float8LinearConverter)."""
+    p = pf.plan
+    if p.precision == "fp16":
+        updates["precision"] = "bf16"
+        lines.append("precision fp16 -> bf16: torchtitan's mixed_precision_param is bfloat16 or float32 (no fp16 "
+                     "loss scaling)")
+    elif p.precision == "fp4":
+        updates["precision"] = "fp8"
+        lines.append("precision fp4 -> fp8: this exporter writes torchtitan's float8 converter (no FP4 recipe "
+                     "mapped)")
+
+
+def _gradients(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> None:
+    """mixed_precision_reduce is Literal["float32"]; FSDP2 / replicate overlap their collectives always."""
+    p = pf.plan
+    if p.grad_dtype == "bf16":
+        updates["grad_dtype"] = "fp32"
+        lines.append("grad_dtype bf16 -> fp32: torchtitan's mixed_precision_reduce accepts only float32")
+    if p.grad_compression != "none":
+        updates["grad_compression"] = "none"
+        lines.append(f"grad_compression {p.grad_compression} -> none: torchtitan reduces gradients in float32, "
+                     "uncompressed")
+    if not p.overlap_dp_comm:
+        updates["overlap_dp_comm"] = True
+        lines.append("overlap_dp_comm false -> true: torchtitan's FSDP2 overlaps its collectives with compute "
+                     "(no setting turns that off)")
+    if p.attention == "unfused":
+        updates["attention"] = "flash"
+        lines.append("attention unfused -> flash: torchtitan's models call fused attention kernels (SDPA / "
+                     "FlexAttention)")
+
+
+def _tensor_parallel(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> None:
+    """0.2.2 applies sequence parallelism whenever tp > 1; 0.3.0 has parallelism.enable_sequence_parallel."""
+    p = pf.plan
+    if version == "0.2.2" and p.tp > 1 and not p.sequence_parallel:
+        updates["sequence_parallel"] = True
+        lines.append(f"sequence_parallel false -> true with tp={p.tp}: torchtitan 0.2.2 always applies sequence "
+                     "parallelism with tensor parallelism (0.3.0: enable_sequence_parallel)")
+
+
+def _experts(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> None:
+    """0.2.2: expert_tensor_parallel_degree is 1 or tp (ParallelDims._validate); at ep = 1 experts split over tp.
+    0.3.0 has no expert tensor parallelism setting: experts are whole on their ep rank (etp = 1), and split over
+    tp at ep = 1. Tokens travel by all-to-all; no setting overlaps them with another micro-batch."""
+    p = pf.plan
+    if pf.model.moe is None:
+        return
+    want = p.tp if p.ep == 1 else (1 if version == "0.3.0" or p.etp not in (1, p.tp) else p.etp)
+    if p.etp != want:
+        updates["etp"] = want
+        lines.append(f"etp {p.etp} -> {want}: torchtitan {version} splits experts over tp at ep = 1"
+                     + (" and keeps each expert whole at ep > 1 (no expert_tensor_parallel_degree)" if
+                        version == "0.3.0" else " and takes expert_tensor_parallel_degree 1 or tp at ep > 1"))
+    if p.moe_dispatcher != "alltoall":
+        updates["moe_dispatcher"] = "alltoall"
+        lines.append(f"moe_dispatcher {p.moe_dispatcher} -> alltoall: torchtitan sends tokens to experts by "
+                     "all-to-all")
+    if p.moe_overlap:
+        updates["moe_overlap"] = False
+        lines.append("moe_overlap true -> false: torchtitan has no setting that runs one micro-batch's all-to-alls "
+                     "beside another's compute")
+
+
+def _pipeline(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> None:
+    """torchtitan 0.2.2's qwen3 TrainSpec has pipelining_fn = None: it refuses pipeline_parallel_degree > 1;
+    the pipeline's ranks go to data parallelism instead."""
+    p = pf.plan
+    if version == "0.2.2" and p.pp > 1 and pf.model.moe is not None and pf.model.mla is None:
+        updates.update(pp=1, vpp=1, dp=p.dp * p.pp, schedule=None, stage_layers=None, first_stage_layers=None,
+                       last_stage_layers=None)
+        lines.append(f"pp {p.pp} -> 1 (dp {p.dp} -> {p.dp * p.pp}): torchtitan 0.2.2's qwen3 cannot pipeline "
+                     "(its TrainSpec's pipelining_fn is None)")
