@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import sys
 
-from .cost.estimate import check_prediction, evaluate_plan, prediction_of
+from .cost.estimate import check_prediction, evaluate_plan
 from .errors import InputError
 from .export import TARGETS, export, nearest_updates, versions
 from .plan import resolve
-from .planfile import PlanFile, load_plan_file, mesh_of
+from .planfile import PlanFile, load_plan_file
+from .search.planfiles import estimated_plan_file
 
 
 def nearest(pf: PlanFile, to: str, version: str | None = None) -> tuple[PlanFile, list[str]]:
@@ -28,8 +29,8 @@ def nearest(pf: PlanFile, to: str, version: str | None = None) -> tuple[PlanFile
         updates["schedule"] = None
     plan = resolve(pf.plan.model_copy(update=updates), pf.model, pf.hardware)
     _, est = evaluate_plan(pf.model, pf.hardware, plan, pf.prediction.memory_headroom)
-    new = pf.model_copy(update={"plan": plan, "mesh": mesh_of(plan), "stage_layers": est.stage_layers,
-                                "prediction": prediction_of(est)})
+    # the placements stay (per operator, over the same axes); PaSE's cost was for the plan as planned
+    new = estimated_plan_file(pf.model, pf.hardware, plan, est, pf.placements, None, pf.created_by)
     old, now = pf.prediction, new.prediction
     gib = 2**30
     summary = (f"re-predicted for the plan exported: step {now.step_time_s:.3g} s (planned {old.step_time_s:.3g} s, "

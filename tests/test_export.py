@@ -13,7 +13,6 @@ import pytest
 
 from perfmodel.errors import InputError
 from perfmodel.export import TARGETS, export
-from perfmodel.export.torchtitan import torchtitan
 from perfmodel.exporting import export_plan
 from perfmodel.hardware import load_hardware
 from perfmodel.models import load_model
@@ -66,8 +65,15 @@ def megatron_not_expressed(text: str) -> list[str]:
 
 
 def titan(pf: PlanFile, version: str = "0.2.2") -> str:
-    """torchtitan's writer itself (a TOML for 0.2.2), without nearest_plan: the notes of what it cannot express."""
-    return torchtitan(pf, version)
+    """What `perfmodel export --to torchtitan --version` writes (a TOML for 0.2.2): the plan changed to the nearest
+    one the version runs (titan_changed), re-predicted, and what the config still leaves out (titan_not_expressed)."""
+    return export_plan(pf, "torchtitan", version)
+
+
+def titan_changed(text: str) -> list[str]:
+    """The plan changes a torchtitan export lists, each 'field old -> new: why'."""
+    return [line.split("(then re-predicted): ", 1)[1] for line in text.splitlines()
+            if line.startswith("# Plan changed for torchtitan")]
 
 
 def titan_not_expressed(text: str) -> list[str]:
@@ -371,9 +377,10 @@ def test_torchtitan_example():
     assert [f"layers.{i}" for i in range(80)] == [x for p in parts for x in p if x.startswith("layers.")]
     assert cfg["activation_checkpoint"] == {"mode": "selective", "selective_ac_option": "op"}
     assert "quantize" not in cfg
-    zero, recompute = titan_not_expressed(text)  # nearest_plan changes both (zero 2, per-op)
-    assert zero.startswith("zero=1: torchtitan has no ZeRO-1/2 distinction in FSDP2")
-    assert recompute.startswith("recompute=selective (core_attn): torchtitan checkpoints whole blocks")
+    zero, recompute, _ = titan_changed(text)  # nearest_plan changes both (zero 2, per-op), then re-predicts
+    assert zero.startswith("zero 1 -> 2: torchtitan's FSDP2 shards gradients together with the optimizer state")
+    assert recompute.startswith("recompute selective (core_attn) -> per-op: torchtitan checkpoints whole blocks")
+    assert titan_not_expressed(text) == []
     assert "--nproc-per-node 8 --nnodes 64" in text
 
 
@@ -387,8 +394,9 @@ def test_torchtitan_zero_stages(zero, replicate, shard, reshard):
     assert par["fsdp_reshard_after_forward"] == reshard
     assert par["pipeline_parallel_schedule"] == "1F1B"
     assert len(par["module_fqns_per_model_part"]) == 4
-    notes = titan_not_expressed(text)
-    assert [n.split(":")[0] for n in notes] == {0: ["zero=0"], 1: ["zero=1"]}.get(zero, [])
+    changes = [c.split(":")[0] for c in titan_changed(text) if c.startswith("zero")]
+    assert changes == {0: ["zero 0 -> 2 with tp=8, pp=4"], 1: ["zero 1 -> 2"]}.get(zero, [])
+    assert titan_not_expressed(text) == []
 
 
 def test_torchtitan_plain_data_parallel_replicates():
@@ -429,9 +437,12 @@ def test_torchtitan_lists_what_it_cannot_express():
     for key in ("model shape of gpt3-2.7b (n_layers=32 hidden=2560 n_heads=32 n_kv_heads=32 ffn_hidden=10240)",
                 "mlp=gelu (llama3 is SwiGLU)", "norm=layernorm (llama3 uses RMSNorm)",
                 "position=learned (llama3 uses RoPE)", "tie_embeddings=True (llama3 unties embedding and output)",
-                "linear_bias=all (llama3 has no biases)", "zero=0",
-                "sequence_parallel=False with tp=4", "overlap_dp_comm=False", "grad_dtype=bf16", "attention=unfused"):
+                "linear_bias=all (llama3 has no biases)"):
         assert key in keys, key
+    changes = [c.split(":")[0] for c in titan_changed(text)]
+    for change in ("zero 0 -> 2 with tp=4, pp=2, cp=2", "sequence_parallel false -> true with tp=4",
+                   "overlap_dp_comm false -> true", "grad_dtype bf16 -> fp32", "attention unfused -> flash"):
+        assert change in changes, (change, changes)
     assert "flavor 8B is approximate" in text
 
 
@@ -511,18 +522,20 @@ def test_deepspeed_autotp_with_zero3_by_version():
 
 
 @pytest.mark.parametrize("settings, version, updates, starts", [
-    ({"pp": 2, "zero": 2}, "0.19.8", {"zero": 1, "overlap_dp_comm": False}, "zero=2 -> 1: DeepSpeed 0.19.8's "
+    ({"pp": 2, "zero": 2}, "0.19.8", {"zero": 1, "overlap_dp_comm": False}, "zero 2 -> 1: DeepSpeed 0.19.8's "
      "PipelineEngine asserts ZeRO stage < 2"),
-    ({"pp": 2, "schedule": "gpipe"}, "0.16.9", {"vpp": 1, "overlap_dp_comm": False}, "schedule=gpipe -> 1F1B"),
-    ({"pp": 2, "vpp": 2}, "0.16.9", {"vpp": 1, "overlap_dp_comm": False}, "vpp=2 (interleaved) -> 1F1B"),
+    ({"pp": 2, "schedule": "gpipe"}, "0.16.9", {"schedule": "1f1b", "overlap_dp_comm": False},
+     "schedule gpipe -> 1f1b"),
+    ({"pp": 2, "vpp": 2}, "0.16.9", {"vpp": 1, "overlap_dp_comm": False},
+     "vpp 2 -> 1: DeepSpeed 0.16.9's PipelineEngine runs only its TrainSchedule"),
     # ZeRO-0's optimizer wrappers: 0.19.8 wants grad_accum_dtype = the weights' dtype, 0.16.9 fp32 under bf16
-    ({"zero": 0}, "0.19.8", {"zero": 1}, "zero=0 -> 1: DeepSpeed 0.19.8's _do_optimizer_sanity_check"),
-    ({"zero": 0}, "0.16.9", {"overlap_dp_comm": False}, "overlap_dp_comm=True -> False"),
-    ({"zero": 0, "grad_dtype": "bf16"}, "0.19.8", {"overlap_dp_comm": False}, "overlap_dp_comm=True -> False"),
-    ({"zero": 0, "grad_dtype": "bf16"}, "0.16.9", {"zero": 1}, "zero=0 -> 1: DeepSpeed 0.16.9's"),
-    ({"zero": 0, "precision": "fp16"}, "0.16.9", {"zero": 1}, "zero=0 -> 1"),
+    ({"zero": 0}, "0.19.8", {"zero": 1}, "zero 0 -> 1: DeepSpeed 0.19.8's _do_optimizer_sanity_check"),
+    ({"zero": 0}, "0.16.9", {"overlap_dp_comm": False}, "overlap_dp_comm true -> false"),
+    ({"zero": 0, "grad_dtype": "bf16"}, "0.19.8", {"overlap_dp_comm": False}, "overlap_dp_comm true -> false"),
+    ({"zero": 0, "grad_dtype": "bf16"}, "0.16.9", {"zero": 1}, "zero 0 -> 1: DeepSpeed 0.16.9's"),
+    ({"zero": 0, "precision": "fp16"}, "0.16.9", {"zero": 1}, "zero 0 -> 1"),
     ({"grad_compression": "powersgd", "zero": 0, "grad_dtype": "bf16"}, "0.19.8",
-     {"grad_compression": "none", "overlap_dp_comm": False}, "grad_compression=powersgd -> none"),
+     {"grad_compression": "none", "overlap_dp_comm": False}, "grad_compression powersgd -> none"),
     ({"cp": 2}, "0.19.8", {}, None),
     ({"precision": "fp8"}, "0.19.8", {}, None),
 ])
@@ -550,7 +563,7 @@ def test_deepspeed_export_refuses_what_the_version_cannot_run_and_records_change
         export(pf, "deepspeed", "0.16.9")
     cfg = json.loads(export_plan(pf, "deepspeed", "0.16.9"))
     assert cfg["zero_optimization"]["stage"] == 1
-    assert cfg["_perfmodel_changed"][0].startswith("zero=2 -> 1: DeepSpeed 0.16.9's PipelineEngine")
+    assert cfg["_perfmodel_changed"][0].startswith("zero 2 -> 1: DeepSpeed 0.16.9's PipelineEngine")
     assert cfg["_perfmodel_changed"][-1].startswith("re-predicted for the plan exported")
 
 

@@ -26,6 +26,7 @@ from perfmodel.models import MLAConfig, ModelConfig, MoEConfig
 from perfmodel.plan import Plan, resolve, split_of
 from perfmodel.planfile import PlanFile, check, mesh_of
 
+from perfmodel.export.torchtitan import nearest_plan as titan_nearest_plan, torchtitan
 from test_export import PREDICTION, ds_config, flag, megatron_args, megatron_not_expressed, titan, toml
 
 QWEN3_MOE = ModelConfig(
@@ -288,8 +289,19 @@ def test_megatron_exporter_checks_against_the_vendored_list(monkeypatch):
 # ---------------------------------------------------------------------------------------------------------
 # torchtitan
 # ---------------------------------------------------------------------------------------------------------
+def titan_writer(pf: PlanFile) -> str:
+    """torchtitan 0.2.2's writer itself, for the plan as planned (what `titan_changes` says changes aside)."""
+    return torchtitan(pf, "0.2.2")
+
+
+def titan_changes(pf: PlanFile) -> list[str]:
+    """What nearest_plan changes for torchtitan 0.2.2, each 'field old -> new'."""
+    return [line.split(":")[0] for line in titan_nearest_plan(pf, "0.2.2")[1]]
+
+
 def test_torchtitan_qwen3_moe():
-    text = titan(moe_plan_file(QWEN3_MOE, **QWEN3_PLAN))
+    pf = moe_plan_file(QWEN3_MOE, **QWEN3_PLAN)
+    text = titan_writer(pf)
     cfg = toml(text)
     assert cfg["model"] == {"name": "qwen3", "flavor": "30B-A3B"}
     assert "[model] qwen3 flavor 30B-A3B has this plan's shape" in text
@@ -300,12 +312,14 @@ def test_torchtitan_qwen3_moe():
     # etp = 1: ep takes its ranks from dp_shard x cp x tp = 16, 16 / 8 = 2 left for expert data parallelism
     assert "split over 8 of the data_parallel_shard_degree x cp x tp = 16 ranks" in text
     keys = [n.split(":")[0] for n in megatron_not_expressed(text)]
-    assert sorted(keys) == ["expert_imbalance=1.0", "pp=4", "zero=1"]
+    assert sorted(keys) == ["expert_imbalance=1.0"]
+    assert titan_changes(pf) == ["zero 1 -> 2", "pp 4 -> 1 (dp 8 -> 32)"]  # 0.2.2's qwen3 cannot pipeline
     assert any("debug.moe_force_load_balance" in n for n in megatron_not_expressed(text))
 
 
 def test_torchtitan_deepseek_v3():
-    text = titan(moe_plan_file(DEEPSEEK_V3, **DSV3_PLAN))
+    pf = moe_plan_file(DEEPSEEK_V3, **DSV3_PLAN)
+    text = titan_writer(pf)
     cfg = toml(text)
     assert cfg["model"] == {"name": "deepseek_v3", "flavor": "671B"}
     par = cfg["parallelism"]
@@ -315,36 +329,39 @@ def test_torchtitan_deepseek_v3():
     assert [len([x for x in p if x.startswith("layers.")]) for p in parts] == [16, 15, 15, 15]
     assert parts[0][0] == "tok_embeddings" and parts[-1][-2:] == ["norm", "output"]
     keys = [n.split(":")[0] for n in megatron_not_expressed(text)]
-    assert sorted(keys) == ["expert_imbalance=1.0", "mtp_layers=1", "zero=1"]
+    assert sorted(keys) == ["expert_imbalance=1.0", "mtp_layers=1"]
+    assert titan_changes(pf)[0] == "zero 1 -> 2"
 
 
 @pytest.mark.parametrize("settings, starts", [
     ({"ep": 4, "etp": 2}, None),  # etp = tp: ep 4 over dp_shard x cp = 8, fine
-    ({"ep": 1, "etp": 1}, "etp=1 with ep=1 and tp=2"),
-    ({"ep": 16, "etp": 1, "moe_dispatcher": "allgather"}, "moe_dispatcher=allgather"),
+    ({"ep": 1, "etp": 1}, "etp 1 -> 2"),  # at ep = 1 torchtitan splits experts over tp
+    ({"ep": 16, "etp": 1, "moe_dispatcher": "allgather"}, "moe_dispatcher allgather -> alltoall"),
 ])
 def test_torchtitan_expert_layouts(settings, starts):
-    text = titan(moe_plan_file(QWEN3_MOE, **(QWEN3_PLAN | settings)))
+    pf = moe_plan_file(QWEN3_MOE, **(QWEN3_PLAN | settings))
+    text = titan_writer(pf)
     par = toml(text)["parallelism"]
     assert par["expert_parallel_degree"] == settings["ep"]
     assert par["expert_tensor_parallel_degree"] == settings["etp"]
     keys = [n.split(":")[0] for n in megatron_not_expressed(text)]
-    assert (starts in keys) if starts else not any(k.startswith(("etp", "ep=")) for k in keys), keys
+    assert not any(k.startswith(("etp", "ep=")) for k in keys), keys
+    changes = [c for c in titan_changes(pf) if c.startswith(("etp", "moe_dispatcher"))]
+    assert changes == ([starts] if starts else []), changes
 
 
 def test_torchtitan_etp_without_tensor_or_expert_parallelism_is_said():
     # Megatron folds etp 2 over the data-parallel ranks; torchtitan splits experts only over tp when ep = 1
-    text = titan(moe_plan_file(QWEN3_MOE, gpus=8, etp=2, micro_batch=1, global_batch=8, seq_len=4096))
-    assert any(n.startswith("etp=2 with ep=1 and tp=1:") for n in megatron_not_expressed(text))
+    pf = moe_plan_file(QWEN3_MOE, gpus=8, etp=2, micro_batch=1, global_batch=8, seq_len=4096)
+    assert "etp 2 -> 1" in titan_changes(pf)
 
 
 def test_torchtitan_etp_other_than_1_or_tp_is_said():
     plan = {"gpus": 64, "tp": 4, "pp": 2, "ep": 4, "etp": 2, "sequence_parallel": True, "micro_batch": 1,
             "global_batch": 64, "seq_len": 4096}
-    text = titan(moe_plan_file(QWEN3_MOE, **plan))
-    assert toml(text)["parallelism"]["expert_tensor_parallel_degree"] == 2
-    assert any(n.startswith("etp=2 with tp=4: torchtitan's expert_tensor_parallel_degree is 1 or tp")
-               for n in megatron_not_expressed(text))
+    pf = moe_plan_file(QWEN3_MOE, **plan)
+    assert toml(titan_writer(pf))["parallelism"]["expert_tensor_parallel_degree"] == 2  # as given
+    assert "etp 2 -> 1" in titan_changes(pf)  # expert_tensor_parallel_degree is 1 or tp
 
 
 def test_torchtitan_moe_shape_without_a_flavor():

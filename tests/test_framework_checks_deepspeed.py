@@ -45,7 +45,7 @@ def test_computed_values_of_spread_exports():
     cfg = json.loads(exported("tp8-pp4-vpp2-sp-zero1", "0.19.8"))
     assert (cfg["train_batch_size"], cfg["gradient_accumulation_steps"]) == (1024, 64)
     assert cfg["zero_optimization"] == {"stage": 1, "overlap_comm": False}
-    assert cfg["_perfmodel_changed"][0].startswith("vpp=2 (interleaved) -> 1F1B, vpp=1")
+    assert cfg["_perfmodel_changed"][0].startswith("vpp 2 -> 1: DeepSpeed")
     # gpipe with ZeRO-0 under bf16 with fp32 accumulation: 0.19.8 needs ZeRO-1, 0.16.9 takes ZeRO-0
     pf = spread_plan_file("pp4-gpipe")
     assert nearest_plan(pf, "0.19.8")[0]["zero"] == 1 and "zero" not in nearest_plan(pf, "0.16.9")[0]

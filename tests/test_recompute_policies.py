@@ -20,7 +20,9 @@ from perfmodel.cli import build_parser
 from perfmodel.errors import InputError
 from perfmodel.export import export
 
-from test_export import ds_config, flag, megatron_args, megatron_not_expressed, plan_file, titan_not_expressed, toml
+from perfmodel.exporting import export_plan
+from test_export import (ds_config, flag, megatron_args, megatron_not_expressed, plan_file, titan_changed,
+                         titan_not_expressed, toml)
 from test_export_moe import DEEPSEEK_V3, DSV3_PLAN, moe_plan_file
 
 def call(argv: list[str]):
@@ -401,8 +403,10 @@ LLAMA8 = dict(model="llama-3-8b", gpus=16, tp=2, micro_batch=2, global_batch=64,
 
 
 def _megatron(**plan):
-    text = export(plan_file(**{**LLAMA8, **plan}), "megatron")
-    return text, megatron_args(text), megatron_not_expressed(text)
+    """`perfmodel export --to megatron`: the text, its arguments, and what it notes or changed in the plan."""
+    text = export_plan(plan_file(**{**LLAMA8, **plan}), "megatron")
+    changed = [line.split("runs: ", 1)[1] for line in text.splitlines() if line.startswith("# Plan changed")]
+    return text, megatron_args(text), megatron_not_expressed(text) + changed
 
 
 def test_megatron_selective_writes_its_module_list():
@@ -410,7 +414,8 @@ def test_megatron_selective_writes_its_module_list():
     assert flag(args, "--recompute-granularity") == "selective"
     assert flag(args, "--recompute-modules") == "mlp layernorm"
     assert flag(args, "--recompute-method") is None and flag(args, "--recompute-num-layers") is None
-    assert "--recompute-modules: core_r0.12 and later" in text.splitlines()[3]  # the header's version line
+    assert "--recompute-modules mlp layernorm (Megatron-Core TransformerConfig.recompute_modules, core_r0.12 and " \
+           "later)" in text
     assert notes == []
     _, args, _ = _megatron(recompute="selective")
     assert flag(args, "--recompute-modules") == "core_attn"
@@ -428,14 +433,15 @@ def test_megatron_full_writes_method_and_layers():
 
 
 def test_megatron_per_op_becomes_selective_with_a_note():
-    _, args, notes = _megatron(recompute="per-op")
+    _, args, notes = _megatron(recompute="per-op", zero=1)  # zero 1: the changed plan must fit to be exported
     assert flag(args, "--recompute-granularity") == "selective" and flag(args, "--recompute-modules") == "core_attn"
-    assert [n for n in notes if n.startswith("recompute=per-op")], notes
+    assert [n for n in notes if n.startswith("recompute per-op -> selective [core_attn]")], notes
 
 
 def test_megatron_fp8_with_norm_recompute_is_noted():
-    _, _, notes = _megatron(recompute="selective", recompute_modules=["layernorm"], precision="fp8")
-    assert any(n.startswith("recompute_modules layernorm with precision=fp8") for n in notes), notes
+    _, _, notes = _megatron(recompute="selective", recompute_modules=["layernorm"], precision="fp8", zero=1)
+    assert any(n.startswith("recompute_modules ['layernorm'] -> ['core_attn']") and "precision (fp8)" in n
+               for n in notes), notes
 
 
 def test_megatron_shared_experts_names_its_release():
@@ -447,23 +453,26 @@ def test_megatron_shared_experts_names_its_release():
 
 
 def _titan(**plan):
-    text = export(plan_file(**{**LLAMA8, **plan}), "torchtitan")
-    return toml(text)["activation_checkpoint"], titan_not_expressed(text), text
+    """`perfmodel export --to torchtitan --version 0.2.2`: its activation_checkpoint table, what it notes or changed
+    in the plan, and the text."""
+    text = export_plan(plan_file(**{**LLAMA8, **plan}), "torchtitan", "0.2.2")
+    return toml(text)["activation_checkpoint"], titan_not_expressed(text) + titan_changed(text), text
 
 
 @pytest.mark.parametrize("plan, ac, noted", [
     ({"recompute": "none"}, {"mode": "none"}, None),
     ({"recompute": "per-op"}, {"mode": "selective", "selective_ac_option": "op"}, None),
-    ({"recompute": "selective"}, {"mode": "selective", "selective_ac_option": "op"}, None),
+    ({"recompute": "selective"}, {"mode": "selective", "selective_ac_option": "op"},
+     "recompute selective (core_attn) -> per-op"),
     ({"recompute": "selective", "recompute_modules": ["core_attn", "mlp"]},
-     {"mode": "selective", "selective_ac_option": "op"}, "recompute=selective of core_attn, mlp"),
+     {"mode": "selective", "selective_ac_option": "op"}, "recompute selective (core_attn, mlp) -> per-op"),
     ({"recompute": "full"}, {"mode": "full"}, None),
-    ({"recompute": "full", "recompute_num_layers": 4}, {"mode": "full"}, "recompute_num_layers=4 (uniform)"),
+    ({"recompute": "full", "recompute_num_layers": 4}, {"mode": "full"}, "recompute_num_layers 4 -> 1 (uniform)"),
     # 32 layers in one chunk, the first 8 recomputed: every 4th block, the same count
     ({"recompute": "full", "recompute_num_layers": 8, "recompute_method": "block"},
      {"mode": "selective", "selective_ac_option": "4"}, None),
     ({"recompute": "full", "recompute_num_layers": 5, "recompute_method": "block"}, {"mode": "full"},
-     "recompute_method = block, recompute_num_layers = 5"),
+     "recompute block 5 -> every block"),
     ({"recompute": "full", "recompute_num_layers": 32, "recompute_method": "block"}, {"mode": "full"}, None),
 ])
 def test_torchtitan_activation_checkpoint(plan, ac, noted):
@@ -475,7 +484,7 @@ def test_torchtitan_activation_checkpoint(plan, ac, noted):
     else:
         assert len(rc_notes) == 1 and rc_notes[0].startswith(noted), notes
     if plan.get("recompute_num_layers") == 4:
-        assert "selective_ac_option = \"4\" is not this" in rc_notes[0]
+        assert "not 4 consecutive blocks as one" in rc_notes[0]
 
 
 def test_torchtitan_block_recompute_per_pipeline_chunk():

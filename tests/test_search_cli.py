@@ -88,10 +88,11 @@ def test_predict_save_plan_round_trip(tmp_path):
 
 
 @pytest.mark.parametrize("target,needle", [("megatron", "--tensor-model-parallel-size 2"),
-                                           ("torchtitan", "tensor_parallel_degree = 2"),
+                                           ("torchtitan", "tensor_parallel_degree=2,"),  # 0.3.0's Python config
+                                           ("torchtitan --version 0.2.2", "tensor_parallel_degree = 2"),  # TOML
                                            ("deepspeed", '"train_batch_size": 256')])
 def test_export_cli(saved, target, needle):
-    p = run("export", str(saved), "--to", target)
+    p = run("export", str(saved), "--to", *target.split())
     assert p.returncode == 0, p.stderr
     assert needle in p.stdout
 

@@ -12,6 +12,16 @@ from ..planfile import OpPlacement, PlanFile
 DEFAULT_DEVICES_PER_NODE = 8
 
 
+def plan_change(pf: PlanFile, updates: dict, lines: list[str], field: str, new, why: str) -> None:
+    """Record one nearest-plan change: updates[field] = new, and the line 'field old -> new: why' (booleans
+    lower-case, as in plan files)."""
+    def shown(v):
+        return str(v).lower() if isinstance(v, bool) else v
+
+    updates[field] = new
+    lines.append(f"{field} {shown(getattr(pf.plan, field))} -> {shown(new)}: {why}")
+
+
 def summary(pf: PlanFile) -> str:
     p, m = pf.plan, pf.model
     layout = f"tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp}" + (f" vpp={p.vpp}" if p.vpp > 1 else "")

@@ -15,21 +15,9 @@ from collections.abc import Sequence
 
 from ..recompute import DEFAULT_RECOMPUTE_MODULES
 from ..planfile import PlanFile
-from .common import devices_per_node, hardware_notes, placement_deviations, prediction, shape, summary
+from .common import devices_per_node, hardware_notes, placement_deviations, plan_change, prediction, shape, summary
 
 VERSIONS = {"0.19.8": "deepspeed==0.19.8", "0.16.9": "deepspeed==0.16.9"}
-NEWEST = next(iter(VERSIONS))
-
-
-def _version(version: str | None) -> str:
-    from ..errors import InputError
-    version = version or NEWEST
-    if version not in VERSIONS:
-        raise InputError(f"--version = {version!r} is not a DeepSpeed version perfmodel exports to; valid: "
-                         f"{', '.join(VERSIONS)}")
-    return version
-
-
 def _autotp(pf: PlanFile, version: str) -> bool:
     """AutoTP training carries tp: no pipeline or context parallelism (it installs deepspeed.utils.groups as the
     mpu, replacing PipelineModule's grid), and ZeRO <= 2 on 0.16.9 (_configure_tensor_parallel_states asserts it;
@@ -52,38 +40,31 @@ def _zero0_accepts(pf: PlanFile, version: str) -> bool:
 def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
     """Plan-field updates (for pf.plan.model_copy(update=...)) that make the plan expressible by DeepSpeed `version`
     ({} when it is as planned), and one line per change saying what changed and why."""
-    version, p = _version(version), pf.plan
-    up, why = {}, []
+    p, up, why = pf.plan, {}, []
     ds = f"DeepSpeed {version}"
     if p.pp > 1 and p.zero >= 2:
-        up["zero"] = 1
-        why.append(f"zero={p.zero} -> 1: {ds}'s PipelineEngine asserts ZeRO stage < 2 (\"ZeRO-2 and ZeRO-3 are "
-                   "incompatible with pipeline parallelism\"); ZeRO-1 is the nearest stage it runs")
+        plan_change(pf, up, why, "zero", 1, f"{ds}'s PipelineEngine asserts ZeRO stage < 2 (\"ZeRO-2 and ZeRO-3 "
+                    "are incompatible with pipeline parallelism\"); ZeRO-1 is the nearest stage it runs")
     elif p.zero == 0 and not _zero0_accepts(pf, version):
-        up["zero"] = 1
-        why.append(f"zero=0 -> 1: {ds}'s _do_optimizer_sanity_check refuses ZeRO stage 0 with "
-                   f"{'fp16' if p.precision == 'fp16' else 'bf16'} weights and grad_accum_dtype {p.grad_dtype}; "
-                   f"ZeRO-1 keeps the {p.grad_dtype} gradient accumulation as planned (the same reduce volume, "
-                   "reduce-scatter + all-gather for the all-reduce, and less optimizer memory), where changing "
-                   "grad_dtype would change the numerics and the gradient memory")
+        plan_change(pf, up, why, "zero", 1, f"{ds}'s _do_optimizer_sanity_check refuses ZeRO stage 0 with "
+                    f"{'fp16' if p.precision == 'fp16' else 'bf16'} weights and grad_accum_dtype {p.grad_dtype}; "
+                    f"ZeRO-1 keeps the {p.grad_dtype} gradient accumulation as planned (the same reduce volume, "
+                    "reduce-scatter + all-gather for the all-reduce, and less optimizer memory), where changing "
+                    "grad_dtype would change the numerics and the gradient memory")
     if p.pp > 1 and (p.vpp > 1 or p.schedule == "gpipe"):
-        up["vpp"] = 1
-        what = f"vpp={p.vpp} (interleaved)" if p.vpp > 1 else "schedule=gpipe"
-        why.append(f"{what} -> 1F1B, vpp=1: {ds}'s PipelineEngine runs only its TrainSchedule (1F1B, one model "
-                   "chunk per stage)")
+        field, new = ("vpp", 1) if p.vpp > 1 else ("schedule", "1f1b")
+        plan_change(pf, up, why, field, new, f"{ds}'s PipelineEngine runs only its TrainSchedule (1F1B, one model "
+                    "chunk per stage)")
     if p.overlap_dp_comm and (p.pp > 1 or up.get("zero", p.zero) == 0):
-        up["overlap_dp_comm"] = False
-        why.append("overlap_dp_comm=True -> False: " + (
+        plan_change(pf, up, why, "overlap_dp_comm", False, (
             f"{ds}'s PipelineEngine reduces gradients once after the last micro-batch (ReduceGrads)" if p.pp > 1
             else f"{ds}'s ZeRO stage 0 all-reduces gradients after the backward pass (overlap_comm is for ZeRO "
                  "stages 1-3)"))
     if p.grad_compression == "powersgd":
-        up["grad_compression"] = "none"
-        why.append(f"grad_compression=powersgd -> none: {ds} has no PowerSGD (torch DDP's communication hook runs "
-                   f"it, perfmodel execute); gradients go uncompressed in {p.grad_dtype}")
+        plan_change(pf, up, why, "grad_compression", "none", f"{ds} has no PowerSGD (torch DDP's communication hook "
+                    f"runs it, perfmodel execute); gradients go uncompressed in {p.grad_dtype}")
     if p.moe_overlap:
-        up["moe_overlap"] = False
-        why.append("moe_overlap=true -> false: DeepSpeed-MoE runs its all-to-alls in line with compute")
+        plan_change(pf, up, why, "moe_overlap", False, "DeepSpeed-MoE runs its all-to-alls in line with compute")
     return up, why
 
 
@@ -157,8 +138,6 @@ def _experts(pf: PlanFile) -> list[str]:
     if p.moe_dispatcher != "alltoall" and p.ep > 1:
         notes.append(f"moe_dispatcher={p.moe_dispatcher}: DeepSpeed-MoE dispatches tokens by all-to-all; not "
                      "expressed")
-    if p.moe_overlap:
-        notes.append("moe_overlap=true: DeepSpeed-MoE runs its all-to-alls in line with compute; not expressed")
     if p.expert_imbalance == 1.0:
         notes.append("expert_imbalance=1.0: the plan prices perfectly balanced routing; DeepSpeed-MoE balances by its "
                      "gate's auxiliary loss (returned by MoE.forward for the training loop to add), not exactly")
@@ -268,16 +247,12 @@ def _parallel(cfg: dict, pf: PlanFile, version: str, autotp: bool, notes: list[s
 def deepspeed(pf: PlanFile, version: str | None = None, changes: Sequence[str] = ()) -> str:
     """The DeepSpeed config JSON for `version` (default the newest of VERSIONS), checked by that release's own
     DeepSpeedConfig and deepspeed.initialize (perfmodel.framework_checks.deepspeed_check). `changes`: how the plan
-    was changed to the nearest one this version expresses ("_perfmodel_changed"). A plan nearest_plan would still
-    change is exported as changed, the reasons listed as not expressed (its prediction is for the plan as given)."""
-    version = _version(version)
-    updates, why = nearest_plan(pf, version)
-    notes = [f"{w} (exported so, not re-predicted: the prediction is for the plan as given)" for w in why]
-    if updates:
-        pf = pf.model_copy(update={"plan": pf.plan.model_copy(update=updates)})
+    was changed to the nearest one this version expresses ("_perfmodel_changed"; nearest_plan, applied and
+    re-predicted by perfmodel.exporting)."""
+    version = version or next(iter(VERSIONS))
     m, p = pf.model, pf.plan
     autotp = _autotp(pf, version)
-    notes += hardware_notes(pf)
+    notes = hardware_notes(pf)
     cfg: dict = {"_perfmodel_plan": summary(pf), "_perfmodel_prediction": prediction(pf),
                  "_perfmodel_keys": f"DeepSpeed {version} config JSON ({VERSIONS[version]}; deepspeed.ai/docs/"
                                     "config-json), accepted by its DeepSpeedConfig and deepspeed.initialize"}

@@ -14,6 +14,7 @@ Versions are Megatron-LM release branches; each is checked against the megatron-
 from __future__ import annotations
 
 from ..plan import chunk_layers
+from .common import plan_change
 from ..planfile import PlanFile
 from ..recompute import DEFAULT_RECOMPUTE_MODULES
 
@@ -44,11 +45,12 @@ def first_last_split(n_layers: int, pp: int) -> tuple[int, int]:
     """(first, last) stage layers leaving the pp - 2 middle stages an equal count k, the most even such split:
     the one whose largest stage is smallest, then whose stages differ least, then whose first stage (which also
     holds the embedding) is smaller."""
-    splits = [(max(f, n_layers - (pp - 2) * k - f, k), max(f, n_layers - (pp - 2) * k - f, k)
-               - min(f, n_layers - (pp - 2) * k - f, k), f, n_layers - (pp - 2) * k - f)
-              for k in range(1, n_layers // max(pp - 2, 1) + 1) for f in range(1, n_layers)
-              if n_layers - (pp - 2) * k - f >= 1]
-    *_, first, last = min(splits)
+    def unevenness(split: tuple[int, int, int]) -> tuple[int, int, int]:
+        return max(split), max(split) - min(split), split[0]
+
+    splits = [(first, n_layers - (pp - 2) * k - first, k) for k in range(1, n_layers + 1)
+              for first in range(1, n_layers) if n_layers - (pp - 2) * k - first >= 1]
+    first, last, _ = min(splits, key=unevenness)
     return first, last
 
 
@@ -93,8 +95,8 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
     """Plan-field updates to the nearest plan Megatron-LM `version` runs as written, and why each was made."""
     p, up, why = pf.plan, {}, []
     if p.pp > 1 and p.schedule == "gpipe":
-        up["schedule"] = "1f1b"
-        why.append("schedule gpipe -> 1f1b: Megatron-LM has no GPipe schedule (all forwards, then all backwards)")
+        plan_change(pf, up, why, "schedule", "1f1b", "Megatron-LM has no GPipe schedule (all forwards, then all "
+                    "backwards)")
     if p.recompute == "per-op":
         up |= {"recompute": "selective", "recompute_modules": list(DEFAULT_RECOMPUTE_MODULES)}
         why.append("recompute per-op -> selective [core_attn]: torchtitan's per-op policy has no Megatron-LM "
@@ -105,21 +107,17 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
         up["recompute_modules"] = mods
         why.append(f"recompute_modules {p.recompute_modules} -> {mods}: {version} refuses the others with this "
                    f"precision ({p.precision}) or version (shared_experts: core_r0.14+)")
-    if p.precision == "fp4" and not FP4[version]:
-        up["precision"] = "fp8"
-        why.append(f"precision fp4 -> fp8: {version} has no FP4 GEMM recipe (--fp4-format is core_r0.16+)")
-    if p.grad_dtype == "bf16":
-        up["grad_dtype"] = "fp32"
-        why.append("grad_dtype bf16 -> fp32: Megatron-LM accumulates and all-reduces gradients in fp32 with --bf16 "
-                   "(validate_args sets accumulate_allreduce_grads_in_fp32)")
-    if p.grad_compression != "none":
-        up["grad_compression"] = "none"
-        why.append(f"grad_compression {p.grad_compression} -> none: Megatron-LM has no compressed gradient "
-                   "reduction")
-    if p.cp > 1 and p.attention == "unfused":
-        up["attention"] = "flash"
-        why.append("attention unfused -> flash: Megatron-LM's context parallelism runs only in Transformer "
-                   "Engine's fused attention")
+    for when, field, new, reason in (
+            (p.precision == "fp4" and not FP4[version], "precision", "fp8",
+             f"{version} has no FP4 GEMM recipe (--fp4-format is core_r0.16+)"),
+            (p.grad_dtype == "bf16", "grad_dtype", "fp32", "Megatron-LM accumulates and all-reduces gradients in "
+             "fp32 with --bf16 (validate_args sets accumulate_allreduce_grads_in_fp32)"),
+            (p.grad_compression != "none", "grad_compression", "none",
+             "Megatron-LM has no compressed gradient reduction"),
+            (p.cp > 1 and p.attention == "unfused", "attention", "flash", "Megatron-LM's context parallelism runs "
+             "only in Transformer Engine's fused attention")):
+        if when:
+            plan_change(pf, up, why, field, new, reason)
     if p.zero >= 2 and p.pp > 1:
         up["zero"] = 1
         why.append(f"zero {p.zero} -> 1 (distributed optimizer): perfmodel exports Megatron-FSDP "
@@ -136,6 +134,6 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
                        f"{version} sets only the first and last stage (--decoder-first/last-pipeline-num-layers) "
                        "and has no --pipeline-model-parallel-layout")
     if pf.model.moe is not None and p.precision == "fp16" and p.ep > 1:
-        up["precision"] = "bf16"
-        why.append(f"precision fp16 -> bf16: Megatron-LM refuses expert parallelism (ep={p.ep}) with fp16")
+        plan_change(pf, up, why, "precision", "bf16", f"Megatron-LM refuses expert parallelism (ep={p.ep}) with "
+                    "fp16")
     return up, why

@@ -15,7 +15,7 @@ from ..errors import InputError
 from ..planfile import PlanFile
 from .common import devices_per_node, hardware_notes, placement_deviations, virtual_stages
 from .torchtitan_model import _PARALLELIZE, expert_notes, flavor_layers, llama3_flavor, titan_model
-from .torchtitan_nearest import nearest_plan
+from .torchtitan_nearest import nearest_plan, nth_block
 
 # version label -> the PyPI release whose config code checks it (perfmodel.framework_checks.torchtitan_check)
 VERSIONS: dict[str, str] = {"0.3.0": "torchtitan==0.3.0", "0.2.2": "torchtitan==0.2.2"}
@@ -45,8 +45,6 @@ def torchtitan(pf: PlanFile, version: str | None = None, changes: Sequence[str] 
     """The config text for torchtitan `version` (default the newest): a Python config module for 0.3.0, a TOML
     job config for 0.2.2. `changes` (what nearest_plan changed) are written as comments near the top."""
     version = version or next(iter(VERSIONS))
-    if version not in VERSIONS:
-        raise InputError(f"torchtitan version = {version!r} is not known; valid: {', '.join(VERSIONS)}")
     s = settings(pf, version)
     if version == "0.3.0":
         from .torchtitan_py import render
@@ -85,22 +83,15 @@ def _data_parallel(pf: PlanFile, s: Settings) -> None:
     0.2.2 applies DDP (replicate()) on a 1-D mesh; 0.3.0 always calls fully_shard, over the (dp_replicate, fsdp)
     mesh, which with shard degree 1 is HSDP with nothing sharded: parameters, gradients and optimizer state
     replicated, gradients all-reduced (models/llama3/parallelize.py). zero 2 / 3 is FSDP2 over dp, resharding
-    parameters after forward never (ZeRO-2) or always (ZeRO-3)."""
+    parameters after forward never (ZeRO-2) or always (ZeRO-3). nearest_plan left no ZeRO-1, and ZeRO-0 only
+    where the version replicates."""
     p = pf.plan
-    blockers = (p.tp, p.pp, p.cp, p.ep) if s.version == "0.2.2" else (p.cp, p.ep)
-    replicate, shard = (p.dp, 1) if p.zero == 0 and max(blockers) == 1 else (1, p.dp)
+    replicate, shard = (p.dp, 1) if p.zero == 0 else (1, p.dp)
     reshard = {3: "always"}.get(p.zero, "never" if shard > 1 else "default")
-    if p.zero == 0 and shard > 1:
-        s.notes.append(f"zero=0: torchtitan {s.version} cannot replicate here (see nearest_plan: DDP only on a 1-D "
-                       "mesh in 0.2.2; cp and ep ranks shard in 0.3.0); exported as FSDP2 over dp with "
-                       "fsdp_reshard_after_forward = \"never\" (ZeRO-2-like)")
-    elif p.zero == 0 and replicate > 1:
+    if p.zero == 0 and replicate > 1:
         s.comments.append(f"zero=0: data_parallel_replicate_degree = {replicate}, shard degree 1: plain data "
                           "parallelism" + (" (DDP)" if s.version == "0.2.2" else " (fully_shard over a "
                                            f"({replicate}, 1) mesh: HSDP that shards nothing, gradients all-reduced)"))
-    elif p.zero == 1:
-        s.notes.append("zero=1: torchtitan has no ZeRO-1/2 distinction in FSDP2 (fully_shard always shards "
-                       "gradients); exported as FSDP2 with fsdp_reshard_after_forward = \"never\" (ZeRO-2)")
     elif p.zero == 2:
         s.comments.append("zero=2: FSDP2 with fsdp_reshard_after_forward = \"never\" keeps parameters gathered "
                           "from forward to backward (ZeRO-2)")
@@ -172,53 +163,22 @@ def _batch(pf: PlanFile, s: Settings) -> None:
 
 def _ac(pf: PlanFile, s: Settings) -> None:
     """Recompute policy -> torchtitan's activation checkpointing (distributed/activation_checkpoint.py): none;
-    full (every block its own checkpoint); per-op selective (perfmodel's per-op); 0.2.2's selective "N" (every
-    Nth block of a rank whole, the others not at all)."""
+    per-op selective (perfmodel's per-op); full (every block its own checkpoint), or 0.2.2's selective "N" (every
+    Nth block of a chunk whole, the others not at all) for Megatron's block method. nearest_plan left only these."""
     p = pf.plan
-    if p.recompute == "none":
-        return
-    if p.recompute in ("per-op", "selective"):
+    if p.recompute == "per-op":
         s.ac = "op"
-        if p.recompute == "selective":
-            s.notes.append(f"recompute=selective ({', '.join(p.recompute_modules or ['core_attn'])}): torchtitan "
-                           "checkpoints whole blocks or per operator, not chosen submodules; exported as per-op "
-                           "checkpointing, whose memory and recompute time differ from the plan's")
-        return
-    n, chunks = p.recompute_num_layers or 1, virtual_stages(pf)
-    s.ac = "full"
-    if p.recompute_method == "uniform" and n > 1:
-        s.notes.append(f"recompute_num_layers={n} (uniform): torchtitan checkpoints each block on its own; "
-                       "exported as full AC")
-    elif p.recompute_method == "block" and not all(c <= n for c in chunks):
-        if s.version == "0.2.2" and len(set(chunks)) == 1 and chunks[0] % n == 0:
-            s.ac = str(chunks[0] // n)
-            s.comments.append(f"selective_ac_option = \"{s.ac}\": every {s.ac}th block whole, {n} of each chunk's "
+    elif p.recompute == "full":
+        n, chunks = p.recompute_num_layers or 1, virtual_stages(pf)
+        every = nth_block(chunks, n, s.version) if p.recompute_method == "block" and max(chunks) > n else None
+        s.ac = str(every) if every else "full"
+        if every:
+            s.comments.append(f"selective_ac_option = \"{every}\": every {every}th block whole, {n} of each chunk's "
                               f"{chunks[0]}: the plan's count (Megatron-LM --recompute-method block), other blocks")
-        else:
-            s.notes.append(f"recompute_method = block, recompute_num_layers = {n}: torchtitan {s.version} cannot "
-                           f"checkpoint the first {n} blocks of each chunk ({chunks}); exported as full AC")
 
 
 def _leftovers(pf: PlanFile, s: Settings) -> None:
-    """Plan settings with no torchtitan setting (nearest_plan changes most of them; these notes cover a plan
-    exported without it)."""
-    p = pf.plan
-    if p.tp > 1 and not p.sequence_parallel and s.version == "0.2.2":
-        s.notes.append(f"sequence_parallel=False with tp={p.tp}: torchtitan 0.2.2 always applies sequence "
-                       "parallelism with tensor parallelism; exported with it on")
-    for bad, note in ((not p.overlap_dp_comm, "overlap_dp_comm=False: torchtitan's FSDP2 / replicate always "
-                       "overlap data-parallel collectives with compute; exported overlapped"),
-                      (p.precision == "fp16", "precision=fp16: torchtitan's mixed_precision_param is bfloat16 or "
-                       "float32 (no fp16 loss scaling); exported as bfloat16"),
-                      (p.precision == "fp4", "precision=fp4: exported as the float8 converter, slower than planned"),
-                      (p.grad_dtype == "bf16", "grad_dtype=bf16: torchtitan's mixed_precision_reduce accepts only "
-                       "float32; exported as float32"),
-                      (p.grad_compression != "none", f"grad_compression={p.grad_compression}: torchtitan reduces "
-                       "gradients in float32, uncompressed; exported uncompressed"),
-                      (p.attention == "unfused", "attention=unfused: torchtitan's models call fused attention "
-                       "kernels; exported as fused attention")):
-        if bad:
-            s.notes.append(note)
+    """Placements no torchtitan setting carries (nearest_plan changed every plan setting it cannot express)."""
     s.notes += [f"per-operator placement of {d} is not torchtitan's {'llama' if s.name == 'llama3' else s.name} "
                 f"tensor-parallel plan ({_PARALLELIZE[s.name]} applies a fixed plan)"
                 for d in placement_deviations(pf)]

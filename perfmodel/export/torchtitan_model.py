@@ -39,11 +39,18 @@ def moe_shape_of(pf: PlanFile) -> tuple:
             e.top_k, e.expert_ffn_hidden, e.n_shared_experts, e.first_dense_layers, e.router_scoring, attention)
 
 
+def family(pf: PlanFile) -> str:
+    """torchtitan's model family for the plan's model: deepseek_v3 with latent attention, qwen3 with experts and
+    grouped-query attention, llama3 for a dense model."""
+    m = pf.model
+    return "deepseek_v3" if m.mla is not None else "qwen3" if m.moe is not None else "llama3"
+
+
 def _torchtitan_moe_model(pf: PlanFile) -> tuple[str, str, list[str], list[str]]:
     """(model name, flavor, comments, not-expressed notes) for a model with experts or latent attention: torchtitan's
     deepseek_v3 (latent attention) or qwen3 (grouped-query attention) family."""
     m = pf.model
-    name = "deepseek_v3" if m.mla is not None else "qwen3"
+    name = family(pf)
     flavors = _MOE_FLAVORS[name]
     notes, comments = [], []
     if m.moe is None:  # latent attention without experts: deepseek_v3 with every layer dense
@@ -93,7 +100,7 @@ def titan_model(pf: PlanFile, version: str) -> tuple[str, str, list[str], list[s
     0.3.0 takes the plan's own sizes (a flavor built on the nearest one, `custom_shape`); 0.2.2 names a flavor
     only (its [model] table has no sizes), so the nearest flavor is exported and said."""
     m = pf.model
-    if m.moe is not None or m.mla is not None:
+    if family(pf) != "llama3":
         name, flavor, comments, notes = _torchtitan_moe_model(pf)
         notes += _architecture_notes(pf, name)
         return name, flavor, comments, notes
@@ -155,24 +162,16 @@ def _architecture_notes(pf: PlanFile, name: str) -> list[str]:
 
 
 def expert_notes(pf: PlanFile, name: str, flavor: str, shard: int, version: str) -> tuple[list[str], list[str]]:
-    """(comments, not-expressed notes) for ep / etp and the routing, against torchtitan/distributed/
+    """(comments, not-expressed notes) for ep / etp and the routing (nearest_plan set etp, the dispatcher and
+    moe_overlap to what the version runs), against torchtitan/distributed/
     parallel_dims.py: 0.2.2, with ep > 1 etp is 1 or tp and ep takes its ranks from data_parallel_shard_degree
     x cp, with etp = 1 from tp too; 0.3.0 has no etp (experts whole on their ep rank) and ep always borrows
     from dp_shard x cp x tp."""
     p = pf.plan
     comments, notes = [], []
     ep, tp, cp = p.ep, p.tp, p.cp
-    etp = 1 if version == "0.3.0" and ep > 1 else p.etp
-    if ep == 1:
-        if etp != tp:
-            notes.append(f"etp={etp} with ep=1 and tp={tp}: without expert parallelism torchtitan splits the experts "
-                         f"over the tensor-parallel ranks only (etp = tp = {tp}; expert_tensor_parallel_degree has "
-                         "no effect at ep = 1); not expressed")
-    elif etp not in (1, tp):
-        notes.append(f"etp={etp} with tp={tp}: torchtitan's expert_tensor_parallel_degree is 1 or tp "
-                     "(parallel_dims: 'Currently we only support ETP=TP or ETP=1'); exported as planned, which "
-                     "torchtitan refuses")
-    else:
+    etp = 1 if version == "0.3.0" and ep > 1 else p.etp  # nearest_plan left etp = tp at ep = 1, else 1 or tp
+    if ep > 1:
         borrowed = cp if etp == tp else cp * tp
         over = shard * borrowed
         what = "data_parallel_shard_degree x cp" if etp == tp else "data_parallel_shard_degree x cp x tp"
@@ -185,12 +184,6 @@ def expert_notes(pf: PlanFile, name: str, flavor: str, shard: int, version: str)
                             f"ranks, expert data parallelism (FSDP) over the other {over // ep}; "
                             + ("the experts are tensor-parallel like the rest (etp = tp)" if etp == tp and tp > 1
                                else "each expert whole on its rank (etp = 1)"))
-    if ep > 1 and p.moe_dispatcher != "alltoall":
-        notes.append(f"moe_dispatcher={p.moe_dispatcher}: torchtitan's expert parallelism sends tokens to their "
-                     "experts by all-to-all; exported as all-to-all")
-    if p.moe_overlap:
-        notes.append("moe_overlap=true: torchtitan's job config has no setting that runs one micro-batch's "
-                     "all-to-alls beside another's compute; the run exposes them, as the plan without it prices")
     if p.expert_imbalance == 1.0:
         notes.append("expert_imbalance=1.0: the plan prices perfectly balanced routing; torchtitan's routers balance "
                      "by a per-expert bias (load_balance_coeff), not exactly; debug.moe_force_load_balance = true "
@@ -204,10 +197,6 @@ def expert_notes(pf: PlanFile, name: str, flavor: str, shard: int, version: str)
         notes.append(f"cp={p.cp}: torchtitan's {name} {flavor} attends with FlexAttention (use_flex_attn), which has "
                      "no context parallelism in torchtitan 0.2.2 ('CP support for FlexAttention is still in "
                      "progress'); use a flavor with use_flex_attn = False")
-    if p.pp > 1 and name == "qwen3":
-        notes.append(f"pp={p.pp}: torchtitan 0.2.2's qwen3 has no pipelining function (its TrainSpec's "
-                     "pipelining_fn is None), so it refuses pipeline_parallel_degree > 1; torchtitan 0.3.0 "
-                     "pipelines qwen3")
     return comments, notes
 
 

@@ -9,14 +9,15 @@ parallel_dims.py, distributed/activation_checkpoint.py, models/llama3/paralleliz
 from __future__ import annotations
 
 from ..planfile import PlanFile
-from .common import virtual_stages
+from .common import plan_change, virtual_stages
+from .torchtitan_model import family
 
 
 def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
     """(plan-field updates, one line per change) that make the plan expressible by torchtitan `version`."""
     updates: dict = {}
     lines: list[str] = []
-    for rule in (_zero, _recompute, _precision, _gradients, _tensor_parallel, _experts, _pipeline):
+    for rule in (_zero, _recompute, _precision, _tensor_parallel, _experts, _pipeline):
         rule(pf, version, updates, lines)
     return updates, lines
 
@@ -35,16 +36,30 @@ def _zero(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> None:
         return
     if p.zero != 0:
         return
-    if version == "0.2.2":
-        blockers = [f"{k}={v}" for k, v in (("tp", p.tp), ("pp", p.pp), ("cp", p.cp), ("ep", p.ep)) if v > 1]
-        why = "0.2.2 applies DDP (data_parallel_replicate_degree) only on a 1-D data-parallel mesh"
-    else:
-        blockers = [f"{k}={v}" for k, v in (("cp", p.cp), ("ep", p.ep)) if v > 1]
-        why = "0.3.0 always shards over the cp ranks (fsdp = dp_shard x cp) and takes ep's ranks from dp_shard"
+    blockers = replicate_blockers(pf, version)
+    why = ("0.2.2 applies DDP (data_parallel_replicate_degree) only on a 1-D data-parallel mesh" if version == "0.2.2"
+           else "0.3.0 always shards over the cp ranks (fsdp = dp_shard x cp) and takes ep's ranks from dp_shard")
     if blockers:
         updates["zero"] = 2
         lines.append(f"zero 0 -> 2 with {', '.join(blockers)}: torchtitan {why}; FSDP2 with "
                      "fsdp_reshard_after_forward = \"never\" (ZeRO-2) is the nearest")
+
+
+def replicate_blockers(pf: PlanFile, version: str) -> list[str]:
+    """The plan's degrees that keep torchtitan `version` from replicating (ZeRO-0) rather than sharding: tp, pp, cp
+    and ep on 0.2.2 (DDP on a 1-D mesh only), cp and ep on 0.3.0; e.g. ["tp=2"]."""
+    p = pf.plan
+    axes = ("tp", "pp", "cp", "ep") if version == "0.2.2" else ("cp", "ep")
+    return [f"{k}={getattr(p, k)}" for k in axes if getattr(p, k) > 1]
+
+
+def nth_block(chunks: list[int], n: int, version: str) -> int | None:
+    """0.2.2's selective_ac_option = "N" (every Nth block of a chunk checkpointed whole) that recomputes n blocks
+    of every chunk, as Megatron's --recompute-method block n does: N = chunk / n for equal chunks a multiple of n;
+    None when there is none (0.3.0 has no such option)."""
+    if version == "0.2.2" and len(set(chunks)) == 1 and chunks[0] % n == 0:
+        return chunks[0] // n
+    return None
 
 
 def _recompute(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> None:
@@ -67,9 +82,7 @@ def _recompute(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> N
                      f"own, not {n} consecutive blocks as one")
     if p.recompute_method == "block":
         chunks = virtual_stages(pf)
-        every_block = all(c <= n for c in chunks)
-        nth_block = version == "0.2.2" and len(set(chunks)) == 1 and chunks[0] % n == 0
-        if not (every_block or nth_block):
+        if not (all(c <= n for c in chunks) or nth_block(chunks, n, version)):
             updates.update(recompute_method="uniform", recompute_num_layers=None)
             lines.append(f"recompute block {n} -> every block: torchtitan {version} cannot checkpoint the first {n} "
                          f"blocks of each pipeline chunk (chunks {chunks})"
@@ -79,36 +92,23 @@ def _recompute(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> N
 
 def _precision(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> None:
     """mixed_precision_param is Literal["bfloat16", "float32"] (both versions); low precision is a converter:
-    float8 (0.2.2 quantize.linear.float8, 0.3.0 Float8LinearConverter)."""
+    float8 (0.2.2 quantize.linear.float8, 0.3.0 Float8LinearConverter). mixed_precision_reduce is
+    Literal["float32"]; FSDP2 / replicate overlap their collectives always; the models call fused attention."""
     p = pf.plan
-    if p.precision == "fp16":
-        updates["precision"] = "bf16"
-        lines.append("precision fp16 -> bf16: torchtitan's mixed_precision_param is bfloat16 or float32 (no fp16 "
-                     "loss scaling)")
-    elif p.precision == "fp4":
-        updates["precision"] = "fp8"
-        lines.append("precision fp4 -> fp8: this exporter writes torchtitan's float8 converter (no FP4 recipe "
-                     "mapped)")
-
-
-def _gradients(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> None:
-    """mixed_precision_reduce is Literal["float32"]; FSDP2 / replicate overlap their collectives always."""
-    p = pf.plan
-    if p.grad_dtype == "bf16":
-        updates["grad_dtype"] = "fp32"
-        lines.append("grad_dtype bf16 -> fp32: torchtitan's mixed_precision_reduce accepts only float32")
-    if p.grad_compression != "none":
-        updates["grad_compression"] = "none"
-        lines.append(f"grad_compression {p.grad_compression} -> none: torchtitan reduces gradients in float32, "
-                     "uncompressed")
-    if not p.overlap_dp_comm:
-        updates["overlap_dp_comm"] = True
-        lines.append("overlap_dp_comm false -> true: torchtitan's FSDP2 overlaps its collectives with compute "
-                     "(no setting turns that off)")
-    if p.attention == "unfused":
-        updates["attention"] = "flash"
-        lines.append("attention unfused -> flash: torchtitan's models call fused attention kernels (SDPA / "
-                     "FlexAttention)")
+    for when, field, new, why in (
+            (p.precision == "fp16", "precision", "bf16", "torchtitan's mixed_precision_param is bfloat16 or float32 "
+             "(no fp16 loss scaling)"),
+            (p.precision == "fp4", "precision", "fp8", "this exporter writes torchtitan's float8 converter (no FP4 "
+             "recipe mapped)"),
+            (p.grad_dtype == "bf16", "grad_dtype", "fp32", "torchtitan's mixed_precision_reduce accepts only float32"),
+            (p.grad_compression != "none", "grad_compression", "none", "torchtitan reduces gradients in float32, "
+             "uncompressed"),
+            (not p.overlap_dp_comm, "overlap_dp_comm", True, "torchtitan's FSDP2 overlaps its collectives with "
+             "compute (no setting turns that off)"),
+            (p.attention == "unfused", "attention", "flash", "torchtitan's models call fused attention kernels "
+             "(SDPA / FlexAttention)")):
+        if when:
+            plan_change(pf, updates, lines, field, new, why)
 
 
 def _tensor_parallel(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> None:
@@ -134,20 +134,18 @@ def _experts(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> Non
                      + (" and keeps each expert whole at ep > 1 (no expert_tensor_parallel_degree)" if
                         version == "0.3.0" else " and takes expert_tensor_parallel_degree 1 or tp at ep > 1"))
     if p.moe_dispatcher != "alltoall":
-        updates["moe_dispatcher"] = "alltoall"
-        lines.append(f"moe_dispatcher {p.moe_dispatcher} -> alltoall: torchtitan sends tokens to experts by "
-                     "all-to-all")
+        plan_change(pf, updates, lines, "moe_dispatcher", "alltoall", "torchtitan sends tokens to experts by "
+                    "all-to-all")
     if p.moe_overlap:
-        updates["moe_overlap"] = False
-        lines.append("moe_overlap true -> false: torchtitan has no setting that runs one micro-batch's all-to-alls "
-                     "beside another's compute")
+        plan_change(pf, updates, lines, "moe_overlap", False, "torchtitan has no setting that runs one "
+                    "micro-batch's all-to-alls beside another's compute")
 
 
 def _pipeline(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> None:
     """torchtitan 0.2.2's qwen3 TrainSpec has pipelining_fn = None: it refuses pipeline_parallel_degree > 1;
     the pipeline's ranks go to data parallelism instead."""
     p = pf.plan
-    if version == "0.2.2" and p.pp > 1 and pf.model.moe is not None and pf.model.mla is None:
+    if version == "0.2.2" and p.pp > 1 and family(pf) == "qwen3":
         updates.update(pp=1, vpp=1, dp=p.dp * p.pp, schedule=None, stage_layers=None, first_stage_layers=None,
                        last_stage_layers=None)
         lines.append(f"pp {p.pp} -> 1 (dp {p.dp} -> {p.dp * p.pp}): torchtitan 0.2.2's qwen3 cannot pipeline "

@@ -38,10 +38,16 @@ def _comments(pf: PlanFile, s) -> list[str]:
     if s.fp8:
         out.append("fp8: Float8LinearConverter in model_registry(converters=...) (torchtitan 0.3.0; 0.2.x: "
                    "converters = [\"quantize.linear.float8\"]); all-gathers stay bf16 as in the plan")
-    if s.training.get("disable_cuda_graphs"):
+    if _cuda_graphs_refused(pf):
         out.append("disable_cuda_graphs = True: Trainer.Config refuses CUDA graphs with pipeline parallelism and "
                    "with the standard expert-parallel token dispatcher")
     return out
+
+
+def _cuda_graphs_refused(pf: PlanFile) -> bool:
+    """Trainer.Config.__post_init__ refuses CUDA graphs (on by default) with pipeline parallelism and with the
+    standard expert-parallel token dispatcher."""
+    return pf.plan.pp > 1 or pf.plan.ep > 1
 
 
 def _imports(s) -> list[str]:
@@ -93,7 +99,7 @@ def _function(pf: PlanFile, s) -> list[str]:
     flavor = "perfmodel" if s.custom_shape else s.flavor
     converters = ", converters=[Float8LinearConverter.Config()]" if s.fp8 else ""
     training = dict(s.training)
-    if p.pp > 1 or p.ep > 1:
+    if _cuda_graphs_refused(pf):
         training["disable_cuda_graphs"] = True
     parallelism = dict(s.parallelism)
     if p.tp > 1:

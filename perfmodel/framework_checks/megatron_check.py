@@ -26,9 +26,10 @@ import warnings
 RENAMED = {"num_experts": "num_moe_experts", "decoder_first_pipeline_num_layers": "num_layers_in_first_pipeline_stage",
            "decoder_last_pipeline_num_layers": "num_layers_in_last_pipeline_stage", "fp8_format": "fp8",
            "fp4_format": "fp4", "accumulate_allreduce_grads_in_fp32": "grad_reduce_in_fp32"}
-# Transformer Engine is CUDA-only, so megatron-core's TE version checks read this instead of an installed TE: the
-# version of the NVIDIA PyTorch container paired with each release (an assumption, stated in --check's output;
-# a launch with an older TE fails those checks).
+# Transformer Engine is CUDA-only, so megatron-core's TE version checks read this instead of an installed TE. It
+# is an assumption, not a measurement: the TE of the NVIDIA PyTorch container of each release's time (NGC 25.04
+# for core_r0.12, 25.11 for core_r0.16, from NVIDIA's container release notes as remembered, not checked from
+# here). --check's output states it; a launch with an older TE can fail checks these pass.
 TE_VERSION = {"core_r0.16": "2.9.0", "core_r0.12": "2.2.0"}
 TRANSCRIBED = ["validate_args: CUDA_DEVICE_MAX_CONNECTIONS", "validate_args: world size and batch",
                "validate_args: fp16 with expert parallelism"]

@@ -6,11 +6,12 @@ Megatron-LM's placements (an empty placement list), as `perfmodel search` would 
 
 from __future__ import annotations
 
-from ..cost.estimate import evaluate_plan, prediction_of
+from ..cost.estimate import evaluate_plan
 from ..hardware import load_hardware
 from ..models import load_model
 from ..plan import Plan, resolve
-from ..planfile import VERSION, PlanFile, check, mesh_of
+from ..planfile import PlanFile, check
+from ..search.planfiles import estimated_plan_file
 
 _L70 = dict(model="llama-3-70b", seq_len=8192)
 _L8 = dict(model="llama-3-8b", seq_len=8192)
@@ -62,6 +63,5 @@ def spread_plan_file(name: str) -> PlanFile:
     model, system = load_model(model_name), load_hardware(hw_name)
     plan = resolve(Plan(**fields), model, system)
     _, est = evaluate_plan(model, system, plan)
-    return check(PlanFile(version=VERSION, model=model, hardware=system, plan=plan, mesh=mesh_of(plan),
-                          stage_layers=est.stage_layers, placements=[], prediction=prediction_of(est),
-                          created_by=f"perfmodel.framework_checks.spread {name}"))
+    return check(estimated_plan_file(model, system, plan, est,
+                                     created_by=f"perfmodel.framework_checks.spread {name}"))

@@ -8,7 +8,7 @@ from ..cost.step import Step
 from ..hardware import System
 from ..models import ModelConfig
 from ..plan import Plan, resolve, megatron_rules
-from ..planfile import VERSION, PlacementCost, PlanFile, mesh_of
+from ..planfile import VERSION, OpPlacement, PlacementCost, PlanFile, mesh_of
 from ..result import Estimate
 from . import pase
 from .stages import balance_stages
@@ -64,6 +64,15 @@ def plan_file(model: ModelConfig, system: System, plan: Plan, created_by: str = 
     found = pase.solve(model, system, plan, memory_budget=mega_bytes, tables=tables)
     cost = PlacementCost(time_s=found.time_s, memory_bytes=found.memory_bytes, megatron_time_s=mega_s,
                          megatron_memory_bytes=mega_bytes)
+    return estimated_plan_file(model, system, plan, est, found.placements(), cost,
+                               "; ".join([created_by, *notes]) if notes else created_by)
+
+
+def estimated_plan_file(model: ModelConfig, system: System, plan: Plan, est: Estimate,
+                        placements: list[OpPlacement] = (), cost: PlacementCost | None = None,
+                        created_by: str = "") -> PlanFile:
+    """The plan file of a resolved plan and its estimate: no placements means Megatron-LM's, no cost means PaSE
+    did not price them."""
     return PlanFile(version=VERSION, model=model, hardware=system, plan=plan, mesh=mesh_of(plan),
-                    stage_layers=est.stage_layers, placements=found.placements(), prediction=prediction_of(est),
-                    placement_cost=cost, created_by="; ".join([created_by, *notes]) if notes else created_by)
+                    stage_layers=est.stage_layers, placements=list(placements), prediction=prediction_of(est),
+                    placement_cost=cost, created_by=created_by)
