@@ -381,7 +381,9 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("whatif", "--upgrade"): hardware_in(names=("upgrade", "system", "spec")),
           ("whatif", "--factor"): number(0.0, above=True), ("whatif", "--plot"): output(".png")}
     t |= {("export", "plan"): plan_in(names=("plan file",)),
-          ("export", "--to"): name(good=("megatron", "torchtitan", "deepspeed"))}
+          ("export", "--to"): name(good=("megatron", "torchtitan", "deepspeed")),
+          ("export", "--version"): name(good=("core_r0.16", "core_r0.12")),  # the base exports to megatron
+          ("export", "--check"): flag_switch()}
     ck = dict(base="execute-ck")
     t |= {("execute", "plans"): plan_in(names=("plan file", "PLAN.json")), ("execute", "--nproc"): count(),
           ("execute", "--device"): name(good=("auto", "cpu")), ("execute", "--steps"): count(),

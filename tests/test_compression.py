@@ -104,18 +104,20 @@ def test_one_replica_compresses_nothing():
 
 
 def test_exports_say_what_the_framework_cannot_compress():
-    from perfmodel.export import export
+    from perfmodel.exporting import export_plan
     from test_export import plan_file
 
-    psgd = plan_file("llama-3-8b", gpus=64, tp=1, pp=1, micro_batch=1, global_batch=128, seq_len=4096,
-                     grad_compression="powersgd")
+    # none of the three has PowerSGD: each export changes the plan to uncompressed gradients and says so
+    psgd = plan_file("gpt3-1.3b", gpus=64, tp=1, pp=1, micro_batch=1, global_batch=128, seq_len=2048,
+                     grad_compression="powersgd")  # PowerSGD: whole replicas, ZeRO-0; 1.3B of them fit
     for to in ("megatron", "torchtitan", "deepspeed"):
-        out = export(psgd, to)
-        assert "grad_compression=powersgd" in out and "PowerSGD" in out, to
-    bf16 = plan_file("llama-3-8b", gpus=64, tp=1, pp=1, micro_batch=1, global_batch=128, seq_len=4096, zero=1,
+        out = export_plan(psgd, to)
+        assert "grad_compression powersgd -> none" in out, to
+    # DeepSpeed reduces in bf16 (communication_data_type); Megatron-LM has no compressed reduction
+    bf16 = plan_file("gpt3-1.3b", gpus=64, tp=1, pp=1, micro_batch=1, global_batch=128, seq_len=2048, zero=1,
                      grad_compression="bf16")
-    assert '"communication_data_type": "bf16"' in export(bf16, "deepspeed")
-    assert "grad_compression=bf16" in export(bf16, "megatron")
+    assert '"communication_data_type": "bf16"' in export_plan(bf16, "deepspeed")
+    assert "grad_compression bf16 -> none" in export_plan(bf16, "megatron")
 
 
 def test_search_only_limits_that_exclude_powersgd_layouts_are_refused():

@@ -170,7 +170,10 @@ def test_ctrl_c_or_sigterm_to_the_parent_stops_every_rank(tmp_path, tag, sig):
     steps, every = 240, 60
     cmd = [sys.executable, "-m", "perfmodel", "execute", str(path), "--nproc", "2", "--device", "cpu", "--steps",
            str(steps), "--warmup", "1", "--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-every", str(every)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    # SIGINT back to its default in the child: a test run started in the background of a non-interactive shell
+    # inherits SIGINT ignored, and Python then never raises KeyboardInterrupt (the user's terminal never does that)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     first = tmp_path / "ck" / "stopped" / f"step-{every:04d}"
     deadline = time.monotonic() + 120
     while not first.is_dir() and proc.poll() is None and time.monotonic() < deadline:
