@@ -112,7 +112,7 @@ _depth: contextvars.ContextVar[int] = contextvars.ContextVar("schema_depth", def
 class Schema(BaseModel):
     """Base of every input/output schema: unknown fields are errors, and validation failures are InputError."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
 
     def __init__(self, /, **data: Any) -> None:
         outer = _depth.get() == 0

@@ -20,7 +20,7 @@ from ..models import ModelConfig
 from ..plan import Plan
 from ..stack import Stack, load_stack
 from .compute import flash_attention_time, gemm_time, memory_bound_time
-from .layouts import Layouts
+from .layouts import Layouts, among
 
 ACT_BYTES = 2  # activations and their gradients are bf16 throughout
 # Bytes moved per element (forward, backward) by the memory-bound kernels, bf16 tensors:
@@ -73,7 +73,7 @@ class Op:
 
     def recompute_s(self, mode):
         """Forward seconds re-run in the backward under recompute `mode` (a string or an array of them)."""
-        return np.where(np.isin(mode, self.recompute), self.fwd_s, 0.0)
+        return np.where(among(mode, self.recompute), self.fwd_s, 0.0)
 
 
 @dataclass

@@ -9,6 +9,7 @@ array form.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, is_dataclass
+from functools import cached_property
 from typing import get_args
 
 import numpy as np
@@ -64,6 +65,7 @@ class Layouts:
     last_stage_layers: int | None = None
     stage_layers: list[int] | None = None  # an explicit split (one plan only)
     _distinct: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # this instance's only
+    _codes: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # field -> (codes, count)
 
     def __post_init__(self):
         for name in VARYING:
@@ -84,7 +86,9 @@ class Layouts:
         """The plans at `index` (an integer array) as a new Layouts."""
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
         d.update({name: getattr(self, name)[index] for name in VARYING})
-        return Layouts(**d)
+        out = Layouts(**d)
+        out._codes.update({name: (code[index], base) for name, (code, base) in self._codes.items()})
+        return out
 
     def __len__(self) -> int:
         return len(self.tp)
@@ -94,13 +98,20 @@ class Layouts:
         plan's combination: formulas that read only those fields run once per combination (`take`), and their results
         are copied out to every plan (`result[inverse]`). A search has thousands of plans per combination."""
         if names not in self._distinct:
-            if names != PER_DEVICE and set(names) <= set(PER_DEVICE):  # from the finer split, on its few plans
-                first, inverse = self.distinct(PER_DEVICE)
-                f2, inv2 = _distinct(self.take(first), names)
-                self._distinct[names] = (first[f2], inv2[inverse])
-            else:
-                self._distinct[names] = _distinct(self, names)
+            self._distinct[names] = _distinct(len(self), [self.code(name) for name in names])
         return self._distinct[names]
+
+    def code(self, name: str) -> tuple[np.ndarray, int]:
+        """Field `name` of every plan as a small integer code, and how many codes there are (equal values, equal
+        codes): what `distinct` packs. Strings of a known category by their index in it."""
+        if name not in self._codes:
+            col = getattr(self, name)
+            if name in CATEGORIES:  # a few known strings: their index (a string sort would cost more than the rest)
+                col = np.select([col == v for v in CATEGORIES[name]], range(len(CATEGORIES[name])), -1)
+                if (col < 0).any():
+                    raise ValueError(f"Layouts.{name} holds a value outside {CATEGORIES[name]}")  # a bug, not input
+            self._codes[name] = _dense(col.ravel())
+        return self._codes[name]
 
     def plan(self, i: int) -> Plan:
         """Plan i as a `Plan` (resolved: dp and schedule filled in)."""
@@ -110,22 +121,22 @@ class Layouts:
             d["stage_layers"] = self.stage_layers
         return Plan(**d)
 
-    @property
+    @cached_property
     def num_microbatches(self) -> np.ndarray:
         """Micro-batches per pipeline per step: global / (dp * micro_batch)."""
         return self.global_batch // (self.dp * self.micro_batch)
 
-    @property
+    @cached_property
     def tokens_per_microbatch(self) -> np.ndarray:
         """Tokens of one micro-batch on one device: micro_batch * seq_len / cp."""
         return self.micro_batch * self.seq_len / self.cp
 
-    @property
+    @cached_property
     def sp_divisor(self) -> np.ndarray:
         """tp with sequence parallelism, else 1."""
         return np.where(self.sequence_parallel, self.tp, 1)
 
-    @property
+    @cached_property
     def zero_shard(self) -> np.ndarray:
         """Ranks holding replicas of the same weights, over which ZeRO shards state: dp * cp."""
         return self.dp * self.cp
@@ -134,36 +145,67 @@ class Layouts:
     def tokens_per_step(self) -> int:
         return self.global_batch * self.seq_len
 
-    @property
+    @cached_property
     def edp(self) -> np.ndarray:
         """Expert data-parallel size: tp * cp * dp / (ep * etp) (MoE parallel folding)."""
         return self.tp * self.cp * self.dp // (self.ep * self.etp)
 
 
-def _distinct(lay: Layouts, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """`Layouts.distinct` by one sort: a mixed-radix code per plan over the fields (strings by their index)."""
-    cols, radix = [], 1
-    for name in names:
-        col = getattr(lay, name)
-        if name in CATEGORIES:  # a few known strings: their index (a string sort would cost more than the rest)
-            col = np.select([col == v for v in CATEGORIES[name]], range(len(CATEGORIES[name])), -1)
-            if (col < 0).any():
-                raise ValueError(f"Layouts.{name} holds a value outside {CATEGORIES[name]}")  # a bug, not input
-        elif col.dtype.kind not in "iub":
-            col = np.unique(col, return_inverse=True)[1]
-        col = col.astype(np.int64).ravel()
-        cols.append((col, int(col.max(initial=0)) + 1))
-        radix *= cols[-1][1]
-    code = np.zeros(len(lay), np.int64)
-    if radix >= 2**62:  # too many values to pack: each field's index among its values present instead
-        cols = [(inv.ravel(), int(inv.max(initial=0)) + 1) for inv in (np.unique(c, return_inverse=True)[1]
-                                                                     for c, _ in cols)]
-        if np.prod([float(b) for _, b in cols]) >= 2**62:  # more combinations than plans could ever be
-            raise ValueError("Layouts.distinct: too many combinations to pack")
-    for col, base in cols:
-        code = code * base + col
-    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+def _dense(col: np.ndarray) -> tuple[np.ndarray, int]:
+    """Each value's index among the distinct values of `col`, and their count: by a table over the value range
+    when the values are small non-negative integers (O(n)), else by a sort."""
+    if col.dtype.kind in "iub" and len(col) and col.min() >= 0 and col.max() < 4 * len(col) + 64:
+        col = col.astype(np.int64)
+        present = np.bincount(col) > 0
+        index = np.cumsum(present) - 1
+        return index[col], int(present.sum())
+    values, inverse = np.unique(col, return_inverse=True)
+    return inverse.ravel().astype(np.int64), len(values)
+
+
+def _distinct(n: int, codes: list[tuple[np.ndarray, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """`Layouts.distinct` from the fields' codes: one mixed-radix key per plan, ranked by a table over the keys
+    where they are few (O(n)) or by one sort. `first`: one representative per key (equal keys, equal fields, so
+    any serves), in key order; `inverse`: each plan's rank."""
+    radix = 1
+    for _, base in codes:
+        radix *= max(base, 1)
+    if radix >= 2**62:  # more combinations than an int64 packs (never for plans of one job)
+        raise ValueError("Layouts.distinct: too many combinations to pack")
+    key = np.zeros(n, np.int64)
+    for code, base in codes:
+        key = key * base + code
+    if radix <= 4 * n + 1024:
+        present = np.zeros(radix, bool)
+        present[key] = True
+        rank = np.cumsum(present) - 1
+        rep = np.empty(radix, np.int64)
+        rep[key] = np.arange(n)
+        return rep[present], rank[key]
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     return first, inverse.ravel()
+
+
+_AMONG: dict[tuple[int, tuple], tuple[object, np.ndarray]] = {}
+_AMONG_SIZE = 64  # entries kept (each holds its column alive, so that an id is never reused while cached)
+
+
+def among(values, choices: tuple) -> np.ndarray | bool:
+    """Whether each of `values` (a category column of `Layouts`, e.g. recompute, or one string) is one of `choices`.
+
+    Memoized per column object: a search asks the same question of the same column of ~10^5 plans dozens of
+    times, and a string comparison costs about 1 ms per 10^5 elements (an integer one 0.04 ms)."""
+    if not isinstance(values, np.ndarray) or values.ndim == 0:
+        return np.isin(values, choices)
+    key = (id(values), choices)
+    hit = _AMONG.get(key)
+    if hit is not None and hit[0] is values:
+        return hit[1]
+    if len(_AMONG) >= _AMONG_SIZE:
+        _AMONG.clear()
+    mask = np.isin(values, choices)
+    _AMONG[key] = (values, mask)
+    return mask
 
 
 def spread(obj, inverse: np.ndarray):

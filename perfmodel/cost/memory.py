@@ -22,7 +22,7 @@ from ..plan import Plan
 from ..stack import load_stack
 from .compression import GRAD_BYTES, error_feedback_bytes
 from .kernels import GEMM_INPUT_BYTES
-from .layouts import Layouts
+from .layouts import Layouts, among
 from .mesh import gathered_axes
 from .moe import (
     dispatch_buffer_bytes,
@@ -191,7 +191,7 @@ def kept_scale(schedule, pp, vpp, m, rank) -> dict[str, np.ndarray]:
     head once (all m micro-batches under GPipe, which runs every forward first)."""
     chunks = in_flight(schedule, pp, vpp, m, rank)
     return {"layer": chunks / vpp, "embedding": chunks / vpp,
-            "head": np.where(np.asarray(schedule) == "gpipe", m, 1) + 0.0 * chunks}
+            "head": np.where(among(schedule, ("gpipe",)), m, 1) + 0.0 * chunks}
 
 
 def narrow_cache_bytes(gemm_params, lay: Layouts):
@@ -268,7 +268,7 @@ def layer_activations(model: ModelConfig, lay: Layouts, layers, chunks) -> np.nd
     kept, none = layer_activation_bytes(model, lay), layer_activation_bytes(model, lay, "none")
     c = np.asarray(layers, float) / lay.vpp
     n = np.minimum(float(lay.recompute_num_layers or 1), np.maximum(c, 1.0))
-    full = lay.recompute == "full"
+    full = among(lay.recompute, ("full",))
     if lay.recompute_method == "block" and lay.recompute_num_layers:
         per_chunk = np.where(full, n * kept + (c - n) * none, c * kept)
         working = none - kept
@@ -329,16 +329,17 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     act = act + st.embedding * embedding_activation_bytes(model, lay) * scale["embedding"]
     act = act + st.head * head_activation_bytes(model, lay) * scale["head"]
     states = state_bytes(params_of, lay)
-    p_exp = expert_layer_params(model, lay)  # a MoE model's routed experts: states and copies over edp
-    moe_layers = stage_moe_layers(model, st, lay)
-    experts = state_bytes(moe_layers * p_exp, lay, lay.edp)
-    states = {k: states[k] + experts[k] for k in states}
+    if model.moe is not None:  # a MoE model's routed experts: states and copies over edp
+        p_exp, moe_layers = expert_layer_params(model, lay), stage_moe_layers(model, st, lay)
+        experts = state_bytes(moe_layers * p_exp, lay, lay.edp)
+        states = {k: states[k] + experts[k] for k in states}
     largest = np.maximum.reduce([p["layer"] * (st.layers > 0), p["embedding"] * (st.embedding > 0),
                                  p["head"] * (st.head > 0)])
     narrow = st.layers * narrow_cache_bytes(layer_gemm_params(model, lay), lay)
     transient = np.where(zero3_unsharded(lay), params_of * (WEIGHT_BYTES + 4.0), zero_copy_bytes(lay, params_of, largest))
-    transient = transient + zero_copy_bytes(lay, moe_layers * p_exp, p_exp * (st.layers > 0), lay.edp)
-    transient = transient + (st.layers > 0) * dispatch_buffer_bytes(model, lay)  # the running MoE layer's dispatch
+    if model.moe is not None:  # the routed experts' copies, the running MoE layer's dispatch
+        transient = transient + zero_copy_bytes(lay, moe_layers * p_exp, p_exp * (st.layers > 0), lay.edp)
+        transient = transient + (st.layers > 0) * dispatch_buffer_bytes(model, lay)
     transient = transient + narrow + (st.head > 0) * loss_temporary_bytes(model, lay)
     by_kind = memory_views(lay, system, dict(states, activations=act, transient=transient, narrow=narrow))
     shape = by_kind["reserved"].shape

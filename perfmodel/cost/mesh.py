@@ -44,7 +44,7 @@ class Mesh:
         self.system, self.gpus = system, gpus
         self.size = {"dp": np.asarray(dp, np.int64), "cp": np.asarray(cp, np.int64), "tp": np.asarray(tp, np.int64)}
         self._rates: dict[tuple[tuple, str], tuple[float, float]] = {}
-        self._keys: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._keys: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}  # (mask, kind): latency, s/byte
         self._sizes: tuple | None = None
 
     @classmethod
@@ -102,16 +102,18 @@ class Mesh:
         if not mask.any():
             return np.zeros(shape)
         if mask.ndim == 0 and size_shape:  # the plans of a search: their distinct meshes, once per group of axes
-            if mask.item() not in self._keys:
+            if (mask.item(), kind) not in self._keys:
                 sizes, inv = self._distinct_sizes()
                 keys, k_inv = np.unique(self._key(mask, *sizes), return_inverse=True)
-                self._keys[mask.item()] = (keys, k_inv.ravel()[inv])
-            keys, inverse = self._keys[mask.item()]
+                rates = np.array([self._rate(int(k), kind) for k in keys]).reshape(-1, 2)
+                at = k_inv.ravel()[inv]
+                self._keys[(mask.item(), kind)] = (rates[at, 0].reshape(key_shape), rates[at, 1].reshape(key_shape))
+            lat, per_byte = self._keys[(mask.item(), kind)]
         else:
             key = np.broadcast_to(self._key(mask, self.size["tp"], self.size["cp"], self.size["dp"]), key_shape)
             keys, inverse = np.unique(key.ravel(), return_inverse=True)
-        rates = np.array([self._rate(int(k), kind) for k in keys]).reshape(-1, 2)
-        lat, per_byte = (rates[inverse.ravel(), j].reshape(key_shape) for j in (0, 1))
+            rates = np.array([self._rate(int(k), kind) for k in keys]).reshape(-1, 2)
+            lat, per_byte = (rates[inverse.ravel(), j].reshape(key_shape) for j in (0, 1))
         return np.broadcast_to(latency_share * lat + per_byte * np.asarray(nbytes, float), shape).copy()
 
     def _distinct_sizes(self) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:

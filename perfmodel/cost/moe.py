@@ -125,26 +125,31 @@ class ExpertDataGroup:
     through `comm.group_collective` with `cost.mesh.Mesh.collective`'s signature, so that `cost.sharded`'s
     gradient-reduction and ZeRO formulas serve the experts as they serve the dense weights."""
 
-    def __init__(self, system: System, lay: Layouts):
-        self.system, self.lay = system, lay
+    def __init__(self, system: System, lay: Layouts, model: ModelConfig):
+        self.system, self.lay, self.dense = system, lay, model.moe is None
 
     def collective(self, kind: str, nbytes, mask=None, latency_share=1.0) -> np.ndarray:
         lay = self.lay
-        if mask is not None and not np.any(mask):  # no group (cost.sharded's axes outside the ZeRO group)
+        # no group: a dense model has no routed experts; cost.sharded's axes outside the ZeRO group
+        if self.dense or (mask is not None and not np.any(mask)):
             return np.zeros(len(lay))
         return C.group_collective(self.system, kind, nbytes, lay.edp, lay.ep * lay.etp, lay.gpus, latency_share)
 
-    def tiers(self) -> np.ndarray:
+    def tiers(self) -> np.ndarray | None:
+        """The tiers the edp group spans per plan (None for a dense model, whose expert collectives never run)."""
+        if self.dense:
+            return None
         return group_tiers(self.system, self.lay.edp, self.lay.ep * self.lay.etp, self.lay.gpus)
 
 
 def group_tiers(system: System, n, stride, gpus) -> np.ndarray:
     """Per plan, the tiers a group of n devices `stride` apart spans ('nvlink x8 > infiniband x4')."""
-    n, stride = np.broadcast_arrays(np.asarray(n), np.asarray(stride))
-    names = {}
-    for a, b in set(zip(n.tolist(), stride.tolist())):
-        names[(a, b)] = C.describe(C.group_phases(system, int(a), int(b), gpus))
-    return np.array([names[(a, b)] for a, b in zip(n.tolist(), stride.tolist())], dtype=object)
+    n, stride = (x.astype(np.int64).ravel() for x in np.broadcast_arrays(np.asarray(n), np.asarray(stride)))
+    # one description per distinct (n, stride): a search has a handful among its ~10^5 plans
+    code, first, inverse = np.unique(n * (int(stride.max(initial=0)) + 1) + stride, return_index=True,
+                                     return_inverse=True)
+    names = [C.describe(C.group_phases(system, int(n[i]), int(stride[i]), gpus)) for i in first]
+    return np.array(names, dtype=object)[inverse.ravel()]
 
 
 # --- weights -----------------------------------------------------------------------------------------------

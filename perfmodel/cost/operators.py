@@ -42,7 +42,7 @@ from .kernels import (
     linear_op,
     residual_bytes,
 )
-from .layouts import Layouts
+from .layouts import Layouts, among
 from .mesh import BIT, gathered_axes
 from .moe import moe_kernels, moe_share
 
@@ -199,7 +199,7 @@ def output_bytes(op: Operator, lay: Layouts) -> Values:
 def forward_passes(unit: str, recompute) -> Values:
     """Forwards a unit's operators run per micro-batch: twice in a layer under full recompute (its own and the
     recomputed one in the backward), else once."""
-    return np.where((np.asarray(recompute) == "full") & (unit == "layer"), 2, 1)
+    return np.where(among(recompute, ("full",)) & (unit == "layer"), 2, 1)
 
 
 def keeps_shard(out: np.ndarray, inp: np.ndarray, consumer: Operator) -> np.ndarray:

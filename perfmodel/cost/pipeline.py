@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..plan import default_stage_layers, megatron_chunks
+from .layouts import among
 
 
 def stage_layers(n_layers: int, pp: int, embedding: bool = False, loss: bool = False) -> tuple[int, int, int]:
@@ -26,7 +27,8 @@ def warmup_forwards(schedule, pp: int, vpp: int, m, rank: int):
     m = np.asarray(m, float)
     interleaved = np.minimum(2 * (pp - rank - 1) + (vpp - 1) * pp, m * vpp)
     one_f_one_b = np.minimum(pp - rank - 1, m)
-    return np.where(schedule == "gpipe", m * vpp, np.where(schedule == "interleaved", interleaved, one_f_one_b))
+    return np.where(among(schedule, ("gpipe",)), m * vpp,
+                    np.where(among(schedule, ("interleaved",)), interleaved, one_f_one_b))
 
 
 def in_flight(schedule: str, pp: int, vpp: int, m, rank: int):

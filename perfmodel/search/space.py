@@ -182,26 +182,30 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
         raise InputError(no_mesh_message(model, job, space))
     rcs = space.recompute or list(DEFAULT_RECOMPUTES)
     too_narrow = InputError(f"no layout of gpus = {job.gpus} satisfies the --only limits {space.model_dump(exclude_none=True)}")
-    rows = []  # (tp, pp, cp, dp, vpp, micro_batch, accounting, ep, etp) then the cheap axes by product below
+    blocks = []  # per mesh, rows (tp, pp, cp, dp, vpp, micro_batch, accounting, ep, etp); the cheap axes below
     for t, p, c, d in found:
         mbs = _allowed(divisors(job.global_batch // d), space.micro_batch)
         experts = expert_candidates(model, t * c * d, space)
-        for v, acc in pipeline_candidates(model.n_layers, p):
-            if space.vpp is not None and v not in space.vpp:
-                continue
-            for mb in mbs:
-                if v > 1 and (job.global_batch // (d * mb)) % p:
-                    continue
-                rows += [(t, p, c, d, v, mb, acc, e, et) for e, et in experts]
-    if not rows:
+        pipes = [(v, acc) for v, acc in pipeline_candidates(model.n_layers, p) if space.vpp is None or v in space.vpp]
+        if not (mbs and pipes):
+            continue
+        # every (vpp, accounting) x micro_batch x (ep, etp), in that order; interleaving needs pp | micro-batches
+        P, M, E = len(pipes), len(mbs), len(experts)
+        pi, mi, ei = np.repeat(np.arange(P), M * E), np.tile(np.repeat(np.arange(M), E), P), np.tile(np.arange(E), P * M)
+        pipe, mb, ex = np.array(pipes, np.int64)[pi], np.array(mbs, np.int64)[mi], np.array(experts, np.int64)[ei]
+        keep = (pipe[:, 0] == 1) | ((job.global_batch // (d * mb)) % p == 0)
+        n = int(keep.sum())
+        blocks.append(np.column_stack([np.full((n, 4), (t, p, c, d), np.int64), pipe[keep, 0], mb[keep],
+                                       pipe[keep, 1], ex[keep]]))
+    if not blocks or not sum(len(b) for b in blocks):
         raise too_narrow
-    base = np.array(rows, dtype=np.int64)
+    base = np.concatenate(blocks)
     cols = []
     want_sp = set(space.sequence_parallel or [True])
+    # sequence parallelism splits each cp rank's tokens over tp, which tp must divide (plan.resolve)
+    divides = (job.seq_len // base[:, 2]) % base[:, 0] == 0
     for rc, sp, z in itertools.product(rcs, (False, True), space.zero or [0, 1, 2, 3]):
         # tp = 1 has no sequence parallelism to choose: it is always sp=False
-        # sequence parallelism splits each cp rank's tokens over tp, which tp must divide (plan.resolve)
-        divides = (job.seq_len // base[:, 2]) % base[:, 0] == 0
         keep = ((base[:, 0] > 1) & divides & (sp in want_sp) if sp
                 else (base[:, 0] == 1) | ~divides | (False in want_sp))
         if z > 0:

@@ -1,0 +1,30 @@
+"""The search's speed-up (issue 30) changed how the cost model computes, not what it computes: the top 20 plans of
+each of benchmarks/search_speed.py's three jobs, in order, with their step times, memory and MFU, equal those the
+search ranked before it (tests/fixtures/search_top20_before_speedup.json, written by commit df0a726's search)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from perfmodel.search import search
+
+BEFORE = json.loads((Path(__file__).parent / "fixtures" / "search_top20_before_speedup.json").read_text())
+PLAN_FIELDS = ("gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "recompute", "sequence_parallel",
+               "zero", "schedule", "account_for_embedding", "account_for_loss")
+
+
+@pytest.mark.parametrize("name", sorted(BEFORE))
+def test_top_20_plans_and_their_numbers_are_unchanged(name):
+    job = BEFORE[name]["job"]
+    result = search(job["model"], job["hardware"], job["gpus"], job["global_batch"], job["seq_len"])
+    after = result.records(20)
+    assert len(after) == len(BEFORE[name]["top"]) == 20
+    for rank, (a, b) in enumerate(zip(after, BEFORE[name]["top"])):
+        assert {k: a[k] for k in PLAN_FIELDS} == {k: b[k] for k in PLAN_FIELDS}, f"rank {rank} of {name}"
+        for k, v in b.items():
+            if k not in PLAN_FIELDS and isinstance(v, float):
+                assert math.isclose(a[k], v, rel_tol=1e-9), f"rank {rank} of {name}: {k} {a[k]} != {v}"
