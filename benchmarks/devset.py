@@ -10,5 +10,5 @@ def _devset(name: str) -> Path:
     return shared if shared.exists() else HERE / "data" / name
 
 
-DEFAULT_CSV = _devset("published_runs_dev.csv")  # dense published runs (perfmodel.published)
-MOE_CSV = _devset("published_moe_runs_dev.csv")  # mixture-of-experts published runs (perfmodel.published_moe)
+DEFAULT_CSV = _devset("published_runs_dev.csv")  # dense published runs (perfmodel.published.runs)
+MOE_CSV = _devset("published_moe_runs_dev.csv")  # mixture-of-experts published runs (perfmodel.published.moe_runs)

@@ -1,4 +1,4 @@
-"""The energy model (perfmodel.energy) against the measured and published power figures it was not fitted to.
+"""The energy model (perfmodel.run.energy) against the measured and published power figures it was not fitted to.
 
     python benchmarks/energy_check.py
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 import pandas as pd
 
 from perfmodel import Plan, estimate, load_hardware
-from perfmodel.energy import activity, device_power_w, power_for
-from perfmodel.forecast import forecast
+from perfmodel.run.energy import activity, device_power_w, power_for
+from perfmodel.run.forecast import forecast
 
 MLPERF_NODE_KW = 6.741
 LLAMA31 = {"llama-3-70b": (7.0e6, "15T"), "llama-3.1-405b": (30.84e6, "15.6T")}

@@ -4,10 +4,10 @@
     python benchmarks/export_checks.py --before 3679a4f    # the exporters of an earlier commit, same plans/checks
     python benchmarks/export_checks.py --targets megatron --plans pp4-gpipe
 
-Plans: perfmodel.framework_checks.spread.SPREAD (every layout kind of issue 19). Each export goes through
-perfmodel.framework_checks.run_check (the framework's own parsing and validation, its release unpacked from PyPI,
+Plans: perfmodel.export.checks.spread.SPREAD (every layout kind of issue 19). Each export goes through
+perfmodel.export.checks.releases.run_check (the framework's own parsing and validation, its release unpacked from PyPI,
 no GPU). With --before, the plan files are written by this checkout and exported by the earlier commit's
-`perfmodel.export.export(pf, to)` (a git worktree), then checked against every version of this checkout. Prints one
+`perfmodel.export.targets.export(pf, to)` (a git worktree), then checked against every version of this checkout. Prints one
 row per plan x target x version and the accepted counts; --out writes them as JSON (benchmarks/results/
 export_checks/ keeps the committed runs).
 """
@@ -23,14 +23,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from perfmodel.export import TARGETS, nearest_updates, versions
-from perfmodel.exporting import export_plan
-from perfmodel.framework_checks import run_check
-from perfmodel.framework_checks.spread import SPREAD, spread_plan_file
-from perfmodel.planfile import write_plan_file
+from perfmodel.export.targets import TARGETS, nearest_updates, versions
+from perfmodel.export.nearest import export_plan
+from perfmodel.export.checks.releases import run_check
+from perfmodel.export.checks.spread import SPREAD, spread_plan_file
+from perfmodel.spec.plan_file import write_plan_file
 
 ROOT = Path(__file__).resolve().parents[1]
-_OLD_EXPORT = ("import sys; from perfmodel.planfile import load_plan_file; from perfmodel.export import export; "
+_OLD_EXPORT = ("import sys; from perfmodel.spec.plan_file import load_plan_file; from perfmodel.export import export; "
                "sys.stdout.write(export(load_plan_file(sys.argv[1]), sys.argv[2]))")
 
 

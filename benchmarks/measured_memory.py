@@ -6,7 +6,7 @@ row measured.
 Rows: measured_memory_dev.csv (torchtitan's Dec-2024 Llama 3.1 H100 tables: peak reserved, max over ranks; the
 nanotron llama-1B sweep: peak allocated and the allocated memory between steps) and the rows of
 published_moe_runs_dev.csv with `mem_peak_gib` (Megatron-Bridge Qwen3 / Moonlight, SimuMax's DeepSeek proxies:
-peak allocated). perfmodel.published_memory maps each row to (model, system, plan), the view it measured
+peak allocated). perfmodel.published.memory_peaks maps each row to (model, system, plan), the view it measured
 (allocated: torch.cuda.max_memory_allocated; reserved: max_memory_reserved) and the device (max over ranks, rank
 0, last stage). Prints one line per row (measured, predicted in that view on that device, signed error, the
 between-steps figures where given, the predicted parts), then per source group the count, the mean signed error
@@ -27,7 +27,7 @@ import pandas as pd
 from devset import HERE
 from perfmodel import estimate
 from perfmodel.errors import InputError
-from perfmodel.published_memory import memory_cases, nan_if_none, predicted
+from perfmodel.published.memory_peaks import memory_cases, nan_if_none, predicted
 
 
 def _devset(name: str) -> Path:

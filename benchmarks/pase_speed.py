@@ -1,4 +1,4 @@
-"""Wall time of the PaSE per-operator sharding search (perfmodel.search.pase.solve).
+"""Wall time of the PaSE per-operator sharding search (perfmodel.search.pase.solver.solve).
 
     python benchmarks/pase_speed.py [--repeat N]
 
@@ -20,9 +20,9 @@ import time
 import pandas as pd
 
 from perfmodel import load_hardware, load_model
-from perfmodel.operators import AXES
-from perfmodel.plan import Plan, resolve
-from perfmodel.search import pase
+from perfmodel.spec.operators import AXES
+from perfmodel.spec.plan import Plan, resolve
+from perfmodel.search.pase import solver as pase
 
 SYSTEM = load_hardware("dgx-h100")
 BASE = {"gpus": 16384, "tp": 8, "pp": 16, "micro_batch": 1, "global_batch": 2048, "seq_len": 8192, "zero": 1}

@@ -12,7 +12,7 @@ The published layout is ranked against the search whether or not the search's sp
 tp > 1 without sequence parallelism). Rows whose published layout the model says does not fit are marked.
 Jobs shared by several rows are searched once.
 
---moe does the same for the mixture-of-experts development set (perfmodel.published_moe.load_moe_cases): the job
+--moe does the same for the mixture-of-experts development set (perfmodel.published.moe_runs.load_moe_cases): the job
 also holds the row's software stack, token dispatcher and expert imbalance, the search folds the experts over
 every (ep, etp) itself, layouts name ep and etp, and `in_space` says whether the search enumerates the published
 layout (False: ranked from outside the space; see perfmodel.search.space for its rules).
@@ -37,9 +37,9 @@ import pandas as pd
 from perfmodel import estimate
 from devset import DEFAULT_CSV, MOE_CSV
 from perfmodel.errors import InputError
-from perfmodel.published import load_cases
-from perfmodel.published_moe import load_moe_cases
-from perfmodel.search.layouts import PLAN_COLUMNS, search
+from perfmodel.published.runs import load_cases
+from perfmodel.published.moe_runs import load_moe_cases
+from perfmodel.search.ranking import PLAN_COLUMNS, search
 from perfmodel.search.space import Job, Space, enumerate_layouts
 
 # The plan fields a search holds fixed besides gpus, global batch and sequence (search.space.Job): the row's

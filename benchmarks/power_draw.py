@@ -1,5 +1,5 @@
 """Measure one GPU's power while idle, in bf16 GEMMs and in a copy-bound loop (the stand-in for a device that
-only communicates), for perfmodel.energy's idle and communication shares. Needs a CUDA GPU and nvidia-smi; it
+only communicates), for perfmodel.run.energy's idle and communication shares. Needs a CUDA GPU and nvidia-smi; it
 changes no card setting (it only reads power.draw).
 
     python benchmarks/power_draw.py --out benchmarks/results/power/NAME.json   # about 40 s

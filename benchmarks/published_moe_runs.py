@@ -4,8 +4,8 @@
 
 Prints, per model family and per source group, and over the trust-A rows, MAPE and mean signed error of the
 step time for
-  (a) profiles: the hardware specs and the stack profiles, nothing fitted (perfmodel.published_moe maps rows);
-  (c) three-shot: `calibrate --from-runs`'s fit (perfmodel.calibrate.runs.fit) to 3 rows of the family (`--draws`
+  (a) profiles: the hardware specs and the stack profiles, nothing fitted (perfmodel.published.moe_runs maps rows);
+  (c) three-shot: `calibrate --from-runs`'s fit (perfmodel.calibrate.from_runs.fit) to 3 rows of the family (`--draws`
       random draws, fixed `--seed`), predicting the family's other rows: the median over draws of that MAPE.
 Then the rows that could not be expressed, with the reason. Nothing here is tuned per row or per source.
 """
@@ -23,7 +23,7 @@ from published_runs import priced as dense_priced
 from published_runs import summary as dense_summary
 from published_runs import three_shot as dense_three_shot
 from devset import MOE_CSV as DEFAULT_CSV
-from perfmodel.published_moe import load_moe_cases
+from perfmodel.published.moe_runs import load_moe_cases
 
 
 def family(model: str) -> str:
@@ -31,7 +31,7 @@ def family(model: str) -> str:
 
 
 def priced(csv: Path):
-    """published_runs.priced over the MoE rows (published_moe.load_moe_cases), with each row's model family, GPU
+    """published_runs.priced over the MoE rows (published.moe_runs.load_moe_cases), with each row's model family, GPU
     and the share of its predicted step spent in exposed expert-parallel communication."""
     raw = pd.read_csv(csv).set_index("row_id")
     df, parts, idx = dense_priced(csv, load_moe_cases(csv))

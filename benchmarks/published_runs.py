@@ -5,7 +5,7 @@
 Prints, per source group and overall (and over the trust-A rows), MAPE, median and max |error| and the mean
 signed error of the step time, for
   (a) profiles: the hardware specs and each run's software-stack profile (its `framework`), nothing fitted;
-  (b) leave-one-group-out: `perfmodel calibrate --from-runs`'s fit (perfmodel.calibrate.runs) to every other
+  (b) leave-one-group-out: `perfmodel calibrate --from-runs`'s fit (perfmodel.calibrate.from_runs) to every other
       group (each group weighted once; compute and network speed only: a per-step overhead is a cluster's own
       host time, which `fit(overhead=False)` leaves out of a fit meant for other clusters), predicting this one,
       with its 80% interval from the nested leave-one-group-out residuals of the other groups (each group weighted
@@ -27,10 +27,10 @@ import numpy as np
 import pandas as pd
 
 from devset import DEFAULT_CSV
-from perfmodel.calibrate.runs import fit, interval_from, price
+from perfmodel.calibrate.from_runs import fit, interval_from, price
 from perfmodel.errors import InputError
-from perfmodel.published import load_cases
-from perfmodel.stack import STACKS
+from perfmodel.published.runs import load_cases
+from perfmodel.spec.stack import STACKS
 
 NEUTRAL = (1.0, 1.0, 0.0)  # compute speed, network speed, overhead: the uncalibrated spec
 
@@ -42,7 +42,7 @@ def predict_all(csv: Path) -> pd.DataFrame:
 
 def priced(csv: Path, cases=None):
     """(per-row table, priced parts of the expressible rows, their indices in the table); `cases`: the CSV's
-    rows as published.Case (default load_cases; the MoE benchmark passes its own)."""
+    rows as published.runs.Case (default load_cases; the MoE benchmark passes its own)."""
     cases = load_cases(csv) if cases is None else cases
     for c in cases:  # a row the estimate refuses keeps the reason
         if not c.reason:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from scipy.optimize import brentq
 
 import perfmodel as pm
-from perfmodel.models import ModelConfig
+from perfmodel.spec.model import ModelConfig
 
 MEASURED_TFLOPS = 225.0  # per A100, FlashAttention-2 end-to-end, GPT3-2.7B, seq 8192
 

@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from perfmodel.host import cpu_shares, cpu_stat  # noqa: E402
-from perfmodel.validate import _gpu_name, validate  # noqa: E402
+from perfmodel.execute.host import cpu_shares, cpu_stat  # noqa: E402
+from perfmodel.validate.runner import _gpu_name, validate  # noqa: E402
 
 
 def slug(text: str) -> str:

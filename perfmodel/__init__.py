@@ -4,13 +4,29 @@
     est = perfmodel.estimate(perfmodel.load_model("llama-3-70b"), perfmodel.load_hardware("dgx-h100"),
                              perfmodel.Plan(gpus=512, tp=8, pp=4, micro_batch=1, global_batch=1024, seq_len=8192))
     est.step_time_s, est.mfu, est.fits_in_memory, est.memory_bytes.reserved
+
+    from perfmodel.search import search   # every layout of a job, ranked
+
+The package is laid out as the data flows (docs/architecture.md): spec -> cost -> run / search -> export,
+execute -> calibrate -> validate, with cli and plots on top. The names below are read lazily, so importing a
+module of one stage (the executor's workers import `perfmodel.spec` and `perfmodel.execute` only) does not load
+the cost model.
 """
 
-from .cost.estimate import estimate
-from .errors import InputError
-from .hardware import System, load_hardware
-from .models import ModelConfig, load_model
-from .plan import Plan
-from .result import Estimate
+_PUBLIC = {"estimate": "perfmodel.cost.estimate", "load_model": "perfmodel.spec.model_catalogue",
+           "load_hardware": "perfmodel.spec.hardware", "Plan": "perfmodel.spec.plan",
+           "Estimate": "perfmodel.spec.result", "ModelConfig": "perfmodel.spec.model",
+           "System": "perfmodel.spec.hardware", "InputError": "perfmodel.errors"}
+__all__ = list(_PUBLIC)
 
-__all__ = ["estimate", "load_model", "load_hardware", "Plan", "Estimate", "ModelConfig", "System", "InputError"]
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        import importlib
+
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module 'perfmodel' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from perfmodel.argtypes import MAX_COUNT
-from perfmodel.recompute import Recompute
+from perfmodel.cli.argtypes import MAX_COUNT
+from perfmodel.spec.recompute import Recompute
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV_CSV = ROOT / "benchmarks" / "data" / "published_runs_dev.csv"
@@ -130,14 +130,14 @@ def _preset(s: str, names) -> bool:
 
 
 def model_in(**kw) -> Kind:
-    from perfmodel.models import list_models
+    from perfmodel.spec.model_catalogue import list_models
 
     return Kind(MODEL_BAD, st.one_of(_junk(".yaml"), _junk(".json"), TEXT.filter(
         lambda s: s and not _preset(s, list_models))), path=True, **kw)
 
 
 def hardware_in(names=(), **kw) -> Kind:
-    from perfmodel.hardware import list_systems
+    from perfmodel.spec.hardware import list_systems
 
     names = ("hardware", "system", "spec", *names)
     return Kind(HW_BAD, st.one_of(_junk(".yaml"), TEXT.filter(lambda s: s and not _preset(s, list_systems))),
@@ -176,7 +176,7 @@ def gpu_list() -> Kind:
 
 def recompute_modules(valid=("core_attn", "mlp", "layernorm"), **kw) -> Kind:
     """--recompute-modules with --recompute selective: a list with a name that is no module (argparse refuses it)
-    or a module the base's model lacks (gpt2-124m: no experts, no latent attention; plan.resolve refuses it)."""
+    or a module the base's model lacks (gpt2-124m: no experts, no latent attention; spec.plan.resolve refuses it)."""
     def bad(s: str) -> bool:
         return any(p.strip() not in valid for p in s.split(","))
 
@@ -234,7 +234,7 @@ def only() -> Kind:
 
 def hw_list() -> Kind:
     fixed = ["", ",", "dgx-h100,", "nosuch", "dgx-h100,nosuch", "missing.yaml", "adir", "empty.yaml", "binary.yaml"]
-    from perfmodel.hardware import list_systems
+    from perfmodel.spec.hardware import list_systems
 
     def bad(s: str) -> bool:  # some name is empty, or neither a preset nor the zoo's spec
         return any(not p.strip() or not (_preset(p, list_systems) or p.strip() == "spec.yaml") for p in s.split(","))
@@ -360,8 +360,8 @@ def _plan_flags(cmd: str) -> dict:
 
 def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
     """(command, flag) -> Kind for every flag the table knows; choices flags get bad choices of their own list."""
-    from perfmodel.forecast_command import RANGES  # the API's ranges (forecast.py, energy.py)
-    from perfmodel.sweeps import SWEEPS
+    from perfmodel.cli.forecast_command import RANGES  # the API's ranges (forecast.py, energy.py)
+    from perfmodel.validate.sweeps import SWEEPS
 
     t = {}
     t |= {("predict", f): k for f, k in _plan_flags("predict").items()}

@@ -1,13 +1,14 @@
 """Bad input through the Python API and spec files: one InputError line naming the field, value and what is valid."""
 
 import json
+from importlib import resources
 
 import pytest
 import yaml
 
 import perfmodel as pm
 from perfmodel.errors import InputError
-from perfmodel.hardware import load_hardware
+from perfmodel.spec.hardware import load_hardware
 
 
 def one_line(err: pytest.ExceptionInfo) -> str:
@@ -65,7 +66,7 @@ def test_sequence_parallel_needs_tp_to_divide_each_context_rank_tokens():
 
 def test_pase_refuses_bad_budgets_and_placements_in_one_line():
     from perfmodel.cost.mesh import Mesh
-    from perfmodel.search import pase
+    from perfmodel.search.pase import solver as pase
 
     plan = dict(gpus=2, tp=2, micro_batch=1, global_batch=2, seq_len=64)
     for budget in ("1e9", float("nan"), -1.0, True):
@@ -83,7 +84,7 @@ def test_pase_refuses_bad_budgets_and_placements_in_one_line():
 
 
 def _spec(tmp_path, mutate) -> str:
-    data = yaml.safe_load(open(pm.hardware.resources.files("perfmodel.hardware_specs") / "systems" / "dgx-h100.yaml"))
+    data = yaml.safe_load(open(resources.files("perfmodel.hardware_specs") / "systems" / "dgx-h100.yaml"))
     mutate(data)
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(data))

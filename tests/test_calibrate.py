@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 import perfmodel as pm
-from perfmodel.calibrate import calibrate, default_base, raw_path, run_calibration
-from perfmodel.calibrate import command as cal_command
+from perfmodel.calibrate.machine import calibrate, default_base, raw_path, run_calibration
+from perfmodel.cli import calibrate_command as cal_command
 from perfmodel.calibrate.fit import (
     COUNTED_BYTES,
     comm_coefficients,
@@ -37,11 +37,11 @@ from perfmodel.calibrate.raw import (
     RawFile,
     load_raw,
 )
-from perfmodel.calibrate.spec import build_system, cpu_template
+from perfmodel.calibrate.calibrated_spec import build_system, cpu_template
 from perfmodel.cost.comm import Phase, collective_time, group_phases, p2p_time
 from perfmodel.cost.compute import flash_attention_time, gemm_time
 from perfmodel.errors import InputError
-from perfmodel.hardware import load_hardware
+from perfmodel.spec.hardware import load_hardware
 
 torch = pytest.importorskip("torch")
 
@@ -402,7 +402,7 @@ def test_quick_calibration_in_process(tmp_path):
 
 def test_quick_calibration_two_ranks_under_torchrun(tmp_path):
     out = tmp_path / "two.yaml"
-    ap = cal_command.add_parser(__import__("argparse").ArgumentParser().add_subparsers())
+    ap = cal_command.add_parser(__import__("argparse").ArgumentParser().add_subparsers(), "calibrate", "")
     text = cal_command.run(ap.parse_args(["--device", "cpu", "--nproc", "2", "--quick", "--name", "cpu-ci-2p",
                                           "--output", str(out)]))
     system, raw = check_spec(out, 2, " --name cpu-ci-2p")
@@ -421,7 +421,7 @@ def test_quick_calibration_two_ranks_under_torchrun(tmp_path):
     o = raw.measurements.overlap
     assert o.group_size == 2 and len(o.compute_s) == len(o.comm_s) == len(o.both_s) == 5
     # the executor's host costs: one probe per layout two processes allow, each priced and measured
-    from perfmodel.calibrate.host import probe_plans, sustained_fraction
+    from perfmodel.calibrate.host_costs import probe_plans, sustained_fraction
 
     hc = system.host_costs
     assert hc.stack == "plain-torch" and [p.name for p in hc.probes] == list(probe_plans(2))

@@ -19,12 +19,12 @@ import pytest
 
 torch = pytest.importorskip("torch")  # CI installs torch (README test command); the core install does not
 
-from perfmodel.cli import main  # noqa: E402
-from perfmodel.execute import run_plans  # noqa: E402
+from perfmodel.cli.main import main  # noqa: E402
+from perfmodel.execute.run_plans import run_plans  # noqa: E402
 from perfmodel.execute.manifest import MANIFEST, Manifest, plan_checkpoints  # noqa: E402
-from perfmodel.launch import RunFailed  # noqa: E402
-from perfmodel.measurement import Measurement, load_measurement, measurement_path  # noqa: E402
-from perfmodel.planfile import write_plan_file  # noqa: E402
+from perfmodel.execute.launch import RunFailed  # noqa: E402
+from perfmodel.spec.measurement import Measurement, load_measurement, measurement_path  # noqa: E402
+from perfmodel.spec.plan_file import write_plan_file  # noqa: E402
 
 from test_execute import LLAMA, _check, plan_file, reference_losses, write_all  # noqa: E402
 
@@ -145,7 +145,7 @@ def test_validate_prints_the_saves_against_the_forecast(runs, monkeypatch, capsy
         got.update(kw)
         return [runs["resumed"][Path(p).stem] for p in paths]
 
-    monkeypatch.setattr("perfmodel.execute.run_plans", fake_run_plans)
+    monkeypatch.setattr("perfmodel.execute.run_plans.run_plans", fake_run_plans)
     paths = [str(runs["paths"][n]) for n in ("ddp", "fsdp")]
     assert main(["validate", *paths, "--steps", "4", "--warmup", "1", "--checkpoint-every", "2",
                  "--out-dir", str(tmp_path / "v")]) == 0
@@ -156,7 +156,7 @@ def test_validate_prints_the_saves_against_the_forecast(runs, monkeypatch, capsy
     table = lines[lines.index(next(x for x in lines if x.startswith("checkpoints (times"))) + 2:][:2]
     assert [row.split()[:2] for row in table] == [["ddp", "2"], ["fsdp", "2"]]  # plan, saves
     assert all(row.split()[-1].endswith("s") for row in table)  # resumed: a read time was measured
-    assert "forecast.DEFAULT_STORAGE (none in" in out  # the CPU spec names no store: which tier is said
+    assert "run.forecast.DEFAULT_STORAGE (none in" in out  # the CPU spec names no store: which tier is said
     assert "14 B/param" in out and "12 B/param" in out
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from perfmodel.stack import load_stack
+from perfmodel.spec.stack import load_stack
 
 from perfmodel import Plan, estimate, load_hardware, load_model
 from perfmodel.cost import comm as C
 from perfmodel.cost.pipeline import bubble_fraction, in_flight, pipeline_time, stage_layers
-from perfmodel.models import ModelConfig
+from perfmodel.spec.model import ModelConfig
 
 H100 = load_hardware("dgx-h100")
 NVL_BW = 450e9 * 0.80  # dgx-h100 nvlink: 450 GB/s per direction x collective efficiency 0.80
@@ -51,7 +51,7 @@ def test_p2p_time():
 
 def test_per_kind_ring_replaces_the_tier_values_for_that_kind_only():
     # nvlink tier of dgx-h100 with its own all-gather fit: 0.5 efficiency, 10 us per step
-    from perfmodel.hardware import KindFit
+    from perfmodel.spec.hardware import KindFit
 
     nvl = H100.tiers[0].model_copy(update={"by_kind": {"all_gather": KindFit(collective_efficiency=0.5,
                                                                              latency_us=10.0)}})

@@ -10,8 +10,8 @@ from perfmodel.cost.compression import compression_seconds, matrix_shapes, power
 from perfmodel.cost.kernels import Device
 from perfmodel.cost.layouts import Layouts
 from perfmodel.errors import InputError
-from perfmodel.models import ModelConfig
-from perfmodel.plan import resolve
+from perfmodel.spec.model import ModelConfig
+from perfmodel.spec.plan import resolve
 
 TINY = ModelConfig(name="tiny", n_layers=2, hidden=64, n_heads=4, ffn_hidden=256, vocab=1000, max_seq_len=128,
                    mlp="swiglu", norm="rmsnorm", position="rope")
@@ -83,7 +83,7 @@ def test_powersgd_outside_ddp_is_refused(update, needle):
 
 
 def test_search_with_powersgd_enumerates_whole_replicas_only():
-    from perfmodel.search.layouts import search
+    from perfmodel.search.ranking import search
 
     # whole replicas of an 8B model (zero 0) fill a B200: no headroom, so that some fit
     res = search(MODEL, "dgx-b200", 64, 512, 2048, grad_compression="powersgd", powersgd_rank=4, headroom=0.0)
@@ -104,7 +104,7 @@ def test_one_replica_compresses_nothing():
 
 
 def test_exports_say_what_the_framework_cannot_compress():
-    from perfmodel.exporting import export_plan
+    from perfmodel.export.nearest import export_plan
     from test_export import plan_file
 
     # none of the three has PowerSGD: each export changes the plan to uncompressed gradients and says so
@@ -121,7 +121,7 @@ def test_exports_say_what_the_framework_cannot_compress():
 
 
 def test_search_only_limits_that_exclude_powersgd_layouts_are_refused():
-    from perfmodel.search.layouts import search
+    from perfmodel.search.ranking import search
 
     with pytest.raises(InputError, match="--only zero=1,2 with grad_compression = powersgd.*needs zero=0"):
         search(MODEL, "dgx-b200", 64, 512, 4096, grad_compression="powersgd", space={"zero": [1, 2]})

@@ -36,8 +36,9 @@ def test_attention_efficiency_half_saturation():
 def test_zero3_copies_bytes():
     import perfmodel as pm
     from perfmodel.cost.kernels import Device, zero3_copy_op
+    from perfmodel.spec.plan import resolve
 
-    plan = pm.plan.resolve(pm.Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=1024, zero=3),
+    plan = resolve(pm.Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=1024, zero=3),
                            pm.load_model("gpt2-124m"), pm.load_hardware("dgx-h100"))
     dev = Device(pm.load_model("gpt2-124m"), pm.load_hardware("dgx-h100"), plan)
     op = zero3_copy_op(dev, 1e9, 4.0)
@@ -67,9 +68,9 @@ def test_estimate_shares_cores_between_pipeline_stages():
 
     from perfmodel.cost.compute import shared_core_speedup
     from perfmodel.cost.estimate import estimate
-    from perfmodel.hardware import load_hardware
-    from perfmodel.plan import Plan
-    from perfmodel.sweeps import TINY_GPT2 as model
+    from perfmodel.spec.hardware import load_hardware
+    from perfmodel.spec.plan import Plan
+    from perfmodel.validate.sweeps import TINY_GPT2 as model
 
     cpu = load_hardware(Path(__file__).parent / "fixtures" / "cpu-test.yaml")
     shared = type(cpu).parse({**cpu.model_dump(), "shared_host": {"ranks": 4, "cores": 2}})

@@ -18,8 +18,8 @@ from perfmodel.cost.moe import (
     moe_share,
     tokens_in,
 )
-from perfmodel.models import ModelConfig, MoEConfig
-from perfmodel.plan import resolve
+from perfmodel.spec.model import ModelConfig, MoEConfig
+from perfmodel.spec.plan import resolve
 
 TINY = ModelConfig(name="tiny-moe", n_layers=4, hidden=256, n_heads=4, ffn_hidden=512, vocab=1024, max_seq_len=512,
                    mlp="swiglu", norm="rmsnorm", position="rope",
@@ -180,7 +180,7 @@ def test_search_enumerates_expert_layouts():
 
 
 def test_search_result_keeps_the_expert_layout():
-    from perfmodel.search.layouts import search
+    from perfmodel.search.ranking import search
 
     res = search(TINY, "dgx-h100", 16, 32, 256)
     best = res.plan(0)
@@ -237,7 +237,7 @@ def test_moe_overlap_hides_the_paired_micro_batches_dispatch_behind_a_layers_com
     longer than C (behind = (1 - f) C): C (1 - (m - 1) f / m); with no window all of C stays; one micro-batch
     has no pair. The estimate charges what moe_comms returns at the layer's compute window."""
     from perfmodel.cost.sharded import moe_comms, overlap_fraction
-    from perfmodel.stack import load_stack
+    from perfmodel.spec.stack import load_stack
 
     system = load_hardware("dgx-h100")
     plan = Plan(gpus=16, dp=16, ep=8, micro_batch=1, global_batch=64, seq_len=256)
@@ -275,7 +275,7 @@ def test_moe_overlap_refusals(fields, needle):
 def test_moe_overlap_needs_a_layout_megatron_overlaps(fields, needle):
     """Megatron-Core's checks (core_r0.14 TransformerConfig): ep > 1, vpp wherever pp > 1, no full recompute; the
     search with moe_overlap enumerates only such layouts."""
-    from perfmodel.search.layouts import search
+    from perfmodel.search.ranking import search
 
     plan = Plan(**({"gpus": 16, "dp": None, "ep": 8, "micro_batch": 1, "global_batch": 64, "seq_len": 256,
                     "moe_overlap": True} | fields))

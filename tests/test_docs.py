@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from perfmodel import docgen
+from perfmodel.cli import docgen
 from perfmodel.cost.estimate import estimate
-from perfmodel.hardware import SharedHost, System, load_hardware
-from perfmodel.plan import Plan
-from perfmodel.planfile import PlanFile
+from perfmodel.spec.hardware import SharedHost, System, load_hardware
+from perfmodel.spec.plan import Plan
+from perfmodel.spec.plan_file import PlanFile
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-PACKAGE = Path(docgen.__file__).resolve().parent
+PACKAGE = Path(docgen.__file__).resolve().parents[1]  # perfmodel/ (docgen lives in perfmodel/cli/)
 PAGES = ("model.md", "hardware.md", "plans.md", "stacks.md", "forecast.md")
 NAME = re.compile(r"\bperfmodel(?:\.[A-Za-z_]\w*)+")
 
@@ -90,7 +90,7 @@ def resolves(dotted: str) -> bool:
 def test_generated_blocks_match_the_models(page):
     begin, make = docgen.BLOCKS[page]
     _, body, _ = docgen.split_block(_read(page), begin)
-    assert body == make(), f"docs/{page} is stale: run python -m perfmodel.docgen"
+    assert body == make(), f"docs/{page} is stale: run python -m perfmodel.cli.docgen"
 
 
 def test_docgen_is_idempotent(tmp_path):
@@ -119,7 +119,7 @@ def test_every_documented_field_has_a_description(schema, names):
 
 
 def test_name_check_catches_what_is_missing():
-    assert resolves("perfmodel.cost.pipeline.pipeline_time") and resolves("perfmodel.plan.Plan.zero_shard")
+    assert resolves("perfmodel.cost.pipeline.pipeline_time") and resolves("perfmodel.spec.plan.Plan.zero_shard")
     assert resolves("perfmodel.execute.data_parallel.apply_fsdp")  # read from source: imports torch
     assert not resolves("perfmodel.cost.pipeline.no_such_function")
     assert not resolves("perfmodel.execute.data_parallel.no_such_function")
@@ -197,8 +197,8 @@ def test_worked_trace_numbers_are_the_estimates():
 
 @pytest.mark.parametrize("target", ["megatron", "torchtitan"])
 def test_plans_page_shows_the_real_export(target):
-    from perfmodel.exporting import export_plan
-    from perfmodel.planfile import load_plan_file
+    from perfmodel.export.nearest import export_plan
+    from perfmodel.spec.plan_file import load_plan_file
 
     plan = "strategies/llama-3-70b_1024xh100.json"
     command = f"$ perfmodel export {plan} --to {target}\n"
@@ -211,7 +211,7 @@ def test_shipped_plan_files_match_this_perfmodel():
     """Every plan in strategies/ is what `predict --plan` and `export` accept: its prediction equals the estimate
     now (a change to the cost model must re-create them, as strategies/README.md says)."""
     from perfmodel.cost.estimate import check_prediction
-    from perfmodel.planfile import load_plan_file
+    from perfmodel.spec.plan_file import load_plan_file
 
     plans = sorted((DOCS.parent / "strategies").glob("*.json"))
     assert plans

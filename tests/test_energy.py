@@ -1,4 +1,4 @@
-"""Energy of a run (perfmodel.energy, forecast's energy fields, search --objective energy): by hand for one plan,
+"""Energy of a run (perfmodel.run.energy, forecast's energy fields, search --objective energy): by hand for one plan,
 the defaults and their sources, overrides, and bad input."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from perfmodel import Plan, estimate, load_hardware
-from perfmodel.energy import activity, device_power_w, facility_kwh, power_for
+from perfmodel.run.energy import activity, device_power_w, facility_kwh, power_for
 from perfmodel.errors import InputError
-from perfmodel.forecast import forecast
+from perfmodel.run.forecast import forecast
 
 PLAN = Plan(gpus=64, tp=8, pp=2, micro_batch=1, global_batch=128, seq_len=4096, sequence_parallel=True, zero=1)
 MODEL, SYSTEM = "llama-3-8b", "dgx-h100"
@@ -75,7 +75,7 @@ def test_no_board_power_is_a_note_not_a_number():
 
 
 def test_search_ranks_by_energy():
-    from perfmodel.search.layouts import search
+    from perfmodel.search.ranking import search
 
     res = search(MODEL, SYSTEM, [64, 128], 512, 4096, objective="energy", space={"tp": [1, 2, 8], "pp": [1, 2]})
     t = res.table
@@ -119,8 +119,8 @@ def test_command_prints_energy_and_its_json_fields():
 
 
 def test_every_part_of_a_step_is_busy_communicating_or_waiting_exactly_once():
-    from perfmodel.energy import BUSY_PARTS, COMM_PARTS, IDLE_PARTS
-    from perfmodel.result import TimeBreakdown
+    from perfmodel.run.energy import BUSY_PARTS, COMM_PARTS, IDLE_PARTS
+    from perfmodel.spec.result import TimeBreakdown
 
     parts = [*BUSY_PARTS, *COMM_PARTS, *IDLE_PARTS]
     assert sorted(parts) == sorted(set(TimeBreakdown.model_fields) - {"total"}) and len(parts) == len(set(parts))

@@ -15,16 +15,22 @@ import pytest
 
 torch = pytest.importorskip("torch")  # CI installs torch (README test command); the core install does not
 
-from perfmodel.cli import main  # noqa: E402
+from perfmodel.cli.main import main  # noqa: E402
 from perfmodel.errors import InputError  # noqa: E402
-from perfmodel.execute import run_plans  # noqa: E402
-from perfmodel.hardware import load_hardware  # noqa: E402
-from perfmodel.launch import RunFailed  # noqa: E402
-from perfmodel.measurement import load_measurement, measurement_path  # noqa: E402
-from perfmodel.models import ModelConfig  # noqa: E402
-from perfmodel.plan import Plan, resolve, split_of  # noqa: E402
-from perfmodel.planfile import (PLACEMENT_AXES, PlanFile, Prediction, megatron_placements, mesh_of,  # noqa: E402
-                                write_plan_file)
+from perfmodel.execute.run_plans import run_plans  # noqa: E402
+from perfmodel.spec.hardware import load_hardware  # noqa: E402
+from perfmodel.execute.launch import RunFailed  # noqa: E402
+from perfmodel.spec.measurement import load_measurement, measurement_path  # noqa: E402
+from perfmodel.spec.model import ModelConfig  # noqa: E402
+from perfmodel.spec.plan import Plan, resolve, split_of  # noqa: E402
+from perfmodel.spec.plan_file import (
+    PLACEMENT_AXES,
+    PlanFile,
+    Prediction,
+    megatron_placements,
+    mesh_of,
+    write_plan_file,
+)
 
 HERE = Path(__file__).parent
 CPU = load_hardware(HERE / "fixtures" / "cpu-test.yaml")
@@ -260,7 +266,7 @@ def test_refuses_a_process_count_that_differs_from_the_plan(tmp_path):
 
 
 def test_refuses_a_plan_for_another_device_type(tmp_path):
-    from perfmodel.search.planfiles import plan_file as search_plan_file
+    from perfmodel.search.plan_writer import plan_file as search_plan_file
 
     hw = load_hardware("dgx-h100")
     plan = resolve(Plan(gpus=2, micro_batch=2, **BATCH), LLAMA, hw)

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")  # CI installs torch (README test command); the core install does not
 
-from perfmodel.execute import run_plans  # noqa: E402
+from perfmodel.execute.run_plans import run_plans  # noqa: E402
 
 from test_execute import LLAMA, plan_file, write_all  # noqa: E402
 

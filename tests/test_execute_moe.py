@@ -1,4 +1,4 @@
-"""Mixture-of-experts in the executor: MoE layers (execute.model.MoE) and expert parallelism
+"""Mixture-of-experts in the executor: MoE layers (execute.transformer.MoE) and expert parallelism
 (execute.expert_parallel) train as one process does: losses over the first steps equal a single-process run of
 the same seed within test_execute.LOSS_TOL, on CPU with gloo, with tiny models.
 
@@ -18,9 +18,9 @@ import pytest
 torch = pytest.importorskip("torch")  # CI installs torch (README test command); the core install does not
 
 from perfmodel.errors import InputError  # noqa: E402
-from perfmodel.execute import run_plans  # noqa: E402
-from perfmodel.models import ModelConfig, MoEConfig  # noqa: E402
-from perfmodel.plan import Plan, resolve  # noqa: E402
+from perfmodel.execute.run_plans import run_plans  # noqa: E402
+from perfmodel.spec.model import ModelConfig, MoEConfig  # noqa: E402
+from perfmodel.spec.plan import Plan, resolve  # noqa: E402
 
 from test_execute import CPU, LLAMA, STEPS, _check, plan_file, write_all  # noqa: E402
 
@@ -111,7 +111,7 @@ def test_moe_losses_move(references):
 
 # -- the model on one process -----------------------------------------------------------------------------
 def _built(cfg: ModelConfig):
-    from perfmodel.execute.model import Transformer, initial_value
+    from perfmodel.execute.transformer import Transformer, initial_value
 
     torch.manual_seed(0)
     model = Transformer(cfg)
@@ -123,7 +123,7 @@ def _built(cfg: ModelConfig):
 
 @pytest.mark.parametrize("cfg", [MOE_LLAMA, MOE_GPT], ids=lambda c: c.name)
 def test_moe_model_has_the_configs_parameters_and_layers(cfg):
-    from perfmodel.execute.model import MoE
+    from perfmodel.execute.transformer import MoE
 
     model = _built(cfg)
     assert sum(p.numel() for p in model.parameters()) == cfg.n_params()
@@ -132,7 +132,7 @@ def test_moe_model_has_the_configs_parameters_and_layers(cfg):
 
 
 def test_routing_counts_sum_to_tokens_times_top_k():
-    from perfmodel.execute.model import MoE
+    from perfmodel.execute.transformer import MoE
 
     model = _built(MOE_LLAMA)
     tokens = torch.randint(0, MOE_LLAMA.vocab, (3, 16), generator=torch.Generator().manual_seed(1))
@@ -147,7 +147,7 @@ def test_routing_counts_sum_to_tokens_times_top_k():
 
 
 def test_expert_shards_draw_the_rows_of_the_whole_weight():
-    from perfmodel.execute.model import initial_value
+    from perfmodel.execute.transformer import initial_value
 
     name = "layers.1.mlp.experts.w1"
     whole = initial_value(name, (4, 32, 64), MOE_LLAMA, 0, "cpu")
@@ -159,8 +159,8 @@ DISPATCH = textwrap.dedent("""
     import json, os, sys
     import torch, torch.distributed as dist
     from perfmodel.execute.expert_parallel import apply_ep, expert_mesh
-    from perfmodel.execute.model import MoE
-    from perfmodel.models import ModelConfig
+    from perfmodel.execute.transformer import MoE
+    from perfmodel.spec.model import ModelConfig
 
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -233,7 +233,7 @@ GRADIENTS = textwrap.dedent("""
     from perfmodel.execute.checkpointing import plain_name
     from perfmodel.execute.data import Batches
     from perfmodel.execute.train import Trainer
-    from perfmodel.planfile import load_plan_file
+    from perfmodel.spec.plan_file import load_plan_file
 
     dist.init_process_group("gloo")
     torch.set_num_threads(1)

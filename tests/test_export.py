@@ -12,12 +12,12 @@ import re
 import pytest
 
 from perfmodel.errors import InputError
-from perfmodel.export import TARGETS, export
-from perfmodel.exporting import export_plan
-from perfmodel.hardware import load_hardware
-from perfmodel.models import load_model
-from perfmodel.plan import Plan, default_stage_layers, resolve
-from perfmodel.planfile import (
+from perfmodel.export.targets import TARGETS, export
+from perfmodel.export.nearest import export_plan
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.spec.model_catalogue import load_model
+from perfmodel.spec.plan import Plan, default_stage_layers, resolve
+from perfmodel.spec.plan_file import (
     OpPlacement,
     PlanFile,
     Prediction,

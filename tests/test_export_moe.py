@@ -4,7 +4,7 @@ prediction in Megatron-LM arguments, a torchtitan TOML and DeepSpeed notes.
 The models are built here with ModelConfig(moe=MoEConfig(...)) (a Qwen3-30B-A3B-like and a DeepSeek-V3-like one,
 shapes from their Hugging Face configs), not taken from the presets. Plan files are built in memory as
 tests/test_export.py builds them: the prediction is a fixed stand-in (export reads it, never recomputes it) and
-`planfile.check` resolves the plan, so no cost model runs.
+`spec.plan_file.check` resolves the plan, so no cost model runs.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ import subprocess
 import pytest
 
 from perfmodel.errors import InputError
-from perfmodel.export import export
+from perfmodel.export.targets import export
 from perfmodel.export.megatron import MEGATRON_ARGS, MEGATRON_NAMED_ARGS, nearest_plan, pattern_expression
-from perfmodel.exporting import export_plan
-from perfmodel.hardware import load_hardware
-from perfmodel.models import MLAConfig, ModelConfig, MoEConfig
-from perfmodel.plan import Plan, resolve, split_of
-from perfmodel.planfile import PlanFile, check, mesh_of
+from perfmodel.export.nearest import export_plan
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.spec.model import MLAConfig, ModelConfig, MoEConfig
+from perfmodel.spec.plan import Plan, resolve, split_of
+from perfmodel.spec.plan_file import PlanFile, check, mesh_of
 
 from perfmodel.export.torchtitan import nearest_plan as titan_nearest_plan, torchtitan
 from test_export import PREDICTION, ds_config, flag, megatron_args, megatron_not_expressed, titan, toml

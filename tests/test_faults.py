@@ -23,12 +23,12 @@ import pytest
 
 torch = pytest.importorskip("torch")  # CI installs torch (README test command); the core install does not
 
-from perfmodel.execute import run_plans  # noqa: E402
+from perfmodel.execute.run_plans import run_plans  # noqa: E402
 from perfmodel.execute.faults import LINE, VAR  # noqa: E402
-from perfmodel.launch import RunFailed  # noqa: E402
-from perfmodel.measurement import measurement_path  # noqa: E402
-from perfmodel.planfile import write_plan_file  # noqa: E402
-from perfmodel.processes import tagged  # noqa: E402
+from perfmodel.execute.launch import RunFailed  # noqa: E402
+from perfmodel.spec.measurement import measurement_path  # noqa: E402
+from perfmodel.spec.plan_file import write_plan_file  # noqa: E402
+from perfmodel.execute.processes import tagged  # noqa: E402
 
 from test_execute import LLAMA, plan_file  # noqa: E402
 
@@ -201,7 +201,7 @@ def test_ctrl_c_or_sigterm_to_the_parent_stops_every_rank(tmp_path, tag, sig):
 
 
 def test_validate_reports_a_failed_run_in_one_line_and_writes_no_table(tmp_path, monkeypatch, capsys, tag):
-    from perfmodel.cli import main
+    from perfmodel.cli.main import main
 
     path = _plan(tmp_path, "validated")
     monkeypatch.setenv(VAR, "raise:1:step2")

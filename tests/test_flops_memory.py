@@ -14,7 +14,7 @@ import perfmodel
 from perfmodel import Plan, estimate, load_hardware, load_model
 from perfmodel.cost.flops import attention_flops_per_token, matmul_params, model_flops_per_token
 from perfmodel.cost.memory import layer_activation_bytes, state_bytes
-from perfmodel.models import ModelConfig
+from perfmodel.spec.model import ModelConfig
 
 GPT_PRESETS = ["gpt2-124m", "gpt2-1.5b", "gpt3-125m", "gpt3-1.3b", "gpt3-6.7b", "gpt3-175b"]
 
@@ -321,7 +321,7 @@ def test_layer_op_flops_match_the_flops_convention():
     # One layer on one tp rank, one micro-batch of T tokens: weight GEMMs 2 * T * (matmul weights per layer)/tp;
     # the flash kernel executes the causal half of the 4 s (n_heads head_dim) per-token convention.
     from perfmodel.cost.units import unit_ops
-    from perfmodel.plan import resolve
+    from perfmodel.spec.plan import resolve
     m = load_model("llama-3-8b")
     hw = load_hardware("dgx-h100")
     plan = resolve(Plan(gpus=8, tp=8, micro_batch=2, global_batch=16, seq_len=4096), m, hw)

@@ -12,7 +12,7 @@ import pytest
 
 from perfmodel import Plan, estimate, load_model
 from perfmodel.errors import InputError
-from perfmodel.forecast import DEFAULT_STORAGE, INTERRUPTION_RATE, RampStage, forecast, parse_tokens
+from perfmodel.run.forecast import DEFAULT_STORAGE, INTERRUPTION_RATE, RampStage, forecast, parse_tokens
 
 PLAN = Plan(gpus=64, tp=8, pp=1, micro_batch=1, global_batch=128, seq_len=4096, sequence_parallel=True, zero=1)
 MODEL, SYSTEM = "llama-3-8b", "dgx-h100"
@@ -132,7 +132,7 @@ def test_plot_writes_a_png_and_a_bad_path_is_refused_before_work(tmp_path):
 def test_search_ranks_by_time_and_cost_to_train():
     """train-time / train-cost divide step time and GPU-hours per step by the goodput of the GPU count (forecast's
     defaults): the plan's own forecast has the same goodput, and bigger counts have less of it."""
-    from perfmodel.search.layouts import search
+    from perfmodel.search.ranking import search
 
     res = search(MODEL, SYSTEM, [64, 1024], 2048, 4096, objective="train-cost", space={"tp": [8], "pp": [1]})
     t = res.table

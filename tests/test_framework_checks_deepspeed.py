@@ -1,8 +1,8 @@
-"""DeepSpeed's own checks (perfmodel.framework_checks.deepspeed_check) on `perfmodel export --to deepspeed`: every
+"""DeepSpeed's own checks (perfmodel.export.checks.deepspeed_check) on `perfmodel export --to deepspeed`: every
 plan of the spread, changed to the nearest plan each version expresses and re-predicted, is accepted by that
 release's DeepSpeedConfig and deepspeed.initialize; configs the releases refuse are refused by the check.
 
-Downloads deepspeed 0.19.8 and 0.16.9 sdists from PyPI once (perfmodel.framework_checks.fetch) and needs their
+Downloads deepspeed 0.19.8 and 0.16.9 sdists from PyPI once (perfmodel.export.checks.releases.fetch) and needs their
 light dependencies (hjson, py-cpuinfo, msgpack, einops, ninja, tqdm, psutil, numpy, pydantic, packaging)."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import json
 import pytest
 
 from perfmodel.export.deepspeed import VERSIONS, nearest_plan
-from perfmodel.exporting import export_plan
-from perfmodel.framework_checks import run_checks
-from perfmodel.framework_checks.spread import SPREAD, spread_plan_file
+from perfmodel.export.nearest import export_plan
+from perfmodel.export.checks.releases import run_checks
+from perfmodel.export.checks.spread import SPREAD, spread_plan_file
 
 pytest.importorskip("hjson", reason="DeepSpeed's checks need the frameworks extra (hjson, py-cpuinfo, ...)")
 

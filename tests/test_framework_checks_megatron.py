@@ -1,4 +1,4 @@
-"""Megatron-LM exports through megatron-core's own config checks (perfmodel.framework_checks.megatron_check), at
+"""Megatron-LM exports through megatron-core's own config checks (perfmodel.export.checks.megatron_check), at
 every version perfmodel writes for, for every plan of the spread; and the checks refuse what Megatron refuses,
 so an accepted export means something. Each megatron-core release is downloaded from PyPI once (no GPU)."""
 
@@ -9,9 +9,9 @@ import re
 import pytest
 
 from perfmodel.export.megatron import VERSIONS
-from perfmodel.exporting import export_plan
-from perfmodel.framework_checks import run_check, run_checks
-from perfmodel.framework_checks.spread import SPREAD, spread_plan_file
+from perfmodel.export.nearest import export_plan
+from perfmodel.export.checks.releases import run_check, run_checks
+from perfmodel.export.checks.spread import SPREAD, spread_plan_file
 
 
 @pytest.mark.parametrize("version", list(VERSIONS))

@@ -1,4 +1,4 @@
-"""torchtitan exports through torchtitan's own config loading (perfmodel.framework_checks.torchtitan_check), at
+"""torchtitan exports through torchtitan's own config loading (perfmodel.export.checks.torchtitan_check), at
 every version perfmodel writes for (0.3.0: a Python Trainer.Config module; 0.2.2: a TOML JobConfig), for every
 plan of the spread; the checks refuse what torchtitan refuses, so an accepted export means something. Each
 torchtitan release is downloaded from PyPI once (no GPU); its light dependencies are the `frameworks` extra."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from perfmodel.export.torchtitan import VERSIONS, nearest_plan, torchtitan
-from perfmodel.exporting import export_plan
-from perfmodel.framework_checks import run_check, run_checks
-from perfmodel.framework_checks.spread import SPREAD, spread_plan_file
+from perfmodel.export.nearest import export_plan
+from perfmodel.export.checks.releases import run_check, run_checks
+from perfmodel.export.checks.spread import SPREAD, spread_plan_file
 
 try:
     import tomllib

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 import fuzz_cli_inputs as fi
 import fuzz_flags as ff
-from perfmodel.cli import build_parser, main
+from perfmodel.cli.main import build_parser, main
 
 HERE = Path(__file__).parent
 CORPUS = HERE / "fuzz_corpus" / "cli"
@@ -82,11 +82,11 @@ def zoo(tmp_path_factory) -> dict[str, bytes]:
     """The bytes of every file the bases and bad values name (fuzz_flags.zoo_files)."""
     import pandas as pd
 
-    from perfmodel.hardware import load_hardware
-    from perfmodel.models import ModelConfig
-    from perfmodel.plan import Plan
-    from perfmodel.planfile import write_plan_file
-    from perfmodel.search.planfiles import plan_file
+    from perfmodel.spec.hardware import load_hardware
+    from perfmodel.spec.model import ModelConfig
+    from perfmodel.spec.plan import Plan
+    from perfmodel.spec.plan_file import write_plan_file
+    from perfmodel.search.plan_writer import plan_file
 
     tmp = tmp_path_factory.mktemp("zoo")
     assert call(["predict", *ff.PRED, "--save-plan", str(tmp / "plan.json")]).rc == 0
@@ -137,13 +137,13 @@ def _would_launch(*a, **k):
 @pytest.fixture
 def no_launch(monkeypatch):
     """Nothing real starts: torchrun launches, and calibrate's in-process microbenchmarks."""
-    import perfmodel.calibrate
-    import perfmodel.execute
-    import perfmodel.launch
+    import perfmodel.calibrate.machine
+    import perfmodel.execute.run_plans
+    import perfmodel.execute.launch
 
-    for mod in (perfmodel.launch, perfmodel.execute):
+    for mod in (perfmodel.execute.launch, perfmodel.execute.run_plans):
         monkeypatch.setattr(mod, "launch", _would_launch)
-    monkeypatch.setattr(perfmodel.calibrate, "_measure", _would_launch)
+    monkeypatch.setattr(perfmodel.calibrate.machine, "_measure", _would_launch)
 
 
 PARSER = build_parser()
@@ -251,7 +251,7 @@ def run_logs(zoo) -> dict[str, bytes]:
 
 def fitted_or_refused(argv, root: Path, before: dict) -> None:
     """calibrate --from-runs either writes a spec that loads, or refuses in one line and writes nothing."""
-    from perfmodel.hardware import load_hardware
+    from perfmodel.spec.hardware import load_hardware
 
     r = call(argv)
     if r.rc == 0:
@@ -297,7 +297,7 @@ class Launched(Exception):
 def saves(zoo, tmp_path_factory) -> dict[str, bytes]:
     """ck/cpu1/step-0002 and step-0004 written by the real executor (1 CPU rank, 4 steps, a save every 2)."""
     pytest.importorskip("torch")
-    from perfmodel.execute import run_plans
+    from perfmodel.execute.run_plans import run_plans
 
     tmp = tmp_path_factory.mktemp("saves")
     (tmp / "cpu1.json").write_bytes(zoo["cpu1.json"])
@@ -311,7 +311,7 @@ def saves(zoo, tmp_path_factory) -> dict[str, bytes]:
 @pytest.fixture
 def record_launch(monkeypatch):
     """A launcher that runs nothing: it keeps each job file's contents and stops at the one that resumes."""
-    import perfmodel.execute
+    import perfmodel.execute.run_plans
 
     jobs = []
 
@@ -320,7 +320,7 @@ def record_launch(monkeypatch):
         if jobs[-1]["plans"][0]["checkpoint"] is not None:
             raise Launched()
 
-    monkeypatch.setattr(perfmodel.execute, "launch", fake)
+    monkeypatch.setattr(perfmodel.execute.run_plans, "launch", fake)
     return jobs
 
 

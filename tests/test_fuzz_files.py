@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-import perfmodel.execute
+import perfmodel.execute.run_plans
 from fuzz_inputs import (
     Outcome,
     Variant,
@@ -42,14 +42,14 @@ from fuzz_inputs import (
     snapshot,
     variants,
 )
-from perfmodel import hf_config
-from perfmodel.cli import main
+from perfmodel.spec import hf_config
+from perfmodel.cli.main import main
 from perfmodel.errors import InputError
-from perfmodel.hardware import load_hardware
-from perfmodel.measurement import CheckpointRecord, CheckpointSave, Measurement, RankRecord, load_measurement
-from perfmodel.models import load_model
-from perfmodel.plan import Plan, resolve
-from perfmodel.sweeps import TINY_GPT2
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.spec.measurement import CheckpointRecord, CheckpointSave, Measurement, RankRecord, load_measurement
+from perfmodel.spec.model_catalogue import load_model
+from perfmodel.spec.plan import Plan, resolve
+from perfmodel.validate.sweeps import TINY_GPT2
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(__file__).parent / "fuzz_corpus" / "files"
@@ -213,7 +213,7 @@ def no_launch():
     def launch(*args, **kwargs):
         raise AssertionError("would launch")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(perfmodel.execute, "launch", launch)
+        mp.setattr(perfmodel.execute.run_plans, "launch", launch)
         yield
 
 

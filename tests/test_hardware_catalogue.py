@@ -7,7 +7,7 @@ import pytest
 from pydantic import BaseModel
 
 from perfmodel.errors import InputError
-from perfmodel.hardware import (
+from perfmodel.spec.hardware import (
     Accelerator,
     Efficiency,
     NetworkTier,

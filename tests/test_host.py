@@ -1,6 +1,6 @@
 """/proc parsing shared by the executor's memory measurement and calibration's environment."""
 
-from perfmodel.host import proc_field, proc_kib, rss_bytes
+from perfmodel.execute.host import proc_field, proc_kib, rss_bytes
 
 
 def test_proc_fields_parse_key_value_lines(tmp_path):
@@ -19,7 +19,7 @@ def test_this_process_resident_memory_is_below_its_high_water_mark():
 
 
 def test_cpu_shares_by_hand():
-    from perfmodel.host import CPU_STAT_FIELDS, cpu_shares, cpu_stat
+    from perfmodel.execute.host import CPU_STAT_FIELDS, cpu_shares, cpu_stat
 
     before = dict.fromkeys(CPU_STAT_FIELDS, 100)
     after = {**before, "user": 160, "idle": 120, "steal": 120}  # 60 + 20 + 20 ticks
@@ -33,7 +33,7 @@ def test_cpu_shares_by_hand():
 def test_usable_cores_is_at_most_the_affinity_mask():
     import os
 
-    from perfmodel.host import usable_cores
+    from perfmodel.execute.host import usable_cores
 
     n = usable_cores()
     assert 1 <= n <= (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())

@@ -1,9 +1,9 @@
-"""launch._root_cause and launch.describe: which rank, where and why a failed torchrun run names (no torch
+"""execute.launch._root_cause and execute.launch.describe: which rank, where and why a failed torchrun run names (no torch
 needed); CUDA's and NCCL's own error texts map to the same messages as the CPU faults of tests/test_faults.py."""
 
 import pytest
 
-from perfmodel.launch import _root_cause, describe
+from perfmodel.execute.launch import _root_cause, describe
 
 # torchrun 2.13's summary when rank 1 was SIGKILLed and torchrun then stopped rank 0 with SIGTERM (seen on CI)
 SUMMARY = """[perfmodel] peak memory first

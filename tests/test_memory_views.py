@@ -1,4 +1,4 @@
-"""The executor's memory views (execute/memory.py) and validate's like-with-like comparison.
+"""The executor's memory views (execute/memory_probe.py) and validate's like-with-like comparison.
 
 CUDA cannot run here: its path runs against a stand-in torch.cuda (monkeypatched functions, a fake NVML). The
 CPU path runs for real: one tiny plan in one torchrun launch pair (memory, then timed). validate runs with a
@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 
 from perfmodel import load_hardware
-from perfmodel.hardware import System
-from perfmodel.measurement import MEMORY_FIELDS, Measurement, RankRecord, load_measurement, write_measurement
-from perfmodel.models import ModelConfig
-from perfmodel.plan import Plan, resolve
-from perfmodel.planfile import load_plan_file, write_plan_file
-from perfmodel.search.planfiles import plan_file
-from perfmodel.sweeps import TINY_GPT2
-from perfmodel.validate import validate
-from perfmodel.validation import COLUMNS, compare, summarize
+from perfmodel.spec.hardware import System
+from perfmodel.spec.measurement import MEMORY_FIELDS, Measurement, RankRecord, load_measurement, write_measurement
+from perfmodel.spec.model import ModelConfig
+from perfmodel.spec.plan import Plan, resolve
+from perfmodel.spec.plan_file import load_plan_file, write_plan_file
+from perfmodel.search.plan_writer import plan_file
+from perfmodel.validate.sweeps import TINY_GPT2
+from perfmodel.validate.runner import validate
+from perfmodel.validate.metrics import COLUMNS, compare, summarize
 
 GiB, MiB = 2**30, 2**20
 HERE = Path(__file__).parent
@@ -139,7 +139,7 @@ def _steps(fake, mem):
 @pytest.mark.parametrize("nvml", [True, "pynvml"])
 def test_cuda_records_allocated_reserved_device_and_between_steps(monkeypatch, nvml):
     torch = pytest.importorskip("torch")
-    from perfmodel.execute.memory import METHODS, PeakMemory
+    from perfmodel.execute.memory_probe import METHODS, PeakMemory
 
     fake = FakeCuda()
     fake.install(monkeypatch, torch, nvml)
@@ -159,7 +159,7 @@ def test_cuda_records_allocated_reserved_device_and_between_steps(monkeypatch, n
 
 def test_cuda_without_nvml_leaves_device_memory_unmeasured_and_says_why(monkeypatch):
     torch = pytest.importorskip("torch")
-    from perfmodel.execute.memory import PeakMemory
+    from perfmodel.execute.memory_probe import PeakMemory
 
     fake = FakeCuda()
     fake.install(monkeypatch, torch, nvml=False)
@@ -175,7 +175,7 @@ def test_worker_writes_every_view_and_its_method(tmp_path, monkeypatch):
     measured it), the methods in the file; execute prints reserved and device beside the peak."""
     torch = pytest.importorskip("torch")
     from perfmodel.execute import worker
-    from perfmodel.execute.memory import METHODS
+    from perfmodel.execute.memory_probe import METHODS
 
     system = load_hardware("dgx-h100")
     pf = plan_file(TINY_GPT2, system, Plan(gpus=2, dp=2, micro_batch=2, global_batch=8, seq_len=128))
@@ -211,7 +211,7 @@ def test_validate_compares_each_view_with_its_prediction(tmp_path, monkeypatch):
              "dp1-full": Plan(gpus=1, micro_batch=2, global_batch=8, seq_len=128, recompute="full")}
     paths = [write_plan_file(plan_file(TINY_GPT2, system, p), tmp_path / f"{n}.json") for n, p in plans.items()]
     from perfmodel.cost.estimate import evaluate_plan
-    from perfmodel.stack import EXECUTOR_STACK
+    from perfmodel.spec.stack import EXECUTOR_STACK
 
     est = {n: evaluate_plan(TINY_GPT2, system, resolve(p, TINY_GPT2, system).model_copy(
         update={"stack": EXECUTOR_STACK}))[1].memory_bytes for n, p in plans.items()}
@@ -276,9 +276,9 @@ def test_without_the_other_views_the_table_shows_allocated_only():
 # ---------------------------------------------------------------------------------------------------------
 def test_cpu_run_records_between_steps_and_no_reserved_or_device(tmp_path):
     pytest.importorskip("torch")
-    from perfmodel.execute import run_plans
-    from perfmodel.planfile import PlanFile, Prediction, mesh_of
-    from perfmodel.plan import split_of
+    from perfmodel.execute.run_plans import run_plans
+    from perfmodel.spec.plan_file import PlanFile, Prediction, mesh_of
+    from perfmodel.spec.plan import split_of
 
     plan = resolve(Plan(gpus=2, micro_batch=2, global_batch=8, seq_len=32), LLAMA, CPU)
     pf = PlanFile(version=1, model=LLAMA, hardware=CPU, plan=plan, mesh=mesh_of(plan),

@@ -9,7 +9,9 @@ import pytest
 
 import perfmodel
 from perfmodel.errors import InputError
-from perfmodel.models import ModelConfig, from_hf_config, load_model
+from perfmodel.spec.model import ModelConfig
+from perfmodel.spec.hf_config import from_hf_config
+from perfmodel.spec.model_catalogue import load_model
 
 HF = Path(__file__).parent / "fixtures" / "hf"
 

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from perfmodel.cli import main
+from perfmodel.cli.main import main
 from perfmodel.errors import InputError
-from perfmodel.models import ModelConfig, from_hf_config, load_model
+from perfmodel.spec.model import ModelConfig
+from perfmodel.spec.hf_config import from_hf_config
+from perfmodel.spec.model_catalogue import load_model
 
 HF = Path(__file__).parent / "fixtures" / "hf"
 
@@ -421,12 +423,13 @@ def test_unsupported_model_type_lists_the_moe_types():
         assert t in msg
 
 
-def test_from_hf_config_lives_in_hf_config_and_is_reexported():
-    # perfmodel.hf_config holds the HuggingFace reader (models.py stays under the module size limit);
-    # perfmodel.models re-exports it lazily.
-    import perfmodel.hf_config as hf
-    import perfmodel.models as models
+def test_from_hf_config_lives_in_hf_config_and_the_catalogue_reads_through_it():
+    # spec.hf_config holds the HuggingFace reader; it builds spec.model's ModelConfig, and spec.model_catalogue
+    # (load_model) reads config.json files through it: model <- spec.hf_config <- model_catalogue, one way.
+    import perfmodel.spec.hf_config as hf
+    import perfmodel.spec.model as models
+    import perfmodel.spec.model_catalogue as catalogue
 
-    assert models.from_hf_config is hf.from_hf_config and models.HF_MODEL_TYPES is hf.HF_MODEL_TYPES
+    assert catalogue.from_hf_config is hf.from_hf_config and catalogue.HF_MODEL_TYPES is hf.HF_MODEL_TYPES
     with pytest.raises(AttributeError):
-        models.no_such_name  # noqa: B018
+        models.from_hf_config  # noqa: B018

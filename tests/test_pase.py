@@ -9,18 +9,19 @@ import numpy as np
 import pytest
 
 from perfmodel import estimate
-from perfmodel import planfile as PF
+from perfmodel.spec import plan_file as PF
 from perfmodel.cost import comm as C
 from perfmodel.cost.kernels import Device, linear_op
 from perfmodel.cost.mesh import Mesh
-from perfmodel.cost.operators import operators
+from perfmodel.cost.operator_table import operators
 from perfmodel.errors import InputError
-from perfmodel.hardware import load_hardware
-from perfmodel.models import ModelConfig, load_model
-from perfmodel.plan import Plan, default_stage_layers, resolve
-from perfmodel.operators import AXES, GRAPH_OPS, OPS, SPECS
-from perfmodel.planfile import PLACEMENT_AXES, OpPlacement
-from perfmodel.search import pase
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.spec.model import ModelConfig
+from perfmodel.spec.model_catalogue import load_model
+from perfmodel.spec.plan import Plan, default_stage_layers, resolve
+from perfmodel.spec.operators import AXES, GRAPH_OPS, OPS, SPECS
+from perfmodel.spec.plan_file import PLACEMENT_AXES, OpPlacement
+from perfmodel.search.pase import solver as pase
 
 A100 = load_hardware("dgx-a100-80gb")
 NVL_BW, NVL_LAT = 300e9 * 0.78, 3.4e-6  # dgx-a100-80gb nvlink per direction x collective efficiency
@@ -511,7 +512,7 @@ def test_moe_mlp_is_a_vertex_of_every_layer_that_splits_only_tokens():
     chain); on a tp = 2 mesh its configurations split the tokens over tp (batch or sequence), never the hidden
     dim or nothing; every configuration costs the same (the experts sit where ep x etp put them), and what
     moves between norm2 and the MoE MLP under sequence parallelism is free: both hold the same sequence shard."""
-    from perfmodel.models import MoEConfig
+    from perfmodel.spec.model import MoEConfig
 
     model = TINY.model_copy(update={"moe": MoEConfig(n_experts=4, top_k=2, expert_ffn_hidden=32)})
     plan = resolve(Plan(gpus=4, tp=2, ep=2, sequence_parallel=True, micro_batch=2, global_batch=16, seq_len=32),
@@ -544,7 +545,7 @@ def test_shared_experts_move_their_tokens_in_the_moe_vertex_not_on_the_dense_mlp
     costs more than without the shared expert by at least that traffic."""
     from perfmodel.cost.layouts import Layouts
     from perfmodel.cost.sharded import shared_expert_comms
-    from perfmodel.models import MoEConfig
+    from perfmodel.spec.model import MoEConfig
 
     moe = MoEConfig(n_experts=4, top_k=2, expert_ffn_hidden=32, n_shared_experts=1)
     model = TINY.model_copy(update={"moe": moe})

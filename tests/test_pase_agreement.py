@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from perfmodel.cost.layouts import Layouts
 from perfmodel.cost.step import evaluate
 from perfmodel.errors import InputError
-from perfmodel.hardware import SharedHost, load_hardware
-from perfmodel.models import ModelConfig, MoEConfig
-from perfmodel.operators import UNIT_OF, edge_unit
-from perfmodel.plan import Plan, divisors, resolve
-from perfmodel.search import pase
+from perfmodel.spec.hardware import SharedHost, load_hardware
+from perfmodel.spec.model import ModelConfig, MoEConfig
+from perfmodel.spec.operators import UNIT_OF, edge_unit
+from perfmodel.spec.plan import Plan, divisors, resolve
+from perfmodel.search.pase import solver as pase
 
 A100 = load_hardware("dgx-a100-80gb")
 OTHERS = [load_hardware("tpu-v4"), load_hardware("gb200-nvl72")]  # a torus; a 72-wide domain groups straddle

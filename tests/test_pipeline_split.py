@@ -4,13 +4,13 @@ import pytest
 
 import perfmodel as pm
 from perfmodel.errors import InputError
-from perfmodel.export import export
-from perfmodel.hardware import load_hardware
-from perfmodel.models import load_model
-from perfmodel.plan import Plan, chunk_layers, megatron_chunks, resolve, split_of
-from perfmodel.planfile import load_plan_file, write_plan_file
-from perfmodel.search.layouts import search
-from perfmodel.search.planfiles import plan_file
+from perfmodel.export.targets import export
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.spec.model_catalogue import load_model
+from perfmodel.spec.plan import Plan, chunk_layers, megatron_chunks, resolve, split_of
+from perfmodel.spec.plan_file import load_plan_file, write_plan_file
+from perfmodel.search.ranking import search
+from perfmodel.search.plan_writer import plan_file
 from perfmodel.search.space import pipeline_candidates
 
 H100 = load_hardware("dgx-h100")

@@ -20,16 +20,16 @@ from perfmodel.cost.pipeline import (
     schedule_blocks,
     schedule_order,
 )
-from perfmodel.measurement import load_measurement
+from perfmodel.spec.measurement import load_measurement
 from perfmodel.plots.breakdown import MEMORY_PARTS, TIME_PARTS, memory_bars, time_bars
-from perfmodel.plots.calibration import calibration_axes
-from perfmodel.plots.estimate import estimate_figure
-from perfmodel.plots.measurement import steps_axes
-from perfmodel.plots.pipeline import gantt
-from perfmodel.plots.search import heatmap, heatmap_table, search_figure
-from perfmodel.plots.whatif import upgrade_bars, whatif_figure
+from perfmodel.plots.calibration_fit import calibration_axes
+from perfmodel.plots.prediction import estimate_figure
+from perfmodel.plots.measured_steps import steps_axes
+from perfmodel.plots.gantt import gantt
+from perfmodel.plots.search_results import heatmap, heatmap_table, search_figure
+from perfmodel.plots.upgrades import upgrade_bars, whatif_figure
 from perfmodel.search import search
-from perfmodel.whatif import across_systems, bound_shares, upgraded, upgrades
+from perfmodel.search.whatif import across_systems, bound_shares, upgraded, upgrades
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -202,8 +202,8 @@ def test_heatmap_is_the_fastest_plan_per_cell(res, tmp_path):
 # --- what-if ----------------------------------------------------------------------------------------------
 def test_part_lists_cover_the_breakdowns():
     """The figures' and what-if's part lists name every breakdown field once (a new field cannot go undrawn)."""
-    from perfmodel.result import MemoryBreakdown, TimeBreakdown
-    from perfmodel.whatif import BOUND
+    from perfmodel.spec.result import MemoryBreakdown, TimeBreakdown
+    from perfmodel.search.whatif import BOUND
 
     assert sorted(TIME_PARTS) == sorted(f for f in TimeBreakdown.model_fields if f != "total")  # stacked otherwise
     views = ("allocated", "reserved", "device", "between_steps")  # sums of the parts, not stacked

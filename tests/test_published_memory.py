@@ -1,4 +1,4 @@
-"""The measured-memory rows as (model, system, plan, view, rank) (perfmodel.published_memory) and the benchmark
+"""The measured-memory rows as (model, system, plan, view, rank) (perfmodel.published.memory_peaks) and the benchmark
 that compares them with the estimate (benchmarks/measured_memory.py)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from perfmodel import estimate
-from perfmodel.published_memory import memory_cases, nanotron_stage_layers, predicted
+from perfmodel.published.memory_peaks import memory_cases, nanotron_stage_layers, predicted
 
 ROOT = Path(__file__).parents[1]
 DENSE = ROOT / "benchmarks" / "data" / "measured_memory_dev.csv"

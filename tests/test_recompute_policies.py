@@ -16,11 +16,11 @@ import weakref
 
 import pytest
 
-from perfmodel.cli import build_parser
+from perfmodel.cli.main import build_parser
 from perfmodel.errors import InputError
-from perfmodel.export import export
+from perfmodel.export.targets import export
 
-from perfmodel.exporting import export_plan
+from perfmodel.export.nearest import export_plan
 from test_export import (ds_config, flag, megatron_args, megatron_not_expressed, plan_file, titan_changed,
                          titan_not_expressed, toml)
 from test_export_moe import DEEPSEEK_V3, DSV3_PLAN, moe_plan_file
@@ -30,7 +30,7 @@ def call(argv: list[str]):
     import contextlib
     import io
 
-    from perfmodel.cli import main
+    from perfmodel.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -96,7 +96,7 @@ def test_bad_recompute_and_headroom_values_are_one_line(extra, names):
 def test_headroom_is_on_the_namespace_of_predict_and_forecast():
     parser = build_parser()
     for cmd in (PRED, ["forecast", *PRED[1:-2], "--tokens", "1e9"]):
-        assert parser.parse_args(cmd).headroom is None  # the model's default (cost.memory.DEFAULT_HEADROOM)
+        assert parser.parse_args(cmd).headroom is None  # the model's default (spec.result.DEFAULT_HEADROOM)
         assert parser.parse_args([*cmd, "--headroom", "0.25"]).headroom == 0.25
         assert parser.parse_args([*cmd, "--headroom", "0"]).headroom == 0.0
 
@@ -156,7 +156,7 @@ def build(cfg, *policy):
     does (train.initialise: by each parameter's plain name)."""
     torch = pytest.importorskip("torch")
     from perfmodel.execute.checkpointing import apply_ac
-    from perfmodel.execute.model import Transformer
+    from perfmodel.execute.transformer import Transformer
     from perfmodel.execute.train import initialise
 
     with torch.device("meta"):
@@ -377,7 +377,7 @@ def test_policies_under_parallelism_train_as_one_process(tmp_path):
     FSDP2 units nested in the blocks (the experts' own, under expert parallelism: profiler markers the recompute
     enters more often than the forward). Losses as one process's within test_execute.LOSS_TOL."""
     pytest.importorskip("torch")
-    from perfmodel.execute import run_plans
+    from perfmodel.execute.run_plans import run_plans
     from test_execute import LLAMA, LOSS_TOL, plan_file as exec_plan_file, reference_losses, write_all
     from test_execute_moe import MOE_LLAMA
 

@@ -1,4 +1,4 @@
-"""Failures and checkpoints (perfmodel.reliability): Young and Daly against their closed forms by hand, the
+"""Failures and checkpoints (perfmodel.run.reliability): Young and Daly against their closed forms by hand, the
 expected wall time against a Monte-Carlo simulation of the same failure model (within 2%), and bad input."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from perfmodel.errors import InputError
-from perfmodel.reliability import daly_interval, expected_wall_s, job_mtbf_s, young_interval
+from perfmodel.run.reliability import daly_interval, expected_wall_s, job_mtbf_s, young_interval
 
 
 def test_llama3_job_mtbf_by_hand():
@@ -103,9 +103,9 @@ def simulate_waiting_s(work_s, interval_s, delta_s, restart_s, mtbf_s, runs, rng
 
 @pytest.mark.parametrize("delta, restart, mtbf", [(60.0, 600.0, 3 * 3600.0), (600.0, 1800.0, 1.0 * 3600.0)])
 def test_waiting_time_agrees_with_a_monte_carlo_simulation(delta, restart, mtbf):
-    """forecast.waiting_per_compute_s (what the energy model charges at idle power) against the same simulation:
+    """run.forecast.waiting_per_compute_s (what the energy model charges at idle power) against the same simulation:
     checkpoint writes and restarts, interrupted ones included, within 2%."""
-    from perfmodel.forecast import waiting_per_compute_s
+    from perfmodel.run.forecast import waiting_per_compute_s
 
     rng = np.random.default_rng(2)
     tau = daly_interval(delta, mtbf)

@@ -311,8 +311,8 @@ def test_missing_path_and_empty_directory(tmp_path):
 def test_megatron_uneven_split_is_read_and_priced():
     """30 layers + embedding + loss = 32 slots, pp 2, 4 slots per virtual stage: vpp 4 (Megatron-LM counts the
     accounted embedding and loss in num_layers_per_virtual_pipeline_stage)."""
-    from perfmodel.hardware import load_hardware
-    from perfmodel.published import to_case
+    from perfmodel.spec.hardware import load_hardware
+    from perfmodel.published.runs import to_case
 
     text = (MEGATRON_CORE.replace("  num_layers ...................................... 32",
                                   "  num_layers ...................................... 30")

@@ -14,10 +14,10 @@ import perfmodel as pm
 from perfmodel.cost.estimate import evaluate
 from perfmodel.cost.layouts import Layouts
 from perfmodel.errors import InputError
-from perfmodel.plan import Plan, default_stage_layers, resolve
-from perfmodel.search.layouts import pareto_front, search
+from perfmodel.spec.plan import Plan, default_stage_layers, resolve
+from perfmodel.search.ranking import pareto_front, search
 from perfmodel.search.space import Job, Space, enumerate_layouts, pipeline_candidates, vpp_candidates
-from perfmodel.search.stages import balance_stages
+from perfmodel.search.stage_split import balance_stages
 
 H100 = pm.load_hardware("dgx-h100")
 A100 = pm.load_hardware("dgx-a100-80gb")
@@ -200,8 +200,8 @@ def test_bad_objective_and_space():
 
 def test_plan_file_placements_stay_within_megatron_memory_and_beat_its_time():
     """Plan files get PaSE's placements under the memory of Megatron's (what `estimate` assumes)."""
-    from perfmodel.search import pase
-    from perfmodel.search.planfiles import megatron_cost
+    from perfmodel.search.pase import solver as pase
+    from perfmodel.search.plan_writer import megatron_cost
 
     model = pm.load_model("llama-3-8b")
     plan = resolve(Plan(gpus=64, tp=8, pp=2, micro_batch=1, global_batch=256, seq_len=8192,
@@ -222,8 +222,8 @@ def test_plan_file_placements_stay_within_megatron_memory_and_beat_its_time():
 def test_plan_file_placements_rediscover_megatron_for_gpt3_175b():
     """GPT-3 175B (tied embeddings) on DGX A100, tp=8 over NVLink, under the plan-file budget: PaSE finds
     exactly Megatron-LM's pattern with sequence parallelism."""
-    from perfmodel.search import pase
-    from perfmodel.search.planfiles import megatron_cost
+    from perfmodel.search.pase import solver as pase
+    from perfmodel.search.plan_writer import megatron_cost
 
     model = pm.load_model("gpt3-175b")
     plan = resolve(Plan(gpus=1024, tp=8, pp=16, micro_batch=1, global_batch=1536, seq_len=2048,

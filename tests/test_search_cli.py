@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import perfmodel as pm
-from perfmodel.planfile import load_plan_file
+from perfmodel.spec.plan_file import load_plan_file
 
 JOB = ["--model", "llama-3-8b", "--hardware", "dgx-h100", "--gpus", "64", "--global-batch", "256", "--seq-len", "8192"]
 PREDICT = ["predict", "--model", "llama-3-8b", "--hardware", "dgx-h100", "--gpus", "64", "--tp", "2", "--pp", "2",
@@ -171,8 +171,8 @@ def test_export_unknown_target(saved):
 
 
 def test_plan_file_api_round_trip(tmp_path):
-    from perfmodel.planfile import write_plan_file
-    from perfmodel.search.planfiles import plan_file
+    from perfmodel.spec.plan_file import write_plan_file
+    from perfmodel.search.plan_writer import plan_file
 
     m, h = pm.load_model("llama-3-8b"), pm.load_hardware("dgx-h100")
     pf = plan_file(m, h, pm.Plan(gpus=16, tp=4, pp=2, micro_batch=2, global_batch=64, seq_len=4096,
@@ -186,7 +186,7 @@ def test_plan_file_api_round_trip(tmp_path):
 def test_each_command_evaluates_its_plan_once(tmp_path, monkeypatch):
     """predict --save-plan, predict --plan and export price the plan once: the plan file's PaSE tables take their
     reference from the same evaluation as the estimate (cost.estimate.evaluate_plan)."""
-    from perfmodel import cli
+    from perfmodel.cli import main as cli
     from perfmodel.cost import estimate as E
     from perfmodel.cost import tables as T
 

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 
 import perfmodel as pm
-from perfmodel.calibrate.runs import Parts, calibrate_from_runs, fit, interval_from, price
+from perfmodel.calibrate.from_runs import Parts, calibrate_from_runs, fit, interval_from, price
 from perfmodel.cost.step import COMM_TIME, COMPUTE_TIME
 from perfmodel.errors import InputError
-from perfmodel.hardware import load_hardware
-from perfmodel.stack import STACKS, Stack, list_stacks, load_stack, stack_for_framework
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.spec.stack import STACKS, Stack, list_stacks, load_stack, stack_for_framework
 
 DEV_CSV = Path(__file__).parents[1] / "benchmarks" / "data" / "published_runs_dev.csv"
 H100 = load_hardware("dgx-h100")
@@ -146,7 +146,7 @@ def synthetic(tmp_path, speeds=(0.8, 1.5, 0.25)) -> tuple[Path, Parts]:
 
 
 def load_cases_from(df):
-    from perfmodel.published import to_case
+    from perfmodel.published.runs import to_case
 
     return [to_case(r) for _, r in df.iterrows()]
 
@@ -305,10 +305,10 @@ def test_calibrate_from_runs_refuses_runs_it_cannot_price(tmp_path, edit, needle
 
 def test_host_costs_are_charged_per_launch_and_call():
     """A spec with host costs for plain-torch: a plan of that stack pays kernel_s per operator launch and
-    collective_s per call (cost.step.host_seconds); the launches are the estimate's own op rows (forward,
+    collective_s per call (cost.units.host_seconds); the launches are the estimate's own op rows (forward,
     backward, recomputed forward, per micro-batch) and its comm rows' calls."""
     from perfmodel.cost.estimate import evaluate_plan
-    from perfmodel.hardware import HostCosts
+    from perfmodel.spec.hardware import HostCosts
 
     cpu = load_hardware(Path(__file__).parent / "fixtures" / "cpu-test.yaml")
     cpu = cpu.model_copy(update={"efficiency": cpu.efficiency.model_copy(update={"comm_overlap": 0.0})})
@@ -331,10 +331,10 @@ def test_host_costs_are_charged_per_launch_and_call():
 
 
 def test_sustained_fraction_by_hand_and_reproduces_the_probe():
-    """calibrate.host.sustained_fraction = F / (measured - (predicted - F)), F the GEMM + attention seconds: by hand,
+    """calibrate.host_costs.sustained_fraction = F / (measured - (predicted - F)), F the GEMM + attention seconds: by hand,
     clipped, and a spec carrying it prices the probe at (about) what was measured (the GEMMs of so small a model are
     compute bound, so their time scales as 1 / fraction)."""
-    from perfmodel.calibrate.host import SUSTAIN_MODEL, sustain_plan, sustained_fraction
+    from perfmodel.calibrate.host_costs import SUSTAIN_MODEL, sustain_plan, sustained_fraction
     from perfmodel.cost.estimate import estimate
 
     assert sustained_fraction(0.3, 0.2, 0.1) == pytest.approx(0.5)  # 0.1 / (0.3 - 0.1)
@@ -390,7 +390,7 @@ def test_a_stack_yaml_without_overlap_param_gather_still_loads(tmp_path):
 def test_executor_probes_are_valid_plans_for_any_process_count(nproc):
     """calibrate runs its probes after the microbenchmarks: each must be a plan the estimate accepts for every
     process count (3, 5, 6, 7 once failed there, the batch of 8 not dividing among the ranks)."""
-    from perfmodel.calibrate.host import PROBE_MODEL, SUSTAIN_MODEL, probe_plans, sustain_plan
+    from perfmodel.calibrate.host_costs import PROBE_MODEL, SUSTAIN_MODEL, probe_plans, sustain_plan
     from perfmodel.cost.estimate import estimate
 
     cpu = load_hardware(Path(__file__).parent / "fixtures" / "cpu-test.yaml")

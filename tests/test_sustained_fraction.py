@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from scipy.optimize import brentq
 
-from perfmodel.hardware import load_hardware
+from perfmodel.spec.hardware import load_hardware
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "sustained_fraction.py"
 

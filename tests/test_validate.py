@@ -17,22 +17,15 @@ import pytest
 
 from perfmodel import estimate, load_hardware
 from perfmodel.errors import InputError
-from perfmodel.hardware import System
-from perfmodel.measurement import Measurement, RankRecord, measurement_path
-from perfmodel.plan import Plan, layout_label, resolve
-from perfmodel.planfile import load_plan_file, write_plan_file
-from perfmodel.search.planfiles import plan_file
-from perfmodel.sweeps import SWEEPS, TINY_GPT2, get_sweep
-from perfmodel.validate import add_parser, catalogue_system_for, run, validate
-from perfmodel.validation import (
-    COLUMNS,
-    CPU_MEMORY_CAVEAT,
-    compare,
-    error_pct,
-    mape,
-    spearman,
-    summarize,
-)
+from perfmodel.spec.hardware import System
+from perfmodel.spec.measurement import Measurement, RankRecord, measurement_path
+from perfmodel.spec.plan import Plan, layout_label, resolve
+from perfmodel.spec.plan_file import load_plan_file, write_plan_file
+from perfmodel.search.plan_writer import plan_file
+from perfmodel.validate.sweeps import SWEEPS, TINY_GPT2, get_sweep
+from perfmodel.cli.validate_command import add_parser, run
+from perfmodel.validate.runner import catalogue_system_for, validate
+from perfmodel.validate.metrics import COLUMNS, CPU_MEMORY_CAVEAT, compare, error_pct, mape, spearman, summarize
 
 GiB = 2**30
 
@@ -251,7 +244,7 @@ def test_gpu_catalogue_match():
 # Plot
 # ---------------------------------------------------------------------------------------------------------
 def test_plot_points_equal_table(cpu, tmp_path):
-    from perfmodel.plots.validation import validation_axes, validation_figure
+    from perfmodel.plots.validation_scatter import validation_axes, validation_figure
 
     plans = [Plan(gpus=2, dp=2, micro_batch=mb, global_batch=8, seq_len=128) for mb in (1, 2, 4)]
     rows = [compare(f"p{i}", "DP", 0.3 + 0.1 * i, (0.5 + 0.05 * i) * GiB,
@@ -359,7 +352,7 @@ def test_plans_that_do_not_fit(tmp_path, cpu, monkeypatch):
 
 def test_cli_parser_and_errors(tmp_path, no_executor):
     ap = argparse.ArgumentParser(prog="perfmodel")
-    add_parser(ap.add_subparsers(dest="cmd"))
+    add_parser(ap.add_subparsers(dest="cmd"), "validate", "")
     a = ap.parse_args(["validate", "--sweep", "gpu-single", "--nproc", "4", "--out-dir", str(tmp_path / "o")])
     with pytest.raises(InputError, match="valid --nproc: 1"):
         run(a)
@@ -425,7 +418,7 @@ def _executor_ready() -> bool:
     if importlib.util.find_spec("torch") is None:
         return False
     try:
-        from perfmodel.execute import run_plans  # noqa: F401
+        from perfmodel.execute.run_plans.run_plans import run_plans  # noqa: F401
     except ImportError:
         return False
     return True

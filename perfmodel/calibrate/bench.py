@@ -1,7 +1,7 @@
 """Microbenchmarks of the machine at hand: GEMMs, causal attention, elementwise kernels, collectives.
 
 Run in-process for one rank (`run_benchmarks`), or on every rank at once as a torchrun module
-(`python -m perfmodel.calibrate.bench --device cpu --out M.json`, started by `perfmodel.launch.launch`), so
+(`python -m perfmodel.calibrate.bench --device cpu --out M.json`, started by `perfmodel.execute.launch.launch`), so
 that per-rank rates reflect ranks sharing the machine's cores, memory bandwidth and links as the executor's
 ranks do. Compute dtype is what the executor trains in: fp32 on CPU (one thread per rank), bf16 on CUDA.
 
@@ -26,8 +26,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..files import write_atomic
-from ..host import cpu_name, cpu_vendor, memory_total_bytes, rss_bytes, usable_cores
-from ..launch import PREFIX, describe
+from ..execute.host import cpu_name, cpu_vendor, memory_total_bytes, rss_bytes, usable_cores
+from ..execute.launch import PREFIX, describe
 from .raw import AttentionPoint, CommPoint, Environment, GemmPoint, Measurements, MemoryPoint, OverlapRun
 from .suite import elementwise_shapes, gemm_shapes, group_sizes, layer_mixes, layer_param_shapes, suite
 
@@ -406,7 +406,7 @@ def memory_total(dev: torch.device) -> float:
 def run_benchmarks(device: str = "cpu", quick: bool = False, echo=None) -> Measurements:
     """All benchmarks on this process alone (no process group, so no collectives).
 
-    On CPU this runs on one thread, as each executor rank does (`launch.worker_env`), so that the rates
+    On CPU this runs on one thread, as each executor rank does (`execute.launch.worker_env`), so that the rates
     measured are those of one rank; the caller's thread count is restored afterwards.
     """
     threads = torch.get_num_threads()
@@ -430,7 +430,7 @@ def main(argv=None) -> None:
         if args.device == "cuda":
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         else:
-            torch.set_num_threads(1)  # one thread per rank (launch.worker_env sets OMP_NUM_THREADS=1 too)
+            torch.set_num_threads(1)  # one thread per rank (execute.launch.worker_env sets OMP_NUM_THREADS=1 too)
         dist.init_process_group("nccl" if args.device == "cuda" else "gloo",
                                 timeout=datetime.timedelta(seconds=300))
         echo = lambda line: print(f"{PREFIX} {line}", flush=True)  # noqa: E731
@@ -439,7 +439,7 @@ def main(argv=None) -> None:
             write_atomic(args.out, lambda tmp: Path(tmp).write_text(m.model_dump_json()), "--out")
         dist.barrier()
         dist.destroy_process_group()
-    except Exception as err:  # one line (launch.describe: out of memory, a timed-out collective ...); log: the rest
+    except Exception as err:  # one line (execute.launch.describe: out of memory, a timed-out collective ...); log: the rest
         text = f"{type(err).__name__}: {err}"
         print(f"{PREFIX} rank {rank} failed: {describe(text) or text[:300]}".replace("\n", " ") + "\n", end="",
               flush=True)  # one write: the ranks share torchrun's stdout

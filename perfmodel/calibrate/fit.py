@@ -37,7 +37,7 @@ from scipy.optimize import least_squares, minimize_scalar, nnls
 from ..cost.comm import Phase, collective_time, group_phases, p2p_time
 from ..cost.compute import flash_attention_time, gemm_time, memory_bound_time
 from ..cost.memory import GRAD_BYTES, adam_step_bytes
-from ..cost.operators import layer_families
+from ..cost.operator_table import layer_families
 from ..cost.kernels import (
     ACT_BYTES,
     ELEMENTWISE_BYTES,
@@ -45,7 +45,7 @@ from ..cost.kernels import (
     flash_attention_flops,
     residual_bytes,
 )
-from ..hardware import System
+from ..spec.hardware import System
 from .raw import (
     AttentionPoint,
     CommPoint,
@@ -71,7 +71,7 @@ COUNTED_BYTES = {
     "add": residual_bytes(False)[0],
     "cross_entropy": sum(ELEMENTWISE_BYTES["cross_entropy"]),
 }
-# Times the estimate charges each kernel per layer (`cost.operators.layer_families`): each norm, the MLP
+# Times the estimate charges each kernel per layer (`cost.operator_table.layer_families`): each norm, the MLP
 # activation, and each residual add once in each direction.
 _FAMILIES = layer_families()
 LAYER_COUNT = {"norm": _FAMILIES["norm"], "gelu": _FAMILIES["activation"], "swiglu": _FAMILIES["activation"],

@@ -29,7 +29,7 @@ class Environment(Schema):
     torch_version: str
     nproc: int = Field(description="ranks that ran the benchmarks at the same time")
     threads_per_rank: int | None = Field(description="torch.get_num_threads() on CPU; null on CUDA")
-    cores: int | None = Field(None, description="CPUs the ranks could run on (host.usable_cores), CPU only; "
+    cores: int | None = Field(None, description="CPUs the ranks could run on (execute.host.usable_cores), CPU only; "
                                                 "null on CUDA and in raw files written before it was recorded")
     dtype: str = Field(description="compute dtype of the GEMM/attention/elementwise benchmarks")
     backend: str | None = Field(description="torch.distributed backend of the collectives; null for one rank")
@@ -189,7 +189,7 @@ class NetworkFit(Schema):
 
 
 class FitResult(Schema):
-    """Fitted efficiency parameters (the meaning of each is the spec field's; see perfmodel.hardware)."""
+    """Fitted efficiency parameters (the meaning of each is the spec field's; see perfmodel.spec.hardware)."""
 
     peak_flops: dict[str, float] = Field(description="the peak each matmul_max is a fraction of, FLOP/s")
     matmul_max: dict[str, float]

@@ -4,7 +4,7 @@ The GEMM grid plus the weight GEMMs of small models (CPU) or gpt2 / llama-3-8b (
 and tp degrees (`layer_gemms`, `gemm_shapes`), one layer's training step of each (`layer_mixes`, the mix the
 memory-bandwidth fit predicts) and its elementwise kernels (`elementwise_shapes`), attention lengths,
 streaming and collective sizes, collective group sizes (`group_sizes`), and how long to time each. The shapes
-are the estimate's own (`cost.operators`), so that a fitted number means what the estimate uses it for.
+are the estimate's own (`cost.operator_table`), so that a fitted number means what the estimate uses it for.
 Imports no torch: `suite` loads it for the GEMM dtypes only; `bench` times the points.
 """
 
@@ -14,9 +14,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..cost.operators import gemm_shapes as op_gemm_shapes
-from ..cost.operators import layer_families
-from ..models import ModelConfig, load_model
+from ..cost.operator_table import gemm_shapes as op_gemm_shapes
+from ..cost.operator_table import layer_families
+from ..spec.model import ModelConfig
+from ..spec.model_catalogue import load_model
 from .raw import LayerMix
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ def suite(device: str, quick: bool) -> Suite:
 
 def layer_gemms(model: ModelConfig, tokens: int, tp: int, lm_head: bool) -> list[tuple[int, int, int, str]]:
     """(m, n, k, label) of one layer's weight GEMMs on one tp rank, forward and backward, as the estimate costs
-    them (`cost.operators.gemm_shapes`: Megatron-LM's split; the backward of (m, n, k) is (m, k, n) and
+    them (`cost.operator_table.gemm_shapes`: Megatron-LM's split; the backward of (m, n, k) is (m, k, n) and
     (k, n, m), `cost.kernels.linear_op`)."""
     out = []
     for name, m, n, k in op_gemm_shapes(model, tokens, tp, lm_head):
@@ -122,7 +123,7 @@ def gemm_shapes(s: Suite) -> list[tuple[int, int, int, str]]:
 
 
 def layer_param_shapes(model: ModelConfig, tp: int) -> list[tuple[int, ...]]:
-    """Parameter tensors of one layer on one tp rank, as the executor builds them (perfmodel.execute.model:
+    """Parameter tensors of one layer on one tp rank, as the executor builds them (perfmodel.execute.transformer:
     separate q, k, v, output, MLP-in (and gate), MLP-out linears; two norms)."""
     h, f, q, kv = model.hidden, model.ffn_hidden // tp, model.q_dim // tp, model.kv_dim // tp
     qkv_bias = model.linear_bias in ("qkv", "all")
@@ -140,7 +141,7 @@ def layer_param_shapes(model: ModelConfig, tp: int) -> list[tuple[int, ...]]:
 def layer_mixes(s: Suite) -> list[LayerMix]:
     """One layer's training step for each calibration model, token count and tp degree: GEMMs as
     `layer_gemms`; elementwise kernels as the estimate charges a layer without sequence parallelism
-    (`cost.operators.layer_families`: each norm on T x h, each residual add once in each direction on T x h,
+    (`cost.operator_table.layer_families`: each norm on T x h, each residual add once in each direction on T x h,
     the activation on T x f/tp); one AdamW step over the layer's parameters on the rank."""
     n = layer_families()
     out = []

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..hardware import NetworkTier, System
+from ..spec.hardware import NetworkTier, System
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..models import ModelConfig
+from ..spec.model import ModelConfig
 from .kernels import Device
 
 GRAD_BYTES = {"fp32": 4.0, "bf16": 2.0}  # gradient accumulation dtype (Plan.grad_dtype) -> bytes per element

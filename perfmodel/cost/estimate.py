@@ -1,20 +1,184 @@
-"""Predict one training step of one plan (`estimate`), and check a plan file's prediction against it.
+"""One plan's training step as an `Estimate`: predict it (`estimate`), report it (the headline numbers and the
+rows that trace them: every op, every communication, every stage, with notes on what the numbers assume), and
+check a plan file's prediction against it.
 
 The same code (`cost.step.evaluate`) prices one plan here and every layout of a search: a plan is a `Layouts`
-of length 1.
+of length 1, reported as its row 0 (`report_plan`).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import InputError
-from ..hardware import System, load_hardware
-from ..models import ModelConfig, load_model
-from ..plan import Plan, resolve
-from ..result import Estimate, Prediction
+from ..spec.hardware import System, load_hardware
+from ..spec.model import ModelConfig
+from ..spec.model_catalogue import load_model
+from ..spec.plan import Plan, resolve, split_of
+from ..spec.result import (
+    DEFAULT_HEADROOM,
+    CommTime,
+    Estimate,
+    MemoryBreakdown,
+    OpTime,
+    Prediction,
+    RankMemory,
+    StageTime,
+    TimeBreakdown,
+)
+from ..spec.stack import Interval, Stack, load_stack
+from . import comm as C
 from .layouts import Layouts
-from .memory import DEFAULT_HEADROOM
-from .report import report_plan
+from .memory import MEMORY_PARTS, stage_memory
+from .mesh import Mesh
+from .sharded import Comm
+from .stages import UNITS, Stages
 from .step import Step, evaluate
+
+
+def item(x, i: int, n: int):
+    """Element i of a per-plan value (an array of n, or a scalar shared by all) as a Python value."""
+    x = np.broadcast_to(np.asarray(x), (n,))[i]
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def comm_row(c: Comm, system: System, plan: Plan, count: float, i: int, n: int) -> CommTime:
+    """Communication `c` of plan i (of n) as a CommTime row, `count` units (micro-batch-units) on the stage."""
+    at = lambda x: item(x, i, n)
+    name = c.name if c.unit in ("layer", "stage", "step") else f"{c.name} ({c.unit})"
+    if c.tier is not None:
+        tiers = at(c.tier)
+    else:
+        mesh = Mesh(system, plan.gpus, plan.dp, plan.cp, plan.tp)
+        tiers = C.describe(mesh.phases(int(at(c.mask))))
+    sizes = {"tp": plan.tp, "cp": plan.cp, "dp": plan.zero_shard, "pp": plan.pp, "embedding": 2, "ep": plan.ep,
+             "etp": plan.etp, "edp": plan.edp}
+    calls, seconds = at(c.calls), at(c.seconds)
+    return CommTime(name=name, collective=at(c.collective), group=c.group, group_size=sizes[c.group], tiers=tiers,
+                    bytes=at(c.nbytes), calls=calls * count, seconds_per_call=seconds, total_s=seconds * calls * count,
+                    exposed_s=at(c.exposed) * count)
+
+
+def stage_times(step: Step, i: int, split: list[int], mtp: int = 0) -> list[StageTime]:
+    """Plan i's seconds per micro-batch on each stage of `split` (layers per stage): the units it holds (the
+    first has the embedding, the last the head and `mtp` multi-token prediction modules) at their forward /
+    recompute / backward times, plus its sends (half with the forward, half with the backward)."""
+    n, pp, st = len(step.lay), len(split), Stages.of_split(split).with_mtp(mtp)
+    at = lambda x: float(item(x, i, n))
+    per_stage = lambda per_unit: st.seconds({u: at(per_unit[u]) for u in UNITS})[:, 0]
+    p2p = at(step.p2p)
+    total, fwd, rec = per_stage(step.unit_time) + p2p, per_stage(step.unit_fwd) + p2p / 2, \
+        per_stage(step.unit_recompute)
+    return [StageTime(stage=r, layers=layers, embedding=r == 0 or (mtp > 0 and r == pp - 1), head=r == pp - 1,
+                      mtp_modules=mtp if r == pp - 1 else 0, fwd_s=float(fwd[r]),
+                      recompute_s=float(rec[r]), bwd_s=float(total[r] - fwd[r] - rec[r]))
+            for r, layers in enumerate(split)]
+
+
+def notes_of(model: ModelConfig, system: System, plan: Plan, step: Step, speedup: float, fits: bool,
+             memory: MemoryBreakdown, mem_stage: str) -> list[str]:
+    """What a reader of the estimate should know: the MFU reference, a shared host, a plan that does not fit,
+    uneven virtual chunks, a sequence past the model's positions."""
+    notes = [f"MFU/HFU against dense {step.peak_dtype} peak {step.peak_flops / 1e12:.1f} TFLOP/s per device"]
+    if speedup != 1.0:
+        host = system.shared_host
+        notes.append(f"the spec's rates were measured with {host.ranks} ranks sharing {host.cores} cores; this job "
+                     f"keeps fewer of them computing at once ({plan.gpus} ranks, pipeline stages waiting on the "
+                     f"slowest), so they compute {speedup:.2f}x faster (cost.compute.shared_core_speedup); compute, "
+                     "op and optimizer times above include it")
+    fit = system.run_fit
+    if fit is not None:
+        notes.append(f"{system.name} is calibrated from {len(fit.runs)} measured runs: the time parts above are the "
+                     f"spec's compute / {fit.compute_speed:g} and exposed communication / {fit.network_speed:g}, plus "
+                     f"{fit.step_overhead_s:g} s per step (cost.step.calibrated); the op and communication rows "
+                     "below are at the spec's rates, before that scaling")
+    if not fits:
+        notes.append(f"does not fit: the {mem_stage} stage reserves {memory.reserved / 2**30:.1f} GiB > "
+                     f"{step.budget / 2**30:.1f} GiB budget (short by {(memory.reserved - step.budget) / 2**30:.1f} "
+                     "GiB)")
+    pp, v = plan.pp, plan.vpp
+    if v > 1 and model.n_layers % (pp * v):
+        notes.append(f"{model.n_layers} layers do not split evenly into pp*vpp = {pp * v} chunks: chunks differ by "
+                     "one layer (as in Megatron-LM's uneven first/last stages); activation memory uses the mean chunk")
+    if model.position != "learned" and plan.seq_len > model.max_seq_len:
+        notes.append(f"seq_len {plan.seq_len} exceeds the model's max_seq_len {model.max_seq_len}")
+    return notes
+
+
+def prediction_interval(system: System, stack: Stack, moe: bool = False) -> Interval | None:
+    """The interval of a prediction: the spec's own, where it was calibrated from measured runs and has one
+    (spec.hardware.RunFit), else the stack profile's (Stack.interval; for a mixture-of-experts model
+    Stack.moe_interval, from MoE runs); None where neither has one."""
+    if system.run_fit is not None and system.run_fit.interval is not None:
+        return system.run_fit.interval
+    return stack.moe_interval if moe else stack.interval
+
+
+def memory_ranks(model: ModelConfig, system: System, step: Step, i: int, split: list[int]) -> list[RankMemory]:
+    """Every pipeline stage of plan i with its memory (`memory.stage_memory` over the plan's own split) and its
+    global ranks in Megatron-LM's order (tp innermost, then cp, dp, pp: stage r holds r*n .. (r+1)*n - 1 for
+    n = tp*cp*dp)."""
+    lay = step.lay.take(np.array([i]))
+    st = Stages.of_split(split).with_mtp(model.mtp_layers)
+    by = stage_memory(model, system, lay, st, per_kind=True)
+    n = int(lay.tp[0] * lay.cp[0] * lay.dp[0])
+    span = lambda r: f"{r * n}" if n == 1 else f"{r * n}-{(r + 1) * n - 1}"
+    return [RankMemory(stage=r, ranks=span(r), layers=layers,
+                       memory_bytes=MemoryBreakdown(**{k: float(by[k][r, 0]) for k in MEMORY_PARTS}))
+            for r, layers in enumerate(split)]
+
+
+def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estimate:
+    """Plan i of an evaluated set as an Estimate: the headline numbers and the rows that trace them."""
+    lay, st = step.lay, step.stages
+    plan = lay.plan(i)
+    pp, m, gpus = plan.pp, plan.num_microbatches, plan.gpus
+    b = int(step.bottleneck[i])
+    n = len(lay)
+    at = lambda x: float(item(x, i, n))
+    count = {u: int(item(st.count(u)[b], i, n)) for u in UNITS}
+    time_s = TimeBreakdown(**{k: at(x) for k, x in step.time.items()})
+    split = split_of(plan, model.n_layers)
+    ranks = memory_ranks(model, system, step, i, split)
+    membd = max(ranks, key=lambda r: r.memory_bytes.reserved)
+    on = lambda c: bool(item(c.active, i, n))
+    # the units' ops and comms are per distinct row of the plans (cost.units.unit_costs): plan i's is row j
+    units, j = step.units, int(step.units.index[i])
+    n_rows = len(units.lay)
+    on_row, at_row = (lambda c: bool(item(c.active, j, n_rows))), (lambda x: float(item(x, j, n_rows)))
+    comms = [comm_row(c, system, plan, count[c.unit] * m, j, n_rows) for c in units.comms
+             if on_row(c) and count[c.unit]]
+    comms += [comm_row(c, system, plan, m, i, n) for c in step.stage_comms if on(c)]
+    comms += [comm_row(c, system, plan, 1, i, n) for c in step.step_comms if on(c)]
+    fast = at(step.compute_speedup)  # op times at the rate of ranks sharing a host (1 elsewhere)
+    ops = [OpTime(name=op.name, where=u, kind=op.kind, count=count[u], fwd_s=at_row(op.fwd_s) / fast,
+                  bwd_s=at_row(op.bwd_s) / fast, recompute_s=at_row(op.recompute_s(plan.recompute)) / fast,
+                  fwd_flops=at_row(op.fwd_flops), formula=op.formula)
+           for u in UNITS if count[u] for op in units.ops[u] if on_row(op)]
+
+    step_s, cap = time_s.total, step.capacity
+    fits = membd.memory_bytes.reserved <= step.budget
+    bottleneck = st.name(b, pp)
+    mem_stage = Stages.of_split(split).name(membd.stage, pp)
+    mflops, hflops, peak = step.model_flops, at(step.hardware_flops), step.peak_flops
+    tokens = lay.tokens_per_step
+    band = prediction_interval(system, load_stack(plan.stack), model.moe is not None)
+    return Estimate(
+        model=model.name, hardware=system.name, gpus=gpus, params=model.n_params(),
+        step_time_s=step_s, tokens_per_s=tokens / step_s,
+        step_time_s_low=step_s * (1 + band.low) if band else None,
+        step_time_s_high=step_s * (1 + band.high) if band else None,
+        interval_source=f"{band.coverage:.0%} interval from {band.rows} runs: {band.source}" if band else "", tokens_per_s_per_gpu=tokens / step_s / gpus,
+        model_tflops_per_gpu=mflops / step_s / gpus / 1e12, mfu=mflops / (step_s * gpus * peak),
+        hfu=hflops / (step_s * gpus * peak), mfu_peak_dtype=step.peak_dtype,
+        fits_in_memory=fits, memory_capacity_bytes=cap, memory_headroom=step.headroom,
+        memory_budget_bytes=step.budget, memory_free_bytes=step.budget - membd.memory_bytes.reserved,
+        memory_stage=mem_stage, memory_rank=membd.ranks, memory_bytes=membd.memory_bytes, memory_ranks=ranks,
+        time_s=time_s,
+        model_flops_per_step=mflops, hardware_flops_per_step=hflops, num_microbatches=m,
+        stage_layers=split, bottleneck_stage=bottleneck, stages=stage_times(step, i, split, model.mtp_layers),
+        ops=ops, comms=comms, plan=plan, notes=notes_of(model, system, plan, step, fast, fits, membd.memory_bytes, mem_stage),
+    )
 
 
 def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict,

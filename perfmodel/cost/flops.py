@@ -10,7 +10,7 @@ live with the kernels (`cost.kernels`); hardware FLOPs (HFU) add the recomputed 
 
 from __future__ import annotations
 
-from ..models import ModelConfig
+from ..spec.model import ModelConfig
 
 
 def matmul_params(model: ModelConfig) -> int:

@@ -1,5 +1,5 @@
 """The operator graph of a training step: one vertex per operator (every layer's own), one edge per tensor passed
-between two (`perfmodel.operators` names them and their edges). PaSE (`search.pase`) assigns each vertex a
+between two (`perfmodel.spec.operators` names them and their edges). PaSE (`search.pase`) assigns each vertex a
 configuration; `cost.tables` prices vertices and edges under every configuration."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..operators import (
+from ..spec.operators import (
     EMBEDDING_EDGES,
     EMBEDDING_OPS,
     HEAD_EDGES,
@@ -25,7 +25,7 @@ from ..operators import (
 @dataclass(frozen=True)
 class Vertex:
     name: str
-    kind: str  # the operator (perfmodel.operators.OPS), or any label for a graph built by hand
+    kind: str  # the operator (perfmodel.spec.operators.OPS), or any label for a graph built by hand
     layer: int | None = None
 
 
@@ -83,7 +83,7 @@ def edge_key(src: str, dst: str, slot: int) -> str:
 def operator_graph(n_layers: int, moe: bool = False) -> Graph:
     """Embedding and its output, n_layers x (norm1 ... residual2), final norm, LM head, loss, with the residual
     edges; with `moe`, each layer's MoE MLP ("moe", from norm2 to residual2) beside the dense MLP's chain (the
-    model's mean layer: `cost.operators.layer_share` weighs each)."""
+    model's mean layer: `cost.operator_table.layer_share` weighs each)."""
     vertices: list[Vertex] = []
     edges: list[Edge] = []
 

@@ -1,6 +1,6 @@
 """The kernels of one operator on one device, per micro-batch: FLOPs, bytes and seconds.
 
-`cost.operators` says which kernels each operator runs on its local shard; this module prices them on a
+`cost.operator_table` says which kernels each operator runs on its local shard; this module prices them on a
 `Device` (the rates a plan and a system fix): weight GEMMs (and their fp8/fp4 casts), memory-bound elementwise
 kernels, the attention core, the ZeRO-3 buffer copies.
 
@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..hardware import System
-from ..models import ModelConfig
-from ..plan import Plan
-from ..stack import Stack, load_stack
+from ..spec.hardware import System
+from ..spec.model import ModelConfig
+from ..spec.plan import Plan
+from ..spec.stack import Stack, load_stack
 from .compute import flash_attention_time, gemm_time, memory_bound_time
 from .layouts import Layouts, among
 

@@ -14,7 +14,7 @@ from typing import get_args
 
 import numpy as np
 
-from ..plan import Plan, Recompute, Schedule
+from ..spec.plan import Plan, Recompute, Schedule
 
 VARYING = ("tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "zero", "recompute", "sequence_parallel", "schedule",
            "account_for_embedding", "account_for_loss")
@@ -59,7 +59,7 @@ class Layouts:
     recompute_modules: tuple[str, ...] | list[str] | None = None  # selective: Megatron-Core's module list
     recompute_num_layers: int | None = None  # full: Megatron-LM --recompute-num-layers (None: every layer)
     recompute_method: str = "uniform"  # full: uniform | block
-    account_for_embedding: np.ndarray | bool = False  # Megatron-LM's pipeline accounting (plan.megatron_chunks)
+    account_for_embedding: np.ndarray | bool = False  # Megatron-LM's pipeline accounting (spec.plan.megatron_chunks)
     account_for_loss: np.ndarray | bool = False
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
@@ -144,6 +144,11 @@ class Layouts:
     @property
     def tokens_per_step(self) -> int:
         return self.global_batch * self.seq_len
+
+    @cached_property
+    def pipelined(self) -> np.ndarray:
+        """pp > 1: the plan's stages are more than one (the last then holds its own copy of a tied LM head)."""
+        return self.pp > 1
 
     @cached_property
     def edp(self) -> np.ndarray:

@@ -1,12 +1,12 @@
 """Memory per device under Megatron-LM's placements: parameters and their states, and the activations a layer,
-the embedding and the head keep, summed from the operator table (`cost.operators`).
+the embedding and the head keep, summed from the operator table (`cost.operator_table`).
 
 Mixed-precision Adam (Rajbhandari et al. 2020, ZeRO, Sec. 3.1): 2 B bf16 weights, 2 B (or 4 B fp32)
 gradients, 12 B optimizer state (fp32 master weights, momentum, variance) per parameter; ZeRO stage 1 shards
 the optimizer state over the data-parallel group (dp * cp: context-parallel ranks hold replicas too), 2 adds
 gradients, 3 adds weights.
 Activations follow Korthikanti et al. 2022 (Sec. 4, Eq. 1-2; per layer sbh(34 + 5as/h) for GPT with
-dropout), operator by operator (`cost.operators.kept_bytes`), so that GQA, gated MLPs, RMSNorm, no dropout and
+dropout), operator by operator (`cost.operator_table.kept_bytes`), so that GQA, gated MLPs, RMSNorm, no dropout and
 FlashAttention change exactly the tensors they change.
 """
 
@@ -15,11 +15,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..hardware import System
-from ..models import ModelConfig
-from ..operators import EMBEDDING_OPS, HEAD_EDGES, HEAD_OPS, LAYER_EDGES, LAYER_OPS, megatron_dim
-from ..plan import Plan
-from ..stack import load_stack
+from ..spec.hardware import System
+from ..spec.model import ModelConfig
+from ..spec.operators import EMBEDDING_OPS, HEAD_EDGES, HEAD_OPS, LAYER_EDGES, LAYER_OPS, megatron_dim
+from ..spec.plan import Plan
+from ..spec.result import DEFAULT_HEADROOM
+from ..spec.stack import load_stack
 from .compression import GRAD_BYTES, error_feedback_bytes
 from .kernels import GEMM_INPUT_BYTES
 from .layouts import Layouts, among
@@ -32,13 +33,13 @@ from .moe import (
     moe_replicated_params,
     moe_router_params,
 )
-from .operators import Operator, keeps_shard, kept_bytes, local_params, megatron, megatron_codes, operators
+from .operator_table import Operator, keeps_shard, kept_bytes, local_params, megatron, megatron_codes, operators
 from .pipeline import in_flight
 from .stages import Stages, pick
 
 WEIGHT_BYTES = 2.0
 OPTIMIZER_BYTES = 12.0  # fp32 master + Adam m + v
-# The parts of `result.MemoryBreakdown`, each view the one before plus its own parts
+# The parts of `spec.result.MemoryBreakdown`, each view the one before plus its own parts
 MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "transient", "allocated", "fragmentation",
                 "reserved", "runtime", "device", "between_steps")
 
@@ -161,7 +162,7 @@ def _kept(model: ModelConfig, lay: Layouts, names, recompute) -> np.ndarray:
 
 
 def layer_activation_bytes(model: ModelConfig, plan: Plan | Layouts, recompute=None):
-    """Bytes one layer keeps for its backward, for one micro-batch on one device: `cost.operators.kept_bytes`
+    """Bytes one layer keeps for its backward, for one micro-batch on one device: `cost.operator_table.kept_bytes`
     of its operators under Megatron-LM's split. For GPT (q_dim = kv_dim = h, f = 4h, dropout, unfused, tp = 1)
     this is sbh(34 + 5as/h) (Korthikanti et al. 2022, Eq. 1); selective recompute drops the attention core, full
     recompute keeps only the layer input, 2h (/tp with SP)."""
@@ -204,7 +205,7 @@ def narrow_cache_bytes(gemm_params, lay: Layouts):
 def loss_temporary_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
     """What the cross entropy holds at its peak beyond the fp32 logits its backward keeps (`kept_bytes`: 4 B per
     logit): (stack.loss_bytes_per_logit - 4) per token and local vocabulary entry, one micro-batch on the last
-    stage (the bf16 logits and fp32 temporaries of the loss's forward and backward; `stack.Stack`)."""
+    stage (the bf16 logits and fp32 temporaries of the loss's forward and backward; `spec.stack.Stack`)."""
     ops = operators(model)
     s = megatron(ops["loss"], lay)
     return (load_stack(lay.stack).loss_bytes_per_logit - 4.0) * s.tokens * s.local("vocab") + 0.0 * lay.tp
@@ -296,15 +297,6 @@ def memory_views(lay: Layouts, system: System, parts: dict) -> dict:
                 device=reserved + runtime, between_steps=steady)
 
 
-# The share of the allocator's room (capacity - runtime) a plan must leave free to count as fitting: the guard
-# against an estimate that is low. A plan predicted exactly at the budget still fits where the estimate is at
-# most that share low: on the 49 measured peaks of benchmarks/measured_memory.py (Nov 2026) 10% covers 69% of
-# rows (5%: 59%, 15%: 82%, 20%: 90%, 25%: all); larger defaults refuse plans that run, smaller ones pass plans
-# that run out of memory on the rows the model underestimates most (nanotron's unfused kernels, torchtitan
-# without torch.compile's savings counted). Set it per run with --headroom.
-DEFAULT_HEADROOM = 0.10
-
-
 def memory_budget(system: System, headroom: float = DEFAULT_HEADROOM) -> float:
     """Bytes the reserved view may reach on one device: (capacity - runtime) * (1 - headroom), the runtime being
     the system's memory_overhead_gib (context, NCCL buffers, workspaces outside torch's allocator). InputError
@@ -313,6 +305,17 @@ def memory_budget(system: System, headroom: float = DEFAULT_HEADROOM) -> float:
         raise InputError(f"headroom = {headroom!r}; valid: a share of the memory to keep free, >= 0 and < 1 "
                          f"(default {DEFAULT_HEADROOM})")
     return (system.accelerator.hbm_bytes - system.memory_overhead_bytes) * (1.0 - headroom)
+
+
+def state_floor(model: ModelConfig, lay: Layouts) -> np.ndarray:
+    """A lower bound of every plan's reserved memory (`stage_memory`), bytes: the dense weights, gradients and
+    optimizer state (`state_bytes`) of its stage that holds most of them. The reserved view adds activations,
+    transients, a MoE model's routed experts and the allocator's slack to a stage's states, none negative, so a
+    plan whose floor exceeds the budget does not fit; a search skips pricing the rest of its memory."""
+    st = Stages.of(model, lay)
+    states = state_bytes(stage_params(model, lay, st.layers, st.embedding > 0, st.head > 0), lay)
+    total = states["weights"] + states["gradients"] + states["optimizer"]
+    return np.max(np.where(st.valid, total, 0.0), axis=0)
 
 
 def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | None = None, per_kind=False):

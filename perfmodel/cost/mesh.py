@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..hardware import System
-from ..operators import AXES, PARTIAL, SHARD
+from ..spec.hardware import System
+from ..spec.operators import AXES, PARTIAL, SHARD
 from .comm import Phase, collective_time, group_phases
 
 BIT = {a: 1 << i for i, a in enumerate(AXES)}  # a group of axes is a bitmask: bit i is AXES[i]
@@ -43,7 +43,7 @@ class Mesh:
     def __init__(self, system: System, gpus: int, dp, cp, tp):
         self.system, self.gpus = system, gpus
         self.size = {"dp": np.asarray(dp, np.int64), "cp": np.asarray(cp, np.int64), "tp": np.asarray(tp, np.int64)}
-        self._rates: dict[tuple[tuple, str], tuple[float, float]] = {}
+        self._rates: dict[tuple, tuple[float, float]] = {}  # (rings or packed key, kind) -> latency, s/byte
         self._keys: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}  # (mask, kind): latency, s/byte
         self._sizes: tuple | None = None
 
@@ -81,6 +81,8 @@ class Mesh:
     def _rate(self, key: int, kind: str) -> tuple[float, float]:
         """(latency seconds, seconds per byte) of collective `kind` over the group packed in `key`: collective_time
         is affine in the size for a fixed hierarchy (computed once per distinct set of rings)."""
+        if (key, kind) in self._rates:
+            return self._rates[(key, kind)]
         dp, rest = divmod(key // 8, _B * _B)
         cp, tp = divmod(rest, _B)
         runs = tuple(axis_runs(key % 8, {"dp": max(dp, 1), "cp": max(cp, 1), "tp": tp}))
@@ -89,7 +91,8 @@ class Mesh:
             at0 = float(collective_time(kind, 0.0, ph))
             big = 2.0**40  # the slope from a large size: from 1 byte it would cancel against the latency
             self._rates[(runs, kind)] = (at0, (float(collective_time(kind, big, ph)) - at0) / big)
-        return self._rates[(runs, kind)]
+        self._rates[(key, kind)] = self._rates[(runs, kind)]
+        return self._rates[(key, kind)]
 
     def collective(self, kind: str, nbytes, mask, latency_share=1.0) -> np.ndarray:
         """Seconds of collective `kind` on `nbytes` (the full tensor over the group, `comm.collective_time`'s
@@ -146,7 +149,7 @@ def gathered_axes(out: np.ndarray, inp: np.ndarray) -> np.ndarray:
 
 def redistribution_steps(mesh: Mesh, src: np.ndarray, dst: np.ndarray, full_bytes) -> list[tuple[str, object, object]]:
     """The collectives that turn a tensor of `full_bytes` (un-sharded) from placement codes `src` into `dst`
-    ((N, axes) arrays, `operators.tensor_codes`; `dst` is never Partial): (kind, bytes per call, group mask).
+    ((N, axes) arrays, `spec.operators.tensor_codes`; `dst` is never Partial): (kind, bytes per call, group mask).
 
     In order: local slices (Replicate->Shard, free), one reduce-scatter over the Partial->Shard axes, an
     all-to-all per Shard(i)->Shard(j) axis, one all-reduce over the Partial->Replicate axes, one all-gather over

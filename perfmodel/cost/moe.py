@@ -20,7 +20,7 @@ Per MoE layer and micro-batch, a device routes the T tokens it holds after atten
   shared      shared experts as a dense tp-split MLP on the (sequence-gathered) tokens.
 The backward runs every collective once more (and the recomputed forward under full recompute).
 A layer of the model's mean is priced: these costs times the share of MoE layers (`moe_share`), beside the
-dense MLP's operators times the dense share (`cost.operators.layer_share`); the dense-first layers of
+dense MLP's operators times the dense share (`cost.operator_table.layer_share`); the dense-first layers of
 DeepSeek-V3 (3 of 61) are spread over the stages rather than placed on the first.
 """
 
@@ -30,8 +30,8 @@ import math
 
 import numpy as np
 
-from ..hardware import System
-from ..models import ModelConfig
+from ..spec.hardware import System
+from ..spec.model import ModelConfig
 from . import comm as C
 from .kernels import ACT_BYTES, ELEMENTWISE_BYTES, Device, Op, elementwise_op, linear_op
 from .layouts import Layouts

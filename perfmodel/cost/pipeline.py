@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..plan import default_stage_layers, megatron_chunks
+from ..spec.plan import default_stage_layers, megatron_chunks
 from .layouts import among
 
 
 def stage_layers(n_layers: int, pp: int, embedding: bool = False, loss: bool = False) -> tuple[int, int, int]:
-    """(first, largest middle, last) stage layer counts of the default split (plan.default_stage_layers), or of
-    Megatron-LM's accounting of the embedding / loss as layers (plan.megatron_chunks; stage counts do not depend
+    """(first, largest middle, last) stage layer counts of the default split (spec.plan.default_stage_layers), or of
+    Megatron-LM's accounting of the embedding / loss as layers (spec.plan.megatron_chunks; stage counts do not depend
     on vpp). With pp = 1 the single stage is first, middle and last; with pp = 2 "middle" is the larger of the two."""
     if embedding or loss:
         split = megatron_chunks(n_layers, pp, 1, embedding, loss)  # one chunk per stage
@@ -64,7 +64,7 @@ def schedule_order(schedule: str, pp: int, vpp: int, m: int, rank: int) -> list[
     Interleaved 1F1B: Megatron-LM's order (Narayanan et al. 2021, Sec. 2.2; megatron/core/pipeline_parallel/
     schedules.py): `warmup_forwards` forwards over m vpp virtual micro-batches, where
     forward k is micro-batch (k // (pp vpp)) pp + k % pp of chunk (k // pp) % vpp and backward k runs the
-    chunks in reverse; m must be a multiple of pp (plan.resolve checks).
+    chunks in reverse; m must be a multiple of pp (spec.plan.resolve checks).
     """
     total, warm = m * vpp, int(warmup_forwards(schedule, pp, vpp, m, rank))  # GPipe: every forward first
     if schedule == "interleaved":

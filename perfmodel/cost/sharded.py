@@ -15,17 +15,17 @@ from dataclasses import KW_ONLY, dataclass, replace
 
 import numpy as np
 
-from ..hardware import System
-from ..models import ModelConfig
-from ..operators import PARTIAL, REPLICATE
-from ..stack import Stack, load_stack
+from ..spec.hardware import System
+from ..spec.model import ModelConfig
+from ..spec.operators import PARTIAL, REPLICATE
+from ..spec.stack import Stack, load_stack
 from . import comm as C
 from .kernels import Device, Values
 from .layouts import Layouts, among
 from .memory import WEIGHT_BYTES, adam_step_bytes
 from .mesh import BIT, Mesh, redistribution_steps
 from .moe import dispatch_bytes, flex_dispatch_time, group_tiers, moe_share, routed_bytes
-from .operators import Operator, Split, forward_passes, megatron_codes, operators, output_bytes
+from .operator_table import Operator, Split, forward_passes, megatron_codes, operators, output_bytes
 
 ZERO_GROUP = BIT["dp"] | BIT["cp"]  # the ranks holding replicas of the same weights: dp * cp, tp apart
 

@@ -7,11 +7,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..hardware import System
-from ..models import ModelConfig
+from ..spec.hardware import System
+from ..spec.model import ModelConfig
 from .compute import shared_core_speedup
 from .layouts import Layouts
-from ..plan import split_of
+from ..spec.plan import split_of
 from .pipeline import stage_layers
 
 UNITS = ("layer", "embedding", "head")

@@ -30,51 +30,32 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..hardware import System
-from ..models import ModelConfig
-from ..operators import OPS
+from ..spec.hardware import System
+from ..spec.model import ModelConfig
+from ..spec.result import DEFAULT_HEADROOM
 from . import comm as C
-from .flops import model_flops_per_token, mtp_flops_per_token, recompute_flops_per_token
 from .compression import compression_seconds, layout_wire_bytes
-from .kernels import ACT_BYTES, Device, Op, zero3_copy_op
+from .flops import model_flops_per_token, mtp_flops_per_token, recompute_flops_per_token
+from .kernels import ACT_BYTES, Device
 from .layouts import Layouts, among
-from .moe import ExpertDataGroup, expert_layer_params
-from .memory import (
-    DEFAULT_HEADROOM,
-    memory_budget,
-    GRAD_BYTES,
-    WEIGHT_BYTES,
-    sp_replicated_params,
-    stage_memory,
-    stage_params,
-    unit_params,
-)
+from .memory import GRAD_BYTES, WEIGHT_BYTES, memory_budget, sp_replicated_params, stage_memory, stage_params
 from .mesh import BIT, Mesh
-from .operators import megatron, operators
+from .moe import ExpertDataGroup, expert_layer_params
+from .operator_table import operators
 from .pipeline import pipeline_time
 from .sharded import (
     ZERO_GROUP,
     Comm,
-    behind,
     chunked,
     gradient_sync,
-    moe_comms,
-    op_comms,
     optimizer_seconds,
     overlap_fraction,
     partial_sum,
     weight_gather,
     with_overlap,
-    zero3_gather,
 )
-from .stages import UNITS, Stages, pick, pipeline_busy, shared_host_speedup, unit_counts
-from .units import op_kernels, unit_edges, unit_ops
-
-COMPUTE_PARTS = {"gemm": "gemm", "attention": "attention", "memory": "memory_bound"}
-COMPUTE_PART_NAMES = (*COMPUTE_PARTS.values(), "recompute")
-STAGE_PARTS = ("gemm", "attention", "memory_bound", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm",
-               "zero3_comm", "overhead")
-
+from .stages import UNITS, Stages, pick, shared_host_speedup, unit_counts
+from .units import STAGE_PARTS, Units, host_seconds, unit_costs
 
 @dataclass
 class Step:
@@ -82,8 +63,8 @@ class Step:
 
     lay: Layouts
     stages: Stages
-    ops: dict[str, list[Op]]  # per unit
-    comms: list[Comm]  # per unit per micro-batch, and the stage's sends
+    units: Units  # one layer, the embedding and the head per distinct row: ops, comms (plan j's row: index[j])
+    stage_comms: list[Comm]  # per micro-batch of a stage: its sends
     step_comms: list[Comm]  # per step
     time: dict[str, np.ndarray]  # TimeBreakdown fields
     memory: dict[str, np.ndarray]  # MemoryBreakdown fields (the stage kind with most memory)
@@ -103,7 +84,6 @@ class Step:
     stage_time_max: np.ndarray  # seconds per micro-batch of the slowest stage
     compute_speedup: np.ndarray  # cost.compute.shared_core_speedup applied to compute (1: no shared host)
     moe_window: np.ndarray  # seconds of a layer's compute per micro-batch that moe_overlap hides its dispatch behind
-    zero3_overlap: dict[str, tuple]  # unit -> (gather <= forward, <= backward, fraction that may hide, active)
     host_kernels: np.ndarray  # operator launches per step on the slowest stage (host_counts)
     host_calls: np.ndarray  # collective calls and sends per step on the slowest stage
 
@@ -120,7 +100,7 @@ class Step:
         return self.model_flops / (self.step_time_s * self.lay.gpus * self.peak_flops)
 
 
-# The parts of a step that a calibration from measured runs scales (hardware.RunFit): time the devices compute
+# The parts of a step that a calibration from measured runs scales (spec.hardware.RunFit): time the devices compute
 # (or wait on computing neighbours), and exposed communication.
 COMPUTE_TIME = ("gemm", "attention", "memory_bound", "recompute", "bubble", "optimizer")
 COMM_TIME = ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "zero3_comm")
@@ -151,34 +131,6 @@ def calibrated(time: dict, system: System) -> dict:
     return out
 
 
-def host_counts(ops: list[Op], comms: list[Comm], recompute) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per micro-batch, a unit's operator launches in the forward, in the backward (its recomputed forwards
-    included) and its collective calls: what the host dispatches (each op its share of one launch per pass; each
-    Comm's calls)."""
-    on = lambda x: np.asarray(x, bool).astype(float)  # noqa: E731
-    fwd = sum(on(op.active) * op.share for op in ops)
-    bwd = sum(on(op.active) * op.share * (1.0 + among(recompute, op.recompute)) for op in ops)
-    calls = sum(np.asarray(c.calls, float) * on(c.active) for c in comms)
-    return fwd + 0.0, bwd + 0.0, calls + 0.0
-
-
-def host_seconds(costs, kernels, calls):
-    """Host seconds of `kernels` operator launches and `calls` collective calls at the measured per-launch costs
-    (hardware.HostCosts; 0 without them): kernels * kernel_s + calls * collective_s."""
-    if costs is None:
-        return 0.0 * (np.asarray(kernels) + np.asarray(calls))
-    return costs.kernel_s * np.asarray(kernels, float) + costs.collective_s * np.asarray(calls, float)
-
-
-def unit_parts(ops: list[Op], recompute) -> dict[str, np.ndarray]:
-    """Per-micro-batch seconds of a unit's kernels by breakdown part (recomputed forwards in `recompute`)."""
-    out = dict.fromkeys(STAGE_PARTS, 0.0)
-    for op in ops:
-        out[COMPUTE_PARTS[op.kind]] = out[COMPUTE_PARTS[op.kind]] + op.fwd_s + op.bwd_s
-        out["recompute"] = out["recompute"] + op.recompute_s(recompute)
-    return out
-
-
 def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, headroom: float = DEFAULT_HEADROOM) -> Step:
     """Predict one training step of every plan in `lay` (resolved plans of one job) on `system`.
 
@@ -197,89 +149,24 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     wbytes = layout_wire_bytes(model, lay)  # what the gradient collectives carry per element (cost.compression)
     none = np.zeros(len(lay))
 
-    kern = op_kernels(model, system, lay)
-    ops = unit_ops(model, system, lay, kern)
-    params = unit_params(model, lay)
-    zero3 = (zero == 3) & (shard > 1)
-    for u in UNITS:
-        ops[u].append(zero3_copy_op(dev, params[u], gbytes, active=zero3))
-    parts = {u: unit_parts(ops[u], rc) for u in UNITS}
-    # Busy seconds per direction (compute, later + exposed comm): what overlapped collectives hide behind.
-    fwd = {u: sum(op.fwd_s for op in ops[u]) + none for u in UNITS}
-    bwd = {u: sum(op.bwd_s + op.recompute_s(rc) for op in ops[u]) + none for u in UNITS}
+    # --- one layer, the embedding and the head on one device, once per distinct row (cost.units) ------------
+    units = unit_costs(model, system, lay)
+    per_plan = units.per_plan
+    parts = {u: {k: per_plan(x) for k, x in units.parts[u].items()} for u in UNITS}
+    fwd, bwd = ({u: per_plan(x[u]) for u in UNITS} for x in (units.fwd, units.bwd))
+    kernels, calls_of = ({u: per_plan(x[u]) for u in UNITS} for x in (units.kernels, units.calls))
+    speedup = per_plan(units.speedup)
     st = Stages.of(model, lay)
-    compute = {u: sum(parts[u][k] for k in COMPUTE_PART_NAMES) for u in UNITS}
-    speedup = shared_host_speedup(system, lay, pipeline_busy(model, lay, st, compute))
-    for u in UNITS:  # ranks sharing a host's cores compute faster while pipeline neighbours wait
-        for k in COMPUTE_PART_NAMES:
-            parts[u][k] = parts[u][k] / speedup
-        fwd[u], bwd[u] = fwd[u] / speedup, bwd[u] / speedup
-    moe_window = fwd["layer"] + bwd["layer"]  # a layer's compute, what moe_overlap hides a dispatch behind
-    comms: list[Comm] = []
-
-    def charge(c: Comm):
-        parts[c.unit][c.part] = parts[c.unit][c.part] + c.exposed
-        fwd[c.unit], bwd[c.unit] = fwd[c.unit] + c.fwd, bwd[c.unit] + c.bwd
-        comms.append(c)
-
-    # --- the tensors between operators; the collectives inside them -----------------------------------------
-    for c in unit_edges(model, system, lay).values():
-        charge(c)
-    # a MoE model's token dispatch and combine (with moe_overlap, beside a layer's compute of another micro-batch)
-    for c in moe_comms(model, system, lay, moe_window):
-        charge(c)
-    table = operators(model)
-    for name in OPS:
-        seconds = (sum(k.fwd_s for k in kern[name]) / speedup, sum(k.bwd_s for k in kern[name]) / speedup)
-        for c in op_comms(table[name], megatron(table[name], lay), mesh, model, rc, seconds, f):
-            charge(c)
-
-    # --- ZeRO-3: gather a unit's weights before its forward and backward, reduce-scatter its gradients ------
-    zero3_overlap = {}
-    p_exp, experts = expert_layer_params(model, lay), ExpertDataGroup(system, lay, model)
-    part_of = lambda x, total: np.divide(x, total, out=np.zeros_like(total), where=total > 0)  # noqa: E731
-    for unit, p in params.items():
-        on = zero3 & (p > 0)
-        ag, rs = (on * x for x in zero3_gather(mesh, p, wbytes, ZERO_GROUP))
-        # a layer's routed experts gather and reduce over their edp group, in the same window as its dense weights
-        on_e = (zero == 3) & (lay.edp > 1) & (p_exp > 0) & (unit == "layer")
-        ag_e, rs_e = (on_e * x for x in zero3_gather(experts, p_exp, wbytes, None))
-        gathers, both = ag + ag_e, ag + ag_e + rs + rs_e
-        # The embedding is first in the forward and last in the backward: nothing to hide behind.
-        frac = f if overlap and unit != "embedding" else 0.0
-        e_f, e_b = behind(gathers, fwd[unit], frac), behind(both, bwd[unit], frac)
-        zero3_overlap[unit] = (gathers <= fwd[unit], both <= bwd[unit], frac, on)
-        # the exposed time split by traffic
-        charge(Comm("zero3 weight all-gather", "all_gather", "dp", nbytes=p * WEIGHT_BYTES, seconds=ag, calls=2,
-                    fwd=e_f * part_of(ag, gathers), bwd=e_b * part_of(ag, both), unit=unit, part="zero3_comm",
-                    mask=ZERO_GROUP, active=on))
-        charge(Comm("zero3 gradient reduce-scatter", "reduce_scatter", "dp", nbytes=p * wbytes, seconds=rs, calls=1,
-                    bwd=e_b * part_of(rs, both), unit=unit, part="zero3_comm", mask=ZERO_GROUP, active=on))
-        if unit == "layer" and model.moe is not None:
-            charge(Comm("zero3 expert all-gather (edp)", "all_gather", "edp", nbytes=p_exp * WEIGHT_BYTES,
-                        seconds=ag_e, calls=2, fwd=e_f * part_of(ag_e, gathers), bwd=e_b * part_of(ag_e, both),
-                        unit=unit, part="zero3_comm", tier=experts.tiers(), active=on_e))
-            charge(Comm("zero3 expert reduce-scatter (edp)", "reduce_scatter", "edp", nbytes=p_exp * wbytes,
-                        seconds=rs_e, calls=1, bwd=e_b * part_of(rs_e, both), unit=unit, part="zero3_comm",
-                        tier=experts.tiers(), active=on_e))
-
-    # --- host: the stack's per-launch costs, where the spec measured them for it (hardware.HostCosts) --------
     costs = system.host_costs if system.host_costs is not None and system.host_costs.stack == lay.stack else None
-    kernels, calls_of = {}, {}
-    for u in UNITS:
-        nf, nb, calls = host_counts(ops[u], [c for c in comms if c.unit == u], rc)
-        kernels[u], calls_of[u] = nf + nb, calls
-        hf, hb = host_seconds(costs, nf, 0.0), host_seconds(costs, nb, calls)
-        parts[u]["overhead"] = parts[u]["overhead"] + hf + hb
-        fwd[u], bwd[u] = fwd[u] + hf, bwd[u] + hb
+    experts = ExpertDataGroup(system, lay, model)
 
     # --- pipeline: send activations forward and gradients backward at each chunk boundary ----------------
     link_bw, link_lat, link = C.group_p2p_link(system, t * lay.cp * lay.dp, pp)  # also the tied-embedding sync
     s_pp = lay.tokens_per_microbatch * model.hidden * ACT_BYTES / lay.sp_divisor
     one = C.p2p_time(s_pp, link_bw, link_lat)
     p2p = np.where(pp > 1, 2 * v * one, 0.0)
-    comms.append(Comm("pp activations/gradients", "send/recv", "pp", nbytes=s_pp, seconds=one, calls=2 * v,
-                      fwd=p2p / 2, bwd=p2p / 2, unit="stage", part="pp_comm", tier=link, active=pp > 1))
+    stage_comms = [Comm("pp activations/gradients", "send/recv", "pp", nbytes=s_pp, seconds=one, calls=2 * v,
+                        fwd=p2p / 2, bwd=p2p / 2, unit="stage", part="pp_comm", tier=link, active=pp > 1)]
 
     # --- stages ----------------------------------------------------------------------------------------------
     stage_part = {k: st.seconds({u: parts[u][k] for u in UNITS}) for k in STAGE_PARTS}
@@ -288,7 +175,8 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     stage_part["overhead"] = stage_part["overhead"] + host_seconds(costs, 0.0, sends)
     per_mb = sum(stage_part.values())
     bottleneck = np.argmax(np.where(st.valid, per_mb, -np.inf), axis=0)
-    t_mean = (sum(sum(parts[u].values()) * n for u, n in unit_counts(model).items()) + pp * p2p) / pp
+    unit_time = {u: per_plan(sum(units.parts[u].values())) for u in UNITS}
+    t_mean = (sum(unit_time[u] * n for u, n in unit_counts(model).items()) + pp * p2p) / pp
     t_max = pick(per_mb, bottleneck)
     t_pipe = pipeline_time(m, t_max, t_mean, pp, v)
 
@@ -342,7 +230,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
                       bwd=r, unit="step", part="dp_comm", mask=BIT["tp"], active=on))
     # first and last stage hold copies of the embedding: tied to the LM head, or read by the MTP modules
     on = (pp > 1) & (model.tie_embeddings or model.mtp_layers > 0)
-    size = table["embedding"].weights[0].params / t * gbytes / np.where(zero >= 2, shard, 1)  # the local gradient
+    size = operators(model)["embedding"].weights[0].params / t * gbytes / np.where(zero >= 2, shard, 1)  # the local gradient
     one = on * C.ring_allreduce_time(size, 2, link_bw, link_lat)
     steps.append(Comm("embedding copies gradient sync", "all_reduce", "embedding", nbytes=size, seconds=one, calls=1,
                       bwd=one, unit="step", part="dp_comm", tier=link, active=on))
@@ -369,15 +257,15 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     tokens = lay.tokens_per_step
     mflops = tokens * model_flops_per_token(model, lay.seq_len)
     extra = {mode: recompute_flops_per_token(model, lay.seq_len, mode) for mode in ("none", "selective", "full")}
-    hflops = mflops + tokens * (np.select([rc == k for k in extra], list(extra.values()))
+    hflops = mflops + tokens * (np.select([among(rc, (k,)) for k in extra], list(extra.values()))
                                 + mtp_flops_per_token(model, lay.seq_len))
     peak_dtype = lay.precision if lay.precision in ("fp8", "fp4") else "bf16"
-    return Step(lay=lay, stages=st, ops=ops, comms=comms, step_comms=steps, time=time, memory=memory,
+    return Step(lay=lay, stages=st, units=units, stage_comms=stage_comms, step_comms=steps, time=time, memory=memory,
                 bottleneck=bottleneck, memory_kind=mem_kind, capacity=system.accelerator.hbm_bytes,
                 headroom=headroom, budget=memory_budget(system, headroom),
                 model_flops=mflops, hardware_flops=hflops, peak_flops=system.accelerator.peak_flops(peak_dtype),
-                peak_dtype=peak_dtype, unit_time={u: sum(parts[u].values()) + none for u in UNITS},
+                peak_dtype=peak_dtype, unit_time={u: unit_time[u] + none for u in UNITS},
                 unit_fwd={u: fwd[u] + none for u in UNITS},
                 unit_recompute={u: parts[u]["recompute"] + none for u in UNITS}, p2p=p2p, stage_time_max=t_max,
-                compute_speedup=speedup + none, moe_window=moe_window, zero3_overlap=zero3_overlap,
+                compute_speedup=speedup + none, moe_window=per_plan(units.moe_window),
                 host_kernels=host_kernels + none, host_calls=host_calls + none)

@@ -1,5 +1,5 @@
 """PaSE's cost tables: every configuration of every operator on one plan's stage mesh, priced by the functions
-`estimate` prices Megatron-LM's placements with (`cost.operators`, `cost.sharded`, `cost.memory`), so that the
+`estimate` prices Megatron-LM's placements with (`cost.operator_table`, `cost.sharded`, `cost.memory`), so that the
 Megatron assignment costs here exactly what `estimate` says per unit (tests/test_pase_agreement.py).
 
 A configuration splits an operator's iteration space over the mesh (dp, cp, tp): each axis splits one dim or
@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..hardware import System
-from ..models import ModelConfig
-from ..operators import AXES, CODES, DATA_AXES, SHARD, UNIT_OF, edge_unit, tensor_codes
-from ..plan import Plan
-from ..stack import load_stack
+from ..spec.hardware import System
+from ..spec.model import ModelConfig
+from ..spec.operators import AXES, CODES, DATA_AXES, SHARD, UNIT_OF, edge_unit, tensor_codes
+from ..spec.plan import Plan
+from ..spec.stack import load_stack
 from .graph import Graph
 from .compression import compression_seconds, layout_wire_bytes
 from .kernels import Device, zero3_copy_op
@@ -54,7 +54,7 @@ from .moe import (
     moe_replicated_params,
     moe_router_params,
 )
-from .operators import (
+from .operator_table import (
     Operator,
     Split,
     edge_share,
@@ -90,7 +90,7 @@ def configurations(op: Operator, sizes: dict[str, int], batch: int, seq: int) ->
     that split a dim must divide it (the vocabulary may pad). Row 0 leaves the tp axis unsplit, but for a MoE MLP,
     whose tokens tp must split (each rank routes its own: Megatron-Core requires sequence parallelism with tp
     and experts). The executor's
-    semantics bound the choice (`operators.DATA_AXES`): the dp axis is data parallelism (it splits the batch of
+    semantics bound the choice (`spec.operators.DATA_AXES`): the dp axis is data parallelism (it splits the batch of
     every op), the cp axis context parallelism (the sequence), and attention's sequence is split by cp only
     (keys and values are gathered over cp; a tp split of it would be a second context parallelism).
     """
@@ -166,7 +166,7 @@ class Reference:
         const = float(step.memory["transient"][0] + step.memory["runtime"][0]
                       - layers * narrow_cache_bytes(layer_gemm_params(model, lay), lay)[0])
         zero3 = {u: (bool(h_f[0]), bool(h_b[0]), frac, bool(on[0]))
-                 for u, (h_f, h_b, frac, on) in step.zero3_overlap.items()}
+                 for u, (h_f, h_b, frac, on) in step.units.zero3_overlap.items()}  # one plan: row 0
         return cls(step, float(step.compute_speedup[0]), zero3,
                    {"layer": layers / n, "embedding": float(emb > 0), "head": float(head > 0)},  # MTP: shared
                    {"layer": layers / n * scale["layer"], "embedding": emb * scale["embedding"],

@@ -1,20 +1,23 @@
 """One layer, the embedding and the head under Megatron-LM's placements, per micro-batch, for every plan of a
-search: the kernels of their operators (`cost.operators`), the tensors passed between them (`cost.sharded.
-edge_cost` over Megatron's placement codes, `perfmodel.operators.megatron_split`) and the collectives inside
+search: the kernels of their operators (`cost.operator_table`), the tensors passed between them (`cost.sharded.
+edge_cost` over Megatron's placement codes, `perfmodel.spec.operators.megatron_split`) and the collectives inside
 them (`cost.sharded.op_comms`).
 
 The embedding's unit holds the reduction of its vocab-parallel output and what that output passes to the first
-layer, as Megatron-LM's VocabParallelEmbedding does it (`perfmodel.operators.edge_unit`); a layer holds what it
+layer, as Megatron-LM's VocabParallelEmbedding does it (`perfmodel.spec.operators.edge_unit`); a layer holds what it
 reads from the previous layer; the head what it reads from the last layer.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from ..hardware import System
-from ..models import ModelConfig
-from ..operators import (
+from ..spec.hardware import System
+from ..spec.model import ModelConfig
+from ..spec.operators import (
+    OPS,
     EMBEDDING_EDGES,
     EMBEDDING_OPS,
     GRAPH_OPS,
@@ -22,17 +25,19 @@ from ..operators import (
     HEAD_OPS,
     INPUT_EDGES,
     LAYER_EDGES,
-    LAYER_OPS,
     MOE_EDGES,
     UNIT_OF,
     edge_unit,
 )
-from ..plan import Plan
-from ..stack import load_stack
-from .kernels import Device, Op
-from .layouts import Layouts, spread
+from ..spec.plan import Plan
+from ..spec.stack import load_stack
+from .compression import layout_wire_bytes
+from .kernels import Device, Op, zero3_copy_op
+from .layouts import PER_DEVICE, Layouts, among, spread
+from .memory import GRAD_BYTES, WEIGHT_BYTES, unit_params
 from .mesh import BIT, Mesh
-from .operators import (
+from .moe import ExpertDataGroup, expert_layer_params
+from .operator_table import (
     edge_share,
     forward_passes,
     keeps_shard,
@@ -42,7 +47,13 @@ from .operators import (
     operators,
     output_bytes,
 )
-from .sharded import Comm, edge_cost, overlap_fraction
+from .sharded import ZERO_GROUP, Comm, behind, edge_cost, moe_comms, op_comms, overlap_fraction, zero3_gather
+from .stages import UNITS, Stages, pipeline_busy, shared_host_speedup
+
+COMPUTE_PARTS = {"gemm": "gemm", "attention": "attention", "memory": "memory_bound"}
+COMPUTE_PART_NAMES = (*COMPUTE_PARTS.values(), "recompute")
+STAGE_PARTS = ("gemm", "attention", "memory_bound", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm",
+               "zero3_comm", "overhead")
 
 UNIT_OPS = {"layer": tuple(n for n in GRAPH_OPS if UNIT_OF[n] == "layer"), "embedding": EMBEDDING_OPS,
             "head": HEAD_OPS}  # a layer's operators in order, its MoE MLP ("moe") among them
@@ -51,6 +62,10 @@ UNIT_EDGES = {
     "embedding": EMBEDDING_EDGES + tuple(("embedding_output", dst, slot) for dst, slot in INPUT_EDGES),
     "head": (("residual2", "final_norm", 0),) + HEAD_EDGES,
 }
+# What a unit costs per device depends on the per-device fields and, through the tied LM head's copy on the last
+# stage, on whether the plan is pipelined; ranks that share a host's cores (`System.shared_host`) also on the
+# pipeline, whose idle stages lend them cores: then every plan is its own row.
+UNIT_KEY = (*PER_DEVICE, "pipelined")
 TP_NAMES = {"layer": "tp activations", "embedding": "tp embedding", "head": "tp lm head"}
 
 
@@ -119,3 +134,152 @@ def unit_edges(model: ModelConfig, system: System, lay: Layouts) -> dict[str, Co
                     active=calls > 0)
         out[unit] = spread(comm, inverse)
     return out
+
+
+def host_counts(ops: list[Op], comms: list[Comm], recompute) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per micro-batch, a unit's operator launches in the forward, in the backward (its recomputed forwards
+    included) and its collective calls: what the host dispatches (each op its share of one launch per pass; each
+    Comm's calls)."""
+    on = lambda x: np.asarray(x, bool).astype(float)  # noqa: E731
+    fwd = sum(on(op.active) * op.share for op in ops)
+    bwd = sum(on(op.active) * op.share * (1.0 + among(recompute, op.recompute)) for op in ops)
+    calls = sum(np.asarray(c.calls, float) * on(c.active) for c in comms)
+    return fwd + 0.0, bwd + 0.0, calls + 0.0
+
+
+def host_seconds(costs, kernels, calls):
+    """Host seconds of `kernels` operator launches and `calls` collective calls at the measured per-launch costs
+    (spec.hardware.HostCosts; 0 without them): kernels * kernel_s + calls * collective_s."""
+    if costs is None:
+        return 0.0 * (np.asarray(kernels) + np.asarray(calls))
+    return costs.kernel_s * np.asarray(kernels, float) + costs.collective_s * np.asarray(calls, float)
+
+
+def unit_parts(ops: list[Op], recompute) -> dict[str, np.ndarray]:
+    """Per-micro-batch seconds of a unit's kernels by breakdown part (recomputed forwards in `recompute`)."""
+    out = dict.fromkeys(STAGE_PARTS, 0.0)
+    for op in ops:
+        out[COMPUTE_PARTS[op.kind]] = out[COMPUTE_PARTS[op.kind]] + op.fwd_s + op.bwd_s
+        out["recompute"] = out["recompute"] + op.recompute_s(recompute)
+    return out
+
+
+@dataclass
+class Units:
+    """One layer, the embedding and the head per micro-batch on one device, for the distinct rows of a set of plans
+    (`unit_costs`; plan j's row is `index[j]`): their kernels and communication, and the sums a stage is built from.
+    Seconds are per micro-batch; parts are TimeBreakdown fields."""
+
+    index: np.ndarray  # each plan's row
+    lay: Layouts  # the rows' plans
+    ops: dict[str, list[Op]]
+    comms: list[Comm]  # per unit per micro-batch
+    parts: dict[str, dict[str, np.ndarray]]  # unit -> STAGE_PARTS (compute and exposed communication)
+    fwd: dict[str, np.ndarray]  # unit -> busy seconds in the forward (compute + exposed comm + host)
+    bwd: dict[str, np.ndarray]  # ... in the backward (its recomputed forward included)
+    kernels: dict[str, np.ndarray]  # unit -> operator launches per micro-batch (forward + backward)
+    calls: dict[str, np.ndarray]  # unit -> collective calls per micro-batch
+    speedup: np.ndarray  # cost.compute.shared_core_speedup applied to compute (1: no shared host)
+    moe_window: np.ndarray  # seconds of a layer's compute per micro-batch that moe_overlap hides its dispatch behind
+    zero3_overlap: dict[str, tuple]  # unit -> (gather <= forward, <= backward, fraction that may hide, active)
+
+    def per_plan(self, x: np.ndarray) -> np.ndarray:
+        """A per-row value copied out to every plan."""
+        return np.broadcast_to(x, (len(self.lay),))[self.index]
+
+
+def unit_costs(model: ModelConfig, system: System, lay: Layouts) -> Units:
+    """What one layer, the embedding and the head cost per micro-batch on one device, once per distinct row
+    (`UNIT_KEY`) of the plans in `lay`: their kernels (`op_kernels`), the tensors between their operators
+    (`unit_edges`), a MoE layer's dispatch (`sharded.moe_comms`), the collectives inside operators
+    (`sharded.op_comms`), ZeRO-3's weight gathers and gradient reduce-scatters (overlapped with the unit's own
+    compute but the embedding's, which opens the forward and closes the backward), and the host's launches."""
+    key = UNIT_KEY if system.shared_host is None else tuple(name for name in UNIT_KEY if name != "pipelined") + (
+        "pp", "vpp", "account_for_embedding", "account_for_loss")
+    first, index = lay.distinct(key)
+    lay = lay.take(first)
+    dev, mesh = Device(model, system, lay), Mesh.of(system, lay)
+    rc, shard, zero = lay.recompute, lay.zero_shard, lay.zero
+    f, overlap = overlap_fraction(system, dev.stack), lay.overlap_dp_comm
+    gbytes = GRAD_BYTES[lay.grad_dtype]
+    wbytes = layout_wire_bytes(model, lay)  # what the gradient collectives carry per element (cost.compression)
+    none = np.zeros(len(lay))
+
+    kern = op_kernels(model, system, lay)
+    ops = unit_ops(model, system, lay, kern)
+    params = unit_params(model, lay)
+    zero3 = (zero == 3) & (shard > 1)
+    for u in UNITS:
+        ops[u].append(zero3_copy_op(dev, params[u], gbytes, active=zero3))
+    parts = {u: unit_parts(ops[u], rc) for u in UNITS}
+    # Busy seconds per direction (compute, later + exposed comm): what overlapped collectives hide behind.
+    fwd = {u: sum(op.fwd_s for op in ops[u]) + none for u in UNITS}
+    bwd = {u: sum(op.bwd_s + op.recompute_s(rc) for op in ops[u]) + none for u in UNITS}
+    compute = {u: sum(parts[u][k] for k in COMPUTE_PART_NAMES) for u in UNITS}
+    speedup = none + 1.0
+    if system.shared_host is not None:  # ranks sharing a host's cores compute faster while pipeline neighbours wait
+        speedup = shared_host_speedup(system, lay, pipeline_busy(model, lay, Stages.of(model, lay), compute))
+        for u in UNITS:
+            for k in COMPUTE_PART_NAMES:
+                parts[u][k] = parts[u][k] / speedup
+            fwd[u], bwd[u] = fwd[u] / speedup, bwd[u] / speedup
+    moe_window = fwd["layer"] + bwd["layer"]  # a layer's compute, what moe_overlap hides a dispatch behind
+    comms: list[Comm] = []
+
+    def charge(c: Comm):
+        parts[c.unit][c.part] = parts[c.unit][c.part] + c.exposed
+        fwd[c.unit], bwd[c.unit] = fwd[c.unit] + c.fwd, bwd[c.unit] + c.bwd
+        comms.append(c)
+
+    # --- the tensors between operators; the collectives inside them -----------------------------------------
+    for c in unit_edges(model, system, lay).values():
+        charge(c)
+    # a MoE model's token dispatch and combine (with moe_overlap, beside a layer's compute of another micro-batch)
+    for c in moe_comms(model, system, lay, moe_window):
+        charge(c)
+    table = operators(model)
+    for name in OPS:
+        seconds = (sum(k.fwd_s for k in kern[name]) / speedup, sum(k.bwd_s for k in kern[name]) / speedup)
+        for c in op_comms(table[name], megatron(table[name], lay), mesh, model, rc, seconds, f):
+            charge(c)
+
+    # --- ZeRO-3: gather a unit's weights before its forward and backward, reduce-scatter its gradients ------
+    zero3_overlap = {}
+    p_exp, experts = expert_layer_params(model, lay), ExpertDataGroup(system, lay, model)
+    part_of = lambda x, total: np.divide(x, total, out=np.zeros_like(total), where=total > 0)  # noqa: E731
+    for unit, p in params.items():
+        on = zero3 & (p > 0)
+        ag, rs = (on * x for x in zero3_gather(mesh, p, wbytes, ZERO_GROUP))
+        # a layer's routed experts gather and reduce over their edp group, in the same window as its dense weights
+        on_e = (zero == 3) & (lay.edp > 1) & (p_exp > 0) & (unit == "layer")
+        ag_e, rs_e = (on_e * x for x in zero3_gather(experts, p_exp, wbytes, None))
+        gathers, both = ag + ag_e, ag + ag_e + rs + rs_e
+        # The embedding is first in the forward and last in the backward: nothing to hide behind.
+        frac = f if overlap and unit != "embedding" else 0.0
+        e_f, e_b = behind(gathers, fwd[unit], frac), behind(both, bwd[unit], frac)
+        zero3_overlap[unit] = (gathers <= fwd[unit], both <= bwd[unit], frac, on)
+        # the exposed time split by traffic
+        charge(Comm("zero3 weight all-gather", "all_gather", "dp", nbytes=p * WEIGHT_BYTES, seconds=ag, calls=2,
+                    fwd=e_f * part_of(ag, gathers), bwd=e_b * part_of(ag, both), unit=unit, part="zero3_comm",
+                    mask=ZERO_GROUP, active=on))
+        charge(Comm("zero3 gradient reduce-scatter", "reduce_scatter", "dp", nbytes=p * wbytes, seconds=rs, calls=1,
+                    bwd=e_b * part_of(rs, both), unit=unit, part="zero3_comm", mask=ZERO_GROUP, active=on))
+        if unit == "layer" and model.moe is not None:
+            charge(Comm("zero3 expert all-gather (edp)", "all_gather", "edp", nbytes=p_exp * WEIGHT_BYTES,
+                        seconds=ag_e, calls=2, fwd=e_f * part_of(ag_e, gathers), bwd=e_b * part_of(ag_e, both),
+                        unit=unit, part="zero3_comm", tier=experts.tiers(), active=on_e))
+            charge(Comm("zero3 expert reduce-scatter (edp)", "reduce_scatter", "edp", nbytes=p_exp * wbytes,
+                        seconds=rs_e, calls=1, bwd=e_b * part_of(rs_e, both), unit=unit, part="zero3_comm",
+                        tier=experts.tiers(), active=on_e))
+
+    # --- host: the stack's per-launch costs, where the spec measured them for it (spec.hardware.HostCosts) --------
+    costs = system.host_costs if system.host_costs is not None and system.host_costs.stack == lay.stack else None
+    kernels, calls_of = {}, {}
+    for u in UNITS:
+        nf, nb, calls = host_counts(ops[u], [c for c in comms if c.unit == u], rc)
+        kernels[u], calls_of[u] = nf + nb, calls
+        hf, hb = host_seconds(costs, nf, 0.0), host_seconds(costs, nb, calls)
+        parts[u]["overhead"] = parts[u]["overhead"] + hf + hb
+        fwd[u], bwd[u] = fwd[u] + hf, bwd[u] + hb
+    return Units(index=index, lay=lay, ops=ops, comms=comms, parts=parts, fwd=fwd, bwd=bwd, kernels=kernels,
+                 calls=calls_of, speedup=speedup, moe_window=moe_window, zero3_overlap=zero3_overlap)

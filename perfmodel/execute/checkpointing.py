@@ -28,7 +28,7 @@
              saves the outputs of SDPA, of the functional reduce-scatters and aten.max, and of every second matmul
              of the block (the 1st, 3rd, ...: wq, wv, w1, w2 of wq wk wv wo w1 w3 w2), and recomputes the rest.
              torchtitan's bias-free models issue only aten.mm; a linear with a bias (GPT-2) issues aten.addmm, which
-             is counted as a matmul here too, as the cost model counts it (cost.operators.per_op_kept).
+             is counted as a matmul here too, as the cost model counts it (cost.operator_table.per_op_kept).
 
 Wrapping keeps the modules (tensor-parallel and expert-parallel hooks, context parallelism's AttentionCore.context)
 where they were; only parameter names change: checkpoint_wrapper adds "_checkpoint_wrapped_module." and a uniform
@@ -51,8 +51,8 @@ from torch.utils import checkpoint as _checkpoint
 from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
 from ..errors import InputError
-from ..recompute import DEFAULT_RECOMPUTE_MODULES
-from .model import MLP, MoE
+from ..spec.recompute import DEFAULT_RECOMPUTE_MODULES
+from .transformer import MLP, MoE
 
 WRAPPED = "_checkpoint_wrapped_module."  # the name prefix checkpoint_wrapper adds
 GROUP = "_ac_group"  # the ModuleDict of a uniform full-recompute group of several blocks
@@ -154,7 +154,7 @@ def apply_ac(stage: nn.Module, mode: str, modules: list[str] | None = None, num_
         modules = list(modules or DEFAULT_RECOMPUTE_MODULES)
         if "mla_up_proj" in modules:
             raise InputError("recompute_modules: 'mla_up_proj' recomputes latent attention's up-projections, which "
-                             "the executor does not build (execute.model: grouped-query attention only); valid "
+                             "the executor does not build (execute.transformer: grouped-query attention only); valid "
                              "for it: core_attn, mlp, layernorm, moe, moe_act, shared_experts")
         for key in keys:
             _selective(stage.layers[key], modules)

@@ -50,7 +50,7 @@ class GatherContext:
 def apply_cp(stage: torch.nn.Module, group: dist.ProcessGroup | None, seq: int, device) -> torch.Tensor:
     """Point every attention core of a stage at the cp group and the embedding at this rank's positions;
     returns the positions (which tokens of each sequence this rank feeds in)."""
-    from .model import AttentionCore, TokenEmbedding
+    from .transformer import AttentionCore, TokenEmbedding
 
     ctx = GatherContext(group, seq, device) if group is not None else None
     positions = ctx.positions if ctx else torch.arange(seq, device=device)

@@ -90,7 +90,7 @@ def apply_data_parallel(stage: nn.Module, mesh: DeviceMesh | None, zero: int, te
     Under expert parallelism (`experts`: expert_parallel.ExpertData) the routed experts' weights are left to it:
     FSDP2 shards them over their own mesh, DDP ignores them (the all-reduce kind is given the dense weights).
     `compression` (Plan.grad_compression): DDP's hooks (`compress_ddp`), FSDP2's bf16 reduce dtype, or the
-    all-reduce kind's bf16 cast (`allreduce_gradients`); PowerSGD needs DDP (plan._check_compression)."""
+    all-reduce kind's bf16 cast (`allreduce_gradients`); PowerSGD needs DDP (spec.plan._check_compression)."""
     if mesh is None:
         return stage, "none", []
     if zero >= 2 or (zero == 1 and tensor_parallel):

@@ -3,7 +3,7 @@ experts and back by all-to-all (torchtitan's ExpertParallel, Megatron-Core's all
 
 Megatron-Core's MoE parallel folding (Liu et al. 2025): attention and the dense parts run on a stage's
 dp x cp x tp ranks, the experts on ep x edp (x etp) grids of the same ranks, ep innermost. Here tp = 1 and
-etp = 1 (execute.check_runnable refuses more), so a stage's ranks, in order, are the flattened (dp, cp) ranks and
+etp = 1 (execute.run_plans.check_runnable refuses more), so a stage's ranks, in order, are the flattened (dp, cp) ranks and
 the expert mesh is (pp, edp, ep) over the same global ranks: ep consecutive data ranks share their experts.
 
   apply_ep            on the meta model: keep this rank's n_experts / ep experts of every MoE layer (dim 0 of
@@ -32,7 +32,7 @@ from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 
 from .checkpointing import plain_name
-from .model import GroupedExperts, MoE, is_expert_weight
+from .transformer import GroupedExperts, MoE, is_expert_weight
 
 
 def expert_mesh(device_type: str, pp: int, stage_ranks: int, ep: int) -> DeviceMesh:

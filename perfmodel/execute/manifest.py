@@ -27,7 +27,7 @@ from pydantic import Field
 
 from ..errors import InputError, Schema
 from ..files import write_atomic
-from ..measurement import CheckpointSave
+from ..spec.measurement import CheckpointSave
 
 MANIFEST = "manifest.json"
 STEP_DIR = re.compile(r"step-(\d+)")

@@ -1,7 +1,7 @@
 """Pipeline parallelism with `torch.distributed.pipelining` (torchtitan's pipeline_llm, manual stages).
 
 Stage v of pp * vpp virtual stages lives on pipeline rank v % pp (Megatron-LM's interleaved assignment,
-Narayanan et al. 2021, Sec. 2.2): rank r holds chunks r, r + pp, ... (their layers: plan.chunk_layers).
+Narayanan et al. 2021, Sec. 2.2): rank r holds chunks r, r + pp, ... (their layers: spec.plan.chunk_layers).
 Each stage is the whole model with what it does not hold removed (the embedding off all but the first, the
 final norm and LM head off all but the last), so that parameter names stay those of the full model.
 Schedules: gpipe -> ScheduleGPipe, 1f1b -> Schedule1F1B, interleaved -> ScheduleInterleaved1F1B; the
@@ -14,12 +14,12 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .model import Transformer
+from .transformer import Transformer
 
 
 def virtual_stage_layers(chunks: list[int]) -> list[tuple[int, int]]:
     """(first layer, layer count) of every virtual stage, in pipeline order, from each chunk's layer count
-    (`plan.chunk_layers`: Megatron-LM's first chunk may hold the embedding alone, its last the loss alone)."""
+    (`spec.plan.chunk_layers`: Megatron-LM's first chunk may hold the embedding alone, its last the loss alone)."""
     starts = [sum(chunks[:v]) for v in range(len(chunks))]
     return list(zip(starts, chunks))
 

@@ -11,7 +11,7 @@ What a save holds, and why it is enough for a resumed run to give bit-for-bit th
   RNG               each rank's torch generator states: nothing in training draws from them now (batches are a
                     function of (seed, step), initial weights of (seed, name), dropout is not run), but a random op
                     added later would then resume exactly too
-Not held (PowerSGD's hook state would be: its plans are refused with checkpoint flags, execute.run_plans),
+Not held (PowerSGD's hook state would be: its plans are refused with checkpoint flags, execute.run_plans.run_plans),
 because nothing else carries over between steps: gradients (every step ends with zero_grad(set_to_none)) and
 micro-batch accumulation (all micro-batches of a step run inside Trainer.step).
 
@@ -19,7 +19,7 @@ The save is written into step-N.tmp; once every rank's shards are written (an al
 the barrier) rank 0 commits it (manifest.commit: manifest.json, then one rename). DCP's collectives run on a gloo
 group of their own: async saves run them from a background thread, which must not interleave with training's.
 While rank 0 hashes the files the others go on to the next step and wait for it at its first collective: a save
-rank 0 takes longer to hash than the process-group timeout (execute.PG_TIMEOUT_S, 120 s by default; about
+rank 0 takes longer to hash than the process-group timeout (execute.run_plans.PG_TIMEOUT_S, 120 s by default; about
 100 GB at a disk's 1 GB/s) would stop the run. The executor's models are far from that.
 
 Async (`--checkpoint-async`): dcp.async_save with torch 2.13's default stager, which copies the state dict to
@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from ..measurement import CheckpointSave
+from ..spec.measurement import CheckpointSave
 from .manifest import Identity, commit, step_dir, tmp_dir
 
 
@@ -140,6 +140,6 @@ class Checkpointer:
         return progress["shares"], progress["times"]
 
     def record(self) -> dict:
-        """Rank 0: the checkpoint fields of the measurement (measurement.CheckpointRecord)."""
+        """Rank 0: the checkpoint fields of the measurement (spec.measurement.CheckpointRecord)."""
         return {"directory": str(self.root), "every": self.every, "mode": self.mode,
                 "saves": [s.model_dump() for s in self.saves], "read_s": self.read_s}

@@ -34,7 +34,7 @@ from torch.distributed.tensor import (
 )
 from torch.distributed.tensor.parallel import ParallelStyle, parallelize_module
 
-from ..planfile import LAYER_OPS, PLACEMENT_AXES, OpPlacement
+from ..spec.plan_file import LAYER_OPS, PLACEMENT_AXES, OpPlacement
 
 TP = PLACEMENT_AXES.index("tp")
 

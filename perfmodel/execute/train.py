@@ -22,9 +22,9 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from ..host import cpu_name
-from ..plan import chunk_layers
-from ..planfile import MESH_AXES, PlanFile, megatron_placements
+from .host import cpu_name
+from ..spec.plan import chunk_layers
+from ..spec.plan_file import MESH_AXES, PlanFile, megatron_placements
 from .checkpointing import apply_ac, plain_name
 from .context_parallel import apply_cp
 from .data import local_slice
@@ -34,7 +34,7 @@ from .data_parallel import (
     as_param_placement,
     make_optimizer,
 )
-from .model import Transformer, initial_value
+from .transformer import Transformer, initial_value
 from .pipeline_parallel import make_schedule, prune, stage_indices, virtual_stage_layers
 
 LR = 1e-3  # AdamW learning rate: large enough that a few steps move the loss, small enough to stay stable

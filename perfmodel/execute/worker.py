@@ -31,12 +31,12 @@ import time
 import torch
 import torch.distributed as dist
 
-from ..launch import AT, PREFIX, describe
+from .launch import AT, PREFIX, describe
 from . import faults
-from ..measurement import MEMORY_FIELDS, Measurement, RankRecord, job_step_times, write_measurement
-from ..planfile import load_plan_file
+from ..spec.measurement import MEMORY_FIELDS, Measurement, RankRecord, job_step_times, write_measurement
+from ..spec.plan_file import load_plan_file
 from .data import Batches
-from .memory import METHOD, PeakMemory
+from .memory_probe import METHOD, PeakMemory
 from .train import Trainer, check_finite, device_name
 
 
@@ -94,7 +94,7 @@ def at(place: str, point: str | None = None) -> None:
 
 
 def failure_cause(err: BaseException) -> str:
-    """One line for an exception: the cause its text shows (launch.describe: out of memory, disk full, a timed-out
+    """One line for an exception: the cause its text shows (execute.launch.describe: out of memory, disk full, a timed-out
     collective ...), else its type and first line. A failed checkpoint names the rank whose write failed."""
     from torch.distributed.checkpoint.api import CheckpointException
 
@@ -229,7 +229,7 @@ def write(job: dict, entry: dict, device: torch.device, runs: list[tuple[list[di
     views = [f"{v} {m.memory_view(v) / 2**20:.1f} MiB" for v in ("reserved", "device")
              if m.memory_view(v) is not None]
     peak += f" ({', '.join(views)})" if views else ""
-    purpose = job.get("measures", "both")  # "memory", "time" or "both" (execute.run_plans)
+    purpose = job.get("measures", "both")  # "memory", "time" or "both" (execute.run_plans.run_plans)
     if purpose == "memory":
         say(f"{name}: {peak}")
         return

@@ -5,7 +5,7 @@ Versions (VERSIONS): 0.19.8, the newest on PyPI, and 0.16.9, the last 0.16 relea
 training ("tensor_parallel": {"autotp_size"}, 0.16.4) and the one pinned by many 2025 training stacks. The rules
 followed are those of each release's deepspeed/runtime/config.py (DeepSpeedConfig._batch_assertion),
 runtime/engine.py (_do_optimizer_sanity_check, _configure_tensor_parallel_states) and runtime/pipe/engine.py
-(PipelineEngine.__init__); perfmodel.framework_checks.deepspeed_check runs that code on every export.
+(PipelineEngine.__init__); perfmodel.export.checks.deepspeed_check runs that code on every export.
 """
 
 from __future__ import annotations
@@ -13,9 +13,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from ..recompute import DEFAULT_RECOMPUTE_MODULES
-from ..planfile import PlanFile
-from .common import devices_per_node, hardware_notes, placement_deviations, plan_change, prediction, shape, summary
+from ..spec.recompute import DEFAULT_RECOMPUTE_MODULES
+from ..spec.plan_file import PlanFile
+from .plan_facts import (
+    devices_per_node,
+    hardware_notes,
+    placement_deviations,
+    plan_change,
+    prediction,
+    shape,
+    summary,
+)
 
 VERSIONS = {"0.19.8": "deepspeed==0.19.8", "0.16.9": "deepspeed==0.16.9"}
 def _autotp(pf: PlanFile, version: str) -> bool:
@@ -246,9 +254,9 @@ def _parallel(cfg: dict, pf: PlanFile, version: str, autotp: bool, notes: list[s
 
 def deepspeed(pf: PlanFile, version: str | None = None, changes: Sequence[str] = ()) -> str:
     """The DeepSpeed config JSON for `version` (default the newest of VERSIONS), checked by that release's own
-    DeepSpeedConfig and deepspeed.initialize (perfmodel.framework_checks.deepspeed_check). `changes`: how the plan
+    DeepSpeedConfig and deepspeed.initialize (perfmodel.export.checks.deepspeed_check). `changes`: how the plan
     was changed to the nearest one this version expresses ("_perfmodel_changed"; nearest_plan, applied and
-    re-predicted by perfmodel.exporting)."""
+    re-predicted by perfmodel.export.nearest)."""
     version = version or next(iter(VERSIONS))
     m, p = pf.model, pf.plan
     autotp = _autotp(pf, version)

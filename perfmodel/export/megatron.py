@@ -6,14 +6,22 @@ import math
 
 from collections.abc import Sequence
 
-from ..plan import megatron_slots
-from ..planfile import PlanFile
-from ..stack import load_stack
+from ..spec.plan import megatron_slots
+from ..spec.plan_file import PlanFile
+from ..spec.stack import load_stack
 from .megatron_moe import megatron_moe as _megatron_moe, pattern_expression  # noqa: F401 (tests import it here)
-from .megatron_plan import (  # noqa: F401 (VERSIONS and nearest_plan: perfmodel.export reads them here)
-    FP4, FSDP_FLAG, LAYOUT, VERSIONS, first_last_args, layout_string, nearest_plan, needs_layout, selective_modules,
+from .megatron_plan import (
+    FP4,
+    FSDP_FLAG,
+    LAYOUT,
+    VERSIONS,
+    first_last_args,
+    layout_string,
+    nearest_plan,
+    needs_layout,
+    selective_modules,
 )
-from .common import (
+from .plan_facts import (
     devices_per_node,
     hardware_notes,
     not_expressed_comments,
@@ -101,7 +109,7 @@ def _megatron_pipeline_split(pf: PlanFile, version: str) -> list[str]:
     if p.first_stage_layers is not None or p.last_stage_layers is not None:  # the plan says it Megatron's way
         args = ([f"--decoder-first-pipeline-num-layers {p.first_stage_layers}"] if p.first_stage_layers else []) + (
             [f"--decoder-last-pipeline-num-layers {p.last_stage_layers}"] if p.last_stage_layers else [])
-        if p.vpp > 1:  # each stage's layers split evenly over its chunks (plan.megatron_chunks checked it)
+        if p.vpp > 1:  # each stage's layers split evenly over its chunks (spec.plan.megatron_chunks checked it)
             args.append(f"--num-virtual-stages-per-pipeline-rank {p.vpp}")
         return args
     if needs_layout(pf) and LAYOUT[version]:
@@ -187,7 +195,7 @@ def launch_environment(pf: PlanFile) -> list[str]:
 def megatron(pf: PlanFile, version: str | None = None, changes: Sequence[str] = ()) -> str:
     """Megatron-LM `version` (default the newest of VERSIONS) `pretrain_gpt.py` command line launched with
     torchrun, after the environment it needs, followed by what it leaves out. `changes`: how pf's plan differs
-    from the plan file's (perfmodel.exporting)."""
+    from the plan file's (perfmodel.export.nearest)."""
     version = version or next(iter(VERSIONS))
     m, p = pf.model, pf.plan
     notes = hardware_notes(pf)
@@ -243,7 +251,7 @@ def megatron(pf: PlanFile, version: str | None = None, changes: Sequence[str] = 
         if p.seq_len % (2 * p.cp):
             notes.append(f"cp={p.cp}: Megatron-LM's load-balanced causal context parallelism needs seq_len "
                          f"divisible by 2 x cp = {2 * p.cp}; seq_len = {p.seq_len} is not")
-    if p.sequence_parallel:  # with experts and tp > 1 always (plan._check_experts, as Megatron-LM requires)
+    if p.sequence_parallel:  # with experts and tp > 1 always (spec.plan._check_experts, as Megatron-LM requires)
         a.append("--sequence-parallel")
     a += [f"--micro-batch-size {p.micro_batch}", f"--global-batch-size {p.global_batch}"]
     comments.append(f"gradient accumulation: Megatron runs global / (micro x dp) = {p.global_batch} / "

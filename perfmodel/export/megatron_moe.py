@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 
-from ..planfile import PlanFile
-from .common import moe_layer_pattern
+from ..spec.plan_file import PlanFile
+from .plan_facts import moe_layer_pattern
 
 
 def pattern_expression(bits: list[int]) -> str:

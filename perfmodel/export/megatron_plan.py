@@ -1,7 +1,7 @@
 """Which Megatron-LM versions perfmodel writes for, what each can express, and the nearest plan it can.
 
 Versions are Megatron-LM release branches; each is checked against the megatron-core release of the branch
-(perfmodel.framework_checks.megatron_check). What differs between them, from megatron-core's own code:
+(perfmodel.export.checks.megatron_check). What differs between them, from megatron-core's own code:
 - `--pipeline-model-parallel-layout` (any split of layers over pipeline stages and virtual chunks):
   TransformerConfig.pipeline_model_parallel_layout and megatron/core/transformer/pipeline_parallel_layer_layout.py
   are in megatron-core 0.14.0 and 0.16.1, not in 0.12.3;
@@ -13,10 +13,10 @@ Versions are Megatron-LM release branches; each is checked against the megatron-
 
 from __future__ import annotations
 
-from ..plan import chunk_layers
-from .common import plan_change
-from ..planfile import PlanFile
-from ..recompute import DEFAULT_RECOMPUTE_MODULES
+from ..spec.plan import chunk_layers
+from .plan_facts import plan_change
+from ..spec.plan_file import PlanFile
+from ..spec.recompute import DEFAULT_RECOMPUTE_MODULES
 
 # version -> the PyPI release whose checks its exports pass, newest first
 VERSIONS = {"core_r0.16": "megatron-core==0.16.1", "core_r0.12": "megatron-core==0.12.3"}

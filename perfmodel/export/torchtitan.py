@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..errors import InputError
-from ..planfile import PlanFile
-from .common import devices_per_node, hardware_notes, placement_deviations, virtual_stages
+from ..spec.plan_file import PlanFile
+from .plan_facts import devices_per_node, hardware_notes, placement_deviations, virtual_stages
 from .torchtitan_model import _PARALLELIZE, expert_notes, flavor_layers, llama3_flavor, titan_model
 from .torchtitan_nearest import nearest_plan, nth_block
 
-# version label -> the PyPI release whose config code checks it (perfmodel.framework_checks.torchtitan_check)
+# version label -> the PyPI release whose config code checks it (perfmodel.export.checks.torchtitan_check)
 VERSIONS: dict[str, str] = {"0.3.0": "torchtitan==0.3.0", "0.2.2": "torchtitan==0.2.2"}
 __all__ = ["VERSIONS", "nearest_plan", "torchtitan", "settings"]
 

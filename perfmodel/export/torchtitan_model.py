@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import math
 
-from ..planfile import PlanFile
-from .common import shape
+from ..spec.plan_file import PlanFile
+from .plan_facts import shape
 
 # torchtitan's llama3 flavors (torchtitan/models/llama3/__init__.py): dim, n_layers, n_heads, n_kv_heads, ffn.
 _LLAMA3_FLAVORS = {"8B": (4096, 32, 32, 8, 14336), "70B": (8192, 80, 64, 8, 28672),

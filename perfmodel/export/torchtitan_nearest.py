@@ -8,8 +8,8 @@ parallel_dims.py, distributed/activation_checkpoint.py, models/llama3/paralleliz
 
 from __future__ import annotations
 
-from ..planfile import PlanFile
-from .common import plan_change, virtual_stages
+from ..spec.plan_file import PlanFile
+from .plan_facts import plan_change, virtual_stages
 from .torchtitan_model import family
 
 

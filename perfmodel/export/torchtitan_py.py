@@ -9,8 +9,8 @@ float8.py)."""
 
 from __future__ import annotations
 
-from ..planfile import PlanFile
-from .common import not_expressed_comments, prediction, summary
+from ..spec.plan_file import PlanFile
+from .plan_facts import not_expressed_comments, prediction, summary
 
 FUNCTION = "perfmodel_plan"  # the config function; the file is saved as perfmodel_plan.py
 _AC = {"none": "None", "full": "FullAC.Config()", "op": "SelectiveAC.Config()"}

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from ..planfile import PlanFile
-from .common import not_expressed_comments, prediction, summary
+from ..spec.plan_file import PlanFile
+from .plan_facts import not_expressed_comments, prediction, summary
 
 
 def toml_value(v) -> str:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..plan import layout_label
-from ..result import Estimate
-from .common import unique_labels
+from ..spec.plan import layout_label
+from ..spec.result import Estimate
+from .canvas import unique_labels
 
 # TimeBreakdown fields in stacking order (compute first, then communication, then what is idle or apart).
 TIME_PARTS = {

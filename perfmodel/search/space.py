@@ -1,7 +1,7 @@
 """Every valid layout of one job, as `Layouts` columns.
 
 A job is (model, system, gpus, global batch, sequence length, precision). Its layouts are every
-(tp, pp, cp, dp, vpp, micro_batch, recompute, sequence_parallel, zero) that `plan.resolve` accepts, with the
+(tp, pp, cp, dp, vpp, micro_batch, recompute, sequence_parallel, zero) that `spec.plan.resolve` accepts, with the
 search's choices for what resolve leaves open:
   - tp divides gcd(n_heads, n_kv_heads, ffn_hidden); pp <= n_layers; cp divides seq_len; tp*pp*cp*dp = gpus;
   - dp * micro_batch divides global_batch (every divisor is a micro-batch candidate);
@@ -35,9 +35,9 @@ import numpy as np
 
 from ..cost.layouts import Layouts
 from ..errors import Count, Flag, InputError, Schema
-from ..hardware import System
-from ..models import ModelConfig
-from ..plan import (
+from ..spec.hardware import System
+from ..spec.model import ModelConfig
+from ..spec.plan import (
     Dispatcher,
     Imbalance,
     POWERSGD_LAYOUT,
@@ -50,7 +50,7 @@ from ..plan import (
     moe_overlap_refusal,
     resolve,
 )
-from ..stack import DEFAULT_STACK
+from ..spec.stack import DEFAULT_STACK
 
 
 DEFAULT_RECOMPUTES = ("none", "selective", "full")  # what a search tries without --only recompute=... (per-op: asked)
@@ -102,19 +102,19 @@ def vpp_candidates(n_layers: int, pp: int) -> list[int]:
 
 def pipeline_candidates(n_layers: int, pp: int) -> list[tuple[int, bool]]:
     """(vpp, Megatron-LM's accounting of embedding and loss as layers) pairs: `vpp_candidates` without it, and
-    with it every split that only the two extra slots make even (plan.megatron_chunks): n_layers + 2 divisible
+    with it every split that only the two extra slots make even (spec.plan.megatron_chunks): n_layers + 2 divisible
     by pp * vpp where n_layers is not (Llama 3.1 405B's 126 layers at pp 16 x vpp 8)."""
     plain = [(v, False) for v in vpp_candidates(n_layers, pp)]
     if pp == 1:
         return plain
     slots = megatron_slots(n_layers, True, True)
-    # vpp 1 is left out: with one chunk per stage the accounting gives the default split (plan.default_stage_layers)
+    # vpp 1 is left out: with one chunk per stage the accounting gives the default split (spec.plan.default_stage_layers)
     return plain + [(v, True) for v in range(2, slots // pp + 1) if slots % (pp * v) == 0 and n_layers % (pp * v)]
 
 
 def expert_candidates(model: ModelConfig, stage_ranks: int, space: Space) -> list[tuple[int, int]]:
     """(ep, etp) pairs a stage of `stage_ranks` (tp*cp*dp) can fold the experts over: ep divides n_experts, etp
-    expert_ffn_hidden, ep*etp the stage's ranks (plan._check_experts); (1, 1) for a dense model."""
+    expert_ffn_hidden, ep*etp the stage's ranks (spec.plan._check_experts); (1, 1) for a dense model."""
     if model.moe is None:
         return [(1, 1)]
     eps = _allowed(divisors(model.moe.n_experts), space.ep)
@@ -161,10 +161,39 @@ def no_mesh_message(model: ModelConfig, job: Job, space: Space) -> str:
             + (f"; valid gpus nearby: {', '.join(map(str, sorted(near[:2])))}" if near else ""))
 
 
+def _ragged(tables: list[list[tuple[int, ...]]], width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Lists of equal-width tuples as one (rows, width) array, each list's offset into it and its length."""
+    lengths = np.array([len(t) for t in tables], np.int64)
+    flat = np.array([row for t in tables for row in t], np.int64).reshape(-1, width)
+    return flat, np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64), lengths
+
+
+def _mesh_rows(model: ModelConfig, job: Job, space: Space, found: list[tuple[int, int, int, int]]) -> np.ndarray:
+    """Rows (tp, pp, cp, dp, vpp, micro_batch, accounting, ep, etp): each mesh with every (vpp, accounting) x
+    micro_batch x (ep, etp) it allows, in that order, mesh by mesh; interleaving needs pp | micro-batches. Built
+    as index arithmetic over all meshes at once (a search has hundreds of meshes)."""
+    mesh = np.array(found, np.int64).reshape(-1, 4)
+    t, p, c, d = mesh.T
+    pipes, pipe_at, P = _ragged([[(v, acc) for v, acc in pipeline_candidates(model.n_layers, int(pp))
+                                  if space.vpp is None or v in space.vpp] for pp in p], 2)
+    mbs, mb_at, M = _ragged([[(mb,) for mb in _allowed(divisors(job.global_batch // int(dd)), space.micro_batch)]
+                             for dd in d], 1)
+    experts, ex_at, E = _ragged([expert_candidates(model, int(r), space) for r in t * c * d], 2)
+    count = P * M * E
+    k = np.repeat(np.arange(len(mesh)), count)  # each row's mesh
+    local = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)  # its place in the block
+    me = (M * E)[k]
+    pipe = pipes[pipe_at[k] + local // me]
+    mb = mbs[mb_at[k] + (local // E[k]) % M[k], 0]
+    ex = experts[ex_at[k] + local % E[k]]
+    keep = (pipe[:, 0] == 1) | ((job.global_batch // (d[k] * mb)) % p[k] == 0)
+    return np.column_stack([mesh[k], pipe[:, 0], mb, pipe[:, 1], ex])[keep]
+
+
 def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space | None = None) -> Layouts:
     """All valid layouts of `job` as Layouts columns (length 0 never: raises InputError instead)."""
     space = space or Space()
-    if job.grad_compression == "powersgd":  # torch DDP's hook: whole replicas only (plan._check_compression)
+    if job.grad_compression == "powersgd":  # torch DDP's hook: whole replicas only (spec.plan._check_compression)
         if model.moe is not None:
             raise InputError(f"grad_compression = powersgd: {model.name} is a MoE model; PowerSGD (torch DDP's hook) "
                              "runs on dense models; valid: none, bf16")
@@ -182,27 +211,12 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
         raise InputError(no_mesh_message(model, job, space))
     rcs = space.recompute or list(DEFAULT_RECOMPUTES)
     too_narrow = InputError(f"no layout of gpus = {job.gpus} satisfies the --only limits {space.model_dump(exclude_none=True)}")
-    blocks = []  # per mesh, rows (tp, pp, cp, dp, vpp, micro_batch, accounting, ep, etp); the cheap axes below
-    for t, p, c, d in found:
-        mbs = _allowed(divisors(job.global_batch // d), space.micro_batch)
-        experts = expert_candidates(model, t * c * d, space)
-        pipes = [(v, acc) for v, acc in pipeline_candidates(model.n_layers, p) if space.vpp is None or v in space.vpp]
-        if not (mbs and pipes):
-            continue
-        # every (vpp, accounting) x micro_batch x (ep, etp), in that order; interleaving needs pp | micro-batches
-        P, M, E = len(pipes), len(mbs), len(experts)
-        pi, mi, ei = np.repeat(np.arange(P), M * E), np.tile(np.repeat(np.arange(M), E), P), np.tile(np.arange(E), P * M)
-        pipe, mb, ex = np.array(pipes, np.int64)[pi], np.array(mbs, np.int64)[mi], np.array(experts, np.int64)[ei]
-        keep = (pipe[:, 0] == 1) | ((job.global_batch // (d * mb)) % p == 0)
-        n = int(keep.sum())
-        blocks.append(np.column_stack([np.full((n, 4), (t, p, c, d), np.int64), pipe[keep, 0], mb[keep],
-                                       pipe[keep, 1], ex[keep]]))
-    if not blocks or not sum(len(b) for b in blocks):
+    base = _mesh_rows(model, job, space, found)
+    if not len(base):
         raise too_narrow
-    base = np.concatenate(blocks)
     cols = []
     want_sp = set(space.sequence_parallel or [True])
-    # sequence parallelism splits each cp rank's tokens over tp, which tp must divide (plan.resolve)
+    # sequence parallelism splits each cp rank's tokens over tp, which tp must divide (spec.plan.resolve)
     divides = (job.seq_len // base[:, 2]) % base[:, 0] == 0
     for rc, sp, z in itertools.product(rcs, (False, True), space.zero or [0, 1, 2, 3]):
         # tp = 1 has no sequence parallelism to choose: it is always sp=False
@@ -210,7 +224,7 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
                 else (base[:, 0] == 1) | ~divides | (False in want_sp))
         if z > 0:
             keep &= base[:, 3] * base[:, 2] > 1
-        if model.moe is not None and not sp:  # experts with tp need sequence parallelism (plan._check_experts)
+        if model.moe is not None and not sp:  # experts with tp need sequence parallelism (spec.plan._check_experts)
             keep &= base[:, 0] == 1
         if job.moe_overlap:  # the layouts Megatron-Core overlaps expert-parallel communication in
             keep &= moe_overlap_applies(base[:, 7], base[:, 1], base[:, 4], rc)

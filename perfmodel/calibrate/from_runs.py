@@ -1,0 +1,253 @@
+"""Calibrate a spec from measured training runs: `perfmodel calibrate --from-runs RUNS.csv|LOGDIR`.
+
+A user gives a few measured steps of their own cluster and stack (a CSV in the columns of the published-runs
+development set, `benchmarks/data/published_runs_dev.README.md`; or Megatron-LM / torchtitan logs, read by
+`calibrate.logs`). Each run is priced by the cost model with the given spec; the step's parts are split into
+compute C and exposed communication M (`cost.step.COMPUTE_TIME`, `COMM_TIME`) plus the stack's host time H, and
+three parameters are fitted so that
+
+    measured ~ C / compute_speed + M / network_speed + H + step_overhead_s        (cost.step.run_fit_time)
+
+by robust least squares on the relative residuals (scipy.optimize.least_squares, soft-L1 loss with a 5% scale:
+one odd run does not pull the fit), with weak priors at the uncalibrated spec (speeds 1, overhead 0; weight
+`PRIOR`) so that three runs that cannot separate compute from communication leave the part they do not
+inform where the spec put it. The fitted values, every run's residual and its leave-one-out prediction (the
+fit to all other runs) go into the written spec (`spec.hardware.RunFit`), whose predictions then carry them.
+
+The model is linear in (1/compute_speed, 1/network_speed, overhead), so a fit costs one cost-model evaluation
+per run; leave-one-out and the benchmark's leave-one-group-out refit the small linear problem only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import least_squares
+
+from ..cost.estimate import estimate
+from ..cost.step import COMM_TIME, COMPUTE_TIME, run_fit_time
+from ..errors import MAX_COUNT, InputError
+from ..spec.hardware import RunFit, RunResidual, System
+from ..published.runs import Case, cell_number, to_case
+from ..spec.stack import Interval
+
+PRIOR = 0.1  # weight of each prior residual against a run's relative residual (one run counts 1)
+SOFT_SCALE = 0.05  # relative residual where the soft-L1 loss turns from quadratic to linear
+MIN_RUNS = 3
+QUANTILES = (0.1, 0.9)  # the 80% prediction interval
+MIN_INTERVAL_RUNS = 5  # fewer leave-one-out residuals than this say too little about the tails
+COLUMNS = ("row_id", "source_group", "row_type", "trust", "model", "n_layers", "hidden", "ffn_hidden", "heads",
+           "kv_heads", "vocab", "seq_len", "gpu_type", "n_gpus", "tp", "pp", "dp", "cp", "sp", "vpp", "micro_batch",
+           "global_batch", "recompute", "zero_dist_opt", "precision", "framework", "iter_time_s",
+           "tokens_per_s_per_gpu", "tokens_per_s_total", "source")
+REQUIRED = ("n_layers", "hidden", "heads", "vocab", "seq_len", "tp", "pp", "dp", "global_batch")
+BOUNDS = ([0.05, 0.05, 0.0], [20.0, 20.0, np.inf])  # of (1 / compute_speed, 1 / network_speed, overhead)
+STEP_S = (1e-6, 1e7)  # a measured step: a microsecond to four months (anything outside is a unit or typing slip)
+# Sizes and counts: whole numbers from 1 to this (vocab 1e400 read as inf stopped int(); a hidden of 2e9 with no
+# heads would make published.runs.model_for try every head count up to it).
+SIZES = {"n_layers": MAX_COUNT, "hidden": 2**20, "ffn_hidden": MAX_COUNT, "heads": MAX_COUNT, "kv_heads": MAX_COUNT,
+         "vocab": MAX_COUNT, "seq_len": MAX_COUNT, "n_gpus": MAX_COUNT, "tp": MAX_COUNT, "pp": MAX_COUNT,
+         "dp": MAX_COUNT, "cp": MAX_COUNT, "vpp": MAX_COUNT, "micro_batch": MAX_COUNT, "global_batch": MAX_COUNT}
+
+
+@dataclass
+class Parts:
+    """A run priced at the spec's rates: seconds of compute, exposed communication and host time per step."""
+
+    compute: np.ndarray
+    comm: np.ndarray
+    host: np.ndarray
+    measured: np.ndarray
+    estimates: list | None = None  # the uncalibrated Estimate of each run (price); not carried by take
+
+    def predict(self, params) -> np.ndarray:
+        c, n, o = params
+        return run_fit_time(self.compute, self.comm, self.host, c, n, o)
+
+    def take(self, idx) -> Parts:
+        return Parts(self.compute[idx], self.comm[idx], self.host[idx], self.measured[idx])
+
+
+def read_runs_table(path: str | Path) -> pd.DataFrame:
+    """Measured runs as a dev-set table: a CSV file, or a directory (or file) of training logs."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"--from-runs {str(path)!r}: no such file or directory; valid: a CSV of measured runs "
+                         "(the published-runs columns) or a directory of Megatron-LM / torchtitan logs")
+    if path.is_dir() or path.suffix.lower() != ".csv":
+        from .logs import runs_from_logs
+
+        return runs_from_logs(path)
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as err:
+        raise InputError(f"--from-runs {str(path)!r}: not a readable CSV ({str(err).splitlines()[0]})") from None
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if "iter_time_s" not in df.columns and "tokens_per_s_per_gpu" not in df.columns:
+        missing.append("iter_time_s (or tokens_per_s_per_gpu)")
+    if missing:
+        raise InputError(f"--from-runs {str(path)!r}: missing column(s) {', '.join(missing)}; valid: the columns "
+                         "of the published-runs CSV (benchmarks/data/published_runs_dev.README.md)")
+    return df
+
+
+def cases_of(df: pd.DataFrame, system: System, where: str) -> list[Case]:
+    """Every training run of the table priced on `system`; InputError naming the first run that cannot be."""
+    df = df.copy()
+    for col in COLUMNS:
+        if col not in df.columns:
+            df[col] = np.nan
+    df["row_id"] = [str(r) if isinstance(r, str) or r == r else f"run{i + 1}" for i, r in enumerate(df["row_id"])]
+    # text columns: object dtype first (an empty column reads as float64, which a future pandas will not fill with text)
+    for col, default in (("source_group", "user-runs"), ("trust", "A"), ("framework", "megatron-core"),
+                         ("source", where), ("row_type", "training_run")):
+        df[col] = df[col].astype(object).fillna(default)
+    runs = df[df["row_type"] == "training_run"]
+    cases = []
+    for _, row in runs.iterrows():
+        for col, high in SIZES.items():
+            v = cell_number(row[col])
+            if v is not None and not (np.isfinite(v) and v == int(v) and 1 <= v <= high):
+                raise InputError(f"{where}: run {row['row_id']}: {col} = {row[col]!r}; valid: a whole number from 1 "
+                                 f"to {high}")
+        case = to_case(row, system)
+        if case.reason:
+            raise InputError(f"{where}: run {case.row_id}: {case.reason}")
+        low, high = STEP_S
+        if not low <= case.measured_s <= high:  # 1e-175 s made the fit's residuals overflow to inf
+            raise InputError(f"{where}: run {case.row_id}: measured step time {case.measured_s!r} s (from iter_time_s "
+                             f"or tokens_per_s_*); valid: {low:g} to {high:g} seconds")
+        stated, p = pd.to_numeric(row["n_gpus"], errors="coerce"), case.plan
+        if stated == stated and float(stated) != p.tp * p.pp * p.dp * p.cp:
+            raise InputError(f"{where}: run {case.row_id}: n_gpus = {row['n_gpus']} != tp*pp*dp*cp = {p.tp}*{p.pp}*"
+                             f"{p.dp}*{p.cp} = {p.tp * p.pp * p.dp * p.cp}; valid: a layout that covers the run's "
+                             "devices")
+        cases.append(case)
+    if len(cases) < MIN_RUNS:
+        raise InputError(f"{where}: {len(cases)} training run(s); valid: at least {MIN_RUNS} measured runs to fit "
+                         "compute speed, network speed and per-step overhead")
+    return cases
+
+
+def price(cases: list[Case], where: str = "") -> Parts:
+    """Each run at the spec's rates (the system of each case, uncalibrated), split into the parts the fit scales.
+    `where`: the input the runs came from, which an error names first."""
+    rows, ests = [], []
+    for c in cases:
+        system = c.system.model_copy(update={"run_fit": None})
+        try:
+            e = estimate(c.model, system, c.plan)
+        except InputError as err:
+            raise InputError(f"{where + ': ' if where else ''}run {c.row_id}: {err}") from None
+        t = e.time_s.model_dump()
+        rows.append((sum(t[k] for k in COMPUTE_TIME), sum(t[k] for k in COMM_TIME), t["overhead"], c.measured_s))
+        ests.append(e)
+    a = np.array(rows, float).reshape(-1, 4)
+    return Parts(a[:, 0], a[:, 1], a[:, 2], a[:, 3], ests)
+
+
+def fit(parts: Parts, weights=None, overhead: bool = True) -> tuple[float, float, float]:
+    """(compute_speed, network_speed, step_overhead_s) by robust least squares (see the module docstring).
+
+    `weights`: per run (default 1 each; the residuals are scaled by sqrt(weight)); `overhead` False holds the
+    per-step overhead at 0 (a fit meant for other clusters, whose host time it does not know)."""
+    scale = float(np.median(parts.measured))  # the overhead's prior is stated relative to a typical step
+    w = np.sqrt(np.ones(len(parts.measured)) if weights is None else np.asarray(weights, float))
+
+    def residuals(x):
+        inv_c, inv_n, o = x
+        pred = run_fit_time(parts.compute, parts.comm, parts.host, 1.0 / inv_c, 1.0 / inv_n, o)
+        prior = PRIOR * np.array([inv_c - 1.0, inv_n - 1.0, o / scale])
+        return np.concatenate([w * (pred / parts.measured - 1.0), prior])
+
+    lo, hi = BOUNDS
+    sol = least_squares(residuals, x0=[1.0, 1.0, 0.0], loss="soft_l1", f_scale=SOFT_SCALE,
+                        bounds=(lo, [hi[0], hi[1], hi[2] if overhead else 1e-12]))
+    inv_c, inv_n, o = sol.x
+    return 1.0 / inv_c, 1.0 / inv_n, float(o)
+
+
+def leave_one_out(parts: Parts) -> np.ndarray:
+    """Each run predicted by the fit to all the others (NaN with fewer than MIN_RUNS + 1 runs)."""
+    n = len(parts.measured)
+    if n <= MIN_RUNS:
+        return np.full(n, np.nan)
+    out = np.empty(n)
+    for i in range(n):
+        rest = parts.take(np.arange(n) != i)
+        out[i] = parts.take([i]).predict(fit(rest))[0]
+    return out
+
+
+def interval_from(errors: np.ndarray, source: str, weights=None) -> Interval | None:
+    """The 80% interval of measured/predicted - 1 over `errors` (weighted quantiles; None with too few)."""
+    errors = np.asarray(errors, float)
+    keep = np.isfinite(errors)
+    if keep.sum() < MIN_INTERVAL_RUNS:
+        return None
+    e = errors[keep]
+    w = np.ones_like(e) if weights is None else np.asarray(weights, float)[keep]
+    order = np.argsort(e)
+    cum = (np.cumsum(w[order]) - 0.5 * w[order]) / w.sum()
+    lo, hi = (float(np.interp(q, cum, e[order])) for q in QUANTILES)
+    return Interval(low=min(lo, 0.0), high=max(hi, 0.0), coverage=QUANTILES[1] - QUANTILES[0], rows=int(keep.sum()),
+                    source=source)
+
+
+def calibrate_from_runs(path: str | Path, system: System, source: str) -> System:
+    """`system` with a RunFit fitted to the runs at `path` (see the module docstring)."""
+    where = f"--from-runs {str(path)!r}"
+    table = read_runs_table(path)
+    cases = cases_of(table, system, where)
+    parts = price(cases, where)
+    params = fit(parts)
+    slowest, fastest = 1 / BOUNDS[1][0], 1 / BOUNDS[0][0]  # speeds are the inverse of the fitted factors
+    for name, value in (("compute_speed", params[0]), ("network_speed", params[1])):
+        if not slowest * 1.001 < value < fastest * 0.999:
+            raise InputError(f"{where}: the runs put {name} at its bound {value:.3g} (the spec prices them "
+                             f"{'far too slow' if value > 1 else 'far too fast'}); nothing written: check each run's "
+                             "layout, batch and step time against what ran, or the --hardware it ran on")
+    if params[2] > 0.5 * parts.measured.min():  # host time cannot be most of a step the spec can price
+        raise InputError(f"{where}: the fit puts {params[2]:.3g} s of every step in host overhead, more than half "
+                         f"of the shortest run ({parts.measured.min():.3g} s); nothing written: the runs and the spec "
+                         "disagree by far more than host time explains; check each run's layout, batch and step time")
+    pred = parts.predict(params)
+    loo = leave_one_out(parts)
+    err = parts.measured / loo - 1  # measured / predicted - 1, as the interval is stated
+    interval = interval_from(err, f"leave-one-out residuals of the runs in {path}")
+    runs = [RunResidual(run=c.row_id, stack=c.plan.stack, measured_s=float(m), predicted_s=float(p),
+                        loo_predicted_s=None if np.isnan(q) else float(q))
+            for c, m, p, q in zip(cases, parts.measured, pred, loo)]
+    loo_mape = float(np.nanmean(np.abs(loo / parts.measured - 1))) if np.isfinite(loo).any() else None
+    c, n, o = params
+    run_fit = RunFit(compute_speed=round(c, 4), network_speed=round(n, 4), step_overhead_s=round(o, 6),
+                     interval=interval, loo_mape=loo_mape, runs=runs, skipped=table.attrs.get("skipped", []),
+                     source=source)
+    return system.model_copy(update={"run_fit": run_fit})
+
+
+def report(system: System) -> str:
+    """The fitted parameters and every run's residual and leave-one-out error, as `calibrate` prints them."""
+    f = system.run_fit
+    lines = [f"calibrated {system.name} from {len(f.runs)} measured runs ({f.source})",
+             f"  compute_speed   {f.compute_speed:.4f}  (compute parts of a step divided by it)",
+             f"  network_speed   {f.network_speed:.4f}  (exposed communication divided by it)",
+             f"  step_overhead_s {f.step_overhead_s:.4g}  (added to every step)"]
+    if f.loo_mape is not None:
+        lines.append(f"  leave-one-out MAPE {100 * f.loo_mape:.1f}%")
+    if f.interval is not None:
+        lines.append(f"  80% interval {100 * f.interval.low:+.1f}% / {100 * f.interval.high:+.1f}% "
+                     f"({f.interval.source})")
+    else:
+        lines.append(f"  interval: fewer than {MIN_INTERVAL_RUNS} leave-one-out residuals; predictions keep their "
+                     "stacks' intervals")
+    lines += [f"  skipped (not a run log): {why}" for why in f.skipped]
+    table = pd.DataFrame([{"run": r.run, "stack": r.stack, "measured s": r.measured_s, "fitted s": r.predicted_s,
+                           "error %": 100 * (r.predicted_s / r.measured_s - 1),
+                           "LOO error %": (100 * (r.loo_predicted_s / r.measured_s - 1)
+                                           if r.loo_predicted_s else float("nan"))} for r in f.runs])
+    lines += ["", table.to_string(index=False, float_format=lambda x: f"{x:.3f}")]
+    return "\n".join(lines)

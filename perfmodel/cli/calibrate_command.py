@@ -1,0 +1,165 @@
+"""The `perfmodel calibrate` subcommand: flags, and the table printed after a calibration."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import argparse
+import sys
+
+
+from pathlib import Path
+
+from .argtypes import integer, path
+from ..errors import InputError
+from ..spec.hardware import System
+from ..calibrate.raw import RawFile
+
+if TYPE_CHECKING:  # pandas is imported where it is used: the CLI loads this module on every command
+    import pandas as pd
+
+
+def add_parser(subparsers, name: str, help: str) -> argparse.ArgumentParser:
+    """Add `calibrate` to an argparse subparsers object; returns the new parser."""
+    p = subparsers.add_parser(
+        name, help=help,
+        description="Time GEMMs, causal attention, elementwise kernels, collectives and an all-reduce beside "
+                    "compute on this machine (on --nproc processes at once), fit the spec's efficiency "
+                    "parameters (collectives: shared and per kind) with the cost model's "
+                    "formulas, and write the spec (SPEC.yaml) and the raw measurements (SPEC.raw.json).")
+    p.add_argument("--device", choices=("cpu", "cuda"),
+                   help="cpu: fp32, one thread per process, gloo; cuda: bf16, one GPU per process, NCCL "
+                        "(required unless --from-runs)")
+    p.add_argument("--from-runs", type=path("--from-runs"), metavar="RUNS.csv|LOGDIR",
+                   help="fit compute speed, network speed and per-step overhead to measured runs instead of "
+                        "microbenchmarks: a CSV in the published-runs columns, or Megatron-LM / torchtitan logs "
+                        "(needs --hardware; at least 3 runs)")
+    p.add_argument("--hardware", metavar="PRESET_OR_SPEC", help="--from-runs: the system the runs ran on")
+    p.add_argument("--nproc", type=integer("--nproc"), default=1, help="processes that run the benchmarks at once (default 1)")
+    p.add_argument("--base", help="CUDA: catalogue system whose datasheet numbers and outer tiers are kept "
+                                  "(default: the one whose accelerator is this GPU)")
+    p.add_argument("--name", help="name of the written system (default cpu-HOST-Np, or BASE-calibrated)")
+    p.add_argument("--quick", action="store_true", help="fewer shapes, sizes and repeats (CI)")
+    p.add_argument("--output", type=path("--output"), required=True,
+                   help="spec file to write (.yaml); the raw file goes beside it")
+    p.add_argument("--plot", type=path("--plot", "a file ending in .png"), metavar="FILE.png",
+                   help="draw every microbenchmark against the fitted prediction")
+    return p
+
+
+def run(args: argparse.Namespace) -> str:
+    """Calibrate as the flags say; the text to print (fitted parameters, then fit residuals)."""
+    from ..plots.canvas import check_plot_path
+    from ..calibrate.machine import run_calibration
+
+    if args.from_runs is not None:
+        return from_runs(args)
+    if args.device is None:
+        raise InputError("calibrate needs --device cpu|cuda (microbenchmarks) or --from-runs RUNS.csv|LOGDIR "
+                         "--hardware PRESET_OR_SPEC (measured runs)")
+    if args.hardware is not None:
+        raise InputError("--hardware applies to --from-runs only; microbenchmarks build the spec from this "
+                         "machine (--base picks the CUDA catalogue system)")
+
+    if args.plot is not None:
+        check_plot_path(args.plot)  # before minutes of benchmarks
+    echo = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    system, raw = run_calibration(args.device, args.nproc, args.output, args.base, args.quick, args.name, echo)
+    out = report(system, raw)
+    if args.plot is not None:
+        from ..plots.calibration_fit import calibration_figure
+
+        calibration_figure(raw, args.plot)
+        out += f"\nwrote {args.plot}"
+    return out
+
+
+def from_runs(args: argparse.Namespace) -> str:
+    """`calibrate --from-runs`: fit to measured runs, write the spec atomically, print the fit."""
+    from ..files import write_atomic
+    from ..spec.hardware import load_hardware
+    from ..calibrate.machine import _check_output, check_name, spec_yaml
+    from ..calibrate.from_runs import calibrate_from_runs, report
+
+    given = [f for f, v in (("--device", args.device), ("--base", args.base), ("--plot", args.plot))
+             if v is not None] + (["--quick"] if args.quick else []) + (["--nproc"] if args.nproc != 1 else [])
+    if given:
+        raise InputError(f"calibrate --from-runs fits measured runs; drop {', '.join(given)} (microbenchmark flags)")
+    if args.hardware is None:
+        raise InputError("calibrate --from-runs needs --hardware PRESET_OR_SPEC: the system the runs ran on "
+                         "(perfmodel hardware list)")
+    out = _check_output(args.output)
+    system = load_hardware(args.hardware)
+    check_name(args.name, "--name")
+    system = system.model_copy(update={"name": args.name or f"{system.name}-runs"})
+    command = f"perfmodel calibrate --from-runs {args.from_runs} --hardware {args.hardware} --output {args.output}"
+    fitted = calibrate_from_runs(args.from_runs, system, command)
+    write_atomic(out, lambda tmp: Path(tmp).write_text(spec_yaml(fitted, command)), "output")
+    return report(fitted) + f"\nwrote {out}"
+
+
+def parameter_table(system: System, raw: RawFile) -> pd.DataFrame:
+    """One row per calibrated field: value and what it was fitted to."""
+    import pandas as pd
+
+    fit, m = raw.fit, raw.measurements
+    acc, eff = system.accelerator, system.efficiency
+    by = {r.kind: r for r in fit.residuals}
+    rows = []
+    if m.env.device_type == "cpu":
+        rows += [("peak_tflops.bf16", f"{acc.peak_tflops['bf16']:.4g}", "best per-rank fp32 GEMM"),
+                 ("hbm_bandwidth_tbps", f"{acc.hbm_bandwidth_tbps:.4g}", "best per-rank copy/add")]
+    for prec, v in fit.matmul_max.items():
+        rows.append((f"matmul_max.{prec}", f"{v:.3f}", f"{by[prec].points} GEMMs"))
+    rows.append(("matmul_tile", f"{list(eff.matmul_tile)}", f"{fit.compute_units} compute unit(s)"))
+    rows.append(("attention_max", f"{eff.attention_max:.3f}", f"{len(m.attention)} SDPA fwd+bwd"))
+    rows.append(("attention_half_seq", f"{eff.attention_half_seq:.0f}", ""))
+    rows.append(("memory_bandwidth", f"{eff.memory_bandwidth:.3g}",
+                 f"{len(m.layers)} layer steps (fwd+bwd+AdamW)" if m.layers else
+                 f"{sum(1 for p in fit.points if p.quantity == 'memory')} elementwise fwd+bwd"))
+    if eff.optimizer_bandwidth is not None:
+        rows.append(("optimizer_bandwidth", f"{eff.optimizer_bandwidth:.3g}", "fused AdamW steps"))
+    if fit.network is not None:
+        t = system.tiers[0]
+        rows += [(f"{t.name}.bandwidth_gbps", f"{t.bandwidth_gbps:.4g}", "best bus bandwidth" if
+                  m.env.device_type == "cpu" else "datasheet"),
+                 (f"{t.name}.latency_us", f"{t.latency_us:.2f}", f"{len(m.comm)} collectives and sends"),
+                 (f"{t.name}.collective_efficiency", f"{t.collective_efficiency:.3f}",
+                  f"bus {fit.network.bus_bandwidth / 1e9:.3g} GB/s")]
+        for kind, k in t.by_kind.items():
+            kf = fit.network.by_kind.get(kind)
+            note = f"{kf.points} {kind}, bus {kf.bus_bandwidth / 1e9:.3g} GB/s" if kf else ""
+            rows += [(f"{t.name}.by_kind.{kind}", f"eff {k.collective_efficiency:.3f}, {k.latency_us:.2f} us", note)]
+        rows += [(f"{t.name}.by_kind.{kind}", "shared", why) for kind, why in fit.network.fallback.items()]
+    if fit.comm_overlap is not None and m.overlap is not None:
+        rows.append(("comm_overlap", f"{eff.comm_overlap:.3g}",
+                     f"all-reduce {m.overlap.size_bytes / 2**20:.3g} MiB beside {m.overlap.gemm_calls} GEMMs"))
+    if system.host_costs is not None:
+        hc = system.host_costs
+        rows += [("host_costs.kernel_s", f"{hc.kernel_s:.3g}", f"executor on {len(hc.probes)} probe layouts"),
+                 ("host_costs.collective_s", f"{hc.collective_s:.3g}", "")]
+    if system.host_costs is not None and system.host_costs.sustain is not None:
+        rows.append(("sustained_fraction", f"{eff.sustained_fraction:.3g}", "executor on sustain-probe, end to end"))
+    rows.append(("memory_overhead_gib", f"{system.memory_overhead_gib:.3f}", "measured"))
+    return pd.DataFrame(rows, columns=["parameter", "value", "fitted to"])
+
+
+def residual_frame(raw: RawFile) -> pd.DataFrame:
+    """Fit quality per kind of measurement: median / max |predicted / measured - 1| and the bias."""
+    import pandas as pd
+
+    return pd.DataFrame([dict(what=r.quantity, kind=r.kind, points=r.points,
+                              **{"median |err|": f"{r.median_abs_error:.1%}", "max |err|": f"{r.max_abs_error:.1%}",
+                                 "bias": f"{r.bias:+.1%}"}) for r in raw.fit.residuals])
+
+
+def report(system: System, raw: RawFile) -> str:
+    from ..calibrate.machine import raw_path
+
+    m = raw.measurements
+    head = (f"calibrated {system.name}: {m.env.nproc} x {m.env.device_name}, torch {m.env.torch_version}, "
+            f"{raw.wall_s:.0f} s (benchmarks {m.bench_s:.0f} s)\n"
+            f"spec: {raw.spec_file}   raw: {raw_path(raw.spec_file).name}")
+    return "\n".join([head, "", parameter_table(system, raw).to_string(index=False), "",
+                      "fit: predicted / measured - 1 (bias: geometric mean)",
+                      residual_frame(raw).to_string(index=False)])

@@ -1,0 +1,93 @@
+"""The `perfmodel` command: parse, call the Python API, format. No modelling here.
+
+One module per command (`COMMANDS`: `<command>_command.py` with `add_parser(subparsers, name, help)` and
+`run(args) -> str`). Only the module of the command being run is imported, so `perfmodel --help` and
+`perfmodel search` load neither pandas, matplotlib nor torch (benchmarks/search_speed.py times `perfmodel search`
+as a whole process). Bad input of any kind ends with one line on stderr naming the field, the value and what is
+valid, and exit code 2.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib
+import signal
+import sys
+
+from ..errors import InputError
+from ..execute.launch import RunFailed, RunInterrupted, on_signals
+from .argtypes import Parser
+
+# command -> (its module in perfmodel.cli, the line `perfmodel --help` lists it with), in that order
+COMMANDS = {
+    "predict": ("predict_command", "predict one training step of a plan (no flags: a built-in example)"),
+    "search": ("search_command", "rank every layout of a job; write the best as a plan file"),
+    "whatif": ("whatif_command", "one job's best plan and step time across hardware; which upgrade buys most"),
+    "export": ("export_command", "print a plan file as Megatron-LM arguments, a torchtitan or a DeepSpeed config"),
+    "execute": ("execute_command", "run plan files with torch.distributed (torchrun) and measure them"),
+    "calibrate": ("calibrate_command", "microbenchmark this machine and write a hardware spec fitted to it"),
+    "validate": ("validate_command", "run plans for real, predict them, and compare (table, MAPE, Spearman, CSV, "
+                                     "plot)"),
+    "forecast": ("forecast_command", "the whole run of a plan: days, device-hours, dollars, checkpoints, "
+                                     "interruptions and goodput"),
+    "hardware": ("catalogue_command", "list or show hardware presets, or print the spec JSON schema"),
+    "models": ("catalogue_command", "list or show model presets"),
+}
+DISK_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)  # writing an output failed for want of room: one line
+
+
+def command_module(name: str):
+    return importlib.import_module(f"{__package__}.{COMMANDS[name][0]}")
+
+
+def build_parser(command: str | None = "all") -> Parser:
+    """The parser: every command's flags ("all"), or only `command`'s (the others listed by name and help line)."""
+    ap = Parser(prog="perfmodel", description="Predict LLM training step time and memory on GPU/TPU clusters.")
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=Parser)
+    for name, (_, help) in COMMANDS.items():
+        if command in ("all", name):
+            command_module(name).add_parser(sub, name, help)
+        else:
+            sub.add_parser(name, help=help)
+    return ap
+
+
+def run(argv: list[str]) -> str:
+    command = argv[0] if argv and argv[0] in COMMANDS else None
+    a = build_parser(command).parse_args(argv)
+    return command_module(a.cmd).run(a)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        with on_signals():  # SIGTERM / SIGHUP end a command as Ctrl-C does: ranks stopped, nothing half-written
+            out = run(argv)
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except RunInterrupted as err:  # Ctrl-C or SIGTERM during a launch: every rank stopped
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
+    except RunFailed as err:  # a launched run failed or passed its limit: one line, the log has the rest
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as err:  # outside a launch; files are written atomically (files.write_atomic)
+        signum = getattr(err, "signum", signal.SIGINT)
+        print(f"error: interrupted by {signal.Signals(signum).name}; nothing was left half-written", file=sys.stderr)
+        return 128 + signum
+    except OSError as err:
+        if err.errno not in DISK_ERRNOS:
+            raise
+        print(f"error: {err.strerror} writing {err.filename or 'an output'}; nothing was left half-written "
+              f"(free space, or raise the limit, and run again)", file=sys.stderr)
+        return 1
+    try:
+        print(out)
+    except BrokenPipeError:  # e.g. `perfmodel predict | head`
+        sys.stderr.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

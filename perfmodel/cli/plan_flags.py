@@ -1,0 +1,171 @@
+"""The command-line flags that give one plan, shared by `perfmodel predict` and `perfmodel forecast`: the flags,
+and the (model, system, resolved plan) they name, or a plan file's."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import typing
+
+from .argtypes import integer, path
+from ..spec.result import DEFAULT_HEADROOM
+from ..errors import InputError
+from ..spec.hardware import System, load_hardware
+from ..spec.model import ModelConfig
+from ..spec.model_catalogue import load_model
+from ..spec.plan import Dispatcher, Plan, Precision, resolve
+from ..spec.plan_file import PlanFile, load_plan_file
+from ..spec.recompute import RECOMPUTE_MODULES, Recompute
+from ..spec.stack import DEFAULT_STACK, STACKS
+from ..spec import example
+
+PRECISIONS = typing.get_args(Precision)  # the plan's own list
+DISPATCHERS = typing.get_args(Dispatcher)
+RECOMPUTES = typing.get_args(Recompute)
+RECOMPUTE_METHODS = typing.get_args(Plan.model_fields["recompute_method"].annotation)
+
+
+def module_list(name: str):
+    """Megatron-Core's --recompute-modules: names of RECOMPUTE_MODULES separated by commas (spaces around them
+    are dropped, repeats kept once)."""
+    def parse(text):
+        parts = [p.strip() for p in text.split(",")]
+        bad = [p for p in parts if p not in RECOMPUTE_MODULES]
+        if bad:
+            raise argparse.ArgumentTypeError(f"{name} = {text!r}: {bad[0]!r} is not a module; valid: names "
+                                             f"separated by commas, of {', '.join(RECOMPUTE_MODULES)}")
+        return list(dict.fromkeys(parts))
+    return parse
+
+
+def fraction(name: str, what: str):
+    """A share: a finite number >= 0 and < 1 (`--headroom`)."""
+    def parse(text):
+        try:
+            v = float(text)
+        except ValueError:
+            v = None
+        if v is None or not math.isfinite(v) or not 0.0 <= v < 1.0:
+            raise argparse.ArgumentTypeError(f"{name} = {text!r}; valid: a number >= 0 and < 1 ({what})")
+        return v
+    return parse
+
+
+def add_plan_flags(pr: argparse.ArgumentParser) -> None:
+    """The flags that give a plan (or --plan FILE): predict's, and forecast's."""
+    pr.add_argument("--plan", type=path("--plan"), help="re-predict a plan file (written by search --output or "
+                    "predict --save-plan); takes the place of every other input flag")
+    pr.add_argument("--model", help="preset name (perfmodel models list), or path to a HF config.json or a ModelConfig YAML/JSON")
+    pr.add_argument("--hardware", help="preset name (perfmodel hardware list) or path to a spec YAML")
+    pr.add_argument("--gpus", type=integer("--gpus"))
+    pr.add_argument("--tp", type=integer("--tp"))
+    pr.add_argument("--pp", type=integer("--pp"))
+    pr.add_argument("--dp", type=integer("--dp"), help="default: gpus / (tp*pp*cp)")
+    pr.add_argument("--cp", type=integer("--cp"), help="default 1")
+    pr.add_argument("--vpp", type=integer("--vpp"), help="default 1")
+    pr.add_argument("--ep", type=integer("--ep"), help="MoE expert-parallel size (default 1)")
+    pr.add_argument("--etp", type=integer("--etp"), help="MoE expert tensor-parallel size (default 1)")
+    pr.add_argument("--expert-imbalance", type=float, help="busiest expert's tokens / mean (default 1: balanced)")
+    pr.add_argument("--moe-dispatcher", choices=DISPATCHERS, help="default alltoall; flex: DeepEP / HybridEP")
+    pr.add_argument("--moe-overlap", action="store_true", help="hide expert-parallel comm behind another micro-batch")
+    pr.add_argument("--micro-batch", type=integer("--micro-batch"))
+    pr.add_argument("--global-batch", type=integer("--global-batch"))
+    pr.add_argument("--seq-len", type=integer("--seq-len"))
+    pr.add_argument("--recompute", choices=RECOMPUTES,
+                    help="activation recomputation: none (default); selective (Megatron-Core "
+                         "--recompute-granularity selective, of --recompute-modules); full (whole layers); per-op "
+                         "(torchtitan's per-op selective checkpointing: keeps attention and every second matmul's "
+                         "outputs)")
+    pr.add_argument("--recompute-modules", type=module_list("--recompute-modules"), metavar="M1,M2",
+                    help="with --recompute selective: the submodules rebuilt in the backward (Megatron-Core "
+                         f"--recompute-modules), of {', '.join(RECOMPUTE_MODULES)}; default core_attn")
+    pr.add_argument("--recompute-num-layers", type=integer("--recompute-num-layers"), metavar="N",
+                    help="with --recompute full: layers per checkpointed group (uniform) or checkpointed layers "
+                         "per pipeline chunk (block); Megatron-LM --recompute-num-layers (default 1: every layer)")
+    pr.add_argument("--recompute-method", choices=RECOMPUTE_METHODS,
+                    help="with --recompute full: Megatron-LM --recompute-method (default uniform)")
+    pr.add_argument("--sequence-parallel", action="store_true")
+    pr.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="default 0")
+    pr.add_argument("--precision", choices=PRECISIONS, help="default bf16")
+    pr.add_argument("--schedule", choices=["1f1b", "interleaved", "gpipe"], help="default: interleaved if vpp > 1 else 1f1b")
+    pr.add_argument("--attention", choices=["flash", "unfused"], help="default flash")
+    pr.add_argument("--grad-dtype", choices=["fp32", "bf16"], help="default fp32")
+    add_compression_flags(pr, None)
+    pr.add_argument("--stack", choices=STACKS, help=f"software stack that runs the plan (default {DEFAULT_STACK}; "
+                                                    "docs/stacks.md)")
+    pr.add_argument("--no-overlap-dp-comm", action="store_true", help="data-parallel collectives do not overlap compute")
+    pr.add_argument("--account-for-embedding", action="store_true",
+                    help="count the embedding as a layer in the pipeline split (Megatron-LM "
+                         "--account-for-embedding-in-pipeline-split)")
+    pr.add_argument("--account-for-loss", action="store_true",
+                    help="count the LM head and loss as a layer (Megatron-LM --account-for-loss-in-pipeline-split)")
+    pr.add_argument("--first-stage-layers", type=integer("--first-stage-layers"),
+                    help="layers on the first pipeline stage (Megatron-LM --decoder-first-pipeline-num-layers)")
+    pr.add_argument("--last-stage-layers", type=integer("--last-stage-layers"),
+                    help="layers on the last pipeline stage (Megatron-LM --decoder-last-pipeline-num-layers)")
+    pr.add_argument("--headroom", type=fraction("--headroom", "share of the memory the fit test keeps free"),
+                    metavar="FRACTION",
+                    help="share of the allocator's room (capacity - runtime) a plan must leave free to count as "
+                         f"fitting (default {DEFAULT_HEADROOM}, the model's: perfmodel.spec.result.DEFAULT_HEADROOM)")
+
+
+def add_compression_flags(pr: argparse.ArgumentParser, default: str | None = "none") -> None:
+    """--grad-compression and --powersgd-rank (Plan.grad_compression, cost.compression): predict's and search's."""
+    pr.add_argument("--grad-compression", choices=["none", "bf16", "powersgd"], default=default,
+                    help="data-parallel gradients on the wire: as --grad-dtype, bf16, or PowerSGD (default none)")
+    pr.add_argument("--powersgd-rank", type=integer("--powersgd-rank"), default=None if default is None else 1,
+                    help="PowerSGD's rank r (default 1)")
+
+
+PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "global_batch", "seq_len")
+PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "expert_imbalance",
+              "moe_dispatcher", "micro_batch", "global_batch", "seq_len", "recompute", "recompute_modules",
+              "recompute_num_layers", "recompute_method", "zero", "precision", "schedule",
+              "attention", "grad_dtype", "grad_compression", "powersgd_rank", "stack", "first_stage_layers", "last_stage_layers",
+              "sequence_parallel", "no_overlap_dp_comm", "account_for_embedding", "account_for_loss", "moe_overlap")
+VALUE_FLAGS = PLAN_FLAGS[2:PLAN_FLAGS.index("sequence_parallel")]  # the plan fields given by value
+
+
+def example_flags() -> list[str]:
+    """The built-in example (`spec.example`) as predict's flags."""
+    out = ["--model", example.MODEL, "--hardware", example.HARDWARE]
+    for k, v in example.PLAN.items():
+        flag = f"--{k.replace('_', '-')}"
+        out += [flag] if v is True else [flag, str(v)]
+    return out
+
+
+EXAMPLE = example_flags()
+
+
+def no_plan_given(a: argparse.Namespace) -> bool:
+    """Neither --plan nor any plan flag: what `predict` answers with the built-in example."""
+    return not a.plan and all(getattr(a, k) in (None, False) for k in PLAN_FLAGS)
+
+
+def use_example(a: argparse.Namespace) -> argparse.Namespace:
+    """`a` with the built-in example's model, hardware and plan fields (the output flags as given)."""
+    for k, v in {"model": example.MODEL, "hardware": example.HARDWARE, **example.PLAN}.items():
+        setattr(a, k, v)
+    return a
+
+
+def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, PlanFile | None]:
+    """(model, system, resolved plan, the plan file or None) of `--plan FILE` or of the plan flags; one line
+    naming what is missing or given twice otherwise."""
+    if a.plan:
+        given = [f"--{k.replace('_', '-')}" for k in PLAN_FLAGS if getattr(a, k) not in (None, False)]
+        if given:
+            raise InputError(f"{a.cmd} --plan takes its inputs from the plan file; drop {', '.join(given)}")
+        pf = load_plan_file(a.plan)
+        return pf.model, pf.hardware, pf.plan, pf
+    missing = [f"--{k.replace('_', '-')}" for k in PREDICT_INPUTS if getattr(a, k) is None]
+    if missing:
+        raise InputError(f"{a.cmd} needs {', '.join(missing)} (or --plan FILE"
+                         f"{', or no flags for the built-in example' if a.cmd == 'predict' else ''})")
+    given = {k: getattr(a, k) for k in VALUE_FLAGS if getattr(a, k) is not None}
+    plan = Plan(**given, sequence_parallel=a.sequence_parallel, overlap_dp_comm=not a.no_overlap_dp_comm,
+                account_for_embedding=a.account_for_embedding, account_for_loss=a.account_for_loss,
+                moe_overlap=a.moe_overlap)
+    model, system = load_model(a.model), load_hardware(a.hardware)
+    return model, system, resolve(plan, model, system), None

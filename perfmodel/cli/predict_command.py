@@ -1,0 +1,76 @@
+"""`perfmodel predict`: one training step of a plan from the plan flags, a plan file, or (no flags) the built-in
+example (`spec.example`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import InputError
+from ..files import check_output
+from ..spec.result import DEFAULT_HEADROOM
+from ..spec.plan_file import write_plan_file
+from .argtypes import path
+from .plan_flags import EXAMPLE, add_plan_flags, no_plan_given, plan_from_args, use_example
+
+
+def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help=help, description="Predict one training step. With no flags, runs the built-in "
+                                                     "example: " + " ".join(EXAMPLE))
+    p.add_argument("--save-plan", type=path("--save-plan"), metavar="FILE",
+                   help="also write the plan as a plan file (JSON) to FILE")
+    add_plan_flags(p)
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("--plot", type=path("--plot", "a file ending in .png"), metavar="FILE.png",
+                   help="draw the time and memory breakdowns and the pipeline schedule")
+    return p
+
+
+def run(a: argparse.Namespace) -> str:
+    from ..plots.canvas import check_plot_path
+    from .report import estimate_table
+
+    if no_plan_given(a):  # the built-in example, with the output flags given (--format, --plot, --save-plan)
+        a = use_example(a)
+    if a.plot is not None:
+        check_plot_path(a.plot)
+    out = estimate_from_args(a)
+    if a.plot is not None:
+        from ..plots.prediction import estimate_figure
+
+        estimate_figure(out, a.plot)
+        print(f"wrote {a.plot}", file=sys.stderr)
+    return out.model_dump_json(indent=2) if a.format == "json" else estimate_table(out)
+
+
+def headroom_of(a) -> float:
+    """--headroom, or the model's default where the command was given none."""
+    h = getattr(a, "headroom", None)
+    return DEFAULT_HEADROOM if h is None else h
+
+
+def estimate_from_args(a):
+    """The estimate of the plan predict's flags (or --plan FILE) give, written as a plan file with --save-plan."""
+    from ..cost.estimate import check_prediction, evaluate_plan
+
+    if a.save_plan:
+        check_output(a.save_plan, "--save-plan", ".json")
+    model, system, plan, pf = plan_from_args(a)
+    if pf is not None:
+        est = check_prediction(model, system, plan, pf.prediction, f"plan file {a.plan!r}")
+        if a.save_plan:
+            write_plan_file(pf, a.save_plan, "--save-plan")
+        return est
+    step, est = evaluate_plan(model, system, plan, headroom_of(a))
+    if a.save_plan:
+        from ..search.plan_writer import plan_file  # PaSE placements: only when a plan file is written
+
+        if not est.fits_in_memory:
+            raise InputError(f"--save-plan {a.save_plan}: not written, the plan does not fit in memory (reserves "
+                             f"{est.memory_bytes.reserved / 2**30:.1f} GiB > {est.memory_budget_bytes / 2**30:.1f} "
+                             f"GiB budget on ranks {est.memory_rank}, the {est.memory_stage} stage); plan files are "
+                             "meant to run")
+        pf = plan_file(model, system, est.plan, created_by="perfmodel " + " ".join(sys.argv[1:]),
+                       evaluated=(step, est), headroom=headroom_of(a))
+        write_plan_file(pf, a.save_plan, "--save-plan")
+    return est

@@ -1,0 +1,232 @@
+"""Text rendering of results and catalogue entries for the CLI (no modelling here)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..spec.hardware import System
+from ..spec.model import ModelConfig
+from ..spec.result import Estimate
+
+GiB = 2**30
+
+
+def _t(s: float) -> str:
+    if s >= 1:
+        return f"{s:.3f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s * 1e6:.1f} us"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _band(e: Estimate) -> str:
+    """'  (-9% / +6%, 80% interval ...)' where the estimate has a prediction interval."""
+    if e.step_time_s_low is None:
+        return ""
+    lo, hi = e.step_time_s_low / e.step_time_s - 1, e.step_time_s_high / e.step_time_s - 1
+    return f"  ({100 * lo:+.0f}% / {100 * hi:+.0f}%, {e.interval_source.split(':')[0]})"
+
+
+def memory_verdict(e: Estimate) -> str:
+    """Whether the plan fits, in which view, on which ranks, with what room: one line."""
+    free, budget = e.memory_free_bytes / GiB, e.memory_budget_bytes / GiB
+    room = (f"reserved view, within a budget of {budget:.1f} GiB = (capacity - runtime) x (1 - headroom "
+            f"{e.memory_headroom:.0%})")
+    if e.fits_in_memory:
+        return f"yes: {free:.1f} GiB to spare on ranks {e.memory_rank} ({e.memory_stage} stage), the fullest; {room}"
+    return f"NO: ranks {e.memory_rank} ({e.memory_stage} stage) are short by {-free:.1f} GiB; {room}"
+
+
+def memory_table(e: Estimate) -> list[str]:
+    """The fullest rank's parts and views, then one row per pipeline stage."""
+    lines = [f"Memory per device, ranks {e.memory_rank} ({e.memory_stage} stage, the fullest): parts, then views "
+             "(allocated = torch max_memory_allocated, reserved = max_memory_reserved, device = nvidia-smi)"]
+    for k, v in e.memory_bytes.model_dump().items():
+        lines.append(f"  {k:<14}{v / GiB:>9.2f} GiB")
+    if len(e.memory_ranks) > 1:
+        lines += ["", f"  {'stage':<7}{'ranks':<14}{'layers':>7}{'allocated':>11}{'reserved':>10}{'device':>9}"
+                      f"{'between steps':>15}  (GiB)"]
+        for r in e.memory_ranks:
+            m = r.memory_bytes
+            lines.append(f"  {r.stage:<7}{r.ranks:<14}{r.layers:>7}{m.allocated / GiB:>11.2f}{m.reserved / GiB:>10.2f}"
+                         f"{m.device / GiB:>9.2f}{m.between_steps / GiB:>15.2f}")
+    return lines
+
+
+def estimate_table(e: Estimate) -> str:
+    p = e.plan
+    lines = []
+    layout = (f"tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp} vpp={p.vpp} sp={'on' if p.sequence_parallel else 'off'} "
+              f"zero={p.zero} recompute={p.recompute} precision={p.precision} schedule={p.schedule}")
+    if p.ep > 1 or p.etp > 1 or p.moe_dispatcher != "alltoall" or p.expert_imbalance != 1 or p.moe_overlap:
+        layout += (f"\n  experts: ep={p.ep} etp={p.etp} edp={p.edp} dispatcher={p.moe_dispatcher} "
+                   f"imbalance={p.expert_imbalance:g} overlap={'on' if p.moe_overlap else 'off'}")
+    lines.append(f"{e.model} ({e.params / 1e9:.2f}B params) on {e.gpus} x {e.hardware}")
+    lines.append(f"  {layout}")
+    lines.append(f"  micro_batch={p.micro_batch} global_batch={p.global_batch} seq_len={p.seq_len} "
+                 f"micro-batches/step={e.num_microbatches} attention={p.attention} stack={p.stack}")
+    if p.grad_compression != "none" or p.grad_dtype != "fp32":
+        rank = f" rank {p.powersgd_rank}" if p.grad_compression == "powersgd" else ""
+        lines.append(f"  gradients: {p.grad_dtype}, reduced as {p.grad_compression}{rank} (cost.compression)")
+    lines.append("")
+    fit = memory_verdict(e)
+    head = [
+        ("step time", _t(e.step_time_s) + _band(e)),
+        ("tokens/s", f"{e.tokens_per_s:,.0f}  ({e.tokens_per_s_per_gpu:,.0f} per device)"),
+        ("model TFLOP/s per device", f"{e.model_tflops_per_gpu:.1f}"),
+        ("MFU / HFU", f"{_pct(e.mfu)} / {_pct(e.hfu)}  (vs dense {e.mfu_peak_dtype} peak)"),
+        ("peak memory per device", f"{e.memory_bytes.allocated / GiB:.1f} GiB allocated, "
+                                   f"{e.memory_bytes.reserved / GiB:.1f} reserved, {e.memory_bytes.device / GiB:.1f} "
+                                   f"on the device of {e.memory_capacity_bytes / GiB:.0f} GiB (ranks "
+                                   f"{e.memory_rank}, {e.memory_stage} stage)"),
+        ("fits in memory", fit),
+    ]
+    w = max(len(k) for k, _ in head)
+    lines += [f"{k:<{w}}  {v}" for k, v in head]
+    lines.append("")
+    lines.append(f"Time per step ({e.bottleneck_stage} stage, the slowest; parts sum to the step)")
+    tb = e.time_s.model_dump()
+    total = tb.pop("total")
+    for k, v in tb.items():
+        if v > 0:
+            lines.append(f"  {k:<14}{_t(v):>12}  {_pct(v / total):>6}")
+    lines.append(f"  {'total':<14}{_t(total):>12}")
+    lines.append("")
+    lines += memory_table(e)
+    lines.append("")
+    lines.append("Ops per micro-batch on that stage (layer ops: per layer)")
+    lines.append(f"  {'op':<20}{'where':<10}{'kind':<13}{'fwd':>10}{'bwd':>10}{'recomp':>10}  formula")
+    for o in e.ops:
+        lines.append(f"  {o.name:<20}{o.where:<10}{o.kind:<13}{_t(o.fwd_s):>10}{_t(o.bwd_s):>10}"
+                     f"{_t(o.recompute_s):>10}  {o.formula}")
+    if e.comms:
+        lines.append("")
+        lines.append("Communication per step")
+        lines.append(f"  {'pattern':<42}{'collective':<30}{'group':<14}{'tiers':<28}{'MB/call':>9}{'calls':>8}"
+                     f"{'total':>11}{'exposed':>11}")
+        for c in e.comms:
+            lines.append(f"  {c.name:<42}{c.collective:<30}{c.group + ' x' + str(c.group_size):<14}{c.tiers:<28}"
+                         f"{c.bytes / 1e6:>9.1f}{c.calls:>8.0f}{_t(c.total_s):>11}{_t(c.exposed_s):>11}")
+    if e.notes:
+        lines.append("")
+        lines += [f"note: {n}" for n in e.notes]
+    return "\n".join(lines)
+
+
+def hardware_table(s: System) -> str:
+    a = s.accelerator
+    lines = [f"{s.name}: {s.description}", f"  accelerator {a.name} ({a.vendor})"]
+    lines.append("  dense peak TFLOP/s: " + ", ".join(f"{k} {v:g}" for k, v in a.peak_tflops.items()))
+    lines.append(f"  HBM {a.hbm_capacity_gib:g} GiB at {a.hbm_bandwidth_tbps:g} TB/s; TDP "
+                 f"{'n/a' if a.tdp_w is None else f'{a.tdp_w:g} W'}; {a.compute_units} compute units")
+    lines.append("  network tiers (innermost first):")
+    for t in s.tiers:
+        size = "all devices" if t.domain_size is None else f"domain {t.domain_size}"
+        topo = f"torus {'x'.join(map(str, t.torus_dims))}" if t.topology == "torus" else t.topology
+        lines.append(f"    {t.name:<12} {size:<14} {topo:<14} {t.bandwidth_gbps:g} GB/s, {t.latency_us:g} us/step, "
+                     f"collective efficiency {t.collective_efficiency:g}")
+    e = s.efficiency
+    lines.append("  efficiency: matmul " + ", ".join(f"{k} {v:g}" for k, v in e.matmul_max.items())
+                 + f" (tile {e.matmul_tile[0]}x{e.matmul_tile[1]}); attention {e.attention_max:g} "
+                 f"(half at {e.attention_half_seq:g} keys); memory bandwidth {e.memory_bandwidth:g}; "
+                 f"sustained in a step {e.sustained_fraction:g}")
+    lines.append(f"  memory overhead {s.memory_overhead_gib:g} GiB per device"
+                 + (f"; at most {s.max_devices} devices" if s.max_devices else ""))
+    lines.append("  sources:")
+    for owner, src in [(a.name, a.sources), *[(t.name, t.sources) for t in s.tiers],
+                       ("efficiency", e.sources), (s.name, s.sources)]:
+        for k, v in src.items():
+            lines.append(f"    {owner}.{k}: {v}")
+    return "\n".join(lines)
+
+
+def model_row(name: str, m: ModelConfig) -> str:
+    """One line of `perfmodel models list`: size (and active size, experts, MLA for a MoE model) and shape."""
+    moe = f"  experts {m.moe.n_experts} top-{m.moe.top_k}, {m.active_params() / 1e9:.1f}B active" if m.moe else ""
+    return (f"{name:<18}{m.n_params() / 1e9:>9.2f}B  layers {m.n_layers:<4} hidden {m.hidden:<6} "
+            f"heads {m.n_heads}/{m.n_kv_heads:<4} vocab {m.vocab}{moe}{'  MLA' if m.mla else ''}")
+
+
+def model_table(m: ModelConfig) -> str:
+    rows = [("params", f"{m.n_params():,} ({m.n_params() / 1e9:.2f}B)"), ("layers", m.n_layers), ("hidden", m.hidden),
+            ("heads / kv heads / head dim", f"{m.n_heads} / {m.n_kv_heads} / {m.head_dim}"),
+            ("ffn hidden", f"{m.ffn_hidden} ({m.mlp})"), ("vocab", m.vocab), ("max seq len", m.max_seq_len),
+            ("norm / position", f"{m.norm} / {m.position}"), ("tied embeddings", m.tie_embeddings),
+            ("linear bias / dropout", f"{m.linear_bias} / {m.dropout}"),
+            ("sliding window", m.sliding_window or "none"), ("source", m.source)]
+    w = max(len(k) for k, _ in rows)
+    return "\n".join([m.name] + [f"  {k:<{w}}  {v}" for k, v in rows])
+
+
+def search_table(result, rows, top: int = 0) -> str:
+    """The ranked plans of a search (the rows given), its summary line and, for several GPU counts, the
+    Pareto front of step time, GPUs and memory."""
+    def fmt(df):
+        out = df.copy()
+        out["sequence_parallel"] = out["sequence_parallel"].map({True: "on", False: "off"})
+        out["step_time_s"] = out["step_time_s"].map(lambda x: f"{x:.3f}")
+        out["tokens_per_s"] = out["tokens_per_s"].map(lambda x: f"{x:,.0f}")
+        out["mfu"] = out["mfu"].map(_pct)
+        out["memory_gib"] = out["memory_gib"].map(lambda x: f"{x:.1f}")
+        out["gpu_hours_per_step"] = out["gpu_hours_per_step"].map(lambda x: f"{x:.3f}")
+        out["goodput"] = out["goodput"].map(_pct)
+        for k in ("wall_s_per_step", "wall_gpu_hours_per_step", "energy_kwh_per_step"):
+            out[k] = out[k].map(lambda x: "-" if x != x else f"{x:.4g}")  # NaN: no board power for energy
+        out = out.drop(columns=["fits_in_memory"]).rename(columns={
+            "sequence_parallel": "sp", "micro_batch": "mb", "memory_gib": "mem_gib", "account_for_embedding": "acc_emb",
+            "account_for_loss": "acc_loss", "wall_s_per_step": "wall_s", "wall_gpu_hours_per_step": "wall_gpu_h",
+            "gpu_hours_per_step": "gpu_h", "energy_kwh_per_step": "kwh"})
+        out.index = range(1, len(out) + 1)
+        return out.to_string()
+
+    j = result.job
+    front = result.pareto()
+    lines = [f"{result.model.name} on {result.system.name}: global_batch={j.global_batch} seq_len={j.seq_len} "
+             f"precision={j.precision}; ranked by {result.objective}",
+             result.summary(), ""]
+    lines.append(fmt(rows))
+    if result.counts["gpus"].nunique() > 1:
+        lines += ["", "per GPU count:", result.counts.to_string(index=False, float_format=lambda x: f"{x:.2f}"),
+                  "", "Pareto front (no plan is at least as good on step time, GPUs and memory, and better on one)"
+                  + (f", fastest {top} per GPU count:" if top else ":"),
+                  fmt(front.groupby("gpus", group_keys=False).head(top) if top else front)]
+    lines += [f"note: {n}" for n in result.notes]
+    return "\n".join(lines)
+
+
+def whatif_table(across, ups=None) -> str:
+    """The what-if rows (perfmodel.search.whatif): per system, then per upgrade, with the step's bound shares."""
+    def fmt(w, first: str) -> str:
+        df = w.table
+        out = pd.DataFrame({first: df["system"], "best layout": df["layout"].fillna("-")})
+        num = lambda col, f: df[col].map(lambda x: "-" if x is None or x != x else f(x))  # noqa: E731
+        out["step s"] = num("step_time_s", lambda x: f"{x:.3f}")
+        if first == "upgrade":
+            out["speed-up"] = num("speedup", lambda x: f"{x:.2f}x")
+        out["tokens/s"] = num("tokens_per_s", lambda x: f"{x:,.0f}")
+        out["MFU"] = num("mfu", _pct)
+        out["mem GiB"] = num("memory_gib", lambda x: f"{x:.1f}")
+        for k in ("compute", "memory", "network", "bubble"):
+            out[k] = num(f"{k}_share", _pct)
+        lines = [out.to_string(index=False)]
+        lines += [f"  {r.system}: {r.note}" for r in w.rows if r.note]
+        return "\n".join(lines)
+
+    head = (f"{across.model}: {across.gpus} devices, global batch {across.global_batch} x {across.seq_len} tokens, "
+            f"{across.precision}; each system's best plan (searched); shares of the step: compute-bound kernels, "
+            "memory-bound kernels and the optimizer, exposed communication, pipeline bubble")
+    lines = [head, "", fmt(across, "system")]
+    if ups is not None:
+        lines += ["", f"single upgrades of {ups.rows[0].system} (x factor, each re-searched):", fmt(ups, "upgrade")]
+    return "\n".join(lines)
+
+
+def hardware_row(name: str, s) -> str:
+    """One line of `perfmodel hardware list`: accelerator, bf16 peak, memory, the network tiers."""
+    bw = " > ".join(f"{t.name} {t.bandwidth_gbps:g} GB/s" for t in s.tiers)
+    return (f"{name:<16}{s.accelerator.name:<18}{s.accelerator.peak_tflops['bf16']:>8g} TF bf16  "
+            f"{s.accelerator.hbm_capacity_gib:>5g} GiB  {bw}")

@@ -1,0 +1,12 @@
+"""`python -m perfmodel.export.checks.batch TARGET VERSION`: a JSON list of exported texts on stdin, each run
+through `<TARGET>_check.check(text, VERSION)`; prints the JSON list of results (perfmodel.export.checks.
+run_checks starts it with the framework release first on PYTHONPATH)."""
+
+import importlib
+import json
+import sys
+
+if __name__ == "__main__":
+    target, version = sys.argv[1], sys.argv[2]
+    check = importlib.import_module(f"perfmodel.export.checks.{target}_check").check
+    print(json.dumps([check(text, version) for text in json.loads(sys.stdin.read())]))

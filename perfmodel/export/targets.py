@@ -1,0 +1,53 @@
+"""Translate a plan file into the configuration of one version of a training framework: Megatron-LM, torchtitan
+or DeepSpeed.
+
+Each target module names the framework versions it writes for (`VERSIONS`: version -> the PyPI release whose own
+checks accept its output, perfmodel.export.checks), says which plan settings a version cannot express
+(`nearest_plan`: the plan-field updates to the nearest plan it can, with a reason each; perfmodel.export.nearest applies
+them and re-predicts) and writes the configuration in the format that version reads. What the configuration still
+leaves out (model-level facts such as ALiBi, a placement no framework option carries) is stated plainly: comments
+for Megatron-LM and torchtitan, a "_perfmodel_not_expressed" list for DeepSpeed's JSON. No setting is dropped
+silently.
+
+This module reads the plan file only; it imports nothing from the cost model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..errors import InputError
+from ..spec.plan_file import PlanFile
+from . import deepspeed as _deepspeed, megatron as _megatron, torchtitan as _torchtitan
+
+TARGETS = ("megatron", "torchtitan", "deepspeed")
+_MODULES = {"megatron": _megatron, "torchtitan": _torchtitan, "deepspeed": _deepspeed}
+
+
+def _module(to: str):
+    if to not in _MODULES:
+        raise InputError(f"--to = {to!r} is not a known target; valid: {', '.join(TARGETS)}")
+    return _MODULES[to]
+
+
+def versions(to: str) -> dict[str, str]:
+    """The versions of `to` perfmodel writes for, newest first: version -> the PyPI release checked."""
+    return dict(_module(to).VERSIONS)
+
+
+def nearest_updates(pf: PlanFile, to: str, version: str) -> tuple[dict, list[str]]:
+    """Plan-field updates to the nearest plan `to` at `version` expresses ({} when it expresses pf.plan), and why."""
+    return _module(to).nearest_plan(pf, version)
+
+
+def export(pf: PlanFile, to: str, version: str | None = None, changes: Sequence[str] = ()) -> str:
+    """The configuration of framework `to` (one of TARGETS) at `version` (default its newest) for plan file `pf`,
+    as text ending in a newline; `changes`: how pf's plan differs from the one planned (perfmodel.export.nearest)."""
+    module = _module(to)
+    version = version or next(iter(module.VERSIONS))
+    updates, why = module.nearest_plan(pf, version)
+    if updates:
+        raise InputError(f"plan: {to} {version} cannot run it as planned ({'; '.join(why)}); "
+                         "perfmodel.export.nearest.export_plan (what `perfmodel export` runs) exports the nearest plan it "
+                         "can, re-predicted")
+    return getattr(module, to)(pf, version, changes)

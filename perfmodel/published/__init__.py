@@ -1,0 +1,5 @@
+"""Readers of published, measured training runs (the development tables bundled under benchmarks/data/): dense
+step times (`runs`), mixture-of-experts step times (`moe_runs`) and measured memory peaks (`memory_peaks`), each
+row mapped to (model, system, plan, measurement) in perfmodel's words. It imports `perfmodel.spec` (and pandas);
+`perfmodel.calibrate` (fitting a spec to a user's runs) and the benchmarks read it.
+"""

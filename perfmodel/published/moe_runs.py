@@ -1,0 +1,138 @@
+"""Published mixture-of-experts training runs (the MoE development CSV, bundled as
+benchmarks/data/published_moe_runs_dev.csv) as `published.runs.Case`s: (model, system, plan, measured step time).
+
+Model shapes come from the presets (their HF config.json), named by the row's `model`; layouts from the row
+(tp, pp, cp, ep, etp, vpp, dp, micro and global batch); what the row leaves unstated from `MOE_DEFAULTS`, the
+same for every row of a framework (never per row, never tuned). Rows this tool cannot express come back with
+the reason: hybrid Mamba-MoE models (Nemotron-3: no Mamba operator), layer-truncated proxies, GPUs outside the
+catalogue, rows without a step time.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import InputError
+from ..spec.hardware import load_hardware
+from ..spec.model_catalogue import load_model
+from ..spec.plan import Plan, resolve
+from .runs import Case, cell_number, cell_text, measured_step_time
+
+# The preset of each model family the CSV names ([tokendrop] rows are the same model with dropping routing).
+MODEL_PRESETS = {
+    "qwen3-30b-a3b": "qwen3-30b-a3b", "qwen3-235b-a22b": "qwen3-235b-a22b", "gpt-oss-120b": "gpt-oss-120b",
+    "gpt-oss-20b": "gpt-oss-20b", "kimi-k2": "kimi-k2", "moonlight-16b-a3b": "moonlight-16b-a3b",
+    "llama4-scout (llm only)": "llama-4-scout", "mixtral-8x22b": "mixtral-8x22b",
+}
+
+# Settings the Megatron-Bridge performance tables do not state, from Megatron-Bridge's performance recipes
+# (scripts/performance, the same for every row): the distributed optimizer (ZeRO-1) with overlapped gradient
+# reduction and parameter gather, sequence parallelism with tp, no recomputation, bf16 gradient reduction
+# (Megatron-Core DistributedDataParallelConfig.grad_reduce_in_fp32 = False), Megatron's alltoall dispatcher, and
+# force-balanced routing (the tables' footnote; expert_imbalance 1). NeMo AutoModel: FSDP2 (ZeRO-3) and DeepEP,
+# as its rows' framework and kernel columns state ("PyTorch-native, FSDP2"; "TE + DeepEP"). torchtitan: FSDP2,
+# its default data parallelism (JobConfig parallelism.data_parallel_shard_degree = -1), and its all-to-all.
+MOE_DEFAULTS = {
+    "megatron": dict(zero=1, recompute="none", grad_dtype="bf16", moe_dispatcher="alltoall", stack="megatron-core"),
+    "automodel": dict(zero=3, recompute="none", grad_dtype="fp32", moe_dispatcher="flex", stack="torchtitan"),
+    "torchtitan": dict(zero=3, recompute="none", grad_dtype="fp32", moe_dispatcher="alltoall", stack="torchtitan"),
+}
+
+
+def moe_system_for(gpu_type: str) -> tuple[str | None, str]:
+    """Catalogue system for the MoE rows' GPU names, or (None, reason)."""
+    g = gpu_type.upper()
+    if "GB300" in g:
+        return "gb300-nvl72", ""
+    if "GB200" in g:
+        return "gb200-nvl72", ""
+    if "B300" in g:  # HGX / DGX B300 (8-GPU NVLink domain); GB300 is matched above
+        return "dgx-b300", ""
+    if "B200" in g:
+        return "dgx-b200", ""
+    if "H100" in g:
+        return "dgx-h100", ""
+    return None, f"GPU '{gpu_type}' is not in the hardware catalogue"
+
+
+def _framework(row: pd.Series) -> str:
+    fw = cell_text(row["framework"]).lower()
+    if "automodel" in fw:
+        return "automodel"
+    if "torchtitan" in fw:
+        return "torchtitan"
+    return "megatron"
+
+
+def _precision(text: str) -> str:
+    t = text.lower()
+    if "nvfp4" in t or "fp4" in t:
+        return "fp4"
+    if "fp8" in t:  # FP8, MXFP8, blockwise FP8, and the 25.09 tables' inferred FP8
+        return "fp8"
+    return "bf16"
+
+
+def _dispatcher(text: str, default: str) -> str:
+    t = text.lower()
+    if any(k in t for k in ("deepep", "hybridep", "flex")):
+        return "flex"
+    if "alltoall" in t:
+        return "alltoall"
+    if "allgather" in t:
+        return "allgather"
+    return default
+
+
+def moe_to_case(row: pd.Series) -> Case:
+    """One MoE row as a Case (or with the reason it cannot be expressed)."""
+    base = dict(row_id=row["row_id"], group=row["source_group"], trust=row["trust"], model=None, system=None,
+                plan=None, measured_s=measured_step_time(row) or float("nan"))
+    name = cell_text(row["model"])
+    key = name.lower().replace(" [tokendrop]", "")
+    if "nemotron" in key:
+        return Case(**base, reason="hybrid Mamba-Transformer MoE: no Mamba operator in the cost model")
+    if "truncated" in key:
+        return Case(**base, reason="layer-truncated proxy of a model (row_type truncated_model_run)")
+    if key not in MODEL_PRESETS:
+        return Case(**base, reason=f"model {name!r} has no preset")
+    sysname, why = moe_system_for(cell_text(row["gpu_type"]))
+    if sysname is None:
+        return Case(**base, reason=why)
+    try:
+        model = load_model(MODEL_PRESETS[key])
+    except InputError as err:
+        return Case(**base, reason=f"model: {err}")
+    d = dict(MOE_DEFAULTS[_framework(row)])
+    d["moe_dispatcher"] = _dispatcher(cell_text(row["dispatcher"]), d["moe_dispatcher"])
+    d["moe_overlap"] = "ep overlap on" in cell_text(row["dispatcher"]).lower()  # stated by a few rows (M204)
+    tp, pp, cp = (int(cell_number(row[k]) or 1) for k in ("tp", "pp", "cp"))
+    ep, etp, vpp = int(cell_number(row["ep"]) or 1), int(cell_number(row["etp"]) or 1), int(cell_number(row["vpp"]) or 1)
+    gpus, gbs, mb, seq = (cell_number(row[k]) for k in ("n_gpus", "global_batch", "micro_batch", "seq_len"))
+    if None in (gpus, gbs, mb, seq):
+        return Case(**base, reason="gpus, global or micro batch, or sequence length not stated")
+    if math.isnan(base["measured_s"]):
+        return Case(**base, reason="no step time or throughput published")
+    if cell_text(row["ep"]).startswith("-"):
+        return Case(**base, reason="expert-parallel size not stated")
+    rec = cell_text(row["recompute"]).lower()
+    if rec.startswith("selective") and "[]" not in rec:
+        return Case(**base, reason=f"recompute modules ({row['recompute']}) are issue 18's per-module policies")
+    try:
+        plan = Plan(gpus=int(gpus), tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=int(mb),
+                    global_batch=int(gbs), seq_len=int(seq), sequence_parallel=tp > 1,
+                    precision=_precision(cell_text(row["precision"])), **d)
+        system = load_hardware(sysname)
+        plan = resolve(plan, model, system)
+    except InputError as err:
+        return Case(**base, reason=f"plan: {err}")
+    return Case(**{**base, "model": model, "system": system, "plan": plan})
+
+
+def load_moe_cases(csv: str | Path) -> list[Case]:
+    """Every training_run row of the MoE CSV as a Case."""
+    df = pd.read_csv(csv)
+    return [moe_to_case(r) for _, r in df[df["row_type"] == "training_run"].iterrows()]

@@ -1,0 +1,428 @@
+"""Hardware schema and catalogue: accelerators, network tiers, achievable efficiencies, systems.
+
+Specs are YAML data under `hardware_specs/` (installed as `perfmodel.hardware_specs`). A file states numbers in
+the units people read on datasheets (TFLOP/s, GiB, TB/s, GB/s, microseconds); the properties below convert
+them to SI (FLOP/s, bytes, bytes/s, seconds) for the cost model. Every number in a catalogue file names its
+source in the `sources` mapping of the object that holds it (tests enforce this).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from ..errors import MAX_COUNT, Count, Flag, InputError, PositiveReal, Real, Schema, suggest
+from ..files import looks_like_path, read_mapping
+from .stack import Interval
+
+Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4"]
+GEMM_DTYPES = ("bf16", "fp16", "fp8", "fp4")  # the training precisions a plan may pick
+GiB = 2**30
+# A datasheet number (TFLOP/s, GiB, TB/s, GB/s, W, microseconds, $/hour): positive, and at most 1e9 in its unit,
+# far beyond any part, so that it stays finite in SI units (x 1e12, x 2**30) and in what the estimate derives.
+DATASHEET_MAX = 1e9
+Datasheet = Annotated[PositiveReal, Field(le=DATASHEET_MAX)]
+Latency = Annotated[Real, Field(ge=0, le=DATASHEET_MAX)]
+
+
+class Accelerator(Schema):
+    """One chip as its datasheet describes it. Peak rates are dense (no structured sparsity)."""
+
+    name: str = Field(description="part name; what a system's `accelerator: NAME` looks up (case-insensitive)")
+    vendor: str = Field(description="manufacturer")
+    peak_tflops: dict[Dtype, Datasheet] = Field(description="dense peak TFLOP/s per dtype the part supports")
+    hbm_capacity_gib: Datasheet = Field(description="device memory, GiB")
+    hbm_bandwidth_tbps: Datasheet = Field(description="device memory bandwidth, TB/s (1e12 bytes/s)")
+    tdp_w: Datasheet | None = Field(None, description="board/chip power, W; null where unpublished")
+    compute_units: Count = Field(description="SMs / CUs / matrix units that GEMM tiles are spread over")
+    torch_device: Literal["cuda", "cpu", "xla"] = Field(
+        "cuda", description="torch device type that runs this part (ROCm GPUs are 'cuda' to torch; TPUs 'xla'); "
+                            "the executor refuses a plan for another device type")
+    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
+
+    @model_validator(mode="after")
+    def _has_bf16(self):
+        if "bf16" not in self.peak_tflops:
+            raise ValueError(f"peak_tflops needs a bf16 entry (the MFU reference); got {sorted(self.peak_tflops)}")
+        return self
+
+    def peak_flops(self, dtype: str) -> float:
+        """Dense peak FLOP/s for `dtype`; InputError naming the supported dtypes if the part lacks it."""
+        if dtype not in self.peak_tflops:
+            raise InputError(
+                f"precision={dtype} is not supported by {self.name} (it has: {', '.join(self.peak_tflops)})"
+            )
+        return self.peak_tflops[dtype] * 1e12
+
+    @property
+    def hbm_bytes(self) -> float:
+        return self.hbm_capacity_gib * GiB
+
+    @property
+    def hbm_bandwidth(self) -> float:
+        return self.hbm_bandwidth_tbps * 1e12
+
+
+CollectiveKind = Literal["all_reduce", "all_gather", "reduce_scatter", "p2p"]
+
+
+class KindFit(Schema):
+    """One collective kind's own ring parameters on a tier, where its implementation differs from the others
+    (gloo's all-gather and reduce-scatter are not rings; NCCL picks per-collective algorithms)."""
+
+    collective_efficiency: Real = Field(gt=0, le=1, description="achieved bus bandwidth / bandwidth_gbps for this kind")
+    latency_us: Latency = Field(description="per-step latency of this kind, microseconds")
+
+
+class NetworkTier(Schema):
+    """One level of the interconnect, innermost first (e.g. NVLink domain, then scale-out NICs).
+
+    `domain_size` devices share this tier and every tier inside it; the outermost tier may leave it null
+    (unbounded). Bandwidth is per device, one direction, as collectives see it (NCCL's 'bus bandwidth' is
+    `bandwidth_gbps * collective_efficiency`).
+    """
+
+    name: str = Field(description="tier name shown in reports (e.g. nvlink, infiniband, ici)")
+    domain_size: Count | None = Field(None, description="devices in one domain of this tier; null = all")
+    topology: Literal["switch", "torus"] = Field(
+        "switch", description="switch: every device of a domain reaches every other at bandwidth_gbps; "
+                              "torus: rings use the torus links (cost.comm._torus_ring_links)")
+    torus_dims: list[Count] | None = Field(None, description="torus shape in chips (torus tiers only)")
+    aligned_groups: Flag = Field(
+        False, description="the scheduler places jobs so that a process group spanning no more than one domain "
+                           "stays inside one (Slurm's topology/block plugin with --segment, made for NVL72 "
+                           "racks); false: a group may straddle a domain boundary (cost.comm)")
+    bandwidth_gbps: Datasheet = Field(
+        description="switch: per-device injection bandwidth; torus: per link, GB/s one direction"
+    )
+    latency_us: Latency = Field(description="per-step latency of a ring collective on this tier, microseconds")
+    collective_efficiency: Real = Field(gt=0, le=1, description="achieved bus bandwidth / bandwidth_gbps")
+    by_kind: dict[CollectiveKind, KindFit] = Field(
+        default_factory=dict,
+        description="per collective kind: efficiency and latency that replace the tier's own for that kind "
+                    "(measured by perfmodel calibrate); kinds not listed use collective_efficiency and latency_us")
+    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
+
+    @model_validator(mode="after")
+    def _torus(self):
+        if self.topology != "torus" and self.torus_dims is not None:
+            raise ValueError(f"tier '{self.name}': torus_dims {self.torus_dims} given for topology {self.topology}; "
+                             "valid: omit torus_dims, or set topology: torus")
+        if self.topology == "torus":
+            if not self.torus_dims:
+                raise ValueError(f"tier '{self.name}': topology torus needs torus_dims, e.g. [16, 16]")
+            prod = 1
+            for d in self.torus_dims:
+                prod *= d
+            if self.domain_size is not None and self.domain_size != prod:
+                raise ValueError(f"tier '{self.name}': domain_size {self.domain_size} != product of torus_dims {prod}")
+        return self
+
+    @property
+    def bandwidth(self) -> float:
+        return self.bandwidth_gbps * 1e9
+
+    @property
+    def latency(self) -> float:
+        return self.latency_us * 1e-6
+
+    def ring(self, kind: str) -> tuple[float, float]:
+        """(bus bandwidth bytes/s, per-step latency s) that collective `kind` sees on this tier."""
+        fit = self.by_kind.get(kind)
+        if fit is None:
+            return self.bandwidth * self.collective_efficiency, self.latency
+        return self.bandwidth * fit.collective_efficiency, fit.latency_us * 1e-6
+
+
+class Efficiency(Schema):
+    """Achievable fractions of the datasheet peaks, measured by microbenchmarks (see `sources`).
+
+    Matmul: a GEMM runs at `matmul_max[dtype]` of peak on its best shape, reduced by tile and wave
+    quantisation over `matmul_tile` tiles on the accelerator's compute units, and never faster than its
+    operands can stream from memory (see `cost.compute.gemm_time`).
+    Attention: a fused (flash) attention kernel reaches `attention_max` of the bf16 peak on long sequences and
+    half of that at `attention_half_seq` keys (see `cost.compute.flash_attention_time`).
+    Both are isolated-kernel measurements; inside a training step compute-bound kernels sustain
+    `sustained_fraction` of them (derived from an end-to-end measurement: benchmarks/sustained_fraction.py).
+    """
+
+    matmul_max: dict[Dtype, Real] = Field(description="best-shape GEMM fraction of peak, per dtype")
+    matmul_tile: tuple[Count, Count] = Field(description="output tile (rows, cols) of the GEMM kernel")
+    attention_max: Real = Field(
+        gt=0, le=1, description="fused attention fwd+bwd fraction of the bf16 peak on long sequences")
+    attention_half_seq: Real = Field(ge=0, le=MAX_COUNT, description="key length at which the attention kernel "
+                                                                     "reaches half of attention_max")
+    memory_bandwidth: Real = Field(gt=0, le=1, description="achieved / peak HBM bandwidth for streaming kernels")
+    optimizer_bandwidth: Real | None = Field(
+        None, gt=0, le=1,
+        description="achieved / peak HBM bandwidth of the fused optimizer step (one streaming pass over weights, "
+                    "gradients and states); null: memory_bandwidth. Apart because on a CPU the activation "
+                    "kernels (GELU, norms) are compute bound while the optimizer streams")
+    comm_overlap: Real = Field(
+        1.0, ge=0, le=1,
+        description="fraction of a collective's time that can run concurrently with compute when the schedule "
+                    "allows it: 1 where communication has its own engines (GPU copy engines and NICs), lower where "
+                    "it runs on the cores that compute (gloo on a CPU host); measured by perfmodel calibrate")
+    comm_overlap_measured: Flag = Field(
+        False, description="comm_overlap was measured with a collective beside compute (perfmodel calibrate): it "
+                           "then holds the compute the collective's own kernels take, and the stack's comm_ctas "
+                           "is not applied on top (cost.sharded.overlap_fraction)")
+    sustained_fraction: Real = Field(
+        1.0, gt=0, le=1,
+        description="fraction of the microbenchmarked GEMM and attention rates a whole training step sustains "
+                    "(clocks under continuous load, kernels interleaved with cold caches, launch gaps)")
+    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
+
+    @model_validator(mode="after")
+    def _ranges(self):
+        for k, v in self.matmul_max.items():
+            if not 0 < v <= 1:
+                raise ValueError(f"matmul_max.{k} = {v} must be in (0, 1]")
+        return self
+
+
+class SharedHost(Schema):
+    """A host whose ranks outnumber its cores (a CPU testbed: torch ranks are processes of one thread each).
+
+    accelerator.peak_tflops and hbm_bandwidth_tbps are then per-rank rates measured with all `ranks` computing at
+    once; a rank that computes while others wait (a pipeline stage ahead of the slowest) gets up to a whole
+    core (cost.compute.shared_core_speedup)."""
+
+    ranks: Count = Field(description="ranks the host ran at once when its rates were measured")
+    cores: Count = Field(description="cores those ranks shared (the CPUs the processes could run on)")
+    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
+
+
+class RunResidual(Schema):
+    """One measured run of a calibration from runs: what was measured and predicted with the fitted spec."""
+
+    run: str = Field(description="the run's row_id (or log file stem)")
+    stack: str = Field(description="software stack the run was priced with")
+    measured_s: PositiveReal = Field(description="measured seconds per step")
+    predicted_s: PositiveReal = Field(description="prediction of the fitted spec, seconds per step")
+    loo_predicted_s: PositiveReal | None = Field(
+        None, description="prediction of the spec fitted to every other run (leave-one-out); null with < 4 runs")
+
+
+class RunFit(Schema):
+    """What `perfmodel calibrate --from-runs` fitted to a user's measured runs (perfmodel.calibrate.from_runs).
+
+    The estimate applies it last (cost.step.calibrated): compute parts / compute_speed, communication parts /
+    network_speed, plus step_overhead_s. `interval` is this spec's prediction interval (leave-one-out residuals
+    of the runs where there are enough, else the stacks')."""
+
+    compute_speed: PositiveReal = Field(description="measured compute speed over the spec's (divides the compute "
+                                                     "parts of a step: cost.step.COMPUTE_TIME)")
+    network_speed: PositiveReal = Field(description="measured communication speed over the spec's (divides the "
+                                                     "exposed communication parts: cost.step.COMM_TIME)")
+    step_overhead_s: Real = Field(ge=0, description="fitted host seconds per step, added to every step")
+    interval: Interval | None = Field(None, description="prediction interval from the runs' residuals")
+    loo_mape: Real | None = Field(None, ge=0, description="leave-one-out mean |error| over the runs (fraction)")
+    runs: list[RunResidual] = Field(description="the runs fitted to, with their residuals")
+    skipped: list[str] = Field(default_factory=list, description="files of a log directory that were not run logs")
+    source: str = Field(description="the file and command the fit came from")
+
+
+class HostProbe(Schema):
+    """One layout of the host-cost probe: a model too small to compute run by the executor, and the estimate."""
+
+    name: str = Field(description="the probe's layout")
+    measured_s: PositiveReal = Field(description="measured seconds per step")
+    predicted_s: PositiveReal = Field(description="the spec's estimate without host costs, seconds per step")
+    kernels: Real = Field(ge=0, description="operator launches per step on the slowest stage (forward, backward, "
+                                             "recomputed forward; cost.units.host_counts)")
+    calls: Real = Field(ge=0, description="collective calls and sends per step on the slowest stage")
+
+
+class SustainProbe(Schema):
+    """The end-to-end step behind a CPU spec's sustained_fraction (calibrate.host_costs): a model that computes, run by the
+    executor, against the estimate at the microbenchmark rates."""
+
+    model: str = Field(description="the probe model (calibrate.host_costs.SUSTAIN_MODEL)")
+    tokens_per_rank: Count = Field(description="tokens each rank trains per step")
+    measured_s: PositiveReal = Field(description="measured seconds per step (lowest round's median)")
+    predicted_s: PositiveReal = Field(description="the estimate with host costs at sustained fraction 1, seconds")
+    compute_s: Real = Field(ge=0, description="of that, GEMM and attention seconds (F); the spec's "
+                                               "sustained_fraction is F / (measured - (predicted - F)), clipped")
+
+
+class HostCosts(Schema):
+    """Host seconds per operator launch and per collective call that a stack's eager dispatch adds to every step
+    (autograd, DTensor redistribution, collective set-up), measured by perfmodel calibrate for the executor's
+    stack; the estimate charges them to each plan of that stack (cost.units.host_seconds)."""
+
+    stack: str = Field(description="the stack the costs were measured for (the executor: plain-torch)")
+    kernel_s: Real = Field(ge=0, description="seconds per operator launch")
+    collective_s: Real = Field(ge=0, description="seconds per collective call or send")
+    probes: list[HostProbe] = Field(description="the measurements the two costs were fitted to")
+    sustain: SustainProbe | None = Field(None, description="on a CPU, the step the spec's sustained_fraction was "
+                                                           "measured on (null: not measured)")
+    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
+
+
+# A checkpoint store's least bandwidth (1 MB/s) and efficiency (1% of its peaks): slower than any store there is; a
+# denormal 1e-308 made a save last past a float and the goodput overflowed.
+STORE_MIN_GBPS, STORE_MIN_EFFICIENCY = 1e-3, 0.01
+
+
+class Storage(Schema):
+    """The file system checkpoints are written to and read from (perfmodel forecast): aggregate peaks, each node's
+    link to it, the share of those peaks a checkpoint burst reaches, and the device-to-host copy an asynchronous
+    checkpoint blocks on."""
+
+    write_gbps: Datasheet = Field(ge=STORE_MIN_GBPS, description="aggregate write bandwidth of the store, GB/s")
+    read_gbps: Datasheet = Field(ge=STORE_MIN_GBPS, description="aggregate read bandwidth of the store, GB/s")
+    node_gbps: Datasheet = Field(ge=STORE_MIN_GBPS, description="one node's link to the store, GB/s each way")
+    devices_per_node: Count = Field(description="devices that share one node's link")
+    write_efficiency: Real = Field(ge=STORE_MIN_EFFICIENCY, le=1,
+                                   description="share of the write peaks a checkpoint save reaches")
+    read_efficiency: Real = Field(ge=STORE_MIN_EFFICIENCY, le=1,
+                                  description="share of the read peaks a checkpoint load reaches")
+    staging_gbps: Datasheet = Field(ge=STORE_MIN_GBPS, description="device-to-host copy per device, GB/s (what an "
+                                                                   "asynchronous checkpoint blocks on)")
+    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
+
+
+class Price(Schema):
+    """An on-demand list price of the system, per device-hour."""
+
+    usd_per_device_hour: Datasheet = Field(description="US dollars per device-hour")
+    date: str = Field(description="when the price was listed (YYYY-MM)")
+    source: str = Field(description="where it is listed")
+
+
+class System(Schema):
+    """A named cluster preset: accelerator, interconnect tiers, efficiencies, fixed memory overhead."""
+
+    name: str = Field(description="preset name; what `perfmodel hardware list` shows and `--hardware NAME` takes")
+    description: str = Field("", description="one line on what the system is")
+    accelerator: Accelerator = Field(
+        description="a catalogue accelerator by name (e.g. H100-SXM5-80GB), or a full Accelerator "
+                    "mapping (the only way to use a part the catalogue lacks)")
+    tiers: list[NetworkTier] = Field(min_length=1, description="innermost first")
+    efficiency: Efficiency = Field(description="achievable fractions of the peaks (Efficiency)")
+    memory_overhead_gib: Real = Field(ge=0, description="per-device memory not available to the model (runtime "
+                                                        "context, comm buffers, workspace)")
+    max_devices: Count | None = Field(None, description="largest cluster this preset can describe")
+    shared_host: SharedHost | None = Field(None, description="set where ranks share a host's cores (CPU "
+                                                             "calibrations); null: every rank has its own device")
+    run_fit: RunFit | None = Field(None, description="set on a spec written by perfmodel calibrate --from-runs")
+    storage: Storage | None = Field(None, description="the checkpoint store (null: perfmodel forecast's default, "
+                                                      "docs/forecast.md)")
+    price: Price | None = Field(None, description="on-demand list price (null: give perfmodel forecast --price)")
+    host_costs: HostCosts | None = Field(None, description="per-launch host costs of a stack, measured by perfmodel "
+                                                           "calibrate (null: none charged)")
+    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
+
+    @model_validator(mode="after")
+    def _tiers_nest(self):
+        sizes = [t.domain_size for t in self.tiers]
+        for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
+            if a is None:
+                raise ValueError(f"tiers.{i}.domain_size is null (unbounded: tier '{self.tiers[i].name}' spans every "
+                                 f"device) but {len(sizes) - 1 - i} tier(s) follow it; valid: a domain_size on every "
+                                 "tier but the last")
+            if b is not None and (b < a or b % a):
+                raise ValueError(f"tiers.{i + 1}.domain_size = {b} must be a multiple of tiers.{i}.domain_size = {a}")
+        gemm_dtypes = [d for d in GEMM_DTYPES if d in self.accelerator.peak_tflops]
+        missing = [d for d in gemm_dtypes if d not in self.efficiency.matmul_max]
+        if missing:
+            raise ValueError(f"efficiency.matmul_max lacks {missing}, which the accelerator supports")
+        return self
+
+    @model_validator(mode="after")
+    def _overhead_fits(self):
+        if self.memory_overhead_gib >= self.accelerator.hbm_capacity_gib:
+            raise ValueError(f"memory_overhead_gib = {self.memory_overhead_gib} leaves nothing of the "
+                             f"accelerator.hbm_capacity_gib = {self.accelerator.hbm_capacity_gib} GiB on "
+                             f"{self.accelerator.name}; valid: 0 <= memory_overhead_gib < "
+                             f"{self.accelerator.hbm_capacity_gib}")
+        return self
+
+    @property
+    def memory_overhead_bytes(self) -> float:
+        return self.memory_overhead_gib * GiB
+
+    def check_gpus(self, gpus: int) -> None:
+        if self.max_devices is not None and gpus > self.max_devices:
+            raise InputError(f"gpus={gpus} exceeds {self.name}'s largest configuration ({self.max_devices} devices); valid gpus: 1..{self.max_devices}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Catalogue: YAML files shipped in perfmodel.hardware_specs
+# ---------------------------------------------------------------------------------------------------------
+
+def _catalogue_dir():
+    return resources.files("perfmodel.hardware_specs")
+
+
+def _catalogue(kind: str) -> dict[str, object]:
+    """name -> resource path for 'accelerators' or 'systems'."""
+    out = {}
+    for entry in (_catalogue_dir() / kind).iterdir():
+        if entry.name.endswith(".yaml"):
+            out[entry.name.removesuffix(".yaml")] = entry
+    return out
+
+
+def list_accelerators() -> list[str]:
+    return sorted(read_mapping(p, n)["name"] for n, p in _catalogue("accelerators").items())
+
+
+def list_systems() -> list[str]:
+    return sorted(_catalogue("systems"))
+
+
+def load_accelerator(name: str) -> Accelerator:
+    """Catalogue accelerator by its name (e.g. 'H100-SXM5-80GB'), case-insensitive."""
+    by_name = {}
+    for fname, path in _catalogue("accelerators").items():
+        data = read_mapping(path, f"hardware_specs/accelerators/{fname}.yaml")
+        by_name[str(data.get("name", fname)).lower()] = (path, data)
+    hit = by_name.get(name.lower())
+    if hit is None:
+        raise suggest(name, [d["name"] for _, d in by_name.values()], "accelerator")
+    return Accelerator.parse(hit[1], where=f"accelerator {name}")
+
+
+def _system_from_mapping(data: dict, where: str) -> System:
+    acc = data.get("accelerator")
+    if isinstance(acc, str):
+        try:
+            data = {**data, "accelerator": load_accelerator(acc).model_dump()}
+        except InputError as err:
+            raise InputError(f"{where}: accelerator: {err}") from None
+    elif acc is None:
+        raise InputError(f"{where}: field 'accelerator' is required (a catalogue name such as H100-SXM5-80GB, or a mapping)")
+    return System.parse(data, where=where)
+
+
+def load_hardware(spec: str | Path | System) -> System:
+    """A system by preset name (`perfmodel hardware list`) or by path to a YAML/JSON spec file."""
+    if isinstance(spec, System):
+        return spec
+    spec = str(spec)
+    if looks_like_path(spec):
+        return _system_from_mapping(read_mapping(Path(spec), f"hardware spec {spec}"), where=spec)
+    systems = _catalogue("systems")
+    key = spec.lower()
+    if key not in systems:
+        raise suggest(spec, systems, "hardware")
+    return _system_from_mapping(read_mapping(systems[key], f"hardware_specs/systems/{key}.yaml"), where=key)
+
+
+def hardware_json_schema() -> dict:
+    """JSON schema of a system spec file (what `perfmodel hardware schema` prints; hardware_specs/schema.json).
+
+    In a file, `accelerator` may also be the name of a catalogue accelerator.
+    """
+    schema = System.model_json_schema()
+    schema["properties"]["accelerator"] = {
+        "anyOf": [{"type": "string", "description": "catalogue accelerator name, e.g. H100-SXM5-80GB"},
+                  {"$ref": "#/$defs/Accelerator"}],
+        "description": schema["properties"]["accelerator"]["description"],
+    }
+    return schema

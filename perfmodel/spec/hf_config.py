@@ -1,0 +1,277 @@
+"""HuggingFace config.json onto ModelConfig: dense (gpt2, llama, mistral, qwen2, qwen3, gpt_neox) and
+mixture-of-experts / multi-head latent attention model types (mixtral, qwen3_moe, deepseek_v3 and kimi_k2,
+gpt_oss, llama4). Every read is typed and names the key when it fails (one-line InputError)."""
+
+from __future__ import annotations
+
+from ..errors import MAX_COUNT, InputError
+from .model import MAX_LAYERS, ModelConfig
+
+# Keys that count layers (or steps between MoE layers): up to MAX_LAYERS, as ModelConfig takes; other counts (widths,
+# heads, experts, positions, vocabulary) up to MAX_COUNT.
+_LAYER_KEYS = ("n_layer", "num_hidden_layers", "first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step",
+               "interleave_moe_layer_step", "num_nextn_predict_layers")
+HF_MODEL_TYPES = ("gpt2", "llama", "mistral", "qwen2", "gpt_neox", "qwen3", "mixtral", "qwen3_moe",
+                  "deepseek_v3", "kimi_k2", "gpt_oss", "llama4_text", "llama4")
+
+
+class _HFConfig:
+    """Typed access to a config.json: every read checks the type and range and names the key when it fails."""
+
+    def __init__(self, cfg: dict, where: str):
+        self.cfg, self.where, self.type = cfg, where, cfg.get("model_type")
+
+    def _bad(self, key: str, valid: str) -> InputError:
+        return InputError(f"{self.where}: {key} = {self.cfg.get(key)!r} is not valid; valid: {valid}")
+
+    def _required(self, key: str, hint: str = "") -> InputError:
+        return InputError(f"{self.where}: field '{key}' is required for model_type '{self.type}'{hint}")
+
+    def _int(self, key: str, default, least: int):
+        v = self.cfg.get(key)
+        if v is None:
+            if default is ...:
+                raise self._required(key)
+            return default
+        most = MAX_LAYERS if key in _LAYER_KEYS else MAX_COUNT
+        if isinstance(v, bool) or not isinstance(v, int) or not least <= v <= most:
+            raise self._bad(key, f"{'a positive' if least > 0 else 'a non-negative'} integer up to {most}")
+        return v
+
+    def count(self, key: str, default=...):
+        """A positive integer; `default` when absent or null (required when no default)."""
+        return self._int(key, default, 1)
+
+    def count0(self, key: str, default=...):
+        """A non-negative integer (e.g. a number of leading dense layers); `default` when absent or null."""
+        return self._int(key, default, 0)
+
+    def optional_count(self, key: str, meaning_of_null: str):
+        """A positive integer or null, where null means something (DeepSeek's q_lora_rank); the key must be there."""
+        if key not in self.cfg:
+            raise self._required(key, f" (null: {meaning_of_null})")
+        return self.count(key, None)
+
+    def prob(self, key: str, default: float) -> float:
+        v = self.cfg.get(key)
+        if v is None:
+            return default
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1:
+            raise self._bad(key, "a probability in [0, 1)")
+        return float(v)
+
+    def flag(self, key: str, default: bool) -> bool:
+        v = self.cfg.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, bool):
+            raise self._bad(key, "true or false")
+        return v
+
+    def choice(self, key: str, valid: tuple[str, ...], default: str) -> str:
+        v = self.cfg.get(key)
+        if v is None:
+            return default
+        if v not in valid:
+            raise self._bad(key, ", ".join(valid))
+        return v
+
+    def indices(self, key: str, n_layers: int) -> list[int] | None:
+        """A list of distinct layer indices 0..n_layers-1; None when absent or null."""
+        v = self.cfg.get(key)
+        if v is None:
+            return None
+        if not isinstance(v, list) or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n_layers
+                                          for i in v) or len(set(v)) != len(v):
+            raise self._bad(key, f"a list of distinct layer indices 0..{n_layers - 1}")
+        return v
+
+    def layer_kinds(self, key: str, valid: tuple[str, ...], n_layers: int) -> list[str] | None:
+        """A list of one of `valid` per layer; None when absent or null."""
+        v = self.cfg.get(key)
+        if v is None:
+            return None
+        if not isinstance(v, list) or len(v) != n_layers or any(k not in valid for k in v):
+            raise self._bad(key, f"a list of {n_layers} entries (num_hidden_layers), each {' or '.join(valid)}")
+        return v
+
+    def moe_layout(self, moe: set[int], n_layers: int, key: str) -> dict:
+        """first_dense_layers and layer_freq for which MoEConfig's rule (i >= first_dense_layers and
+        (i + 1) % layer_freq == 0) picks exactly the layers `moe`; refused naming `key` where none does."""
+        if moe:
+            first = min(moe)
+            for freq in range(1, n_layers + 1):
+                if {i for i in range(first, n_layers) if (i + 1) % freq == 0} == moe:
+                    # the fewest leading dense layers that give the same layers (0 for 1, 3, 5, ... at freq 2)
+                    skipped = [i for i in range(first) if (i + 1) % freq == 0]
+                    return dict(first_dense_layers=skipped[-1] + 1 if skipped else 0, layer_freq=freq)
+        layers = sorted(moe)
+        layers = ", ".join(map(str, layers if len(layers) <= 8 else layers[:4] + ["..."] + layers[-1:])) or "none"
+        raise self._bad(key, f"a layout whose MoE layers (here: {layers}) are every n-th layer after leading "
+                             "dense layers (i >= first_dense_layers and (i + 1) % layer_freq == 0)")
+
+    def top_k(self, key: str, n_experts: int, experts_key: str) -> int:
+        k = self.count(key)
+        if k > n_experts:
+            raise self._bad(key, f"1..{n_experts} ({experts_key})")
+        return k
+
+
+def _moe_fields(c: _HFConfig, mt: str, n_layers: int) -> dict:
+    """The MoEConfig of a mixture-of-experts config.json (mixtral, qwen3_moe, deepseek_v3/kimi_k2, gpt_oss,
+    llama4_text), from the keys of transformers' MixtralConfig, Qwen3MoeConfig, DeepseekV3Config, GptOssConfig and
+    Llama4TextConfig, with each model's rule for which layers are MoE layers."""
+    if mt == "mixtral":  # every layer; experts as wide as intermediate_size; softmax over the top-k logits
+        n = c.count("num_local_experts")
+        return dict(n_experts=n, top_k=c.top_k("num_experts_per_tok", n, "num_local_experts"),
+                    expert_ffn_hidden=c.count("intermediate_size"))
+    if mt == "qwen3_moe":
+        # Qwen3MoeDecoderLayer: layer i is sparse when i is not in mlp_only_layers and (i + 1) % decoder_sparse_step
+        # == 0; the others have a dense MLP of intermediate_size. (norm_topk_prob only rescales the weights.)
+        n = c.count("num_experts")
+        k = c.top_k("num_experts_per_tok", n, "num_experts")
+        step = c.count("decoder_sparse_step", 1)
+        dense = set(c.indices("mlp_only_layers", n_layers) or ())
+        moe = {i for i in range(n_layers) if i not in dense and (i + 1) % step == 0}
+        return dict(n_experts=n, top_k=k, expert_ffn_hidden=c.count("moe_intermediate_size"),
+                    **c.moe_layout(moe, n_layers, "mlp_only_layers" if dense else "decoder_sparse_step"))
+    if mt in ("deepseek_v3", "kimi_k2"):
+        # DeepseekV3DecoderLayer: layer i is MoE when i >= first_k_dense_replace and i % moe_layer_freq == 0 (note:
+        # i, not i + 1); shared experts are one MLP of n_shared_experts * moe_intermediate_size. Group-limited
+        # routing (n_group, topk_group) and the sigmoid router's selection bias (e_score_correction_bias,
+        # n_routed_experts values per layer) are not modelled: they add no matmul and ~15k parameters.
+        n = c.count("n_routed_experts")
+        k = c.top_k("num_experts_per_tok", n, "n_routed_experts")
+        first, freq = c.count0("first_k_dense_replace"), c.count("moe_layer_freq", 1)
+        moe = {i for i in range(first, n_layers) if i % freq == 0}
+        return dict(n_experts=n, top_k=k, expert_ffn_hidden=c.count("moe_intermediate_size"),
+                    n_shared_experts=c.count0("n_shared_experts"),
+                    router_scoring=c.choice("scoring_func", ("softmax", "sigmoid"), "sigmoid"),
+                    **c.moe_layout(moe, n_layers, "moe_layer_freq" if freq > 1 else "first_k_dense_replace"))
+    if mt == "gpt_oss":
+        # Every layer; router and experts (fused gate/up of 2 x intermediate_size, down) have biases; softmax over
+        # the top-k logits. The original release names the top-k experts_per_token, transformers
+        # num_experts_per_tok; both appear in openai/gpt-oss-* config.json.
+        n = c.count("num_local_experts")
+        key = "num_experts_per_tok" if c.cfg.get("num_experts_per_tok") is not None else "experts_per_token"
+        k = c.top_k(key, n, "num_local_experts")
+        if key == "num_experts_per_tok" and c.cfg.get("experts_per_token") not in (None, k):
+            raise c._bad("experts_per_token", f"{k} (num_experts_per_tok) or absent")
+        return dict(n_experts=n, top_k=k, expert_ffn_hidden=c.count("intermediate_size"), router_bias=True,
+                    expert_bias=True)
+    # llama4_text: MoE layers listed in moe_layers, else every interleave_moe_layer_step-th (Llama4TextConfig);
+    # a shared expert as wide as a routed one (Llama4TextMoe.shared_expert); sigmoid of the top-k logits.
+    n = c.count("num_local_experts")
+    k = c.top_k("num_experts_per_tok", n, "num_local_experts")
+    listed = c.indices("moe_layers", n_layers)
+    step = c.count("interleave_moe_layer_step", 1)
+    moe = set(listed) if listed is not None else set(range(step - 1, n_layers, step))
+    return dict(n_experts=n, top_k=k, expert_ffn_hidden=c.count("intermediate_size"), n_shared_experts=1,
+                router_scoring="sigmoid",
+                **c.moe_layout(moe, n_layers, "moe_layers" if listed is not None else "interleave_moe_layer_step"))
+
+
+def from_hf_config(cfg: dict, name: str, where: str = "config.json") -> ModelConfig:
+    """Map a HuggingFace config.json (model types in HF_MODEL_TYPES) onto ModelConfig.
+
+    Field names follow transformers' GPT2Config, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config,
+    GPTNeoXConfig, MixtralConfig, Qwen3MoeConfig, DeepseekV3Config (also DeepSeek-V3's, Kimi-K2's and Moonlight's
+    own configuration_deepseek.py), GptOssConfig and Llama4Config and their defaults (e.g. GPT-2 ties embeddings
+    by default, Llama does not; Qwen2 has q/k/v biases only). Keys that shape the parameters and have no safe
+    default (head_dim of Qwen3 and GPT-OSS, the expert counts and widths, DeepSeek's latent ranks) are required.
+    A `llama4` config (Llama4ForConditionalGeneration) is read for its text model (`text_config`) only.
+    """
+    mt = cfg.get("model_type")
+    if mt not in HF_MODEL_TYPES:
+        raise InputError(f"{where}: model_type = {mt!r} is not supported; valid: {', '.join(HF_MODEL_TYPES)}")
+    if mt == "llama4":
+        text = cfg.get("text_config")
+        if not isinstance(text, dict):
+            raise InputError(f"{where}: field 'text_config' is required for model_type 'llama4' and must be a "
+                             f"mapping (the text model's Llama4TextConfig); got {text!r}")
+        # tie_word_embeddings sits at the top level of Llama4Config; text_config's own wins where it has one.
+        cfg, where, mt = {"tie_word_embeddings": cfg.get("tie_word_embeddings"), **text,
+                          "model_type": "llama4_text"}, f"{where} text_config", "llama4_text"
+    c = _HFConfig(cfg, where)
+    if mt == "gpt2":
+        h = c.count("n_embd")
+        fields = dict(
+            n_layers=c.count("n_layer"), hidden=h, n_heads=c.count("n_head"), ffn_hidden=c.count("n_inner", 4 * h),
+            vocab=c.count("vocab_size"), max_seq_len=c.count("n_positions"), mlp="gelu", norm="layernorm",
+            position="learned", tie_embeddings=c.flag("tie_word_embeddings", True), linear_bias="all",
+            dropout=max(c.prob("resid_pdrop", 0.1), c.prob("attn_pdrop", 0.1)),
+        )
+    elif mt == "gpt_neox":
+        fields = dict(
+            n_layers=c.count("num_hidden_layers"), hidden=c.count("hidden_size"),
+            n_heads=c.count("num_attention_heads"), ffn_hidden=c.count("intermediate_size"),
+            vocab=c.count("vocab_size"), max_seq_len=c.count("max_position_embeddings"), mlp="gelu",
+            norm="layernorm", position="rope", tie_embeddings=c.flag("tie_word_embeddings", False),
+            linear_bias="all", dropout=max(c.prob("hidden_dropout", 0.0), c.prob("attention_dropout", 0.0)),
+        )
+    elif mt in ("deepseek_v3", "kimi_k2"):
+        # Multi-head latent attention (DeepSeek-V2 Sec. 2.1); kimi_k2 is Kimi-K2's name for the same architecture
+        # (DeepseekV3ForCausalLM). num_key_value_heads is ignored: MLA's keys and values come per query head from
+        # the latent. head_dim is set to the per-head query/key width (qk_nope_head_dim + qk_rope_head_dim).
+        if c.flag("attention_bias", False):
+            raise c._bad("attention_bias", "false (MLA projections with biases are not modelled)")
+        heads, n_layers = c.count("num_attention_heads"), c.count("num_hidden_layers")
+        mla = dict(q_lora_rank=c.optional_count("q_lora_rank", "queries projected directly, no latent"),
+                   kv_lora_rank=c.count("kv_lora_rank"), qk_nope_head_dim=c.count("qk_nope_head_dim"),
+                   qk_rope_head_dim=c.count("qk_rope_head_dim"), v_head_dim=c.count("v_head_dim"))
+        fields = dict(
+            n_layers=n_layers, hidden=c.count("hidden_size"), n_heads=heads, n_kv_heads=heads,
+            head_dim=mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"], ffn_hidden=c.count("intermediate_size"),
+            vocab=c.count("vocab_size"), max_seq_len=c.count("max_position_embeddings"), mlp="swiglu",
+            norm="rmsnorm", position="rope", tie_embeddings=c.flag("tie_word_embeddings", False), linear_bias="none",
+            dropout=c.prob("attention_dropout", 0.0), moe=_moe_fields(c, mt, n_layers), mla=mla,
+            # DeepSeek-V3's own configuration_deepseek.py; transformers' DeepseekV3Config has no such key (and
+            # does not load the MTP weights), so absent means none.
+            mtp_layers=c.count0("num_nextn_predict_layers", 0),
+        )
+    else:  # llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, gpt_oss, llama4_text
+        heads, n_layers = c.count("num_attention_heads"), c.count("num_hidden_layers")
+        if mt == "qwen2":
+            bias = "qkv"
+        elif mt == "gpt_oss":
+            # GptOssAttention: q, k, v and o projections all biased (attention_bias, default true); no dense MLP.
+            # The attention sinks (one learned logit per head and layer, 64 x 36 in gpt-oss-120b) are ignored.
+            bias = "all" if c.flag("attention_bias", True) else "none"
+        else:
+            bias = "all" if c.flag("mlp_bias", False) else ("qkv" if c.flag("attention_bias", False) else "none")
+        window, window_layers = c.count("sliding_window", None), None
+        if mt in ("qwen2", "qwen3", "qwen3_moe") and not c.flag("use_sliding_window", False):
+            window = None
+        if mt == "gpt_oss":
+            # layer_types: "sliding_attention" / "full_attention" per layer; GptOssConfig's default alternates,
+            # windowed first. sliding_window defaults to 128 as there.
+            kinds = ("sliding_attention", "full_attention")
+            types = c.layer_kinds("layer_types", kinds, n_layers) or [kinds[i % 2] for i in range(n_layers)]
+            window = c.count("sliding_window", 128)
+            window_layers = types.count("sliding_attention")
+            if window_layers == 0:
+                window, window_layers = None, None
+            elif window_layers == n_layers:
+                window_layers = None
+        if mt == "llama4_text":
+            # Llama 4's chunked local attention (attention_chunk_size, 3 layers in 4) is not modelled: every layer
+            # is priced as full causal attention, exact for sequences up to the chunk (8192). use_qk_norm is an L2
+            # norm without weights. Dense layers (none in Scout) have intermediate_size_mlp.
+            window, ffn = None, c.count("intermediate_size_mlp", 16384)
+        else:
+            ffn = c.count("intermediate_size")
+        fields = dict(
+            n_layers=n_layers, hidden=c.count("hidden_size"), n_heads=heads,
+            n_kv_heads=c.count("num_key_value_heads", heads),
+            # Required where the model sets head_dim on its own (Qwen3: 128, e.g. for 1024 / 16 in Qwen3-0.6B;
+            # GPT-OSS: 64 for 2880 / 64; Llama 4: 128). Qwen3's q_norm/k_norm (2 x head_dim scales per layer) are
+            # not counted: ModelConfig has no field for them.
+            head_dim=c.count("head_dim", ... if mt in ("qwen3", "qwen3_moe", "gpt_oss", "llama4_text") else None),
+            ffn_hidden=ffn, vocab=c.count("vocab_size"),
+            max_seq_len=c.count("max_position_embeddings"), mlp="swiglu", norm="rmsnorm", position="rope",
+            tie_embeddings=c.flag("tie_word_embeddings", False), linear_bias=bias,
+            dropout=c.prob("attention_dropout", 0.0), sliding_window=window, sliding_window_layers=window_layers,
+        )
+        if mt in ("mixtral", "qwen3_moe", "gpt_oss", "llama4_text"):
+            fields["moe"] = _moe_fields(c, mt, n_layers)
+    return ModelConfig.parse({"name": name, **fields, "source": f"HuggingFace config ({where})"}, where=where)

@@ -1,0 +1,312 @@
+"""Model schema (a decoder-only transformer, dense or mixture-of-experts, with grouped-query or DeepSeek's
+multi-head latent attention), parameter counts (total and active per token), and loading by preset name or HF
+config.json."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from ..errors import Count, Count0, Flag, Real, Schema
+
+# The most layers (and leading dense layers, MoE layer interval, MTP modules) a model may have: far beyond any
+# published model (Megatron-LM's 1T has 128), small enough that the per-layer rules run at once.
+MAX_LAYERS = 10_000
+
+
+class MoEConfig(Schema):
+    """The mixture-of-experts part of a model: which layers route their MLP to experts, and how.
+
+    A MoE layer replaces the dense MLP by a router (a hidden x n_experts linear), `n_experts` routed experts of
+    width `expert_ffn_hidden` of which each token uses `top_k`, and optionally shared experts every token uses
+    (DeepSeek-MoE, Dai et al. 2024, Sec. 3.2). Layer i (from 0) is a MoE layer when i >= first_dense_layers and
+    (i + 1) % layer_freq == 0 (transformers' Qwen3-MoE decoder_sparse_step and Llama-4 interleave_moe_layer_step;
+    DeepSeek-V3's first_k_dense_replace).
+    """
+
+    n_experts: Count = Field(description="routed experts per MoE layer")
+    top_k: Count = Field(description="routed experts each token is sent to")
+    expert_ffn_hidden: Count = Field(description="inner width of one routed expert's MLP")
+    n_shared_experts: Count0 = Field(0, description="experts every token uses, besides the routed ones")
+    shared_ffn_hidden: Count | None = Field(
+        None, description="inner width of the shared experts together; default n_shared_experts * expert_ffn_hidden")
+    first_dense_layers: Count0 = Field(0, le=MAX_LAYERS,
+                                    description="leading layers with a dense MLP (first_k_dense_replace)")
+    layer_freq: Count = Field(1, le=MAX_LAYERS, description="every layer_freq-th layer is a MoE layer (1: all)")
+    router_scoring: Literal["softmax", "sigmoid"] = Field(
+        "softmax", description="router score function (DeepSeek-V3: sigmoid with a bias; the others softmax)")
+    router_bias: Flag = Field(False, description="the router linear has a bias (GPT-OSS)")
+    expert_bias: Flag = Field(False, description="the experts' linears have biases (GPT-OSS)")
+
+    @model_validator(mode="after")
+    def _resolve(self):
+        if self.top_k > self.n_experts:
+            raise ValueError(f"top_k = {self.top_k} exceeds n_experts = {self.n_experts}; valid: 1..{self.n_experts}")
+        if self.shared_ffn_hidden is None:
+            self.shared_ffn_hidden = self.n_shared_experts * self.expert_ffn_hidden or None
+        return self
+
+
+class MLAConfig(Schema):
+    """DeepSeek's multi-head latent attention (DeepSeek-V2, Liu et al. 2024, Sec. 2.1): queries and keys/values
+    are projected down to a latent (q_lora_rank, kv_lora_rank), normalised and projected up per head; each head's
+    query and key have a part without position (qk_nope_head_dim) and a rotary part (qk_rope_head_dim, the key's
+    shared by all heads); values have v_head_dim per head."""
+
+    q_lora_rank: Count | None = Field(None, description="query latent width; None: queries projected directly")
+    kv_lora_rank: Count = Field(description="key/value latent width")
+    qk_nope_head_dim: Count = Field(description="per-head query/key width without rotary embedding")
+    qk_rope_head_dim: Count = Field(description="per-head query/key rotary width (the key part shared by heads)")
+    v_head_dim: Count = Field(description="per-head value width")
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+
+class ModelConfig(Schema):
+    """Shape of a decoder-only transformer: everything the cost model needs, nothing about parallelism."""
+
+    name: str = Field(description="model name")
+    n_layers: Count = Field(le=MAX_LAYERS, description="transformer blocks")
+    hidden: Count = Field(description="model width h")
+    n_heads: Count = Field(description="query heads")
+    n_kv_heads: Count | None = Field(None, description="key/value heads (GQA); default n_heads")
+    head_dim: Count | None = Field(None, description="default hidden // n_heads")
+    ffn_hidden: Count = Field(description="MLP inner width f")
+    vocab: Count = Field(description="vocabulary size V")
+    max_seq_len: Count = Field(description="positions the model supports")
+    mlp: Literal["gelu", "swiglu"] = Field(description="plain 2-matrix MLP or gated 3-matrix (SwiGLU) MLP")
+    norm: Literal["layernorm", "rmsnorm"] = Field("layernorm", description="normalisation layer (rmsnorm: scale only)")
+    position: Literal["learned", "rope", "alibi"] = Field(
+        "learned", description="position encoding; only learned has parameters (max_seq_len x hidden)")
+    tie_embeddings: Flag = Field(False, description="LM head shares the token embedding")
+    linear_bias: Literal["none", "qkv", "all"] = Field(
+        "none", description="biases on none, the q/k/v projections, or all linears")
+    dropout: Real = Field(0.0, ge=0, lt=1, description="hidden and attention dropout probability in training")
+    sliding_window: Count | None = Field(None, description="attention window in tokens (e.g. Mistral v0.1)")
+    sliding_window_layers: Count0 | None = Field(
+        None, le=MAX_LAYERS, description="how many layers use sliding_window (GPT-OSS alternates); default all of them")
+    moe: MoEConfig | None = Field(None, description="mixture-of-experts layers; None for a dense model")
+    mla: MLAConfig | None = Field(None, description="multi-head latent attention; None for (grouped-query) MHA")
+    mtp_layers: Count0 = Field(0, le=MAX_LAYERS, description="multi-token prediction modules (DeepSeek-V3: 1), each an "
+                                                 "embedding-concat projection and one transformer block")
+    source: str = Field("", description="where the config came from")
+
+    @model_validator(mode="after")
+    def _resolve(self):
+        if self.n_kv_heads is None:
+            self.n_kv_heads = self.n_heads
+        if self.head_dim is None:
+            if self.hidden % self.n_heads:
+                raise ValueError(
+                    f"hidden = {self.hidden} is not divisible by n_heads = {self.n_heads}; give head_dim explicitly"
+                )
+            self.head_dim = self.hidden // self.n_heads
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"n_kv_heads = {self.n_kv_heads} must divide n_heads = {self.n_heads}")
+        if self.moe is not None and self.moe_layers() == 0:
+            raise ValueError(f"moe: no layer of {self.n_layers} is a MoE layer (first_dense_layers = "
+                             f"{self.moe.first_dense_layers}, layer_freq = {self.moe.layer_freq}); valid: "
+                             f"first_dense_layers < {self.n_layers}")
+        if self.sliding_window_layers is not None and self.sliding_window_layers > self.n_layers:
+            raise ValueError(f"sliding_window_layers = {self.sliding_window_layers} exceeds n_layers = "
+                             f"{self.n_layers}; valid: 0..{self.n_layers}")
+        return self
+
+    # -- derived sizes -----------------------------------------------------------------------------------
+    @property
+    def q_dim(self) -> int:
+        """Width of the attention output (what the output projection reads): n_heads * head_dim, or with MLA
+        n_heads * v_head_dim."""
+        return self.n_heads * (self.mla.v_head_dim if self.mla else self.head_dim)
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of each of the key and value projections: n_kv_heads * head_dim (MLA: kv_lora_rank, what one
+        token's cache holds besides the shared rotary key)."""
+        return self.mla.kv_lora_rank if self.mla else self.n_kv_heads * self.head_dim
+
+    @property
+    def qk_dim(self) -> int:
+        """Width of the query (and of all keys) the attention core contracts over: n_heads * head_dim (MLA:
+        n_heads * (qk_nope_head_dim + qk_rope_head_dim))."""
+        return self.n_heads * (self.mla.qk_head_dim if self.mla else self.head_dim)
+
+    @property
+    def windowed_layers(self) -> int:
+        """Layers that attend within sliding_window: sliding_window_layers, all where unset, none without a window."""
+        if self.sliding_window is None:
+            return 0
+        return self.n_layers if self.sliding_window_layers is None else self.sliding_window_layers
+
+    @property
+    def kv_width(self) -> int:
+        """Key plus value width per token as attention reads them: 2 kv_dim (MLA: per head after the up
+        projection, n_heads (d_qk + d_v)): what context parallelism exchanges and attention keeps."""
+        return self.qk_dim + self.q_dim if self.mla else 2 * self.kv_dim
+
+    @property
+    def attention_input_width(self) -> int:
+        """Query, key and value width per token that the attention core reads: qk_dim + kv_width."""
+        return self.qk_dim + self.kv_width
+
+    @property
+    def rope_width(self) -> int:
+        """Elements per token the rotary embedding rotates: queries and keys (MLA: each head's rotary query part
+        and the one shared rotary key)."""
+        if self.mla:
+            return (self.n_heads + 1) * self.mla.qk_rope_head_dim
+        return self.q_dim + self.kv_dim
+
+    @property
+    def attention_core_dim(self) -> float:
+        """Mean per-token width of the attention core's two matmuls, QK^T over qk_dim and PV over q_dim:
+        (qk_dim + q_dim) / 2 (= n_heads * head_dim without MLA). Attention FLOPs are 4 * keys * this."""
+        return (self.qk_dim + self.q_dim) / 2
+
+    @property
+    def gated(self) -> bool:
+        return self.mlp == "swiglu"
+
+    @property
+    def mlp_matrices(self) -> int:
+        """Weight matrices of one MLP (or expert): 3 gated (gate, up, down), 2 plain."""
+        return 3 if self.gated else 2
+
+    def qkv_params(self) -> int:
+        """Weights of the projections from the hidden state to queries, keys and values (no biases).
+
+        MHA/GQA: h (q + 2 kv). MLA (DeepSeek-V2, Sec. 2.1.2-2.1.3): queries h q_lora + q_lora H d_qk (or
+        h H d_qk without a query latent), keys and values h (kv_lora + d_rope) + kv_lora H (d_nope + d_v), plus the
+        latents' norms (q_lora, kv_lora scales).
+        """
+        h = self.hidden
+        if self.mla is None:
+            return h * (self.q_dim + 2 * self.kv_dim)
+        a, heads = self.mla, self.n_heads
+        q = (h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * heads * a.qk_head_dim if a.q_lora_rank
+             else h * heads * a.qk_head_dim)
+        kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank + a.kv_lora_rank * heads * (
+            a.qk_nope_head_dim + a.v_head_dim)
+        return q + kv
+
+    def attention_params(self) -> int:
+        """One layer's attention weights and biases: qkv_params, the output projection q_dim x h, biases."""
+        bias = 0
+        if self.linear_bias in ("qkv", "all") and self.mla is None:
+            bias += self.q_dim + 2 * self.kv_dim
+        if self.linear_bias == "all":
+            bias += self.hidden
+        return self.qkv_params() + self.q_dim * self.hidden + bias
+
+    def mlp_matmul_params(self, ffn: float) -> float:
+        """The weight matrices of one MLP (or expert) of inner width `ffn`: mlp_matrices x hidden x ffn."""
+        return self.mlp_matrices * self.hidden * ffn
+
+    def mlp_params(self, ffn: int, bias: bool | None = None) -> int:
+        """One MLP (or expert) of inner width `ffn`: its matrices, plus biases where the model has them."""
+        g = 2 if self.gated else 1
+        b = (self.linear_bias == "all") if bias is None else bias
+        return self.mlp_matmul_params(ffn) + (g * ffn + self.hidden if b else 0)
+
+    def is_moe_layer(self, i: int) -> bool:
+        """Layer i (from 0) routes its MLP to experts: MoEConfig's rule, i >= first_dense_layers and
+        (i + 1) % layer_freq == 0; never in a dense model."""
+        m = self.moe
+        return m is not None and i >= m.first_dense_layers and (i + 1) % m.layer_freq == 0
+
+    def moe_layers(self) -> int:
+        """Layers whose MLP is a mixture of experts (`is_moe_layer`); 0 for a dense model."""
+        return sum(self.is_moe_layer(i) for i in range(self.n_layers))
+
+    def dense_layers(self) -> int:
+        """Layers with a dense MLP."""
+        return self.n_layers - self.moe_layers()
+
+    def router_params(self) -> int:
+        """One MoE layer's router: hidden x n_experts (+ n_experts bias)."""
+        m = self.moe
+        return self.hidden * m.n_experts + (m.n_experts if m.router_bias else 0)
+
+    def expert_params(self) -> int:
+        """One routed expert's MLP."""
+        return self.mlp_params(self.moe.expert_ffn_hidden, self.moe.expert_bias)
+
+    def shared_expert_params(self) -> int:
+        """One MoE layer's shared experts (together); 0 without them."""
+        f = self.moe.shared_ffn_hidden
+        return self.mlp_params(f, False) if f else 0
+
+    def moe_mlp_params(self, active: bool = False) -> int:
+        """One MoE layer's MLP part: router, routed experts (all of them, or the top_k a token uses when
+        `active`), shared experts."""
+        m = self.moe
+        return (self.router_params() + (m.top_k if active else m.n_experts) * self.expert_params()
+                + self.shared_expert_params())
+
+    def matmul_params_per_layer(self) -> float:
+        """Weights one token multiplies by in a mean layer: attention projections and, averaged over the layers,
+        the dense MLP or the router, top_k routed and shared experts (2 FLOPs each per token)."""
+        attn = self.qkv_matmul_params() + self.q_dim * self.hidden
+        dense = self.mlp_matmul_params(self.ffn_hidden)
+        if self.moe is None:
+            return attn + dense
+        m = self.moe
+        moe = (self.hidden * m.n_experts + m.top_k * self.mlp_matmul_params(m.expert_ffn_hidden)
+               + self.mlp_matmul_params(m.shared_ffn_hidden or 0))
+        return attn + (self.dense_layers() * dense + self.moe_layers() * moe) / self.n_layers
+
+    def qkv_matmul_params(self) -> int:
+        """qkv_params without the MLA latents' RMSNorm scales (q_lora_rank + kv_lora_rank): its matrices."""
+        return self.qkv_params() - ((self.mla.q_lora_rank or 0) + self.mla.kv_lora_rank if self.mla else 0)
+
+    def params_per_layer(self, active: bool = False) -> float:
+        """Parameters of a mean transformer block: attention, MLP (dense, or MoE: all experts, or those one token
+        uses when `active`), two norms; averaged over dense and MoE layers."""
+        dense = self.mlp_params(self.ffn_hidden)
+        mlp = dense if self.moe is None else (
+            (self.dense_layers() * dense + self.moe_layers() * self.moe_mlp_params(active)) / self.n_layers)
+        return self.attention_params() + mlp + 2 * self.norm_params()
+
+    def norm_params(self) -> int:
+        """One norm: scale (and shift for LayerNorm)."""
+        return 2 * self.hidden if self.norm == "layernorm" else self.hidden
+
+    def position_params(self) -> int:
+        """Learned position table (max_seq_len x hidden); rotary and ALiBi have none."""
+        return self.max_seq_len * self.hidden if self.position == "learned" else 0
+
+    def embedding_params(self) -> int:
+        """Token embedding plus learned position embedding."""
+        return self.vocab * self.hidden + self.position_params()
+
+    def head_params(self) -> int:
+        """Final norm plus the LM head (zero extra when tied to the token embedding)."""
+        return self.norm_params() + (0 if self.tie_embeddings else self.vocab * self.hidden)
+
+    def layer_params(self, active: bool = False) -> int:
+        """All transformer blocks' parameters (MoE layers: all experts, or the top_k a token uses when `active`)."""
+        return round(self.n_layers * self.params_per_layer(active))
+
+    def mtp_params(self) -> int:
+        """Multi-token prediction modules (DeepSeek-V3, Sec. 2.2): per module two norms, a 2h x h projection and
+        one block (a MoE block where the model has experts); embedding and LM head shared with the main model."""
+        if not self.mtp_layers:
+            return 0
+        mlp = self.moe_mlp_params() if self.moe is not None else self.mlp_params(self.ffn_hidden)
+        block = self.attention_params() + mlp + 2 * self.norm_params()
+        return self.mtp_layers * (2 * self.norm_params() + 2 * self.hidden * self.hidden + block + self.norm_params())
+
+    def n_params(self, mtp: bool = False) -> int:
+        """Total parameters, counting a tied embedding once (and the multi-token prediction modules with `mtp`;
+        published sizes leave them out: DeepSeek-V3's 671B)."""
+        return (self.embedding_params() + self.layer_params() + self.head_params()
+                + (self.mtp_params() if mtp else 0))
+
+    def active_params(self) -> int:
+        """Parameters one token uses in the forward: as n_params, with only top_k routed experts per MoE layer
+        (the convention of the Mixtral and Qwen3 reports: embedding included; the gpt-oss model card leaves the
+        input embedding out, tests/test_models_moe.py)."""
+        return self.embedding_params() + self.layer_params(active=True) + self.head_params()

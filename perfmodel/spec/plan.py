@@ -1,0 +1,444 @@
+"""The parallel layout and training settings of one run, and its validation against a model and a system."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+import numpy as np
+
+from pydantic import Field
+
+from ..errors import Count, Flag, InputError, IntLiteral, Real, Schema
+from .hardware import System
+from .model import ModelConfig
+from .stack import DEFAULT_STACK, STACKS, load_stack
+
+from .recompute import Recompute, RecomputeModule, RECOMPUTE_MODULES, check_recompute
+Precision = Literal["bf16", "fp16", "fp8", "fp4"]
+Schedule = Literal["1f1b", "interleaved", "gpipe"]
+Dispatcher = Literal["alltoall", "allgather", "flex"]
+# tokens of the busiest expert over the mean: 1 is balanced routing; 64 bounds a typo, not a measurement
+Imbalance = Annotated[Real, Field(ge=1.0, le=64.0)]
+
+
+class Plan(Schema):
+    """A layout (tp x pp x dp x cp [x vpp]) plus batch, recompute, ZeRO and precision choices.
+
+    Device order follows Megatron-LM (tp innermost, then cp, dp, pp), which decides which network tier
+    each process group spans. `resolve` fills the inferred fields (dp or gpus, schedule) and checks the plan
+    against a model and a system.
+    """
+
+    gpus: Count | None = Field(None, description="devices in the job; inferred as tp*pp*cp*dp when omitted")
+    tp: Count = Field(1, description="tensor-parallel size; divides n_heads, n_kv_heads and ffn_hidden")
+    pp: Count = Field(1, description="pipeline-parallel stages; at most n_layers")
+    dp: Count | None = Field(None, description="data-parallel size; inferred as gpus / (tp*pp*cp)")
+    cp: Count = Field(1, description="context-parallel size (splits the sequence); divides seq_len")
+    vpp: Count = Field(1, description="interleaved virtual pipeline chunks per rank")
+    ep: Count = Field(1, description="expert-parallel size: routed experts split over ep ranks (MoE models); with "
+                                     "etp folded over a stage's tp*cp*dp ranks (Megatron-Core MoE parallel folding)")
+    etp: Count = Field(1, description="expert tensor-parallel size: each expert's MLP split over etp ranks")
+    expert_imbalance: Imbalance = Field(
+        1.0, description="tokens of the busiest expert over the mean (1: balanced routing, as "
+                                          "--moe-router-force-load-balancing runs it; cost.moe)")
+    moe_dispatcher: Dispatcher = Field(
+        "alltoall", description="how routed tokens reach their experts (Megatron-Core --moe-token-dispatcher-type; "
+                                "flex: DeepEP / HybridEP, each token sent once per domain holding its experts)")
+    moe_overlap: Flag = Field(
+        False, description="hide the expert-parallel dispatch and combine of one micro-batch behind the other's "
+                           "compute (Megatron-Core --overlap-moe-expert-parallel-comm; cost.sharded.moe_comms)")
+    micro_batch: Count = Field(description="sequences per micro-batch per data-parallel rank")
+    global_batch: Count = Field(description="sequences per optimizer step")
+    seq_len: Count = Field(description="tokens per sequence; at most max_seq_len for learned positions")
+    recompute: Recompute = Field(
+        "none", description="activation recomputation in the backward: none; selective (Megatron-Core "
+                            "--recompute-granularity selective: the recompute_modules); full (whole layers, "
+                            "recompute_num_layers of them); per-op (torchtitan's per-op selective checkpointing: "
+                            "keeps attention outputs and every second matmul's, rebuilds the rest)")
+    recompute_modules: list[RecomputeModule] | None = Field(
+        None, description="recompute = selective: Megatron-Core --recompute-modules, any of "
+                          f"{', '.join(RECOMPUTE_MODULES)}; default [core_attn] (Korthikanti et al. 2022)")
+    recompute_num_layers: Count | None = Field(
+        None, description="recompute = full: Megatron-LM --recompute-num-layers; with recompute_method uniform the "
+                          "layers of each chunk are checkpointed in groups of this many, with block only the first "
+                          "this many of each chunk are recomputed; default every layer (1 per group)")
+    recompute_method: Literal["uniform", "block"] = Field(
+        "uniform", description="recompute = full: Megatron-LM --recompute-method")
+    sequence_parallel: Flag = Field(False, description="split norms, residuals and dropout over tp (Korthikanti et "
+                                                       "al. 2022); resolve turns it off at tp = 1")
+    zero: Annotated[Literal[0, 1, 2, 3], IntLiteral] = Field(
+        0, description="1: optimizer state sharded; 2: + gradients; 3: + parameters")
+    precision: Precision = Field("bf16", description="GEMM precision; everything else stays bf16")
+    schedule: Schedule | None = Field(None, description="pipeline schedule; default interleaved if vpp > 1 else 1f1b")
+    attention: Literal["flash", "unfused"] = Field(
+        "flash", description="fused (FlashAttention-style) kernel, or unfused QK^T / softmax / dropout / AV"
+    )
+    grad_dtype: Literal["fp32", "bf16"] = Field(
+        "fp32", description="gradient accumulation and reduction dtype (Megatron bf16 and torch FSDP default: fp32)"
+    )
+    grad_compression: Literal["none", "bf16", "powersgd"] = Field(
+        "none", description="data-parallel gradient format on the wire (cost.compression): as grad_dtype, bf16, or "
+                            "PowerSGD of rank powersgd_rank (torch DDP communication hooks)")
+    powersgd_rank: Count = Field(1, description="PowerSGD's rank r (torch PowerSGDState matrix_approximation_rank; "
+                                                "default 1 as there)")
+    overlap_dp_comm: Flag = Field(True, description="data-parallel / ZeRO collectives overlap with compute")
+    stack: str = Field(DEFAULT_STACK, description=f"software stack that runs the plan, one of {', '.join(STACKS)}, "
+                                                  "or the path of a profile YAML (perfmodel.spec.stack: kernels, "
+                                                  f"overlap, optimizer, host costs); default {DEFAULT_STACK}")
+    stage_layers: list[Count] | None = Field(
+        None, description="layers on each pipeline stage, first to last; default: as even as possible, the "
+                          "remainder on middle stages (default_stage_layers)")
+    account_for_embedding: Flag = Field(
+        False, description="count the input embedding as one layer when splitting the pipeline: the first virtual "
+                           "chunk holds one layer fewer (Megatron-LM --account-for-embedding-in-pipeline-split)")
+    account_for_loss: Flag = Field(
+        False, description="count the LM head and loss as one layer: the last virtual chunk holds one layer fewer "
+                           "(Megatron-LM --account-for-loss-in-pipeline-split)")
+    first_stage_layers: Count | None = Field(
+        None, description="layers on the first stage, the rest split evenly (Megatron-LM "
+                          "--decoder-first-pipeline-num-layers)")
+    last_stage_layers: Count | None = Field(
+        None, description="layers on the last stage (Megatron-LM --decoder-last-pipeline-num-layers)")
+
+    def _resolved(self) -> int:
+        if self.dp is None:
+            raise InputError("plan.dp is not known yet: pass gpus and dp, or use perfmodel.estimate / spec.plan.resolve")
+        return self.dp
+
+    @property
+    def num_microbatches(self) -> int:
+        """Micro-batches per pipeline per step (gradient-accumulation steps): global / (dp * micro_batch)."""
+        return self.global_batch // (self._resolved() * self.micro_batch)
+
+    @property
+    def tokens_per_microbatch(self) -> float:
+        """Tokens of one micro-batch on one device: micro_batch * seq_len / cp (context parallel splits the sequence)."""
+        return self.micro_batch * self.seq_len / self.cp
+
+    @property
+    def sp_divisor(self) -> int:
+        """What sequence parallelism divides norm/residual/dropout work and activations by: tp with SP, else 1."""
+        return self.tp if self.sequence_parallel else 1
+
+    @property
+    def zero_shard(self) -> int:
+        """Ranks that hold replicas of the same weights, over which ZeRO shards state: dp * cp."""
+        return self._resolved() * self.cp
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch * self.seq_len
+
+    @property
+    def edp(self) -> int:
+        """Expert data-parallel size: a stage's tp*cp*dp ranks over ep*etp (MoE parallel folding)."""
+        return self.tp * self.cp * self._resolved() // (self.ep * self.etp)
+
+
+def default_stage_layers(n_layers: int, pp: int) -> list[int]:
+    """Layers per pipeline stage when a plan does not give them: as even as possible, the remainder on middle
+    stages first (the first stage also holds the embedding, the last the LM head and loss), then the last,
+    then the first. Llama 3 405B: 126 layers over 16 stages gives 7, 8 x 14, 7 (Dubey et al. 2024, Sec. 3.3.2).
+    """
+    if pp == 1:
+        return [n_layers]
+    q, r = divmod(n_layers, pp)
+    middle_extra = min(r, pp - 2)
+    rest = r - middle_extra  # 0, 1 or 2 extra layers: the last stage's, then the first's
+    return ([q + (rest >= 2)] + [q + (i < middle_extra) for i in range(pp - 2)] + [q + (rest >= 1)])
+
+
+def megatron_slots(n_layers: int, embedding: bool = False, loss: bool = False) -> int:
+    """What Megatron-LM's pipeline split divides over pp * vpp chunks: the transformer layers, plus one slot for
+    the embedding and one for the LM head and loss where they are accounted as layers
+    (--account-for-embedding/loss-in-pipeline-split, megatron/training/arguments.py)."""
+    return n_layers + bool(embedding) + bool(loss)
+
+
+def megatron_chunks(n_layers: int, pp: int, vpp: int, embedding: bool = False, loss: bool = False,
+                    first: int | None = None, last: int | None = None) -> list[int]:
+    """Layers of every virtual pipeline chunk in pipeline order (chunk c runs on stage c % pp), as Megatron-LM
+    splits them (megatron/core/transformer/transformer_block.py get_num_layers_to_build and
+    megatron/training/arguments.py): with `embedding` / `loss` the embedding / the LM head and loss count as one
+    layer each, so n_layers + embedding + loss slots split evenly over the pp * vpp chunks and the first / last
+    chunk holds one layer fewer; with `first` / `last` those stages hold that many layers and the others share
+    the rest evenly; each stage's layers split evenly over its vpp chunks. InputError where Megatron-LM's
+    checks would refuse the split."""
+    if (embedding or loss) and (first is not None or last is not None):
+        raise InputError("account_for_embedding / account_for_loss and first_stage_layers / last_stage_layers are "
+                         "exclusive (Megatron-LM refuses them together); valid: one of the two ways")
+    if embedding or loss:
+        slots = megatron_slots(n_layers, embedding, loss)
+        if slots % (pp * vpp):
+            ok = [v for v in range(1, slots // pp + 1) if slots % (pp * v) == 0]
+            raise InputError(f"n_layers + embedding + loss = {slots} slots do not split over pp*vpp = {pp}*{vpp} "
+                             f"chunks; valid vpp with pp={pp}: {_fmt(ok)}")
+        per = slots // (pp * vpp)
+        chunks = [per] * (pp * vpp)
+        chunks[0] -= embedding
+        chunks[-1] -= loss
+        return chunks
+    stages = middle = None
+    if first is not None or last is not None:
+        f = first if first is not None else 0
+        la = last if last is not None else 0
+        inner = pp - (first is not None) - (last is not None)
+        rest = n_layers - f - la
+        if inner == 0 and rest != 0:  # pp 2 with both given: they are the whole split
+            raise InputError(f"first_stage_layers = {first} + last_stage_layers = {last} = {f + la} != n_layers = "
+                             f"{n_layers} with pp = 2; valid: two counts summing to {n_layers}")
+        if inner > 0 and (rest < inner or rest % inner):
+            raise InputError(f"first_stage_layers = {first}, last_stage_layers = {last}: the other {inner} stage(s) "
+                             f"must share the remaining {rest} of n_layers = {n_layers} evenly; valid: values "
+                             f"leaving a positive multiple of {inner} layers")
+        middle = rest // inner if inner else 0
+        stages = [middle] * pp
+        if first is not None:
+            stages[0] = first
+        if last is not None:
+            stages[-1] = last
+    else:
+        stages = default_stage_layers(n_layers, pp)
+    bad = [n for n in stages if n % vpp or n < vpp]
+    if bad:
+        raise InputError(f"stage layers {stages} do not split into vpp = {vpp} equal chunks per stage; valid: "
+                         f"every stage's layer count a multiple of {vpp}")
+    return [stages[c % pp] // vpp for c in range(pp * vpp)]
+
+
+def split_of(plan: Plan, n_layers: int) -> list[int]:
+    """Layers on each pipeline stage: the plan's stage_layers, or Megatron-LM's split of its accounting and
+    first / last stage counts (`megatron_chunks`, summed per stage), or the default split."""
+    if plan.stage_layers is not None:
+        return list(plan.stage_layers)
+    if megatron_rules(plan):
+        chunks = chunk_layers(plan, n_layers)
+        return [sum(chunks[s::plan.pp]) for s in range(plan.pp)]
+    return default_stage_layers(n_layers, plan.pp)
+
+
+def megatron_rules(plan: Plan) -> bool:
+    """Whether the plan splits its pipeline by Megatron-LM's accounting or first / last stage counts."""
+    return bool(plan.account_for_embedding or plan.account_for_loss or plan.first_stage_layers is not None
+                or plan.last_stage_layers is not None)
+
+
+def chunk_layers(plan: Plan, n_layers: int) -> list[int]:
+    """Layers of every virtual chunk in pipeline order (chunk c runs on stage c % pp): Megatron-LM's rules where
+    the plan sets them, else each stage's layers (explicit or default) split over its vpp chunks as evenly as
+    possible, earlier chunks taking the rest."""
+    if megatron_rules(plan):
+        return megatron_chunks(n_layers, plan.pp, plan.vpp, plan.account_for_embedding, plan.account_for_loss,
+                               plan.first_stage_layers, plan.last_stage_layers)
+    split, pp, vpp = split_of(plan, n_layers), plan.pp, plan.vpp
+    return [split[c % pp] // vpp + (c // pp < split[c % pp] % vpp) for c in range(pp * vpp)]
+
+
+def divisors(n: int) -> list[int]:
+    """Every positive divisor of n, ascending."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small) | {n // d for d in small})
+
+
+def _fmt(vals: list[int], limit: int = 12) -> str:
+    return ", ".join(map(str, vals[:limit])) + (", ..." if len(vals) > limit else "")
+
+
+def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
+    """Fill inferred fields and check the plan; InputError (field, value, what is valid) on the first problem."""
+    p = plan.model_dump()
+    tp, pp, cp = p["tp"], p["pp"], p["cp"]
+    mp = tp * pp * cp
+    if p["gpus"] is None and p["dp"] is None:
+        raise InputError("plan needs gpus or dp (gpus = tp*pp*cp*dp)")
+    if p["dp"] is None:
+        if p["gpus"] % mp:
+            below = p["gpus"] // mp * mp  # the multiples of mp on either side of gpus
+            near = [g for g in (below, below + mp) if g > 0]
+            raise InputError(
+                f"gpus = {p['gpus']} is not divisible by tp*pp*cp = {tp}*{pp}*{cp} = {mp}; "
+                f"valid gpus: multiples of {mp} (e.g. {', '.join(map(str, near))})"
+            )
+        p["dp"] = p["gpus"] // mp
+    if p["gpus"] is None:
+        p["gpus"] = mp * p["dp"]
+    if mp * p["dp"] != p["gpus"]:
+        hint = f", or use dp = {p['gpus'] // mp}" if p["gpus"] % mp == 0 else ""
+        raise InputError(
+            f"tp*pp*cp*dp = {tp}*{pp}*{cp}*{p['dp']} = {mp * p['dp']} != gpus = {p['gpus']}; omit dp to infer it{hint}"
+        )
+    system.check_gpus(p["gpus"])
+
+    heads, kv = model.n_heads, model.n_kv_heads
+    if heads % tp:
+        raise InputError(f"tp={tp} does not divide num_attention_heads = {heads}; valid tp: {_fmt(divisors(math.gcd(heads, kv)))}")
+    if kv % tp:
+        raise InputError(f"tp={tp} does not divide num_key_value_heads = {kv}; valid tp: {_fmt(divisors(math.gcd(heads, kv)))}")
+    if model.ffn_hidden % tp:
+        raise InputError(
+            f"tp={tp} does not divide ffn_hidden = {model.ffn_hidden}; valid tp: "
+            f"{_fmt(divisors(math.gcd(math.gcd(heads, kv), model.ffn_hidden)))}"
+        )
+    if pp > model.n_layers:
+        raise InputError(f"pp={pp} is larger than n_layers = {model.n_layers}; valid pp: 1..{model.n_layers}")
+    vpp = p["vpp"]
+    if vpp > 1 and pp == 1:
+        raise InputError(f"vpp={vpp} needs pipeline parallelism; valid with pp=1: vpp=1")
+    rules = p["account_for_embedding"] or p["account_for_loss"] or p["first_stage_layers"] or p["last_stage_layers"]
+    slots = megatron_slots(model.n_layers, p["account_for_embedding"], p["account_for_loss"])
+    both = megatron_slots(model.n_layers, True, True)
+    if pp * vpp > slots:
+        hint = (f" (or 1..{both // pp}, counting embedding and loss as layers: account_for_embedding, "
+                "account_for_loss)" if pp * vpp <= both and not rules else "")
+        raise InputError(f"pp*vpp = {pp}*{vpp} = {pp * vpp} chunks exceeds n_layers = {model.n_layers}"
+                         f"{' + accounted embedding/loss' if slots > model.n_layers else ''}; valid vpp: "
+                         f"1..{slots // pp}{hint}")
+    if rules and pp == 1:
+        raise InputError("account_for_embedding / account_for_loss / first_stage_layers / last_stage_layers split "
+                         "a pipeline; valid with pp=1: none of them")
+    if rules and p["stage_layers"] is not None:
+        raise InputError(f"stage_layers = {p['stage_layers']} and Megatron-LM's split rules (account_for_embedding, "
+                         "account_for_loss, first/last_stage_layers) both set the split; valid: one of them")
+    if rules:
+        megatron_chunks(model.n_layers, pp, vpp, p["account_for_embedding"], p["account_for_loss"],
+                        p["first_stage_layers"], p["last_stage_layers"])  # refuses what Megatron-LM refuses
+    split = p["stage_layers"]
+    if split is not None and (len(split) != pp or sum(split) != model.n_layers or min(split) < vpp):
+        raise InputError(
+            f"stage_layers = {split} must list pp = {pp} stages of at least vpp = {vpp} layers summing to "
+            f"n_layers = {model.n_layers}; e.g. {default_stage_layers(model.n_layers, pp)}"
+        )
+    sched = p["schedule"] or ("interleaved" if vpp > 1 else "1f1b")
+    if sched == "interleaved" and vpp == 1:
+        raise InputError("schedule=interleaved needs vpp > 1; valid with vpp=1: 1f1b, gpipe")
+    if sched != "interleaved" and vpp > 1:
+        raise InputError(f"schedule={sched} cannot run vpp={vpp} chunks per rank; valid with vpp > 1: interleaved")
+    p["schedule"] = sched
+
+    dpmb = p["dp"] * p["micro_batch"]
+    if p["global_batch"] % dpmb:
+        lo = p["global_batch"] // dpmb * dpmb
+        eg = ", ".join(str(x) for x in (lo, lo + dpmb) if x > 0)
+        raise InputError(
+            f"global_batch = {p['global_batch']} is not divisible by dp*micro_batch = {p['dp']}*{p['micro_batch']} = {dpmb}; "
+            f"valid global_batch: multiples of {dpmb} (e.g. {eg})"
+        )
+    m = p["global_batch"] // dpmb
+    if sched == "interleaved" and m % pp:
+        raise InputError(
+            f"interleaved schedule needs the micro-batch count (global_batch/(dp*micro_batch) = {m}) to be a multiple "
+            f"of pp = {pp}; valid global_batch: multiples of {dpmb * pp}"
+        )
+    s = p["seq_len"]
+    if s % cp:
+        raise InputError(f"cp={cp} does not divide seq_len = {s}; valid cp: {_fmt(divisors(s))}")
+    if p["sequence_parallel"] and tp > 1 and (s // cp) % tp:
+        raise InputError(f"sequence_parallel with tp={tp} splits the {s // cp} tokens of each context-parallel rank "
+                         f"over tp, which tp does not divide; valid: seq_len a multiple of cp*tp = {cp * tp} "
+                         "(Megatron-LM requires it too), or sequence parallelism off")
+    if model.position == "learned" and s > model.max_seq_len:
+        raise InputError(
+            f"seq_len = {s} exceeds {model.name}'s learned position table (max_seq_len = {model.max_seq_len}); valid seq_len: 1..{model.max_seq_len}"
+        )
+    _check_experts(p, model)
+    _check_compression(p, model)
+    check_recompute(p, model)
+    load_stack(p["stack"])  # refuses an unknown stack (naming the known ones) or a bad profile file
+    system.accelerator.peak_flops(p["precision"])  # raises for a dtype the part lacks
+    if p["precision"] not in system.efficiency.matmul_max:
+        raise InputError(f"precision={p['precision']}: {system.name} has no matmul efficiency for it; valid: {', '.join(system.efficiency.matmul_max)}")
+    if tp == 1:
+        p["sequence_parallel"] = False
+    return Plan(**p)
+
+
+def moe_overlap_refusal(model: ModelConfig, dispatcher: str) -> str | None:
+    """Why a job cannot run with moe_overlap whatever its layout (None: it can): Megatron-Core's
+    overlap_moe_expert_parallel_comm checks (megatron/core/transformer/transformer_config.py, core_r0.14) need
+    the alltoall or flex dispatcher and at most one MTP module; a dense model has nothing to overlap."""
+    if model.moe is None:
+        return f"moe_overlap=true: {model.name} is a dense model (no experts); valid: moe_overlap=false"
+    if dispatcher == "allgather":
+        return ("moe_overlap = true with moe_dispatcher = 'allgather': Megatron-Core overlaps the expert-parallel "
+                "communication of the alltoall and flex dispatchers only; valid moe_dispatcher with moe_overlap: "
+                "alltoall, flex")
+    if model.mtp_layers > 1:
+        return (f"moe_overlap = true with mtp_layers = {model.mtp_layers}: Megatron-Core overlaps expert-parallel "
+                "communication with at most one multi-token prediction module; valid: moe_overlap = false")
+    return None
+
+
+def moe_overlap_applies(ep, pp, vpp, recompute):
+    """Layouts (scalars or arrays) Megatron-Core runs with overlap_moe_expert_parallel_comm (core_r0.14
+    TransformerConfig checks): ep > 1, virtual pipelining wherever pp > 1 (its combined 1F1B schedule), no full
+    recompute."""
+    return (np.asarray(ep) > 1) & ((np.asarray(pp) == 1) | (np.asarray(vpp) > 1)) & (np.asarray(recompute) != "full")
+
+
+# PowerSGD runs only as torch DDP's communication hook: one whole replica of a dense model per rank.
+POWERSGD_LAYOUT = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "zero": 0}
+
+
+def _check_compression(p: dict, model: ModelConfig) -> None:
+    """Refuse PowerSGD outside POWERSGD_LAYOUT or on a MoE model."""
+    if p["grad_compression"] != "powersgd":
+        return
+    bad = {k: p[k] for k, v in POWERSGD_LAYOUT.items() if p[k] != v}
+    if bad or model.moe is not None:
+        what = ", ".join(f"{k}={v}" for k, v in bad.items()) or f"the MoE model {model.name}"
+        raise InputError(f"grad_compression = powersgd with {what}: PowerSGD runs as a torch DDP communication hook "
+                         "on whole replicas of a dense model; valid with tp=1, pp=1, cp=1, ep=1, zero=0 (or "
+                         "grad_compression = bf16, which every layout takes)")
+
+
+def _check_experts(p: dict, model: ModelConfig) -> None:
+    """ep and etp against the model's experts and the stage's ranks (Megatron-Core's MoE parallel folding: the
+    experts' etp x ep x edp grid covers the same tp x cp x dp ranks as attention)."""
+    ep, etp, stage = p["ep"], p["etp"], p["tp"] * p["cp"] * p["dp"]
+    if model.moe is None:
+        if ep > 1 or etp > 1:
+            raise InputError(f"ep={ep}, etp={etp}: {model.name} is a dense model (no experts); valid: ep=1, etp=1")
+        if p["moe_overlap"]:
+            raise InputError(moe_overlap_refusal(model, p["moe_dispatcher"]))
+        return
+    if p["moe_overlap"]:
+        job = moe_overlap_refusal(model, p["moe_dispatcher"])
+        if job:
+            raise InputError(job)
+        if not moe_overlap_applies(p["ep"], p["pp"], p["vpp"], p["recompute"]):
+            raise InputError(f"moe_overlap = true with ep={p['ep']}, pp={p['pp']}, vpp={p['vpp']}, recompute="
+                             f"{p['recompute']}: Megatron-Core overlaps expert-parallel communication only with "
+                             "ep > 1, vpp > 1 where pp > 1, and no full recompute (TransformerConfig checks, "
+                             "core_r0.14); valid: such a layout, or moe_overlap = false")
+    if p["tp"] > 1 and not p["sequence_parallel"]:
+        raise InputError(f"sequence_parallel = false with tp={p['tp']} on the MoE model {model.name}: every tp rank "
+                         "would route all of its tokens (Megatron-Core refuses MoE with tp and no sequence "
+                         "parallelism); valid: sequence_parallel = true, or tp = 1")
+    e, f = model.moe.n_experts, model.moe.expert_ffn_hidden
+    if e % ep:
+        raise InputError(f"ep={ep} does not divide n_experts = {e}; valid ep: "
+                         f"{_fmt([d for d in divisors(e) if stage % (d * etp) == 0] or divisors(e))}")
+    if f % etp:
+        raise InputError(f"etp={etp} does not divide expert_ffn_hidden = {f}; valid etp: {_fmt(divisors(f))}")
+    if stage % (ep * etp):
+        raise InputError(f"ep*etp = {ep}*{etp} = {ep * etp} does not divide a pipeline stage's tp*cp*dp = "
+                         f"{p['tp']}*{p['cp']}*{p['dp']} = {stage} ranks (MoE parallel folding); valid ep with "
+                         f"etp={etp}: {_fmt([d for d in divisors(e) if stage % (d * etp) == 0])}")
+
+
+def layout_label(plan: Plan) -> str:
+    """Short layout: the parallel axes > 1, ZeRO, SP, recompute and batch split, e.g. 'pp2 dp2 vpp2 mb1x4'."""
+    parts = [f"{a}{getattr(plan, a)}" for a in ("pp", "dp", "cp", "tp", "ep", "etp") if (getattr(plan, a) or 1) > 1]
+    if plan.vpp > 1:
+        parts.append(f"vpp{plan.vpp}")
+    if plan.account_for_embedding or plan.account_for_loss:
+        parts.append("acc" + "e" * plan.account_for_embedding + "l" * plan.account_for_loss)
+    if plan.sequence_parallel:
+        parts.append("sp")
+    if plan.zero:
+        parts.append(f"z{plan.zero}")
+    if plan.recompute != "none":
+        parts.append(f"rc-{plan.recompute[:3]}")
+    parts.append(f"mb{plan.micro_batch}x{plan.num_microbatches}")
+    return " ".join(parts or ["1"])

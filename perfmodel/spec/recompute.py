@@ -1,0 +1,44 @@
+"""Activation recomputation policies as frameworks name them: the plan's `recompute` mode and its details
+(Megatron-Core's module list, Megatron-LM's number and method of fully recomputed layers), checked against the
+model. What each policy keeps is `cost.operator_table.kept_bytes` / `cost.memory.layer_activations`."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from ..errors import InputError
+from .model import ModelConfig
+
+Recompute = Literal["none", "selective", "full", "per-op"]
+# Megatron-Core's --recompute-modules (TransformerConfig.recompute_modules): the submodules whose outputs are
+# rebuilt in the backward under --recompute-granularity selective
+RecomputeModule = Literal["core_attn", "mlp", "moe_act", "moe", "layernorm", "mla_up_proj", "shared_experts"]
+RECOMPUTE_MODULES = ("core_attn", "mlp", "moe_act", "moe", "layernorm", "mla_up_proj", "shared_experts")
+DEFAULT_RECOMPUTE_MODULES = ("core_attn",)  # Megatron-Core's default, Korthikanti et al. 2022's selective
+
+
+def check_recompute(p: dict, model: ModelConfig) -> None:
+    """The recompute policy's details against its mode and the model; fills recompute_modules' default."""
+    rc, mods, n = p["recompute"], p["recompute_modules"], p["recompute_num_layers"]
+    if mods is not None and rc != "selective":
+        raise InputError(f"recompute_modules = {mods} with recompute = {rc}: the module list is Megatron-Core's "
+                         "--recompute-modules of selective recompute; valid: recompute = selective, or no "
+                         "recompute_modules")
+    if (n is not None or p["recompute_method"] != "uniform") and rc != "full":
+        raise InputError(f"recompute_num_layers = {n}, recompute_method = {p['recompute_method']} with recompute = "
+                         f"{rc}: they say which layers full recompute rebuilds; valid: recompute = full, or "
+                         "neither set")
+    if n is not None and n > model.n_layers:
+        raise InputError(f"recompute_num_layers = {n} exceeds n_layers = {model.n_layers}; valid: 1..{model.n_layers}")
+    if rc == "selective":
+        mods = list(dict.fromkeys(mods or DEFAULT_RECOMPUTE_MODULES))
+        need = {"moe_act": model.moe, "moe": model.moe, "mla_up_proj": model.mla,
+                "shared_experts": model.moe and model.moe.shared_ffn_hidden}
+        for m in mods:
+            if m in need and not need[m]:
+                what = "latent attention (MLA)" if m == "mla_up_proj" else (
+                    "shared experts" if m == "shared_experts" else "experts")
+                valid = [k for k in RECOMPUTE_MODULES if k not in need or need[k]]
+                raise InputError(f"recompute_modules: {m!r} needs a model with {what}, which {model.name} has not; "
+                                 f"valid for it: {', '.join(valid)}")
+        p["recompute_modules"] = sorted(mods, key=RECOMPUTE_MODULES.index)

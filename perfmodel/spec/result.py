@@ -1,0 +1,187 @@
+"""Output schema of `estimate`: the headline numbers and the breakdowns that trace them to the formulas."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ..errors import Flag, Real, Schema
+from .plan import Plan
+
+
+# The share of the allocator's room (capacity - runtime) a plan must leave free to count as fitting: the guard
+# against an estimate that is low. A plan predicted exactly at the budget still fits where the estimate is at
+# most that share low: on the 49 measured peaks of benchmarks/measured_memory.py (Nov 2026) 10% covers 69% of
+# rows (5%: 59%, 15%: 82%, 20%: 90%, 25%: all); larger defaults refuse plans that run, smaller ones pass plans
+# that run out of memory on the rows the model underestimates most (nanotron's unfused kernels, torchtitan
+# without torch.compile's savings counted). Set it per run with --headroom.
+DEFAULT_HEADROOM = 0.10
+
+
+class MemoryBreakdown(Schema):
+    """Peak bytes on one device in three views, each the one before plus its own parts (cost.memory).
+
+    allocated: what torch's caching allocator hands to tensors at the step's peak, the figure to compare with
+    torch.cuda.max_memory_allocated; reserved: allocated plus the allocator's cached segments and fragmentation
+    (max_memory_reserved); device: reserved plus what lies outside the allocator, CUDA context, NCCL buffers and
+    library workspaces (nvidia-smi / NVML)."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float = Field(description="what the stage keeps for its backward at the peak, and the working "
+                                           "set of the layer in its backward (recomputed tensors included)")
+    transient: float = Field(description="short-lived buffers at the peak: ZeRO's gathered weights and gradients, "
+                                         "MoE dispatch buffers, fp8/fp4 weight copies, the loss's fp32 temporaries")
+    allocated: float = Field(description="weights + gradients + optimizer + activations + transient")
+    fragmentation: float = Field(description="the caching allocator's reserved but unallocated bytes at the peak "
+                                             "(the stack's allocator profile)")
+    reserved: float = Field(description="allocated + fragmentation")
+    runtime: float = Field(description="outside the allocator: CUDA context, NCCL buffers, library workspaces "
+                                       "(the system's memory_overhead_gib)")
+    device: float = Field(description="reserved + runtime: what nvidia-smi shows")
+    between_steps: float = Field(description="allocated between steps: weights, gradients, optimizer state and "
+                                             "cached fp8/fp4 weights (activations and transients freed)")
+
+
+class RankMemory(Schema):
+    """One pipeline stage's devices (all ranks of a stage hold the same)."""
+
+    stage: int = Field(description="pipeline rank, 0 = first")
+    ranks: str = Field(description="global ranks of the stage in Megatron-LM's device order (tp innermost, then "
+                                   "cp, dp, pp), e.g. '0-7'")
+    layers: int
+    memory_bytes: MemoryBreakdown
+
+
+class TimeBreakdown(Schema):
+    """Seconds of one step on the slowest pipeline stage; the parts sum to `total`.
+
+    Compute parts are the stage's m micro-batches; comm parts are the exposed (not overlapped) share; the
+    overlapped share of each collective is in `Estimate.comms`.
+    """
+
+    gemm: float
+    attention: float
+    memory_bound: float = Field(description="norms, activations, residuals, dropout, rotary, casts, embedding, loss")
+    recompute: float
+    tp_comm: float
+    cp_comm: float
+    ep_comm: float = Field(0.0, description="expert-parallel token dispatch and combine (all-to-all or all-gather "
+                                            "/ reduce-scatter over ep) and the etp gathers of a MoE model, exposed")
+    pp_comm: float
+    dp_comm: float = Field(description="gradient collectives at the end of the step: data-parallel reduction, "
+                                       "ZeRO-1/2 parameter gathers, the tied-embedding gradient sync between first "
+                                       "and last stage, and the tp all-reduce of sequence-parallel replicated-"
+                                       "weight gradients")
+    zero3_comm: float = Field(description="ZeRO-3 parameter gathers and gradient reduce-scatters")
+    bubble: float
+    optimizer: float
+    overhead: float = Field(0.0, description="host time per step outside the model: the stack's step_overhead_s "
+                                             "(perfmodel.spec.stack.Stack) plus, on a spec calibrated from runs, the "
+                                             "fitted one (cost.step.calibrated)")
+    total: float
+
+
+class StageTime(Schema):
+    """One pipeline stage, per micro-batch over all its chunks: what the schedule's blocks take.
+
+    Forward and backward include the communication they expose and half the stage's sends each; backward
+    excludes the recomputed forward, which is `recompute_s`. fwd + recompute + bwd of the bottleneck stage,
+    times the micro-batches, is the step's compute and stage-communication parts (`TimeBreakdown`).
+    """
+
+    stage: int
+    layers: int
+    embedding: bool
+    head: bool
+    mtp_modules: int = Field(0, description="multi-token prediction modules on the stage (the last; each priced "
+                                            "as one more layer and head)")
+    fwd_s: float
+    recompute_s: float
+    bwd_s: float
+
+
+class OpTime(Schema):
+    """One operator on the slowest stage, per micro-batch."""
+
+    name: str
+    where: str = Field(description="layer (per layer) | embedding | head")
+    kind: str
+    count: int = Field(description="instances per micro-batch on the stage (layers for layer ops)")
+    fwd_s: float
+    bwd_s: float
+    recompute_s: float
+    fwd_flops: float
+    formula: str
+
+
+class CommTime(Schema):
+    """One collective (or send) pattern of the step."""
+
+    name: str
+    collective: str
+    group: str
+    group_size: int
+    tiers: str = Field(description="tier phases the group spans, innermost first")
+    bytes: float = Field(description="message size per call")
+    calls: float = Field(description="calls per step on the slowest stage")
+    seconds_per_call: float
+    total_s: float
+    exposed_s: float
+
+
+class Estimate(Schema):
+    """Prediction for one training step of one plan."""
+
+    model: str
+    hardware: str
+    gpus: int
+    params: int
+    step_time_s: float
+    step_time_s_low: float | None = Field(None, description="lower end of the prediction interval (perfmodel.spec.stack."
+                                                            "Interval); null where neither spec nor stack has one")
+    step_time_s_high: float | None = Field(None, description="upper end of the prediction interval")
+    interval_source: str = Field("", description="which residuals the interval comes from, and its coverage")
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    model_tflops_per_gpu: float
+    mfu: float
+    hfu: float
+    mfu_peak_dtype: str = Field(description="peak the MFU/HFU divide by: dense bf16 unless precision is fp8/fp4")
+    fits_in_memory: bool = Field(description="the reserved view of every rank is within memory_budget_bytes")
+    memory_capacity_bytes: float = Field(description="the accelerator's memory")
+    memory_headroom: float = Field(description="share of what the allocator can reserve (capacity - runtime) "
+                                               "kept free by the fit test (--headroom)")
+    memory_budget_bytes: float = Field(description="(capacity - runtime) * (1 - headroom): what reserved may use")
+    memory_free_bytes: float = Field(description="budget - reserved on the fullest rank (negative: short by that)")
+    memory_stage: str = Field(description="pipeline stage whose memory is reported (the fullest)")
+    memory_rank: str = Field(description="global ranks of that stage")
+    memory_bytes: MemoryBreakdown = Field(description="the fullest rank")
+    memory_ranks: list[RankMemory] = Field(description="every pipeline stage, first to last")
+    time_s: TimeBreakdown
+    model_flops_per_step: float
+    hardware_flops_per_step: float
+    num_microbatches: int
+    stage_layers: list[int] = Field(description="layers on each pipeline stage, first to last")
+    bottleneck_stage: str
+    stages: list[StageTime] = Field(description="every pipeline stage's seconds per micro-batch (the pipeline "
+                                                "timeline's blocks: cost.pipeline.schedule_blocks)")
+    ops: list[OpTime]
+    comms: list[CommTime]
+    plan: Plan
+    notes: list[str] = Field(default_factory=list)
+
+
+class Prediction(Schema):
+    """The headline numbers of the estimate the file was written with."""
+
+    step_time_s: Real = Field(description="seconds per training step")
+    tokens_per_s: Real = Field(description="global_batch * seq_len / step_time_s")
+    mfu: Real = Field(description="model FLOPs utilisation against the dense peak (cost.flops)")
+    memory_bytes: Real = Field(description="peak reserved bytes (allocated + allocator fragmentation) on the "
+                                           "fullest device")
+    memory_capacity_bytes: Real = Field(description="accelerator memory, bytes")
+    memory_headroom: Real = Field(DEFAULT_HEADROOM, ge=0, lt=1,
+                                  description="the headroom the fit test kept (share of capacity - runtime); the "
+                                              "default in files written before it was recorded")
+    fits_in_memory: Flag = Field(description="reserved within (capacity - runtime) * (1 - headroom) on every rank")

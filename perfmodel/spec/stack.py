@@ -1,0 +1,168 @@
+"""Software stacks: what a training framework does that the hardware spec does not say.
+
+A `Stack` is data (`hardware_specs/stacks/NAME.yaml`, installed as `perfmodel.hardware_specs/stacks`): the
+attention kernel it runs, which data-parallel collectives it overlaps with what, its optimizer implementation,
+the streaming multiprocessors its collectives take from compute while they overlap, and host costs the device
+does not hide. Every number cites the framework's code, its documentation or a measurement this project made
+(`sources`; a test fails where one lacks it). A plan names its stack (`Plan.stack`, `--stack`); the estimate
+reads the profile through `cost.step.evaluate`.
+
+A profile may also carry a prediction `interval`: the spread of the relative error of predictions for runs of
+that stack, taken from residuals (`Interval`), never an efficiency.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from ..errors import InputError, Schema, suggest
+from ..files import looks_like_path, read_mapping
+
+STACKS = ("megatron-core", "nemo", "torchtitan", "composer-fsdp1", "deepspeed", "plain-torch")
+DEFAULT_STACK = "megatron-core"
+EXECUTOR_STACK = "plain-torch"  # perfmodel's own executor (perfmodel execute / validate)
+Optimizer = Literal["fused", "foreach", "forloop"]
+
+
+class Interval(Schema):
+    """Where the measured step time lies around a prediction: quantiles of measured / predicted - 1 over the
+    residuals named in `source` (low at `coverage`'s lower tail, high at the upper). The JSON's
+    step_time_s_low/high are predicted * (1 + low) and predicted * (1 + high)."""
+
+    low: float = Field(gt=-1, le=0, description="lower quantile of measured/predicted - 1 (<= 0)")
+    high: float = Field(ge=0, description="upper quantile of measured/predicted - 1 (>= 0)")
+    coverage: float = Field(0.8, gt=0, lt=1, description="share of residuals between low and high")
+    rows: int = Field(ge=1, description="residuals the quantiles come from")
+    source: str = Field(description="which residuals: the command that produced them")
+
+
+class Stack(Schema):
+    """One training framework as the cost model prices it (see the module docstring)."""
+
+    name: str = Field(description="stack name; what `--stack NAME` and a plan's `stack` take")
+    description: str = Field(description="the framework and the settings this profile describes")
+    versions: str = Field(description="framework versions whose code the profile's citations read")
+    attention_kernel: str = Field(description="the fused attention kernel the stack runs (plan.attention = flash)")
+    attention_speed: float = Field(
+        gt=0, description="throughput of that kernel relative to FlashAttention-2, the kernel whose rate the "
+                          "hardware spec's attention_max states (1: the same kernel)")
+    optimizer: Optimizer = Field(
+        description="Adam implementation: fused (one multi-tensor kernel), foreach (torch's _multi_tensor_adamw: "
+                    "one kernel per elementwise op over all tensors), forloop (the same ops per tensor)")
+    overlap_grad_reduce: bool = Field(
+        description="ZeRO 0-2: the gradient reduction (and ZeRO-1/2's weight gather) runs per bucket beside the "
+                    "backward (forward), when the plan's overlap_dp_comm allows it")
+    overlap_param_gather: bool = Field(
+        True, description="ZeRO-1: the all-gather of the updated weights runs per bucket beside the next forward "
+                          "(false: the optimizer step gathers them before it returns). ZeRO-2's gather follows "
+                          "overlap_grad_reduce: the shipped stacks run ZeRO-2 as FSDP does (gathered in the "
+                          "forward, prefetched) or overlap neither")
+    overlap_grad_reduce_with_pp: bool = Field(
+        description="... also with pipeline parallelism (false where the pipeline engine reduces after its flush)")
+    comm_ctas: int = Field(
+        ge=0, description="thread blocks (one per NCCL channel) an overlapped collective keeps on the SMs; "
+                          "compute beside it loses comm_ctas / compute_units of its rate (0: none taken)")
+    expandable_segments: bool = Field(
+        False, description="the stack runs torch's caching allocator with PYTORCH_CUDA_ALLOC_CONF="
+                           "expandable_segments:True (segments grow in place instead of one per large request)")
+    allocator_slack: float = Field(
+        ge=0, le=1, description="reserved / allocated - 1 at the step's peak on CUDA: the caching allocator's "
+                                "segments beyond the live tensors (freed blocks kept, splits, 2 MiB rounding); "
+                                "0 on a CPU, which has no caching allocator")
+    tp_saves_input_shard: bool = Field(
+        True, description="tensor parallelism with sequence parallelism saves a column-parallel GEMM's input as "
+                          "its sequence shard and gathers it again in the backward (Megatron-LM, Korthikanti et "
+                          "al. 2022); false: the gathered input is saved whole (DTensor ColwiseParallel, nanotron)")
+    fsdp_master_weights: bool = Field(
+        False, description="ZeRO-3 as FSDP runs it: the sharded fp32 parameter is the optimizer's master copy (no "
+                           "bf16 shard beside it)")
+    zero3_pp_unsharded: bool = Field(
+        False, description="with pipeline parallelism, ZeRO-3 keeps the stage's weights gathered (bf16) and its "
+                           "gradients unsharded (fp32) through the step, resharding and reducing once")
+    loss_bytes_per_logit: float = Field(
+        ge=4, le=32, description="bytes per logit (per token and local vocabulary entry) the cross entropy holds at "
+                                 "its peak, the bf16 logits and their fp32 temporaries together (4: one fp32 copy)")
+    step_overhead_s: float = Field(ge=0, description="host seconds per step outside the model (data loading, "
+                                                     "logging, scheduler) that the device does not hide")
+    interval: Interval | None = Field(None, description="prediction interval for runs of this stack")
+    moe_interval: Interval | None = Field(None, description="prediction interval for mixture-of-experts runs of "
+                                                            "this stack (none: MoE estimates quote no interval)")
+    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
+
+    def optimizer_passes(self) -> float:
+        """HBM bytes of this stack's Adam step relative to a fused one (dimensionless).
+
+        Fused (apex FusedAdam, torch `fused=True`): one read of p, g, m, v and one write of p, m, v per element,
+        7 tensor-passes. torch's `_multi_tensor_adamw` (torch/optim/adamw.py; the for-loop variant runs the same
+        ops one tensor at a time) runs p.mul_(1 - lr*wd) [2 passes], m.lerp_(g) [3], v.mul_ [2],
+        v.addcmul_(g, g) [3], v.sqrt() [2], /bias_correction2_sqrt [2], +eps [2], p.addcdiv_(m, denom) [4]:
+        20 passes, 20/7 of the fused kernel's traffic."""
+        return 1.0 if self.optimizer == "fused" else 20.0 / 7.0
+
+    def overlap_share(self, accelerator) -> float:
+        """Fraction of a collective's overlapped seconds that still cost compute time (dimensionless): NCCL's
+        `comm_ctas` thread blocks hold that share of the SMs, so compute beside the collective runs at
+        1 - comm_ctas / compute_units of its rate. 0 off CUDA (gloo runs on host threads, TPU ICI on DMA engines)."""
+        if accelerator.torch_device != "cuda":
+            return 0.0
+        return min(1.0, self.comm_ctas / accelerator.compute_units)
+
+
+def _stack_files() -> dict[str, object]:
+    root = resources.files("perfmodel.hardware_specs") / "stacks"
+    return {e.name.removesuffix(".yaml"): e for e in root.iterdir() if e.name.endswith(".yaml")}
+
+
+def list_stacks() -> list[str]:
+    return sorted(_stack_files())
+
+
+_LOADED: dict[str, Stack] = {}
+
+
+def load_stack(spec: str | Path | Stack) -> Stack:
+    """A stack by name (one of STACKS) or by path to a YAML profile of the same schema (a file is read again
+    when it changes: cached by resolved path and modification time)."""
+    if isinstance(spec, Stack):
+        return spec
+    spec = str(spec)
+    if looks_like_path(spec):
+        path = Path(spec)
+        try:
+            key = f"{path.resolve()}@{path.stat().st_mtime_ns}"
+        except OSError:
+            key = spec  # read_mapping names the missing file
+        if key not in _LOADED:
+            _LOADED[key] = Stack.parse(read_mapping(path, f"stack profile {spec}"), where=spec)
+        return _LOADED[key]
+    key = spec.lower()
+    if key not in _LOADED:
+        files = _stack_files()
+        if key not in files:
+            raise suggest(spec, files, "stack")
+        _LOADED[key] = Stack.parse(read_mapping(files[key], f"hardware_specs/stacks/{key}.yaml"), where=key)
+    return _LOADED[key]
+
+
+# A runs CSV's `framework` text -> stack: the first keyword found wins (NeMo runs on Megatron-Core, so it is
+# tested before 'megatron'; Megatron-DeepSpeed is DeepSpeed's engine).
+_FRAMEWORK_WORDS = (("nemo", "nemo"), ("torchtitan", "torchtitan"), ("composer", "composer-fsdp1"),
+                    ("llm-foundry", "composer-fsdp1"), ("mosaic", "composer-fsdp1"), ("deepspeed", "deepspeed"),
+                    ("megatron", "megatron-core"), ("perfmodel", "plain-torch"), ("plain", "plain-torch"))
+
+
+def stack_for_framework(text: str, where: str = "framework") -> str:
+    """The stack a runs table's `framework` cell names ('NeMo 24.05 (Megatron-Core)' -> nemo); a stack name is
+    taken as it is. InputError naming the cell and the valid names otherwise."""
+    low = str(text).strip().lower()
+    if low in STACKS:
+        return low
+    for word, stack in _FRAMEWORK_WORDS:
+        if word in low:
+            return stack
+    raise InputError(f"{where} = {text!r} names no known software stack; valid: one of {', '.join(STACKS)}, or "
+                     "a framework name containing NeMo, torchtitan, Composer/llm-foundry, DeepSpeed or Megatron")

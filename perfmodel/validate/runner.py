@@ -1,0 +1,301 @@
+"""`perfmodel validate`: run plans for real, predict them with a (calibrated) hardware spec, and compare.
+
+    perfmodel validate --sweep cpu-smoke --nproc 4 --plot cpu-smoke.png
+    perfmodel validate strategies/a.json strategies/b.json --nproc 4 --hardware my-cpu.yaml
+
+For a built-in sweep (`perfmodel.validate.sweeps`) the plan files are written into the output directory for the spec
+the predictions use; all plans run in one `torchrun` launch (`perfmodel.execute.run_plans.run_plans`); each is predicted
+with `estimate(model, spec, plan)`. The result is one table (predicted and measured step time and peak
+memory, signed errors; memory view by view: allocated, and reserved, device and between steps where measured),
+the step-time and memory MAPE, the Spearman rank correlation of predicted vs measured
+step time, a CSV and optionally a scatter plot. This module imports no torch (the executor runs in workers).
+
+The rows, metrics and printed text are `perfmodel.validate.metrics`'s; this module resolves and checks the input,
+predicts and runs (`perfmodel.cli.validate_command` is the subcommand).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from pydantic import Field
+
+from ..errors import InputError, Schema
+from ..files import check_output, check_suffix, write_atomic
+from ..spec.hardware import System, list_systems, load_hardware
+from ..spec.model import ModelConfig
+from ..spec.plan import Plan
+from ..spec.stack import EXECUTOR_STACK
+from .sweeps import SWEEPS, get_sweep
+from .metrics import EXTRA_VIEWS, GiB, ValidationResult, compare, summarize
+from .checkpoint_checks import checkpoint_rows
+
+DEVICES = ("auto", "cpu", "cuda")
+
+# nvidia-smi device names -> catalogue systems (one device of the system runs the plan).
+GPU_SYSTEMS = (("GB300", "gb300-nvl72"), ("GB200", "gb200-nvl72"), ("H200", "dgx-h200"),  # the longer names first
+               ("H100 80GB HBM3", "dgx-h100"), ("H100 SXM", "dgx-h100"), ("A100-SXM4-80GB", "dgx-a100-80gb"),
+               ("A100-SXM4-40GB", "dgx-a100-40gb"), ("B200", "dgx-b200"), ("B300", "dgx-b300"), ("MI300X", "mi300x-8"))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Input checks (before anything runs or is written)
+# ---------------------------------------------------------------------------------------------------------
+class _Entry(Schema):
+    name: str
+    kind: str
+    model: ModelConfig
+    plan: Plan
+    hardware: System | None = Field(None, description="a plan file's own spec (None for sweep entries)")
+    path: str | None = None
+
+
+def _check_dir(out_dir: Path) -> None:
+    """The output directory exists and is writable, or can be created (its nearest existing parent is)."""
+    if out_dir.exists():
+        if not out_dir.is_dir():
+            raise InputError(f"--out-dir {str(out_dir)!r} is a file; valid: a directory (it is created if missing)")
+        if not os.access(out_dir, os.W_OK):
+            raise InputError(f"--out-dir {str(out_dir)!r} is not writable")
+        return
+    parent = out_dir.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise InputError(f"--out-dir {str(out_dir)!r} cannot be created: {str(parent)!r} is not a writable directory")
+
+
+def _check_output(path: str | Path, what: str, suffix: str, out_dir: Path) -> Path:
+    if Path(path).absolute().parent == out_dir.absolute() and not out_dir.exists():
+        check_suffix(path, what, suffix)
+        return Path(path)  # goes into the output directory, checked (and created) with it
+    return check_output(path, what, suffix)
+
+
+def _gpu_name() -> str | None:
+    """The first CUDA device's name from nvidia-smi (no torch in this process), or None."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = out.stdout.strip().splitlines()
+    return names[0].strip() if out.returncode == 0 and names else None
+
+
+def catalogue_system_for(gpu_name: str | None) -> str | None:
+    """The catalogue system whose accelerator is this CUDA device (by nvidia-smi name), or None."""
+    if not gpu_name:
+        return None
+    for key, system in GPU_SYSTEMS:
+        if key.lower() in gpu_name.lower() and system in list_systems():
+            return system
+    return None
+
+
+def _entries(plans, sweep_name, nproc, device, hardware):
+    """Resolve the inputs: (entries, sweep or None, nproc, device, spec given or None). Loads and checks only."""
+    from ..spec.plan_file import load_plan_file
+
+    if plans and sweep_name:
+        raise InputError("validate takes plan files or --sweep, not both; valid: perfmodel validate PLAN.json ... "
+                         "or perfmodel validate --sweep NAME")
+    if not plans and not sweep_name:
+        raise InputError(f"validate needs plan files or --sweep NAME; valid sweeps: {', '.join(SWEEPS)}")
+    if device not in DEVICES:
+        raise InputError(f"--device = {device!r}; valid: {', '.join(DEVICES)}")
+    spec = load_hardware(hardware) if hardware is not None else None
+    if sweep_name:
+        sw = get_sweep(sweep_name)
+        if nproc is not None and nproc != sw.nproc:
+            raise InputError(f"--nproc = {nproc} does not match sweep {sw.name}, whose plans use {sw.nproc} "
+                             f"processes; valid --nproc: {sw.nproc}")
+        if device not in ("auto", sw.device):
+            raise InputError(f"--device = {device} does not match sweep {sw.name}, which runs on {sw.device}; "
+                             f"valid --device: {sw.device}")
+        entries = [_Entry(name=e.name, kind=e.kind, model=sw.model_of(e), plan=e.plan) for e in sw.plans]
+        nproc, device = sw.nproc, sw.device
+    else:
+        sw = None
+        entries = []
+        for p in plans:
+            pf = load_plan_file(p)
+            entries.append(_Entry(name=Path(p).name.removesuffix(".json"), kind=pf.created_by or "plan file",
+                                  model=pf.model, plan=pf.plan, hardware=pf.hardware, path=str(p)))
+        needs = sorted({e.plan.gpus for e in entries})
+        if len(needs) > 1:
+            raise InputError(f"plan files need {' and '.join(map(str, needs))} processes; validate runs them in one "
+                             "launch, so all must need the same number (plan.gpus)")
+        if nproc is not None and nproc != needs[0]:
+            raise InputError(f"--nproc = {nproc} but the plan files need {needs[0]} processes (plan.gpus); "
+                             f"valid --nproc: {needs[0]}")
+        nproc = needs[0]
+        kinds = sorted({e.hardware.accelerator.torch_device for e in entries})
+        if len(kinds) > 1:
+            raise InputError(f"plan files are for different device types ({', '.join(kinds)}); validate runs them "
+                             "in one launch on one device type")
+        if device == "auto":
+            device = kinds[0]
+        elif device != kinds[0]:
+            raise InputError(f"--device = {device} but the plan files are for {kinds[0]} parts "
+                             f"(hardware.accelerator.torch_device); valid --device: {kinds[0]}")
+    if device not in ("cpu", "cuda"):
+        raise InputError(f"device {device!r} cannot run plans here; valid: cpu, cuda")
+    if spec is not None and spec.accelerator.torch_device != device:
+        raise InputError(f"--hardware {hardware}: accelerator {spec.accelerator.name} runs on "
+                         f"{spec.accelerator.torch_device}, the plans on {device}; valid: a spec with "
+                         f"accelerator.torch_device {device} (e.g. perfmodel calibrate --device {device} --output "
+                         "SPEC.yaml)")
+    return entries, sw, nproc, device, spec
+
+
+# ---------------------------------------------------------------------------------------------------------
+# validate
+# ---------------------------------------------------------------------------------------------------------
+def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc: int | None = None,
+             hardware: str | Path | None = None, out_dir: Path = Path("validation"), steps: int | None = None,
+             warmup: int | None = None, rounds: int | None = None, device: str = "auto",
+             plot: str | Path | None = None, csv: str | Path | None = None,
+             quick_calibration: bool = True, timeout_s: float | None = None, echo=None,
+             checkpoint_every: int | None = None, checkpoint_async: bool = False) -> ValidationResult:
+    """Run `plans` (plan files) or the built-in `sweep` on `nproc` processes, predict each, compare.
+
+    Predictions use `hardware` when given. Otherwise a sweep on CPU calibrates this machine first
+    (`perfmodel.calibrate.machine.calibrate(device="cpu", nproc=nproc, quick=quick_calibration)`, written to
+    out_dir/calibrated.yaml); on CUDA it uses the catalogue system of the device (by nvidia-smi name), or
+    calibrates where none matches; plan files use their own hardware. `steps`/`warmup` default to the sweep's
+    (8/3 for plan files), `rounds` the sweep's (1 for plan files): the plans run that many times over,
+    interleaved, and each step time is the lowest round's median. Writes out_dir/validation.csv (or `csv`)
+    and, with `plot`, a PNG scatter. With `checkpoint_every` K every plan also saves its training state every K
+    steps (into out_dir/checkpoints, emptied first: validate's saves are scratch) and the result compares the
+    saves' bytes and write times with the forecast's checkpoint model (validate.checkpoint_checks).
+    All input is checked before anything runs or is written (InputError, one line).
+    """
+    echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    out_dir = Path(out_dir)
+    entries, sw, nproc, device, spec = _entries(plans, sweep, nproc, device, hardware)
+    steps = steps if steps is not None else (sw.steps if sw else 8)
+    warmup = warmup if warmup is not None else (sw.warmup if sw else 3)
+    rounds = rounds if rounds is not None else (sw.rounds if sw else 1)
+    if rounds < 1:
+        raise InputError(f"--rounds = {rounds}; valid: 1 or more")
+    if steps < 1 or warmup < 0 or warmup >= steps:
+        raise InputError(f"--steps = {steps}, --warmup = {warmup}; valid: steps >= 1 and 0 <= warmup < steps "
+                         "(the median is taken over the steps after warm-up)")
+    _check_dir(out_dir)
+    if checkpoint_async and checkpoint_every is None:
+        raise InputError("--checkpoint-async without --checkpoint-every: nothing is saved; valid: "
+                         "--checkpoint-every K --checkpoint-async")
+    if checkpoint_every is not None:
+        from ..execute.manifest import check_flags
+
+        check_flags(out_dir / "checkpoints", checkpoint_every, False, "async" if checkpoint_async else "sync", steps,
+                    rounds)
+    csv = _check_output(csv if csv is not None else out_dir / "validation.csv", "--csv", ".csv", out_dir)
+    if plot is not None:
+        plot = _check_output(plot, "--plot", ".png", out_dir)
+
+    # The spec the predictions use.
+    notes = []
+    gpu = _gpu_name() if device == "cuda" and spec is None and sw is not None else None
+    if spec is not None:
+        source = str(hardware)
+    elif sw is None:
+        source = "each plan file's own spec"
+    elif catalogue_system_for(gpu):
+        name = catalogue_system_for(gpu)
+        spec, source = load_hardware(name), f"catalogue system {name}, matching this GPU ({gpu})"
+    else:
+        from ..calibrate.machine import calibrate
+
+        out_dir.mkdir(parents=True, exist_ok=True)
+        target = out_dir / "calibrated.yaml"
+        echo(f"no --hardware given: calibrating this machine first ({device}, {nproc} processes, "
+             f"{'quick' if quick_calibration else 'full'}) -> {target}")
+        spec = calibrate(device=device, nproc=nproc, output=target, quick=quick_calibration, echo=echo)
+        source = f"calibrated on this machine just now ({'quick' if quick_calibration else 'full'}): {target}"
+        notes.append(f"predictions use a spec calibrated on this machine by this run ({target}); pass "
+                     "--hardware SPEC.yaml to reuse one")
+
+    # Predictions first: a spec that cannot predict a plan fails before the run.
+    from ..cost.estimate import evaluate_plan
+
+    # The executor is the plain-torch stack: a plan file priced for another stack is predicted as it will run
+    other = sorted({e.plan.stack for e in entries} - {EXECUTOR_STACK})
+    if other:
+        notes.append(f"plans priced for stack(s) {', '.join(other)} are predicted as the executor runs them, on the "
+                     f"{EXECUTOR_STACK} stack (hardware_specs/stacks/{EXECUTOR_STACK}.yaml)")
+    evaluated = [evaluate_plan(e.model, spec or e.hardware, e.plan.model_copy(update={"stack": EXECUTOR_STACK}))
+                 for e in entries]
+    predicted = [est for _, est in evaluated]
+    # A plan predicted not to fit would stop the whole launch when it runs out of memory: a sweep leaves it out
+    # (e.g. gpu-single on a 40 GiB part), plan files are refused.
+    big = [(e, est) for e, est in zip(entries, predicted) if not est.fits_in_memory]
+    for e, est in big:
+        need = (f"{est.memory_bytes.reserved / GiB:.1f} GiB reserved > a budget of {est.memory_budget_bytes / GiB:.1f}"
+                " GiB")
+        if sw is None:
+            raise InputError(f"plan file {e.path!r} is predicted not to fit in memory on {(spec or e.hardware).name} "
+                             f"({need}); validate runs plans that fit (one out-of-memory rank stops the launch)")
+        notes.append(f"{e.name} left out: predicted not to fit on {spec.name} ({need})")
+    if big:
+        keep = [i for i, est in enumerate(predicted) if est.fits_in_memory]
+        if not keep:
+            raise InputError(f"no plan of sweep {sw.name} is predicted to fit in memory on {spec.name}; valid: a "
+                             "spec with more device memory")
+        entries, predicted = [entries[i] for i in keep], [predicted[i] for i in keep]
+        evaluated = [evaluated[i] for i in keep]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if sw is not None:
+        from ..spec.plan_file import write_plan_file
+        from ..search.plan_writer import plan_file
+
+        plan_dir = out_dir / "plans"
+        plan_dir.mkdir(exist_ok=True)
+        files = [plan_file(e.model, spec, e.plan, created_by=f"perfmodel validate --sweep {sw.name}: {e.name}",
+                           evaluated=ev) for e, ev in zip(entries, evaluated)]
+        paths = [write_plan_file(pf, plan_dir / f"{e.name}.json", "--out-dir") for pf, e in zip(files, entries)]
+    else:
+        paths = [Path(e.path) for e in entries]
+
+    from ..execute.run_plans import run_plans
+
+    echo(f"running {len(paths)} plans in one timed launch on {nproc} {device} process{'es' if nproc > 1 else ''} "
+         f"({steps} steps each, {warmup} warm-up{f', {rounds} rounds' if rounds > 1 else ''})")
+    ckpt = {}
+    if checkpoint_every is not None:
+        ckpt = dict(checkpoint_dir=out_dir / "checkpoints", checkpoint_every=checkpoint_every,
+                    checkpoint_async=checkpoint_async)
+        shutil.rmtree(ckpt["checkpoint_dir"], ignore_errors=True)
+    measured = run_plans(paths, nproc, device=device, steps=steps, warmup=warmup, rounds=rounds, log_dir=out_dir,
+                         timeout_s=timeout_s, echo=echo, **ckpt)
+
+    # Like with like: the allocated view (what tensors hold, no allocator slack or runtime) against the allocated
+    # peak (CUDA max_memory_allocated, CPU resident peak less the resident size before the model was built);
+    # reserved and device where measured (CUDA), and what stays allocated between steps.
+    rows = [compare(e.name, e.kind, est.step_time_s, est.memory_bytes.allocated, m,
+                    {v: getattr(est.memory_bytes, v) for v in EXTRA_VIEWS})
+            for e, est, m in zip(entries, predicted, measured)]
+    notes.append("memory compared view by view: the predicted allocated view (weights, gradients, optimizer state, "
+                 "activations, transients) against the measured allocated peak of the most loaded rank; the "
+                 "reserved view (+ allocator fragmentation) and the device view (+ runtime: context, NCCL "
+                 "buffers, workspaces) against max_memory_reserved and NVML's device memory where measured (CUDA), "
+                 "and between steps against what stays allocated after a step")
+    result = summarize(rows, sweep=sw.name if sw else None, device=device, nproc=nproc,
+                       hardware=spec.name if spec else "each plan's own spec", hardware_source=source,
+                       targets=sw.targets if sw else None, notes=notes, measurements=measured)
+    result.checkpoints = checkpoint_rows([e.name for e in entries], [spec or e.hardware for e in entries], measured)
+    write_atomic(csv, lambda tmp: result.table.to_csv(tmp, index=False), "--csv")
+    result.csv_path = str(csv)
+    if plot is not None:
+        from ..plots.validation_scatter import validation_figure
+
+        validation_figure(result, plot)
+        result.plot_path = str(plot)
+    return result
