@@ -69,7 +69,7 @@ class Layouts:
 
     def __post_init__(self):
         for name in VARYING:
-            setattr(self, name, np.atleast_1d(np.asarray(getattr(self, name))))
+            setattr(self, name, np.ascontiguousarray(np.atleast_1d(getattr(self, name))))  # not strided: faster
         n = {len(getattr(self, name)) for name in VARYING}
         if len(n) != 1:
             raise ValueError(f"Layouts columns differ in length: {sorted(n)}")

@@ -46,6 +46,7 @@ class Mesh:
         self._rates: dict[tuple, tuple[float, float]] = {}  # (rings or packed key, kind) -> latency, s/byte
         self._keys: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}  # (mask, kind): latency, s/byte
         self._sizes: tuple | None = None
+        self._float_sizes: np.ndarray | None = None
 
     @classmethod
     def of(cls, system: System, lay) -> Mesh:
@@ -57,7 +58,9 @@ class Mesh:
 
     def sizes(self) -> np.ndarray:
         """Axis sizes, AXES order in the last dimension: (3,) for one plan, (plans, 3) for many."""
-        return np.stack(np.broadcast_arrays(*(self.size[a] for a in AXES)), axis=-1).astype(float)
+        if self._float_sizes is None:
+            self._float_sizes = np.stack(np.broadcast_arrays(*(self.size[a] for a in AXES)), axis=-1).astype(float)
+        return self._float_sizes
 
     def product(self, sel: np.ndarray) -> np.ndarray:
         """Product of the sizes of the axes selected by the boolean sel[..., axis]."""
@@ -157,6 +160,7 @@ def redistribution_steps(mesh: Mesh, src: np.ndarray, dst: np.ndarray, full_byte
     axis counts as sharded if it is Shard before or after (shrinking steps first, growing steps last). The
     all-to-all moves (n-1)/n of each rank's local bytes (NCCL's all-to-all bus bandwidth convention).
     """
+    one = np.ndim(src) == 1 and np.ndim(dst) == 1  # one placement for every plan: scalar groups
     src, dst = np.atleast_2d(src), np.atleast_2d(dst)
     s_shard, d_shard = src >= SHARD, dst >= SHARD
     partial = src == PARTIAL
@@ -165,11 +169,13 @@ def redistribution_steps(mesh: Mesh, src: np.ndarray, dst: np.ndarray, full_byte
     ag = s_shard & ~d_shard
     a2a = s_shard & d_shard & (src != dst)
     full = np.asarray(full_bytes, float)
-    local = full / mesh.product(sharded)
-    steps = [("reduce_scatter", full / mesh.product(sharded & ~rs), bits(rs))]
-    steps += [("all_to_all", local, np.where(a2a[:, a], 1 << a, 0)) for a in range(src.shape[1])]
-    steps += [("all_reduce", local, bits(ar)), ("all_gather", full / mesh.product(d_shard), bits(ag))]
-    return [s for s in steps if np.any(s[2])]
+    # (kind, the axes it is sharded over as it moves, group): the bytes only for the steps that run
+    steps = [("reduce_scatter", sharded & ~rs, bits(rs))]
+    steps += [("all_to_all", sharded, np.where(a2a[:, a], 1 << a, 0)) for a in range(src.shape[1])]
+    steps += [("all_reduce", sharded, bits(ar)), ("all_gather", d_shard, bits(ag))]
+    if one:
+        steps = [(kind, over, int(mask[0])) for kind, over, mask in steps]
+    return [(kind, full / mesh.product(over), mask) for kind, over, mask in steps if np.any(mask)]
 
 
 def redistribution_time(mesh: Mesh, src: np.ndarray, dst: np.ndarray, full_bytes) -> np.ndarray:

@@ -10,7 +10,7 @@ reads from the previous layer; the head what it reads from the last layer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -100,26 +100,38 @@ def unit_ops(model: ModelConfig, system: System, plan: Plan | Layouts,
 def unit_edges(model: ModelConfig, system: System, lay: Layouts) -> dict[str, Comm]:
     """The tensors each unit passes between its operators under Megatron-LM's placements, per micro-batch: one
     `Comm` per unit (its collectives on tp: exposed, but for sequence parallelism's re-gather of GEMM inputs,
-    `sharded.edge_cost`), costed once per distinct combination of the fields they read (`Layouts.distinct`)."""
+    `sharded.edge_cost`), costed once per distinct combination of the fields they read (`Layouts.distinct`), and
+    for the plans with and without sequence parallelism apart: each has one placement of every tensor, so its
+    collectives are over one group of mesh axes (`cost.mesh.Mesh.collective` prices those once per mesh)."""
     # Megatron's placements move nothing over dp (every operator splits the batch there alike; a tensor's bytes
     # on a device do not depend on dp), so one dp stands for all
     first, inverse = lay.distinct(("tp", "cp", "micro_batch", "sequence_parallel", "recompute"))
     sub = lay.take(first)
-    mesh, ops = Mesh.of(system, sub), operators(model)
-    f, sp = overlap_fraction(system, load_stack(lay.stack)), sub.sequence_parallel[:, None]
+    parts: dict[str, list] = {}
+    for sp in (False, True):
+        rows = np.flatnonzero(sub.sequence_parallel == sp)
+        if len(rows):
+            for unit, comm in _edges_of(model, system, sub.take(rows), sp).items():
+                parts.setdefault(unit, []).append((rows, comm))
+    return {unit: spread(_scattered(pieces, len(sub)), inverse) for unit, pieces in parts.items()}
+
+
+def _edges_of(model: ModelConfig, system: System, lay: Layouts, sp: bool) -> dict[str, Comm]:
+    """`unit_edges` for plans that all have sequence parallelism `sp` (one placement code per tensor)."""
+    mesh, ops = Mesh.of(system, lay), operators(model)
+    f = overlap_fraction(system, load_stack(lay.stack))
     out = {}
     for unit, edges in UNIT_EDGES.items():
         fwd = bwd = 0.0
         rows = []
         for src, dst, slot in edges:
-            (o0, i0), (o1, i1) = (megatron_codes(src, dst, slot, v) for v in (False, True))
-            o, i = np.where(sp, o1, o0), np.where(sp, i1, i0)
-            passes = forward_passes(edge_unit(src, dst), sub.recompute)
-            ec = edge_cost(mesh, o, i, output_bytes(ops[src], sub), passes, keeps_shard(o, i, ops[dst]), f)
+            o, i = megatron_codes(src, dst, slot, sp)
+            passes = forward_passes(edge_unit(src, dst), lay.recompute)
+            ec = edge_cost(mesh, o, i, output_bytes(ops[src], lay), passes, keeps_shard(o, i, ops[dst]), f)
             w = edge_share(model, src, dst)  # a MoE model's dense-MLP tensors pass in the layers that have them
             fwd, bwd = fwd + w * ec.fwd, bwd + w * ec.bwd
             rows = rows + [(k, b, msk, sec, calls * w) for k, b, msk, sec, calls in ec.steps]
-        n = len(sub)
+        n = len(lay)
         calls = sum(r[4] for r in rows) + np.zeros(n)
         total = sum(r[3] * r[4] for r in rows) + np.zeros(n)
         nbytes = sum(r[1] * r[4] for r in rows) + np.zeros(n)
@@ -128,12 +140,27 @@ def unit_edges(model: ModelConfig, system: System, lay: Layouts) -> dict[str, Co
                    for i, k in enumerate(kinds)) + np.zeros(n, np.int64)
         names = {c: " / ".join(k for i, k in enumerate(kinds) if c >> i & 1) or "none" for c in np.unique(code)}
         label = np.array([names[c] for c in code.tolist()], dtype=object)
-        per = lambda x: np.divide(x, calls, out=np.zeros_like(calls), where=calls > 0)
-        comm = Comm(TP_NAMES[unit], label, "tp", nbytes=per(nbytes), seconds=per(total), calls=calls,
-                    fwd=fwd + np.zeros(n), bwd=bwd + np.zeros(n), unit=unit, part="tp_comm", mask=BIT["tp"],
-                    active=calls > 0)
-        out[unit] = spread(comm, inverse)
+        per = lambda x: np.divide(x, calls, out=np.zeros_like(calls), where=calls > 0)  # noqa: E731
+        out[unit] = Comm(TP_NAMES[unit], label, "tp", nbytes=per(nbytes), seconds=per(total), calls=calls,
+                         fwd=fwd + np.zeros(n), bwd=bwd + np.zeros(n), unit=unit, part="tp_comm", mask=BIT["tp"],
+                         active=calls > 0)
     return out
+
+
+def _scattered(pieces: list[tuple[np.ndarray, Comm]], n: int) -> Comm:
+    """One Comm over n rows from Comms over disjoint subsets of them (`rows`): their per-row fields put in place."""
+    rows0, first = pieces[0]
+    out = {}
+    for field in fields(first):
+        x = getattr(first, field.name)
+        if isinstance(x, np.ndarray) and x.ndim:
+            full = np.empty(n, x.dtype)
+            for rows, comm in pieces:
+                full[rows] = getattr(comm, field.name)
+            out[field.name] = full
+        else:
+            out[field.name] = x
+    return Comm(**out)
 
 
 def host_counts(ops: list[Op], comms: list[Comm], recompute) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
