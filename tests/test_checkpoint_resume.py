@@ -156,7 +156,7 @@ def test_validate_prints_the_saves_against_the_forecast(runs, monkeypatch, capsy
     table = lines[lines.index(next(x for x in lines if x.startswith("checkpoints (times"))) + 2:][:2]
     assert [row.split()[:2] for row in table] == [["ddp", "2"], ["fsdp", "2"]]  # plan, saves
     assert all(row.split()[-1].endswith("s") for row in table)  # resumed: a read time was measured
-    assert "run.forecast.DEFAULT_STORAGE (none in" in out  # the CPU spec names no store: which tier is said
+    assert "run.reliability.DEFAULT_STORAGE (none in" in out  # the CPU spec names no store: which tier is said
     assert "14 B/param" in out and "12 B/param" in out
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from perfmodel import Plan, estimate, load_model
 from perfmodel.errors import InputError
-from perfmodel.run.forecast import DEFAULT_STORAGE, INTERRUPTION_RATE, RampStage, forecast, parse_tokens
+from perfmodel.run.forecast import RampStage, forecast, parse_tokens
+from perfmodel.run.reliability import DEFAULT_STORAGE, INTERRUPTION_RATE
 
 PLAN = Plan(gpus=64, tp=8, pp=1, micro_batch=1, global_batch=128, seq_len=4096, sequence_parallel=True, zero=1)
 MODEL, SYSTEM = "llama-3-8b", "dgx-h100"

@@ -232,9 +232,7 @@ def test_validate_compares_each_view_with_its_prediction(tmp_path, monkeypatch):
             out.append(m)
         return out
 
-    fake = types.ModuleType("perfmodel.execute")
-    fake.run_plans = run_plans
-    monkeypatch.setitem(sys.modules, "perfmodel.execute", fake)
+    monkeypatch.setattr("perfmodel.execute.run_plans.run_plans", run_plans)
     res = validate(paths, out_dir=tmp_path / "out", echo=lambda line: None)
     df = res.table
     assert list(df.columns) == COLUMNS

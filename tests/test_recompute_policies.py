@@ -96,7 +96,7 @@ def test_bad_recompute_and_headroom_values_are_one_line(extra, names):
 def test_headroom_is_on_the_namespace_of_predict_and_forecast():
     parser = build_parser()
     for cmd in (PRED, ["forecast", *PRED[1:-2], "--tokens", "1e9"]):
-        assert parser.parse_args(cmd).headroom is None  # the model's default (spec.result.DEFAULT_HEADROOM)
+        assert parser.parse_args(cmd).headroom is None  # the model's default (spec.hardware.DEFAULT_HEADROOM)
         assert parser.parse_args([*cmd, "--headroom", "0.25"]).headroom == 0.25
         assert parser.parse_args([*cmd, "--headroom", "0"]).headroom == 0.0
 

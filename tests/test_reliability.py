@@ -103,9 +103,9 @@ def simulate_waiting_s(work_s, interval_s, delta_s, restart_s, mtbf_s, runs, rng
 
 @pytest.mark.parametrize("delta, restart, mtbf", [(60.0, 600.0, 3 * 3600.0), (600.0, 1800.0, 1.0 * 3600.0)])
 def test_waiting_time_agrees_with_a_monte_carlo_simulation(delta, restart, mtbf):
-    """run.forecast.waiting_per_compute_s (what the energy model charges at idle power) against the same simulation:
+    """run.reliability.waiting_per_compute_s (what the energy model charges at idle power) against the same simulation:
     checkpoint writes and restarts, interrupted ones included, within 2%."""
-    from perfmodel.run.forecast import waiting_per_compute_s
+    from perfmodel.run.reliability import waiting_per_compute_s
 
     rng = np.random.default_rng(2)
     tau = daly_interval(delta, mtbf)

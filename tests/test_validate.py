@@ -8,8 +8,6 @@ import argparse
 import importlib.util
 import json
 import math
-import sys
-import types
 from pathlib import Path
 
 import pandas as pd
@@ -272,12 +270,10 @@ def test_plot_points_equal_table(cpu, tmp_path):
 @pytest.fixture
 def no_executor(monkeypatch):
     """Any call into the executor fails the test."""
-    fake = types.ModuleType("perfmodel.execute")
 
     def run_plans(*a, **k):
         raise AssertionError("the executor ran although the input was bad")
-    fake.run_plans = run_plans
-    monkeypatch.setitem(sys.modules, "perfmodel.execute", fake)
+    monkeypatch.setattr("perfmodel.execute.run_plans.run_plans", run_plans)
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -329,9 +325,7 @@ def test_plans_that_do_not_fit(tmp_path, cpu, monkeypatch):
     def run_plans(paths, nproc, **k):
         seen.extend(p.name for p in paths)
         raise SystemExit("stop")  # the test only needs what would run
-    fake = types.ModuleType("perfmodel.execute")
-    fake.run_plans = run_plans
-    monkeypatch.setitem(sys.modules, "perfmodel.execute", fake)
+    monkeypatch.setattr("perfmodel.execute.run_plans.run_plans", run_plans)
     h100 = load_hardware("dgx-h100").model_dump()
     small = System.parse({**h100, "name": "h100-24g", "accelerator": {**h100["accelerator"], "hbm_capacity_gib": 24}})
     (tmp_path / "small.yaml").write_text(json.dumps(small.model_dump()))
@@ -382,9 +376,7 @@ def test_validate_flow_with_stand_in_executor(tmp_path, cpu_yaml, monkeypatch):
             measurement_path(p).write_text(m.model_dump_json())
         return out
 
-    fake = types.ModuleType("perfmodel.execute")
-    fake.run_plans = run_plans
-    monkeypatch.setitem(sys.modules, "perfmodel.execute", fake)
+    monkeypatch.setattr("perfmodel.execute.run_plans.run_plans", run_plans)
     out = tmp_path / "out"
     res = validate(sweep="cpu-smoke", nproc=4, hardware=cpu_yaml, out_dir=out, plot=out / "v.png",
                    echo=lambda line: None)
@@ -418,7 +410,7 @@ def _executor_ready() -> bool:
     if importlib.util.find_spec("torch") is None:
         return False
     try:
-        from perfmodel.execute.run_plans.run_plans import run_plans  # noqa: F401
+        from perfmodel.execute.run_plans import run_plans  # noqa: F401
     except ImportError:
         return False
     return True

@@ -9,7 +9,8 @@ from .argtypes import MAX_COUNT, number, path
 from ..run.energy import COMM_SHARE, HOST_SHARE, IDLE_SHARE, PUE
 from ..run.energy import RANGES as ENERGY_RANGES
 from ..errors import InputError
-from ..run.forecast import INTERRUPTION_RATE, RESTART_OVERHEAD_S, Forecast, RampStage, forecast, parse_tokens
+from ..run.forecast import Forecast, RampStage, forecast, parse_tokens
+from ..run.reliability import INTERRUPTION_RATE, RESTART_OVERHEAD_S
 from ..run.forecast import RANGES as FORECAST_RANGES
 from .plan_flags import add_plan_flags, plan_from_args
 
@@ -94,7 +95,7 @@ def run(a: argparse.Namespace) -> str:
                  grid_intensity=a.grid_intensity, storage=storage)
     out = f.model_dump_json(indent=2) if a.format == "json" else forecast_table(f)
     if a.plot is not None:
-        from ..run.forecast import DEFAULT_STORAGE
+        from ..run.reliability import DEFAULT_STORAGE
         from ..plots.goodput import forecast_figure
 
         forecast_figure(f, storage or system.storage or DEFAULT_STORAGE, a.plot)

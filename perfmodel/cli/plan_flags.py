@@ -6,18 +6,21 @@ from __future__ import annotations
 import argparse
 import math
 import typing
+from typing import TYPE_CHECKING
 
 from .argtypes import integer, path
-from ..spec.result import DEFAULT_HEADROOM
+from ..spec.hardware import DEFAULT_HEADROOM
 from ..errors import InputError
 from ..spec.hardware import System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
 from ..spec.plan import Dispatcher, Plan, Precision, resolve
-from ..spec.plan_file import PlanFile, load_plan_file
 from ..spec.recompute import RECOMPUTE_MODULES, Recompute
 from ..spec.stack import DEFAULT_STACK, STACKS
 from ..spec import example
+
+if TYPE_CHECKING:  # plan files are read only for --plan
+    from ..spec.plan_file import PlanFile
 
 PRECISIONS = typing.get_args(Precision)  # the plan's own list
 DISPATCHERS = typing.get_args(Dispatcher)
@@ -106,7 +109,7 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("--headroom", type=fraction("--headroom", "share of the memory the fit test keeps free"),
                     metavar="FRACTION",
                     help="share of the allocator's room (capacity - runtime) a plan must leave free to count as "
-                         f"fitting (default {DEFAULT_HEADROOM}, the model's: perfmodel.spec.result.DEFAULT_HEADROOM)")
+                         f"fitting (default {DEFAULT_HEADROOM}, the model's: perfmodel.spec.hardware.DEFAULT_HEADROOM)")
 
 
 def add_compression_flags(pr: argparse.ArgumentParser, default: str | None = "none") -> None:
@@ -124,6 +127,12 @@ PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "cp", "vpp", "ep", 
               "attention", "grad_dtype", "grad_compression", "powersgd_rank", "stack", "first_stage_layers", "last_stage_layers",
               "sequence_parallel", "no_overlap_dp_comm", "account_for_embedding", "account_for_loss", "moe_overlap")
 VALUE_FLAGS = PLAN_FLAGS[2:PLAN_FLAGS.index("sequence_parallel")]  # the plan fields given by value
+
+
+def headroom_of(a: argparse.Namespace) -> float:
+    """--headroom, or the model's default where the command was given none."""
+    h = getattr(a, "headroom", None)
+    return DEFAULT_HEADROOM if h is None else h
 
 
 def example_flags() -> list[str]:
@@ -157,6 +166,8 @@ def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, Pl
         given = [f"--{k.replace('_', '-')}" for k in PLAN_FLAGS if getattr(a, k) not in (None, False)]
         if given:
             raise InputError(f"{a.cmd} --plan takes its inputs from the plan file; drop {', '.join(given)}")
+        from ..spec.plan_file import load_plan_file
+
         pf = load_plan_file(a.plan)
         return pf.model, pf.hardware, pf.plan, pf
     missing = [f"--{k.replace('_', '-')}" for k in PREDICT_INPUTS if getattr(a, k) is None]

@@ -8,10 +8,9 @@ import sys
 
 from ..errors import InputError
 from ..files import check_output
-from ..spec.result import DEFAULT_HEADROOM
 from ..spec.plan_file import write_plan_file
 from .argtypes import path
-from .plan_flags import EXAMPLE, add_plan_flags, no_plan_given, plan_from_args, use_example
+from .plan_flags import EXAMPLE, add_plan_flags, headroom_of, no_plan_given, plan_from_args, use_example
 
 
 def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
@@ -41,12 +40,6 @@ def run(a: argparse.Namespace) -> str:
         estimate_figure(out, a.plot)
         print(f"wrote {a.plot}", file=sys.stderr)
     return out.model_dump_json(indent=2) if a.format == "json" else estimate_table(out)
-
-
-def headroom_of(a) -> float:
-    """--headroom, or the model's default where the command was given none."""
-    h = getattr(a, "headroom", None)
-    return DEFAULT_HEADROOM if h is None else h
 
 
 def estimate_from_args(a):

@@ -12,12 +12,10 @@ from ..search.ranking import OBJECTIVES, search
 from ..search.space import Space
 from ..spec.hardware import load_hardware
 from ..spec.model_catalogue import load_model
-from ..spec.result import DEFAULT_HEADROOM
-from ..spec.plan_file import write_plan_file
+from ..spec.hardware import DEFAULT_HEADROOM
 from ..spec.stack import DEFAULT_STACK, STACKS
 from .argtypes import counts, integer, number, path
-from .plan_flags import DISPATCHERS, PRECISIONS, add_compression_flags
-from .predict_command import headroom_of
+from .plan_flags import DISPATCHERS, PRECISIONS, add_compression_flags, headroom_of
 
 
 def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
@@ -101,6 +99,7 @@ def run(a: argparse.Namespace) -> str:
     extra = []
     if a.output:
         from ..search.plan_writer import plan_file
+        from ..spec.plan_file import write_plan_file
 
         pf = plan_file(result.model, result.system, result.plan(0), balance=True,
                        created_by="perfmodel " + " ".join(sys.argv[1:]), headroom=headroom_of(a))

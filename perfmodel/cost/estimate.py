@@ -15,8 +15,8 @@ from ..spec.hardware import System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
 from ..spec.plan import Plan, resolve, split_of
+from ..spec.hardware import DEFAULT_HEADROOM
 from ..spec.result import (
-    DEFAULT_HEADROOM,
     CommTime,
     Estimate,
     MemoryBreakdown,

@@ -19,7 +19,7 @@ from ..spec.hardware import System
 from ..spec.model import ModelConfig
 from ..spec.operators import EMBEDDING_OPS, HEAD_EDGES, HEAD_OPS, LAYER_EDGES, LAYER_OPS, megatron_dim
 from ..spec.plan import Plan
-from ..spec.result import DEFAULT_HEADROOM
+from ..spec.hardware import DEFAULT_HEADROOM
 from ..spec.stack import load_stack
 from .compression import GRAD_BYTES, error_feedback_bytes
 from .kernels import GEMM_INPUT_BYTES

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..spec.hardware import System
 from ..spec.model import ModelConfig
-from ..spec.result import DEFAULT_HEADROOM
+from ..spec.hardware import DEFAULT_HEADROOM
 from . import comm as C
 from .compression import compression_seconds, layout_wire_bytes
 from .flops import model_flops_per_token, mtp_flops_per_token, recompute_flops_per_token
@@ -169,13 +169,16 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
                         fwd=p2p / 2, bwd=p2p / 2, unit="stage", part="pp_comm", tier=link, active=pp > 1)]
 
     # --- stages ----------------------------------------------------------------------------------------------
-    stage_part = {k: st.seconds({u: parts[u][k] for u in UNITS}) for k in STAGE_PARTS}
-    stage_part["pp_comm"] = stage_part["pp_comm"] + p2p
+    # per micro-batch of each stage: its units' seconds and its sends; the slowest stage's, part by part
     sends = np.where(pp > 1, 2.0 * v, 0.0)  # send/recv calls per micro-batch of a stage
-    stage_part["overhead"] = stage_part["overhead"] + host_seconds(costs, 0.0, sends)
-    per_mb = sum(stage_part.values())
-    bottleneck = np.argmax(np.where(st.valid, per_mb, -np.inf), axis=0)
+    send_host = host_seconds(costs, 0.0, sends)
     unit_time = {u: per_plan(sum(units.parts[u].values())) for u in UNITS}
+    per_mb = st.seconds(unit_time) + p2p + send_host
+    bottleneck = np.argmax(np.where(st.valid, per_mb, -np.inf), axis=0)
+    held = {u: pick(st.count(u), bottleneck) for u in UNITS}  # units on the slowest stage
+    stage_part = {k: sum(parts[u][k] * held[u] for u in UNITS) for k in STAGE_PARTS}
+    stage_part["pp_comm"] = stage_part["pp_comm"] + p2p
+    stage_part["overhead"] = stage_part["overhead"] + send_host
     t_mean = (sum(unit_time[u] * n for u, n in unit_counts(model).items()) + pp * p2p) / pp
     t_max = pick(per_mb, bottleneck)
     t_pipe = pipeline_time(m, t_max, t_mean, pp, v)
@@ -244,12 +247,12 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     t_host = stack.step_overhead_s + host_seconds(costs, 0.0, step_calls)
 
     step = t_pipe + dp_exposed + t_opt + t_host
-    time = {k: pick(stage_part[k], bottleneck) * m for k in STAGE_PARTS}
+    time = {k: stage_part[k] * m for k in STAGE_PARTS}
     time.update(dp_comm=dp_exposed + none, bubble=t_pipe - m * t_max, optimizer=t_opt + none,
                 overhead=time["overhead"] + t_host, total=step)
     # what the host dispatches per step on the slowest stage (what calibrate's host probe fits to)
-    host_kernels = pick(st.seconds(kernels), bottleneck) * m
-    host_calls = pick(st.seconds(calls_of) + sends, bottleneck) * m + step_calls
+    host_kernels = sum(kernels[u] * held[u] for u in UNITS) * m
+    host_calls = (sum(calls_of[u] * held[u] for u in UNITS) + sends) * m + step_calls
     time = calibrated(time, system)
     memory, mem_kind = stage_memory(model, system, lay, st) if memory is None else memory
 

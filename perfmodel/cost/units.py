@@ -138,7 +138,8 @@ def _edges_of(model: ModelConfig, system: System, lay: Layouts, sp: bool) -> dic
         kinds = sorted({r[0] for r in rows})
         code = sum((np.broadcast_to(sum(np.asarray(r[4]) for r in rows if r[0] == k) > 0, (n,)) << i)
                    for i, k in enumerate(kinds)) + np.zeros(n, np.int64)
-        names = {c: " / ".join(k for i, k in enumerate(kinds) if c >> i & 1) or "none" for c in np.unique(code)}
+        # (a plain np.unique would import numpy.ma, 20 ms at start-up)
+        names = {c: " / ".join(k for i, k in enumerate(kinds) if c >> i & 1) or "none" for c in set(code.tolist())}
         label = np.array([names[c] for c in code.tolist()], dtype=object)
         per = lambda x: np.divide(x, calls, out=np.zeros_like(calls), where=calls > 0)  # noqa: E731
         out[unit] = Comm(TP_NAMES[unit], label, "tp", nbytes=per(nbytes), seconds=per(total), calls=calls,

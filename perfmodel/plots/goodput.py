@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..run.forecast import Forecast, goodput_at
+from ..run.forecast import Forecast
+from ..run.reliability import goodput_at
 from ..spec.hardware import Storage
 from .canvas import pyplot, save
 

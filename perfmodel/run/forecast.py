@@ -3,10 +3,9 @@ goodput (`perfmodel forecast`; every output field is explained in docs/forecast.
 
 From a plan's estimate (`cost.estimate`): the failure-free compute time of all steps (a batch-size ramp's steps
 at their own global batch first). The checkpoint holds every parameter's bf16 weight and its fp32 master copy and
-two Adam moments (14 B per parameter: BLOOM-176B's 2.3 TB checkpoint, Megatron-Bridge's memory estimator;
-`cost.memory` WEIGHT_BYTES + OPTIMIZER_BYTES), written by all nodes at once to the system's store
-(`spec.hardware.Storage`, or DEFAULT_STORAGE). Interruptions, checkpoint interval and wall time follow
-`perfmodel.run.reliability` (Young 1974; Daly 2006).
+two Adam moments (`run.reliability.checkpoint_bytes`), written by all nodes at once to the system's store
+(`spec.hardware.Storage`, or `run.reliability.DEFAULT_STORAGE`). Interruptions, checkpoint interval, wall time
+and goodput follow `perfmodel.run.reliability` (Young 1974; Daly 2006).
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from typing import Literal
 from pydantic import Field
 
 from ..cost.estimate import estimate
-from ..cost.memory import OPTIMIZER_BYTES, WEIGHT_BYTES
 from .energy import Power, activity, facility_kwh, power_for
 from ..errors import Count, InputError, Schema, check_number
 from ..spec.hardware import Storage, System, load_hardware
@@ -26,34 +24,13 @@ from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
 from ..spec.plan import Plan, resolve
 from .reliability import (
+    DEFAULT_STORAGE,
+    INTERRUPTION_RATE,
+    RESTART_OVERHEAD_S,
     SECONDS_PER_HOUR,
-    daly_interval,
-    expected_wall_s,
-    interval_for_async,
-    job_mtbf_s,
+    checkpoint_bytes,
+    goodput_at,
 )
-
-# Llama 3 405B: 419 unexpected interruptions in 54 days on 16,384 H100 (Dubey et al. 2024, arXiv 2407.21783,
-# Sec. 3.3.4, Table 5) = 1.97e-5 per GPU-hour; BLOOM-176B (1 GPU failure a week on 384 A100: 1.55e-5) and a
-# 504-GPU B200 cluster (10 GPU failures in 55 days: 1.5e-5, arXiv 2605.09370) agree.
-INTERRUPTION_RATE = 419 / (54 * 24 * 16384)
-# Detecting a failure and rescheduling the job before the checkpoint is read: the median automatic retry
-# interval of the 504-GPU B200 cluster, 11 min (arXiv 2605.09370); FlashRecovery's 150 s is the best case
-# (arXiv 2509.03047), hours where restarts are manual.
-RESTART_OVERHEAD_S = 660.0
-DEFAULT_STORAGE = Storage(
-    write_gbps=250, read_gbps=700, node_gbps=25, devices_per_node=8, write_efficiency=0.16, read_efficiency=0.215,
-    staging_gbps=64,
-    sources={
-        "write_gbps": "504-GPU B200 cluster report (arXiv 2605.09370): the NFS store's 250 GB/s maximum write",
-        "read_gbps": "same report: 700 GB/s maximum read",
-        "node_gbps": "same report: one 200 Gb/s RoCE link per node = 25 GB/s",
-        "devices_per_node": "same report: 63 nodes x 8 B200",
-        "write_efficiency": "same report: checkpoint save bursts average 16.0% of the store's write peak (523 "
-                            "checkpoint events)",
-        "read_efficiency": "same report: restart loads average 21.5% of the read peak",
-        "staging_gbps": "NVIDIA H100 datasheet: PCIe Gen5 128 GB/s (both directions) = 64 GB/s device to host"})
-
 
 class RampStage(Schema):
     """Steps run at a smaller global batch before the plan's own (a batch-size warm-up)."""
@@ -146,51 +123,6 @@ def parse_tokens(text: str | float) -> float:
     if not value > 0 or not math.isfinite(value):
         raise InputError(f"--tokens {text!r}: valid: a positive, finite token count")
     return value
-
-
-def checkpoint_bytes(model: ModelConfig) -> float:
-    """Bytes of one checkpoint of the whole model: bf16 weights, fp32 master weights and two fp32 Adam moments
-    per parameter, the MTP modules included (module docstring)."""
-    return model.n_params(mtp=True) * (WEIGHT_BYTES + OPTIMIZER_BYTES)
-
-
-def checkpoint_seconds(nbytes: float, gpus: int, storage: Storage) -> tuple[float, float, float]:
-    """(write, read, async blocking) seconds of one checkpoint of `nbytes` written by all of a job's nodes at once:
-    the slower of the store's aggregate peak and the nodes' links, at the share of it a burst reaches; the
-    blocking copy of an asynchronous checkpoint moves each device's 1 / gpus share to host memory."""
-    nodes = math.ceil(gpus / storage.devices_per_node)
-    write = nbytes / (min(storage.write_gbps, nodes * storage.node_gbps) * 1e9 * storage.write_efficiency)
-    read = nbytes / (min(storage.read_gbps, nodes * storage.node_gbps) * 1e9 * storage.read_efficiency)
-    return write, read, nbytes / gpus / (storage.staging_gbps * 1e9)
-
-
-def waiting_per_compute_s(tau: float, delta: float, restart: float, mtbf: float, goodput: float) -> float:
-    """Seconds per compute second that a job waits, under Daly's model (reliability module docstring), in
-    checkpoint writes and in restarts, interrupted ones included. A segment is attempted until it completes
-    (e^((tau + delta) / M) attempts), e^(delta / M) of them reach the checkpoint and spend min(delta, Exp(M)) in it,
-    M (1 - e^(-delta / M)) on average: M expm1(delta / M) per segment, over tau. Each of the wall / M interruptions
-    starts a restart that lasts min(R, Exp(M)): wall / compute x (1 - e^(-R / M)). The rest of wall - compute is
-    computing work that is lost and done again. To first order: delta / tau + R / (M goodput)."""
-    return mtbf * math.expm1(delta / mtbf) / tau - math.expm1(-restart / mtbf) / goodput
-
-
-def goodput_at(gpus: int, nbytes: float, storage: Storage, rate: float, restart_overhead_s: float,
-               mode: Literal["sync", "async"], interval_s: float | None = None) -> dict[str, float]:
-    """A job on `gpus` devices with a checkpoint of `nbytes`: its checkpoint times, interruption rate, interval
-    (Daly's optimum unless given), goodput = compute / expected wall time (`run.reliability.expected_wall_s`,
-    which is linear in the compute, so goodput does not depend on it), and the seconds per compute second that
-    the devices wait, blocked by checkpoints or restarting (`waiting_per_compute_s`)."""
-    write, read, staging = checkpoint_seconds(nbytes, gpus, storage)
-    delta = staging if mode == "async" else write
-    mtbf = job_mtbf_s(rate, gpus)
-    tau = daly_interval(delta, mtbf) if interval_s is None else interval_s
-    tau = interval_for_async(tau, write) if mode == "async" else tau
-    restart = restart_overhead_s + read
-    goodput = tau / expected_wall_s(tau, tau, delta, restart, mtbf)
-    # of the wall time beyond the compute, checkpoints and restarts wait; the rest is lost work computed again
-    waiting = waiting_per_compute_s(tau, delta, restart, mtbf, goodput)
-    return dict(write_s=write, read_s=read, delta_s=delta, mtbf_s=mtbf, interval_s=tau, restart_s=restart,
-                goodput=goodput, waiting_per_compute_s=waiting)
 
 
 def forecast(model: ModelConfig | str, system: System | str, plan: Plan, tokens: str | float,

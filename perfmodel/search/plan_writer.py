@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..spec.result import DEFAULT_HEADROOM
+from ..spec.hardware import DEFAULT_HEADROOM
 from ..cost.estimate import evaluate_plan, prediction_of
 from ..cost.step import Step
 from ..spec.hardware import System

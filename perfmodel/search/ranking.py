@@ -7,7 +7,7 @@ rank them by the objective:
   cost: GPU-hours per step = step time * gpus / 3600 (the global batch is the same for every GPU count, so
         this is the GPU-time per token up to a constant);
   train-time, train-cost: the same with interruptions and checkpoints counted: step time / goodput, where
-        goodput is `perfmodel.run.forecast.goodput_at` for the GPU count (its default interruption rate, restart and
+        goodput is `perfmodel.run.reliability.goodput_at` for the GPU count (its default interruption rate, restart and
         store, synchronous checkpoints at Daly's interval), which falls as the job grows;
   energy: facility kWh per step, the same counted (`perfmodel.run.energy` at its defaults: the step at its
         activity, lost work computed again, checkpoints and restarts waiting).
@@ -21,13 +21,12 @@ from functools import cached_property
 
 import numpy as np
 
-from ..cost.estimate import estimate
-from ..spec.result import DEFAULT_HEADROOM
+from ..spec.hardware import DEFAULT_HEADROOM
 from ..cost.memory import memory_budget, stage_memory, state_floor
 from ..cost.step import evaluate
 from ..run.energy import Power, activity, facility_kwh, power_for
 from ..errors import InputError
-from ..run.forecast import DEFAULT_STORAGE, INTERRUPTION_RATE, RESTART_OVERHEAD_S, checkpoint_bytes, goodput_at
+from ..run.reliability import DEFAULT_STORAGE, INTERRUPTION_RATE, RESTART_OVERHEAD_S, checkpoint_bytes, goodput_at
 from ..spec.hardware import System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
@@ -105,6 +104,8 @@ class SearchResult:
 
     def estimate(self, rank: int = 0):
         """The plan of row `rank` as a full Estimate (breakdowns, stages) of the cost model."""
+        from ..cost.estimate import estimate  # the report's schemas: only where a plan is reported
+
         return estimate(self.model, self.system, self.plan(rank), self.headroom)
 
     def summary(self) -> str:
@@ -155,7 +156,7 @@ def _columns(lay, step, run: dict, power: Power | None) -> dict[str, np.ndarray]
 
 
 def run_goodput(model: ModelConfig, system: System, gpus: int) -> dict[str, float]:
-    """`perfmodel.run.forecast.goodput_at` of a job on `gpus` devices of `system` at the forecast's defaults."""
+    """`perfmodel.run.reliability.goodput_at` of a job on `gpus` devices of `system` at the forecast's defaults."""
     return goodput_at(gpus, checkpoint_bytes(model), system.storage or DEFAULT_STORAGE, INTERRUPTION_RATE,
                       RESTART_OVERHEAD_S, "sync")
 

@@ -1,7 +1,7 @@
 """Checkpoint saves measured by the executor against the forecast's checkpoint model (`perfmodel validate
---checkpoint-every K`): bytes against `perfmodel.run.forecast.checkpoint_bytes`, write and read seconds against
-`perfmodel.run.forecast.checkpoint_seconds` on the storage tier of the spec the plan is predicted with (its
-`storage`, else `perfmodel.run.forecast.DEFAULT_STORAGE`).
+--checkpoint-every K`): bytes against `perfmodel.run.reliability.checkpoint_bytes`, write and read seconds against
+`perfmodel.run.reliability.checkpoint_seconds` on the storage tier of the spec the plan is predicted with (its
+`storage`, else `perfmodel.run.reliability.DEFAULT_STORAGE`).
 
 The times are predicted for the bytes the run wrote, so that the storage model is compared on its own; the
 bytes are compared beside them, and differ for a reason that is not an error of either: the forecast counts
@@ -29,17 +29,17 @@ class CheckpointRow(Schema):
     storage: str = Field(description="the storage tier the prediction used")
     mode: str = Field(description="sync or async saves")
     saves: int
-    predicted_bytes: float = Field(description="run.forecast.checkpoint_bytes of the model")
+    predicted_bytes: float = Field(description="run.reliability.checkpoint_bytes of the model")
     measured_bytes: float = Field(description="bytes of the last save, all ranks' files")
-    predicted_write_s: float = Field(description="run.forecast.checkpoint_seconds for the measured bytes: write")
+    predicted_write_s: float = Field(description="run.reliability.checkpoint_seconds for the measured bytes: write")
     measured_write_s: float = Field(description="median over the saves of the slowest rank's write")
-    predicted_read_s: float = Field(description="run.forecast.checkpoint_seconds for the measured bytes: read")
+    predicted_read_s: float = Field(description="run.reliability.checkpoint_seconds for the measured bytes: read")
     measured_read_s: float | None = Field(None, description="slowest rank's load on resume; null: not resumed")
 
 
 def checkpoint_rows(names: list[str], systems: list, measurements: list[Measurement]) -> list[CheckpointRow]:
     """A row for every measurement that saved checkpoints; `systems[i]` is the spec plan i is predicted with."""
-    from ..run.forecast import DEFAULT_STORAGE, checkpoint_bytes, checkpoint_seconds
+    from ..run.reliability import DEFAULT_STORAGE, checkpoint_bytes, checkpoint_seconds
 
     rows = []
     for name, system, m in zip(names, systems, measurements):
@@ -48,7 +48,7 @@ def checkpoint_rows(names: list[str], systems: list, measurements: list[Measurem
             continue
         storage = system.storage or DEFAULT_STORAGE
         label = (f"{system.name}'s storage tier" if system.storage else
-                 f"run.forecast.DEFAULT_STORAGE (none in {system.name}): {DEFAULT_STORAGE.sources['write_gbps']}")
+                 f"run.reliability.DEFAULT_STORAGE (none in {system.name}): {DEFAULT_STORAGE.sources['write_gbps']}")
         nbytes = ck.saves[-1].bytes
         write, read, _ = checkpoint_seconds(nbytes, m.plan.gpus, storage)
         rows.append(CheckpointRow(
@@ -63,7 +63,7 @@ def checkpoint_lines(rows: list[CheckpointRow]) -> list[str]:
     """The table validate prints under its own, and what a reader needs to read it."""
     if not rows:
         return []
-    lines = ["", "checkpoints (times predicted for the bytes written; run.forecast.checkpoint_seconds):",
+    lines = ["", "checkpoints (times predicted for the bytes written; run.reliability.checkpoint_seconds):",
              f"{'plan':<24}{'saves':>6}{'MiB pred':>10}{'MiB meas':>10}{'write pred':>12}{'write meas':>12}"
              f"{'read pred':>11}{'read meas':>11}"]
     for r in rows:

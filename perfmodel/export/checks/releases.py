@@ -12,6 +12,7 @@ registries) and two releases of one package cannot be imported in one interprete
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -59,6 +60,16 @@ def fetch(distribution: str) -> Path:
     if done.exists():
         return Path(done.read_text().strip())
     root.mkdir(parents=True, exist_ok=True)
+    # one process unpacks, the others wait for it (two checks at once, or the tests' workers)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():
+            return Path(done.read_text().strip())
+        return _unpack(distribution, root, done)
+
+
+def _unpack(distribution: str, root: Path, done: Path) -> Path:
+    """Download `distribution` into `root`, unpack it, and record its import root in `done` (written last)."""
     with tempfile.TemporaryDirectory(dir=root) as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", tmp, distribution]
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S)
