@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+import perfmodel as pm
+
 FIXTURES = Path(__file__).parent / "fixtures"
 SYSTEMS = ["dgx-a100-40gb", "dgx-a100-80gb", "dgx-b200", "dgx-b300", "dgx-h100", "dgx-h200", "gb200-nvl72",
            "gb300-nvl72", "mi300x-8", "tpu-v4", "tpu-v5e", "tpu-v5p"]
@@ -112,6 +114,24 @@ def test_predict_with_no_args_runs_the_example():
     assert "step time" in r.stdout
     assert "llama-3-70b" in r.stdout and "512 x dgx-h100" in r.stdout
     assert r.stderr == ""
+
+
+def test_the_example_lives_in_one_place():
+    """`perfmodel predict` with no flags, with the example's flags written out (cli.plan_flags.EXAMPLE) and the
+    Python API on spec.example all give one estimate; forecast has no default and names what it needs."""
+    from perfmodel.cli.plan_flags import EXAMPLE
+    from perfmodel.spec import example
+
+    api = pm.estimate(example.MODEL, example.HARDWARE, example.example_plan())
+    bare, spelled = (json.loads(cli(argv).stdout) for argv in (("predict", "--format", "json"),
+                                                                  ("predict", *EXAMPLE, "--format", "json")))
+    assert bare["step_time_s"] == spelled["step_time_s"] == api.step_time_s
+    assert bare["plan"] == spelled["plan"] == api.plan.model_dump()
+    assert EXAMPLE[:4] == ["--model", example.MODEL, "--hardware", example.HARDWARE]
+    r = cli(("forecast", "--tokens", "15T"))
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip() == ("error: forecast needs --model, --hardware, --gpus, --tp, --pp, --micro-batch, "
+                                "--global-batch, --seq-len (or --plan FILE)")
 
 
 def test_predict_json():

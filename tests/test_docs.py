@@ -180,9 +180,9 @@ def test_plan_table_states_valid_values():
 def test_worked_trace_numbers_are_the_estimates():
     """model.md's worked trace quotes the built-in example; the estimate must still give those numbers."""
     text = _read("model.md")
-    est = estimate("llama-3-70b", "dgx-h100", Plan(gpus=512, tp=8, pp=4, micro_batch=1, global_batch=1024,
-                                                     seq_len=8192, sequence_parallel=True, zero=1,
-                                                     recompute="selective"))
+    from perfmodel.spec import example
+
+    est = estimate(example.MODEL, example.HARDWARE, example.example_plan())
     qkv = next(op for op in est.ops if op.name == "qkv")
     dp = next(c for c in est.comms if c.name == "dp gradient reduction")
     quoted = {"**311.2 us**": qkv.fwd_s * 1e6, "**570.5 us**": qkv.bwd_s * 1e6,

@@ -209,9 +209,10 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
             continue
         # memory first, on the plans whose states alone fit (cost.memory.state_floor), so that time is priced
         # only for plans that fit
-        maybe = np.flatnonzero(state_floor(model, lay) <= cap)
-        memory, kind = stage_memory(model, system, lay.take(maybe))
-        fit = memory["reserved"] <= cap
+        maybe, fit = np.flatnonzero(state_floor(model, lay) <= cap), np.zeros(0, bool)
+        if len(maybe):
+            memory, kind = stage_memory(model, system, lay.take(maybe))
+            fit = memory["reserved"] <= cap
         fits = maybe[fit]
         if len(fits):
             sub = lay.take(fits)
