@@ -425,7 +425,7 @@ def test_quick_calibration_two_ranks_under_torchrun(tmp_path):
 
     hc = system.host_costs
     assert hc.stack == "plain-torch" and [p.name for p in hc.probes] == list(probe_plans(2))
-    assert hc.kernel_s >= 0 and hc.collective_s >= 0 and "calibrate.host" in hc.sources["kernel_s"]
+    assert hc.kernel_s >= 0 and hc.collective_s >= 0 and "calibrate.host_costs" in hc.sources["kernel_s"]
     assert all(p.measured_s > 0 and p.predicted_s > 0 and p.kernels > 0 for p in hc.probes)
     # and the compute a whole step sustains, measured on the probe model no sweep runs
     assert 0.05 <= system.efficiency.sustained_fraction <= 1

@@ -4,7 +4,7 @@ published_moe_runs_dev.csv with `mem_peak_gib`) as (model, system, plan, measure
 Each row measured one view on one rank: `view` is "allocated" (torch.cuda.max_memory_allocated) or "reserved"
 (max_memory_reserved), read from `mem_kind`; `rank` is which device the figure comes from, read from
 `mem_rank` / `mem_kind`: "max" (the fullest device over all ranks), "first" (global rank 0: pipeline stage 0) or
-"last" (the last pipeline stage). A row's settings come from its text with published.py's rules and helpers;
+"last" (the last pipeline stage). A row's settings come from its text with published.runs' rules and helpers;
 what a source group leaves unstated from `MEMORY_GROUP_DEFAULTS`, the same for every row of the group and each
 with its reason (never per row, never tuned). A row that cannot be expressed keeps the reason.
 
