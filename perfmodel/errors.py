@@ -1,18 +1,32 @@
-"""User-facing input errors: one line naming the field, the value and what would be valid.
+"""How a command ends in error: bad input (`InputError`: one line naming the field, the value and what would be
+valid), a launched run that failed or was stopped (`RunFailed`, `RunInterrupted`), and stop signals turned into
+`Interrupted` (`on_signals`).
 
 Every entry point (CLI, Python API, spec and plan files) raises `InputError` for bad input; the CLI turns it
-into that one line on stderr and exit code 2.
+into that one line on stderr and exit code 2. The executor's launcher (execute.launch) raises the run errors; they
+live here so that the CLI catches them without loading the launcher.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import difflib
+import signal
+import threading
 from collections.abc import Iterable
 from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+)
+
 
 def _plain(v):
     """numpy integer/float/bool scalars (from sweeps and fits) become Python ones; everything else is left to strict
@@ -138,3 +152,45 @@ class Schema(BaseModel):
             raise InputError(format_validation_error(err, where or cls.__name__)) from None
         finally:
             _depth.reset(token)
+
+
+class RunFailed(RuntimeError):
+    """A launched run that did not finish; the message is one line (what died, how, where the log is)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM (or another stop signal) to this process, raised like Ctrl-C's KeyboardInterrupt (`on_signals`)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class RunInterrupted(RunFailed):
+    """The user stopped a launched run (Ctrl-C, SIGTERM); `exit_code` is the shell's 128 + signal."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
+@contextlib.contextmanager
+def on_signals(signums=(signal.SIGTERM, signal.SIGHUP)):
+    """Within the block, these signals raise Interrupted in the main thread (as SIGINT raises KeyboardInterrupt),
+    so that a launch stops its ranks and leaves nothing half-written, and SIGXFSZ is ignored, so that a write past
+    the file-size limit fails with EFBIG (one line, cli.main) instead of killing the process; the previous
+    handlers come back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Interrupted(signum)
+
+    old = {s: signal.signal(s, handler) for s in signums}
+    old[signal.SIGXFSZ] = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)

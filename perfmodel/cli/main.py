@@ -14,8 +14,7 @@ import importlib
 import signal
 import sys
 
-from ..errors import InputError
-from ..execute.launch import RunFailed, RunInterrupted, on_signals
+from ..errors import InputError, RunFailed, RunInterrupted, on_signals
 from .argtypes import Parser
 
 # command -> (its module in perfmodel.cli, the line `perfmodel --help` lists it with), in that order

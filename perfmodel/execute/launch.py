@@ -12,7 +12,6 @@ why (`describe`, `_root_cause`).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
@@ -23,6 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
+from ..errors import Interrupted, RunFailed, RunInterrupted, on_signals  # noqa: F401 (callers import them here too)
 from .processes import STATES, TAG_VAR, Proc, send, state, stop_all, tagged
 
 PREFIX = "[perfmodel]"  # worker lines with this prefix are shown to the user; the rest goes to the log
@@ -31,10 +31,6 @@ CLOSING = "closing signal SIGTERM"  # torchrun's log line as it stops the worker
 POLL_S = 0.5  # how often the workers' process states are read (a rank stopped by SIGSTOP is seen within this)
 MONITOR_INTERVAL_S = 0.2
 SHUTDOWN_TIMEOUT_S = 5
-
-
-class RunFailed(RuntimeError):
-    """A launched run that did not finish; the message is one line (what died, how, where the log is)."""
 
 
 def torchrun_command(module: str, args: list[str], nproc: int, rdzv: list[str] | None = None) -> list[str]:
@@ -164,44 +160,6 @@ def _root_cause(log: str, at: dict[int, str] | None = None, stopped: dict[int, s
             (f": {cause}" if cause and not cause.startswith(PEER) else "")
     cause = describe(log)
     return f"the workers failed{': ' + cause if cause else ''}"
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM (or another stop signal) to this process, raised like Ctrl-C's KeyboardInterrupt (`on_signals`)."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-class RunInterrupted(RunFailed):
-    """The user stopped a launched run (Ctrl-C, SIGTERM); `exit_code` is the shell's 128 + signal."""
-
-    def __init__(self, message: str, signum: int):
-        super().__init__(message)
-        self.exit_code = 128 + signum
-
-
-@contextlib.contextmanager
-def on_signals(signums=(signal.SIGTERM, signal.SIGHUP)):
-    """Within the block, these signals raise Interrupted in the main thread (as SIGINT raises KeyboardInterrupt),
-    so that a launch stops its ranks and leaves nothing half-written, and SIGXFSZ is ignored, so that a write past
-    the file-size limit fails with EFBIG (one line, cli.main) instead of killing the process; the previous
-    handlers come back after."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise Interrupted(signum)
-
-    old = {s: signal.signal(s, handler) for s in signums}
-    old[signal.SIGXFSZ] = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 def _with_parent() -> None:
