@@ -93,3 +93,39 @@ def test_an_nccl_watchdog_abort_is_named_from_the_log():
     assert _root_cause(log, {1: "step 4 of p.json"}) == (
         "rank 1 was killed by SIGABRT during step 4 of p.json: an NCCL ALLGATHER timed out (a peer rank stopped, hung "
         "or died; NCCL's watchdog)")
+
+
+# execute.agent's ranks are forked: torch's fork context names one failed rank, the first it joins (here rank 0,
+# which lost its peer), and the agent then lists every rank as it ended (rank 1 killed first)
+FORKED = """[perfmodel] rank 0 failed during step 1 of p.json: a peer rank's connection closed (it died)
+Failures: the ranks as they ended (perfmodel.execute.agent)
+[0]:
+  rank      : 1
+  exitcode  : -9 (pid: 31002)
+[1]:
+  rank      : 0
+  exitcode  : 1 (pid: 31001)
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+Failures:
+  <NO_OTHER_FAILURES>
+Root Cause (first observed failure):
+[0]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 31001)
+"""
+
+
+def test_a_forked_launch_names_the_killed_rank_not_the_peer_torch_joined_first():
+    at = {0: "step 1 of p.json", 1: "step 1 of p.json"}
+    assert _root_cause(FORKED, at).startswith("rank 1 was killed by SIGKILL during step 1 of p.json")
+
+
+def test_a_forked_rank_is_found_by_the_name_it_gives_itself(tmp_path, monkeypatch):
+    from perfmodel.execute import processes
+
+    for pid, name in ((11, "pm-rank-3"), (12, "python")):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "comm").write_text(name + "\n")
+    monkeypatch.setattr(processes, "PROC", tmp_path)
+    assert processes._forked_rank(11) == "3" and processes._forked_rank(12) is None
+    assert processes._forked_rank(13) is None  # gone

@@ -1,7 +1,8 @@
 """Launching a module of this package under `torchrun`, and turning a failed launch into one clear line.
 
 Used by `perfmodel execute`, `validate` and `calibrate`. The parent process imports no torch: it starts
-`python -m torch.distributed.run` in its own session, streams the workers' `[perfmodel]` lines, keeps everything
+torchrun's agent (`python -m perfmodel.execute.agent`, torchrun's flags and elastic agent with forked ranks) in its
+own session, streams the workers' `[perfmodel]` lines, keeps everything
 else in a log file, follows where each rank is (`[perfmodel-at]` lines) and whether one is stopped, and enforces
 a wall-clock limit. A rank that dies is noticed by torchrun's agent (it polls every `MONITOR_INTERVAL_S`), which
 stops the others; collectives carry a timeout too (the worker's `pg_timeout_s`) so that ranks on other hosts stop
@@ -27,17 +28,20 @@ from .processes import STATES, TAG_VAR, Proc, send, state, stop_all, tagged
 
 PREFIX = "[perfmodel]"  # worker lines with this prefix are shown to the user; the rest goes to the log
 AT = "[perfmodel-at]"  # "[perfmodel-at] RANK PLACE": where a worker is (step, save, write), for failure messages
-CLOSING = "closing signal SIGTERM"  # torchrun's log line as it stops the workers after a failure
+# the agent's log lines as it stops the workers after a failure: torchrun's subprocess context, and the fork context
+# of execute.agent (torch.multiprocessing.spawn)
+CLOSING = ("closing signal SIGTERM", "via signal SIGTERM")
 POLL_S = 0.5  # how often the workers' process states are read (a rank stopped by SIGSTOP is seen within this)
 MONITOR_INTERVAL_S = 0.2
 SHUTDOWN_TIMEOUT_S = 5
 
 
 def torchrun_command(module: str, args: list[str], nproc: int, rdzv: list[str] | None = None) -> list[str]:
-    """`python -m torch.distributed.run` for `module` on `nproc` processes: standalone on one host, or with the
-    user's `--nnodes/--rdzv-*` flags for many."""
+    """torchrun for `module` on `nproc` processes, standalone on one host or with the user's `--nnodes/--rdzv-*`
+    flags for many: `python -m perfmodel.execute.agent` takes torchrun's flags (its own parser) and runs torchrun's
+    elastic agent with the ranks forked from one process that imported torch once (execute/agent.py)."""
     where = list(rdzv) if rdzv else ["--standalone"]
-    return [sys.executable, "-m", "torch.distributed.run", *where, f"--nproc-per-node={nproc}", "--max-restarts=0",
+    return [sys.executable, "-m", "perfmodel.execute.agent", *where, f"--nproc-per-node={nproc}", "--max-restarts=0",
             f"--monitor-interval={MONITOR_INTERVAL_S}", f"--shutdown-timeout={SHUTDOWN_TIMEOUT_S}",
             "-m", module, *args]
 
@@ -191,7 +195,7 @@ class _Watch:
         for line in self.proc.stdout:
             self.log.write(line)
             self.log.flush()
-            if CLOSING in line and self.closing is None:
+            if self.closing is None and any(c in line for c in CLOSING):
                 self.closing = time.monotonic()
             if line.startswith(AT):
                 rank, _, text = line[len(AT):].strip().partition(" ")

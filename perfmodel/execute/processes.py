@@ -1,8 +1,8 @@
 """The processes of one launch, found by a tag in their environment, and stopping every one of them.
 
-torchrun starts each worker in a session of its own (torch 2.13's SubprocessHandler: `start_new_session=True`),
-so signalling torchrun's process group does not reach the workers, and a worker whose torchrun was killed is
-re-parented to init and out of reach of a walk down the process tree. Every process of a launch inherits its
+The ranks are children of torchrun's agent (forked by execute/agent.py; torch's own subprocess workers would each be
+in a session of their own), and a rank whose agent was killed is re-parented to init and out of reach of a walk
+down the process tree. Every process of a launch inherits its
 environment, so the launch puts a tag there (`TAG_VAR`) and finds them all by it in /proc, re-parented or not.
 Linux only (/proc); elsewhere `tagged` finds nothing and stopping falls back to torchrun's own process group.
 """
@@ -26,7 +26,7 @@ STATES = {"T": "stopped (SIGSTOP, SIGTSTP or a debugger)", "t": "stopped by a de
 @dataclass(frozen=True)
 class Proc:
     pid: int
-    rank: int | None  # the worker's RANK; None for torchrun itself
+    rank: int | None  # the worker's RANK (its environment, or the name a forked rank gives itself); None for the agent
     state: str  # one letter of /proc/PID/stat
 
 
@@ -41,6 +41,15 @@ def _environ(pid: int) -> dict[str, str]:
         if sep:
             out[key.decode(errors="replace")] = value.decode(errors="replace")
     return out
+
+
+def _forked_rank(pid: int) -> str | None:
+    """The rank a worker forked by execute.agent named itself with (/proc/PID/comm `pm-rank-N`), or None."""
+    try:
+        name = (PROC / str(pid) / "comm").read_text().strip()
+    except OSError:
+        return None
+    return name[len("pm-rank-"):] if name.startswith("pm-rank-") else None
 
 
 def state(pid: int) -> str | None:
@@ -65,7 +74,7 @@ def tagged(var: str, value: str) -> list[Proc]:
             continue
         st = state(int(entry.name))
         if st is not None:
-            rank = env.get("RANK")
+            rank = env.get("RANK") or _forked_rank(int(entry.name))
             out.append(Proc(int(entry.name), int(rank) if rank and rank.isdigit() else None, st))
     return out
 

@@ -31,6 +31,7 @@ import time
 import torch
 import torch.distributed as dist
 
+from .agent import FORKED_VAR
 from .launch import AT, PREFIX, describe
 from . import faults
 from ..spec.measurement import MEMORY_FIELDS, Measurement, RankRecord, job_step_times, write_measurement
@@ -281,6 +282,8 @@ def main(argv: list[str]) -> int:
                 # every gloo run leaves without it
                 sys.stdout.flush()
                 sys.stderr.flush()
+                if os.environ.get(FORKED_VAR):  # a forked rank returns to the fork context, which also skips it
+                    return 0
                 os._exit(0)
             dist.destroy_process_group()
     except BaseException as err:  # one line for the user; the traceback stays in the log
