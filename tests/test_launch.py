@@ -129,3 +129,13 @@ def test_a_forked_rank_is_found_by_the_name_it_gives_itself(tmp_path, monkeypatc
     monkeypatch.setattr(processes, "PROC", tmp_path)
     assert processes._forked_rank(11) == "3" and processes._forked_rank(12) is None
     assert processes._forked_rank(13) is None  # gone
+
+
+def test_cpu_ranks_are_forked_by_the_agent_and_gpu_ranks_start_under_torchrun():
+    from perfmodel.execute.launch import torchrun_command
+
+    cpu = torchrun_command("perfmodel.execute.worker", ["job.json"], 4, forked=True)
+    gpu = torchrun_command("perfmodel.execute.worker", ["job.json"], 4, ["--nnodes=2", "--rdzv-endpoint=h:29500"])
+    assert cpu[1:3] == ["-m", "perfmodel.execute.agent"] and "--standalone" in cpu and "--nproc-per-node=4" in cpu
+    assert gpu[1:3] == ["-m", "torch.distributed.run"] and "--nnodes=2" in gpu and "--standalone" not in gpu
+    assert cpu[-3:] == gpu[-3:] == ["-m", "perfmodel.execute.worker", "job.json"]

@@ -7,7 +7,9 @@ MODULE, and hands torch's `elastic_launch` (what torchrun runs) a callable, `MOD
 `start_method="fork"`: the rendezvous, the environment of each rank (RANK, WORLD_SIZE, MASTER_ADDR ...), the
 monitoring, the failure summary and the shutdown are torchrun's. Measured 2026-11-24 (2-vCPU sandbox, torch
 2.13.0+cpu, 4 gloo ranks that import torch and DTensor, all-reduce once and leave): 9.1 s wall and 15.0 CPU-s
-under torchrun's subprocess workers, 3.3 s and 3.25 CPU-s forked.
+under torchrun's subprocess workers, 3.3 s and 3.25 CPU-s forked. execute.launch runs CPU ranks here; GPU ranks
+start under `torch.distributed.run` as new processes (a fork is safe only while the parent has not touched CUDA, and
+no GPU was at hand to show that it holds).
 
 A forked rank names itself `pm-rank-N` (prctl PR_SET_NAME): its /proc/PID/environ is the agent's, without RANK,
 so execute.processes reads the rank from /proc/PID/comm. torch's fork context reports one failed rank, the first

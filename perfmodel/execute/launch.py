@@ -1,7 +1,7 @@
 """Launching a module of this package under `torchrun`, and turning a failed launch into one clear line.
 
 Used by `perfmodel execute`, `validate` and `calibrate`. The parent process imports no torch: it starts
-torchrun's agent (`python -m perfmodel.execute.agent`, torchrun's flags and elastic agent with forked ranks) in its
+torchrun (on CPU `python -m perfmodel.execute.agent`: torchrun's flags and elastic agent, the ranks forked) in its
 own session, streams the workers' `[perfmodel]` lines, keeps everything
 else in a log file, follows where each rank is (`[perfmodel-at]` lines) and whether one is stopped, and enforces
 a wall-clock limit. A rank that dies is noticed by torchrun's agent (it polls every `MONITOR_INTERVAL_S`), which
@@ -36,12 +36,16 @@ MONITOR_INTERVAL_S = 0.2
 SHUTDOWN_TIMEOUT_S = 5
 
 
-def torchrun_command(module: str, args: list[str], nproc: int, rdzv: list[str] | None = None) -> list[str]:
+def torchrun_command(module: str, args: list[str], nproc: int, rdzv: list[str] | None = None,
+                     forked: bool = False) -> list[str]:
     """torchrun for `module` on `nproc` processes, standalone on one host or with the user's `--nnodes/--rdzv-*`
-    flags for many: `python -m perfmodel.execute.agent` takes torchrun's flags (its own parser) and runs torchrun's
-    elastic agent with the ranks forked from one process that imported torch once (execute/agent.py)."""
+    flags for many. `forked` (CPU ranks): `python -m perfmodel.execute.agent`, which takes torchrun's flags (its own
+    parser) and runs torchrun's elastic agent with the ranks forked from one process that imported torch once
+    (execute/agent.py); else `python -m torch.distributed.run`, each rank a new process (GPU ranks: forking is
+    safe only while the parent has not touched CUDA, and no GPU here could show that it holds)."""
     where = list(rdzv) if rdzv else ["--standalone"]
-    return [sys.executable, "-m", "perfmodel.execute.agent", *where, f"--nproc-per-node={nproc}", "--max-restarts=0",
+    runner = "perfmodel.execute.agent" if forked else "torch.distributed.run"
+    return [sys.executable, "-m", runner, *where, f"--nproc-per-node={nproc}", "--max-restarts=0",
             f"--monitor-interval={MONITOR_INTERVAL_S}", f"--shutdown-timeout={SHUTDOWN_TIMEOUT_S}",
             "-m", module, *args]
 
@@ -239,7 +243,7 @@ def launch(module: str, args: list[str], nproc: int, *, device: str, log_path: s
     `echo(line)` receives the workers' `[perfmodel]` lines as they come (default: print to stderr).
     """
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
-    cmd = torchrun_command(module, args, nproc, rdzv)
+    cmd = torchrun_command(module, args, nproc, rdzv, forked=device == "cpu")
     log_path = Path(log_path)
     tag = uuid.uuid4().hex
     env = {**worker_env(device, measure_memory), TAG_VAR: tag}
