@@ -17,12 +17,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
+from devset import MOE_CSV as DEFAULT_CSV
 from published_runs import accuracy_args
 from published_runs import priced as dense_priced
 from published_runs import summary as dense_summary
 from published_runs import three_shot as dense_three_shot
-from devset import MOE_CSV as DEFAULT_CSV
+
 from perfmodel.published.moe_runs import load_moe_cases
 
 

@@ -120,15 +120,15 @@ def test_a_forked_launch_names_the_killed_rank_not_the_peer_torch_joined_first()
     assert _root_cause(FORKED, at).startswith("rank 1 was killed by SIGKILL during step 1 of p.json")
 
 
-def test_a_forked_rank_is_found_by_the_name_it_gives_itself(tmp_path, monkeypatch):
+def test_aforked_rank_is_found_by_the_name_it_gives_itself(tmp_path, monkeypatch):
     from perfmodel.execute import processes
 
     for pid, name in ((11, "pm-rank-3"), (12, "python")):
         (tmp_path / str(pid)).mkdir()
         (tmp_path / str(pid) / "comm").write_text(name + "\n")
     monkeypatch.setattr(processes, "PROC", tmp_path)
-    assert processes._forked_rank(11) == "3" and processes._forked_rank(12) is None
-    assert processes._forked_rank(13) is None  # gone
+    assert processes.forked_rank(11) == "3" and processes.forked_rank(12) is None
+    assert processes.forked_rank(13) is None  # gone
 
 
 def test_cpu_ranks_are_forked_by_the_agent_and_gpu_ranks_start_under_torchrun():

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .argtypes import MAX_COUNT, number, path
+from ..errors import InputError
 from ..run.energy import COMM_SHARE, HOST_SHARE, IDLE_SHARE, PUE
 from ..run.energy import RANGES as ENERGY_RANGES
-from ..errors import InputError
+from ..run.forecast import RANGES as FORECAST_RANGES
 from ..run.forecast import Forecast, RampStage, forecast, parse_tokens
 from ..run.reliability import INTERRUPTION_RATE, RESTART_OVERHEAD_S
-from ..run.forecast import RANGES as FORECAST_RANGES
+from .argtypes import MAX_COUNT, number, path
 from .plan_flags import add_plan_flags, plan_from_args
 
 
@@ -95,8 +95,8 @@ def run(a: argparse.Namespace) -> str:
                  grid_intensity=a.grid_intensity, storage=storage)
     out = f.model_dump_json(indent=2) if a.format == "json" else forecast_table(f)
     if a.plot is not None:
-        from ..run.reliability import DEFAULT_STORAGE
         from ..plots.goodput import forecast_figure
+        from ..run.reliability import DEFAULT_STORAGE
 
         forecast_figure(f, storage or system.storage or DEFAULT_STORAGE, a.plot)
         print(f"wrote {a.plot}", file=sys.stderr)

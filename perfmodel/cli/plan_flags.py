@@ -8,16 +8,15 @@ import math
 import typing
 from typing import TYPE_CHECKING
 
-from .argtypes import integer, path
-from ..spec.hardware import DEFAULT_HEADROOM
 from ..errors import InputError
-from ..spec.hardware import System, load_hardware
+from ..spec import example
+from ..spec.hardware import DEFAULT_HEADROOM, System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
 from ..spec.plan import Dispatcher, Plan, Precision, resolve
 from ..spec.recompute import RECOMPUTE_MODULES, Recompute
 from ..spec.stack import DEFAULT_STACK, STACKS
-from ..spec import example
+from .argtypes import integer, path
 
 if TYPE_CHECKING:  # plan files are read only for --plan
     from ..spec.plan_file import PlanFile

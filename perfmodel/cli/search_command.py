@@ -10,9 +10,8 @@ from ..errors import InputError
 from ..files import check_output
 from ..search.ranking import OBJECTIVES, search
 from ..search.space import Space
-from ..spec.hardware import load_hardware
+from ..spec.hardware import DEFAULT_HEADROOM, load_hardware
 from ..spec.model_catalogue import load_model
-from ..spec.hardware import DEFAULT_HEADROOM
 from ..spec.stack import DEFAULT_STACK, STACKS
 from .argtypes import counts, integer, number, path
 from .plan_flags import DISPATCHERS, PRECISIONS, add_compression_flags, headroom_of

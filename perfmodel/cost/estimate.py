@@ -11,11 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..spec.hardware import System, load_hardware
+from ..spec.hardware import DEFAULT_HEADROOM, System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
 from ..spec.plan import Plan, resolve, split_of
-from ..spec.hardware import DEFAULT_HEADROOM
 from ..spec.result import (
     CommTime,
     Estimate,

@@ -15,11 +15,17 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..spec.hardware import System
+from ..spec.hardware import DEFAULT_HEADROOM, System
 from ..spec.model import ModelConfig
-from ..spec.operators import EMBEDDING_OPS, HEAD_EDGES, HEAD_OPS, LAYER_EDGES, LAYER_OPS, megatron_dim
+from ..spec.operators import (
+    EMBEDDING_OPS,
+    HEAD_EDGES,
+    HEAD_OPS,
+    LAYER_EDGES,
+    LAYER_OPS,
+    megatron_dim,
+)
 from ..spec.plan import Plan
-from ..spec.hardware import DEFAULT_HEADROOM
 from ..spec.stack import load_stack
 from .compression import GRAD_BYTES, error_feedback_bytes
 from .kernels import GEMM_INPUT_BYTES
@@ -33,7 +39,15 @@ from .moe import (
     moe_replicated_params,
     moe_router_params,
 )
-from .operator_table import Operator, keeps_shard, kept_bytes, local_params, megatron, megatron_codes, operators
+from .operator_table import (
+    Operator,
+    keeps_shard,
+    kept_bytes,
+    local_params,
+    megatron,
+    megatron_codes,
+    operators,
+)
 from .pipeline import in_flight
 from .stages import Stages, pick
 

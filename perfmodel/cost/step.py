@@ -30,15 +30,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..spec.hardware import System
+from ..spec.hardware import DEFAULT_HEADROOM, System
 from ..spec.model import ModelConfig
-from ..spec.hardware import DEFAULT_HEADROOM
 from . import comm as C
 from .compression import compression_seconds, layout_wire_bytes
 from .flops import model_flops_per_token, mtp_flops_per_token, recompute_flops_per_token
 from .kernels import ACT_BYTES, Device
 from .layouts import Layouts, among
-from .memory import GRAD_BYTES, WEIGHT_BYTES, memory_budget, sp_replicated_params, stage_memory, stage_params
+from .memory import (
+    GRAD_BYTES,
+    WEIGHT_BYTES,
+    memory_budget,
+    sp_replicated_params,
+    stage_memory,
+    stage_params,
+)
 from .mesh import BIT, Mesh
 from .moe import ExpertDataGroup, expert_layer_params
 from .operator_table import operators
@@ -56,6 +62,7 @@ from .sharded import (
 )
 from .stages import UNITS, Stages, pick, shared_host_speedup, unit_counts
 from .units import STAGE_PARTS, Units, host_seconds, unit_costs
+
 
 @dataclass
 class Step:

@@ -28,8 +28,9 @@ import sys
 import threading
 import uuid
 
+from .processes import RANK_NAME, forked_rank
+
 FORKED_VAR = "PERFMODEL_FORKED_RANK"  # set in a forked rank: leave by returning, not by os._exit
-RANK_NAME = "pm-rank-"  # /proc/PID/comm of a forked rank (15 characters at most)
 
 
 def _rank_main(module: str, argv: list[str]):
@@ -71,14 +72,13 @@ class _Endings:
             for pid in self._children() - self.ended.keys():
                 try:
                     info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-                    with open(f"/proc/{pid}/comm") as f:
-                        name = f.read().strip()
-                except (ChildProcessError, OSError):
+                except ChildProcessError:
                     continue
-                if info is None or not name.startswith(RANK_NAME):
+                rank = forked_rank(pid)
+                if info is None or rank is None:
                     continue
                 killed = info.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
-                self.ended[pid] = (name[len(RANK_NAME):], -info.si_status if killed else info.si_status)
+                self.ended[pid] = (rank, -info.si_status if killed else info.si_status)
 
     def summary(self) -> str:
         self._stop.set()

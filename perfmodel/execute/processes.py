@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TAG_VAR = "PERFMODEL_LAUNCH_TAG"
+RANK_NAME = "pm-rank-"  # /proc/PID/comm of a rank forked by execute.agent: RANK_NAME + its rank (15 characters)
 PROC = Path("/proc")
 
 # /proc/PID/stat's state letters (proc(5)) a user can act on
@@ -43,13 +44,13 @@ def _environ(pid: int) -> dict[str, str]:
     return out
 
 
-def _forked_rank(pid: int) -> str | None:
-    """The rank a worker forked by execute.agent named itself with (/proc/PID/comm `pm-rank-N`), or None."""
+def forked_rank(pid: int) -> str | None:
+    """The rank a worker forked by execute.agent named itself with (/proc/PID/comm RANK_NAME + rank), or None."""
     try:
         name = (PROC / str(pid) / "comm").read_text().strip()
     except OSError:
         return None
-    return name[len("pm-rank-"):] if name.startswith("pm-rank-") else None
+    return name[len(RANK_NAME):] if name.startswith(RANK_NAME) else None
 
 
 def state(pid: int) -> str | None:
@@ -74,7 +75,7 @@ def tagged(var: str, value: str) -> list[Proc]:
             continue
         st = state(int(entry.name))
         if st is not None:
-            rank = env.get("RANK") or _forked_rank(int(entry.name))
+            rank = env.get("RANK") or forked_rank(int(entry.name))
             out.append(Proc(int(entry.name), int(rank) if rank and rank.isdigit() else None, st))
     return out
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from ..spec.hardware import DEFAULT_HEADROOM
 from ..cost.estimate import evaluate_plan, prediction_of
 from ..cost.step import Step
-from ..spec.hardware import System
+from ..spec.hardware import DEFAULT_HEADROOM, System
 from ..spec.model import ModelConfig
-from ..spec.plan import Plan, resolve, megatron_rules
+from ..spec.plan import Plan, megatron_rules, resolve
 from ..spec.plan_file import VERSION, OpPlacement, PlacementCost, PlanFile, mesh_of
 from ..spec.result import Estimate
 from .pase import solver as pase

@@ -21,13 +21,18 @@ from functools import cached_property
 
 import numpy as np
 
-from ..spec.hardware import DEFAULT_HEADROOM
 from ..cost.memory import memory_budget, stage_memory, state_floor
 from ..cost.step import evaluate
-from ..run.energy import Power, activity, facility_kwh, power_for
 from ..errors import InputError
-from ..run.reliability import DEFAULT_STORAGE, INTERRUPTION_RATE, RESTART_OVERHEAD_S, checkpoint_bytes, goodput_at
-from ..spec.hardware import System, load_hardware
+from ..run.energy import Power, activity, facility_kwh, power_for
+from ..run.reliability import (
+    DEFAULT_STORAGE,
+    INTERRUPTION_RATE,
+    RESTART_OVERHEAD_S,
+    checkpoint_bytes,
+    goodput_at,
+)
+from ..spec.hardware import DEFAULT_HEADROOM, System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
 from ..spec.plan import Plan
@@ -104,7 +109,9 @@ class SearchResult:
 
     def estimate(self, rank: int = 0):
         """The plan of row `rank` as a full Estimate (breakdowns, stages) of the cost model."""
-        from ..cost.estimate import estimate  # the report's schemas: only where a plan is reported
+        from ..cost.estimate import (
+            estimate,  # the report's schemas: only where a plan is reported
+        )
 
         return estimate(self.model, self.system, self.plan(rank), self.headroom)
 
