@@ -5,7 +5,7 @@ torch's tensors do not explain (resident memory outside them: gloo's own buffers
     python benchmarks/cpu_memory_census.py /tmp/memval/plans/tp4-sp.json /tmp/memval/plans/dp4.json --nproc 4 \
         --out /tmp/census.json
 
-Each plan runs as the executor's untimed memory launch runs it (execute/memory_probe.py, execute.launch.MALLOC_MEMORY: glibc
+Each plan runs as the executor's untimed memory phase runs it (execute/memory_probe.py, execute.launch.MALLOC_MEMORY: glibc
 returns every block of a page or more at once, so resident memory follows the live tensors; the same steps,
 the same baseline), under a TorchDispatchMode that registers the storage of every tensor an op returns (with the
 phase it was made in, the module or autograd node, and the first Python frame outside torch's dispatch
@@ -418,7 +418,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("plans", nargs="+", type=Path)
     ap.add_argument("--nproc", type=int, default=4)
-    ap.add_argument("--steps", type=int, default=2, help="steps per plan (the executor's memory launch runs 2)")
+    ap.add_argument("--steps", type=int, default=2, help="steps per plan (the executor's memory phase runs 2)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/cpu_memory_census.json"))
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)

@@ -87,7 +87,7 @@ def _resumes(tmp: Path, path: Path, nproc: int, step: int | None) -> None:
 
 def test_a_rank_killed_at_a_random_step(tmp_path, monkeypatch, tag):
     path = _plan(tmp_path, "killed", gpus=4, tp=2)
-    rank, step = RNG.randrange(4), RNG.randrange(3, STEPS + 1)  # steps 1-2 also run in the untimed memory launch
+    rank, step = RNG.randrange(4), RNG.randrange(3, STEPS + 1)  # steps 1-2 also run in the untimed memory phase
     message, took = _fail(tmp_path, path, 4, f"kill:{rank}:step{step}", monkeypatch)
     seed = f"(PERFMODEL_FAULT_SEED={SEED})"
     assert f"rank {rank} was killed by SIGKILL during step {step} of killed.json" in message, (message, seed)

@@ -310,15 +310,17 @@ def saves(zoo, tmp_path_factory) -> dict[str, bytes]:
 
 @pytest.fixture
 def record_launch(monkeypatch):
-    """A launcher that runs nothing: it keeps each job file's contents and stops at the one that resumes."""
+    """A launcher that runs nothing: it keeps each job file's contents (a CPU launch runs the memory phase's job,
+    then the timed one's) and stops at the one that resumes."""
     import perfmodel.execute.run_plans
 
     jobs = []
 
     def fake(module, args, nproc, **kw):
-        jobs.append(json.loads(Path(args[0]).read_text()))
-        if jobs[-1]["plans"][0]["checkpoint"] is not None:
-            raise Launched()
+        for job in args:
+            jobs.append(json.loads(Path(job).read_text()))
+            if jobs[-1]["plans"][0]["checkpoint"] is not None:
+                raise Launched()
 
     monkeypatch.setattr(perfmodel.execute.run_plans, "launch", fake)
     return jobs

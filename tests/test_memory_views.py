@@ -293,5 +293,5 @@ def test_cpu_run_records_between_steps_and_no_reserved_or_device(tmp_path):
         assert r.between_steps_bytes <= 2 * states  # (+ DDP's gradient buckets, 4 B per parameter)
     assert set(m.memory_methods) == set(MEMORY_FIELDS)
     assert m.memory_methods["peak_reserved_bytes"].startswith("not measured")
-    assert "VmRSS" in m.memory_methods["between_steps_bytes"] and "untimed launch" in m.memory_methods[
+    assert "VmRSS" in m.memory_methods["between_steps_bytes"] and "untimed phase" in m.memory_methods[
         "between_steps_bytes"]

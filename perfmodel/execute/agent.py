@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> None:
     if cmd_args[:2] != ["-u", "-m"] or len(cmd_args) < 3:
         raise SystemExit(f"perfmodel.execute.agent runs a module (-m MODULE ...), got {cmd_args}")
     module, module_args = cmd_args[2], cmd_args[3:]
-    importlib.import_module(module)  # once, here: the forked ranks find it imported
+    imported = importlib.import_module(module)  # once, here: the forked ranks find it imported
+    getattr(imported, "preload", lambda: None)()  # and what its ranks import on first use
     endings = _Endings()
     try:
         elastic_launch(config, _rank_main)(module, module_args)

@@ -58,7 +58,7 @@ def torchrun_command(module: str, args: list[str], nproc: int, rdzv: list[str] |
 # and fsdp4 plans, two runs each with and without it; issue 4's session-5 note): blocks >= 64 KiB returned to the
 # OS at once made the steps 1.4-2.0x slower (page faults and zeroing on every large allocation).
 # Memory: every block of a page (4 KiB) or more mapped and returned at once, so that resident memory follows the
-# live tensors (execute/memory_probe.py); execute runs this in a separate, untimed launch. A page, not 64 KiB: a small
+# live tensors (execute/memory_probe.py); execute runs this in an untimed phase (set_allocator). A page, not 64 KiB: a small
 # model's tensors (tiny-llama's 64 x 64 fp32 weights are 16 KiB) fell under 64 KiB, stayed resident in the heap
 # after they were freed, and the measure (high-water mark minus resident size after freeing) read 0-0.2 MiB
 # for plans holding 2-4 MiB. Measured 2026-11-22 (2-vCPU sandbox, tests/test_execute.py's two-process plans):
@@ -81,6 +81,25 @@ def worker_env(device: str, measure_memory: bool = False) -> dict[str, str]:
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     return env
+
+GLIBC_TRIM_DEFAULT = 128 << 10  # DEFAULT_TRIM_THRESHOLD (glibc malloc/malloc.c): where settings name no trim threshold
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt(3) parameters (glibc malloc.h)
+
+
+def set_allocator(settings: dict[str, str]) -> bool:
+    """Set this process's glibc allocator now as the environment `settings` (MALLOC_TIMING or MALLOC_MEMORY) set
+    it at a process's start: mallopt(3) of the mmap and trim thresholds, which also stops glibc moving them
+    itself, as the environment variables do. The worker switches the phases of one CPU launch this way (its ranks
+    are forked from the agent, which glibc set up long before). False where there is no glibc."""
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    trim = int(settings.get("MALLOC_TRIM_THRESHOLD_", GLIBC_TRIM_DEFAULT))
+    return bool(mallopt(M_TRIM_THRESHOLD, trim)) and bool(mallopt(M_MMAP_THRESHOLD,
+                                                                 int(settings["MALLOC_MMAP_THRESHOLD_"])))
 
 
 # -- what went wrong, in one line ---------------------------------------------------------------------------

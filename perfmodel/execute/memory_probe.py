@@ -18,8 +18,9 @@ CPU: torch keeps no allocator statistics for CPU tensors. The most faithful meas
 private MemTracker missed DDP's buckets) is the process's resident-set high-water mark (VmHWM in
 /proc/self/status) with glibc returning every block of a page (4 KiB) or more to the OS at once
 (MALLOC_MMAP_THRESHOLD_=4096, execute.launch.MALLOC_MEMORY): then resident memory follows the live tensors to within
-~1 MiB. That setting slows the steps (a page fault per allocation), so on CPU `execute` measures memory in a
-launch of its own and times the steps in another (execute.run_plans.run_plans). The high-water mark is reset (write 5
+~1 MiB. That setting slows the steps (a page fault per allocation), so on CPU `execute` measures memory in an
+untimed phase and times the steps in the next, in the same ranks, the allocator switched between them
+(execute.launch.set_allocator; execute.run_plans.run_plans). The high-water mark is reset (write 5
 to /proc/self/clear_refs) when measurement starts, and the resident size before the model was built (the
 interpreter, torch's libraries, the process group) is subtracted, or the resident size after the plan's
 model, optimizer and batches are freed if larger (library code and workspaces that the first step paged in

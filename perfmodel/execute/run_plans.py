@@ -19,10 +19,22 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..files import check_writable
-from .launch import RunFailed, launch
-from ..spec.measurement import MEMORY_FIELDS, Measurement, load_measurement, measurement_path, write_measurement
+from ..spec.measurement import (
+    MEMORY_FIELDS,
+    Measurement,
+    load_measurement,
+    measurement_path,
+    write_measurement,
+)
 from ..spec.plan import megatron_rules
-from ..spec.plan_file import PLACEMENT_AXES, PlanFile, load_plan_file, megatron_placements, unrunnable_split
+from ..spec.plan_file import (
+    PLACEMENT_AXES,
+    PlanFile,
+    load_plan_file,
+    megatron_placements,
+    unrunnable_split,
+)
+from .launch import RunFailed, launch
 from .manifest import make_ready, plan_checkpoints, remove_unfinished, saves
 
 RUNNABLE_PRECISIONS = ("bf16", "fp16")  # fp8 / fp4 GEMMs need libraries (torchao, Transformer Engine) not used here
@@ -122,7 +134,7 @@ def moe_unrunnable(pf: PlanFile, where: str) -> None:
                          "over the dp*cp ranks")
 
 
-MEMORY_STEPS = 2  # CPU memory launch: the first step allocates gradients and optimizer state, the second is steady
+MEMORY_STEPS = 2  # CPU memory phase: the first step allocates gradients and optimizer state, the second is steady
 
 
 def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps: int = 8, warmup: int = 3,
@@ -130,18 +142,21 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
               timeout_s: float | None = None, log_dir: Path | None = None, data: Path | None = None,
               echo=None, pg_timeout_s: float = PG_TIMEOUT_S, checkpoint_dir: Path | None = None,
               checkpoint_every: int | None = None, resume: bool = False,
-              checkpoint_async: bool = False) -> list[Measurement]:
-    """Run every plan file in one timed torchrun launch, `rounds` times over (interleaved); write and return one
+              checkpoint_async: bool = False, memory: bool = True) -> list[Measurement]:
+    """Run every plan file in one torchrun launch, `rounds` times over (interleaved); write and return one
     Measurement per plan.
 
-    Checkpoints (execute/resume.py, execute/manifest.py): with `checkpoint_every` K the timed launch saves each
+    Checkpoints (execute/resume.py, execute/manifest.py): with `checkpoint_every` K the timed phase saves each
     plan's full training state after every K steps into checkpoint_dir/PLAN/step-N (async: written from a
     background thread); with `resume` it first loads each plan's newest complete save there (a torn one is
     refused, with a line, for the one before it; none: from step 0) and runs the steps after it.
 
-    On CPU, peak memory comes from a second, untimed launch of MEMORY_STEPS steps per plan with glibc set to
-    return freed blocks at once (execute.launch.MALLOC_MEMORY), because that setting slows the steps it measures; the
-    timed launch runs with the allocator set for timing (execute.launch.MALLOC_TIMING). On CUDA one launch does both.
+    On CPU, peak memory comes from an untimed phase of MEMORY_STEPS steps per plan with glibc set to return freed
+    blocks at once (execute.launch.MALLOC_MEMORY), because that setting slows the steps it measures; the timed phase
+    follows in the same launch and the same ranks, the allocator set for timing (execute.launch.MALLOC_TIMING;
+    the worker switches it with mallopt between the phases). On CUDA one phase does both.
+    `memory=False` (for callers that read only step times and losses, such as calibrate's host probe): on CPU the
+    timed phase alone, its memory fields as those steps saw them (`timed_memory_only`).
     """
     if importlib.util.find_spec("torch") is None:
         raise InputError("execute needs PyTorch: pip install 'perfmodel[torch]' (torch==2.13.0)")
@@ -185,8 +200,9 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
     deadline = time.monotonic() + limit
     log_dir = Path(log_dir or outputs[0].parent)
     with tempfile.TemporaryDirectory(prefix="perfmodel-execute-") as tmp:
-        def run(name, outs, measures, **job):
-            saving = measures != "memory"  # the untimed memory launch neither saves nor resumes
+        def phase(name, outs, measures, **job) -> str:
+            """A job file for the worker: every plan, measured for `measures` ("memory", "time" or "both")."""
+            saving = measures != "memory"  # the untimed memory phase neither saves nor resumes
             job = {"plans": [{"plan": str(p.resolve()), "output": str(Path(o).resolve()),
                               "checkpoint": ck if saving else None}
                              for p, o, ck in zip(plan_paths, outs, checkpoints)], "seed": seed, "device": device,
@@ -194,24 +210,30 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
                    "measures": measures, **job}
             job_path = Path(tmp) / f"{name}.json"
             job_path.write_text(json.dumps(job))
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise RunFailed(f"the run passed its limit of {limit:g} s before its {name} launch")
-            launch("perfmodel.execute.worker", [str(job_path)], nproc, device=device, log_path=log_dir / f"{name}.log",
-                   timeout_s=left, rdzv=rdzv, echo=echo, measure_memory=measures == "memory", limit_s=limit)
+            return str(job_path)
+
+        def run(*jobs: str) -> None:
+            """One launch running the job files in turn (execute.worker.main)."""
+            launch("perfmodel.execute.worker", list(jobs), nproc, device=device, log_path=log_dir / "execute.log",
+                   timeout_s=deadline - time.monotonic(), rdzv=rdzv, echo=echo, limit_s=limit)
 
         try:
             if device != "cpu":
-                run("execute", outputs, "both", steps=steps, warmup=warmup, rounds=rounds)
+                run(phase("execute", outputs, "both", steps=steps, warmup=warmup, rounds=rounds))
+                return [load_measurement(o) for o in outputs]
+            if not memory:
+                run(phase("execute", outputs, "time", steps=steps, warmup=warmup, rounds=rounds))
+                for out in outputs:
+                    write_measurement(timed_memory_only(load_measurement(out)), out)
                 return [load_measurement(o) for o in outputs]
             # Beside the outputs, not in this process's temp directory: rank 0 writes them, and on several nodes
-            # it may run on another node (a shared file system) in each launch.
+            # it may run on another node (a shared file system).
             mem_outs = [o.with_name(f".{o.name}.memory.json") for o in outputs]
             time_outs = [o.with_name(f".{o.name}.timed.json") for o in outputs]
             say(f"peak memory first: {len(plan_paths)} plan(s), {min(MEMORY_STEPS, steps)} untimed steps each")
             try:
-                run("execute-memory", mem_outs, "memory", steps=min(MEMORY_STEPS, steps), warmup=0, rounds=1)
-                run("execute", time_outs, "time", steps=steps, warmup=warmup, rounds=rounds)
+                run(phase("execute-memory", mem_outs, "memory", steps=min(MEMORY_STEPS, steps), warmup=0, rounds=1),
+                    phase("execute", time_outs, "time", steps=steps, warmup=warmup, rounds=rounds))
                 for mem_out, time_out, out in zip(mem_outs, time_outs, outputs):
                     write_measurement(with_memory_of(load_measurement(time_out), load_measurement(mem_out)), out)
             finally:
@@ -238,13 +260,23 @@ def after_failure(checkpoints: list[dict | None]) -> str:
     return "; ".join(lines)
 
 
+def timed_memory_only(timed: Measurement) -> Measurement:
+    """A CPU measurement run without the memory phase: its memory fields are what the timed steps saw, with
+    glibc keeping freed blocks for reuse (execute.launch.MALLOC_TIMING), so they can read higher than the memory
+    phase's; the methods say so."""
+    where = ("; in the timed steps, the allocator set for timing (execute.launch.MALLOC_TIMING: freed blocks kept, "
+             "so the peak can read high): run without the memory phase (run_plans(memory=False))")
+    methods = {f: how if how.startswith("not measured") else how + where for f, how in timed.memory_methods.items()}
+    return timed.model_copy(update={"memory_method": timed.memory_method + where, "memory_methods": methods})
+
+
 def with_memory_of(timed: Measurement, memory: Measurement) -> Measurement:
-    """The timed launch's measurement with each rank's memory (every field of MEMORY_FIELDS) from the memory
-    launch."""
+    """The timed phase's measurement with each rank's memory (every field of MEMORY_FIELDS) from the memory
+    phase."""
     views = {r.rank: {f: getattr(r, f) for f in MEMORY_FIELDS} for r in memory.ranks}
     ranks = [r.model_copy(update=views[r.rank]) for r in timed.ranks]
-    where = (f"; in a separate untimed launch over {memory.steps} step(s), the step times in a launch with the "
-             "allocator set for timing (execute.launch.MALLOC_TIMING)")
+    where = (f"; in an untimed phase over {memory.steps} step(s) before the timed one, in the same ranks, the step "
+             "times with the allocator set for timing (execute.launch.MALLOC_TIMING)")
     methods = {f: how if how.startswith("not measured") else how + where for f, how in memory.memory_methods.items()}
     return timed.model_copy(update={"ranks": ranks, "memory_method": memory.memory_method + where,
                                     "memory_methods": methods})

@@ -12,7 +12,7 @@ Steps are counted from 1 in these places, as saves count them (step-0004 holds s
 Fault injection for tests (faults.py reads it): PERFMODEL_TEST_FAULT="KIND:RANK:POINT[,...]" makes rank RANK
 fail at POINT ("step3": the start of step 3; "save4": the start of the save after step 4; "commit4": that save's
 shards written, before its commit; "write": before the measurement is written) in every launch that gets there
-(on CPU the untimed memory launch runs steps 1-2 and writes; saves are made in the timed launch only). KIND:
+(on CPU the untimed memory phase runs steps 1-2 and writes; saves are made in the timed phase only). KIND:
 kill (SIGKILL), stop (SIGSTOP), raise (an exception), oom (an address-space limit the step then passes), fsize
 (a file-size limit the next write passes).
 """
@@ -31,14 +31,31 @@ import time
 import torch
 import torch.distributed as dist
 
-from .agent import FORKED_VAR
-from .launch import AT, PREFIX, describe
-from . import faults
-from ..spec.measurement import MEMORY_FIELDS, Measurement, RankRecord, job_step_times, write_measurement
+from ..spec.measurement import (
+    MEMORY_FIELDS,
+    Measurement,
+    RankRecord,
+    job_step_times,
+    write_measurement,
+)
 from ..spec.plan_file import load_plan_file
+from . import faults
+from .agent import FORKED_VAR
 from .data import Batches
+from .launch import AT, MALLOC_MEMORY, MALLOC_TIMING, PREFIX, describe, set_allocator
 from .memory_probe import METHOD, PeakMemory
 from .train import Trainer, check_finite, device_name
+
+
+def preload() -> None:
+    """Import what every rank would otherwise import on first use, once, in the agent before it forks the ranks
+    (execute/agent.py calls it): torch._dynamo, which torch's own decorators import at a rank's first random fill
+    (about 2 CPU-s a rank on a 2-core host), FSDP2, pipelining, ZeRO-1's optimizer and DCP."""
+    import torch._dynamo
+    import torch.distributed.checkpoint
+    import torch.distributed.fsdp
+    import torch.distributed.optim
+    import torch.distributed.pipelining
 
 
 def plan_departures(plan, dp_kind: str) -> list[str]:
@@ -240,8 +257,34 @@ def write(job: dict, entry: dict, device: torch.device, runs: list[tuple[list[di
         f"{', ' + m.checkpoint.summary() if m.checkpoint else ''}")
 
 
+def run_job(job: dict, device: torch.device, rank: int) -> None:
+    """Every plan of `job`, `rounds` times over; rank 0 writes the measurements."""
+    if device.type == "cpu":
+        set_allocator(MALLOC_MEMORY if job.get("measures") == "memory" else MALLOC_TIMING)
+    group = None  # DCP's own gloo group (execute/resume.py), made by every rank at the same point
+    if dist.is_initialized() and any(e.get("checkpoint") for e in job["plans"]):
+        group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=job["pg_timeout_s"]))
+    runs = {i: [] for i in range(len(job["plans"]))}
+    for r in range(job.get("rounds", 1)):  # rounds interleave the plans: slow drifts of load hit them all
+        if r and rank == 0:
+            say(f"round {r + 1} of {job['rounds']}")
+        for i, entry in enumerate(job["plans"]):
+            run = run_plan(job, entry, device, group)
+            at(f"gathering the results of {os.path.basename(entry['plan'])}")
+            runs[i].append((*gather(run), run))
+            if rank == 0 and job.get("rounds", 1) > 1:
+                slowest = job_step_times([rec["step_times_s"] for rec in runs[i][-1][0]])[job["warmup"]:]
+                say(f"{os.path.basename(entry['plan'])}: round {r + 1}: step "
+                    f"{statistics.median(slowest) * 1e3:.1f} ms")
+    if rank == 0:
+        for i, entry in enumerate(job["plans"]):
+            write(job, entry, device, runs[i])
+
+
 def main(argv: list[str]) -> int:
-    job = json.loads(open(argv[0]).read())
+    """Run the job files `argv` in turn in this launch (on CPU: the memory phase, then the timed one)."""
+    jobs = [json.loads(open(path).read()) for path in argv]
+    job = jobs[0]
     rank = int(os.environ.get("RANK", "0"))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the file-size limit fails (EFBIG), not the rank
     try:
@@ -256,24 +299,8 @@ def main(argv: list[str]) -> int:
             dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
                                     timeout=datetime.timedelta(seconds=job["pg_timeout_s"]),
                                     device_id=device if device.type == "cuda" else None)
-        group = None  # DCP's own gloo group (execute/resume.py), made by every rank at the same point
-        if dist.is_initialized() and any(e.get("checkpoint") for e in job["plans"]):
-            group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=job["pg_timeout_s"]))
-        runs = {i: [] for i in range(len(job["plans"]))}
-        for r in range(job.get("rounds", 1)):  # rounds interleave the plans: slow drifts of load hit them all
-            if r and rank == 0:
-                say(f"round {r + 1} of {job['rounds']}")
-            for i, entry in enumerate(job["plans"]):
-                run = run_plan(job, entry, device, group)
-                at(f"gathering the results of {os.path.basename(entry['plan'])}")
-                runs[i].append((*gather(run), run))
-                if rank == 0 and job.get("rounds", 1) > 1:
-                    slowest = job_step_times([rec["step_times_s"] for rec in runs[i][-1][0]])[job["warmup"]:]
-                    say(f"{os.path.basename(entry['plan'])}: round {r + 1}: step "
-                        f"{statistics.median(slowest) * 1e3:.1f} ms")
-        if rank == 0:
-            for i, entry in enumerate(job["plans"]):
-                write(job, entry, device, runs[i])
+        for job in jobs:
+            run_job(job, device, rank)
         if dist.is_initialized():
             dist.barrier()
             if dist.get_backend() == "gloo":
