@@ -51,7 +51,8 @@ SUSTAIN_MODEL = ModelConfig(
     source="a GPT-2-style model whose step is mostly GEMMs on a CPU rank: the sustained-fraction probe "
            "(calibrate.host)")
 SUSTAIN = "sustain"
-STEPS, WARMUP, ROUNDS = 6, 2, 3  # the step time as validate reads it: the lowest round's median (Measurement)
+STEPS, WARMUP = 6, 2  # the step time as validate reads it: the lowest round's median (Measurement)
+ROUNDS = {False: 3, True: 2}  # rounds over the probes, full and quick (calibrate --quick)
 
 
 def probe_plans(nproc: int) -> dict[str, Plan]:
@@ -84,9 +85,10 @@ def sustained_fraction(measured_s: float, predicted_s: float, compute_s: float) 
     return float(min(1.0, max(1.0 / BOUNDS[1][0], compute_s / (measured_s - rest))))
 
 
-def measure_executor_costs(system: System, nproc: int, device: str, echo=None) -> System:
-    """Run the probes on `nproc` processes, price them with `system`, fit the two host costs and, on a CPU, the
-    sustained fraction (see the module docstring); `system` with them."""
+def measure_executor_costs(system: System, nproc: int, device: str, echo=None, quick: bool = False) -> System:
+    """Run the probes on `nproc` processes (ROUNDS[quick] rounds), price them with `system`, fit the two host
+    costs and, on a CPU, the sustained fraction (see the module docstring); `system` with them."""
+    rounds = ROUNDS[quick]
     from ..cost.estimate import evaluate_plan
     from ..execute.run_plans import run_plans
     from ..spec.plan_file import write_plan_file
@@ -105,8 +107,8 @@ def measure_executor_costs(system: System, nproc: int, device: str, echo=None) -
             pf = plan_file(model, bare, est.plan, "perfmodel calibrate (host probe)", evaluated=(step, est))
             paths.append(write_plan_file(pf, Path(tmp) / f"{name}.json"))
             steps.append((step, est))
-        measured = run_plans(paths, nproc, device=device, steps=STEPS, warmup=WARMUP, rounds=ROUNDS,
-                             log_dir=Path(tmp), echo=echo)
+        measured = run_plans(paths, nproc, device=device, steps=STEPS, warmup=WARMUP, rounds=rounds,
+                             log_dir=Path(tmp), echo=echo, memory=False)  # step times only
     times = {name: m.step_time_s for name, m in zip(plans, measured)}
     probes = []
     for name, (step, est) in zip(plans, steps):
@@ -118,7 +120,7 @@ def measure_executor_costs(system: System, nproc: int, device: str, echo=None) -
     gap = np.array([p.measured_s - p.predicted_s for p in probes])
     (kernel_s, collective_s), _ = nnls(a, np.maximum(gap, 0.0))
     how = (f"fitted: perfmodel calibrate ran the executor on {nproc} {device} process(es) over "
-           f"{len(probes)} layouts of {PROBE_MODEL.name} ({', '.join(probe_plans(nproc))}; {ROUNDS} rounds of {STEPS} "
+           f"{len(probes)} layouts of {PROBE_MODEL.name} ({', '.join(probe_plans(nproc))}; {rounds} rounds of {STEPS} "
            f"steps, the lowest round's median after {WARMUP}), and non-negative least squares of measured - "
            "predicted step time on launches and calls per step (calibrate.host_costs)")
     costs = HostCosts(stack=EXECUTOR_STACK, kernel_s=float(kernel_s), collective_s=float(collective_s),
@@ -133,7 +135,7 @@ def measure_executor_costs(system: System, nproc: int, device: str, echo=None) -
     frac = sustained_fraction(times[SUSTAIN], est.step_time_s, compute)
     why = (f"measured end to end: perfmodel calibrate ran the executor on {model.name} ({model.n_layers} layers, "
            f"hidden {model.hidden}, vocab {model.vocab}, {plan.seq_len} tokens per rank: a model and length of no "
-           f"validation sweep) data parallel over {nproc} {device} process(es), {ROUNDS} rounds of {STEPS} steps, "
+           f"validation sweep) data parallel over {nproc} {device} process(es), {rounds} rounds of {STEPS} steps, "
            f"the lowest round's median after {WARMUP}: {times[SUSTAIN] * 1e3:.1f} ms per "
            f"step where the estimate at the microbenchmark rates says {est.step_time_s * 1e3:.1f} ms, "
            f"{compute * 1e3:.1f} ms of it GEMMs and attention; fraction = F / (measured - (predicted - F)) "

@@ -151,7 +151,7 @@ def run_calibration(device: str = "cpu", nproc: int = 1, output: str | Path | No
 
     (echo or (lambda line: None))("calibrate: host costs of the executor (a model too small to compute) and, "
                                   "on a CPU, the compute a whole step sustains")
-    system = measure_executor_costs(system, nproc, device, echo)
+    system = measure_executor_costs(system, nproc, device, echo, quick)
     raw = RawFile(created_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                   command=command, spec_file=out.name, system=system.name, quick=quick,
                   wall_s=time.monotonic() - start, measurements=m, fit=fit)
@@ -166,7 +166,7 @@ def calibrate(device: str = "cpu", nproc: int = 1, output: str | Path | None = N
 
     device: 'cpu' (fp32, one thread per process; gloo) or 'cuda' (bf16; NCCL). base (CUDA only): the catalogue
     system whose datasheet numbers and outer tiers are kept (default: the one with this GPU). quick: fewer
-    points (about a quarter of the time). name: the system's name (default cpu-HOST-Np / BASE-calibrated).
+    points (about a quarter of the time) and 2 rounds of the executor's host probes, not 3. name: the system's name (default cpu-HOST-Np / BASE-calibrated).
     echo(line): progress lines. Returns the System written; the raw measurements go to `raw_path(output)`.
     InputError (one line, nothing written) for bad input; execute.launch.RunFailed if a benchmark rank fails.
     """
