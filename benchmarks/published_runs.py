@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from devset import DEFAULT_CSV
-from perfmodel.calibrate.from_runs import fit, interval_from, price
+from perfmodel.calibrate.from_runs import Parts, fit, interval_from, price
 from perfmodel.errors import InputError
 from perfmodel.published.runs import load_cases
 from perfmodel.spec.stack import STACKS
@@ -44,14 +44,15 @@ def priced(csv: Path, cases=None):
     """(per-row table, priced parts of the expressible rows, their indices in the table); `cases`: the CSV's
     rows as published.runs.Case (default load_cases; the MoE benchmark passes its own)."""
     cases = load_cases(csv) if cases is None else cases
-    for c in cases:  # a row the estimate refuses keeps the reason
+    each = []
+    for c in cases:  # each row priced once; a row the estimate refuses keeps the reason
         if not c.reason:
             try:
-                price([c])
+                each.append(price([c]))
             except InputError as err:
                 c.reason = f"estimate: {err}"
     ok = [c for c in cases if not c.reason]
-    parts = price(ok)
+    parts = Parts.joined(each)
     out = [dict(row_id=c.row_id, group=c.group, trust=c.trust, measured_s=c.measured_s, reason=c.reason)
            for c in cases]
     df = pd.DataFrame(out)

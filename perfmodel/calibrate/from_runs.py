@@ -70,6 +70,13 @@ class Parts:
     def take(self, idx) -> Parts:
         return Parts(self.compute[idx], self.comm[idx], self.host[idx], self.measured[idx])
 
+    @staticmethod
+    def joined(parts: list[Parts]) -> Parts:
+        """The runs of several Parts, in order, with their estimates."""
+        cols = [np.concatenate([getattr(p, f) for p in parts]) if parts else np.empty(0)
+                for f in ("compute", "comm", "host", "measured")]
+        return Parts(*cols, [e for p in parts for e in (p.estimates or [])])
+
 
 def read_runs_table(path: str | Path) -> pd.DataFrame:
     """Measured runs as a dev-set table: a CSV file, or a directory (or file) of training logs."""
