@@ -28,27 +28,33 @@ def _check(text: str, version: str = "core_r0.16"):
 
 def test_the_checks_refuse_what_megatron_refuses():
     uneven = export_plan(spread_plan_file("pp4-vpp3-uneven"), "megatron", "core_r0.16")
-    # without CUDA_DEVICE_MAX_CONNECTIONS=1 at tp = 2 (validate_args)
-    r = _check(re.sub(r"(?m)^export CUDA_DEVICE_MAX_CONNECTIONS=1.*\n", "", uneven))
-    assert not r.accepted and "CUDA_DEVICE_MAX_CONNECTIONS to 1" in r.error
+    fsdp = export_plan(spread_plan_file("cp4-zero3-full"), "megatron", "core_r0.16")
+    selective = export_plan(spread_plan_file("tp8-pp4-vpp2-sp-zero1"), "megatron", "core_r0.16")
+    cases = {  # name -> (text, the error megatron-core gives; None: accepted); one subprocess for all
+        # without CUDA_DEVICE_MAX_CONNECTIONS=1 at tp = 2 (validate_args)
+        "connections": (re.sub(r"(?m)^export CUDA_DEVICE_MAX_CONNECTIONS=1.*\n", "", uneven),
+                        "CUDA_DEVICE_MAX_CONNECTIONS to 1"),
+        # a layout holding 31 of the 32 layers: megatron-core's validate_layer_layout
+        "layout": (uneven.replace("|ttL", "|tL"), "must match num_layers 32"),
+        # a global batch that micro x dp does not divide: 256 over micro 3 x dp 8
+        "batch": (uneven.replace("--micro-batch-size 1", "--micro-batch-size 3"),
+                  "not divisible by micro batch size (3) times data parallel size (8)"),
+        # Megatron-FSDP with a single CUDA queue
+        "fsdp": (fsdp.replace("unset CUDA_DEVICE_MAX_CONNECTIONS", "export CUDA_DEVICE_MAX_CONNECTIONS=1"), "FSDP"),
+        "selective": (selective, None),
+        # a recompute module megatron-core does not know (TransformerConfig.__post_init__)
+        "module": (selective.replace("--recompute-modules core_attn", "--recompute-modules core_attn nope"), "nope"),
+    }
+    results = run_checks("megatron", "core_r0.16", VERSIONS["core_r0.16"], [text for text, _ in cases.values()])
+    assert len(results) == len(cases)
+    for (name, (_, error)), r in zip(cases.items(), results):
+        if error is None:
+            assert r.accepted, (name, r.error)
+        else:
+            assert not r.accepted and error in r.error, (name, r.error)
     # a layout on core_r0.12, which has no pipeline_model_parallel_layout field
     r = _check(uneven, "core_r0.12")
     assert not r.accepted and "--pipeline-model-parallel-layout" in r.error
-    # a layout holding 31 of the 32 layers: megatron-core's validate_layer_layout
-    r = _check(uneven.replace("|ttL", "|tL"))
-    assert not r.accepted and "must match num_layers 32" in r.error
-    # a global batch that micro x dp does not divide: 256 over micro 3 x dp 8
-    r = _check(uneven.replace("--micro-batch-size 1", "--micro-batch-size 3"))
-    assert not r.accepted and "not divisible by micro batch size (3) times data parallel size (8)" in r.error
-    # Megatron-FSDP with a single CUDA queue
-    fsdp = export_plan(spread_plan_file("cp4-zero3-full"), "megatron", "core_r0.16")
-    r = _check(fsdp.replace("unset CUDA_DEVICE_MAX_CONNECTIONS", "export CUDA_DEVICE_MAX_CONNECTIONS=1"))
-    assert not r.accepted and "FSDP" in r.error
-    # a recompute module megatron-core does not know (TransformerConfig.__post_init__)
-    selective = export_plan(spread_plan_file("tp8-pp4-vpp2-sp-zero1"), "megatron", "core_r0.16")
-    assert _check(selective).accepted
-    r = _check(selective.replace("--recompute-modules core_attn", "--recompute-modules core_attn nope"))
-    assert not r.accepted and "nope" in r.error
 
 
 def test_moe_flags_go_through_the_same_checks():
