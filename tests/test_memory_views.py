@@ -1,7 +1,7 @@
 """The executor's memory views (execute/memory_probe.py) and validate's like-with-like comparison.
 
 CUDA cannot run here: its path runs against a stand-in torch.cuda (monkeypatched functions, a fake NVML). The
-CPU path runs for real: one tiny plan in one torchrun launch pair (memory, then timed). validate runs with a
+CPU path runs for real: one tiny plan in one torchrun launch (a memory phase, then the timed one). validate runs with a
 stand-in executor on plan files for a CUDA system, so every view is compared without a GPU.
 """
 

@@ -12,7 +12,7 @@ from .argtypes import RDZV_BACKENDS, integer, nodes, path, seconds, word
 def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     xe = sub.add_parser(name, help=help)
     xe.add_argument("plans", nargs="+", type=path("plan file"), metavar="PLAN.json", help="plan files; all run in "
-                    "one timed launch (CPU: peak memory in a second, untimed one)")
+                    "one launch (CPU: peak memory in an untimed phase before the timed steps)")
     xe.add_argument("--nproc", type=integer("--nproc"), required=True, help="processes per node (GPUs or CPU ranks)")
     xe.add_argument("--device", default="auto", help="auto (cuda if present) | cpu | cuda")
     xe.add_argument("--steps", type=integer("--steps"), default=8, help="training steps per plan (default 8)")

@@ -89,17 +89,23 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt(3) parameters (glibc mall
 def set_allocator(settings: dict[str, str]) -> bool:
     """Set this process's glibc allocator now as the environment `settings` (MALLOC_TIMING or MALLOC_MEMORY) set
     it at a process's start: mallopt(3) of the mmap and trim thresholds, which also stops glibc moving them
-    itself, as the environment variables do. The worker switches the phases of one CPU launch this way (its ranks
-    are forked from the agent, which glibc set up long before). False where there is no glibc."""
+    itself, as the environment variables do; then malloc_trim(0), which returns the heap's free pages to the OS
+    (those inside it too, glibc >= 2.8): the agent imported torch with the allocator set for timing, and a tensor
+    of the memory phase that reused a free block it left would not raise the resident size. The worker switches
+    the phases of one CPU launch this way (its ranks are forked from the agent, which glibc set up long before).
+    False where there is no glibc."""
     import ctypes
 
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
+    libc = ctypes.CDLL(None)
     trim = int(settings.get("MALLOC_TRIM_THRESHOLD_", GLIBC_TRIM_DEFAULT))
-    return bool(mallopt(M_TRIM_THRESHOLD, trim)) and bool(mallopt(M_MMAP_THRESHOLD,
+    done = bool(mallopt(M_TRIM_THRESHOLD, trim)) and bool(mallopt(M_MMAP_THRESHOLD,
                                                                  int(settings["MALLOC_MMAP_THRESHOLD_"])))
+    libc.malloc_trim(0)
+    return done
 
 
 # -- what went wrong, in one line ---------------------------------------------------------------------------
@@ -256,8 +262,9 @@ def launch(module: str, args: list[str], nproc: int, *, device: str, log_path: s
     """Run `module` under torchrun and wait. RunFailed (one line: which rank, where, why) if any rank fails or
     the limit passes; RunInterrupted on Ctrl-C or SIGTERM (`on_signals`). Every process of the launch is gone
     when this returns or raises (execute.processes.stop_all).
-    `measure_memory`: the workers' allocator set for measuring resident memory, not for timing (worker_env).
-    `limit_s`: the limit the user gave, where this launch has only what an earlier launch left of it.
+    `measure_memory`: the workers' allocator set for measuring resident memory from their start, not for timing
+    (worker_env; the executor's own CPU launches start set for timing and switch per phase, set_allocator).
+    `limit_s`: the limit the user gave, where this launch has only what the caller's set-up left of it.
 
     `echo(line)` receives the workers' `[perfmodel]` lines as they come (default: print to stderr).
     """

@@ -214,6 +214,8 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
 
         def run(*jobs: str) -> None:
             """One launch running the job files in turn (execute.worker.main)."""
+            if deadline - time.monotonic() <= 0:
+                raise RunFailed(f"the run passed its limit of {limit:g} s before its launch")
             launch("perfmodel.execute.worker", list(jobs), nproc, device=device, log_path=log_dir / "execute.log",
                    timeout_s=deadline - time.monotonic(), rdzv=rdzv, echo=echo, limit_s=limit)
 

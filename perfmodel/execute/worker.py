@@ -1,6 +1,7 @@
-"""The torchrun entry point: `python -m torch.distributed.run ... -m perfmodel.execute.worker JOB.json`.
+"""The torchrun entry point: `python -m torch.distributed.run ... -m perfmodel.execute.worker JOB.json [JOB.json]`.
 
-Runs every plan of the job in turn inside one launch (torch start-up costs seconds per launch), each on a fresh
+Runs each job in turn (on CPU: the untimed memory phase, then the timed one), and every plan of a job in turn,
+inside one launch (torch start-up costs seconds per launch), each on a fresh
 device mesh, `rounds` times over (round 1 runs every plan, then round 2 ...), and has rank 0 write every plan's
 measurement file atomically once the last round is done (a run that fails on the way writes none). A rank that fails prints one
 `[perfmodel] rank R failed during PLACE: CAUSE` line and exits non-zero; torchrun then stops the others
@@ -11,7 +12,7 @@ Steps are counted from 1 in these places, as saves count them (step-0004 holds s
 
 Fault injection for tests (faults.py reads it): PERFMODEL_TEST_FAULT="KIND:RANK:POINT[,...]" makes rank RANK
 fail at POINT ("step3": the start of step 3; "save4": the start of the save after step 4; "commit4": that save's
-shards written, before its commit; "write": before the measurement is written) in every launch that gets there
+shards written, before its commit; "write": before the measurement is written) in every phase that gets there
 (on CPU the untimed memory phase runs steps 1-2 and writes; saves are made in the timed phase only). KIND:
 kill (SIGKILL), stop (SIGSTOP), raise (an exception), oom (an address-space limit the step then passes), fsize
 (a file-size limit the next write passes).

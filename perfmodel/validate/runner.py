@@ -266,7 +266,7 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
 
     from ..execute.run_plans import run_plans
 
-    echo(f"running {len(paths)} plans in one timed launch on {nproc} {device} process{'es' if nproc > 1 else ''} "
+    echo(f"running {len(paths)} plans in one launch on {nproc} {device} process{'es' if nproc > 1 else ''} "
          f"({steps} steps each, {warmup} warm-up{f', {rounds} rounds' if rounds > 1 else ''})")
     ckpt = {}
     if checkpoint_every is not None:
