@@ -97,14 +97,14 @@ def set_allocator(settings: dict[str, str]) -> bool:
     import ctypes
 
     try:
-        mallopt = ctypes.CDLL(None).mallopt
+        libc = ctypes.CDLL(None)
+        mallopt, malloc_trim = libc.mallopt, libc.malloc_trim
     except (OSError, AttributeError):
         return False
-    libc = ctypes.CDLL(None)
     trim = int(settings.get("MALLOC_TRIM_THRESHOLD_", GLIBC_TRIM_DEFAULT))
     done = bool(mallopt(M_TRIM_THRESHOLD, trim)) and bool(mallopt(M_MMAP_THRESHOLD,
                                                                  int(settings["MALLOC_MMAP_THRESHOLD_"])))
-    libc.malloc_trim(0)
+    malloc_trim(0)
     return done
 
 
