@@ -106,10 +106,15 @@ def json_type(value) -> str:
     return "number" if isinstance(value, (int, float)) else type(value).__name__
 
 
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
 def dump(doc, fmt: str) -> bytes:
     if fmt == "json":
         return (json.dumps(doc, indent=2) + "\n").encode()
-    return yaml.safe_dump(doc, sort_keys=False).encode()  # non-ASCII escaped: a key reads back as written
+    # libyaml's emitter where PyYAML has it (the same text as SafeDumper's, ~10x faster: a fifth of a fuzz
+    # test's time went to dumping); non-ASCII escaped: a key reads back as written
+    return yaml.dump(doc, Dumper=_DUMPER, sort_keys=False).encode()
 
 
 @st.composite

@@ -10,6 +10,7 @@ valid, and exit code 2.
 from __future__ import annotations
 
 import errno
+import functools
 import importlib
 import signal
 import sys
@@ -39,8 +40,11 @@ def command_module(name: str):
     return importlib.import_module(f"{__package__}.{COMMANDS[name][0]}")
 
 
+@functools.lru_cache(maxsize=None)
 def build_parser(command: str | None = "all") -> Parser:
-    """The parser: every command's flags ("all"), or only `command`'s (the others listed by name and help line)."""
+    """The parser: every command's flags ("all"), or only `command`'s (the others listed by name and help line).
+    Built once per process and command: parsing leaves a parser as it was, and building one costs ~10 ms (most of
+    a refused command's time, and of a test that calls `main` thousands of times)."""
     ap = Parser(prog="perfmodel", description="Predict LLM training step time and memory on GPU/TPU clusters.")
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=Parser)
     for name, (_, help) in COMMANDS.items():
