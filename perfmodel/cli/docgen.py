@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..errors import MAX_COUNT
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 END = "<!-- END GENERATED -->"
 HARDWARE_BEGIN = "<!-- BEGIN GENERATED: hardware schema (python -m perfmodel.cli.docgen) -->"
 PLAN_BEGIN = "<!-- BEGIN GENERATED: plan schema (python -m perfmodel.cli.docgen) -->"

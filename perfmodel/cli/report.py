@@ -136,6 +136,9 @@ def hardware_table(s: System) -> str:
                  f"sustained in a step {e.sustained_fraction:g}")
     lines.append(f"  memory overhead {s.memory_overhead_gib:g} GiB per device"
                  + (f"; at most {s.max_devices} devices" if s.max_devices else ""))
+    if a.kernel_tables:
+        lines.append("  kernel tables: " + ", ".join(f"{kind} {path}" for kind, path in a.kernel_tables.items())
+                     + " (measured; step times are still priced from the efficiency line above)")
     lines.append("  sources:")
     for owner, src in [(a.name, a.sources), *[(t.name, t.sources) for t in s.tiers],
                        ("efficiency", e.sources), (s.name, s.sources)]:

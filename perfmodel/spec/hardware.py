@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ..errors import MAX_COUNT, Count, Flag, InputError, PositiveReal, Real, Schema, suggest
 from ..files import looks_like_path, read_mapping
@@ -49,7 +49,21 @@ class Accelerator(Schema):
     torch_device: Literal["cuda", "cpu", "xla"] = Field(
         "cuda", description="torch device type that runs this part (ROCm GPUs are 'cuda' to torch; TPUs 'xla'); "
                             "the executor refuses a plan for another device type")
+    kernel_tables: dict[Literal["gemm"], str] = Field(
+        default_factory=dict, description="kernel kind -> measured table (hardware_specs/kernels/<part>/..., or an "
+                                          "absolute path): GEMM latency by dtype, m, n, k (spec.kernel_tables)")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
+
+    @field_validator("kernel_tables")
+    @classmethod
+    def _tables_exist(cls, tables):
+        from .kernel_tables import table_path
+
+        for kind, path in tables.items():
+            if not table_path(path).is_file():
+                raise ValueError(f"{kind} = {path!r}: no such file; valid: a table under hardware_specs/kernels/ "
+                                 f"(e.g. h100_sxm/gemm.csv.gz) or an absolute path")
+        return tables
 
     @model_validator(mode="after")
     def _has_bf16(self):

@@ -1,0 +1,50 @@
+"""Kernel times looked up in measured tables (`spec.kernel_tables`), all shapes of a search at once.
+
+Seconds for arrays of shapes, vectorised (no Python loop over shapes), with a mask of the shapes that lie
+outside the table's grid, so that a caller can say it extrapolated.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..spec.kernel_tables import GemmGrid
+
+
+def _bracket(axis: np.ndarray, x: np.ndarray):
+    """Index i of the grid cell [axis[i], axis[i+1]] holding x, and x's position in it in log space (0..1,
+    clipped: outside the grid the edge cell's end value is used and the caller scales from there)."""
+    logs = np.log(axis)
+    i = np.clip(np.searchsorted(axis, x, side="right") - 1, 0, len(axis) - 2)
+    w = (np.log(np.clip(x, axis[0], axis[-1])) - logs[i]) / (logs[i + 1] - logs[i])
+    return i, np.clip(w, 0.0, 1.0)
+
+
+def gemm_table_time(grid: GemmGrid, m, n, k, batch=1):
+    """Seconds for `batch` GEMMs Y[m, n] = X[m, k] W[n, k]^T (FLOPs 2 m n k each) from a measured table, and a
+    bool mask of the shapes outside its grid.
+
+    Inside the grid: trilinear interpolation of log(seconds) in (log m, log n, log k), exact at measured
+    points; log-log is what makes it follow both regimes, since t ~ m n k where the GEMM is compute-bound and
+    t ~ (m k + n k + m n) where it is memory- or launch-bound, and a product of powers is linear in logs. Along
+    each axis the result stays between the two grid points around it. Outside it (m, n or k
+    beyond the largest measured, or below the smallest): the time at the nearest edge scaled by the FLOP ratio
+    (compute-bound beyond the top; never cheaper than the smallest measured below the bottom), flagged.
+    Batched GEMMs run one after another at the single-GEMM time (AIConfigurator's tables time one call).
+    """
+    m, n, k = (np.asarray(x, float) for x in (m, n, k))
+    shape = np.broadcast_shapes(m.shape, n.shape, k.shape)
+    m, n, k = (np.broadcast_to(x, shape) for x in (m, n, k))
+    (im, wm), (jn, wn), (lk, wk) = _bracket(grid.m, m), _bracket(grid.n, n), _bracket(grid.k, k)
+    logt = np.log(grid.seconds)
+    out = 0.0
+    for dm, am in ((0, 1 - wm), (1, wm)):
+        for dn, an in ((0, 1 - wn), (1, wn)):
+            for dk, ak in ((0, 1 - wk), (1, wk)):
+                out = out + am * an * ak * logt[im + dm, jn + dn, lk + dk]
+    seconds = np.exp(out)
+    above = [np.maximum(x / ax[-1], 1.0) for x, ax in ((m, grid.m), (n, grid.n), (k, grid.k))]
+    seconds = seconds * above[0] * above[1] * above[2]
+    outside = ((m > grid.m[-1]) | (n > grid.n[-1]) | (k > grid.k[-1]) | (m < grid.m[0]) | (n < grid.n[0])
+               | (k < grid.k[0]))
+    return np.asarray(batch, float) * seconds, outside

@@ -1,0 +1,99 @@
+"""Measured kernel tables a hardware spec names (`Accelerator.kernel_tables`), read into regular grids.
+
+The tables live in `hardware_specs/kernels/<part>/` (copied from NVIDIA AIConfigurator's measurements by
+`hardware_specs/kernels/import_tables.py`; source, licence and framework per table in that folder's README.md and
+sources.csv). A GEMM table holds one latency per (dtype, m, n, k) on a grid of 74 m x 22 n x 22 k values
+(Y[m, n] = X[m, k] W[n, k]^T; m = tokens). `gemm_grid` turns one dtype of it into a dense array for vectorised
+lookups (`cost.kernel_lookup.gemm_table_time`), filling its holes:
+
+* **Holes.** The grid leaves out n = k = 65536, and the collector skipped shapes with m*n or m*k >= 2^31 (on
+  H100 bf16: 116 of the 74 x 22 x 22 points). They are the largest shapes, where a GEMM is compute-bound, so a
+  hole takes the time of the nearest measured shape below it (along m, then k, then n) scaled by the ratio of
+  that dimension (FLOPs = 2 m n k). `GemmGrid.measured` marks them.
+* **Measured non-monotonicity is kept.** On H100 bf16, 29% of the points take more than 2% longer than a shape
+  that contains them (m = 193 x n = 51200 x k = 512: 0.061 ms; m = 256: 0.034 ms): the library picks another
+  kernel there, and a framework calling it pays that. Forcing t to be monotone (a smaller GEMM as a padded
+  larger one) would price a kernel nobody runs. Between grid points the interpolation is monotone along each
+  axis: piecewise linear in logs, never outside its two neighbours.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+
+KERNELS = Path(str(resources.files("perfmodel.hardware_specs") / "kernels"))  # the catalogue's tables (package data)
+KINDS = ("gemm",)  # the kernel kinds a spec may name tables for
+
+
+def table_path(relative: str) -> Path:
+    """A table named in a spec (relative to hardware_specs/kernels/, or absolute for a user's own)."""
+    path = Path(relative)
+    return path if path.is_absolute() else KERNELS / path
+
+
+@dataclass(frozen=True)
+class GemmGrid:
+    """One dtype of a GEMM table on its grid: seconds per call at every (m, n, k) of the axes."""
+
+    table: str  # as the spec names it
+    dtype: str  # the plan's precision: bf16, fp8, fp4
+    m: np.ndarray  # axis values, ascending
+    n: np.ndarray
+    k: np.ndarray
+    seconds: np.ndarray  # (len m, len n, len k), holes filled (module docstring)
+    measured: np.ndarray  # bool, same shape: False where the collector skipped the shape
+
+    @property
+    def label(self) -> str:
+        """How a breakdown names what priced an op: 'table h100_sxm/gemm bf16'."""
+        return f"table {self.table.removesuffix('.csv.gz')} {self.dtype}"
+
+
+def _rows(path: Path) -> dict[str, list[tuple[float, float, float, float]]]:
+    if not path.is_file():
+        raise InputError(f"kernel table {path}: file does not exist; valid: a table under hardware_specs/kernels/ "
+                         f"(hardware_specs/kernels/import_tables.py writes them) or an absolute path")
+    out: dict[str, list] = {}
+    with gzip.open(path, "rt") as f:
+        reader = csv.reader(f)
+        header = next(reader, [])
+        if header != ["dtype", "m", "n", "k", "latency_ms"]:
+            raise InputError(f"kernel table {path}: header {header}; valid: dtype,m,n,k,latency_ms")
+        for row in reader:
+            out.setdefault(row[0], []).append(tuple(float(x) for x in row[1:]))
+    return out
+
+
+@lru_cache(maxsize=None)
+def gemm_grid(table: str, dtype: str) -> GemmGrid:
+    """`dtype`'s rows of the GEMM table `table` as a GemmGrid; InputError naming the dtypes it has."""
+    rows = _rows(table_path(table))
+    if dtype not in rows:
+        raise InputError(f"kernel table {table} has no {dtype} GEMMs; it has: {', '.join(sorted(rows))}")
+    data = np.array(rows[dtype])
+    axes = [np.unique(data[:, i]) for i in range(3)]
+    t = np.full([len(a) for a in axes], np.nan)
+    idx = tuple(np.searchsorted(a, data[:, i]) for i, a in enumerate(axes))
+    t[idx] = data[:, 3] * 1e-3  # ms -> s
+    measured = ~np.isnan(t)
+    # holes: the nearest measured shape below along m, then k, then n, scaled by that dimension (compute-bound
+    # there: 2 m n k FLOPs)
+    for axis in (0, 2, 1):
+        t = np.moveaxis(t, axis, 0)
+        for i in range(1, t.shape[0]):
+            hole = np.isnan(t[i])
+            t[i][hole] = t[i - 1][hole] * axes[axis][i] / axes[axis][i - 1]
+        t = np.moveaxis(t, 0, axis)
+    if np.isnan(t).any():
+        raise InputError(f"kernel table {table} ({dtype}): a shape has no measured shape below it to scale from; "
+                         f"valid: a table measured at the smallest m, n and k of its grid")
+    return GemmGrid(table=table, dtype=dtype, m=axes[0], n=axes[1], k=axes[2], seconds=t, measured=measured)

@@ -1,0 +1,127 @@
+"""Measured GEMM tables (hardware_specs/kernels/): read into grids, looked up exactly at measured points,
+interpolated in log space between them, and named by the specs that carry them."""
+
+from __future__ import annotations
+
+import gzip
+import math
+
+import numpy as np
+import pytest
+
+from perfmodel import load_hardware
+from perfmodel.cost.kernel_lookup import gemm_table_time
+from perfmodel.errors import InputError
+from perfmodel.spec.hardware import Accelerator, list_accelerators, load_accelerator
+from perfmodel.spec.kernel_tables import KERNELS, gemm_grid
+
+H100 = "h100_sxm/gemm.csv.gz"
+
+
+def rows(table: str, dtype: str) -> dict[tuple[float, float, float], float]:
+    """(m, n, k) -> seconds, read straight from the file (independent of spec.kernel_tables)."""
+    out = {}
+    with gzip.open(KERNELS / table, "rt") as f:
+        next(f)
+        for line in f:
+            d, m, n, k, ms = line.strip().split(",")
+            if d == dtype:
+                out[(float(m), float(n), float(k))] = float(ms) * 1e-3
+    return out
+
+
+def test_every_catalogue_part_with_a_table_loads_it():
+    named = {a: load_accelerator(a).kernel_tables for a in list_accelerators()}
+    with_tables = sorted(a for a, t in named.items() if t)
+    assert with_tables == ["A100-SXM4-80GB", "B200", "B300", "GB200", "GB300", "H100-SXM5-80GB", "H200-SXM-141GB"]
+    for a in with_tables:
+        acc = load_accelerator(a)
+        assert "kernel_tables" in acc.sources and "AIConfigurator" in acc.sources["kernel_tables"]
+        for dtype in ("bf16",) + (("fp8",) if "fp8" in acc.peak_tflops else ()):
+            assert gemm_grid(acc.kernel_tables["gemm"], dtype).seconds.shape[0] == 74  # the collector's m grid
+
+
+def test_measured_points_are_returned_exactly():
+    measured = rows(H100, "bf16")
+    grid = gemm_grid(H100, "bf16")
+    keys = list(measured)[::97]  # a spread of ~370 points over the whole grid
+    m, n, k = (np.array([key[i] for key in keys]) for i in range(3))
+    seconds, outside = gemm_table_time(grid, m, n, k)
+    np.testing.assert_allclose(seconds, [measured[key] for key in keys], rtol=1e-12)
+    assert not outside.any()
+
+
+def test_between_points_log_linear_interpolation():
+    # m = 6000 lies between the grid's 4353 and 8192; n and k are grid points. By hand: log-linear in m,
+    # t = t0 * (t1 / t0) ** (log(6000 / m0) / log(m1 / m0))
+    measured = rows(H100, "bf16")
+    grid = gemm_grid(H100, "bf16")
+    m0, m1 = max(m for m in grid.m if m <= 6000), min(m for m in grid.m if m >= 6000)
+    assert (m0, m1) == (4353, 8192)
+    t0, t1 = measured[(m0, 8192, 8192)], measured[(m1, 8192, 8192)]
+    by_hand = t0 * (t1 / t0) ** (math.log(6000 / m0) / math.log(m1 / m0))
+    seconds, outside = gemm_table_time(grid, 6000, 8192, 8192)
+    assert float(seconds) == pytest.approx(by_hand, rel=1e-12) and not outside
+    assert min(t0, t1) <= float(seconds) <= max(t0, t1)
+    # in all three dimensions at once: the geometric mean of the 8 corners at the cell's log-midpoint
+    corners = [measured[(a, b, c)] for a in (m0, m1) for b in (4096, 5120) for c in (4096, 5120)]
+    mid, _ = gemm_table_time(grid, math.sqrt(m0 * m1), math.sqrt(4096 * 5120), math.sqrt(4096 * 5120))
+    assert float(mid) == pytest.approx(math.prod(corners) ** (1 / 8), rel=1e-9)
+
+
+def test_a_large_gemm_runs_near_the_parts_peak():
+    # 8192^3 bf16 on H100: 2 * 8192^3 FLOPs at under the 989.4 TFLOP/s dense peak, and above the 0.7 of it
+    # that large GEMMs reach (stas00/ml-engineering's maximum achievable matmul FLOPS: 794.5 TF)
+    seconds, _ = gemm_table_time(gemm_grid(H100, "bf16"), 8192, 8192, 8192)
+    rate = 2 * 8192**3 / float(seconds) / 1e12
+    assert 0.7 * 989.4 < rate < 989.4
+    fp8, _ = gemm_table_time(gemm_grid(H100, "fp8"), 8192, 8192, 8192)
+    assert float(fp8) < float(seconds)  # fp8 runs the same GEMM faster
+
+
+def test_outside_the_grid_is_scaled_by_flops_and_flagged():
+    grid = gemm_grid(H100, "bf16")
+    edge, out_edge = gemm_table_time(grid, 32768, 4096, 4096)
+    twice, out_twice = gemm_table_time(grid, 65536, 4096, 4096)
+    assert not out_edge and out_twice
+    assert float(twice) == pytest.approx(2 * float(edge), rel=1e-12)
+    small, out_small = gemm_table_time(grid, 1, 16, 4096)  # n below the grid's 32: the edge's time, flagged
+    assert out_small and float(small) == pytest.approx(float(gemm_table_time(grid, 1, 32, 4096)[0]), rel=1e-12)
+
+
+def test_holes_are_filled_from_the_shape_below_and_marked():
+    grid = gemm_grid(H100, "bf16")
+    i, j, l = list(grid.m).index(32768), list(grid.n).index(65536), list(grid.k).index(4096)
+    assert not grid.measured[i, j, l]  # 32768 x 65536 >= 2^31: the collector skipped it
+    assert grid.measured[i - 1, j, l]
+    assert grid.seconds[i, j, l] == pytest.approx(grid.seconds[i - 1, j, l] * 32768 / grid.m[i - 1], rel=1e-12)
+    assert (~grid.measured).sum() == 74 * 22 * 22 - len(rows(H100, "bf16"))
+
+
+def test_a_search_sized_lookup_is_vectorised():
+    grid = gemm_grid(H100, "bf16")
+    m = np.arange(1, 200_001, dtype=float)
+    seconds, _ = gemm_table_time(grid, m, 8192, 4096)
+    assert seconds.shape == (200_000,) and np.isfinite(seconds).all()
+
+
+def test_bad_tables_are_refused_with_one_line():
+    with pytest.raises(InputError, match="has no fp8 GEMMs; it has: bf16"):
+        gemm_grid("a100_sxm/gemm.csv.gz", "fp8")
+    with pytest.raises(InputError, match="file does not exist"):
+        gemm_grid("nowhere/gemm.csv.gz", "bf16")
+    base = load_accelerator("H100-SXM5-80GB").model_dump()
+    with pytest.raises(InputError, match=r"gemm = 'nope.csv.gz': no such file; valid: a table under "
+                                         r"hardware_specs/kernels/"):
+        Accelerator.parse(base | {"kernel_tables": {"gemm": "nope.csv.gz"}}, where="accelerator x")
+    with pytest.raises(InputError, match="kernel_tables"):
+        Accelerator.parse(base | {"kernel_tables": {"attention": H100}}, where="accelerator x")
+
+
+def test_hardware_show_names_the_tables(capsys):
+    from perfmodel.cli.main import main
+
+    assert main(["hardware", "show", "dgx-h100"]) == 0
+    out = capsys.readouterr().out
+    assert "kernel tables: gemm h100_sxm/gemm.csv.gz (measured; step times are still priced" in out
+    assert load_hardware("tpu-v5p").accelerator.kernel_tables == {}
