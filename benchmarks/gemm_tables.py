@@ -3,9 +3,11 @@
     python benchmarks/gemm_tables.py [--models llama-3-8b,llama-3-70b,...] [--tokens 2048,4096,8192,16384]
 
 For the dense layer GEMMs of each model (fused QKV, attention output, MLP in and out, Y[m, n] = X[m, k] W[n, k]^T)
-at tensor parallelism 1, 2, 4 and 8 (weights split as Megatron-LM splits them) and m tokens per micro-batch on the
-device, price every forward GEMM twice: by the datasheet path the cost model uses today (`cost.compute.gemm_time`
-with the system's efficiency: peak x matmul_max, tile and wave quantisation, roofline) and by the part's measured
+at tensor parallelism 1, 2, 4 and 8 (cost.operator_table.gemm_shapes: weights split as Megatron-LM splits them)
+and m tokens per micro-batch on the device, price every forward GEMM twice: by the datasheet path the cost model
+uses today (`cost.compute.gemm_time` with the system's efficiency and the operand widths `cost.kernels.Device.gemm`
+passes: peak x matmul_max, tile and wave quantisation, roofline; the microbenchmark rate, without the step's
+sustained_fraction, since the tables are microbenchmarks too) and by the part's measured
 table (`cost.kernel_lookup.gemm_table_time`). Prints, per system and precision, the ratio table / datasheet over all
 shapes (median, 10th and 90th percentile) and the FLOP-weighted ratio (what a step's GEMM time would move by).
 A ratio above 1: the measured kernels are slower than the datasheet path says. No fit, no published run.
@@ -21,6 +23,8 @@ import pandas as pd
 from perfmodel import load_hardware, load_model
 from perfmodel.cost.compute import gemm_time
 from perfmodel.cost.kernel_lookup import gemm_table_time
+from perfmodel.cost.kernels import ACT_BYTES, GEMM_INPUT_BYTES
+from perfmodel.cost.operator_table import gemm_shapes
 from perfmodel.spec.kernel_tables import gemm_grid
 
 SYSTEMS = ("dgx-a100-80gb", "dgx-h100", "dgx-h200", "dgx-b200", "dgx-b300", "gb200-nvl72", "gb300-nvl72")
@@ -29,16 +33,10 @@ TOKENS = (2048, 4096, 8192, 16384)
 
 
 def shapes(model_names, tokens) -> pd.DataFrame:
-    """(model, tp, gemm, m, n, k) of every forward layer GEMM."""
-    rows = []
-    for name in model_names:
-        c = load_model(name)
-        q, kv = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
-        inner = c.ffn_hidden * (2 if c.gated else 1)
-        for tp in (1, 2, 4, 8):
-            for gemm, n, k in (("qkv", (q + 2 * kv) / tp, c.hidden), ("out", c.hidden, q / tp),
-                               ("mlp_in", inner / tp, c.hidden), ("mlp_out", c.hidden, c.ffn_hidden / tp)):
-                rows += [dict(model=name, tp=tp, gemm=gemm, m=m, n=n, k=k) for m in tokens]
+    """(model, tp, gemm, m, n, k) of every forward layer GEMM (cost.operator_table.gemm_shapes: Megatron-LM's split
+    on one tp rank)."""
+    rows = [dict(model=name, tp=tp, gemm=op, m=m, n=n, k=k) for name in model_names for tp in (1, 2, 4, 8)
+            for t in tokens for op, m, n, k in gemm_shapes(load_model(name), t, tp, lm_head=False)]
     return pd.DataFrame(rows)
 
 
@@ -54,7 +52,8 @@ def compare(systems, model_names, tokens) -> pd.DataFrame:
             if precision not in a.peak_tflops or precision not in e.matmul_max:
                 continue
             datasheet = gemm_time(s.m, s.n, s.k, a.peak_flops(precision), e.matmul_max[precision], *e.matmul_tile,
-                                  a.compute_units, a.hbm_bandwidth * e.memory_bandwidth)
+                                  a.compute_units, a.hbm_bandwidth * e.memory_bandwidth,
+                                  in_bytes=GEMM_INPUT_BYTES[precision], out_bytes=ACT_BYTES)
             table, outside = gemm_table_time(gemm_grid(a.kernel_tables["gemm"], precision), s.m, s.n, s.k)
             ratio = table / datasheet
             flops = 2 * s.m * s.n * s.k

@@ -69,6 +69,11 @@ MALLOC_TIMING = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD
 MALLOC_MEMORY = {"MALLOC_MMAP_THRESHOLD_": str(4 << 10)}
 
 
+def allocator_text(settings: dict[str, str]) -> str:
+    """How a measurement names an allocator setting (MALLOC_TIMING, MALLOC_MEMORY): 'NAME=VALUE ...'."""
+    return " ".join(f"{k}={v}" for k, v in settings.items())
+
+
 def worker_env(device: str, measure_memory: bool = False) -> dict[str, str]:
     """Environment of the workers. On CPU each rank computes on one thread (ranks share the cores, so that
     measured and calibrated rates agree), and glibc's allocator is set for timing or for measuring resident

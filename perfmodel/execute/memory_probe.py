@@ -34,10 +34,10 @@ from __future__ import annotations
 import torch
 
 from .host import rss_bytes
-from .launch import MALLOC_MEMORY
+from .launch import MALLOC_MEMORY, allocator_text
 
 _CPU_BASE = ("less the larger of the resident size before the model was built and after it was freed; "
-             + " ".join(f"{k}={v}" for k, v in MALLOC_MEMORY.items()))
+             + allocator_text(MALLOC_MEMORY))
 
 # How each RankRecord memory field is measured, by device type (spec.measurement.MEMORY_FIELDS).
 METHODS = {

@@ -34,7 +34,7 @@ from ..spec.plan_file import (
     megatron_placements,
     unrunnable_split,
 )
-from .launch import MALLOC_MEMORY, MALLOC_TIMING, RunFailed, launch
+from .launch import MALLOC_MEMORY, MALLOC_TIMING, RunFailed, allocator_text, launch
 from .manifest import make_ready, plan_checkpoints, remove_unfinished, saves
 
 RUNNABLE_PRECISIONS = ("bf16", "fp16")  # fp8 / fp4 GEMMs need libraries (torchao, Transformer Engine) not used here
@@ -265,7 +265,7 @@ def after_failure(checkpoints: list[dict | None]) -> str:
 def _memory_noted(m: Measurement, where: str, allocator: str | None = None) -> dict:
     """The memory-method fields of `m` with `where` added to each measured one (those 'not measured' stay as they
     are); `allocator`: the allocator setting the methods name in place of the memory phase's (memory_probe)."""
-    said = " ".join(f"{k}={v}" for k, v in MALLOC_MEMORY.items())
+    said = allocator_text(MALLOC_MEMORY)
 
     def noted(how: str) -> str:
         return how if how.startswith("not measured") else how.replace(said, allocator or said) + where
@@ -281,7 +281,7 @@ def timed_memory_only(timed: Measurement) -> Measurement:
     where = ("; in the timed steps (freed blocks kept resident and reused, so it reads low): run without the memory "
              "phase (run_plans(memory=False))")
     return timed.model_copy(update=_memory_noted(
-        timed, where, " ".join(f"{k}={v}" for k, v in MALLOC_TIMING.items())))
+        timed, where, allocator_text(MALLOC_TIMING)))
 
 
 def with_memory_of(timed: Measurement, memory: Measurement) -> Measurement:

@@ -31,7 +31,6 @@ import numpy as np
 from ..errors import InputError
 
 KERNELS = Path(str(resources.files("perfmodel.hardware_specs") / "kernels"))  # the catalogue's tables (package data)
-KINDS = ("gemm",)  # the kernel kinds a spec may name tables for
 
 
 def table_path(relative: str) -> Path:
