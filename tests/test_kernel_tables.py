@@ -105,7 +105,14 @@ def test_a_search_sized_lookup_is_vectorised():
     assert seconds.shape == (200_000,) and np.isfinite(seconds).all()
 
 
-def test_bad_tables_are_refused_with_one_line():
+def test_bad_tables_are_refused_with_one_line(tmp_path):
+    for name, data in (("plain.csv.gz", b"dtype,m,n,k,latency_ms\nbf16,1,32,32,0.01\n"),
+                       ("header.csv.gz", gzip.compress(b"dtype,m,n,latency_ms\nbf16,1,32,0.01\n")),
+                       ("ragged.csv.gz", gzip.compress(b"dtype,m,n,k,latency_ms\nbf16,1,32,32\n"))):
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(InputError, match="valid: (a gzipped CSV )?dtype,m,n,k,latency_ms") as e:
+            gemm_grid(str(tmp_path / name), "bf16")
+        assert "\n" not in str(e.value)
     with pytest.raises(InputError, match="has no fp8 GEMMs; it has: bf16"):
         gemm_grid("a100_sxm/gemm.csv.gz", "fp8")
     with pytest.raises(InputError, match="file does not exist"):
@@ -123,5 +130,86 @@ def test_hardware_show_names_the_tables(capsys):
 
     assert main(["hardware", "show", "dgx-h100"]) == 0
     out = capsys.readouterr().out
-    assert "kernel tables: gemm h100_sxm/gemm.csv.gz (measured; step times are still priced" in out
+    assert "kernel tables: gemm h100_sxm/gemm.csv.gz (measured bf16, fp8: prices a plan's GEMMs" in out
     assert load_hardware("tpu-v5p").accelerator.kernel_tables == {}
+
+
+def _device(hardware="dgx-h100", precision="bf16", tables=True):
+    import perfmodel as pm
+    from perfmodel.cost.kernels import Device
+
+    system = load_hardware(hardware)
+    if not tables:
+        system = system.model_copy(update={"accelerator": system.accelerator.model_copy(update={"kernel_tables": {}})})
+    plan = pm.Plan(gpus=8, tp=8, global_batch=8, micro_batch=1, seq_len=4096, precision=precision)
+    return Device(pm.load_model("llama-3-8b"), system, plan)
+
+
+def test_step_gemms_are_priced_from_the_table_over_sustained_fraction():
+    from perfmodel.cost.kernels import linear_op
+
+    dev = _device()
+    measured = rows(H100, "bf16")
+    sf = dev.system.efficiency.sustained_fraction
+    # grid points of the H100 table: m = 4096 tokens, n = 2048, k = 4096 (and the two backward shapes)
+    m, n, k = 4096.0, 2048.0, 4096.0
+    assert {(m, n, k), (m, k, n), (k, n, m)} <= set(measured)
+    (op,) = linear_op(dev, "x", m, n, k)
+    assert op.fwd_s == pytest.approx(measured[(m, n, k)] / sf, rel=1e-12)
+    assert op.bwd_s == pytest.approx((measured[(m, k, n)] + measured[(k, n, m)]) / sf, rel=1e-12)
+    assert op.priced_by == "table h100_sxm/gemm bf16" and not op.outside
+    assert op.fwd_flops == 2 * m * n * k and op.bwd_flops == 4 * m * n * k
+    # beyond the grid (m = 65536 > 32768): flagged, so the op table can say it extrapolated
+    (big,) = linear_op(dev, "x", 65536.0, n, k)
+    assert big.outside and big.fwd_s == pytest.approx(2 * measured[(32768.0, n, k)] / sf, rel=1e-12)
+
+
+def test_grouped_gemms_price_as_one_of_batch_m_rows_floored_by_their_weight_traffic():
+    dev = _device()
+    measured = rows(H100, "bf16")
+    sf = dev.system.efficiency.sustained_fraction
+    # 8 experts of 512 tokens each, 4096 x 2048: the table's one GEMM of 4096 rows (compute-bound there)
+    t, by, _ = dev.gemm_priced(512.0, 2048.0, 4096.0, batch=8)
+    traffic = 8 * ((512 * 4096 + 4096 * 2048) * 2 + 512 * 2048 * 2) / dev.mem_bw
+    assert traffic < measured[(4096.0, 2048.0, 4096.0)]
+    assert t == pytest.approx(measured[(4096.0, 2048.0, 4096.0)] / sf, rel=1e-12)
+    # 64 experts of 1 token: the table's GEMM of 64 rows reads one weight; the 64 distinct weights bound it
+    t1, _, _ = dev.gemm_priced(1.0, 2048.0, 4096.0, batch=64)
+    weights = 64 * ((1 * 4096 + 4096 * 2048) * 2 + 2048 * 2) / dev.mem_bw
+    assert t1 == pytest.approx(weights / sf, rel=1e-12) and t1 > measured[(64.0, 2048.0, 4096.0)] / sf
+
+
+def test_the_datasheet_prices_what_no_table_measured():
+    from perfmodel.cost.compute import gemm_time
+
+    for dev in (_device(tables=False), _device("dgx-a100-40gb"), _device("mi300x-8", precision="fp16")):
+        t, by, outside = dev.gemm_priced(4096.0, 2048.0, 4096.0)
+        assert by == "datasheet" and not outside and dev.gemm_table(dev.plan.precision) is None
+        eff, acc = dev.system.efficiency, dev.system.accelerator
+        prec = dev.plan.precision
+        by_hand = gemm_time(4096.0, 2048.0, 4096.0, acc.peak_flops(prec) * eff.sustained_fraction,
+                            eff.matmul_max[prec], *eff.matmul_tile, acc.compute_units, dev.mem_bw)
+        assert t == pytest.approx(float(by_hand), rel=1e-12)
+
+
+def test_fp16_reads_the_bf16_table_where_the_datasheet_rates_them_alike():
+    measured = rows(H100, "bf16")
+    dev = _device(precision="fp16")
+    t, by, _ = dev.gemm_priced(4096.0, 2048.0, 4096.0)
+    assert by == "table h100_sxm/gemm bf16 (for fp16)"
+    assert t == pytest.approx(measured[(4096.0, 2048.0, 4096.0)] / dev.system.efficiency.sustained_fraction, rel=1e-12)
+
+
+def test_predict_names_what_priced_each_op_and_still_sums(capsys):
+    import json
+
+    from perfmodel.cli.main import main
+
+    assert main(["predict", "--model", "llama-3-8b", "--hardware", "dgx-h100", "--gpus", "8", "--tp", "2",
+                 "--pp", "1", "--micro-batch", "1", "--global-batch", "16", "--seq-len", "4096", "--format", "json"]) == 0
+    e = json.loads(capsys.readouterr().out)
+    by = {o["name"]: o["priced_by"] for o in e["ops"]}
+    assert by["qkv"] == by["mlp_in"] == by["lm_head"] == "table h100_sxm/gemm bf16"
+    assert by["attention"] == by["norm1"] == "datasheet"
+    parts = {k: v for k, v in e["time_s"].items() if k != "total"}
+    assert sum(parts.values()) == pytest.approx(e["time_s"]["total"], rel=1e-9)

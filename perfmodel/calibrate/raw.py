@@ -16,7 +16,7 @@ from ..errors import Schema
 from ..files import read_json_object
 
 VERSION = 1
-CommKind = Literal["all_reduce", "all_gather", "reduce_scatter", "p2p"]
+CommKind = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"]
 
 
 class Environment(Schema):

@@ -99,10 +99,10 @@ def estimate_table(e: Estimate) -> str:
     lines += memory_table(e)
     lines.append("")
     lines.append("Ops per micro-batch on that stage (layer ops: per layer)")
-    lines.append(f"  {'op':<20}{'where':<10}{'kind':<13}{'fwd':>10}{'bwd':>10}{'recomp':>10}  formula")
+    lines.append(f"  {'op':<20}{'where':<10}{'kind':<13}{'fwd':>10}{'bwd':>10}{'recomp':>10}  {'priced by':<26}formula")
     for o in e.ops:
         lines.append(f"  {o.name:<20}{o.where:<10}{o.kind:<13}{_t(o.fwd_s):>10}{_t(o.bwd_s):>10}"
-                     f"{_t(o.recompute_s):>10}  {o.formula}")
+                     f"{_t(o.recompute_s):>10}  {o.priced_by:<26}{o.formula}")
     if e.comms:
         lines.append("")
         lines.append("Communication per step")
@@ -137,8 +137,13 @@ def hardware_table(s: System) -> str:
     lines.append(f"  memory overhead {s.memory_overhead_gib:g} GiB per device"
                  + (f"; at most {s.max_devices} devices" if s.max_devices else ""))
     if a.kernel_tables:
-        lines.append("  kernel tables: " + ", ".join(f"{kind} {path}" for kind, path in a.kernel_tables.items())
-                     + " (measured; step times are still priced from the efficiency line above)")
+        from ..spec.kernel_tables import table_dtypes
+
+        for kind, path in a.kernel_tables.items():
+            dtypes = ", ".join(sorted(table_dtypes(path)))
+            lines.append(f"  kernel tables: {kind} {path} (measured {dtypes}: prices a plan's GEMMs in those "
+                         f"precisions, / sustained {e.sustained_fraction:g}; other precisions and kernels from the "
+                         f"efficiency line above)")
     lines.append("  sources:")
     for owner, src in [(a.name, a.sources), *[(t.name, t.sources) for t in s.tiers],
                        ("efficiency", e.sources), (s.name, s.sources)]:

@@ -152,7 +152,8 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
     fast = at(step.compute_speedup)  # op times at the rate of ranks sharing a host (1 elsewhere)
     ops = [OpTime(name=op.name, where=u, kind=op.kind, count=count[u], fwd_s=at_row(op.fwd_s) / fast,
                   bwd_s=at_row(op.bwd_s) / fast, recompute_s=at_row(op.recompute_s(plan.recompute)) / fast,
-                  fwd_flops=at_row(op.fwd_flops), formula=op.formula)
+                  fwd_flops=at_row(op.fwd_flops), formula=op.formula,
+                  priced_by=op.priced_by + (", outside its grid" if item(op.outside, j, n_rows) else ""))
            for u in UNITS if count[u] for op in units.ops[u] if on_row(op)]
 
     step_s, cap = time_s.total, step.capacity

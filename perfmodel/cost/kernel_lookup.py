@@ -30,9 +30,13 @@ def gemm_table_time(grid: GemmGrid, m, n, k, batch=1):
     each axis the result stays between the two grid points around it. Outside it (m, n or k
     beyond the largest measured, or below the smallest): the time at the nearest edge scaled by the FLOP ratio
     (compute-bound beyond the top; never cheaper than the smallest measured below the bottom), flagged.
-    Batched GEMMs run one after another at the single-GEMM time (AIConfigurator's tables time one call).
+    `batch` GEMMs of one shape run as one batched or grouped kernel (attention heads, a device's local experts:
+    Megatron-Core --moe-grouped-gemm), which spreads the tiles of all of them over the SMs: priced as the table's
+    one GEMM of batch*m rows, the same FLOPs and tile count. Their separate B operands are not in that time;
+    `cost.kernels.Device.gemm_priced` floors it with their traffic.
     """
-    m, n, k = (np.asarray(x, float) for x in (m, n, k))
+    m = np.asarray(m, float) * np.asarray(batch, float)
+    n, k = np.asarray(n, float), np.asarray(k, float)
     shape = np.broadcast_shapes(m.shape, n.shape, k.shape)
     m, n, k = (np.broadcast_to(x, shape) for x in (m, n, k))
     (im, wm), (jn, wn), (lk, wk) = _bracket(grid.m, m), _bracket(grid.n, n), _bracket(grid.k, k)
@@ -47,4 +51,4 @@ def gemm_table_time(grid: GemmGrid, m, n, k, batch=1):
     seconds = seconds * above[0] * above[1] * above[2]
     outside = ((m > grid.m[-1]) | (n > grid.n[-1]) | (k > grid.k[-1]) | (m < grid.m[0]) | (n < grid.n[0])
                | (k < grid.k[0]))
-    return np.asarray(batch, float) * seconds, outside
+    return seconds, outside

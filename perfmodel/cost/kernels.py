@@ -19,7 +19,9 @@ from ..spec.hardware import System
 from ..spec.model import ModelConfig
 from ..spec.plan import Plan
 from ..spec.stack import Stack, load_stack
+from ..spec.kernel_tables import GemmGrid, gemm_grid, table_dtypes
 from .compute import flash_attention_time, gemm_time, memory_bound_time
+from .kernel_lookup import gemm_table_time
 from .layouts import Layouts, among
 
 ACT_BYTES = 2  # activations and their gradients are bf16 throughout
@@ -48,6 +50,8 @@ def residual_bytes(dropout: bool) -> tuple[float, float]:
 GEMM_INPUT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}
 
 
+DATASHEET = "datasheet"  # an op priced from the spec's peak rates and efficiencies (cost.compute), not a table
+
 Values = np.ndarray | float  # one value per plan (or per configuration), or one shared by all
 
 
@@ -65,11 +69,14 @@ class Op:
     formula: str = ""
     active: Values = True  # False where a plan does not run this op (e.g. ZeRO-3 copies without ZeRO-3)
     share: float = 1.0  # launches per run: a mean layer's share of an op only some layers run (`scaled`)
+    priced_by: str = DATASHEET  # what priced it: DATASHEET, or a measured table's label ('table h100_sxm/gemm bf16')
+    outside: Values = False  # True where a shape lay outside the table's grid (extrapolated: kernel_lookup)
 
     def scaled(self, w: float) -> Op:
         """This op counted `w` times (a mean layer's share of an op only some layers run)."""
         return Op(self.name, self.kind, self.fwd_s * w, self.bwd_s * w, self.fwd_flops * w, self.bwd_flops * w,
-                  self.recompute, self.formula + (f" x {w:.3g}" if w != 1 else ""), self.active, self.share * w)
+                  self.recompute, self.formula + (f" x {w:.3g}" if w != 1 else ""), self.active, self.share * w,
+                  self.priced_by, self.outside)
 
     def recompute_s(self, mode):
         """Forward seconds re-run in the backward under recompute `mode` (a string or an array of them)."""
@@ -101,12 +108,52 @@ class Device:
         """Dense peak FLOP/s of `dtype` times the fraction a training step sustains (Efficiency.sustained_fraction)."""
         return self.system.accelerator.peak_flops(dtype) * self.system.efficiency.sustained_fraction
 
-    def gemm(self, m, n, k, batch=1, precision=None):
-        eff = self.system.efficiency
+    def gemm_table(self, precision: str) -> GemmGrid | None:
+        """The measured GEMM table that prices `precision` on this part (`Accelerator.kernel_tables`), or None
+        where the part has none or it measured neither that dtype nor a stand-in (fp4 on Hopper): the datasheet.
+
+        fp16 reads the bf16 table where the part's datasheet gives both the same dense rate (every NVIDIA part
+        since Ampere): the same tensor-core datapath on 2-byte operands, which no inference collector times apart.
+        """
+        table = self.system.accelerator.kernel_tables.get("gemm")
+        if table is None:
+            return None
+        dtypes, acc = table_dtypes(table), self.system.accelerator
+        if precision not in dtypes and precision == "fp16" and "bf16" in dtypes \
+                and acc.peak_tflops.get("fp16") == acc.peak_tflops["bf16"]:
+            precision = "bf16"
+        return gemm_grid(table, precision) if precision in dtypes else None
+
+    def gemm_priced(self, m, n, k, batch=1, precision=None):
+        """(seconds, what priced it, outside-the-table mask) for `batch` GEMMs C[m,n] = A[m,k] B[k,n].
+
+        From the part's measured table where it has one for the precision (cost.kernel_lookup.gemm_table_time,
+        floored by the roofline traffic of all `batch` operands at `mem_bw`, which a grouped GEMM's separate
+        weights need and the table's one GEMM does not read), divided by sustained_fraction as the datasheet rate
+        is multiplied by it: a table times a kernel alone, and a step keeps that share of it. Elsewhere
+        `cost.compute.gemm_time` on the datasheet.
+        """
         prec = precision or self.plan.precision
-        return gemm_time(m, n, k, self.sustained_peak(prec), eff.matmul_max[prec], eff.matmul_tile[0], eff.matmul_tile[1],
-                         self.system.accelerator.compute_units, self.mem_bw,
-                         in_bytes=GEMM_INPUT_BYTES[prec], out_bytes=ACT_BYTES, batch=batch)
+        grid = self.gemm_table(prec)
+        if grid is None:
+            return self.datasheet_gemm(m, n, k, batch, prec), DATASHEET, False
+        t, outside = gemm_table_time(grid, m, n, k, batch)
+        m, n, k = (np.asarray(x, float) for x in (m, n, k))
+        traffic = np.asarray(batch, float) * ((m * k + k * n) * GEMM_INPUT_BYTES[prec] + m * n * ACT_BYTES)
+        t = np.maximum(t, memory_bound_time(traffic, self.mem_bw))
+        label = grid.label + ("" if grid.dtype == prec else f" (for {prec})")
+        return t / self.system.efficiency.sustained_fraction, label, outside
+
+    def gemm(self, m, n, k, batch=1, precision=None):
+        """Seconds for `batch` GEMMs (m, n, k): `gemm_priced` without saying what priced them."""
+        return self.gemm_priced(m, n, k, batch, precision)[0]
+
+    def datasheet_gemm(self, m, n, k, batch, precision: str):
+        """`cost.compute.gemm_time` at this part's datasheet peak and efficiencies (no measured table)."""
+        eff = self.system.efficiency
+        return gemm_time(m, n, k, self.sustained_peak(precision), eff.matmul_max[precision], eff.matmul_tile[0],
+                         eff.matmul_tile[1], self.system.accelerator.compute_units, self.mem_bw,
+                         in_bytes=GEMM_INPUT_BYTES[precision], out_bytes=ACT_BYTES, batch=batch)
 
     def memory(self, nbytes):
         return memory_bound_time(nbytes, self.mem_bw)
@@ -117,11 +164,21 @@ class Device:
         return memory_bound_time(nbytes * self.stack.optimizer_passes(), self.opt_bw)
 
 
+def gemm_op(dev: Device, name: str, m, n, k, batch, precision: str, recompute, formula: str) -> Op:
+    """`batch` GEMMs C[m,n] = A[m,k] B[k,n] with their backward: dA = dC B^T (m, k, n) and dB = A^T dC (k, n, m),
+    the same FLOPs each (module docstring); priced by `Device.gemm_priced`, which the op names."""
+    flops = 2.0 * m * n * k * batch
+    (fwd, by, out_f), (da, _, out_a), (db, _, out_b) = (dev.gemm_priced(a, b, c, batch, precision)
+                                                        for a, b, c in ((m, n, k), (m, k, n), (k, n, m)))
+    return Op(name, "gemm", fwd, da + db, flops, 2 * flops, recompute, formula, priced_by=by,
+              outside=out_f | out_a | out_b)
+
+
 def linear_op(dev: Device, name: str, m, n, k, recompute=("full",), precision: str | None = None,
               groups=1) -> list[Op]:
     """A weight GEMM (tokens m, out features n, in features k) and, in fp8/fp4, the casts of its operands;
     `groups` such GEMMs of equal shape run as one grouped GEMM (a device's local experts, each on its m routed
-    tokens: Megatron-Core --moe-grouped-gemm), priced as a batched GEMM (`Device.gemm`).
+    tokens: Megatron-Core --moe-grouped-gemm), priced as a batched GEMM (`Device.gemm_priced`).
 
     Casting reads bf16 and writes the narrow type: the input m*k in the forward and the output gradient m*n in
     the backward every micro-batch; the weight k*n once per step, amortised over the micro-batches
@@ -129,10 +186,8 @@ def linear_op(dev: Device, name: str, m, n, k, recompute=("full",), precision: s
     which gathers bf16 weights afresh for every micro-batch.
     """
     prec = precision or dev.plan.precision
-    flops = 2.0 * m * n * k * groups
-    g = lambda a, b, c: dev.gemm(a, b, c, groups, precision=prec)  # noqa: E731
-    ops = [Op(name, "gemm", g(m, n, k), g(m, k, n) + g(k, n, m), flops, 2 * flops, recompute,
-              f"2*{_s(m)}*{_s(n)}*{_s(k)}" + ("" if np.all(np.asarray(groups) == 1) else f"*{_s(groups)} groups"))]
+    formula = f"2*{_s(m)}*{_s(n)}*{_s(k)}" + ("" if np.all(np.asarray(groups) == 1) else f"*{_s(groups)} groups")
+    ops = [gemm_op(dev, name, m, n, k, groups, prec, recompute, formula)]
     narrow = GEMM_INPUT_BYTES[prec]
     if narrow < 2:
         per = ACT_BYTES + narrow
@@ -201,15 +256,11 @@ def attention_ops(dev: Device, tokens, heads, q_len, sequences) -> list[Op]:
     scores = sq * sk * batch
     drop = m.dropout > 0
     ops = [
-        Op("attn_scores", "gemm", dev.gemm(sq, sk, hd, batch, "bf16"),
-           dev.gemm(sq, hd, sk, batch, "bf16") + dev.gemm(hd, sk, sq, batch, "bf16"),
-           2 * sq * sk * hd * batch, 4 * sq * sk * hd * batch, ("full", "selective"), "QK^T per head"),
+        gemm_op(dev, "attn_scores", sq, sk, hd, batch, "bf16", ("full", "selective"), "QK^T per head"),
         # fused scale+mask+softmax: read 2 write 2 B; backward reads y and dy, writes dx. Dropout: +mask.
         elementwise_op(dev, "attn_softmax", scores, 4 + (5 if drop else 0), 6 + (5 if drop else 0),
                        ("full", "selective")),
-        Op("attn_context", "gemm", dev.gemm(sq, hd, sk, batch, "bf16"),
-           dev.gemm(sq, sk, hd, batch, "bf16") + dev.gemm(sk, hd, sq, batch, "bf16"),
-           2 * sq * sk * hd * batch, 4 * sq * sk * hd * batch, ("full", "selective"), "softmax(QK^T) V per head"),
+        gemm_op(dev, "attn_context", sq, hd, sk, batch, "bf16", ("full", "selective"), "softmax(QK^T) V per head"),
     ]
     return ops
 

@@ -88,7 +88,7 @@ class Accelerator(Schema):
         return self.hbm_bandwidth_tbps * 1e12
 
 
-CollectiveKind = Literal["all_reduce", "all_gather", "reduce_scatter", "p2p"]
+CollectiveKind = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"]
 
 
 class KindFit(Schema):

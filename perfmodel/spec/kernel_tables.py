@@ -19,8 +19,8 @@ lookups (`cost.kernel_lookup.gemm_table_time`), filling its holes:
 
 from __future__ import annotations
 
-import csv
 import gzip
+import io
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -57,28 +57,44 @@ class GemmGrid:
         return f"table {self.table.removesuffix('.csv.gz')} {self.dtype}"
 
 
-def _rows(path: Path) -> dict[str, list[tuple[float, float, float, float]]]:
+@lru_cache(maxsize=None)
+def _grids(table: str) -> dict[str, GemmGrid]:
+    """Every dtype of the GEMM table `table` as a GemmGrid (the file read once per process)."""
+    path = table_path(table)
     if not path.is_file():
         raise InputError(f"kernel table {path}: file does not exist; valid: a table under hardware_specs/kernels/ "
                          f"(hardware_specs/kernels/import_tables.py writes them) or an absolute path")
-    out: dict[str, list] = {}
-    with gzip.open(path, "rt") as f:
-        reader = csv.reader(f)
-        header = next(reader, [])
-        if header != ["dtype", "m", "n", "k", "latency_ms"]:
-            raise InputError(f"kernel table {path}: header {header}; valid: dtype,m,n,k,latency_ms")
-        for row in reader:
-            out.setdefault(row[0], []).append(tuple(float(x) for x in row[1:]))
-    return out
+    try:  # numpy alone (no pandas: `perfmodel search` stays a light import, tests/test_structure.py)
+        header, _, body = gzip.decompress(path.read_bytes()).decode().partition("\n")
+        if header.strip().split(",") != ["dtype", "m", "n", "k", "latency_ms"]:
+            raise InputError(f"kernel table {path}: header {header.strip()!r}; valid: dtype,m,n,k,latency_ms")
+        by_dtype: dict[str, list[str]] = {}
+        for line in body.splitlines():
+            dtype, _, numbers = line.partition(",")
+            by_dtype.setdefault(dtype, []).append(numbers)
+        data = {d: np.loadtxt(io.StringIO("\n".join(rows)), delimiter=",", ndmin=2) for d, rows in by_dtype.items()}
+    except (OSError, ValueError, EOFError) as e:  # not gzip, not CSV, ragged rows
+        raise InputError(f"kernel table {path}: unreadable ({e}); valid: a gzipped CSV dtype,m,n,k,latency_ms") from None
+    if any(rows.shape[1] != 4 for rows in data.values()):
+        raise InputError(f"kernel table {path}: rows need 5 columns; valid: dtype,m,n,k,latency_ms")
+    return {d: _grid(table, d, rows) for d, rows in sorted(data.items())}
 
 
-@lru_cache(maxsize=None)
+def table_dtypes(table: str) -> frozenset[str]:
+    """The dtypes a GEMM table measured (bf16, fp8, fp4): the plan precisions it can price."""
+    return frozenset(_grids(table))
+
+
 def gemm_grid(table: str, dtype: str) -> GemmGrid:
     """`dtype`'s rows of the GEMM table `table` as a GemmGrid; InputError naming the dtypes it has."""
-    rows = _rows(table_path(table))
-    if dtype not in rows:
-        raise InputError(f"kernel table {table} has no {dtype} GEMMs; it has: {', '.join(sorted(rows))}")
-    data = np.array(rows[dtype])
+    grids = _grids(table)
+    if dtype not in grids:
+        raise InputError(f"kernel table {table} has no {dtype} GEMMs; it has: {', '.join(sorted(grids))}")
+    return grids[dtype]
+
+
+def _grid(table: str, dtype: str, data: np.ndarray) -> GemmGrid:
+    """Rows (m, n, k, latency_ms) of one dtype on their grid, holes filled (module docstring)."""
     axes = [np.unique(data[:, i]) for i in range(3)]
     t = np.full([len(a) for a in axes], np.nan)
     idx = tuple(np.searchsorted(a, data[:, i]) for i, a in enumerate(axes))

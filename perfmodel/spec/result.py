@@ -105,6 +105,9 @@ class OpTime(Schema):
     recompute_s: float
     fwd_flops: float
     formula: str
+    priced_by: str = Field("datasheet", description="'datasheet' (the spec's peak rates and efficiencies) or the "
+                           "measured table that priced it, e.g. 'table h100_sxm/gemm bf16' (+ ', outside its grid' "
+                           "where a shape was extrapolated by FLOPs)")
 
 
 class CommTime(Schema):
