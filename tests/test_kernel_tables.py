@@ -213,3 +213,17 @@ def test_predict_names_what_priced_each_op_and_still_sums(capsys):
     assert by["attention"] == by["norm1"] == "datasheet"
     parts = {k: v for k, v in e["time_s"].items() if k != "total"}
     assert sum(parts.values()) == pytest.approx(e["time_s"]["total"], rel=1e-9)
+
+
+def test_a_table_in_any_row_order_reads_the_same(tmp_path):
+    import random
+
+    lines = gzip.decompress((KERNELS / "b300_sxm/gemm.csv.gz").read_bytes()).decode().strip().split("\n")
+    body = lines[1:]
+    random.Random(0).shuffle(body)
+    path = tmp_path / "shuffled.csv.gz"
+    path.write_bytes(gzip.compress("\n".join([lines[0]] + body).encode()))
+    for dtype in ("bf16", "fp8", "fp4"):
+        a, b = gemm_grid("b300_sxm/gemm.csv.gz", dtype), gemm_grid(str(path), dtype)
+        np.testing.assert_array_equal(a.seconds, b.seconds)
+        np.testing.assert_array_equal(a.measured, b.measured)

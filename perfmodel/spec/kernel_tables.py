@@ -58,39 +58,64 @@ class GemmGrid:
 
 
 @lru_cache(maxsize=None)
-def _grids(table: str) -> dict[str, GemmGrid]:
-    """Every dtype of the GEMM table `table` as a GemmGrid (the file read once per process)."""
+def _rows(table: str) -> dict[str, str]:
+    """The GEMM table `table`'s rows by dtype, as CSV text of m,n,k,latency_ms (the file read once per process;
+    numpy parses only the dtypes a plan asks for, and no pandas: `perfmodel search` stays a light import)."""
     path = table_path(table)
     if not path.is_file():
         raise InputError(f"kernel table {path}: file does not exist; valid: a table under hardware_specs/kernels/ "
                          f"(hardware_specs/kernels/import_tables.py writes them) or an absolute path")
-    try:  # numpy alone (no pandas: `perfmodel search` stays a light import, tests/test_structure.py)
+    try:
         header, _, body = gzip.decompress(path.read_bytes()).decode().partition("\n")
-        if header.strip().split(",") != ["dtype", "m", "n", "k", "latency_ms"]:
-            raise InputError(f"kernel table {path}: header {header.strip()!r}; valid: dtype,m,n,k,latency_ms")
-        by_dtype: dict[str, list[str]] = {}
-        for line in body.splitlines():
-            dtype, _, numbers = line.partition(",")
-            by_dtype.setdefault(dtype, []).append(numbers)
-        data = {d: np.loadtxt(io.StringIO("\n".join(rows)), delimiter=",", ndmin=2) for d, rows in by_dtype.items()}
-    except (OSError, ValueError, EOFError) as e:  # not gzip, not CSV, ragged rows
+    except (OSError, ValueError, EOFError) as e:  # not gzip, not text
         raise InputError(f"kernel table {path}: unreadable ({e}); valid: a gzipped CSV dtype,m,n,k,latency_ms") from None
-    if any(rows.shape[1] != 4 for rows in data.values()):
-        raise InputError(f"kernel table {path}: rows need 5 columns; valid: dtype,m,n,k,latency_ms")
-    return {d: _grid(table, d, rows) for d, rows in sorted(data.items())}
+    if header.strip().split(",") != ["dtype", "m", "n", "k", "latency_ms"]:
+        raise InputError(f"kernel table {path}: header {header.strip()!r}; valid: dtype,m,n,k,latency_ms")
+    return _by_dtype(body.strip())
+
+
+def _by_dtype(body: str) -> dict[str, str]:
+    """CSV rows `dtype,...` -> {dtype: the rows without their dtype}. Rows grouped by dtype (as import_tables.py
+    writes them) are cut into blocks with string searches; any other order falls back to a loop over lines."""
+    blocks, pos = {}, 0
+    while pos < len(body):
+        dtype = body[pos:body.find(",", pos)]
+        last = body.rfind("\n" + dtype + ",", pos)  # the block's last row (or its first, if it has one)
+        end = body.find("\n", pos if last < 0 else last + 1)
+        end = len(body) if end < 0 else end
+        block = body[pos:end]
+        if dtype in blocks or block.count("\n") != block.count("\n" + dtype + ","):  # another dtype inside
+            break
+        blocks[dtype] = block[len(dtype) + 1:].replace("\n" + dtype + ",", "\n")
+        pos = end + 1
+    else:
+        return dict(sorted(blocks.items()))
+    by_dtype: dict[str, list[str]] = {}
+    for line in body.splitlines():
+        dtype, _, numbers = line.partition(",")
+        by_dtype.setdefault(dtype, []).append(numbers)
+    return {d: "\n".join(rows) for d, rows in sorted(by_dtype.items())}
 
 
 def table_dtypes(table: str) -> frozenset[str]:
     """The dtypes a GEMM table measured (bf16, fp8, fp4): the plan precisions it can price."""
-    return frozenset(_grids(table))
+    return frozenset(_rows(table))
 
 
+@lru_cache(maxsize=None)
 def gemm_grid(table: str, dtype: str) -> GemmGrid:
     """`dtype`'s rows of the GEMM table `table` as a GemmGrid; InputError naming the dtypes it has."""
-    grids = _grids(table)
-    if dtype not in grids:
-        raise InputError(f"kernel table {table} has no {dtype} GEMMs; it has: {', '.join(sorted(grids))}")
-    return grids[dtype]
+    rows = _rows(table)
+    if dtype not in rows:
+        raise InputError(f"kernel table {table} has no {dtype} GEMMs; it has: {', '.join(sorted(rows))}")
+    try:
+        data = np.loadtxt(io.StringIO(rows[dtype]), delimiter=",", ndmin=2)
+    except ValueError as e:  # a field that is not a number, ragged rows
+        raise InputError(f"kernel table {table_path(table)}: unreadable ({e}); valid: a gzipped CSV "
+                         f"dtype,m,n,k,latency_ms") from None
+    if data.shape[1] != 4:
+        raise InputError(f"kernel table {table_path(table)}: rows need 5 columns; valid: dtype,m,n,k,latency_ms")
+    return _grid(table, dtype, data)
 
 
 def _grid(table: str, dtype: str, data: np.ndarray) -> GemmGrid:
