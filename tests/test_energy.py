@@ -39,6 +39,29 @@ def test_power_and_energy_by_hand():
     assert facility_kwh(p, 8, 3600, 0.6, 1800) == pytest.approx(want, rel=1e-12)
 
 
+def test_gemm_time_draws_the_parts_measured_gemm_power():
+    """B200's GEMMs of >= 1e12 FLOPs draw a median 982.5 W in bf16 of its 1,000 W (hardware_specs/kernels/
+    gemm_power.csv): GEMM time runs at (982.5 - 100) / (1000 - 100) of the dynamic range, the rest of the busy time
+    at 1; a part without a measured draw (H100) keeps the board power for GEMMs."""
+    p = power_for(load_hardware("dgx-b200"))
+    assert (p.board_w, p.idle_w, p.gemm_w) == pytest.approx((1000, 100, 982.5))
+    assert p.gemm_share == pytest.approx(882.5 / 900) and "gemm_power_w[bf16] 982.5 W" in p.sources["gemm_w"]
+    assert power_for(load_hardware("dgx-b200"), precision="fp8").gemm_w == pytest.approx(879.8)
+    time = dict(gemm=3.0, attention=1.0, memory_bound=0.5, recompute=0.0, optimizer=0.5, tp_comm=1.0, cp_comm=0.0,
+                ep_comm=0.0, pp_comm=0.5, dp_comm=0.5, zero3_comm=0.0, bubble=2.0, overhead=1.0, total=10.0)
+    assert activity(time, 0.5, p.gemm_share) == pytest.approx((3 * 882.5 / 900 + 2 + 0.5 * 2) / 10)
+    # a board power given below the measured draw caps it
+    q = power_for(load_hardware("dgx-b200"), board_w=900)
+    assert q.gemm_w == 900 and q.gemm_share == 1.0 and "capped" in q.sources["gemm_w"]
+    h = power_for(load_hardware(SYSTEM))
+    assert h.gemm_w is None and h.gemm_share == 1.0 and h.sources["gemm_w"].startswith("board power")
+    f = forecast(MODEL, "dgx-b200", PLAN, "100B", interruption_rate=1e-15, checkpoint_interval_s=1e9)
+    t = estimate(MODEL, "dgx-b200", PLAN).time_s
+    assert f.power.gemm_w == pytest.approx(982.5)
+    act = activity(t.model_dump(), 0.5, p.gemm_share)
+    assert f.device_activity == pytest.approx(act, rel=1e-12) and act < activity(t.model_dump(), 0.5)
+
+
 def test_forecast_energy_by_hand_when_nothing_fails():
     """At a negligible interruption rate and a checkpoint interval far beyond the run, the wall time is the
     compute and the energy is every device at the step's activity for that long."""
@@ -115,7 +138,7 @@ def test_command_prints_energy_and_its_json_fields():
     assert out["energy_kwh"] > 0 and out["emissions_t_co2"] == pytest.approx(out["energy_kwh"] * 400 / 1e6)
     assert out["power"]["board_w"] == 700
     table = _cli().stdout
-    assert "MWh" in table and "a model" in table
+    assert "MWh" in table and "a model" in table and "(GEMMs at board power)" in table
 
 
 def test_every_part_of_a_step_is_busy_communicating_or_waiting_exactly_once():

@@ -7,6 +7,10 @@ fp8; NVFP4 where the part has it) and only the columns the lookup reads (dtype, 
 The system, device, framework and version of each table are the same on every row of the source; they are
 recorded once, in `sources.csv` here, with the source file's own row count. The licence notice the data carry
 is in README.md beside this script. Re-running it rewrites the same bytes (gzip without a timestamp).
+
+It also writes `gemm_power.csv`: the board power measured while GEMMs of at least POWER_MIN_FLOPS run, per part
+and dtype (`gemm_power_w` in the accelerator specs), from the shared data's supplementary tables, the only ones
+timed with NVML power (B200, GB200, H200): each run long enough for 100 ms power samples to cover it.
 """
 
 from __future__ import annotations
@@ -45,6 +49,30 @@ def import_part(source: Path, part: str) -> dict:
             "dtypes": ", ".join(sorted(kept["dtype"].unique())), "bytes": out.stat().st_size}
 
 
+POWER_MIN_FLOPS = 1e12  # a layer GEMM of training (the built-in example's qkv is 1.7e11 per micro-batch and
+# device, its mlp_in 9.6e11; 8B-70B models at 4-16k tokens per micro-batch run 1e12-1e13): kernels of a millisecond
+# or more, where a 100 ms NVML sample sees the GEMM and not the gaps between graph replays
+
+
+def gemm_power(source: Path) -> pd.DataFrame:
+    """Median board power (W) over GEMMs of >= POWER_MIN_FLOPS per part and dtype, from the supplementary table
+    with the most such rows for that part and dtype (the tables of one part disagree by framework: B200 bf16 reads
+    704 W under TRT-LLM rc15's 42 rows and 982 W under vLLM 0.22's 1,631)."""
+    rows = pd.read_csv(source / "supplementary" / "gemm_power_measured.csv.gz")
+    rows = rows[(2.0 * rows["m"] * rows["n"] * rows["k"] >= POWER_MIN_FLOPS) & rows["dtype"].isin(list(DTYPES))]
+    out = []
+    for (part, dtype), g in rows.groupby(["system", "dtype"]):
+        by_table = g.groupby(["framework", "framework_version"])
+        (fw, ver), best = max(by_table, key=lambda kv: len(kv[1]))
+        out.append({"part": part, "dtype": DTYPES[dtype], "power_w": round(float(best["power_w"].median()), 1),
+                    "p25_w": round(float(best["power_w"].quantile(0.25)), 1),
+                    "p75_w": round(float(best["power_w"].quantile(0.75)), 1),
+                    "power_limit_w": round(float(best["power_limit_w"].median()), 1), "gemms": len(best),
+                    "device": "; ".join(sorted(best["device"].unique())), "framework": fw, "framework_version": ver,
+                    "source": f"AIConfigurator@{COMMIT}, shared/data/kernels/supplementary/gemm_power_measured.csv.gz"})
+    return pd.DataFrame(out)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--source", type=Path, default=HERE.parents[1].parent / "shared" / "data" / "kernels",
@@ -56,6 +84,10 @@ def main(argv=None) -> None:
     (HERE / "sources.csv").write_text(buf.getvalue())
     print(table.to_string(index=False))
     print(f"{table['bytes'].sum() / 1e6:.2f} MB in {len(table)} tables")
+    power = gemm_power(a.source)
+    (HERE / "gemm_power.csv").write_text(power.to_csv(index=False))
+    print(power[["part", "dtype", "power_w", "p25_w", "p75_w", "power_limit_w", "gemms", "framework",
+                 "framework_version"]].to_string(index=False))
 
 
 if __name__ == "__main__":

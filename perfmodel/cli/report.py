@@ -144,6 +144,9 @@ def hardware_table(s: System) -> str:
             lines.append(f"  kernel tables: {kind} {path} (measured {dtypes}: prices a plan's GEMMs in those "
                          f"precisions, / sustained {e.sustained_fraction:g}; other precisions and kernels from the "
                          f"efficiency line above)")
+    if a.gemm_power_w:
+        lines.append("  GEMM power (measured): " + ", ".join(f"{d} {w:g} W" for d, w in a.gemm_power_w.items())
+                     + " (the energy model's draw during GEMM time; board power elsewhere)")
     lines.append("  sources:")
     for owner, src in [(a.name, a.sources), *[(t.name, t.sources) for t in s.tiers],
                        ("efficiency", e.sources), (s.name, s.sources)]:

@@ -3,7 +3,8 @@ from the step's predicted time breakdown. It is a model, not a measurement: docs
 was checked against (MLPerf Training v4.0 Power) and which inputs are assumptions.
 
 Per device (W): P = idle + (board - idle) * activity, where activity is 1 while the device computes (GEMMs,
-attention, memory-bound kernels, recompute, the optimizer; communication hidden behind them rides along),
+attention, memory-bound kernels, recompute, the optimizer; communication hidden behind them rides along) but
+(gemm - idle) / (board - idle) during GEMM time where the part's GEMM draw was measured (`Accelerator.gemm_power_w`),
 `comm_share` while it only communicates (exposed collectives and sends) and 0 while it waits (pipeline bubble,
 host overhead, checkpoint writes, restarts). Each device also carries a share of its node's host (CPUs,
 memory, NICs, fans): `host_w`, drawn all the time. The facility multiplies all of it by the PUE.
@@ -47,7 +48,16 @@ class Power(Schema):
     host_w: float = Field(ge=0, description="host power per device (its share of CPUs, memory, NICs, fans), W")
     comm_share: float = Field(ge=0, le=1, description="share of board - idle drawn while only communicating")
     pue: float = Field(ge=1, description="facility power / IT power")
+    gemm_w: float | None = Field(None, description="device power while GEMMs run, W: the part's measured draw "
+                                                   "(Accelerator.gemm_power_w) at most board_w; None: board_w")
     sources: dict[str, str] = Field(default_factory=dict, description="input -> where its value came from")
+
+    @property
+    def gemm_share(self) -> float:
+        """Share of board - idle drawn during GEMM time: (gemm_w - idle) / (board - idle), 1 without gemm_w."""
+        if self.gemm_w is None or self.board_w <= self.idle_w:
+            return 1.0
+        return min(1.0, max(0.0, (self.gemm_w - self.idle_w) / (self.board_w - self.idle_w)))
 
 
 # Each power input's valid range (the CLI's flags take the same, cli.forecast_command): the physical one, with upper
@@ -62,9 +72,12 @@ RANGES = {
 
 
 def power_for(system: System, board_w: float | None = None, idle_w: float | None = None,
-              host_w: float | None = None, comm_share: float | None = None, pue: float | None = None) -> Power | None:
+              host_w: float | None = None, comm_share: float | None = None, pue: float | None = None,
+              precision: str = "bf16") -> Power | None:
     """The run's power inputs: each given value, else the spec's board power (`Accelerator.tdp_w`) and the
-    module's shares of it. None where no board power is known (the spec leaves tdp_w null and none is given)."""
+    module's shares of it; during GEMM time the part's measured draw for `precision` (`Accelerator.gemm_power_w`,
+    capped at the board power) where it has one. None where no board power is known (the spec leaves tdp_w
+    null and none is given)."""
     for flag, value in zip(RANGES, (board_w, idle_w, host_w, comm_share, pue)):
         check_number(flag, value, **RANGES[flag])
     acc = system.accelerator
@@ -78,19 +91,27 @@ def power_for(system: System, board_w: float | None = None, idle_w: float | None
                                                                "2021, Table 4: GPT-3, 330 W per 300 W V100)",
            "comm_share": "--comm-power-share" if comm_share is not None else "assumption: half the dynamic range",
            "pue": "--pue" if pue is not None else "Patterson et al. 2021, Table 4: 1.10 (Microsoft) to 1.12 (Google)"}
+    measured = acc.gemm_power_w.get(precision)
+    gemm = None if measured is None else min(measured, board)
+    src["gemm_w"] = (f"{acc.name} gemm_power_w[{precision}] {measured:g} W" + (f", capped at the board power {board:g} W"
+                                                                             if measured > board else "")
+                     + f": {acc.sources.get('gemm_power_w', '')}" if measured is not None
+                     else f"board power (no measured GEMM draw for {acc.name} in {precision})")
     idle = idle_w if idle_w is not None else IDLE_SHARE * board
     if idle > board:
         raise InputError(f"--idle-power = {idle:g} W exceeds the board power {board:g} W; valid: 0 to {board:g}")
     return Power(board_w=board, idle_w=idle, host_w=host_w if host_w is not None else HOST_SHARE * board,
                  comm_share=COMM_SHARE if comm_share is None else comm_share, pue=PUE if pue is None else pue,
-                 sources=src)
+                 gemm_w=gemm, sources=src)
 
 
-def activity(time: dict, comm_share: float):
+def activity(time: dict, comm_share: float, gemm_share: float = 1.0):
     """Mean dynamic activity of a device over a step (0-1) from its TimeBreakdown parts (floats or arrays):
-    (busy + comm_share * exposed communication) / total. The slowest stage's breakdown stands for every stage:
-    stages with less work wait longer in fact, so this is high where the pipeline is unbalanced."""
-    busy = sum(time[k] for k in BUSY_PARTS)
+    (busy + (gemm_share - 1) * gemm + comm_share * exposed communication) / total, GEMM time at `gemm_share`
+    (`Power.gemm_share`: the measured draw of GEMMs) and the other busy parts at 1. The slowest stage's breakdown
+    stands for every stage: stages with less work wait longer in fact, so this is high where the pipeline is
+    unbalanced."""
+    busy = sum(time[k] for k in BUSY_PARTS) + (gemm_share - 1.0) * time["gemm"]
     comm = sum(time[k] for k in COMM_PARTS)
     return (busy + comm_share * comm) / time["total"]
 

@@ -158,7 +158,7 @@ def _columns(lay, step, run: dict, power: Power | None) -> dict[str, np.ndarray]
     out["wall_gpu_hours_per_step"] = out["gpu_hours_per_step"] / goodput
     out["energy_kwh_per_step"] = np.full(len(lay), np.nan) if power is None else facility_kwh(
         power, lay.gpus, step.step_time_s * (1 / goodput - run["waiting_per_compute_s"]),
-        activity(step.time, power.comm_share), step.step_time_s * run["waiting_per_compute_s"])
+        activity(step.time, power.comm_share, power.gemm_share), step.step_time_s * run["waiting_per_compute_s"])
     return out
 
 
@@ -196,12 +196,12 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
     if not counts or not all(isinstance(g, (int, np.integer)) and not isinstance(g, bool) and g > 0 for g in counts):
         raise InputError(f"gpus = {gpus!r}: give one or more positive GPU counts, e.g. 512 or [256, 512, 1024]")
     space = Space(**space) if isinstance(space, dict) else (space or Space())
-    power = power_for(system)
+    jobs = [Job(gpus=g, global_batch=global_batch, seq_len=seq_len, precision=precision, **job)
+            for g in sorted(set(int(g) for g in counts))]
+    power = power_for(system, precision=jobs[0].precision)  # the job's precision, checked by Job
     if objective == "energy" and power is None:
         raise InputError(f"objective = energy: {system.accelerator.name} has no published board power (tdp_w); "
                          "valid objectives here: " + ", ".join(o for o in OBJECTIVES if o != "energy"))
-    jobs = [Job(gpus=g, global_batch=global_batch, seq_len=seq_len, precision=precision, **job)
-            for g in sorted(set(int(g) for g in counts))]
     tables, rows, worst, notes, refused = [], [], None, [], []
     cap = memory_budget(system, headroom)  # refuses a headroom outside [0, 1)
     for j in jobs:

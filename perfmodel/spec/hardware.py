@@ -16,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ..errors import MAX_COUNT, Count, Flag, InputError, PositiveReal, Real, Schema, suggest
 from ..files import looks_like_path, read_mapping
+from .kernel_tables import table_path
 from .stack import Interval
 
 Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4"]
@@ -52,17 +53,16 @@ class Accelerator(Schema):
     kernel_tables: dict[Literal["gemm"], str] = Field(
         default_factory=dict, description="kernel kind -> measured table (hardware_specs/kernels/<part>/..., or an "
                                           "absolute path): GEMM latency by dtype, m, n, k (spec.kernel_tables)")
+    gemm_power_w: dict[Literal["bf16", "fp8", "fp4"], Datasheet] = Field(default_factory=dict, description="W drawn "
+        "by GEMMs of >= 1e12 FLOPs per dtype (kernels/gemm_power.csv): the energy model's draw in GEMM time")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
     @field_validator("kernel_tables")
     @classmethod
     def _tables_exist(cls, tables):
-        from .kernel_tables import table_path
-
-        for kind, path in tables.items():
-            if not table_path(path).is_file():
-                raise ValueError(f"{kind} = {path!r}: no such file; valid: a table under hardware_specs/kernels/ "
-                                 f"(e.g. h100_sxm/gemm.csv.gz) or an absolute path")
+        for kind, path in ((k, p) for k, p in tables.items() if not table_path(p).is_file()):
+            raise ValueError(f"{kind} = {path!r}: no such file; valid: a table under hardware_specs/kernels/ "
+                             f"(e.g. h100_sxm/gemm.csv.gz) or an absolute path")
         return tables
 
     @model_validator(mode="after")
