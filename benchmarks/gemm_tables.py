@@ -5,8 +5,8 @@
 For the dense layer GEMMs of each model (fused QKV, attention output, MLP in and out, Y[m, n] = X[m, k] W[n, k]^T)
 at tensor parallelism 1, 2, 4 and 8 (cost.operator_table.gemm_shapes: weights split as Megatron-LM splits them)
 and m tokens per micro-batch on the device, price every forward GEMM twice: by the datasheet path the cost model
-uses today (`cost.compute.gemm_time` with the system's efficiency and the operand widths `cost.kernels.Device.gemm`
-passes: peak x matmul_max, tile and wave quantisation, roofline; the microbenchmark rate, without the step's
+takes where a part has no table (`cost.compute.gemm_time` with the system's efficiency and the operand widths
+`cost.kernels.Device.datasheet_gemm` passes: peak x matmul_max, tile and wave quantisation, roofline; the microbenchmark rate, without the step's
 sustained_fraction, since the tables are microbenchmarks too) and by the part's measured
 table (`cost.kernel_lookup.gemm_table_time`). Prints, per system and precision, the ratio table / datasheet over all
 shapes (median, 10th and 90th percentile) and the FLOP-weighted ratio (what a step's GEMM time would move by).

@@ -12,8 +12,8 @@ which the model reproduces that throughput (scipy brentq), and prints it with th
 
 The fraction is of the kernel rates as the model prices them, so it is derived twice: on the measured GEMM tables
 (`--pricing table`, dgx-a100-80gb as shipped: the value of every part with a table) and on the datasheet path
-(`--pricing datasheet`, the same system with its tables taken away: the value of parts priced from peak x
-efficiency, A100 40GB, MI300X, TPUs).
+(`--pricing datasheet`, the same system with its GEMM table and NCCL fits taken away: the value of parts priced
+from peak x efficiency, A100 40GB, MI300X, TPUs).
 
 The paper does not fix the micro-batch or the sharding; its training recipes use apex's DistributedFusedAdam
 (optimizer state and gradients sharded, weights replicated: ZeRO-1/2), so the script derives the fraction for
@@ -41,8 +41,10 @@ def reference_model() -> ModelConfig:
 def predicted_tflops(fraction: float, micro_batch: int = 1, zero: int = 2, pricing: str = "table") -> float:
     hw = pm.load_hardware("dgx-a100-80gb")
     eff = hw.efficiency.model_copy(update={"sustained_fraction": fraction})
-    acc = hw.accelerator if pricing == "table" else hw.accelerator.model_copy(update={"kernel_tables": {}})
-    hw = hw.model_copy(update={"efficiency": eff, "accelerator": acc})
+    if pricing == "datasheet":  # no measured GEMM table, no measured NCCL fits: as the parts without them
+        hw = hw.model_copy(update={"accelerator": hw.accelerator.model_copy(update={"kernel_tables": {}}),
+                                   "tiers": [t.model_copy(update={"by_group": {}}) for t in hw.tiers]})
+    hw = hw.model_copy(update={"efficiency": eff})
     plan = pm.Plan(gpus=8, micro_batch=micro_batch, global_batch=8 * micro_batch * 4, seq_len=8192, zero=zero)
     return pm.estimate(reference_model(), hw, plan).model_tflops_per_gpu
 

@@ -352,7 +352,14 @@ def test_cuda_spec_keeps_datasheet_and_unmeasured_precisions():
     fit = fit_all(m, base, prefer_tile=tuple(base.efficiency.matmul_tile))
     system = build_system(base, fit, m, "perfmodel calibrate --device cuda --nproc 2 --output h.yaml", "h.raw.json")
     assert system.name == "dgx-h100"
-    assert system.accelerator == base.accelerator and system.tiers[1] == base.tiers[1]
+    # the GEMMs and the NVLink collectives are this machine's fits, not the catalogue's measured tables of another
+    # H100 (which would override them): the tables and per-group NCCL fits are dropped, the rest of the part kept
+    assert base.accelerator.kernel_tables and base.tiers[0].by_group
+    assert system.accelerator.kernel_tables == {} and "kernel_tables" not in system.accelerator.sources
+    assert system.accelerator.model_copy(update={"kernel_tables": base.accelerator.kernel_tables,
+                                                 "sources": base.accelerator.sources}) == base.accelerator
+    assert system.tiers[0].by_group == {} and "by_group" not in system.tiers[0].sources
+    assert system.tiers[1] == base.tiers[1]
     assert system.efficiency.matmul_max["fp8"] == base.efficiency.matmul_max["fp8"]
     assert "catalogue value kept" in system.efficiency.sources["matmul_max"]
     assert system.tiers[0].bandwidth_gbps == base.tiers[0].bandwidth_gbps

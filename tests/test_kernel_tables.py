@@ -108,11 +108,19 @@ def test_a_search_sized_lookup_is_vectorised():
 def test_bad_tables_are_refused_with_one_line(tmp_path):
     for name, data in (("plain.csv.gz", b"dtype,m,n,k,latency_ms\nbf16,1,32,32,0.01\n"),
                        ("header.csv.gz", gzip.compress(b"dtype,m,n,latency_ms\nbf16,1,32,0.01\n")),
-                       ("ragged.csv.gz", gzip.compress(b"dtype,m,n,k,latency_ms\nbf16,1,32,32\n"))):
+                       ("ragged.csv.gz", gzip.compress(b"dtype,m,n,k,latency_ms\nbf16,1,32,32\n")),
+                       ("nocomma.csv.gz", gzip.compress(b"dtype,m,n,k,latency_ms\ngarbage\n")),
+                       ("empty.csv.gz", gzip.compress(b"dtype,m,n,k,latency_ms\n")),
+                       ("corrupt.csv.gz", gzip.compress(b"dtype,m,n,k,latency_ms\n" * 50)[:30] + b"\xff" * 40)):
         (tmp_path / name).write_bytes(data)
-        with pytest.raises(InputError, match="valid: (a gzipped CSV )?dtype,m,n,k,latency_ms") as e:
+        with pytest.raises(InputError, match="valid: (a gzipped CSV |rows )?dtype,m,n,k,latency_ms") as e:
             gemm_grid(str(tmp_path / name), "bf16")
         assert "\n" not in str(e.value)
+    one_m = tmp_path / "one_m.csv.gz"
+    one_m.write_bytes(gzip.compress(b"dtype,m,n,k,latency_ms\nbf16,8,32,32,0.01\nbf16,8,64,32,0.02\n"
+                                    b"bf16,8,32,64,0.02\nbf16,8,64,64,0.03\n"))
+    with pytest.raises(InputError, match=r"m takes 1 value\(s\) from 8; valid: at least 2 positive values"):
+        gemm_grid(str(one_m), "bf16")
     with pytest.raises(InputError, match="has no fp8 GEMMs; it has: bf16"):
         gemm_grid("a100_sxm/gemm.csv.gz", "fp8")
     with pytest.raises(InputError, match="file does not exist"):
@@ -141,7 +149,7 @@ def _device(hardware="dgx-h100", precision="bf16", tables=True):
     system = load_hardware(hardware)
     if not tables:
         system = system.model_copy(update={"accelerator": system.accelerator.model_copy(update={"kernel_tables": {}})})
-    plan = pm.Plan(gpus=8, tp=8, global_batch=8, micro_batch=1, seq_len=4096, precision=precision)
+    plan = pm.Plan(gpus=8, tp=8, dp=1, global_batch=8, micro_batch=1, seq_len=4096, precision=precision)
     return Device(pm.load_model("llama-3-8b"), system, plan)
 
 
@@ -175,8 +183,8 @@ def test_grouped_gemms_price_as_one_of_batch_m_rows_floored_by_their_weight_traf
     assert t == pytest.approx(measured[(4096.0, 2048.0, 4096.0)] / sf, rel=1e-12)
     # 64 experts of 1 token: the table's GEMM of 64 rows reads one weight; the 64 distinct weights bound it
     t1, _, _ = dev.gemm_priced(1.0, 2048.0, 4096.0, batch=64)
-    weights = 64 * ((1 * 4096 + 4096 * 2048) * 2 + 2048 * 2) / dev.mem_bw
-    assert t1 == pytest.approx(weights / sf, rel=1e-12) and t1 > measured[(64.0, 2048.0, 4096.0)] / sf
+    weights = 64 * ((1 * 4096 + 4096 * 2048) * 2 + 2048 * 2) / dev.mem_bw  # memory-bound: no sustained_fraction
+    assert t1 == pytest.approx(weights, rel=1e-12) and t1 > measured[(64.0, 2048.0, 4096.0)] / sf
 
 
 def test_the_datasheet_prices_what_no_table_measured():
@@ -190,6 +198,24 @@ def test_the_datasheet_prices_what_no_table_measured():
         by_hand = gemm_time(4096.0, 2048.0, 4096.0, acc.peak_flops(prec) * eff.sustained_fraction,
                             eff.matmul_max[prec], *eff.matmul_tile, acc.compute_units, dev.mem_bw)
         assert t == pytest.approx(float(by_hand), rel=1e-12)
+
+
+def test_fp8_tables_hold_the_activation_casts_so_only_the_weight_is_cast_apart():
+    """The fp8 table times dynamic activation quantisation with the GEMM (hardware_specs/kernels/README.md): a
+    table-priced fp8 linear adds only its weight's cast (k n (2 + 1) B over the micro-batches), the datasheet path
+    the input's and the output gradient's too."""
+    from perfmodel.cost.kernels import linear_op
+
+    m, n, k = 4096.0, 2048.0, 4096.0
+    table = _device(precision="fp8")
+    gemm, cast = linear_op(table, "x", m, n, k)
+    mb = table.plan.num_microbatches
+    assert gemm.priced_by == "table h100_sxm/gemm fp8" and cast.formula == "quantise the weight to fp8"
+    assert cast.fwd_s == pytest.approx(k * n * 3 / mb / table.mem_bw, rel=1e-12) and cast.bwd_s == 0
+    sheet = _device(precision="fp8", tables=False)
+    _, cast = linear_op(sheet, "x", m, n, k)
+    assert cast.fwd_s == pytest.approx((m * k * 3 + k * n * 3 / mb) / sheet.mem_bw, rel=1e-12)
+    assert cast.bwd_s == pytest.approx(m * n * 3 / sheet.mem_bw, rel=1e-12)
 
 
 def test_fp16_reads_the_bf16_table_where_the_datasheet_rates_them_alike():

@@ -8,6 +8,12 @@ The system, device, framework and version of each table are the same on every ro
 recorded once, in `sources.csv` here, with the source file's own row count. The licence notice the data carry
 is in README.md beside this script. Re-running it rewrites the same bytes (gzip without a timestamp).
 
+It copies each part's NCCL table (`<part>/nccl.csv.gz`: op, GPUs, message bytes, latency; nccl-tests out-of-place
+times of fp16 buffers, 512 B to 512 MiB, on 2, 4 and 8 GPUs of one node) and writes `nccl_fits.csv`: per part,
+collective and group size, the ring formula's per-step latency and bus bandwidth fitted to the messages of at least
+NCCL_MIN_BYTES (`perfmodel.calibrate.fit.fit_network`, the fit `perfmodel calibrate` makes of its own timings),
+which the systems' innermost tiers quote as `by_group`.
+
 It also writes `gemm_power.csv`: the board power measured while GEMMs of at least POWER_MIN_FLOPS run, per part
 and dtype (`gemm_power_w` in the accelerator specs), from the shared data's supplementary tables, the only ones
 timed with NVML power (B200, GB200, H200): each run long enough for 100 ms power samples to cover it.
@@ -54,6 +60,46 @@ POWER_MIN_FLOPS = 1e12  # a layer GEMM of training (the built-in example's qkv i
 # or more, where a 100 ms NVML sample sees the GEMM and not the gaps between graph replays
 
 
+NCCL_MIN_BYTES = 2**20  # training's collectives: tensor-parallel activations (1-500 MB), gradient buckets (10s of
+# MB and up); below a MiB NCCL switches protocols (LL, LL128) and the ring's one latency term cannot follow both
+NCCL_OPS = {"all_gather": "all_gather", "reduce_scatter": "reduce_scatter", "all_reduce": "all_reduce",
+            "alltoall": "all_to_all"}  # nccl-tests' name -> the cost model's collective kind
+SYSTEMS = {"a100_sxm": "dgx-a100-80gb", "h100_sxm": "dgx-h100", "h200_sxm": "dgx-h200", "b200_sxm": "dgx-b200",
+           "b300_sxm": "dgx-b300", "gb200": "gb200-nvl72", "gb300": "gb300-nvl72"}  # the catalogue's system per part
+
+
+def import_nccl(source: Path, part: str) -> pd.DataFrame:
+    """Write `part`'s compact NCCL table (fp16 buffers: the bytes a bf16 tensor moves); its fits per kind and
+    group size on messages of >= NCCL_MIN_BYTES."""
+    from perfmodel import load_hardware
+    from perfmodel.calibrate.fit import fit_network
+    from perfmodel.calibrate.raw import CommPoint
+
+    rows = pd.read_csv(source / part / "nccl.csv.gz")
+    kept = rows[rows["dtype"] == "half"][["op", "num_gpus", "message_bytes", "latency_ms"]]
+    kept = kept.sort_values(["op", "num_gpus", "message_bytes"]).reset_index(drop=True)
+    text = kept.to_csv(index=False, float_format="%.6g")
+    with open(HERE / part / "nccl.csv.gz", "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9,
+                                                                      mtime=0, filename="") as gz:
+        gz.write(text.encode())
+    system = load_hardware(SYSTEMS[part])
+    big = kept[kept["message_bytes"] >= NCCL_MIN_BYTES]
+    out = []
+    for n, g in big.groupby("num_gpus"):
+        points = [CommPoint(kind=NCCL_OPS[r.op], group_size=int(n), groups=1, size_bytes=int(r.message_bytes),
+                            dtype="bf16", seconds=float(r.latency_ms) * 1e-3, rank_seconds=[]) for r in g.itertuples()]
+        net, fitted = fit_network(points, system, int(kept["num_gpus"].max()))
+        for kind, fit in net.by_kind.items():
+            errors = [abs(f.predicted_s / f.measured_s - 1) for f, p in zip(fitted, points) if p.kind == kind]
+            out.append({"part": part, "system": system.name, "kind": kind, "group_size": int(n),
+                        "latency_us": round(fit.latency_s * 1e6, 3), "bus_bandwidth_gbps": round(fit.bus_bandwidth / 1e9, 1),
+                        "points": fit.points, "median_abs_error": round(float(pd.Series(errors).median()), 4),
+                        "max_abs_error": round(max(errors), 4), "min_bytes": NCCL_MIN_BYTES,
+                        "max_bytes": int(g["message_bytes"].max()),
+                        "nccl_version": "; ".join(sorted(rows["nccl_version"].astype(str).unique()))})
+    return pd.DataFrame(out)
+
+
 def gemm_power(source: Path) -> pd.DataFrame:
     """Median board power (W) over GEMMs of >= POWER_MIN_FLOPS per part and dtype, from the supplementary table
     with the most such rows for that part and dtype (the tables of one part disagree by framework: B200 bf16 reads
@@ -84,6 +130,9 @@ def main(argv=None) -> None:
     (HERE / "sources.csv").write_text(buf.getvalue())
     print(table.to_string(index=False))
     print(f"{table['bytes'].sum() / 1e6:.2f} MB in {len(table)} tables")
+    fits = pd.concat([import_nccl(a.source, part) for part in PARTS], ignore_index=True)
+    (HERE / "nccl_fits.csv").write_text(fits.to_csv(index=False))
+    print(fits.to_string(index=False))
     power = gemm_power(a.source)
     (HERE / "gemm_power.csv").write_text(power.to_csv(index=False))
     print(power[["part", "dtype", "power_w", "p25_w", "p75_w", "power_limit_w", "gemms", "framework",

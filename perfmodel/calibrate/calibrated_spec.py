@@ -89,6 +89,11 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
     data = template.model_dump(mode="json")
     data["name"] = name or template.name
     acc, effd = data["accelerator"], data["efficiency"]
+    # The GEMM rates are this machine's own fit (matmul_max, at sustained_fraction 1): the template part's
+    # measured GEMM tables, timed on another machine, would override them (cost.kernels.Device.gemm_table)
+    if acc.get("kernel_tables"):
+        acc["kernel_tables"] = {}
+        acc["sources"] = {k: v for k, v in acc.get("sources", {}).items() if k != "kernel_tables"}
 
     if cpu:
         best = fit.peak_flops["bf16"]
@@ -188,8 +193,9 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
         fitted = (f"fitted: cost.comm.collective_time over cost.comm.group_phases ({', '.join(kinds)}) and "
                   f"cost.comm.p2p_time reproduce {len(m.comm)} timings over groups of {sizes} of {env.nproc} "
                   f"ranks, {span}, by least squares of log time; {prov}")
-        # by_kind is this run's alone: a template's per-kind values belong to the shared values it replaces
-        tsrc = {k: v for k, v in tier.get("sources", {}).items() if not k.startswith("by_kind")}
+        # by_kind is this run's alone: a template's per-kind values belong to the shared values it replaces, and its
+        # per-group NCCL fits (by_group, measured on another machine) would override this run's
+        tsrc = {k: v for k, v in tier.get("sources", {}).items() if not k.startswith(("by_kind", "by_group"))}
         tsrc.update(latency_us=f"per-step latency {fitted}",
                     collective_efficiency=f"fitted bus bandwidth {net.bus_bandwidth / 1e9:.3f} GB/s / "
                                           f"bandwidth_gbps; {fitted}")
@@ -212,7 +218,8 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
         for kind, why in net.fallback.items():
             tsrc[f"by_kind.{kind}"] = f"not fitted apart ({why}): {kind} uses latency_us and collective_efficiency"
         tier.update(bandwidth_gbps=sig(ref / 1e9), latency_us=sig(net.latency_s * 1e6),
-                    collective_efficiency=min(1.0, sig(net.bus_bandwidth / ref)), by_kind=by_kind, sources=tsrc)
+                    collective_efficiency=min(1.0, sig(net.bus_bandwidth / ref)), by_kind=by_kind, by_group={},
+                    sources=tsrc)
     elif cpu:
         tier["sources"] = {k: "not measured: a one-process calibration runs no collectives; a placeholder that a "
                               "one-device job (max_devices: 1) never uses"

@@ -190,7 +190,7 @@ def fit_memory_layers(m: Measurements, peak_bw: float, gemm_bw: float, matmul_ma
 # ---------------------------------------------------------------------------------------------------------
 
 def gemm_shapes_time(m, n, k, precision: str, peak: float, eff: float, tile, units: int, mem_bw: float):
-    """Seconds `cost.compute.gemm_time` gives GEMMs of these shapes, as `cost.kernels.Device.gemm` calls it."""
+    """Seconds `cost.compute.gemm_time` gives GEMMs of these shapes, as `cost.kernels.Device.datasheet_gemm` calls it."""
     return gemm_time(np.asarray(m, float), np.asarray(n, float), np.asarray(k, float), peak, eff, tile[0], tile[1],
                      units, mem_bw, in_bytes=GEMM_INPUT_BYTES[precision], out_bytes=ACT_BYTES)
 

@@ -99,18 +99,19 @@ def estimate_table(e: Estimate) -> str:
     lines += memory_table(e)
     lines.append("")
     lines.append("Ops per micro-batch on that stage (layer ops: per layer)")
-    lines.append(f"  {'op':<20}{'where':<10}{'kind':<13}{'fwd':>10}{'bwd':>10}{'recomp':>10}  {'priced by':<26}formula")
+    by = max([len("priced by")] + [len(o.priced_by) for o in e.ops]) + 2
+    lines.append(f"  {'op':<20}{'where':<10}{'kind':<13}{'fwd':>10}{'bwd':>10}{'recomp':>10}  {'priced by':<{by}}formula")
     for o in e.ops:
         lines.append(f"  {o.name:<20}{o.where:<10}{o.kind:<13}{_t(o.fwd_s):>10}{_t(o.bwd_s):>10}"
-                     f"{_t(o.recompute_s):>10}  {o.priced_by:<26}{o.formula}")
+                     f"{_t(o.recompute_s):>10}  {o.priced_by:<{by}}{o.formula}")
     if e.comms:
         lines.append("")
         lines.append("Communication per step")
         lines.append(f"  {'pattern':<42}{'collective':<30}{'group':<14}{'tiers':<28}{'MB/call':>9}{'calls':>8}"
-                     f"{'total':>11}{'exposed':>11}")
+                     f"{'total':>11}{'exposed':>11}  priced by")
         for c in e.comms:
             lines.append(f"  {c.name:<42}{c.collective:<30}{c.group + ' x' + str(c.group_size):<14}{c.tiers:<28}"
-                         f"{c.bytes / 1e6:>9.1f}{c.calls:>8.0f}{_t(c.total_s):>11}{_t(c.exposed_s):>11}")
+                         f"{c.bytes / 1e6:>9.1f}{c.calls:>8.0f}{_t(c.total_s):>11}{_t(c.exposed_s):>11}  {c.priced_by}")
     if e.notes:
         lines.append("")
         lines += [f"note: {n}" for n in e.notes]
@@ -129,6 +130,10 @@ def hardware_table(s: System) -> str:
         topo = f"torus {'x'.join(map(str, t.torus_dims))}" if t.topology == "torus" else t.topology
         lines.append(f"    {t.name:<12} {size:<14} {topo:<14} {t.bandwidth_gbps:g} GB/s, {t.latency_us:g} us/step, "
                      f"collective efficiency {t.collective_efficiency:g}")
+        for kind, groups in t.by_group.items():
+            lines.append(f"      measured {kind}: " + ", ".join(
+                f"{n} GPUs {t.bandwidth_gbps * f.collective_efficiency:.0f} GB/s {f.latency_us:g} us"
+                for n, f in sorted(groups.items(), key=lambda kv: int(kv[0]))))
     e = s.efficiency
     lines.append("  efficiency: matmul " + ", ".join(f"{k} {v:g}" for k, v in e.matmul_max.items())
                  + f" (tile {e.matmul_tile[0]}x{e.matmul_tile[1]}); attention {e.attention_max:g} "

@@ -51,8 +51,14 @@ def gemm_time(m, n, k, peak_flops, max_eff, tile_m, tile_n, units, mem_bw, in_by
         waves = np.ceil(tiles / units)
         useful = np.maximum(useful, rate * batch * m * n / (waves * units * tm * tn))
     t_compute = batch * 2.0 * m * n * k / (peak_flops * max_eff * useful)
-    t_memory = batch * ((m * k + k * n) * in_bytes + m * n * out_bytes) / mem_bw
-    return np.maximum(t_compute, t_memory)
+    return np.maximum(t_compute, memory_bound_time(gemm_traffic_bytes(m, n, k, in_bytes, out_bytes, batch), mem_bw))
+
+
+def gemm_traffic_bytes(m, n, k, in_bytes=2.0, out_bytes=2.0, batch=1):
+    """Bytes `batch` GEMMs C[m,n] = A[m,k] @ B[k,n] move at least: operands and result streamed once,
+    batch * ((m*k + k*n) * in_bytes + m*n * out_bytes) (the roofline's memory side, Williams et al. 2009)."""
+    m, n, k = np.asarray(m, float), np.asarray(n, float), np.asarray(k, float)
+    return np.asarray(batch, float) * ((m * k + k * n) * in_bytes + m * n * out_bytes)
 
 
 def memory_bound_time(nbytes, mem_bw):

@@ -46,14 +46,19 @@ def comm_row(c: Comm, system: System, plan: Plan, count: float, i: int, n: int) 
     at = lambda x: item(x, i, n)
     name = c.name if c.unit in ("layer", "stage", "step") else f"{c.name} ({c.unit})"
     if c.tier is not None:
-        tiers = at(c.tier)
+        tiers, names = at(c.tier), [at(c.tier)]
     else:
-        mesh = Mesh(system, plan.gpus, plan.dp, plan.cp, plan.tp)
-        tiers = C.describe(mesh.phases(int(at(c.mask))))
+        phases = Mesh(system, plan.gpus, plan.dp, plan.cp, plan.tp).phases(int(at(c.mask)))
+        tiers, names = C.describe(phases), [ph.tier for ph in phases]
+    by_name, kinds = {t.name: t for t in system.tiers}, [k.strip() for k in str(at(c.collective)).split(" / ")]
+    how = lambda t: ("measured" if all(k in t.by_group for k in kinds) else  # noqa: E731
+                     "calibrated" if all(k in t.by_kind for k in kinds) else "datasheet")
+    priced_by = ", ".join(f"{n} {how(by_name[n])}" for n in names if n in by_name) or "datasheet"
     sizes = {"tp": plan.tp, "cp": plan.cp, "dp": plan.zero_shard, "pp": plan.pp, "embedding": 2, "ep": plan.ep,
              "etp": plan.etp, "edp": plan.edp}
     calls, seconds = at(c.calls), at(c.seconds)
     return CommTime(name=name, collective=at(c.collective), group=c.group, group_size=sizes[c.group], tiers=tiers,
+                    priced_by=priced_by,
                     bytes=at(c.nbytes), calls=calls * count, seconds_per_call=seconds, total_s=seconds * calls * count,
                     exposed_s=at(c.exposed) * count)
 

@@ -20,7 +20,7 @@ from ..spec.model import ModelConfig
 from ..spec.plan import Plan
 from ..spec.stack import Stack, load_stack
 from ..spec.kernel_tables import GemmGrid, gemm_grid, table_dtypes
-from .compute import flash_attention_time, gemm_time, memory_bound_time
+from .compute import flash_attention_time, gemm_time, gemm_traffic_bytes, memory_bound_time
 from .kernel_lookup import gemm_table_time
 from .layouts import Layouts, among
 
@@ -110,7 +110,8 @@ class Device:
 
     def gemm_table(self, precision: str) -> GemmGrid | None:
         """The measured GEMM table that prices `precision` on this part (`Accelerator.kernel_tables`), or None
-        where the part has none or it measured neither that dtype nor a stand-in (fp4 on Hopper): the datasheet.
+        where the part has none or it measured neither that dtype nor a stand-in (a spec's own table without
+        fp8, say): the datasheet.
 
         fp16 reads the bf16 table where the part's datasheet gives both the same dense rate (every NVIDIA part
         since Ampere): the same tensor-core datapath on 2-byte operands, which no inference collector times apart.
@@ -120,29 +121,28 @@ class Device:
             return None
         dtypes, acc = table_dtypes(table), self.system.accelerator
         if precision not in dtypes and precision == "fp16" and "bf16" in dtypes \
-                and acc.peak_tflops.get("fp16") == acc.peak_tflops["bf16"]:
+                and acc.peak_tflops.get("fp16") == acc.peak_tflops.get("bf16"):
             precision = "bf16"
         return gemm_grid(table, precision) if precision in dtypes else None
 
     def gemm_priced(self, m, n, k, batch=1, precision=None):
         """(seconds, what priced it, outside-the-table mask) for `batch` GEMMs C[m,n] = A[m,k] B[k,n].
 
-        From the part's measured table where it has one for the precision (cost.kernel_lookup.gemm_table_time,
-        floored by the roofline traffic of all `batch` operands at `mem_bw`, which a grouped GEMM's separate
-        weights need and the table's one GEMM does not read), divided by sustained_fraction as the datasheet rate
-        is multiplied by it: a table times a kernel alone, and a step keeps that share of it. Elsewhere
-        `cost.compute.gemm_time` on the datasheet.
+        From the part's measured table where it has one for the precision (cost.kernel_lookup.gemm_table_time),
+        divided by sustained_fraction as the datasheet rate is multiplied by it (a table times a kernel alone, and
+        a step keeps that share of it), and floored by the traffic of all `batch` operands at `mem_bw`
+        (`cost.compute.gemm_traffic_bytes`: a grouped GEMM's separate weights, which the table's one GEMM does not
+        read; memory-bound, so without sustained_fraction, as on the datasheet path). Elsewhere
+        `cost.compute.gemm_time` on the datasheet (`datasheet_gemm`).
         """
         prec = precision or self.plan.precision
         grid = self.gemm_table(prec)
         if grid is None:
             return self.datasheet_gemm(m, n, k, batch, prec), DATASHEET, False
         t, outside = gemm_table_time(grid, m, n, k, batch)
-        m, n, k = (np.asarray(x, float) for x in (m, n, k))
-        traffic = np.asarray(batch, float) * ((m * k + k * n) * GEMM_INPUT_BYTES[prec] + m * n * ACT_BYTES)
-        t = np.maximum(t, memory_bound_time(traffic, self.mem_bw))
+        floor = memory_bound_time(gemm_traffic_bytes(m, n, k, GEMM_INPUT_BYTES[prec], ACT_BYTES, batch), self.mem_bw)
         label = grid.label + ("" if grid.dtype == prec else f" (for {prec})")
-        return t / self.system.efficiency.sustained_fraction, label, outside
+        return np.maximum(t / self.system.efficiency.sustained_fraction, floor), label, outside
 
     def gemm(self, m, n, k, batch=1, precision=None):
         """Seconds for `batch` GEMMs (m, n, k): `gemm_priced` without saying what priced them."""
@@ -183,7 +183,10 @@ def linear_op(dev: Device, name: str, m, n, k, recompute=("full",), precision: s
     Casting reads bf16 and writes the narrow type: the input m*k in the forward and the output gradient m*n in
     the backward every micro-batch; the weight k*n once per step, amortised over the micro-batches
     (Transformer Engine quantises weights on the first micro-batch and caches them), except under ZeRO-3,
-    which gathers bf16 weights afresh for every micro-batch.
+    which gathers bf16 weights afresh for every micro-batch. A GEMM priced from a measured table already holds
+    the cast of its activation operand (the fp8 and fp4 tables time dynamic activation quantisation with the
+    GEMM: hardware_specs/kernels/README.md), the input's forward and the output gradient's in the backward
+    lookups, so only the weight's is added.
     """
     prec = precision or dev.plan.precision
     formula = f"2*{_s(m)}*{_s(n)}*{_s(k)}" + ("" if np.all(np.asarray(groups) == 1) else f"*{_s(groups)} groups")
@@ -193,8 +196,10 @@ def linear_op(dev: Device, name: str, m, n, k, recompute=("full",), precision: s
         per = ACT_BYTES + narrow
         regathered = (dev.plan.zero == 3) & (dev.plan.zero_shard > 1)
         weights = k * n * per / np.where(regathered, 1, dev.plan.num_microbatches)
-        ops.append(Op(f"{name}.cast", "memory", dev.memory((m * k * per + weights) * groups),
-                      dev.memory(m * n * per * groups), recompute=recompute, formula="quantise operands to " + prec))
+        timed = ops[0].priced_by != DATASHEET  # the table's time holds the activation casts
+        ops.append(Op(f"{name}.cast", "memory", dev.memory((m * k * per * (not timed) + weights) * groups),
+                      dev.memory(m * n * per * groups * (not timed)), recompute=recompute,
+                      formula=("quantise the weight to " if timed else "quantise operands to ") + prec))
     return ops
 
 

@@ -12,10 +12,12 @@ search's choices for what resolve leaves open:
     better and is not enumerated);
   - sequence parallel with every tp > 1 that divides each cp rank's tokens, and only there (without it where tp
     does not divide them): Megatron's sequence parallelism replaces each pair of
-    all-reduces by four all-gathers / reduce-scatters of the same total bytes (equal time in `comm`) and divides
-    norm, dropout and residual work, their activations and the pipeline sends by tp, so in this model a plan
-    without it is never faster nor smaller (tests/test_search.py checks this); `Space(sequence_parallel=[False,
-    True])` enumerates both;
+    all-reduces by four all-gathers / reduce-scatters of the same total bytes (equal time on a tier's ring values)
+    and divides norm, dropout and residual work, their activations and the pipeline sends by tp, so a plan
+    without it is never smaller and, on ring values, never faster (tests/test_search.py checks this). Where a tier
+    quotes measured NCCL fits the all-reduce can run faster than its all-gather + reduce-scatter (H100, 8 GPUs:
+    392 against 305 GB/s) and a plan without it a few percent faster in time, at more memory; `Space(
+    sequence_parallel=[False, True])` enumerates both;
   - ZeRO 1-3 only with dp*cp > 1;
   - for a mixture-of-experts model, tp > 1 only with sequence parallelism, and every (ep, etp) with ep dividing n_experts, etp dividing expert_ffn_hidden and
     ep*etp dividing the stage's tp*cp*dp ranks (MoE parallel folding; dense models: ep = etp = 1).

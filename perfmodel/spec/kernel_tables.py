@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import zlib
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -67,10 +68,15 @@ def _rows(table: str) -> dict[str, str]:
                          f"(hardware_specs/kernels/import_tables.py writes them) or an absolute path")
     try:
         header, _, body = gzip.decompress(path.read_bytes()).decode().partition("\n")
-    except (OSError, ValueError, EOFError) as e:  # not gzip, not text
+    except (OSError, ValueError, EOFError, zlib.error) as e:  # not gzip, corrupt, not text
         raise InputError(f"kernel table {path}: unreadable ({e}); valid: a gzipped CSV dtype,m,n,k,latency_ms") from None
     if header.strip().split(",") != ["dtype", "m", "n", "k", "latency_ms"]:
         raise InputError(f"kernel table {path}: header {header.strip()!r}; valid: dtype,m,n,k,latency_ms")
+    lines = body.strip().splitlines()
+    if not lines or any(line.count(",") != 4 for line in lines):
+        bad = next((i + 2 for i, line in enumerate(lines) if line.count(",") != 4), 2)
+        raise InputError(f"kernel table {path}: line {bad} does not have 5 fields (or the table has no rows); "
+                         f"valid: rows dtype,m,n,k,latency_ms")
     return _by_dtype(body.strip())
 
 
@@ -121,6 +127,12 @@ def gemm_grid(table: str, dtype: str) -> GemmGrid:
 def _grid(table: str, dtype: str, data: np.ndarray) -> GemmGrid:
     """Rows (m, n, k, latency_ms) of one dtype on their grid, holes filled (module docstring)."""
     axes = [np.unique(data[:, i]) for i in range(3)]
+    for name, axis in zip("mnk", axes):
+        if len(axis) < 2 or axis[0] <= 0:
+            raise InputError(f"kernel table {table} ({dtype}): {name} takes {len(axis)} value(s) from {axis[0]:g}; "
+                             f"valid: at least 2 positive values on each of m, n, k (the lookup interpolates)")
+    if not (data[:, 3] > 0).all():
+        raise InputError(f"kernel table {table} ({dtype}): a latency_ms <= 0; valid: positive milliseconds")
     t = np.full([len(a) for a in axes], np.nan)
     idx = tuple(np.searchsorted(a, data[:, i]) for i, a in enumerate(axes))
     t[idx] = data[:, 3] * 1e-3  # ms -> s

@@ -1,0 +1,109 @@
+"""The network tiers of a system (NVLink domain, scale-out NICs, TPU ICI) as a hardware spec describes them:
+bandwidth, latency, collective efficiency, and the per-collective fits measurements give (calibration, or the
+measured NCCL tables of hardware_specs/kernels/). `perfmodel.spec.hardware.System` holds a list of them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from ..errors import Count, Flag, PositiveReal, Real, Schema
+
+# A datasheet number (TFLOP/s, GiB, TB/s, GB/s, W, microseconds, $/hour): positive, and at most 1e9 in its unit,
+# far beyond any part, so that it stays finite in SI units (x 1e12, x 2**30) and in what the estimate derives.
+DATASHEET_MAX = 1e9
+Datasheet = Annotated[PositiveReal, Field(le=DATASHEET_MAX)]
+Latency = Annotated[Real, Field(ge=0, le=DATASHEET_MAX)]
+
+CollectiveKind = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"]
+
+
+class KindFit(Schema):
+    """One collective kind's own ring parameters on a tier, where its implementation differs from the others
+    (gloo's all-gather and reduce-scatter are not rings; NCCL picks per-collective algorithms)."""
+
+    collective_efficiency: Real = Field(gt=0, le=1, description="achieved bus bandwidth / bandwidth_gbps for this kind")
+    latency_us: Latency = Field(description="per-step latency of this kind, microseconds")
+
+
+class NetworkTier(Schema):
+    """One level of the interconnect, innermost first (e.g. NVLink domain, then scale-out NICs).
+
+    `domain_size` devices share this tier and every tier inside it; the outermost tier may leave it null
+    (unbounded). Bandwidth is per device, one direction, as collectives see it (NCCL's 'bus bandwidth' is
+    `bandwidth_gbps * collective_efficiency`).
+    """
+
+    name: str = Field(description="tier name shown in reports (e.g. nvlink, infiniband, ici)")
+    domain_size: Count | None = Field(None, description="devices in one domain of this tier; null = all")
+    topology: Literal["switch", "torus"] = Field(
+        "switch", description="switch: every device of a domain reaches every other at bandwidth_gbps; "
+                              "torus: rings use the torus links (cost.comm._torus_ring_links)")
+    torus_dims: list[Count] | None = Field(None, description="torus shape in chips (torus tiers only)")
+    aligned_groups: Flag = Field(
+        False, description="the scheduler places jobs so that a process group spanning no more than one domain "
+                           "stays inside one (Slurm's topology/block plugin with --segment, made for NVL72 "
+                           "racks); false: a group may straddle a domain boundary (cost.comm)")
+    bandwidth_gbps: Datasheet = Field(
+        description="switch: per-device injection bandwidth; torus: per link, GB/s one direction"
+    )
+    latency_us: Latency = Field(description="per-step latency of a ring collective on this tier, microseconds")
+    collective_efficiency: Real = Field(gt=0, le=1, description="achieved bus bandwidth / bandwidth_gbps")
+    by_kind: dict[CollectiveKind, KindFit] = Field(
+        default_factory=dict,
+        description="per collective kind: efficiency and latency that replace the tier's own for that kind "
+                    "(measured by perfmodel calibrate); kinds not listed use collective_efficiency and latency_us")
+    by_group: dict[CollectiveKind, dict[str, KindFit]] = Field(
+        default_factory=dict,
+        description="per collective kind and group size (a quoted integer, \"8\"): efficiency and latency measured "
+                    "for groups of that many devices on this tier (NCCL tables, hardware_specs/kernels/nccl_fits.csv); "
+                    "a group uses the fit of the largest measured size not above its own (the smallest below them "
+                    "all), before by_kind and the tier's own")
+    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
+
+    @field_validator("by_group")
+    @classmethod
+    def _group_sizes(cls, by_group):
+        for kind, groups in by_group.items():
+            for n in groups:
+                if not (n.isdigit() and int(n) > 0):
+                    raise ValueError(f"by_group.{kind} key {n!r} is not a group size; valid: a positive integer in "
+                                     f"quotes, e.g. \"8\"")
+        return by_group
+
+    @model_validator(mode="after")
+    def _torus(self):
+        if self.topology != "torus" and self.torus_dims is not None:
+            raise ValueError(f"tier '{self.name}': torus_dims {self.torus_dims} given for topology {self.topology}; "
+                             "valid: omit torus_dims, or set topology: torus")
+        if self.topology == "torus":
+            if not self.torus_dims:
+                raise ValueError(f"tier '{self.name}': topology torus needs torus_dims, e.g. [16, 16]")
+            prod = 1
+            for d in self.torus_dims:
+                prod *= d
+            if self.domain_size is not None and self.domain_size != prod:
+                raise ValueError(f"tier '{self.name}': domain_size {self.domain_size} != product of torus_dims {prod}")
+        return self
+
+    @property
+    def bandwidth(self) -> float:
+        return self.bandwidth_gbps * 1e9
+
+    @property
+    def latency(self) -> float:
+        return self.latency_us * 1e-6
+
+    def ring(self, kind: str, members: int | None = None) -> tuple[float, float]:
+        """(bus bandwidth bytes/s, per-step latency s) that collective `kind` sees on this tier, in a ring of
+        `members` devices (None: any size): `by_group`'s fit for that size, else `by_kind`'s, else the tier's own."""
+        groups = {int(n): fit for n, fit in self.by_group.get(kind, {}).items()}
+        if groups and members is not None:
+            below = [n for n in groups if n <= members]
+            fit = groups[max(below) if below else min(groups)]
+            return self.bandwidth * fit.collective_efficiency, fit.latency_us * 1e-6
+        fit = self.by_kind.get(kind)
+        if fit is None:
+            return self.bandwidth * self.collective_efficiency, self.latency
+        return self.bandwidth * fit.collective_efficiency, fit.latency_us * 1e-6
