@@ -42,8 +42,7 @@ def predicted_tflops(fraction: float, micro_batch: int = 1, zero: int = 2, prici
     hw = pm.load_hardware("dgx-a100-80gb")
     eff = hw.efficiency.model_copy(update={"sustained_fraction": fraction})
     if pricing == "datasheet":  # no measured GEMM table, no measured NCCL fits: as the parts without them
-        hw = hw.model_copy(update={"accelerator": hw.accelerator.model_copy(update={"kernel_tables": {}}),
-                                   "tiers": [t.model_copy(update={"by_group": {}}) for t in hw.tiers]})
+        hw = hw.on_datasheet()
     hw = hw.model_copy(update={"efficiency": eff})
     plan = pm.Plan(gpus=8, micro_batch=micro_batch, global_batch=8 * micro_batch * 4, seq_len=8192, zero=zero)
     return pm.estimate(reference_model(), hw, plan).model_tflops_per_gpu

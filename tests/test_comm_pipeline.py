@@ -14,7 +14,7 @@ from perfmodel.spec.model import ModelConfig
 _DGX = load_hardware("dgx-h100")
 # the ring formulas on the tier's own efficiency and latency: dgx-h100 without its measured per-group NCCL fits
 # (those are checked in tests/test_nccl_tables.py)
-H100 = _DGX.model_copy(update={"tiers": [t.model_copy(update={"by_group": {}}) for t in _DGX.tiers]})
+H100 = _DGX.on_datasheet(gemms=False)
 NVL_BW = 450e9 * 0.80  # dgx-h100 nvlink: 450 GB/s per direction x collective efficiency 0.80
 NVL_LAT = 3.4e-6
 IB_BW = 50e9 * 0.90  # 400 Gb/s NDR per GPU x 0.90

@@ -148,7 +148,7 @@ def _device(hardware="dgx-h100", precision="bf16", tables=True):
 
     system = load_hardware(hardware)
     if not tables:
-        system = system.model_copy(update={"accelerator": system.accelerator.model_copy(update={"kernel_tables": {}})})
+        system = system.on_datasheet(collectives=False)
     plan = pm.Plan(gpus=8, tp=8, dp=1, global_batch=8, micro_batch=1, seq_len=4096, precision=precision)
     return Device(pm.load_model("llama-3-8b"), system, plan)
 

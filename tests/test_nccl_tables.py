@@ -69,3 +69,13 @@ def test_a_bad_group_size_is_refused_in_one_line():
                                          r"integer in quotes") as e:
         System.parse(doc, where="system x")
     assert "\n" not in str(e.value)
+
+
+def test_the_fit_names_its_source_in_the_tiers_order():
+    tier = load_hardware("dgx-h100").tiers[0]
+    assert tier.fit("all_gather", 8)[1] == "measured" and tier.fit("p2p", 8) == (None, "datasheet")
+    calibrated = tier.model_copy(update={"by_group": {}, "by_kind": {"all_gather": tier.fit("all_gather", 8)[0]}})
+    assert calibrated.fit("all_gather", 8)[1] == "calibrated"
+    assert calibrated.ring("all_gather", 8) == tier.ring("all_gather", 8)
+    bare = load_hardware("dgx-h100").on_datasheet()
+    assert bare.tiers[0].fit("all_gather", 8) == (None, "datasheet") and bare.accelerator.kernel_tables == {}

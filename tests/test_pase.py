@@ -26,7 +26,7 @@ from perfmodel.search.pase import solver as pase
 _DGX = load_hardware("dgx-a100-80gb")
 # the by-hand ring formulas below use the tier's own efficiency and latency: the system without its measured
 # per-group NCCL fits (tests/test_nccl_tables.py checks those)
-A100 = _DGX.model_copy(update={"tiers": [t.model_copy(update={"by_group": {}}) for t in _DGX.tiers]})
+A100 = _DGX.on_datasheet(gemms=False)
 NVL_BW, NVL_LAT = 300e9 * 0.78, 3.4e-6  # dgx-a100-80gb nvlink per direction x collective efficiency
 IB_BW, IB_LAT = 25e9 * 0.90, 14e-6
 TINY = ModelConfig(name="tiny", n_layers=2, hidden=64, n_heads=4, n_kv_heads=2, ffn_hidden=128, vocab=96,

@@ -101,8 +101,8 @@ def group_phases(system: System, n: int, stride: int, gpus: int | None = None) -
 def _phase(tier: NetworkTier, members: int, links: int) -> Phase:
     """A ring of `members` on `tier` over `links` links per direction, with the tier's per-kind fits (for a ring of
     that size where the tier measured groups: `NetworkTier.ring`)."""
-    kinds = tuple((k, tier.ring(k, members)[0] * links, tier.ring(k, members)[1])
-                  for k in dict.fromkeys([*tier.by_group, *tier.by_kind]))
+    rings = {k: tier.ring(k, members) for k in dict.fromkeys([*tier.by_group, *tier.by_kind])}
+    kinds = tuple((k, bw * links, lat) for k, (bw, lat) in rings.items())
     return Phase(tier.name, members, tier.bandwidth * tier.collective_efficiency * links, tier.latency, kinds)
 
 

@@ -46,14 +46,13 @@ def comm_row(c: Comm, system: System, plan: Plan, count: float, i: int, n: int) 
     at = lambda x: item(x, i, n)
     name = c.name if c.unit in ("layer", "stage", "step") else f"{c.name} ({c.unit})"
     if c.tier is not None:
-        tiers, names = at(c.tier), [at(c.tier)]
+        tiers, rings = at(c.tier), [(at(c.tier), None)]
     else:
         phases = Mesh(system, plan.gpus, plan.dp, plan.cp, plan.tp).phases(int(at(c.mask)))
-        tiers, names = C.describe(phases), [ph.tier for ph in phases]
+        tiers, rings = C.describe(phases), [(ph.tier, ph.members) for ph in phases]
     by_name, kinds = {t.name: t for t in system.tiers}, [k.strip() for k in str(at(c.collective)).split(" / ")]
-    how = lambda t: ("measured" if all(k in t.by_group for k in kinds) else  # noqa: E731
-                     "calibrated" if all(k in t.by_kind for k in kinds) else "datasheet")
-    priced_by = ", ".join(f"{n} {how(by_name[n])}" for n in names if n in by_name) or "datasheet"
+    source = lambda t, n: "/".join(dict.fromkeys(t.fit(k, n)[1] for k in kinds))  # noqa: E731 (NetworkTier.fit)
+    priced_by = ", ".join(f"{t} {source(by_name[t], n)}" for t, n in rings if t in by_name) or "datasheet"
     sizes = {"tp": plan.tp, "cp": plan.cp, "dp": plan.zero_shard, "pp": plan.pp, "embedding": 2, "ep": plan.ep,
              "etp": plan.etp, "edp": plan.edp}
     calls, seconds = at(c.calls), at(c.seconds)

@@ -293,6 +293,13 @@ class System(Schema):
     def memory_overhead_bytes(self) -> float:
         return self.memory_overhead_gib * GiB
 
+    def on_datasheet(self, gemms: bool = True, collectives: bool = True) -> System:
+        """This system without its measured GEMM tables (`gemms`) and per-group NCCL fits (`collectives`): what
+        the datasheet path alone prices (benchmarks/sustained_fraction.py derives that path's fraction on it)."""
+        acc = self.accelerator.model_copy(update={"kernel_tables": {}}) if gemms else self.accelerator
+        tiers = [t.model_copy(update={"by_group": {}}) for t in self.tiers] if collectives else self.tiers
+        return self.model_copy(update={"accelerator": acc, "tiers": tiers})
+
     def check_gpus(self, gpus: int) -> None:
         if self.max_devices is not None and gpus > self.max_devices:
             raise InputError(f"gpus={gpus} exceeds {self.name}'s largest configuration ({self.max_devices} devices); valid gpus: 1..{self.max_devices}")

@@ -95,14 +95,25 @@ class NetworkTier(Schema):
     def latency(self) -> float:
         return self.latency_us * 1e-6
 
-    def ring(self, kind: str, members: int | None = None) -> tuple[float, float]:
-        """(bus bandwidth bytes/s, per-step latency s) that collective `kind` sees on this tier, in a ring of
-        `members` devices (None: any size): `by_group`'s fit for that size, else `by_kind`'s, else the tier's own."""
+    def fit(self, kind: str, members: int | None = None) -> tuple[KindFit | None, str]:
+        """The fit collective `kind` uses on this tier in a ring of `members` devices (None: any size), and where it
+        comes from: `by_group`'s for the largest measured size not above `members` (the smallest below them all):
+        'measured'; else `by_kind`'s: 'calibrated'; else (None, 'datasheet'): the tier's own values."""
         groups = {int(n): fit for n, fit in self.by_group.get(kind, {}).items()}
         if groups and members is not None:
             below = [n for n in groups if n <= members]
-            fit = groups[max(below) if below else min(groups)]
-            return self.bandwidth * fit.collective_efficiency, fit.latency_us * 1e-6
+            return groups[max(below) if below else min(groups)], "measured"
+        if kind in self.by_kind:
+            return self.by_kind[kind], "calibrated"
+        return None, "datasheet"
+
+    def ring(self, kind: str, members: int | None = None) -> tuple[float, float]:
+        """(bus bandwidth bytes/s, per-step latency s) that collective `kind` sees on this tier, in a ring of
+        `members` devices (None: any size), from `fit`."""
+        fit, _ = self.fit(kind, members)
+        if fit is None:
+            return self.bandwidth * self.collective_efficiency, self.latency
+        return self.bandwidth * fit.collective_efficiency, fit.latency_us * 1e-6
         fit = self.by_kind.get(kind)
         if fit is None:
             return self.bandwidth * self.collective_efficiency, self.latency
