@@ -5,6 +5,7 @@ exactly. The real calibrations (one in-process rank, two ranks under torchrun) a
 absolute CPU timings vary between runs and machines.
 """
 
+import gzip
 import json
 import math
 
@@ -353,11 +354,13 @@ def test_cuda_spec_keeps_datasheet_and_unmeasured_precisions():
     system = build_system(base, fit, m, "perfmodel calibrate --device cuda --nproc 2 --output h.yaml", "h.raw.json")
     assert system.name == "dgx-h100"
     # the GEMMs and the NVLink collectives are this machine's fits, not the catalogue's measured tables of another
-    # H100 (which would override them): the tables and per-group NCCL fits are dropped, the rest of the part kept
+    # H100 (which would override them): the tables and per-group NCCL fits are dropped (no table of its own was
+    # measured here: test_calibrate_tables), the rest of the part kept
     assert base.accelerator.kernel_tables and base.tiers[0].by_group
     assert system.accelerator.kernel_tables == {} and "kernel_tables" not in system.accelerator.sources
-    assert system.accelerator.model_copy(update={"kernel_tables": base.accelerator.kernel_tables,
-                                                 "sources": base.accelerator.sources}) == base.accelerator
+    rest = lambda a: {k: v for k, v in a.model_dump().items()  # noqa: E731
+                      if k not in ("kernel_tables", "sources", "attention_table_kernel")}
+    assert rest(system.accelerator) == rest(base.accelerator)
     assert system.tiers[0].by_group == {} and "by_group" not in system.tiers[0].sources
     assert system.tiers[1] == base.tiers[1]
     assert system.efficiency.matmul_max["fp8"] == base.efficiency.matmul_max["fp8"]
@@ -405,6 +408,18 @@ def test_quick_calibration_in_process(tmp_path):
     loaded, raw = check_spec(out, 1)
     assert loaded == system and raw.measurements.comm == [] and raw.fit.network is None
     assert "not measured" in system.tiers[0].sources["latency_us"]
+    # its own GEMM table beside it, named relative to it, read as the catalogue's and pricing its GEMMs
+    assert yaml.safe_load(out.read_text())["accelerator"]["kernel_tables"] == {"gemm": "one.gemm.csv.gz"}
+    assert not (tmp_path / "one.nccl.csv.gz").exists()  # one rank: no collectives
+    from perfmodel.spec.kernel_tables import gemm_grid
+
+    grid = gemm_grid(loaded.accelerator.kernel_tables["gemm"], "bf16")
+    assert grid.label == "table one.gemm bf16" and grid.measured.all() and list(grid.m) == [16, 64, 256, 1024]
+    table = {(p.m, p.n, p.k): p.seconds for p in raw.measurements.gemm if p.source == "table"}
+    assert len(table) == 64 and grid.seconds[1, 2, 3] == pytest.approx(table[(64, 256, 1024)], rel=1e-5)
+    est = pm.estimate(pm.load_model("gpt2-124m"), loaded, pm.Plan(gpus=1, micro_batch=1, global_batch=1, seq_len=128))
+    assert {op.priced_by for op in est.ops if op.kind == "gemm"} <= {"table one.gemm bf16",
+                                                                     "table one.gemm bf16, outside its grid"}
 
 
 def test_quick_calibration_two_ranks_under_torchrun(tmp_path):
@@ -421,6 +436,12 @@ def test_quick_calibration_two_ranks_under_torchrun(tmp_path):
     assert 0 < tier.collective_efficiency <= 1
     net = raw.fit.network
     assert set(net.by_kind) | set(net.fallback) == {"all_reduce", "all_gather", "reduce_scatter", "p2p"}
+    # per group size where that fits cleanly (a noisy host may leave every kind to by_kind), and the timings
+    # in the NCCL tables' format
+    assert set(net.by_group) | set(net.group_fallback) == set(net.by_kind) | set(net.fallback)
+    assert {k: set(g) for k, g in tier.by_group.items()} == {k: {"2"} for k in net.by_group}
+    nccl = gzip.decompress((tmp_path / "two.nccl.csv.gz").read_bytes()).decode().splitlines()
+    assert nccl[0] == "op,num_gpus,message_bytes,latency_ms" and len(nccl) == 1 + len(raw.measurements.comm)
     assert set(tier.by_kind) == set(net.by_kind)
     for kind, k in tier.by_kind.items():
         assert 0 < k.collective_efficiency <= 1 and f"by_kind.{kind}" in tier.sources

@@ -1,4 +1,4 @@
-"""Copy the GEMM tables the cost model reads from the shared AIConfigurator data into this folder.
+"""Copy the GEMM, attention and NCCL tables the cost model reads from the shared AIConfigurator data into this folder.
 
     python hardware_specs/kernels/import_tables.py [--source ../shared/data/kernels]
 
@@ -13,6 +13,10 @@ times of fp16 buffers, 512 B to 512 MiB, on 2, 4 and 8 GPUs of one node) and wri
 collective and group size, the ring formula's per-step latency and bus bandwidth fitted to the messages of at least
 NCCL_MIN_BYTES (`perfmodel.calibrate.fit.fit_network`, the fit `perfmodel calibrate` makes of its own timings),
 which the systems' innermost tiers quote as `by_group`.
+
+It copies each part's context-attention table (`<part>/attention.csv.gz`: head_dim, isl, batch, heads,
+latency_ms; the forward of causal bf16 attention over isl-token prompts, `import_attention`), which
+`spec.kernel_tables.attention_grid` turns into throughput by head dim, length and parallel work.
 
 It also writes `gemm_power.csv`: the board power measured while GEMMs of at least POWER_MIN_FLOPS run, per part
 and dtype (`gemm_power_w` in the accelerator specs), from the shared data's supplementary tables, the only ones
@@ -53,6 +57,41 @@ def import_part(source: Path, part: str) -> dict:
             "framework": one("framework"), "framework_version": one("framework_version"),
             "kernel_source": one("kernel_source"), "source_rows": len(rows), "kept_rows": len(kept),
             "dtypes": ", ".join(sorted(kept["dtype"].unique())), "bytes": out.stat().st_size}
+
+
+ATTENTION_COLUMNS = ["head_dim", "isl", "batch", "heads", "latency_ms"]
+ATTENTION_KERNELS = {"torch_flow": "native", "vllm_flash_attn": "flash-attn-2"}  # collector's kernel -> the
+# family the cost model names it by (spec.hardware.Accelerator.attention_table_kernel): TRT-LLM's TrtllmAttention
+# backend runs its own Hopper/Blackwell FMHA; vLLM's A100 backend runs FlashAttention-2
+
+
+def import_attention(source: Path, part: str) -> dict:
+    """Write `part`'s compact context-attention table: bf16 compute and KV cache, full causal attention (no
+    window), the collector's default backend (not TRT-LLM's FlashInfer one); the median latency over the rows
+    that differ only in KV heads (GQA: the FLOPs are the query heads') or repeat a key (A100). Its provenance."""
+    rows = pd.read_csv(source / part / "attention_context.csv.gz")
+    keep = (rows["attn_dtype"] == "bfloat16") & (rows["kv_cache_dtype"] == "bfloat16") \
+        & rows["kernel_source"].isin(list(ATTENTION_KERNELS))
+    if "window_size_tokens" in rows:
+        keep &= rows["window_size_tokens"].fillna(0) == 0
+    kept = rows[keep].rename(columns={"isl_tokens": "isl", "batch_size": "batch", "num_q_heads": "heads"})
+    table = kept.groupby(ATTENTION_COLUMNS[:4])["latency_ms"].median().reset_index()
+    out = HERE / part / "attention.csv.gz"
+    with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0, filename="") as gz:
+        gz.write(table.to_csv(index=False, float_format="%.6g").encode())
+    one = lambda col: "; ".join(sorted(kept[col].astype(str).unique()))
+    return {"table": f"{part}/attention.csv.gz",
+            "source": f"AIConfigurator@{COMMIT}, shared/data/kernels/{part}/attention_context.csv.gz",
+            "device": one("device"), "framework": one("framework"), "framework_version": one("framework_version"),
+            "kernel_source": one("kernel_source"), "source_rows": len(rows), "kept_rows": len(table),
+            "dtypes": "bf16", "bytes": out.stat().st_size}
+
+
+ATTENTION_LEFT_OUT = {"a100_sxm"}  # vLLM 0.14's FlashAttention-2 forward (varlen, with the paged KV-cache write)
+# reaches 175-179 TFLOP/s at head dim 128 on long prompts, below the training kernel's own measurement that
+# dgx-a100-80gb's attention_max cites (FlashAttention-2, Dao 2023 Fig. 4: 187-190 TFLOP/s forward AND backward),
+# so it would price A100 training attention ~16% slower than FlashAttention-2 measures it; the dev set agrees
+# (MosaicML MPT on A100 80GB at 16k-64k tokens: +10-18% slower than measured with it, +3-6% without)
 
 
 POWER_MIN_FLOPS = 1e12  # a layer GEMM of training (the built-in example's qkv is 1.7e11 per micro-batch and
@@ -124,7 +163,8 @@ def main(argv=None) -> None:
     ap.add_argument("--source", type=Path, default=HERE.parents[1].parent / "shared" / "data" / "kernels",
                     help="the shared data's kernels folder (default: ../shared/data/kernels from the repository)")
     a = ap.parse_args(argv)
-    table = pd.DataFrame([import_part(a.source, part) for part in PARTS])
+    table = pd.DataFrame([import_part(a.source, part) for part in PARTS]
+                         + [import_attention(a.source, part) for part in PARTS if part not in ATTENTION_LEFT_OUT])
     buf = io.StringIO()
     table.to_csv(buf, index=False)
     (HERE / "sources.csv").write_text(buf.getvalue())

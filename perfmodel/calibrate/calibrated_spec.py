@@ -19,18 +19,24 @@ CPU (no datasheet): every number comes from this machine.
 CUDA: the catalogue system `base` keeps its datasheet peaks and every tier a node cannot measure; its
 efficiencies (and, for nproc > 1, comm_overlap and the innermost tier's latency, efficiency and by_kind) are
 replaced by fitted ones, and `memory_overhead_gib` by the measured device memory torch's allocator cannot use.
-`sustained_fraction` is 1.0 here (the fitted rates are this machine's own); on a CPU `calibrate.host_costs` then
-measures it end to end on a probe model that no validation sweep runs; it is never fitted to validation plans
-or published runs.
+`sustained_fraction` is 1.0 here (the fitted rates and the GEMM table are this machine's own); on a CPU
+`calibrate.host_costs` then measures it end to end on a probe model that no validation sweep runs; it is never
+fitted to validation plans or published runs.
+GEMM table (both): the template part's measured tables, timed on another machine, are dropped; the table this run
+measured (`calibrate.measured_tables`, written beside the spec) takes their place, so the spec prices its GEMMs
+from this machine's own times, and matmul_max (still fitted) prices the precisions the table lacks. Per-group
+collective fits (`by_group`): this run's where they are clean (`measured_tables.fit_groups`), never the template's.
 """
 
 from __future__ import annotations
 
 import re
 import statistics
+from pathlib import Path
 
 from ..spec.hardware import GEMM_DTYPES, Accelerator, Efficiency, GiB, NetworkTier, System
-from .fit import best_gemm_rate, best_stream_bandwidth
+from .fit import best_gemm_rate, best_stream_bandwidth, roofline_gemms
+from .measured_tables import table_grid
 from .raw import FitResult, Measurements
 
 CPU_TIER = "gloo-loopback"
@@ -82,23 +88,35 @@ def provenance(m: Measurements, command: str, raw_name: str) -> str:
 
 
 def build_system(template: System, fit: FitResult, m: Measurements, command: str, raw_name: str,
-                 name: str | None = None) -> System:
-    """The template with every fitted field replaced, each citing the calibration run."""
+                 name: str | None = None, gemm_table: str | Path | None = None) -> System:
+    """The template with every fitted field replaced, each citing the calibration run; `gemm_table`: the GEMM table
+    written of `m` (`measured_tables.gemm_table_text`), which prices the spec's GEMMs (None: the datasheet path)."""
     env, prov = m.env, provenance(m, command, raw_name)
     cpu = env.device_type == "cpu"
     data = template.model_dump(mode="json")
     data["name"] = name or template.name
     acc, effd = data["accelerator"], data["efficiency"]
-    # The GEMM rates are this machine's own fit (matmul_max, at sustained_fraction 1): the template part's
-    # measured GEMM tables, timed on another machine, would override them (cost.kernels.Device.gemm_table)
-    if acc.get("kernel_tables"):
-        acc["kernel_tables"] = {}
-        acc["sources"] = {k: v for k, v in acc.get("sources", {}).items() if k != "kernel_tables"}
+    # The GEMMs are this machine's own: its table, else its fit (matmul_max); the template part's measured tables,
+    # timed on another machine, would override them (cost.kernels.Device.gemm_table)
+    acc["sources"] = {k: v for k, v in acc.get("sources", {}).items() if k != "kernel_tables"}
+    acc["kernel_tables"] = {"gemm": str(Path(gemm_table).resolve())} if gemm_table is not None else {}
+    if acc.get("attention_table_kernel") is not None:  # the template's attention table goes with the rest
+        acc["attention_table_kernel"] = None
+    if gemm_table is not None:
+        grid = table_grid(m.gemm)
+        axes = [sorted({key[i] for key in next(iter(grid.values()))}) for i in range(3)]
+        acc["sources"]["kernel_tables"] = (
+            f"gemm: measured on this machine by perfmodel calibrate, its own table (not the catalogue's), beside "
+            f"this spec in the catalogue's format (hardware_specs/kernels/README.md): torch.mm in "
+            f"{env.dtype} on every m x n x k of m {axes[0]}, n {axes[1]}, k {axes[2]} "
+            f"({', '.join(f'{d}: {len(p)}' for d, p in grid.items())} shapes"
+            + ("; the CPU executor computes a plan's bf16 in fp32, so these fp32 times are the bf16 rows"
+               if cpu else "") + f"), median seconds per call with all {env.nproc} ranks running at once; {prov}")
 
     if cpu:
         best = fit.peak_flops["bf16"]
         shape = max(m.gemm, key=lambda p: 2.0 * p.m * p.n * p.k / p.seconds)
-        acc["sources"] = {
+        acc["sources"].update({
             "peak_tflops": f"best per-rank fp32 GEMM rate, {shape.m}x{shape.n}x{shape.k} at {best / 1e9:.1f} GFLOP/s "
                            f"with all {env.nproc} ranks running at once; the CPU executor computes in fp32 and a "
                            f"plan's bf16 maps to it (fp32 listed for clarity); {prov}",
@@ -108,7 +126,7 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
             "compute_units": "1: each rank computes on one thread (execute.launch.worker_env, torch.set_num_threads(1)); "
                              "a GEMM's tiles run one after another, so only tile quantisation applies",
             "name": f"CPU of host {env.host} as one torch rank sees it",
-        }
+        })
 
     # Efficiencies: every fitted field, and the catalogue's value for precisions not measured.
     matmul = dict(effd["matmul_max"])
@@ -117,13 +135,14 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
     supported = [d for d in GEMM_DTYPES if d in acc["peak_tflops"]]
     matmul = {d: matmul[d] for d in supported if d in matmul}
     unmeasured = [d for d in matmul if d not in fit.matmul_max]
-    n_gemm = len(m.gemm)
+    n_gemm = len(roofline_gemms(m.gemm))
     src = dict(effd.get("sources", {}))
     src.update(
         matmul_max=(f"fitted: cost.compute.gemm_time with matmul_tile, {fit.compute_units} compute unit(s) and the "
                     f"roofline at the streaming bandwidth ({fit.gemm_bandwidth / 1e9:.4g} GB/s in the estimate's "
-                    f"bytes) reproduces {n_gemm} GEMM timings (grid and small-model layer shapes) by least squares "
-                    f"of log time, as a fraction of peak_tflops"
+                    f"bytes) reproduces {n_gemm} GEMM timings (small-model layer shapes, and the GEMM table's and "
+                    f"irregular shapes of at least their FLOPs: calibrate.fit.roofline_gemms) by least squares of log "
+                    f"time, as a fraction of peak_tflops; it prices the precisions the GEMM table lacks"
                     + (f"; {', '.join(unmeasured)} not measured, catalogue value kept" if unmeasured else "")
                     + f"; {prov}"),
         matmul_tile=(f"fitted with matmul_max: of the tiles with sides 1..256 within 5% of the best RMS log error, "
@@ -145,7 +164,8 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
             + ("; on one CPU thread GELU and norms are compute bound (a few % of streaming bandwidth), and the "
                "estimate counts bf16 (2 B) activations where the CPU executor moves fp32 (4 B)" if cpu else "")
             + f"; {prov}"),
-        sustained_fraction=("1.0: a calibrated spec's efficiencies are this machine's own microbenchmark rates "
+        sustained_fraction=("1.0: a calibrated spec's GEMM table and efficiencies are this machine's own "
+                            "microbenchmark times and rates "
                             "(on a CPU calibrate.host_costs replaces it by an end-to-end measurement on a probe model); "
                             "never fitted to validation plans or published runs"),
     )
@@ -186,7 +206,8 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
         net = fit.network
         kind_bus = [k.bus_bandwidth for k in net.by_kind.values()]
         ref = max(net.best_bus_bandwidth, net.bus_bandwidth) if cpu else tier["bandwidth_gbps"] * 1e9
-        ref = max([ref, net.bus_bandwidth] + kind_bus)  # a bus bandwidth above the datasheet raises it (eff <= 1)
+        group_bus = [k.bus_bandwidth for groups in net.by_group.values() for k in groups.values()]
+        ref = max([ref, net.bus_bandwidth] + kind_bus + group_bus)  # above the datasheet it raises it (eff <= 1)
         kinds = sorted({p.kind for p in m.comm})
         sizes = sorted({p.group_size for p in m.comm})
         span = f"{min(p.size_bytes for p in m.comm)}..{max(p.size_bytes for p in m.comm)} B"
@@ -201,7 +222,8 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
                                           f"bandwidth_gbps; {fitted}")
         if cpu or ref > tier["bandwidth_gbps"] * 1e9:
             tsrc["bandwidth_gbps"] = (f"best bus bandwidth of any measurement ((n-1)/n S / t per ring pass, NCCL-"
-                                      f"tests convention) or the fitted one (shared or of any kind) if higher; {prov}")
+                                      f"tests convention) or the fitted one (shared, of any kind or of a group "
+                                      f"size) if higher; {prov}")
         by_kind = {}
         for kind, k in net.by_kind.items():
             pts = [p for p in m.comm if p.kind == kind]
@@ -217,8 +239,20 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
                 f"leave {k.shared_median_abs_error:.0%} median error on these points; {prov}")
         for kind, why in net.fallback.items():
             tsrc[f"by_kind.{kind}"] = f"not fitted apart ({why}): {kind} uses latency_us and collective_efficiency"
+        by_group = {kind: {g: dict(collective_efficiency=min(1.0, sig(k.bus_bandwidth / ref)),
+                                   latency_us=sig(k.latency_s * 1e6)) for g, k in groups.items()}
+                    for kind, groups in net.by_group.items()}
+        if by_group or net.group_fallback:
+            tsrc["by_group"] = (
+                (f"fitted per kind and group size as hardware_specs/kernels/import_tables.py fits the catalogue's NCCL "
+                 f"tables (calibrate.fit.fit_network on one group size's timings, calibrate.measured_tables."
+                 f"fit_groups), {'; '.join(f'{kind} groups of {sorted(map(int, g))}' for kind, g in by_group.items())}"
+                 f"; the timings: {Path(raw_name).name.removesuffix('.raw.json')}.nccl.csv.gz; " if by_group else "")
+                + "".join(f"{kind} not per group size ({why}): its by_kind; "
+                          for kind, why in net.group_fallback.items())
+                + prov)
         tier.update(bandwidth_gbps=sig(ref / 1e9), latency_us=sig(net.latency_s * 1e6),
-                    collective_efficiency=min(1.0, sig(net.bus_bandwidth / ref)), by_kind=by_kind, by_group={},
+                    collective_efficiency=min(1.0, sig(net.bus_bandwidth / ref)), by_kind=by_kind, by_group=by_group,
                     sources=tsrc)
     elif cpu:
         tier["sources"] = {k: "not measured: a one-process calibration runs no collectives; a placeholder that a "

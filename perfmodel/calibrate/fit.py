@@ -6,7 +6,7 @@ GEMM weigh alike.
 - matmul_max, matmul_tile: `cost.compute.gemm_time` with the accelerator's `compute_units`, the estimate's
   operand bytes (`cost.kernels.GEMM_INPUT_BYTES`, `ACT_BYTES`) and the roofline at the streaming (copy/add)
   bandwidth; for every candidate tile, matmul_max per precision by bounded 1-D least squares of log time
-  (scipy `minimize_scalar`).
+  (scipy `minimize_scalar`), over the GEMMs of `roofline_gemms` (the table's launch-bound shapes left out).
 - memory_bandwidth: `cost.compute.memory_bound_time(bytes, peak_bw * eff)` with the bytes per element the
   estimate charges (`cost.kernels.ELEMENTWISE_BYTES`, `residual_bytes`; `cost.memory.adam_step_bytes`). The same
   bandwidth bounds GEMMs in `gemm_time` and times the optimizer step, so it is fitted on whole layer training
@@ -193,6 +193,18 @@ def gemm_shapes_time(m, n, k, precision: str, peak: float, eff: float, tile, uni
     """Seconds `cost.compute.gemm_time` gives GEMMs of these shapes, as `cost.kernels.Device.datasheet_gemm` calls it."""
     return gemm_time(np.asarray(m, float), np.asarray(n, float), np.asarray(k, float), peak, eff, tile[0], tile[1],
                      units, mem_bw, in_bytes=GEMM_INPUT_BYTES[precision], out_bytes=ACT_BYTES)
+
+
+def roofline_gemms(points: list[GemmPoint]) -> list[GemmPoint]:
+    """The GEMMs matmul_max is fitted on: all but the GEMM table's (source 'table') of fewer FLOPs than the
+    smallest layer or irregular shape of their precision (none: all of them). `gemm_time` has no launch term; the
+    table's smallest shapes are launch-bound (16^3 on a CPU thread: ~4 us for 0.2 us of FLOPs) and would bend
+    matmul_max and matmul_tile to mimic one, and the table prices them itself."""
+    low: dict[str, float] = {}
+    for p in points:
+        if p.source != "table":
+            low[p.precision] = min(low.get(p.precision, math.inf), 2.0 * p.m * p.n * p.k)
+    return [p for p in points if p.source != "table" or 2.0 * p.m * p.n * p.k >= low.get(p.precision, 0.0)]
 
 
 def predict_gemm(pts: list[GemmPoint], peak: float, eff: float, tile, units: int, mem_bw: float) -> np.ndarray:
@@ -401,7 +413,7 @@ def fit_all(m: Measurements, template: System, prefer_tile: tuple[int, int] | No
     precisions = sorted({p.precision for p in m.gemm})
     peaks = {prec: acc.peak_flops(prec) for prec in precisions}
     gemm_bw = gemm_roofline_bandwidth(m) or peak_bw
-    effs, tile, _ = fit_gemm(m.gemm, peaks, acc.compute_units, gemm_bw, prefer_tile)
+    effs, tile, _ = fit_gemm(roofline_gemms(m.gemm), peaks, acc.compute_units, gemm_bw, prefer_tile)
     layer_pts = []
     opt_eff = fit_optimizer(m.memory, peak_bw)
     if m.layers and "bf16" in effs:
@@ -411,7 +423,7 @@ def fit_all(m: Measurements, template: System, prefer_tile: tuple[int, int] | No
         mem_eff = fit_memory(m.memory, peak_bw)
     gpts = []
     for prec in precisions:
-        pts = [p for p in m.gemm if p.precision == prec]
+        pts = [p for p in roofline_gemms(m.gemm) if p.precision == prec]
         pred = predict_gemm(pts, peaks[prec], effs[prec], tile, acc.compute_units, peak_bw * mem_eff)
         gpts += [FitPoint(quantity="gemm", kind=prec, label=f"{p.m}x{p.n}x{p.k} {p.dtype} ({p.source})",
                           measured_s=p.seconds, predicted_s=float(t)) for p, t in zip(pts, pred)]

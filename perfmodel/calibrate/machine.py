@@ -6,8 +6,12 @@
 The CLI subcommand: `add_parser(subparsers)` and `run(args) -> str` (from `command`).
 
 Runs `bench` (in this process for nproc = 1, else on nproc ranks under torchrun through `perfmodel.execute.launch`),
-fits the spec's efficiency parameters with the cost model's formulas (`fit`), builds the System (`spec`) and
-writes it with the raw measurements beside it (`SPEC.raw.json`, schema `raw.RawFile`), both atomically.
+fits the spec's efficiency parameters with the cost model's formulas (`fit`) and the collectives per group size
+(`measured_tables.fit_groups`), writes the measured tables beside the spec in the catalogue's formats
+(`SPEC.gemm.csv.gz`, which the spec names as its own GEMM table, and `SPEC.nccl.csv.gz`: `measured_tables`), builds
+the System (`calibrated_spec`) and writes it with the raw measurements beside it (`SPEC.raw.json`, schema
+`raw.RawFile`), all atomically. The tables are written before the executor's host costs are measured (the spec
+those runs price reads its GEMM table), the spec and the raw file last.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from pathlib import Path
 from ..errors import InputError
 from ..files import check_writable, write_atomic
 from ..spec.hardware import System, list_systems, load_hardware
+from ..spec.kernel_tables import spec_folder
+from .measured_tables import comm_table_text, fit_groups, gemm_table_text, gzipped, table_paths
 from .raw import FitResult, Measurements, RawFile
 
 __all__ = ["calibrate", "run_calibration", "raw_path", "add_parser", "run"]
@@ -71,7 +77,8 @@ def _check(device, nproc, output, base, quick, name) -> tuple[System | None, Pat
         raise InputError(f"quick = {quick!r}; valid: True or False")
     check_name(name)
     out = _check_output(output)
-    check_writable(raw_path(out), "output")
+    for extra in [raw_path(out), *table_paths(out).values()]:
+        check_writable(extra, "output")
     if device == "cpu":
         if base is not None:
             raise InputError(f"base = {base!r} applies to --device cuda only; a CPU spec is built from "
@@ -146,7 +153,13 @@ def run_calibration(device: str = "cpu", nproc: int = 1, output: str | Path | No
     else:
         template = base_system
         fit = fit_all(m, template, prefer_tile=tuple(base_system.efficiency.matmul_tile))
-    system = build_system(template, fit, m, command, raw_out.name, name or default_name(m, base_system))
+    fit = fit_groups(fit, m, template)
+    tables, texts = table_paths(out), {"gemm": gemm_table_text(m.gemm), "nccl": comm_table_text(m.comm)}
+    for kind, text in texts.items():
+        if text is not None:  # before the host costs: the runs they time are priced from the GEMM table
+            write_atomic(tables[kind], lambda tmp, text=text: Path(tmp).write_bytes(gzipped(text)), "output")
+    gemm = tables["gemm"] if texts["gemm"] is not None else None
+    system = build_system(template, fit, m, command, raw_out.name, name or default_name(m, base_system), gemm)
     from .host_costs import measure_executor_costs
 
     (echo or (lambda line: None))("calibrate: host costs of the executor (a model too small to compute) and, "
@@ -156,7 +169,7 @@ def run_calibration(device: str = "cpu", nproc: int = 1, output: str | Path | No
                   command=command, spec_file=out.name, system=system.name, quick=quick,
                   wall_s=time.monotonic() - start, measurements=m, fit=fit)
     write_atomic(raw_out, lambda tmp: Path(tmp).write_text(raw.model_dump_json(indent=1) + "\n"), "output")
-    write_atomic(out, lambda tmp: Path(tmp).write_text(spec_yaml(system, command)), "output")
+    write_atomic(out, lambda tmp: Path(tmp).write_text(spec_yaml(system, command, out.parent)), "output")
     return system, raw
 
 
@@ -167,14 +180,18 @@ def calibrate(device: str = "cpu", nproc: int = 1, output: str | Path | None = N
     device: 'cpu' (fp32, one thread per process; gloo) or 'cuda' (bf16; NCCL). base (CUDA only): the catalogue
     system whose datasheet numbers and outer tiers are kept (default: the one with this GPU). quick: fewer
     points (about a quarter of the time) and 2 rounds of the executor's host probes, not 3. name: the system's name (default cpu-HOST-Np / BASE-calibrated).
-    echo(line): progress lines. Returns the System written; the raw measurements go to `raw_path(output)`.
+    echo(line): progress lines. Returns the System written; the raw measurements go to `raw_path(output)`, the
+    measured GEMM and collective tables to `measured_tables.table_paths(output)` (the spec names its GEMM table).
     InputError (one line, nothing written) for bad input; execute.launch.RunFailed if a benchmark rank fails.
     """
     return run_calibration(device, nproc, output, base, quick, name, echo)[0]
 
 
-def spec_yaml(system: System, command: str) -> str:
+def spec_yaml(system: System, command: str, folder: str | Path) -> str:
+    """The spec file's text for a file in `folder` (its own kernel tables named relative to it)."""
     import yaml
 
     head = f"# Written by `{command}`; every fitted number cites its measurement in `sources`.\n"
-    return head + yaml.safe_dump(system.model_dump(mode="json"), sort_keys=False, width=120, allow_unicode=True)
+    with spec_folder(folder):
+        data = system.model_dump(mode="json")
+    return head + yaml.safe_dump(data, sort_keys=False, width=120, allow_unicode=True)

@@ -48,7 +48,9 @@ class GemmPoint(Schema):
     k: int
     dtype: str
     precision: str = Field(description="plan precision whose matmul_max this point calibrates")
-    source: str = Field(description="'grid', or the model/op whose layer GEMM this is, e.g. 'gpt2-124m qkv fwd'")
+    source: str = Field(description="'table' (a point of the regular grid written as the spec's GEMM table), 'grid' "
+                                     "(an irregular shape), or the model/op whose layer GEMM this is, e.g. "
+                                     "'gpt2-124m qkv fwd'")
     seconds: float
     rank_seconds: list[float]
 
@@ -186,6 +188,12 @@ class NetworkFit(Schema):
     fallback: dict[CommKind, str] = Field(default_factory=dict,
                                           description="measured kinds not fitted apart (they use the shared "
                                                       "values), and why")
+    by_group: dict[CommKind, dict[str, KindNetworkFit]] = Field(
+        default_factory=dict, description="kinds fitted per group size (\"2\", \"4\", ...: `NetworkTier.by_group`), "
+                                          "where every group size measured fitted cleanly (calibrate.measured_tables); "
+                                          "shared_median_abs_error: under the kind's fit over all group sizes")
+    group_fallback: dict[CommKind, str] = Field(default_factory=dict,
+                                                description="measured kinds not fitted per group size, and why")
 
 
 class FitResult(Schema):

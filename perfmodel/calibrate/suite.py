@@ -1,7 +1,8 @@
 """What calibration measures: the points of one run (`Suite`, `suite`) and the layer shapes they come from.
 
-The GEMM grid plus the weight GEMMs of small models (CPU) or gpt2 / llama-3-8b (CUDA) at several token counts
-and tp degrees (`layer_gemms`, `gemm_shapes`), one layer's training step of each (`layer_mixes`, the mix the
+The regular GEMM grid written as the spec's own GEMM table (`Suite.table_axes`: every m x n x k of its axes,
+spanning the shapes of the models below; `calibrate.measured_tables`), a few irregular shapes, plus the weight
+GEMMs of small models (CPU) or gpt2 / llama-3-8b (CUDA) at several token counts and tp degrees (`layer_gemms`, `gemm_shapes`), one layer's training step of each (`layer_mixes`, the mix the
 memory-bandwidth fit predicts) and its elementwise kernels (`elementwise_shapes`), attention lengths,
 streaming and collective sizes, collective group sizes (`group_sizes`), and how long to time each. The shapes
 are the estimate's own (`cost.operator_table`), so that a fitted number means what the estimate uses it for.
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     import torch
 
 KiB, MiB = 2**10, 2**20
+TABLE = "table"  # GemmPoint.source of the points of the GEMM table's grid
 
 # Small models whose layer GEMMs the CPU calibration measures (the sizes the CPU executor trains):
 # a GPT-2-like and a Llama-like block at hidden 256.
@@ -40,7 +42,8 @@ CUDA_MODELS = ["gpt2-124m", "gpt2-350m", "gpt2-1.5b", "llama-3-8b"]
 class Suite:
     """The points of one calibration run and how long to time each."""
 
-    gemm_grid: list[tuple[int, int, int]]
+    table_axes: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]  # m, n, k of the GEMM table's grid
+    gemm_grid: list[tuple[int, int, int]]  # irregular shapes beside it (tile and wave quantisation for the fit)
     models: list[ModelConfig]
     tokens: list[int]  # m of the layer GEMMs: tokens of one micro-batch
     tps: list[int]  # tensor-parallel degrees whose layer shards are measured
@@ -66,11 +69,12 @@ def suite(device: str, quick: bool) -> Suite:
     import torch  # the GEMM dtypes only: the shape functions here stay torch-free
 
     if device == "cpu":
-        cubes = [128, 256, 512] if quick else [64, 128, 256, 512, 1024]
-        rect = [] if quick else [(1024, 256, 1024), (1024, 1024, 256), (256, 1024, 1024), (2048, 128, 512),
-                                 (100, 300, 500), (1000, 1000, 1000)]
+        # the table: 16 (the host-cost probe's hidden) to 1024 (the CPU models' and sweeps' widths; the vocabulary
+        # above it is priced compute-bound, scaled by FLOPs: spec.kernel_tables)
+        axis = (16, 64, 256, 1024) if quick else (16, 64, 256, 512, 1024)
+        rect = [] if quick else [(2048, 128, 512), (100, 300, 500), (1000, 1000, 1000)]
         return Suite(
-            gemm_grid=[(c, c, c) for c in cubes] + rect, models=CPU_MODELS[:1] if quick else CPU_MODELS,
+            table_axes=(axis, axis, axis), gemm_grid=rect, models=CPU_MODELS[:1] if quick else CPU_MODELS,
             tokens=[512] if quick else [256, 1024], tps=[1, 2] if quick else [1, 2, 4], lm_head=False,
             gemm_dtypes=[(torch.float32, "bf16")],
             attn_seqs=[64, 128, 256] if quick else [64, 128, 256, 512, 1024], attn_heads=4, attn_head_dim=64,
@@ -80,10 +84,10 @@ def suite(device: str, quick: bool) -> Suite:
             target_s=0.075 if quick else 0.25, reps=3 if quick else 5,
             overlap_gemm=256, overlap_s=0.05 if quick else 0.1, overlap_bytes=(4 * MiB, 1 * MiB, 64 * MiB),
             overlap_reps=5 if quick else 9)
-    cubes = [1024, 4096, 8192] if quick else [512, 1024, 2048, 3072, 4096, 6144, 8192]
-    rect = [] if quick else [(8192, 1024, 8192), (8192, 8192, 1024), (1024, 8192, 8192), (2000, 3000, 5000)]
+    # the table spans CUDA_MODELS' layer GEMMs (`cuda_table_axes`); irregular shapes beside it for the tile fit
+    rect = [] if quick else [(3072, 3072, 3072), (6144, 6144, 6144), (2000, 3000, 5000)]
     return Suite(
-        gemm_grid=[(c, c, c) for c in cubes] + rect,
+        table_axes=cuda_table_axes(quick), gemm_grid=rect,
         models=[load_model(n) for n in (CUDA_MODELS[::3] if quick else CUDA_MODELS)],
         tokens=[4096] if quick else [2048, 8192], tps=[1] if quick else [1, 2], lm_head=True,
         gemm_dtypes=[(torch.bfloat16, "bf16")] if quick else [(torch.bfloat16, "bf16"), (torch.float16, "fp16")],
@@ -94,6 +98,15 @@ def suite(device: str, quick: bool) -> Suite:
         target_s=0.02 if quick else 0.05, reps=3 if quick else 5,
         overlap_gemm=4096, overlap_s=0.05 if quick else 0.1, overlap_bytes=(64 * MiB, 16 * MiB, 1024 * MiB),
         overlap_reps=5 if quick else 9)
+
+
+def cuda_table_axes(quick: bool) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """m, n, k of the CUDA GEMM table: powers of 2 (quick: of 4) spanning the layer GEMMs of CUDA_MODELS, 384 (a tp
+    shard of GPT-2's hidden) to 14336 tokens or features (Llama 3 8B's FFN) and 28672 (its gated FFN input), so m
+    from 256 to 16384 and n, k to 32768; the vocabulary beyond is priced compute-bound, scaled by FLOPs (the
+    lookup's rule beyond a table: spec.kernel_tables)."""
+    m = (512, 2048, 8192) if quick else tuple(256 * 2**i for i in range(7))
+    return m, m + (32768,), m + (32768,)
 
 
 def layer_gemms(model: ModelConfig, tokens: int, tp: int, lm_head: bool) -> list[tuple[int, int, int, str]]:
@@ -107,10 +120,16 @@ def layer_gemms(model: ModelConfig, tokens: int, tp: int, lm_head: bool) -> list
     return [s for s in out if min(s[:3]) > 0]
 
 
+def table_shapes(s: Suite) -> list[tuple[int, int, int]]:
+    """Every (m, n, k) of the GEMM table's grid (`Suite.table_axes`), in order."""
+    return [(m, n, k) for m in s.table_axes[0] for n in s.table_axes[1] for k in s.table_axes[2]]
+
+
 def gemm_shapes(s: Suite) -> list[tuple[int, int, int, str]]:
-    """Distinct (m, n, k) of the grid and the layer GEMMs, first label kept."""
+    """Distinct (m, n, k) of the table grid (labelled TABLE), the irregular shapes ('grid') and the layer GEMMs,
+    first label kept."""
     seen, out = set(), []
-    cands = [(m, n, k, "grid") for m, n, k in s.gemm_grid]
+    cands = [(m, n, k, TABLE) for m, n, k in table_shapes(s)] + [(m, n, k, "grid") for m, n, k in s.gemm_grid]
     for model in s.models:
         for T in s.tokens:
             for tp in s.tps:

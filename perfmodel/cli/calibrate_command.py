@@ -25,8 +25,11 @@ def add_parser(subparsers, name: str, help: str) -> argparse.ArgumentParser:
         name, help=help,
         description="Time GEMMs, causal attention, elementwise kernels, collectives and an all-reduce beside "
                     "compute on this machine (on --nproc processes at once), fit the spec's efficiency "
-                    "parameters (collectives: shared and per kind) with the cost model's "
-                    "formulas, and write the spec (SPEC.yaml) and the raw measurements (SPEC.raw.json).")
+                    "parameters (collectives: shared, per kind, and per group size where that fits cleanly) with "
+                    "the cost model's formulas, and write the spec (SPEC.yaml), the raw measurements "
+                    "(SPEC.raw.json) and, in the catalogue's table formats, the GEMM grid it timed "
+                    "(SPEC.gemm.csv.gz: the spec's own GEMM table, which prices its GEMMs) and the collective "
+                    "timings (SPEC.nccl.csv.gz), all beside each other.")
     p.add_argument("--device", choices=("cpu", "cuda"),
                    help="cpu: fp32, one thread per process, gloo; cuda: bf16, one GPU per process, NCCL "
                         "(required unless --from-runs)")
@@ -41,7 +44,7 @@ def add_parser(subparsers, name: str, help: str) -> argparse.ArgumentParser:
     p.add_argument("--name", help="name of the written system (default cpu-HOST-Np, or BASE-calibrated)")
     p.add_argument("--quick", action="store_true", help="fewer shapes, sizes and repeats (CI)")
     p.add_argument("--output", type=path("--output"), required=True,
-                   help="spec file to write (.yaml); the raw file goes beside it")
+                   help="spec file to write (.yaml); the raw file and the measured tables go beside it")
     p.add_argument("--plot", type=path("--plot", "a file ending in .png"), metavar="FILE.png",
                    help="draw every microbenchmark against the fitted prediction")
     return p
@@ -94,7 +97,7 @@ def from_runs(args: argparse.Namespace) -> str:
     system = system.model_copy(update={"name": args.name or f"{system.name}-runs"})
     command = f"perfmodel calibrate --from-runs {args.from_runs} --hardware {args.hardware} --output {args.output}"
     fitted = calibrate_from_runs(args.from_runs, system, command)
-    write_atomic(out, lambda tmp: Path(tmp).write_text(spec_yaml(fitted, command)), "output")
+    write_atomic(out, lambda tmp: Path(tmp).write_text(spec_yaml(fitted, command, out.parent)), "output")
     return report(fitted) + f"\nwrote {out}"
 
 
@@ -131,6 +134,16 @@ def parameter_table(system: System, raw: RawFile) -> pd.DataFrame:
             note = f"{kf.points} {kind}, bus {kf.bus_bandwidth / 1e9:.3g} GB/s" if kf else ""
             rows += [(f"{t.name}.by_kind.{kind}", f"eff {k.collective_efficiency:.3f}, {k.latency_us:.2f} us", note)]
         rows += [(f"{t.name}.by_kind.{kind}", "shared", why) for kind, why in fit.network.fallback.items()]
+        for kind, groups in t.by_group.items():
+            rows.append((f"{t.name}.by_group.{kind}", "; ".join(f"{g}: eff {k.collective_efficiency:.3f}, "
+                                                                f"{k.latency_us:.2f} us" for g, k in groups.items()),
+                         "per group size"))
+        rows += [(f"{t.name}.by_group.{kind}", "by_kind", why) for kind, why in fit.network.group_fallback.items()]
+    if acc.kernel_tables.get("gemm"):
+        from ..calibrate.measured_tables import table_grid
+
+        rows.append(("kernel_tables.gemm", Path(acc.kernel_tables["gemm"]).name,
+                     ", ".join(f"{len(pts)} {prec}" for prec, pts in table_grid(m.gemm).items()) + " GEMMs, its grid"))
     if fit.comm_overlap is not None and m.overlap is not None:
         rows.append(("comm_overlap", f"{eff.comm_overlap:.3g}",
                      f"all-reduce {m.overlap.size_bytes / 2**20:.3g} MiB beside {m.overlap.gemm_calls} GEMMs"))
@@ -155,11 +168,14 @@ def residual_frame(raw: RawFile) -> pd.DataFrame:
 
 def report(system: System, raw: RawFile) -> str:
     from ..calibrate.machine import raw_path
+    from ..calibrate.measured_tables import table_grid, table_paths
 
     m = raw.measurements
+    have = {"gemm": bool(table_grid(m.gemm)), "nccl": bool(m.comm)}  # what calibrate wrote (machine.run_calibration)
+    tables = [p.name for kind, p in table_paths(raw.spec_file).items() if have[kind]] or ["none"]
     head = (f"calibrated {system.name}: {m.env.nproc} x {m.env.device_name}, torch {m.env.torch_version}, "
             f"{raw.wall_s:.0f} s (benchmarks {m.bench_s:.0f} s)\n"
-            f"spec: {raw.spec_file}   raw: {raw_path(raw.spec_file).name}")
+            f"spec: {raw.spec_file}   raw: {raw_path(raw.spec_file).name}   tables: {', '.join(tables)}")
     return "\n".join([head, "", parameter_table(system, raw).to_string(index=False), "",
                       "fit: predicted / measured - 1 (bias: geometric mean)",
                       residual_frame(raw).to_string(index=False)])

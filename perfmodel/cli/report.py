@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from ..spec.hardware import System
@@ -145,8 +147,20 @@ def hardware_table(s: System) -> str:
         from ..spec.kernel_tables import table_dtypes
 
         for kind, path in a.kernel_tables.items():
+            shown = path  # a catalogue table by its name; one outside it (held by its absolute path) by whose it is
+            if Path(path).is_absolute():
+                whose = ("this machine's own, measured by perfmodel calibrate" if "perfmodel calibrate" in
+                         a.sources.get("kernel_tables", "") else "the spec's own")
+                shown = f"{Path(path).name} ({whose}, not the catalogue's; at {path})"
+            if kind == "attention":
+                which = ("every stack's flash attention" if a.attention_table_kernel == "flash-attn-2" else
+                         "the flash attention of stacks running the part's own kernel (attention_native)")
+                lines.append(f"  kernel tables: attention {shown} (measured {a.attention_table_kernel} forward, "
+                             f"bf16: prices {which}, backward at 63/73 of its rate, / sustained "
+                             f"{e.sustained_fraction:g}; other stacks from the efficiency line above)")
+                continue
             dtypes = ", ".join(sorted(table_dtypes(path)))
-            lines.append(f"  kernel tables: {kind} {path} (measured {dtypes}: prices a plan's GEMMs in those "
+            lines.append(f"  kernel tables: {kind} {shown} (measured {dtypes}: prices a plan's GEMMs in those "
                          f"precisions, / sustained {e.sustained_fraction:g}; other precisions and kernels from the "
                          f"efficiency line above)")
     if a.gemm_power_w:

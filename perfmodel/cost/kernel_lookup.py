@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..spec.kernel_tables import GemmGrid
+from ..spec.kernel_tables import AttentionGrid, GemmGrid
 
 
 def _bracket(axis: np.ndarray, x: np.ndarray):
@@ -52,3 +52,28 @@ def gemm_table_time(grid: GemmGrid, m, n, k, batch=1):
     outside = ((m > grid.m[-1]) | (n > grid.n[-1]) | (k > grid.k[-1]) | (m < grid.m[0]) | (n < grid.n[0])
                | (k < grid.k[0]))
     return seconds, outside
+
+
+def attention_table_rate(grid: AttentionGrid, head_dim, isl, work):
+    """Forward FLOP/s of causal attention from a measured table at prompt length `isl` (queries per sequence)
+    and `work` = sequences x query heads, for the table's head dim nearest `head_dim` (in log), and a bool mask
+    of the calls outside its grid (another head dim, a length or width beyond the measured).
+
+    Bilinear interpolation of log(FLOP/s) in (log isl, log work), exact at the grid's points. Outside it the
+    edge's rate: the rate saturates at long prompts and wide calls (the tables' last doublings change it by
+    under 2%), and below the shortest, narrowest call the kernel is launch-bound, which no rate extrapolates.
+    """
+    isl, work = np.asarray(isl, float), np.asarray(work, float)
+    shape = np.broadcast_shapes(isl.shape, work.shape, np.shape(head_dim))
+    isl, work = np.broadcast_to(isl, shape), np.broadcast_to(work, shape)
+    logs = np.log(grid.head_dim)
+    h = np.abs(np.log(np.broadcast_to(np.asarray(head_dim, float), shape))[..., None] - logs).argmin(-1)
+    (i, wi), (j, wj) = _bracket(grid.isl, isl), _bracket(grid.work, work)
+    logr = np.log(grid.flops_per_s)
+    out = 0.0
+    for di, ai in ((0, 1 - wi), (1, wi)):
+        for dj, aj in ((0, 1 - wj), (1, wj)):
+            out = out + ai * aj * logr[h, i + di, j + dj]
+    outside = ((grid.head_dim[h] != head_dim) | (isl > grid.isl[-1]) | (isl < grid.isl[0])
+               | (work > grid.work[-1]) | (work < grid.work[0]))
+    return np.exp(out), outside

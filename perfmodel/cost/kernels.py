@@ -19,9 +19,9 @@ from ..spec.hardware import System
 from ..spec.model import ModelConfig
 from ..spec.plan import Plan
 from ..spec.stack import Stack, load_stack
-from ..spec.kernel_tables import GemmGrid, gemm_grid, table_dtypes
+from ..spec.kernel_tables import AttentionGrid, GemmGrid, attention_grid, gemm_grid, table_dtypes
 from .compute import flash_attention_time, gemm_time, gemm_traffic_bytes, memory_bound_time
-from .kernel_lookup import gemm_table_time
+from .kernel_lookup import attention_table_rate, gemm_table_time
 from .layouts import Layouts, among
 
 ACT_BYTES = 2  # activations and their gradients are bf16 throughout
@@ -124,6 +124,17 @@ class Device:
                 and acc.peak_tflops.get("fp16") == acc.peak_tflops.get("bf16"):
             precision = "bf16"
         return gemm_grid(table, precision) if precision in dtypes else None
+
+    def attention_table(self) -> AttentionGrid | None:
+        """The measured attention table that prices this stack's flash attention on this part, or None (the
+        spec's attention_max): a table of FlashAttention-2 prices every stack (each at its attention_speed, a
+        ratio to that kernel), a table of the part's native kernel only the stacks that run one
+        (`Stack.attention_native`); FlashAttention-2 on Hopper is not the kernel a native table timed."""
+        acc = self.system.accelerator
+        table = acc.kernel_tables.get("attention")
+        if table is None or (acc.attention_table_kernel == "native" and not self.stack.attention_native):
+            return None
+        return attention_grid(table)
 
     def gemm_priced(self, m, n, k, batch=1, precision=None):
         """(seconds, what priced it, outside-the-table mask) for `batch` GEMMs C[m,n] = A[m,k] B[k,n].
@@ -228,6 +239,9 @@ def model_mean_keys(model: ModelConfig, seq):
 
 
 FLASH_BWD_FACTOR = 2.5  # fused attention backward: 5 matmuls to the forward's 2 (FlashAttention-2 convention)
+FLASH_BWD_RATE = 0.63 / 0.73  # backward FLOP/s over forward FLOP/s of one fused kernel: FlashAttention-2 reaches
+# up to 73% of A100's peak in the forward and 63% in the backward (Dao 2023, Sec. 4.1); the measured tables time
+# the forward only, so the backward is the forward's rate times this until a backward is measured
 
 
 def flash_attention_flops(tokens, seq_len, window, head_dim, heads):
@@ -247,10 +261,14 @@ def attention_ops(dev: Device, tokens, heads, q_len, sequences) -> list[Op]:
     m, p = dev.model, dev.plan
     if p.attention == "flash":
         # keys averaged over windowed and full layers; the per-head width of QK^T and PV averaged (MLA: 192, 128)
-        fwd = 4.0 * tokens * model_mean_keys(m, p.seq_len) * m.attention_core_dim / m.n_heads * heads
+        head_dim = m.attention_core_dim / m.n_heads
+        fwd = 4.0 * tokens * model_mean_keys(m, p.seq_len) * head_dim * heads
         fwd_flops, bwd_flops = fwd, FLASH_BWD_FACTOR * fwd
         seq = q_len
         eff = dev.system.efficiency
+        grid = dev.attention_table()
+        if grid is not None:
+            return [attention_table_op(dev, grid, fwd_flops, head_dim, q_len, sequences * heads)]
         rate = eff.attention_max * dev.stack.attention_speed  # the stack's kernel against the spec's FA2
         t = lambda fl: flash_attention_time(fl, seq, dev.bf16_peak, rate, eff.attention_half_seq)
         return [Op("attention", "attention", t(fwd_flops), t(bwd_flops), fwd_flops, bwd_flops,
@@ -268,6 +286,19 @@ def attention_ops(dev: Device, tokens, heads, q_len, sequences) -> list[Op]:
         gemm_op(dev, "attn_context", sq, hd, sk, batch, "bf16", ("full", "selective"), "softmax(QK^T) V per head"),
     ]
     return ops
+
+
+def attention_table_op(dev: Device, grid: AttentionGrid, fwd_flops, head_dim, q_len, work) -> Op:
+    """The fused attention kernel priced from a measured forward table (`cost.kernel_lookup.attention_table_rate`
+    at the device's queries per sequence and sequences x heads), at the stack's attention_speed and divided by
+    sustained_fraction as the table GEMMs are; the backward's FLASH_BWD_FACTOR x the FLOPs at FLASH_BWD_RATE x
+    the forward's rate."""
+    rate, outside = attention_table_rate(grid, head_dim, q_len, work)
+    rate = rate * dev.stack.attention_speed * dev.system.efficiency.sustained_fraction
+    bwd_flops = FLASH_BWD_FACTOR * fwd_flops
+    return Op("attention", "attention", fwd_flops / rate, bwd_flops / (rate * FLASH_BWD_RATE), fwd_flops,
+              bwd_flops, ("full", "selective"), "4*T*keys*head_dim*heads (causal), bwd 2.5x at 0.86x the rate",
+              priced_by=grid.label, outside=outside)
 
 
 def zero3_copy_op(dev: Device, params, grad_bytes: float, active=True) -> Op:

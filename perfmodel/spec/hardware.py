@@ -12,11 +12,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_serializer, field_validator, model_validator
 
 from ..errors import MAX_COUNT, Count, Flag, InputError, PositiveReal, Real, Schema, suggest
 from ..files import looks_like_path, read_mapping
-from .kernel_tables import table_path
+from .kernel_tables import current_spec_folder, held_name, spec_folder, table_path, written_name
 from .network import DATASHEET_MAX, CollectiveKind, Datasheet, KindFit, Latency, NetworkTier  # noqa: F401
 from .stack import Interval
 
@@ -46,9 +46,16 @@ class Accelerator(Schema):
     torch_device: Literal["cuda", "cpu", "xla"] = Field(
         "cuda", description="torch device type that runs this part (ROCm GPUs are 'cuda' to torch; TPUs 'xla'); "
                             "the executor refuses a plan for another device type")
-    kernel_tables: dict[Literal["gemm"], str] = Field(
-        default_factory=dict, description="kernel kind -> measured table (hardware_specs/kernels/<part>/..., or an "
-                                          "absolute path): GEMM latency by dtype, m, n, k (spec.kernel_tables)")
+    kernel_tables: dict[Literal["gemm", "attention"], str] = Field(
+        default_factory=dict, description="kernel kind -> measured table (a file beside the spec file, relative to "
+                                          "its folder, as perfmodel calibrate writes its own; hardware_specs/kernels/"
+                                          "<part>/...; or an absolute path): GEMM latency by dtype, m, n, k; causal "
+                                          "attention forward latency by head_dim, isl, batch, heads "
+                                          "(spec.kernel_tables)")
+    attention_table_kernel: Literal["flash-attn-2", "native"] | None = Field(
+        None, description="the kernel the attention table timed: flash-attn-2 (it prices every stack's flash "
+                          "attention, each at its attention_speed), or native (the part's own FMHA: it prices the "
+                          "stacks whose attention_native is true; FlashAttention-2 stacks keep attention_max)")
     gemm_power_w: dict[Literal["bf16", "fp8", "fp4"], Datasheet] = Field(default_factory=dict, description="W drawn "
         "by GEMMs of >= 1e12 FLOPs per dtype (kernels/gemm_power.csv): the energy model's draw in GEMM time")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
@@ -56,10 +63,25 @@ class Accelerator(Schema):
     @field_validator("kernel_tables")
     @classmethod
     def _tables_exist(cls, tables):
-        for kind, path in ((k, p) for k, p in tables.items() if not table_path(p).is_file()):
+        folder = current_spec_folder()  # the folder of the spec file read (load_hardware), if one
+        for kind, path in ((k, p) for k, p in tables.items() if not table_path(p, folder).is_file()):
             raise ValueError(f"{kind} = {path!r}: no such file; valid: a table under hardware_specs/kernels/ "
-                             f"(e.g. h100_sxm/gemm.csv.gz) or an absolute path")
-        return tables
+                             f"(e.g. h100_sxm/gemm.csv.gz), beside the spec file or at an absolute path")
+        return {kind: held_name(path, folder) for kind, path in tables.items()}
+
+    @field_serializer("kernel_tables")
+    def _tables_written(self, tables):
+        """Named relative to the folder of the file written (`spec_folder`), as held otherwise."""
+        folder = current_spec_folder()
+        return tables if folder is None else {kind: written_name(path, folder) for kind, path in tables.items()}
+
+    @model_validator(mode="after")
+    def _attention_kernel_named(self):
+        if ("attention" in self.kernel_tables) != (self.attention_table_kernel is not None):
+            raise ValueError(f"kernel_tables.attention = {self.kernel_tables.get('attention')!r} with "
+                             f"attention_table_kernel = {self.attention_table_kernel!r}; valid: both set (the kernel "
+                             f"the table timed: flash-attn-2 or native) or neither")
+        return self
 
     @model_validator(mode="after")
     def _has_bf16(self):
@@ -294,9 +316,11 @@ class System(Schema):
         return self.memory_overhead_gib * GiB
 
     def on_datasheet(self, gemms: bool = True, collectives: bool = True) -> System:
-        """This system without its measured GEMM tables (`gemms`) and per-group NCCL fits (`collectives`): what
-        the datasheet path alone prices (benchmarks/sustained_fraction.py derives that path's fraction on it)."""
-        acc = self.accelerator.model_copy(update={"kernel_tables": {}}) if gemms else self.accelerator
+        """This system without its measured kernel tables, GEMM and attention (`gemms`), and per-group NCCL fits
+        (`collectives`): what the datasheet path alone prices (benchmarks/sustained_fraction.py derives that
+        path's fraction on it)."""
+        acc = self.accelerator.model_copy(update={"kernel_tables": {}, "attention_table_kernel": None}) \
+            if gemms else self.accelerator
         tiers = [t.model_copy(update={"by_group": {}}) for t in self.tiers] if collectives else self.tiers
         return self.model_copy(update={"accelerator": acc, "tiers": tiers})
 
@@ -342,7 +366,8 @@ def load_accelerator(name: str) -> Accelerator:
     return Accelerator.parse(hit[1], where=f"accelerator {name}")
 
 
-def _system_from_mapping(data: dict, where: str) -> System:
+def _system_from_mapping(data: dict, where: str, folder: Path | None = None) -> System:
+    """`data` as a System; `folder`: the folder of the file it was read from, where its tables may lie."""
     acc = data.get("accelerator")
     if isinstance(acc, str):
         try:
@@ -351,16 +376,21 @@ def _system_from_mapping(data: dict, where: str) -> System:
             raise InputError(f"{where}: accelerator: {err}") from None
     elif acc is None:
         raise InputError(f"{where}: field 'accelerator' is required (a catalogue name such as H100-SXM5-80GB, or a mapping)")
-    return System.parse(data, where=where)
+    if folder is None:
+        return System.parse(data, where=where)
+    with spec_folder(folder):
+        return System.parse(data, where=where)
 
 
 def load_hardware(spec: str | Path | System) -> System:
-    """A system by preset name (`perfmodel hardware list`) or by path to a YAML/JSON spec file."""
+    """A system by preset name (`perfmodel hardware list`) or by path to a YAML/JSON spec file (whose relative
+    kernel table names are looked up beside it first: spec.kernel_tables.table_path)."""
     if isinstance(spec, System):
         return spec
     spec = str(spec)
     if looks_like_path(spec):
-        return _system_from_mapping(read_mapping(Path(spec), f"hardware spec {spec}"), where=spec)
+        return _system_from_mapping(read_mapping(Path(spec), f"hardware spec {spec}"), where=spec,
+                                    folder=Path(spec).parent)
     systems = _catalogue("systems")
     key = spec.lower()
     if key not in systems:

@@ -6,6 +6,12 @@ sources.csv). A GEMM table holds one latency per (dtype, m, n, k) on a grid of 7
 (Y[m, n] = X[m, k] W[n, k]^T; m = tokens). `gemm_grid` turns one dtype of it into a dense array for vectorised
 lookups (`cost.kernel_lookup.gemm_table_time`), filling its holes:
 
+* **Where a table lies.** A spec names a table relative to its own file's folder (a calibrated spec's own
+  tables, `perfmodel calibrate` writes them beside it), relative to hardware_specs/kernels/ (the catalogue's), or
+  by an absolute path (`table_path`). A spec read from a file (inside `spec_folder(its folder)`) holds a table
+  beside it by its absolute path (`held_name`); a spec written to a file (inside `spec_folder(that folder)`)
+  names it relative to that folder again (`written_name`): no written file holds a machine path.
+
 * **Holes.** The grid leaves out n = k = 65536, and the collector skipped shapes with m*n or m*k >= 2^31 (on
   H100 bf16: 116 of the 74 x 22 x 22 points). They are the largest shapes, where a GEMM is compute-bound, so a
   hole takes the time of the nearest measured shape below it (along m, then k, then n) scaled by the ratio of
@@ -19,8 +25,11 @@ lookups (`cost.kernel_lookup.gemm_table_time`), filling its holes:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import gzip
 import io
+import os
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -34,10 +43,75 @@ from ..errors import InputError
 KERNELS = Path(str(resources.files("perfmodel.hardware_specs") / "kernels"))  # the catalogue's tables (package data)
 
 
-def table_path(relative: str) -> Path:
-    """A table named in a spec (relative to hardware_specs/kernels/, or absolute for a user's own)."""
-    path = Path(relative)
-    return path if path.is_absolute() else KERNELS / path
+# The folder of the spec file being read or written (`spec_folder`): what a relative table name is relative to.
+# A context variable, not pydantic's validation context, which does not reach models nested in a Schema (its own
+# __init__ validates them).
+_SPEC_FOLDER: contextvars.ContextVar[Path | None] = contextvars.ContextVar("spec_folder", default=None)
+
+
+@contextlib.contextmanager
+def spec_folder(folder: str | Path):
+    """Inside it, the Accelerators validated (a spec file read) and serialised (one written) name their tables
+    relative to `folder`, the folder of that file (`held_name`, `written_name`)."""
+    token = _SPEC_FOLDER.set(Path(folder))
+    try:
+        yield
+    finally:
+        _SPEC_FOLDER.reset(token)
+
+
+def current_spec_folder() -> Path | None:
+    """The folder `spec_folder` set, or None outside one."""
+    return _SPEC_FOLDER.get()
+
+
+def table_path(name: str, folder: str | Path | None = None) -> Path:
+    """Where the table a spec names lies: an absolute path as it is; a relative name beside the spec file (in
+    `folder`, the folder of the file it was read from) if it is there, else under hardware_specs/kernels/."""
+    path = Path(name)
+    if path.is_absolute():
+        return path
+    if folder is not None and (Path(folder) / path).is_file():
+        return (Path(folder) / path).resolve()
+    return KERNELS / path
+
+
+def held_name(name: str, folder: str | Path | None) -> str:
+    """The name a loaded spec holds for the table it names `name` in a file in `folder`: a catalogue name as
+    written, a table beside the file by its absolute path (found from any working directory; never written:
+    `written_name`)."""
+    path = table_path(name, folder)
+    return name if path == KERNELS / name else str(path)
+
+
+def written_name(name: str, folder: str | Path) -> str:
+    """The name a spec file written into `folder` gives the table a spec holds as `name`: a catalogue name as it
+    is, any other table relative to `folder` (`perfmodel calibrate`'s own tables: beside the spec), so that no
+    written file holds a machine's absolute path."""
+    path = Path(name)
+    if not path.is_absolute():
+        return name
+    if path.is_relative_to(KERNELS):
+        return path.relative_to(KERNELS).as_posix()
+    return Path(os.path.relpath(path, Path(folder).resolve())).as_posix()
+
+
+def table_label(table: str) -> str:
+    """How a breakdown names a table: 'h100_sxm/gemm' for the catalogue's, the file name alone for a table outside
+    it ('cpu-4p.gemm': a calibrated spec's own, by no machine path)."""
+    return (Path(table).name if Path(table).is_absolute() else table).removesuffix(".csv.gz")
+
+
+def _stamp(table: str) -> tuple[int, int] | None:
+    """(mtime, size) of a table outside the catalogue, None for the catalogue's (package data): a grid cached in
+    this process is read again when a calibration rewrites its table."""
+    if not Path(table).is_absolute():
+        return None
+    try:
+        st = Path(table).stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
 
 
 @dataclass(frozen=True)
@@ -54,18 +128,24 @@ class GemmGrid:
 
     @property
     def label(self) -> str:
-        """How a breakdown names what priced an op: 'table h100_sxm/gemm bf16'."""
-        return f"table {self.table.removesuffix('.csv.gz')} {self.dtype}"
+        """How a breakdown names what priced an op: 'table h100_sxm/gemm bf16' (`table_label`)."""
+        return f"table {table_label(self.table)} {self.dtype}"
+
+
+def _rows(table: str) -> dict[str, str]:
+    """The GEMM table `table`'s rows by dtype, as CSV text of m,n,k,latency_ms (the file read once per process,
+    or once per version of a table outside the catalogue; numpy parses only the dtypes a plan asks for, and no
+    pandas: `perfmodel search` stays a light import)."""
+    return _rows_of(table, _stamp(table))
 
 
 @lru_cache(maxsize=None)
-def _rows(table: str) -> dict[str, str]:
-    """The GEMM table `table`'s rows by dtype, as CSV text of m,n,k,latency_ms (the file read once per process;
-    numpy parses only the dtypes a plan asks for, and no pandas: `perfmodel search` stays a light import)."""
+def _rows_of(table: str, stamp) -> dict[str, str]:
     path = table_path(table)
     if not path.is_file():
-        raise InputError(f"kernel table {path}: file does not exist; valid: a table under hardware_specs/kernels/ "
-                         f"(hardware_specs/kernels/import_tables.py writes them) or an absolute path")
+        raise InputError(f"kernel table {path}: file does not exist; valid: a table beside the spec file, under "
+                         f"hardware_specs/kernels/ (hardware_specs/kernels/import_tables.py writes them) or at an "
+                         f"absolute path")
     try:
         header, _, body = gzip.decompress(path.read_bytes()).decode().partition("\n")
     except (OSError, ValueError, EOFError, zlib.error) as e:  # not gzip, corrupt, not text
@@ -109,10 +189,14 @@ def table_dtypes(table: str) -> frozenset[str]:
     return frozenset(_rows(table))
 
 
-@lru_cache(maxsize=None)
 def gemm_grid(table: str, dtype: str) -> GemmGrid:
     """`dtype`'s rows of the GEMM table `table` as a GemmGrid; InputError naming the dtypes it has."""
-    rows = _rows(table)
+    return _gemm_grid(table, dtype, _stamp(table))
+
+
+@lru_cache(maxsize=None)
+def _gemm_grid(table: str, dtype: str, stamp) -> GemmGrid:
+    rows = _rows_of(table, stamp)
     if dtype not in rows:
         raise InputError(f"kernel table {table} has no {dtype} GEMMs; it has: {', '.join(sorted(rows))}")
     try:
@@ -150,3 +234,90 @@ def _grid(table: str, dtype: str, data: np.ndarray) -> GemmGrid:
         raise InputError(f"kernel table {table} ({dtype}): a shape has no measured shape below it to scale from; "
                          f"valid: a table measured at the smallest m, n and k of its grid")
     return GemmGrid(table=table, dtype=dtype, m=axes[0], n=axes[1], k=axes[2], seconds=t, measured=measured)
+
+
+ATTENTION_HEADER = ["head_dim", "isl", "batch", "heads", "latency_ms"]
+
+
+@dataclass(frozen=True)
+class AttentionGrid:
+    """A context-attention table as forward throughput on a grid: FLOP/s at every (head dim, prompt length, work).
+
+    Work is the kernel's parallel width, sequences x query heads (what fills the SMs: FlashAttention-2 Sec. 3.2
+    parallelises over batch, heads and query blocks); the rows of each (head dim, length) are binned on powers of
+    two of it and their throughput's median kept. A bin no row fills takes the nearest filled bin below it (the
+    collector caps tokens per call, so the widest calls at the longest prompts are missing: saturated there),
+    else above it. Each row's time is the FMHA's alone: the same call at a one-token prompt is taken off
+    (`attention_grid`).
+    FLOPs are the causal forward's, 4 x batch x heads x head_dim x isl (isl + 1) / 2 (QK^T and PV over the
+    unmasked pairs), as cost.kernels.flash_attention_flops counts them.
+    """
+
+    table: str
+    head_dim: np.ndarray  # ascending
+    isl: np.ndarray  # ascending
+    work: np.ndarray  # powers of two, ascending
+    flops_per_s: np.ndarray  # (len head_dim, len isl, len work)
+
+    @property
+    def label(self) -> str:
+        return f"table {table_label(self.table)} bf16"
+
+
+@lru_cache(maxsize=None)
+def attention_grid(table: str) -> AttentionGrid:
+    """The attention table `table` (gzipped CSV head_dim,isl,batch,heads,latency_ms) as an AttentionGrid."""
+    path = table_path(table)
+    valid = "valid: a gzipped CSV " + ",".join(ATTENTION_HEADER)
+    try:
+        header, _, body = gzip.decompress(path.read_bytes()).decode().partition("\n")
+        data = np.loadtxt(io.StringIO(body), delimiter=",", ndmin=2)
+    except FileNotFoundError:
+        raise InputError(f"kernel table {path}: file does not exist; valid: a table under hardware_specs/kernels/ "
+                         f"or an absolute path") from None
+    except (OSError, ValueError, EOFError, zlib.error) as e:
+        raise InputError(f"kernel table {path}: unreadable ({e}); {valid}") from None
+    if header.strip().split(",") != ATTENTION_HEADER or data.shape[1] != 5 or len(data) == 0:
+        raise InputError(f"kernel table {path}: header {header.strip()!r} with {data.shape[1]} columns; {valid}")
+    if not (data > 0).all():
+        raise InputError(f"kernel table {path}: a value <= 0; valid: positive head dims, lengths, counts and ms")
+    hd, isl, batch, heads, ms = data.T
+    # The fixed part: the collector's op is the FMHA plus its RoPE/KV-cache kernel and launch, which a training
+    # step prices apart (its rope op); their time at a one-token prompt of the same call is taken off each row,
+    # and only rows where the attention itself is at least that long are kept (shorter ones are mostly the
+    # fixed part, whose noise a difference would inflate).
+    call = np.stack([hd, batch, heads], axis=1)
+    ones = isl == isl.min()
+    keys, first = np.unique(call[ones], axis=0, return_index=True)
+    where = np.searchsorted(keys.view([("", float)] * 3).ravel(), call.copy().view([("", float)] * 3).ravel())
+    where = np.clip(where, 0, len(keys) - 1)
+    found = (keys[where] == call).all(axis=1)
+    fixed = np.where(found, ms[ones][first][where], np.nan)
+    keep = found & (isl > isl.min()) & (ms >= 2 * fixed)
+    if not keep.any():
+        raise InputError(f"kernel table {path}: no row at the shortest prompt ({isl.min():g}) to take the fixed "
+                         f"part from, or none twice as long as it; valid: rows at isl = 1 for each head_dim, batch "
+                         f"and heads")
+    hd, isl, batch, heads, ms, fixed = (x[keep] for x in (hd, isl, batch, heads, ms, fixed))
+    flops = 4.0 * batch * heads * hd * isl * (isl + 1) / 2
+    rate = flops / ((ms - fixed) * 1e-3)
+    work_bin = np.round(np.log2(batch * heads)).astype(int)
+    hds, isls, works = np.unique(hd), np.unique(isl), 2.0 ** np.arange(work_bin.max() + 1)
+    grid = np.full((len(hds), len(isls), len(works)), np.nan)
+    ih, ii = np.searchsorted(hds, hd), np.searchsorted(isls, isl)
+    for key in np.unique(np.stack([ih, ii, work_bin]), axis=1).T:
+        sel = (ih == key[0]) & (ii == key[1]) & (work_bin == key[2])
+        grid[tuple(key)] = np.median(rate[sel])
+    for w in range(1, len(works)):  # unfilled bins: the nearest filled one below (the widest calls, capped)
+        hole = np.isnan(grid[:, :, w])
+        grid[:, :, w][hole] = grid[:, :, w - 1][hole]
+    for w in range(len(works) - 2, -1, -1):  # then above (the narrowest calls at short prompts, dropped)
+        hole = np.isnan(grid[:, :, w])
+        grid[:, :, w][hole] = grid[:, :, w + 1][hole]
+    for i in range(len(isls) - 2, -1, -1):  # a head dim with no kept row at a short prompt: the next longer's
+        hole = np.isnan(grid[:, i])
+        grid[:, i][hole] = grid[:, i + 1][hole]
+    if np.isnan(grid).any():
+        raise InputError(f"kernel table {path}: a head dim has no row at the longest prompt; valid: every "
+                         f"head_dim measured at the table's longest isl")
+    return AttentionGrid(table=table, head_dim=hds, isl=isls, work=works, flops_per_s=grid)

@@ -19,6 +19,7 @@ from pydantic import Field, model_validator
 from ..errors import Count, Count0, InputError, PositiveReal, Real, Schema
 from ..files import read_json_object, write_atomic
 from .hardware import System
+from .kernel_tables import spec_folder
 from .model import ModelConfig
 from .plan import Plan
 
@@ -188,8 +189,11 @@ def measurement_path(plan_path: str | Path) -> Path:
 
 
 def write_measurement(m: Measurement, path: str | Path) -> Path:
-    """Write atomically: an interrupted run never leaves a half-written file."""
-    return write_atomic(path, lambda tmp: Path(tmp).write_text(m.model_dump_json(indent=2) + "\n"), "measurement")
+    """Write atomically: an interrupted run never leaves a half-written file (its spec's own kernel tables named
+    relative to the file's folder, as in a plan file)."""
+    with spec_folder(Path(path).parent):
+        text = m.model_dump_json(indent=2) + "\n"
+    return write_atomic(path, lambda tmp: Path(tmp).write_text(text), "measurement")
 
 
 def load_measurement(path: str | Path) -> Measurement:
@@ -197,4 +201,5 @@ def load_measurement(path: str | Path) -> Measurement:
     data = read_json_object(path, "measurement file")
     if data.get("version") != VERSION:
         raise InputError(f"measurement file {str(path)!r}: version = {data.get('version')!r}; valid version: {VERSION}")
-    return Measurement.parse(data, where=f"measurement file {path}")
+    with spec_folder(path.parent):
+        return Measurement.parse(data, where=f"measurement file {path}")

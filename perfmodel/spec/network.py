@@ -57,7 +57,8 @@ class NetworkTier(Schema):
     by_group: dict[CollectiveKind, dict[str, KindFit]] = Field(
         default_factory=dict,
         description="per collective kind and group size (a quoted integer, \"8\"): efficiency and latency measured "
-                    "for groups of that many devices on this tier (NCCL tables, hardware_specs/kernels/nccl_fits.csv); "
+                    "for groups of that many devices on this tier (NCCL tables, hardware_specs/kernels/nccl_fits.csv, "
+                    "or a calibration's own timings); "
                     "a group uses the fit of the largest measured size not above its own (the smallest below them "
                     "all), before by_kind and the tier's own")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")

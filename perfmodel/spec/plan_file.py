@@ -19,6 +19,7 @@ from pydantic import Field
 from ..errors import Count, Count0, InputError, Real, Schema
 from ..files import read_json_object, write_atomic
 from .hardware import System
+from .kernel_tables import spec_folder
 from .model import ModelConfig
 from .plan import Plan, resolve, split_of
 from .operators import AXES, DATA_AXES, DIMS, LAYER_OPS, OPS, SPECS, ParallelStyle, megatron_placement
@@ -174,12 +175,17 @@ def load_plan_file(path: str | Path) -> PlanFile:
         raise InputError(f"plan file {str(path)!r}: version = {data.get('version')!r} is not supported; valid "
                          f"version: {VERSION} (re-create it: perfmodel search ... --output FILE)")
     try:
-        return check(PlanFile(**data))
+        with spec_folder(path.parent):  # its spec's own kernel tables are named relative to the plan file
+            pf = PlanFile(**data)
+        return check(pf)
     except InputError as err:
         raise InputError(f"plan file {str(path)!r}: {str(err).removeprefix('plan file ')}") from None
 
 
 def write_plan_file(pf: PlanFile, path: str | Path, what: str = "--output") -> Path:
-    """Write a checked plan file atomically (never half-written)."""
+    """Write a checked plan file atomically (never half-written); its spec's kernel tables outside the catalogue
+    named relative to the file's folder (spec.kernel_tables.written_name)."""
     check(pf)
-    return write_atomic(path, lambda tmp: Path(tmp).write_text(pf.model_dump_json(indent=2) + "\n"), what)
+    with spec_folder(Path(path).parent):
+        text = pf.model_dump_json(indent=2) + "\n"
+    return write_atomic(path, lambda tmp: Path(tmp).write_text(text), what)

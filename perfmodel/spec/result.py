@@ -118,8 +118,9 @@ class CommTime(Schema):
     group: str
     group_size: int
     tiers: str = Field(description="tier phases the group spans, innermost first")
-    priced_by: str = Field("datasheet", description="per tier, NetworkTier.fit's source: 'measured' (NCCL-table "
-                           "fits per group size, by_group), 'calibrated' (per-kind fits, by_kind) or 'datasheet'")
+    priced_by: str = Field("datasheet", description="per tier, NetworkTier.fit's source: 'measured' (fits per "
+                           "group size, by_group: of the catalogue's NCCL tables or a calibration's own timings), "
+                           "'calibrated' (per-kind fits, by_kind) or 'datasheet'")
     bytes: float = Field(description="message size per call")
     calls: float = Field(description="calls per step on the slowest stage")
     seconds_per_call: float

@@ -47,9 +47,16 @@ class Stack(Schema):
     description: str = Field(description="the framework and the settings this profile describes")
     versions: str = Field(description="framework versions whose code the profile's citations read")
     attention_kernel: str = Field(description="the fused attention kernel the stack runs (plan.attention = flash)")
+    attention_native: bool = Field(
+        False, description="that kernel is the part's own fused attention (cuDNN fused attention, FlashAttention-3 "
+                           "or TensorRT-LLM's FMHA on Hopper and Blackwell; on Ampere FlashAttention-2 is that kernel): "
+                           "a part's measured attention table of a native kernel prices it (Accelerator."
+                           "attention_table_kernel); false: FlashAttention-2, priced by a table of that kernel or by "
+                           "the spec's attention_max")
     attention_speed: float = Field(
-        gt=0, description="throughput of that kernel relative to FlashAttention-2, the kernel whose rate the "
-                          "hardware spec's attention_max states (1: the same kernel)")
+        gt=0, description="throughput of that kernel relative to the kernel that prices it: FlashAttention-2 (a "
+                          "table of it, or the hardware spec's attention_max), or the part's native kernel where "
+                          "attention_native (1: the same kernel)")
     optimizer: Optimizer = Field(
         description="Adam implementation: fused (one multi-tensor kernel), foreach (torch's _multi_tensor_adamw: "
                     "one kernel per elementwise op over all tensors), forloop (the same ops per tensor)")
