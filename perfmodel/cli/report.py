@@ -153,10 +153,12 @@ def hardware_table(s: System) -> str:
                          a.sources.get("kernel_tables", "") else "the spec's own")
                 shown = f"{Path(path).name} ({whose}, not the catalogue's; at {path})"
             if kind == "attention":
+                from ..cost.kernels import FLASH_BWD_RATE
+
                 which = ("every stack's flash attention" if a.attention_table_kernel == "flash-attn-2" else
                          "the flash attention of stacks running the part's own kernel (attention_native)")
                 lines.append(f"  kernel tables: attention {shown} (measured {a.attention_table_kernel} forward, "
-                             f"bf16: prices {which}, backward at 63/73 of its rate, / sustained "
+                             f"bf16: prices {which}, backward at {FLASH_BWD_RATE:.3f} of its rate, / sustained "
                              f"{e.sustained_fraction:g}; other stacks from the efficiency line above)")
                 continue
             dtypes = ", ".join(sorted(table_dtypes(path)))

@@ -297,7 +297,7 @@ def attention_table_op(dev: Device, grid: AttentionGrid, fwd_flops, head_dim, q_
     rate = rate * dev.stack.attention_speed * dev.system.efficiency.sustained_fraction
     bwd_flops = FLASH_BWD_FACTOR * fwd_flops
     return Op("attention", "attention", fwd_flops / rate, bwd_flops / (rate * FLASH_BWD_RATE), fwd_flops,
-              bwd_flops, ("full", "selective"), "4*T*keys*head_dim*heads (causal), bwd 2.5x at 0.86x the rate",
+              bwd_flops, ("full", "selective"), f"4*T*keys*head_dim*heads (causal), bwd {FLASH_BWD_FACTOR:g}x at {FLASH_BWD_RATE:.2f}x the rate",
               priced_by=grid.label, outside=outside)
 
 

@@ -286,13 +286,11 @@ def attention_grid(table: str) -> AttentionGrid:
     # step prices apart (its rope op); their time at a one-token prompt of the same call is taken off each row,
     # and only rows where the attention itself is at least that long are kept (shorter ones are mostly the
     # fixed part, whose noise a difference would inflate).
-    call = np.stack([hd, batch, heads], axis=1)
+    calls = list(zip(hd.tolist(), batch.tolist(), heads.tolist()))
     ones = isl == isl.min()
-    keys, first = np.unique(call[ones], axis=0, return_index=True)
-    where = np.searchsorted(keys.view([("", float)] * 3).ravel(), call.copy().view([("", float)] * 3).ravel())
-    where = np.clip(where, 0, len(keys) - 1)
-    found = (keys[where] == call).all(axis=1)
-    fixed = np.where(found, ms[ones][first][where], np.nan)
+    fixed_of = {call: t for call, t, one in zip(calls, ms.tolist(), ones) if one}
+    fixed = np.array([fixed_of.get(call, np.nan) for call in calls])
+    found = ~np.isnan(fixed)
     keep = found & (isl > isl.min()) & (ms >= 2 * fixed)
     if not keep.any():
         raise InputError(f"kernel table {path}: no row at the shortest prompt ({isl.min():g}) to take the fixed "
