@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from devset import MOE_CSV as DEFAULT_CSV
-from published_runs import accuracy_args
+from published_runs import accuracy_args, print_intervals, stack_intervals
 from published_runs import priced as dense_priced
 from published_runs import summary as dense_summary
 from published_runs import three_shot as dense_three_shot
@@ -66,11 +66,8 @@ def main(argv=None) -> int:
             idx, ia)), ia, key, a.draws, a.seed))) if len(ia) else np.nan
         print(f"\n(a) profiles, nothing fitted; (c) three-shot calibrated per {key}  [{a.csv.name}]")
         print(s.round(1).to_string())
-    # what the megatron-core profile's moe_interval quotes (hardware_specs/stacks/megatron-core.yaml)
-    ratio = (df.loc[(df["trust"] == "A") & df["predicted_s"].notna(), "error"] + 1.0) ** -1 - 1.0
-    low, high = np.quantile(ratio, [0.1, 0.9])
-    print(f"\n80% interval of measured / predicted - 1 over the {len(ratio)} expressible trust-A rows (profiles "
-          f"alone): [{low:+.3f}, {high:+.3f}]")
+    # what the profiles' moe_interval quotes (hardware_specs/stacks/*.yaml): the trust-A rows, groups weighted once
+    print_intervals(*stack_intervals(df, "python benchmarks/published_moe_runs.py, trust-A rows", trust="A"))
     left = df[df["predicted_s"].isna()]
     print(f"\nrows not expressed ({len(left)} of {len(df)} training runs):")
     print(left.groupby("reason").size().rename("rows").to_string())

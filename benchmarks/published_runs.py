@@ -12,8 +12,9 @@ signed error of the step time, for
       once) and the share of this group's rows inside it;
   (c) three-shot: the fit to 3 rows of the group (`--draws` random draws, fixed `--seed`), predicting the rest:
       the median over draws of that MAPE.
-Then the rows that could not be expressed, with the reason, and the 80% interval of (a)'s errors per stack
-(what the stack profiles' `interval` quotes). Nothing here is tuned per row or per source.
+Then the rows that could not be expressed, with the reason, and the 80% intervals of (a)'s errors per stack and
+regime (what the stack profiles' `interval` quotes: perfmodel.calibrate.intervals), with each group's share of rows
+inside the intervals built without it. Nothing here is tuned per row or per source.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ import numpy as np
 import pandas as pd
 
 from devset import DEFAULT_CSV
+from perfmodel.calibrate import intervals
 from perfmodel.calibrate.from_runs import Parts, fit, interval_from, price
 from perfmodel.errors import InputError
 from perfmodel.published.runs import load_cases
-from perfmodel.spec.stack import STACKS
+from perfmodel.spec.stack import regimes_of
 
 NEUTRAL = (1.0, 1.0, 0.0)  # compute speed, network speed, overhead: the uncalibrated spec
 
@@ -60,6 +62,8 @@ def priced(csv: Path, cases=None):
     df["stack"] = None
     df.loc[idx, "stack"] = [c.plan.stack for c in ok]
     df.loc[idx, "layout"] = [layout(c.plan) for c in ok]
+    df["regimes"] = None
+    df.loc[idx, "regimes"] = pd.Series([regimes_of(c.plan) for c in ok], index=idx)
     df.loc[idx, "model"] = [c.model.name[:28] for c in ok]
     df.loc[idx, "hardware"] = [c.system.name for c in ok]
     df["predicted_s"] = np.nan
@@ -140,20 +144,36 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).T
 
 
-def stack_intervals(df: pd.DataFrame) -> pd.DataFrame:
-    """80% interval of (a)'s measured/predicted - 1 per stack: its own rows where it has >= 20, else all rows
-    (each source group weighted once)."""
+def interval_inputs(df: pd.DataFrame, trust: str | None = None) -> tuple:
+    """(residuals measured/predicted - 1, groups, stacks, regimes) of (a)'s expressible rows (of one trust level),
+    as perfmodel.calibrate.intervals takes them."""
     ok = df.dropna(subset=["predicted_s"])
-    e = ok["measured_s"] / ok["predicted_s"] - 1
-    w = 1.0 / ok.groupby("group")["group"].transform("size")
-    pooled = interval_from(e, "all rows", w)
-    out = []
-    for s in STACKS:
-        mine = (ok["stack"] == s).to_numpy()
-        band = interval_from(e[mine], f"{s} rows", w[mine]) if mine.sum() >= 20 else pooled
-        out.append(dict(stack=s, rows=int(mine.sum()), low=round(band.low, 3), high=round(band.high, 3),
-                        residuals=band.source))
-    return pd.DataFrame(out)
+    if trust is not None:
+        ok = ok[ok["trust"] == trust]
+    return ((ok["measured_s"] / ok["predicted_s"] - 1).to_numpy(), ok["group"].to_numpy(), ok["stack"].to_numpy(),
+            list(ok["regimes"]))
+
+
+def stack_intervals(df: pd.DataFrame, source: str = "python benchmarks/published_runs.py",
+                    trust: str | None = None) -> tuple[dict, dict, float]:
+    """The stack profiles' intervals (perfmodel.calibrate.intervals.build over (a)'s residuals, at the level whose
+    held-out coverage reaches 80%), each group's held-out coverage at that level, and the level."""
+    args = interval_inputs(df, trust)
+    q, cover = intervals.choose_level(*args)
+    return intervals.build(*args, q, source, cover), intervals.held_out(*args, q), q
+
+
+def print_intervals(bands: dict, held: dict, q: float) -> None:
+    print(f"\n80% intervals of (a)'s measured/predicted - 1 (the profiles' `interval`; perfmodel.calibrate.intervals): "
+          f"quantiles {q:.3g}/{1 - q:.3g}, each group weighted once; a stack's own rows where they span "
+          f">= {intervals.MIN_GROUPS} groups, else all; a regime's band where it is wider")
+    print(pd.DataFrame([dict(stack=s, rows=b.rows, low=b.low, high=b.high, residuals="own" if "its own" in b.source else "all",
+                             wider=", ".join(f"{r} [{v.low:+.3f}, {v.high:+.3f}]" for r, v in b.regimes.items()))
+                        for s, b in bands.items()]).to_string(index=False))
+    print("held out: each group's rows inside the intervals built from the other groups")
+    print(pd.Series(held).map(lambda x: f"{100 * x:.0f}%").to_string())
+    print(f"held-out coverage, groups weighted once: {100 * np.mean(list(held.values())):.1f}% "
+          f"(the level chosen on these groups: a slightly hopeful figure)")
 
 
 def accuracy_args(doc: str, csv: Path, argv=None, out: bool = False) -> argparse.Namespace:
@@ -200,8 +220,7 @@ def main(argv=None) -> int:
         print(f"\nnot expressible ({len(bad)} rows):")
         for reason, g in bad.groupby("reason"):
             print(f"  {len(g):3d}  {reason}  [{', '.join(g['row_id'][:6])}{' ...' if len(g) > 6 else ''}]")
-    print("\n80% interval of (a)'s measured/predicted - 1 per stack (the profiles' `interval`)")
-    print(stack_intervals(df).to_string(index=False))
+    print_intervals(*stack_intervals(df))
     if a.rows:
         ok = df.dropna(subset=["predicted_s"])
         cols = ["row_id", "group", "trust", "model", "hardware", "layout", "measured_s", "predicted_s", "error"]

@@ -409,7 +409,8 @@ def test_quick_calibration_in_process(tmp_path):
     assert loaded == system and raw.measurements.comm == [] and raw.fit.network is None
     assert "not measured" in system.tiers[0].sources["latency_us"]
     # its own GEMM table beside it, named relative to it, read as the catalogue's and pricing its GEMMs
-    assert yaml.safe_load(out.read_text())["accelerator"]["kernel_tables"] == {"gemm": "one.gemm.csv.gz"}
+    assert yaml.safe_load(out.read_text())["accelerator"]["kernel_tables"] == {"gemm": "one.gemm.csv.gz",
+                                                                              "attention": "one.attention.csv.gz"}
     assert not (tmp_path / "one.nccl.csv.gz").exists()  # one rank: no collectives
     from perfmodel.spec.kernel_tables import gemm_grid
 
@@ -420,6 +421,19 @@ def test_quick_calibration_in_process(tmp_path):
     est = pm.estimate(pm.load_model("gpt2-124m"), loaded, pm.Plan(gpus=1, micro_batch=1, global_batch=1, seq_len=128))
     assert {op.priced_by for op in est.ops if op.kind == "gemm"} <= {"table one.gemm bf16",
                                                                      "table one.gemm bf16, outside its grid"}
+    # and its attention from its own forward table (a suite length: on the grid), the backward at its measured rate
+    from perfmodel.calibrate.measured_tables import backward_rate
+
+    (att,) = [op for op in est.ops if op.kind == "attention"]
+    fwd = {(p.batch, p.seq): p.seconds for p in raw.measurements.attention if p.passes == "forward"}
+    b = 1024 // 128  # the quick suite's tokens per call at a 128-token prompt
+    rate = 4 * b * 4 * 64 * 128 * 129 / 2 / (fwd[(b, 128)] - fwd[(b, 1)])  # by the reader's formula, 4 heads of 64
+    assert att.priced_by == "table one.attention bf16" and loaded.accelerator.attention_table_kernel == "sdpa"
+    sf = loaded.efficiency.sustained_fraction
+    assert att.fwd_s == pytest.approx(att.fwd_flops / (rate * sf), rel=1e-4)
+    assert loaded.accelerator.attention_backward_rate == pytest.approx(backward_rate(raw.measurements.attention),
+                                                                      rel=1e-3)
+    assert att.bwd_s == pytest.approx(2.5 * att.fwd_s / loaded.accelerator.attention_backward_rate, rel=1e-9)
 
 
 def test_quick_calibration_two_ranks_under_torchrun(tmp_path):

@@ -251,3 +251,84 @@ def test_nccl_group_fits_take_only_messages_of_a_mib_or_more():
     # two sizes of >= 1 MiB per kind and group: fewer than the 3 points a fit apart needs
     assert net.by_group == {} and "2 point(s), fewer than 3" in net.group_fallback["all_reduce"]
     assert np.isfinite(net.latency_s)
+
+
+# -- attention: the forward table and the backward's measured rate -------------------------------------------------
+
+RATE, FIXED, BWD = 2e9, 2e-5, 0.8  # synthetic SDPA: forward FLOP/s, the one-token call's seconds, bwd rate / fwd rate
+
+
+def attention_points(seqs=(64, 128, 256), tokens=1024, heads=4, head_dim=64):
+    """Calls as bench.Bench.attention lists them, timed as FIXED + FLOPs / RATE forward (the table reader's FLOPs,
+    4 b h d s (s+1) / 2; the one-token call: FIXED alone) and the backward's 2.5x those FLOPs at BWD x RATE."""
+    from perfmodel.calibrate.raw import AttentionPoint
+
+    pts = []
+    for seq in (*seqs, *(1 for _ in seqs)):
+        b = tokens // (seq if seq > 1 else seqs[len([p for p in pts if p.seq == 1])])
+        fwd = FIXED + (4 * b * heads * head_dim * seq * (seq + 1) / 2 / RATE if seq > 1 else 0.0)
+        both = fwd + 2.5 * (fwd - FIXED) / BWD
+        for passes, t in (("forward", fwd), ("forward_backward", both))[:2 if seq > 1 else 1]:
+            pts.append(AttentionPoint(batch=b, heads=heads, seq=seq, head_dim=head_dim, dtype="fp32",
+                                      passes=passes, seconds=t, rank_seconds=[t]))
+    return pts
+
+
+def test_attention_table_text_round_trips_through_attention_grid(tmp_path):
+    from perfmodel.calibrate.measured_tables import attention_table_text, backward_rate
+    from perfmodel.spec.kernel_tables import attention_grid
+
+    pts = attention_points()
+    text = attention_table_text(pts)
+    lines = text.splitlines()
+    assert lines[0] == "head_dim,isl,batch,heads,latency_ms" and len(lines) == 1 + 6  # 3 lengths, 3 one-token calls
+    assert lines[1] == "64,1,4,4,0.02" and lines[-1] == "64,256,4,4,67.391"  # by hand: 0.02 + 4*4*4*64*256*257/2 / 2e9 s
+    path = tmp_path / "spec.attention.csv.gz"
+    path.write_bytes(gzipped(text))
+    grid = attention_grid(str(path))
+    assert list(grid.isl) == [64, 128, 256] and list(grid.head_dim) == [64]
+    np.testing.assert_allclose(grid.flops_per_s, RATE, rtol=1e-5)  # the one-token call taken off: RATE everywhere
+    assert backward_rate(pts) == pytest.approx(BWD, rel=1e-12)
+    # a raw file from before the table: forward + backward only (the field's default), no table, no rate
+    old = [p.model_copy(update={"passes": "forward_backward"}) for p in pts if p.seq > 1]
+    assert attention_table_text(old) is None and backward_rate(old) is None
+    assert type(pts[0]).model_validate({k: v for k, v in pts[0].model_dump().items() if k != "passes"}).passes \
+        == "forward_backward"
+
+
+def test_a_calibrated_spec_prices_attention_from_its_table_at_its_measured_backward_rate(tmp_path, capsys):
+    from perfmodel.cli.main import main
+    from perfmodel.cost.kernels import Device, attention_ops
+
+    m = synthetic_measurements(2)
+    m = m.model_copy(update={"attention": attention_points()})
+    template = cpu_template(m, "cpu-testhost-2p")
+    fit = fit_all(m, template)
+    paths = table_paths(tmp_path / "spec.yaml")
+    from perfmodel.calibrate.measured_tables import attention_table_text
+
+    paths["attention"].write_bytes(gzipped(attention_table_text(m.attention)))
+    system = build_system(template, fit, m, "perfmodel calibrate --device cpu --nproc 2 --output spec.yaml",
+                          "spec.raw.json", attention_table=paths["attention"])
+    assert [p.label for p in fit.points if p.quantity == "attention"] == [  # fitted on forward + backward alone
+        "b16 h4 s64 d64", "b8 h4 s128 d64", "b4 h4 s256 d64"]
+    out = tmp_path / "spec.yaml"
+    out.write_text(spec_yaml(system, "perfmodel calibrate ...", tmp_path))
+    acc = yaml.safe_load(out.read_text())["accelerator"]
+    assert acc["kernel_tables"] == {"attention": "spec.attention.csv.gz"} and acc["attention_table_kernel"] == "sdpa"
+    assert acc["attention_backward_rate"] == pytest.approx(BWD)
+    loaded = load_hardware(str(out))
+    for stack in ("plain-torch", "megatron-core"):  # sdpa prices every stack, each at its attention_speed
+        plan = pm.Plan(gpus=1, micro_batch=1, global_batch=1, seq_len=128, stack=stack)
+        dev = Device(pm.load_model("gpt2-124m"), loaded, plan)
+        (op,) = attention_ops(dev, 128.0, 12.0, 128.0, 1.0)
+        rate = RATE * dev.stack.attention_speed * loaded.efficiency.sustained_fraction
+        assert op.priced_by == "table spec.attention bf16" and op.fwd_s == pytest.approx(op.fwd_flops / rate, rel=1e-4)
+        assert op.bwd_s == pytest.approx(2.5 * op.fwd_flops / (rate * BWD), rel=1e-4)
+    assert main(["hardware", "show", str(out)]) == 0
+    assert "backward at 0.800 of its rate (measured)" in capsys.readouterr().out
+    bad = dict(yaml.safe_load(out.read_text()))
+    bad["accelerator"] = dict(bad["accelerator"], kernel_tables={}, attention_table_kernel=None)
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
+    with pytest.raises(InputError, match="attention_backward_rate = 0.8 without an attention table; valid: null"):
+        load_hardware(str(tmp_path / "bad.yaml"))

@@ -146,23 +146,20 @@ class Bench:
                 for dtype, precision in self.s.gemm_dtypes for m, n, k, label in gemm_shapes(self.s)]
 
     def attention(self) -> list[tuple[dict, object]]:
+        """Causal SDPA at each suite length over `attn_tokens` tokens: forward + backward (attention_max); the
+        forward alone (the attention table), also at a one-token prompt of each batch (its fixed part)."""
         H, D = self.s.attn_heads, self.s.attn_head_dim
 
-        def make(B, seq):
-            q, k, v = (self.randn(B, H, seq, D, grad=True) for _ in range(3))
-            do = self.randn(B, H, seq, D)
+        def make(B, seq, passes):
+            q, k, v = (self.randn(B, H, seq, D, grad=passes != "forward") for _ in range(3))
+            do, sdpa = self.randn(B, H, seq, D), lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return sdpa if passes == "forward" else lambda: torch.autograd.grad(sdpa(), (q, k, v), do)
 
-            def fwd_bwd():
-                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-                torch.autograd.grad(o, (q, k, v), do)
-            return fwd_bwd
-
-        out = []
-        for seq in self.s.attn_seqs:
-            B = max(1, self.s.attn_tokens // seq)
-            out.append((dict(batch=B, heads=H, seq=seq, head_dim=D, dtype=DTYPE_NAMES[self.dtype]),
-                        lambda B=B, seq=seq: make(B, seq)))
-        return out
+        batches = {seq: max(1, self.s.attn_tokens // seq) for seq in self.s.attn_seqs}
+        calls = [(B, seq, how) for seq, B in batches.items() for how in ("forward_backward", "forward")]
+        calls += [(B, 1, "forward") for B in dict.fromkeys(batches.values())]
+        return [(dict(batch=B, heads=H, seq=seq, head_dim=D, dtype=DTYPE_NAMES[self.dtype], passes=how),
+                 lambda B=B, seq=seq, how=how: make(B, seq, how)) for B, seq, how in calls]
 
     def memory(self) -> list[tuple[dict, object]]:
         """Streaming bandwidth (copy and add over growing sizes), and forward + backward of the elementwise ops

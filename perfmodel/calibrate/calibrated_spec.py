@@ -36,7 +36,7 @@ from pathlib import Path
 
 from ..spec.hardware import GEMM_DTYPES, Accelerator, Efficiency, GiB, NetworkTier, System
 from .fit import best_gemm_rate, best_stream_bandwidth, roofline_gemms
-from .measured_tables import table_grid
+from .measured_tables import backward_rate, table_grid
 from .raw import FitResult, Measurements
 
 CPU_TIER = "gloo-loopback"
@@ -88,9 +88,12 @@ def provenance(m: Measurements, command: str, raw_name: str) -> str:
 
 
 def build_system(template: System, fit: FitResult, m: Measurements, command: str, raw_name: str,
-                 name: str | None = None, gemm_table: str | Path | None = None) -> System:
+                 name: str | None = None, gemm_table: str | Path | None = None,
+                 attention_table: str | Path | None = None) -> System:
     """The template with every fitted field replaced, each citing the calibration run; `gemm_table`: the GEMM table
-    written of `m` (`measured_tables.gemm_table_text`), which prices the spec's GEMMs (None: the datasheet path)."""
+    written of `m` (`measured_tables.gemm_table_text`), which prices the spec's GEMMs (None: the datasheet path);
+    `attention_table`: its attention table (`measured_tables.attention_table_text`), which prices every stack's
+    flash attention with the backward at the measured rate (None: attention_max)."""
     env, prov = m.env, provenance(m, command, raw_name)
     cpu = env.device_type == "cpu"
     data = template.model_dump(mode="json")
@@ -100,8 +103,7 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
     # timed on another machine, would override them (cost.kernels.Device.gemm_table)
     acc["sources"] = {k: v for k, v in acc.get("sources", {}).items() if k != "kernel_tables"}
     acc["kernel_tables"] = {"gemm": str(Path(gemm_table).resolve())} if gemm_table is not None else {}
-    if acc.get("attention_table_kernel") is not None:  # the template's attention table goes with the rest
-        acc["attention_table_kernel"] = None
+    acc["attention_table_kernel"] = acc["attention_backward_rate"] = None  # the template's table goes with the rest
     if gemm_table is not None:
         grid = table_grid(m.gemm)
         axes = [sorted({key[i] for key in next(iter(grid.values()))}) for i in range(3)]
@@ -112,6 +114,8 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
             f"({', '.join(f'{d}: {len(p)}' for d, p in grid.items())} shapes"
             + ("; the CPU executor computes a plan's bf16 in fp32, so these fp32 times are the bf16 rows"
                if cpu else "") + f"), median seconds per call with all {env.nproc} ranks running at once; {prov}")
+    if attention_table is not None:
+        attention_source(acc, m, attention_table, prov, gemm_table is not None)
 
     if cpu:
         best = fit.peak_flops["bf16"]
@@ -136,6 +140,7 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
     matmul = {d: matmul[d] for d in supported if d in matmul}
     unmeasured = [d for d in matmul if d not in fit.matmul_max]
     n_gemm = len(roofline_gemms(m.gemm))
+    both = [p for p in m.attention if p.passes == "forward_backward"]
     src = dict(effd.get("sources", {}))
     src.update(
         matmul_max=(f"fitted: cost.compute.gemm_time with matmul_tile, {fit.compute_units} compute unit(s) and the "
@@ -148,8 +153,8 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
         matmul_tile=(f"fitted with matmul_max: of the tiles with sides 1..256 within 5% of the best RMS log error, "
                      f"{'the catalogue tile if among them, else ' if not cpu else ''}the smallest; {prov}"),
         attention_max=(f"fitted: cost.compute.flash_attention_time of the estimate's causal FLOPs reproduces "
-                       f"{len(m.attention)} scaled_dot_product_attention fwd+bwd timings ({env.dtype}, is_causal) "
-                       f"over sequence lengths {sorted({p.seq for p in m.attention})}; {prov}"),
+                       f"{len(both)} scaled_dot_product_attention fwd+bwd timings ({env.dtype}, is_causal) "
+                       f"over sequence lengths {sorted({p.seq for p in both})}; {prov}"),
         attention_half_seq=f"fitted with attention_max; {prov}",
         memory_bandwidth=(
             (f"fitted on {len(m.layers)} layer training steps of small models (fwd+bwd+AdamW): the estimate's "
@@ -281,3 +286,22 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
         data["description"] = (f"{template.description} -- efficiencies calibrated on "
                                f"{env.nproc} x {env.device_name} ({env.started_at[:10]})")
     return System.parse(data, where="calibrated spec")
+
+
+def attention_source(acc: dict, m: Measurements, table: str | Path, prov: str, after_gemm: bool) -> None:
+    """The spec's accelerator `acc` (as data) priced by the attention table `table` written of `m`: the table, its
+    kernel (sdpa: every stack's flash attention), the measured backward rate, and their sources."""
+    pts = [p for p in m.attention if p.passes == "forward"]
+    rate = backward_rate(m.attention)
+    acc["kernel_tables"]["attention"] = str(Path(table).resolve())
+    acc["attention_table_kernel"], acc["attention_backward_rate"] = "sdpa", rate and sig(rate)
+    acc["sources"]["kernel_tables"] = acc["sources"].get("kernel_tables", "") + (
+        f"{'; ' if after_gemm else ''}attention: measured on this machine by perfmodel calibrate, beside this spec "
+        f"in the catalogue's format: causal scaled_dot_product_attention forward in {m.env.dtype}, "
+        f"{pts[0].heads} heads of {pts[0].head_dim}, prompts {sorted({p.seq for p in pts})} at "
+        f"{sorted({p.batch for p in pts})} sequences, median seconds per call; {prov}")
+    acc["sources"]["attention_backward_rate"] = (
+        "measured: FLASH_BWD_FACTOR x (forward - the one-token call) / (forward + backward - forward) of the same "
+        f"scaled_dot_product_attention calls, median over the calls the table keeps "
+        f"(calibrate.measured_tables.backward_rate); {prov}" if rate else
+        "not measured (no call twice as long as its one-token call): FlashAttention-2's 63/73 stands")

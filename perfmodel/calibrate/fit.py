@@ -262,7 +262,9 @@ def attention_flops(p: AttentionPoint) -> float:
 
 
 def fit_attention(points: list[AttentionPoint], peak: float) -> tuple[float, float, list[FitPoint]]:
-    """(attention_max, attention_half_seq) reproducing fused attention fwd+bwd times at `peak` (bf16) FLOP/s."""
+    """(attention_max, attention_half_seq) reproducing fused attention fwd+bwd times at `peak` (bf16) FLOP/s (the
+    forward-only timings are the attention table's: measured_tables)."""
+    points = [p for p in points if p.passes == "forward_backward"]
     flops = np.array([attention_flops(p) for p in points])
     seq = np.array([p.seq for p in points], float)
     secs = np.array([p.seconds for p in points])

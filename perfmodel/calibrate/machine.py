@@ -27,7 +27,7 @@ from ..errors import InputError
 from ..files import check_writable, write_atomic
 from ..spec.hardware import System, list_systems, load_hardware
 from ..spec.kernel_tables import spec_folder
-from .measured_tables import comm_table_text, fit_groups, gemm_table_text, gzipped, table_paths
+from .measured_tables import attention_table_text, comm_table_text, fit_groups, gemm_table_text, gzipped, table_paths
 from .raw import FitResult, Measurements, RawFile
 
 __all__ = ["calibrate", "run_calibration", "raw_path", "add_parser", "run"]
@@ -154,12 +154,15 @@ def run_calibration(device: str = "cpu", nproc: int = 1, output: str | Path | No
         template = base_system
         fit = fit_all(m, template, prefer_tile=tuple(base_system.efficiency.matmul_tile))
     fit = fit_groups(fit, m, template)
-    tables, texts = table_paths(out), {"gemm": gemm_table_text(m.gemm), "nccl": comm_table_text(m.comm)}
+    tables = table_paths(out)
+    texts = {"gemm": gemm_table_text(m.gemm), "nccl": comm_table_text(m.comm),
+             "attention": attention_table_text(m.attention)}
     for kind, text in texts.items():
         if text is not None:  # before the host costs: the runs they time are priced from the GEMM table
             write_atomic(tables[kind], lambda tmp, text=text: Path(tmp).write_bytes(gzipped(text)), "output")
-    gemm = tables["gemm"] if texts["gemm"] is not None else None
-    system = build_system(template, fit, m, command, raw_out.name, name or default_name(m, base_system), gemm)
+    gemm, attention = (tables[kind] if texts[kind] is not None else None for kind in ("gemm", "attention"))
+    system = build_system(template, fit, m, command, raw_out.name, name or default_name(m, base_system), gemm,
+                          attention)
     from .host_costs import measure_executor_costs
 
     (echo or (lambda line: None))("calibrate: host costs of the executor (a model too small to compute) and, "
@@ -181,7 +184,8 @@ def calibrate(device: str = "cpu", nproc: int = 1, output: str | Path | None = N
     system whose datasheet numbers and outer tiers are kept (default: the one with this GPU). quick: fewer
     points (about a quarter of the time) and 2 rounds of the executor's host probes, not 3. name: the system's name (default cpu-HOST-Np / BASE-calibrated).
     echo(line): progress lines. Returns the System written; the raw measurements go to `raw_path(output)`, the
-    measured GEMM and collective tables to `measured_tables.table_paths(output)` (the spec names its GEMM table).
+    measured GEMM, collective and attention tables to `measured_tables.table_paths(output)` (the spec names its GEMM
+    and attention tables).
     InputError (one line, nothing written) for bad input; execute.launch.RunFailed if a benchmark rank fails.
     """
     return run_calibration(device, nproc, output, base, quick, name, echo)[0]

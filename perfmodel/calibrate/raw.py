@@ -56,13 +56,16 @@ class GemmPoint(Schema):
 
 
 class AttentionPoint(Schema):
-    """Causal scaled_dot_product_attention forward + backward on (batch, heads, seq, head_dim) q, k, v."""
+    """Causal scaled_dot_product_attention on (batch, heads, seq, head_dim) q, k, v: forward + backward (the fit of
+    attention_max), or the forward alone (the attention table, `measured_tables.attention_table_text`)."""
 
     batch: int
     heads: int
     seq: int
     head_dim: int
     dtype: str
+    passes: Literal["forward_backward", "forward"] = Field(
+        "forward_backward", description="what one call ran (raw files from before the table: forward_backward)")
     seconds: float
     rank_seconds: list[float]
 

@@ -115,8 +115,12 @@ def parameter_table(system: System, raw: RawFile) -> pd.DataFrame:
     for prec, v in fit.matmul_max.items():
         rows.append((f"matmul_max.{prec}", f"{v:.3f}", f"{by[prec].points} GEMMs"))
     rows.append(("matmul_tile", f"{list(eff.matmul_tile)}", f"{fit.compute_units} compute unit(s)"))
-    rows.append(("attention_max", f"{eff.attention_max:.3f}", f"{len(m.attention)} SDPA fwd+bwd"))
+    rows.append(("attention_max", f"{eff.attention_max:.3f}", 
+                 f"{sum(p.passes == 'forward_backward' for p in m.attention)} SDPA fwd+bwd"))
     rows.append(("attention_half_seq", f"{eff.attention_half_seq:.0f}", ""))
+    if acc.attention_backward_rate is not None:
+        rows.append(("attention_backward_rate", f"{acc.attention_backward_rate:.3f}",
+                     "SDPA bwd / fwd FLOP/s (the attention table's backward)"))
     rows.append(("memory_bandwidth", f"{eff.memory_bandwidth:.3g}",
                  f"{len(m.layers)} layer steps (fwd+bwd+AdamW)" if m.layers else
                  f"{sum(1 for p in fit.points if p.quantity == 'memory')} elementwise fwd+bwd"))
@@ -168,10 +172,11 @@ def residual_frame(raw: RawFile) -> pd.DataFrame:
 
 def report(system: System, raw: RawFile) -> str:
     from ..calibrate.machine import raw_path
-    from ..calibrate.measured_tables import table_grid, table_paths
+    from ..calibrate.measured_tables import attention_table_text, table_grid, table_paths
 
     m = raw.measurements
-    have = {"gemm": bool(table_grid(m.gemm)), "nccl": bool(m.comm)}  # what calibrate wrote (machine.run_calibration)
+    have = {"gemm": bool(table_grid(m.gemm)), "nccl": bool(m.comm),  # what calibrate wrote (machine.run_calibration)
+            "attention": attention_table_text(m.attention) is not None}
     tables = [p.name for kind, p in table_paths(raw.spec_file).items() if have[kind]] or ["none"]
     head = (f"calibrated {system.name}: {m.env.nproc} x {m.env.device_name}, torch {m.env.torch_version}, "
             f"{raw.wall_s:.0f} s (benchmarks {m.bench_s:.0f} s)\n"

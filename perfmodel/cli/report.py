@@ -153,12 +153,13 @@ def hardware_table(s: System) -> str:
                          a.sources.get("kernel_tables", "") else "the spec's own")
                 shown = f"{Path(path).name} ({whose}, not the catalogue's; at {path})"
             if kind == "attention":
-                from ..cost.kernels import FLASH_BWD_RATE
+                from ..cost.kernels import backward_rate
 
-                which = ("every stack's flash attention" if a.attention_table_kernel == "flash-attn-2" else
-                         "the flash attention of stacks running the part's own kernel (attention_native)")
+                which = ("the flash attention of stacks running the part's own kernel (attention_native)"
+                         if a.attention_table_kernel == "native" else "every stack's flash attention")
+                how = "measured" if a.attention_backward_rate else "FlashAttention-2's, Dao 2023"
                 lines.append(f"  kernel tables: attention {shown} (measured {a.attention_table_kernel} forward, "
-                             f"bf16: prices {which}, backward at {FLASH_BWD_RATE:.3f} of its rate, / sustained "
+                             f"bf16: prices {which}, backward at {backward_rate(a):.3f} of its rate ({how}), / sustained "
                              f"{e.sustained_fraction:g}; other stacks from the efficiency line above)")
                 continue
             dtypes = ", ".join(sorted(table_dtypes(path)))

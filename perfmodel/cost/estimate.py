@@ -25,7 +25,7 @@ from ..spec.result import (
     StageTime,
     TimeBreakdown,
 )
-from ..spec.stack import Interval, Stack, load_stack
+from ..spec.stack import REGIMES, Interval, Stack, load_stack, regimes_of
 from . import comm as C
 from .layouts import Layouts
 from .memory import MEMORY_PARTS, stage_memory
@@ -167,12 +167,17 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
     mflops, hflops, peak = step.model_flops, at(step.hardware_flops), step.peak_flops
     tokens = lay.tokens_per_step
     band = prediction_interval(system, load_stack(plan.stack), model.moe is not None)
+    low, high, wider = band.around(regimes_of(plan)) if band else (0.0, 0.0, [])
     return Estimate(
         model=model.name, hardware=system.name, gpus=gpus, params=model.n_params(),
         step_time_s=step_s, tokens_per_s=tokens / step_s,
-        step_time_s_low=step_s * (1 + band.low) if band else None,
-        step_time_s_high=step_s * (1 + band.high) if band else None,
-        interval_source=f"{band.coverage:.0%} interval from {band.rows} runs: {band.source}" if band else "", tokens_per_s_per_gpu=tokens / step_s / gpus,
+        step_time_s_low=step_s * (1 + low) if band else None,
+        step_time_s_high=step_s * (1 + high) if band else None,
+        interval_source=(f"{band.coverage:.0%} interval from {band.rows} runs"
+                         + (f" (held {band.held_out:.0%} of unseen groups' runs)" if band.held_out else "")
+                         + (f", wider for {' and '.join(REGIMES[r] for r in wider)}" if wider else "")
+                         + f": {band.source}") if band else "",
+        tokens_per_s_per_gpu=tokens / step_s / gpus,
         model_tflops_per_gpu=mflops / step_s / gpus / 1e12, mfu=mflops / (step_s * gpus * peak),
         hfu=hflops / (step_s * gpus * peak), mfu_peak_dtype=step.peak_dtype,
         fits_in_memory=fits, memory_capacity_bytes=cap, memory_headroom=step.headroom,

@@ -291,14 +291,20 @@ def attention_ops(dev: Device, tokens, heads, q_len, sequences) -> list[Op]:
 def attention_table_op(dev: Device, grid: AttentionGrid, fwd_flops, head_dim, q_len, work) -> Op:
     """The fused attention kernel priced from a measured forward table (`cost.kernel_lookup.attention_table_rate`
     at the device's queries per sequence and sequences x heads), at the stack's attention_speed and divided by
-    sustained_fraction as the table GEMMs are; the backward's FLASH_BWD_FACTOR x the FLOPs at FLASH_BWD_RATE x
-    the forward's rate."""
+    sustained_fraction as the table GEMMs are; the backward's FLASH_BWD_FACTOR x the FLOPs at `backward_rate`
+    x the forward's rate."""
     rate, outside = attention_table_rate(grid, head_dim, q_len, work)
     rate = rate * dev.stack.attention_speed * dev.system.efficiency.sustained_fraction
-    bwd_flops = FLASH_BWD_FACTOR * fwd_flops
-    return Op("attention", "attention", fwd_flops / rate, bwd_flops / (rate * FLASH_BWD_RATE), fwd_flops,
-              bwd_flops, ("full", "selective"), f"4*T*keys*head_dim*heads (causal), bwd {FLASH_BWD_FACTOR:g}x at {FLASH_BWD_RATE:.2f}x the rate",
+    bwd_flops, bwd_rate = FLASH_BWD_FACTOR * fwd_flops, backward_rate(dev.system.accelerator)
+    return Op("attention", "attention", fwd_flops / rate, bwd_flops / (rate * bwd_rate), fwd_flops,
+              bwd_flops, ("full", "selective"), f"4*T*keys*head_dim*heads (causal), bwd {FLASH_BWD_FACTOR:g}x at {bwd_rate:.2f}x the rate",
               priced_by=grid.label, outside=outside)
+
+
+def backward_rate(acc) -> float:
+    """Fused attention's backward FLOP/s over its forward FLOP/s on `acc`: its attention table's measured ratio
+    (`Accelerator.attention_backward_rate`), else FlashAttention-2's FLASH_BWD_RATE (Dao 2023, Sec. 4.1)."""
+    return acc.attention_backward_rate or FLASH_BWD_RATE
 
 
 def zero3_copy_op(dev: Device, params, grad_bytes: float, active=True) -> Op:

@@ -52,10 +52,16 @@ class Accelerator(Schema):
                                           "<part>/...; or an absolute path): GEMM latency by dtype, m, n, k; causal "
                                           "attention forward latency by head_dim, isl, batch, heads "
                                           "(spec.kernel_tables)")
-    attention_table_kernel: Literal["flash-attn-2", "native"] | None = Field(
-        None, description="the kernel the attention table timed: flash-attn-2 (it prices every stack's flash "
-                          "attention, each at its attention_speed), or native (the part's own FMHA: it prices the "
-                          "stacks whose attention_native is true; FlashAttention-2 stacks keep attention_max)")
+    attention_table_kernel: Literal["flash-attn-2", "sdpa", "native"] | None = Field(
+        None, description="the kernel the attention table timed: flash-attn-2, or sdpa (PyTorch's "
+                          "scaled_dot_product_attention, as perfmodel calibrate times it: FlashAttention-2 on CUDA "
+                          "in bf16), each pricing every stack's flash attention at its attention_speed; or native "
+                          "(the part's own FMHA: it prices the stacks whose attention_native is true; "
+                          "FlashAttention-2 stacks keep attention_max)")
+    attention_backward_rate: float | None = Field(
+        None, gt=0, le=4, description="backward FLOP/s over the attention table's forward FLOP/s, measured (perfmodel "
+                                      "calibrate: the same calls forward and forward + backward); null: "
+                                      "FlashAttention-2's 63/73 (Dao 2023, Sec. 4.1; cost.kernels.FLASH_BWD_RATE)")
     gemm_power_w: dict[Literal["bf16", "fp8", "fp4"], Datasheet] = Field(default_factory=dict, description="W drawn "
         "by GEMMs of >= 1e12 FLOPs per dtype (kernels/gemm_power.csv): the energy model's draw in GEMM time")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
@@ -80,7 +86,10 @@ class Accelerator(Schema):
         if ("attention" in self.kernel_tables) != (self.attention_table_kernel is not None):
             raise ValueError(f"kernel_tables.attention = {self.kernel_tables.get('attention')!r} with "
                              f"attention_table_kernel = {self.attention_table_kernel!r}; valid: both set (the kernel "
-                             f"the table timed: flash-attn-2 or native) or neither")
+                             f"the table timed: flash-attn-2, sdpa or native) or neither")
+        if self.attention_backward_rate is not None and "attention" not in self.kernel_tables:
+            raise ValueError(f"attention_backward_rate = {self.attention_backward_rate!r} without an attention "
+                             f"table; valid: null, or set with kernel_tables.attention (it is that table's ratio)")
         return self
 
     @model_validator(mode="after")
@@ -319,7 +328,8 @@ class System(Schema):
         """This system without its measured kernel tables, GEMM and attention (`gemms`), and per-group NCCL fits
         (`collectives`): what the datasheet path alone prices (benchmarks/sustained_fraction.py derives that
         path's fraction on it)."""
-        acc = self.accelerator.model_copy(update={"kernel_tables": {}, "attention_table_kernel": None}) \
+        acc = self.accelerator.model_copy(update={"kernel_tables": {}, "attention_table_kernel": None,
+                                                           "attention_backward_rate": None}) \
             if gemms else self.accelerator
         tiers = [t.model_copy(update={"by_group": {}}) for t in self.tiers] if collectives else self.tiers
         return self.model_copy(update={"accelerator": acc, "tiers": tiers})

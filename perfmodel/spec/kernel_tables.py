@@ -264,9 +264,13 @@ class AttentionGrid:
         return f"table {table_label(self.table)} bf16"
 
 
-@lru_cache(maxsize=None)
 def attention_grid(table: str) -> AttentionGrid:
     """The attention table `table` (gzipped CSV head_dim,isl,batch,heads,latency_ms) as an AttentionGrid."""
+    return _attention_grid(table, _stamp(table))
+
+
+@lru_cache(maxsize=None)
+def _attention_grid(table: str, stamp) -> AttentionGrid:
     path = table_path(table)
     valid = "valid: a gzipped CSV " + ",".join(ATTENTION_HEADER)
     try:

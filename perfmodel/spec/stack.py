@@ -28,16 +28,55 @@ EXECUTOR_STACK = "plain-torch"  # perfmodel's own executor (perfmodel execute / 
 Optimizer = Literal["fused", "foreach", "forloop"]
 
 
-class Interval(Schema):
-    """Where the measured step time lies around a prediction: quantiles of measured / predicted - 1 over the
-    residuals named in `source` (low at `coverage`'s lower tail, high at the upper). The JSON's
-    step_time_s_low/high are predicted * (1 + low) and predicted * (1 + high)."""
+LARGE_GPUS = 1024  # the "large" regime: data-parallel collectives span more tiers than the dev set mostly measured
+REGIMES = {"pipelined": "pp > 1 or cp > 1", "low_precision": "fp8 or fp4 GEMMs",
+           "large": f"more than {LARGE_GPUS} devices"}
+Regime = Literal["pipelined", "low_precision", "large"]
+
+
+def regimes_of(plan) -> tuple[str, ...]:
+    """The regimes (REGIMES) a plan is in, where an interval may be wider (`Interval.around`)."""
+    within = {"pipelined": plan.pp > 1 or plan.cp > 1, "low_precision": plan.precision in ("fp8", "fp4"),
+              "large": (plan.gpus or plan.tp * plan.pp * plan.cp * (plan.dp or 1)) > LARGE_GPUS}
+    return tuple(r for r in REGIMES if within[r])
+
+
+class Band(Schema):
+    """An interval's bounds over the residuals of the runs in one regime."""
 
     low: float = Field(gt=-1, le=0, description="lower quantile of measured/predicted - 1 (<= 0)")
     high: float = Field(ge=0, description="upper quantile of measured/predicted - 1 (>= 0)")
-    coverage: float = Field(0.8, gt=0, lt=1, description="share of residuals between low and high")
+    rows: int = Field(ge=1, description="residuals the quantiles come from")
+    groups: int = Field(ge=1, description="source groups (clusters, papers) those residuals come from")
+
+
+class Interval(Schema):
+    """Where the measured step time lies around a prediction: quantiles of measured / predicted - 1 over the
+    residuals named in `source` (low at the lower tail, high at the upper; `held_out`: the share of held-out
+    groups' runs it held). The JSON's step_time_s_low/high are predicted * (1 + low) and predicted * (1 + high), widened to a
+    regime's band for a plan in that regime (`around`)."""
+
+    low: float = Field(gt=-1, le=0, description="lower quantile of measured/predicted - 1 (<= 0)")
+    high: float = Field(ge=0, description="upper quantile of measured/predicted - 1 (>= 0)")
+    coverage: float = Field(0.8, gt=0, lt=1, description="nominal share of runs between low and high (the "
+                                                         "quantiles' level)")
+    held_out: float | None = Field(None, ge=0, le=1, description="share of a source group's runs inside the interval "
+                                   "built without that group, groups weighted once (perfmodel.calibrate.intervals)")
     rows: int = Field(ge=1, description="residuals the quantiles come from")
     source: str = Field(description="which residuals: the command that produced them")
+    regimes: dict[Regime, Band] = Field(default_factory=dict, description="wider bounds for plans in a regime "
+                                        "(REGIMES) whose runs' residuals spread wider than low..high")
+
+    def around(self, regimes) -> tuple[float, float, list[str]]:
+        """(low, high, the regimes that widened them) for a plan in `regimes` (`regimes_of`): the union of this
+        interval and the bands of those regimes."""
+        low, high, wider = self.low, self.high, []
+        for r in regimes:
+            b = self.regimes.get(r)
+            if b is not None and (b.low < low or b.high > high):
+                low, high = min(low, b.low), max(high, b.high)
+                wider.append(r)
+        return low, high, wider
 
 
 class Stack(Schema):

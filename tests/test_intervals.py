@@ -1,0 +1,95 @@
+"""Prediction intervals built from other groups' residuals, per stack and per regime (perfmodel.calibrate.intervals),
+and how an estimate quotes them (Interval.around, cost.estimate.report_plan). By hand; the development set's
+held-out claim is in test_stacks.py (test_profile_intervals_are_the_benchmarks_residuals)."""
+
+import numpy as np
+import pytest
+
+import perfmodel as pm
+from perfmodel.calibrate import intervals as iv
+from perfmodel.spec.stack import Band, Interval, load_stack, regimes_of
+
+
+def test_weighted_bounds_by_hand():
+    e = np.array([-0.2, -0.1, 0.0, 0.1, 0.2])
+    # equal weights: midpoints at 0.1, 0.3, 0.5, 0.7, 0.9 -> the 0.1 and 0.9 quantiles are the end residuals
+    assert iv.weighted_bounds(e, np.ones(5), 0.1) == pytest.approx((-0.2, 0.2))
+    # 0.2 lies between the first two midpoints: halfway from -0.2 to -0.1
+    assert iv.weighted_bounds(e, np.ones(5), 0.2) == pytest.approx((-0.15, 0.15))
+    # all above zero: the lower bound stays at the prediction (an interval holds its own centre)
+    assert iv.weighted_bounds(e + 1, np.ones(5), 0.1) == pytest.approx((0.0, 1.2))
+    # a group of 3 weighs as one run of a group of 1: [g, g, g, h] -> weights 1/3 x 3 and 1
+    assert list(iv.group_weights(np.array(["g", "g", "g", "h"]))) == pytest.approx([1 / 3, 1 / 3, 1 / 3, 1.0])
+
+
+def frame():
+    """Six groups of megatron-core runs (two pipelined, wider) and one group of torchtitan runs."""
+    resid, groups, stacks, regimes = [], [], [], []
+    for g, spread, pipelined in (("a", 0.05, False), ("b", 0.05, False), ("c", 0.3, True), ("d", 0.3, True),
+                                 ("e", 0.05, False), ("f", 0.05, False)):
+        for x in (-1, 0, 1):
+            resid.append(spread * x)
+            groups.append(g)
+            stacks.append("megatron-core")
+            regimes.append(("pipelined",) if pipelined else ())
+    resid += [0.1, 0.12]
+    groups += ["t", "t"]
+    stacks += ["torchtitan", "torchtitan"]
+    regimes += [(), ()]
+    return np.array(resid), np.array(groups), np.array(stacks), regimes
+
+
+def test_build_takes_a_stacks_own_rows_from_three_groups_and_widens_by_regime():
+    resid, groups, stacks, regimes = frame()
+    bands = iv.build(resid, groups, stacks, regimes, 0.1, "test")
+    mc, tt = bands["megatron-core"], bands["torchtitan"]
+    # megatron-core: its own 18 rows (6 groups of 3 at weight 1/3: midpoints (i + 0.5) / 18); the 0.1 quantile lies
+    # 0.3 of the way from the second run (-0.3, at 0.083) to the third (-0.05, at 0.139): -0.225
+    assert (mc.low, mc.high) == pytest.approx((-0.225, 0.225), abs=1e-3)
+    assert mc.rows == 18 and "over its own rows" in mc.source
+    # torchtitan has one group: all 20 rows
+    pooled = iv.weighted_bounds(resid, iv.group_weights(groups), 0.1)
+    assert (tt.low, tt.high) == pytest.approx(pooled, abs=1e-3) and tt.rows == 20 and "all stacks rows" in tt.source
+    # pipelined: only two groups (c, d) -> no band of its own (MIN_GROUPS = 3)
+    assert mc.regimes == {}
+    regimes = [("pipelined",) if g in "bcd" else () for g in groups]  # now three groups, c and d wide
+    mc = iv.build(resid, groups, stacks, regimes, 0.1, "test")["megatron-core"]
+    band = mc.regimes["pipelined"]  # 9 runs, two of each tail at -0.3 / +0.3: the 0.1 quantile is -0.3
+    assert (band.low, band.high, band.rows, band.groups) == (-0.3, 0.3, 9, 3)
+    assert mc.around(("pipelined",))[:2] == (-0.3, 0.3) and mc.around(())[:2] == (mc.low, mc.high)
+
+
+def test_held_out_coverage_by_hand():
+    resid, groups, stacks, regimes = frame()
+    held = iv.held_out(resid, groups, stacks, regimes, 0.1)
+    assert set(held) == {"a", "b", "c", "d", "e", "f", "t"}
+    # a's runs (-0.05, 0, 0.05) against the other five groups' megatron-core bounds (-0.3 / +0.3): all in
+    assert held["a"] == 1.0
+    # c's +-0.3 runs against the bounds of a, b, d, e, f (one wide group of five: -0.05 / +0.05): its centre alone
+    lo, hi, _ = iv.build(resid[groups != "c"], groups[groups != "c"], stacks[groups != "c"],
+                         [r for r, g in zip(regimes, groups) if g != "c"], 0.1, "")["megatron-core"].around(())
+    assert (lo, hi) == pytest.approx((-0.05, 0.05)) and held["c"] == pytest.approx(1 / 3)
+    q, cover = iv.choose_level(resid, groups, stacks, regimes)
+    assert q in iv.LEVELS and cover == pytest.approx(np.mean(list(iv.held_out(resid, groups, stacks, regimes,
+                                                                                q).values())))
+
+
+def test_an_estimate_in_a_regime_quotes_the_union_and_says_why():
+    band = Interval(low=-0.05, high=0.1, rows=10, source="s",
+                    regimes={"pipelined": Band(low=-0.02, high=0.3, rows=5, groups=3),
+                             "large": Band(low=-0.2, high=0.05, rows=5, groups=3)})
+    assert band.around(()) == (-0.05, 0.1, [])
+    assert band.around(("pipelined",)) == (-0.05, 0.3, ["pipelined"])
+    assert band.around(("pipelined", "large")) == (-0.2, 0.3, ["pipelined", "large"])
+    # regimes of plans: pp or cp > 1, fp8/fp4, more than 1024 devices
+    plan = pm.Plan(gpus=2048, tp=8, pp=4, micro_batch=1, global_batch=512, seq_len=4096, precision="fp8")
+    assert regimes_of(plan) == ("pipelined", "low_precision", "large")
+    assert regimes_of(pm.Plan(gpus=8, tp=8, micro_batch=1, global_batch=8, seq_len=4096)) == ()
+    # the shipped megatron-core profile widens pipelined plans where the dev set's pipelined runs spread wider
+    mc = load_stack("megatron-core").interval
+    e = pm.estimate("llama-3-8b", "dgx-h100", pm.Plan(gpus=16, tp=2, pp=2, micro_batch=1, global_batch=64,
+                                                      seq_len=4096))
+    lo, hi, wider = mc.around(("pipelined",))
+    assert wider and e.step_time_s_high == pytest.approx(e.step_time_s * (1 + hi))
+    assert e.step_time_s_low == pytest.approx(e.step_time_s * (1 + lo)) and "wider for pp > 1 or cp > 1" in \
+        e.interval_source
