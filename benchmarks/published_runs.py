@@ -167,7 +167,8 @@ def print_intervals(bands: dict, held: dict, q: float) -> None:
     print(f"\n80% intervals of (a)'s measured/predicted - 1 (the profiles' `interval`; perfmodel.calibrate.intervals): "
           f"quantiles {q:.3g}/{1 - q:.3g}, each group weighted once; a stack's own rows where they span "
           f">= {intervals.MIN_GROUPS} groups, else all; a regime's band where it is wider")
-    print(pd.DataFrame([dict(stack=s, rows=b.rows, low=b.low, high=b.high, residuals="own" if "its own" in b.source else "all",
+    print(pd.DataFrame([dict(stack=s, rows=b.rows, low=b.low, high=b.high,
+                             residuals="own" if "over its own rows" in b.source else "all",
                              wider=", ".join(f"{r} [{v.low:+.3f}, {v.high:+.3f}]" for r, v in b.regimes.items()))
                         for s, b in bands.items()]).to_string(index=False))
     print("held out: each group's rows inside the intervals built from the other groups")

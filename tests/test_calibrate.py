@@ -422,7 +422,7 @@ def test_quick_calibration_in_process(tmp_path):
     assert {op.priced_by for op in est.ops if op.kind == "gemm"} <= {"table one.gemm bf16",
                                                                      "table one.gemm bf16, outside its grid"}
     # and its attention from its own forward table (a suite length: on the grid), the backward at its measured rate
-    from perfmodel.calibrate.measured_tables import backward_rate
+    from perfmodel.calibrate.measured_tables import measured_backward_rate
 
     (att,) = [op for op in est.ops if op.kind == "attention"]
     fwd = {(p.batch, p.seq): p.seconds for p in raw.measurements.attention if p.passes == "forward"}
@@ -431,7 +431,7 @@ def test_quick_calibration_in_process(tmp_path):
     assert att.priced_by == "table one.attention bf16" and loaded.accelerator.attention_table_kernel == "sdpa"
     sf = loaded.efficiency.sustained_fraction
     assert att.fwd_s == pytest.approx(att.fwd_flops / (rate * sf), rel=1e-4)
-    assert loaded.accelerator.attention_backward_rate == pytest.approx(backward_rate(raw.measurements.attention),
+    assert loaded.accelerator.attention_backward_rate == pytest.approx(measured_backward_rate(raw.measurements.attention),
                                                                       rel=1e-3)
     assert att.bwd_s == pytest.approx(2.5 * att.fwd_s / loaded.accelerator.attention_backward_rate, rel=1e-9)
 

@@ -275,23 +275,26 @@ def attention_points(seqs=(64, 128, 256), tokens=1024, heads=4, head_dim=64):
 
 
 def test_attention_table_text_round_trips_through_attention_grid(tmp_path):
-    from perfmodel.calibrate.measured_tables import attention_table_text, backward_rate
+    from perfmodel.calibrate.measured_tables import attention_table_text, measured_backward_rate
     from perfmodel.spec.kernel_tables import attention_grid
 
     pts = attention_points()
     text = attention_table_text(pts)
     lines = text.splitlines()
     assert lines[0] == "head_dim,isl,batch,heads,latency_ms" and len(lines) == 1 + 6  # 3 lengths, 3 one-token calls
-    assert lines[1] == "64,1,4,4,0.02" and lines[-1] == "64,256,4,4,67.391"  # by hand: 0.02 + 4*4*4*64*256*257/2 / 2e9 s
+    assert lines[1] == "64,1,4,4,0.02" and lines[-1] == "64,256,4,4,67.391"  # by hand, ms: 0.02 + 1e3 * 4*4*4*64*256*257/2 / 2e9
     path = tmp_path / "spec.attention.csv.gz"
     path.write_bytes(gzipped(text))
     grid = attention_grid(str(path))
     assert list(grid.isl) == [64, 128, 256] and list(grid.head_dim) == [64]
     np.testing.assert_allclose(grid.flops_per_s, RATE, rtol=1e-5)  # the one-token call taken off: RATE everywhere
-    assert backward_rate(pts) == pytest.approx(BWD, rel=1e-12)
+    assert measured_backward_rate(pts) == pytest.approx(BWD, rel=1e-12)
     # a raw file from before the table: forward + backward only (the field's default), no table, no rate
     old = [p.model_copy(update={"passes": "forward_backward"}) for p in pts if p.seq > 1]
-    assert attention_table_text(old) is None and backward_rate(old) is None
+    assert attention_table_text(old) is None and measured_backward_rate(old) is None
+    # every call shorter than twice its one-token call: the reader would keep no row, so no table and no rate
+    short = [p.model_copy(update={"seconds": 1.5 * FIXED}) if p.seq > 1 else p for p in pts]
+    assert attention_table_text(short) is None and measured_backward_rate(short) is None
     assert type(pts[0]).model_validate({k: v for k, v in pts[0].model_dump().items() if k != "passes"}).passes \
         == "forward_backward"
 

@@ -31,7 +31,7 @@ def frame():
             resid.append(spread * x)
             groups.append(g)
             stacks.append("megatron-core")
-            regimes.append(("pipelined",) if pipelined else ())
+            regimes.append(("pp_or_cp",) if pipelined else ())
     resid += [0.1, 0.12]
     groups += ["t", "t"]
     stacks += ["torchtitan", "torchtitan"]
@@ -50,13 +50,13 @@ def test_build_takes_a_stacks_own_rows_from_three_groups_and_widens_by_regime():
     # torchtitan has one group: all 20 rows
     pooled = iv.weighted_bounds(resid, iv.group_weights(groups), 0.1)
     assert (tt.low, tt.high) == pytest.approx(pooled, abs=1e-3) and tt.rows == 20 and "all stacks rows" in tt.source
-    # pipelined: only two groups (c, d) -> no band of its own (MIN_GROUPS = 3)
+    # pp_or_cp: only two groups (c, d) -> no band of its own (MIN_GROUPS = 3)
     assert mc.regimes == {}
-    regimes = [("pipelined",) if g in "bcd" else () for g in groups]  # now three groups, c and d wide
+    regimes = [("pp_or_cp",) if g in "bcd" else () for g in groups]  # now three groups, c and d wide
     mc = iv.build(resid, groups, stacks, regimes, 0.1, "test")["megatron-core"]
-    band = mc.regimes["pipelined"]  # 9 runs, two of each tail at -0.3 / +0.3: the 0.1 quantile is -0.3
+    band = mc.regimes["pp_or_cp"]  # 9 runs, two of each tail at -0.3 / +0.3: the 0.1 quantile is -0.3
     assert (band.low, band.high, band.rows, band.groups) == (-0.3, 0.3, 9, 3)
-    assert mc.around(("pipelined",))[:2] == (-0.3, 0.3) and mc.around(())[:2] == (mc.low, mc.high)
+    assert mc.around(("pp_or_cp",))[:2] == (-0.3, 0.3) and mc.around(())[:2] == (mc.low, mc.high)
 
 
 def test_held_out_coverage_by_hand():
@@ -76,20 +76,20 @@ def test_held_out_coverage_by_hand():
 
 def test_an_estimate_in_a_regime_quotes_the_union_and_says_why():
     band = Interval(low=-0.05, high=0.1, rows=10, source="s",
-                    regimes={"pipelined": Band(low=-0.02, high=0.3, rows=5, groups=3),
+                    regimes={"pp_or_cp": Band(low=-0.02, high=0.3, rows=5, groups=3),
                              "large": Band(low=-0.2, high=0.05, rows=5, groups=3)})
     assert band.around(()) == (-0.05, 0.1, [])
-    assert band.around(("pipelined",)) == (-0.05, 0.3, ["pipelined"])
-    assert band.around(("pipelined", "large")) == (-0.2, 0.3, ["pipelined", "large"])
+    assert band.around(("pp_or_cp",)) == (-0.05, 0.3, ["pp_or_cp"])
+    assert band.around(("pp_or_cp", "large")) == (-0.2, 0.3, ["pp_or_cp", "large"])
     # regimes of plans: pp or cp > 1, fp8/fp4, more than 1024 devices
     plan = pm.Plan(gpus=2048, tp=8, pp=4, micro_batch=1, global_batch=512, seq_len=4096, precision="fp8")
-    assert regimes_of(plan) == ("pipelined", "low_precision", "large")
+    assert regimes_of(plan) == ("pp_or_cp", "low_precision", "large")
     assert regimes_of(pm.Plan(gpus=8, tp=8, micro_batch=1, global_batch=8, seq_len=4096)) == ()
     # the shipped megatron-core profile widens pipelined plans where the dev set's pipelined runs spread wider
     mc = load_stack("megatron-core").interval
     e = pm.estimate("llama-3-8b", "dgx-h100", pm.Plan(gpus=16, tp=2, pp=2, micro_batch=1, global_batch=64,
                                                       seq_len=4096))
-    lo, hi, wider = mc.around(("pipelined",))
+    lo, hi, wider = mc.around(("pp_or_cp",))
     assert wider and e.step_time_s_high == pytest.approx(e.step_time_s * (1 + hi))
-    assert e.step_time_s_low == pytest.approx(e.step_time_s * (1 + lo)) and "wider for pp > 1 or cp > 1" in \
+    assert e.step_time_s_low == pytest.approx(e.step_time_s * (1 + lo)) and "wider for pp > 1 or cp > 1 (49 runs)" in \
         e.interval_source

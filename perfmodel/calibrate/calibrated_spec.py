@@ -36,7 +36,7 @@ from pathlib import Path
 
 from ..spec.hardware import GEMM_DTYPES, Accelerator, Efficiency, GiB, NetworkTier, System
 from .fit import best_gemm_rate, best_stream_bandwidth, roofline_gemms
-from .measured_tables import backward_rate, table_grid
+from .measured_tables import measured_backward_rate, table_grid
 from .raw import FitResult, Measurements
 
 CPU_TIER = "gloo-loopback"
@@ -101,7 +101,8 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
     acc, effd = data["accelerator"], data["efficiency"]
     # The GEMMs are this machine's own: its table, else its fit (matmul_max); the template part's measured tables,
     # timed on another machine, would override them (cost.kernels.Device.gemm_table)
-    acc["sources"] = {k: v for k, v in acc.get("sources", {}).items() if k != "kernel_tables"}
+    acc["sources"] = {k: v for k, v in acc.get("sources", {}).items()
+                      if k not in ("kernel_tables", "attention_table_kernel", "attention_backward_rate")}
     acc["kernel_tables"] = {"gemm": str(Path(gemm_table).resolve())} if gemm_table is not None else {}
     acc["attention_table_kernel"] = acc["attention_backward_rate"] = None  # the template's table goes with the rest
     if gemm_table is not None:
@@ -288,20 +289,29 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
     return System.parse(data, where="calibrated spec")
 
 
+MAX_BACKWARD_RATE = 4.0  # Accelerator.attention_backward_rate's bound
+
+
 def attention_source(acc: dict, m: Measurements, table: str | Path, prov: str, after_gemm: bool) -> None:
     """The spec's accelerator `acc` (as data) priced by the attention table `table` written of `m`: the table, its
     kernel (sdpa: every stack's flash attention), the measured backward rate, and their sources."""
     pts = [p for p in m.attention if p.passes == "forward"]
-    rate = backward_rate(m.attention)
+    rate = measured_backward_rate(m.attention)
+    odd = rate is not None and not 0 < rate <= MAX_BACKWARD_RATE
     acc["kernel_tables"]["attention"] = str(Path(table).resolve())
-    acc["attention_table_kernel"], acc["attention_backward_rate"] = "sdpa", rate and sig(rate)
+    acc["attention_table_kernel"], acc["attention_backward_rate"] = "sdpa", None if odd or rate is None else sig(rate)
+    acc["sources"]["attention_table_kernel"] = (
+        "sdpa: the table times torch's scaled_dot_product_attention as the executor calls it (FlashAttention-2 on "
+        "CUDA in bf16), which prices every stack's flash attention at its attention_speed")
     acc["sources"]["kernel_tables"] = acc["sources"].get("kernel_tables", "") + (
         f"{'; ' if after_gemm else ''}attention: measured on this machine by perfmodel calibrate, beside this spec "
         f"in the catalogue's format: causal scaled_dot_product_attention forward in {m.env.dtype}, "
         f"{pts[0].heads} heads of {pts[0].head_dim}, prompts {sorted({p.seq for p in pts})} at "
         f"{sorted({p.batch for p in pts})} sequences, median seconds per call; {prov}")
     acc["sources"]["attention_backward_rate"] = (
+        f"not kept: the measured {rate:.3g} lies outside (0, {MAX_BACKWARD_RATE:g}] (a noisy backward); "
+        "FlashAttention-2's 63/73 stands" if odd else
         "measured: FLASH_BWD_FACTOR x (forward - the one-token call) / (forward + backward - forward) of the same "
         f"scaled_dot_product_attention calls, median over the calls the table keeps "
-        f"(calibrate.measured_tables.backward_rate); {prov}" if rate else
-        "not measured (no call twice as long as its one-token call): FlashAttention-2's 63/73 stands")
+        f"(calibrate.measured_tables.measured_backward_rate); {prov}" if rate is not None else
+        "not measured (no call the table keeps has a backward): FlashAttention-2's 63/73 stands")

@@ -33,6 +33,7 @@ from ..errors import MAX_COUNT, InputError
 from ..spec.hardware import RunFit, RunResidual, System
 from ..published.runs import Case, cell_number, to_case
 from ..spec.stack import Interval
+from .intervals import weighted_bounds
 
 PRIOR = 0.1  # weight of each prior residual against a run's relative residual (one run counts 1)
 SOFT_SCALE = 0.05  # relative residual where the soft-L1 loss turns from quadratic to linear
@@ -197,11 +198,8 @@ def interval_from(errors: np.ndarray, source: str, weights=None) -> Interval | N
         return None
     e = errors[keep]
     w = np.ones_like(e) if weights is None else np.asarray(weights, float)[keep]
-    order = np.argsort(e)
-    cum = (np.cumsum(w[order]) - 0.5 * w[order]) / w.sum()
-    lo, hi = (float(np.interp(q, cum, e[order])) for q in QUANTILES)
-    return Interval(low=min(lo, 0.0), high=max(hi, 0.0), coverage=QUANTILES[1] - QUANTILES[0], rows=int(keep.sum()),
-                    source=source)
+    lo, hi = weighted_bounds(e, w, QUANTILES[0])
+    return Interval(low=lo, high=hi, coverage=QUANTILES[1] - QUANTILES[0], rows=int(keep.sum()), source=source)
 
 
 def calibrate_from_runs(path: str | Path, system: System, source: str) -> System:

@@ -7,14 +7,14 @@ the unit a new user is: its runs share their unknowns, so every quantile weights
 runs counts as much as one of 5), and coverage is judged per held-out group.
 
 - `build` (the intervals of every stack): a stack's bounds are the weighted quantiles of its own runs where they
-  come from at least MIN_GROUPS groups, else of all runs; a regime (`spec.stack.REGIMES`: pipelined, low precision,
+  come from at least MIN_GROUPS groups, else of all runs; a regime (`spec.stack.REGIMES`: pp_or_cp, low_precision,
   large) gets its own band over all stacks' runs in it (again at least MIN_GROUPS groups), kept where it is wider,
   so a plan in that regime quotes the union (`Interval.around`).
 - `held_out` (the claim docs/stacks.md makes): each group's runs against the intervals built without that group.
 - `choose_level`: the narrowest of LEVELS (lower-tail quantile q; bounds at q and 1 - q) whose held-out coverage,
-  groups weighted once, reaches TARGET. The coverage stated with the intervals is that held-out share at the level
-  chosen (chosen among four levels on the same groups: a slightly hopeful figure, said where it is quoted) is
-  `Interval.held_out`; `coverage` stays the quantiles' nominal level.
+  groups weighted once, reaches TARGET. That held-out share at the level chosen is written as `Interval.held_out`
+  (one figure for all stacks; the level was chosen among four on the same groups, so it is slightly hopeful, as
+  docs/stacks.md says); `coverage` stays the quantiles' nominal level.
 This module imports no torch; pandas only where `benchmarks/published_runs.py` calls it.
 """
 
@@ -30,8 +30,10 @@ MIN_GROUPS = 3  # a stack's or a regime's own bounds need residuals from this ma
 
 
 def weighted_bounds(e: np.ndarray, w: np.ndarray, q: float) -> tuple[float, float]:
-    """(low, high): the q and 1 - q weighted quantiles of e (midpoint rule: each residual at the middle of its
-    weight), clipped to <= 0 and >= 0 as an interval around the prediction must be."""
+    """(low, high): the q and 1 - q weighted quantiles of the residuals e (dimensionless ratios, measured /
+    predicted - 1), by the midpoint rule (each residual placed at the middle of its cumulative weight, linear
+    between: Hyndman & Fan 1996's type 5 extended to weights), clipped to <= 0 and >= 0 as an interval around
+    the prediction must be."""
     order = np.argsort(e)
     cum = (np.cumsum(w[order]) - 0.5 * w[order]) / w.sum()
     lo, hi = (float(np.interp(x, cum, e[order])) for x in (q, 1 - q))
@@ -63,8 +65,9 @@ def build(resid, groups, stacks, regimes, q: float, source: str, held: float | N
         own = len(set(groups[mine])) >= MIN_GROUPS
         sel = mine if own else np.ones(len(resid), bool)
         lo, hi = weighted_bounds(resid[sel], group_weights(groups[sel]), q)
+        lo, hi = round(lo, 3), round(hi, 3)  # as written: a band wider only by rounding is not wider
         wider = {r: b for r, b in bands.items() if b.low < lo or b.high > hi}
-        out[s] = Interval(low=round(lo, 3), high=round(hi, 3), coverage=round(1 - 2 * q, 3),
+        out[s] = Interval(low=lo, high=hi, coverage=round(1 - 2 * q, 3),
                           held_out=None if held is None else round(held, 3), rows=int(sel.sum()),
                           source=f"{source}: the {q:.3g}/{1 - q:.3g} quantiles of measured/predicted - 1 over "
                                  f"{'its own rows' if own else 'all stacks rows'}, each source group weighted once "

@@ -19,7 +19,7 @@ and the collective fits per group size (`NetworkTier.by_group`) it makes of its 
   `spec.kernel_tables.attention_grid` takes off as the call's fixed part. The suite times `attn_tokens` tokens per
   call, so each length has its own batch: the grid's rate per length is that of one width, which the reader holds
   across widths. The calibrated spec names it with kernel `sdpa`, and `attention_backward_rate` the backward's
-  measured rate against the forward's (`backward_rate`), where FlashAttention-2's 63/73 stood.
+  measured rate against the forward's (`measured_backward_rate`), where FlashAttention-2's 63/73 stood.
 - `fit_groups`: the ring formula fitted per collective kind and group size, as hardware_specs/kernels/
   import_tables.py fits the catalogue's NCCL tables (`fit.fit_network` over one group size's points; NCCL: messages
   of at least NCCL_MIN_BYTES, below which NCCL switches protocols). A kind gets `by_group` only where every group
@@ -37,7 +37,7 @@ import statistics
 from pathlib import Path
 
 from ..spec.hardware import System
-from ..spec.kernel_tables import ATTENTION_HEADER
+from ..spec.kernel_tables import ATTENTION_HEADER, attention_row_kept
 from .fit import comm_coefficients, fit_network, residual_table
 from .raw import AttentionPoint, CommPoint, FitResult, GemmPoint, KindNetworkFit, Measurements
 from .suite import TABLE
@@ -103,28 +103,29 @@ def comm_table_text(points: list[CommPoint]) -> str | None:
 
 def attention_table_text(points: list[AttentionPoint]) -> str | None:
     """The forward attention timings as CSV text in the catalogue's attention format (module docstring), or None
-    where there is no forward timing longer than one token with the one-token call of its batch (a raw file from
-    before the table)."""
+    where no forward call longer than one token gives the reader a rate (`spec.kernel_tables.attention_row_kept`
+    against the one-token call of its batch; a raw file from before the table: no forward call at all)."""
     fwd = [p for p in points if p.passes == "forward"]
-    ones = {(p.head_dim, p.batch, p.heads) for p in fwd if p.seq == 1}
-    if not any(p.seq > 1 and (p.head_dim, p.batch, p.heads) in ones for p in fwd):
+    ones = {(p.head_dim, p.batch, p.heads): p.seconds for p in fwd if p.seq == 1}
+    one = lambda p: ones.get((p.head_dim, p.batch, p.heads))  # noqa: E731
+    if not any(p.seq > 1 and one(p) is not None and attention_row_kept(p.seconds, one(p)) for p in fwd):
         return None
     rows = sorted((p.head_dim, p.seq, p.batch, p.heads, p.seconds) for p in fwd)
     return "\n".join([",".join(ATTENTION_HEADER)] + [f"{d},{s},{b},{h},{t * 1e3:.6g}" for d, s, b, h, t in rows]) + "\n"
 
 
-def backward_rate(points: list[AttentionPoint]) -> float | None:
+def measured_backward_rate(points: list[AttentionPoint]) -> float | None:
     """The backward's FLOP/s over the forward's of the measured calls, as `cost.kernels.attention_table_op` prices
     them (backward FLASH_BWD_FACTOR x the forward FLOPs): FLASH_BWD_FACTOR x (t_fwd - t_1) / (t_fwd+bwd - t_fwd),
     with t_1 the one-token call of the batch that the table's reader takes off the forward; the median over the
-    calls whose forward the reader keeps (at least twice t_1). None without such a call."""
+    calls whose forward the reader keeps (`spec.kernel_tables.attention_row_kept`). None without such a call."""
     from ..cost.kernels import FLASH_BWD_FACTOR
 
     t = {(p.passes, p.head_dim, p.batch, p.heads, p.seq): p.seconds for p in points}
     rates = []
     for (passes, d, b, h, s), both in t.items():
         fwd, one = t.get(("forward", d, b, h, s)), t.get(("forward", d, b, h, 1))
-        if passes == "forward_backward" and fwd and one and fwd >= 2 * one and both > fwd:
+        if passes == "forward_backward" and fwd and one and attention_row_kept(fwd, one) and both > fwd:
             rates.append(FLASH_BWD_FACTOR * (fwd - one) / (both - fwd))
     return statistics.median(rates) if rates else None
 

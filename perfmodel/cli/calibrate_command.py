@@ -115,7 +115,7 @@ def parameter_table(system: System, raw: RawFile) -> pd.DataFrame:
     for prec, v in fit.matmul_max.items():
         rows.append((f"matmul_max.{prec}", f"{v:.3f}", f"{by[prec].points} GEMMs"))
     rows.append(("matmul_tile", f"{list(eff.matmul_tile)}", f"{fit.compute_units} compute unit(s)"))
-    rows.append(("attention_max", f"{eff.attention_max:.3f}", 
+    rows.append(("attention_max", f"{eff.attention_max:.3f}",
                  f"{sum(p.passes == 'forward_backward' for p in m.attention)} SDPA fwd+bwd"))
     rows.append(("attention_half_seq", f"{eff.attention_half_seq:.0f}", ""))
     if acc.attention_backward_rate is not None:

@@ -174,8 +174,10 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
         step_time_s_low=step_s * (1 + low) if band else None,
         step_time_s_high=step_s * (1 + high) if band else None,
         interval_source=(f"{band.coverage:.0%} interval from {band.rows} runs"
-                         + (f" (held {band.held_out:.0%} of unseen groups' runs)" if band.held_out else "")
-                         + (f", wider for {' and '.join(REGIMES[r] for r in wider)}" if wider else "")
+                         + (f" (the dev set's held-out groups: {band.held_out:.0%} inside)"
+                            if band.held_out is not None else "")
+                         + (f", wider for {' and '.join(f'{REGIMES[r]} ({band.regimes[r].rows} runs)' for r in wider)}"
+                            if wider else "")
                          + f": {band.source}") if band else "",
         tokens_per_s_per_gpu=tokens / step_s / gpus,
         model_tflops_per_gpu=mflops / step_s / gpus / 1e12, mfu=mflops / (step_s * gpus * peak),

@@ -264,6 +264,13 @@ class AttentionGrid:
         return f"table {table_label(self.table)} bf16"
 
 
+def attention_row_kept(t, t_one):
+    """Whether an attention call of t seconds (or ms), whose one-token call takes t_one, gives the table a rate:
+    at least twice t_one (shorter calls are mostly the fixed part, whose noise a difference would inflate).
+    Element-wise on arrays."""
+    return t >= 2 * t_one
+
+
 def attention_grid(table: str) -> AttentionGrid:
     """The attention table `table` (gzipped CSV head_dim,isl,batch,heads,latency_ms) as an AttentionGrid."""
     return _attention_grid(table, _stamp(table))
@@ -295,7 +302,7 @@ def _attention_grid(table: str, stamp) -> AttentionGrid:
     fixed_of = {call: t for call, t, one in zip(calls, ms.tolist(), ones) if one}
     fixed = np.array([fixed_of.get(call, np.nan) for call in calls])
     found = ~np.isnan(fixed)
-    keep = found & (isl > isl.min()) & (ms >= 2 * fixed)
+    keep = found & (isl > isl.min()) & attention_row_kept(ms, fixed)
     if not keep.any():
         raise InputError(f"kernel table {path}: no row at the shortest prompt ({isl.min():g}) to take the fixed "
                          f"part from, or none twice as long as it; valid: rows at isl = 1 for each head_dim, batch "

@@ -29,14 +29,16 @@ Optimizer = Literal["fused", "foreach", "forloop"]
 
 
 LARGE_GPUS = 1024  # the "large" regime: data-parallel collectives span more tiers than the dev set mostly measured
-REGIMES = {"pipelined": "pp > 1 or cp > 1", "low_precision": "fp8 or fp4 GEMMs",
+# Where the model is known to be weaker than in a one-stage bf16 job of a few hundred devices. pp_or_cp: activations
+# cross ranks every micro-batch (pipeline sends and bubble, the context-parallel ring), priced from schedules.
+REGIMES = {"pp_or_cp": "pp > 1 or cp > 1", "low_precision": "fp8 or fp4 GEMMs",
            "large": f"more than {LARGE_GPUS} devices"}
-Regime = Literal["pipelined", "low_precision", "large"]
+Regime = Literal["pp_or_cp", "low_precision", "large"]
 
 
 def regimes_of(plan) -> tuple[str, ...]:
     """The regimes (REGIMES) a plan is in, where an interval may be wider (`Interval.around`)."""
-    within = {"pipelined": plan.pp > 1 or plan.cp > 1, "low_precision": plan.precision in ("fp8", "fp4"),
+    within = {"pp_or_cp": plan.pp > 1 or plan.cp > 1, "low_precision": plan.precision in ("fp8", "fp4"),
               "large": (plan.gpus or plan.tp * plan.pp * plan.cp * (plan.dp or 1)) > LARGE_GPUS}
     return tuple(r for r in REGIMES if within[r])
 
@@ -60,8 +62,9 @@ class Interval(Schema):
     high: float = Field(ge=0, description="upper quantile of measured/predicted - 1 (>= 0)")
     coverage: float = Field(0.8, gt=0, lt=1, description="nominal share of runs between low and high (the "
                                                          "quantiles' level)")
-    held_out: float | None = Field(None, ge=0, le=1, description="share of a source group's runs inside the interval "
-                                   "built without that group, groups weighted once (perfmodel.calibrate.intervals)")
+    held_out: float | None = Field(None, ge=0, le=1, description="development set, all stacks together: the share of "
+                                   "a source group's runs inside the intervals built without that group, groups "
+                                   "weighted once (perfmodel.calibrate.intervals)")
     rows: int = Field(ge=1, description="residuals the quantiles come from")
     source: str = Field(description="which residuals: the command that produced them")
     regimes: dict[Regime, Band] = Field(default_factory=dict, description="wider bounds for plans in a regime "
