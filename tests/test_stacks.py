@@ -156,7 +156,7 @@ def test_fit_recovers_known_speeds_and_predict_uses_them(tmp_path):
     system = calibrate_from_runs(path, H100, "test")
     f = system.run_fit
     # compute dominates these steps and is pinned; exposed communication is a few percent of them, so the prior
-    # (weight 0.1 at the spec's speed 1) holds network_speed between 1 and the truth
+    # (log network speed at sd PRIOR_SD[1] around the spec's 1) holds network_speed between 1 and the truth
     assert f.compute_speed == pytest.approx(0.8, rel=0.02)
     assert 1.0 < f.network_speed <= 1.5
     for r in f.runs:
@@ -408,3 +408,43 @@ def test_executor_probes_are_valid_plans_for_any_process_count(nproc):
     s = sustain_plan(nproc)
     assert s.global_batch == nproc and s.micro_batch == 1 and s.seq_len == 192
     assert estimate(SUSTAIN_MODEL, cpu, s).step_time_s > 0
+
+
+def test_runs_naming_a_catalogue_model_take_the_shape_they_leave_out(tmp_path):
+    """A runs CSV row with `model` = a preset and no shape columns is priced as that preset (vocab included)."""
+    df = nemo_runs().head(4).copy()
+    df["model"] = "llama-3-8b"
+    for col in ("n_layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab"):
+        df[col] = np.nan
+    df["seq_len"], df["tp"], df["pp"], df["cp"], df["vpp"] = 4096, 1, 1, 1, 1
+    df["dp"] = df["n_gpus"]
+    df["micro_batch"], df["global_batch"] = 1, df["n_gpus"]
+    path = tmp_path / "runs.csv"
+    df.to_csv(path, index=False)
+    from perfmodel.calibrate.from_runs import cases_of, read_runs_table
+
+    cases = cases_of(read_runs_table(path), H100, "test")
+    preset = pm.load_model("llama-3-8b")
+    assert all((c.model.vocab, c.model.n_layers, c.model.hidden, c.model.n_kv_heads)
+               == (preset.vocab, preset.n_layers, preset.hidden, preset.n_kv_heads) for c in cases)
+    # a stated column wins over the preset's
+    df["n_layers"] = 16
+    df.to_csv(path, index=False)
+    assert {c.model.n_layers for c in cases_of(read_runs_table(path), H100, "test")} == {16}
+
+
+def test_one_run_moves_compute_speed_less_than_twenty():
+    """The prior's pull: one run cannot tell a slower compute from a slower network (the prior splits its slowdown,
+    mostly onto the network, whose prior is wider), twenty runs with varied communication shares can, and find
+    compute 0.8 of the spec's."""
+    def parts(n):
+        rng = np.random.default_rng(0)
+        compute = rng.uniform(1.0, 3.0, n)
+        comm = rng.uniform(0.05, 0.5, n) * compute  # not a fixed share, or network and compute are one
+        measured = (compute / 0.8 + comm) * (1 + rng.normal(0, 0.02, n))
+        return Parts(compute, comm, np.zeros(n), measured)
+
+    c1, n1, _ = fit(parts(1))
+    c20, n20, _ = fit(parts(20))
+    assert 0.8 < c20 < 0.83 and n20 == pytest.approx(1.0, abs=0.15)  # 2% noise blurs the split a little
+    assert c20 < c1 < 1.0 and n1 < 1.0

@@ -8,10 +8,15 @@ three parameters are fitted so that
 
     measured ~ C / compute_speed + M / network_speed + H + step_overhead_s        (cost.step.run_fit_time)
 
-by robust least squares on the relative residuals (scipy.optimize.least_squares, soft-L1 loss with a 5% scale:
-one odd run does not pull the fit), with weak priors at the uncalibrated spec (speeds 1, overhead 0; weight
-`PRIOR`) so that three runs that cannot separate compute from communication leave the part they do not
-inform where the spec put it. The fitted values, every run's residual and its leave-one-out prediction (the
+as the posterior mode of a Bayesian update of the uncalibrated spec (a shrinkage fit): the likelihood is robust in
+the runs' relative residuals (soft-L1 with a 5% scale, SOFT_SCALE, which a run's noise is taken to be: one odd run
+does not pull the fit), the prior Gaussian in log compute speed, log network speed and the overhead as a share of
+the median step, centred on the spec (speeds 1, overhead 0) with the standard deviations PRIOR_SD. With one to
+three runs the prior holds what they cannot tell apart (compute from communication; a cluster's bias from its
+runs' noise), with twenty the runs decide. PRIOR_SD comes from the development sets, not from a user's runs: the
+spread between source groups of the compute speed each group's own runs fit (median absolute deviation of log
+speed x 1.48: 0.13 dense, 0.28 MoE, taken as 0.2), the network speed, which most groups' runs barely inform
+(1.4: taken as 1, a factor e at one standard deviation), and host time of 10% of a step (no group shows more). The fitted values, every run's residual and its leave-one-out prediction (the
 fit to all other runs) go into the written spec (`spec.hardware.RunFit`), whose predictions then carry them.
 
 The model is linear in (1/compute_speed, 1/network_speed, overhead), so a fit costs one cost-model evaluation
@@ -35,8 +40,8 @@ from ..published.runs import Case, cell_number, to_case
 from ..spec.stack import Interval
 from .intervals import weighted_bounds
 
-PRIOR = 0.1  # weight of each prior residual against a run's relative residual (one run counts 1)
-SOFT_SCALE = 0.05  # relative residual where the soft-L1 loss turns from quadratic to linear
+PRIOR_SD = (0.2, 1.0, 0.1)  # prior sd of log compute speed, log network speed, overhead / median step (docstring)
+SOFT_SCALE = 0.05  # relative residual where the soft-L1 loss turns from quadratic to linear: a run's noise
 MIN_RUNS = 3
 QUANTILES = (0.1, 0.9)  # the 80% prediction interval
 MIN_INTERVAL_RUNS = 5  # fewer leave-one-out residuals than this say too little about the tails
@@ -158,24 +163,44 @@ def price(cases: list[Case], where: str = "") -> Parts:
 
 
 def fit(parts: Parts, weights=None, overhead: bool = True) -> tuple[float, float, float]:
-    """(compute_speed, network_speed, step_overhead_s) by robust least squares (see the module docstring).
+    """(compute_speed, network_speed, step_overhead_s): the posterior mode of the module docstring's update, by
+    scipy.optimize.least_squares over (log 1/compute_speed, log 1/network_speed, overhead) within BOUNDS.
 
     `weights`: per run (default 1 each; the residuals are scaled by sqrt(weight)); `overhead` False holds the
     per-step overhead at 0 (a fit meant for other clusters, whose host time it does not know)."""
     scale = float(np.median(parts.measured))  # the overhead's prior is stated relative to a typical step
-    w = np.sqrt(np.ones(len(parts.measured)) if weights is None else np.asarray(weights, float))
+    n = len(parts.measured)
+    w = np.sqrt(np.ones(n) if weights is None else np.asarray(weights, float))
+    sd = np.asarray(PRIOR_SD)
 
     def residuals(x):
-        inv_c, inv_n, o = x
-        pred = run_fit_time(parts.compute, parts.comm, parts.host, 1.0 / inv_c, 1.0 / inv_n, o)
-        prior = PRIOR * np.array([inv_c - 1.0, inv_n - 1.0, o / scale])
-        return np.concatenate([w * (pred / parts.measured - 1.0), prior])
+        lc, ln, o = x
+        pred = run_fit_time(parts.compute, parts.comm, parts.host, np.exp(-lc), np.exp(-ln), o)
+        # a prior term of (x / sd) standard deviations weighs as that many run-noise scales (SOFT_SCALE)
+        return np.concatenate([w * (pred / parts.measured - 1.0), SOFT_SCALE * np.array([lc, ln, o / scale]) / sd])
 
     lo, hi = BOUNDS
-    sol = least_squares(residuals, x0=[1.0, 1.0, 0.0], loss="soft_l1", f_scale=SOFT_SCALE,
-                        bounds=(lo, [hi[0], hi[1], hi[2] if overhead else 1e-12]))
-    inv_c, inv_n, o = sol.x
-    return 1.0 / inv_c, 1.0 / inv_n, float(o)
+    top = hi[2] if overhead else 1e-9 * scale
+    # x0 clear of the bounds: least_squares' trust region does not leave a start on (or a hair from) one
+    sol = least_squares(residuals, x0=[0.0, 0.0, 1e-6 * scale if overhead else 0.5 * top], loss=robust_loss(n), bounds=(
+        [np.log(lo[0]), np.log(lo[1]), lo[2]], [np.log(hi[0]), np.log(hi[1]), top]))
+    lc, ln, o = sol.x
+    return float(np.exp(-lc)), float(np.exp(-ln)), float(o)
+
+
+def robust_loss(n: int):
+    """least_squares' loss for n run residuals then the prior's: soft-L1 at SOFT_SCALE on the runs (rho(z) =
+    2 C^2 (sqrt(1 + z / C^2) - 1), z the squared residual; scipy's soft_l1 with f_scale C), plain squares on the
+    prior (Gaussian), as (rho, rho', rho'') rows."""
+    c2 = SOFT_SCALE**2
+
+    def loss(z):
+        out = np.empty((3, len(z)))
+        t = np.sqrt(1 + z[:n] / c2)
+        out[:, :n] = 2 * c2 * (t - 1), 1 / t, -0.5 / (c2 * t**3)
+        out[0, n:], out[1, n:], out[2, n:] = z[n:], 1.0, 0.0
+        return out
+    return loss
 
 
 def leave_one_out(parts: Parts) -> np.ndarray:

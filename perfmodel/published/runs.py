@@ -88,11 +88,30 @@ def system_for(gpu_type: str) -> tuple[str | None, str]:
     return None, f"GPU '{gpu_type}' is not in the hardware catalogue"
 
 
+def preset_for(row: pd.Series) -> ModelConfig | None:
+    """The catalogue model the row's `model` names (a preset or alias, `perfmodel models list`), or None."""
+    from ..spec.model_catalogue import load_model
+
+    try:
+        return load_model(cell_text(row["model"])) if cell_text(row["model"]) else None
+    except InputError:
+        return None
+
+
 def model_for(row: pd.Series) -> tuple[ModelConfig | None, str]:
     name = cell_text(row["model"])
     low = name.lower()
     layers, hidden, ffn = cell_number(row["n_layers"]), cell_number(row["hidden"]), cell_number(row["ffn_hidden"])
     heads, kv, vocab, seq = cell_number(row["heads"]), cell_number(row["kv_heads"]), cell_number(row["vocab"]), cell_number(row["seq_len"])
+    if None in (layers, hidden, heads, vocab) and seq is not None and (preset := preset_for(row)) is not None:
+        # a run that names a catalogue model and leaves part of its shape out: the preset, the stated columns over it
+        stated = dict(n_layers=layers, hidden=hidden, n_heads=heads, n_kv_heads=kv, ffn_hidden=ffn, vocab=vocab)
+        data = preset.model_dump() | {k: int(v) for k, v in stated.items() if v is not None}
+        try:
+            return ModelConfig(**data | dict(max_seq_len=max(preset.max_seq_len, int(seq)),
+                                             source=f"{row['row_id']}: preset {name}, stated columns over it")), ""
+        except (InputError, ValueError) as err:
+            return None, f"model: {str(err).splitlines()[0]}"
     if None in (layers, hidden, seq):
         return None, "model shape (layers/hidden/seq_len) not stated"
     if heads is None:
@@ -105,7 +124,7 @@ def model_for(row: pd.Series) -> tuple[ModelConfig | None, str]:
         if cell_text(row["source_group"]).startswith("NeMo") and low.startswith("gpt3"):
             vocab = 50257  # NeMo GPT-3 configs use the GPT-2 BPE tokenizer
         else:
-            return None, "vocab not stated"
+            return None, "vocab not stated (give a vocab column, or name a catalogue model: perfmodel models list)"
     if "llama" in low:
         style = dict(mlp="swiglu", norm="rmsnorm", position="rope", tie_embeddings=False, linear_bias="none")
     elif "mpt" in low:  # MPT: ALiBi, no biases, tied embeddings, no dropout (llm-foundry mpt yamls)
