@@ -448,3 +448,36 @@ def test_one_run_moves_compute_speed_less_than_twenty():
     c20, n20, _ = fit(parts(20))
     assert 0.8 < c20 < 0.83 and n20 == pytest.approx(1.0, abs=0.15)  # 2% noise blurs the split a little
     assert c20 < c1 < 1.0 and n1 < 1.0
+
+
+def test_runs_table_columns_named_after_plan_fields_set_them(tmp_path):
+    """Every plan setting predict takes can be stated in a runs table (published.runs.PLAN_COLUMNS): the plan of
+    each run has it, and a bad value is refused naming the column, in one line."""
+    from perfmodel.calibrate.from_runs import cases_of, read_runs_table
+
+    df = nemo_runs().head(3).copy()
+    df["recompute"] = "selective"
+    df["recompute_modules"] = "core_attn, mlp"
+    df["stack"] = "torchtitan"
+    df["overlap_dp_comm"] = "false"
+    df["attention"] = "unfused"
+    path = tmp_path / "runs.csv"
+    df.to_csv(path, index=False)
+    for c in cases_of(read_runs_table(path), H100, "test"):
+        p = c.plan
+        assert (p.recompute_modules, p.stack, p.overlap_dp_comm, p.attention) == (
+            ["core_attn", "mlp"], "torchtitan", False, "unfused")
+    # an MoE run: a catalogue MoE model with its shape left out, expert parallelism from its column
+    moe = nemo_runs().head(3).copy()
+    for col in ("n_layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab"):
+        moe[col] = np.nan
+    moe["model"], moe["ep"], moe["tp"], moe["pp"], moe["cp"], moe["vpp"] = "qwen3-30b-a3b", 8, 1, 1, 1, 1
+    moe["dp"], moe["seq_len"], moe["micro_batch"], moe["global_batch"] = moe["n_gpus"], 4096, 1, moe["n_gpus"]
+    moe.to_csv(path, index=False)
+    cases = cases_of(read_runs_table(path), H100, "test")
+    assert all(c.plan.ep == 8 and c.model.moe is not None for c in cases)
+    df["overlap_dp_comm"] = "sometimes"
+    df.to_csv(path, index=False)
+    with pytest.raises(InputError) as e:
+        cases_of(read_runs_table(path), H100, "test")
+    assert "overlap_dp_comm = 'sometimes'; valid: true or false" in str(e.value) and "\n" not in str(e.value)

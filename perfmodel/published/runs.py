@@ -179,7 +179,9 @@ def plan_for(row: pd.Series, model: ModelConfig) -> tuple[Plan | None, str]:
     if mb is None:  # not stated: Megatron-LM's micro-batch of 1 with pipelining, else no accumulation
         mb = 1 if pp > 1 else gbs / dp
     rec_text = cell_text(row["recompute"]).lower()
-    if rec_text.startswith("none"):
+    if rec_text in ("none", "selective", "full", "per-op"):  # Plan's own values (a user's runs table)
+        recompute = rec_text
+    elif rec_text.startswith("none"):
         recompute = "none"
     elif "not stated" in rec_text or not rec_text:
         recompute = d.get("recompute", "none")
@@ -205,12 +207,55 @@ def plan_for(row: pd.Series, model: ModelConfig) -> tuple[Plan | None, str]:
         return None, str(err)
     try:
         split = _megatron_split(row)
-        plan = Plan(tp=tp, pp=pp, dp=int(dp), cp=cp, vpp=vpp, micro_batch=int(mb), global_batch=int(gbs),
-                    seq_len=seq, recompute=recompute, sequence_parallel=sp, zero=zero, precision=precision,
-                    attention=d.get("attention", "flash"), grad_dtype=grad, overlap_dp_comm=overlap, stack=stack, **split)
+        kw = dict(tp=tp, pp=pp, dp=int(dp), cp=cp, vpp=vpp, micro_batch=int(mb), global_batch=int(gbs), seq_len=seq,
+                  recompute=recompute, sequence_parallel=sp, zero=zero, precision=precision,
+                  attention=d.get("attention", "flash"), grad_dtype=grad, overlap_dp_comm=overlap, stack=stack)
+        plan = Plan(**kw | split | plan_columns(row))
     except InputError as err:
         return None, f"plan: {err}"
     return plan, ""
+
+
+# Plan fields a runs table may state in a column of the field's name (beyond the dev set's columns, which map to
+# the others): every setting `perfmodel predict` takes, so that no run a user measured is unrepresentable.
+PLAN_COLUMNS = ("ep", "etp", "expert_imbalance", "moe_dispatcher", "moe_overlap", "recompute_modules",
+                "recompute_num_layers", "recompute_method", "schedule", "attention", "grad_dtype", "grad_compression",
+                "powersgd_rank", "overlap_dp_comm", "stack", "stage_layers")
+LIST_COLUMNS = {"recompute_modules": str, "stage_layers": int}  # written "a,b" or "a b"
+
+
+def plan_columns(row: pd.Series) -> dict:
+    """The PLAN_COLUMNS the row states (non-empty), as Plan takes them: whole numbers as int, true/false/yes/no/1/0
+    as bool for the boolean fields, lists split on commas or spaces; InputError naming the column and value."""
+    out = {}
+    for key in PLAN_COLUMNS:
+        text = cell_text(row[key]) if key in row else ""
+        if not text:
+            continue
+        kind = Plan.model_fields[key].annotation
+        if key in LIST_COLUMNS:
+            parts = [p for p in re.split(r"[,\s;]+", text) if p]
+            try:
+                out[key] = [LIST_COLUMNS[key](float(p)) if LIST_COLUMNS[key] is int else p for p in parts]
+            except ValueError:
+                raise InputError(f"{key} = {text!r}; valid: whole numbers separated by commas") from None
+        elif kind is bool:
+            if text.lower() not in ("true", "false", "yes", "no", "1", "0", "1.0", "0.0"):
+                raise InputError(f"{key} = {text!r}; valid: true or false")
+            out[key] = text.lower() in ("true", "yes", "1", "1.0")
+        elif kind is int or key in ("recompute_num_layers",):
+            v = cell_number(row[key])
+            if v is None or v != int(v):
+                raise InputError(f"{key} = {text!r}; valid: a whole number")
+            out[key] = int(v)
+        elif kind is float:
+            v = cell_number(row[key])
+            if v is None:
+                raise InputError(f"{key} = {text!r}; valid: a number")
+            out[key] = v
+        else:
+            out[key] = text
+    return out
 
 
 def _megatron_split(row: pd.Series) -> dict:
