@@ -227,6 +227,15 @@ def interval_from(errors: np.ndarray, source: str, weights=None) -> Interval | N
     return Interval(low=lo, high=hi, coverage=QUANTILES[1] - QUANTILES[0], rows=int(keep.sum()), source=source)
 
 
+def furthest(cases: list[Case], parts: Parts, n: int = 3) -> str:
+    """The runs whose measured step lies furthest from the uncalibrated spec's (|log measured / predicted|), as a
+    refusal names them: 'furthest from the spec: r3 (3.1x its prediction), ...'."""
+    ratio = parts.measured / parts.predict((1.0, 1.0, 0.0))
+    order = np.argsort(-np.abs(np.log(ratio)))[:n]
+    return "furthest from the spec: " + ", ".join(f"{cases[i].row_id} ({ratio[i]:.3g}x its prediction)"
+                                                    for i in order)
+
+
 def calibrate_from_runs(path: str | Path, system: System, source: str) -> System:
     """`system` with a RunFit fitted to the runs at `path` (see the module docstring)."""
     where = f"--from-runs {str(path)!r}"
@@ -238,11 +247,13 @@ def calibrate_from_runs(path: str | Path, system: System, source: str) -> System
     for name, value in (("compute_speed", params[0]), ("network_speed", params[1])):
         if not slowest * 1.001 < value < fastest * 0.999:
             raise InputError(f"{where}: the runs put {name} at its bound {value:.3g} (the spec prices them "
-                             f"{'far too slow' if value > 1 else 'far too fast'}); nothing written: check each run's "
-                             "layout, batch and step time against what ran, or the --hardware it ran on")
+                             f"{'far too slow' if value > 1 else 'far too fast'}); {furthest(cases, parts)}; nothing "
+                             "written: check those runs' layout, batch and step time against what ran, or the "
+                             "--hardware they ran on")
     if params[2] > 0.5 * parts.measured.min():  # host time cannot be most of a step the spec can price
         raise InputError(f"{where}: the fit puts {params[2]:.3g} s of every step in host overhead, more than half "
-                         f"of the shortest run ({parts.measured.min():.3g} s); nothing written: the runs and the spec "
+                         f"of the shortest run ({parts.measured.min():.3g} s); {furthest(cases, parts)}; nothing "
+                         f"written: the runs and the spec "
                          "disagree by far more than host time explains; check each run's layout, batch and step time")
     pred = parts.predict(params)
     loo = leave_one_out(parts)
