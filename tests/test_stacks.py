@@ -303,6 +303,10 @@ def test_first_and_last_stage_counts_name_the_right_stage():
      "no step time or throughput"),
     (lambda df: df.assign(iter_time_s=df["iter_time_s"] * 1000), "host overhead, more than half"),
     (lambda df: df.assign(iter_time_s=df["iter_time_s"] / 1000), "at its bound"),
+    (lambda df: df.assign(iter_time_s=df["iter_time_s"] / 4), "compute_speed at 3.6"),  # 4x faster than the spec
+    (lambda df: df.assign(model="llama-3-8b", vocab=float("nan")), "is the catalogue's llama-3-8b but the row states"),
+    (lambda df: df.assign(stage_layers="inf, 4"), "stage_layers = 'inf, 4'; valid: whole numbers"),
+    (lambda df: df.assign(ep="1e400"), "ep = 'inf'; valid: a whole number"),  # pandas reads it as a float
 ])
 def test_calibrate_from_runs_refuses_runs_it_cannot_price(tmp_path, edit, needle):
     csv = tmp_path / "runs.csv"
@@ -310,7 +314,7 @@ def test_calibrate_from_runs_refuses_runs_it_cannot_price(tmp_path, edit, needle
     with pytest.raises(InputError) as e:
         calibrate_from_runs(csv, H100, "test")
     assert needle in str(e.value) and "\n" not in str(e.value)
-    if needle in ("at its bound", "host overhead, more than half"):  # it names the runs that pull the fit
+    if needle in ("at its bound", "host overhead, more than half", "compute_speed at 3.6"):  # it names the runs
         assert "furthest from the spec: " in str(e.value) and "x its prediction)" in str(e.value)
 
 
@@ -429,10 +433,11 @@ def test_runs_naming_a_catalogue_model_take_the_shape_they_leave_out(tmp_path):
     preset = pm.load_model("llama-3-8b")
     assert all((c.model.vocab, c.model.n_layers, c.model.hidden, c.model.n_kv_heads)
                == (preset.vocab, preset.n_layers, preset.hidden, preset.n_kv_heads) for c in cases)
-    # a stated column wins over the preset's
+    # a stated column that differs from the catalogue's: refused, naming it (its head_dim, MoE, MLA would not fit)
     df["n_layers"] = 16
     df.to_csv(path, index=False)
-    assert {c.model.n_layers for c in cases_of(read_runs_table(path), H100, "test")} == {16}
+    with pytest.raises(InputError, match=r"states n_layers = 16 \(the catalogue's: 32\); valid: leave the shape"):
+        cases_of(read_runs_table(path), H100, "test")
 
 
 def test_one_run_moves_compute_speed_less_than_twenty():

@@ -41,6 +41,7 @@ from ..spec.stack import Interval
 from .intervals import weighted_bounds
 
 PRIOR_SD = (0.2, 1.0, 0.1)  # prior sd of log compute speed, log network speed, overhead / median step (docstring)
+FAR = 4.0  # a fitted log compute speed beyond this many PRIOR_SD[0] is refused (a unit slip, another GPU)
 SOFT_SCALE = 0.05  # relative residual where the soft-L1 loss turns from quadratic to linear: a run's noise
 MIN_RUNS = 3
 QUANTILES = (0.1, 0.9)  # the 80% prediction interval
@@ -170,34 +171,35 @@ def fit(parts: Parts, weights=None, overhead: bool = True) -> tuple[float, float
     per-step overhead at 0 (a fit meant for other clusters, whose host time it does not know)."""
     scale = float(np.median(parts.measured))  # the overhead's prior is stated relative to a typical step
     n = len(parts.measured)
-    w = np.sqrt(np.ones(n) if weights is None else np.asarray(weights, float))
+    w = np.ones(n) if weights is None else np.asarray(weights, float)
     sd = np.asarray(PRIOR_SD)
 
     def residuals(x):
         lc, ln, o = x
         pred = run_fit_time(parts.compute, parts.comm, parts.host, np.exp(-lc), np.exp(-ln), o)
         # a prior term of (x / sd) standard deviations weighs as that many run-noise scales (SOFT_SCALE)
-        return np.concatenate([w * (pred / parts.measured - 1.0), SOFT_SCALE * np.array([lc, ln, o / scale]) / sd])
+        return np.concatenate([pred / parts.measured - 1.0, SOFT_SCALE * np.array([lc, ln, o / scale]) / sd])
 
     lo, hi = BOUNDS
     top = hi[2] if overhead else 1e-9 * scale
     # x0 clear of the bounds: least_squares' trust region does not leave a start on (or a hair from) one
-    sol = least_squares(residuals, x0=[0.0, 0.0, 1e-6 * scale if overhead else 0.5 * top], loss=robust_loss(n), bounds=(
-        [np.log(lo[0]), np.log(lo[1]), lo[2]], [np.log(hi[0]), np.log(hi[1]), top]))
+    sol = least_squares(residuals, x0=[0.0, 0.0, 1e-6 * scale if overhead else 0.5 * top], loss=robust_loss(w),
+                        bounds=([np.log(lo[0]), np.log(lo[1]), lo[2]], [np.log(hi[0]), np.log(hi[1]), top]))
     lc, ln, o = sol.x
-    return float(np.exp(-lc)), float(np.exp(-ln)), float(o)
+    return float(np.exp(-lc)), float(np.exp(-ln)), float(o) if overhead else 0.0
 
 
-def robust_loss(n: int):
-    """least_squares' loss for n run residuals then the prior's: soft-L1 at SOFT_SCALE on the runs (rho(z) =
-    2 C^2 (sqrt(1 + z / C^2) - 1), z the squared residual; scipy's soft_l1 with f_scale C), plain squares on the
-    prior (Gaussian), as (rho, rho', rho'') rows."""
-    c2 = SOFT_SCALE**2
+def robust_loss(weights: np.ndarray):
+    """least_squares' loss for the runs' residuals (one weight each) then the prior's: soft-L1 at SOFT_SCALE on
+    the runs (rho(z) = 2 C^2 (sqrt(1 + z / C^2) - 1), z the squared residual; scipy's soft_l1 with f_scale C),
+    each run's rho times its weight (outside the loss, so a weight counts as that many runs in the tails too),
+    plain squares on the prior (Gaussian), as (rho, rho', rho'') rows."""
+    c2, n, w = SOFT_SCALE**2, len(weights), np.asarray(weights, float)
 
     def loss(z):
         out = np.empty((3, len(z)))
         t = np.sqrt(1 + z[:n] / c2)
-        out[:, :n] = 2 * c2 * (t - 1), 1 / t, -0.5 / (c2 * t**3)
+        out[:, :n] = w * 2 * c2 * (t - 1), w / t, -0.5 * w / (c2 * t**3)
         out[0, n:], out[1, n:], out[2, n:] = z[n:], 1.0, 0.0
         return out
     return loss
@@ -250,6 +252,12 @@ def calibrate_from_runs(path: str | Path, system: System, source: str) -> System
                              f"{'far too slow' if value > 1 else 'far too fast'}); {furthest(cases, parts)}; nothing "
                              "written: check those runs' layout, batch and step time against what ran, or the "
                              "--hardware they ran on")
+    if abs(np.log(params[0])) > FAR * PRIOR_SD[0]:  # a unit slip or the wrong --hardware, not a cluster's speed
+        low, high = np.exp(-FAR * PRIOR_SD[0]), np.exp(FAR * PRIOR_SD[0])
+        raise InputError(f"{where}: the runs put compute_speed at {params[0]:.3g}, beyond what any development-set "
+                         f"cluster is from its spec (valid: {low:.2g} to {high:.2g}, {FAR:g} prior standard deviations);"
+                         f" {furthest(cases, parts)}; nothing written: check those runs' step time (seconds per "
+                         "step), layout and batch, or the --hardware they ran on")
     if params[2] > 0.5 * parts.measured.min():  # host time cannot be most of a step the spec can price
         raise InputError(f"{where}: the fit puts {params[2]:.3g} s of every step in host overhead, more than half "
                          f"of the shortest run ({parts.measured.min():.3g} s); {furthest(cases, parts)}; nothing "

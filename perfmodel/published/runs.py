@@ -92,8 +92,13 @@ def preset_for(row: pd.Series) -> ModelConfig | None:
     """The catalogue model the row's `model` names (a preset or alias, `perfmodel models list`), or None."""
     from ..spec.model_catalogue import load_model
 
+    from ..files import looks_like_path
+
+    name = cell_text(row["model"])
+    if not name or looks_like_path(name):
+        return None
     try:
-        return load_model(cell_text(row["model"])) if cell_text(row["model"]) else None
+        return load_model(name)
     except InputError:
         return None
 
@@ -106,12 +111,15 @@ def model_for(row: pd.Series) -> tuple[ModelConfig | None, str]:
     if None in (layers, hidden, heads, vocab) and seq is not None and (preset := preset_for(row)) is not None:
         # a run that names a catalogue model and leaves part of its shape out: the preset, the stated columns over it
         stated = dict(n_layers=layers, hidden=hidden, n_heads=heads, n_kv_heads=kv, ffn_hidden=ffn, vocab=vocab)
-        data = preset.model_dump() | {k: int(v) for k, v in stated.items() if v is not None}
-        try:
-            return ModelConfig(**data | dict(max_seq_len=max(preset.max_seq_len, int(seq)),
-                                             source=f"{row['row_id']}: preset {name}, stated columns over it")), ""
-        except (InputError, ValueError) as err:
-            return None, f"model: {str(err).splitlines()[0]}"
+        differ = [f"{k} = {v:g} (the catalogue's: {getattr(preset, k)})" for k, v in stated.items()
+                  if v is not None and v != getattr(preset, k)]
+        if differ:  # another shape under a catalogue name: its derived fields (head_dim, MoE, MLA) would not fit
+            return None, (f"model {name!r} is the catalogue's {preset.name} but the row states {', '.join(differ)}; "
+                          "valid: leave the shape columns empty (the catalogue's shape) or state all of n_layers, "
+                          "hidden, heads and vocab")
+        data = preset.model_dump() | dict(name=name, max_seq_len=max(preset.max_seq_len, int(seq)),
+                                          source=f"{row['row_id']}: catalogue model {preset.name}")
+        return ModelConfig(**data), ""
     if None in (layers, hidden, seq):
         return None, "model shape (layers/hidden/seq_len) not stated"
     if heads is None:
@@ -150,6 +158,8 @@ def zero_of(text: str, default: int = 0) -> int:
     """The ZeRO stage a table's sharding text names ('PyTorch FSDP SHARD_GRAD_OP' -> 2, 'FSDP2 8-way' -> 3,
     'distributed optimizer' -> 1), `default` where it names none."""
     z = text.lower()
+    if z.strip() in ("0", "1", "2", "3", "0.0", "1.0", "2.0", "3.0"):  # the stage itself (a user's runs table)
+        return int(float(z))
     if "shard_grad_op" in z or "zero-2" in z:
         return 2
     if any(k in z for k in ("zero-3", "full_shard", "full shard", "fsdp", "zero_stage: 3")):
@@ -160,8 +170,11 @@ def zero_of(text: str, default: int = 0) -> int:
 
 
 def precision_of(text: str) -> str:
-    """The GEMM precision a table's precision text names: fp8 (also 'float8'), fp16, else bf16."""
+    """The GEMM precision a table's precision text names: fp4 (also 'nvfp4', 'mxfp4', 'float4'), fp8 (also
+    'float8'), fp16, else bf16."""
     t = text.lower()
+    if "fp4" in t or "float4" in t:
+        return "fp4"
     return "fp8" if ("fp8" in t or "float8" in t) else ("fp16" if "fp16" in t else "bf16")
 
 
@@ -235,22 +248,25 @@ def plan_columns(row: pd.Series) -> dict:
         kind = Plan.model_fields[key].annotation
         if key in LIST_COLUMNS:
             parts = [p for p in re.split(r"[,\s;]+", text) if p]
-            try:
-                out[key] = [LIST_COLUMNS[key](float(p)) if LIST_COLUMNS[key] is int else p for p in parts]
-            except ValueError:
-                raise InputError(f"{key} = {text!r}; valid: whole numbers separated by commas") from None
+            if LIST_COLUMNS[key] is int:
+                nums = [cell_number(p) for p in parts]
+                if any(v is None or not math.isfinite(v) or v != int(v) for v in nums):
+                    raise InputError(f"{key} = {text!r}; valid: whole numbers separated by commas")
+                out[key] = [int(v) for v in nums]
+            else:
+                out[key] = parts
         elif kind is bool:
             if text.lower() not in ("true", "false", "yes", "no", "1", "0", "1.0", "0.0"):
                 raise InputError(f"{key} = {text!r}; valid: true or false")
             out[key] = text.lower() in ("true", "yes", "1", "1.0")
         elif kind is int or key in ("recompute_num_layers",):
             v = cell_number(row[key])
-            if v is None or v != int(v):
+            if v is None or not math.isfinite(v) or v != int(v):
                 raise InputError(f"{key} = {text!r}; valid: a whole number")
             out[key] = int(v)
         elif kind is float:
             v = cell_number(row[key])
-            if v is None:
+            if v is None or not math.isfinite(v):
                 raise InputError(f"{key} = {text!r}; valid: a number")
             out[key] = v
         else:
