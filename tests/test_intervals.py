@@ -93,3 +93,7 @@ def test_an_estimate_in_a_regime_quotes_the_union_and_says_why():
     assert wider and e.step_time_s_high == pytest.approx(e.step_time_s * (1 + hi))
     assert e.step_time_s_low == pytest.approx(e.step_time_s * (1 + lo)) and "wider for pp > 1 or cp > 1 (49 runs)" in \
         e.interval_source
+    # the table's headline shows the whole of it (it is cut at the source's first colon)
+    from perfmodel.cli.report import _band
+
+    assert _band(e).endswith("inside), wider for pp > 1 or cp > 1 (49 runs))")

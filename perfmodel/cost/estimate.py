@@ -174,7 +174,7 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
         step_time_s_low=step_s * (1 + low) if band else None,
         step_time_s_high=step_s * (1 + high) if band else None,
         interval_source=(f"{band.coverage:.0%} interval from {band.rows} runs"
-                         + (f" (the dev set's held-out groups: {band.held_out:.0%} inside)"
+                         + (f" ({band.held_out:.0%} of held-out dev-set groups' runs inside)"
                             if band.held_out is not None else "")
                          + (f", wider for {' and '.join(f'{REGIMES[r]} ({band.regimes[r].rows} runs)' for r in wider)}"
                             if wider else "")
