@@ -34,7 +34,7 @@ import re
 import statistics
 from pathlib import Path
 
-from ..spec.hardware import GEMM_DTYPES, Accelerator, Efficiency, GiB, NetworkTier, System
+from ..spec.hardware import GEMM_DTYPES, MAX_BACKWARD_RATE, Accelerator, Efficiency, GiB, NetworkTier, System
 from .fit import best_gemm_rate, best_stream_bandwidth, roofline_gemms
 from .measured_tables import measured_backward_rate, table_grid
 from .raw import FitResult, Measurements
@@ -287,9 +287,6 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
         data["description"] = (f"{template.description} -- efficiencies calibrated on "
                                f"{env.nproc} x {env.device_name} ({env.started_at[:10]})")
     return System.parse(data, where="calibrated spec")
-
-
-MAX_BACKWARD_RATE = 4.0  # Accelerator.attention_backward_rate's bound
 
 
 def attention_source(acc: dict, m: Measurements, table: str | Path, prov: str, after_gemm: bool) -> None:

@@ -33,6 +33,9 @@ GiB = 2**30
 # without torch.compile's savings counted). Set it per run with --headroom.
 DEFAULT_HEADROOM = 0.10
 
+MAX_BACKWARD_RATE = 4.0  # attention backward / forward FLOP rate: FlashAttention-2 is 0.86; 4 is a broken timing
+
+
 class Accelerator(Schema):
     """One chip as its datasheet describes it. Peak rates are dense (no structured sparsity)."""
 
@@ -59,9 +62,10 @@ class Accelerator(Schema):
                           "(the part's own FMHA: it prices the stacks whose attention_native is true; "
                           "FlashAttention-2 stacks keep attention_max)")
     attention_backward_rate: float | None = Field(
-        None, gt=0, le=4, description="backward FLOP/s over the attention table's forward FLOP/s, measured (perfmodel "
-                                      "calibrate: the same calls forward and forward + backward); null: "
-                                      "FlashAttention-2's 63/73 (Dao 2023, Sec. 4.1; cost.kernels.FLASH_BWD_RATE)")
+        None, gt=0, le=MAX_BACKWARD_RATE,
+        description="backward FLOP/s over the attention table's forward FLOP/s, measured (perfmodel calibrate: the "
+                    "same calls forward and forward + backward); null: FlashAttention-2's 63/73 (Dao 2023, Sec. 4.1; "
+                    "cost.kernels.FLASH_BWD_RATE)")
     gemm_power_w: dict[Literal["bf16", "fp8", "fp4"], Datasheet] = Field(default_factory=dict, description="W drawn "
         "by GEMMs of >= 1e12 FLOPs per dtype (kernels/gemm_power.csv): the energy model's draw in GEMM time")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")

@@ -33,7 +33,7 @@ LARGE_GPUS = 1024  # the "large" regime: data-parallel collectives span more tie
 # cross ranks every micro-batch (pipeline sends and bubble, the context-parallel ring), priced from schedules.
 REGIMES = {"pp_or_cp": "pp > 1 or cp > 1", "low_precision": "fp8 or fp4 GEMMs",
            "large": f"more than {LARGE_GPUS} devices"}
-Regime = Literal["pp_or_cp", "low_precision", "large"]
+Regime = Literal[tuple(REGIMES)]
 
 
 def regimes_of(plan) -> tuple[str, ...]:
