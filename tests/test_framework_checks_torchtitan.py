@@ -71,6 +71,19 @@ def test_fp8_converter_per_version(version, converter):
     assert "\n[float8]" not in text
 
 
+def test_compile_per_version():
+    """compile model+loss: 0.2.2's [compile] table and 0.3.0's CompileConfig (accepted with the spread above)."""
+    pf = spread_plan_file("zero3-compile")
+    old, new = (export_plan(pf, "torchtitan", v) for v in ("0.2.2", "0.3.0"))
+    assert '[compile]\nenable = true\ncomponents = ["model", "loss"]' in old
+    assert "compile=CompileConfig(enable=True, components=['model', 'loss'])," in new
+    assert "compile, " not in new.split('"""')[1] and "[compile]." not in old
+    # Megatron-LM and DeepSpeed run no such compile: their nearest plans drop it, and say so
+    from perfmodel.export import deepspeed, megatron_plan
+    assert megatron_plan.nearest_plan(pf, "core_r0.16")[0]["compile"] == "none"
+    assert deepspeed.nearest_plan(pf, "0.19.8")[0]["compile"] == "none"
+
+
 def test_zero_levels():
     pf = spread_plan_file("zero3-per-op")  # 8 GPUs, dp 8
     for zero, want in ((0, {}), (1, {"zero": 2}), (2, {}), (3, {})):

@@ -59,7 +59,7 @@ def test_torchtitan_pipelined_rows(cases):
 def test_nanotron_row(cases):
     c = cases["M030"]
     p = c.plan
-    assert (p.tp, p.pp, p.dp, p.zero, p.recompute, p.stack) == (4, 2, 1, 1, "none", "plain-torch")
+    assert (p.tp, p.pp, p.dp, p.zero, p.recompute, p.stack) == (4, 2, 1, 1, "none", "nanotron")
     assert (p.micro_batch, p.global_batch, p.seq_len) == (8, 1024, 4096)
     assert (p.grad_dtype, p.sequence_parallel) == ("fp32", True)
     assert p.stage_layers == [14, 10]  # nanotron's compute-balanced split (the LM head costs 2.45 layers)

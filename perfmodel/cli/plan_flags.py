@@ -25,6 +25,7 @@ PRECISIONS = typing.get_args(Precision)  # the plan's own list
 DISPATCHERS = typing.get_args(Dispatcher)
 RECOMPUTES = typing.get_args(Recompute)
 RECOMPUTE_METHODS = typing.get_args(Plan.model_fields["recompute_method"].annotation)
+COMPILES = typing.get_args(Plan.model_fields["compile"].annotation)
 
 
 def module_list(name: str):
@@ -92,6 +93,9 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("--schedule", choices=["1f1b", "interleaved", "gpipe"], help="default: interleaved if vpp > 1 else 1f1b")
     pr.add_argument("--attention", choices=["flash", "unfused"], help="default flash")
     pr.add_argument("--grad-dtype", choices=["fp32", "bf16"], help="default fp32")
+    pr.add_argument("--compile", choices=COMPILES,
+                    help="torch.compile as torchtitan's [compile] components: none (default), model (each block), "
+                         "model+loss (the loss too); memory only, stacks that compile (torchtitan)")
     add_compression_flags(pr, None)
     pr.add_argument("--stack", choices=STACKS, help=f"software stack that runs the plan (default {DEFAULT_STACK}; "
                                                     "docs/stacks.md)")
@@ -123,7 +127,8 @@ PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "globa
 PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "expert_imbalance",
               "moe_dispatcher", "micro_batch", "global_batch", "seq_len", "recompute", "recompute_modules",
               "recompute_num_layers", "recompute_method", "zero", "precision", "schedule",
-              "attention", "grad_dtype", "grad_compression", "powersgd_rank", "stack", "first_stage_layers", "last_stage_layers",
+              "attention", "grad_dtype", "compile", "grad_compression", "powersgd_rank", "stack", "first_stage_layers",
+              "last_stage_layers",
               "sequence_parallel", "no_overlap_dp_comm", "account_for_embedding", "account_for_loss", "moe_overlap")
 VALUE_FLAGS = PLAN_FLAGS[2:PLAN_FLAGS.index("sequence_parallel")]  # the plan fields given by value
 

@@ -50,6 +50,9 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
     ({} when it is as planned), and one line per change saying what changed and why."""
     p, up, why = pf.plan, {}, []
     ds = f"DeepSpeed {version}"
+    if p.compile != "none":
+        plan_change(pf, up, why, "compile", "none", f"the {ds} config has no torch.compile of the model's blocks "
+                    "and loss as the plan has it (its \"compile\" section compiles the engine's whole module)")
     if p.pp > 1 and p.zero >= 2:
         plan_change(pf, up, why, "zero", 1, f"{ds}'s PipelineEngine asserts ZeRO stage < 2 (\"ZeRO-2 and ZeRO-3 "
                     "are incompatible with pipeline parallelism\"); ZeRO-1 is the nearest stage it runs")

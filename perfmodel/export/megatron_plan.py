@@ -97,6 +97,9 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
     if p.pp > 1 and p.schedule == "gpipe":
         plan_change(pf, up, why, "schedule", "1f1b", "Megatron-LM has no GPipe schedule (all forwards, then all "
                     "backwards)")
+    if p.compile != "none":
+        plan_change(pf, up, why, "compile", "none", "Megatron-LM runs no torch.compile of its layers or loss (its "
+                    "fused kernels come from Transformer Engine)")
     if p.recompute == "per-op":
         up |= {"recompute": "selective", "recompute_modules": list(DEFAULT_RECOMPUTE_MODULES)}
         why.append("recompute per-op -> selective [core_attn]: torchtitan's per-op policy has no Megatron-LM "

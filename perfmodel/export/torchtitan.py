@@ -36,6 +36,7 @@ class Settings:
     ac: str  # none | full | op | an integer N (0.2.2: every Nth block)
     fp8: bool
     per_node: int
+    compile: list[str]  # [compile] components ("model", "loss"); empty: not compiled
     nodes: int
     comments: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -60,6 +61,7 @@ def settings(pf: PlanFile, version: str) -> Settings:
     per_node, nodes, launch_notes = devices_per_node(pf)
     s = Settings(version=version, name=name, flavor=flavor, custom_shape=custom, parallelism={}, training={},
                  ac="none", fp8=p.precision in ("fp8", "fp4"), per_node=per_node, nodes=nodes,
+                 compile=[] if p.compile == "none" else p.compile.split("+"),
                  comments=comments, notes=hardware_notes(pf) + notes + launch_notes)
     _data_parallel(pf, s)
     s.parallelism.update(tensor_parallel_degree=p.tp, context_parallel_degree=p.cp, pipeline_parallel_degree=p.pp)

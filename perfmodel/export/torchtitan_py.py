@@ -25,7 +25,7 @@ def render(pf: PlanFile, s, changes: list[str]) -> str:
             f"{s.nodes} --node-rank $NODE_RANK --rdzv-endpoint $MASTER_ADDR:29500 -m torchtitan.train --module "
             f"{FUNCTION} --config {FUNCTION}",
             "Not part of the plan (add your own): optimizer, lr_scheduler, dataloader, hf_assets_path, checkpoint, "
-            'compile, training.steps."""',
+            + ("" if s.compile else "compile, ") + 'training.steps."""',
             *[f"# Plan changed for torchtitan 0.3.0 (then re-predicted): {c}" for c in changes],
             *[f"# {c}" for c in s.comments + _comments(pf, s)],
             *not_expressed_comments("torchtitan 0.3.0", s.notes),
@@ -55,7 +55,7 @@ def _imports(s) -> list[str]:
     lines += ["from torchtitan.components.loss import ChunkedLossWrapper, CrossEntropyLoss"]
     if s.fp8:
         lines.append("from torchtitan.components.quantization import Float8LinearConverter")
-    lines += ["from torchtitan.config import ParallelismConfig, TrainingConfig"]
+    lines += [f"from torchtitan.config import {'CompileConfig, ' if s.compile else ''}ParallelismConfig, TrainingConfig"]
     if s.ac in ("full", "op"):
         lines.append(f"from torchtitan.distributed.activation_checkpoint import "
                      f"{'FullAC' if s.ac == 'full' else 'SelectiveAC'}")
@@ -114,6 +114,7 @@ def _function(pf: PlanFile, s) -> list[str]:
             *_call("training", "TrainingConfig", training),
             *_call("parallelism", "ParallelismConfig", parallelism),
             f"        activation_checkpoint={_AC[s.ac] if s.ac in _AC else 'FullAC.Config()'},",
+            *([f"        compile=CompileConfig(enable=True, components={s.compile!r}),"] if s.compile else []),
             "    )"]
 
 

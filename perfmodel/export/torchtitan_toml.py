@@ -1,6 +1,6 @@
 """torchtitan 0.2.2's TOML job config (torchtitan/config/job_config.py JobConfig, read by torchtitan/config/
 manager.py ConfigManager.parse_args(["--job.config_file", PATH])): [job], [model], [training], [parallelism],
-[activation_checkpoint] and, for fp8, the quantize.linear.float8 converter with its [quantize.linear.float8]
+[activation_checkpoint], [compile] where the plan compiles and, for fp8, the quantize.linear.float8 converter with its [quantize.linear.float8]
 table (0.2.2 registers converters by that name: components/quantization/float8.py; the older [float8] table and
 "float8" converter name are refused)."""
 
@@ -37,6 +37,8 @@ def render(pf: PlanFile, s, changes: list[str]) -> str:
                 ("model", model), ("training", s.training), ("parallelism", parallelism),
                 ("activation_checkpoint", ac)]
     comments = list(s.comments)
+    if s.compile:  # job_config.py Compile: enable, components (default model and loss)
+        sections.append(("compile", {"enable": True, "components": s.compile}))
     if s.fp8:
         model["converters"] = ["quantize.linear.float8"]
         sections.append(("quantize.linear.float8", {"enable_fsdp_float8_all_gather": False,
@@ -50,7 +52,7 @@ def render(pf: PlanFile, s, changes: list[str]) -> str:
              (f"# Launch: torchrun --nproc-per-node {s.per_node} --nnodes {s.nodes} --node-rank $NODE_RANK "
               "--rdzv-endpoint $MASTER_ADDR:29500 -m torchtitan.train --job.config_file THIS_FILE.toml"),
              ("# Not part of the plan (add your own): [optimizer], [lr_scheduler], [training] steps and dataset, "
-              "[model] hf_assets_path, [checkpoint], [compile]."),
+              "[model] hf_assets_path, [checkpoint]" + ("." if s.compile else ", [compile].")),
              *[f"# {c}" for c in comments]]
     for name, table in sections:
         lines += ["", f"[{name}]", *[f"{k} = {toml_value(v)}" for k, v in table.items()]]

@@ -64,13 +64,10 @@ MEMORY_GROUP_DEFAULTS: dict[str, dict] = {
     # per rank when unset) fixes the micro-batch where a row says its size is not stated or not certain (the
     # 405B rows): local batch / (pp x vpp).
     "torchtitan_H100_2024-12": dict(attention="flash", interleaved_vpp=2, pp_microbatches="stages"),
-    # nanotron names no stack profile. Closest: plain-torch (eager PyTorch with the default caching allocator,
-    # fused AdamW, a vocab-parallel cross entropy over fp32-cast logits: nanotron casts the LM head's bf16
-    # logits to fp32 (cast_to_fp32) and its sharded_cross_entropy subtracts the max into a new fp32 tensor, the
-    # 2 + 4 + 4 = 10 B per logit of plain-torch's loss_bytes_per_logit; its allocator_slack comes from these
-    # very nanotron logs). flash-attn (nanotron llama); its 1F1B pipeline engine (OneForwardOneBackward).
-    # Its pipeline split balances compute, not layers (`nanotron_stage_layers`).
-    "nanotron_old_bench_llama1B": dict(attention="flash", stack="plain-torch", split="nanotron"),
+    # The framework cell names nanotron: its own stack profile (hardware_specs/stacks/nanotron.yaml). flash-attn
+    # (nanotron llama); its 1F1B pipeline engine (OneForwardOneBackward). Its pipeline split balances compute,
+    # not layers (`nanotron_stage_layers`).
+    "nanotron_old_bench_llama1B": dict(attention="flash", split="nanotron"),
 }
 
 
@@ -269,6 +266,9 @@ def dense_plan(row: pd.Series, model: ModelConfig, system: System) -> tuple[Plan
         grad = "fp32"
     else:
         grad = d.get("grad_dtype", "fp32")
+    # torch.compile in the row's text: torchtitan's Dec-2024 runs compiled each TransformerBlock (9dec370
+    # parallelize_llama apply_compile); the loss joined only in 2025 ([compile] components)
+    comp = "model" if "torch.compile" in gtext else "none"
     sp_text = cell_text(row["sp"]).lower()
     sp = tp > 1 and (sp_text.startswith("yes") or "reduce_scatter" in sp_text or d.get("sp_with_tp", False))
     try:
@@ -282,7 +282,7 @@ def dense_plan(row: pd.Series, model: ModelConfig, system: System) -> tuple[Plan
         plan = Plan(tp=tp, pp=pp, dp=int(dp), cp=cp, vpp=vpp, schedule=schedule, micro_batch=int(mb),
                     global_batch=int(gbs), seq_len=int(seq), recompute=rc, recompute_modules=mods,
                     sequence_parallel=sp, zero=zero, precision=precision, grad_dtype=grad,
-                    attention=d.get("attention", "flash"), stack=stack, stage_layers=stage_layers)
+                    attention=d.get("attention", "flash"), stack=stack, stage_layers=stage_layers, compile=comp)
         plan = resolve(plan, model, system)
     except InputError as err:
         return None, f"plan: {err}", notes

@@ -233,7 +233,7 @@ def plan_for(row: pd.Series, model: ModelConfig) -> tuple[Plan | None, str]:
 # the others): every setting `perfmodel predict` takes, so that no run a user measured is unrepresentable.
 PLAN_COLUMNS = ("ep", "etp", "expert_imbalance", "moe_dispatcher", "moe_overlap", "recompute_modules",
                 "recompute_num_layers", "recompute_method", "schedule", "attention", "grad_dtype", "grad_compression",
-                "powersgd_rank", "overlap_dp_comm", "stack", "stage_layers")
+                "powersgd_rank", "overlap_dp_comm", "stack", "stage_layers", "compile")
 LIST_COLUMNS = {"recompute_modules": str, "stage_layers": int}  # written "a,b" or "a b"
 
 

@@ -12,7 +12,7 @@ from pydantic import Field
 from ..errors import Count, Flag, InputError, IntLiteral, Real, Schema
 from .hardware import System
 from .model import ModelConfig
-from .stack import DEFAULT_STACK, STACKS, load_stack
+from .stack import DEFAULT_STACK, STACKS, check_compile, load_stack
 
 from .recompute import Recompute, RecomputeModule, RECOMPUTE_MODULES, check_recompute
 Precision = Literal["bf16", "fp16", "fp8", "fp4"]
@@ -74,6 +74,9 @@ class Plan(Schema):
     attention: Literal["flash", "unfused"] = Field(
         "flash", description="fused (FlashAttention-style) kernel, or unfused QK^T / softmax / dropout / AV"
     )
+    compile: Literal["none", "model", "model+loss"] = Field(
+        "none", description="torch.compile as torchtitan's [compile] components: model (each block; 2024), "
+                            "model+loss (2025); its memory effects in cost.memory; stacks that compile only")
     grad_dtype: Literal["fp32", "bf16"] = Field(
         "fp32", description="gradient accumulation and reduction dtype (Megatron bf16 and torch FSDP default: fp32)"
     )
@@ -344,7 +347,7 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
     _check_experts(p, model)
     _check_compression(p, model)
     check_recompute(p, model)
-    load_stack(p["stack"])  # refuses an unknown stack (naming the known ones) or a bad profile file
+    check_compile(p["stack"], p["compile"])  # refuses an unknown stack, a bad profile file, compile it lacks
     system.accelerator.peak_flops(p["precision"])  # raises for a dtype the part lacks
     if p["precision"] not in system.efficiency.matmul_max:
         raise InputError(f"precision={p['precision']}: {system.name} has no matmul efficiency for it; valid: {', '.join(system.efficiency.matmul_max)}")

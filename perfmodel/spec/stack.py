@@ -22,10 +22,12 @@ from pydantic import Field
 from ..errors import InputError, Schema, suggest
 from ..files import looks_like_path, read_mapping
 
-STACKS = ("megatron-core", "nemo", "torchtitan", "composer-fsdp1", "deepspeed", "plain-torch")
+STACKS = ("megatron-core", "nemo", "torchtitan", "composer-fsdp1", "deepspeed", "nanotron", "plain-torch")
 DEFAULT_STACK = "megatron-core"
 EXECUTOR_STACK = "plain-torch"  # perfmodel's own executor (perfmodel execute / validate)
 Optimizer = Literal["fused", "foreach", "forloop"]
+# Element-wise ops a stack's eager model code runs as separate torch ops (cost.operator_table.eager_kept_bytes)
+EagerOp = Literal["norm", "glu"]
 
 
 LARGE_GPUS = 1024  # the "large" regime: data-parallel collectives span more tiers than the dev set mostly measured
@@ -135,6 +137,15 @@ class Stack(Schema):
     loss_bytes_per_logit: float = Field(
         ge=4, le=32, description="bytes per logit (per token and local vocabulary entry) the cross entropy holds at "
                                  "its peak, the bf16 logits and their fp32 temporaries together (4: one fp32 copy)")
+    compiled_loss_bytes_per_logit: float | None = Field(
+        None, ge=4, le=32, description="as loss_bytes_per_logit for a plan with compile = model+loss, the stack "
+                                       "compiling its loss with torch.compile (Inductor fuses the fp32 upcast, log-softmax and "
+                                       "gradient); null: the stack runs no torch.compile, and such a plan is refused")
+    eager_unfused: list[EagerOp] = Field(
+        default_factory=list, description="element-wise ops the stack's model code runs as separate eager torch ops, "
+                                          "whose autograd saves more than a fused kernel keeps (norm: RMSNorm's fp32 "
+                                          "upcast; glu: act(gate), beside gate, up and their product); torch.compile "
+                                          "(plan compile) fuses them (cost.memory.eager_kept_bytes)")
     step_overhead_s: float = Field(ge=0, description="host seconds per step outside the model (data loading, "
                                                      "logging, scheduler) that the device does not hide")
     interval: Interval | None = Field(None, description="prediction interval for runs of this stack")
@@ -197,11 +208,23 @@ def load_stack(spec: str | Path | Stack) -> Stack:
     return _LOADED[key]
 
 
+def check_compile(stack: str | Path | Stack, compile: str) -> Stack:
+    """The stack (`load_stack`), after refusing a plan's compile (none | model | model+loss) where the stack runs no
+    torch.compile (compiled_loss_bytes_per_logit null)."""
+    s = load_stack(stack)
+    if compile != "none" and s.compiled_loss_bytes_per_logit is None:
+        can = [n for n in STACKS if load_stack(n).compiled_loss_bytes_per_logit is not None]
+        raise InputError(f"compile = {compile} with stack = {str(stack)!r}, which runs no torch.compile; valid: "
+                         f"compile = none, or a stack that compiles: {', '.join(can)}")
+    return s
+
+
 # A runs CSV's `framework` text -> stack: the first keyword found wins (NeMo runs on Megatron-Core, so it is
 # tested before 'megatron'; Megatron-DeepSpeed is DeepSpeed's engine).
 _FRAMEWORK_WORDS = (("nemo", "nemo"), ("torchtitan", "torchtitan"), ("composer", "composer-fsdp1"),
                     ("llm-foundry", "composer-fsdp1"), ("mosaic", "composer-fsdp1"), ("deepspeed", "deepspeed"),
-                    ("megatron", "megatron-core"), ("perfmodel", "plain-torch"), ("plain", "plain-torch"))
+                    ("megatron", "megatron-core"), ("nanotron", "nanotron"), ("perfmodel", "plain-torch"),
+                    ("plain", "plain-torch"))
 
 
 def stack_for_framework(text: str, where: str = "framework") -> str:
@@ -214,4 +237,4 @@ def stack_for_framework(text: str, where: str = "framework") -> str:
         if word in low:
             return stack
     raise InputError(f"{where} = {text!r} names no known software stack; valid: one of {', '.join(STACKS)}, or "
-                     "a framework name containing NeMo, torchtitan, Composer/llm-foundry, DeepSpeed or Megatron")
+                     "a framework name containing NeMo, torchtitan, Composer/llm-foundry, DeepSpeed, Megatron or nanotron")
