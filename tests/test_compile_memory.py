@@ -31,40 +31,58 @@ def _plan(**kw) -> tuple:
     return model, system, resolve(Plan(**(base | kw)), model, system)
 
 
-def test_eager_norm_and_glu_bytes_by_hand():
-    """torchtitan eager, no recompute: two RMSNorms save an fp32 upcast each (4 h B per token) and SwiGLU's mul
-    saves silu's output (2 f B per token); tp 2 with SP splits the norms' tokens and the MLP's width."""
+def test_eager_norm_and_glu_bytes_by_hand(tmp_path):
+    """torchtitan eager, no recompute: SwiGLU's mul saves silu's output (2 f B per token; tp 2 splits the MLP's
+    width). A profile with a Python RMSNorm (norm in eager_unfused) also keeps two fp32 upcasts (4 h B per token
+    each, /tp with SP)."""
     model, _, plan = _plan(recompute="none")
     T = 2 * 8192
-    assert eager_kept_bytes(model, Layouts.from_plan(plan))[0] == pytest.approx(T * (2 * 4 * H + 2 * F))
+    assert eager_kept_bytes(model, Layouts.from_plan(plan))[0] == pytest.approx(T * 2 * F)
     _, _, tp2 = _plan(gpus=8, tp=2, sequence_parallel=True, recompute="none")
-    assert eager_kept_bytes(model, Layouts.from_plan(tp2))[0] == pytest.approx(T * (2 * 4 * H + 2 * F) / 2)
+    assert eager_kept_bytes(model, Layouts.from_plan(tp2))[0] == pytest.approx(T * 2 * F / 2)
+    text = (ROOT / "hardware_specs" / "stacks" / "torchtitan.yaml").read_text()
+    custom = tmp_path / "titan-python-norm.yaml"
+    custom.write_text(text.replace("eager_unfused: [glu]\n", "eager_unfused: [norm, glu]\n", 1))
+    _, _, norm = _plan(gpus=8, tp=2, sequence_parallel=True, recompute="none", stack=str(custom))
+    assert eager_kept_bytes(model, Layouts.from_plan(norm))[0] == pytest.approx(T * (2 * 4 * H + 2 * F) / 2)
     # compiled: fused, nothing more; megatron-core: fused kernels already
     _, _, comp = _plan(recompute="none", compile="model")
     assert eager_kept_bytes(model, Layouts.from_plan(comp))[0] == 0
     _, _, meg = _plan(recompute="none", stack="megatron-core")
     assert eager_kept_bytes(model, Layouts.from_plan(meg))[0] == 0
     # per-op and full keep none of it in the layers they checkpoint
-    lay_none, lay_op = Layouts.from_plan(plan), Layouts.from_plan(_plan()[2])
-    with_eager = layer_activation_bytes(model, lay_none)[0]
+    with_eager = layer_activation_bytes(model, Layouts.from_plan(plan))[0]
     fused = layer_activation_bytes(model, Layouts.from_plan(meg))[0]
-    assert with_eager - fused == pytest.approx(T * (2 * 4 * H + 2 * F))
-    assert layer_activation_bytes(model, lay_op)[0] == layer_activation_bytes(
+    assert with_eager - fused == pytest.approx(T * 2 * F)
+    assert layer_activation_bytes(model, Layouts.from_plan(_plan()[2]))[0] == layer_activation_bytes(
         model, Layouts.from_plan(_plan(stack="megatron-core")[2]))[0]
+
+
+def test_eager_glu_of_a_moe_model_by_hand():
+    """Qwen3-30B-A3B (48 MoE layers, 128 experts of width 768, top 8, no shared experts) under torchtitan, eager:
+    silu's output per routed copy, 2 x 768 B; a micro-batch of 4096 tokens routes 8 x 4096 copies, ep 8 keeps
+    the busiest device's 16 experts' share, 4096 x 8 x 8 / 128 x 16 = 32768 copies."""
+    model, system = load_model("qwen3-30b-a3b"), load_hardware("dgx-h100")
+    plan = resolve(Plan(gpus=8, tp=1, pp=1, ep=8, micro_batch=1, global_batch=8, seq_len=4096, zero=1,
+                        stack="torchtitan"), model, system)
+    m = model.moe
+    assert (m.n_experts, m.top_k, m.expert_ffn_hidden, m.shared_ffn_hidden or 0) == (128, 8, 768, 0)
+    copies = 4096 * 8 * 8 / 128 * 16
+    assert eager_kept_bytes(model, Layouts.from_plan(plan))[0] == pytest.approx(copies * 2 * 768)
 
 
 def test_compile_of_the_blocks_by_hand():
     """Per-op under compile (blocks only): the 31 layers waiting for their backward no longer keep w2's output
     (2 h B per token, read by no backward; the layer being rebuilt holds its whole unrecomputed set either way),
-    and that layer holds no eager norm/GLU extras: 31 x 2 x 16384 x 4096 + 16384 x (8 h + 2 f) = 5.17e9 B =
-    4.81 GiB less allocated. torchtitan's own table measured 82.4 -> 77.0 GiB reserved (-5.4) for this job (dev
-    rows M001 -> M002)."""
+    and that layer holds no eager silu output: 31 x 2 x 16384 x 4096 + 16384 x 2 f = 4.63e9 B = 4.31 GiB less
+    allocated. torchtitan's own table measured 82.4 -> 77.0 GiB reserved (-5.4) for this job (dev rows M001 ->
+    M002)."""
     model, system, eager = _plan()
     _, _, comp = _plan(compile="model")
     T = 2 * 8192
     drop = estimate(model, system, eager).memory_bytes.allocated - estimate(model, system, comp).memory_bytes.allocated
-    assert drop == pytest.approx((L - 1) * 2 * T * H + T * (8 * H + 2 * F), rel=1e-9)
-    assert drop / GiB == pytest.approx(4.81, abs=0.01)
+    assert drop == pytest.approx((L - 1) * 2 * T * H + T * 2 * F, rel=1e-9)
+    assert drop / GiB == pytest.approx(4.31, abs=0.01)
 
 
 def test_compiled_loss_by_hand():
@@ -102,3 +120,26 @@ def test_compile_refused_where_the_stack_does_not_compile():
     assert run.stderr.strip().splitlines() == ["error: compile = model+loss with stack = 'megatron-core', which runs "
                                                "no torch.compile; valid: compile = none, or a stack that compiles: "
                                                "torchtitan"]
+
+
+def test_search_carries_compile(tmp_path):
+    """A search of a compiled torchtitan job ranks plans with the compiled memory, and writes compile into the
+    plan file it keeps; predict --plan reads it back to the same memory."""
+    from perfmodel.search.ranking import search
+    from perfmodel.spec.plan_file import load_plan_file
+
+    out = tmp_path / "best.json"
+    run = subprocess.run([sys.executable, "-m", "perfmodel", "search", "--model", "llama-3-8b", "--hardware",
+                          "dgx-b200", "--gpus", "4", "--global-batch", "128", "--seq-len", "2048", "--stack",
+                          "torchtitan", "--compile", "model+loss", "--only", "recompute=per-op", "--output", str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    pf = load_plan_file(out)
+    assert pf.plan.compile == "model+loss" and pf.plan.stack == "torchtitan"
+    again = estimate(pf.model, pf.hardware, pf.plan).memory_bytes.reserved
+    assert pf.prediction.memory_bytes == pytest.approx(again, rel=1e-9)
+    eager = estimate(pf.model, pf.hardware, pf.plan.model_copy(update={"compile": "none"})).memory_bytes.reserved
+    assert eager > again
+    res = search("llama-3-8b", "dgx-b200", 4, 128, 2048, stack="torchtitan", compile="model",
+                 space={"recompute": ["per-op"]})
+    assert res.plan(0).compile == "model"

@@ -240,6 +240,23 @@ def test_torchtitan_log_with_companion_toml(tmp_path):
     assert "llama3-8b-fp8.toml" in r["notes"]
 
 
+@pytest.mark.parametrize("section, want", [
+    ("", "none"),
+    ("[compile]\nenable = true\n", "model+loss"),  # job_config.py Compile: components default model and loss
+    ('[compile]\nenable = true\ncomponents = ["model"]\n', "model"),
+    ('[compile]\nenable = false\ncomponents = ["model"]\n', "none")])
+def test_torchtitan_compile_is_read(tmp_path, section, want):
+    log = tmp_path / "c.log"
+    (tmp_path / "c.toml").write_text(TITAN_TOML + "\n" + section)
+    assert parse_torchtitan_log(TITAN_TOML_LOG, str(log))["compile"] == want
+
+
+def test_torchtitan_2024_compile_flag_compiles_the_blocks():
+    assert parse_torchtitan_log(TITAN_DUMP, "titan/70b.log")["compile"] == "none"  # 'compile': False
+    on = TITAN_DUMP.replace("'compile': False", "'compile': True")
+    assert parse_torchtitan_log(on, "titan/70b.log")["compile"] == "model"
+
+
 def test_float8_section_alone_is_not_fp8(tmp_path):
     log = tmp_path / "bf16.log"
     (tmp_path / "bf16.toml").write_text(TITAN_TOML.replace('converters = ["float8"]', "converters = []"))

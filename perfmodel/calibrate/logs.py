@@ -182,6 +182,17 @@ def _get(cfg: dict, key: str, sections: tuple[str, ...], default=None):
     return default
 
 
+def _compile(cfg: dict) -> str:
+    """Plan.compile from a torchtitan config: [compile] enable with its components (default model and loss,
+    config/job_config.py Compile), or the 2024 [training] compile flag, which compiled the blocks alone (its
+    train.py left the loss eager). Compiling the loss alone is not a setting perfmodel prices: none."""
+    enable = _get(cfg, "enable", ("compile",))
+    if enable is not None:
+        parts = set(_get(cfg, "components", ("compile",), ["model", "loss"])) if enable else set()
+        return "model+loss" if {"model", "loss"} <= parts else "model" if "model" in parts else "none"
+    return "model" if _get(cfg, "compile", ("training",), False) is True else "none"
+
+
 def _world_size(text: str) -> int | None:
     """GPUs the log states: the device mesh torchtitan builds, or the torchrun command echoed by run_train.sh."""
     mesh = re.search(r"Building \d+-D device mesh with \[.*?\], \[([\d, ]+)\]", text)
@@ -258,7 +269,7 @@ def parse_torchtitan_log(text: str, name: str) -> dict:
             "cp": cp, "sp": "yes" if tp > 1 else "no",  # torchtitan's TP plan always shards norms on sequence
             "vpp": 1, "micro_batch": count("pipeline_parallel_microbatch_size", default=1) if pp > 1 else local,
             "global_batch": gbs, "recompute": ac, "zero_dist_opt": "FSDP2" if shard > 1 else "none",
-            "precision": precision, "iter_time_s": iter_time, "tokens_per_s_per_gpu": tps,
+            "precision": precision, "compile": _compile(cfg), "iter_time_s": iter_time, "tokens_per_s_per_gpu": tps,
             "notes": f"iter_time_s = global_batch*seq_len/(median tps*n_gpus) = {gbs}*{seq}/({tps:g}*{n_gpus}); "
                      f"median of {len(tps_all) - 1} step lines (first of {len(tps_all)} dropped as warm-up); "
                      f"layout from {where}"}

@@ -14,7 +14,7 @@ from ..spec.hardware import DEFAULT_HEADROOM, load_hardware
 from ..spec.model_catalogue import load_model
 from ..spec.stack import DEFAULT_STACK, STACKS
 from .argtypes import counts, integer, number, path
-from .plan_flags import DISPATCHERS, PRECISIONS, add_compression_flags, headroom_of
+from .plan_flags import COMPILES, DISPATCHERS, PRECISIONS, add_compression_flags, headroom_of
 
 
 def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
@@ -32,6 +32,7 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     se.add_argument("--grad-dtype", choices=["fp32", "bf16"], default="fp32")
     add_compression_flags(se)
     se.add_argument("--stack", choices=STACKS, default=DEFAULT_STACK, help="software stack (docs/stacks.md)")
+    se.add_argument("--compile", choices=COMPILES, default="none", help="as predict (torchtitan: memory only)")
     se.add_argument("--expert-imbalance", type=float, default=1.0, help="as predict (default 1: balanced)")
     se.add_argument("--moe-dispatcher", choices=DISPATCHERS, default="alltoall", help="as predict")
     se.add_argument("--moe-overlap", action="store_true", help="as predict")
@@ -93,7 +94,7 @@ def run(a: argparse.Namespace) -> str:
     result = search(load_model(a.model), load_hardware(a.hardware), a.gpus, a.global_batch, a.seq_len,
                     precision=a.precision, objective=a.objective, space=space_of(a.only), attention=a.attention,
                     grad_dtype=a.grad_dtype, grad_compression=a.grad_compression, powersgd_rank=a.powersgd_rank,
-                    stack=a.stack, expert_imbalance=a.expert_imbalance,
+                    stack=a.stack, compile=a.compile, expert_imbalance=a.expert_imbalance,
                     moe_dispatcher=a.moe_dispatcher, moe_overlap=a.moe_overlap, headroom=headroom_of(a))
     extra = []
     if a.output:

@@ -10,7 +10,7 @@ import sys
 from ..spec.hardware import load_hardware
 from ..spec.stack import DEFAULT_STACK, STACKS
 from .argtypes import integer, names, path
-from .plan_flags import PRECISIONS
+from .plan_flags import COMPILES, PRECISIONS
 
 
 def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
@@ -27,6 +27,7 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                     "paths (default: all of perfmodel hardware list)")
     wi.add_argument("--precision", choices=PRECISIONS, default="bf16")
     wi.add_argument("--stack", choices=STACKS, default=DEFAULT_STACK, help="software stack (docs/stacks.md)")
+    wi.add_argument("--compile", choices=COMPILES, default="none", help="as predict (torchtitan: memory only)")
     wi.add_argument("--upgrade", type=path("--upgrade", "a system or spec file"), metavar="SYSTEM",
                     help="also try each single upgrade of this system")
     wi.add_argument("--factor", type=float, default=2.0, help="upgrade factor (default 2)")
@@ -46,8 +47,9 @@ def run(a: argparse.Namespace) -> str:
     check_factor(a.factor)  # before the searches across systems
     systems = [load_hardware(h) for h in a.hardware] if a.hardware else None
     base = load_hardware(a.upgrade) if a.upgrade else None
-    across = across_systems(a.model, systems, a.gpus, a.global_batch, a.seq_len, a.precision, a.stack)
-    ups = upgrades(a.model, base, a.gpus, a.global_batch, a.seq_len, a.precision, a.factor, a.stack) if base else None
+    across = across_systems(a.model, systems, a.gpus, a.global_batch, a.seq_len, a.precision, a.stack, a.compile)
+    ups = (upgrades(a.model, base, a.gpus, a.global_batch, a.seq_len, a.precision, a.factor, a.stack, a.compile)
+           if base else None)
     if a.plot is not None:
         from ..plots.upgrades import whatif_figure
 

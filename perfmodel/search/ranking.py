@@ -36,6 +36,7 @@ from ..spec.hardware import DEFAULT_HEADROOM, System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
 from ..spec.plan import Plan
+from ..spec.stack import check_compile
 from .space import Job, Space, enumerate_layouts
 
 PLAN_COLUMNS = ["gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "recompute", "sequence_parallel",
@@ -198,6 +199,7 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
     space = Space(**space) if isinstance(space, dict) else (space or Space())
     jobs = [Job(gpus=g, global_batch=global_batch, seq_len=seq_len, precision=precision, **job)
             for g in sorted(set(int(g) for g in counts))]
+    check_compile(jobs[0].stack, jobs[0].compile)
     power = power_for(system, precision=jobs[0].precision)  # the job's precision, checked by Job
     if objective == "energy" and power is None:
         raise InputError(f"objective = energy: {system.accelerator.name} has no published board power (tdp_w); "

@@ -89,6 +89,7 @@ class Job(Schema):
     expert_imbalance: Imbalance = 1.0
     moe_dispatcher: Dispatcher = "alltoall"
     moe_overlap: Flag = False
+    compile: Literal["none", "model", "model+loss"] = "none"  # Plan.compile: memory only
 
 
 def _allowed(values: list[int], limit: list | None) -> list:
@@ -247,4 +248,5 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
                    gpus=job.gpus, global_batch=job.global_batch, seq_len=job.seq_len, precision=job.precision,
                    attention=job.attention, grad_dtype=job.grad_dtype, grad_compression=job.grad_compression,
                    powersgd_rank=job.powersgd_rank, overlap_dp_comm=job.overlap_dp_comm,
-                   stack=job.stack, account_for_embedding=sel[:, 6] == 1, account_for_loss=sel[:, 6] == 1)
+                   stack=job.stack, compile=job.compile, account_for_embedding=sel[:, 6] == 1,
+                   account_for_loss=sel[:, 6] == 1)

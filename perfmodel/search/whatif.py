@@ -16,7 +16,7 @@ from ..errors import InputError, Schema
 from ..spec.hardware import System, list_systems, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
-from ..spec.stack import DEFAULT_STACK
+from ..spec.stack import DEFAULT_STACK, check_compile
 from ..spec.plan import layout_label
 from ..spec.result import Estimate, TimeBreakdown
 
@@ -73,12 +73,12 @@ class WhatIf(Schema):
 
 
 def _best(model: ModelConfig, system: System, gpus: int, global_batch: int, seq_len: int, precision: str,
-          label: str, stack: str = DEFAULT_STACK) -> tuple[WhatIfRow, Estimate | None]:
+          label: str, stack: str = DEFAULT_STACK, compile: str = "none") -> tuple[WhatIfRow, Estimate | None]:
     from .ranking import search
 
     base = dict(system=label, accelerator=system.accelerator.name, gpus=gpus)
     try:
-        result = search(model, system, gpus, global_batch, seq_len, precision=precision, stack=stack)
+        result = search(model, system, gpus, global_batch, seq_len, precision=precision, stack=stack, compile=compile)
     except InputError as err:  # more devices than the system has, a precision it lacks, nothing fits
         return WhatIfRow(**base, note=str(err)), None
     e = result.estimate(0)
@@ -96,11 +96,11 @@ def _check_some_fit(w: WhatIf) -> WhatIf:
 
 
 def _compare(model: ModelConfig, specs: dict[str, System], gpus: int, global_batch: int, seq_len: int,
-             precision: str, stack: str = DEFAULT_STACK) -> WhatIf:
+             precision: str, stack: str = DEFAULT_STACK, compile: str = "none") -> WhatIf:
     """The job's best plan on each system of `specs` (label -> System), in order; refused if none has one."""
     rows, ests = [], {}
     for label, spec in specs.items():
-        row, e = _best(model, spec, gpus, global_batch, seq_len, precision, label, stack)
+        row, e = _best(model, spec, gpus, global_batch, seq_len, precision, label, stack, compile)
         rows.append(row)
         if e is not None:
             ests[label] = e
@@ -116,11 +116,12 @@ def check_factor(factor: float) -> float:
 
 
 def across_systems(model: ModelConfig | str, systems: list[str | System] | None, gpus: int, global_batch: int,
-                   seq_len: int, precision: str = "bf16", stack: str = DEFAULT_STACK) -> WhatIf:
-    """The job's best plan on each system (default: the whole catalogue), in the order given, run by `stack`."""
-    model = load_model(model)
+                   seq_len: int, precision: str = "bf16", stack: str = DEFAULT_STACK, compile: str = "none") -> WhatIf:
+    """The job's best plan on each system (default: the whole catalogue), in the order given, run by `stack`
+    (with `compile`: Plan.compile)."""
+    model, _ = load_model(model), check_compile(stack, compile)
     specs = {s.name: s for s in (load_hardware(x) for x in (systems or list_systems()))}  # duplicates dropped
-    return _compare(model, specs, gpus, global_batch, seq_len, precision, stack)
+    return _compare(model, specs, gpus, global_batch, seq_len, precision, stack, compile)
 
 
 def upgraded(system: System, upgrade: str, factor: float) -> System:
@@ -174,13 +175,13 @@ def upgrades_of(system: System) -> tuple[str, ...]:
 
 
 def upgrades(model: ModelConfig | str, system: System | str, gpus: int, global_batch: int, seq_len: int,
-             precision: str = "bf16", factor: float = 2.0, stack: str = DEFAULT_STACK) -> WhatIf:
+             precision: str = "bf16", factor: float = 2.0, stack: str = DEFAULT_STACK, compile: str = "none") -> WhatIf:
     """The job on `system` and on each single-resource upgrade of it (`upgraded`), each with its own best plan;
     `speedup` is the baseline's step time over the upgrade's."""
-    model, system = load_model(model), load_hardware(system)
+    model, system, _ = load_model(model), load_hardware(system), check_compile(stack, compile)
     specs = {system.name: system} | {f"{u} x{factor:g}": upgraded(system, u, factor)  # all refused before a search
                                      for u in upgrades_of(system)}
-    w = _compare(model, specs, gpus, global_batch, seq_len, precision, stack)
+    w = _compare(model, specs, gpus, global_batch, seq_len, precision, stack, compile)
     base = w.rows[0].step_time_s
     for r in w.rows:
         r.speedup = base / r.step_time_s if base and r.step_time_s else None

@@ -26,7 +26,7 @@ STACKS = ("megatron-core", "nemo", "torchtitan", "composer-fsdp1", "deepspeed", 
 DEFAULT_STACK = "megatron-core"
 EXECUTOR_STACK = "plain-torch"  # perfmodel's own executor (perfmodel execute / validate)
 Optimizer = Literal["fused", "foreach", "forloop"]
-# Element-wise ops a stack's eager model code runs as separate torch ops (cost.operator_table.eager_kept_bytes)
+# Element-wise ops a stack's eager model code runs as separate torch ops (cost.memory.eager_kept_bytes)
 EagerOp = Literal["norm", "glu"]
 
 
@@ -143,8 +143,8 @@ class Stack(Schema):
                                        "gradient); null: the stack runs no torch.compile, and such a plan is refused")
     eager_unfused: list[EagerOp] = Field(
         default_factory=list, description="element-wise ops the stack's model code runs as separate eager torch ops, "
-                                          "whose autograd saves more than a fused kernel keeps (norm: RMSNorm's fp32 "
-                                          "upcast; glu: act(gate), beside gate, up and their product); torch.compile "
+                                          "whose autograd saves more than a fused kernel keeps (norm: a Python RMSNorm's "
+                                          "fp32 upcast; glu: act(gate), beside gate, up and their product); torch.compile "
                                           "(plan compile) fuses them (cost.memory.eager_kept_bytes)")
     step_overhead_s: float = Field(ge=0, description="host seconds per step outside the model (data loading, "
                                                      "logging, scheduler) that the device does not hide")
