@@ -298,6 +298,7 @@ BASES = {
                "--seq-len", "1024"],
     "whatif": ["whatif", "--model", "gpt2-124m", "--gpus", "8", "--global-batch", "8", "--seq-len", "1024",
                "--hardware", "dgx-h100,dgx-a100-80gb"],
+    "infer": ["infer", "--model", "gpt2-124m", "--hardware", "dgx-h100", "--input-len", "16", "--output-len", "16"],
     "export": ["export", "plan.json", "--to", "megatron"],
     "execute": ["execute", "cpu1.json", "--nproc", "1", "--device", "cpu"],
     "execute-ck": ["execute", "cpu1.json", "--nproc", "1", "--device", "cpu", "--steps", "4", "--checkpoint-dir",
@@ -380,6 +381,15 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("whatif", "--seq-len"): count(), ("whatif", "--hardware"): hw_list(),
           ("whatif", "--upgrade"): hardware_in(names=("upgrade", "system", "spec")),
           ("whatif", "--factor"): number(0.0, above=True), ("whatif", "--plot"): output(".png")}
+    srch = dict(extra=("--search",))
+    t |= {("infer", "--model"): model_in(), ("infer", "--hardware"): hardware_in(names=("system", "spec")),
+          ("infer", "--gpus"): count(), ("infer", "--tp"): count(), ("infer", "--pp"): count(),
+          ("infer", "--dp"): count(), ("infer", "--ep"): count(), ("infer", "--input-len"): count(),
+          ("infer", "--output-len"): count(), ("infer", "--concurrency"): count(),
+          ("infer", "--max-throughput"): flag_switch(), ("infer", "--search"): flag_switch(),
+          ("infer", "--ttft-ms"): number(0.0, above=True, **srch), ("infer", "--tpot-ms"): number(0.0, above=True, **srch),
+          ("infer", "--target-rps"): number(0.0, above=True, **srch), ("infer", "--top"): count(),
+          ("infer", "--plot"): output(".png")}
     t |= {("export", "plan"): plan_in(names=("plan file",)),
           ("export", "--to"): name(good=("megatron", "torchtitan", "deepspeed")),
           ("export", "--version"): name(good=("core_r0.16", "core_r0.12")),  # the base exports to megatron

@@ -30,7 +30,7 @@ def raw_rows(table: str):
 
 def test_hopper_and_blackwell_parts_carry_a_native_attention_table():
     with_tables = sorted(a for a in list_accelerators() if "attention" in load_accelerator(a).kernel_tables)
-    assert with_tables == ["B200", "B300", "GB200", "GB300", "H100-SXM5-80GB", "H200-SXM-141GB"]
+    assert with_tables == ["B200", "B300", "GB200", "GB300", "GH200-96GB", "H100-SXM5-80GB", "H200-SXM-141GB"]
     for a in with_tables:
         acc = load_accelerator(a)
         assert acc.attention_table_kernel == "native" and "attention_table_kernel" in acc.sources

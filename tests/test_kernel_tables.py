@@ -33,7 +33,8 @@ def rows(table: str, dtype: str) -> dict[tuple[float, float, float], float]:
 def test_every_catalogue_part_with_a_table_loads_it():
     named = {a: load_accelerator(a).kernel_tables for a in list_accelerators()}
     with_tables = sorted(a for a, t in named.items() if t)
-    assert with_tables == ["A100-SXM4-80GB", "B200", "B300", "GB200", "GB300", "H100-SXM5-80GB", "H200-SXM-141GB"]
+    assert with_tables == ["A100-SXM4-80GB", "B200", "B300", "GB200", "GB300", "GH200-96GB", "H100-SXM5-80GB",
+                           "H200-SXM-141GB"]  # GH200: the H100 SXM tables (same GH100 GPU)
     for a in with_tables:
         acc = load_accelerator(a)
         assert "kernel_tables" in acc.sources and "AIConfigurator" in acc.sources["kernel_tables"]

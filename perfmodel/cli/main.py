@@ -22,6 +22,7 @@ from .argtypes import Parser
 COMMANDS = {
     "predict": ("predict_command", "predict one training step of a plan (no flags: a built-in example)"),
     "search": ("search_command", "rank every layout of a job; write the best as a plan file"),
+    "infer": ("infer_command", "serve a model: TTFT, TPOT, throughput, KV cache (one layout, or --search)"),
     "whatif": ("whatif_command", "one job's best plan and step time across hardware; which upgrade buys most"),
     "export": ("export_command", "print a plan file as Megatron-LM arguments, a torchtitan or a DeepSpeed config"),
     "execute": ("execute_command", "run plan files with torch.distributed (torchrun) and measure them"),

@@ -1,0 +1,133 @@
+"""Serving benchmark: predicted against published offline max-throughput (output tokens/s, all GPUs) on the
+development rows.
+
+    python benchmarks/published_inference.py [--data PATH] [--csv OUT.csv]
+
+Rows: published_inference_dev.csv with metric output_tokens_per_s_total and an offline load (TensorRT-LLM's
+perf-overview v0.17 trtllm-bench tables). Each row maps to (model preset, system, ServePlan) by the rules in
+`case` (stated, not tuned): the model by name, the system by GPU (H100 SXM, H200 SXM, A100 SXM 80GB; GH200 and
+L40S are not in the catalogue), tp/pp as stated, precision FP8 (with its fp8 KV cache) or FP16/BF16, the
+trtllm stack, max throughput. Prints every row (measured, predicted, error), then MAPE per group, hardware,
+precision and model, and the rows it cannot express with the reason (counted at 100% in the MAPE with them).
+Nothing here is fitted per row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from devset import HERE
+from perfmodel.errors import InputError
+from perfmodel.serve import infer
+from perfmodel.spec.serving import ServePlan
+
+MODELS = (("405b", "llama-3.1-405b"), ("70b", "llama-3.1-70b"), ("8b", "llama-3.1-8b"),
+          ("mixtral-8x22b", "mixtral-8x22b"), ("mixtral-8x7b", "mixtral-8x7b"), ("mistral-7b", "mistral-7b"),
+          ("gpt-oss-20b", "gpt-oss-20b"))
+SYSTEMS = (("gh200", "gh200"), ("l40s", None), ("h200", "dgx-h200"), ("h100", "dgx-h100"), ("a100", "dgx-a100-80gb"))
+
+
+def _devset() -> Path:
+    shared = HERE.parent.parent / "shared" / "data" / "published_inference_dev.csv"
+    return shared if shared.exists() else HERE / "data" / "published_inference_dev.csv"
+
+
+def _num(x, default=1) -> int:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return default
+    return default if np.isnan(v) else int(v)
+
+
+def case(row: pd.Series) -> tuple[str | None, str | None, dict | None, str]:
+    """(preset, system, ServePlan fields, reason it cannot be expressed) of one row."""
+    low = str(row["model"]).lower()
+    model = next((m for key, m in MODELS if key in low.split("(")[0]), None)
+    hw = str(row["hardware"]).lower()
+    system = next((s for key, s in SYSTEMS if key in hw), "?")
+    if model is None:
+        return None, None, None, f"model {row['model']!r} has no preset"
+    if system is None or system == "?":
+        return model, None, None, f"hardware {row['hardware']!r} is not in the catalogue"
+    prec = str(row["precision"]).lower()
+    precision = "fp8" if "fp8 weights" in prec else "fp16" if "fp16" in prec else "bf16"
+    plan = dict(tp=_num(row["tp"]), pp=_num(row["pp"]), dp=1, ep=1, precision=precision, stack="trtllm",
+                input_len=_num(row["input_len"]), output_len=_num(row["output_len"]))
+    return model, system, plan, ""
+
+
+def table(path: Path) -> pd.DataFrame:
+    d = pd.read_csv(path)
+    d = d[(d["metric"] == "output_tokens_per_s_total")
+          & d["batch_size_or_concurrency"].astype(str).str.startswith("offline")]
+    out = []
+    for _, row in d.iterrows():
+        model, system, plan, reason = case(row)
+        r = dict(row_id=row["row_id"], group=row["source_group"], model=model or row["model"],
+                 hardware=system or str(row["hardware"]).split(" (")[0], precision=plan["precision"] if plan else "",
+                 layout=f"tp{plan['tp']} pp{plan['pp']}" if plan else "", lengths=f"{row['input_len']}/{row['output_len']}",
+                 measured=float(row["value"]), predicted=np.nan, batch=np.nan, reason=reason)
+        if plan:
+            try:
+                e = infer(model, system, ServePlan(**plan))
+                r.update(predicted=e.output_tokens_per_s, batch=e.batch)
+            except InputError as err:
+                r["reason"] = f"infer: {err}"
+        out.append(r)
+    df = pd.DataFrame(out)
+    df["error"] = df["predicted"] / df["measured"] - 1
+    return df
+
+
+def mape(df: pd.DataFrame, by: str) -> pd.DataFrame:
+    def agg(g):
+        e = g["error"].dropna()
+        with_missing = pd.concat([e.abs(), pd.Series([1.0] * int(g["error"].isna().sum()))])
+        return pd.Series({"rows": len(g), "predicted": len(e), "MAPE %": 100 * e.abs().mean() if len(e) else np.nan,
+                          "mean err %": 100 * e.mean() if len(e) else np.nan,
+                          "MAPE % (missing 100%)": 100 * with_missing.mean()})
+    return df.groupby(by).apply(agg, include_groups=False)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=_devset())
+    ap.add_argument("--csv", type=Path, help="write the per-row table as CSV")
+    a = ap.parse_args(argv)
+    pd.set_option("display.width", 250)
+    pd.set_option("display.max_rows", 1000)
+    df = table(a.data)
+    ok = df[df["predicted"].notna()]
+    print(f"offline max-throughput rows of {a.data.name}: {len(df)}, {len(ok)} predicted; output tokens/s, all GPUs; "
+          "err = predicted / measured - 1\n")
+    show = ok[["row_id", "model", "hardware", "precision", "layout", "lengths", "measured", "predicted", "batch",
+               "error"]].copy()
+    show["error"] = 100 * show["error"]
+    print(show.to_string(index=False, float_format=lambda x: f"{x:,.1f}"))
+    for by in ("group", "hardware", "precision", "model"):
+        print(f"\nby {by}")
+        print(mape(df, by).to_string(float_format=lambda x: f"{x:.1f}"))
+    e = ok["error"]
+    print(f"\nALL: {len(ok)} of {len(df)} rows, MAPE {100 * e.abs().mean():.1f}%, mean error {100 * e.mean():+.1f}%, "
+          f"median APE {100 * e.abs().median():.1f}%; counting the {len(df) - len(ok)} rows it cannot predict at 100%: "
+          f"{100 * (e.abs().sum() + len(df) - len(ok)) / len(df):.1f}%")
+    bad = df[df["predicted"].isna()]
+    if len(bad):
+        print(f"\nnot predicted ({len(bad)} rows):")
+        for reason, g in bad.groupby("reason"):
+            print(f"  {len(g):3d}  {reason}")
+    if a.csv:
+        df.to_csv(a.csv, index=False)
+    return 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""`perfmodel infer`: serve a model on a layout (TTFT, TPOT, throughput, memory and the KV cache), or with --search
+rank the layouts of a job under latency limits, and with --target-rps find the fewest GPUs that serve a rate."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..errors import InputError
+from ..spec.serving import SERVING_STACKS
+from .argtypes import integer, number, path
+
+
+def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help=help, description="Predict serving (inference) of one layout: memory, KV-cache "
+                                                     "capacity, TTFT, TPOT and throughput under continuous batching "
+                                                     "(docs/inference.md).")
+    p.add_argument("--model", required=True, help="preset name or path (as predict)")
+    p.add_argument("--hardware", required=True, help="preset name or path (as predict)")
+    p.add_argument("--gpus", type=integer("--gpus"), help="GPUs in all (default tp x pp x dp); with --search the "
+                                                          "count to lay out, with --target-rps the most to use")
+    p.add_argument("--tp", type=integer("--tp"), default=1)
+    p.add_argument("--pp", type=integer("--pp"), default=1)
+    p.add_argument("--dp", type=integer("--dp"), help="model replicas (default gpus / (tp x pp))")
+    p.add_argument("--ep", type=integer("--ep"), default=1, help="MoE expert parallel size within tp (default 1)")
+    p.add_argument("--precision", choices=["bf16", "fp16", "fp8", "fp4"], default="bf16",
+                   help="GEMM weights and activations (default bf16)")
+    p.add_argument("--kv-dtype", choices=["bf16", "fp16", "fp8"], help="KV cache (default fp8 with fp8/fp4 GEMMs)")
+    p.add_argument("--input-len", type=integer("--input-len"), required=True, help="prompt tokens per request")
+    p.add_argument("--output-len", type=integer("--output-len"), required=True, help="generated tokens per request")
+    load = p.add_mutually_exclusive_group()
+    load.add_argument("--max-throughput", action="store_true",
+                      help="as many sequences as memory and the stack allow (the default)")
+    load.add_argument("--concurrency", type=integer("--concurrency"), help="sequences in flight in all")
+    p.add_argument("--stack", choices=SERVING_STACKS, default="trtllm", help="serving stack (default trtllm)")
+    p.add_argument("--search", action="store_true", help="rank every layout of --gpus GPUs (tp, pp, dp, ep)")
+    p.add_argument("--ttft-ms", type=number("--ttft-ms", above=True), help="with --search: drop layouts slower to first token")
+    p.add_argument("--tpot-ms", type=number("--tpot-ms", above=True), help="with --search: drop layouts slower per token")
+    p.add_argument("--target-rps", type=number("--target-rps", above=True),
+                   help="with --search: the fewest GPUs (powers of two up to --gpus) serving this many requests/s")
+    p.add_argument("--top", type=integer("--top"), default=10, help="with --search: rows shown (default 10)")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("--plot", type=path("--plot", "a file ending in .png"), metavar="FILE.png",
+                   help="draw memory per GPU and the step's time by part")
+    return p
+
+
+def _job(a: argparse.Namespace) -> dict:
+    return dict(precision=a.precision, kv_dtype=a.kv_dtype, input_len=a.input_len, output_len=a.output_len,
+                concurrency=a.concurrency, stack=a.stack)
+
+
+def run(a: argparse.Namespace) -> str:
+    from ..plots.canvas import check_plot_path
+
+    if a.plot is not None:
+        check_plot_path(a.plot)
+    for flag, v in (("--ttft-ms", a.ttft_ms), ("--tpot-ms", a.tpot_ms), ("--target-rps", a.target_rps)):
+        if v is not None and not a.search:
+            raise InputError(f"{flag} {v:g} is a --search limit; valid: add --search, or leave {flag} out")
+    if a.search:
+        return _search(a)
+    from ..serve import infer
+    from ..spec.serving import ServePlan
+
+    dp = a.dp
+    if dp is None:
+        n = a.gpus or a.tp * a.pp
+        if n % (a.tp * a.pp):
+            raise InputError(f"gpus = {n} is not a multiple of tp x pp = {a.tp * a.pp}; valid gpus: multiples of "
+                             f"{a.tp * a.pp}")
+        dp = n // (a.tp * a.pp)
+    e = infer(a.model, a.hardware, ServePlan(gpus=a.gpus, tp=a.tp, pp=a.pp, dp=dp, ep=a.ep, **_job(a)))
+    if a.plot is not None:
+        from ..plots.serving_figure import serving_figure
+
+        serving_figure(e, a.plot)
+        print(f"wrote {a.plot}", file=sys.stderr)
+    return e.model_dump_json(indent=2) if a.format == "json" else table(e)
+
+
+def _search(a: argparse.Namespace) -> str:
+    from ..serve.layout_search import fewest_gpus, rank
+
+    if a.gpus is None:
+        raise InputError("--search needs --gpus (the count to lay out, or with --target-rps the most to use)")
+    ttft, tpot = (None if a.ttft_ms is None else a.ttft_ms / 1e3), (None if a.tpot_ms is None else a.tpot_ms / 1e3)
+    if a.target_rps is not None:
+        n, ranked = fewest_gpus(a.model, a.hardware, a.gpus, a.target_rps, _job(a), ttft, tpot)
+        head, dropped = f"fewest GPUs for {a.target_rps:g} requests/s: {n}", []
+    else:
+        ranked, dropped = rank(a.model, a.hardware, a.gpus, _job(a), ttft, tpot)
+        head = f"{len(ranked)} layouts of {a.gpus} GPUs fit and meet the limits ({len(dropped)} dropped)"
+        if not ranked:
+            raise InputError(f"no layout of {a.gpus} GPUs fits and meets the limits: " + "; ".join(dropped[:3]))
+    rows = ranked[: a.top]
+    if a.format == "json":
+        return json.dumps({"summary": head, "layouts": [json.loads(e.model_dump_json()) for e in rows]}, indent=2)
+    lines = [head, f"{'layout':<20} {'batch':>7} {'out tok/s':>11} {'req/s':>8} {'TTFT ms':>8} {'TPOT ms':>8}"]
+    for e in rows:
+        p = e.plan
+        label = f"tp{p.tp} pp{p.pp} dp{p.dp}" + (f" ep{p.ep}" if p.ep > 1 else "")
+        lines.append(f"{label:<20} {e.batch:>7.0f} {e.output_tokens_per_s:>11,.0f} {e.requests_per_s:>8.2f} "
+                     f"{1e3 * e.ttft_s:>8.1f} {1e3 * e.tpot_s:>8.2f}")
+    return "\n".join(lines)
+
+
+def table(e) -> str:
+    """The estimate as text: headline numbers, memory per GPU, the step by part."""
+    p = e.plan
+    lines = [f"{e.model} on {p.gpus} x {e.hardware}: tp={p.tp} pp={p.pp} dp={p.dp} ep={p.ep} precision={p.precision} "
+             f"kv={p.kv} stack={p.stack}",
+             f"  requests of {p.input_len} prompt + {p.output_len} output tokens, "
+             + (f"concurrency {p.concurrency}" if p.concurrency else "max throughput"), "",
+             f"output tokens/s          {e.output_tokens_per_s:,.0f}  (all GPUs; {e.output_tokens_per_s / p.gpus:,.0f} "
+             "per GPU)",
+             f"total tokens/s           {e.total_tokens_per_s:,.0f}",
+             f"requests/s               {e.requests_per_s:,.2f}",
+             f"batch (in flight)        {e.batch:,.0f}",
+             f"TTFT                     {1e3 * e.ttft_s:,.1f} ms",
+             f"TPOT                     {1e3 * e.tpot_s:,.2f} ms",
+             f"end-to-end               {e.e2e_s:,.2f} s",
+             f"KV cache                 {e.kv_cache_tokens:,.0f} tokens per replica", "",
+             "Memory per GPU (GiB)"]
+    lines += [f"  {k:<14} {v:8.2f}" for k, v in e.memory_gib.items()]
+    lines += ["", "One step of the steady batch (seconds by part)"]
+    lines += [f"  {k:<14} {1e3 * v:8.3f} ms" for k, v in e.decode_step_s.items()]
+    lines += ["", "One request's prefill alone (seconds by part)"]
+    lines += [f"  {k:<14} {1e3 * v:8.3f} ms" for k, v in e.prefill_s.items()]
+    lines += [f"note: {n}" for n in e.notes]
+    return "\n".join(lines)

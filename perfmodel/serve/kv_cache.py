@@ -1,0 +1,87 @@
+"""Memory of a serving replica's GPU: weights, the KV cache and what it holds, activations, runtime.
+
+Bytes per GPU of the fullest pipeline stage (the one with the LM head, or with embedding and head at pp 1). The
+KV cache of one token, per layer, keeps its key and value (Pope et al. 2022, "Efficiently Scaling Transformer
+Inference", Sec. 2.1: 2 x layers x kv heads x head dim values per token); with MLA the compressed latent and the
+shared rotary key (DeepSeek-V2, Sec. 2.1.2). Tensor parallelism splits the kv heads; past as many ranks as kv
+heads each rank keeps one (TensorRT-LLM and vLLM replicate kv heads when tp > num_kv_heads); MLA's latent is
+not split.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..spec.hardware import System
+from ..spec.model import ModelConfig
+from ..spec.serving import KV_BYTES, WEIGHT_BYTES, ServePlan, ServingStack
+
+GIB = 2.0**30
+ACT_BYTES = 2.0  # activations stay bf16
+
+
+def kv_bytes_per_token(model: ModelConfig, plan: ServePlan) -> float:
+    """KV-cache bytes one token takes on one GPU of a stage (layers / pp of them): per layer 2 x kv heads on the
+    rank x head_dim x kv_dtype bytes; MLA (kv_lora_rank + qk_rope_head_dim) x bytes, on every tp rank."""
+    per = KV_BYTES[plan.kv]
+    if model.mla is not None:
+        width = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim
+    else:
+        width = 2 * max(model.n_kv_heads / plan.tp, 1.0) * model.head_dim
+    return math.ceil(model.n_layers / plan.pp) * width * per
+
+
+def weight_bytes(model: ModelConfig, plan: ServePlan) -> float:
+    """Weights on one GPU of the fullest stage: its layers' parameters (all experts) / tp at the GEMM precision
+    (experts split ep x (tp / ep) = tp ways, attention and MLPs tp ways), the vocabulary-parallel embedding and LM
+    head / tp in bf16 (both on a stage at pp 1, the head alone at pp > 1, a tied head once)."""
+    layers = math.ceil(model.n_layers / plan.pp) * model.params_per_layer() / plan.tp * WEIGHT_BYTES[plan.precision]
+    emb, head = model.embedding_params() / plan.tp, model.head_params() / plan.tp
+    ends = emb + head if plan.pp == 1 else max(emb, head + (emb if model.tie_embeddings else 0))
+    return layers + ends * ACT_BYTES
+
+
+def activation_bytes(model: ModelConfig, plan: ServePlan, stack: ServingStack) -> float:
+    """Activation workspace the engine sets aside for its largest step (this project's choice, after TensorRT-LLM's
+    activation-memory planning for max_num_tokens): max_num_tokens x (hidden + the widest per-rank GEMM output:
+    q + 2 kv or the gated MLP's 2 f) in bf16, twice (a layer's input and output live together), and fp32 logits
+    over the vocabulary shard for max_batch sequences."""
+    widest = max((model.q_dim + 2 * model.kv_dim) / plan.tp, (2 if model.gated else 1) * model.ffn_hidden / plan.tp)
+    if model.moe is not None:
+        widest = max(widest, (2 if model.gated else 1) * model.moe.expert_ffn_hidden * model.moe.top_k / plan.etp)
+    tokens = stack.max_num_tokens
+    return 2 * tokens * (model.hidden + widest) * ACT_BYTES + stack.max_batch * model.vocab / plan.tp * 4.0
+
+
+def memory(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack) -> dict[str, float]:
+    """Bytes per GPU: weights, activations, runtime (the system's memory_overhead_gib: CUDA context, NCCL
+    buffers), and the KV cache's budget: kv_memory_fraction of the memory free after the rest (memory_fraction_of
+    free, TensorRT-LLM), or of the whole device less weights and activations (total, vLLM and SGLang)."""
+    cap = system.accelerator.hbm_bytes
+    w, act, rt = weight_bytes(model, plan), activation_bytes(model, plan, stack), system.memory_overhead_bytes
+    if stack.memory_fraction_of == "free":
+        kv = (cap - rt - w - act) * stack.kv_memory_fraction
+    else:
+        kv = min(cap * stack.kv_memory_fraction, cap - rt) - w - act
+    return {"weights": w, "activations": act, "runtime": rt, "kv_cache": max(kv, 0.0), "capacity": cap,
+            "short": max(-kv, 0.0)}
+
+
+def tokens_held(plan: ServePlan, stack: ServingStack) -> float:
+    """KV tokens one sequence holds in the steady state: input + output where the scheduler reserves the whole
+    sequence at admission, else input + output / 2 (blocks allocated as tokens come, the mean over its life)."""
+    return plan.input_len + (plan.output_len if stack.reserves_whole_sequence else plan.output_len / 2)
+
+
+def replica_batch(model: ModelConfig, plan: ServePlan, stack: ServingStack, kv_cache_bytes: float) -> tuple[float, str]:
+    """Sequences in flight on one replica, and what bounds them: the asked concurrency / dp, or as many as the KV
+    cache holds (kv tokens / tokens_held, whole sequences) within the stack's max_batch."""
+    fit = math.floor(kv_cache_bytes / kv_bytes_per_token(model, plan) / tokens_held(plan, stack))
+    if plan.concurrency is not None:
+        want = plan.concurrency / plan.dp
+        if want <= fit:
+            return want, "concurrency"
+        return float(fit), f"KV cache (asked {want:g} per replica, {fit} fit)"
+    if fit >= stack.max_batch:
+        return float(stack.max_batch), f"the stack's max_batch {stack.max_batch}"
+    return float(fit), "KV cache"

@@ -1,0 +1,138 @@
+"""Seconds of one serving step on a replica: the forward pass of the tokens the step runs, priced by the training
+side's kernels and collectives (`perfmodel.cost`: measured GEMM and attention tables where the part has them,
+the datasheet elsewhere; NCCL tiers for the tensor-parallel all-reduces).
+
+A step runs `decode` sequences one token each, at a mean context of `context` keys, and `prefill` prompt tokens
+of `prefill_seqs` sequences (chunked prefill and in-flight batching mix them in one step: TensorRT-LLM, vLLM,
+SGLang). Its GEMMs see all the step's tokens as their rows, so one GEMM prices both regimes: memory-bound at a
+few rows (the weights read once), compute-bound at many (Kundu et al. 2024, Sec. 5; Pope et al. 2022, Sec. 3).
+Decode attention reads each sequence's KV cache once per token: memory-bound, at the larger of its bytes over
+the HBM rate and its FLOPs over the attention rate. Prefill attention is the causal flash kernel, as in
+training. With pp stages the step's sequences run as pp micro-batches through the stages (TensorRT-LLM's
+pipeline parallelism): n_layers layers at tokens / pp, and pp stage boundaries each way.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from ..cost.comm import group_collective, p2p_tier, p2p_time
+from ..cost.compute import flash_attention_time
+from ..cost.kernels import Device, attention_table_op, model_mean_keys
+from ..spec.hardware import System
+from ..spec.model import ModelConfig
+from ..spec.serving import ServePlan, ServingStack
+from ..spec.stack import load_stack
+from .kv_cache import ACT_BYTES, kv_bytes_per_token
+
+# Bytes per element the memory-bound kernels of one layer move per token in inference (fused kernels, forward
+# only): two norms (read, write), the residual adds (read 2, write 1), rotary (q and k, read and write), the gated
+# activation (read 2, write 1 of f): cost.kernels.ELEMENTWISE_BYTES' forward figures.
+NORM_B, RESIDUAL_B, ROPE_B, GLU_B = 4.0, 6.0, 4.0, 6.0
+
+
+def device(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack) -> Device:
+    """The training side's `Device` for this serving layout: its GEMM precision and the serving stack's
+    attention kernel (a training stack profile carries the kernel fields the Device reads: attention_native and
+    attention_speed 1, the part's own kernel where native, else FlashAttention-2)."""
+    kernels = load_stack("plain-torch").model_copy(update={"name": stack.name, "attention_native": stack.attention_native,
+                                                           "attention_speed": 1.0})
+    return Device(model, system, SimpleNamespace(stack=kernels, precision=plan.precision, attention="flash"))
+
+
+def _gemm(dev: Device, m, n, k, batch=1) -> float:
+    return float(dev.gemm_priced(np.maximum(m, 1.0), n, k, batch)[0]) if m > 0 else 0.0
+
+
+def layer_gemm_s(dev: Device, plan: ServePlan, tokens: float) -> float:
+    """A mean layer's weight GEMMs on one GPU for `tokens` rows: qkv and output projections, then the dense MLP or
+    (averaged over dense and MoE layers) the router, the local experts as one grouped GEMM (each of a device's
+    E / ep experts on tokens x top_k / E rows, balanced routing, split tp / ep ways) and the shared experts."""
+    m, tp = dev.model, plan.tp
+    g = 2 if m.gated else 1
+    t = _gemm(dev, tokens, m.qkv_matmul_params() / m.hidden / tp, m.hidden) + _gemm(dev, tokens, m.hidden, m.q_dim / tp)
+    dense = _gemm(dev, tokens, g * m.ffn_hidden / tp, m.hidden) + _gemm(dev, tokens, m.hidden, m.ffn_hidden / tp)
+    if m.moe is None:
+        return t + dense
+    e, local = m.moe, m.moe.n_experts / plan.ep
+    rows, fe = tokens * e.top_k / e.n_experts, e.expert_ffn_hidden / plan.etp
+    moe = (_gemm(dev, tokens, e.n_experts, m.hidden) + _gemm(dev, rows, g * fe, m.hidden, local)
+           + _gemm(dev, rows, m.hidden, fe, local))
+    if e.shared_ffn_hidden:
+        fs = e.shared_ffn_hidden / tp
+        moe += _gemm(dev, tokens, g * fs, m.hidden) + _gemm(dev, tokens, m.hidden, fs)
+    return t + (m.dense_layers() * dense + m.moe_layers() * moe) / m.n_layers
+
+
+def decode_attention_s(dev: Device, plan: ServePlan, seqs: float, context: float) -> float:
+    """One layer's attention for `seqs` sequences of one new token over `context` cached keys on one GPU: the KV
+    bytes read (`kv_bytes_per_token` / layers per stage, per key) over the HBM rate, or its FLOPs (4 x keys x
+    attention_core_dim x local heads / heads) over the spec's attention rate, whichever is longer."""
+    m = dev.model
+    per_layer = kv_bytes_per_token(m, plan) / np.ceil(m.n_layers / plan.pp)
+    nbytes = seqs * context * per_layer
+    flops = 4.0 * seqs * context * m.attention_core_dim / plan.tp
+    rate = dev.bf16_peak * dev.system.efficiency.attention_max
+    return max(dev.memory(nbytes), flops / rate)
+
+
+def prefill_attention_s(dev: Device, plan: ServePlan, seqs: float, prompt: float) -> float:
+    """One layer's causal attention over `seqs` prompts of `prompt` tokens on one GPU: the flash kernel's FLOPs (4 x
+    tokens x mean keys x head_dim x local heads) priced as training prices its forward (`cost.kernels`: the measured
+    attention table where the part has one for the stack's kernel, else the spec's attention_max)."""
+    if seqs <= 0 or prompt <= 0:
+        return 0.0
+    m = dev.model
+    head_dim, heads = m.attention_core_dim / m.n_heads, m.n_heads / plan.tp
+    flops = 4.0 * seqs * prompt * float(model_mean_keys(m, prompt)) * head_dim * heads
+    grid = dev.attention_table()
+    if grid is not None:
+        return float(attention_table_op(dev, grid, flops, head_dim, prompt, seqs * heads).fwd_s)
+    eff = dev.system.efficiency
+    return float(flash_attention_time(flops, prompt, dev.bf16_peak, eff.attention_max, eff.attention_half_seq))
+
+
+def elementwise_s(dev: Device, plan: ServePlan, tokens: float) -> float:
+    """One layer's memory-bound kernels on `tokens` rows: norms and residual adds over h, rotary over q + kv / tp,
+    the gated activation over f / tp (bf16 elements x bytes per element)."""
+    m = dev.model
+    per = 2 * (NORM_B + RESIDUAL_B) * m.hidden + ROPE_B * (m.q_dim + m.kv_dim) / plan.tp
+    per += GLU_B * m.ffn_hidden / plan.tp if m.gated else 0.0
+    return dev.memory(tokens * per)
+
+
+def tp_allreduce_s(model: ModelConfig, system: System, plan: ServePlan, tokens: float) -> float:
+    """One layer's two tensor-parallel all-reduces (after attention and after the MLP; a MoE layer's experts over
+    ep x tp / ep ranks combine in the same one) of tokens x hidden bf16 values over the replica's tp ranks
+    (`cost.comm.group_collective`: the system's tiers and NCCL fits, as in training)."""
+    if plan.tp == 1 or tokens <= 0:
+        return 0.0
+    size = tokens * model.hidden * ACT_BYTES
+    return 2 * float(group_collective(system, "all_reduce", size, plan.tp, 1, plan.gpus))
+
+
+def pp_send_s(model: ModelConfig, system: System, plan: ServePlan, tokens: float) -> float:
+    """The pp stage boundaries one micro-batch of `tokens` rows crosses, each a send of tokens x hidden bf16
+    (`cost.comm.p2p_time` on the tier the pipeline spans, `cost.comm.p2p_tier`)."""
+    if plan.pp == 1:
+        return 0.0
+    tier = p2p_tier(system, plan.tp, plan.pp)
+    return plan.pp * float(p2p_time(tokens * model.hidden * ACT_BYTES, tier.bandwidth, tier.latency))
+
+
+def step_parts(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, decode: float,
+               context: float, prefill_seqs: float, prompt: float, logits: float) -> dict[str, float]:
+    """Seconds of one step by part: gemm, attention, memory (element-wise), tp_comm, pp_comm, lm_head, overhead.
+    `decode` sequences one token each at `context` keys, `prefill_seqs` prompts of `prompt` tokens, `logits`
+    sequences sampling a token; all over pp micro-batches (module docstring)."""
+    dev = device(model, system, plan, stack)
+    pp, L = plan.pp, model.n_layers
+    tokens = (decode + prefill_seqs * prompt) / pp
+    attn = decode_attention_s(dev, plan, decode / pp, context) + prefill_attention_s(dev, plan, prefill_seqs / pp, prompt)
+    return {"gemm": L * layer_gemm_s(dev, plan, tokens), "attention": L * attn,
+            "memory": L * elementwise_s(dev, plan, tokens), "tp_comm": L * tp_allreduce_s(model, system, plan, tokens),
+            "pp_comm": pp_send_s(model, system, plan, tokens),
+            "lm_head": pp * _gemm(dev, logits / pp, model.vocab / plan.tp, model.hidden),
+            "overhead": stack.step_overhead_s}

@@ -1,0 +1,151 @@
+"""Serving (inference) inputs and outputs: the serving stack's profile, the serving layout and the estimate.
+
+A `ServingStack` is data (`hardware_specs/serving/NAME.yaml`): what TensorRT-LLM, vLLM or SGLang do that the
+hardware spec does not say (how much free memory the KV cache takes, the largest batch and token budget of one
+step, host time per step, whether its attention is the part's own kernel), each field cited in `sources`. A
+`ServePlan` is one layout of a serving job: tp x pp GPUs per model replica, dp replicas, experts over ep of a
+replica's tp ranks, weight / activation precision, KV-cache dtype, request lengths and load. The cost is
+`perfmodel.serve` (priced by the training side's kernels and collectives, `perfmodel.cost`).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Literal
+
+from pydantic import Field
+
+from ..errors import Count, InputError, Real, Schema, suggest
+from ..files import looks_like_path, read_mapping
+from .model import ModelConfig
+
+SERVING_STACKS = ("trtllm", "vllm", "sglang")
+DEFAULT_SERVING_STACK = "trtllm"
+KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+# Bytes per weight of a GEMM matrix: fp4 is NVFP4, 4-bit values with one fp8 scale per 16 (NVIDIA, "NVFP4", the
+# Blackwell microscaling format: 16-element blocks, E4M3 scales), 0.5 + 1/16
+WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5 + 1.0 / 16}
+
+
+class ServingStack(Schema):
+    """One serving framework as the serving cost prices it."""
+
+    name: str = Field(description="stack name; what `--stack NAME` of perfmodel infer takes")
+    description: str = Field(description="the framework and the settings this profile describes")
+    versions: str = Field(description="framework versions whose code or documents the citations read")
+    attention_native: bool = Field(description="its attention kernels are the part's own (TensorRT-LLM's FMHA / "
+                                               "XQA, FlashAttention-3, FlashInfer on Hopper): a native attention "
+                                               "table prices them, as for training stacks")
+    kv_memory_fraction: float = Field(gt=0, le=1, description="share of memory the engine may use: of what is "
+                                                              "free after weights and activations (memory_fraction_of "
+                                                              "free), or of the whole device for weights, "
+                                                              "activations and KV cache together (total)")
+    memory_fraction_of: Literal["free", "total"] = Field(description="what kv_memory_fraction is a share of")
+    max_batch: Count = Field(description="sequences one step runs at most (the default scheduler limit)")
+    max_num_tokens: Count = Field(description="tokens one step runs at most (prefill chunks and decode tokens)")
+    step_overhead_s: Real = Field(ge=0, description="host seconds per step the device does not hide (scheduling, "
+                                                    "sampling, launches beyond CUDA graphs)")
+    reserves_whole_sequence: bool = Field(description="the scheduler admits a request only with KV blocks for "
+                                                      "its whole input + output (true), or allocates blocks as "
+                                                      "tokens come and preempts on shortage (false: a sequence "
+                                                      "holds input + output / 2 on average)")
+    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
+
+
+def load_serving_stack(name: str | ServingStack) -> ServingStack:
+    """A serving stack by name (SERVING_STACKS) or the path of a YAML profile of the same schema."""
+    if isinstance(name, ServingStack):
+        return name
+    text = str(name)
+    if looks_like_path(text):
+        return ServingStack.parse(read_mapping(text, f"serving stack profile {text}"), where=text)
+    key = text.lower()
+    if key not in SERVING_STACKS:
+        raise suggest(text, SERVING_STACKS, "serving stack")
+    path = resources.files("perfmodel.hardware_specs") / "serving" / f"{key}.yaml"
+    return ServingStack.parse(read_mapping(path, f"hardware_specs/serving/{key}.yaml"), where=key)
+
+
+def _divisors(n: int) -> str:
+    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
+
+
+class ServePlan(Schema):
+    """One layout of a serving job: dp replicas of tp x pp GPUs, and the load they serve."""
+
+    gpus: Count | None = Field(None, description="GPUs in all (tp x pp x dp); default from the layout")
+    tp: Count = Field(1, description="tensor parallel size within a replica")
+    pp: Count = Field(1, description="pipeline stages of a replica")
+    dp: Count = Field(1, description="model replicas (data parallel)")
+    ep: Count = Field(1, description="expert parallel size of a MoE model within a replica's tp ranks (the "
+                                     "experts' tensor split is tp / ep)")
+    precision: Literal["bf16", "fp16", "fp8", "fp4"] = Field("bf16", description="GEMM weights and activations")
+    kv_dtype: Literal["bf16", "fp16", "fp8"] | None = Field(None, description="KV-cache dtype; default fp8 with "
+                                                                               "fp8/fp4 GEMMs, else bf16")
+    input_len: Count = Field(description="prompt tokens per request")
+    output_len: Count = Field(description="generated tokens per request")
+    concurrency: Count | None = Field(None, description="sequences in flight in all, split evenly over the dp "
+                                                        "replicas; None: as many as memory and the stack allow "
+                                                        "(max throughput)")
+    stack: str = Field(DEFAULT_SERVING_STACK, description=f"serving stack, one of {', '.join(SERVING_STACKS)}, or "
+                                                          "the path of a profile YAML")
+
+    @property
+    def kv(self) -> str:
+        return self.kv_dtype or ("fp8" if self.precision in ("fp8", "fp4") else "bf16")
+
+    @property
+    def etp(self) -> int:
+        """Tensor split of each expert: the replica's tp ranks over ep."""
+        return self.tp // self.ep
+
+
+def resolve_serve(plan: ServePlan, model: ModelConfig, hbm_gpus: int | None = None) -> ServePlan:
+    """`plan` with gpus filled in, after refusing what no serving engine runs: gpus other than tp x pp x dp, tp
+    not dividing the attention heads, pp more than the layers, ep not dividing tp or the experts, lengths beyond
+    the model's context, a precision the stack lacks. One line each, naming the field and what is valid."""
+    p = plan
+    n = p.tp * p.pp * p.dp
+    if p.gpus is not None and p.gpus != n:
+        raise InputError(f"gpus = {p.gpus} is not tp x pp x dp = {p.tp} x {p.pp} x {p.dp} = {n}; valid: gpus = {n}, "
+                         "or a layout whose product is gpus")
+    if model.n_heads % p.tp:
+        raise InputError(f"tp={p.tp} does not divide num_attention_heads = {model.n_heads}; valid tp: "
+                         f"{_divisors(model.n_heads)}")
+    if p.pp > model.n_layers:
+        raise InputError(f"pp={p.pp} exceeds the {model.n_layers} layers of {model.name}; valid pp: 1..{model.n_layers}")
+    if p.ep > 1 and model.moe is None:
+        raise InputError(f"ep={p.ep} for {model.name}, which has no experts; valid ep: 1")
+    if p.tp % p.ep:
+        raise InputError(f"ep={p.ep} does not divide tp = {p.tp} (experts are split over a replica's tp ranks); "
+                         f"valid ep: {_divisors(p.tp)}")
+    if model.moe is not None and model.moe.n_experts % p.ep:
+        raise InputError(f"ep={p.ep} does not divide the {model.moe.n_experts} experts of {model.name}; valid ep: "
+                         f"{', '.join(str(d) for d in range(1, p.tp + 1) if p.tp % d == 0 and model.moe.n_experts % d == 0)}")
+    if p.input_len + p.output_len > model.max_seq_len:
+        raise InputError(f"input_len + output_len = {p.input_len} + {p.output_len} exceeds {model.name}'s context "
+                         f"(max_seq_len = {model.max_seq_len}); valid: at most {model.max_seq_len} tokens in all")
+    load_serving_stack(p.stack)
+    return p.model_copy(update={"gpus": n})
+
+
+class ServeEstimate(Schema):
+    """What `perfmodel.serve.infer` predicts for one serving layout (per the whole deployment where it says)."""
+
+    model: str
+    hardware: str
+    plan: ServePlan
+    fits_in_memory: bool = Field(description="weights, activations and at least one sequence's KV cache fit")
+    batch: float = Field(description="sequences in flight in all (dp replicas together)")
+    kv_cache_tokens: float = Field(description="tokens the KV cache of one replica holds")
+    output_tokens_per_s: float = Field(description="generated tokens per second, all GPUs together")
+    total_tokens_per_s: float = Field(description="prompt and generated tokens per second, all GPUs together")
+    requests_per_s: float = Field(description="requests completed per second, all GPUs together")
+    ttft_s: float = Field(description="time to first token: the step that runs a request's prefill")
+    tpot_s: float = Field(description="time per output token after the first (inter-token latency)")
+    e2e_s: float = Field(description="request latency: ttft + (output_len - 1) x tpot")
+    memory_gib: dict[str, float] = Field(description="per GPU: weights, kv_cache, activations, runtime, total, "
+                                                     "capacity")
+    decode_step_s: dict[str, float] = Field(description="one decode step of the steady batch by part (seconds)")
+    prefill_s: dict[str, float] = Field(description="one request's prefill by part (seconds)")
+    notes: list[str] = Field(default_factory=list)

@@ -1,0 +1,182 @@
+"""Serving (perfmodel.serve, perfmodel infer): KV-cache and weight bytes by hand, decode attention at the HBM rate,
+the steady-state identities of continuous batching, the refusals, the CLI's JSON contract and the layout search."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from perfmodel import load_hardware, load_model
+from perfmodel.errors import InputError
+from perfmodel.serve import infer
+from perfmodel.serve.kv_cache import kv_bytes_per_token, memory, weight_bytes
+from perfmodel.serve.layout_search import fewest_gpus, rank
+from perfmodel.serve.step_time import decode_attention_s, device
+from perfmodel.spec.serving import ServePlan, load_serving_stack
+
+GIB = 2.0**30
+
+
+def test_kv_bytes_per_token_by_hand():
+    """Llama 3.1 70B: 80 layers x (K and V) x 8 kv heads x 128; tp 8 keeps one head each, tp 16 too (replicated)."""
+    m = load_model("llama-3.1-70b")
+    assert kv_bytes_per_token(m, ServePlan(tp=1, input_len=1, output_len=1)) == 80 * 2 * 8 * 128 * 2
+    assert kv_bytes_per_token(m, ServePlan(tp=8, precision="fp8", input_len=1, output_len=1)) == 80 * 2 * 128 * 1
+    assert kv_bytes_per_token(m, ServePlan(tp=16, input_len=1, output_len=1)) == 80 * 2 * 128 * 2
+    assert kv_bytes_per_token(m, ServePlan(tp=8, pp=4, input_len=1, output_len=1)) == 20 * 2 * 128 * 2
+    # DeepSeek-V3 (MLA): the 512-wide latent and the 64-wide shared rotary key per layer, on every tp rank
+    ds = load_model("deepseek-v3")
+    assert kv_bytes_per_token(ds, ServePlan(tp=8, input_len=1, output_len=1)) == 61 * (512 + 64) * 2
+
+
+def test_weight_bytes_by_hand():
+    m = load_model("llama-3.1-8b")
+    assert weight_bytes(m, ServePlan(input_len=1, output_len=1)) == pytest.approx(2 * m.n_params(), rel=1e-9)
+    # fp8 GEMMs: the layers at 1 B, embedding and LM head stay bf16; tp 2 halves both
+    fp8 = weight_bytes(m, ServePlan(tp=2, precision="fp8", input_len=1, output_len=1))
+    ends = m.embedding_params() + m.head_params()
+    assert fp8 == pytest.approx((m.layer_params() * 1 + ends * 2) / 2, rel=1e-6)
+
+
+def test_decode_attention_reads_the_kv_cache_at_the_hbm_rate():
+    """256 sequences at 2048 keys on Llama 3.1 8B, bf16 KV, one H100: 256 x 2048 x (2 x 8 x 128 x 2 B) per layer,
+    over the spec's HBM bandwidth x its memory-bandwidth efficiency (memory-bound: 4 x 2048 x 4096 FLOPs per
+    sequence is far under the compute rate)."""
+    m, sysm = load_model("llama-3.1-8b"), load_hardware("dgx-h100")
+    plan = ServePlan(input_len=1024, output_len=1024, gpus=1)
+    dev = device(m, sysm, plan, load_serving_stack("trtllm"))
+    nbytes = 256 * 2048 * 2 * 8 * 128 * 2
+    bw = sysm.accelerator.hbm_bandwidth * sysm.efficiency.memory_bandwidth
+    assert decode_attention_s(dev, plan, 256, 2048) == pytest.approx(nbytes / bw, rel=1e-9)
+
+
+def test_steady_state_identities():
+    e = infer("llama-3.1-70b", "dgx-h200", ServePlan(tp=4, dp=2, precision="fp8", input_len=1000, output_len=500))
+    p = e.plan
+    assert p.gpus == 8
+    assert e.output_tokens_per_s == pytest.approx(e.batch / e.tpot_s, rel=1e-12)  # batch counts both replicas
+    assert e.requests_per_s == pytest.approx(e.output_tokens_per_s / 500, rel=1e-12)
+    assert e.total_tokens_per_s == pytest.approx(e.output_tokens_per_s * 1500 / 500, rel=1e-12)
+    assert e.e2e_s == pytest.approx(e.ttft_s + 499 * e.tpot_s, rel=1e-12)
+    assert e.tpot_s == pytest.approx(sum(e.decode_step_s.values()), rel=1e-12)
+    # max throughput: as many whole sequences as the KV cache holds (trtllm reserves input + output), or max_batch
+    m, sysm, stack = load_model("llama-3.1-70b"), load_hardware("dgx-h200"), load_serving_stack("trtllm")
+    kv = memory(m, sysm, p, stack)["kv_cache"]
+    fit = math.floor(kv / kv_bytes_per_token(m, p) / 1500)
+    assert e.batch == 2 * min(fit, stack.max_batch)
+    # a fixed concurrency below that: exactly it, and no faster per sequence than the max-throughput batch
+    c = infer("llama-3.1-70b", "dgx-h200", ServePlan(tp=4, dp=2, precision="fp8", input_len=1000, output_len=500,
+                                                     concurrency=64))
+    assert c.batch == 64 and c.tpot_s < e.tpot_s and c.output_tokens_per_s < e.output_tokens_per_s
+
+
+def test_the_same_kernels_as_training():
+    """A layer's GEMMs at one row cost at least their weight bytes over the HBM rate (the roofline's memory side:
+    decode is memory-bound), and doubling the rows barely moves them; at 8192 rows at least their FLOPs over the
+    part's dense fp8 peak (the compute side)."""
+    m, sysm = load_model("llama-3.1-8b"), load_hardware("dgx-h100")
+    plan = ServePlan(input_len=8192, output_len=16, gpus=1, precision="fp8")
+    dev = device(m, sysm, plan, load_serving_stack("trtllm"))
+    from perfmodel.serve.step_time import layer_gemm_s
+
+    one, two, big = layer_gemm_s(dev, plan, 1), layer_gemm_s(dev, plan, 2), layer_gemm_s(dev, plan, 8192)
+    weights = m.matmul_params_per_layer() * 1.0  # fp8: 1 B each
+    assert one >= weights / dev.mem_bw * 0.999 and two < 1.2 * one
+    assert big >= 2 * 8192 * m.matmul_params_per_layer() / sysm.accelerator.peak_flops("fp8")
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(tp=3), "tp=3 does not divide num_attention_heads = 64; valid tp: 1, 2, 4, 8, 16, 32, 64"),
+    (dict(tp=8, ep=2), "ep=2 for llama-3.1-70b, which has no experts; valid ep: 1"),
+    (dict(tp=8, gpus=16), "gpus = 16 is not tp x pp x dp = 8 x 1 x 1 = 8"),
+    (dict(tp=8, input_len=130000, output_len=2000), "input_len + output_len = 130000 + 2000 exceeds llama-3.1-70b's "
+                                                   "context (max_seq_len = 131072)"),
+    (dict(tp=1, precision="bf16"), "llama-3.1-70b does not fit on dgx-h100 with tp=1 pp=1"),
+])
+def test_refusals(kw, message):
+    job = dict(input_len=1000, output_len=1000) | kw
+    with pytest.raises(InputError) as err:
+        infer("llama-3.1-70b", "dgx-h100", ServePlan(**job))
+    assert message in str(err.value)
+
+
+def test_moe_ep_must_divide_experts_and_tp():
+    with pytest.raises(InputError, match=r"ep=3 does not divide tp = 8 .*valid ep: 1, 2, 4, 8"):
+        infer("mixtral-8x7b", "dgx-h100", ServePlan(tp=8, ep=3, input_len=128, output_len=128))
+    e = infer("mixtral-8x7b", "dgx-h100", ServePlan(tp=8, ep=8, precision="fp8", input_len=128, output_len=128))
+    assert e.plan.etp == 1 and e.output_tokens_per_s > 0
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "perfmodel", "infer", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_cli_json_contract():
+    run = _cli("--model", "llama-3.1-8b", "--hardware", "dgx-h100", "--gpus", "1", "--tp", "1", "--pp", "1",
+               "--ep", "1", "--dp", "1", "--precision", "fp8", "--kv-dtype", "fp8", "--input-len", "128",
+               "--output-len", "128", "--max-throughput", "--stack", "trtllm", "--format", "json")
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    for key in ("output_tokens_per_s", "ttft_s", "tpot_s", "batch", "kv_cache_tokens", "fits_in_memory",
+                "memory_gib", "decode_step_s", "prefill_s"):
+        assert key in out, key
+    direct = infer("llama-3.1-8b", "dgx-h100", ServePlan(precision="fp8", kv_dtype="fp8", input_len=128,
+                                                         output_len=128))
+    assert out["output_tokens_per_s"] == pytest.approx(direct.output_tokens_per_s, rel=1e-12)
+
+
+def test_cli_bad_input_is_one_line():
+    run = _cli("--model", "llama-3.1-70b", "--hardware", "dgx-h100", "--tp", "3", "--input-len", "10",
+               "--output-len", "10")
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines() == ["error: tp=3 does not divide num_attention_heads = 64; valid tp: 1, 2, "
+                                               "4, 8, 16, 32, 64"]
+    run = _cli("--model", "llama-3.1-8b", "--hardware", "dgx-h100", "--input-len", "10", "--output-len", "10",
+               "--ttft-ms", "100")
+    assert run.returncode == 2 and "--ttft-ms 100 is a --search limit" in run.stderr
+
+
+def test_search_ranks_and_finds_the_fewest_gpus():
+    job = dict(precision="fp8", input_len=1000, output_len=1000)
+    ranked, dropped = rank("llama-3.1-70b", "dgx-h100", 8, job)
+    rates = [e.output_tokens_per_s for e in ranked]
+    assert rates == sorted(rates, reverse=True) and all(e.plan.gpus == 8 for e in ranked)
+    _, bf16_dropped = rank("llama-3.1-70b", "dgx-h100", 8, job | dict(precision="bf16"))
+    assert any(d.startswith("tp1 pp1 dp8: llama-3.1-70b does not fit on dgx-h100") for d in bf16_dropped)
+    tight, _ = rank("llama-3.1-70b", "dgx-h100", 8, job, tpot_s=ranked[-1].tpot_s * 0.999)
+    assert len(tight) < len(ranked)
+    n, meets = fewest_gpus("llama-3.1-8b", "dgx-h100", 8, 5.0, dict(precision="fp8", input_len=128, output_len=128))
+    best_half = rank("llama-3.1-8b", "dgx-h100", n // 2, dict(precision="fp8", input_len=128, output_len=128))[0] \
+        if n > 1 else []
+    assert meets and meets[0].requests_per_s >= 5.0
+    assert n == 1 or not best_half or best_half[0].requests_per_s < 5.0
+
+
+def test_benchmark_maps_rows_and_reports(tmp_path):
+    """benchmarks/published_inference.py: row I0444 (Llama 3.1 8B, H200, TP1, FP8, 128/128, offline) maps to
+    llama-3.1-8b on dgx-h200 and its prediction is infer's; the printed ALL line is the CSV's MAPE."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    root = Path(__file__).parents[1]
+    out = tmp_path / "inf.csv"
+    run = subprocess.run([sys.executable, "published_inference.py", "--data", str(root / "benchmarks" / "data" /
+                          "published_inference_dev.csv"), "--csv", str(out)], cwd=root / "benchmarks",
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    df = pd.read_csv(out)
+    row = df[df["row_id"] == "I0444"].iloc[0]
+    assert (row["model"], row["hardware"], row["precision"], row["layout"]) == ("llama-3.1-8b", "dgx-h200", "fp8",
+                                                                                "tp1 pp1")
+    direct = infer("llama-3.1-8b", "dgx-h200", ServePlan(precision="fp8", stack="trtllm", input_len=128,
+                                                         output_len=128))
+    assert row["predicted"] == pytest.approx(direct.output_tokens_per_s, rel=1e-9)
+    ok = df[df["predicted"].notna()]
+    assert f"MAPE {100 * (ok['predicted'] / ok['measured'] - 1).abs().mean():.1f}%" in run.stdout
+    assert set(df[df["predicted"].isna()]["reason"].str.contains("L40S")) == {True}  # only the part with no spec
