@@ -19,6 +19,7 @@ from perfmodel.serve.step_time import decode_attention_s, device
 from perfmodel.spec.serving import ServePlan, load_serving_stack
 
 GIB = 2.0**30
+ROOT_KERNELS = __import__("pathlib").Path(__file__).parents[1] / "hardware_specs" / "kernels"
 
 
 def test_kv_bytes_per_token_by_hand():
@@ -67,7 +68,8 @@ def test_steady_state_identities():
     m, sysm, stack = load_model("llama-3.1-70b"), load_hardware("dgx-h200"), load_serving_stack("trtllm")
     kv = memory(m, sysm, p, stack)["kv_cache"]
     fit = math.floor(kv / kv_bytes_per_token(m, p) / 1500)
-    assert e.batch == 2 * min(fit, stack.max_batch)
+    budget = math.floor(stack.max_num_tokens / (1 + 1000 / 500))  # B decode + B x I / O prompt tokens per step
+    assert e.batch == 2 * min(fit, stack.max_batch, budget)
     # a fixed concurrency below that: exactly it, and no faster per sequence than the max-throughput batch
     c = infer("llama-3.1-70b", "dgx-h200", ServePlan(tp=4, dp=2, precision="fp8", input_len=1000, output_len=500,
                                                      concurrency=64))
@@ -180,3 +182,86 @@ def test_benchmark_maps_rows_and_reports(tmp_path):
     ok = df[df["predicted"].notna()]
     assert f"MAPE {100 * (ok['predicted'] / ok['measured'] - 1).abs().mean():.1f}%" in run.stdout
     assert set(df[df["predicted"].isna()]["reason"].str.contains("L40S")) == {True}  # only the part with no spec
+
+
+def test_moe_layers_from_the_measured_fused_moe_table():
+    """Mixtral 8x7B fp8 on H100, tp 8 ep 8 (each GPU one expert, whole): the table's curve at 256 tokens is one of
+    its rows (ms / 1e3), 300 tokens lies log-log between 256 and 320, and the serving step's MoE layer is that
+    over sustained_fraction."""
+    import gzip
+
+    import numpy as np
+
+    from perfmodel.cost.kernel_lookup import moe_table_time
+    from perfmodel.serve.step_time import moe_table_s
+    from perfmodel.spec.kernel_tables import moe_curves
+
+    rows = {}
+    for line in gzip.open(ROOT_KERNELS / "h100_sxm" / "moe.csv.gz", "rt").read().splitlines()[1:]:
+        d, *v = line.split(",")
+        if (d, *map(int, v[:6])) == ("fp8", 4096, 14336, 2, 8, 1, 8):
+            rows[int(v[6])] = float(v[7]) / 1e3
+    curves = moe_curves("h100_sxm/moe.csv.gz")
+    key = ("fp8", 4096, 14336, 2, 8, 1, 8)
+    assert moe_table_time(curves, key, 256) == pytest.approx(rows[256], rel=1e-9)
+    w = (np.log(300) - np.log(256)) / (np.log(320) - np.log(256))
+    want = np.exp(np.log(rows[256]) + w * (np.log(rows[320]) - np.log(rows[256])))
+    assert moe_table_time(curves, key, 300) == pytest.approx(want, rel=1e-9)
+    assert moe_table_time(curves, key, 2 * max(rows)) == pytest.approx(2 * rows[max(rows)], rel=1e-9)
+    m, sysm = load_model("mixtral-8x7b"), load_hardware("dgx-h100")
+    plan = ServePlan(tp=8, ep=8, precision="fp8", input_len=128, output_len=128)
+    dev = device(m, sysm, plan, load_serving_stack("trtllm"))
+    assert moe_table_s(dev, plan, 256) == pytest.approx(rows[256] / sysm.efficiency.sustained_fraction, rel=1e-9)
+    assert moe_table_s(device(load_model("deepseek-v3"), sysm, plan, load_serving_stack("trtllm")), plan, 256) \
+        is None  # no per-tensor fp8 DeepSeek-V3 curve: the grouped GEMMs price it
+
+
+def test_ttft_is_never_below_the_prompts_own_prefill():
+    """One request in flight: TTFT is at least its 8000-token prefill alone; at 64 in flight, longer still."""
+    job = dict(tp=8, precision="fp8", input_len=8000, output_len=100)
+    one = infer("llama-3.1-70b", "dgx-h100", ServePlan(concurrency=1, **job))
+    many = infer("llama-3.1-70b", "dgx-h100", ServePlan(concurrency=64, **job))
+    assert one.ttft_s >= sum(one.prefill_s.values()) * 0.999999
+    assert many.ttft_s > one.ttft_s
+
+
+def test_limits_on_the_batch():
+    """vLLM runs at most max_num_seqs = 256 sequences whatever the concurrency asked; TensorRT-LLM's token budget
+    caps a 2048/128 job at 8192 / (1 + 16) = 481 sequences; concurrency below dp is refused."""
+    v = infer("llama-3.1-8b", "dgx-h100", ServePlan(precision="fp8", stack="vllm", input_len=128, output_len=128,
+                                                    concurrency=100000))
+    assert v.batch == 256 and any("max_batch 256" in n for n in v.notes)
+    t = infer("llama-3.1-8b", "dgx-h200", ServePlan(precision="fp8", input_len=2048, output_len=128))
+    assert t.batch == 481 and any("token budget" in n for n in t.notes)
+    with pytest.raises(InputError, match="concurrency = 1 is fewer than the dp = 8 replicas"):
+        infer("llama-3.1-8b", "dgx-h100", ServePlan(dp=8, concurrency=1, input_len=128, output_len=128))
+
+
+def test_kv_budgets_per_stack_by_hand():
+    """H100 (80 GiB), Llama 3.1 8B bf16: trtllm 0.95 x (cap - runtime - weights - activations); vLLM 0.9 x cap -
+    weights - activations - runtime; SGLang 0.88 x cap - weights - runtime (its activations outside the share)."""
+    from perfmodel.serve.kv_cache import activation_bytes
+
+    m, sysm = load_model("llama-3.1-8b"), load_hardware("dgx-h100")
+    plan = ServePlan(input_len=128, output_len=128)
+    cap, rt, w = sysm.accelerator.hbm_bytes, sysm.memory_overhead_bytes, weight_bytes(m, plan)
+    for name, want in (("trtllm", lambda a: 0.95 * (cap - rt - w - a)), ("vllm", lambda a: 0.9 * cap - w - a - rt),
+                       ("sglang", lambda a: 0.88 * cap - w - rt)):
+        stack = load_serving_stack(name)
+        a = activation_bytes(m, plan, stack)
+        assert memory(m, sysm, plan, stack)["kv_cache"] == pytest.approx(want(a), rel=1e-12), name
+
+
+def test_active_experts_by_hand():
+    """Qwen3-30B-A3B (128 experts, top 8): one token reaches 8 experts, two reach 8 + 8 x 120/128 on average."""
+    from perfmodel.serve.step_time import active_experts
+
+    assert active_experts(128, 8, 128, 1) == pytest.approx(8.0)
+    assert active_experts(128, 8, 128, 2) == pytest.approx(8 + 8 * 120 / 128)
+    assert active_experts(16, 8, 128, 10**6) == pytest.approx(16.0)
+
+
+def test_search_refuses_a_fixed_layout_flag():
+    run = _cli("--model", "llama-3.1-8b", "--hardware", "dgx-h100", "--gpus", "8", "--tp", "2", "--input-len", "10",
+               "--output-len", "10", "--search")
+    assert run.returncode == 2 and run.stderr.startswith("error: --tp is chosen by --search")

@@ -18,6 +18,9 @@ It copies each part's context-attention table (`<part>/attention.csv.gz`: head_d
 latency_ms; the forward of causal bf16 attention over isl-token prompts, `import_attention`), which
 `spec.kernel_tables.attention_grid` turns into throughput by head dim, length and parallel work.
 
+It copies each part's MoE table (`<part>/moe.csv.gz`, `import_moe`: TensorRT-LLM's fused MoE forward by model
+shape, moe_tp x moe_ep slice and tokens), which prices a serving step's MoE layers (`perfmodel.serve.step_time`).
+
 It also writes `gemm_power.csv`: the board power measured while GEMMs of at least POWER_MIN_FLOPS run, per part
 and dtype (`gemm_power_w` in the accelerator specs), from the shared data's supplementary tables, the only ones
 timed with NVML power (B200, GB200, H200): each run long enough for 100 ms power samples to cover it.
@@ -94,6 +97,33 @@ ATTENTION_LEFT_OUT = {"a100_sxm"}  # vLLM 0.14's FlashAttention-2 forward (varle
 # (MosaicML MPT on A100 80GB at 16k-64k tokens: +10-18% slower than measured with it, +3-6% without)
 
 
+MOE_COLUMNS = ["dtype", "hidden", "inter", "topk", "experts", "tp", "ep", "tokens", "latency_ms"]
+MOE_LEFT_OUT = {"a100_sxm"}  # SGLang's Triton fused MoE, not TensorRT-LLM's kernels that the serving stacks price
+
+
+def import_moe(source: Path, part: str) -> dict:
+    """Write `part`'s compact MoE table: TensorRT-LLM's CUTLASS fused MoE forward (routing, permutation, the gated
+    grouped GEMMs, finalize; no communication) under balanced routing, in the plan precisions (bf16, per-tensor
+    fp8, NVFP4), by model shape (hidden, per-expert inter size, top-k, experts), the one GPU's moe_tp x moe_ep
+    slice and tokens entering the layer; the median over repeated keys. Its provenance."""
+    rows = pd.read_csv(source / part / "moe.csv.gz")
+    keep = (rows["distribution"] == "balanced") & (rows["kernel_source"] == "moe_torch_flow_cutlass") \
+        & rows["moe_dtype"].isin(list(DTYPES))
+    kept = rows[keep].rename(columns={"moe_dtype": "dtype", "hidden_size": "hidden", "inter_size": "inter",
+                                      "num_experts": "experts", "moe_tp_size": "tp", "moe_ep_size": "ep",
+                                      "num_tokens": "tokens"})
+    kept["dtype"] = kept["dtype"].map(DTYPES)
+    table = kept.groupby(MOE_COLUMNS[:-1])["latency_ms"].median().reset_index()
+    out = HERE / part / "moe.csv.gz"
+    with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0, filename="") as gz:
+        gz.write(table.to_csv(index=False, float_format="%.6g").encode())
+    one = lambda col: "; ".join(sorted(kept[col].astype(str).unique()))
+    return {"table": f"{part}/moe.csv.gz", "source": f"AIConfigurator@{COMMIT}, shared/data/kernels/{part}/moe.csv.gz",
+            "device": one("device"), "framework": one("framework"), "framework_version": one("framework_version"),
+            "kernel_source": one("kernel_source"), "source_rows": len(rows), "kept_rows": len(table),
+            "dtypes": ", ".join(sorted(table["dtype"].unique())), "bytes": out.stat().st_size}
+
+
 POWER_MIN_FLOPS = 1e12  # a layer GEMM of training (the built-in example's qkv is 1.7e11 per micro-batch and
 # device, its mlp_in 9.6e11; 8B-70B models at 4-16k tokens per micro-batch run 1e12-1e13): kernels of a millisecond
 # or more, where a 100 ms NVML sample sees the GEMM and not the gaps between graph replays
@@ -164,7 +194,8 @@ def main(argv=None) -> None:
                     help="the shared data's kernels folder (default: ../shared/data/kernels from the repository)")
     a = ap.parse_args(argv)
     table = pd.DataFrame([import_part(a.source, part) for part in PARTS]
-                         + [import_attention(a.source, part) for part in PARTS if part not in ATTENTION_LEFT_OUT])
+                         + [import_attention(a.source, part) for part in PARTS if part not in ATTENTION_LEFT_OUT]
+                         + [import_moe(a.source, part) for part in PARTS if part not in MOE_LEFT_OUT])
     buf = io.StringIO()
     table.to_csv(buf, index=False)
     (HERE / "sources.csv").write_text(buf.getvalue())

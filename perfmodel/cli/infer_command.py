@@ -20,10 +20,10 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     p.add_argument("--hardware", required=True, help="preset name or path (as predict)")
     p.add_argument("--gpus", type=integer("--gpus"), help="GPUs in all (default tp x pp x dp); with --search the "
                                                           "count to lay out, with --target-rps the most to use")
-    p.add_argument("--tp", type=integer("--tp"), default=1)
-    p.add_argument("--pp", type=integer("--pp"), default=1)
+    p.add_argument("--tp", type=integer("--tp"), help="tensor parallel size (default 1)")
+    p.add_argument("--pp", type=integer("--pp"), help="pipeline stages (default 1)")
     p.add_argument("--dp", type=integer("--dp"), help="model replicas (default gpus / (tp x pp))")
-    p.add_argument("--ep", type=integer("--ep"), default=1, help="MoE expert parallel size within tp (default 1)")
+    p.add_argument("--ep", type=integer("--ep"), help="MoE expert parallel size within tp (default 1)")
     p.add_argument("--precision", choices=["bf16", "fp16", "fp8", "fp4"], default="bf16",
                    help="GEMM weights and activations (default bf16)")
     p.add_argument("--kv-dtype", choices=["bf16", "fp16", "fp8"], help="KV cache (default fp8 with fp8/fp4 GEMMs)")
@@ -60,7 +60,12 @@ def run(a: argparse.Namespace) -> str:
         if v is not None and not a.search:
             raise InputError(f"{flag} {v:g} is a --search limit; valid: add --search, or leave {flag} out")
     if a.search:
+        given = [f for f, v in (("--tp", a.tp), ("--pp", a.pp), ("--dp", a.dp), ("--ep", a.ep)) if v is not None]
+        if given:
+            raise InputError(f"{given[0]} is chosen by --search (every layout of --gpus is tried); valid: leave "
+                             f"{', '.join(given)} out, or drop --search to predict that layout")
         return _search(a)
+    a.tp, a.pp, a.ep = a.tp or 1, a.pp or 1, a.ep or 1
     from ..serve import infer
     from ..spec.serving import ServePlan
 

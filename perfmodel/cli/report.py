@@ -162,6 +162,14 @@ def hardware_table(s: System) -> str:
                              f"bf16: prices {which}, backward at {backward_rate(a):.3f} of its rate ({how}), / sustained "
                              f"{e.sustained_fraction:g}; other stacks from the efficiency line above)")
                 continue
+            if kind == "moe":
+                from ..spec.kernel_tables import moe_curves
+
+                shapes = len({k[1:5] for k in moe_curves(path).curves})
+                lines.append(f"  kernel tables: moe {shown} (measured fused-MoE forward, {shapes} model shapes: prices "
+                             f"perfmodel infer's MoE layers of those shapes, / sustained {e.sustained_fraction:g}; "
+                             "training and other shapes from the GEMM table)")
+                continue
             dtypes = ", ".join(sorted(table_dtypes(path)))
             lines.append(f"  kernel tables: {kind} {shown} (measured {dtypes}: prices a plan's GEMMs in those "
                          f"precisions, / sustained {e.sustained_fraction:g}; other precisions and kernels from the "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..spec.kernel_tables import AttentionGrid, GemmGrid
+from ..spec.kernel_tables import AttentionGrid, GemmGrid, MoeCurves
 
 
 def _bracket(axis: np.ndarray, x: np.ndarray):
@@ -77,3 +77,20 @@ def attention_table_rate(grid: AttentionGrid, head_dim, isl, work):
     outside = ((grid.head_dim[h] != head_dim) | (isl > grid.isl[-1]) | (isl < grid.isl[0])
                | (work > grid.work[-1]) | (work < grid.work[0]))
     return np.exp(out), outside
+
+
+def moe_table_time(curves: MoeCurves, key: tuple, tokens: float) -> float | None:
+    """Seconds of one fused-MoE forward on one GPU for `tokens` entering the layer, from the measured curve of
+    `key` (dtype, hidden, inter, topk, experts, moe_tp, moe_ep): log-log between the two tokens it lies between;
+    beyond the last, that point's seconds scaled by tokens (the layer's work grows with them); below the first,
+    the first point's (a few tokens read every local expert's weights whatever their number). None where the
+    table has no such curve."""
+    curve = curves.curves.get(key)
+    if curve is None or tokens <= 0:
+        return None
+    t, s = curve
+    if len(t) == 1 or tokens <= t[0]:
+        return float(s[0] * max(tokens / t[0], 1.0)) if tokens > t[-1] else float(s[0])
+    if tokens >= t[-1]:
+        return float(s[-1] * tokens / t[-1])
+    return float(np.exp(np.interp(np.log(tokens), np.log(t), np.log(s))))

@@ -3,11 +3,13 @@
 A replica keeps B sequences in flight (the asked concurrency, or as many as its KV cache and the stack allow).
 Every step each of them gains one token, and to keep B in flight B / O new requests join per step on average
 (each lives O steps), so a step also runs B x I / O prompt tokens (in-flight batching with chunked prefill,
-Yu et al. 2022 "Orca", Sec. 3; Agrawal et al. 2024 "Sarathi-Serve", Sec. 4). Then, with t the step's seconds
-(`step_time.step_parts` at decode = B, context = I + O / 2, prefill = B / O prompts of I tokens):
+Yu et al. 2022 "Orca", Sec. 3; Agrawal et al. 2024 "Sarathi-Serve", Sec. 4); a sequence's first token comes
+from its prefill step, the other O - 1 from decode steps. Then, with t the step's seconds (`step_time.step_parts`
+at decode = B (O - 1) / O, context = I + O / 2, prefill = B / O prompts of I tokens):
 
     TPOT = t;   output tokens/s = dp x B / t;   requests/s = dp x B / (O t);   total tokens/s = (I + O) / O x that
-    TTFT = ceil(I / (max_num_tokens - B)) steps: the steps carrying the request's prompt, whole or in chunks
+    TTFT = ceil(I / c) steps carrying c of the prompt's tokens beside the B decode tokens, c = min(I,
+           max_num_tokens - B); never less than the prompt's prefill alone
     end-to-end latency = TTFT + (O - 1) x TPOT
 
 The prefill breakdown reported beside it is one request's prompt alone on an idle replica.
@@ -22,7 +24,7 @@ from ..spec.hardware import System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
 from ..spec.serving import ServeEstimate, ServePlan, load_serving_stack, resolve_serve
-from .kv_cache import GIB, kv_bytes_per_token, memory, replica_batch, tokens_held
+from .kv_cache import GIB, kv_bytes_per_token, memory, replica_batch, sequence_kv_bytes, tokens_held
 from .step_time import step_parts
 
 
@@ -39,7 +41,7 @@ def infer(model: ModelConfig | str, hardware: System | str, plan: ServePlan | di
     mem = memory(model, system, plan, stack)
     per_token = kv_bytes_per_token(model, plan)
     kv_tokens = mem["kv_cache"] / per_token
-    one_seq = (plan.input_len + plan.output_len) * per_token
+    one_seq = sequence_kv_bytes(model, plan, plan.input_len + plan.output_len, stack)
     fits = mem["kv_cache"] >= one_seq
     if not fits:
         need = (mem["weights"] + mem["activations"] + mem["runtime"] + one_seq) / GIB
@@ -49,13 +51,16 @@ def infer(model: ModelConfig | str, hardware: System | str, plan: ServePlan | di
                          "fp8/fp4 weights, or shorter sequences")
     batch, bound = replica_batch(model, plan, stack, mem["kv_cache"])
     I, O = plan.input_len, plan.output_len
-    step = step_parts(model, system, plan, stack, decode=batch, context=I + O / 2, prefill_seqs=batch / O, prompt=I,
-                      logits=batch)
+    # a sequence lives O steps: its prefill step (which samples its first token) and O - 1 decode steps
+    step = step_parts(model, system, plan, stack, decode=batch * (O - 1) / O, context=I + O / 2,
+                      prefill_seqs=batch / O, prompt=I, logits=batch)
     t = sum(step.values())
-    chunk = max(stack.max_num_tokens - batch, 1.0)
-    ttft = math.ceil(I / chunk) * t
-    out = plan.dp * batch / t
     alone = step_parts(model, system, plan, stack, decode=0, context=0, prefill_seqs=1, prompt=I, logits=1)
+    chunk = min(float(I), max(stack.max_num_tokens - batch, 1.0))
+    carry = step_parts(model, system, plan, stack, decode=batch, context=I + O / 2, prefill_seqs=1, prompt=chunk,
+                       logits=batch)
+    ttft = max(math.ceil(I / chunk) * sum(carry.values()), sum(alone.values()))
+    out = plan.dp * batch / t
     notes = [f"batch per replica: {batch:g} sequences, bound by {bound}; each holds {tokens_held(plan, stack):g} "
              f"KV tokens ({'whole sequence reserved' if stack.reserves_whole_sequence else 'allocated as it grows'})",
              f"KV cache: {per_token / 1024:.1f} KiB per token per GPU ({plan.kv}), {kv_tokens:,.0f} tokens per replica "
@@ -65,6 +70,6 @@ def infer(model: ModelConfig | str, hardware: System | str, plan: ServePlan | di
         kv_cache_tokens=kv_tokens, output_tokens_per_s=out, total_tokens_per_s=out * (I + O) / O,
         requests_per_s=out / O, ttft_s=ttft, tpot_s=t, e2e_s=ttft + (O - 1) * t,
         memory_gib={k: v / GIB for k, v in mem.items() if k != "short"} | {
-            "kv_in_use": batch * tokens_held(plan, stack) * per_token / GIB,
+            "kv_in_use": batch * sequence_kv_bytes(model, plan, tokens_held(plan, stack), stack) / GIB,
             "total": (mem["weights"] + mem["activations"] + mem["runtime"] + mem["kv_cache"]) / GIB},
         decode_step_s=step, prefill_s=alone, notes=notes)

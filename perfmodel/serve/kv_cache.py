@@ -48,23 +48,38 @@ def activation_bytes(model: ModelConfig, plan: ServePlan, stack: ServingStack) -
     over the vocabulary shard for max_batch sequences."""
     widest = max((model.q_dim + 2 * model.kv_dim) / plan.tp, (2 if model.gated else 1) * model.ffn_hidden / plan.tp)
     if model.moe is not None:
-        widest = max(widest, (2 if model.gated else 1) * model.moe.expert_ffn_hidden * model.moe.top_k / plan.etp)
+        widest = max(widest, (2 if model.gated else 1) * model.moe.expert_ffn_hidden * model.moe.top_k / plan.tp)
     tokens = stack.max_num_tokens
     return 2 * tokens * (model.hidden + widest) * ACT_BYTES + stack.max_batch * model.vocab / plan.tp * 4.0
 
 
 def memory(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack) -> dict[str, float]:
     """Bytes per GPU: weights, activations, runtime (the system's memory_overhead_gib: CUDA context, NCCL
-    buffers), and the KV cache's budget: kv_memory_fraction of the memory free after the rest (memory_fraction_of
-    free, TensorRT-LLM), or of the whole device less weights and activations (total, vLLM and SGLang)."""
+    buffers), and the KV cache's budget by what the stack's kv_memory_fraction f is a share of:
+    free (TensorRT-LLM): f x (capacity - runtime - weights - activations);
+    total (vLLM: the process's whole use, its profile run counting activations and non-torch memory):
+      f x capacity - weights - activations - runtime;
+    weights_and_kv (SGLang's mem_fraction_static: activations live outside it): f x capacity - weights - runtime."""
     cap = system.accelerator.hbm_bytes
     w, act, rt = weight_bytes(model, plan), activation_bytes(model, plan, stack), system.memory_overhead_bytes
-    if stack.memory_fraction_of == "free":
-        kv = (cap - rt - w - act) * stack.kv_memory_fraction
-    else:
-        kv = min(cap * stack.kv_memory_fraction, cap - rt) - w - act
+    f = stack.kv_memory_fraction
+    kv = {"free": (cap - rt - w - act) * f, "total": cap * f - w - act - rt,
+          "weights_and_kv": cap * f - w - rt}[stack.memory_fraction_of]
+    kv = min(kv, cap - rt - w - act)  # never past what the device holds
     return {"weights": w, "activations": act, "runtime": rt, "kv_cache": max(kv, 0.0), "capacity": cap,
             "short": max(-kv, 0.0)}
+
+
+def sequence_kv_bytes(model: ModelConfig, plan: ServePlan, tokens: float, stack: ServingStack) -> float:
+    """KV-cache bytes one sequence of `tokens` takes on one GPU: every layer keeps all its tokens; where the stack
+    runs sliding windows (`ServingStack.sliding_window`) a windowed layer keeps at most its window:
+    kv_bytes_per_token x (full layers x tokens + windowed layers x min(tokens, w)) / layers."""
+    per = kv_bytes_per_token(model, plan)
+    win = model.windowed_layers if stack.sliding_window else 0
+    if not win:
+        return per * tokens
+    w = min(tokens, model.sliding_window)
+    return per * ((model.n_layers - win) * tokens + win * w) / model.n_layers
 
 
 def tokens_held(plan: ServePlan, stack: ServingStack) -> float:
@@ -75,13 +90,16 @@ def tokens_held(plan: ServePlan, stack: ServingStack) -> float:
 
 def replica_batch(model: ModelConfig, plan: ServePlan, stack: ServingStack, kv_cache_bytes: float) -> tuple[float, str]:
     """Sequences in flight on one replica, and what bounds them: the asked concurrency / dp, or as many as the KV
-    cache holds (kv tokens / tokens_held, whole sequences) within the stack's max_batch."""
-    fit = math.floor(kv_cache_bytes / kv_bytes_per_token(model, plan) / tokens_held(plan, stack))
+    cache holds (whole sequences of tokens_held tokens, `sequence_kv_bytes`); never more than the stack's
+    max_batch, nor than its token budget lets run at once (a step runs B decode tokens and B x I / O prompt
+    tokens: B <= max_num_tokens / (1 + I / O))."""
+    fit = math.floor(kv_cache_bytes / sequence_kv_bytes(model, plan, tokens_held(plan, stack), stack))
+    budget = math.floor(stack.max_num_tokens / (1 + plan.input_len / plan.output_len))
+    limits = [(float(fit), "KV cache"), (float(stack.max_batch), f"the stack's max_batch {stack.max_batch}"),
+              (float(max(budget, 1)), f"the stack's token budget ({stack.max_num_tokens} tokens per step)")]
     if plan.concurrency is not None:
-        want = plan.concurrency / plan.dp
-        if want <= fit:
-            return want, "concurrency"
-        return float(fit), f"KV cache (asked {want:g} per replica, {fit} fit)"
-    if fit >= stack.max_batch:
-        return float(stack.max_batch), f"the stack's max_batch {stack.max_batch}"
-    return float(fit), "KV cache"
+        limits.append((plan.concurrency / plan.dp, "concurrency"))
+    b, why = min(limits, key=lambda x: x[0])
+    if plan.concurrency is not None and why != "concurrency":
+        why += f" (asked {plan.concurrency / plan.dp:g} per replica)"
+    return b, why

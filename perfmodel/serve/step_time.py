@@ -20,8 +20,10 @@ import numpy as np
 
 from ..cost.comm import group_collective, p2p_tier, p2p_time
 from ..cost.compute import flash_attention_time
-from ..cost.kernels import Device, attention_table_op, model_mean_keys
+from ..cost.kernel_lookup import moe_table_time
+from ..cost.kernels import Device, attention_table_op, mean_keys, model_mean_keys
 from ..spec.hardware import System
+from ..spec.kernel_tables import moe_curves
 from ..spec.model import ModelConfig
 from ..spec.serving import ServePlan, ServingStack
 from ..spec.stack import load_stack
@@ -42,14 +44,23 @@ def device(model: ModelConfig, system: System, plan: ServePlan, stack: ServingSt
     return Device(model, system, SimpleNamespace(stack=kernels, precision=plan.precision, attention="flash"))
 
 
-def _gemm(dev: Device, m, n, k, batch=1) -> float:
-    return float(dev.gemm_priced(np.maximum(m, 1.0), n, k, batch)[0]) if m > 0 else 0.0
+def _gemm(dev: Device, m, n, k, batch=1, precision=None) -> float:
+    return float(dev.gemm_priced(np.maximum(m, 1.0), n, k, batch, precision)[0]) if m > 0 else 0.0
+
+
+def active_experts(local: float, top_k: int, n_experts: int, tokens: float) -> float:
+    """Expected local experts that receive at least one of `tokens` tokens, each routed to top_k of n_experts
+    uniformly (balanced routing): local x (1 - (1 - k / E)^tokens). A decode step of a few tokens reads only those
+    experts' weights."""
+    return local * (1.0 - (1.0 - top_k / n_experts) ** tokens)
 
 
 def layer_gemm_s(dev: Device, plan: ServePlan, tokens: float) -> float:
     """A mean layer's weight GEMMs on one GPU for `tokens` rows: qkv and output projections, then the dense MLP or
-    (averaged over dense and MoE layers) the router, the local experts as one grouped GEMM (each of a device's
-    E / ep experts on tokens x top_k / E rows, balanced routing, split tp / ep ways) and the shared experts."""
+    (averaged over dense and MoE layers) the routed experts (the part's measured fused-MoE table, `moe_table_s`;
+    else the router and one grouped GEMM over the local experts the tokens reach, `active_experts`, each on its
+    share of the tokens x top_k / ep routed copies, split tp / ep ways) and the shared experts. The LM head stays
+    bf16 (`step_parts`), as its weights do (`kv_cache.weight_bytes`)."""
     m, tp = dev.model, plan.tp
     g = 2 if m.gated else 1
     t = _gemm(dev, tokens, m.qkv_matmul_params() / m.hidden / tp, m.hidden) + _gemm(dev, tokens, m.hidden, m.q_dim / tp)
@@ -57,28 +68,59 @@ def layer_gemm_s(dev: Device, plan: ServePlan, tokens: float) -> float:
     if m.moe is None:
         return t + dense
     e, local = m.moe, m.moe.n_experts / plan.ep
-    rows, fe = tokens * e.top_k / e.n_experts, e.expert_ffn_hidden / plan.etp
-    moe = (_gemm(dev, tokens, e.n_experts, m.hidden) + _gemm(dev, rows, g * fe, m.hidden, local)
-           + _gemm(dev, rows, m.hidden, fe, local))
+    fe = e.expert_ffn_hidden / plan.etp
+    moe = moe_table_s(dev, plan, tokens)
+    if moe is None:  # no measured fused-MoE curve for this shape: the router and grouped GEMMs from the GEMM table,
+        # over the experts the tokens reach, each on its share of the routed copies
+        busy = max(active_experts(local, e.top_k, e.n_experts, tokens), 1.0)
+        rows = tokens * e.top_k / plan.ep / busy
+        moe = (_gemm(dev, tokens, e.n_experts, m.hidden) + _gemm(dev, rows, g * fe, m.hidden, busy)
+               + _gemm(dev, rows, m.hidden, fe, busy))
     if e.shared_ffn_hidden:
         fs = e.shared_ffn_hidden / tp
         moe += _gemm(dev, tokens, g * fs, m.hidden) + _gemm(dev, tokens, m.hidden, fs)
     return t + (m.dense_layers() * dense + m.moe_layers() * moe) / m.n_layers
 
 
-def decode_attention_s(dev: Device, plan: ServePlan, seqs: float, context: float) -> float:
+MOE_DTYPES = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp4": "fp4"}  # the table's dtypes (fp16: bf16's rate)
+
+
+def moe_table_s(dev: Device, plan: ServePlan, tokens: float) -> float | None:
+    """One MoE layer's routed experts on one GPU from the part's measured fused-MoE table (routing, permutation,
+    the gated grouped GEMMs, finalize: TensorRT-LLM's CUTLASS MoE, `cost.kernel_lookup.moe_table_time`) at the
+    model's shape and the replica's moe_tp = tp / ep, moe_ep = ep, divided by sustained_fraction as the GEMM
+    tables are (`cost.kernels.Device.gemm_priced`); None where the part or the shape has no table."""
+    table = dev.system.accelerator.kernel_tables.get("moe")
+    if table is None or tokens <= 0:
+        return None
+    m, e = dev.model, dev.model.moe
+    key = (MOE_DTYPES[plan.precision], m.hidden, e.expert_ffn_hidden, e.top_k, e.n_experts, plan.etp, plan.ep)
+    t = moe_table_time(moe_curves(table), key, tokens)
+    return None if t is None else t / dev.system.efficiency.sustained_fraction
+
+
+def decode_attention_s(dev: Device, plan: ServePlan, seqs: float, context: float, windowed: bool = True) -> float:
     """One layer's attention for `seqs` sequences of one new token over `context` cached keys on one GPU: the KV
     bytes read (`kv_bytes_per_token` / layers per stage, per key) over the HBM rate, or its FLOPs (4 x keys x
-    attention_core_dim x local heads / heads) over the spec's attention rate, whichever is longer."""
+    attention_core_dim x local heads / heads; MLA absorbed) over the spec's attention rate, whichever is longer.
+    `windowed`: the stack runs the model's sliding windows (`ServingStack.sliding_window`)."""
     m = dev.model
     per_layer = kv_bytes_per_token(m, plan) / np.ceil(m.n_layers / plan.pp)
-    nbytes = seqs * context * per_layer
-    flops = 4.0 * seqs * context * m.attention_core_dim / plan.tp
+    keys = context
+    if m.windowed_layers and windowed:  # a sliding-window layer reads at most its window (mean over the layers)
+        keys = (context * (m.n_layers - m.windowed_layers) + min(context, m.sliding_window) * m.windowed_layers) \
+            / m.n_layers
+    nbytes = seqs * keys * per_layer
+    # MLA decodes absorbed: each head's query meets the cached latent and rotary key (kv_lora + rope wide) and
+    # its output is the latent's width (kv_lora): DeepSeek-V2, Sec. 2.1.2 (W^UK absorbed into W^Q, W^UV into W^O)
+    width = (m.n_heads * (2 * m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) / 2 if m.mla is not None
+             else m.attention_core_dim)
+    flops = 4.0 * seqs * keys * width / plan.tp
     rate = dev.bf16_peak * dev.system.efficiency.attention_max
     return max(dev.memory(nbytes), flops / rate)
 
 
-def prefill_attention_s(dev: Device, plan: ServePlan, seqs: float, prompt: float) -> float:
+def prefill_attention_s(dev: Device, plan: ServePlan, seqs: float, prompt: float, windowed: bool = True) -> float:
     """One layer's causal attention over `seqs` prompts of `prompt` tokens on one GPU: the flash kernel's FLOPs (4 x
     tokens x mean keys x head_dim x local heads) priced as training prices its forward (`cost.kernels`: the measured
     attention table where the part has one for the stack's kernel, else the spec's attention_max)."""
@@ -86,7 +128,8 @@ def prefill_attention_s(dev: Device, plan: ServePlan, seqs: float, prompt: float
         return 0.0
     m = dev.model
     head_dim, heads = m.attention_core_dim / m.n_heads, m.n_heads / plan.tp
-    flops = 4.0 * seqs * prompt * float(model_mean_keys(m, prompt)) * head_dim * heads
+    keys = float(model_mean_keys(m, prompt)) if windowed else float(mean_keys(prompt, None))
+    flops = 4.0 * seqs * prompt * keys * head_dim * heads
     grid = dev.attention_table()
     if grid is not None:
         return float(attention_table_op(dev, grid, flops, head_dim, prompt, seqs * heads).fwd_s)
@@ -96,10 +139,16 @@ def prefill_attention_s(dev: Device, plan: ServePlan, seqs: float, prompt: float
 
 def elementwise_s(dev: Device, plan: ServePlan, tokens: float) -> float:
     """One layer's memory-bound kernels on `tokens` rows: norms and residual adds over h, rotary over q + kv / tp,
-    the gated activation over f / tp (bf16 elements x bytes per element)."""
+    the gated activation over its width per token on the rank (bf16 elements x bytes per element)."""
     m = dev.model
     per = 2 * (NORM_B + RESIDUAL_B) * m.hidden + ROPE_B * (m.q_dim + m.kv_dim) / plan.tp
-    per += GLU_B * m.ffn_hidden / plan.tp if m.gated else 0.0
+    if m.gated:  # the dense layers' f / tp; a MoE layer's top_k / ep routed copies of fe / etp (and shared experts)
+        width = m.ffn_hidden / plan.tp
+        if m.moe is not None:
+            e = m.moe
+            moe = e.top_k / plan.ep * e.expert_ffn_hidden / plan.etp + (e.shared_ffn_hidden or 0) / plan.tp
+            width = (m.dense_layers() * width + m.moe_layers() * moe) / m.n_layers
+        per += GLU_B * width
     return dev.memory(tokens * per)
 
 
@@ -130,9 +179,11 @@ def step_parts(model: ModelConfig, system: System, plan: ServePlan, stack: Servi
     dev = device(model, system, plan, stack)
     pp, L = plan.pp, model.n_layers
     tokens = (decode + prefill_seqs * prompt) / pp
-    attn = decode_attention_s(dev, plan, decode / pp, context) + prefill_attention_s(dev, plan, prefill_seqs / pp, prompt)
+    win = stack.sliding_window
+    attn = (decode_attention_s(dev, plan, decode / pp, context, win)
+            + prefill_attention_s(dev, plan, prefill_seqs / pp, prompt, win))
     return {"gemm": L * layer_gemm_s(dev, plan, tokens), "attention": L * attn,
             "memory": L * elementwise_s(dev, plan, tokens), "tp_comm": L * tp_allreduce_s(model, system, plan, tokens),
             "pp_comm": pp_send_s(model, system, plan, tokens),
-            "lm_head": pp * _gemm(dev, logits / pp, model.vocab / plan.tp, model.hidden),
+            "lm_head": pp * _gemm(dev, logits / pp, model.vocab / plan.tp, model.hidden, precision="bf16"),
             "overhead": stack.step_overhead_s}

@@ -330,3 +330,46 @@ def _attention_grid(table: str, stamp) -> AttentionGrid:
         raise InputError(f"kernel table {path}: a head dim has no row at the longest prompt; valid: every "
                          f"head_dim measured at the table's longest isl")
     return AttentionGrid(table=table, head_dim=hds, isl=isls, work=works, flops_per_s=grid)
+
+
+MOE_HEADER = ["dtype", "hidden", "inter", "topk", "experts", "tp", "ep", "tokens", "latency_ms"]
+
+
+@dataclass(frozen=True)
+class MoeCurves:
+    """A fused-MoE table: for each (dtype, hidden, inter, topk, experts, moe_tp, moe_ep) the tokens entering the
+    layer (ascending) and the forward's seconds on one GPU (hardware_specs/kernels/import_tables.py import_moe)."""
+
+    table: str
+    curves: dict  # key tuple -> (tokens array, seconds array)
+
+    @property
+    def label(self) -> str:
+        return f"table {table_label(self.table)}"
+
+
+def moe_curves(table: str) -> MoeCurves:
+    """The MoE table `table` (gzipped CSV dtype,hidden,inter,topk,experts,tp,ep,tokens,latency_ms) as MoeCurves."""
+    return _moe_curves(table, _stamp(table))
+
+
+@lru_cache(maxsize=None)
+def _moe_curves(table: str, stamp) -> MoeCurves:
+    path = table_path(table)
+    valid = "valid: a gzipped CSV " + ",".join(MOE_HEADER)
+    try:
+        header, _, body = gzip.decompress(path.read_bytes()).decode().partition("\n")
+        dtypes = np.loadtxt(io.StringIO(body), delimiter=",", usecols=0, dtype=str, ndmin=1)
+        data = np.loadtxt(io.StringIO(body), delimiter=",", usecols=range(1, 9), ndmin=2)
+    except FileNotFoundError:
+        raise InputError(f"kernel table {path}: file does not exist; valid: a table under hardware_specs/kernels/ "
+                         f"or an absolute path") from None
+    except (OSError, ValueError, EOFError, zlib.error) as e:
+        raise InputError(f"kernel table {path}: unreadable ({e}); {valid}") from None
+    if header.strip().split(",") != MOE_HEADER or len(data) == 0 or not (data > 0).all():
+        raise InputError(f"kernel table {path}: header {header.strip()!r}, or no rows, or a value <= 0; {valid}")
+    curves: dict = {}
+    for d, row in zip(dtypes.tolist(), data.tolist()):
+        key = (d, *(int(v) for v in row[:6]))
+        curves.setdefault(key, []).append((row[6], row[7] / 1e3))
+    return MoeCurves(table, {k: tuple(np.array(c) for c in zip(*sorted(v))) for k, v in curves.items()})

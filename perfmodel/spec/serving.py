@@ -40,11 +40,17 @@ class ServingStack(Schema):
                                                               "free after weights and activations (memory_fraction_of "
                                                               "free), or of the whole device for weights, "
                                                               "activations and KV cache together (total)")
-    memory_fraction_of: Literal["free", "total"] = Field(description="what kv_memory_fraction is a share of")
+    memory_fraction_of: Literal["free", "total", "weights_and_kv"] = Field(
+        description="what kv_memory_fraction is a share of: free (the memory left after weights, activations and "
+                    "runtime), total (the device, for everything the engine uses), weights_and_kv (the device, for "
+                    "weights and KV cache; activations outside it)")
     max_batch: Count = Field(description="sequences one step runs at most (the default scheduler limit)")
     max_num_tokens: Count = Field(description="tokens one step runs at most (prefill chunks and decode tokens)")
     step_overhead_s: Real = Field(ge=0, description="host seconds per step the device does not hide (scheduling, "
                                                     "sampling, launches beyond CUDA graphs)")
+    sliding_window: bool = Field(description="a sliding-window layer (model.sliding_window) keeps and attends "
+                                             "only its last window of tokens; false: the engine runs it as full "
+                                             "attention over the whole context")
     reserves_whole_sequence: bool = Field(description="the scheduler admits a request only with KV blocks for "
                                                       "its whole input + output (true), or allocates blocks as "
                                                       "tokens come and preempts on shortage (false: a sequence "
@@ -125,6 +131,9 @@ def resolve_serve(plan: ServePlan, model: ModelConfig, hbm_gpus: int | None = No
     if p.input_len + p.output_len > model.max_seq_len:
         raise InputError(f"input_len + output_len = {p.input_len} + {p.output_len} exceeds {model.name}'s context "
                          f"(max_seq_len = {model.max_seq_len}); valid: at most {model.max_seq_len} tokens in all")
+    if p.concurrency is not None and p.concurrency < p.dp:
+        raise InputError(f"concurrency = {p.concurrency} is fewer than the dp = {p.dp} replicas it is spread over; "
+                         f"valid: concurrency >= {p.dp}, or fewer replicas")
     load_serving_stack(p.stack)
     return p.model_copy(update={"gpus": n})
 
