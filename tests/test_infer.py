@@ -265,3 +265,20 @@ def test_search_refuses_a_fixed_layout_flag():
     run = _cli("--model", "llama-3.1-8b", "--hardware", "dgx-h100", "--gpus", "8", "--tp", "2", "--input-len", "10",
                "--output-len", "10", "--search")
     assert run.returncode == 2 and run.stderr.startswith("error: --tp is chosen by --search")
+
+
+def test_tp_allreduce_from_the_engines_measured_table():
+    """Two all-reduces per layer of tokens x hidden bf16 over tp: at 8 GPUs on H100 and a 4 MiB message (256 tokens
+    of Llama 3.1 70B: 256 x 8192 x 2 B) the table's own row, 0.0519 ms; past the table's 8 GPUs, none."""
+    from perfmodel.cost.kernel_lookup import allreduce_table_time
+    from perfmodel.serve.step_time import tp_allreduce_s
+    from perfmodel.spec.kernel_tables import allreduce_curves
+
+    curves = allreduce_curves("h100_sxm/allreduce.csv.gz")
+    assert sorted(curves) == [2, 4, 8]
+    assert allreduce_table_time(curves, 8, 4194304) == pytest.approx(0.051903e-3, rel=1e-5)
+    assert allreduce_table_time(curves, 8, 100) == pytest.approx(curves[8][1][0])  # the latency floor
+    assert allreduce_table_time(curves, 16, 4194304) is None
+    m, sysm = load_model("llama-3.1-70b"), load_hardware("dgx-h100")
+    plan = ServePlan(tp=8, input_len=128, output_len=128, gpus=8)
+    assert tp_allreduce_s(m, sysm, plan, 256) == pytest.approx(2 * 0.051903e-3, rel=1e-5)

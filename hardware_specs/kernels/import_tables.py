@@ -21,6 +21,9 @@ latency_ms; the forward of causal bf16 attention over isl-token prompts, `import
 It copies each part's MoE table (`<part>/moe.csv.gz`, `import_moe`: TensorRT-LLM's fused MoE forward by model
 shape, moe_tp x moe_ep slice and tokens), which prices a serving step's MoE layers (`perfmodel.serve.step_time`).
 
+It copies each part's all-reduce table (`<part>/allreduce.csv.gz`, `import_allreduce`: the serving engines' own
+NVLink all-reduce on 2, 4 and 8 GPUs by message bytes), which prices a serving step's tensor-parallel all-reduces.
+
 It also writes `gemm_power.csv`: the board power measured while GEMMs of at least POWER_MIN_FLOPS run, per part
 and dtype (`gemm_power_w` in the accelerator specs), from the shared data's supplementary tables, the only ones
 timed with NVML power (B200, GB200, H200): each run long enough for 100 ms power samples to cover it.
@@ -124,6 +127,24 @@ def import_moe(source: Path, part: str) -> dict:
             "dtypes": ", ".join(sorted(table["dtype"].unique())), "bytes": out.stat().st_size}
 
 
+def import_allreduce(source: Path, part: str) -> dict:
+    """Write `part`'s compact all-reduce table: the serving engines' own one-/two-shot all-reduce over NVLink (the
+    collector's TensorRT-LLM AllReduce with strategy AUTO; on A100 the framework's custom all-reduce), bf16, by
+    GPUs and message bytes, latency per call. Its provenance."""
+    rows = pd.read_csv(source / part / "custom_allreduce.csv.gz")
+    table = rows.rename(columns={"num_gpus": "gpus", "message_bytes": "bytes"})
+    table = table.groupby(["gpus", "bytes"])["latency_ms"].median().reset_index()
+    out = HERE / part / "allreduce.csv.gz"
+    with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0, filename="") as gz:
+        gz.write(table.to_csv(index=False, float_format="%.6g").encode())
+    one = lambda col: "; ".join(sorted(rows[col].astype(str).unique()))
+    return {"table": f"{part}/allreduce.csv.gz",
+            "source": f"AIConfigurator@{COMMIT}, shared/data/kernels/{part}/custom_allreduce.csv.gz",
+            "device": one("device"), "framework": one("framework"), "framework_version": one("framework_version"),
+            "kernel_source": one("kernel_source"), "source_rows": len(rows), "kept_rows": len(table),
+            "dtypes": "bf16", "bytes": out.stat().st_size}
+
+
 POWER_MIN_FLOPS = 1e12  # a layer GEMM of training (the built-in example's qkv is 1.7e11 per micro-batch and
 # device, its mlp_in 9.6e11; 8B-70B models at 4-16k tokens per micro-batch run 1e12-1e13): kernels of a millisecond
 # or more, where a 100 ms NVML sample sees the GEMM and not the gaps between graph replays
@@ -195,7 +216,8 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     table = pd.DataFrame([import_part(a.source, part) for part in PARTS]
                          + [import_attention(a.source, part) for part in PARTS if part not in ATTENTION_LEFT_OUT]
-                         + [import_moe(a.source, part) for part in PARTS if part not in MOE_LEFT_OUT])
+                         + [import_moe(a.source, part) for part in PARTS if part not in MOE_LEFT_OUT]
+                         + [import_allreduce(a.source, part) for part in PARTS])
     buf = io.StringIO()
     table.to_csv(buf, index=False)
     (HERE / "sources.csv").write_text(buf.getvalue())

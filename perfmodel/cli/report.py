@@ -162,6 +162,14 @@ def hardware_table(s: System) -> str:
                              f"bf16: prices {which}, backward at {backward_rate(a):.3f} of its rate ({how}), / sustained "
                              f"{e.sustained_fraction:g}; other stacks from the efficiency line above)")
                 continue
+            if kind == "allreduce":
+                from ..spec.kernel_tables import allreduce_curves
+
+                sizes = ", ".join(str(g) for g in sorted(allreduce_curves(path)))
+                lines.append(f"  kernel tables: allreduce {shown} (measured on {sizes} GPUs: prices perfmodel "
+                             "infer's tensor-parallel all-reduces within a node; training's collectives from the "
+                             "tiers below)")
+                continue
             if kind == "moe":
                 from ..spec.kernel_tables import moe_curves
 

@@ -94,3 +94,19 @@ def moe_table_time(curves: MoeCurves, key: tuple, tokens: float) -> float | None
     if tokens >= t[-1]:
         return float(s[-1] * tokens / t[-1])
     return float(np.exp(np.interp(np.log(tokens), np.log(t), np.log(s))))
+
+
+def allreduce_table_time(curves: dict, gpus: int, nbytes: float) -> float | None:
+    """Seconds of one all-reduce of `nbytes` over `gpus` GPUs from a measured table (`spec.kernel_tables.
+    allreduce_curves`): log-log between the two message sizes it lies between; below the smallest, that one's
+    time (the latency floor); beyond the largest, that one's time scaled by bytes (bandwidth-bound). None where
+    the table did not time that many GPUs."""
+    curve = curves.get(int(gpus))
+    if curve is None or nbytes <= 0:
+        return None
+    b, s = curve
+    if nbytes <= b[0]:
+        return float(s[0])
+    if nbytes >= b[-1]:
+        return float(s[-1] * nbytes / b[-1])
+    return float(np.exp(np.interp(np.log(nbytes), np.log(b), np.log(s))))

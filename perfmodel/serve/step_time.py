@@ -20,10 +20,10 @@ import numpy as np
 
 from ..cost.comm import group_collective, p2p_tier, p2p_time
 from ..cost.compute import flash_attention_time
-from ..cost.kernel_lookup import moe_table_time
+from ..cost.kernel_lookup import allreduce_table_time, moe_table_time
 from ..cost.kernels import Device, attention_table_op, mean_keys, model_mean_keys
 from ..spec.hardware import System
-from ..spec.kernel_tables import moe_curves
+from ..spec.kernel_tables import allreduce_curves, moe_curves
 from ..spec.model import ModelConfig
 from ..spec.serving import ServePlan, ServingStack
 from ..spec.stack import load_stack
@@ -154,11 +154,19 @@ def elementwise_s(dev: Device, plan: ServePlan, tokens: float) -> float:
 
 def tp_allreduce_s(model: ModelConfig, system: System, plan: ServePlan, tokens: float) -> float:
     """One layer's two tensor-parallel all-reduces (after attention and after the MLP; a MoE layer's experts over
-    ep x tp / ep ranks combine in the same one) of tokens x hidden bf16 values over the replica's tp ranks
-    (`cost.comm.group_collective`: the system's tiers and NCCL fits, as in training)."""
+    ep x tp / ep ranks combine in the same one) of tokens x hidden bf16 values over the replica's tp ranks: the
+    part's measured table of the serving engines' own one-/two-shot NVLink all-reduce where it timed that many GPUs
+    within a node (`cost.kernel_lookup.allreduce_table_time`; TensorRT-LLM, vLLM and SGLang run such custom
+    all-reduces at decode sizes), else NCCL (`cost.comm.group_collective`: the system's tiers, as in training)."""
     if plan.tp == 1 or tokens <= 0:
         return 0.0
     size = tokens * model.hidden * ACT_BYTES
+    table = system.accelerator.kernel_tables.get("allreduce")
+    domain = system.tiers[0].domain_size
+    if table is not None and (domain is None or plan.tp <= domain):  # the engines' own NVLink all-reduce, measured
+        t = allreduce_table_time(allreduce_curves(table), plan.tp, size)
+        if t is not None:
+            return 2 * t
     return 2 * float(group_collective(system, "all_reduce", size, plan.tp, 1, plan.gpus))
 
 

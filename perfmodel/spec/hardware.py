@@ -49,12 +49,13 @@ class Accelerator(Schema):
     torch_device: Literal["cuda", "cpu", "xla"] = Field(
         "cuda", description="torch device type that runs this part (ROCm GPUs are 'cuda' to torch; TPUs 'xla'); "
                             "the executor refuses a plan for another device type")
-    kernel_tables: dict[Literal["gemm", "attention", "moe"], str] = Field(
+    kernel_tables: dict[Literal["gemm", "attention", "moe", "allreduce"], str] = Field(
         default_factory=dict, description="kernel kind -> measured table (a file beside the spec file, relative to "
                                           "its folder, as perfmodel calibrate writes its own; hardware_specs/kernels/"
                                           "<part>/...; or an absolute path): GEMM latency by dtype, m, n, k; causal "
                                           "attention forward latency by head_dim, isl, batch, heads; fused MoE forward "
-                                          "latency by model shape, moe_tp x moe_ep slice and tokens (serving) "
+                                          "latency by model shape, moe_tp x moe_ep slice and tokens, and the serving "
+                                          "engines' NVLink all-reduce latency by GPUs and bytes (serving) "
                                           "(spec.kernel_tables)")
     attention_table_kernel: Literal["flash-attn-2", "sdpa", "native"] | None = Field(
         None, description="the kernel the attention table timed: flash-attn-2, or sdpa (PyTorch's "

@@ -373,3 +373,33 @@ def _moe_curves(table: str, stamp) -> MoeCurves:
         key = (d, *(int(v) for v in row[:6]))
         curves.setdefault(key, []).append((row[6], row[7] / 1e3))
     return MoeCurves(table, {k: tuple(np.array(c) for c in zip(*sorted(v))) for k, v in curves.items()})
+
+
+ALLREDUCE_HEADER = ["gpus", "bytes", "latency_ms"]
+
+
+def allreduce_curves(table: str) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """An all-reduce table (gzipped CSV gpus,bytes,latency_ms) as {gpus: (message bytes ascending, seconds)}."""
+    return _allreduce_curves(table, _stamp(table))
+
+
+@lru_cache(maxsize=None)
+def _allreduce_curves(table: str, stamp) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    path = table_path(table)
+    valid = "valid: a gzipped CSV " + ",".join(ALLREDUCE_HEADER)
+    try:
+        header, _, body = gzip.decompress(path.read_bytes()).decode().partition("\n")
+        data = np.loadtxt(io.StringIO(body), delimiter=",", ndmin=2)
+    except FileNotFoundError:
+        raise InputError(f"kernel table {path}: file does not exist; valid: a table under hardware_specs/kernels/ "
+                         f"or an absolute path") from None
+    except (OSError, ValueError, EOFError, zlib.error) as e:
+        raise InputError(f"kernel table {path}: unreadable ({e}); {valid}") from None
+    if header.strip().split(",") != ALLREDUCE_HEADER or data.shape[1] != 3 or not (data > 0).all():
+        raise InputError(f"kernel table {path}: header {header.strip()!r}, or a value <= 0; {valid}")
+    out = {}
+    for g in np.unique(data[:, 0]).astype(int).tolist():
+        rows = data[data[:, 0] == g]
+        order = np.argsort(rows[:, 1])
+        out[g] = (rows[order, 1], rows[order, 2] / 1e3)
+    return out
