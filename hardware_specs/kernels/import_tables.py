@@ -45,6 +45,13 @@ COLUMNS = ["dtype", "m", "n", "k", "latency_ms"]
 COMMIT = "095f58a"  # ai-dynamo/aiconfigurator snapshot the shared data were converted from (its README)
 
 
+def write_gz(out: Path, text: str) -> None:
+    """`text` gzipped into `out`, byte for byte the same on every run (no timestamp, no file name)."""
+    out.parent.mkdir(exist_ok=True)
+    with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0, filename="") as gz:
+        gz.write(text.encode())
+
+
 def import_part(source: Path, part: str) -> dict:
     """Write `part`'s compact GEMM table; its provenance row."""
     rows = pd.read_csv(source / part / "gemm.csv.gz")
@@ -54,9 +61,7 @@ def import_part(source: Path, part: str) -> dict:
     kept = kept[COLUMNS].sort_values(COLUMNS[:4]).reset_index(drop=True)
     text = kept.to_csv(index=False, float_format="%.6g")
     out = HERE / part / "gemm.csv.gz"
-    out.parent.mkdir(exist_ok=True)
-    with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0, filename="") as gz:
-        gz.write(text.encode())
+    write_gz(out, text)
     one = lambda col: "; ".join(sorted(rows.loc[kept_index, col].astype(str).unique()))
     return {"table": f"{part}/gemm.csv.gz", "source": f"AIConfigurator@{COMMIT}, shared/data/kernels/{part}/gemm.csv.gz",
             "device": one("device"),
@@ -83,8 +88,7 @@ def import_attention(source: Path, part: str) -> dict:
     kept = rows[keep].rename(columns={"isl_tokens": "isl", "batch_size": "batch", "num_q_heads": "heads"})
     table = kept.groupby(ATTENTION_COLUMNS[:4])["latency_ms"].median().reset_index()
     out = HERE / part / "attention.csv.gz"
-    with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0, filename="") as gz:
-        gz.write(table.to_csv(index=False, float_format="%.6g").encode())
+    write_gz(out, table.to_csv(index=False, float_format="%.6g"))
     one = lambda col: "; ".join(sorted(kept[col].astype(str).unique()))
     return {"table": f"{part}/attention.csv.gz",
             "source": f"AIConfigurator@{COMMIT}, shared/data/kernels/{part}/attention_context.csv.gz",
@@ -118,8 +122,7 @@ def import_moe(source: Path, part: str) -> dict:
     kept["dtype"] = kept["dtype"].map(DTYPES)
     table = kept.groupby(MOE_COLUMNS[:-1])["latency_ms"].median().reset_index()
     out = HERE / part / "moe.csv.gz"
-    with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0, filename="") as gz:
-        gz.write(table.to_csv(index=False, float_format="%.6g").encode())
+    write_gz(out, table.to_csv(index=False, float_format="%.6g"))
     one = lambda col: "; ".join(sorted(kept[col].astype(str).unique()))
     return {"table": f"{part}/moe.csv.gz", "source": f"AIConfigurator@{COMMIT}, shared/data/kernels/{part}/moe.csv.gz",
             "device": one("device"), "framework": one("framework"), "framework_version": one("framework_version"),
@@ -135,8 +138,7 @@ def import_allreduce(source: Path, part: str) -> dict:
     table = rows.rename(columns={"num_gpus": "gpus", "message_bytes": "bytes"})
     table = table.groupby(["gpus", "bytes"])["latency_ms"].median().reset_index()
     out = HERE / part / "allreduce.csv.gz"
-    with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0, filename="") as gz:
-        gz.write(table.to_csv(index=False, float_format="%.6g").encode())
+    write_gz(out, table.to_csv(index=False, float_format="%.6g"))
     one = lambda col: "; ".join(sorted(rows[col].astype(str).unique()))
     return {"table": f"{part}/allreduce.csv.gz",
             "source": f"AIConfigurator@{COMMIT}, shared/data/kernels/{part}/custom_allreduce.csv.gz",

@@ -271,6 +271,26 @@ def attention_row_kept(t, t_one):
     return t >= 2 * t_one
 
 
+def _table_rows(table: str, header: list[str], columns, dtype=float) -> tuple[Path, np.ndarray]:
+    """The rows of the gzipped CSV `table` (its `columns`, as `dtype`) after checking its header is `header`:
+    the attention, MoE and all-reduce tables' one reader. InputError naming the file and the valid form."""
+    path = table_path(table)
+    valid = "valid: a gzipped CSV " + ",".join(header)
+    try:
+        head, _, body = gzip.decompress(path.read_bytes()).decode().partition("\n")
+        data = np.loadtxt(io.StringIO(body), delimiter=",", usecols=columns, dtype=dtype, ndmin=2)
+    except FileNotFoundError:
+        raise InputError(f"kernel table {path}: file does not exist; valid: a table under hardware_specs/kernels/ "
+                         f"or an absolute path") from None
+    except (OSError, ValueError, EOFError, zlib.error) as e:
+        raise InputError(f"kernel table {path}: unreadable ({e}); {valid}") from None
+    if head.strip().split(",") != header or len(data) == 0:
+        raise InputError(f"kernel table {path}: header {head.strip()!r}, or no rows; {valid}")
+    if dtype is float and not (data > 0).all():
+        raise InputError(f"kernel table {path}: a value <= 0; {valid}, every value positive")
+    return path, data
+
+
 def attention_grid(table: str) -> AttentionGrid:
     """The attention table `table` (gzipped CSV head_dim,isl,batch,heads,latency_ms) as an AttentionGrid."""
     return _attention_grid(table, _stamp(table))
@@ -278,20 +298,7 @@ def attention_grid(table: str) -> AttentionGrid:
 
 @lru_cache(maxsize=None)
 def _attention_grid(table: str, stamp) -> AttentionGrid:
-    path = table_path(table)
-    valid = "valid: a gzipped CSV " + ",".join(ATTENTION_HEADER)
-    try:
-        header, _, body = gzip.decompress(path.read_bytes()).decode().partition("\n")
-        data = np.loadtxt(io.StringIO(body), delimiter=",", ndmin=2)
-    except FileNotFoundError:
-        raise InputError(f"kernel table {path}: file does not exist; valid: a table under hardware_specs/kernels/ "
-                         f"or an absolute path") from None
-    except (OSError, ValueError, EOFError, zlib.error) as e:
-        raise InputError(f"kernel table {path}: unreadable ({e}); {valid}") from None
-    if header.strip().split(",") != ATTENTION_HEADER or data.shape[1] != 5 or len(data) == 0:
-        raise InputError(f"kernel table {path}: header {header.strip()!r} with {data.shape[1]} columns; {valid}")
-    if not (data > 0).all():
-        raise InputError(f"kernel table {path}: a value <= 0; valid: positive head dims, lengths, counts and ms")
+    path, data = _table_rows(table, ATTENTION_HEADER, range(5))
     hd, isl, batch, heads, ms = data.T
     # The fixed part: the collector's op is the FMHA plus its RoPE/KV-cache kernel and launch, which a training
     # step prices apart (its rope op); their time at a one-token prompt of the same call is taken off each row,
@@ -355,19 +362,9 @@ def moe_curves(table: str) -> MoeCurves:
 
 @lru_cache(maxsize=None)
 def _moe_curves(table: str, stamp) -> MoeCurves:
-    path = table_path(table)
-    valid = "valid: a gzipped CSV " + ",".join(MOE_HEADER)
-    try:
-        header, _, body = gzip.decompress(path.read_bytes()).decode().partition("\n")
-        dtypes = np.loadtxt(io.StringIO(body), delimiter=",", usecols=0, dtype=str, ndmin=1)
-        data = np.loadtxt(io.StringIO(body), delimiter=",", usecols=range(1, 9), ndmin=2)
-    except FileNotFoundError:
-        raise InputError(f"kernel table {path}: file does not exist; valid: a table under hardware_specs/kernels/ "
-                         f"or an absolute path") from None
-    except (OSError, ValueError, EOFError, zlib.error) as e:
-        raise InputError(f"kernel table {path}: unreadable ({e}); {valid}") from None
-    if header.strip().split(",") != MOE_HEADER or len(data) == 0 or not (data > 0).all():
-        raise InputError(f"kernel table {path}: header {header.strip()!r}, or no rows, or a value <= 0; {valid}")
+    _, dtypes = _table_rows(table, MOE_HEADER, [0], str)
+    _, data = _table_rows(table, MOE_HEADER, range(1, 9))
+    dtypes = dtypes[:, 0]
     curves: dict = {}
     for d, row in zip(dtypes.tolist(), data.tolist()):
         key = (d, *(int(v) for v in row[:6]))
@@ -385,18 +382,7 @@ def allreduce_curves(table: str) -> dict[int, tuple[np.ndarray, np.ndarray]]:
 
 @lru_cache(maxsize=None)
 def _allreduce_curves(table: str, stamp) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    path = table_path(table)
-    valid = "valid: a gzipped CSV " + ",".join(ALLREDUCE_HEADER)
-    try:
-        header, _, body = gzip.decompress(path.read_bytes()).decode().partition("\n")
-        data = np.loadtxt(io.StringIO(body), delimiter=",", ndmin=2)
-    except FileNotFoundError:
-        raise InputError(f"kernel table {path}: file does not exist; valid: a table under hardware_specs/kernels/ "
-                         f"or an absolute path") from None
-    except (OSError, ValueError, EOFError, zlib.error) as e:
-        raise InputError(f"kernel table {path}: unreadable ({e}); {valid}") from None
-    if header.strip().split(",") != ALLREDUCE_HEADER or data.shape[1] != 3 or not (data > 0).all():
-        raise InputError(f"kernel table {path}: header {header.strip()!r}, or a value <= 0; {valid}")
+    _, data = _table_rows(table, ALLREDUCE_HEADER, range(3))
     out = {}
     for g in np.unique(data[:, 0]).astype(int).tolist():
         rows = data[data[:, 0] == g]
