@@ -79,34 +79,27 @@ def attention_table_rate(grid: AttentionGrid, head_dim, isl, work):
     return np.exp(out), outside
 
 
+def curve_time(x: np.ndarray, seconds: np.ndarray, at: float) -> float:
+    """Seconds at `at` on a measured curve (x ascending): log-log between the two points it lies between; below the
+    first, the first point's seconds (a fixed floor: a latency, or weights read whatever the few tokens); beyond
+    the last, the last point's seconds scaled by at / x[-1] (the work grows with it)."""
+    if at <= x[0]:
+        return float(seconds[0])
+    if at >= x[-1]:
+        return float(seconds[-1] * at / x[-1])
+    return float(np.exp(np.interp(np.log(at), np.log(x), np.log(seconds))))
+
+
 def moe_table_time(curves: MoeCurves, key: tuple, tokens: float) -> float | None:
-    """Seconds of one fused-MoE forward on one GPU for `tokens` entering the layer, from the measured curve of
-    `key` (dtype, hidden, inter, topk, experts, moe_tp, moe_ep): log-log between the two tokens it lies between;
-    beyond the last, that point's seconds scaled by tokens (the layer's work grows with them); below the first,
-    the first point's (a few tokens read every local expert's weights whatever their number). None where the
-    table has no such curve."""
+    """Seconds of one fused-MoE forward on one GPU for `tokens` entering the layer, on the measured curve of `key`
+    (dtype, hidden, inter, topk, experts, moe_tp, moe_ep) (`curve_time`); None where the table has no such curve."""
     curve = curves.curves.get(key)
-    if curve is None or tokens <= 0:
-        return None
-    t, s = curve
-    if len(t) == 1 or tokens <= t[0]:
-        return float(s[0] * max(tokens / t[0], 1.0)) if tokens > t[-1] else float(s[0])
-    if tokens >= t[-1]:
-        return float(s[-1] * tokens / t[-1])
-    return float(np.exp(np.interp(np.log(tokens), np.log(t), np.log(s))))
+    return None if curve is None or tokens <= 0 else curve_time(*curve, tokens)
 
 
 def allreduce_table_time(curves: dict, gpus: int, nbytes: float) -> float | None:
-    """Seconds of one all-reduce of `nbytes` over `gpus` GPUs from a measured table (`spec.kernel_tables.
-    allreduce_curves`): log-log between the two message sizes it lies between; below the smallest, that one's
-    time (the latency floor); beyond the largest, that one's time scaled by bytes (bandwidth-bound). None where
-    the table did not time that many GPUs."""
+    """Seconds of one all-reduce of `nbytes` over `gpus` GPUs on a measured curve (`spec.kernel_tables.
+    allreduce_curves`, `curve_time`: the latency floor below it, bandwidth-bound beyond it); None where the table
+    did not time that many GPUs."""
     curve = curves.get(int(gpus))
-    if curve is None or nbytes <= 0:
-        return None
-    b, s = curve
-    if nbytes <= b[0]:
-        return float(s[0])
-    if nbytes >= b[-1]:
-        return float(s[-1] * nbytes / b[-1])
-    return float(np.exp(np.interp(np.log(nbytes), np.log(b), np.log(s))))
+    return None if curve is None or nbytes <= 0 else curve_time(*curve, nbytes)

@@ -34,12 +34,12 @@ from .mesh import gathered_axes
 from .moe import (
     dispatch_buffer_bytes,
     expert_layer_params,
-    expert_tokens,
     moe_gemm_params,
     moe_kept_bytes,
     moe_replicated_params,
     moe_router_params,
     moe_share,
+    routed_copies,
 )
 from .operator_table import (
     Operator,
@@ -215,9 +215,9 @@ def eager_kept_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
         out = out + 2.0 * s.tokens * s.local("ffn") * ops["mlp_in"].share  # dense layers (a MoE model's dense share)
         if model.moe is not None:
             m = model.moe
-            routed = expert_tokens(model, lay) * m.n_experts / lay.ep
             shared = lay.tokens_per_microbatch * (m.shared_ffn_hidden or 0) / lay.tp
-            out = out + 2.0 * (routed * m.expert_ffn_hidden / lay.etp + shared) * moe_share(model)
+            routed = routed_copies(model, lay) * m.expert_ffn_hidden / lay.etp
+            out = out + 2.0 * (routed + shared) * moe_share(model)
     return out
 
 
@@ -267,8 +267,9 @@ def narrow_cache_bytes(gemm_params, lay: Layouts):
 
 def loss_temporary_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
     """What the cross entropy holds at its peak beyond the fp32 logits its backward keeps (`kept_bytes`: 4 B per
-    logit): (stack.loss_bytes_per_logit - 4; compiled_loss_bytes_per_logit - 4 under compile model+loss) per token and local vocabulary entry, one micro-batch on the last
-    stage (the bf16 logits and fp32 temporaries of the loss's forward and backward; `spec.stack.Stack`)."""
+    logit): (stack.loss_bytes_per_logit - 4; compiled_loss_bytes_per_logit - 4 under compile model+loss) per token
+    and local vocabulary entry, one micro-batch on the last stage (the bf16 logits and fp32 temporaries of the
+    loss's forward and backward; `spec.stack.Stack`)."""
     ops = operators(model)
     s = megatron(ops["loss"], lay)
     stack = load_stack(lay.stack)

@@ -55,6 +55,11 @@ def expert_tokens(model: ModelConfig, lay: Layouts) -> np.ndarray:
     return tokens_in(lay) * m.top_k * lay.etp * lay.ep / m.n_experts * lay.expert_imbalance
 
 
+def routed_copies(model: ModelConfig, lay: Layouts) -> np.ndarray:
+    """Routed token copies the busiest device's E / ep local experts take per micro-batch: expert_tokens x E / ep."""
+    return expert_tokens(model, lay) * model.moe.n_experts / lay.ep
+
+
 def moe_kernels(model: ModelConfig, dev: Device, lay: Layouts) -> list[Op]:
     """The kernels of one MoE layer's MLP on one device per micro-batch (module docstring), unscaled."""
     m, h, g = model.moe, model.hidden, (2 if model.gated else 1)
@@ -117,7 +122,7 @@ def flex_dispatch_time(model: ModelConfig, system: System, lay: Layouts) -> np.n
 def routed_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
     """bf16 bytes of the routed token copies the busiest device's experts run per micro-batch (what etp
     gathers): `expert_tokens` x its n_experts / ep experts x hidden x 2."""
-    return expert_tokens(model, lay) * model.moe.n_experts / lay.ep * model.hidden * ACT_BYTES
+    return routed_copies(model, lay) * model.hidden * ACT_BYTES
 
 
 class ExpertDataGroup:
@@ -202,7 +207,7 @@ def moe_kept_bytes(model: ModelConfig, lay: Layouts, recompute=None) -> np.ndarr
         return np.zeros(len(lay))
     m, h, g = model.moe, model.hidden, (2 if model.gated else 1)
     T = tokens_in(lay)
-    routed = expert_tokens(model, lay) * m.n_experts / lay.ep
+    routed = routed_copies(model, lay)
     fe = m.expert_ffn_hidden / lay.etp
     router_in = T * 2 * h
     rest = T * ROUTER_SCORE_BYTES * m.n_experts + routed * 2 * (h + g * fe) + T * m.top_k * 2 * h

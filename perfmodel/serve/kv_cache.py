@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import math
 
+from ..cost.kernels import ACT_BYTES
 from ..spec.hardware import System
 from ..spec.model import ModelConfig
 from ..spec.serving import KV_BYTES, WEIGHT_BYTES, ServePlan, ServingStack
 
 GIB = 2.0**30
-ACT_BYTES = 2.0  # activations stay bf16
 
 
 def kv_bytes_per_token(model: ModelConfig, plan: ServePlan) -> float:

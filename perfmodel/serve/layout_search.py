@@ -11,25 +11,22 @@ from ..errors import InputError
 from ..spec.hardware import System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
+from ..spec.plan import divisors
 from ..spec.serving import ServeEstimate, ServePlan
 from .batching import infer
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def layouts(model: ModelConfig, gpus: int, per_node: int) -> list[tuple[int, int, int, int]]:
     """(tp, pp, dp, ep) with tp x pp x dp = gpus, tp within a node (NVLink) and dividing the heads, pp at most the
     layers, ep dividing tp and the experts (1 for a dense model)."""
     out = []
-    for tp in _divisors(gpus):
+    for tp in divisors(gpus):
         if tp > per_node or model.n_heads % tp:
             continue
-        for pp in _divisors(gpus // tp):
+        for pp in divisors(gpus // tp):
             if pp > model.n_layers:
                 continue
-            eps = [1] if model.moe is None else [e for e in _divisors(tp) if model.moe.n_experts % e == 0]
+            eps = [1] if model.moe is None else [e for e in divisors(tp) if model.moe.n_experts % e == 0]
             out += [(tp, pp, gpus // (tp * pp), ep) for ep in eps]
     return out
 
@@ -76,6 +73,7 @@ def fewest_gpus(model: ModelConfig | str, hardware: System | str, max_gpus: int,
             best = (n, ranked[0].requests_per_s)
             if ranked[0].requests_per_s >= target_rps:
                 return n, [e for e in ranked if e.requests_per_s >= target_rps]
-    got = f"; the most with {best[0]} GPUs: {best[1]:.2f} requests/s" if best else "; no layout fits or meets the limits"
+    got = (f"; the most with {best[0]} GPUs: {best[1]:.2f} requests/s" if best
+           else "; no layout fits or meets the limits")
     raise InputError(f"--target-rps {target_rps:g}: no count up to --gpus {max_gpus} serves it{got}; valid: more "
                      "--gpus, looser --ttft-ms / --tpot-ms, or a lower target")

@@ -21,26 +21,27 @@ import numpy as np
 from ..cost.comm import group_collective, p2p_tier, p2p_time
 from ..cost.compute import flash_attention_time
 from ..cost.kernel_lookup import allreduce_table_time, moe_table_time
-from ..cost.kernels import Device, attention_table_op, mean_keys, model_mean_keys
+from ..cost.kernels import ELEMENTWISE_BYTES, Device, attention_table_op, mean_keys, model_mean_keys, residual_bytes
 from ..spec.hardware import System
 from ..spec.kernel_tables import allreduce_curves, moe_curves
 from ..spec.model import ModelConfig
 from ..spec.serving import ServePlan, ServingStack
 from ..spec.stack import load_stack
-from .kv_cache import ACT_BYTES, kv_bytes_per_token
+from ..cost.kernels import ACT_BYTES
+from .kv_cache import kv_bytes_per_token
 
-# Bytes per element the memory-bound kernels of one layer move per token in inference (fused kernels, forward
-# only): two norms (read, write), the residual adds (read 2, write 1), rotary (q and k, read and write), the gated
-# activation (read 2, write 1 of f): cost.kernels.ELEMENTWISE_BYTES' forward figures.
-NORM_B, RESIDUAL_B, ROPE_B, GLU_B = 4.0, 6.0, 4.0, 6.0
+# Bytes per element the memory-bound kernels of one layer move in inference: the forward figures of training's
+# (cost.kernels.ELEMENTWISE_BYTES, residual_bytes without dropout)
+NORM_B, ROPE_B, GLU_B = (ELEMENTWISE_BYTES[k][0] for k in ("norm", "rope", "swiglu"))
+RESIDUAL_B = residual_bytes(False)[0]
 
 
 def device(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack) -> Device:
     """The training side's `Device` for this serving layout: its GEMM precision and the serving stack's
     attention kernel (a training stack profile carries the kernel fields the Device reads: attention_native and
     attention_speed 1, the part's own kernel where native, else FlashAttention-2)."""
-    kernels = load_stack("plain-torch").model_copy(update={"name": stack.name, "attention_native": stack.attention_native,
-                                                           "attention_speed": 1.0})
+    kernels = load_stack("plain-torch").model_copy(
+        update={"name": stack.name, "attention_native": stack.attention_native, "attention_speed": 1.0})
     return Device(model, system, SimpleNamespace(stack=kernels, precision=plan.precision, attention="flash"))
 
 

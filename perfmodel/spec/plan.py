@@ -176,7 +176,7 @@ def megatron_chunks(n_layers: int, pp: int, vpp: int, embedding: bool = False, l
         if slots % (pp * vpp):
             ok = [v for v in range(1, slots // pp + 1) if slots % (pp * v) == 0]
             raise InputError(f"n_layers + embedding + loss = {slots} slots do not split over pp*vpp = {pp}*{vpp} "
-                             f"chunks; valid vpp with pp={pp}: {_fmt(ok)}")
+                             f"chunks; valid vpp with pp={pp}: {values_text(ok)}")
         per = slots // (pp * vpp)
         chunks = [per] * (pp * vpp)
         chunks[0] -= embedding
@@ -244,7 +244,8 @@ def divisors(n: int) -> list[int]:
     return sorted(set(small) | {n // d for d in small})
 
 
-def _fmt(vals: list[int], limit: int = 12) -> str:
+def values_text(vals: list[int], limit: int = 12) -> str:
+    """Valid values as a refusal lists them: the first `limit`, then "..."."""
     return ", ".join(map(str, vals[:limit])) + (", ..." if len(vals) > limit else "")
 
 
@@ -275,13 +276,13 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
 
     heads, kv = model.n_heads, model.n_kv_heads
     if heads % tp:
-        raise InputError(f"tp={tp} does not divide num_attention_heads = {heads}; valid tp: {_fmt(divisors(math.gcd(heads, kv)))}")
+        raise InputError(f"tp={tp} does not divide num_attention_heads = {heads}; valid tp: {values_text(divisors(math.gcd(heads, kv)))}")
     if kv % tp:
-        raise InputError(f"tp={tp} does not divide num_key_value_heads = {kv}; valid tp: {_fmt(divisors(math.gcd(heads, kv)))}")
+        raise InputError(f"tp={tp} does not divide num_key_value_heads = {kv}; valid tp: {values_text(divisors(math.gcd(heads, kv)))}")
     if model.ffn_hidden % tp:
         raise InputError(
             f"tp={tp} does not divide ffn_hidden = {model.ffn_hidden}; valid tp: "
-            f"{_fmt(divisors(math.gcd(math.gcd(heads, kv), model.ffn_hidden)))}"
+            f"{values_text(divisors(math.gcd(math.gcd(heads, kv), model.ffn_hidden)))}"
         )
     if pp > model.n_layers:
         raise InputError(f"pp={pp} is larger than n_layers = {model.n_layers}; valid pp: 1..{model.n_layers}")
@@ -335,7 +336,7 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
         )
     s = p["seq_len"]
     if s % cp:
-        raise InputError(f"cp={cp} does not divide seq_len = {s}; valid cp: {_fmt(divisors(s))}")
+        raise InputError(f"cp={cp} does not divide seq_len = {s}; valid cp: {values_text(divisors(s))}")
     if p["sequence_parallel"] and tp > 1 and (s // cp) % tp:
         raise InputError(f"sequence_parallel with tp={tp} splits the {s // cp} tokens of each context-parallel rank "
                          f"over tp, which tp does not divide; valid: seq_len a multiple of cp*tp = {cp * tp} "
@@ -421,13 +422,13 @@ def _check_experts(p: dict, model: ModelConfig) -> None:
     e, f = model.moe.n_experts, model.moe.expert_ffn_hidden
     if e % ep:
         raise InputError(f"ep={ep} does not divide n_experts = {e}; valid ep: "
-                         f"{_fmt([d for d in divisors(e) if stage % (d * etp) == 0] or divisors(e))}")
+                         f"{values_text([d for d in divisors(e) if stage % (d * etp) == 0] or divisors(e))}")
     if f % etp:
-        raise InputError(f"etp={etp} does not divide expert_ffn_hidden = {f}; valid etp: {_fmt(divisors(f))}")
+        raise InputError(f"etp={etp} does not divide expert_ffn_hidden = {f}; valid etp: {values_text(divisors(f))}")
     if stage % (ep * etp):
         raise InputError(f"ep*etp = {ep}*{etp} = {ep * etp} does not divide a pipeline stage's tp*cp*dp = "
                          f"{p['tp']}*{p['cp']}*{p['dp']} = {stage} ranks (MoE parallel folding); valid ep with "
-                         f"etp={etp}: {_fmt([d for d in divisors(e) if stage % (d * etp) == 0])}")
+                         f"etp={etp}: {values_text([d for d in divisors(e) if stage % (d * etp) == 0])}")
 
 
 def layout_label(plan: Plan) -> str:

@@ -18,6 +18,7 @@ from pydantic import Field
 from ..errors import Count, InputError, Real, Schema, suggest
 from ..files import looks_like_path, read_mapping
 from .model import ModelConfig
+from .plan import divisors, values_text
 
 SERVING_STACKS = ("trtllm", "vllm", "sglang")
 DEFAULT_SERVING_STACK = "trtllm"
@@ -72,10 +73,6 @@ def load_serving_stack(name: str | ServingStack) -> ServingStack:
     return ServingStack.parse(read_mapping(path, f"hardware_specs/serving/{key}.yaml"), where=key)
 
 
-def _divisors(n: int) -> str:
-    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
-
-
 class ServePlan(Schema):
     """One layout of a serving job: dp replicas of tp x pp GPUs, and the load they serve."""
 
@@ -106,7 +103,7 @@ class ServePlan(Schema):
         return self.tp // self.ep
 
 
-def resolve_serve(plan: ServePlan, model: ModelConfig, hbm_gpus: int | None = None) -> ServePlan:
+def resolve_serve(plan: ServePlan, model: ModelConfig) -> ServePlan:
     """`plan` with gpus filled in, after refusing what no serving engine runs: gpus other than tp x pp x dp, tp
     not dividing the attention heads, pp more than the layers, ep not dividing tp or the experts, lengths beyond
     the model's context, a precision the stack lacks. One line each, naming the field and what is valid."""
@@ -117,17 +114,18 @@ def resolve_serve(plan: ServePlan, model: ModelConfig, hbm_gpus: int | None = No
                          "or a layout whose product is gpus")
     if model.n_heads % p.tp:
         raise InputError(f"tp={p.tp} does not divide num_attention_heads = {model.n_heads}; valid tp: "
-                         f"{_divisors(model.n_heads)}")
+                         f"{values_text(divisors(model.n_heads))}")
     if p.pp > model.n_layers:
-        raise InputError(f"pp={p.pp} exceeds the {model.n_layers} layers of {model.name}; valid pp: 1..{model.n_layers}")
+        raise InputError(f"pp={p.pp} exceeds the {model.n_layers} layers of {model.name}; valid pp: "
+                         f"1..{model.n_layers}")
     if p.ep > 1 and model.moe is None:
         raise InputError(f"ep={p.ep} for {model.name}, which has no experts; valid ep: 1")
     if p.tp % p.ep:
         raise InputError(f"ep={p.ep} does not divide tp = {p.tp} (experts are split over a replica's tp ranks); "
-                         f"valid ep: {_divisors(p.tp)}")
+                         f"valid ep: {values_text(divisors(p.tp))}")
     if model.moe is not None and model.moe.n_experts % p.ep:
         raise InputError(f"ep={p.ep} does not divide the {model.moe.n_experts} experts of {model.name}; valid ep: "
-                         f"{', '.join(str(d) for d in range(1, p.tp + 1) if p.tp % d == 0 and model.moe.n_experts % d == 0)}")
+                         f"{values_text([d for d in divisors(p.tp) if model.moe.n_experts % d == 0])}")
     if p.input_len + p.output_len > model.max_seq_len:
         raise InputError(f"input_len + output_len = {p.input_len} + {p.output_len} exceeds {model.name}'s context "
                          f"(max_seq_len = {model.max_seq_len}); valid: at most {model.max_seq_len} tokens in all")
