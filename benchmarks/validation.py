@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from perfmodel.execute.host import cpu_shares, cpu_stat  # noqa: E402
-from perfmodel.validate.runner import _gpu_name, validate  # noqa: E402
+from perfmodel.validate.common import _gpu_name  # noqa: E402
+from perfmodel.validate.runner import validate  # noqa: E402
 
 
 def slug(text: str) -> str:

@@ -389,7 +389,9 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("infer", "--max-throughput"): flag_switch(), ("infer", "--search"): flag_switch(),
           ("infer", "--ttft-ms"): number(0.0, above=True, **srch), ("infer", "--tpot-ms"): number(0.0, above=True, **srch),
           ("infer", "--target-rps"): number(0.0, above=True, **srch), ("infer", "--top"): count(),
-          ("infer", "--plot"): output(".png")}
+          ("infer", "--plot"): output(".png"),
+          ("infer", "--write-plan"): output(".json", extra=("--concurrency", "4")),
+          ("infer", "--prefill-dp"): count(), ("infer", "--prefill-tp"): count(extra=("--prefill-dp", "1"))}
     t |= {("export", "plan"): plan_in(names=("plan file",)),
           ("export", "--to"): name(good=("megatron", "torchtitan", "deepspeed")),
           ("export", "--version"): name(good=("core_r0.16", "core_r0.12")),  # the base exports to megatron

@@ -476,6 +476,18 @@ def test_quick_calibration_two_ranks_under_torchrun(tmp_path):
     assert sp.model == "sustain-probe" and sp.tokens_per_rank == 192
     assert system.efficiency.sustained_fraction == pytest.approx(sustained_fraction(sp.measured_s, sp.predicted_s,
                                                                                     sp.compute_s), abs=1e-4)
+    # the serving loop's own: decode steps of the serving probe in the layouts two processes allow (data
+    # parallel at 1, 4, 16 sequences and a long prompt; tp 2), and a served prefill's sustained fraction
+    from perfmodel.calibrate.serving_costs import probe_plans as serving_probes
+
+    sv = hc.serving
+    assert [p.name for p in sv.probes] == [f"{n} decode" for n in serving_probes(2)] and "tp4" not in serving_probes(2)
+    assert all(p.kernels == 4 * 10 + 4 and p.measured_s > 0 and p.pairs > 0 for p in sv.probes)
+    assert [p.calls for p in sv.probes] == [0, 0, 0, 0, 2 * 4 + 2]
+    assert min(sv.kernel_s, sv.collective_s, sv.attention_s, sv.attention_key_s) >= 0
+    assert sv.sustain.model == "sustain-probe" and sv.sustain.tokens_per_rank == 2 * 160
+    assert sv.sustained_fraction == pytest.approx(sustained_fraction(sv.sustain.measured_s, sv.sustain.predicted_s,
+                                                                     sv.sustain.compute_s), abs=1e-4)
     assert 0 <= raw.fit.comm_overlap <= 1 and system.efficiency.comm_overlap == pytest.approx(raw.fit.comm_overlap,
                                                                                              abs=1e-3)
     assert "min(t_c, t_m)" in system.efficiency.sources["comm_overlap"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -282,3 +283,58 @@ def test_tp_allreduce_from_the_engines_measured_table():
     m, sysm = load_model("llama-3.1-70b"), load_hardware("dgx-h100")
     plan = ServePlan(tp=8, input_len=128, output_len=128, gpus=8)
     assert tp_allreduce_s(m, sysm, plan, 256) == pytest.approx(2 * 0.051903e-3, rel=1e-5)
+
+
+def test_disaggregated_kv_transfer_and_rates_by_hand():
+    """Llama 3.1 70B fp8 on one DGX H200: 1 prefill replica of tp 4 and 1 decode replica of tp 4. A prompt's KV
+    cache is 2000 tokens x 80 layers x (K, V) x 8 kv heads x 128 x 1 B; each prefill GPU sends a quarter over
+    NVLink (the 8 GPUs share a node). Requests/s is the least of the three rates the note lists; the prefill
+    pool bounds it, so the decode replica holds B' sequences whose decode rate is that rate."""
+    from perfmodel.cost.comm import p2p_tier, p2p_time
+    from perfmodel.serve.disaggregated import kv_transfer
+    from perfmodel.serve.step_time import step_parts
+
+    m, sysm = load_model("llama-3.1-70b"), load_hardware("dgx-h200")
+    e = infer(m, sysm, ServePlan(tp=4, prefill_dp=1, prefill_tp=4, precision="fp8", input_len=2000, output_len=500))
+    p = e.plan
+    assert p.gpus == 8 and p.prefill_gpus == 4 and p.disaggregated
+    whole = 2000 * 80 * 2 * 8 * 128 * 1
+    tier = p2p_tier(sysm, 1, 8)
+    assert tier.name == sysm.tiers[0].name
+    assert e.kv_transfer_s == pytest.approx(float(p2p_time(whole / 4, tier.bandwidth, tier.latency)), rel=1e-9)
+    assert kv_transfer(m, sysm, p)[1] == pytest.approx(4 * tier.bandwidth / whole, rel=1e-9)
+    assert e.ttft_s == pytest.approx(sum(e.prefill_s.values()) + e.kv_transfer_s, rel=1e-9)
+    assert e.output_tokens_per_s == pytest.approx(e.requests_per_s * 500, rel=1e-9)
+    assert "bound by the prefill pool" in e.notes[0]
+    stack = load_serving_stack("trtllm")
+    n = math.floor(stack.max_num_tokens / 2000)  # 4 prompts a prefill step
+    assert e.requests_per_s == pytest.approx(n / sum(e.prefill_s.values()), rel=1e-9)
+    t_d = sum(step_parts(m, sysm, p, stack, decode=e.batch, context=2250, prefill_seqs=0, prompt=0,
+                         logits=e.batch).values())
+    assert e.tpot_s == pytest.approx(t_d, rel=1e-9)
+    assert e.batch / (499 * t_d) == pytest.approx(e.requests_per_s, rel=1e-6)  # the decode pool runs at that rate
+
+
+def test_disaggregated_decode_bound_keeps_the_decode_only_token_budget():
+    """With prefill capacity to spare the decode pool bounds the rate, at the batch its KV cache holds: sequences
+    of 256 tokens (whole sequences reserved) in the budget `kv_cache.memory` leaves. Aggregated, the token budget
+    (8192 / (1 + 128/128) = 4096) would not bind either; disaggregated decode steps carry no prompt tokens."""
+    from perfmodel.serve.kv_cache import memory, sequence_kv_bytes
+
+    m, sysm = load_model("llama-3.1-8b"), load_hardware("dgx-h100")
+    e = infer(m, sysm, ServePlan(tp=1, dp=1, prefill_dp=4, prefill_tp=1, input_len=128, output_len=128))
+    assert "bound by the decode pool (KV cache)" in e.notes[0]
+    stack = load_serving_stack("trtllm")
+    budget = memory(m, sysm, e.plan, stack)["kv_cache"]
+    assert e.batch == math.floor(budget / sequence_kv_bytes(m, e.plan, 256, stack))
+    assert e.requests_per_s == pytest.approx(e.batch / (127 * e.tpot_s), rel=1e-9)
+
+
+@pytest.mark.parametrize("plan, message", [
+    (dict(tp=4, prefill_tp=2), "prefill_tp = 2 without prefill_dp: no prefill pool"),
+    (dict(tp=4, prefill_dp=1, prefill_tp=3), "prefill_tp=3 does not divide num_attention_heads = 64"),
+    (dict(tp=4, prefill_dp=1, gpus=6), "gpus = 6 is not tp x pp x dp = 4 x 1 x 1 + prefill_tp x prefill_dp = 4 = 8"),
+])
+def test_disaggregated_bad_layouts_are_one_line(plan, message):
+    with pytest.raises(InputError, match=re.escape(message)):
+        infer("llama-3.1-70b", "dgx-h200", ServePlan(input_len=100, output_len=100, **plan))

@@ -22,7 +22,8 @@ from perfmodel.spec.plan_file import load_plan_file, write_plan_file
 from perfmodel.search.plan_writer import plan_file
 from perfmodel.validate.sweeps import SWEEPS, TINY_GPT2, get_sweep
 from perfmodel.cli.validate_command import add_parser, run
-from perfmodel.validate.runner import catalogue_system_for, validate
+from perfmodel.validate.common import catalogue_system_for
+from perfmodel.validate.runner import validate
 from perfmodel.validate.metrics import COLUMNS, CPU_MEMORY_CAVEAT, compare, error_pct, mape, spearman, summarize
 
 GiB = 2**30

@@ -168,6 +168,11 @@ def run_calibration(device: str = "cpu", nproc: int = 1, output: str | Path | No
     (echo or (lambda line: None))("calibrate: host costs of the executor (a model too small to compute) and, "
                                   "on a CPU, the compute a whole step sustains")
     system = measure_executor_costs(system, nproc, device, echo, quick)
+    from .serving_costs import measure_serving_costs
+
+    (echo or (lambda line: None))("calibrate: host costs of the executor's serving loop (prefill and decode) and, "
+                                  "on a CPU, the compute a served prefill sustains")
+    system = measure_serving_costs(system, nproc, device, echo, quick)
     raw = RawFile(created_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                   command=command, spec_file=out.name, system=system.name, quick=quick,
                   wall_s=time.monotonic() - start, measurements=m, fit=fit)

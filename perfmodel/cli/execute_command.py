@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from ..errors import InputError
 from .argtypes import RDZV_BACKENDS, integer, nodes, path, seconds, word
@@ -15,11 +16,13 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                     "one launch (CPU: peak memory in an untimed phase before the timed steps)")
     xe.add_argument("--nproc", type=integer("--nproc"), required=True, help="processes per node (GPUs or CPU ranks)")
     xe.add_argument("--device", default="auto", help="auto (cuda if present) | cpu | cuda")
-    xe.add_argument("--steps", type=integer("--steps"), default=8, help="training steps per plan (default 8)")
-    xe.add_argument("--warmup", type=integer("--warmup", 0), default=3, help="leading steps left out of the median (default 3)")
-    xe.add_argument("--rounds", type=integer("--rounds"), default=1,
+    xe.add_argument("--steps", type=integer("--steps"), help="training steps per plan (default 8)")
+    xe.add_argument("--warmup", type=integer("--warmup", 0), help="leading steps left out of the median (default 3; "
+                    "serving plans: leading rounds, default 1)")
+    xe.add_argument("--rounds", type=integer("--rounds"),
                     help="run the plans this many times over, interleaved (round 1 runs every plan, then round 2 "
-                         "...); the step time is the lowest round's median (default 1)")
+                         "...); the step time is the lowest round's median (default 1; serving plans: times each "
+                         "batch is served, default 4)")
     xe.add_argument("--seed", type=integer("--seed", 0, 2**32 - 1), default=0,
                     help="seed of initial weights and synthetic data (0 to 2**32 - 1)")
     xe.add_argument("--data", type=path("--data"), metavar="FILE",
@@ -63,6 +66,8 @@ def run(a: argparse.Namespace) -> str:
     from ..spec.plan_file import load_plan_file
 
     check_nodes(a)
+    if any(is_serve_plan_path(p) for p in a.plans):
+        return serve(a)
     rdzv = [f"{f}={getattr(a, f[2:].replace('-', '_'))}" for f in ("--nnodes", "--node-rank", "--rdzv-backend",
             "--rdzv-endpoint", "--rdzv-id", "--master-addr", "--master-port") if getattr(a, f[2:].replace("-", "_"))]
     if a.plot is not None:
@@ -70,6 +75,8 @@ def run(a: argparse.Namespace) -> str:
     if a.output and len(a.plans) > 1:
         raise InputError(f"--output names one file but {len(a.plans)} plans were given; valid: --output with one "
                          "plan, or none (each plan's measurement goes beside it)")
+    a.steps, a.warmup, a.rounds = (8 if a.steps is None else a.steps), (3 if a.warmup is None else a.warmup), \
+        (1 if a.rounds is None else a.rounds)
     ms = run_plans(a.plans, a.nproc, device=a.device, steps=a.steps, warmup=a.warmup, rounds=a.rounds,
                    seed=a.seed,
                    outputs=[a.output] if a.output else None, rdzv=rdzv or None, timeout_s=a.timeout, data=a.data,
@@ -89,4 +96,44 @@ def run(a: argparse.Namespace) -> str:
 
         steps_figure(dict(zip(unique_labels(a.plans), zip(ms, preds))), a.plot)
         rows.append(f"wrote {a.plot}")
+    return "\n".join(rows)
+
+
+def is_serve_plan_path(path: str) -> bool:
+    """A serving plan file (kind 'serve', perfmodel infer --write-plan) rather than a training plan."""
+    from ..files import read_json_object
+    from ..spec.serve_files import is_serve_plan
+
+    return is_serve_plan(read_json_object(path, "plan file"))
+
+
+SERVE_FLAGS = ("steps", "data", "output", "plot", "checkpoint_every", "checkpoint_dir", "resume", "checkpoint_async",
+               "nnodes", "node_rank", "rdzv_backend", "rdzv_endpoint", "rdzv_id", "master_addr", "master_port")
+
+
+def serve(a: argparse.Namespace) -> str:
+    """Serving plan files: serve each static batch (execute.serve_plans), print predicted against measured."""
+    from ..execute.serve_plans import serve_plans
+    from ..spec.serve_files import load_serve_plan
+
+    if not all(is_serve_plan_path(p) for p in a.plans):
+        raise InputError("execute got serving and training plan files together; valid: one kind per launch")
+    given = [f"--{f.replace('_', '-')}" for f in SERVE_FLAGS
+             if getattr(a, f) not in (None, False)]
+    if given:
+        raise InputError(f"{given[0]} does not apply to serving plan files; valid: --nproc, --device, --rounds, "
+                         "--warmup, --seed, --timeout")
+    rounds, warmup = (4 if a.rounds is None else a.rounds), (1 if a.warmup is None else a.warmup)
+    ms = serve_plans(a.plans, a.nproc, device=a.device, rounds=rounds, warmup=warmup, seed=a.seed,
+                     timeout_s=a.timeout)
+    rows = [f"{'serving plan':<40}{'prefill pred':>14}{'meas':>10}{'decode pred':>14}{'meas':>10}"]
+    for path, m in zip(a.plans, ms):
+        pf = load_serve_plan(path)
+        rows.append(f"{path[-40:]:<40}{pf.predicted.prefill_s * 1e3:>12.2f}ms{m.prefill_time_s * 1e3:>8.2f}ms"
+                    f"{pf.predicted.decode_s * 1e3:>12.2f}ms{m.decode_time_s * 1e3:>8.2f}ms")
+        if pf.plan.stack != "plain-torch":
+            rows.append(f"  note: the prediction is for the {pf.plan.stack} stack; the executor serves as plain-torch "
+                        "(write the plan with --stack plain-torch to predict what it runs)")
+        rows += [f"  note: {n}" for n in m.notes]
+        rows.append(f"  wrote {Path(path).with_name(Path(path).name.removesuffix('.json') + '.served.json')}")
     return "\n".join(rows)

@@ -34,6 +34,10 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                       help="as many sequences as memory and the stack allow (the default)")
     load.add_argument("--concurrency", type=integer("--concurrency"), help="sequences in flight in all")
     p.add_argument("--stack", choices=SERVING_STACKS, default="trtllm", help="serving stack (default trtllm)")
+    p.add_argument("--prefill-dp", type=integer("--prefill-dp"), help="disaggregated serving: prefill replicas in a "
+                   "pool of their own, sending KV caches to the tp x pp x dp decode replicas")
+    p.add_argument("--prefill-tp", type=integer("--prefill-tp"), help="with --prefill-dp: GPUs of each prefill "
+                   "replica (default --tp)")
     p.add_argument("--search", action="store_true", help="rank every layout of --gpus GPUs (tp, pp, dp, ep)")
     p.add_argument("--ttft-ms", type=number("--ttft-ms", above=True), help="with --search: drop layouts slower to first token")
     p.add_argument("--tpot-ms", type=number("--tpot-ms", above=True), help="with --search: drop layouts slower per token")
@@ -43,6 +47,9 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument("--plot", type=path("--plot", "a file ending in .png"), metavar="FILE.png",
                    help="draw memory per GPU and the step's time by part")
+    p.add_argument("--write-plan", type=path("--write-plan", "a file ending in .json"), metavar="PLAN.json",
+                   help="with --concurrency: write a serving plan file for the executor (perfmodel execute "
+                        "PLAN.json serves the batch and writes PLAN.served.json beside it)")
     return p
 
 
@@ -59,8 +66,16 @@ def run(a: argparse.Namespace) -> str:
     for flag, v in (("--ttft-ms", a.ttft_ms), ("--tpot-ms", a.tpot_ms), ("--target-rps", a.target_rps)):
         if v is not None and not a.search:
             raise InputError(f"{flag} {v:g} is a --search limit; valid: add --search, or leave {flag} out")
+    if a.write_plan is not None:
+        from ..files import check_output
+
+        if a.search or a.concurrency is None:
+            raise InputError("--write-plan writes one layout's static batch; valid: --write-plan with --concurrency "
+                             "and without --search")
+        check_output(a.write_plan, "--write-plan", ".json")
     if a.search:
-        given = [f for f, v in (("--tp", a.tp), ("--pp", a.pp), ("--dp", a.dp), ("--ep", a.ep)) if v is not None]
+        given = [f for f, v in (("--tp", a.tp), ("--pp", a.pp), ("--dp", a.dp), ("--ep", a.ep),
+                                ("--prefill-dp", a.prefill_dp), ("--prefill-tp", a.prefill_tp)) if v is not None]
         if given:
             raise InputError(f"{given[0]} is chosen by --search (every layout of --gpus is tried); valid: leave "
                              f"{', '.join(given)} out, or drop --search to predict that layout")
@@ -70,19 +85,41 @@ def run(a: argparse.Namespace) -> str:
     from ..spec.serving import ServePlan
 
     dp = a.dp
+    pool = (a.prefill_tp or a.tp) * a.prefill_dp if a.prefill_dp else 0  # the prefill pool's GPUs
     if dp is None:
-        n = a.gpus or a.tp * a.pp
-        if n % (a.tp * a.pp):
-            raise InputError(f"gpus = {n} is not a multiple of tp x pp = {a.tp * a.pp}; valid gpus: multiples of "
-                             f"{a.tp * a.pp}")
+        n = (a.gpus - pool) if a.gpus else a.tp * a.pp
+        if n <= 0 or n % (a.tp * a.pp):
+            raise InputError(f"gpus = {n} for the decode replicas{f' (after {pool} prefill GPUs)' if pool else ''} is "
+                             f"not a multiple of tp x pp = {a.tp * a.pp}; valid gpus: {pool} + multiples of "
+                             f"{a.tp * a.pp}" if pool else f"gpus = {n} is not a multiple of tp x pp = {a.tp * a.pp}; "
+                             f"valid gpus: multiples of {a.tp * a.pp}")
         dp = n // (a.tp * a.pp)
-    e = infer(a.model, a.hardware, ServePlan(gpus=a.gpus, tp=a.tp, pp=a.pp, dp=dp, ep=a.ep, **_job(a)))
+    plan = ServePlan(gpus=a.gpus, tp=a.tp, pp=a.pp, dp=dp, ep=a.ep, prefill_dp=a.prefill_dp, prefill_tp=a.prefill_tp,
+                     **_job(a))
+    e = infer(a.model, a.hardware, plan)
+    if a.write_plan is not None:
+        print(f"wrote {write_plan(a.model, a.hardware, plan, a.write_plan)}", file=sys.stderr)
     if a.plot is not None:
         from ..plots.serving_figure import serving_figure
 
         serving_figure(e, a.plot)
         print(f"wrote {a.plot}", file=sys.stderr)
     return e.model_dump_json(indent=2) if a.format == "json" else table(e)
+
+
+def write_plan(model, hardware, plan, path) -> str:
+    """The serving plan file of `plan`'s static batch (serve.batching.static_batch) at `path`."""
+    from ..serve.batching import static_batch
+    from ..spec.hardware import load_hardware
+    from ..spec.model_catalogue import load_model
+    from ..spec.serve_files import ServePlanFile, write_json
+    from ..spec.serving import resolve_serve
+
+    model, system = load_model(model), load_hardware(hardware)
+    plan = resolve_serve(plan, model)
+    pf = ServePlanFile(created_by="perfmodel infer --write-plan", model=model, hardware=system, plan=plan,
+                       predicted=static_batch(model, system, plan))
+    return str(write_json(pf, path, "--write-plan"))
 
 
 def _search(a: argparse.Namespace) -> str:
@@ -114,8 +151,9 @@ def _search(a: argparse.Namespace) -> str:
 def table(e) -> str:
     """The estimate as text: headline numbers, memory per GPU, the step by part."""
     p = e.plan
-    lines = [f"{e.model} on {p.gpus} x {e.hardware}: tp={p.tp} pp={p.pp} dp={p.dp} ep={p.ep} precision={p.precision} "
-             f"kv={p.kv} stack={p.stack}",
+    pool = f" + prefill pool tp={p.prefill_tp} dp={p.prefill_dp}" if p.disaggregated else ""
+    lines = [f"{e.model} on {p.gpus} x {e.hardware}: tp={p.tp} pp={p.pp} dp={p.dp} ep={p.ep}{pool} "
+             f"precision={p.precision} kv={p.kv} stack={p.stack}",
              f"  requests of {p.input_len} prompt + {p.output_len} output tokens, "
              + (f"concurrency {p.concurrency}" if p.concurrency else "max throughput"), "",
              f"output tokens/s          {e.output_tokens_per_s:,.0f}  (all GPUs; {e.output_tokens_per_s / p.gpus:,.0f} "
@@ -125,13 +163,15 @@ def table(e) -> str:
              f"batch (in flight)        {e.batch:,.0f}",
              f"TTFT                     {1e3 * e.ttft_s:,.1f} ms",
              f"TPOT                     {1e3 * e.tpot_s:,.2f} ms",
+             *([f"KV transfer              {1e3 * e.kv_transfer_s:,.2f} ms (in TTFT)"] if p.disaggregated else []),
              f"end-to-end               {e.e2e_s:,.2f} s",
              f"KV cache                 {e.kv_cache_tokens:,.0f} tokens per replica", "",
              "Memory per GPU (GiB)"]
     lines += [f"  {k:<14} {v:8.2f}" for k, v in e.memory_gib.items()]
     lines += ["", "One step of the steady batch (seconds by part)"]
     lines += [f"  {k:<14} {1e3 * v:8.3f} ms" for k, v in e.decode_step_s.items()]
-    lines += ["", "One request's prefill alone (seconds by part)"]
+    lines += ["", "One prefill step of the prefill pool (seconds by part)" if p.disaggregated else
+              "One request's prefill alone (seconds by part)"]
     lines += [f"  {k:<14} {1e3 * v:8.3f} ms" for k, v in e.prefill_s.items()]
     lines += [f"note: {n}" for n in e.notes]
     return "\n".join(lines)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..validate.runner import DEVICES, validate
-from ..validate.sweeps import SWEEPS
+from ..validate.sweeps import SWEEP_NAMES
 from .argtypes import integer, path, seconds
 
 
@@ -16,10 +16,10 @@ def add_parser(subparsers, name: str, help: str) -> argparse.ArgumentParser:
         name, help=help,
         description="Run plan files (or a built-in sweep) in one torchrun launch, predict each with the hardware "
                     "spec (calibrated on this machine when none is given on CPU), and print predicted against "
-                    f"measured step time and peak memory. Built-in sweeps: {', '.join(SWEEPS)}.")
+                    f"measured step time and peak memory. Built-in sweeps: {', '.join(SWEEP_NAMES)}.")
     va.add_argument("plans", nargs="*", type=path("plan file"), metavar="PLAN.json",
                     help="plan files, all needing the same process count")
-    va.add_argument("--sweep", metavar="NAME", help=f"a built-in sweep: {', '.join(SWEEPS)}")
+    va.add_argument("--sweep", metavar="NAME", help=f"a built-in sweep: {', '.join(SWEEP_NAMES)}")
     va.add_argument("--nproc", type=integer("--nproc", 1), help="processes; default: what the plans need")
     va.add_argument("--hardware", metavar="SPEC", help="spec the predictions use (preset or YAML); default: a CPU "
                     "sweep calibrates first, a CUDA sweep uses the catalogue system of the GPU, plan files "

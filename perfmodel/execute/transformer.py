@@ -4,7 +4,7 @@ One module per operator of the plan file (`planfile.OPS`), so that a plan's per-
 one onto modules (tensor_parallel.py), checkpointing can wrap a block or the attention core
 (checkpointing.py), and pipeline stages can drop the layers they do not hold (pipeline_parallel.py). The model
 knows nothing of parallelism; the only hooks it offers are `AttentionCore.context`, which context parallelism
-sets to gather keys and values from the other sequence shards, and `MoE.dispatcher`, which expert parallelism
+sets to gather keys and values from the other sequence shards (and serving to a KV cache, execute/inference.py), and `MoE.dispatcher`, which expert parallelism
 sets to send routed tokens to the ranks that hold their experts (expert_parallel.py).
 
   embedding     TokenEmbedding: token table (+ learned positions for GPT-2)
@@ -93,8 +93,12 @@ class AttentionCore(nn.Module):
         if self.context is not None:
             k, v, k_pos = self.context.gather(k, v, q_pos)
         gqa = q.shape[1] != k.shape[1]
-        if self.context is None and self.window is None:
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+        # a context that knows its keys need no mask by position says so: `causal` True where queries and keys
+        # are the same positions from 0 (a prefill into an empty KV cache), False where one query follows every key
+        # (a decode step); None (context parallelism): mask by position
+        causal = True if self.context is None else getattr(self.context, "causal", None)
+        if causal is not None and self.window is None:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
         else:
             mask = k_pos[None, :] <= q_pos[:, None]
             if self.window is not None:

@@ -301,7 +301,14 @@ def main(argv: list[str]) -> int:
                                     timeout=datetime.timedelta(seconds=job["pg_timeout_s"]),
                                     device_id=device if device.type == "cuda" else None)
         for job in jobs:
-            run_job(job, device, rank)
+            if job.get("kind") == "serve":  # serving plans (execute.inference)
+                from .inference import serve_job
+
+                if device.type == "cpu":
+                    set_allocator(MALLOC_TIMING)
+                serve_job(job, device, rank, at, say)
+            else:
+                run_job(job, device, rank)
         if dist.is_initialized():
             dist.barrier()
             if dist.get_backend() == "gloo":

@@ -23,6 +23,7 @@ from ..errors import InputError
 from ..spec.hardware import System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
+from ..spec.serve_files import ServePrediction
 from ..spec.serving import ServeEstimate, ServePlan, load_serving_stack, resolve_serve
 from .kv_cache import GIB, kv_bytes_per_token, memory, replica_batch, sequence_kv_bytes, tokens_held
 from .step_time import step_parts
@@ -38,6 +39,10 @@ def infer(model: ModelConfig | str, hardware: System | str, plan: ServePlan | di
     if plan.precision not in system.efficiency.matmul_max:
         raise InputError(f"precision = {plan.precision}: {system.name} has no matmul rate for it; valid: "
                          f"{', '.join(system.efficiency.matmul_max)}")
+    if plan.disaggregated:
+        from .disaggregated import infer_disaggregated
+
+        return infer_disaggregated(model, system, plan, stack)
     mem = memory(model, system, plan, stack)
     per_token = kv_bytes_per_token(model, plan)
     kv_tokens = mem["kv_cache"] / per_token
@@ -73,3 +78,22 @@ def infer(model: ModelConfig | str, hardware: System | str, plan: ServePlan | di
             "kv_in_use": batch * sequence_kv_bytes(model, plan, tokens_held(plan, stack), stack) / GIB,
             "total": (mem["weights"] + mem["activations"] + mem["runtime"] + mem["kv_cache"]) / GIB},
         decode_step_s=step, prefill_s=alone, notes=notes)
+
+
+def static_batch(model: ModelConfig | str, hardware: System | str, plan: ServePlan) -> ServePrediction:
+    """The executor's way of serving (`perfmodel.execute.inference`), priced by the same step: each replica takes
+    B = concurrency / dp prompts at once, prefills them in one forward (logits of each prompt's last token), then
+    runs O - 1 decode steps of B tokens at contexts I + 1 .. I + O - 1, whose mean step is the step at I + O / 2
+    (decode attention is linear in the context, everything else constant). InputError without a concurrency that
+    the replicas split evenly."""
+    model, system = load_model(model), load_hardware(hardware)
+    plan = resolve_serve(plan, model)
+    if plan.concurrency is None or plan.concurrency % plan.dp:
+        raise InputError(f"concurrency = {plan.concurrency} for a static batch over dp = {plan.dp} replicas; valid: "
+                         f"a multiple of {plan.dp} (sequences per replica x dp)")
+    stack, batch, I, O = load_serving_stack(plan.stack), plan.concurrency // plan.dp, plan.input_len, plan.output_len
+    prefill = step_parts(model, system, plan, stack, decode=0, context=0, prefill_seqs=batch, prompt=I, logits=batch)
+    decode = step_parts(model, system, plan, stack, decode=batch, context=I + O / 2, prefill_seqs=0, prompt=0,
+                        logits=batch)
+    return ServePrediction(prefill_s=sum(prefill.values()), decode_s=sum(decode.values()), prefill_parts=prefill,
+                           decode_parts=decode)

@@ -88,13 +88,16 @@ def tokens_held(plan: ServePlan, stack: ServingStack) -> float:
     return plan.input_len + (plan.output_len if stack.reserves_whole_sequence else plan.output_len / 2)
 
 
-def replica_batch(model: ModelConfig, plan: ServePlan, stack: ServingStack, kv_cache_bytes: float) -> tuple[float, str]:
+def replica_batch(model: ModelConfig, plan: ServePlan, stack: ServingStack, kv_cache_bytes: float,
+                  prefill_in_step: bool = True) -> tuple[float, str]:
     """Sequences in flight on one replica, and what bounds them: the asked concurrency / dp, or as many as the KV
     cache holds (whole sequences of tokens_held tokens, `sequence_kv_bytes`); never more than the stack's
     max_batch, nor than its token budget lets run at once (a step runs B decode tokens and B x I / O prompt
-    tokens: B <= max_num_tokens / (1 + I / O))."""
+    tokens: B <= max_num_tokens / (1 + I / O); B <= max_num_tokens where prompts run elsewhere,
+    `prefill_in_step` false: a disaggregated decode pool)."""
     fit = math.floor(kv_cache_bytes / sequence_kv_bytes(model, plan, tokens_held(plan, stack), stack))
-    budget = math.floor(stack.max_num_tokens / (1 + plan.input_len / plan.output_len))
+    share = 1 + plan.input_len / plan.output_len if prefill_in_step else 1
+    budget = math.floor(stack.max_num_tokens / share)
     limits = [(float(fit), "KV cache"), (float(stack.max_batch), f"the stack's max_batch {stack.max_batch}"),
               (float(max(budget, 1)), f"the stack's token budget ({stack.max_num_tokens} tokens per step)")]
     if plan.concurrency is not None:

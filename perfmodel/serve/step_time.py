@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..cost.comm import group_collective, p2p_tier, p2p_time
-from ..cost.compute import flash_attention_time
+from ..cost.compute import flash_attention_time, shared_core_speedup
 from ..cost.kernel_lookup import allreduce_table_time, moe_table_time
 from ..cost.kernels import ELEMENTWISE_BYTES, Device, attention_table_op, mean_keys, model_mean_keys, residual_bytes
 from ..spec.hardware import System
@@ -28,6 +28,8 @@ from ..spec.model import ModelConfig
 from ..spec.serving import ServePlan, ServingStack
 from ..spec.stack import load_stack
 from ..cost.kernels import ACT_BYTES
+from ..cost.units import host_seconds
+from ..spec.operators import LAYER_OPS
 from .kv_cache import kv_bytes_per_token
 
 # Bytes per element the memory-bound kernels of one layer move in inference: the forward figures of training's
@@ -42,7 +44,17 @@ def device(model: ModelConfig, system: System, plan: ServePlan, stack: ServingSt
     attention_speed 1, the part's own kernel where native, else FlashAttention-2)."""
     kernels = load_stack("plain-torch").model_copy(
         update={"name": stack.name, "attention_native": stack.attention_native, "attention_speed": 1.0})
+    serving = measured_serving(system, stack)
+    if serving is not None and serving.sustained_fraction is not None:  # what a served prefill keeps (calibrate)
+        system = system.model_copy(update={"efficiency": system.efficiency.model_copy(
+            update={"sustained_fraction": serving.sustained_fraction})})
     return Device(model, system, SimpleNamespace(stack=kernels, precision=plan.precision, attention="flash"))
+
+
+def measured_serving(system: System, stack: ServingStack):
+    """The spec's measured serving host costs for this stack (`HostCosts.serving`, perfmodel calibrate), or None."""
+    costs = system.host_costs
+    return costs.serving if costs is not None and costs.stack == stack.name else None
 
 
 def _gemm(dev: Device, m, n, k, batch=1, precision=None) -> float:
@@ -180,19 +192,77 @@ def pp_send_s(model: ModelConfig, system: System, plan: ServePlan, tokens: float
     return plan.pp * float(p2p_time(tokens * model.hidden * ACT_BYTES, tier.bandwidth, tier.latency))
 
 
+def vocab_comm_s(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, tokens: float,
+                 logits: float) -> float:
+    """A step's collectives outside the layers, over the replica's tp ranks: the all-reduce of a vocabulary-split
+    embedding's output (tokens x hidden, where `ServingStack.vocab_parallel_embedding`) and the all-gather of the
+    column-split LM head's logits (logits x vocab) that sampling reads (`cost.comm.group_collective`, NCCL tiers)."""
+    if plan.tp == 1:
+        return 0.0
+    t = float(group_collective(system, "all_gather", logits * model.vocab * ACT_BYTES, plan.tp, 1, plan.gpus))
+    if stack.vocab_parallel_embedding and tokens > 0:
+        t += float(group_collective(system, "all_reduce", tokens * model.hidden * ACT_BYTES, plan.tp, 1, plan.gpus))
+    return t
+
+
+# Operators the host launches per layer and outside the layers in one forward (the plan file's operators,
+# spec.plan_file.LAYER_OPS: norms, qkv, attention, projections, activation, residuals; then embedding, final norm,
+# LM head and the sampling), and collective calls (two all-reduces per layer, the embedding's and the logits')
+MODEL_OPS = ("embedding", "final_norm", "lm_head", "sample")
+
+
+def host_s(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, decode: float,
+           decode_keys: float = 0.0) -> float:
+    """Host seconds of one step whose `decode` decoding sequences attend `decode_keys` keys in all
+    where the spec measured per-launch costs for this stack (`HostCosts.serving`, else `HostCosts`: perfmodel
+    calibrate; eager dispatch the device does not hide, the executor's case): launches x kernel_s + collective
+    calls x collective_s (`cost.units.host_seconds`) + the decode attention's (sequence, local head) pairs x
+    attention_s + their keys x attention_key_s (`launches`); 0 otherwise (the engines' CUDA graphs and
+    schedulers: their `step_overhead_s`)."""
+    costs = system.host_costs
+    if costs is None or costs.stack != stack.name:
+        return 0.0
+    kernels, calls, pairs, keys = launches(model, plan, stack, decode, decode_keys)
+    if costs.serving is None:  # training's costs: no attention terms
+        return float(host_seconds(costs, kernels, calls))
+    s = costs.serving
+    return float(host_seconds(s, kernels, calls)) + s.attention_s * pairs + s.attention_key_s * keys
+
+
+def launches(model: ModelConfig, plan: ServePlan, stack: ServingStack, decode: float = 0.0,
+             decode_keys: float = 0.0) -> tuple[int, int, float, float]:
+    """(operator launches, collective calls, decode attention's (sequence, local head) pairs, the keys those pairs
+    read) of one forward step on a rank with `decode` decoding sequences attending `decode_keys` keys together
+    (MODEL_OPS). A CPU attention kernel works through a call one (sequence, head) block at a time, each with its
+    own set-up, and one query's pass over its keys is a vector loop, not the blocked GEMMs its FLOPs are priced at
+    (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp); a prefill's attention is priced by its FLOPs from the
+    measured attention table."""
+    calls = 0 if plan.tp == 1 else 2 * model.n_layers + 1 + stack.vocab_parallel_embedding
+    heads = model.n_layers * model.n_heads / plan.tp
+    return model.n_layers * len(LAYER_OPS) + len(MODEL_OPS), calls, heads * decode, heads * decode_keys
+
+
 def step_parts(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, decode: float,
                context: float, prefill_seqs: float, prompt: float, logits: float) -> dict[str, float]:
     """Seconds of one step by part: gemm, attention, memory (element-wise), tp_comm, pp_comm, lm_head, overhead.
     `decode` sequences one token each at `context` keys, `prefill_seqs` prompts of `prompt` tokens, `logits`
-    sequences sampling a token; all over pp micro-batches (module docstring)."""
+    sequences sampling a token; all over pp micro-batches (module docstring). On a host whose ranks share cores
+    (`System.shared_host`, a CPU testbed) the compute parts run at `cost.compute.shared_core_speedup` with every
+    rank of the job busy."""
     dev = device(model, system, plan, stack)
     pp, L = plan.pp, model.n_layers
     tokens = (decode + prefill_seqs * prompt) / pp
     win = stack.sliding_window
     attn = (decode_attention_s(dev, plan, decode / pp, context, win)
             + prefill_attention_s(dev, plan, prefill_seqs / pp, prompt, win))
-    return {"gemm": L * layer_gemm_s(dev, plan, tokens), "attention": L * attn,
-            "memory": L * elementwise_s(dev, plan, tokens), "tp_comm": L * tp_allreduce_s(model, system, plan, tokens),
-            "pp_comm": pp_send_s(model, system, plan, tokens),
-            "lm_head": pp * _gemm(dev, logits / pp, model.vocab / plan.tp, model.hidden, precision="bf16"),
-            "overhead": stack.step_overhead_s}
+    host = system.shared_host
+    speedup = 1.0 if host is None else float(shared_core_speedup(1.0, plan.gpus, host.ranks, host.cores))
+    compute = {"gemm": L * layer_gemm_s(dev, plan, tokens), "attention": L * attn,
+               "memory": L * elementwise_s(dev, plan, tokens),
+               "lm_head": pp * _gemm(dev, logits / pp, model.vocab / plan.tp, model.hidden, precision="bf16")}
+    return {k: v / speedup for k, v in compute.items()} | {
+        "tp_comm": L * tp_allreduce_s(model, system, plan, tokens) + vocab_comm_s(model, system, plan, stack,
+                                                                                  tokens, logits),
+        "pp_comm": pp_send_s(model, system, plan, tokens),
+        "overhead": stack.step_overhead_s + host_s(model, system, plan, stack, decode / pp,
+                                                               decode / pp * context)}

@@ -18,6 +18,7 @@ from ..errors import MAX_COUNT, Count, Flag, InputError, PositiveReal, Real, Sch
 from ..files import looks_like_path, read_mapping
 from .kernel_tables import current_spec_folder, held_name, spec_folder, table_path, written_name
 from .network import DATASHEET_MAX, CollectiveKind, Datasheet, KindFit, Latency, NetworkTier  # noqa: F401
+from .host_overheads import HostCosts, HostProbe, ServingHostCosts, SustainProbe  # noqa: F401
 from .stack import Interval
 
 Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4"]
@@ -208,43 +209,6 @@ class RunFit(Schema):
     runs: list[RunResidual] = Field(description="the runs fitted to, with their residuals")
     skipped: list[str] = Field(default_factory=list, description="files of a log directory that were not run logs")
     source: str = Field(description="the file and command the fit came from")
-
-
-class HostProbe(Schema):
-    """One layout of the host-cost probe: a model too small to compute run by the executor, and the estimate."""
-
-    name: str = Field(description="the probe's layout")
-    measured_s: PositiveReal = Field(description="measured seconds per step")
-    predicted_s: PositiveReal = Field(description="the spec's estimate without host costs, seconds per step")
-    kernels: Real = Field(ge=0, description="operator launches per step on the slowest stage (forward, backward, "
-                                             "recomputed forward; cost.units.host_counts)")
-    calls: Real = Field(ge=0, description="collective calls and sends per step on the slowest stage")
-
-
-class SustainProbe(Schema):
-    """The end-to-end step behind a CPU spec's sustained_fraction (calibrate.host_costs): a model that computes, run by the
-    executor, against the estimate at the microbenchmark rates."""
-
-    model: str = Field(description="the probe model (calibrate.host_costs.SUSTAIN_MODEL)")
-    tokens_per_rank: Count = Field(description="tokens each rank trains per step")
-    measured_s: PositiveReal = Field(description="measured seconds per step (lowest round's median)")
-    predicted_s: PositiveReal = Field(description="the estimate with host costs at sustained fraction 1, seconds")
-    compute_s: Real = Field(ge=0, description="of that, GEMM and attention seconds (F); the spec's "
-                                               "sustained_fraction is F / (measured - (predicted - F)), clipped")
-
-
-class HostCosts(Schema):
-    """Host seconds per operator launch and per collective call that a stack's eager dispatch adds to every step
-    (autograd, DTensor redistribution, collective set-up), measured by perfmodel calibrate for the executor's
-    stack; the estimate charges them to each plan of that stack (cost.units.host_seconds)."""
-
-    stack: str = Field(description="the stack the costs were measured for (the executor: plain-torch)")
-    kernel_s: Real = Field(ge=0, description="seconds per operator launch")
-    collective_s: Real = Field(ge=0, description="seconds per collective call or send")
-    probes: list[HostProbe] = Field(description="the measurements the two costs were fitted to")
-    sustain: SustainProbe | None = Field(None, description="on a CPU, the step the spec's sustained_fraction was "
-                                                           "measured on (null: not measured)")
-    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
 
 # A checkpoint store's least bandwidth (1 MB/s) and efficiency (1% of its peaks): slower than any store there is; a

@@ -20,7 +20,7 @@ from ..files import looks_like_path, read_mapping
 from .model import ModelConfig
 from .plan import divisors, values_text
 
-SERVING_STACKS = ("trtllm", "vllm", "sglang")
+SERVING_STACKS = ("trtllm", "vllm", "sglang", "plain-torch")  # plain-torch: the executor's own serving loop
 DEFAULT_SERVING_STACK = "trtllm"
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 # Bytes per weight of a GEMM matrix: fp4 is NVFP4, 4-bit values with one fp8 scale per 16 (NVIDIA, "NVFP4", the
@@ -52,6 +52,9 @@ class ServingStack(Schema):
     sliding_window: bool = Field(description="a sliding-window layer (model.sliding_window) keeps and attends "
                                              "only its last window of tokens; false: the engine runs it as full "
                                              "attention over the whole context")
+    vocab_parallel_embedding: bool = Field(description="the token embedding is split over the vocabulary across "
+                                                        "the tp ranks, so each step all-reduces its output (false: "
+                                                        "every rank holds the whole table)")
     reserves_whole_sequence: bool = Field(description="the scheduler admits a request only with KV blocks for "
                                                       "its whole input + output (true), or allocates blocks as "
                                                       "tokens come and preempts on shortage (false: a sequence "
@@ -92,10 +95,23 @@ class ServePlan(Schema):
                                                         "(max throughput)")
     stack: str = Field(DEFAULT_SERVING_STACK, description=f"serving stack, one of {', '.join(SERVING_STACKS)}, or "
                                                           "the path of a profile YAML")
+    prefill_dp: Count | None = Field(None, description="disaggregated serving: prefill replicas in a pool of their "
+                                                       "own, each sending its prompts' KV caches to the decode "
+                                                       "replicas (tp x pp x dp); None: the replicas do both")
+    prefill_tp: Count | None = Field(None, description="tensor parallel size of each prefill replica (default tp)")
 
     @property
     def kv(self) -> str:
         return self.kv_dtype or ("fp8" if self.precision in ("fp8", "fp4") else "bf16")
+
+    @property
+    def disaggregated(self) -> bool:
+        return self.prefill_dp is not None
+
+    @property
+    def prefill_gpus(self) -> int:
+        """GPUs of the prefill pool (0 where prefill and decode share the replicas)."""
+        return (self.prefill_tp or self.tp) * self.prefill_dp if self.disaggregated else 0
 
     @property
     def etp(self) -> int:
@@ -108,10 +124,17 @@ def resolve_serve(plan: ServePlan, model: ModelConfig) -> ServePlan:
     not dividing the attention heads, pp more than the layers, ep not dividing tp or the experts, lengths beyond
     the model's context, a precision the stack lacks. One line each, naming the field and what is valid."""
     p = plan
-    n = p.tp * p.pp * p.dp
+    if p.prefill_tp is not None and p.prefill_dp is None:
+        raise InputError(f"prefill_tp = {p.prefill_tp} without prefill_dp: no prefill pool; valid: prefill_dp with it "
+                         "(disaggregated serving), or neither")
+    n = p.tp * p.pp * p.dp + p.prefill_gpus
     if p.gpus is not None and p.gpus != n:
-        raise InputError(f"gpus = {p.gpus} is not tp x pp x dp = {p.tp} x {p.pp} x {p.dp} = {n}; valid: gpus = {n}, "
-                         "or a layout whose product is gpus")
+        pool = f" + prefill_tp x prefill_dp = {p.prefill_gpus}" if p.disaggregated else ""
+        raise InputError(f"gpus = {p.gpus} is not tp x pp x dp = {p.tp} x {p.pp} x {p.dp}{pool} = {n}; valid: gpus = "
+                         f"{n}, or a layout whose product is gpus")
+    if p.disaggregated and model.n_heads % (p.prefill_tp or p.tp):
+        raise InputError(f"prefill_tp={p.prefill_tp or p.tp} does not divide num_attention_heads = {model.n_heads}; "
+                         f"valid prefill_tp: {values_text(divisors(model.n_heads))}")
     if model.n_heads % p.tp:
         raise InputError(f"tp={p.tp} does not divide num_attention_heads = {model.n_heads}; valid tp: "
                          f"{values_text(divisors(model.n_heads))}")
@@ -133,7 +156,7 @@ def resolve_serve(plan: ServePlan, model: ModelConfig) -> ServePlan:
         raise InputError(f"concurrency = {p.concurrency} is fewer than the dp = {p.dp} replicas it is spread over; "
                          f"valid: concurrency >= {p.dp}, or fewer replicas")
     load_serving_stack(p.stack)
-    return p.model_copy(update={"gpus": n})
+    return p.model_copy(update={"gpus": n, "prefill_tp": (p.prefill_tp or p.tp) if p.disaggregated else None})
 
 
 class ServeEstimate(Schema):
@@ -155,4 +178,6 @@ class ServeEstimate(Schema):
                                                      "capacity")
     decode_step_s: dict[str, float] = Field(description="one decode step of the steady batch by part (seconds)")
     prefill_s: dict[str, float] = Field(description="one request's prefill by part (seconds)")
+    kv_transfer_s: float = Field(0.0, description="disaggregated: seconds to send one prompt's KV cache from the "
+                                                  "prefill pool to a decode replica (part of ttft_s)")
     notes: list[str] = Field(default_factory=list)

@@ -16,31 +16,24 @@ predicts and runs (`perfmodel.cli.validate_command` is the subcommand).
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 from pydantic import Field
 
 from ..errors import InputError, Schema
-from ..files import check_output, check_suffix, write_atomic
-from ..spec.hardware import System, list_systems, load_hardware
+from ..files import write_atomic
+from ..spec.hardware import System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.plan import Plan
 from ..spec.stack import EXECUTOR_STACK
-from .sweeps import SWEEPS, get_sweep
-from .metrics import EXTRA_VIEWS, GiB, ValidationResult, compare, summarize
+from .common import check_out_dir, check_output_in, prediction_spec
+from .sweeps import SERVE_SWEEPS, SWEEP_NAMES, get_sweep
+from .metrics import EXTRA_VIEWS, GiB, compare, summarize
 from .checkpoint_checks import checkpoint_rows
 
 DEVICES = ("auto", "cpu", "cuda")
-
-# nvidia-smi device names -> catalogue systems (one device of the system runs the plan).
-GPU_SYSTEMS = (("GB300", "gb300-nvl72"), ("GB200", "gb200-nvl72"), ("H200", "dgx-h200"),  # the longer names first
-               ("H100 80GB HBM3", "dgx-h100"), ("H100 SXM", "dgx-h100"), ("A100-SXM4-80GB", "dgx-a100-80gb"),
-               ("A100-SXM4-40GB", "dgx-a100-40gb"), ("B200", "dgx-b200"), ("B300", "dgx-b300"), ("MI300X", "mi300x-8"))
-
 
 # ---------------------------------------------------------------------------------------------------------
 # Input checks (before anything runs or is written)
@@ -54,51 +47,6 @@ class _Entry(Schema):
     path: str | None = None
 
 
-def _check_dir(out_dir: Path) -> None:
-    """The output directory exists and is writable, or can be created (its nearest existing parent is)."""
-    if out_dir.exists():
-        if not out_dir.is_dir():
-            raise InputError(f"--out-dir {str(out_dir)!r} is a file; valid: a directory (it is created if missing)")
-        if not os.access(out_dir, os.W_OK):
-            raise InputError(f"--out-dir {str(out_dir)!r} is not writable")
-        return
-    parent = out_dir.absolute().parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK):
-        raise InputError(f"--out-dir {str(out_dir)!r} cannot be created: {str(parent)!r} is not a writable directory")
-
-
-def _check_output(path: str | Path, what: str, suffix: str, out_dir: Path) -> Path:
-    if Path(path).absolute().parent == out_dir.absolute() and not out_dir.exists():
-        check_suffix(path, what, suffix)
-        return Path(path)  # goes into the output directory, checked (and created) with it
-    return check_output(path, what, suffix)
-
-
-def _gpu_name() -> str | None:
-    """The first CUDA device's name from nvidia-smi (no torch in this process), or None."""
-    if not shutil.which("nvidia-smi"):
-        return None
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    names = out.stdout.strip().splitlines()
-    return names[0].strip() if out.returncode == 0 and names else None
-
-
-def catalogue_system_for(gpu_name: str | None) -> str | None:
-    """The catalogue system whose accelerator is this CUDA device (by nvidia-smi name), or None."""
-    if not gpu_name:
-        return None
-    for key, system in GPU_SYSTEMS:
-        if key.lower() in gpu_name.lower() and system in list_systems():
-            return system
-    return None
-
-
 def _entries(plans, sweep_name, nproc, device, hardware):
     """Resolve the inputs: (entries, sweep or None, nproc, device, spec given or None). Loads and checks only."""
     from ..spec.plan_file import load_plan_file
@@ -107,7 +55,7 @@ def _entries(plans, sweep_name, nproc, device, hardware):
         raise InputError("validate takes plan files or --sweep, not both; valid: perfmodel validate PLAN.json ... "
                          "or perfmodel validate --sweep NAME")
     if not plans and not sweep_name:
-        raise InputError(f"validate needs plan files or --sweep NAME; valid sweeps: {', '.join(SWEEPS)}")
+        raise InputError(f"validate needs plan files or --sweep NAME; valid sweeps: {', '.join(SWEEP_NAMES)}")
     if device not in DEVICES:
         raise InputError(f"--device = {device!r}; valid: {', '.join(DEVICES)}")
     spec = load_hardware(hardware) if hardware is not None else None
@@ -163,7 +111,7 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
              warmup: int | None = None, rounds: int | None = None, device: str = "auto",
              plot: str | Path | None = None, csv: str | Path | None = None,
              quick_calibration: bool = True, timeout_s: float | None = None, echo=None,
-             checkpoint_every: int | None = None, checkpoint_async: bool = False) -> ValidationResult:
+             checkpoint_every: int | None = None, checkpoint_async: bool = False):
     """Run `plans` (plan files) or the built-in `sweep` on `nproc` processes, predict each, compare.
 
     Predictions use `hardware` when given. Otherwise a sweep on CPU calibrates this machine first
@@ -175,9 +123,22 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
     and, with `plot`, a PNG scatter. With `checkpoint_every` K every plan also saves its training state every K
     steps (into out_dir/checkpoints, emptied first: validate's saves are scratch) and the result compares the
     saves' bytes and write times with the forecast's checkpoint model (validate.checkpoint_checks).
-    All input is checked before anything runs or is written (InputError, one line).
+    All input is checked before anything runs or is written (InputError, one line). A serving sweep
+    (`sweeps.SERVE_SWEEPS`) is validate.serving_sweep's: its result is a ServeValidation.
     """
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    if sweep in SERVE_SWEEPS:  # a serving sweep: prefill and decode (validate.serving_sweep)
+        given = [flag for flag, value in (("plan files", plans), ("--steps", steps),
+                                          ("--checkpoint-every", checkpoint_every),
+                                          ("--checkpoint-async", checkpoint_async)) if value]
+        if given:
+            raise InputError(f"{given[0]} with the serving sweep {sweep}, which serves its own plans in rounds; "
+                             "valid: --nproc, --hardware, --rounds, --warmup, --device, --plot, --csv, --out-dir")
+        from .serving_sweep import validate_serving
+
+        return validate_serving(sweep, nproc=nproc, hardware=hardware, out_dir=out_dir, rounds=rounds, warmup=warmup,
+                                device=device, csv=csv, plot=plot, quick_calibration=quick_calibration,
+                                timeout_s=timeout_s, echo=echo)
     out_dir = Path(out_dir)
     entries, sw, nproc, device, spec = _entries(plans, sweep, nproc, device, hardware)
     steps = steps if steps is not None else (sw.steps if sw else 8)
@@ -188,7 +149,7 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
     if steps < 1 or warmup < 0 or warmup >= steps:
         raise InputError(f"--steps = {steps}, --warmup = {warmup}; valid: steps >= 1 and 0 <= warmup < steps "
                          "(the median is taken over the steps after warm-up)")
-    _check_dir(out_dir)
+    check_out_dir(out_dir)
     if checkpoint_async and checkpoint_every is None:
         raise InputError("--checkpoint-async without --checkpoint-every: nothing is saved; valid: "
                          "--checkpoint-every K --checkpoint-async")
@@ -197,31 +158,13 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
 
         check_flags(out_dir / "checkpoints", checkpoint_every, False, "async" if checkpoint_async else "sync", steps,
                     rounds)
-    csv = _check_output(csv if csv is not None else out_dir / "validation.csv", "--csv", ".csv", out_dir)
+    csv = check_output_in(csv if csv is not None else out_dir / "validation.csv", "--csv", ".csv", out_dir)
     if plot is not None:
-        plot = _check_output(plot, "--plot", ".png", out_dir)
+        plot = check_output_in(plot, "--plot", ".png", out_dir)
 
     # The spec the predictions use.
-    notes = []
-    gpu = _gpu_name() if device == "cuda" and spec is None and sw is not None else None
-    if spec is not None:
-        source = str(hardware)
-    elif sw is None:
-        source = "each plan file's own spec"
-    elif catalogue_system_for(gpu):
-        name = catalogue_system_for(gpu)
-        spec, source = load_hardware(name), f"catalogue system {name}, matching this GPU ({gpu})"
-    else:
-        from ..calibrate.machine import calibrate
-
-        out_dir.mkdir(parents=True, exist_ok=True)
-        target = out_dir / "calibrated.yaml"
-        echo(f"no --hardware given: calibrating this machine first ({device}, {nproc} processes, "
-             f"{'quick' if quick_calibration else 'full'}) -> {target}")
-        spec = calibrate(device=device, nproc=nproc, output=target, quick=quick_calibration, echo=echo)
-        source = f"calibrated on this machine just now ({'quick' if quick_calibration else 'full'}): {target}"
-        notes.append(f"predictions use a spec calibrated on this machine by this run ({target}); pass "
-                     "--hardware SPEC.yaml to reuse one")
+    spec, source, notes = prediction_spec(spec, hardware, sw is not None, device, nproc, out_dir,
+                                          quick_calibration, echo)
 
     # Predictions first: a spec that cannot predict a plan fails before the run.
     from ..cost.estimate import evaluate_plan

@@ -22,6 +22,7 @@ from pydantic import Field
 from ..errors import Count, InputError, Schema
 from ..spec.model import ModelConfig
 from ..spec.plan import Plan
+from ..spec.serving import ServePlan
 from ..spec.stack import EXECUTOR_STACK  # every sweep runs on perfmodel's own executor
 
 
@@ -178,8 +179,77 @@ GPU_SINGLE = Sweep(
 SWEEPS: dict[str, Sweep] = {s.name: s for s in (CPU_SMOKE, CPU_3D, GPU_SINGLE)}
 
 
+# ---------------------------------------------------------------------------------------------------------
+# cpu-infer: serving (perfmodel.execute.inference) on 4 CPU processes: a static batch prefilled, then decoded.
+# ---------------------------------------------------------------------------------------------------------
+class ServeSweepPlan(Schema):
+    """One named serving plan of a sweep: which model it serves, and how."""
+
+    name: str
+    model: str = Field(description="key into ServeSweep.models")
+    plan: ServePlan
+    kind: str
+
+
+class ServeSweep(Schema):
+    name: str
+    description: str
+    device: Literal["cpu", "cuda"]
+    nproc: Count
+    models: dict[str, ModelConfig]
+    plans: list[ServeSweepPlan]
+    rounds: Count = Field(4, description="times each plan serves its batch; the first is warm-up")
+    warmup: int = Field(1, ge=0)
+    target_mape_pct: float = Field(description="prefill and decode MAPE at most this, percent (reported, not "
+                                               "asserted)")
+
+    def model_of(self, entry: ServeSweepPlan) -> ModelConfig:
+        return self.models[entry.model]
+
+
+# The training sweep's tiny models with room for a prompt and its output (their 128 positions hold neither), and
+# a wider GPT-2 whose decode reads ~0.2 GB of weights per step: weight-read-bound, as decode is on a GPU.
+SERVE_MODELS = {
+    "tiny-gpt2": ModelConfig(**TINY_GPT2.model_dump() | {"max_seq_len": 512}),
+    "tiny-llama": ModelConfig(**TINY_LLAMA.model_dump() | {"max_seq_len": 512}),
+    "small-gpt2": ModelConfig(**TINY_GPT2.model_dump() | {
+        "name": "small-gpt2", "n_layers": 6, "hidden": 768, "n_heads": 12, "n_kv_heads": 12, "ffn_hidden": 3072,
+        "max_seq_len": 512,
+        "source": "GPT-2 small's width (Radford et al. 2019) at 6 layers and an 8192 vocabulary: a CPU rank's "
+                  "decode reads its weights, as a GPU's does"}),
+}
+
+
+def _serve(name: str, kind: str, model: str, concurrency: int, input_len: int, output_len: int = 32,
+           **layout) -> ServeSweepPlan:
+    return ServeSweepPlan(name=name, model=model, kind=kind, plan=ServePlan(
+        stack="plain-torch", concurrency=concurrency, input_len=input_len, output_len=output_len, **layout))
+
+
+CPU_INFER = ServeSweep(
+    name="cpu-infer",
+    description="4 CPU processes (gloo), fp32: static batches prefilled then decoded with a KV cache, by data- and "
+                "tensor-parallel replicas of three small models; 32 output tokens",
+    device="cpu", nproc=4, models=SERVE_MODELS,
+    plans=[
+        _serve("gpt2-dp4-b1", "DP, one sequence per replica", "tiny-gpt2", 4, 64, dp=4),
+        _serve("gpt2-dp4-b8", "DP, 8 sequences per replica", "tiny-gpt2", 32, 128, dp=4),
+        _serve("gpt2-tp4", "TP 4", "tiny-gpt2", 8, 128, tp=4),
+        _serve("gpt2-tp2-dp2", "TP 2 x DP 2", "tiny-gpt2", 16, 64, tp=2, dp=2),
+        _serve("llama-dp4-b16", "DP, 16 sequences per replica (GQA, rotary)", "tiny-llama", 64, 64, dp=4),
+        _serve("llama-tp2-dp2", "TP 2 x DP 2 (GQA, rotary)", "tiny-llama", 8, 128, tp=2, dp=2),
+        _serve("small-dp4-b2", "DP, weight-read-bound decode", "small-gpt2", 8, 256, dp=4),
+        _serve("small-tp4-b8", "TP 4, weight-read-bound decode", "small-gpt2", 8, 128, tp=4),
+    ],
+    target_mape_pct=20,
+)
+
+SERVE_SWEEPS: dict[str, ServeSweep] = {CPU_INFER.name: CPU_INFER}
+SWEEP_NAMES = (*SWEEPS, *SERVE_SWEEPS)  # what --sweep takes
+
+
 def get_sweep(name: str) -> Sweep:
     """A built-in sweep by name; InputError listing the valid names otherwise."""
     if name not in SWEEPS:
-        raise InputError(f"sweep = {name!r} is not a built-in sweep; valid: {', '.join(SWEEPS)}")
+        raise InputError(f"sweep = {name!r} is not a built-in sweep; valid: {', '.join(SWEEP_NAMES)}")
     return SWEEPS[name]

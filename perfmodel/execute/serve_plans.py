@@ -1,0 +1,77 @@
+"""Serve serving plan files for real with torch.distributed, and measure them (the parent side of
+`execute.inference`).
+
+`serve_plans` checks every plan before anything starts (device type, process count, what the executor builds),
+launches one `torchrun` for all of them (execute/worker.py on each rank, a job of kind "serve"), and returns
+their measurements, each written beside its plan (`spec.serve_files.served_path`). The parent imports no torch
+unless it must ask whether CUDA is there.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from ..errors import InputError
+from ..files import check_writable
+from ..spec.serve_files import ServeMeasurement, load_serve_measurement, load_serve_plan, served_path
+from .launch import launch
+from .run_plans import DEFAULT_TIMEOUT_S, PG_TIMEOUT_S, RUNNABLE_PRECISIONS, device_for, model_unrunnable
+
+
+def check_servable(pf, where: str, nproc: int, device: str) -> None:
+    """Refuse, in one line, a serving plan this machine or the executor cannot run as written."""
+    plan, want = pf.plan, pf.hardware.accelerator.torch_device
+    if want != device:
+        raise InputError(f"{where}: the plan is for {pf.hardware.accelerator.name} ({want}) but this run is on "
+                         f"{device}; valid: a plan written for a {device} spec")
+    if plan.tp * plan.pp * plan.dp != nproc:
+        raise InputError(f"{where}: the plan needs tp x pp x dp = {plan.tp * plan.pp * plan.dp} processes, but --nproc is {nproc}; "
+                         f"valid: --nproc {plan.tp * plan.pp * plan.dp}")
+    if plan.pp > 1 or plan.ep > 1:
+        raise InputError(f"{where}: pp = {plan.pp}, ep = {plan.ep}: the executor serves tensor- and data-parallel "
+                         "layouts; valid: pp = 1 and ep = 1")
+    if pf.model.moe is not None:
+        raise InputError(f"{where}: {pf.model.name} is a MoE model, which the executor does not serve; valid: a "
+                         "dense model")
+    if plan.concurrency is None or plan.concurrency % plan.dp:
+        raise InputError(f"{where}: concurrency = {plan.concurrency}; valid: a static batch that the dp = {plan.dp} "
+                         "replicas split evenly")
+    if device == "cuda" and plan.precision not in RUNNABLE_PRECISIONS:
+        raise InputError(f"{where}: precision = {plan.precision} is not run by the executor; valid: "
+                         f"{', '.join(RUNNABLE_PRECISIONS)}")
+    model_unrunnable(pf.model, where)
+
+
+def serve_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", rounds: int = 4, warmup: int = 1,
+                seed: int = 0, timeout_s: float | None = None, log_dir: Path | None = None,
+                echo=None) -> list[ServeMeasurement]:
+    """Serve every plan file in one torchrun launch, `rounds` times each (the first `warmup` left out of the
+    medians); write and return one ServeMeasurement per plan, beside it."""
+    if importlib.util.find_spec("torch") is None:
+        raise InputError("serving a plan needs PyTorch: pip install 'perfmodel[torch]' (torch==2.13.0)")
+    if not plan_paths:
+        raise InputError("no serving plan files given; valid: one or more PLAN.json")
+    if rounds < 1 or not 0 <= warmup < rounds:
+        raise InputError(f"--rounds {rounds} with {warmup} warm-up; valid: rounds >= 1 and 0 <= warm-up < rounds")
+    device = device_for(device)
+    plan_paths = [Path(p) for p in plan_paths]
+    outputs = [served_path(p) for p in plan_paths]
+    for path, out in zip(plan_paths, outputs):
+        check_servable(load_serve_plan(path), f"serving plan file {str(path)!r}", nproc, device)
+        check_writable(out, "serving measurement")
+    limit = timeout_s or DEFAULT_TIMEOUT_S
+    log_dir = Path(log_dir or outputs[0].parent)
+    with tempfile.TemporaryDirectory(prefix="perfmodel-serve-") as tmp:
+        job = {"kind": "serve", "plans": [{"plan": str(p.resolve()), "output": str(o.resolve())}
+                                          for p, o in zip(plan_paths, outputs)],
+               "seed": seed, "device": device, "pg_timeout_s": PG_TIMEOUT_S, "rounds": rounds, "warmup": warmup}
+        job_path = Path(tmp) / "serve.json"
+        job_path.write_text(json.dumps(job))
+        start = time.monotonic()
+        launch("perfmodel.execute.worker", [str(job_path)], nproc, device=device, log_path=log_dir / "serve.log",
+               timeout_s=limit - (time.monotonic() - start), echo=echo, limit_s=limit)
+    return [load_serve_measurement(o) for o in outputs]

@@ -1,0 +1,101 @@
+"""Disaggregated serving: prefill and decode in separate pools, the KV cache sent between them (Zhong et al. 2024,
+"DistServe", Sec. 3; Patel et al. 2024, "Splitwise", Sec. 4; NVIDIA Dynamo and SGLang's PD disaggregation run it).
+
+prefill_dp replicas of prefill_tp GPUs run prompts only; the decode replicas (tp x pp, dp of them) run decode steps
+only, so no prompt shares a step with decode tokens. Priced by the same step (`step_time.step_parts`):
+
+    prefill pool:  n = max(1, floor(max_num_tokens / I)) prompts a step, t_p = step(n prompts of I tokens)
+                   R_p = prefill_dp x n / t_p                                   requests/s
+    KV transfer:   S = I x (KV bytes per token of the whole model); each prefill GPU sends its 1/prefill_tp share,
+                   each decode GPU receives its 1/(tp pp), on the tier the deployment spans (`cost.comm.p2p_tier`)
+                   t_kv = p2p_time(S / prefill_tp);   R_kv = min(prefill GPUs, decode GPUs) x bandwidth / S
+    decode pool:   t_d(B) = step(B tokens at I + O/2 keys);   R_d(B) = dp x B / ((O - 1) t_d(B))
+                   (a request's first token comes from its prefill, the other O - 1 from decode steps)
+    requests/s     R = min(R_d(B), R_p, R_kv), B the batch memory and the stack allow (decode tokens only in a
+                   step: B <= max_num_tokens); where the prefill pool or the links bound R, the decode replicas
+                   hold fewer sequences: B' with R_d(B') = R (bisection; t_d grows with B)
+    TPOT = t_d(B');   TTFT = t_p + t_kv (no queueing, as the aggregated TTFT);   output tokens/s = R x O
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..cost.comm import p2p_tier, p2p_time
+from ..errors import InputError
+from ..spec.hardware import System
+from ..spec.model import ModelConfig
+from ..spec.serving import ServeEstimate, ServePlan, ServingStack
+from .kv_cache import GIB, kv_bytes_per_token, memory, replica_batch, sequence_kv_bytes, tokens_held
+from .step_time import step_parts
+
+
+def prefill_plan(plan: ServePlan) -> ServePlan:
+    """The prefill pool's replicas as a layout: prefill_tp GPUs each, pp 1, experts over the largest ep dividing
+    both the decode ep and prefill_tp."""
+    return plan.model_copy(update={"tp": plan.prefill_tp, "pp": 1, "dp": plan.prefill_dp,
+                                   "ep": math.gcd(plan.ep, plan.prefill_tp), "prefill_dp": None, "prefill_tp": None,
+                                   "gpus": plan.prefill_gpus, "concurrency": None})
+
+
+def kv_transfer(model: ModelConfig, system: System, plan: ServePlan) -> tuple[float, float]:
+    """(seconds to send one prompt's KV cache, requests/s the links carry at most): module docstring."""
+    whole = kv_bytes_per_token(model, plan.model_copy(update={"tp": 1, "pp": 1})) * plan.input_len
+    tier = p2p_tier(system, 1, plan.gpus)  # the span of the whole deployment
+    seconds = float(p2p_time(whole / plan.prefill_tp, tier.bandwidth, tier.latency))
+    links = min(plan.prefill_gpus, plan.tp * plan.pp * plan.dp)
+    return seconds, links * tier.bandwidth / whole
+
+
+def infer_disaggregated(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack) -> ServeEstimate:
+    """The estimate of a disaggregated deployment (module docstring); InputError where a pool does not fit."""
+    I, O = plan.input_len, plan.output_len
+    pplan = prefill_plan(plan)
+    mem, pmem = memory(model, system, plan, stack), memory(model, system, pplan, stack)
+    for name, layout, m, tokens in (("decode", plan, mem, I + O), ("prefill", pplan, pmem, I)):
+        if m["kv_cache"] < sequence_kv_bytes(model, layout, tokens, stack):
+            raise InputError(f"{model.name}: the {name} pool's replicas (tp={layout.tp} pp={layout.pp}) do not hold "
+                             f"the weights and one sequence's KV cache on {system.name} "
+                             f"({m['weights'] / GIB:.1f} GiB of weights per GPU of {m['capacity'] / GIB:.1f}); "
+                             f"valid: a larger {'prefill_tp' if name == 'prefill' else 'tp or pp'}, or fp8/fp4")
+    batch, bound = replica_batch(model, plan, stack, mem["kv_cache"], prefill_in_step=False)
+
+    def decode_step(b: float) -> dict[str, float]:
+        return step_parts(model, system, plan, stack, decode=b, context=I + O / 2, prefill_seqs=0, prompt=0,
+                          logits=b)
+
+    def decode_rate(b: float) -> float:
+        return math.inf if O == 1 else plan.dp * b / ((O - 1) * sum(decode_step(b).values()))
+
+    n = max(1, math.floor(stack.max_num_tokens / I))
+    prefill = step_parts(model, system, pplan, stack, decode=0, context=0, prefill_seqs=n, prompt=I, logits=n)
+    t_p = sum(prefill.values())
+    t_kv, kv_rate = kv_transfer(model, system, plan)
+    rates = {f"the decode pool ({bound})": decode_rate(batch), "the prefill pool": plan.prefill_dp * n / t_p,
+             "the KV transfer links": kv_rate}
+    why, rate = min(rates.items(), key=lambda x: x[1])
+    if not why.startswith("the decode pool"):  # the decode replicas hold only what the rate R feeds them
+        lo, hi = 0.0, batch
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if decode_rate(mid) < rate else (lo, mid)
+        batch = max(hi, 1e-9)
+    step = decode_step(batch)
+    tpot = sum(step.values())
+    out = rate * O
+    notes = [f"disaggregated: {plan.prefill_dp} prefill replica(s) of tp={plan.prefill_tp} ({plan.prefill_gpus} GPUs, "
+             f"{n} prompt(s) a step) and {plan.dp} decode replica(s) of tp={plan.tp} pp={plan.pp}; requests/s bound "
+             f"by {why}: " + ", ".join(f"{k} {v:,.2f}" for k, v in rates.items()),
+             f"KV transfer: {kv_bytes_per_token(model, plan.model_copy(update={'tp': 1, 'pp': 1})) * I / 2**20:,.1f} "
+             f"MiB a prompt, {t_kv * 1e3:.2f} ms on {p2p_tier(system, 1, plan.gpus).name}",
+             f"decode batch per replica: {batch:,.1f} sequences, each holding {tokens_held(plan, stack):g} KV tokens"]
+    per_token = kv_bytes_per_token(model, plan)
+    return ServeEstimate(
+        model=model.name, hardware=system.name, plan=plan, fits_in_memory=True, batch=plan.dp * batch,
+        kv_cache_tokens=mem["kv_cache"] / per_token, output_tokens_per_s=out, total_tokens_per_s=out * (I + O) / O,
+        requests_per_s=rate, ttft_s=t_p + t_kv, tpot_s=tpot, e2e_s=t_p + t_kv + (O - 1) * tpot,
+        memory_gib={k: v / GIB for k, v in mem.items() if k != "short"} | {
+            "kv_in_use": batch * sequence_kv_bytes(model, plan, tokens_held(plan, stack), stack) / GIB,
+            "total": (mem["weights"] + mem["activations"] + mem["runtime"] + mem["kv_cache"]) / GIB,
+            "prefill_pool_weights": pmem["weights"] / GIB},
+        decode_step_s=step, prefill_s=prefill, kv_transfer_s=t_kv, notes=notes)
