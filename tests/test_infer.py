@@ -285,6 +285,10 @@ def test_tp_allreduce_from_the_engines_measured_table():
     assert tp_allreduce_s(m, sysm, plan, 256) == pytest.approx(2 * 0.051903e-3, rel=1e-5)
 
 
+def _bw_lat(tier):
+    return tier.bandwidth, tier.latency
+
+
 def test_disaggregated_kv_transfer_and_rates_by_hand():
     """Llama 3.1 70B fp8 on one DGX H200: 1 prefill replica of tp 4 and 1 decode replica of tp 4. A prompt's KV
     cache is 2000 tokens x 80 layers x (K, V) x 8 kv heads x 128 x 1 B; each prefill GPU sends a quarter over
@@ -301,8 +305,16 @@ def test_disaggregated_kv_transfer_and_rates_by_hand():
     whole = 2000 * 80 * 2 * 8 * 128 * 1
     tier = p2p_tier(sysm, 1, 8)
     assert tier.name == sysm.tiers[0].name
+    # 2 kv heads on each of the 4 prefill GPUs and of the 4 decode GPUs: a quarter each way
     assert e.kv_transfer_s == pytest.approx(float(p2p_time(whole / 4, tier.bandwidth, tier.latency)), rel=1e-9)
-    assert kv_transfer(m, sysm, p)[1] == pytest.approx(4 * tier.bandwidth / whole, rel=1e-9)
+    assert kv_transfer(m, sysm, p)[:2] == pytest.approx((e.kv_transfer_s, tier.bandwidth / (whole / 4)), rel=1e-9)
+    # the receiving end sets the time where it holds more: prefill tp 8 (one kv head a GPU) into decode tp 2
+    # (4 kv heads a GPU); and kv heads replicated past tp 8 (tp 16 keeps one head each, as tp 8)
+    wide = ServePlan(tp=2, prefill_dp=1, prefill_tp=8, precision="fp8", input_len=2000, output_len=500, gpus=10)
+    assert kv_transfer(m, sysm, wide)[0] == pytest.approx(float(p2p_time(whole / 2, *_bw_lat(p2p_tier(sysm, 1, 10)))),
+                                                          rel=1e-9)
+    assert kv_transfer(m, sysm, wide)[1] == pytest.approx(min(p2p_tier(sysm, 1, 10).bandwidth / (whole / 8),
+                                                              p2p_tier(sysm, 1, 10).bandwidth / (whole / 2)), rel=1e-9)
     assert e.ttft_s == pytest.approx(sum(e.prefill_s.values()) + e.kv_transfer_s, rel=1e-9)
     assert e.output_tokens_per_s == pytest.approx(e.requests_per_s * 500, rel=1e-9)
     assert "bound by the prefill pool" in e.notes[0]
@@ -331,10 +343,27 @@ def test_disaggregated_decode_bound_keeps_the_decode_only_token_budget():
 
 
 @pytest.mark.parametrize("plan, message", [
+    (dict(tp=4, prefill_dp=1, output_len=1), "output_len = 1 with a prefill pool (prefill_dp = 1)"),
     (dict(tp=4, prefill_tp=2), "prefill_tp = 2 without prefill_dp: no prefill pool"),
     (dict(tp=4, prefill_dp=1, prefill_tp=3), "prefill_tp=3 does not divide num_attention_heads = 64"),
     (dict(tp=4, prefill_dp=1, gpus=6), "gpus = 6 is not tp x pp x dp = 4 x 1 x 1 + prefill_tp x prefill_dp = 4 = 8"),
 ])
 def test_disaggregated_bad_layouts_are_one_line(plan, message):
     with pytest.raises(InputError, match=re.escape(message)):
-        infer("llama-3.1-70b", "dgx-h200", ServePlan(input_len=100, output_len=100, **plan))
+        infer("llama-3.1-70b", "dgx-h200", ServePlan(**{"input_len": 100, "output_len": 100} | plan))
+
+
+def test_vocab_collectives_by_hand():
+    """tp 4 on vLLM (vocabulary-split embedding): the logits' all-gather (B x V x 2 B) and the embedding's
+    all-reduce (M x h x 2 B), each by the system's collective formula; TensorRT-LLM replicates the embedding."""
+    from perfmodel.cost.comm import group_collective
+    from perfmodel.serve.step_time import vocab_comm_s
+
+    m, sysm = load_model("llama-3.1-8b"), load_hardware("dgx-h100")
+    plan = ServePlan(tp=4, input_len=100, output_len=100, gpus=4)
+    gather = float(group_collective(sysm, "all_gather", 32 * m.vocab * 2, 4, 1, 4))
+    reduce = float(group_collective(sysm, "all_reduce", 96 * m.hidden * 2, 4, 1, 4))
+    assert vocab_comm_s(m, sysm, plan, load_serving_stack("vllm"), 96, 32) == pytest.approx(gather + reduce)
+    assert vocab_comm_s(m, sysm, plan, load_serving_stack("trtllm"), 96, 32) == pytest.approx(gather)
+    assert vocab_comm_s(m, sysm, plan.model_copy(update={"tp": 1, "gpus": 1}), load_serving_stack("vllm"), 96,
+                        32) == 0.0

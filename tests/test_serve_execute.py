@@ -26,8 +26,8 @@ from perfmodel.spec.serve_files import (  # noqa: E402
     load_serve_measurement,
     load_serve_plan,
     served_path,
-    write_json,
 )
+from perfmodel.spec.kernel_tables import write_with_tables  # noqa: E402
 from perfmodel.spec.serving import ServePlan, load_serving_stack, resolve_serve  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +45,7 @@ def plan_file(tmp_path: Path, name: str, model: ModelConfig, **layout) -> Path:
     spec = load_hardware(CPU_SPEC)
     plan = resolve_serve(ServePlan(stack="plain-torch", input_len=12, output_len=6, **layout), model)
     pf = ServePlanFile(model=model, hardware=spec, plan=plan, predicted=static_batch(model, spec, plan))
-    return write_json(pf, tmp_path / f"{name}.json", "plan")
+    return write_with_tables(pf, tmp_path / f"{name}.json", "plan")
 
 
 def full_recompute(server, prompts: torch.Tensor, n: int) -> list[int]:
@@ -146,8 +146,36 @@ def test_executor_refuses_what_it_does_not_serve(tmp_path):
     with pytest.raises(InputError, match="the plan is for .* \\(cpu\\) but this run is on cuda"):
         check_servable(pf, "p", 2, "cuda")
     pp = pf.model_copy(update={"plan": pf.plan.model_copy(update={"pp": 2, "tp": 1})})
-    with pytest.raises(InputError, match="pp = 2, ep = 1: the executor serves tensor- and data-parallel"):
+    with pytest.raises(InputError, match="pp = 2, ep = 1, prefill_dp = None: the executor serves tensor- and"):
         check_servable(pp, "p", 2, "cpu")
+    one = pf.model_copy(update={"plan": pf.plan.model_copy(update={"output_len": 1})})
+    with pytest.raises(InputError, match="output_len = 1: no decode step to time; valid: output_len >= 2"):
+        check_servable(one, "p", 2, "cpu")
+    # the executor splits wk and wv by heads: tp must divide the kv heads (2 here), as the engines need not
+    gqa = load_serve_plan(plan_file(tmp_path, "b", LLAMA, tp=4, concurrency=1))
+    with pytest.raises(InputError, match="tp = 4 does not divide the 2 kv heads of t-llama .* valid tp: 1, 2"):
+        check_servable(gqa, "p", 4, "cpu")
+
+
+def test_static_batch_refuses_what_the_executor_cannot_time_or_hold():
+    spec = load_hardware(CPU_SPEC)
+    plan = resolve_serve(ServePlan(stack="plain-torch", concurrency=2, input_len=12, output_len=1), GPT)
+    with pytest.raises(InputError, match="output_len = 1, prefill_dp = None for a static batch"):
+        static_batch(GPT, spec, plan)
+    big = plan.model_copy(update={"output_len": 6, "concurrency": 10**7})
+    with pytest.raises(InputError, match="static batch of 10000000 sequences of 12 \\+ 6 tokens per replica does "
+                                         "not fit"):
+        static_batch(GPT, spec, big)
+
+
+def test_prompts_take_any_seed_the_cli_accepts(tmp_path):
+    """--seed goes up to 2**32 - 1; the prompt generator's seed stays inside int64 for every one."""
+    from perfmodel.execute.inference import Server
+
+    pf = load_serve_plan(plan_file(tmp_path, "s", GPT, concurrency=2))
+    a, b = Server(pf, torch.device("cpu"), seed=2**32 - 1), Server(pf, torch.device("cpu"), seed=0)
+    assert a.prompts(3).shape == (2, 12) and not torch.equal(a.prompts(3), b.prompts(3))
+    assert torch.equal(a.prompts(3), a.prompts(3)) and not torch.equal(a.prompts(3), a.prompts(4))
 
 
 def run(*argv, cwd=None) -> subprocess.CompletedProcess:
@@ -180,6 +208,11 @@ def test_infer_write_plan_then_execute_serves_it(tmp_path):
             "--input-len", "12", "--output-len", "4", "--concurrency", "2", "--stack", "plain-torch",
             "--write-plan", str(plan))
     assert r.returncode == 0, r.stderr
+    pool = run("infer", "--model", str(tmp_path / "m.json"), "--hardware", str(CPU_SPEC), "--dp", "2",
+               "--input-len", "12", "--output-len", "4", "--concurrency", "2", "--prefill-dp", "1",
+               "--write-plan", str(tmp_path / "pool.json"))
+    assert pool.returncode == 2 and "without --search or --prefill-dp" in pool.stderr
+    assert not (tmp_path / "pool.json").exists()
     pf = load_serve_plan(plan)
     assert pf.plan.dp == 2 and pf.batch == 1 and pf.predicted.decode_s > 0
     bad = run("execute", str(plan), "--nproc", "2", "--steps", "3")

@@ -65,8 +65,8 @@ def measure_serving_costs(system: System, nproc: int, device: str, echo=None, qu
     `system` with them as `host_costs.serving` (module docstring). `system` carries the training host costs."""
     from ..execute.serve_plans import serve_plans
     from ..serve.batching import static_batch
-    from ..serve.step_time import launches
-    from ..spec.serve_files import ServePlanFile, write_json
+    from ..spec.kernel_tables import write_with_tables
+    from ..spec.serve_files import ServePlanFile
     from ..spec.serving import load_serving_stack, resolve_serve
 
     rounds = ROUNDS[quick]
@@ -84,46 +84,73 @@ def measure_serving_costs(system: System, nproc: int, device: str, echo=None, qu
             plan = resolve_serve(plan, model)
             files[name] = ServePlanFile(created_by="perfmodel calibrate (serving host probe)", model=model,
                                         hardware=bare, plan=plan, predicted=static_batch(model, bare, plan))
-            paths.append(write_json(files[name], Path(tmp) / f"{name}.json", "serving probe"))
+            paths.append(write_with_tables(files[name], Path(tmp) / f"{name}.json", "serving probe"))
         measured = dict(zip(plans, serve_plans(paths, nproc, device=device, rounds=rounds, warmup=1,
                                                log_dir=Path(tmp), echo=echo)))
+    serving = fit_host(files, measured, bare, 1.0, stack, nproc, device, rounds)
+    if SUSTAIN in files:  # the fraction, then the host costs again with the decode steps priced at it (twice)
+        for _ in range(2):
+            serving = with_fraction(serving, files[SUSTAIN], measured[SUSTAIN], bare, system, nproc, device)
+            refit = fit_host(files, measured, bare, serving.sustained_fraction, stack, nproc, device, rounds)
+            serving = refit.model_copy(update={k: getattr(serving, k) for k in ("sustained_fraction", "sustain")}
+                                       | {"sources": {**refit.sources, "sustained_fraction":
+                                                      serving.sources["sustained_fraction"]}})
+    return system.model_copy(update={"host_costs": system.host_costs.model_copy(update={"serving": serving})})
+
+
+def fit_host(files: dict, measured: dict, bare: System, fraction: float, stack, nproc: int, device: str,
+             rounds: int) -> ServingHostCosts:
+    """The four host costs by non-negative least squares on the probes' decode steps, each priced with `bare` (no
+    host costs) at sustained fraction `fraction` (module docstring)."""
+    from ..serve.batching import static_batch
+    from ..serve.step_time import launches
+
+    priced = bare.model_copy(update={"efficiency": bare.efficiency.model_copy(
+        update={"sustained_fraction": fraction})})
     probes = []
     for name, pf in files.items():
         if name == SUSTAIN:
             continue
-        m, batch = measured[name], pf.batch
+        batch = pf.batch
         context = pf.plan.input_len + pf.plan.output_len / 2  # a decode step's mean keys (serve.batching)
         kernels, calls, n, keys = launches(pf.model, pf.plan, stack, batch, batch * context)
-        probes.append(HostProbe(name=f"{name} decode", measured_s=m.decode_time_s, predicted_s=pf.predicted.decode_s,
-                                kernels=kernels, calls=calls, pairs=n, keys=keys))
+        probes.append(HostProbe(name=f"{name} decode", measured_s=measured[name].decode_time_s,
+                                predicted_s=static_batch(pf.model, priced, pf.plan).decode_s, kernels=kernels,
+                                calls=calls, pairs=n, keys=keys))
     a = np.array([[p.kernels, p.calls, p.pairs, p.keys] for p in probes])
     gap = np.array([p.measured_s - p.predicted_s for p in probes])
     (kernel_s, collective_s, attention_s, key_s), _ = nnls(a, np.maximum(gap, 0.0))
     how = (f"fitted: perfmodel calibrate served {SERVE_PROBE_MODEL.name} on {nproc} {device} process(es) in "
            f"{len(probes)} layouts ({', '.join(n for n in files if n != SUSTAIN)}; {PROBE_IN} or {PROBE_LONG} "
-           f"prompt and {PROBE_OUT} output tokens, {rounds} rounds, medians after the first), and non-negative least squares of "
-           "measured - predicted decode step time on launches, calls, attention (sequence, head) pairs and the "
-           "keys they read per step "
+           f"prompt and {PROBE_OUT} output tokens, {rounds} rounds, medians after the first), and non-negative "
+           "least squares of measured - predicted decode step time (priced at the served sustained fraction) on "
+           "launches, calls, attention (sequence, head) pairs and the keys they read per step "
            "(calibrate.serving_costs)")
-    serving = ServingHostCosts(kernel_s=float(kernel_s), collective_s=float(collective_s),
-                               attention_s=float(attention_s), attention_key_s=float(key_s), probes=probes,
-                               sources={k: how for k in ("kernel_s", "collective_s", "attention_s", "attention_key_s")})
-    if SUSTAIN in files:
-        pf = files[SUSTAIN]
-        charged = bare.model_copy(update={"host_costs": system.host_costs.model_copy(update={"serving": serving})})
-        pred = static_batch(pf.model, charged, pf.plan)
-        parts = pred.prefill_parts
-        compute = parts["gemm"] + parts["attention"] + parts["lm_head"]
-        got = measured[SUSTAIN].prefill_time_s
-        frac = sustained_fraction(got, pred.prefill_s, compute)
-        why = (f"measured end to end: perfmodel calibrate served {pf.model.name} ({pf.model.n_layers} layers, hidden "
-               f"{pf.model.hidden}; {SUSTAIN_BATCH} prompts of {SUSTAIN_IN} tokens per rank: a model and batch of no "
-               f"validation sweep) data parallel over {nproc} {device} process(es): prefill {got * 1e3:.1f} ms where "
-               f"the serving cost at the microbenchmark rates says {pred.prefill_s * 1e3:.1f} ms, {compute * 1e3:.1f} "
-               "ms of it GEMMs and attention; fraction = F / (measured - (predicted - F)) "
-               "(calibrate.host_costs.sustained_fraction)")
-        serving = serving.model_copy(update={
-            "sustained_fraction": round(frac, 4), "sources": {**serving.sources, "sustained_fraction": why},
-            "sustain": SustainProbe(model=pf.model.name, tokens_per_rank=SUSTAIN_BATCH * SUSTAIN_IN, measured_s=got,
-                                    predicted_s=pred.prefill_s, compute_s=compute)})
-    return system.model_copy(update={"host_costs": system.host_costs.model_copy(update={"serving": serving})})
+    return ServingHostCosts(kernel_s=float(kernel_s), collective_s=float(collective_s),
+                            attention_s=float(attention_s), attention_key_s=float(key_s), probes=probes,
+                            sources={k: how for k in ("kernel_s", "collective_s", "attention_s", "attention_key_s")})
+
+
+def with_fraction(serving: ServingHostCosts, pf, measured, bare: System, system: System, nproc: int,
+                  device: str) -> ServingHostCosts:
+    """`serving` with the sustained fraction of the sustain probe's prefill, priced with these host costs at the
+    microbenchmark rates (module docstring)."""
+    from ..serve.batching import static_batch
+
+    unscaled = serving.model_copy(update={"sustained_fraction": None})
+    charged = bare.model_copy(update={"host_costs": system.host_costs.model_copy(update={"serving": unscaled})})
+    pred = static_batch(pf.model, charged, pf.plan)
+    parts = pred.prefill_parts
+    compute = parts["gemm"] + parts["attention"] + parts["lm_head"]
+    got = measured.prefill_time_s
+    frac = sustained_fraction(got, pred.prefill_s, compute)
+    why = (f"measured end to end: perfmodel calibrate served {pf.model.name} ({pf.model.n_layers} layers, hidden "
+           f"{pf.model.hidden}; {SUSTAIN_BATCH} prompts of {SUSTAIN_IN} tokens per rank: a model and batch of no "
+           f"validation sweep) data parallel over {nproc} {device} process(es): prefill {got * 1e3:.1f} ms where "
+           f"the serving cost at the microbenchmark rates says {pred.prefill_s * 1e3:.1f} ms, {compute * 1e3:.1f} "
+           "ms of it GEMMs and attention; fraction = F / (measured - (predicted - F)) "
+           "(calibrate.host_costs.sustained_fraction)")
+    return serving.model_copy(update={
+        "sustained_fraction": round(frac, 4), "sources": {**serving.sources, "sustained_fraction": why},
+        "sustain": SustainProbe(model=pf.model.name, tokens_per_rank=SUSTAIN_BATCH * SUSTAIN_IN, measured_s=got,
+                                predicted_s=pred.prefill_s, compute_s=compute)})

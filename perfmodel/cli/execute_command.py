@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from ..errors import InputError
 from .argtypes import RDZV_BACKENDS, integer, nodes, path, seconds, word
@@ -114,7 +113,7 @@ SERVE_FLAGS = ("steps", "data", "output", "plot", "checkpoint_every", "checkpoin
 def serve(a: argparse.Namespace) -> str:
     """Serving plan files: serve each static batch (execute.serve_plans), print predicted against measured."""
     from ..execute.serve_plans import serve_plans
-    from ..spec.serve_files import load_serve_plan
+    from ..spec.serve_files import load_serve_plan, served_path
 
     if not all(is_serve_plan_path(p) for p in a.plans):
         raise InputError("execute got serving and training plan files together; valid: one kind per launch")
@@ -123,7 +122,8 @@ def serve(a: argparse.Namespace) -> str:
     if given:
         raise InputError(f"{given[0]} does not apply to serving plan files; valid: --nproc, --device, --rounds, "
                          "--warmup, --seed, --timeout")
-    rounds, warmup = (4 if a.rounds is None else a.rounds), (1 if a.warmup is None else a.warmup)
+    rounds = 4 if a.rounds is None else a.rounds
+    warmup = min(1, rounds - 1) if a.warmup is None else a.warmup  # as validate's serving sweep
     ms = serve_plans(a.plans, a.nproc, device=a.device, rounds=rounds, warmup=warmup, seed=a.seed,
                      timeout_s=a.timeout)
     rows = [f"{'serving plan':<40}{'prefill pred':>14}{'meas':>10}{'decode pred':>14}{'meas':>10}"]
@@ -135,5 +135,5 @@ def serve(a: argparse.Namespace) -> str:
             rows.append(f"  note: the prediction is for the {pf.plan.stack} stack; the executor serves as plain-torch "
                         "(write the plan with --stack plain-torch to predict what it runs)")
         rows += [f"  note: {n}" for n in m.notes]
-        rows.append(f"  wrote {Path(path).with_name(Path(path).name.removesuffix('.json') + '.served.json')}")
+        rows.append(f"  wrote {served_path(path)}")
     return "\n".join(rows)

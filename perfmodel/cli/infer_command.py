@@ -69,13 +69,17 @@ def run(a: argparse.Namespace) -> str:
     if a.write_plan is not None:
         from ..files import check_output
 
-        if a.search or a.concurrency is None:
-            raise InputError("--write-plan writes one layout's static batch; valid: --write-plan with --concurrency "
-                             "and without --search")
+        if a.search or a.concurrency is None or a.prefill_dp is not None:
+            raise InputError("--write-plan writes one layout's static batch, prefilled and decoded by the same "
+                             "replicas; valid: --write-plan with --concurrency, without --search or --prefill-dp")
         check_output(a.write_plan, "--write-plan", ".json")
     if a.search:
-        given = [f for f, v in (("--tp", a.tp), ("--pp", a.pp), ("--dp", a.dp), ("--ep", a.ep),
-                                ("--prefill-dp", a.prefill_dp), ("--prefill-tp", a.prefill_tp)) if v is not None]
+        pools = [f for f, v in (("--prefill-dp", a.prefill_dp), ("--prefill-tp", a.prefill_tp)) if v is not None]
+        if pools:
+            raise InputError(f"{pools[0]} with --search: the search ranks layouts whose replicas prefill and decode "
+                             f"(no prefill pool); valid: --search without {', '.join(pools)}, or a disaggregated "
+                             "layout without --search")
+        given = [f for f, v in (("--tp", a.tp), ("--pp", a.pp), ("--dp", a.dp), ("--ep", a.ep)) if v is not None]
         if given:
             raise InputError(f"{given[0]} is chosen by --search (every layout of --gpus is tried); valid: leave "
                              f"{', '.join(given)} out, or drop --search to predict that layout")
@@ -89,10 +93,10 @@ def run(a: argparse.Namespace) -> str:
     if dp is None:
         n = (a.gpus - pool) if a.gpus else a.tp * a.pp
         if n <= 0 or n % (a.tp * a.pp):
-            raise InputError(f"gpus = {n} for the decode replicas{f' (after {pool} prefill GPUs)' if pool else ''} is "
-                             f"not a multiple of tp x pp = {a.tp * a.pp}; valid gpus: {pool} + multiples of "
-                             f"{a.tp * a.pp}" if pool else f"gpus = {n} is not a multiple of tp x pp = {a.tp * a.pp}; "
-                             f"valid gpus: multiples of {a.tp * a.pp}")
+            raise InputError(f"gpus = {a.gpus} leaves {n} GPUs for the decode replicas after the prefill pool's {pool}, "
+                             f"not a multiple of tp x pp = {a.tp * a.pp}; valid gpus: {pool} + a multiple of "
+                             f"{a.tp * a.pp}" if pool else f"gpus = {a.gpus} is not a multiple of tp x pp = "
+                             f"{a.tp * a.pp}; valid gpus: multiples of {a.tp * a.pp}")
         dp = n // (a.tp * a.pp)
     plan = ServePlan(gpus=a.gpus, tp=a.tp, pp=a.pp, dp=dp, ep=a.ep, prefill_dp=a.prefill_dp, prefill_tp=a.prefill_tp,
                      **_job(a))
@@ -112,14 +116,15 @@ def write_plan(model, hardware, plan, path) -> str:
     from ..serve.batching import static_batch
     from ..spec.hardware import load_hardware
     from ..spec.model_catalogue import load_model
-    from ..spec.serve_files import ServePlanFile, write_json
+    from ..spec.kernel_tables import write_with_tables
+    from ..spec.serve_files import ServePlanFile
     from ..spec.serving import resolve_serve
 
     model, system = load_model(model), load_hardware(hardware)
     plan = resolve_serve(plan, model)
     pf = ServePlanFile(created_by="perfmodel infer --write-plan", model=model, hardware=system, plan=plan,
                        predicted=static_batch(model, system, plan))
-    return str(write_json(pf, path, "--write-plan"))
+    return str(write_with_tables(pf, path, "--write-plan"))
 
 
 def _search(a: argparse.Namespace) -> str:

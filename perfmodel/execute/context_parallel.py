@@ -58,7 +58,14 @@ def apply_cp(stage: torch.nn.Module, group: dist.ProcessGroup | None, seq: int, 
         if isinstance(m, AttentionCore):
             m.context = ctx
         if isinstance(m, TokenEmbedding):
-            m.positions = positions
-            if m.pos is not None and isinstance(m.pos.weight, DTensor):  # a tensor-parallel position table
-                m.positions = DTensor.from_local(positions, m.pos.weight.device_mesh, [Replicate()], run_check=False)
+            point_embedding(m, positions)
     return positions
+
+
+def point_embedding(embedding, positions: torch.Tensor) -> None:
+    """Point a TokenEmbedding at the positions of the tokens it embeds next (a DTensor where its position table is
+    tensor-parallel)."""
+    embedding.positions = positions
+    if embedding.pos is not None and isinstance(embedding.pos.weight, DTensor):
+        embedding.positions = DTensor.from_local(positions, embedding.pos.weight.device_mesh, [Replicate()],
+                                                 run_check=False)

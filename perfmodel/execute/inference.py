@@ -25,8 +25,10 @@ import torch.distributed as dist
 from ..spec.measurement import job_step_times
 from ..spec.plan import Plan
 from ..spec.plan_file import megatron_placements
-from ..spec.serve_files import ServeMeasurement, load_serve_plan, write_json
+from ..spec.kernel_tables import write_with_tables
+from ..spec.serve_files import ServeMeasurement, load_serve_plan
 from ..spec.stack import EXECUTOR_STACK
+from .context_parallel import point_embedding
 from .train import device_name, initialise
 from .transformer import Transformer
 
@@ -107,12 +109,7 @@ class Server:
         pos = torch.arange(start, start + tokens.shape[1], device=tokens.device)
         for cache in self.caches:
             cache.positions = pos
-        emb = m.embedding
-        emb.positions = pos
-        if emb.pos is not None and self.tp_mesh is not None:  # a tensor-parallel position table takes DTensor ids
-            from torch.distributed.tensor import DTensor, Replicate
-
-            emb.positions = DTensor.from_local(pos, self.tp_mesh, [Replicate()], run_check=False)
+        point_embedding(m.embedding, pos)
         x = m.embedding(tokens)
         for layer in m.layers.values():
             x = layer(x)
@@ -122,9 +119,10 @@ class Server:
         return logits[:, -1].argmax(-1)
 
     def prompts(self, round_: int) -> torch.Tensor:
-        """This replica's B prompts of I tokens: drawn from a generator seeded by the round and the replica."""
+        """This replica's B prompts of I tokens: drawn from a generator seeded by the seed, the round and the
+        replica (within int64, as torch.Generator takes it)."""
         plan = self.pf.plan
-        gen = torch.Generator().manual_seed(self.seed * 1_000_003**2 + 1_000_003 * round_ + self.replica)
+        gen = torch.Generator().manual_seed(((self.seed * 1_000_003 + round_) * 4096 + self.replica) % 2**63)
         return torch.randint(0, self.cfg.vocab, (self.pf.batch, plan.input_len), generator=gen).to(self.device)
 
     @torch.no_grad()
@@ -185,7 +183,7 @@ def serve_job(job: dict, device: torch.device, rank: int, at, say) -> None:
                 notes=[] if device.type == "cuda" else ["computed in fp32 (the CPU executor's dtype); the plan's "
                                                         f"{pf.plan.precision} is priced at the spec's rates"],
                 created_at=datetime.datetime.now().isoformat(timespec="seconds"))
-            write_json(m, entry["output"], "serving measurement")
+            write_with_tables(m, entry["output"], "serving measurement")
             say(f"{name}: prefill {m.prefill_time_s * 1e3:.1f} ms, decode step {m.decode_time_s * 1e3:.2f} ms "
                 f"(medians of {job['rounds'] - job['warmup']} rounds), tokens {first[:4]}...")
         del server

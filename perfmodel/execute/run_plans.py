@@ -65,25 +65,13 @@ def device_for(requested: str) -> str:
 
 def check_runnable(pf: PlanFile, where: str, nproc: int, nnodes: int, device: str) -> None:
     """Refuse, in one line, a plan this machine or this executor cannot run as written."""
-    plan, want = pf.plan, pf.hardware.accelerator.torch_device
-    if want != device:
-        raise InputError(f"{where}: the plan is for {pf.hardware.accelerator.name} ({want}) but this run is on "
-                         f"{device}; write the plan for a {device} spec (e.g. perfmodel calibrate --device {device})"
-                         f" or run where {want} devices are")
+    plan = pf.plan
+    check_device(pf.hardware, plan.precision, where, nproc, device)
     if plan.gpus != nproc * nnodes:
         raise InputError(f"{where}: plan.gpus = {plan.gpus} processes needed, but --nproc {nproc} x {nnodes} "
                          f"node(s) = {nproc * nnodes} given; valid: --nproc {plan.gpus // nnodes}"
                          if plan.gpus % nnodes == 0 else f"{where}: plan.gpus = {plan.gpus} does not split over "
                          f"{nnodes} nodes")
-    if device == "cuda":
-        import torch
-
-        have = torch.cuda.device_count()
-        if nproc > have:
-            raise InputError(f"--nproc {nproc} exceeds the {have} CUDA device(s) of this machine; valid: 1..{have}")
-    if device == "cuda" and plan.precision not in RUNNABLE_PRECISIONS:
-        raise InputError(f"{where}: precision = {plan.precision} is not run by the executor; valid: "
-                         f"{', '.join(RUNNABLE_PRECISIONS)}")
     bad = [n for n in pf.stage_layers if n % plan.vpp]
     if bad and not megatron_rules(plan):
         raise InputError(f"{where}: stage_layers = {pf.stage_layers} do not split into vpp = {plan.vpp} equal chunks "
@@ -104,6 +92,25 @@ def check_runnable(pf: PlanFile, where: str, nproc: int, nnodes: int, device: st
         if emb[tp] != head[tp]:
             raise InputError(f"{where}: tied embedding placed {emb[tp]} but lm_head {head[tp]} over tp; valid: the "
                              "same placement for the shared weight")
+
+
+def check_device(hardware, precision: str, where: str, nproc: int, device: str) -> None:
+    """Refuse a plan written for another device type, more processes than this machine's GPUs, or a precision the
+    executor does not run on CUDA (training and serving plans alike)."""
+    want = hardware.accelerator.torch_device
+    if want != device:
+        raise InputError(f"{where}: the plan is for {hardware.accelerator.name} ({want}) but this run is on "
+                         f"{device}; write the plan for a {device} spec (e.g. perfmodel calibrate --device {device})"
+                         f" or run where {want} devices are")
+    if device == "cuda":
+        import torch
+
+        have = torch.cuda.device_count()
+        if nproc > have:
+            raise InputError(f"--nproc {nproc} exceeds the {have} CUDA device(s) of this machine; valid: 1..{have}")
+        if precision not in RUNNABLE_PRECISIONS:
+            raise InputError(f"{where}: precision = {precision} is not run by the executor; valid: "
+                             f"{', '.join(RUNNABLE_PRECISIONS)}")
 
 
 def model_unrunnable(model, where: str) -> None:

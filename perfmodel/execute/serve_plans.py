@@ -19,31 +19,33 @@ from ..errors import InputError
 from ..files import check_writable
 from ..spec.serve_files import ServeMeasurement, load_serve_measurement, load_serve_plan, served_path
 from .launch import launch
-from .run_plans import DEFAULT_TIMEOUT_S, PG_TIMEOUT_S, RUNNABLE_PRECISIONS, device_for, model_unrunnable
+from ..spec.plan import divisors, values_text
+from .run_plans import DEFAULT_TIMEOUT_S, PG_TIMEOUT_S, check_device, device_for, model_unrunnable
 
 
 def check_servable(pf, where: str, nproc: int, device: str) -> None:
     """Refuse, in one line, a serving plan this machine or the executor cannot run as written."""
-    plan, want = pf.plan, pf.hardware.accelerator.torch_device
-    if want != device:
-        raise InputError(f"{where}: the plan is for {pf.hardware.accelerator.name} ({want}) but this run is on "
-                         f"{device}; valid: a plan written for a {device} spec")
+    plan, model = pf.plan, pf.model
     if plan.tp * plan.pp * plan.dp != nproc:
-        raise InputError(f"{where}: the plan needs tp x pp x dp = {plan.tp * plan.pp * plan.dp} processes, but --nproc is {nproc}; "
-                         f"valid: --nproc {plan.tp * plan.pp * plan.dp}")
-    if plan.pp > 1 or plan.ep > 1:
-        raise InputError(f"{where}: pp = {plan.pp}, ep = {plan.ep}: the executor serves tensor- and data-parallel "
-                         "layouts; valid: pp = 1 and ep = 1")
-    if pf.model.moe is not None:
-        raise InputError(f"{where}: {pf.model.name} is a MoE model, which the executor does not serve; valid: a "
+        raise InputError(f"{where}: the plan needs tp x pp x dp = {plan.tp * plan.pp * plan.dp} processes, but "
+                         f"--nproc is {nproc}; valid: --nproc {plan.tp * plan.pp * plan.dp}")
+    check_device(pf.hardware, plan.precision, where, nproc, device)
+    if plan.pp > 1 or plan.ep > 1 or plan.disaggregated:
+        raise InputError(f"{where}: pp = {plan.pp}, ep = {plan.ep}, prefill_dp = {plan.prefill_dp}: the executor serves "
+                         "tensor- and data-parallel replicas that prefill and decode; valid: pp = 1, ep = 1, no "
+                         "prefill pool")
+    if model.moe is not None:
+        raise InputError(f"{where}: {model.name} is a MoE model, which the executor does not serve; valid: a "
                          "dense model")
+    if model.n_kv_heads % plan.tp:
+        raise InputError(f"{where}: tp = {plan.tp} does not divide the {model.n_kv_heads} kv heads of {model.name} (the "
+                         f"executor splits wk and wv by heads); valid tp: {values_text(divisors(model.n_kv_heads))}")
     if plan.concurrency is None or plan.concurrency % plan.dp:
         raise InputError(f"{where}: concurrency = {plan.concurrency}; valid: a static batch that the dp = {plan.dp} "
                          "replicas split evenly")
-    if device == "cuda" and plan.precision not in RUNNABLE_PRECISIONS:
-        raise InputError(f"{where}: precision = {plan.precision} is not run by the executor; valid: "
-                         f"{', '.join(RUNNABLE_PRECISIONS)}")
-    model_unrunnable(pf.model, where)
+    if plan.output_len < 2:
+        raise InputError(f"{where}: output_len = {plan.output_len}: no decode step to time; valid: output_len >= 2")
+    model_unrunnable(model, where)
 
 
 def serve_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", rounds: int = 4, warmup: int = 1,

@@ -32,7 +32,8 @@ def serving_figure(e, path: str | Path) -> Path:
     time.barh([i + 0.2 for i in y], [1e3 * e.decode_step_s[k] for k in parts], height=0.4,
               label=f"steady step ({e.batch:,.0f} in flight): TPOT {1e3 * e.tpot_s:.1f} ms")
     time.barh([i - 0.2 for i in y], [1e3 * e.prefill_s[k] for k in parts], height=0.4,
-              label=f"one prompt of {e.plan.input_len} alone")
+              label=f"a prefill-pool step (prompts of {e.plan.input_len})" if e.plan.disaggregated else
+              f"one prompt of {e.plan.input_len} alone")
     time.set_yticks(list(y), parts)
     time.set_xlabel("ms")
     time.legend(fontsize=8)

@@ -91,7 +91,18 @@ def static_batch(model: ModelConfig | str, hardware: System | str, plan: ServePl
     if plan.concurrency is None or plan.concurrency % plan.dp:
         raise InputError(f"concurrency = {plan.concurrency} for a static batch over dp = {plan.dp} replicas; valid: "
                          f"a multiple of {plan.dp} (sequences per replica x dp)")
+    if plan.output_len < 2 or plan.disaggregated:
+        raise InputError(f"output_len = {plan.output_len}, prefill_dp = {plan.prefill_dp} for a static batch: it is "
+                         "prefilled and decoded by the same replicas; valid: output_len >= 2 and no prefill pool")
     stack, batch, I, O = load_serving_stack(plan.stack), plan.concurrency // plan.dp, plan.input_len, plan.output_len
+    # the whole batch's prompts run in one forward: activations for B x I tokens, KV for B sequences of I + O
+    mem = memory(model, system, plan, stack.model_copy(update={"max_num_tokens": batch * I}))
+    need = batch * sequence_kv_bytes(model, plan, I + O, stack)
+    if mem["kv_cache"] < need:
+        raise InputError(f"{model.name} with a static batch of {batch} sequences of {I} + {O} tokens per replica does "
+                         f"not fit on {system.name} (tp={plan.tp}): {need / GIB:.1f} GiB of KV cache per GPU, "
+                         f"{max(mem['kv_cache'], 0) / GIB:.1f} GiB free after weights and activations; valid: a "
+                         "smaller concurrency, shorter sequences, or more tp")
     prefill = step_parts(model, system, plan, stack, decode=0, context=0, prefill_seqs=batch, prompt=I, logits=batch)
     decode = step_parts(model, system, plan, stack, decode=batch, context=I + O / 2, prefill_seqs=0, prompt=0,
                         logits=batch)

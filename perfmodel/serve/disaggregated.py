@@ -4,11 +4,13 @@
 prefill_dp replicas of prefill_tp GPUs run prompts only; the decode replicas (tp x pp, dp of them) run decode steps
 only, so no prompt shares a step with decode tokens. Priced by the same step (`step_time.step_parts`):
 
-    prefill pool:  n = max(1, floor(max_num_tokens / I)) prompts a step, t_p = step(n prompts of I tokens)
+    prefill pool:  n = max(1, min(floor(max_num_tokens / I), max_batch, prompts its KV cache holds)) prompts a
+                   step, t_p = step(n prompts of I tokens)
                    R_p = prefill_dp x n / t_p                                   requests/s
-    KV transfer:   S = I x (KV bytes per token of the whole model); each prefill GPU sends its 1/prefill_tp share,
-                   each decode GPU receives its 1/(tp pp), on the tier the deployment spans (`cost.comm.p2p_tier`)
-                   t_kv = p2p_time(S / prefill_tp);   R_kv = min(prefill GPUs, decode GPUs) x bandwidth / S
+    KV transfer:   each prefill GPU sends its shard s_p = I x its KV bytes per token, each decode GPU receives
+                   its own s_d (heads replicated past the kv heads included), on the tier the deployment spans
+                   (`cost.comm.p2p_tier`): t_kv = p2p_time(max(s_p, s_d));
+                   R_kv = min(prefill_dp x bandwidth / s_p, dp x bandwidth / s_d)
     decode pool:   t_d(B) = step(B tokens at I + O/2 keys);   R_d(B) = dp x B / ((O - 1) t_d(B))
                    (a request's first token comes from its prefill, the other O - 1 from decode steps)
     requests/s     R = min(R_d(B), R_p, R_kv), B the batch memory and the stack allow (decode tokens only in a
@@ -38,18 +40,26 @@ def prefill_plan(plan: ServePlan) -> ServePlan:
                                    "gpus": plan.prefill_gpus, "concurrency": None})
 
 
-def kv_transfer(model: ModelConfig, system: System, plan: ServePlan) -> tuple[float, float]:
-    """(seconds to send one prompt's KV cache, requests/s the links carry at most): module docstring."""
-    whole = kv_bytes_per_token(model, plan.model_copy(update={"tp": 1, "pp": 1})) * plan.input_len
+def kv_transfer(model: ModelConfig, system: System, plan: ServePlan) -> tuple[float, float, float]:
+    """(seconds to move one prompt's KV cache, requests/s the links carry at most, the prompt's KV bytes in all):
+    each prefill GPU sends its shard and each decode GPU receives its own (`kv_bytes_per_token` of each layout:
+    heads replicated past the kv heads included), all at once, on the tier the deployment spans; the slower end
+    sets the time (module docstring)."""
+    I = plan.input_len
+    send, recv = (kv_bytes_per_token(model, layout) * I for layout in (prefill_plan(plan), plan))
     tier = p2p_tier(system, 1, plan.gpus)  # the span of the whole deployment
-    seconds = float(p2p_time(whole / plan.prefill_tp, tier.bandwidth, tier.latency))
-    links = min(plan.prefill_gpus, plan.tp * plan.pp * plan.dp)
-    return seconds, links * tier.bandwidth / whole
+    seconds = float(p2p_time(max(send, recv), tier.bandwidth, tier.latency))
+    rate = min(plan.prefill_dp * tier.bandwidth / send, plan.dp * tier.bandwidth / recv)
+    whole = kv_bytes_per_token(model, plan.model_copy(update={"tp": 1, "pp": 1})) * I
+    return seconds, rate, whole
 
 
 def infer_disaggregated(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack) -> ServeEstimate:
     """The estimate of a disaggregated deployment (module docstring); InputError where a pool does not fit."""
     I, O = plan.input_len, plan.output_len
+    if O < 2:
+        raise InputError(f"output_len = {O} with a prefill pool (prefill_dp = {plan.prefill_dp}): the prefill makes "
+                         "every token and the decode pool none; valid: output_len >= 2, or no prefill_dp")
     pplan = prefill_plan(plan)
     mem, pmem = memory(model, system, plan, stack), memory(model, system, pplan, stack)
     for name, layout, m, tokens in (("decode", plan, mem, I + O), ("prefill", pplan, pmem, I)):
@@ -65,12 +75,14 @@ def infer_disaggregated(model: ModelConfig, system: System, plan: ServePlan, sta
                           logits=b)
 
     def decode_rate(b: float) -> float:
-        return math.inf if O == 1 else plan.dp * b / ((O - 1) * sum(decode_step(b).values()))
+        return plan.dp * b / ((O - 1) * sum(decode_step(b).values()))
 
-    n = max(1, math.floor(stack.max_num_tokens / I))
+    # prompts a prefill step runs: the token budget, the stack's max_batch, and the KV cache they fill until sent
+    n = max(1, min(math.floor(stack.max_num_tokens / I), stack.max_batch,
+                   math.floor(pmem["kv_cache"] / sequence_kv_bytes(model, pplan, I, stack))))
     prefill = step_parts(model, system, pplan, stack, decode=0, context=0, prefill_seqs=n, prompt=I, logits=n)
     t_p = sum(prefill.values())
-    t_kv, kv_rate = kv_transfer(model, system, plan)
+    t_kv, kv_rate, kv_bytes = kv_transfer(model, system, plan)
     rates = {f"the decode pool ({bound})": decode_rate(batch), "the prefill pool": plan.prefill_dp * n / t_p,
              "the KV transfer links": kv_rate}
     why, rate = min(rates.items(), key=lambda x: x[1])
@@ -86,8 +98,8 @@ def infer_disaggregated(model: ModelConfig, system: System, plan: ServePlan, sta
     notes = [f"disaggregated: {plan.prefill_dp} prefill replica(s) of tp={plan.prefill_tp} ({plan.prefill_gpus} GPUs, "
              f"{n} prompt(s) a step) and {plan.dp} decode replica(s) of tp={plan.tp} pp={plan.pp}; requests/s bound "
              f"by {why}: " + ", ".join(f"{k} {v:,.2f}" for k, v in rates.items()),
-             f"KV transfer: {kv_bytes_per_token(model, plan.model_copy(update={'tp': 1, 'pp': 1})) * I / 2**20:,.1f} "
-             f"MiB a prompt, {t_kv * 1e3:.2f} ms on {p2p_tier(system, 1, plan.gpus).name}",
+             f"KV transfer: {kv_bytes / 2**20:,.1f} MiB a prompt, {t_kv * 1e3:.2f} ms on "
+             f"{p2p_tier(system, 1, plan.gpus).name}",
              f"decode batch per replica: {batch:,.1f} sequences, each holding {tokens_held(plan, stack):g} KV tokens"]
     per_token = kv_bytes_per_token(model, plan)
     return ServeEstimate(

@@ -194,9 +194,10 @@ def pp_send_s(model: ModelConfig, system: System, plan: ServePlan, tokens: float
 
 def vocab_comm_s(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, tokens: float,
                  logits: float) -> float:
-    """A step's collectives outside the layers, over the replica's tp ranks: the all-reduce of a vocabulary-split
-    embedding's output (tokens x hidden, where `ServingStack.vocab_parallel_embedding`) and the all-gather of the
-    column-split LM head's logits (logits x vocab) that sampling reads (`cost.comm.group_collective`, NCCL tiers)."""
+    """One micro-batch's collectives outside the layers, over the replica's tp ranks: the all-reduce of a
+    vocabulary-split embedding's output (tokens x hidden, where `ServingStack.vocab_parallel_embedding`) and the
+    all-gather of the column-split LM head's logits (logits x vocab) that sampling reads (`cost.comm.
+    group_collective`, NCCL tiers); a step runs pp micro-batches (`step_parts`)."""
     if plan.tp == 1:
         return 0.0
     t = float(group_collective(system, "all_gather", logits * model.vocab * ACT_BYTES, plan.tp, 1, plan.gpus))
@@ -223,16 +224,16 @@ def host_s(model: ModelConfig, system: System, plan: ServePlan, stack: ServingSt
     if costs is None or costs.stack != stack.name:
         return 0.0
     kernels, calls, pairs, keys = launches(model, plan, stack, decode, decode_keys)
-    if costs.serving is None:  # training's costs: no attention terms
+    s = measured_serving(system, stack)
+    if s is None:  # training's costs: no attention terms
         return float(host_seconds(costs, kernels, calls))
-    s = costs.serving
     return float(host_seconds(s, kernels, calls)) + s.attention_s * pairs + s.attention_key_s * keys
 
 
 def launches(model: ModelConfig, plan: ServePlan, stack: ServingStack, decode: float = 0.0,
              decode_keys: float = 0.0) -> tuple[int, int, float, float]:
     """(operator launches, collective calls, decode attention's (sequence, local head) pairs, the keys those pairs
-    read) of one forward step on a rank with `decode` decoding sequences attending `decode_keys` keys together
+    read) of one forward step through all layers on a tp rank (the executor serves no pipeline) with `decode` decoding sequences attending `decode_keys` keys together
     (MODEL_OPS). A CPU attention kernel works through a call one (sequence, head) block at a time, each with its
     own set-up, and one query's pass over its keys is a vector loop, not the blocked GEMMs its FLOPs are priced at
     (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp); a prefill's attention is priced by its FLOPs from the
@@ -261,8 +262,8 @@ def step_parts(model: ModelConfig, system: System, plan: ServePlan, stack: Servi
                "memory": L * elementwise_s(dev, plan, tokens),
                "lm_head": pp * _gemm(dev, logits / pp, model.vocab / plan.tp, model.hidden, precision="bf16")}
     return {k: v / speedup for k, v in compute.items()} | {
-        "tp_comm": L * tp_allreduce_s(model, system, plan, tokens) + vocab_comm_s(model, system, plan, stack,
-                                                                                  tokens, logits),
+        "tp_comm": L * tp_allreduce_s(model, system, plan, tokens) + pp * vocab_comm_s(model, system, plan, stack,
+                                                                                       tokens, logits / pp),
         "pp_comm": pp_send_s(model, system, plan, tokens),
         "overhead": stack.step_overhead_s + host_s(model, system, plan, stack, decode / pp,
                                                                decode / pp * context)}

@@ -60,6 +60,16 @@ def spec_folder(folder: str | Path):
         _SPEC_FOLDER.reset(token)
 
 
+def write_with_tables(obj, path: str | Path, what: str) -> Path:
+    """Write a schema (a plan or measurement file) as JSON atomically (never half-written), its spec's kernel tables
+    outside the catalogue named relative to the file's folder (`written_name`)."""
+    from ..files import write_atomic
+
+    with spec_folder(Path(path).parent):
+        text = obj.model_dump_json(indent=2) + "\n"
+    return write_atomic(path, lambda tmp: Path(tmp).write_text(text), what)
+
+
 def current_spec_folder() -> Path | None:
     """The folder `spec_folder` set, or None outside one."""
     return _SPEC_FOLDER.get()

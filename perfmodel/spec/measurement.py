@@ -17,9 +17,9 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from ..errors import Count, Count0, InputError, PositiveReal, Real, Schema
-from ..files import read_json_object, write_atomic
+from ..files import read_json_object
 from .hardware import System
-from .kernel_tables import spec_folder
+from .kernel_tables import spec_folder, write_with_tables
 from .model import ModelConfig
 from .plan import Plan
 
@@ -182,18 +182,21 @@ class Measurement(Schema):
         return max(values) if values else None
 
 
+def beside(plan_path: str | Path, kind: str) -> Path:
+    """The file beside a plan file that holds what was measured of it: `NAME.KIND.json`."""
+    p = Path(plan_path)
+    return p.with_name(p.name.removesuffix(".json") + f".{kind}.json")
+
+
 def measurement_path(plan_path: str | Path) -> Path:
     """Where `execute` writes the measurement of a plan file: beside it, `NAME.measured.json`."""
-    p = Path(plan_path)
-    return p.with_name(p.name.removesuffix(".json") + ".measured.json")
+    return beside(plan_path, "measured")
 
 
 def write_measurement(m: Measurement, path: str | Path) -> Path:
     """Write atomically: an interrupted run never leaves a half-written file (its spec's own kernel tables named
     relative to the file's folder, as in a plan file)."""
-    with spec_folder(Path(path).parent):
-        text = m.model_dump_json(indent=2) + "\n"
-    return write_atomic(path, lambda tmp: Path(tmp).write_text(text), "measurement")
+    return write_with_tables(m, path, "measurement")
 
 
 def load_measurement(path: str | Path) -> Measurement:

@@ -17,9 +17,9 @@ from pathlib import Path
 from pydantic import Field
 
 from ..errors import Count, Count0, InputError, Real, Schema
-from ..files import read_json_object, write_atomic
+from ..files import read_json_object
 from .hardware import System
-from .kernel_tables import spec_folder
+from .kernel_tables import spec_folder, write_with_tables
 from .model import ModelConfig
 from .plan import Plan, resolve, split_of
 from .operators import AXES, DATA_AXES, DIMS, LAYER_OPS, OPS, SPECS, ParallelStyle, megatron_placement
@@ -186,6 +186,4 @@ def write_plan_file(pf: PlanFile, path: str | Path, what: str = "--output") -> P
     """Write a checked plan file atomically (never half-written); its spec's kernel tables outside the catalogue
     named relative to the file's folder (spec.kernel_tables.written_name)."""
     check(pf)
-    with spec_folder(Path(path).parent):
-        text = pf.model_dump_json(indent=2) + "\n"
-    return write_atomic(path, lambda tmp: Path(tmp).write_text(text), what)
+    return write_with_tables(pf, path, what)

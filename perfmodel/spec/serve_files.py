@@ -17,9 +17,10 @@ from typing import Literal
 from pydantic import Field
 
 from ..errors import Count, InputError, PositiveReal, Schema
-from ..files import read_json_object, write_atomic
+from ..files import read_json_object
 from .hardware import System
 from .kernel_tables import spec_folder
+from .measurement import beside
 from .model import ModelConfig
 from .serving import ServePlan
 
@@ -63,8 +64,8 @@ class ServeMeasurement(Schema):
     warmup: int = Field(ge=0, description="leading rounds left out of the medians")
     prefill_s: list[PositiveReal] = Field(description="each round's prefill, the slowest rank's")
     decode_s: list[list[PositiveReal]] = Field(description="each round's decode steps, the slowest rank's each")
-    tokens: list[list[int]] = Field(description="the first replica's generated tokens of its first sequence, per "
-                                                "round (greedy: the same every round)")
+    tokens: list[list[int]] = Field(description="the first replica's greedy tokens for its first sequence, per round "
+                                                "(each round draws new prompts)")
     notes: list[str] = Field(default_factory=list)
     created_at: str
 
@@ -94,16 +95,7 @@ def load_serve_plan(path: str | Path) -> ServePlanFile:
 
 def served_path(plan_path: str | Path) -> Path:
     """Where the measurement of a serving plan goes: beside it, NAME.served.json."""
-    p = Path(plan_path)
-    return p.with_name(p.name.removesuffix(".json") + ".served.json")
-
-
-def write_json(obj: Schema, path: str | Path, what: str) -> Path:
-    """`obj` as JSON at `path`, atomically; a spec's own kernel tables named relative to the file's folder."""
-    with spec_folder(Path(path).parent):
-        text = obj.model_dump_json(indent=1) + "\n"
-    write_atomic(Path(path), lambda tmp: Path(tmp).write_text(text), what)
-    return Path(path)
+    return beside(plan_path, "served")
 
 
 def load_serve_measurement(path: str | Path) -> ServeMeasurement:

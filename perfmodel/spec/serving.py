@@ -52,7 +52,7 @@ class ServingStack(Schema):
     sliding_window: bool = Field(description="a sliding-window layer (model.sliding_window) keeps and attends "
                                              "only its last window of tokens; false: the engine runs it as full "
                                              "attention over the whole context")
-    vocab_parallel_embedding: bool = Field(description="the token embedding is split over the vocabulary across "
+    vocab_parallel_embedding: bool = Field(False, description="the token embedding is split over the vocabulary across "
                                                         "the tp ranks, so each step all-reduces its output (false: "
                                                         "every rank holds the whole table)")
     reserves_whole_sequence: bool = Field(description="the scheduler admits a request only with KV blocks for "
@@ -79,7 +79,8 @@ def load_serving_stack(name: str | ServingStack) -> ServingStack:
 class ServePlan(Schema):
     """One layout of a serving job: dp replicas of tp x pp GPUs, and the load they serve."""
 
-    gpus: Count | None = Field(None, description="GPUs in all (tp x pp x dp); default from the layout")
+    gpus: Count | None = Field(None, description="GPUs in all (tp x pp x dp, and the prefill pool's); default from "
+                                                 "the layout")
     tp: Count = Field(1, description="tensor parallel size within a replica")
     pp: Count = Field(1, description="pipeline stages of a replica")
     dp: Count = Field(1, description="model replicas (data parallel)")
@@ -177,7 +178,8 @@ class ServeEstimate(Schema):
     memory_gib: dict[str, float] = Field(description="per GPU: weights, kv_cache, activations, runtime, total, "
                                                      "capacity")
     decode_step_s: dict[str, float] = Field(description="one decode step of the steady batch by part (seconds)")
-    prefill_s: dict[str, float] = Field(description="one request's prefill by part (seconds)")
+    prefill_s: dict[str, float] = Field(description="one request's prefill by part (seconds); disaggregated: one "
+                                                    "step of the prefill pool")
     kv_transfer_s: float = Field(0.0, description="disaggregated: seconds to send one prompt's KV cache from the "
                                                   "prefill pool to a decode replica (part of ttft_s)")
     notes: list[str] = Field(default_factory=list)

@@ -21,7 +21,8 @@ from pydantic import Field
 from ..errors import InputError, Schema
 from ..files import write_atomic
 from ..spec.hardware import load_hardware
-from ..spec.serve_files import ServePlanFile, write_json
+from ..spec.kernel_tables import write_with_tables
+from ..spec.serve_files import ServePlanFile
 from .common import check_out_dir, check_output_in, prediction_spec
 from .metrics import error_pct, mape, spearman
 from .sweeps import SERVE_SWEEPS
@@ -132,7 +133,7 @@ def validate_serving(sweep: str, *, nproc: int | None, hardware, out_dir: Path, 
                                    hardware=spec, plan=plan, predicted=static_batch(model, spec, plan)))
     plan_dir = out_dir / "plans"
     plan_dir.mkdir(parents=True, exist_ok=True)
-    paths = [write_json(pf, plan_dir / f"{e.name}.json", "--out-dir") for pf, e in zip(files, sw.plans)]
+    paths = [write_with_tables(pf, plan_dir / f"{e.name}.json", "--out-dir") for pf, e in zip(files, sw.plans)]
 
     from ..execute.serve_plans import serve_plans
 
