@@ -5,8 +5,8 @@ development rows.
 
 Rows: published_inference_dev.csv with metric output_tokens_per_s_total and an offline load (TensorRT-LLM's
 perf-overview v0.17 trtllm-bench tables). Each row maps to (model preset, system, ServePlan) by the rules in
-`case` (stated, not tuned): the model by name, the system by GPU (H100 SXM, H200 SXM, GH200, A100 SXM 80GB; L40S
-is not in the catalogue), tp/pp as stated, precision FP8 (with its fp8 KV cache) or FP16/BF16, the
+`case` (stated, not tuned): the model by name, the system by GPU (H100 SXM, H200 SXM, GH200, A100 SXM 80GB, L40S PCIe:
+l40s-8, whose efficiencies are estimates carried from H100), tp/pp as stated, precision FP8 (with its fp8 KV cache) or FP16/BF16, the
 trtllm stack, max throughput. Prints every row (measured, predicted, error), then MAPE per group, hardware,
 precision and model, and the rows it cannot express with the reason (counted at 100% in the MAPE with them).
 Nothing here is fitted per row.
@@ -31,7 +31,7 @@ MODELS = (("405b", "llama-3.1-405b"), ("70b", "llama-3.1-70b"), ("8b", "llama-3.
           ("mixtral-8x22b", "mixtral-8x22b"), ("mixtral-8x7b", "mixtral-8x7b"), ("mistral-7b", "mistral-7b"),
           ("gpt-oss-20b", "gpt-oss-20b"))
 # first match wins: "gh200" before "h200", which it contains
-SYSTEMS = (("gh200", "gh200"), ("l40s", None), ("h200", "dgx-h200"), ("h100", "dgx-h100"), ("a100", "dgx-a100-80gb"))
+SYSTEMS = (("gh200", "gh200"), ("l40s", "l40s-8"), ("h200", "dgx-h200"), ("h100", "dgx-h100"), ("a100", "dgx-a100-80gb"))
 
 
 def _devset() -> Path:

@@ -20,11 +20,11 @@ from perfmodel.spec.hardware import (
 
 REQUIRED_SYSTEMS = sorted([
     "dgx-a100-40gb", "dgx-a100-80gb", "dgx-h100", "dgx-h200", "dgx-b200", "dgx-b300", "gb200-nvl72",
-    "gb300-nvl72", "gh200", "mi300x-8", "tpu-v4", "tpu-v5e", "tpu-v5p",
+    "gb300-nvl72", "gh200", "l40s-8", "mi300x-8", "tpu-v4", "tpu-v5e", "tpu-v5p",
 ])
 REQUIRED_ACCELERATORS = sorted([
     "A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB", "B200", "B300", "GB200",
-    "GB300", "GH200-96GB", "MI300X", "TPU-v4", "TPU-v5e", "TPU-v5p",
+    "GB300", "GH200-96GB", "L40S-48GB", "MI300X", "TPU-v4", "TPU-v5e", "TPU-v5p",
 ])
 
 # Dense BF16 peaks, hand-checked against the datasheets (sparsity figures halved).
@@ -37,6 +37,7 @@ DENSE_BF16 = {
     "B300": 2250,
     "GB200": 2500,
     "GB300": 2500,
+    "L40S-48GB": 362.05,
     "MI300X": 1307.4,
     "TPU-v4": 275,
     "TPU-v5e": 197,

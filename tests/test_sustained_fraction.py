@@ -19,7 +19,7 @@ def test_spec_value_matches_its_derivation():
     layouts = [(1, 1), (1, 2), (2, 1), (2, 2)]
     derived = {p: sum(mod.derived(p, mb, z) for mb, z in layouts) / len(layouts) for p in ("table", "datasheet")}
     assert derived["table"] > derived["datasheet"]  # the tables price the A100's GEMMs slower than its datasheet
-    for name in ("dgx-a100-80gb", "dgx-h100", "dgx-b200", "dgx-a100-40gb", "mi300x-8"):
+    for name in ("dgx-a100-80gb", "dgx-h100", "dgx-b200", "dgx-a100-40gb", "mi300x-8", "l40s-8"):
         hw = load_hardware(name)
         pricing = "table" if hw.accelerator.kernel_tables else "datasheet"
         # the spec stores it to two decimals; re-run the script and update the specs if the model changes
