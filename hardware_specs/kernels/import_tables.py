@@ -24,6 +24,10 @@ shape, moe_tp x moe_ep slice and tokens), which prices a serving step's MoE laye
 It copies each part's all-reduce table (`<part>/allreduce.csv.gz`, `import_allreduce`: the serving engines' own
 NVLink all-reduce on 2, 4 and 8 GPUs by message bytes), which prices a serving step's tensor-parallel all-reduces.
 
+It copies each part's decode-attention table (`<part>/decode_attention.csv.gz`, `import_decode_attention`: one new
+token per sequence over its past KV cache, by KV dtype, head dim, heads on the GPU, batch and past tokens), which
+prices a serving step's decode attention.
+
 It also writes `gemm_power.csv`: the board power measured while GEMMs of at least POWER_MIN_FLOPS run, per part
 and dtype (`gemm_power_w` in the accelerator specs), from the shared data's supplementary tables, the only ones
 timed with NVML power (B200, GB200, H200): each run long enough for 100 ms power samples to cover it.
@@ -147,6 +151,31 @@ def import_allreduce(source: Path, part: str) -> dict:
             "dtypes": "bf16", "bytes": out.stat().st_size}
 
 
+DECODE_COLUMNS = ["kv_bytes", "head_dim", "q_heads", "kv_heads", "batch", "past", "latency_ms"]
+KV_BYTES = {"bfloat16": 2, "fp8": 1}  # the KV cache's bytes per element (fp8 is e4m3)
+
+
+def import_decode_attention(source: Path, part: str) -> dict:
+    """Write `part`'s compact decode-attention table: one new token per sequence attending its past KV cache (the
+    collector's generation_attention: TensorRT-LLM's XQA/MMHA kernels with the fused RoPE and KV-cache write; on
+    A100 vLLM's FlashAttention-2 with its cache update), full attention (no window), by KV bytes per element, head
+    dim, query and kv heads on the GPU, batch and past tokens, latency per layer call. Its provenance."""
+    rows = pd.read_csv(source / part / "attention_generation.csv.gz")
+    if "window_size_tokens" in rows:
+        rows = rows[rows["window_size_tokens"].fillna(0) == 0]
+    table = rows.assign(kv_bytes=rows["kv_cache_dtype"].map(KV_BYTES)).rename(columns={
+        "num_q_heads": "q_heads", "num_kv_heads": "kv_heads", "batch_size": "batch", "past_kv_tokens": "past"})
+    table = table.groupby(DECODE_COLUMNS[:-1])["latency_ms"].median().reset_index()
+    out = HERE / part / "decode_attention.csv.gz"
+    write_gz(out, table.to_csv(index=False, float_format="%.6g"))
+    one = lambda col: "; ".join(sorted(rows[col].astype(str).unique()))
+    return {"table": f"{part}/decode_attention.csv.gz",
+            "source": f"AIConfigurator@{COMMIT}, shared/data/kernels/{part}/attention_generation.csv.gz",
+            "device": one("device"), "framework": one("framework"), "framework_version": one("framework_version"),
+            "kernel_source": one("kernel_source"), "source_rows": len(rows), "kept_rows": len(table),
+            "dtypes": one("kv_cache_dtype"), "bytes": out.stat().st_size}
+
+
 POWER_MIN_FLOPS = 1e12  # a layer GEMM of training (the built-in example's qkv is 1.7e11 per micro-batch and
 # device, its mlp_in 9.6e11; 8B-70B models at 4-16k tokens per micro-batch run 1e12-1e13): kernels of a millisecond
 # or more, where a 100 ms NVML sample sees the GEMM and not the gaps between graph replays
@@ -219,7 +248,8 @@ def main(argv=None) -> None:
     table = pd.DataFrame([import_part(a.source, part) for part in PARTS]
                          + [import_attention(a.source, part) for part in PARTS if part not in ATTENTION_LEFT_OUT]
                          + [import_moe(a.source, part) for part in PARTS if part not in MOE_LEFT_OUT]
-                         + [import_allreduce(a.source, part) for part in PARTS])
+                         + [import_allreduce(a.source, part) for part in PARTS]
+                         + [import_decode_attention(a.source, part) for part in PARTS])
     buf = io.StringIO()
     table.to_csv(buf, index=False)
     (HERE / "sources.csv").write_text(buf.getvalue())

@@ -170,6 +170,13 @@ def hardware_table(s: System) -> str:
                              "infer's tensor-parallel all-reduces within a node; training's collectives from the "
                              "tiers below)")
                 continue
+            if kind == "decode_attention":
+                from ..spec.kernel_tables import decode_curves
+
+                heads = len(decode_curves(path))
+                lines.append(f"  kernel tables: decode_attention {shown} (measured, {heads} head layouts by KV dtype: "
+                             "prices perfmodel infer's decode attention of those heads; others at the HBM rate)")
+                continue
             if kind == "moe":
                 from ..spec.kernel_tables import moe_curves
 

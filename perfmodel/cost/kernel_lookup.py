@@ -103,3 +103,23 @@ def allreduce_table_time(curves: dict, gpus: int, nbytes: float) -> float | None
     did not time that many GPUs."""
     curve = curves.get(int(gpus))
     return None if curve is None or nbytes <= 0 else curve_time(*curve, nbytes)
+
+
+def decode_table_time(curves: dict, key: tuple, batch: float, keys: float) -> float | None:
+    """Seconds of one decode-attention layer call for `batch` sequences of one new token over `keys` keys each, on
+    the measured curves of `key` (kv bytes, head dim, q heads, kv heads per GPU; `spec.kernel_tables.decode_curves`):
+    each measured batch's curve over keys (`curve_time`), then log-log between the two batches around `batch`;
+    below the smallest batch its time, beyond the largest scaled by batch / largest (the reads grow with it). None
+    where the table has no such heads."""
+    rows = curves.get(key)
+    if rows is None or batch <= 0 or keys <= 0:
+        return None
+    sizes = sorted(rows)
+    if batch <= sizes[0]:
+        return curve_time(*rows[sizes[0]], keys)
+    if batch >= sizes[-1]:
+        return curve_time(*rows[sizes[-1]], keys) * batch / sizes[-1]
+    hi = next(b for b in sizes if b >= batch)
+    lo = sizes[sizes.index(hi) - 1]
+    t_lo, t_hi = curve_time(*rows[lo], keys), curve_time(*rows[hi], keys)
+    return float(np.exp(np.interp(np.log(batch), np.log([lo, hi]), np.log([t_lo, t_hi]))))

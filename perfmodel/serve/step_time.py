@@ -20,12 +20,12 @@ import numpy as np
 
 from ..cost.comm import group_collective, p2p_tier, p2p_time
 from ..cost.compute import flash_attention_time, shared_core_speedup
-from ..cost.kernel_lookup import allreduce_table_time, moe_table_time
+from ..cost.kernel_lookup import allreduce_table_time, decode_table_time, moe_table_time
 from ..cost.kernels import ELEMENTWISE_BYTES, Device, attention_table_op, mean_keys, model_mean_keys, residual_bytes
 from ..spec.hardware import System
-from ..spec.kernel_tables import allreduce_curves, moe_curves
+from ..spec.kernel_tables import allreduce_curves, decode_curves, moe_curves
 from ..spec.model import ModelConfig
-from ..spec.serving import ServePlan, ServingStack
+from ..spec.serving import KV_BYTES, ServePlan, ServingStack
 from ..spec.stack import load_stack
 from ..cost.kernels import ACT_BYTES
 from ..cost.units import host_seconds
@@ -118,6 +118,9 @@ def decode_attention_s(dev: Device, plan: ServePlan, seqs: float, context: float
     attention_core_dim x local heads / heads; MLA absorbed) over the spec's attention rate, whichever is longer.
     `windowed`: the stack runs the model's sliding windows (`ServingStack.sliding_window`)."""
     m = dev.model
+    measured = decode_table_s(dev, plan, seqs, context, windowed)
+    if measured is not None:
+        return measured
     per_layer = kv_bytes_per_token(m, plan) / np.ceil(m.n_layers / plan.pp)
     keys = context
     if m.windowed_layers and windowed:  # a sliding-window layer reads at most its window (mean over the layers)
@@ -131,6 +134,30 @@ def decode_attention_s(dev: Device, plan: ServePlan, seqs: float, context: float
     flops = 4.0 * seqs * keys * width / plan.tp
     rate = dev.bf16_peak * dev.system.efficiency.attention_max
     return max(dev.memory(nbytes), flops / rate)
+
+
+def decode_table_s(dev: Device, plan: ServePlan, seqs: float, context: float, windowed: bool) -> float | None:
+    """One layer's decode attention from the part's measured decode-attention table (TensorRT-LLM's XQA/MMHA
+    kernels with their fused RoPE and KV-cache write; AIConfigurator's generation_attention,
+    `cost.kernel_lookup.decode_table_time`) at the model's head dim, its query and kv heads on a GPU (kv heads
+    replicated past tp) and the KV dtype; a windowed layer at its window (mean over the layers). Memory-bound (it
+    reads the cache once), so not divided by sustained_fraction, as the GEMMs' traffic floor is not
+    (`cost.kernels.Device.gemm_priced`). None where the part has no table, for MLA, or heads it did not time
+    (the roofline then, `decode_attention_s`)."""
+    m = dev.model
+    table = dev.system.accelerator.kernel_tables.get("decode_attention")
+    if table is None or m.mla is not None or seqs <= 0:
+        return None
+    key = (int(KV_BYTES[plan.kv]), int(m.head_dim), m.n_heads // plan.tp, max(1, m.n_kv_heads // plan.tp))
+    curves = decode_curves(table)
+    full = decode_table_time(curves, key, seqs, context)
+    if full is None:
+        return None
+    win = m.windowed_layers if windowed else 0
+    if win:
+        full = (full * (m.n_layers - win) + decode_table_time(curves, key, seqs, min(context, m.sliding_window))
+                * win) / m.n_layers
+    return full
 
 
 def prefill_attention_s(dev: Device, plan: ServePlan, seqs: float, prompt: float, windowed: bool = True) -> float:

@@ -50,7 +50,7 @@ class Accelerator(Schema):
     torch_device: Literal["cuda", "cpu", "xla"] = Field(
         "cuda", description="torch device type that runs this part (ROCm GPUs are 'cuda' to torch; TPUs 'xla'); "
                             "the executor refuses a plan for another device type")
-    kernel_tables: dict[Literal["gemm", "attention", "moe", "allreduce"], str] = Field(
+    kernel_tables: dict[Literal["gemm", "attention", "moe", "allreduce", "decode_attention"], str] = Field(
         default_factory=dict, description="kernel kind -> measured table (a file beside the spec file, relative to "
                                           "its folder, as perfmodel calibrate writes its own; hardware_specs/kernels/"
                                           "<part>/...; or an absolute path): GEMM latency by dtype, m, n, k; causal "

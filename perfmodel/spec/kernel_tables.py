@@ -399,3 +399,24 @@ def _allreduce_curves(table: str, stamp) -> dict[int, tuple[np.ndarray, np.ndarr
         order = np.argsort(rows[:, 1])
         out[g] = (rows[order, 1], rows[order, 2] / 1e3)
     return out
+
+
+DECODE_HEADER = ["kv_bytes", "head_dim", "q_heads", "kv_heads", "batch", "past", "latency_ms"]
+DecodeCurves = dict  # (kv bytes, head dim, q heads, kv heads) -> {batch: (keys ascending, seconds)}
+
+
+def decode_curves(table: str) -> DecodeCurves:
+    """A decode-attention table (gzipped CSV kv_bytes,head_dim,q_heads,kv_heads,batch,past,latency_ms: one new
+    token per sequence over `past` cached ones, hardware_specs/kernels/import_tables.py import_decode_attention) as
+    {(kv_bytes, head_dim, q_heads, kv_heads): {batch: (keys = past + 1 ascending, seconds per layer call)}}."""
+    return _decode_curves(table, _stamp(table))
+
+
+@lru_cache(maxsize=None)
+def _decode_curves(table: str, stamp) -> DecodeCurves:
+    _, data = _table_rows(table, DECODE_HEADER, range(7))
+    out: DecodeCurves = {}
+    for row in data:
+        rows = out.setdefault(tuple(int(v) for v in row[:4]), {}).setdefault(int(row[4]), [])
+        rows.append((row[5] + 1, row[6] / 1e3))
+    return {k: {b: tuple(np.array(c) for c in zip(*sorted(v))) for b, v in by.items()} for k, by in out.items()}
