@@ -56,6 +56,17 @@ def write_gz(out: Path, text: str) -> None:
         gz.write(text.encode())
 
 
+def provenance(part: str, table: str, source: str, described: pd.DataFrame, source_rows: int, kept_rows: int,
+               dtypes: str) -> dict:
+    """One row of sources.csv: the table written, its source file, and the device, framework, version and kernel
+    of the rows it was made from (the same on every row of a source)."""
+    one = lambda col: "; ".join(sorted(described[col].astype(str).unique()))  # noqa: E731
+    return {"table": f"{part}/{table}", "source": f"AIConfigurator@{COMMIT}, shared/data/kernels/{part}/{source}",
+            "device": one("device"), "framework": one("framework"), "framework_version": one("framework_version"),
+            "kernel_source": one("kernel_source"), "source_rows": source_rows, "kept_rows": kept_rows,
+            "dtypes": dtypes, "bytes": (HERE / part / table).stat().st_size}
+
+
 def import_part(source: Path, part: str) -> dict:
     """Write `part`'s compact GEMM table; its provenance row."""
     rows = pd.read_csv(source / part / "gemm.csv.gz")
@@ -66,12 +77,8 @@ def import_part(source: Path, part: str) -> dict:
     text = kept.to_csv(index=False, float_format="%.6g")
     out = HERE / part / "gemm.csv.gz"
     write_gz(out, text)
-    one = lambda col: "; ".join(sorted(rows.loc[kept_index, col].astype(str).unique()))
-    return {"table": f"{part}/gemm.csv.gz", "source": f"AIConfigurator@{COMMIT}, shared/data/kernels/{part}/gemm.csv.gz",
-            "device": one("device"),
-            "framework": one("framework"), "framework_version": one("framework_version"),
-            "kernel_source": one("kernel_source"), "source_rows": len(rows), "kept_rows": len(kept),
-            "dtypes": ", ".join(sorted(kept["dtype"].unique())), "bytes": out.stat().st_size}
+    return provenance(part, "gemm.csv.gz", "gemm.csv.gz", rows.loc[kept_index], len(rows), len(kept),
+                      ", ".join(sorted(kept["dtype"].unique())))
 
 
 ATTENTION_COLUMNS = ["head_dim", "isl", "batch", "heads", "latency_ms"]
@@ -93,12 +100,7 @@ def import_attention(source: Path, part: str) -> dict:
     table = kept.groupby(ATTENTION_COLUMNS[:4])["latency_ms"].median().reset_index()
     out = HERE / part / "attention.csv.gz"
     write_gz(out, table.to_csv(index=False, float_format="%.6g"))
-    one = lambda col: "; ".join(sorted(kept[col].astype(str).unique()))
-    return {"table": f"{part}/attention.csv.gz",
-            "source": f"AIConfigurator@{COMMIT}, shared/data/kernels/{part}/attention_context.csv.gz",
-            "device": one("device"), "framework": one("framework"), "framework_version": one("framework_version"),
-            "kernel_source": one("kernel_source"), "source_rows": len(rows), "kept_rows": len(table),
-            "dtypes": "bf16", "bytes": out.stat().st_size}
+    return provenance(part, "attention.csv.gz", "attention_context.csv.gz", kept, len(rows), len(table), "bf16")
 
 
 ATTENTION_LEFT_OUT = {"a100_sxm"}  # vLLM 0.14's FlashAttention-2 forward (varlen, with the paged KV-cache write)
@@ -127,11 +129,8 @@ def import_moe(source: Path, part: str) -> dict:
     table = kept.groupby(MOE_COLUMNS[:-1])["latency_ms"].median().reset_index()
     out = HERE / part / "moe.csv.gz"
     write_gz(out, table.to_csv(index=False, float_format="%.6g"))
-    one = lambda col: "; ".join(sorted(kept[col].astype(str).unique()))
-    return {"table": f"{part}/moe.csv.gz", "source": f"AIConfigurator@{COMMIT}, shared/data/kernels/{part}/moe.csv.gz",
-            "device": one("device"), "framework": one("framework"), "framework_version": one("framework_version"),
-            "kernel_source": one("kernel_source"), "source_rows": len(rows), "kept_rows": len(table),
-            "dtypes": ", ".join(sorted(table["dtype"].unique())), "bytes": out.stat().st_size}
+    return provenance(part, "moe.csv.gz", "moe.csv.gz", kept, len(rows), len(table),
+                      ", ".join(sorted(table["dtype"].unique())))
 
 
 def import_allreduce(source: Path, part: str) -> dict:
@@ -143,12 +142,7 @@ def import_allreduce(source: Path, part: str) -> dict:
     table = table.groupby(["gpus", "bytes"])["latency_ms"].median().reset_index()
     out = HERE / part / "allreduce.csv.gz"
     write_gz(out, table.to_csv(index=False, float_format="%.6g"))
-    one = lambda col: "; ".join(sorted(rows[col].astype(str).unique()))
-    return {"table": f"{part}/allreduce.csv.gz",
-            "source": f"AIConfigurator@{COMMIT}, shared/data/kernels/{part}/custom_allreduce.csv.gz",
-            "device": one("device"), "framework": one("framework"), "framework_version": one("framework_version"),
-            "kernel_source": one("kernel_source"), "source_rows": len(rows), "kept_rows": len(table),
-            "dtypes": "bf16", "bytes": out.stat().st_size}
+    return provenance(part, "allreduce.csv.gz", "custom_allreduce.csv.gz", rows, len(rows), len(table), "bf16")
 
 
 DECODE_COLUMNS = ["kv_bytes", "head_dim", "q_heads", "kv_heads", "batch", "past", "latency_ms"]
@@ -168,12 +162,8 @@ def import_decode_attention(source: Path, part: str) -> dict:
     table = table.groupby(DECODE_COLUMNS[:-1])["latency_ms"].median().reset_index()
     out = HERE / part / "decode_attention.csv.gz"
     write_gz(out, table.to_csv(index=False, float_format="%.6g"))
-    one = lambda col: "; ".join(sorted(rows[col].astype(str).unique()))
-    return {"table": f"{part}/decode_attention.csv.gz",
-            "source": f"AIConfigurator@{COMMIT}, shared/data/kernels/{part}/attention_generation.csv.gz",
-            "device": one("device"), "framework": one("framework"), "framework_version": one("framework_version"),
-            "kernel_source": one("kernel_source"), "source_rows": len(rows), "kept_rows": len(table),
-            "dtypes": one("kv_cache_dtype"), "bytes": out.stat().st_size}
+    return provenance(part, "decode_attention.csv.gz", "attention_generation.csv.gz", rows, len(rows), len(table),
+                      "; ".join(sorted(rows["kv_cache_dtype"].astype(str).unique())))
 
 
 POWER_MIN_FLOPS = 1e12  # a layer GEMM of training (the built-in example's qkv is 1.7e11 per micro-batch and

@@ -88,3 +88,28 @@ def prediction_spec(spec: System | None, hardware, sweep: bool, device: str, npr
     return spec, f"calibrated on this machine just now ({'quick' if quick else 'full'}): {target}", [
         f"predictions use a spec calibrated on this machine by this run ({target}); pass --hardware SPEC.yaml to "
         "reuse one"]
+
+
+def write_outputs(result, csv: Path, plot: Path | None, figure: str) -> None:
+    """Write a validation's table to `csv` and, with `plot`, its figure (`figure`: MODULE.FUNCTION of
+    perfmodel.plots, imported only then: matplotlib is slow to load); record both paths on `result`."""
+    from importlib import import_module
+
+    from ..files import write_atomic
+
+    write_atomic(csv, lambda tmp: result.table.to_csv(tmp, index=False), "--csv")
+    result.csv_path = str(csv)
+    if plot is not None:
+        module, name = figure.rsplit(".", 1)
+        getattr(import_module(f"perfmodel.plots.{module}"), name)(result, plot)
+        result.plot_path = str(plot)
+
+
+def check_sweep_flags(sw, nproc: int | None, device: str) -> None:
+    """A sweep runs on its own process count and device type: --nproc and --device may only repeat them."""
+    if nproc is not None and nproc != sw.nproc:
+        raise InputError(f"--nproc = {nproc} does not match sweep {sw.name}, whose plans use {sw.nproc} processes; "
+                         f"valid --nproc: {sw.nproc}")
+    if device not in ("auto", sw.device):
+        raise InputError(f"--device = {device} does not match sweep {sw.name}, which runs on {sw.device}; valid "
+                         f"--device: {sw.device}")

@@ -23,12 +23,11 @@ from pathlib import Path
 from pydantic import Field
 
 from ..errors import InputError, Schema
-from ..files import write_atomic
 from ..spec.hardware import System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.plan import Plan
 from ..spec.stack import EXECUTOR_STACK
-from .common import check_out_dir, check_output_in, prediction_spec
+from .common import check_out_dir, check_output_in, check_sweep_flags, prediction_spec, write_outputs
 from .sweeps import SERVE_SWEEPS, SWEEP_NAMES, get_sweep
 from .metrics import EXTRA_VIEWS, GiB, compare, summarize
 from .checkpoint_checks import checkpoint_rows
@@ -61,12 +60,7 @@ def _entries(plans, sweep_name, nproc, device, hardware):
     spec = load_hardware(hardware) if hardware is not None else None
     if sweep_name:
         sw = get_sweep(sweep_name)
-        if nproc is not None and nproc != sw.nproc:
-            raise InputError(f"--nproc = {nproc} does not match sweep {sw.name}, whose plans use {sw.nproc} "
-                             f"processes; valid --nproc: {sw.nproc}")
-        if device not in ("auto", sw.device):
-            raise InputError(f"--device = {device} does not match sweep {sw.name}, which runs on {sw.device}; "
-                             f"valid --device: {sw.device}")
+        check_sweep_flags(sw, nproc, device)
         entries = [_Entry(name=e.name, kind=e.kind, model=sw.model_of(e), plan=e.plan) for e in sw.plans]
         nproc, device = sw.nproc, sw.device
     else:
@@ -234,11 +228,5 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
                        hardware=spec.name if spec else "each plan's own spec", hardware_source=source,
                        targets=sw.targets if sw else None, notes=notes, measurements=measured)
     result.checkpoints = checkpoint_rows([e.name for e in entries], [spec or e.hardware for e in entries], measured)
-    write_atomic(csv, lambda tmp: result.table.to_csv(tmp, index=False), "--csv")
-    result.csv_path = str(csv)
-    if plot is not None:
-        from ..plots.validation_scatter import validation_figure
-
-        validation_figure(result, plot)
-        result.plot_path = str(plot)
+    write_outputs(result, csv, plot, "validation_scatter.validation_figure")
     return result

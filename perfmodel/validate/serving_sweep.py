@@ -19,11 +19,10 @@ from pathlib import Path
 from pydantic import Field
 
 from ..errors import InputError, Schema
-from ..files import write_atomic
 from ..spec.hardware import load_hardware
 from ..spec.kernel_tables import write_with_tables
 from ..spec.serve_files import ServePlanFile
-from .common import check_out_dir, check_output_in, prediction_spec
+from .common import check_out_dir, check_output_in, check_sweep_flags, prediction_spec, write_outputs
 from .metrics import error_pct, mape, spearman
 from .sweeps import SERVE_SWEEPS
 
@@ -98,12 +97,7 @@ def validate_serving(sweep: str, *, nproc: int | None, hardware, out_dir: Path, 
     docstring). All input is checked before anything runs or is written (InputError, one line)."""
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
     sw = SERVE_SWEEPS[sweep]
-    if nproc is not None and nproc != sw.nproc:
-        raise InputError(f"--nproc = {nproc} does not match sweep {sw.name}, whose plans use {sw.nproc} processes; "
-                         f"valid --nproc: {sw.nproc}")
-    if device not in ("auto", sw.device):
-        raise InputError(f"--device = {device} does not match sweep {sw.name}, which runs on {sw.device}; valid "
-                         f"--device: {sw.device}")
+    check_sweep_flags(sw, nproc, device)
     rounds = sw.rounds if rounds is None else rounds
     warmup = min(sw.warmup, rounds - 1) if warmup is None else warmup
     if rounds < 1 or not 0 <= warmup < rounds:
@@ -160,11 +154,5 @@ def validate_serving(sweep: str, *, nproc: int | None, hardware, out_dir: Path, 
         spearman={q: spearman([getattr(r, f"predicted_{q}_s") for r in rows],
                               [getattr(r, f"measured_{q}_s") for r in rows]) for q in QUANTITIES},
         target_mape_pct=sw.target_mape_pct, notes=notes)
-    write_atomic(csv, lambda tmp: result.table.to_csv(tmp, index=False), "--csv")
-    result.csv_path = str(csv)
-    if plot is not None:
-        from ..plots.serving_validation import serving_validation_figure
-
-        serving_validation_figure(result, plot)
-        result.plot_path = str(plot)
+    write_outputs(result, csv, plot, "serving_validation.serving_validation_figure")
     return result
