@@ -361,15 +361,19 @@ def test_disaggregated_bad_layouts_are_one_line(plan, message):
 
 
 def test_vocab_collectives_by_hand():
-    """tp 4 on vLLM (vocabulary-split embedding): the logits' all-gather (B x V x 2 B) and the embedding's
-    all-reduce (M x h x 2 B), each by the system's collective formula; TensorRT-LLM replicates the embedding."""
+    """tp 4 on vLLM (vocabulary-split embedding): the logits' all-gather (B x V x 2 B, the system's collective
+    formula) and the embedding's all-reduce (M x h x 2 B, as a layer's); TensorRT-LLM replicates the embedding."""
     from perfmodel.cost.comm import group_collective
     from perfmodel.serve.step_time import vocab_comm_s
 
     m, sysm = load_model("llama-3.1-8b"), load_hardware("dgx-h100")
     plan = ServePlan(tp=4, input_len=100, output_len=100, gpus=4)
     gather = float(group_collective(sysm, "all_gather", 32 * m.vocab * 2, 4, 1, 4))
-    reduce = float(group_collective(sysm, "all_reduce", 96 * m.hidden * 2, 4, 1, 4))
+    from perfmodel.cost.kernel_lookup import allreduce_table_time
+    from perfmodel.spec.kernel_tables import allreduce_curves
+
+    # the embedding's all-reduce is the layers' collective: the engines' measured NVLink all-reduce on 4 GPUs
+    reduce = allreduce_table_time(allreduce_curves(sysm.accelerator.kernel_tables["allreduce"]), 4, 96 * m.hidden * 2)
     assert vocab_comm_s(m, sysm, plan, load_serving_stack("vllm"), 96, 32) == pytest.approx(gather + reduce)
     assert vocab_comm_s(m, sysm, plan, load_serving_stack("trtllm"), 96, 32) == pytest.approx(gather)
     assert vocab_comm_s(m, sysm, plan.model_copy(update={"tp": 1, "gpus": 1}), load_serving_stack("vllm"), 96,

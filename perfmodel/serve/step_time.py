@@ -21,15 +21,15 @@ import numpy as np
 from ..cost.comm import group_collective, p2p_tier, p2p_time
 from ..cost.compute import flash_attention_time, shared_core_speedup
 from ..cost.kernel_lookup import allreduce_table_time, decode_table_time, moe_table_time
-from ..cost.kernels import ELEMENTWISE_BYTES, Device, attention_table_op, mean_keys, model_mean_keys, residual_bytes
+from ..cost.kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, attention_table_op, mean_keys, model_mean_keys,
+                            residual_bytes)
+from ..cost.units import host_seconds
 from ..spec.hardware import System
 from ..spec.kernel_tables import allreduce_curves, decode_curves, moe_curves
 from ..spec.model import ModelConfig
 from ..spec.serving import KV_BYTES, ServePlan, ServingStack
-from ..spec.stack import load_stack
-from ..cost.kernels import ACT_BYTES
-from ..cost.units import host_seconds
 from ..spec.operators import LAYER_OPS
+from ..spec.stack import load_stack
 from .kv_cache import kv_bytes_per_token
 
 # Bytes per element the memory-bound kernels of one layer move in inference: the forward figures of training's
@@ -194,10 +194,15 @@ def elementwise_s(dev: Device, plan: ServePlan, tokens: float) -> float:
 
 def tp_allreduce_s(model: ModelConfig, system: System, plan: ServePlan, tokens: float) -> float:
     """One layer's two tensor-parallel all-reduces (after attention and after the MLP; a MoE layer's experts over
-    ep x tp / ep ranks combine in the same one) of tokens x hidden bf16 values over the replica's tp ranks: the
-    part's measured table of the serving engines' own one-/two-shot NVLink all-reduce where it timed that many GPUs
-    within a node (`cost.kernel_lookup.allreduce_table_time`; TensorRT-LLM, vLLM and SGLang run such custom
-    all-reduces at decode sizes), else NCCL (`cost.comm.group_collective`: the system's tiers, as in training)."""
+    ep x tp / ep ranks combine in the same one) of `tokens` rows over the replica's tp ranks (`allreduce_s`)."""
+    return 2 * allreduce_s(model, system, plan, tokens)
+
+
+def allreduce_s(model: ModelConfig, system: System, plan: ServePlan, tokens: float) -> float:
+    """One all-reduce of tokens x hidden bf16 values over the replica's tp ranks: the part's measured table of the
+    serving engines' own one-/two-shot NVLink all-reduce where it timed that many GPUs within a node
+    (`cost.kernel_lookup.allreduce_table_time`; TensorRT-LLM, vLLM and SGLang run such custom all-reduces at decode
+    sizes), else NCCL (`cost.comm.group_collective`: the system's tiers, as in training)."""
     if plan.tp == 1 or tokens <= 0:
         return 0.0
     size = tokens * model.hidden * ACT_BYTES
@@ -206,8 +211,8 @@ def tp_allreduce_s(model: ModelConfig, system: System, plan: ServePlan, tokens: 
     if table is not None and (domain is None or plan.tp <= domain):  # the engines' own NVLink all-reduce, measured
         t = allreduce_table_time(allreduce_curves(table), plan.tp, size)
         if t is not None:
-            return 2 * t
-    return 2 * float(group_collective(system, "all_reduce", size, plan.tp, 1, plan.gpus))
+            return t
+    return float(group_collective(system, "all_reduce", size, plan.tp, 1, plan.gpus))
 
 
 def pp_send_s(model: ModelConfig, system: System, plan: ServePlan, tokens: float) -> float:
@@ -224,12 +229,12 @@ def vocab_comm_s(model: ModelConfig, system: System, plan: ServePlan, stack: Ser
     """One micro-batch's collectives outside the layers, over the replica's tp ranks: the all-reduce of a
     vocabulary-split embedding's output (tokens x hidden, where `ServingStack.vocab_parallel_embedding`) and the
     all-gather of the column-split LM head's logits (logits x vocab) that sampling reads (`cost.comm.
-    group_collective`, NCCL tiers); a step runs pp micro-batches (`step_parts`)."""
+    group_collective`); a step runs pp micro-batches (`step_parts`)."""
     if plan.tp == 1:
         return 0.0
     t = float(group_collective(system, "all_gather", logits * model.vocab * ACT_BYTES, plan.tp, 1, plan.gpus))
-    if stack.vocab_parallel_embedding and tokens > 0:
-        t += float(group_collective(system, "all_reduce", tokens * model.hidden * ACT_BYTES, plan.tp, 1, plan.gpus))
+    if stack.vocab_parallel_embedding:
+        t += allreduce_s(model, system, plan, tokens)
     return t
 
 
