@@ -10,6 +10,7 @@ import json
 import math
 
 import pytest
+from pathlib import Path
 import yaml
 
 import perfmodel as pm
@@ -39,6 +40,7 @@ from perfmodel.calibrate.raw import (
     load_raw,
 )
 from perfmodel.calibrate.calibrated_spec import build_system, cpu_template
+from perfmodel.calibrate.host_costs import SUSTAIN_MODEL
 from perfmodel.cost.comm import Phase, collective_time, group_phases, p2p_time
 from perfmodel.cost.compute import flash_attention_time, gemm_time
 from perfmodel.errors import InputError
@@ -385,7 +387,8 @@ def check_spec(path, nproc, flags=""):
     assert 1e-3 < acc.peak_tflops["bf16"] < 10  # one thread: 1 GFLOP/s .. 10 TFLOP/s
     assert 0.05 < eff.matmul_max["bf16"] <= 1 and 0 < eff.attention_max <= 1 and 0 < eff.memory_bandwidth <= 1
     assert 1e-4 < acc.hbm_bandwidth_tbps < 10 and 0 < system.memory_overhead_gib < 8
-    command = f"perfmodel calibrate --device cpu --nproc {nproc}{flags} --quick --output {path}"
+    # as run from the spec's own folder: no machine path travels with it
+    command = f"perfmodel calibrate --device cpu --nproc {nproc}{flags} --quick --output {Path(path).name}"
     assert f"(command: {command}); raw: {raw_path(path).name}" in eff.sources["matmul_max"]
     raw = load_raw(raw_path(path))
     assert raw.command == command and raw.measurements.env.nproc == nproc
@@ -415,9 +418,9 @@ def test_quick_calibration_in_process(tmp_path):
     from perfmodel.spec.kernel_tables import gemm_grid
 
     grid = gemm_grid(loaded.accelerator.kernel_tables["gemm"], "bf16")
-    assert grid.label == "table one.gemm bf16" and grid.measured.all() and list(grid.m) == [16, 64, 256, 1024]
+    assert grid.label == "table one.gemm bf16" and grid.measured.all() and list(grid.m) == [1, 4, 16, 64, 256, 1024]
     table = {(p.m, p.n, p.k): p.seconds for p in raw.measurements.gemm if p.source == "table"}
-    assert len(table) == 64 and grid.seconds[1, 2, 3] == pytest.approx(table[(64, 256, 1024)], rel=1e-5)
+    assert len(table) == 6 * 16 and grid.seconds[3, 2, 3] == pytest.approx(table[(64, 256, 1024)], rel=1e-5)
     est = pm.estimate(pm.load_model("gpt2-124m"), loaded, pm.Plan(gpus=1, micro_batch=1, global_batch=1, seq_len=128))
     assert {op.priced_by for op in est.ops if op.kind == "gemm"} <= {"table one.gemm bf16",
                                                                      "table one.gemm bf16, outside its grid"}
@@ -482,8 +485,11 @@ def test_quick_calibration_two_ranks_under_torchrun(tmp_path):
 
     sv = hc.serving
     assert [p.name for p in sv.probes] == [f"{n} decode" for n in serving_probes(2)] and "tp4" not in serving_probes(2)
-    assert all(p.kernels == 4 * 10 + 4 and p.measured_s > 0 and p.pairs > 0 for p in sv.probes)
-    assert [p.calls for p in sv.probes] == [0, 0, 0, 0, 2 * 4 + 2]
+    layers = [3 if p.name.startswith("wide") else 4 for p in sv.probes]  # the wide probes serve sustain-probe
+    assert [p.kernels for p in sv.probes] == [n * 10 + 4 for n in layers]
+    assert all(p.measured_s > 0 and p.pairs > 0 for p in sv.probes)
+    assert [p.calls for p in sv.probes] == [0, 0, 0, 0, 0, 0, 2 * 4 + 2]
+    assert [p.pairs for p in sv.probes][4:6] == [1 * SUSTAIN_MODEL.n_heads * 3, 16 * SUSTAIN_MODEL.n_heads * 3]
     assert min(sv.kernel_s, sv.collective_s, sv.attention_s, sv.attention_key_s) >= 0
     assert sv.sustain.model == "sustain-probe" and sv.sustain.tokens_per_rank == 2 * 160
     assert sv.sustained_fraction == pytest.approx(sustained_fraction(sv.sustain.measured_s, sv.sustain.predicted_s,

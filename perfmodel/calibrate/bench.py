@@ -6,15 +6,15 @@ that per-rank rates reflect ranks sharing the machine's cores, memory bandwidth 
 ranks do. Compute dtype is what the executor trains in: fp32 on CPU (one thread per rank), bf16 on CUDA.
 
 Timing (`Bench.time`, `Bench.time_all`) of the points `suite.suite` lists: one warm-up call, one timed call,
-then repeats; a point's time is the median over repeats of seconds per call. Rank 0 gathers every rank's
-medians and writes `raw.Measurements`.
-`Bench.overlap` times an all-reduce beside a GEMM loop (each run once per repeat, the slowest rank's time).
+then repeats; a point's time is the median over repeats of seconds per call. Rank 0 gathers every rank's medians
+and writes `raw.Measurements`. `Bench.overlap` times an all-reduce beside a GEMM loop.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import os
 import socket
 import statistics
@@ -34,11 +34,10 @@ from .suite import elementwise_shapes, gemm_shapes, group_sizes, layer_mixes, la
 DTYPES = {"cpu": torch.float32, "cuda": torch.bfloat16}
 DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 COMM_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "p2p")
+COLD_POOL_BYTES = 64 << 20  # per rank: weights cycled through by the CPU GEMM table, far beyond a core's L2 (bench.gemm)
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Timing
-# ---------------------------------------------------------------------------------------------------------
+# --- Timing ---
 
 class Bench:
     """Times callables on this rank, in lock step with the other ranks (if a process group is up)."""
@@ -136,10 +135,23 @@ class Bench:
 
     # -- compute: (fields, make) pairs, make() allocating the tensors and returning the timed callable ----------
     def gemm(self) -> list[tuple[dict, object]]:
+        """GEMMs as the executor's layers run them. CUDA: torch.mm. CPU: F.linear(x, W) (an nn.Linear's call),
+        W taken in turn from COLD_POOL_BYTES of weights: read from beyond the caches, as a forward reads each
+        weight (a 1-16-row GEMM over a cached 1 MB weight took 1/4-1/2 the time on this project's 2-vCPU host)."""
+        pools = {}
+
         def make(m, n, k, dtype):
-            a, b = self.randn(m, k, dtype=dtype), self.randn(k, n, dtype=dtype)
-            c = torch.empty(m, n, device=self.dev, dtype=dtype)
-            return lambda: torch.mm(a, b, out=c)
+            if self.device != "cpu":
+                a, b = self.randn(m, k, dtype=dtype), self.randn(k, n, dtype=dtype)
+                c = torch.empty(m, n, device=self.dev, dtype=dtype)
+                return lambda: torch.mm(a, b, out=c)
+            x, size = self.randn(m, k, dtype=dtype), torch.tensor([], dtype=dtype).element_size()
+            if dtype not in pools:
+                pools[dtype] = self.randn(COLD_POOL_BYTES // size, dtype=dtype)
+            pool = pools[dtype] if n * k <= pools[dtype].numel() else self.randn(n * k, dtype=dtype)
+            weights = itertools.cycle([pool[i * n * k:(i + 1) * n * k].view(n, k)
+                                       for i in range(pool.numel() // (n * k))])
+            return lambda: F.linear(x, next(weights))
 
         return [(dict(m=m, n=n, k=k, dtype=DTYPE_NAMES[dtype], precision=precision, source=label),
                  lambda m=m, n=n, k=k, dtype=dtype: make(m, n, k, dtype))
@@ -378,34 +390,25 @@ class Bench:
         return float(total - free - torch.cuda.memory_reserved(self.dev))
 
 
-# ---------------------------------------------------------------------------------------------------------
-# The machine
-# ---------------------------------------------------------------------------------------------------------
+# --- The machine ---
 
 def device_name(device: str) -> str:
     return torch.cuda.get_device_name() if device == "cuda" else cpu_name()
 
 
 def vendor(device: str) -> str:
-    if device == "cuda":
-        return "AMD" if getattr(torch.version, "hip", None) else "NVIDIA"
-    return cpu_vendor()
+    return ("AMD" if getattr(torch.version, "hip", None) else "NVIDIA") if device == "cuda" else cpu_vendor()
 
 
 def memory_total(dev: torch.device) -> float:
     return float(torch.cuda.get_device_properties(dev).total_memory) if dev.type == "cuda" else memory_total_bytes()
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Entry points
-# ---------------------------------------------------------------------------------------------------------
+# --- Entry points ---
 
 def run_benchmarks(device: str = "cpu", quick: bool = False, echo=None) -> Measurements:
-    """All benchmarks on this process alone (no process group, so no collectives).
-
-    On CPU this runs on one thread, as each executor rank does (`execute.launch.worker_env`), so that the rates
-    measured are those of one rank; the caller's thread count is restored afterwards.
-    """
+    """All benchmarks on this process alone (no process group, so no collectives). On CPU on one thread, as each
+    executor rank runs (`execute.launch.worker_env`): one rank's rates; the caller's thread count is restored."""
     threads = torch.get_num_threads()
     if device == "cpu":
         torch.set_num_threads(1)

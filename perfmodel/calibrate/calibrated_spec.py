@@ -110,8 +110,11 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
         axes = [sorted({key[i] for key in next(iter(grid.values()))}) for i in range(3)]
         acc["sources"]["kernel_tables"] = (
             f"gemm: measured on this machine by perfmodel calibrate, its own table (not the catalogue's), beside "
-            f"this spec in the catalogue's format (hardware_specs/kernels/README.md): torch.mm in "
-            f"{env.dtype} on every m x n x k of m {axes[0]}, n {axes[1]}, k {axes[2]} "
+            f"this spec in the catalogue's format (hardware_specs/kernels/README.md): "
+            + ("F.linear (x W^T, as nn.Linear) with each call's weight taken in turn from 64 MiB of them, read "
+               "from beyond the caches as a model's forward reads it (calibrate.bench.gemm), " if cpu else
+               "torch.mm ")
+            + f"in {env.dtype} on every m x n x k of m {axes[0]}, n {axes[1]}, k {axes[2]} "
             f"({', '.join(f'{d}: {len(p)}' for d, p in grid.items())} shapes"
             + ("; the CPU executor computes a plan's bf16 in fp32, so these fp32 times are the bf16 rows"
                if cpu else "") + f"), median seconds per call with all {env.nproc} ranks running at once; {prov}")

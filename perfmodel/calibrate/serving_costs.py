@@ -13,7 +13,9 @@ no host costs, and fits what that leaves out (scipy.optimize.nnls):
 sets up each such block on its own (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp loops over batch x heads x
 query blocks), which a step of many short sequences pays far more than its FLOPs; `keys`: the keys those pairs
 read, a vector loop per query rather than the blocked GEMMs its FLOPs are priced at. The probes vary both (1, 4 and
-16 sequences a replica, prompts of 16 and 96 tokens) and the tp group (1, 2, 4). The prefills are not fitted:
+16 sequences a replica, prompts of 16 and 96 tokens), the tp group (1, 2, 4), and the weights a step reads (~2 MB
+and, the wide probes, ~20 MB a rank: their GEMMs are priced from the GEMM table, which on a CPU times weights read
+from beyond the caches as a served step reads them, calibrate.bench.gemm). The prefills are not fitted:
 their GEMMs and attention compute, which the sustained fraction below speaks for.
 
 On a CPU it also serves `host_costs.SUSTAIN_MODEL` and takes the share of the microbenchmarked GEMM and attention
@@ -47,13 +49,16 @@ SUSTAIN_IN, SUSTAIN_OUT, SUSTAIN_BATCH = 160, 4, 2  # the fraction's prefill: 2 
 
 def probe_plans(nproc: int) -> dict[str, tuple]:
     """(model, ServePlan) of each probe: data-parallel replicas of 1, 4 and 16 sequences (16 also at a long
-    prompt), and tp 2 and 4 where the ranks split so; on a CPU also the sustained-fraction prefill."""
+    prompt) and of 1 and 16 of the wider sustain-probe model, and tp 2 and 4 where the ranks split so; on a CPU
+    also the sustained-fraction prefill (measure_serving_costs)."""
     def serve(model, prompt, out, batch, tp=1):
         return model, ServePlan(stack=EXECUTOR_STACK, tp=tp, dp=nproc // tp, concurrency=batch * nproc // tp,
                                 input_len=prompt, output_len=out)
 
     plans = {f"dp-b{b}": serve(SERVE_PROBE_MODEL, PROBE_IN, PROBE_OUT, b) for b in (1, 4, 16)}
     plans["dp-b16-long"] = serve(SERVE_PROBE_MODEL, PROBE_LONG, PROBE_OUT, 16)
+    for b in (1, 16):  # weights that do not stay in a core's caches: the sustain probe's model
+        plans[f"wide-b{b}"] = serve(SUSTAIN_MODEL, PROBE_IN, PROBE_OUT, b)
     for tp in (2, 4):  # the tensor-parallel groups the ranks allow (a collective's host cost grows with its group)
         if nproc % tp == 0:
             plans[f"tp{tp}"] = serve(SERVE_PROBE_MODEL, PROBE_IN, PROBE_OUT, 2, tp=tp)
@@ -121,7 +126,8 @@ def fit_host(files: dict, measured: dict, bare: System, fraction: float, stack, 
     gap = np.array([p.measured_s - p.predicted_s for p in probes])
     (kernel_s, collective_s, attention_s, key_s), _ = nnls(a, np.maximum(gap, 0.0))
     how = (f"fitted: perfmodel calibrate served {SERVE_PROBE_MODEL.name} on {nproc} {device} process(es) in "
-           f"{len(probes)} layouts ({', '.join(n for n in files if n != SUSTAIN)}; {PROBE_IN} or {PROBE_LONG} "
+           f"{len(probes)} layouts ({', '.join(n for n in files if n != SUSTAIN)}: {SERVE_PROBE_MODEL.name}, "
+           f"wide: {SUSTAIN_MODEL.name}; {PROBE_IN} or {PROBE_LONG} "
            f"prompt and {PROBE_OUT} output tokens, {rounds} rounds, medians after the first), and non-negative "
            "least squares of measured - predicted decode step time (priced at the served sustained fraction) on "
            "launches, calls, attention (sequence, head) pairs and the keys they read per step "

@@ -70,11 +70,12 @@ def suite(device: str, quick: bool) -> Suite:
 
     if device == "cpu":
         # the table: 16 (the host-cost probe's hidden) to 1024 (the CPU models' and sweeps' widths; the vocabulary
-        # above it is priced compute-bound, scaled by FLOPs: spec.kernel_tables)
+        # above it is priced compute-bound, scaled by FLOPs: spec.kernel_tables); m also at 1 and 4 rows, a served
+        # decode step's tokens per rank (a GEMV costs a fraction of a 16-row GEMM on a CPU core)
         axis = (16, 64, 256, 1024) if quick else (16, 64, 256, 512, 1024)
         rect = [] if quick else [(2048, 128, 512), (100, 300, 500), (1000, 1000, 1000)]
         return Suite(
-            table_axes=(axis, axis, axis), gemm_grid=rect, models=CPU_MODELS[:1] if quick else CPU_MODELS,
+            table_axes=((1, 4, *axis), axis, axis), gemm_grid=rect, models=CPU_MODELS[:1] if quick else CPU_MODELS,
             tokens=[512] if quick else [256, 1024], tps=[1, 2] if quick else [1, 2, 4], lm_head=False,
             gemm_dtypes=[(torch.float32, "bf16")],
             attn_seqs=[64, 128, 256] if quick else [64, 128, 256, 512, 1024], attn_heads=4, attn_head_dim=64,

@@ -29,7 +29,7 @@ from ..spec.kernel_tables import allreduce_curves, decode_curves, moe_curves
 from ..spec.model import ModelConfig
 from ..spec.serving import KV_BYTES, ServePlan, ServingStack
 from ..spec.operators import LAYER_OPS
-from ..spec.stack import load_stack
+from ..spec.stack import EXECUTOR_STACK, load_stack
 from .kv_cache import kv_bytes_per_token
 
 # Bytes per element the memory-bound kernels of one layer move in inference: the forward figures of training's
@@ -198,14 +198,22 @@ def tp_allreduce_s(model: ModelConfig, system: System, plan: ServePlan, tokens: 
     return 2 * allreduce_s(model, system, plan, tokens)
 
 
+def wire_bytes(system: System, plan: ServePlan) -> float:
+    """Bytes per activation element that a tp collective or a pp send moves: bf16 (`cost.kernels.ACT_BYTES`), but
+    4 where the executor serves on a CPU, which computes and communicates in fp32 (execute.inference casts the
+    model to bf16 on CUDA only)."""
+    cpu_executor = plan.stack == EXECUTOR_STACK and system.accelerator.torch_device == "cpu"
+    return 4.0 if cpu_executor else ACT_BYTES
+
+
 def allreduce_s(model: ModelConfig, system: System, plan: ServePlan, tokens: float) -> float:
-    """One all-reduce of tokens x hidden bf16 values over the replica's tp ranks: the part's measured table of the
+    """One all-reduce of tokens x hidden values (`wire_bytes` each) over the replica's tp ranks: the part's measured table of the
     serving engines' own one-/two-shot NVLink all-reduce where it timed that many GPUs within a node
     (`cost.kernel_lookup.allreduce_table_time`; TensorRT-LLM, vLLM and SGLang run such custom all-reduces at decode
     sizes), else NCCL (`cost.comm.group_collective`: the system's tiers, as in training)."""
     if plan.tp == 1 or tokens <= 0:
         return 0.0
-    size = tokens * model.hidden * ACT_BYTES
+    size = tokens * model.hidden * wire_bytes(system, plan)
     table = system.accelerator.kernel_tables.get("allreduce")
     domain = system.tiers[0].domain_size
     if table is not None and (domain is None or plan.tp <= domain):  # the engines' own NVLink all-reduce, measured
@@ -221,7 +229,8 @@ def pp_send_s(model: ModelConfig, system: System, plan: ServePlan, tokens: float
     if plan.pp == 1:
         return 0.0
     tier = p2p_tier(system, plan.tp, plan.pp)
-    return plan.pp * float(p2p_time(tokens * model.hidden * ACT_BYTES, tier.bandwidth, tier.latency))
+    return plan.pp * float(p2p_time(tokens * model.hidden * wire_bytes(system, plan), tier.bandwidth,
+                                    tier.latency))
 
 
 def vocab_comm_s(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, tokens: float,
@@ -232,7 +241,8 @@ def vocab_comm_s(model: ModelConfig, system: System, plan: ServePlan, stack: Ser
     group_collective`); a step runs pp micro-batches (`step_parts`)."""
     if plan.tp == 1:
         return 0.0
-    t = float(group_collective(system, "all_gather", logits * model.vocab * ACT_BYTES, plan.tp, 1, plan.gpus))
+    t = float(group_collective(system, "all_gather", logits * model.vocab * wire_bytes(system, plan), plan.tp, 1,
+                               plan.gpus))
     if stack.vocab_parallel_embedding:
         t += allreduce_s(model, system, plan, tokens)
     return t
