@@ -1,9 +1,11 @@
-"""Reading user files (YAML or JSON mappings) with one-line errors."""
+"""Reading user files (YAML or JSON mappings) with one-line errors, writing outputs atomically, and what keeps a
+written file portable: references relative to it (`relative_ref`), machine paths out of logs (`portable_text`)."""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -148,6 +150,26 @@ def check_writable(path, what: str) -> Path:
     return path
 
 
+def check_creatable(path, what: str) -> Path:
+    """As `check_writable`, but a folder that does not exist yet is fine where the nearest existing one above it is
+    a writable directory (`make_parents` creates it once the run is known to go ahead)."""
+    path = Path(path)
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if folder == path.parent or not folder.is_dir():
+        return check_writable(path, what)
+    if not os.access(folder, os.W_OK):
+        raise InputError(f"{what} {str(path)!r}: directory {str(folder)!r} is not writable")
+    return path
+
+
+def make_parents(paths) -> None:
+    """Create the folders of `paths` (outputs passed `check_creatable`)."""
+    for p in paths:
+        Path(p).parent.mkdir(parents=True, exist_ok=True)
+
+
 def write_atomic(path, write, what: str = "output") -> Path:
     """Call write(temporary_path) and rename the result onto `path`: never a half-written file at `path`."""
     path = check_writable(path, what)
@@ -166,3 +188,27 @@ def write_atomic(path, write, what: str = "output") -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+RUNS_DIR = Path("perfmodel-runs")  # where `perfmodel execute` and `validate` write by default (.gitignore covers it)
+
+
+def relative_ref(target, from_file) -> str:
+    """`target` as a file written at `from_file` names it: relative to `from_file`'s folder, with '/' (the file
+    name alone where they lie side by side), so a results folder moved or shared whole keeps its links and no
+    machine's directory layout travels with it."""
+    rel = os.path.relpath(Path(target).resolve(), Path(from_file).resolve().parent)
+    return Path(rel).as_posix()
+
+
+def portable_text(text: str) -> str:
+    """`text` (a log line, a command) with this machine's paths replaced by placeholders: the Python environment
+    ($PYTHON), the temporary folder ($TMP), the working folder (.) and the home folder (~)."""
+    places = [(sys.prefix, "$PYTHON"), (sys.base_prefix, "$PYTHON"), (tempfile.gettempdir(), "$TMP"),
+              (os.getcwd(), "."), (os.path.expanduser("~"), "~")]
+    for place, name in sorted(((p, n) for p, n in places if len(p) > 1), key=lambda x: -len(x[0])):
+        text = text.replace(place, name)
+        real = os.path.realpath(place)
+        if real != place and len(real) > 1:
+            text = text.replace(real, name)
+    return text

@@ -305,9 +305,13 @@ def test_cli_execute_plot_draws_the_measured_steps(tmp_path, capsys):
     png = tmp_path / "steps.png"
     assert main(["execute", str(path), "--nproc", "1", "--device", "cpu", "--steps", "3", "--warmup", "1",
                  "--plot", str(png)]) == 0
-    assert f"wrote {png}" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert f"wrote {png}" in printed
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert len(load_measurement(measurement_path(path)).step_times()) == 3
+    out = tmp_path / "perfmodel-runs" / "one.measured.json"  # the default: a folder .gitignore covers, beside
+    assert f"wrote {out}" in printed and not measurement_path(path).exists()
+    m = load_measurement(out)
+    assert len(m.step_times()) == 3 and m.plan_file == "../one.json"
 
 
 def test_plan_fields_the_executor_does_not_run_are_noted():

@@ -123,6 +123,22 @@ def test_serving_host_costs_price_a_step_by_their_formula():
     assert pred.decode_parts["overhead"] == pytest.approx(24 * 1e-4 + 6 * 1e-3 + pairs * 1e-5 + keys * 1e-7)
 
 
+def test_the_cpu_executor_moves_fp32_activations():
+    """A tp all-reduce of T tokens moves T x hidden x 4 bytes where the executor serves on a CPU (it computes in
+    fp32), 2 (bf16) for an engine's plan on the same spec: each the NCCL-model collective of that many bytes."""
+    from perfmodel.cost.comm import group_collective
+    from perfmodel.serve.step_time import allreduce_s, wire_bytes
+
+    spec = load_hardware(CPU_SPEC)
+    mine = resolve_serve(ServePlan(stack="plain-torch", tp=2, concurrency=2, input_len=12, output_len=6), GPT)
+    engine = mine.model_copy(update={"stack": "vllm"})
+    assert wire_bytes(spec, mine) == 4 and wire_bytes(spec, engine) == 2
+    for plan, size in ((mine, 4), (engine, 2)):
+        want = float(group_collective(spec, "all_reduce", 24 * GPT.hidden * size, 2, 1, plan.gpus))
+        assert allreduce_s(GPT, spec, plan, 24) == pytest.approx(want)
+    assert wire_bytes(load_hardware("dgx-h100"), mine) == 2  # on CUDA the executor serves in bf16
+
+
 def test_static_batch_is_two_steps_of_the_serving_cost():
     """The prefill is one step of B prompts, the decode one step of B tokens at I + O / 2 keys (step_parts)."""
     from perfmodel.serve.step_time import step_parts
@@ -219,5 +235,7 @@ def test_infer_write_plan_then_execute_serves_it(tmp_path):
     assert bad.returncode == 2 and "--steps does not apply to serving plan files" in bad.stderr
     r = run("execute", str(plan), "--nproc", "2", "--rounds", "2", "--device", "cpu")
     assert r.returncode == 0, r.stderr
-    assert "serve.json" in r.stdout and served_path(plan).is_file()
-    assert load_serve_measurement(served_path(plan)).rounds == 2
+    out = tmp_path / "perfmodel-runs" / "serve.served.json"  # the default: a folder .gitignore covers, beside
+    assert f"wrote {out}" in r.stdout and not served_path(plan).exists()
+    m = load_serve_measurement(out)
+    assert m.rounds == 2 and m.plan_file == "../serve.json"

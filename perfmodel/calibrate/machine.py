@@ -42,12 +42,13 @@ def raw_path(output: str | Path) -> Path:
 
 
 def command_line(device, nproc, output, base, quick, name) -> str:
-    """The canonical `perfmodel calibrate` command for these arguments (cited in the spec's sources)."""
+    """The canonical `perfmodel calibrate` command for these arguments (cited in the spec's sources), as run from
+    the output's folder: `--output` is its file name, so that no machine's path travels with the spec."""
     parts = ["perfmodel calibrate", f"--device {device}", f"--nproc {nproc}"]
     parts += [f"--base {base}"] if base else []
     parts += [f"--name {name}"] if name else []
     parts += ["--quick"] if quick else []
-    return " ".join(parts + [f"--output {output}"])
+    return " ".join(parts + [f"--output {Path(output).name}"])
 
 
 def check_name(name, flag: str = "name") -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from ..errors import InputError
 from .argtypes import RDZV_BACKENDS, integer, nodes, path, seconds, word
@@ -27,7 +28,7 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     xe.add_argument("--data", type=path("--data"), metavar="FILE",
                     help="train on a local text file (byte tokens) instead of random tokens")
     xe.add_argument("--output", type=path("--output"), metavar="FILE",
-                    help="measurement file (one plan only; default PLAN.measured.json)")
+                    help="measurement file (one plan only; default perfmodel-runs/PLAN.measured.json beside the plan)")
     xe.add_argument("--timeout", type=seconds("--timeout"), default=None, help="wall-clock limit in seconds")
     xe.add_argument("--plot", type=path("--plot", "a file ending in .png"), metavar="FILE.png",
                     help="draw every measured step against the prediction")
@@ -73,14 +74,14 @@ def run(a: argparse.Namespace) -> str:
         check_plot_path(a.plot)
     if a.output and len(a.plans) > 1:
         raise InputError(f"--output names one file but {len(a.plans)} plans were given; valid: --output with one "
-                         "plan, or none (each plan's measurement goes beside it)")
+                         "plan, or none (each plan's measurement goes to perfmodel-runs/ beside it)")
     a.steps, a.warmup, a.rounds = (8 if a.steps is None else a.steps), (3 if a.warmup is None else a.warmup), \
         (1 if a.rounds is None else a.rounds)
+    outputs = [a.output] if a.output else default_outputs(a.plans, "measured")
     ms = run_plans(a.plans, a.nproc, device=a.device, steps=a.steps, warmup=a.warmup, rounds=a.rounds,
-                   seed=a.seed,
-                   outputs=[a.output] if a.output else None, rdzv=rdzv or None, timeout_s=a.timeout, data=a.data,
+                   seed=a.seed, outputs=outputs, rdzv=rdzv or None, timeout_s=a.timeout, data=a.data,
                    checkpoint_dir=a.checkpoint_dir, checkpoint_every=a.checkpoint_every, resume=a.resume,
-                   checkpoint_async=a.checkpoint_async)
+                   checkpoint_async=a.checkpoint_async, make_folders=not a.output)
     preds = [load_plan_file(path).prediction.step_time_s for path in a.plans]
     rows = [f"{'plan':<40}{'predicted':>12}{'measured':>12}{'error':>8}{'peak memory':>14}  loss first -> last"]
     for path, m, pred in zip(a.plans, ms, preds):
@@ -89,6 +90,7 @@ def run(a: argparse.Namespace) -> str:
                     f"{m.peak_memory_bytes / 2**20:>10.1f} MiB  {m.losses[0]:.4f} -> {m.losses[-1]:.4f}")
         rows += [f"  checkpoints: {m.checkpoint.summary()} in {m.checkpoint.directory}"] if m.checkpoint else []
         rows += [f"  note: {n}" for n in m.notes]
+    rows += [f"wrote {o}" for o in outputs]
     if a.plot is not None:
         from ..plots.canvas import unique_labels
         from ..plots.measured_steps import steps_figure
@@ -96,6 +98,16 @@ def run(a: argparse.Namespace) -> str:
         steps_figure(dict(zip(unique_labels(a.plans), zip(ms, preds))), a.plot)
         rows.append(f"wrote {a.plot}")
     return "\n".join(rows)
+
+
+def default_outputs(plans: list[str], kind: str) -> list[str]:
+    """Where execute writes each plan's measurement unless told: a `perfmodel-runs` folder beside the plan
+    (files.RUNS_DIR, which .gitignore covers wherever it lies; created once the run goes ahead), NAME.KIND.json,
+    naming its plan relative to itself (../NAME.json)."""
+    from ..files import RUNS_DIR
+    from ..spec.measurement import beside
+
+    return [str(Path(p).parent / RUNS_DIR / beside(p, kind).name) for p in plans]
 
 
 def is_serve_plan_path(path: str) -> bool:
@@ -113,7 +125,7 @@ SERVE_FLAGS = ("steps", "data", "output", "plot", "checkpoint_every", "checkpoin
 def serve(a: argparse.Namespace) -> str:
     """Serving plan files: serve each static batch (execute.serve_plans), print predicted against measured."""
     from ..execute.serve_plans import serve_plans
-    from ..spec.serve_files import load_serve_plan, served_path
+    from ..spec.serve_files import load_serve_plan
 
     if not all(is_serve_plan_path(p) for p in a.plans):
         raise InputError("execute got serving and training plan files together; valid: one kind per launch")
@@ -124,10 +136,11 @@ def serve(a: argparse.Namespace) -> str:
                          "--warmup, --seed, --timeout")
     rounds = 4 if a.rounds is None else a.rounds
     warmup = min(1, rounds - 1) if a.warmup is None else a.warmup  # as validate's serving sweep
+    outputs = default_outputs(a.plans, "served")
     ms = serve_plans(a.plans, a.nproc, device=a.device, rounds=rounds, warmup=warmup, seed=a.seed,
-                     timeout_s=a.timeout)
+                     timeout_s=a.timeout, outputs=outputs, make_folders=True)
     rows = [f"{'serving plan':<40}{'prefill pred':>14}{'meas':>10}{'decode pred':>14}{'meas':>10}"]
-    for path, m in zip(a.plans, ms):
+    for path, m, out in zip(a.plans, ms, outputs):
         pf = load_serve_plan(path)
         rows.append(f"{path[-40:]:<40}{pf.predicted.prefill_s * 1e3:>12.2f}ms{m.prefill_time_s * 1e3:>8.2f}ms"
                     f"{pf.predicted.decode_s * 1e3:>12.2f}ms{m.decode_time_s * 1e3:>8.2f}ms")
@@ -135,5 +148,5 @@ def serve(a: argparse.Namespace) -> str:
             rows.append(f"  note: the prediction is for the {pf.plan.stack} stack; the executor serves as plain-torch "
                         "(write the plan with --stack plain-torch to predict what it runs)")
         rows += [f"  note: {n}" for n in m.notes]
-        rows.append(f"  wrote {served_path(path)}")
+        rows.append(f"  wrote {out}")
     return "\n".join(rows)

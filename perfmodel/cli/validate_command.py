@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..files import RUNS_DIR
 from ..validate.runner import DEVICES, validate
 from ..validate.sweeps import SWEEP_NAMES
 from .argtypes import integer, path, seconds
@@ -25,7 +26,8 @@ def add_parser(subparsers, name: str, help: str) -> argparse.ArgumentParser:
                     "sweep calibrates first, a CUDA sweep uses the catalogue system of the GPU, plan files "
                     "their own")
     va.add_argument("--out-dir", type=path("--out-dir"), default=None, metavar="DIR",
-                    help="plan files, measurements, logs and the CSV (default: validation/SWEEP or validation/plans)")
+                    help="plan files, measurements, logs and the CSV (default: perfmodel-runs/validation/SWEEP or "
+                         "perfmodel-runs/validation/plans, a folder .gitignore covers)")
     va.add_argument("--steps", type=integer("--steps", 1), help="steps per plan, warm-up included (default: the "
                                                              "sweep's, 8 for plan files)")
     va.add_argument("--warmup", type=integer("--warmup", 0), help="leading steps left out of the median (default 3)")
@@ -48,7 +50,7 @@ def add_parser(subparsers, name: str, help: str) -> argparse.ArgumentParser:
 
 def run(args) -> str:
     """`perfmodel validate` from parsed arguments: the printed text."""
-    out_dir = Path(args.out_dir) if args.out_dir else Path("validation") / (args.sweep or "plans")
+    out_dir = Path(args.out_dir) if args.out_dir else RUNS_DIR / "validation" / (args.sweep or "plans")
     result = validate([Path(p) for p in args.plans] or None, args.sweep, nproc=args.nproc, hardware=args.hardware,
                       out_dir=out_dir, steps=args.steps, warmup=args.warmup, rounds=args.rounds,
                       device=args.device,

@@ -22,6 +22,7 @@ import os
 import torch
 import torch.distributed as dist
 
+from ..files import relative_ref
 from ..spec.measurement import job_step_times
 from ..spec.plan import Plan
 from ..spec.plan_file import megatron_placements
@@ -176,7 +177,7 @@ def serve_job(job: dict, device: torch.device, rank: int, at, say) -> None:
             tokens.append(first)
         if rank == 0:
             m = ServeMeasurement(
-                plan_file=name, device_type=device.type, device=device_name(device),
+                plan_file=relative_ref(entry["plan"], entry["output"]), device_type=device.type, device=device_name(device),
                 backend=dist.get_backend() if dist.is_initialized() else "none", torch_version=torch.__version__,
                 nproc=world, batch=pf.batch, rounds=job["rounds"], warmup=job["warmup"], prefill_s=prefill,
                 decode_s=decode, tokens=tokens,

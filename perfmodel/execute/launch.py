@@ -24,6 +24,7 @@ import uuid
 from pathlib import Path
 
 from ..errors import Interrupted, RunFailed, RunInterrupted, on_signals  # noqa: F401 (callers import them here too)
+from ..files import portable_text
 from .processes import STATES, TAG_VAR, Proc, send, state, stop_all, tagged
 
 PREFIX = "[perfmodel]"  # worker lines with this prefix are shown to the user; the rest goes to the log
@@ -227,7 +228,7 @@ class _Watch:
 
     def _pump(self) -> None:
         for line in self.proc.stdout:
-            self.log.write(line)
+            self.log.write(portable_text(line))
             self.log.flush()
             if self.closing is None and any(c in line for c in CLOSING):
                 self.closing = time.monotonic()
@@ -280,7 +281,7 @@ def launch(module: str, args: list[str], nproc: int, *, device: str, log_path: s
     env = {**worker_env(device, measure_memory), TAG_VAR: tag}
     start = time.monotonic()
     with open(log_path, "w") as log:
-        log.write("$ " + " ".join(cmd) + "\n")
+        log.write(portable_text("$ " + " ".join(cmd)) + "\n")
         log.flush()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                                 start_new_session=True, preexec_fn=_with_parent if sys.platform == "linux" else None)

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from ..errors import InputError
-from ..files import check_writable
+from ..files import check_creatable, check_writable, make_parents
 from ..spec.measurement import (
     MEMORY_FIELDS,
     Measurement,
@@ -149,9 +149,9 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
               timeout_s: float | None = None, log_dir: Path | None = None, data: Path | None = None,
               echo=None, pg_timeout_s: float = PG_TIMEOUT_S, checkpoint_dir: Path | None = None,
               checkpoint_every: int | None = None, resume: bool = False,
-              checkpoint_async: bool = False, memory: bool = True) -> list[Measurement]:
+              checkpoint_async: bool = False, memory: bool = True, make_folders: bool = False) -> list[Measurement]:
     """Run every plan file in one torchrun launch, `rounds` times over (interleaved); write and return one
-    Measurement per plan.
+    Measurement per plan (`make_folders`: the outputs' folders may be created, once the run goes ahead).
 
     Checkpoints (execute/resume.py, execute/manifest.py): with `checkpoint_every` K the timed phase saves each
     plan's full training state after every K steps into checkpoint_dir/PLAN/step-N (async: written from a
@@ -191,7 +191,7 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
         if data is not None and Path(data).stat().st_size < pf.plan.seq_len + 2:  # execute/data.py Batches.step
             raise InputError(f"--data {str(data)!r} holds {Path(data).stat().st_size} bytes; valid: at least seq_len "
                              f"+ 2 = {pf.plan.seq_len + 2} bytes (a sequence, its next token, one start to draw)")
-        check_writable(out, "measurement output")
+        (check_creatable if make_folders else check_writable)(out, "measurement output")
         if pf.plan.grad_compression == "powersgd" and (checkpoint_every is not None or resume):
             raise InputError(f"plan file {str(path)!r}: --checkpoint-every / --resume with grad_compression = "
                              "powersgd: the PowerSGD hook's residuals and warm-start factors are not saved, so a "
@@ -203,6 +203,7 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
     say = echo or (lambda line: print(line, file=sys.stderr, flush=True))
     for line in [line for ck in checkpoints if ck for line in ck.pop("say")] + make_ready(checkpoints):
         say(line)
+    make_parents(outputs)
     limit = timeout_s or DEFAULT_TIMEOUT_S
     deadline = time.monotonic() + limit
     log_dir = Path(log_dir or outputs[0].parent)

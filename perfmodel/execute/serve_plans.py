@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from ..errors import InputError
-from ..files import check_writable
+from ..files import check_creatable, check_writable, make_parents
 from ..spec.serve_files import ServeMeasurement, load_serve_measurement, load_serve_plan, served_path
 from .launch import launch
 from ..spec.plan import divisors, values_text
@@ -50,9 +50,11 @@ def check_servable(pf, where: str, nproc: int, device: str) -> None:
 
 def serve_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", rounds: int = 4, warmup: int = 1,
                 seed: int = 0, timeout_s: float | None = None, log_dir: Path | None = None,
-                echo=None) -> list[ServeMeasurement]:
+                echo=None, outputs: list[str | Path] | None = None,
+                make_folders: bool = False) -> list[ServeMeasurement]:
     """Serve every plan file in one torchrun launch, `rounds` times each (the first `warmup` left out of the
-    medians); write and return one ServeMeasurement per plan, beside it."""
+    medians); write and return one ServeMeasurement per plan, to `outputs` (default: beside it; `make_folders`:
+    their folders may be created, once the run goes ahead)."""
     if importlib.util.find_spec("torch") is None:
         raise InputError("serving a plan needs PyTorch: pip install 'perfmodel[torch]' (torch==2.13.0)")
     if not plan_paths:
@@ -61,10 +63,11 @@ def serve_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", rou
         raise InputError(f"--rounds {rounds} with {warmup} warm-up; valid: rounds >= 1 and 0 <= warm-up < rounds")
     device = device_for(device)
     plan_paths = [Path(p) for p in plan_paths]
-    outputs = [served_path(p) for p in plan_paths]
+    outputs = [Path(o) for o in outputs] if outputs else [served_path(p) for p in plan_paths]
     for path, out in zip(plan_paths, outputs):
         check_servable(load_serve_plan(path), f"serving plan file {str(path)!r}", nproc, device)
-        check_writable(out, "serving measurement")
+        (check_creatable if make_folders else check_writable)(out, "serving measurement")
+    make_parents(outputs)
     limit = timeout_s or DEFAULT_TIMEOUT_S
     log_dir = Path(log_dir or outputs[0].parent)
     with tempfile.TemporaryDirectory(prefix="perfmodel-serve-") as tmp:

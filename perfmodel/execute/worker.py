@@ -32,6 +32,7 @@ import time
 import torch
 import torch.distributed as dist
 
+from ..files import relative_ref
 from ..spec.measurement import (
     MEMORY_FIELDS,
     Measurement,
@@ -235,7 +236,7 @@ def write(job: dict, entry: dict, device: torch.device, runs: list[tuple[list[di
                         **{f: _largest([recs[i][f] for recs, _, _ in runs]) for f in MEMORY_FIELDS})
              for i, r in enumerate(records)]
     m = Measurement(
-        plan_file=str(entry["plan"]), model=pf.model, hardware=pf.hardware, plan=pf.plan, mesh=pf.mesh,
+        plan_file=relative_ref(entry["plan"], entry["output"]), model=pf.model, hardware=pf.hardware, plan=pf.plan, mesh=pf.mesh,
         stage_layers=pf.stage_layers, device_type=device.type,
         backend=dist.get_backend() if dist.is_initialized() else "none", torch_version=torch.__version__,
         nproc=len(records), steps=job["steps"], warmup=job["warmup"], rounds=rounds,

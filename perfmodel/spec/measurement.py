@@ -10,7 +10,9 @@ load). This module imports no torch.
 
 from __future__ import annotations
 
+import re
 import statistics
+import sys
 from pathlib import Path
 from typing import Literal
 
@@ -103,7 +105,8 @@ class Measurement(Schema):
     """One executed plan."""
 
     version: Count = VERSION
-    plan_file: str = Field(description="path of the plan file that was run")
+    plan_file: str = Field(description="the plan file that was run, relative to this file's folder (its name where "
+                                       "it lies beside it; files.relative_ref)")
     model: ModelConfig
     hardware: System = Field(description="the spec the plan file was written for")
     plan: Plan
@@ -204,5 +207,23 @@ def load_measurement(path: str | Path) -> Measurement:
     data = read_json_object(path, "measurement file")
     if data.get("version") != VERSION:
         raise InputError(f"measurement file {str(path)!r}: version = {data.get('version')!r}; valid version: {VERSION}")
+    data = with_portable_plan_ref(data, path)
     with spec_folder(path.parent):
         return Measurement.parse(data, where=f"measurement file {path}")
+
+
+_SAID: set[str] = set()
+
+
+def with_portable_plan_ref(data: dict, path: Path) -> dict:
+    """A measurement's `plan_file` as this version writes it: an older file's absolute path is read as the file name
+    beside the measurement (said once per file on stderr), since the folder it named may exist on no other machine."""
+    ref = data.get("plan_file")
+    if not isinstance(ref, str) or not (ref.startswith("/") or re.match(r"[A-Za-z]:[\\/]", ref)):
+        return data
+    name = re.split(r"[\\/]", ref)[-1]
+    if str(path) not in _SAID:
+        _SAID.add(str(path))
+        print(f"note: {path} names its plan by an absolute path (an older perfmodel); read as {name!r} beside it",
+              file=sys.stderr)
+    return {**data, "plan_file": name}

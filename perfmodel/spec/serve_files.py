@@ -53,7 +53,8 @@ class ServePlanFile(Schema):
 class ServeMeasurement(Schema):
     """What the executor measured serving one plan: per round, the prefill's seconds and every decode step's."""
 
-    plan_file: str = Field(description="the plan's file name; it lies beside this file")
+    plan_file: str = Field(description="the serving plan file, relative to this file's folder (its name where it "
+                                       "lies beside it; files.relative_ref)")
     device_type: Literal["cpu", "cuda"]
     device: str = Field(description="device name (the CPU model or the GPU's)")
     backend: str = Field(description="torch.distributed backend, 'none' on one process")
