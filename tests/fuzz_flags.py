@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -300,6 +301,7 @@ BASES = {
                "--hardware", "dgx-h100,dgx-a100-80gb"],
     "infer": ["infer", "--model", "gpt2-124m", "--hardware", "dgx-h100", "--input-len", "16", "--output-len", "16"],
     "export": ["export", "plan.json", "--to", "megatron"],
+    "app": ["app", "--port", "0"],  # every bad value is refused before the server starts
     "execute": ["execute", "cpu1.json", "--nproc", "1", "--device", "cpu"],
     "execute-ck": ["execute", "cpu1.json", "--nproc", "1", "--device", "cpu", "--steps", "4", "--checkpoint-dir",
                    "ck", "--checkpoint-every", "2"],
@@ -396,6 +398,9 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("export", "--to"): name(good=("megatron", "torchtitan", "deepspeed")),
           ("export", "--version"): name(good=("core_r0.16", "core_r0.12")),  # the base exports to megatron
           ("export", "--check"): flag_switch()}
+    t |= {("app", "--host"): Kind(["", " ", "a b", "\t", "-x", "ho$t", "a..b/c"],
+                                  TEXT.filter(lambda s: not re.fullmatch(r"[A-Za-z0-9.:-]+", s))),
+          ("app", "--port"): count(0, 65535), ("app", "--open"): flag_switch()}
     ck = dict(base="execute-ck")
     t |= {("execute", "plans"): plan_in(names=("plan file", "PLAN.json")), ("execute", "--nproc"): count(),
           ("execute", "--device"): name(good=("auto", "cpu")), ("execute", "--steps"): count(),

@@ -136,14 +136,16 @@ def _would_launch(*a, **k):
 
 @pytest.fixture
 def no_launch(monkeypatch):
-    """Nothing real starts: torchrun launches, and calibrate's in-process microbenchmarks."""
+    """Nothing real starts: torchrun launches, calibrate's in-process microbenchmarks, and the app's server."""
     import perfmodel.calibrate.machine
+    import perfmodel.app.command
     import perfmodel.execute.run_plans
     import perfmodel.execute.launch
 
     for mod in (perfmodel.execute.launch, perfmodel.execute.run_plans):
         monkeypatch.setattr(mod, "launch", _would_launch)
     monkeypatch.setattr(perfmodel.calibrate.machine, "_measure", _would_launch)
+    monkeypatch.setattr(perfmodel.app.command, "serve", _would_launch)
 
 
 PARSER = build_parser()

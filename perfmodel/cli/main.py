@@ -31,6 +31,7 @@ COMMANDS = {
                                      "plot)"),
     "forecast": ("forecast_command", "the whole run of a plan: days, device-hours, dollars, checkpoints, "
                                      "interruptions and goodput"),
+    "app": ("perfmodel.app.command", "serve the planner page in a browser (pip install -e \".[app]\")"),
     "hardware": ("catalogue_command", "list or show hardware presets, or print the spec JSON schema"),
     "models": ("catalogue_command", "list or show model presets"),
 }
@@ -38,7 +39,10 @@ DISK_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)  # writing an output fai
 
 
 def command_module(name: str):
-    return importlib.import_module(f"{__package__}.{COMMANDS[name][0]}")
+    """The module of command `name`: a module of this package, or one named in full (`perfmodel app`'s lives in
+    perfmodel.app, the front end above the CLI that builds its forms from these parsers: named, not imported)."""
+    module = COMMANDS[name][0]
+    return importlib.import_module(module if "." in module else f"{__package__}.{module}")
 
 
 @functools.lru_cache(maxsize=None)
