@@ -49,23 +49,28 @@ def run(a: argparse.Namespace) -> str:
 
 
 def serve(host: str, port: int, open_page: bool) -> None:
-    """Serve the page until Ctrl-C; with `open_page`, open it in the default browser once it listens."""
+    """Serve the page until Ctrl-C; say where once it listens (the port bound, for --port 0) and, with
+    `open_page`, open it in the default browser."""
+    import threading
+    import time
+
     import uvicorn
 
     from .server import create_app
 
     server = uvicorn.Server(uvicorn.Config(create_app(), host=host, port=port, log_level="warning"))
-    if open_page:
-        import threading
-        import webbrowser
 
-        def opener():
-            import time
+    def announce():
+        while not server.started:
+            if server.should_exit:
+                return
+            time.sleep(0.05)
+        bound = server.servers[0].sockets[0].getsockname()[1]
+        url = f"http://{'127.0.0.1' if host in LOOPBACK else host}:{bound}/"
+        print(f"perfmodel app: serving on {url} (Ctrl-C stops it)", file=sys.stderr, flush=True)
+        if open_page:
+            import webbrowser
 
-            while not server.started:
-                time.sleep(0.05)
-            bound = server.servers[0].sockets[0].getsockname()[1]
-            webbrowser.open(f"http://{'localhost' if host in LOOPBACK else host}:{bound}/")
-        threading.Thread(target=opener, daemon=True).start()
-    print(f"perfmodel app: serving on http://{host}:{port}/ (Ctrl-C stops it)", file=sys.stderr)
+            webbrowser.open(url)
+    threading.Thread(target=announce, daemon=True).start()
     server.run()
