@@ -15,24 +15,24 @@ import argparse
 import json
 import re
 import sys
-import tempfile
 from pathlib import Path
+
+from perfmodel.files import portable_text
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT_SUFFIXES = {".json", ".yaml", ".yml", ".log", ".txt", ".csv", ".md"}
 
 
-def portable(text: str, roots: list[str], home: str) -> str:
+def portable(text: str, roots: list[str]) -> str:
+    """The old checkouts' paths made relative (their virtual environment $PYTHON), then this machine's places as
+    the writers now write them (`files.portable_text`)."""
     text = re.sub(r"--output (/[^\s;)'\"`]*/)([^/\s;)'\"`]+)", r"--output \2", text)
     for root in sorted(roots, key=len, reverse=True):
         text = text.replace(f"{root}/.venv", "$PYTHON").replace(f"{root}/", "").replace(root, ".")
-    text = re.sub(r"(?<![\w.$])" + re.escape(tempfile.gettempdir()) + r"(?=/)", "$TMP", text)
-    if len(home) > 1:
-        text = re.sub(re.escape(home) + r"(?=/|\b)", "~", text)
-    return text
+    return portable_text(text)
 
 
-def rewrite(path: Path, roots: list[str], home: str) -> bool:
+def rewrite(path: Path, roots: list[str]) -> bool:
     text = path.read_text()
     new = text
     if path.name.endswith((".measured.json", ".served.json")):
@@ -40,7 +40,7 @@ def rewrite(path: Path, roots: list[str], home: str) -> bool:
         ref = data.get("plan_file", "")
         if ref.startswith("/"):
             new = new.replace(json.dumps(ref), json.dumps(ref.rsplit("/", 1)[-1]))
-    new = portable(new, roots, home)
+    new = portable(new, roots)
     if new != text:
         path.write_text(new)
     return new != text
@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     roots = [str(ROOT), *a.old_root]
     for folder in a.folders:
         for path in sorted(folder.rglob("*")):
-            if path.is_file() and path.suffix in TEXT_SUFFIXES and rewrite(path, roots, str(Path.home())):
+            if path.is_file() and path.suffix in TEXT_SUFFIXES and rewrite(path, roots):
                 print(f"rewrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return 0
 

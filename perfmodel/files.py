@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -197,7 +198,7 @@ def relative_ref(target, from_file) -> str:
     """`target` as a file written at `from_file` names it: relative to `from_file`'s folder, with '/' (the file
     name alone where they lie side by side), so a results folder moved or shared whole keeps its links and no
     machine's directory layout travels with it."""
-    rel = os.path.relpath(Path(target).resolve(), Path(from_file).resolve().parent)
+    rel = os.path.relpath(os.path.abspath(target), os.path.dirname(os.path.abspath(from_file)))
     return Path(rel).as_posix()
 
 
@@ -206,9 +207,8 @@ def portable_text(text: str) -> str:
     ($PYTHON), the temporary folder ($TMP), the working folder (.) and the home folder (~)."""
     places = [(sys.prefix, "$PYTHON"), (sys.base_prefix, "$PYTHON"), (tempfile.gettempdir(), "$TMP"),
               (os.getcwd(), "."), (os.path.expanduser("~"), "~")]
-    for place, name in sorted(((p, n) for p, n in places if len(p) > 1), key=lambda x: -len(x[0])):
-        text = text.replace(place, name)
-        real = os.path.realpath(place)
-        if real != place and len(real) > 1:
-            text = text.replace(real, name)
+    places += [(os.path.realpath(p), n) for p, n in places]
+    for place, name in sorted({(p, n) for p, n in places if len(p) > 1}, key=lambda x: -len(x[0])):
+        # whole path components only: /tmpfs or /var/tmp is not the temporary folder /tmp
+        text = re.sub(r"(?<![\w.$~/-])" + re.escape(place) + r"(?=/|$|[^\w.-])", lambda _: name, text)
     return text

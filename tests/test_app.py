@@ -33,6 +33,8 @@ def test_forms_are_the_cli_flags_without_paths():
     flags = [f["flag"] for f in forms.fields("predict")]
     assert "--tp" in flags and "--sequence-parallel" in flags and "--headroom" in flags
     assert not {"--plan", "--save-plan", "--plot", "--format"} & set(flags)
+    # every flag whose type names a file is left out, whatever the command (forecast's --storage FILE.yaml)
+    assert "--storage" not in [f["flag"] for f in forms.fields("forecast")]
     tp = next(f for f in forms.fields("predict") if f["flag"] == "--tp")
     assert tp["kind"] == "text" and tp["name"] == "tp"
     zero = next(f for f in forms.fields("predict") if f["flag"] == "--zero")
@@ -45,6 +47,8 @@ def test_forms_are_the_cli_flags_without_paths():
 def test_the_page_reads_no_path():
     with pytest.raises(Exception, match="reads no file path"):
         forms.argv("predict", {"--model": "/etc/passwd.json"})
+    with pytest.raises(Exception, match="reads no file path"):
+        forms.argv("predict", {"--hardware": "spec.yml"})
     with pytest.raises(Exception, match="not a field of predict"):
         forms.argv("predict", {"--save-plan": "x.json"})
 
@@ -106,6 +110,9 @@ def test_uploads_are_parsed_by_the_cli_loaders_and_capped(client, capsys, tmp_pa
     big = {"--model": {"name": "config.json", "text": "x" * (MAX_UPLOAD + 1)}}
     r = client.post("/api/predict", json={"values": values, "uploads": big})
     assert r.status_code == 400 and "up to" in r.json()["message"]
+    spec = {"--hardware": {"name": "s.yaml", "text": "accelerator:\n  kernel_tables: {gemm: /etc/x.csv.gz}\n"}}
+    r = client.post("/api/predict", json={"values": values | {"--hardware": "s.yaml"}, "uploads": spec})
+    assert r.status_code == 400 and "kernel table files" in r.json()["message"]  # no server file read through it
     r = client.post("/api/predict", json={"values": values, "uploads": {"--model": {"name": "a.exe", "text": "{}"}}})
     assert r.status_code == 400 and ".json" in r.json()["message"]
 

@@ -60,6 +60,11 @@ def test_portable_text_hides_this_machines_places():
     out = portable_text(text)
     assert str(Path.home()) not in out.replace("~", "") or len(str(Path.home())) <= 1
     assert "$PYTHON" in out and "./a.json" in out
+    # whole path components only: /tmpfs and /var/tmp are not the temporary folder
+    import tempfile
+
+    tmp = tempfile.gettempdir()
+    assert portable_text(f"{tmp}fs/x /var{tmp}/y {tmp}/z") == f"{tmp}fs/x /var{tmp}/y $TMP/z"
 
 
 def test_an_old_measurement_with_an_absolute_plan_path_reads_and_says_so(tmp_path, capsys):

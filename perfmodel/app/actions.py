@@ -15,21 +15,16 @@ from pathlib import Path
 from ..errors import InputError
 from . import forms
 
-EXPORT_TARGETS = ("megatron", "torchtitan", "deepspeed")
 
 
 def predict(args: list[str]) -> dict:
     """`perfmodel predict ARGS` (no ARGS: the built-in example) as data: the estimate's JSON, the CLI's table,
     the schedule blocks and the memory verdict."""
-    from ..cli.plan_flags import no_plan_given, use_example
     from ..cli.predict_command import estimate_from_args
     from ..cli.report import estimate_table, memory_verdict
     from ..plots.gantt import timeline
 
-    a = forms.parse("predict", args)
-    if no_plan_given(a):
-        a = use_example(a)
-    est = estimate_from_args(a)
+    est = estimate_from_args(forms.parse("predict", args))
     blocks = timeline(est)
     return {"estimate": json.loads(est.model_dump_json()), "table": estimate_table(est),
             "verdict": memory_verdict(est), "schedule": blocks.to_dict("list")}
@@ -48,27 +43,20 @@ def export(args: list[str], to: str, version: str | None, check: bool) -> dict:
     and with `check` the framework release's own verdict (`export.checks.releases.run_check`)."""
     from ..cli.predict_command import estimate_from_args
     from ..export.nearest import export_plan
-    from ..export.targets import versions
+    from ..export.targets import TARGETS, versions
     from ..spec.plan_file import load_plan_file
 
-    if to not in EXPORT_TARGETS:
-        raise InputError(f"--to = {to!r}; valid: {', '.join(EXPORT_TARGETS)}")
+    if to not in TARGETS:  # before the plan is written (export_plan says the same)
+        raise InputError(f"--to = {to!r} is not a known target; valid: {', '.join(TARGETS)}")
     known = versions(to)
-    if version and version not in known:
-        raise InputError(f"--version = {version!r} for {to}; valid: {', '.join(known)}")
     version = version or next(iter(known))
     with tempfile.TemporaryDirectory(prefix="perfmodel-app-") as tmp:
         plan = Path(tmp) / "plan.json"
         a = forms.parse("predict", args)
-        a.save_plan = str(plan)
-        from ..cli.plan_flags import no_plan_given, use_example
-
-        if no_plan_given(a):
-            a = use_example(a)
-            a.save_plan = str(plan)
+        a.save_plan = str(plan)  # as `predict --save-plan` writes it
         estimate_from_args(a)
         pf = load_plan_file(plan)
-    text = export_plan(pf, to, version).rstrip("\n") + "\n"
+    text = export_plan(pf, to, version).rstrip("\n") + "\n"  # refuses an unknown version
     suffix = {"megatron": ".sh", "torchtitan": ".toml", "deepspeed": ".json"}[to]
     out = {"target": to, "version": version, "versions": list(known), "text": text,
            "filename": f"{pf.model.name}_{pf.plan.gpus}x{pf.hardware.name}_{to}-{version}{suffix}"}

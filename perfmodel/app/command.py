@@ -10,8 +10,15 @@ import sys
 from ..cli.argtypes import integer
 from ..errors import InputError
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 HOSTNAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
+
+
+def loopback(host_: str) -> bool:
+    """This machine only: localhost or a loopback address (127.0.0.0/8, ::1)."""
+    try:
+        return ipaddress.ip_address(host_).is_loopback
+    except ValueError:
+        return host_ == "localhost"
 
 
 def host(text: str) -> str:
@@ -41,7 +48,7 @@ def run(a: argparse.Namespace) -> str:
     except ImportError as err:
         raise InputError(f"perfmodel app needs the app extra ({err.name} is not installed); valid: "
                          "pip install -e \".[app]\"") from None
-    if a.host not in LOOPBACK:
+    if not loopback(a.host):
         print(f"warning: --host {a.host} serves the planner to every machine that can reach this one; it has no "
               "login (default 127.0.0.1: this machine only)", file=sys.stderr)
     serve(a.host, a.port, a.open)
@@ -66,7 +73,8 @@ def serve(host: str, port: int, open_page: bool) -> None:
                 return
             time.sleep(0.05)
         bound = server.servers[0].sockets[0].getsockname()[1]
-        url = f"http://{'127.0.0.1' if host in LOOPBACK else host}:{bound}/"
+        shown = "127.0.0.1" if loopback(host) else f"[{host}]" if ":" in host else host
+        url = f"http://{shown}:{bound}/"
         print(f"perfmodel app: serving on {url} (Ctrl-C stops it)", file=sys.stderr, flush=True)
         if open_page:
             import webbrowser

@@ -1,8 +1,8 @@
 """The page's forms, read off the CLI's own argparse parsers, and the argv a filled form is run as.
 
-A field is a CLI flag: its name, help, default, choices and kind (text, choice, checkbox). Flags that name files
-on the server (--plan, --save-plan, --output, --plot, --write-plan, --csv) are left out: the page reads no path
-(a model or spec file arrives as an upload, `uploads`). A refusal is the CLI's own one-line message, with the
+A field is a CLI flag: its name, help, default, choices and kind (text, choice, checkbox). Flags whose values
+name files on the server (their type is `cli.argtypes.path`: --plan, --save-plan, --plot, --storage, ...) are
+left out: the page reads no path (a model or spec file arrives as an upload). A refusal is the CLI's own one-line message, with the
 field it names (`field_of`) so the page can show it beside that field.
 """
 
@@ -13,8 +13,8 @@ import re
 
 from ..cli.main import COMMANDS, command_module
 from ..errors import InputError
+from ..files import looks_like_path
 
-PATH_FLAGS = {"--plan", "--save-plan", "--output", "--plot", "--write-plan", "--csv"}
 OUTPUT_FLAGS = {"--format", "--help"}  # the page asks for JSON itself
 UPLOADABLE = {"--model": "model", "--hardware": "hardware"}  # flags a file upload may fill
 
@@ -42,7 +42,7 @@ def fields(command: str) -> list[dict]:
     p = parser(command)
     for act in p._actions:
         flag = next((o for o in act.option_strings if o.startswith("--")), None)
-        if flag is None or flag in PATH_FLAGS or flag in OUTPUT_FLAGS:
+        if flag is None or getattr(act.type, "names_path", False) or flag in OUTPUT_FLAGS:
             continue
         if isinstance(act, argparse._StoreTrueAction):
             kind = "checkbox"
@@ -78,7 +78,8 @@ def argv(command: str, values: dict[str, object], uploads: dict[str, str] | None
             continue
         for v in value if isinstance(value, list) else [value]:
             text = str(v).strip()
-            if flag in UPLOADABLE and not (uploads and flag in uploads) and re.search(r"[/\\]|\.(json|ya?ml)$", text):
+            if flag in UPLOADABLE and not (uploads and flag in uploads) and (looks_like_path(text) or
+                                                                             re.search(r"[/\\]", text)):
                 raise InputError(f"{flag} = {text!r}: the page reads no file path; valid: a preset name, or "
                                  "upload the file")
             out += [flag, text]

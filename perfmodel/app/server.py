@@ -10,6 +10,7 @@ the page polls, so a long search blocks no other request.
 from __future__ import annotations
 
 import itertools
+import json
 import tempfile
 import threading
 import time
@@ -80,7 +81,10 @@ async def body(request: Request) -> dict:
     size = int(request.headers.get("content-length") or 0)
     if size > MAX_BODY:
         raise InputError(f"request of {size} bytes; valid: up to {MAX_BODY} bytes")
-    data = await request.json()
+    try:
+        data = json.loads(await request.body())
+    except json.JSONDecodeError as err:
+        raise InputError(f"request body is not JSON ({err}); valid: a JSON object {{values, uploads}}") from None
     if not isinstance(data, dict):
         raise InputError("request body: valid: a JSON object {values, uploads}")
     return data
@@ -100,10 +104,25 @@ def write_uploads(uploads: dict, folder: Path) -> dict[str, str]:
         data = up["text"].encode()
         if len(data) > MAX_UPLOAD:
             raise InputError(f"upload for {flag}: {name!r} is {len(data)} bytes; valid: up to {MAX_UPLOAD} bytes")
+        if flag == "--hardware" and names_files(up["text"]):
+            raise InputError(f"upload for {flag}: {name!r} names kernel table files (accelerator.kernel_tables), "
+                             "which the page does not read from this machine; valid: a spec without them")
         path = folder / f"{forms.UPLOADABLE.get(flag, 'upload')}{suffix}"
         path.write_bytes(data)
         out[flag] = str(path)
     return out
+
+
+def names_files(text: str) -> bool:
+    """An uploaded hardware spec that names files beside it (its kernel tables): read from the server otherwise."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return False  # the CLI's loader refuses it in its own words
+    acc = data.get("accelerator") if isinstance(data, dict) else None
+    return isinstance(acc, dict) and bool(acc.get("kernel_tables"))
 
 
 def uploaded_names(message: str, written: dict[str, str], uploads: dict | None) -> str:
@@ -142,9 +161,11 @@ def create_app() -> Starlette:
         from ..spec.hardware import list_systems
         from ..spec.model_catalogue import list_models
 
+        from ..export.targets import TARGETS
+
         return JSONResponse({"fields": {c: forms.fields(c) for c in COMMANDS}, "models": list_models(),
                              "hardware": list_systems(), "example": EXAMPLE,
-                             "export": {t: list(versions(t)) for t in actions.EXPORT_TARGETS}})
+                             "export": {t: list(versions(t)) for t in TARGETS}})
 
     def endpoint(command: str, work):
         async def handle(request: Request) -> Response:
@@ -155,8 +176,6 @@ def create_app() -> Starlette:
                 return JSONResponse(await run_in_threadpool(work, data))
             except InputError as err:
                 return refusal(err, command)
-            except ValueError as err:  # a body that is not JSON
-                return refusal(InputError(f"request body: {err}"), None)
             except Exception as err:  # noqa: BLE001
                 return JSONResponse({"message": f"internal error: {type(err).__name__}: {err}", "field": None},
                                     status_code=500)

@@ -29,12 +29,11 @@ from ..files import write_atomic
 from ..execute.host import cpu_name, cpu_vendor, memory_total_bytes, rss_bytes, usable_cores
 from ..execute.launch import PREFIX, describe
 from .raw import AttentionPoint, CommPoint, Environment, GemmPoint, Measurements, MemoryPoint, OverlapRun
-from .suite import elementwise_shapes, gemm_shapes, group_sizes, layer_mixes, layer_param_shapes, suite
+from .suite import COLD_POOL_BYTES, elementwise_shapes, gemm_shapes, group_sizes, layer_mixes, layer_param_shapes, suite
 
 DTYPES = {"cpu": torch.float32, "cuda": torch.bfloat16}
 DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 COMM_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "p2p")
-COLD_POOL_BYTES = 64 << 20  # per rank: weights cycled through by the CPU GEMM table, far beyond a core's L2 (bench.gemm)
 
 
 # --- Timing ---
@@ -138,7 +137,7 @@ class Bench:
         """GEMMs as the executor's layers run them. CUDA: torch.mm. CPU: F.linear(x, W) (an nn.Linear's call),
         W taken in turn from COLD_POOL_BYTES of weights: read from beyond the caches, as a forward reads each
         weight (a 1-16-row GEMM over a cached 1 MB weight took 1/4-1/2 the time on this project's 2-vCPU host)."""
-        pools = {}
+        pools, views = {}, {}
 
         def make(m, n, k, dtype):
             if self.device != "cpu":
@@ -149,8 +148,9 @@ class Bench:
             if dtype not in pools:
                 pools[dtype] = self.randn(COLD_POOL_BYTES // size, dtype=dtype)
             pool = pools[dtype] if n * k <= pools[dtype].numel() else self.randn(n * k, dtype=dtype)
-            weights = itertools.cycle([pool[i * n * k:(i + 1) * n * k].view(n, k)
-                                       for i in range(pool.numel() // (n * k))])
+            if (n, k, dtype) not in views:  # one list per weight shape, shared by every m
+                views[n, k, dtype] = [pool[i * n * k:(i + 1) * n * k].view(n, k) for i in range(pool.numel() // (n * k))]
+            weights = itertools.cycle(views[n, k, dtype])
             return lambda: F.linear(x, next(weights))
 
         return [(dict(m=m, n=n, k=k, dtype=DTYPE_NAMES[dtype], precision=precision, source=label),

@@ -38,6 +38,7 @@ from ..spec.hardware import GEMM_DTYPES, MAX_BACKWARD_RATE, Accelerator, Efficie
 from .fit import best_gemm_rate, best_stream_bandwidth, roofline_gemms
 from .measured_tables import measured_backward_rate, table_grid
 from .raw import FitResult, Measurements
+from .suite import COLD_POOL_BYTES
 
 CPU_TIER = "gloo-loopback"
 
@@ -111,7 +112,8 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
         acc["sources"]["kernel_tables"] = (
             f"gemm: measured on this machine by perfmodel calibrate, its own table (not the catalogue's), beside "
             f"this spec in the catalogue's format (hardware_specs/kernels/README.md): "
-            + ("F.linear (x W^T, as nn.Linear) with each call's weight taken in turn from 64 MiB of them, read "
+            + (f"F.linear (x W^T, as nn.Linear) with each call's weight taken in turn from {COLD_POOL_BYTES >> 20} "
+               "MiB of them, read "
                "from beyond the caches as a model's forward reads it (calibrate.bench.gemm), " if cpu else
                "torch.mm ")
             + f"in {env.dtype} on every m x n x k of m {axes[0]}, n {axes[1]}, k {axes[2]} "

@@ -64,6 +64,11 @@ class Suite:
     overlap_reps: int
 
 
+# Per rank: the weights the CPU GEMM table cycles through (bench.gemm), 32 x a core's 2 MiB L2 on this project's
+# host (lscpu: 4 MiB in 2 instances) and about what the serving sweep's models hold a rank (~20-200 MB): each
+# call's weight comes from beyond the core's own caches, as a forward's does.
+COLD_POOL_BYTES = 64 << 20
+
 def suite(device: str, quick: bool) -> Suite:
     """The points of a run on `device` ("cpu" or "cuda"); `quick`: fewer of them."""
     import torch  # the GEMM dtypes only: the shape functions here stay torch-free

@@ -71,6 +71,7 @@ def path(name: str, what: str = "a file or directory"):
         if not text.strip():
             raise argparse.ArgumentTypeError(f"{name} must name {what}, got {text!r}")
         return text
+    parse.names_path = True  # a flag whose value is a file on this machine (the planner page leaves it out)
     return parse
 
 

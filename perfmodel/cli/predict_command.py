@@ -29,8 +29,6 @@ def run(a: argparse.Namespace) -> str:
     from ..plots.canvas import check_plot_path
     from .report import estimate_table
 
-    if no_plan_given(a):  # the built-in example, with the output flags given (--format, --plot, --save-plan)
-        a = use_example(a)
     if a.plot is not None:
         check_plot_path(a.plot)
     out = estimate_from_args(a)
@@ -43,8 +41,12 @@ def run(a: argparse.Namespace) -> str:
 
 
 def estimate_from_args(a):
-    """The estimate of the plan predict's flags (or --plan FILE) give, written as a plan file with --save-plan."""
+    """The estimate of the plan predict's flags (or --plan FILE; no plan at all: the built-in example) give, written
+    as a plan file with --save-plan. The CLI and the planner page (perfmodel.app.actions) both predict through it."""
     from ..cost.estimate import check_prediction, evaluate_plan
+
+    if no_plan_given(a):  # the built-in example, with the output flags given (--format, --plot, --save-plan)
+        a = use_example(a)
 
     if a.save_plan:
         check_output(a.save_plan, "--save-plan", ".json")
