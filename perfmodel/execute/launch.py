@@ -13,6 +13,8 @@ why (`describe`, `_root_cause`).
 
 from __future__ import annotations
 
+import functools
+
 import os
 import re
 import signal
@@ -46,9 +48,27 @@ def torchrun_command(module: str, args: list[str], nproc: int, rdzv: list[str] |
     safe only while the parent has not touched CUDA, and no GPU here could show that it holds)."""
     where = list(rdzv) if rdzv else ["--standalone"]
     runner = "perfmodel.execute.agent" if forked else "torch.distributed.run"
+    shutdown = [f"--shutdown-timeout={SHUTDOWN_TIMEOUT_S}"] if torchrun_takes("--shutdown-timeout") else []
     return [sys.executable, "-m", runner, *where, f"--nproc-per-node={nproc}", "--max-restarts=0",
-            f"--monitor-interval={MONITOR_INTERVAL_S}", f"--shutdown-timeout={SHUTDOWN_TIMEOUT_S}",
-            "-m", module, *args]
+            f"--monitor-interval={MONITOR_INTERVAL_S}", *shutdown, "-m", module, *args]
+
+
+@functools.cache
+def torchrun_takes(flag: str) -> bool:
+    """Whether this torch's torchrun defines `flag`, read from its source without importing torch (this process
+    imports none): --shutdown-timeout is new in torch 2.13 (the CPU pin); the torch a GPU machine brings may be
+    older (2.11 on this project's lent H100 refuses the flag: every launch failed), and without it torchrun stops
+    the survivors of a failed rank after its own grace."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    source = Path(next(iter(spec.submodule_search_locations))) / "distributed" / "run.py"
+    try:
+        return f'"{flag}"' in source.read_text()
+    except OSError:
+        return False
 
 
 # glibc malloc on CPU ranks (mallopt(3); environment variables set the same parameters at process start).

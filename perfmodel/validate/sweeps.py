@@ -158,6 +158,8 @@ GPU_SINGLE = Sweep(
                 "micro-batch, recompute and gradient-accumulation variants",
     device="cuda", nproc=1, models=GPU_MODELS,
     plans=[
+        _gpu("gpt2-124m-mb1", "gpt2-124m", "micro-batch 1 (host-bound)", 1, 1),
+        _gpu("gpt2-124m-mb2-acc4", "gpt2-124m", "micro-batch 2, accumulation x4 (host-bound)", 2, 8),
         _gpu("gpt2-124m-mb8", "gpt2-124m", "baseline", 8, 8),
         _gpu("gpt2-124m-mb16", "gpt2-124m", "micro-batch 16", 16, 16),
         _gpu("gpt2-124m-mb8-acc4", "gpt2-124m", "accumulation x4", 8, 32),
