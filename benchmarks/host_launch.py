@@ -16,6 +16,12 @@ measures, on one device:
       --compile) torch.compile'd: wall time per step, host time per step (the same step of a twin whose every
       tensor is tiny, so that its step is all host), kernels per step and the device's busy time (torch.profiler).
 
+  (3) --variants: the same step as other model code runs it: hf (HuggingFace transformers' GPT2LMHeadModel,
+      SDPA attention, torch's default AdamW: GPT-2 Large's 36 layers at micro-batch 1 and 8, and its tiny twin) and
+      fsdp2 (nanoGPT's twin with every block and the root under FSDP2 fully_shard on a one-rank mesh, bf16 params,
+      fp32 reduce: torchtitan's wrapping); --repeats measures each twin that many times (the host of a shared VM
+      varies from run to run).
+
 Host-bound means wall ~ host and device busy << wall. The numbers feed the stack profiles' host costs
 (hardware_specs/stacks, `host:`), each cited to this command and the committed result
 (benchmarks/results/host/). Printed as a table; --out writes everything as JSON.
@@ -215,17 +221,50 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
 
 
-def make_trainer(c: GPTConfig, device: torch.device, micro_batch: int, seq: int, accum: int, compile_: bool):
-    """A model, its fused AdamW (two weight-decay groups, as nanoGPT's configure_optimizers) and a step function
-    that runs `accum` micro-batches of `micro_batch` x `seq` random tokens (pinned host memory copied
-    non-blocking, as nanoGPT's get_batch), clips the gradient norm at 1.0 and steps; returns the last loss."""
+class HFLoss(nn.Module):
+    """HuggingFace transformers' GPT2LMHeadModel (SDPA attention, the config's dropout 0.1) called as a training
+    loop calls it: model(input_ids, labels=...).loss (the model shifts the labels)."""
+
+    def __init__(self, c: GPTConfig):
+        super().__init__()
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        cfg = GPT2Config(n_layer=c.n_layer, n_head=c.n_head, n_embd=c.n_embd, vocab_size=c.vocab,
+                         n_positions=c.block)
+        cfg._attn_implementation = "sdpa"
+        self.model = GPT2LMHeadModel(cfg)
+
+    def forward(self, idx, targets):
+        return self.model(input_ids=idx, labels=idx).loss
+
+
+def make_trainer(c: GPTConfig, device: torch.device, micro_batch: int, seq: int, accum: int, compile_: bool,
+                 code: str = "nanogpt"):
+    """A model, its optimizer and a step function that runs `accum` micro-batches of `micro_batch` x `seq` random
+    tokens (pinned host memory copied non-blocking, as nanoGPT's get_batch), clips the gradient norm at 1.0 and
+    steps; returns the last loss. `code`: nanogpt (fused AdamW in two weight-decay groups, as nanoGPT's
+    configure_optimizers; bf16 autocast), hf (transformers' GPT2LMHeadModel, torch's default AdamW, bf16 autocast)
+    or fsdp2 (nanoGPT's model, each block and the root under fully_shard with bf16 params and fp32 reduce, as
+    torchtitan wraps it; a one-rank process group must exist)."""
     torch.manual_seed(0)
-    model = GPT(c).to(device)
+    model = (HFLoss(c) if code == "hf" else GPT(c)).to(device)
+    autocast = code != "fsdp2"
+    if code == "fsdp2":
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        mesh = init_device_mesh(device.type, (1,))
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        for block in model.h:
+            fully_shard(block, mesh=mesh, mp_policy=mp)
+        fully_shard(model, mesh=mesh, mp_policy=mp)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    fused = device.type == "cuda"
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=6e-4, betas=(0.9, 0.95), fused=fused)
+    if code == "hf":
+        opt = torch.optim.AdamW(model.parameters(), lr=6e-4)
+    else:
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                                lr=6e-4, betas=(0.9, 0.95), fused=device.type == "cuda" and code == "nanogpt")
     run = torch.compile(model) if compile_ else model
     data = torch.randint(0, c.vocab, (8, micro_batch, seq + 1))
     if device.type == "cuda":
@@ -242,7 +281,7 @@ def make_trainer(c: GPTConfig, device: torch.device, micro_batch: int, seq: int,
             batch = data[counter[0] % len(data)].to(device, non_blocking=True)
             counter[0] += 1
             t0 = time.perf_counter()
-            with torch.autocast(device.type, dtype=dtype):
+            with torch.autocast(device.type, dtype=dtype, enabled=autocast):
                 loss = run(batch[:, :-1], batch[:, 1:]) / accum
             t1 = time.perf_counter()
             loss.backward()
@@ -297,32 +336,55 @@ def profile_kernels(step, device: torch.device, steps: int = 3) -> dict[str, flo
         events = json.loads(path.read_text()).get("traceEvents", [])
     kernels = [e for e in events if e.get("cat") == "kernel"]
     other = [e for e in events if e.get("cat") in ("gpu_memcpy", "gpu_memset")]
+    syncs = [e for e in events if e.get("cat") == "cuda_runtime" and "Synchronize" in e.get("name", "")]
+    d2h = [e for e in other if "DtoH" in e.get("name", "")]
     return {"kernels_per_step": len(kernels) / steps, "copies_per_step": len(other) / steps,
-            "device_busy_s": sum(e.get("dur", 0) for e in kernels + other) * 1e-6 / steps}
+            "device_busy_s": sum(e.get("dur", 0) for e in kernels + other) * 1e-6 / steps,
+            "syncs_per_step": len(syncs) / steps, "d2h_copies_per_step": len(d2h) / steps}
+
+
+def twin_of(c: GPTConfig) -> GPTConfig:
+    """A model with `c`'s layers and every op, every tensor tiny (hidden 64, 64 tokens, vocab 128): its step is
+    all host."""
+    return GPTConfig(n_layer=c.n_layer, n_head=2, n_embd=64, vocab=128, block=64)
+
+
+def twin_host(c: GPTConfig, device: torch.device, compile_: bool, code: str, steps: int, warmup: int,
+              repeats: int) -> dict:
+    """The twin's step timed `repeats` times (each a fresh model): the median's timings, every repeat's wall
+    seconds, and its kernels per step."""
+    runs = []
+    for _ in range(repeats):
+        step = make_trainer(twin_of(c), device, 1, 64, 1, compile_, code)
+        runs.append(time_steps(step, device, steps, warmup))
+    runs.sort(key=lambda r: r["wall_s"])
+    return {**runs[len(runs) // 2], "repeats_wall_s": [r["wall_s"] for r in runs], **profile_kernels(step, device)}
+
+
+CODES = {"nanogpt": ("gpt2-124m (nanoGPT)", GPTConfig()),
+         "hf": ("gpt2-large (HF transformers)", GPTConfig(n_layer=36, n_head=20, n_embd=1280, vocab=50257)),
+         "fsdp2": ("gpt2-124m (nanoGPT, FSDP2)", GPTConfig())}
 
 
 def model_steps(device: torch.device, micro_batches: dict[bool, list[int]], steps: int, warmup: int,
-                echo) -> list[dict]:
-    """(2) of the module docstring: GPT-2 124M at each micro-batch of each mode (compiled: True), with its tiny
-    twin's host time."""
+                echo, code: str = "nanogpt", repeats: int = 1) -> list[dict]:
+    """(2) and (3) of the module docstring: `code`'s model at each micro-batch of each mode (compiled: True),
+    with its tiny twin's host time."""
     rows = []
-    gpt2 = GPTConfig()
-    # the twin: GPT-2 124M's 12 layers and every op, every tensor tiny (hidden 64, 64 tokens, vocab 128)
-    twin = GPTConfig(n_head=2, n_embd=64, vocab=128, block=64)
+    name, gpt2 = CODES[code]
     for compile_, mbs in micro_batches.items():
         mode = "compiled" if compile_ else "eager"
         t0 = time.perf_counter()
-        step = make_trainer(twin, device, 1, 64, 1, compile_)
-        host = time_steps(step, device, steps, warmup)
-        tiny_prof = profile_kernels(step, device)
-        echo(f"  twin ({mode}): {host['wall_s'] * 1e3:.2f} ms/step ({time.perf_counter() - t0:.0f} s)")
+        host = twin_host(gpt2, device, compile_, code, steps, warmup, repeats)
+        echo(f"  {code} twin ({mode}): {host['wall_s'] * 1e3:.2f} ms/step, repeats "
+             f"{[round(x * 1e3, 1) for x in host['repeats_wall_s']]} ({time.perf_counter() - t0:.0f} s)")
         for mb in mbs:
             t0 = time.perf_counter()
-            step = make_trainer(gpt2, device, mb, 1024, 1, compile_)
+            step = make_trainer(gpt2, device, mb, 1024, 1, compile_, code)
             timed = time_steps(step, device, steps, warmup)
             prof = profile_kernels(step, device)
-            row = {"model": "gpt2-124m (nanoGPT)", "mode": mode, "micro_batch": mb, "seq": 1024, **timed, **prof,
-                   "host_s": host["wall_s"], "twin": {**host, **tiny_prof}, "seconds_to_build": time.perf_counter() - t0}
+            row = {"model": name, "code": code, "mode": mode, "micro_batch": mb, "seq": 1024, **timed, **prof,
+                   "host_s": host["wall_s"], "twin": host, "seconds_to_build": time.perf_counter() - t0}
             rows.append(row)
             busy = prof.get("device_busy_s")
             echo(f"  mb {mb} ({mode}): {timed['wall_s'] * 1e3:.1f} ms/step, host {host['wall_s'] * 1e3:.1f} ms"
@@ -370,25 +432,48 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=15)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--cuda-launch", help="the built benchmarks/cuda_launch.cu")
+    ap.add_argument("--variants", default="", help="also these model codes: hf, fsdp2 (comma-separated)")
+    ap.add_argument("--variant-micro-batches", default="1,8")
+    ap.add_argument("--repeats", type=int, default=1, help="times each twin is measured (the median is kept)")
+    ap.add_argument("--skip-ops", action="store_true", help="leave out (1)")
     a = ap.parse_args(argv)
     device = torch.device(a.device)
     echo = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     result = {"command": "python benchmarks/host_launch.py " + " ".join(argv if argv is not None else sys.argv[1:]),
               "environment": environment(device)}
     echo(f"environment: {result['environment']}")
-    result["ops"] = op_costs(device)
-    result["ops"]["graph_kernel_s"] = graph_kernel_s(device)
-    result["ops"].update(collective_costs(device))
-    result["cuda_launch"] = cuda_launch(a.cuda_launch)
+    result["ops"], result["cuda_launch"] = {}, None
+    if not a.skip_ops:
+        result["ops"] = op_costs(device)
+        result["ops"]["graph_kernel_s"] = graph_kernel_s(device)
+        result["ops"].update(collective_costs(device))
+        result["cuda_launch"] = cuda_launch(a.cuda_launch)
     echo(f"ops: {result['ops']}\ncuda_launch: {result['cuda_launch']}")
     if a.out:  # what is measured so far survives a later failure
         a.out.write_text(json.dumps(result, indent=1))
     mbs = {False: [int(x) for x in a.micro_batches.split(",") if x]}
     if a.compile:
         mbs[True] = [int(x) for x in a.compile_micro_batches.split(",") if x]
-    result["steps"] = model_steps(device, mbs, a.steps, a.warmup, echo)
+    result["steps"] = model_steps(device, mbs, a.steps, a.warmup, echo, repeats=a.repeats)
     if a.out:
         a.out.write_text(json.dumps(result, indent=1))
+    variant_mbs = [int(x) for x in a.variant_micro_batches.split(",") if x]
+    for code in [v for v in a.variants.split(",") if v]:
+        if code == "fsdp2":
+            import torch.distributed as dist
+
+            dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=dist.HashStore(), rank=0,
+                                    world_size=1)
+        try:
+            result["steps"] += model_steps(device, {False: variant_mbs}, a.steps, a.warmup, echo, code, a.repeats)
+        except Exception as err:  # a variant's failure keeps what the others measured
+            result.setdefault("errors", {})[code] = repr(err)[:500]
+            echo(f"{code}: {err!r}")
+        finally:
+            if code == "fsdp2":
+                dist.destroy_process_group()
+        if a.out:
+            a.out.write_text(json.dumps(result, indent=1))
     us = lambda x: "-" if x is None else f"{x * 1e6:.2f}"  # noqa: E731
     print("per operator (microseconds)")
     for k, v in result["ops"].items():
@@ -396,12 +481,13 @@ def main(argv=None) -> int:
     if result["cuda_launch"]:
         for k in ("launch_host_s", "stream_s", "graph_kernel_s"):
             print(f"  cuda_launch.{k:12s} {us(result['cuda_launch'].get(k))}")
-    print("\nGPT-2 124M (nanoGPT-style) training steps, 1024 tokens per sequence")
-    print(f"{'mode':9s} {'mb':>3s} {'wall ms':>9s} {'host ms':>9s} {'busy ms':>9s} {'kernels':>8s} {'GPU idle':>9s}")
+    print("\ntraining steps, 1024 tokens per sequence (host: the tiny twin's step)")
+    print(f"{'code':8s} {'mode':9s} {'mb':>3s} {'wall ms':>9s} {'host ms':>9s} {'busy ms':>9s} {'kernels':>8s} "
+          f"{'GPU idle':>9s}")
     for r in result["steps"]:
         busy = r.get("device_busy_s")
         idle = f"{100 * (1 - busy / r['wall_s']):.0f}%" if busy else "-"
-        print(f"{r['mode']:9s} {r['micro_batch']:3d} {r['wall_s'] * 1e3:9.1f} {r['host_s'] * 1e3:9.1f} "
+        print(f"{r.get('code', 'nanogpt'):8s} {r['mode']:9s} {r['micro_batch']:3d} {r['wall_s'] * 1e3:9.1f} {r['host_s'] * 1e3:9.1f} "
               f"{busy * 1e3 if busy else math.nan:9.1f} {r.get('kernels_per_step', math.nan):8.0f} {idle:>9s}")
     return 0
 

@@ -10,7 +10,7 @@ forward_backward_no_pipelining schedule, bf16, dropout 0.1 (Megatron's default),
 process group.
 
 What it measures: the host seconds per layer per micro-batch, from tiny-tensor twins (hidden 64, 64 tokens) of
-2 and 12 layers, whose steps are all host: (t12 - t2) / 10 / micro-batches, without and with full recompute
+2 and 12 layers, whose steps are all host: (t12 - t2) / 10 / micro-batches (medians of --repeats interleaved runs), without and with full recompute
 (--recompute-granularity full --recompute-method uniform); and the wall time of GPT-2 124M-shaped steps (hidden
 768, 12 heads, 1024 tokens) at micro-batch 1 and 4, with kernels per step from torch.profiler.
 """
@@ -133,7 +133,10 @@ def kernels(step, device, steps=2) -> dict:
         prof.export_chrome_trace(str(path))
         ev = json.loads(path.read_text()).get("traceEvents", [])
     k = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
-    return {"kernels_per_step": len(k) / steps, "device_busy_s": sum(e.get("dur", 0) for e in k) * 1e-6 / steps}
+    syncs = [e for e in ev if e.get("cat") == "cuda_runtime" and "Synchronize" in e.get("name", "")]
+    d2h = [e for e in k if "DtoH" in e.get("name", "")]
+    return {"kernels_per_step": len(k) / steps, "device_busy_s": sum(e.get("dur", 0) for e in k) * 1e-6 / steps,
+            "syncs_per_step": len(syncs) / steps, "d2h_copies_per_step": len(d2h) / steps}
 
 
 def main(argv=None) -> int:
@@ -141,6 +144,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--repeats", type=int, default=3, help="times each twin is measured (medians kept)")
     a = ap.parse_args(argv)
     device = torch.device(a.device)
     import megatron.core
@@ -163,13 +167,17 @@ def main(argv=None) -> int:
            "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None, "host_per_layer": {}, "steps": []}
     echo = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     for recompute in (False, True):
-        t = {}
-        for layers in (2, 12):
-            t[layers] = timed(trainer(layers, 64, 2, 128, 64, 1, 4, recompute, device), device, a.steps)
-        per = (t[12] - t[2]) / 10 / 4
+        t = {2: [], 12: []}
+        for _ in range(a.repeats):  # interleaved, each a fresh model: a shared VM's host speed drifts
+            for layers in t:
+                t[layers].append(timed(trainer(layers, 64, 2, 128, 64, 1, 4, recompute, device), device, a.steps))
+        med = {k: statistics.median(v) for k, v in t.items()}
+        per = (med[12] - med[2]) / 10 / 4
         key = "full_recompute" if recompute else "no_recompute"
-        out["host_per_layer"][key] = {"per_layer_per_microbatch_s": per, "twin_2_layers_s": t[2],
-                                      "twin_12_layers_s": t[12], "microbatches": 4}
+        out["host_per_layer"][key] = {"per_layer_per_microbatch_s": per, "twin_2_layers_s": med[2],
+                                      "twin_12_layers_s": med[12], "microbatches": 4,
+                                      "repeats_2_layers_s": t[2], "repeats_12_layers_s": t[12]}
+        t = med
         echo(f"{key}: {per * 1e3:.3f} ms per layer per micro-batch (twins: {t[2] * 1e3:.1f} / {t[12] * 1e3:.1f} ms)")
         if a.out:
             a.out.write_text(json.dumps(out, indent=1))
