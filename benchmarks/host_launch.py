@@ -330,6 +330,12 @@ def profile_kernels(step, device: torch.device, steps: int = 3) -> dict[str, flo
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             step().item()
+    return trace_counts(prof, steps)
+
+
+def trace_counts(prof, steps: int) -> dict[str, float]:
+    """Per step, from a torch.profiler run over `steps` steps (its Chrome trace): kernels, copies and sets, the
+    device's busy seconds (one stream: their durations add), host-device synchronisations, device-to-host copies."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))

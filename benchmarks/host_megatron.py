@@ -22,7 +22,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from functools import partial
 from pathlib import Path
@@ -121,22 +120,17 @@ def timed(step, device, steps=10, warmup=4) -> float:
 
 
 def kernels(step, device, steps=2) -> dict:
+    """Kernels, device busy seconds and synchronisations per step (host_launch.trace_counts); {} off CUDA."""
     if device.type != "cuda":
         return {}
     from torch.profiler import ProfilerActivity, profile
 
+    from host_launch import trace_counts  # this folder's (the script's own directory is on sys.path)
+
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             step().item()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "t.json"
-        prof.export_chrome_trace(str(path))
-        ev = json.loads(path.read_text()).get("traceEvents", [])
-    k = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
-    syncs = [e for e in ev if e.get("cat") == "cuda_runtime" and "Synchronize" in e.get("name", "")]
-    d2h = [e for e in k if "DtoH" in e.get("name", "")]
-    return {"kernels_per_step": len(k) / steps, "device_busy_s": sum(e.get("dur", 0) for e in k) * 1e-6 / steps,
-            "syncs_per_step": len(syncs) / steps, "d2h_copies_per_step": len(d2h) / steps}
+    return trace_counts(prof, steps)
 
 
 def main(argv=None) -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from devset import MOE_CSV as DEFAULT_CSV
-from published_runs import accuracy_args, print_intervals, stack_intervals
+from published_runs import accuracy_args, print_intervals, stack_intervals, write_intervals
 from published_runs import priced as dense_priced
 from published_runs import summary as dense_summary
 from published_runs import three_shot as dense_three_shot
@@ -67,7 +67,10 @@ def main(argv=None) -> int:
         print(f"\n(a) profiles, nothing fitted; (c) three-shot calibrated per {key}  [{a.csv.name}]")
         print(s.round(1).to_string())
     # what the profiles' moe_interval quotes (hardware_specs/stacks/*.yaml): the trust-A rows, groups weighted once
-    print_intervals(*stack_intervals(df, "python benchmarks/published_moe_runs.py, trust-A rows", trust="A"))
+    bands = stack_intervals(df, "python benchmarks/published_moe_runs.py, trust-A rows", trust="A")
+    print_intervals(*bands)
+    if a.write_intervals:
+        print(f"rewrote the moe_interval blocks of: {', '.join(write_intervals(bands[0], 'moe_interval')) or 'none'}")
     left = df[df["predicted_s"].isna()]
     print(f"\nrows not expressed ({len(left)} of {len(df)} training runs):")
     print(left.groupby("reason").size().rename("rows").to_string())

@@ -14,7 +14,11 @@ signed error of the step time, for
       the median over draws of that MAPE.
 Then the rows that could not be expressed, with the reason, and the 80% intervals of (a)'s errors per stack and
 regime (what the stack profiles' `interval` quotes: perfmodel.calibrate.intervals), with each group's share of rows
-inside the intervals built without it. Nothing here is tuned per row or per source.
+inside the intervals built without it. Then (d) the small- and mid-scale runs (benchmarks/data/
+small_scale_runs_dev.csv, perfmodel.published.small_runs) per source, and (e) both sets by scale regime
+(`scale_regime`: small, mid, frontier): MAPE, the signed median error, leave-one-group-out MAPE, and how many runs
+that ran are said not to fit (the three-way verdict's "does not fit"; "tight" ones are counted apart). Nothing
+here is tuned per row or per source.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from devset import DEFAULT_CSV
+from devset import DEFAULT_CSV, SMALL_CSV
 from perfmodel.calibrate import intervals
 from perfmodel.calibrate.from_runs import Parts, fit, interval_from, price
 from perfmodel.errors import InputError
@@ -35,6 +39,24 @@ from perfmodel.published.runs import load_cases
 from perfmodel.spec.stack import regimes_of
 
 NEUTRAL = (1.0, 1.0, 0.0)  # compute speed, network speed, overhead: the uncalibrated spec
+
+
+FRONTIER_GPUS = 1024  # 1k devices and more: the frontier regime
+SMALL_PARAMS, SMALL_TOKENS = 2e9, 4096  # under 2B parameters, or at most 4k tokens per micro-batch per device
+# Rows of the small-scale set that are the dense set's own measurements (the Megatron-LM README's 2020 and 2021
+# tables, torchtitan's Dec-2024 A100 table): counted once, in the dense set, where the two are scored together.
+IN_DENSE_SET = tuple(f"S{i:03d}" for i in (*range(108, 115), *range(128, 138), *range(142, 150)))
+
+
+def scale_regime(model, plan) -> str:
+    """The regime of a run as issue 47 scores them: frontier (at least FRONTIER_GPUS devices), else small (under
+    SMALL_PARAMS parameters or at most SMALL_TOKENS tokens per micro-batch per device: micro_batch x seq_len / cp,
+    where the host and short kernels weigh most), else mid."""
+    if plan.gpus >= FRONTIER_GPUS:
+        return "frontier"
+    if model.n_params() < SMALL_PARAMS or plan.micro_batch * plan.seq_len / plan.cp <= SMALL_TOKENS:
+        return "small"
+    return "mid"
 
 
 def predict_all(csv: Path) -> pd.DataFrame:
@@ -64,12 +86,16 @@ def priced(csv: Path, cases=None):
     df.loc[idx, "layout"] = [layout(c.plan) for c in ok]
     df["regimes"] = None
     df.loc[idx, "regimes"] = pd.Series([regimes_of(c.plan) for c in ok], index=idx)
+    df["regime"] = None
     df.loc[idx, "model"] = [c.model.name[:28] for c in ok]
     df.loc[idx, "hardware"] = [c.system.name for c in ok]
     df["predicted_s"] = np.nan
     df.loc[idx, "predicted_s"] = parts.predict(NEUTRAL)
     df.loc[idx, "mfu"] = [e.mfu for e in parts.estimates]
     df.loc[idx, "fits"] = [e.fits_in_memory for e in parts.estimates]
+    df.loc[idx, "verdict"] = [e.memory_verdict for e in parts.estimates]
+    df.loc[idx, "regime"] = [scale_regime(c.model, e.plan) for c, e in zip(ok, parts.estimates)]
+    df.loc[idx, "host_share"] = [e.time_s.host / e.step_time_s for e in parts.estimates]
     df["error"] = df["predicted_s"] / df["measured_s"] - 1
     return df, parts, idx
 
@@ -163,6 +189,27 @@ def stack_intervals(df: pd.DataFrame, source: str = "python benchmarks/published
     return intervals.build(*args, q, source, cover), intervals.held_out(*args, q), q
 
 
+def write_intervals(bands: dict, key: str = "interval") -> list[str]:
+    """Rewrite the `key` block (interval, or moe_interval) of each stack profile in hardware_specs/stacks/ with
+    `bands` (stack -> Interval), leaving the rest of the file as it is; the files it changed."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[1] / "hardware_specs" / "stacks"
+    changed = []
+    for name, band in bands.items():
+        path = root / f"{name}.yaml"
+        lines = path.read_text().splitlines(keepends=True)
+        start = next(i for i, line in enumerate(lines) if line.startswith(f"{key}:"))
+        end = next((i for i in range(start + 1, len(lines)) if lines[i][:1] not in (" ", "\n")), len(lines))
+        block = yaml.safe_dump({key: band.model_dump(exclude_none=True)}, sort_keys=False, width=10**4,
+                               allow_unicode=True)
+        new = "".join(lines[:start]) + block + "".join(lines[end:])
+        if new != path.read_text():
+            path.write_text(new)
+            changed.append(path.name)
+    return changed
+
+
 def print_intervals(bands: dict, held: dict, q: float) -> None:
     print(f"\n80% intervals of (a)'s measured/predicted - 1 (the profiles' `interval`; perfmodel.calibrate.intervals): "
           f"quantiles {q:.3g}/{1 - q:.3g}, each group weighted once; a stack's own rows where they span "
@@ -177,14 +224,35 @@ def print_intervals(bands: dict, held: dict, q: float) -> None:
           f"(the level chosen on these groups: a slightly hopeful figure)")
 
 
+def by_regime(df: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Per scale regime (and all): rows, MAPE, signed median error (predicted / measured - 1), leave-one-group-out
+    MAPE (`b`, logo's table), runs said not to fit and tight ones (every row ran)."""
+    ok = df.dropna(subset=["predicted_s"]).merge(b[["row_id", "error"]].rename(columns={"error": "logo"}),
+                                                 on="row_id", how="left")
+
+    def agg(g):
+        return pd.Series({"rows": len(g), "MAPE %": 100 * g["error"].abs().mean(),
+                          "signed median %": 100 * g["error"].median(),
+                          "LOGO MAPE %": 100 * g["logo"].abs().mean(),
+                          "said not to fit": int((g["verdict"] == "does not fit").sum()),
+                          "tight": int((g["verdict"] == "tight").sum()),
+                          "host-bound share %": 100 * (g["host_share"] > 0.05).mean()})
+    rows = {r: agg(g) for r, g in ok.groupby("regime")}
+    rows["ALL"] = agg(ok)
+    return pd.DataFrame(rows).T
+
+
 def accuracy_args(doc: str, csv: Path, argv=None, out: bool = False) -> argparse.Namespace:
     """The accuracy benchmarks' flags (--csv, --rows, --draws, --seed, and --out where it writes a table), parsed;
     pandas set to print wide tables whole."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--csv", type=Path, default=csv)
+    ap.add_argument("--small-csv", type=Path, default=SMALL_CSV, help="the small- and mid-scale runs (d, e)")
     ap.add_argument("--rows", action="store_true", help="also print every row")
     if out:
         ap.add_argument("--out", type=Path, help="write the per-row table as CSV")
+    ap.add_argument("--write-intervals", action="store_true",
+                    help="rewrite the stack profiles' interval blocks with these residuals' (after a cost-model change)")
     ap.add_argument("--draws", type=int, default=20, help="three-shot draws per group (default 20)")
     ap.add_argument("--seed", type=int, default=0)
     pd.set_option("display.width", 200)
@@ -222,6 +290,31 @@ def main(argv=None) -> int:
         for reason, g in bad.groupby("reason"):
             print(f"  {len(g):3d}  {reason}  [{', '.join(g['row_id'][:6])}{' ...' if len(g) > 6 else ''}]")
     print_intervals(*stack_intervals(df))
+    if a.write_intervals:
+        print(f"rewrote the interval blocks of: {', '.join(write_intervals(stack_intervals(df)[0])) or 'none'}")
+
+    # (d) and (e): the small-scale runs, then both sets by regime
+    from perfmodel.published.small_runs import load_small_cases
+
+    small = load_small_cases(a.small_csv)
+    sdf, sparts, sidx = priced(a.small_csv, small)
+    print(f"\n(d) small- and mid-scale runs ({a.small_csv.name}), stack profiles, nothing fitted")
+    print(summary(sdf).to_string(float_format=fmt))
+    reasons = sdf[sdf["predicted_s"].isna()].groupby("reason").size().sort_values(ascending=False)
+    print(f"not expressible: {len(sdf) - len(sidx)} of {len(sdf)} rows (memory, capacity and wall-clock figures, parts "
+          f"outside the catalogue: --rows lists them); the commonest: {reasons.index[0]} ({reasons.iloc[0]})")
+    both = pd.concat([df.assign(set="dense"), sdf[~sdf["row_id"].isin(IN_DENSE_SET)].assign(set="small-scale")],
+                     ignore_index=True)
+    keep = np.concatenate([np.ones(len(idx), bool), ~np.isin(sdf.loc[sidx, "row_id"], IN_DENSE_SET)])
+    bparts = Parts.joined([parts, sparts]).take(keep)
+    bidx = np.flatnonzero(both["predicted_s"].notna().to_numpy())
+    bb = logo(both, bparts, bidx)
+    print("\n(e) by scale regime (frontier: >= 1024 devices; small: < 2B parameters or <= 4096 tokens per "
+          "micro-batch per device; else mid), predicted / measured - 1; LOGO: leave-one-group-out as (b)")
+    for name, frame, lo in (("dense set", df, b), ("small-scale set", sdf, logo(sdf, sparts, sidx)),
+                            ("both (small-scale rows of the dense set counted once)", both, bb)):
+        print(f"  {name}")
+        print("    " + by_regime(frame, lo).to_string(float_format=fmt).replace("\n", "\n    "))
     if a.rows:
         ok = df.dropna(subset=["predicted_s"])
         cols = ["row_id", "group", "trust", "model", "hardware", "layout", "measured_s", "predicted_s", "error"]

@@ -11,6 +11,9 @@ from perfmodel.cost import comm as C
 from perfmodel.cost.pipeline import bubble_fraction, in_flight, pipeline_time, stage_layers
 from perfmodel.spec.model import ModelConfig
 
+# the device side of the model: hand-worked pipeline formulas without the host (tests/conftest.py no_host)
+pytestmark = pytest.mark.usefixtures("no_host")
+
 _DGX = load_hardware("dgx-h100")
 # the ring formulas on the tier's own efficiency and latency: dgx-h100 without its measured per-group NCCL fits
 # (those are checked in tests/test_nccl_tables.py)

@@ -117,7 +117,7 @@ def test_ep_one_has_no_dispatch_and_flex_sends_less_across_nodes():
     assert 0 < flex.time_s.ep_comm <= a2a.time_s.ep_comm
 
 
-def test_imbalance_slows_the_experts():
+def test_imbalance_slows_the_experts(no_host):
     base = dict(gpus=8, ep=8, micro_batch=1, global_batch=16, seq_len=256)
     fast = estimate(TINY, "dgx-h100", Plan(**base))
     slow = estimate(TINY, "dgx-h100", Plan(**base, expert_imbalance=2.0))

@@ -86,8 +86,13 @@ def test_sequence_parallel_is_never_slower_nor_larger():
     # SP adds one thing: the step-end all-reduce of the norm gradients it leaves partial (a few KB per layer)
     norm_grads = next(p for p in on_step.step_comms if p.name.startswith("tp replicated-weight")).exposed
     assert np.all(norm_grads > 0)
-    assert np.all(on_step.step_time_s <= (off_step.step_time_s + norm_grads) * (1 + 1e-12))
-    assert np.mean(on_step.step_time_s < off_step.step_time_s) > 0.9
+    # on the device; the host makes twice the calls (a reduce-scatter and an all-gather for each all-reduce), so a
+    # plan its host bounds can be slower with SP: only those
+    device = lambda st: st.step_time_s - st.time["host"]  # noqa: E731
+    assert np.all(device(on_step) <= (device(off_step) + norm_grads) * (1 + 1e-12))
+    slower = on_step.step_time_s > (off_step.step_time_s + norm_grads) * (1 + 1e-12)
+    assert np.all(on_step.time["host"][slower] > 0) and np.all(on_step.host_calls[slower] > off_step.host_calls[slower])
+    assert np.mean(device(on_step) < device(off_step)) > 0.9
     assert np.all(on_step.memory["reserved"] <= off_step.memory["reserved"] * (1 + 1e-12))
 
 

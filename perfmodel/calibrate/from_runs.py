@@ -157,7 +157,9 @@ def price(cases: list[Case], where: str = "") -> Parts:
         except InputError as err:
             raise InputError(f"{where + ': ' if where else ''}run {c.row_id}: {err}") from None
         t = e.time_s.model_dump()
-        rows.append((sum(t[k] for k in COMPUTE_TIME), sum(t[k] for k in COMM_TIME), t["overhead"], c.measured_s))
+        # the host seconds the device waits on stay as priced (a host speed is not fitted here)
+        rows.append((sum(t[k] for k in COMPUTE_TIME), sum(t[k] for k in COMM_TIME), t["overhead"] + t["host"],
+                     c.measured_s))
         ests.append(e)
     a = np.array(rows, float).reshape(-1, 4)
     return Parts(a[:, 0], a[:, 1], a[:, 2], a[:, 3], ests)

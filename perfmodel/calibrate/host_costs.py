@@ -11,7 +11,7 @@ and fits two non-negative costs to what the estimate leaves out (scipy.optimize.
 
 `kernels` and `calls`: what the host dispatches per step on the slowest stage (cost.units.host_counts). The
 spec then carries them for the executor's stack (`spec.hardware.HostCosts`), and the estimate charges them to every
-plan of that stack (cost.units.host_seconds).
+plan of that stack (cost.launch_queue.host_rates: before the stack profile's rates).
 
 On a CPU the same launch also runs one model large enough to compute (`SUSTAIN_MODEL`, data parallel over all
 ranks) and derives `Efficiency.sustained_fraction` from it, as the GPU specs derive theirs from a published

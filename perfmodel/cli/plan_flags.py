@@ -92,7 +92,10 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("--precision", choices=PRECISIONS, help="default bf16")
     pr.add_argument("--schedule", choices=["1f1b", "interleaved", "gpipe"], help="default: interleaved if vpp > 1 else 1f1b")
     pr.add_argument("--attention", choices=["flash", "unfused"], help="default flash")
-    pr.add_argument("--grad-dtype", choices=["fp32", "bf16"], help="default fp32")
+    pr.add_argument("--grad-dtype", choices=["fp32", "bf16"], help="gradient buffer and reduction dtype (default: the "
+                                                                    "stack's)")
+    pr.add_argument("--tp-comm-overlap", choices=["on", "off"], help="tensor-parallel all-gathers / reduce-scatters "
+                    "beside the GEMMs (with sequence parallelism; default: the stack's)")
     pr.add_argument("--compile", choices=COMPILES,
                     help="torch.compile as torchtitan's [compile] components: none (default), model (each block), "
                          "model+loss (the loss too); memory only, stacks that compile (torchtitan)")
@@ -128,7 +131,7 @@ PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "cp", "vpp", "ep", 
               "moe_dispatcher", "micro_batch", "global_batch", "seq_len", "recompute", "recompute_modules",
               "recompute_num_layers", "recompute_method", "zero", "precision", "schedule",
               "attention", "grad_dtype", "compile", "grad_compression", "powersgd_rank", "stack", "first_stage_layers",
-              "last_stage_layers",
+              "last_stage_layers", "tp_comm_overlap",
               "sequence_parallel", "no_overlap_dp_comm", "account_for_embedding", "account_for_loss", "moe_overlap")
 VALUE_FLAGS = PLAN_FLAGS[2:PLAN_FLAGS.index("sequence_parallel")]  # the plan fields given by value
 
@@ -179,6 +182,8 @@ def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, Pl
         raise InputError(f"{a.cmd} needs {', '.join(missing)} (or --plan FILE"
                          f"{', or no flags for the built-in example' if a.cmd == 'predict' else ''})")
     given = {k: getattr(a, k) for k in VALUE_FLAGS if getattr(a, k) is not None}
+    if "tp_comm_overlap" in given:
+        given["tp_comm_overlap"] = given["tp_comm_overlap"] == "on"
     plan = Plan(**given, sequence_parallel=a.sequence_parallel, overlap_dp_comm=not a.no_overlap_dp_comm,
                 account_for_embedding=a.account_for_embedding, account_for_loss=a.account_for_loss,
                 moe_overlap=a.moe_overlap)

@@ -38,9 +38,19 @@ def memory_verdict(e: Estimate) -> str:
     free, budget = e.memory_free_bytes / GiB, e.memory_budget_bytes / GiB
     room = (f"reserved view, within a budget of {budget:.1f} GiB = (capacity - runtime) x (1 - headroom "
             f"{e.memory_headroom:.0%})")
-    if e.fits_in_memory:
+    if e.memory_verdict == "fits":
         return f"yes: {free:.1f} GiB to spare on ranks {e.memory_rank} ({e.memory_stage} stage), the fullest; {room}"
-    return f"NO: ranks {e.memory_rank} ({e.memory_stage} stage) are short by {-free:.1f} GiB; {room}"
+    parts = {k: getattr(e.memory_bytes, k) for k in ("weights", "gradients", "optimizer", "activations", "transient")}
+    big = max(parts, key=parts.get)
+    decides = f"{big} ({parts[big] / GiB:.1f} GiB) the largest part"
+    limit = budget / (1 - e.memory_headroom)
+    if e.memory_verdict == "tight":
+        return (f"tight: ranks {e.memory_rank} ({e.memory_stage} stage) are {-free:.1f} GiB into the "
+                f"{e.memory_headroom:.0%} headroom, within the {limit:.1f} GiB the allocator can reserve; {decides}; "
+                f"{room}")
+    short = e.memory_bytes.reserved / GiB - limit
+    return (f"NO: ranks {e.memory_rank} ({e.memory_stage} stage) are short by {short:.1f} GiB of the {limit:.1f} GiB "
+            f"the allocator can reserve; {decides}; {room}")
 
 
 def memory_table(e: Estimate) -> list[str]:
@@ -97,6 +107,10 @@ def estimate_table(e: Estimate) -> str:
         if v > 0:
             lines.append(f"  {k:<14}{_t(v):>12}  {_pct(v / total):>6}")
     lines.append(f"  {'total':<14}{_t(total):>12}")
+    if e.time_s.host > 0:
+        idle = e.time_s.host / total
+        lines.append(f"  GPU idle {idle:.0%}{': host-bound' if e.host_bound else ' waiting on the host'} (the host "
+                     f"launches the step in {_t(e.host_s)}; cost.launch_queue)")
     lines.append("")
     lines += memory_table(e)
     lines.append("")
@@ -232,7 +246,8 @@ def search_table(result, rows, top: int = 0) -> str:
         out["goodput"] = out["goodput"].map(_pct)
         for k in ("wall_s_per_step", "wall_gpu_hours_per_step", "energy_kwh_per_step"):
             out[k] = out[k].map(lambda x: "-" if x != x else f"{x:.4g}")  # NaN: no board power for energy
-        out = out.drop(columns=["fits_in_memory"]).rename(columns={
+        out["memory_tight"] = out["memory_tight"].map({True: "tight", False: "fits"})
+        out = out.drop(columns=["fits_in_memory"]).rename(columns={"memory_tight": "memory",
             "sequence_parallel": "sp", "micro_batch": "mb", "memory_gib": "mem_gib", "account_for_embedding": "acc_emb",
             "account_for_loss": "acc_loss", "wall_s_per_step": "wall_s", "wall_gpu_hours_per_step": "wall_gpu_h",
             "gpu_hours_per_step": "gpu_h", "energy_kwh_per_step": "kwh"})

@@ -29,7 +29,7 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     se.add_argument("--seq-len", type=integer("--seq-len"), required=True)
     se.add_argument("--precision", choices=PRECISIONS, default="bf16")
     se.add_argument("--attention", choices=["flash", "unfused"], default="flash")
-    se.add_argument("--grad-dtype", choices=["fp32", "bf16"], default="fp32")
+    se.add_argument("--grad-dtype", choices=["fp32", "bf16"], help="default: the stack's")
     add_compression_flags(se)
     se.add_argument("--stack", choices=STACKS, default=DEFAULT_STACK, help="software stack (docs/stacks.md)")
     se.add_argument("--compile", choices=COMPILES, default="none", help="as predict (torchtitan: memory only)")

@@ -28,7 +28,7 @@ from ..spec.result import (
 from ..spec.stack import REGIMES, Interval, Stack, load_stack, regimes_of
 from . import comm as C
 from .layouts import Layouts
-from .memory import MEMORY_PARTS, stage_memory
+from .memory import MEMORY_PARTS, memory_verdict, stage_memory
 from .mesh import Mesh
 from .sharded import Comm
 from .stages import UNITS, Stages
@@ -78,10 +78,40 @@ def stage_times(step: Step, i: int, split: list[int], mtp: int = 0) -> list[Stag
             for r, layers in enumerate(split)]
 
 
+def memory_note(memory: MemoryBreakdown, step: Step, stage: str, fits: bool) -> str:
+    """Why a plan is tight or does not fit: by how much, and the part of memory that decides it (the largest)."""
+    GiB = 2**30
+    parts = {k: getattr(memory, k) for k in ("weights", "gradients", "optimizer", "activations", "transient")}
+    big = max(parts, key=parts.get)
+    why = f"{big} ({parts[big] / GiB:.1f} GiB of {memory.allocated / GiB:.1f} allocated) decide it"
+    if fits:
+        return (f"tight: the {stage} stage reserves {memory.reserved / GiB:.1f} GiB, inside the headroom: over the "
+                f"{step.budget / GiB:.1f} GiB budget by {(memory.reserved - step.budget) / GiB:.1f} GiB, within the "
+                f"{step.limit / GiB:.1f} GiB the allocator can reserve; {why}")
+    return (f"does not fit: the {stage} stage reserves {memory.reserved / GiB:.1f} GiB > {step.limit / GiB:.1f} GiB "
+            f"the allocator can reserve (capacity - runtime; short by {(memory.reserved - step.limit) / GiB:.1f} GiB); "
+            f"{why}")
+
+
+def host_notes(step: Step, plan: Plan, time_s: TimeBreakdown, i: int) -> str:
+    """'GPU idle 41%: host-bound ...' where the device waits on its host for 1% of the step or more (cost.launch_queue), with
+    what the host spends and at which rates; '' otherwise."""
+    idle = time_s.host / time_s.total if time_s.total > 0 else 0.0
+    if idle < 0.01:
+        return ""
+    r, host = step.host_rates, float(item(step.host_s, i, len(step.lay)))
+    device = time_s.total - time_s.host - time_s.overhead
+    bound = "host-bound" if host >= device else "partly host-bound"
+    return (f"GPU idle {idle:.0%}: {bound}: the host takes {host * 1e3:.1f} ms per step to launch what the device runs "
+            f"in {device * 1e3:.1f} ms ({step.host_kernels[i]:.0f} operator launches at {r.op_s * 1e6:.1f} us, "
+            f"{step.host_calls[i]:.0f} collective calls at {r.collective_s * 1e6:.1f} us, the optimizer's loop; "
+            f"{r.source}; cost.launch_queue)")
+
+
 def notes_of(model: ModelConfig, system: System, plan: Plan, step: Step, speedup: float, fits: bool,
-             memory: MemoryBreakdown, mem_stage: str) -> list[str]:
-    """What a reader of the estimate should know: the MFU reference, a shared host, a plan that does not fit,
-    uneven virtual chunks, a sequence past the model's positions."""
+             memory: MemoryBreakdown, mem_stage: str, time_s: TimeBreakdown, i: int) -> list[str]:
+    """What a reader of the estimate should know: the MFU reference, a shared host, a step its host bounds, a plan
+    that does not fit, uneven virtual chunks, a sequence past the model's positions."""
     notes = [f"MFU/HFU against dense {step.peak_dtype} peak {step.peak_flops / 1e12:.1f} TFLOP/s per device"]
     if speedup != 1.0:
         host = system.shared_host
@@ -95,10 +125,11 @@ def notes_of(model: ModelConfig, system: System, plan: Plan, step: Step, speedup
                      f"spec's compute / {fit.compute_speed:g} and exposed communication / {fit.network_speed:g}, plus "
                      f"{fit.step_overhead_s:g} s per step (cost.step.calibrated); the op and communication rows "
                      "below are at the spec's rates, before that scaling")
-    if not fits:
-        notes.append(f"does not fit: the {mem_stage} stage reserves {memory.reserved / 2**30:.1f} GiB > "
-                     f"{step.budget / 2**30:.1f} GiB budget (short by {(memory.reserved - step.budget) / 2**30:.1f} "
-                     "GiB)")
+    host_note = host_notes(step, plan, time_s, i)
+    if host_note:
+        notes.append(host_note)
+    if memory.reserved > step.budget:
+        notes.append(memory_note(memory, step, mem_stage, fits))
     pp, v = plan.pp, plan.vpp
     if v > 1 and model.n_layers % (pp * v):
         notes.append(f"{model.n_layers} layers do not split evenly into pp*vpp = {pp * v} chunks: chunks differ by "
@@ -161,7 +192,9 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
            for u in UNITS if count[u] for op in units.ops[u] if on_row(op)]
 
     step_s, cap = time_s.total, step.capacity
-    fits = membd.memory_bytes.reserved <= step.budget
+    host_s = at(step.host_s)
+    verdict = str(memory_verdict(membd.memory_bytes.reserved, step.budget, step.limit))
+    fits = verdict != "does not fit"
     bottleneck = st.name(b, pp)
     mem_stage = Stages.of_split(split).name(membd.stage, pp)
     mflops, hflops, peak = step.model_flops, at(step.hardware_flops), step.peak_flops
@@ -182,13 +215,14 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
         tokens_per_s_per_gpu=tokens / step_s / gpus,
         model_tflops_per_gpu=mflops / step_s / gpus / 1e12, mfu=mflops / (step_s * gpus * peak),
         hfu=hflops / (step_s * gpus * peak), mfu_peak_dtype=step.peak_dtype,
-        fits_in_memory=fits, memory_capacity_bytes=cap, memory_headroom=step.headroom,
+        fits_in_memory=fits, memory_verdict=verdict, memory_capacity_bytes=cap, memory_headroom=step.headroom,
         memory_budget_bytes=step.budget, memory_free_bytes=step.budget - membd.memory_bytes.reserved,
         memory_stage=mem_stage, memory_rank=membd.ranks, memory_bytes=membd.memory_bytes, memory_ranks=ranks,
-        time_s=time_s,
+        time_s=time_s, host_s=host_s, host_bound=host_s >= time_s.total - time_s.host - time_s.overhead > 0,
         model_flops_per_step=mflops, hardware_flops_per_step=hflops, num_microbatches=m,
         stage_layers=split, bottleneck_stage=bottleneck, stages=stage_times(step, i, split, model.mtp_layers),
-        ops=ops, comms=comms, plan=plan, notes=notes_of(model, system, plan, step, fast, fits, membd.memory_bytes, mem_stage),
+        ops=ops, comms=comms, plan=plan,
+        notes=notes_of(model, system, plan, step, fast, fits, membd.memory_bytes, mem_stage, time_s, i),
     )
 
 

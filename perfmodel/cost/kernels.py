@@ -71,16 +71,22 @@ class Op:
     share: float = 1.0  # launches per run: a mean layer's share of an op only some layers run (`scaled`)
     priced_by: str = DATASHEET  # what priced it: DATASHEET, or a measured table's label ('table h100_sxm/gemm bf16')
     outside: Values = False  # True where a shape lay outside the table's grid (extrapolated: kernel_lookup)
+    partial: tuple[tuple[str, float], ...] = ()  # (mode, share): a mode in `recompute` that re-runs only that share
 
     def scaled(self, w: float) -> Op:
         """This op counted `w` times (a mean layer's share of an op only some layers run)."""
         return Op(self.name, self.kind, self.fwd_s * w, self.bwd_s * w, self.fwd_flops * w, self.bwd_flops * w,
                   self.recompute, self.formula + (f" x {w:.3g}" if w != 1 else ""), self.active, self.share * w,
-                  self.priced_by, self.outside)
+                  self.priced_by, self.outside, self.partial)
 
     def recompute_s(self, mode):
-        """Forward seconds re-run in the backward under recompute `mode` (a string or an array of them)."""
-        return np.where(among(mode, self.recompute), self.fwd_s, 0.0)
+        """Forward seconds re-run in the backward under recompute `mode` (a string or an array of them): the
+        whole forward, or the `partial` share of it where the mode re-runs part of the op (torchtitan's per-op
+        policy recomputes wk of a fused qkv, w3 of a fused [w1; w3])."""
+        share = np.ones_like(np.asarray(self.fwd_s, float))
+        for mode_, part in self.partial:
+            share = np.where(among(mode, (mode_,)), part, share)
+        return np.where(among(mode, self.recompute), self.fwd_s * share, 0.0)
 
 
 @dataclass
@@ -175,12 +181,37 @@ class Device:
         return memory_bound_time(nbytes * self.stack.optimizer_passes(), self.opt_bw)
 
 
+ALIGN_BYTES = 16  # cuBLAS's vectorised (and Hopper's TMA) kernels need 16-byte-aligned leading dimensions
+
+
+def unaligned(n, k, precision: str):
+    """Where a GEMM of n out and k in features (a linear layer's; the token count m is no leading dimension of
+    its three GEMMs) has either not a multiple of 16 bytes of `precision`: cuBLAS then has only its alignment-1
+    kernels (NVIDIA cuBLAS docs, "Tensor Core Usage": leading dimensions a multiple of 16 bytes; GPT-2's
+    vocabulary of 50257 is the common case, which is why nanoGPT and llm.c pad it to 50304). Bool per plan."""
+    elems = ALIGN_BYTES / GEMM_INPUT_BYTES[precision]
+    return (np.mod(np.round(np.asarray(n, float)), elems) != 0) | (np.mod(np.round(np.asarray(k, float)), elems) != 0)
+
+
 def gemm_op(dev: Device, name: str, m, n, k, batch, precision: str, recompute, formula: str) -> Op:
     """`batch` GEMMs C[m,n] = A[m,k] B[k,n] with their backward: dA = dC B^T (m, k, n) and dB = A^T dC (k, n, m),
-    the same FLOPs each (module docstring); priced by `Device.gemm_priced`, which the op names."""
+    the same FLOPs each (module docstring); priced by `Device.gemm_priced`, which the op names. A 2-byte GEMM with
+    a leading dimension off 16 bytes (`unaligned`) runs no faster than the part's measured alignment-1 rates
+    (Accelerator.unaligned_matmul_tflops: forward, input and weight gradient; ~7x below the aligned kernels on
+    H100, benchmarks/gemm_alignment.py)."""
     flops = 2.0 * m * n * k * batch
     (fwd, by, out_f), (da, _, out_a), (db, _, out_b) = (dev.gemm_priced(a, b, c, batch, precision)
                                                         for a, b, c in ((m, n, k), (m, k, n), (k, n, m)))
+    rates = dev.system.accelerator.unaligned_matmul_tflops
+    prec = precision or dev.plan.precision
+    if rates and GEMM_INPUT_BYTES[prec] == 2:
+        off = unaligned(n, k, prec)
+        if np.any(off):
+            slow = {o: flops / (r * 1e12) for o, r in rates.items()}
+            fwd = np.where(off, np.maximum(fwd, slow.get("forward", 0.0)), fwd)
+            da = np.where(off, np.maximum(da, slow.get("input_grad", 0.0)), da)
+            db = np.where(off, np.maximum(db, slow.get("weight_grad", 0.0)), db)
+            by += ", alignment-1 kernels where n or k is off 16 B"
     return Op(name, "gemm", fwd, da + db, flops, 2 * flops, recompute, formula, priced_by=by,
               outside=out_f | out_a | out_b)
 
@@ -252,6 +283,23 @@ def flash_attention_flops(tokens, seq_len, window, head_dim, heads):
     return fwd, FLASH_BWD_FACTOR * fwd
 
 
+# Unfused attention's scale, mask and softmax as eager PyTorch runs them (nanoGPT's model.py before SDPA, HF's
+# "eager" attention): q k^T * scale, masked_fill, softmax in fp32 under autocast, the cast back for @ v, and their
+# backward, as bytes per score element at the part's memory rate. Measured on the lent H100 (b 8, h 12-16, t
+# 1024-2048, d 64: the forward 1.67-3.26 ms for 101-201 M scores, 47-48 B per score at 2.95 TB/s with the two small
+# GEMMs, 43 without; forward and backward 116-119 B, so 57 B in the backward without its GEMMs):
+# benchmarks/results/device/gemm_alignment.txt (python benchmarks/gemm_alignment.py)
+EAGER_SOFTMAX_BYTES = (43.0, 57.0)
+
+
+def softmax_bytes(eager: bool) -> tuple[float, float]:
+    """Bytes per attention score of the unfused path's softmax, forward and backward (dropout's mask adds 5
+    each): Megatron-LM's fused scale-mask-softmax kernel reads 2 and writes 2 B, and its backward reads y and dy
+    and writes dx (4, 6; Korthikanti et al. 2022, Sec. 4.1's kernel); eager PyTorch ops (`eager`) what the lent
+    H100 measured (EAGER_SOFTMAX_BYTES). Bytes per element."""
+    return EAGER_SOFTMAX_BYTES if eager else (4.0, 6.0)
+
+
 def attention_ops(dev: Device, tokens, heads, q_len, sequences) -> list[Op]:
     """Attention core: fused (flash) kernel, or unfused QK^T, scale-mask-softmax (+dropout), AV.
 
@@ -278,10 +326,10 @@ def attention_ops(dev: Device, tokens, heads, q_len, sequences) -> list[Op]:
     batch = sequences * heads
     scores = sq * sk * batch
     drop = m.dropout > 0
+    fwd_b, bwd_b = softmax_bytes(dev.stack.eager_attention and getattr(p, "compile", "none") == "none")
     ops = [
         gemm_op(dev, "attn_scores", sq, sk, hd, batch, "bf16", ("full", "selective"), "QK^T per head"),
-        # fused scale+mask+softmax: read 2 write 2 B; backward reads y and dy, writes dx. Dropout: +mask.
-        elementwise_op(dev, "attn_softmax", scores, 4 + (5 if drop else 0), 6 + (5 if drop else 0),
+        elementwise_op(dev, "attn_softmax", scores, fwd_b + (5 if drop else 0), bwd_b + (5 if drop else 0),
                        ("full", "selective")),
         gemm_op(dev, "attn_context", sq, hd, sk, batch, "bf16", ("full", "selective"), "softmax(QK^T) V per head"),
     ]

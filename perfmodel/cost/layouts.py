@@ -19,7 +19,7 @@ from ..spec.plan import Plan, Recompute, Schedule
 VARYING = ("tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "zero", "recompute", "sequence_parallel", "schedule",
            "account_for_embedding", "account_for_loss")
 SHARED = ("gpus", "global_batch", "seq_len", "precision", "attention", "grad_dtype", "grad_compression",
-          "powersgd_rank", "overlap_dp_comm", "stack",
+          "powersgd_rank", "overlap_dp_comm", "tp_comm_overlap", "stack",
           "first_stage_layers", "last_stage_layers", "expert_imbalance", "moe_dispatcher",
           "moe_overlap", "recompute_modules", "recompute_num_layers", "recompute_method", "compile")
 CATEGORIES = {"recompute": get_args(Recompute), "schedule": get_args(Schedule)}
@@ -60,6 +60,7 @@ class Layouts:
     recompute_num_layers: int | None = None  # full: Megatron-LM --recompute-num-layers (None: every layer)
     recompute_method: str = "uniform"  # full: uniform | block
     compile: str = "none"  # torch.compile: none | model | model+loss (Plan.compile)
+    tp_comm_overlap: bool | None = None  # Plan.tp_comm_overlap (None: the stack's)
     account_for_embedding: np.ndarray | bool = False  # Megatron-LM's pipeline accounting (spec.plan.megatron_chunks)
     account_for_loss: np.ndarray | bool = False
     first_stage_layers: int | None = None
@@ -69,6 +70,12 @@ class Layouts:
     _codes: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # field -> (codes, count)
 
     def __post_init__(self):
+        if self.grad_dtype is None or self.tp_comm_overlap is None:  # a job that leaves them to its stack
+            from ..spec.stack import load_stack
+
+            stack = load_stack(self.stack)
+            self.grad_dtype = self.grad_dtype or stack.grad_dtype
+            self.tp_comm_overlap = stack.tp_comm_overlap if self.tp_comm_overlap is None else self.tp_comm_overlap
         for name in VARYING:
             setattr(self, name, np.ascontiguousarray(np.atleast_1d(getattr(self, name))))  # not strided: faster
         n = {len(getattr(self, name)) for name in VARYING}

@@ -113,6 +113,16 @@ def unit_params(model: ModelConfig, plan: Plan | Layouts) -> dict[str, np.ndarra
     return {"layer": of(LAYER_OPS) + moe_replicated_params(model, lay), "embedding": of(EMBEDDING_OPS), "head": head}
 
 
+def largest_module_params(model: ModelConfig, lay: Layouts) -> np.ndarray:
+    """Parameters per device of a layer's largest module (one GEMM's weights and bias: fused qkv, output
+    projection, [w1; w3] or w2) under Megatron-LM's split: what ZeRO-3 gathered module by module holds at once."""
+    ops, (first, inverse) = operators(model), lay.distinct(("tp",))
+    sub = lay.take(first)
+    each = [local_params(ops[n], megatron(ops[n], sub)) + np.zeros(len(sub)) for n in LAYER_OPS
+            if ops[n].spec.family == "linear" and ops[n].share > 0]
+    return np.maximum.reduce(each)[inverse]
+
+
 def layer_gemm_params(model: ModelConfig, lay: Layouts) -> np.ndarray:
     """The GEMM matrices of one layer per device under Megatron-LM's split (what fp8/fp4 keep narrow copies of)."""
     ops = operators(model)
@@ -277,16 +287,22 @@ def loss_temporary_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
     return (per_logit - 4.0) * s.tokens * s.local("vocab") + 0.0 * lay.tp
 
 
-def zero_copy_bytes(lay: Layouts, stage_params, largest_unit, shard=None):
+def zero_copy_bytes(lay: Layouts, stage_params, largest_unit, shard=None, module=None):
     """The transient whole copies ZeRO makes of weights sharded over `shard` ranks (default the plan's
     zero_shard; a MoE model's routed experts: edp), never more than the sharding saved (a stage of one or two
     layers): ZeRO-3 gathers the largest unit on the stage twice (current + prefetch) and its gradients once;
-    ZeRO-2 its gradients."""
+    ZeRO-2 its gradients. A stack that gathers module by module under a cap on live parameters
+    (Stack.zero3_live_params: DeepSpeed's stage3_max_live_parameters) holds at most that many gathered, and never
+    less than the largest module (`module`, parameters), whose gradients are the unit reduced."""
     shard = lay.zero_shard if shard is None else shard
     zero, gbytes = lay.zero, GRAD_BYTES[lay.grad_dtype]
     freed = stage_params * (1 - 1 / shard)
-    unit = np.minimum(largest_unit, freed)
-    return np.where((zero == 3) & (shard > 1), np.minimum(2 * largest_unit, freed) * WEIGHT_BYTES + unit * gbytes,
+    gathered, unit = np.minimum(2 * largest_unit, freed), np.minimum(largest_unit, freed)
+    live = load_stack(lay.stack).zero3_live_params
+    if live is not None and module is not None:
+        gathered = np.minimum(gathered, np.maximum(live, module))
+        unit = np.minimum(unit, module)
+    return np.where((zero == 3) & (shard > 1), gathered * WEIGHT_BYTES + unit * gbytes,
                     np.where((zero == 2) & (shard > 1), unit * gbytes, 0.0))
 
 
@@ -373,6 +389,18 @@ def memory_budget(system: System, headroom: float = DEFAULT_HEADROOM) -> float:
     return (system.accelerator.hbm_bytes - system.memory_overhead_bytes) * (1.0 - headroom)
 
 
+VERDICTS = ("fits", "tight", "does not fit")
+
+
+def memory_verdict(reserved, budget: float, limit: float):
+    """fits (reserved within the budget: capacity - runtime less the headroom), tight (within capacity - runtime,
+    inside the headroom: it runs if fragmentation stays near the priced slack), or does not fit (beyond what the
+    allocator can reserve at all). Only "does not fit" takes a plan out (a search keeps tight plans and says so):
+    a headroom is a margin for the estimate's error, and runs that really ran sit inside it."""
+    r = np.asarray(reserved)
+    return np.where(r <= budget, VERDICTS[0], np.where(r <= limit, VERDICTS[1], VERDICTS[2]))
+
+
 def state_floor(model: ModelConfig, lay: Layouts) -> np.ndarray:
     """A lower bound of every plan's reserved memory (`stage_memory`), bytes: the dense weights, gradients and
     optimizer state (`state_bytes`) of its stage that holds most of them. The reserved view adds activations,
@@ -405,7 +433,10 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     largest = np.maximum.reduce([p["layer"] * (st.layers > 0), p["embedding"] * (st.embedding > 0),
                                  p["head"] * (st.head > 0)])
     narrow = st.layers * narrow_cache_bytes(layer_gemm_params(model, lay), lay)
-    transient = np.where(zero3_unsharded(lay), params_of * (WEIGHT_BYTES + 4.0), zero_copy_bytes(lay, params_of, largest))
+    module = np.maximum.reduce([largest_module_params(model, lay) * (st.layers > 0),  # the stage's largest module
+                                p["embedding"] * (st.embedding > 0), p["head"] * (st.head > 0)])
+    transient = np.where(zero3_unsharded(lay), params_of * (WEIGHT_BYTES + 4.0), zero_copy_bytes(lay, params_of,
+                                                                                          largest, module=module))
     if model.moe is not None:  # the routed experts' copies, the running MoE layer's dispatch
         transient = transient + zero_copy_bytes(lay, moe_layers * p_exp, p_exp * (st.layers > 0), lay.edp)
         transient = transient + (st.layers > 0) * dispatch_buffer_bytes(model, lay)

@@ -223,7 +223,7 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
         return [k.scaled(op.share) for k in kernels(replace(op, share=1.0), s, dev)]
     m, fam, T = dev.model, op.spec.family, s.tokens
     modules = getattr(dev.plan, "recompute_modules", None) or ("core_attn",)
-    rec = recomputed_in(op, modules)
+    rec = recomputed_in(op, modules, m)
     if fam == "embedding":
         return [elementwise_op(dev, "embedding", T * s.local("hidden"), 4, 2 + 8 / s.split("vocab"), ())]
     if fam == "embedding_output":
@@ -233,7 +233,13 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
     if fam == "linear":
         out_dim, n, in_dim, k = op.gemm
         prec = "bf16" if op.name == "lm_head" else None
-        ops = linear_op(dev, op.name, T, s.local(out_dim, n), s.local(in_dim, k), rec, precision=prec)
+        rows = s.local(out_dim, n)
+        if op.name == "lm_head" and dev.stack.vocab_multiple > 1:  # the stack's padded vocabulary (Stack.vocab_multiple)
+            rows = np.ceil(rows / dev.stack.vocab_multiple) * dev.stack.vocab_multiple
+        ops = linear_op(dev, op.name, T, rows, s.local(in_dim, k), rec, precision=prec)
+        share = per_op_share(op.name, m)
+        if 0.0 < share < 1.0:
+            ops = [replace(k_, partial=(("per-op", share),)) for k_ in ops]
         if op.name == "qkv" and m.position == "rope":
             ops.append(elementwise_op(dev, "rope", T * m.rope_width / s.split("heads"),
                                       *ELEMENTWISE_BYTES["rope"], rec + ("per-op",)))
@@ -252,15 +258,15 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
     return [elementwise_op(dev, "cross_entropy", T * s.local("vocab"), *ELEMENTWISE_BYTES["cross_entropy"], ())]
 
 
-def recomputed_in(op: Operator, modules) -> tuple[str, ...]:
+def recomputed_in(op: Operator, modules, model: ModelConfig) -> tuple[str, ...]:
     """The recompute modes that re-run `op`'s forward in the backward (a layer op; none for the embedding and
-    head): full, every one; per-op (torchtitan), the memory-bound ops and the matmuls it does not save (wo;
-    wk and w3, parts of qkv and mlp_in, are not priced); selective, the ops of Megatron-Core's `modules`:
+    head): full, every one; per-op (torchtitan), the memory-bound ops and the matmuls it does not save
+    (`per_op_share`: wo, and wk and w3 as their share of qkv and mlp_in); selective, the ops of Megatron-Core's `modules`:
     layernorm the norms, mlp the dense MLP (core_attn: the attention core, `kernels`)."""
     if op.unit != "layer":
         return ()
     fam, modes = op.spec.family, ["full"]
-    if fam in ("norm", "residual", "activation") or op.name == "out_proj":
+    if fam in ("norm", "residual", "activation") or per_op_share(op.name, model) > 0:
         modes.append("per-op")
     if (fam == "norm" and "layernorm" in modules) or (op.name in DENSE_MLP_OPS and "mlp" in modules):
         modes.append("selective")
@@ -353,6 +359,25 @@ def selective_drops(op: Operator, s: Split, model: ModelConfig, attention: str, 
         out = out + (2 * T * s.local("ffn") * (2 if model.gated else 1) if fam == "activation"
                      else 2 * T * s.local(op.gemm[2], op.gemm[3]))
     return out
+
+
+def per_op_share(name: str, model: ModelConfig) -> float:
+    """Share of a layer GEMM's forward that torchtitan's per-op selective activation checkpointing re-runs in the
+    backward: it saves every second matmul's output, counting aten.mm calls per block (torchtitan/models/llama3/
+    infra/parallelize.py `_custom_policy`, `meta[mm_count_key] % 2 == 0` recomputed) over torchtitan's separate
+    projections wq, wk, wv, wo, w1, w3, w2, so the 2nd, 4th and 6th are rebuilt: wk (kv / (q + 2 kv) of the fused
+    qkv GEMM's FLOPs), wo (all of out_proj) and w3 (half of the gated [w1; w3]); a GeLU MLP's fc1, fc2 are the
+    5th and 6th, so fc2 (mlp_out) is rebuilt and fc1 kept (as `per_op_kept`). 0 for every other op (the LM head
+    is outside the blocks)."""
+    if name == "qkv":
+        return model.kv_dim / (model.q_dim + 2 * model.kv_dim) if model.mla is None else 0.0
+    if name == "out_proj":
+        return 1.0
+    if name == "mlp_in":
+        return 0.5 if model.gated else 0.0
+    if name == "mlp_out":
+        return 0.0 if model.gated else 1.0
+    return 0.0
 
 
 def per_op_kept(op: Operator, s: Split, model: ModelConfig, sp_divisor=1) -> Values:

@@ -55,6 +55,29 @@ class Comm:
         return self.fwd + self.bwd
 
 
+def tp_overlap(c: Comm, gemm_f: list, gemm_b: list, share: float, on) -> Comm:
+    """A layer's tensor-parallel communication (`c`, per micro-batch) where the stack overlaps it with the GEMMs
+    (`on`, per plan: Stack.tp_comm_overlap or the plan's, with sequence parallelism at tp > 1): Transformer Engine's
+    userbuffers (Wang et al. 2023, "Overlap communication with dependent computation via decomposition", ASPLOS;
+    TE's comm_gemm_overlap) split each all-gather / reduce-scatter into chunks that run beside the GEMM they feed
+    or follow, so each collective hides behind its own GEMM and no more: a layer's exposed seconds are, over its
+    GEMMs g (their forward seconds `gemm_f`, their backward `gemm_b`, arrays per plan), with the collectives split
+    evenly among them (c_f, c_b per GEMM),
+
+        exposed = sum_g [ max(0, c - g) + share * min(c, g) ]
+
+    where `share` is the SMs the communication kernels hold over the part's SMs (the GEMM beside them runs at
+    1 - share of its rate for as long as they overlap). Seconds; where `on` is false, `c` as it was."""
+    n = max(len(gemm_f), 1)
+
+    def hidden(total, gemms):
+        per = total / n
+        return sum(np.maximum(0.0, per - g) + share * np.minimum(per, g) for g in gemms) if gemms else total
+
+    on = np.asarray(on, bool)
+    return replace(c, fwd=np.where(on, hidden(c.fwd, gemm_f), c.fwd), bwd=np.where(on, hidden(c.bwd, gemm_b), c.bwd))
+
+
 def overlap_fraction(system: System, stack: Stack) -> float:
     """f, the share of a collective that can hide behind compute (dimensionless): Efficiency.comm_overlap (how
     much runs concurrently with compute at all) times 1 - Stack.overlap_share (the compute rate the collective's

@@ -81,6 +81,15 @@ class Stages:
                    head=np.stack([(pp == 1) * one, 0 * one, one]), rank=np.stack([0 * one, one, pp - 1.0]),
                    valid=np.stack([one > 0, pp > 2, pp > 1]))
 
+    def mean(self, per_kind: np.ndarray, pp) -> np.ndarray:
+        """The mean over a plan's pp stages of a per-stage-kind value (kinds, plans): every stage of an explicit
+        split; else the first, the last and pp - 2 middle stages of the largest middle's value."""
+        if self.explicit:
+            return np.mean(per_kind, axis=0)
+        pp = np.asarray(pp, float)
+        first, middle, last = per_kind
+        return np.where(pp == 1, first, (first + last + np.maximum(pp - 2, 0) * middle) / np.maximum(pp, 1))
+
     def count(self, unit: str) -> np.ndarray:
         return self.layers if unit == "layer" else getattr(self, unit)
 

@@ -11,7 +11,10 @@ the last). Per micro-batch a unit costs its operators' forward, backward and rec
   - ZeRO-3 weight gathers and gradient reduce-scatters: overlapped with the compute of the unit they serve,
     except the embedding's, which starts the forward and ends the backward with nothing to hide behind;
   - pipeline sends: exposed.
-Per step, besides: the stack's host time (Stack.step_overhead_s). Data-parallel gradient reduction (every
+The host launches every kernel and collective ahead of the device (cost.launch_queue): a stage's micro-batch takes the
+longer of its device seconds and its host's (`host`: the seconds the device waits), and the step's end the longer
+of the device's reduction and update and the host's optimizer loop. Per step, besides: the stack's host time
+outside the model (Stack.step_overhead_s, `overhead`). Data-parallel gradient reduction (every
 micro-batch for ZeRO-2, once otherwise) overlaps the backward of the last micro-batch except its last layer's
 bucket; ZeRO-1/2 weight gathers overlap the first forward of the next step likewise (ZeRO-1's only where the
 stack's overlap_param_gather says so); with pp > 1 and tied embeddings, the first and last stages all-reduce the
@@ -35,6 +38,7 @@ from ..spec.model import ModelConfig
 from . import comm as C
 from .compression import compression_seconds, layout_wire_bytes
 from .flops import model_flops_per_token, mtp_flops_per_token, recompute_flops_per_token
+from .launch_queue import HostRates, launch_seconds, parameter_tensors, queued, step_seconds
 from .kernels import ACT_BYTES, Device
 from .layouts import Layouts, among
 from .memory import (
@@ -61,7 +65,7 @@ from .sharded import (
     with_overlap,
 )
 from .stages import UNITS, Stages, pick, shared_host_speedup, unit_counts
-from .units import STAGE_PARTS, Units, host_seconds, unit_costs
+from .units import STAGE_PARTS, Units, unit_costs
 
 
 @dataclass
@@ -80,6 +84,7 @@ class Step:
     capacity: float
     headroom: float  # the fit test's share of the allocator's room kept free
     budget: float  # what the reserved view may use (memory.memory_budget of the headroom)
+    limit: float  # what it can use at all: capacity - runtime (memory.memory_budget with no headroom)
     model_flops: float
     hardware_flops: np.ndarray
     peak_flops: float
@@ -93,6 +98,10 @@ class Step:
     moe_window: np.ndarray  # seconds of a layer's compute per micro-batch that moe_overlap hides its dispatch behind
     host_kernels: np.ndarray  # operator launches per step on the slowest stage (host_counts)
     host_calls: np.ndarray  # collective calls and sends per step on the slowest stage
+    host_s: np.ndarray  # the host's seconds per step on the slowest stage (launches, calls, optimizer loop)
+    unit_host: dict[str, tuple[np.ndarray, np.ndarray]]  # unit -> host seconds launching its forward, backward
+    send_host: np.ndarray  # host seconds of a stage's sends per micro-batch
+    host_rates: HostRates  # what they were priced at (cost.launch_queue)
 
     @property
     def step_time_s(self) -> np.ndarray:
@@ -100,7 +109,14 @@ class Step:
 
     @property
     def fits(self) -> np.ndarray:
-        return self.memory["reserved"] <= self.budget
+        """Plans whose reserved memory is within the device (fits or tight: cost.memory.memory_verdict); only the
+        others are out."""
+        return self.memory["reserved"] <= self.limit
+
+    @property
+    def tight(self) -> np.ndarray:
+        """Plans within the device but inside the headroom the budget keeps free."""
+        return self.fits & (self.memory["reserved"] > self.budget)
 
     @property
     def mfu(self) -> np.ndarray:
@@ -111,6 +127,11 @@ class Step:
 # (or wait on computing neighbours), and exposed communication.
 COMPUTE_TIME = ("gemm", "attention", "memory_bound", "recompute", "bubble", "optimizer")
 COMM_TIME = ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "zero3_comm")
+
+
+def clean(part, total):
+    """A difference of step parts with its rounding noise (below 1e-9 of the step) set to 0."""
+    return np.where(np.abs(part) < 1e-9 * np.abs(total), 0.0, part)
 
 
 def run_fit_time(compute, comm, overhead, compute_speed, network_speed, step_overhead_s):
@@ -134,7 +155,7 @@ def calibrated(time: dict, system: System) -> dict:
     for k in COMM_TIME:
         out[k] = run_fit_time(0.0, time[k], 0.0, 1.0, fit.network_speed, 0.0)
     out["overhead"] = run_fit_time(0.0, 0.0, time["overhead"], 1.0, 1.0, fit.step_overhead_s)
-    out["total"] = sum(out[k] for k in (*COMPUTE_TIME, *COMM_TIME, "overhead"))
+    out["total"] = sum(out[k] for k in (*COMPUTE_TIME, *COMM_TIME, "host", "overhead"))
     return out
 
 
@@ -162,9 +183,10 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     parts = {u: {k: per_plan(x) for k, x in units.parts[u].items()} for u in UNITS}
     fwd, bwd = ({u: per_plan(x[u]) for u in UNITS} for x in (units.fwd, units.bwd))
     kernels, calls_of = ({u: per_plan(x[u]) for u in UNITS} for x in (units.kernels, units.calls))
+    host_f, host_b = ({u: per_plan(x[u]) for u in UNITS} for x in (units.host_f, units.host_b))
     speedup = per_plan(units.speedup)
     st = Stages.of(model, lay)
-    costs = system.host_costs if system.host_costs is not None and system.host_costs.stack == lay.stack else None
+    rates = units.rates
     experts = ExpertDataGroup(system, lay, model)
 
     # --- pipeline: send activations forward and gradients backward at each chunk boundary ----------------
@@ -176,27 +198,36 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
                         fwd=p2p / 2, bwd=p2p / 2, unit="stage", part="pp_comm", tier=link, active=pp > 1)]
 
     # --- stages ----------------------------------------------------------------------------------------------
-    # per micro-batch of each stage: its units' seconds and its sends; the slowest stage's, part by part
+    # per micro-batch of each stage: the device's seconds (its units and sends), and the host's launching them;
+    # the stage takes the longer where the host runs ahead (cost.launch_queue.queued). The slowest stage's, part by part.
     sends = np.where(pp > 1, 2.0 * v, 0.0)  # send/recv calls per micro-batch of a stage
-    send_host = host_seconds(costs, 0.0, sends)
+    send_host = launch_seconds(rates, 0.0, sends)
     unit_time = {u: per_plan(sum(units.parts[u].values())) for u in UNITS}
-    per_mb = st.seconds(unit_time) + p2p + send_host
+    device_mb = st.seconds(unit_time) + p2p
+    dev_f, dev_b = st.seconds(fwd) + p2p / 2, st.seconds(bwd) + p2p / 2
+    launch_f, launch_b = st.seconds(host_f) + send_host / 2, st.seconds(host_b) + send_host / 2
+    waiting = np.maximum(queued(dev_f, dev_b, launch_f, launch_b, pp > 1, rates.serial) - (dev_f + dev_b), 0.0)
+    per_mb = device_mb + waiting  # the device's seconds, and those it waits on its host
     bottleneck = np.argmax(np.where(st.valid, per_mb, -np.inf), axis=0)
     held = {u: pick(st.count(u), bottleneck) for u in UNITS}  # units on the slowest stage
     stage_part = {k: sum(parts[u][k] * held[u] for u in UNITS) for k in STAGE_PARTS}
     stage_part["pp_comm"] = stage_part["pp_comm"] + p2p
-    stage_part["overhead"] = stage_part["overhead"] + send_host
-    t_mean = (sum(unit_time[u] * n for u, n in unit_counts(model).items()) + pp * p2p) / pp
     t_max = pick(per_mb, bottleneck)
-    t_pipe = pipeline_time(m, t_max, t_mean, pp, v)
+    # the mean stage: the device's mean, and the stages' mean wait on their hosts
+    t_mean_device = (sum(unit_time[u] * n for u, n in unit_counts(model).items()) + pp * p2p) / pp
+    t_pipe = pipeline_time(m, t_max, t_mean_device + st.mean(waiting, pp), pp, v)
+    host_mb = pick(launch_f + launch_b, bottleneck)  # the slowest stage's host seconds per micro-batch
 
     # --- data parallel (ZeRO 0/1/2), tied-embedding sync and optimizer, for the stage with most parameters -
     params_of = stage_params(model, lay, st.layers, st.embedding > 0, st.head > 0)
     experts_of = st.layers * expert_layer_params(model, lay)  # a MoE model's routed experts, reduced over edp
     big = np.argmax(np.where(st.valid, params_of + experts_of, -np.inf), axis=0)
     p_stage, pe_stage, nl = pick(params_of, big), pick(experts_of, big), np.maximum(pick(st.layers, big), 1)
-    fwd_mb = sum(fwd[u] * pick(st.count(u), big) for u in UNITS)
-    bwd_mb = sum(bwd[u] * pick(st.count(u), big) for u in UNITS)
+    # what the gradient reduction and the weight gathers hide behind: the backward / forward as long as the stage
+    # runs them, the device's or its host's (cost.launch_queue.queued; a CPU device: both, one after the other)
+    on_big = lambda per_unit: sum(per_unit[u] * pick(st.count(u), big) for u in UNITS)  # noqa: E731
+    fwd_mb = queued(on_big(fwd), 0.0, on_big(host_f), 0.0, False, rates.serial)
+    bwd_mb = queued(on_big(bwd), 0.0, on_big(host_b), 0.0, False, rates.serial)
     steps: list[Comm] = []
     on = (shard > 1) & (zero < 3)
     kind = np.where(zero == 0, "all_reduce", "reduce_scatter")
@@ -251,12 +282,23 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
              ) / shared_host_speedup(system, lay)
 
     step_calls = sum(np.asarray(c.calls, float) * np.asarray(c.active, bool) for c in steps)
-    t_host = stack.step_overhead_s + host_seconds(costs, 0.0, step_calls)
+    # the step's end: the host loops over the stage's parameter tensors (clip, update, zero_grad) and makes the
+    # step's calls while the device reduces and updates (cost.launch_queue.tail_seconds)
+    tensors = parameter_tensors(model)
+    tensors_of = pick(st.layers * tensors["layer"] + st.embedding * tensors["embedding"]
+                      + st.head * tensors["head"], big)
+    host_tail = rates.optimizer_tensor_s * tensors_of + launch_seconds(rates, 0.0, step_calls)
+    host_total = m * host_mb + host_tail  # the host's seconds per step on the slowest stage
+    # the pipeline at the device's seconds alone (what the host's lead is measured against)
+    t_pipe_device = pipeline_time(m, pick(device_mb, bottleneck), t_mean_device, pp, v)
+    body = step_seconds(t_pipe, t_pipe_device, dp_exposed + t_opt, m * host_mb, host_tail, pp > 1, rates.serial)
 
-    step = t_pipe + dp_exposed + t_opt + t_host
+    step = body + stack.step_overhead_s
     time = {k: stage_part[k] * m for k in STAGE_PARTS}
-    time.update(dp_comm=dp_exposed + none, bubble=t_pipe - m * t_max, optimizer=t_opt + none,
-                overhead=time["overhead"] + t_host, total=step)
+    # parts sum to the step: the pipeline's bubble at the device's seconds, what the device waits on the host
+    time.update(dp_comm=dp_exposed + none, bubble=t_pipe_device - m * pick(device_mb, bottleneck),
+                optimizer=t_opt + none, host=clean(body - t_pipe_device - dp_exposed - t_opt, body),
+                overhead=time["overhead"] + stack.step_overhead_s, total=step)
     # what the host dispatches per step on the slowest stage (what calibrate's host probe fits to)
     host_kernels = sum(kernels[u] * held[u] for u in UNITS) * m
     host_calls = (sum(calls_of[u] * held[u] for u in UNITS) + sends) * m + step_calls
@@ -266,16 +308,18 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     # --- FLOPs ---------------------------------------------------------------------------------------------
     tokens = lay.tokens_per_step
     mflops = tokens * model_flops_per_token(model, lay.seq_len)
-    extra = {mode: recompute_flops_per_token(model, lay.seq_len, mode) for mode in ("none", "selective", "full")}
+    extra = {mode: recompute_flops_per_token(model, lay.seq_len, mode) for mode in ("none", "selective", "full", "per-op")}
     hflops = mflops + tokens * (np.select([among(rc, (k,)) for k in extra], list(extra.values()))
                                 + mtp_flops_per_token(model, lay.seq_len))
     peak_dtype = lay.precision if lay.precision in ("fp8", "fp4") else "bf16"
     return Step(lay=lay, stages=st, units=units, stage_comms=stage_comms, step_comms=steps, time=time, memory=memory,
                 bottleneck=bottleneck, memory_kind=mem_kind, capacity=system.accelerator.hbm_bytes,
-                headroom=headroom, budget=memory_budget(system, headroom),
+                headroom=headroom, budget=memory_budget(system, headroom), limit=memory_budget(system, 0.0),
                 model_flops=mflops, hardware_flops=hflops, peak_flops=system.accelerator.peak_flops(peak_dtype),
                 peak_dtype=peak_dtype, unit_time={u: unit_time[u] + none for u in UNITS},
                 unit_fwd={u: fwd[u] + none for u in UNITS},
                 unit_recompute={u: parts[u]["recompute"] + none for u in UNITS}, p2p=p2p, stage_time_max=t_max,
                 compute_speedup=speedup + none, moe_window=per_plan(units.moe_window),
-                host_kernels=host_kernels + none, host_calls=host_calls + none)
+                host_kernels=host_kernels + none, host_calls=host_calls + none, host_s=host_total + none,
+                host_rates=rates, unit_host={u: (host_f[u] + none, host_b[u] + none) for u in UNITS},
+                send_host=send_host + none)

@@ -32,6 +32,7 @@ from ..spec.operators import (
 from ..spec.plan import Plan
 from ..spec.stack import load_stack
 from .compression import layout_wire_bytes
+from .launch_queue import HostRates, host_rates, launch_seconds
 from .kernels import Device, Op, zero3_copy_op
 from .layouts import PER_DEVICE, Layouts, among, spread
 from .memory import GRAD_BYTES, WEIGHT_BYTES, unit_params
@@ -47,13 +48,14 @@ from .operator_table import (
     operators,
     output_bytes,
 )
-from .sharded import ZERO_GROUP, Comm, behind, edge_cost, moe_comms, op_comms, overlap_fraction, zero3_gather
+from .sharded import (ZERO_GROUP, Comm, behind, edge_cost, moe_comms, op_comms, overlap_fraction, tp_overlap,
+                      zero3_gather)
 from .stages import UNITS, Stages, pipeline_busy, shared_host_speedup
 
 COMPUTE_PARTS = {"gemm": "gemm", "attention": "attention", "memory": "memory_bound"}
 COMPUTE_PART_NAMES = (*COMPUTE_PARTS.values(), "recompute")
 STAGE_PARTS = ("gemm", "attention", "memory_bound", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm",
-               "zero3_comm", "overhead")
+               "zero3_comm", "host", "overhead")
 
 UNIT_OPS = {"layer": tuple(n for n in GRAPH_OPS if UNIT_OF[n] == "layer"), "embedding": EMBEDDING_OPS,
             "head": HEAD_OPS}  # a layer's operators in order, its MoE MLP ("moe") among them
@@ -175,14 +177,6 @@ def host_counts(ops: list[Op], comms: list[Comm], recompute) -> tuple[np.ndarray
     return fwd + 0.0, bwd + 0.0, calls + 0.0
 
 
-def host_seconds(costs, kernels, calls):
-    """Host seconds of `kernels` operator launches and `calls` collective calls at the measured per-launch costs
-    (spec.hardware.HostCosts; 0 without them): kernels * kernel_s + calls * collective_s."""
-    if costs is None:
-        return 0.0 * (np.asarray(kernels) + np.asarray(calls))
-    return costs.kernel_s * np.asarray(kernels, float) + costs.collective_s * np.asarray(calls, float)
-
-
 def unit_parts(ops: list[Op], recompute) -> dict[str, np.ndarray]:
     """Per-micro-batch seconds of a unit's kernels by breakdown part (recomputed forwards in `recompute`)."""
     out = dict.fromkeys(STAGE_PARTS, 0.0)
@@ -203,13 +197,16 @@ class Units:
     ops: dict[str, list[Op]]
     comms: list[Comm]  # per unit per micro-batch
     parts: dict[str, dict[str, np.ndarray]]  # unit -> STAGE_PARTS (compute and exposed communication)
-    fwd: dict[str, np.ndarray]  # unit -> busy seconds in the forward (compute + exposed comm + host)
+    fwd: dict[str, np.ndarray]  # unit -> the device's busy seconds in the forward (compute + exposed comm)
     bwd: dict[str, np.ndarray]  # ... in the backward (its recomputed forward included)
     kernels: dict[str, np.ndarray]  # unit -> operator launches per micro-batch (forward + backward)
     calls: dict[str, np.ndarray]  # unit -> collective calls per micro-batch
     speedup: np.ndarray  # cost.compute.shared_core_speedup applied to compute (1: no shared host)
     moe_window: np.ndarray  # seconds of a layer's compute per micro-batch that moe_overlap hides its dispatch behind
     zero3_overlap: dict[str, tuple]  # unit -> (gather <= forward, <= backward, fraction that may hide, active)
+    rates: HostRates  # the host's seconds per launch, call and optimizer tensor (cost.launch_queue)
+    host_f: dict[str, np.ndarray]  # unit -> host seconds launching its forward per micro-batch
+    host_b: dict[str, np.ndarray]  # ... its backward (recomputed forward included)
 
     def per_plan(self, x: np.ndarray) -> np.ndarray:
         """A per-row value copied out to every plan."""
@@ -221,7 +218,8 @@ def unit_costs(model: ModelConfig, system: System, lay: Layouts) -> Units:
     (`UNIT_KEY`) of the plans in `lay`: their kernels (`op_kernels`), the tensors between their operators
     (`unit_edges`), a MoE layer's dispatch (`sharded.moe_comms`), the collectives inside operators
     (`sharded.op_comms`), ZeRO-3's weight gathers and gradient reduce-scatters (overlapped with the unit's own
-    compute but the embedding's, which opens the forward and closes the backward), and the host's launches."""
+    compute but the embedding's, which opens the forward and closes the backward), and the host's seconds launching
+    them (cost.launch_queue; how much of it the device waits for is the stage's to say, cost.step)."""
     key = UNIT_KEY if system.shared_host is None else tuple(name for name in UNIT_KEY if name != "pipelined") + (
         "pp", "vpp", "account_for_embedding", "account_for_loss")
     first, index = lay.distinct(key)
@@ -260,7 +258,16 @@ def unit_costs(model: ModelConfig, system: System, lay: Layouts) -> Units:
         comms.append(c)
 
     # --- the tensors between operators; the collectives inside them -----------------------------------------
+    # a layer's tp all-gathers / reduce-scatters beside its GEMMs where the stack (or the plan) overlaps them
+    overlap_on = (lay.tp > 1) & lay.sequence_parallel & (
+        dev.stack.tp_comm_overlap if lay.tp_comm_overlap is None else lay.tp_comm_overlap)
+    share = (min(1.0, dev.stack.tp_overlap_sms / system.accelerator.compute_units)
+             if system.accelerator.torch_device == "cuda" else 0.0)
+    gemms = [op for op in ops["layer"] if op.kind == "gemm"]
     for c in unit_edges(model, system, lay).values():
+        if c.unit == "layer" and np.any(overlap_on):
+            c = tp_overlap(c, [op.fwd_s / speedup for op in gemms],
+                           [(op.bwd_s + op.recompute_s(rc)) / speedup for op in gemms], share, overlap_on)
         charge(c)
     # a MoE model's token dispatch and combine (with moe_overlap, beside a layer's compute of another micro-batch)
     for c in moe_comms(model, system, lay, moe_window):
@@ -300,14 +307,18 @@ def unit_costs(model: ModelConfig, system: System, lay: Layouts) -> Units:
                         seconds=rs_e, calls=1, bwd=e_b * part_of(rs_e, both), unit=unit, part="zero3_comm",
                         tier=experts.tiers(), active=on_e))
 
-    # --- host: the stack's per-launch costs, where the spec measured them for it (spec.hardware.HostCosts) --------
-    costs = system.host_costs if system.host_costs is not None and system.host_costs.stack == lay.stack else None
-    kernels, calls_of = {}, {}
+    # --- host: what launching them costs the host thread (cost.launch_queue); the stage decides how much is exposed -----
+    rates = host_rates(system, dev.stack, lay)
+    kernels, calls_of, host_f, host_b = {}, {}, {}, {}
     for u in UNITS:
-        nf, nb, calls = host_counts(ops[u], [c for c in comms if c.unit == u], rc)
-        kernels[u], calls_of[u] = nf + nb, calls
-        hf, hb = host_seconds(costs, nf, 0.0), host_seconds(costs, nb, calls)
-        parts[u]["overhead"] = parts[u]["overhead"] + hf + hb
-        fwd[u], bwd[u] = fwd[u] + hf, bwd[u] + hb
+        mine = [c for c in comms if c.unit == u]
+        nf, nb, calls = host_counts(ops[u], [c for c in mine if c.part != "zero3_comm"], rc)
+        z3 = host_counts([], [c for c in mine if c.part == "zero3_comm"], rc)[2]
+        kernels[u], calls_of[u] = nf + nb, calls + z3
+        # collectives split evenly between the directions; ZeRO-3's: a gather before the forward, a gather and a
+        # reduce-scatter in the backward
+        host_f[u] = launch_seconds(rates, nf, calls / 2, z3 / 3) + none
+        host_b[u] = launch_seconds(rates, nb, calls / 2, 2 * z3 / 3) + none
     return Units(index=index, lay=lay, ops=ops, comms=comms, parts=parts, fwd=fwd, bwd=bwd, kernels=kernels,
-                 calls=calls_of, speedup=speedup, moe_window=moe_window, zero3_overlap=zero3_overlap)
+                 calls=calls_of, speedup=speedup, moe_window=moe_window, zero3_overlap=zero3_overlap, rates=rates,
+                 host_f=host_f, host_b=host_b)

@@ -24,8 +24,9 @@ untimed phase and times the steps in the next, in the same ranks, the allocator 
 to /proc/self/clear_refs) when measurement starts, and the resident size before the model was built (the
 interpreter, torch's libraries, the process group) is subtracted, or the resident size after the plan's
 model, optimizer and batches are freed if larger (library code and workspaces that the first step paged in
-stay resident and are not the plan's memory). Between steps: the resident size right after each step, less
-the same baseline, the largest over the steps. A CPU has no caching allocator and no device memory apart
+stay resident and are not the plan's memory), read once glibc has returned its heap's free pages (malloc_trim,
+`freed_rss_bytes`). Between steps: the resident size right after each step, read the same way, less the same
+baseline, the largest over the steps. A CPU has no caching allocator and no device memory apart
 from the host's: reserved and device are not measured (None).
 """
 
@@ -54,12 +55,27 @@ METHODS = {
                              "step) " + _CPU_BASE,
         "peak_reserved_bytes": "not measured: a CPU has no caching allocator",
         "device_bytes": "not measured: a CPU has no device memory apart from the host's",
-        "between_steps_bytes": "resident size (VmRSS) right after each step, the largest over the steps, "
+        "between_steps_bytes": "resident size (VmRSS) right after each step once malloc_trim(0) returned the heap's "
+                               "free pages, the largest over the steps, "
                                + _CPU_BASE,
     },
 }
 # The allocated peak's method (Measurement.memory_method)
 METHOD = {kind: m["peak_memory_bytes"] for kind, m in METHODS.items()}
+
+
+def freed_rss_bytes() -> float:
+    """The resident size once the plan's objects are freed: glibc first returns the free pages inside its heap
+    (malloc_trim(0)). A block below the mmap threshold, or one that reused a free heap chunk the agent's import left,
+    goes back to the heap's free lists when freed and stays resident until trimmed; read untrimmed, that memory
+    counted as library pages in the baseline and the peak came out short of the state the step held."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # no glibc: the resident size as it is
+        pass
+    return rss_bytes()
 
 
 def nvml_reader(device: torch.device):
@@ -129,7 +145,7 @@ class PeakMemory:
                     self.methods["device_bytes"] += f" (a later sample failed: {type(err).__name__})"
                     self.nvml = None
         else:
-            now = rss_bytes()
+            now = freed_rss_bytes()  # the step's freed heap blocks are not its state
         self.between = now if self.between is None else max(self.between, now)
 
     def stop(self) -> None:
@@ -144,7 +160,7 @@ class PeakMemory:
         """The allocated peak, bytes (call once the plan's objects are freed)."""
         if self.device.type == "cuda":
             return self.high
-        return max(0.0, self.high - max(self.base, rss_bytes()))
+        return max(0.0, self.high - max(self.base, freed_rss_bytes()))
 
     def record(self) -> dict:
         """RankRecord's memory fields (spec.measurement.MEMORY_FIELDS), bytes or None where not measured; call once
@@ -152,6 +168,6 @@ class PeakMemory:
         if self.device.type == "cuda":
             return {"peak_memory_bytes": self.high, "peak_reserved_bytes": self.reserved, "device_bytes": self.used,
                     "between_steps_bytes": self.between}
-        base = max(self.base, rss_bytes())
+        base = max(self.base, freed_rss_bytes())
         return {"peak_memory_bytes": max(0.0, self.high - base), "peak_reserved_bytes": None, "device_bytes": None,
                 "between_steps_bytes": None if self.between is None else max(0.0, self.between - base)}

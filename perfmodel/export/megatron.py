@@ -253,6 +253,10 @@ def megatron(pf: PlanFile, version: str | None = None, changes: Sequence[str] = 
                          f"divisible by 2 x cp = {2 * p.cp}; seq_len = {p.seq_len} is not")
     if p.sequence_parallel:  # with experts and tp > 1 always (spec.plan._check_experts, as Megatron-LM requires)
         a.append("--sequence-parallel")
+        if p.tp_comm_overlap:
+            comments.append("the plan overlaps tensor-parallel communication with the GEMMs (priced so): add "
+                            "--tp-comm-overlap where Transformer Engine's userbuffers can run (not written: it needs "
+                            "TE and a bootstrap backend the launch must provide)")
     a += [f"--micro-batch-size {p.micro_batch}", f"--global-batch-size {p.global_batch}"]
     comments.append(f"gradient accumulation: Megatron runs global / (micro x dp) = {p.global_batch} / "
                     f"({p.micro_batch} x {p.dp}) = {p.num_microbatches} micro-batches per step, "

@@ -23,6 +23,7 @@ TIME_PARTS = {
     "dp_comm": ("DP / ZeRO-1/2 comm (exposed)", "#ff7f0e"),
     "bubble": ("pipeline bubble", "#bdbdbd"),
     "optimizer": ("optimizer step", "#2ca02c"),
+    "host": ("waiting on the host's launches", "#e7ba52"),
     "overhead": ("host overhead", "#8c564b"),
 }
 MEMORY_PARTS = {

@@ -36,8 +36,11 @@ GROUP_DEFAULTS: dict[str, dict] = {
     # gradients synchronised in the parameter dtype (apex DistributedFusedAdam grad_sync_dtype default,
     # Megatron-Core DistributedDataParallelConfig.grad_reduce_in_fp32 = False).
     "NeMo_launcher_24.05": dict(attention="flash", recompute="none", zero=1, sp_with_tp=True, grad_dtype="bf16"),
-    # 2023 launcher defaults recompute the core attention selectively, which is what the unfused kernel needs.
-    "NeMoMegatron_launcher_A100_2023": dict(attention="unfused", zero=1, sp_with_tp=True, grad_dtype="bf16"),
+    # 2023 launcher defaults recompute the core attention selectively, which is what the unfused kernel needs;
+    # Transformer Engine's userbuffers TP overlap (model.ub_tp_comm_overlap) came with the launcher's Hopper
+    # configurations: its A100 ones leave it off.
+    "NeMoMegatron_launcher_A100_2023": dict(attention="unfused", zero=1, sp_with_tp=True, grad_dtype="bf16",
+                                            tp_comm_overlap=False),
     "MosaicML_llm-foundry_MPT_bench": dict(attention="flash"),
     "torchtitan_perf_doc_2024": dict(attention="flash", sp_with_tp=True),
 }
@@ -178,6 +181,20 @@ def precision_of(text: str) -> str:
     return "fp8" if ("fp8" in t or "float8" in t) else ("fp16" if "fp16" in t else "bf16")
 
 
+def torchtitan_selective(text: str, n_layers: int) -> dict | None:
+    """The Plan's recompute fields for torchtitan's selective activation checkpointing as its runs name it, or None:
+    'selective op' (selective_ac_option = "op": per-op SAC, which keeps attention's and every second matmul's
+    outputs) is per-op; 'selective layer' (selective_ac_option = "2": every second block checkpointed whole,
+    torchtitan/models/llama3/infra/parallelize.py _apply_ac_to_transformer_block) is full recompute of half the
+    layers (Megatron-LM's block method)."""
+    t = text.lower()
+    if "selective op" in t:
+        return dict(recompute="per-op")
+    if "selective layer" in t:
+        return dict(recompute="full", recompute_method="block", recompute_num_layers=n_layers // 2)
+    return None
+
+
 def plan_for(row: pd.Series, model: ModelConfig) -> tuple[Plan | None, str]:
     group = row["source_group"]
     d = GROUP_DEFAULTS.get(group, {})
@@ -192,8 +209,11 @@ def plan_for(row: pd.Series, model: ModelConfig) -> tuple[Plan | None, str]:
     if mb is None:  # not stated: Megatron-LM's micro-batch of 1 with pipelining, else no accumulation
         mb = 1 if pp > 1 else gbs / dp
     rec_text = cell_text(row["recompute"]).lower()
+    torchtitan_ac = torchtitan_selective(rec_text, model.n_layers)
     if rec_text in ("none", "selective", "full", "per-op"):  # Plan's own values (a user's runs table)
         recompute = rec_text
+    elif torchtitan_ac:
+        recompute = torchtitan_ac["recompute"]
     elif rec_text.startswith("none"):
         recompute = "none"
     elif "not stated" in rec_text or not rec_text:
@@ -222,8 +242,9 @@ def plan_for(row: pd.Series, model: ModelConfig) -> tuple[Plan | None, str]:
         split = _megatron_split(row)
         kw = dict(tp=tp, pp=pp, dp=int(dp), cp=cp, vpp=vpp, micro_batch=int(mb), global_batch=int(gbs), seq_len=seq,
                   recompute=recompute, sequence_parallel=sp, zero=zero, precision=precision,
-                  attention=d.get("attention", "flash"), grad_dtype=grad, overlap_dp_comm=overlap, stack=stack)
-        plan = Plan(**kw | split | plan_columns(row))
+                  attention=d.get("attention", "flash"), grad_dtype=grad, overlap_dp_comm=overlap, stack=stack,
+                  tp_comm_overlap=d.get("tp_comm_overlap"))
+        plan = Plan(**kw | (torchtitan_ac or {}) | split | plan_columns(row))
     except InputError as err:
         return None, f"plan: {err}"
     return plan, ""

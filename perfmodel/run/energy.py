@@ -37,7 +37,7 @@ COMM_SHARE = 0.5
 # The TimeBreakdown parts by what a device does in them (tests/test_energy.py: every part in exactly one)
 BUSY_PARTS = ("gemm", "attention", "memory_bound", "recompute", "optimizer")
 COMM_PARTS = COMM_TIME
-IDLE_PARTS = ("bubble", "overhead")
+IDLE_PARTS = ("bubble", "host", "overhead")  # host: the device waits on its host's launches
 
 
 class Power(Schema):

@@ -41,7 +41,8 @@ from .space import Job, Space, enumerate_layouts
 
 PLAN_COLUMNS = ["gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "recompute", "sequence_parallel",
                 "zero", "schedule", "account_for_embedding", "account_for_loss"]
-RESULT_COLUMNS = ["step_time_s", "tokens_per_s", "mfu", "memory_gib", "fits_in_memory", "gpu_hours_per_step",
+RESULT_COLUMNS = ["step_time_s", "tokens_per_s", "mfu", "memory_gib", "fits_in_memory", "memory_tight",
+                  "gpu_hours_per_step",
                   "goodput", "wall_s_per_step", "wall_gpu_hours_per_step", "energy_kwh_per_step"]
 OBJECTIVES = {"time": ["step_time_s", "memory_gib"], "cost": ["gpu_hours_per_step", "step_time_s", "memory_gib"],
               "train-time": ["wall_s_per_step", "step_time_s", "memory_gib"],
@@ -117,10 +118,12 @@ class SearchResult:
         return estimate(self.model, self.system, self.plan(rank), self.headroom)
 
     def summary(self) -> str:
+        tight = int(np.sum(self.columns["memory_tight"])) if "memory_tight" in self.columns else 0
         return (f"{self.enumerated} plans enumerated, {self.feasible} feasible "
                 f"({self.enumerated - self.feasible} pruned: reserved memory over "
-                f"{memory_budget(self.system, self.headroom) / GIB:.1f} GiB, the {self.system.accelerator.hbm_capacity_gib:g}"
-                f" GiB less runtime and {self.headroom:.0%} headroom), {self.seconds:.2f} s")
+                f"{memory_budget(self.system, 0.0) / GIB:.1f} GiB, the {self.system.accelerator.hbm_capacity_gib:g}"
+                f" GiB less runtime; {tight} of them tight: inside the {self.headroom:.0%} headroom), "
+                f"{self.seconds:.2f} s")
 
     def pareto(self):
         """Plans no other plan beats on all of step time, GPUs and memory (each at least as good, one better)."""
@@ -153,6 +156,7 @@ def _columns(lay, step, run: dict, power: Power | None) -> dict[str, np.ndarray]
     out["mfu"] = step.mfu
     out["memory_gib"] = step.memory["reserved"] / GIB  # the view the fit test reads
     out["fits_in_memory"] = step.fits
+    out["memory_tight"] = step.tight
     out["gpu_hours_per_step"] = step.step_time_s * lay.gpus / 3600
     out["goodput"] = np.full(len(lay), goodput)
     out["wall_s_per_step"] = step.step_time_s / goodput
@@ -186,8 +190,8 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
     """Rank every feasible layout of training `model` on `gpus` devices of `hardware` (one count or several).
 
     `job` takes the other Job fields (attention, grad_dtype, overlap_dp_comm); `space` narrows the layouts. A layout
-    is feasible when its reserved view fits (capacity - runtime) * (1 - headroom) on every stage
-    (`cost.memory.memory_budget`).
+    is feasible when its reserved view fits capacity - runtime on every stage; one beyond (capacity - runtime) *
+    (1 - headroom) is kept and marked tight (`memory_tight`; cost.memory.memory_verdict).
     """
     t0 = time.perf_counter()
     model, system = load_model(model), load_hardware(hardware)
@@ -205,7 +209,9 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
         raise InputError(f"objective = energy: {system.accelerator.name} has no published board power (tdp_w); "
                          "valid objectives here: " + ", ".join(o for o in OBJECTIVES if o != "energy"))
     tables, rows, worst, notes, refused = [], [], None, [], []
-    cap = memory_budget(system, headroom)  # refuses a headroom outside [0, 1)
+    memory_budget(system, headroom)  # refuses a headroom outside [0, 1)
+    # only plans that do not fit are out: a tight one (inside the headroom) stays, marked (cost.memory.memory_verdict)
+    cap = memory_budget(system, 0.0)
     for j in jobs:
         t1 = time.perf_counter()
         try:

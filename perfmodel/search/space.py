@@ -81,10 +81,11 @@ class Job(Schema):
     seq_len: Count
     precision: Precision = "bf16"
     attention: Literal["flash", "unfused"] = "flash"
-    grad_dtype: Literal["fp32", "bf16"] = "fp32"
+    grad_dtype: Literal["fp32", "bf16"] | None = None  # None: the stack's
     grad_compression: Literal["none", "bf16", "powersgd"] = "none"
     powersgd_rank: Count = 1
     overlap_dp_comm: Flag = True
+    tp_comm_overlap: Flag | None = None
     stack: str = DEFAULT_STACK
     expert_imbalance: Imbalance = 1.0
     moe_dispatcher: Dispatcher = "alltoall"

@@ -26,7 +26,7 @@ BOUND = {
     "memory": ("memory_bound", "optimizer"),
     "network": ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "zero3_comm"),
     "bubble": ("bubble",),
-    "host": ("overhead",),
+    "host": ("host", "overhead"),
 }
 
 

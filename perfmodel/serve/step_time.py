@@ -23,7 +23,7 @@ from ..cost.compute import flash_attention_time, shared_core_speedup
 from ..cost.kernel_lookup import allreduce_table_time, decode_table_time, moe_table_time
 from ..cost.kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, attention_table_op, mean_keys, model_mean_keys,
                             residual_bytes)
-from ..cost.units import host_seconds
+from ..cost.launch_queue import host_seconds
 from ..spec.hardware import System
 from ..spec.kernel_tables import allreduce_curves, decode_curves, moe_curves
 from ..spec.model import ModelConfig
@@ -259,7 +259,7 @@ def host_s(model: ModelConfig, system: System, plan: ServePlan, stack: ServingSt
     """Host seconds of one step whose `decode` decoding sequences attend `decode_keys` keys in all
     where the spec measured per-launch costs for this stack (`HostCosts.serving`, else `HostCosts`: perfmodel
     calibrate; eager dispatch the device does not hide, the executor's case): launches x kernel_s + collective
-    calls x collective_s (`cost.units.host_seconds`) + the decode attention's (sequence, local head) pairs x
+    calls x collective_s (`cost.launch_queue.host_seconds`) + the decode attention's (sequence, local head) pairs x
     attention_s + their keys x attention_key_s (`launches`); 0 otherwise (the engines' CUDA graphs and
     schedulers: their `step_overhead_s`)."""
     costs = system.host_costs

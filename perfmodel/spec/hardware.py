@@ -69,6 +69,11 @@ class Accelerator(Schema):
         description="backward FLOP/s over the attention table's forward FLOP/s, measured (perfmodel calibrate: the "
                     "same calls forward and forward + backward); null: FlashAttention-2's 63/73 (Dao 2023, Sec. 4.1; "
                     "cost.kernels.FLASH_BWD_RATE)")
+    unaligned_matmul_tflops: dict[Literal["forward", "input_grad", "weight_grad"], Datasheet] = Field(
+        default_factory=dict, description="TFLOP/s of a 2-byte (bf16/fp16) linear layer's GEMMs whose out or in "
+        "features are not a multiple of 8 elements (16 bytes: GPT-2's vocabulary of 50257, say), which cuBLAS runs "
+        "with its alignment-1 kernels: the forward x W^T, the input gradient dy W and the weight gradient dy^T x "
+        "(cost.kernels.gemm_op); empty: not measured, such GEMMs priced as aligned ones")
     gemm_power_w: dict[Literal["bf16", "fp8", "fp4"], Datasheet] = Field(default_factory=dict, description="W drawn "
         "by GEMMs of >= 1e12 FLOPs per dtype (kernels/gemm_power.csv): the energy model's draw in GEMM time")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
@@ -295,11 +300,12 @@ class System(Schema):
         return self.memory_overhead_gib * GiB
 
     def on_datasheet(self, gemms: bool = True, collectives: bool = True) -> System:
-        """This system without its measured kernel tables, GEMM and attention (`gemms`), and per-group NCCL fits
-        (`collectives`): what the datasheet path alone prices (benchmarks/sustained_fraction.py derives that
-        path's fraction on it)."""
+        """This system without its measured kernel tables, GEMM (with the alignment-1 rates) and attention
+        (`gemms`), and per-group NCCL fits (`collectives`): what the datasheet path alone prices
+        (benchmarks/sustained_fraction.py derives that path's fraction on it)."""
         acc = self.accelerator.model_copy(update={"kernel_tables": {}, "attention_table_kernel": None,
-                                                           "attention_backward_rate": None}) \
+                                                           "attention_backward_rate": None,
+                                                           "unaligned_matmul_tflops": {}}) \
             if gemms else self.accelerator
         tiers = [t.model_copy(update={"by_group": {}}) for t in self.tiers] if collectives else self.tiers
         return self.model_copy(update={"accelerator": acc, "tiers": tiers})

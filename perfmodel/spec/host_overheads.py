@@ -58,7 +58,8 @@ class ServingHostCosts(Schema):
 class HostCosts(Schema):
     """Host seconds per operator launch and per collective call that a stack's eager dispatch adds to every step
     (autograd, DTensor redistribution, collective set-up), measured by perfmodel calibrate for the executor's
-    stack; the estimate charges them to each plan of that stack (cost.units.host_seconds)."""
+    stack; the estimate charges them to each plan of that stack (cost.launch_queue.host_rates, over the stack
+    profile's own)."""
 
     stack: str = Field(description="the stack the costs were measured for (the executor: plain-torch)")
     kernel_s: Real = Field(ge=0, description="seconds per operator launch")

@@ -77,15 +77,16 @@ class Plan(Schema):
     compile: Literal["none", "model", "model+loss"] = Field(
         "none", description="torch.compile as torchtitan's [compile] components: model (each block; 2024), "
                             "model+loss (2025); its memory effects in cost.memory; stacks that compile only")
-    grad_dtype: Literal["fp32", "bf16"] = Field(
-        "fp32", description="gradient accumulation and reduction dtype (Megatron bf16 and torch FSDP default: fp32)"
-    )
+    grad_dtype: Literal["fp32", "bf16"] | None = Field(None, description="gradient buffer, accumulation and reduction "
+                                                                         "dtype; default: the stack's (Stack.grad_dtype)")
     grad_compression: Literal["none", "bf16", "powersgd"] = Field(
         "none", description="data-parallel gradient format on the wire (cost.compression): as grad_dtype, bf16, or "
                             "PowerSGD of rank powersgd_rank (torch DDP communication hooks)")
     powersgd_rank: Count = Field(1, description="PowerSGD's rank r (torch PowerSGDState matrix_approximation_rank; "
                                                 "default 1 as there)")
     overlap_dp_comm: Flag = Field(True, description="data-parallel / ZeRO collectives overlap with compute")
+    tp_comm_overlap: Flag | None = Field(None, description="with sequence parallelism, tp all-gathers / reduce-scatters "
+                                                           "beside the GEMMs; default: the stack's (Stack.tp_comm_overlap)")
     stack: str = Field(DEFAULT_STACK, description=f"software stack that runs the plan, one of {', '.join(STACKS)}, "
                                                   "or the path of a profile YAML (perfmodel.spec.stack: kernels, "
                                                   f"overlap, optimizer, host costs); default {DEFAULT_STACK}")
@@ -269,11 +270,9 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
         p["gpus"] = mp * p["dp"]
     if mp * p["dp"] != p["gpus"]:
         hint = f", or use dp = {p['gpus'] // mp}" if p["gpus"] % mp == 0 else ""
-        raise InputError(
-            f"tp*pp*cp*dp = {tp}*{pp}*{cp}*{p['dp']} = {mp * p['dp']} != gpus = {p['gpus']}; omit dp to infer it{hint}"
-        )
+        raise InputError(f"tp*pp*cp*dp = {tp}*{pp}*{cp}*{p['dp']} = {mp * p['dp']} != gpus = {p['gpus']}; omit dp to "
+                         f"infer it{hint}")
     system.check_gpus(p["gpus"])
-
     heads, kv = model.n_heads, model.n_kv_heads
     if heads % tp:
         raise InputError(f"tp={tp} does not divide num_attention_heads = {heads}; valid tp: {values_text(divisors(math.gcd(heads, kv)))}")
@@ -319,7 +318,6 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
     if sched != "interleaved" and vpp > 1:
         raise InputError(f"schedule={sched} cannot run vpp={vpp} chunks per rank; valid with vpp > 1: interleaved")
     p["schedule"] = sched
-
     dpmb = p["dp"] * p["micro_batch"]
     if p["global_batch"] % dpmb:
         lo = p["global_batch"] // dpmb * dpmb
@@ -354,6 +352,9 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
         raise InputError(f"precision={p['precision']}: {system.name} has no matmul efficiency for it; valid: {', '.join(system.efficiency.matmul_max)}")
     if tp == 1:
         p["sequence_parallel"] = False
+    stack = load_stack(p["stack"])  # what the plan leaves to its stack
+    p["grad_dtype"] = p["grad_dtype"] or stack.grad_dtype
+    p["tp_comm_overlap"] = stack.tp_comm_overlap if p["tp_comm_overlap"] is None else p["tp_comm_overlap"]
     return Plan(**p)
 
 

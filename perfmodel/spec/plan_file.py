@@ -117,6 +117,10 @@ def check(pf: PlanFile) -> PlanFile:
         raise InputError(f"plan file version = {pf.version} is not supported; valid version: {VERSION} "
                          "(re-create the file with this perfmodel: perfmodel search ... --output FILE)")
     plan = resolve(pf.plan, pf.model, pf.hardware)
+    # fields a plan leaves to its stack, absent from files written before they existed: the stack's values
+    stacked = {k: getattr(plan, k) for k in ("grad_dtype", "tp_comm_overlap") if getattr(pf.plan, k) is None}
+    if stacked:
+        pf = pf.model_copy(update={"plan": pf.plan.model_copy(update=stacked)})
     if plan.model_dump() != pf.plan.model_dump():
         diff = [k for k, v in plan.model_dump().items() if pf.plan.model_dump()[k] != v]
         raise InputError(f"plan file field plan.{diff[0]} = {getattr(pf.plan, diff[0])!r} is not resolved; "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from ..errors import Flag, Real, Schema
@@ -68,6 +70,9 @@ class TimeBreakdown(Schema):
     zero3_comm: float = Field(description="ZeRO-3 parameter gathers and gradient reduce-scatters")
     bubble: float
     optimizer: float
+    host: float = Field(0.0, description="seconds the device waits on its host: where launching the step's kernels, "
+                                         "collectives and optimizer loop takes the host longer than the device takes "
+                                         "to run them (cost.launch_queue; a CPU device: all of it)")
     overhead: float = Field(0.0, description="host time per step outside the model: the stack's step_overhead_s "
                                              "(perfmodel.spec.stack.Stack) plus, on a spec calibrated from runs, the "
                                              "fitted one (cost.step.calibrated)")
@@ -146,7 +151,11 @@ class Estimate(Schema):
     mfu: float
     hfu: float
     mfu_peak_dtype: str = Field(description="peak the MFU/HFU divide by: dense bf16 unless precision is fp8/fp4")
-    fits_in_memory: bool = Field(description="the reserved view of every rank is within memory_budget_bytes")
+    fits_in_memory: bool = Field(description="the reserved view of every rank is within the device (capacity - "
+                                             "runtime): memory_verdict fits or tight")
+    memory_verdict: Literal["fits", "tight", "does not fit"] = Field(
+        "fits", description="fits: reserved within memory_budget_bytes; tight: beyond it but within capacity - runtime "
+                            "(inside the headroom); does not fit: beyond capacity - runtime (cost.memory.memory_verdict)")
     memory_capacity_bytes: float = Field(description="the accelerator's memory")
     memory_headroom: float = Field(description="share of what the allocator can reserve (capacity - runtime) "
                                                "kept free by the fit test (--headroom)")
@@ -157,6 +166,11 @@ class Estimate(Schema):
     memory_bytes: MemoryBreakdown = Field(description="the fullest rank")
     memory_ranks: list[RankMemory] = Field(description="every pipeline stage, first to last")
     time_s: TimeBreakdown
+    host_s: float = Field(0.0, description="the host's seconds per step launching the slowest stage's kernels, "
+                                           "collectives and optimizer loop (cost.launch_queue); the device waits time_s.host of "
+                                           "them")
+    host_bound: bool = Field(False, description="the host's seconds exceed the device's: the step is as long as the host "
+                                                "takes to launch it, not as its kernels take to run")
     model_flops_per_step: float
     hardware_flops_per_step: float
     num_microbatches: int

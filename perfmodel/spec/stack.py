@@ -22,7 +22,8 @@ from pydantic import Field
 from ..errors import InputError, Schema, suggest
 from ..files import looks_like_path, read_mapping
 
-STACKS = ("megatron-core", "nemo", "torchtitan", "composer-fsdp1", "deepspeed", "nanotron", "plain-torch")
+STACKS = ("megatron-core", "nemo", "torchtitan", "composer-fsdp1", "deepspeed", "nanotron", "plain-torch", "llmc",
+          "nanogpt", "hf-transformers")
 DEFAULT_STACK = "megatron-core"
 EXECUTOR_STACK = "plain-torch"  # perfmodel's own executor (perfmodel execute / validate)
 Optimizer = Literal["fused", "foreach", "forloop"]
@@ -84,6 +85,33 @@ class Interval(Schema):
         return low, high, wider
 
 
+Dispatch = Literal["eager", "compiled", "graphed", "native"]
+
+
+class HostProfile(Schema):
+    """What a stack's host thread spends on the device's behalf (cost.launch_queue), per launch, as measured on the
+    reference host (`reference`): the host enqueues kernels ahead of the device, so these seconds cost the step only
+    where they exceed the device's work (the launch queue, cost.launch_queue.queued)."""
+
+    dispatch: Dispatch = Field(
+        description="how the model's operators reach the device: eager (Python, the dispatcher and autograd per "
+                    "op), compiled (torch.compile: Inductor's fused kernels launched from its wrapper), graphed (CUDA "
+                    "graphs replay them), native (C/CUDA launches, no Python)")
+    op_s: float = Field(ge=0, description="host seconds per operator launch of the model's forward and backward "
+                                          "passes (the operators cost.units.host_counts counts: a recomputed "
+                                          "forward counts again), eager or as `dispatch` says")
+    compiled_op_s: float | None = Field(
+        None, ge=0, description="the same under torch.compile (a plan's compile = model or model+loss); null: as "
+                                "op_s")
+    collective_s: float = Field(ge=0, description="host seconds per collective call or pipeline send the stack "
+                                                  "issues (process-group call, work object, stream events)")
+    zero3_call_s: float = Field(ge=0, description="host seconds per ZeRO-3 gather or reduce-scatter as the stack "
+                                                  "issues it (FSDP's hooks, copy-in and copy-out around the call)")
+    optimizer_tensor_s: float = Field(ge=0, description="host seconds per parameter tensor of the optimizer step "
+                                                        "(gradient clipping, the update, zero_grad)")
+    reference: str = Field(description="the host the numbers were measured on, and the command")
+
+
 class Stack(Schema):
     """One training framework as the cost model prices it (see the module docstring)."""
 
@@ -114,6 +142,17 @@ class Stack(Schema):
                           "forward, prefetched) or overlap neither")
     overlap_grad_reduce_with_pp: bool = Field(
         description="... also with pipeline parallelism (false where the pipeline engine reduces after its flush)")
+    grad_dtype: Literal["fp32", "bf16"] = Field(
+        "fp32", description="the dtype the stack keeps, accumulates and reduces gradients in by default (a plan's "
+                            "grad_dtype overrides it): a memory saver where bf16")
+    tp_comm_overlap: bool = Field(
+        False, description="with sequence parallelism at tp > 1, the tensor-parallel all-gathers and reduce-scatters "
+                           "run in chunks beside the GEMMs they feed or follow (Transformer Engine's userbuffers, "
+                           "Megatron-LM --tp-comm-overlap, torchtitan's async TP, XLA), by default (a plan's "
+                           "tp_comm_overlap overrides it)")
+    tp_overlap_sms: int = Field(
+        0, ge=0, description="SMs the overlapped tensor-parallel communication kernels hold while a GEMM runs beside "
+                             "them (userbuffers' num_sm); the GEMM loses that share of its rate for the overlap")
     comm_ctas: int = Field(
         ge=0, description="thread blocks (one per NCCL channel) an overlapped collective keeps on the SMs; "
                           "compute beside it loses comm_ctas / compute_units of its rate (0: none taken)")
@@ -131,6 +170,10 @@ class Stack(Schema):
     fsdp_master_weights: bool = Field(
         False, description="ZeRO-3 as FSDP runs it: the sharded fp32 parameter is the optimizer's master copy (no "
                            "bf16 shard beside it)")
+    zero3_live_params: float | None = Field(
+        None, gt=0, description="ZeRO-3 gathers weights module by module and keeps at most this many parameters "
+                                "gathered at once (DeepSpeed stage3_max_live_parameters); null: whole wrapped units "
+                                "(an FSDP block) and the next one prefetched (cost.memory.zero_copy_bytes)")
     zero3_pp_unsharded: bool = Field(
         False, description="with pipeline parallelism, ZeRO-3 keeps the stage's weights gathered (bf16) and its "
                            "gradients unsharded (fp32) through the step, resharding and reducing once")
@@ -146,8 +189,18 @@ class Stack(Schema):
                                           "whose autograd saves more than a fused kernel keeps (norm: a Python RMSNorm's "
                                           "fp32 upcast; glu: act(gate), beside gate, up and their product); torch.compile "
                                           "(plan compile) fuses them (cost.memory.eager_kept_bytes)")
+    eager_attention: bool = Field(False, description="with attention = unfused, the stack runs scale, mask and "
+                                  "softmax as separate eager PyTorch ops (fp32 softmax under autocast: "
+                                  "cost.kernels.EAGER_SOFTMAX_BYTES) rather than Megatron-LM's fused "
+                                  "scale-mask-softmax kernel; torch.compile fuses them again")
+    vocab_multiple: int = Field(1, ge=1, description="the stack pads the vocabulary to a multiple of this times tp "
+                                                    "(Megatron-LM --make-vocab-size-divisible-by), so each rank's LM "
+                                                    "head GEMM has vocab_multiple-aligned rows; 1: the model's vocab "
+                                                    "as its config gives it")
     step_overhead_s: float = Field(ge=0, description="host seconds per step outside the model (data loading, "
                                                      "logging, scheduler) that the device does not hide")
+    host: HostProfile | None = Field(None, description="host seconds per launch, call and optimizer tensor "
+                                                       "(cost.launch_queue); null: the host is not priced")
     interval: Interval | None = Field(None, description="prediction interval for runs of this stack")
     moe_interval: Interval | None = Field(None, description="prediction interval for mixture-of-experts runs of "
                                                             "this stack (none: MoE estimates quote no interval)")
@@ -221,7 +274,10 @@ def check_compile(stack: str | Path | Stack, compile: str) -> Stack:
 
 # A runs CSV's `framework` text -> stack: the first keyword found wins (NeMo runs on Megatron-Core, so it is
 # tested before 'megatron'; Megatron-DeepSpeed is DeepSpeed's engine).
-_FRAMEWORK_WORDS = (("nemo", "nemo"), ("torchtitan", "torchtitan"), ("composer", "composer-fsdp1"),
+_FRAMEWORK_WORDS = (("nemo", "nemo"), ("torchtitan", "torchtitan"), ("llm.c", "llmc"), ("llmc", "llmc"),
+                    ("nanogpt", "nanogpt"), ("nanochat", "nanogpt"), ("modded", "nanogpt"),
+                    ("transformers", "hf-transformers"), ("accelerate", "hf-transformers"),
+                    ("composer", "composer-fsdp1"),
                     ("llm-foundry", "composer-fsdp1"), ("mosaic", "composer-fsdp1"), ("deepspeed", "deepspeed"),
                     ("megatron", "megatron-core"), ("nanotron", "nanotron"), ("perfmodel", "plain-torch"),
                     ("plain", "plain-torch"))
@@ -237,4 +293,5 @@ def stack_for_framework(text: str, where: str = "framework") -> str:
         if word in low:
             return stack
     raise InputError(f"{where} = {text!r} names no known software stack; valid: one of {', '.join(STACKS)}, or "
-                     "a framework name containing NeMo, torchtitan, Composer/llm-foundry, DeepSpeed, Megatron or nanotron")
+                     "a framework name containing NeMo, torchtitan, llm.c, nanoGPT/nanochat/modded-nanogpt, "
+                     "transformers/Accelerate, Composer/llm-foundry, DeepSpeed, Megatron or nanotron")

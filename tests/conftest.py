@@ -1,0 +1,14 @@
+"""Fixtures shared by several test modules."""
+
+import pytest
+
+
+@pytest.fixture
+def no_host(monkeypatch):
+    """Every shipped stack profile without its host rates (spec.stack.Stack.host = None): for tests of the device's
+    side of the model (pipeline bubbles, overlap windows, kernel rates) on plans the reference host would bound,
+    whose hand-worked formulas leave the host out (cost.launch_queue is tested in tests/test_stacks.py)."""
+    from perfmodel.spec import stack
+
+    for name in stack.STACKS:
+        monkeypatch.setitem(stack._LOADED, name, stack.load_stack(name).model_copy(update={"host": None}))

@@ -1,0 +1,135 @@
+"""The step as the GPU runs it (issue 47), each mechanism against numbers worked by hand:
+
+- GEMMs with a leading dimension off 16 bytes (GPT-2's vocabulary of 50257) run at the part's measured
+  alignment-1 rates; a stack that pads the vocabulary (Megatron-LM, llm.c) keeps the aligned kernels;
+- torchtitan's per-op checkpointing rebuilds wk, wo and w3 (their share of the fused GEMMs) and their FLOPs;
+- an eager PyTorch softmax moves the measured bytes per score, Megatron's fused kernel 4 / 6 B;
+- DeepSpeed's ZeRO-3 holds at most stage3_max_live_parameters gathered (never less than the largest module);
+- the dense runs reader names torchtitan's selective modes as the small-scale reader does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from perfmodel.cost.estimate import estimate
+from perfmodel.cost.flops import recompute_flops_per_token
+from perfmodel.cost.kernels import EAGER_SOFTMAX_BYTES, softmax_bytes, unaligned
+from perfmodel.cost.operator_table import per_op_share
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.spec.model_catalogue import load_model
+from perfmodel.spec.plan import Plan
+
+GPT2 = load_model("gpt2-124m")
+LLAMA = load_model("llama-3-8b")
+H100 = load_hardware("dgx-h100")
+
+
+def _op(e, name):
+    return next(r for r in e.ops if r.name == name)
+
+
+def test_alignment_rule():
+    # bf16: 8 elements = 16 B; fp8: 16 elements
+    assert unaligned(50257, 768, "bf16") and not unaligned(50304, 768, "bf16")
+    assert unaligned(3072, 769, "bf16") and not unaligned(4096, 4096, "bf16")
+    assert unaligned(50312, 768, "fp8") and not unaligned(50304, 768, "fp8")
+    assert list(unaligned(np.array([50257, 50304]), 768, "bf16")) == [True, False]
+
+
+def test_gpt2_lm_head_runs_at_the_measured_unaligned_rates(no_host):
+    """GPT-2 124M, micro-batch 8 x 1024 on one H100: the LM head's GEMMs are 2 x 8192 x 50257 x 768 = 632.4 GFLOP
+    each, at 97.6 (forward), 142.3 and 150.8 TFLOP/s (backward) = 6.48 ms and 4.44 + 4.19 ms."""
+    rates = H100.accelerator.unaligned_matmul_tflops
+    assert rates == {"forward": 97.6, "input_grad": 142.3, "weight_grad": 150.8}
+    plan = dict(gpus=1, micro_batch=8, global_batch=8, seq_len=1024)
+    torch_ = estimate(GPT2, H100, Plan(**plan, stack="plain-torch"))
+    flops = 2 * 8192 * 50257 * 768
+    head = _op(torch_, "lm_head")
+    assert head.fwd_s == pytest.approx(flops / 97.6e12, rel=1e-6)
+    assert head.bwd_s == pytest.approx(flops / 142.3e12 + flops / 150.8e12, rel=1e-6)
+    assert "alignment-1" in head.priced_by
+    # Megatron-LM pads the vocabulary to a multiple of 128 x tp (50304 rows): the aligned table kernels, > 5x faster
+    mega = _op(estimate(GPT2, H100, Plan(**plan, stack="megatron-core")), "lm_head")
+    assert "alignment-1" not in mega.priced_by and mega.fwd_s < head.fwd_s / 5
+    assert mega.fwd_flops == pytest.approx(2 * 8192 * 50304 * 768)
+
+
+def test_no_measured_rate_prices_unaligned_gemms_as_aligned(no_host):
+    b200 = load_hardware("dgx-b200")
+    assert b200.accelerator.unaligned_matmul_tflops == {}
+    e = estimate(GPT2, b200, Plan(gpus=1, micro_batch=8, global_batch=8, seq_len=1024, stack="plain-torch"))
+    assert "alignment-1" not in _op(e, "lm_head").priced_by
+
+
+def test_per_op_recomputes_wk_wo_and_w3():
+    # Llama 3 8B: q 4096, kv 1024 -> wk is 1024 / (4096 + 2048) = 1/6 of the fused qkv GEMM; gated MLP: w3 half
+    assert per_op_share("qkv", LLAMA) == pytest.approx(1 / 6)
+    assert per_op_share("out_proj", LLAMA) == 1.0
+    assert per_op_share("mlp_in", LLAMA) == 0.5 and per_op_share("mlp_out", LLAMA) == 0.0
+    # GPT-2 (GeLU): wq wk wv wo fc1 fc2 -> wk, wo, fc2; MHA: wk is a third of qkv
+    assert per_op_share("qkv", GPT2) == pytest.approx(1 / 3)
+    assert (per_op_share("mlp_in", GPT2), per_op_share("mlp_out", GPT2)) == (0.0, 1.0)
+    # FLOPs: 2 per weight of wk (1024 x 4096), wo (4096 x 4096) and w3 (14336 x 4096), 32 layers
+    want = 2 * 32 * (1024 * 4096 + 4096 * 4096 + 14336 * 4096)
+    assert recompute_flops_per_token(LLAMA, 8192, "per-op") == pytest.approx(want)
+
+
+def test_per_op_recompute_time_is_the_share_of_each_gemm(no_host):
+    plan = dict(gpus=8, zero=3, micro_batch=1, global_batch=8, seq_len=8192, stack="torchtitan")
+    e = estimate(LLAMA, H100, Plan(**plan, recompute="per-op"))
+    for name, share in (("qkv", 1 / 6), ("out_proj", 1.0), ("mlp_in", 0.5)):
+        op = _op(e, name)
+        assert op.recompute_s == pytest.approx(share * op.fwd_s, rel=1e-6), name
+    assert _op(e, "mlp_out").recompute_s == 0.0
+
+
+def test_eager_softmax_moves_the_measured_bytes(no_host):
+    assert softmax_bytes(False) == (4.0, 6.0) and softmax_bytes(True) == EAGER_SOFTMAX_BYTES == (43.0, 57.0)
+    plan = dict(gpus=1, micro_batch=8, global_batch=8, seq_len=1024, attention="unfused")
+    scores = 8 * 12 * 1024 * 1024
+    rate = H100.accelerator.hbm_bandwidth * H100.efficiency.memory_bandwidth
+    drop = 5 if GPT2.dropout > 0 else 0  # the dropout's mask, 5 B each way (GPT-2: dropout 0.1)
+    eager = _op(estimate(GPT2, H100, Plan(**plan, stack="nanogpt")), "attn_softmax")
+    assert eager.fwd_s == pytest.approx(scores * (43 + drop) / rate, rel=1e-6)
+    assert eager.bwd_s == pytest.approx(scores * (57 + drop) / rate, rel=1e-6)
+    fused = _op(estimate(GPT2, H100, Plan(**plan, stack="megatron-core")), "attn_softmax")
+    assert fused.fwd_s == pytest.approx(scores * (4 + drop) / rate, rel=1e-6)
+    compiled = _op(estimate(GPT2, H100, Plan(**plan, stack="nanogpt", compile="model")), "attn_softmax")
+    assert compiled.fwd_s == pytest.approx(fused.fwd_s)  # Inductor fuses the eager chain again
+
+
+def test_deepspeed_zero3_holds_its_live_parameter_cap(no_host):
+    """Llama 3 8B, ZeRO-3 over 8: torchtitan's FSDP gathers a whole block twice (218.1M parameters each, bf16)
+    and its fp32 gradients; DeepSpeed at most 1e9 parameters gathered (436.2M: the two blocks are fewer), and the
+    largest module's (w1 and w3 fused: 117.4M) fp32 gradients (both stacks' default grad_dtype)."""
+    plan = dict(gpus=8, zero=3, micro_batch=1, global_batch=8, seq_len=4096)
+    titan = estimate(LLAMA, H100, Plan(**plan, stack="torchtitan")).memory_bytes
+    ds = estimate(LLAMA, H100, Plan(**plan, stack="deepspeed")).memory_bytes
+    block = 4096 * (4096 + 2 * 1024) + 4096 * 4096 + 3 * 4096 * 14336 + 2 * 4096
+    module = 2 * 14336 * 4096
+    # the transient difference is the copies' alone (the loss temporaries differ by stack too: compare copies)
+    from perfmodel.cost.layouts import Layouts
+    from perfmodel.cost.memory import largest_module_params, zero_copy_bytes
+    from perfmodel.spec.plan import resolve
+
+    for stack, gathered, grads in (("torchtitan", 2 * block, block * 4), ("deepspeed", min(2 * block, 1e9), module * 4)):
+        lay = Layouts.from_plan(resolve(Plan(**plan, stack=stack), LLAMA, H100))
+        assert largest_module_params(LLAMA, lay)[0] == module
+        got = zero_copy_bytes(lay, np.array([32 * block + 2 * 128256 * 4096.0]), np.array([block * 1.0]),
+                              module=np.array([module * 1.0]))[0]
+        assert got == pytest.approx(gathered * 2 + grads), stack
+    assert ds.transient < titan.transient
+
+
+def test_dense_reader_maps_torchtitan_selective_modes():
+    from perfmodel.published.runs import load_cases, torchtitan_selective
+
+    assert torchtitan_selective("selective op", 32) == {"recompute": "per-op"}
+    assert torchtitan_selective("selective layer", 32) == dict(recompute="full", recompute_method="block",
+                                                               recompute_num_layers=16)
+    assert torchtitan_selective("full", 32) is None
+    cases = {c.row_id: c for c in load_cases("benchmarks/data/published_runs_dev.csv")}
+    assert cases["R0532"].plan.recompute == "per-op"  # Llama 2 70B 'selective op': ran, and fits
+    assert cases["R0526"].plan.recompute_num_layers == 16
