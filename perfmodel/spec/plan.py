@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Annotated, Literal
 
@@ -239,13 +240,13 @@ def chunk_layers(plan: Plan, n_layers: int) -> list[int]:
     return [split[c % pp] // vpp + (c // pp < split[c % pp] % vpp) for c in range(pp * vpp)]
 
 
-def divisors(n: int) -> list[int]:
+@functools.lru_cache(maxsize=4096)  # a search asks for the same n many times
+def divisors(n: int) -> tuple[int, ...]:
     """Every positive divisor of n, ascending."""
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted(set(small) | {n // d for d in small})
+    return tuple(sorted({x for d in range(1, math.isqrt(n) + 1) if n % d == 0 for x in (d, n // d)}))
 
 
-def values_text(vals: list[int], limit: int = 12) -> str:
+def values_text(vals, limit: int = 12) -> str:
     """Valid values as a refusal lists them: the first `limit`, then "..."."""
     return ", ".join(map(str, vals[:limit])) + (", ..." if len(vals) > limit else "")
 

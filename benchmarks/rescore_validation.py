@@ -1,0 +1,64 @@
+"""Re-predict the plans of a validation run with this perfmodel, against the step times that run measured.
+
+    python benchmarks/rescore_validation.py benchmarks/results/validation/gpu-single-h100/plans \
+        --hardware benchmarks/results/calibration/dgx-h100-calibrated.yaml
+
+A lent GPU is rare; its measurements stay true while the cost model moves. For each PLAN.json with a
+PLAN.measured.json beside it: the job's measured step (per step the slowest rank, median after the warm-up, as
+`perfmodel validate` takes it), the prediction the plan file was written with, and this perfmodel's estimate of the
+same plan on `--hardware` (default: the spec the plan file holds), with its host part. Prints a table and the MAPE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from perfmodel.cost.estimate import estimate
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.spec.kernel_tables import spec_folder
+from perfmodel.spec.plan_file import load_plan_file
+
+
+def measured_step(path: Path) -> float:
+    """The job's step time of a measurement file: per step the slowest rank, median of the steps after warm-up."""
+    m = json.loads(path.read_text())
+    ranks = [r["step_times_s"] for r in m["ranks"]]
+    return statistics.median(max(r[i] for r in ranks) for i in range(m["warmup"], len(ranks[0])))
+
+
+def rescore(folder: Path, hardware: str | None) -> pd.DataFrame:
+    system = load_hardware(hardware) if hardware else None
+    rows = []
+    for meas in sorted(folder.glob("*.measured.json")):
+        plan = meas.with_name(meas.name.replace(".measured.json", ".json"))
+        pf = load_plan_file(plan)
+        with spec_folder(plan.parent):
+            e = estimate(pf.model, system or pf.hardware, pf.plan)
+        step = measured_step(meas)
+        rows.append({"plan": plan.stem, "measured_ms": 1e3 * step, "written_ms": 1e3 * pf.prediction.step_time_s,
+                     "predicted_ms": 1e3 * e.step_time_s, "host_ms": 1e3 * e.time_s.host,
+                     "error_%": 100 * (e.step_time_s / step - 1),
+                     "written_error_%": 100 * (pf.prediction.step_time_s / step - 1)})
+    return pd.DataFrame(rows)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folder", type=Path)
+    ap.add_argument("--hardware", help="spec to predict with (preset or YAML); default the plan files' own")
+    a = ap.parse_args(argv)
+    df = rescore(a.folder, a.hardware)
+    print(df.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
+    print(f"\nstep time MAPE: {df['error_%'].abs().mean():.1f}% now, {df['written_error_%'].abs().mean():.1f}% as "
+          f"written ({len(df)} plans)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
