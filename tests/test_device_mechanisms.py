@@ -133,3 +133,22 @@ def test_dense_reader_maps_torchtitan_selective_modes():
     cases = {c.row_id: c for c in load_cases("benchmarks/data/published_runs_dev.csv")}
     assert cases["R0532"].plan.recompute == "per-op"  # Llama 2 70B 'selective op': ran, and fits
     assert cases["R0526"].plan.recompute_num_layers == 16
+
+
+def test_measured_host_costs_replace_the_profile_rates_zero_included():
+    """calibrate.host_costs prices its probes on the device alone by giving the spec zero measured costs for the
+    executor's stack: a spec's host_costs replace the stack profile's rates (cost.launch_queue.host_rates), so
+    zero prices no host, where no host_costs leaves the profile's (the first fit on an H100 read 0 through this)."""
+    from perfmodel.cost.launch_queue import host_rates
+    from perfmodel.cost.layouts import Layouts
+    from perfmodel.spec.hardware import HostCosts
+    from perfmodel.spec.plan import resolve
+    from perfmodel.spec.stack import load_stack
+
+    plan = resolve(Plan(gpus=1, micro_batch=1, global_batch=1, seq_len=1024, stack="plain-torch"), GPT2, H100)
+    lay, profile = Layouts.from_plan(plan), load_stack("plain-torch")
+    costs = lambda k: H100.model_copy(update={"host_costs": HostCosts(stack="plain-torch", kernel_s=k,  # noqa: E731
+                                                                        collective_s=0.0, probes=[])})
+    assert host_rates(H100, profile, lay).op_s == profile.host.op_s > 0
+    assert not host_rates(costs(0.0), profile, lay).priced
+    assert host_rates(costs(9.2e-5), profile, lay).op_s == 9.2e-5

@@ -94,8 +94,11 @@ def measure_executor_costs(system: System, nproc: int, device: str, echo=None, q
     from ..spec.plan_file import write_plan_file
     from ..search.plan_writer import plan_file
 
-    # priced with no host costs and at the microbenchmark rates (sustained fraction 1): what the probes measure
-    bare = system.model_copy(update={"host_costs": None, "efficiency": system.efficiency.model_copy(
+    # priced with no host costs and at the microbenchmark rates (sustained fraction 1): what the probes measure.
+    # Zero measured costs for the executor's stack, not none: with none the stack profile's own rates would price
+    # the host (cost.launch_queue.host_rates), and the gap fitted below would leave them out.
+    none = HostCosts(stack=EXECUTOR_STACK, kernel_s=0.0, collective_s=0.0, probes=[])
+    bare = system.model_copy(update={"host_costs": none, "efficiency": system.efficiency.model_copy(
         update={"sustained_fraction": 1.0})})
     plans = {name: (PROBE_MODEL, plan) for name, plan in probe_plans(nproc).items()}
     if device == "cpu":
