@@ -28,7 +28,7 @@ from ..spec.result import (
 from ..spec.stack import REGIMES, Interval, Stack, load_stack, regimes_of
 from . import comm as C
 from .layouts import Layouts
-from .memory import MEMORY_PARTS, memory_verdict, stage_memory
+from .memory import MEMORY_PARTS, VERDICTS, memory_verdict, stage_memory
 from .mesh import Mesh
 from .sharded import Comm
 from .stages import UNITS, Stages
@@ -194,7 +194,7 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
     step_s, cap = time_s.total, step.capacity
     host_s = at(step.host_s)
     verdict = str(memory_verdict(membd.memory_bytes.reserved, step.budget, step.limit))
-    fits = verdict != "does not fit"
+    fits = verdict != VERDICTS[2]
     bottleneck = st.name(b, pp)
     mem_stage = Stages.of_split(split).name(membd.stage, pp)
     mflops, hflops, peak = step.model_flops, at(step.hardware_flops), step.peak_flops

@@ -49,14 +49,17 @@ def recompute_flops_per_token(model: ModelConfig, seq_len: int, recompute: str) 
     """Extra forward FLOPs per token that recomputation re-executes (same convention).
 
     full: every layer's forward again (not the LM head); selective: the attention core (Korthikanti et al.
-    2022, Sec. 5); per-op (torchtitan): the matmuls its policy does not save, wk, wo and w3 (a GeLU MLP's fc2)
-    of every dense layer (`cost.operator_table.per_op_share`), 2 FLOPs per weight; none: 0.
+    2022, Sec. 5); per-op (torchtitan): the matmuls its policy does not save, their share of each layer GEMM's weights
+    (`cost.operator_table.per_op_share`: wk, wo, w3 or a GeLU MLP's fc2; the MLP's in dense layers only), 2 FLOPs
+    per weight; none: 0.
     """
     if recompute == "per-op":
-        h, f = model.hidden, model.ffn_hidden
-        attn = 0.0 if model.mla is not None else (model.kv_dim + model.q_dim) * h
-        mlp = f * h * model.dense_layers() / model.n_layers  # w3, or fc2
-        return 2.0 * model.n_layers * (attn + mlp)
+        from .operator_table import operators, per_op_share  # the matmuls the policy rebuilds, and their weights
+
+        ops = operators(model)
+        rebuilt = sum(per_op_share(n, model) * ops[n].share * sum(w.gemm_params for w in ops[n].weights)
+                      for n in ("qkv", "out_proj", "mlp_in", "mlp_out"))
+        return 2.0 * model.n_layers * rebuilt
     if recompute == "full":
         return 2.0 * (matmul_params(model) - model.vocab * model.hidden) + attention_flops_per_token(model, seq_len)
     if recompute == "selective":

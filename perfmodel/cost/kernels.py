@@ -287,7 +287,8 @@ def flash_attention_flops(tokens, seq_len, window, head_dim, heads):
 # "eager" attention): q k^T * scale, masked_fill, softmax in fp32 under autocast, the cast back for @ v, and their
 # backward, as bytes per score element at the part's memory rate. Measured on the lent H100 (b 8, h 12-16, t
 # 1024-2048, d 64: the forward 1.67-3.26 ms for 101-201 M scores, 47-48 B per score at 2.95 TB/s with the two small
-# GEMMs, 43 without; forward and backward 116-119 B, so 57 B in the backward without its GEMMs):
+# GEMMs, 43 without them as this module prices them; forward and backward 116-119 B, so 57 B in the backward
+# without its GEMMs):
 # benchmarks/results/device/gemm_alignment.txt (python benchmarks/gemm_alignment.py)
 EAGER_SOFTMAX_BYTES = (43.0, 57.0)
 

@@ -112,6 +112,12 @@ def queued(device_f, device_b, host_f, host_b, pipelined, serial):
     return np.where(serial, device_f + device_b + host_f + host_b, overlapped)
 
 
+def waiting(device_f, device_b, host_f, host_b, pipelined, serial):
+    """Seconds per micro-batch the device waits on its host: `queued` less the device's own seconds, never below
+    0 (arrays per plan or stage). Seconds."""
+    return np.maximum(queued(device_f, device_b, host_f, host_b, pipelined, serial) - (device_f + device_b), 0.0)
+
+
 def step_seconds(pipe, pipe_device, tail_device, host_body, host_tail, pipelined, serial):
     """Seconds of a step from its pipeline (`pipe`: the micro-batches as `queued` takes them, bubble included;
     `pipe_device`: the same with the device's seconds alone), the device's work after the last backward
@@ -133,4 +139,4 @@ def host_seconds(costs, kernels, calls):
     The serving loop's host (serve.step_time) adds them to its step, as eager dispatch the device does not hide."""
     if costs is None:
         return 0.0 * (np.asarray(kernels) + np.asarray(calls))
-    return costs.kernel_s * np.asarray(kernels, float) + costs.collective_s * np.asarray(calls, float)
+    return launch_seconds(HostRates(costs.kernel_s, costs.collective_s, 0.0, 0.0, False, ""), kernels, calls)

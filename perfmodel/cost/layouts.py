@@ -71,11 +71,9 @@ class Layouts:
 
     def __post_init__(self):
         if self.grad_dtype is None or self.tp_comm_overlap is None:  # a job that leaves them to its stack
-            from ..spec.stack import load_stack
+            from ..spec.stack import stack_defaults
 
-            stack = load_stack(self.stack)
-            self.grad_dtype = self.grad_dtype or stack.grad_dtype
-            self.tp_comm_overlap = stack.tp_comm_overlap if self.tp_comm_overlap is None else self.tp_comm_overlap
+            self.grad_dtype, self.tp_comm_overlap = stack_defaults(self.stack, self.grad_dtype, self.tp_comm_overlap)
         for name in VARYING:
             setattr(self, name, np.ascontiguousarray(np.atleast_1d(getattr(self, name))))  # not strided: faster
         n = {len(getattr(self, name)) for name in VARYING}

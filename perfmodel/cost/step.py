@@ -38,13 +38,15 @@ from ..spec.model import ModelConfig
 from . import comm as C
 from .compression import compression_seconds, layout_wire_bytes
 from .flops import model_flops_per_token, mtp_flops_per_token, recompute_flops_per_token
-from .launch_queue import HostRates, launch_seconds, parameter_tensors, queued, step_seconds
+from .launch_queue import HostRates, launch_seconds, parameter_tensors, queued, step_seconds, waiting
 from .kernels import ACT_BYTES, Device
 from .layouts import Layouts, among
 from .memory import (
     GRAD_BYTES,
+    VERDICTS,
     WEIGHT_BYTES,
     memory_budget,
+    memory_verdict,
     sp_replicated_params,
     stage_memory,
     stage_params,
@@ -108,15 +110,19 @@ class Step:
         return self.time["total"]
 
     @property
+    def verdict(self) -> np.ndarray:
+        """Each plan's cost.memory.memory_verdict: fits, tight or does not fit."""
+        return memory_verdict(self.memory["reserved"], self.budget, self.limit)
+
+    @property
     def fits(self) -> np.ndarray:
-        """Plans whose reserved memory is within the device (fits or tight: cost.memory.memory_verdict); only the
-        others are out."""
-        return self.memory["reserved"] <= self.limit
+        """Plans whose reserved memory is within the device (fits or tight); only the others are out."""
+        return self.verdict != VERDICTS[2]
 
     @property
     def tight(self) -> np.ndarray:
         """Plans within the device but inside the headroom the budget keeps free."""
-        return self.fits & (self.memory["reserved"] > self.budget)
+        return self.verdict == VERDICTS[1]
 
     @property
     def mfu(self) -> np.ndarray:
@@ -206,8 +212,8 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     device_mb = st.seconds(unit_time) + p2p
     dev_f, dev_b = st.seconds(fwd) + p2p / 2, st.seconds(bwd) + p2p / 2
     launch_f, launch_b = st.seconds(host_f) + send_host / 2, st.seconds(host_b) + send_host / 2
-    waiting = np.maximum(queued(dev_f, dev_b, launch_f, launch_b, pp > 1, rates.serial) - (dev_f + dev_b), 0.0)
-    per_mb = device_mb + waiting  # the device's seconds, and those it waits on its host
+    wait = waiting(dev_f, dev_b, launch_f, launch_b, pp > 1, rates.serial)
+    per_mb = device_mb + wait  # the device's seconds, and those it waits on its host
     bottleneck = np.argmax(np.where(st.valid, per_mb, -np.inf), axis=0)
     held = {u: pick(st.count(u), bottleneck) for u in UNITS}  # units on the slowest stage
     stage_part = {k: sum(parts[u][k] * held[u] for u in UNITS) for k in STAGE_PARTS}
@@ -215,7 +221,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     t_max = pick(per_mb, bottleneck)
     # the mean stage: the device's mean, and the stages' mean wait on their hosts
     t_mean_device = (sum(unit_time[u] * n for u, n in unit_counts(model).items()) + pp * p2p) / pp
-    t_pipe = pipeline_time(m, t_max, t_mean_device + st.mean(waiting, pp), pp, v)
+    t_pipe = pipeline_time(m, t_max, t_mean_device + st.mean(wait, pp), pp, v)
     host_mb = pick(launch_f + launch_b, bottleneck)  # the slowest stage's host seconds per micro-batch
 
     # --- data parallel (ZeRO 0/1/2), tied-embedding sync and optimizer, for the stage with most parameters -
@@ -283,7 +289,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
 
     step_calls = sum(np.asarray(c.calls, float) * np.asarray(c.active, bool) for c in steps)
     # the step's end: the host loops over the stage's parameter tensors (clip, update, zero_grad) and makes the
-    # step's calls while the device reduces and updates (cost.launch_queue.tail_seconds)
+    # step's calls while the device reduces and updates (cost.launch_queue.step_seconds)
     tensors = parameter_tensors(model)
     tensors_of = pick(st.layers * tensors["layer"] + st.embedding * tensors["embedding"]
                       + st.head * tensors["head"], big)

@@ -57,6 +57,7 @@ COMPUTE_PART_NAMES = (*COMPUTE_PARTS.values(), "recompute")
 STAGE_PARTS = ("gemm", "attention", "memory_bound", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm",
                "zero3_comm", "host", "overhead")
 
+TP_GEMMS = ("qkv", "out_proj", "mlp_in", "mlp_out")  # the GEMMs tensor-parallel collectives feed or follow
 UNIT_OPS = {"layer": tuple(n for n in GRAPH_OPS if UNIT_OF[n] == "layer"), "embedding": EMBEDDING_OPS,
             "head": HEAD_OPS}  # a layer's operators in order, its MoE MLP ("moe") among them
 UNIT_EDGES = {
@@ -259,11 +260,10 @@ def unit_costs(model: ModelConfig, system: System, lay: Layouts) -> Units:
 
     # --- the tensors between operators; the collectives inside them -----------------------------------------
     # a layer's tp all-gathers / reduce-scatters beside its GEMMs where the stack (or the plan) overlaps them
-    overlap_on = (lay.tp > 1) & lay.sequence_parallel & (
-        dev.stack.tp_comm_overlap if lay.tp_comm_overlap is None else lay.tp_comm_overlap)
+    overlap_on = (lay.tp > 1) & lay.sequence_parallel & lay.tp_comm_overlap
     share = (min(1.0, dev.stack.tp_overlap_sms / system.accelerator.compute_units)
              if system.accelerator.torch_device == "cuda" else 0.0)
-    gemms = [op for op in ops["layer"] if op.kind == "gemm"]
+    gemms = [op for op in ops["layer"] if op.name in TP_GEMMS]  # the column- and row-parallel GEMMs, not QK^T / PV
     for c in unit_edges(model, system, lay).values():
         if c.unit == "layer" and np.any(overlap_on):
             c = tp_overlap(c, [op.fwd_s / speedup for op in gemms],

@@ -52,8 +52,8 @@ MEGATRON = dict(stack="megatron-core", style=GPT, attention="unfused", recompute
 
 # What each source's code does where its rows are silent: the same for every row of the source, each with why.
 SOURCE_DEFAULTS: dict[str, dict] = {
-    # llm.c (train_gpt2.cu): GPT-2 exactly, no dropout kernel; bf16 gradients reduced in bf16 (floatX grads).
-    "llm.c": dict(stack="llmc", style=GPT, dropout=0.0, grad_dtype="bf16"),
+    # llm.c (train_gpt2.cu): GPT-2 exactly, no dropout kernel; its stack keeps bf16 gradients (floatX grads).
+    "llm.c": dict(stack="llmc", style=GPT, dropout=0.0),
     # llm.c's train_gpt2.py: nanoGPT's model file loading GPT-2 (biases, no dropout), compiled only with --compile 1.
     "llm.c train_gpt2.py": dict(stack="nanogpt", style=GPT, dropout=0.0),
     # nanoGPT train.py / bench.py: bias = False, dropout = 0.0, compile = True; its A100s are the 40GB part (README:
@@ -326,8 +326,8 @@ def configure(row: pd.Series, micro_batch: int | None = None) -> tuple[ModelConf
     try:
         plan = Plan(gpus=int(gpus), tp=lay["tp"], pp=lay["pp"], cp=lay["cp"], dp=lay["dp"], micro_batch=batch[0],
                     global_batch=batch[1], seq_len=seq, zero=lay["zero"] or d.get("zero", 0), precision=precision,
-                    attention=attention_of(d, flags), compile=compile, grad_dtype=d.get("grad_dtype", "fp32"),
-                    sequence_parallel="tp-comm-overlap" in flags, tp_comm_overlap="tp-comm-overlap" in flags,  # TE: SP
+                    attention=attention_of(d, flags), compile=compile, grad_dtype=d.get("grad_dtype"),
+                    sequence_parallel="tp-comm-overlap" in flags, tp_comm_overlap=True if "tp-comm-overlap" in flags else None,  # TE: SP
                     overlap_dp_comm=d.get("overlap_dp_comm", True), stack=d["stack"], **rec)
         return model, system, resolve(plan, model, system), ""
     except InputError as err:

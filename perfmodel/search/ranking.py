@@ -122,7 +122,7 @@ class SearchResult:
         return (f"{self.enumerated} plans enumerated, {self.feasible} feasible "
                 f"({self.enumerated - self.feasible} pruned: reserved memory over "
                 f"{memory_budget(self.system, 0.0) / GIB:.1f} GiB, the {self.system.accelerator.hbm_capacity_gib:g}"
-                f" GiB less runtime; {tight} of them tight: inside the {self.headroom:.0%} headroom), "
+                f" GiB less runtime; {tight} of the feasible tight: inside the {self.headroom:.0%} headroom), "
                 f"{self.seconds:.2f} s")
 
     def pareto(self):

@@ -249,5 +249,5 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
                    gpus=job.gpus, global_batch=job.global_batch, seq_len=job.seq_len, precision=job.precision,
                    attention=job.attention, grad_dtype=job.grad_dtype, grad_compression=job.grad_compression,
                    powersgd_rank=job.powersgd_rank, overlap_dp_comm=job.overlap_dp_comm,
-                   stack=job.stack, compile=job.compile, account_for_embedding=sel[:, 6] == 1,
+                   tp_comm_overlap=job.tp_comm_overlap, stack=job.stack, compile=job.compile, account_for_embedding=sel[:, 6] == 1,
                    account_for_loss=sel[:, 6] == 1)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost.launch_queue import queued
+from ..cost.launch_queue import waiting
 from ..cost.memory import memory_budget, stage_memory
 from ..cost.stages import Stages
 from ..cost.step import Step, evaluate
@@ -53,15 +53,15 @@ def _stage_costs(model: ModelConfig, system: System, plan: Plan, step: Step | No
                   head=np.broadcast_to((ranks == pp - 1)[:, None], shape).reshape(-1, 1).astype(float),
                   rank=np.broadcast_to(ranks[:, None], shape).reshape(-1, 1).astype(float),
                   valid=np.ones((pp * (n + 1), 1), bool)).with_mtp(model.mtp_layers)
-    # the device's seconds per micro-batch, and those it waits on its host (cost.launch_queue.queued)
+    # the device's seconds per micro-batch, and those it waits on its host (cost.launch_queue.waiting)
     at = lambda per_unit: grid.seconds({u: per_unit[u][0] for u in per_unit}).reshape(shape)  # noqa: E731
     p2p, sends = float(step.p2p[0]), float(step.send_host[0])
     dev_f = at(step.unit_fwd) + p2p / 2
     dev_b = at({u: step.unit_time[u] - step.unit_fwd[u] for u in unit}) + p2p / 2
     host_f = at({u: step.unit_host[u][0] for u in unit}) + sends / 2
     host_b = at({u: step.unit_host[u][1] for u in unit}) + sends / 2
-    waiting = np.maximum(queued(dev_f, dev_b, host_f, host_b, pp > 1, step.host_rates.serial) - dev_f - dev_b, 0.0)
-    time = grid.seconds(unit).reshape(shape) + p2p + waiting
+    wait = waiting(dev_f, dev_b, host_f, host_b, pp > 1, step.host_rates.serial)
+    time = grid.seconds(unit).reshape(shape) + p2p + wait
     by_kind = stage_memory(model, system, lay, grid, per_kind=True)
     return time, by_kind["reserved"].reshape(shape), float(step.stage_time_max[0])
 
@@ -74,6 +74,7 @@ def balance_stages(model: ModelConfig, system: System, plan: Plan, step: Step | 
     """
     n, pp, vpp = model.n_layers, plan.pp, plan.vpp
     time, mem, default_t = _stage_costs(model, system, plan, step)
+    # a split perfmodel moves layers into keeps the headroom (fits, not tight): a tight plan keeps its own split
     cap = step.budget if step is not None else memory_budget(system)
     if pp == 1:
         return StageSplit([n], float(time[0, n]), [float(mem[0, n])], default_t, bool(mem[0, n] <= cap))

@@ -13,7 +13,7 @@ from pydantic import Field
 from ..errors import Count, Flag, InputError, IntLiteral, Real, Schema
 from .hardware import System
 from .model import ModelConfig
-from .stack import DEFAULT_STACK, STACKS, check_compile, load_stack
+from .stack import DEFAULT_STACK, STACKS, check_compile, stack_defaults
 
 from .recompute import Recompute, RecomputeModule, RECOMPUTE_MODULES, check_recompute
 Precision = Literal["bf16", "fp16", "fp8", "fp4"]
@@ -353,9 +353,7 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
         raise InputError(f"precision={p['precision']}: {system.name} has no matmul efficiency for it; valid: {', '.join(system.efficiency.matmul_max)}")
     if tp == 1:
         p["sequence_parallel"] = False
-    stack = load_stack(p["stack"])  # what the plan leaves to its stack
-    p["grad_dtype"] = p["grad_dtype"] or stack.grad_dtype
-    p["tp_comm_overlap"] = stack.tp_comm_overlap if p["tp_comm_overlap"] is None else p["tp_comm_overlap"]
+    p["grad_dtype"], p["tp_comm_overlap"] = stack_defaults(p["stack"], p["grad_dtype"], p["tp_comm_overlap"])
     return Plan(**p)
 
 

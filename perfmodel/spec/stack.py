@@ -272,6 +272,13 @@ def check_compile(stack: str | Path | Stack, compile: str) -> Stack:
     return s
 
 
+def stack_defaults(stack: str, grad_dtype: str | None, tp_comm_overlap: bool | None) -> tuple[str, bool]:
+    """(grad_dtype, tp_comm_overlap) of a plan, the stack's own where the plan leaves them None (Stack.grad_dtype,
+    Stack.tp_comm_overlap): what spec.plan.resolve and cost.layouts.Layouts both fill in."""
+    s = load_stack(stack)
+    return grad_dtype or s.grad_dtype, s.tp_comm_overlap if tp_comm_overlap is None else tp_comm_overlap
+
+
 # A runs CSV's `framework` text -> stack: the first keyword found wins (NeMo runs on Megatron-Core, so it is
 # tested before 'megatron'; Megatron-DeepSpeed is DeepSpeed's engine).
 _FRAMEWORK_WORDS = (("nemo", "nemo"), ("torchtitan", "torchtitan"), ("llm.c", "llmc"), ("llmc", "llmc"),
