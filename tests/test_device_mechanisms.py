@@ -152,3 +152,15 @@ def test_measured_host_costs_replace_the_profile_rates_zero_included():
     assert host_rates(H100, profile, lay).op_s == profile.host.op_s > 0
     assert not host_rates(costs(0.0), profile, lay).priced
     assert host_rates(costs(9.2e-5), profile, lay).op_s == 9.2e-5
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_search_prices_the_tp_overlap_it_writes(overlap):
+    """The ranked table and the plan the search writes say the same step: the job's tp_comm_overlap reaches the
+    layouts it prices (it once priced the stack's default and wrote the job's)."""
+    from perfmodel.search import search
+
+    result = search(LLAMA, H100, 16, 32, 4096, space={"tp": [4], "pp": [1]}, tp_comm_overlap=overlap)
+    plan = result.plan(0)
+    assert plan.tp_comm_overlap is overlap and plan.sequence_parallel
+    assert result.columns["step_time_s"][0] == pytest.approx(estimate(LLAMA, H100, plan).step_time_s, rel=1e-9)
