@@ -335,3 +335,47 @@ def test_a_calibrated_spec_prices_attention_from_its_table_at_its_measured_backw
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
     with pytest.raises(InputError, match="attention_backward_rate = 0.8 without an attention table; valid: null"):
         load_hardware(str(tmp_path / "bad.yaml"))
+
+
+def test_built_grids_are_kept_on_disk_and_rebuilt_when_the_table_or_cache_changes(tmp_path, monkeypatch):
+    """A grid read back from the disk cache equals the one built from the table; an edited table gets its own entry
+    (content-keyed); a torn cache file is built again and replaced; PERFMODEL_CACHE_DIR='' writes nothing."""
+    import numpy as np
+
+    from perfmodel.spec import kernel_tables as kt
+
+    monkeypatch.setenv("PERFMODEL_CACHE_DIR", str(tmp_path / "cache"))
+    table = tmp_path / "t.gemm.csv.gz"
+    rows = [f"bf16,{m},{n},{k},{2 * m * n * k / 1e5:.6f}" for m in (1, 8) for n in (16, 32) for k in (16, 32)]
+    table.write_bytes(gzip.compress(("dtype,m,n,k,latency_ms\n" + "\n".join(rows) + "\n").encode()))
+
+    def fresh():
+        kt._gemm_grid.cache_clear()
+        kt._rows_of.cache_clear()
+        return kt.gemm_grid(str(table), "bf16")
+
+    built = fresh()
+    files = sorted((tmp_path / "cache" / "kernel_grids").glob("gemm-*.npz"))
+    assert len(files) == 1
+    again = fresh()  # from the cache file
+    for f in ("m", "n", "k", "seconds", "measured"):
+        assert np.array_equal(getattr(built, f), getattr(again, f))
+    assert again.seconds[1, 1, 1] == pytest.approx(2 * 8 * 32 * 32 / 1e5 * 1e-3)  # ms -> s, as built
+    assert (again.table, again.dtype) == (str(table), "bf16")
+
+    files[0].write_bytes(b"torn")  # rebuilt and replaced
+    assert np.array_equal(fresh().seconds, built.seconds)
+    assert files[0].read_bytes()[:2] == b"PK"
+
+    rows = [f"bf16,{m},{n},{k},{4 * m * n * k / 1e5:.6f}" for m in (1, 8) for n in (16, 32) for k in (16, 32)]
+    table.write_bytes(gzip.compress(("dtype,m,n,k,latency_ms\n" + "\n".join(rows) + "\n").encode()))
+    edited = fresh()
+    assert len(list((tmp_path / "cache" / "kernel_grids").glob("gemm-*.npz"))) == 2
+    assert np.allclose(edited.seconds, 2 * built.seconds)
+
+    monkeypatch.setenv("PERFMODEL_CACHE_DIR", "")
+    assert kt.grid_cache_dir() is None
+    monkeypatch.setenv("PERFMODEL_CACHE_DIR", str(tmp_path / "off"))
+    monkeypatch.setattr(kt, "grid_cache_dir", lambda: None)
+    fresh()
+    assert not (tmp_path / "off").exists()
