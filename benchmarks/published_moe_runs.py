@@ -42,8 +42,8 @@ def priced(csv: Path):
 
 
 def three_shot(df: pd.DataFrame, parts, idx, key: str, draws: int, seed: int) -> pd.Series:
-    """published_runs.three_shot (median over draws of 3-row fits' MAPE) over the groups of column `key`."""
-    return dense_three_shot(df.assign(group=df[key]), parts, idx, draws, seed)
+    """published_runs.three_shot's MAPE (median over draws of 3-row fits') over the groups of column `key`."""
+    return dense_three_shot(df.assign(group=df[key]), parts, idx, draws, seed)["MAPE %"]
 
 
 def summary(df: pd.DataFrame, key: str) -> pd.DataFrame:

@@ -6,12 +6,13 @@ Prints, per source group and overall (and over the trust-A rows), MAPE, median a
 signed error of the step time, for
   (a) profiles: the hardware specs and each run's software-stack profile (its `framework`), nothing fitted;
   (b) leave-one-group-out: `perfmodel calibrate --from-runs`'s fit (perfmodel.calibrate.from_runs) to every other
-      group (each group weighted once; compute and network speed only: a per-step overhead is a cluster's own
-      host time, which `fit(overhead=False)` leaves out of a fit meant for other clusters), predicting this one,
+      group (each group weighted once; compute, network and host speed: no per-step overhead, which is a cluster's
+      own), predicting this one,
       with its 80% interval from the nested leave-one-group-out residuals of the other groups (each group weighted
       once) and the share of this group's rows inside it;
   (c) three-shot: the fit to 3 rows of the group (`--draws` random draws, fixed `--seed`), predicting the rest:
-      the median over draws of that MAPE.
+      the median over draws of that MAPE, beside the uncalibrated spec's on the same rows, and how many groups
+      calibration leaves worse than none (by more than 1 point);
 Then the rows that could not be expressed, with the reason, and the 80% intervals of (a)'s errors per stack and
 regime (what the stack profiles' `interval` quotes: perfmodel.calibrate.intervals), with each group's share of rows
 inside the intervals built without it. Then (d) the small- and mid-scale runs (benchmarks/data/
@@ -33,12 +34,11 @@ import pandas as pd
 
 from devset import DEFAULT_CSV, SMALL_CSV
 from perfmodel.calibrate import intervals
-from perfmodel.calibrate.from_runs import Parts, fit, interval_from, price
+from perfmodel.calibrate.from_runs import NEUTRAL, Parts, fit_held, interval_from, price
 from perfmodel.errors import InputError
 from perfmodel.published.runs import load_cases
 from perfmodel.spec.stack import regimes_of
 
-NEUTRAL = (1.0, 1.0, 0.0)  # compute speed, network speed, overhead: the uncalibrated spec
 
 
 FRONTIER_GPUS = 1024  # 1k devices and more: the frontier regime
@@ -113,16 +113,16 @@ def logo(df: pd.DataFrame, parts, idx) -> pd.DataFrame:
     low, high = np.full(len(idx), np.nan), np.full(len(idx), np.nan)
     def fitted(mask):  # the fit to the rows in mask, each group weighted once (MPT's 216 rows count as one group)
         size = pd.Series(groups[mask]).map(pd.Series(groups[mask]).value_counts()).to_numpy()
-        return fit(parts.take(mask), mask.sum() / size / len(set(groups[mask])), overhead=False)
+        return fit_held(parts.take(mask), mask.sum() / size / len(set(groups[mask])))[0]
 
     for g in np.unique(groups):
         this, rest = groups == g, groups != g
-        pred[this] = parts.take(this).predict(fitted(rest))
+        pred[this] = parts.take(this).predict(fitted(rest), set(parts.scopes[rest]))
         errs, weights = [], []
         for h in np.unique(groups[rest]):
             inner = rest & (groups != h)
             held = groups == h
-            e = parts.measured[held] / parts.take(held).predict(fitted(inner)) - 1
+            e = parts.measured[held] / parts.take(held).predict(fitted(inner), set(parts.scopes[inner])) - 1
             errs.append(e)
             weights.append(np.full(len(e), 1.0 / len(e)))
         band = interval_from(np.concatenate(errs), "nested leave-one-group-out", np.concatenate(weights))
@@ -135,24 +135,32 @@ def logo(df: pd.DataFrame, parts, idx) -> pd.DataFrame:
     return out
 
 
-def three_shot(df: pd.DataFrame, parts, idx, draws: int, seed: int) -> pd.Series:
-    """(c): per group, the median over `draws` random 3-row fits of the MAPE on the group's other rows."""
+def three_shot(df: pd.DataFrame, parts, idx, draws: int, seed: int) -> pd.DataFrame:
+    """(c): per group, over `draws` random draws of 3 rows, the median MAPE on the group's other rows of the fit to
+    the three (`calibrate --from-runs`: fit_held, speeds only) and of the uncalibrated spec on the same rows; the
+    share of draws in which the runs could not pin a speed down (held at its prior); the group's model sizes."""
     rng = np.random.default_rng(seed)
     groups = df.loc[idx, "group"].to_numpy()
+    models = df.loc[idx, "model"].to_numpy()
     out = {}
     for g in np.unique(groups):
         rows = np.flatnonzero(groups == g)
+        sizes = len(set(models[rows]))
         if len(rows) < 4:
-            out[g] = np.nan
+            out[g] = (np.nan, np.nan, np.nan, sizes)
             continue
-        mapes = []
+        cal, none, held = [], [], 0
         for _ in range(draws):
             pick = rng.choice(rows, 3, replace=False)
             rest = np.setdiff1d(rows, pick)
-            p = parts.take(rest).predict(fit(parts.take(pick)))
-            mapes.append(np.mean(np.abs(p / parts.measured[rest] - 1)))
-        out[g] = 100 * float(np.median(mapes))
-    return pd.Series(out)
+            params, h = fit_held(parts.take(pick))
+            held += bool(h)
+            cal.append(np.mean(np.abs(parts.take(rest).predict(params, set(parts.scopes[pick]))
+                                      / parts.measured[rest] - 1)))
+            none.append(np.mean(np.abs(parts.take(rest).predict(NEUTRAL) / parts.measured[rest] - 1)))
+        out[g] = (100 * float(np.median(cal)), 100 * float(np.median(none)), 100 * held / draws, sizes)
+    return pd.DataFrame.from_dict(out, orient="index",
+                                  columns=["MAPE %", "uncalibrated %", "draws with a speed held %", "model sizes"])
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -282,8 +290,14 @@ def main(argv=None) -> int:
     c = three_shot(df, parts, idx, a.draws, a.seed)
     print(f"\n(c) three-shot: calibrated on 3 rows of the group, MAPE on its other rows (median of {a.draws} draws, "
           f"seed {a.seed})")
-    print(c.to_frame("MAPE %").to_string(float_format=fmt))
-    print(f"median group MAPE: {c.median():.1f}%")
+    print(c.to_string(float_format=fmt))
+    worse = c[c["MAPE %"] > c["uncalibrated %"] + 1]
+    multi = c[(c["model sizes"] > 1) & c["MAPE %"].notna()]
+    print(f"median group MAPE: {c['MAPE %'].median():.1f}% (uncalibrated, same rows: {c['uncalibrated %'].median():.1f}%);"
+          f" groups with runs of more than one model size: {len(multi)}, median {multi['MAPE %'].median():.1f}%; "
+          f"calibration worse than none by more than 1 point: {len(worse)} group(s)"
+          + (f" ({', '.join(worse.index)})" if len(worse) else "") + "; refused: none (a speed the three runs cannot "
+          "pin down is held at its prior)")
     bad = df[df["predicted_s"].isna()]
     if len(bad):
         print(f"\nnot expressible ({len(bad)} rows):")

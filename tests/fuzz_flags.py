@@ -435,6 +435,7 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("calibrate", "--base"): name(names=("base",)), ("calibrate", "--name"): Kind(
               ["", "a b", "-x", "../x", ".hidden", "x/y", "é"], TEXT.filter(lambda s: not _system_name(s))),
           ("calibrate", "--quick"): flag_switch(), ("calibrate", "--output"): output(".yaml"),
+          ("calibrate", "--step-overhead"): flag_switch(**runs),
           ("calibrate", "--plot"): output(".png")}
     t |= {("hardware show", "name"): hardware_in(names=("system", "spec", "hardware")),
           ("models show", "name"): model_in(names=("model",))}

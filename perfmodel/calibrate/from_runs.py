@@ -3,24 +3,37 @@
 A user gives a few measured steps of their own cluster and stack (a CSV in the columns of the published-runs
 development set, `benchmarks/data/published_runs_dev.README.md`; or Megatron-LM / torchtitan logs, read by
 `calibrate.logs`). Each run is priced by the cost model with the given spec; the step's parts are split into
-compute C and exposed communication M (`cost.step.COMPUTE_TIME`, `COMM_TIME`) plus the stack's host time H, and
-three parameters are fitted so that
+compute C and exposed communication M (`cost.step.COMPUTE_TIME`, `COMM_TIME`) and host time H (the seconds the
+device waits on its host, `cost.launch_queue`, plus the stack's per-step overhead), and what is physical and
+size-free is fitted (issue 48: a calibration from runs of one size must carry over to another):
 
-    measured ~ C / compute_speed + M / network_speed + H + step_overhead_s        (cost.step.run_fit_time)
+    measured ~ C / compute_speed + M / network_speed + H / host_speed [+ step_overhead_s]   (cost.step.run_fit_time)
 
 as the posterior mode of a Bayesian update of the uncalibrated spec (a shrinkage fit): the likelihood is robust in
 the runs' relative residuals (soft-L1 with a 5% scale, SOFT_SCALE, which a run's noise is taken to be: one odd run
-does not pull the fit), the prior Gaussian in log compute speed, log network speed and the overhead as a share of
-the median step, centred on the spec (speeds 1, overhead 0) with the standard deviations PRIOR_SD. With one to
-three runs the prior holds what they cannot tell apart (compute from communication; a cluster's bias from its
-runs' noise), with twenty the runs decide. PRIOR_SD comes from the development sets, not from a user's runs: the
-spread between source groups of the compute speed each group's own runs fit (median absolute deviation of log
-speed x 1.48: 0.13 dense, 0.28 MoE, taken as 0.2), the network speed, which most groups' runs barely inform
-(1.4: taken as 1, a factor e at one standard deviation), and host time of 10% of a step (no group shows more). The fitted values, every run's residual and its leave-one-out prediction (the
-fit to all other runs) go into the written spec (`spec.hardware.RunFit`), whose predictions then carry them.
+does not pull the fit), the prior Gaussian in the log speeds, centred on the spec (speeds 1), with the standard
+deviations PRIOR_SD. A host speed scales with the kernels and operators a step launches, so a fit to large runs
+(host time ~0) leaves it at its prior instead of adding seconds to every small run, as the fixed per-step overhead
+of earlier versions did (Korthikanti et al. 2022 Table 5: 2.06 s per step fitted on the 14-94 s runs put the 1.4 s
+runs at 3.2 s). That overhead is fitted only where a user asks for it (`--step-overhead`: a cluster with a slow
+data loader or logging, whose runs show it), its prior 10% of the median step.
 
-The model is linear in (1/compute_speed, 1/network_speed, overhead), so a fit costs one cost-model evaluation
-per run; leave-one-out and the benchmark's leave-one-group-out refit the small linear problem only.
+With one to three runs the prior holds what they cannot tell apart (compute from communication; a cluster's bias
+from its runs' noise), with twenty the runs decide. A speed the runs push to its bound (BOUNDS) is one they cannot
+pin down: it is held at its prior, the others refitted, the interval widened to at least the stacks' own, and the
+fit says so (`RunFit.held`); a compute speed beyond what any development-set cluster is from its spec (FAR) is kept
+but flagged (`RunFit.notes`, naming the runs furthest from the spec). Only input errors are refused.
+
+PRIOR_SD comes from the development sets and this project's measurements, not from a user's runs: the spread
+between source groups of the compute speed each group's own runs fit (median absolute deviation of log speed x
+1.48: 0.13 dense, 0.28 MoE, taken as 0.2), the network speed, which most groups' runs barely inform (1.4: taken as
+1, a factor e at one standard deviation), and the host speed: 0.5, the log ratio of the per-launch host cost of
+the two lent H100 machines' hosts this project measured (154.8 us against 91.9 us:
+benchmarks/results/calibration/h100*/). The fitted values, every run's residual and its leave-one-out prediction
+(the fit to all other runs) go into the written spec (`spec.hardware.RunFit`), whose predictions then carry them.
+
+The model is linear in (1/compute_speed, 1/network_speed, 1/host_speed, overhead), so a fit costs one cost-model
+evaluation per run; leave-one-out and the benchmark's leave-one-group-out refit the small linear problem only.
 """
 
 from __future__ import annotations
@@ -40,8 +53,11 @@ from ..published.runs import Case, cell_number, to_case
 from ..spec.stack import Interval
 from .intervals import weighted_bounds
 
-PRIOR_SD = (0.2, 1.0, 0.1)  # prior sd of log compute speed, log network speed, overhead / median step (docstring)
-FAR = 4.0  # a fitted log compute speed beyond this many PRIOR_SD[0] is refused (a unit slip, another GPU)
+# prior sd of log compute speed, log network speed, log host speed, overhead / median step (module docstring)
+PRIOR_SD = (0.2, 1.0, 0.5, 0.1)
+SPEEDS = ("compute_speed", "network_speed", "host_speed")
+NEUTRAL = (1.0, 1.0, 1.0, 0.0)  # the uncalibrated spec: every speed 1, no per-step overhead
+FAR = 4.0  # a fitted log compute speed beyond this many PRIOR_SD[0] is flagged (a unit slip, another GPU?)
 SOFT_SCALE = 0.05  # relative residual where the soft-L1 loss turns from quadratic to linear: a run's noise
 MIN_RUNS = 3
 QUANTILES = (0.1, 0.9)  # the 80% prediction interval
@@ -51,7 +67,7 @@ COLUMNS = ("row_id", "source_group", "row_type", "trust", "model", "n_layers", "
            "global_batch", "recompute", "zero_dist_opt", "precision", "framework", "iter_time_s",
            "tokens_per_s_per_gpu", "tokens_per_s_total", "source")
 REQUIRED = ("n_layers", "hidden", "heads", "vocab", "seq_len", "tp", "pp", "dp", "global_batch")
-BOUNDS = ([0.05, 0.05, 0.0], [20.0, 20.0, np.inf])  # of (1 / compute_speed, 1 / network_speed, overhead)
+BOUNDS = ([0.05, 0.05, 0.05, 0.0], [20.0, 20.0, 20.0, np.inf])  # of (1 / each speed, overhead)
 STEP_S = (1e-6, 1e7)  # a measured step: a microsecond to four months (anything outside is a unit or typing slip)
 # Sizes and counts: whole numbers from 1 to this (vocab 1e400 read as inf stopped int(); a hidden of 2e9 with no
 # heads would make published.runs.model_for try every head count up to it).
@@ -68,20 +84,27 @@ class Parts:
     comm: np.ndarray
     host: np.ndarray
     measured: np.ndarray
+    scopes: np.ndarray  # each run's "system / stack": a fit applies to plans of its runs' stacks on their system
+    # (spec.hardware.RunFit.applies_to; a calibrated spec is one system)
     estimates: list | None = None  # the uncalibrated Estimate of each run (price); not carried by take
 
-    def predict(self, params) -> np.ndarray:
-        c, n, o = params
-        return run_fit_time(self.compute, self.comm, self.host, c, n, o)
+    def predict(self, params, fitted=None) -> np.ndarray:
+        """Seconds per step with `params` = (compute_speed, network_speed, host_speed, step_overhead_s); `fitted`:
+        the scopes of the runs the params were fitted to (None: every run's), the others at the spec's rates."""
+        out = run_fit_time(self.compute, self.comm, self.host, *params)
+        if fitted is None:
+            return out
+        return np.where(np.isin(self.scopes, list(fitted)), out, run_fit_time(self.compute, self.comm, self.host,
+                                                                             *NEUTRAL))
 
     def take(self, idx) -> Parts:
-        return Parts(self.compute[idx], self.comm[idx], self.host[idx], self.measured[idx])
+        return Parts(self.compute[idx], self.comm[idx], self.host[idx], self.measured[idx], self.scopes[idx])
 
     @staticmethod
     def joined(parts: list[Parts]) -> Parts:
         """The runs of several Parts, in order, with their estimates."""
         cols = [np.concatenate([getattr(p, f) for p in parts]) if parts else np.empty(0)
-                for f in ("compute", "comm", "host", "measured")]
+                for f in ("compute", "comm", "host", "measured", "scopes")]
         return Parts(*cols, [e for p in parts for e in (p.estimates or [])])
 
 
@@ -162,33 +185,62 @@ def price(cases: list[Case], where: str = "") -> Parts:
                      c.measured_s))
         ests.append(e)
     a = np.array(rows, float).reshape(-1, 4)
-    return Parts(a[:, 0], a[:, 1], a[:, 2], a[:, 3], ests)
+    scopes = np.array([f"{c.system.name} / {c.plan.stack}" for c in cases], dtype=object)
+    return Parts(a[:, 0], a[:, 1], a[:, 2], a[:, 3], scopes, ests)
 
 
-def fit(parts: Parts, weights=None, overhead: bool = True) -> tuple[float, float, float]:
-    """(compute_speed, network_speed, step_overhead_s): the posterior mode of the module docstring's update, by
-    scipy.optimize.least_squares over (log 1/compute_speed, log 1/network_speed, overhead) within BOUNDS.
+def fit(parts: Parts, weights=None, overhead: bool = False, hold=()) -> tuple[float, float, float, float]:
+    """(compute_speed, network_speed, host_speed, step_overhead_s): the posterior mode of the module docstring's
+    update, by scipy.optimize.least_squares over the log inverse speeds and the overhead within BOUNDS.
 
-    `weights`: per run (default 1 each; the residuals are scaled by sqrt(weight)); `overhead` False holds the
-    per-step overhead at 0 (a fit meant for other clusters, whose host time it does not know)."""
+    `weights`: per run (default 1 each; the residuals are scaled by sqrt(weight)); `overhead` True fits a per-step
+    overhead too (else 0); `hold`: names in SPEEDS kept at their prior, 1 (`held_speeds`)."""
     scale = float(np.median(parts.measured))  # the overhead's prior is stated relative to a typical step
     n = len(parts.measured)
     w = np.ones(n) if weights is None else np.asarray(weights, float)
-    sd = np.asarray(PRIOR_SD)
+    free = [i for i, name in enumerate(SPEEDS) if name not in hold] + ([3] if overhead else [])
+    sd = np.asarray(PRIOR_SD)[free]
+    lo, hi = BOUNDS
+    low = [np.log(lo[i]) if i < 3 else lo[i] for i in free]
+    high = [np.log(hi[i]) if i < 3 else hi[i] for i in free]
+
+    def full(x):
+        out = np.zeros(4)
+        out[free] = x
+        return out
 
     def residuals(x):
-        lc, ln, o = x
-        pred = run_fit_time(parts.compute, parts.comm, parts.host, np.exp(-lc), np.exp(-ln), o)
+        lc, ln, lh, o = full(x)
+        pred = run_fit_time(parts.compute, parts.comm, parts.host, np.exp(-lc), np.exp(-ln), np.exp(-lh), o)
+        prior = np.array([v / scale if i == 3 else v for i, v in zip(free, x)])
         # a prior term of (x / sd) standard deviations weighs as that many run-noise scales (SOFT_SCALE)
-        return np.concatenate([pred / parts.measured - 1.0, SOFT_SCALE * np.array([lc, ln, o / scale]) / sd])
+        return np.concatenate([pred / parts.measured - 1.0, SOFT_SCALE * prior / sd])
 
-    lo, hi = BOUNDS
-    top = hi[2] if overhead else 1e-9 * scale
+    if not free:
+        return 1.0, 1.0, 1.0, 0.0
     # x0 clear of the bounds: least_squares' trust region does not leave a start on (or a hair from) one
-    sol = least_squares(residuals, x0=[0.0, 0.0, 1e-6 * scale if overhead else 0.5 * top], loss=robust_loss(w),
-                        bounds=([np.log(lo[0]), np.log(lo[1]), lo[2]], [np.log(hi[0]), np.log(hi[1]), top]))
-    lc, ln, o = sol.x
-    return float(np.exp(-lc)), float(np.exp(-ln)), float(o) if overhead else 0.0
+    x0 = [1e-6 * scale if i == 3 else 0.0 for i in free]
+    sol = least_squares(residuals, x0=x0, loss=robust_loss(w), bounds=(low, high))
+    lc, ln, lh, o = full(sol.x)
+    return float(np.exp(-lc)), float(np.exp(-ln)), float(np.exp(-lh)), float(o)
+
+
+def at_bound(params) -> list[str]:
+    """The speeds of `params` the fit pushed to (within 0.1% of) a bound of BOUNDS: what the runs cannot pin down."""
+    lo, hi = BOUNDS
+    return [name for i, name in enumerate(SPEEDS)
+            if not 1 / hi[i] * 1.001 < params[i] < 1 / lo[i] * 0.999]
+
+
+def fit_held(parts: Parts, weights=None, overhead: bool = False) -> tuple[tuple, list[str]]:
+    """`fit`, then again with every speed it pushed to a bound held at its prior (until none is): (params, the
+    speeds held)."""
+    held: list[str] = []
+    params = fit(parts, weights, overhead)
+    while bound := [b for b in at_bound(params) if b not in held]:
+        held += bound
+        params = fit(parts, weights, overhead, hold=held)
+    return params, held
 
 
 def robust_loss(weights: np.ndarray):
@@ -207,7 +259,7 @@ def robust_loss(weights: np.ndarray):
     return loss
 
 
-def leave_one_out(parts: Parts) -> np.ndarray:
+def leave_one_out(parts: Parts, overhead: bool = False) -> np.ndarray:
     """Each run predicted by the fit to all the others (NaN with fewer than MIN_RUNS + 1 runs)."""
     n = len(parts.measured)
     if n <= MIN_RUNS:
@@ -215,7 +267,7 @@ def leave_one_out(parts: Parts) -> np.ndarray:
     out = np.empty(n)
     for i in range(n):
         rest = parts.take(np.arange(n) != i)
-        out[i] = parts.take([i]).predict(fit(rest))[0]
+        out[i] = parts.take([i]).predict(fit_held(rest, overhead=overhead)[0], set(rest.scopes))[0]
     return out
 
 
@@ -234,50 +286,61 @@ def interval_from(errors: np.ndarray, source: str, weights=None) -> Interval | N
 def furthest(cases: list[Case], parts: Parts, n: int = 3) -> str:
     """The runs whose measured step lies furthest from the uncalibrated spec's (|log measured / predicted|), as a
     refusal names them: 'furthest from the spec: r3 (3.1x its prediction), ...'."""
-    ratio = parts.measured / parts.predict((1.0, 1.0, 0.0))
+    ratio = parts.measured / parts.predict(NEUTRAL)
     order = np.argsort(-np.abs(np.log(ratio)))[:n]
     return "furthest from the spec: " + ", ".join(f"{cases[i].row_id} ({ratio[i]:.3g}x its prediction)"
                                                     for i in order)
 
 
-def calibrate_from_runs(path: str | Path, system: System, source: str) -> System:
-    """`system` with a RunFit fitted to the runs at `path` (see the module docstring)."""
+def calibrate_from_runs(path: str | Path, system: System, source: str, overhead: bool = False) -> System:
+    """`system` with a RunFit fitted to the runs at `path` (see the module docstring); `overhead`: fit a per-step
+    overhead too (`calibrate --step-overhead`)."""
     where = f"--from-runs {str(path)!r}"
     table = read_runs_table(path)
     cases = cases_of(table, system, where)
     parts = price(cases, where)
-    params = fit(parts)
-    slowest, fastest = 1 / BOUNDS[1][0], 1 / BOUNDS[0][0]  # speeds are the inverse of the fitted factors
-    for name, value in (("compute_speed", params[0]), ("network_speed", params[1])):
-        if not slowest * 1.001 < value < fastest * 0.999:
-            raise InputError(f"{where}: the runs put {name} at its bound {value:.3g} (the spec prices them "
-                             f"{'far too slow' if value > 1 else 'far too fast'}); {furthest(cases, parts)}; nothing "
-                             "written: check those runs' layout, batch and step time against what ran, or the "
-                             "--hardware they ran on")
-    if abs(np.log(params[0])) > FAR * PRIOR_SD[0]:  # a unit slip or the wrong --hardware, not a cluster's speed
+    params, held = fit_held(parts, overhead=overhead)
+    notes = []
+    if held:
+        notes.append(f"the runs cannot pin down {', '.join(held)} (the fit pushed {'it' if len(held) == 1 else 'them'}"
+                     f" to a bound): held at the spec's 1; {furthest(cases, parts)}")
+    if abs(np.log(params[0])) > FAR * PRIOR_SD[0]:  # a unit slip or the wrong --hardware, or a stack far off
         low, high = np.exp(-FAR * PRIOR_SD[0]), np.exp(FAR * PRIOR_SD[0])
-        raise InputError(f"{where}: the runs put compute_speed at {params[0]:.3g}, beyond what any development-set "
-                         f"cluster is from its spec (valid: {low:.2g} to {high:.2g}, {FAR:g} prior standard deviations);"
-                         f" {furthest(cases, parts)}; nothing written: check those runs' step time (seconds per "
-                         "step), layout and batch, or the --hardware they ran on")
-    if params[2] > 0.5 * parts.measured.min():  # host time cannot be most of a step the spec can price
-        raise InputError(f"{where}: the fit puts {params[2]:.3g} s of every step in host overhead, more than half "
-                         f"of the shortest run ({parts.measured.min():.3g} s); {furthest(cases, parts)}; nothing "
-                         f"written: the runs and the spec "
-                         "disagree by far more than host time explains; check each run's layout, batch and step time")
+        notes.append(f"compute_speed {params[0]:.3g} is beyond what any development-set cluster is from its spec "
+                     f"({low:.2g} to {high:.2g}, {FAR:g} prior standard deviations): check those runs' step time "
+                     f"(seconds per step), layout and batch, or the --hardware they ran on; {furthest(cases, parts)}")
+    if overhead and params[3] > 0.5 * parts.measured.min():
+        notes.append(f"the fit puts {params[3]:.3g} s of every step outside the model, more than half of the shortest "
+                     f"run ({parts.measured.min():.3g} s): the runs and the spec disagree by more than a data loader "
+                     "explains; check each run's layout, batch and step time")
     pred = parts.predict(params)
-    loo = leave_one_out(parts)
+    loo = leave_one_out(parts, overhead)
     err = parts.measured / loo - 1  # measured / predicted - 1, as the interval is stated
     interval = interval_from(err, f"leave-one-out residuals of the runs in {path}")
+    if held:
+        interval = widened(interval, parts, f"no narrower than the runs' stacks' own (held: {', '.join(held)})")
     runs = [RunResidual(run=c.row_id, stack=c.plan.stack, measured_s=float(m), predicted_s=float(p),
                         loo_predicted_s=None if np.isnan(q) else float(q))
             for c, m, p, q in zip(cases, parts.measured, pred, loo)]
     loo_mape = float(np.nanmean(np.abs(loo / parts.measured - 1))) if np.isfinite(loo).any() else None
-    c, n, o = params
-    run_fit = RunFit(compute_speed=round(c, 4), network_speed=round(n, 4), step_overhead_s=round(o, 6),
-                     interval=interval, loo_mape=loo_mape, runs=runs, skipped=table.attrs.get("skipped", []),
-                     source=source)
+    c, n, h, o = params
+    run_fit = RunFit(compute_speed=round(c, 4), network_speed=round(n, 4), host_speed=round(h, 4),
+                     step_overhead_s=round(o, 6), held=held, notes=notes, interval=interval, loo_mape=loo_mape,
+                     runs=runs, skipped=table.attrs.get("skipped", []), source=source)
     return system.model_copy(update={"run_fit": run_fit})
+
+
+def widened(interval: Interval | None, parts: Parts, why: str) -> Interval:
+    """`interval` (or none) widened to cover the uncalibrated prediction intervals of the runs' stacks (each run's
+    Estimate step_time_s_low / high, as measured/predicted - 1): a fit that held a speed at its prior knows no more
+    than the stacks' profiles about it."""
+    est = parts.estimates or []
+    low = min((e.step_time_s_low / e.step_time_s - 1 for e in est), default=0.0)
+    high = max((e.step_time_s_high / e.step_time_s - 1 for e in est), default=0.0)
+    if interval is not None:
+        low, high = min(low, interval.low), max(high, interval.high)
+    return Interval(low=low, high=high, coverage=QUANTILES[1] - QUANTILES[0], rows=len(parts.measured),
+                    source=(interval.source + "; " if interval else "") + why)
 
 
 def report(system: System) -> str:
@@ -286,7 +349,10 @@ def report(system: System) -> str:
     lines = [f"calibrated {system.name} from {len(f.runs)} measured runs ({f.source})",
              f"  compute_speed   {f.compute_speed:.4f}  (compute parts of a step divided by it)",
              f"  network_speed   {f.network_speed:.4f}  (exposed communication divided by it)",
-             f"  step_overhead_s {f.step_overhead_s:.4g}  (added to every step)"]
+             f"  host_speed      {f.host_speed:.4f}  (host time the device waits on divided by it)"]
+    if f.step_overhead_s:
+        lines.append(f"  step_overhead_s {f.step_overhead_s:.4g}  (added to every step: --step-overhead)")
+    lines += [f"  note: {n}" for n in f.notes]
     if f.loo_mape is not None:
         lines.append(f"  leave-one-out MAPE {100 * f.loo_mape:.1f}%")
     if f.interval is not None:

@@ -34,10 +34,13 @@ def add_parser(subparsers, name: str, help: str) -> argparse.ArgumentParser:
                    help="cpu: fp32, one thread per process, gloo; cuda: bf16, one GPU per process, NCCL "
                         "(required unless --from-runs)")
     p.add_argument("--from-runs", type=path("--from-runs"), metavar="RUNS.csv|LOGDIR",
-                   help="fit compute speed, network speed and per-step overhead to measured runs instead of "
+                   help="fit compute, network and host speed to measured runs instead of "
                         "microbenchmarks: a CSV in the published-runs columns, or Megatron-LM / torchtitan logs "
                         "(needs --hardware; at least 3 runs)")
     p.add_argument("--hardware", metavar="PRESET_OR_SPEC", help="--from-runs: the system the runs ran on")
+    p.add_argument("--step-overhead", action="store_true",
+                   help="--from-runs: fit a fixed number of seconds per step too (a slow data loader or logging the "
+                        "runs show); without it only speeds are fitted, which carry over to other model sizes")
     p.add_argument("--nproc", type=integer("--nproc"), default=1, help="processes that run the benchmarks at once (default 1)")
     p.add_argument("--base", help="CUDA: catalogue system whose datasheet numbers and outer tiers are kept "
                                   "(default: the one whose accelerator is this GPU)")
@@ -63,6 +66,8 @@ def run(args: argparse.Namespace) -> str:
     if args.hardware is not None:
         raise InputError("--hardware applies to --from-runs only; microbenchmarks build the spec from this "
                          "machine (--base picks the CUDA catalogue system)")
+    if args.step_overhead:
+        raise InputError("--step-overhead applies to --from-runs only (a per-step time fitted to measured runs)")
 
     if args.plot is not None:
         check_plot_path(args.plot)  # before minutes of benchmarks
@@ -96,7 +101,8 @@ def from_runs(args: argparse.Namespace) -> str:
     check_name(args.name, "--name")
     system = system.model_copy(update={"name": args.name or f"{system.name}-runs"})
     command = f"perfmodel calibrate --from-runs {args.from_runs} --hardware {args.hardware} --output {args.output}"
-    fitted = calibrate_from_runs(args.from_runs, system, command)
+    command += " --step-overhead" if args.step_overhead else ""
+    fitted = calibrate_from_runs(args.from_runs, system, command, overhead=args.step_overhead)
     write_atomic(out, lambda tmp: Path(tmp).write_text(spec_yaml(fitted, command, out.parent)), "output")
     return report(fitted) + f"\nwrote {out}"
 

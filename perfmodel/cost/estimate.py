@@ -120,10 +120,16 @@ def notes_of(model: ModelConfig, system: System, plan: Plan, step: Step, speedup
                      f"slowest), so they compute {speedup:.2f}x faster (cost.compute.shared_core_speedup); compute, "
                      "op and optimizer times above include it")
     fit = system.run_fit
-    if fit is not None:
+    if fit is not None and not fit.applies_to(plan.stack):
+        notes.append(f"{system.name} is calibrated from {len(fit.runs)} measured runs of "
+                     f"{', '.join(sorted({r.stack for r in fit.runs}))}, not of {plan.stack}: this plan is priced at "
+                     f"the spec's own rates, with its stack's interval (spec.hardware.RunFit.applies_to)")
+    elif fit is not None:
         notes.append(f"{system.name} is calibrated from {len(fit.runs)} measured runs: the time parts above are the "
-                     f"spec's compute / {fit.compute_speed:g} and exposed communication / {fit.network_speed:g}, plus "
-                     f"{fit.step_overhead_s:g} s per step (cost.step.calibrated); the op and communication rows "
+                     f"spec's compute / {fit.compute_speed:g}, exposed communication / {fit.network_speed:g} and "
+                     f"host time / {fit.host_speed:g}"
+                     + (f", plus {fit.step_overhead_s:g} s per step" if fit.step_overhead_s else "")
+                     + " (cost.step.calibrated); the op and communication rows "
                      "below are at the spec's rates, before that scaling")
     host_note = host_notes(step, plan, time_s, i)
     if host_note:
@@ -140,11 +146,12 @@ def notes_of(model: ModelConfig, system: System, plan: Plan, step: Step, speedup
 
 
 def prediction_interval(system: System, stack: Stack, moe: bool = False) -> Interval | None:
-    """The interval of a prediction: the spec's own, where it was calibrated from measured runs and has one
-    (spec.hardware.RunFit), else the stack profile's (Stack.interval; for a mixture-of-experts model
+    """The interval of a prediction: the spec's own, where it was calibrated from measured runs of this stack and has
+    one (spec.hardware.RunFit.applies_to), else the stack profile's (Stack.interval; for a mixture-of-experts model
     Stack.moe_interval, from MoE runs); None where neither has one."""
-    if system.run_fit is not None and system.run_fit.interval is not None:
-        return system.run_fit.interval
+    fit = system.run_fit
+    if fit is not None and fit.interval is not None and fit.applies_to(stack.name):
+        return fit.interval
     return stack.moe_interval if moe else stack.interval
 
 

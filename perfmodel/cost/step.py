@@ -140,27 +140,30 @@ def clean(part, total):
     return np.where(np.abs(part) < 1e-9 * np.abs(total), 0.0, part)
 
 
-def run_fit_time(compute, comm, overhead, compute_speed, network_speed, step_overhead_s):
-    """Step seconds with a calibration from measured runs: compute / compute_speed + comm / network_speed +
-    overhead + step_overhead_s (`compute`, `comm`: the step's COMPUTE_TIME and COMM_TIME seconds at the spec's
-    rates; `overhead`: the stack's host seconds). First-order in the speeds: a slower network leaves the exposed
-    communication exposed for longer and hides no more of the rest, which the fit does not re-derive."""
-    return compute / compute_speed + comm / network_speed + overhead + step_overhead_s
+def run_fit_time(compute, comm, host, compute_speed, network_speed, host_speed=1.0, step_overhead_s=0.0):
+    """Step seconds with a calibration from measured runs (calibrate.from_runs): compute / compute_speed + comm /
+    network_speed + host / host_speed + step_overhead_s (`compute`, `comm`: the step's COMPUTE_TIME and COMM_TIME
+    seconds at the spec's rates; `host`: the seconds the device waits on its host plus the stack's per-step
+    overhead). First-order in the speeds: a slower network leaves the exposed communication exposed for longer and
+    hides no more of the rest, which the fit does not re-derive."""
+    return compute / compute_speed + comm / network_speed + host / host_speed + step_overhead_s
 
 
-def calibrated(time: dict, system: System) -> dict:
-    """The TimeBreakdown parts of a step on `system`: as evaluated, or, on a spec calibrated from measured runs
-    (`System.run_fit`), each compute part divided by its compute_speed, each communication part by its
-    network_speed, and the fitted per-step overhead added (`run_fit_time`, part by part)."""
+def calibrated(time: dict, system: System, stack: str) -> dict:
+    """The TimeBreakdown parts of a step of software stack `stack` on `system`: as evaluated, or, on a spec
+    calibrated from measured runs of that stack (`System.run_fit`, `RunFit.applies_to`), each compute part divided
+    by its compute_speed, each communication part by its network_speed, the host parts by its host_speed and the
+    fitted per-step overhead added (`run_fit_time`, part by part)."""
     fit = system.run_fit
-    if fit is None:
+    if fit is None or not fit.applies_to(stack):
         return time
     out = dict(time)
     for k in COMPUTE_TIME:
-        out[k] = run_fit_time(time[k], 0.0, 0.0, fit.compute_speed, 1.0, 0.0)
+        out[k] = run_fit_time(time[k], 0.0, 0.0, fit.compute_speed, 1.0)
     for k in COMM_TIME:
-        out[k] = run_fit_time(0.0, time[k], 0.0, 1.0, fit.network_speed, 0.0)
-    out["overhead"] = run_fit_time(0.0, 0.0, time["overhead"], 1.0, 1.0, fit.step_overhead_s)
+        out[k] = run_fit_time(0.0, time[k], 0.0, 1.0, fit.network_speed)
+    out["host"] = run_fit_time(0.0, 0.0, time["host"], 1.0, 1.0, fit.host_speed)
+    out["overhead"] = run_fit_time(0.0, 0.0, time["overhead"], 1.0, 1.0, fit.host_speed, fit.step_overhead_s)
     out["total"] = sum(out[k] for k in (*COMPUTE_TIME, *COMM_TIME, "host", "overhead"))
     return out
 
@@ -308,7 +311,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     # what the host dispatches per step on the slowest stage (what calibrate's host probe fits to)
     host_kernels = sum(kernels[u] * held[u] for u in UNITS) * m
     host_calls = (sum(calls_of[u] * held[u] for u in UNITS) + sends) * m + step_calls
-    time = calibrated(time, system)
+    time = calibrated(time, system, lay.stack)
     memory, mem_kind = stage_memory(model, system, lay, st) if memory is None else memory
 
     # --- FLOPs ---------------------------------------------------------------------------------------------

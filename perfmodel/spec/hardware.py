@@ -201,19 +201,34 @@ class RunFit(Schema):
     """What `perfmodel calibrate --from-runs` fitted to a user's measured runs (perfmodel.calibrate.from_runs).
 
     The estimate applies it last (cost.step.calibrated): compute parts / compute_speed, communication parts /
-    network_speed, plus step_overhead_s. `interval` is this spec's prediction interval (leave-one-out residuals
-    of the runs where there are enough, else the stacks')."""
+    network_speed, host parts / host_speed, plus step_overhead_s (0 unless asked for). `interval` is this spec's
+    prediction interval (leave-one-out residuals of the runs where there are enough, else the stacks'; no
+    narrower than the stacks' where a speed was `held`)."""
 
     compute_speed: PositiveReal = Field(description="measured compute speed over the spec's (divides the compute "
                                                      "parts of a step: cost.step.COMPUTE_TIME)")
     network_speed: PositiveReal = Field(description="measured communication speed over the spec's (divides the "
                                                      "exposed communication parts: cost.step.COMM_TIME)")
-    step_overhead_s: Real = Field(ge=0, description="fitted host seconds per step, added to every step")
+    host_speed: PositiveReal = Field(1.0, description="measured host speed over the spec's (divides the host "
+                                                      "seconds the device waits on and the stack's per-step overhead)")
+    step_overhead_s: Real = Field(0.0, ge=0, description="fitted seconds per step outside the model, added to every "
+                                                          "step (only where asked: calibrate --step-overhead)")
+    held: list[str] = Field(default_factory=list, description="speeds the runs could not pin down (pushed to a "
+                                                              "bound), held at the spec's 1")
+    notes: list[str] = Field(default_factory=list, description="what the fit flags: held speeds, a compute speed "
+                                                               "far from any dev-set cluster's")
     interval: Interval | None = Field(None, description="prediction interval from the runs' residuals")
     loo_mape: Real | None = Field(None, ge=0, description="leave-one-out mean |error| over the runs (fraction)")
     runs: list[RunResidual] = Field(description="the runs fitted to, with their residuals")
     skipped: list[str] = Field(default_factory=list, description="files of a log directory that were not run logs")
     source: str = Field(description="the file and command the fit came from")
+
+    def applies_to(self, stack: str) -> bool:
+        """Whether a plan of software stack `stack` is priced with this fit: it is one of the runs' stacks. The speeds
+        fitted hold a stack's own efficiency as much as the cluster's (the development sets' groups of one cluster
+        and two stacks, Narayanan et al. 2021 Table 2, differ by 3x), so a plan of another stack keeps the spec's
+        rates and its stack's own interval, and the estimate says so."""
+        return stack in {r.stack for r in self.runs}
 
 
 # A checkpoint store's least bandwidth (1 MB/s) and efficiency (1% of its peaks): slower than any store there is; a
