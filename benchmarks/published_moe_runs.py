@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from devset import MOE_CSV as DEFAULT_CSV
-from published_runs import accuracy_args, print_intervals, stack_intervals, write_intervals
+from published_runs import accuracy_args, generation_coverage, print_intervals, stack_intervals, write_intervals
 from published_runs import priced as dense_priced
 from published_runs import summary as dense_summary
 from published_runs import three_shot as dense_three_shot
@@ -69,6 +69,9 @@ def main(argv=None) -> int:
     # what the profiles' moe_interval quotes (hardware_specs/stacks/*.yaml): the trust-A rows, groups weighted once
     bands = stack_intervals(df, "python benchmarks/published_moe_runs.py, trust-A rows", trust="A")
     print_intervals(*bands)
+    print("\nleave-one-hardware-generation-out (trust-A rows): each generation's rows inside the intervals built from "
+          "the others' (groups weighted once), unwidened and widened where a plan lies outside the runs")
+    print(generation_coverage(df, bands[2], trust="A").round(1).to_string())
     if a.write_intervals:
         print(f"rewrote the moe_interval blocks of: {', '.join(write_intervals(bands[0], 'moe_interval')) or 'none'}")
     left = df[df["predicted_s"].isna()]

@@ -89,6 +89,10 @@ def priced(csv: Path, cases=None):
     df["regime"] = None
     df.loc[idx, "model"] = [c.model.name[:28] for c in ok]
     df.loc[idx, "hardware"] = [c.system.name for c in ok]
+    # what an interval's domain is made of (spec.stack.Domain): hardware generation, precision, devices
+    df.loc[idx, "generation"] = [c.system.accelerator.generation or c.system.accelerator.name.lower() for c in ok]
+    df.loc[idx, "precision"] = [c.plan.precision for c in ok]
+    df.loc[idx, "gpus"] = [c.plan.tp * c.plan.pp * c.plan.dp * c.plan.cp for c in ok]
     df["predicted_s"] = np.nan
     df.loc[idx, "predicted_s"] = parts.predict(NEUTRAL)
     df.loc[idx, "mfu"] = [e.mfu for e in parts.estimates]
@@ -179,22 +183,50 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def interval_inputs(df: pd.DataFrame, trust: str | None = None) -> tuple:
-    """(residuals measured/predicted - 1, groups, stacks, regimes) of (a)'s expressible rows (of one trust level),
-    as perfmodel.calibrate.intervals takes them."""
+    """(residuals measured/predicted - 1, groups, stacks, regimes, dims: per row (hardware generation, precision,
+    devices)) of (a)'s expressible rows (of one trust level), as perfmodel.calibrate.intervals takes them."""
     ok = df.dropna(subset=["predicted_s"])
     if trust is not None:
         ok = ok[ok["trust"] == trust]
+    dims = list(zip(ok["generation"], ok["precision"], ok["gpus"].astype(int)))
     return ((ok["measured_s"] / ok["predicted_s"] - 1).to_numpy(), ok["group"].to_numpy(), ok["stack"].to_numpy(),
-            list(ok["regimes"]))
+            list(ok["regimes"]), dims)
 
 
 def stack_intervals(df: pd.DataFrame, source: str = "python benchmarks/published_runs.py",
                     trust: str | None = None) -> tuple[dict, dict, float]:
     """The stack profiles' intervals (perfmodel.calibrate.intervals.build over (a)'s residuals, at the level whose
-    held-out coverage reaches 80%), each group's held-out coverage at that level, and the level."""
-    args = interval_inputs(df, trust)
-    q, cover = intervals.choose_level(*args)
-    return intervals.build(*args, q, source, cover), intervals.held_out(*args, q), q
+    held-out coverage reaches 80%, with the widths by which they widen outside their runs' domain), each group's
+    held-out coverage at that level, and the level."""
+    resid, groups, stacks, regimes, dims = interval_inputs(df, trust)
+    q, _ = intervals.choose_level(resid, groups, stacks, regimes)
+    widths = intervals.extrapolation_widths(resid, groups, stacks, regimes, dims, q)
+    held = intervals.held_out(resid, groups, stacks, regimes, q, dims, widths)
+    cover = float(np.mean(list(held.values())))
+    return intervals.build(resid, groups, stacks, regimes, q, source, cover, dims, widths), held, q
+
+
+def generation_coverage(df: pd.DataFrame, q: float, trust: str | None = None) -> pd.DataFrame:
+    """Leave-one-hardware-generation-out: each generation's rows (groups weighted once) inside the intervals built
+    from the other generations' rows at level q, as they were before issue 48 (no widening) and as they are (the
+    other rows' domain and widths: a held-out generation is an extrapolation)."""
+    resid, groups, stacks, regimes, dims = interval_inputs(df, trust)
+    gen = np.array([d[0] for d in dims])
+    out = {}
+    for g in np.unique(gen):
+        rest = gen != g
+        sub = lambda x: [x[i] for i in np.flatnonzero(rest)]  # noqa: E731
+        widths = intervals.extrapolation_widths(resid[rest], groups[rest], stacks[rest], sub(regimes), sub(dims), q)
+        row = {"rows": int((~rest).sum())}
+        for name, w, d in (("unwidened %", None, None), ("widened %", widths, dims)):
+            need = intervals._needs(resid, groups, stacks, regimes, q, d, w, rest, ~rest)
+            gw = intervals.group_weights(groups[~rest])
+            row[name] = 100 * float((gw * (need <= 0)).sum() / gw.sum())
+        row["widths (generation, precision, devices)"] = ", ".join(f"{widths[k]:.3f}" for k in intervals.EXTRAPOLATIONS)
+        out[g] = row
+    t = pd.DataFrame(out).T
+    t.loc["mean (generations weighted once)"] = [t["rows"].sum(), t["unwidened %"].mean(), t["widened %"].mean(), ""]
+    return t
 
 
 def write_intervals(bands: dict, key: str = "interval") -> list[str]:
@@ -224,7 +256,8 @@ def print_intervals(bands: dict, held: dict, q: float) -> None:
           f">= {intervals.MIN_GROUPS} groups, else all; a regime's band where it is wider")
     print(pd.DataFrame([dict(stack=s, rows=b.rows, low=b.low, high=b.high,
                              residuals="own" if "over its own rows" in b.source else "all",
-                             wider=", ".join(f"{r} [{v.low:+.3f}, {v.high:+.3f}]" for r, v in b.regimes.items()))
+                             wider=", ".join(f"{r} [{v.low:+.3f}, {v.high:+.3f}]" for r, v in b.regimes.items()),
+                             extrapolated=", ".join(f"{k} +-{v:.3f}" for k, v in b.extrapolation.items() if v))
                         for s, b in bands.items()]).to_string(index=False))
     print("held out: each group's rows inside the intervals built from the other groups")
     print(pd.Series(held).map(lambda x: f"{100 * x:.0f}%").to_string())
@@ -303,9 +336,13 @@ def main(argv=None) -> int:
         print(f"\nnot expressible ({len(bad)} rows):")
         for reason, g in bad.groupby("reason"):
             print(f"  {len(g):3d}  {reason}  [{', '.join(g['row_id'][:6])}{' ...' if len(g) > 6 else ''}]")
-    print_intervals(*stack_intervals(df))
+    bands = stack_intervals(df)
+    print_intervals(*bands)
+    print("\nleave-one-hardware-generation-out: each generation's rows inside the intervals built from the others' "
+          "(groups weighted once), unwidened and widened where a plan lies outside the runs (Interval.bounds)")
+    print(generation_coverage(df, bands[2]).to_string(float_format=fmt))
     if a.write_intervals:
-        print(f"rewrote the interval blocks of: {', '.join(write_intervals(stack_intervals(df)[0])) or 'none'}")
+        print(f"rewrote the interval blocks of: {', '.join(write_intervals(bands[0])) or 'none'}")
 
     # (d) and (e): the small-scale runs, then both sets by regime
     from perfmodel.published.small_runs import load_small_cases

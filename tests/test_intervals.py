@@ -89,11 +89,49 @@ def test_an_estimate_in_a_regime_quotes_the_union_and_says_why():
     mc = load_stack("megatron-core").interval
     e = pm.estimate("llama-3-8b", "dgx-h100", pm.Plan(gpus=16, tp=2, pp=2, micro_batch=1, global_batch=64,
                                                       seq_len=4096))
-    lo, hi, wider = mc.around(("pp_or_cp",))
+    lo, hi, wider, far = mc.bounds(("pp_or_cp",), "hopper", "bf16", 16)
     assert wider and e.step_time_s_high == pytest.approx(e.step_time_s * (1 + hi))
+    # megatron-core's own rows are all A100 runs: an H100 plan is an extrapolation, and says so
+    assert far == ["generation"] and "wider each way for a hopper part, a generation none of its runs used (ampere)" \
+        in e.interval_source
     assert e.step_time_s_low == pytest.approx(e.step_time_s * (1 + lo)) and "wider for pp > 1 or cp > 1 (49 runs)" in \
         e.interval_source
     # the table's headline shows the whole of it (it is cut at the source's first colon)
     from perfmodel.cli.report import _band
 
-    assert _band(e).endswith("inside), wider for pp > 1 or cp > 1 (49 runs))")
+    assert "inside), wider for pp > 1 or cp > 1 (49 runs), " in _band(e) and _band(e).endswith("(ampere))")
+
+
+def test_an_interval_widens_outside_its_runs_in_quadrature():
+    """Interval.bounds: a plan on a generation, precision or scale none of the runs had widens both bounds by
+    those ways' widths in quadrature; inside the domain it is `around` alone."""
+    from perfmodel.spec.stack import Domain
+
+    band = Interval(low=-0.1, high=0.2, rows=10, source="t",
+                    domain=Domain(generations=["ampere", "hopper"], precisions=["16-bit"], max_devices=1024),
+                    extrapolation={"generation": 0.03, "precision": 0.04, "devices": 0.12})
+    assert band.bounds((), "hopper", "bf16", 512) == (-0.1, 0.2, [], [])
+    assert band.bounds((), "hopper", "fp16", 1024)[:2] == (-0.1, 0.2)  # fp16 and bf16 are one class
+    low, high, _, far = band.bounds((), "blackwell", "fp8", 512)
+    assert far == ["generation", "precision"] and (low, high) == pytest.approx((-0.15, 0.25))  # 0.05 = |(3, 4)|
+    low, high, _, far = band.bounds((), "hopper", "bf16", 2048)
+    assert far == ["devices"] and (low, high) == pytest.approx((-0.22, 0.32))
+    assert Interval(low=-0.1, high=0.2, rows=1, source="t").bounds((), "x", "fp4", 10**6)[3] == []  # no domain
+
+
+def test_extrapolation_widths_by_hand():
+    """Two generations of one group each: every 'ampere' run is 0.1 off, every 'hopper' run inside the narrow
+    interval the other builds. Held out, ampere needs 0.1 - the hopper interval's upper bound; hopper needs nothing:
+    80% coverage over the two folds (weighted equally) needs ampere's whole need. Precision and devices have no
+    fold (one value each): they take the widest measured width."""
+    resid = np.array([0.1, 0.1, 0.1, 0.0, 0.01, -0.01])
+    groups = np.array(["a", "a", "a", "h", "h", "h"])
+    stacks = np.array(["megatron-core"] * 6)
+    dims = [("ampere", "bf16", 8)] * 3 + [("hopper", "bf16", 8)] * 3
+    w = iv.extrapolation_widths(resid, groups, stacks, [()] * 6, dims, 0.1)
+    hopper_high = iv.weighted_bounds(resid[3:], np.ones(3), 0.1)[1]  # 0.01: the end residual
+    assert w["generation"] == pytest.approx(round(0.1 - hopper_high, 3), abs=iv.WIDTH_STEP)
+    assert w["precision"] == w["devices"] == w["generation"]
+    bands = iv.build(resid, groups, stacks, [()] * 6, 0.1, "t", dims=dims, widths=w)
+    d = bands["megatron-core"].domain
+    assert (d.generations, d.precisions, d.max_devices) == (["ampere", "hopper"], ["16-bit"], 8)

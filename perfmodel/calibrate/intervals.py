@@ -11,6 +11,13 @@ runs counts as much as one of 5), and coverage is judged per held-out group.
   large) gets its own band over all stacks' runs in it (again at least MIN_GROUPS groups), kept where it is wider,
   so a plan in that regime quotes the union (`Interval.around`).
 - `held_out` (the claim docs/stacks.md makes): each group's runs against the intervals built without that group.
+- `extrapolation_widths` (issue 48: intervals that know when they extrapolate): the runs of one hardware generation,
+  one precision, or the largest jobs, each held out in turn and predicted with the interval built from the others;
+  for each way (`spec.stack.EXTRAPOLATIONS`) the least widening of both bounds that brings those held-out runs to
+  TARGET coverage (folds weighted equally, groups once in each). Every interval records what its runs span
+  (`Domain`: generations, precision classes, most devices) and these widths; a plan outside the domain quotes the
+  interval widened by them (`Interval.bounds`), and says so. The widths are chosen on the dev sets' own folds, as
+  the level is: a slightly hopeful figure, which `benchmarks/published_runs.py` reports leave-one-generation-out.
 - `choose_level`: the narrowest of LEVELS (lower-tail quantile q; bounds at q and 1 - q) whose held-out coverage,
   groups weighted once, reaches TARGET. That held-out share at the level chosen is written as `Interval.held_out`
   (one figure for all stacks; the level was chosen among four on the same groups, so it is slightly hopeful, as
@@ -22,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..spec.stack import REGIMES, STACKS, Band, Interval
+from ..spec.stack import EXTRAPOLATIONS, REGIMES, STACKS, Band, Domain, Interval, precision_class
 
 LEVELS = (0.10, 0.075, 0.05, 0.025)  # candidate lower-tail quantiles: 80%, 85%, 90%, 95% nominal
 TARGET = 0.80  # the coverage the intervals are stated at
@@ -46,10 +53,24 @@ def group_weights(groups: np.ndarray) -> np.ndarray:
     return 1.0 / counts[inv]
 
 
-def build(resid, groups, stacks, regimes, q: float, source: str, held: float | None = None) -> dict[str, Interval]:
+DEVICE_CUTS = (128, 1024)  # `extrapolation_widths`' device folds: jobs above each cut held out, the rest kept
+WIDTH_STEP = 0.005  # widths are found on this grid (relative step time)
+
+
+def domain_of(dims) -> Domain | None:
+    """What the runs with `dims` (per run: (generation, precision, devices)) span; None without dims."""
+    if dims is None or len(dims) == 0:
+        return None
+    return Domain(generations=sorted({d[0] for d in dims}), precisions=sorted({precision_class(d[1]) for d in dims}),
+                  max_devices=int(max(d[2] for d in dims)))
+
+
+def build(resid, groups, stacks, regimes, q: float, source: str, held: float | None = None, dims=None,
+          widths: dict | None = None) -> dict[str, Interval]:
     """The interval of every stack (STACKS) at level q from runs with residuals `resid`, source `groups`, `stacks`
-    and `regimes` (a tuple of REGIMES names per run), `held` its held-out coverage (`choose_level`); module
-    docstring."""
+    and `regimes` (a tuple of REGIMES names per run), `held` its held-out coverage (`choose_level`), `dims` (per
+    run: hardware generation, precision, devices: the interval's Domain) and the extrapolation `widths`
+    (`extrapolation_widths`); module docstring."""
     resid, groups, stacks = np.asarray(resid, float), np.asarray(groups), np.asarray(stacks)
     w = group_weights(groups)
     bands = {}
@@ -73,30 +94,87 @@ def build(resid, groups, stacks, regimes, q: float, source: str, held: float | N
                                  f"{'its own rows' if own else 'all stacks rows'}, each source group weighted once "
                                  f"(profile alone); held_out: the share of a group's rows inside the interval built "
                                  f"without it (perfmodel.calibrate.intervals)",
-                          regimes=wider)
+                          regimes=wider, domain=domain_of(None if dims is None else [dims[i] for i in
+                                                                                 np.flatnonzero(sel)]),
+                          extrapolation={k: round(v, 3) for k, v in (widths or {}).items()})
     return out
 
 
-def held_out(resid, groups, stacks, regimes, q: float) -> dict[str, float]:
-    """Per source group, the share of its runs inside the interval (with its regimes' bands) that `build` makes
-    of every other group at level q."""
+def held_out(resid, groups, stacks, regimes, q: float, dims=None, widths=None, folds=None) -> dict[str, float]:
+    """Per fold (default: per source group), the share of its runs inside the interval (with its regimes' bands,
+    widened where they lie outside the others' domain) that `build` makes of the other runs at level q; a fold's
+    runs weighted by group (each group once). `folds`: a label per run (e.g. its hardware generation)."""
     resid, groups, stacks = np.asarray(resid, float), np.asarray(groups), np.asarray(stacks)
+    folds = groups if folds is None else np.asarray(folds)
     out = {}
-    for g in np.unique(groups):
-        rest = groups != g
-        bands = build(resid[rest], groups[rest], stacks[rest], [r for r, k in zip(regimes, rest) if k], q, "")
-        inside = []
-        for i in np.flatnonzero(~rest):
-            lo, hi, _ = bands[stacks[i]].around(regimes[i])
-            inside.append(lo <= resid[i] <= hi)
-        out[str(g)] = float(np.mean(inside))
+    for g in np.unique(folds):
+        rest = folds != g
+        need = _needs(resid, groups, stacks, regimes, q, dims, widths, rest, ~rest)
+        w = group_weights(groups[~rest])
+        out[str(g)] = float((w * (need <= 0)).sum() / w.sum())
     return out
 
 
-def choose_level(resid, groups, stacks, regimes) -> tuple[float, float]:
+def _needs(resid, groups, stacks, regimes, q, dims, widths, train, test) -> np.ndarray:
+    """For each run of `test`, how much wider (each way) the interval built from the runs of `train` must be to
+    hold it: 0 where it is inside."""
+    sub = lambda x: [x[i] for i in np.flatnonzero(train)] if x is not None else None  # noqa: E731
+    bands = build(resid[train], groups[train], stacks[train], sub(regimes), q, "", dims=sub(dims), widths=widths)
+    need = []
+    for i in np.flatnonzero(test):
+        band = bands[stacks[i]]
+        if dims is None:
+            lo, hi, _ = band.around(regimes[i])
+        else:
+            lo, hi, _, _ = band.bounds(regimes[i], *dims[i])
+        need.append(max(lo - resid[i], resid[i] - hi, 0.0))
+    return np.array(need)
+
+
+def extrapolation_folds(dims) -> dict[str, list[np.ndarray]]:
+    """Per way of EXTRAPOLATIONS, the runs held out in each fold (boolean masks): each hardware generation, each
+    precision class, and the jobs above each of DEVICE_CUTS (kept: the runs at or below it); folds whose held-out
+    or kept runs are empty are left out."""
+    gen = np.array([d[0] for d in dims])
+    prec = np.array([precision_class(d[1]) for d in dims])
+    dev = np.array([d[2] for d in dims])
+    folds = {"generation": [gen == v for v in np.unique(gen)], "precision": [prec == v for v in np.unique(prec)],
+             "devices": [dev > c for c in DEVICE_CUTS]}
+    return {k: [m for m in v if 0 < m.sum() < len(m)] for k, v in folds.items()}
+
+
+def extrapolation_widths(resid, groups, stacks, regimes, dims, q: float) -> dict[str, float]:
+    """Per way of EXTRAPOLATIONS, the least widening w (on a WIDTH_STEP grid) of both bounds for which the runs
+    held out that way (`extrapolation_folds`), each predicted from the interval the other runs make at level q,
+    reach TARGET coverage, folds weighted equally and groups once in each (0 where they reach it unwidened); a way
+    with no fold (every run of one generation) takes the widest of the others. A devices fold keeps only the smaller
+    jobs (a plan extrapolates up, not down)."""
+    resid, groups, stacks = np.asarray(resid, float), np.asarray(groups), np.asarray(stacks)
+    out, unknown = {}, []
+    for way, masks in extrapolation_folds(dims).items():
+        if not masks:
+            unknown.append(way)  # runs of one generation cannot show what a step to another costs
+            continue
+        needs = [(_needs(resid, groups, stacks, regimes, q, None, None, ~m, m), group_weights(groups[m]))
+                 for m in masks]
+
+        def cover(w):
+            return float(np.mean([(gw * (n <= w + 1e-12)).sum() / gw.sum() for n, gw in needs]))
+
+        w = 0.0
+        while cover(w) < TARGET and w < 2.0:
+            w += WIDTH_STEP
+        out[way] = round(w, 3)
+    # a way the runs cannot measure (all of one generation, one precision, or one size) is taken to be at least as
+    # far as the farthest step they can measure: unknown, so not narrower than what is known
+    widest = max(out.values(), default=0.0)
+    return {way: out.get(way, widest) for way in EXTRAPOLATIONS}
+
+
+def choose_level(resid, groups, stacks, regimes, dims=None, widths=None) -> tuple[float, float]:
     """(q, its held-out coverage with groups weighted once): the first of LEVELS reaching TARGET, else the last."""
     for q in LEVELS:
-        cover = float(np.mean(list(held_out(resid, groups, stacks, regimes, q).values())))
+        cover = float(np.mean(list(held_out(resid, groups, stacks, regimes, q, dims, widths).values())))
         if cover >= TARGET:
             break
     return q, cover

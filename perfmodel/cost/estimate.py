@@ -145,6 +145,22 @@ def notes_of(model: ModelConfig, system: System, plan: Plan, step: Step, speedup
     return notes
 
 
+def extrapolation_text(band: Interval, far: list[str], generation: str, precision: str, gpus: int) -> str:
+    """How an interval says it extrapolates (Interval.bounds): ', W wider each way for <what> and <what>' for the
+    ways the plan lies outside the runs it came from (EXTRAPOLATIONS), naming what the runs span; W is their widths
+    in quadrature."""
+    if not far:
+        return ""
+    d = band.domain
+    what = {"generation": lambda: f"a {generation} part, a generation none of its runs used ({', '.join(d.generations)})",
+            "precision": lambda: f"{precision}, a precision none of its runs used ({', '.join(d.precisions)})",
+            "devices": lambda: f"{gpus} devices, more than any of its runs (up to {d.max_devices})"}
+    widths = [band.extrapolation.get(k, 0.0) for k in far]
+    each = f" ({' and '.join(f'{w:.1%}' for w in widths)} in quadrature)" if len(far) > 1 else ""
+    return (f", {sum(w * w for w in widths) ** 0.5:.1%} wider each way{each} for "
+            + " and for ".join(what[k]() for k in far))
+
+
 def prediction_interval(system: System, stack: Stack, moe: bool = False) -> Interval | None:
     """The interval of a prediction: the spec's own, where it was calibrated from measured runs of this stack and has
     one (spec.hardware.RunFit.applies_to), else the stack profile's (Stack.interval; for a mixture-of-experts model
@@ -207,7 +223,9 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
     mflops, hflops, peak = step.model_flops, at(step.hardware_flops), step.peak_flops
     tokens = lay.tokens_per_step
     band = prediction_interval(system, load_stack(plan.stack), model.moe is not None)
-    low, high, wider = band.around(regimes_of(plan)) if band else (0.0, 0.0, [])
+    generation = system.accelerator.generation or system.accelerator.name.lower()
+    low, high, wider, far = (band.bounds(regimes_of(plan), generation, plan.precision, gpus) if band
+                             else (0.0, 0.0, [], []))
     return Estimate(
         model=model.name, hardware=system.name, gpus=gpus, params=model.n_params(),
         step_time_s=step_s, tokens_per_s=tokens / step_s,
@@ -218,6 +236,7 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
                             if band.held_out is not None else "")
                          + (f", wider for {' and '.join(f'{REGIMES[r]} ({band.regimes[r].rows} runs)' for r in wider)}"
                             if wider else "")
+                         + extrapolation_text(band, far, generation, plan.precision, gpus)
                          + f": {band.source}") if band else "",
         tokens_per_s_per_gpu=tokens / step_s / gpus,
         model_tflops_per_gpu=mflops / step_s / gpus / 1e12, mfu=mflops / (step_s * gpus * peak),

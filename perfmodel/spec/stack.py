@@ -55,6 +55,27 @@ class Band(Schema):
     groups: int = Field(ge=1, description="source groups (clusters, papers) those residuals come from")
 
 
+# What an interval's runs span (`Domain`): a plan outside them is an extrapolation, and its interval is wider by
+# what the development sets show such a step costs (`Interval.extrapolation`, perfmodel.calibrate.intervals).
+EXTRAPOLATIONS = {"generation": "a hardware generation none of its runs used",
+                  "precision": "a precision none of its runs used",
+                  "devices": "more devices than any of its runs"}
+Extrapolation = Literal[tuple(EXTRAPOLATIONS)]
+
+
+def precision_class(precision: str) -> str:
+    """How an interval's domain tells precisions apart: fp8 and fp4 by name, 16-bit (bf16, fp16) as one."""
+    return precision if precision in ("fp8", "fp4") else "16-bit"
+
+
+class Domain(Schema):
+    """What the runs an interval came from span."""
+
+    generations: list[str] = Field(description="hardware generations of the runs (Accelerator.generation)")
+    precisions: list[str] = Field(description="precision classes of the runs (16-bit, fp8, fp4: precision_class)")
+    max_devices: int = Field(ge=1, description="the most devices any of the runs used")
+
+
 class Interval(Schema):
     """Where the measured step time lies around a prediction: quantiles of measured / predicted - 1 over the
     residuals named in `source` (low at the lower tail, high at the upper; `held_out`: the share of held-out
@@ -72,6 +93,31 @@ class Interval(Schema):
     source: str = Field(description="which residuals: the command that produced them")
     regimes: dict[Regime, Band] = Field(default_factory=dict, description="wider bounds for plans in a regime "
                                         "(REGIMES) whose runs' residuals spread wider than low..high")
+    domain: Domain | None = Field(None, description="what the runs span; null: unknown (no extrapolation is told)")
+    extrapolation: dict[Extrapolation, float] = Field(
+        default_factory=dict, description="per way a plan can lie outside `domain` (EXTRAPOLATIONS), what both bounds "
+        "widen by: the least widening that brings the runs held out that way (a generation, a precision, the "
+        "largest jobs, each predicted from the others' interval) to the stated coverage "
+        "(perfmodel.calibrate.intervals.extrapolation_widths)")
+
+    def outside(self, generation: str, precision: str, devices: int) -> list[str]:
+        """The ways (EXTRAPOLATIONS) a plan on a `generation` part, at `precision`, on `devices` lies outside the
+        runs this interval came from (none where the domain is unknown)."""
+        d = self.domain
+        if d is None:
+            return []
+        out = {"generation": generation not in d.generations,
+               "precision": precision_class(precision) not in d.precisions, "devices": devices > d.max_devices}
+        return [k for k in EXTRAPOLATIONS if out[k]]
+
+    def bounds(self, regimes, generation: str, precision: str, devices: int) -> tuple[float, float, list[str], list[str]]:
+        """(low, high, the regimes that widened them, the extrapolations that widened them): `around`, then both
+        bounds widened by the ways the plan lies outside the runs, their `extrapolation` widths added in quadrature
+        (independent unknowns: a new generation at a new precision is not twice as uncertain as either)."""
+        low, high, wider = self.around(regimes)
+        far = self.outside(generation, precision, devices)
+        w = sum(self.extrapolation.get(k, 0.0) ** 2 for k in far) ** 0.5
+        return max(low - w, -0.99), high + w, wider, far
 
     def around(self, regimes) -> tuple[float, float, list[str]]:
         """(low, high, the regimes that widened them) for a plan in `regimes` (`regimes_of`): the union of this
