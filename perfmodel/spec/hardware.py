@@ -45,7 +45,7 @@ class Accelerator(Schema):
     generation: str | None = Field(None, description="architecture generation (ampere, hopper, blackwell, cdna3, "
                                    "tpu-v5p, ...; the vendor's name for it): the runs a prediction interval came "
                                    "from span some of them, and a part of another is an extrapolation "
-                                   "(spec.stack.Interval.extrapolated); null: the part's own name")
+                                   "(spec.stack.Interval.bounds); null: the part's own name")
     peak_tflops: dict[Dtype, Datasheet] = Field(description="dense peak TFLOP/s per dtype the part supports")
     hbm_capacity_gib: Datasheet = Field(description="device memory, GiB")
     hbm_bandwidth_tbps: Datasheet = Field(description="device memory bandwidth, TB/s (1e12 bytes/s)")
