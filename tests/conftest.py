@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-# Kernel grids built from tables are cached on disk (perfmodel.spec.kernel_tables.grid_cache_dir): the suite keeps
+# Kernel grids built from tables are cached on disk (perfmodel.spec.grid_cache.grid_cache_dir): the suite keeps
 # its own cache, shared by its workers and the CLI processes it starts, and leaves the user's home alone.
 os.environ.setdefault("PERFMODEL_CACHE_DIR", str(Path(tempfile.gettempdir()) / "perfmodel-tests-cache"))
 

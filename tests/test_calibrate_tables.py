@@ -342,7 +342,7 @@ def test_built_grids_are_kept_on_disk_and_rebuilt_when_the_table_or_cache_change
     (content-keyed); a torn cache file is built again and replaced; PERFMODEL_CACHE_DIR='' writes nothing."""
     import numpy as np
 
-    from perfmodel.spec import kernel_tables as kt
+    from perfmodel.spec import grid_cache, kernel_tables as kt
 
     monkeypatch.setenv("PERFMODEL_CACHE_DIR", str(tmp_path / "cache"))
     table = tmp_path / "t.gemm.csv.gz"
@@ -374,8 +374,8 @@ def test_built_grids_are_kept_on_disk_and_rebuilt_when_the_table_or_cache_change
     assert np.allclose(edited.seconds, 2 * built.seconds)
 
     monkeypatch.setenv("PERFMODEL_CACHE_DIR", "")
-    assert kt.grid_cache_dir() is None
+    assert grid_cache.grid_cache_dir() is None
     monkeypatch.setenv("PERFMODEL_CACHE_DIR", str(tmp_path / "off"))
-    monkeypatch.setattr(kt, "grid_cache_dir", lambda: None)
+    monkeypatch.setattr(grid_cache, "grid_cache_dir", lambda: None)
     fresh()
     assert not (tmp_path / "off").exists()

@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import gzip
-import hashlib
 import io
 import os
 import zlib
@@ -40,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from .grid_cache import disk_cached
 
 KERNELS = Path(str(resources.files("perfmodel.hardware_specs") / "kernels"))  # the catalogue's tables (package data)
 
@@ -200,57 +200,6 @@ def table_dtypes(table: str) -> frozenset[str]:
     return frozenset(_rows(table))
 
 
-# Grids built from a table are kept on disk between processes (`_disk_cached`): parsing a GEMM table's text and
-# filling its holes takes ~40-80 ms, the attention table's bins ~35 ms (on an H100 system a fifth of what
-# `perfmodel search` does in-process, 2-core sandbox); loading the built arrays back takes ~2 ms. PERFMODEL_CACHE_DIR moves the cache, an empty value turns it off.
-DEFAULT_CACHE = Path.home() / ".cache" / "perfmodel" / "kernel_grids"
-
-
-def grid_cache_dir() -> Path | None:
-    """Where built grids are kept: $PERFMODEL_CACHE_DIR/kernel_grids, else ~/.cache/perfmodel/kernel_grids;
-    None (no disk cache) where PERFMODEL_CACHE_DIR is set empty."""
-    root = os.environ.get("PERFMODEL_CACHE_DIR")
-    if root is None:
-        return DEFAULT_CACHE
-    return Path(root) / "kernel_grids" if root else None
-
-
-def _disk_cached(kind: str, table: str, build, result_type, fields: tuple[str, ...], **strings: str):
-    """`build()`, a `result_type` dataclass of `table`, the numpy arrays `fields` and the `strings`, read from the
-    disk cache where an earlier process built it from the same table bytes with this same module. The key hashes
-    the table file's bytes, `kind`, the strings and this file's source, so an edited table or grid code never reads
-    a stale grid. A cache that cannot be read or written is passed by (the grid built again); an InputError from
-    `build` propagates and nothing is written."""
-    folder = grid_cache_dir()
-    try:
-        data = table_path(table).read_bytes()
-    except OSError:
-        return build()  # the build names the missing file
-    key = hashlib.sha256(data + repr((kind, sorted(strings.items()))).encode() + _SOURCE_HASH).hexdigest()[:32]
-    target = None if folder is None else folder / f"{kind}-{key}.npz"
-    if target is not None and target.is_file():
-        try:
-            with np.load(target, allow_pickle=False) as z:
-                arrays = {f: z[f] for f in fields}
-            return result_type(table=table, **strings, **arrays)
-        except (OSError, ValueError, KeyError, zlib.error, EOFError):
-            pass  # a torn or foreign file: built again below and replaced
-    grid = build()
-    if target is not None:
-        tmp = target.with_name(f"{target.stem}.{os.getpid()}.tmp.npz")
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            np.savez(tmp, **{f: getattr(grid, f) for f in fields})
-            os.replace(tmp, target)  # atomic: a concurrent reader sees the whole file or none
-        except OSError:  # a full or read-only disk: no cache, and no partial file left
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-    return grid
-
-
-_SOURCE_HASH = hashlib.sha256(Path(__file__).read_bytes()).digest()
-
-
 def gemm_grid(table: str, dtype: str) -> GemmGrid:
     """`dtype`'s rows of the GEMM table `table` as a GemmGrid; InputError naming the dtypes it has."""
     return _gemm_grid(table, dtype, _stamp(table))
@@ -258,7 +207,7 @@ def gemm_grid(table: str, dtype: str) -> GemmGrid:
 
 @lru_cache(maxsize=None)
 def _gemm_grid(table: str, dtype: str, stamp) -> GemmGrid:
-    return _disk_cached("gemm", table, lambda: _gemm_grid_built(table, dtype, stamp), GemmGrid,
+    return disk_cached("gemm", table_path(table), table, lambda: _gemm_grid_built(table, dtype, stamp), GemmGrid,
                         ("m", "n", "k", "seconds", "measured"), dtype=dtype)
 
 
@@ -365,7 +314,7 @@ def attention_grid(table: str) -> AttentionGrid:
 
 @lru_cache(maxsize=None)
 def _attention_grid(table: str, stamp) -> AttentionGrid:
-    return _disk_cached("attention", table, lambda: _attention_grid_built(table), AttentionGrid,
+    return disk_cached("attention", table_path(table), table, lambda: _attention_grid_built(table), AttentionGrid,
                         ("head_dim", "isl", "work", "flops_per_s"))
 
 
