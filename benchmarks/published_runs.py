@@ -90,7 +90,7 @@ def priced(csv: Path, cases=None):
     df.loc[idx, "model"] = [c.model.name[:28] for c in ok]
     df.loc[idx, "hardware"] = [c.system.name for c in ok]
     # what an interval's domain is made of (spec.stack.Domain): hardware generation, precision, devices
-    df.loc[idx, "generation"] = [c.system.accelerator.generation or c.system.accelerator.name.lower() for c in ok]
+    df.loc[idx, "generation"] = [c.system.accelerator.generation_name for c in ok]
     df.loc[idx, "precision"] = [c.plan.precision for c in ok]
     df.loc[idx, "gpus"] = [c.plan.tp * c.plan.pp * c.plan.dp * c.plan.cp for c in ok]
     df["predicted_s"] = np.nan
@@ -207,24 +207,14 @@ def stack_intervals(df: pd.DataFrame, source: str = "python benchmarks/published
 
 
 def generation_coverage(df: pd.DataFrame, q: float, trust: str | None = None) -> pd.DataFrame:
-    """Leave-one-hardware-generation-out: each generation's rows (groups weighted once) inside the intervals built
-    from the other generations' rows at level q, as they were before issue 48 (no widening) and as they are (the
-    other rows' domain and widths: a held-out generation is an extrapolation)."""
+    """Leave-one-hardware-generation-out (perfmodel.calibrate.intervals.held_out_by_value): each generation's rows
+    inside the intervals built from the other generations' rows at level q, unwidened (before issue 48) and widened
+    where they lie outside those runs' domain, with the widths the others' runs give."""
     resid, groups, stacks, regimes, dims = interval_inputs(df, trust)
-    gen = np.array([d[0] for d in dims])
-    out = {}
-    for g in np.unique(gen):
-        rest = gen != g
-        sub = lambda x: [x[i] for i in np.flatnonzero(rest)]  # noqa: E731
-        widths = intervals.extrapolation_widths(resid[rest], groups[rest], stacks[rest], sub(regimes), sub(dims), q)
-        row = {"rows": int((~rest).sum())}
-        for name, w, d in (("unwidened %", None, None), ("widened %", widths, dims)):
-            need = intervals._needs(resid, groups, stacks, regimes, q, d, w, rest, ~rest)
-            gw = intervals.group_weights(groups[~rest])
-            row[name] = 100 * float((gw * (need <= 0)).sum() / gw.sum())
-        row["widths (generation, precision, devices)"] = ", ".join(f"{widths[k]:.3f}" for k in intervals.EXTRAPOLATIONS)
-        out[g] = row
-    t = pd.DataFrame(out).T
+    out = intervals.held_out_by_value(resid, groups, stacks, regimes, dims, q, [d[0] for d in dims])
+    t = pd.DataFrame({g: {"rows": r["rows"], "unwidened %": 100 * r["unwidened"], "widened %": 100 * r["widened"],
+                          "widths (generation, precision, devices)": ", ".join(
+                              f"{r['widths'][k]:.3f}" for k in intervals.EXTRAPOLATIONS)} for g, r in out.items()}).T
     t.loc["mean (generations weighted once)"] = [t["rows"].sum(), t["unwidened %"].mean(), t["widened %"].mean(), ""]
     return t
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..spec.stack import EXTRAPOLATIONS, REGIMES, STACKS, Band, Domain, Interval, precision_class
+from ..spec.stack import EXTRAPOLATIONS, LARGE_GPUS, REGIMES, STACKS, Band, Domain, Interval, precision_class
 
 LEVELS = (0.10, 0.075, 0.05, 0.025)  # candidate lower-tail quantiles: 80%, 85%, 90%, 95% nominal
 TARGET = 0.80  # the coverage the intervals are stated at
@@ -53,7 +53,9 @@ def group_weights(groups: np.ndarray) -> np.ndarray:
     return 1.0 / counts[inv]
 
 
-DEVICE_CUTS = (128, 1024)  # `extrapolation_widths`' device folds: jobs above each cut held out, the rest kept
+# `extrapolation_widths`' device folds: the jobs above each cut held out, the rest kept; the "large" regime's edge
+# and 16 eight-GPU nodes, where data-parallel rings first leave a leaf switch of the dev set's clusters
+DEVICE_CUTS = (128, LARGE_GPUS)
 WIDTH_STEP = 0.005  # widths are found on this grid (relative step time)
 
 
@@ -100,19 +102,35 @@ def build(resid, groups, stacks, regimes, q: float, source: str, held: float | N
     return out
 
 
-def held_out(resid, groups, stacks, regimes, q: float, dims=None, widths=None, folds=None) -> dict[str, float]:
-    """Per fold (default: per source group), the share of its runs inside the interval (with its regimes' bands,
-    widened where they lie outside the others' domain) that `build` makes of the other runs at level q; a fold's
-    runs weighted by group (each group once). `folds`: a label per run (e.g. its hardware generation)."""
+def held_out(resid, groups, stacks, regimes, q: float, dims=None, widths=None) -> dict[str, float]:
+    """Per source group, the share of its runs inside the interval (with its regimes' bands, widened by `widths`
+    where they lie outside the others' domain) that `build` makes of every other group at level q."""
     resid, groups, stacks = np.asarray(resid, float), np.asarray(groups), np.asarray(stacks)
-    folds = groups if folds is None else np.asarray(folds)
+    return {str(g): _inside(resid, groups, stacks, regimes, q, dims, widths, groups != g) for g in np.unique(groups)}
+
+
+def held_out_by_value(resid, groups, stacks, regimes, dims, q: float, values) -> dict[str, dict]:
+    """Per value of `values` (one per run, e.g. its hardware generation): its runs against the intervals the other
+    runs make at level q, as {rows, unwidened: share inside without extrapolation widths, widened: share inside
+    with the widths the other runs give (`extrapolation_widths`) and their domain, widths}."""
+    resid, groups, stacks, values = np.asarray(resid, float), np.asarray(groups), np.asarray(stacks), np.asarray(values)
     out = {}
-    for g in np.unique(folds):
-        rest = folds != g
-        need = _needs(resid, groups, stacks, regimes, q, dims, widths, rest, ~rest)
-        w = group_weights(groups[~rest])
-        out[str(g)] = float((w * (need <= 0)).sum() / w.sum())
+    for v in np.unique(values):
+        rest = values != v
+        sub = [i for i in np.flatnonzero(rest)]
+        widths = extrapolation_widths(resid[rest], groups[rest], stacks[rest], [regimes[i] for i in sub],
+                                      [dims[i] for i in sub], q)
+        out[str(v)] = {"rows": int((~rest).sum()), "widths": widths,
+                       "unwidened": _inside(resid, groups, stacks, regimes, q, None, None, rest),
+                       "widened": _inside(resid, groups, stacks, regimes, q, dims, widths, rest)}
     return out
+
+
+def _inside(resid, groups, stacks, regimes, q, dims, widths, train) -> float:
+    """The share of the runs outside `train` inside the interval the runs of `train` make, groups weighted once."""
+    need = _needs(resid, groups, stacks, regimes, q, dims, widths, train, ~train)
+    w = group_weights(groups[~train])
+    return float((w * (need <= 0)).sum() / w.sum())
 
 
 def _needs(resid, groups, stacks, regimes, q, dims, widths, train, test) -> np.ndarray:

@@ -223,7 +223,7 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
     mflops, hflops, peak = step.model_flops, at(step.hardware_flops), step.peak_flops
     tokens = lay.tokens_per_step
     band = prediction_interval(system, load_stack(plan.stack), model.moe is not None)
-    generation = system.accelerator.generation or system.accelerator.name.lower()
+    generation = system.accelerator.generation_name
     low, high, wider, far = (band.bounds(regimes_of(plan), generation, plan.precision, gpus) if band
                              else (0.0, 0.0, [], []))
     return Estimate(

@@ -130,6 +130,11 @@ class Accelerator(Schema):
     def hbm_bandwidth(self) -> float:
         return self.hbm_bandwidth_tbps * 1e12
 
+    @property
+    def generation_name(self) -> str:
+        """`generation`, or the part's own name (lower case) where the spec leaves it out."""
+        return self.generation or self.name.lower()
+
 
 class Efficiency(Schema):
     """Achievable fractions of the datasheet peaks, measured by microbenchmarks (see `sources`).
