@@ -58,6 +58,24 @@ def test_eager_norm_and_glu_bytes_by_hand(tmp_path):
         model, Layouts.from_plan(_plan(stack="megatron-core")[2]))[0]
 
 
+def test_nanotron_qkv_buffer_and_out_proj_copy_by_hand():
+    """nanotron's llama (models/llama.py): with as many kv heads as query heads, q is a view of one permuted
+    [3, b, s, H, d] qkv buffer whose k and v slots stay beside the rotated kv copy (2 x 2 h B per token, /tp);
+    with micro_batch > 1 the transposed attention output is copied by o_proj's matmul (2 h B per token, /tp);
+    plus SwiGLU's silu output (2 f B per token, /tp). Llama 2 7B (MHA): h 4096, f 11008."""
+    model, system = load_model("llama-2-7b"), load_hardware("dgx-h100")
+    h, f = 4096, 11008
+    for mb, tp in ((2, 2), (1, 2), (4, 1)):
+        plan = resolve(Plan(gpus=8, tp=tp, pp=1, micro_batch=mb, global_batch=64, seq_len=4096, zero=1,
+                            recompute="none", sequence_parallel=tp > 1, stack="nanotron"), model, system)
+        T = mb * 4096
+        expected = T * (2 * f + 2 * 2 * h + (2 * h if mb > 1 else 0)) / tp
+        assert eager_kept_bytes(model, Layouts.from_plan(plan))[0] == pytest.approx(expected)
+    # GQA (Llama 3 8B: 8 kv heads of 32) takes the branch that keeps q, k and v apart: no buffer
+    gqa, _, plan = _plan(stack="nanotron", recompute="none", zero=1)
+    T = 2 * 8192
+    assert eager_kept_bytes(gqa, Layouts.from_plan(plan))[0] == pytest.approx(T * (2 * F + 2 * H))
+
 def test_eager_glu_of_a_moe_model_by_hand():
     """Qwen3-30B-A3B (48 MoE layers, 128 experts of width 768, top 8, no shared experts) under torchtitan, eager:
     silu's output per routed copy, 2 x 768 B; a micro-batch of 4096 tokens routes 8 x 4096 copies, ep 8 keeps

@@ -28,6 +28,7 @@ from ..spec.operators import (
 from ..spec.plan import Plan
 from ..spec.stack import load_stack
 from .compression import GRAD_BYTES, error_feedback_bytes
+from .eager_memory import eager_kept_bytes
 from .kernels import GEMM_INPUT_BYTES
 from .layouts import Layouts, among
 from .mesh import gathered_axes
@@ -38,8 +39,6 @@ from .moe import (
     moe_kept_bytes,
     moe_replicated_params,
     moe_router_params,
-    moe_share,
-    routed_copies,
 )
 from .operator_table import (
     Operator,
@@ -199,36 +198,6 @@ def layer_activation_bytes(model: ModelConfig, plan: Plan | Layouts, recompute=N
     kept = _kept(model, lay, LAYER_OPS, rc) + moe_kept_bytes(model, lay, rc)
     kept = kept - np.where(among(rc, ("per-op",)), compiled_unsaved_bytes(model, lay), 0.0)
     return kept + np.where(among(rc, ("none", "selective")), eager_kept_bytes(model, lay), 0.0)
-
-
-def eager_kept_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
-    """Bytes one layer keeps beyond the fused kernels' set (`kept_bytes`), one micro-batch on one device, for the
-    element-wise ops the stack runs eagerly (`Stack.eager_unfused`) in a plan that does not compile them:
-    - norm: an RMSNorm written as x.float() * rsqrt(mean(x^2) + eps), then .type_as(x) * weight, saves the fp32
-      upcast, 4 h per token, beside the normalised bf16 output the next GEMM keeps anyway (HF transformers'
-      LlamaRMSNorm, torchtitan's 2024 RMSNorm); two per layer, /tp with SP. torch's own F.rms_norm runs one
-      fused op (aten::_fused_rms_norm, saving input, weight and rstd) and keeps nothing more;
-    - glu: F.silu(gate) * up saves silu's output, 2 f /tp per token, beside gate, up and the product (torchtitan
-      FeedForward and GroupedExperts, nanotron GLUActivation); a MoE model's routed experts 2 fe /etp per routed
-      copy and its shared experts 2 fs /tp per token, on its MoE layers (`cost.moe`).
-    Rotary embeddings save nothing more: their multiplier (freqs_cis, cos and sin) needs no gradient, so autograd
-    keeps it alone. The layers a plan recomputes (full, per-op) keep none of it; the working set of the one being
-    rebuilt does (`layer_activations`, through the unrecomputed set)."""
-    eager = set(load_stack(lay.stack).eager_unfused) if lay.compile == "none" else set()
-    ops = operators(model)
-    out = 0.0 * lay.tp
-    if "norm" in eager and model.norm == "rmsnorm":
-        s = megatron(ops["norm1"], lay)
-        out = out + 2 * 4.0 * s.tokens * s.local("hidden")
-    if "glu" in eager and model.gated:
-        s = megatron(ops["mlp_in"], lay)
-        out = out + 2.0 * s.tokens * s.local("ffn") * ops["mlp_in"].share  # dense layers (a MoE model's dense share)
-        if model.moe is not None:
-            m = model.moe
-            shared = lay.tokens_per_microbatch * (m.shared_ffn_hidden or 0) / lay.tp
-            routed = routed_copies(model, lay) * m.expert_ffn_hidden / lay.etp
-            out = out + 2.0 * (routed + shared) * moe_share(model)
-    return out
 
 
 def compiled_unsaved_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:

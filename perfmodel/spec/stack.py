@@ -27,8 +27,8 @@ STACKS = ("megatron-core", "nemo", "torchtitan", "composer-fsdp1", "deepspeed", 
 DEFAULT_STACK = "megatron-core"
 EXECUTOR_STACK = "plain-torch"  # perfmodel's own executor (perfmodel execute / validate)
 Optimizer = Literal["fused", "foreach", "forloop"]
-# Element-wise ops a stack's eager model code runs as separate torch ops (cost.memory.eager_kept_bytes)
-EagerOp = Literal["norm", "glu"]
+# Element-wise ops a stack's eager model code runs as separate torch ops (cost.eager_memory.eager_kept_bytes)
+EagerOp = Literal["norm", "glu", "qkv_buffer", "out_proj_copy"]
 
 
 LARGE_GPUS = 1024  # the "large" regime: data-parallel collectives span more tiers than the dev set mostly measured
@@ -233,8 +233,12 @@ class Stack(Schema):
     eager_unfused: list[EagerOp] = Field(
         default_factory=list, description="element-wise ops the stack's model code runs as separate eager torch ops, "
                                           "whose autograd saves more than a fused kernel keeps (norm: a Python RMSNorm's "
-                                          "fp32 upcast; glu: act(gate), beside gate, up and their product); torch.compile "
-                                          "(plan compile) fuses them (cost.memory.eager_kept_bytes)")
+                                          "fp32 upcast; glu: act(gate), beside gate, up and their product; qkv_buffer: "
+                                          "with as many kv heads as query heads, one permuted [3, b, s, H, d] qkv buffer "
+                                          "that q's view keeps whole beside a separate kv copy; out_proj_copy: a "
+                                          "[seq, batch] layout whose transposed attention output the output "
+                                          "projection's matmul copies and saves when micro_batch > 1); torch.compile "
+                                          "(plan compile) fuses them (cost.eager_memory.eager_kept_bytes)")
     eager_attention: bool = Field(False, description="with attention = unfused, the stack runs scale, mask and "
                                   "softmax as separate eager PyTorch ops (fp32 softmax under autocast: "
                                   "cost.kernels.EAGER_SOFTMAX_BYTES) rather than Megatron-LM's fused "

@@ -1,0 +1,60 @@
+"""What a stack's eager model code keeps for the backward beyond the fused kernels' set (`cost.operator_table.
+kept_bytes`): element-wise ops run as separate torch ops, and the buffers its tensor layout makes autograd keep
+(`Stack.eager_unfused`). torch.compile's partitioner saves only what the backward reads, so a compiled plan keeps
+none of it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..spec.model import ModelConfig
+from ..spec.stack import load_stack
+from .layouts import Layouts
+from .moe import moe_share, routed_copies
+from .operator_table import megatron, operators
+
+
+def eager_kept_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
+    """Bytes one layer keeps beyond the fused kernels' set (`kept_bytes`), one micro-batch on one device, for what
+    the stack runs eagerly (`Stack.eager_unfused`) in a plan that does not compile it:
+    - norm: an RMSNorm written as x.float() * rsqrt(mean(x^2) + eps), then .type_as(x) * weight, saves the fp32
+      upcast, 4 h per token, beside the normalised bf16 output the next GEMM keeps anyway (HF transformers'
+      LlamaRMSNorm, torchtitan's 2024 RMSNorm); two per layer, /tp with SP. torch's own F.rms_norm runs one
+      fused op (aten::_fused_rms_norm, saving input, weight and rstd) and keeps nothing more;
+    - glu: F.silu(gate) * up saves silu's output, 2 f /tp per token, beside gate, up and the product (torchtitan
+      FeedForward and GroupedExperts, nanotron GLUActivation); a MoE model's routed experts 2 fe /etp per routed
+      copy and its shared experts 2 fs /tp per token, on its MoE layers (`cost.moe`);
+    - qkv_buffer: with as many kv heads as query heads, nanotron's CausalSelfAttention (models/llama.py, the
+      non-GQA branch) permutes qkv into one contiguous [3, b, s, H, d] buffer and unpacks q, k, v as views of it,
+      then runs the rotary kernel on a torch.cat copy of k and v; flash-attn saves q, the view, so the buffer's k
+      and v slots stay allocated beside that copy: 2 x 2 kv_dim /tp B per token more (GQA's branch makes q, k
+      and v contiguous apart, and keeps nothing more);
+    - out_proj_copy: a [seq, batch] layout (nanotron) transposes the attention output, [b, s, q_dim], to
+      [s, b, q_dim] before the output projection; F.linear's matmul folds a non-contiguous 3-d input into a 2-d
+      copy and autograd saves that copy beside the attention output flash-attn keeps: 2 q_dim /tp B per token,
+      where micro_batch > 1 (one sequence's transpose is still a view).
+    Rotary embeddings save nothing more: their multiplier (freqs_cis, cos and sin) needs no gradient, so autograd
+    keeps it alone. The layers a plan recomputes (full, per-op) keep none of it; the working set of the one being
+    rebuilt does (`cost.memory.layer_activations`, through the unrecomputed set)."""
+    eager = set(load_stack(lay.stack).eager_unfused) if lay.compile == "none" else set()
+    ops = operators(model)
+    out = 0.0 * lay.tp
+    if "norm" in eager and model.norm == "rmsnorm":
+        s = megatron(ops["norm1"], lay)
+        out = out + 2 * 4.0 * s.tokens * s.local("hidden")
+    if "glu" in eager and model.gated:
+        s = megatron(ops["mlp_in"], lay)
+        out = out + 2.0 * s.tokens * s.local("ffn") * ops["mlp_in"].share  # dense layers (a MoE model's dense share)
+        if model.moe is not None:
+            m = model.moe
+            shared = lay.tokens_per_microbatch * (m.shared_ffn_hidden or 0) / lay.tp
+            routed = routed_copies(model, lay) * m.expert_ffn_hidden / lay.etp
+            out = out + 2.0 * (routed + shared) * moe_share(model)
+    if "qkv_buffer" in eager and model.n_kv_heads == model.n_heads and not model.mla:
+        s = megatron(ops["attention"], lay)
+        out = out + 2 * 2.0 * s.tokens * s.local("heads", model.kv_dim) * ops["attention"].share
+    if "out_proj_copy" in eager:
+        s = megatron(ops["out_proj"], lay)
+        copy = 2.0 * s.tokens * s.local("heads", model.q_dim) * ops["out_proj"].share
+        out = out + np.where(np.asarray(lay.micro_batch) > 1, copy, 0.0)
+    return out
