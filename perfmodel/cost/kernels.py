@@ -48,6 +48,25 @@ def residual_bytes(dropout: bool) -> tuple[float, float]:
 
 
 GEMM_INPUT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}
+# Scale bytes per quantized element: NVFP4 one E4M3 scale per 16 values (NVIDIA, "Pretraining LLMs with NVFP4",
+# 2025, Sec. 2; Transformer Engine's NVFP4BlockScaling); fp8 tensorwise and delayed scaling one fp32 per tensor
+# (nothing per element; MXFP8's E8M0 per 32, 1/32 B, is not priced apart)
+NARROW_SCALE_BYTES = {"fp8": 0.0, "fp4": 1.0 / 16}
+
+
+def narrow_bytes(precision: str) -> float:
+    """Bytes per element of a quantized GEMM operand with its scales (GEMM_INPUT_BYTES + NARROW_SCALE_BYTES)."""
+    return GEMM_INPUT_BYTES[precision] + NARROW_SCALE_BYTES.get(precision, 0.0)
+
+
+def saved_input_bytes(lay: Layouts) -> float:
+    """Bytes per element of a layer GEMM's input as saved for its backward: under fp8/fp4 on a stack that saves
+    the quantized copy (`Stack.narrow_saved_inputs`: Transformer Engine's Linear / LayerNormLinear / GroupedLinear
+    keep only the columnwise quantized input the weight-gradient GEMM reads, `update_usage(rowwise_usage=False)`),
+    that copy with its scales (`narrow_bytes`); else bf16's 2 B."""
+    if GEMM_INPUT_BYTES[lay.precision] < 2 and load_stack(lay.stack).narrow_saved_inputs:
+        return narrow_bytes(lay.precision)
+    return 2.0
 
 
 DATASHEET = "datasheet"  # an op priced from the spec's peak rates and efficiencies (cost.compute), not a table

@@ -28,8 +28,8 @@ from ..spec.operators import (
 from ..spec.plan import Plan
 from ..spec.stack import load_stack
 from .compression import GRAD_BYTES, error_feedback_bytes
-from .eager_memory import eager_kept_bytes
-from .kernels import GEMM_INPUT_BYTES
+from .stack_kept import eager_kept_bytes
+from .kernels import GEMM_INPUT_BYTES, narrow_bytes, saved_input_bytes
 from .layouts import Layouts, among
 from .mesh import gathered_axes
 from .moe import (
@@ -182,7 +182,7 @@ def _kept(model: ModelConfig, lay: Layouts, names, recompute) -> np.ndarray:
     first, inverse = lay.distinct(("tp", "cp", "micro_batch", "sequence_parallel", "recompute"))
     sub, rc = lay.take(first), np.broadcast_to(np.asarray(recompute), (len(lay),))[first]
     kept = sum(kept_bytes(ops[n], megatron(ops[n], sub), model, lay.attention, rc, input_shrink(ops[n], sub),
-                          lay.recompute_modules, sub.sp_divisor) for n in names) + np.zeros(len(sub))
+                          lay.recompute_modules, sub.sp_divisor, saved_input_bytes(lay)) for n in names) + np.zeros(len(sub))
     return kept[inverse]
 
 
@@ -238,10 +238,14 @@ def kept_scale(schedule, pp, vpp, m, rank) -> dict[str, np.ndarray]:
 
 
 def narrow_cache_bytes(gemm_params, lay: Layouts):
-    """Cached fp8/fp4 copies of GEMM weights (Transformer Engine keeps the quantised weights between
-    micro-batches): `gemm_params` per device, sharded like the bf16 weights under ZeRO-3."""
-    narrow = GEMM_INPUT_BYTES[lay.precision]
-    return gemm_params * narrow / np.where(lay.zero == 3, lay.zero_shard, 1) if narrow < 2 else 0.0 * gemm_params
+    """Cached fp8/fp4 copies of GEMM weights with their scales (`kernels.narrow_bytes`) between micro-batches:
+    `gemm_params` per device, sharded like the bf16 weights under ZeRO-3, `Stack.narrow_weight_copies` of them
+    (Transformer Engine 2.x quantizes a weight with rowwise and columnwise usage while gradients are on, the
+    columnwise copy feeding the data-gradient GEMM, and caches both as its "weight" workspace)."""
+    if GEMM_INPUT_BYTES[lay.precision] >= 2:
+        return 0.0 * gemm_params
+    copies = load_stack(lay.stack).narrow_weight_copies
+    return gemm_params * copies * narrow_bytes(lay.precision) / np.where(lay.zero == 3, lay.zero_shard, 1)
 
 
 def loss_temporary_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:

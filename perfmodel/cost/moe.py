@@ -33,7 +33,7 @@ import numpy as np
 from ..spec.hardware import System
 from ..spec.model import ModelConfig
 from . import comm as C
-from .kernels import ACT_BYTES, ELEMENTWISE_BYTES, Device, Op, elementwise_op, linear_op
+from .kernels import ACT_BYTES, ELEMENTWISE_BYTES, Device, Op, elementwise_op, linear_op, saved_input_bytes
 from .layouts import Layouts
 
 ROUTER_SCORE_BYTES = 4.0  # fp32 scores per token x expert kept for the router's backward (Megatron-Core router)
@@ -202,6 +202,8 @@ def moe_kept_bytes(model: ModelConfig, lay: Layouts, recompute=None) -> np.ndarr
     Selective recompute (Megatron-Core --recompute-modules, lay.recompute_modules) drops: moe everything but
     the router's input; moe_act the expert activations' outputs (fc2's input, 2 fe/etp per routed copy);
     shared_experts the shared MLP past its input; layernorm the router's input (pre_mlp_layernorm's output).
+    Expert GEMM inputs (fc1's and fc2's, routed and shared) at `kernels.saved_input_bytes` per element: their
+    quantized copies under fp8/fp4 on a Transformer Engine stack (GroupedLinear, Linear).
     torchtitan's per-op policy saves its MoE's grouped matmuls' outputs, not counted apart: kept as without."""
     if model.moe is None:
         return np.zeros(len(lay))
@@ -210,12 +212,13 @@ def moe_kept_bytes(model: ModelConfig, lay: Layouts, recompute=None) -> np.ndarr
     routed = routed_copies(model, lay)
     fe = m.expert_ffn_hidden / lay.etp
     router_in = T * 2 * h
-    rest = T * ROUTER_SCORE_BYTES * m.n_experts + routed * 2 * (h + g * fe) + T * m.top_k * 2 * h
-    act_out = routed * 2 * fe
+    b = saved_input_bytes(lay)
+    rest = T * ROUTER_SCORE_BYTES * m.n_experts + routed * (b * h + 2 * g * fe) + T * m.top_k * 2 * h
+    act_out = routed * b * fe
     shared_in = shared_rest = 0.0
     if m.shared_ffn_hidden:
         fs = m.shared_ffn_hidden / lay.tp
-        shared_in, shared_rest = T * 2 * h, lay.tokens_per_microbatch * 2 * (g * fs + fs)  # input as the sp shard
+        shared_in, shared_rest = T * b * h, lay.tokens_per_microbatch * (2 * g * fs + b * fs)  # input: the sp shard
     mods = set(lay.recompute_modules or ())
     sel = dict(router_in=router_in * ("layernorm" not in mods), rest=rest * ("moe" not in mods),
                act_out=act_out * (not mods & {"moe", "moe_act"}), shared_in=shared_in * ("moe" not in mods),

@@ -291,8 +291,10 @@ def embedding_output_kept(model: ModelConfig, elements: Values) -> Values:
 
 
 def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recompute, input_shrink=1.0,
-               modules=None, sp_divisor=1) -> Values:
-    """Bytes `op` keeps for its backward, per micro-batch on one device (bf16 = 2 B per element).
+               modules=None, sp_divisor=1, input_bytes=2.0) -> Values:
+    """Bytes `op` keeps for its backward, per micro-batch on one device (bf16 = 2 B per element; a layer GEMM's
+    saved input `input_bytes` per element, `kernels.saved_input_bytes`: its quantized copy under fp8/fp4 on a
+    Transformer Engine stack).
 
     After Korthikanti et al. 2022, Sec. 4.1, term by term: a norm keeps its input (2 h); a GEMM its input (2 k,
     divided by `input_shrink` where it keeps the producer's shard and gathers it again in the backward, as
@@ -312,7 +314,7 @@ def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recom
     if fam == "norm":
         kept = 2 * T * s.local("hidden")
     elif fam == "linear":
-        kept = 2 * T * s.local(op.gemm[2], op.gemm[3]) / input_shrink
+        kept = (input_bytes if op.spec.layer else 2.0) * T * s.local(op.gemm[2], op.gemm[3]) / input_shrink
     elif fam == "attention":
         heads = s.local("heads")
         core = 4.0 * heads if attention == "flash" else (2 + 3 * drop) * heads * s.seq
@@ -328,7 +330,7 @@ def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recom
     else:
         kept = 0.0 * T
     if op.spec.layer:
-        dropped = selective_drops(op, s, model, attention, modules or ("core_attn",))
+        dropped = selective_drops(op, s, model, attention, modules or ("core_attn",), input_bytes)
         kept = np.where(rc == "selective", kept - dropped, kept)
         kept = np.where(rc == "per-op", per_op_kept(op, s, model, sp_divisor), kept)
         if op.name != "norm1":
@@ -336,12 +338,12 @@ def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recom
     return kept * op.share
 
 
-def selective_drops(op: Operator, s: Split, model: ModelConfig, attention: str, modules) -> Values:
+def selective_drops(op: Operator, s: Split, model: ModelConfig, attention: str, modules, input_bytes=2.0) -> Values:
     """Bytes of `op`'s kept tensors that Megatron-Core's selective recompute of `modules` rebuilds in the backward
     instead (megatron/core/transformer/transformer_layer.py, core_r0.14): core_attn the attention core (the
     flash kernel's log-sum-exp or the unfused softmax, dropout and output); layernorm both norms' outputs (what
     qkv and mlp_in keep as their inputs); mlp the dense MLP past its input (the activation's input, mlp_out's
-    input); mla_up_proj MLA's up-projected queries, keys and values (the latents stay). The MoE modules
+    input; a GEMM input at `input_bytes` per element); mla_up_proj MLA's up-projected queries, keys and values (the latents stay). The MoE modules
     (moe, moe_act, shared_experts) act on the MoE MLP (`cost.moe.moe_kept_bytes`)."""
     fam, T, out = op.spec.family, s.tokens, 0.0 * s.tokens
     if fam == "attention":
@@ -354,10 +356,10 @@ def selective_drops(op: Operator, s: Split, model: ModelConfig, attention: str, 
             latents = (a.q_lora_rank or 0) + a.kv_lora_rank + a.qk_rope_head_dim
             out = out + T * 2.0 * np.maximum(model.attention_input_width / s.split("heads") - latents, 0.0)
     elif op.name in ("qkv", "mlp_in") and "layernorm" in modules:
-        out = out + 2 * T * s.local(op.gemm[2], op.gemm[3])
+        out = out + input_bytes * T * s.local(op.gemm[2], op.gemm[3])
     if "mlp" in modules and op.name in ("activation", "mlp_out"):
         out = out + (2 * T * s.local("ffn") * (2 if model.gated else 1) if fam == "activation"
-                     else 2 * T * s.local(op.gemm[2], op.gemm[3]))
+                     else input_bytes * T * s.local(op.gemm[2], op.gemm[3]))
     return out
 
 

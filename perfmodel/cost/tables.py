@@ -34,7 +34,7 @@ from ..spec.plan import Plan
 from ..spec.stack import load_stack
 from .graph import Graph
 from .compression import compression_seconds, layout_wire_bytes
-from .kernels import Device, zero3_copy_op
+from .kernels import ACT_BYTES, Device, saved_input_bytes, zero3_copy_op
 from .layouts import Layouts
 from .memory import (
     GRAD_BYTES,
@@ -290,10 +290,11 @@ def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.
     per_mb = wf + wb + _zero3_window(x, unit, wf, wb, ag, ag + rs)
     st = state_bytes(params, lay)
     memory = (st["weights"] + st["gradients"] + st["optimizer"]) * ref.states[unit]
-    kept = kept_bytes(op, s, x.model, lay.attention, rc)
+    b = saved_input_bytes(lay)
+    kept = kept_bytes(op, s, x.model, lay.attention, rc, input_bytes=b)
     memory = memory + kept * ref.kept[unit]
     if op.spec.layer:
-        memory = memory + (kept_bytes(op, s, x.model, lay.attention, "none") - kept) * ref.working
+        memory = memory + (kept_bytes(op, s, x.model, lay.attention, "none", input_bytes=b) - kept) * ref.working
         if op.gemm:
             gemm = local_params(op, s, x.stored[op.name], gemm_only=True)
             memory = memory + narrow_cache_bytes(gemm, lay) * ref.states[unit]
@@ -374,7 +375,8 @@ def _edge(x: _Ctx, src: Operator, dst: Operator, out: np.ndarray, inp: np.ndarra
         return base, None
     size = np.array([x.sizes[a] for a in AXES], float)
     shrink = np.prod(np.where(gathered_axes(out, inp), size, 1.0), axis=1)
-    kept = full / np.prod(np.where(inp >= SHARD, size, 1.0), axis=1)  # the GEMM's input on one device
+    b = saved_input_bytes(lay) if dst.spec.layer else ACT_BYTES  # its quantized copy (kernels.saved_input_bytes)
+    kept = full * b / ACT_BYTES / np.prod(np.where(inp >= SHARD, size, 1.0), axis=1)  # the GEMM's input on one device
     rebuilt = dst.spec.layer and x.recompute == "full"  # kept only while its layer's backward runs
     weight = ref.working if rebuilt else ref.kept[UNIT_OF[dst.name]]
     saved = np.where(keep, kept * (1 - 1 / shrink) * weight * dst.share, 0.0)  # the GEMM's own kept input

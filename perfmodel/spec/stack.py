@@ -27,7 +27,7 @@ STACKS = ("megatron-core", "nemo", "torchtitan", "composer-fsdp1", "deepspeed", 
 DEFAULT_STACK = "megatron-core"
 EXECUTOR_STACK = "plain-torch"  # perfmodel's own executor (perfmodel execute / validate)
 Optimizer = Literal["fused", "foreach", "forloop"]
-# Element-wise ops a stack's eager model code runs as separate torch ops (cost.eager_memory.eager_kept_bytes)
+# Element-wise ops a stack's eager model code runs as separate torch ops (cost.stack_kept.eager_kept_bytes)
 EagerOp = Literal["norm", "glu", "qkv_buffer", "out_proj_copy"]
 
 
@@ -230,6 +230,14 @@ class Stack(Schema):
         None, ge=4, le=32, description="as loss_bytes_per_logit for a plan with compile = model+loss, the stack "
                                        "compiling its loss with torch.compile (Inductor fuses the fp32 upcast, log-softmax and "
                                        "gradient); null: the stack runs no torch.compile, and such a plan is refused")
+    narrow_saved_inputs: bool = Field(
+        False, description="under fp8/fp4 the stack saves a layer GEMM's input for the backward as its quantized "
+                           "columnwise copy with its scales (Transformer Engine), not in bf16 (torchao's Float8Linear "
+                           "saves the bf16 input and casts it again in the backward)")
+    narrow_weight_copies: int = Field(
+        1, ge=1, le=2, description="quantized copies of each GEMM weight the stack caches between micro-batches under "
+                                   "fp8/fp4: 2 where both the rowwise (forward) and the columnwise (data-gradient) "
+                                   "copy are kept (Transformer Engine's weight workspace)")
     eager_unfused: list[EagerOp] = Field(
         default_factory=list, description="element-wise ops the stack's model code runs as separate eager torch ops, "
                                           "whose autograd saves more than a fused kernel keeps (norm: a Python RMSNorm's "
@@ -238,7 +246,7 @@ class Stack(Schema):
                                           "that q's view keeps whole beside a separate kv copy; out_proj_copy: a "
                                           "[seq, batch] layout whose transposed attention output the output "
                                           "projection's matmul copies and saves when micro_batch > 1); torch.compile "
-                                          "(plan compile) fuses them (cost.eager_memory.eager_kept_bytes)")
+                                          "(plan compile) fuses them (cost.stack_kept.eager_kept_bytes)")
     eager_attention: bool = Field(False, description="with attention = unfused, the stack runs scale, mask and "
                                   "softmax as separate eager PyTorch ops (fp32 softmax under autocast: "
                                   "cost.kernels.EAGER_SOFTMAX_BYTES) rather than Megatron-LM's fused "

@@ -1,7 +1,7 @@
-"""What a stack's eager model code keeps for the backward beyond the fused kernels' set (`cost.operator_table.
+"""What a stack's own model code keeps for the backward beyond the fused kernels' set (`cost.operator_table.
 kept_bytes`): element-wise ops run as separate torch ops, and the buffers its tensor layout makes autograd keep
 (`Stack.eager_unfused`). torch.compile's partitioner saves only what the backward reads, so a compiled plan keeps
-none of it."""
+none of it. (What a stack keeps less, quantized GEMM inputs, is `cost.kernels.saved_input_bytes`.)"""
 
 from __future__ import annotations
 
