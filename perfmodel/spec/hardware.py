@@ -28,10 +28,10 @@ GiB = 2**30
 
 # The share of the allocator's room (capacity - runtime) a plan must leave free to count as fitting: the guard
 # against an estimate that is low. A plan predicted exactly at the budget still fits where the estimate is at
-# most that share low: on the 49 measured peaks of benchmarks/measured_memory.py (Nov 2026) 10% covers 69% of
-# rows (5%: 59%, 15%: 82%, 20%: 90%, 25%: all); larger defaults refuse plans that run, smaller ones pass plans
-# that run out of memory on the rows the model underestimates most (nanotron's unfused kernels, torchtitan
-# without torch.compile's savings counted). Set it per run with --headroom.
+# most that share low: on the 49 measured peaks of benchmarks/measured_memory.py (Nov 26, 2026) 10% covers 84% of
+# rows (5%: 73%, 15%: 92%, 20%: 98%, 25%: all); larger defaults refuse plans that run, smaller ones pass plans
+# that run out of memory on the rows the model underestimates most (torchtitan's reserved peaks on the 70B and
+# 405B layouts). Set it per run with --headroom.
 DEFAULT_HEADROOM = 0.10
 
 MAX_BACKWARD_RATE = 4.0  # attention backward / forward FLOP rate: FlashAttention-2 is 0.86; 4 is a broken timing
