@@ -9,7 +9,8 @@ perf-overview v0.17 trtllm-bench tables). Each row maps to (model preset, system
 l40s-8, whose efficiencies are estimates carried from H100), tp/pp as stated, precision FP8 (with its fp8 KV cache) or FP16/BF16, the
 trtllm stack, max throughput. Prints every row (measured, predicted, error), then MAPE per group, hardware,
 precision and model, and the rows it cannot express with the reason (counted at 100% in the MAPE with them).
-Nothing here is fitted per row.
+Then the online-serving table (mean TTFT and ITL at an offered request rate, 500 requests): infer's steady
+state against the request-level simulation (`online`). Nothing here is fitted per row.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pandas as pd
 from devset import HERE
 from perfmodel.errors import InputError
 from perfmodel.serve import infer
+from perfmodel.serve.simulate import simulate
 from perfmodel.spec.serving import ServePlan
 
 MODELS = (("405b", "llama-3.1-405b"), ("70b", "llama-3.1-70b"), ("8b", "llama-3.1-8b"),
@@ -87,6 +89,43 @@ def table(path: Path) -> pd.DataFrame:
     return df
 
 
+def online(path: Path) -> pd.DataFrame:
+    """The online-serving table's rows (offered QPS, 500 requests): mean TTFT and ITL measured against infer's
+    steady state (a request joining a steady batch of the simulation's mean batch) and the request-level
+    simulation (`serve.simulate`: Poisson arrivals at the offered rate, every request at once for INF; the table's
+    500 requests at the nominal lengths)."""
+    d = pd.read_csv(path)
+    d = d[d["metric"].isin(["ttft_ms_mean", "itl_ms_mean"]) & d["batch_size_or_concurrency"].astype(str).str.startswith("offered QPS")]
+    out, cache = [], {}
+    for _, row in d.iterrows():
+        model, system, plan, reason = case(row)
+        rate = str(row["batch_size_or_concurrency"]).split("=")[1].split()[0]
+        r = dict(row_id=row["row_id"], model=model, hardware=system, layout=f"tp{plan['tp']}" if plan else "",
+                 lengths=f"{row['input_len']}/{row['output_len']}", qps=rate, metric=row["metric"].split("_")[0],
+                 measured=float(row["value"]), steady=np.nan, simulated=np.nan, reason=reason)
+        if plan:
+            key = (model, system, tuple(sorted(plan.items())), rate)
+            if key not in cache:
+                w = dict(arrival="burst", requests=500) if rate == "INF" else dict(
+                    arrival="poisson", request_rate=float(rate), requests=500)
+                try:
+                    sim = simulate(model, system, ServePlan(**plan), w)
+                    e = infer(model, system, ServePlan(**plan, concurrency=max(1, round(sim.mean_batch))))
+                    cache[key] = (sim, e)
+                except InputError as err:
+                    cache[key] = err
+            got = cache[key]
+            if isinstance(got, InputError):
+                r["reason"] = f"{got}"
+            else:
+                sim, e = got
+                ttft = r["metric"] == "ttft"
+                r.update(steady=1e3 * (e.ttft_s if ttft else e.tpot_s),
+                         simulated=1e3 * (sim.ttft_s.mean if ttft else sim.tpot_s.mean))
+        out.append(r)
+    return pd.DataFrame(out)
+
+
 def mape(df: pd.DataFrame, by: str) -> pd.DataFrame:
     def agg(g):
         e = g["error"].dropna()
@@ -126,6 +165,15 @@ def main(argv=None) -> int:
             print(f"  {len(g):3d}  {reason}")
     if a.csv:
         df.to_csv(a.csv, index=False)
+    on = online(a.data)
+    print(f"\nonline-serving table (offered QPS, 500 requests): mean TTFT and ITL (ms), measured, infer's steady state and "
+          "the request-level simulation (serve.simulate)")
+    print(on.drop(columns=["reason"]).to_string(index=False, float_format=lambda x: f"{x:,.1f}"))
+    for m, g in on.groupby("metric"):
+        ok = g.dropna(subset=["simulated"])
+        ape = lambda col: 100 * (ok[col] / ok["measured"] - 1).abs()  # noqa: E731
+        print(f"{m.upper()}: {len(ok)} of {len(g)} rows; MAPE steady {ape('steady').mean():.1f}%, simulated "
+              f"{ape('simulated').mean():.1f}% (median {ape('steady').median():.1f}% / {ape('simulated').median():.1f}%)")
     return 0
 
 

@@ -384,6 +384,7 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("whatif", "--upgrade"): hardware_in(names=("upgrade", "system", "spec")),
           ("whatif", "--factor"): number(0.0, above=True), ("whatif", "--plot"): output(".png")}
     srch = dict(extra=("--search",))
+    sim = dict(extra=("--simulate", "--concurrency", "1"))
     t |= {("infer", "--model"): model_in(), ("infer", "--hardware"): hardware_in(names=("system", "spec")),
           ("infer", "--gpus"): count(), ("infer", "--tp"): count(), ("infer", "--pp"): count(),
           ("infer", "--dp"): count(), ("infer", "--ep"): count(), ("infer", "--input-len"): count(),
@@ -393,7 +394,12 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("infer", "--target-rps"): number(0.0, above=True, **srch), ("infer", "--top"): count(),
           ("infer", "--plot"): output(".png"),
           ("infer", "--write-plan"): output(".json", extra=("--concurrency", "4")),
-          ("infer", "--prefill-dp"): count(), ("infer", "--prefill-tp"): count(extra=("--prefill-dp", "1"))}
+          ("infer", "--prefill-dp"): count(), ("infer", "--prefill-tp"): count(extra=("--prefill-dp", "1")),
+          ("infer", "--simulate"): flag_switch(), ("infer", "--requests"): count(most=1_000_000, **sim),
+          ("infer", "--seed"): count(least=0, **sim), ("infer", "--range-ratio"): number(0.0, high=1.0, above=True, **sim),
+          ("infer", "--request-rate"): Kind(["nan", "-inf", "-1", "0", "abc", ""],
+                                            TEXT.filter(lambda s: not (_float(s) is not None and _float(s) > 0)),
+                                            extra=("--simulate",))}
     t |= {("export", "plan"): plan_in(names=("plan file",)),
           ("export", "--to"): name(good=("megatron", "torchtitan", "deepspeed")),
           ("export", "--version"): name(good=("core_r0.16", "core_r0.12")),  # the base exports to megatron

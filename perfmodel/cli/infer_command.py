@@ -1,10 +1,12 @@
 """`perfmodel infer`: serve a model on a layout (TTFT, TPOT, throughput, memory and the KV cache), or with --search
-rank the layouts of a job under latency limits, and with --target-rps find the fewest GPUs that serve a rate."""
+rank the layouts of a job under latency limits, and with --target-rps find the fewest GPUs that serve a rate;
+with --simulate serve the requests one by one as a benchmark client sends them (`serve.simulate`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from ..errors import InputError
@@ -38,6 +40,17 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                    "pool of their own, sending KV caches to the tp x pp x dp decode replicas")
     p.add_argument("--prefill-tp", type=integer("--prefill-tp"), help="with --prefill-dp: GPUs of each prefill "
                    "replica (default --tp)")
+    p.add_argument("--simulate", action="store_true",
+                   help="also serve the requests one by one as a benchmark client sends them (serve.simulate): with "
+                        "--concurrency a closed loop of that many clients, with --request-rate an open loop; "
+                        "mean / median / p99 TTFT, TPOT and end-to-end")
+    p.add_argument("--request-rate", type=_rate, metavar="R",
+                   help="with --simulate: requests per second, Poisson arrivals (inf: every request at once)")
+    p.add_argument("--requests", type=integer("--requests", most=1_000_000), default=1000,
+                   help="with --simulate: requests sent (default 1000)")
+    p.add_argument("--range-ratio", type=number("--range-ratio", above=True, high=1.0), default=1.0,
+                   help="with --simulate: lengths uniform in [ratio x L, L] (default 1: the nominal lengths)")
+    p.add_argument("--seed", type=integer("--seed", least=0), default=0, help="with --simulate: seed of the draws")
     p.add_argument("--search", action="store_true", help="rank every layout of --gpus GPUs (tp, pp, dp, ep)")
     p.add_argument("--ttft-ms", type=number("--ttft-ms", above=True), help="with --search: drop layouts slower to first token")
     p.add_argument("--tpot-ms", type=number("--tpot-ms", above=True), help="with --search: drop layouts slower per token")
@@ -51,6 +64,37 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                    help="with --concurrency: write a serving plan file for the executor (perfmodel execute "
                         "PLAN.json serves the batch and writes PLAN.served.json beside it)")
     return p
+
+
+def _rate(text: str) -> float:
+    """--request-rate: requests per second > 0, or inf."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if math.isnan(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"--request-rate {text!r}; valid: a number of requests per second > 0, or inf")
+    return v
+
+
+def _workload(a: argparse.Namespace) -> dict:
+    """The --simulate flags as a Workload's fields; InputError for a flag that needs another."""
+    if not a.simulate:
+        given = [f for f, v in (("--request-rate", a.request_rate),) if v is not None]
+        if given:
+            raise InputError(f"{given[0]} sets the simulated arrivals; valid: add --simulate, or leave it out")
+        return {}
+    if a.search:
+        raise InputError("--simulate with --search: the search ranks layouts in steady state; valid: one of them")
+    if (a.concurrency is None) == (a.request_rate is None):
+        raise InputError("--simulate needs one load: --concurrency C (a closed loop of C clients) or --request-rate "
+                         "R (an open loop of R requests/s, inf: all at once); valid: exactly one of the two")
+    if a.concurrency is not None:
+        return dict(arrival="closed", concurrency=a.concurrency, requests=a.requests, range_ratio=a.range_ratio,
+                    seed=a.seed)
+    arrival = "burst" if math.isinf(a.request_rate) else "poisson"
+    return dict(arrival=arrival, request_rate=None if arrival == "burst" else a.request_rate, requests=a.requests,
+                range_ratio=a.range_ratio, seed=a.seed)
 
 
 def _job(a: argparse.Namespace) -> dict:
@@ -73,6 +117,7 @@ def run(a: argparse.Namespace) -> str:
             raise InputError("--write-plan writes one layout's static batch, prefilled and decoded by the same "
                              "replicas; valid: --write-plan with --concurrency, without --search or --prefill-dp")
         check_output(a.write_plan, "--write-plan", ".json")
+    workload = _workload(a)
     if a.search:
         pools = [f for f, v in (("--prefill-dp", a.prefill_dp), ("--prefill-tp", a.prefill_tp)) if v is not None]
         if pools:
@@ -108,7 +153,28 @@ def run(a: argparse.Namespace) -> str:
 
         serving_figure(e, a.plot)
         print(f"wrote {a.plot}", file=sys.stderr)
-    return e.model_dump_json(indent=2) if a.format == "json" else table(e)
+    if not workload:
+        return e.model_dump_json(indent=2) if a.format == "json" else table(e)
+    from ..serve.simulate import simulate
+
+    sim = simulate(a.model, a.hardware, plan, workload)
+    if a.format == "json":
+        return json.dumps({"estimate": e.model_dump(mode="json"), "simulation": sim.model_dump(mode="json")}, indent=2)
+    return table(e) + "\n\n" + simulation_table(sim)
+
+
+def simulation_table(sim) -> str:
+    """The simulated requests' latencies (ms) and throughput, as benchmark_serving prints them."""
+    w = sim.workload
+    load = (f"closed loop of {w.concurrency} clients" if w.arrival == "closed" else
+            f"Poisson arrivals at {w.request_rate:g} req/s" if w.arrival == "poisson" else "every request at once")
+    lines = [f"Simulated requests: {sim.requests}, {load}, lengths in [{w.range_ratio:g} x, 1 x] nominal (seed {w.seed})",
+             f"  {'':<14} {'mean':>10} {'median':>10} {'p99':>10}"]
+    for name, st in (("TTFT ms", sim.ttft_s), ("TPOT ms", sim.tpot_s), ("end-to-end ms", sim.e2e_s)):
+        lines.append(f"  {name:<14} {1e3 * st.mean:>10.1f} {1e3 * st.median:>10.1f} {1e3 * st.p99:>10.1f}")
+    lines += [f"  output tokens/s {sim.output_tokens_per_s:,.0f}, requests/s {sim.requests_per_s:.2f}, mean batch "
+              f"{sim.mean_batch:.1f} per replica, {sim.steps:,} steps ({sim.priced_shapes} step components priced)"]
+    return "\n".join(lines + [f"note: {n}" for n in sim.notes])
 
 
 def write_plan(model, hardware, plan, path) -> str:

@@ -285,27 +285,67 @@ def launches(model: ModelConfig, plan: ServePlan, stack: ServingStack, decode: f
     return model.n_layers * len(LAYER_OPS) + len(MODEL_OPS), calls, heads * decode, heads * decode_keys
 
 
+def token_parts(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack,
+                tokens: float) -> dict[str, float]:
+    """Seconds of a step's parts that depend on its tokens per pipeline micro-batch alone, through all layers:
+    the GEMMs, the element-wise ops (at `cost.compute.shared_core_speedup` on a shared host), the layers' tp
+    all-reduces and the pipeline sends."""
+    dev, L = device(model, system, plan, stack), model.n_layers
+    speedup = _shared_speedup(system, plan)
+    return {"gemm": L * layer_gemm_s(dev, plan, tokens) / speedup, "memory": L * elementwise_s(dev, plan, tokens) / speedup,
+            "tp_comm": L * tp_allreduce_s(model, system, plan, tokens), "pp_comm": pp_send_s(model, system, plan, tokens)}
+
+
+def attention_part(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, seqs: float,
+                   keys: float, decode: bool) -> float:
+    """Seconds of all layers' attention for `seqs` sequences per pipeline micro-batch: decoding one token each at
+    `keys` keys (decode), or prefilling prompts of `keys` tokens."""
+    dev, win = device(model, system, plan, stack), stack.sliding_window
+    one = decode_attention_s(dev, plan, seqs, keys, win) if decode else prefill_attention_s(dev, plan, seqs, keys, win)
+    return model.n_layers * one / _shared_speedup(system, plan)
+
+
+def lm_head_part(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, logits: float) -> float:
+    """Seconds of the LM head for `logits` sampling sequences (bf16, over the pp micro-batches)."""
+    dev, pp = device(model, system, plan, stack), plan.pp
+    return pp * _gemm(dev, logits / pp, model.vocab / plan.tp, model.hidden, precision="bf16") / _shared_speedup(system, plan)
+
+
+def vocab_part(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, tokens: float,
+               logits: float) -> float:
+    """Seconds of the vocabulary's collectives (`vocab_comm_s`) over the pp micro-batches."""
+    return plan.pp * vocab_comm_s(model, system, plan, stack, tokens, logits / plan.pp)
+
+
+def overhead_part(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, decode: float,
+                  context: float) -> float:
+    """The stack's per-step host seconds and the measured host costs of `decode` sequences per micro-batch."""
+    return stack.step_overhead_s + host_s(model, system, plan, stack, decode, decode * context)
+
+
+def _shared_speedup(system: System, plan: ServePlan) -> float:
+    host = system.shared_host
+    return 1.0 if host is None else float(shared_core_speedup(1.0, plan.gpus, host.ranks, host.cores))
+
+
+def _direct(fn, *args):
+    return fn(*args)
+
+
 def step_parts(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, decode: float,
-               context: float, prefill_seqs: float, prompt: float, logits: float) -> dict[str, float]:
+               context: float, prefill_seqs: float, prompt: float, logits: float, part=_direct) -> dict[str, float]:
     """Seconds of one step by part: gemm, attention, memory (element-wise), tp_comm, pp_comm, lm_head, overhead.
     `decode` sequences one token each at `context` keys, `prefill_seqs` prompts of `prompt` tokens, `logits`
     sequences sampling a token; all over pp micro-batches (module docstring). On a host whose ranks share cores
     (`System.shared_host`, a CPU testbed) the compute parts run at `cost.compute.shared_core_speedup` with every
-    rank of the job busy."""
-    dev = device(model, system, plan, stack)
-    pp, L = plan.pp, model.n_layers
+    rank of the job busy. `part(fn, model, system, plan, stack, *sizes)` evaluates each component (default: calls
+    it; `serve.simulate.StepPricer` memoises them by size)."""
+    pp, job = plan.pp, (model, system, plan, stack)
     tokens = (decode + prefill_seqs * prompt) / pp
-    win = stack.sliding_window
-    attn = (decode_attention_s(dev, plan, decode / pp, context, win)
-            + prefill_attention_s(dev, plan, prefill_seqs / pp, prompt, win))
-    host = system.shared_host
-    speedup = 1.0 if host is None else float(shared_core_speedup(1.0, plan.gpus, host.ranks, host.cores))
-    compute = {"gemm": L * layer_gemm_s(dev, plan, tokens), "attention": L * attn,
-               "memory": L * elementwise_s(dev, plan, tokens),
-               "lm_head": pp * _gemm(dev, logits / pp, model.vocab / plan.tp, model.hidden, precision="bf16")}
-    return {k: v / speedup for k, v in compute.items()} | {
-        "tp_comm": L * tp_allreduce_s(model, system, plan, tokens) + pp * vocab_comm_s(model, system, plan, stack,
-                                                                                       tokens, logits / pp),
-        "pp_comm": pp_send_s(model, system, plan, tokens),
-        "overhead": stack.step_overhead_s + host_s(model, system, plan, stack, decode / pp,
-                                                               decode / pp * context)}
+    tok = part(token_parts, *job, tokens)
+    attn = part(attention_part, *job, decode / pp, context, True) + part(attention_part, *job, prefill_seqs / pp,
+                                                                         prompt, False)
+    return {"gemm": tok["gemm"], "attention": attn, "memory": tok["memory"],
+            "lm_head": part(lm_head_part, *job, logits),
+            "tp_comm": tok["tp_comm"] + part(vocab_part, *job, tokens, logits), "pp_comm": tok["pp_comm"],
+            "overhead": part(overhead_part, *job, decode / pp, context)}

@@ -11,6 +11,7 @@ replica's tp ranks, weight / activation precision, KV-cache dtype, request lengt
 from __future__ import annotations
 
 from importlib import resources
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
@@ -68,7 +69,7 @@ def load_serving_stack(name: str | ServingStack) -> ServingStack:
         return name
     text = str(name)
     if looks_like_path(text):
-        return ServingStack.parse(read_mapping(text, f"serving stack profile {text}"), where=text)
+        return ServingStack.parse(read_mapping(Path(text), f"serving stack profile {text}"), where=text)
     key = text.lower()
     if key not in SERVING_STACKS:
         raise suggest(text, SERVING_STACKS, "serving stack")

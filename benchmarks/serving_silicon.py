@@ -1,0 +1,152 @@
+"""Serving benchmark at fixed concurrency: predicted against measured TTFT and TPOT on the aggregated rows of
+serving_silicon_dev.csv (AIConfigurator's silicon sample: vLLM, SGLang, TensorRT-LLM on H100-GB300), two ways:
+`infer`'s steady state (one request joining a steady batch of the row's concurrency) and the request-level
+simulation (`serve.simulate`: a closed loop of that many clients, lengths uniform in [0.8, 1] x nominal as
+InferenceMAX's --random-range-ratio 0.8 draws them, 10 requests per client up to 1,000).
+
+    python benchmarks/serving_silicon.py [--data PATH] [--sample N] [--csv OUT.csv]
+
+Each row maps to (model, system, ServePlan) by stated rules: the model by its HF id (a catalogue preset, else its
+config.json from ../shared/data/hf_configs), the system by `system` (h100_sxm: dgx-h100, h200_sxm: dgx-h200,
+b200_sxm: dgx-b200, b300_sxm: dgx-b300, gb200: gb200-nvl72), tp = tp_size, ep = moe_ep_size, precision as
+`precision` (none stated and no gemm_quant_mode: bf16, the checkpoint as published; int4: not expressible yet),
+stack = backend, one replica whose concurrency is `batch_size`. A row
+that cannot be expressed (attention data parallelism, int4 weights, a model the catalogue cannot read) keeps its
+reason and counts 100% in the MAPE with them. Nothing here is fitted per row. --sample N scores every N-th row
+(a quick look; the committed table scores all).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from devset import HERE
+from perfmodel.errors import InputError
+from perfmodel.serve import infer
+from perfmodel.serve.simulate import simulate
+from perfmodel.spec.model_catalogue import load_model
+from perfmodel.spec.serving import ServePlan
+
+SHARED = HERE.parent.parent / "shared" / "data"
+PRESETS = {"meta-llama/Llama-3.1-70B": "llama-3.1-70b", "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+           "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b", "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b"}
+SYSTEMS = {"h100_sxm": "dgx-h100", "h200_sxm": "dgx-h200", "b200_sxm": "dgx-b200", "b300_sxm": "dgx-b300",
+           "gb200": "gb200-nvl72"}
+RANGE_RATIO = 0.8
+
+
+def _devset() -> Path:
+    p = SHARED / "serving_silicon_dev.csv"
+    return p if p.exists() else HERE / "data" / "serving_silicon_dev.csv"
+
+
+def model_of(hf_id: str):
+    """(model or None, reason): the catalogue preset, else the row's config.json read by the catalogue."""
+    if hf_id in PRESETS:
+        return load_model(PRESETS[hf_id]), ""
+    base = hf_id.replace("nvidia/", "Qwen/") if hf_id.startswith("nvidia/Qwen") else hf_id
+    base = base.removesuffix("-NVFP4").removesuffix("-FP8")
+    path = SHARED / "hf_configs" / f"{base.replace('/', '--')}_config.json"
+    if not path.exists():
+        return None, f"no config.json for {hf_id}"
+    try:
+        return load_model(str(path)), ""
+    except InputError as err:
+        return None, f"config.json: {err}"
+
+
+def case(row: pd.Series) -> tuple:
+    """(model, system, plan fields, concurrency, reason)."""
+    model, reason = model_of(str(row["model_path"]))
+    if model is None:
+        return None, None, None, 0, reason
+    system = SYSTEMS.get(str(row["system"]))
+    if system is None:
+        return model, None, None, 0, f"system {row['system']!r} not mapped"
+    if (row["attention_dp_size"] or 1) > 1:
+        return model, system, None, 0, "attention data parallelism (issue 49 item 2)"
+    # no precision and no quantisation stated: the checkpoint as published, bf16
+    precision = "bf16" if pd.isna(row["precision"]) and pd.isna(row["gemm_quant_mode"]) else row["precision"]
+    if precision not in ("bf16", "fp8", "fp4"):
+        return model, system, None, 0, f"precision {precision} (W4A16: issue 49 item 3)"
+    plan = dict(tp=int(row["tp_size"]), pp=1, dp=1, ep=int(row["moe_ep_size"] or 1) if model.moe else 1,
+                precision=precision, stack=str(row["backend"]), input_len=int(row["isl"]),
+                output_len=int(row["osl"]))
+    return model, system, plan, int(row["batch_size"]), ""
+
+
+def table(path: Path, sample: int = 1) -> pd.DataFrame:
+    d = pd.read_csv(path)
+    d = d[d["mode"] == "agg"].iloc[::sample]
+    out = []
+    for _, row in d.iterrows():
+        model, system, plan, c, reason = case(row)
+        r = dict(id=row["id"], model=row["model_path"], system=row["system"], backend=row["backend"],
+                 precision=row["precision"], layout=f"tp{row['tp_size']:g} adp{row['attention_dp_size']:g} "
+                 f"ep{row['moe_ep_size']:g}", lengths=f"{row['isl']}/{row['osl']}", concurrency=row["batch_size"],
+                 ttft_ms=row["silicon_ttft_ms"], tpot_ms=row["silicon_tpot_ms"], reason=reason)
+        if plan is not None:
+            try:
+                e = infer(model, system, ServePlan(**plan, concurrency=c))
+                s = simulate(model, system, ServePlan(**plan), dict(
+                    arrival="closed", concurrency=c, requests=min(1000, 10 * c), range_ratio=RANGE_RATIO))
+                r.update(steady_ttft_ms=1e3 * e.ttft_s, steady_tpot_ms=1e3 * e.tpot_s,
+                         sim_ttft_ms=1e3 * s.ttft_s.mean, sim_tpot_ms=1e3 * s.tpot_s.mean)
+            except InputError as err:
+                r["reason"] = f"{err}"
+        out.append(r)
+    df = pd.DataFrame(out)
+    for k in ("steady_ttft_ms", "steady_tpot_ms", "sim_ttft_ms", "sim_tpot_ms"):
+        if k not in df:
+            df[k] = np.nan
+    return df
+
+
+def scores(df: pd.DataFrame, by: str | None) -> pd.DataFrame:
+    """MAPE % per group of TTFT and TPOT, steady and simulated; a row not expressed counts 100%."""
+    def ape(pred, meas):
+        return (100 * (pred / meas - 1).abs()).fillna(100.0)
+
+    e = df.assign(steady_ttft=ape(df["steady_ttft_ms"], df["ttft_ms"]), sim_ttft=ape(df["sim_ttft_ms"], df["ttft_ms"]),
+                  steady_tpot=ape(df["steady_tpot_ms"], df["tpot_ms"]), sim_tpot=ape(df["sim_tpot_ms"], df["tpot_ms"]),
+                  expressed=df["reason"] == "")
+    keys = ["steady_ttft", "sim_ttft", "steady_tpot", "sim_tpot"]
+    if by is None:
+        return pd.DataFrame({"rows": [len(e)], "expressed": [int(e["expressed"].sum())]} |
+                            {k: [e[k].mean()] for k in keys} |
+                            {f"{k} (expressed)": [e.loc[e["expressed"], k].mean()] for k in ("sim_ttft", "sim_tpot")})
+    g = e.groupby(by)
+    return pd.concat([g.size().rename("rows"), g["expressed"].sum()] + [g[k].mean() for k in keys], axis=1).round(1)
+
+
+def main(argv=None) -> int:
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=_devset())
+    ap.add_argument("--sample", type=int, default=1, help="score every N-th row (default 1: all)")
+    ap.add_argument("--csv", type=Path)
+    a = ap.parse_args(argv)
+    t0 = time.time()
+    df = table(a.data, max(a.sample, 1))
+    if a.csv:
+        df.to_csv(a.csv, index=False)
+    pd.set_option("display.width", 200)
+    print(f"serving_silicon_dev.csv, aggregated rows (every {a.sample}): MAPE %, a row not expressed counts 100%; "
+          f"steady = infer at the row's concurrency, sim = closed-loop simulation ({time.time() - t0:.0f} s)\n")
+    print(scores(df, None).round(1).to_string(index=False), "\n")
+    for by in ("model", "backend", "system"):
+        print(scores(df, by).to_string(), "\n")
+    reasons = df.loc[df["reason"] != "", "reason"].str.slice(0, 110).value_counts()
+    print("not expressed:\n" + reasons.to_string())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

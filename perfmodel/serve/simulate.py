@@ -1,0 +1,247 @@
+"""Request-level serving simulation: requests arrive as a benchmark client sends them (`spec.serving_workload.
+Workload`: a closed loop at a concurrency, a Poisson open loop, or a burst) and each replica's engine runs them
+step by step, each step priced by the step-time model (`step_time.step_parts`) for the tokens it carries.
+
+The engine, one per replica (requests go to replicas round-robin; a closed loop's clients are split evenly):
+- admission, first come first served: a waiting request joins while the replica runs fewer than the stack's
+  max_batch sequences and its KV cache holds the request (the whole sequence, input + output, where the stack
+  reserves it; else its prompt beside what the running sequences hold now; no preemption is priced);
+- every step, each decoding sequence gains one token, and the rest of the stack's max_num_tokens goes to the
+  admitted prompts in arrival order, a prompt split over steps where it does not fit (chunked prefill: Agrawal et
+  al. 2024, "Sarathi-Serve", Sec. 4; vLLM v1's and TensorRT-LLM's in-flight batching schedulers);
+- a prompt's last chunk samples its first token at the end of that step (its TTFT); it then decodes one token per
+  step and leaves after its output length, its client (closed loop) sending the next request at that moment.
+Between events (an arrival, a completion) a decode-only replica runs identical steps but for the growing context:
+they are priced in one stride at the stride's mean context, so a run of 1,000 requests takes some thousands of
+priced strides rather than a million steps. A step's components are priced once per size, sizes rounded to a 5%
+grid above 32 (`_grid`, `StepPricer`): the step model is smooth in them, and the simulation stays fast.
+
+Not priced: preemption and recompute when a non-reserving engine's KV cache fills, the earlier chunks' keys a
+later chunk of a split prompt attends (a chunk is priced as a prompt of its own tokens), disaggregated pools.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import InputError
+from ..spec.hardware import System, load_hardware
+from ..spec.model import ModelConfig
+from ..spec.model_catalogue import load_model
+from ..spec.serving import ServePlan, ServingStack, load_serving_stack, resolve_serve
+from ..spec.serving_workload import LatencyStats, SimulatedServing, Workload
+from .kv_cache import kv_bytes_per_token, memory
+from .step_time import step_parts
+
+GRID_RATIO = 1.05  # step shapes priced on a 5% grid above GRID_EXACT
+GRID_EXACT = 32
+
+
+def _grid(x: float) -> float:
+    """`x` itself up to GRID_EXACT, else the nearest point of a geometric grid of ratio GRID_RATIO."""
+    if x <= GRID_EXACT:
+        return float(round(x))
+    return GRID_EXACT * GRID_RATIO ** round(math.log(x / GRID_EXACT) / math.log(GRID_RATIO))
+
+
+class StepPricer:
+    """Seconds of one engine step (`step_parts`), each of its components (`step_time.token_parts`,
+    `attention_part`, ...) evaluated once per size, sizes on the `_grid`: a step shares most of its components'
+    sizes with steps priced before (a decode batch with the prefills of another step, say)."""
+
+    def __init__(self, model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack):
+        self.args, self.cache = (model, system, plan, stack), {}
+
+    def _part(self, fn, *args):
+        job, sizes = args[:4], tuple(_grid(x) if isinstance(x, float | int) and not isinstance(x, bool) else x
+                                     for x in args[4:])
+        key = (fn.__name__, sizes)
+        if key not in self.cache:
+            self.cache[key] = fn(*job, *sizes)
+        return self.cache[key]
+
+    def __call__(self, decode: int, context: float, prefills: int, chunk: float, logits: int) -> float:
+        parts = step_parts(*self.args, decode=decode, context=context if decode else 0.0, prefill_seqs=prefills,
+                           prompt=chunk if prefills else 0.0, logits=logits, part=self._part)
+        return float(sum(parts.values()))
+
+
+def _lengths(nominal: int, n: int, ratio: float, rng: np.random.Generator) -> np.ndarray:
+    """n lengths uniform in [ratio x nominal, nominal], at least 1 (integers)."""
+    if ratio >= 1.0:
+        return np.full(n, nominal, dtype=np.int64)
+    return np.maximum(1, np.round(rng.uniform(ratio * nominal, nominal, n))).astype(np.int64)
+
+
+class _Replica:
+    """One replica's engine: its queue, its admitted requests and its clock."""
+
+    def __init__(self, price: StepPricer, stack: ServingStack, kv_tokens: float, I: np.ndarray, O: np.ndarray):
+        self.price, self.stack, self.kv_tokens, self.I, self.O = price, stack, kv_tokens, I, O
+        self.waiting: list[int] = []  # request ids in arrival order
+        self.prefilling: list[int] = []  # admitted, prompt not done
+        self.left: dict[int, int] = {}  # prompt tokens not yet prefilled
+        self.decoding: list[int] = []
+        self.made: dict[int, int] = {}  # output tokens sampled
+        self.now, self.steps, self.batch_sum = 0.0, 0, 0.0
+
+    def held(self, r: int) -> int:
+        """KV tokens request r holds now (all it will hold, where the stack reserves the whole sequence)."""
+        if self.stack.reserves_whole_sequence:
+            return int(self.I[r] + self.O[r])
+        return int(self.I[r] + self.made.get(r, 0))
+
+    def admit(self) -> None:
+        running = self.prefilling + self.decoding
+        used = sum(self.held(r) for r in running)
+        while self.waiting and len(running) < self.stack.max_batch:
+            r = self.waiting[0]
+            need = self.held(r)
+            if used + need > self.kv_tokens and running:
+                break  # FCFS: the head of the queue waits for KV blocks, the rest behind it
+            self.waiting.pop(0)
+            self.prefilling.append(r)
+            self.left[r] = int(self.I[r])
+            running.append(r)
+            used += need
+
+    def step(self, until: float, first: np.ndarray, done: np.ndarray) -> list[int]:
+        """Run one step (or a stride of identical decode steps ending no later than the first step past `until`):
+        returns the requests completed."""
+        dec = len(self.decoding)
+        if not self.prefilling:  # decode only: stride to the next completion or arrival
+            ctx = float(np.mean([self.I[r] + self.made[r] for r in self.decoding]))
+            k = min(self.O[r] - self.made[r] for r in self.decoding)
+            t = self.price(dec, ctx + (k - 1) / 2, 0, 0.0, dec)
+            if math.isfinite(until) and until > self.now:
+                k = max(1, min(k, math.ceil((until - self.now) / t)))
+            t = self.price(dec, ctx + (k - 1) / 2, 0, 0.0, dec)
+            self.now += k * t
+            self.steps += k
+            self.batch_sum += k * dec
+            for r in self.decoding:
+                self.made[r] += k
+        else:
+            budget = max(self.stack.max_num_tokens - dec, 1)
+            chunks, finishing = [], []
+            for r in self.prefilling:
+                if budget <= 0:
+                    break
+                c = min(self.left[r], budget)
+                chunks.append((r, c))
+                budget -= c
+            for r, c in chunks:
+                self.left[r] -= c
+                if self.left[r] == 0:
+                    finishing.append(r)
+            ctx = float(np.mean([self.I[r] + self.made[r] for r in self.decoding])) if dec else 0.0
+            tokens = sum(c for _, c in chunks)
+            t = self.price(dec, ctx, len(chunks), tokens / len(chunks), dec + len(finishing))
+            self.now += t
+            self.steps += 1
+            self.batch_sum += dec + len(chunks)
+            for r in self.decoding:
+                self.made[r] += 1
+            for r in finishing:
+                self.prefilling.remove(r)
+                first[r] = self.now
+                self.made[r] = 1
+                self.decoding.append(r)
+        ended = [r for r in self.decoding if self.made[r] >= self.O[r]]
+        for r in ended:
+            self.decoding.remove(r)
+            done[r] = self.now
+        return ended
+
+
+def simulate(model: ModelConfig | str, hardware: System | str, plan: ServePlan | dict,
+             workload: Workload | dict) -> SimulatedServing:
+    """Serve `workload` with `plan` on `hardware` request by request (module docstring): TTFT, TPOT and end-to-end
+    latency (mean, median, p99) and throughput. InputError for a layout `infer` refuses or a disaggregated plan."""
+    model, system = load_model(model), load_hardware(hardware)
+    plan = ServePlan.parse(plan, where="serving plan") if isinstance(plan, dict) else plan
+    plan = resolve_serve(plan, model)
+    work = Workload.parse(workload, where="workload") if isinstance(workload, dict) else workload
+    if plan.disaggregated:
+        raise InputError(f"prefill_dp = {plan.prefill_dp}: the request-level simulation runs aggregated replicas; "
+                         "valid: no prefill pool (infer prices disaggregated serving in steady state)")
+    if work.arrival == "closed" and work.concurrency < plan.dp:
+        raise InputError(f"concurrency = {work.concurrency} for dp = {plan.dp} replicas; valid: at least {plan.dp} "
+                         "(one client per replica)")
+    stack = load_serving_stack(plan.stack)
+    mem = memory(model, system, plan, stack)
+    kv_tokens = mem["kv_cache"] / kv_bytes_per_token(model, plan)
+    rng = np.random.default_rng(work.seed)
+    n = work.requests
+    I = _lengths(plan.input_len, n, work.range_ratio, rng)
+    O = _lengths(plan.output_len, n, work.range_ratio, rng)
+    if kv_tokens < int((I + O).max()):
+        raise InputError(f"{model.name} on {system.name} (tp={plan.tp} pp={plan.pp}) holds {kv_tokens:,.0f} KV tokens "
+                         f"per replica, fewer than one request of {int((I + O).max())}; valid: more tp or pp, "
+                         "fp8 weights or KV cache, or shorter sequences")
+    price = StepPricer(model, system, plan, stack)
+    reps = [_Replica(price, stack, kv_tokens, I, O) for _ in range(plan.dp)]
+    arrive, first, done = np.zeros(n), np.full(n, np.nan), np.full(n, np.nan)
+    if work.arrival == "closed":
+        clients = [work.concurrency // plan.dp + (k < work.concurrency % plan.dp) for k in range(plan.dp)]
+        nxt = 0
+        for k, rep in enumerate(reps):  # each client's first request at t = 0
+            for _ in range(min(clients[k], n - nxt)):
+                rep.waiting.append(nxt)
+                nxt += 1
+        _run_closed(reps, arrive, first, done, nxt)
+    else:
+        gaps = rng.exponential(1.0 / work.request_rate, n) if work.arrival == "poisson" else np.zeros(n)
+        arrive = np.cumsum(gaps) - gaps[0]
+        for k, rep in enumerate(reps):
+            _run_open(rep, list(range(k, n, plan.dp)), arrive, first, done)
+    return _summary(work, plan, I, O, arrive, first, done, reps, price)
+
+
+def _run_closed(reps: list[_Replica], arrive, first, done, nxt: int) -> None:
+    """Each replica's clients send their next request the moment one ends, until all requests are sent."""
+    n = len(arrive)
+    for rep in reps:
+        while rep.waiting or rep.prefilling or rep.decoding:
+            rep.admit()
+            for _ in rep.step(math.inf, first, done):
+                if nxt < n:
+                    arrive[nxt] = rep.now
+                    rep.waiting.append(nxt)
+                    nxt += 1
+
+
+def _run_open(rep: _Replica, ids: list[int], arrive, first, done) -> None:
+    """Requests `ids` reach the replica at their arrival times."""
+    i = 0
+    while i < len(ids) or rep.waiting or rep.prefilling or rep.decoding:
+        while i < len(ids) and arrive[ids[i]] <= rep.now:
+            rep.waiting.append(ids[i])
+            i += 1
+        rep.admit()
+        if not (rep.prefilling or rep.decoding):
+            rep.now = max(rep.now, arrive[ids[i]])  # idle until the next arrival
+            continue
+        rep.step(arrive[ids[i]] if i < len(ids) else math.inf, first, done)
+
+
+def _stats(x: np.ndarray) -> LatencyStats:
+    return LatencyStats(mean=float(np.mean(x)), median=float(np.median(x)), p99=float(np.percentile(x, 99)))
+
+
+def _summary(work, plan, I, O, arrive, first, done, reps, price) -> SimulatedServing:
+    ttft, e2e = first - arrive, done - arrive
+    many = O > 1
+    tpot = (e2e[many] - ttft[many]) / (O[many] - 1) if many.any() else np.zeros(1)
+    span = float(done.max() - arrive.min())
+    steps = sum(r.steps for r in reps)
+    notes = [f"{plan.dp} replica(s); KV cache of {reps[0].kv_tokens:,.0f} tokens each; at most "
+             f"{reps[0].stack.max_batch} sequences and {reps[0].stack.max_num_tokens} tokens per step "
+             f"({plan.stack})"]
+    return SimulatedServing(workload=work, requests=len(arrive), ttft_s=_stats(ttft), tpot_s=_stats(tpot),
+                            e2e_s=_stats(e2e), output_tokens_per_s=float(O.sum()) / span,
+                            requests_per_s=len(arrive) / span,
+                            mean_batch=sum(r.batch_sum for r in reps) / max(steps, 1), steps=steps,
+                            priced_shapes=len(price.cache), notes=notes)
