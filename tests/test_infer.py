@@ -234,11 +234,11 @@ def test_ttft_is_never_below_the_prompts_own_prefill():
 
 
 def test_limits_on_the_batch():
-    """vLLM runs at most max_num_seqs = 256 sequences whatever the concurrency asked; TensorRT-LLM's token budget
+    """vLLM runs at most max_num_seqs = 1024 sequences (its default on 80 GB-class GPUs) whatever the concurrency asked; TensorRT-LLM's token budget
     caps a 2048/128 job at 8192 / (1 + 16) = 481 sequences; concurrency below dp is refused."""
     v = infer("llama-3.1-8b", "dgx-h100", ServePlan(precision="fp8", stack="vllm", input_len=128, output_len=128,
                                                     concurrency=100000))
-    assert v.batch == 256 and any("max_batch 256" in n for n in v.notes)
+    assert v.batch == 1024 and any("max_batch 1024" in n for n in v.notes)
     t = infer("llama-3.1-8b", "dgx-h200", ServePlan(precision="fp8", input_len=2048, output_len=128))
     assert t.batch == 481 and any("token budget" in n for n in t.notes)
     with pytest.raises(InputError, match="concurrency = 1 is fewer than the dp = 8 replicas"):
