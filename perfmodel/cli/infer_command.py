@@ -80,9 +80,8 @@ def _rate(text: str) -> float:
 def _workload(a: argparse.Namespace) -> dict:
     """The --simulate flags as a Workload's fields; InputError for a flag that needs another."""
     if not a.simulate:
-        given = [f for f, v in (("--request-rate", a.request_rate),) if v is not None]
-        if given:
-            raise InputError(f"{given[0]} sets the simulated arrivals; valid: add --simulate, or leave it out")
+        if a.request_rate is not None:
+            raise InputError("--request-rate sets the simulated arrivals; valid: add --simulate, or leave it out")
         return {}
     if a.search:
         raise InputError("--simulate with --search: the search ranks layouts in steady state; valid: one of them")
@@ -173,7 +172,7 @@ def simulation_table(sim) -> str:
     for name, st in (("TTFT ms", sim.ttft_s), ("TPOT ms", sim.tpot_s), ("end-to-end ms", sim.e2e_s)):
         lines.append(f"  {name:<14} {1e3 * st.mean:>10.1f} {1e3 * st.median:>10.1f} {1e3 * st.p99:>10.1f}")
     lines += [f"  output tokens/s {sim.output_tokens_per_s:,.0f}, requests/s {sim.requests_per_s:.2f}, mean batch "
-              f"{sim.mean_batch:.1f} per replica, {sim.steps:,} steps ({sim.priced_shapes} step components priced)"]
+              f"{sim.mean_batch:.1f} per replica, {sim.steps:,} steps ({sim.priced_parts} step components priced)"]
     return "\n".join(lines + [f"note: {n}" for n in sim.notes])
 
 

@@ -244,4 +244,4 @@ def _summary(work, plan, I, O, arrive, first, done, reps, price) -> SimulatedSer
                             e2e_s=_stats(e2e), output_tokens_per_s=float(O.sum()) / span,
                             requests_per_s=len(arrive) / span,
                             mean_batch=sum(r.batch_sum for r in reps) / max(steps, 1), steps=steps,
-                            priced_shapes=len(price.cache), notes=notes)
+                            priced_parts=len(price.cache), notes=notes)

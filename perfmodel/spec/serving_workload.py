@@ -62,5 +62,6 @@ class SimulatedServing(Schema):
     requests_per_s: float = Field(description="requests completed over the same time")
     mean_batch: float = Field(description="sequences a replica's step runs on average (decoding and prefilling)")
     steps: int = Field(description="engine steps simulated, all replicas")
-    priced_shapes: int = Field(description="distinct step shapes priced by the step-time model")
+    priced_parts: int = Field(description="step components (step_time.token_parts, attention_part, ...) evaluated, "
+                                           "each once per size on the step pricer's grid")
     notes: list[str] = Field(default_factory=list)
