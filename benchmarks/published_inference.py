@@ -89,18 +89,20 @@ def table(path: Path) -> pd.DataFrame:
     return df
 
 
-def online(path: Path) -> pd.DataFrame:
+def online(path: Path, sample: int = 1) -> pd.DataFrame:
     """The online-serving table's rows (offered QPS, 500 requests): mean TTFT and ITL measured against infer's
     steady state (a request joining a steady batch of the simulation's mean batch) and the request-level
     simulation (`serve.simulate`: Poisson arrivals at the offered rate, every request at once for INF; the table's
-    500 requests at the nominal lengths)."""
+    500 requests at the nominal lengths); every `sample`-th row (1: all)."""
     d = pd.read_csv(path)
     d = d[d["metric"].isin(["ttft_ms_mean", "itl_ms_mean"]) & d["batch_size_or_concurrency"].astype(str).str.startswith("offered QPS")]
+    d = d.iloc[::sample]
     out, cache = [], {}
     for _, row in d.iterrows():
         model, system, plan, reason = case(row)
         rate = str(row["batch_size_or_concurrency"]).split("=")[1].split()[0]
         r = dict(row_id=row["row_id"], model=model, hardware=system, layout=f"tp{plan['tp']}" if plan else "",
+                 precision=plan["precision"] if plan else "",
                  lengths=f"{row['input_len']}/{row['output_len']}", qps=rate, metric=row["metric"].split("_")[0],
                  measured=float(row["value"]), steady=np.nan, simulated=np.nan, reason=reason)
         if plan:
@@ -140,6 +142,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=_devset())
     ap.add_argument("--csv", type=Path, help="write the per-row table as CSV")
+    ap.add_argument("--online-sample", type=int, default=1, help="score every N-th online-serving row (default 1: "
+                                                                  "all; the tests take a few)")
+    ap.add_argument("--online-csv", type=Path, help="write the online-serving rows as CSV")
     a = ap.parse_args(argv)
     pd.set_option("display.width", 250)
     pd.set_option("display.max_rows", 1000)
@@ -165,7 +170,9 @@ def main(argv=None) -> int:
             print(f"  {len(g):3d}  {reason}")
     if a.csv:
         df.to_csv(a.csv, index=False)
-    on = online(a.data)
+    on = online(a.data, max(a.online_sample, 1))
+    if a.online_csv:
+        on.to_csv(a.online_csv, index=False)
     print(f"\nonline-serving table (offered QPS, 500 requests): mean TTFT and ITL (ms), measured, infer's steady state and "
           "the request-level simulation (serve.simulate)")
     print(on.drop(columns=["reason"]).to_string(index=False, float_format=lambda x: f"{x:,.1f}"))

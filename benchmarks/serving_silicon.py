@@ -1,8 +1,15 @@
 """Serving benchmark at fixed concurrency: predicted against measured TTFT and TPOT on the aggregated rows of
 serving_silicon_dev.csv (AIConfigurator's silicon sample: vLLM, SGLang, TensorRT-LLM on H100-GB300), two ways:
 `infer`'s steady state (one request joining a steady batch of the row's concurrency) and the request-level
-simulation (`serve.simulate`: a closed loop of that many clients, lengths uniform in [0.8, 1] x nominal as
-InferenceMAX's --random-range-ratio 0.8 draws them, 10 requests per client up to 1,000).
+simulation (`serve.simulate`: a closed loop of that many clients, 10 requests per client up to 1,000). The lengths
+follow the client that measured the row, as far as `silicon_data_source` tells it: the nightly dashboards (the
+db-dump rows, and the dated exports whose rows carry a `wip=` flag and the engines' nightly images) are
+InferenceMAX-style runs, which draw lengths uniform in [0.8, 1] x nominal (InferenceMAX's --random-range-ratio
+0.8); the rest (AIConfigurator's and Dynamo's own collection files: per-model files, gtl_task_id runs, gap
+analyses) send the nominal lengths, the default of their clients (genai-perf / AIPerf synthetic prompts, whose
+length standard deviations default to 0), so a closed loop's requests start and end together, in waves. That
+split is read from the metadata, not cited per file; `--range-ratio R` uses R for every row instead, and
+benchmarks/results/serving_silicon.txt gives the table both ways.
 
     python benchmarks/serving_silicon.py [--data PATH] [--sample N] [--csv OUT.csv]
 
@@ -10,8 +17,8 @@ Each row maps to (model, system, ServePlan) by stated rules: the model by its HF
 config.json from ../shared/data/hf_configs), the system by `system` (h100_sxm: dgx-h100, h200_sxm: dgx-h200,
 b200_sxm: dgx-b200, b300_sxm: dgx-b300, gb200: gb200-nvl72), tp = tp_size, ep = moe_ep_size, precision as
 `precision` (none stated and no gemm_quant_mode: bf16, the checkpoint as published; int4: not expressible yet),
-stack = backend, one replica whose concurrency is `batch_size`. A row
-that cannot be expressed (attention data parallelism, int4 weights, a model the catalogue cannot read) keeps its
+attention_dp = attention_dp_size, stack = backend, one replica whose concurrency is `batch_size`. A row
+that cannot be expressed (int4 weights, a model the catalogue cannot read) keeps its
 reason and counts 100% in the MAPE with them. Nothing here is fitted per row. --sample N scores every N-th row
 (a quick look; the committed table scores all).
 """
@@ -35,11 +42,19 @@ from perfmodel.spec.model_catalogue import load_model
 from perfmodel.spec.serving import ServePlan
 
 SHARED = HERE.parent.parent / "shared" / "data"
+ALIASES = {"zhipuai/GLM-5": "zai-org/GLM-5"}  # the dataset's name for the checkpoint zai-org publishes
 PRESETS = {"meta-llama/Llama-3.1-70B": "llama-3.1-70b", "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
            "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b", "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b"}
 SYSTEMS = {"h100_sxm": "dgx-h100", "h200_sxm": "dgx-h200", "b200_sxm": "dgx-b200", "b300_sxm": "dgx-b300",
            "gb200": "gb200-nvl72"}
-RANGE_RATIO = 0.8
+RANGE_RATIO = 0.8  # InferenceMAX's --random-range-ratio
+
+
+def range_ratio(row: pd.Series) -> float:
+    """The lengths' spread of the client that measured `row` (module docstring): 0.8 for the nightly dashboards
+    (db-dump rows and rows with a wip= flag: InferenceMAX-style), 1 (nominal lengths) for the rest."""
+    src = str(row["silicon_data_source"])
+    return RANGE_RATIO if src.startswith("db-dump") or "wip=" in src else 1.0
 
 
 def _devset() -> Path:
@@ -51,7 +66,8 @@ def model_of(hf_id: str):
     """(model or None, reason): the catalogue preset, else the row's config.json read by the catalogue."""
     if hf_id in PRESETS:
         return load_model(PRESETS[hf_id]), ""
-    base = hf_id.replace("nvidia/", "Qwen/") if hf_id.startswith("nvidia/Qwen") else hf_id
+    base = ALIASES.get(hf_id, hf_id)
+    base = base.replace("nvidia/", "Qwen/") if base.startswith("nvidia/Qwen") else base
     base = base.removesuffix("-NVFP4").removesuffix("-FP8")
     path = SHARED / "hf_configs" / f"{base.replace('/', '--')}_config.json"
     if not path.exists():
@@ -70,19 +86,19 @@ def case(row: pd.Series) -> tuple:
     system = SYSTEMS.get(str(row["system"]))
     if system is None:
         return model, None, None, 0, f"system {row['system']!r} not mapped"
-    if (row["attention_dp_size"] or 1) > 1:
-        return model, system, None, 0, "attention data parallelism (issue 49 item 2)"
     # no precision and no quantisation stated: the checkpoint as published, bf16
     precision = "bf16" if pd.isna(row["precision"]) and pd.isna(row["gemm_quant_mode"]) else row["precision"]
     if precision not in ("bf16", "fp8", "fp4"):
         return model, system, None, 0, f"precision {precision} (W4A16: issue 49 item 3)"
-    plan = dict(tp=int(row["tp_size"]), pp=1, dp=1, ep=int(row["moe_ep_size"] or 1) if model.moe else 1,
+    adp = max(1, int(row["attention_dp_size"])) if pd.notna(row["attention_dp_size"]) else 1  # 0: unset (dense)
+    plan = dict(tp=int(row["tp_size"]), attention_dp=adp, pp=1, dp=1,
+                ep=int(row["moe_ep_size"] or 1) if model.moe else 1,
                 precision=precision, stack=str(row["backend"]), input_len=int(row["isl"]),
                 output_len=int(row["osl"]))
     return model, system, plan, int(row["batch_size"]), ""
 
 
-def table(path: Path, sample: int = 1) -> pd.DataFrame:
+def table(path: Path, sample: int = 1, ratio: float | None = None) -> pd.DataFrame:
     d = pd.read_csv(path)
     d = d[d["mode"] == "agg"].iloc[::sample]
     out = []
@@ -96,7 +112,8 @@ def table(path: Path, sample: int = 1) -> pd.DataFrame:
             try:
                 e = infer(model, system, ServePlan(**plan, concurrency=c))
                 s = simulate(model, system, ServePlan(**plan), dict(
-                    arrival="closed", concurrency=c, requests=min(1000, 10 * c), range_ratio=RANGE_RATIO))
+                    arrival="closed", concurrency=c, requests=min(1000, 10 * c),
+                    range_ratio=range_ratio(row) if ratio is None else ratio))
                 r.update(steady_ttft_ms=1e3 * e.ttft_s, steady_tpot_ms=1e3 * e.tpot_s,
                          sim_ttft_ms=1e3 * s.ttft_s.mean, sim_tpot_ms=1e3 * s.tpot_s.mean)
             except InputError as err:
@@ -132,16 +149,22 @@ def main(argv=None) -> int:
     ap.add_argument("--data", type=Path, default=_devset())
     ap.add_argument("--sample", type=int, default=1, help="score every N-th row (default 1: all)")
     ap.add_argument("--csv", type=Path)
+    ap.add_argument("--range-ratio", type=float, help="every row's lengths uniform in [R, 1] x nominal (default: by "
+                                                      "the row's source, module docstring)")
     a = ap.parse_args(argv)
     t0 = time.time()
-    df = table(a.data, max(a.sample, 1))
+    df = table(a.data, max(a.sample, 1), a.range_ratio)
     if a.csv:
         df.to_csv(a.csv, index=False)
     pd.set_option("display.width", 200)
+    lengths = "by source" if a.range_ratio is None else f"range ratio {a.range_ratio:g}"
     print(f"serving_silicon_dev.csv, aggregated rows (every {a.sample}): MAPE %, a row not expressed counts 100%; "
-          f"steady = infer at the row's concurrency, sim = closed-loop simulation ({time.time() - t0:.0f} s)\n")
+          f"steady = infer at the row's concurrency, sim = closed-loop simulation, lengths {lengths} "
+          f"({time.time() - t0:.0f} s)\n")
     print(scores(df, None).round(1).to_string(index=False), "\n")
-    for by in ("model", "backend", "system"):
+    df["source"] = pd.read_csv(a.data).set_index("id").loc[df["id"], "silicon_data_source"].str.split(";").str[0] \
+        .str.replace("source_file=", "").str.replace(r"db-dump/.*", "db-dump", regex=True).to_numpy()
+    for by in ("model", "backend", "system", "source"):
         print(scores(df, by).to_string(), "\n")
     reasons = df.loc[df["reason"] != "", "reason"].str.slice(0, 110).value_counts()
     print("not expressed:\n" + reasons.to_string())

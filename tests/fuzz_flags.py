@@ -387,7 +387,8 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
     sim = dict(extra=("--simulate", "--concurrency", "1"))
     t |= {("infer", "--model"): model_in(), ("infer", "--hardware"): hardware_in(names=("system", "spec")),
           ("infer", "--gpus"): count(), ("infer", "--tp"): count(), ("infer", "--pp"): count(),
-          ("infer", "--dp"): count(), ("infer", "--ep"): count(), ("infer", "--input-len"): count(),
+          ("infer", "--dp"): count(), ("infer", "--ep"): count(), ("infer", "--attention-dp"): count(),
+          ("infer", "--input-len"): count(),
           ("infer", "--output-len"): count(), ("infer", "--concurrency"): count(),
           ("infer", "--max-throughput"): flag_switch(), ("infer", "--search"): flag_switch(),
           ("infer", "--ttft-ms"): number(0.0, above=True, **srch), ("infer", "--tpot-ms"): number(0.0, above=True, **srch),

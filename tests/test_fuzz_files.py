@@ -116,7 +116,7 @@ def model_bases() -> dict[str, tuple[dict, str]]:
 
 
 HF_BASES = ("llama-3-8b", "gpt2", "mixtral-8x7b-v0.1", "qwen3-30b-a3b", "deepseek-v3", "gpt-oss-20b",
-            "llama-4-scout-17b-16e")
+            "llama-4-scout-17b-16e", "minimax-m2.5", "glm-5", "kimi-k2.5")
 
 
 class _Recording(dict):
@@ -151,7 +151,7 @@ def hf_bases() -> dict[str, tuple[dict, list[tuple]]]:
             hf_config.from_hf_config(doc, name)
         finally:
             hf_config._HFConfig = real
-        reads |= {"model_type", "text_config"}  # read by from_hf_config itself (text_config: llama4's text model)
+        reads |= {"model_type", "text_config"}  # read by from_hf_config itself (text_config: a wrapper's text model)
         paths = [p for p in node_paths(doc) if p[0] in reads and (p[0] != "text_config" or p[1:2] == ()
                                                                   or p[1] in reads - {"model_type"})]
         out[name] = (doc, paths)

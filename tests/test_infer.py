@@ -168,15 +168,19 @@ def test_search_ranks_and_finds_the_fewest_gpus():
 
 def test_benchmark_maps_rows_and_reports(tmp_path):
     """benchmarks/published_inference.py: row I0444 (Llama 3.1 8B, H200, TP1, FP8, 128/128, offline) maps to
-    llama-3.1-8b on dgx-h200 and its prediction is infer's; the printed ALL line is the CSV's MAPE."""
+    llama-3.1-8b on dgx-h200 and its prediction is infer's; the printed ALL line is the CSV's MAPE; an
+    online-serving row's simulated mean is serve.simulate's (every 12th online row: CI's benchmark lane runs all)."""
     from pathlib import Path
 
     import pandas as pd
 
+    from perfmodel.serve.simulate import simulate
+
     root = Path(__file__).parents[1]
-    out = tmp_path / "inf.csv"
+    out, on_out = tmp_path / "inf.csv", tmp_path / "online.csv"
     run = subprocess.run([sys.executable, "published_inference.py", "--data", str(root / "benchmarks" / "data" /
-                          "published_inference_dev.csv"), "--csv", str(out)], cwd=root / "benchmarks",
+                          "published_inference_dev.csv"), "--csv", str(out), "--online-sample", "12",
+                          "--online-csv", str(on_out)], cwd=root / "benchmarks",
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     df = pd.read_csv(out)
@@ -190,6 +194,16 @@ def test_benchmark_maps_rows_and_reports(tmp_path):
     assert f"MAPE {100 * (ok['predicted'] / ok['measured'] - 1).abs().mean():.1f}%" in run.stdout
     assert df["predicted"].notna().all()  # every row maps, L40S to l40s-8
     assert set(df[df["hardware"] == "l40s-8"]["layout"]) == {"tp1 pp1", "tp4 pp1", "tp8 pp1"}
+    on = pd.read_csv(on_out)
+    assert len(on) == 12 and on["simulated"].notna().all() and "TTFT: " in run.stdout
+    r = on.iloc[0]
+    tp, (i, o) = int(r["layout"].removeprefix("tp")), map(int, r["lengths"].split("/"))
+    work = dict(arrival="burst", requests=500) if r["qps"] == "INF" else dict(
+        arrival="poisson", request_rate=float(r["qps"]), requests=500)
+    sim = simulate(r["model"], r["hardware"], ServePlan(tp=tp, precision=r["precision"], stack="trtllm", input_len=i,
+                                                        output_len=o), work)
+    assert r["simulated"] == pytest.approx(1e3 * (sim.ttft_s.mean if r["metric"] == "ttft" else sim.tpot_s.mean),
+                                           rel=1e-9)
 
 
 def test_moe_layers_from_the_measured_fused_moe_table():

@@ -25,7 +25,10 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     p.add_argument("--tp", type=integer("--tp"), help="tensor parallel size (default 1)")
     p.add_argument("--pp", type=integer("--pp"), help="pipeline stages (default 1)")
     p.add_argument("--dp", type=integer("--dp"), help="model replicas (default gpus / (tp x pp))")
-    p.add_argument("--ep", type=integer("--ep"), help="MoE expert parallel size within tp (default 1)")
+    p.add_argument("--ep", type=integer("--ep"), help="MoE expert parallel size within tp x attention-dp (default 1)")
+    p.add_argument("--attention-dp", type=integer("--attention-dp"),
+                   help="attention data-parallel groups of tp GPUs per replica, the MoE layers over all of them "
+                        "(DeepSeek's DP attention + wide EP; default 1)")
     p.add_argument("--precision", choices=["bf16", "fp16", "fp8", "fp4"], default="bf16",
                    help="GEMM weights and activations (default bf16)")
     p.add_argument("--kv-dtype", choices=["bf16", "fp16", "fp8"], help="KV cache (default fp8 with fp8/fp4 GEMMs)")
@@ -123,27 +126,29 @@ def run(a: argparse.Namespace) -> str:
             raise InputError(f"{pools[0]} with --search: the search ranks layouts whose replicas prefill and decode "
                              f"(no prefill pool); valid: --search without {', '.join(pools)}, or a disaggregated "
                              "layout without --search")
-        given = [f for f, v in (("--tp", a.tp), ("--pp", a.pp), ("--dp", a.dp), ("--ep", a.ep)) if v is not None]
+        given = [f for f, v in (("--tp", a.tp), ("--pp", a.pp), ("--dp", a.dp), ("--ep", a.ep),
+                                ("--attention-dp", a.attention_dp)) if v is not None]
         if given:
             raise InputError(f"{given[0]} is chosen by --search (every layout of --gpus is tried); valid: leave "
                              f"{', '.join(given)} out, or drop --search to predict that layout")
         return _search(a)
-    a.tp, a.pp, a.ep = a.tp or 1, a.pp or 1, a.ep or 1
+    a.tp, a.pp, a.ep, adp = a.tp or 1, a.pp or 1, a.ep or 1, a.attention_dp or 1
     from ..serve import infer
     from ..spec.serving import ServePlan
 
     dp = a.dp
     pool = (a.prefill_tp or a.tp) * a.prefill_dp if a.prefill_dp else 0  # the prefill pool's GPUs
     if dp is None:
-        n = (a.gpus - pool) if a.gpus else a.tp * a.pp
-        if n <= 0 or n % (a.tp * a.pp):
+        n, per = (a.gpus - pool) if a.gpus else a.tp * adp * a.pp, a.tp * adp * a.pp
+        names = "tp x attention-dp x pp" if adp > 1 else "tp x pp"
+        if n <= 0 or n % per:
             raise InputError(f"gpus = {a.gpus} leaves {n} GPUs for the decode replicas after the prefill pool's {pool}, "
-                             f"not a multiple of tp x pp = {a.tp * a.pp}; valid gpus: {pool} + a multiple of "
-                             f"{a.tp * a.pp}" if pool else f"gpus = {a.gpus} is not a multiple of tp x pp = "
-                             f"{a.tp * a.pp}; valid gpus: multiples of {a.tp * a.pp}")
-        dp = n // (a.tp * a.pp)
-    plan = ServePlan(gpus=a.gpus, tp=a.tp, pp=a.pp, dp=dp, ep=a.ep, prefill_dp=a.prefill_dp, prefill_tp=a.prefill_tp,
-                     **_job(a))
+                             f"not a multiple of {names} = {per}; valid gpus: {pool} + a multiple of {per}" if pool
+                             else f"gpus = {a.gpus} is not a multiple of {names} = {per}; valid gpus: multiples of "
+                             f"{per}")
+        dp = n // per
+    plan = ServePlan(gpus=a.gpus, tp=a.tp, attention_dp=adp, pp=a.pp, dp=dp, ep=a.ep, prefill_dp=a.prefill_dp,
+                     prefill_tp=a.prefill_tp, **_job(a))
     e = infer(a.model, a.hardware, plan)
     if a.write_plan is not None:
         print(f"wrote {write_plan(a.model, a.hardware, plan, a.write_plan)}", file=sys.stderr)
@@ -212,7 +217,8 @@ def _search(a: argparse.Namespace) -> str:
     lines = [head, f"{'layout':<20} {'batch':>7} {'out tok/s':>11} {'req/s':>8} {'TTFT ms':>8} {'TPOT ms':>8}"]
     for e in rows:
         p = e.plan
-        label = f"tp{p.tp} pp{p.pp} dp{p.dp}" + (f" ep{p.ep}" if p.ep > 1 else "")
+        label = (f"tp{p.tp}" + (f" adp{p.attention_dp}" if p.attention_dp > 1 else "") + f" pp{p.pp} dp{p.dp}"
+                 + (f" ep{p.ep}" if p.ep > 1 else ""))
         lines.append(f"{label:<20} {e.batch:>7.0f} {e.output_tokens_per_s:>11,.0f} {e.requests_per_s:>8.2f} "
                      f"{1e3 * e.ttft_s:>8.1f} {1e3 * e.tpot_s:>8.2f}")
     return "\n".join(lines)
@@ -222,7 +228,8 @@ def table(e) -> str:
     """The estimate as text: headline numbers, memory per GPU, the step by part."""
     p = e.plan
     pool = f" + prefill pool tp={p.prefill_tp} dp={p.prefill_dp}" if p.disaggregated else ""
-    lines = [f"{e.model} on {p.gpus} x {e.hardware}: tp={p.tp} pp={p.pp} dp={p.dp} ep={p.ep}{pool} "
+    adp = f" attention_dp={p.attention_dp}" if p.attention_dp > 1 else ""
+    lines = [f"{e.model} on {p.gpus} x {e.hardware}: tp={p.tp}{adp} pp={p.pp} dp={p.dp} ep={p.ep}{pool} "
              f"precision={p.precision} kv={p.kv} stack={p.stack}",
              f"  requests of {p.input_len} prompt + {p.output_len} output tokens, "
              + (f"concurrency {p.concurrency}" if p.concurrency else "max throughput"), "",

@@ -24,11 +24,16 @@ def attention_flops_per_token(model: ModelConfig, seq_len: int) -> float:
     (MLA: the mean of the QK^T and PV widths, `ModelConfig.attention_core_dim`).
 
     keys = seq_len, or the sliding window on the layers that attend to fewer (Mistral, GPT-OSS's alternate
-    layers): work that never runs is not model FLOPs.
+    layers), or sparse attention's topk (DeepSeek-V3.2, GLM-5) plus its indexer's 2 x index_heads x index_head_dim
+    per key over all seq_len keys (DeepSeek-V3.2-Exp report, eq. 1): work that never runs is not model FLOPs.
     """
     windowed = model.windowed_layers
     keys = windowed * min(seq_len, model.sliding_window or seq_len) + (model.n_layers - windowed) * seq_len
-    return 4.0 * keys * model.attention_core_dim
+    s = model.sparse_attention
+    if s is None:
+        return 4.0 * keys * model.attention_core_dim
+    return model.n_layers * (4.0 * min(seq_len, s.topk) * model.attention_core_dim
+                             + 2.0 * seq_len * s.index_heads * s.index_head_dim)
 
 
 def model_flops_per_token(model: ModelConfig, seq_len: int) -> float:

@@ -281,11 +281,32 @@ def mean_keys(seq, window):
 
 def model_mean_keys(model: ModelConfig, seq):
     """Causal keys per query averaged over the model's layers: `mean_keys` with the sliding window on
-    sliding_window_layers of them (all when unset; GPT-OSS alternates windowed and full layers)."""
+    sliding_window_layers of them (all when unset; GPT-OSS alternates windowed and full layers). Sparse attention
+    (`ModelConfig.sparse_attention`) reads min(position, topk) keys, the window's count: `mean_keys(seq, topk)`."""
+    if model.sparse_attention is not None:
+        return mean_keys(seq, model.sparse_attention.topk)
     if model.sliding_window is None:
         return mean_keys(seq, None)
     n_win = model.windowed_layers
     return (n_win * mean_keys(seq, model.sliding_window) + (model.n_layers - n_win) * mean_keys(seq, None)) / model.n_layers
+
+
+def indexer_flops(model: ModelConfig, queries, keys):
+    """FLOPs of sparse attention's lightning indexer (DeepSeek-V3.2-Exp report, Sec. 2.1, eq. 1) for `queries`
+    queries over `keys` keys each (causal: `mean_keys(seq, None)`): 2 x index_heads x index_head_dim per score. It
+    scores every earlier key, so it is the part that still grows with the square of the context; 0 without sparse
+    attention. The serving engines run it on every tensor-parallel rank whole (vLLM and SGLang replicate the
+    indexer), and in FP8 (DeepGEMM's fp8 MQA logits): priced at the part's FP8 rate."""
+    s = model.sparse_attention
+    if s is None:
+        return 0.0
+    return 2.0 * queries * keys * s.index_heads * s.index_head_dim
+
+
+def indexer_rate(dev: "Device") -> float:
+    """FLOP/s of the indexer's scores: attention_max of the sustained FP8 rate (bf16 on a part without FP8)."""
+    dtype = "fp8" if "fp8" in dev.system.accelerator.peak_tflops else "bf16"
+    return dev.sustained_peak(dtype) * dev.system.efficiency.attention_max
 
 
 FLASH_BWD_FACTOR = 2.5  # fused attention backward: 5 matmuls to the forward's 2 (FlashAttention-2 convention)
@@ -335,12 +356,13 @@ def attention_ops(dev: Device, tokens, heads, q_len, sequences) -> list[Op]:
         seq = q_len
         eff = dev.system.efficiency
         grid = dev.attention_table()
+        index = indexer_ops(dev, tokens)
         if grid is not None:
-            return [attention_table_op(dev, grid, fwd_flops, head_dim, q_len, sequences * heads)]
+            return [attention_table_op(dev, grid, fwd_flops, head_dim, q_len, sequences * heads)] + index
         rate = eff.attention_max * dev.stack.attention_speed  # the stack's kernel against the spec's FA2
         t = lambda fl: flash_attention_time(fl, seq, dev.bf16_peak, rate, eff.attention_half_seq)
         return [Op("attention", "attention", t(fwd_flops), t(bwd_flops), fwd_flops, bwd_flops,
-                   ("full", "selective"), "4*T*keys*head_dim*heads (causal), bwd 2.5x")]
+                   ("full", "selective"), "4*T*keys*head_dim*heads (causal), bwd 2.5x")] + index
     # Unfused (pre-FlashAttention Megatron): full s x s scores per head, no causal skipping.
     sq, sk, hd = q_len, p.seq_len, m.head_dim
     batch = sequences * heads
@@ -354,6 +376,18 @@ def attention_ops(dev: Device, tokens, heads, q_len, sequences) -> list[Op]:
         gemm_op(dev, "attn_context", sq, hd, sk, batch, "bf16", ("full", "selective"), "softmax(QK^T) V per head"),
     ]
     return ops
+
+
+def indexer_ops(dev: Device, tokens) -> list[Op]:
+    """Sparse attention's indexer over the sequence (`indexer_flops`, every earlier key), as the fused attention
+    kernel is priced (attention_max of the part's FP8 rate; the backward two matmuls to the forward's one); none
+    without sparse attention."""
+    if dev.model.sparse_attention is None:
+        return []
+    fwd = indexer_flops(dev.model, tokens, mean_keys(dev.plan.seq_len, None))
+    rate = indexer_rate(dev)
+    return [Op("indexer", "attention", fwd / rate, 2 * fwd / rate, fwd, 2 * fwd, ("full", "selective"),
+               "2*T*keys*index_heads*index_head_dim (causal, FP8), bwd 2x")]
 
 
 def attention_table_op(dev: Device, grid: AttentionGrid, fwd_flops, head_dim, q_len, work) -> Op:

@@ -26,6 +26,10 @@ from .run_plans import DEFAULT_TIMEOUT_S, PG_TIMEOUT_S, check_device, device_for
 def check_servable(pf, where: str, nproc: int, device: str) -> None:
     """Refuse, in one line, a serving plan this machine or the executor cannot run as written."""
     plan, model = pf.plan, pf.model
+    if plan.attention_dp > 1:
+        raise InputError(f"{where}: attention_dp = {plan.attention_dp}: the executor serves tensor- and data-parallel "
+                         "replicas of a dense model, not attention data parallelism over MoE layers; valid: "
+                         "attention_dp = 1")
     if plan.tp * plan.pp * plan.dp != nproc:
         raise InputError(f"{where}: the plan needs tp x pp x dp = {plan.tp * plan.pp * plan.dp} processes, but "
                          f"--nproc is {nproc}; valid: --nproc {plan.tp * plan.pp * plan.dp}")

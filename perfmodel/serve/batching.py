@@ -45,7 +45,7 @@ def infer(model: ModelConfig | str, hardware: System | str, plan: ServePlan | di
         return infer_disaggregated(model, system, plan, stack)
     mem = memory(model, system, plan, stack)
     per_token = kv_bytes_per_token(model, plan)
-    kv_tokens = mem["kv_cache"] / per_token
+    kv_tokens = plan.attention_dp * mem["kv_cache"] / per_token
     one_seq = sequence_kv_bytes(model, plan, plan.input_len + plan.output_len, stack)
     fits = mem["kv_cache"] >= one_seq
     if not fits:
@@ -61,7 +61,8 @@ def infer(model: ModelConfig | str, hardware: System | str, plan: ServePlan | di
                       prefill_seqs=batch / O, prompt=I, logits=batch)
     t = sum(step.values())
     alone = step_parts(model, system, plan, stack, decode=0, context=0, prefill_seqs=1, prompt=I, logits=1)
-    chunk = min(float(I), max(stack.max_num_tokens - batch, 1.0))
+    # the prompt's group: its share of the decode tokens and the chunk in its own token budget
+    chunk = min(float(I), max(stack.max_num_tokens - batch / plan.attention_dp, 1.0))
     carry = step_parts(model, system, plan, stack, decode=batch, context=I + O / 2, prefill_seqs=1, prompt=chunk,
                        logits=batch)
     ttft = max(math.ceil(I / chunk) * sum(carry.values()), sum(alone.values()))
@@ -69,7 +70,8 @@ def infer(model: ModelConfig | str, hardware: System | str, plan: ServePlan | di
     notes = [f"batch per replica: {batch:g} sequences, bound by {bound}; each holds {tokens_held(plan, stack):g} "
              f"KV tokens ({'whole sequence reserved' if stack.reserves_whole_sequence else 'allocated as it grows'})",
              f"KV cache: {per_token / 1024:.1f} KiB per token per GPU ({plan.kv}), {kv_tokens:,.0f} tokens per replica "
-             "(each GPU holds its shard of every token)"]
+             + ("(each GPU holds its shard of every token)" if plan.attention_dp == 1 else
+                f"({plan.attention_dp} attention groups, each GPU holding its shard of its group's tokens)")]
     return ServeEstimate(
         model=model.name, hardware=system.name, plan=plan, fits_in_memory=fits, batch=plan.dp * batch,
         kv_cache_tokens=kv_tokens, output_tokens_per_s=out, total_tokens_per_s=out * (I + O) / O,

@@ -33,9 +33,9 @@ from .step_time import step_parts
 
 
 def prefill_plan(plan: ServePlan) -> ServePlan:
-    """The prefill pool's replicas as a layout: prefill_tp GPUs each, pp 1, experts over the largest ep dividing
-    both the decode ep and prefill_tp."""
-    return plan.model_copy(update={"tp": plan.prefill_tp, "pp": 1, "dp": plan.prefill_dp,
+    """The prefill pool's replicas as a layout: prefill_tp GPUs each, pp 1, no attention data parallelism, experts
+    over the largest ep dividing both the decode ep and prefill_tp."""
+    return plan.model_copy(update={"tp": plan.prefill_tp, "attention_dp": 1, "pp": 1, "dp": plan.prefill_dp,
                                    "ep": math.gcd(plan.ep, plan.prefill_tp), "prefill_dp": None, "prefill_tp": None,
                                    "gpus": plan.prefill_gpus, "concurrency": None})
 

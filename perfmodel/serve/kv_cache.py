@@ -22,20 +22,32 @@ GIB = 2.0**30
 
 def kv_bytes_per_token(model: ModelConfig, plan: ServePlan) -> float:
     """KV-cache bytes one token takes on one GPU of a stage (layers / pp of them): per layer 2 x kv heads on the
-    rank x head_dim x kv_dtype bytes; MLA (kv_lora_rank + qk_rope_head_dim) x bytes, on every tp rank."""
+    rank x head_dim x kv_dtype bytes; MLA (kv_lora_rank + qk_rope_head_dim) x bytes, on every tp rank; sparse
+    attention adds its indexer's key per layer (`indexer_key_bytes`)."""
     per = KV_BYTES[plan.kv]
     if model.mla is not None:
         width = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim
     else:
         width = 2 * max(model.n_kv_heads / plan.tp, 1.0) * model.head_dim
-    return math.ceil(model.n_layers / plan.pp) * width * per
+    return math.ceil(model.n_layers / plan.pp) * (width * per + indexer_key_bytes(model))
+
+
+def indexer_key_bytes(model: ModelConfig) -> float:
+    """Bytes of one token's sparse-attention index key in one layer's cache: index_head_dim in FP8 plus one fp32
+    scale per 128 values (vLLM's DeepseekV32IndexerCache: head_dim + head_dim // 128 * 4; SGLang's NSA index
+    buffer the same); 0 without sparse attention."""
+    s = model.sparse_attention
+    return 0.0 if s is None else s.index_head_dim + 4.0 * math.ceil(s.index_head_dim / 128)
 
 
 def weight_bytes(model: ModelConfig, plan: ServePlan) -> float:
-    """Weights on one GPU of the fullest stage: its layers' parameters (all experts) / tp at the GEMM precision
-    (experts split ep x (tp / ep) = tp ways, attention and MLPs tp ways), the vocabulary-parallel embedding and LM
-    head / tp in bf16 (both on a stage at pp 1, the head alone at pp > 1, a tied head once)."""
-    layers = math.ceil(model.n_layers / plan.pp) * model.params_per_layer() / plan.tp * WEIGHT_BYTES[plan.precision]
+    """Weights on one GPU of the fullest stage: its layers' parameters (all experts) at the GEMM precision, the
+    routed experts split ep x etp = tp x attention_dp ways and the rest (attention, dense MLPs, shared experts,
+    router) tp ways, every attention group holding its own copy; the vocabulary-parallel embedding and LM head / tp
+    in bf16 (both on a stage at pp 1, the head alone at pp > 1, a tied head once)."""
+    routed = model.moe_layers() * model.moe.n_experts * model.expert_params() / model.n_layers if model.moe else 0.0
+    per_layer = (model.params_per_layer() - routed) / plan.tp + routed / plan.moe_ranks
+    layers = math.ceil(model.n_layers / plan.pp) * per_layer * WEIGHT_BYTES[plan.precision]
     emb, head = model.embedding_params() / plan.tp, model.head_params() / plan.tp
     ends = emb + head if plan.pp == 1 else max(emb, head + (emb if model.tie_embeddings else 0))
     return layers + ends * ACT_BYTES
@@ -94,12 +106,17 @@ def replica_batch(model: ModelConfig, plan: ServePlan, stack: ServingStack, kv_c
     cache holds (whole sequences of tokens_held tokens, `sequence_kv_bytes`); never more than the stack's
     max_batch, nor than its token budget lets run at once (a step runs B decode tokens and B x I / O prompt
     tokens: B <= max_num_tokens / (1 + I / O); B <= max_num_tokens where prompts run elsewhere,
-    `prefill_in_step` false: a disaggregated decode pool)."""
+    `prefill_in_step` false: a disaggregated decode pool). With attention data parallelism each of the
+    attention_dp groups holds its own sequences' cache and runs its own scheduler (the engines' DP ranks), so
+    every limit but the concurrency is attention_dp times one group's."""
     fit = math.floor(kv_cache_bytes / sequence_kv_bytes(model, plan, tokens_held(plan, stack), stack))
     share = 1 + plan.input_len / plan.output_len if prefill_in_step else 1
     budget = math.floor(stack.max_num_tokens / share)
-    limits = [(float(fit), "KV cache"), (float(stack.max_batch), f"the stack's max_batch {stack.max_batch}"),
-              (float(max(budget, 1)), f"the stack's token budget ({stack.max_num_tokens} tokens per step)")]
+    a = plan.attention_dp
+    limits = [(float(a * fit), "KV cache"), (float(a * stack.max_batch), f"the stack's max_batch {stack.max_batch}"
+                                             + (f" per attention group x {a}" if a > 1 else "")),
+              (float(a * max(budget, 1)), f"the stack's token budget ({stack.max_num_tokens} tokens per step"
+                                          + (f" per attention group x {a})" if a > 1 else ")"))]
     if plan.concurrency is not None:
         limits.append((plan.concurrency / plan.dp, "concurrency"))
     b, why = min(limits, key=lambda x: x[0])

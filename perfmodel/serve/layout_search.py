@@ -1,7 +1,9 @@
 """Rank serving layouts of a job, and find the fewest GPUs that serve a target request rate.
 
 Every layout of `gpus` GPUs: tp a divisor of the heads, pp of the layers' count range, dp the rest, ep a divisor
-of tp and of the experts (MoE); each predicted by `batching.infer` at the job's lengths and load. A layout that
+of tp and of the experts (MoE), and for a MoE model at pp 1 attention data parallelism with wide expert
+parallelism (attention_dp groups of tp GPUs, ep = tp x attention_dp, as DeepSeek serves it); each predicted by
+`batching.infer` at the job's lengths and load. A layout that
 does not fit, or whose TTFT or TPOT passes the limits, is dropped; the rest are ranked by output tokens/s.
 """
 
@@ -16,9 +18,10 @@ from ..spec.serving import ServeEstimate, ServePlan
 from .batching import infer
 
 
-def layouts(model: ModelConfig, gpus: int, per_node: int) -> list[tuple[int, int, int, int]]:
-    """(tp, pp, dp, ep) with tp x pp x dp = gpus, tp within a node (NVLink) and dividing the heads, pp at most the
-    layers, ep dividing tp and the experts (1 for a dense model)."""
+def layouts(model: ModelConfig, gpus: int, per_node: int) -> list[tuple[int, int, int, int, int]]:
+    """(tp, pp, dp, ep, attention_dp) with tp x attention_dp x pp x dp = gpus, tp within a node (NVLink) and
+    dividing the heads, pp at most the layers, ep dividing tp and the experts (1 for a dense model); for a MoE
+    model at pp 1 also attention_dp > 1 with ep = tp x attention_dp where that divides the experts."""
     out = []
     for tp in divisors(gpus):
         if tp > per_node or model.n_heads % tp:
@@ -27,7 +30,10 @@ def layouts(model: ModelConfig, gpus: int, per_node: int) -> list[tuple[int, int
             if pp > model.n_layers:
                 continue
             eps = [1] if model.moe is None else [e for e in divisors(tp) if model.moe.n_experts % e == 0]
-            out += [(tp, pp, gpus // (tp * pp), ep) for ep in eps]
+            out += [(tp, pp, gpus // (tp * pp), ep, 1) for ep in eps]
+            if model.moe is not None and pp == 1:
+                out += [(tp, 1, gpus // (tp * a), tp * a, a) for a in divisors(gpus // tp)
+                        if a > 1 and model.moe.n_experts % (tp * a) == 0]
     return out
 
 
@@ -39,10 +45,10 @@ def rank(model: ModelConfig | str, hardware: System | str, gpus: int, job: dict,
     model, system = load_model(model), load_hardware(hardware)
     per_node = system.tiers[0].domain_size or gpus
     kept, dropped = [], []
-    for tp, pp, dp, ep in layouts(model, gpus, per_node):
-        label = f"tp{tp} pp{pp} dp{dp}" + (f" ep{ep}" if ep > 1 else "")
+    for tp, pp, dp, ep, adp in layouts(model, gpus, per_node):
+        label = f"tp{tp}" + (f" adp{adp}" if adp > 1 else "") + f" pp{pp} dp{dp}" + (f" ep{ep}" if ep > 1 else "")
         try:
-            e = infer(model, system, ServePlan(tp=tp, pp=pp, dp=dp, ep=ep, **job))
+            e = infer(model, system, ServePlan(tp=tp, attention_dp=adp, pp=pp, dp=dp, ep=ep, **job))
         except InputError as err:
             dropped.append(f"{label}: {err}")
             continue

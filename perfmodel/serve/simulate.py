@@ -78,8 +78,12 @@ def _lengths(nominal: int, n: int, ratio: float, rng: np.random.Generator) -> np
 class _Replica:
     """One replica's engine: its queue, its admitted requests and its clock."""
 
-    def __init__(self, price: StepPricer, stack: ServingStack, kv_tokens: float, I: np.ndarray, O: np.ndarray):
+    def __init__(self, price: StepPricer, stack: ServingStack, kv_tokens: float, I: np.ndarray, O: np.ndarray,
+                 groups: int = 1):
         self.price, self.stack, self.kv_tokens, self.I, self.O = price, stack, kv_tokens, I, O
+        # attention data-parallel groups, scheduled as one pool: each has its own max_batch and token budget
+        # (a prompt's chunk fits one group's), and kv_tokens is all of theirs together
+        self.groups = groups
         self.waiting: list[int] = []  # request ids in arrival order
         self.prefilling: list[int] = []  # admitted, prompt not done
         self.left: dict[int, int] = {}  # prompt tokens not yet prefilled
@@ -96,7 +100,7 @@ class _Replica:
     def admit(self) -> None:
         running = self.prefilling + self.decoding
         used = sum(self.held(r) for r in running)
-        while self.waiting and len(running) < self.stack.max_batch:
+        while self.waiting and len(running) < self.groups * self.stack.max_batch:
             r = self.waiting[0]
             need = self.held(r)
             if used + need > self.kv_tokens and running:
@@ -124,12 +128,13 @@ class _Replica:
             for r in self.decoding:
                 self.made[r] += k
         else:
-            budget = max(self.stack.max_num_tokens - dec, 1)
+            budget = max(self.groups * self.stack.max_num_tokens - dec, 1)
+            per_group = max(self.stack.max_num_tokens - dec // self.groups, 1)
             chunks, finishing = [], []
             for r in self.prefilling:
                 if budget <= 0:
                     break
-                c = min(self.left[r], budget)
+                c = min(self.left[r], budget, per_group)
                 chunks.append((r, c))
                 budget -= c
             for r, c in chunks:
@@ -172,17 +177,17 @@ def simulate(model: ModelConfig | str, hardware: System | str, plan: ServePlan |
                          "(one client per replica)")
     stack = load_serving_stack(plan.stack)
     mem = memory(model, system, plan, stack)
-    kv_tokens = mem["kv_cache"] / kv_bytes_per_token(model, plan)
+    kv_tokens = plan.attention_dp * mem["kv_cache"] / kv_bytes_per_token(model, plan)
     rng = np.random.default_rng(work.seed)
     n = work.requests
     I = _lengths(plan.input_len, n, work.range_ratio, rng)
     O = _lengths(plan.output_len, n, work.range_ratio, rng)
-    if kv_tokens < int((I + O).max()):
+    if kv_tokens / plan.attention_dp < int((I + O).max()):  # one request's cache lives in one group
         raise InputError(f"{model.name} on {system.name} (tp={plan.tp} pp={plan.pp}) holds {kv_tokens:,.0f} KV tokens "
                          f"per replica, fewer than one request of {int((I + O).max())}; valid: more tp or pp, "
                          "fp8 weights or KV cache, or shorter sequences")
     price = StepPricer(model, system, plan, stack)
-    reps = [_Replica(price, stack, kv_tokens, I, O) for _ in range(plan.dp)]
+    reps = [_Replica(price, stack, kv_tokens, I, O, plan.attention_dp) for _ in range(plan.dp)]
     arrive, first, done = np.zeros(n), np.full(n, np.nan), np.full(n, np.nan)
     if work.arrival == "closed":
         clients = [work.concurrency // plan.dp + (k < work.concurrency % plan.dp) for k in range(plan.dp)]
@@ -237,8 +242,9 @@ def _summary(work, plan, I, O, arrive, first, done, reps, price) -> SimulatedSer
     tpot = (e2e[many] - ttft[many]) / (O[many] - 1) if many.any() else np.zeros(1)
     span = float(done.max() - arrive.min())
     steps = sum(r.steps for r in reps)
+    groups = f" x {plan.attention_dp} attention groups" if plan.attention_dp > 1 else ""
     notes = [f"{plan.dp} replica(s); KV cache of {reps[0].kv_tokens:,.0f} tokens each; at most "
-             f"{reps[0].stack.max_batch} sequences and {reps[0].stack.max_num_tokens} tokens per step "
+             f"{reps[0].stack.max_batch} sequences and {reps[0].stack.max_num_tokens} tokens per step{groups} "
              f"({plan.stack})"]
     return SimulatedServing(workload=work, requests=len(arrive), ttft_s=_stats(ttft), tpot_s=_stats(tpot),
                             e2e_s=_stats(e2e), output_tokens_per_s=float(O.sum()) / span,

@@ -21,8 +21,8 @@ import numpy as np
 from ..cost.comm import group_collective, p2p_tier, p2p_time
 from ..cost.compute import flash_attention_time, shared_core_speedup
 from ..cost.kernel_lookup import allreduce_table_time, decode_table_time, moe_table_time
-from ..cost.kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, attention_table_op, mean_keys, model_mean_keys,
-                            residual_bytes)
+from ..cost.kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, attention_table_op, indexer_flops, indexer_rate,
+                            mean_keys, model_mean_keys, residual_bytes)
 from ..cost.launch_queue import host_seconds
 from ..spec.hardware import System
 from ..spec.kernel_tables import allreduce_curves, decode_curves, moe_curves
@@ -30,7 +30,7 @@ from ..spec.model import ModelConfig
 from ..spec.serving import KV_BYTES, ServePlan, ServingStack
 from ..spec.operators import LAYER_OPS
 from ..spec.stack import EXECUTOR_STACK, load_stack
-from .kv_cache import kv_bytes_per_token
+from .kv_cache import indexer_key_bytes, kv_bytes_per_token
 
 # Bytes per element the memory-bound kernels of one layer move in inference: the forward figures of training's
 # (cost.kernels.ELEMENTWISE_BYTES, residual_bytes without dropout)
@@ -68,16 +68,19 @@ def active_experts(local: float, top_k: int, n_experts: int, tokens: float) -> f
     return local * (1.0 - (1.0 - top_k / n_experts) ** tokens)
 
 
-def layer_gemm_s(dev: Device, plan: ServePlan, tokens: float) -> float:
+def layer_gemm_s(dev: Device, plan: ServePlan, tokens: float, own: float | None = None) -> float:
     """A mean layer's weight GEMMs on one GPU for `tokens` rows: qkv and output projections, then the dense MLP or
     (averaged over dense and MoE layers) the routed experts (the part's measured fused-MoE table, `moe_table_s`;
     else the router and one grouped GEMM over the local experts the tokens reach, `active_experts`, each on its
     share of the tokens x top_k / ep routed copies, split tp / ep ways) and the shared experts. The LM head stays
-    bf16 (`step_parts`), as its weights do (`kv_cache.weight_bytes`)."""
+    bf16 (`step_parts`), as its weights do (`kv_cache.weight_bytes`). `tokens` are the replica's: with attention
+    data parallelism a GPU runs the projections, dense MLPs and shared experts on its group's `own` tokens (default
+    tokens / attention_dp), and the routed experts on all of them (gathered over the tp x attention_dp ranks,
+    `ServePlan`)."""
     m, tp = dev.model, plan.tp
-    g = 2 if m.gated else 1
-    t = _gemm(dev, tokens, m.qkv_matmul_params() / m.hidden / tp, m.hidden) + _gemm(dev, tokens, m.hidden, m.q_dim / tp)
-    dense = _gemm(dev, tokens, g * m.ffn_hidden / tp, m.hidden) + _gemm(dev, tokens, m.hidden, m.ffn_hidden / tp)
+    g, own = 2 if m.gated else 1, tokens / plan.attention_dp if own is None else own
+    t = _gemm(dev, own, m.qkv_matmul_params() / m.hidden / tp, m.hidden) + _gemm(dev, own, m.hidden, m.q_dim / tp)
+    dense = _gemm(dev, own, g * m.ffn_hidden / tp, m.hidden) + _gemm(dev, own, m.hidden, m.ffn_hidden / tp)
     if m.moe is None:
         return t + dense
     e, local = m.moe, m.moe.n_experts / plan.ep
@@ -91,7 +94,7 @@ def layer_gemm_s(dev: Device, plan: ServePlan, tokens: float) -> float:
                + _gemm(dev, rows, m.hidden, fe, busy))
     if e.shared_ffn_hidden:
         fs = e.shared_ffn_hidden / tp
-        moe += _gemm(dev, tokens, g * fs, m.hidden) + _gemm(dev, tokens, m.hidden, fs)
+        moe += _gemm(dev, own, g * fs, m.hidden) + _gemm(dev, own, m.hidden, fs)
     return t + (m.dense_layers() * dense + m.moe_layers() * moe) / m.n_layers
 
 
@@ -116,13 +119,15 @@ def decode_attention_s(dev: Device, plan: ServePlan, seqs: float, context: float
     """One layer's attention for `seqs` sequences of one new token over `context` cached keys on one GPU: the KV
     bytes read (`kv_bytes_per_token` / layers per stage, per key) over the HBM rate, or its FLOPs (4 x keys x
     attention_core_dim x local heads / heads; MLA absorbed) over the spec's attention rate, whichever is longer.
-    `windowed`: the stack runs the model's sliding windows (`ServingStack.sliding_window`)."""
+    `windowed`: the stack runs the model's sliding windows (`ServingStack.sliding_window`). Sparse attention reads
+    min(context, topk) keys' cache and, before it, every key's index key for its indexer (`decode_indexer_s`)."""
     m = dev.model
     measured = decode_table_s(dev, plan, seqs, context, windowed)
     if measured is not None:
         return measured
-    per_layer = kv_bytes_per_token(m, plan) / np.ceil(m.n_layers / plan.pp)
-    keys = context
+    per_layer = kv_bytes_per_token(m, plan) / np.ceil(m.n_layers / plan.pp) - indexer_key_bytes(m)
+    index = decode_indexer_s(dev, seqs, context)
+    keys = context if m.sparse_attention is None else min(context, m.sparse_attention.topk)
     if m.windowed_layers and windowed:  # a sliding-window layer reads at most its window (mean over the layers)
         keys = (context * (m.n_layers - m.windowed_layers) + min(context, m.sliding_window) * m.windowed_layers) \
             / m.n_layers
@@ -133,7 +138,17 @@ def decode_attention_s(dev: Device, plan: ServePlan, seqs: float, context: float
              else m.attention_core_dim)
     flops = 4.0 * seqs * keys * width / plan.tp
     rate = dev.bf16_peak * dev.system.efficiency.attention_max
-    return max(dev.memory(nbytes), flops / rate)
+    return max(dev.memory(nbytes), flops / rate) + index
+
+
+def decode_indexer_s(dev: Device, seqs: float, context: float) -> float:
+    """One layer's sparse-attention indexer for `seqs` new tokens over `context` keys on one GPU: every key's index
+    key read (`indexer_key_bytes`) at the HBM rate, or its FLOPs (`indexer_flops`, the whole indexer on every rank)
+    at attention_max of the FP8 rate, whichever is longer; 0 without sparse attention."""
+    m = dev.model
+    if m.sparse_attention is None or seqs <= 0:
+        return 0.0
+    return max(dev.memory(seqs * context * indexer_key_bytes(m)), indexer_flops(m, seqs, context) / indexer_rate(dev))
 
 
 def decode_table_s(dev: Device, plan: ServePlan, seqs: float, context: float, windowed: bool) -> float | None:
@@ -168,13 +183,15 @@ def prefill_attention_s(dev: Device, plan: ServePlan, seqs: float, prompt: float
         return 0.0
     m = dev.model
     head_dim, heads = m.attention_core_dim / m.n_heads, m.n_heads / plan.tp
-    keys = float(model_mean_keys(m, prompt)) if windowed else float(mean_keys(prompt, None))
+    keys = float(model_mean_keys(m, prompt)) if windowed or m.sparse_attention else float(mean_keys(prompt, None))
     flops = 4.0 * seqs * prompt * keys * head_dim * heads
+    eff = dev.system.efficiency
+    # sparse attention's indexer over every earlier key (`indexer_flops`), whole on every rank, at the FP8 rate
+    index = indexer_flops(m, seqs * prompt, float(mean_keys(prompt, None))) / indexer_rate(dev)
     grid = dev.attention_table()
     if grid is not None:
-        return float(attention_table_op(dev, grid, flops, head_dim, prompt, seqs * heads).fwd_s)
-    eff = dev.system.efficiency
-    return float(flash_attention_time(flops, prompt, dev.bf16_peak, eff.attention_max, eff.attention_half_seq))
+        return float(attention_table_op(dev, grid, flops, head_dim, prompt, seqs * heads).fwd_s) + index
+    return float(flash_attention_time(flops, prompt, dev.bf16_peak, eff.attention_max, eff.attention_half_seq)) + index
 
 
 def elementwise_s(dev: Device, plan: ServePlan, tokens: float) -> float:
@@ -192,10 +209,30 @@ def elementwise_s(dev: Device, plan: ServePlan, tokens: float) -> float:
     return dev.memory(tokens * per)
 
 
-def tp_allreduce_s(model: ModelConfig, system: System, plan: ServePlan, tokens: float) -> float:
-    """One layer's two tensor-parallel all-reduces (after attention and after the MLP; a MoE layer's experts over
-    ep x tp / ep ranks combine in the same one) of `tokens` rows over the replica's tp ranks (`allreduce_s`)."""
-    return 2 * allreduce_s(model, system, plan, tokens)
+def tp_allreduce_s(model: ModelConfig, system: System, plan: ServePlan, tokens: float,
+                   own: float | None = None) -> float:
+    """A mean layer's tensor-parallel collectives for the replica's `tokens` rows: two all-reduces over the tp
+    ranks (after attention and after the MLP; a MoE layer's experts over ep x tp / ep ranks combine in the same
+    one, `allreduce_s`). With attention data parallelism each group all-reduces its `own` tokens (default
+    tokens / attention_dp) after attention and after a dense MLP, and a MoE layer instead all-gathers every
+    group's tokens over the tp x attention_dp ranks and reduce-scatters the experts' output back (SGLang's dp_gather / dp_scatter around the
+    MoE, TensorRT-LLM's allgather / reducescatter MoE communication; `moe_gather_s`)."""
+    if plan.attention_dp == 1:
+        return 2 * allreduce_s(model, system, plan, tokens)
+    own = allreduce_s(model, system, plan, tokens / plan.attention_dp if own is None else own)
+    return own + (model.dense_layers() * own + model.moe_layers() * moe_gather_s(model, system, plan, tokens)) \
+        / model.n_layers
+
+
+def moe_gather_s(model: ModelConfig, system: System, plan: ServePlan, tokens: float) -> float:
+    """One MoE layer's exchange under attention data parallelism: an all-gather of the replica's tokens x hidden
+    (`wire_bytes` each) over its tp x attention_dp ranks before the experts and a reduce-scatter of their output
+    after (`cost.comm.group_collective`: the system's tiers, as in training)."""
+    if tokens <= 0:
+        return 0.0
+    size = tokens * model.hidden * wire_bytes(system, plan)
+    return sum(float(group_collective(system, kind, size, plan.moe_ranks, 1, plan.gpus))
+               for kind in ("all_gather", "reduce_scatter"))
 
 
 def wire_bytes(system: System, plan: ServePlan) -> float:
@@ -286,14 +323,17 @@ def launches(model: ModelConfig, plan: ServePlan, stack: ServingStack, decode: f
 
 
 def token_parts(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack,
-                tokens: float) -> dict[str, float]:
+                tokens: float, own: float | None = None) -> dict[str, float]:
     """Seconds of a step's parts that depend on its tokens per pipeline micro-batch alone, through all layers:
     the GEMMs, the element-wise ops (at `cost.compute.shared_core_speedup` on a shared host), the layers' tp
-    all-reduces and the pipeline sends."""
+    all-reduces and the pipeline sends. `tokens` are the replica's; with attention data parallelism the busiest
+    group's element-wise work, projections and pipeline sends carry its `own` (default tokens / attention_dp)."""
     dev, L = device(model, system, plan, stack), model.n_layers
-    speedup = _shared_speedup(system, plan)
-    return {"gemm": L * layer_gemm_s(dev, plan, tokens) / speedup, "memory": L * elementwise_s(dev, plan, tokens) / speedup,
-            "tp_comm": L * tp_allreduce_s(model, system, plan, tokens), "pp_comm": pp_send_s(model, system, plan, tokens)}
+    speedup, own = _shared_speedup(system, plan), tokens / plan.attention_dp if own is None else own
+    return {"gemm": L * layer_gemm_s(dev, plan, tokens, own) / speedup,
+            "memory": L * elementwise_s(dev, plan, own) / speedup,
+            "tp_comm": L * tp_allreduce_s(model, system, plan, tokens, own),
+            "pp_comm": pp_send_s(model, system, plan, own)}
 
 
 def attention_part(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, seqs: float,
@@ -340,12 +380,16 @@ def step_parts(model: ModelConfig, system: System, plan: ServePlan, stack: Servi
     (`System.shared_host`, a CPU testbed) the compute parts run at `cost.compute.shared_core_speedup` with every
     rank of the job busy. `part(fn, model, system, plan, stack, *sizes)` evaluates each component (default: calls
     it; `serve.simulate.StepPricer` memoises them by size)."""
-    pp, job = plan.pp, (model, system, plan, stack)
+    pp, job, a = plan.pp, (model, system, plan, stack), plan.attention_dp
     tokens = (decode + prefill_seqs * prompt) / pp
-    tok = part(token_parts, *job, tokens)
-    attn = part(attention_part, *job, decode / pp, context, True) + part(attention_part, *job, prefill_seqs / pp,
-                                                                         prompt, False)
+    # An attention data-parallel group attends, samples and schedules its own 1 / attention_dp of the sequences,
+    # and the groups meet at every MoE layer, so the step is the busiest group's: a prompt lands whole in one group
+    # (at least one of the step's prompts where it carries any, else its even share).
+    prompts = max(prefill_seqs / a, min(prefill_seqs, 1.0)) if a > 1 else prefill_seqs
+    tok = part(token_parts, *job, tokens, (decode / a + prompts * prompt) / pp)
+    attn = part(attention_part, *job, decode / pp / a, context, True) + part(
+        attention_part, *job, prompts / pp, prompt, False)
     return {"gemm": tok["gemm"], "attention": attn, "memory": tok["memory"],
-            "lm_head": part(lm_head_part, *job, logits),
-            "tp_comm": tok["tp_comm"] + part(vocab_part, *job, tokens, logits), "pp_comm": tok["pp_comm"],
-            "overhead": part(overhead_part, *job, decode / pp, context)}
+            "lm_head": part(lm_head_part, *job, logits / a),
+            "tp_comm": tok["tp_comm"] + part(vocab_part, *job, tokens / a, logits / a), "pp_comm": tok["pp_comm"],
+            "overhead": part(overhead_part, *job, decode / pp / a, context)}

@@ -1,6 +1,9 @@
-"""HuggingFace config.json onto ModelConfig: dense (gpt2, llama, mistral, qwen2, qwen3, gpt_neox) and
-mixture-of-experts / multi-head latent attention model types (mixtral, qwen3_moe, deepseek_v3 and kimi_k2,
-gpt_oss, llama4). Every read is typed and names the key when it fails (one-line InputError)."""
+"""HuggingFace config.json onto ModelConfig: dense (gpt2, llama, mistral, qwen2, qwen3, mimo, gpt_neox) and
+mixture-of-experts / multi-head latent attention model types (mixtral, qwen3_moe, minimax_m2, deepseek_v3 and
+kimi_k2, deepseek_v32 and glm_moe_dsa with sparse attention, gpt_oss, llama4), and the multimodal wrappers whose
+text model is one of them (llama4, kimi_k25, qwen3_vl, qwen3_vl_moe: the vision tower is not priced). Every read is
+typed and names the key when it fails (one-line InputError); an architecture the cost model cannot price yet is
+refused naming the one field that makes it so (`UNPRICED`)."""
 
 from __future__ import annotations
 
@@ -10,9 +13,33 @@ from .model import MAX_LAYERS, ModelConfig
 # Keys that count layers (or steps between MoE layers): up to MAX_LAYERS, as ModelConfig takes; other counts (widths,
 # heads, experts, positions, vocabulary) up to MAX_COUNT.
 _LAYER_KEYS = ("n_layer", "num_hidden_layers", "first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step",
-               "interleave_moe_layer_step", "num_nextn_predict_layers")
-HF_MODEL_TYPES = ("gpt2", "llama", "mistral", "qwen2", "gpt_neox", "qwen3", "mixtral", "qwen3_moe",
-                  "deepseek_v3", "kimi_k2", "gpt_oss", "llama4_text", "llama4")
+               "interleave_moe_layer_step", "num_nextn_predict_layers", "num_mtp_modules", "mtp_transformer_layers")
+# Multimodal configs read for their text model only: the wrapper's type -> the text_config's own type, as
+# transformers (Llama4Config, Qwen3VLConfig, Qwen3VLMoeConfig) and Kimi-K2.5's configuration_kimi_k25.py nest it.
+WRAPPERS = {"llama4": "llama4_text", "kimi_k25": "kimi_k2", "qwen3_vl": "qwen3_vl_text",
+            "qwen3_vl_moe": "qwen3_vl_moe_text"}
+# Text model types read as another with the same keys: Qwen3-VL's text models are Qwen3 / Qwen3-MoE with
+# interleaved multimodal rotary positions (no parameters); MiMo is Qwen2 (q/k/v biases) with MTP modules.
+SAME_AS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe", "mimo": "qwen2"}
+MLA_TYPES = ("deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa")
+HF_MODEL_TYPES = ("gpt2", "llama", "mistral", "qwen2", "gpt_neox", "qwen3", "mixtral", "qwen3_moe", "minimax_m2",
+                  "step3p7", *MLA_TYPES, "gpt_oss", "llama4_text", *SAME_AS, *WRAPPERS)
+# Architectures read but not priced yet: model_type -> (the field that makes it so, what it holds). The refusal
+# names that field, so a user knows what is missing rather than that the name is unknown.
+UNPRICED = {
+    "qwen3_5": ("layer_types", "'linear_attention' layers (Gated DeltaNet: a recurrent state per sequence)"),
+    "qwen3_5_moe": ("layer_types", "'linear_attention' layers (Gated DeltaNet: a recurrent state per sequence)"),
+    "nemotron_h": ("hybrid_override_pattern", "Mamba-2 layers ('M': a recurrent state per sequence)"),
+    "deepseek_v4": ("compress_ratios", "DeepSeek-V4's compressed sparse attention (keys compressed per layer)"),
+    "deepseek_ref": ("compress_ratios", "DeepSeek-V4's compressed sparse attention (keys compressed per layer)"),
+    "minimax_m3": ("sparse_attention_config", "MiniMax-M3's block-sparse attention"),
+    "minimax_m3_vl": ("text_config.sparse_attention_config", "MiniMax-M3's block-sparse attention"),
+    "kimi_k3": ("text_config.linear_attn_config", "Kimi Delta Attention layers (linear attention)"),
+    "mimo_v2_flash": ("swa_num_key_value_heads", "windowed layers with head counts of their own (and a value "
+                                                 "width, v_head_dim, unlike the key's)"),
+    "gemma4": ("text_config.global_head_dim", "full-attention layers with a head width unlike the windowed ones'"),
+    "nemotron-nas": ("block_configs", "per-layer block shapes (layers without attention, MLP widths of their own)"),
+}
 
 
 class _HFConfig:
@@ -135,9 +162,9 @@ def _moe_fields(c: _HFConfig, mt: str, n_layers: int) -> dict:
         moe = {i for i in range(n_layers) if i not in dense and (i + 1) % step == 0}
         return dict(n_experts=n, top_k=k, expert_ffn_hidden=c.count("moe_intermediate_size"),
                     **c.moe_layout(moe, n_layers, "mlp_only_layers" if dense else "decoder_sparse_step"))
-    if mt in ("deepseek_v3", "kimi_k2"):
-        # DeepseekV3DecoderLayer: layer i is MoE when i >= first_k_dense_replace and i % moe_layer_freq == 0 (note:
-        # i, not i + 1); shared experts are one MLP of n_shared_experts * moe_intermediate_size. Group-limited
+    if mt in MLA_TYPES:
+        # DeepseekV3DecoderLayer (and DeepSeek-V3.2's and GLM-5's, which keep it): layer i is MoE when
+        # i >= first_k_dense_replace and i % moe_layer_freq == 0 (note: i, not i + 1); shared experts are one MLP of n_shared_experts * moe_intermediate_size. Group-limited
         # routing (n_group, topk_group) and the sigmoid router's selection bias (e_score_correction_bias,
         # n_routed_experts values per layer) are not modelled: they add no matmul and ~15k parameters.
         n = c.count("n_routed_experts")
@@ -148,6 +175,26 @@ def _moe_fields(c: _HFConfig, mt: str, n_layers: int) -> dict:
                     n_shared_experts=c.count0("n_shared_experts"),
                     router_scoring=c.choice("scoring_func", ("softmax", "sigmoid"), "sigmoid"),
                     **c.moe_layout(moe, n_layers, "moe_layer_freq" if freq > 1 else "first_k_dense_replace"))
+    if mt == "minimax_m2":
+        # MiniMaxM2SparseMoeBlock (vLLM's minimax_m2.py): every layer; each expert intermediate_size wide; a sigmoid
+        # router with a selection bias (use_routing_bias: no matmul); shared experts only where
+        # shared_intermediate_size > 0 (0 in M2 and M2.5).
+        n = c.count("num_local_experts")
+        shared = c.count0("shared_intermediate_size", 0)
+        return dict(n_experts=n, top_k=c.top_k("num_experts_per_tok", n, "num_local_experts"),
+                    expert_ffn_hidden=c.count("intermediate_size"), n_shared_experts=1 if shared else 0,
+                    shared_ffn_hidden=shared or None,
+                    router_scoring=c.choice("scoring_func", ("softmax", "sigmoid"), "sigmoid"))
+    if mt == "step3p7":
+        # Step-3.x Flash: layers from first_k_dense_replace on are MoE (the first ones a dense MLP of
+        # intermediate_size); n_shared_experts shared experts share_expert_dim wide each; sigmoid router.
+        n, first = c.count("num_experts"), c.count0("first_k_dense_replace", 0)
+        shared = c.count0("n_shared_experts", 0)
+        return dict(n_experts=n, top_k=c.top_k("num_experts_per_tok", n, "num_experts"),
+                    expert_ffn_hidden=c.count("moe_intermediate_size"), n_shared_experts=shared,
+                    shared_ffn_hidden=shared * c.count("share_expert_dim") if shared else None,
+                    router_scoring=c.choice("scoring_func", ("softmax", "sigmoid"), "sigmoid"),
+                    **c.moe_layout(set(range(first, n_layers)), n_layers, "first_k_dense_replace"))
     if mt == "gpt_oss":
         # Every layer; router and experts (fused gate/up of 2 x intermediate_size, down) have biases; softmax over
         # the top-k logits. The original release names the top-k experts_per_token, transformers
@@ -171,6 +218,19 @@ def _moe_fields(c: _HFConfig, mt: str, n_layers: int) -> dict:
                 **c.moe_layout(moe, n_layers, "moe_layers" if listed is not None else "interleave_moe_layer_step"))
 
 
+def _mtp_layers(c: _HFConfig, mt: str) -> int:
+    """Multi-token prediction modules of a GQA model, each one block: MiMo's and Step-3.x's
+    num_nextn_predict_layers (DeepSeek-V3's key), MiniMax-M2's num_mtp_modules of mtp_transformer_layers blocks
+    where use_mtp (one block each, as ModelConfig counts them)."""
+    if mt in ("mimo", "step3p7"):
+        return c.count0("num_nextn_predict_layers", 0)
+    if mt == "minimax_m2" and c.flag("use_mtp", False):
+        if c.count("mtp_transformer_layers", 1) != 1:
+            raise c._bad("mtp_transformer_layers", "1 (one block per MTP module, as ModelConfig counts them)")
+        return c.count0("num_mtp_modules", 0)
+    return 0
+
+
 def from_hf_config(cfg: dict, name: str, where: str = "config.json") -> ModelConfig:
     """Map a HuggingFace config.json (model types in HF_MODEL_TYPES) onto ModelConfig.
 
@@ -182,16 +242,21 @@ def from_hf_config(cfg: dict, name: str, where: str = "config.json") -> ModelCon
     A `llama4` config (Llama4ForConditionalGeneration) is read for its text model (`text_config`) only.
     """
     mt = cfg.get("model_type")
+    if mt in UNPRICED:
+        field, why = UNPRICED[mt]
+        raise InputError(f"{where}: model_type = {mt!r}: field '{field}' holds {why}, which the cost model does not "
+                         f"price yet; valid model types: {', '.join(HF_MODEL_TYPES)}")
     if mt not in HF_MODEL_TYPES:
         raise InputError(f"{where}: model_type = {mt!r} is not supported; valid: {', '.join(HF_MODEL_TYPES)}")
-    if mt == "llama4":
+    if mt in WRAPPERS:
         text = cfg.get("text_config")
         if not isinstance(text, dict):
-            raise InputError(f"{where}: field 'text_config' is required for model_type 'llama4' and must be a "
-                             f"mapping (the text model's Llama4TextConfig); got {text!r}")
-        # tie_word_embeddings sits at the top level of Llama4Config; text_config's own wins where it has one.
+            raise InputError(f"{where}: field 'text_config' is required for model_type {mt!r} and must be a "
+                             f"mapping (the text model's config); got {text!r}")
+        # tie_word_embeddings sits at the top level of the wrapper; text_config's own wins where it has one.
         cfg, where, mt = {"tie_word_embeddings": cfg.get("tie_word_embeddings"), **text,
-                          "model_type": "llama4_text"}, f"{where} text_config", "llama4_text"
+                          "model_type": WRAPPERS[mt]}, f"{where} text_config", WRAPPERS[mt]
+    named, mt = mt, SAME_AS.get(mt, mt)
     c = _HFConfig(cfg, where)
     if mt == "gpt2":
         h = c.count("n_embd")
@@ -209,16 +274,25 @@ def from_hf_config(cfg: dict, name: str, where: str = "config.json") -> ModelCon
             norm="layernorm", position="rope", tie_embeddings=c.flag("tie_word_embeddings", False),
             linear_bias="all", dropout=max(c.prob("hidden_dropout", 0.0), c.prob("attention_dropout", 0.0)),
         )
-    elif mt in ("deepseek_v3", "kimi_k2"):
+    elif mt in MLA_TYPES:
         # Multi-head latent attention (DeepSeek-V2 Sec. 2.1); kimi_k2 is Kimi-K2's name for the same architecture
         # (DeepseekV3ForCausalLM). num_key_value_heads is ignored: MLA's keys and values come per query head from
-        # the latent. head_dim is set to the per-head query/key width (qk_nope_head_dim + qk_rope_head_dim).
+        # the latent. head_dim is set to the per-head query/key width (qk_nope_head_dim + qk_rope_head_dim); GLM-5
+        # states that sum as qk_head_dim (its head_dim key is the rotary part) and must agree. deepseek_v32 and
+        # glm_moe_dsa add DeepSeek Sparse Attention's indexer (index_topk, index_n_heads, index_head_dim).
         if c.flag("attention_bias", False):
             raise c._bad("attention_bias", "false (MLA projections with biases are not modelled)")
         heads, n_layers = c.count("num_attention_heads"), c.count("num_hidden_layers")
         mla = dict(q_lora_rank=c.optional_count("q_lora_rank", "queries projected directly, no latent"),
                    kv_lora_rank=c.count("kv_lora_rank"), qk_nope_head_dim=c.count("qk_nope_head_dim"),
                    qk_rope_head_dim=c.count("qk_rope_head_dim"), v_head_dim=c.count("v_head_dim"))
+        qk = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
+        if c.count("qk_head_dim", qk) != qk:
+            raise c._bad("qk_head_dim", f"{qk} (qk_nope_head_dim + qk_rope_head_dim) or absent")
+        sparse = None
+        if mt in ("deepseek_v32", "glm_moe_dsa"):
+            sparse = dict(topk=c.count("index_topk"), index_heads=c.count("index_n_heads"),
+                          index_head_dim=c.count("index_head_dim"))
         fields = dict(
             n_layers=n_layers, hidden=c.count("hidden_size"), n_heads=heads, n_kv_heads=heads,
             head_dim=mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"], ffn_hidden=c.count("intermediate_size"),
@@ -227,9 +301,9 @@ def from_hf_config(cfg: dict, name: str, where: str = "config.json") -> ModelCon
             dropout=c.prob("attention_dropout", 0.0), moe=_moe_fields(c, mt, n_layers), mla=mla,
             # DeepSeek-V3's own configuration_deepseek.py; transformers' DeepseekV3Config has no such key (and
             # does not load the MTP weights), so absent means none.
-            mtp_layers=c.count0("num_nextn_predict_layers", 0),
+            mtp_layers=c.count0("num_nextn_predict_layers", 0), sparse_attention=sparse,
         )
-    else:  # llama, mistral, qwen2, qwen3, mixtral, qwen3_moe, gpt_oss, llama4_text
+    else:  # llama, mistral, qwen2 (mimo), qwen3, mixtral, qwen3_moe, minimax_m2, step3p7, gpt_oss, llama4_text
         heads, n_layers = c.count("num_attention_heads"), c.count("num_hidden_layers")
         if mt == "qwen2":
             bias = "qkv"
@@ -242,12 +316,14 @@ def from_hf_config(cfg: dict, name: str, where: str = "config.json") -> ModelCon
         window, window_layers = c.count("sliding_window", None), None
         if mt in ("qwen2", "qwen3", "qwen3_moe") and not c.flag("use_sliding_window", False):
             window = None
-        if mt == "gpt_oss":
+        if mt in ("gpt_oss", "step3p7"):
             # layer_types: "sliding_attention" / "full_attention" per layer; GptOssConfig's default alternates,
-            # windowed first. sliding_window defaults to 128 as there.
+            # windowed first, and sliding_window defaults to 128 as there. Step-3.x Flash states both (3 windowed
+            # layers of 512 tokens in 4).
             kinds = ("sliding_attention", "full_attention")
-            types = c.layer_kinds("layer_types", kinds, n_layers) or [kinds[i % 2] for i in range(n_layers)]
-            window = c.count("sliding_window", 128)
+            types = c.layer_kinds("layer_types", kinds, n_layers) if mt == "step3p7" else None
+            types = types or c.layer_kinds("layer_types", kinds, n_layers) or [kinds[i % 2] for i in range(n_layers)]
+            window = c.count("sliding_window", 128 if mt == "gpt_oss" else ...)
             window_layers = types.count("sliding_attention")
             if window_layers == 0:
                 window, window_layers = None, None
@@ -266,12 +342,16 @@ def from_hf_config(cfg: dict, name: str, where: str = "config.json") -> ModelCon
             # Required where the model sets head_dim on its own (Qwen3: 128, e.g. for 1024 / 16 in Qwen3-0.6B;
             # GPT-OSS: 64 for 2880 / 64; Llama 4: 128). Qwen3's q_norm/k_norm (2 x head_dim scales per layer) are
             # not counted: ModelConfig has no field for them.
-            head_dim=c.count("head_dim", ... if mt in ("qwen3", "qwen3_moe", "gpt_oss", "llama4_text") else None),
+            # MiniMax-M2: 128 for 3072 / 48; its per-layer q/k RMSNorm (use_qk_norm) and partial rotary (rotary_dim
+            # of head_dim) are not counted either.
+            head_dim=c.count("head_dim", ... if mt in ("qwen3", "qwen3_moe", "gpt_oss", "llama4_text", "minimax_m2",
+                                                       "step3p7") else None),
             ffn_hidden=ffn, vocab=c.count("vocab_size"),
             max_seq_len=c.count("max_position_embeddings"), mlp="swiglu", norm="rmsnorm", position="rope",
             tie_embeddings=c.flag("tie_word_embeddings", False), linear_bias=bias,
             dropout=c.prob("attention_dropout", 0.0), sliding_window=window, sliding_window_layers=window_layers,
         )
-        if mt in ("mixtral", "qwen3_moe", "gpt_oss", "llama4_text"):
+        if mt in ("mixtral", "qwen3_moe", "minimax_m2", "step3p7", "gpt_oss", "llama4_text"):
             fields["moe"] = _moe_fields(c, mt, n_layers)
+        fields["mtp_layers"] = _mtp_layers(c, named)
     return ModelConfig.parse({"name": name, **fields, "source": f"HuggingFace config ({where})"}, where=where)

@@ -65,6 +65,20 @@ class MLAConfig(Schema):
         return self.qk_nope_head_dim + self.qk_rope_head_dim
 
 
+class SparseAttentionConfig(Schema):
+    """DeepSeek Sparse Attention (DeepSeek-AI 2025, DeepSeek-V3.2-Exp report, Sec. 2.1; GLM-5 uses it as is): a
+    lightning indexer scores every earlier token for each query, I(t, s) = sum_j w(t, j) ReLU(q(t, j) . k(s)), over
+    `index_heads` heads of `index_head_dim` in FP8, and the main attention reads only the `topk` best keys. Every
+    token stays in the cache (plus one index key per token and layer): the work, not the memory, is what shrinks.
+    Parameters as the reference Indexer (DeepSeek-V3.2-Exp inference/model.py): wq_b (query latent, or hidden
+    without one, to index_heads x index_head_dim), wk (hidden to index_head_dim) with a LayerNorm, and
+    weights_proj (hidden to index_heads)."""
+
+    topk: Count = Field(description="keys each query attends to (index_topk)")
+    index_heads: Count = Field(description="indexer heads (index_n_heads)")
+    index_head_dim: Count = Field(description="indexer query/key width per head (index_head_dim)")
+
+
 class ModelConfig(Schema):
     """Shape of a decoder-only transformer: everything the cost model needs, nothing about parallelism."""
 
@@ -90,6 +104,8 @@ class ModelConfig(Schema):
         None, le=MAX_LAYERS, description="how many layers use sliding_window (GPT-OSS alternates); default all of them")
     moe: MoEConfig | None = Field(None, description="mixture-of-experts layers; None for a dense model")
     mla: MLAConfig | None = Field(None, description="multi-head latent attention; None for (grouped-query) MHA")
+    sparse_attention: SparseAttentionConfig | None = Field(
+        None, description="DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): each query reads its topk keys")
     mtp_layers: Count0 = Field(0, le=MAX_LAYERS, description="multi-token prediction modules (DeepSeek-V3: 1), each an "
                                                  "embedding-concat projection and one transformer block")
     source: str = Field("", description="where the config came from")
@@ -110,6 +126,9 @@ class ModelConfig(Schema):
             raise ValueError(f"moe: no layer of {self.n_layers} is a MoE layer (first_dense_layers = "
                              f"{self.moe.first_dense_layers}, layer_freq = {self.moe.layer_freq}); valid: "
                              f"first_dense_layers < {self.n_layers}")
+        if self.sparse_attention is not None and self.sliding_window is not None:
+            raise ValueError(f"sliding_window = {self.sliding_window} with sparse_attention is not modelled; valid: "
+                             "one of the two (sliding_window null, or sparse_attention null)")
         if self.sliding_window_layers is not None and self.sliding_window_layers > self.n_layers:
             raise ValueError(f"sliding_window_layers = {self.sliding_window_layers} exceeds n_layers = "
                              f"{self.n_layers}; valid: 0..{self.n_layers}")
@@ -180,17 +199,28 @@ class ModelConfig(Schema):
 
         MHA/GQA: h (q + 2 kv). MLA (DeepSeek-V2, Sec. 2.1.2-2.1.3): queries h q_lora + q_lora H d_qk (or
         h H d_qk without a query latent), keys and values h (kv_lora + d_rope) + kv_lora H (d_nope + d_v), plus the
-        latents' norms (q_lora, kv_lora scales).
+        latents' norms (q_lora, kv_lora scales). Sparse attention adds its indexer (`indexer_params`).
         """
         h = self.hidden
         if self.mla is None:
-            return h * (self.q_dim + 2 * self.kv_dim)
+            return h * (self.q_dim + 2 * self.kv_dim) + self.indexer_params()
         a, heads = self.mla, self.n_heads
         q = (h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * heads * a.qk_head_dim if a.q_lora_rank
              else h * heads * a.qk_head_dim)
         kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank + a.kv_lora_rank * heads * (
             a.qk_nope_head_dim + a.v_head_dim)
-        return q + kv
+        return q + kv + self.indexer_params()
+
+    def indexer_params(self) -> int:
+        """One layer's sparse-attention indexer (`SparseAttentionConfig`): the index query from the query latent
+        (or the hidden state) to heads x d_I, the index key h x d_I with its LayerNorm (2 d_I), the head weights
+        h x heads; 0 without sparse attention."""
+        s = self.sparse_attention
+        if s is None:
+            return 0
+        q_in = self.mla.q_lora_rank if self.mla is not None and self.mla.q_lora_rank else self.hidden
+        return (q_in * s.index_heads * s.index_head_dim + self.hidden * s.index_head_dim + 2 * s.index_head_dim
+                + self.hidden * s.index_heads)
 
     def attention_params(self) -> int:
         """One layer's attention weights and biases: qkv_params, the output projection q_dim x h, biases."""
@@ -259,8 +289,10 @@ class ModelConfig(Schema):
         return attn + (self.dense_layers() * dense + self.moe_layers() * moe) / self.n_layers
 
     def qkv_matmul_params(self) -> int:
-        """qkv_params without the MLA latents' RMSNorm scales (q_lora_rank + kv_lora_rank): its matrices."""
-        return self.qkv_params() - ((self.mla.q_lora_rank or 0) + self.mla.kv_lora_rank if self.mla else 0)
+        """qkv_params without the MLA latents' RMSNorm scales (q_lora_rank + kv_lora_rank) and the indexer key's
+        LayerNorm (2 index_head_dim): its matrices."""
+        norms = 2 * self.sparse_attention.index_head_dim if self.sparse_attention else 0
+        return self.qkv_params() - norms - ((self.mla.q_lora_rank or 0) + self.mla.kv_lora_rank if self.mla else 0)
 
     def params_per_layer(self, active: bool = False) -> float:
         """Parameters of a mean transformer block: attention, MLP (dense, or MoE: all experts, or those one token

@@ -3,9 +3,9 @@
 A `ServingStack` is data (`hardware_specs/serving/NAME.yaml`): what TensorRT-LLM, vLLM or SGLang do that the
 hardware spec does not say (how much free memory the KV cache takes, the largest batch and token budget of one
 step, host time per step, whether its attention is the part's own kernel), each field cited in `sources`. A
-`ServePlan` is one layout of a serving job: tp x pp GPUs per model replica, dp replicas, experts over ep of a
-replica's tp ranks, weight / activation precision, KV-cache dtype, request lengths and load. The cost is
-`perfmodel.serve` (priced by the training side's kernels and collectives, `perfmodel.cost`).
+`ServePlan` is one layout of a serving job: tp x attention_dp x pp GPUs per model replica, dp replicas, experts
+over ep of a replica's tp x attention_dp ranks, weight / activation precision, KV-cache dtype, request lengths and
+load. The cost is `perfmodel.serve` (priced by the training side's kernels and collectives, `perfmodel.cost`).
 """
 
 from __future__ import annotations
@@ -78,15 +78,25 @@ def load_serving_stack(name: str | ServingStack) -> ServingStack:
 
 
 class ServePlan(Schema):
-    """One layout of a serving job: dp replicas of tp x pp GPUs, and the load they serve."""
+    """One layout of a serving job: dp replicas of tp x attention_dp x pp GPUs, and the load they serve.
 
-    gpus: Count | None = Field(None, description="GPUs in all (tp x pp x dp, and the prefill pool's); default from "
-                                                 "the layout")
-    tp: Count = Field(1, description="tensor parallel size within a replica")
+    attention_dp > 1 is DeepSeek's data-parallel attention with wide expert parallelism (TensorRT-LLM
+    `enable_attention_dp`, SGLang `--enable-dp-attention`, vLLM `--data-parallel-size` with
+    `--enable-expert-parallel`): a replica's sequences are split over attention_dp groups of tp GPUs, each group
+    running attention, the dense MLPs and the shared experts on its own sequences, tp ways; every MoE layer
+    gathers all the replica's tokens and runs the routed experts over all tp x attention_dp GPUs, ep ways by
+    expert and (tp x attention_dp) / ep ways within one, the engines' invariant tp x attention_dp = moe_tp x
+    moe_ep."""
+
+    gpus: Count | None = Field(None, description="GPUs in all (tp x attention_dp x pp x dp, and the prefill pool's); "
+                                                 "default from the layout")
+    tp: Count = Field(1, description="tensor parallel size of attention (of each attention data-parallel group)")
+    attention_dp: Count = Field(1, description="attention data-parallel groups of tp GPUs within a replica, whose "
+                                               "MoE layers span all of them (MoE models)")
     pp: Count = Field(1, description="pipeline stages of a replica")
     dp: Count = Field(1, description="model replicas (data parallel)")
-    ep: Count = Field(1, description="expert parallel size of a MoE model within a replica's tp ranks (the "
-                                     "experts' tensor split is tp / ep)")
+    ep: Count = Field(1, description="expert parallel size of a MoE model within a replica's tp x attention_dp "
+                                     "ranks (the experts' tensor split is tp x attention_dp / ep)")
     precision: Literal["bf16", "fp16", "fp8", "fp4"] = Field("bf16", description="GEMM weights and activations")
     kv_dtype: Literal["bf16", "fp16", "fp8"] | None = Field(None, description="KV-cache dtype; default fp8 with "
                                                                                "fp8/fp4 GEMMs, else bf16")
@@ -116,9 +126,14 @@ class ServePlan(Schema):
         return (self.prefill_tp or self.tp) * self.prefill_dp if self.disaggregated else 0
 
     @property
+    def moe_ranks(self) -> int:
+        """GPUs a replica's MoE layers span at each pipeline stage: tp x attention_dp."""
+        return self.tp * self.attention_dp
+
+    @property
     def etp(self) -> int:
-        """Tensor split of each expert: the replica's tp ranks over ep."""
-        return self.tp // self.ep
+        """Tensor split of each expert: the replica's tp x attention_dp ranks over ep (moe_tp)."""
+        return self.moe_ranks // self.ep
 
 
 def resolve_serve(plan: ServePlan, model: ModelConfig) -> ServePlan:
@@ -129,11 +144,17 @@ def resolve_serve(plan: ServePlan, model: ModelConfig) -> ServePlan:
     if p.prefill_tp is not None and p.prefill_dp is None:
         raise InputError(f"prefill_tp = {p.prefill_tp} without prefill_dp: no prefill pool; valid: prefill_dp with it "
                          "(disaggregated serving), or neither")
-    n = p.tp * p.pp * p.dp + p.prefill_gpus
+    n = p.moe_ranks * p.pp * p.dp + p.prefill_gpus
     if p.gpus is not None and p.gpus != n:
         pool = f" + prefill_tp x prefill_dp = {p.prefill_gpus}" if p.disaggregated else ""
-        raise InputError(f"gpus = {p.gpus} is not tp x pp x dp = {p.tp} x {p.pp} x {p.dp}{pool} = {n}; valid: gpus = "
-                         f"{n}, or a layout whose product is gpus")
+        names, values = ("tp x attention_dp x pp x dp", f"{p.tp} x {p.attention_dp} x {p.pp} x {p.dp}") if (
+            p.attention_dp > 1) else ("tp x pp x dp", f"{p.tp} x {p.pp} x {p.dp}")
+        raise InputError(f"gpus = {p.gpus} is not {names} = {values}{pool} = {n}; valid: gpus = {n}, or a layout "
+                         "whose product is gpus")
+    if p.attention_dp > 1 and model.moe is None:
+        raise InputError(f"attention_dp={p.attention_dp} for {model.name}, which has no experts: attention data "
+                         "parallelism pays off where MoE layers span the groups; valid: attention_dp 1 (dp for "
+                         "replicas)")
     if p.disaggregated and model.n_heads % (p.prefill_tp or p.tp):
         raise InputError(f"prefill_tp={p.prefill_tp or p.tp} does not divide num_attention_heads = {model.n_heads}; "
                          f"valid prefill_tp: {values_text(divisors(model.n_heads))}")
@@ -145,12 +166,13 @@ def resolve_serve(plan: ServePlan, model: ModelConfig) -> ServePlan:
                          f"1..{model.n_layers}")
     if p.ep > 1 and model.moe is None:
         raise InputError(f"ep={p.ep} for {model.name}, which has no experts; valid ep: 1")
-    if p.tp % p.ep:
-        raise InputError(f"ep={p.ep} does not divide tp = {p.tp} (experts are split over a replica's tp ranks); "
-                         f"valid ep: {values_text(divisors(p.tp))}")
+    if p.moe_ranks % p.ep:
+        over = f"tp x attention_dp = {p.moe_ranks}" if p.attention_dp > 1 else f"tp = {p.tp}"
+        raise InputError(f"ep={p.ep} does not divide {over} (experts are split over a replica's tp x attention_dp "
+                         f"ranks); valid ep: {values_text(divisors(p.moe_ranks))}")
     if model.moe is not None and model.moe.n_experts % p.ep:
         raise InputError(f"ep={p.ep} does not divide the {model.moe.n_experts} experts of {model.name}; valid ep: "
-                         f"{values_text([d for d in divisors(p.tp) if model.moe.n_experts % d == 0])}")
+                         f"{values_text([d for d in divisors(p.moe_ranks) if model.moe.n_experts % d == 0])}")
     if p.input_len + p.output_len > model.max_seq_len:
         raise InputError(f"input_len + output_len = {p.input_len} + {p.output_len} exceeds {model.name}'s context "
                          f"(max_seq_len = {model.max_seq_len}); valid: at most {model.max_seq_len} tokens in all")

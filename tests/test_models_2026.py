@@ -1,0 +1,171 @@
+"""The 2026 model types from their config.json (fixtures copied from ../shared/data/hf_configs, which ships them as
+ai-dynamo/aiconfigurator@095f58a51 does, Apache-2.0): MiniMax-M2.5, Kimi-K2.5 (a wrapper of Kimi-K2's text model),
+GLM-5 and DeepSeek-V3.2 (MLA with DeepSeek Sparse Attention), Step-3.7-Flash, MiMo, Qwen3-VL; the architectures
+read but not priced yet refused naming their one field; sparse attention's cost checked by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from perfmodel.cli.main import main
+from perfmodel.cost.flops import attention_flops_per_token
+from perfmodel.cost.kernels import Device, mean_keys, model_mean_keys
+from perfmodel.errors import InputError
+from perfmodel.serve.kv_cache import kv_bytes_per_token
+from perfmodel.serve.step_time import decode_attention_s, decode_indexer_s, device
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.spec.hf_config import UNPRICED, from_hf_config
+from perfmodel.spec.model_catalogue import load_model
+from perfmodel.spec.serving import ServePlan, load_serving_stack
+
+HF = Path(__file__).parent / "fixtures" / "hf"
+
+
+def _hf(name):
+    return load_model(str(HF / name / "config.json"))
+
+
+def _raw(name):
+    return json.loads((HF / name / "config.json").read_text())
+
+
+# Published sizes (total, active) in billions, each model's own card; the count is checked within 2% of the total,
+# and the active count (input embedding and LM head included, ModelConfig.active_params) within the card's
+# rounding plus the embedding: MiniMax's "10B activated" leaves the embeddings out (200064 x 3072 x 2 = 1.23B).
+PUBLISHED = [
+    ("minimax-m2.5", 230, "MiniMaxAI/MiniMax-M2.5 model card: 230B total, 10B activated"),
+    ("glm-5", 744, "zai-org/GLM-5 model card: 744B parameters (40B active)"),
+    ("kimi-k2.5", 1040, "moonshotai/Kimi-K2.5 model card: 1T total (Kimi-K2's 1.04T text model), 32B activated"),
+    ("deepseek-v3.2", 671, "deepseek-ai/DeepSeek-V3.2 (DeepSeek-V3's 671B main model plus the indexers)"),
+    ("step-3.7-flash", 196, "stepfun-ai Step-3.5-Flash report: 196B total, 11B active (3.7 keeps the shape)"),
+]
+
+
+@pytest.mark.parametrize("name,total,source", PUBLISHED)
+def test_2026_totals_within_two_percent_of_the_card(name, total, source):
+    m = _hf(name)
+    assert abs(m.n_params() / 1e9 / total - 1) < 0.02, (name, m.n_params() / 1e9, source)
+
+
+def test_minimax_m2_fields_and_one_layer_by_hand():
+    m = _hf("minimax-m2.5")
+    assert (m.n_layers, m.hidden, m.n_heads, m.n_kv_heads, m.head_dim) == (62, 3072, 48, 8, 128)
+    e = m.moe
+    assert (e.n_experts, e.top_k, e.expert_ffn_hidden, e.n_shared_experts, e.router_scoring) == (
+        256, 8, 1536, 0, "sigmoid")
+    assert m.moe_layers() == 62 and m.mtp_layers == 3  # use_mtp, 3 modules of one block
+    # one layer: q (48 x 128) + k, v (8 x 128 each) + o from 3072; 256 experts of 3 x 3072 x 1536; the router; 2 norms
+    attn = 3072 * (6144 + 2 * 1024) + 6144 * 3072
+    assert m.params_per_layer() == attn + 256 * 3 * 3072 * 1536 + 3072 * 256 + 2 * 3072
+    # active: 8 experts, and the card's 10B once the 1.23B of embedding and LM head are left out
+    assert abs((m.active_params() - 2 * 200064 * 3072) / 1e9 - 10) < 0.5
+
+
+def test_kimi_k25_is_kimi_k2s_text_model_with_a_longer_context():
+    k25, k2 = _hf("kimi-k2.5"), _hf("kimi-k2")
+    differ = {k for k, v in k25.model_dump().items() if v != k2.model_dump()[k]}
+    assert differ == {"name", "source", "max_seq_len"} and k25.max_seq_len == 262144
+    assert "text_config" in k25.source
+
+
+def test_glm5_sparse_attention_fields_and_indexer_by_hand():
+    m = _hf("glm-5")
+    a, s = m.mla, m.sparse_attention
+    assert (a.q_lora_rank, a.kv_lora_rank, a.qk_nope_head_dim, a.qk_rope_head_dim, a.v_head_dim) == (
+        2048, 512, 192, 64, 256)
+    assert (s.topk, s.index_heads, s.index_head_dim) == (2048, 32, 128)
+    assert (m.moe.first_dense_layers, m.moe.n_experts, m.moe.top_k, m.mtp_layers) == (3, 256, 8, 1)
+    # indexer: wq_b from the 2048-wide query latent to 32 x 128, wk 6144 x 128 with a LayerNorm, weights 6144 x 32
+    assert m.indexer_params() == 2048 * 32 * 128 + 6144 * 128 + 2 * 128 + 6144 * 32 == 9_371_904
+    # DeepSeek-V3.2 has no other change from V3 but the indexer (64 heads, from its 1536-wide latent)
+    v32, v3 = _hf("deepseek-v3.2"), _hf("deepseek-v3")
+    assert v32.indexer_params() == 1536 * 64 * 128 + 7168 * 128 + 2 * 128 + 7168 * 64
+    assert v32.n_params() - v3.n_params() == 61 * v32.indexer_params()
+
+
+def test_sparse_attention_flops_keys_and_cache_by_hand():
+    m = _hf("glm-5")
+    # per layer: 4 x min(s, topk) x (qk_dim + q_dim) / 2, plus the indexer's 2 x s x 32 x 128 over every key
+    core = (64 * 256 + 64 * 256) / 2
+    assert attention_flops_per_token(m, 8192) == 78 * (4 * 2048 * core + 2 * 8192 * 32 * 128)
+    assert attention_flops_per_token(m, 1024) == 78 * (4 * 1024 * core + 2 * 1024 * 32 * 128)
+    # a causal query at position t reads min(t, 2048) keys: over 8192 positions 2048 x (1 - 2048 / 16384) = 1792
+    assert float(model_mean_keys(m, 8192)) == pytest.approx(1792.0)
+    assert float(model_mean_keys(m, 1024)) == float(mean_keys(1024, None)) == 512.0
+    # the cache keeps every token: the 576-wide latent and rotary key in fp8, and the 128-byte index key + its scale
+    plan = ServePlan(tp=8, ep=8, precision="fp8", input_len=8192, output_len=1024)
+    assert kv_bytes_per_token(m, plan) == 78 * (576 + 128 + 4)
+
+
+def test_sparse_decode_reads_topk_keys_and_every_index_key():
+    m = _hf("glm-5")
+    system = load_hardware("dgx-b200")
+    plan = ServePlan(tp=8, ep=8, precision="fp8", input_len=8192, output_len=1024, stack="sglang")
+    dev = device(m, system, plan, load_serving_stack("sglang"))
+    dense = m.model_copy(update={"sparse_attention": None})
+    dense_dev = device(dense, system, plan, load_serving_stack("sglang"))
+    seqs, context = 16, 9000.0
+    # the main attention as a dense MLA layer over 2048 keys, plus the indexer over all 9000
+    assert decode_attention_s(dev, plan, seqs, context) == pytest.approx(
+        decode_attention_s(dense_dev, plan, seqs, 2048.0) + decode_indexer_s(dev, seqs, context))
+    # the indexer reads 132 B per key per sequence, or computes 2 x 32 x 128 FLOPs per key, whichever is longer
+    rate = Device.sustained_peak(dev, "fp8") * system.efficiency.attention_max
+    assert decode_indexer_s(dev, seqs, context) == pytest.approx(
+        max(dev.memory(seqs * context * 132), 2 * seqs * context * 32 * 128 / rate))
+    assert decode_indexer_s(dense_dev, seqs, context) == 0.0
+    # shorter than topk: the same keys as dense, plus the indexer
+    assert decode_attention_s(dev, plan, seqs, 1000.0) == pytest.approx(
+        decode_attention_s(dense_dev, plan, seqs, 1000.0) + decode_indexer_s(dev, seqs, 1000.0))
+
+
+def test_step_mimo_and_qwen3_vl_read_as_their_base_types():
+    st = _hf("step-3.7-flash")
+    assert (st.sliding_window, st.sliding_window_layers, st.n_layers) == (512, 33, 45)  # 3 in 4 windowed
+    assert (st.moe.first_dense_layers, st.moe.n_experts, st.moe.shared_ffn_hidden, st.mtp_layers) == (
+        3, 288, 1280, 3)
+    mimo = _hf("mimo-7b")
+    assert mimo.linear_bias == "qkv" and mimo.mtp_layers == 1 and mimo.sliding_window is None
+    vl = _hf("qwen3-vl-30b-a3b")
+    text = _hf("qwen3-30b-a3b")
+    # the VL text model is Qwen3-30B-A3B's shape with a longer context (vision tower not priced)
+    differ = {k for k, v in vl.model_dump().items() if v != text.model_dump()[k]}
+    assert differ <= {"name", "source", "max_seq_len"}
+
+
+@pytest.mark.parametrize("mt", sorted(UNPRICED))
+def test_unpriced_architectures_name_their_field(mt):
+    field, _ = UNPRICED[mt]
+    with pytest.raises(InputError) as err:
+        from_hf_config({"model_type": mt}, "config.json")
+    msg = str(err.value)
+    assert "\n" not in msg and f"model_type = '{mt}'" in msg and f"field '{field}'" in msg
+    assert "valid model types:" in msg and "glm_moe_dsa" in msg
+
+
+def test_qwen35_refused_at_the_cli_with_exit_2(tmp_path, capsys):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(_raw("qwen3.5-397b-a17b")))
+    assert main(["models", "show", str(p)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "field 'layer_types'" in err and "Gated DeltaNet" in err
+
+
+@pytest.mark.parametrize("name,mutate,expect", [
+    ("glm-5", lambda c: c.pop("index_topk"), "field 'index_topk' is required for model_type 'glm_moe_dsa'"),
+    ("glm-5", lambda c: c.update(qk_head_dim=192), "qk_head_dim = 192 is not valid; valid: 256"),
+    ("minimax-m2.5", lambda c: c.update(mtp_transformer_layers=2), "mtp_transformer_layers = 2 is not valid"),
+    ("minimax-m2.5", lambda c: c.pop("head_dim"), "field 'head_dim' is required for model_type 'minimax_m2'"),
+    ("kimi-k2.5", lambda c: c.pop("text_config"), "field 'text_config' is required for model_type 'kimi_k25'"),
+    ("step-3.7-flash", lambda c: c.pop("sliding_window"), "field 'sliding_window' is required"),
+])
+def test_bad_2026_config_names_the_key(tmp_path, name, mutate, expect):
+    cfg = _raw(name)
+    mutate(cfg)
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    with pytest.raises(InputError) as err:
+        load_model(str(p))
+    assert expect in str(err.value) and "\n" not in str(err.value)
