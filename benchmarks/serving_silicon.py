@@ -16,9 +16,9 @@ benchmarks/results/serving_silicon.txt gives the table both ways.
 Each row maps to (model, system, ServePlan) by stated rules: the model by its HF id (a catalogue preset, else its
 config.json from ../shared/data/hf_configs), the system by `system` (h100_sxm: dgx-h100, h200_sxm: dgx-h200,
 b200_sxm: dgx-b200, b300_sxm: dgx-b300, gb200: gb200-nvl72), tp = tp_size, ep = moe_ep_size, precision as
-`precision` (none stated and no gemm_quant_mode: bf16, the checkpoint as published; int4: not expressible yet),
+`precision` (none stated and no gemm_quant_mode: bf16, the checkpoint as published; int4 weight-only: w4a16),
 attention_dp = attention_dp_size, stack = backend, one replica whose concurrency is `batch_size`. A row
-that cannot be expressed (int4 weights, a model the catalogue cannot read) keeps its
+that cannot be expressed (a model the catalogue cannot read, a layout that does not fit) keeps its
 reason and counts 100% in the MAPE with them. Nothing here is fitted per row. --sample N scores every N-th row
 (a quick look; the committed table scores all).
 """
@@ -88,8 +88,9 @@ def case(row: pd.Series) -> tuple:
         return model, None, None, 0, f"system {row['system']!r} not mapped"
     # no precision and no quantisation stated: the checkpoint as published, bf16
     precision = "bf16" if pd.isna(row["precision"]) and pd.isna(row["gemm_quant_mode"]) else row["precision"]
-    if precision not in ("bf16", "fp8", "fp4"):
-        return model, system, None, 0, f"precision {precision} (W4A16: issue 49 item 3)"
+    precision = {"int4": "w4a16"}.get(precision, precision)  # int4_wo: 4-bit weights only, bf16 activations
+    if precision not in ("bf16", "fp8", "fp4", "w4a16"):
+        return model, system, None, 0, f"precision {precision}"
     adp = max(1, int(row["attention_dp_size"])) if pd.notna(row["attention_dp_size"]) else 1  # 0: unset (dense)
     plan = dict(tp=int(row["tp_size"]), attention_dp=adp, pp=1, dp=1,
                 ep=int(row["moe_ep_size"] or 1) if model.moe else 1,

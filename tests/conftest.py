@@ -1,5 +1,6 @@
 """Fixtures shared by several test modules."""
 
+import fcntl
 import os
 import tempfile
 from pathlib import Path
@@ -20,3 +21,30 @@ def no_host(monkeypatch):
 
     for name in stack.STACKS:
         monkeypatch.setitem(stack._LOADED, name, stack.load_stack(name).model_copy(update={"host": None}))
+
+
+@pytest.fixture(scope="session")
+def quick_cpu_calibration(tmp_path_factory) -> tuple[Path, str]:
+    """One quick two-rank CPU calibration per test session (`perfmodel calibrate --device cpu --nproc 2 --quick
+    --name cpu-ci-2p --output two.yaml`), made once for all the xdist workers under a file lock in their common
+    temporary directory: tests/test_calibrate.py checks what it wrote, and notebook 04 validates against it
+    instead of calibrating again (PERFMODEL_NOTEBOOK_CALIBRATION). (spec path, the command's printed text)."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "quick-cpu-calibration"
+    root.mkdir(exist_ok=True)
+    spec, text = root / "two.yaml", root / "two.txt"
+    with open(root / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker calibrates; the others wait for its files
+        try:
+            if not text.exists():
+                from argparse import ArgumentParser
+
+                from perfmodel.cli import calibrate_command as cal_command
+
+                ap = cal_command.add_parser(ArgumentParser().add_subparsers(), "calibrate", "")
+                printed = cal_command.run(ap.parse_args(["--device", "cpu", "--nproc", "2", "--quick", "--name",
+                                                         "cpu-ci-2p", "--output", str(spec)]))
+                text.write_text(printed)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return spec, text.read_text()

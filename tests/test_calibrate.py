@@ -439,11 +439,9 @@ def test_quick_calibration_in_process(tmp_path):
     assert att.bwd_s == pytest.approx(2.5 * att.fwd_s / loaded.accelerator.attention_backward_rate, rel=1e-9)
 
 
-def test_quick_calibration_two_ranks_under_torchrun(tmp_path):
-    out = tmp_path / "two.yaml"
-    ap = cal_command.add_parser(__import__("argparse").ArgumentParser().add_subparsers(), "calibrate", "")
-    text = cal_command.run(ap.parse_args(["--device", "cpu", "--nproc", "2", "--quick", "--name", "cpu-ci-2p",
-                                          "--output", str(out)]))
+def test_quick_calibration_two_ranks_under_torchrun(quick_cpu_calibration):
+    # the session's one quick two-rank calibration (conftest.py; notebook 04 validates against the same files)
+    out, text = quick_cpu_calibration
     system, raw = check_spec(out, 2, " --name cpu-ci-2p")
     assert system.name == "cpu-ci-2p" and "cpu-ci-2p" in text and "matmul_max.bf16" in text
     assert {p.kind for p in raw.measurements.comm} == {"all_reduce", "all_gather", "reduce_scatter", "p2p"}
@@ -457,7 +455,7 @@ def test_quick_calibration_two_ranks_under_torchrun(tmp_path):
     # in the NCCL tables' format
     assert set(net.by_group) | set(net.group_fallback) == set(net.by_kind) | set(net.fallback)
     assert {k: set(g) for k, g in tier.by_group.items()} == {k: {"2"} for k in net.by_group}
-    nccl = gzip.decompress((tmp_path / "two.nccl.csv.gz").read_bytes()).decode().splitlines()
+    nccl = gzip.decompress((out.parent / "two.nccl.csv.gz").read_bytes()).decode().splitlines()
     assert nccl[0] == "op,num_gpus,message_bytes,latency_ms" and len(nccl) == 1 + len(raw.measurements.comm)
     assert set(tier.by_kind) == set(net.by_kind)
     for kind, k in tier.by_kind.items():

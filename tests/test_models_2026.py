@@ -159,6 +159,9 @@ def test_qwen35_refused_at_the_cli_with_exit_2(tmp_path, capsys):
     ("minimax-m2.5", lambda c: c.update(mtp_transformer_layers=2), "mtp_transformer_layers = 2 is not valid"),
     ("minimax-m2.5", lambda c: c.pop("head_dim"), "field 'head_dim' is required for model_type 'minimax_m2'"),
     ("kimi-k2.5", lambda c: c.pop("text_config"), "field 'text_config' is required for model_type 'kimi_k25'"),
+    # the wrapper's own key is checked even where the text model's wins (found by tests/test_fuzz_files.py)
+    ("kimi-k2.5", lambda c: c.update(tie_word_embeddings=0), "tie_word_embeddings = 0 is not valid; valid: true"),
+    ("kimi-k2.5", lambda c: c.update(model_type=[]), "model_type = [] is not supported; valid: gpt2"),
     ("step-3.7-flash", lambda c: c.pop("sliding_window"), "field 'sliding_window' is required"),
 ])
 def test_bad_2026_config_names_the_key(tmp_path, name, mutate, expect):

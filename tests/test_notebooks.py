@@ -57,10 +57,21 @@ def test_committed_without_outputs(path):
     assert nb.metadata.get("kernelspec", {}).get("name") == "python3", f"{path.name}: kernelspec is not python3"
 
 
+@pytest.fixture
+def calibration(request):
+    """The session's quick CPU calibration for the notebook that validates against one (04_validate: its live
+    run), so the suite calibrates once (conftest.quick_cpu_calibration); None for the others."""
+    if request.node.callspec.params["path"].name != "04_validate.ipynb":
+        return None
+    return request.getfixturevalue("quick_cpu_calibration")[0]
+
+
 @pytest.mark.parametrize("path", PATHS, ids=[p.name for p in PATHS])
-def test_runs_top_to_bottom(path, tmp_path, monkeypatch, capsys):
+def test_runs_top_to_bottom(path, tmp_path, monkeypatch, capsys, calibration):
     nb = nbformat.read(path, as_version=4)
     monkeypatch.setenv("PERFMODEL_NOTEBOOK_OUT", str(tmp_path))
+    if calibration is not None:
+        monkeypatch.setenv("PERFMODEL_NOTEBOOK_CALIBRATION", str(calibration))
     before = repo_files()
     start = time.perf_counter()
     client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",

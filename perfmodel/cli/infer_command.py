@@ -29,8 +29,9 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     p.add_argument("--attention-dp", type=integer("--attention-dp"),
                    help="attention data-parallel groups of tp GPUs per replica, the MoE layers over all of them "
                         "(DeepSeek's DP attention + wide EP; default 1)")
-    p.add_argument("--precision", choices=["bf16", "fp16", "fp8", "fp4"], default="bf16",
-                   help="GEMM weights and activations (default bf16)")
+    p.add_argument("--precision", choices=["bf16", "fp16", "fp8", "fp4", "w4a16"], default="bf16",
+                   help="GEMM weights and activations (default bf16); w4a16: 4-bit routed experts (a dense model: "
+                        "layer weights) with bf16 activations")
     p.add_argument("--kv-dtype", choices=["bf16", "fp16", "fp8"], help="KV cache (default fp8 with fp8/fp4 GEMMs)")
     p.add_argument("--input-len", type=integer("--input-len"), required=True, help="prompt tokens per request")
     p.add_argument("--output-len", type=integer("--output-len"), required=True, help="generated tokens per request")

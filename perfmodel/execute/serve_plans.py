@@ -33,6 +33,9 @@ def check_servable(pf, where: str, nproc: int, device: str) -> None:
     if plan.tp * plan.pp * plan.dp != nproc:
         raise InputError(f"{where}: the plan needs tp x pp x dp = {plan.tp * plan.pp * plan.dp} processes, but "
                          f"--nproc is {nproc}; valid: --nproc {plan.tp * plan.pp * plan.dp}")
+    if plan.precision == "w4a16":
+        raise InputError(f"{where}: precision = w4a16: the executor serves bf16, fp16 or fp8 weights, not 4-bit ones; "
+                         "valid: precision bf16, fp16 or fp8")
     check_device(pf.hardware, plan.precision, where, nproc, device)
     if plan.pp > 1 or plan.ep > 1 or plan.disaggregated:
         raise InputError(f"{where}: pp = {plan.pp}, ep = {plan.ep}, prefill_dp = {plan.prefill_dp}: the executor serves "

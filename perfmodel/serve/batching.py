@@ -36,7 +36,7 @@ def infer(model: ModelConfig | str, hardware: System | str, plan: ServePlan | di
     plan = ServePlan.parse(plan, where="serving plan") if isinstance(plan, dict) else plan
     plan = resolve_serve(plan, model)
     stack = load_serving_stack(plan.stack)
-    if plan.precision not in system.efficiency.matmul_max:
+    if ("bf16" if plan.precision == "w4a16" else plan.precision) not in system.efficiency.matmul_max:
         raise InputError(f"precision = {plan.precision}: {system.name} has no matmul rate for it; valid: "
                          f"{', '.join(system.efficiency.matmul_max)}")
     if plan.disaggregated:

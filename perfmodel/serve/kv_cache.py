@@ -15,7 +15,7 @@ import math
 from ..cost.kernels import ACT_BYTES
 from ..spec.hardware import System
 from ..spec.model import ModelConfig
-from ..spec.serving import KV_BYTES, WEIGHT_BYTES, ServePlan, ServingStack
+from ..spec.serving import KV_BYTES, W4_BYTES, WEIGHT_BYTES, ServePlan, ServingStack, four_bit_weights
 
 GIB = 2.0**30
 
@@ -44,10 +44,15 @@ def weight_bytes(model: ModelConfig, plan: ServePlan) -> float:
     """Weights on one GPU of the fullest stage: its layers' parameters (all experts) at the GEMM precision, the
     routed experts split ep x etp = tp x attention_dp ways and the rest (attention, dense MLPs, shared experts,
     router) tp ways, every attention group holding its own copy; the vocabulary-parallel embedding and LM head / tp
-    in bf16 (both on a stage at pp 1, the head alone at pp > 1, a tied head once)."""
+    in bf16 (both on a stage at pp 1, the head alone at pp > 1, a tied head once). W4A16 keeps the routed experts
+    (a dense model: every layer weight, its few norm scales included) at W4_BYTES."""
     routed = model.moe_layers() * model.moe.n_experts * model.expert_params() / model.n_layers if model.moe else 0.0
-    per_layer = (model.params_per_layer() - routed) / plan.tp + routed / plan.moe_ranks
-    layers = math.ceil(model.n_layers / plan.pp) * per_layer * WEIGHT_BYTES[plan.precision]
+    rest = model.params_per_layer() - routed
+    four = four_bit_weights(model, plan.precision)
+    w_rest = W4_BYTES if four == "layers" else WEIGHT_BYTES[plan.precision]
+    w_routed = W4_BYTES if four else WEIGHT_BYTES[plan.precision]
+    per_layer = rest / plan.tp * w_rest + routed / plan.moe_ranks * w_routed
+    layers = math.ceil(model.n_layers / plan.pp) * per_layer
     emb, head = model.embedding_params() / plan.tp, model.head_params() / plan.tp
     ends = emb + head if plan.pp == 1 else max(emb, head + (emb if model.tie_embeddings else 0))
     return layers + ends * ACT_BYTES

@@ -14,6 +14,8 @@ pipeline parallelism): n_layers layers at tokens / pp, and pp stage boundaries e
 
 from __future__ import annotations
 
+import math
+
 from types import SimpleNamespace
 
 import numpy as np
@@ -27,7 +29,7 @@ from ..cost.launch_queue import host_seconds
 from ..spec.hardware import System
 from ..spec.kernel_tables import allreduce_curves, decode_curves, moe_curves
 from ..spec.model import ModelConfig
-from ..spec.serving import KV_BYTES, ServePlan, ServingStack
+from ..spec.serving import KV_BYTES, W4_BYTES, ServePlan, ServingStack, four_bit_weights
 from ..spec.operators import LAYER_OPS
 from ..spec.stack import EXECUTOR_STACK, load_stack
 from .kv_cache import indexer_key_bytes, kv_bytes_per_token
@@ -48,7 +50,9 @@ def device(model: ModelConfig, system: System, plan: ServePlan, stack: ServingSt
     if serving is not None and serving.sustained_fraction is not None:  # what a served prefill keeps (calibrate)
         system = system.model_copy(update={"efficiency": system.efficiency.model_copy(
             update={"sustained_fraction": serving.sustained_fraction})})
-    return Device(model, system, SimpleNamespace(stack=kernels, precision=plan.precision, attention="flash"))
+    # W4A16 computes in bf16: its 4-bit GEMMs are priced apart (`w4a16_gemm_s`), the rest as bf16
+    precision = "bf16" if plan.precision == "w4a16" else plan.precision
+    return Device(model, system, SimpleNamespace(stack=kernels, precision=precision, attention="flash"))
 
 
 def measured_serving(system: System, stack: ServingStack):
@@ -59,6 +63,22 @@ def measured_serving(system: System, stack: ServingStack):
 
 def _gemm(dev: Device, m, n, k, batch=1, precision=None) -> float:
     return float(dev.gemm_priced(np.maximum(m, 1.0), n, k, batch, precision)[0]) if m > 0 else 0.0
+
+
+def w4a16_gemm_s(dev: Device, m, n, k, batch=1) -> float:
+    """`batch` GEMMs (m, n, k) with 4-bit weights (W4_BYTES each, scales included) and bf16 activations, as the
+    mixed-precision kernels run them (Marlin, Frantar et al. 2024, arXiv 2408.11743, Sec. 4-5: the weights are
+    dequantised in registers, so a small batch streams a quarter of the bf16 weight bytes, near the ideal 3.9x, and
+    a large one computes at the bf16 GEMM rate): the slower of the bf16 FLOPs at the part's sustained bf16 peak x
+    matmul_max, the tokens rounded up to Marlin's 16-row tensor-core tiles (m16n8k16 MMA), and the operands' bytes
+    (bf16 activations and output, 4-bit weights) at the HBM rate. No measured W4A16 table prices these shapes."""
+    if m <= 0:
+        return 0.0
+    m = max(float(m), 1.0)
+    rows = 16.0 * math.ceil(m / 16.0)
+    compute = batch * 2.0 * rows * n * k / (dev.sustained_peak("bf16") * dev.system.efficiency.matmul_max["bf16"])
+    traffic = batch * (m * k * ACT_BYTES + k * n * W4_BYTES + m * n * ACT_BYTES)
+    return float(max(compute, dev.memory(traffic)))
 
 
 def active_experts(local: float, top_k: int, n_experts: int, tokens: float) -> float:
@@ -79,8 +99,11 @@ def layer_gemm_s(dev: Device, plan: ServePlan, tokens: float, own: float | None 
     `ServePlan`)."""
     m, tp = dev.model, plan.tp
     g, own = 2 if m.gated else 1, tokens / plan.attention_dp if own is None else own
-    t = _gemm(dev, own, m.qkv_matmul_params() / m.hidden / tp, m.hidden) + _gemm(dev, own, m.hidden, m.q_dim / tp)
-    dense = _gemm(dev, own, g * m.ffn_hidden / tp, m.hidden) + _gemm(dev, own, m.hidden, m.ffn_hidden / tp)
+    four = four_bit_weights(m, plan.precision)  # W4A16: the routed experts' GEMMs (a dense model's: all)
+    layer = (lambda *a: w4a16_gemm_s(dev, *a)) if four == "layers" else (lambda *a: _gemm(dev, *a))
+    expert = (lambda *a: w4a16_gemm_s(dev, *a)) if four else (lambda *a: _gemm(dev, *a))
+    t = layer(own, m.qkv_matmul_params() / m.hidden / tp, m.hidden) + layer(own, m.hidden, m.q_dim / tp)
+    dense = layer(own, g * m.ffn_hidden / tp, m.hidden) + layer(own, m.hidden, m.ffn_hidden / tp)
     if m.moe is None:
         return t + dense
     e, local = m.moe, m.moe.n_experts / plan.ep
@@ -90,8 +113,8 @@ def layer_gemm_s(dev: Device, plan: ServePlan, tokens: float, own: float | None 
         # over the experts the tokens reach, each on its share of the routed copies
         busy = max(active_experts(local, e.top_k, e.n_experts, tokens), 1.0)
         rows = tokens * e.top_k / plan.ep / busy
-        moe = (_gemm(dev, tokens, e.n_experts, m.hidden) + _gemm(dev, rows, g * fe, m.hidden, busy)
-               + _gemm(dev, rows, m.hidden, fe, busy))
+        moe = (_gemm(dev, tokens, e.n_experts, m.hidden) + expert(rows, g * fe, m.hidden, busy)
+               + expert(rows, m.hidden, fe, busy))
     if e.shared_ffn_hidden:
         fs = e.shared_ffn_hidden / tp
         moe += _gemm(dev, own, g * fs, m.hidden) + _gemm(dev, own, m.hidden, fs)
@@ -107,7 +130,7 @@ def moe_table_s(dev: Device, plan: ServePlan, tokens: float) -> float | None:
     model's shape and the replica's moe_tp = tp / ep, moe_ep = ep, divided by sustained_fraction as the GEMM
     tables are (`cost.kernels.Device.gemm_priced`); None where the part or the shape has no table."""
     table = dev.system.accelerator.kernel_tables.get("moe")
-    if table is None or tokens <= 0:
+    if table is None or tokens <= 0 or plan.precision not in MOE_DTYPES:  # no W4A16 curve at these shapes
         return None
     m, e = dev.model, dev.model.moe
     key = (MOE_DTYPES[plan.precision], m.hidden, e.expert_ffn_hidden, e.top_k, e.n_experts, plan.etp, plan.ep)

@@ -242,6 +242,8 @@ def from_hf_config(cfg: dict, name: str, where: str = "config.json") -> ModelCon
     A `llama4` config (Llama4ForConditionalGeneration) is read for its text model (`text_config`) only.
     """
     mt = cfg.get("model_type")
+    if not isinstance(mt, str):
+        raise InputError(f"{where}: model_type = {mt!r} is not supported; valid: {', '.join(HF_MODEL_TYPES)}")
     if mt in UNPRICED:
         field, why = UNPRICED[mt]
         raise InputError(f"{where}: model_type = {mt!r}: field '{field}' holds {why}, which the cost model does not "
@@ -253,7 +255,9 @@ def from_hf_config(cfg: dict, name: str, where: str = "config.json") -> ModelCon
         if not isinstance(text, dict):
             raise InputError(f"{where}: field 'text_config' is required for model_type {mt!r} and must be a "
                              f"mapping (the text model's config); got {text!r}")
-        # tie_word_embeddings sits at the top level of the wrapper; text_config's own wins where it has one.
+        # tie_word_embeddings sits at the top level of the wrapper (checked there); text_config's own wins where it
+        # has one.
+        _HFConfig(cfg, where).flag("tie_word_embeddings", False)
         cfg, where, mt = {"tie_word_embeddings": cfg.get("tie_word_embeddings"), **text,
                           "model_type": WRAPPERS[mt]}, f"{where} text_config", WRAPPERS[mt]
     named, mt = mt, SAME_AS.get(mt, mt)

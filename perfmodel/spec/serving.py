@@ -26,7 +26,20 @@ DEFAULT_SERVING_STACK = "trtllm"
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 # Bytes per weight of a GEMM matrix: fp4 is NVFP4, 4-bit values with one fp8 scale per 16 (NVIDIA, "NVFP4", the
 # Blackwell microscaling format: 16-element blocks, E4M3 scales), 0.5 + 1/16
-WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5 + 1.0 / 16}
+WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5 + 1.0 / 16, "w4a16": 2.0}
+# W4A16: 4-bit weights in groups of 32 with one bf16 scale each (compressed-tensors' pack-quantized INT4 of Kimi-K2.5,
+# group_size 32; gpt-oss's MXFP4 keeps one E8M0 scale per 32, 1/32 B less), 0.5 + 2/32 B per weight, on the routed
+# experts of a MoE model and on every layer GEMM of a dense one; bf16 elsewhere (WEIGHT_BYTES)
+W4_BYTES = 0.5 + 2.0 / 32
+PRECISIONS = ("bf16", "fp16", "fp8", "fp4", "w4a16")
+
+
+def four_bit_weights(model: ModelConfig, precision: str) -> str:
+    """Which weights a plan keeps in 4 bits: 'experts' (W4A16 on a MoE model: its routed experts), 'layers' (W4A16
+    on a dense model: every layer GEMM, as AWQ and GPTQ quantise all but the LM head), or '' (none)."""
+    if precision != "w4a16":
+        return ""
+    return "experts" if model.moe is not None else "layers"
 
 
 class ServingStack(Schema):
@@ -97,7 +110,10 @@ class ServePlan(Schema):
     dp: Count = Field(1, description="model replicas (data parallel)")
     ep: Count = Field(1, description="expert parallel size of a MoE model within a replica's tp x attention_dp "
                                      "ranks (the experts' tensor split is tp x attention_dp / ep)")
-    precision: Literal["bf16", "fp16", "fp8", "fp4"] = Field("bf16", description="GEMM weights and activations")
+    precision: Literal["bf16", "fp16", "fp8", "fp4", "w4a16"] = Field(
+        "bf16", description="GEMM weights and activations; w4a16: 4-bit weights (INT4 or MXFP4, groups of 32) with "
+                            "bf16 activations on a MoE model's routed experts (every layer GEMM of a dense one), bf16 "
+                            "elsewhere: gpt-oss's MXFP4 and Kimi-K2.5's INT4 checkpoints as vLLM runs them on Hopper")
     kv_dtype: Literal["bf16", "fp16", "fp8"] | None = Field(None, description="KV-cache dtype; default fp8 with "
                                                                                "fp8/fp4 GEMMs, else bf16")
     input_len: Count = Field(description="prompt tokens per request")
