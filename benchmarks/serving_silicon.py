@@ -17,9 +17,10 @@ Each row maps to (model, system, ServePlan) by stated rules: the model by its HF
 config.json from ../shared/data/hf_configs), the system by `system` (h100_sxm: dgx-h100, h200_sxm: dgx-h200,
 b200_sxm: dgx-b200, b300_sxm: dgx-b300, gb200: gb200-nvl72), tp = tp_size, ep = moe_ep_size, precision as
 `precision` (none stated and no gemm_quant_mode: bf16, the checkpoint as published; int4 weight-only: w4a16),
-attention_dp = attention_dp_size, stack = backend, one replica whose concurrency is `batch_size`. A row
-that cannot be expressed (a model the catalogue cannot read, a layout that does not fit) keeps its
-reason and counts 100% in the MAPE with them. Nothing here is fitted per row. --sample N scores every N-th row
+attention_dp = attention_dp_size (where it is missing or breaks the invariant tp x attention_dp = moe_tp x
+moe_ep, the invariant gives it), stack = backend, one replica whose concurrency is `batch_size`. A row that cannot
+be expressed (a model the catalogue cannot read, a layout that does not fit) keeps its reason and counts 100% in
+the MAPE with them. Nothing here is fitted per row. --sample N scores every N-th row
 (a quick look; the committed table scores all).
 """
 
@@ -78,6 +79,11 @@ def model_of(hf_id: str):
         return None, f"config.json: {err}"
 
 
+def _count(x) -> int:
+    """A layout size of the sample (NaN or 0 where unset): at least 1."""
+    return max(1, int(x)) if pd.notna(x) else 1
+
+
 def case(row: pd.Series) -> tuple:
     """(model, system, plan fields, concurrency, reason)."""
     model, reason = model_of(str(row["model_path"]))
@@ -92,6 +98,9 @@ def case(row: pd.Series) -> tuple:
     if precision not in ("bf16", "fp8", "fp4", "w4a16"):
         return model, system, None, 0, f"precision {precision}"
     adp = max(1, int(row["attention_dp_size"])) if pd.notna(row["attention_dp_size"]) else 1  # 0: unset (dense)
+    moe = int(_count(row["moe_tp_size"]) * _count(row["moe_ep_size"]))
+    if model.moe and moe != int(row["tp_size"]) * adp and moe % int(row["tp_size"]) == 0:
+        adp = moe // int(row["tp_size"])  # attention_dp_size left out: the invariant tp x adp = moe_tp x moe_ep
     plan = dict(tp=int(row["tp_size"]), attention_dp=adp, pp=1, dp=1,
                 ep=int(row["moe_ep_size"] or 1) if model.moe else 1,
                 precision=precision, stack=str(row["backend"]), input_len=int(row["isl"]),
