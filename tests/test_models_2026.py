@@ -41,6 +41,7 @@ PUBLISHED = [
     ("kimi-k2.5", 1040, "moonshotai/Kimi-K2.5 model card: 1T total (Kimi-K2's 1.04T text model), 32B activated"),
     ("deepseek-v3.2", 671, "deepseek-ai/DeepSeek-V3.2 (DeepSeek-V3's 671B main model plus the indexers)"),
     ("step-3.7-flash", 196, "stepfun-ai Step-3.5-Flash report: 196B total, 11B active (3.7 keeps the shape)"),
+    ("qwen3.5-397b-a17b", 397, "Qwen/Qwen3.5-397B-A17B: 397B total, 17B activated (its name)"),
 ]
 
 
@@ -145,12 +146,55 @@ def test_unpriced_architectures_name_their_field(mt):
     assert "valid model types:" in msg and "glm_moe_dsa" in msg
 
 
-def test_qwen35_refused_at_the_cli_with_exit_2(tmp_path, capsys):
+def test_qwen35_gated_deltanet_fields_and_params_by_hand():
+    m = _hf("qwen3.5-397b-a17b")
+    la = m.linear_attention
+    assert (la.layers, m.full_attention_layers, la.key_heads, la.key_head_dim, la.value_heads, la.value_head_dim,
+            la.conv_kernel) == (45, 15, 16, 128, 64, 128, 4)
+    assert m.attention_output_gate and (m.n_heads, m.n_kv_heads, m.head_dim) == (32, 2, 256)
+    assert (m.moe.n_experts, m.moe.top_k, m.moe.shared_ffn_hidden, m.mtp_layers) == (512, 10, 1024, 1)
+    # a Gated DeltaNet layer's input side: q, k (16 x 128 each), v, z (64 x 128 each), beta and alpha (64 each),
+    # the 4-tap convolution over q, k, v, dt_bias, A_log and the gated norm's 128 scales
+    assert m.delta_in_params() == 4096 * (2 * 2048 + 2 * 8192 + 2 * 64) + 4 * (2 * 2048 + 8192) + 2 * 64 + 128
+    # the mean layer's projections: 15 gated full-attention layers (q and its gate 2 x 8192, k and v 512 each)
+    full = 4096 * (2 * 8192 + 2 * 512)
+    assert m.qkv_params() == pytest.approx((15 * full + 45 * m.delta_in_params()) / 60, rel=1e-12)
+    assert abs(m.active_params() / 1e9 - 17.35) < 0.05  # embedding and LM head included
+
+
+def test_qwen35_cache_state_and_decode_by_hand():
+    from perfmodel.serve.kv_cache import sequence_kv_bytes, state_bytes_per_sequence
+    from perfmodel.serve.step_time import decode_delta_s
+
+    m = _hf("qwen3.5-397b-a17b")
+    plan = ServePlan(tp=8, ep=8, precision="fp8", input_len=8192, output_len=1024, stack="sglang")
+    # only the 15 full-attention layers keep tokens: K and V of one kv head (2 over 8 ranks: replicated) x 256, fp8
+    assert kv_bytes_per_token(m, plan) == 15 * 2 * 256
+    # 45 Gated DeltaNet layers keep 8 of 64 fp32 states of 128 x 128 and 3 conv inputs of (2 x 2048 + 8192) / 8
+    state = 45 * (8 * 128 * 128 * 4 + 3 * (2 * 2048 + 8192) / 8 * 2)
+    assert state_bytes_per_sequence(m, plan) == state
+    stack = load_serving_stack("sglang")
+    assert sequence_kv_bytes(m, plan, 1000, stack) == 1000 * 15 * 2 * 256 + state
+    dev = device(m, load_hardware("dgx-b200"), plan, stack)
+    rate = dev.bf16_peak * dev.system.efficiency.attention_max
+    want = max(dev.memory(2 * 16 * state / 45), 16 * 64 * 6 * 128 * 128 / 8 / rate)
+    assert decode_delta_s(dev, plan, 16) == pytest.approx(want, rel=1e-12)
+    # the mean layer: a quarter full attention over the context, three quarters the state's read and write
+    dense = m.model_copy(update={"linear_attention": None})
+    full = decode_attention_s(device(dense, load_hardware("dgx-b200"), plan, stack), plan, 16, 9000.0)
+    assert decode_attention_s(dev, plan, 16, 9000.0) == pytest.approx(0.25 * full + 0.75 * want, rel=1e-9)
+
+
+def test_qwen35_is_served_but_its_training_is_refused(tmp_path, capsys):
     p = tmp_path / "config.json"
     p.write_text(json.dumps(_raw("qwen3.5-397b-a17b")))
-    assert main(["models", "show", str(p)]) == 2
+    assert main(["models", "show", str(p)]) == 0
+    capsys.readouterr()
+    assert main(["predict", "--model", str(p), "--hardware", "dgx-b200", "--gpus", "64", "--tp", "2", "--ep", "8",
+                 "--pp", "1", "--micro-batch", "1", "--sequence-parallel", "--global-batch", "64", "--seq-len",
+                 "4096"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "field 'layer_types'" in err and "Gated DeltaNet" in err
+    assert "\n" not in err and "linear_attention = 45 Gated DeltaNet layers" in err and "perfmodel infer" in err
 
 
 @pytest.mark.parametrize("name,mutate,expect", [
@@ -163,6 +207,10 @@ def test_qwen35_refused_at_the_cli_with_exit_2(tmp_path, capsys):
     ("kimi-k2.5", lambda c: c.update(tie_word_embeddings=0), "tie_word_embeddings = 0 is not valid; valid: true"),
     ("kimi-k2.5", lambda c: c.update(model_type=[]), "model_type = [] is not supported; valid: gpt2"),
     ("step-3.7-flash", lambda c: c.pop("sliding_window"), "field 'sliding_window' is required"),
+    ("qwen3.5-397b-a17b", lambda c: c["text_config"].update(layer_types=["linear_attention"] * 60),
+     "layer_types = ['linear_attention', "),
+    ("qwen3.5-397b-a17b", lambda c: c["text_config"].update(linear_num_value_heads=32),
+     "linear_attention value_heads x value_head_dim = 4096 differs"),
 ])
 def test_bad_2026_config_names_the_key(tmp_path, name, mutate, expect):
     cfg = _raw(name)

@@ -11,6 +11,7 @@ live with the kernels (`cost.kernels`); hardware FLOPs (HFU) add the recomputed 
 from __future__ import annotations
 
 from ..spec.model import ModelConfig
+from .kernels import delta_rule_flops
 
 
 def matmul_params(model: ModelConfig) -> int:
@@ -23,15 +24,16 @@ def attention_flops_per_token(model: ModelConfig, seq_len: int) -> float:
     """Forward attention-core FLOPs per token, all layers, without causal masking: 4 * l * keys * n_heads * head_dim
     (MLA: the mean of the QK^T and PV widths, `ModelConfig.attention_core_dim`).
 
-    keys = seq_len, or the sliding window on the layers that attend to fewer (Mistral, GPT-OSS's alternate
-    layers), or sparse attention's topk (DeepSeek-V3.2, GLM-5) plus its indexer's 2 x index_heads x index_head_dim
+    keys = seq_len on the full-attention layers (a Gated DeltaNet layer has none: `cost.kernels.delta_rule_flops`
+    instead), or the sliding window on the layers that attend to fewer (Mistral, GPT-OSS's alternate layers), or sparse attention's topk (DeepSeek-V3.2, GLM-5) plus its indexer's 2 x index_heads x index_head_dim
     per key over all seq_len keys (DeepSeek-V3.2-Exp report, eq. 1): work that never runs is not model FLOPs.
     """
     windowed = model.windowed_layers
-    keys = windowed * min(seq_len, model.sliding_window or seq_len) + (model.n_layers - windowed) * seq_len
+    keys = windowed * min(seq_len, model.sliding_window or seq_len) + (model.full_attention_layers - windowed) * seq_len
     s = model.sparse_attention
-    if s is None:
-        return 4.0 * keys * model.attention_core_dim
+    if s is None:  # Gated DeltaNet layers (linear attention): their chunked delta rule per token
+        la = model.linear_attention
+        return 4.0 * keys * model.attention_core_dim + (la.layers * delta_rule_flops(model, 1.0) if la else 0.0)
     return model.n_layers * (4.0 * min(seq_len, s.topk) * model.attention_core_dim
                              + 2.0 * seq_len * s.index_heads * s.index_head_dim)
 

@@ -303,6 +303,19 @@ def indexer_flops(model: ModelConfig, queries, keys):
     return 2.0 * queries * keys * s.index_heads * s.index_head_dim
 
 
+def delta_rule_flops(model: ModelConfig, tokens, chunked: bool = True):
+    """FLOPs of one Gated DeltaNet layer (`ModelConfig.linear_attention`) for `tokens` tokens, per value head
+    6 dk dv (the output q S, the delta's S k and the state's rank-one update) plus, in the chunked form a prefill
+    runs, 2 C (dk + dv) for the scores within a chunk of C tokens and their values (Yang et al. 2024, "Parallelizing
+    Linear Transformers with the Delta Rule over Sequence Length", NeurIPS, Sec. 3.3: O(L C d + L d^2) per head);
+    0 without linear attention."""
+    la = model.linear_attention
+    if la is None:
+        return 0.0
+    dk, dv = la.key_head_dim, la.value_head_dim
+    return tokens * la.value_heads * (6.0 * dk * dv + (2.0 * la.chunk * (dk + dv) if chunked else 0.0))
+
+
 def indexer_rate(dev: "Device") -> float:
     """FLOP/s of the indexer's scores: attention_max of the sustained FP8 rate (bf16 on a part without FP8)."""
     dtype = "fp8" if "fp8" in dev.system.accelerator.peak_tflops else "bf16"

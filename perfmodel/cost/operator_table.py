@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..errors import InputError
 from ..spec.model import ModelConfig
 from ..spec.operators import (
     GRAPH_OPS,
@@ -83,6 +84,10 @@ def operators(model: ModelConfig) -> dict[str, Operator]:
     over ffn (Megatron interleaves them), so a split of ffn splits both; a split of qkv's heads cuts the K and V
     heads too."""
     m = model
+    if m.linear_attention is not None:
+        raise InputError(f"model {m.name}: linear_attention = {m.linear_attention.layers} Gated DeltaNet layers: "
+                         "training such a model is not priced yet (serving it is: perfmodel infer); valid: a model "
+                         "without linear_attention")
     h, f, v, q, kv = m.hidden, m.ffn_hidden, m.vocab, m.q_dim, m.kv_dim
     # the projections to queries, keys and values as one GEMM of their weights (MLA: its down and up projections)
     qkv = m.qkv_matmul_params() / h

@@ -23,13 +23,32 @@ GIB = 2.0**30
 def kv_bytes_per_token(model: ModelConfig, plan: ServePlan) -> float:
     """KV-cache bytes one token takes on one GPU of a stage (layers / pp of them): per layer 2 x kv heads on the
     rank x head_dim x kv_dtype bytes; MLA (kv_lora_rank + qk_rope_head_dim) x bytes, on every tp rank; sparse
-    attention adds its indexer's key per layer (`indexer_key_bytes`)."""
+    attention adds its indexer's key per layer (`indexer_key_bytes`). Only full-attention layers keep tokens
+    (`kv_layers`; Gated DeltaNet layers keep a state per sequence instead, `state_bytes_per_sequence`)."""
     per = KV_BYTES[plan.kv]
     if model.mla is not None:
         width = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim
     else:
         width = 2 * max(model.n_kv_heads / plan.tp, 1.0) * model.head_dim
-    return math.ceil(model.n_layers / plan.pp) * (width * per + indexer_key_bytes(model))
+    return kv_layers(model, plan) * (width * per + indexer_key_bytes(model))
+
+
+def kv_layers(model: ModelConfig, plan: ServePlan) -> int:
+    """Layers of the fullest pipeline stage that keep a KV cache: ceil(full-attention layers / pp)."""
+    return math.ceil(model.full_attention_layers / plan.pp)
+
+
+def state_bytes_per_sequence(model: ModelConfig, plan: ServePlan) -> float:
+    """Bytes of one sequence's Gated DeltaNet state on one GPU of the fullest stage, whatever its length: per
+    linear-attention layer the value_heads / tp states of key_head_dim x value_head_dim (state_bytes each: fp32)
+    and the convolution's last conv_kernel - 1 inputs of q, k, v / tp in bf16 (vLLM's and SGLang's mamba cache of
+    Qwen3-Next: a conv state and a temporal state per request); 0 without linear attention."""
+    la = model.linear_attention
+    if la is None:
+        return 0.0
+    heads = max(la.value_heads / plan.tp, 1.0)
+    conv = (la.conv_kernel - 1) * (2 * la.key_dim + la.value_dim) / plan.tp * ACT_BYTES
+    return math.ceil(la.layers / plan.pp) * (heads * la.key_head_dim * la.value_head_dim * la.state_bytes + conv)
 
 
 def indexer_key_bytes(model: ModelConfig) -> float:
@@ -90,13 +109,14 @@ def memory(model: ModelConfig, system: System, plan: ServePlan, stack: ServingSt
 def sequence_kv_bytes(model: ModelConfig, plan: ServePlan, tokens: float, stack: ServingStack) -> float:
     """KV-cache bytes one sequence of `tokens` takes on one GPU: every layer keeps all its tokens; where the stack
     runs sliding windows (`ServingStack.sliding_window`) a windowed layer keeps at most its window:
-    kv_bytes_per_token x (full layers x tokens + windowed layers x min(tokens, w)) / layers."""
-    per = kv_bytes_per_token(model, plan)
+    kv_bytes_per_token x (full layers x tokens + windowed layers x min(tokens, w)) / layers; plus a Gated
+    DeltaNet model's state (`state_bytes_per_sequence`)."""
+    per, state = kv_bytes_per_token(model, plan), state_bytes_per_sequence(model, plan)
     win = model.windowed_layers if stack.sliding_window else 0
     if not win:
-        return per * tokens
+        return per * tokens + state
     w = min(tokens, model.sliding_window)
-    return per * ((model.n_layers - win) * tokens + win * w) / model.n_layers
+    return per * ((model.n_layers - win) * tokens + win * w) / model.n_layers + state
 
 
 def tokens_held(plan: ServePlan, stack: ServingStack) -> float:

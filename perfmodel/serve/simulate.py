@@ -32,7 +32,7 @@ from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
 from ..spec.serving import ServePlan, ServingStack, load_serving_stack, resolve_serve
 from ..spec.serving_workload import LatencyStats, SimulatedServing, Workload
-from .kv_cache import kv_bytes_per_token, memory
+from .kv_cache import kv_bytes_per_token, memory, state_bytes_per_sequence
 from .step_time import step_parts
 
 GRID_RATIO = 1.05  # step shapes priced on a 5% grid above GRID_EXACT
@@ -79,8 +79,10 @@ class _Replica:
     """One replica's engine: its queue, its admitted requests and its clock."""
 
     def __init__(self, price: StepPricer, stack: ServingStack, kv_tokens: float, I: np.ndarray, O: np.ndarray,
-                 groups: int = 1):
+                 groups: int = 1, state_tokens: float = 0.0):
         self.price, self.stack, self.kv_tokens, self.I, self.O = price, stack, kv_tokens, I, O
+        # a Gated DeltaNet model's fixed state per request, in KV tokens' bytes (kv_cache.state_bytes_per_sequence)
+        self.state_tokens = state_tokens
         # attention data-parallel groups, scheduled as one pool: each has its own max_batch and token budget
         # (a prompt's chunk fits one group's), and kv_tokens is all of theirs together
         self.groups = groups
@@ -94,8 +96,8 @@ class _Replica:
     def held(self, r: int) -> int:
         """KV tokens request r holds now (all it will hold, where the stack reserves the whole sequence)."""
         if self.stack.reserves_whole_sequence:
-            return int(self.I[r] + self.O[r])
-        return int(self.I[r] + self.made.get(r, 0))
+            return int(self.I[r] + self.O[r] + self.state_tokens)
+        return int(self.I[r] + self.made.get(r, 0) + self.state_tokens)
 
     def admit(self) -> None:
         running = self.prefilling + self.decoding
@@ -187,7 +189,8 @@ def simulate(model: ModelConfig | str, hardware: System | str, plan: ServePlan |
                          f"per replica, fewer than one request of {int((I + O).max())}; valid: more tp or pp, "
                          "fp8 weights or KV cache, or shorter sequences")
     price = StepPricer(model, system, plan, stack)
-    reps = [_Replica(price, stack, kv_tokens, I, O, plan.attention_dp) for _ in range(plan.dp)]
+    state = state_bytes_per_sequence(model, plan) / kv_bytes_per_token(model, plan)
+    reps = [_Replica(price, stack, kv_tokens, I, O, plan.attention_dp, state) for _ in range(plan.dp)]
     arrive, first, done = np.zeros(n), np.full(n, np.nan), np.full(n, np.nan)
     if work.arrival == "closed":
         clients = [work.concurrency // plan.dp + (k < work.concurrency % plan.dp) for k in range(plan.dp)]

@@ -23,7 +23,8 @@ import numpy as np
 from ..cost.comm import group_collective, p2p_tier, p2p_time
 from ..cost.compute import flash_attention_time, shared_core_speedup
 from ..cost.kernel_lookup import allreduce_table_time, decode_table_time, moe_table_time
-from ..cost.kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, attention_table_op, indexer_flops, indexer_rate,
+from ..cost.kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, attention_table_op, delta_rule_flops, indexer_flops,
+                            indexer_rate,
                             mean_keys, model_mean_keys, residual_bytes)
 from ..cost.launch_queue import host_seconds
 from ..spec.hardware import System
@@ -32,7 +33,7 @@ from ..spec.model import ModelConfig
 from ..spec.serving import KV_BYTES, W4_BYTES, ServePlan, ServingStack, four_bit_weights
 from ..spec.operators import LAYER_OPS
 from ..spec.stack import EXECUTOR_STACK, load_stack
-from .kv_cache import indexer_key_bytes, kv_bytes_per_token
+from .kv_cache import indexer_key_bytes, kv_bytes_per_token, kv_layers, state_bytes_per_sequence
 
 # Bytes per element the memory-bound kernels of one layer move in inference: the forward figures of training's
 # (cost.kernels.ELEMENTWISE_BYTES, residual_bytes without dropout)
@@ -145,10 +146,13 @@ def decode_attention_s(dev: Device, plan: ServePlan, seqs: float, context: float
     `windowed`: the stack runs the model's sliding windows (`ServingStack.sliding_window`). Sparse attention reads
     min(context, topk) keys' cache and, before it, every key's index key for its indexer (`decode_indexer_s`)."""
     m = dev.model
+    # a mean layer: the full-attention layers' share of this, and the Gated DeltaNet layers' share of theirs
+    full = m.full_attention_layers / m.n_layers
+    delta = (1.0 - full) * decode_delta_s(dev, plan, seqs)
     measured = decode_table_s(dev, plan, seqs, context, windowed)
     if measured is not None:
-        return measured
-    per_layer = kv_bytes_per_token(m, plan) / np.ceil(m.n_layers / plan.pp) - indexer_key_bytes(m)
+        return full * measured + delta
+    per_layer = kv_bytes_per_token(m, plan) / kv_layers(m, plan) - indexer_key_bytes(m)
     index = decode_indexer_s(dev, seqs, context)
     keys = context if m.sparse_attention is None else min(context, m.sparse_attention.topk)
     if m.windowed_layers and windowed:  # a sliding-window layer reads at most its window (mean over the layers)
@@ -161,7 +165,20 @@ def decode_attention_s(dev: Device, plan: ServePlan, seqs: float, context: float
              else m.attention_core_dim)
     flops = 4.0 * seqs * keys * width / plan.tp
     rate = dev.bf16_peak * dev.system.efficiency.attention_max
-    return max(dev.memory(nbytes), flops / rate) + index
+    return full * (max(dev.memory(nbytes), flops / rate) + index) + delta
+
+
+def decode_delta_s(dev: Device, plan: ServePlan, seqs: float) -> float:
+    """One Gated DeltaNet layer's decode step for `seqs` sequences on one GPU: each sequence's state read and
+    written back (2 x `state_bytes_per_sequence` per layer) at the HBM rate, or the delta rule's FLOPs
+    (`cost.kernels.delta_rule_flops`, no chunk) over tp at attention_max of the bf16 rate, whichever is longer;
+    0 without linear attention."""
+    la = dev.model.linear_attention
+    if la is None or seqs <= 0:
+        return 0.0
+    state = state_bytes_per_sequence(dev.model, plan) / np.ceil(la.layers / plan.pp)
+    flops = delta_rule_flops(dev.model, seqs, chunked=False) / plan.tp
+    return max(dev.memory(2.0 * seqs * state), flops / (dev.bf16_peak * dev.system.efficiency.attention_max))
 
 
 def decode_indexer_s(dev: Device, seqs: float, context: float) -> float:
@@ -205,6 +222,9 @@ def prefill_attention_s(dev: Device, plan: ServePlan, seqs: float, prompt: float
     if seqs <= 0 or prompt <= 0:
         return 0.0
     m = dev.model
+    full = m.full_attention_layers / m.n_layers  # a Gated DeltaNet layer runs the chunked delta rule instead
+    delta = (1.0 - full) * delta_rule_flops(m, seqs * prompt) / plan.tp / (dev.bf16_peak * dev.system.efficiency
+                                                                            .attention_max)
     head_dim, heads = m.attention_core_dim / m.n_heads, m.n_heads / plan.tp
     keys = float(model_mean_keys(m, prompt)) if windowed or m.sparse_attention else float(mean_keys(prompt, None))
     flops = 4.0 * seqs * prompt * keys * head_dim * heads
@@ -213,8 +233,9 @@ def prefill_attention_s(dev: Device, plan: ServePlan, seqs: float, prompt: float
     index = indexer_flops(m, seqs * prompt, float(mean_keys(prompt, None))) / indexer_rate(dev)
     grid = dev.attention_table()
     if grid is not None:
-        return float(attention_table_op(dev, grid, flops, head_dim, prompt, seqs * heads).fwd_s) + index
-    return float(flash_attention_time(flops, prompt, dev.bf16_peak, eff.attention_max, eff.attention_half_seq)) + index
+        return full * (float(attention_table_op(dev, grid, flops, head_dim, prompt, seqs * heads).fwd_s) + index) + delta
+    return full * (float(flash_attention_time(flops, prompt, dev.bf16_peak, eff.attention_max, eff.attention_half_seq))
+                   + index) + delta
 
 
 def elementwise_s(dev: Device, plan: ServePlan, tokens: float) -> float:

@@ -13,22 +13,23 @@ from .model import MAX_LAYERS, ModelConfig
 # Keys that count layers (or steps between MoE layers): up to MAX_LAYERS, as ModelConfig takes; other counts (widths,
 # heads, experts, positions, vocabulary) up to MAX_COUNT.
 _LAYER_KEYS = ("n_layer", "num_hidden_layers", "first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step",
-               "interleave_moe_layer_step", "num_nextn_predict_layers", "num_mtp_modules", "mtp_transformer_layers")
+               "interleave_moe_layer_step", "num_nextn_predict_layers", "num_mtp_modules", "mtp_transformer_layers",
+               "full_attention_interval", "mtp_num_hidden_layers")
 # Multimodal configs read for their text model only: the wrapper's type -> the text_config's own type, as
 # transformers (Llama4Config, Qwen3VLConfig, Qwen3VLMoeConfig) and Kimi-K2.5's configuration_kimi_k25.py nest it.
 WRAPPERS = {"llama4": "llama4_text", "kimi_k25": "kimi_k2", "qwen3_vl": "qwen3_vl_text",
-            "qwen3_vl_moe": "qwen3_vl_moe_text"}
+            "qwen3_vl_moe": "qwen3_vl_moe_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
+# Hybrid models of Gated DeltaNet and gated full attention (Qwen3-Next, Qwen3.5): transformers' Qwen3NextConfig keys
+GDN_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 # Text model types read as another with the same keys: Qwen3-VL's text models are Qwen3 / Qwen3-MoE with
 # interleaved multimodal rotary positions (no parameters); MiMo is Qwen2 (q/k/v biases) with MTP modules.
 SAME_AS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe", "mimo": "qwen2"}
 MLA_TYPES = ("deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa")
 HF_MODEL_TYPES = ("gpt2", "llama", "mistral", "qwen2", "gpt_neox", "qwen3", "mixtral", "qwen3_moe", "minimax_m2",
-                  "step3p7", *MLA_TYPES, "gpt_oss", "llama4_text", *SAME_AS, *WRAPPERS)
+                  "step3p7", *GDN_TYPES, *MLA_TYPES, "gpt_oss", "llama4_text", *SAME_AS, *WRAPPERS)
 # Architectures read but not priced yet: model_type -> (the field that makes it so, what it holds). The refusal
 # names that field, so a user knows what is missing rather than that the name is unknown.
 UNPRICED = {
-    "qwen3_5": ("layer_types", "'linear_attention' layers (Gated DeltaNet: a recurrent state per sequence)"),
-    "qwen3_5_moe": ("layer_types", "'linear_attention' layers (Gated DeltaNet: a recurrent state per sequence)"),
     "nemotron_h": ("hybrid_override_pattern", "Mamba-2 layers ('M': a recurrent state per sequence)"),
     "deepseek_v4": ("compress_ratios", "DeepSeek-V4's compressed sparse attention (keys compressed per layer)"),
     "deepseek_ref": ("compress_ratios", "DeepSeek-V4's compressed sparse attention (keys compressed per layer)"),
@@ -152,6 +153,12 @@ def _moe_fields(c: _HFConfig, mt: str, n_layers: int) -> dict:
         n = c.count("num_local_experts")
         return dict(n_experts=n, top_k=c.top_k("num_experts_per_tok", n, "num_local_experts"),
                     expert_ffn_hidden=c.count("intermediate_size"))
+    if mt in ("qwen3_next", "qwen3_5_moe_text"):
+        # Qwen3NextSparseMoeBlock: qwen3_moe's routed experts and layer rule, plus one shared expert of
+        # shared_expert_intermediate_size (its sigmoid gate, hidden x 1, is not counted)
+        fields = _moe_fields(c, "qwen3_moe", n_layers)
+        shared = c.count0("shared_expert_intermediate_size", 0)
+        return dict(fields, n_shared_experts=1 if shared else 0, shared_ffn_hidden=shared or None)
     if mt == "qwen3_moe":
         # Qwen3MoeDecoderLayer: layer i is sparse when i is not in mlp_only_layers and (i + 1) % decoder_sparse_step
         # == 0; the others have a dense MLP of intermediate_size. (norm_topk_prob only rescales the weights.)
@@ -218,12 +225,31 @@ def _moe_fields(c: _HFConfig, mt: str, n_layers: int) -> dict:
                 **c.moe_layout(moe, n_layers, "moe_layers" if listed is not None else "interleave_moe_layer_step"))
 
 
+def _linear_attention(c: _HFConfig, n_layers: int) -> dict:
+    """Qwen3-Next's and Qwen3.5's hybrid layers (transformers' Qwen3NextConfig): `layer_types` ('linear_attention'
+    / 'full_attention' per layer; default: full every full_attention_interval-th layer, 4), the Gated DeltaNet's
+    linear_* widths, and full attention gated by a second query-wide projection (attn_output_gate, on in both)."""
+    kinds = ("linear_attention", "full_attention")
+    every = c.count("full_attention_interval", 4)
+    types = c.layer_kinds("layer_types", kinds, n_layers) or [
+        kinds[1] if (i + 1) % every == 0 else kinds[0] for i in range(n_layers)]
+    linear = types.count("linear_attention")
+    if linear in (0, n_layers):
+        raise c._bad("layer_types", "a mix of 'linear_attention' and 'full_attention' layers (hybrid models)")
+    return dict(attention_output_gate=c.flag("attn_output_gate", True), linear_attention=dict(
+        layers=linear, key_heads=c.count("linear_num_key_heads"), key_head_dim=c.count("linear_key_head_dim"),
+        value_heads=c.count("linear_num_value_heads"), value_head_dim=c.count("linear_value_head_dim"),
+        conv_kernel=c.count("linear_conv_kernel_dim", 4)))
+
+
 def _mtp_layers(c: _HFConfig, mt: str) -> int:
     """Multi-token prediction modules of a GQA model, each one block: MiMo's and Step-3.x's
     num_nextn_predict_layers (DeepSeek-V3's key), MiniMax-M2's num_mtp_modules of mtp_transformer_layers blocks
     where use_mtp (one block each, as ModelConfig counts them)."""
-    if mt in ("mimo", "step3p7"):
+    if mt in ("mimo", "step3p7", "qwen3_next"):
         return c.count0("num_nextn_predict_layers", 0)
+    if mt in ("qwen3_5_text", "qwen3_5_moe_text"):
+        return c.count0("mtp_num_hidden_layers", 0)
     if mt == "minimax_m2" and c.flag("use_mtp", False):
         if c.count("mtp_transformer_layers", 1) != 1:
             raise c._bad("mtp_transformer_layers", "1 (one block per MTP module, as ModelConfig counts them)")
@@ -338,6 +364,8 @@ def from_hf_config(cfg: dict, name: str, where: str = "config.json") -> ModelCon
             # is priced as full causal attention, exact for sequences up to the chunk (8192). use_qk_norm is an L2
             # norm without weights. Dense layers (none in Scout) have intermediate_size_mlp.
             window, ffn = None, c.count("intermediate_size_mlp", 16384)
+        elif mt == "qwen3_5_moe_text":  # every layer MoE: no dense MLP width unless the config gives one
+            ffn = c.count("intermediate_size", c.count("moe_intermediate_size"))
         else:
             ffn = c.count("intermediate_size")
         fields = dict(
@@ -349,13 +377,16 @@ def from_hf_config(cfg: dict, name: str, where: str = "config.json") -> ModelCon
             # MiniMax-M2: 128 for 3072 / 48; its per-layer q/k RMSNorm (use_qk_norm) and partial rotary (rotary_dim
             # of head_dim) are not counted either.
             head_dim=c.count("head_dim", ... if mt in ("qwen3", "qwen3_moe", "gpt_oss", "llama4_text", "minimax_m2",
-                                                       "step3p7") else None),
+                                                       "step3p7", *GDN_TYPES) else None),
             ffn_hidden=ffn, vocab=c.count("vocab_size"),
             max_seq_len=c.count("max_position_embeddings"), mlp="swiglu", norm="rmsnorm", position="rope",
             tie_embeddings=c.flag("tie_word_embeddings", False), linear_bias=bias,
             dropout=c.prob("attention_dropout", 0.0), sliding_window=window, sliding_window_layers=window_layers,
         )
-        if mt in ("mixtral", "qwen3_moe", "minimax_m2", "step3p7", "gpt_oss", "llama4_text"):
+        if mt in ("mixtral", "qwen3_moe", "minimax_m2", "step3p7", "gpt_oss", "llama4_text", "qwen3_next",
+                  "qwen3_5_moe_text"):
             fields["moe"] = _moe_fields(c, mt, n_layers)
+        if mt in GDN_TYPES:
+            fields.update(_linear_attention(c, n_layers))
         fields["mtp_layers"] = _mtp_layers(c, named)
     return ModelConfig.parse({"name": name, **fields, "source": f"HuggingFace config ({where})"}, where=where)

@@ -79,6 +79,34 @@ class SparseAttentionConfig(Schema):
     index_head_dim: Count = Field(description="indexer query/key width per head (index_head_dim)")
 
 
+class LinearAttentionConfig(Schema):
+    """Gated DeltaNet layers (Yang, Kautz and Hatamizadeh 2025, "Gated Delta Networks", ICLR, Sec. 3; Qwen3-Next's and
+    Qwen3.5's Qwen3NextGatedDeltaNet in transformers): `layers` of the model's layers replace attention by a gated
+    delta-rule recurrence. Each projects the hidden state to queries and keys (key_heads x key_head_dim each),
+    values and an output gate (value_heads x value_head_dim each) and two per-head gates (beta, alpha), runs a
+    depthwise causal convolution of conv_kernel taps over q, k and v, keeps per sequence one key_head_dim x
+    value_head_dim state per value head (in `state_bytes`: fp32 in Qwen3.5, mamba_ssm_dtype), and projects the
+    gated, normed output back to the hidden size. No KV cache: a fixed state per sequence instead."""
+
+    layers: Count = Field(description="layers that are Gated DeltaNet (the others full attention)")
+    key_heads: Count = Field(description="query/key heads (linear_num_key_heads)")
+    key_head_dim: Count = Field(description="query/key width per head (linear_key_head_dim)")
+    value_heads: Count = Field(description="value heads, each with its own state (linear_num_value_heads)")
+    value_head_dim: Count = Field(description="value width per head (linear_value_head_dim)")
+    conv_kernel: Count = Field(4, description="causal convolution taps (linear_conv_kernel_dim)")
+    state_bytes: Real = Field(4.0, gt=0, description="bytes per element of the recurrent state (fp32: 4)")
+    chunk: Count = Field(64, description="tokens per chunk of the chunked delta-rule kernel (flash-linear-attention's "
+                                         "chunk_gated_delta_rule: 64)")
+
+    @property
+    def key_dim(self) -> int:
+        return self.key_heads * self.key_head_dim
+
+    @property
+    def value_dim(self) -> int:
+        return self.value_heads * self.value_head_dim
+
+
 class ModelConfig(Schema):
     """Shape of a decoder-only transformer: everything the cost model needs, nothing about parallelism."""
 
@@ -104,6 +132,10 @@ class ModelConfig(Schema):
         None, le=MAX_LAYERS, description="how many layers use sliding_window (GPT-OSS alternates); default all of them")
     moe: MoEConfig | None = Field(None, description="mixture-of-experts layers; None for a dense model")
     mla: MLAConfig | None = Field(None, description="multi-head latent attention; None for (grouped-query) MHA")
+    linear_attention: LinearAttentionConfig | None = Field(
+        None, description="Gated DeltaNet layers among the layers (Qwen3-Next, Qwen3.5); None: all full attention")
+    attention_output_gate: Flag = Field(False, description="full attention gates its output by a sigmoid of a second "
+                                                           "query-wide projection (Qwen3-Next, Qwen3.5)")
     sparse_attention: SparseAttentionConfig | None = Field(
         None, description="DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): each query reads its topk keys")
     mtp_layers: Count0 = Field(0, le=MAX_LAYERS, description="multi-token prediction modules (DeepSeek-V3: 1), each an "
@@ -126,6 +158,16 @@ class ModelConfig(Schema):
             raise ValueError(f"moe: no layer of {self.n_layers} is a MoE layer (first_dense_layers = "
                              f"{self.moe.first_dense_layers}, layer_freq = {self.moe.layer_freq}); valid: "
                              f"first_dense_layers < {self.n_layers}")
+        la = self.linear_attention
+        if la is not None:
+            if la.layers >= self.n_layers or self.mla is not None or self.sliding_window is not None:
+                raise ValueError(f"linear_attention.layers = {la.layers} of {self.n_layers} layers (mla "
+                                 f"{self.mla is not None}, sliding_window {self.sliding_window}); valid: fewer than "
+                                 "n_layers, beside grouped-query attention without windows")
+            if la.value_dim != self.q_dim:
+                raise ValueError(f"linear_attention value_heads x value_head_dim = {la.value_dim} differs from the full "
+                                 f"attention's n_heads x head_dim = {self.q_dim}; valid: equal widths (the output "
+                                 "projection the mean layer shares)")
         if self.sparse_attention is not None and self.sliding_window is not None:
             raise ValueError(f"sliding_window = {self.sliding_window} with sparse_attention is not modelled; valid: "
                              "one of the two (sliding_window null, or sparse_attention null)")
@@ -203,13 +245,38 @@ class ModelConfig(Schema):
         """
         h = self.hidden
         if self.mla is None:
-            return h * (self.q_dim + 2 * self.kv_dim) + self.indexer_params()
+            full = h * (self.q_dim * (2 if self.attention_output_gate else 1) + 2 * self.kv_dim)
+            return self._mean_over_kinds(full, self.delta_in_params()) + self.indexer_params()
         a, heads = self.mla, self.n_heads
         q = (h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * heads * a.qk_head_dim if a.q_lora_rank
              else h * heads * a.qk_head_dim)
         kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank + a.kv_lora_rank * heads * (
             a.qk_nope_head_dim + a.v_head_dim)
         return q + kv + self.indexer_params()
+
+    @property
+    def full_attention_layers(self) -> int:
+        """Layers with (softmax) attention and a KV cache: all but the linear-attention ones."""
+        return self.n_layers - (self.linear_attention.layers if self.linear_attention else 0)
+
+    def _mean_over_kinds(self, full: float, linear: float) -> float:
+        """A per-layer count averaged over full-attention and linear-attention layers (the mean layer)."""
+        if self.linear_attention is None:
+            return full
+        n = self.linear_attention.layers
+        return (self.full_attention_layers * full + n * linear) / self.n_layers
+
+    def delta_in_params(self) -> int:
+        """One Gated DeltaNet layer's input side (`LinearAttentionConfig`): the projections to q, k (key_dim each),
+        v and the output gate z (value_dim each) and the beta and alpha gates (value_heads each), the depthwise
+        convolution over q, k, v (conv_kernel taps), dt_bias and A_log (value_heads each) and the gated RMSNorm's
+        value_head_dim scales; 0 without linear attention. The output projection (value_dim = q_dim) is the mean
+        layer's out_proj."""
+        la = self.linear_attention
+        if la is None:
+            return 0
+        return (self.hidden * (2 * la.key_dim + 2 * la.value_dim + 2 * la.value_heads)
+                + la.conv_kernel * (2 * la.key_dim + la.value_dim) + 2 * la.value_heads + la.value_head_dim)
 
     def indexer_params(self) -> int:
         """One layer's sparse-attention indexer (`SparseAttentionConfig`): the index query from the query latent
@@ -289,9 +356,13 @@ class ModelConfig(Schema):
         return attn + (self.dense_layers() * dense + self.moe_layers() * moe) / self.n_layers
 
     def qkv_matmul_params(self) -> int:
-        """qkv_params without the MLA latents' RMSNorm scales (q_lora_rank + kv_lora_rank) and the indexer key's
-        LayerNorm (2 index_head_dim): its matrices."""
+        """qkv_params without the MLA latents' RMSNorm scales (q_lora_rank + kv_lora_rank), the indexer key's
+        LayerNorm (2 index_head_dim) and a Gated DeltaNet's convolution, gates' biases and norm: its matrices."""
         norms = 2 * self.sparse_attention.index_head_dim if self.sparse_attention else 0
+        la = self.linear_attention
+        if la is not None:
+            norms += la.layers / self.n_layers * (la.conv_kernel * (2 * la.key_dim + la.value_dim)
+                                                  + 2 * la.value_heads + la.value_head_dim)
         return self.qkv_params() - norms - ((self.mla.q_lora_rank or 0) + self.mla.kv_lora_rank if self.mla else 0)
 
     def params_per_layer(self, active: bool = False) -> float:
