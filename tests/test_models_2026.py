@@ -89,13 +89,18 @@ def test_glm5_sparse_attention_fields_and_indexer_by_hand():
 
 def test_sparse_attention_flops_keys_and_cache_by_hand():
     m = _hf("glm-5")
-    # per layer: 4 x min(s, topk) x (qk_dim + q_dim) / 2, plus the indexer's 2 x s x 32 x 128 over every key
-    core = (64 * 256 + 64 * 256) / 2
+    # per layer: 4 x min(s, topk) x heads x the latent's (576 + 512) / 2 (DSA runs MLA's MQA mode), plus the
+    # indexer's 2 x s x 32 x 128 over every key
+    core = 64 * (576 + 512) / 2
     assert attention_flops_per_token(m, 8192) == 78 * (4 * 2048 * core + 2 * 8192 * 32 * 128)
     assert attention_flops_per_token(m, 1024) == 78 * (4 * 1024 * core + 2 * 1024 * 32 * 128)
     # a causal query at position t reads min(t, 2048) keys: over 8192 positions 2048 x (1 - 2048 / 16384) = 1792
     assert float(model_mean_keys(m, 8192)) == pytest.approx(1792.0)
     assert float(model_mean_keys(m, 1024)) == float(mean_keys(1024, None)) == 512.0
+    from perfmodel.cost.kernels import attention_head_width
+
+    assert attention_head_width(m) == (2 * 512 + 64) / 2  # QK^T over the 576-wide latent, PV over 512
+    assert attention_head_width(_hf("deepseek-v3")) == (192 + 128) / 2  # dense MLA: per head, unabsorbed
     # the cache keeps every token: the 576-wide latent and rotary key in fp8, and the 128-byte index key + its scale
     plan = ServePlan(tp=8, ep=8, precision="fp8", input_len=8192, output_len=1024)
     assert kv_bytes_per_token(m, plan) == 78 * (576 + 128 + 4)
@@ -207,6 +212,7 @@ def test_qwen35_is_served_but_its_training_is_refused(tmp_path, capsys):
     ("kimi-k2.5", lambda c: c.update(tie_word_embeddings=0), "tie_word_embeddings = 0 is not valid; valid: true"),
     ("kimi-k2.5", lambda c: c.update(model_type=[]), "model_type = [] is not supported; valid: gpt2"),
     ("step-3.7-flash", lambda c: c.pop("sliding_window"), "field 'sliding_window' is required"),
+    ("step-3.7-flash", lambda c: c.pop("layer_types"), "field 'layer_types' is required for model_type 'step3p7'"),
     ("qwen3.5-397b-a17b", lambda c: c["text_config"].update(layer_types=["linear_attention"] * 60),
      "layer_types = ['linear_attention', "),
     ("qwen3.5-397b-a17b", lambda c: c["text_config"].update(linear_num_value_heads=32),

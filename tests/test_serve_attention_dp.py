@@ -161,3 +161,21 @@ def test_nvfp4_moe_table_keeps_the_faster_kernel():
     fp4, fp8 = (infer(m, "dgx-b200", ServePlan(precision=p, **kw)) for p in ("fp4", "fp8"))
     assert fp4.decode_step_s["gemm"] < fp8.decode_step_s["gemm"]  # fp4 no slower than fp8, as measured
     assert math.isfinite(fp4.tpot_s)
+
+
+def test_memory_views_per_gpu_and_disaggregated_decode_pools():
+    """What a GPU holds: its group's sequences' cache (never more than its KV budget), a gathered MoE buffer of
+    every group's tokens in the activations; a disaggregated decode pool of attention groups holds and receives
+    as the aggregated replica does."""
+    from perfmodel.serve.kv_cache import activation_bytes
+
+    ds, stack = load_model(DS), load_serving_stack("sglang")
+    kw = dict(precision="fp8", input_len=1024, output_len=1024, stack="sglang")
+    e = infer(ds, "dgx-h200", ServePlan(tp=1, attention_dp=8, ep=8, **kw))
+    assert e.memory_gib["kv_in_use"] <= e.memory_gib["kv_cache"] + 1e-9
+    one, eight = (_plan(tp=1, attention_dp=a, ep=8 if a > 1 else 1) for a in (1, 8))
+    gathered = 7 * stack.max_num_tokens * (ds.hidden + 2 * ds.moe.expert_ffn_hidden * ds.moe.top_k / 8) * 2 * 2
+    assert activation_bytes(ds, eight, stack) - activation_bytes(ds, one, stack) == pytest.approx(gathered, rel=1e-9)
+    dis = infer(ds, "dgx-h200", ServePlan(tp=1, attention_dp=8, ep=8, prefill_dp=1, prefill_tp=8, **kw))
+    assert dis.kv_cache_tokens == pytest.approx(e.kv_cache_tokens, rel=1e-9)
+    assert "decode replica(s) of tp=1 attention_dp=8 pp=1" in dis.notes[0]

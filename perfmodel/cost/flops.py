@@ -11,7 +11,7 @@ live with the kernels (`cost.kernels`); hardware FLOPs (HFU) add the recomputed 
 from __future__ import annotations
 
 from ..spec.model import ModelConfig
-from .kernels import delta_rule_flops
+from .kernels import attention_head_width, delta_rule_flops
 
 
 def matmul_params(model: ModelConfig) -> int:
@@ -25,8 +25,10 @@ def attention_flops_per_token(model: ModelConfig, seq_len: int) -> float:
     (MLA: the mean of the QK^T and PV widths, `ModelConfig.attention_core_dim`).
 
     keys = seq_len on the full-attention layers (a Gated DeltaNet layer has none: `cost.kernels.delta_rule_flops`
-    instead), or the sliding window on the layers that attend to fewer (Mistral, GPT-OSS's alternate layers), or sparse attention's topk (DeepSeek-V3.2, GLM-5) plus its indexer's 2 x index_heads x index_head_dim
-    per key over all seq_len keys (DeepSeek-V3.2-Exp report, eq. 1): work that never runs is not model FLOPs.
+    instead), or the sliding window on the layers that attend to fewer (Mistral, GPT-OSS's alternate layers), or
+    sparse attention's topk (DeepSeek-V3.2, GLM-5; on MLA's latent, `cost.kernels.attention_head_width`) plus its
+    indexer's 2 x index_heads x index_head_dim per key over all seq_len keys (DeepSeek-V3.2-Exp report, eq. 1):
+    work that never runs is not model FLOPs.
     """
     windowed = model.windowed_layers
     keys = windowed * min(seq_len, model.sliding_window or seq_len) + (model.full_attention_layers - windowed) * seq_len
@@ -34,7 +36,7 @@ def attention_flops_per_token(model: ModelConfig, seq_len: int) -> float:
     if s is None:  # Gated DeltaNet layers (linear attention): their chunked delta rule per token
         la = model.linear_attention
         return 4.0 * keys * model.attention_core_dim + (la.layers * delta_rule_flops(model, 1.0) if la else 0.0)
-    return model.n_layers * (4.0 * min(seq_len, s.topk) * model.attention_core_dim
+    return model.n_layers * (4.0 * min(seq_len, s.topk) * model.n_heads * attention_head_width(model)
                              + 2.0 * seq_len * s.index_heads * s.index_head_dim)
 
 

@@ -303,6 +303,16 @@ def indexer_flops(model: ModelConfig, queries, keys):
     return 2.0 * queries * keys * s.index_heads * s.index_head_dim
 
 
+def attention_head_width(model: ModelConfig) -> float:
+    """Per-head width of the attention core's two matmuls (QK^T and PV averaged): attention_core_dim / n_heads;
+    sparse attention on MLA runs MLA's MQA mode on the latent (DeepSeek-V3.2-Exp report, Sec. 2.1: DSA is
+    instantiated on MQA-mode MLA, each latent entry shared by all heads), QK^T over kv_lora + rope and PV over
+    kv_lora: (2 kv_lora_rank + qk_rope_head_dim) / 2."""
+    if model.sparse_attention is not None and model.mla is not None:
+        return (2 * model.mla.kv_lora_rank + model.mla.qk_rope_head_dim) / 2
+    return model.attention_core_dim / model.n_heads
+
+
 def delta_rule_flops(model: ModelConfig, tokens, chunked: bool = True):
     """FLOPs of one Gated DeltaNet layer (`ModelConfig.linear_attention`) for `tokens` tokens, per value head
     6 dk dv (the output q S, the delta's S k and the state's rank-one update) plus, in the chunked form a prefill
@@ -362,8 +372,9 @@ def attention_ops(dev: Device, tokens, heads, q_len, sequences) -> list[Op]:
     """
     m, p = dev.model, dev.plan
     if p.attention == "flash":
-        # keys averaged over windowed and full layers; the per-head width of QK^T and PV averaged (MLA: 192, 128)
-        head_dim = m.attention_core_dim / m.n_heads
+        # keys averaged over windowed and full layers; the per-head width of QK^T and PV averaged (MLA: 192, 128;
+        # sparse MLA on its latent: 576, 512)
+        head_dim = attention_head_width(m)
         fwd = 4.0 * tokens * model_mean_keys(m, p.seq_len) * head_dim * heads
         fwd_flops, bwd_flops = fwd, FLASH_BWD_FACTOR * fwd
         seq = q_len

@@ -50,7 +50,8 @@ def infer(model: ModelConfig | str, hardware: System | str, plan: ServePlan | di
     fits = mem["kv_cache"] >= one_seq
     if not fits:
         need = (mem["weights"] + mem["activations"] + mem["runtime"] + one_seq) / GIB
-        raise InputError(f"{model.name} does not fit on {system.name} with tp={plan.tp} pp={plan.pp}: "
+        adp = f" attention_dp={plan.attention_dp}" if plan.attention_dp > 1 else ""
+        raise InputError(f"{model.name} does not fit on {system.name} with tp={plan.tp}{adp} pp={plan.pp}: "
                          f"{need:.1f} GiB per GPU for weights ({mem['weights'] / GIB:.1f}), activations, runtime and "
                          f"one sequence's KV cache, of {mem['capacity'] / GIB:.1f} GiB; valid: more tp or pp, "
                          "fp8/fp4 weights, or shorter sequences")
@@ -77,7 +78,9 @@ def infer(model: ModelConfig | str, hardware: System | str, plan: ServePlan | di
         kv_cache_tokens=kv_tokens, output_tokens_per_s=out, total_tokens_per_s=out * (I + O) / O,
         requests_per_s=out / O, ttft_s=ttft, tpot_s=t, e2e_s=ttft + (O - 1) * t,
         memory_gib={k: v / GIB for k, v in mem.items() if k != "short"} | {
-            "kv_in_use": batch * sequence_kv_bytes(model, plan, tokens_held(plan, stack), stack) / GIB,
+            # per GPU: its attention group's share of the replica's sequences
+            "kv_in_use": batch / plan.attention_dp * sequence_kv_bytes(model, plan, tokens_held(plan, stack), stack)
+            / GIB,
             "total": (mem["weights"] + mem["activations"] + mem["runtime"] + mem["kv_cache"]) / GIB},
         decode_step_s=step, prefill_s=alone, notes=notes)
 

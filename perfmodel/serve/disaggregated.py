@@ -49,7 +49,8 @@ def kv_transfer(model: ModelConfig, system: System, plan: ServePlan) -> tuple[fl
     send, recv = (kv_bytes_per_token(model, layout) * I for layout in (prefill_plan(plan), plan))
     tier = p2p_tier(system, 1, plan.gpus)  # the span of the whole deployment
     seconds = float(p2p_time(max(send, recv), tier.bandwidth, tier.latency))
-    rate = min(plan.prefill_dp * tier.bandwidth / send, plan.dp * tier.bandwidth / recv)
+    # every decode attention group receives its own requests' caches
+    rate = min(plan.prefill_dp * tier.bandwidth / send, plan.dp * plan.attention_dp * tier.bandwidth / recv)
     whole = kv_bytes_per_token(model, plan.model_copy(update={"tp": 1, "pp": 1})) * I
     return seconds, rate, whole
 
@@ -96,7 +97,8 @@ def infer_disaggregated(model: ModelConfig, system: System, plan: ServePlan, sta
     tpot = sum(step.values())
     out = rate * O
     notes = [f"disaggregated: {plan.prefill_dp} prefill replica(s) of tp={plan.prefill_tp} ({plan.prefill_gpus} GPUs, "
-             f"{n} prompt(s) a step) and {plan.dp} decode replica(s) of tp={plan.tp} pp={plan.pp}; requests/s bound "
+             f"{n} prompt(s) a step) and {plan.dp} decode replica(s) of tp={plan.tp}"
+             + (f" attention_dp={plan.attention_dp}" if plan.attention_dp > 1 else "") + f" pp={plan.pp}; requests/s bound "
              f"by {why}: " + ", ".join(f"{k} {v:,.2f}" for k, v in rates.items()),
              f"KV transfer: {kv_bytes / 2**20:,.1f} MiB a prompt, {t_kv * 1e3:.2f} ms on "
              f"{p2p_tier(system, 1, plan.gpus).name}",
@@ -104,10 +106,11 @@ def infer_disaggregated(model: ModelConfig, system: System, plan: ServePlan, sta
     per_token = kv_bytes_per_token(model, plan)
     return ServeEstimate(
         model=model.name, hardware=system.name, plan=plan, fits_in_memory=True, batch=plan.dp * batch,
-        kv_cache_tokens=mem["kv_cache"] / per_token, output_tokens_per_s=out, total_tokens_per_s=out * (I + O) / O,
+        kv_cache_tokens=plan.attention_dp * mem["kv_cache"] / per_token, output_tokens_per_s=out, total_tokens_per_s=out * (I + O) / O,
         requests_per_s=rate, ttft_s=t_p + t_kv, tpot_s=tpot, e2e_s=t_p + t_kv + (O - 1) * tpot,
         memory_gib={k: v / GIB for k, v in mem.items() if k != "short"} | {
-            "kv_in_use": batch * sequence_kv_bytes(model, plan, tokens_held(plan, stack), stack) / GIB,
+            "kv_in_use": batch / plan.attention_dp * sequence_kv_bytes(model, plan, tokens_held(plan, stack), stack)
+            / GIB,
             "total": (mem["weights"] + mem["activations"] + mem["runtime"] + mem["kv_cache"]) / GIB,
             "prefill_pool_weights": pmem["weights"] / GIB},
         decode_step_s=step, prefill_s=prefill, kv_transfer_s=t_kv, notes=notes)

@@ -81,12 +81,18 @@ def activation_bytes(model: ModelConfig, plan: ServePlan, stack: ServingStack) -
     """Activation workspace the engine sets aside for its largest step (this project's choice, after TensorRT-LLM's
     activation-memory planning for max_num_tokens): max_num_tokens x (hidden + the widest per-rank GEMM output:
     q + 2 kv or the gated MLP's 2 f) in bf16, twice (a layer's input and output live together), and fp32 logits
-    over the vocabulary shard for max_batch sequences."""
+    over the vocabulary shard for max_batch sequences. With attention data parallelism a MoE layer gathers every
+    group's tokens: attention_dp x max_num_tokens rows of hidden and of the routed experts' output (SGLang's
+    global DP buffer)."""
     widest = max((model.q_dim + 2 * model.kv_dim) / plan.tp, (2 if model.gated else 1) * model.ffn_hidden / plan.tp)
+    gathered = 0.0
     if model.moe is not None:
+        routed = (2 if model.gated else 1) * model.moe.expert_ffn_hidden * model.moe.top_k / plan.etp / plan.ep
         widest = max(widest, (2 if model.gated else 1) * model.moe.expert_ffn_hidden * model.moe.top_k / plan.tp)
+        gathered = (plan.attention_dp - 1) * stack.max_num_tokens * (model.hidden + routed)
     tokens = stack.max_num_tokens
-    return 2 * tokens * (model.hidden + widest) * ACT_BYTES + stack.max_batch * model.vocab / plan.tp * 4.0
+    return (2 * (tokens * (model.hidden + widest) + gathered) * ACT_BYTES
+            + stack.max_batch * model.vocab / plan.tp * 4.0)
 
 
 def memory(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack) -> dict[str, float]:

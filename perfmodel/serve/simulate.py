@@ -185,9 +185,10 @@ def simulate(model: ModelConfig | str, hardware: System | str, plan: ServePlan |
     I = _lengths(plan.input_len, n, work.range_ratio, rng)
     O = _lengths(plan.output_len, n, work.range_ratio, rng)
     if kv_tokens / plan.attention_dp < int((I + O).max()):  # one request's cache lives in one group
-        raise InputError(f"{model.name} on {system.name} (tp={plan.tp} pp={plan.pp}) holds {kv_tokens:,.0f} KV tokens "
-                         f"per replica, fewer than one request of {int((I + O).max())}; valid: more tp or pp, "
-                         "fp8 weights or KV cache, or shorter sequences")
+        where = "per attention group" if plan.attention_dp > 1 else "per replica"
+        raise InputError(f"{model.name} on {system.name} (tp={plan.tp} pp={plan.pp}) holds "
+                         f"{kv_tokens / plan.attention_dp:,.0f} KV tokens {where}, fewer than one request of "
+                         f"{int((I + O).max())}; valid: more tp or pp, fp8 weights or KV cache, or shorter sequences")
     price = StepPricer(model, system, plan, stack)
     state = state_bytes_per_sequence(model, plan) / kv_bytes_per_token(model, plan)
     reps = [_Replica(price, stack, kv_tokens, I, O, plan.attention_dp, state) for _ in range(plan.dp)]

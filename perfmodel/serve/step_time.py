@@ -23,9 +23,8 @@ import numpy as np
 from ..cost.comm import group_collective, p2p_tier, p2p_time
 from ..cost.compute import flash_attention_time, shared_core_speedup
 from ..cost.kernel_lookup import allreduce_table_time, decode_table_time, moe_table_time
-from ..cost.kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, attention_table_op, delta_rule_flops, indexer_flops,
-                            indexer_rate,
-                            mean_keys, model_mean_keys, residual_bytes)
+from ..cost.kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, attention_head_width, attention_table_op,
+                            delta_rule_flops, indexer_flops, indexer_rate, mean_keys, model_mean_keys, residual_bytes)
 from ..cost.launch_queue import host_seconds
 from ..spec.hardware import System
 from ..spec.kernel_tables import allreduce_curves, decode_curves, moe_curves
@@ -225,7 +224,7 @@ def prefill_attention_s(dev: Device, plan: ServePlan, seqs: float, prompt: float
     full = m.full_attention_layers / m.n_layers  # a Gated DeltaNet layer runs the chunked delta rule instead
     delta = (1.0 - full) * delta_rule_flops(m, seqs * prompt) / plan.tp / (dev.bf16_peak * dev.system.efficiency
                                                                             .attention_max)
-    head_dim, heads = m.attention_core_dim / m.n_heads, m.n_heads / plan.tp
+    head_dim, heads = attention_head_width(m), m.n_heads / plan.tp
     keys = float(model_mean_keys(m, prompt)) if windowed or m.sparse_attention else float(mean_keys(prompt, None))
     flops = 4.0 * seqs * prompt * keys * head_dim * heads
     eff = dev.system.efficiency
@@ -309,7 +308,7 @@ def pp_send_s(model: ModelConfig, system: System, plan: ServePlan, tokens: float
     (`cost.comm.p2p_time` on the tier the pipeline spans, `cost.comm.p2p_tier`)."""
     if plan.pp == 1:
         return 0.0
-    tier = p2p_tier(system, plan.tp, plan.pp)
+    tier = p2p_tier(system, plan.moe_ranks, plan.pp)  # a stage spans tp x attention_dp GPUs
     return plan.pp * float(p2p_time(tokens * model.hidden * wire_bytes(system, plan), tier.bandwidth,
                                     tier.latency))
 

@@ -236,10 +236,14 @@ def _linear_attention(c: _HFConfig, n_layers: int) -> dict:
     linear = types.count("linear_attention")
     if linear in (0, n_layers):
         raise c._bad("layer_types", "a mix of 'linear_attention' and 'full_attention' layers (hybrid models)")
+    # the recurrent state's dtype where the config states it (Qwen3.5: float32); fp32 otherwise, as the
+    # flash-linear-attention kernels accumulate it
+    state = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}[c.choice("mamba_ssm_dtype", ("float32", "bfloat16",
+                                                                                          "float16"), "float32")]
     return dict(attention_output_gate=c.flag("attn_output_gate", True), linear_attention=dict(
         layers=linear, key_heads=c.count("linear_num_key_heads"), key_head_dim=c.count("linear_key_head_dim"),
         value_heads=c.count("linear_num_value_heads"), value_head_dim=c.count("linear_value_head_dim"),
-        conv_kernel=c.count("linear_conv_kernel_dim", 4)))
+        conv_kernel=c.count("linear_conv_kernel_dim", 4), state_bytes=state))
 
 
 def _mtp_layers(c: _HFConfig, mt: str) -> int:
@@ -351,8 +355,10 @@ def from_hf_config(cfg: dict, name: str, where: str = "config.json") -> ModelCon
             # windowed first, and sliding_window defaults to 128 as there. Step-3.x Flash states both (3 windowed
             # layers of 512 tokens in 4).
             kinds = ("sliding_attention", "full_attention")
-            types = c.layer_kinds("layer_types", kinds, n_layers) if mt == "step3p7" else None
-            types = types or c.layer_kinds("layer_types", kinds, n_layers) or [kinds[i % 2] for i in range(n_layers)]
+            types = c.layer_kinds("layer_types", kinds, n_layers)
+            if types is None and mt == "step3p7":  # no default pattern to fall back on
+                raise c._required("layer_types")
+            types = types or [kinds[i % 2] for i in range(n_layers)]
             window = c.count("sliding_window", 128 if mt == "gpt_oss" else ...)
             window_layers = types.count("sliding_attention")
             if window_layers == 0:
