@@ -97,7 +97,7 @@ def test_sparse_attention_flops_keys_and_cache_by_hand():
     # a causal query at position t reads min(t, 2048) keys: over 8192 positions 2048 x (1 - 2048 / 16384) = 1792
     assert float(model_mean_keys(m, 8192)) == pytest.approx(1792.0)
     assert float(model_mean_keys(m, 1024)) == float(mean_keys(1024, None)) == 512.0
-    from perfmodel.cost.kernels import attention_head_width
+    from perfmodel.cost.attention_kinds import attention_head_width
 
     assert attention_head_width(m) == (2 * 512 + 64) / 2  # QK^T over the 576-wide latent, PV over 512
     assert attention_head_width(_hf("deepseek-v3")) == (192 + 128) / 2  # dense MLA: per head, unabsorbed

@@ -11,7 +11,7 @@ live with the kernels (`cost.kernels`); hardware FLOPs (HFU) add the recomputed 
 from __future__ import annotations
 
 from ..spec.model import ModelConfig
-from .kernels import attention_head_width, delta_rule_flops
+from .attention_kinds import attention_head_width, delta_rule_flops
 
 
 def matmul_params(model: ModelConfig) -> int:
@@ -24,9 +24,9 @@ def attention_flops_per_token(model: ModelConfig, seq_len: int) -> float:
     """Forward attention-core FLOPs per token, all layers, without causal masking: 4 * l * keys * n_heads * head_dim
     (MLA: the mean of the QK^T and PV widths, `ModelConfig.attention_core_dim`).
 
-    keys = seq_len on the full-attention layers (a Gated DeltaNet layer has none: `cost.kernels.delta_rule_flops`
+    keys = seq_len on the full-attention layers (a Gated DeltaNet layer has none: `cost.attention_kinds.delta_rule_flops`
     instead), or the sliding window on the layers that attend to fewer (Mistral, GPT-OSS's alternate layers), or
-    sparse attention's topk (DeepSeek-V3.2, GLM-5; on MLA's latent, `cost.kernels.attention_head_width`) plus its
+    sparse attention's topk (DeepSeek-V3.2, GLM-5; on MLA's latent, `cost.attention_kinds.attention_head_width`) plus its
     indexer's 2 x index_heads x index_head_dim per key over all seq_len keys (DeepSeek-V3.2-Exp report, eq. 1):
     work that never runs is not model FLOPs.
     """

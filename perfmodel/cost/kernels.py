@@ -22,6 +22,7 @@ from ..spec.stack import Stack, load_stack
 from ..spec.kernel_tables import AttentionGrid, GemmGrid, attention_grid, gemm_grid, table_dtypes
 from .compute import flash_attention_time, gemm_time, gemm_traffic_bytes, memory_bound_time
 from .kernel_lookup import attention_table_rate, gemm_table_time
+from .attention_kinds import attention_head_width, indexer_flops, indexer_rate
 from .layouts import Layouts, among
 
 ACT_BYTES = 2  # activations and their gradients are bf16 throughout
@@ -289,47 +290,6 @@ def model_mean_keys(model: ModelConfig, seq):
         return mean_keys(seq, None)
     n_win = model.windowed_layers
     return (n_win * mean_keys(seq, model.sliding_window) + (model.n_layers - n_win) * mean_keys(seq, None)) / model.n_layers
-
-
-def indexer_flops(model: ModelConfig, queries, keys):
-    """FLOPs of sparse attention's lightning indexer (DeepSeek-V3.2-Exp report, Sec. 2.1, eq. 1) for `queries`
-    queries over `keys` keys each (causal: `mean_keys(seq, None)`): 2 x index_heads x index_head_dim per score. It
-    scores every earlier key, so it is the part that still grows with the square of the context; 0 without sparse
-    attention. The serving engines run it on every tensor-parallel rank whole (vLLM and SGLang replicate the
-    indexer), and in FP8 (DeepGEMM's fp8 MQA logits): priced at the part's FP8 rate."""
-    s = model.sparse_attention
-    if s is None:
-        return 0.0
-    return 2.0 * queries * keys * s.index_heads * s.index_head_dim
-
-
-def attention_head_width(model: ModelConfig) -> float:
-    """Per-head width of the attention core's two matmuls (QK^T and PV averaged): attention_core_dim / n_heads;
-    sparse attention on MLA runs MLA's MQA mode on the latent (DeepSeek-V3.2-Exp report, Sec. 2.1: DSA is
-    instantiated on MQA-mode MLA, each latent entry shared by all heads), QK^T over kv_lora + rope and PV over
-    kv_lora: (2 kv_lora_rank + qk_rope_head_dim) / 2."""
-    if model.sparse_attention is not None and model.mla is not None:
-        return (2 * model.mla.kv_lora_rank + model.mla.qk_rope_head_dim) / 2
-    return model.attention_core_dim / model.n_heads
-
-
-def delta_rule_flops(model: ModelConfig, tokens, chunked: bool = True):
-    """FLOPs of one Gated DeltaNet layer (`ModelConfig.linear_attention`) for `tokens` tokens, per value head
-    6 dk dv (the output q S, the delta's S k and the state's rank-one update) plus, in the chunked form a prefill
-    runs, 2 C (dk + dv) for the scores within a chunk of C tokens and their values (Yang et al. 2024, "Parallelizing
-    Linear Transformers with the Delta Rule over Sequence Length", NeurIPS, Sec. 3.3: O(L C d + L d^2) per head);
-    0 without linear attention."""
-    la = model.linear_attention
-    if la is None:
-        return 0.0
-    dk, dv = la.key_head_dim, la.value_head_dim
-    return tokens * la.value_heads * (6.0 * dk * dv + (2.0 * la.chunk * (dk + dv) if chunked else 0.0))
-
-
-def indexer_rate(dev: "Device") -> float:
-    """FLOP/s of the indexer's scores: attention_max of the sustained FP8 rate (bf16 on a part without FP8)."""
-    dtype = "fp8" if "fp8" in dev.system.accelerator.peak_tflops else "bf16"
-    return dev.sustained_peak(dtype) * dev.system.efficiency.attention_max
 
 
 FLASH_BWD_FACTOR = 2.5  # fused attention backward: 5 matmuls to the forward's 2 (FlashAttention-2 convention)

@@ -23,8 +23,9 @@ import numpy as np
 from ..cost.comm import group_collective, p2p_tier, p2p_time
 from ..cost.compute import flash_attention_time, shared_core_speedup
 from ..cost.kernel_lookup import allreduce_table_time, decode_table_time, moe_table_time
-from ..cost.kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, attention_head_width, attention_table_op,
-                            delta_rule_flops, indexer_flops, indexer_rate, mean_keys, model_mean_keys, residual_bytes)
+from ..cost.attention_kinds import attention_head_width, delta_rule_flops, indexer_flops, indexer_rate
+from ..cost.kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, attention_table_op, mean_keys, model_mean_keys,
+                            residual_bytes)
 from ..cost.launch_queue import host_seconds
 from ..spec.hardware import System
 from ..spec.kernel_tables import allreduce_curves, decode_curves, moe_curves
@@ -170,7 +171,7 @@ def decode_attention_s(dev: Device, plan: ServePlan, seqs: float, context: float
 def decode_delta_s(dev: Device, plan: ServePlan, seqs: float) -> float:
     """One Gated DeltaNet layer's decode step for `seqs` sequences on one GPU: each sequence's state read and
     written back (2 x `state_bytes_per_sequence` per layer) at the HBM rate, or the delta rule's FLOPs
-    (`cost.kernels.delta_rule_flops`, no chunk) over tp at attention_max of the bf16 rate, whichever is longer;
+    (`cost.attention_kinds.delta_rule_flops`, no chunk) over tp at attention_max of the bf16 rate, whichever is longer;
     0 without linear attention."""
     la = dev.model.linear_attention
     if la is None or seqs <= 0:
