@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 from perfmodel.errors import InputError  # noqa: E402
 from perfmodel.serve.batching import static_batch  # noqa: E402
-from perfmodel.serve.step_time import MODEL_OPS, launches  # noqa: E402
+from perfmodel.serve.host_time import MODEL_OPS, launches  # noqa: E402
 from perfmodel.spec.hardware import HostCosts, ServingHostCosts, load_hardware  # noqa: E402
 from perfmodel.spec.model import ModelConfig  # noqa: E402
 from perfmodel.spec.operators import LAYER_OPS  # noqa: E402

@@ -7,7 +7,7 @@ processes allow, prices each decode step (one token a sequence: nothing to compu
 no host costs, and fits what that leaves out (scipy.optimize.nnls):
 
     measured - predicted  ~  kernel_s * launches + collective_s * calls + attention_s * pairs
-                             + attention_key_s * keys                       (serve.step_time.launches)
+                             + attention_key_s * keys                       (serve.host_time.launches)
 
 `pairs`: the (sequence, local head) pairs a decode step's attention works through: torch's CPU attention kernel
 sets up each such block on its own (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp loops over batch x heads x
@@ -108,7 +108,7 @@ def fit_host(files: dict, measured: dict, bare: System, fraction: float, stack, 
     """The four host costs by non-negative least squares on the probes' decode steps, each priced with `bare` (no
     host costs) at sustained fraction `fraction` (module docstring)."""
     from ..serve.batching import static_batch
-    from ..serve.step_time import launches
+    from ..serve.host_time import launches
 
     priced = bare.model_copy(update={"efficiency": bare.efficiency.model_copy(
         update={"sustained_fraction": fraction})})

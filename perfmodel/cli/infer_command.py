@@ -44,6 +44,16 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                    "pool of their own, sending KV caches to the tp x pp x dp decode replicas")
     p.add_argument("--prefill-tp", type=integer("--prefill-tp"), help="with --prefill-dp: GPUs of each prefill "
                    "replica (default --tp)")
+    p.add_argument("--speculative", choices=["mtp", "eagle"], help="speculative decoding: the model's MTP module "
+                   "drafts, or an EAGLE-3 layer; with --draft-tokens and --acceptance-rate or --acceptance-length")
+    p.add_argument("--draft-tokens", type=integer("--draft-tokens", most=16), help="with --speculative: tokens "
+                   "drafted a step (default 1)")
+    p.add_argument("--acceptance-rate", type=number("--acceptance-rate", above=True, high=0.999999), metavar="A",
+                   help="with --speculative: probability a draft token is accepted given the ones before it were")
+    p.add_argument("--acceptance-length", type=number("--acceptance-length", low=1.0), metavar="L",
+                   help="with --speculative: mean tokens a step emits per sequence (its own included)")
+    p.add_argument("--draft-vocab", type=integer("--draft-vocab"), help="with --speculative eagle: the draft head's "
+                   "vocabulary (EAGLE-3 for Llama 3.1: 32000; default the model's)")
     p.add_argument("--simulate", action="store_true",
                    help="also serve the requests one by one as a benchmark client sends them (serve.simulate): with "
                         "--concurrency a closed loop of that many clients, with --request-rate an open loop; "
@@ -100,9 +110,34 @@ def _workload(a: argparse.Namespace) -> dict:
                 range_ratio=a.range_ratio, seed=a.seed)
 
 
+def _speculative(a: argparse.Namespace) -> dict | None:
+    """The --speculative flags as a SpeculativeConfig's fields (None without it); InputError for a flag that needs
+    another."""
+    given = [f for f, v in (("--draft-tokens", a.draft_tokens), ("--acceptance-rate", a.acceptance_rate),
+                            ("--acceptance-length", a.acceptance_length), ("--draft-vocab", a.draft_vocab))
+             if v is not None]
+    if a.speculative is None:
+        if given:
+            raise InputError(f"{given[0]} describes a speculative draft; valid: add --speculative mtp|eagle, or leave "
+                             f"{', '.join(given)} out")
+        return None
+    if (a.acceptance_rate is None) == (a.acceptance_length is None):
+        raise InputError(f"--speculative {a.speculative} needs its acceptance, stated: --acceptance-rate A (each "
+                         "draft token's) or --acceptance-length L (tokens a step); valid: exactly one of the two")
+    if a.draft_vocab is not None and a.speculative != "eagle":
+        raise InputError(f"--draft-vocab {a.draft_vocab} with --speculative {a.speculative}: an MTP module shares the "
+                         "model's head; valid: --draft-vocab with --speculative eagle")
+    fields = dict(method=a.speculative, draft_tokens=a.draft_tokens or 1, acceptance_rate=a.acceptance_rate,
+                  acceptance_length=a.acceptance_length, draft_vocab=a.draft_vocab)
+    from ..spec.serving import SpeculativeConfig
+
+    SpeculativeConfig.parse(fields, where="--speculative")  # e.g. an acceptance length past draft tokens + 1
+    return fields
+
+
 def _job(a: argparse.Namespace) -> dict:
     return dict(precision=a.precision, kv_dtype=a.kv_dtype, input_len=a.input_len, output_len=a.output_len,
-                concurrency=a.concurrency, stack=a.stack)
+                concurrency=a.concurrency, stack=a.stack, speculative=_speculative(a))
 
 
 def run(a: argparse.Namespace) -> str:

@@ -30,6 +30,9 @@ def check_servable(pf, where: str, nproc: int, device: str) -> None:
         raise InputError(f"{where}: attention_dp = {plan.attention_dp}: the executor serves tensor- and data-parallel "
                          "replicas of a dense model, not attention data parallelism over MoE layers; valid: "
                          "attention_dp = 1")
+    if plan.speculative is not None:
+        raise InputError(f"{where}: speculative = {plan.speculative.method}: the executor decodes one token a step, "
+                         "with no draft; valid: no speculative decoding")
     if plan.tp * plan.pp * plan.dp != nproc:
         raise InputError(f"{where}: the plan needs tp x pp x dp = {plan.tp * plan.pp * plan.dp} processes, but "
                          f"--nproc is {nproc}; valid: --nproc {plan.tp * plan.pp * plan.dp}")

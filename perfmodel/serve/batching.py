@@ -12,6 +12,11 @@ at decode = B (O - 1) / O, context = I + O / 2, prefill = B / O prompts of I tok
            max_num_tokens - B); never less than the prompt's prefill alone
     end-to-end latency = TTFT + (O - 1) x TPOT
 
+With speculative decoding (`ServePlan.speculative`) a decode step runs q = draft_tokens + 1 tokens per sequence
+and its draft, and a sequence gains a = tokens_per_step tokens: a request lives n = 1 + (O - 1) / a steps (one of
+them its prefill), so a step runs decode = B (n - 1) / n and prefill = B / n, and TPOT = t / a, output tokens/s =
+dp x B x O / (n t); without it a = 1, n = O, the formulas above.
+
 The prefill breakdown reported beside it is one request's prompt alone on an idle replica.
 """
 
@@ -56,27 +61,33 @@ def infer(model: ModelConfig | str, hardware: System | str, plan: ServePlan | di
                          f"one sequence's KV cache, of {mem['capacity'] / GIB:.1f} GiB; valid: more tp or pp, "
                          "fp8/fp4 weights, or shorter sequences")
     batch, bound = replica_batch(model, plan, stack, mem["kv_cache"])
-    I, O = plan.input_len, plan.output_len
-    # a sequence lives O steps: its prefill step (which samples its first token) and O - 1 decode steps
-    step = step_parts(model, system, plan, stack, decode=batch * (O - 1) / O, context=I + O / 2,
-                      prefill_seqs=batch / O, prompt=I, logits=batch)
+    I, O, n, a = plan.input_len, plan.output_len, plan.life_steps, plan.tokens_per_step
+    # a sequence lives n steps: its prefill step (which samples its first token) and n - 1 decode steps
+    step = step_parts(model, system, plan, stack, decode=batch * (n - 1) / n, context=I + O / 2,
+                      prefill_seqs=batch / n, prompt=I, logits=batch)
     t = sum(step.values())
     alone = step_parts(model, system, plan, stack, decode=0, context=0, prefill_seqs=1, prompt=I, logits=1)
     # the prompt's group: its share of the decode tokens and the chunk in its own token budget
-    chunk = min(float(I), max(stack.max_num_tokens - batch / plan.attention_dp, 1.0))
+    chunk = min(float(I), max(stack.max_num_tokens - batch * plan.decode_queries / plan.attention_dp, 1.0))
     carry = step_parts(model, system, plan, stack, decode=batch, context=I + O / 2, prefill_seqs=1, prompt=chunk,
                        logits=batch)
     ttft = max(math.ceil(I / chunk) * sum(carry.values()), sum(alone.values()))
-    out = plan.dp * batch / t
+    out = plan.dp * batch * O / (n * t)
     notes = [f"batch per replica: {batch:g} sequences, bound by {bound}; each holds {tokens_held(plan, stack):g} "
              f"KV tokens ({'whole sequence reserved' if stack.reserves_whole_sequence else 'allocated as it grows'})",
              f"KV cache: {per_token / 1024:.1f} KiB per token per GPU ({plan.kv}), {kv_tokens:,.0f} tokens per replica "
              + ("(each GPU holds its shard of every token)" if plan.attention_dp == 1 else
                 f"({plan.attention_dp} attention groups, each GPU holding its shard of its group's tokens)")]
+    if plan.speculative is not None:
+        s = plan.speculative
+        notes.append(f"speculative decoding ({s.method}): {s.draft_tokens} draft token(s) a step, verified in one "
+                     f"forward of {plan.decode_queries} tokens per sequence; {a:.2f} tokens a step (stated "
+                     + (f"acceptance rate {s.acceptance_rate:g})" if s.acceptance_rate is not None else
+                        "acceptance length)") + f", so TPOT is the step's {1e3 * t:.2f} ms / {a:.2f}")
     return ServeEstimate(
         model=model.name, hardware=system.name, plan=plan, fits_in_memory=fits, batch=plan.dp * batch,
         kv_cache_tokens=kv_tokens, output_tokens_per_s=out, total_tokens_per_s=out * (I + O) / O,
-        requests_per_s=out / O, ttft_s=ttft, tpot_s=t, e2e_s=ttft + (O - 1) * t,
+        requests_per_s=out / O, ttft_s=ttft, tpot_s=t / a, e2e_s=ttft + (O - 1) * t / a,
         memory_gib={k: v / GIB for k, v in mem.items() if k != "short"} | {
             # per GPU: its attention group's share of the replica's sequences
             "kv_in_use": batch / plan.attention_dp * sequence_kv_bytes(model, plan, tokens_held(plan, stack), stack)
@@ -96,6 +107,9 @@ def static_batch(model: ModelConfig | str, hardware: System | str, plan: ServePl
     if plan.concurrency is None or plan.concurrency % plan.dp:
         raise InputError(f"concurrency = {plan.concurrency} for a static batch over dp = {plan.dp} replicas; valid: "
                          f"a multiple of {plan.dp} (sequences per replica x dp)")
+    if plan.speculative is not None:
+        raise InputError(f"speculative = {plan.speculative.method} for a static batch: the executor decodes one token a "
+                         "step; valid: no speculative decoding")
     if plan.output_len < 2 or plan.disaggregated:
         raise InputError(f"output_len = {plan.output_len}, prefill_dp = {plan.prefill_dp} for a static batch: it is "
                          "prefilled and decoded by the same replicas; valid: output_len >= 2 and no prefill pool")

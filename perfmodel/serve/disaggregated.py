@@ -16,7 +16,8 @@ only, so no prompt shares a step with decode tokens. Priced by the same step (`s
     requests/s     R = min(R_d(B), R_p, R_kv), B the batch memory and the stack allow (decode tokens only in a
                    step: B <= max_num_tokens); where the prefill pool or the links bound R, the decode replicas
                    hold fewer sequences: B' with R_d(B') = R (bisection; t_d grows with B)
-    TPOT = t_d(B');   TTFT = t_p + t_kv (no queueing, as the aggregated TTFT);   output tokens/s = R x O
+    with speculative decoding a decode step gains a = tokens_per_step tokens: R_d(B) = dp x B x a / ((O - 1) t_d(B))
+    TPOT = t_d(B') / a;   TTFT = t_p + t_kv (no queueing, as the aggregated TTFT);   output tokens/s = R x O
 """
 
 from __future__ import annotations
@@ -75,8 +76,8 @@ def infer_disaggregated(model: ModelConfig, system: System, plan: ServePlan, sta
         return step_parts(model, system, plan, stack, decode=b, context=I + O / 2, prefill_seqs=0, prompt=0,
                           logits=b)
 
-    def decode_rate(b: float) -> float:
-        return plan.dp * b / ((O - 1) * sum(decode_step(b).values()))
+    def decode_rate(b: float) -> float:  # a speculative step gains tokens_per_step tokens per sequence
+        return plan.dp * b * plan.tokens_per_step / ((O - 1) * sum(decode_step(b).values()))
 
     # prompts a prefill step runs: the token budget, the stack's max_batch, and the KV cache they fill until sent
     n = max(1, min(math.floor(stack.max_num_tokens / I), stack.max_batch,
@@ -94,7 +95,7 @@ def infer_disaggregated(model: ModelConfig, system: System, plan: ServePlan, sta
             lo, hi = (mid, hi) if decode_rate(mid) < rate else (lo, mid)
         batch = max(hi, 1e-9)
     step = decode_step(batch)
-    tpot = sum(step.values())
+    tpot = sum(step.values()) / plan.tokens_per_step
     out = rate * O
     notes = [f"disaggregated: {plan.prefill_dp} prefill replica(s) of tp={plan.prefill_tp} ({plan.prefill_gpus} GPUs, "
              f"{n} prompt(s) a step) and {plan.dp} decode replica(s) of tp={plan.tp}"

@@ -15,22 +15,56 @@ import math
 from ..cost.kernels import ACT_BYTES
 from ..spec.hardware import System
 from ..spec.model import ModelConfig
-from ..spec.serving import KV_BYTES, W4_BYTES, WEIGHT_BYTES, ServePlan, ServingStack, four_bit_weights
+from ..spec.serving import KV_BYTES, W4_BYTES, WEIGHT_BYTES, ServePlan, ServingStack, draft_model, four_bit_weights
 
 GIB = 2.0**30
 
 
 def kv_bytes_per_token(model: ModelConfig, plan: ServePlan) -> float:
-    """KV-cache bytes one token takes on one GPU of a stage (layers / pp of them): per layer 2 x kv heads on the
-    rank x head_dim x kv_dtype bytes; MLA (kv_lora_rank + qk_rope_head_dim) x bytes, on every tp rank; sparse
-    attention adds its indexer's key per layer (`indexer_key_bytes`). Only full-attention layers keep tokens
-    (`kv_layers`; Gated DeltaNet layers keep a state per sequence instead, `state_bytes_per_sequence`)."""
+    """KV-cache bytes one token takes on one GPU of the fullest stage: `layer_kv_bytes` in each of its layers that
+    keep tokens (`kv_layers`; Gated DeltaNet layers keep a state per sequence instead, `state_bytes_per_sequence`),
+    and in a speculative draft's layers (`draft_kv_layers`: the draft attends the whole context too)."""
+    own = kv_layers(model, plan) * layer_kv_bytes(model, plan)
+    if plan.speculative is None:
+        return own
+    draft = draft_model(model, plan.speculative)
+    return own + draft_kv_layers(model, plan) * layer_kv_bytes(draft, plan.draft_plan())
+
+
+def layer_kv_bytes(model: ModelConfig, plan: ServePlan) -> float:
+    """KV-cache bytes of one token in one layer on one GPU: 2 x kv heads on the rank x head_dim x kv_dtype bytes;
+    MLA (kv_lora_rank + qk_rope_head_dim) x bytes, on every tp rank; sparse attention adds its indexer's key
+    (`indexer_key_bytes`)."""
     per = KV_BYTES[plan.kv]
     if model.mla is not None:
         width = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim
     else:
         width = 2 * max(model.n_kv_heads / plan.tp, 1.0) * model.head_dim
-    return kv_layers(model, plan) * (width * per + indexer_key_bytes(model))
+    return width * per + indexer_key_bytes(model)
+
+
+def draft_kv_layers(model: ModelConfig, plan: ServePlan) -> int:
+    """Draft layers keeping a KV cache: the model's MTP modules (mtp_layers), or EAGLE-3's one layer; 0 without
+    speculative decoding."""
+    s = plan.speculative
+    return 0 if s is None else (model.mtp_layers if s.method == "mtp" else 1)
+
+
+def draft_weight_bytes(model: ModelConfig, plan: ServePlan) -> float:
+    """A speculative draft's weights on one GPU of the last stage: its layers (`draft_kv_layers` blocks of
+    `spec.serving.draft_model`, split as the model's layers are, `weight_bytes`), each MTP module's 2h x h
+    projection of the embedding and hidden state (DeepSeek-V3 Sec. 2.2, eh_proj) or EAGLE-3's 3h x h fusion of
+    three target layers' states and its head over draft_vocab, all / tp in bf16 (the embedding, and an MTP
+    module's head, are the model's own); 0 without speculative decoding."""
+    s = plan.speculative
+    if s is None:
+        return 0.0
+    d, p = draft_model(model, s), plan.draft_plan()
+    layer = weight_bytes(d, p) - (d.embedding_params() + d.head_params()) / p.tp * ACT_BYTES
+    fuse = (2 if s.method == "mtp" else 3) * model.hidden ** 2
+    head = d.vocab * d.hidden if s.method == "eagle" else 0
+    n = draft_kv_layers(model, plan)
+    return n * layer + (n * fuse if s.method == "mtp" else fuse + head) / plan.tp * ACT_BYTES
 
 
 def kv_layers(model: ModelConfig, plan: ServePlan) -> int:
@@ -96,14 +130,14 @@ def activation_bytes(model: ModelConfig, plan: ServePlan, stack: ServingStack) -
 
 
 def memory(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack) -> dict[str, float]:
-    """Bytes per GPU: weights, activations, runtime (the system's memory_overhead_gib: CUDA context, NCCL
+    """Bytes per GPU: weights (a speculative draft's with them, `draft_weight_bytes`), activations, runtime (the system's memory_overhead_gib: CUDA context, NCCL
     buffers), and the KV cache's budget by what the stack's kv_memory_fraction f is a share of:
     free (TensorRT-LLM): f x (capacity - runtime - weights - activations);
     total (vLLM: the process's whole use, its profile run counting activations and non-torch memory):
       f x capacity - weights - activations - runtime;
     weights_and_kv (SGLang's mem_fraction_static: activations live outside it): f x capacity - weights - runtime."""
     cap = system.accelerator.hbm_bytes
-    w, act, rt = weight_bytes(model, plan), activation_bytes(model, plan, stack), system.memory_overhead_bytes
+    w, act, rt = weight_bytes(model, plan) + draft_weight_bytes(model, plan), activation_bytes(model, plan, stack), system.memory_overhead_bytes
     f = stack.kv_memory_fraction
     kv = {"free": (cap - rt - w - act) * f, "total": cap * f - w - act - rt,
           "weights_and_kv": cap * f - w - rt}[stack.memory_fraction_of]
@@ -137,11 +171,14 @@ def replica_batch(model: ModelConfig, plan: ServePlan, stack: ServingStack, kv_c
     cache holds (whole sequences of tokens_held tokens, `sequence_kv_bytes`); never more than the stack's
     max_batch, nor than its token budget lets run at once (a step runs B decode tokens and B x I / O prompt
     tokens: B <= max_num_tokens / (1 + I / O); B <= max_num_tokens where prompts run elsewhere,
-    `prefill_in_step` false: a disaggregated decode pool). With attention data parallelism each of the
+    `prefill_in_step` false: a disaggregated decode pool; with speculative decoding each sequence runs q =
+    draft_tokens + 1 tokens a step and a request lives n = `ServePlan.life_steps` steps: B <= max_num_tokens /
+    (q + I / n)). With attention data parallelism each of the
     attention_dp groups holds its own sequences' cache and runs its own scheduler (the engines' DP ranks), so
     every limit but the concurrency is attention_dp times one group's."""
     fit = math.floor(kv_cache_bytes / sequence_kv_bytes(model, plan, tokens_held(plan, stack), stack))
-    share = 1 + plan.input_len / plan.output_len if prefill_in_step else 1
+    q = plan.decode_queries
+    share = q + plan.input_len / plan.life_steps if prefill_in_step else q
     budget = math.floor(stack.max_num_tokens / share)
     a = plan.attention_dp
     limits = [(float(a * fit), "KV cache"), (float(a * stack.max_batch), f"the stack's max_batch {stack.max_batch}"

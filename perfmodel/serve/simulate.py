@@ -10,7 +10,8 @@ The engine, one per replica (requests go to replicas round-robin; a closed loop'
   admitted prompts in arrival order, a prompt split over steps where it does not fit (chunked prefill: Agrawal et
   al. 2024, "Sarathi-Serve", Sec. 4; vLLM v1's and TensorRT-LLM's in-flight batching schedulers);
 - a prompt's last chunk samples its first token at the end of that step (its TTFT); it then decodes one token per
-  step and leaves after its output length, its client (closed loop) sending the next request at that moment.
+  step (with speculative decoding: runs draft_tokens + 1 tokens and gains the stated mean, tokens_per_step, every
+  sequence alike) and leaves after its output length, its client (closed loop) sending the next request then.
 Between events (an arrival, a completion) a decode-only replica runs identical steps but for the growing context:
 they are priced in one stride at the stride's mean context, so a run of 1,000 requests takes some thousands of
 priced strides rather than a million steps. A step's components are priced once per size, sizes rounded to a 5%
@@ -33,7 +34,7 @@ from ..spec.model_catalogue import load_model
 from ..spec.serving import ServePlan, ServingStack, load_serving_stack, resolve_serve
 from ..spec.serving_workload import LatencyStats, SimulatedServing, Workload
 from .kv_cache import kv_bytes_per_token, memory, state_bytes_per_sequence
-from .step_time import step_parts
+from .step_time import draft_job, step_parts
 
 GRID_RATIO = 1.05  # step shapes priced on a 5% grid above GRID_EXACT
 GRID_EXACT = 32
@@ -53,18 +54,19 @@ class StepPricer:
 
     def __init__(self, model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack):
         self.args, self.cache = (model, system, plan, stack), {}
+        self.draft = draft_job(*self.args)  # a speculative draft's layer, its components memoised beside the model's
 
     def _part(self, fn, *args):
         job, sizes = args[:4], tuple(_grid(x) if isinstance(x, float | int) and not isinstance(x, bool) else x
                                      for x in args[4:])
-        key = (fn.__name__, sizes)
+        key = (fn.__name__, job[0] is self.args[0], sizes)
         if key not in self.cache:
             self.cache[key] = fn(*job, *sizes)
         return self.cache[key]
 
     def __call__(self, decode: int, context: float, prefills: int, chunk: float, logits: int) -> float:
         parts = step_parts(*self.args, decode=decode, context=context if decode else 0.0, prefill_seqs=prefills,
-                           prompt=chunk if prefills else 0.0, logits=logits, part=self._part)
+                           prompt=chunk if prefills else 0.0, logits=logits, part=self._part, draft=self.draft)
         return float(sum(parts.values()))
 
 
@@ -90,14 +92,17 @@ class _Replica:
         self.prefilling: list[int] = []  # admitted, prompt not done
         self.left: dict[int, int] = {}  # prompt tokens not yet prefilled
         self.decoding: list[int] = []
-        self.made: dict[int, int] = {}  # output tokens sampled
+        self.made: dict[int, float] = {}  # output tokens sampled (fractional: a speculative step's mean gain)
+        # tokens a decoding sequence runs and gains per step (speculative decoding: draft_tokens + 1 and the mean
+        # accepted, `ServePlan.decode_queries`, `tokens_per_step`; else 1 and 1)
+        self.queries, self.gain = price.args[2].decode_queries, price.args[2].tokens_per_step
         self.now, self.steps, self.batch_sum = 0.0, 0, 0.0
 
     def held(self, r: int) -> int:
         """KV tokens request r holds now (all it will hold, where the stack reserves the whole sequence)."""
         if self.stack.reserves_whole_sequence:
             return int(self.I[r] + self.O[r] + self.state_tokens)
-        return int(self.I[r] + self.made.get(r, 0) + self.state_tokens)
+        return int(self.I[r] + math.ceil(self.made.get(r, 0)) + self.state_tokens)
 
     def admit(self) -> None:
         running = self.prefilling + self.decoding
@@ -119,19 +124,19 @@ class _Replica:
         dec = len(self.decoding)
         if not self.prefilling:  # decode only: stride to the next completion or arrival
             ctx = float(np.mean([self.I[r] + self.made[r] for r in self.decoding]))
-            k = min(self.O[r] - self.made[r] for r in self.decoding)
-            t = self.price(dec, ctx + (k - 1) / 2, 0, 0.0, dec)
+            k = min(math.ceil((self.O[r] - self.made[r]) / self.gain - 1e-9) for r in self.decoding)
+            t = self.price(dec, ctx + (k - 1) * self.gain / 2, 0, 0.0, dec)
             if math.isfinite(until) and until > self.now:
                 k = max(1, min(k, math.ceil((until - self.now) / t)))
-            t = self.price(dec, ctx + (k - 1) / 2, 0, 0.0, dec)
+            t = self.price(dec, ctx + (k - 1) * self.gain / 2, 0, 0.0, dec)
             self.now += k * t
             self.steps += k
             self.batch_sum += k * dec
             for r in self.decoding:
-                self.made[r] += k
+                self.made[r] = min(self.made[r] + k * self.gain, float(self.O[r]))
         else:
-            budget = max(self.groups * self.stack.max_num_tokens - dec, 1)
-            per_group = max(self.stack.max_num_tokens - dec // self.groups, 1)
+            budget = max(self.groups * self.stack.max_num_tokens - dec * self.queries, 1)
+            per_group = max(self.stack.max_num_tokens - dec * self.queries // self.groups, 1)
             chunks, finishing = [], []
             for r in self.prefilling:
                 if budget <= 0:
@@ -150,13 +155,13 @@ class _Replica:
             self.steps += 1
             self.batch_sum += dec + len(chunks)
             for r in self.decoding:
-                self.made[r] += 1
+                self.made[r] = min(self.made[r] + self.gain, float(self.O[r]))
             for r in finishing:
                 self.prefilling.remove(r)
                 first[r] = self.now
                 self.made[r] = 1
                 self.decoding.append(r)
-        ended = [r for r in self.decoding if self.made[r] >= self.O[r]]
+        ended = [r for r in self.decoding if self.made[r] >= self.O[r] - 1e-9]
         for r in ended:
             self.decoding.remove(r)
             done[r] = self.now

@@ -26,14 +26,13 @@ from ..cost.kernel_lookup import allreduce_table_time, decode_table_time, moe_ta
 from ..cost.attention_kinds import attention_head_width, delta_rule_flops, indexer_flops, indexer_rate
 from ..cost.kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, attention_table_op, mean_keys, model_mean_keys,
                             residual_bytes)
-from ..cost.launch_queue import host_seconds
 from ..spec.hardware import System
 from ..spec.kernel_tables import allreduce_curves, decode_curves, moe_curves
 from ..spec.model import ModelConfig
-from ..spec.serving import KV_BYTES, W4_BYTES, ServePlan, ServingStack, four_bit_weights
-from ..spec.operators import LAYER_OPS
+from ..spec.serving import KV_BYTES, W4_BYTES, ServePlan, ServingStack, draft_model, four_bit_weights
 from ..spec.stack import EXECUTOR_STACK, load_stack
-from .kv_cache import indexer_key_bytes, kv_bytes_per_token, kv_layers, state_bytes_per_sequence
+from .host_time import measured_serving, overhead_part
+from .kv_cache import indexer_key_bytes, kv_layers, layer_kv_bytes, state_bytes_per_sequence
 
 # Bytes per element the memory-bound kernels of one layer move in inference: the forward figures of training's
 # (cost.kernels.ELEMENTWISE_BYTES, residual_bytes without dropout)
@@ -54,12 +53,6 @@ def device(model: ModelConfig, system: System, plan: ServePlan, stack: ServingSt
     # W4A16 computes in bf16: its 4-bit GEMMs are priced apart (`w4a16_gemm_s`), the rest as bf16
     precision = "bf16" if plan.precision == "w4a16" else plan.precision
     return Device(model, system, SimpleNamespace(stack=kernels, precision=precision, attention="flash"))
-
-
-def measured_serving(system: System, stack: ServingStack):
-    """The spec's measured serving host costs for this stack (`HostCosts.serving`, perfmodel calibrate), or None."""
-    costs = system.host_costs
-    return costs.serving if costs is not None and costs.stack == stack.name else None
 
 
 def _gemm(dev: Device, m, n, k, batch=1, precision=None) -> float:
@@ -139,56 +132,58 @@ def moe_table_s(dev: Device, plan: ServePlan, tokens: float) -> float | None:
     return None if t is None else t / dev.system.efficiency.sustained_fraction
 
 
-def decode_attention_s(dev: Device, plan: ServePlan, seqs: float, context: float, windowed: bool = True) -> float:
-    """One layer's attention for `seqs` sequences of one new token over `context` cached keys on one GPU: the KV
-    bytes read (`kv_bytes_per_token` / layers per stage, per key) over the HBM rate, or its FLOPs (4 x keys x
-    attention_core_dim x local heads / heads; MLA absorbed) over the spec's attention rate, whichever is longer.
-    `windowed`: the stack runs the model's sliding windows (`ServingStack.sliding_window`). Sparse attention reads
-    min(context, topk) keys' cache and, before it, every key's index key for its indexer (`decode_indexer_s`)."""
+def decode_attention_s(dev: Device, plan: ServePlan, seqs: float, context: float, windowed: bool = True,
+                       queries: int = 1) -> float:
+    """One layer's attention for `seqs` sequences of `queries` new tokens each (1; draft_tokens + 1 verifying a
+    speculative draft) over `context` cached keys on one GPU: the KV bytes read once per sequence
+    (`layer_kv_bytes` per key) over the HBM rate, or its FLOPs (4 x queries x keys x attention_core_dim x local
+    heads / heads; MLA absorbed) over the spec's attention rate, whichever is longer; the measured table's time of
+    one query in place of the bytes where the part has one. `windowed`: the stack runs the model's sliding windows
+    (`ServingStack.sliding_window`). Sparse attention reads min(context, topk) keys' cache and, before it, every
+    key's index key for its indexer (`decode_indexer_s`)."""
     m = dev.model
     # a mean layer: the full-attention layers' share of this, and the Gated DeltaNet layers' share of theirs
     full = m.full_attention_layers / m.n_layers
-    delta = (1.0 - full) * decode_delta_s(dev, plan, seqs)
-    measured = decode_table_s(dev, plan, seqs, context, windowed)
-    if measured is not None:
-        return full * measured + delta
-    per_layer = kv_bytes_per_token(m, plan) / kv_layers(m, plan) - indexer_key_bytes(m)
-    index = decode_indexer_s(dev, seqs, context)
+    delta = (1.0 - full) * decode_delta_s(dev, plan, seqs, queries)
     keys = context if m.sparse_attention is None else min(context, m.sparse_attention.topk)
     if m.windowed_layers and windowed:  # a sliding-window layer reads at most its window (mean over the layers)
         keys = (context * (m.n_layers - m.windowed_layers) + min(context, m.sliding_window) * m.windowed_layers) \
             / m.n_layers
-    nbytes = seqs * keys * per_layer
     # MLA decodes absorbed: each head's query meets the cached latent and rotary key (kv_lora + rope wide) and
     # its output is the latent's width (kv_lora): DeepSeek-V2, Sec. 2.1.2 (W^UK absorbed into W^Q, W^UV into W^O)
     width = (m.n_heads * (2 * m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) / 2 if m.mla is not None
              else m.attention_core_dim)
-    flops = 4.0 * seqs * keys * width / plan.tp
-    rate = dev.bf16_peak * dev.system.efficiency.attention_max
-    return full * (max(dev.memory(nbytes), flops / rate) + index) + delta
+    compute = 4.0 * queries * seqs * keys * width / plan.tp / (dev.bf16_peak * dev.system.efficiency.attention_max)
+    measured = decode_table_s(dev, plan, seqs, context, windowed)
+    if measured is not None:
+        return full * (measured if queries == 1 else max(measured, compute)) + delta
+    nbytes = seqs * keys * (layer_kv_bytes(m, plan) - indexer_key_bytes(m))
+    return full * (max(dev.memory(nbytes), compute) + decode_indexer_s(dev, seqs, context, queries)) + delta
 
 
-def decode_delta_s(dev: Device, plan: ServePlan, seqs: float) -> float:
-    """One Gated DeltaNet layer's decode step for `seqs` sequences on one GPU: each sequence's state read and
-    written back (2 x `state_bytes_per_sequence` per layer) at the HBM rate, or the delta rule's FLOPs
-    (`cost.attention_kinds.delta_rule_flops`, no chunk) over tp at attention_max of the bf16 rate, whichever is longer;
-    0 without linear attention."""
+def decode_delta_s(dev: Device, plan: ServePlan, seqs: float, queries: int = 1) -> float:
+    """One Gated DeltaNet layer's decode step for `seqs` sequences of `queries` tokens on one GPU: each sequence's
+    state read and written back once (2 x `state_bytes_per_sequence` per layer) at the HBM rate, or the delta
+    rule's FLOPs (`cost.attention_kinds.delta_rule_flops`, no chunk, per token) over tp at attention_max of the bf16
+    rate, whichever is longer; 0 without linear attention."""
     la = dev.model.linear_attention
     if la is None or seqs <= 0:
         return 0.0
     state = state_bytes_per_sequence(dev.model, plan) / np.ceil(la.layers / plan.pp)
-    flops = delta_rule_flops(dev.model, seqs, chunked=False) / plan.tp
+    flops = delta_rule_flops(dev.model, seqs * queries, chunked=False) / plan.tp
     return max(dev.memory(2.0 * seqs * state), flops / (dev.bf16_peak * dev.system.efficiency.attention_max))
 
 
-def decode_indexer_s(dev: Device, seqs: float, context: float) -> float:
-    """One layer's sparse-attention indexer for `seqs` new tokens over `context` keys on one GPU: every key's index
-    key read (`indexer_key_bytes`) at the HBM rate, or its FLOPs (`indexer_flops`, the whole indexer on every rank)
-    at attention_max of the FP8 rate, whichever is longer; 0 without sparse attention."""
+def decode_indexer_s(dev: Device, seqs: float, context: float, queries: int = 1) -> float:
+    """One layer's sparse-attention indexer for `seqs` sequences of `queries` new tokens over `context` keys on one
+    GPU: every key's index key read once per sequence (`indexer_key_bytes`) at the HBM rate, or its FLOPs
+    (`indexer_flops`, the whole indexer on every rank) at attention_max of the FP8 rate, whichever is longer; 0
+    without sparse attention."""
     m = dev.model
     if m.sparse_attention is None or seqs <= 0:
         return 0.0
-    return max(dev.memory(seqs * context * indexer_key_bytes(m)), indexer_flops(m, seqs, context) / indexer_rate(dev))
+    return max(dev.memory(seqs * context * indexer_key_bytes(m)),
+               indexer_flops(m, seqs * queries, context) / indexer_rate(dev))
 
 
 def decode_table_s(dev: Device, plan: ServePlan, seqs: float, context: float, windowed: bool) -> float | None:
@@ -329,43 +324,6 @@ def vocab_comm_s(model: ModelConfig, system: System, plan: ServePlan, stack: Ser
     return t
 
 
-# Operators the host launches per layer and outside the layers in one forward (the plan file's operators,
-# spec.plan_file.LAYER_OPS: norms, qkv, attention, projections, activation, residuals; then embedding, final norm,
-# LM head and the sampling), and collective calls (two all-reduces per layer, the embedding's and the logits')
-MODEL_OPS = ("embedding", "final_norm", "lm_head", "sample")
-
-
-def host_s(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, decode: float,
-           decode_keys: float = 0.0) -> float:
-    """Host seconds of one step whose `decode` decoding sequences attend `decode_keys` keys in all
-    where the spec measured per-launch costs for this stack (`HostCosts.serving`, else `HostCosts`: perfmodel
-    calibrate; eager dispatch the device does not hide, the executor's case): launches x kernel_s + collective
-    calls x collective_s (`cost.launch_queue.host_seconds`) + the decode attention's (sequence, local head) pairs x
-    attention_s + their keys x attention_key_s (`launches`); 0 otherwise (the engines' CUDA graphs and
-    schedulers: their `step_overhead_s`)."""
-    costs = system.host_costs
-    if costs is None or costs.stack != stack.name:
-        return 0.0
-    kernels, calls, pairs, keys = launches(model, plan, stack, decode, decode_keys)
-    s = measured_serving(system, stack)
-    if s is None:  # training's costs: no attention terms
-        return float(host_seconds(costs, kernels, calls))
-    return float(host_seconds(s, kernels, calls)) + s.attention_s * pairs + s.attention_key_s * keys
-
-
-def launches(model: ModelConfig, plan: ServePlan, stack: ServingStack, decode: float = 0.0,
-             decode_keys: float = 0.0) -> tuple[int, int, float, float]:
-    """(operator launches, collective calls, decode attention's (sequence, local head) pairs, the keys those pairs
-    read) of one forward step through all layers on a tp rank (the executor serves no pipeline) with `decode` decoding sequences attending `decode_keys` keys together
-    (MODEL_OPS). A CPU attention kernel works through a call one (sequence, head) block at a time, each with its
-    own set-up, and one query's pass over its keys is a vector loop, not the blocked GEMMs its FLOPs are priced at
-    (aten/src/ATen/native/cpu/FlashAttentionKernel.cpp); a prefill's attention is priced by its FLOPs from the
-    measured attention table."""
-    calls = 0 if plan.tp == 1 else 2 * model.n_layers + 1 + stack.vocab_parallel_embedding
-    heads = model.n_layers * model.n_heads / plan.tp
-    return model.n_layers * len(LAYER_OPS) + len(MODEL_OPS), calls, heads * decode, heads * decode_keys
-
-
 def token_parts(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack,
                 tokens: float, own: float | None = None) -> dict[str, float]:
     """Seconds of a step's parts that depend on its tokens per pipeline micro-batch alone, through all layers:
@@ -381,12 +339,53 @@ def token_parts(model: ModelConfig, system: System, plan: ServePlan, stack: Serv
 
 
 def attention_part(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, seqs: float,
-                   keys: float, decode: bool) -> float:
-    """Seconds of all layers' attention for `seqs` sequences per pipeline micro-batch: decoding one token each at
-    `keys` keys (decode), or prefilling prompts of `keys` tokens."""
+                   keys: float, decode: bool, queries: int = 1) -> float:
+    """Seconds of all layers' attention for `seqs` sequences per pipeline micro-batch: decoding `queries` tokens
+    each at `keys` keys (decode), or prefilling prompts of `keys` tokens."""
     dev, win = device(model, system, plan, stack), stack.sliding_window
-    one = decode_attention_s(dev, plan, seqs, keys, win) if decode else prefill_attention_s(dev, plan, seqs, keys, win)
+    one = (decode_attention_s(dev, plan, seqs, keys, win, queries) if decode
+           else prefill_attention_s(dev, plan, seqs, keys, win))
     return model.n_layers * one / _shared_speedup(system, plan)
+
+
+def draft_job(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack) -> tuple | None:
+    """(model, system, plan, stack) of the speculative draft's one layer (`spec.serving.draft_model` in
+    `ServePlan.draft_plan`'s layout), or None without speculative decoding."""
+    s = plan.speculative
+    return None if s is None else (draft_model(model, s), system, plan.draft_plan(), stack)
+
+
+def draft_part(job: tuple, draft: tuple, decode: float, context: float, prefill_seqs: float, prompt: float,
+               part=None) -> float:
+    """Seconds of a step's speculative draft (`ServePlan.speculative`) on the replica's last stage: draft_tokens
+    passes, one after another, of its one layer (`draft`, `draft_job`, priced by `step_parts`: GEMMs, attention
+    over the context, tp all-reduces, its head and the logits' gather) for the `decode` sequences, each pass after
+    the fusion GEMM of its inputs (`fusion_part`: MTP every pass, EAGLE-3 on the first); and one pass over the
+    step's prompt tokens, which build the draft's own KV cache. The stack's per-step overhead is the step's, not
+    counted again. `part` as `step_parts`'s."""
+    s, part = job[2].speculative, part or _direct
+
+    def run(**sizes) -> float:
+        parts = step_parts(*draft, **sizes, part=part)
+        return sum(parts.values()) - parts["overhead"]
+
+    t = 0.0
+    if decode > 0:
+        fuse = part(fusion_part, *draft, decode, s.method == "mtp")
+        t += s.draft_tokens * (run(decode=decode, context=context, prefill_seqs=0, prompt=0, logits=decode)
+                               + (fuse if s.method == "mtp" else 0.0)) + (fuse if s.method == "eagle" else 0.0)
+    if prefill_seqs > 0:
+        t += run(decode=0, context=0, prefill_seqs=prefill_seqs, prompt=prompt, logits=prefill_seqs)
+    return t
+
+
+def fusion_part(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, decode: float,
+                mtp: bool) -> float:
+    """The draft's fusion GEMM for the `decode` sequences (a group's share with attention data parallelism): an MTP
+    module's eh_proj of the embedding and hidden state, 2h -> h / tp (DeepSeek-V3 Sec. 2.2), or EAGLE-3's fc of
+    three target layers' states, 3h -> h / tp (Li et al. 2025), in the draft's precision."""
+    h = model.hidden
+    return _gemm(device(model, system, plan, stack), decode / plan.attention_dp, h / plan.tp, (2 if mtp else 3) * h)
 
 
 def lm_head_part(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, logits: float) -> float:
@@ -401,12 +400,6 @@ def vocab_part(model: ModelConfig, system: System, plan: ServePlan, stack: Servi
     return plan.pp * vocab_comm_s(model, system, plan, stack, tokens, logits / plan.pp)
 
 
-def overhead_part(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, decode: float,
-                  context: float) -> float:
-    """The stack's per-step host seconds and the measured host costs of `decode` sequences per micro-batch."""
-    return stack.step_overhead_s + host_s(model, system, plan, stack, decode, decode * context)
-
-
 def _shared_speedup(system: System, plan: ServePlan) -> float:
     host = system.shared_host
     return 1.0 if host is None else float(shared_core_speedup(1.0, plan.gpus, host.ranks, host.cores))
@@ -417,23 +410,29 @@ def _direct(fn, *args):
 
 
 def step_parts(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, decode: float,
-               context: float, prefill_seqs: float, prompt: float, logits: float, part=_direct) -> dict[str, float]:
-    """Seconds of one step by part: gemm, attention, memory (element-wise), tp_comm, pp_comm, lm_head, overhead.
-    `decode` sequences one token each at `context` keys, `prefill_seqs` prompts of `prompt` tokens, `logits`
-    sequences sampling a token; all over pp micro-batches (module docstring). On a host whose ranks share cores
-    (`System.shared_host`, a CPU testbed) the compute parts run at `cost.compute.shared_core_speedup` with every
-    rank of the job busy. `part(fn, model, system, plan, stack, *sizes)` evaluates each component (default: calls
-    it; `serve.simulate.StepPricer` memoises them by size)."""
-    pp, job, a = plan.pp, (model, system, plan, stack), plan.attention_dp
-    tokens = (decode + prefill_seqs * prompt) / pp
+               context: float, prefill_seqs: float, prompt: float, logits: float, part=_direct,
+               draft: tuple | None = None) -> dict[str, float]:
+    """Seconds of one step by part: gemm, attention, memory (element-wise), tp_comm, pp_comm, lm_head, overhead,
+    and with speculative decoding draft (`draft_part`). `decode` sequences at `context` keys, each running one
+    token (draft_tokens + 1 verifying a draft: `ServePlan.decode_queries`, each sampled), `prefill_seqs` prompts
+    of `prompt` tokens, `logits` sequences sampling; all over pp micro-batches (module docstring). On a host whose
+    ranks share cores (`System.shared_host`, a CPU testbed) the compute parts run at
+    `cost.compute.shared_core_speedup` with every rank of the job busy. `part(fn, model, system, plan, stack,
+    *sizes)` evaluates each component (default: calls it; `serve.simulate.StepPricer` memoises them by size);
+    `draft` is `draft_job`'s (default: made here)."""
+    pp, job, a, q = plan.pp, (model, system, plan, stack), plan.attention_dp, plan.decode_queries
+    tokens, logits = (decode * q + prefill_seqs * prompt) / pp, logits + decode * (q - 1)
     # An attention data-parallel group attends, samples and schedules its own 1 / attention_dp of the sequences,
     # and the groups meet at every MoE layer, so the step is the busiest group's: a prompt lands whole in one group
     # (at least one of the step's prompts where it carries any, else its even share).
     prompts = max(prefill_seqs / a, min(prefill_seqs, 1.0)) if a > 1 else prefill_seqs
-    tok = part(token_parts, *job, tokens, (decode / a + prompts * prompt) / pp)
-    attn = part(attention_part, *job, decode / pp / a, context, True) + part(
+    tok = part(token_parts, *job, tokens, (decode * q / a + prompts * prompt) / pp)
+    attn = part(attention_part, *job, decode / pp / a, context, True, q) + part(
         attention_part, *job, prompts / pp, prompt, False)
-    return {"gemm": tok["gemm"], "attention": attn, "memory": tok["memory"],
-            "lm_head": part(lm_head_part, *job, logits / a),
-            "tp_comm": tok["tp_comm"] + part(vocab_part, *job, tokens / a, logits / a), "pp_comm": tok["pp_comm"],
-            "overhead": part(overhead_part, *job, decode / pp / a, context)}
+    parts = {"gemm": tok["gemm"], "attention": attn, "memory": tok["memory"],
+             "lm_head": part(lm_head_part, *job, logits / a),
+             "tp_comm": tok["tp_comm"] + part(vocab_part, *job, tokens / a, logits / a), "pp_comm": tok["pp_comm"],
+             "overhead": part(overhead_part, *job, decode / pp / a, context)}
+    if plan.speculative is not None:
+        parts["draft"] = draft_part(job, draft or draft_job(*job), decode, context, prefill_seqs, prompt, part)
+    return parts

@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ..errors import Count, InputError, Real, Schema, suggest
 from ..files import looks_like_path, read_mapping
@@ -90,6 +90,64 @@ def load_serving_stack(name: str | ServingStack) -> ServingStack:
     return ServingStack.parse(read_mapping(path, f"hardware_specs/serving/{key}.yaml"), where=key)
 
 
+class SpeculativeConfig(Schema):
+    """Speculative decoding (Leviathan et al. 2023, "Fast Inference from Transformers via Speculative Decoding",
+    Sec. 3): every decode step a draft proposes draft_tokens tokens one after another, then the target model checks
+    them in one forward of draft_tokens + 1 tokens per sequence and keeps the accepted prefix and one token of its
+    own. mtp: the model's multi-token prediction module drafts (DeepSeek-V3, Sec. 2.2 and 5.4.3; TensorRT-LLM,
+    vLLM and SGLang run k > 1 drafts by running the module again on its own output); eagle: an EAGLE-3 draft, one
+    decoder layer on the target's hidden states with a head of its own (Li et al. 2025, arXiv 2503.01840). The
+    acceptance is stated, not predicted: it depends on the data and the sampling."""
+
+    method: Literal["mtp", "eagle"] = Field(description="the draft: the model's MTP module(s), or an EAGLE-3 layer")
+    draft_tokens: Count = Field(le=16, description="tokens drafted per step (num_speculative_tokens, num_nextn_"
+                                                   "predict_layers in TensorRT-LLM's MTP config)")
+    acceptance_rate: Real | None = Field(None, gt=0, lt=1, description="probability that a draft token is accepted "
+                                                                       "given that the ones before it were")
+    acceptance_length: Real | None = Field(None, ge=1, description="mean tokens a step emits per sequence, its own "
+                                                                   "token included (the engines' acceptance length)")
+    draft_ffn_hidden: Count | None = Field(None, description="eagle: the draft layer's MLP width (default the target's "
+                                                             "ffn_hidden, as the EAGLE-3 heads of Llama 3.1 have)")
+    draft_vocab: Count | None = Field(None, description="eagle: the draft head's vocabulary (EAGLE-3's for Llama 3.1: "
+                                                        "32000; default the target's)")
+
+    @model_validator(mode="after")
+    def _one_acceptance(self):
+        if (self.acceptance_rate is None) == (self.acceptance_length is None):
+            raise ValueError(f"acceptance_rate = {self.acceptance_rate}, acceptance_length = {self.acceptance_length}; "
+                             "valid: exactly one of them")
+        if self.acceptance_length is not None and self.acceptance_length > self.draft_tokens + 1:
+            raise ValueError(f"acceptance_length = {self.acceptance_length:g} exceeds draft_tokens + 1 = "
+                             f"{self.draft_tokens + 1}; valid: 1 to {self.draft_tokens + 1}")
+        return self
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Mean tokens a step emits per sequence: acceptance_length, or from acceptance_rate a with k drafts
+        (1 - a^(k+1)) / (1 - a) (Leviathan et al. 2023, Eq. 1: the expected accepted prefix plus the target's own
+        token)."""
+        if self.acceptance_length is not None:
+            return self.acceptance_length
+        a, k = self.acceptance_rate, self.draft_tokens
+        return (1.0 - a ** (k + 1)) / (1.0 - a)
+
+
+def draft_model(model: ModelConfig, spec: SpeculativeConfig) -> ModelConfig:
+    """The draft's one decoder layer as a one-layer model. mtp: a block of the model's own kind (a MoE block where it
+    has experts; full attention, as Qwen3.5's and DeepSeek's MTP blocks are), sharing the embedding and LM head;
+    eagle: a dense grouped-query layer of the target's width and heads (an MLA target's: hidden / heads wide), MLP
+    draft_ffn_hidden, its own head over draft_vocab."""
+    common = dict(n_layers=1, linear_attention=None, sliding_window=None, sliding_window_layers=None, mtp_layers=0)
+    if spec.method == "mtp":
+        moe = None if model.moe is None else model.moe.model_copy(update={"first_dense_layers": 0, "layer_freq": 1})
+        return model.model_copy(update=common | dict(name=f"{model.name} MTP", moe=moe))
+    head_dim = model.hidden // model.n_heads if model.mla is not None else model.head_dim
+    return model.model_copy(update=common | dict(
+        name=f"{model.name} EAGLE-3", moe=None, mla=None, sparse_attention=None, attention_output_gate=False,
+        head_dim=head_dim, mlp="swiglu", linear_bias="none", ffn_hidden=spec.draft_ffn_hidden or model.ffn_hidden,
+        vocab=spec.draft_vocab or model.vocab, tie_embeddings=False))
+
+
 class ServePlan(Schema):
     """One layout of a serving job: dp replicas of tp x attention_dp x pp GPUs, and the load they serve.
 
@@ -127,6 +185,8 @@ class ServePlan(Schema):
                                                        "own, each sending its prompts' KV caches to the decode "
                                                        "replicas (tp x pp x dp); None: the replicas do both")
     prefill_tp: Count | None = Field(None, description="tensor parallel size of each prefill replica (default tp)")
+    speculative: SpeculativeConfig | None = Field(None, description="speculative decoding (MTP or EAGLE-3) with its "
+                                                                    "stated acceptance; None: one token a step")
 
     @property
     def kv(self) -> str:
@@ -145,6 +205,31 @@ class ServePlan(Schema):
     def moe_ranks(self) -> int:
         """GPUs a replica's MoE layers span at each pipeline stage: tp x attention_dp."""
         return self.tp * self.attention_dp
+
+    @property
+    def decode_queries(self) -> int:
+        """Tokens a decoding sequence runs through the model per step: 1, or draft_tokens + 1 to verify drafts."""
+        return 1 if self.speculative is None else self.speculative.draft_tokens + 1
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Output tokens a decoding sequence gains per step: 1, or the speculative acceptance's mean."""
+        return 1.0 if self.speculative is None else self.speculative.tokens_per_step
+
+    @property
+    def life_steps(self) -> float:
+        """Steps a request takes in an aggregated replica: its prefill's step (which samples its first token) and
+        (output_len - 1) / tokens_per_step decode steps."""
+        return 1.0 + (self.output_len - 1) / self.tokens_per_step
+
+    def draft_plan(self) -> ServePlan:
+        """The layout the draft runs in: this one's tp and attention groups at one stage (the last, beside the LM
+        head), no draft of its own; an EAGLE-3 layer in bf16 (its checkpoints are), an MTP block at the model's
+        precision, the KV cache in the target's dtype."""
+        s = self.speculative
+        precision = "bf16" if s is not None and s.method == "eagle" else self.precision
+        return self.model_copy(update={"pp": 1, "speculative": None, "precision": precision, "kv_dtype": self.kv,
+                                       "prefill_dp": None, "prefill_tp": None})
 
     @property
     def etp(self) -> int:
@@ -195,6 +280,11 @@ def resolve_serve(plan: ServePlan, model: ModelConfig) -> ServePlan:
     if p.concurrency is not None and p.concurrency < p.dp:
         raise InputError(f"concurrency = {p.concurrency} is fewer than the dp = {p.dp} replicas it is spread over; "
                          f"valid: concurrency >= {p.dp}, or fewer replicas")
+    s = p.speculative
+    if s is not None and s.method == "mtp" and not model.mtp_layers:
+        raise InputError(f"speculative.method = mtp: {model.name} has no multi-token prediction module (mtp_layers = 0; "
+                         "config.json num_nextn_predict_layers); valid: method eagle (an EAGLE-3 draft layer), or no "
+                         "speculative decoding")
     load_serving_stack(p.stack)
     return p.model_copy(update={"gpus": n, "prefill_tp": (p.prefill_tp or p.tp) if p.disaggregated else None})
 
