@@ -18,7 +18,8 @@ import perfmodel as pm
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SYSTEMS = ["dgx-a100-40gb", "dgx-a100-80gb", "dgx-b200", "dgx-b300", "dgx-h100", "dgx-h200", "gb200-nvl72",
-           "gb300-nvl72", "gh200", "l40s-8", "mi300x-8", "tpu-v4", "tpu-v5e", "tpu-v5p"]
+           "gb300-nvl72", "gh200", "l40s-8", "mi300x-8", "mi325x-8", "mi350x-8", "mi355x-8", "tpu-v4", "tpu-v5e",
+           "tpu-v5p", "tpu-v6e", "tpu-v7"]
 
 
 def _run(argv: tuple[str, ...]) -> subprocess.CompletedProcess:

@@ -20,11 +20,13 @@ from perfmodel.spec.hardware import (
 
 REQUIRED_SYSTEMS = sorted([
     "dgx-a100-40gb", "dgx-a100-80gb", "dgx-h100", "dgx-h200", "dgx-b200", "dgx-b300", "gb200-nvl72",
-    "gb300-nvl72", "gh200", "l40s-8", "mi300x-8", "tpu-v4", "tpu-v5e", "tpu-v5p",
+    "gb300-nvl72", "gh200", "l40s-8", "mi300x-8", "mi325x-8", "mi350x-8", "mi355x-8", "tpu-v4", "tpu-v5e",
+    "tpu-v5p", "tpu-v6e", "tpu-v7",
 ])
 REQUIRED_ACCELERATORS = sorted([
     "A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM-141GB", "B200", "B300", "GB200",
-    "GB300", "GH200-96GB", "L40S-48GB", "MI300X", "TPU-v4", "TPU-v5e", "TPU-v5p",
+    "GB300", "GH200-96GB", "L40S-48GB", "MI300X", "MI325X", "MI350X", "MI355X", "TPU-v4", "TPU-v5e", "TPU-v5p",
+    "TPU-v6e", "TPU-v7",
 ])
 
 # Dense BF16 peaks, hand-checked against the datasheets (sparsity figures halved).
@@ -39,9 +41,14 @@ DENSE_BF16 = {
     "GB300": 2500,
     "L40S-48GB": 362.05,
     "MI300X": 1307.4,
+    "MI325X": 1307.4,
+    "MI350X": 2306.9,
+    "MI355X": 2516.6,
     "TPU-v4": 275,
     "TPU-v5e": 197,
     "TPU-v5p": 459,
+    "TPU-v6e": 918,
+    "TPU-v7": 2307 / 2,  # per device: an Ironwood chip's two dies, as JAX sees them
 }
 
 
@@ -174,10 +181,14 @@ def test_tiers_and_efficiency_are_consistent(name):
     system = load_hardware(name)
     gemm = [d for d in ("bf16", "fp16", "fp8", "fp4") if d in system.accelerator.peak_tflops]
     assert sorted(system.efficiency.matmul_max) == sorted(gemm)
-    if name.startswith("tpu-"):
+    if name in ("tpu-v4", "tpu-v5e", "tpu-v5p"):  # one pod, no data-centre network tier
         (tier,) = system.tiers
         assert tier.topology == "torus"
         assert system.max_devices == tier.domain_size
+    elif name.startswith("tpu-"):  # slices of the ICI torus, joined over the data-centre network (multislice)
+        ici, dcn = system.tiers
+        assert ici.topology == "torus" and dcn.domain_size is None and system.max_devices is None
+        assert ici.domain_size == {"tpu-v6e": 256, "tpu-v7": 2 * 9216}[name]  # chips per pod (v7: two dies each)
     else:
         assert system.tiers[-1].domain_size is None
         assert system.max_devices is None
