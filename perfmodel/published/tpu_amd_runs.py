@@ -1,0 +1,300 @@
+"""TPU and AMD training runs (the development CSV tpu_amd_runs_dev.csv, its columns in the shared data README) as
+`published.runs.Case`s: (model, system, plan, measured step time), or the reason a row cannot be expressed.
+
+Sources, as each row's `source` names them: MaxText's 2023 README tables for TPU v4, v5e and v5p
+(AI-Hypercomputer/maxtext src/maxtext/configs/tpu/v*/README.md, run scripts MaxText/configs/*), MaxText's docs
+(docs/reference/models/tiering.md, docs/guides/optimization/custom_model.md, tpu-recipes), MLPerf Training v4.0 and
+v4.1 Google GPT-3 submissions (block-level MLLOG times) and MLPerf Training v5.0 and v5.1 AMD submissions (Llama 2
+70B LoRA, Llama 3.1 8B). Every decision below is the same for every row of its kind; nothing is fitted.
+
+- Model: the catalogue preset the row's model names (the name before " (", e.g. "Llama-2-70B") where its shape
+  columns agree with the preset's; else a ModelConfig from the shape columns, Llama-style (RMSNorm, RoPE, SwiGLU,
+  untied, no biases; GPT-3 style for GPT-3), with what `notes` states over it: "head_dim N", a non-gated ReLU MLP
+  (priced as the plain two-matrix MLP: the same GEMMs), tied embeddings (the 2023 MaxText tables' synthetic models).
+- System: ACCELERATORS; a system not (yet) in the catalogue is a reason ("no catalogue system <name>").
+- Plan: gpus = n_chips, tp, pp, cp, ep from the columns; the data-parallel ranks gpus / (tp pp cp). MaxText's fsdp
+  (ici_fsdp x dcn_fsdp) > 1 is ZeRO-3 over all data-parallel ranks: the Plan has no replicate group, so dp slices
+  over DCN are priced as one ZeRO-3 group (as published.small_runs prices HSDP); a MaxText row leaving fsdp empty
+  takes base.yml's ici_fsdp_parallelism -1 (every chip left after tp, pp, cp, ep). MaxText's micro_batch is its
+  per_device_batch_size, per chip whatever the sharding: the global batch is pdbs x n_chips (derived where the row
+  leaves it empty) and each data-parallel rank runs global / ranks sequences in one micro-batch (MaxText's
+  gradient_accumulation_steps default 1). With tp > 1 MaxText shards the activations' embed axis over `tensor`
+  (logical axis activation_embed), priced as sequence parallelism. MaxText keeps fp32 weights and gradients
+  (base.yml weight_dtype float32) unless notes say weight_dtype bf16. NeMo/Megatron rows: micro and global batch as
+  stated, the distributed optimizer (ZeRO-1) where notes say so, gradients in the stack's dtype.
+- Recompute: MaxText remat_policy names mapped to the closest policy perfmodel prices (REMAT, each an approximation
+  said in the case's `note`); Megatron's "full, block, N layers" as full / block / N.
+- Precision: bf16; FP8 (TE hybrid) -> fp8; int8 (AQT) matmuls and LoRA fine-tuning are refused (not priced).
+- Stack: MaxText/XLA has no profile in hardware_specs/stacks; its rows run on spec.stack.DEFAULT_STACK
+  (megatron-core), the stack `perfmodel predict` uses for any system, TPUs included, when no --stack is given and
+  the one published.runs uses for a row that names no framework. NeMo (and MangoBoost LLMBoost, NeMo/Megatron-based)
+  -> nemo, other framework names through spec.stack.stack_for_framework.
+- Measured step time: step_time_s; else global tokens / (tokens_per_s_per_chip x n_chips); else, only where notes
+  state MaxText's FLOP convention (6 x params x tokens, plus 6 H L hd S^2 per sequence where they say causal
+  attention), that count per chip over tflops_per_chip. MFU alone, and MLPerf blocks that include an eval pass, give
+  no step time.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import InputError
+from ..spec.hardware import load_hardware
+from ..spec.model import ModelConfig
+from ..spec.model_presets import ALIASES, PRESETS
+from ..spec.plan import Plan, resolve
+from ..spec.stack import DEFAULT_STACK, stack_for_framework
+from .runs import Case, cell_number, cell_text
+
+# The CSV's accelerator -> catalogue system (hardware_specs/systems)
+ACCELERATORS = {"TPU v4": "tpu-v4", "TPU v5e": "tpu-v5e", "TPU v5p": "tpu-v5p", "TPU v6e Trillium": "tpu-v6e",
+                "AMD MI300X": "mi300x-8", "AMD MI325X": "mi325x-8", "AMD MI350X": "mi350x-8", "AMD MI355X": "mi355x-8"}
+
+LLAMA = dict(mlp="swiglu", norm="rmsnorm", position="rope", tie_embeddings=False, linear_bias="none")
+GPT3 = dict(mlp="gelu", norm="layernorm", position="learned", tie_embeddings=True, linear_bias="all")
+
+# MaxText remat_policy (src/maxtext/layers/decoders.py get_remat_policy) -> the closest Plan fields, and what differs.
+# 'minimal' (jax checkpoint_dots_with_no_batch_dims) keeps every weight matmul's output and rebuilds attention and
+# the element-wise ops; save_dot_except_* keep the named dots' outputs and rebuild the rest; 'custom' with tensors
+# offloaded keeps those (in host memory) and rebuilds the unnamed ones (the MLP).
+REMAT = {
+    "minimal": (dict(recompute="selective", recompute_modules=["core_attn", "layernorm"]),
+                "remat 'minimal' (keeps weight-matmul outputs) priced as selective [core_attn, layernorm]"),
+    "save_dot_except_mlpwi": (dict(recompute="selective", recompute_modules=["core_attn", "mlp"]),
+                              "remat save_dot_except_mlpwi (rebuilds the MLP's wi GEMM) priced as selective "
+                              "[core_attn, mlp], which also rebuilds wo"),
+    "save_dot_except_logits_ffn1": (dict(recompute="selective", recompute_modules=["core_attn", "mlp"]),
+                                    "remat save_dot_except_logits_ffn1 priced as selective [core_attn, mlp]"),
+    "save_dot_except_logits": (dict(recompute="selective", recompute_modules=["core_attn"]),
+                               "remat save_dot_except_logits priced as selective [core_attn]"),
+    "save_qkv_proj": (dict(recompute="selective", recompute_modules=["core_attn", "layernorm", "mlp"]),
+                      "remat save_qkv_proj (rebuilds all but q/k/v) priced as selective [core_attn, layernorm, mlp]"),
+    "custom": (dict(recompute="selective", recompute_modules=["core_attn", "mlp"]),
+               "remat 'custom' with offload priced as selective [core_attn, mlp], offloaded tensors counted as kept "
+               "in device memory"),
+}
+
+
+@dataclass
+class TpuAmdCase(Case):
+    accelerator: str = ""  # the row's accelerator as the CSV names it
+    note: str = ""  # approximations made in mapping the row (remat policy, FSDP over slices, derived batch)
+
+
+def is_maxtext(row: pd.Series) -> bool:
+    return "maxtext" in cell_text(row["framework"]).lower()
+
+
+def refusal(row: pd.Series) -> str:
+    """Why the run itself is not priced whatever the catalogue holds (LoRA, int8 AQT), or ''."""
+    text = " ".join(cell_text(row[k]) for k in ("model", "notes")).lower()
+    if "lora" in text:
+        return "LoRA fine-tuning (frozen base weights, adapter-only weight gradients and optimizer) is not priced"
+    prec = cell_text(row["precision"]).lower()
+    if "aqt" in prec or prec.startswith("int8"):
+        return "int8 (AQT) training is not priced"
+    return ""
+
+
+def preset_of(row: pd.Series) -> ModelConfig | None:
+    """The catalogue preset the row's model names exactly (before any ' (...)'), where the shape columns agree."""
+    key = cell_text(row["model"]).split(" (")[0].strip().lower()
+    key = ALIASES.get(key, key)
+    if key not in PRESETS:
+        return None
+    m = ModelConfig.parse(PRESETS[key], where=f"preset {key}")
+    stated = dict(n_layers="n_layers", hidden="hidden", ffn_hidden="ffn_hidden", n_heads="heads",
+                  n_kv_heads="kv_heads", vocab="vocab")
+    for field, col in stated.items():
+        v = cell_number(row[col])
+        if v is not None and v != getattr(m, field):
+            return None
+    experts, top_k = cell_number(row["n_experts"]), cell_number(row["top_k"])
+    if (experts is not None) != (m.moe is not None) or (m.moe and (experts, top_k) != (m.moe.n_experts, m.moe.top_k)):
+        return None
+    return m
+
+
+def model_for(row: pd.Series) -> tuple[ModelConfig | None, str]:
+    """The row's model (a preset, or built from its shape columns and notes), or (None, reason)."""
+    seq = cell_number(row["seq_len"])
+    if seq is None:
+        return None, "sequence length not stated"
+    preset = preset_of(row)
+    if preset is not None:
+        return preset.model_copy(update=dict(max_seq_len=max(preset.max_seq_len, int(seq)))), ""
+    name, notes = cell_text(row["model"]), cell_text(row["notes"]).lower()
+    cols = [cell_number(row[k]) for k in ("n_layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab")]
+    if None in cols:
+        return None, "model shape (layers, hidden, ffn, heads, kv heads, vocab) not fully stated"
+    layers, hidden, ffn, heads, kv, vocab = (int(v) for v in cols)
+    style = dict(GPT3 if "gpt" in name.lower() else LLAMA)
+    if "non-gated" in notes or "relu" in notes:  # ReLU's two matrices: the plain MLP's GEMMs
+        style["mlp"] = "gelu"
+    if "tied" in notes:
+        style["tie_embeddings"] = True
+    hd = re.search(r"head_dim[\s(=]*(\d+)", notes)
+    moe = None
+    if cell_number(row["n_experts"]) is not None:
+        moe = dict(n_experts=int(cell_number(row["n_experts"])), top_k=int(cell_number(row["top_k"]) or 1),
+                   expert_ffn_hidden=ffn)
+    try:
+        return ModelConfig(name=name, n_layers=layers, hidden=hidden, n_heads=heads, n_kv_heads=kv,
+                           head_dim=int(hd.group(1)) if hd else None, ffn_hidden=ffn, vocab=vocab,
+                           max_seq_len=int(seq), moe=moe, source=f"{row['row_id']} {row['source']}", **style), ""
+    except InputError as err:
+        return None, f"model: {err}"
+
+
+def batch_of(row: pd.Series) -> tuple[int | None, int | None, str]:
+    """(sequences per micro-batch per data-parallel rank, global batch, note) or (None, None, reason)."""
+    chips, mb, gbs = (cell_number(row[k]) for k in ("n_chips", "micro_batch", "global_batch"))
+    if chips is None:
+        return None, None, "n_chips not stated"
+    tp, pp, cp = (int(cell_number(row[k]) or 1) for k in ("tp", "pp", "cp"))
+    ranks = int(chips) // (tp * pp * cp)
+    note = ""
+    if is_maxtext(row):  # per_device_batch_size: per chip, global = pdbs x chips, no gradient accumulation
+        if gbs is None and mb is not None:
+            gbs, note = mb * chips, "global batch = per-device batch x n_chips"
+        if gbs is None or ranks == 0 or gbs % ranks:
+            return None, None, "global batch not stated, or not a multiple of the data-parallel ranks"
+        return int(gbs // ranks), int(gbs), note
+    if mb is None or gbs is None:
+        return None, None, "micro or global batch not stated"
+    return int(mb), int(gbs), note
+
+
+def remat_of(row: pd.Series, n_layers: int) -> tuple[dict | None, str]:
+    """(Plan recompute fields, note) for the row's recompute text, or (None, reason)."""
+    t = cell_text(row["recompute"]).strip().lower()
+    if t.startswith("none"):
+        return dict(recompute="none"), ""
+    if not t or t.startswith("not set"):  # MaxText base.yml remat_policy: 'full'
+        return dict(recompute="full"), "remat not stated: MaxText's default 'full'"
+    if t.startswith("full"):
+        m = re.search(r"(\d+)\s*(?:of \d+ )?layers", t)
+        if "block" in t and m:
+            n = int(m.group(1))
+            return dict(recompute="full", recompute_method="block", recompute_num_layers=min(n, n_layers)), ""
+        return dict(recompute="full"), ""
+    key = t.split(",")[0].strip()
+    if key in REMAT:
+        fields, note = REMAT[key]
+        return dict(fields), note
+    return None, f"recompute policy {row['recompute']!r} is not mapped to a perfmodel policy"
+
+
+def stack_of(row: pd.Series) -> str:
+    fw = cell_text(row["framework"])
+    if "maxtext" in fw.lower():
+        return DEFAULT_STACK
+    if "llmboost" in fw.lower():  # MangoBoost LLMBoost: NeMo/Megatron-based (its rows' framework text)
+        return "nemo"
+    return stack_for_framework(fw or DEFAULT_STACK, f"row {row['row_id']}: framework")
+
+
+def precision_of(text: str) -> str:
+    return "fp8" if "fp8" in text.lower() else "bf16"
+
+
+def maxtext_flops_per_chip(row: pd.Series, model: ModelConfig, global_batch: int) -> float | None:
+    """FLOPs per chip per step as MaxText's TFLOP/s counted them, where notes state the convention: 6 x params x
+    tokens, plus causal attention 6 H L hd S^2 per sequence where they say so; None where they state none."""
+    notes = cell_text(row["notes"]).lower().replace(" ", "")
+    if not re.search(r"6\*(n|num_params)\*tokens", notes):
+        return None
+    seq, chips = int(cell_number(row["seq_len"])), cell_number(row["n_chips"])
+    per_seq = 6 * model.n_params() * seq
+    if "causalattention6*h*l*hd*s^2" in notes:
+        per_seq += 6 * model.n_heads * model.n_layers * model.head_dim * seq * seq
+    return per_seq * global_batch / chips
+
+
+def measured_of(row: pd.Series, model: ModelConfig, global_batch: int | None) -> tuple[float | None, str]:
+    """(seconds per optimizer step, '') or (None, reason)."""
+    t = cell_number(row["step_time_s"])
+    if t:
+        return t, ""
+    chips, seq = cell_number(row["n_chips"]), cell_number(row["seq_len"])
+    tps, tflops = cell_number(row["tokens_per_s_per_chip"]), cell_number(row["tflops_per_chip"])
+    per_chip = global_batch * seq / chips if global_batch and chips and seq else None
+    if per_chip is None and is_maxtext(row) and seq and cell_number(row["micro_batch"]):
+        per_chip = cell_number(row["micro_batch"]) * seq  # MaxText's per_device_batch_size: tokens per chip
+    if per_chip and tps:
+        return per_chip / tps, ""
+    if global_batch and chips and tflops:
+        flops = maxtext_flops_per_chip(row, model, global_batch)
+        if flops is None:
+            return None, "TFLOP/s published but notes state no FLOP convention"
+        return flops / (tflops * 1e12), ""
+    if "block" in cell_text(row["derived_fields"]).lower():
+        return None, "only MLPerf block times (training steps plus an eval pass) published"
+    return None, "no step time, tokens/s or TFLOP/s published"
+
+
+def to_tpu_amd_case(row: pd.Series) -> TpuAmdCase:
+    """One row as a case: a priced-ready (model, system, plan, measured_s), or the reason it is not expressed."""
+    acc = cell_text(row["accelerator"])
+    base = dict(row_id=row["row_id"], group=row["source_group"], trust=row["trust"], model=None, system=None,
+                plan=None, measured_s=float("nan"), accelerator=acc)
+    why = refusal(row)
+    if why:
+        return TpuAmdCase(**base, reason=why)
+    model, why = model_for(row)
+    if model is None:
+        return TpuAmdCase(**base, reason=why)
+    mb, gbs, batch_note = batch_of(row)
+    measured, why = measured_of(row, model, gbs)
+    if measured is None:
+        return TpuAmdCase(**base, reason=why or batch_note)
+    base["measured_s"] = measured
+    if mb is None:
+        return TpuAmdCase(**base, reason=batch_note)
+    sysname = ACCELERATORS.get(acc)
+    if sysname is None:
+        return TpuAmdCase(**base, reason=f"accelerator {acc!r} has no catalogue system")
+    try:
+        system = load_hardware(sysname)
+    except InputError:
+        return TpuAmdCase(**base, reason=f"no catalogue system {sysname}")
+    if system.max_devices is not None and cell_number(row["n_chips"]) > system.max_devices:
+        return TpuAmdCase(**base, reason=f"more chips than {sysname}'s largest configuration ({system.max_devices} "
+                                         "devices)")
+    rec, rec_note = remat_of(row, model.n_layers)
+    if rec is None:
+        return TpuAmdCase(**base, reason=rec_note)
+    tp, pp, cp, ep = (int(cell_number(row[k]) or 1) for k in ("tp", "pp", "cp", "ep"))
+    fsdp, notes = cell_number(row["fsdp"]), cell_text(row["notes"]).lower()
+    notes_out = [n for n in (batch_note, rec_note) if n]
+    if fsdp is None and is_maxtext(row):  # MaxText base.yml ici_fsdp_parallelism: -1, every chip left in the slice
+        fsdp = int(cell_number(row["n_chips"])) // (tp * pp * cp * ep)
+        notes_out.append("fsdp not stated: MaxText's default ici_fsdp -1 (all chips left)")
+    fsdp = fsdp or 1
+    kw = dict(gpus=int(cell_number(row["n_chips"])), tp=tp, pp=pp, cp=cp, ep=ep, micro_batch=mb, global_batch=gbs,
+              seq_len=int(cell_number(row["seq_len"])), precision=precision_of(cell_text(row["precision"])),
+              attention="flash", **rec)
+    if is_maxtext(row):
+        kw |= dict(zero=3 if fsdp > 1 else 0, sequence_parallel=tp > 1,
+                   grad_dtype="bf16" if "weight_dtype bf16" in notes else "fp32")
+        if fsdp > 1 and (cell_number(row["dp"]) or 1) > 1:
+            notes_out.append("fsdp x dcn data parallel priced as one ZeRO-3 group")
+    else:
+        kw |= dict(zero=1 if "distributed optim" in notes else 0, sequence_parallel=tp > 1)
+    try:
+        kw["stack"] = stack_of(row)
+        plan = resolve(Plan(**kw), model, system)
+    except InputError as err:
+        return TpuAmdCase(**base, reason=f"plan: {err}")
+    return TpuAmdCase(**{**base, "model": model, "system": system, "plan": plan}, note="; ".join(notes_out))
+
+
+def load_tpu_amd_cases(csv: str | Path) -> list[Case]:
+    """Every row of the TPU/AMD CSV as a TpuAmdCase (a published.runs.Case), in file order."""
+    df = pd.read_csv(csv)
+    return [to_tpu_amd_case(r) for _, r in df.iterrows()]

@@ -1,0 +1,141 @@
+"""The TPU and AMD runs (tpu_amd_runs_dev.csv) as Cases (perfmodel.published.tpu_amd_runs), on seven of its rows
+copied to tests/fixtures/tpu_amd_runs_sample.csv: the mapping of rows worked out by hand from their notes, the
+refusals, and benchmarks/tpu_amd_runs.py's tables."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from perfmodel.errors import InputError
+from perfmodel.published import tpu_amd_runs
+from perfmodel.published.runs import Case
+from perfmodel.published.tpu_amd_runs import load_tpu_amd_cases, to_tpu_amd_case
+from perfmodel.spec.hardware import load_hardware
+
+SAMPLE = Path(__file__).parent / "fixtures" / "tpu_amd_runs_sample.csv"
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return {c.row_id: c for c in load_tpu_amd_cases(SAMPLE)}
+
+
+def test_one_case_per_row_in_order(cases):
+    assert list(cases) == ["T047", "T058", "T059", "T079", "T101", "T112", "T117"]
+    assert all(isinstance(c, Case) for c in cases.values())
+
+
+def test_maxtext_v5p_2023_table_row(cases):
+    """T079: 1x v5p-128 = 64 chips, ici_tensor 4, ici_fsdp -1 (16), per_device_batch_size 8, seq 2048, remat
+    'minimal'; the 2023 synthetic 32B (head_dim 256, ReLU MLP, tied, vocab 32768: N = 32.55B); 328 TFLOP/s per chip
+    counted as 6 N tokens + 6 H L hd S^2 per sequence = 3252.4 TFLOP per chip per step -> 9.92 s."""
+    c = cases["T079"]
+    m, p = c.model, c.plan
+    assert (c.system.name, c.accelerator, c.group, c.trust) == ("tpu-v5p", "TPU v5p", "MaxText_v5p_table_2023", "A")
+    assert (m.n_layers, m.hidden, m.n_heads, m.head_dim, m.ffn_hidden, m.vocab) == (32, 10240, 32, 256, 32768, 32768)
+    assert (m.mlp, m.tie_embeddings, m.norm, m.position) == ("gelu", True, "rmsnorm", "rope")
+    assert m.n_params() / 1e9 == pytest.approx(32.55, abs=0.01)
+    assert (p.gpus, p.tp, p.pp, p.dp, p.cp, p.zero, p.sequence_parallel) == (64, 4, 1, 16, 1, 3, True)
+    assert (p.micro_batch, p.global_batch, p.seq_len, p.num_microbatches) == (32, 512, 2048, 1)  # 8 per chip x tp 4
+    assert (p.recompute, p.recompute_modules, p.precision, p.stack, p.grad_dtype) == (
+        "selective", ["core_attn", "layernorm"], "bf16", "megatron-core", "fp32")
+    assert c.reason == "" and "minimal" in c.note
+    assert c.measured_s == pytest.approx(3252.4 / 328, rel=1e-3)
+
+
+def test_maxtext_v5e_2023_table_row(cases):
+    """T058: 1x v5e-256, ici_tensor 16 x ici_fsdp 16, pdbs 1, remat full, the 128B (64 layers, 64 heads of 256,
+    mlp 65536); 110 TFLOP/s per chip over 1613.8 TFLOP per chip per step -> 14.67 s. T059 (2 slices, 512 chips) is
+    beyond the tpu-v5e spec's 256 devices."""
+    c = cases["T058"]
+    m, p = c.model, c.plan
+    assert (c.system.name, m.n_layers, m.hidden, m.n_heads, m.ffn_hidden) == ("tpu-v5e", 64, 10240, 64, 65536)
+    assert (p.gpus, p.tp, p.dp, p.zero, p.micro_batch, p.global_batch, p.recompute) == (256, 16, 16, 3, 16, 256, "full")
+    assert c.measured_s == pytest.approx(1613.8 / 110, rel=1e-3)
+    assert c.note == ""
+    cap = load_hardware("tpu-v5e").max_devices
+    if cap is not None and cap < 512:
+        assert cases["T059"].reason == f"more chips than tpu-v5e's largest configuration ({cap} devices)"
+        assert cases["T059"].measured_s == pytest.approx(1239.4 / 117, rel=1e-3)
+
+
+def test_maxtext_tiering_row_from_tokens_per_s(cases):
+    """T047: Llama 2 70B (the preset), 512 v5p chips, ici_fsdp -1, pdbs 4, seq 4096, save_dot_except_mlpwi, 692
+    tokens/s per chip -> 4 x 4096 / 692 = 23.68 s."""
+    c = cases["T047"]
+    p = c.plan
+    assert c.model.name == "llama-2-70b"
+    assert (p.gpus, p.tp, p.dp, p.zero, p.micro_batch, p.global_batch, p.seq_len) == (512, 1, 512, 3, 4, 2048, 4096)
+    assert (p.recompute, p.recompute_modules) == ("selective", ["core_attn", "mlp"])
+    assert "save_dot_except_mlpwi" in c.note
+    assert c.measured_s == pytest.approx(4 * 4096 / 692)
+
+
+def test_mlperf_amd_llama31_8b_row(cases):
+    """T117: MLPerf v5.1 AMD MI355X, Llama 3.1 8B pretraining: 8 GPUs, TP=PP=CP=1, MBS 2, GBS 32 (grad-accum 2),
+    FP8 hybrid, Megatron distributed optimizer, no recompute; 32 / 30.6861 samples/s = 1.0428 s."""
+    c = cases["T117"]
+    assert c.measured_s == pytest.approx(32 / 30.6861, rel=1e-4)
+    try:
+        load_hardware("mi355x-8")
+    except InputError:  # the spec is not in the catalogue yet
+        assert c.reason == "no catalogue system mi355x-8" and c.plan is None
+        return
+    p = c.plan
+    assert (c.reason, c.model.name, c.system.name) == ("", "llama-3.1-8b", "mi355x-8")
+    assert (p.gpus, p.tp, p.pp, p.dp, p.cp, p.zero, p.micro_batch, p.global_batch, p.num_microbatches) == (
+        8, 1, 1, 8, 1, 1, 2, 32, 2)
+    assert (p.seq_len, p.recompute, p.precision, p.stack) == (8192, "none", "fp8", "nemo")
+
+
+def test_refusals(cases):
+    """int8 AQT (MLPerf GPT-3 on TPU) and LoRA fine-tuning (MLPerf AMD Llama 2 70B) are not expressed."""
+    assert cases["T101"].reason == "int8 (AQT) training is not priced"
+    assert "LoRA" in cases["T112"].reason
+    for r in ("T101", "T112"):
+        assert cases[r].plan is None and cases[r].model is None
+
+
+def test_missing_system_keeps_the_row(monkeypatch):
+    """A system not in the catalogue is the row's reason; its measured time stays."""
+    def absent(name):
+        raise InputError(f"no system {name}")
+
+    monkeypatch.setattr(tpu_amd_runs, "load_hardware", absent)
+    df = pd.read_csv(SAMPLE)
+    c = to_tpu_amd_case(df[df["row_id"] == "T117"].iloc[0])
+    assert (c.reason, c.plan) == ("no catalogue system mi355x-8", None)
+    assert c.measured_s == pytest.approx(1.0428, abs=1e-4)
+
+
+def test_benchmark_main_prints_the_tables(capsys, tmp_path):
+    """benchmarks/tpu_amd_runs.py on the sample: the per-row table, both summaries, the not-expressed reasons and
+    --csv; MAPE and the 100%-for-unexpressed MAPE agree with the written rows."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    import tpu_amd_runs as bench
+
+    out = tmp_path / "rows.csv"
+    assert bench.main(["--data", str(SAMPLE), "--csv", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "by accelerator" in text and "by source group" in text
+    rows = pd.read_csv(out)
+    assert list(rows["row_id"]) == ["T047", "T058", "T059", "T079", "T101", "T112", "T117"]
+    ok = rows.dropna(subset=["predicted_s"])
+    assert {"T047", "T058", "T079"} <= set(ok["row_id"])
+    mape = 100 * ok["error"].abs().mean()
+    with_missing = 100 * (ok["error"].abs().sum() + len(rows) - len(ok)) / len(rows)
+    all_lines = [line.split() for line in text.splitlines() if line.startswith("ALL ")]
+    assert len(all_lines) == 2  # one per summary
+    for cells in all_lines:
+        assert (int(cells[1]), int(cells[2])) == (7, len(ok))
+        assert float(cells[4]) == pytest.approx(mape, abs=0.06)
+        assert float(cells[6]) == pytest.approx(with_missing, abs=0.06)
+    v5p = next(line.split() for line in text.splitlines() if line.startswith("TPU v5p"))
+    assert v5p[2:4] == ["3", "2"]  # T047, T079 expressed; T101 (int8) not
+    assert f"expressed rows said not to fit: {int((ok['verdict'] == 'does not fit').sum())} of {len(ok)}" in text
+    assert f"rows not expressed: {7 - len(ok)} of 7" in text
+    assert "  1  int8 (AQT) training is not priced  [T101]" in text
