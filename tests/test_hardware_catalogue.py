@@ -181,14 +181,12 @@ def test_tiers_and_efficiency_are_consistent(name):
     system = load_hardware(name)
     gemm = [d for d in ("bf16", "fp16", "fp8", "fp4") if d in system.accelerator.peak_tflops]
     assert sorted(system.efficiency.matmul_max) == sorted(gemm)
-    if name in ("tpu-v4", "tpu-v5e", "tpu-v5p"):  # one pod, no data-centre network tier
-        (tier,) = system.tiers
-        assert tier.topology == "torus"
-        assert system.max_devices == tier.domain_size
-    elif name.startswith("tpu-"):  # slices of the ICI torus, joined over the data-centre network (multislice)
+    if name.startswith("tpu-"):  # slices of the ICI torus, joined over the data-centre network (multislice)
         ici, dcn = system.tiers
         assert ici.topology == "torus" and dcn.domain_size is None and system.max_devices is None
-        assert ici.domain_size == {"tpu-v6e": 256, "tpu-v7": 2 * 9216}[name]  # chips per pod (v7: two dies each)
+        # chips per pod (v7: two dies each)
+        assert ici.domain_size == {"tpu-v4": 4096, "tpu-v5e": 256, "tpu-v5p": 8960, "tpu-v6e": 256,
+                                   "tpu-v7": 2 * 9216}[name]
     else:
         assert system.tiers[-1].domain_size is None
         assert system.max_devices is None

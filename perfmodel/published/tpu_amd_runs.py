@@ -25,10 +25,9 @@ v4.1 Google GPT-3 submissions (block-level MLLOG times) and MLPerf Training v5.0
 - Recompute: MaxText remat_policy names mapped to the closest policy perfmodel prices (REMAT, each an approximation
   said in the case's `note`); Megatron's "full, block, N layers" as full / block / N.
 - Precision: bf16; FP8 (TE hybrid) -> fp8; int8 (AQT) matmuls and LoRA fine-tuning are refused (not priced).
-- Stack: MaxText/XLA has no profile in hardware_specs/stacks; its rows run on spec.stack.DEFAULT_STACK
-  (megatron-core), the stack `perfmodel predict` uses for any system, TPUs included, when no --stack is given and
-  the one published.runs uses for a row that names no framework. NeMo (and MangoBoost LLMBoost, NeMo/Megatron-based)
-  -> nemo, other framework names through spec.stack.stack_for_framework.
+- Stack: MaxText rows -> maxtext (hardware_specs/stacks/maxtext.yaml: XLA's overlapped collectives, tensor-parallel
+  ones included, fp32 master weights and gradients, no per-operator host cost); NeMo (and MangoBoost LLMBoost,
+  NeMo/Megatron-based) -> nemo, other framework names through spec.stack.stack_for_framework.
 - Measured step time: step_time_s; else global tokens / (tokens_per_s_per_chip x n_chips); else, only where notes
   state MaxText's FLOP convention (6 x params x tokens, plus 6 H L hd S^2 per sequence where they say causal
   attention), that count per chip over tflops_per_chip. MFU alone, and MLPerf blocks that include an eval pass, give
@@ -193,7 +192,7 @@ def remat_of(row: pd.Series, n_layers: int) -> tuple[dict | None, str]:
 def stack_of(row: pd.Series) -> str:
     fw = cell_text(row["framework"])
     if "maxtext" in fw.lower():
-        return DEFAULT_STACK
+        return "maxtext"
     if "llmboost" in fw.lower():  # MangoBoost LLMBoost: NeMo/Megatron-based (its rows' framework text)
         return "nemo"
     return stack_for_framework(fw or DEFAULT_STACK, f"row {row['row_id']}: framework")

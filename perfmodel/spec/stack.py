@@ -23,7 +23,7 @@ from ..errors import InputError, Schema, suggest
 from ..files import looks_like_path, read_mapping
 
 STACKS = ("megatron-core", "nemo", "torchtitan", "composer-fsdp1", "deepspeed", "nanotron", "plain-torch", "llmc",
-          "nanogpt", "hf-transformers")
+          "nanogpt", "hf-transformers", "maxtext")
 DEFAULT_STACK = "megatron-core"
 EXECUTOR_STACK = "plain-torch"  # perfmodel's own executor (perfmodel execute / validate)
 Optimizer = Literal["fused", "foreach", "forloop"]
@@ -339,7 +339,7 @@ def stack_defaults(stack: str, grad_dtype: str | None, tp_comm_overlap: bool | N
 
 # A runs CSV's `framework` text -> stack: the first keyword found wins (NeMo runs on Megatron-Core, so it is
 # tested before 'megatron'; Megatron-DeepSpeed is DeepSpeed's engine).
-_FRAMEWORK_WORDS = (("nemo", "nemo"), ("torchtitan", "torchtitan"), ("llm.c", "llmc"), ("llmc", "llmc"),
+_FRAMEWORK_WORDS = (("maxtext", "maxtext"), ("nemo", "nemo"), ("torchtitan", "torchtitan"), ("llm.c", "llmc"), ("llmc", "llmc"),
                     ("nanogpt", "nanogpt"), ("nanochat", "nanogpt"), ("modded", "nanogpt"),
                     ("transformers", "hf-transformers"), ("accelerate", "hf-transformers"),
                     ("composer", "composer-fsdp1"),
