@@ -128,7 +128,8 @@ def test_dev_rows_read_compile():
 
 def test_compile_refused_where_the_stack_does_not_compile():
     with pytest.raises(InputError, match=r"compile = model with stack = 'megatron-core', which runs no torch.compile"
-                                         r"; valid: compile = none, or a stack that compiles: torchtitan, nanogpt, hf-transformers"):
+                                         r"; valid: compile = none, or a stack that compiles: torchtitan, nanogpt, "
+                                         r"hf-transformers, maxtext"):
         _plan(compile="model", stack="megatron-core")
     run = subprocess.run([sys.executable, "-m", "perfmodel", "predict", "--model", "llama-3-8b", "--hardware",
                           "dgx-h100", "--gpus", "8", "--tp", "1", "--pp", "1", "--micro-batch", "1",
@@ -137,7 +138,7 @@ def test_compile_refused_where_the_stack_does_not_compile():
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert run.stderr.strip().splitlines() == ["error: compile = model+loss with stack = 'megatron-core', which runs "
                                                "no torch.compile; valid: compile = none, or a stack that compiles: "
-                                               "torchtitan, nanogpt, hf-transformers"]
+                                               "torchtitan, nanogpt, hf-transformers, maxtext"]
 
 
 def test_search_carries_compile(tmp_path):

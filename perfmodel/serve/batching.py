@@ -108,8 +108,8 @@ def static_batch(model: ModelConfig | str, hardware: System | str, plan: ServePl
         raise InputError(f"concurrency = {plan.concurrency} for a static batch over dp = {plan.dp} replicas; valid: "
                          f"a multiple of {plan.dp} (sequences per replica x dp)")
     if plan.speculative is not None:
-        raise InputError(f"speculative = {plan.speculative.method} for a static batch: the executor decodes one token a "
-                         "step; valid: no speculative decoding")
+        raise InputError(f"speculative = {plan.speculative.method} for a static batch: the executor decodes one "
+                         "token a step; valid: no speculative decoding")
     if plan.output_len < 2 or plan.disaggregated:
         raise InputError(f"output_len = {plan.output_len}, prefill_dp = {plan.prefill_dp} for a static batch: it is "
                          "prefilled and decoded by the same replicas; valid: output_len >= 2 and no prefill pool")
