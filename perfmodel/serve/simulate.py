@@ -82,7 +82,8 @@ class _Replica:
 
     def __init__(self, price: StepPricer, stack: ServingStack, kv_tokens: float, I: np.ndarray, O: np.ndarray,
                  groups: int = 1, state_tokens: float = 0.0):
-        self.price, self.stack, self.kv_tokens, self.I, self.O = price, stack, kv_tokens, I, O
+        # lengths as Python ints: the loops below index them per sequence, which numpy scalars make slow
+        self.price, self.stack, self.kv_tokens, self.I, self.O = price, stack, kv_tokens, I.tolist(), O.tolist()
         # a Gated DeltaNet model's fixed state per request, in KV tokens' bytes (kv_cache.state_bytes_per_sequence)
         self.state_tokens = state_tokens
         # attention data-parallel groups, scheduled as one pool: each has its own max_batch and token budget
@@ -105,6 +106,8 @@ class _Replica:
         return int(self.I[r] + math.ceil(self.made.get(r, 0)) + self.state_tokens)
 
     def admit(self) -> None:
+        if not self.waiting:  # most steps of a closed loop: nobody to admit, no need to count the KV in use
+            return
         running = self.prefilling + self.decoding
         used = sum(self.held(r) for r in running)
         while self.waiting and len(running) < self.groups * self.stack.max_batch:
