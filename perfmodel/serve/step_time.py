@@ -32,7 +32,7 @@ from ..spec.model import ModelConfig
 from ..spec.serving import KV_BYTES, W4_BYTES, ServePlan, ServingStack, draft_model, four_bit_weights
 from ..spec.stack import EXECUTOR_STACK, load_stack
 from .host_time import measured_serving, overhead_part
-from .kv_cache import indexer_key_bytes, kv_layers, layer_kv_bytes, state_bytes_per_sequence
+from .kv_cache import indexer_key_bytes, layer_kv_bytes, state_bytes_per_sequence
 
 # Bytes per element the memory-bound kernels of one layer move in inference: the forward figures of training's
 # (cost.kernels.ELEMENTWISE_BYTES, residual_bytes without dropout)
