@@ -139,3 +139,22 @@ def test_benchmark_main_prints_the_tables(capsys, tmp_path):
     assert f"expressed rows said not to fit: {int((ok['verdict'] == 'does not fit').sum())} of {len(ok)}" in text
     assert f"rows not expressed: {7 - len(ok)} of 7" in text
     assert "  1  int8 (AQT) training is not priced  [T101]" in text
+
+
+def test_maxtext_stack_hides_tensor_parallel_traffic_behind_the_matmuls():
+    """The maxtext profile (XLA's overlapped collectives): the same TP traffic as megatron-core's on a TPU v5p plan
+    with tp 4, mostly hidden behind the GEMMs it feeds; fp32 gradients (weight_dtype float32) and no compute cores
+    held by a collective (ICI DMA)."""
+    import perfmodel as pm
+    from perfmodel.spec.stack import load_stack
+
+    stack = load_stack("maxtext")
+    assert stack.tp_comm_overlap and stack.grad_dtype == "fp32" and stack.host is None
+    assert stack.overlap_share(load_hardware("tpu-v5p").accelerator) == 0.0
+    plan = dict(gpus=256, tp=4, pp=1, micro_batch=1, global_batch=256, seq_len=4096, sequence_parallel=True, zero=3)
+    on = pm.estimate("llama-3-70b", "tpu-v5p", {**plan, "stack": "maxtext"})
+    off = pm.estimate("llama-3-70b", "tpu-v5p", {**plan, "stack": "maxtext", "tp_comm_overlap": False})
+    tp = lambda e: next(c for c in e.comms if c.name == "tp activations")  # noqa: E731
+    assert tp(on).total_s == pytest.approx(tp(off).total_s, rel=1e-9)  # the same traffic
+    assert off.time_s.tp_comm > 0.75 * tp(off).total_s  # most of it exposed without the overlap
+    assert on.time_s.tp_comm < 0.25 * tp(on).total_s and on.step_time_s < off.step_time_s
