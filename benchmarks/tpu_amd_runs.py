@@ -22,14 +22,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from devset import TPU_AMD_CSV as DEFAULT_DATA
 from published_runs import layout, priced
 
 from perfmodel.published.tpu_amd_runs import load_tpu_amd_cases
-
-HERE = Path(__file__).resolve().parent
-NAME = "tpu_amd_runs_dev.csv"
-SHARED = HERE.parent.parent / "shared" / "data" / NAME
-DEFAULT_DATA = SHARED if SHARED.exists() else HERE / "data" / NAME
 
 
 def per_row(data: Path) -> pd.DataFrame:
@@ -68,14 +64,15 @@ def summary(df: pd.DataFrame, key: str) -> pd.DataFrame:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"the development set (default {DEFAULT_DATA})")
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA,
+                    help=f"the development set (default: {DEFAULT_DATA.name}, the shared copy or benchmarks/data/)")
     ap.add_argument("--csv", type=Path, metavar="OUT", help="write the per-row table as CSV")
     a = ap.parse_args(argv)
     pd.set_option("display.width", 250)
     pd.set_option("display.max_rows", 500)
     pd.set_option("display.max_colwidth", 90)
     df = per_row(a.data)
-    print(f"TPU and AMD runs: {a.data} (stack profiles and uncalibrated specs, nothing fitted)")
+    print(f"TPU and AMD runs: {a.data.name} (stack profiles and uncalibrated specs, nothing fitted)")
     table = df[["row_id", "accelerator", "model", "layout", "measured_s", "predicted_s", "error", "verdict"]].copy()
     table["error"] = 100 * table["error"]
     table = table.rename(columns={"measured_s": "measured s", "predicted_s": "predicted s", "error": "error %",

@@ -48,7 +48,7 @@ from ..spec.model import ModelConfig
 from ..spec.model_presets import ALIASES, PRESETS
 from ..spec.plan import Plan, resolve
 from ..spec.stack import DEFAULT_STACK, stack_for_framework
-from .runs import Case, cell_number, cell_text
+from .runs import Case, cell_number, cell_text, precision_of
 
 # The CSV's accelerator -> catalogue system (hardware_specs/systems)
 ACCELERATORS = {"TPU v4": "tpu-v4", "TPU v5e": "tpu-v5e", "TPU v5p": "tpu-v5p", "TPU v6e Trillium": "tpu-v6e",
@@ -196,10 +196,6 @@ def stack_of(row: pd.Series) -> str:
     if "llmboost" in fw.lower():  # MangoBoost LLMBoost: NeMo/Megatron-based (its rows' framework text)
         return "nemo"
     return stack_for_framework(fw or DEFAULT_STACK, f"row {row['row_id']}: framework")
-
-
-def precision_of(text: str) -> str:
-    return "fp8" if "fp8" in text.lower() else "bf16"
 
 
 def maxtext_flops_per_chip(row: pd.Series, model: ModelConfig, global_batch: int) -> float | None:

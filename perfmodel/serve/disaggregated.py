@@ -76,8 +76,8 @@ def infer_disaggregated(model: ModelConfig, system: System, plan: ServePlan, sta
         return step_parts(model, system, plan, stack, decode=b, context=I + O / 2, prefill_seqs=0, prompt=0,
                           logits=b)
 
-    def decode_rate(b: float) -> float:  # a speculative step gains tokens_per_step tokens per sequence
-        return plan.dp * b * plan.tokens_per_step / ((O - 1) * sum(decode_step(b).values()))
+    def decode_rate(b: float) -> float:  # a request's decode steps: (O - 1) / tokens_per_step (ServePlan.life_steps)
+        return plan.dp * b / ((plan.life_steps - 1) * sum(decode_step(b).values()))
 
     # prompts a prefill step runs: the token budget, the stack's max_batch, and the KV cache they fill until sent
     n = max(1, min(math.floor(stack.max_num_tokens / I), stack.max_batch,

@@ -15,7 +15,8 @@ import math
 from ..cost.kernels import ACT_BYTES
 from ..spec.hardware import System
 from ..spec.model import ModelConfig
-from ..spec.serving import KV_BYTES, W4_BYTES, WEIGHT_BYTES, ServePlan, ServingStack, draft_model, four_bit_weights
+from ..spec.serving import (KV_BYTES, W4_BYTES, WEIGHT_BYTES, ServePlan, ServingStack, draft_model,
+                            four_bit_weights, fusion_inputs)
 
 GIB = 2.0**30
 
@@ -61,7 +62,7 @@ def draft_weight_bytes(model: ModelConfig, plan: ServePlan) -> float:
         return 0.0
     d, p = draft_model(model, s), plan.draft_plan()
     layer = weight_bytes(d, p) - (d.embedding_params() + d.head_params()) / p.tp * ACT_BYTES
-    fuse = (2 if s.method == "mtp" else 3) * model.hidden ** 2
+    fuse = fusion_inputs(s.method, model.hidden) * model.hidden
     head = d.vocab * d.hidden if s.method == "eagle" else 0
     n = draft_kv_layers(model, plan)
     return n * layer + (n * fuse if s.method == "mtp" else fuse + head) / plan.tp * ACT_BYTES

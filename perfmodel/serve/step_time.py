@@ -29,7 +29,8 @@ from ..cost.kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, attention_tabl
 from ..spec.hardware import System
 from ..spec.kernel_tables import allreduce_curves, decode_curves, moe_curves
 from ..spec.model import ModelConfig
-from ..spec.serving import KV_BYTES, W4_BYTES, ServePlan, ServingStack, draft_model, four_bit_weights
+from ..spec.serving import (KV_BYTES, W4_BYTES, ServePlan, ServingStack, draft_model, four_bit_weights,
+                            fusion_inputs)
 from ..spec.stack import EXECUTOR_STACK, load_stack
 from .host_time import measured_serving, overhead_part
 from .kv_cache import indexer_key_bytes, layer_kv_bytes, state_bytes_per_sequence
@@ -371,7 +372,7 @@ def draft_part(job: tuple, draft: tuple, decode: float, context: float, prefill_
 
     t = 0.0
     if decode > 0:
-        fuse = part(fusion_part, *draft, decode, s.method == "mtp")
+        fuse = part(fusion_part, *draft, decode, s.method)  # the method, not a width: the pricer grids numbers
         t += s.draft_tokens * (run(decode=decode, context=context, prefill_seqs=0, prompt=0, logits=decode)
                                + (fuse if s.method == "mtp" else 0.0)) + (fuse if s.method == "eagle" else 0.0)
     if prefill_seqs > 0:
@@ -380,12 +381,11 @@ def draft_part(job: tuple, draft: tuple, decode: float, context: float, prefill_
 
 
 def fusion_part(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, decode: float,
-                mtp: bool) -> float:
-    """The draft's fusion GEMM for the `decode` sequences (a group's share with attention data parallelism): an MTP
-    module's eh_proj of the embedding and hidden state, 2h -> h / tp (DeepSeek-V3 Sec. 2.2), or EAGLE-3's fc of
-    three target layers' states, 3h -> h / tp (Li et al. 2025), in the draft's precision."""
-    h = model.hidden
-    return _gemm(device(model, system, plan, stack), decode / plan.attention_dp, h / plan.tp, (2 if mtp else 3) * h)
+                method: str) -> float:
+    """The draft's fusion GEMM for the `decode` sequences (a group's share with attention data parallelism): its
+    `spec.serving.fusion_inputs` -> hidden / tp, in the draft's precision."""
+    return _gemm(device(model, system, plan, stack), decode / plan.attention_dp, model.hidden / plan.tp,
+                 fusion_inputs(method, model.hidden))
 
 
 def lm_head_part(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, logits: float) -> float:

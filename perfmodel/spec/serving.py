@@ -132,6 +132,13 @@ class SpeculativeConfig(Schema):
         return (1.0 - a ** (k + 1)) / (1.0 - a)
 
 
+def fusion_inputs(method: str, hidden: int) -> int:
+    """Input width of a speculative draft's fusion GEMM (to `hidden` outputs): an MTP module's eh_proj of the token's
+    embedding and the previous hidden state, 2h (DeepSeek-V3 Sec. 2.2); EAGLE-3's fc of three target layers' hidden
+    states, 3h (Li et al. 2025, Sec. 3)."""
+    return (2 if method == "mtp" else 3) * hidden
+
+
 def draft_model(model: ModelConfig, spec: SpeculativeConfig) -> ModelConfig:
     """The draft's one decoder layer as a one-layer model. mtp: a block of the model's own kind (a MoE block where it
     has experts; full attention, as Qwen3.5's and DeepSeek's MTP blocks are), sharing the embedding and LM head;
