@@ -105,9 +105,12 @@ def run_checks(target: str, version: str, distribution: str, texts: list[str]) -
     run = subprocess.run([sys.executable, "-m", "perfmodel.export.checks.batch", target, version],
                          input=json.dumps(texts), capture_output=True, text=True, env=env, timeout=CHECK_TIMEOUT_S)
     lines = [ln for ln in run.stdout.splitlines() if ln.startswith("[")]
-    if run.returncode or not lines:
+    try:
+        answered = json.loads(lines[-1]) if lines else []
+    except json.JSONDecodeError:  # cut off mid-line
+        answered = []
+    if len(answered) != len(texts):  # died before answering every text (a crash after the answer does not count)
         tail = (run.stderr or run.stdout).strip().splitlines()[-5:]
         return [CheckResult(target=target, version=version, distribution=distribution, accepted=False,
                             error="the check itself failed: " + " | ".join(tail)) for _ in texts]
-    return [CheckResult(target=target, version=version, distribution=distribution, **out)
-            for out in json.loads(lines[-1])]
+    return [CheckResult(target=target, version=version, distribution=distribution, **out) for out in answered]
