@@ -102,14 +102,18 @@ def run_checks(target: str, version: str, distribution: str, texts: list[str]) -
     root = fetch(distribution)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     env.setdefault("CUDA_VISIBLE_DEVICES", "")  # the checks never need a GPU; keep them off one
-    run = subprocess.run([sys.executable, "-m", "perfmodel.export.checks.batch", target, version],
-                         input=json.dumps(texts), capture_output=True, text=True, env=env, timeout=CHECK_TIMEOUT_S)
-    lines = [ln for ln in run.stdout.splitlines() if ln.startswith("[")]
-    try:
-        answered = json.loads(lines[-1]) if lines else []
-    except json.JSONDecodeError:  # cut off mid-line
-        answered = []
-    if len(answered) != len(texts):  # died before answering every text (a crash after the answer does not count)
+    for _ in range(2):  # a native crash mid-batch (not a refusal: refusals are answers) gets one more try
+        run = subprocess.run([sys.executable, "-m", "perfmodel.export.checks.batch", target, version],
+                             input=json.dumps(texts), capture_output=True, text=True, env=env,
+                             timeout=CHECK_TIMEOUT_S)
+        lines = [ln for ln in run.stdout.splitlines() if ln.startswith("[")]
+        try:
+            answered = json.loads(lines[-1]) if lines else []
+        except json.JSONDecodeError:  # cut off mid-line
+            answered = []
+        if len(answered) == len(texts):  # a crash after the answer does not count
+            break
+    else:
         tail = (run.stderr or run.stdout).strip().splitlines()[-5:]
         return [CheckResult(target=target, version=version, distribution=distribution, accepted=False,
                             error="the check itself failed: " + " | ".join(tail)) for _ in texts]
