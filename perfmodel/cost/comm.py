@@ -40,19 +40,64 @@ class Phase:
         return self.bandwidth, self.latency
 
 
-def _torus_ring_links(tier: NetworkTier, stride: int, n: int) -> int:
-    """Links per direction a ring over n devices `stride` apart can use on a torus (devices laid out row-major).
+def torus_slice_dims(tier: NetworkTier, gpus: int | None) -> list[int]:
+    """The slice of `tier`'s torus a job of `gpus` devices runs on, in devices per dimension (innermost first, as
+    `torus_dims`): Cloud TPU's slice topologies (Google Cloud TPU docs, TPU v4 / v5p "topologies": 2x2x1, 2x2x2,
+    2x2x4, 2x4x4, 4x4x4, 4x4x8, 4x8x8, 8x8x8, ..., and 4x4x12-style multiples; v5e / v6e: 2x2, 2x4, 4x4, 4x8,
+    8x8, 8x16, 16x16).
 
-    Each torus dimension the group spans adds a ring: over the whole dimension the wraparound link closes it
-    and both directions carry data (2 links); over part of a dimension the ring folds back along a line
-    (1 link) (Jouppi et al. 2023, TPU v4, Sec. 2).
+    From one device, the smallest dimension still below the pod's doubles (the last of equals, as the docs write
+    them); once every dimension spans `wrap_min_extent` (whole cubes), an odd factor the job still needs goes on
+    that dimension whole (192 chips: 4x4x12). The result is the smallest such slice holding the job (96 chips:
+    4x4x8). A pod dimension shorter than `wrap_min_extent` (Ironwood's two dies of a chip) is in every slice
+    whole. A job of unknown size (None) or of the whole pod or more (multislice) gets the pod.
     """
+    pod = list(tier.torus_dims)
+    if gpus is None or gpus >= math.prod(pod):
+        return pod
+    w = tier.wrap_min_extent
+    dims = [p if w is not None and p < w else 1 for p in pod]
+    while math.prod(dims) < gpus:
+        i = min((j for j in range(len(pod)) if dims[j] < pod[j]), key=lambda j: (dims[j], -j))
+        need = gpus / math.prod(dims)
+        cubes = w is not None and all(d >= min(w, p) for d, p in zip(dims, pod))  # odd sizes: whole cubes only
+        odd = cubes and need == int(need) and int(need) % 2 and dims[i] * int(need) <= pod[i]
+        dims[i] = dims[i] * int(need) if odd else min(2 * dims[i], pod[i])
+    return dims
+
+
+def torus_slice_wraps(tier: NetworkTier, dims: list[int]) -> list[bool]:
+    """Per dimension of slice `dims` (`torus_slice_dims`): whether a wraparound link closes it.
+
+    Google Cloud TPU docs (TPU v4 system architecture; v5p likewise): slices of whole 4x4x4 cubes, joined by
+    optical circuit switches, are tori; smaller slices are meshes. v5e / v6e: the wraparound closes a full
+    16-chip dimension only, the whole pod. `NetworkTier.wrap_min_extent` holds the extent (4, 16): a slice is a
+    torus when each dimension spans at least it or the pod's whole dimension, and then the dimensions of at least
+    that extent wrap. Without it only a dimension spanning the pod's whole one wraps (its own wraparound link).
+    """
+    w = tier.wrap_min_extent
+    if w is None:
+        return [d == p for d, p in zip(dims, tier.torus_dims)]
+    torus = all(d >= w or d == p for d, p in zip(dims, tier.torus_dims))
+    return [torus and d >= w for d in dims]
+
+
+def _torus_ring_links(tier: NetworkTier, stride: int, n: int, gpus: int | None = None) -> int:
+    """Links per direction (a count) a ring over n devices `stride` apart can use on a torus tier, in a job of
+    `gpus` devices laid out row-major over its slice (`torus_slice_dims`).
+
+    Each slice dimension the group spans adds a ring: over the whole dimension, where a wraparound link closes
+    it (`torus_slice_wraps`), both directions carry data (2 links); over part of a dimension, or a whole one of
+    a mesh slice, the ring folds back along a line (1 link) (Jouppi et al. 2023, TPU v4, Sec. 2; Google Cloud
+    TPU docs, slice topologies).
+    """
+    dims = torus_slice_dims(tier, gpus)
     links, inner = 0, 1
-    for d in tier.torus_dims:
+    for d, wraps in zip(dims, torus_slice_wraps(tier, dims)):
         outer = inner * d
-        if stride < outer and stride * n > inner:
+        if d > 1 and stride < outer and stride * n > inner:  # a dimension of one device has no links
             lo, hi = max(stride, inner), min(stride * n, outer)
-            links += 2 if hi // lo >= d else 1
+            links += 2 if wraps and hi // lo >= d else 1
         inner = outer
     return max(links, 1)
 
@@ -79,7 +124,8 @@ def group_phases(system: System, n: int, stride: int, gpus: int | None = None) -
     """Split a group of `n` devices, `stride` apart in device order, over the system's tiers, innermost first.
 
     `gpus` is the job size (None: as many devices as the groups tile). Members sharing a tier-k domain:
-    `_members_per_domain`. A torus tier's rings use the links of `_torus_ring_links` at its per-link bandwidth.
+    `_members_per_domain`. A torus tier's rings use the links of `_torus_ring_links` (over the job's slice) at its
+    per-link bandwidth.
     """
     phases: list[Phase] = []
     covered = 1  # members already grouped by inner tiers
@@ -90,7 +136,7 @@ def group_phases(system: System, n: int, stride: int, gpus: int | None = None) -
                                                                                        tier.aligned_groups)
         k = members_here // covered if members_here > covered else 1
         if k > 1:
-            links = _torus_ring_links(tier, stride * covered, k) if tier.topology == "torus" else 1
+            links = _torus_ring_links(tier, stride * covered, k, gpus) if tier.topology == "torus" else 1
             phases.append(_phase(tier, k, links))
             covered *= k
     if covered < n:  # the outermost tier is bounded and the group is larger: treat the rest as that tier

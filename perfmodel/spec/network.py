@@ -41,6 +41,12 @@ class NetworkTier(Schema):
         "switch", description="switch: every device of a domain reaches every other at bandwidth_gbps; "
                               "torus: rings use the torus links (cost.comm._torus_ring_links)")
     torus_dims: list[Count] | None = Field(None, description="torus shape in chips (torus tiers only)")
+    wrap_min_extent: Count | None = Field(
+        None, description="torus tiers: a job's slice (cost.comm.torus_slice_dims) is a torus, its dimensions closed "
+                          "by wraparound links, only when each of its dimensions spans at least this many devices "
+                          "or the pod's whole dimension; smaller slices are meshes (Cloud TPU: 4 on v4/v5p, whole "
+                          "4x4x4 cubes; 16 on v5e/v6e, the full pod); null: a slice dimension wraps only where it "
+                          "spans the pod's whole dimension")
     aligned_groups: Flag = Field(
         False, description="the scheduler places jobs so that a process group spanning no more than one domain "
                            "stays inside one (Slurm's topology/block plugin with --segment, made for NVL72 "
@@ -86,6 +92,9 @@ class NetworkTier(Schema):
                 prod *= d
             if self.domain_size is not None and self.domain_size != prod:
                 raise ValueError(f"tier '{self.name}': domain_size {self.domain_size} != product of torus_dims {prod}")
+        elif self.wrap_min_extent is not None:
+            raise ValueError(f"tier '{self.name}': wrap_min_extent {self.wrap_min_extent} given for topology "
+                             f"{self.topology}; valid: omit wrap_min_extent, or set topology: torus")
         return self
 
     @property
