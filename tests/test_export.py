@@ -101,18 +101,22 @@ def flag(args: list[str], name: str) -> str | None:
 # The target names
 # ---------------------------------------------------------------------------------------------------------
 def test_targets_and_unknown_target():
-    assert TARGETS == ("megatron", "torchtitan", "deepspeed")
+    assert TARGETS == ("megatron", "torchtitan", "deepspeed", "maxtext")
     pf = plan_file(**EXAMPLE)
     with pytest.raises(InputError) as err:
         export(pf, "x")
-    assert str(err.value) == "--to = 'x' is not a known target; valid: megatron, torchtitan, deepspeed"
+    assert str(err.value) == "--to = 'x' is not a known target; valid: megatron, torchtitan, deepspeed, maxtext"
     with pytest.raises(InputError):
         export(pf, "Megatron-LM")
 
 
+# MaxText's pipeline runs GPipe's order, in which EXAMPLE's 64 micro-batches do not fit (tests/test_export_maxtext.py)
+GPU_TARGETS = [t for t in TARGETS if t != "maxtext"]
+
+
 def test_export_of_a_file_written_and_loaded(tmp_path):
     path = write_plan_file(plan_file(**EXAMPLE), tmp_path / "plan.json")
-    for to in TARGETS:
+    for to in GPU_TARGETS:
         assert export_plan(load_plan_file(path), to) == export_plan(plan_file(**EXAMPLE), to)
 
 
@@ -570,7 +574,7 @@ def test_deepspeed_export_refuses_what_the_version_cannot_run_and_records_change
 # ---------------------------------------------------------------------------------------------------------
 # Every target
 # ---------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("to", TARGETS)
+@pytest.mark.parametrize("to", GPU_TARGETS)
 def test_header_names_the_plan_and_versions(to):
     text = export_plan(plan_file(**EXAMPLE), to)  # changed to what each runs: the layout stays tp 8 pp 4
     assert "llama-3-70b on dgx-h100 (512 x H100-SXM5-80GB), tp=8 pp=4 dp=16 cp=1" in text

@@ -13,9 +13,10 @@ from .argtypes import path
 def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     ex = sub.add_parser(name, help=help)
     ex.add_argument("plan", type=path("plan file"), help="plan file (JSON)")
-    ex.add_argument("--to", required=True, help="megatron | torchtitan | deepspeed")
+    ex.add_argument("--to", required=True, help="megatron | torchtitan | deepspeed | maxtext")
     ex.add_argument("--version", help="framework version to write for (default its newest; docs/plans.md lists "
-                                      "them: megatron core_r0.16 | core_r0.12, torchtitan 0.3.0 | 0.2.2, deepspeed)")
+                                      "them: megatron core_r0.16 | core_r0.12, torchtitan 0.3.0 | 0.2.2, deepspeed, "
+                                      "maxtext 0.2.5)")
     ex.add_argument("--check", action="store_true", help="also run the framework's own config checks on the export "
                                                          "(downloads that release from PyPI once; no GPU)")
     return ex

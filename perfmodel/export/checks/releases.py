@@ -7,7 +7,8 @@ several releases of one framework are checked side by side and none has to be in
 dependencies are (the `frameworks` extra). The framework's code, not a copy of its rules, decides.
 
 Why a subprocess: the frameworks import torch extensions, set global state (DeepSpeed's accelerator, torchtitan's
-registries) and two releases of one package cannot be imported in one interpreter.
+registries) and two releases of one package cannot be imported in one interpreter. MaxText's check runs under
+another interpreter too: maxtext 0.2.5 needs Python >= 3.12 and JAX (checks.maxtext_env makes it).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ CHECK_TIMEOUT_S = 600
 class CheckResult(Schema):
     """One exported configuration run through one framework release's own checks."""
 
-    target: str = Field(description="megatron | torchtitan | deepspeed")
+    target: str = Field(description="megatron | torchtitan | deepspeed | maxtext")
     version: str = Field(description="the framework version checked (export.<target>.VERSIONS)")
     distribution: str = Field(description="the PyPI release whose code ran, e.g. megatron-core==0.16.1")
     accepted: bool = Field(description="the framework's checks raised nothing")
@@ -47,6 +48,27 @@ class CheckResult(Schema):
 
 def cache_dir() -> Path:
     return Path(os.environ.get("PERFMODEL_FRAMEWORKS_DIR", DEFAULT_CACHE))
+
+
+HOW_MAXTEXT = "python -m perfmodel.export.checks.maxtext_env [--python PYTHON3.12]"
+
+
+def maxtext_env_dir() -> Path:
+    """Where checks.maxtext_env makes the Python >= 3.12 + JAX venv MaxText's check runs under."""
+    return cache_dir() / "maxtext-env"
+
+
+def maxtext_python() -> str | None:
+    """The interpreter for MaxText's check: PERFMODEL_MAXTEXT_PYTHON, else the cache's venv once made; None when
+    neither is there."""
+    if os.environ.get("PERFMODEL_MAXTEXT_PYTHON"):
+        return os.environ["PERFMODEL_MAXTEXT_PYTHON"]
+    made = maxtext_env_dir() / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    return str(made) if (maxtext_env_dir() / ".perfmodel-ready").exists() and made.exists() else None
+
+
+# Releases whose Requires-Python excludes perfmodel's own Python: downloaded as wheels for this version
+_PYTHON_FOR = {"maxtext": "3.12"}
 
 
 def fetch(distribution: str) -> Path:
@@ -72,6 +94,8 @@ def _unpack(distribution: str, root: Path, done: Path) -> Path:
     """Download `distribution` into `root`, unpack it, and record its import root in `done` (written last)."""
     with tempfile.TemporaryDirectory(dir=root) as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", tmp, distribution]
+        if distribution.partition("==")[0] in _PYTHON_FOR:
+            cmd += ["--python-version", _PYTHON_FOR[distribution.partition("==")[0]], "--only-binary=:all:"]
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S)
         if run.returncode:
             raise InputError(f"{distribution} could not be downloaded for its checks: "
@@ -99,11 +123,19 @@ def run_check(target: str, version: str, distribution: str, text: str) -> CheckR
 def run_checks(target: str, version: str, distribution: str, texts: list[str]) -> list[CheckResult]:
     """Each of `texts` through the checks of `distribution`'s code, in one subprocess (the framework is imported
     once): perfmodel.export.checks.batch calls `<target>_check.check(text, version)` on each."""
+    python, paths = sys.executable, []
+    if target == "maxtext":  # another interpreter, which needs perfmodel (the check scripts) on its path
+        python, paths = maxtext_python(), [str(Path(__file__).resolve().parents[3])]
+        if python is None:
+            raise InputError(f"--to maxtext --check: MaxText 0.2.5's config code needs Python >= 3.12 with JAX; "
+                             f"none is set up (PERFMODEL_MAXTEXT_PYTHON unset, no {maxtext_env_dir()}); make it "
+                             f"with: {HOW_MAXTEXT}")
     root = fetch(distribution)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), *paths, os.environ.get("PYTHONPATH", "")])
+               .rstrip(os.pathsep))
     env.setdefault("CUDA_VISIBLE_DEVICES", "")  # the checks never need a GPU; keep them off one
     for _ in range(2):  # a native crash mid-batch (not a refusal: refusals are answers) gets one more try
-        run = subprocess.run([sys.executable, "-m", "perfmodel.export.checks.batch", target, version],
+        run = subprocess.run([python, "-m", "perfmodel.export.checks.batch", target, version],
                              input=json.dumps(texts), capture_output=True, text=True, env=env,
                              timeout=CHECK_TIMEOUT_S)
         lines = [ln for ln in run.stdout.splitlines() if ln.startswith("[")]

@@ -68,3 +68,37 @@ def spread_plan_file(name: str) -> PlanFile:
     _, est = evaluate_plan(model, system, plan)
     return check(estimated_plan_file(model, system, plan, est,
                                      created_by=f"perfmodel.export.checks.spread {name}"))
+
+
+# MaxText's layouts (--to maxtext): name -> (model, hardware, plan fields), TPU v5p / v6e / v7 slices and multislice
+# jobs (fsdp x tensor x data, context, stage, expert), and one GPU job (MaxText's hardware: gpu).
+_MT = dict(stack="maxtext", micro_batch=1)
+MAXTEXT_SPREAD: dict[str, tuple[str, str, dict]] = {
+    "v5p-fsdp-tp4": ("llama-3-70b", "tpu-v5p", dict(gpus=128, tp=4, zero=3, sequence_parallel=True, recompute="full",
+                                                    global_batch=128, seq_len=4096, **_MT)),
+    "v6e-2-slices-fsdp": ("llama-3-70b", "tpu-v6e", dict(gpus=512, tp=4, zero=3, sequence_parallel=True,
+                                                         recompute="full", global_batch=512, seq_len=4096, **_MT)),
+    "v6e-data-zero1": ("llama-3-8b", "tpu-v6e", dict(gpus=256, tp=8, zero=1, sequence_parallel=True,
+                                                     recompute="selective", global_batch=256, seq_len=8192, **_MT)),
+    "v5p-cp2-zero0": ("llama-3-8b", "tpu-v5p", dict(gpus=64, tp=2, cp=2, zero=0, sequence_parallel=True,
+                                                    global_batch=64, seq_len=16384, **_MT)),
+    "v5p-pp4-gpipe": ("llama-3-70b", "tpu-v5p", dict(gpus=256, tp=4, pp=4, zero=3, sequence_parallel=True,
+                                                     schedule="gpipe", recompute="full", global_batch=256,
+                                                     seq_len=4096, **_MT)),
+    "v7-fp8": ("llama-3-8b", "tpu-v7", dict(gpus=64, zero=3, precision="fp8", recompute="full", global_batch=64,
+                                            seq_len=8192, **_MT)),
+    "v5p-moe-ep8": ("qwen3-30b-a3b", "tpu-v5p", dict(gpus=64, ep=8, zero=3, recompute="full", global_batch=128,
+                                                     seq_len=4096, **_MT)),
+    "h100-fsdp-tp2": ("llama-3-8b", "dgx-h100", dict(gpus=16, tp=2, zero=3, sequence_parallel=True,
+                                                     global_batch=64, seq_len=4096, **_MT)),
+}
+
+
+def maxtext_plan_file(name: str) -> PlanFile:
+    """The plan file of MAXTEXT_SPREAD[name], predicted by this perfmodel."""
+    model_name, hw_name, fields = MAXTEXT_SPREAD[name]
+    model, system = load_model(model_name), load_hardware(hw_name)
+    plan = resolve(Plan(**fields), model, system)
+    _, est = evaluate_plan(model, system, plan)
+    return check(estimated_plan_file(model, system, plan, est,
+                                     created_by=f"perfmodel.export.checks.spread {name}"))
