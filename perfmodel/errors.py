@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import difflib
+import functools
+import math
 import signal
 import threading
 from collections.abc import Iterable
@@ -194,3 +196,14 @@ def on_signals(signums=(signal.SIGTERM, signal.SIGHUP)):
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+@functools.lru_cache(maxsize=4096)  # a search asks for the same n many times
+def divisors(n: int) -> tuple[int, ...]:
+    """Every positive divisor of n, ascending (the valid values a refusal lists for a size that must divide n)."""
+    return tuple(sorted({x for d in range(1, math.isqrt(n) + 1) if n % d == 0 for x in (d, n // d)}))
+
+
+def values_text(vals, limit: int = 12) -> str:
+    """Valid values as a refusal lists them: the first `limit`, then "..."."""
+    return ", ".join(map(str, vals[:limit])) + (", ..." if len(vals) > limit else "")

@@ -352,10 +352,13 @@ def _plan_flags(cmd: str) -> dict:
     out |= {"--plan": plan_in(base=f"{cmd}-plan", names=("plan file",)), "--model": model_in(),
             "--hardware": hardware_in(names=("system", "spec")), "--expert-imbalance": number(1.0, 64.0),
             "--powersgd-rank": count(extra=("--grad-compression", "powersgd")),
+            # gpt2-124m's hidden is 768: a larger rank is a count, but no low-rank adapter (plan.lora.rank)
+            "--lora-rank": count(names=("lora.rank",)),
             "--recompute-modules": recompute_modules(),
             # gpt2-124m has 12 layers: 13 is a count, but too many
             "--recompute-num-layers": count(extra=("--recompute", "full"))}
     out["--recompute-num-layers"].fixed += ["13", "1000"]
+    out["--lora-rank"].fixed += ["769"]
     out |= {f: flag_switch() for f in ("--moe-overlap", "--sequence-parallel", "--no-overlap-dp-comm",
                                        "--account-for-embedding", "--account-for-loss")}
     return out
@@ -376,6 +379,7 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
     t |= {("search", "--model"): model_in(), ("search", "--hardware"): hardware_in(names=("system", "spec")),
           ("search", "--gpus"): gpu_list(), ("search", "--global-batch"): count(), ("search", "--seq-len"): count(),
           ("search", "--powersgd-rank"): count(extra=("--grad-compression", "powersgd")),
+          ("search", "--lora-rank"): count(names=("lora.rank",)),
           ("search", "--expert-imbalance"): number(1.0, 64.0), ("search", "--moe-overlap"): flag_switch(),
           ("search", "--only"): only(), ("search", "--top"): count(0), ("search", "--output"): output(".json"),
           ("search", "--plot"): output(".png")}

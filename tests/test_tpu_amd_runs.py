@@ -93,11 +93,19 @@ def test_mlperf_amd_llama31_8b_row(cases):
 
 
 def test_refusals(cases):
-    """int8 AQT (MLPerf GPT-3 on TPU) and LoRA fine-tuning (MLPerf AMD Llama 2 70B) are not expressed."""
+    """int8 AQT (MLPerf GPT-3 on TPU) is not expressed."""
     assert cases["T101"].reason == "int8 (AQT) training is not priced"
-    assert "LoRA" in cases["T112"].reason
-    for r in ("T101", "T112"):
-        assert cases[r].plan is None and cases[r].model is None
+    assert cases["T101"].plan is None and cases["T101"].model is None
+
+
+def test_lora_rows_map_to_a_frozen_fp8_base(cases):
+    """MLPerf's Llama 2 70B LoRA on MI300X (T112): rank 16 on the attention projections over an fp8 base, 21 of
+    80 layers recomputed by the block method, as its notes and config say."""
+    c = cases["T112"]
+    p = c.plan
+    assert (c.reason, c.model.name, p.lora.rank, p.lora.modules, p.lora.base_weights) == (
+        "", "llama-2-70b", 16, "attention", "fp8")
+    assert (p.recompute, p.recompute_method, p.recompute_num_layers, p.dp, p.cp) == ("full", "block", 21, 8, 1)
 
 
 def test_missing_system_keeps_the_row(monkeypatch):

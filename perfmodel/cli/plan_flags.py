@@ -100,6 +100,7 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
                     help="torch.compile as torchtitan's [compile] components: none (default), model (each block), "
                          "model+loss (the loss too); memory only, stacks that compile (torchtitan)")
     add_compression_flags(pr, None)
+    add_lora_flags(pr)
     pr.add_argument("--stack", choices=STACKS, help=f"software stack that runs the plan (default {DEFAULT_STACK}; "
                                                     "docs/stacks.md)")
     pr.add_argument("--no-overlap-dp-comm", action="store_true", help="data-parallel collectives do not overlap compute")
@@ -126,12 +127,32 @@ def add_compression_flags(pr: argparse.ArgumentParser, default: str | None = "no
                     help="PowerSGD's rank r (default 1)")
 
 
+def add_lora_flags(pr: argparse.ArgumentParser) -> None:
+    """--lora-rank, --lora-modules and --lora-base (Plan.lora, spec.finetune): a LoRA fine-tune of a frozen base."""
+    pr.add_argument("--lora-rank", type=integer("--lora-rank"), metavar="R",
+                    help="fine-tune rank-R LoRA adapters on a frozen base (default: every weight trains)")
+    pr.add_argument("--lora-modules", choices=["attention", "all"],
+                    help="linears adapted: attention (qkv and output projections, default) or all (and the MLP)")
+    pr.add_argument("--lora-base", choices=["bf16", "fp8"], help="frozen base weights stored in bf16 (default) or "
+                                                                 "fp8 (Transformer Engine fp8_params)")
+
+
+def lora_of(given: dict) -> dict | None:
+    """Plan.lora from the --lora-* values in `given` (popped from it), or None without --lora-rank."""
+    lora = {k: given.pop(f"lora_{k}") for k in ("rank", "modules", "base") if f"lora_{k}" in given}
+    if lora and "rank" not in lora:
+        raise InputError(f"--lora-{next(iter(lora))} needs --lora-rank R (the adapters' rank, e.g. 16)")
+    if "base" in lora:
+        lora["base_weights"] = lora.pop("base")
+    return lora or None
+
+
 PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "global_batch", "seq_len")
 PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "expert_imbalance",
               "moe_dispatcher", "micro_batch", "global_batch", "seq_len", "recompute", "recompute_modules",
               "recompute_num_layers", "recompute_method", "zero", "precision", "schedule",
               "attention", "grad_dtype", "compile", "grad_compression", "powersgd_rank", "stack", "first_stage_layers",
-              "last_stage_layers", "tp_comm_overlap",
+              "last_stage_layers", "tp_comm_overlap", "lora_rank", "lora_modules", "lora_base",
               "sequence_parallel", "no_overlap_dp_comm", "account_for_embedding", "account_for_loss", "moe_overlap")
 VALUE_FLAGS = PLAN_FLAGS[2:PLAN_FLAGS.index("sequence_parallel")]  # the plan fields given by value
 
@@ -184,6 +205,7 @@ def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, Pl
     given = {k: getattr(a, k) for k in VALUE_FLAGS if getattr(a, k) is not None}
     if "tp_comm_overlap" in given:
         given["tp_comm_overlap"] = given["tp_comm_overlap"] == "on"
+    given["lora"] = lora_of(given)
     plan = Plan(**given, sequence_parallel=a.sequence_parallel, overlap_dp_comm=not a.no_overlap_dp_comm,
                 account_for_embedding=a.account_for_embedding, account_for_loss=a.account_for_loss,
                 moe_overlap=a.moe_overlap)

@@ -33,6 +33,11 @@ def _band(e: Estimate) -> str:
     return f"  ({100 * lo:+.0f}% / {100 * hi:+.0f}%, {e.interval_source.split(':')[0]})"
 
 
+def lora_text(lora) -> str:
+    """' lora=r16 attention base=fp8' for a LoRA fine-tune (Plan.lora), '' when every weight trains."""
+    return "" if lora is None else f" lora=r{lora.rank} {lora.modules} base={lora.base_weights}"
+
+
 def memory_verdict(e: Estimate) -> str:
     """Whether the plan fits, in which view, on which ranks, with what room: one line."""
     free, budget = e.memory_free_bytes / GiB, e.memory_budget_bytes / GiB
@@ -73,7 +78,8 @@ def estimate_table(e: Estimate) -> str:
     p = e.plan
     lines = []
     layout = (f"tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp} vpp={p.vpp} sp={'on' if p.sequence_parallel else 'off'} "
-              f"zero={p.zero} recompute={p.recompute} precision={p.precision} schedule={p.schedule}")
+              f"zero={p.zero} recompute={p.recompute} precision={p.precision} schedule={p.schedule}"
+              f"{lora_text(p.lora)}")
     if p.ep > 1 or p.etp > 1 or p.moe_dispatcher != "alltoall" or p.expert_imbalance != 1 or p.moe_overlap:
         layout += (f"\n  experts: ep={p.ep} etp={p.etp} edp={p.edp} dispatcher={p.moe_dispatcher} "
                    f"imbalance={p.expert_imbalance:g} overlap={'on' if p.moe_overlap else 'off'}")
@@ -257,7 +263,7 @@ def search_table(result, rows, top: int = 0) -> str:
     j = result.job
     front = result.pareto()
     lines = [f"{result.model.name} on {result.system.name}: global_batch={j.global_batch} seq_len={j.seq_len} "
-             f"precision={j.precision}; ranked by {result.objective}",
+             f"precision={j.precision}{lora_text(j.lora)}; ranked by {result.objective}",
              result.summary(), ""]
     lines.append(fmt(rows))
     if result.counts["gpus"].nunique() > 1:

@@ -14,7 +14,7 @@ from ..spec.hardware import DEFAULT_HEADROOM, load_hardware
 from ..spec.model_catalogue import load_model
 from ..spec.stack import DEFAULT_STACK, STACKS
 from .argtypes import counts, integer, number, path
-from .plan_flags import COMPILES, DISPATCHERS, PRECISIONS, add_compression_flags, headroom_of
+from .plan_flags import COMPILES, DISPATCHERS, PRECISIONS, add_compression_flags, add_lora_flags, headroom_of, lora_of
 
 
 def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
@@ -31,6 +31,7 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     se.add_argument("--attention", choices=["flash", "unfused"], default="flash")
     se.add_argument("--grad-dtype", choices=["fp32", "bf16"], help="default: the stack's")
     add_compression_flags(se)
+    add_lora_flags(se)
     se.add_argument("--stack", choices=STACKS, default=DEFAULT_STACK, help="software stack (docs/stacks.md)")
     se.add_argument("--compile", choices=COMPILES, default="none", help="as predict (torchtitan: memory only)")
     se.add_argument("--expert-imbalance", type=float, default=1.0, help="as predict (default 1: balanced)")
@@ -95,7 +96,8 @@ def run(a: argparse.Namespace) -> str:
                     precision=a.precision, objective=a.objective, space=space_of(a.only), attention=a.attention,
                     grad_dtype=a.grad_dtype, grad_compression=a.grad_compression, powersgd_rank=a.powersgd_rank,
                     stack=a.stack, compile=a.compile, expert_imbalance=a.expert_imbalance,
-                    moe_dispatcher=a.moe_dispatcher, moe_overlap=a.moe_overlap, headroom=headroom_of(a))
+                    moe_dispatcher=a.moe_dispatcher, moe_overlap=a.moe_overlap, headroom=headroom_of(a),
+                    lora=lora_of({k: v for k, v in vars(a).items() if k.startswith("lora_") and v is not None}))
     extra = []
     if a.output:
         from ..search.plan_writer import plan_file

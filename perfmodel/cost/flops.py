@@ -40,9 +40,12 @@ def attention_flops_per_token(model: ModelConfig, seq_len: int) -> float:
                              + 2.0 * seq_len * s.index_heads * s.index_head_dim)
 
 
-def model_flops_per_token(model: ModelConfig, seq_len: int) -> float:
-    """Training FLOPs per token (forward + backward, no recompute): 3 * (2 * matmul_params + attention)."""
-    return 3.0 * (2.0 * matmul_params(model) + attention_flops_per_token(model, seq_len))
+def model_flops_per_token(model: ModelConfig, seq_len: int, frozen: bool = False) -> float:
+    """Training FLOPs per token (forward + backward, no recompute): 3 * (2 * matmul_params + attention). A frozen
+    base (LoRA, spec.finetune) has no weight-gradient matmuls: 2 * 2 * matmul_params + 3 * attention (MLPerf's Llama 2
+    70B LoRA: ~2/3 of full fine-tuning); its adapters' 6 r (n + k) per adapted linear, under 0.1% at r = 16, are
+    not counted."""
+    return (2.0 if frozen else 3.0) * 2.0 * matmul_params(model) + 3.0 * attention_flops_per_token(model, seq_len)
 
 
 def mtp_flops_per_token(model: ModelConfig, seq_len: int) -> float:

@@ -213,9 +213,11 @@ def unaligned(n, k, precision: str):
     return (np.mod(np.round(np.asarray(n, float)), elems) != 0) | (np.mod(np.round(np.asarray(k, float)), elems) != 0)
 
 
-def gemm_op(dev: Device, name: str, m, n, k, batch, precision: str, recompute, formula: str) -> Op:
+def gemm_op(dev: Device, name: str, m, n, k, batch, precision: str, recompute, formula: str,
+            weight_grad: bool = True) -> Op:
     """`batch` GEMMs C[m,n] = A[m,k] B[k,n] with their backward: dA = dC B^T (m, k, n) and dB = A^T dC (k, n, m),
-    the same FLOPs each (module docstring); priced by `Device.gemm_priced`, which the op names. A 2-byte GEMM with
+    the same FLOPs each (module docstring); a frozen weight (not `weight_grad`: spec.finetune) skips dB. Priced by
+    `Device.gemm_priced`, which the op names. A 2-byte GEMM with
     a leading dimension off 16 bytes (`unaligned`) runs no faster than the part's measured alignment-1 rates
     (Accelerator.unaligned_matmul_tflops: forward, input and weight gradient; ~7x below the aligned kernels on
     H100, benchmarks/gemm_alignment.py)."""
@@ -232,8 +234,8 @@ def gemm_op(dev: Device, name: str, m, n, k, batch, precision: str, recompute, f
             da = np.where(off, np.maximum(da, slow.get("input_grad", 0.0)), da)
             db = np.where(off, np.maximum(db, slow.get("weight_grad", 0.0)), db)
             by += ", alignment-1 kernels where n or k is off 16 B"
-    return Op(name, "gemm", fwd, da + db, flops, 2 * flops, recompute, formula, priced_by=by,
-              outside=out_f | out_a | out_b)
+    return Op(name, "gemm", fwd, da + db * weight_grad, flops, (1 + weight_grad) * flops, recompute, formula,
+              priced_by=by, outside=out_f | out_a | (out_b & weight_grad))
 
 
 def linear_op(dev: Device, name: str, m, n, k, recompute=("full",), precision: str | None = None,
@@ -250,19 +252,30 @@ def linear_op(dev: Device, name: str, m, n, k, recompute=("full",), precision: s
     GEMM: hardware_specs/kernels/README.md), the input's forward and the output gradient's in the backward
     lookups, so only the weight's is added.
     """
-    prec = precision or dev.plan.precision
+    prec, lora = precision or dev.plan.precision, getattr(dev.plan, "lora", None)
     formula = f"2*{_s(m)}*{_s(n)}*{_s(k)}" + ("" if np.all(np.asarray(groups) == 1) else f"*{_s(groups)} groups")
-    ops = [gemm_op(dev, name, m, n, k, groups, prec, recompute, formula)]
+    ops = [gemm_op(dev, name, m, n, k, groups, prec, recompute, formula, weight_grad=lora is None)]
+    if lora is not None and name in lora.targets:
+        ops += adapter_ops(dev, name, m, n, k, lora.rank, recompute)
     narrow = GEMM_INPUT_BYTES[prec]
     if narrow < 2:
         per = ACT_BYTES + narrow
         regathered = (dev.plan.zero == 3) & (dev.plan.zero_shard > 1)
-        weights = k * n * per / np.where(regathered, 1, dev.plan.num_microbatches)
+        stored_narrow = lora is not None and lora.base_weights == "fp8"  # fp8_params: nothing to cast
+        weights = (not stored_narrow) * k * n * per / np.where(regathered, 1, dev.plan.num_microbatches)
         timed = ops[0].priced_by != DATASHEET  # the table's time holds the activation casts
         ops.append(Op(f"{name}.cast", "memory", dev.memory((m * k * per * (not timed) + weights) * groups),
                       dev.memory(m * n * per * groups * (not timed)), recompute=recompute,
                       formula=("quantise the weight to " if timed else "quantise operands to ") + prec))
     return ops
+
+
+def adapter_ops(dev: Device, name: str, m, n, k, rank: int, recompute) -> list[Op]:
+    """A LoRA adapter beside the frozen GEMM (m, n, k): x A^T (m, r, k) then (x A^T) B^T (m, n, r), bf16, trained
+    (full backward), r unsplit and n, k as the frozen GEMM's local shard (Hu et al. 2021, Sec. 4.1: h = W x + B A x;
+    spec.finetune)."""
+    return [gemm_op(dev, f"{name}.lora_a", m, rank, k, 1, "bf16", recompute, f"2*{_s(m)}*{rank}*{_s(k)}"),
+            gemm_op(dev, f"{name}.lora_b", m, n, rank, 1, "bf16", recompute, f"2*{_s(m)}*{_s(n)}*{rank}")]
 
 
 def elementwise_op(dev: Device, name: str, elements, fwd_bytes, bwd_bytes, recompute=("full",)) -> Op:

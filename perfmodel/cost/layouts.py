@@ -14,6 +14,7 @@ from typing import get_args
 
 import numpy as np
 
+from ..spec.finetune import LoRA
 from ..spec.plan import Plan, Recompute, Schedule
 
 VARYING = ("tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "zero", "recompute", "sequence_parallel", "schedule",
@@ -21,7 +22,7 @@ VARYING = ("tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "zero", "r
 SHARED = ("gpus", "global_batch", "seq_len", "precision", "attention", "grad_dtype", "grad_compression",
           "powersgd_rank", "overlap_dp_comm", "tp_comm_overlap", "stack",
           "first_stage_layers", "last_stage_layers", "expert_imbalance", "moe_dispatcher",
-          "moe_overlap", "recompute_modules", "recompute_num_layers", "recompute_method", "compile")
+          "moe_overlap", "recompute_modules", "recompute_num_layers", "recompute_method", "compile", "lora")
 CATEGORIES = {"recompute": get_args(Recompute), "schedule": get_args(Schedule)}
 # What one device's kernels, tensors and weights depend on (pp, vpp and the schedule only set how many)
 PER_DEVICE = ("tp", "cp", "dp", "ep", "etp", "micro_batch", "sequence_parallel", "zero", "recompute")
@@ -66,10 +67,13 @@ class Layouts:
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
     stage_layers: list[int] | None = None  # an explicit split (one plan only)
+    lora: LoRA | dict | None = None  # Plan.lora: adapters on a frozen base (None: every weight trains)
     _distinct: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # this instance's only
     _codes: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # field -> (codes, count)
 
     def __post_init__(self):
+        if isinstance(self.lora, dict):
+            self.lora = LoRA(**self.lora)
         if self.grad_dtype is None or self.tp_comm_overlap is None:  # a job that leaves them to its stack
             from ..spec.stack import stack_defaults
 

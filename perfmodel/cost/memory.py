@@ -28,6 +28,7 @@ from ..spec.operators import (
 from ..spec.plan import Plan
 from ..spec.stack import load_stack
 from .compression import GRAD_BYTES, error_feedback_bytes
+from .frozen import adapter_params, frozen_weight_bytes, unkept_linears
 from .stack_kept import eager_kept_bytes
 from .kernels import GEMM_INPUT_BYTES, narrow_bytes, saved_input_bytes
 from .layouts import Layouts, among
@@ -76,12 +77,16 @@ def adam_step_bytes(grad_bytes: float) -> float:
     return 26.0 + 2.0 * grad_bytes
 
 
-def state_bytes(params, plan: Plan | Layouts, shard=None) -> dict[str, object]:
+def state_bytes(params, plan: Plan | Layouts, shard=None, trainable=None) -> dict[str, object]:
     """Weights, gradients and optimizer bytes of `params` per device under the plan's ZeRO stage (Megatron-LM and
     DeepSpeed: bf16 weights + fp32 master, m, v in the optimizer; FSDP stacks, `Stack.fsdp_master_weights`:
     the fp32 sharded parameter is the master, 4 + 8), sharded over its zero_shard = dp * cp ranks (the ranks that hold replicas of the same weights; `shard`: another group,
-    the edp ranks of a MoE model's routed experts)."""
+    the edp ranks of a MoE model's routed experts). A LoRA fine-tune's: those of its `trainable` adapters, and
+    the frozen `params` as weights alone (`cost.finetune.frozen_weight_bytes`)."""
     shard = plan.zero_shard if shard is None else shard
+    if trainable is not None:
+        states = state_bytes(trainable, plan, shard)
+        return dict(states, weights=states["weights"] + frozen_weight_bytes(params, plan, shard))
     zero, g = np.asarray(plan.zero), GRAD_BYTES[plan.grad_dtype]
     # FSDP's sharded parameter is the fp32 master itself (no bf16 shard beside it): 4 B of weights, 8 of Adam
     master = (zero >= 3) & load_stack(plan.stack).fsdp_master_weights
@@ -195,7 +200,7 @@ def layer_activation_bytes(model: ModelConfig, plan: Plan | Layouts, recompute=N
     (`compiled_unsaved_bytes`)."""
     lay = _layouts(plan)
     rc = lay.recompute if recompute is None else recompute
-    kept = _kept(model, lay, LAYER_OPS, rc) + moe_kept_bytes(model, lay, rc)
+    kept = _kept(model, lay, LAYER_OPS, rc) + moe_kept_bytes(model, lay, rc) - _kept(model, lay, unkept_linears(lay), rc)
     kept = kept - np.where(among(rc, ("per-op",)), compiled_unsaved_bytes(model, lay), 0.0)
     return kept + np.where(among(rc, ("none", "selective")), eager_kept_bytes(model, lay), 0.0)
 
@@ -244,7 +249,9 @@ def narrow_cache_bytes(gemm_params, lay: Layouts):
     columnwise copy feeding the data-gradient GEMM, and caches both as its "weight" workspace)."""
     if GEMM_INPUT_BYTES[lay.precision] >= 2:
         return 0.0 * gemm_params
-    copies = load_stack(lay.stack).narrow_weight_copies
+    # A frozen base stored in fp8 (LoRA, TE fp8_params) is its own GEMM operand: no cached copy. That no transposed
+    # one is kept either is an assumption: MLPerf's Llama 2 70B LoRA fits a 192 GB MI300X only without one.
+    copies = load_stack(lay.stack).narrow_weight_copies * (lay.lora is None or lay.lora.base_weights != "fp8")
     return gemm_params * copies * narrow_bytes(lay.precision) / np.where(lay.zero == 3, lay.zero_shard, 1)
 
 
@@ -334,6 +341,17 @@ def layer_activations(model: ModelConfig, lay: Layouts, layers, chunks) -> np.nd
     return np.where(c > 0, per_chunk * chunks + working, 0.0)
 
 
+def recomputed_share(model: ModelConfig, lay: Layouts) -> np.ndarray:
+    """Share of a stage's layers whose forward full recompute re-runs in the backward: Megatron-LM's block method
+    the first n = recompute_num_layers of each chunk of c = n_layers / (pp vpp) layers (the mean chunk),
+    min(n, c) / c; the uniform method and every other policy, each layer (1) (megatron/core/transformer/
+    transformer_block.py _checkpointed_forward)."""
+    if lay.recompute_method != "block" or not lay.recompute_num_layers:
+        return np.ones(len(lay))
+    c = model.n_layers / (lay.pp * lay.vpp)
+    return np.where(among(lay.recompute, ("full",)), np.minimum(lay.recompute_num_layers, c) / c, 1.0)
+
+
 def memory_views(lay: Layouts, system: System, parts: dict) -> dict:
     """The three views from the parts (bytes): allocated = states + activations + transient (what torch's
     allocator hands to tensors); reserved = allocated + the stack's allocator slack on CUDA (`Stack.
@@ -398,10 +416,10 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     act = layer_activations(model, lay, st.layers, scale["layer"] * lay.vpp)
     act = act + st.embedding * embedding_activation_bytes(model, lay) * scale["embedding"]
     act = act + st.head * head_activation_bytes(model, lay) * scale["head"]
-    states = state_bytes(params_of, lay)
-    if model.moe is not None:  # a MoE model's routed experts: states and copies over edp
+    states = state_bytes(params_of, lay, trainable=None if lay.lora is None else st.layers * adapter_params(model, lay))
+    if model.moe is not None:  # a MoE model's routed experts: states and copies over edp (frozen under LoRA)
         p_exp, moe_layers = expert_layer_params(model, lay), stage_moe_layers(model, st, lay)
-        experts = state_bytes(moe_layers * p_exp, lay, lay.edp)
+        experts = state_bytes(moe_layers * p_exp, lay, lay.edp, None if lay.lora is None else 0.0)
         states = {k: states[k] + experts[k] for k in states}
     largest = np.maximum.reduce([p["layer"] * (st.layers > 0), p["embedding"] * (st.embedding > 0),
                                  p["head"] * (st.head > 0)])

@@ -223,11 +223,14 @@ def edge_cost(mesh: Mesh, out: np.ndarray, inp: np.ndarray, full_bytes, passes, 
     return EdgeCost(fwd + 0.0, bwd + 0.0, rows)
 
 
-def zero3_gather(mesh: Mesh, params, grad_bytes, mask, latency_share=1.0) -> tuple[Values, Values]:
-    """ZeRO-3 per micro-batch: (seconds of one bf16 weight all-gather, of one gradient reduce-scatter) of `params`
-    over the group `mask` (gathered before the forward and again before the backward; reduced once)."""
-    ag = mesh.collective("all_gather", params * WEIGHT_BYTES, mask, latency_share)
-    rs = mesh.collective("reduce_scatter", params * grad_bytes, mask, latency_share)
+def zero3_gather(mesh: Mesh, params, grad_bytes, mask, latency_share=1.0, weight_bytes=WEIGHT_BYTES,
+                 trainable=None) -> tuple[Values, Values]:
+    """ZeRO-3 per micro-batch: (seconds of one weight all-gather of `params` at `weight_bytes` each (bf16; a frozen
+    LoRA base's storage), of one gradient reduce-scatter of the `trainable` ones (default all)) over the group
+    `mask` (gathered before the forward and again before the backward; reduced once)."""
+    trainable = params if trainable is None else trainable
+    ag = mesh.collective("all_gather", params * weight_bytes, mask, latency_share)
+    rs = mesh.collective("reduce_scatter", trainable * grad_bytes, mask, latency_share)
     return ag, rs
 
 

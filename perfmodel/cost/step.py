@@ -37,6 +37,7 @@ from ..spec.hardware import DEFAULT_HEADROOM, System
 from ..spec.model import ModelConfig
 from . import comm as C
 from .compression import compression_seconds, layout_wire_bytes
+from .frozen import adapter_params
 from .flops import model_flops_per_token, mtp_flops_per_token, recompute_flops_per_token
 from .launch_queue import HostRates, launch_seconds, parameter_tensors, queued, step_seconds, waiting
 from .kernels import ACT_BYTES, Device
@@ -47,6 +48,7 @@ from .memory import (
     WEIGHT_BYTES,
     memory_budget,
     memory_verdict,
+    recomputed_share,
     sp_replicated_params,
     stage_memory,
     stage_params,
@@ -211,7 +213,11 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     # the stage takes the longer where the host runs ahead (cost.launch_queue.queued). The slowest stage's, part by part.
     sends = np.where(pp > 1, 2.0 * v, 0.0)  # send/recv calls per micro-batch of a stage
     send_host = launch_seconds(rates, 0.0, sends)
-    unit_time = {u: per_plan(sum(units.parts[u].values())) for u in UNITS}
+    # full recompute by Megatron-LM's block method re-runs only some of a stage's layers
+    share = recomputed_share(model, lay)
+    bwd["layer"] = bwd["layer"] - (1 - share) * parts["layer"]["recompute"]
+    parts["layer"]["recompute"] = parts["layer"]["recompute"] * share
+    unit_time = {u: sum(parts[u].values()) for u in UNITS}
     device_mb = st.seconds(unit_time) + p2p
     dev_f, dev_b = st.seconds(fwd) + p2p / 2, st.seconds(bwd) + p2p / 2
     launch_f, launch_b = st.seconds(host_f) + send_host / 2, st.seconds(host_b) + send_host / 2
@@ -232,6 +238,8 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     experts_of = st.layers * expert_layer_params(model, lay)  # a MoE model's routed experts, reduced over edp
     big = np.argmax(np.where(st.valid, params_of + experts_of, -np.inf), axis=0)
     p_stage, pe_stage, nl = pick(params_of, big), pick(experts_of, big), np.maximum(pick(st.layers, big), 1)
+    if lay.lora is not None:  # a LoRA fine-tune reduces, gathers and updates its adapters alone (spec.finetune)
+        p_stage, pe_stage = pick(st.layers, big) * adapter_params(model, lay), 0.0 * pe_stage
     # what the gradient reduction and the weight gathers hide behind: the backward / forward as long as the stage
     # runs them, the device's or its host's (cost.launch_queue.queued; a CPU device: both, one after the other)
     on_big = lambda per_unit: sum(per_unit[u] * pick(st.count(u), big) for u in UNITS)  # noqa: E731
@@ -272,14 +280,14 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     steps.append(Comm("zero expert weight all-gather (edp)", "all_gather", "edp", nbytes=pe_stage * WEIGHT_BYTES,
                       seconds=w_e, calls=1 * on_e, fwd=exp * (1 - part), unit="step", part="dp_comm",
                       tier=experts.tiers(), active=on_e))
-    on = sp & (t > 1)
+    on = sp & (t > 1) & (lay.lora is None)  # the norms train unless frozen under LoRA
     kept_whole = sp_replicated_params(model, pick(st.layers, big), pick(st.head, big) > 0)
     size = kept_whole * gbytes
     r = on * partial_sum(mesh, kept_whole, gbytes, BIT["tp"])
     steps.append(Comm("tp replicated-weight gradients (sp)", "all_reduce", "tp", nbytes=size, seconds=r, calls=1,
                       bwd=r, unit="step", part="dp_comm", mask=BIT["tp"], active=on))
     # first and last stage hold copies of the embedding: tied to the LM head, or read by the MTP modules
-    on = (pp > 1) & (model.tie_embeddings or model.mtp_layers > 0)
+    on = (pp > 1) & (model.tie_embeddings or model.mtp_layers > 0) & (lay.lora is None)
     size = operators(model)["embedding"].weights[0].params / t * gbytes / np.where(zero >= 2, shard, 1)  # the local gradient
     one = on * C.ring_allreduce_time(size, 2, link_bw, link_lat)
     steps.append(Comm("embedding copies gradient sync", "all_reduce", "embedding", nbytes=size, seconds=one, calls=1,
@@ -296,6 +304,8 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     tensors = parameter_tensors(model)
     tensors_of = pick(st.layers * tensors["layer"] + st.embedding * tensors["embedding"]
                       + st.head * tensors["head"], big)
+    if lay.lora is not None:  # the optimizer loops over the adapters, A and B per adapted linear
+        tensors_of = pick(st.layers, big) * 2 * len(lay.lora.targets)
     host_tail = rates.optimizer_tensor_s * tensors_of + launch_seconds(rates, 0.0, step_calls)
     host_total = m * host_mb + host_tail  # the host's seconds per step on the slowest stage
     # the pipeline at the device's seconds alone (what the host's lead is measured against)
@@ -316,8 +326,9 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
 
     # --- FLOPs ---------------------------------------------------------------------------------------------
     tokens = lay.tokens_per_step
-    mflops = tokens * model_flops_per_token(model, lay.seq_len)
+    mflops = tokens * model_flops_per_token(model, lay.seq_len, frozen=lay.lora is not None)
     extra = {mode: recompute_flops_per_token(model, lay.seq_len, mode) for mode in ("none", "selective", "full", "per-op")}
+    extra["full"] = extra["full"] * share  # Megatron-LM's block method: some of the layers
     hflops = mflops + tokens * (np.select([among(rc, (k,)) for k in extra], list(extra.values()))
                                 + mtp_flops_per_token(model, lay.seq_len))
     peak_dtype = lay.precision if lay.precision in ("fp8", "fp4") else "bf16"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ..spec.finetune import BASE_WEIGHT_BYTES
 from ..spec.hardware import System
 from ..spec.model import ModelConfig
 from ..spec.operators import (
@@ -33,6 +34,7 @@ from ..spec.plan import Plan
 from ..spec.stack import load_stack
 from .compression import layout_wire_bytes
 from .launch_queue import HostRates, host_rates, launch_seconds
+from .frozen import adapter_params
 from .kernels import Device, Op, zero3_copy_op
 from .layouts import PER_DEVICE, Layouts, among, spread
 from .memory import GRAD_BYTES, WEIGHT_BYTES, unit_params
@@ -282,28 +284,33 @@ def unit_costs(model: ModelConfig, system: System, lay: Layouts) -> Units:
     zero3_overlap = {}
     p_exp, experts = expert_layer_params(model, lay), ExpertDataGroup(system, lay, model)
     part_of = lambda x, total: np.divide(x, total, out=np.zeros_like(total), where=total > 0)  # noqa: E731
+    # a LoRA fine-tune gathers its frozen base as stored and reduces the adapters' gradients (spec.finetune)
+    train = params if lay.lora is None else dict(layer=adapter_params(model, lay), embedding=0.0, head=0.0)
+    stored = WEIGHT_BYTES if lay.lora is None else BASE_WEIGHT_BYTES[lay.lora.base_weights]
     for unit, p in params.items():
         on = zero3 & (p > 0)
-        ag, rs = (on * x for x in zero3_gather(mesh, p, wbytes, ZERO_GROUP))
+        ag, rs = (on * x for x in zero3_gather(mesh, p, wbytes, ZERO_GROUP, weight_bytes=stored, trainable=train[unit]))
         # a layer's routed experts gather and reduce over their edp group, in the same window as its dense weights
         on_e = (zero == 3) & (lay.edp > 1) & (p_exp > 0) & (unit == "layer")
-        ag_e, rs_e = (on_e * x for x in zero3_gather(experts, p_exp, wbytes, None))
+        ag_e, rs_e = (on_e * x for x in zero3_gather(experts, p_exp, wbytes, None, weight_bytes=stored,
+                                                     trainable=p_exp * (lay.lora is None)))
         gathers, both = ag + ag_e, ag + ag_e + rs + rs_e
         # The embedding is first in the forward and last in the backward: nothing to hide behind.
         frac = f if overlap and unit != "embedding" else 0.0
         e_f, e_b = behind(gathers, fwd[unit], frac), behind(both, bwd[unit], frac)
         zero3_overlap[unit] = (gathers <= fwd[unit], both <= bwd[unit], frac, on)
         # the exposed time split by traffic
-        charge(Comm("zero3 weight all-gather", "all_gather", "dp", nbytes=p * WEIGHT_BYTES, seconds=ag, calls=2,
+        charge(Comm("zero3 weight all-gather", "all_gather", "dp", nbytes=p * stored, seconds=ag, calls=2,
                     fwd=e_f * part_of(ag, gathers), bwd=e_b * part_of(ag, both), unit=unit, part="zero3_comm",
                     mask=ZERO_GROUP, active=on))
-        charge(Comm("zero3 gradient reduce-scatter", "reduce_scatter", "dp", nbytes=p * wbytes, seconds=rs, calls=1,
+        charge(Comm("zero3 gradient reduce-scatter", "reduce_scatter", "dp", nbytes=train[unit] * wbytes, seconds=rs, calls=1,
                     bwd=e_b * part_of(rs, both), unit=unit, part="zero3_comm", mask=ZERO_GROUP, active=on))
         if unit == "layer" and model.moe is not None:
-            charge(Comm("zero3 expert all-gather (edp)", "all_gather", "edp", nbytes=p_exp * WEIGHT_BYTES,
+            charge(Comm("zero3 expert all-gather (edp)", "all_gather", "edp", nbytes=p_exp * stored,
                         seconds=ag_e, calls=2, fwd=e_f * part_of(ag_e, gathers), bwd=e_b * part_of(ag_e, both),
                         unit=unit, part="zero3_comm", tier=experts.tiers(), active=on_e))
-            charge(Comm("zero3 expert reduce-scatter (edp)", "reduce_scatter", "edp", nbytes=p_exp * wbytes,
+            charge(Comm("zero3 expert reduce-scatter (edp)", "reduce_scatter", "edp",
+                        nbytes=p_exp * wbytes * (lay.lora is None),
                         seconds=rs_e, calls=1, bwd=e_b * part_of(rs_e, both), unit=unit, part="zero3_comm",
                         tier=experts.tiers(), active=on_e))
 

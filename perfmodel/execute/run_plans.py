@@ -78,6 +78,9 @@ def check_runnable(pf: PlanFile, where: str, nproc: int, nnodes: int, device: st
                          f"per stage; valid: stage layer counts divisible by {plan.vpp}, or Megatron-LM's "
                          "account_for_embedding / account_for_loss")
     model_unrunnable(pf.model, where)
+    if plan.lora is not None:
+        raise InputError(f"{where}: lora = rank {plan.lora.rank} on {plan.lora.modules}: the executor trains every "
+                         "weight and builds no adapters yet; valid: lora null (the cost model prices it: predict)")
     if pf.model.moe is not None:
         moe_unrunnable(pf, where)
     placements = pf.placements or megatron_placements(pf.model, plan)

@@ -24,7 +24,8 @@ v4.1 Google GPT-3 submissions (block-level MLLOG times) and MLPerf Training v5.0
   stated, the distributed optimizer (ZeRO-1) where notes say so, gradients in the stack's dtype.
 - Recompute: MaxText remat_policy names mapped to the closest policy perfmodel prices (REMAT, each an approximation
   said in the case's `note`); Megatron's "full, block, N layers" as full / block / N.
-- Precision: bf16; FP8 (TE hybrid) -> fp8; int8 (AQT) matmuls and LoRA fine-tuning are refused (not priced).
+- Precision: bf16; FP8 (TE hybrid) -> fp8; int8 (AQT) matmuls are refused (not priced). LoRA fine-tunes map to
+  Plan.lora (rank from the notes, the base in fp8 where they say fp8_params).
 - Stack: MaxText rows -> maxtext (hardware_specs/stacks/maxtext.yaml: XLA's overlapped collectives, tensor-parallel
   ones included, fp32 master weights and gradients, no per-operator host cost); NeMo (and MangoBoost LLMBoost,
   NeMo/Megatron-based) -> nemo, other framework names through spec.stack.stack_for_framework.
@@ -90,14 +91,21 @@ def is_maxtext(row: pd.Series) -> bool:
 
 
 def refusal(row: pd.Series) -> str:
-    """Why the run itself is not priced whatever the catalogue holds (LoRA, int8 AQT), or ''."""
-    text = " ".join(cell_text(row[k]) for k in ("model", "notes")).lower()
-    if "lora" in text:
-        return "LoRA fine-tuning (frozen base weights, adapter-only weight gradients and optimizer) is not priced"
+    """Why the run itself is not priced whatever the catalogue holds (int8 AQT), or ''."""
     prec = cell_text(row["precision"]).lower()
     if "aqt" in prec or prec.startswith("int8"):
         return "int8 (AQT) training is not priced"
     return ""
+
+
+def lora_of(row: pd.Series) -> dict | None:
+    """Plan.lora of a LoRA fine-tune: the rank its notes state (MLPerf's Llama 2 70B LoRA: 16), the frozen base in
+    fp8 where they say fp8_params; None for a run that trains every weight."""
+    text = " ".join(cell_text(row[k]) for k in ("model", "notes", "precision"))
+    rank = re.search(r"LoRA rank (\d+)", text)
+    if "lora" not in text.lower():
+        return None
+    return dict(rank=int(rank.group(1)) if rank else 16, base_weights="fp8" if "fp8_params" in text else "bf16")
 
 
 def preset_of(row: pd.Series) -> ModelConfig | None:
@@ -281,6 +289,10 @@ def to_tpu_amd_case(row: pd.Series) -> TpuAmdCase:
             notes_out.append("fsdp x dcn data parallel priced as one ZeRO-3 group")
     else:
         kw |= dict(zero=1 if "distributed optim" in notes else 0, sequence_parallel=tp > 1)
+    lora = lora_of(row)
+    if lora:
+        kw["lora"] = lora
+        notes_out.append("LoRA on the attention projections (MLPerf's reference target modules)")
     try:
         kw["stack"] = stack_of(row)
         plan = resolve(Plan(**kw), model, system)

@@ -37,6 +37,7 @@ import numpy as np
 
 from ..cost.layouts import Layouts
 from ..errors import Count, Flag, InputError, Schema
+from ..spec.finetune import LoRA
 from ..spec.hardware import System
 from ..spec.model import ModelConfig
 from ..spec.plan import (
@@ -91,6 +92,7 @@ class Job(Schema):
     moe_dispatcher: Dispatcher = "alltoall"
     moe_overlap: Flag = False
     compile: Literal["none", "model", "model+loss"] = "none"  # Plan.compile: memory only
+    lora: LoRA | None = None  # Plan.lora: adapters on a frozen base
 
 
 def _allowed(values: list[int], limit: list | None) -> list:
@@ -130,7 +132,7 @@ def check_job(model: ModelConfig, system: System, job: Job) -> None:
     """Refuse a job no layout can run, before enumerating: one line naming the field and what is valid."""
     # gpus the system allows, a sequence the model allows, a precision the system has (resolve's checks)
     resolve(Plan(gpus=job.gpus, micro_batch=1, global_batch=job.gpus, seq_len=job.seq_len,
-                 precision=job.precision), model, system)
+                 precision=job.precision, lora=job.lora, grad_compression=job.grad_compression), model, system)
     why = moe_overlap_refusal(model, job.moe_dispatcher) if job.moe_overlap else None
     if why:
         raise InputError(why)
@@ -249,5 +251,6 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
                    gpus=job.gpus, global_batch=job.global_batch, seq_len=job.seq_len, precision=job.precision,
                    attention=job.attention, grad_dtype=job.grad_dtype, grad_compression=job.grad_compression,
                    powersgd_rank=job.powersgd_rank, overlap_dp_comm=job.overlap_dp_comm,
-                   tp_comm_overlap=job.tp_comm_overlap, stack=job.stack, compile=job.compile, account_for_embedding=sel[:, 6] == 1,
+                   tp_comm_overlap=job.tp_comm_overlap, stack=job.stack, compile=job.compile, lora=job.lora,
+                   account_for_embedding=sel[:, 6] == 1,
                    account_for_loss=sel[:, 6] == 1)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Annotated, Literal
 
@@ -10,7 +9,8 @@ import numpy as np
 
 from pydantic import Field
 
-from ..errors import Count, Flag, InputError, IntLiteral, Real, Schema
+from ..errors import Count, Flag, InputError, IntLiteral, Real, Schema, divisors, values_text
+from .finetune import LoRA, check_lora
 from .hardware import System
 from .model import ModelConfig
 from .stack import DEFAULT_STACK, STACKS, check_compile, stack_defaults
@@ -86,6 +86,8 @@ class Plan(Schema):
     powersgd_rank: Count = Field(1, description="PowerSGD's rank r (torch PowerSGDState matrix_approximation_rank; "
                                                 "default 1 as there)")
     overlap_dp_comm: Flag = Field(True, description="data-parallel / ZeRO collectives overlap with compute")
+    lora: LoRA | None = Field(None, description="fine-tune low-rank adapters on a frozen base (spec.finetune); "
+                                                "default: every weight trains")
     tp_comm_overlap: Flag | None = Field(None, description="with sequence parallelism, tp all-gathers / reduce-scatters "
                                                            "beside the GEMMs; default: the stack's (Stack.tp_comm_overlap)")
     stack: str = Field(DEFAULT_STACK, description=f"software stack that runs the plan, one of {', '.join(STACKS)}, "
@@ -240,17 +242,6 @@ def chunk_layers(plan: Plan, n_layers: int) -> list[int]:
     return [split[c % pp] // vpp + (c // pp < split[c % pp] % vpp) for c in range(pp * vpp)]
 
 
-@functools.lru_cache(maxsize=4096)  # a search asks for the same n many times
-def divisors(n: int) -> tuple[int, ...]:
-    """Every positive divisor of n, ascending."""
-    return tuple(sorted({x for d in range(1, math.isqrt(n) + 1) if n % d == 0 for x in (d, n // d)}))
-
-
-def values_text(vals, limit: int = 12) -> str:
-    """Valid values as a refusal lists them: the first `limit`, then "..."."""
-    return ", ".join(map(str, vals[:limit])) + (", ..." if len(vals) > limit else "")
-
-
 def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
     """Fill inferred fields and check the plan; InputError (field, value, what is valid) on the first problem."""
     p = plan.model_dump()
@@ -346,6 +337,7 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
         )
     _check_experts(p, model)
     _check_compression(p, model)
+    check_lora(p, model)
     check_recompute(p, model)
     check_compile(p["stack"], p["compile"])  # refuses an unknown stack, a bad profile file, compile it lacks
     system.accelerator.peak_flops(p["precision"])  # raises for a dtype the part lacks
