@@ -273,15 +273,19 @@ def zero_copy_bytes(lay: Layouts, stage_params, largest_unit, shard=None, module
     layers): ZeRO-3 gathers the largest unit on the stage twice (current + prefetch) and its gradients once;
     ZeRO-2 its gradients. A stack that gathers module by module under a cap on live parameters
     (Stack.zero3_live_params: DeepSpeed's stage3_max_live_parameters) holds at most that many gathered, and never
-    less than the largest module (`module`, parameters), whose gradients are the unit reduced."""
+    less than the largest module (`module`, parameters), whose gradients are the unit reduced; one that gathers
+    tensor by tensor (Stack.zero3_per_tensor: XLA) two of the largest module and its gradients."""
     shard = lay.zero_shard if shard is None else shard
     zero, gbytes = lay.zero, GRAD_BYTES[lay.grad_dtype]
     freed = stage_params * (1 - 1 / shard)
     gathered, unit = np.minimum(2 * largest_unit, freed), np.minimum(largest_unit, freed)
-    live = load_stack(lay.stack).zero3_live_params
+    stack = load_stack(lay.stack)
+    live = stack.zero3_live_params
     if live is not None and module is not None:
         gathered = np.minimum(gathered, np.maximum(live, module))
         unit = np.minimum(unit, module)
+    if stack.zero3_per_tensor and module is not None:  # XLA: the largest tensor and the next in flight
+        gathered, unit = np.minimum(gathered, 2 * module), np.minimum(unit, module)
     return np.where((zero == 3) & (shard > 1), gathered * WEIGHT_BYTES + unit * gbytes,
                     np.where((zero == 2) & (shard > 1), unit * gbytes, 0.0))
 

@@ -220,6 +220,11 @@ class Stack(Schema):
         None, gt=0, description="ZeRO-3 gathers weights module by module and keeps at most this many parameters "
                                 "gathered at once (DeepSpeed stage3_max_live_parameters); null: whole wrapped units "
                                 "(an FSDP block) and the next one prefetched (cost.memory.zero_copy_bytes)")
+    zero3_per_tensor: bool = Field(
+        False, description="ZeRO-3 gathers each weight tensor where its matmul runs and reduce-scatters each "
+                           "gradient where it is made, one more tensor in flight (XLA's SPMD partitioner and "
+                           "latency-hiding scheduler): two of the largest module gathered and its gradient, not "
+                           "whole units (cost.memory.zero_copy_bytes)")
     zero3_pp_unsharded: bool = Field(
         False, description="with pipeline parallelism, ZeRO-3 keeps the stage's weights gathered (bf16) and its "
                            "gradients unsharded (fp32) through the step, resharding and reducing once")
