@@ -92,10 +92,10 @@ def test_mlperf_amd_llama31_8b_row(cases):
     assert (p.seq_len, p.recompute, p.precision, p.stack) == (8192, "none", "fp8", "nemo")
 
 
-def test_refusals(cases):
-    """int8 AQT (MLPerf GPT-3 on TPU) is not expressed."""
-    assert cases["T101"].reason == "int8 (AQT) training is not priced"
-    assert cases["T101"].plan is None and cases["T101"].model is None
+def test_block_times_are_no_step_times(cases):
+    """MLPerf GPT-3 on TPU (int8 AQT, now priced) publishes block times that include an eval pass: no step time."""
+    assert cases["T101"].reason == "only MLPerf block times (training steps plus an eval pass) published"
+    assert cases["T101"].plan is None
 
 
 def test_lora_rows_map_to_a_frozen_fp8_base(cases):
@@ -143,10 +143,10 @@ def test_benchmark_main_prints_the_tables(capsys, tmp_path):
         assert float(cells[4]) == pytest.approx(mape, abs=0.06)
         assert float(cells[6]) == pytest.approx(with_missing, abs=0.06)
     v5p = next(line.split() for line in text.splitlines() if line.startswith("TPU v5p"))
-    assert v5p[2:4] == ["3", "2"]  # T047, T079 expressed; T101 (int8) not
+    assert v5p[2:4] == ["3", "2"]  # T047, T079 expressed; T101 (block times only) not
     assert f"expressed rows said not to fit: {int((ok['verdict'] == 'does not fit').sum())} of {len(ok)}" in text
     assert f"rows not expressed: {7 - len(ok)} of 7" in text
-    assert "  1  int8 (AQT) training is not priced  [T101]" in text
+    assert "  1  only MLPerf block times (training steps plus an eval pass) published  [T101]" in text
 
 
 def test_maxtext_stack_hides_tensor_parallel_traffic_behind_the_matmuls():

@@ -48,11 +48,11 @@ def residual_bytes(dropout: bool) -> tuple[float, float]:
     return (6 + dropout, 6 + dropout)
 
 
-GEMM_INPUT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}
+GEMM_INPUT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5, "int8": 1.0}
 # Scale bytes per quantized element: NVFP4 one E4M3 scale per 16 values (NVIDIA, "Pretraining LLMs with NVFP4",
 # 2025, Sec. 2; Transformer Engine's NVFP4BlockScaling); fp8 tensorwise and delayed scaling one fp32 per tensor
 # (nothing per element; MXFP8's E8M0 per 32, 1/32 B, is not priced apart)
-NARROW_SCALE_BYTES = {"fp8": 0.0, "fp4": 1.0 / 16}
+NARROW_SCALE_BYTES = {"fp8": 0.0, "fp4": 1.0 / 16, "int8": 0.0}
 
 
 def narrow_bytes(precision: str) -> float:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..spec.hardware import DEFAULT_HEADROOM, System
+from ..spec.hardware import DEFAULT_HEADROOM, NARROW_PRECISIONS, System
 from ..spec.model import ModelConfig
 from . import comm as C
 from .compression import compression_seconds, layout_wire_bytes
@@ -331,7 +331,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     extra["full"] = extra["full"] * share  # Megatron-LM's block method: some of the layers
     hflops = mflops + tokens * (np.select([among(rc, (k,)) for k in extra], list(extra.values()))
                                 + mtp_flops_per_token(model, lay.seq_len))
-    peak_dtype = lay.precision if lay.precision in ("fp8", "fp4") else "bf16"
+    peak_dtype = lay.precision if lay.precision in NARROW_PRECISIONS else "bf16"
     return Step(lay=lay, stages=st, units=units, stage_comms=stage_comms, step_comms=steps, time=time, memory=memory,
                 bottleneck=bottleneck, memory_kind=mem_kind, capacity=system.accelerator.hbm_bytes,
                 headroom=headroom, budget=memory_budget(system, headroom), limit=memory_budget(system, 0.0),

@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ..spec.finetune import BASE_WEIGHT_BYTES
-from ..spec.hardware import System
+from ..spec.hardware import NARROW_PRECISIONS, System
 from ..spec.model import ModelConfig
 from ..spec.operators import (
     OPS,
@@ -82,7 +82,7 @@ def op_kernels(model: ModelConfig, system: System, lay: Layouts) -> dict[str, li
     (its MoE MLP, the "moe" operator: `cost.moe.moe_kernels` times the MoE layers' share), and (through fp8 weight
     casts) on dp and ZeRO (`Layouts.distinct`).
     """
-    narrow = lay.precision in ("fp8", "fp4")  # weight casts: amortised over micro-batches, regathered by ZeRO-3
+    narrow = lay.precision in NARROW_PRECISIONS  # weight casts: amortised over micro-batches, regathered by ZeRO-3
     experts = ("ep", "etp") if model.moe is not None else ()  # a MoE layer's experts: cost.moe
     first, inverse = lay.distinct(("tp", "cp", "micro_batch", "sequence_parallel") + experts
                                   + (("dp", "zero") if narrow else ()))

@@ -71,6 +71,9 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
             f"{ds}'s PipelineEngine reduces gradients once after the last micro-batch (ReduceGrads)" if p.pp > 1
             else f"{ds}'s ZeRO stage 0 all-reduces gradients after the backward pass (overlap_comm is for ZeRO "
                  "stages 1-3)"))
+    if p.precision == "int8":
+        plan_change(pf, up, why, "precision", "bf16", f"{ds} trains no int8 GEMMs (int8 training is JAX's AQT); "
+                    "bf16 is its unquantised recipe")
     if p.grad_compression == "powersgd":
         plan_change(pf, up, why, "grad_compression", "none", f"{ds} has no PowerSGD (torch DDP's communication hook "
                     f"runs it, perfmodel execute); gradients go uncompressed in {p.grad_dtype}")

@@ -59,8 +59,8 @@ def settings(pf: PlanFile) -> tuple[dict, list[str], list[str]]:
     notes = list(msh.notes)
     keys.update(_model(pf, notes))
     keys.update(dtype="bfloat16", weight_dtype="bfloat16" if p.grad_dtype == "bf16" else "float32")
-    if p.precision == "fp8":
-        keys["quantization"] = "fp8"
+    if p.precision in ("fp8", "int8"):  # AQT's int8 training: quantization int8 (configs/types.py QuantizationType)
+        keys["quantization"] = p.precision
     for scope, degrees in (("ici", msh.ici), ("dcn", msh.dcn)):
         keys.update({f"{scope}_{_KEY.get(a, a)}_parallelism": degrees[a] for a in _AXES})
     if p.zero == 1:

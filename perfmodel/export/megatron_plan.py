@@ -113,6 +113,8 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
     for when, field, new, reason in (
             (p.precision == "fp4" and not FP4[version], "precision", "fp8",
              f"{version} has no FP4 GEMM recipe (--fp4-format is core_r0.16+)"),
+            (p.precision == "int8", "precision", "bf16", "Megatron-LM trains no int8 GEMMs (int8 training is JAX's "
+             "AQT); bf16 is its unquantised recipe"),
             (p.grad_dtype == "bf16", "grad_dtype", "fp32", "Megatron-LM accumulates and all-reduces gradients in "
              "fp32 with --bf16 (validate_args sets accumulate_allreduce_grads_in_fp32)"),
             (p.grad_compression != "none", "grad_compression", "none",

@@ -100,6 +100,8 @@ def _precision(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> N
              "(no fp16 loss scaling)"),
             (p.precision == "fp4", "precision", "fp8", "this exporter writes torchtitan's float8 converter (no FP4 "
              "recipe mapped)"),
+            (p.precision == "int8", "precision", "bf16", "torchtitan trains no int8 GEMMs (int8 training is JAX's "
+             "AQT); bfloat16 is its unquantised recipe"),
             (p.grad_dtype == "bf16", "grad_dtype", "fp32", "torchtitan's mixed_precision_reduce accepts only float32"),
             (p.grad_compression != "none", "grad_compression", "none", "torchtitan reduces gradients in float32, "
              "uncompressed"),

@@ -173,9 +173,11 @@ def zero_of(text: str, default: int = 0) -> int:
 
 
 def precision_of(text: str) -> str:
-    """The GEMM precision a table's precision text names: fp4 (also 'nvfp4', 'mxfp4', 'float4'), fp8 (also
-    'float8'), fp16, else bf16."""
+    """The GEMM precision a table's precision text names: fp4 (also 'nvfp4', 'mxfp4', 'float4'), int8 (text that
+    starts with it or names AQT; not 'int8_training=false'), fp8 (also 'float8'), fp16, else bf16."""
     t = text.lower()
+    if "aqt" in t or t.startswith("int8"):
+        return "int8"
     if "fp4" in t or "float4" in t:
         return "fp4"
     return "fp8" if ("fp8" in t or "float8" in t) else ("fp16" if "fp16" in t else "bf16")

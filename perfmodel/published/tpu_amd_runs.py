@@ -24,7 +24,7 @@ v4.1 Google GPT-3 submissions (block-level MLLOG times) and MLPerf Training v5.0
   stated, the distributed optimizer (ZeRO-1) where notes say so, gradients in the stack's dtype.
 - Recompute: MaxText remat_policy names mapped to the closest policy perfmodel prices (REMAT, each an approximation
   said in the case's `note`); Megatron's "full, block, N layers" as full / block / N.
-- Precision: bf16; FP8 (TE hybrid) -> fp8; int8 (AQT) matmuls are refused (not priced). LoRA fine-tunes map to
+- Precision: bf16; FP8 (TE hybrid) -> fp8; int8 (AQT) -> int8. LoRA fine-tunes map to
   Plan.lora (rank from the notes, the base in fp8 where they say fp8_params).
 - Stack: MaxText rows -> maxtext (hardware_specs/stacks/maxtext.yaml: XLA's overlapped collectives, tensor-parallel
   ones included, fp32 master weights and gradients, no per-operator host cost); NeMo (and MangoBoost LLMBoost,
@@ -88,14 +88,6 @@ class TpuAmdCase(Case):
 
 def is_maxtext(row: pd.Series) -> bool:
     return "maxtext" in cell_text(row["framework"]).lower()
-
-
-def refusal(row: pd.Series) -> str:
-    """Why the run itself is not priced whatever the catalogue holds (int8 AQT), or ''."""
-    prec = cell_text(row["precision"]).lower()
-    if "aqt" in prec or prec.startswith("int8"):
-        return "int8 (AQT) training is not priced"
-    return ""
 
 
 def lora_of(row: pd.Series) -> dict | None:
@@ -246,9 +238,6 @@ def to_tpu_amd_case(row: pd.Series) -> TpuAmdCase:
     acc = cell_text(row["accelerator"])
     base = dict(row_id=row["row_id"], group=row["source_group"], trust=row["trust"], model=None, system=None,
                 plan=None, measured_s=float("nan"), accelerator=acc)
-    why = refusal(row)
-    if why:
-        return TpuAmdCase(**base, reason=why)
     model, why = model_for(row)
     if model is None:
         return TpuAmdCase(**base, reason=why)

@@ -19,10 +19,10 @@ from ..files import looks_like_path, read_mapping
 from .kernel_tables import current_spec_folder, held_name, spec_folder, table_path, written_name
 from .network import DATASHEET_MAX, CollectiveKind, Datasheet, KindFit, Latency, NetworkTier  # noqa: F401
 from .host_overheads import HostCosts, HostProbe, ServingHostCosts, SustainProbe  # noqa: F401
-from .stack import Interval
+from .stack import NARROW_PRECISIONS, Interval  # noqa: F401
 
-Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4"]
-GEMM_DTYPES = ("bf16", "fp16", "fp8", "fp4")  # the training precisions a plan may pick
+Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8"]
+GEMM_DTYPES = ("bf16", "fp16", "fp8", "fp4", "int8")  # the training precisions a plan may pick
 GiB = 2**30
 
 

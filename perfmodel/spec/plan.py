@@ -16,7 +16,7 @@ from .model import ModelConfig
 from .stack import DEFAULT_STACK, STACKS, check_compile, stack_defaults
 
 from .recompute import Recompute, RecomputeModule, RECOMPUTE_MODULES, check_recompute
-Precision = Literal["bf16", "fp16", "fp8", "fp4"]
+Precision = Literal["bf16", "fp16", "fp8", "fp4", "int8"]
 Schedule = Literal["1f1b", "interleaved", "gpipe"]
 Dispatcher = Literal["alltoall", "allgather", "flex"]
 # tokens of the busiest expert over the mean: 1 is balanced routing; 64 bounds a typo, not a measurement

@@ -39,9 +39,12 @@ REGIMES = {"pp_or_cp": "pp > 1 or cp > 1", "low_precision": "fp8 or fp4 GEMMs",
 Regime = Literal[tuple(REGIMES)]
 
 
+# quantised GEMM operands (1 B or less, with scales): fp8 / fp4 (Transformer Engine), int8 (AQT on TPU)
+NARROW_PRECISIONS = ("fp8", "fp4", "int8")
+
 def regimes_of(plan) -> tuple[str, ...]:
     """The regimes (REGIMES) a plan is in, where an interval may be wider (`Interval.around`)."""
-    within = {"pp_or_cp": plan.pp > 1 or plan.cp > 1, "low_precision": plan.precision in ("fp8", "fp4"),
+    within = {"pp_or_cp": plan.pp > 1 or plan.cp > 1, "low_precision": plan.precision in NARROW_PRECISIONS,
               "large": (plan.gpus or plan.tp * plan.pp * plan.cp * (plan.dp or 1)) > LARGE_GPUS}
     return tuple(r for r in REGIMES if within[r])
 
@@ -64,8 +67,8 @@ Extrapolation = Literal[tuple(EXTRAPOLATIONS)]
 
 
 def precision_class(precision: str) -> str:
-    """How an interval's domain tells precisions apart: fp8 and fp4 by name, 16-bit (bf16, fp16) as one."""
-    return precision if precision in ("fp8", "fp4") else "16-bit"
+    """How an interval's domain tells precisions apart: fp8, fp4 and int8 by name, 16-bit (bf16, fp16) as one."""
+    return precision if precision in NARROW_PRECISIONS else "16-bit"
 
 
 class Domain(Schema):
