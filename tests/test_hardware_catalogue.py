@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from perfmodel.errors import InputError
 from perfmodel.spec.hardware import (
     Accelerator,
+    GEMM_DTYPES,
     Efficiency,
     NetworkTier,
     System,
@@ -147,8 +148,10 @@ def test_dtype_coverage_by_generation():
     for name in ("B200", "B300", "GB200", "GB300"):
         peaks = load_accelerator(name).peak_tflops
         assert {"bf16", "fp16", "fp8", "fp4"} <= set(peaks)
-    for name in ("TPU-v4", "TPU-v5e", "TPU-v5p"):
-        assert set(load_accelerator(name).peak_tflops) == {"bf16"}
+    # TPUs publish bf16 and int8 (AQT's training matmuls): v4 the same 275 TF, the later ones twice bf16
+    for name, int8 in (("TPU-v4", 275), ("TPU-v5e", 394), ("TPU-v5p", 918), ("TPU-v6e", 1836)):
+        peaks = load_accelerator(name).peak_tflops
+        assert set(peaks) == {"bf16", "int8"} and peaks["int8"] == int8
 
 
 @pytest.mark.parametrize("name", ["A100-SXM4-40GB", "A100-SXM4-80GB"])
@@ -179,7 +182,7 @@ def test_dgx_b300_by_hand():
 @pytest.mark.parametrize("name", REQUIRED_SYSTEMS)
 def test_tiers_and_efficiency_are_consistent(name):
     system = load_hardware(name)
-    gemm = [d for d in ("bf16", "fp16", "fp8", "fp4") if d in system.accelerator.peak_tflops]
+    gemm = [d for d in GEMM_DTYPES if d in system.accelerator.peak_tflops]
     assert sorted(system.efficiency.matmul_max) == sorted(gemm)
     if name.startswith("tpu-"):  # slices of the ICI torus, joined over the data-centre network (multislice)
         ici, dcn = system.tiers

@@ -161,3 +161,18 @@ def test_no_export_target_drops_the_adapters(to):
     for call in (lambda: export(pf, to), lambda: nearest_updates(pf, to, None)):
         with pytest.raises(InputError, match=rf"plan.lora = rank 16: {to}'s training configuration has no LoRA"):
             call()
+
+
+def test_a_lora_plan_file_keeps_megatron_placements(tmp_path):
+    """PaSE's tables price full training: a LoRA plan file keeps Megatron-LM's placements and says why."""
+    out = tmp_path / "lora.json"
+    cmd = [sys.executable, "-m", "perfmodel", "predict", "--model", "llama-2-7b", "--hardware", "dgx-h100",
+           "--gpus", "8", "--tp", "2", "--pp", "1", "--micro-batch", "1", "--global-batch", "8", "--seq-len", "4096",
+           "--lora-rank", "16", "--save-plan", str(out)]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    from perfmodel.spec.plan_file import load_plan_file
+
+    pf = load_plan_file(out)
+    assert pf.plan.lora.rank == 16 and pf.placements == [] and pf.placement_cost is None
+    assert "PaSE does not price LoRA" in pf.created_by

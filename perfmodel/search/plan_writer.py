@@ -57,6 +57,9 @@ def plan_file(model: ModelConfig, system: System, plan: Plan, created_by: str = 
         plan, evaluated, note = balanced(model, system, plan, evaluated, headroom)
         notes += [note] if note else []
     step, est = evaluated
+    if plan.lora is not None:  # PaSE's tables price full training's states and traffic: Megatron's placements stand
+        return estimated_plan_file(model, system, plan, est, (), None, "; ".join(
+            [created_by, *notes, "placements: Megatron-LM's (PaSE does not price LoRA's frozen base)"]))
     graph = pase.operator_graph(model.n_layers, model.moe is not None)
     tables = pase.cost_tables(graph, model, system, plan, step)
     mega_s, mega_bytes = megatron_cost(model, system, plan, tables)
