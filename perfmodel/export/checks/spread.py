@@ -60,9 +60,9 @@ SPREAD: dict[str, tuple[str, str, dict]] = {
 }
 
 
-def spread_plan_file(name: str) -> PlanFile:
-    """The plan file of SPREAD[name], predicted by this perfmodel."""
-    model_name, hw_name, fields = SPREAD[name]
+def spread_plan_file(name: str, spread: dict | None = None) -> PlanFile:
+    """The plan file of (SPREAD or `spread`)[name], predicted by this perfmodel."""
+    model_name, hw_name, fields = (SPREAD if spread is None else spread)[name]
     model, system = load_model(model_name), load_hardware(hw_name)
     plan = resolve(Plan(**fields), model, system)
     _, est = evaluate_plan(model, system, plan)
@@ -98,9 +98,4 @@ MAXTEXT_SPREAD: dict[str, tuple[str, str, dict]] = {
 
 def maxtext_plan_file(name: str) -> PlanFile:
     """The plan file of MAXTEXT_SPREAD[name], predicted by this perfmodel."""
-    model_name, hw_name, fields = MAXTEXT_SPREAD[name]
-    model, system = load_model(model_name), load_hardware(hw_name)
-    plan = resolve(Plan(**fields), model, system)
-    _, est = evaluate_plan(model, system, plan)
-    return check(estimated_plan_file(model, system, plan, est,
-                                     created_by=f"perfmodel.export.checks.spread {name}"))
+    return spread_plan_file(name, MAXTEXT_SPREAD)
