@@ -176,3 +176,12 @@ def test_a_lora_plan_file_keeps_megatron_placements(tmp_path):
     pf = load_plan_file(out)
     assert pf.plan.lora.rank == 16 and pf.placements == [] and pf.placement_cost is None
     assert "PaSE does not price LoRA" in pf.created_by
+
+
+def test_zero3_reduces_nothing_for_a_frozen_embedding_and_head(llama, mi300x):
+    """Under LoRA the embedding and head have no gradient: their ZeRO-3 reduce-scatter is not run (no call, no
+    latency); their gathers are."""
+    e = estimate(llama, mi300x, plan(llama, mi300x, zero=3))
+    names = [c.name for c in e.comms]
+    assert "zero3 weight all-gather (embedding)" in names and "zero3 weight all-gather (head)" in names
+    assert "zero3 gradient reduce-scatter (embedding)" not in names and "zero3 gradient reduce-scatter (head)" not in names

@@ -290,6 +290,8 @@ def unit_costs(model: ModelConfig, system: System, lay: Layouts) -> Units:
     for unit, p in params.items():
         on = zero3 & (p > 0)
         ag, rs = (on * x for x in zero3_gather(mesh, p, wbytes, ZERO_GROUP, weight_bytes=stored, trainable=train[unit]))
+        on_rs = on & (np.asarray(train[unit]) > 0)  # a frozen unit (LoRA's embedding, head) reduces nothing
+        rs = on_rs * rs
         # a layer's routed experts gather and reduce over their edp group, in the same window as its dense weights
         on_e = (zero == 3) & (lay.edp > 1) & (p_exp > 0) & (unit == "layer")
         ag_e, rs_e = (on_e * x for x in zero3_gather(experts, p_exp, wbytes, None, weight_bytes=stored,
@@ -304,7 +306,7 @@ def unit_costs(model: ModelConfig, system: System, lay: Layouts) -> Units:
                     fwd=e_f * part_of(ag, gathers), bwd=e_b * part_of(ag, both), unit=unit, part="zero3_comm",
                     mask=ZERO_GROUP, active=on))
         charge(Comm("zero3 gradient reduce-scatter", "reduce_scatter", "dp", nbytes=train[unit] * wbytes, seconds=rs, calls=1,
-                    bwd=e_b * part_of(rs, both), unit=unit, part="zero3_comm", mask=ZERO_GROUP, active=on))
+                    bwd=e_b * part_of(rs, both), unit=unit, part="zero3_comm", mask=ZERO_GROUP, active=on_rs))
         if unit == "layer" and model.moe is not None:
             charge(Comm("zero3 expert all-gather (edp)", "all_gather", "edp", nbytes=p_exp * stored,
                         seconds=ag_e, calls=2, fwd=e_f * part_of(ag_e, gathers), bwd=e_b * part_of(ag_e, both),

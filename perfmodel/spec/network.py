@@ -124,7 +124,3 @@ class NetworkTier(Schema):
         if fit is None:
             return self.bandwidth * self.collective_efficiency, self.latency
         return self.bandwidth * fit.collective_efficiency, fit.latency_us * 1e-6
-        fit = self.by_kind.get(kind)
-        if fit is None:
-            return self.bandwidth * self.collective_efficiency, self.latency
-        return self.bandwidth * fit.collective_efficiency, fit.latency_us * 1e-6
