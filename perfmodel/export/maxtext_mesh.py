@@ -30,8 +30,8 @@ from ..spec.plan_file import PlanFile
 from .plan_facts import plan_change
 
 MAXTEXT = "MaxText 0.2.5"
-# perfmodel system -> (accelerator_to_spec_map name prefix, names per device); the slice of N devices is
-# f"{prefix}-{N * per}" (v5p-256: 128 chips)
+# accelerator generation -> (accelerator_to_spec_map name prefix, names per device); the slice of N devices is
+# f"{prefix}-{N * per}" (v5p-256: 128 chips). Keyed by the part, so a user's own spec of the part gets it too.
 TOPOLOGY = {"tpu-v4": ("v4", 2), "tpu-v5e": ("v5e", 1), "tpu-v5p": ("v5p", 2), "tpu-v6e": ("v6e", 1),
             "tpu-v7": ("tpu7x", 1)}
 # MaxText remat_policy (base.yml line 447; layers/nnx_decoders.py get_remat_policy) for each plan recompute
@@ -52,7 +52,7 @@ class Mesh:
 
 
 def is_tpu(pf: PlanFile) -> bool:
-    return pf.hardware.accelerator.name.lower().startswith("tpu") or pf.hardware.name in TOPOLOGY
+    return pf.hardware.accelerator.torch_device == "xla"  # a TPU: JAX / PyTorch-XLA run it
 
 
 def slices(pf: PlanFile) -> int:
@@ -84,9 +84,10 @@ def mesh(pf: PlanFile) -> Mesh:
         raise InputError(f"plan: gpus = {p.gpus} in {s} slices: the degrees {dict(order)} do not split over them")
     topo, notes = None, []
     if is_tpu(pf):
-        prefix, per = TOPOLOGY.get(pf.hardware.name, (None, 1))
+        prefix, per = TOPOLOGY.get(pf.hardware.accelerator.generation, (None, 1))
         if prefix is None:
-            notes.append(f"hardware {pf.hardware.name}: no MaxText slice name known for it (accelerator_to_spec_map); "
+            notes.append(f"hardware {pf.hardware.name} ({pf.hardware.accelerator.generation}): no MaxText slice name "
+                         "known for it (accelerator_to_spec_map); "
                          "the config is written for a TPU slice of the same size")
         else:
             topo = f"{prefix}-{p.gpus // s * per}"
