@@ -240,9 +240,11 @@ def gemm_op(dev: Device, name: str, m, n, k, batch, precision: str, recompute, f
 
 def linear_op(dev: Device, name: str, m, n, k, recompute=("full",), precision: str | None = None,
               groups=1) -> list[Op]:
-    """A weight GEMM (tokens m, out features n, in features k) and, in fp8/fp4, the casts of its operands;
+    """A weight GEMM (tokens m, out features n, in features k) and, in fp8/fp4/int8, the casts of its operands;
     `groups` such GEMMs of equal shape run as one grouped GEMM (a device's local experts, each on its m routed
-    tokens: Megatron-Core --moe-grouped-gemm), priced as a batched GEMM (`Device.gemm_priced`).
+    tokens: Megatron-Core --moe-grouped-gemm), priced as a batched GEMM (`Device.gemm_priced`). Under LoRA
+    (`Plan.lora`) the weight is frozen (no weight gradient), an adapted one gets its `adapter_ops`, and a base
+    stored in fp8 casts no weight.
 
     Casting reads bf16 and writes the narrow type: the input m*k in the forward and the output gradient m*n in
     the backward every micro-batch; the weight k*n once per step, amortised over the micro-batches
