@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# What this project measures on a lent GPU, in one call (the device tool's machine: torch, nvcc, no network).
+#
+#   bash benchmarks/lent_gpu.sh OUTDIR
+#
+# Needs pydantic and its dependencies as wheels in .whl/ (the device image has none; see the device README) and
+# writes, per step, a tarball into OUTDIR so that a step cut off by the time limit loses only itself:
+#   validation.tgz  `benchmarks/validation.py --gpu`: the gpu-single sweep on the executor, predicted with the
+#                   catalogue system of this GPU (no calibration: a transfer test of the catalogue numbers)
+#   calibrate.tgz   `perfmodel calibrate --device cuda`: the GEMM / attention / elementwise grid and host costs
+#   host.tgz        `benchmarks/host_launch.py --compile --cuda-launch`: host seconds per operator and per step
+set -u
+OUT=${1:?usage: lent_gpu.sh OUTDIR}
+WORK=$(mktemp -d)
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  || exit 1
+# The package runs from this checkout; its catalogue is installed as perfmodel.hardware_specs, here a link.
+[ -e perfmodel/hardware_specs ] || ln -s ../hardware_specs perfmodel/hardware_specs
+export PYTHONPATH=/tmp/site:$PWD
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$OUT/gpu.txt"
+python3 -c 'import torch, platform; print(torch.__version__, torch.version.cuda, platform.python_version())' | tee -a "$OUT/gpu.txt"
+
+step() {  # step NAME SECONDS COMMAND...: run it with a limit, keep its log, pack its folder
+  local name=$1 limit=$2; shift 2
+  mkdir -p "$WORK/$name"
+  local t0=$SECONDS
+  timeout "$limit" "$@" > "$WORK/$name/$name.log" 2>&1
+  echo "$name: exit $? after $((SECONDS - t0)) s" | tee -a "$OUT/steps.txt"
+  tail -n 25 "$WORK/$name/$name.log"
+  tar -C "$WORK" -czf "$OUT/$name.tgz" "$name"
+}
+
+step validation 200 python3 benchmarks/validation.py --gpu --out-dir "$WORK/validation"
+step calibrate 170 python3 -m perfmodel.cli.main calibrate --device cuda --output "$WORK/calibrate/calibrated.yaml"
+nvcc -O2 -o "$WORK/cuda_launch" benchmarks/cuda_launch.cu || true
+step host 150 python3 benchmarks/host_launch.py --device cuda --compile --cuda-launch "$WORK/cuda_launch" \
+  --out "$WORK/host/host_launch.json"
