@@ -188,6 +188,19 @@ def recompute_modules(valid=("core_attn", "mlp", "layernorm"), **kw) -> Kind:
     return Kind([v for v in fixed if bad(v)], more, extra=("--recompute", "selective"), **kw)
 
 
+def recompute_saved(**kw) -> Kind:
+    """--recompute-saved with --recompute names: a list with a name that is no saved tensor (argparse refuses it)."""
+    valid = ("qkv", "attention", "out_proj", "mlp_in")
+
+    def bad(s: str) -> bool:
+        return any(p.strip() not in valid for p in s.split(","))
+
+    fixed = ["", ",", "qkv,", ",out_proj", "mlp_out", "QKV", "qkv;out_proj", "qkv out_proj", "context", "core_attn"]
+    names = st.sampled_from([*valid, "mlp_out", "context", "query_proj"])
+    more = st.one_of(st.lists(names | TEXT, min_size=1, max_size=4).map(",".join), TEXT).filter(bad)
+    return Kind([v for v in fixed if bad(v)], more, extra=("--recompute", "names"), **kw)
+
+
 def parsed_by(action: argparse.Action, refuse=(), **kw) -> Kind:
     """A number flag checked by its own parser type (`--headroom`, whose bounds differ between predict and
     search): bad values are what that type refuses; `refuse` must be refused whatever the bounds."""
@@ -355,6 +368,7 @@ def _plan_flags(cmd: str) -> dict:
             # gpt2-124m's hidden is 768: a larger rank is a count, but no low-rank adapter (plan.lora.rank)
             "--lora-rank": count(names=("lora.rank",)),
             "--recompute-modules": recompute_modules(),
+            "--recompute-saved": recompute_saved(),
             # gpt2-124m has 12 layers: 13 is a count, but too many
             "--recompute-num-layers": count(extra=("--recompute", "full"))}
     out["--recompute-num-layers"].fixed += ["13", "1000"]

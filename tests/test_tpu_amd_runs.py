@@ -41,8 +41,8 @@ def test_maxtext_v5p_2023_table_row(cases):
     assert m.n_params() / 1e9 == pytest.approx(32.55, abs=0.01)
     assert (p.gpus, p.tp, p.pp, p.dp, p.cp, p.zero, p.sequence_parallel) == (64, 4, 1, 16, 1, 3, True)
     assert (p.micro_batch, p.global_batch, p.seq_len, p.num_microbatches) == (32, 512, 2048, 1)  # 8 per chip x tp 4
-    assert (p.recompute, p.recompute_modules, p.precision, p.stack, p.grad_dtype) == (
-        "selective", ["core_attn", "layernorm"], "bf16", "maxtext", "fp32")
+    assert (p.recompute, p.recompute_saved, p.precision, p.stack, p.grad_dtype) == (
+        "names", ["qkv", "out_proj", "mlp_in"], "bf16", "maxtext", "fp32")  # MaxText's minimal: every projection
     assert c.reason == "" and "minimal" in c.note
     assert c.measured_s == pytest.approx(3252.4 / 328, rel=1e-3)
 
@@ -70,7 +70,7 @@ def test_maxtext_tiering_row_from_tokens_per_s(cases):
     p = c.plan
     assert c.model.name == "llama-2-70b"
     assert (p.gpus, p.tp, p.dp, p.zero, p.micro_batch, p.global_batch, p.seq_len) == (512, 1, 512, 3, 4, 2048, 4096)
-    assert (p.recompute, p.recompute_modules) == ("selective", ["core_attn", "mlp"])
+    assert (p.recompute, p.recompute_saved) == ("names", ["qkv", "out_proj"])  # mlpwo's output: never needed
     assert "save_dot_except_mlpwi" in c.note
     assert c.measured_s == pytest.approx(4 * 4096 / 692)
 

@@ -14,7 +14,7 @@ from ..spec.hardware import DEFAULT_HEADROOM, System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
 from ..spec.plan import Dispatcher, Plan, Precision, resolve
-from ..spec.recompute import RECOMPUTE_MODULES, Recompute
+from ..spec.recompute import RECOMPUTE_MODULES, SAVED_TENSORS, Recompute
 from ..spec.stack import DEFAULT_STACK, STACKS
 from .argtypes import integer, path
 
@@ -28,15 +28,15 @@ RECOMPUTE_METHODS = typing.get_args(Plan.model_fields["recompute_method"].annota
 COMPILES = typing.get_args(Plan.model_fields["compile"].annotation)
 
 
-def module_list(name: str):
-    """Megatron-Core's --recompute-modules: names of RECOMPUTE_MODULES separated by commas (spaces around them
-    are dropped, repeats kept once)."""
+def module_list(name: str, valid=RECOMPUTE_MODULES, what="module"):
+    """Names of `valid` separated by commas (spaces around them are dropped, repeats kept once): Megatron-Core's
+    --recompute-modules, or the names policy's --recompute-saved tensors."""
     def parse(text):
         parts = [p.strip() for p in text.split(",")]
-        bad = [p for p in parts if p not in RECOMPUTE_MODULES]
+        bad = [p for p in parts if p not in valid]
         if bad:
-            raise argparse.ArgumentTypeError(f"{name} = {text!r}: {bad[0]!r} is not a module; valid: names "
-                                             f"separated by commas, of {', '.join(RECOMPUTE_MODULES)}")
+            raise argparse.ArgumentTypeError(f"{name} = {text!r}: {bad[0]!r} is not a {what}; valid: names "
+                                             f"separated by commas, of {', '.join(valid)}")
         return list(dict.fromkeys(parts))
     return parse
 
@@ -78,10 +78,14 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
                     help="activation recomputation: none (default); selective (Megatron-Core "
                          "--recompute-granularity selective, of --recompute-modules); full (whole layers); per-op "
                          "(torchtitan's per-op selective checkpointing: keeps attention and every second matmul's "
-                         "outputs)")
+                         "outputs); names (JAX's save_only_these_names, MaxText's remat policies: keeps the layer "
+                         "input and --recompute-saved)")
     pr.add_argument("--recompute-modules", type=module_list("--recompute-modules"), metavar="M1,M2",
                     help="with --recompute selective: the submodules rebuilt in the backward (Megatron-Core "
                          f"--recompute-modules), of {', '.join(RECOMPUTE_MODULES)}; default core_attn")
+    pr.add_argument("--recompute-saved", type=module_list("--recompute-saved", SAVED_TENSORS, "saved tensor"),
+                    metavar="T1,T2", help="with --recompute names: the layer tensors kept besides its input, of "
+                    f"{', '.join(SAVED_TENSORS)} (MaxText's save_dot_except_mlp: qkv,out_proj); default none")
     pr.add_argument("--recompute-num-layers", type=integer("--recompute-num-layers"), metavar="N",
                     help="with --recompute full: layers per checkpointed group (uniform) or checkpointed layers "
                          "per pipeline chunk (block); Megatron-LM --recompute-num-layers (default 1: every layer)")
@@ -150,7 +154,7 @@ def lora_of(given: dict) -> dict | None:
 PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "global_batch", "seq_len")
 PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "expert_imbalance",
               "moe_dispatcher", "micro_batch", "global_batch", "seq_len", "recompute", "recompute_modules",
-              "recompute_num_layers", "recompute_method", "zero", "precision", "schedule",
+              "recompute_saved", "recompute_num_layers", "recompute_method", "zero", "precision", "schedule",
               "attention", "grad_dtype", "compile", "grad_compression", "powersgd_rank", "stack", "first_stage_layers",
               "last_stage_layers", "tp_comm_overlap", "lora_rank", "lora_modules", "lora_base",
               "sequence_parallel", "no_overlap_dp_comm", "account_for_embedding", "account_for_loss", "moe_overlap")

@@ -57,13 +57,14 @@ def mtp_flops_per_token(model: ModelConfig, seq_len: int) -> float:
     return model.mtp_layers * 3.0 * (2.0 * per_layer + attention)
 
 
-def recompute_flops_per_token(model: ModelConfig, seq_len: int, recompute: str) -> float:
+def recompute_flops_per_token(model: ModelConfig, seq_len: int, recompute: str, saved=()) -> float:
     """Extra forward FLOPs per token that recomputation re-executes (same convention).
 
     full: every layer's forward again (not the LM head); selective: the attention core (Korthikanti et al.
     2022, Sec. 5); per-op (torchtitan): the matmuls its policy does not save, their share of each layer GEMM's weights
     (`cost.operator_table.per_op_share`: wk, wo, w3 or a GeLU MLP's fc2; the MLP's in dense layers only), 2 FLOPs
-    per weight; none: 0.
+    per weight; names (JAX save_only_these_names): the layer GEMMs and the attention core not among `saved`
+    (`cost.remat_names`); none: 0.
     """
     if recompute == "per-op":
         from .operator_table import operators, per_op_share  # the matmuls the policy rebuilds, and their weights
@@ -72,6 +73,13 @@ def recompute_flops_per_token(model: ModelConfig, seq_len: int, recompute: str) 
         rebuilt = sum(per_op_share(n, model) * ops[n].share * sum(w.gemm_params for w in ops[n].weights)
                       for n in ("qkv", "out_proj", "mlp_in", "mlp_out"))
         return 2.0 * model.n_layers * rebuilt
+    if recompute == "names":
+        from .operator_table import operators  # the GEMMs the policy rebuilds, and their weights
+        from .remat_names import names_rebuilt_gemms
+
+        ops = operators(model)
+        rebuilt = sum(ops[n].share * sum(w.gemm_params for w in ops[n].weights) for n in names_rebuilt_gemms(saved))
+        return 2.0 * model.n_layers * rebuilt + attention_flops_per_token(model, seq_len) * ("attention" not in saved)
     if recompute == "full":
         return 2.0 * (matmul_params(model) - model.vocab * model.hidden) + attention_flops_per_token(model, seq_len)
     if recompute == "selective":

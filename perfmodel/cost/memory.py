@@ -187,7 +187,8 @@ def _kept(model: ModelConfig, lay: Layouts, names, recompute) -> np.ndarray:
     first, inverse = lay.distinct(("tp", "cp", "micro_batch", "sequence_parallel", "recompute"))
     sub, rc = lay.take(first), np.broadcast_to(np.asarray(recompute), (len(lay),))[first]
     kept = sum(kept_bytes(ops[n], megatron(ops[n], sub), model, lay.attention, rc, input_shrink(ops[n], sub),
-                          lay.recompute_modules, sub.sp_divisor, saved_input_bytes(lay)) for n in names) + np.zeros(len(sub))
+                          lay.recompute_modules, sub.sp_divisor, saved_input_bytes(lay), lay.recompute_saved or ())
+               for n in names) + np.zeros(len(sub))
     return kept[inverse]
 
 

@@ -21,31 +21,14 @@ import numpy as np
 
 from ..errors import InputError
 from ..spec.model import ModelConfig
-from ..spec.operators import (
-    GRAPH_OPS,
-    LAYER_OPS,
-    SPECS,
-    UNIT_OF,
-    OpSpec,
-    config_of,
-    megatron_dim,
-    megatron_split,
-    tensor_codes,
-)
-from .kernels import (
-    ACT_BYTES,
-    ELEMENTWISE_BYTES,
-    Device,
-    Op,
-    Values,
-    attention_ops,
-    elementwise_op,
-    linear_op,
-    residual_bytes,
-)
+from ..spec.operators import (GRAPH_OPS, LAYER_OPS, SPECS, UNIT_OF, OpSpec, config_of, megatron_dim, megatron_split,
+                              tensor_codes)
+from .kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, Op, Values, attention_ops, elementwise_op, linear_op,
+                      residual_bytes)
 from .layouts import Layouts, among
 from .mesh import BIT, gathered_axes
 from .moe import moe_kernels, moe_share
+from .remat_names import names_kept, names_rebuilds
 
 
 
@@ -228,7 +211,8 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
         return [k.scaled(op.share) for k in kernels(replace(op, share=1.0), s, dev)]
     m, fam, T = dev.model, op.spec.family, s.tokens
     modules = getattr(dev.plan, "recompute_modules", None) or ("core_attn",)
-    rec = recomputed_in(op, modules, m)
+    saved = getattr(dev.plan, "recompute_saved", None) or ()
+    rec = recomputed_in(op, modules, m, saved)
     if fam == "embedding":
         return [elementwise_op(dev, "embedding", T * s.local("hidden"), 4, 2 + 8 / s.split("vocab"), ())]
     if fam == "embedding_output":
@@ -247,11 +231,12 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
             ops = [replace(k_, partial=(("per-op", share),)) for k_ in ops]
         if op.name == "qkv" and m.position == "rope":
             ops.append(elementwise_op(dev, "rope", T * m.rope_width / s.split("heads"),
-                                      *ELEMENTWISE_BYTES["rope"], rec + ("per-op",)))
+                                      *ELEMENTWISE_BYTES["rope"], ("full", "per-op", "names")))
         return ops
     if fam == "attention":
         core = attention_ops(dev, T, s.local("heads"), s.local("seq"), s.local("batch"))
-        return core if "core_attn" in modules else [replace(k, recompute=("full",)) for k in core]
+        modes = ("full",) + ("selective",) * ("core_attn" in modules) + ("names",) * ("attention" not in saved)
+        return [replace(k, recompute=modes) for k in core]
     if fam == "residual":
         return [elementwise_op(dev, op.name, T * s.local("hidden"), *residual_bytes(m.dropout > 0), rec)]
     if fam == "moe":  # its tokens split like the stage's (configurations keep them so), its experts by ep x etp
@@ -263,11 +248,12 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
     return [elementwise_op(dev, "cross_entropy", T * s.local("vocab"), *ELEMENTWISE_BYTES["cross_entropy"], ())]
 
 
-def recomputed_in(op: Operator, modules, model: ModelConfig) -> tuple[str, ...]:
+def recomputed_in(op: Operator, modules, model: ModelConfig, saved=()) -> tuple[str, ...]:
     """The recompute modes that re-run `op`'s forward in the backward (a layer op; none for the embedding and
     head): full, every one; per-op (torchtitan), the memory-bound ops and the matmuls it does not save
     (`per_op_share`: wo, and wk and w3 as their share of qkv and mlp_in); selective, the ops of Megatron-Core's `modules`:
-    layernorm the norms, mlp the dense MLP (core_attn: the attention core, `kernels`)."""
+    layernorm the norms, mlp the dense MLP (core_attn: the attention core, `kernels`); names, what the `saved`
+    tensors do not spare (`remat_names.names_rebuilds`)."""
     if op.unit != "layer":
         return ()
     fam, modes = op.spec.family, ["full"]
@@ -275,7 +261,7 @@ def recomputed_in(op: Operator, modules, model: ModelConfig) -> tuple[str, ...]:
         modes.append("per-op")
     if (fam == "norm" and "layernorm" in modules) or (op.name in DENSE_MLP_OPS and "mlp" in modules):
         modes.append("selective")
-    return tuple(modes)
+    return tuple(modes) + ("names",) * names_rebuilds(op.name, saved)
 
 
 def embedding_output_kernels(dev: Device, elements: Values) -> list[Op]:
@@ -296,7 +282,7 @@ def embedding_output_kept(model: ModelConfig, elements: Values) -> Values:
 
 
 def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recompute, input_shrink=1.0,
-               modules=None, sp_divisor=1, input_bytes=2.0) -> Values:
+               modules=None, sp_divisor=1, input_bytes=2.0, saved=()) -> Values:
     """Bytes `op` keeps for its backward, per micro-batch on one device (bf16 = 2 B per element; a layer GEMM's
     saved input `input_bytes` per element, `kernels.saved_input_bytes`: its quantized copy under fp8/fp4 on a
     Transformer Engine stack).
@@ -311,7 +297,7 @@ def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recom
 
     Recompute (layer ops): full keeps only the layer's input (norm1's); selective drops what its `modules`
     (Megatron-Core --recompute-modules, `selective_drops`) rebuild; per-op keeps what torchtitan's per-op
-    policy saves (`per_op_kept`).
+    policy saves (`per_op_kept`); names the layer input and the `saved` tensors (`remat_names.names_kept`).
     """
     fam, T = op.spec.family, s.tokens
     drop = 1.0 if model.dropout > 0 else 0.0
@@ -323,7 +309,8 @@ def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recom
     elif fam == "attention":
         heads = s.local("heads")
         core = 4.0 * heads if attention == "flash" else (2 + 3 * drop) * heads * s.seq
-        kept = T * (2.0 * model.attention_input_width / s.split("heads") + core)
+        qkv = T * 2.0 * model.attention_input_width / s.split("heads")
+        kept = qkv + T * core
     elif fam == "residual":
         kept = drop * T * s.local("hidden")
     elif fam == "activation":
@@ -338,6 +325,7 @@ def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recom
         dropped = selective_drops(op, s, model, attention, modules or ("core_attn",), input_bytes)
         kept = np.where(rc == "selective", kept - dropped, kept)
         kept = np.where(rc == "per-op", per_op_kept(op, s, model, sp_divisor), kept)
+        kept = np.where(rc == "names", names_kept(op.name, kept, qkv if fam == "attention" else 0.0, saved), kept)
         if op.name != "norm1":
             kept = np.where(rc == "full", 0.0, kept)
     return kept * op.share

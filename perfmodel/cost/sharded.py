@@ -172,7 +172,7 @@ def kv_exchange(op: Operator, s: Split, mesh: Mesh, kv_dim: int, recompute, atte
     nbytes = s.local("batch") * s.seq * 2 * kv_dim / s.split("heads") * 2.0
     mask = s.mask("seq")
     ag, rs = mesh.collective("all_gather", nbytes, mask), mesh.collective("reduce_scatter", nbytes, mask)
-    again = among(recompute, ("full", "selective"))
+    again = among(recompute, ("full", "selective", "names"))  # names: as if the core is rebuilt (unsaved by default)
     exp_f = behind(ag, attention_s[0], f)
     exp_b = behind(ag + rs, attention_s[1], f)
     calls = 3 + again

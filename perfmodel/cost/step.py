@@ -327,7 +327,8 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     # --- FLOPs ---------------------------------------------------------------------------------------------
     tokens = lay.tokens_per_step
     mflops = tokens * model_flops_per_token(model, lay.seq_len, frozen=lay.lora is not None)
-    extra = {mode: recompute_flops_per_token(model, lay.seq_len, mode) for mode in ("none", "selective", "full", "per-op")}
+    extra = {mode: recompute_flops_per_token(model, lay.seq_len, mode, lay.recompute_saved or ())
+             for mode in ("none", "selective", "full", "per-op", "names")}
     extra["full"] = extra["full"] * share  # Megatron-LM's block method: some of the layers
     hflops = mflops + tokens * (np.select([among(rc, (k,)) for k in extra], list(extra.values()))
                                 + mtp_flops_per_token(model, lay.seq_len))

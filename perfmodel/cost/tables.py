@@ -291,7 +291,7 @@ def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.
     st = state_bytes(params, lay)
     memory = (st["weights"] + st["gradients"] + st["optimizer"]) * ref.states[unit]
     b = saved_input_bytes(lay)
-    kept = kept_bytes(op, s, x.model, lay.attention, rc, input_bytes=b)
+    kept = kept_bytes(op, s, x.model, lay.attention, rc, input_bytes=b, saved=lay.recompute_saved or ())
     memory = memory + kept * ref.kept[unit]
     if op.spec.layer:
         memory = memory + (kept_bytes(op, s, x.model, lay.attention, "none", input_bytes=b) - kept) * ref.working

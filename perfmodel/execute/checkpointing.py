@@ -178,7 +178,7 @@ def apply_ac(stage: nn.Module, mode: str, modules: list[str] | None = None, num_
         else:
             raise InputError(f"recompute_method = {method!r}; valid: uniform, block")
     else:
-        raise InputError(f"recompute = {mode!r}; valid: none, selective, full, per-op")
+        raise InputError(f"recompute = {mode!r}; valid here: none, selective, full, per-op")
 
 
 def plain_name(name: str) -> str:

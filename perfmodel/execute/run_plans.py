@@ -81,6 +81,10 @@ def check_runnable(pf: PlanFile, where: str, nproc: int, nnodes: int, device: st
     if plan.lora is not None:
         raise InputError(f"{where}: lora = rank {plan.lora.rank} on {plan.lora.modules}: the executor trains every "
                          "weight and builds no adapters yet; valid: lora null (the cost model prices it: predict)")
+    if plan.recompute == "names":
+        raise InputError(f"{where}: recompute = names (saved {plan.recompute_saved}): JAX's save_only_these_names "
+                         "policy, which the torch executor does not build; valid: recompute none, selective, full or "
+                         "per-op (the cost model prices names: predict)")
     if pf.model.moe is not None:
         moe_unrunnable(pf, where)
     placements = pf.placements or megatron_placements(pf.model, plan)

@@ -22,7 +22,7 @@ import json
 from collections.abc import Sequence
 
 from ..spec.plan_file import PlanFile
-from .maxtext_mesh import MAXTEXT, REMAT, data_axis, mesh, nearest_plan
+from .maxtext_mesh import MAXTEXT, data_axis, mesh, nearest_plan, remat_keys
 from .plan_facts import not_expressed_comments, placement_deviations, prediction, shape, summary
 
 VERSIONS: dict[str, str] = {"0.2.5": "maxtext==0.2.5"}
@@ -65,7 +65,7 @@ def settings(pf: PlanFile) -> tuple[dict, list[str], list[str]]:
         keys.update({f"{scope}_{_KEY.get(a, a)}_parallelism": degrees[a] for a in _AXES})
     if p.zero == 1:
         keys["shard_optimizer_over_data"] = True
-    keys["remat_policy"] = REMAT[p.recompute]
+    keys.update(remat_keys(p))
     keys["attention"] = "autoselected" if p.attention == "flash" else "dot_product"
     keys.update(_batch(pf))
     launch = _launch(pf, msh)

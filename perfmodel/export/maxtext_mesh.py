@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from ..errors import InputError
 from ..spec.plan_file import PlanFile
+from ..spec.recompute import MAXTEXT_REMAT
 from .plan_facts import plan_change
 
 MAXTEXT = "MaxText 0.2.5"
@@ -36,6 +37,22 @@ TOPOLOGY = {"tpu-v4": ("v4", 2), "tpu-v5e": ("v5e", 1), "tpu-v5p": ("v5p", 2), "
             "tpu-v7": ("tpu7x", 1)}
 # MaxText remat_policy (base.yml line 447; layers/nnx_decoders.py get_remat_policy) for each plan recompute
 REMAT = {"none": "minimal_with_context", "selective": "minimal", "full": "full"}
+# recompute = names: its saved tensors as MaxText 0.2.5's checkpoint names (base.yml's custom remat_policy keys)
+CHECKPOINT_NAMES = {"qkv": ("query_proj", "key_proj", "value_proj", "kv_proj", "qkv_proj"), "attention": ("context",),
+                    "out_proj": ("out_proj",), "mlp_in": ("mlpwi", "mlpwi_0", "mlpwi_1")}
+
+
+def remat_keys(p) -> dict:
+    """MaxText's remat_policy for the plan's recompute: REMAT, or for names the named policy that saves exactly
+    its tensors (spec.recompute.MAXTEXT_REMAT), else 'custom' with each checkpoint name 'device' or 'remat'."""
+    if p.recompute != "names":
+        return {"remat_policy": REMAT[p.recompute]}
+    saved = list(p.recompute_saved or [])
+    named = next((k for k, v in MAXTEXT_REMAT.items() if v == saved), None)
+    if named:
+        return {"remat_policy": named}
+    return {"remat_policy": "custom", **{n: "device" if t in saved else "remat"
+                                         for t, names in CHECKPOINT_NAMES.items() for n in names}}
 
 
 @dataclass

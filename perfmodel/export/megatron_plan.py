@@ -104,6 +104,14 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
         up |= {"recompute": "selective", "recompute_modules": list(DEFAULT_RECOMPUTE_MODULES)}
         why.append("recompute per-op -> selective [core_attn]: torchtitan's per-op policy has no Megatron-LM "
                    "setting; the attention core is Megatron's nearest selective recompute")
+    elif p.recompute == "names":  # JAX's save_only_these_names: nothing saved is full recompute
+        new = {"recompute": "full"} if not p.recompute_saved else {
+            "recompute": "selective", "recompute_modules": list(DEFAULT_RECOMPUTE_MODULES)}
+        up |= {**new, "recompute_saved": None}
+        why.append(f"recompute names (saved {p.recompute_saved or []}) -> {new['recompute']}"
+                   + (" [core_attn]" if p.recompute_saved else "") + ": Megatron-LM has no per-tensor save policy; "
+                   "its nearest keeps " + ("the layer input alone" if not p.recompute_saved else
+                                           "every GEMM's input and rebuilds the attention core"))
     elif p.recompute == "selective" and selective_modules(pf, version) != list(p.recompute_modules
                                                                                 or DEFAULT_RECOMPUTE_MODULES):
         mods = selective_modules(pf, version)

@@ -73,6 +73,12 @@ def _recompute(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> N
                      "torchtitan checkpoints whole blocks or per operator, not chosen submodules; its per-op "
                      "policy (SelectiveAC) saves matmul, attention and reduce-scatter outputs, recomputing every "
                      "second matmul")
+    if p.recompute == "names":
+        updates.update(recompute="per-op" if p.recompute_saved else "full", recompute_saved=None)
+        lines.append(f"recompute names (saved {p.recompute_saved or []}) -> {updates['recompute']}: torchtitan has no "
+                     "per-tensor save policy; " + ("its per-op policy saves matmul and attention outputs"
+                                                   if p.recompute_saved else "nothing saved is full recompute"))
+        return
     if p.recompute != "full":
         return
     n = p.recompute_num_layers or 1

@@ -22,8 +22,9 @@ v4.1 Google GPT-3 submissions (block-level MLLOG times) and MLPerf Training v5.0
   (logical axis activation_embed), priced as sequence parallelism. MaxText keeps fp32 weights and gradients
   (base.yml weight_dtype float32) unless notes say weight_dtype bf16. NeMo/Megatron rows: micro and global batch as
   stated, the distributed optimizer (ZeRO-1) where notes say so, gradients in the stack's dtype.
-- Recompute: MaxText remat_policy names mapped to the closest policy perfmodel prices (REMAT, each an approximation
-  said in the case's `note`); Megatron's "full, block, N layers" as full / block / N.
+- Recompute: MaxText's named remat policies as recompute = names with the tensors each saves (MAXTEXT_REMAT; two
+  older names as their successors, OLD_REMAT); 'custom' with host offload, which is not priced, as the nearest
+  Megatron policy (CUSTOM, said in the case's `note`); Megatron's "full, block, N layers" as full / block / N.
 - Precision: bf16; FP8 (TE hybrid) -> fp8; int8 (AQT) -> int8. LoRA fine-tunes map to
   Plan.lora (rank from the notes, the base in fp8 where they say fp8_params).
 - Stack: MaxText rows -> maxtext (hardware_specs/stacks/maxtext.yaml: XLA's overlapped collectives, tensor-parallel
@@ -48,6 +49,7 @@ from ..spec.hardware import load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_presets import ALIASES, PRESETS
 from ..spec.plan import Plan, resolve
+from ..spec.recompute import MAXTEXT_REMAT
 from ..spec.stack import DEFAULT_STACK, stack_for_framework
 from .runs import Case, cell_number, cell_text, precision_of
 
@@ -58,26 +60,15 @@ ACCELERATORS = {"TPU v4": "tpu-v4", "TPU v5e": "tpu-v5e", "TPU v5p": "tpu-v5p", 
 LLAMA = dict(mlp="swiglu", norm="rmsnorm", position="rope", tie_embeddings=False, linear_bias="none")
 GPT3 = dict(mlp="gelu", norm="layernorm", position="learned", tie_embeddings=True, linear_bias="all")
 
-# MaxText remat_policy (src/maxtext/layers/decoders.py get_remat_policy) -> the closest Plan fields, and what differs.
-# 'minimal' (jax checkpoint_dots_with_no_batch_dims) keeps every weight matmul's output and rebuilds attention and
-# the element-wise ops; save_dot_except_* keep the named dots' outputs and rebuild the rest; 'custom' with tensors
-# offloaded keeps those (in host memory) and rebuilds the unnamed ones (the MLP).
-REMAT = {
-    "minimal": (dict(recompute="selective", recompute_modules=["core_attn", "layernorm"]),
-                "remat 'minimal' (keeps weight-matmul outputs) priced as selective [core_attn, layernorm]"),
-    "save_dot_except_mlpwi": (dict(recompute="selective", recompute_modules=["core_attn", "mlp"]),
-                              "remat save_dot_except_mlpwi (rebuilds the MLP's wi GEMM) priced as selective "
-                              "[core_attn, mlp], which also rebuilds wo"),
-    "save_dot_except_logits_ffn1": (dict(recompute="selective", recompute_modules=["core_attn", "mlp"]),
-                                    "remat save_dot_except_logits_ffn1 priced as selective [core_attn, mlp]"),
-    "save_dot_except_logits": (dict(recompute="selective", recompute_modules=["core_attn"]),
-                               "remat save_dot_except_logits priced as selective [core_attn]"),
-    "save_qkv_proj": (dict(recompute="selective", recompute_modules=["core_attn", "layernorm", "mlp"]),
-                      "remat save_qkv_proj (rebuilds all but q/k/v) priced as selective [core_attn, layernorm, mlp]"),
-    "custom": (dict(recompute="selective", recompute_modules=["core_attn", "mlp"]),
-               "remat 'custom' with offload priced as selective [core_attn, mlp], offloaded tensors counted as kept "
-               "in device memory"),
-}
+# MaxText remat_policy (src/maxtext/layers/decoders.py get_remat_policy) -> recompute = names, the tensors each named
+# policy saves (spec.recompute.MAXTEXT_REMAT); two names of older MaxText releases as the policies that replaced
+# them (ffn1 = mlpwi; the logits are the LM head's output, outside the decoder layers); 'custom' with tensors
+# offloaded to the host, which perfmodel does not price, stays the nearest Megatron policy: offloaded tensors counted
+# as kept in device memory.
+OLD_REMAT = {"save_dot_except_logits_ffn1": "save_dot_except_mlpwi", "save_dot_except_logits": "minimal"}
+CUSTOM = (dict(recompute="selective", recompute_modules=["core_attn", "mlp"]),
+          "remat 'custom' with offload priced as selective [core_attn, mlp], offloaded tensors counted as kept in device "
+          "memory")
 
 
 @dataclass
@@ -183,9 +174,11 @@ def remat_of(row: pd.Series, n_layers: int) -> tuple[dict | None, str]:
             return dict(recompute="full", recompute_method="block", recompute_num_layers=min(n, n_layers)), ""
         return dict(recompute="full"), ""
     key = t.split(",")[0].strip()
-    if key in REMAT:
-        fields, note = REMAT[key]
-        return dict(fields), note
+    if key == "custom":
+        return dict(CUSTOM[0]), CUSTOM[1]
+    if OLD_REMAT.get(key, key) in MAXTEXT_REMAT:
+        saved = MAXTEXT_REMAT[OLD_REMAT.get(key, key)]
+        return dict(recompute="names", recompute_saved=saved), f"remat {key} as recompute names {saved}"
     return None, f"recompute policy {row['recompute']!r} is not mapped to a perfmodel policy"
 
 

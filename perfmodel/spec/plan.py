@@ -15,7 +15,7 @@ from .hardware import System
 from .model import ModelConfig
 from .stack import DEFAULT_STACK, STACKS, check_compile, stack_defaults
 
-from .recompute import Recompute, RecomputeModule, RECOMPUTE_MODULES, check_recompute
+from .recompute import Recompute, RecomputeModule, RECOMPUTE_MODULES, SAVED_TENSORS, SavedTensor, check_recompute
 Precision = Literal["bf16", "fp16", "fp8", "fp4", "int8"]
 Schedule = Literal["1f1b", "interleaved", "gpipe"]
 Dispatcher = Literal["alltoall", "allgather", "flex"]
@@ -56,10 +56,15 @@ class Plan(Schema):
         "none", description="activation recomputation in the backward: none; selective (Megatron-Core "
                             "--recompute-granularity selective: the recompute_modules); full (whole layers, "
                             "recompute_num_layers of them); per-op (torchtitan's per-op selective checkpointing: "
-                            "keeps attention outputs and every second matmul's, rebuilds the rest)")
+                            "keeps attention outputs and every second matmul's, rebuilds the rest); names (JAX's "
+                            "save_only_these_names, MaxText's remat policies: keeps the layer input and "
+                            "recompute_saved, rebuilds the rest)")
     recompute_modules: list[RecomputeModule] | None = Field(
         None, description="recompute = selective: Megatron-Core --recompute-modules, any of "
                           f"{', '.join(RECOMPUTE_MODULES)}; default [core_attn] (Korthikanti et al. 2022)")
+    recompute_saved: list[SavedTensor] | None = Field(
+        None, description=f"recompute = names: the layer tensors kept, any of {', '.join(SAVED_TENSORS)}; default "
+                          "none (the layer input alone)")
     recompute_num_layers: Count | None = Field(
         None, description="recompute = full: Megatron-LM --recompute-num-layers; with recompute_method uniform the "
                           "layers of each chunk are checkpointed in groups of this many, with block only the first "

@@ -9,17 +9,44 @@ from typing import Literal
 from ..errors import InputError
 from .model import ModelConfig
 
-Recompute = Literal["none", "selective", "full", "per-op"]
+Recompute = Literal["none", "selective", "full", "per-op", "names"]
 # Megatron-Core's --recompute-modules (TransformerConfig.recompute_modules): the submodules whose outputs are
 # rebuilt in the backward under --recompute-granularity selective
 RecomputeModule = Literal["core_attn", "mlp", "moe_act", "moe", "layernorm", "mla_up_proj", "shared_experts"]
 RECOMPUTE_MODULES = ("core_attn", "mlp", "moe_act", "moe", "layernorm", "mla_up_proj", "shared_experts")
 DEFAULT_RECOMPUTE_MODULES = ("core_attn",)  # Megatron-Core's default, Korthikanti et al. 2022's selective
+# recompute = names (JAX's jax.checkpoint_policies.save_only_these_names, which MaxText's remat_policy builds on):
+# the layer tensors kept for the backward besides the layer's input; everything else is rebuilt. qkv: the q/k/v
+# projections' outputs; attention: the attention core's output (MaxText's "context"); out_proj, mlp_in: those
+# GEMMs' outputs (cost.remat_names)
+SavedTensor = Literal["qkv", "attention", "out_proj", "mlp_in"]
+SAVED_TENSORS = ("qkv", "attention", "out_proj", "mlp_in")
+# MaxText's named remat policies (src/MaxText/layers/decoders.py, get_remat_policy) as the tensors they save.
+# Their checkpoint names: query_proj/key_proj/value_proj/qkv_proj -> qkv, context -> attention, out_proj,
+# mlpwi(_0/_1) -> mlp_in. mlpwo's output feeds only the residual add, whose backward needs nothing, so saving it
+# keeps nothing (save_dot_except_mlpwi = save_dot_except_mlp here); 'full' saves nothing but the layer input.
+MAXTEXT_REMAT = {"minimal_with_context": ["qkv", "attention", "out_proj", "mlp_in"],
+                 "minimal": ["qkv", "out_proj", "mlp_in"], "save_dot_with_context_except_mlp": ["qkv", "attention",
+                                                                                               "out_proj"],
+                 "save_dot_except_mlp": ["qkv", "out_proj"], "save_dot_except_mlpwi": ["qkv", "out_proj"],
+                 "save_qkv_proj": ["qkv"], "save_out_proj": ["out_proj"], "full": []}
 
 
 def check_recompute(p: dict, model: ModelConfig) -> None:
     """The recompute policy's details against its mode and the model; fills recompute_modules' default."""
     rc, mods, n = p["recompute"], p["recompute_modules"], p["recompute_num_layers"]
+    saved = p.get("recompute_saved")
+    if saved is not None and rc != "names":
+        raise InputError(f"recompute_saved = {saved} with recompute = {rc}: the saved tensors are the names policy's "
+                         "(JAX save_only_these_names); valid: recompute = names, or no recompute_saved")
+    if rc == "names":
+        what = ("experts (MoE)" if model.moe else "latent attention (MLA)" if model.mla else
+                "linear attention" if model.linear_attention else None)
+        if what:
+            raise InputError(f"recompute = names with {model.name}, a model with {what}: the names policy is priced "
+                             "for dense softmax-attention layers only; valid: recompute none, selective, full or "
+                             "per-op")
+        p["recompute_saved"] = sorted(dict.fromkeys(saved or ()), key=SAVED_TENSORS.index)
     if mods is not None and rc != "selective":
         raise InputError(f"recompute_modules = {mods} with recompute = {rc}: the module list is Megatron-Core's "
                          "--recompute-modules of selective recompute; valid: recompute = selective, or no "

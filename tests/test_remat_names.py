@@ -1,0 +1,144 @@
+"""recompute = names: JAX's save_only_these_names, MaxText's remat policies (cost.remat_names). What a layer keeps
+and what its backward re-runs, worked out by hand for Llama 2 7B; the exports' mappings; the refusals."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from perfmodel import Plan, load_hardware, load_model
+from perfmodel.cost.flops import attention_flops_per_token, recompute_flops_per_token
+from perfmodel.cost.layouts import Layouts
+from perfmodel.cost.memory import layer_activation_bytes
+from perfmodel.cost.operator_table import operators, recomputed_in
+from perfmodel.errors import InputError
+from perfmodel.export.checks.spread import maxtext_plan_file
+from perfmodel.export.maxtext_mesh import remat_keys
+from perfmodel.export.targets import export, nearest_updates
+from perfmodel.spec.plan import resolve
+from perfmodel.spec.recompute import MAXTEXT_REMAT
+
+H, F, T = 4096, 11008, 4096  # Llama 2 7B: hidden, SwiGLU width (32 heads of 128, no GQA); one sequence of 4096
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return load_model("llama-2-7b")
+
+
+@pytest.fixture(scope="module")
+def v5p():
+    return load_hardware("tpu-v5p")
+
+
+def layer_bytes(llama, v5p, **kw) -> float:
+    plan = resolve(Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=T, stack="maxtext", **kw), llama, v5p)
+    return float(layer_activation_bytes(llama, Layouts.from_plan(plan))[0])
+
+
+@pytest.mark.parametrize("saved, per_token", [
+    ([], 2 * H),  # the layer input alone (bf16), as full recompute
+    (["qkv", "out_proj"], 2 * H + 2 * 3 * H + 2 * H),  # + q, k, v; + out_proj's output (norm2's input, x + it)
+    (["qkv", "attention", "out_proj", "mlp_in"],  # + the flash log-sum-exp (fp32 per head) and the context;
+     2 * H + 2 * 3 * H + 4 * 32 + 2 * H + 2 * H + 2 * 2 * F),  # + gate and up (the activation's input)
+])
+def test_a_layer_keeps_its_input_and_the_saved_tensors(llama, v5p, saved, per_token):
+    assert layer_bytes(llama, v5p, recompute="names", recompute_saved=saved) == T * per_token
+
+
+def test_nothing_saved_keeps_what_full_recompute_keeps(llama, v5p):
+    assert layer_bytes(llama, v5p, recompute="names") == layer_bytes(llama, v5p, recompute="full") == T * 2 * H
+
+
+def test_the_backward_reruns_what_is_not_saved(llama):
+    ops = operators(llama)
+    rebuilt = {n for n in ops if "names" in recomputed_in(ops[n], ("core_attn",), llama, ("qkv", "out_proj"))}
+    # MaxText's save_dot_except_mlp: the norms, residual1 and the activation always (cheap); attention and mlp_in
+    # because unsaved; qkv and out_proj saved; mlp_out never (its output feeds only the residual add)
+    assert rebuilt == {"norm1", "norm2", "residual1", "attention", "mlp_in", "activation"}
+    every = {n for n in ops if "names" in recomputed_in(ops[n], ("core_attn",), llama, ())}
+    assert "mlp_out" not in every and {"qkv", "out_proj", "mlp_in", "attention"} <= every
+
+
+def test_recompute_flops_count_the_unsaved_gemms_and_attention(llama):
+    attention = attention_flops_per_token(llama, T)
+    mlp_in = 2 * llama.n_layers * H * 2 * F  # 2 FLOPs per weight of the gate and up projections, every layer
+    assert recompute_flops_per_token(llama, T, "names", ("qkv", "out_proj")) == pytest.approx(mlp_in + attention)
+    assert recompute_flops_per_token(llama, T, "names", ("qkv", "attention", "out_proj", "mlp_in")) == 0
+    qkv_out = 2 * llama.n_layers * (3 * H * H + H * H)
+    assert recompute_flops_per_token(llama, T, "names", ()) == pytest.approx(qkv_out + mlp_in + attention)
+
+
+def test_saving_more_is_faster_and_larger(llama, v5p):
+    from perfmodel import estimate
+
+    def run(saved):
+        e = estimate(llama, v5p, Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=T, stack="maxtext",
+                                      recompute="names", recompute_saved=saved))
+        return e.step_time_s, e.memory_bytes.activations
+
+    few, more = run(["qkv"]), run(["qkv", "out_proj", "mlp_in"])
+    assert more[0] < few[0] and more[1] > few[1]
+
+
+def test_bad_names_input(llama, v5p):
+    with pytest.raises(InputError, match=r"recompute_saved = \['qkv'\] with recompute = full: .* valid: recompute = "
+                                         "names"):
+        resolve(Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=T, recompute="full", recompute_saved=["qkv"]),
+                llama, v5p)
+    moe = load_model("mixtral-8x7b")
+    with pytest.raises(InputError, match="recompute = names with mixtral-8x7b, a model with experts"):
+        resolve(Plan(gpus=64, micro_batch=1, global_batch=64, seq_len=T, recompute="names"), moe, v5p)
+
+
+def test_cli_flags():
+    cmd = [sys.executable, "-m", "perfmodel", "predict", "--model", "llama-2-7b", "--hardware", "tpu-v5p", "--gpus",
+           "8", "--tp", "1", "--pp", "1", "--micro-batch", "1", "--global-batch", "8", "--seq-len", "4096",
+           "--stack", "maxtext", "--recompute", "names"]
+    ok = subprocess.run(cmd + ["--recompute-saved", "out_proj,qkv"], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert "recompute=names[qkv,out_proj]" in ok.stdout
+    bad = subprocess.run(cmd + ["--recompute-saved", "qkv,mlp_out"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "'mlp_out' is not a saved tensor; valid: names separated by commas, of qkv, attention, out_proj, " \
+           "mlp_in" in bad.stderr
+
+
+def test_maxtext_writes_the_named_policy_or_custom():
+    for policy, saved in MAXTEXT_REMAT.items():
+        written = remat_keys(Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=T, recompute="names",
+                                  recompute_saved=saved))["remat_policy"]
+        # save_dot_except_mlpwi saves the same tensors as save_dot_except_mlp (mlpwo's output is never needed)
+        assert written == {"save_dot_except_mlpwi": "save_dot_except_mlp"}.get(policy, policy)
+    custom = remat_keys(Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=T, recompute="names",
+                             recompute_saved=["attention", "mlp_in"]))
+    assert custom["remat_policy"] == "custom" and custom["context"] == custom["mlpwi_0"] == "device"
+    assert custom["query_proj"] == custom["out_proj"] == "remat"
+    text = export(maxtext_plan_file("v6e-names-custom"), "maxtext")
+    assert "remat_policy: \"custom\"" in text and "context: \"device\"" in text
+
+
+def test_the_torch_targets_take_the_nearest_policy():
+    pf = maxtext_plan_file("v5p-names-save-dot")
+    up, why = nearest_updates(pf, "megatron", "core_r0.16.1")
+    assert (up["recompute"], up["recompute_modules"], up["recompute_saved"]) == ("selective", ["core_attn"], None)
+    assert any("no per-tensor save policy" in w for w in why)
+    up, _ = nearest_updates(pf, "torchtitan", "0.3.0")
+    assert (up["recompute"], up["recompute_saved"]) == ("per-op", None)
+    none_saved = pf.model_copy(update={"plan": pf.plan.model_copy(update={"recompute_saved": []})})
+    assert nearest_updates(none_saved, "megatron", "core_r0.16.1")[0]["recompute"] == "full"
+    assert "recompute=names (saved ['qkv', 'out_proj']): not expressible" in export(pf, "deepspeed")
+
+
+def test_the_executor_refuses_it(monkeypatch):
+    from perfmodel.execute import run_plans
+
+    monkeypatch.setattr(run_plans, "check_device", lambda *a: None)  # this machine has no H100: the plan is the point
+
+    pf = maxtext_plan_file("h100-fsdp-tp2")
+    pf = pf.model_copy(update={"plan": pf.plan.model_copy(update={"recompute": "names", "recompute_saved": ["qkv"]})})
+    with pytest.raises(InputError, match=r"plan.json: recompute = names \(saved \['qkv'\]\): .* the torch executor "
+                                         "does not build"):
+        run_plans.check_runnable(pf, "plan.json", 16, 1, "cuda")
