@@ -369,6 +369,7 @@ def _plan_flags(cmd: str) -> dict:
             "--lora-rank": count(names=("lora.rank",)),
             "--recompute-modules": recompute_modules(),
             "--recompute-saved": recompute_saved(),
+            "--loss-chunks": count(),
             # gpt2-124m has 12 layers: 13 is a count, but too many
             "--recompute-num-layers": count(extra=("--recompute", "full"))}
     out["--recompute-num-layers"].fixed += ["13", "1000"]

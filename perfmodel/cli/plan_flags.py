@@ -91,6 +91,9 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
                          "per pipeline chunk (block); Megatron-LM --recompute-num-layers (default 1: every layer)")
     pr.add_argument("--recompute-method", choices=RECOMPUTE_METHODS,
                     help="with --recompute full: Megatron-LM --recompute-method (default uniform)")
+    pr.add_argument("--loss-chunks", type=integer("--loss-chunks"), metavar="N",
+                    help="the LM head and loss over N chunks of a micro-batch's tokens, each chunk's logits rebuilt "
+                         "in the backward (MaxText num_vocab_tiling); default 1")
     pr.add_argument("--sequence-parallel", action="store_true")
     pr.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="default 0")
     pr.add_argument("--precision", choices=PRECISIONS, help="default bf16")
@@ -155,7 +158,7 @@ PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "globa
 PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "expert_imbalance",
               "moe_dispatcher", "micro_batch", "global_batch", "seq_len", "recompute", "recompute_modules",
               "recompute_saved", "recompute_num_layers", "recompute_method", "zero", "precision", "schedule",
-              "attention", "grad_dtype", "compile", "grad_compression", "powersgd_rank", "stack", "first_stage_layers",
+              "attention", "grad_dtype", "compile", "loss_chunks", "grad_compression", "powersgd_rank", "stack", "first_stage_layers",
               "last_stage_layers", "tp_comm_overlap", "lora_rank", "lora_modules", "lora_base",
               "sequence_parallel", "no_overlap_dp_comm", "account_for_embedding", "account_for_loss", "moe_overlap")
 VALUE_FLAGS = PLAN_FLAGS[2:PLAN_FLAGS.index("sequence_parallel")]  # the plan fields given by value

@@ -228,9 +228,10 @@ def embedding_activation_bytes(model: ModelConfig, plan: Plan | Layouts):
 
 def head_activation_bytes(model: ModelConfig, plan: Plan | Layouts):
     """Last stage, one micro-batch: final-norm input 2h and LM-head input 2h (both /tp with SP, which keeps the
-    column-parallel input sharded and re-gathers it in the backward), fp32 logits 4V/tp."""
+    column-parallel input sharded and re-gathers it in the backward), fp32 logits 4V/tp (none where the loss is
+    tiled: its backward rebuilds them, `loss_temporary_bytes`)."""
     lay = _layouts(plan)
-    return _kept(model, lay, HEAD_OPS, "none")
+    return _kept(model, lay, HEAD_OPS, "none") - (lay.loss_chunks > 1) * _kept(model, lay, ("loss",), "none")
 
 
 
@@ -260,12 +261,14 @@ def loss_temporary_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
     """What the cross entropy holds at its peak beyond the fp32 logits its backward keeps (`kept_bytes`: 4 B per
     logit): (stack.loss_bytes_per_logit - 4; compiled_loss_bytes_per_logit - 4 under compile model+loss) per token
     and local vocabulary entry, one micro-batch on the last stage (the bf16 logits and fp32 temporaries of the
-    loss's forward and backward; `spec.stack.Stack`)."""
+    loss's forward and backward; `spec.stack.Stack`). A loss tiled into n = loss_chunks chunks keeps no logits
+    and holds one chunk's at a time: stack.loss_bytes_per_logit per token / n (MaxText num_vocab_tiling)."""
     ops = operators(model)
     s = megatron(ops["loss"], lay)
     stack = load_stack(lay.stack)
     per_logit = stack.compiled_loss_bytes_per_logit if lay.compile == "model+loss" else stack.loss_bytes_per_logit
-    return (per_logit - 4.0) * s.tokens * s.local("vocab") + 0.0 * lay.tp
+    per_logit = per_logit / lay.loss_chunks if lay.loss_chunks > 1 else per_logit - 4.0
+    return per_logit * s.tokens * s.local("vocab") + 0.0 * lay.tp
 
 
 def zero_copy_bytes(lay: Layouts, stage_params, largest_unit, shard=None, module=None):

@@ -15,12 +15,14 @@ loss.
 from __future__ import annotations
 
 import math
+from typing import get_args
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..errors import InputError
 from ..spec.model import ModelConfig
+from ..spec.recompute import Recompute
 from ..spec.operators import (GRAPH_OPS, LAYER_OPS, SPECS, UNIT_OF, OpSpec, config_of, megatron_dim, megatron_split,
                               tensor_codes)
 from .kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, Op, Values, attention_ops, elementwise_op, linear_op,
@@ -213,6 +215,8 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
     modules = getattr(dev.plan, "recompute_modules", None) or ("core_attn",)
     saved = getattr(dev.plan, "recompute_saved", None) or ()
     rec = recomputed_in(op, modules, m, saved)
+    if op.unit == "head" and fam in ("linear", "loss") and getattr(dev.plan, "loss_chunks", 1) > 1:
+        rec = get_args(Recompute)  # a tiled loss rebuilds each chunk's logits in the backward, whatever the policy
     if fam == "embedding":
         return [elementwise_op(dev, "embedding", T * s.local("hidden"), 4, 2 + 8 / s.split("vocab"), ())]
     if fam == "embedding_output":
@@ -245,7 +249,7 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
     if fam == "activation":
         act = "swiglu" if m.gated else "gelu"
         return [elementwise_op(dev, act, T * s.local("ffn"), *ELEMENTWISE_BYTES[act], rec)]
-    return [elementwise_op(dev, "cross_entropy", T * s.local("vocab"), *ELEMENTWISE_BYTES["cross_entropy"], ())]
+    return [elementwise_op(dev, "cross_entropy", T * s.local("vocab"), *ELEMENTWISE_BYTES["cross_entropy"], rec)]
 
 
 def recomputed_in(op: Operator, modules, model: ModelConfig, saved=()) -> tuple[str, ...]:

@@ -38,7 +38,7 @@ from ..spec.model import ModelConfig
 from . import comm as C
 from .compression import compression_seconds, layout_wire_bytes
 from .frozen import adapter_params
-from .flops import model_flops_per_token, mtp_flops_per_token, recompute_flops_per_token
+from .flops import model_flops_per_token, mtp_flops_per_token, recompute_flops_per_token, tiled_loss_flops_per_token
 from .launch_queue import HostRates, launch_seconds, parameter_tensors, queued, step_seconds, waiting
 from .kernels import ACT_BYTES, Device
 from .layouts import Layouts, among
@@ -331,7 +331,8 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
              for mode in ("none", "selective", "full", "per-op", "names")}
     extra["full"] = extra["full"] * share  # Megatron-LM's block method: some of the layers
     hflops = mflops + tokens * (np.select([among(rc, (k,)) for k in extra], list(extra.values()))
-                                + mtp_flops_per_token(model, lay.seq_len))
+                                + mtp_flops_per_token(model, lay.seq_len)
+                                + tiled_loss_flops_per_token(model, lay.loss_chunks))
     peak_dtype = lay.precision if lay.precision in NARROW_PRECISIONS else "bf16"
     return Step(lay=lay, stages=st, units=units, stage_comms=stage_comms, step_comms=steps, time=time, memory=memory,
                 bottleneck=bottleneck, memory_kind=mem_kind, capacity=system.accelerator.hbm_bytes,

@@ -81,6 +81,9 @@ def check_runnable(pf: PlanFile, where: str, nproc: int, nnodes: int, device: st
     if plan.lora is not None:
         raise InputError(f"{where}: lora = rank {plan.lora.rank} on {plan.lora.modules}: the executor trains every "
                          "weight and builds no adapters yet; valid: lora null (the cost model prices it: predict)")
+    if plan.loss_chunks > 1:
+        raise InputError(f"{where}: loss_chunks = {plan.loss_chunks}: the torch executor computes the loss in one "
+                         "piece; valid: loss_chunks 1 (the cost model prices the tiled loss: predict)")
     if plan.recompute == "names":
         raise InputError(f"{where}: recompute = names (saved {plan.recompute_saved}): JAX's save_only_these_names "
                          "policy, which the torch executor does not build; valid: recompute none, selective, full or "

@@ -50,6 +50,9 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
     ({} when it is as planned), and one line per change saying what changed and why."""
     p, up, why = pf.plan, {}, []
     ds = f"DeepSpeed {version}"
+    if p.loss_chunks > 1:
+        plan_change(pf, up, why, "loss_chunks", 1, f"the {ds} config has no chunked LM head and loss (the model "
+                    "code computes the loss)")
     if p.compile != "none":
         plan_change(pf, up, why, "compile", "none", f"the {ds} config has no torch.compile of the model's blocks "
                     "and loss as the plan has it (its \"compile\" section compiles the engine's whole module)")

@@ -22,7 +22,7 @@ import json
 from collections.abc import Sequence
 
 from ..spec.plan_file import PlanFile
-from .maxtext_mesh import MAXTEXT, data_axis, mesh, nearest_plan, remat_keys
+from .maxtext_mesh import MAXTEXT, data_axis, mesh, nearest_plan, per_device_batch, remat_keys
 from .plan_facts import not_expressed_comments, placement_deviations, prediction, shape, summary
 
 VERSIONS: dict[str, str] = {"0.2.5": "maxtext==0.2.5"}
@@ -66,6 +66,8 @@ def settings(pf: PlanFile) -> tuple[dict, list[str], list[str]]:
     if p.zero == 1:
         keys["shard_optimizer_over_data"] = True
     keys.update(remat_keys(p))
+    if p.loss_chunks > 1:  # base.yml: the logits tiled along the batch-sequence axis
+        keys["num_vocab_tiling"] = p.loss_chunks
     keys["attention"] = "autoselected" if p.attention == "flash" else "dot_product"
     keys.update(_batch(pf))
     launch = _launch(pf, msh)
@@ -114,11 +116,10 @@ def _batch(pf: PlanFile) -> dict:
     hold the same sequences), accumulated num_microbatches times. With one: the whole batch in one step, split by
     MaxText's pipeline into the plan's num_microbatches (num_pipeline_microbatches; types.py)."""
     p, m = pf.plan, pf.model
+    pdbs = per_device_batch(p)
     if p.pp == 1:
-        pdbs = p.micro_batch * p.dp / p.gpus
         return {"per_device_batch_size": int(pdbs) if pdbs.is_integer() else pdbs,
                 "gradient_accumulation_steps": p.num_microbatches}
-    pdbs = p.global_batch / p.gpus
     return {"per_device_batch_size": int(pdbs) if pdbs.is_integer() else pdbs, "gradient_accumulation_steps": 1,
             "num_layers_per_pipeline_stage": m.n_layers // p.pp, "num_pipeline_microbatches": p.num_microbatches}
 

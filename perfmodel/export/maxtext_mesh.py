@@ -159,10 +159,22 @@ def _pipeline_changes(pf: PlanFile, up: dict, why: list[str]) -> None:
                     f"{p.global_batch // (dp * fit[0])}")
 
 
+def per_device_batch(p) -> float:
+    """MaxText's per_device_batch_size for plan `p`: without a pipeline the micro-batch over the devices that hold
+    the same sequences (tensor and context axes; accumulated num_microbatches times); with one the whole batch per
+    device, which MaxText's pipeline splits into micro-batches."""
+    return p.micro_batch * p.dp / p.gpus if p.pp == 1 else p.global_batch / p.gpus
+
+
 def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
     """Plan-field updates (for pf.plan.model_copy(update=...)) to the nearest plan MaxText `version` runs ({} when
     it runs pf.plan), and one line per change saying what changed and why."""
     p, up, why = pf.plan, {}, []
+    tokens = per_device_batch(p) * p.seq_len
+    if p.loss_chunks > 1 and (not tokens.is_integer() or tokens % p.loss_chunks):
+        n = max((d for d in range(1, p.loss_chunks) if tokens.is_integer() and tokens % d == 0), default=1)
+        plan_change(pf, up, why, "loss_chunks", n, f"{MAXTEXT} tiles per_device_batch_size x max_target_length = "
+                    f"{tokens:g} tokens, which num_vocab_tiling must divide (pyconfig validate_vocab_tiling)")
     if p.tp > 1 and not p.sequence_parallel:
         plan_change(pf, up, why, "sequence_parallel", True, f"{MAXTEXT} shards the activations' embed axis over the "
                     "tensor axis between layers (base.yml logical_axis_rules activation_embed -> tensor): "

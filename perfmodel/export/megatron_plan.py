@@ -97,6 +97,9 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
     if p.pp > 1 and p.schedule == "gpipe":
         plan_change(pf, up, why, "schedule", "1f1b", "Megatron-LM has no GPipe schedule (all forwards, then all "
                     "backwards)")
+    if p.loss_chunks > 1:
+        plan_change(pf, up, why, "loss_chunks", 1, "Megatron-LM computes the LM head and loss in one piece (its "
+                    "cross-entropy fusion keeps the whole logits)")
     if p.compile != "none":
         plan_change(pf, up, why, "compile", "none", "Megatron-LM runs no torch.compile of its layers or loss (its "
                     "fused kernels come from Transformer Engine)")

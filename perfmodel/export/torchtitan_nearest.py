@@ -17,9 +17,17 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
     """(plan-field updates, one line per change) that make the plan expressible by torchtitan `version`."""
     updates: dict = {}
     lines: list[str] = []
-    for rule in (_zero, _recompute, _precision, _tensor_parallel, _experts, _pipeline):
+    for rule in (_zero, _recompute, _loss, _precision, _tensor_parallel, _experts, _pipeline):
         rule(pf, version, updates, lines)
     return updates, lines
+
+
+def _loss(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> None:
+    """torchtitan's trainer computes the LM head and loss over the whole micro-batch (no chunked loss setting)."""
+    if pf.plan.loss_chunks > 1:
+        updates["loss_chunks"] = 1
+        lines.append(f"loss_chunks {pf.plan.loss_chunks} -> 1: torchtitan {version} computes the LM head and loss "
+                     "in one piece")
 
 
 def _zero(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> None:

@@ -71,6 +71,9 @@ class Plan(Schema):
                           "this many of each chunk are recomputed; default every layer (1 per group)")
     recompute_method: Literal["uniform", "block"] = Field(
         "uniform", description="recompute = full: Megatron-LM --recompute-method")
+    loss_chunks: Count = Field(
+        1, description="the LM head and loss over this many chunks of a micro-batch's tokens, each chunk's logits "
+                       "rebuilt in the backward (MaxText num_vocab_tiling; cost.memory.loss_temporary_bytes)")
     sequence_parallel: Flag = Field(False, description="split norms, residuals and dropout over tp (Korthikanti et "
                                                        "al. 2022); resolve turns it off at tp = 1")
     zero: Annotated[Literal[0, 1, 2, 3], IntLiteral] = Field(

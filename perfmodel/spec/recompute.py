@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ..errors import InputError
+from ..errors import InputError, divisors, values_text
 from .model import ModelConfig
 
 Recompute = Literal["none", "selective", "full", "per-op", "names"]
@@ -33,7 +33,12 @@ MAXTEXT_REMAT = {"minimal_with_context": ["qkv", "attention", "out_proj", "mlp_i
 
 
 def check_recompute(p: dict, model: ModelConfig) -> None:
-    """The recompute policy's details against its mode and the model; fills recompute_modules' default."""
+    """The recompute policy's details against its mode and the model (and the tiled loss's chunks against the
+    tokens they split); fills recompute_modules' default."""
+    tokens, n = p["micro_batch"] * p["seq_len"] // p["cp"], p["loss_chunks"]
+    if tokens % n:
+        raise InputError(f"loss_chunks = {n} does not divide the {tokens} tokens of a micro-batch on a context-"
+                         f"parallel rank (micro_batch x seq_len / cp); valid: {values_text(divisors(tokens))}")
     rc, mods, n = p["recompute"], p["recompute_modules"], p["recompute_num_layers"]
     saved = p.get("recompute_saved")
     if saved is not None and rc != "names":
