@@ -62,6 +62,35 @@ def test_the_backward_reruns_what_is_not_saved(llama):
     assert "mlp_out" not in every and {"qkv", "out_proj", "mlp_in", "attention"} <= every
 
 
+def test_tensor_parallel_collectives_go_again_where_both_ends_rerun():
+    from perfmodel.cost.remat_names import names_edge_reruns
+
+    # save_dot_except_mlp: the gather into mlp_in again (norm2 and mlp_in re-run), not into qkv (saved), not the
+    # reduction of out_proj's partial sums (saved), never mlp_out's
+    saved = ("qkv", "out_proj")
+    assert names_edge_reruns("norm2", "mlp_in", saved) and not names_edge_reruns("norm1", "qkv", saved)
+    assert not names_edge_reruns("out_proj", "residual1", saved) and not names_edge_reruns("mlp_out", "residual2", ())
+    assert names_edge_reruns("out_proj", "residual1", ()) and names_edge_reruns("norm1", "qkv", ())
+
+
+def test_names_prices_the_tp_collectives_it_reruns(llama):
+    from perfmodel import estimate
+
+    h100 = load_hardware("dgx-h100")
+
+    def tp_comm(**kw):
+        e = estimate(llama, h100, Plan(gpus=8, tp=8, sequence_parallel=True, micro_batch=1, global_batch=8,
+                                       seq_len=T, **kw))
+        return e.time_s.tp_comm
+
+    none, full = tp_comm(), tp_comm(recompute="full")
+    nothing, minimal = tp_comm(recompute="names"), tp_comm(recompute="names", recompute_saved=["qkv", "out_proj",
+                                                                                               "mlp_in"])
+    # names[] re-runs 3 of a layer's 4 forward collectives (not mlp_out's reduce-scatter): between none and full
+    assert none < nothing < full
+    assert minimal == pytest.approx(none)  # every collective's producer or consumer is saved: nothing again
+
+
 def test_recompute_flops_count_the_unsaved_gemms_and_attention(llama):
     attention = attention_flops_per_token(llama, T)
     mlp_in = 2 * llama.n_layers * H * 2 * F  # 2 FLOPs per weight of the gate and up projections, every layer
@@ -111,7 +140,9 @@ def test_maxtext_writes_the_named_policy_or_custom():
         written = remat_keys(Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=T, recompute="names",
                                   recompute_saved=saved))["remat_policy"]
         # save_dot_except_mlpwi saves the same tensors as save_dot_except_mlp (mlpwo's output is never needed)
-        assert written == {"save_dot_except_mlpwi": "save_dot_except_mlp"}.get(policy, policy)
+        # (and minimal_flash is minimal_with_context's old name)
+        assert written == {"save_dot_except_mlpwi": "save_dot_except_mlp",
+                           "minimal_flash": "minimal_with_context"}.get(policy, policy)
     custom = remat_keys(Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=T, recompute="names",
                              recompute_saved=["attention", "mlp_in"]))
     assert custom["remat_policy"] == "custom" and custom["context"] == custom["mlpwi_0"] == "device"

@@ -59,7 +59,7 @@ def mtp_flops_per_token(model: ModelConfig, seq_len: int) -> float:
 
 def tiled_loss_flops_per_token(model: ModelConfig, loss_chunks: int) -> float:
     """Extra forward FLOPs per token of a tiled loss (same convention): the backward rebuilds each chunk's logits,
-    the LM head's forward again, 2 FLOPs per head weight (MaxText's vocab tiling, layers/decoders.py: a custom VJP
+    the LM head's forward again, 2 FLOPs per head weight (MaxText 0.2.5 utils/vocabulary_tiling.py: a custom VJP
     that recomputes the logits chunk by chunk); 0 for one chunk."""
     return 2.0 * model.vocab * model.hidden if loss_chunks > 1 else 0.0
 

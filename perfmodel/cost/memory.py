@@ -228,10 +228,11 @@ def embedding_activation_bytes(model: ModelConfig, plan: Plan | Layouts):
 
 def head_activation_bytes(model: ModelConfig, plan: Plan | Layouts):
     """Last stage, one micro-batch: final-norm input 2h and LM-head input 2h (both /tp with SP, which keeps the
-    column-parallel input sharded and re-gathers it in the backward), fp32 logits 4V/tp (none where the loss is
-    tiled: its backward rebuilds them, `loss_temporary_bytes`)."""
+    column-parallel input sharded and re-gathers it in the backward), fp32 logits 4V/tp. A tiled loss keeps the
+    final-norm input alone: its backward re-runs norm, head and loss chunk by chunk (MaxText 0.2.5
+    utils/vocabulary_tiling.py, the output head applied per chunk; `loss_temporary_bytes`)."""
     lay = _layouts(plan)
-    return _kept(model, lay, HEAD_OPS, "none") - (lay.loss_chunks > 1) * _kept(model, lay, ("loss",), "none")
+    return _kept(model, lay, HEAD_OPS, "none") - (lay.loss_chunks > 1) * _kept(model, lay, ("lm_head", "loss"), "none")
 
 
 

@@ -186,10 +186,12 @@ def output_bytes(op: Operator, lay: Layouts) -> Values:
     return lay.micro_batch * lay.dp * lay.seq_len * op.out_width * ACT_BYTES
 
 
-def forward_passes(unit: str, recompute) -> Values:
-    """Forwards a unit's operators run per micro-batch: twice in a layer under full recompute (its own and the
-    recomputed one in the backward), else once."""
-    return np.where(among(recompute, ("full",)) & (unit == "layer"), 2, 1)
+def forward_passes(unit: str, recompute, rerun: bool = False) -> Values:
+    """Forwards a unit's operators (or a tensor between two) run per micro-batch: twice in a layer under full
+    recompute (its own and the recomputed one in the backward), and under names where `rerun`
+    (`remat_names.names_edge_reruns`); else once."""
+    again = among(recompute, ("full",)) | (among(recompute, ("names",)) & rerun)
+    return np.where(again & (unit == "layer"), 2, 1)
 
 
 def keeps_shard(out: np.ndarray, inp: np.ndarray, consumer: Operator) -> np.ndarray:
@@ -215,8 +217,8 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
     modules = getattr(dev.plan, "recompute_modules", None) or ("core_attn",)
     saved = getattr(dev.plan, "recompute_saved", None) or ()
     rec = recomputed_in(op, modules, m, saved)
-    if op.unit == "head" and fam in ("linear", "loss") and getattr(dev.plan, "loss_chunks", 1) > 1:
-        rec = get_args(Recompute)  # a tiled loss rebuilds each chunk's logits in the backward, whatever the policy
+    if op.unit == "head" and getattr(dev.plan, "loss_chunks", 1) > 1:
+        rec = get_args(Recompute)  # a tiled loss re-runs final norm, head and loss per chunk in the backward
     if fam == "embedding":
         return [elementwise_op(dev, "embedding", T * s.local("hidden"), 4, 2 + 8 / s.split("vocab"), ())]
     if fam == "embedding_output":
@@ -235,7 +237,7 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
             ops = [replace(k_, partial=(("per-op", share),)) for k_ in ops]
         if op.name == "qkv" and m.position == "rope":
             ops.append(elementwise_op(dev, "rope", T * m.rope_width / s.split("heads"),
-                                      *ELEMENTWISE_BYTES["rope"], ("full", "per-op", "names")))
+                                      *ELEMENTWISE_BYTES["rope"], rec + ("per-op",) * ("per-op" not in rec)))
         return ops
     if fam == "attention":
         core = attention_ops(dev, T, s.local("heads"), s.local("seq"), s.local("batch"))
@@ -329,7 +331,8 @@ def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recom
         dropped = selective_drops(op, s, model, attention, modules or ("core_attn",), input_bytes)
         kept = np.where(rc == "selective", kept - dropped, kept)
         kept = np.where(rc == "per-op", per_op_kept(op, s, model, sp_divisor), kept)
-        kept = np.where(rc == "names", names_kept(op.name, kept, qkv if fam == "attention" else 0.0, saved), kept)
+        bf16 = kept * (2.0 / input_bytes if fam == "linear" else 1.0)  # JAX saves the bf16 tensor, not a narrow copy
+        kept = np.where(rc == "names", names_kept(op.name, bf16, qkv if fam == "attention" else 0.0, saved), kept)
         if op.name != "norm1":
             kept = np.where(rc == "full", 0.0, kept)
     return kept * op.share

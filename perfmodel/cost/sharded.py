@@ -26,6 +26,7 @@ from .memory import WEIGHT_BYTES, adam_step_bytes
 from .mesh import BIT, Mesh, redistribution_steps
 from .moe import dispatch_bytes, flex_dispatch_time, group_tiers, moe_share, routed_bytes
 from .operator_table import Operator, Split, forward_passes, megatron_codes, operators, output_bytes
+from .remat_names import names_rebuilds
 
 ZERO_GROUP = BIT["dp"] | BIT["cp"]  # the ranks holding replicas of the same weights: dp * cp, tp apart
 
@@ -129,7 +130,7 @@ def chunked(comm, window, pieces, vpp, spare):
 
 
 def op_comms(op: Operator, s: Split, mesh: Mesh, model: ModelConfig, recompute, attention_s: tuple[Values, Values],
-             f: float) -> list[Comm]:
+             f: float, saved=()) -> list[Comm]:
     """The collectives inside `op` under split `s` (a split norm's statistics, a split loss's, a split
     attention's keys and values): `norm_stats`, `loss_stats`, `kv_exchange`."""
     fam = op.spec.family
@@ -141,7 +142,7 @@ def op_comms(op: Operator, s: Split, mesh: Mesh, model: ModelConfig, recompute, 
     if fam == "loss":
         return loss_stats(op, s, mesh)
     if fam == "attention":
-        return kv_exchange(op, s, mesh, model.kv_width / 2, recompute, attention_s, f)
+        return kv_exchange(op, s, mesh, model.kv_width / 2, recompute, attention_s, f, saved)
     return []
 
 
@@ -150,7 +151,7 @@ def norm_stats(op: Operator, s: Split, mesh: Mesh, layernorm: bool, recompute) -
     forward and again in each recomputed forward and in the backward."""
     nbytes = s.tokens * 4.0 * (2 if layernorm else 1)
     per = mesh.collective("all_reduce", nbytes, s.mask("hidden"))
-    again = forward_passes(op.unit, recompute)
+    again = forward_passes(op.unit, recompute, rerun=names_rebuilds(op.name, ()))  # names re-runs every norm
     return [Comm("norm statistics", "all_reduce", "tp", nbytes=nbytes, seconds=per, calls=again + 1, fwd=per,
                  bwd=again * per, unit=op.unit, mask=s.mask("hidden"), active=s.split("hidden") > 1)]
 
@@ -164,7 +165,7 @@ def loss_stats(op: Operator, s: Split, mesh: Mesh) -> list[Comm]:
 
 
 def kv_exchange(op: Operator, s: Split, mesh: Mesh, kv_dim: int, recompute, attention_s: tuple[Values, Values],
-                f: float) -> list[Comm]:
+                f: float, saved=()) -> list[Comm]:
     """Context parallelism: all-gather the keys and values of the whole sequence (bf16, the local heads) in the
     forward (again when the attention core is recomputed) and in the backward, reduce-scatter their gradients;
     each beside the attention kernel (`attention_s`: its forward and backward seconds on this device), `behind`.
@@ -172,7 +173,8 @@ def kv_exchange(op: Operator, s: Split, mesh: Mesh, kv_dim: int, recompute, atte
     nbytes = s.local("batch") * s.seq * 2 * kv_dim / s.split("heads") * 2.0
     mask = s.mask("seq")
     ag, rs = mesh.collective("all_gather", nbytes, mask), mesh.collective("reduce_scatter", nbytes, mask)
-    again = among(recompute, ("full", "selective", "names"))  # names: as if the core is rebuilt (unsaved by default)
+    names = among(recompute, ("names",)) & names_rebuilds("attention", saved)  # names: unless the core is saved
+    again = among(recompute, ("full", "selective")) | names
     exp_f = behind(ag, attention_s[0], f)
     exp_b = behind(ag + rs, attention_s[1], f)
     calls = 3 + again

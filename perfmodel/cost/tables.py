@@ -78,6 +78,7 @@ from .sharded import (
     overlap_fraction,
     zero3_gather,
 )
+from .remat_names import names_edge_reruns, names_keeps
 from .stages import Stages, shared_host_speedup
 from .step import Step, evaluate
 
@@ -274,7 +275,7 @@ def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.
         ks.append(zero3_copy_op(x.dev, params, gbytes))
     sp = ref.speedup
     attention_s = (sum(k.fwd_s for k in ks) / sp, sum(k.bwd_s for k in ks) / sp)
-    comms = op_comms(op, s, mesh, x.model, rc, attention_s, x.f)
+    comms = op_comms(op, s, mesh, x.model, rc, attention_s, x.f, lay.recompute_saved or ())
     wf = attention_s[0] + sum(c.fwd for c in comms)
     wb = sum(k.bwd_s + k.recompute_s(rc) for k in ks) / sp + sum(c.bwd for c in comms)
     ag = rs = per_step = 0.0
@@ -362,7 +363,8 @@ def _edge(x: _Ctx, src: Operator, dst: Operator, out: np.ndarray, inp: np.ndarra
     bytes) of keeping the producer's shard (None where no pair gathers into a GEMM)."""
     lay, ref, mesh = x.lay, x.ref, x.mesh
     unit = edge_unit(src.name, dst.name)
-    full, passes = float(output_bytes(src, lay)[0]), int(forward_passes(unit, x.recompute))
+    rerun = names_edge_reruns(src.name, dst.name, lay.recompute_saved or ())
+    full, passes = float(output_bytes(src, lay)[0]), int(forward_passes(unit, x.recompute, rerun))
     w = edge_share(x.model, src.name, dst.name)  # a MoE model's mean layer: the layers that pass the tensor
 
     def run(keep):
@@ -377,7 +379,8 @@ def _edge(x: _Ctx, src: Operator, dst: Operator, out: np.ndarray, inp: np.ndarra
     shrink = np.prod(np.where(gathered_axes(out, inp), size, 1.0), axis=1)
     b = saved_input_bytes(lay) if dst.spec.layer else ACT_BYTES  # its quantized copy (kernels.saved_input_bytes)
     kept = full * b / ACT_BYTES / np.prod(np.where(inp >= SHARD, size, 1.0), axis=1)  # the GEMM's input on one device
-    rebuilt = dst.spec.layer and x.recompute == "full"  # kept only while its layer's backward runs
+    rebuilt = dst.spec.layer and (x.recompute == "full" or (x.recompute == "names" and not names_keeps(
+        dst.name, lay.recompute_saved or ())))  # kept only while its layer's backward runs
     weight = ref.working if rebuilt else ref.kept[UNIT_OF[dst.name]]
     saved = np.where(keep, kept * (1 - 1 / shrink) * weight * dst.share, 0.0)  # the GEMM's own kept input
     return base, (np.where(keep, run(keep), np.inf), -saved)

@@ -50,6 +50,7 @@ from .operator_table import (
     operators,
     output_bytes,
 )
+from .remat_names import names_edge_reruns
 from .sharded import (ZERO_GROUP, Comm, behind, edge_cost, moe_comms, op_comms, overlap_fraction, tp_overlap,
                       zero3_gather)
 from .stages import UNITS, Stages, pipeline_busy, shared_host_speedup
@@ -131,7 +132,8 @@ def _edges_of(model: ModelConfig, system: System, lay: Layouts, sp: bool) -> dic
         rows = []
         for src, dst, slot in edges:
             o, i = megatron_codes(src, dst, slot, sp)
-            passes = forward_passes(edge_unit(src, dst), lay.recompute)
+            rerun = names_edge_reruns(src, dst, lay.recompute_saved or ())
+            passes = forward_passes(edge_unit(src, dst), lay.recompute, rerun)
             ec = edge_cost(mesh, o, i, output_bytes(ops[src], lay), passes, keeps_shard(o, i, ops[dst]), f)
             w = edge_share(model, src, dst)  # a MoE model's dense-MLP tensors pass in the layers that have them
             fwd, bwd = fwd + w * ec.fwd, bwd + w * ec.bwd
@@ -277,7 +279,8 @@ def unit_costs(model: ModelConfig, system: System, lay: Layouts) -> Units:
     table = operators(model)
     for name in OPS:
         seconds = (sum(k.fwd_s for k in kern[name]) / speedup, sum(k.bwd_s for k in kern[name]) / speedup)
-        for c in op_comms(table[name], megatron(table[name], lay), mesh, model, rc, seconds, f):
+        for c in op_comms(table[name], megatron(table[name], lay), mesh, model, rc, seconds, f,
+                          lay.recompute_saved or ()):
             charge(c)
 
     # --- ZeRO-3: gather a unit's weights before its forward and backward, reduce-scatter its gradients ------

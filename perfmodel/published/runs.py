@@ -212,7 +212,7 @@ def plan_for(row: pd.Series, model: ModelConfig) -> tuple[Plan | None, str]:
         mb = 1 if pp > 1 else gbs / dp
     rec_text = cell_text(row["recompute"]).lower()
     torchtitan_ac = torchtitan_selective(rec_text, model.n_layers)
-    if rec_text in ("none", "selective", "full", "per-op"):  # Plan's own values (a user's runs table)
+    if rec_text in ("none", "selective", "full", "per-op", "names"):  # Plan's own values (a user's runs table)
         recompute = rec_text
     elif torchtitan_ac:
         recompute = torchtitan_ac["recompute"]
@@ -255,9 +255,10 @@ def plan_for(row: pd.Series, model: ModelConfig) -> tuple[Plan | None, str]:
 # Plan fields a runs table may state in a column of the field's name (beyond the dev set's columns, which map to
 # the others): every setting `perfmodel predict` takes, so that no run a user measured is unrepresentable.
 PLAN_COLUMNS = ("ep", "etp", "expert_imbalance", "moe_dispatcher", "moe_overlap", "recompute_modules",
-                "recompute_num_layers", "recompute_method", "schedule", "attention", "grad_dtype", "grad_compression",
-                "powersgd_rank", "overlap_dp_comm", "stack", "stage_layers", "compile")
-LIST_COLUMNS = {"recompute_modules": str, "stage_layers": int}  # written "a,b" or "a b"
+                "recompute_saved", "recompute_num_layers", "recompute_method", "schedule", "attention", "grad_dtype",
+                "grad_compression", "powersgd_rank", "overlap_dp_comm", "stack", "stage_layers", "compile",
+                "loss_chunks")
+LIST_COLUMNS = {"recompute_modules": str, "recompute_saved": str, "stage_layers": int}  # written "a,b" or "a b"
 
 
 def plan_columns(row: pd.Series) -> dict:

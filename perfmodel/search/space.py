@@ -22,8 +22,9 @@ search's choices for what resolve leaves open:
   - for a mixture-of-experts model, tp > 1 only with sequence parallelism, and every (ep, etp) with ep dividing n_experts, etp dividing expert_ffn_hidden and
     ep*etp dividing the stage's tp*cp*dp ranks (MoE parallel folding; dense models: ep = etp = 1).
   - recompute: none, selective (Megatron-Core's default module list, core_attn) and full (every layer its own
-    checkpoint); per-op (torchtitan's per-op checkpointing) only where `Space.recompute` names it (`search --only
-    recompute=per-op`), and module lists or grouped full recompute only through `predict`'s flags.
+    checkpoint); per-op (torchtitan's per-op checkpointing) and names (JAX's save_only_these_names, with nothing
+    saved: the layer input alone) only where `Space.recompute` names them (`search --only recompute=per-op`), and
+    module lists, saved tensors or grouped full recompute only through `predict`'s flags.
 `Space` narrows any axis (e.g. zero=[1], recompute=["selective"]).
 """
 
@@ -53,6 +54,7 @@ from ..spec.plan import (
     moe_overlap_refusal,
     resolve,
 )
+from ..spec.recompute import check_names_model
 from ..spec.stack import DEFAULT_STACK
 
 
@@ -216,6 +218,8 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
     if not found:
         raise InputError(no_mesh_message(model, job, space))
     rcs = space.recompute or list(DEFAULT_RECOMPUTES)
+    if "names" in rcs:  # searched with nothing saved (the layer input alone): Plan.recompute_saved is not searched
+        check_names_model(model)
     too_narrow = InputError(f"no layout of gpus = {job.gpus} satisfies the --only limits {space.model_dump(exclude_none=True)}")
     base = _mesh_rows(model, job, space, found)
     if not len(base):

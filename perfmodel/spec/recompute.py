@@ -21,7 +21,8 @@ DEFAULT_RECOMPUTE_MODULES = ("core_attn",)  # Megatron-Core's default, Korthikan
 # GEMMs' outputs (cost.remat_names)
 SavedTensor = Literal["qkv", "attention", "out_proj", "mlp_in"]
 SAVED_TENSORS = ("qkv", "attention", "out_proj", "mlp_in")
-# MaxText's named remat policies (src/MaxText/layers/decoders.py, get_remat_policy) as the tensors they save.
+# MaxText's named remat policies (MaxText 0.2.5 src/maxtext/layers/nnx_decoders.py, get_remat_policy) as the
+# tensors they save.
 # Their checkpoint names: query_proj/key_proj/value_proj/qkv_proj -> qkv, context -> attention, out_proj,
 # mlpwi(_0/_1) -> mlp_in. mlpwo's output feeds only the residual add, whose backward needs nothing, so saving it
 # keeps nothing (save_dot_except_mlpwi = save_dot_except_mlp here); 'full' saves nothing but the layer input.
@@ -29,7 +30,18 @@ MAXTEXT_REMAT = {"minimal_with_context": ["qkv", "attention", "out_proj", "mlp_i
                  "minimal": ["qkv", "out_proj", "mlp_in"], "save_dot_with_context_except_mlp": ["qkv", "attention",
                                                                                                "out_proj"],
                  "save_dot_except_mlp": ["qkv", "out_proj"], "save_dot_except_mlpwi": ["qkv", "out_proj"],
-                 "save_qkv_proj": ["qkv"], "save_out_proj": ["out_proj"], "full": []}
+                 "save_qkv_proj": ["qkv"], "save_out_proj": ["out_proj"], "full": [],
+                 "minimal_flash": ["qkv", "attention", "out_proj", "mlp_in"]}  # minimal_with_context's old name
+
+
+def check_names_model(model: ModelConfig) -> None:
+    """Refuse recompute = names for a model whose layers it does not price (cost.remat_names: dense layers of
+    softmax attention)."""
+    what = ("experts (MoE)" if model.moe else "latent attention (MLA)" if model.mla else
+            "linear attention" if model.linear_attention else None)
+    if what:
+        raise InputError(f"recompute = names with {model.name}, a model with {what}: the names policy is priced "
+                         "for dense softmax-attention layers only; valid: recompute none, selective, full or per-op")
 
 
 def check_recompute(p: dict, model: ModelConfig) -> None:
@@ -45,12 +57,7 @@ def check_recompute(p: dict, model: ModelConfig) -> None:
         raise InputError(f"recompute_saved = {saved} with recompute = {rc}: the saved tensors are the names policy's "
                          "(JAX save_only_these_names); valid: recompute = names, or no recompute_saved")
     if rc == "names":
-        what = ("experts (MoE)" if model.moe else "latent attention (MLA)" if model.mla else
-                "linear attention" if model.linear_attention else None)
-        if what:
-            raise InputError(f"recompute = names with {model.name}, a model with {what}: the names policy is priced "
-                             "for dense softmax-attention layers only; valid: recompute none, selective, full or "
-                             "per-op")
+        check_names_model(model)
         p["recompute_saved"] = sorted(dict.fromkeys(saved or ()), key=SAVED_TENSORS.index)
     if mods is not None and rc != "selective":
         raise InputError(f"recompute_modules = {mods} with recompute = {rc}: the module list is Megatron-Core's "
