@@ -53,9 +53,11 @@ def test_maxtext_v5e_2023_table_row(cases):
     c = cases["T058"]
     m, p = c.model, c.plan
     assert (c.system.name, m.n_layers, m.hidden, m.n_heads, m.ffn_hidden) == ("tpu-v5e", 64, 10240, 64, 65536)
-    assert (p.gpus, p.tp, p.dp, p.zero, p.micro_batch, p.global_batch, p.recompute) == (256, 16, 16, 3, 16, 256, "full")
+    # MaxText's full: jax.checkpoint saving nothing but the layer input (names, nothing saved), not Megatron's full
+    assert (p.gpus, p.tp, p.dp, p.zero, p.micro_batch, p.global_batch, p.recompute) == (256, 16, 16, 3, 16, 256, "names")
+    assert p.recompute_saved == []
     assert c.measured_s == pytest.approx(1613.8 / 110, rel=1e-3)
-    assert c.note == ""
+    assert c.note == "remat full as recompute names [] (jax.checkpoint saving nothing)"
     # T059: two v5e-256 slices over the data-centre network (the spec's DCN tier), fsdp 256 x dcn data 2 priced as
     # ZeRO-3 over all 512 chips; 117 TFLOP/s per chip over 1239.4 TFLOP per chip per step
     t = cases["T059"]

@@ -22,7 +22,8 @@ import json
 from collections.abc import Sequence
 
 from ..spec.plan_file import PlanFile
-from .maxtext_mesh import MAXTEXT, data_axis, mesh, nearest_plan, per_device_batch, remat_keys
+from ..spec.recompute import MAXTEXT_REMAT, names_unpriced
+from .maxtext_mesh import MAXTEXT, REMAT, data_axis, mesh, nearest_plan, per_device_batch, remat_keys
 from .plan_facts import not_expressed_comments, placement_deviations, prediction, shape, summary
 
 VERSIONS: dict[str, str] = {"0.2.5": "maxtext==0.2.5"}
@@ -155,6 +156,12 @@ def _notes(pf: PlanFile) -> list[str]:
         notes.append("recompute=none: MaxText 0.2.5 wraps every decoder layer in jax.checkpoint (remat_policy "
                      "'none' saves nothing, as 'full'); minimal_with_context keeps every projection's output and "
                      "the attention context, recomputing only element-wise ops (norms, activations)")
+    if p.recompute != "names" and names_unpriced(pf.model) is None:
+        policy, saved = REMAT.get(p.recompute, "minimal"), MAXTEXT_REMAT[REMAT.get(p.recompute, "minimal")]
+        flags = "--recompute names" + (f" --recompute-saved {','.join(saved)}" if saved else "")
+        notes.append(f"recompute={p.recompute}: remat_policy {policy} is jax.checkpoint saving "
+                     f"{', '.join(saved) or 'nothing but the layer input'}, and XLA re-runs only what the backward "
+                     f"needs of the rest; perfmodel predict {flags} prices it as MaxText runs it")
     if p.cp > 1:
         notes.append(f"cp={p.cp}: MaxText's context axis with context_parallel_strategy all_gather (base.yml: keys "
                      "and values all-gathered, load-balanced causal chunks); its ring strategy needs tokamax "

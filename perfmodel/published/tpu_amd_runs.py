@@ -23,7 +23,8 @@ v4.1 Google GPT-3 submissions (block-level MLLOG times) and MLPerf Training v5.0
   (base.yml weight_dtype float32) unless notes say weight_dtype bf16. NeMo/Megatron rows: micro and global batch as
   stated, the distributed optimizer (ZeRO-1) where notes say so, gradients in the stack's dtype.
 - Recompute: MaxText's named remat policies as recompute = names with the tensors each saves (MAXTEXT_REMAT; two
-  older names as their successors, OLD_REMAT); 'custom' with host offload, which is not priced, as the nearest
+  older names as their successors, OLD_REMAT), its 'full' (and its default) as names saving nothing on dense models
+  (jax.checkpoint: XLA re-runs only what the backward needs, not Megatron's whole layer); 'custom' with host offload, which is not priced, as the nearest
   Megatron policy (CUSTOM, said in the case's `note`); Megatron's "full, block, N layers" as full / block / N.
 - Precision: bf16; FP8 (TE hybrid) -> fp8; int8 (AQT) -> int8. LoRA fine-tunes map to
   Plan.lora (rank from the notes, the base in fp8 where they say fp8_params).
@@ -165,8 +166,11 @@ def remat_of(row: pd.Series, n_layers: int) -> tuple[dict | None, str]:
     t = cell_text(row["recompute"]).strip().lower()
     if t.startswith("none"):
         return dict(recompute="none"), ""
+    jax_full = is_maxtext(row) and cell_number(row["n_experts"]) is None  # JAX's full: names, nothing saved
     if not t or t.startswith("not set"):  # MaxText base.yml remat_policy: 'full'
-        return dict(recompute="full"), "remat not stated: MaxText's default 'full'"
+        return dict(recompute="names" if jax_full else "full"), "remat not stated: MaxText's default 'full'"
+    if jax_full and t.startswith("full"):
+        return dict(recompute="names"), "remat full as recompute names [] (jax.checkpoint saving nothing)"
     if t.startswith("full"):
         m = re.search(r"(\d+)\s*(?:of \d+ )?layers", t)
         if "block" in t and m:

@@ -34,11 +34,16 @@ MAXTEXT_REMAT = {"minimal_with_context": ["qkv", "attention", "out_proj", "mlp_i
                  "minimal_flash": ["qkv", "attention", "out_proj", "mlp_in"]}  # minimal_with_context's old name
 
 
-def check_names_model(model: ModelConfig) -> None:
-    """Refuse recompute = names for a model whose layers it does not price (cost.remat_names: dense layers of
-    softmax attention)."""
-    what = ("experts (MoE)" if model.moe else "latent attention (MLA)" if model.mla else
+def names_unpriced(model: ModelConfig) -> str | None:
+    """What in `model` the names policy does not price (cost.remat_names: dense layers of softmax attention), or
+    None."""
+    return ("experts (MoE)" if model.moe else "latent attention (MLA)" if model.mla else
             "linear attention" if model.linear_attention else None)
+
+
+def check_names_model(model: ModelConfig) -> None:
+    """Refuse recompute = names for a model whose layers it does not price (`names_unpriced`)."""
+    what = names_unpriced(model)
     if what:
         raise InputError(f"recompute = names with {model.name}, a model with {what}: the names policy is priced "
                          "for dense softmax-attention layers only; valid: recompute none, selective, full or per-op")
