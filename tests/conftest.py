@@ -48,3 +48,18 @@ def quick_cpu_calibration(tmp_path_factory) -> tuple[Path, str]:
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return spec, text.read_text()
+
+
+@pytest.fixture(scope="session")
+def llama2_7b():
+    """Llama 2 7B: hidden 4096, 32 heads of 128 (no GQA), SwiGLU 11008, vocab 32000 (the preset)."""
+    from perfmodel import load_model
+
+    return load_model("llama-2-7b")
+
+
+@pytest.fixture(scope="session")
+def tpu_v5p():
+    from perfmodel import load_hardware
+
+    return load_hardware("tpu-v5p")

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from perfmodel import Plan, estimate, load_hardware, load_model
+from perfmodel import Plan, estimate
 from perfmodel.cost.flops import tiled_loss_flops_per_token
 from perfmodel.cost.layouts import Layouts
 from perfmodel.cost.memory import head_activation_bytes, loss_temporary_bytes
@@ -22,36 +22,26 @@ from perfmodel.spec.stack import load_stack
 H, V, T = 4096, 32000, 4096
 
 
-@pytest.fixture(scope="module")
-def llama():
-    return load_model("llama-2-7b")
-
-
-@pytest.fixture(scope="module")
-def v5p():
-    return load_hardware("tpu-v5p")
-
-
-def lay(llama, v5p, **kw):
+def lay(llama2_7b, tpu_v5p, **kw):
     return Layouts.from_plan(resolve(Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=T, stack="maxtext", **kw),
-                                     llama, v5p))
+                                     llama2_7b, tpu_v5p))
 
 
-def test_a_tiled_loss_keeps_no_logits_and_holds_one_chunk(llama, v5p):
+def test_a_tiled_loss_keeps_no_logits_and_holds_one_chunk(llama2_7b, tpu_v5p):
     per_logit = load_stack("maxtext").loss_bytes_per_logit
-    one, four = lay(llama, v5p), lay(llama, v5p, loss_chunks=4)
+    one, four = lay(llama2_7b, tpu_v5p), lay(llama2_7b, tpu_v5p, loss_chunks=4)
     # final-norm and LM-head inputs (bf16), + the fp32 logits the untiled backward keeps; tiled, the final-norm
     # input alone (MaxText applies the output head, final norm included, chunk by chunk in the backward)
-    assert float(head_activation_bytes(llama, one)[0]) == T * (2 * H + 2 * H + 4 * V)
-    assert float(head_activation_bytes(llama, four)[0]) == T * 2 * H
+    assert float(head_activation_bytes(llama2_7b, one)[0]) == T * (2 * H + 2 * H + 4 * V)
+    assert float(head_activation_bytes(llama2_7b, four)[0]) == T * 2 * H
     # untiled: the loss's temporaries beyond the kept logits; tiled: one chunk's, logits included
-    assert float(loss_temporary_bytes(llama, one)[0]) == (per_logit - 4) * T * V
-    assert float(loss_temporary_bytes(llama, four)[0]) == per_logit * T * V / 4
+    assert float(loss_temporary_bytes(llama2_7b, one)[0]) == (per_logit - 4) * T * V
+    assert float(loss_temporary_bytes(llama2_7b, four)[0]) == per_logit * T * V / 4
 
 
-def test_the_backward_rebuilds_the_logits(llama, v5p):
+def test_the_backward_rebuilds_the_logits(llama2_7b, tpu_v5p):
     def run(n):
-        return estimate(llama, v5p, Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=T, stack="maxtext",
+        return estimate(llama2_7b, tpu_v5p, Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=T, stack="maxtext",
                                          loss_chunks=n))
 
     one, four = run(1), run(4)
@@ -61,15 +51,15 @@ def test_the_backward_rebuilds_the_logits(llama, v5p):
     assert head["final_norm"].recompute_s == pytest.approx(head["final_norm"].fwd_s) and head["final_norm"].fwd_s > 0
     assert all(o.recompute_s == 0 for o in one.ops if o.where == "head")
     assert four.step_time_s > one.step_time_s
-    assert tiled_loss_flops_per_token(llama, 4) == 2 * V * H and tiled_loss_flops_per_token(llama, 1) == 0
+    assert tiled_loss_flops_per_token(llama2_7b, 4) == 2 * V * H and tiled_loss_flops_per_token(llama2_7b, 1) == 0
     tokens = 8 * T
     assert four.hardware_flops_per_step - one.hardware_flops_per_step == pytest.approx(tokens * 2 * V * H)
 
 
-def test_chunks_must_divide_the_tokens(llama, v5p):
+def test_chunks_must_divide_the_tokens(llama2_7b, tpu_v5p):
     with pytest.raises(InputError, match=r"loss_chunks = 3 does not divide the 4096 tokens of a micro-batch on a "
                                          r"context-parallel rank \(micro_batch x seq_len / cp\); valid: 1, 2, 4"):
-        lay(llama, v5p, loss_chunks=3)
+        lay(llama2_7b, tpu_v5p, loss_chunks=3)
     run = subprocess.run([sys.executable, "-m", "perfmodel", "predict", "--model", "llama-2-7b", "--hardware",
                           "tpu-v5p", "--gpus", "8", "--tp", "1", "--pp", "1", "--micro-batch", "1", "--global-batch",
                           "8", "--seq-len", "4096", "--loss-chunks", "0"], capture_output=True, text=True)

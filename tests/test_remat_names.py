@@ -23,19 +23,9 @@ from perfmodel.spec.recompute import MAXTEXT_REMAT
 H, F, T = 4096, 11008, 4096  # Llama 2 7B: hidden, SwiGLU width (32 heads of 128, no GQA); one sequence of 4096
 
 
-@pytest.fixture(scope="module")
-def llama():
-    return load_model("llama-2-7b")
-
-
-@pytest.fixture(scope="module")
-def v5p():
-    return load_hardware("tpu-v5p")
-
-
-def layer_bytes(llama, v5p, **kw) -> float:
-    plan = resolve(Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=T, stack="maxtext", **kw), llama, v5p)
-    return float(layer_activation_bytes(llama, Layouts.from_plan(plan))[0])
+def layer_bytes(llama2_7b, tpu_v5p, **kw) -> float:
+    plan = resolve(Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=T, stack="maxtext", **kw), llama2_7b, tpu_v5p)
+    return float(layer_activation_bytes(llama2_7b, Layouts.from_plan(plan))[0])
 
 
 @pytest.mark.parametrize("saved, per_token", [
@@ -44,21 +34,22 @@ def layer_bytes(llama, v5p, **kw) -> float:
     (["qkv", "attention", "out_proj", "mlp_in"],  # + the flash log-sum-exp (fp32 per head) and the context;
      2 * H + 2 * 3 * H + 4 * 32 + 2 * H + 2 * H + 2 * 2 * F),  # + gate and up (the activation's input)
 ])
-def test_a_layer_keeps_its_input_and_the_saved_tensors(llama, v5p, saved, per_token):
-    assert layer_bytes(llama, v5p, recompute="names", recompute_saved=saved) == T * per_token
+def test_a_layer_keeps_its_input_and_the_saved_tensors(llama2_7b, tpu_v5p, saved, per_token):
+    assert layer_bytes(llama2_7b, tpu_v5p, recompute="names", recompute_saved=saved) == T * per_token
 
 
-def test_nothing_saved_keeps_what_full_recompute_keeps(llama, v5p):
-    assert layer_bytes(llama, v5p, recompute="names") == layer_bytes(llama, v5p, recompute="full") == T * 2 * H
+def test_nothing_saved_keeps_what_full_recompute_keeps(llama2_7b, tpu_v5p):
+    names, full = (layer_bytes(llama2_7b, tpu_v5p, recompute=rc) for rc in ("names", "full"))
+    assert names == full == T * 2 * H
 
 
-def test_the_backward_reruns_what_is_not_saved(llama):
-    ops = operators(llama)
-    rebuilt = {n for n in ops if "names" in recomputed_in(ops[n], ("core_attn",), llama, ("qkv", "out_proj"))}
+def test_the_backward_reruns_what_is_not_saved(llama2_7b):
+    ops = operators(llama2_7b)
+    rebuilt = {n for n in ops if "names" in recomputed_in(ops[n], ("core_attn",), llama2_7b, ("qkv", "out_proj"))}
     # MaxText's save_dot_except_mlp: the norms, residual1 and the activation always (cheap); attention and mlp_in
     # because unsaved; qkv and out_proj saved; mlp_out never (its output feeds only the residual add)
     assert rebuilt == {"norm1", "norm2", "residual1", "attention", "mlp_in", "activation"}
-    every = {n for n in ops if "names" in recomputed_in(ops[n], ("core_attn",), llama, ())}
+    every = {n for n in ops if "names" in recomputed_in(ops[n], ("core_attn",), llama2_7b, ())}
     assert "mlp_out" not in every and {"qkv", "out_proj", "mlp_in", "attention"} <= every
 
 
@@ -73,13 +64,13 @@ def test_tensor_parallel_collectives_go_again_where_both_ends_rerun():
     assert names_edge_reruns("out_proj", "residual1", ()) and names_edge_reruns("norm1", "qkv", ())
 
 
-def test_names_prices_the_tp_collectives_it_reruns(llama):
+def test_names_prices_the_tp_collectives_it_reruns(llama2_7b):
     from perfmodel import estimate
 
     h100 = load_hardware("dgx-h100")
 
     def tp_comm(**kw):
-        e = estimate(llama, h100, Plan(gpus=8, tp=8, sequence_parallel=True, micro_batch=1, global_batch=8,
+        e = estimate(llama2_7b, h100, Plan(gpus=8, tp=8, sequence_parallel=True, micro_batch=1, global_batch=8,
                                        seq_len=T, **kw))
         return e.time_s.tp_comm
 
@@ -91,20 +82,20 @@ def test_names_prices_the_tp_collectives_it_reruns(llama):
     assert minimal == pytest.approx(none)  # every collective's producer or consumer is saved: nothing again
 
 
-def test_recompute_flops_count_the_unsaved_gemms_and_attention(llama):
-    attention = attention_flops_per_token(llama, T)
-    mlp_in = 2 * llama.n_layers * H * 2 * F  # 2 FLOPs per weight of the gate and up projections, every layer
-    assert recompute_flops_per_token(llama, T, "names", ("qkv", "out_proj")) == pytest.approx(mlp_in + attention)
-    assert recompute_flops_per_token(llama, T, "names", ("qkv", "attention", "out_proj", "mlp_in")) == 0
-    qkv_out = 2 * llama.n_layers * (3 * H * H + H * H)
-    assert recompute_flops_per_token(llama, T, "names", ()) == pytest.approx(qkv_out + mlp_in + attention)
+def test_recompute_flops_count_the_unsaved_gemms_and_attention(llama2_7b):
+    attention = attention_flops_per_token(llama2_7b, T)
+    mlp_in = 2 * llama2_7b.n_layers * H * 2 * F  # 2 FLOPs per weight of the gate and up projections, every layer
+    assert recompute_flops_per_token(llama2_7b, T, "names", ("qkv", "out_proj")) == pytest.approx(mlp_in + attention)
+    assert recompute_flops_per_token(llama2_7b, T, "names", ("qkv", "attention", "out_proj", "mlp_in")) == 0
+    qkv_out = 2 * llama2_7b.n_layers * (3 * H * H + H * H)
+    assert recompute_flops_per_token(llama2_7b, T, "names", ()) == pytest.approx(qkv_out + mlp_in + attention)
 
 
-def test_saving_more_is_faster_and_larger(llama, v5p):
+def test_saving_more_is_faster_and_larger(llama2_7b, tpu_v5p):
     from perfmodel import estimate
 
     def run(saved):
-        e = estimate(llama, v5p, Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=T, stack="maxtext",
+        e = estimate(llama2_7b, tpu_v5p, Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=T, stack="maxtext",
                                       recompute="names", recompute_saved=saved))
         return e.step_time_s, e.memory_bytes.activations
 
@@ -112,14 +103,14 @@ def test_saving_more_is_faster_and_larger(llama, v5p):
     assert more[0] < few[0] and more[1] > few[1]
 
 
-def test_bad_names_input(llama, v5p):
+def test_bad_names_input(llama2_7b, tpu_v5p):
     with pytest.raises(InputError, match=r"recompute_saved = \['qkv'\] with recompute = full: .* valid: recompute = "
                                          "names"):
         resolve(Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=T, recompute="full", recompute_saved=["qkv"]),
-                llama, v5p)
+                llama2_7b, tpu_v5p)
     moe = load_model("mixtral-8x7b")
     with pytest.raises(InputError, match="recompute = names with mixtral-8x7b, a model with experts"):
-        resolve(Plan(gpus=64, micro_batch=1, global_batch=64, seq_len=T, recompute="names"), moe, v5p)
+        resolve(Plan(gpus=64, micro_batch=1, global_batch=64, seq_len=T, recompute="names"), moe, tpu_v5p)
 
 
 def test_cli_flags():
