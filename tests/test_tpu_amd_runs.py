@@ -54,7 +54,8 @@ def test_maxtext_v5e_2023_table_row(cases):
     m, p = c.model, c.plan
     assert (c.system.name, m.n_layers, m.hidden, m.n_heads, m.ffn_hidden) == ("tpu-v5e", 64, 10240, 64, 65536)
     # MaxText's full: jax.checkpoint saving nothing but the layer input (names, nothing saved), not Megatron's full
-    assert (p.gpus, p.tp, p.dp, p.zero, p.micro_batch, p.global_batch, p.recompute) == (256, 16, 16, 3, 16, 256, "names")
+    assert (p.gpus, p.tp, p.dp, p.zero, p.micro_batch, p.global_batch, p.recompute) == (
+        256, 16, 16, 3, 16, 256, "names")
     assert p.recompute_saved == []
     assert c.measured_s == pytest.approx(1613.8 / 110, rel=1e-3)
     assert c.note == "remat full as recompute names [] (jax.checkpoint saving nothing)"

@@ -80,7 +80,8 @@ def estimate_table(e: Estimate) -> str:
     layout = (f"tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp} vpp={p.vpp} sp={'on' if p.sequence_parallel else 'off'} "
               f"zero={p.zero} recompute={p.recompute}"
               f"{'[' + ','.join(p.recompute_saved) + ']' if p.recompute == 'names' else ''}"
-              f"{f' loss_chunks={p.loss_chunks}' if p.loss_chunks > 1 else ''} precision={p.precision} schedule={p.schedule}"
+              f"{f' loss_chunks={p.loss_chunks}' if p.loss_chunks > 1 else ''} precision={p.precision} "
+              f"schedule={p.schedule}"
               f"{lora_text(p.lora)}")
     if p.ep > 1 or p.etp > 1 or p.moe_dispatcher != "alltoall" or p.expert_imbalance != 1 or p.moe_overlap:
         layout += (f"\n  experts: ep={p.ep} etp={p.etp} edp={p.edp} dispatcher={p.moe_dispatcher} "

@@ -22,7 +22,8 @@ VARYING = ("tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "zero", "r
 SHARED = ("gpus", "global_batch", "seq_len", "precision", "attention", "grad_dtype", "grad_compression",
           "powersgd_rank", "overlap_dp_comm", "tp_comm_overlap", "stack",
           "first_stage_layers", "last_stage_layers", "expert_imbalance", "moe_dispatcher",
-          "moe_overlap", "loss_chunks", "recompute_modules", "recompute_saved", "recompute_num_layers", "recompute_method", "compile", "lora")
+          "moe_overlap", "loss_chunks", "recompute_modules", "recompute_saved", "recompute_num_layers",
+          "recompute_method", "compile", "lora")
 CATEGORIES = {"recompute": get_args(Recompute), "schedule": get_args(Schedule)}
 # What one device's kernels, tensors and weights depend on (pp, vpp and the schedule only set how many)
 PER_DEVICE = ("tp", "cp", "dp", "ep", "etp", "micro_batch", "sequence_parallel", "zero", "recompute")

@@ -15,16 +15,16 @@ loss.
 from __future__ import annotations
 
 import math
-from typing import get_args
 from dataclasses import dataclass, replace
+from typing import get_args
 
 import numpy as np
 
 from ..errors import InputError
 from ..spec.model import ModelConfig
-from ..spec.recompute import Recompute
 from ..spec.operators import (GRAPH_OPS, LAYER_OPS, SPECS, UNIT_OF, OpSpec, config_of, megatron_dim, megatron_split,
                               tensor_codes)
+from ..spec.recompute import Recompute
 from .kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, Op, Values, attention_ops, elementwise_op, linear_op,
                       residual_bytes)
 from .layouts import Layouts, among

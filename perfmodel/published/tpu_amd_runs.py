@@ -23,9 +23,10 @@ v4.1 Google GPT-3 submissions (block-level MLLOG times) and MLPerf Training v5.0
   (base.yml weight_dtype float32) unless notes say weight_dtype bf16. NeMo/Megatron rows: micro and global batch as
   stated, the distributed optimizer (ZeRO-1) where notes say so, gradients in the stack's dtype.
 - Recompute: MaxText's named remat policies as recompute = names with the tensors each saves (MAXTEXT_REMAT; two
-  older names as their successors, OLD_REMAT), its 'full' (and its default) as names saving nothing on dense models
-  (jax.checkpoint: XLA re-runs only what the backward needs, not Megatron's whole layer); 'custom' with host offload, which is not priced, as the nearest
-  Megatron policy (CUSTOM, said in the case's `note`); Megatron's "full, block, N layers" as full / block / N.
+  older names as their successors, OLD_REMAT), its 'full' (and its default) as names saving nothing on dense
+  models (jax.checkpoint: XLA re-runs only what the backward needs, not Megatron's whole layer); 'custom' with host
+  offload, which is not priced, as the nearest Megatron policy (CUSTOM, said in the case's `note`); Megatron's
+  "full, block, N layers" as full / block / N.
 - Precision: bf16; FP8 (TE hybrid) -> fp8; int8 (AQT) -> int8. LoRA fine-tunes map to
   Plan.lora (rank from the notes, the base in fp8 where they say fp8_params).
 - Stack: MaxText rows -> maxtext (hardware_specs/stacks/maxtext.yaml: XLA's overlapped collectives, tensor-parallel
@@ -61,15 +62,15 @@ ACCELERATORS = {"TPU v4": "tpu-v4", "TPU v5e": "tpu-v5e", "TPU v5p": "tpu-v5p", 
 LLAMA = dict(mlp="swiglu", norm="rmsnorm", position="rope", tie_embeddings=False, linear_bias="none")
 GPT3 = dict(mlp="gelu", norm="layernorm", position="learned", tie_embeddings=True, linear_bias="all")
 
-# MaxText remat_policy (src/maxtext/layers/decoders.py get_remat_policy) -> recompute = names, the tensors each named
-# policy saves (spec.recompute.MAXTEXT_REMAT); two names of older MaxText releases as the policies that replaced
-# them (ffn1 = mlpwi; the logits are the LM head's output, outside the decoder layers); 'custom' with tensors
-# offloaded to the host, which perfmodel does not price, stays the nearest Megatron policy: offloaded tensors counted
-# as kept in device memory.
+# MaxText remat_policy (src/maxtext/layers/nnx_decoders.py get_remat_policy) -> recompute = names, the tensors
+# each named policy saves (spec.recompute.MAXTEXT_REMAT); two names of older MaxText releases as the policies that
+# replaced them (ffn1 = mlpwi; the logits are the LM head's output, outside the decoder layers); 'custom' with
+# tensors offloaded to the host, which perfmodel does not price, stays the nearest Megatron policy: offloaded
+# tensors counted as kept in device memory.
 OLD_REMAT = {"save_dot_except_logits_ffn1": "save_dot_except_mlpwi", "save_dot_except_logits": "minimal"}
 CUSTOM = (dict(recompute="selective", recompute_modules=["core_attn", "mlp"]),
-          "remat 'custom' with offload priced as selective [core_attn, mlp], offloaded tensors counted as kept in device "
-          "memory")
+          "remat 'custom' with offload priced as selective [core_attn, mlp], offloaded tensors counted as kept in "
+          "device memory")
 
 
 @dataclass
