@@ -30,11 +30,13 @@ leading axis over the stage kinds (first, middle, last; or each stage of an expl
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import get_args
 
 import numpy as np
 
 from ..spec.hardware import DEFAULT_HEADROOM, NARROW_PRECISIONS, System
 from ..spec.model import ModelConfig
+from ..spec.recompute import Recompute
 from . import comm as C
 from .compression import compression_seconds, layout_wire_bytes
 from .frozen import adapter_params
@@ -328,7 +330,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     tokens = lay.tokens_per_step
     mflops = tokens * model_flops_per_token(model, lay.seq_len, frozen=lay.lora is not None)
     extra = {mode: recompute_flops_per_token(model, lay.seq_len, mode, lay.recompute_saved or ())
-             for mode in ("none", "selective", "full", "per-op", "names")}
+             for mode in get_args(Recompute)}
     extra["full"] = extra["full"] * share  # Megatron-LM's block method: some of the layers
     hflops = mflops + tokens * (np.select([among(rc, (k,)) for k in extra], list(extra.values()))
                                 + mtp_flops_per_token(model, lay.seq_len)
