@@ -188,17 +188,28 @@ def recompute_modules(valid=("core_attn", "mlp", "layernorm"), **kw) -> Kind:
     return Kind([v for v in fixed if bad(v)], more, extra=("--recompute", "selective"), **kw)
 
 
-def recompute_saved(**kw) -> Kind:
-    """--recompute-saved with --recompute names: a list with a name that is no saved tensor (argparse refuses it)."""
-    valid = ("qkv", "attention", "out_proj", "mlp_in")
+def tensor_list(valid: tuple, fixed: list, others: list, **kw) -> Kind:
+    """--recompute-saved / --recompute-offloaded with --recompute names: a list with a name that is not among
+    `valid` (argparse refuses it)."""
 
     def bad(s: str) -> bool:
         return any(p.strip() not in valid for p in s.split(","))
 
-    fixed = ["", ",", "qkv,", ",out_proj", "mlp_out", "QKV", "qkv;out_proj", "qkv out_proj", "context", "core_attn"]
-    names = st.sampled_from([*valid, "mlp_out", "context", "query_proj"])
+    names = st.sampled_from([*valid, *others])
     more = st.one_of(st.lists(names | TEXT, min_size=1, max_size=4).map(",".join), TEXT).filter(bad)
     return Kind([v for v in fixed if bad(v)], more, extra=("--recompute", "names"), **kw)
+
+
+def recompute_saved(**kw) -> Kind:
+    return tensor_list(("qkv", "attention", "out_proj", "mlp_in"), ["", ",", "qkv,", ",out_proj", "mlp_out", "QKV",
+                       "qkv;out_proj", "qkv out_proj", "context", "core_attn"], ["mlp_out", "context", "query_proj"],
+                       **kw)
+
+
+def recompute_offloaded(**kw) -> Kind:
+    return tensor_list(("layer_input", "qkv", "attention", "out_proj", "mlp_in"), ["", ",", "layer_input,",
+                       "decoder_layer_input", "LAYER_INPUT", "qkv;out_proj", "mlp_out"],
+                       ["decoder_layer_input", "mlp_out", "query_proj"], **kw)
 
 
 def parsed_by(action: argparse.Action, refuse=(), **kw) -> Kind:
@@ -369,6 +380,7 @@ def _plan_flags(cmd: str) -> dict:
             "--lora-rank": count(names=("lora.rank",)),
             "--recompute-modules": recompute_modules(),
             "--recompute-saved": recompute_saved(),
+            "--recompute-offloaded": recompute_offloaded(),
             "--loss-chunks": count(),
             # gpt2-124m has 12 layers: 13 is a count, but too many
             "--recompute-num-layers": count(extra=("--recompute", "full"))}

@@ -11,6 +11,7 @@ from perfmodel.spec.hardware import (
     Accelerator,
     GEMM_DTYPES,
     Efficiency,
+    HostLink,
     NetworkTier,
     System,
     list_accelerators,
@@ -101,6 +102,8 @@ def _objects(system: System):
     yield system.accelerator
     yield from system.tiers
     yield system.efficiency
+    if system.host is not None:
+        yield system.host
 
 
 def _unsourced(obj: BaseModel) -> list[str]:
@@ -112,7 +115,7 @@ def test_every_number_in_a_system_names_its_source(name):
     system = load_hardware(name)
     missing = []
     for obj in _objects(system):
-        assert isinstance(obj, (System, Accelerator, NetworkTier, Efficiency))
+        assert isinstance(obj, (System, Accelerator, NetworkTier, Efficiency, HostLink))
         label = getattr(obj, "name", type(obj).__name__)
         missing += [f"{type(obj).__name__}({label}).{f}" for f in _unsourced(obj)]
     assert not missing, f"{name}: numbers without a source: {missing}"

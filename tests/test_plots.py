@@ -206,7 +206,7 @@ def test_part_lists_cover_the_breakdowns():
     from perfmodel.search.whatif import BOUND
 
     assert sorted(TIME_PARTS) == sorted(f for f in TimeBreakdown.model_fields if f != "total")  # stacked otherwise
-    views = ("allocated", "reserved", "device", "between_steps")  # sums of the parts, not stacked
+    views = ("allocated", "reserved", "device", "between_steps", "host")  # sums of the parts; host is off the device
     assert list(MEMORY_PARTS) == [f for f in MemoryBreakdown.model_fields if f not in views]
     grouped = [p for parts in BOUND.values() for p in parts]
     assert sorted(grouped) == sorted(TIME_PARTS)

@@ -18,7 +18,7 @@ from perfmodel.export.checks.spread import maxtext_plan_file
 from perfmodel.export.maxtext_mesh import remat_keys
 from perfmodel.export.targets import export, nearest_updates
 from perfmodel.spec.plan import resolve
-from perfmodel.spec.recompute import MAXTEXT_REMAT
+from perfmodel.spec.recompute import MAXTEXT_OFFLOADED, MAXTEXT_REMAT
 
 H, F, T = 4096, 11008, 4096  # Llama 2 7B: hidden, SwiGLU width (32 heads of 128, no GQA); one sequence of 4096
 
@@ -129,7 +129,8 @@ def test_cli_flags():
 def test_maxtext_writes_the_named_policy_or_custom():
     for policy, saved in MAXTEXT_REMAT.items():
         written = remat_keys(Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=T, recompute="names",
-                                  recompute_saved=saved))["remat_policy"]
+                                  recompute_saved=saved, recompute_offloaded=MAXTEXT_OFFLOADED.get(policy))
+                             )["remat_policy"]
         # save_dot_except_mlpwi saves the same tensors as save_dot_except_mlp (mlpwo's output is never needed)
         # (and minimal_flash is minimal_with_context's old name)
         assert written == {"save_dot_except_mlpwi": "save_dot_except_mlp",

@@ -642,7 +642,7 @@ def test_the_405b_example_hides_its_tp_communication_and_fits_with_nemos_gradien
 
 
 def test_memory_verdict_is_three_way_by_hand():
-    from perfmodel.cost.memory import memory_verdict
+    from perfmodel.cost.memory_fit import memory_verdict
 
     assert list(memory_verdict(np.array([60.0, 70.0, 78.0]), 69.3, 77.0)) == ["fits", "tight", "does not fit"]
 

@@ -14,7 +14,7 @@ from ..spec.hardware import DEFAULT_HEADROOM, System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
 from ..spec.plan import Dispatcher, Plan, Precision, resolve
-from ..spec.recompute import RECOMPUTE_MODULES, SAVED_TENSORS, Recompute
+from ..spec.recompute import OFFLOAD_TENSORS, RECOMPUTE_MODULES, SAVED_TENSORS, Recompute
 from ..spec.stack import DEFAULT_STACK, STACKS
 from .argtypes import integer, path
 
@@ -86,6 +86,10 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("--recompute-saved", type=module_list("--recompute-saved", SAVED_TENSORS, "saved tensor"),
                     metavar="T1,T2", help="with --recompute names: the layer tensors kept besides its input, of "
                     f"{', '.join(SAVED_TENSORS)} (MaxText's save_dot_except_mlp: qkv,out_proj); default none")
+    pr.add_argument("--recompute-offloaded", type=module_list("--recompute-offloaded", OFFLOAD_TENSORS,
+                                                              "kept tensor"), metavar="T1,T2",
+                    help="with --recompute names: of the layer input and --recompute-saved, the tensors held in "
+                         f"host memory (MaxText 'offload'), of {', '.join(OFFLOAD_TENSORS)}; default none")
     pr.add_argument("--recompute-num-layers", type=integer("--recompute-num-layers"), metavar="N",
                     help="with --recompute full: layers per checkpointed group (uniform) or checkpointed layers "
                          "per pipeline chunk (block); Megatron-LM --recompute-num-layers (default 1: every layer)")
@@ -157,7 +161,7 @@ def lora_of(given: dict) -> dict | None:
 PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "global_batch", "seq_len")
 PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "expert_imbalance",
               "moe_dispatcher", "micro_batch", "global_batch", "seq_len", "recompute", "recompute_modules",
-              "recompute_saved", "recompute_num_layers", "recompute_method", "zero", "precision", "schedule",
+              "recompute_saved", "recompute_offloaded", "recompute_num_layers", "recompute_method", "zero", "precision", "schedule",
               "attention", "grad_dtype", "compile", "loss_chunks", "grad_compression", "powersgd_rank", "stack",
               "first_stage_layers",
               "last_stage_layers", "tp_comm_overlap", "lora_rank", "lora_modules", "lora_base",

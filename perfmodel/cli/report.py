@@ -54,6 +54,9 @@ def memory_verdict(e: Estimate) -> str:
                 f"{e.memory_headroom:.0%} headroom, within the {limit:.1f} GiB the allocator can reserve; {decides}; "
                 f"{room}")
     short = e.memory_bytes.reserved / GiB - limit
+    if short <= 0:  # the device fits: the host memory the offloaded tensors need does not (cost.memory_fit)
+        return (f"NO: ranks {e.memory_rank} ({e.memory_stage} stage) offload {e.memory_bytes.host / GiB:.1f} GiB "
+                f"each to host memory, more than {e.hardware}'s host holds per device (System.host.memory_gib)")
     return (f"NO: ranks {e.memory_rank} ({e.memory_stage} stage) are short by {short:.1f} GiB of the {limit:.1f} GiB "
             f"the allocator can reserve; {decides}; {room}")
 
@@ -80,6 +83,7 @@ def estimate_table(e: Estimate) -> str:
     layout = (f"tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp} vpp={p.vpp} sp={'on' if p.sequence_parallel else 'off'} "
               f"zero={p.zero} recompute={p.recompute}"
               f"{'[' + ','.join(p.recompute_saved) + ']' if p.recompute == 'names' else ''}"
+              f"{' offloaded=' + ','.join(p.recompute_offloaded) if p.recompute_offloaded else ''}"
               f"{f' loss_chunks={p.loss_chunks}' if p.loss_chunks > 1 else ''} precision={p.precision} "
               f"schedule={p.schedule}"
               f"{lora_text(p.lora)}")

@@ -28,7 +28,8 @@ from ..spec.result import (
 from ..spec.stack import REGIMES, Interval, Stack, load_stack, regimes_of
 from . import comm as C
 from .layouts import Layouts
-from .memory import MEMORY_PARTS, VERDICTS, memory_verdict, stage_memory
+from .memory import MEMORY_PARTS, stage_memory
+from .memory_fit import VERDICTS, memory_verdict
 from .mesh import Mesh
 from .sharded import Comm
 from .stages import UNITS, Stages
@@ -54,7 +55,7 @@ def comm_row(c: Comm, system: System, plan: Plan, count: float, i: int, n: int) 
     source = lambda t, n: "/".join(dict.fromkeys(t.fit(k, n)[1] for k in kinds))  # noqa: E731 (NetworkTier.fit)
     priced_by = ", ".join(f"{t} {source(by_name[t], n)}" for t, n in rings if t in by_name) or "datasheet"
     sizes = {"tp": plan.tp, "cp": plan.cp, "dp": plan.zero_shard, "pp": plan.pp, "embedding": 2, "ep": plan.ep,
-             "etp": plan.etp, "edp": plan.edp}
+             "etp": plan.etp, "edp": plan.edp, "host": 1}
     calls, seconds = at(c.calls), at(c.seconds)
     return CommTime(name=name, collective=at(c.collective), group=c.group, group_size=sizes[c.group], tiers=tiers,
                     priced_by=priced_by,
@@ -216,7 +217,8 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
 
     step_s, cap = time_s.total, step.capacity
     host_s = at(step.host_s)
-    verdict = str(memory_verdict(membd.memory_bytes.reserved, step.budget, step.limit))
+    verdict = str(memory_verdict(membd.memory_bytes.reserved, step.budget, step.limit, membd.memory_bytes.host,
+                                 step.host_room))
     fits = verdict != VERDICTS[2]
     bottleneck = st.name(b, pp)
     mem_stage = Stages.of_split(split).name(membd.stage, pp)
@@ -255,7 +257,7 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
 def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict,
              headroom: float = DEFAULT_HEADROOM) -> Estimate:
     """Predict one training step of `plan` for `model` on `hardware` (objects, preset names or file paths);
-    `headroom`: the share of the allocator's room the fit test keeps free (`cost.memory.memory_budget`)."""
+    `headroom`: the share of the allocator's room the fit test keeps free (`cost.memory_fit.memory_budget`)."""
     return evaluate_plan(model, hardware, plan, headroom)[1]
 
 

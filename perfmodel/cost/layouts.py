@@ -22,8 +22,8 @@ VARYING = ("tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "zero", "r
 SHARED = ("gpus", "global_batch", "seq_len", "precision", "attention", "grad_dtype", "grad_compression",
           "powersgd_rank", "overlap_dp_comm", "tp_comm_overlap", "stack",
           "first_stage_layers", "last_stage_layers", "expert_imbalance", "moe_dispatcher",
-          "moe_overlap", "loss_chunks", "recompute_modules", "recompute_saved", "recompute_num_layers",
-          "recompute_method", "compile", "lora")
+          "moe_overlap", "loss_chunks", "recompute_modules", "recompute_saved", "recompute_offloaded",
+          "recompute_num_layers", "recompute_method", "compile", "lora")
 CATEGORIES = {"recompute": get_args(Recompute), "schedule": get_args(Schedule)}
 # What one device's kernels, tensors and weights depend on (pp, vpp and the schedule only set how many)
 PER_DEVICE = ("tp", "cp", "dp", "ep", "etp", "micro_batch", "sequence_parallel", "zero", "recompute")
@@ -61,6 +61,7 @@ class Layouts:
     recompute_modules: tuple[str, ...] | list[str] | None = None  # selective: Megatron-Core's module list
     loss_chunks: int = 1  # the LM head and loss run in this many token chunks (Plan.loss_chunks)
     recompute_saved: tuple[str, ...] | list[str] | None = None  # names: the tensors kept (cost.remat_names)
+    recompute_offloaded: tuple[str, ...] | list[str] | None = None  # ... of them and the input, in host memory
     recompute_num_layers: int | None = None  # full: Megatron-LM --recompute-num-layers (None: every layer)
     recompute_method: str = "uniform"  # full: uniform | block
     compile: str = "none"  # torch.compile: none | model | model+loss (Plan.compile)

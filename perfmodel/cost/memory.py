@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
-from ..spec.hardware import DEFAULT_HEADROOM, System
+from ..spec.hardware import System
 from ..spec.model import ModelConfig
 from ..spec.operators import (
     EMBEDDING_OPS,
@@ -57,7 +56,7 @@ WEIGHT_BYTES = 2.0
 OPTIMIZER_BYTES = 12.0  # fp32 master + Adam m + v
 # The parts of `spec.result.MemoryBreakdown`, each view the one before plus its own parts
 MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "transient", "allocated", "fragmentation",
-                "reserved", "runtime", "device", "between_steps")
+                "reserved", "runtime", "device", "between_steps", "host")
 
 
 def _layouts(plan: Plan | Layouts) -> Layouts:
@@ -180,15 +179,17 @@ def input_shrink(op: Operator, lay: Layouts) -> np.ndarray | float:
     return np.where(lay.sequence_parallel, shrink[True], shrink[False])
 
 
-def _kept(model: ModelConfig, lay: Layouts, names, recompute) -> np.ndarray:
-    """Bytes the operators `names` keep per micro-batch (recompute mode `recompute`: one, or one per plan),
-    computed once per distinct combination of the fields they read (`Layouts.distinct`)."""
+def _kept(model: ModelConfig, lay: Layouts, names, recompute, offloaded=None) -> np.ndarray:
+    """Bytes the operators `names` keep on the device per micro-batch (recompute mode `recompute`: one, or one per
+    plan; the tensors `offloaded` to the host, default the plan's), computed once per distinct combination of the
+    fields they read (`Layouts.distinct`)."""
+    off = lay.recompute_offloaded or () if offloaded is None else offloaded
     ops = operators(model)
     first, inverse = lay.distinct(("tp", "cp", "micro_batch", "sequence_parallel", "recompute"))
     sub, rc = lay.take(first), np.broadcast_to(np.asarray(recompute), (len(lay),))[first]
     kept = sum(kept_bytes(ops[n], megatron(ops[n], sub), model, lay.attention, rc, input_shrink(ops[n], sub),
-                          lay.recompute_modules, sub.sp_divisor, saved_input_bytes(lay), lay.recompute_saved or ())
-               for n in names) + np.zeros(len(sub))
+                          lay.recompute_modules, sub.sp_divisor, saved_input_bytes(lay), lay.recompute_saved or (),
+                          off) for n in names) + np.zeros(len(sub))
     return kept[inverse]
 
 
@@ -204,6 +205,13 @@ def layer_activation_bytes(model: ModelConfig, plan: Plan | Layouts, recompute=N
     kept = _kept(model, lay, LAYER_OPS, rc) + moe_kept_bytes(model, lay, rc) - _kept(model, lay, unkept_linears(lay), rc)
     kept = kept - np.where(among(rc, ("per-op",)), compiled_unsaved_bytes(model, lay), 0.0)
     return kept + np.where(among(rc, ("none", "selective")), eager_kept_bytes(model, lay), 0.0)
+
+
+def layer_offloaded_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
+    """Bytes one layer keeps in host memory for one micro-batch of one device: the tensors the names policy
+    offloads (Plan.recompute_offloaded; JAX save_and_offload_only_these_names), what the layer would keep on the
+    device with none offloaded less what it keeps there (`cost.operator_table.kept_bytes`)."""
+    return _kept(model, lay, LAYER_OPS, lay.recompute, offloaded=()) - _kept(model, lay, LAYER_OPS, lay.recompute)
 
 
 def compiled_unsaved_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
@@ -379,28 +387,6 @@ def memory_views(lay: Layouts, system: System, parts: dict) -> dict:
                 device=reserved + runtime, between_steps=steady)
 
 
-def memory_budget(system: System, headroom: float = DEFAULT_HEADROOM) -> float:
-    """Bytes the reserved view may reach on one device: (capacity - runtime) * (1 - headroom), the runtime being
-    the system's memory_overhead_gib (context, NCCL buffers, workspaces outside torch's allocator). InputError
-    for a headroom that is not a number >= 0 and < 1."""
-    if isinstance(headroom, bool) or not isinstance(headroom, (int, float)) or not 0.0 <= headroom < 1.0:
-        raise InputError(f"headroom = {headroom!r}; valid: a share of the memory to keep free, >= 0 and < 1 "
-                         f"(default {DEFAULT_HEADROOM})")
-    return (system.accelerator.hbm_bytes - system.memory_overhead_bytes) * (1.0 - headroom)
-
-
-VERDICTS = ("fits", "tight", "does not fit")
-
-
-def memory_verdict(reserved, budget: float, limit: float):
-    """fits (reserved within the budget: capacity - runtime less the headroom), tight (within capacity - runtime,
-    inside the headroom: it runs if fragmentation stays near the priced slack), or does not fit (beyond what the
-    allocator can reserve at all). Only "does not fit" takes a plan out (a search keeps tight plans and says so):
-    a headroom is a margin for the estimate's error, and runs that really ran sit inside it."""
-    r = np.asarray(reserved)
-    return np.where(r <= budget, VERDICTS[0], np.where(r <= limit, VERDICTS[1], VERDICTS[2]))
-
-
 def state_floor(model: ModelConfig, lay: Layouts) -> np.ndarray:
     """A lower bound of every plan's reserved memory (`stage_memory`), bytes: the dense weights, gradients and
     optimizer state (`state_bytes`) of its stage that holds most of them. The reserved view adds activations,
@@ -440,8 +426,10 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     if model.moe is not None:  # the routed experts' copies, the running MoE layer's dispatch
         transient = transient + zero_copy_bytes(lay, moe_layers * p_exp, p_exp * (st.layers > 0), lay.edp)
         transient = transient + (st.layers > 0) * dispatch_buffer_bytes(model, lay)
-    transient = transient + narrow + (st.head > 0) * loss_temporary_bytes(model, lay)
-    by_kind = memory_views(lay, system, dict(states, activations=act, transient=transient, narrow=narrow))
+    offload = layer_offloaded_bytes(model, lay)  # per layer: the host holds every waiting one's, the device the next's
+    transient = transient + narrow + (st.head > 0) * loss_temporary_bytes(model, lay) + (st.layers > 0) * offload
+    host = st.layers * scale["layer"] * offload
+    by_kind = memory_views(lay, system, dict(states, activations=act, transient=transient, narrow=narrow, host=host))
     shape = by_kind["reserved"].shape
     by_kind = {k: np.broadcast_to(by_kind[k], shape) for k in MEMORY_PARTS}
     if per_kind:

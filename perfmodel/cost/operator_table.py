@@ -30,7 +30,7 @@ from .kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, Op, Values, attentio
 from .layouts import Layouts, among
 from .mesh import BIT, gathered_axes
 from .moe import moe_kernels, moe_share
-from .remat_names import names_kept, names_rebuilds
+from .remat_names import names_held, names_kept, names_rebuilds
 
 
 
@@ -288,7 +288,7 @@ def embedding_output_kept(model: ModelConfig, elements: Values) -> Values:
 
 
 def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recompute, input_shrink=1.0,
-               modules=None, sp_divisor=1, input_bytes=2.0, saved=()) -> Values:
+               modules=None, sp_divisor=1, input_bytes=2.0, saved=(), offloaded=()) -> Values:
     """Bytes `op` keeps for its backward, per micro-batch on one device (bf16 = 2 B per element; a layer GEMM's
     saved input `input_bytes` per element, `kernels.saved_input_bytes`: its quantized copy under fp8/fp4 on a
     Transformer Engine stack).
@@ -303,7 +303,8 @@ def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recom
 
     Recompute (layer ops): full keeps only the layer's input (norm1's); selective drops what its `modules`
     (Megatron-Core --recompute-modules, `selective_drops`) rebuild; per-op keeps what torchtitan's per-op
-    policy saves (`per_op_kept`); names the layer input and the `saved` tensors (`remat_names.names_kept`).
+    policy saves (`per_op_kept`); names the layer input and the `saved` tensors but those `offloaded` to the host
+    (`remat_names.names_kept`).
     """
     fam, T = op.spec.family, s.tokens
     drop = 1.0 if model.dropout > 0 else 0.0
@@ -332,7 +333,8 @@ def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recom
         kept = np.where(rc == "selective", kept - dropped, kept)
         kept = np.where(rc == "per-op", per_op_kept(op, s, model, sp_divisor), kept)
         bf16 = kept * (2.0 / input_bytes if fam == "linear" else 1.0)  # JAX saves the bf16 tensor, not a narrow copy
-        kept = np.where(rc == "names", names_kept(op.name, bf16, qkv if fam == "attention" else 0.0, saved), kept)
+        kept = np.where(rc == "names", names_kept(op.name, bf16, qkv if fam == "attention" else 0.0,
+                                                      names_held(saved, offloaded)), kept)
         if op.name != "norm1":
             kept = np.where(rc == "full", 0.0, kept)
     return kept * op.share

@@ -21,14 +21,18 @@ in the backward XLA re-runs the forward from those, and only what some backward 
   mlp_out      nothing                                       never: its output feeds only the residual add, whose
                                                              backward needs nothing
 
+Offloaded tensors (`Plan.recompute_offloaded`: the layer input or saved ones; JAX's
+save_and_offload_only_these_names) count as kept for what re-runs, but the device holds only the rest
+(`names_held`); cost.offload prices the copies and the host memory.
+
 A collective between two ops runs again where both re-run (`names_edge_reruns`): tensor parallelism's gather into
 qkv or mlp_in unless saved, the reduction of out_proj's partial sums unless saved; mlp_out's never.
 """
 
 from __future__ import annotations
 
-# For each op that keeps something under the policy: the saved tensor that holds it (None: always kept)
-KEPT_IF = {"norm1": None, "out_proj": "attention", "norm2": "out_proj", "activation": "mlp_in"}
+# For each op that keeps something under the policy: the kept tensor that holds it
+KEPT_IF = {"norm1": "layer_input", "out_proj": "attention", "norm2": "out_proj", "activation": "mlp_in"}
 REBUILT_UNLESS = {"qkv": "qkv", "attention": "attention", "out_proj": "out_proj", "mlp_in": "mlp_in"}
 ALWAYS_REBUILT = ("norm1", "norm2", "residual1", "activation")  # never: mlp_out, residual2 (rope goes with qkv)
 
@@ -40,18 +44,25 @@ def names_rebuilds(op_name: str, saved) -> bool:
     return op_name in ALWAYS_REBUILT
 
 
-def names_kept(op_name: str, kept, qkv_bytes, saved):
-    """Bytes layer op `op_name` keeps under the names policy, from what it keeps without recompute (`kept`, bytes
-    per micro-batch on one device). The attention op keeps q, k, v (`qkv_bytes` of its `kept`) if qkv is saved and
-    the rest of its `kept` (the flash log-sum-exp) if attention is saved."""
+def names_held(saved, offloaded=()) -> tuple[str, ...]:
+    """The kept tensors the device holds: the layer input and the `saved` ones, less those `offloaded` to the host."""
+    return tuple(t for t in ("layer_input", *saved) if t not in offloaded)
+
+
+def names_kept(op_name: str, kept, qkv_bytes, held):
+    """Bytes layer op `op_name` keeps under the names policy in a memory holding the kept tensors `held` (the
+    device's: `names_held`), from what it keeps without recompute (`kept`, bytes per micro-batch on one device).
+    The attention op keeps q, k, v (`qkv_bytes` of its `kept`) if qkv is held and the rest of its `kept` (the
+    flash log-sum-exp) if attention is held."""
     if op_name == "attention":
-        return ("qkv" in saved) * qkv_bytes + ("attention" in saved) * (kept - qkv_bytes)
-    return kept if names_keeps(op_name, saved) else 0.0 * kept
+        return ("qkv" in held) * qkv_bytes + ("attention" in held) * (kept - qkv_bytes)
+    return kept if names_keeps(op_name, held) else 0.0 * kept
 
 
-def names_keeps(op_name: str, saved) -> bool:
-    """Whether layer op `op_name` keeps its input for the backward under the names policy (table above)."""
-    return op_name in KEPT_IF and KEPT_IF[op_name] in (None, *saved)
+def names_keeps(op_name: str, held) -> bool:
+    """Whether layer op `op_name` keeps its input for the backward in a memory holding the kept tensors `held`
+    (table above; `names_held`)."""
+    return op_name in KEPT_IF and KEPT_IF[op_name] in held
 
 
 def names_edge_reruns(src: str, dst: str, saved) -> bool:

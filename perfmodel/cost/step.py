@@ -44,12 +44,10 @@ from .flops import model_flops_per_token, mtp_flops_per_token, recompute_flops_p
 from .launch_queue import HostRates, launch_seconds, parameter_tensors, queued, step_seconds, waiting
 from .kernels import ACT_BYTES, Device
 from .layouts import Layouts, among
+from .memory_fit import VERDICTS, host_limit, memory_budget, memory_verdict
 from .memory import (
     GRAD_BYTES,
-    VERDICTS,
     WEIGHT_BYTES,
-    memory_budget,
-    memory_verdict,
     recomputed_share,
     sp_replicated_params,
     stage_memory,
@@ -89,8 +87,9 @@ class Step:
     memory_kind: np.ndarray
     capacity: float
     headroom: float  # the fit test's share of the allocator's room kept free
-    budget: float  # what the reserved view may use (memory.memory_budget of the headroom)
-    limit: float  # what it can use at all: capacity - runtime (memory.memory_budget with no headroom)
+    budget: float  # what the reserved view may use (memory_fit.memory_budget of the headroom)
+    limit: float  # what it can use at all: capacity - runtime (memory_fit.memory_budget with no headroom)
+    host_room: float  # host memory per device for offloaded tensors (memory_fit.host_limit)
     model_flops: float
     hardware_flops: np.ndarray
     peak_flops: float
@@ -115,8 +114,8 @@ class Step:
 
     @property
     def verdict(self) -> np.ndarray:
-        """Each plan's cost.memory.memory_verdict: fits, tight or does not fit."""
-        return memory_verdict(self.memory["reserved"], self.budget, self.limit)
+        """Each plan's cost.memory_fit.memory_verdict: fits, tight or does not fit."""
+        return memory_verdict(self.memory["reserved"], self.budget, self.limit, self.memory["host"], self.host_room)
 
     @property
     def fits(self) -> np.ndarray:
@@ -136,7 +135,7 @@ class Step:
 # The parts of a step that a calibration from measured runs scales (spec.hardware.RunFit): time the devices compute
 # (or wait on computing neighbours), and exposed communication.
 COMPUTE_TIME = ("gemm", "attention", "memory_bound", "recompute", "bubble", "optimizer")
-COMM_TIME = ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "zero3_comm")
+COMM_TIME = ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "zero3_comm", "offload_comm")
 
 
 def clean(part, total):
@@ -176,7 +175,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     """Predict one training step of every plan in `lay` (resolved plans of one job) on `system`.
 
     `memory`: what `memory.stage_memory` returned for these plans, if the caller has it already; `headroom`: the
-    share of the allocator's room the fit test keeps free (`memory.memory_budget`).
+    share of the allocator's room the fit test keeps free (`memory_fit.memory_budget`).
     """
     dev, mesh = Device(model, system, lay), Mesh.of(system, lay)
     t, pp, v, m, rc = lay.tp, lay.pp, lay.vpp, lay.num_microbatches, lay.recompute
@@ -339,6 +338,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     return Step(lay=lay, stages=st, units=units, stage_comms=stage_comms, step_comms=steps, time=time, memory=memory,
                 bottleneck=bottleneck, memory_kind=mem_kind, capacity=system.accelerator.hbm_bytes,
                 headroom=headroom, budget=memory_budget(system, headroom), limit=memory_budget(system, 0.0),
+                host_room=host_limit(system),
                 model_flops=mflops, hardware_flops=hflops, peak_flops=system.accelerator.peak_flops(peak_dtype),
                 peak_dtype=peak_dtype, unit_time={u: unit_time[u] + none for u in UNITS},
                 unit_fwd={u: fwd[u] + none for u in UNITS},

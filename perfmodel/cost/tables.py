@@ -78,7 +78,7 @@ from .sharded import (
     overlap_fraction,
     zero3_gather,
 )
-from .remat_names import names_edge_reruns, names_keeps
+from .remat_names import names_edge_reruns, names_held, names_keeps
 from .stages import Stages, shared_host_speedup
 from .step import Step, evaluate
 
@@ -292,7 +292,8 @@ def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.
     st = state_bytes(params, lay)
     memory = (st["weights"] + st["gradients"] + st["optimizer"]) * ref.states[unit]
     b = saved_input_bytes(lay)
-    kept = kept_bytes(op, s, x.model, lay.attention, rc, input_bytes=b, saved=lay.recompute_saved or ())
+    kept = kept_bytes(op, s, x.model, lay.attention, rc, input_bytes=b, saved=lay.recompute_saved or (),
+                      offloaded=lay.recompute_offloaded or ())
     memory = memory + kept * ref.kept[unit]
     if op.spec.layer:
         memory = memory + (kept_bytes(op, s, x.model, lay.attention, "none", input_bytes=b) - kept) * ref.working
@@ -379,8 +380,8 @@ def _edge(x: _Ctx, src: Operator, dst: Operator, out: np.ndarray, inp: np.ndarra
     shrink = np.prod(np.where(gathered_axes(out, inp), size, 1.0), axis=1)
     b = saved_input_bytes(lay) if dst.spec.layer else ACT_BYTES  # its quantized copy (kernels.saved_input_bytes)
     kept = full * b / ACT_BYTES / np.prod(np.where(inp >= SHARD, size, 1.0), axis=1)  # the GEMM's input on one device
-    rebuilt = dst.spec.layer and (x.recompute == "full" or (x.recompute == "names" and not names_keeps(
-        dst.name, lay.recompute_saved or ())))  # kept only while its layer's backward runs
+    rebuilt = dst.spec.layer and (x.recompute == "full" or (x.recompute == "names" and not names_keeps(dst.name,
+        names_held(lay.recompute_saved or (), lay.recompute_offloaded or ()))))  # on device only in its backward
     weight = ref.working if rebuilt else ref.kept[UNIT_OF[dst.name]]
     saved = np.where(keep, kept * (1 - 1 / shrink) * weight * dst.share, 0.0)  # the GEMM's own kept input
     return base, (np.where(keep, run(keep), np.inf), -saved)

@@ -50,6 +50,7 @@ from .operator_table import (
     operators,
     output_bytes,
 )
+from .offload import offload_comm
 from .remat_names import names_edge_reruns
 from .sharded import (ZERO_GROUP, Comm, behind, edge_cost, moe_comms, op_comms, overlap_fraction, tp_overlap,
                       zero3_gather)
@@ -58,7 +59,7 @@ from .stages import UNITS, Stages, pipeline_busy, shared_host_speedup
 COMPUTE_PARTS = {"gemm": "gemm", "attention": "attention", "memory": "memory_bound"}
 COMPUTE_PART_NAMES = (*COMPUTE_PARTS.values(), "recompute")
 STAGE_PARTS = ("gemm", "attention", "memory_bound", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm",
-               "zero3_comm", "host", "overhead")
+               "zero3_comm", "offload_comm", "host", "overhead")
 
 TP_GEMMS = ("qkv", "out_proj", "mlp_in", "mlp_out")  # the GEMMs tensor-parallel collectives feed or follow
 UNIT_OPS = {"layer": tuple(n for n in GRAPH_OPS if UNIT_OF[n] == "layer"), "embedding": EMBEDDING_OPS,
@@ -254,7 +255,8 @@ def unit_costs(model: ModelConfig, system: System, lay: Layouts) -> Units:
             for k in COMPUTE_PART_NAMES:
                 parts[u][k] = parts[u][k] / speedup
             fwd[u], bwd[u] = fwd[u] / speedup, bwd[u] / speedup
-    moe_window = fwd["layer"] + bwd["layer"]  # a layer's compute, what moe_overlap hides a dispatch behind
+    layer_compute = fwd["layer"], bwd["layer"]  # what moe_overlap hides a dispatch behind, and offload its copies
+    moe_window = sum(layer_compute)
     comms: list[Comm] = []
 
     def charge(c: Comm):
@@ -276,6 +278,8 @@ def unit_costs(model: ModelConfig, system: System, lay: Layouts) -> Units:
     # a MoE model's token dispatch and combine (with moe_overlap, beside a layer's compute of another micro-batch)
     for c in moe_comms(model, system, lay, moe_window):
         charge(c)
+    if lay.recompute_offloaded:  # the names policy's offloaded tensors to the host and back, beside layer compute
+        charge(offload_comm(model, system, lay, *layer_compute))
     table = operators(model)
     for name in OPS:
         seconds = (sum(k.fwd_s for k in kern[name]) / speedup, sum(k.bwd_s for k in kern[name]) / speedup)

@@ -216,9 +216,10 @@ def _recompute(cfg: dict, pf: PlanFile, notes: list[str]) -> None:
         notes.append(f"recompute=selective: not expressible in the DeepSpeed config (recompute_modules "
                      f"{', '.join(mods)}; its activation checkpointing recomputes whole wrapped blocks; {what})")
     elif p.recompute == "names":
-        notes.append(f"recompute=names (saved {p.recompute_saved or []}): not expressible in the DeepSpeed config "
-                     "(its activation checkpointing recomputes whole wrapped blocks); it is JAX's "
-                     "save_only_these_names")
+        notes.append(f"recompute=names (saved {p.recompute_saved or []}"
+                     + (f", offloaded {p.recompute_offloaded}" if p.recompute_offloaded else "")
+                     + "): not expressible in the DeepSpeed config (its activation checkpointing recomputes whole "
+                     "wrapped blocks); it is JAX's save_only_these_names")
     elif p.recompute == "per-op":
         notes.append("recompute=per-op: not expressible in the DeepSpeed config (its activation checkpointing "
                      "recomputes whole wrapped blocks); per-op checkpointing is torch's "

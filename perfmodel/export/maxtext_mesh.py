@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from ..errors import InputError
 from ..spec.plan_file import PlanFile
-from ..spec.recompute import MAXTEXT_REMAT
+from ..spec.recompute import MAXTEXT_OFFLOADED, MAXTEXT_REMAT
 from .plan_facts import plan_change
 
 MAXTEXT = "MaxText 0.2.5"
@@ -43,16 +43,18 @@ CHECKPOINT_NAMES = {"qkv": ("query_proj", "key_proj", "value_proj", "kv_proj", "
 
 
 def remat_keys(p) -> dict:
-    """MaxText's remat_policy for the plan's recompute: REMAT, or for names the named policy that saves exactly
-    its tensors (spec.recompute.MAXTEXT_REMAT), else 'custom' with each checkpoint name 'device' or 'remat'."""
+    """MaxText's remat_policy for the plan's recompute: REMAT, or for names the named policy that saves and
+    offloads exactly its tensors (spec.recompute.MAXTEXT_REMAT, MAXTEXT_OFFLOADED), else 'custom' with each
+    checkpoint name 'offload', 'device' or 'remat' (and decoder_layer_input 'offload' or 'device')."""
     if p.recompute != "names":
         return {"remat_policy": REMAT[p.recompute]}
-    saved = list(p.recompute_saved or [])
-    named = next((k for k, v in MAXTEXT_REMAT.items() if v == saved), None)
+    saved, off = list(p.recompute_saved or []), list(p.recompute_offloaded or [])
+    named = next((k for k, v in MAXTEXT_REMAT.items() if v == saved and MAXTEXT_OFFLOADED.get(k, []) == off), None)
     if named:
         return {"remat_policy": named}
-    return {"remat_policy": "custom", **{n: "device" if t in saved else "remat"
-                                         for t, names in CHECKPOINT_NAMES.items() for n in names}}
+    where = lambda t: "offload" if t in off else "device" if t in saved else "remat"  # noqa: E731
+    return {"remat_policy": "custom", "decoder_layer_input": "offload" if "layer_input" in off else "device",
+            **{n: where(t) for t, names in CHECKPOINT_NAMES.items() for n in names}}
 
 
 @dataclass

@@ -110,11 +110,13 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
     elif p.recompute == "names":  # JAX's save_only_these_names: nothing saved is full recompute
         new = {"recompute": "full"} if not p.recompute_saved else {
             "recompute": "selective", "recompute_modules": list(DEFAULT_RECOMPUTE_MODULES)}
-        up |= {**new, "recompute_saved": None}
+        up |= {**new, "recompute_saved": None, "recompute_offloaded": None}
         why.append(f"recompute names (saved {p.recompute_saved or []}) -> {new['recompute']}"
                    + (" [core_attn]" if p.recompute_saved else "") + ": Megatron-LM has no per-tensor save policy; "
                    "its nearest keeps " + ("the layer input alone" if not p.recompute_saved else
-                                           "every GEMM's input and rebuilds the attention core"))
+                                           "every GEMM's input and rebuilds the attention core")
+                   + (f", on the device: no named tensors offloaded to the host ({', '.join(p.recompute_offloaded)})"
+                      if p.recompute_offloaded else ""))
     elif p.recompute == "selective" and selective_modules(pf, version) != list(p.recompute_modules
                                                                                 or DEFAULT_RECOMPUTE_MODULES):
         mods = selective_modules(pf, version)

@@ -82,10 +82,13 @@ def _recompute(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> N
                      "policy (SelectiveAC) saves matmul, attention and reduce-scatter outputs, recomputing every "
                      "second matmul")
     if p.recompute == "names":
-        updates.update(recompute="per-op" if p.recompute_saved else "full", recompute_saved=None)
+        updates.update(recompute="per-op" if p.recompute_saved else "full", recompute_saved=None,
+                       recompute_offloaded=None)
         lines.append(f"recompute names (saved {p.recompute_saved or []}) -> {updates['recompute']}: torchtitan has no "
                      "per-tensor save policy; " + ("its per-op policy saves matmul and attention outputs"
-                                                   if p.recompute_saved else "nothing saved is full recompute"))
+                                                   if p.recompute_saved else "nothing saved is full recompute")
+                     + (f"; nothing offloaded to the host ({', '.join(p.recompute_offloaded)} stay on the device)"
+                        if p.recompute_offloaded else ""))
         return
     if p.recompute != "full":
         return

@@ -21,6 +21,7 @@ TIME_PARTS = {
     "pp_comm": ("PP sends", "#9467bd"),
     "zero3_comm": ("ZeRO-3 comm (exposed)", "#e377c2"),
     "dp_comm": ("DP / ZeRO-1/2 comm (exposed)", "#ff7f0e"),
+    "offload_comm": ("host offload copies (exposed)", "#dbdb8d"),
     "bubble": ("pipeline bubble", "#bdbdbd"),
     "optimizer": ("optimizer step", "#2ca02c"),
     "host": ("waiting on the host's launches", "#e7ba52"),

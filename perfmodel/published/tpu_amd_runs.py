@@ -24,8 +24,9 @@ v4.1 Google GPT-3 submissions (block-level MLLOG times) and MLPerf Training v5.0
   stated, the distributed optimizer (ZeRO-1) where notes say so, gradients in the stack's dtype.
 - Recompute: MaxText's named remat policies as recompute = names with the tensors each saves (MAXTEXT_REMAT; two
   older names as their successors, OLD_REMAT), its 'full' (and its default) as names saving nothing on dense
-  models (jax.checkpoint: XLA re-runs only what the backward needs, not Megatron's whole layer); 'custom' with host
-  offload, which is not priced, as the nearest Megatron policy (CUSTOM, said in the case's `note`); Megatron's
+  models (jax.checkpoint: XLA re-runs only what the backward needs, not Megatron's whole layer); 'custom' as names with
+  its 'device' and 'offload' tensors (custom_remat; host offload priced by cost.offload), on MoE models, which names
+  does not price, as the nearest Megatron policy (CUSTOM, said in the case's `note`); Megatron's
   "full, block, N layers" as full / block / N.
 - Precision: bf16; FP8 (TE hybrid) -> fp8; int8 (AQT) -> int8. LoRA fine-tunes map to
   Plan.lora (rank from the notes, the base in fp8 where they say fp8_params).
@@ -64,13 +65,18 @@ GPT3 = dict(mlp="gelu", norm="layernorm", position="learned", tie_embeddings=Tru
 
 # MaxText remat_policy (src/maxtext/layers/nnx_decoders.py get_remat_policy) -> recompute = names, the tensors
 # each named policy saves (spec.recompute.MAXTEXT_REMAT); two names of older MaxText releases as the policies that
-# replaced them (ffn1 = mlpwi; the logits are the LM head's output, outside the decoder layers); 'custom' with
-# tensors offloaded to the host, which perfmodel does not price, stays the nearest Megatron policy: offloaded
-# tensors counted as kept in device memory.
+# replaced them (ffn1 = mlpwi; the logits are the LM head's output, outside the decoder layers); 'custom' on a
+# dense model as names with its 'device' and 'offload' checkpoint names (base.yml; the rows shorten query_proj to
+# query), on a MoE model, which names does not price, as the nearest Megatron policy: offloaded tensors counted as
+# kept in device memory.
 OLD_REMAT = {"save_dot_except_logits_ffn1": "save_dot_except_mlpwi", "save_dot_except_logits": "minimal"}
+CUSTOM_NAMES = {"decoder_layer_input": "layer_input", "context": "attention", "out_proj": "out_proj",
+                "mlpwo": None, **dict.fromkeys(("mlpwi", "mlpwi_0", "mlpwi_1"), "mlp_in"),
+                **dict.fromkeys(("query", "key", "value", "query_proj", "key_proj", "value_proj", "kv_proj",
+                                 "qkv_proj"), "qkv")}
 CUSTOM = (dict(recompute="selective", recompute_modules=["core_attn", "mlp"]),
-          "remat 'custom' with offload priced as selective [core_attn, mlp], offloaded tensors counted as kept in "
-          "device memory")
+          "remat 'custom' with offload on a MoE model priced as selective [core_attn, mlp], offloaded tensors "
+          "counted as kept in device memory")
 
 
 @dataclass
@@ -179,12 +185,30 @@ def remat_of(row: pd.Series, n_layers: int) -> tuple[dict | None, str]:
             return dict(recompute="full", recompute_method="block", recompute_num_layers=min(n, n_layers)), ""
         return dict(recompute="full"), ""
     key = t.split(",")[0].strip()
-    if key == "custom":
+    if key == "custom" and not jax_full:
         return dict(CUSTOM[0]), CUSTOM[1]
+    if key == "custom":
+        return custom_remat(t)
     if OLD_REMAT.get(key, key) in MAXTEXT_REMAT:
         saved = MAXTEXT_REMAT[OLD_REMAT.get(key, key)]
         return dict(recompute="names", recompute_saved=saved), f"remat {key} as recompute names {saved}"
     return None, f"recompute policy {row['recompute']!r} is not mapped to a perfmodel policy"
+
+
+def custom_remat(text: str) -> tuple[dict | None, str]:
+    """A MaxText 'custom' remat written "custom, a/b/c=offload, d=device" as recompute names: the tensors its
+    'device' and 'offload' names keep (CUSTOM_NAMES; the rest 'remat', base.yml's default), those offloaded."""
+    saved, off = [], []
+    for names, where in re.findall(r"([\w/]+)=(offload|device|remat)", text):
+        for n in names.split("/"):
+            if n not in CUSTOM_NAMES:
+                return None, f"custom remat name {n!r} is not mapped to a names-policy tensor"
+            t = CUSTOM_NAMES[n]
+            saved += [t] * (where != "remat" and t not in (None, "layer_input"))
+            off += [t] * (where == "offload" and t is not None)
+    saved, off = list(dict.fromkeys(saved)), list(dict.fromkeys(off))
+    return (dict(recompute="names", recompute_saved=saved, recompute_offloaded=off),
+            f"remat custom as recompute names {saved}, offloaded to the host {off}")
 
 
 def stack_of(row: pd.Series) -> str:

@@ -21,7 +21,8 @@ from functools import cached_property
 
 import numpy as np
 
-from ..cost.memory import memory_budget, stage_memory, state_floor
+from ..cost.memory import stage_memory, state_floor
+from ..cost.memory_fit import host_limit, memory_budget
 from ..cost.step import evaluate
 from ..errors import InputError
 from ..run.energy import Power, activity, facility_kwh, power_for
@@ -66,7 +67,7 @@ class SearchResult:
     count_rows: list[dict]  # per GPU count: gpus, enumerated, feasible, pruned_for_memory, seconds
     seconds: float
     notes: list[str] = field(default_factory=list)
-    headroom: float = DEFAULT_HEADROOM  # the fit test's (cost.memory.memory_budget)
+    headroom: float = DEFAULT_HEADROOM  # the fit test's (cost.memory_fit.memory_budget)
 
     @cached_property
     def table(self):
@@ -191,7 +192,7 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
 
     `job` takes the other Job fields (attention, grad_dtype, overlap_dp_comm); `space` narrows the layouts. A layout
     is feasible when its reserved view fits capacity - runtime on every stage; one beyond (capacity - runtime) *
-    (1 - headroom) is kept and marked tight (`memory_tight`; cost.memory.memory_verdict).
+    (1 - headroom) is kept and marked tight (`memory_tight`; cost.memory_fit.memory_verdict).
     """
     t0 = time.perf_counter()
     model, system = load_model(model), load_hardware(hardware)
@@ -210,7 +211,7 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
                          "valid objectives here: " + ", ".join(o for o in OBJECTIVES if o != "energy"))
     tables, rows, worst, notes, refused = [], [], None, [], []
     memory_budget(system, headroom)  # refuses a headroom outside [0, 1)
-    # only plans that do not fit are out: a tight one (inside the headroom) stays, marked (cost.memory.memory_verdict)
+    # only plans that do not fit are out: a tight one (inside the headroom) stays, marked (cost.memory_fit.memory_verdict)
     cap = memory_budget(system, 0.0)
     for j in jobs:
         t1 = time.perf_counter()
@@ -227,7 +228,7 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
         maybe, fit = np.flatnonzero(state_floor(model, lay) <= cap), np.zeros(0, bool)
         if len(maybe):
             memory, kind = stage_memory(model, system, lay.take(maybe))
-            fit = memory["reserved"] <= cap
+            fit = (memory["reserved"] <= cap) & (memory["host"] <= host_limit(system))
         fits = maybe[fit]
         if len(fits):
             sub = lay.take(fits)

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cost.launch_queue import waiting
-from ..cost.memory import memory_budget, stage_memory
+from ..cost.memory import stage_memory
+from ..cost.memory_fit import memory_budget
 from ..cost.stages import Stages
 from ..cost.step import Step, evaluate
 from ..cost.layouts import Layouts

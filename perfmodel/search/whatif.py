@@ -24,7 +24,7 @@ from ..spec.result import Estimate, TimeBreakdown
 BOUND = {
     "compute": ("gemm", "attention", "recompute"),
     "memory": ("memory_bound", "optimizer"),
-    "network": ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "zero3_comm"),
+    "network": ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "zero3_comm", "offload_comm"),
     "bubble": ("bubble",),
     "host": ("host", "overhead"),
 }

@@ -263,6 +263,16 @@ class Storage(Schema):
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
 
+class HostLink(Schema):
+    """Each device's link to its host's memory, and that memory: what offloading activations to the host
+    (Plan.recompute_offloaded, cost.offload) moves and where it lands."""
+
+    bandwidth_gbps: Datasheet = Field(description="device-to-host and host-to-device copy, GB/s each way per device")
+    efficiency: Real = Field(gt=0, le=1, description="share of bandwidth_gbps a large pinned-host copy reaches")
+    memory_gib: Datasheet = Field(description="host memory per device, GiB (the host's memory over its devices)")
+    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
+
+
 class Price(Schema):
     """An on-demand list price of the system, per device-hour."""
 
@@ -290,6 +300,8 @@ class System(Schema):
     storage: Storage | None = Field(None, description="the checkpoint store (null: perfmodel forecast's default, "
                                                       "docs/forecast.md)")
     price: Price | None = Field(None, description="on-demand list price (null: give perfmodel forecast --price)")
+    host: HostLink | None = Field(None, description="each device's link to host memory (null: nothing can be "
+                                                    "offloaded to the host)")
     host_costs: HostCosts | None = Field(None, description="per-launch host costs of a stack, measured by perfmodel "
                                                            "calibrate (null: none charged)")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")

@@ -6,16 +6,15 @@ import math
 from typing import Annotated, Literal
 
 import numpy as np
-
 from pydantic import Field
 
 from ..errors import Count, Flag, InputError, IntLiteral, Real, Schema, divisors, values_text
 from .finetune import LoRA, check_lora
 from .hardware import System
 from .model import ModelConfig
+from .recompute import (OFFLOAD_TENSORS, RECOMPUTE_MODULES, SAVED_TENSORS, OffloadTensor, Recompute, RecomputeModule,
+                        SavedTensor, check_host, check_recompute)
 from .stack import DEFAULT_STACK, STACKS, check_compile, stack_defaults
-
-from .recompute import Recompute, RecomputeModule, RECOMPUTE_MODULES, SAVED_TENSORS, SavedTensor, check_recompute
 Precision = Literal["bf16", "fp16", "fp8", "fp4", "int8"]
 Schedule = Literal["1f1b", "interleaved", "gpipe"]
 Dispatcher = Literal["alltoall", "allgather", "flex"]
@@ -65,6 +64,9 @@ class Plan(Schema):
     recompute_saved: list[SavedTensor] | None = Field(
         None, description=f"recompute = names: the layer tensors kept, any of {', '.join(SAVED_TENSORS)}; default "
                           "none (the layer input alone)")
+    recompute_offloaded: list[OffloadTensor] | None = Field(
+        None, description=f"recompute = names: of {', '.join(OFFLOAD_TENSORS)}, those kept (the layer input, "
+                          "recompute_saved) in host memory, not the device's (MaxText 'offload'; cost.offload)")
     recompute_num_layers: Count | None = Field(
         None, description="recompute = full: Megatron-LM --recompute-num-layers; with recompute_method uniform the "
                           "layers of each chunk are checkpointed in groups of this many, with block only the first "
@@ -81,8 +83,7 @@ class Plan(Schema):
     precision: Precision = Field("bf16", description="GEMM precision; everything else stays bf16")
     schedule: Schedule | None = Field(None, description="pipeline schedule; default interleaved if vpp > 1 else 1f1b")
     attention: Literal["flash", "unfused"] = Field(
-        "flash", description="fused (FlashAttention-style) kernel, or unfused QK^T / softmax / dropout / AV"
-    )
+        "flash", description="fused (FlashAttention-style) kernel, or unfused QK^T / softmax / dropout / AV")
     compile: Literal["none", "model", "model+loss"] = Field(
         "none", description="torch.compile as torchtitan's [compile] components: model (each block; 2024), "
                             "model+loss (2025); its memory effects in cost.memory; stacks that compile only")
@@ -347,6 +348,7 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
     _check_compression(p, model)
     check_lora(p, model)
     check_recompute(p, model)
+    check_host(p, system)
     check_compile(p["stack"], p["compile"])  # refuses an unknown stack, a bad profile file, compile it lacks
     system.accelerator.peak_flops(p["precision"])  # raises for a dtype the part lacks
     if p["precision"] not in system.efficiency.matmul_max:

@@ -21,6 +21,10 @@ DEFAULT_RECOMPUTE_MODULES = ("core_attn",)  # Megatron-Core's default, Korthikan
 # GEMMs' outputs (cost.remat_names)
 SavedTensor = Literal["qkv", "attention", "out_proj", "mlp_in"]
 SAVED_TENSORS = ("qkv", "attention", "out_proj", "mlp_in")
+# ... and those kept in host memory rather than the device's (JAX save_and_offload_only_these_names, MaxText's
+# 'offload' checkpoint names): the layer input or saved tensors (cost.offload)
+OffloadTensor = Literal["layer_input", "qkv", "attention", "out_proj", "mlp_in"]
+OFFLOAD_TENSORS = ("layer_input", *SAVED_TENSORS)
 # MaxText's named remat policies (MaxText 0.2.5 src/maxtext/layers/nnx_decoders.py, get_remat_policy) as the
 # tensors they save.
 # Their checkpoint names: query_proj/key_proj/value_proj/qkv_proj -> qkv, context -> attention, out_proj,
@@ -31,7 +35,11 @@ MAXTEXT_REMAT = {"minimal_with_context": ["qkv", "attention", "out_proj", "mlp_i
                                                                                                "out_proj"],
                  "save_dot_except_mlp": ["qkv", "out_proj"], "save_dot_except_mlpwi": ["qkv", "out_proj"],
                  "save_qkv_proj": ["qkv"], "save_out_proj": ["out_proj"], "full": [],
-                 "minimal_flash": ["qkv", "attention", "out_proj", "mlp_in"]}  # minimal_with_context's old name
+                 "minimal_flash": ["qkv", "attention", "out_proj", "mlp_in"],  # minimal_with_context's old name
+                 "qkv_proj_offloaded": ["qkv"], "minimal_offloaded": ["qkv", "out_proj", "mlp_in"]}
+# The named policies that offload (save_and_offload_only_these_names, offload_dst pinned_host): every tensor they
+# keep sits in host memory
+MAXTEXT_OFFLOADED = {"qkv_proj_offloaded": ["qkv"], "minimal_offloaded": ["qkv", "out_proj", "mlp_in"]}
 
 
 def names_unpriced(model: ModelConfig) -> str | None:
@@ -64,6 +72,7 @@ def check_recompute(p: dict, model: ModelConfig) -> None:
     if rc == "names":
         check_names_model(model)
         p["recompute_saved"] = sorted(dict.fromkeys(saved or ()), key=SAVED_TENSORS.index)
+    check_offloaded(p)
     if mods is not None and rc != "selective":
         raise InputError(f"recompute_modules = {mods} with recompute = {rc}: the module list is Megatron-Core's "
                          "--recompute-modules of selective recompute; valid: recompute = selective, or no "
@@ -86,3 +95,30 @@ def check_recompute(p: dict, model: ModelConfig) -> None:
                 raise InputError(f"recompute_modules: {m!r} needs a model with {what}, which {model.name} has not; "
                                  f"valid for it: {', '.join(valid)}")
         p["recompute_modules"] = sorted(mods, key=RECOMPUTE_MODULES.index)
+
+
+def check_offloaded(p: dict) -> None:
+    """The tensors offloaded to host memory (recompute_offloaded) against the names policy's: the layer input or
+    tensors it saves; sorts them and drops an empty list."""
+    off = p.get("recompute_offloaded")
+    if not off:
+        p["recompute_offloaded"] = None
+        return
+    if p["recompute"] != "names":
+        raise InputError(f"recompute_offloaded = {off} with recompute = {p['recompute']}: offloading is JAX's "
+                         "save_and_offload_only_these_names; valid: recompute = names, or no recompute_offloaded")
+    held = ("layer_input", *p["recompute_saved"])
+    for t in off:
+        if t not in held:
+            raise InputError(f"recompute_offloaded: {t!r} is not kept under recompute_saved = {p['recompute_saved']}"
+                             f" (an offloaded tensor is a kept one, held in host memory); valid: "
+                             f"{', '.join(held)}, or add {t!r} to recompute_saved")
+    p["recompute_offloaded"] = sorted(dict.fromkeys(off), key=OFFLOAD_TENSORS.index)
+
+
+def check_host(p: dict, system) -> None:
+    """A plan that offloads needs its system's host link (System.host)."""
+    if p.get("recompute_offloaded") and system.host is None:
+        raise InputError(f"recompute_offloaded = {p['recompute_offloaded']} on {system.name}, whose spec gives no "
+                         "host link (System.host: bandwidth and host memory per device); valid: no "
+                         "recompute_offloaded, or a system spec with a host section (e.g. dgx-h100, tpu-v6e)")

@@ -35,6 +35,8 @@ class MemoryBreakdown(Schema):
     device: float = Field(description="reserved + runtime: what nvidia-smi shows")
     between_steps: float = Field(description="allocated between steps: weights, gradients, optimizer state and "
                                              "cached fp8/fp4 weights (activations and transients freed)")
+    host: float = Field(0.0, description="in host memory, outside the device's views: the tensors the names policy "
+                                         "offloads (Plan.recompute_offloaded), every waiting layer's")
 
 
 class RankMemory(Schema):
@@ -68,6 +70,8 @@ class TimeBreakdown(Schema):
                                        "and last stage, and the tp all-reduce of sequence-parallel replicated-"
                                        "weight gradients")
     zero3_comm: float = Field(description="ZeRO-3 parameter gathers and gradient reduce-scatters")
+    offload_comm: float = Field(0.0, description="copies of offloaded tensors to host memory in the forward and back "
+                                                 "in the backward, exposed beyond their layer's compute (cost.offload)")
     bubble: float
     optimizer: float
     host: float = Field(0.0, description="seconds the device waits on its host: where launching the step's kernels, "
@@ -155,7 +159,7 @@ class Estimate(Schema):
                                              "runtime): memory_verdict fits or tight")
     memory_verdict: Literal["fits", "tight", "does not fit"] = Field(
         "fits", description="fits: reserved within memory_budget_bytes; tight: beyond it but within capacity - runtime "
-                            "(inside the headroom); does not fit: beyond capacity - runtime (cost.memory.memory_verdict)")
+                            "(inside the headroom); does not fit: beyond capacity - runtime (cost.memory_fit.memory_verdict)")
     memory_capacity_bytes: float = Field(description="the accelerator's memory")
     memory_headroom: float = Field(description="share of what the allocator can reserve (capacity - runtime) "
                                                "kept free by the fit test (--headroom)")

@@ -1,0 +1,146 @@
+"""Offloaded activations (Plan.recompute_offloaded; JAX save_and_offload_only_these_names, MaxText's 'offload'
+names): what the device and the host hold, what the copies cost and when they show, the verdict, the exports and
+the refusals. Values worked out by hand for Llama 2 7B (hidden 4096, 32 layers, q = k = v = 4096 wide)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from perfmodel import Plan, estimate, load_hardware
+from perfmodel.cost.layouts import Layouts
+from perfmodel.cost.memory import layer_activation_bytes, layer_offloaded_bytes
+from perfmodel.cost.offload import offload_comm, offload_seconds
+from perfmodel.errors import InputError
+from perfmodel.export.checks.spread import maxtext_plan_file
+from perfmodel.export.maxtext_mesh import remat_keys
+from perfmodel.export.targets import export, nearest_updates
+from perfmodel.published.tpu_amd_runs import custom_remat
+from perfmodel.spec.plan import resolve
+
+H, T, LAYERS = 4096, 4096, 32  # Llama 2 7B's hidden; one sequence of 4096 tokens; its layers
+SAVED = ["qkv", "out_proj"]  # MaxText's save_dot_except_mlp
+
+
+def plan(**kw) -> Plan:
+    base = dict(gpus=8, micro_batch=1, global_batch=8, seq_len=T, zero=3, stack="maxtext", recompute="names",
+                recompute_saved=SAVED)
+    return Plan(**{**base, **kw})
+
+
+@pytest.fixture(scope="module")
+def dgx_h100():
+    return load_hardware("dgx-h100")
+
+
+def layer(llama2_7b, system, **kw):
+    lay = Layouts.from_plan(resolve(plan(**kw), llama2_7b, system))
+    return float(layer_activation_bytes(llama2_7b, lay)[0]), float(layer_offloaded_bytes(llama2_7b, lay)[0])
+
+
+@pytest.mark.parametrize("off, host_per_token", [
+    ([], 0),
+    (["layer_input"], 2 * H),  # the layer input, bf16
+    (["layer_input", "qkv"], 2 * H + 2 * 3 * H),  # + q, k, v
+    (["layer_input", "qkv", "out_proj"], 2 * H + 2 * 3 * H + 2 * H),  # + out_proj's output: everything kept
+])
+def test_offloaded_tensors_leave_the_device_for_the_host(llama2_7b, dgx_h100, off, host_per_token):
+    device, host = layer(llama2_7b, dgx_h100, recompute_offloaded=off)
+    kept = T * (2 * H + 2 * 3 * H + 2 * H)  # save_dot_except_mlp keeps the input, q k v and out_proj's output
+    assert host == T * host_per_token
+    assert device == kept - host
+
+
+def test_the_step_holds_every_waiting_layer_on_the_host_and_one_more_in_flight(llama2_7b, dgx_h100):
+    off = ["layer_input", "qkv"]
+    on_host = T * (2 * H + 6 * H)  # 128 MiB per layer
+    kept, offl = (estimate(llama2_7b, dgx_h100, plan(recompute_offloaded=x)).memory_bytes for x in (None, off))
+    assert offl.host == pytest.approx(LAYERS * on_host)  # one micro-batch in flight (pp = 1)
+    # the layer whose backward runs holds its tensors again (the working set), the others wait on the host
+    assert kept.activations - offl.activations == pytest.approx((LAYERS - 1) * on_host)
+    assert offl.transient - kept.transient == pytest.approx(on_host)  # the next layer's copy in flight
+    assert kept.host == 0.0
+
+
+def test_a_copy_takes_bytes_over_the_host_link_and_shows_past_the_layer_compute(llama2_7b, dgx_h100):
+    link = dgx_h100.host.bandwidth_gbps * 1e9 * dgx_h100.host.efficiency  # 64 GB/s x 0.8 (PCIe Gen5 x16)
+    assert link == pytest.approx(51.2e9)
+    assert float(offload_seconds(dgx_h100, 51.2e9)) == pytest.approx(1.0)
+    lay = Layouts.from_plan(resolve(plan(recompute_offloaded=["layer_input", "qkv"]), llama2_7b, dgx_h100))
+    t = T * 8 * H / link  # 128 MiB: 2.62 ms each way
+    c = offload_comm(llama2_7b, dgx_h100, lay, fwd=[1e-3], bwd=[5e-3])
+    assert float(c.seconds[0]) == pytest.approx(t) and c.calls == 2
+    assert float(c.fwd[0]) == pytest.approx(t - 1e-3)  # longer than the forward: the rest shows
+    assert float(c.bwd[0]) == 0.0  # hidden behind the backward
+
+
+def test_the_estimate_charges_the_exposed_copies_to_offload_comm(llama2_7b):
+    v6e = load_hardware("tpu-v6e")
+    e = estimate(llama2_7b, v6e, plan(gpus=8, micro_batch=4, global_batch=64,
+                                      recompute_offloaded=["layer_input", "qkv", "out_proj"]))
+    row = next(c for c in e.comms if c.name == "host offload copies")
+    per_layer = 4 * T * (2 * H + 6 * H + 2 * H)  # 640 MiB per micro-batch of 4 sequences
+    assert row.bytes == pytest.approx(per_layer)
+    assert row.seconds_per_call == pytest.approx(per_layer / (32e9 * 0.8))  # estimate: 32 GB/s x 0.8
+    assert row.calls == 2 * LAYERS * 2  # to the host and back, per layer, 2 micro-batches
+    assert e.time_s.offload_comm == pytest.approx(row.exposed_s) and e.time_s.offload_comm > 0
+    parts = e.time_s.model_dump()
+    assert sum(v for k, v in parts.items() if k != "total") == pytest.approx(e.step_time_s)
+
+
+def test_more_than_the_host_holds_does_not_fit(llama2_7b, dgx_h100):
+    small = dgx_h100.model_copy(update={"host": dgx_h100.host.model_copy(update={"memory_gib": 1.0})})
+    p = plan(recompute_offloaded=["layer_input", "qkv"])  # 4 GiB on the host
+    assert estimate(llama2_7b, dgx_h100, p).memory_verdict == "fits"
+    assert estimate(llama2_7b, small, p).memory_verdict == "does not fit"
+
+
+def test_bad_offload_input(llama2_7b, dgx_h100, tpu_v5p):
+    with pytest.raises(InputError, match=r"recompute_offloaded: 'mlp_in' is not kept under recompute_saved = "
+                                         r"\['qkv', 'out_proj'\] .* valid: layer_input, qkv, out_proj, or add"):
+        resolve(plan(recompute_offloaded=["mlp_in"]), llama2_7b, dgx_h100)
+    with pytest.raises(InputError, match=r"with recompute = full: .* valid: recompute = names"):
+        resolve(plan(recompute="full", recompute_saved=None, recompute_offloaded=["layer_input"]), llama2_7b,
+                dgx_h100)
+    with pytest.raises(InputError, match="on tpu-v5p, whose spec gives no host link"):
+        resolve(plan(recompute_offloaded=["layer_input"]), llama2_7b, tpu_v5p)
+    cmd = [sys.executable, "-m", "perfmodel", "predict", "--model", "llama-2-7b", "--hardware", "dgx-h100", "--gpus",
+           "8", "--tp", "1", "--pp", "1", "--micro-batch", "1", "--global-batch", "8", "--seq-len", "4096",
+           "--recompute", "names", "--recompute-saved", "qkv"]
+    ok = subprocess.run(cmd + ["--recompute-offloaded", "qkv,layer_input"], capture_output=True, text=True)
+    assert ok.returncode == 0 and "recompute=names[qkv] offloaded=layer_input,qkv" in ok.stdout, ok.stderr
+    bad = subprocess.run(cmd + ["--recompute-offloaded", "decoder_layer_input"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "'decoder_layer_input' is not a kept tensor; valid: names separated by commas, of layer_input, qkv, " \
+           "attention, out_proj, mlp_in" in bad.stderr
+
+
+def test_maxtext_writes_offload_names_and_the_torch_targets_keep_them_on_the_device():
+    named = remat_keys(plan(recompute_saved=["qkv"], recompute_offloaded=["qkv"]))
+    assert named == {"remat_policy": "qkv_proj_offloaded"}
+    assert remat_keys(plan(recompute_saved=["qkv", "out_proj", "mlp_in"],
+                           recompute_offloaded=["qkv", "out_proj", "mlp_in"])) == {"remat_policy": "minimal_offloaded"}
+    custom = remat_keys(plan(recompute_offloaded=["layer_input", "qkv"]))
+    assert custom["remat_policy"] == "custom" and custom["decoder_layer_input"] == custom["query_proj"] == "offload"
+    assert (custom["out_proj"], custom["context"]) == ("device", "remat")
+    assert remat_keys(plan(recompute_offloaded=["qkv"]))["decoder_layer_input"] == "device"
+    pf = maxtext_plan_file("v6e-names-custom")  # MaxText's own config check accepts it (test_framework_checks)
+    text = export(pf, "maxtext")
+    assert 'decoder_layer_input: "offload"' in text and 'mlpwi_0: "offload"' in text and 'context: "device"' in text
+    up, why = nearest_updates(pf, "megatron", "core_r0.16.1")
+    assert up["recompute_offloaded"] is None and any("no named tensors offloaded" in w for w in why)
+    assert nearest_updates(pf, "torchtitan", "0.3.0")[0]["recompute_offloaded"] is None
+    assert "offloaded ['layer_input', 'mlp_in']" in export(pf, "deepspeed")
+
+
+def test_maxtext_custom_rows_read_as_names_with_offload():
+    assert custom_remat("custom, decoder_layer_input/query/key/value/out_proj=offload") == (
+        dict(recompute="names", recompute_saved=["qkv", "out_proj"],
+             recompute_offloaded=["layer_input", "qkv", "out_proj"]),
+        "remat custom as recompute names ['qkv', 'out_proj'], offloaded to the host ['layer_input', 'qkv', "
+        "'out_proj']")
+    fields, _ = custom_remat("custom, context=device, mlpwo=offload, mlpwi_0/mlpwi_1=offload")
+    assert (fields["recompute_saved"], fields["recompute_offloaded"]) == (["attention", "mlp_in"], ["mlp_in"])
+    assert custom_remat("custom, moe_mlpwi_0=offload")[0] is None
