@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from perfmodel import Plan, load_hardware, load_model
+from perfmodel import Plan, estimate, load_hardware, load_model
 from perfmodel.cost.flops import attention_flops_per_token, recompute_flops_per_token
 from perfmodel.cost.layouts import Layouts
 from perfmodel.cost.memory import layer_activation_bytes
@@ -109,8 +109,34 @@ def test_bad_names_input(llama2_7b, tpu_v5p):
         resolve(Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=T, recompute="full", recompute_saved=["qkv"]),
                 llama2_7b, tpu_v5p)
     moe = load_model("mixtral-8x7b")
-    with pytest.raises(InputError, match="recompute = names with mixtral-8x7b, a model with experts"):
-        resolve(Plan(gpus=64, micro_batch=1, global_batch=64, seq_len=T, recompute="names"), moe, tpu_v5p)
+    with pytest.raises(InputError, match=r"recompute = names with mixtral-8x7b, a model with experts \(MoE\) with "
+                                         "mlp_in saved: .* or recompute_saved without mlp_in"):
+        resolve(Plan(gpus=64, micro_batch=1, global_batch=64, seq_len=T, recompute="names",
+                     recompute_saved=["mlp_in"]), moe, tpu_v5p)
+    with pytest.raises(InputError, match="recompute = names with deepseek-v3, a model with latent attention"):
+        resolve(Plan(gpus=64, micro_batch=1, global_batch=64, seq_len=T, recompute="names"), load_model("deepseek-v3"),
+                tpu_v5p)
+
+
+def test_a_moe_layer_under_names_keeps_its_input_and_reruns_its_experts_whole(tpu_v5p):
+    """Mixtral 8x7B (every layer MoE, 8 experts top-2, hidden 4096): names with nothing saved keeps the layer input
+    alone and re-runs every MoE op and its dispatch, as full recompute does."""
+    moe = load_model("mixtral-8x7b")
+
+    def run(recompute):
+        p = Plan(gpus=64, ep=8, micro_batch=1, global_batch=64, seq_len=T, zero=1, recompute=recompute)
+        return estimate(moe, tpu_v5p, p)
+
+    names, full = run("names"), run("full")
+    lay = Layouts.from_plan(resolve(Plan(gpus=64, ep=8, micro_batch=1, global_batch=64, seq_len=T,
+                                         recompute="names"), moe, tpu_v5p))
+    assert float(layer_activation_bytes(moe, lay)[0]) == T * 2 * H
+    rerun = {o.name: o.recompute_s for o in names.ops if o.where == "layer"}
+    assert all(rerun[n] > 0 for n in ("router", "experts_in", "expert_swiglu", "experts_out", "unpermute"))
+    ep = lambda e: sorted((c.name, c.calls) for c in e.comms if c.group == "ep")  # noqa: E731
+    assert ep(names) == ep(full) and ep(names)  # the dispatch and combine again in the backward
+    # every layer is MoE (no dense mlp_out to spare): names [] re-runs the same FLOPs as full recompute
+    assert recompute_flops_per_token(moe, T, "names", ()) == pytest.approx(recompute_flops_per_token(moe, T, "full"))
 
 
 def test_cli_flags():

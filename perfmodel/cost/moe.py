@@ -18,7 +18,9 @@ Per MoE layer and micro-batch, a device routes the T tokens it holds after atten
               of the all-to-all that follows), the activation between them;
   combine     the reverse collectives, then the weighted sum of each token's k outputs (unpermute);
   shared      shared experts as a dense tp-split MLP on the (sequence-gathered) tokens.
-The backward runs every collective once more (and the recomputed forward under full recompute).
+The backward runs every collective once more (and the recomputed forward under full recompute and names, which
+re-runs the whole MoE MLP: JAX's remat keeps none of its tensors unless named, and MaxText's policies name none
+of them but mlpwi_0).
 A layer of the model's mean is priced: these costs times the share of MoE layers (`moe_share`), beside the
 dense MLP's operators times the dense share (`cost.operator_table.layer_share`); the dense-first layers of
 DeepSeek-V3 (3 of 61) are spread over the stages rather than placed on the first.
@@ -67,19 +69,19 @@ def moe_kernels(model: ModelConfig, dev: Device, lay: Layouts) -> list[Op]:
     local = m.n_experts / lay.ep
     M, fe = expert_tokens(model, lay), m.expert_ffn_hidden / lay.etp
     routed = M * local  # token copies the busiest device's experts run
-    act = "swiglu" if model.gated else "gelu"
-    ops = linear_op(dev, "router", T, m.n_experts, h, precision="bf16")
-    ops.append(elementwise_op(dev, "router_topk", T * m.n_experts, *ELEMENTWISE_BYTES["router"]))
-    ops.append(elementwise_op(dev, "permute", T * k * h, *ELEMENTWISE_BYTES["permute"]))
-    ops += linear_op(dev, "experts_in", M, g * fe, h, groups=local)
-    ops.append(elementwise_op(dev, "expert_" + act, routed * fe, *ELEMENTWISE_BYTES[act]))
-    ops += linear_op(dev, "experts_out", M, h, fe, groups=local)
-    ops.append(elementwise_op(dev, "unpermute", T * k * h, *ELEMENTWISE_BYTES["unpermute"]))
+    act, rc = ("swiglu" if model.gated else "gelu"), ("full", "names")  # names re-runs the MoE MLP whole
+    ops = linear_op(dev, "router", T, m.n_experts, h, rc, precision="bf16")
+    ops.append(elementwise_op(dev, "router_topk", T * m.n_experts, *ELEMENTWISE_BYTES["router"], rc))
+    ops.append(elementwise_op(dev, "permute", T * k * h, *ELEMENTWISE_BYTES["permute"], rc))
+    ops += linear_op(dev, "experts_in", M, g * fe, h, rc, groups=local)
+    ops.append(elementwise_op(dev, "expert_" + act, routed * fe, *ELEMENTWISE_BYTES[act], rc))
+    ops += linear_op(dev, "experts_out", M, h, fe, rc, groups=local)
+    ops.append(elementwise_op(dev, "unpermute", T * k * h, *ELEMENTWISE_BYTES["unpermute"], rc))
     if m.shared_ffn_hidden:
         Ts, fs = lay.tokens_per_microbatch, m.shared_ffn_hidden / lay.tp  # gathered over tp, ffn split by tp
-        ops += linear_op(dev, "shared_in", Ts, g * fs, h)
-        ops.append(elementwise_op(dev, "shared_" + act, Ts * fs, *ELEMENTWISE_BYTES[act]))
-        ops += linear_op(dev, "shared_out", Ts, h, fs)
+        ops += linear_op(dev, "shared_in", Ts, g * fs, h, rc)
+        ops.append(elementwise_op(dev, "shared_" + act, Ts * fs, *ELEMENTWISE_BYTES[act], rc))
+        ops += linear_op(dev, "shared_out", Ts, h, fs, rc)
     return ops
 
 
@@ -200,7 +202,8 @@ def moe_kept_bytes(model: ModelConfig, lay: Layouts, recompute=None) -> np.ndarr
     the combine's expert outputs (2 h per copy, for the weights' gradient), and the shared experts' like a dense
     MLP's; times `moe_share`. Full recompute keeps none of it (the layer input only, counted by norm1).
     Selective recompute (Megatron-Core --recompute-modules, lay.recompute_modules) drops: moe everything but
-    the router's input; moe_act the expert activations' outputs (fc2's input, 2 fe/etp per routed copy);
+    the router's input (names, which re-runs the whole MoE MLP, none of it: spec.recompute.names_unpriced); moe_act
+    the expert activations' outputs (fc2's input, 2 fe/etp per routed copy);
     shared_experts the shared MLP past its input; layernorm the router's input (pre_mlp_layernorm's output).
     Expert GEMM inputs (fc1's and fc2's, routed and shared) at `kernels.saved_input_bytes` per element: their
     quantized copies under fp8/fp4 on a Transformer Engine stack (GroupedLinear, Linear).
@@ -226,7 +229,7 @@ def moe_kept_bytes(model: ModelConfig, lay: Layouts, recompute=None) -> np.ndarr
     kept = router_in + rest + act_out + shared_in + shared_rest
     rc = np.asarray(lay.recompute if recompute is None else np.broadcast_to(np.asarray(recompute), (len(lay),)))
     kept = np.where(rc == "selective", sum(sel.values()), kept)
-    return np.where(rc == "full", 0.0, kept * moe_share(model))
+    return np.where((rc == "full") | (rc == "names"), 0.0, kept * moe_share(model))
 
 
 def dispatch_buffer_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:

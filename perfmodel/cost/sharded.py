@@ -299,7 +299,7 @@ def moe_comms(model: ModelConfig, system: System, lay: Layouts, window=None) -> 
     if model.moe is None:
         return []
     w = moe_share(model)
-    passes = forward_passes("layer", lay.recompute)
+    passes = forward_passes("layer", lay.recompute, rerun=True)  # names re-runs the MoE MLP whole (cost.moe)
     out = []
     s = dispatch_bytes(model, lay)
     if lay.moe_dispatcher == "alltoall":
@@ -346,7 +346,7 @@ def shared_expert_comms(model: ModelConfig, system: System, lay: Layouts) -> lis
     if model.moe is None or not model.moe.shared_ffn_hidden:
         return []
     mesh, ops, w = Mesh.of(system, lay), operators(model), moe_share(model)
-    f, passes = overlap_fraction(system, load_stack(lay.stack)), forward_passes("layer", lay.recompute)
+    f, passes = overlap_fraction(system, load_stack(lay.stack)), forward_passes("layer", lay.recompute, rerun=True)
     out = []
     for src, dst, name in (("norm2", "mlp_in", "shared experts input (sp)"),
                            ("mlp_out", "residual2", "shared experts output (sp)")):

@@ -23,10 +23,9 @@ v4.1 Google GPT-3 submissions (block-level MLLOG times) and MLPerf Training v5.0
   (base.yml weight_dtype float32) unless notes say weight_dtype bf16. NeMo/Megatron rows: micro and global batch as
   stated, the distributed optimizer (ZeRO-1) where notes say so, gradients in the stack's dtype.
 - Recompute: MaxText's named remat policies as recompute = names with the tensors each saves (MAXTEXT_REMAT; two
-  older names as their successors, OLD_REMAT), its 'full' (and its default) as names saving nothing on dense
-  models (jax.checkpoint: XLA re-runs only what the backward needs, not Megatron's whole layer); 'custom' as names with
-  its 'device' and 'offload' tensors (custom_remat; host offload priced by cost.offload), on MoE models, which names
-  does not price, as the nearest Megatron policy (CUSTOM, said in the case's `note`); Megatron's
+  older names as their successors, OLD_REMAT), its 'full' (and its default) as names saving nothing
+  (jax.checkpoint: XLA re-runs only what the backward needs, not Megatron's whole layer; a MoE MLP whole); 'custom'
+  as names with its 'device' and 'offload' tensors (custom_remat; host offload priced by cost.offload); Megatron's
   "full, block, N layers" as full / block / N.
 - Precision: bf16; FP8 (TE hybrid) -> fp8; int8 (AQT) -> int8. LoRA fine-tunes map to
   Plan.lora (rank from the notes, the base in fp8 where they say fp8_params).
@@ -65,18 +64,13 @@ GPT3 = dict(mlp="gelu", norm="layernorm", position="learned", tie_embeddings=Tru
 
 # MaxText remat_policy (src/maxtext/layers/nnx_decoders.py get_remat_policy) -> recompute = names, the tensors
 # each named policy saves (spec.recompute.MAXTEXT_REMAT); two names of older MaxText releases as the policies that
-# replaced them (ffn1 = mlpwi; the logits are the LM head's output, outside the decoder layers); 'custom' on a
-# dense model as names with its 'device' and 'offload' checkpoint names (base.yml; the rows shorten query_proj to
-# query), on a MoE model, which names does not price, as the nearest Megatron policy: offloaded tensors counted as
-# kept in device memory.
+# replaced them (ffn1 = mlpwi; the logits are the LM head's output, outside the decoder layers); 'custom' as names
+# with its 'device' and 'offload' checkpoint names (base.yml; the rows shorten query_proj to query).
 OLD_REMAT = {"save_dot_except_logits_ffn1": "save_dot_except_mlpwi", "save_dot_except_logits": "minimal"}
 CUSTOM_NAMES = {"decoder_layer_input": "layer_input", "context": "attention", "out_proj": "out_proj",
                 "mlpwo": None, **dict.fromkeys(("mlpwi", "mlpwi_0", "mlpwi_1"), "mlp_in"),
                 **dict.fromkeys(("query", "key", "value", "query_proj", "key_proj", "value_proj", "kv_proj",
                                  "qkv_proj"), "qkv")}
-CUSTOM = (dict(recompute="selective", recompute_modules=["core_attn", "mlp"]),
-          "remat 'custom' with offload on a MoE model priced as selective [core_attn, mlp], offloaded tensors "
-          "counted as kept in device memory")
 
 
 @dataclass
@@ -173,7 +167,7 @@ def remat_of(row: pd.Series, n_layers: int) -> tuple[dict | None, str]:
     t = cell_text(row["recompute"]).strip().lower()
     if t.startswith("none"):
         return dict(recompute="none"), ""
-    jax_full = is_maxtext(row) and cell_number(row["n_experts"]) is None  # JAX's full: names, nothing saved
+    jax_full = is_maxtext(row)  # JAX's full: names, nothing saved
     if not t or t.startswith("not set"):  # MaxText base.yml remat_policy: 'full'
         return dict(recompute="names" if jax_full else "full"), "remat not stated: MaxText's default 'full'"
     if jax_full and t.startswith("full"):
@@ -185,8 +179,6 @@ def remat_of(row: pd.Series, n_layers: int) -> tuple[dict | None, str]:
             return dict(recompute="full", recompute_method="block", recompute_num_layers=min(n, n_layers)), ""
         return dict(recompute="full"), ""
     key = t.split(",")[0].strip()
-    if key == "custom" and not jax_full:
-        return dict(CUSTOM[0]), CUSTOM[1]
     if key == "custom":
         return custom_remat(t)
     if OLD_REMAT.get(key, key) in MAXTEXT_REMAT:

@@ -42,19 +42,22 @@ MAXTEXT_REMAT = {"minimal_with_context": ["qkv", "attention", "out_proj", "mlp_i
 MAXTEXT_OFFLOADED = {"qkv_proj_offloaded": ["qkv"], "minimal_offloaded": ["qkv", "out_proj", "mlp_in"]}
 
 
-def names_unpriced(model: ModelConfig) -> str | None:
-    """What in `model` the names policy does not price (cost.remat_names: dense layers of softmax attention), or
-    None."""
-    return ("experts (MoE)" if model.moe else "latent attention (MLA)" if model.mla else
-            "linear attention" if model.linear_attention else None)
+def names_unpriced(model: ModelConfig, saved=()) -> str | None:
+    """What in `model` the names policy does not price (cost.remat_names: softmax-attention layers; a MoE MLP
+    re-run whole, cost.moe), or None. MaxText tags the experts' first GEMM outputs mlpwi_0 as well as
+    moe_mlpwi_0 (layers/moe.py), so saving mlp_in on a MoE model keeps part of the experts' tensors: not priced."""
+    return ("experts (MoE) with mlp_in saved" if model.moe and "mlp_in" in saved else "latent attention (MLA)"
+            if model.mla else "linear attention" if model.linear_attention else None)
 
 
-def check_names_model(model: ModelConfig) -> None:
+def check_names_model(model: ModelConfig, saved=()) -> None:
     """Refuse recompute = names for a model whose layers it does not price (`names_unpriced`)."""
-    what = names_unpriced(model)
+    what = names_unpriced(model, saved)
     if what:
         raise InputError(f"recompute = names with {model.name}, a model with {what}: the names policy is priced "
-                         "for dense softmax-attention layers only; valid: recompute none, selective, full or per-op")
+                         "for softmax-attention layers, MoE ones with the experts re-run whole; valid: recompute "
+                         "none, selective, full or per-op" + (", or recompute_saved without mlp_in"
+                                                             if model.moe and not model.mla else ""))
 
 
 def check_recompute(p: dict, model: ModelConfig) -> None:
@@ -70,8 +73,8 @@ def check_recompute(p: dict, model: ModelConfig) -> None:
         raise InputError(f"recompute_saved = {saved} with recompute = {rc}: the saved tensors are the names policy's "
                          "(JAX save_only_these_names); valid: recompute = names, or no recompute_saved")
     if rc == "names":
-        check_names_model(model)
         p["recompute_saved"] = sorted(dict.fromkeys(saved or ()), key=SAVED_TENSORS.index)
+        check_names_model(model, p["recompute_saved"])
     check_offloaded(p)
     if mods is not None and rc != "selective":
         raise InputError(f"recompute_modules = {mods} with recompute = {rc}: the module list is Megatron-Core's "
