@@ -106,7 +106,8 @@ def priced(csv: Path, cases=None):
 
 def layout(p) -> str:
     experts = f" ep{p.ep} etp{p.etp} {p.moe_dispatcher}" if p.ep * p.etp > 1 else ""
-    return (f"tp{p.tp} pp{p.pp} dp{p.dp} cp{p.cp} v{p.vpp}{experts} mb{p.micro_batch} gb{p.global_batch} "
+    rep = f"x{p.dp_replicate}rep" if p.dp_replicate > 1 else ""  # hybrid sharding's replicas of the ZeRO group
+    return (f"tp{p.tp} pp{p.pp} dp{p.dp}{rep} cp{p.cp} v{p.vpp}{experts} mb{p.micro_batch} gb{p.global_batch} "
             f"s{p.seq_len} z{p.zero} {p.recompute} {p.precision}{' sp' if p.sequence_parallel else ''} {p.stack}")
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import MAX_COUNT, InputError
-from ..spec.plan import megatron_slots
+from ..spec.megatron_split import megatron_slots
 
 COLUMNS = ["row_id", "source_group", "row_type", "trust", "model", "n_layers", "hidden", "ffn_hidden", "heads",
            "kv_heads", "vocab", "seq_len", "gpu_type", "n_gpus", "tp", "pp", "dp", "cp", "sp", "vpp",

@@ -64,6 +64,9 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("--tp", type=integer("--tp"))
     pr.add_argument("--pp", type=integer("--pp"))
     pr.add_argument("--dp", type=integer("--dp"), help="default: gpus / (tp*pp*cp)")
+    pr.add_argument("--dp-replicate", type=integer("--dp-replicate"), metavar="R",
+                    help="hybrid sharding (FSDP2 HSDP, MaxText dcn_data): ZeRO shards over dp*cp / R ranks and its "
+                         "R replicas all-reduce the gradient shards; needs --zero >= 1 (default 1)")
     pr.add_argument("--cp", type=integer("--cp"), help="default 1")
     pr.add_argument("--vpp", type=integer("--vpp"), help="default 1")
     pr.add_argument("--ep", type=integer("--ep"), help="MoE expert-parallel size (default 1)")
@@ -159,9 +162,10 @@ def lora_of(given: dict) -> dict | None:
 
 
 PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "global_batch", "seq_len")
-PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "expert_imbalance",
-              "moe_dispatcher", "micro_batch", "global_batch", "seq_len", "recompute", "recompute_modules",
-              "recompute_saved", "recompute_offloaded", "recompute_num_layers", "recompute_method", "zero", "precision", "schedule",
+PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "dp_replicate", "cp", "vpp", "ep", "etp",
+              "expert_imbalance", "moe_dispatcher", "micro_batch", "global_batch", "seq_len", "recompute", "recompute_modules",
+              "recompute_saved", "recompute_offloaded", "recompute_num_layers", "recompute_method", "zero", "precision",
+              "schedule",
               "attention", "grad_dtype", "compile", "loss_chunks", "grad_compression", "powersgd_rank", "stack",
               "first_stage_layers",
               "last_stage_layers", "tp_comm_overlap", "lora_rank", "lora_modules", "lora_base",

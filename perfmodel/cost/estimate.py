@@ -49,13 +49,13 @@ def comm_row(c: Comm, system: System, plan: Plan, count: float, i: int, n: int) 
     if c.tier is not None:
         tiers, rings = at(c.tier), [(at(c.tier), None)]
     else:
-        phases = Mesh(system, plan.gpus, plan.dp, plan.cp, plan.tp).phases(int(at(c.mask)))
+        phases = Mesh(system, plan.gpus, plan.dp, plan.cp, plan.tp, plan.dp_replicate).phases(int(at(c.mask)))
         tiers, rings = C.describe(phases), [(ph.tier, ph.members) for ph in phases]
     by_name, kinds = {t.name: t for t in system.tiers}, [k.strip() for k in str(at(c.collective)).split(" / ")]
     source = lambda t, n: "/".join(dict.fromkeys(t.fit(k, n)[1] for k in kinds))  # noqa: E731 (NetworkTier.fit)
     priced_by = ", ".join(f"{t} {source(by_name[t], n)}" for t, n in rings if t in by_name) or "datasheet"
     sizes = {"tp": plan.tp, "cp": plan.cp, "dp": plan.zero_shard, "pp": plan.pp, "embedding": 2, "ep": plan.ep,
-             "etp": plan.etp, "edp": plan.edp, "host": 1}
+             "etp": plan.etp, "edp": plan.edp, "host": 1, "replicate": plan.dp_replicate}
     calls, seconds = at(c.calls), at(c.seconds)
     return CommTime(name=name, collective=at(c.collective), group=c.group, group_size=sizes[c.group], tiers=tiers,
                     priced_by=priced_by,

@@ -22,7 +22,7 @@ VARYING = ("tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "zero", "r
 SHARED = ("gpus", "global_batch", "seq_len", "precision", "attention", "grad_dtype", "grad_compression",
           "powersgd_rank", "overlap_dp_comm", "tp_comm_overlap", "stack",
           "first_stage_layers", "last_stage_layers", "expert_imbalance", "moe_dispatcher",
-          "moe_overlap", "loss_chunks", "recompute_modules", "recompute_saved", "recompute_offloaded",
+          "moe_overlap", "loss_chunks", "recompute_modules", "recompute_saved", "recompute_offloaded", "dp_replicate",
           "recompute_num_layers", "recompute_method", "compile", "lora")
 CATEGORIES = {"recompute": get_args(Recompute), "schedule": get_args(Schedule)}
 # What one device's kernels, tensors and weights depend on (pp, vpp and the schedule only set how many)
@@ -62,11 +62,12 @@ class Layouts:
     loss_chunks: int = 1  # the LM head and loss run in this many token chunks (Plan.loss_chunks)
     recompute_saved: tuple[str, ...] | list[str] | None = None  # names: the tensors kept (cost.remat_names)
     recompute_offloaded: tuple[str, ...] | list[str] | None = None  # ... of them and the input, in host memory
+    dp_replicate: int = 1  # hybrid sharding: replicas of the ZeRO group (Plan.dp_replicate)
     recompute_num_layers: int | None = None  # full: Megatron-LM --recompute-num-layers (None: every layer)
     recompute_method: str = "uniform"  # full: uniform | block
     compile: str = "none"  # torch.compile: none | model | model+loss (Plan.compile)
     tp_comm_overlap: bool | None = None  # Plan.tp_comm_overlap (None: the stack's)
-    account_for_embedding: np.ndarray | bool = False  # Megatron-LM's pipeline accounting (spec.plan.megatron_chunks)
+    account_for_embedding: np.ndarray | bool = False  # Megatron-LM's pipeline accounting (spec.megatron_split.megatron_chunks)
     account_for_loss: np.ndarray | bool = False
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
@@ -152,8 +153,8 @@ class Layouts:
 
     @cached_property
     def zero_shard(self) -> np.ndarray:
-        """Ranks holding replicas of the same weights, over which ZeRO shards state: dp * cp."""
-        return self.dp * self.cp
+        """Ranks over which ZeRO shards state: the dp * cp holding replicas of the same weights, over dp_replicate."""
+        return self.dp * self.cp // self.dp_replicate
 
     @property
     def tokens_per_step(self) -> int:

@@ -39,7 +39,6 @@ from .moe import (
     moe_kept_bytes,
     moe_replicated_params,
     moe_router_params,
-    moe_share,
 )
 from .operator_table import (
     Operator,
@@ -425,7 +424,8 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     transient = np.where(zero3_unsharded(lay), params_of * (WEIGHT_BYTES + 4.0), zero_copy_bytes(lay, params_of,
                                                                                           largest, module=module))
     if model.moe is not None:  # the routed experts' copies, the running MoE layer's dispatch
-        fc1 = p_exp / moe_share(model) * (1 + model.gated) / (2 + model.gated)  # one MoE layer's [w1; w3]: its largest
+        fc1 = (model.moe.n_experts * model.expert_params() / (lay.ep * lay.etp)  # one MoE layer's [w1; w3]: its
+               * (1 + model.gated) / (2 + model.gated))  # largest expert module
         transient = transient + zero_copy_bytes(lay, moe_layers * p_exp, p_exp * (st.layers > 0), lay.edp, fc1)
         transient = transient + (st.layers > 0) * dispatch_buffer_bytes(model, lay)
     offload = layer_offloaded_bytes(model, lay)  # per layer: the host holds every waiting one's, the device the next's

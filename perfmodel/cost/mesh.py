@@ -38,11 +38,13 @@ def axis_runs(mask: int, sizes: dict[str, int]) -> list[tuple[int, int]]:
 class Mesh:
     """The stage mesh of one plan (scalar axis sizes) or of many (arrays of equal length), on `system`, in a job of
     `gpus` devices. Groups that span several rings run hierarchically (`comm.collective_time` over the phases of
-    each ring, innermost first)."""
+    each ring, innermost first). Only weights and gradients move over dp, within a ZeRO group: under hybrid
+    sharding (`replicate` > 1, Plan.dp_replicate) the inner dp / replicate of it (cost.sharded.replicate_sync)."""
 
-    def __init__(self, system: System, gpus: int, dp, cp, tp):
+    def __init__(self, system: System, gpus: int, dp, cp, tp, replicate=1):
         self.system, self.gpus = system, gpus
         self.size = {"dp": np.asarray(dp, np.int64), "cp": np.asarray(cp, np.int64), "tp": np.asarray(tp, np.int64)}
+        self.group_dp = self.size["dp"] // np.asarray(replicate, np.int64)  # the dp ranks of a ZeRO group
         self._rates: dict[tuple, tuple[float, float]] = {}  # (rings or packed key, kind) -> latency, s/byte
         self._keys: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}  # (mask, kind): latency, s/byte
         self._sizes: tuple | None = None
@@ -51,9 +53,9 @@ class Mesh:
     @classmethod
     def of(cls, system: System, lay) -> Mesh:
         """The stage meshes of the plans of a `Layouts`, their distinct (tp, cp, dp) known from it."""
-        mesh = cls(system, lay.gpus, lay.dp, lay.cp, lay.tp)
+        mesh = cls(system, lay.gpus, lay.dp, lay.cp, lay.tp, lay.dp_replicate)
         first, inverse = lay.distinct(("tp", "cp", "dp"))
-        mesh._sizes = ((lay.tp[first], lay.cp[first], lay.dp[first]), inverse)
+        mesh._sizes = ((lay.tp[first], lay.cp[first], lay.dp[first] // lay.dp_replicate), inverse)
         return mesh
 
     def sizes(self) -> np.ndarray:
@@ -72,7 +74,8 @@ class Mesh:
 
     def phases(self, mask: int, i: int = 0) -> list[Phase]:
         """Tier phases of plan i's group of the axes in `mask` (innermost first)."""
-        sizes = {a: int(np.ravel(self.size[a])[i] if self.size[a].ndim else self.size[a]) for a in AXES}
+        size = dict(self.size, dp=self.group_dp)
+        sizes = {a: int(np.ravel(size[a])[i] if size[a].ndim else size[a]) for a in AXES}
         return [ph for n, s in axis_runs(mask, sizes) for ph in group_phases(self.system, n, s, self.gpus)]
 
     def _key(self, mask, tp, cp, dp) -> np.ndarray:
@@ -116,16 +119,16 @@ class Mesh:
                 self._keys[(mask.item(), kind)] = (rates[at, 0].reshape(key_shape), rates[at, 1].reshape(key_shape))
             lat, per_byte = self._keys[(mask.item(), kind)]
         else:
-            key = np.broadcast_to(self._key(mask, self.size["tp"], self.size["cp"], self.size["dp"]), key_shape)
+            key = np.broadcast_to(self._key(mask, self.size["tp"], self.size["cp"], self.group_dp), key_shape)
             keys, inverse = np.unique(key.ravel(), return_inverse=True)
             rates = np.array([self._rate(int(k), kind) for k in keys]).reshape(-1, 2)
             lat, per_byte = (rates[inverse.ravel(), j].reshape(key_shape) for j in (0, 1))
         return np.broadcast_to(latency_share * lat + per_byte * np.asarray(nbytes, float), shape).copy()
 
     def _distinct_sizes(self) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
-        """The distinct (tp, cp, dp) of the plans, and each plan's."""
+        """The distinct (tp, cp, dp of a ZeRO group) of the plans, and each plan's."""
         if self._sizes is None:
-            tp, cp, dp = np.broadcast_arrays(self.size["tp"], self.size["cp"], self.size["dp"])
+            tp, cp, dp = np.broadcast_arrays(self.size["tp"], self.size["cp"], self.group_dp)
             packed = tp.ravel() + _B * (cp.ravel() + _B * dp.ravel())
             uniq, inv = np.unique(packed, return_inverse=True)
             dp_u, rest = divmod(uniq, _B * _B)

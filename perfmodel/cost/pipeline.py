@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..spec.plan import default_stage_layers, megatron_chunks
+from ..spec.megatron_split import megatron_chunks
+from ..spec.plan import default_stage_layers
 from .layouts import among
 
 
 def stage_layers(n_layers: int, pp: int, embedding: bool = False, loss: bool = False) -> tuple[int, int, int]:
     """(first, largest middle, last) stage layer counts of the default split (spec.plan.default_stage_layers), or of
-    Megatron-LM's accounting of the embedding / loss as layers (spec.plan.megatron_chunks; stage counts do not depend
+    Megatron-LM's accounting of the embedding / loss as layers (spec.megatron_split.megatron_chunks; stage counts do not depend
     on vpp). With pp = 1 the single stage is first, middle and last; with pp = 2 "middle" is the larger of the two."""
     if embedding or loss:
         split = megatron_chunks(n_layers, pp, 1, embedding, loss)  # one chunk per stage

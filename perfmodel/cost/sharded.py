@@ -256,6 +256,19 @@ def weight_gather(mesh: Mesh, params, mask=ZERO_GROUP, latency_share=1.0) -> Val
     return mesh.collective("all_gather", params * WEIGHT_BYTES, mask, latency_share)
 
 
+def replicate_sync(system: System, lay: Layouts, params, grad_bytes) -> Values:
+    """Seconds of hybrid sharding's gradient all-reduce (Plan.dp_replicate = r > 1): each rank's shard of `params`
+    gradients, params x grad_bytes / zero_shard, over the r replicas of its ZeRO group, tp cp dp / r devices apart
+    (replicas outermost in dp, as FSDP2's HSDP mesh (replicate, shard)): once per step, after the reduce-scatter
+    inside the group (Zhao et al. 2023, PyTorch FSDP, Sec. 3.2.2 "hybrid sharding"; torch fully_shard's
+    foreach_reduce all-reduces the reduce-scattered shard over the replicate dim); 0 where r = 1."""
+    r = lay.dp_replicate
+    if r == 1:
+        return 0.0 * np.asarray(params, float)
+    nbytes = np.asarray(params, float) * grad_bytes / lay.zero_shard
+    return C.group_collective(system, "all_reduce", nbytes, r, lay.tp * lay.cp * lay.dp // r, lay.gpus)
+
+
 def partial_sum(mesh: Mesh, params, grad_bytes, mask, latency_share=1.0) -> Values:
     """Seconds of the all-reduce of whole local gradients over the group `mask` outside the data-parallel one:
     weights kept whole on every rank of a group that splits the tokens (the sequence-parallel norms over tp;

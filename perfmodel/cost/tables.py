@@ -76,6 +76,7 @@ from .sharded import (
     op_comms,
     optimizer_seconds,
     overlap_fraction,
+    replicate_sync,
     zero3_gather,
 )
 from .remat_names import names_edge_reruns, names_held, names_keeps
@@ -286,6 +287,7 @@ def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.
             a, r = zero3_gather(mesh, p, wbytes, ZERO_GROUP, share)
             ag, rs = ag + a, rs + r
         per_step = per_step + gradient_reduction(mesh, p, reduce, zero, lay.num_microbatches, gbytes, share, wbytes)
+        per_step = per_step + replicate_sync(x.system, lay, p, wbytes)  # hybrid sharding's replicas
         per_step = per_step + (optimizer_seconds(x.dev, p, zero, shard, gbytes) + compression_seconds(
             x.dev, p, gbytes, lay.grad_compression, shard)) / shared_host_speedup(x.system, lay)
     per_mb = wf + wb + _zero3_window(x, unit, wf, wb, ag, ag + rs)
@@ -344,6 +346,7 @@ def _moe_vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray,
     per_step = (gradient_reduction(x.mesh, router, reduce, zero, m, gbytes, share * part, wbytes)
                 + gradient_reduction(x.mesh, p_rep - router, reduce & ~tp, zero, m, gbytes, share * (1 - part), wbytes)
                 + gradient_reduction(experts, p_exp, ZERO_GROUP, zero, m, gbytes, 1.0, wbytes)
+                + replicate_sync(x.system, lay, p_rep, wbytes)
                 + (optimizer_seconds(x.dev, p_rep, zero, lay.zero_shard, gbytes)
                    + optimizer_seconds(x.dev, p_exp, zero, lay.edp, gbytes)
                    + compression_seconds(x.dev, p_rep, gbytes, lay.grad_compression, lay.zero_shard)
@@ -421,7 +424,7 @@ def cost_tables(graph: Graph, model: ModelConfig, system: System, plan: Plan, st
     unit_full = {u: sum(w.params * op.share for name, op in ops.items() if op.unit == u
                         for w, keep in zip(op.weights, stored[name]) if keep) for u in ("layer", "embedding", "head")}
     unit_full["layer"] += float(moe_replicated_params(model, lay, whole=True)[0])  # the "moe" vertex's router, shared
-    x = _Ctx(model, system, lay, Mesh(system, plan.gpus, plan.dp, plan.cp, plan.tp), sizes,
+    x = _Ctx(model, system, lay, Mesh(system, plan.gpus, plan.dp, plan.cp, plan.tp, plan.dp_replicate), sizes,
              Device(model, system, lay), ref, ops, stored, {u: max(p, 1.0) for u, p in unit_full.items()})
     m = plan.num_microbatches
     tables = CostTables({}, {}, {}, {}, {}, {}, mesh=x.mesh, microbatches=m, constant_memory=ref.constant_memory)

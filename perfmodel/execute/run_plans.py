@@ -81,6 +81,9 @@ def check_runnable(pf: PlanFile, where: str, nproc: int, nnodes: int, device: st
     if plan.lora is not None:
         raise InputError(f"{where}: lora = rank {plan.lora.rank} on {plan.lora.modules}: the executor trains every "
                          "weight and builds no adapters yet; valid: lora null (the cost model prices it: predict)")
+    if plan.dp_replicate > 1:
+        raise InputError(f"{where}: dp_replicate = {plan.dp_replicate}: the executor shards FSDP2 over the whole "
+                         "data-parallel group; valid: dp_replicate 1 (the cost model prices hybrid sharding: predict)")
     if plan.loss_chunks > 1:
         raise InputError(f"{where}: loss_chunks = {plan.loss_chunks}: the torch executor computes the loss in one "
                          "piece; valid: loss_chunks 1 (the cost model prices the tiled loss: predict)")

@@ -53,6 +53,9 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
     if p.loss_chunks > 1:
         plan_change(pf, up, why, "loss_chunks", 1, f"the {ds} config has no chunked LM head and loss (the model "
                     "code computes the loss)")
+    if p.dp_replicate > 1:
+        plan_change(pf, up, why, "dp_replicate", 1, f"this export writes {ds}'s ZeRO over the whole data-parallel "
+                    "group (its hierarchical partitioning, MiCS and ZeRO++ hpZ, is not written)")
     if p.compile != "none":
         plan_change(pf, up, why, "compile", "none", f"the {ds} config has no torch.compile of the model's blocks "
                     "and loss as the plan has it (its \"compile\" section compiles the engine's whole module)")

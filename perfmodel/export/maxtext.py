@@ -136,7 +136,8 @@ def _launch(pf: PlanFile, msh) -> list[str]:
     ax = data_axis(pf)
     out = [f"run on {where}: python3 -m maxtext.trainers.pre_train.train THIS_FILE.yml",
            f"aot: python3 -m maxtext.trainers.pre_train.train_compile THIS_FILE.yml {aot}",
-           f"mesh: {ax} {p.dp // p.ep} (dp {p.dp} over ep {p.ep}; "
+           f"mesh: {f'data {p.dp_replicate} x ' if p.dp_replicate > 1 else ''}{ax} {p.dp // p.dp_replicate // p.ep} "
+           f"(dp {p.dp}{f' as {p.dp_replicate} replicas' if p.dp_replicate > 1 else ''} over ep {p.ep}; "
            + {"fsdp": "zero=3: parameters, gradients and optimizer state sharded over fsdp",
               "data": "zero=1: replicas, optimizer state sharded over data (shard_optimizer_over_data)"
               if p.zero == 1 else "zero=0: replicas"}[ax]

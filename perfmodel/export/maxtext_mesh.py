@@ -91,7 +91,10 @@ def mesh(pf: PlanFile) -> Mesh:
     """The ici / dcn degrees of every mesh axis the plan uses (others 1), outermost axes across slices first."""
     p = pf.plan
     s = slices(pf)
-    order = [("stage", p.pp), (data_axis(pf), p.dp // p.ep), ("expert", p.ep), ("context", p.cp), ("tensor", p.tp)]
+    r = p.dp_replicate  # hybrid sharding: replicas (data) of fsdp groups, replicas outermost (across slices first)
+    order = [("stage", p.pp), ("data", r), ("fsdp", p.dp // r // p.ep)] if r > 1 else [
+        ("stage", p.pp), (data_axis(pf), p.dp // p.ep)]
+    order += [("expert", p.ep), ("context", p.cp), ("tensor", p.tp)]
     ici = {a: 1 for a in ("data", "fsdp", "stage", "context", "tensor", "expert")}
     dcn = dict(ici)
     left = s
@@ -181,6 +184,11 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
         plan_change(pf, up, why, "sequence_parallel", True, f"{MAXTEXT} shards the activations' embed axis over the "
                     "tensor axis between layers (base.yml logical_axis_rules activation_embed -> tensor): "
                     "sequence parallelism")
+    if p.dp_replicate > 1 and (p.zero != 3 or p.dp // p.dp_replicate % p.ep):
+        plan_change(pf, up, why, "dp_replicate", 1, f"{MAXTEXT}'s replicas of sharded groups are the data axis "
+                    "beside fsdp (ZeRO-3), whose dp / dp_replicate ranks must hold the ep experts' ranks"
+                    if p.zero == 3 else f"{MAXTEXT}'s ZeRO-1 (shard_optimizer_over_data) shards over the whole "
+                    "data axis")
     if p.zero == 2:
         plan_change(pf, up, why, "zero", 1, f"{MAXTEXT} has replicas (data axis), ZeRO-1 (shard_optimizer_over_data)"
                     " and ZeRO-3 (fsdp axis), no ZeRO-2; ZeRO-1 moves the same bytes (gradients reduce-scattered, "

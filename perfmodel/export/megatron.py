@@ -6,7 +6,7 @@ import math
 
 from collections.abc import Sequence
 
-from ..spec.plan import megatron_slots
+from ..spec.megatron_split import megatron_slots
 from ..spec.plan_file import PlanFile
 from ..spec.stack import load_stack
 from .megatron_moe import megatron_moe as _megatron_moe, pattern_expression  # noqa: F401 (tests import it here)
@@ -109,7 +109,7 @@ def _megatron_pipeline_split(pf: PlanFile, version: str) -> list[str]:
     if p.first_stage_layers is not None or p.last_stage_layers is not None:  # the plan says it Megatron's way
         args = ([f"--decoder-first-pipeline-num-layers {p.first_stage_layers}"] if p.first_stage_layers else []) + (
             [f"--decoder-last-pipeline-num-layers {p.last_stage_layers}"] if p.last_stage_layers else [])
-        if p.vpp > 1:  # each stage's layers split evenly over its chunks (spec.plan.megatron_chunks checked it)
+        if p.vpp > 1:  # each stage's layers split evenly over its chunks (spec.megatron_split.megatron_chunks checked it)
             args.append(f"--num-virtual-stages-per-pipeline-rank {p.vpp}")
         return args
     if needs_layout(pf) and LAYOUT[version]:

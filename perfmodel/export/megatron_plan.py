@@ -100,6 +100,9 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
     if p.loss_chunks > 1:
         plan_change(pf, up, why, "loss_chunks", 1, "Megatron-LM computes the LM head and loss in one piece (its "
                     "cross-entropy fusion keeps the whole logits)")
+    if p.dp_replicate > 1:
+        plan_change(pf, up, why, "dp_replicate", 1, "this export shards Megatron-LM's distributed optimizer and "
+                    "FSDP over the whole data-parallel group, not over replicas of a smaller one")
     if p.compile != "none":
         plan_change(pf, up, why, "compile", "none", "Megatron-LM runs no torch.compile of its layers or loss (its "
                     "fused kernels come from Transformer Engine)")

@@ -88,7 +88,10 @@ def _data_parallel(pf: PlanFile, s: Settings) -> None:
     parameters after forward never (ZeRO-2) or always (ZeRO-3). nearest_plan left no ZeRO-1, and ZeRO-0 only
     where the version replicates."""
     p = pf.plan
-    replicate, shard = (p.dp, 1) if p.zero == 0 else (1, p.dp)
+    replicate, shard = (p.dp, 1) if p.zero == 0 else (p.dp_replicate, p.dp // p.dp_replicate)
+    if p.zero and replicate > 1:
+        s.comments.append(f"dp_replicate={replicate}: HSDP, fully_shard over the (dp_replicate {replicate}, "
+                          f"dp_shard {shard}) mesh: sharded within a group, gradients all-reduced across groups")
     reshard = {3: "always"}.get(p.zero, "never" if shard > 1 else "default")
     if p.zero == 0 and replicate > 1:
         s.comments.append(f"zero=0: data_parallel_replicate_degree = {replicate}, shard degree 1: plain data "

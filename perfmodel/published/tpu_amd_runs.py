@@ -13,8 +13,8 @@ v4.1 Google GPT-3 submissions (block-level MLLOG times) and MLPerf Training v5.0
   (priced as the plain two-matrix MLP: the same GEMMs), tied embeddings (the 2023 MaxText tables' synthetic models).
 - System: ACCELERATORS; a system not (yet) in the catalogue is a reason ("no catalogue system <name>").
 - Plan: gpus = n_chips, tp, pp, cp, ep from the columns; the data-parallel ranks gpus / (tp pp cp). MaxText's fsdp
-  (ici_fsdp x dcn_fsdp) > 1 is ZeRO-3 over all data-parallel ranks: the Plan has no replicate group, so dp slices
-  over DCN are priced as one ZeRO-3 group (as published.small_runs prices HSDP); a MaxText row leaving fsdp empty
+  (ici_fsdp x dcn_fsdp) > 1 is ZeRO-3, with the row's data degree (dcn_data) as replicas of the fsdp groups
+  (Plan.dp_replicate, hybrid sharding); a MaxText row leaving fsdp empty
   takes base.yml's ici_fsdp_parallelism -1 (every chip left after tp, pp, cp, ep). MaxText's micro_batch is its
   per_device_batch_size, per chip whatever the sharding: the global batch is pdbs x n_chips (derived where the row
   leaves it empty) and each data-parallel rank runs global / ranks sequences in one micro-batch (MaxText's
@@ -288,8 +288,10 @@ def to_tpu_amd_case(row: pd.Series) -> TpuAmdCase:
     if is_maxtext(row):
         kw |= dict(zero=3 if fsdp > 1 else 0, sequence_parallel=tp > 1,
                    grad_dtype="bf16" if "weight_dtype bf16" in notes else "fp32")
-        if fsdp > 1 and (cell_number(row["dp"]) or 1) > 1:
-            notes_out.append("fsdp x dcn data parallel priced as one ZeRO-3 group")
+        data = int(cell_number(row["dp"]) or 1)
+        if fsdp > 1 and data > 1:  # MaxText's data axis beside fsdp: replicas of the fsdp groups (hybrid sharding)
+            kw["dp_replicate"] = data
+            notes_out.append(f"data {data} x fsdp as hybrid sharding (dp_replicate = {data})")
     else:
         kw |= dict(zero=1 if "distributed optim" in notes else 0, sequence_parallel=tp > 1)
     lora = lora_of(row)

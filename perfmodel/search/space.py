@@ -49,11 +49,11 @@ from ..spec.plan import (
     Precision,
     Recompute,
     divisors,
-    megatron_slots,
     moe_overlap_applies,
     moe_overlap_refusal,
     resolve,
 )
+from ..spec.megatron_split import megatron_slots
 from ..spec.recompute import check_names_model
 from ..spec.stack import DEFAULT_STACK
 
@@ -110,7 +110,7 @@ def vpp_candidates(n_layers: int, pp: int) -> list[int]:
 
 def pipeline_candidates(n_layers: int, pp: int) -> list[tuple[int, bool]]:
     """(vpp, Megatron-LM's accounting of embedding and loss as layers) pairs: `vpp_candidates` without it, and
-    with it every split that only the two extra slots make even (spec.plan.megatron_chunks): n_layers + 2 divisible
+    with it every split that only the two extra slots make even (spec.megatron_split.megatron_chunks): n_layers + 2 divisible
     by pp * vpp where n_layers is not (Llama 3.1 405B's 126 layers at pp 16 x vpp 8)."""
     plain = [(v, False) for v in vpp_candidates(n_layers, pp)]
     if pp == 1:

@@ -11,6 +11,7 @@ from pydantic import Field
 from ..errors import Count, Flag, InputError, IntLiteral, Real, Schema, divisors, values_text
 from .finetune import LoRA, check_lora
 from .hardware import System
+from .megatron_split import megatron_chunks, megatron_slots
 from .model import ModelConfig
 from .recompute import (OFFLOAD_TENSORS, RECOMPUTE_MODULES, SAVED_TENSORS, OffloadTensor, Recompute, RecomputeModule,
                         SavedTensor, check_host, check_recompute)
@@ -34,6 +35,10 @@ class Plan(Schema):
     tp: Count = Field(1, description="tensor-parallel size; divides n_heads, n_kv_heads and ffn_hidden")
     pp: Count = Field(1, description="pipeline-parallel stages; at most n_layers")
     dp: Count | None = Field(None, description="data-parallel size; inferred as gpus / (tp*pp*cp)")
+    dp_replicate: Count = Field(
+        1, description="hybrid sharding (FSDP2 HSDP, torchtitan data_parallel_replicate_degree, MaxText dcn_data "
+                       "with fsdp inside): ZeRO shards over dp*cp / dp_replicate ranks, its replicas (outermost) "
+                       "all-reduce the gradient shards; divides dp, needs zero >= 1; default 1")
     cp: Count = Field(1, description="context-parallel size (splits the sequence); divides seq_len")
     vpp: Count = Field(1, description="interleaved virtual pipeline chunks per rank")
     ep: Count = Field(1, description="expert-parallel size: routed experts split over ep ranks (MoE models); with "
@@ -139,8 +144,8 @@ class Plan(Schema):
 
     @property
     def zero_shard(self) -> int:
-        """Ranks that hold replicas of the same weights, over which ZeRO shards state: dp * cp."""
-        return self._resolved() * self.cp
+        """Ranks over which ZeRO shards state: the dp * cp holding replicas of the same weights, over dp_replicate."""
+        return self._resolved() * self.cp // self.dp_replicate
 
     @property
     def tokens_per_step(self) -> int:
@@ -163,64 +168,6 @@ def default_stage_layers(n_layers: int, pp: int) -> list[int]:
     middle_extra = min(r, pp - 2)
     rest = r - middle_extra  # 0, 1 or 2 extra layers: the last stage's, then the first's
     return ([q + (rest >= 2)] + [q + (i < middle_extra) for i in range(pp - 2)] + [q + (rest >= 1)])
-
-
-def megatron_slots(n_layers: int, embedding: bool = False, loss: bool = False) -> int:
-    """What Megatron-LM's pipeline split divides over pp * vpp chunks: the transformer layers, plus one slot for
-    the embedding and one for the LM head and loss where they are accounted as layers
-    (--account-for-embedding/loss-in-pipeline-split, megatron/training/arguments.py)."""
-    return n_layers + bool(embedding) + bool(loss)
-
-
-def megatron_chunks(n_layers: int, pp: int, vpp: int, embedding: bool = False, loss: bool = False,
-                    first: int | None = None, last: int | None = None) -> list[int]:
-    """Layers of every virtual pipeline chunk in pipeline order (chunk c runs on stage c % pp), as Megatron-LM
-    splits them (megatron/core/transformer/transformer_block.py get_num_layers_to_build and
-    megatron/training/arguments.py): with `embedding` / `loss` the embedding / the LM head and loss count as one
-    layer each, so n_layers + embedding + loss slots split evenly over the pp * vpp chunks and the first / last
-    chunk holds one layer fewer; with `first` / `last` those stages hold that many layers and the others share
-    the rest evenly; each stage's layers split evenly over its vpp chunks. InputError where Megatron-LM's
-    checks would refuse the split."""
-    if (embedding or loss) and (first is not None or last is not None):
-        raise InputError("account_for_embedding / account_for_loss and first_stage_layers / last_stage_layers are "
-                         "exclusive (Megatron-LM refuses them together); valid: one of the two ways")
-    if embedding or loss:
-        slots = megatron_slots(n_layers, embedding, loss)
-        if slots % (pp * vpp):
-            ok = [v for v in range(1, slots // pp + 1) if slots % (pp * v) == 0]
-            raise InputError(f"n_layers + embedding + loss = {slots} slots do not split over pp*vpp = {pp}*{vpp} "
-                             f"chunks; valid vpp with pp={pp}: {values_text(ok)}")
-        per = slots // (pp * vpp)
-        chunks = [per] * (pp * vpp)
-        chunks[0] -= embedding
-        chunks[-1] -= loss
-        return chunks
-    stages = middle = None
-    if first is not None or last is not None:
-        f = first if first is not None else 0
-        la = last if last is not None else 0
-        inner = pp - (first is not None) - (last is not None)
-        rest = n_layers - f - la
-        if inner == 0 and rest != 0:  # pp 2 with both given: they are the whole split
-            raise InputError(f"first_stage_layers = {first} + last_stage_layers = {last} = {f + la} != n_layers = "
-                             f"{n_layers} with pp = 2; valid: two counts summing to {n_layers}")
-        if inner > 0 and (rest < inner or rest % inner):
-            raise InputError(f"first_stage_layers = {first}, last_stage_layers = {last}: the other {inner} stage(s) "
-                             f"must share the remaining {rest} of n_layers = {n_layers} evenly; valid: values "
-                             f"leaving a positive multiple of {inner} layers")
-        middle = rest // inner if inner else 0
-        stages = [middle] * pp
-        if first is not None:
-            stages[0] = first
-        if last is not None:
-            stages[-1] = last
-    else:
-        stages = default_stage_layers(n_layers, pp)
-    bad = [n for n in stages if n % vpp or n < vpp]
-    if bad:
-        raise InputError(f"stage layers {stages} do not split into vpp = {vpp} equal chunks per stage; valid: "
-                         f"every stage's layer count a multiple of {vpp}")
-    return [stages[c % pp] // vpp for c in range(pp * vpp)]
 
 
 def split_of(plan: Plan, n_layers: int) -> list[int]:
@@ -344,6 +291,7 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
         raise InputError(
             f"seq_len = {s} exceeds {model.name}'s learned position table (max_seq_len = {model.max_seq_len}); valid seq_len: 1..{model.max_seq_len}"
         )
+    _check_replicate(p)
     _check_experts(p, model)
     _check_compression(p, model)
     check_lora(p, model)
@@ -357,6 +305,16 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
         p["sequence_parallel"] = False
     p["grad_dtype"], p["tp_comm_overlap"] = stack_defaults(p["stack"], p["grad_dtype"], p["tp_comm_overlap"])
     return Plan(**p)
+
+
+def _check_replicate(p: dict) -> None:
+    """dp_replicate (hybrid sharding) against dp and the ZeRO stage."""
+    r, dp = p["dp_replicate"], p["dp"]
+    if r > 1 and dp % r:
+        raise InputError(f"dp_replicate = {r} does not divide dp = {dp}; valid dp_replicate: {values_text(divisors(dp))}")
+    if r > 1 and p["zero"] == 0:
+        raise InputError(f"dp_replicate = {r} with zero = 0: hybrid sharding replicates a ZeRO group, and with zero "
+                         "0 every data-parallel rank is a replica already; valid: zero 1, 2 or 3, or dp_replicate 1")
 
 
 def moe_overlap_refusal(model: ModelConfig, dispatcher: str) -> str | None:

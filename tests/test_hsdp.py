@@ -1,0 +1,87 @@
+"""Hybrid sharding (Plan.dp_replicate: FSDP2 HSDP, torchtitan data_parallel_replicate_degree, MaxText dcn_data
+beside fsdp): ZeRO shards over dp*cp / r ranks, gathers and reduce-scatters inside that group, and the r replicas
+all-reduce the gradient shards once a step. Values worked out by hand on two TPU v6e slices (512 chips), whose
+cross-slice DCN tier is priced from its spec alone (12.5 GB/s per chip x 0.8, 20 us per ring step)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from perfmodel import Plan, estimate, load_hardware, load_model
+from perfmodel.errors import InputError
+from perfmodel.export.checks.spread import maxtext_plan_file, spread_plan_file
+from perfmodel.export.targets import export, nearest_updates
+from perfmodel.spec.plan import resolve
+
+GIB = 2**30
+
+
+@pytest.fixture(scope="module")
+def v6e():
+    return load_hardware("tpu-v6e")
+
+
+@pytest.fixture(scope="module")
+def llama3_8b():
+    return load_model("llama-3-8b")
+
+
+def plan(r: int) -> Plan:
+    return Plan(gpus=512, micro_batch=1, global_batch=512, seq_len=4096, zero=3, dp_replicate=r, stack="maxtext",
+                recompute="full")
+
+
+def test_zero_shards_over_one_group_and_the_replicas_all_reduce_the_shards(llama3_8b, v6e):
+    full, hybrid = estimate(llama3_8b, v6e, plan(1)), estimate(llama3_8b, v6e, plan(2))
+    assert (full.plan.zero_shard, hybrid.plan.zero_shard) == (512, 256)
+    # the states are sharded over half as many ranks: twice the bytes each
+    assert hybrid.memory_bytes.optimizer == pytest.approx(2 * full.memory_bytes.optimizer)
+    g_full, g_hybrid = (next(c for c in e.comms if c.name == "zero3 weight all-gather") for e in (full, hybrid))
+    assert (g_full.group_size, g_hybrid.group_size) == (512, 256)
+    assert "dcn" in g_full.tiers and "dcn" not in g_hybrid.tiers  # one slice holds a whole group
+    ar = next(c for c in hybrid.comms if c.name == "dp replicate gradient all-reduce")
+    shard = llama3_8b.n_params() * 4 / 256  # fp32 gradients (MaxText's weight_dtype), 1/256 of them per chip
+    assert ar.bytes == pytest.approx(shard)
+    assert (ar.group_size, ar.calls, ar.tiers) == (2, 1, "dcn x2")
+    # a ring all-reduce over 2 chips on the DCN: 2 (n - 1)/n S / (B e) + 2 (n - 1) latency
+    assert ar.seconds_per_call == pytest.approx(shard / (12.5e9 * 0.8) + 2 * 20e-6)
+    assert not any(c.name == "dp replicate gradient all-reduce" for c in full.comms)
+
+
+def test_bad_replicate_input(llama3_8b, v6e):
+    with pytest.raises(InputError, match=r"dp_replicate = 3 does not divide dp = 512; valid dp_replicate: 1, 2, 4"):
+        resolve(plan(3), llama3_8b, v6e)
+    with pytest.raises(InputError, match="dp_replicate = 2 with zero = 0: .* valid: zero 1, 2 or 3, or dp_replicate 1"):
+        resolve(plan(2).model_copy(update={"zero": 0}), llama3_8b, v6e)
+    cmd = [sys.executable, "-m", "perfmodel", "predict", "--model", "llama-3-8b", "--hardware", "tpu-v6e", "--gpus",
+           "512", "--tp", "1", "--pp", "1", "--micro-batch", "1", "--global-batch", "512", "--seq-len", "4096",
+           "--zero", "3", "--stack", "maxtext"]
+    ok = subprocess.run(cmd + ["--dp-replicate", "2"], capture_output=True, text=True)
+    assert ok.returncode == 0 and "dp=512 (dp_replicate=2)" in ok.stdout, ok.stderr
+    bad = subprocess.run(cmd + ["--dp-replicate", "5"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "dp_replicate = 5 does not divide" in bad.stderr
+
+
+def test_exports_write_hsdp_where_the_framework_has_it():
+    mt = export(maxtext_plan_file("v6e-2-slices-hsdp"), "maxtext")  # MaxText's own config check accepts it
+    assert "dcn_data_parallelism: 2" in mt and "ici_fsdp_parallelism: 64" in mt and "dcn_fsdp_parallelism: 1" in mt
+    pf = spread_plan_file("zero3-per-op")  # 8 GPUs: 2 replicas of 4 (torchtitan's config check accepts it)
+    tt = export(pf, "torchtitan", "0.3.0")
+    assert "data_parallel_replicate_degree=2" in tt.replace(" ", "") and "data_parallel_shard_degree=4" in \
+        tt.replace(" ", "")
+    for to, version in (("megatron", "core_r0.16.1"), ("deepspeed", "0.19.8")):
+        up, why = nearest_updates(pf, to, version)
+        assert up["dp_replicate"] == 1 and any(w.startswith("dp_replicate 2 -> 1") for w in why)
+
+
+def test_the_executor_refuses_it(monkeypatch):
+    from perfmodel.execute import run_plans
+
+    monkeypatch.setattr(run_plans, "check_device", lambda *a: None)  # this machine has no H100: the plan is the point
+    pf = spread_plan_file("zero3-per-op")
+    with pytest.raises(InputError, match="plan.json: dp_replicate = 2: the executor shards FSDP2 over the whole "
+                                         "data-parallel group; valid: dp_replicate 1"):
+        run_plans.check_runnable(pf, "plan.json", 8, 1, "cuda")
