@@ -30,7 +30,8 @@ def test_defaults_are_shares_of_the_datasheet_board_power():
 def test_power_and_energy_by_hand():
     p = power_for(load_hardware(SYSTEM))
     time = dict(gemm=3.0, attention=1.0, memory_bound=0.5, recompute=0.0, optimizer=0.5, tp_comm=1.0, cp_comm=0.0,
-                ep_comm=0.0, pp_comm=0.5, dp_comm=0.5, zero3_comm=0.0, bubble=2.0, overhead=1.0, total=10.0)
+                ep_comm=0.0, pp_comm=0.5, dp_comm=0.5, zero3_comm=0.0, offload_comm=0.0, bubble=2.0, overhead=1.0,
+                total=10.0)
     # busy 5 s, exposed communication 2 s at half the dynamic range, waiting 3 s
     assert activity(time, 0.5) == pytest.approx((5 + 0.5 * 2) / 10)
     assert device_power_w(p, 0.6) == pytest.approx(70 + 630 * 0.6 + 70)
@@ -48,7 +49,8 @@ def test_gemm_time_draws_the_parts_measured_gemm_power():
     assert p.gemm_share == pytest.approx(882.5 / 900) and "gemm_power_w[bf16] 982.5 W" in p.sources["gemm_w"]
     assert power_for(load_hardware("dgx-b200"), precision="fp8").gemm_w == pytest.approx(879.8)
     time = dict(gemm=3.0, attention=1.0, memory_bound=0.5, recompute=0.0, optimizer=0.5, tp_comm=1.0, cp_comm=0.0,
-                ep_comm=0.0, pp_comm=0.5, dp_comm=0.5, zero3_comm=0.0, bubble=2.0, overhead=1.0, total=10.0)
+                ep_comm=0.0, pp_comm=0.5, dp_comm=0.5, zero3_comm=0.0, offload_comm=0.0, bubble=2.0, overhead=1.0,
+                total=10.0)
     assert activity(time, 0.5, p.gemm_share) == pytest.approx((3 * 882.5 / 900 + 2 + 0.5 * 2) / 10)
     # a board power given below the measured draw caps it
     q = power_for(load_hardware("dgx-b200"), board_w=900)
@@ -68,7 +70,7 @@ def test_forecast_energy_by_hand_when_nothing_fails():
     est = estimate(MODEL, SYSTEM, PLAN)
     t = est.time_s
     busy = t.gemm + t.attention + t.memory_bound + t.recompute + t.optimizer
-    comm = t.tp_comm + t.cp_comm + t.ep_comm + t.pp_comm + t.dp_comm + t.zero3_comm
+    comm = t.tp_comm + t.cp_comm + t.ep_comm + t.pp_comm + t.dp_comm + t.zero3_comm + t.offload_comm
     act = (busy + 0.5 * comm) / t.total
     assert t.bubble > 0 and 0 < act < 1  # a pipeline waits in its bubble
     f = forecast(MODEL, SYSTEM, PLAN, "100B", interruption_rate=1e-15, checkpoint_interval_s=1e9)
