@@ -85,3 +85,21 @@ def test_the_executor_refuses_it(monkeypatch):
     with pytest.raises(InputError, match="plan.json: dp_replicate = 2: the executor shards FSDP2 over the whole "
                                          "data-parallel group; valid: dp_replicate 1"):
         run_plans.check_runnable(pf, "plan.json", 8, 1, "cuda")
+
+
+def test_search_ranks_hybrid_sharding_where_asked():
+    from perfmodel.search.ranking import search
+    from perfmodel.search.space import Space
+
+    space = Space(pp=[1], zero=[3], recompute=["full"], tp=[1])
+    plain = search("llama-3-8b", "tpu-v6e", 512, 512, 4096, space=space, stack="maxtext")
+    both = search("llama-3-8b", "tpu-v6e", 512, 512, 4096, space=space.model_copy(update={"dp_replicate": [1, 2]}),
+                  stack="maxtext")
+    assert set(plain.table["dp_replicate"]) == {1}
+    reps = both.table["dp_replicate"]
+    assert set(reps) == {1, 2}
+    # every layout again with 2 replicas, but those whose dp (1: cp 512) has no 2 ranks to replicate over
+    assert both.enumerated == plain.enumerated + (plain.table["dp"] % 2 == 0).sum() == 100
+    best = both.plan(0)
+    # a replica per slice keeps ZeRO's gathers inside a slice's ICI: the HSDP layout ranks first
+    assert best.dp_replicate == 2 and both.table["step_time_s"].iloc[0] < plain.table["step_time_s"].iloc[0]

@@ -260,7 +260,9 @@ def search_table(result, rows, top: int = 0) -> str:
         for k in ("wall_s_per_step", "wall_gpu_hours_per_step", "energy_kwh_per_step"):
             out[k] = out[k].map(lambda x: "-" if x != x else f"{x:.4g}")  # NaN: no board power for energy
         out["memory_tight"] = out["memory_tight"].map({True: "tight", False: "fits"})
-        out = out.drop(columns=["fits_in_memory"]).rename(columns={"memory_tight": "memory",
+        if (out["dp_replicate"] == 1).all():  # hybrid sharding searched (--only dp_replicate=...) or not shown
+            out = out.drop(columns=["dp_replicate"])
+        out = out.drop(columns=["fits_in_memory"]).rename(columns={"memory_tight": "memory", "dp_replicate": "dp_rep",
             "sequence_parallel": "sp", "micro_batch": "mb", "memory_gib": "mem_gib", "account_for_embedding": "acc_emb",
             "account_for_loss": "acc_loss", "wall_s_per_step": "wall_s", "wall_gpu_hours_per_step": "wall_gpu_h",
             "gpu_hours_per_step": "gpu_h", "energy_kwh_per_step": "kwh"})

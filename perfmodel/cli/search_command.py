@@ -42,7 +42,8 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                          "or facility kWh per step with the same counted (energy)")
     se.add_argument("--only", action="append", default=[], metavar="FIELD=V1,V2",
                     help="search only these values of a plan field (tp, pp, cp, vpp, ep, etp, micro_batch, "
-                         "recompute, sequence_parallel, zero); repeatable")
+                         "recompute, sequence_parallel, zero, dp_replicate: hybrid sharding's replicas, 1 unless "
+                         "given); repeatable")
     se.add_argument("--headroom", type=number("--headroom", 0.0, 0.99), metavar="FRACTION",
                     help=f"share of the allocator's room (capacity - runtime) a plan must leave free to count as "
                          f"fitting (default {DEFAULT_HEADROOM}: the estimate's error on measured peaks, "

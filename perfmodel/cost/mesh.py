@@ -54,8 +54,8 @@ class Mesh:
     def of(cls, system: System, lay) -> Mesh:
         """The stage meshes of the plans of a `Layouts`, their distinct (tp, cp, dp) known from it."""
         mesh = cls(system, lay.gpus, lay.dp, lay.cp, lay.tp, lay.dp_replicate)
-        first, inverse = lay.distinct(("tp", "cp", "dp"))
-        mesh._sizes = ((lay.tp[first], lay.cp[first], lay.dp[first] // lay.dp_replicate), inverse)
+        first, inverse = lay.distinct(("tp", "cp", "dp", "dp_replicate"))
+        mesh._sizes = ((lay.tp[first], lay.cp[first], lay.dp[first] // lay.dp_replicate[first]), inverse)
         return mesh
 
     def sizes(self) -> np.ndarray:

@@ -263,10 +263,10 @@ def replicate_sync(system: System, lay: Layouts, params, grad_bytes) -> Values:
     inside the group (Zhao et al. 2023, PyTorch FSDP, Sec. 3.2.2 "hybrid sharding"; torch fully_shard's
     foreach_reduce all-reduces the reduce-scattered shard over the replicate dim); 0 where r = 1."""
     r = lay.dp_replicate
-    if r == 1:
+    if np.all(r == 1):
         return 0.0 * np.asarray(params, float)
     nbytes = np.asarray(params, float) * grad_bytes / lay.zero_shard
-    return C.group_collective(system, "all_reduce", nbytes, r, lay.tp * lay.cp * lay.dp // r, lay.gpus)
+    return (r > 1) * C.group_collective(system, "all_reduce", nbytes, r, lay.tp * lay.cp * lay.dp // r, lay.gpus)
 
 
 def partial_sum(mesh: Mesh, params, grad_bytes, mask, latency_share=1.0) -> Values:

@@ -40,8 +40,8 @@ from ..spec.plan import Plan
 from ..spec.stack import check_compile
 from .space import Job, Space, enumerate_layouts
 
-PLAN_COLUMNS = ["gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "recompute", "sequence_parallel",
-                "zero", "schedule", "account_for_embedding", "account_for_loss"]
+PLAN_COLUMNS = ["gpus", "tp", "pp", "dp", "dp_replicate", "cp", "vpp", "ep", "etp", "micro_batch", "recompute",
+                "sequence_parallel", "zero", "schedule", "account_for_embedding", "account_for_loss"]
 RESULT_COLUMNS = ["step_time_s", "tokens_per_s", "mfu", "memory_gib", "fits_in_memory", "memory_tight",
                   "gpu_hours_per_step",
                   "goodput", "wall_s_per_step", "wall_gpu_hours_per_step", "energy_kwh_per_step"]

@@ -74,6 +74,7 @@ class Space(Schema):
     zero: list[Literal[0, 1, 2, 3]] | None = None
     ep: list[Count] | None = None
     etp: list[Count] | None = None
+    dp_replicate: list[Count] | None = None  # hybrid sharding's replicas (Plan.dp_replicate); None: 1 only
 
 
 class Job(Schema):
@@ -228,18 +229,20 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
     want_sp = set(space.sequence_parallel or [True])
     # sequence parallelism splits each cp rank's tokens over tp, which tp must divide (spec.plan.resolve)
     divides = (job.seq_len // base[:, 2]) % base[:, 0] == 0
-    for rc, sp, z in itertools.product(rcs, (False, True), space.zero or [0, 1, 2, 3]):
+    for rc, sp, z, r in itertools.product(rcs, (False, True), space.zero or [0, 1, 2, 3], space.dp_replicate or [1]):
         # tp = 1 has no sequence parallelism to choose: it is always sp=False
         keep = ((base[:, 0] > 1) & divides & (sp in want_sp) if sp
                 else (base[:, 0] == 1) | ~divides | (False in want_sp))
         if z > 0:
             keep &= base[:, 3] * base[:, 2] > 1
+        if r > 1:  # hybrid sharding: replicas of a ZeRO group of more than one rank (spec.plan._check_replicate)
+            keep &= (z > 0) & (base[:, 3] % r == 0) & (base[:, 3] * base[:, 2] > r)
         if model.moe is not None and not sp:  # experts with tp need sequence parallelism (spec.plan._check_experts)
             keep &= base[:, 0] == 1
         if job.moe_overlap:  # the layouts Megatron-Core overlaps expert-parallel communication in
             keep &= moe_overlap_applies(base[:, 7], base[:, 1], base[:, 4], rc)
         sel = base[keep]
-        cols.append((sel, np.full(len(sel), rc), np.full(len(sel), sp), np.full(len(sel), z)))
+        cols.append((sel, np.full(len(sel), rc), np.full(len(sel), sp), np.full(len(sel), z), np.full(len(sel), r)))
     if sum(len(c[0]) for c in cols) == 0:
         if job.moe_overlap:
             raise InputError(f"no layout of gpus = {job.gpus} runs moe_overlap (it needs ep > 1, vpp > 1 where pp > 1 "
@@ -252,6 +255,7 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
                    moe_overlap=job.moe_overlap,
                    recompute=np.concatenate([c[1] for c in cols]), sequence_parallel=np.concatenate([c[2] for c in cols]),
                    zero=np.concatenate([c[3] for c in cols]), schedule=np.where(vpp > 1, "interleaved", "1f1b"),
+                   dp_replicate=np.concatenate([c[4] for c in cols]),
                    gpus=job.gpus, global_batch=job.global_batch, seq_len=job.seq_len, precision=job.precision,
                    attention=job.attention, grad_dtype=job.grad_dtype, grad_compression=job.grad_compression,
                    powersgd_rank=job.powersgd_rank, overlap_dp_comm=job.overlap_dp_comm,
