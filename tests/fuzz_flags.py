@@ -370,8 +370,8 @@ CHOICES = {"--format": None}  # choices flags read their choices from the parser
 
 
 def _plan_flags(cmd: str) -> dict:
-    counts = ["--gpus", "--tp", "--pp", "--dp", "--dp-replicate", "--cp", "--vpp", "--ep", "--etp", "--micro-batch", "--global-batch",
-              "--seq-len", "--first-stage-layers", "--last-stage-layers"]
+    counts = ["--gpus", "--tp", "--pp", "--dp", "--dp-replicate", "--cp", "--vpp", "--ep", "--etp", "--micro-batch",
+              "--global-batch", "--seq-len", "--first-stage-layers", "--last-stage-layers"]
     out = {f: count() for f in counts}
     out |= {"--plan": plan_in(base=f"{cmd}-plan", names=("plan file",)), "--model": model_in(),
             "--hardware": hardware_in(names=("system", "spec")), "--expert-imbalance": number(1.0, 64.0),

@@ -163,12 +163,11 @@ def lora_of(given: dict) -> dict | None:
 
 PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "global_batch", "seq_len")
 PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "dp_replicate", "cp", "vpp", "ep", "etp",
-              "expert_imbalance", "moe_dispatcher", "micro_batch", "global_batch", "seq_len", "recompute", "recompute_modules",
-              "recompute_saved", "recompute_offloaded", "recompute_num_layers", "recompute_method", "zero", "precision",
-              "schedule",
-              "attention", "grad_dtype", "compile", "loss_chunks", "grad_compression", "powersgd_rank", "stack",
-              "first_stage_layers",
-              "last_stage_layers", "tp_comm_overlap", "lora_rank", "lora_modules", "lora_base",
+              "expert_imbalance", "moe_dispatcher", "micro_batch", "global_batch", "seq_len", "recompute",
+              "recompute_modules", "recompute_saved", "recompute_offloaded", "recompute_num_layers", "recompute_method",
+              "zero", "precision", "schedule", "attention", "grad_dtype", "compile", "loss_chunks", "grad_compression",
+              "powersgd_rank", "stack", "first_stage_layers", "last_stage_layers", "tp_comm_overlap", "lora_rank",
+              "lora_modules", "lora_base",
               "sequence_parallel", "no_overlap_dp_comm", "account_for_embedding", "account_for_loss", "moe_overlap")
 VALUE_FLAGS = PLAN_FLAGS[2:PLAN_FLAGS.index("sequence_parallel")]  # the plan fields given by value
 

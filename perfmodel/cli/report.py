@@ -80,7 +80,8 @@ def memory_table(e: Estimate) -> list[str]:
 def estimate_table(e: Estimate) -> str:
     p = e.plan
     lines = []
-    layout = (f"tp={p.tp} pp={p.pp} dp={p.dp}{f' (dp_replicate={p.dp_replicate})' if p.dp_replicate > 1 else ''} cp={p.cp} vpp={p.vpp} sp={'on' if p.sequence_parallel else 'off'} "
+    rep = f" (dp_replicate={p.dp_replicate})" if p.dp_replicate > 1 else ""
+    layout = (f"tp={p.tp} pp={p.pp} dp={p.dp}{rep} cp={p.cp} vpp={p.vpp} sp={'on' if p.sequence_parallel else 'off'} "
               f"zero={p.zero} recompute={p.recompute}"
               f"{'[' + ','.join(p.recompute_saved) + ']' if p.recompute == 'names' else ''}"
               f"{' offloaded=' + ','.join(p.recompute_offloaded) if p.recompute_offloaded else ''}"

@@ -67,7 +67,7 @@ class Layouts:
     recompute_method: str = "uniform"  # full: uniform | block
     compile: str = "none"  # torch.compile: none | model | model+loss (Plan.compile)
     tp_comm_overlap: bool | None = None  # Plan.tp_comm_overlap (None: the stack's)
-    account_for_embedding: np.ndarray | bool = False  # Megatron-LM's pipeline accounting (spec.megatron_split.megatron_chunks)
+    account_for_embedding: np.ndarray | bool = False  # Megatron-LM's accounting (spec.megatron_split.megatron_chunks)
     account_for_loss: np.ndarray | bool = False
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None

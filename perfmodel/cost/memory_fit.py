@@ -8,6 +8,7 @@ import numpy as np
 from ..errors import InputError
 from ..spec.hardware import DEFAULT_HEADROOM, GiB, System
 
+
 def memory_budget(system: System, headroom: float = DEFAULT_HEADROOM) -> float:
     """Bytes the reserved view may reach on one device: (capacity - runtime) * (1 - headroom), the runtime being
     the system's memory_overhead_gib (context, NCCL buffers, workspaces outside torch's allocator). InputError
@@ -32,5 +33,6 @@ def memory_verdict(reserved, budget: float, limit: float, host=0.0, host_room: f
     allocator can reserve at all, or `host` bytes offloaded beyond the host's `host_room`, `host_limit`). Only
     "does not fit" takes a plan out (a search keeps tight plans and says so): a headroom is a margin for the
     estimate's error, and runs that really ran sit inside it."""
-    r, over = np.asarray(reserved), np.asarray(host) > host_room
-    return np.where(over, VERDICTS[2], np.where(r <= budget, VERDICTS[0], np.where(r <= limit, VERDICTS[1], VERDICTS[2])))
+    r = np.asarray(reserved)
+    device = np.where(r <= budget, VERDICTS[0], np.where(r <= limit, VERDICTS[1], VERDICTS[2]))
+    return np.where(np.asarray(host) > host_room, VERDICTS[2], device)

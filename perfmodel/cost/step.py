@@ -44,7 +44,6 @@ from .flops import model_flops_per_token, mtp_flops_per_token, recompute_flops_p
 from .launch_queue import HostRates, launch_seconds, parameter_tensors, queued, step_seconds, waiting
 from .kernels import ACT_BYTES, Device
 from .layouts import Layouts, among
-from .memory_fit import VERDICTS, host_limit, memory_budget, memory_verdict
 from .memory import (
     GRAD_BYTES,
     WEIGHT_BYTES,
@@ -53,6 +52,7 @@ from .memory import (
     stage_memory,
     stage_params,
 )
+from .memory_fit import VERDICTS, host_limit, memory_budget, memory_verdict
 from .mesh import BIT, Mesh
 from .moe import ExpertDataGroup, expert_layer_params, group_tiers
 from .operator_table import operators

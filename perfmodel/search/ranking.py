@@ -211,7 +211,7 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
                          "valid objectives here: " + ", ".join(o for o in OBJECTIVES if o != "energy"))
     tables, rows, worst, notes, refused = [], [], None, [], []
     memory_budget(system, headroom)  # refuses a headroom outside [0, 1)
-    # only plans that do not fit are out: a tight one (inside the headroom) stays, marked (cost.memory_fit.memory_verdict)
+    # only plans that do not fit are out: a tight one (inside the headroom) stays, marked (memory_fit.memory_verdict)
     cap = memory_budget(system, 0.0)
     for j in jobs:
         t1 = time.perf_counter()

@@ -311,7 +311,8 @@ def _check_replicate(p: dict) -> None:
     """dp_replicate (hybrid sharding) against dp and the ZeRO stage."""
     r, dp = p["dp_replicate"], p["dp"]
     if r > 1 and dp % r:
-        raise InputError(f"dp_replicate = {r} does not divide dp = {dp}; valid dp_replicate: {values_text(divisors(dp))}")
+        raise InputError(f"dp_replicate = {r} does not divide dp = {dp}; valid dp_replicate: "
+                         f"{values_text(divisors(dp))}")
     if r > 1 and p["zero"] == 0:
         raise InputError(f"dp_replicate = {r} with zero = 0: hybrid sharding replicates a ZeRO group, and with zero "
                          "0 every data-parallel rank is a replica already; valid: zero 1, 2 or 3, or dp_replicate 1")
