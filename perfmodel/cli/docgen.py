@@ -23,7 +23,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 END = "<!-- END GENERATED -->"
 HARDWARE_BEGIN = "<!-- BEGIN GENERATED: hardware schema (python -m perfmodel.cli.docgen) -->"
 PLAN_BEGIN = "<!-- BEGIN GENERATED: plan schema (python -m perfmodel.cli.docgen) -->"
-HARDWARE_MODELS = ("System", "Accelerator", "NetworkTier", "KindFit", "Efficiency", "SharedHost", "RunFit",
+HARDWARE_MODELS = ("System", "Accelerator", "NetworkTier", "KindFit", "Efficiency", "SharedHost", "HostLink", "RunFit",
                    "RunResidual", "Interval", "HostCosts", "HostProbe", "SustainProbe")
 PLAN_MODELS = ("PlanFile", "Plan", "ModelConfig", "OpPlacement", "Prediction", "PlacementCost")
 
