@@ -134,6 +134,7 @@ TWO = {
 }
 FOUR = {
     "fsdp": lambda: plan_file(LLAMA, gpus=4, zero=3, micro_batch=1),
+    "hsdp": lambda: plan_file(LLAMA, gpus=4, zero=3, dp_replicate=2, micro_batch=1),  # 2 replicas of FSDP over 2
     "zero2_tp": lambda: plan_file(LLAMA, gpus=4, tp=2, sequence_parallel=True, zero=2),
     "pp_interleaved_dp": lambda: plan_file(LLAMA, gpus=4, pp=2, vpp=2),
     "pp_tp_gpt_tied": lambda: plan_file(GPT, gpus=4, pp=2, tp=2, sequence_parallel=True, micro_batch=1),

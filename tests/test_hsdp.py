@@ -77,14 +77,18 @@ def test_exports_write_hsdp_where_the_framework_has_it():
         assert up["dp_replicate"] == 1 and any(w.startswith("dp_replicate 2 -> 1") for w in why)
 
 
-def test_the_executor_refuses_it(monkeypatch):
+def test_the_executor_runs_it_on_fsdp2_only(monkeypatch):
+    """FSDP2's 2-D (replicate, shard) mesh runs zero 2 and 3 (tests/test_execute.py trains it on 4 processes to the
+    one-process losses); its ZeRO-1 has no replicas."""
     from perfmodel.execute import run_plans
 
     monkeypatch.setattr(run_plans, "check_device", lambda *a: None)  # this machine has no H100: the plan is the point
     pf = spread_plan_file("zero3-per-op")
-    with pytest.raises(InputError, match="plan.json: dp_replicate = 2: the executor shards FSDP2 over the whole "
-                                         "data-parallel group; valid: dp_replicate 1"):
-        run_plans.check_runnable(pf, "plan.json", 8, 1, "cuda")
+    run_plans.check_runnable(pf, "plan.json", 8, 1, "cuda")
+    zero1 = pf.model_copy(update={"plan": pf.plan.model_copy(update={"zero": 1})})
+    with pytest.raises(InputError, match="plan.json: dp_replicate = 2 with zero = 1: .* valid: zero 2 or 3, or "
+                                         "dp_replicate 1"):
+        run_plans.check_runnable(zero1, "plan.json", 8, 1, "cuda")
 
 
 def test_search_ranks_hybrid_sharding_where_asked():

@@ -14,6 +14,9 @@ their gradients are averaged with the data-parallel ones; ZeRO shards over dp * 
   zero 2   FSDP2 `fully_shard(reshard_after_forward=False)`: gradients and optimizer state sharded, weights
            gathered once per step and kept (P_os+g)
   zero 3   FSDP2 `fully_shard` per block and at the root, weights re-gathered in the backward (P_os+g+p)
+
+Hybrid sharding (Plan.dp_replicate = r > 1, zero 2 or 3): FSDP2 over the 2-D (replicate, shard) mesh `hsdp_mesh`,
+each group of dp / r x cp ranks sharding, its r replicas all-reducing the reduce-scattered gradients.
 """
 
 from __future__ import annotations
@@ -39,6 +42,19 @@ def apply_fsdp(stage: nn.Module, mesh: DeviceMesh, reshard: bool, experts=None, 
         fully_shard(block, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
     fully_shard(stage, mesh=mesh, reshard_after_forward=reshard, mp_policy=mp)
     return stage
+
+
+def hsdp_mesh(device_type: str, plan) -> DeviceMesh:
+    """The (replicate, shard) mesh FSDP2 runs hybrid sharding over (torchtitan's dp_replicate x dp_shard_cp): the
+    plan's dp split into dp_replicate replicas (outer) of dp / dp_replicate ranks (inner), the inner ones
+    flattened with cp (context-parallel ranks hold the same weights), in the device order of the plan's mesh."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    r = plan.dp_replicate
+    mesh = init_device_mesh(device_type, (plan.pp, r, plan.dp // r, plan.cp, plan.tp),
+                            mesh_dim_names=("pp", "dp_replicate", "dp_shard", "cp", "tp"))
+    mesh["dp_shard", "cp"]._flatten("dp_shard_cp")
+    return mesh["dp_replicate", "dp_shard_cp"]
 
 
 def bf16_hook(process_group, bucket):

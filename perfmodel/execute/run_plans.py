@@ -81,9 +81,10 @@ def check_runnable(pf: PlanFile, where: str, nproc: int, nnodes: int, device: st
     if plan.lora is not None:
         raise InputError(f"{where}: lora = rank {plan.lora.rank} on {plan.lora.modules}: the executor trains every "
                          "weight and builds no adapters yet; valid: lora null (the cost model prices it: predict)")
-    if plan.dp_replicate > 1:
-        raise InputError(f"{where}: dp_replicate = {plan.dp_replicate}: the executor shards FSDP2 over the whole "
-                         "data-parallel group; valid: dp_replicate 1 (the cost model prices hybrid sharding: predict)")
+    if plan.dp_replicate > 1 and plan.zero == 1:
+        raise InputError(f"{where}: dp_replicate = {plan.dp_replicate} with zero = 1: the executor runs hybrid "
+                         "sharding as FSDP2 over a (replicate, shard) mesh, and its ZeRO-1 (ZeroRedundancyOptimizer) "
+                         "shards over the whole data-parallel group; valid: zero 2 or 3, or dp_replicate 1")
     if plan.loss_chunks > 1:
         raise InputError(f"{where}: loss_chunks = {plan.loss_chunks}: the torch executor computes the loss in one "
                          "piece; valid: loss_chunks 1 (the cost model prices the tiled loss: predict)")

@@ -72,6 +72,10 @@ class Trainer:
         self.rank = {a: (self.mesh.get_local_rank(a) if self.mesh is not None else 0) for a in MESH_AXES}
         tp_mesh = self.mesh["tp"] if plan.tp > 1 else None
         dp_mesh = self.mesh["dp", "cp"]._flatten("dp_cp") if plan.dp * plan.cp > 1 else None
+        if plan.dp_replicate > 1:  # hybrid sharding: FSDP2 over (replicate, shard x cp)
+            from .data_parallel import hsdp_mesh
+
+            dp_mesh = hsdp_mesh(device.type, plan)
         cp_group = self.mesh["cp"].get_group() if plan.cp > 1 else None
         self.tp_mesh, self.dp_mesh = tp_mesh, dp_mesh
         self.experts = None  # expert parallelism (ep > 1): the experts' mesh and data parallelism
