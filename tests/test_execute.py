@@ -44,6 +44,7 @@ LLAMA = ModelConfig(name="tiny-llama", n_layers=4, hidden=64, n_heads=4, n_kv_he
 GPT = ModelConfig(name="tiny-gpt", n_layers=4, hidden=64, n_heads=4, ffn_hidden=256, vocab=512, max_seq_len=64,
                   mlp="gelu", norm="layernorm", position="learned", tie_embeddings=True, linear_bias="all")
 BATCH = dict(seq_len=32, global_batch=8)
+LORA = dict(rank=4, modules="all")  # adapters on qkv, wo, [w1; w3] and w2 of every layer
 
 
 def plan_file(model: ModelConfig, placements=None, **kw) -> PlanFile:
@@ -56,12 +57,13 @@ def plan_file(model: ModelConfig, placements=None, **kw) -> PlanFile:
                     placements=placements or [], prediction=pred, created_by="tests/test_execute.py")
 
 
-def reference_losses(model: ModelConfig) -> list[float]:
-    """The same model, seed and data on one process (in this process: no torchrun, no process group)."""
+def reference_losses(model: ModelConfig, **kw) -> list[float]:
+    """The same model, seed and data on one process (in this process: no torchrun, no process group); `kw`: more
+    plan fields (lora)."""
     from perfmodel.execute.data import Batches
     from perfmodel.execute.train import Trainer
 
-    pf = plan_file(model, gpus=1, micro_batch=8)
+    pf = plan_file(model, gpus=1, micro_batch=8, **kw)
     trainer = Trainer(pf, torch.device("cpu"), seed=0)
     batches = Batches(model.vocab, pf.plan.global_batch, pf.plan.seq_len, seed=0)
     return [trainer.step(batches.step(i)) for i in range(STEPS)]
@@ -131,6 +133,8 @@ TWO = {
     "tp_batch_split": lambda: plan_file(LLAMA, tp_variant(LLAMA, dict(gpus=2, tp=2), batch_over_tp), gpus=2, tp=2),
     "tp_replicated_mlp": lambda: plan_file(LLAMA, tp_variant(LLAMA, dict(gpus=2, tp=2, sequence_parallel=True),
                                                              replicated_mlp), gpus=2, tp=2, sequence_parallel=True),
+    "lora_ddp": lambda: plan_file(LLAMA, gpus=2, lora=LORA),  # adapters on a frozen base (execute.lora)
+    "lora_fsdp_pp": lambda: plan_file(LLAMA, gpus=2, pp=2, zero=3, lora=LORA),
 }
 FOUR = {
     "fsdp": lambda: plan_file(LLAMA, gpus=4, zero=3, micro_batch=1),
@@ -146,7 +150,8 @@ FOUR = {
 
 @pytest.fixture(scope="module")
 def references():
-    return {"tiny-llama": reference_losses(LLAMA), "tiny-gpt": reference_losses(GPT)}
+    return {"tiny-llama": reference_losses(LLAMA), "tiny-gpt": reference_losses(GPT),
+            "tiny-llama lora": reference_losses(LLAMA, lora=LORA)}
 
 
 def _run(tmp_path_factory, cases, nproc):
@@ -168,7 +173,7 @@ def four(tmp_path_factory):
 
 
 def _check(m, references):
-    ref = references[m.model.name]
+    ref = references[m.model.name + (" lora" if m.plan.lora is not None else "")]
     assert len(m.losses) == STEPS
     assert max(abs(a - b) for a, b in zip(m.losses, ref)) < LOSS_TOL, (m.plan_file, m.losses, ref)
 
@@ -326,3 +331,26 @@ def test_plan_fields_the_executor_does_not_run_are_noted():
     default = resolve(Plan(gpus=2, micro_batch=2, **BATCH), LLAMA, load_hardware("dgx-h100"))
     assert plan_departures(default, "ddp") == [] and plan_departures(default, "fsdp") == []
     assert plan_departures(default, "allreduce")[0].endswith("(overlap_dp_comm=true)")
+
+
+def test_lora_trains_the_adapters_alone(references):
+    """r (n + k) parameters an adapted linear (spec.finetune.adapter_params), the rest frozen; B starts at zero,
+    so the first step's loss is the base model's."""
+    from perfmodel.execute.train import Trainer
+
+    trainer = Trainer(plan_file(LLAMA, gpus=1, micro_batch=8, lora=LORA), torch.device("cpu"))
+    h, q, kv, f, r = 64, 64, 32, 128, 4  # tiny-llama: 4 heads of 16, 2 kv heads, SwiGLU 128
+    per_layer = r * (h + q + 2 * kv) + r * (q + h) + r * (h + 2 * f) + r * (f + h)  # qkv, wo, [w1; w3], w2
+    assert sum(p.numel() for p in trainer.params) == LLAMA.n_layers * per_layer == 13312
+    assert all(("_lora." in n) == p.requires_grad for m in trainer.raw for n, p in m.named_parameters())
+    lora, full = references["tiny-llama lora"], references["tiny-llama"]
+    assert lora[0] == pytest.approx(full[0], abs=1e-6) and abs(lora[-1] - full[-1]) > 1e-4
+
+
+def test_refuses_lora_it_cannot_build(tmp_path):
+    from perfmodel.execute.run_plans import check_runnable
+
+    pf = plan_file(LLAMA, gpus=2, tp=2, lora=LORA)
+    with pytest.raises(InputError, match="p.json: lora = rank 4 on all with tp > 1: the executor's adapters are not "
+                                         "split over tensor parallelism; valid: tp 1"):
+        check_runnable(pf, "p.json", 2, 1, "cpu")

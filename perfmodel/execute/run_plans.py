@@ -78,9 +78,12 @@ def check_runnable(pf: PlanFile, where: str, nproc: int, nnodes: int, device: st
                          f"per stage; valid: stage layer counts divisible by {plan.vpp}, or Megatron-LM's "
                          "account_for_embedding / account_for_loss")
     model_unrunnable(pf.model, where)
-    if plan.lora is not None:
-        raise InputError(f"{where}: lora = rank {plan.lora.rank} on {plan.lora.modules}: the executor trains every "
-                         "weight and builds no adapters yet; valid: lora null (the cost model prices it: predict)")
+    if plan.lora is not None and (plan.tp > 1 or pf.model.moe is not None or plan.lora.base_weights != "bf16"):
+        why = ("tp > 1: the executor's adapters are not split over tensor parallelism" if plan.tp > 1 else
+               "a MoE model: the executor adapts dense models only" if pf.model.moe is not None else
+               "base_weights fp8: the executor holds the frozen base in the run's dtype")
+        raise InputError(f"{where}: lora = rank {plan.lora.rank} on {plan.lora.modules} with {why}; valid: tp 1, a "
+                         "dense model and base_weights bf16, or lora null (the cost model prices it: predict)")
     if plan.dp_replicate > 1 and plan.zero == 1:
         raise InputError(f"{where}: dp_replicate = {plan.dp_replicate} with zero = 1: the executor runs hybrid "
                          "sharding as FSDP2 over a (replicate, shard) mesh, and its ZeRO-1 (ZeroRedundancyOptimizer) "

@@ -34,6 +34,7 @@ from .data_parallel import (
     as_param_placement,
     make_optimizer,
 )
+from .lora import apply_lora
 from .transformer import Transformer, initial_value
 from .pipeline_parallel import make_schedule, prune, stage_indices, virtual_stage_layers
 
@@ -93,6 +94,8 @@ class Trainer:
         for v in self.indices:
             with torch.device("meta"):
                 m = prune(Transformer(cfg), *ranges[v], v == 0, v == n_stages - 1)
+                if plan.lora is not None:  # adapters on a frozen base (execute.lora)
+                    apply_lora(m, cfg, plan.lora)
             if tp_mesh is not None:
                 from .tensor_parallel import apply_tp, stage_input_placement
 
@@ -116,7 +119,7 @@ class Trainer:
                                                          powersgd_rank=plan.powersgd_rank)
             self.notes += [n for n in notes if n not in self.notes]
             self.modules.append(m)
-        self.params = [p for m in self.modules for p in m.parameters()]
+        self.params = [p for m in self.modules for p in m.parameters() if p.requires_grad]  # LoRA: the adapters
         self.expert_params = [p for m in self.raw for p in self.experts.params(m)] if self.experts else []
         expert_ids = {id(p) for p in self.expert_params}
         self.dense_params = [p for p in self.params if id(p) not in expert_ids]

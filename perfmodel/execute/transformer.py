@@ -107,6 +107,19 @@ class AttentionCore(nn.Module):
         return out.transpose(1, 2).reshape(b, s, -1)
 
 
+class Adapter(nn.Module):
+    """A LoRA update B A beside a frozen linear (Hu et al. 2021, Sec. 4.1): x -> B (A x), A (r x k) drawn at
+    random, B (n x r) zero, so the adapted model starts as the base one (execute.lora adds them)."""
+
+    def __init__(self, k: int, n: int, rank: int):
+        super().__init__()
+        self.a = nn.Linear(k, rank, bias=False)
+        self.b = nn.Linear(rank, n, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(self.a(x))
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -116,9 +129,16 @@ class Attention(nn.Module):
         self.wv = nn.Linear(cfg.hidden, cfg.kv_dim, bias=bias)
         self.core = AttentionCore(cfg)
         self.wo = nn.Linear(cfg.q_dim, cfg.hidden, bias=cfg.linear_bias == "all")
+        self.qkv_lora: Adapter | None = None  # LoRA on the fused q, k, v projection (one A), and on wo
+        self.wo_lora: Adapter | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.wo(self.core(self.wq(x), self.wk(x), self.wv(x)))
+        q, k, v = self.wq(x), self.wk(x), self.wv(x)
+        if self.qkv_lora is not None:
+            dq, dk, dv = self.qkv_lora(x).split([q.shape[-1], k.shape[-1], v.shape[-1]], dim=-1)
+            q, k, v = q + dq, k + dk, v + dv
+        z = self.core(q, k, v)
+        return self.wo(z) + (self.wo_lora(z) if self.wo_lora is not None else 0.0)
 
 
 class Activation(nn.Module):
@@ -141,9 +161,17 @@ class MLP(nn.Module):
         self.w3 = nn.Linear(cfg.hidden, ffn, bias=bias) if cfg.gated else None
         self.act = Activation(cfg.gated)
         self.w2 = nn.Linear(ffn, cfg.hidden, bias=bias)
+        self.w13_lora: Adapter | None = None  # LoRA on the fused [w1; w3] (one A), and on w2
+        self.w2_lora: Adapter | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(self.act(self.w1(x), self.w3(x)) if self.w3 is not None else self.act(self.w1(x)))
+        gate, up = self.w1(x), (self.w3(x) if self.w3 is not None else None)
+        if self.w13_lora is not None:
+            d = self.w13_lora(x)
+            f = gate.shape[-1]
+            gate, up = gate + d[..., :f], (up + d[..., f:] if up is not None else None)
+        h = self.act(gate, up)
+        return self.w2(h) + (self.w2_lora(h) if self.w2_lora is not None else 0.0)
 
 
 class GroupedExperts(nn.Module):
@@ -280,8 +308,8 @@ def init_std(name: str, cfg: ModelConfig) -> float | None:
     """Standard deviation of the normal initialisation of parameter `name`; None for ones (norm scales) and
     zeros (biases, norm shifts). Output projections of each residual branch are scaled by 1/sqrt(2 n_layers)
     (Radford et al. 2019, GPT-2, Sec. 2.3)."""
-    if name.endswith("bias") or ".norm" in name or name.startswith("final_norm"):
-        return None
+    if name.endswith("bias") or ".norm" in name or name.startswith("final_norm") or "_lora.b." in name:
+        return None  # (a LoRA B starts at zero: Hu et al. 2021, Sec. 4.1)
     if name.endswith(("wo.weight", "w2.weight", "experts.w2")):
         return INIT_STD / math.sqrt(2 * cfg.n_layers)
     return INIT_STD
@@ -301,7 +329,7 @@ def initial_value(name: str, shape, cfg: ModelConfig, seed: int, device, first_e
     a rank holding experts first_expert .. first_expert + n - 1 draws just its shard, equal to that part of the
     whole."""
     if init_std(name, cfg) is None:
-        fill = 0.0 if name.endswith("bias") else 1.0
+        fill = 0.0 if name.endswith("bias") or "_lora.b." in name else 1.0
         return torch.full(shape, fill, device=device)
     if is_expert_weight(name) and "/" not in name:
         return torch.stack([initial_value(f"{name}/{first_expert + e}", tuple(shape[1:]), cfg, seed, device)
