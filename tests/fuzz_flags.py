@@ -197,7 +197,7 @@ def tensor_list(valid: tuple, fixed: list, others: list, **kw) -> Kind:
 
     names = st.sampled_from([*valid, *others])
     more = st.one_of(st.lists(names | TEXT, min_size=1, max_size=4).map(",".join), TEXT).filter(bad)
-    return Kind([v for v in fixed if bad(v)], more, extra=("--recompute", "names"), **kw)
+    return Kind([v for v in fixed if bad(v)], more, **{"extra": ("--recompute", "names"), **kw})
 
 
 def recompute_saved(**kw) -> Kind:
@@ -409,6 +409,9 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("search", "--lora-rank"): count(names=("lora.rank",)),
           ("search", "--expert-imbalance"): number(1.0, 64.0), ("search", "--moe-overlap"): flag_switch(),
           ("search", "--only"): only(), ("search", "--top"): count(0), ("search", "--output"): output(".json"),
+          ("search", "--recompute-saved"): recompute_saved(extra=("--only", "recompute=names")),
+          ("search", "--recompute-offloaded"): recompute_offloaded(extra=("--only", "recompute=names")),
+          ("search", "--loss-chunks"): count(),
           ("search", "--plot"): output(".png")}
     t |= {("whatif", "--model"): model_in(), ("whatif", "--gpus"): count(), ("whatif", "--global-batch"): count(),
           ("whatif", "--seq-len"): count(), ("whatif", "--hardware"): hw_list(),

@@ -144,3 +144,20 @@ def test_maxtext_custom_rows_read_as_names_with_offload():
     fields, _ = custom_remat("custom, context=device, mlpwo=offload, mlpwi_0/mlpwi_1=offload")
     assert (fields["recompute_saved"], fields["recompute_offloaded"]) == (["attention", "mlp_in"], ["mlp_in"])
     assert custom_remat("custom, moe_mlpwi_0=offload")[0] is None
+
+
+def test_search_prices_the_names_layouts_with_the_jobs_tensors(llama2_7b):
+    """A search's names layouts keep and offload the job's tensors (Plan.recompute_saved, recompute_offloaded),
+    each priced as predict prices its plan, and its best plan carries them."""
+    from perfmodel.search.ranking import search
+    from perfmodel.search.space import Space
+
+    v6e = load_hardware("tpu-v6e")
+    res = search(llama2_7b, v6e, 8, 64, T, space=Space(tp=[1], pp=[1], cp=[1], zero=[3], recompute=["names"]),
+                 stack="maxtext", recompute_saved=SAVED, recompute_offloaded=["layer_input", "qkv"], loss_chunks=2)
+    best = res.plan(0)
+    assert (best.recompute_saved, best.recompute_offloaded, best.loss_chunks) == (SAVED, ["layer_input", "qkv"], 2)
+    e = estimate(llama2_7b, v6e, best)
+    assert res.table["step_time_s"].iloc[0] == pytest.approx(e.step_time_s)
+    copies = next(c for c in e.comms if c.name == "host offload copies")
+    assert copies.bytes == best.micro_batch * T * (2 * H + 6 * H)  # the layer input and q, k, v of each sequence

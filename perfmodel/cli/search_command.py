@@ -12,9 +12,11 @@ from ..search.ranking import OBJECTIVES, search
 from ..search.space import Space
 from ..spec.hardware import DEFAULT_HEADROOM, load_hardware
 from ..spec.model_catalogue import load_model
+from ..spec.recompute import OFFLOAD_TENSORS, SAVED_TENSORS
 from ..spec.stack import DEFAULT_STACK, STACKS
 from .argtypes import counts, integer, number, path
-from .plan_flags import COMPILES, DISPATCHERS, PRECISIONS, add_compression_flags, add_lora_flags, headroom_of, lora_of
+from .plan_flags import (COMPILES, DISPATCHERS, PRECISIONS, add_compression_flags, add_lora_flags, headroom_of, lora_of,
+                         module_list)
 
 
 def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
@@ -34,6 +36,14 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     add_lora_flags(se)
     se.add_argument("--stack", choices=STACKS, default=DEFAULT_STACK, help="software stack (docs/stacks.md)")
     se.add_argument("--compile", choices=COMPILES, default="none", help="as predict (torchtitan: memory only)")
+    se.add_argument("--recompute-saved", type=module_list("--recompute-saved", SAVED_TENSORS, "saved tensor"),
+                    metavar="T1,T2", help="as predict, for the layouts of recompute names (--only recompute=names)")
+    se.add_argument("--recompute-offloaded", type=module_list("--recompute-offloaded", OFFLOAD_TENSORS,
+                                                              "kept tensor"), metavar="T1,T2",
+                    help="as predict, for the layouts of recompute names")
+    se.add_argument("--loss-chunks", type=integer("--loss-chunks"), default=1, metavar="N",
+                    help="as predict (MaxText num_vocab_tiling); layouts whose micro-batch it does not split are "
+                         "skipped")
     se.add_argument("--expert-imbalance", type=float, default=1.0, help="as predict (default 1: balanced)")
     se.add_argument("--moe-dispatcher", choices=DISPATCHERS, default="alltoall", help="as predict")
     se.add_argument("--moe-overlap", action="store_true", help="as predict")
@@ -98,6 +108,8 @@ def run(a: argparse.Namespace) -> str:
                     grad_dtype=a.grad_dtype, grad_compression=a.grad_compression, powersgd_rank=a.powersgd_rank,
                     stack=a.stack, compile=a.compile, expert_imbalance=a.expert_imbalance,
                     moe_dispatcher=a.moe_dispatcher, moe_overlap=a.moe_overlap, headroom=headroom_of(a),
+                    recompute_saved=a.recompute_saved, recompute_offloaded=a.recompute_offloaded,
+                    loss_chunks=a.loss_chunks,
                     lora=lora_of({k: v for k, v in vars(a).items() if k.startswith("lora_") and v is not None}))
     extra = []
     if a.output:

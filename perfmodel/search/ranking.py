@@ -107,6 +107,8 @@ class SearchResult:
         """The plan of row `rank` of the ranked table."""
         job = self.job.model_dump()
         job.update(gpus=int(self.columns["gpus"][rank]))
+        if self.columns["recompute"][rank] != "names":  # the names policy's tensors: its layouts' alone
+            job.update(recompute_saved=None, recompute_offloaded=None)
         return Plan(**{k: self.columns[k][rank].item() for k in PLAN_COLUMNS}, **{
             k: v for k, v in job.items() if k != "gpus"})
 

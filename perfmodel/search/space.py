@@ -54,7 +54,7 @@ from ..spec.plan import (
     resolve,
 )
 from ..spec.megatron_split import megatron_slots
-from ..spec.recompute import check_names_model
+from ..spec.recompute import OffloadTensor, SavedTensor, check_names_model
 from ..spec.stack import DEFAULT_STACK
 
 
@@ -96,6 +96,11 @@ class Job(Schema):
     moe_overlap: Flag = False
     compile: Literal["none", "model", "model+loss"] = "none"  # Plan.compile: memory only
     lora: LoRA | None = None  # Plan.lora: adapters on a frozen base
+    # recompute = names (MaxText's remat policies): the tensors its layouts keep and offload (Plan.recompute_saved,
+    # recompute_offloaded; the layouts of other modes ignore them), and the tiled loss (Plan.loss_chunks)
+    recompute_saved: list[SavedTensor] | None = None
+    recompute_offloaded: list[OffloadTensor] | None = None
+    loss_chunks: Count = 1
 
 
 def _allowed(values: list[int], limit: list | None) -> list:
@@ -134,8 +139,11 @@ def expert_candidates(model: ModelConfig, stage_ranks: int, space: Space) -> lis
 def check_job(model: ModelConfig, system: System, job: Job) -> None:
     """Refuse a job no layout can run, before enumerating: one line naming the field and what is valid."""
     # gpus the system allows, a sequence the model allows, a precision the system has (resolve's checks)
+    names = job.recompute_saved is not None or job.recompute_offloaded is not None
     resolve(Plan(gpus=job.gpus, micro_batch=1, global_batch=job.gpus, seq_len=job.seq_len,
-                 precision=job.precision, lora=job.lora, grad_compression=job.grad_compression), model, system)
+                 precision=job.precision, lora=job.lora, grad_compression=job.grad_compression,
+                 recompute="names" if names else "none", recompute_saved=job.recompute_saved,
+                 recompute_offloaded=job.recompute_offloaded), model, system)
     why = moe_overlap_refusal(model, job.moe_dispatcher) if job.moe_overlap else None
     if why:
         raise InputError(why)
@@ -219,8 +227,8 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
     if not found:
         raise InputError(no_mesh_message(model, job, space))
     rcs = space.recompute or list(DEFAULT_RECOMPUTES)
-    if "names" in rcs:  # searched with nothing saved (the layer input alone): Plan.recompute_saved is not searched
-        check_names_model(model)
+    if "names" in rcs:  # with the job's saved tensors (Plan.recompute_saved: one set for the search)
+        check_names_model(model, job.recompute_saved or ())
     too_narrow = InputError(f"no layout of gpus = {job.gpus} satisfies the --only limits {space.model_dump(exclude_none=True)}")
     base = _mesh_rows(model, job, space, found)
     if not len(base):
@@ -235,6 +243,7 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
                 else (base[:, 0] == 1) | ~divides | (False in want_sp))
         if z > 0:
             keep &= base[:, 3] * base[:, 2] > 1
+        keep &= (base[:, 5] * job.seq_len // base[:, 2]) % job.loss_chunks == 0  # the chunks split a micro-batch
         if r > 1:  # hybrid sharding: replicas of a ZeRO group of more than one rank (spec.plan._check_replicate)
             keep &= (z > 0) & (base[:, 3] % r == 0) & (base[:, 3] * base[:, 2] > r)
         if model.moe is not None and not sp:  # experts with tp need sequence parallelism (spec.plan._check_experts)
@@ -260,5 +269,7 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
                    attention=job.attention, grad_dtype=job.grad_dtype, grad_compression=job.grad_compression,
                    powersgd_rank=job.powersgd_rank, overlap_dp_comm=job.overlap_dp_comm,
                    tp_comm_overlap=job.tp_comm_overlap, stack=job.stack, compile=job.compile, lora=job.lora,
+                   recompute_saved=job.recompute_saved, recompute_offloaded=job.recompute_offloaded,
+                   loss_chunks=job.loss_chunks,
                    account_for_embedding=sel[:, 6] == 1,
                    account_for_loss=sel[:, 6] == 1)
