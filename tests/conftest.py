@@ -2,6 +2,8 @@
 
 import fcntl
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -63,3 +65,26 @@ def tpu_v5p():
     from perfmodel import load_hardware
 
     return load_hardware("tpu-v5p")
+
+
+@pytest.fixture(scope="session")
+def tpu_v6e():
+    from perfmodel import load_hardware
+
+    return load_hardware("tpu-v6e")
+
+
+@pytest.fixture(scope="session")
+def dgx_h100():
+    from perfmodel import load_hardware
+
+    return load_hardware("dgx-h100")
+
+
+@pytest.fixture(scope="session")
+def predict_cli():
+    """`python -m perfmodel predict ARGS` as a user runs it: the CompletedProcess (returncode, stdout, stderr)."""
+    def run(*args) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "perfmodel", "predict", *map(str, args)], capture_output=True,
+                              text=True)
+    return run

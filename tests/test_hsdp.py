@@ -5,23 +5,15 @@ cross-slice DCN tier is priced from its spec alone (12.5 GB/s per chip x 0.8, 20
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
-from perfmodel import Plan, estimate, load_hardware, load_model
+from perfmodel import Plan, estimate, load_model
 from perfmodel.errors import InputError
 from perfmodel.export.checks.spread import maxtext_plan_file, spread_plan_file
 from perfmodel.export.targets import export, nearest_updates
 from perfmodel.spec.plan import resolve
 
 GIB = 2**30
-
-
-@pytest.fixture(scope="module")
-def v6e():
-    return load_hardware("tpu-v6e")
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +26,8 @@ def plan(r: int) -> Plan:
                 recompute="full")
 
 
-def test_zero_shards_over_one_group_and_the_replicas_all_reduce_the_shards(llama3_8b, v6e):
-    full, hybrid = estimate(llama3_8b, v6e, plan(1)), estimate(llama3_8b, v6e, plan(2))
+def test_zero_shards_over_one_group_and_the_replicas_all_reduce_the_shards(llama3_8b, tpu_v6e):
+    full, hybrid = estimate(llama3_8b, tpu_v6e, plan(1)), estimate(llama3_8b, tpu_v6e, plan(2))
     assert (full.plan.zero_shard, hybrid.plan.zero_shard) == (512, 256)
     # the states are sharded over half as many ranks: twice the bytes each
     assert hybrid.memory_bytes.optimizer == pytest.approx(2 * full.memory_bytes.optimizer)
@@ -51,17 +43,16 @@ def test_zero_shards_over_one_group_and_the_replicas_all_reduce_the_shards(llama
     assert not any(c.name == "dp replicate gradient all-reduce" for c in full.comms)
 
 
-def test_bad_replicate_input(llama3_8b, v6e):
+def test_bad_replicate_input(llama3_8b, tpu_v6e, predict_cli):
     with pytest.raises(InputError, match=r"dp_replicate = 3 does not divide dp = 512; valid dp_replicate: 1, 2, 4"):
-        resolve(plan(3), llama3_8b, v6e)
+        resolve(plan(3), llama3_8b, tpu_v6e)
     with pytest.raises(InputError, match="dp_replicate = 2 with zero = 0: .* valid: zero 1, 2 or 3, or dp_replicate 1"):
-        resolve(plan(2).model_copy(update={"zero": 0}), llama3_8b, v6e)
-    cmd = [sys.executable, "-m", "perfmodel", "predict", "--model", "llama-3-8b", "--hardware", "tpu-v6e", "--gpus",
-           "512", "--tp", "1", "--pp", "1", "--micro-batch", "1", "--global-batch", "512", "--seq-len", "4096",
-           "--zero", "3", "--stack", "maxtext"]
-    ok = subprocess.run(cmd + ["--dp-replicate", "2"], capture_output=True, text=True)
+        resolve(plan(2).model_copy(update={"zero": 0}), llama3_8b, tpu_v6e)
+    args = ("--model", "llama-3-8b", "--hardware", "tpu-v6e", "--gpus", 512, "--tp", 1, "--pp", 1, "--micro-batch", 1,
+            "--global-batch", 512, "--seq-len", 4096, "--zero", 3, "--stack", "maxtext")
+    ok = predict_cli(*args, "--dp-replicate", 2)
     assert ok.returncode == 0 and "dp=512 (dp_replicate=2)" in ok.stdout, ok.stderr
-    bad = subprocess.run(cmd + ["--dp-replicate", "5"], capture_output=True, text=True)
+    bad = predict_cli(*args, "--dp-replicate", 5)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "dp_replicate = 5 does not divide" in bad.stderr
 
 

@@ -4,12 +4,9 @@ the refusals. Values worked out by hand for Llama 2 7B (hidden 4096, 32 layers, 
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
-from perfmodel import Plan, estimate, load_hardware
+from perfmodel import Plan, estimate
 from perfmodel.cost.layouts import Layouts
 from perfmodel.cost.memory import layer_activation_bytes, layer_offloaded_bytes
 from perfmodel.cost.offload import offload_comm, offload_seconds
@@ -28,11 +25,6 @@ def plan(**kw) -> Plan:
     base = dict(gpus=8, micro_batch=1, global_batch=8, seq_len=T, zero=3, stack="maxtext", recompute="names",
                 recompute_saved=SAVED)
     return Plan(**{**base, **kw})
-
-
-@pytest.fixture(scope="module")
-def dgx_h100():
-    return load_hardware("dgx-h100")
 
 
 def layer(llama2_7b, system, **kw):
@@ -76,9 +68,8 @@ def test_a_copy_takes_bytes_over_the_host_link_and_shows_past_the_layer_compute(
     assert float(c.bwd[0]) == 0.0  # hidden behind the backward
 
 
-def test_the_estimate_charges_the_exposed_copies_to_offload_comm(llama2_7b):
-    v6e = load_hardware("tpu-v6e")
-    e = estimate(llama2_7b, v6e, plan(gpus=8, micro_batch=4, global_batch=64,
+def test_the_estimate_charges_the_exposed_copies_to_offload_comm(llama2_7b, tpu_v6e):
+    e = estimate(llama2_7b, tpu_v6e, plan(gpus=8, micro_batch=4, global_batch=64,
                                       recompute_offloaded=["layer_input", "qkv", "out_proj"]))
     row = next(c for c in e.comms if c.name == "host offload copies")
     per_layer = 4 * T * (2 * H + 6 * H + 2 * H)  # 640 MiB per micro-batch of 4 sequences
@@ -97,7 +88,7 @@ def test_more_than_the_host_holds_does_not_fit(llama2_7b, dgx_h100):
     assert estimate(llama2_7b, small, p).memory_verdict == "does not fit"
 
 
-def test_bad_offload_input(llama2_7b, dgx_h100, tpu_v5p):
+def test_bad_offload_input(llama2_7b, dgx_h100, tpu_v5p, predict_cli):
     with pytest.raises(InputError, match=r"recompute_offloaded: 'mlp_in' is not kept under recompute_saved = "
                                          r"\['qkv', 'out_proj'\] .* valid: layer_input, qkv, out_proj, or add"):
         resolve(plan(recompute_offloaded=["mlp_in"]), llama2_7b, dgx_h100)
@@ -106,12 +97,11 @@ def test_bad_offload_input(llama2_7b, dgx_h100, tpu_v5p):
                 dgx_h100)
     with pytest.raises(InputError, match="on tpu-v5p, whose spec gives no host link"):
         resolve(plan(recompute_offloaded=["layer_input"]), llama2_7b, tpu_v5p)
-    cmd = [sys.executable, "-m", "perfmodel", "predict", "--model", "llama-2-7b", "--hardware", "dgx-h100", "--gpus",
-           "8", "--tp", "1", "--pp", "1", "--micro-batch", "1", "--global-batch", "8", "--seq-len", "4096",
-           "--recompute", "names", "--recompute-saved", "qkv"]
-    ok = subprocess.run(cmd + ["--recompute-offloaded", "qkv,layer_input"], capture_output=True, text=True)
+    args = ("--model", "llama-2-7b", "--hardware", "dgx-h100", "--gpus", 8, "--tp", 1, "--pp", 1, "--micro-batch", 1,
+            "--global-batch", 8, "--seq-len", 4096, "--recompute", "names", "--recompute-saved", "qkv")
+    ok = predict_cli(*args, "--recompute-offloaded", "qkv,layer_input")
     assert ok.returncode == 0 and "recompute=names[qkv] offloaded=layer_input,qkv" in ok.stdout, ok.stderr
-    bad = subprocess.run(cmd + ["--recompute-offloaded", "decoder_layer_input"], capture_output=True, text=True)
+    bad = predict_cli(*args, "--recompute-offloaded", "decoder_layer_input")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "'decoder_layer_input' is not a kept tensor; valid: names separated by commas, of layer_input, qkv, " \
            "attention, out_proj, mlp_in" in bad.stderr
@@ -146,18 +136,17 @@ def test_maxtext_custom_rows_read_as_names_with_offload():
     assert custom_remat("custom, moe_mlpwi_0=offload")[0] is None
 
 
-def test_search_prices_the_names_layouts_with_the_jobs_tensors(llama2_7b):
+def test_search_prices_the_names_layouts_with_the_jobs_tensors(llama2_7b, tpu_v6e):
     """A search's names layouts keep and offload the job's tensors (Plan.recompute_saved, recompute_offloaded),
     each priced as predict prices its plan, and its best plan carries them."""
     from perfmodel.search.ranking import search
     from perfmodel.search.space import Space
 
-    v6e = load_hardware("tpu-v6e")
-    res = search(llama2_7b, v6e, 8, 64, T, space=Space(tp=[1], pp=[1], cp=[1], zero=[3], recompute=["names"]),
+    res = search(llama2_7b, tpu_v6e, 8, 64, T, space=Space(tp=[1], pp=[1], cp=[1], zero=[3], recompute=["names"]),
                  stack="maxtext", recompute_saved=SAVED, recompute_offloaded=["layer_input", "qkv"], loss_chunks=2)
     best = res.plan(0)
     assert (best.recompute_saved, best.recompute_offloaded, best.loss_chunks) == (SAVED, ["layer_input", "qkv"], 2)
-    e = estimate(llama2_7b, v6e, best)
+    e = estimate(llama2_7b, tpu_v6e, best)
     assert res.table["step_time_s"].iloc[0] == pytest.approx(e.step_time_s)
     copies = next(c for c in e.comms if c.name == "host offload copies")
     assert copies.bytes == best.micro_batch * T * (2 * H + 6 * H)  # the layer input and q, k, v of each sequence
