@@ -150,3 +150,16 @@ def test_search_prices_the_names_layouts_with_the_jobs_tensors(llama2_7b, tpu_v6
     assert res.table["step_time_s"].iloc[0] == pytest.approx(e.step_time_s)
     copies = next(c for c in e.comms if c.name == "host offload copies")
     assert copies.bytes == best.micro_batch * T * (2 * H + 6 * H)  # the layer input and q, k, v of each sequence
+
+
+def test_the_host_check_reads_the_stage_that_offloads_most(dgx_h100):
+    """Under 1F1B the first stage holds pp micro-batches in flight and the last one: its host memory decides."""
+    from perfmodel import load_model
+
+    e = estimate(load_model("llama-3-8b"), dgx_h100, plan(gpus=8, pp=4, micro_batch=1, global_batch=32,
+                                                          recompute_offloaded=["layer_input", "qkv"]))
+    hosts = [r.memory_bytes.host for r in e.memory_ranks]
+    per_layer = T * (2 * H + 2 * (4096 + 2 * 1024))  # llama-3-8b: the input and q, k, v (8 kv heads of 128)
+    assert hosts == pytest.approx([8 * 4 * per_layer, 8 * 3 * per_layer, 8 * 2 * per_layer, 8 * 1 * per_layer])
+    small = dgx_h100.model_copy(update={"host": dgx_h100.host.model_copy(update={"memory_gib": hosts[1] / 2**30})})
+    assert estimate(load_model("llama-3-8b"), small, e.plan).memory_verdict == "does not fit"

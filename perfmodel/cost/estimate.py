@@ -217,8 +217,8 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
 
     step_s, cap = time_s.total, step.capacity
     host_s = at(step.host_s)
-    verdict = str(memory_verdict(membd.memory_bytes.reserved, step.budget, step.limit, membd.memory_bytes.host,
-                                 step.host_room))
+    host = max(r.memory_bytes.host for r in ranks)  # offloaded: the first stage holds most in flight
+    verdict = str(memory_verdict(membd.memory_bytes.reserved, step.budget, step.limit, host, step.host_room))
     fits = verdict != VERDICTS[2]
     bottleneck = st.name(b, pp)
     mem_stage = Stages.of_split(split).name(membd.stage, pp)

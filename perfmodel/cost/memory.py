@@ -54,7 +54,8 @@ from .stages import Stages, pick
 
 WEIGHT_BYTES = 2.0
 OPTIMIZER_BYTES = 12.0  # fp32 master + Adam m + v
-# The parts of `spec.result.MemoryBreakdown`, each view the one before plus its own parts
+# The parts of `spec.result.MemoryBreakdown`, each view the one before plus its own parts; host (offloaded) is off
+# the device
 MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "transient", "allocated", "fragmentation",
                 "reserved", "runtime", "device", "between_steps", "host")
 
@@ -79,7 +80,8 @@ def adam_step_bytes(grad_bytes: float) -> float:
 def state_bytes(params, plan: Plan | Layouts, shard=None, trainable=None) -> dict[str, object]:
     """Weights, gradients and optimizer bytes of `params` per device under the plan's ZeRO stage (Megatron-LM and
     DeepSpeed: bf16 weights + fp32 master, m, v in the optimizer; FSDP stacks, `Stack.fsdp_master_weights`:
-    the fp32 sharded parameter is the master, 4 + 8), sharded over its zero_shard = dp * cp ranks (the ranks that hold replicas of the same weights; `shard`: another group,
+    the fp32 sharded parameter is the master, 4 + 8), sharded over its zero_shard = dp * cp / dp_replicate ranks
+    (the ranks that hold replicas of the same weights, over hybrid sharding's replicas; `shard`: another group,
     the edp ranks of a MoE model's routed experts). A LoRA fine-tune's: those of its `trainable` adapters, and
     the frozen `params` as weights alone (`cost.finetune.frozen_weight_bytes`)."""
     shard = plan.zero_shard if shard is None else shard
@@ -424,8 +426,9 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     transient = np.where(zero3_unsharded(lay), params_of * (WEIGHT_BYTES + 4.0), zero_copy_bytes(lay, params_of,
                                                                                           largest, module=module))
     if model.moe is not None:  # the routed experts' copies, the running MoE layer's dispatch
-        fc1 = (model.moe.n_experts * model.expert_params() / (lay.ep * lay.etp)  # one MoE layer's [w1; w3]: its
-               * (1 + model.gated) / (2 + model.gated))  # largest expert module
+        # one MoE layer's [w1; w3], its largest expert module as largest_module_params counts the dense MLP's
+        # (Megatron-Core's fused fc1; MaxText's separate wi_0 and wi_1 would halve it on a gated model)
+        fc1 = model.moe.n_experts * model.expert_params() / (lay.ep * lay.etp) * (1 + model.gated) / (2 + model.gated)
         transient = transient + zero_copy_bytes(lay, moe_layers * p_exp, p_exp * (st.layers > 0), lay.edp, fc1)
         transient = transient + (st.layers > 0) * dispatch_buffer_bytes(model, lay)
     offload = layer_offloaded_bytes(model, lay)  # per layer: the host holds every waiting one's, the device the next's
@@ -437,4 +440,6 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     if per_kind:
         return by_kind
     mem_kind = np.argmax(np.where(st.valid, by_kind["reserved"], -np.inf), axis=0)
-    return {k: pick(by_kind[k], mem_kind) for k in MEMORY_PARTS}, mem_kind
+    out = {k: pick(by_kind[k], mem_kind) for k in MEMORY_PARTS}
+    out["host"] = np.max(np.where(st.valid, by_kind["host"], 0.0), axis=0)  # the first stage's, most in flight
+    return out, mem_kind

@@ -28,7 +28,8 @@ from .moe import dispatch_bytes, flex_dispatch_time, group_tiers, moe_share, rou
 from .operator_table import Operator, Split, forward_passes, megatron_codes, operators, output_bytes
 from .remat_names import names_rebuilds
 
-ZERO_GROUP = BIT["dp"] | BIT["cp"]  # the ranks holding replicas of the same weights: dp * cp, tp apart
+ZERO_GROUP = BIT["dp"] | BIT["cp"]  # the ranks holding replicas of the same weights: dp * cp, tp apart (under
+# hybrid sharding the mesh's dp axis is a ZeRO group's dp / dp_replicate: cost.mesh.Mesh)
 
 
 @dataclass
@@ -259,9 +260,10 @@ def weight_gather(mesh: Mesh, params, mask=ZERO_GROUP, latency_share=1.0) -> Val
 def replicate_sync(system: System, lay: Layouts, params, grad_bytes) -> Values:
     """Seconds of hybrid sharding's gradient all-reduce (Plan.dp_replicate = r > 1): each rank's shard of `params`
     gradients, params x grad_bytes / zero_shard, over the r replicas of its ZeRO group, tp cp dp / r devices apart
-    (replicas outermost in dp, as FSDP2's HSDP mesh (replicate, shard)): once per step, after the reduce-scatter
-    inside the group (Zhao et al. 2023, PyTorch FSDP, Sec. 3.2.2 "hybrid sharding"; torch fully_shard's
-    foreach_reduce all-reduces the reduce-scattered shard over the replicate dim); 0 where r = 1."""
+    (replicas outermost in dp, as FSDP2's HSDP mesh (replicate, shard)), per call, after the reduce-scatter inside
+    the group (Zhao et al. 2023, PyTorch FSDP, Sec. 3.2.2 "hybrid sharding"; torch fully_shard's foreach_reduce
+    all-reduces the reduce-scattered shard over the replicate dim after every backward by default,
+    FSDPParamGroup.all_reduce_grads; cost.step counts the calls); 0 where r = 1."""
     r = lay.dp_replicate
     if np.all(r == 1):
         return 0.0 * np.asarray(params, float)

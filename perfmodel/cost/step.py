@@ -269,12 +269,15 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     steps.append(Comm("edp expert gradient reduction", kind, "edp", nbytes=pe_stage * wbytes, seconds=g_e,
                       calls=reps * on_e, bwd=exp * (1 - part), unit="step", part="dp_comm",
                       tier=experts.tiers(), active=on_e))
-    # hybrid sharding: the gradient shards all-reduced over the ZeRO group's replicas, once per step, in the backward
+    # hybrid sharding: the gradient shards all-reduced over the ZeRO group's replicas in the backward: FSDP2 (zero
+    # 2/3) after every micro-batch's reduce-scatter but under a pipeline schedule (the last backward's alone)
     g_r = replicate_sync(system, lay, p_stage, wbytes)
     on_r = (lay.dp_replicate > 1) & (g_r > 0)
-    exp_r = np.where(overlap_steps, with_overlap(g_r, chunked(g_r, bwd_mb, nl, v, after * bwd_mb / v), f), g_r)
+    reps_r = np.where((zero >= 2) & (pp == 1), m, 1)
+    exp_r = reps_r * np.where(overlap_steps, with_overlap(g_r, chunked(g_r, bwd_mb, nl, v, after * bwd_mb / v), f),
+                              g_r)
     steps.append(Comm("dp replicate gradient all-reduce", "all_reduce", "replicate",
-                      nbytes=p_stage * wbytes / shard, seconds=g_r, calls=on_r * 1, bwd=exp_r, unit="step",
+                      nbytes=p_stage * wbytes / shard, seconds=g_r, calls=on_r * reps_r, bwd=exp_r, unit="step",
                       part="dp_comm", tier=group_tiers(system, lay.dp_replicate, lay.tp * lay.cp * lay.dp
                                                         // lay.dp_replicate, lay.gpus), active=on_r))
     on = (shard > 1) & np.isin(zero, (1, 2))

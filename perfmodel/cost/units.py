@@ -87,7 +87,7 @@ def op_kernels(model: ModelConfig, system: System, lay: Layouts) -> dict[str, li
     narrow = lay.precision in NARROW_PRECISIONS  # weight casts: amortised over micro-batches, regathered by ZeRO-3
     experts = ("ep", "etp") if model.moe is not None else ()  # a MoE layer's experts: cost.moe
     first, inverse = lay.distinct(("tp", "cp", "micro_batch", "sequence_parallel") + experts
-                                  + (("dp", "zero") if narrow else ()))
+                                  + (("dp", "zero", "dp_replicate") if narrow else ()))
     sub = lay.take(first)
     dev, ops = Device(model, system, sub), operators(model)
     out = {name: kernels(op, megatron(op, sub), dev) for name, op in ops.items()}

@@ -138,7 +138,8 @@ class Attention(nn.Module):
             dq, dk, dv = self.qkv_lora(x).split([q.shape[-1], k.shape[-1], v.shape[-1]], dim=-1)
             q, k, v = q + dq, k + dk, v + dv
         z = self.core(q, k, v)
-        return self.wo(z) + (self.wo_lora(z) if self.wo_lora is not None else 0.0)
+        out = self.wo(z)
+        return out if self.wo_lora is None else out + self.wo_lora(z)
 
 
 class Activation(nn.Module):
@@ -171,7 +172,8 @@ class MLP(nn.Module):
             f = gate.shape[-1]
             gate, up = gate + d[..., :f], (up + d[..., f:] if up is not None else None)
         h = self.act(gate, up)
-        return self.w2(h) + (self.w2_lora(h) if self.w2_lora is not None else 0.0)
+        out = self.w2(h)
+        return out if self.w2_lora is None else out + self.w2_lora(h)
 
 
 class GroupedExperts(nn.Module):

@@ -157,9 +157,9 @@ def _notes(pf: PlanFile) -> list[str]:
         notes.append("recompute=none: MaxText 0.2.5 wraps every decoder layer in jax.checkpoint (remat_policy "
                      "'none' saves nothing, as 'full'); minimal_with_context keeps every projection's output and "
                      "the attention context, recomputing only element-wise ops (norms, activations)")
-    if p.recompute != "names" and names_unpriced(pf.model) is None:
-        policy = REMAT.get(p.recompute, "minimal")  # per-op: changed to selective (minimal) by nearest_plan
-        saved = MAXTEXT_REMAT[policy]
+    policy = REMAT.get(p.recompute, "minimal")  # per-op: changed to selective (minimal) by nearest_plan
+    saved = MAXTEXT_REMAT.get(policy, [])
+    if p.recompute != "names" and names_unpriced(pf.model, saved) is None:
         flags = "--recompute names" + (f" --recompute-saved {','.join(saved)}" if saved else "")
         notes.append(f"recompute={p.recompute}: remat_policy {policy} is jax.checkpoint saving "
                      f"{', '.join(saved) or 'nothing but the layer input'}, and XLA re-runs only what the backward "

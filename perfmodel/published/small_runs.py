@@ -9,7 +9,8 @@ of the source (never per row, never tuned). A row that cannot be expressed keeps
 
 Decisions for every row of a kind (benchmarks/data/small_scale_runs_dev.README.md has them all):
 - HSDP (fms-fsdp) is zero = 3 over all data-parallel ranks: FULL_SHARD's gathers, reduce-scatters and resharding;
-  the Plan has no replicate group, so the collectives span every rank and the states are sharded 128 ways (HSDP: 8).
+  the rows state no shard group size, so Plan.dp_replicate stays 1: the collectives span every rank and the
+  states are sharded 128 ways (HSDP within a node: 8).
 - Muon / NorMuon (modded-nanogpt, nanochat) are priced as fused AdamW, as the nanogpt stack profile states.
 - fp8 on some layers only (FP8 lm_head) is not a Plan precision; PCIe cards, Titan RTX, RTX 4090, V100 and the
   H100 SXM 96GB HBM2e (500 W) are not in the hardware catalogue; a repeated measurement is counted once.

@@ -51,7 +51,7 @@ from ..spec.hardware import load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_presets import ALIASES, PRESETS
 from ..spec.plan import Plan, resolve
-from ..spec.recompute import MAXTEXT_REMAT
+from ..spec.recompute import MAXTEXT_OFFLOADED, MAXTEXT_REMAT
 from ..spec.stack import DEFAULT_STACK, stack_for_framework
 from .runs import Case, cell_number, cell_text, precision_of
 
@@ -182,8 +182,9 @@ def remat_of(row: pd.Series, n_layers: int) -> tuple[dict | None, str]:
     if key == "custom":
         return custom_remat(t)
     if OLD_REMAT.get(key, key) in MAXTEXT_REMAT:
-        saved = MAXTEXT_REMAT[OLD_REMAT.get(key, key)]
-        return dict(recompute="names", recompute_saved=saved), f"remat {key} as recompute names {saved}"
+        saved, off = MAXTEXT_REMAT[OLD_REMAT.get(key, key)], MAXTEXT_OFFLOADED.get(key)
+        return (dict(recompute="names", recompute_saved=saved, recompute_offloaded=off),
+                f"remat {key} as recompute names {saved}" + (f", offloaded {off}" if off else ""))
     return None, f"recompute policy {row['recompute']!r} is not mapped to a perfmodel policy"
 
 

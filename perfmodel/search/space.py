@@ -229,6 +229,10 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
     rcs = space.recompute or list(DEFAULT_RECOMPUTES)
     if "names" in rcs:  # with the job's saved tensors (Plan.recompute_saved: one set for the search)
         check_names_model(model, job.recompute_saved or ())
+    elif job.recompute_saved is not None or job.recompute_offloaded is not None:
+        raise InputError("recompute_saved / recompute_offloaded are the names policy's, which this search does not "
+                         f"try (recompute {', '.join(rcs)}); valid: --only recompute=names (with others if wanted), "
+                         "or neither")
     too_narrow = InputError(f"no layout of gpus = {job.gpus} satisfies the --only limits {space.model_dump(exclude_none=True)}")
     base = _mesh_rows(model, job, space, found)
     if not len(base):
