@@ -120,10 +120,14 @@ def unit_params(model: ModelConfig, plan: Plan | Layouts) -> dict[str, np.ndarra
 
 def largest_module_params(model: ModelConfig, lay: Layouts) -> np.ndarray:
     """Parameters per device of a layer's largest module (one GEMM's weights and bias: fused qkv, output
-    projection, [w1; w3] or w2) under Megatron-LM's split: what ZeRO-3 gathered module by module holds at once."""
+    projection, [w1; w3] or w2) under Megatron-LM's split: what ZeRO-3 gathered module by module holds at once. On
+    a stack that gathers tensor by tensor (Stack.zero3_per_tensor: XLA) the largest weight tensor, MaxText's
+    layout: query, key, value and the MLP's wi_0, wi_1 separate (base.yml fused_qkv, fused_mlp: false)."""
     ops, (first, inverse) = operators(model), lay.distinct(("tp",))
     sub = lay.take(first)
-    each = [local_params(ops[n], megatron(ops[n], sub)) + np.zeros(len(sub)) for n in LAYER_OPS
+    part = dict(qkv=model.q_dim / (model.q_dim + 2 * model.kv_dim), mlp_in=1 / (1 + model.gated)) \
+        if load_stack(lay.stack).zero3_per_tensor else {}
+    each = [local_params(ops[n], megatron(ops[n], sub)) * part.get(n, 1.0) + np.zeros(len(sub)) for n in LAYER_OPS
             if ops[n].spec.family == "linear" and ops[n].share > 0]
     return np.maximum.reduce(each)[inverse]
 
@@ -426,9 +430,10 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     transient = np.where(zero3_unsharded(lay), params_of * (WEIGHT_BYTES + 4.0), zero_copy_bytes(lay, params_of,
                                                                                           largest, module=module))
     if model.moe is not None:  # the routed experts' copies, the running MoE layer's dispatch
-        # one MoE layer's [w1; w3], its largest expert module as largest_module_params counts the dense MLP's
-        # (Megatron-Core's fused fc1; MaxText's separate wi_0 and wi_1 would halve it on a gated model)
-        fc1 = model.moe.n_experts * model.expert_params() / (lay.ep * lay.etp) * (1 + model.gated) / (2 + model.gated)
+        # one MoE layer's largest expert module as largest_module_params counts the dense MLP's: Megatron-Core's
+        # fused fc1 [w1; w3], or per tensor MaxText's wi_0 (wi_0, wi_1, wo separate: layers/moe.py RoutedMoE)
+        fc1 = model.moe.n_experts * model.expert_params() / (lay.ep * lay.etp) * (
+            1 if load_stack(lay.stack).zero3_per_tensor else 1 + model.gated) / (2 + model.gated)
         transient = transient + zero_copy_bytes(lay, moe_layers * p_exp, p_exp * (st.layers > 0), lay.edp, fc1)
         transient = transient + (st.layers > 0) * dispatch_buffer_bytes(model, lay)
     offload = layer_offloaded_bytes(model, lay)  # per layer: the host holds every waiting one's, the device the next's
