@@ -268,7 +268,13 @@ def replicate_sync(system: System, lay: Layouts, params, grad_bytes) -> Values:
     if np.all(r == 1):
         return 0.0 * np.asarray(params, float)
     nbytes = np.asarray(params, float) * grad_bytes / lay.zero_shard
-    return (r > 1) * C.group_collective(system, "all_reduce", nbytes, r, lay.tp * lay.cp * lay.dp // r, lay.gpus)
+    return (r > 1) * C.group_collective(system, "all_reduce", nbytes, *replica_group(lay), lay.gpus)
+
+
+def replica_group(lay: Layouts):
+    """(members, stride) of a rank's hybrid-sharding replicas: dp_replicate devices, a ZeRO group's tp cp dp / r
+    devices apart (replicas outermost in dp)."""
+    return lay.dp_replicate, lay.tp * lay.cp * lay.dp // lay.dp_replicate
 
 
 def partial_sum(mesh: Mesh, params, grad_bytes, mask, latency_share=1.0) -> Values:

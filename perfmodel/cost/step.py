@@ -64,8 +64,9 @@ from .sharded import (
     gradient_sync,
     optimizer_seconds,
     overlap_fraction,
-    replicate_sync,
     partial_sum,
+    replica_group,
+    replicate_sync,
     weight_gather,
     with_overlap,
 )
@@ -278,8 +279,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
                               g_r)
     steps.append(Comm("dp replicate gradient all-reduce", "all_reduce", "replicate",
                       nbytes=p_stage * wbytes / shard, seconds=g_r, calls=on_r * reps_r, bwd=exp_r, unit="step",
-                      part="dp_comm", tier=group_tiers(system, lay.dp_replicate, lay.tp * lay.cp * lay.dp
-                                                        // lay.dp_replicate, lay.gpus), active=on_r))
+                      part="dp_comm", tier=group_tiers(system, *replica_group(lay), lay.gpus), active=on_r))
     on = (shard > 1) & np.isin(zero, (1, 2))
     w = on * weight_gather(mesh, p_stage)
     on_e = (edp > 1) & np.isin(zero, (1, 2)) & (pe_stage > 0)

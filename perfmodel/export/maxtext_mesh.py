@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from ..errors import InputError
 from ..spec.plan_file import PlanFile
-from ..spec.recompute import MAXTEXT_OFFLOADED, MAXTEXT_REMAT
+from ..spec.recompute import MAXTEXT_CHECKPOINT_NAMES, MAXTEXT_OFFLOADED, MAXTEXT_REMAT
 from .plan_facts import plan_change
 
 MAXTEXT = "MaxText 0.2.5"
@@ -37,9 +37,6 @@ TOPOLOGY = {"tpu-v4": ("v4", 2), "tpu-v5e": ("v5e", 1), "tpu-v5p": ("v5p", 2), "
             "tpu-v7": ("tpu7x", 1)}
 # MaxText remat_policy (base.yml line 447; layers/nnx_decoders.py get_remat_policy) for each plan recompute
 REMAT = {"none": "minimal_with_context", "selective": "minimal", "full": "full"}
-# recompute = names: its saved tensors as MaxText 0.2.5's checkpoint names (base.yml's custom remat_policy keys)
-CHECKPOINT_NAMES = {"qkv": ("query_proj", "key_proj", "value_proj", "kv_proj", "qkv_proj"), "attention": ("context",),
-                    "out_proj": ("out_proj",), "mlp_in": ("mlpwi", "mlpwi_0", "mlpwi_1")}
 
 
 def remat_keys(p) -> dict:
@@ -52,9 +49,9 @@ def remat_keys(p) -> dict:
     named = next((k for k, v in MAXTEXT_REMAT.items() if v == saved and MAXTEXT_OFFLOADED.get(k, []) == off), None)
     if named:
         return {"remat_policy": named}
-    where = lambda t: "offload" if t in off else "device" if t in saved else "remat"  # noqa: E731
-    return {"remat_policy": "custom", "decoder_layer_input": "offload" if "layer_input" in off else "device",
-            **{n: where(t) for t, names in CHECKPOINT_NAMES.items() for n in names}}
+    held = ("layer_input", *saved)  # the layer input is always kept (names_held)
+    place = lambda t: "offload" if t in off else "device" if t in held else "remat"  # noqa: E731
+    return {"remat_policy": "custom", **{n: place(t) for t, names in MAXTEXT_CHECKPOINT_NAMES.items() for n in names}}
 
 
 @dataclass

@@ -51,7 +51,7 @@ from ..spec.hardware import load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_presets import ALIASES, PRESETS
 from ..spec.plan import Plan, resolve
-from ..spec.recompute import MAXTEXT_OFFLOADED, MAXTEXT_REMAT
+from ..spec.recompute import MAXTEXT_CHECKPOINT_NAMES, MAXTEXT_OFFLOADED, MAXTEXT_REMAT
 from ..spec.stack import DEFAULT_STACK, stack_for_framework
 from .runs import Case, cell_number, cell_text, precision_of
 
@@ -67,10 +67,8 @@ GPT3 = dict(mlp="gelu", norm="layernorm", position="learned", tie_embeddings=Tru
 # replaced them (ffn1 = mlpwi; the logits are the LM head's output, outside the decoder layers); 'custom' as names
 # with its 'device' and 'offload' checkpoint names (base.yml; the rows shorten query_proj to query).
 OLD_REMAT = {"save_dot_except_logits_ffn1": "save_dot_except_mlpwi", "save_dot_except_logits": "minimal"}
-CUSTOM_NAMES = {"decoder_layer_input": "layer_input", "context": "attention", "out_proj": "out_proj",
-                "mlpwo": None, **dict.fromkeys(("mlpwi", "mlpwi_0", "mlpwi_1"), "mlp_in"),
-                **dict.fromkeys(("query", "key", "value", "query_proj", "key_proj", "value_proj", "kv_proj",
-                                 "qkv_proj"), "qkv")}
+CUSTOM_NAMES = {"mlpwo": None, "query": "qkv", "key": "qkv", "value": "qkv",  # the rows' short names
+                **{n: t for t, names in MAXTEXT_CHECKPOINT_NAMES.items() for n in names}}
 
 
 @dataclass

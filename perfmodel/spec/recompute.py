@@ -37,6 +37,12 @@ MAXTEXT_REMAT = {"minimal_with_context": ["qkv", "attention", "out_proj", "mlp_i
                  "save_qkv_proj": ["qkv"], "save_out_proj": ["out_proj"], "full": [],
                  "minimal_flash": ["qkv", "attention", "out_proj", "mlp_in"],  # minimal_with_context's old name
                  "qkv_proj_offloaded": ["qkv"], "minimal_offloaded": ["qkv", "out_proj", "mlp_in"]}
+# The names' tensors as MaxText 0.2.5's checkpoint names (base.yml's keys for remat_policy custom: 'device',
+# 'offload' or 'remat' each); mlpwo's output is never kept (its only reader is the residual add)
+MAXTEXT_CHECKPOINT_NAMES = {"layer_input": ("decoder_layer_input",),
+                            "qkv": ("query_proj", "key_proj", "value_proj", "kv_proj", "qkv_proj"),
+                            "attention": ("context",), "out_proj": ("out_proj",),
+                            "mlp_in": ("mlpwi", "mlpwi_0", "mlpwi_1")}
 # The named policies that offload (save_and_offload_only_these_names, offload_dst pinned_host): every tensor they
 # keep sits in host memory
 MAXTEXT_OFFLOADED = {"qkv_proj_offloaded": ["qkv"], "minimal_offloaded": ["qkv", "out_proj", "mlp_in"]}
