@@ -387,7 +387,7 @@ def _plan_flags(cmd: str) -> dict:
     out["--recompute-num-layers"].fixed += ["13", "1000"]
     out["--lora-rank"].fixed += ["769"]
     out |= {f: flag_switch() for f in ("--moe-overlap", "--sequence-parallel", "--no-overlap-dp-comm",
-                                       "--account-for-embedding", "--account-for-loss")}
+                                       "--account-for-embedding", "--account-for-loss", "--optimizer-offload")}
     return out
 
 
@@ -411,7 +411,7 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("search", "--only"): only(), ("search", "--top"): count(0), ("search", "--output"): output(".json"),
           ("search", "--recompute-saved"): recompute_saved(extra=("--only", "recompute=names")),
           ("search", "--recompute-offloaded"): recompute_offloaded(extra=("--only", "recompute=names")),
-          ("search", "--loss-chunks"): count(),
+          ("search", "--loss-chunks"): count(), ("search", "--optimizer-offload"): flag_switch(),
           ("search", "--plot"): output(".png")}
     t |= {("whatif", "--model"): model_in(), ("whatif", "--gpus"): count(), ("whatif", "--global-batch"): count(),
           ("whatif", "--seq-len"): count(), ("whatif", "--hardware"): hw_list(),

@@ -102,6 +102,9 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
                     help="the LM head and loss over N chunks of a micro-batch's tokens, each chunk's logits rebuilt "
                          "in the backward (MaxText num_vocab_tiling); default 1")
     pr.add_argument("--sequence-parallel", action="store_true")
+    pr.add_argument("--optimizer-offload", action="store_true",
+                    help="keep the optimizer state in host memory between steps, copied to the device for the update "
+                         "(MaxText optimizer_memory_host_offload); needs a system with a host link")
     pr.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="default 0")
     pr.add_argument("--precision", choices=PRECISIONS, help="default bf16")
     pr.add_argument("--schedule", choices=["1f1b", "interleaved", "gpipe"], help="default: interleaved if vpp > 1 else 1f1b")
@@ -168,7 +171,8 @@ PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "dp_replicate", "cp
               "zero", "precision", "schedule", "attention", "grad_dtype", "compile", "loss_chunks", "grad_compression",
               "powersgd_rank", "stack", "first_stage_layers", "last_stage_layers", "tp_comm_overlap", "lora_rank",
               "lora_modules", "lora_base",
-              "sequence_parallel", "no_overlap_dp_comm", "account_for_embedding", "account_for_loss", "moe_overlap")
+              "sequence_parallel", "no_overlap_dp_comm", "account_for_embedding", "account_for_loss", "moe_overlap",
+              "optimizer_offload")
 VALUE_FLAGS = PLAN_FLAGS[2:PLAN_FLAGS.index("sequence_parallel")]  # the plan fields given by value
 
 
@@ -223,6 +227,6 @@ def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, Pl
     given["lora"] = lora_of(given)
     plan = Plan(**given, sequence_parallel=a.sequence_parallel, overlap_dp_comm=not a.no_overlap_dp_comm,
                 account_for_embedding=a.account_for_embedding, account_for_loss=a.account_for_loss,
-                moe_overlap=a.moe_overlap)
+                moe_overlap=a.moe_overlap, optimizer_offload=a.optimizer_offload)
     model, system = load_model(a.model), load_hardware(a.hardware)
     return model, system, resolve(plan, model, system), None

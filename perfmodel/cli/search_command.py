@@ -44,6 +44,7 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     se.add_argument("--loss-chunks", type=integer("--loss-chunks"), default=1, metavar="N",
                     help="as predict (MaxText num_vocab_tiling); layouts whose micro-batch it does not split are "
                          "skipped")
+    se.add_argument("--optimizer-offload", action="store_true", help="as predict, for every layout")
     se.add_argument("--expert-imbalance", type=float, default=1.0, help="as predict (default 1: balanced)")
     se.add_argument("--moe-dispatcher", choices=DISPATCHERS, default="alltoall", help="as predict")
     se.add_argument("--moe-overlap", action="store_true", help="as predict")
@@ -109,7 +110,7 @@ def run(a: argparse.Namespace) -> str:
                     stack=a.stack, compile=a.compile, expert_imbalance=a.expert_imbalance,
                     moe_dispatcher=a.moe_dispatcher, moe_overlap=a.moe_overlap, headroom=headroom_of(a),
                     recompute_saved=a.recompute_saved, recompute_offloaded=a.recompute_offloaded,
-                    loss_chunks=a.loss_chunks,
+                    loss_chunks=a.loss_chunks, optimizer_offload=a.optimizer_offload,
                     lora=lora_of({k: v for k, v in vars(a).items() if k.startswith("lora_") and v is not None}))
     extra = []
     if a.output:

@@ -23,7 +23,7 @@ SHARED = ("gpus", "global_batch", "seq_len", "precision", "attention", "grad_dty
           "powersgd_rank", "overlap_dp_comm", "tp_comm_overlap", "stack",
           "first_stage_layers", "last_stage_layers", "expert_imbalance", "moe_dispatcher",
           "moe_overlap", "loss_chunks", "recompute_modules", "recompute_saved", "recompute_offloaded",
-          "recompute_num_layers", "recompute_method", "compile", "lora")
+          "optimizer_offload", "recompute_num_layers", "recompute_method", "compile", "lora")
 CATEGORIES = {"recompute": get_args(Recompute), "schedule": get_args(Schedule)}
 # What one device's kernels, tensors and weights depend on (pp, vpp and the schedule only set how many)
 PER_DEVICE = ("tp", "cp", "dp", "ep", "etp", "micro_batch", "sequence_parallel", "zero", "recompute", "dp_replicate")
@@ -62,6 +62,7 @@ class Layouts:
     loss_chunks: int = 1  # the LM head and loss run in this many token chunks (Plan.loss_chunks)
     recompute_saved: tuple[str, ...] | list[str] | None = None  # names: the tensors kept (cost.remat_names)
     recompute_offloaded: tuple[str, ...] | list[str] | None = None  # ... of them and the input, in host memory
+    optimizer_offload: bool = False  # the optimizer state in host memory between steps (Plan.optimizer_offload)
     dp_replicate: np.ndarray | int = 1  # hybrid sharding: replicas of the ZeRO group (Plan.dp_replicate)
     recompute_num_layers: int | None = None  # full: Megatron-LM --recompute-num-layers (None: every layer)
     recompute_method: str = "uniform"  # full: uniform | block

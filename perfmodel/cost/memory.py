@@ -26,8 +26,8 @@ from ..spec.operators import (
 )
 from ..spec.plan import Plan
 from ..spec.stack import load_stack
-from .compression import GRAD_BYTES, error_feedback_bytes
-from .frozen import adapter_params, frozen_weight_bytes, unkept_linears
+from .compression import GRAD_BYTES
+from .frozen import adapter_params, unkept_linears
 from .stack_kept import eager_kept_bytes
 from .kernels import GEMM_INPUT_BYTES, narrow_bytes, saved_input_bytes
 from .layouts import Layouts, among
@@ -51,9 +51,8 @@ from .operator_table import (
 )
 from .pipeline import in_flight
 from .stages import Stages, pick
+from .states import OPTIMIZER_BYTES, WEIGHT_BYTES, adam_step_bytes, host_optimizer, state_bytes  # noqa: F401
 
-WEIGHT_BYTES = 2.0
-OPTIMIZER_BYTES = 12.0  # fp32 master + Adam m + v
 # The parts of `spec.result.MemoryBreakdown`, each view the one before plus its own parts; host (offloaded) is off
 # the device
 MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "transient", "allocated", "fragmentation",
@@ -67,36 +66,6 @@ def _layouts(plan: Plan | Layouts) -> Layouts:
     mp = plan.tp * plan.pp * plan.cp
     dp = plan.dp or (plan.gpus // mp if plan.gpus and plan.gpus % mp == 0 else 1)
     return Layouts.from_plan(plan.model_copy(update={"dp": dp, "schedule": plan.schedule or "1f1b"}))
-
-
-def adam_step_bytes(grad_bytes: float) -> float:
-    """HBM bytes an Adam step moves per parameter it updates: read the gradient, momentum, variance and fp32
-    master (grad_bytes + 12), write momentum, variance, master and the bf16 weight (12 + 2), and read the gradient
-    once more for the global norm (grad_bytes): 26 + 2 * grad_bytes (a fused multi-tensor Adam, as apex / torch
-    `fused=True`)."""
-    return 26.0 + 2.0 * grad_bytes
-
-
-def state_bytes(params, plan: Plan | Layouts, shard=None, trainable=None) -> dict[str, object]:
-    """Weights, gradients and optimizer bytes of `params` per device under the plan's ZeRO stage (Megatron-LM and
-    DeepSpeed: bf16 weights + fp32 master, m, v in the optimizer; FSDP stacks, `Stack.fsdp_master_weights`:
-    the fp32 sharded parameter is the master, 4 + 8), sharded over its zero_shard = dp * cp / dp_replicate ranks
-    (the ranks that hold replicas of the same weights, over hybrid sharding's replicas; `shard`: another group,
-    the edp ranks of a MoE model's routed experts). A LoRA fine-tune's: those of its `trainable` adapters, and
-    the frozen `params` as weights alone (`cost.finetune.frozen_weight_bytes`)."""
-    shard = plan.zero_shard if shard is None else shard
-    if trainable is not None:
-        states = state_bytes(trainable, plan, shard)
-        return dict(states, weights=states["weights"] + frozen_weight_bytes(params, plan, shard))
-    zero, g = np.asarray(plan.zero), GRAD_BYTES[plan.grad_dtype]
-    # FSDP's sharded parameter is the fp32 master itself (no bf16 shard beside it): 4 B of weights, 8 of Adam
-    master = (zero >= 3) & load_stack(plan.stack).fsdp_master_weights
-    return {
-        "weights": params * np.where(master, 4.0, WEIGHT_BYTES) / np.where(zero >= 3, shard, 1),
-        "gradients": params * g / np.where(zero >= 2, shard, 1)
-        + error_feedback_bytes(params, g, plan.grad_compression, shard),
-        "optimizer": params * np.where(master, OPTIMIZER_BYTES - 4.0, OPTIMIZER_BYTES) / np.where(zero >= 1, shard, 1),
-    }
 
 
 def head_copy(model: ModelConfig, pp) -> np.ndarray:
@@ -439,6 +408,7 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     offload = layer_offloaded_bytes(model, lay)  # per layer: the host holds every waiting one's, the device the next's
     transient = transient + narrow + (st.head > 0) * loss_temporary_bytes(model, lay) + (st.layers > 0) * offload
     host = st.layers * scale["layer"] * offload
+    states, transient, host = host_optimizer(states, act, transient, host, lay.optimizer_offload)
     by_kind = memory_views(lay, system, dict(states, activations=act, transient=transient, narrow=narrow, host=host))
     shape = by_kind["reserved"].shape
     by_kind = {k: np.broadcast_to(by_kind[k], shape) for k in MEMORY_PARTS}

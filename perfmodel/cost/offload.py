@@ -37,3 +37,22 @@ def offload_comm(model: ModelConfig, system: System, lay: Layouts, fwd, bwd) -> 
     return Comm("host offload copies", "copy", "host", nbytes=nbytes, seconds=t, calls=2,
                 fwd=np.maximum(t - fwd, 0.0), bwd=np.maximum(t - bwd, 0.0), unit="layer", part="offload_comm",
                 tier="host", active=nbytes > 0)
+
+
+def optimizer_copy_seconds(system: System, lay: Layouts, nbytes) -> np.ndarray:
+    """Seconds per step of the optimizer state's two copies (`optimizer_copies`) for `nbytes` of state; 0 where
+    it stays on the device (Plan.optimizer_offload false)."""
+    return 2.0 * offload_seconds(system, np.asarray(nbytes, float) * lay.optimizer_offload)
+
+
+def optimizer_copies(system: System, nbytes, on) -> Comm:
+    """The optimizer state's copies per step where it stays in host memory between steps (Plan.optimizer_offload,
+    `on` per plan; `nbytes`: the state the device updates, cost.states.state_bytes): to the device before the
+    update and back after it (MaxText train.py: device_put to the device shardings before apply_gradients, the new
+    state leaving in the step's pinned_host output), offload_seconds each way, both exposed: the update waits on
+    the first and the step on the second. XLA could start the first during the backward, but only by holding the
+    state on the device there, which is what offloading avoids (cost.states.host_optimizer)."""
+    nbytes = np.asarray(nbytes, float) * on
+    t = offload_seconds(system, nbytes)
+    return Comm("optimizer state host copies", "copy", "host", nbytes=nbytes, seconds=t, calls=2 * on, bwd=2 * t,
+                unit="step", part="offload_comm", tier="host", active=nbytes > 0)

@@ -1,7 +1,8 @@
 """One training step of many plans at once: units, communication, pipeline, data parallelism, memory.
 
 Step time = pipeline time of the m micro-batches (slowest stage, plus the bubble)
-          + exposed data-parallel / ZeRO-1/2 communication + the optimizer step.
+          + exposed data-parallel / ZeRO-1/2 communication + the optimizer step
+          (+ the optimizer state's copies from and to host memory where it is kept there, cost.offload).
 A stage is built from units (its layers, plus the embedding on the first stage and the LM head and loss on
 the last). Per micro-batch a unit costs its operators' forward, backward and recomputed forward
 (`cost.units.op_kernels`) plus the exposed communication it causes:
@@ -51,7 +52,9 @@ from .memory import (
     sp_replicated_params,
     stage_memory,
     stage_params,
+    state_bytes,
 )
+from .offload import optimizer_copies
 from .memory_fit import VERDICTS, host_limit, memory_budget, memory_verdict
 from .mesh import BIT, Mesh
 from .moe import ExpertDataGroup, expert_layer_params, group_tiers
@@ -311,6 +314,10 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
              + compression_seconds(dev, pe_stage, gbytes, lay.grad_compression, edp)
              ) / shared_host_speedup(system, lay)
 
+    # the optimizer state kept in host memory: in for the update, out after it (cost.offload.optimizer_copies)
+    opt_state = state_bytes(p_stage, lay)["optimizer"] + state_bytes(pe_stage, lay, edp)["optimizer"]
+    steps.append(optimizer_copies(system, opt_state, lay.optimizer_offload))
+    t_copy = steps[-1].exposed + none
     step_calls = sum(np.asarray(c.calls, float) * np.asarray(c.active, bool) for c in steps)
     # the step's end: the host loops over the stage's parameter tensors (clip, update, zero_grad) and makes the
     # step's calls while the device reduces and updates (cost.launch_queue.step_seconds)
@@ -323,13 +330,15 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     host_total = m * host_mb + host_tail  # the host's seconds per step on the slowest stage
     # the pipeline at the device's seconds alone (what the host's lead is measured against)
     t_pipe_device = pipeline_time(m, pick(device_mb, bottleneck), t_mean_device, pp, v)
-    body = step_seconds(t_pipe, t_pipe_device, dp_exposed + t_opt, m * host_mb, host_tail, pp > 1, rates.serial)
+    body = step_seconds(t_pipe, t_pipe_device, dp_exposed + t_opt + t_copy, m * host_mb, host_tail, pp > 1,
+                        rates.serial)
 
     step = body + stack.step_overhead_s
     time = {k: stage_part[k] * m for k in STAGE_PARTS}
     # parts sum to the step: the pipeline's bubble at the device's seconds, what the device waits on the host
     time.update(dp_comm=dp_exposed + none, bubble=t_pipe_device - m * pick(device_mb, bottleneck),
-                optimizer=t_opt + none, host=clean(body - t_pipe_device - dp_exposed - t_opt, body),
+                optimizer=t_opt + none, host=clean(body - t_pipe_device - dp_exposed - t_opt - t_copy, body),
+                offload_comm=time["offload_comm"] + t_copy,
                 overhead=time["overhead"] + stack.step_overhead_s, total=step)
     # what the host dispatches per step on the slowest stage (what calibrate's host probe fits to)
     host_kernels = sum(kernels[u] * held[u] for u in UNITS) * m

@@ -6,8 +6,9 @@ A configuration splits an operator's iteration space over the mesh (dp, cp, tp):
 none (`configurations`). Units: seconds per training step, bytes per device.
   - Vertex: m x per micro-batch (its kernels at the plan's shared-host speed-up, the collectives inside it,
     its weights' ZeRO-3 gathers and buffer copies) + per step (its weights' gradient reduction and ZeRO-1/2
-    gathers, counted exposed: an upper bound, where `estimate` hides most of them behind the backward; and its
-    optimizer step).
+    gathers, counted exposed: an upper bound, where `estimate` hides most of them behind the backward; its
+    optimizer step, and its state's copies to and from host memory under Plan.optimizer_offload). Memory counts
+    that state on the device as without offload: an upper bound, as the update holds it there.
   - Edge: m x the redistribution of the tensor it carries (`sharded.edge_cost`), forward and backward. A GEMM
     input may be kept as the producer's shard and gathered again in the backward (`CostTables.alt`).
   - ZeRO-3 gathers overlap the compute of their unit (`sharded.behind`), which is not a sum over operators;
@@ -36,15 +37,8 @@ from .graph import Graph
 from .compression import compression_seconds, layout_wire_bytes
 from .kernels import ACT_BYTES, Device, saved_input_bytes, zero3_copy_op
 from .layouts import Layouts
-from .memory import (
-    GRAD_BYTES,
-    head_copy,
-    kept_scale,
-    layer_gemm_params,
-    narrow_cache_bytes,
-    stage_moe_layers,
-    state_bytes,
-)
+from .memory import GRAD_BYTES, head_copy, kept_scale, layer_gemm_params, narrow_cache_bytes, stage_moe_layers, state_bytes
+from .offload import optimizer_copy_seconds
 from .mesh import BIT, Mesh, gathered_axes
 from .moe import (
     ExpertDataGroup,
@@ -290,6 +284,7 @@ def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.
         per_step = per_step + replicate_sync(x.system, lay, p, wbytes)  # hybrid sharding's replicas
         per_step = per_step + (optimizer_seconds(x.dev, p, zero, shard, gbytes) + compression_seconds(
             x.dev, p, gbytes, lay.grad_compression, shard)) / shared_host_speedup(x.system, lay)
+        per_step = per_step + optimizer_copy_seconds(x.system, lay, state_bytes(p, lay)["optimizer"])
     per_mb = wf + wb + _zero3_window(x, unit, wf, wb, ag, ag + rs)
     st = state_bytes(params, lay)
     memory = (st["weights"] + st["gradients"] + st["optimizer"]) * ref.states[unit]
@@ -353,6 +348,7 @@ def _moe_vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray,
                    + compression_seconds(x.dev, p_exp, gbytes, lay.grad_compression, lay.edp))
                 / shared_host_speedup(x.system, lay))
     st, st_e = state_bytes(p_rep, lay), state_bytes(p_exp, lay, lay.edp)
+    per_step = per_step + optimizer_copy_seconds(x.system, lay, st["optimizer"] + st_e["optimizer"])
     memory = sum(st[k] for k in st) * ref.states["layer"] + sum(st_e[k] for k in st_e) * ref.moe_states
     kept = moe_kept_bytes(model, lay, rc)
     memory = memory + kept * ref.kept["layer"] + (moe_kept_bytes(model, lay, "none") - kept) * ref.working

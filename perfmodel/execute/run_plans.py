@@ -91,6 +91,10 @@ def check_runnable(pf: PlanFile, where: str, nproc: int, nnodes: int, device: st
     if plan.loss_chunks > 1:
         raise InputError(f"{where}: loss_chunks = {plan.loss_chunks}: the torch executor computes the loss in one "
                          "piece; valid: loss_chunks 1 (the cost model prices the tiled loss: predict)")
+    if plan.optimizer_offload:
+        raise InputError(f"{where}: optimizer_offload = true: the torch executor keeps the optimizer state on the "
+                         "device (MaxText's host-resident state is XLA's memory kinds, which torch has no form of); "
+                         "valid: optimizer_offload false (the cost model prices it: predict)")
     if plan.recompute == "names":
         raise InputError(f"{where}: recompute = names (saved {plan.recompute_saved}): JAX's save_only_these_names "
                          "policy, which the torch executor does not build; valid: recompute none, selective, full or "

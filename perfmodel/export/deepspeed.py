@@ -53,6 +53,10 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
     if p.loss_chunks > 1:
         plan_change(pf, up, why, "loss_chunks", 1, f"the {ds} config has no chunked LM head and loss (the model "
                     "code computes the loss)")
+    if p.optimizer_offload:
+        plan_change(pf, up, why, "optimizer_offload", False, f"{ds}'s offload_optimizer (ZeRO-Offload) runs Adam on "
+                    "the host's CPUs (DeepSpeedCPUAdam), which this model does not price (Plan.optimizer_offload "
+                    "copies the state to the device for the update); the state stays on the device")
     if p.dp_replicate > 1:
         plan_change(pf, up, why, "dp_replicate", 1, f"this export writes {ds}'s ZeRO over the whole data-parallel "
                     "group (its hierarchical partitioning, MiCS and ZeRO++ hpZ, is not written)")

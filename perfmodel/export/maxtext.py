@@ -66,6 +66,8 @@ def settings(pf: PlanFile) -> tuple[dict, list[str], list[str]]:
         keys.update({f"{scope}_{_KEY.get(a, a)}_parallelism": degrees[a] for a in _AXES})
     if p.zero == 1:
         keys["shard_optimizer_over_data"] = True
+    if p.optimizer_offload:  # the optimizer's shardings in pinned_host memory (maxtext_utils get_abstract_state)
+        keys["optimizer_memory_host_offload"] = True
     keys.update(remat_keys(p))
     if p.loss_chunks > 1:  # base.yml: the logits tiled along the batch-sequence axis
         keys["num_vocab_tiling"] = p.loss_chunks

@@ -100,6 +100,10 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
     if p.loss_chunks > 1:
         plan_change(pf, up, why, "loss_chunks", 1, "Megatron-LM computes the LM head and loss in one piece (its "
                     "cross-entropy fusion keeps the whole logits)")
+    if p.optimizer_offload:
+        plan_change(pf, up, why, "optimizer_offload", False, "Megatron-LM's --optimizer-cpu-offload runs Adam on the "
+                    "host's CPUs (HybridDeviceOptimizer), which this model does not price (Plan.optimizer_offload "
+                    "copies the state to the device for the update); the state stays on the device")
     if p.dp_replicate > 1:
         plan_change(pf, up, why, "dp_replicate", 1, "this export shards Megatron-LM's distributed optimizer and "
                     "FSDP over the whole data-parallel group, not over replicas of a smaller one")

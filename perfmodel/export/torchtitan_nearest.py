@@ -17,7 +17,7 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
     """(plan-field updates, one line per change) that make the plan expressible by torchtitan `version`."""
     updates: dict = {}
     lines: list[str] = []
-    for rule in (_zero, _recompute, _loss, _precision, _tensor_parallel, _experts, _pipeline):
+    for rule in (_zero, _recompute, _loss, _offload, _precision, _tensor_parallel, _experts, _pipeline):
         rule(pf, version, updates, lines)
     return updates, lines
 
@@ -28,6 +28,16 @@ def _loss(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> None:
         updates["loss_chunks"] = 1
         lines.append(f"loss_chunks {pf.plan.loss_chunks} -> 1: torchtitan {version} computes the LM head and loss "
                      "in one piece")
+
+
+def _offload(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> None:
+    """torchtitan's enable_cpu_offload (FSDP2's CPUOffloadPolicy) keeps parameters, gradients and the optimizer
+    state on the host and steps Adam on its CPUs, which this model does not price."""
+    if pf.plan.optimizer_offload:
+        plan_change(pf, updates, lines, "optimizer_offload", False, f"torchtitan {version}'s enable_cpu_offload (FSDP2 "
+                    "CPUOffloadPolicy) runs Adam on the host's CPUs, which this model does not price "
+                    "(Plan.optimizer_offload copies the state to the device for the update); the state stays on the "
+                    "device")
 
 
 def _zero(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> None:

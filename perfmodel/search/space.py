@@ -101,6 +101,7 @@ class Job(Schema):
     recompute_saved: list[SavedTensor] | None = None
     recompute_offloaded: list[OffloadTensor] | None = None
     loss_chunks: Count = 1
+    optimizer_offload: Flag = False  # Plan.optimizer_offload for every layout
 
 
 def _allowed(values: list[int], limit: list | None) -> list:
@@ -143,7 +144,7 @@ def check_job(model: ModelConfig, system: System, job: Job) -> None:
     resolve(Plan(gpus=job.gpus, micro_batch=1, global_batch=job.gpus, seq_len=job.seq_len,
                  precision=job.precision, lora=job.lora, grad_compression=job.grad_compression,
                  recompute="names" if names else "none", recompute_saved=job.recompute_saved,
-                 recompute_offloaded=job.recompute_offloaded), model, system)
+                 recompute_offloaded=job.recompute_offloaded, optimizer_offload=job.optimizer_offload), model, system)
     why = moe_overlap_refusal(model, job.moe_dispatcher) if job.moe_overlap else None
     if why:
         raise InputError(why)
@@ -274,6 +275,6 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
                    powersgd_rank=job.powersgd_rank, overlap_dp_comm=job.overlap_dp_comm,
                    tp_comm_overlap=job.tp_comm_overlap, stack=job.stack, compile=job.compile, lora=job.lora,
                    recompute_saved=job.recompute_saved, recompute_offloaded=job.recompute_offloaded,
-                   loss_chunks=job.loss_chunks,
+                   loss_chunks=job.loss_chunks, optimizer_offload=job.optimizer_offload,
                    account_for_embedding=sel[:, 6] == 1,
                    account_for_loss=sel[:, 6] == 1)

@@ -264,8 +264,8 @@ class Storage(Schema):
 
 
 class HostLink(Schema):
-    """Each device's link to its host's memory, and that memory: what offloading activations to the host
-    (Plan.recompute_offloaded, cost.offload) moves and where it lands."""
+    """Each device's link to its host's memory, and that memory: what offloading activations or the optimizer
+    state to the host (Plan.recompute_offloaded, optimizer_offload; cost.offload) moves and where it lands."""
 
     bandwidth_gbps: Datasheet = Field(description="device-to-host and host-to-device copy, GB/s each way per device")
     efficiency: Real = Field(gt=0, le=1, description="share of bandwidth_gbps a large pinned-host copy reaches")

@@ -81,6 +81,10 @@ class Plan(Schema):
     loss_chunks: Count = Field(
         1, description="the LM head and loss over this many chunks of a micro-batch's tokens, each chunk's logits "
                        "rebuilt in the backward (MaxText num_vocab_tiling; cost.memory.loss_temporary_bytes)")
+    optimizer_offload: Flag = Field(
+        False, description="keep the optimizer state in host memory between steps, copied to the device for the "
+                           "update and back (MaxText optimizer_memory_host_offload; cost.states.host_optimizer, "
+                           "cost.offload.optimizer_copies); needs the system's host link")
     sequence_parallel: Flag = Field(False, description="split norms, residuals and dropout over tp (Korthikanti et "
                                                        "al. 2022); resolve turns it off at tp = 1")
     zero: Annotated[Literal[0, 1, 2, 3], IntLiteral] = Field(

@@ -126,8 +126,9 @@ def check_offloaded(p: dict) -> None:
 
 
 def check_host(p: dict, system) -> None:
-    """A plan that offloads needs its system's host link (System.host)."""
-    if p.get("recompute_offloaded") and system.host is None:
-        raise InputError(f"recompute_offloaded = {p['recompute_offloaded']} on {system.name}, whose spec gives no "
-                         "host link (System.host: bandwidth and host memory per device); valid: no "
-                         "recompute_offloaded, or a system spec with a host section (e.g. dgx-h100, tpu-v6e)")
+    """A plan that offloads (activations or the optimizer state) needs its system's host link (System.host)."""
+    for field in ("recompute_offloaded", "optimizer_offload"):
+        if p.get(field) and system.host is None:
+            raise InputError(f"{field} = {'true' if p[field] is True else p[field]} on {system.name}, whose spec gives no host link (System.host: "
+                             f"bandwidth and host memory per device); valid: no {field}, or a system spec with a "
+                             "host section (e.g. dgx-h100, tpu-v6e)")

@@ -100,7 +100,7 @@ MAXTEXT_SPREAD: dict[str, tuple[str, str, dict]] = {
     "v6e-names-custom": ("llama-3-8b", "tpu-v6e", dict(gpus=256, zero=3, recompute="names",
                                                        recompute_saved=["attention", "mlp_in"],
                                                        recompute_offloaded=["layer_input", "mlp_in"], global_batch=256,
-                                                       seq_len=8192, **_MT)),
+                                                       optimizer_offload=True, seq_len=8192, **_MT)),
     "h100-fsdp-tp2": ("llama-3-8b", "dgx-h100", dict(gpus=16, tp=2, zero=3, sequence_parallel=True,
                                                      global_batch=64, seq_len=4096, **_MT)),
 }
