@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from perfmodel import estimate
 from perfmodel.errors import InputError
 from perfmodel.export.checks.maxtext_check import aot_args
 from perfmodel.export.checks.spread import maxtext_plan_file
@@ -79,6 +80,22 @@ def test_pipeline_and_experts():
     assert (k["ici_expert_parallelism"], k["ici_fsdp_parallelism"], k["decoder_block"]) == (8, 8, "mixtral")
     assert (k["num_experts"], k["num_experts_per_tok"], k["base_moe_mlp_dim"]) == (128, 8, 768)
     assert keys(export(maxtext_plan_file("v7-fp8"), "maxtext"))["quantization"] == "fp8"
+    assert "shard_exp_on_fsdp" not in k  # the experts have their own axis
+
+
+def test_experts_without_expert_parallelism_are_stored_on_the_fsdp_axis():
+    """ep 1 under ZeRO-3: the experts' weights over fsdp by expert (MaxText's shard_exp_on_fsdp), gathered whole
+    for the grouped GEMMs, as the plan prices them (ZeRO-3 gathers, no token dispatch)."""
+    pf = maxtext_plan_file("v5p-moe-experts-on-fsdp")  # 128 experts over fsdp 64
+    k = keys(export(pf, "maxtext"))
+    assert (k["shard_exp_on_fsdp"], k["ici_fsdp_parallelism"], k["ici_expert_parallelism"]) == (True, 64, 1)
+    assert estimate(pf.model, pf.hardware, pf.plan).time_s.ep_comm == 0.0
+    # MaxText's condition (pyconfig): fsdp must divide the experts; 96 of them over 64 chips do not split
+    odd = pf.model_copy(update={"model": pf.model.model_copy(update={
+        "moe": pf.model.moe.model_copy(update={"n_experts": 96})})})
+    assert "shard_exp_on_fsdp" not in keys(export(odd, "maxtext"))
+    dense = keys(export(maxtext_plan_file("v5p-fsdp-tp4"), "maxtext"))
+    assert "shard_exp_on_fsdp" not in dense
 
 
 def test_gpu_plan_is_one_slice_checked_by_device_count():

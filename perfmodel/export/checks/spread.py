@@ -94,6 +94,8 @@ MAXTEXT_SPREAD: dict[str, tuple[str, str, dict]] = {
                                                      global_batch=512, seq_len=8192, **_MT)),
     "v5p-moe-ep8": ("qwen3-30b-a3b", "tpu-v5p", dict(gpus=64, ep=8, zero=3, recompute="full", global_batch=128,
                                                      seq_len=4096, **_MT)),
+    "v5p-moe-experts-on-fsdp": ("qwen3-30b-a3b", "tpu-v5p", dict(gpus=64, zero=3, recompute="full", global_batch=128,
+                                                                seq_len=4096, **_MT)),
     "v5p-names-save-dot": ("llama-3-8b", "tpu-v5p", dict(gpus=64, zero=3, recompute="names",
                                                          recompute_saved=["qkv", "out_proj"], global_batch=64,
                                                          seq_len=8192, **_MT)),
