@@ -77,7 +77,7 @@ def comm_point(kind, n, size, t):
 def test_optimizer_bandwidth_is_the_geometric_mean_rate_of_the_adam_steps():
     from perfmodel.calibrate.fit import fit_optimizer
 
-    # AdamW with fp32 gradients is charged 26 + 2 * 4 = 34 B per parameter (cost.memory.adam_step_bytes).
+    # AdamW with fp32 gradients is charged 26 + 2 * 4 = 34 B per parameter (cost.states.adam_step_bytes).
     # 1M parameters at 100 GB/s peak: 34 MB; one step at 50% of peak takes 0.68 ms, one at 12.5% 2.72 ms:
     # geometric mean of 0.5 and 0.125 = 0.25.
     pts = [mem_point("adam", [10**6], 0.68e-3), mem_point("adam", [10**6], 2.72e-3), mem_point("gelu", [4, 4], 1.0)]

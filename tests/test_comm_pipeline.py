@@ -377,7 +377,7 @@ def test_estimate_pipeline_memory_in_flight_1f1b():
 
 def test_optimizer_runs_at_optimizer_bandwidth():
     """The Adam step streams adam_step_bytes per parameter at optimizer_bandwidth (memory_bandwidth when null)."""
-    from perfmodel.cost.memory import adam_step_bytes
+    from perfmodel.cost.states import adam_step_bytes
 
     model = load_model("llama-3-8b")
     plan = Plan(gpus=8, tp=8, micro_batch=1, global_batch=8, seq_len=2048)

@@ -13,7 +13,8 @@ import pytest
 import perfmodel
 from perfmodel import Plan, estimate, load_hardware, load_model
 from perfmodel.cost.flops import attention_flops_per_token, matmul_params, model_flops_per_token
-from perfmodel.cost.memory import layer_activation_bytes, state_bytes
+from perfmodel.cost.memory import layer_activation_bytes
+from perfmodel.cost.states import state_bytes
 from perfmodel.spec.model import ModelConfig
 
 GPT_PRESETS = ["gpt2-124m", "gpt2-1.5b", "gpt3-125m", "gpt3-1.3b", "gpt3-6.7b", "gpt3-175b"]

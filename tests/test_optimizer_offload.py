@@ -113,3 +113,15 @@ def test_pase_charges_each_operator_the_copies_of_its_state(llama2_7b, dgx_h100,
         per_step.append(sum(tables.per_step[v.kind][a[i]] for i, v in enumerate(graph.vertices)))
     copies = pair[1].time_s.offload_comm - pair[0].time_s.offload_comm
     assert per_step[1] - per_step[0] == pytest.approx(copies, rel=1e-9)
+
+
+def test_a_search_whose_plans_fit_the_device_but_not_the_host_says_so(llama2_7b, dgx_h100, pair):
+    small = dgx_h100.model_copy(update={"host": dgx_h100.host.model_copy(update={"memory_gib": 0.5})})
+    with pytest.raises(InputError) as err:
+        search(llama2_7b, small, 8, 8, 4096, space=Space(pp=[1], zero=[3]), optimizer_offload=True)
+    msg = str(err.value)
+    assert "every plan that fits the" in msg and "offloads more than its host holds" in msg
+    assert "> 0.5 GiB per device" in msg and "keep the optimizer state on the device" in msg
+    # under ZeRO-3 every layout of 8 devices holds 12 B x 6.74e9 / 8 of Adam: 9.4 GiB, whatever its tp
+    least = float(msg.split("least host memory ")[1].split(" GiB")[0])
+    assert least == pytest.approx(pair[0].memory_bytes.optimizer / 2**30, abs=0.05)

@@ -185,7 +185,7 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
         opt_bw = sig(fit.optimizer_bandwidth)
         n_adam = sum(1 for p in m.memory if p.purpose == "layer" and p.kernel == "adam")
         src["optimizer_bandwidth"] = (
-            f"fitted: cost.compute.memory_bound_time of cost.memory.adam_step_bytes per parameter reproduces "
+            f"fitted: cost.compute.memory_bound_time of cost.states.adam_step_bytes per parameter reproduces "
             f"{n_adam} fused torch.optim.AdamW steps (execute.data_parallel.adamw, {env.dtype}) over the "
             f"parameters of small-model layers, by least squares of log time; fraction of "
             f"{fit.peak_bandwidth / 1e9:.4g} GB/s; {prov}")

@@ -8,7 +8,7 @@ GEMM weigh alike.
   bandwidth; for every candidate tile, matmul_max per precision by bounded 1-D least squares of log time
   (scipy `minimize_scalar`), over the GEMMs of `roofline_gemms` (the table's launch-bound shapes left out).
 - memory_bandwidth: `cost.compute.memory_bound_time(bytes, peak_bw * eff)` with the bytes per element the
-  estimate charges (`cost.kernels.ELEMENTWISE_BYTES`, `residual_bytes`; `cost.memory.adam_step_bytes`). The same
+  estimate charges (`cost.kernels.ELEMENTWISE_BYTES`, `residual_bytes`; `cost.states.adam_step_bytes`). The same
   bandwidth bounds GEMMs in `gemm_time` and times the optimizer step, so it is fitted on whole layer training
   steps (`fit_memory_layers`): the estimate's time of a layer's GEMMs, elementwise kernels (norm, GELU or
   SwiGLU, residual add, each as often as the estimate charges it) and AdamW update, against the GEMMs as
@@ -36,7 +36,8 @@ from scipy.optimize import least_squares, minimize_scalar, nnls
 
 from ..cost.comm import Phase, collective_time, group_phases, p2p_time
 from ..cost.compute import flash_attention_time, gemm_time, memory_bound_time
-from ..cost.memory import GRAD_BYTES, adam_step_bytes
+from ..cost.compression import GRAD_BYTES
+from ..cost.states import adam_step_bytes
 from ..cost.operator_table import layer_families
 from ..cost.kernels import (
     ACT_BYTES,
@@ -120,7 +121,7 @@ def memory_points(points: list[MemoryPoint], peak_bw: float, eff: float, opt_eff
 
 def fit_optimizer(points: list[MemoryPoint], peak_bw: float) -> float | None:
     """optimizer_bandwidth: the fraction of `peak_bw` at which `cost.compute.memory_bound_time` of the AdamW
-    step's bytes (`cost.memory.adam_step_bytes` per parameter) reproduces the measured fused AdamW steps, by
+    step's bytes (`cost.states.adam_step_bytes` per parameter) reproduces the measured fused AdamW steps, by
     least squares of log time (closed form: the geometric mean of bytes / (peak_bw * seconds)). None when no
     step was measured."""
     pts = [p for p in points if p.purpose == "layer" and p.kernel == "adam"]

@@ -214,7 +214,7 @@ class FitResult(Schema):
                                               "matmul_max: the streaming bandwidth in the estimate's bytes")
     memory_bandwidth: float
     optimizer_bandwidth: float | None = Field(None, description="fraction of peak_bandwidth the fused AdamW step "
-                                                                "reaches (cost.memory.adam_step_bytes); None: not measured")
+                                                                "reaches (cost.states.adam_step_bytes); None: not measured")
     layer_errors: list[FitPoint] = Field(default_factory=list,
                                          description="whole-layer time (GEMMs + elementwise) measured vs predicted")
     network: NetworkFit | None

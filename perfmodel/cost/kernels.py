@@ -196,7 +196,7 @@ class Device:
         return memory_bound_time(nbytes, self.mem_bw)
 
     def optimizer(self, nbytes):
-        """The optimizer step moving `nbytes` (`cost.memory.adam_step_bytes` per parameter it updates, a fused
+        """The optimizer step moving `nbytes` (`cost.states.adam_step_bytes` per parameter it updates, a fused
         Adam's traffic) times the stack's implementation's traffic over the fused one (`Stack.optimizer_passes`)."""
         return memory_bound_time(nbytes * self.stack.optimizer_passes(), self.opt_bw)
 

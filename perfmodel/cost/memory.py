@@ -51,7 +51,7 @@ from .operator_table import (
 )
 from .pipeline import in_flight
 from .stages import Stages, pick
-from .states import OPTIMIZER_BYTES, WEIGHT_BYTES, adam_step_bytes, host_optimizer, state_bytes  # noqa: F401
+from .states import WEIGHT_BYTES, host_optimizer, state_bytes
 
 # The parts of `spec.result.MemoryBreakdown`, each view the one before plus its own parts; host (offloaded) is off
 # the device

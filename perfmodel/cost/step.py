@@ -39,21 +39,13 @@ from ..spec.hardware import DEFAULT_HEADROOM, NARROW_PRECISIONS, System
 from ..spec.model import ModelConfig
 from ..spec.recompute import Recompute
 from . import comm as C
-from .compression import compression_seconds, layout_wire_bytes
+from .compression import GRAD_BYTES, compression_seconds, layout_wire_bytes
 from .frozen import adapter_params
 from .flops import model_flops_per_token, mtp_flops_per_token, recompute_flops_per_token, tiled_loss_flops_per_token
 from .launch_queue import HostRates, launch_seconds, parameter_tensors, queued, step_seconds, waiting
 from .kernels import ACT_BYTES, Device
 from .layouts import Layouts, among
-from .memory import (
-    GRAD_BYTES,
-    WEIGHT_BYTES,
-    recomputed_share,
-    sp_replicated_params,
-    stage_memory,
-    stage_params,
-    state_bytes,
-)
+from .memory import recomputed_share, sp_replicated_params, stage_memory, stage_params
 from .offload import optimizer_copies
 from .memory_fit import VERDICTS, host_limit, memory_budget, memory_verdict
 from .mesh import BIT, Mesh
@@ -74,6 +66,7 @@ from .sharded import (
     with_overlap,
 )
 from .stages import UNITS, Stages, pick, shared_host_speedup, unit_counts
+from .states import WEIGHT_BYTES, state_bytes
 from .units import STAGE_PARTS, Units, unit_costs
 
 
@@ -264,24 +257,34 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     # in Megatron-LM's backward order the other vpp - 1 chunks' last pp micro-batches, (vpp - 1) pp chunk-
     # backwards (and as many chunk-forwards before the last chunk's weights are needed in the next forward)
     after = np.minimum((v - 1) * pp, m * v - 1)
-    both = g + g_e  # dense and expert buckets share the backward they hide behind; exposed split by traffic
-    left = chunked(both, bwd_mb, nl, np.where(zero == 2, 1, v), after * bwd_mb / v)  # ZeRO-2: every micro-batch
-    exp = reps * np.where(overlap_steps, with_overlap(both, left, f), both)
-    part = np.divide(g, both, out=np.ones_like(both), where=both > 0)
-    steps.append(Comm("dp gradient reduction", kind, "dp", nbytes=p_stage * wbytes, seconds=g, calls=reps,
-                      bwd=exp * part, unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
-    steps.append(Comm("edp expert gradient reduction", kind, "edp", nbytes=pe_stage * wbytes, seconds=g_e,
-                      calls=reps * on_e, bwd=exp * (1 - part), unit="step", part="dp_comm",
-                      tier=experts.tiers(), active=on_e))
     # hybrid sharding: the gradient shards all-reduced over the ZeRO group's replicas in the backward: FSDP2 (zero
     # 2/3) after every micro-batch's reduce-scatter but under a pipeline schedule (the last backward's alone)
     g_r = replicate_sync(system, lay, p_stage, wbytes)
     on_r = (lay.dp_replicate > 1) & (g_r > 0)
-    reps_r = np.where((zero >= 2) & (pp == 1), m, 1)
-    exp_r = reps_r * np.where(overlap_steps, with_overlap(g_r, chunked(g_r, bwd_mb, nl, v, after * bwd_mb / v), f),
-                              g_r)
+    reps_r = np.where((zero >= 2) & (pp == 1), m, 1) * on_r
+
+    def exposed(traffic, chunks):  # one backward's exposed seconds of `traffic` sharing its window
+        return np.where(overlap_steps, with_overlap(traffic, chunked(traffic, bwd_mb, nl, chunks, after * bwd_mb / v),
+                                                    f), traffic)
+
+    # dense and expert buckets, and the replicas' all-reduce where it runs in the same backward, share the window
+    # they hide behind (ZeRO-2: every micro-batch's); their exposed seconds split by traffic
+    both, chunks = g + g_e, np.where(zero == 2, 1, v)
+    joint = np.minimum(reps * (both > 0), reps_r)  # backwards that run both
+    dp_exp = (reps * (both > 0) - joint) * exposed(both, chunks)
+    rep_exp = (reps_r - joint) * exposed(g_r, v)
+    all_three = both + g_r
+    shared = joint * exposed(all_three, chunks)
+    dp_exp = dp_exp + shared * np.divide(both, all_three, out=np.zeros_like(all_three), where=all_three > 0)
+    rep_exp = rep_exp + shared * np.divide(g_r, all_three, out=np.zeros_like(all_three), where=all_three > 0)
+    part = np.divide(g, both, out=np.ones_like(both), where=both > 0)
+    steps.append(Comm("dp gradient reduction", kind, "dp", nbytes=p_stage * wbytes, seconds=g, calls=reps,
+                      bwd=dp_exp * part, unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
+    steps.append(Comm("edp expert gradient reduction", kind, "edp", nbytes=pe_stage * wbytes, seconds=g_e,
+                      calls=reps * on_e, bwd=dp_exp * (1 - part), unit="step", part="dp_comm",
+                      tier=experts.tiers(), active=on_e))
     steps.append(Comm("dp replicate gradient all-reduce", "all_reduce", "replicate",
-                      nbytes=p_stage * wbytes / shard, seconds=g_r, calls=on_r * reps_r, bwd=exp_r, unit="step",
+                      nbytes=p_stage * wbytes / shard, seconds=g_r, calls=reps_r, bwd=rep_exp, unit="step",
                       part="dp_comm", tier=group_tiers(system, *replica_group(lay), lay.gpus), active=on_r))
     on = (shard > 1) & np.isin(zero, (1, 2))
     w = on * weight_gather(mesh, p_stage)

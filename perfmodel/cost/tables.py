@@ -34,10 +34,11 @@ from ..spec.operators import AXES, CODES, DATA_AXES, SHARD, UNIT_OF, edge_unit, 
 from ..spec.plan import Plan
 from ..spec.stack import load_stack
 from .graph import Graph
-from .compression import compression_seconds, layout_wire_bytes
+from .compression import GRAD_BYTES, compression_seconds, layout_wire_bytes
 from .kernels import ACT_BYTES, Device, saved_input_bytes, zero3_copy_op
 from .layouts import Layouts
-from .memory import GRAD_BYTES, head_copy, kept_scale, layer_gemm_params, narrow_cache_bytes, stage_moe_layers, state_bytes
+from .memory import head_copy, kept_scale, layer_gemm_params, narrow_cache_bytes, stage_moe_layers
+from .states import state_bytes
 from .offload import optimizer_copy_seconds
 from .mesh import BIT, Mesh, gathered_axes
 from .moe import (

@@ -32,12 +32,13 @@ from ..spec.operators import (
 )
 from ..spec.plan import Plan
 from ..spec.stack import load_stack
-from .compression import layout_wire_bytes
+from .compression import GRAD_BYTES, layout_wire_bytes
 from .launch_queue import HostRates, host_rates, launch_seconds
 from .frozen import adapter_params
 from .kernels import Device, Op, zero3_copy_op
 from .layouts import PER_DEVICE, Layouts, among, spread
-from .memory import GRAD_BYTES, WEIGHT_BYTES, unit_params
+from .memory import unit_params
+from .states import WEIGHT_BYTES
 from .mesh import BIT, Mesh
 from .moe import ExpertDataGroup, expert_layer_params
 from .operator_table import (

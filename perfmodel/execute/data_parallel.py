@@ -162,7 +162,7 @@ def allreduce_gradients(params: list[nn.Parameter], mesh: DeviceMesh, bf16: bool
 
 def adamw(params, lr: float) -> torch.optim.Optimizer:
     """AdamW (Loshchilov & Hutter 2019), fused: one kernel over all tensors, the multi-tensor Adam the cost model
-    counts (`cost.memory.adam_step_bytes`); the default per-tensor loop costs 6x more on a CPU, and on DTensor
+    counts (`cost.states.adam_step_bytes`); the default per-tensor loop costs 6x more on a CPU, and on DTensor
     weights it pays DTensor's dispatch for each of its ~10 ops per tensor."""
     return torch.optim.AdamW(params, lr=lr, weight_decay=0.0, fused=True)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from ..cost.memory import OPTIMIZER_BYTES, WEIGHT_BYTES
+from ..cost.states import OPTIMIZER_BYTES, WEIGHT_BYTES
 from ..errors import InputError
 from ..spec.hardware import Storage
 from ..spec.model import ModelConfig

@@ -176,15 +176,23 @@ def run_goodput(model: ModelConfig, system: System, gpus: int) -> dict[str, floa
                       RESTART_OVERHEAD_S, "sync")
 
 
-def _infeasible_message(model: ModelConfig, system: System, lay, total: np.ndarray, gpus: list[int],
-                        cap: float) -> str:
-    i = int(np.argmin(total))
+def _infeasible_message(model: ModelConfig, system: System, lay, total: np.ndarray, host: np.ndarray,
+                        gpus: list[int], cap: float) -> str:
+    """Why no plan fits: the leanest plan's device memory against the budget, or, where plans fit the device but
+    not their host (offloaded activations or optimizer state, cost.memory_fit.host_limit), the leanest host's."""
+    on_device = total <= cap
+    i = int(np.argmin(np.where(on_device, host, np.inf)) if on_device.any() else np.argmin(total))
     p = {c: np.broadcast_to(getattr(lay, c), (len(lay),))[i] for c in PLAN_COLUMNS}
-    return (f"no feasible plan for {model.name} on {', '.join(map(str, gpus))} x {system.accelerator.name}: smallest "
-            f"reserved memory {total[i] / GIB:.1f} GiB > {cap / GIB:.1f} GiB budget (short by "
-            f"{(total[i] - cap) / GIB:.1f} GiB) at "
-            f"gpus={p['gpus']} tp={p['tp']} pp={p['pp']} cp={p['cp']} dp={p['dp']} zero={p['zero']} "
-            f"recompute={p['recompute']} micro_batch={p['micro_batch']}; use more GPUs or a shorter sequence")
+    at = (f"gpus={p['gpus']} tp={p['tp']} pp={p['pp']} cp={p['cp']} dp={p['dp']} zero={p['zero']} "
+          f"recompute={p['recompute']} micro_batch={p['micro_batch']}")
+    head = f"no feasible plan for {model.name} on {', '.join(map(str, gpus))} x {system.accelerator.name}: "
+    if on_device.any():
+        room = host_limit(system)
+        return (head + f"every plan that fits the {cap / GIB:.1f} GiB device budget offloads more than its host "
+                f"holds: least host memory {host[i] / GIB:.1f} GiB > {room / GIB:.1f} GiB per device at {at}; offload "
+                "fewer tensors (recompute_offloaded) or keep the optimizer state on the device, or use more GPUs")
+    return (head + f"smallest reserved memory {total[i] / GIB:.1f} GiB > {cap / GIB:.1f} GiB budget (short by "
+            f"{(total[i] - cap) / GIB:.1f} GiB) at {at}; use more GPUs or a shorter sequence")
 
 
 def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[int], global_batch: int, seq_len: int,
@@ -237,9 +245,10 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
             mem_fits = ({k: v[fit] for k, v in memory.items()}, kind[fit])
             tables.append(_columns(sub, evaluate(model, system, sub, mem_fits, headroom), run_goodput(model, system, j.gpus), power))
         else:  # the leanest plan of the count, for the message: every plan's reserved memory
-            total = stage_memory(model, system, lay)[0]["reserved"]
+            every = stage_memory(model, system, lay)[0]
+            total = every["reserved"]
             if worst is None or total.min() < worst[1].min():
-                worst = (lay, total)  # the count whose leanest plan comes closest
+                worst = (lay, total, every["host"])  # the count whose leanest plan comes closest
         rows.append({"gpus": j.gpus, "enumerated": len(lay), "feasible": len(fits),
                      "pruned_for_memory": len(lay) - len(fits), "seconds": time.perf_counter() - t1})
     if not tables:
