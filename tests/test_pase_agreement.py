@@ -1,7 +1,8 @@
 """One cost model: PaSE's cost tables price Megatron-LM's assignment exactly as `estimate` prices the plan.
 
 A property test over random dense models and every kind of layout the search can emit (tp, sequence
-parallelism, cp, pp, vpp and the interleaved schedule, explicit stage splits, recompute, ZeRO 0-3, micro-batch,
+parallelism, cp, pp, vpp and the interleaved schedule, explicit stage splits, recompute (with the names policy's
+saved and host-offloaded tensors), ZeRO 0-3, micro-batch,
 fp8, unfused attention, bf16 gradients), on GPU systems, a TPU torus, and a system whose collectives cannot
 overlap compute and whose ranks share a host's cores: per micro-batch, one layer, the embedding and the head
 cost in PaSE's tables (vertices and the edges they own) what `estimate` says (`Step.unit_time`), and the memory
@@ -23,14 +24,15 @@ from perfmodel.spec.hardware import SharedHost, load_hardware
 from perfmodel.spec.model import ModelConfig, MoEConfig
 from perfmodel.spec.operators import UNIT_OF, edge_unit
 from perfmodel.spec.plan import Plan, divisors, resolve
+from perfmodel.spec.recompute import SAVED_TENSORS
 from perfmodel.search.pase import solver as pase
 
 A100 = load_hardware("dgx-a100-80gb")
 OTHERS = [load_hardware("tpu-v4"), load_hardware("gb200-nvl72")]  # a torus; a 72-wide domain groups straddle
-SHARED = A100.model_copy(update={
+SHARED = A100.model_copy(update={  # and a host link, for the names policy's offloaded tensors
     "name": "no-overlap-shared-host",
     "efficiency": A100.efficiency.model_copy(update={"comm_overlap": 0.25}),
-    "shared_host": SharedHost(ranks=8, cores=4)})
+    "shared_host": SharedHost(ranks=8, cores=4), "host": load_hardware("dgx-h100").host})
 
 
 @st.composite
@@ -67,7 +69,11 @@ def plans(draw, model: ModelConfig) -> Plan:
         assume(min(split) >= vpp)
     return Plan(gpus=tp * pp * cp * dp, tp=tp, pp=pp, cp=cp, vpp=vpp, micro_batch=mb, global_batch=dp * mb * m,
                 seq_len=draw(st.sampled_from([32, 64, 128])),
-                recompute=draw(st.sampled_from(["none", "selective", "full"])),
+                recompute=(rc := draw(st.sampled_from(["none", "selective", "full", "names"]))),
+                recompute_saved=(saved := draw(st.lists(st.sampled_from(SAVED_TENSORS), unique=True)))
+                if rc == "names" else None,
+                recompute_offloaded=draw(st.lists(st.sampled_from(["layer_input", *saved]), unique=True)) or None
+                if rc == "names" else None,
                 sequence_parallel=draw(st.booleans()), zero=draw(st.sampled_from([0, 1, 2, 3])),
                 precision=draw(st.sampled_from(["bf16", "bf16", "fp8"])), schedule=schedule,
                 attention=draw(st.sampled_from(["flash", "unfused"])),
@@ -144,8 +150,11 @@ def test_pase_prices_the_megatron_assignment_as_estimate_does(model_kind, data):
     layer's window."""
     model = data.draw(moe_models() if model_kind == "moe" else models())
     system = data.draw(st.sampled_from([A100, SHARED, *OTHERS]))
+    plan = data.draw(moe_plans(model) if model_kind == "moe" else plans(model))
+    if system.host is None:  # offloading needs a host link
+        plan = plan.model_copy(update={"recompute_offloaded": None})
     try:
-        plan = resolve(data.draw(moe_plans(model) if model_kind == "moe" else plans(model)), model, system)
+        plan = resolve(plan, model, system)
     except InputError:
         assume(False)
     check_agreement(model, system, plan)

@@ -9,6 +9,7 @@ none (`configurations`). Units: seconds per training step, bytes per device.
     gathers, counted exposed: an upper bound, where `estimate` hides most of them behind the backward; its
     optimizer step, and its state's copies to and from host memory under Plan.optimizer_offload). Memory counts
     that state on the device as without offload: an upper bound, as the update holds it there.
+    A layer's exposed host-offload copies are the estimate's, on its first operator (a constant off Megatron's).
   - Edge: m x the redistribution of the tensor it carries (`sharded.edge_cost`), forward and backward. A GEMM
     input may be kept as the producer's shard and gathered again in the backward (`CostTables.alt`).
   - ZeRO-3 gathers overlap the compute of their unit (`sharded.behind`), which is not a sum over operators;
@@ -30,7 +31,7 @@ import numpy as np
 
 from ..spec.hardware import System
 from ..spec.model import ModelConfig
-from ..spec.operators import AXES, CODES, DATA_AXES, SHARD, UNIT_OF, edge_unit, tensor_codes
+from ..spec.operators import AXES, CODES, DATA_AXES, LAYER_OPS, SHARD, UNIT_OF, edge_unit, tensor_codes
 from ..spec.plan import Plan
 from ..spec.stack import load_stack
 from .graph import Graph
@@ -146,6 +147,7 @@ class Reference:
     working: float  # per byte one layer's recompute rebuilds (one layer in its backward at a time)
     constant_memory: float
     moe_states: float = 0.0  # per byte of a mean layer's routed-expert states (memory.stage_moe_layers / n)
+    offload_s: float = 0.0  # a layer's exposed host-offload copies per micro-batch, as placed (cost.offload)
 
     @classmethod
     def of(cls, model: ModelConfig, system: System, lay: Layouts, step: Step | None = None) -> Reference:
@@ -168,7 +170,8 @@ class Reference:
                    {"layer": layers / n, "embedding": float(emb > 0), "head": float(head > 0)},  # MTP: shared
                    {"layer": layers / n * scale["layer"], "embedding": emb * scale["embedding"],
                     "head": head * scale["head"]}, 1.0 / n, const,
-                   float(np.ravel(stage_moe_layers(model, st, lay)[k])[0]) / n)
+                   float(np.ravel(stage_moe_layers(model, st, lay)[k])[0]) / n,
+                   float(step.units.per_plan(step.units.parts["layer"]["offload_comm"])[0]))
 
 
 @dataclass
@@ -286,7 +289,7 @@ def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.
         per_step = per_step + (optimizer_seconds(x.dev, p, zero, shard, gbytes) + compression_seconds(
             x.dev, p, gbytes, lay.grad_compression, shard)) / shared_host_speedup(x.system, lay)
         per_step = per_step + optimizer_copy_seconds(x.system, lay, state_bytes(p, lay)["optimizer"])
-    per_mb = wf + wb + _zero3_window(x, unit, wf, wb, ag, ag + rs)
+    per_mb = wf + wb + _zero3_window(x, unit, wf, wb, ag, ag + rs) + ref.offload_s * (op.name == LAYER_OPS[0])
     st = state_bytes(params, lay)
     memory = (st["weights"] + st["gradients"] + st["optimizer"]) * ref.states[unit]
     b = saved_input_bytes(lay)
