@@ -267,7 +267,7 @@ def search_table(result, rows, top: int = 0) -> str:
         out = out.drop(columns=["fits_in_memory"]).rename(columns={"memory_tight": "memory", "dp_replicate": "dp_rep",
             "sequence_parallel": "sp", "micro_batch": "mb", "memory_gib": "mem_gib", "account_for_embedding": "acc_emb",
             "account_for_loss": "acc_loss", "wall_s_per_step": "wall_s", "wall_gpu_hours_per_step": "wall_gpu_h",
-            "gpu_hours_per_step": "gpu_h", "energy_kwh_per_step": "kwh"})
+            "gpu_hours_per_step": "gpu_h", "energy_kwh_per_step": "kwh", "remat_policy": "remat"})
         out.index = range(1, len(out) + 1)
         return out.to_string()
 

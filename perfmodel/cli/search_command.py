@@ -54,7 +54,8 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     se.add_argument("--only", action="append", default=[], metavar="FIELD=V1,V2",
                     help="search only these values of a plan field (tp, pp, cp, vpp, ep, etp, micro_batch, "
                          "recompute, sequence_parallel, zero, dp_replicate: hybrid sharding's replicas, 1 unless "
-                         "given); repeatable")
+                         "given; remat_policy: MaxText's named remat policies, each searched as recompute names with "
+                         "its tensors); repeatable")
     se.add_argument("--headroom", type=number("--headroom", 0.0, 0.99), metavar="FRACTION",
                     help=f"share of the allocator's room (capacity - runtime) a plan must leave free to count as "
                          f"fitting (default {DEFAULT_HEADROOM}: the estimate's error on measured peaks, "
@@ -79,7 +80,7 @@ def space_of(only: list[str]):
         parsed = []
         for v in values.split(","):
             v = v.strip()
-            if name == "recompute":
+            if name in ("recompute", "remat_policy"):
                 parsed.append(v)
             elif name == "sequence_parallel":
                 if v.lower() not in ("true", "false", "on", "off", "1", "0"):

@@ -37,8 +37,9 @@ from ..spec.hardware import DEFAULT_HEADROOM, System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
 from ..spec.plan import Plan
+from ..spec.recompute import MAXTEXT_OFFLOADED, MAXTEXT_REMAT
 from ..spec.stack import check_compile
-from .space import Job, Space, enumerate_layouts
+from .space import Job, Space, enumerate_layouts, remat_jobs
 
 PLAN_COLUMNS = ["gpus", "tp", "pp", "dp", "dp_replicate", "cp", "vpp", "ep", "etp", "micro_batch", "recompute",
                 "sequence_parallel", "zero", "schedule", "account_for_embedding", "account_for_loss"]
@@ -107,7 +108,10 @@ class SearchResult:
         """The plan of row `rank` of the ranked table."""
         job = self.job.model_dump()
         job.update(gpus=int(self.columns["gpus"][rank]))
-        if self.columns["recompute"][rank] != "names":  # the names policy's tensors: its layouts' alone
+        policy = str(self.columns["remat_policy"][rank]) if "remat_policy" in self.columns else ""
+        if policy:  # a MaxText named policy searched (Space.remat_policy): its tensors
+            job.update(recompute_saved=MAXTEXT_REMAT[policy], recompute_offloaded=MAXTEXT_OFFLOADED.get(policy))
+        elif self.columns["recompute"][rank] != "names":  # the names policy's tensors: its layouts' alone
             job.update(recompute_saved=None, recompute_offloaded=None)
         return Plan(**{k: self.columns[k][rank].item() for k in PLAN_COLUMNS}, **{
             k: v for k, v in job.items() if k != "gpus"})
@@ -149,6 +153,16 @@ def pareto_front(df, keys: list[str]):
         keep.append(front[front[first] == value])
     out = pd.concat(keep) if keep else df.iloc[:0]
     return out.drop_duplicates(subset=keys).sort_values([first, second]).reset_index(drop=True)
+
+
+def _with_policy(columns: dict, policy: np.ndarray) -> dict:
+    """`columns` with a remat_policy column after recompute (the MaxText policy of each names layout)."""
+    out = {}
+    for k, v in columns.items():
+        out[k] = v
+        if k == "recompute":
+            out["remat_policy"] = policy
+    return out
 
 
 def _columns(lay, step, run: dict, power: Power | None) -> dict[str, np.ndarray]:
@@ -223,15 +237,17 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
     memory_budget(system, headroom)  # refuses a headroom outside [0, 1)
     # only plans that do not fit are out: a tight one (inside the headroom) stays, marked (memory_fit.memory_verdict)
     cap = memory_budget(system, 0.0)
-    for j in jobs:
+    runs = [run for j in jobs for run in remat_jobs(j, space)]  # per GPU count, and per remat policy asked
+    for j, j_space, policy in runs:
         t1 = time.perf_counter()
+        what = f"GPU count {j.gpus}" + (f", remat policy {policy}" if policy else "")
         try:
-            lay = enumerate_layouts(model, system, j, space)
+            lay = enumerate_layouts(model, system, j, j_space)
         except InputError as err:
-            if len(jobs) == 1:
+            if len(runs) == 1:
                 raise
             refused.append(err)  # one count with no layout does not end a sweep over several
-            notes.append(f"GPU count {j.gpus} skipped: {err}")
+            notes.append(f"{what} skipped: {err}")
             continue
         # memory first, on the plans whose states alone fit (cost.memory.state_floor), so that time is priced
         # only for plans that fit
@@ -244,20 +260,24 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
             sub = lay.take(fits)
             mem_fits = ({k: v[fit] for k, v in memory.items()}, kind[fit])
             tables.append(_columns(sub, evaluate(model, system, sub, mem_fits, headroom), run_goodput(model, system, j.gpus), power))
+            if space.remat_policy:  # which policy's tensors the names layouts keep ('' for the other modes)
+                tables[-1] = _with_policy(tables[-1], np.where(sub.recompute == "names", policy, ""))
         else:  # the leanest plan of the count, for the message: every plan's reserved memory
             every = stage_memory(model, system, lay)[0]
             total = every["reserved"]
             if worst is None or total.min() < worst[1].min():
                 worst = (lay, total, every["host"])  # the count whose leanest plan comes closest
-        rows.append({"gpus": j.gpus, "enumerated": len(lay), "feasible": len(fits),
-                     "pruned_for_memory": len(lay) - len(fits), "seconds": time.perf_counter() - t1})
+        rows.append({"gpus": j.gpus, **({"remat_policy": policy} if space.remat_policy else {}),
+                     "enumerated": len(lay), "feasible": len(fits), "pruned_for_memory": len(lay) - len(fits),
+                     "seconds": time.perf_counter() - t1})
     if not tables:
         if worst is None:
             raise refused[0]
         raise InputError(_infeasible_message(model, system, *worst, [j.gpus for j in jobs], cap))
     columns = {k: np.concatenate([t[k] for t in tables]) for k in tables[0]}
     order = np.lexsort([columns[k] for k in reversed(OBJECTIVES[objective])])  # stable, first key first
-    notes += [f"GPU count {r['gpus']}: no layout fits in memory" for r in rows if r["feasible"] == 0]
+    notes += [f"GPU count {r['gpus']}{', remat policy ' + r['remat_policy'] if r.get('remat_policy') else ''}: no "
+              "layout fits in memory" for r in rows if r["feasible"] == 0]
     return SearchResult(model=model, system=system, job=jobs[0], objective=objective,
                         columns={k: v[order] for k, v in columns.items()}, count_rows=rows,
                         seconds=time.perf_counter() - t0, notes=notes, headroom=headroom)

@@ -54,7 +54,7 @@ from ..spec.plan import (
     resolve,
 )
 from ..spec.megatron_split import megatron_slots
-from ..spec.recompute import OffloadTensor, SavedTensor, check_names_model
+from ..spec.recompute import MAXTEXT_OFFLOADED, MAXTEXT_REMAT, OffloadTensor, SavedTensor, check_names_model
 from ..spec.stack import DEFAULT_STACK
 
 
@@ -75,6 +75,8 @@ class Space(Schema):
     ep: list[Count] | None = None
     etp: list[Count] | None = None
     dp_replicate: list[Count] | None = None  # hybrid sharding's replicas (Plan.dp_replicate); None: 1 only
+    # MaxText's named remat policies, each tried as recompute names with its tensors (`remat_jobs`); None: the job's
+    remat_policy: list[Literal[tuple(MAXTEXT_REMAT)]] | None = None
 
 
 class Job(Schema):
@@ -102,6 +104,28 @@ class Job(Schema):
     recompute_offloaded: list[OffloadTensor] | None = None
     loss_chunks: Count = 1
     optimizer_offload: Flag = False  # Plan.optimizer_offload for every layout
+
+
+def remat_jobs(job: Job, space: Space) -> list[tuple[Job, Space, str]]:
+    """(job, space, remat policy or '') of each search a job runs: itself; with space.remat_policy (MaxText's
+    named policies, spec.recompute.MAXTEXT_REMAT / MAXTEXT_OFFLOADED) its other recompute modes, and per policy
+    the names layouts keeping (and offloading) that policy's tensors. Layouts store one set of tensors for all
+    (Layouts.recompute_saved), so each policy is a search of its own."""
+    if not space.remat_policy:
+        return [(job, space, "")]
+    rcs = space.recompute or list(DEFAULT_RECOMPUTES)
+    if space.recompute and "names" not in rcs:
+        raise InputError(f"remat_policy = {space.remat_policy} tries recompute = names layouts, which --only "
+                         f"recompute={','.join(rcs)} leaves out; valid: add names to it, or no remat_policy")
+    if job.recompute_saved is not None or job.recompute_offloaded is not None:
+        raise InputError("remat_policy gives the names policy's tensors itself; valid: --only remat_policy=... or "
+                         "--recompute-saved / --recompute-offloaded, not both")
+    others = [r for r in rcs if r != "names"]
+    out = [(job, space.model_copy(update={"recompute": others, "remat_policy": None}), "")] if others else []
+    names = space.model_copy(update={"recompute": ["names"], "remat_policy": None})
+    return out + [(job.model_copy(update={"recompute_saved": MAXTEXT_REMAT[p],
+                                          "recompute_offloaded": MAXTEXT_OFFLOADED.get(p)}), names, p)
+                  for p in dict.fromkeys(space.remat_policy)]
 
 
 def _allowed(values: list[int], limit: list | None) -> list:
