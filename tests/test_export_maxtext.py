@@ -89,11 +89,20 @@ def test_experts_without_expert_parallelism_are_stored_on_the_fsdp_axis():
     pf = maxtext_plan_file("v5p-moe-experts-on-fsdp")  # 128 experts over fsdp 64
     k = keys(export(pf, "maxtext"))
     assert (k["shard_exp_on_fsdp"], k["ici_fsdp_parallelism"], k["ici_expert_parallelism"]) == (True, 64, 1)
-    assert estimate(pf.model, pf.hardware, pf.plan).time_s.ep_comm == 0.0
-    # MaxText's condition (pyconfig): fsdp must divide the experts; 96 of them over 64 chips do not split
+    e = estimate(pf.model, pf.hardware, pf.plan)
+    assert e.time_s.ep_comm == 0.0 and not any("dispatch" in c.name or "combine" in c.name for c in e.comms)
+    # the experts' mesh axes (fsdp and context) must split them evenly: 96 of them over 64 chips do not
     odd = pf.model_copy(update={"model": pf.model.model_copy(update={
         "moe": pf.model.moe.model_copy(update={"n_experts": 96})})})
     assert "shard_exp_on_fsdp" not in keys(export(odd, "maxtext"))
+    # with cp 2 the experts spread over fsdp 32 x context 2 = 64 shards: 128 of them split, 32 do not (though
+    # fsdp alone divides them)
+    cp2 = pf.model_copy(update={"plan": pf.plan.model_copy(update={"cp": 2, "dp": 32})})
+    k = keys(export(cp2, "maxtext"))
+    assert (k["ici_fsdp_parallelism"], k["ici_context_parallelism"], k["shard_exp_on_fsdp"]) == (32, 2, True)
+    few = cp2.model_copy(update={"model": pf.model.model_copy(update={
+        "moe": pf.model.moe.model_copy(update={"n_experts": 32, "top_k": 4})})})
+    assert "shard_exp_on_fsdp" not in keys(export(few, "maxtext"))
     dense = keys(export(maxtext_plan_file("v5p-fsdp-tp4"), "maxtext"))
     assert "shard_exp_on_fsdp" not in dense
 

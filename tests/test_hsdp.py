@@ -104,18 +104,20 @@ def test_search_ranks_hybrid_sharding_where_asked():
     assert best.dp_replicate == 2 and both.table["step_time_s"].iloc[0] < plain.table["step_time_s"].iloc[0]
 
 
-def test_the_replicas_all_reduce_shares_the_backward_window_with_the_reduction(llama3_8b, tpu_v6e):
+@pytest.mark.parametrize("zero, backwards", [(1, 1), (2, 2)])
+def test_the_replicas_all_reduce_shares_the_backward_window_with_the_reduction(llama3_8b, tpu_v6e, zero, backwards):
     """ZeRO-2 with replicas: each micro-batch's backward runs the group's reduce-scatter and the replicas'
-    all-reduce (FSDP2), which hide behind that one backward together: exposed as one collective carrying both
-    (cost.sharded.bucketed over the layers' buckets), split between them by traffic."""
-    p = resolve(plan(2).model_copy(update={"zero": 2, "global_batch": 1024}), llama3_8b, tpu_v6e)
+    all-reduce (FSDP2); ZeRO-1: the last one runs both. They hide behind that one backward together: exposed as
+    one collective carrying both (cost.sharded.bucketed over the layers' buckets), split between them by
+    traffic."""
+    p = resolve(plan(2).model_copy(update={"zero": zero, "global_batch": 1024}), llama3_8b, tpu_v6e)
     step = evaluate(llama3_8b, tpu_v6e, Layouts.from_plan(p))
     rows = {c.name: c for c in step.step_comms}
     g, g_r = (rows[n].seconds[0] for n in ("dp gradient reduction", "dp replicate gradient all-reduce"))
-    assert (p.num_microbatches, rows["dp replicate gradient all-reduce"].calls[0]) == (2, 2)
+    assert (p.num_microbatches, rows["dp replicate gradient all-reduce"].calls[0]) == (2, backwards)
     window = sum((step.unit_time[u] - step.unit_fwd[u])[0] * n  # one micro-batch's backward
                  for u, n in (("layer", llama3_8b.n_layers), ("embedding", 1), ("head", 1)))
     f = overlap_fraction(tpu_v6e, load_stack("maxtext"))
-    want = 2 * with_overlap(g + g_r, bucketed(g + g_r, window, llama3_8b.n_layers), f)
+    want = backwards * with_overlap(g + g_r, bucketed(g + g_r, window, llama3_8b.n_layers), f)
     got = rows["dp gradient reduction"].bwd[0], rows["dp replicate gradient all-reduce"].bwd[0]
     assert sum(got) == pytest.approx(want) and got[0] / got[1] == pytest.approx(g / g_r)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfmodel import Plan, estimate, load_hardware
+from perfmodel import Plan, estimate, load_hardware, load_model
 from perfmodel.errors import InputError
 from perfmodel.export.checks.spread import maxtext_plan_file
 from perfmodel.export.nearest import export_plan
@@ -125,3 +125,21 @@ def test_a_search_whose_plans_fit_the_device_but_not_the_host_says_so(llama2_7b,
     # under ZeRO-3 every layout of 8 devices holds 12 B x 6.74e9 / 8 of Adam: 9.4 GiB, whatever its tp
     least = float(msg.split("least host memory ")[1].split(" GiB")[0])
     assert least == pytest.approx(pair[0].memory_bytes.optimizer / 2**30, abs=0.05)
+
+
+@pytest.mark.parametrize("model, fields", [
+    ("llama-2-7b", dict(pp=4, zero=1, global_batch=32)),  # four stages, each its own state
+    ("mixtral-8x7b", dict(gpus=64, ep=8, zero=1, sequence_parallel=False, global_batch=64)),  # experts over edp
+    ("llama-2-7b", dict(lora={"rank": 16}, zero=0)),  # the adapters' state alone
+    ("llama-2-7b", dict(zero=1, stack="maxtext")),  # fp32 parameters on the device, Adam's 8 B on the host
+])
+def test_each_rank_sends_its_own_state_and_the_fullest_stage_times_the_copies(dgx_h100, model, fields):
+    m = load_model(model)
+    on, off = (estimate(m, dgx_h100, plan(**fields, optimizer_offload=x)) for x in (False, True))
+    states = [r.memory_bytes.optimizer for r in on.memory_ranks]  # per stage, on the device without offload
+    assert [r.memory_bytes.host for r in off.memory_ranks] == pytest.approx(states)
+    assert all(r.memory_bytes.optimizer == 0.0 for r in off.memory_ranks)
+    link = dgx_h100.host.bandwidth_gbps * 1e9 * dgx_h100.host.efficiency
+    assert off.time_s.offload_comm - on.time_s.offload_comm == pytest.approx(2 * max(states) / link)
+    if fields.get("stack") == "maxtext":  # MaxText keeps its fp32 parameters whole below ZeRO-3
+        assert on.memory_bytes.weights == pytest.approx(4 * on.params) and max(states) == pytest.approx(8 * on.params / 8)

@@ -2,7 +2,7 @@
 
 A property test over random dense models and every kind of layout the search can emit (tp, sequence
 parallelism, cp, pp, vpp and the interleaved schedule, explicit stage splits, recompute (with the names policy's
-saved and host-offloaded tensors), ZeRO 0-3, micro-batch,
+saved and host-offloaded tensors), ZeRO 0-3, the optimizer state in host memory, micro-batch,
 fp8, unfused attention, bf16 gradients), on GPU systems, a TPU torus, and a system whose collectives cannot
 overlap compute and whose ranks share a host's cores: per micro-batch, one layer, the embedding and the head
 cost in PaSE's tables (vertices and the edges they own) what `estimate` says (`Step.unit_time`), and the memory
@@ -80,7 +80,7 @@ def plans(draw, model: ModelConfig) -> Plan:
                 grad_dtype=draw(st.sampled_from(["fp32", "bf16"])), overlap_dp_comm=draw(st.booleans()),
                 grad_compression=draw(st.sampled_from(["none", "none", "bf16", "powersgd"]))
                 if tp * pp * cp == 1 else draw(st.sampled_from(["none", "bf16"])),
-                powersgd_rank=draw(st.sampled_from([1, 4])),
+                powersgd_rank=draw(st.sampled_from([1, 4])), optimizer_offload=draw(st.booleans()),
                 stage_layers=split)
 
 
@@ -152,7 +152,7 @@ def test_pase_prices_the_megatron_assignment_as_estimate_does(model_kind, data):
     system = data.draw(st.sampled_from([A100, SHARED, *OTHERS]))
     plan = data.draw(moe_plans(model) if model_kind == "moe" else plans(model))
     if system.host is None:  # offloading needs a host link
-        plan = plan.model_copy(update={"recompute_offloaded": None})
+        plan = plan.model_copy(update={"recompute_offloaded": None, "optimizer_offload": False})
     try:
         plan = resolve(plan, model, system)
     except InputError:

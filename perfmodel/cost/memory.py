@@ -408,7 +408,7 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     offload = layer_offloaded_bytes(model, lay)  # per layer: the host holds every waiting one's, the device the next's
     transient = transient + narrow + (st.head > 0) * loss_temporary_bytes(model, lay) + (st.layers > 0) * offload
     host = st.layers * scale["layer"] * offload
-    states, transient, host = host_optimizer(states, act, transient, host, lay.optimizer_offload)
+    states, transient, host = host_optimizer(states, act, transient, narrow, host, lay.optimizer_offload)
     by_kind = memory_views(lay, system, dict(states, activations=act, transient=transient, narrow=narrow, host=host))
     shape = by_kind["reserved"].shape
     by_kind = {k: np.broadcast_to(by_kind[k], shape) for k in MEMORY_PARTS}

@@ -1,4 +1,7 @@
-"""Offloaded activations: the tensors the names policy keeps in host memory (Plan.recompute_offloaded; JAX's
+"""Host memory's copies: offloaded activations, and the optimizer state kept there between steps
+(Plan.optimizer_offload; `optimizer_copies`, once a step, exposed).
+
+Offloaded activations: the tensors the names policy keeps in host memory (Plan.recompute_offloaded; JAX's
 jax.checkpoint_policies.save_and_offload_only_these_names with offload_dst pinned_host, MaxText's 'offload'
 checkpoint names) go to the host during the forward and come back for the backward.
 
@@ -40,9 +43,9 @@ def offload_comm(model: ModelConfig, system: System, lay: Layouts, fwd, bwd) -> 
 
 
 def optimizer_copy_seconds(system: System, lay: Layouts, nbytes) -> np.ndarray:
-    """Seconds per step of the optimizer state's two copies (`optimizer_copies`) for `nbytes` of state; 0 where
-    it stays on the device (Plan.optimizer_offload false)."""
-    return 2.0 * offload_seconds(system, np.asarray(nbytes, float) * lay.optimizer_offload)
+    """Seconds per step of the optimizer state's copies (`optimizer_copies`) for `nbytes` of state; 0 where it
+    stays on the device (Plan.optimizer_offload false)."""
+    return optimizer_copies(system, nbytes, lay.optimizer_offload).exposed
 
 
 def optimizer_copies(system: System, nbytes, on) -> Comm:

@@ -27,7 +27,7 @@ def adam_step_bytes(grad_bytes: float) -> float:
 def state_bytes(params, plan: Plan | Layouts, shard=None, trainable=None) -> dict[str, object]:
     """Weights, gradients and optimizer bytes of `params` per device under the plan's ZeRO stage (Megatron-LM and
     DeepSpeed: bf16 weights + fp32 master, m, v in the optimizer; FSDP stacks, `Stack.fsdp_master_weights`:
-    the fp32 sharded parameter is the master, 4 + 8), sharded over its zero_shard = dp * cp / dp_replicate ranks
+    the fp32 sharded parameter is the master, 4 + 8; XLA stacks, `Stack.fp32_parameters`: so at every stage), sharded over its zero_shard = dp * cp / dp_replicate ranks
     (the ranks that hold replicas of the same weights, over hybrid sharding's replicas; `shard`: another group,
     the edp ranks of a MoE model's routed experts). A LoRA fine-tune's: those of its `trainable` adapters, and
     the frozen `params` as weights alone (`cost.finetune.frozen_weight_bytes`)."""
@@ -36,8 +36,10 @@ def state_bytes(params, plan: Plan | Layouts, shard=None, trainable=None) -> dic
         states = state_bytes(trainable, plan, shard)
         return dict(states, weights=states["weights"] + frozen_weight_bytes(params, plan, shard))
     zero, g = np.asarray(plan.zero), GRAD_BYTES[plan.grad_dtype]
-    # FSDP's sharded parameter is the fp32 master itself (no bf16 shard beside it): 4 B of weights, 8 of Adam
-    master = (zero >= 3) & load_stack(plan.stack).fsdp_master_weights
+    # FSDP's sharded parameter, or an XLA stack's parameter at any stage, is the fp32 master itself (no bf16 copy
+    # beside it): 4 B of weights, 8 of Adam
+    stack = load_stack(plan.stack)
+    master = ((zero >= 3) & stack.fsdp_master_weights) | stack.fp32_parameters
     return {
         "weights": params * np.where(master, 4.0, WEIGHT_BYTES) / np.where(zero >= 3, shard, 1),
         "gradients": params * g / np.where(zero >= 2, shard, 1)
@@ -46,15 +48,24 @@ def state_bytes(params, plan: Plan | Layouts, shard=None, trainable=None) -> dic
     }
 
 
-def host_optimizer(states: dict, activations, transient, host, on) -> tuple[dict, object, object]:
+def device_state_bytes(states: dict, plan: Plan | Layouts) -> np.ndarray:
+    """Bytes of `states` (`state_bytes`) the device holds through the forward and backward: the weights, the
+    gradients and the optimizer state, but where it stays in host memory (Plan.optimizer_offload; the update's
+    peak is `host_optimizer`'s)."""
+    keep = 1.0 - np.asarray(plan.optimizer_offload, float)
+    return states["weights"] + states["gradients"] + states["optimizer"] * keep
+
+
+def host_optimizer(states: dict, activations, transient, narrow, host, on) -> tuple[dict, object, object]:
     """The states, transients and host bytes where the optimizer state stays in host memory between steps
     (Plan.optimizer_offload, `on` per plan; MaxText optimizer_memory_host_offload: the optimizer's shardings in
     pinned_host memory, device_put to the device before apply_gradients and back in the step's output,
     maxtext_utils.py get_abstract_state and train.py train_step). It is off the device through the forward and
     backward and on it for the update, once the activations are freed: the device's peak is the larger of the
     backward's (weights + gradients + activations + transients) and the update's (weights + gradients +
-    optimizer), charged as transient = max(transient, optimizer - activations); the host holds the state itself.
-    Bytes per device."""
+    optimizer + the cached fp8/fp4 weight copies `narrow`, which outlive the update), charged as transient =
+    max(transient, optimizer + narrow - activations); the host holds the state itself. Bytes per device."""
     opt = states["optimizer"]
     out = dict(states, optimizer=np.where(on, 0.0, opt))
-    return out, np.where(on, np.maximum(transient, opt - activations), transient), host + np.where(on, opt, 0.0)
+    update = opt + narrow - activations
+    return out, np.where(on, np.maximum(transient, update), transient), host + np.where(on, opt, 0.0)

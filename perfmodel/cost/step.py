@@ -268,13 +268,15 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
                                                     f), traffic)
 
     # dense and expert buckets, and the replicas' all-reduce where it runs in the same backward, share the window
-    # they hide behind (ZeRO-2: every micro-batch's); their exposed seconds split by traffic
+    # they hide behind (ZeRO-2: every micro-batch's; under a pipeline the replicas' runs in the last one, whose
+    # model chunks sync as they finish); their exposed seconds split by traffic. ZeRO-3's reduce-scatters hide
+    # per unit (zero3_comm), and the replicas' all-reduce is priced against the whole backward besides
     both, chunks = g + g_e, np.where(zero == 2, 1, v)
     joint = np.minimum(reps * (both > 0), reps_r)  # backwards that run both
     dp_exp = (reps * (both > 0) - joint) * exposed(both, chunks)
     rep_exp = (reps_r - joint) * exposed(g_r, v)
     all_three = both + g_r
-    shared = joint * exposed(all_three, chunks)
+    shared = joint * exposed(all_three, np.where(reps_r < reps, v, chunks))
     dp_exp = dp_exp + shared * np.divide(both, all_three, out=np.zeros_like(all_three), where=all_three > 0)
     rep_exp = rep_exp + shared * np.divide(g_r, all_three, out=np.zeros_like(all_three), where=all_three > 0)
     part = np.divide(g, both, out=np.ones_like(both), where=both > 0)

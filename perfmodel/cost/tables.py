@@ -7,8 +7,8 @@ none (`configurations`). Units: seconds per training step, bytes per device.
   - Vertex: m x per micro-batch (its kernels at the plan's shared-host speed-up, the collectives inside it,
     its weights' ZeRO-3 gathers and buffer copies) + per step (its weights' gradient reduction and ZeRO-1/2
     gathers, counted exposed: an upper bound, where `estimate` hides most of them behind the backward; its
-    optimizer step, and its state's copies to and from host memory under Plan.optimizer_offload). Memory counts
-    that state on the device as without offload: an upper bound, as the update holds it there.
+    optimizer step, and its state's copies to and from host memory under Plan.optimizer_offload, whose update
+    peak is the estimate's, in the constant).
     A layer's exposed host-offload copies are the estimate's, on its first operator (a constant off Megatron's).
   - Edge: m x the redistribution of the tensor it carries (`sharded.edge_cost`), forward and backward. A GEMM
     input may be kept as the producer's shard and gathered again in the backward (`CostTables.alt`).
@@ -39,7 +39,7 @@ from .compression import GRAD_BYTES, compression_seconds, layout_wire_bytes
 from .kernels import ACT_BYTES, Device, saved_input_bytes, zero3_copy_op
 from .layouts import Layouts
 from .memory import head_copy, kept_scale, layer_gemm_params, narrow_cache_bytes, stage_moe_layers
-from .states import state_bytes
+from .states import device_state_bytes, state_bytes
 from .offload import optimizer_copy_seconds
 from .mesh import BIT, Mesh, gathered_axes
 from .moe import (
@@ -291,7 +291,7 @@ def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.
         per_step = per_step + optimizer_copy_seconds(x.system, lay, state_bytes(p, lay)["optimizer"])
     per_mb = wf + wb + _zero3_window(x, unit, wf, wb, ag, ag + rs) + ref.offload_s * (op.name == LAYER_OPS[0])
     st = state_bytes(params, lay)
-    memory = (st["weights"] + st["gradients"] + st["optimizer"]) * ref.states[unit]
+    memory = device_state_bytes(st, lay) * ref.states[unit]
     b = saved_input_bytes(lay)
     kept = kept_bytes(op, s, x.model, lay.attention, rc, input_bytes=b, saved=lay.recompute_saved or (),
                       offloaded=lay.recompute_offloaded or ())
@@ -353,7 +353,7 @@ def _moe_vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray,
                 / shared_host_speedup(x.system, lay))
     st, st_e = state_bytes(p_rep, lay), state_bytes(p_exp, lay, lay.edp)
     per_step = per_step + optimizer_copy_seconds(x.system, lay, st["optimizer"] + st_e["optimizer"])
-    memory = sum(st[k] for k in st) * ref.states["layer"] + sum(st_e[k] for k in st_e) * ref.moe_states
+    memory = device_state_bytes(st, lay) * ref.states["layer"] + device_state_bytes(st_e, lay) * ref.moe_states
     kept = moe_kept_bytes(model, lay, rc)
     memory = memory + kept * ref.kept["layer"] + (moe_kept_bytes(model, lay, "none") - kept) * ref.working
     memory = memory + narrow_cache_bytes(moe_gemm_params(model, lay), lay) * ref.states["layer"]

@@ -68,10 +68,12 @@ def settings(pf: PlanFile) -> tuple[dict, list[str], list[str]]:
         keys["shard_optimizer_over_data"] = True
     if p.optimizer_offload:  # the optimizer's shardings in pinned_host memory (maxtext_utils get_abstract_state)
         keys["optimizer_memory_host_offload"] = True
-    if m.moe is not None and p.ep == p.tp == 1 and p.zero == 3 and m.moe.n_experts % msh.ici["fsdp"] == 0:
-        # experts without expert parallelism: their weights stored over fsdp by expert, gathered whole for the
-        # grouped GEMMs as ZeRO-3 gathers them (layers/moe.py wi/wo_kernel_axes, mlp_no_fsdp), no token dispatch;
-        # MaxText's condition: experts divisible by ici_fsdp, no tensor or expert axis (pyconfig)
+    # experts without expert parallelism: their weights stored by expert on embed_moe's mesh axes (fsdp and
+    # context: base.yml logical_axis_rules), gathered whole for the grouped GEMMs as ZeRO-3 gathers them
+    # (layers/moe.py wi/wo_kernel_axes, mlp_no_fsdp), no token dispatch; those axes must split the experts evenly,
+    # with no tensor or expert axis (pyconfig's condition)
+    split = msh.ici["fsdp"] * msh.dcn["fsdp"] * msh.ici["context"] * msh.dcn["context"]
+    if m.moe is not None and p.ep == p.tp == 1 and p.zero == 3 and m.moe.n_experts % split == 0:
         keys["shard_exp_on_fsdp"] = True
     keys.update(remat_keys(p))
     if p.loss_chunks > 1:  # base.yml: the logits tiled along the batch-sequence axis

@@ -264,16 +264,18 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
                 tables[-1] = _with_policy(tables[-1], np.where(sub.recompute == "names", policy, ""))
         else:  # the leanest plan of the count, for the message: every plan's reserved memory
             every = stage_memory(model, system, lay)[0]
-            total = every["reserved"]
-            if worst is None or total.min() < worst[1].min():
-                worst = (lay, total, every["host"])  # the count whose leanest plan comes closest
+            total, host = every["reserved"], every["host"]
+            on_device = total <= cap  # the count whose leanest plan comes closest: on the host where some fit
+            near = (0, host[on_device].min()) if on_device.any() else (1, total.min())
+            if worst is None or near < worst[0]:
+                worst = (near, lay, total, host)
         rows.append({"gpus": j.gpus, **({"remat_policy": policy} if space.remat_policy else {}),
                      "enumerated": len(lay), "feasible": len(fits), "pruned_for_memory": len(lay) - len(fits),
                      "seconds": time.perf_counter() - t1})
     if not tables:
         if worst is None:
             raise refused[0]
-        raise InputError(_infeasible_message(model, system, *worst, [j.gpus for j in jobs], cap))
+        raise InputError(_infeasible_message(model, system, *worst[1:], [j.gpus for j in jobs], cap))
     columns = {k: np.concatenate([t[k] for t in tables]) for k in tables[0]}
     order = np.lexsort([columns[k] for k in reversed(OBJECTIVES[objective])])  # stable, first key first
     notes += [f"GPU count {r['gpus']}{', remat policy ' + r['remat_policy'] if r.get('remat_policy') else ''}: no "

@@ -25,7 +25,9 @@ class MemoryBreakdown(Schema):
     activations: float = Field(description="what the stage keeps for its backward at the peak, and the working "
                                            "set of the layer in its backward (recomputed tensors included)")
     transient: float = Field(description="short-lived buffers at the peak: ZeRO's gathered weights and gradients, "
-                                         "MoE dispatch buffers, fp8/fp4 weight copies, the loss's fp32 temporaries")
+                                         "MoE dispatch buffers, fp8/fp4 weight copies, the loss's fp32 temporaries, "
+                                         "an offloaded tensor in flight; with the optimizer state in host memory, "
+                                         "at least what the update brings back beyond the freed activations")
     allocated: float = Field(description="weights + gradients + optimizer + activations + transient")
     fragmentation: float = Field(description="the caching allocator's reserved but unallocated bytes at the peak "
                                              "(the stack's allocator profile)")
@@ -36,7 +38,8 @@ class MemoryBreakdown(Schema):
     between_steps: float = Field(description="allocated between steps: weights, gradients, optimizer state and "
                                              "cached fp8/fp4 weights (activations and transients freed)")
     host: float = Field(0.0, description="in host memory, outside the device's views: the tensors the names policy "
-                                         "offloads (Plan.recompute_offloaded), every waiting layer's")
+                                         "offloads (Plan.recompute_offloaded), every waiting layer's, and the "
+                                         "optimizer state where it is kept there (Plan.optimizer_offload)")
 
 
 class RankMemory(Schema):
@@ -71,7 +74,8 @@ class TimeBreakdown(Schema):
                                        "weight gradients")
     zero3_comm: float = Field(description="ZeRO-3 parameter gathers and gradient reduce-scatters")
     offload_comm: float = Field(0.0, description="copies of offloaded tensors to host memory in the forward and back "
-                                                 "in the backward, exposed beyond their layer's compute (cost.offload)")
+                                                 "in the backward, exposed beyond their layer's compute, and the "
+                                                 "optimizer state's copies in and out for the update (cost.offload)")
     bubble: float
     optimizer: float
     host: float = Field(0.0, description="seconds the device waits on its host: where launching the step's kernels, "

@@ -219,6 +219,10 @@ class Stack(Schema):
     fsdp_master_weights: bool = Field(
         False, description="ZeRO-3 as FSDP runs it: the sharded fp32 parameter is the optimizer's master copy (no "
                            "bf16 shard beside it)")
+    fp32_parameters: bool = Field(
+        False, description="the fp32 parameters are the optimizer's master at every ZeRO stage, replicated below "
+                           "ZeRO-3, and Adam keeps its moments alone (XLA stacks with weight_dtype float32); false: "
+                           "fsdp_master_weights at ZeRO-3, bf16 weights beside an fp32 master elsewhere")
     zero3_live_params: float | None = Field(
         None, gt=0, description="ZeRO-3 gathers weights module by module and keeps at most this many parameters "
                                 "gathered at once (DeepSpeed stage3_max_live_parameters); null: whole wrapped units "
