@@ -46,6 +46,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from perfmodel.calibrate.host_calls import burst_s  # noqa: E402
+
 BURST = 200  # ops per timed burst: fewer than the CUDA launch queue holds (~1024), so the host never waits
 
 
@@ -55,18 +58,9 @@ def sync(device: torch.device) -> None:
 
 
 def burst_host_s(fn, device: torch.device, n: int = BURST, reps: int = 30) -> float:
-    """Median host seconds per call of `fn` over `reps` bursts of `n` calls, the device idle at each start."""
-    fn()
-    sync(device)
-    per = []
-    for _ in range(reps):
-        sync(device)
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        per.append((time.perf_counter() - t0) / n)
-    sync(device)
-    return statistics.median(per)
+    """Median host seconds per call of `fn` over `reps` bursts of `n` calls, the device idle at each start
+    (perfmodel.calibrate.host_calls.burst_s, the probes' own timer)."""
+    return burst_s(fn, device, n, reps)
 
 
 def op_costs(device: torch.device) -> dict[str, float]:
@@ -245,10 +239,20 @@ def make_trainer(c: GPTConfig, device: torch.device, micro_batch: int, seq: int,
     steps; returns the last loss. `code`: nanogpt (fused AdamW in two weight-decay groups, as nanoGPT's
     configure_optimizers; bf16 autocast), hf (transformers' GPT2LMHeadModel, torch's default AdamW, bf16 autocast)
     or fsdp2 (nanoGPT's model, each block and the root under fully_shard with bf16 params and fp32 reduce, as
-    torchtitan wraps it; a one-rank process group must exist)."""
+    torchtitan wraps it; a one-rank process group must exist), or fsdp1 (nanoGPT's model under FSDP1's
+    FullyShardedDataParallel, each block a unit, FULL_SHARD, bf16 mixed precision, limit_all_gathers and
+    use_orig_params as Composer wraps llm-foundry's MPT; torch AdamW)."""
     torch.manual_seed(0)
     model = (HFLoss(c) if code == "hf" else GPT(c)).to(device)
-    autocast = code != "fsdp2"
+    autocast = code not in ("fsdp2", "fsdp1")
+    if code == "fsdp1":
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        from torch.distributed.fsdp import MixedPrecision, ShardingStrategy
+        from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+        model = FSDP(model, auto_wrap_policy=ModuleWrapPolicy({Block}), sharding_strategy=ShardingStrategy.FULL_SHARD,
+                     mixed_precision=MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32),
+                     limit_all_gathers=True, use_orig_params=True, device_id=device if device.type == "cuda" else None)
     if code == "fsdp2":
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -369,7 +373,8 @@ def twin_host(c: GPTConfig, device: torch.device, compile_: bool, code: str, ste
 
 CODES = {"nanogpt": ("gpt2-124m (nanoGPT)", GPTConfig()),
          "hf": ("gpt2-large (HF transformers)", GPTConfig(n_layer=36, n_head=20, n_embd=1280, vocab=50257)),
-         "fsdp2": ("gpt2-124m (nanoGPT, FSDP2)", GPTConfig())}
+         "fsdp2": ("gpt2-124m (nanoGPT, FSDP2)", GPTConfig()),
+         "fsdp1": ("gpt2-124m (nanoGPT, FSDP1)", GPTConfig())}
 
 
 def model_steps(device: torch.device, micro_batches: dict[bool, list[int]], steps: int, warmup: int,
@@ -438,7 +443,7 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=15)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--cuda-launch", help="the built benchmarks/cuda_launch.cu")
-    ap.add_argument("--variants", default="", help="also these model codes: hf, fsdp2 (comma-separated)")
+    ap.add_argument("--variants", default="", help="also these model codes: hf, fsdp2, fsdp1 (comma-separated)")
     ap.add_argument("--variant-micro-batches", default="1,8")
     ap.add_argument("--repeats", type=int, default=1, help="times each twin is measured (the median is kept)")
     ap.add_argument("--skip-ops", action="store_true", help="leave out (1)")
@@ -465,7 +470,7 @@ def main(argv=None) -> int:
         a.out.write_text(json.dumps(result, indent=1))
     variant_mbs = [int(x) for x in a.variant_micro_batches.split(",") if x]
     for code in [v for v in a.variants.split(",") if v]:
-        if code == "fsdp2":
+        if code in ("fsdp2", "fsdp1"):
             import torch.distributed as dist
 
             dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=dist.HashStore(), rank=0,
@@ -476,7 +481,7 @@ def main(argv=None) -> int:
             result.setdefault("errors", {})[code] = repr(err)[:500]
             echo(f"{code}: {err!r}")
         finally:
-            if code == "fsdp2":
+            if code in ("fsdp2", "fsdp1"):
                 dist.destroy_process_group()
         if a.out:
             a.out.write_text(json.dumps(result, indent=1))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What this project measures on a lent GPU, in one call (the device tool's machine: torch, nvcc, no network).
 #
-#   bash benchmarks/lent_gpu.sh OUTDIR
+#   bash benchmarks/lent_gpu.sh OUTDIR [STEP...]      (default: every step below, in order)
 #
 # Needs pydantic and its dependencies as wheels in .whl/ (the device image has none; see the device README) and
 # writes, per step, a tarball into OUTDIR so that a step cut off by the time limit loses only itself:
@@ -9,8 +9,12 @@
 #                   catalogue system of this GPU (no calibration: a transfer test of the catalogue numbers)
 #   calibrate.tgz   `perfmodel calibrate --device cuda`: the GEMM / attention / elementwise grid and host costs
 #   host.tgz        `benchmarks/host_launch.py --compile --cuda-launch`: host seconds per operator and per step
+#   host_calls.tgz  `python -m perfmodel.calibrate.host_calls`: this host's seconds per call kind (the probes of
+#                   the public measurements, shared/data/host), and the CPU's name
 set -u
-OUT=${1:?usage: lent_gpu.sh OUTDIR}
+OUT=${1:?usage: lent_gpu.sh OUTDIR [STEP...]}
+shift
+STEPS=" ${*:-host_calls validation calibrate host} "
 WORK=$(mktemp -d)
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -23,6 +27,7 @@ python3 -c 'import torch, platform; print(torch.__version__, torch.version.cuda,
 
 step() {  # step NAME SECONDS COMMAND...: run it with a limit, keep its log, pack its folder
   local name=$1 limit=$2; shift 2
+  [[ $STEPS == *" $name "* ]] || return 0
   mkdir -p "$WORK/$name"
   local t0=$SECONDS
   timeout "$limit" "$@" > "$WORK/$name/$name.log" 2>&1
@@ -31,8 +36,10 @@ step() {  # step NAME SECONDS COMMAND...: run it with a limit, keep its log, pac
   tar -C "$WORK" -czf "$OUT/$name.tgz" "$name"
 }
 
+step host_calls 150 python3 -m perfmodel.calibrate.host_calls --device cuda --out "$WORK/host_calls/host_calls.json"
 step validation 200 python3 benchmarks/validation.py --gpu --out-dir "$WORK/validation"
 step calibrate 170 python3 -m perfmodel.cli.main calibrate --device cuda --output "$WORK/calibrate/calibrated.yaml"
 nvcc -O2 -o "$WORK/cuda_launch" benchmarks/cuda_launch.cu || true
 step host 150 python3 benchmarks/host_launch.py --device cuda --compile --cuda-launch "$WORK/cuda_launch" \
   --out "$WORK/host/host_launch.json"
+grep -m1 "model name" /proc/cpuinfo >> "$OUT/gpu.txt"; nproc >> "$OUT/gpu.txt"

@@ -16,6 +16,7 @@ state against the request-level simulation (`online`). Nothing here is fitted pe
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import sys
 from pathlib import Path
@@ -61,7 +62,9 @@ def case(row: pd.Series) -> tuple[str | None, str | None, dict | None, str]:
         return model, None, None, f"hardware {row['hardware']!r} is not in the catalogue"
     prec = str(row["precision"]).lower()
     precision = "fp8" if "fp8 weights" in prec else "fp16" if "fp16" in prec else "bf16"
+    version = str(row["framework_version"])  # the release the table ran (0.14, 0.17): its request path's defaults
     plan = dict(tp=_num(row["tp"]), pp=_num(row["pp"]), dp=1, ep=1, precision=precision, stack="trtllm",
+                stack_version=version if re.match(r"\d+\.\d+", version) else None,
                 input_len=_num(row["input_len"]), output_len=_num(row["output_len"]))
     return model, system, plan, ""
 

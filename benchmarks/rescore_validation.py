@@ -7,6 +7,8 @@ A lent GPU is rare; its measurements stay true while the cost model moves. For e
 PLAN.measured.json beside it: the job's measured step (per step the slowest rank, median after the warm-up, as
 `perfmodel validate` takes it), the prediction the plan file was written with, and this perfmodel's estimate of the
 same plan on `--hardware` (default: the spec the plan file holds), with its host part. Prints a table and the MAPE.
+With `--host A,B`, the same plans predicted with each host in place of the spec's own (spec.host_cpu: the lent
+machine's measured host against the DGX host the catalogue system names, say), a column pair per host.
 """
 
 from __future__ import annotations
@@ -32,14 +34,14 @@ def measured_step(path: Path) -> float:
     return statistics.median(max(r[i] for r in ranks) for i in range(m["warmup"], len(ranks[0])))
 
 
-def rescore(folder: Path, hardware: str | None) -> pd.DataFrame:
-    system = load_hardware(hardware) if hardware else None
+def rescore(folder: Path, hardware: str | None, host: str | None = None) -> pd.DataFrame:
+    system = load_hardware(hardware).with_host(host) if hardware else None
     rows = []
     for meas in sorted(folder.glob("*.measured.json")):
         plan = meas.with_name(meas.name.replace(".measured.json", ".json"))
         pf = load_plan_file(plan)
         with spec_folder(plan.parent):
-            e = estimate(pf.model, system or pf.hardware, pf.plan)
+            e = estimate(pf.model, system or pf.hardware.with_host(host), pf.plan)
         step = measured_step(meas)
         rows.append({"plan": plan.stem, "measured_ms": 1e3 * step, "written_ms": 1e3 * pf.prediction.step_time_s,
                      "predicted_ms": 1e3 * e.step_time_s, "host_ms": 1e3 * e.time_s.host,
@@ -52,11 +54,25 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder", type=Path)
     ap.add_argument("--hardware", help="spec to predict with (preset or YAML); default the plan files' own")
+    ap.add_argument("--host", help="hosts to predict with, comma-separated (perfmodel hardware hosts, or host YAML "
+                                   "files), each in place of the spec's own")
     a = ap.parse_args(argv)
-    df = rescore(a.folder, a.hardware)
-    print(df.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
-    print(f"\nstep time MAPE: {df['error_%'].abs().mean():.1f}% now, {df['written_error_%'].abs().mean():.1f}% as "
-          f"written ({len(df)} plans)")
+    if not a.host:
+        df = rescore(a.folder, a.hardware)
+        print(df.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
+        print(f"\nstep time MAPE: {df['error_%'].abs().mean():.1f}% now, {df['written_error_%'].abs().mean():.1f}% "
+              f"as written ({len(df)} plans)")
+        return 0
+    hosts = a.host.split(",")
+    out = None
+    for h in hosts:
+        df = rescore(a.folder, a.hardware, h)[["plan", "measured_ms", "predicted_ms", "host_ms", "error_%"]]
+        df = df.rename(columns={c: f"{c} {h}" for c in ("predicted_ms", "host_ms", "error_%")})
+        out = df if out is None else out.merge(df, on=["plan", "measured_ms"])
+    print(out.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
+    for h in hosts:
+        e = out[f"error_% {h}"]
+        print(f"host {h}: step time MAPE {e.abs().mean():.1f}%, signed median {e.median():+.1f}% ({len(out)} plans)")
     return 0
 
 

@@ -11,22 +11,27 @@ length standard deviations default to 0), so a closed loop's requests start and 
 split is read from the metadata, not cited per file; `--range-ratio R` uses R for every row instead, and
 benchmarks/results/serving_silicon.txt gives the table both ways.
 
-    python benchmarks/serving_silicon.py [--data PATH] [--sample N] [--csv OUT.csv]
+    python benchmarks/serving_silicon.py [--data PATH] [--sample N] [--jobs J] [--csv OUT.csv]
 
 Each row maps to (model, system, ServePlan) by stated rules: the model by its HF id (a catalogue preset, else its
 config.json from ../shared/data/hf_configs), the system by `system` (h100_sxm: dgx-h100, h200_sxm: dgx-h200,
 b200_sxm: dgx-b200, b300_sxm: dgx-b300, gb200: gb200-nvl72), tp = tp_size, ep = moe_ep_size, precision as
 `precision` (none stated and no gemm_quant_mode: bf16, the checkpoint as published; int4 weight-only: w4a16),
 attention_dp = attention_dp_size (where it is missing or breaks the invariant tp x attention_dp = moe_tp x
-moe_ep, the invariant gives it), stack = backend, one replica whose concurrency is `batch_size`. A row that cannot
-be expressed (a model the catalogue cannot read, a layout that does not fit) keeps its reason and counts 100% in
-the MAPE with them. Nothing here is fitted per row. --sample N scores every N-th row
+moe_ep, the invariant gives it), stack = backend at its release (`backend_version`; a nightly or special image: the
+newest release the profile lists), one replica whose concurrency is `batch_size` x attention_dp (AIConfigurator's
+batch_size is per attention-DP rank: the rows' silicon_concurrency is that times the replicas run). A row that
+cannot be expressed (a model the catalogue cannot read, a layout that does not fit) keeps its reason and counts 100%
+in the MAPE with them. Nothing here is fitted per row; the request path's two fitted constants are fitted, and held
+out model by model, by benchmarks/serving_host_fit.py. --sample N scores every N-th row, --jobs J in J processes
 (a quick look; the committed table scores all).
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import re
 import signal
 import sys
 import time
@@ -101,34 +106,61 @@ def case(row: pd.Series) -> tuple:
     moe = int(_count(row["moe_tp_size"]) * _count(row["moe_ep_size"]))
     if model.moe and moe != int(row["tp_size"]) * adp and moe % int(row["tp_size"]) == 0:
         adp = moe // int(row["tp_size"])  # attention_dp_size left out: the invariant tp x adp = moe_tp x moe_ep
+    # batch_size is one replica's sequences per attention-DP rank (AIConfigurator's collectors: the client's
+    # silicon_concurrency is batch_size x attention_dp_size x the replicas it ran): one replica is simulated, with
+    # its share of the clients (replicas serve their round-robin shares independently)
     plan = dict(tp=int(row["tp_size"]), attention_dp=adp, pp=1, dp=1,
                 ep=int(row["moe_ep_size"] or 1) if model.moe else 1,
-                precision=precision, stack=str(row["backend"]), input_len=int(row["isl"]),
-                output_len=int(row["osl"]))
-    return model, system, plan, int(row["batch_size"]), ""
+                precision=precision, stack=str(row["backend"]), stack_version=stack_version(row),
+                input_len=int(row["isl"]), output_len=int(row["osl"]))
+    return model, system, plan, int(row["batch_size"]) * adp, ""
 
 
-def table(path: Path, sample: int = 1, ratio: float | None = None) -> pd.DataFrame:
+def stack_version(row: pd.Series) -> str | None:
+    """The engine release a row ran: `backend_version` where it is a release number; a nightly or special image
+    (nightly-dev-..., glm5-hopper) or none stated: None, the newest release the profile lists (the images are of
+    2026, after every release listed)."""
+    v = str(row["backend_version"])
+    return v if re.match(r"\d+\.\d+", v) else None
+
+
+def score_row(row: pd.Series, ratio: float | None = None, stack=None) -> dict:
+    """One row predicted: infer's steady state and the closed-loop simulation (`stack`: a profile in place of the
+    row's backend, for the fits' folds)."""
+    model, system, plan, c, reason = case(row)
+    r = dict(id=row["id"], model=row["model_path"], system=row["system"], backend=row["backend"],
+             version=row["backend_version"], precision=row["precision"],
+             layout=f"tp{row['tp_size']:g} adp{row['attention_dp_size']:g} ep{row['moe_ep_size']:g}",
+             lengths=f"{row['isl']}/{row['osl']}", concurrency=c, ttft_ms=row["silicon_ttft_ms"],
+             tpot_ms=row["silicon_tpot_ms"], reason=reason)
+    if plan is not None:
+        if stack is not None:
+            plan = plan | {"stack": stack}
+        try:
+            e = infer(model, system, ServePlan(**plan, concurrency=c))
+            s = simulate(model, system, ServePlan(**plan), dict(
+                arrival="closed", concurrency=c, requests=min(1000, 10 * c),
+                range_ratio=range_ratio(row) if ratio is None else ratio))
+            r.update(steady_ttft_ms=1e3 * e.ttft_s, steady_tpot_ms=1e3 * e.tpot_s,
+                     sim_ttft_ms=1e3 * s.ttft_s.mean, sim_tpot_ms=1e3 * s.tpot_s.mean)
+        except InputError as err:
+            r["reason"] = f"{err}"
+    return r
+
+
+def _score(args) -> dict:
+    return score_row(*args)
+
+
+def table(path: Path, sample: int = 1, ratio: float | None = None, jobs: int = 1) -> pd.DataFrame:
     d = pd.read_csv(path)
     d = d[d["mode"] == "agg"].iloc[::sample]
-    out = []
-    for _, row in d.iterrows():
-        model, system, plan, c, reason = case(row)
-        r = dict(id=row["id"], model=row["model_path"], system=row["system"], backend=row["backend"],
-                 precision=row["precision"], layout=f"tp{row['tp_size']:g} adp{row['attention_dp_size']:g} "
-                 f"ep{row['moe_ep_size']:g}", lengths=f"{row['isl']}/{row['osl']}", concurrency=row["batch_size"],
-                 ttft_ms=row["silicon_ttft_ms"], tpot_ms=row["silicon_tpot_ms"], reason=reason)
-        if plan is not None:
-            try:
-                e = infer(model, system, ServePlan(**plan, concurrency=c))
-                s = simulate(model, system, ServePlan(**plan), dict(
-                    arrival="closed", concurrency=c, requests=min(1000, 10 * c),
-                    range_ratio=range_ratio(row) if ratio is None else ratio))
-                r.update(steady_ttft_ms=1e3 * e.ttft_s, steady_tpot_ms=1e3 * e.tpot_s,
-                         sim_ttft_ms=1e3 * s.ttft_s.mean, sim_tpot_ms=1e3 * s.tpot_s.mean)
-            except InputError as err:
-                r["reason"] = f"{err}"
-        out.append(r)
+    work = [(row, ratio) for _, row in d.iterrows()]
+    if jobs > 1:
+        with multiprocessing.Pool(jobs) as pool:
+            out = pool.map(_score, work, chunksize=4)
+    else:
+        out = [_score(w) for w in work]
     df = pd.DataFrame(out)
     for k in ("steady_ttft_ms", "steady_tpot_ms", "sim_ttft_ms", "sim_tpot_ms"):
         if k not in df:
@@ -153,17 +185,36 @@ def scores(df: pd.DataFrame, by: str | None) -> pd.DataFrame:
     return pd.concat([g.size().rename("rows"), g["expressed"].sum()] + [g[k].mean() for k in keys], axis=1).round(1)
 
 
+BANDS = (0, 4, 16, 64, 256, 10**9)  # concurrency bands: 1-4 (a request waits for little but its own prefill), ...
+
+
+def signed(df: pd.DataFrame) -> pd.DataFrame:
+    """Per stack and concurrency band, over the expressed rows: TTFT and TPOT MAPE % and signed median error %
+    (simulated / measured - 1: negative = predicted too short)."""
+    e = df[df["reason"] == ""].assign(
+        ttft=lambda x: x["sim_ttft_ms"] / x["ttft_ms"] - 1, tpot=lambda x: x["sim_tpot_ms"] / x["tpot_ms"] - 1,
+        band=lambda x: pd.cut(x["concurrency"], BANDS, labels=["1-4", "5-16", "17-64", "65-256", ">256"]))
+    out = []
+    for keys, g in [(("all", "all"), e)] + [((b, "all"), g) for b, g in e.groupby("backend")] + \
+            [((b, str(c)), g) for (b, c), g in e.groupby(["backend", "band"], observed=True)]:
+        out.append(dict(backend=keys[0], concurrency=keys[1], rows=len(g),
+                        ttft_mape=100 * g["ttft"].abs().mean(), ttft_signed_median=100 * g["ttft"].median(),
+                        tpot_mape=100 * g["tpot"].abs().mean(), tpot_signed_median=100 * g["tpot"].median()))
+    return pd.DataFrame(out).round(1)
+
+
 def main(argv=None) -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=_devset())
     ap.add_argument("--sample", type=int, default=1, help="score every N-th row (default 1: all)")
     ap.add_argument("--csv", type=Path)
+    ap.add_argument("--jobs", type=int, default=1, help="rows scored in parallel processes (default 1)")
     ap.add_argument("--range-ratio", type=float, help="every row's lengths uniform in [R, 1] x nominal (default: by "
                                                       "the row's source, module docstring)")
     a = ap.parse_args(argv)
     t0 = time.time()
-    df = table(a.data, max(a.sample, 1), a.range_ratio)
+    df = table(a.data, max(a.sample, 1), a.range_ratio, max(a.jobs, 1))
     if a.csv:
         df.to_csv(a.csv, index=False)
     pd.set_option("display.width", 200)
@@ -174,6 +225,11 @@ def main(argv=None) -> int:
     print(scores(df, None).round(1).to_string(index=False), "\n")
     df["source"] = pd.read_csv(a.data).set_index("id").loc[df["id"], "silicon_data_source"].str.split(";").str[0] \
         .str.replace("source_file=", "").str.replace(r"db-dump/.*", "db-dump", regex=True).to_numpy()
+    print("simulated, expressed rows: MAPE % and signed median error % (negative: predicted too short)")
+    print(signed(df).to_string(index=False), "\n")
+    print("leave-one-model-out: the request path's fitted constants (vllm prefill_step_s, trtllm front end) are "
+          "fitted and held out by python benchmarks/serving_host_fit.py (its output follows in "
+          "benchmarks/results/serving_silicon.txt)\n")
     for by in ("model", "backend", "system", "source"):
         print(scores(df, by).to_string(), "\n")
     reasons = df.loc[df["reason"] != "", "reason"].str.slice(0, 110).value_counts()

@@ -104,6 +104,18 @@ def choice(choices, convert=None, **kw) -> Kind:
     return Kind([v for v in fixed if bad(v)], TEXT.filter(bad), **kw)
 
 
+def _old_or_no_version(s: str) -> bool:
+    """--stack-version's bad values for the default stack (trtllm, whose profile starts at 0.14): no leading dotted
+    number, or one older than 0.14."""
+    from perfmodel.errors import InputError
+    from perfmodel.spec.serving import version_key
+
+    try:
+        return version_key(s) < (0, 14)
+    except InputError:
+        return True
+
+
 def flag_switch(**kw) -> Kind:
     """A store_true flag: the only bad value is one given to it (`--flag=VALUE`)."""
     return Kind(["=1", "=yes", "="], TEXT.map(lambda s: "=" + s), **kw)
@@ -143,6 +155,18 @@ def hardware_in(names=(), **kw) -> Kind:
     names = ("hardware", "system", "spec", *names)
     return Kind(HW_BAD, st.one_of(_junk(".yaml"), TEXT.filter(lambda s: s and not _preset(s, list_systems))),
                 path=True, names=names, **kw)
+
+
+HOST_BAD = ["nosuch-host", "", "missing.yaml", "adir", "empty.yaml", "binary.yaml", "plan.json", "runs.csv",
+            "list.json", "truncated.json", "spec.yaml"]
+
+
+def host_in(**kw) -> Kind:
+    """--host: a catalogue host (perfmodel hardware hosts) or a host YAML file."""
+    from perfmodel.spec.host_cpu import list_hosts
+
+    return Kind(HOST_BAD, st.one_of(_junk(".yaml"), TEXT.filter(lambda s: s and not _preset(s, list_hosts))),
+                path=True, names=("host", *kw.pop("names", ())), **kw)
 
 
 READ_ONLY = "/proc/sys"  # a directory even root cannot write into (Linux; elsewhere: one that does not exist)
@@ -335,12 +359,14 @@ BASES = {
     "calibrate-runs": ["calibrate", "--from-runs", "runs.csv", "--hardware", "dgx-h100", "--output", "fit.yaml"],
     "hardware": ["hardware", "show", "dgx-h100"],
     "hardware show": ["hardware", "show", "dgx-h100"],
+    "hardware hosts": ["hardware", "hosts", "xeon-8480c"],
     "models": ["models", "show", "gpt2-124m"],
     "models show": ["models", "show", "gpt2-124m"],
 }
 # Positionals: the index of their value in the base.
 POSITIONAL = {("", "cmd"): 0, ("export", "plan"): 1, ("execute", "plans"): 1, ("validate", "plans"): 1,
               ("hardware", "action"): 1, ("models", "action"): 1, ("hardware show", "name"): 2,
+              ("hardware hosts", "host"): 2,
               ("models show", "name"): 2}
 DIRS = ("adir", "emptydir")
 
@@ -381,7 +407,7 @@ def _plan_flags(cmd: str) -> dict:
             "--recompute-modules": recompute_modules(),
             "--recompute-saved": recompute_saved(),
             "--recompute-offloaded": recompute_offloaded(),
-            "--loss-chunks": count(),
+            "--loss-chunks": count(), "--host": host_in(),
             # gpt2-124m has 12 layers: 13 is a count, but too many
             "--recompute-num-layers": count(extra=("--recompute", "full"))}
     out["--recompute-num-layers"].fixed += ["13", "1000"]
@@ -412,7 +438,7 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("search", "--recompute-saved"): recompute_saved(extra=("--only", "recompute=names")),
           ("search", "--recompute-offloaded"): recompute_offloaded(extra=("--only", "recompute=names")),
           ("search", "--loss-chunks"): count(), ("search", "--optimizer-offload"): flag_switch(),
-          ("search", "--plot"): output(".png")}
+          ("search", "--plot"): output(".png"), ("search", "--host"): host_in()}
     t |= {("whatif", "--model"): model_in(), ("whatif", "--gpus"): count(), ("whatif", "--global-batch"): count(),
           ("whatif", "--seq-len"): count(), ("whatif", "--hardware"): hw_list(),
           ("whatif", "--upgrade"): hardware_in(names=("upgrade", "system", "spec")),
@@ -436,6 +462,8 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("infer", "--draft-vocab"): count(extra=("--speculative", "eagle", "--acceptance-rate", "0.5")),
           ("infer", "--simulate"): flag_switch(), ("infer", "--requests"): count(most=1_000_000, **sim),
           ("infer", "--seed"): count(least=0, **sim), ("infer", "--range-ratio"): number(0.0, high=1.0, above=True, **sim),
+          ("infer", "--stack-version"): Kind(["", "abc", "nightly", "x" * 300, "0.1", "0.13.9"],
+                                             TEXT.filter(_old_or_no_version)),
           ("infer", "--request-rate"): Kind(["nan", "-inf", "-1", "0", "abc", ""],
                                             TEXT.filter(lambda s: not (_float(s) is not None and _float(s) > 0)),
                                             extra=("--simulate",))}
@@ -480,9 +508,10 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("calibrate", "--base"): name(names=("base",)), ("calibrate", "--name"): Kind(
               ["", "a b", "-x", "../x", ".hidden", "x/y", "é"], TEXT.filter(lambda s: not _system_name(s))),
           ("calibrate", "--quick"): flag_switch(), ("calibrate", "--output"): output(".yaml"),
-          ("calibrate", "--step-overhead"): flag_switch(**runs),
+          ("calibrate", "--step-overhead"): flag_switch(**runs), ("calibrate", "--host-only"): flag_switch(),
           ("calibrate", "--plot"): output(".png")}
     t |= {("hardware show", "name"): hardware_in(names=("system", "spec", "hardware")),
+          ("hardware hosts", "host"): host_in(),
           ("models show", "name"): model_in(names=("model",))}
     # --headroom (predict, forecast, search; each command's own bounds): what its parser type refuses
     for (cmd, flag), action in walk(parser).items():

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -135,10 +137,10 @@ def test_dense_reader_maps_torchtitan_selective_modes():
     assert cases["R0526"].plan.recompute_num_layers == 16
 
 
-def test_measured_host_costs_replace_the_profile_rates_zero_included():
-    """calibrate.host_costs prices its probes on the device alone by giving the spec zero measured costs for the
-    executor's stack: a spec's host_costs replace the stack profile's rates (cost.launch_queue.host_rates), so
-    zero prices no host, where no host_costs leaves the profile's (the first fit on an H100 read 0 through this)."""
+def test_a_gpu_spec_prices_its_host_a_cpu_spec_its_fitted_launches():
+    """cost.launch_queue.host_rates: on a GPU the stack's counted calls at the system's host (System.host_cpu), and a
+    spec's fitted per-launch costs (host_costs) play no part; a GPU system naming no host prices none. On a CPU
+    spec the fitted costs (calibrate.host_costs prices its probes with zero costs: zero prices nothing)."""
     from perfmodel.cost.launch_queue import host_rates
     from perfmodel.cost.layouts import Layouts
     from perfmodel.spec.hardware import HostCosts
@@ -147,11 +149,16 @@ def test_measured_host_costs_replace_the_profile_rates_zero_included():
 
     plan = resolve(Plan(gpus=1, micro_batch=1, global_batch=1, seq_len=1024, stack="plain-torch"), GPT2, H100)
     lay, profile = Layouts.from_plan(plan), load_stack("plain-torch")
-    costs = lambda k: H100.model_copy(update={"host_costs": HostCosts(stack="plain-torch", kernel_s=k,  # noqa: E731
+    costs = lambda s, k: s.model_copy(update={"host_costs": HostCosts(stack="plain-torch", kernel_s=k,  # noqa: E731
                                                                         collective_s=0.0, probes=[])})
-    assert host_rates(H100, profile, lay).op_s == profile.host.op_s > 0
-    assert not host_rates(costs(0.0), profile, lay).priced
-    assert host_rates(costs(9.2e-5), profile, lay).op_s == 9.2e-5
+    gpu = host_rates(H100, profile, lay, GPT2)
+    assert gpu.priced and gpu.kernel_s == 0 and not gpu.serial and "xeon-8480c" in gpu.source
+    assert host_rates(costs(H100, 9.2e-5), profile, lay, GPT2) == gpu  # the fitted costs are a CPU's
+    assert not host_rates(H100.model_copy(update={"host_cpu": None}), profile, lay, GPT2).priced
+    cpu = load_hardware(Path(__file__).parent / "fixtures" / "cpu-test.yaml")
+    assert not host_rates(costs(cpu, 0.0), profile, lay, GPT2).priced
+    fitted = host_rates(costs(cpu, 9.2e-5), profile, lay, GPT2)
+    assert fitted.kernel_s == 9.2e-5 and fitted.serial
 
 
 @pytest.mark.parametrize("overlap", [True, False])

@@ -187,8 +187,8 @@ def test_benchmark_maps_rows_and_reports(tmp_path):
     row = df[df["row_id"] == "I0444"].iloc[0]
     assert (row["model"], row["hardware"], row["precision"], row["layout"]) == ("llama-3.1-8b", "dgx-h200", "fp8",
                                                                                 "tp1 pp1")
-    direct = infer("llama-3.1-8b", "dgx-h200", ServePlan(precision="fp8", stack="trtllm", input_len=128,
-                                                         output_len=128))
+    direct = infer("llama-3.1-8b", "dgx-h200", ServePlan(precision="fp8", stack="trtllm", stack_version="0.17",
+                                                         input_len=128, output_len=128))
     assert row["predicted"] == pytest.approx(direct.output_tokens_per_s, rel=1e-9)
     ok = df[df["predicted"].notna()]
     assert f"MAPE {100 * (ok['predicted'] / ok['measured'] - 1).abs().mean():.1f}%" in run.stdout
@@ -200,8 +200,8 @@ def test_benchmark_maps_rows_and_reports(tmp_path):
     tp, (i, o) = int(r["layout"].removeprefix("tp")), map(int, r["lengths"].split("/"))
     work = dict(arrival="burst", requests=500) if r["qps"] == "INF" else dict(
         arrival="poisson", request_rate=float(r["qps"]), requests=500)
-    sim = simulate(r["model"], r["hardware"], ServePlan(tp=tp, precision=r["precision"], stack="trtllm", input_len=i,
-                                                        output_len=o), work)
+    sim = simulate(r["model"], r["hardware"], ServePlan(tp=tp, precision=r["precision"], stack="trtllm",
+                                                        stack_version="0.14.0", input_len=i, output_len=o), work)
     assert r["simulated"] == pytest.approx(1e3 * (sim.ttft_s.mean if r["metric"] == "ttft" else sim.tpot_s.mean),
                                            rel=1e-9)
 
@@ -336,7 +336,7 @@ def test_disaggregated_kv_transfer_and_rates_by_hand():
                                                           rel=1e-9)
     assert kv_transfer(m, sysm, wide)[1] == pytest.approx(min(p2p_tier(sysm, 1, 10).bandwidth / (whole / 8),
                                                               p2p_tier(sysm, 1, 10).bandwidth / (whole / 2)), rel=1e-9)
-    assert e.ttft_s == pytest.approx(sum(e.prefill_s.values()) + e.kv_transfer_s, rel=1e-9)
+    assert e.ttft_s == pytest.approx(e.request_s["frontend"] + sum(e.prefill_s.values()) + e.kv_transfer_s, rel=1e-9)
     assert e.output_tokens_per_s == pytest.approx(e.requests_per_s * 500, rel=1e-9)
     assert "bound by the prefill pool" in e.notes[0]
     stack = load_serving_stack("trtllm")

@@ -7,10 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from perfmodel import load_hardware, load_model
 from perfmodel.cli.main import main
 from perfmodel.errors import InputError
+from perfmodel.serve import infer
 from perfmodel.serve.simulate import simulate
 from perfmodel.serve.step_time import step_parts
 from perfmodel.spec.serving import ServePlan, load_serving_stack, resolve_serve
@@ -28,24 +30,25 @@ def _step(plan: ServePlan, stack, **kw) -> float:
 
 
 def _stack(tmp_path: Path, **fields) -> str:
-    """The trtllm profile with `fields` changed, as a file."""
-    text = (ROOT / "hardware_specs" / "serving" / "trtllm.yaml").read_text()
-    for k, v in fields.items():
-        text = text.replace(next(line for line in text.splitlines() if line.startswith(f"{k}:")), f"{k}: {v}")
-    path = tmp_path / "stack.yaml"
-    path.write_text(text)
+    """The trtllm profile without its request path (no releases, no layer calls: the engine's mechanics alone, each
+    step exactly `step_parts`'s device time) with `fields` changed, as a file."""
+    data = yaml.safe_load((ROOT / "hardware_specs" / "serving" / "trtllm.yaml").read_text())
+    data.update(releases=[], layer_calls=None, **fields)
+    path = tmp_path / f"stack{len(list(tmp_path.iterdir()))}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
     return str(path)
 
 
-def test_one_client_closed_loop_by_hand():
-    """One client, three requests of 8 + 10 tokens: each is prefilled alone (its first token), then decoded nine
-    steps at batch 1; the decode steps between two events are priced at their mean context, 9 + (9 - 1) / 2 = 13.
-    TTFT = the prefill step, TPOT = the decode step, end-to-end = TTFT + 9 TPOT, each next request sent when the
-    last one ends."""
-    plan = ServePlan(tp=1, input_len=I, output_len=O)
+def test_one_client_closed_loop_by_hand(tmp_path):
+    """One client, three requests of 8 + 10 tokens, on an engine without a request path (tests/test_serving_host.py
+    prices that): each is prefilled alone (its first token), then decoded nine steps at batch 1; the decode steps
+    between two events are priced at their mean context, 9 + (9 - 1) / 2 = 13. TTFT = the prefill step, TPOT = the
+    decode step, end-to-end = TTFT + 9 TPOT, each next request sent when the last one ends."""
+    stack = _stack(tmp_path)
+    plan = ServePlan(tp=1, input_len=I, output_len=O, stack=stack)
     sim = simulate(MODEL, HW, plan, Workload(arrival="closed", concurrency=1, requests=3))
-    prefill = _step(plan, "trtllm", decode=0, context=0, prefill_seqs=1, prompt=I, logits=1)
-    decode = _step(plan, "trtllm", decode=1, context=I + 1 + (O - 2) / 2, prefill_seqs=0, prompt=0, logits=1)
+    prefill = _step(plan, stack, decode=0, context=0, prefill_seqs=1, prompt=I, logits=1)
+    decode = _step(plan, stack, decode=1, context=I + 1 + (O - 2) / 2, prefill_seqs=0, prompt=0, logits=1)
     assert sim.ttft_s.mean == pytest.approx(prefill, rel=1e-12)
     assert sim.ttft_s.p99 == pytest.approx(prefill, rel=1e-12)
     assert sim.tpot_s.median == pytest.approx(decode, rel=1e-12)
@@ -84,15 +87,22 @@ def test_max_batch_one_serves_requests_in_turn(tmp_path):
     assert sim.ttft_s.mean == pytest.approx((first + second) / 2, rel=1e-12)
 
 
-def test_poisson_is_seeded_and_light_load_meets_the_idle_prefill():
+def test_poisson_is_seeded_and_light_load_meets_the_idle_prefill(tmp_path):
     """Poisson arrivals: the same seed gives the same run; at 0.1 request/s on a 8B model every request finds the
-    replica idle, so each TTFT is one prompt's prefill alone (lengths fixed)."""
-    plan = ServePlan(tp=1, input_len=I, output_len=O)
+    replica idle, so each TTFT is one prompt's prefill alone (lengths fixed); with the engine's request path, its
+    front end and that prefill."""
+    stack = _stack(tmp_path)
+    plan = ServePlan(tp=1, input_len=I, output_len=O, stack=stack)
     w = Workload(arrival="poisson", request_rate=0.1, requests=20, seed=3)
     a, b = simulate(MODEL, HW, plan, w), simulate(MODEL, HW, plan, w)
     assert a == b
-    prefill = _step(plan, "trtllm", decode=0, context=0, prefill_seqs=1, prompt=I, logits=1)
+    prefill = _step(plan, stack, decode=0, context=0, prefill_seqs=1, prompt=I, logits=1)
     assert a.ttft_s.p99 == pytest.approx(prefill, rel=1e-12)
+    full = ServePlan(tp=1, input_len=I, output_len=O)  # trtllm's newest release
+    e = infer(MODEL, HW, full.model_copy(update={"concurrency": 1}))
+    sim = simulate(MODEL, HW, full, w)
+    assert sim.ttft_s.p99 == pytest.approx(e.request_s["frontend"] + _step(
+        full, "trtllm", decode=0, context=0, prefill_seqs=1, prompt=I, logits=1), rel=1e-12)
 
 
 def test_bad_workloads_are_refused():
@@ -130,7 +140,6 @@ def test_cli_prints_the_simulated_latencies(capsys):
                 "--concurrency", "1", "--requests", "3"])
     text = capsys.readouterr().out
     assert out in (0, None)
-    plan = ServePlan(tp=1, input_len=I, output_len=O)
-    prefill = _step(plan, "trtllm", decode=0, context=0, prefill_seqs=1, prompt=I, logits=1)
+    sim = simulate(MODEL, HW, ServePlan(tp=1, input_len=I, output_len=O), Workload(concurrency=1, requests=3))
     row = next(line for line in text.splitlines() if line.strip().startswith("TTFT ms"))
-    assert float(row.split()[2]) == pytest.approx(1e3 * prefill, abs=0.06)
+    assert float(row.split()[2]) == pytest.approx(1e3 * sim.ttft_s.mean, abs=0.06)

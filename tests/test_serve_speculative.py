@@ -130,7 +130,8 @@ def test_steady_state_tpot_is_the_step_over_tokens_per_step():
     assert e.e2e_s == pytest.approx(e.ttft_s + 1023 * e.tpot_s, rel=1e-12)
     assert "draft" in e.decode_step_s and "draft" not in base.decode_step_s
     # four tokens per sequence through the model and a draft of three passes: a dearer step, far fewer of them
-    assert 1.0 < t / sum(base.decode_step_s.values()) < 1.5 and base.tpot_s / e.tpot_s > 1.7
+    # (and 2.7 times as many of them carry a prompt: the mean step's prompt share, batching.steady_step)
+    assert 1.0 < t / sum(base.decode_step_s.values()) < 1.7 and base.tpot_s / e.tpot_s > 1.6
     assert e.memory_gib["weights"] > base.memory_gib["weights"]
     assert "2.70 tokens a step" in e.notes[-1]
     # the token budget: every sequence runs 4 tokens a step, and a request's prompt spreads over its n steps
@@ -158,7 +159,7 @@ def test_simulation_steps_gain_the_stated_tokens():
     price = StepPricer(ds, system, plan, stack)
     step = price(1, 513 + 3.0, 0, 0.0, 1)
     assert s.tpot_s.mean == pytest.approx(4 * step / 8, rel=1e-9)
-    assert s.steps == 5
+    assert s.steps == 5 + 1  # and the step the overlap scheduler ran ahead for the ended sequence (a ghost)
     # 16 clients, a mean gain of 1.85 (acceptance rate 0.85, one draft): about 1.85 x fewer steps than tokens
     many = simulate(ds, system, plan.model_copy(update={"output_len": 257, "concurrency": None, "speculative":
                                                         SpeculativeConfig(method="mtp", draft_tokens=1,

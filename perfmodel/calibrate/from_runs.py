@@ -232,11 +232,32 @@ def at_bound(params) -> list[str]:
             if not 1 / hi[i] * 1.001 < params[i] < 1 / lo[i] * 0.999]
 
 
+# The host speed is pinned down by runs that wait on their host for a share of the step that differs from run to
+# run: one run at least HOST_SHARE of whose predicted step is the host's wait, and one whose share is under half of
+# that run's (host and compute would otherwise scale together, and a slower host reads as a slower GPU).
+HOST_SHARE = 0.1
+
+
+def host_unpinned(parts: Parts) -> str:
+    """Why the runs cannot pin the host speed down ('' where they can): none waits on its host for HOST_SHARE of
+    its step, or all wait alike (one micro-batch size and model: the host's share is the same in every run)."""
+    pred = parts.predict(NEUTRAL)
+    share = np.divide(parts.host, pred, out=np.zeros_like(pred), where=pred > 0)
+    if len(share) == 0 or share.max() < HOST_SHARE:
+        return (f"no run waits on its host for {HOST_SHARE:.0%} of its step (the most: "
+                f"{(share.max() if len(share) else 0):.0%}): give a run at a micro-batch small enough to be "
+                "host-bound")
+    if share.min() > share.max() / 2:
+        return (f"every run waits on its host for a like share of its step ({share.min():.0%}-{share.max():.0%}): "
+                "give runs at two or more micro-batch sizes, one of them host-bound, one not")
+    return ""
+
+
 def fit_held(parts: Parts, weights=None, overhead: bool = False) -> tuple[tuple, list[str]]:
     """`fit`, then again with every speed it pushed to a bound held at its prior (until none is): (params, the
-    speeds held)."""
-    held: list[str] = []
-    params = fit(parts, weights, overhead)
+    speeds held). The host speed is held from the start where the runs cannot pin it down (`host_unpinned`)."""
+    held: list[str] = ["host_speed"] if host_unpinned(parts) else []
+    params = fit(parts, weights, overhead, hold=held)
     while bound := [b for b in at_bound(params) if b not in held]:
         held += bound
         params = fit(parts, weights, overhead, hold=held)
@@ -301,8 +322,12 @@ def calibrate_from_runs(path: str | Path, system: System, source: str, overhead:
     parts = price(cases, where)
     params, held = fit_held(parts, overhead=overhead)
     notes = []
-    if held:
-        notes.append(f"the runs cannot pin down {', '.join(held)} (the fit pushed {'it' if len(held) == 1 else 'them'}"
+    why_host = host_unpinned(parts)
+    if why_host:
+        notes.append(f"host_speed held at the spec's 1: the runs cannot pin it down, {why_host}")
+    bound = [h for h in held if h != "host_speed" or not why_host]
+    if bound:
+        notes.append(f"the runs cannot pin down {', '.join(bound)} (the fit pushed {'it' if len(bound) == 1 else 'them'}"
                      f" to a bound): held at the spec's 1; {furthest(cases, parts)}")
     if abs(np.log(params[0])) > FAR * PRIOR_SD[0]:  # a unit slip or the wrong --hardware, or a stack far off
         low, high = np.exp(-FAR * PRIOR_SD[0]), np.exp(FAR * PRIOR_SD[0])
@@ -317,8 +342,8 @@ def calibrate_from_runs(path: str | Path, system: System, source: str, overhead:
     loo = leave_one_out(parts, overhead)
     err = parts.measured / loo - 1  # measured / predicted - 1, as the interval is stated
     interval = interval_from(err, f"leave-one-out residuals of the runs in {path}")
-    if held:
-        interval = widened(interval, parts, f"no narrower than the runs' stacks' own (held: {', '.join(held)})")
+    if bound:  # a speed the runs pushed to a bound; a host speed they leave untouched narrows nothing either way
+        interval = widened(interval, parts, f"no narrower than the runs' stacks' own (held: {', '.join(bound)})")
     runs = [RunResidual(run=c.row_id, stack=c.plan.stack, measured_s=float(m), predicted_s=float(p),
                         loo_predicted_s=None if np.isnan(q) else float(q))
             for c, m, p, q in zip(cases, parts.measured, pred, loo)]

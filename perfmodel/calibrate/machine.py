@@ -164,22 +164,50 @@ def run_calibration(device: str = "cpu", nproc: int = 1, output: str | Path | No
     gemm, attention = (tables[kind] if texts[kind] is not None else None for kind in ("gemm", "attention"))
     system = build_system(template, fit, m, command, raw_out.name, name or default_name(m, base_system), gemm,
                           attention)
-    from .host_costs import measure_executor_costs
-
-    (echo or (lambda line: None))("calibrate: host costs of the executor (a model too small to compute) and, "
-                                  "on a CPU, the compute a whole step sustains")
-    system = measure_executor_costs(system, nproc, device, echo, quick)
-    from .serving_costs import measure_serving_costs
-
-    (echo or (lambda line: None))("calibrate: host costs of the executor's serving loop (prefill and decode) and, "
-                                  "on a CPU, the compute a served prefill sustains")
-    system = measure_serving_costs(system, nproc, device, echo, quick)
+    system = measure_host(system, device, nproc, command, quick, echo)
     raw = RawFile(created_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                   command=command, spec_file=out.name, system=system.name, quick=quick,
                   wall_s=time.monotonic() - start, measurements=m, fit=fit)
     write_atomic(raw_out, lambda tmp: Path(tmp).write_text(raw.model_dump_json(indent=1) + "\n"), "output")
     write_atomic(out, lambda tmp: Path(tmp).write_text(spec_yaml(system, command, out.parent)), "output")
     return system, raw
+
+
+def measure_host(system: System, device: str, nproc: int, command: str, quick: bool, echo=None) -> System:
+    """`system` with this machine's host. On CUDA: the per-call costs by kind of calibrate.host_calls (tens of
+    seconds; the stacks' call counts price every stack with them), as System.host_cpu. On a CPU, whose ranks
+    compute on their host thread: the executor's per-launch costs fitted end to end on a model too small to
+    compute, and the compute a whole step and a served prefill sustain (calibrate.host_costs,
+    calibrate.serving_costs)."""
+    say = echo or (lambda line: None)
+    if device == "cuda":
+        from .host_calls import measure
+        from .measured_host import measured_host
+
+        say("calibrate: this host's seconds per call, by kind (calibrate.host_calls)")
+        result = measure("cuda", rounds=2 if quick else 3, echo=echo)
+        return system.model_copy(update={"host_cpu": measured_host(result, f"{system.name}-host", command),
+                                         "host_costs": None})
+    from .host_costs import measure_executor_costs
+    from .serving_costs import measure_serving_costs
+
+    say("calibrate: host costs of the executor (a model too small to compute) and the compute a whole step sustains")
+    system = measure_executor_costs(system, nproc, device, echo, quick)
+    say("calibrate: host costs of the executor's serving loop and the compute a served prefill sustains")
+    return measure_serving_costs(system, nproc, device, echo, quick)
+
+
+def calibrate_host(output: str | Path, base: str | None = None, name: str | None = None, quick: bool = False,
+                   echo=None) -> System:
+    """`perfmodel calibrate --device cuda --host-only`: the base system (default: the catalogue system of this GPU)
+    with this machine's host measured (measure_host), written to `output` in under two minutes; no
+    microbenchmarks of the device. Returns the System written."""
+    base_system, out, _ = _check("cuda", 1, output, base, quick, name)
+    command = command_line("cuda", 1, output, base, quick, name) + " --host-only"
+    system = measure_host(base_system, "cuda", 1, command, quick, echo)
+    system = system.model_copy(update={"name": name or f"{base_system.name}-host"})
+    write_atomic(out, lambda tmp: Path(tmp).write_text(spec_yaml(system, command, out.parent)), "output")
+    return system
 
 
 def calibrate(device: str = "cpu", nproc: int = 1, output: str | Path | None = None, base: str | None = None,

@@ -46,6 +46,10 @@ def add_parser(subparsers, name: str, help: str) -> argparse.ArgumentParser:
                                   "(default: the one whose accelerator is this GPU)")
     p.add_argument("--name", help="name of the written system (default cpu-HOST-Np, or BASE-calibrated)")
     p.add_argument("--quick", action="store_true", help="fewer shapes, sizes and repeats (CI)")
+    p.add_argument("--host-only", action="store_true",
+                   help="--device cuda: measure this machine's host alone (seconds per call by kind: eager op, "
+                        "autograd node, nn.Linear call, NCCL call, compiled region, CUDA-graph replay, bare launch; "
+                        "under two minutes) and write --base's spec with it (System.host_cpu)")
     p.add_argument("--output", type=path("--output"), required=True,
                    help="spec file to write (.yaml); the raw file and the measured tables go beside it")
     p.add_argument("--plot", type=path("--plot", "a file ending in .png"), metavar="FILE.png",
@@ -69,6 +73,8 @@ def run(args: argparse.Namespace) -> str:
     if args.step_overhead:
         raise InputError("--step-overhead applies to --from-runs only (a per-step time fitted to measured runs)")
 
+    if args.host_only:
+        return host_only(args)
     if args.plot is not None:
         check_plot_path(args.plot)  # before minutes of benchmarks
     echo = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
@@ -80,6 +86,25 @@ def run(args: argparse.Namespace) -> str:
         calibration_figure(raw, args.plot)
         out += f"\nwrote {args.plot}"
     return out
+
+
+def host_only(args: argparse.Namespace) -> str:
+    """`calibrate --device cuda --host-only`: this machine's host per call kind into the base spec."""
+    from ..calibrate.machine import calibrate_host
+    from ..spec.host_cpu import CALL_KINDS
+
+    if args.device != "cuda":
+        raise InputError(f"--host-only measures a GPU's host; device = {args.device!r}; valid: --device cuda (a CPU "
+                         "spec's host costs come from the whole calibration)")
+    if args.nproc != 1 or args.plot is not None:
+        raise InputError("--host-only runs one process and fits nothing to plot; drop --nproc / --plot")
+    echo = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    system = calibrate_host(args.output, args.base, args.name, args.quick, echo)
+    h = system.host_cpu
+    lines = [f"host of {system.name}: {h.cpu}, {h.sockets} socket(s) x {h.cores_per_socket} cores; speed "
+             f"{h.speed:.2f} of the DGX H100 host's", f"{'kind':<18}{'us per call':>12}  source"]
+    lines += [f"{k:<18}{h.calls.cost(k) * 1e6:>12.2f}  {h.sources[f'calls.{k}_s']}" for k in CALL_KINDS]
+    return "\n".join(lines + [f"wrote {args.output}"])
 
 
 def from_runs(args: argparse.Namespace) -> str:

@@ -23,8 +23,8 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 END = "<!-- END GENERATED -->"
 HARDWARE_BEGIN = "<!-- BEGIN GENERATED: hardware schema (python -m perfmodel.cli.docgen) -->"
 PLAN_BEGIN = "<!-- BEGIN GENERATED: plan schema (python -m perfmodel.cli.docgen) -->"
-HARDWARE_MODELS = ("System", "Accelerator", "NetworkTier", "KindFit", "Efficiency", "SharedHost", "HostLink", "RunFit",
-                   "RunResidual", "Interval", "HostCosts", "HostProbe", "SustainProbe")
+HARDWARE_MODELS = ("System", "Accelerator", "NetworkTier", "KindFit", "Efficiency", "SharedHost", "HostLink", "HostCPU",
+                   "HostCalls", "RunFit", "RunResidual", "Interval", "HostCosts", "HostProbe", "SustainProbe")
 PLAN_MODELS = ("PlanFile", "Plan", "ModelConfig", "OpPlacement", "Prediction", "PlacementCost")
 
 # Rules the models' validators enforce that a JSON schema cannot state: appended to the description.
@@ -35,6 +35,7 @@ VALIDATOR_NOTES = {
     ("NetworkTier", "torus_dims"): "required with topology torus and refused otherwise; product = domain_size",
     ("Efficiency", "matmul_max"): "each in (0, 1]; the System needs one for every GEMM dtype (bf16, fp16, fp8, "
                                   "fp4) its accelerator lists",
+    ("HostCPU", "sources"): "must cite every per-call cost (calls.KIND_s)",
 }
 
 

@@ -40,6 +40,8 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                       help="as many sequences as memory and the stack allow (the default)")
     load.add_argument("--concurrency", type=integer("--concurrency"), help="sequences in flight in all")
     p.add_argument("--stack", choices=SERVING_STACKS, default="trtllm", help="serving stack (default trtllm)")
+    p.add_argument("--stack-version", metavar="V", help="the stack's release whose defaults run the request path "
+                   "(CUDA graphs, scheduling, front end), e.g. 0.12.0 (default: the newest its profile lists)")
     p.add_argument("--prefill-dp", type=integer("--prefill-dp"), help="disaggregated serving: prefill replicas in a "
                    "pool of their own, sending KV caches to the tp x pp x dp decode replicas")
     p.add_argument("--prefill-tp", type=integer("--prefill-tp"), help="with --prefill-dp: GPUs of each prefill "
@@ -137,7 +139,8 @@ def _speculative(a: argparse.Namespace) -> dict | None:
 
 def _job(a: argparse.Namespace) -> dict:
     return dict(precision=a.precision, kv_dtype=a.kv_dtype, input_len=a.input_len, output_len=a.output_len,
-                concurrency=a.concurrency, stack=a.stack, speculative=_speculative(a))
+                concurrency=a.concurrency, stack=a.stack, stack_version=a.stack_version,
+                speculative=_speculative(a))
 
 
 def run(a: argparse.Namespace) -> str:
@@ -281,7 +284,10 @@ def table(e) -> str:
              f"KV cache                 {e.kv_cache_tokens:,.0f} tokens per replica", "",
              "Memory per GPU (GiB)"]
     lines += [f"  {k:<14} {v:8.2f}" for k, v in e.memory_gib.items()]
-    lines += ["", "One step of the steady batch (seconds by part)"]
+    if e.request_s:
+        lines += ["", "Time to first token by part (front end, wait for the step in flight, the prompt's steps)"]
+        lines += [f"  {k:<14} {1e3 * v:8.3f} ms" for k, v in e.request_s.items()]
+    lines += ["", "One step of the steady batch (seconds by part; launch, schedule: host time the device waits on)"]
     lines += [f"  {k:<14} {1e3 * v:8.3f} ms" for k, v in e.decode_step_s.items()]
     lines += ["", "One prefill step of the prefill pool (seconds by part)" if p.disaggregated else
               "One request's prefill alone (seconds by part)"]

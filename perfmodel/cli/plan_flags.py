@@ -60,6 +60,8 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
                     "predict --save-plan); takes the place of every other input flag")
     pr.add_argument("--model", help="preset name (perfmodel models list), or path to a HF config.json or a ModelConfig YAML/JSON")
     pr.add_argument("--hardware", help="preset name (perfmodel hardware list) or path to a spec YAML")
+    pr.add_argument("--host", help="price the host that launches the kernels as this one (perfmodel hardware hosts; "
+                                   "or a host YAML): a cloud VM's against a DGX's, say (default: the system's own)")
     pr.add_argument("--gpus", type=integer("--gpus"))
     pr.add_argument("--tp", type=integer("--tp"))
     pr.add_argument("--pp", type=integer("--pp"))
@@ -216,7 +218,7 @@ def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, Pl
         from ..spec.plan_file import load_plan_file
 
         pf = load_plan_file(a.plan)
-        return pf.model, pf.hardware, pf.plan, pf
+        return pf.model, pf.hardware.with_host(getattr(a, "host", None)), pf.plan, pf
     missing = [f"--{k.replace('_', '-')}" for k in PREDICT_INPUTS if getattr(a, k) is None]
     if missing:
         raise InputError(f"{a.cmd} needs {', '.join(missing)} (or --plan FILE"
@@ -228,5 +230,5 @@ def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, Pl
     plan = Plan(**given, sequence_parallel=a.sequence_parallel, overlap_dp_comm=not a.no_overlap_dp_comm,
                 account_for_embedding=a.account_for_embedding, account_for_loss=a.account_for_loss,
                 moe_overlap=a.moe_overlap, optimizer_offload=a.optimizer_offload)
-    model, system = load_model(a.model), load_hardware(a.hardware)
+    model, system = load_model(a.model), load_hardware(a.hardware).with_host(getattr(a, "host", None))
     return model, system, resolve(plan, model, system), None

@@ -61,6 +61,25 @@ def memory_verdict(e: Estimate) -> str:
             f"the allocator can reserve; {decides}; {room}")
 
 
+def host_lines(e) -> list[str]:
+    """The host's part of the breakdown (spec.result.HostSummary): what launching the step costs, a layer's calls by
+    kind, and whether the step is host-bound."""
+    h = e.host
+    if h is None:
+        return [f"  host: not priced ({'the stack runs one XLA executable per step' if e.plan.stack == 'maxtext' else 'the system names no host'})"]
+    wait = h.wait_s / e.time_s.total if e.time_s.total > 0 else 0.0
+    verdict = ("host-bound: the step is as long as the host takes to launch it" if e.host_bound else
+               f"partly host-bound: the device waits {_t(h.wait_s)} on it ({_pct(wait)})" if wait >= 0.05 else
+               f"not host-bound: the device waits {_t(h.wait_s)} on it ({_pct(wait)}: after synchronisations)"
+               if h.wait_s > 0 else "not host-bound: the device hides it")
+    calls = lambda c: ", ".join(f"{n:g} {k}" for k, n in sorted(c.items(), key=lambda x: -x[1]) if n)  # noqa: E731
+    return [f"  host {h.host}: {_t(h.launch_s)} per step launching it ({_pct(h.share)} of the step); {verdict}",
+            f"    a layer per micro-batch: forward {_t(h.layer_forward_s)} of host for {_t(h.layer_forward_device_s)} "
+            f"of device, backward {_t(h.layer_backward_s)} for {_t(h.layer_backward_device_s)}",
+            f"    a layer's calls: forward {calls(h.layer_forward_calls) or 'none'}; backward "
+            f"{calls(h.layer_backward_calls) or 'none'} ({h.source}; cost.launch_queue)"]
+
+
 def memory_table(e: Estimate) -> list[str]:
     """The fullest rank's parts and views, then one row per pipeline stage."""
     lines = [f"Memory per device, ranks {e.memory_rank} ({e.memory_stage} stage, the fullest): parts, then views "
@@ -122,10 +141,7 @@ def estimate_table(e: Estimate) -> str:
         if v > 0:
             lines.append(f"  {k:<14}{_t(v):>12}  {_pct(v / total):>6}")
     lines.append(f"  {'total':<14}{_t(total):>12}")
-    if e.time_s.host > 0:
-        idle = e.time_s.host / total
-        lines.append(f"  GPU idle {idle:.0%}{': host-bound' if e.host_bound else ' waiting on the host'} (the host "
-                     f"launches the step in {_t(e.host_s)}; cost.launch_queue)")
+    lines += host_lines(e)
     lines.append("")
     lines += memory_table(e)
     lines.append("")
@@ -221,12 +237,26 @@ def hardware_table(s: System) -> str:
     if a.gemm_power_w:
         lines.append("  GEMM power (measured): " + ", ".join(f"{d} {w:g} W" for d, w in a.gemm_power_w.items())
                      + " (the energy model's draw during GEMM time; board power elsewhere)")
+    lines += host_table(s.host_cpu)
     lines.append("  sources:")
     for owner, src in [(a.name, a.sources), *[(t.name, t.sources) for t in s.tiers],
                        ("efficiency", e.sources), (s.name, s.sources)]:
         for k, v in src.items():
             lines.append(f"    {owner}.{k}: {v}")
     return "\n".join(lines)
+
+
+def host_table(h) -> list[str]:
+    """A system's host (spec.host_cpu.HostCPU) for `hardware show` / `hardware hosts NAME`: the CPU, and each
+    kind's seconds per call with its source."""
+    from ..spec.host_cpu import CALL_KINDS
+
+    if h is None:
+        return ["  host: none named (the launch of kernels is not priced on this system)"]
+    out = [f"  host {h.name}: {h.sockets}x {h.cpu}, {h.cores_per_socket} cores each ({h.description}); "
+           f"speed {h.speed:.2f} of the DGX H100 host's", "    per call        us  source"]
+    out += [f"    {k:<15}{h.calls.cost(k) * 1e6:>7.2f}  {h.sources[f'calls.{k}_s']}" for k in CALL_KINDS]
+    return out + [f"    cpu: {h.sources.get('cpu', '')}"]
 
 
 def model_row(name: str, m: ModelConfig) -> str:

@@ -26,6 +26,7 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                                     "memory, and rank the rest by predicted step time (or GPU-hours per step).")
     se.add_argument("--model", required=True, help="preset name or path (as predict)")
     se.add_argument("--hardware", required=True, help="preset name or path (as predict)")
+    se.add_argument("--host", help="price the host as this one (as predict: perfmodel hardware hosts)")
     se.add_argument("--gpus", type=counts("--gpus"), required=True, help="GPU count, or several: 256,512,1024")
     se.add_argument("--global-batch", type=integer("--global-batch"), required=True, help="sequences per step")
     se.add_argument("--seq-len", type=integer("--seq-len"), required=True)
@@ -105,7 +106,7 @@ def run(a: argparse.Namespace) -> str:
         check_output(a.output, "--output", ".json")
     if a.plot is not None:
         check_plot_path(a.plot)
-    result = search(load_model(a.model), load_hardware(a.hardware), a.gpus, a.global_batch, a.seq_len,
+    result = search(load_model(a.model), load_hardware(a.hardware).with_host(a.host), a.gpus, a.global_batch, a.seq_len,
                     precision=a.precision, objective=a.objective, space=space_of(a.only), attention=a.attention,
                     grad_dtype=a.grad_dtype, grad_compression=a.grad_compression, powersgd_rank=a.powersgd_rank,
                     stack=a.stack, compile=a.compile, expert_imbalance=a.expert_imbalance,

@@ -16,6 +16,7 @@ from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
 from ..spec.plan import Plan, resolve, split_of
 from ..spec.result import (
+    HostSummary,
     CommTime,
     Estimate,
     MemoryBreakdown,
@@ -27,6 +28,7 @@ from ..spec.result import (
 )
 from ..spec.stack import REGIMES, Interval, Stack, load_stack, regimes_of
 from . import comm as C
+from .launch_queue import layer_calls
 from .layouts import Layouts
 from .memory import MEMORY_PARTS, stage_memory
 from .memory_fit import VERDICTS, memory_verdict
@@ -104,9 +106,26 @@ def host_notes(step: Step, plan: Plan, time_s: TimeBreakdown, i: int) -> str:
     device = time_s.total - time_s.host - time_s.overhead
     bound = "host-bound" if host >= device else "partly host-bound"
     return (f"GPU idle {idle:.0%}: {bound}: the host takes {host * 1e3:.1f} ms per step to launch what the device runs "
-            f"in {device * 1e3:.1f} ms ({step.host_kernels[i]:.0f} operator launches at {r.op_s * 1e6:.1f} us, "
-            f"{step.host_calls[i]:.0f} collective calls at {r.collective_s * 1e6:.1f} us, the optimizer's loop; "
-            f"{r.source}; cost.launch_queue)")
+            f"in {device * 1e3:.1f} ms ({r.source}; cost.launch_queue)")
+
+
+def host_summary(model: ModelConfig, system: System, plan: Plan, step: Step, time_s: TimeBreakdown,
+                 i: int) -> HostSummary | None:
+    """The host's part of the estimate (spec.result.HostSummary): None where it is not priced."""
+    r = step.host_rates
+    if not r.priced or system.host_cpu is None:
+        return None
+    n = len(step.lay)
+    host_s = float(item(step.host_s, i, n))
+    f, b = (float(item(x, i, n)) for x in step.unit_host["layer"])
+    units, j = step.units, int(step.units.index[i])
+    dev_f, dev_b = (float(item(x["layer"], j, len(units.lay))) for x in (units.fwd, units.bwd))
+    calls_f, calls_b = layer_calls(load_stack(plan.stack), model, plan.compile)
+    h = system.host_cpu
+    return HostSummary(host=f"{h.name} ({h.sockets}x {h.cpu})", source=r.source, launch_s=host_s,
+                       share=host_s / time_s.total if time_s.total > 0 else 0.0, wait_s=time_s.host,
+                       layer_forward_s=f, layer_backward_s=b, layer_forward_device_s=dev_f,
+                       layer_backward_device_s=dev_b, layer_forward_calls=calls_f, layer_backward_calls=calls_b)
 
 
 def notes_of(model: ModelConfig, system: System, plan: Plan, step: Step, speedup: float, fits: bool,
@@ -246,7 +265,7 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
         fits_in_memory=fits, memory_verdict=verdict, memory_capacity_bytes=cap, memory_headroom=step.headroom,
         memory_budget_bytes=step.budget, memory_free_bytes=step.budget - membd.memory_bytes.reserved,
         memory_stage=mem_stage, memory_rank=membd.ranks, memory_bytes=membd.memory_bytes, memory_ranks=ranks,
-        time_s=time_s, host_s=host_s, host_bound=host_s >= time_s.total - time_s.host - time_s.overhead > 0,
+        time_s=time_s, host=host_summary(model, system, plan, step, time_s, i), host_s=host_s, host_bound=host_s >= time_s.total - time_s.host - time_s.overhead > 0,
         model_flops_per_step=mflops, hardware_flops_per_step=hflops, num_microbatches=m,
         stage_layers=split, bottleneck_stage=bottleneck, stages=stage_times(step, i, split, model.mtp_layers),
         ops=ops, comms=comms, plan=plan,

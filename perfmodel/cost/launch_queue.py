@@ -1,76 +1,207 @@
 """The host that launches the kernels: what it spends per step, and how much of that the device sees.
 
-A GPU runs what its host enqueues. Every operator costs the host's launching thread time whatever its size
-(Python, PyTorch's dispatcher and autograd, the CUDA driver), every collective call its process-group set-up, and
-the optimizer step a loop over the parameter tensors. Kernel launches are asynchronous: the host returns before
-the kernel runs and keeps enqueueing (CUDA C Programming Guide, "Asynchronous Concurrent Execution"; PyTorch's
-"CUDA semantics: asynchronous execution"), so between two synchronisations the host runs ahead of the device and
-the stream takes the longer of the two. Where kernels are long the host is hidden; where they are short (small
-models, micro-batch 1, many layers) the device waits: the step is host-bound.
+A GPU runs what its host enqueues. Every call the stack's code makes costs the host's launching thread time
+whatever the kernel's size (Python, PyTorch's dispatcher and autograd, the CUDA driver), every collective call its
+process-group set-up, and the optimizer step a loop over the parameter tensors. Kernel launches are asynchronous: the
+host returns before the kernel runs and keeps enqueueing (CUDA C Programming Guide, "Asynchronous Concurrent
+Execution"; PyTorch's "CUDA semantics: asynchronous execution"), so between two synchronisations the host runs ahead
+of the device and the stream takes the longer of the two. Where kernels are long the host is hidden; where they are
+short (small models, micro-batch 1, many layers) the device waits: the step is host-bound.
 
-The rates (seconds per launch, per call, per optimizer tensor) are the stack's (`spec.stack.HostProfile`,
-measured on this project's reference host: benchmarks/host_launch.py, host_megatron.py, derived by
-benchmarks/host_profiles.py), or those `perfmodel calibrate` measured on the spec's own machine for the
-executor's stack (`spec.hardware.HostCosts`). On a CPU device the host thread is the one that computes: there the
-seconds add to the step instead of overlapping it.
+Host seconds are counts x per-call costs: the stack says how many calls of each kind its code makes per operator,
+layer, collective and optimizer tensor (spec.stack.HostProfile, counted from its code), the system's host what one
+call of each kind costs (spec.host_cpu.HostCPU: public measurements of that host class, or `perfmodel calibrate`
+on the user's machine). On a CPU device the host thread is the one that computes: there the seconds (a CPU spec's
+measured per-launch costs, spec.hardware.HostCosts) add to the step instead of overlapping it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..spec.hardware import System
+from ..spec.host_cpu import CALL_KINDS, HostCalls
 from ..spec.model import ModelConfig
-from ..spec.stack import Stack
+from ..spec.operators import GRAPH_OPS, UNIT_OF
+from ..spec.stack import NARROW_PRECISIONS, Stack
 from .layouts import Layouts
+
+LAYER_GRAPH_OPS = tuple(op for op in GRAPH_OPS if UNIT_OF[op] == "layer")
+DENSE_MLP_OPS = ("mlp_in", "activation", "mlp_out")  # the dense MLP a MoE layer replaces
+# the kinds that launch a kernel of their own: after a synchronisation the device waits up to the first of them
+LAUNCHING = ("eager_op", "module_call", "fused_module", "compiled_entry", "graph_replay", "kernel_launch")
+
+# Python-side kinds: what the in-context factors scale (the model code, the engine and the optimizer's Python run
+# around them); NCCL calls, compiled regions, graph replays and bare launches are priced at their probes, and a
+# ZeRO-3 hook was measured in a step already
+PYTHON_KINDS = ("eager_op", "view_op", "autograd_node", "module_call", "fused_module", "list_tensor", "dtensor_op")
+# In context, per pass: a step's Python-side calls cost this many times their tight-loop probes (the model code's
+# own Python around its forward's calls; the engine's around its nodes; the optimizer's loop). Fitted on this
+# project's lent-H100 measurements: the geometric mean of measured / priced host seconds per pass over five tiny
+# twins (nanoGPT on three machines, HF GPT-2 Large on two), each priced on its own machine's probed host; each
+# twin's step predicted from the other four within 6-28%, mean 20% (python benchmarks/host_twins.py).
+IN_CONTEXT = {"forward": 1.97, "backward": 1.45, "optimizer": 1.79}
+
+
+def in_context(calls: HostCalls, factor: float) -> HostCalls:
+    """`calls` with the Python-side kinds (PYTHON_KINDS) `factor` times their probes (seconds per call)."""
+    return HostCalls(**{f"{k}_s": calls.cost(k) * (factor if k in PYTHON_KINDS else 1.0) for k in CALL_KINDS})
+
+
+def call_seconds(counts: dict[str, float], calls: HostCalls) -> float:
+    """Host seconds of `counts` calls by kind on a host of per-call costs `calls`: sum of count x seconds per call
+    (spec.host_cpu.HostCalls; seconds)."""
+    return float(sum(n * calls.cost(kind) for kind, n in counts.items()))
 
 
 @dataclass(frozen=True)
 class HostRates:
-    """Seconds of the launching thread per operator launch, collective call, ZeRO-3 call and optimizer tensor, and
-    whether those seconds overlap the device (`serial`: a CPU device, whose ranks compute on the host thread)."""
+    """Host seconds of the launching thread per operator instance and pass (`op_f`, `op_b`; a recomputed forward
+    costs op_f again), per layer beside its operators (`layer_f`, `layer_b`; under torch.compile or CUDA graphs the
+    whole layer, its operators then making no calls of their own: `layer_ops` false), per micro-batch and pass where
+    the whole step is graphed (`micro_batch_f`, `_b`), per collective call, ZeRO-3 call, optimizer tensor and
+    optimizer step, and whether those seconds overlap the device (`serial`: a CPU device, whose ranks compute on the
+    host thread)."""
 
-    op_s: float
-    collective_s: float
-    zero3_call_s: float
-    optimizer_tensor_s: float
-    serial: bool
-    source: str  # where the rates come from, for the estimate's notes
+    op_f: dict[str, float] = field(default_factory=dict)
+    op_b: dict[str, float] = field(default_factory=dict)
+    kernel_s: float = 0.0  # a CPU spec's fitted seconds per kernel launch (HostCosts: each kernel of each operator)
+    layer_f: float = 0.0
+    layer_b: float = 0.0
+    layer_ops: bool = True
+    micro_batch_f: float = 0.0
+    micro_batch_b: float = 0.0
+    collective_s: float = 0.0
+    zero3_call_s: float = 0.0
+    optimizer_tensor_s: float = 0.0
+    optimizer_step_s: float = 0.0
+    sync_before_optimizer: bool = False  # the step waits for the backward before the update's calls (its .item())
+    ramp_f: float = 0.0  # host seconds after a synchronisation before a forward chunk's first kernel
+    ramp_b: float = 0.0  # ... before a backward chunk's
+    moe_sync_s: float = 0.0  # ... after a MoE layer's dispatch synchronises in the forward (0: it does not)
+    serial: bool = False
+    source: str = ""  # where the rates come from, for the estimate's notes
 
     @property
     def priced(self) -> bool:
-        return self.op_s > 0 or self.collective_s > 0 or self.zero3_call_s > 0 or self.optimizer_tensor_s > 0
+        return any(v > 0 for v in (*self.op_f.values(), *self.op_b.values(), self.kernel_s, self.layer_f, self.layer_b,
+                                   self.micro_batch_f, self.micro_batch_b, self.collective_s, self.zero3_call_s,
+                                   self.optimizer_tensor_s, self.optimizer_step_s))
 
 
-NONE = HostRates(0.0, 0.0, 0.0, 0.0, False, "")
+NONE = HostRates()
 
 
-def host_rates(system: System, stack: Stack, lay: Layouts) -> HostRates:
-    """The host rates of `lay`'s plans (one stack and compile setting per job): the spec's measured ones where
-    `perfmodel calibrate` timed this stack on the spec's machine (spec.hardware.HostCosts: per launch and per call,
-    fitted on steps that include the optimizer, so no per-tensor rate), else the stack profile's (spec.stack.
-    HostProfile, under torch.compile its compiled_op_s); none on a CPU spec without measured ones (the profiles'
-    rates were measured on a GPU's host, not on CPU ranks)."""
+def with_quantizers(p, extra: dict):
+    """An operator's calls with `extra` more per fused module call in either pass (a narrow precision's
+    quantizers: HostProfile.narrow_fused_module)."""
+    def more(c):
+        n = c.get("fused_module", 0.0)
+        return {**c, **{k: c.get(k, 0.0) + n * v for k, v in extra.items()}} if n else c
+    return type(p)(forward=more(p.forward), backward=more(p.backward))
+
+
+def op_calls(h, model: ModelConfig) -> dict:
+    """The stack's calls per operator for `model`: its profile's `ops`, a Llama-style layer's where the model has
+    rotary positions (HostProfile.llama_style)."""
+    if model.position == "rope" and h.llama_style:
+        return {**h.ops, **h.llama_style}
+    return dict(h.ops)
+
+
+def host_rates(system: System, stack: Stack, lay: Layouts, model: ModelConfig) -> HostRates:
+    """The host rates of `lay`'s plans of `model` (one stack, compile setting, precision and host per job). On a CPU
+    spec: its measured per-launch costs where `perfmodel calibrate` timed this stack on it (spec.hardware.HostCosts:
+    one per kernel launch, fitted on steps that include the optimizer), else none. On an accelerator: the stack's
+    counts (spec.stack.HostProfile) priced at the system's host (System.host_cpu: call_seconds, the Python-side
+    kinds in context: IN_CONTEXT); none where either is missing (a stack of one XLA executable per step, a system
+    that names no host)."""
     serial = system.accelerator.torch_device == "cpu"
     costs = system.host_costs
-    if costs is not None and costs.stack == lay.stack:
-        return HostRates(costs.kernel_s, costs.collective_s, costs.collective_s, 0.0, serial,
-                         f"{system.name}'s measured host costs (perfmodel calibrate)")
-    h = stack.host
-    if serial or h is None:
+    if serial:
+        if costs is None or costs.stack != lay.stack:
+            return NONE
+        return HostRates(kernel_s=costs.kernel_s, collective_s=costs.collective_s, zero3_call_s=costs.collective_s,
+                         serial=True, source=f"{system.name}'s measured host costs (perfmodel calibrate)")
+    h, host = stack.host, system.host_cpu
+    if h is None or host is None:
         return NONE
-    compiled = lay.compile != "none" and h.compiled_op_s is not None
-    return HostRates(h.compiled_op_s if compiled else h.op_s, h.collective_s, h.zero3_call_s, h.optimizer_tensor_s,
-                     False, f"stack {stack.name} ({'compiled' if compiled else h.dispatch}, {h.reference})")
+    c = host.calls
+    cf, cb, co = (in_context(c, IN_CONTEXT[k]) for k in ("forward", "backward", "optimizer"))
+    price = lambda counts: call_seconds(counts, cf)  # noqa: E731 - a forward's calls (a recompute's too)
+    price_b = lambda counts: call_seconds(counts, cb)  # noqa: E731
+    ops = op_calls(h, model)
+    if lay.precision in NARROW_PRECISIONS and h.narrow_fused_module:  # the fused modules' quantizers
+        ops = {op: with_quantizers(p, h.narrow_fused_module) for op, p in ops.items()}
+    op_f = {op: price(p.forward) for op, p in ops.items()}
+    op_b = {op: price_b(p.backward) for op, p in ops.items()}
+    # after a synchronisation the device waits for the calls up to a layer's first kernel launch
+    lead = 0.0
+    for op in LAYER_GRAPH_OPS:
+        lead += op_f[op]
+        if any(k in LAUNCHING for k in ops[op].forward):
+            break
+    layer, layer_ops, mode = h.layer, True, h.dispatch
+    mb_f = mb_b = 0.0
+    first = 0.0  # a layer's first call where its operators make none of their own: a region's entry, a replay
+    if lay.compile != "none" and h.compiled_layer is not None:
+        layer, layer_ops, mode, first = h.compiled_layer, False, "compiled", c.compiled_entry_s
+    elif h.graphs == "layer":
+        layer, layer_ops, mode, first = h.graphed_layer, False, "graphed layers", c.graph_replay_s
+    elif h.graphs == "step":  # one replay per micro-batch and pass; nothing else is launched from Python
+        op_f, op_b = dict.fromkeys(op_f, 0.0), dict.fromkeys(op_b, 0.0)
+        mb_f = mb_b = c.graph_replay_s
+        layer, layer_ops, mode = type(h.layer)(), False, "graphed steps"
+    return HostRates(op_f=op_f, op_b=op_b, layer_f=price(layer.forward), layer_b=price_b(layer.backward),
+                     layer_ops=layer_ops, micro_batch_f=mb_f + price(h.model.forward),
+                     micro_batch_b=mb_b + price_b(h.model.backward),
+                     collective_s=call_seconds(h.collective, c), zero3_call_s=price(h.zero3_call),
+                     optimizer_tensor_s=call_seconds(h.optimizer_tensor, co),
+                     optimizer_step_s=call_seconds(h.optimizer_step, co),
+                     sync_before_optimizer=h.sync_before_optimizer,
+                     moe_sync_s=price(h.moe_sync) if lay.moe_dispatcher in h.moe_sync_dispatchers else 0.0,
+                     ramp_f=price(h.pipeline_step) + (lead if layer_ops else first),
+                     ramp_b=price(h.pipeline_step) + (op_b["residual2"] if layer_ops else first),
+                     source=f"stack {stack.name}'s calls ({mode}) on host {host.name} ({host.cpu})")
 
 
-def launch_seconds(rates: HostRates, launches, calls, zero3_calls=0.0):
-    """Host seconds of `launches` operator launches, `calls` collective calls and `zero3_calls` ZeRO-3 gathers and
-    reduce-scatters: launches * op_s + calls * collective_s + zero3_calls * zero3_call_s (seconds)."""
-    return (rates.op_s * np.asarray(launches, float) + rates.collective_s * np.asarray(calls, float)
-            + rates.zero3_call_s * np.asarray(zero3_calls, float))
+def layer_calls(stack: Stack, model: ModelConfig, compile: str) -> tuple[dict[str, float], dict[str, float]]:
+    """A mean layer's calls by kind in its forward and its backward as the stack's profile counts them (the report's
+    breakdown; the estimate prices the same counts per operator run, cost.units.unit_host_seconds): its operators'
+    (the dense MLP's and the MoE layer's at their shares of the layers) and its own, or under torch.compile or
+    per-layer CUDA graphs the compiled or graphed layer's (counts)."""
+    h = stack.host
+    fwd: dict[str, float] = {}
+    bwd: dict[str, float] = {}
+    if h is None:
+        return fwd, bwd
+
+    def add(out, counts, w=1.0):
+        for k, n in counts.items():
+            out[k] = out.get(k, 0.0) + w * n
+
+    if compile != "none" and h.compiled_layer is not None:
+        add(fwd, h.compiled_layer.forward), add(bwd, h.compiled_layer.backward)
+    elif h.graphs == "layer":
+        add(fwd, h.graphed_layer.forward), add(bwd, h.graphed_layer.backward)
+    elif h.graphs == "step":
+        pass
+    else:
+        moe = model.moe_layers() / model.n_layers if model.moe is not None else 0.0
+        ops = op_calls(h, model)
+        for op in LAYER_GRAPH_OPS:
+            w = moe if op == "moe" else (1 - moe) if op in DENSE_MLP_OPS else 1.0
+            add(fwd, ops[op].forward, w), add(bwd, ops[op].backward, w)
+        add(fwd, h.layer.forward), add(bwd, h.layer.backward)
+    return fwd, bwd
+
+
+def launch_seconds(rates: HostRates, calls, zero3_calls=0.0):
+    """Host seconds of `calls` collective calls and `zero3_calls` ZeRO-3 gathers and reduce-scatters:
+    calls * collective_s + zero3_calls * zero3_call_s (seconds)."""
+    return rates.collective_s * np.asarray(calls, float) + rates.zero3_call_s * np.asarray(zero3_calls, float)
 
 
 def parameter_tensors(model: ModelConfig) -> dict[str, float]:
@@ -95,48 +226,67 @@ def parameter_tensors(model: ModelConfig) -> dict[str, float]:
     return out
 
 
-def queued(device_f, device_b, host_f, host_b, pipelined, serial):
+def queued(device_f, device_b, host_f, host_b, pipelined, serial, ramp_f=0.0, ramp_b=0.0):
     """Seconds per micro-batch of a stage whose device works `device_f` / `device_b` seconds in the forward /
     backward while its host spends `host_f` / `host_b` launching them (arrays per plan).
 
     The host enqueues ahead of the device (the launch queue), so a stretch of work between two synchronisations
     takes the longer of its host and device seconds: max(host, device). Without pipelining nothing synchronises
     between micro-batches (gradient accumulation runs the step's micro-batches back to back), so the stretch is a
-    whole micro-batch, max(D_f + D_b, H_f + H_b); in a pipeline each forward and backward ends in a send or receive
-    the next one waits on (Megatron-LM synchronises after its batched p2p calls), max(D_f, H_f) + max(D_b, H_b).
-    `serial` (a CPU device, the host computing): D + H. The ramp at a synchronisation (the first launch before the
-    device starts) is one launch, left out. Seconds."""
+    whole micro-batch, max(D_f + D_b, H_f + H_b) (the step's ends: `step_seconds`); in a pipeline each forward and
+    backward chunk ends in a send or receive the next one waits on (Megatron-LM synchronises the device after its
+    batched p2p calls), and after that synchronisation the device idles until the host has made the schedule's
+    calls and the chunk's first operator's (`ramp_f` / `ramp_b`: those seconds summed over the micro-batch's chunk
+    steps): max(D_f + ramp_f, H_f) + max(D_b + ramp_b, H_b). `serial` (a CPU device, the host computing): D + H.
+    Seconds."""
     one = np.maximum(device_f + device_b, host_f + host_b)
-    two = np.maximum(device_f, host_f) + np.maximum(device_b, host_b)
+    two = np.maximum(device_f + ramp_f, host_f) + np.maximum(device_b + ramp_b, host_b)
     overlapped = np.where(pipelined, two, one)
     return np.where(serial, device_f + device_b + host_f + host_b, overlapped)
 
 
-def waiting(device_f, device_b, host_f, host_b, pipelined, serial):
+def waiting(device_f, device_b, host_f, host_b, pipelined, serial, ramp_f=0.0, ramp_b=0.0):
     """Seconds per micro-batch the device waits on its host: `queued` less the device's own seconds, never below
     0 (arrays per plan or stage). Seconds."""
-    return np.maximum(queued(device_f, device_b, host_f, host_b, pipelined, serial) - (device_f + device_b), 0.0)
+    return np.maximum(queued(device_f, device_b, host_f, host_b, pipelined, serial, ramp_f, ramp_b)
+                      - (device_f + device_b), 0.0)
 
 
-def step_seconds(pipe, pipe_device, tail_device, host_body, host_tail, pipelined, serial):
+def step_seconds(pipe, pipe_device, tail_device, host_body, host_tail, pipelined, serial, first=None,
+                 sync_before_tail=False):
     """Seconds of a step from its pipeline (`pipe`: the micro-batches as `queued` takes them, bubble included;
     `pipe_device`: the same with the device's seconds alone), the device's work after the last backward
     (`tail_device`: exposed gradient reduction and the optimizer) and the host's (`host_body`: launching the
     micro-batches; `host_tail`: the optimizer's loop over the parameter tensors and the step's last calls).
 
-    Without pipelining nothing synchronises before the step's end, so the whole step is one stretch: the host's
-    lead over the device carries into the update, max(pipe_device + tail_device, host_body + host_tail). In a
-    pipeline the last backward waits on its receive: pipe + max(tail_device, host_tail). On a CPU device all of it
-    adds: pipe + tail_device + host_tail (`pipe` already holds the micro-batches' host seconds). Seconds."""
-    one = np.maximum(pipe_device + tail_device, host_body + host_tail)
+    Without pipelining nothing synchronises before the step's end (the loss's .item()), so the whole step is one
+    stretch of a single stream fed by the launch queue. Its time is the longest path through it: the device's
+    work alone, the host's alone, or the host up to some launch and the device from there on (a max-plus
+    recurrence: device finish_i = max(device finish_i-1, host launch_i) + device_i). Of the split points the
+    extremes bind for m alike micro-batches: after the first forward, H_f + (device from the first backward on),
+    and after the last forward, (host up to it) + D_b + tail. `first` = (H_f, D_f, H_b, D_b) of one micro-batch
+    gives those two; without it, max(device, host). A stack that synchronises before the update
+    (`sync_before_tail`: the gradient norm's or the fp16 scaler's .item()) waits for the backward to drain before
+    its host launches the update: tail_device + host_tail both add. In a pipeline the last backward waits on its
+    receive: pipe + max(tail_device, host_tail). On a CPU device all of it adds: pipe + tail_device + host_tail
+    (`pipe` already holds the micro-batches' host seconds). Seconds."""
+    sync = np.asarray(sync_before_tail, bool)
+    tail_host = np.where(sync, 0.0, host_tail)
+    body_device = pipe_device + np.where(sync, 0.0, tail_device)
+    one = np.maximum(body_device, host_body + tail_host)
+    if first is not None:
+        h_f, d_f, h_b, d_b = first
+        one = np.maximum(one, np.maximum(h_f + body_device - d_f,
+                                         host_body - h_b + d_b + np.where(sync, 0.0, tail_device)))
+    one = one + np.where(sync, tail_device + host_tail, 0.0)
     return np.where(serial, pipe + tail_device + host_tail,
                     np.where(pipelined, pipe + np.maximum(tail_device, host_tail), one))
 
 
 def host_seconds(costs, kernels, calls):
-    """Host seconds of `kernels` operator launches and `calls` collective calls at a spec's measured per-launch
-    costs (spec.hardware.HostCosts or its serving ones; 0 without them): kernels * kernel_s + calls * collective_s.
-    The serving loop's host (serve.step_time) adds them to its step, as eager dispatch the device does not hide."""
+    """Host seconds of `kernels` operator launches and `calls` collective calls at a CPU spec's measured
+    per-launch costs (spec.hardware.HostCosts or its serving ones; 0 without them): kernels * kernel_s + calls *
+    collective_s. The executor's serving loop on a CPU (serve.host_time) adds them to its step."""
     if costs is None:
         return 0.0 * (np.asarray(kernels) + np.asarray(calls))
-    return launch_seconds(HostRates(costs.kernel_s, costs.collective_s, 0.0, 0.0, False, ""), kernels, calls)
+    return costs.kernel_s * np.asarray(kernels, float) + costs.collective_s * np.asarray(calls, float)

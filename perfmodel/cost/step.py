@@ -14,8 +14,8 @@ the last). Per micro-batch a unit costs its operators' forward, backward and rec
   - pipeline sends: exposed.
 The host launches every kernel and collective ahead of the device (cost.launch_queue): a stage's micro-batch takes the
 longer of its device seconds and its host's (`host`: the seconds the device waits), and the step's end the longer
-of the device's reduction and update and the host's optimizer loop. Per step, besides: the stack's host time
-outside the model (Stack.step_overhead_s, `overhead`). Data-parallel gradient reduction (every
+of the device's reduction and update and the host's optimizer loop (the stack's calls, priced on the system's host:
+cost.launch_queue.host_rates). Data-parallel gradient reduction (every
 micro-batch for ZeRO-2, once otherwise) overlaps the backward of the last micro-batch except its last layer's
 bucket; ZeRO-1/2 weight gathers overlap the first forward of the next step likewise (ZeRO-1's only where the
 stack's overlap_param_gather says so); with pp > 1 and tied embeddings, the first and last stages all-reduce the
@@ -211,7 +211,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     # per micro-batch of each stage: the device's seconds (its units and sends), and the host's launching them;
     # the stage takes the longer where the host runs ahead (cost.launch_queue.queued). The slowest stage's, part by part.
     sends = np.where(pp > 1, 2.0 * v, 0.0)  # send/recv calls per micro-batch of a stage
-    send_host = launch_seconds(rates, 0.0, sends)
+    send_host = launch_seconds(rates, sends)
     # full recompute by Megatron-LM's block method re-runs only some of a stage's layers
     share = recomputed_share(model, lay)
     bwd["layer"] = bwd["layer"] - (1 - share) * parts["layer"]["recompute"]
@@ -220,7 +220,13 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     device_mb = st.seconds(unit_time) + p2p
     dev_f, dev_b = st.seconds(fwd) + p2p / 2, st.seconds(bwd) + p2p / 2
     launch_f, launch_b = st.seconds(host_f) + send_host / 2, st.seconds(host_b) + send_host / 2
-    wait = waiting(dev_f, dev_b, launch_f, launch_b, pp > 1, rates.serial)
+    steps = np.where(pp > 1, v, 1)  # chunk steps per micro-batch and direction, each after a synchronisation
+    # a MoE layer whose dispatch synchronises in its forward: the stretch breaks there too, its next calls exposed
+    moe_syncs = st.layers * (model.moe_layers() / model.n_layers if model.moe is not None and rates.moe_sync_s else 0.0)
+    synced = (pp > 1) | (moe_syncs > 0)
+    wait = waiting(dev_f, dev_b, launch_f, launch_b, synced, rates.serial,
+                   np.where(pp > 1, steps * rates.ramp_f, 0.0) + moe_syncs * rates.moe_sync_s,
+                   np.where(pp > 1, steps * rates.ramp_b, 0.0))
     per_mb = device_mb + wait  # the device's seconds, and those it waits on its host
     bottleneck = np.argmax(np.where(st.valid, per_mb, -np.inf), axis=0)
     held = {u: pick(st.count(u), bottleneck) for u in UNITS}  # units on the slowest stage
@@ -323,7 +329,8 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     opt_state = state_bytes(p_stage, lay)["optimizer"] + state_bytes(pe_stage, lay, edp)["optimizer"]
     steps.append(optimizer_copies(system, opt_state, lay.optimizer_offload))
     t_copy = steps[-1].exposed + none
-    step_calls = sum(np.asarray(c.calls, float) * np.asarray(c.active, bool) for c in steps)
+    # the step's collective calls (the host copies of an offloaded state are copies, priced with the update)
+    step_calls = sum(np.asarray(c.calls, float) * np.asarray(c.active, bool) for c in steps if c.part != "offload_comm")
     # the step's end: the host loops over the stage's parameter tensors (clip, update, zero_grad) and makes the
     # step's calls while the device reduces and updates (cost.launch_queue.step_seconds)
     tensors = parameter_tensors(model)
@@ -331,20 +338,22 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
                       + st.head * tensors["head"], big)
     if lay.lora is not None:  # the optimizer loops over the adapters, A and B per adapted linear
         tensors_of = pick(st.layers, big) * 2 * len(lay.lora.targets)
-    host_tail = rates.optimizer_tensor_s * tensors_of + launch_seconds(rates, 0.0, step_calls)
+    host_tail = (rates.optimizer_tensor_s * tensors_of + rates.optimizer_step_s * (tensors_of > 0)
+                 + launch_seconds(rates, step_calls))
     host_total = m * host_mb + host_tail  # the host's seconds per step on the slowest stage
     # the pipeline at the device's seconds alone (what the host's lead is measured against)
     t_pipe_device = pipeline_time(m, pick(device_mb, bottleneck), t_mean_device, pp, v)
-    body = step_seconds(t_pipe, t_pipe_device, dp_exposed + t_opt + t_copy, m * host_mb, host_tail, pp > 1,
-                        rates.serial)
+    first = tuple(pick(x, bottleneck) for x in (launch_f, dev_f, launch_b, dev_b))  # one micro-batch's passes
+    body = step_seconds(t_pipe, t_pipe_device, dp_exposed + t_opt + t_copy, m * host_mb, host_tail,
+                        pick(synced, bottleneck), rates.serial, first, rates.sync_before_optimizer)
 
-    step = body + stack.step_overhead_s
+    step = body
     time = {k: stage_part[k] * m for k in STAGE_PARTS}
     # parts sum to the step: the pipeline's bubble at the device's seconds, what the device waits on the host
     time.update(dp_comm=dp_exposed + none, bubble=t_pipe_device - m * pick(device_mb, bottleneck),
                 optimizer=t_opt + none, host=clean(body - t_pipe_device - dp_exposed - t_opt - t_copy, body),
                 offload_comm=time["offload_comm"] + t_copy,
-                overhead=time["overhead"] + stack.step_overhead_s, total=step)
+                overhead=time["overhead"], total=step)
     # what the host dispatches per step on the slowest stage (what calibrate's host probe fits to)
     host_kernels = sum(kernels[u] * held[u] for u in UNITS) * m
     host_calls = (sum(calls_of[u] * held[u] for u in UNITS) + sends) * m + step_calls

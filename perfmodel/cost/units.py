@@ -184,6 +184,38 @@ def host_counts(ops: list[Op], comms: list[Comm], recompute) -> tuple[np.ndarray
     return fwd + 0.0, bwd + 0.0, calls + 0.0
 
 
+def unit_host_seconds(kern: dict[str, list[Op]], unit: str, rates: HostRates, recompute,
+                      launched: list[Op] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """Host seconds per micro-batch launching a unit's forward and its backward (its recomputed forwards
+    included): each operator's calls per pass at `rates` (cost.launch_queue.HostRates: the stack's counts priced on
+    the system's host), counted once per operator run (its kernels' share and activity), and a layer's own calls
+    beside them (under torch.compile or CUDA graphs its whole calls), the layer's forward calls again for the share
+    of its operators the plan recomputes; where the step is graphed whole, the embedding's unit carries the
+    micro-batch's replays. On a CPU spec with fitted per-launch costs: each of the unit's kernels (`launched`: its
+    operators' and its ZeRO-3 copies') at kernel_s per pass (seconds)."""
+    f = b = again_ops = ran = 0.0
+    if rates.kernel_s:  # a CPU spec's fitted cost per kernel launch, as host_counts counts the launches
+        nf, nb, _ = host_counts(list(launched), [], recompute)
+        return rates.kernel_s * nf, rates.kernel_s * nb
+    for name in UNIT_OPS[unit]:
+        ks = kern.get(name) or []
+        if not ks:
+            continue
+        on = np.asarray(ks[0].active, bool).astype(float) * ks[0].share
+        again = np.max([np.asarray(among(recompute, k.recompute), float) for k in ks], axis=0)
+        if rates.layer_ops or unit != "layer":
+            f = f + on * rates.op_f.get(name, 0.0)
+            b = b + on * (rates.op_b.get(name, 0.0) + again * rates.op_f.get(name, 0.0))
+        again_ops, ran = again_ops + on * again, ran + on
+    if unit == "layer":
+        again_ops, ran = np.broadcast_arrays(np.asarray(again_ops, float), np.asarray(ran, float))
+        share = np.divide(again_ops, ran, out=np.zeros_like(ran), where=ran > 0)
+        f, b = f + rates.layer_f, b + rates.layer_b + share * rates.layer_f
+    if unit == "embedding":
+        f, b = f + rates.micro_batch_f, b + rates.micro_batch_b
+    return f, b
+
+
 def unit_parts(ops: list[Op], recompute) -> dict[str, np.ndarray]:
     """Per-micro-batch seconds of a unit's kernels by breakdown part (recomputed forwards in `recompute`)."""
     out = dict.fromkeys(STAGE_PARTS, 0.0)
@@ -325,17 +357,18 @@ def unit_costs(model: ModelConfig, system: System, lay: Layouts) -> Units:
                         tier=experts.tiers(), active=on_e))
 
     # --- host: what launching them costs the host thread (cost.launch_queue); the stage decides how much is exposed -----
-    rates = host_rates(system, dev.stack, lay)
+    rates = host_rates(system, dev.stack, lay, model)
     kernels, calls_of, host_f, host_b = {}, {}, {}, {}
     for u in UNITS:
         mine = [c for c in comms if c.unit == u]
         nf, nb, calls = host_counts(ops[u], [c for c in mine if c.part != "zero3_comm"], rc)
         z3 = host_counts([], [c for c in mine if c.part == "zero3_comm"], rc)[2]
         kernels[u], calls_of[u] = nf + nb, calls + z3
+        op_f, op_b = unit_host_seconds(kern, u, rates, rc, ops[u])
         # collectives split evenly between the directions; ZeRO-3's: a gather before the forward, a gather and a
         # reduce-scatter in the backward
-        host_f[u] = launch_seconds(rates, nf, calls / 2, z3 / 3) + none
-        host_b[u] = launch_seconds(rates, nb, calls / 2, 2 * z3 / 3) + none
+        host_f[u] = op_f + launch_seconds(rates, calls / 2, z3 / 3) + none
+        host_b[u] = op_b + launch_seconds(rates, calls / 2, 2 * z3 / 3) + none
     return Units(index=index, lay=lay, ops=ops, comms=comms, parts=parts, fwd=fwd, bwd=bwd, kernels=kernels,
                  calls=calls_of, speedup=speedup, moe_window=moe_window, zero3_overlap=zero3_overlap, rates=rates,
                  host_f=host_f, host_b=host_b)

@@ -61,7 +61,10 @@ def _stage_costs(model: ModelConfig, system: System, plan: Plan, step: Step | No
     dev_b = at({u: step.unit_time[u] - step.unit_fwd[u] for u in unit}) + p2p / 2
     host_f = at({u: step.unit_host[u][0] for u in unit}) + sends / 2
     host_b = at({u: step.unit_host[u][1] for u in unit}) + sends / 2
-    wait = waiting(dev_f, dev_b, host_f, host_b, pp > 1, step.host_rates.serial)
+    r, steps = step.host_rates, (plan.vpp if pp > 1 else 0)  # chunk steps per micro-batch, each after a sync
+    moe = grid.layers.reshape(shape) * (model.moe_layers() / n if model.moe is not None and r.moe_sync_s else 0.0)
+    wait = waiting(dev_f, dev_b, host_f, host_b, (pp > 1) | (moe > 0), r.serial, steps * r.ramp_f + moe * r.moe_sync_s,
+                   steps * r.ramp_b)
     time = grid.seconds(unit).reshape(shape) + p2p + wait
     by_kind = stage_memory(model, system, lay, grid, per_kind=True)
     return time, by_kind["reserved"].reshape(shape), float(step.stage_time_max[0])

@@ -2,20 +2,20 @@
 
 A replica keeps B sequences in flight (the asked concurrency, or as many as its KV cache and the stack allow).
 Every step each of them gains one token, and to keep B in flight B / O new requests join per step on average
-(each lives O steps), so a step also runs B x I / O prompt tokens (in-flight batching with chunked prefill,
+(each lives O steps), so the steps also run B x I / O prompt tokens (in-flight batching with chunked prefill,
 Yu et al. 2022 "Orca", Sec. 3; Agrawal et al. 2024 "Sarathi-Serve", Sec. 4); a sequence's first token comes
-from its prefill step, the other O - 1 from decode steps. Then, with t the step's seconds (`step_time.step_parts`
-at decode = B (O - 1) / O, context = I + O / 2, prefill = B / O prompts of I tokens):
+from its prefill step, the other O - 1 from decode steps. The mean step t (`steady_step`) blends the steps that
+carry a prompt chunk with those that decode only, each priced as the engine runs it (`step_time.step_parts`: its
+graphs and launches, `host_time`); where the engine runs prompts alone their steps add to the decodes'. Then
 
     TPOT = t;   output tokens/s = dp x B / t;   requests/s = dp x B / (O t);   total tokens/s = (I + O) / O x that
-    TTFT = ceil(I / c) steps carrying c of the prompt's tokens beside the B decode tokens, c = min(I,
-           max_num_tokens - B); never less than the prompt's prefill alone
+    TTFT = front end + wait for the step in flight + ceil(I / c) steps carrying c of the prompt's tokens
+           (`first_token`), never less than the prompt's prefill alone
     end-to-end latency = TTFT + (O - 1) x TPOT
 
 With speculative decoding (`ServePlan.speculative`) a decode step runs q = draft_tokens + 1 tokens per sequence
 and its draft, and a sequence gains a = tokens_per_step tokens: a request lives n = 1 + (O - 1) / a steps (one of
-them its prefill), so a step runs decode = B (n - 1) / n and prefill = B / n, and TPOT = t / a, output tokens/s =
-dp x B x O / (n t); without it a = 1, n = O, the formulas above.
+them its prefill), and TPOT = t / a, output tokens/s = dp x B x O / (n t); without it a = 1, n = O.
 
 The prefill breakdown reported beside it is one request's prompt alone on an idle replica.
 """
@@ -29,7 +29,8 @@ from ..spec.hardware import System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
 from ..spec.serve_files import ServePrediction
-from ..spec.serving import ServeEstimate, ServePlan, load_serving_stack, resolve_serve
+from ..spec.serving import ServeEstimate, ServePlan, ServingStack, load_serving_stack, resolve_serve
+from .host_time import arrival_wait_steps, frontend_s, host_note, host_of, release_of
 from .kv_cache import GIB, kv_bytes_per_token, memory, replica_batch, sequence_kv_bytes, tokens_held
 from .step_time import step_parts
 
@@ -62,22 +63,18 @@ def infer(model: ModelConfig | str, hardware: System | str, plan: ServePlan | di
                          "fp8/fp4 weights, or shorter sequences")
     batch, bound = replica_batch(model, plan, stack, mem["kv_cache"])
     I, O, n, a = plan.input_len, plan.output_len, plan.life_steps, plan.tokens_per_step
-    # a sequence lives n steps: its prefill step (which samples its first token) and n - 1 decode steps
-    step = step_parts(model, system, plan, stack, decode=batch * (n - 1) / n, context=I + O / 2,
-                      prefill_seqs=batch / n, prompt=I, logits=batch)
+    step = steady_step(model, system, plan, stack, batch)
     t = sum(step.values())
     alone = step_parts(model, system, plan, stack, decode=0, context=0, prefill_seqs=1, prompt=I, logits=1)
-    # the prompt's group: its share of the decode tokens and the chunk in its own token budget
-    chunk = min(float(I), max(stack.max_num_tokens - batch * plan.decode_queries / plan.attention_dp, 1.0))
-    carry = step_parts(model, system, plan, stack, decode=batch, context=I + O / 2, prefill_seqs=1, prompt=chunk,
-                       logits=batch)
-    ttft = max(math.ceil(I / chunk) * sum(carry.values()), sum(alone.values()))
+    request = first_token(model, system, plan, stack, batch, t, alone)
+    ttft = sum(request.values())
     out = plan.dp * batch * O / (n * t)
     notes = [f"batch per replica: {batch:g} sequences, bound by {bound}; each holds {tokens_held(plan, stack):g} "
              f"KV tokens ({'whole sequence reserved' if stack.reserves_whole_sequence else 'allocated as it grows'})",
              f"KV cache: {per_token / 1024:.1f} KiB per token per GPU ({plan.kv}), {kv_tokens:,.0f} tokens per replica "
              + ("(each GPU holds its shard of every token)" if plan.attention_dp == 1 else
                 f"({plan.attention_dp} attention groups, each GPU holding its shard of its group's tokens)")]
+    notes += request_notes(system, plan, stack)
     if plan.speculative is not None:
         s = plan.speculative
         notes.append(f"speculative decoding ({s.method}): {s.draft_tokens} draft token(s) a step, verified in one "
@@ -87,13 +84,84 @@ def infer(model: ModelConfig | str, hardware: System | str, plan: ServePlan | di
     return ServeEstimate(
         model=model.name, hardware=system.name, plan=plan, fits_in_memory=fits, batch=plan.dp * batch,
         kv_cache_tokens=kv_tokens, output_tokens_per_s=out, total_tokens_per_s=out * (I + O) / O,
-        requests_per_s=out / O, ttft_s=ttft, tpot_s=t / a, e2e_s=ttft + (O - 1) * t / a,
+        requests_per_s=out / O, ttft_s=ttft, tpot_s=t / a, e2e_s=ttft + (O - 1) * t / a, request_s=request,
         memory_gib={k: v / GIB for k, v in mem.items() if k != "short"} | {
             # per GPU: its attention group's share of the replica's sequences
             "kv_in_use": batch / plan.attention_dp * sequence_kv_bytes(model, plan, tokens_held(plan, stack), stack)
             / GIB,
             "total": (mem["weights"] + mem["activations"] + mem["runtime"] + mem["kv_cache"]) / GIB},
         decode_step_s=step, prefill_s=alone, notes=notes)
+
+
+def prompt_chunk(plan: ServePlan, stack: ServingStack, batch: float) -> float:
+    """Prompt tokens of one request a step carries: the token budget left by the decode tokens of its attention
+    group where the engine mixes prompts with decodes (chunked prefill), the whole budget where prompts run alone
+    (`EngineRelease.mixed_prefill`); at most the prompt."""
+    rel = release_of(stack, plan)
+    decodes = batch * plan.decode_queries / plan.attention_dp if rel is None or rel.mixed_prefill else 0.0
+    return min(float(plan.input_len), max(stack.max_num_tokens - decodes, 1.0))
+
+
+def steady_step(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack,
+                batch: float) -> dict[str, float]:
+    """The mean step of a replica keeping `batch` sequences in flight (module docstring), by part. Each request
+    lives n = life_steps steps and its prompt takes k = ceil(I / chunk) steps (`prompt_chunk`), so B k / n of the
+    steps carry a prompt chunk. Where every step carries one (B k / n >= 1) the prompts' tokens are spread over the
+    steps, B / n prompts each beside B (n - 1) / n decodes; else a share f = B k / n of the steps carries one chunk
+    beside the B decodes and the rest decode only, each priced as the engine runs it (graphs, launches:
+    `step_time.step_parts`), the mean f x prompt step + (1 - f) x decode step. Where the engine runs prompts alone
+    (`EngineRelease.mixed_prefill` false) a decode step of B sequences is followed by B k / n prompt-only chunk
+    steps on average, and a client's decode sees both: their sum."""
+    I, O, n = plan.input_len, plan.output_len, plan.life_steps
+    rel, ctx = release_of(stack, plan), I + O / 2
+    chunk = prompt_chunk(plan, stack, batch)
+    share = batch * math.ceil(I / chunk) / n
+    if rel is not None and not rel.mixed_prefill:
+        decode = step_parts(model, system, plan, stack, decode=batch, context=ctx, prefill_seqs=0, prompt=0,
+                            logits=batch)
+        alone = step_parts(model, system, plan, stack, decode=0, context=0, prefill_seqs=1, prompt=chunk, logits=1)
+        return {k: decode[k] + share * alone[k] for k in decode}
+    if rel is None or share >= 1:  # a sequence's prefill step (which samples its first token), n - 1 decode steps
+        return step_parts(model, system, plan, stack, decode=batch * (n - 1) / n, context=ctx,
+                          prefill_seqs=batch / n, prompt=I, logits=batch)
+    decode = step_parts(model, system, plan, stack, decode=batch, context=ctx, prefill_seqs=0, prompt=0,
+                        logits=batch)
+    carry = step_parts(model, system, plan, stack, decode=batch, context=ctx, prefill_seqs=1, prompt=chunk,
+                       logits=batch + 1)
+    return {k: share * carry[k] + (1 - share) * decode[k] for k in decode}
+
+
+def first_token(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, batch: float,
+                step: float, alone: dict[str, float]) -> dict[str, float]:
+    """One request's time to first token by part, joining a replica whose `batch` sequences run steps of `step`
+    seconds: its front end (`host_time.frontend_s`); the wait for the step in flight where the replica is busy
+    (more than one sequence: `host_time.arrival_wait_steps` x step); its prefill, ceil(I / chunk) steps carrying a
+    chunk (`prompt_chunk`) beside the decodes, or alone where the engine runs prompts alone, never less than the
+    prompt's prefill alone (`alone`'s parts)."""
+    I, ctx = plan.input_len, plan.input_len + plan.output_len / 2
+    rel, chunk = release_of(stack, plan), prompt_chunk(plan, stack, batch)
+    if rel is not None and not rel.mixed_prefill:
+        carry = step_parts(model, system, plan, stack, decode=0, context=0, prefill_seqs=1, prompt=chunk, logits=1)
+    else:
+        carry = step_parts(model, system, plan, stack, decode=batch, context=ctx, prefill_seqs=1, prompt=chunk,
+                           logits=batch)
+    prefill = max(math.ceil(I / chunk) * sum(carry.values()), sum(alone.values()))
+    wait = arrival_wait_steps(stack, plan) * step if batch > 1 else 0.0
+    return {"frontend": frontend_s(system, plan, stack, I), "wait": wait, "prefill": prefill}
+
+
+def request_notes(system: System, plan: ServePlan, stack: ServingStack) -> list[str]:
+    """Where the request path's host and release come from."""
+    rel = release_of(stack, plan)
+    if rel is None:
+        return []
+    host = host_of(system)
+    line = (f"request path: {stack.name} {rel.since}+ defaults (prefill graphs {rel.prefill_graphs} up to "
+            f"{rel.graph_max_tokens} tokens, decode graphs {rel.decode_graphs}, "
+            f"{'asynchronous' if rel.async_scheduling else 'synchronous'} scheduling, prompts "
+            f"{'mixed with decodes' if rel.mixed_prefill else 'alone'}), host {host.name} (speed {host.speed:.2f})")
+    note = host_note(system)
+    return [line] + ([note] if note else [])
 
 
 def static_batch(model: ModelConfig | str, hardware: System | str, plan: ServePlan) -> ServePrediction:

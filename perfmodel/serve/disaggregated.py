@@ -17,7 +17,8 @@ only, so no prompt shares a step with decode tokens. Priced by the same step (`s
                    step: B <= max_num_tokens); where the prefill pool or the links bound R, the decode replicas
                    hold fewer sequences: B' with R_d(B') = R (bisection; t_d grows with B)
     with speculative decoding a decode step gains a = tokens_per_step tokens: R_d(B) = dp x B x a / ((O - 1) t_d(B))
-    TPOT = t_d(B') / a;   TTFT = t_p + t_kv (no queueing, as the aggregated TTFT);   output tokens/s = R x O
+    TPOT = t_d(B') / a;   TTFT = front end + t_p + t_kv (`host_time.frontend_s`; no queueing);   output tokens/s
+    = R x O
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..errors import InputError
 from ..spec.hardware import System
 from ..spec.model import ModelConfig
 from ..spec.serving import ServeEstimate, ServePlan, ServingStack
+from .host_time import frontend_s
 from .kv_cache import GIB, kv_bytes_per_token, memory, replica_batch, sequence_kv_bytes, tokens_held
 from .step_time import step_parts
 
@@ -96,6 +98,7 @@ def infer_disaggregated(model: ModelConfig, system: System, plan: ServePlan, sta
         batch = max(hi, 1e-9)
     step = decode_step(batch)
     tpot = sum(step.values()) / plan.tokens_per_step
+    front = frontend_s(system, plan, stack, I)
     out = rate * O
     notes = [f"disaggregated: {plan.prefill_dp} prefill replica(s) of tp={plan.prefill_tp} ({plan.prefill_gpus} GPUs, "
              f"{n} prompt(s) a step) and {plan.dp} decode replica(s) of tp={plan.tp}"
@@ -108,7 +111,8 @@ def infer_disaggregated(model: ModelConfig, system: System, plan: ServePlan, sta
     return ServeEstimate(
         model=model.name, hardware=system.name, plan=plan, fits_in_memory=True, batch=plan.dp * batch,
         kv_cache_tokens=plan.attention_dp * mem["kv_cache"] / per_token, output_tokens_per_s=out, total_tokens_per_s=out * (I + O) / O,
-        requests_per_s=rate, ttft_s=t_p + t_kv, tpot_s=tpot, e2e_s=t_p + t_kv + (O - 1) * tpot,
+        requests_per_s=rate, ttft_s=front + t_p + t_kv, tpot_s=tpot, e2e_s=front + t_p + t_kv + (O - 1) * tpot,
+        request_s={"frontend": front, "wait": 0.0, "prefill": t_p, "kv_transfer": t_kv},
         memory_gib={k: v / GIB for k, v in mem.items() if k != "short"} | {
             "kv_in_use": batch / plan.attention_dp * sequence_kv_bytes(model, plan, tokens_held(plan, stack), stack)
             / GIB,

@@ -1,14 +1,36 @@
-"""Host time of a serving step: the stack's per-step overhead, and where the spec measured them (`perfmodel
-calibrate`) the host's launches of the step's operators and collectives, eager dispatch the device does not hide
-(the executor's case; the engines' CUDA graphs and schedulers are their `step_overhead_s`)."""
+"""Host time on serving's request path, priced by the system's host (`spec.host_cpu.HostCPU`, `System.host_cpu`).
+
+A serving profile says what its engine calls (`spec.serving.ServingStack`: the calls of a layer outside CUDA graphs,
+`LayerCalls`; by release, `EngineRelease`: which steps its graphs replay, whether it schedules ahead, its front
+end); the host says what each call costs (`HostCalls`). Four terms:
+
+- launches: a step's forward is launched op by op where no graph replays it, layers x calls per layer x seconds per
+  call (`launch_host_s`); the device runs what the host enqueues, so the step takes the longer of the two
+  (`exposed_launch_s`);
+- the step's scheduling, input preparation, sampling and output processing (`schedule_s`): exposed where the
+  engine schedules synchronously, hidden under the step where it schedules the next one while the device runs;
+- the host work of admitting prompt tokens into a step (`prefill_step_s`), before its launch, which scheduling
+  ahead does not hide;
+- the front end per request (`frontend_s`): HTTP, template, tokenising, handing over, and streaming the token back.
+
+Seconds measured on another host are scaled by host speed: measured x measuring host's speed / target's speed.
+A system without a host (`System.host_cpu` None) is priced on the DGX H100's host class (REFERENCE_HOST), with a
+note. The executor's own serving loop (plain-torch) lists no releases and no layer calls: its host time is the
+spec's measured host costs (`host_s`, `perfmodel calibrate`), eager dispatch the device does not hide.
+"""
 
 from __future__ import annotations
 
+import functools
+
 from ..cost.launch_queue import host_seconds
 from ..spec.hardware import System
+from ..spec.host_cpu import HostCPU, load_host
 from ..spec.model import ModelConfig
 from ..spec.operators import LAYER_OPS
-from ..spec.serving import ServePlan, ServingStack
+from ..spec.serving import EngineRelease, ServePlan, ServingStack
+
+REFERENCE_HOST = "xeon-8480c"  # the DGX H100's host: what a system without a host is priced on
 
 
 def measured_serving(system: System, stack: ServingStack):
@@ -29,8 +51,7 @@ def host_s(model: ModelConfig, system: System, plan: ServePlan, stack: ServingSt
     where the spec measured per-launch costs for this stack (`HostCosts.serving`, else `HostCosts`: perfmodel
     calibrate; eager dispatch the device does not hide, the executor's case): launches x kernel_s + collective
     calls x collective_s (`cost.launch_queue.host_seconds`) + the decode attention's (sequence, local head) pairs x
-    attention_s + their keys x attention_key_s (`launches`); 0 otherwise (the engines' CUDA graphs and
-    schedulers: their `step_overhead_s`)."""
+    attention_s + their keys x attention_key_s (`launches`); 0 otherwise (the engines: `launch_host_s`)."""
     costs = system.host_costs
     if costs is None or costs.stack != stack.name:
         return 0.0
@@ -58,3 +79,122 @@ def overhead_part(model: ModelConfig, system: System, plan: ServePlan, stack: Se
                   context: float) -> float:
     """The stack's per-step host seconds and the measured host costs of `decode` sequences per micro-batch."""
     return stack.step_overhead_s + host_s(model, system, plan, stack, decode, decode * context)
+
+
+def host_of(system: System) -> HostCPU:
+    """The host that launches the system's kernels: `System.host_cpu`, else the DGX H100's (REFERENCE_HOST)."""
+    return system.host_cpu if system.host_cpu is not None else _reference_host()
+
+
+@functools.cache
+def _reference_host() -> HostCPU:
+    return load_host(REFERENCE_HOST)
+
+
+def host_note(system: System) -> str | None:
+    """A note where the system names no host and the request path is priced on the reference host."""
+    if system.host_cpu is not None:
+        return None
+    return (f"{system.name} names no host (System.host_cpu): its request path is priced on the DGX H100's host "
+            f"({REFERENCE_HOST})")
+
+
+def release_of(stack: ServingStack, plan: ServePlan) -> EngineRelease | None:
+    """The stack's release the plan runs (`ServingStack.release` of plan.stack_version), or None."""
+    return stack.release(plan.stack_version)
+
+
+def measured_host_s(seconds: float, measured_speed: float, system: System) -> float:
+    """`seconds` measured on a host of speed `measured_speed` (`HostCPU.speed`), on the system's host: seconds x
+    measured_speed / its speed (both relative to the DGX H100's eager op, spec.host_cpu)."""
+    return seconds * measured_speed / host_of(system).speed
+
+
+def frontend_s(system: System, plan: ServePlan, stack: ServingStack, prompt: float) -> float:
+    """Seconds of one request's front end (`FrontEnd`: fixed + per prompt token, measured on another host and
+    scaled to this one, `measured_host_s`); 0 without a release."""
+    rel = release_of(stack, plan)
+    if rel is None:
+        return 0.0
+    f = rel.frontend
+    return measured_host_s(f.request_s + f.token_s * prompt, f.host_speed, system)
+
+
+def step_graphs(model: ModelConfig, plan: ServePlan, release: EngineRelease, tokens: float, decode_only: bool,
+                batch: float) -> str:
+    """How the engine runs a step of `tokens` tokens (a decode-only one of `batch` sequences, or one that carries
+    prompt tokens) on a rank: 'full' (one graph replay), 'piecewise' (replays with attention launched between
+    them), 'compiled' (torch.compile'd code, no graph) or 'eager' (op by op). Prefill graphs hold steps of at most
+    graph_max_tokens tokens, and are off for the layouts and models `graphs_off_for` names; decode graphs hold
+    batches of at most decode_graph_max_batch tokens."""
+    fallback = "compiled" if release.compiled else "eager"
+    if decode_only:
+        return release.decode_graphs if release.decode_graphs != "none" and (
+            tokens <= release.decode_graph_max_batch) else fallback
+    off = {"expert_parallel": plan.ep > 1, "attention_dp": plan.attention_dp > 1,
+           "linear_attention": model.linear_attention is not None, "latent_attention": model.mla is not None}
+    if release.prefill_graphs == "none" or tokens > release.graph_max_tokens or any(
+            off[k] for k in release.graphs_off_for):
+        return fallback
+    return release.prefill_graphs
+
+
+def calls_s(calls: dict[str, float], host: HostCPU) -> float:
+    """Host seconds of `calls` (kind -> count): sum of count x the host's seconds per call of that kind."""
+    return sum(n * host.calls.cost(kind) for kind, n in calls.items())
+
+
+def launch_host_s(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, tokens: float,
+                  decode_only: bool, batch: float) -> float:
+    """Host seconds to launch one step's forward on a rank (`step_graphs`): a full graph, one replay; else every
+    layer's calls (`LayerCalls`: piecewise, the replays and attention between them; compiled, Inductor's launches
+    and, in a MoE layer, the experts' custom op calls; eager, a dense layer's calls and a MoE layer's added ones;
+    tensor-parallel collectives outside graphs) x the host's seconds per call (`calls_s`), and the eager ops
+    outside the layers (MODEL_OPS). A pipeline stage launches its own layers, pp micro-batches a step: n_layers in
+    all. 0 without layer calls or a release."""
+    rel, lc = release_of(stack, plan), stack.layer_calls
+    if rel is None or lc is None or tokens <= 0:
+        return 0.0
+    host = host_of(system)
+    mode = step_graphs(model, plan, rel, tokens, decode_only, batch)
+    if mode == "full":
+        return host.calls.graph_replay_s
+    moe = model.moe_layers() / model.n_layers if model.moe is not None else 0.0
+    collectives = lc.collectives * host.calls.nccl_call_s if plan.tp > 1 else 0.0
+    per_layer = {"piecewise": calls_s(lc.outside_graphs, host),
+                 "compiled": calls_s(lc.compiled, host) + moe * calls_s(lc.moe, host) + collectives,
+                 "eager": calls_s(lc.eager, host) + moe * calls_s(lc.moe, host) + collectives}[mode]
+    outside = 0.0 if mode == "piecewise" else len(MODEL_OPS) * host.calls.eager_op_s
+    return model.n_layers * per_layer + outside
+
+
+def exposed_launch_s(host: float, device: float) -> float:
+    """Seconds a step's launches add to its device time: the host enqueues ahead of the device, so the step takes
+    the longer of the two (CUDA C Programming Guide, "Asynchronous Concurrent Execution"; as `cost.launch_queue.
+    queued` for a training step without synchronisation): max(0, host - device)."""
+    return max(0.0, host - device)
+
+
+def schedule_s(system: System, plan: ServePlan, stack: ServingStack, seqs: float, busy: float,
+               prompts: bool) -> float:
+    """Host seconds a step of `seqs` running sequences adds beside its forward (whose device and launches take
+    `busy` seconds): scheduling, inputs, sampling and outputs, step_host_s + step_host_seq_s x seqs, all of it
+    where the engine schedules synchronously, what exceeds `busy` where it schedules the next step during this one;
+    and, where the step admits prompt tokens (`prompts`), prefill_step_s, which scheduling ahead does not hide
+    (vLLM's async scheduling "has no effect on the prefill stage", vllm-project/vllm PR #27914). Measured on the
+    front end's host and scaled to this one (`measured_host_s`); 0 without a release."""
+    rel = release_of(stack, plan)
+    if rel is None:
+        return 0.0
+    step = measured_host_s(rel.step_host_s + rel.step_host_seq_s * seqs, rel.frontend.host_speed, system)
+    admit = measured_host_s(rel.prefill_step_s, rel.frontend.host_speed, system) if prompts else 0.0
+    return admit + (max(0.0, step - busy) if rel.async_scheduling else step)
+
+
+def arrival_wait_steps(stack: ServingStack, plan: ServePlan) -> float:
+    """Steps a request that reaches a busy replica waits on average before its first step starts: the rest of the
+    step in flight, half a step for an arrival at a random moment (the mean residual of equal steps), and where the
+    engine schedules ahead the step already scheduled without it, one more (vLLM's async scheduling, SGLang's and
+    TensorRT-LLM's overlap schedulers: the host prepares step n + 1 while the device runs step n)."""
+    rel = release_of(stack, plan)
+    return 0.0 if rel is None else 0.5 + float(rel.async_scheduling)

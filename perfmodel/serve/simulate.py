@@ -11,7 +11,12 @@ The engine, one per replica (requests go to replicas round-robin; a closed loop'
   al. 2024, "Sarathi-Serve", Sec. 4; vLLM v1's and TensorRT-LLM's in-flight batching schedulers);
 - a prompt's last chunk samples its first token at the end of that step (its TTFT); it then decodes one token per
   step (with speculative decoding: runs draft_tokens + 1 tokens and gains the stated mean, tokens_per_step, every
-  sequence alike) and leaves after its output length, its client (closed loop) sending the next request then.
+  sequence alike) and leaves after its output length, its client (closed loop) sending the next request then;
+- the request path of the stack's release (`host_time`, `EngineRelease`): a request reaches the engine its front
+  end after it is sent; a step takes the requests that had reached the engine when it was decided (its start, or
+  where the engine schedules ahead, the start of the step before: the wait for the step in flight); the step
+  scheduled ahead still runs the sequences that ended before it (a ghost step); where the engine runs prompts
+  alone, a step with admitted prompts carries only them and the decodes wait.
 Between events (an arrival, a completion) a decode-only replica runs identical steps but for the growing context:
 they are priced in one stride at the stride's mean context, so a run of 1,000 requests takes some thousands of
 priced strides rather than a million steps. A step's components are priced once per size, sizes rounded to a 5%
@@ -23,6 +28,7 @@ later chunk of a split prompt attends (a chunk is priced as a prompt of its own 
 
 from __future__ import annotations
 
+import heapq
 import math
 
 import numpy as np
@@ -31,8 +37,9 @@ from ..errors import InputError
 from ..spec.hardware import System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
-from ..spec.serving import ServePlan, ServingStack, load_serving_stack, resolve_serve
+from ..spec.serving import EngineRelease, ServePlan, ServingStack, load_serving_stack, resolve_serve
 from ..spec.serving_workload import LatencyStats, SimulatedServing, Workload
+from .host_time import frontend_s, release_of
 from .kv_cache import kv_bytes_per_token, memory, state_bytes_per_sequence
 from .step_time import draft_job, step_parts
 
@@ -81,7 +88,8 @@ class _Replica:
     """One replica's engine: its queue, its admitted requests and its clock."""
 
     def __init__(self, price: StepPricer, stack: ServingStack, kv_tokens: float, I: np.ndarray, O: np.ndarray,
-                 groups: int = 1, state_tokens: float = 0.0):
+                 groups: int = 1, state_tokens: float = 0.0, release: EngineRelease | None = None,
+                 frontend: np.ndarray | None = None):
         # lengths as Python ints: the loops below index them per sequence, which numpy scalars make slow
         self.price, self.stack, self.kv_tokens, self.I, self.O = price, stack, kv_tokens, I.tolist(), O.tolist()
         # a Gated DeltaNet model's fixed state per request, in KV tokens' bytes (kv_cache.state_bytes_per_sequence)
@@ -89,21 +97,52 @@ class _Replica:
         # attention data-parallel groups, scheduled as one pool: each has its own max_batch and token budget
         # (a prompt's chunk fits one group's), and kv_tokens is all of theirs together
         self.groups = groups
-        self.waiting: list[int] = []  # request ids in arrival order
+        # the release's request path: scheduling one step ahead, prompts mixed with decodes, the front end's
+        # seconds per request (host_time.frontend_s) between a client's send and the engine
+        self.ahead = release is not None and release.async_scheduling
+        self.mixed = release is None or release.mixed_prefill
+        self.frontend = frontend.tolist() if frontend is not None else [0.0] * len(self.I)
+        self.incoming: list[tuple[float, int]] = []  # (when it reaches the engine, request id), a heap
+        self.waiting: list[int] = []  # reached the engine and seen by its scheduler, in arrival order
         self.prefilling: list[int] = []  # admitted, prompt not done
         self.left: dict[int, int] = {}  # prompt tokens not yet prefilled
         self.decoding: list[int] = []
         self.made: dict[int, float] = {}  # output tokens sampled (fractional: a speculative step's mean gain)
+        # sequences that ended in the last step but ride in the next, already scheduled without knowing they ended
+        # (asynchronous scheduling: the step n + 1 launched before step n's tokens are read)
+        self.ghosts = 0
         # tokens a decoding sequence runs and gains per step (speculative decoding: draft_tokens + 1 and the mean
         # accepted, `ServePlan.decode_queries`, `tokens_per_step`; else 1 and 1)
         self.queries, self.gain = price.args[2].decode_queries, price.args[2].tokens_per_step
         self.now, self.steps, self.batch_sum = 0.0, 0, 0.0
+        self.last_start = 0.0  # when the last step started: where the engine schedules ahead, its decision time
+        self.last_ctx = 1.0  # the last decode step's mean context (a step of ghosts alone runs at it)
+
+    def send(self, r: int, when: float) -> None:
+        """Request r leaves its client at `when`; it reaches the engine after its front end."""
+        heapq.heappush(self.incoming, (when + self.frontend[r], r))
+
+    def busy(self) -> bool:
+        return bool(self.prefilling or self.decoding or self.ghosts)
 
     def held(self, r: int) -> int:
         """KV tokens request r holds now (all it will hold, where the stack reserves the whole sequence)."""
         if self.stack.reserves_whole_sequence:
             return int(self.I[r] + self.O[r] + self.state_tokens)
         return int(self.I[r] + math.ceil(self.made.get(r, 0)) + self.state_tokens)
+
+    def schedule(self) -> None:
+        """The scheduler's decision for the step about to start: the requests that reached the engine by then join
+        the queue (by this step's start; where it schedules ahead, by the start of the step before, which chose
+        this one; an idle engine wakes for the first arrival), and admit() takes what fits."""
+        if not self.busy() and not self.waiting and self.incoming:
+            self.now = max(self.now, self.incoming[0][0])  # idle until a request reaches it
+            decision = self.now
+        else:
+            decision = self.last_start if self.ahead and self.busy() else self.now
+        while self.incoming and self.incoming[0][0] <= decision:
+            self.waiting.append(heapq.heappop(self.incoming)[1])
+        self.admit()
 
     def admit(self) -> None:
         if not self.waiting:  # most steps of a closed loop: nobody to admit, no need to count the KV in use
@@ -121,23 +160,38 @@ class _Replica:
             running.append(r)
             used += need
 
-    def step(self, until: float, first: np.ndarray, done: np.ndarray) -> list[int]:
-        """Run one step (or a stride of identical decode steps ending no later than the first step past `until`):
-        returns the requests completed."""
-        dec = len(self.decoding)
-        if not self.prefilling:  # decode only: stride to the next completion or arrival
+    def step(self, first: np.ndarray, done: np.ndarray) -> list[int]:
+        """Run one step (or a stride of identical decode steps, ending where the next request to reach the engine
+        can join): returns the requests completed."""
+        dec, ghosts = len(self.decoding), self.ghosts
+        self.ghosts = 0
+        until = self.incoming[0][0] if self.incoming else math.inf
+        if not self.prefilling:  # decode only: stride to the next completion or the step an arrival joins
+            if not dec:  # the step scheduled ahead for sequences that had ended: it runs, and yields nothing
+                t = self.price(ghosts, self.last_ctx, 0, 0.0, ghosts)
+                self.last_start, self.now = self.now, self.now + t
+                self.steps += 1
+                return []
             ctx = float(np.mean([self.I[r] + self.made[r] for r in self.decoding]))
             k = min(math.ceil((self.O[r] - self.made[r]) / self.gain - 1e-9) for r in self.decoding)
-            t = self.price(dec, ctx + (k - 1) * self.gain / 2, 0, 0.0, dec)
-            if math.isfinite(until) and until > self.now:
-                k = max(1, min(k, math.ceil((until - self.now) / t)))
-            t = self.price(dec, ctx + (k - 1) * self.gain / 2, 0, 0.0, dec)
+            if ghosts:
+                k = 1  # the ghosts ride in this step only
+            t = self.price(dec + ghosts, ctx + (k - 1) * self.gain / 2, 0, 0.0, dec + ghosts)
+            if math.isfinite(until):  # stop at the step during which it arrives (ahead: the one after that)
+                k = max(1, min(k, (math.ceil((until - self.now) / t) if until > self.now else 0) + self.ahead))
+            t = self.price(dec + ghosts, ctx + (k - 1) * self.gain / 2, 0, 0.0, dec + ghosts)
+            self.last_start = self.now + (k - 1) * t
+            self.last_ctx = ctx + k * self.gain  # where the stride leaves the contexts (a ghost step runs at it)
             self.now += k * t
             self.steps += k
             self.batch_sum += k * dec
             for r in self.decoding:
                 self.made[r] = min(self.made[r] + k * self.gain, float(self.O[r]))
         else:
+            # prompts alone (the engine's prefill steps run before its decodes): the whole budget, no decode tokens
+            decoding = self.decoding if self.mixed else []
+            riding = ghosts if self.mixed else 0
+            dec = len(decoding)
             budget = max(self.groups * self.stack.max_num_tokens - dec * self.queries, 1)
             per_group = max(self.stack.max_num_tokens - dec * self.queries // self.groups, 1)
             chunks, finishing = [], []
@@ -151,13 +205,13 @@ class _Replica:
                 self.left[r] -= c
                 if self.left[r] == 0:
                     finishing.append(r)
-            ctx = float(np.mean([self.I[r] + self.made[r] for r in self.decoding])) if dec else 0.0
+            ctx = float(np.mean([self.I[r] + self.made[r] for r in decoding])) if dec else 0.0
             tokens = sum(c for _, c in chunks)
-            t = self.price(dec, ctx, len(chunks), tokens / len(chunks), dec + len(finishing))
-            self.now += t
+            t = self.price(dec + riding, ctx, len(chunks), tokens / len(chunks), dec + riding + len(finishing))
+            self.last_start, self.now = self.now, self.now + t
             self.steps += 1
             self.batch_sum += dec + len(chunks)
-            for r in self.decoding:
+            for r in decoding:
                 self.made[r] = min(self.made[r] + self.gain, float(self.O[r]))
             for r in finishing:
                 self.prefilling.remove(r)
@@ -168,7 +222,23 @@ class _Replica:
         for r in ended:
             self.decoding.remove(r)
             done[r] = self.now
+        self.ghosts = len(ended) if self.ahead else 0
         return ended
+
+    def run(self, first: np.ndarray, done: np.ndarray, then=None) -> None:
+        """Serve until every request sent has ended; `then(r, t)`: request r ended at t (a closed loop's client
+        sends its next one)."""
+        while self.incoming or self.waiting or self.busy():
+            self.schedule()
+            if not (self.prefilling or self.decoding or self.ghosts):
+                # requests wait but none fits (cannot happen with an empty replica) or none has reached it yet
+                if not self.incoming:
+                    break
+                self.now = max(self.now, self.incoming[0][0])
+                continue
+            for r in self.step(first, done):
+                if then is not None:
+                    then(r, done[r])
 
 
 def simulate(model: ModelConfig | str, hardware: System | str, plan: ServePlan | dict,
@@ -199,49 +269,43 @@ def simulate(model: ModelConfig | str, hardware: System | str, plan: ServePlan |
                          f"{int((I + O).max())}; valid: more tp or pp, fp8 weights or KV cache, or shorter sequences")
     price = StepPricer(model, system, plan, stack)
     state = state_bytes_per_sequence(model, plan) / kv_bytes_per_token(model, plan)
-    reps = [_Replica(price, stack, kv_tokens, I, O, plan.attention_dp, state) for _ in range(plan.dp)]
+    release = release_of(stack, plan)
+    front = np.array([frontend_s(system, plan, stack, float(i)) for i in I])
+    reps = [_Replica(price, stack, kv_tokens, I, O, plan.attention_dp, state, release, front)
+            for _ in range(plan.dp)]
     arrive, first, done = np.zeros(n), np.full(n, np.nan), np.full(n, np.nan)
     if work.arrival == "closed":
-        clients = [work.concurrency // plan.dp + (k < work.concurrency % plan.dp) for k in range(plan.dp)]
-        nxt = 0
-        for k, rep in enumerate(reps):  # each client's first request at t = 0
-            for _ in range(min(clients[k], n - nxt)):
-                rep.waiting.append(nxt)
-                nxt += 1
-        _run_closed(reps, arrive, first, done, nxt)
+        _run_closed(reps, work.concurrency, arrive, first, done)
     else:
         gaps = rng.exponential(1.0 / work.request_rate, n) if work.arrival == "poisson" else np.zeros(n)
         arrive = np.cumsum(gaps) - gaps[0]
-        for k, rep in enumerate(reps):
-            _run_open(rep, list(range(k, n, plan.dp)), arrive, first, done)
+        for k, rep in enumerate(reps):  # round-robin over the replicas
+            for r in range(k, n, plan.dp):
+                rep.send(r, arrive[r])
+            rep.run(first, done)
     return _summary(work, plan, I, O, arrive, first, done, reps, price)
 
 
-def _run_closed(reps: list[_Replica], arrive, first, done, nxt: int) -> None:
-    """Each replica's clients send their next request the moment one ends, until all requests are sent."""
-    n = len(arrive)
-    for rep in reps:
-        while rep.waiting or rep.prefilling or rep.decoding:
-            rep.admit()
-            for _ in rep.step(math.inf, first, done):
-                if nxt < n:
-                    arrive[nxt] = rep.now
-                    rep.waiting.append(nxt)
-                    nxt += 1
+def _run_closed(reps: list[_Replica], concurrency: int, arrive, first, done) -> None:
+    """Each replica's clients (the concurrency split evenly) send their next request the moment one ends, until
+    the replica's share of the requests (split the same way) is sent."""
+    n, dp = len(arrive), len(reps)
+    ids = iter(range(n))
+    for k, rep in enumerate(reps):
+        quota = n // dp + (k < n % dp)
+        mine = [next(ids) for _ in range(quota)]
+        clients = min(concurrency // dp + (k < concurrency % dp), quota)
+        queue = iter(mine[clients:])
+        for r in mine[:clients]:  # each client's first request at t = 0
+            rep.send(r, 0.0)
 
+        def then(r: int, t: float, rep=rep, queue=queue) -> None:
+            nxt = next(queue, None)
+            if nxt is not None:
+                arrive[nxt] = t
+                rep.send(nxt, t)
 
-def _run_open(rep: _Replica, ids: list[int], arrive, first, done) -> None:
-    """Requests `ids` reach the replica at their arrival times."""
-    i = 0
-    while i < len(ids) or rep.waiting or rep.prefilling or rep.decoding:
-        while i < len(ids) and arrive[ids[i]] <= rep.now:
-            rep.waiting.append(ids[i])
-            i += 1
-        rep.admit()
-        if not (rep.prefilling or rep.decoding):
-            rep.now = max(rep.now, arrive[ids[i]])  # idle until the next arrival
-            continue
-        rep.step(arrive[ids[i]] if i < len(ids) else math.inf, first, done)
+        rep.run(first, done, then)
 
 
 def _stats(x: np.ndarray) -> LatencyStats:

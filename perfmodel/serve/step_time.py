@@ -32,7 +32,7 @@ from ..spec.model import ModelConfig
 from ..spec.serving import (KV_BYTES, W4_BYTES, ServePlan, ServingStack, draft_model, four_bit_weights,
                             fusion_inputs)
 from ..spec.stack import EXECUTOR_STACK, load_stack
-from .host_time import measured_serving, overhead_part
+from .host_time import exposed_launch_s, launch_host_s, measured_serving, overhead_part, schedule_s
 from .kv_cache import indexer_key_bytes, layer_kv_bytes, state_bytes_per_sequence
 
 # Bytes per element the memory-bound kernels of one layer move in inference: the forward figures of training's
@@ -366,9 +366,9 @@ def draft_part(job: tuple, draft: tuple, decode: float, context: float, prefill_
     counted again. `part` as `step_parts`'s."""
     s, part = job[2].speculative, part or _direct
 
-    def run(**sizes) -> float:
+    def run(**sizes) -> float:  # the draft's device time: its host is the step's
         parts = step_parts(*draft, **sizes, part=part)
-        return sum(parts.values()) - parts["overhead"]
+        return sum(v for k, v in parts.items() if k not in HOST_PARTS)
 
     t = 0.0
     if decode > 0:
@@ -409,6 +409,9 @@ def _direct(fn, *args):
     return fn(*args)
 
 
+HOST_PARTS = ("overhead", "launch", "schedule")  # a step's host parts (`step_parts`); the rest is the device's
+
+
 def step_parts(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, decode: float,
                context: float, prefill_seqs: float, prompt: float, logits: float, part=_direct,
                draft: tuple | None = None) -> dict[str, float]:
@@ -435,4 +438,12 @@ def step_parts(model: ModelConfig, system: System, plan: ServePlan, stack: Servi
              "overhead": part(overhead_part, *job, decode / pp / a, context)}
     if plan.speculative is not None:
         parts["draft"] = draft_part(job, draft or draft_job(*job), decode, context, prefill_seqs, prompt, part)
+    # the busiest rank's host: its launches outside graphs, which the device hides up to its own time, then the
+    # step's scheduling and the admission of its prompts (`host_time`)
+    busy = sum(parts.values())
+    rank_tokens = (decode * q / a + prompts * prompt) / pp
+    parts["launch"] = exposed_launch_s(part(launch_host_s, *job, rank_tokens, prefill_seqs == 0, decode / pp / a),
+                                       busy)
+    parts["schedule"] = schedule_s(system, plan, stack, decode / a + prompts, busy + parts["launch"],
+                                   prefill_seqs > 0)
     return parts

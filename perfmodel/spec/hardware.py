@@ -18,6 +18,7 @@ from ..errors import MAX_COUNT, Count, Flag, InputError, PositiveReal, Real, Sch
 from ..files import looks_like_path, read_mapping
 from .kernel_tables import current_spec_folder, held_name, spec_folder, table_path, written_name
 from .network import DATASHEET_MAX, CollectiveKind, Datasheet, KindFit, Latency, NetworkTier  # noqa: F401
+from .host_cpu import HostCPU, load_host, resolve_host
 from .host_overheads import HostCosts, HostProbe, ServingHostCosts, SustainProbe  # noqa: F401
 from .stack import NARROW_PRECISIONS, Interval  # noqa: F401
 
@@ -302,8 +303,12 @@ class System(Schema):
     price: Price | None = Field(None, description="on-demand list price (null: give perfmodel forecast --price)")
     host: HostLink | None = Field(None, description="each device's link to host memory (null: nothing can be "
                                                     "offloaded to the host)")
-    host_costs: HostCosts | None = Field(None, description="per-launch host costs of a stack, measured by perfmodel "
-                                                           "calibrate (null: none charged)")
+    host_cpu: HostCPU | None = Field(None, description="the host that launches the kernels: a catalogue host by name "
+                                                       "(perfmodel hardware hosts) or a HostCPU mapping (perfmodel "
+                                                       "calibrate writes the one it measured); null: no host priced")
+    host_costs: HostCosts | None = Field(None, description="a CPU spec's per-launch host costs of the executor's stack, "
+                                                           "fitted by perfmodel calibrate --device cpu (ranks that "
+                                                           "compute on their host thread); null: none")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
     @model_validator(mode="after")
@@ -345,6 +350,10 @@ class System(Schema):
             if gemms else self.accelerator
         tiers = [t.model_copy(update={"by_group": {}}) for t in self.tiers] if collectives else self.tiers
         return self.model_copy(update={"accelerator": acc, "tiers": tiers})
+
+    def with_host(self, host: str | Path | HostCPU | None) -> System:
+        """This system with another host (a catalogue name, a host file or a HostCPU; None: as it is)."""
+        return self if host is None else self.model_copy(update={"host_cpu": load_host(host)})
 
     def check_gpus(self, gpus: int) -> None:
         if self.max_devices is not None and gpus > self.max_devices:
@@ -398,6 +407,7 @@ def _system_from_mapping(data: dict, where: str, folder: Path | None = None) -> 
             raise InputError(f"{where}: accelerator: {err}") from None
     elif acc is None:
         raise InputError(f"{where}: field 'accelerator' is required (a catalogue name such as H100-SXM5-80GB, or a mapping)")
+    data = resolve_host(data, where)
     if folder is None:
         return System.parse(data, where=where)
     with spec_folder(folder):
@@ -430,5 +440,10 @@ def hardware_json_schema() -> dict:
         "anyOf": [{"type": "string", "description": "catalogue accelerator name, e.g. H100-SXM5-80GB"},
                   {"$ref": "#/$defs/Accelerator"}],
         "description": schema["properties"]["accelerator"]["description"],
+    }
+    schema["properties"]["host_cpu"] = {
+        "anyOf": [{"type": "string", "description": "catalogue host name, e.g. xeon-8480c"},
+                  {"$ref": "#/$defs/HostCPU"}, {"type": "null"}],
+        "description": schema["properties"]["host_cpu"]["description"],
     }
     return schema

@@ -141,6 +141,25 @@ class CommTime(Schema):
     exposed_s: float
 
 
+class HostSummary(Schema):
+    """What the host launching the slowest stage spends (cost.launch_queue): the stack's calls priced on the system's
+    host, and how much of it the device waits on."""
+
+    host: str = Field(description="the host (spec.host_cpu: catalogue name) and its CPU")
+    source: str = Field(description="whose calls at whose costs")
+    launch_s: float = Field(description="host seconds per step launching the slowest stage (its micro-batches, "
+                                        "collectives, optimizer loop)")
+    share: float = Field(description="launch_s over the step time")
+    wait_s: float = Field(description="seconds per step the device waits on the host (time_s.host)")
+    layer_forward_s: float = Field(description="host seconds launching one layer's forward per micro-batch")
+    layer_backward_s: float = Field(description="... its backward, a recomputed forward included")
+    layer_forward_device_s: float = Field(description="the device's seconds of one layer's forward per micro-batch")
+    layer_backward_device_s: float = Field(description="... of its backward")
+    layer_forward_calls: dict[str, float] = Field(description="a mean layer's forward calls by kind (the stack's "
+                                                              "counts, spec.stack.HostProfile)")
+    layer_backward_calls: dict[str, float] = Field(description="its backward's calls by kind")
+
+
 class Estimate(Schema):
     """Prediction for one training step of one plan."""
 
@@ -174,6 +193,9 @@ class Estimate(Schema):
     memory_bytes: MemoryBreakdown = Field(description="the fullest rank")
     memory_ranks: list[RankMemory] = Field(description="every pipeline stage, first to last")
     time_s: TimeBreakdown
+    host: HostSummary | None = Field(None, description="the host that launches the kernels and what it spends (null: "
+                                                    "not priced: a stack of one XLA executable, a system that names "
+                                                    "no host)")
     host_s: float = Field(0.0, description="the host's seconds per step launching the slowest stage's kernels, "
                                            "collectives and optimizer loop (cost.launch_queue); the device waits time_s.host of "
                                            "them")

@@ -2,7 +2,8 @@
 
 A `ServingStack` is data (`hardware_specs/serving/NAME.yaml`): what TensorRT-LLM, vLLM or SGLang do that the
 hardware spec does not say (how much free memory the KV cache takes, the largest batch and token budget of one
-step, host time per step, whether its attention is the part's own kernel), each field cited in `sources`. A
+step, whether its attention is the part's own kernel; its request path by release, `EngineRelease`, and the host
+calls of a layer outside CUDA graphs, `LayerCalls`, which the system's host prices), each field cited in `sources`. A
 `ServePlan` is one layout of a serving job: tp x attention_dp x pp GPUs per model replica, dp replicas, experts
 over ep of a replica's tp x attention_dp ranks, weight / activation precision, KV-cache dtype, request lengths and
 load. The cost is `perfmodel.serve` (priced by the training side's kernels and collectives, `perfmodel.cost`).
@@ -10,14 +11,16 @@ load. The cost is `perfmodel.serve` (priced by the training side's kernels and c
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ..errors import Count, InputError, Real, Schema, suggest
+from ..errors import Count, Count0, InputError, Real, Schema, suggest
 from ..files import looks_like_path, read_mapping
+from .host_cpu import CALL_KINDS
 from .model import ModelConfig
 from .plan import divisors, values_text
 
@@ -40,6 +43,87 @@ def four_bit_weights(model: ModelConfig, precision: str) -> str:
     if precision != "w4a16":
         return ""
     return "experts" if model.moe is not None else "layers"
+
+
+GRAPH_MODES = ("none", "piecewise", "full")
+# What turns an engine's prefill CUDA graphs off for a layout or model (ServePlan / ModelConfig): experts over several
+# GPUs, attention data parallelism, Gated DeltaNet (linear) attention, latent (MLA) attention
+GRAPHS_OFF = ("expert_parallel", "attention_dp", "linear_attention", "latent_attention")
+
+
+def version_key(version: str, field: str = "version") -> tuple[int, ...]:
+    """A release's dotted version as numbers for ordering: its leading digits and dots (1.0.0rc3 -> (1, 0, 0),
+    0.5.1.post1 -> (0, 5, 1)); InputError naming `field` for one that starts with no number."""
+    m = re.match(r"v?(\d+(?:\.\d+)*)", str(version).strip())
+    if m is None:
+        raise InputError(f"{field} = {version!r}: not a version; valid: dotted numbers such as 0.14 or 1.0.0rc3")
+    return tuple(int(x) for x in m.group(1).split("."))
+
+
+class FrontEnd(Schema):
+    """What a request costs the engine's front end on the host, outside the model's steps: HTTP, the chat template,
+    tokenising the prompt and handing it to the engine on the way in; detokenising and streaming the first token on
+    the way out. Measured as seconds on a host of speed `host_speed` (`spec.host_cpu.HostCPU.speed`), and priced on
+    the target's host at measured x host_speed / its speed (`serve.host_time.frontend_s`)."""
+
+    request_s: Real = Field(ge=0, description="seconds per request, whatever its length")
+    token_s: Real = Field(ge=0, description="seconds per prompt token (tokenising)")
+    host_speed: Real = Field(gt=0, description="eager-op speed of the host it was measured on, relative to the DGX "
+                                               "H100's (HostCPU.speed)")
+
+
+class EngineRelease(Schema):
+    """What one release of a serving engine does by default on the request path, from version `since` up to the
+    next release its profile lists: which steps its CUDA graphs replay, whether it schedules the next step while the
+    device runs this one, whether prompts share steps with decode tokens, and its front end."""
+
+    since: str = Field(description="first version these defaults hold for (dotted numbers: 0.14, 1.0.0)")
+    prefill_graphs: Literal["none", "piecewise", "full"] = Field(
+        description="CUDA graphs of a step that carries prompt tokens: none (launched op by op), piecewise (the "
+                    "layers' GEMMs and element-wise ops replayed, attention launched between the pieces), full")
+    graph_max_tokens: Count0 = Field(description="the largest step (tokens) its graphs were captured for; a step "
+                                                 "of more tokens runs without them")
+    graphs_off_for: list[Literal["expert_parallel", "attention_dp", "linear_attention", "latent_attention"]] = Field(
+        default_factory=list, description="layouts and models for which the engine turns its prefill graphs off")
+    compiled: bool = Field(description="where no graph replays a step, the engine runs torch.compile'd code "
+                                       "(Inductor's kernels) rather than the model's eager ops")
+    decode_graphs: Literal["none", "piecewise", "full"] = Field(description="CUDA graphs of a decode-only step")
+    decode_graph_max_batch: Count0 = Field(description="the largest decode batch (tokens) its decode graphs hold")
+    async_scheduling: bool = Field(description="the host schedules and prepares the next step while the device "
+                                               "runs this one (its host time hidden under the step; a request that "
+                                               "arrives joins the step after the one already scheduled)")
+    mixed_prefill: bool = Field(description="prompt chunks share a step with the decode tokens (chunked prefill); "
+                                            "false: a step that prefills runs prompts alone, before the decodes")
+    frontend: FrontEnd = Field(description="the front end's cost per request (FrontEnd)")
+    step_host_s: Real = Field(ge=0, description="host seconds a step spends scheduling, preparing inputs, sampling "
+                                                "and processing outputs, fixed part (on the front end's host; "
+                                                "exposed where the engine schedules synchronously)")
+    step_host_seq_s: Real = Field(ge=0, description="the same per running sequence")
+    prefill_step_s: Real = Field(ge=0, description="host seconds a step that admits prompt tokens spends before its "
+                                                   "launch (the new requests' state, inputs and attention metadata), "
+                                                   "on the front end's host; asynchronous scheduling does not hide it")
+    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
+
+
+class LayerCalls(Schema):
+    """Host calls of one decoder layer's forward by kind (`spec.host_cpu.CALL_KINDS`), each priced at the system's
+    host (`HostCalls.cost`): what the engine's model code calls where no CUDA graph replays the layer."""
+
+    eager: dict[str, Real] = Field(description="a dense layer (attention and MLP) run op by op")
+    moe: dict[str, Real] = Field(description="added by a MoE layer's router and experts over a dense MLP's calls")
+    compiled: dict[str, Real] = Field(description="a layer of the torch.compile'd forward run without graphs")
+    outside_graphs: dict[str, Real] = Field(description="a layer under piecewise graphs: its pieces' replays and the "
+                                                        "attention launched between them")
+    collectives: Count0 = Field(description="tensor-parallel collective calls per layer where tp > 1, each a "
+                                            "nccl_call outside graphs")
+
+    @model_validator(mode="after")
+    def _kinds(self):
+        for field in ("eager", "moe", "compiled", "outside_graphs"):
+            bad = [k for k in getattr(self, field) if k not in CALL_KINDS]
+            if bad:
+                raise ValueError(f"{field}: call kind {bad[0]!r}; valid: {', '.join(CALL_KINDS)}")
+        return self
 
 
 class ServingStack(Schema):
@@ -73,7 +157,35 @@ class ServingStack(Schema):
                                                       "its whole input + output (true), or allocates blocks as "
                                                       "tokens come and preempts on shortage (false: a sequence "
                                                       "holds input + output / 2 on average)")
+    layer_calls: LayerCalls | None = Field(None, description="host calls per layer outside CUDA graphs (LayerCalls); "
+                                                             "None: no launches priced (the executor's measured host "
+                                                             "costs stand in)")
+    releases: list[EngineRelease] = Field(default_factory=list, description="the request path by release, oldest "
+                                                                            "first (EngineRelease); empty: none "
+                                                                            "priced")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        keys = [version_key(r.since, f"releases[{i}].since") for i, r in enumerate(self.releases)]
+        if keys != sorted(keys) or len(set(keys)) != len(keys):
+            raise ValueError(f"releases: since = {', '.join(r.since for r in self.releases)}; valid: increasing "
+                             "versions, oldest first")
+        return self
+
+    def release(self, version: str | None = None) -> EngineRelease | None:
+        """The release whose defaults `version` runs: the latest listed at or before it (None: the newest); None
+        where the profile lists none. InputError for a version older than every release listed."""
+        if not self.releases:
+            return None
+        if version is None:
+            return self.releases[-1]
+        key = version_key(version, "stack_version")
+        held = [r for r in self.releases if version_key(r.since, "since") <= key]
+        if not held:
+            raise InputError(f"stack_version = {version}: {self.name}'s profile starts at {self.releases[0].since}; "
+                             f"valid: {self.releases[0].since} or later")
+        return held[-1]
 
 
 def load_serving_stack(name: str | ServingStack) -> ServingStack:
@@ -188,6 +300,9 @@ class ServePlan(Schema):
                                                         "(max throughput)")
     stack: str = Field(DEFAULT_SERVING_STACK, description=f"serving stack, one of {', '.join(SERVING_STACKS)}, or "
                                                           "the path of a profile YAML")
+    stack_version: str | None = Field(None, description="the stack's release whose defaults run the request path "
+                                                        "(graphs, scheduling, front end: ServingStack.releases); "
+                                                        "None: the newest the profile lists")
     prefill_dp: Count | None = Field(None, description="disaggregated serving: prefill replicas in a pool of their "
                                                        "own, each sending its prompts' KV caches to the decode "
                                                        "replicas (tp x pp x dp); None: the replicas do both")
@@ -292,7 +407,7 @@ def resolve_serve(plan: ServePlan, model: ModelConfig) -> ServePlan:
         raise InputError(f"speculative.method = mtp: {model.name} has no multi-token prediction module (mtp_layers = 0; "
                          "config.json num_nextn_predict_layers); valid: method eagle (an EAGLE-3 draft layer), or no "
                          "speculative decoding")
-    load_serving_stack(p.stack)
+    load_serving_stack(p.stack).release(p.stack_version)
     return p.model_copy(update={"gpus": n, "prefill_tp": (p.prefill_tp or p.tp) if p.disaggregated else None})
 
 
@@ -318,4 +433,7 @@ class ServeEstimate(Schema):
                                                     "step of the prefill pool")
     kv_transfer_s: float = Field(0.0, description="disaggregated: seconds to send one prompt's KV cache from the "
                                                   "prefill pool to a decode replica (part of ttft_s)")
+    request_s: dict[str, float] = Field(default_factory=dict, description="ttft_s by part (seconds): frontend (HTTP, "
+                                        "template, tokenising, streaming the first token), wait (for the step in "
+                                        "flight), prefill (the steps that carry the prompt), kv_transfer")
     notes: list[str] = Field(default_factory=list)

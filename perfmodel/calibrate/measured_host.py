@@ -1,0 +1,56 @@
+"""This machine's host as a spec carries it (spec.host_cpu.HostCPU), from what calibrate.host_calls measured: every
+probed kind cited to the command, and what the run could not probe said so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# Transformer Engine's te.Linear over torch's nn.Linear, host seconds per forward call (TE issue #2053: GB200
+# 99.7/37.1, GH200 90.5/33.2; mid-2025 TE): what a host without Transformer Engine takes for a fused module
+TE_OVER_LINEAR = (99.7 / 37.1 + 90.5 / 33.2) / 2
+
+
+def sockets_and_cores() -> tuple[int, int]:
+    """(sockets, physical cores per socket) from /proc/cpuinfo's physical id and cpu cores (1 and the logical
+    CPUs where it lacks them)."""
+    import os
+
+    from ..execute.host import proc_field
+
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return 1, os.cpu_count() or 1
+    ids = {line.split(":")[1].strip() for line in text.splitlines() if line.startswith("physical id")}
+    cores = proc_field("/proc/cpuinfo", "cpu cores")
+    return max(len(ids), 1), int(cores) if cores and cores.isdigit() else (os.cpu_count() or 1)
+
+
+def measured_host(result: dict, name: str, command: str):
+    """The host of this machine as `measure` found it (spec.host_cpu.HostCPU): every kind measured but a fused
+    module without Transformer Engine (its nn.Linear call x TE_OVER_LINEAR) and a bare launch without libcuda (the
+    eager op's, an upper bound); each cost cites the command."""
+    from ..spec.host_cpu import CALL_KINDS, REFERENCE_EAGER_OP_S, HostCPU
+
+    calls = dict(result["calls_s"])
+    how = f"measured: `{command}` on {result['host']['cpu']} ({result['date']}; calibrate.host_calls)"
+    sources = {f"calls.{k}_s": how for k in CALL_KINDS}
+    if "fused_module" not in calls:
+        calls["fused_module"] = calls["module_call"] * TE_OVER_LINEAR
+        sources["calls.fused_module_s"] = (f"derived: this host's nn.Linear call x {TE_OVER_LINEAR:.2f}, Transformer "
+                                           "Engine's te.Linear over torch's (TE issue #2053, GB200 and GH200): "
+                                           "transformer_engine does not import here")
+    for kind, stand_in in (("kernel_launch", "eager_op"), ("compiled_entry", "module_call"),
+                           ("compiled_kernel", "eager_op"), ("graph_replay", "eager_op"), ("view_op", "eager_op"),
+                           ("nccl_call", "eager_op"), ("autograd_node", "eager_op"), ("list_tensor", "eager_op"),
+                           ("dtensor_op", "eager_op"), ("zero3_hook", "module_call")):
+        if kind not in calls:
+            calls[kind] = calls[stand_in]
+            sources[f"calls.{kind}_s"] = f"not measured here ({result['failed'].get(kind, 'no such probe on this device')}): as {stand_in}"
+    sockets, cores = sockets_and_cores()
+    return HostCPU(name=name, description=f"this machine's host as perfmodel calibrate measured it ({result['date']})",
+                   cpu=result["host"]["cpu"], sockets=sockets, cores_per_socket=cores,
+                   calls={f"{k}_s": float(calls[k]) for k in CALL_KINDS},
+                   speed=REFERENCE_EAGER_OP_S / calls["eager_op"],
+                   sources={**sources, "cpu": "/proc/cpuinfo of this machine",
+                            "speed": "6.8 us (the DGX H100 host's eager op, dgxc-benchmarking) / this host's"})
