@@ -1550,7 +1550,7 @@ def fsdp2_worker(n_layers: int = 2) -> dict:
                    "of the fp32 gradients, the copy into the sharded grads); root_final_callback: finalize, waits. "
                    "The root keeps its parameters unsharded after forward (no all-gather in backward). FSDP2's Python "
                    "bookkeeping beyond these torch calls is not a torch call and is not counted: price the hooks by "
-                   "their measured time where one is available (stack profiles' zero3_call_s)")
+                   "their measured time where one is available (the host's zero3_hook_s, spec.host_cpu)")
     return res
 
 

@@ -12,11 +12,11 @@ applied to the Python-side kinds (eager ops, views, module calls, fused modules,
 not to NCCL calls, compiled regions, graph replays or bare launches).
 
 The measurements: tiny twins of real models (every tensor tiny, so the step is all host: benchmarks/host_launch.py)
-on two lent H100 machines whose per-call costs the same session probed (benchmarks/results/host/):
+on three lent H100 machines whose per-call costs the same session probed (benchmarks/results/host/):
   nanoGPT GPT-2 124M (12 layers; fused AdamW, clip) on the third, fourth and fifth machines,
   HF transformers GPT-2 Large (36 layers; torch AdamW foreach, clip) on the fourth and the fifth,
 each pass's host seconds (the twin's forward, backward and optimizer issue times) against the cost model's for
-the same twin priced on that machine's host (and both again on a fifth machine). Each factor is the geometric mean
+the same twin priced on that machine's host. Each factor is the geometric mean
 over the twins of measured / priced; leave-one-twin-out: each twin predicted with the factors of the others. Checks not fitted: FSDP2's
 hooks (nanoGPT's twin under fully_shard), the compiled twin, and the executor's own host-bound plans
 (benchmarks/results/validation/gpu-single-h100-third, on the third machine).
@@ -36,10 +36,17 @@ ROOT = Path(__file__).resolve().parent.parent
 RES = ROOT / "benchmarks" / "results" / "host"
 sys.path.insert(0, str(ROOT))
 
+from perfmodel.calibrate.measured_host import TE_OVER_LINEAR  # noqa: E402
 from perfmodel.spec.host_cpu import CALL_KINDS, HostCPU  # noqa: E402
 from perfmodel.spec.model import ModelConfig  # noqa: E402
 
 PASSES = ("forward", "backward", "optimizer")
+
+
+def cuda_launch_s() -> float:
+    """The third machine's bare cudaLaunchKernel from C (benchmarks/cuda_launch.cu, same run as its probes), seconds."""
+    run = json.loads((RES / "h100-third-host_launch.json").read_text())
+    return run["cuda_launch"]["launch_host_s"]
 
 
 def lent_host(name: str) -> HostCPU:
@@ -50,12 +57,13 @@ def lent_host(name: str) -> HostCPU:
     spec = yaml.safe_load((RES / "h100-fourth-calibrate-host.yaml").read_text())["host_cpu"]["calls"]
     fourth = {k.removesuffix("_s"): v for k, v in spec.items() if k != "list_tensor_s"}
     run5 = json.loads((RES / "h100-fifth-host_calls.json").read_text())
-    fifth = {**run5["calls_s"], "fused_module": run5["calls_s"]["module_call"] * 2.707,
+    fifth = {**run5["calls_s"], "fused_module": run5["calls_s"]["module_call"] * TE_OVER_LINEAR,
              "dtensor_op": run5["optimizer_s"]["dtensor_op_s"]}  # that run reported it beside the kinds
     dt = fifth["dtensor_op"] / fifth["eager_op"]  # the DTensor op, probed on the fifth alone, as its eager ratio
     if name == "third":  # its view op: the fourth's view / eager (the probe came after this run), as the catalogue
-        calls = {**third, "kernel_launch": 4.32e-6, "view_op": third["eager_op"] * fourth["view_op"] / fourth["eager_op"]}
-        calls["fused_module"] = calls["module_call"] * 2.707
+        calls = {**third, "kernel_launch": cuda_launch_s(),
+                 "view_op": third["eager_op"] * fourth["view_op"] / fourth["eager_op"]}
+        calls["fused_module"] = calls["module_call"] * TE_OVER_LINEAR
     elif name == "fourth":
         calls = {**fourth, "list_tensor": third["list_tensor"] * fourth["eager_op"] / third["eager_op"]}
     else:
@@ -63,7 +71,7 @@ def lent_host(name: str) -> HostCPU:
     calls = {"zero3_hook": 0.0, **calls}
     calls.setdefault("dtensor_op", calls["eager_op"] * dt)
     return HostCPU(name=f"lent-{name}", description="a lent H100's host", cpu="Intel Xeon (KVM)", sockets=1,
-                   cores_per_socket=16, calls={f"{k}_s": calls[k] for k in CALL_KINDS}, speed=6.8e-6 / calls["eager_op"],
+                   cores_per_socket=16, calls={f"{k}_s": calls[k] for k in CALL_KINDS},
                    sources={f"calls.{k}_s": "benchmarks/results/host" for k in CALL_KINDS})
 
 

@@ -77,7 +77,7 @@ def test_an_unknown_host_is_one_line_exit_2_nothing_written(tmp_path, capsys):
     out = tmp_path / "plan.json"
     assert main(["predict", "--host", "xeon-9999", "--save-plan", str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: unknown host 'xeon-9999'; did you mean:") and "\n" not in err
+    assert err.startswith("error: --host xeon-9999: unknown host 'xeon-9999'; did you mean:") and "\n" not in err
     assert not out.exists()
     bad = tmp_path / "system.yaml"
     spec = yaml.safe_load((ROOT / "hardware_specs" / "systems" / "dgx-h100.yaml").read_text())
@@ -144,7 +144,8 @@ def test_no_stack_profile_carries_host_seconds():
 
 def test_a_measured_host_cites_the_command_and_fills_what_it_could_not_probe():
     """calibrate.measured_host: every probed kind cites the command; a fused module without Transformer
-    Engine is the host's nn.Linear call x TE #2053's ratio, and a kind the run could not probe says so."""
+    Engine is the host's nn.Linear call x TE #2053's ratio, and a kind the run could not probe is the DGX H100 host's
+    at this host's eager-op ratio, and says so."""
     from perfmodel.calibrate.measured_host import TE_OVER_LINEAR, measured_host
 
     kinds = [k for k in CALL_KINDS if k not in ("fused_module", "zero3_hook")]
@@ -152,7 +153,11 @@ def test_a_measured_host_cites_the_command_and_fills_what_it_could_not_probe():
               "host": {"cpu": "Test CPU"}, "date": "2026-11-27"}
     h = measured_host(result, "mine", "perfmodel calibrate --device cuda --host-only --output x.yaml")
     assert h.calls.fused_module_s == pytest.approx(h.calls.module_call_s * TE_OVER_LINEAR)
-    assert h.calls.zero3_hook_s == h.calls.module_call_s and "no NCCL" in h.sources["calls.zero3_hook_s"]
+    # eager_op measured at 1 us against the DGX H100 host's 6.8: that host's zero3 hook (460 us) x 1/6.8
+    ratio = h.calls.eager_op_s / load_host("xeon-8480c").calls.eager_op_s
+    assert ratio == pytest.approx(1 / 6.8)
+    assert h.calls.zero3_hook_s == pytest.approx(load_host("xeon-8480c").calls.zero3_hook_s / 6.8)
+    assert "no NCCL" in h.sources["calls.zero3_hook_s"] and "x 0.15" in h.sources["calls.zero3_hook_s"]
     assert "--host-only" in h.sources["calls.eager_op_s"] and h.speed == pytest.approx(6.8e-6 / 1e-6)
 
 
@@ -176,3 +181,74 @@ def test_the_in_context_factors_are_the_twins_fit():
     fitted = host_twins.fit(host_twins.ratios())
     assert IN_CONTEXT == pytest.approx(fitted, abs=0.006)
     assert IN_CONTEXT["forward"] > IN_CONTEXT["backward"] > 1  # the model code's Python over the engine's
+
+
+def test_a_pipeline_that_syncs_before_the_update_adds_the_update_after_its_flush():
+    """step_seconds by hand, pipelined: the last backward's receive, then max(tail, host tail); after a sync before
+    the update (sync_before_optimizer) the host's update loop and the device's update follow one another."""
+    assert step_seconds(10.0, 8.0, 2.0, 5.0, 3.0, True, False, None, False)[()] == 10.0 + 3.0
+    assert step_seconds(10.0, 8.0, 2.0, 5.0, 3.0, True, False, None, True)[()] == 10.0 + 2.0 + 3.0
+
+
+def test_synchronisations_by_hand():
+    """cost.launch_queue.synchronisations: v chunk steps per direction where pp > 1, each exposing ramp_f / ramp_b;
+    a syncing MoE dispatch exposes moe_sync_s per MoE layer in the forward; the schedule's own calls per step."""
+    import numpy as np
+
+    from perfmodel.cost.launch_queue import HostRates, synchronisations
+
+    r = HostRates(moe_sync_s=1e-5, ramp_f=2e-5, ramp_b=3e-5, pipeline_step_s=4e-6)
+    synced, ramp_f, ramp_b, calls = synchronisations(r, np.array([1, 2]), np.array([1, 2]), np.array([4.0, 4.0]))
+    assert synced.tolist() == [True, True]
+    assert ramp_f == pytest.approx([4 * 1e-5, 2 * 2e-5 + 4 * 1e-5])
+    assert ramp_b == pytest.approx([0.0, 2 * 3e-5]) and calls == pytest.approx([0.0, 2 * 4e-6])
+    quiet = HostRates(ramp_f=2e-5, ramp_b=3e-5)  # a dispatch that does not sync
+    synced, ramp_f, _, _ = synchronisations(quiet, np.array([1, 2]), np.array([1, 1]), np.array([4.0, 4.0]))
+    assert synced.tolist() == [False, True] and ramp_f == pytest.approx([0.0, 2e-5])
+
+
+def test_megatrons_alltoall_dispatch_syncs_on_the_host_its_allgather_does_not():
+    """Megatron-Core's alltoall token dispatcher copies the per-expert counts to the host in each MoE layer's
+    forward (moe_sync_dispatchers): the calls after it are priced; the allgather dispatcher makes no such sync."""
+    from perfmodel.cost.launch_queue import IN_CONTEXT, call_seconds, host_rates, in_context
+    from perfmodel.cost.layouts import Layouts
+    from perfmodel.spec.model_catalogue import load_model
+    from perfmodel.spec.plan import Plan
+    from perfmodel.spec.stack import load_stack
+
+    model, system, stack = load_model("mixtral-8x7b"), load_hardware("dgx-h100"), load_stack("megatron-core")
+    rates = {}
+    for d in ("alltoall", "allgather"):
+        plan = Plan(gpus=8, tp=1, pp=1, ep=8, micro_batch=1, global_batch=8, seq_len=4096, stack="megatron-core",
+                    moe_dispatcher=d)
+        rates[d] = host_rates(system, stack, Layouts.from_plan(plan), model)
+    want = call_seconds(stack.host.moe_sync, in_context(system.host_cpu.calls, IN_CONTEXT["forward"]))
+    assert want > 0 and rates["alltoall"].moe_sync_s == pytest.approx(want) and rates["allgather"].moe_sync_s == 0.0
+
+
+def test_block_recompute_launches_the_recomputed_share_of_the_layers_again():
+    """Megatron's block method recomputes recompute_num_layers of each chunk's layers: the backward's host seconds
+    carry that share of a layer's forward calls (here 6 of 12: half), full uniform recompute all of it."""
+    from perfmodel.cost.estimate import evaluate_plan
+
+    base = dict(gpus=1, micro_batch=1, global_batch=1, seq_len=1024, stack="megatron-core")
+    b = {name: evaluate_plan("gpt2-124m", "dgx-h100", {**base, **extra})[1].host for name, extra in (
+        ("none", {}), ("full", {"recompute": "full"}),
+        ("block", {"recompute": "full", "recompute_method": "block", "recompute_num_layers": 6}))}
+    forward = b["none"].layer_forward_s
+    assert b["full"].layer_backward_s == pytest.approx(b["none"].layer_backward_s + forward, rel=1e-9)
+    assert b["block"].layer_backward_s == pytest.approx(b["none"].layer_backward_s + 0.5 * forward, rel=1e-9)
+
+
+def test_a_cpu_spec_reports_its_host_as_the_ranks_own():
+    """A CPU spec's measured per-launch costs: the host summary counts a layer's launches and says they add to
+    the step (the device is the host)."""
+    from perfmodel.cli.report import host_lines
+    from perfmodel.cost.estimate import evaluate_plan
+
+    spec = ROOT / "benchmarks" / "results" / "validation" / "cpu-vm" / "calibrated.yaml"
+    step, e = evaluate_plan("gpt2-124m", str(spec), dict(gpus=2, micro_batch=1, global_batch=2, seq_len=128,
+                                                         stack="plain-torch"))
+    assert e.host.serial and e.host.layer_forward_s == pytest.approx(
+        e.host.layer_forward_calls["kernel_launch"] * step.host_rates.kernel_s)
+    assert "its launches add to the step" in host_lines(e)[0]

@@ -258,7 +258,10 @@ def zero3_hook(dev: torch.device, blocks: int = 8, reps: int = 9) -> float:
     """Host seconds per ZeRO-3 collective as FSDP2's hooks issue it in a step: a stack of `blocks` tiny linear
     blocks, forward and backward, with each block under fully_shard (a one-rank mesh) against without, over the
     blocks' three collectives each (the all-gather before the forward, again before the backward, the
-    reduce-scatter after); needs a default process group."""
+    reduce-scatter after); needs a default process group. A limitation: the difference holds everything FSDP2 adds
+    on one rank (its hooks' Python, the collectives' calls, the copies in and out of the flat buffers), not the
+    waits a real mesh adds, and per collective of a one-parameter-pair block: a block of many tensors takes longer
+    per hook (its copies scale with them)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
@@ -361,7 +364,6 @@ def measure(device: str = "cuda", rounds: int = 3, compile_probe: bool = True, r
         runs.setdefault("list_tensor", []).append(opt.get("adamw_fused_tensor_s", opt["adamw_foreach_tensor_s"]))
         say(f"host calls: round {r + 1} of {rounds} done")
     keep("nccl_call", nccl_call, dev, reps)  # one process group per process lifetime is the safe use
-    extra = {}
     try:  # the DTensor op and FSDP2's hooks (torchtitan's and the executor's DTensor and ZeRO-3 paths)
         import torch.distributed as dist
 
@@ -375,7 +377,7 @@ def measure(device: str = "cuda", rounds: int = 3, compile_probe: bool = True, r
     if compile_probe:
         keep("compiled_entry,compiled_kernel", compiled_calls, dev, reps)
     calls = {k: statistics.median(v) for k, v in runs.items()}
-    optimizer = {**{k: statistics.median(v) for k, v in opt_runs.items()}, **extra}
+    optimizer = {k: statistics.median(v) for k, v in opt_runs.items()}
     return {"device": device, "host": cpu_facts(), "calls_s": calls, "optimizer_s": optimizer,
             "rounds": {**runs, **opt_runs}, "failed": failed, "date": time.strftime("%Y-%m-%d")}
 

@@ -186,8 +186,9 @@ def measure_host(system: System, device: str, nproc: int, command: str, quick: b
 
         say("calibrate: this host's seconds per call, by kind (calibrate.host_calls)")
         result = measure("cuda", rounds=2 if quick else 3, echo=echo)
+        sources = {**system.sources, "host_cpu": f"measured: `{command}` (calibrate.host_calls; its sources)"}
         return system.model_copy(update={"host_cpu": measured_host(result, f"{system.name}-host", command),
-                                         "host_costs": None})
+                                         "host_costs": None, "sources": sources})
     from .host_costs import measure_executor_costs
     from .serving_costs import measure_serving_costs
 

@@ -115,7 +115,8 @@ def from_runs(args: argparse.Namespace) -> str:
     from ..calibrate.from_runs import calibrate_from_runs, report
 
     given = [f for f, v in (("--device", args.device), ("--base", args.base), ("--plot", args.plot))
-             if v is not None] + (["--quick"] if args.quick else []) + (["--nproc"] if args.nproc != 1 else [])
+             if v is not None] + (["--quick"] if args.quick else []) + (["--nproc"] if args.nproc != 1 else []) + (
+        ["--host-only"] if args.host_only else [])
     if given:
         raise InputError(f"calibrate --from-runs fits measured runs; drop {', '.join(given)} (microbenchmark flags)")
     if args.hardware is None:

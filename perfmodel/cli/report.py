@@ -9,6 +9,7 @@ import pandas as pd
 from ..spec.hardware import System
 from ..spec.model import ModelConfig
 from ..spec.result import Estimate
+from ..spec.stack import load_stack
 
 GiB = 2**30
 
@@ -66,9 +67,14 @@ def host_lines(e) -> list[str]:
     kind, and whether the step is host-bound."""
     h = e.host
     if h is None:
-        return [f"  host: not priced ({'the stack runs one XLA executable per step' if e.plan.stack == 'maxtext' else 'the system names no host'})"]
+        whole = load_stack(e.plan.stack).host is None
+        why = ("the stack runs one XLA executable per step" if whole else
+               "the system names no host_cpu: --host NAME prices one of `perfmodel hardware hosts`, and `perfmodel "
+               "calibrate --device cuda --host-only` measures this machine's")
+        return [f"  host: not priced ({why})"]
     wait = h.wait_s / e.time_s.total if e.time_s.total > 0 else 0.0
-    verdict = ("host-bound: the step is as long as the host takes to launch it" if e.host_bound else
+    verdict = ("its launches add to the step (a CPU device computes on the host thread that launches)" if h.serial else
+               "host-bound: the step is as long as the host takes to launch it" if e.host_bound else
                f"partly host-bound: the device waits {_t(h.wait_s)} on it ({_pct(wait)})" if wait >= 0.05 else
                f"not host-bound: the device waits {_t(h.wait_s)} on it ({_pct(wait)}: after synchronisations)"
                if h.wait_s > 0 else "not host-bound: the device hides it")
@@ -77,7 +83,8 @@ def host_lines(e) -> list[str]:
             f"    a layer per micro-batch: forward {_t(h.layer_forward_s)} of host for {_t(h.layer_forward_device_s)} "
             f"of device, backward {_t(h.layer_backward_s)} for {_t(h.layer_backward_device_s)}",
             f"    a layer's calls: forward {calls(h.layer_forward_calls) or 'none'}; backward "
-            f"{calls(h.layer_backward_calls) or 'none'} ({h.source}; cost.launch_queue)"]
+            f"{calls(h.layer_backward_calls) or 'none'}; its collectives, ZeRO-3 hooks and the step's optimizer loop "
+            f"priced beside them ({h.source}; cost.launch_queue)"]
 
 
 def memory_table(e: Estimate) -> list[str]:

@@ -112,20 +112,25 @@ def host_notes(step: Step, plan: Plan, time_s: TimeBreakdown, i: int) -> str:
 def host_summary(model: ModelConfig, system: System, plan: Plan, step: Step, time_s: TimeBreakdown,
                  i: int) -> HostSummary | None:
     """The host's part of the estimate (spec.result.HostSummary): None where it is not priced."""
-    r = step.host_rates
-    if not r.priced or system.host_cpu is None:
+    r, h = step.host_rates, system.host_cpu
+    if not r.priced or (h is None and not r.serial):
         return None
     n = len(step.lay)
     host_s = float(item(step.host_s, i, n))
     f, b = (float(item(x, i, n)) for x in step.unit_host["layer"])
     units, j = step.units, int(step.units.index[i])
     dev_f, dev_b = (float(item(x["layer"], j, len(units.lay))) for x in (units.fwd, units.bwd))
-    calls_f, calls_b = layer_calls(load_stack(plan.stack), model, plan.compile)
-    h = system.host_cpu
-    return HostSummary(host=f"{h.name} ({h.sockets}x {h.cpu})", source=r.source, launch_s=host_s,
+    if r.serial:  # a CPU spec: its ranks compute on the host that launches, at its measured cost per launch
+        calls_f, calls_b = {"kernel_launch": round(f / r.kernel_s)}, {"kernel_launch": round(b / r.kernel_s)}
+        where = f"{system.name}'s CPU (its ranks compute on it)"
+    else:
+        calls_f, calls_b = layer_calls(load_stack(plan.stack), model, plan.compile)
+        where = f"{h.name} ({h.sockets}x {h.cpu})"
+    return HostSummary(host=where, source=r.source, launch_s=host_s,
                        share=host_s / time_s.total if time_s.total > 0 else 0.0, wait_s=time_s.host,
                        layer_forward_s=f, layer_backward_s=b, layer_forward_device_s=dev_f,
-                       layer_backward_device_s=dev_b, layer_forward_calls=calls_f, layer_backward_calls=calls_b)
+                       layer_backward_device_s=dev_b, layer_forward_calls=calls_f, layer_backward_calls=calls_b,
+                       serial=r.serial)
 
 
 def notes_of(model: ModelConfig, system: System, plan: Plan, step: Step, speedup: float, fits: bool,

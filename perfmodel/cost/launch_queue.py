@@ -81,6 +81,7 @@ class HostRates:
     ramp_f: float = 0.0  # host seconds after a synchronisation before a forward chunk's first kernel
     ramp_b: float = 0.0  # ... before a backward chunk's
     moe_sync_s: float = 0.0  # ... after a MoE layer's dispatch synchronises in the forward (0: it does not)
+    pipeline_step_s: float = 0.0  # the pipeline schedule's calls per chunk step beside its sends (priced as calls)
     serial: bool = False
     source: str = ""  # where the rates come from, for the estimate's notes
 
@@ -162,9 +163,26 @@ def host_rates(system: System, stack: Stack, lay: Layouts, model: ModelConfig) -
                      optimizer_step_s=call_seconds(h.optimizer_step, co),
                      sync_before_optimizer=h.sync_before_optimizer,
                      moe_sync_s=price(h.moe_sync) if lay.moe_dispatcher in h.moe_sync_dispatchers else 0.0,
+                     pipeline_step_s=price({k: n for k, n in h.pipeline_step.items() if k != "nccl_call"}),
                      ramp_f=price(h.pipeline_step) + (lead if layer_ops else first),
                      ramp_b=price(h.pipeline_step) + (op_b["residual2"] if layer_ops else first),
-                     source=f"stack {stack.name}'s calls ({mode}) on host {host.name} ({host.cpu})")
+                     source=f"stack {stack.name}'s calls ({mode}) at host {host.name}'s costs")
+
+
+def synchronisations(rates: HostRates, pp, v, moe_layers):
+    """Where a stage's micro-batch synchronises and what that exposes, per stage and plan: (synced, ramp_f, ramp_b,
+    calls). A pipeline's chunk steps (`v` per direction where pp > 1) each end in a synchronisation after which the
+    device waits for the schedule's calls and the chunk's first operator's (HostRates.ramp_f / ramp_b); a MoE
+    layer whose dispatch synchronises in its forward (`moe_layers` of them, where HostRates.moe_sync_s > 0) exposes
+    the calls after it (already counted with the layer's operators and collectives). `calls`: the schedule's own
+    calls per direction beside its sends (HostRates.pipeline_step_s), which the host spends whether or not the
+    device waits on them. Seconds per micro-batch."""
+    pipelined = np.asarray(pp) > 1
+    steps = np.where(pipelined, v, 0)
+    moe = np.asarray(moe_layers, float) * (rates.moe_sync_s > 0)
+    synced = pipelined | (moe > 0)
+    return (synced, steps * rates.ramp_f + moe * rates.moe_sync_s, steps * rates.ramp_b,
+            steps * rates.pipeline_step_s)
 
 
 def layer_calls(stack: Stack, model: ModelConfig, compile: str) -> tuple[dict[str, float], dict[str, float]]:
@@ -267,8 +285,10 @@ def step_seconds(pipe, pipe_device, tail_device, host_body, host_tail, pipelined
     and after the last forward, (host up to it) + D_b + tail. `first` = (H_f, D_f, H_b, D_b) of one micro-batch
     gives those two; without it, max(device, host). A stack that synchronises before the update
     (`sync_before_tail`: the gradient norm's or the fp16 scaler's .item()) waits for the backward to drain before
-    its host launches the update: tail_device + host_tail both add. In a pipeline the last backward waits on its
-    receive: pipe + max(tail_device, host_tail). On a CPU device all of it adds: pipe + tail_device + host_tail
+    its host launches the update, whose per-tensor Python runs before its fused kernels: tail_device + host_tail
+    both add (`host_tail` then holds the update's calls alone; the step's collective calls are the body's). In a
+    pipeline the last backward waits on its receive: pipe + max(tail_device, host_tail), or their sum after such a
+    sync. On a CPU device all of it adds: pipe + tail_device + host_tail
     (`pipe` already holds the micro-batches' host seconds). Seconds."""
     sync = np.asarray(sync_before_tail, bool)
     tail_host = np.where(sync, 0.0, host_tail)
@@ -278,9 +298,9 @@ def step_seconds(pipe, pipe_device, tail_device, host_body, host_tail, pipelined
         h_f, d_f, h_b, d_b = first
         one = np.maximum(one, np.maximum(h_f + body_device - d_f,
                                          host_body - h_b + d_b + np.where(sync, 0.0, tail_device)))
-    one = one + np.where(sync, tail_device + host_tail, 0.0)
+    after = np.where(sync, tail_device + host_tail, np.maximum(tail_device, host_tail))  # the update's end
     return np.where(serial, pipe + tail_device + host_tail,
-                    np.where(pipelined, pipe + np.maximum(tail_device, host_tail), one))
+                    np.where(pipelined, pipe + after, one + np.where(sync, tail_device + host_tail, 0.0)))
 
 
 def host_seconds(costs, kernels, calls):

@@ -42,7 +42,8 @@ from . import comm as C
 from .compression import GRAD_BYTES, compression_seconds, layout_wire_bytes
 from .frozen import adapter_params
 from .flops import model_flops_per_token, mtp_flops_per_token, recompute_flops_per_token, tiled_loss_flops_per_token
-from .launch_queue import HostRates, launch_seconds, parameter_tensors, queued, step_seconds, waiting
+from .launch_queue import (HostRates, launch_seconds, parameter_tensors, queued, step_seconds, synchronisations,
+                           waiting)
 from .kernels import ACT_BYTES, Device
 from .layouts import Layouts, among
 from .memory import recomputed_share, sp_replicated_params, stage_memory, stage_params
@@ -216,17 +217,17 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     share = recomputed_share(model, lay)
     bwd["layer"] = bwd["layer"] - (1 - share) * parts["layer"]["recompute"]
     parts["layer"]["recompute"] = parts["layer"]["recompute"] * share
+    host_b["layer"] = host_b["layer"] - (1 - share) * per_plan(units.host_r["layer"])  # ... and launches as many
     unit_time = {u: sum(parts[u].values()) for u in UNITS}
     device_mb = st.seconds(unit_time) + p2p
     dev_f, dev_b = st.seconds(fwd) + p2p / 2, st.seconds(bwd) + p2p / 2
-    launch_f, launch_b = st.seconds(host_f) + send_host / 2, st.seconds(host_b) + send_host / 2
-    steps = np.where(pp > 1, v, 1)  # chunk steps per micro-batch and direction, each after a synchronisation
-    # a MoE layer whose dispatch synchronises in its forward: the stretch breaks there too, its next calls exposed
-    moe_syncs = st.layers * (model.moe_layers() / model.n_layers if model.moe is not None and rates.moe_sync_s else 0.0)
-    synced = (pp > 1) | (moe_syncs > 0)
-    wait = waiting(dev_f, dev_b, launch_f, launch_b, synced, rates.serial,
-                   np.where(pp > 1, steps * rates.ramp_f, 0.0) + moe_syncs * rates.moe_sync_s,
-                   np.where(pp > 1, steps * rates.ramp_b, 0.0))
+    # a pipeline's chunk steps and a synchronising MoE dispatch break the launch queue's stretch: the calls after
+    # each are exposed (cost.launch_queue.synchronisations)
+    moe_layers = st.layers * (model.moe_layers() / model.n_layers if model.moe is not None else 0.0)
+    synced, ramp_f, ramp_b, schedule = synchronisations(rates, pp, v, moe_layers)
+    launch_f = st.seconds(host_f) + send_host / 2 + schedule
+    launch_b = st.seconds(host_b) + send_host / 2 + schedule
+    wait = waiting(dev_f, dev_b, launch_f, launch_b, synced, rates.serial, ramp_f, ramp_b)
     per_mb = device_mb + wait  # the device's seconds, and those it waits on its host
     bottleneck = np.argmax(np.where(st.valid, per_mb, -np.inf), axis=0)
     held = {u: pick(st.count(u), bottleneck) for u in UNITS}  # units on the slowest stage
@@ -338,14 +339,18 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
                       + st.head * tensors["head"], big)
     if lay.lora is not None:  # the optimizer loops over the adapters, A and B per adapted linear
         tensors_of = pick(st.layers, big) * 2 * len(lay.lora.targets)
-    host_tail = (rates.optimizer_tensor_s * tensors_of + rates.optimizer_step_s * (tensors_of > 0)
-                 + launch_seconds(rates, step_calls))
-    host_total = m * host_mb + host_tail  # the host's seconds per step on the slowest stage
+    host_update = rates.optimizer_tensor_s * tensors_of + rates.optimizer_step_s * (tensors_of > 0)
+    host_calls_s = launch_seconds(rates, step_calls) + none
+    # a stack that synchronises before the update has made the step's collective calls in its backward, before it
+    sync = rates.sync_before_optimizer
+    host_body = m * host_mb + (host_calls_s if sync else 0.0)
+    host_tail = host_update + (0.0 if sync else host_calls_s)
+    host_total = host_body + host_tail  # the host's seconds per step on the slowest stage
     # the pipeline at the device's seconds alone (what the host's lead is measured against)
     t_pipe_device = pipeline_time(m, pick(device_mb, bottleneck), t_mean_device, pp, v)
     first = tuple(pick(x, bottleneck) for x in (launch_f, dev_f, launch_b, dev_b))  # one micro-batch's passes
-    body = step_seconds(t_pipe, t_pipe_device, dp_exposed + t_opt + t_copy, m * host_mb, host_tail,
-                        pick(synced, bottleneck), rates.serial, first, rates.sync_before_optimizer)
+    body = step_seconds(t_pipe, t_pipe_device, dp_exposed + t_opt + t_copy, host_body, host_tail,
+                        pick(synced, bottleneck), rates.serial, first, sync)
 
     step = body
     time = {k: stage_part[k] * m for k in STAGE_PARTS}

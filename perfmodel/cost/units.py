@@ -185,18 +185,19 @@ def host_counts(ops: list[Op], comms: list[Comm], recompute) -> tuple[np.ndarray
 
 
 def unit_host_seconds(kern: dict[str, list[Op]], unit: str, rates: HostRates, recompute,
-                      launched: list[Op] = ()) -> tuple[np.ndarray, np.ndarray]:
+                      launched: list[Op] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Host seconds per micro-batch launching a unit's forward and its backward (its recomputed forwards
     included): each operator's calls per pass at `rates` (cost.launch_queue.HostRates: the stack's counts priced on
     the system's host), counted once per operator run (its kernels' share and activity), and a layer's own calls
     beside them (under torch.compile or CUDA graphs its whole calls), the layer's forward calls again for the share
     of its operators the plan recomputes; where the step is graphed whole, the embedding's unit carries the
     micro-batch's replays. On a CPU spec with fitted per-launch costs: each of the unit's kernels (`launched`: its
-    operators' and its ZeRO-3 copies') at kernel_s per pass (seconds)."""
-    f = b = again_ops = ran = 0.0
+    operators' and its ZeRO-3 copies') at kernel_s per pass. (forward, backward, the backward's recomputed
+    forward: part of it) seconds."""
+    f = b = r = again_ops = ran = 0.0
     if rates.kernel_s:  # a CPU spec's fitted cost per kernel launch, as host_counts counts the launches
-        nf, nb, _ = host_counts(list(launched), [], recompute)
-        return rates.kernel_s * nf, rates.kernel_s * nb
+        nf, nb, _ = host_counts(list(launched), [], recompute)  # nb - nf: the recomputed forwards' launches
+        return rates.kernel_s * nf, rates.kernel_s * nb, rates.kernel_s * (nb - nf)
     for name in UNIT_OPS[unit]:
         ks = kern.get(name) or []
         if not ks:
@@ -205,15 +206,16 @@ def unit_host_seconds(kern: dict[str, list[Op]], unit: str, rates: HostRates, re
         again = np.max([np.asarray(among(recompute, k.recompute), float) for k in ks], axis=0)
         if rates.layer_ops or unit != "layer":
             f = f + on * rates.op_f.get(name, 0.0)
-            b = b + on * (rates.op_b.get(name, 0.0) + again * rates.op_f.get(name, 0.0))
+            b = b + on * rates.op_b.get(name, 0.0)
+            r = r + on * again * rates.op_f.get(name, 0.0)
         again_ops, ran = again_ops + on * again, ran + on
     if unit == "layer":
         again_ops, ran = np.broadcast_arrays(np.asarray(again_ops, float), np.asarray(ran, float))
         share = np.divide(again_ops, ran, out=np.zeros_like(ran), where=ran > 0)
-        f, b = f + rates.layer_f, b + rates.layer_b + share * rates.layer_f
+        f, b, r = f + rates.layer_f, b + rates.layer_b, r + share * rates.layer_f
     if unit == "embedding":
         f, b = f + rates.micro_batch_f, b + rates.micro_batch_b
-    return f, b
+    return f, b + r, r
 
 
 def unit_parts(ops: list[Op], recompute) -> dict[str, np.ndarray]:
@@ -246,6 +248,7 @@ class Units:
     rates: HostRates  # the host's seconds per launch, call and optimizer tensor (cost.launch_queue)
     host_f: dict[str, np.ndarray]  # unit -> host seconds launching its forward per micro-batch
     host_b: dict[str, np.ndarray]  # ... its backward (recomputed forward included)
+    host_r: dict[str, np.ndarray]  # ... of that, the recomputed forward's (what the block method re-runs in part)
 
     def per_plan(self, x: np.ndarray) -> np.ndarray:
         """A per-row value copied out to every plan."""
@@ -358,17 +361,17 @@ def unit_costs(model: ModelConfig, system: System, lay: Layouts) -> Units:
 
     # --- host: what launching them costs the host thread (cost.launch_queue); the stage decides how much is exposed -----
     rates = host_rates(system, dev.stack, lay, model)
-    kernels, calls_of, host_f, host_b = {}, {}, {}, {}
+    kernels, calls_of, host_f, host_b, host_r = {}, {}, {}, {}, {}
     for u in UNITS:
         mine = [c for c in comms if c.unit == u]
         nf, nb, calls = host_counts(ops[u], [c for c in mine if c.part != "zero3_comm"], rc)
         z3 = host_counts([], [c for c in mine if c.part == "zero3_comm"], rc)[2]
         kernels[u], calls_of[u] = nf + nb, calls + z3
-        op_f, op_b = unit_host_seconds(kern, u, rates, rc, ops[u])
+        op_f, op_b, host_r[u] = unit_host_seconds(kern, u, rates, rc, ops[u])
         # collectives split evenly between the directions; ZeRO-3's: a gather before the forward, a gather and a
         # reduce-scatter in the backward
         host_f[u] = op_f + launch_seconds(rates, calls / 2, z3 / 3) + none
         host_b[u] = op_b + launch_seconds(rates, calls / 2, 2 * z3 / 3) + none
     return Units(index=index, lay=lay, ops=ops, comms=comms, parts=parts, fwd=fwd, bwd=bwd, kernels=kernels,
                  calls=calls_of, speedup=speedup, moe_window=moe_window, zero3_overlap=zero3_overlap, rates=rates,
-                 host_f=host_f, host_b=host_b)
+                 host_f=host_f, host_b=host_b, host_r=host_r)

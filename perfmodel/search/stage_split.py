@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost.launch_queue import waiting
+from ..cost.launch_queue import synchronisations, waiting
 from ..cost.memory import stage_memory
 from ..cost.memory_fit import memory_budget
 from ..cost.stages import Stages
@@ -59,12 +59,11 @@ def _stage_costs(model: ModelConfig, system: System, plan: Plan, step: Step | No
     p2p, sends = float(step.p2p[0]), float(step.send_host[0])
     dev_f = at(step.unit_fwd) + p2p / 2
     dev_b = at({u: step.unit_time[u] - step.unit_fwd[u] for u in unit}) + p2p / 2
-    host_f = at({u: step.unit_host[u][0] for u in unit}) + sends / 2
-    host_b = at({u: step.unit_host[u][1] for u in unit}) + sends / 2
-    r, steps = step.host_rates, (plan.vpp if pp > 1 else 0)  # chunk steps per micro-batch, each after a sync
-    moe = grid.layers.reshape(shape) * (model.moe_layers() / n if model.moe is not None and r.moe_sync_s else 0.0)
-    wait = waiting(dev_f, dev_b, host_f, host_b, (pp > 1) | (moe > 0), r.serial, steps * r.ramp_f + moe * r.moe_sync_s,
-                   steps * r.ramp_b)
+    moe = grid.layers.reshape(shape) * (model.moe_layers() / n if model.moe is not None else 0.0)
+    synced, ramp_f, ramp_b, schedule = synchronisations(step.host_rates, pp, plan.vpp, moe)
+    host_f = at({u: step.unit_host[u][0] for u in unit}) + sends / 2 + schedule
+    host_b = at({u: step.unit_host[u][1] for u in unit}) + sends / 2 + schedule
+    wait = waiting(dev_f, dev_b, host_f, host_b, synced, step.host_rates.serial, ramp_f, ramp_b)
     time = grid.seconds(unit).reshape(shape) + p2p + wait
     by_kind = stage_memory(model, system, lay, grid, per_kind=True)
     return time, by_kind["reserved"].reshape(shape), float(step.stage_time_max[0])

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 
-from ..cost.launch_queue import host_seconds
+from ..cost.launch_queue import call_seconds, host_seconds
 from ..spec.hardware import System
 from ..spec.host_cpu import HostCPU, load_host
 from ..spec.model import ModelConfig
@@ -139,17 +139,12 @@ def step_graphs(model: ModelConfig, plan: ServePlan, release: EngineRelease, tok
     return release.prefill_graphs
 
 
-def calls_s(calls: dict[str, float], host: HostCPU) -> float:
-    """Host seconds of `calls` (kind -> count): sum of count x the host's seconds per call of that kind."""
-    return sum(n * host.calls.cost(kind) for kind, n in calls.items())
-
-
 def launch_host_s(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, tokens: float,
                   decode_only: bool, batch: float) -> float:
     """Host seconds to launch one step's forward on a rank (`step_graphs`): a full graph, one replay; else every
     layer's calls (`LayerCalls`: piecewise, the replays and attention between them; compiled, Inductor's launches
     and, in a MoE layer, the experts' custom op calls; eager, a dense layer's calls and a MoE layer's added ones;
-    tensor-parallel collectives outside graphs) x the host's seconds per call (`calls_s`), and the eager ops
+    tensor-parallel collectives outside graphs) x the host's seconds per call (`cost.launch_queue.call_seconds`), and the eager ops
     outside the layers (MODEL_OPS). A pipeline stage launches its own layers, pp micro-batches a step: n_layers in
     all. 0 without layer calls or a release."""
     rel, lc = release_of(stack, plan), stack.layer_calls
@@ -161,9 +156,9 @@ def launch_host_s(model: ModelConfig, system: System, plan: ServePlan, stack: Se
         return host.calls.graph_replay_s
     moe = model.moe_layers() / model.n_layers if model.moe is not None else 0.0
     collectives = lc.collectives * host.calls.nccl_call_s if plan.tp > 1 else 0.0
-    per_layer = {"piecewise": calls_s(lc.outside_graphs, host),
-                 "compiled": calls_s(lc.compiled, host) + moe * calls_s(lc.moe, host) + collectives,
-                 "eager": calls_s(lc.eager, host) + moe * calls_s(lc.moe, host) + collectives}[mode]
+    per_layer = {"piecewise": call_seconds(lc.outside_graphs, host.calls),
+                 "compiled": call_seconds(lc.compiled, host.calls) + moe * call_seconds(lc.moe, host.calls) + collectives,
+                 "eager": call_seconds(lc.eager, host.calls) + moe * call_seconds(lc.moe, host.calls) + collectives}[mode]
     outside = 0.0 if mode == "piecewise" else len(MODEL_OPS) * host.calls.eager_op_s
     return model.n_layers * per_layer + outside
 

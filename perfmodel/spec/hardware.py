@@ -353,7 +353,7 @@ class System(Schema):
 
     def with_host(self, host: str | Path | HostCPU | None) -> System:
         """This system with another host (a catalogue name, a host file or a HostCPU; None: as it is)."""
-        return self if host is None else self.model_copy(update={"host_cpu": load_host(host)})
+        return self if host is None else self.model_copy(update={"host_cpu": load_host(host, flag="--host")})
 
     def check_gpus(self, gpus: int) -> None:
         if self.max_devices is not None and gpus > self.max_devices:

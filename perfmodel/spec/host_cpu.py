@@ -79,8 +79,6 @@ class HostCPU(Schema):
     sockets: Count = Field(description="CPU sockets per node")
     cores_per_socket: Count = Field(description="physical cores per socket")
     calls: HostCalls = Field(description="host seconds per call, by kind (HostCalls)")
-    speed: Real = Field(gt=0, description="the host's eager-op speed relative to the DGX H100's host (Xeon 8480C): "
-                                          "6.8 us / eager_op_s; what `sources` scale derived costs by")
     sources: dict[str, str] = Field(default_factory=dict, description="field name (calls.KIND_s for a cost) -> "
                                                                       "citation")
 
@@ -91,6 +89,12 @@ class HostCPU(Schema):
             raise ValueError(f"sources lacks {', '.join(missing)}; valid: every per-call cost cites a public "
                              "measurement, a calibrate run or the derivation that gives it")
         return self
+
+    @property
+    def speed(self) -> float:
+        """The host's eager-op speed relative to the DGX H100's host (Xeon 8480C): REFERENCE_EAGER_OP_S / its
+        eager_op_s (what a cost measured on another host is scaled by; dimensionless)."""
+        return REFERENCE_EAGER_OP_S / self.calls.eager_op_s
 
 
 REFERENCE_EAGER_OP_S = 6.8e-6  # dgxc-benchmarking v25.10, DGX H100, torch.matmul N=4..256: HostCPU.speed's unit
@@ -106,10 +110,16 @@ def list_hosts() -> list[str]:
     return sorted(_catalogue())
 
 
-def load_host(spec: str | Path | HostCPU) -> HostCPU:
-    """A host by catalogue name (`perfmodel hardware hosts`) or by path to a YAML/JSON host file."""
+def load_host(spec: str | Path | HostCPU, flag: str | None = None) -> HostCPU:
+    """A host by catalogue name (`perfmodel hardware hosts`) or by path to a YAML/JSON host file; `flag`: the
+    option or argument that named it, which a refusal names first."""
     if isinstance(spec, HostCPU):
         return spec
+    if flag is not None:
+        try:
+            return load_host(spec)
+        except InputError as err:
+            raise InputError(f"{flag} {spec}: {err}") from None
     spec = str(spec)
     if looks_like_path(spec):
         return HostCPU.parse(read_mapping(Path(spec), f"host spec {spec}"), where=spec)

@@ -81,9 +81,10 @@ class TimeBreakdown(Schema):
     host: float = Field(0.0, description="seconds the device waits on its host: where launching the step's kernels, "
                                          "collectives and optimizer loop takes the host longer than the device takes "
                                          "to run them (cost.launch_queue; a CPU device: all of it)")
-    overhead: float = Field(0.0, description="host time per step outside the model: the stack's step_overhead_s "
-                                             "(perfmodel.spec.stack.Stack) plus, on a spec calibrated from runs, the "
-                                             "fitted one (cost.step.calibrated)")
+    overhead: float = Field(0.0, description="host time per step outside the model that no call count prices: on a "
+                                             "spec calibrated from runs, the fitted per-step overhead "
+                                             "(RunFit.step_overhead_s, cost.step.calibrated); 0 otherwise (the host's "
+                                             "launches are `host`)")
     total: float
 
 
@@ -158,6 +159,8 @@ class HostSummary(Schema):
     layer_forward_calls: dict[str, float] = Field(description="a mean layer's forward calls by kind (the stack's "
                                                               "counts, spec.stack.HostProfile)")
     layer_backward_calls: dict[str, float] = Field(description="its backward's calls by kind")
+    serial: bool = Field(False, description="a CPU device: its ranks compute on the host thread that launches, so the "
+                                            "launches add to the step rather than run ahead of it")
 
 
 class Estimate(Schema):
