@@ -38,6 +38,7 @@ from perfmodel.calibrate.from_runs import NEUTRAL, Parts, fit_held, host_unpinne
 from perfmodel.errors import InputError
 from perfmodel.published.runs import load_cases
 from perfmodel.spec.stack import regimes_of
+from perfmodel.spec.stack_release import profile_of
 
 
 
@@ -82,7 +83,7 @@ def priced(csv: Path, cases=None):
     df = pd.DataFrame(out)
     idx = np.array([i for i, c in enumerate(cases) if not c.reason])
     df["stack"] = None
-    df.loc[idx, "stack"] = [c.plan.stack for c in ok]
+    df.loc[idx, "stack"] = [profile_of(c.plan.stack) for c in ok]  # a release's rows are its profile's residuals
     df.loc[idx, "layout"] = [layout(c.plan) for c in ok]
     df["regimes"] = None
     df.loc[idx, "regimes"] = pd.Series([regimes_of(c.plan) for c in ok], index=idx)
@@ -176,7 +177,8 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
                           "MAPE %": 100 * e.abs().mean() if len(ok) else np.nan,
                           "median APE %": 100 * e.abs().median() if len(ok) else np.nan,
                           "max |err| %": 100 * e.abs().max() if len(ok) else np.nan,
-                          "mean err %": 100 * e.mean() if len(ok) else np.nan})
+                          "mean err %": 100 * e.mean() if len(ok) else np.nan,
+                          "median err %": 100 * e.median() if len(ok) else np.nan})
     rows = {grp: agg(g) for grp, g in df.groupby("group")}
     rows["ALL"] = agg(df)
     rows["ALL trust A"] = agg(df[df["trust"] == "A"])

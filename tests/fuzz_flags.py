@@ -116,6 +116,17 @@ def _old_or_no_version(s: str) -> bool:
         return True
 
 
+def stack_in(**kw) -> Kind:
+    """--stack: a stack profile's name, or a release line's with an optional '@VERSION' of its releases."""
+    from perfmodel.spec.stack import STACKS
+    from perfmodel.spec.stack_release import load_line, release_lines
+
+    valid = set(STACKS) | {f"{n}{v}" for n in release_lines()
+                           for v in ("", *(f"@{r.version}" for r in load_line(n).releases))}
+    fixed = ["", "bogus", "x" * 80, "megatron-core@26.08", "megatron-bridge@", "megatron-bridge@27.01"]
+    return Kind(fixed, TEXT.filter(lambda s: s.lower() not in valid), **kw)  # a catalogue name in any case: valid
+
+
 def flag_switch(**kw) -> Kind:
     """A store_true flag: the only bad value is one given to it (`--flag=VALUE`)."""
     return Kind(["=1", "=yes", "="], TEXT.map(lambda s: "=" + s), **kw)
@@ -362,12 +373,14 @@ BASES = {
     "hardware hosts": ["hardware", "hosts", "xeon-8480c"],
     "models": ["models", "show", "gpt2-124m"],
     "models show": ["models", "show", "gpt2-124m"],
+    "stacks": ["stacks", "show", "megatron-core"],
+    "stacks show": ["stacks", "show", "megatron-core"],
 }
 # Positionals: the index of their value in the base.
 POSITIONAL = {("", "cmd"): 0, ("export", "plan"): 1, ("execute", "plans"): 1, ("validate", "plans"): 1,
               ("hardware", "action"): 1, ("models", "action"): 1, ("hardware show", "name"): 2,
               ("hardware hosts", "host"): 2,
-              ("models show", "name"): 2}
+              ("models show", "name"): 2, ("stacks", "action"): 1, ("stacks show", "name"): 2}
 DIRS = ("adir", "emptydir")
 
 
@@ -412,6 +425,7 @@ def _plan_flags(cmd: str) -> dict:
             "--recompute-num-layers": count(extra=("--recompute", "full"))}
     out["--recompute-num-layers"].fixed += ["13", "1000"]
     out["--lora-rank"].fixed += ["769"]
+    out["--stack"] = stack_in()
     out |= {f: flag_switch() for f in ("--moe-overlap", "--sequence-parallel", "--no-overlap-dp-comm",
                                        "--account-for-embedding", "--account-for-loss", "--optimizer-offload")}
     return out
@@ -438,11 +452,12 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("search", "--recompute-saved"): recompute_saved(extra=("--only", "recompute=names")),
           ("search", "--recompute-offloaded"): recompute_offloaded(extra=("--only", "recompute=names")),
           ("search", "--loss-chunks"): count(), ("search", "--optimizer-offload"): flag_switch(),
-          ("search", "--plot"): output(".png"), ("search", "--host"): host_in()}
+          ("search", "--plot"): output(".png"), ("search", "--host"): host_in(), ("search", "--stack"): stack_in()}
     t |= {("whatif", "--model"): model_in(), ("whatif", "--gpus"): count(), ("whatif", "--global-batch"): count(),
           ("whatif", "--seq-len"): count(), ("whatif", "--hardware"): hw_list(),
           ("whatif", "--upgrade"): hardware_in(names=("upgrade", "system", "spec")),
-          ("whatif", "--factor"): number(0.0, above=True), ("whatif", "--plot"): output(".png")}
+          ("whatif", "--factor"): number(0.0, above=True), ("whatif", "--plot"): output(".png"),
+          ("whatif", "--stack"): stack_in()}
     srch = dict(extra=("--search",))
     sim = dict(extra=("--simulate", "--concurrency", "1"))
     t |= {("infer", "--model"): model_in(), ("infer", "--hardware"): hardware_in(names=("system", "spec")),
@@ -512,7 +527,7 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("calibrate", "--plot"): output(".png")}
     t |= {("hardware show", "name"): hardware_in(names=("system", "spec", "hardware")),
           ("hardware hosts", "host"): host_in(),
-          ("models show", "name"): model_in(names=("model",))}
+          ("models show", "name"): model_in(names=("model",)), ("stacks show", "name"): stack_in(names=("stack",))}
     # --headroom (predict, forecast, search; each command's own bounds): what its parser type refuses
     for (cmd, flag), action in walk(parser).items():
         if flag == "--headroom":

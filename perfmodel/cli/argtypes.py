@@ -123,3 +123,15 @@ def nodes(text):
         raise argparse.ArgumentTypeError(f"--nnodes must be a positive integer N or MIN:MAX (elastic), got "
                                          f"{text!r}") from None
     return f"{low}:{high}" if len(parts) == 2 else str(low)
+
+
+def stack_name(names, lines):
+    """A stack (`--stack`): one of `names`, or a release line of `lines` with an optional '@VERSION' (checked when the
+    plan resolves, which names the valid versions)."""
+    def parse(text):
+        base = text.partition("@")[0]
+        if (base in names and "@" not in text) or base in lines:
+            return text
+        raise argparse.ArgumentTypeError(f"--stack {text!r}: valid: {', '.join(names)}, or "
+                                         f"{', '.join(f'{n}[@VERSION]' for n in lines)} (perfmodel stacks list)")
+    return parse

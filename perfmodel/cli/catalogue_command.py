@@ -1,5 +1,5 @@
-"""`perfmodel hardware list|show NAME|schema|hosts [HOST]` and `perfmodel models list|show NAME`: the catalogues of systems
-and model presets."""
+"""`perfmodel hardware list|show NAME|schema|hosts [HOST]`, `perfmodel models list|show NAME` and `perfmodel stacks
+list|show NAME[@VERSION]`: the catalogues of systems, model presets, software stacks and their releases."""
 
 from __future__ import annotations
 
@@ -41,8 +41,39 @@ def run(a: argparse.Namespace) -> str:
                              f"nn.Linear {h.calls.module_call_s * 1e6:5.2f} us  ({h.description})"
                              for n, h in ((n, load_host(n)) for n in list_hosts()))
         return hardware_table(load_hardware(a.name))
+    if a.cmd == "stacks":
+        return stacks_text(a.action, getattr(a, "name", None))
     from ..spec.model_catalogue import list_models, load_model
 
     if a.action == "list":
         return "\n".join(model_row(name, load_model(name)) for name in list_models())
     return model_table(load_model(a.name))
+
+
+def stacks_text(action: str, name: str | None) -> str:
+    """`stacks list`: every stack profile and release line (with its versions); `stacks show NAME[@VERSION]`: a
+    profile's description, or a release's recipes (where each applies, what it sets, its source)."""
+    from ..spec.stack import STACKS, load_stack
+    from ..spec.stack_release import is_release, load_line, release_lines, split_stack
+
+    if action == "list":
+        out = [f"{n:<17}{load_stack(n).description}" for n in STACKS]
+        for n in release_lines():
+            line = load_line(n)
+            out.append(f"{n:<17}release line over {line.profile}: "
+                       f"{', '.join(f'{n}@{r.version}' for r in line.releases)} (bare {n}: the newest)")
+        return "\n".join(out)
+    if not is_release(name):
+        s = load_stack(name)
+        return f"{s.name}: {s.description}\nversions: {s.versions}"
+    base, version = split_stack(name)
+    r = load_line(base).release(version)
+    out = [f"{base}@{r.version}: Megatron-Bridge {r.bridge}, Megatron-Core {r.megatron_core}; runs the "
+           f"{load_line(base).profile} profile with these MoE recipes (first match wins)", f"source: {r.source}"]
+    for x in r.recipes:
+        where = " ".join(f"{k}={','.join(v)}" for k, v in (("models", x.models), ("gpus", x.gpus),
+                                                             ("precisions", x.precisions)) if v) or "any other plan"
+        rec = "-" if x.recompute_modules is None else (",".join(x.recompute_modules) or "none")
+        out.append(f"  {where:<58} dispatcher={x.moe_dispatcher:<8} overlap={'on' if x.moe_overlap else 'off':<3} "
+                   f"graphs={x.cuda_graphs:<4} recompute={rec}  ({x.source})")
+    return "\n".join(out)

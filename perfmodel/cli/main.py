@@ -34,6 +34,7 @@ COMMANDS = {
     "app": ("perfmodel.app.command", "serve the planner page in a browser (pip install -e \".[app]\")"),
     "hardware": ("catalogue_command", "list or show hardware presets, or print the spec JSON schema"),
     "models": ("catalogue_command", "list or show model presets"),
+    "stacks": ("catalogue_command", "list or show software stacks and their releases (megatron-bridge@26.08)"),
 }
 DISK_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)  # writing an output failed for want of room: one line
 

@@ -16,7 +16,8 @@ from ..spec.model_catalogue import load_model
 from ..spec.plan import Dispatcher, Plan, Precision, resolve
 from ..spec.recompute import OFFLOAD_TENSORS, RECOMPUTE_MODULES, SAVED_TENSORS, Recompute
 from ..spec.stack import DEFAULT_STACK, STACKS
-from .argtypes import integer, path
+from ..spec.stack_release import release_lines
+from .argtypes import integer, path, stack_name
 
 if TYPE_CHECKING:  # plan files are read only for --plan
     from ..spec.plan_file import PlanFile
@@ -75,7 +76,8 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("--etp", type=integer("--etp"), help="MoE expert tensor-parallel size (default 1)")
     pr.add_argument("--expert-imbalance", type=float, help="busiest expert's tokens / mean (default 1: balanced)")
     pr.add_argument("--moe-dispatcher", choices=DISPATCHERS, help="default alltoall; flex: DeepEP / HybridEP")
-    pr.add_argument("--moe-overlap", action="store_true", help="hide expert-parallel comm behind another micro-batch")
+    pr.add_argument("--moe-overlap", action=argparse.BooleanOptionalAction, default=None,
+                    help="hide expert-parallel comm behind another micro-batch (default off; a release's recipe's)")
     pr.add_argument("--micro-batch", type=integer("--micro-batch"))
     pr.add_argument("--global-batch", type=integer("--global-batch"))
     pr.add_argument("--seq-len", type=integer("--seq-len"))
@@ -120,8 +122,9 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
                          "model+loss (the loss too); memory only, stacks that compile (torchtitan)")
     add_compression_flags(pr, None)
     add_lora_flags(pr)
-    pr.add_argument("--stack", choices=STACKS, help=f"software stack that runs the plan (default {DEFAULT_STACK}; "
-                                                    "docs/stacks.md)")
+    pr.add_argument("--stack", type=stack_name(STACKS, release_lines()), metavar="STACK",
+                    help=f"software stack that runs the plan (default {DEFAULT_STACK}; a release: megatron-bridge@26.08; "
+                         "docs/stacks.md)")
     pr.add_argument("--no-overlap-dp-comm", action="store_true", help="data-parallel collectives do not overlap compute")
     pr.add_argument("--account-for-embedding", action="store_true",
                     help="count the embedding as a layer in the pipeline split (Megatron-LM "
@@ -227,8 +230,10 @@ def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, Pl
     if "tp_comm_overlap" in given:
         given["tp_comm_overlap"] = given["tp_comm_overlap"] == "on"
     given["lora"] = lora_of(given)
+    if a.moe_overlap is not None:  # unset: the stack's release may set it (spec.plan.apply_release)
+        given["moe_overlap"] = a.moe_overlap
     plan = Plan(**given, sequence_parallel=a.sequence_parallel, overlap_dp_comm=not a.no_overlap_dp_comm,
                 account_for_embedding=a.account_for_embedding, account_for_loss=a.account_for_loss,
-                moe_overlap=a.moe_overlap, optimizer_offload=a.optimizer_offload)
+                optimizer_offload=a.optimizer_offload)
     model, system = load_model(a.model), load_hardware(a.hardware).with_host(getattr(a, "host", None))
     return model, system, resolve(plan, model, system), None

@@ -117,7 +117,8 @@ def estimate_table(e: Estimate) -> str:
               f"{lora_text(p.lora)}")
     if p.ep > 1 or p.etp > 1 or p.moe_dispatcher != "alltoall" or p.expert_imbalance != 1 or p.moe_overlap:
         layout += (f"\n  experts: ep={p.ep} etp={p.etp} edp={p.edp} dispatcher={p.moe_dispatcher} "
-                   f"imbalance={p.expert_imbalance:g} overlap={'on' if p.moe_overlap else 'off'}")
+                   f"imbalance={p.expert_imbalance:g} overlap={'on' if p.moe_overlap else 'off'}"
+                   f"{f' cuda_graphs={p.cuda_graphs}' if p.cuda_graphs else ''}{release_text(p)}")
     lines.append(f"{e.model} ({e.params / 1e9:.2f}B params) on {e.gpus} x {e.hardware}")
     lines.append(f"  {layout}")
     lines.append(f"  micro_batch={p.micro_batch} global_batch={p.global_batch} seq_len={p.seq_len} "
@@ -355,3 +356,16 @@ def hardware_row(name: str, s) -> str:
     bw = " > ".join(f"{t.name} {t.bandwidth_gbps:g} GB/s" for t in s.tiers)
     return (f"{name:<16}{s.accelerator.name:<18}{s.accelerator.peak_tflops['bf16']:>8g} TF bf16  "
             f"{s.accelerator.hbm_capacity_gib:>5g} GiB  {bw}")
+
+
+def release_text(p) -> str:
+    """'\n  release megatron-bridge@26.08's recipe: ... (source)' where the plan's stack is a release line and the plan
+    is a MoE plan (spec.stack_release), else ''."""
+    from ..spec.stack_release import is_release, load_line, split_stack
+
+    if not is_release(p.stack):
+        return ""
+    name, version = split_stack(p.stack)
+    r = load_line(name).release(version)
+    return (f"\n  {name}@{r.version} (Megatron-Core {r.megatron_core}) fills what the plan leaves unset from its MoE "
+            f"recipes (perfmodel stacks show {name}@{r.version})")

@@ -14,7 +14,8 @@ from ..spec.hardware import DEFAULT_HEADROOM, load_hardware
 from ..spec.model_catalogue import load_model
 from ..spec.recompute import OFFLOAD_TENSORS, SAVED_TENSORS
 from ..spec.stack import DEFAULT_STACK, STACKS
-from .argtypes import counts, integer, number, path
+from ..spec.stack_release import release_lines
+from .argtypes import counts, integer, number, path, stack_name
 from .plan_flags import (COMPILES, DISPATCHERS, PRECISIONS, add_compression_flags, add_lora_flags, headroom_of, lora_of,
                          module_list)
 
@@ -35,7 +36,8 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     se.add_argument("--grad-dtype", choices=["fp32", "bf16"], help="default: the stack's")
     add_compression_flags(se)
     add_lora_flags(se)
-    se.add_argument("--stack", choices=STACKS, default=DEFAULT_STACK, help="software stack (docs/stacks.md)")
+    se.add_argument("--stack", type=stack_name(STACKS, release_lines()), default=DEFAULT_STACK, metavar="STACK",
+                    help="software stack, or a release: megatron-bridge@26.08 (docs/stacks.md)")
     se.add_argument("--compile", choices=COMPILES, default="none", help="as predict (torchtitan: memory only)")
     se.add_argument("--recompute-saved", type=module_list("--recompute-saved", SAVED_TENSORS, "saved tensor"),
                     metavar="T1,T2", help="as predict, for the layouts of recompute names (--only recompute=names)")

@@ -9,7 +9,8 @@ import sys
 
 from ..spec.hardware import load_hardware
 from ..spec.stack import DEFAULT_STACK, STACKS
-from .argtypes import integer, names, path
+from ..spec.stack_release import release_lines
+from .argtypes import integer, names, path, stack_name
 from .plan_flags import COMPILES, PRECISIONS
 
 
@@ -26,7 +27,8 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     wi.add_argument("--hardware", type=names("--hardware"), help="systems to compare, comma-separated names or spec "
                     "paths (default: all of perfmodel hardware list)")
     wi.add_argument("--precision", choices=PRECISIONS, default="bf16")
-    wi.add_argument("--stack", choices=STACKS, default=DEFAULT_STACK, help="software stack (docs/stacks.md)")
+    wi.add_argument("--stack", type=stack_name(STACKS, release_lines()), default=DEFAULT_STACK, metavar="STACK",
+                    help="software stack, or a release: megatron-bridge@26.08 (docs/stacks.md)")
     wi.add_argument("--compile", choices=COMPILES, default="none", help="as predict (torchtitan: memory only)")
     wi.add_argument("--upgrade", type=path("--upgrade", "a system or spec file"), metavar="SYSTEM",
                     help="also try each single upgrade of this system")

@@ -145,13 +145,14 @@ def host_rates(system: System, stack: Stack, lay: Layouts, model: ModelConfig) -
         if any(k in LAUNCHING for k in ops[op].forward):
             break
     layer, layer_ops, mode = h.layer, True, h.dispatch
+    graphs = lay.cuda_graphs or h.graphs  # the plan's (a release's recipe), else the profile's
     mb_f = mb_b = 0.0
     first = 0.0  # a layer's first call where its operators make none of their own: a region's entry, a replay
     if lay.compile != "none" and h.compiled_layer is not None:
         layer, layer_ops, mode, first = h.compiled_layer, False, "compiled", c.compiled_entry_s
-    elif h.graphs == "layer":
+    elif graphs == "layer":
         layer, layer_ops, mode, first = h.graphed_layer, False, "graphed layers", c.graph_replay_s
-    elif h.graphs == "step":  # one replay per micro-batch and pass; nothing else is launched from Python
+    elif graphs == "step":  # one replay per micro-batch and pass; nothing else is launched from Python
         op_f, op_b = dict.fromkeys(op_f, 0.0), dict.fromkeys(op_b, 0.0)
         mb_f = mb_b = c.graph_replay_s
         layer, layer_ops, mode = type(h.layer)(), False, "graphed steps"
@@ -162,7 +163,9 @@ def host_rates(system: System, stack: Stack, lay: Layouts, model: ModelConfig) -
                      optimizer_tensor_s=call_seconds(h.optimizer_tensor, co),
                      optimizer_step_s=call_seconds(h.optimizer_step, co),
                      sync_before_optimizer=h.sync_before_optimizer,
-                     moe_sync_s=price(h.moe_sync) if lay.moe_dispatcher in h.moe_sync_dispatchers else 0.0,
+                     # a graphed step cannot stop for the host: its dispatch runs on device-side counts
+                     moe_sync_s=price(h.moe_sync) if lay.moe_dispatcher in h.moe_sync_dispatchers and graphs != "step"
+                     else 0.0,
                      pipeline_step_s=price({k: n for k, n in h.pipeline_step.items() if k != "nccl_call"}),
                      ramp_f=price(h.pipeline_step) + (lead if layer_ops else first),
                      ramp_b=price(h.pipeline_step) + (op_b["residual2"] if layer_ops else first),
@@ -185,7 +188,8 @@ def synchronisations(rates: HostRates, pp, v, moe_layers):
             steps * rates.pipeline_step_s)
 
 
-def layer_calls(stack: Stack, model: ModelConfig, compile: str) -> tuple[dict[str, float], dict[str, float]]:
+def layer_calls(stack: Stack, model: ModelConfig, compile: str, graphs: str | None = None
+                ) -> tuple[dict[str, float], dict[str, float]]:
     """A mean layer's calls by kind in its forward and its backward as the stack's profile counts them (the report's
     breakdown; the estimate prices the same counts per operator run, cost.units.unit_host_seconds): its operators'
     (the dense MLP's and the MoE layer's at their shares of the layers) and its own, or under torch.compile or
@@ -202,9 +206,9 @@ def layer_calls(stack: Stack, model: ModelConfig, compile: str) -> tuple[dict[st
 
     if compile != "none" and h.compiled_layer is not None:
         add(fwd, h.compiled_layer.forward), add(bwd, h.compiled_layer.backward)
-    elif h.graphs == "layer":
+    elif (graphs or h.graphs) == "layer":
         add(fwd, h.graphed_layer.forward), add(bwd, h.graphed_layer.backward)
-    elif h.graphs == "step":
+    elif (graphs or h.graphs) == "step":
         pass
     else:
         moe = model.moe_layers() / model.n_layers if model.moe is not None else 0.0

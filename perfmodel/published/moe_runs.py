@@ -11,6 +11,7 @@ catalogue, rows without a step time.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -19,6 +20,7 @@ from ..errors import InputError
 from ..spec.hardware import load_hardware
 from ..spec.model_catalogue import load_model
 from ..spec.plan import Plan, resolve
+from ..spec.stack_release import load_line
 from .runs import Case, cell_number, cell_text, measured_step_time
 
 # The preset of each model family the CSV names ([tokendrop] rows are the same model with dropping routing).
@@ -87,6 +89,16 @@ def _dispatcher(text: str, default: str) -> str:
     return default
 
 
+def _container_stack(framework: str) -> str | None:
+    """The Megatron-Bridge release a Megatron row's framework cell names ('NeMo 26.04.01 container (...)' ->
+    megatron-bridge@26.04.01), None where it names none the release line has (spec.stack_release)."""
+    m = re.search(r"nemo (\d\d\.\d\d(?:\.\d\d)?) container", framework.lower())
+    if m is None:
+        return None
+    versions = {r.version for r in load_line("megatron-bridge").releases}
+    return f"megatron-bridge@{m.group(1)}" if m.group(1) in versions else None
+
+
 def moe_to_case(row: pd.Series) -> Case:
     """One MoE row as a Case (or with the reason it cannot be expressed)."""
     base = dict(row_id=row["row_id"], group=row["source_group"], trust=row["trust"], model=None, system=None,
@@ -107,8 +119,14 @@ def moe_to_case(row: pd.Series) -> Case:
     except InputError as err:
         return Case(**base, reason=f"model: {err}")
     d = dict(MOE_DEFAULTS[_framework(row)])
-    d["moe_dispatcher"] = _dispatcher(cell_text(row["dispatcher"]), d["moe_dispatcher"])
-    d["moe_overlap"] = "ep overlap on" in cell_text(row["dispatcher"]).lower()  # stated by a few rows (M204)
+    release = _container_stack(cell_text(row["framework"])) if _framework(row) == "megatron" else None
+    if release:  # the container's recipe sets what the row leaves unstated (dispatcher, overlap, graphs, recompute)
+        d = {k: v for k, v in d.items() if k not in ("moe_dispatcher", "recompute")} | {"stack": release}
+    stated = _dispatcher(cell_text(row["dispatcher"]), None)
+    if stated or not release:
+        d["moe_dispatcher"] = stated or d["moe_dispatcher"]
+    if "ep overlap" in cell_text(row["dispatcher"]).lower() or not release:  # stated by a few rows (M204)
+        d["moe_overlap"] = "ep overlap on" in cell_text(row["dispatcher"]).lower()
     tp, pp, cp = (int(cell_number(row[k]) or 1) for k in ("tp", "pp", "cp"))
     ep, etp, vpp = int(cell_number(row["ep"]) or 1), int(cell_number(row["etp"]) or 1), int(cell_number(row["vpp"]) or 1)
     gpus, gbs, mb, seq = (cell_number(row[k]) for k in ("n_gpus", "global_batch", "micro_batch", "seq_len"))

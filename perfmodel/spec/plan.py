@@ -15,10 +15,10 @@ from .megatron_split import megatron_chunks, megatron_slots
 from .model import ModelConfig
 from .recompute import (OFFLOAD_TENSORS, RECOMPUTE_MODULES, SAVED_TENSORS, OffloadTensor, Recompute, RecomputeModule,
                         SavedTensor, check_host, check_recompute)
-from .stack import DEFAULT_STACK, STACKS, check_compile, stack_defaults
+from .stack import DEFAULT_STACK, STACKS, check_compile, check_graphs, stack_defaults
+from .stack_release import Dispatcher, GraphScope, release_recipe
 Precision = Literal["bf16", "fp16", "fp8", "fp4", "int8"]
 Schedule = Literal["1f1b", "interleaved", "gpipe"]
-Dispatcher = Literal["alltoall", "allgather", "flex"]
 # tokens of the busiest expert over the mean: 1 is balanced routing; 64 bounds a typo, not a measurement
 Imbalance = Annotated[Real, Field(ge=1.0, le=64.0)]
 
@@ -53,6 +53,11 @@ class Plan(Schema):
     moe_overlap: Flag = Field(
         False, description="hide the expert-parallel dispatch and combine of one micro-batch behind the other's "
                            "compute (Megatron-Core --overlap-moe-expert-parallel-comm; cost.sharded.moe_comms)")
+    cuda_graphs: GraphScope | None = Field(
+        None, description="what runs as CUDA graph replays: none, layer (per-layer graphs, where the stack's profile "
+                          "has them), step (full-iteration graphs, Megatron-Core cuda_graph_impl full_iteration: no "
+                          "host launches or MoE synchronisation inside the step); default: the stack's (its release's "
+                          "recipe, else HostProfile.graphs)")
     micro_batch: Count = Field(description="sequences per micro-batch per data-parallel rank")
     global_batch: Count = Field(description="sequences per optimizer step")
     seq_len: Count = Field(description="tokens per sequence; at most max_seq_len for learned positions")
@@ -225,6 +230,7 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
         raise InputError(f"tp*pp*cp*dp = {tp}*{pp}*{cp}*{p['dp']} = {mp * p['dp']} != gpus = {p['gpus']}; omit dp to "
                          f"infer it{hint}")
     system.check_gpus(p["gpus"])
+    apply_release(p, plan.model_fields_set, model, system)
     heads, kv = model.n_heads, model.n_kv_heads
     if heads % tp:
         raise InputError(f"tp={tp} does not divide num_attention_heads = {heads}; valid tp: {values_text(divisors(math.gcd(heads, kv)))}")
@@ -302,6 +308,7 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
     check_recompute(p, model)
     check_host(p, system)
     check_compile(p["stack"], p["compile"])  # refuses an unknown stack, a bad profile file, compile it lacks
+    check_graphs(p["stack"], p["cuda_graphs"])
     system.accelerator.peak_flops(p["precision"])  # raises for a dtype the part lacks
     if p["precision"] not in system.efficiency.matmul_max:
         raise InputError(f"precision={p['precision']}: {system.name} has no matmul efficiency for it; valid: {', '.join(system.efficiency.matmul_max)}")
@@ -309,6 +316,26 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
         p["sequence_parallel"] = False
     p["grad_dtype"], p["tp_comm_overlap"] = stack_defaults(p["stack"], p["grad_dtype"], p["tp_comm_overlap"])
     return Plan(**p)
+
+
+def apply_release(p: dict, given: set[str], model: ModelConfig, system: System) -> None:
+    """Fill, in place, the MoE fields a plan left unset (not in `given`) from its stack's release recipe
+    (spec.stack_release: `--stack megatron-bridge@26.08`): dispatcher, EP overlap (where the layout allows it),
+    CUDA graphs and recompute modules. A dense model, or a stack that is not a release line, keeps its fields."""
+    found = release_recipe(p["stack"], model.name, system.accelerator.name, p["precision"]) if model.moe else None
+    if found is None:
+        return
+    r = found[1]
+    if "moe_dispatcher" not in given:
+        p["moe_dispatcher"] = r.moe_dispatcher
+    if r.recompute_modules is not None and not given & {"recompute", "recompute_modules"}:
+        p["recompute"], p["recompute_modules"] = ("selective", r.recompute_modules) if r.recompute_modules else \
+            ("none", None)
+    if "moe_overlap" not in given:
+        p["moe_overlap"] = bool(r.moe_overlap and moe_overlap_refusal(model, p["moe_dispatcher"]) is None
+                                and moe_overlap_applies(p["ep"], p["pp"], p["vpp"], p["recompute"]))
+    if "cuda_graphs" not in given:
+        p["cuda_graphs"] = r.cuda_graphs
 
 
 def _check_replicate(p: dict) -> None:

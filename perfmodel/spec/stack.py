@@ -23,6 +23,7 @@ from ..errors import InputError, Schema, suggest
 from ..files import looks_like_path, read_mapping
 from .host_cpu import CALL_KINDS
 from .operators import GRAPH_OPS
+from .stack_release import GraphScope, profile_of, release_lines
 
 STACKS = ("megatron-core", "nemo", "torchtitan", "composer-fsdp1", "deepspeed", "nanotron", "plain-torch", "llmc",
           "nanogpt", "hf-transformers", "maxtext")
@@ -151,7 +152,6 @@ class PassCalls(Schema):
                                                               "engine's nodes and what they launch)")
 
 
-GraphScope = Literal["none", "layer", "step"]
 
 
 class HostProfile(Schema):
@@ -382,13 +382,21 @@ def load_stack(spec: str | Path | Stack) -> Stack:
         if key not in _LOADED:
             _LOADED[key] = Stack.parse(read_mapping(path, f"stack profile {spec}"), where=spec)
         return _LOADED[key]
-    key = spec.lower()
+    key = profile_of(spec).lower()  # a release line (megatron-bridge@26.08) runs its profile
     if key not in _LOADED:
         files = _stack_files()
         if key not in files:
-            raise suggest(spec, files, "stack")
+            raise suggest(spec, [*files, *release_lines()], "stack")
         _LOADED[key] = Stack.parse(read_mapping(files[key], f"hardware_specs/stacks/{key}.yaml"), where=key)
     return _LOADED[key]
+
+
+def check_graphs(stack: str | Path | Stack, graphs: str | None) -> None:
+    """Refuse a plan's cuda_graphs = layer where the stack's profile counts no graphed layer (HostProfile)."""
+    h = load_stack(stack).host
+    if graphs == "layer" and (h is None or h.graphed_layer is None):
+        raise InputError(f"cuda_graphs = layer with stack = {str(stack)!r}, whose profile counts no per-layer graph "
+                         "replays (host.graphed_layer); valid: none, step, or a stack that graphs layers")
 
 
 def check_compile(stack: str | Path | Stack, compile: str) -> Stack:

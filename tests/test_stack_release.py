@@ -1,0 +1,118 @@
+"""Release lines (spec.stack_release): `--stack megatron-bridge@VERSION` fills a MoE plan's unset fields from the
+release's recipe; the user's own fields win; the graphed step prices no host launches inside it."""
+
+import pytest
+
+from perfmodel.cli.main import main
+from perfmodel.cost.layouts import Layouts
+from perfmodel.cost.launch_queue import host_rates, layer_calls
+from perfmodel.errors import InputError
+from perfmodel.published.moe_runs import _container_stack
+from perfmodel.spec.hardware import load_hardware
+from perfmodel.spec.model_catalogue import load_model
+from perfmodel.spec.plan import Plan, resolve
+from perfmodel.spec.stack import load_stack
+from perfmodel.spec.stack_release import load_line, profile_of, release_recipe
+
+QWEN = dict(gpus=8, ep=8, micro_batch=8, global_batch=512, seq_len=4096, precision="fp8")
+
+
+def plan_on(stack, system="gb300-nvl72", model="qwen3-30b-a3b", **kw):
+    return resolve(Plan(**{**QWEN, **kw}, stack=stack), load_model(model), load_hardware(system))
+
+
+def test_the_line_lists_the_containers_and_the_bare_name_is_the_newest():
+    line = load_line("megatron-bridge")
+    assert [r.version for r in line.releases] == ["25.09", "25.11", "26.02", "26.02.01", "26.04", "26.04.01",
+                                                  "26.06", "26.06.01", "26.08"]
+    assert line.release(None).version == "26.08"
+    assert profile_of("megatron-bridge@25.11") == "megatron-core"
+    assert load_stack("megatron-bridge@26.08") is load_stack("megatron-core")
+    # every recipe cites its file; the last one of each release is Megatron-Core's own defaults
+    for r in line.releases:
+        assert all(x.source for x in r.recipes)
+        assert (r.recipes[-1].moe_dispatcher, r.recipes[-1].moe_overlap, r.recipes[-1].cuda_graphs) == \
+            ("alltoall", False, "none")
+
+
+def test_a_release_fills_what_the_plan_leaves_unset():
+    # 26.08 Qwen3 MXFP8 on GB300: HybridEP, EP overlap, full-iteration graphs (perf_recipes/qwen/common.py)
+    p = plan_on("megatron-bridge@26.08")
+    assert (p.moe_dispatcher, p.moe_overlap, p.cuda_graphs, p.recompute) == ("flex", True, "step", "none")
+    # 26.04: HybridEP, no overlap, no full-iteration graphs; 25.09: alltoall
+    p = plan_on("megatron-bridge@26.04")
+    assert (p.moe_dispatcher, p.moe_overlap, p.cuda_graphs) == ("flex", False, "none")
+    assert plan_on("megatron-bridge@25.09").moe_dispatcher == "alltoall"
+    # GPT-OSS bf16 on H100 in 26.04: selective recompute of layernorm and moe_act
+    p = plan_on("megatron-bridge@26.04", "dgx-h100", "gpt-oss-120b", precision="bf16", pp=4, gpus=64)
+    assert p.recompute == "selective" and sorted(p.recompute_modules) == ["layernorm", "moe_act"]
+
+
+def test_the_users_fields_win_and_overlap_needs_a_layout_that_runs_it():
+    p = plan_on("megatron-bridge@26.08", moe_dispatcher="alltoall", moe_overlap=False, cuda_graphs="none")
+    assert (p.moe_dispatcher, p.moe_overlap, p.cuda_graphs) == ("alltoall", False, "none")
+    # pp > 1 without virtual stages: Megatron-Core runs no EP overlap there, so the recipe's is dropped
+    p = plan_on("megatron-bridge@26.08", pp=2, gpus=16)
+    assert p.moe_overlap is False and p.moe_dispatcher == "flex"
+    # a dense model keeps the plan's (the recipes are MoE recipes)
+    d = resolve(Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=2048, stack="megatron-bridge@26.08"),
+                load_model("llama-3-8b"), load_hardware("dgx-h100"))
+    assert (d.moe_dispatcher, d.moe_overlap, d.cuda_graphs) == ("alltoall", False, None)
+
+
+def test_a_model_without_a_recipe_gets_megatron_cores_defaults():
+    release, r = release_recipe("megatron-bridge@26.08", "mixtral-8x22b", "GB300", "fp8")
+    assert release.version == "26.08" and (r.moe_dispatcher, r.moe_overlap, r.cuda_graphs) == ("alltoall", False, "none")
+    assert release_recipe("megatron-core", "qwen3-30b-a3b", "GB300", "fp8") is None
+
+
+def test_full_iteration_graphs_launch_nothing_inside_the_step():
+    model, system = load_model("qwen3-30b-a3b"), load_hardware("gb300-nvl72")
+    eager, graphed = plan_on("megatron-bridge@26.04"), plan_on("megatron-bridge@26.08")
+    stack = load_stack("megatron-core")
+    r_e = host_rates(system, stack, Layouts.from_plan(eager), model)
+    r_g = host_rates(system, stack, Layouts.from_plan(graphed), model)
+    assert max(r_e.op_f.values()) > 0 and set(r_g.op_f.values()) == {0.0} and set(r_g.op_b.values()) == {0.0}
+    # one replay per micro-batch and pass; no MoE synchronisation (the flex dispatcher makes none either way)
+    assert r_g.micro_batch_f == pytest.approx(system.host_cpu.calls.graph_replay_s + r_e.micro_batch_f)
+    assert r_g.moe_sync_s == 0.0
+    assert layer_calls(stack, model, "none", "step") == ({}, {})
+    # alltoall synchronises in its forward unless the whole step is one graph
+    a2a = Layouts.from_plan(plan_on("megatron-bridge@26.08", moe_dispatcher="alltoall", cuda_graphs="none"))
+    a2a_g = Layouts.from_plan(plan_on("megatron-bridge@26.08", moe_dispatcher="alltoall"))
+    assert host_rates(system, stack, a2a, model).moe_sync_s > 0 and host_rates(system, stack, a2a_g, model).moe_sync_s == 0
+
+
+def test_bad_releases_and_graph_scopes_are_refused():
+    with pytest.raises(InputError, match=r"megatron-bridge@27.01: no such release; valid: megatron-bridge@25.09"):
+        plan_on("megatron-bridge@27.01")
+    with pytest.raises(InputError, match="cuda_graphs = layer with stack = 'megatron-core'"):
+        plan_on("megatron-core", cuda_graphs="layer")
+
+
+def test_the_dev_rows_container_picks_the_release():
+    assert _container_stack("NeMo 26.04.01 container (Megatron-Bridge / Megatron-Core)") == "megatron-bridge@26.04.01"
+    assert _container_stack("NeMo 26.08 container (Megatron-Bridge / Megatron-Core)") == "megatron-bridge@26.08"
+    assert _container_stack("NeMo 25.07 container") is None  # before the line's first release
+
+
+def test_cli_lists_shows_and_predicts_a_release(capsys):
+    assert main(["stacks", "list"]) == 0
+    assert "megatron-bridge@26.08 (bare megatron-bridge: the newest)" in capsys.readouterr().out
+    assert main(["stacks", "show", "megatron-bridge@26.06"]) == 0
+    out = capsys.readouterr().out
+    assert "Megatron-Core 0.18.0" in out and "graphs=step" in out
+    flags = ["predict", "--model", "qwen3-30b-a3b", "--hardware", "gb300-nvl72", "--gpus", "8", "--tp", "1", "--pp",
+             "1", "--ep", "8", "--micro-batch", "8", "--global-batch", "512", "--seq-len", "4096", "--precision", "fp8"]
+    assert main([*flags, "--stack", "megatron-bridge@26.08"]) == 0
+    out = capsys.readouterr().out
+    assert "dispatcher=flex" in out and "overlap=on cuda_graphs=step" in out and "megatron-bridge@26.08 (Megatron-Core" in out
+    assert main([*flags, "--stack", "megatron-bridge@26.08", "--no-moe-overlap"]) == 0
+    assert "overlap=off" in capsys.readouterr().out
+    assert main([*flags, "--stack", "megatron-bridge@9"]) == 2
+    err = capsys.readouterr().err
+    assert "no such release" in err and "\n" not in err.strip() and "Traceback" not in err
+    with pytest.raises(SystemExit) as stop:  # argparse refuses the name before a plan is made
+        main([*flags, "--stack", "megatron-brige"])
+    assert stop.value.code == 2
+    assert "megatron-bridge[@VERSION]" in capsys.readouterr().err
