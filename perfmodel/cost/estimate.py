@@ -121,7 +121,8 @@ def host_summary(model: ModelConfig, system: System, plan: Plan, step: Step, tim
     units, j = step.units, int(step.units.index[i])
     dev_f, dev_b = (float(item(x["layer"], j, len(units.lay))) for x in (units.fwd, units.bwd))
     if r.serial:  # a CPU spec: its ranks compute on the host that launches, at its measured cost per launch
-        calls_f, calls_b = {"kernel_launch": round(f / r.kernel_s)}, {"kernel_launch": round(b / r.kernel_s)}
+        k = r.kernel_s  # a fit on a loaded machine may find launches free: then no count follows from seconds
+        calls_f, calls_b = ({"kernel_launch": round(f / k)}, {"kernel_launch": round(b / k)}) if k > 0 else ({}, {})
         where = f"{system.name}'s CPU (its ranks compute on it)"
     else:
         calls_f, calls_b = layer_calls(load_stack(plan.stack), model, plan.compile, plan.cuda_graphs)
