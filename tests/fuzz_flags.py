@@ -452,7 +452,8 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("search", "--recompute-saved"): recompute_saved(extra=("--only", "recompute=names")),
           ("search", "--recompute-offloaded"): recompute_offloaded(extra=("--only", "recompute=names")),
           ("search", "--loss-chunks"): count(), ("search", "--optimizer-offload"): flag_switch(),
-          ("search", "--plot"): output(".png"), ("search", "--host"): host_in(), ("search", "--stack"): stack_in()}
+          ("search", "--plot"): output(".png"), ("search", "--host"): host_in(), ("search", "--stack"): stack_in(),
+          ("predict", "--versus"): stack_in()}
     t |= {("whatif", "--model"): model_in(), ("whatif", "--gpus"): count(), ("whatif", "--global-batch"): count(),
           ("whatif", "--seq-len"): count(), ("whatif", "--hardware"): hw_list(),
           ("whatif", "--upgrade"): hardware_in(names=("upgrade", "system", "spec")),

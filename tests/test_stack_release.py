@@ -116,3 +116,24 @@ def test_cli_lists_shows_and_predicts_a_release(capsys):
         main([*flags, "--stack", "megatron-brige"])
     assert stop.value.code == 2
     assert "megatron-bridge[@VERSION]" in capsys.readouterr().err
+
+
+def test_predict_versus_shows_what_a_release_changed_part_by_part(capsys):
+    flags = ["predict", "--model", "qwen3-30b-a3b", "--hardware", "gb300-nvl72", "--gpus", "8", "--tp", "1", "--pp",
+             "1", "--ep", "8", "--micro-batch", "8", "--global-batch", "512", "--seq-len", "4096", "--precision", "fp8",
+             "--zero", "1"]
+    assert main([*flags, "--stack", "megatron-bridge@26.08", "--versus", "megatron-bridge@26.04"]) == 0
+    out = capsys.readouterr().out.split("versus megatron-bridge@26.04")[1]
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:] if line.strip()}
+    # the settings the two releases resolve differently: 26.08's MXFP8 recipe overlaps and graphs the step
+    assert rows["moe_overlap"] == ["on", "off"] and rows["cuda_graphs"] == ["step", "none"]
+    assert "moe_dispatcher" not in rows  # both run HybridEP
+    # the parts: compute alike, the exposed expert-parallel seconds differ, and the changes add up to the step's
+    for part in ("gemm", "attention"):
+        assert rows[part][-2:] == ["+0.0", "us"]
+    change = lambda r: float(r[-2].lstrip("+")) * {"s": 1.0, "ms": 1e-3, "us": 1e-6}[r[-1]]  # noqa: E731
+    parts = [k for k in rows if k not in ("stack", "moe_overlap", "cuda_graphs", "part", "step")]
+    assert sum(change(rows[k]) for k in parts) == pytest.approx(change(rows["step"]), rel=0.01, abs=2e-3)
+    assert change(rows["ep_comm"]) > 0.5
+    assert main([*flags, "--versus", "megatron-bridge@26.04", "--format", "json"]) == 2
+    assert "--versus megatron-bridge@26.04 prices the plan flags again" in capsys.readouterr().err

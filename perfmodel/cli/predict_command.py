@@ -9,7 +9,9 @@ import sys
 from ..errors import InputError
 from ..files import check_output
 from ..spec.plan_file import write_plan_file
-from .argtypes import path
+from ..spec.stack import STACKS
+from ..spec.stack_release import profile_of, release_lines
+from .argtypes import path, stack_name
 from .plan_flags import EXAMPLE, add_plan_flags, headroom_of, no_plan_given, plan_from_args, use_example
 
 
@@ -19,6 +21,9 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     p.add_argument("--save-plan", type=path("--save-plan"), metavar="FILE",
                    help="also write the plan as a plan file (JSON) to FILE")
     add_plan_flags(p)
+    p.add_argument("--versus", type=stack_name(STACKS, release_lines()), metavar="STACK",
+                   help="also price the same flags under another stack or release (megatron-bridge@25.11) and show "
+                        "what changed, setting by setting and part by part")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument("--plot", type=path("--plot", "a file ending in .png"), metavar="FILE.png",
                    help="draw the time and memory breakdowns and the pipeline schedule")
@@ -31,7 +36,22 @@ def run(a: argparse.Namespace) -> str:
 
     if a.plot is not None:
         check_plot_path(a.plot)
+    if a.versus and (a.plan or a.format == "json"):
+        raise InputError(f"--versus {a.versus} prices the plan flags again under another stack and prints a table; "
+                         "valid: plan flags (not --plan) with --format table")
+    if a.versus:
+        try:  # an unknown release is refused before anything is priced or written
+            profile_of(a.versus)
+        except InputError as err:
+            raise InputError(f"--versus {a.versus}: {err}") from None
     out = estimate_from_args(a)
+    if a.versus:
+        from ..cost.estimate import evaluate_plan
+        from .report import versus_table
+
+        other = argparse.Namespace(**{**vars(a), "stack": a.versus})
+        model, system, plan, _ = plan_from_args(other)
+        return estimate_table(out) + "\n\n" + versus_table(out, evaluate_plan(model, system, plan, headroom_of(a))[1])
     if a.plot is not None:
         from ..plots.prediction import estimate_figure
 

@@ -369,3 +369,32 @@ def release_text(p) -> str:
     r = load_line(name).release(version)
     return (f"\n  {name}@{r.version} (Megatron-Core {r.megatron_core}) fills what the plan leaves unset from its MoE "
             f"recipes (perfmodel stacks show {name}@{r.version})")
+
+
+VERSUS_FIELDS = ("stack", "moe_dispatcher", "moe_overlap", "cuda_graphs", "recompute", "recompute_modules",
+                 "grad_dtype", "tp_comm_overlap")
+
+
+def versus_table(e: Estimate, o: Estimate) -> str:
+    """`predict --versus STACK`: the settings the two stacks (or releases) resolve differently, then the step's parts
+    (TimeBreakdown) side by side, each with its change in seconds."""
+    a, b = e.plan.model_dump(), o.plan.model_dump()
+    lines = [f"versus {o.plan.stack}: the same flags resolved and priced under it"]
+    lines += [f"  {k:<18}{_setting(a[k]):<28}{_setting(b[k])}" for k in VERSUS_FIELDS if a[k] != b[k]]
+    lines.append(f"  {'part':<18}{e.plan.stack:>14}{o.plan.stack:>26}{'change':>12}")
+    ta, tb = e.time_s.model_dump(), o.time_s.model_dump()
+    for k in ta:
+        if k != "total" and (ta[k] or tb[k]):
+            lines.append(f"  {k:<18}{_t(ta[k]):>14}{_t(tb[k]):>26}{_signed(tb[k] - ta[k]):>12}")
+    lines.append(f"  {'step':<18}{_t(e.step_time_s):>14}{_t(o.step_time_s):>26}{_signed(o.step_time_s - e.step_time_s):>12}")
+    return "\n".join(lines)
+
+
+def _setting(v) -> str:
+    if v is None:
+        return "-"
+    return ",".join(v) if isinstance(v, list) else ("on" if v is True else "off" if v is False else str(v))
+
+
+def _signed(seconds: float) -> str:
+    return ("+" if seconds >= 0 else "-") + _t(abs(seconds)).strip()
