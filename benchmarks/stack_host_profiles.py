@@ -114,6 +114,12 @@ TE_NARROW = {"eager_op": 3.0}
 # _maybe_dtoh_and_synchronize at its cuda_sync_point); after it the host reads the splits (.tolist()) and calls the
 # all-to-all, the next kernel
 MOE_SYNC = {"view_op": 2.0, "nccl_call": 1.0}
+# The flex dispatcher synchronises too: DeepEP's normal dispatch returns the received tokens per expert as a host
+# list ("the CPU will wait for GPU's signal to arrive, so this is not compatible with CUDA graph":
+# megatron/core/transformer/moe/fused_a2a.py@core_v0.16.0 FusedDispatch.forward), and HybridEP reads the permuted
+# token count from a GPU tensor ("which causes a D2H synchronization") unless the dispatcher is handed it, as the
+# full-iteration graphs' capacity factor does (hybrid_ep_dispatch, same file); priced with the all-to-all's calls
+MOE_SYNC_DISPATCHERS = ["alltoall", "flex"]
 # torchtitan trains DTensor parameters (FSDP2, tensor parallelism): AdamW's foreach path runs 8 foreach ops over
 # the parameter lists (torch/optim/adamw.py _multi_tensor_adamw: mul_ by 1 - lr wd, lerp_, mul_, addcmul_, sqrt,
 # div_, add_, addcdiv_; the step counters are CPU tensors) and clip_grad_norm_ 2 (_foreach_norm, _foreach_mul_),
@@ -149,7 +155,7 @@ def profiles(c: dict) -> dict[str, dict]:
              "collective": collective or {"nccl_call": 1.0}, "zero3_call": zero3 or z3,
              "optimizer_tensor": tensor, "optimizer_step": add(step, LOOP),
              "narrow_fused_module": narrow or {}, "pipeline_step": pp or {},
-             "moe_sync_dispatchers": ["alltoall"] if moe_sync else [], "moe_sync": moe_sync or {},
+             "moe_sync_dispatchers": MOE_SYNC_DISPATCHERS if moe_sync else [], "moe_sync": moe_sync or {},
              "sync_before_optimizer": sync,
              "counted": counted}
         out[stack] = h

@@ -73,9 +73,10 @@ def test_full_iteration_graphs_launch_nothing_inside_the_step():
     r_e = host_rates(system, stack, Layouts.from_plan(eager), model)
     r_g = host_rates(system, stack, Layouts.from_plan(graphed), model)
     assert max(r_e.op_f.values()) > 0 and set(r_g.op_f.values()) == {0.0} and set(r_g.op_b.values()) == {0.0}
-    # one replay per micro-batch and pass; no MoE synchronisation (the flex dispatcher makes none either way)
+    # one replay per micro-batch and pass; HybridEP's eager dispatch reads its token count on the host, the graphed
+    # step's does not (megatron/core/transformer/moe/fused_a2a.py)
     assert r_g.micro_batch_f == pytest.approx(system.host_cpu.calls.graph_replay_s + r_e.micro_batch_f)
-    assert r_g.moe_sync_s == 0.0
+    assert r_e.moe_sync_s > 0 and r_g.moe_sync_s == 0.0
     assert layer_calls(stack, model, "none", "step") == ({}, {})
     # alltoall synchronises in its forward unless the whole step is one graph
     a2a = Layouts.from_plan(plan_on("megatron-bridge@26.08", moe_dispatcher="alltoall", cuda_graphs="none"))
