@@ -138,3 +138,21 @@ def test_predict_versus_shows_what_a_release_changed_part_by_part(capsys):
     assert change(rows["ep_comm"]) > 0.5
     assert main([*flags, "--versus", "megatron-bridge@26.04", "--format", "json"]) == 2
     assert "--versus megatron-bridge@26.04 prices the plan flags again" in capsys.readouterr().err
+
+
+def test_a_search_takes_the_releases_dispatcher_and_graphs():
+    from perfmodel.search.ranking import search
+
+    kw = dict(precision="fp8", stack="megatron-bridge@26.08", space={"ep": [8], "pp": [1]})
+    r = search("qwen3-30b-a3b", "gb300-nvl72", 8, 512, 4096, **kw)
+    best = r.plan(0)
+    assert (best.moe_dispatcher, best.cuda_graphs, best.moe_overlap) == ("flex", "step", False)
+    assert any("ranks without it" in n for n in r.notes)
+    # the same plan predicted alone takes the recipe's overlap too: faster than the search's row
+    alone = resolve(best.model_copy(update={"moe_overlap": True}), load_model("qwen3-30b-a3b"),
+                    load_hardware("gb300-nvl72"))
+    assert alone.moe_overlap is True
+    # the user's dispatcher wins; a stack that is not a release keeps alltoall
+    assert search("qwen3-30b-a3b", "gb300-nvl72", 8, 512, 4096, moe_dispatcher="alltoall", **kw).plan(0).moe_dispatcher == "alltoall"
+    plain = search("qwen3-30b-a3b", "gb300-nvl72", 8, 512, 4096, precision="fp8", space={"ep": [8], "pp": [1]})
+    assert (plain.plan(0).moe_dispatcher, plain.plan(0).cuda_graphs, plain.notes) == ("alltoall", None, [])

@@ -49,7 +49,7 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                          "skipped")
     se.add_argument("--optimizer-offload", action="store_true", help="as predict, for every layout")
     se.add_argument("--expert-imbalance", type=float, default=1.0, help="as predict (default 1: balanced)")
-    se.add_argument("--moe-dispatcher", choices=DISPATCHERS, default="alltoall", help="as predict")
+    se.add_argument("--moe-dispatcher", choices=DISPATCHERS, help="as predict (default alltoall, or the release's recipe)")
     se.add_argument("--moe-overlap", action="store_true", help="as predict")
     se.add_argument("--objective", choices=list(OBJECTIVES), default="time",
                     help="step time, GPU-hours per step (cost), either over goodput (interruptions, checkpoints), "

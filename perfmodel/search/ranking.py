@@ -39,7 +39,7 @@ from ..spec.model_catalogue import load_model
 from ..spec.plan import Plan
 from ..spec.recompute import MAXTEXT_OFFLOADED, MAXTEXT_REMAT
 from ..spec.stack import check_compile
-from .space import Job, Space, enumerate_layouts, remat_jobs
+from .space import Job, Space, enumerate_layouts, remat_jobs, with_release
 
 PLAN_COLUMNS = ["gpus", "tp", "pp", "dp", "dp_replicate", "cp", "vpp", "ep", "etp", "micro_batch", "recompute",
                 "sequence_parallel", "zero", "schedule", "account_for_embedding", "account_for_loss"]
@@ -229,11 +229,14 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
     jobs = [Job(gpus=g, global_batch=global_batch, seq_len=seq_len, precision=precision, **job)
             for g in sorted(set(int(g) for g in counts))]
     check_compile(jobs[0].stack, jobs[0].compile)
+    released = [with_release(j, model, system) for j in jobs]  # a release line's MoE recipe (spec.stack_release)
+    jobs = [j for j, _ in released]
     power = power_for(system, precision=jobs[0].precision)  # the job's precision, checked by Job
     if objective == "energy" and power is None:
         raise InputError(f"objective = energy: {system.accelerator.name} has no published board power (tdp_w); "
                          "valid objectives here: " + ", ".join(o for o in OBJECTIVES if o != "energy"))
-    tables, rows, worst, notes, refused = [], [], None, [], []
+    tables, rows, worst, refused = [], [], None, []
+    notes = list(dict.fromkeys(n for _, n in released if n))
     memory_budget(system, headroom)  # refuses a headroom outside [0, 1)
     # only plans that do not fit are out: a tight one (inside the headroom) stays, marked (memory_fit.memory_verdict)
     cap = memory_budget(system, 0.0)

@@ -56,6 +56,7 @@ from ..spec.plan import (
 from ..spec.megatron_split import megatron_slots
 from ..spec.recompute import MAXTEXT_OFFLOADED, MAXTEXT_REMAT, OffloadTensor, SavedTensor, check_names_model
 from ..spec.stack import DEFAULT_STACK
+from ..spec.stack_release import GraphScope, release_recipe
 
 
 DEFAULT_RECOMPUTES = ("none", "selective", "full")  # what a search tries without --only recompute=... (per-op: asked)
@@ -94,8 +95,9 @@ class Job(Schema):
     tp_comm_overlap: Flag | None = None
     stack: str = DEFAULT_STACK
     expert_imbalance: Imbalance = 1.0
-    moe_dispatcher: Dispatcher = "alltoall"
+    moe_dispatcher: Dispatcher | None = None  # None: the stack release's recipe (with_release), else alltoall
     moe_overlap: Flag = False
+    cuda_graphs: GraphScope | None = None  # Plan.cuda_graphs (None: the release's recipe, else the stack profile's)
     compile: Literal["none", "model", "model+loss"] = "none"  # Plan.compile: memory only
     lora: LoRA | None = None  # Plan.lora: adapters on a frozen base
     # recompute = names (MaxText's remat policies): the tensors its layouts keep and offload (Plan.recompute_saved,
@@ -104,6 +106,20 @@ class Job(Schema):
     recompute_offloaded: list[OffloadTensor] | None = None
     loss_chunks: Count = 1
     optimizer_offload: Flag = False  # Plan.optimizer_offload for every layout
+
+
+def with_release(job: Job, model: ModelConfig, system: System) -> tuple[Job, str]:
+    """(the job with its stack release's recipe in the MoE fields it leaves unset, a note or ''): the token
+    dispatcher and the CUDA graphs (spec.plan.apply_release's, for every layout of a search); the recipe's EP
+    overlap depends on the layout (moe_overlap_applies), so a search prices its layouts without it unless asked."""
+    found = release_recipe(job.stack, model.name, system.accelerator.name, job.precision) if model.moe else None
+    r = found[1] if found else None
+    update = {"moe_dispatcher": job.moe_dispatcher or (r.moe_dispatcher if r else "alltoall"),
+              "cuda_graphs": job.cuda_graphs or (r.cuda_graphs if r else None)}
+    note = (f"{job.stack} overlaps expert-parallel communication where the layout allows it; the search ranks without "
+            "it (--moe-overlap to rank the layouts that run it; predict a chosen plan with --stack to see it)"
+            if r is not None and r.moe_overlap and not job.moe_overlap else "")
+    return job.model_copy(update=update), note
 
 
 def remat_jobs(job: Job, space: Space) -> list[tuple[Job, Space, str]]:
@@ -169,7 +185,7 @@ def check_job(model: ModelConfig, system: System, job: Job) -> None:
                  precision=job.precision, lora=job.lora, grad_compression=job.grad_compression,
                  recompute="names" if names else "none", recompute_saved=job.recompute_saved,
                  recompute_offloaded=job.recompute_offloaded, optimizer_offload=job.optimizer_offload), model, system)
-    why = moe_overlap_refusal(model, job.moe_dispatcher) if job.moe_overlap else None
+    why = moe_overlap_refusal(model, job.moe_dispatcher or "alltoall") if job.moe_overlap else None
     if why:
         raise InputError(why)
 
@@ -289,8 +305,9 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
     sel = np.concatenate([c[0] for c in cols])
     vpp = sel[:, 4]
     return Layouts(tp=sel[:, 0], pp=sel[:, 1], cp=sel[:, 2], dp=sel[:, 3], vpp=vpp, ep=sel[:, 7], etp=sel[:, 8],
-                   micro_batch=sel[:, 5], expert_imbalance=job.expert_imbalance, moe_dispatcher=job.moe_dispatcher,
-                   moe_overlap=job.moe_overlap,
+                   micro_batch=sel[:, 5], expert_imbalance=job.expert_imbalance,
+                   moe_dispatcher=job.moe_dispatcher or "alltoall",
+                   moe_overlap=job.moe_overlap, cuda_graphs=job.cuda_graphs,
                    recompute=np.concatenate([c[1] for c in cols]), sequence_parallel=np.concatenate([c[2] for c in cols]),
                    zero=np.concatenate([c[3] for c in cols]), schedule=np.where(vpp > 1, "interleaved", "1f1b"),
                    dp_replicate=np.concatenate([c[4] for c in cols]),
