@@ -13,6 +13,7 @@ from ..spec import example
 from ..spec.hardware import DEFAULT_HEADROOM, System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
+from ..spec.fp8_recipes import Fp8Recipe
 from ..spec.plan import Dispatcher, Plan, Precision, resolve
 from ..spec.recompute import OFFLOAD_TENSORS, RECOMPUTE_MODULES, SAVED_TENSORS, Recompute
 from ..spec.stack import DEFAULT_STACK, STACKS
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # plan files are read only for --plan
     from ..spec.plan_file import PlanFile
 
 PRECISIONS = typing.get_args(Precision)  # the plan's own list
+FP8_RECIPES = typing.get_args(Fp8Recipe)
 DISPATCHERS = typing.get_args(Dispatcher)
 RECOMPUTES = typing.get_args(Recompute)
 RECOMPUTE_METHODS = typing.get_args(Plan.model_fields["recompute_method"].annotation)
@@ -110,7 +112,10 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
                     help="keep the optimizer state in host memory between steps, copied to the device for the update "
                          "(MaxText optimizer_memory_host_offload); needs a system with a host link")
     pr.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="default 0")
-    pr.add_argument("--precision", choices=PRECISIONS, help="default bf16")
+    pr.add_argument("--precision", choices=(*PRECISIONS, "mxfp8"),
+                    help="default bf16; mxfp8: fp8 with --fp8-recipe mxfp8 (Blackwell)")
+    pr.add_argument("--fp8-recipe", choices=FP8_RECIPES,
+                    help="fp8's scaling: tensorwise (default), blockwise (1x128 / 128x128), mxfp8 (Blackwell)")
     pr.add_argument("--schedule", choices=["1f1b", "interleaved", "gpipe"], help="default: interleaved if vpp > 1 else 1f1b")
     pr.add_argument("--attention", choices=["flash", "unfused"], help="default flash")
     pr.add_argument("--grad-dtype", choices=["fp32", "bf16"], help="gradient buffer and reduction dtype (default: the "
@@ -173,7 +178,7 @@ PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "globa
 PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "dp_replicate", "cp", "vpp", "ep", "etp",
               "expert_imbalance", "moe_dispatcher", "micro_batch", "global_batch", "seq_len", "recompute",
               "recompute_modules", "recompute_saved", "recompute_offloaded", "recompute_num_layers", "recompute_method",
-              "zero", "precision", "schedule", "attention", "grad_dtype", "compile", "loss_chunks", "grad_compression",
+              "zero", "precision", "fp8_recipe", "schedule", "attention", "grad_dtype", "compile", "loss_chunks", "grad_compression",
               "powersgd_rank", "stack", "first_stage_layers", "last_stage_layers", "tp_comm_overlap", "lora_rank",
               "lora_modules", "lora_base",
               "sequence_parallel", "no_overlap_dp_comm", "account_for_embedding", "account_for_loss", "moe_overlap",
@@ -230,6 +235,11 @@ def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, Pl
     if "tp_comm_overlap" in given:
         given["tp_comm_overlap"] = given["tp_comm_overlap"] == "on"
     given["lora"] = lora_of(given)
+    if given.get("precision") == "mxfp8":  # shorthand: fp8 scaled per 32-value block
+        if given.get("fp8_recipe", "mxfp8") != "mxfp8":
+            raise InputError(f"--precision mxfp8 with --fp8-recipe {given['fp8_recipe']}: mxfp8 is fp8 with the mxfp8 "
+                             "recipe; valid: --precision fp8 --fp8-recipe RECIPE, or --precision mxfp8 alone")
+        given.update(precision="fp8", fp8_recipe="mxfp8")
     if a.moe_overlap is not None:  # unset: the stack's release may set it (spec.plan.apply_release)
         given["moe_overlap"] = a.moe_overlap
     plan = Plan(**given, sequence_parallel=a.sequence_parallel, overlap_dp_comm=not a.no_overlap_dp_comm,

@@ -112,7 +112,8 @@ def estimate_table(e: Estimate) -> str:
               f"{'[' + ','.join(p.recompute_saved) + ']' if p.recompute == 'names' else ''}"
               f"{' offloaded=' + ','.join(p.recompute_offloaded) if p.recompute_offloaded else ''}"
               f"{f' loss_chunks={p.loss_chunks}' if p.loss_chunks > 1 else ''}"
-              f"{' optimizer_offload' if p.optimizer_offload else ''} precision={p.precision} "
+              f"{' optimizer_offload' if p.optimizer_offload else ''} precision={p.precision}"
+              f"{f' ({p.fp8_recipe})' if p.fp8_recipe else ''} "
               f"schedule={p.schedule}"
               f"{lora_text(p.lora)}")
     if p.ep > 1 or p.etp > 1 or p.moe_dispatcher != "alltoall" or p.expert_imbalance != 1 or p.moe_overlap:

@@ -22,7 +22,7 @@ VARYING = ("tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "zero", "r
 SHARED = ("gpus", "global_batch", "seq_len", "precision", "attention", "grad_dtype", "grad_compression",
           "powersgd_rank", "overlap_dp_comm", "tp_comm_overlap", "stack",
           "first_stage_layers", "last_stage_layers", "expert_imbalance", "moe_dispatcher",
-          "moe_overlap", "cuda_graphs", "loss_chunks", "recompute_modules", "recompute_saved", "recompute_offloaded",
+          "moe_overlap", "cuda_graphs", "fp8_recipe", "loss_chunks", "recompute_modules", "recompute_saved", "recompute_offloaded",
           "optimizer_offload", "recompute_num_layers", "recompute_method", "compile", "lora")
 CATEGORIES = {"recompute": get_args(Recompute), "schedule": get_args(Schedule)}
 # What one device's kernels, tensors and weights depend on (pp, vpp and the schedule only set how many)
@@ -59,6 +59,7 @@ class Layouts:
     moe_dispatcher: str = "alltoall"
     moe_overlap: bool = False
     cuda_graphs: str | None = None  # Plan.cuda_graphs (None: the stack profile's HostProfile.graphs)
+    fp8_recipe: str | None = None  # Plan.fp8_recipe: tensorwise | blockwise | mxfp8 (None: tensorwise's scales)
     recompute_modules: tuple[str, ...] | list[str] | None = None  # selective: Megatron-Core's module list
     loss_chunks: int = 1  # the LM head and loss run in this many token chunks (Plan.loss_chunks)
     recompute_saved: tuple[str, ...] | list[str] | None = None  # names: the tensors kept (cost.remat_names)

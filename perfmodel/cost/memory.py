@@ -238,7 +238,8 @@ def narrow_cache_bytes(gemm_params, lay: Layouts):
     # A frozen base stored in fp8 (LoRA, TE fp8_params) is its own GEMM operand: no cached copy. That no transposed
     # one is kept either is an assumption: MLPerf's Llama 2 70B LoRA fits a 192 GB MI300X only without one.
     copies = load_stack(lay.stack).narrow_weight_copies * (lay.lora is None or lay.lora.base_weights != "fp8")
-    return gemm_params * copies * narrow_bytes(lay.precision) / np.where(lay.zero == 3, lay.zero_shard, 1)
+    return gemm_params * copies * narrow_bytes(lay.precision, lay.fp8_recipe, weights=True) / np.where(
+        lay.zero == 3, lay.zero_shard, 1)
 
 
 def loss_temporary_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:

@@ -78,6 +78,19 @@ def _precision(text: str) -> str:
     return "bf16"
 
 
+def _fp8_recipe(text: str) -> str | None:
+    """The fp8 recipe a row's precision cell names: MXFP8, blockwise (sub-channel) or per-tensor; None otherwise
+    (bf16, fp4, or fp8 left unstated: spec.fp8_recipes' default)."""
+    t = text.lower()
+    if "fp8" not in t or "nvfp4" in t:
+        return None
+    if "mxfp8" in t:
+        return "mxfp8"
+    if "blockwise" in t or "128x128" in t:
+        return "blockwise"
+    return "tensorwise" if "per-tensor" in t or t.strip() == "fp8" else None
+
+
 def _dispatcher(text: str, default: str) -> str:
     t = text.lower()
     if any(k in t for k in ("deepep", "hybridep", "flex")):
@@ -142,7 +155,8 @@ def moe_to_case(row: pd.Series) -> Case:
     try:
         plan = Plan(gpus=int(gpus), tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=int(mb),
                     global_batch=int(gbs), seq_len=int(seq), sequence_parallel=tp > 1,
-                    precision=_precision(cell_text(row["precision"])), **d)
+                    precision=_precision(cell_text(row["precision"])), fp8_recipe=_fp8_recipe(cell_text(row["precision"])),
+                    **d)
         system = load_hardware(sysname)
         plan = resolve(plan, model, system)
     except InputError as err:

@@ -10,6 +10,7 @@ from pydantic import Field
 
 from ..errors import Count, Flag, InputError, IntLiteral, Real, Schema, divisors, values_text
 from .finetune import LoRA, check_lora
+from .fp8_recipes import Fp8Recipe, fp8_recipe_of
 from .hardware import System
 from .megatron_split import megatron_chunks, megatron_slots
 from .model import ModelConfig
@@ -95,6 +96,11 @@ class Plan(Schema):
     zero: Annotated[Literal[0, 1, 2, 3], IntLiteral] = Field(
         0, description="1: optimizer state sharded; 2: + gradients; 3: + parameters")
     precision: Precision = Field("bf16", description="GEMM precision; everything else stays bf16")
+    fp8_recipe: Fp8Recipe | None = Field(
+        None, description="precision = fp8: how Transformer Engine scales it: tensorwise (one scale per tensor: "
+                          "delayed or current scaling), blockwise (DeepSeek-V3's 1x128 activation and 128x128 weight "
+                          "blocks, fp32 scales), mxfp8 (OCP microscaling: an E8M0 scale per 32 values, Blackwell's "
+                          "tensor cores; --precision mxfp8); default tensorwise (Transformer Engine's)")
     schedule: Schedule | None = Field(None, description="pipeline schedule; default interleaved if vpp > 1 else 1f1b")
     attention: Literal["flash", "unfused"] = Field(
         "flash", description="fused (FlashAttention-style) kernel, or unfused QK^T / softmax / dropout / AV")
@@ -310,6 +316,7 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
     check_compile(p["stack"], p["compile"])  # refuses an unknown stack, a bad profile file, compile it lacks
     check_graphs(p["stack"], p["cuda_graphs"])
     system.accelerator.peak_flops(p["precision"])  # raises for a dtype the part lacks
+    p["fp8_recipe"] = fp8_recipe_of(p["precision"], p["fp8_recipe"], system)
     if p["precision"] not in system.efficiency.matmul_max:
         raise InputError(f"precision={p['precision']}: {system.name} has no matmul efficiency for it; valid: {', '.join(system.efficiency.matmul_max)}")
     if tp == 1:
