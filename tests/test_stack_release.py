@@ -147,7 +147,7 @@ def test_a_search_takes_the_releases_dispatcher_and_graphs():
     r = search("qwen3-30b-a3b", "gb300-nvl72", 8, 512, 4096, **kw)
     best = r.plan(0)
     assert (best.moe_dispatcher, best.cuda_graphs, best.moe_overlap) == ("flex", "step", False)
-    assert any("ranks without it" in n for n in r.notes)
+    assert any("also sets EP overlap where the layout allows it" in n for n in r.notes)
     # the same plan predicted alone takes the recipe's overlap too: faster than the search's row
     alone = resolve(best.model_copy(update={"moe_overlap": True}), load_model("qwen3-30b-a3b"),
                     load_hardware("gb300-nvl72"))
@@ -156,3 +156,64 @@ def test_a_search_takes_the_releases_dispatcher_and_graphs():
     assert search("qwen3-30b-a3b", "gb300-nvl72", 8, 512, 4096, moe_dispatcher="alltoall", **kw).plan(0).moe_dispatcher == "alltoall"
     plain = search("qwen3-30b-a3b", "gb300-nvl72", 8, 512, 4096, precision="fp8", space={"ep": [8], "pp": [1]})
     assert (plain.plan(0).moe_dispatcher, plain.plan(0).cuda_graphs, plain.notes) == ("alltoall", None, [])
+
+
+def test_on_blackwell_a_release_runs_fp8_as_its_recipes_mxfp8():
+    assert plan_on("megatron-bridge@26.08").fp8_recipe == "mxfp8"
+    assert plan_on("megatron-bridge@26.08", fp8_recipe="tensorwise").fp8_recipe == "tensorwise"  # the user's wins
+    assert plan_on("megatron-core").fp8_recipe == "tensorwise"  # Transformer Engine's default elsewhere
+    assert plan_on("megatron-bridge@26.08", "dgx-h100", gpus=16, ep=16, micro_batch=1).fp8_recipe == "tensorwise"
+
+
+def test_plan_files_from_before_the_new_fields_still_load(tmp_path, capsys):
+    import json
+
+    flags = ["predict", "--model", "qwen3-30b-a3b", "--hardware", "dgx-h100", "--gpus", "16", "--tp", "1", "--pp", "1",
+             "--ep", "16", "--micro-batch", "1", "--global-batch", "64", "--seq-len", "2048", "--precision", "fp8",
+             "--zero", "1"]
+    path = tmp_path / "old.json"
+    assert main([*flags, "--save-plan", str(path)]) == 0
+    first = capsys.readouterr().out
+    data = json.loads(path.read_text())
+    for key in ("fp8_recipe", "cuda_graphs"):
+        data["plan"].pop(key)  # as an older perfmodel wrote it
+    path.write_text(json.dumps(data))
+    assert main(["predict", "--plan", str(path)]) == 0
+    assert capsys.readouterr().out.split("step time")[1][:30] == first.split("step time")[1][:30]
+    assert main(["predict", "--plan", str(path), "--no-moe-overlap"]) == 2
+    assert "drop --no-moe-overlap" in capsys.readouterr().err
+
+
+def test_a_precision_change_in_an_export_drops_the_fp8_recipe():
+    from perfmodel.export.plan_facts import plan_change
+    from perfmodel.spec.plan_file import PlanFile  # noqa: F401  (the change works on any object with .plan)
+
+    class Holder:
+        plan = plan_on("megatron-core")
+
+    up, why = {}, []
+    plan_change(Holder, up, why, "precision", "bf16", "no fp8 with gradient accumulation")
+    assert up == {"precision": "bf16", "fp8_recipe": None} and why == [
+        "precision fp8 -> bf16: no fp8 with gradient accumulation"]
+
+
+def test_the_page_offers_the_stacks_and_leaves_overlap_to_the_release():
+    from perfmodel.app.forms import argv, fields
+
+    f = {x["flag"]: x for x in fields("predict")}
+    assert f["--moe-overlap"]["kind"] == "checkbox" and "--versus" not in f
+    assert f["--stack"]["kind"] == "choice" and {"megatron-core", "megatron-bridge"} <= set(f["--stack"]["choices"])
+    assert argv("predict", {"--moe-overlap": True, "--stack": "megatron-bridge"}) == ["--moe-overlap", "--stack",
+                                                                                     "megatron-bridge"]
+    assert argv("predict", {"--moe-overlap": False}) == []  # unticked: the stack's (its release's recipe)
+
+
+def test_versus_refuses_a_plot_and_names_itself_when_the_other_stack_refuses(tmp_path, capsys):
+    flags = ["predict", "--model", "llama-3-8b", "--hardware", "dgx-h100", "--gpus", "8", "--tp", "1", "--pp", "1",
+             "--micro-batch", "1", "--global-batch", "8", "--seq-len", "2048"]
+    assert main([*flags, "--versus", "megatron-core", "--plot", str(tmp_path / "a.png")]) == 2
+    assert "and no --plot" in capsys.readouterr().err and not (tmp_path / "a.png").exists()
+    assert main([*flags, "--stack", "torchtitan", "--compile", "model", "--versus", "megatron-core",
+                 "--save-plan", str(tmp_path / "p.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --versus megatron-core: compile = model") and not (tmp_path / "p.json").exists()

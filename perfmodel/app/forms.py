@@ -15,7 +15,7 @@ from ..cli.main import COMMANDS, command_module
 from ..errors import InputError
 from ..files import looks_like_path
 
-OUTPUT_FLAGS = {"--format", "--help"}  # the page asks for JSON itself
+OUTPUT_FLAGS = {"--format", "--help", "--versus"}  # the page asks for JSON itself; --versus prints a second table
 UPLOADABLE = {"--model": "model", "--hardware": "hardware"}  # flags a file upload may fill
 
 
@@ -44,15 +44,17 @@ def fields(command: str) -> list[dict]:
         flag = next((o for o in act.option_strings if o.startswith("--")), None)
         if flag is None or getattr(act.type, "names_path", False) or flag in OUTPUT_FLAGS:
             continue
-        if isinstance(act, argparse._StoreTrueAction):
+        # --moe-overlap / --no-moe-overlap: ticked is the flag, unticked leaves it to the stack (its release's recipe)
+        choices = act.choices if act.choices is not None else getattr(act.type, "options", None)  # stack names
+        if isinstance(act, (argparse._StoreTrueAction, argparse.BooleanOptionalAction)):
             kind = "checkbox"
-        elif act.choices is not None:
+        elif choices is not None:
             kind = "choice"
         else:
             kind = "text"
         default = act.default if act.default not in (None, argparse.SUPPRESS, False, []) else None
         out.append({"flag": flag, "name": act.dest, "kind": kind, "help": (act.help or "").replace("%%", "%"),
-                    "choices": [str(c) for c in act.choices] if act.choices is not None else None,
+                    "choices": [str(c) for c in choices] if choices is not None else None,
                     "default": None if default is None else str(default), "required": bool(act.required),
                     "repeat": isinstance(act, argparse._AppendAction),
                     "upload": UPLOADABLE.get(flag)})

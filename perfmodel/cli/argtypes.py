@@ -134,4 +134,5 @@ def stack_name(names, lines):
             return text
         raise argparse.ArgumentTypeError(f"--stack {text!r}: valid: {', '.join(names)}, or "
                                          f"{', '.join(f'{n}[@VERSION]' for n in lines)} (perfmodel stacks list)")
+    parse.options = [*names, *lines]  # what a form offers (perfmodel.app.forms); versions are typed on the CLI
     return parse

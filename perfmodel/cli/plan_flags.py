@@ -220,7 +220,8 @@ def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, Pl
     """(model, system, resolved plan, the plan file or None) of `--plan FILE` or of the plan flags; one line
     naming what is missing or given twice otherwise."""
     if a.plan:
-        given = [f"--{k.replace('_', '-')}" for k in PLAN_FLAGS if getattr(a, k) not in (None, False)]
+        given = [f"--{'no-' if getattr(a, k) is False else ''}{k.replace('_', '-')}" for k in PLAN_FLAGS
+                 if getattr(a, k) not in (None, False) or (k == "moe_overlap" and a.moe_overlap is False)]
         if given:
             raise InputError(f"{a.cmd} --plan takes its inputs from the plan file; drop {', '.join(given)}")
         from ..spec.plan_file import load_plan_file

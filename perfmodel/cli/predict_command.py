@@ -10,7 +10,7 @@ from ..errors import InputError
 from ..files import check_output
 from ..spec.plan_file import write_plan_file
 from ..spec.stack import STACKS
-from ..spec.stack_release import profile_of, release_lines
+from ..spec.stack_release import release_lines
 from .argtypes import path, stack_name
 from .plan_flags import EXAMPLE, add_plan_flags, headroom_of, no_plan_given, plan_from_args, use_example
 
@@ -36,12 +36,12 @@ def run(a: argparse.Namespace) -> str:
 
     if a.plot is not None:
         check_plot_path(a.plot)
-    if a.versus and (a.plan or a.format == "json"):
+    if a.versus and (a.plan or a.format == "json" or a.plot is not None):
         raise InputError(f"--versus {a.versus} prices the plan flags again under another stack and prints a table; "
-                         "valid: plan flags (not --plan) with --format table")
-    if a.versus:
-        try:  # an unknown release is refused before anything is priced or written
-            profile_of(a.versus)
+                         "valid: plan flags (not --plan) with --format table and no --plot")
+    if a.versus:  # the second plan resolves first: a refusal writes nothing (--save-plan)
+        try:
+            versus = plan_from_args(argparse.Namespace(**{**vars(a), "stack": a.versus}))
         except InputError as err:
             raise InputError(f"--versus {a.versus}: {err}") from None
     out = estimate_from_args(a)
@@ -49,8 +49,7 @@ def run(a: argparse.Namespace) -> str:
         from ..cost.estimate import evaluate_plan
         from .report import versus_table
 
-        other = argparse.Namespace(**{**vars(a), "stack": a.versus})
-        model, system, plan, _ = plan_from_args(other)
+        model, system, plan, _ = versus
         return estimate_table(out) + "\n\n" + versus_table(out, evaluate_plan(model, system, plan, headroom_of(a))[1])
     if a.plot is not None:
         from ..plots.prediction import estimate_figure

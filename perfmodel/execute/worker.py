@@ -84,6 +84,9 @@ def plan_departures(plan, dp_kind: str) -> list[str]:
     if plan.ep > 1 and plan.expert_imbalance != 1.0:
         out.append(f"routing was what the router chose; the prediction assumes the busiest expert gets "
                    f"{plan.expert_imbalance:g} x the mean (expert_imbalance)")
+    if plan.cuda_graphs in ("layer", "step"):
+        out.append(f"the step ran eager, each kernel launched from Python; the prediction prices CUDA graph replays "
+                   f"(cuda_graphs={plan.cuda_graphs})")
     if plan.overlap_dp_comm and dp_kind == "allreduce":
         out.append("the gradients were averaged in one all-reduce after the backward, not overlapped with it as "
                    "the prediction assumes (overlap_dp_comm=true)")

@@ -218,10 +218,10 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
         if p.etp != p.tp:
             plan_change(pf, up, why, "etp", p.tp, f"{MAXTEXT} splits every expert's MLP over the tensor axis "
                         "(base.yml logical_axis_rules mlp -> tensor), as the dense MLP")
-        if p.moe_dispatcher != "alltoall" or p.moe_overlap:
-            field_, new = ("moe_dispatcher", "alltoall") if p.moe_dispatcher != "alltoall" else ("moe_overlap", False)
-            plan_change(pf, up, why, field_, new, f"{MAXTEXT} dispatches routed tokens by all-to-all (sparse_matmul, "
-                        "megablox) in line with compute")
+        for field_, new in (("moe_dispatcher", "alltoall"), ("moe_overlap", False)):
+            if getattr(p, field_) != new:
+                plan_change(pf, up, why, field_, new, f"{MAXTEXT} dispatches routed tokens by all-to-all "
+                            "(sparse_matmul, megablox) in line with compute")
     _pipeline_changes(pf, up, why)
     pp_now = up.get("pp", p.pp)
     nmb = p.global_batch // ((p.gpus // (p.tp * p.cp * pp_now)) * up.get("micro_batch", p.micro_batch))

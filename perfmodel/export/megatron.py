@@ -274,6 +274,13 @@ def megatron(pf: PlanFile, version: str | None = None, changes: Sequence[str] = 
     if p.precision == "fp8":
         a.append("--fp8-format hybrid")
         comments.append("--fp8-format hybrid: Transformer Engine FP8 GEMMs (E4M3 forward, E5M2 gradients)")
+        if p.fp8_recipe not in (None, "tensorwise"):
+            notes.append(f"fp8_recipe = {p.fp8_recipe}: not written (the checked releases' arguments); add "
+                         f"--fp8-recipe {p.fp8_recipe} (Megatron-LM core_r0.13+), or the run uses delayed scaling")
+    if p.cuda_graphs == "step":
+        notes.append("cuda_graphs = step: full-iteration CUDA graphs are not written; add --cuda-graph-impl "
+                     "full_iteration (Megatron-Core 0.18+; local with --cuda-graph-scope full_iteration before), or "
+                     "the run launches every kernel and synchronises in its MoE dispatch, as the plan does not price")
     if p.precision == "fp4":  # megatron_plan.nearest_plan: only where FP4[version]
         a.append("--fp4-format e2m1")
         comments.append("--fp4-format e2m1: Transformer Engine NVFP4 GEMMs (TransformerConfig.fp4, core_r0.16)")

@@ -19,6 +19,8 @@ def plan_change(pf: PlanFile, updates: dict, lines: list[str], field: str, new, 
         return str(v).lower() if isinstance(v, bool) else v
 
     updates[field] = new
+    if field == "precision" and new != "fp8":  # a recipe scales fp8 alone (spec.fp8_recipes)
+        updates["fp8_recipe"] = None
     lines.append(f"{field} {shown(getattr(pf.plan, field))} -> {shown(new)}: {why}")
 
 

@@ -116,9 +116,13 @@ def with_release(job: Job, model: ModelConfig, system: System) -> tuple[Job, str
     r = found[1] if found else None
     update = {"moe_dispatcher": job.moe_dispatcher or (r.moe_dispatcher if r else "alltoall"),
               "cuda_graphs": job.cuda_graphs or (r.cuda_graphs if r else None)}
-    note = (f"{job.stack} overlaps expert-parallel communication where the layout allows it; the search ranks without "
-            "it (--moe-overlap to rank the layouts that run it; predict a chosen plan with --stack to see it)"
-            if r is not None and r.moe_overlap and not job.moe_overlap else "")
+    if r is None:
+        return job.model_copy(update=update), ""
+    extra = [what for what, on in (("EP overlap where the layout allows it", r.moe_overlap and not job.moe_overlap),
+                                    (f"recompute modules {r.recompute_modules}", bool(r.recompute_modules))) if on]
+    note = (f"{job.stack}'s recipe for {model.name} also sets {' and '.join(extra)}; the search ranks without "
+            "the overlap (--moe-overlap: the layouts that run it) and with its own recompute choices; predict a "
+            "chosen plan with --stack to price the recipe's" if extra else "")
     return job.model_copy(update=update), note
 
 

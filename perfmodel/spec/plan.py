@@ -327,12 +327,14 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
 
 def apply_release(p: dict, given: set[str], model: ModelConfig, system: System) -> None:
     """Fill, in place, the MoE fields a plan left unset (not in `given`) from its stack's release recipe
-    (spec.stack_release: `--stack megatron-bridge@26.08`): dispatcher, EP overlap (where the layout allows it),
-    CUDA graphs and recompute modules. A dense model, or a stack that is not a release line, keeps its fields."""
+    (spec.stack_release: `--stack megatron-bridge@26.08`): dispatcher, EP overlap (where the layout allows it), CUDA
+    graphs, recompute modules, fp8's recipe on Blackwell (mxfp8). A dense model or another stack keeps its fields."""
     found = release_recipe(p["stack"], model.name, system.accelerator.name, p["precision"]) if model.moe else None
     if found is None:
         return
     r = found[1]
+    if p["precision"] == "fp8" and "fp8_recipe" not in given and system.accelerator.generation_name == "blackwell":
+        p["fp8_recipe"] = "mxfp8"  # the releases' fp8 on Blackwell, which their rules there describe, is fp8_mx
     if "moe_dispatcher" not in given:
         p["moe_dispatcher"] = r.moe_dispatcher
     if r.recompute_modules is not None and not given & {"recompute", "recompute_modules"}:
