@@ -21,6 +21,7 @@ from .network import DATASHEET_MAX, CollectiveKind, Datasheet, KindFit, Latency,
 from .host_cpu import HostCPU, load_host, resolve_host
 from .host_overheads import HostCosts, HostProbe, ServingHostCosts, SustainProbe  # noqa: F401
 from .stack import NARROW_PRECISIONS, Interval  # noqa: F401
+from .stack_release import profile_of
 
 Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8"]
 GEMM_DTYPES = ("bf16", "fp16", "fp8", "fp4", "int8")  # the training precisions a plan may pick
@@ -237,8 +238,8 @@ class RunFit(Schema):
         """Whether a plan of software stack `stack` is priced with this fit: it is one of the runs' stacks. The speeds
         fitted hold a stack's own efficiency as much as the cluster's (the development sets' groups of one cluster
         and two stacks, Narayanan et al. 2021 Table 2, differ by 3x), so a plan of another stack keeps the spec's
-        rates and its stack's own interval, and the estimate says so."""
-        return stack in {r.stack for r in self.runs}
+        rates and its stack's own interval, and the estimate says so. A release prices its line's profile: the same."""
+        return profile_of(stack) in {profile_of(r.stack) for r in self.runs}
 
 
 # A checkpoint store's least bandwidth (1 MB/s) and efficiency (1% of its peaks): slower than any store there is; a
