@@ -19,7 +19,7 @@ def plan_change(pf: PlanFile, updates: dict, lines: list[str], field: str, new, 
         return str(v).lower() if isinstance(v, bool) else v
 
     updates[field] = new
-    if field == "precision" and new != "fp8":  # a recipe scales fp8 alone (spec.fp8_recipes)
+    if field == "precision" and new != "fp8" and pf.plan.fp8_recipe is not None:  # a recipe scales fp8 alone
         updates["fp8_recipe"] = None
     lines.append(f"{field} {shown(getattr(pf.plan, field))} -> {shown(new)}: {why}")
 
