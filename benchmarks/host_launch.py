@@ -47,7 +47,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from perfmodel.calibrate.host_calls import burst_s  # noqa: E402
+from perfmodel.calibrate.host_calls import burst_s, graph_calls  # noqa: E402
 
 BURST = 200  # ops per timed burst: fewer than the CUDA launch queue holds (~1024), so the host never waits
 
@@ -141,29 +141,9 @@ def collective_costs(device: torch.device) -> dict[str, float]:
 
 
 def graph_kernel_s(device: torch.device) -> float | None:
-    """Device seconds per tiny kernel replayed from a CUDA graph of 1000 (None off CUDA)."""
-    if device.type != "cuda":
-        return None
-    x = torch.zeros(16, device=device)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(10):
-            x.add_(1.0)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(1000):
-            x.add_(1.0)
-    g.replay()
-    sync(device)
-    a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(20):
-        g.replay()
-    z.record()
-    z.synchronize()
-    return a.elapsed_time(z) * 1e-3 / 20000
+    """Device seconds per tiny kernel replayed from a CUDA graph of 1000 (perfmodel.calibrate.host_calls.graph_calls;
+    None off CUDA)."""
+    return graph_calls(device)[2] if device.type == "cuda" else None
 
 
 # --- nanoGPT-style GPT-2 ---------------------------------------------------------------------------------------

@@ -267,6 +267,18 @@ def queued(device_f, device_b, host_f, host_b, pipelined, serial, ramp_f=0.0, ra
     return np.where(serial, device_f + device_b + host_f + host_b, overlapped)
 
 
+def stage_launches(rates: HostRates, model: ModelConfig, host_f, host_b, send_s, device_f, device_b, pp, v, layers):
+    """(launch_f, launch_b, synced, wait) of a stage's micro-batch: the host's seconds launching its forward and
+    backward (its operators' `host_f`, `host_b`, half its send/recv calls' `send_s` each, the pipeline schedule's
+    calls), where it synchronises (`synchronisations`: pipeline chunk steps, the MoE dispatch of its `layers` x
+    the model's MoE share), and what the device waits (`waiting`). Arrays per plan or stage; seconds."""
+    moe_layers = np.asarray(layers, float) * (model.moe_layers() / model.n_layers if model.moe is not None else 0.0)
+    synced, ramp_f, ramp_b, schedule = synchronisations(rates, pp, v, moe_layers)
+    launch_f, launch_b = host_f + send_s / 2 + schedule, host_b + send_s / 2 + schedule
+    return launch_f, launch_b, synced, waiting(device_f, device_b, launch_f, launch_b, synced, rates.serial, ramp_f,
+                                               ramp_b)
+
+
 def waiting(device_f, device_b, host_f, host_b, pipelined, serial, ramp_f=0.0, ramp_b=0.0):
     """Seconds per micro-batch the device waits on its host: `queued` less the device's own seconds, never below
     0 (arrays per plan or stage). Seconds."""

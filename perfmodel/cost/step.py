@@ -42,8 +42,7 @@ from . import comm as C
 from .compression import GRAD_BYTES, compression_seconds, layout_wire_bytes
 from .frozen import adapter_params
 from .flops import model_flops_per_token, mtp_flops_per_token, recompute_flops_per_token, tiled_loss_flops_per_token
-from .launch_queue import (HostRates, launch_seconds, parameter_tensors, queued, step_seconds, synchronisations,
-                           waiting)
+from .launch_queue import HostRates, launch_seconds, parameter_tensors, queued, stage_launches, step_seconds
 from .kernels import ACT_BYTES, Device
 from .layouts import Layouts, among
 from .memory import recomputed_share, sp_replicated_params, stage_memory, stage_params
@@ -222,12 +221,9 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     device_mb = st.seconds(unit_time) + p2p
     dev_f, dev_b = st.seconds(fwd) + p2p / 2, st.seconds(bwd) + p2p / 2
     # a pipeline's chunk steps and a synchronising MoE dispatch break the launch queue's stretch: the calls after
-    # each are exposed (cost.launch_queue.synchronisations)
-    moe_layers = st.layers * (model.moe_layers() / model.n_layers if model.moe is not None else 0.0)
-    synced, ramp_f, ramp_b, schedule = synchronisations(rates, pp, v, moe_layers)
-    launch_f = st.seconds(host_f) + send_host / 2 + schedule
-    launch_b = st.seconds(host_b) + send_host / 2 + schedule
-    wait = waiting(dev_f, dev_b, launch_f, launch_b, synced, rates.serial, ramp_f, ramp_b)
+    # each are exposed (cost.launch_queue.stage_launches)
+    launch_f, launch_b, synced, wait = stage_launches(rates, model, st.seconds(host_f), st.seconds(host_b), send_host,
+                                                      dev_f, dev_b, pp, v, st.layers)
     per_mb = device_mb + wait  # the device's seconds, and those it waits on its host
     bottleneck = np.argmax(np.where(st.valid, per_mb, -np.inf), axis=0)
     held = {u: pick(st.count(u), bottleneck) for u in UNITS}  # units on the slowest stage

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost.launch_queue import synchronisations, waiting
+from ..cost.launch_queue import stage_launches
 from ..cost.memory import stage_memory
 from ..cost.memory_fit import memory_budget
 from ..cost.stages import Stages
@@ -54,16 +54,14 @@ def _stage_costs(model: ModelConfig, system: System, plan: Plan, step: Step | No
                   head=np.broadcast_to((ranks == pp - 1)[:, None], shape).reshape(-1, 1).astype(float),
                   rank=np.broadcast_to(ranks[:, None], shape).reshape(-1, 1).astype(float),
                   valid=np.ones((pp * (n + 1), 1), bool)).with_mtp(model.mtp_layers)
-    # the device's seconds per micro-batch, and those it waits on its host (cost.launch_queue.waiting)
+    # the device's seconds per micro-batch, and those it waits on its host (cost.launch_queue.stage_launches)
     at = lambda per_unit: grid.seconds({u: per_unit[u][0] for u in per_unit}).reshape(shape)  # noqa: E731
     p2p, sends = float(step.p2p[0]), float(step.send_host[0])
     dev_f = at(step.unit_fwd) + p2p / 2
     dev_b = at({u: step.unit_time[u] - step.unit_fwd[u] for u in unit}) + p2p / 2
-    moe = grid.layers.reshape(shape) * (model.moe_layers() / n if model.moe is not None else 0.0)
-    synced, ramp_f, ramp_b, schedule = synchronisations(step.host_rates, pp, plan.vpp, moe)
-    host_f = at({u: step.unit_host[u][0] for u in unit}) + sends / 2 + schedule
-    host_b = at({u: step.unit_host[u][1] for u in unit}) + sends / 2 + schedule
-    wait = waiting(dev_f, dev_b, host_f, host_b, synced, step.host_rates.serial, ramp_f, ramp_b)
+    wait = stage_launches(step.host_rates, model, at({u: step.unit_host[u][0] for u in unit}),
+                          at({u: step.unit_host[u][1] for u in unit}), sends, dev_f, dev_b, pp, plan.vpp,
+                          grid.layers.reshape(shape))[3]
     time = grid.seconds(unit).reshape(shape) + p2p + wait
     by_kind = stage_memory(model, system, lay, grid, per_kind=True)
     return time, by_kind["reserved"].reshape(shape), float(step.stage_time_max[0])
