@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HOSTS = ROOT / "hardware_specs" / "hosts"
 sys.path.insert(0, str(ROOT))
 
+from perfmodel.calibrate.measured_host import TE_OVER_LINEAR  # noqa: E402  (TE issue #2053: GB200, GH200)
 from perfmodel.spec.host_cpu import CALL_KINDS  # noqa: E402
 
 # --- the inputs, microseconds, each with its source ---------------------------------------------------------
@@ -66,8 +67,6 @@ LENT3 = "benchmarks/results/host/h100-fifth-host_calls.json and h100-fifth-host_
 VM3 = {"eager_op": 15.31, "view_op": 3.60, "autograd_node": 16.79, "module_call": 27.52, "nccl_call": 17.14,
        "compiled_entry": 59.04, "compiled_kernel": 11.04, "graph_replay": 2.84, "list_tensor": 3.82,
        "dtensor_op": 16.01, "zero3_hook": ((16.99 + 28.70) - (7.10 + 10.22)) / 39 * 1e3}
-# FSDP1 (Composer's wrapping) over FSDP2 per collective, both on the third machine (--variants fsdp1,fsdp2)
-FSDP1_OVER_FSDP2 = (((21.66 + 35.16) - (7.10 + 10.22)) / 39 * 1e3) / VM3["zero3_hook"]
 # the first machine's view op, DTensor op and ZeRO-3 hook: its eager op x the others' ratio to theirs (the probes
 # came after its run)
 VM["view_op"] = VM["eager_op"] * VM2["view_op"] / VM2["eager_op"]
@@ -80,24 +79,22 @@ TE2053 = ("NVIDIA/TransformerEngine issue #2053: CPU time per call of a BF16 for
 TB1017 = "meta-pytorch/tritonbench PR #1017 (GB200, 2026-04, 19 kernel arguments)"
 TB_WHAT = {"compiled_entry": "nop_inductor_kernel end to end 42.4 us less nop_inductor_per_kernel 9.1 us: 33.3 us",
            "compiled_kernel": "nop_inductor_per_kernel (CachingAutotuner.run) 9.1 us",
-           "kernel_launch": "nop_triton_direct_culaunch 3.0 us"}
+           "kernel_launch": "nop_triton_direct_culaunch 3.0 us (its 0-argument launch; 3.3 us with 19 arguments)"}
 SPR_EAGER, SPR_LINEAR = 6.8, 13.5  # DGX H100 (2x Xeon 8480C): dgxc, TE #2053
 GRACE_EAGER, GRACE_LINEAR, GRACE_TE = 13.0, 37.1, 99.7  # GB200: dgxc (same N), TE #2053
-GH200_LINEAR, GH200_TE = 33.2, 90.5
 TB_ENTRY, TB_KERNEL, TB_LAUNCH = 42.4 - 9.1, 9.1, 3.0  # tritonbench #1017 on GB200
 A100_OVER_H100 = 1.46  # Megatron-LM CI iteration-time goldens, gpt3_mcore cases (host_overheads.md section 2)
-
-LENT_SLOWNESS = math.sqrt(VM["eager_op"] / SPR_EAGER * VM["module_call"] / SPR_LINEAR)
-RUNS = ((VM, LENT), (VM2, LENT2), (VM3, LENT3))  # each lent machine's measured kinds
-GRACE_OVER_SPR = GRACE_EAGER / SPR_EAGER
-GRACE_SLOWNESS = math.sqrt(VM["eager_op"] / GRACE_EAGER * VM["module_call"] / GRACE_LINEAR)
-TE_OVER_LINEAR = (GRACE_TE / GRACE_LINEAR + GH200_TE / GH200_LINEAR) / 2
-
 
 def slowness(vm: dict, eager: float, linear: float) -> float:
     """A lent machine's slowness against a host whose eager op and nn.Linear call cost `eager` and `linear`: the
     geometric mean of its two ratios."""
     return math.sqrt(vm["eager_op"] / eager * vm["module_call"] / linear)
+
+
+LENT_SLOWNESS = slowness(VM, SPR_EAGER, SPR_LINEAR)
+RUNS = ((VM, LENT), (VM2, LENT2), (VM3, LENT3))  # each lent machine's measured kinds
+GRACE_OVER_SPR = GRACE_EAGER / SPR_EAGER
+GRACE_SLOWNESS = slowness(VM, GRACE_EAGER, GRACE_LINEAR)
 
 
 def _lent_over(eager: float, linear: float, name: str) -> tuple[dict, dict]:

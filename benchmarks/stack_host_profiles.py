@@ -109,6 +109,9 @@ def te_backward(counts: dict) -> dict:
 # updates its amax history: calls beside its own; Transformer Engine issue #761 measured the fp8 forward's host at
 # 1.8x the bf16 one's (140 against 77 ms with the GPU idle): 3 eager ops per module call (a module ~ 5 eager ops)
 TE_NARROW = {"eager_op": 3.0}
+TE_NARROW_SRC = ("3 eager ops per fused module call under fp8/fp4 (its quantizers and amax update): Transformer Engine "
+                 "issue #761 measured the fp8 forward's host at 1.8x the bf16 one's (140 against 77 ms, GPU idle), a "
+                 "fused module being ~5 eager ops")
 # Megatron-Core's all-to-all token dispatcher copies the per-expert token counts to the host and synchronises in
 # every MoE layer's forward (megatron/core/transformer/moe/token_dispatcher.py@0.16.1: MoEAlltoAllTokenDispatcher
 # _maybe_dtoh_and_synchronize at its cuda_sync_point); after it the host reads the splits (.tolist()) and calls the
@@ -120,17 +123,26 @@ MOE_SYNC = {"view_op": 2.0, "nccl_call": 1.0}
 # token count from a GPU tensor ("which causes a D2H synchronization") unless the dispatcher is handed it, as the
 # full-iteration graphs' capacity factor does (hybrid_ep_dispatch, same file); priced with the all-to-all's calls
 MOE_SYNC_DISPATCHERS = ["alltoall", "flex"]
+MOE_SYNC_SRC = ("read: megatron-core 0.16.1 moe/token_dispatcher.py MoEAlltoAllTokenDispatcher "
+                "_maybe_dtoh_and_synchronize (the per-expert counts to the host, a sync; then .tolist() and the "
+                "all-to-all call: 2 view ops, 1 NCCL call) and core_v0.16.0 moe/fused_a2a.py (DeepEP's normal dispatch: "
+                "'the CPU will wait for GPU's signal'; HybridEP without num_permuted_tokens: 'a D2H synchronization')")
 # torchtitan trains DTensor parameters (FSDP2, tensor parallelism): AdamW's foreach path runs 8 foreach ops over
 # the parameter lists (torch/optim/adamw.py _multi_tensor_adamw: mul_ by 1 - lr wd, lerp_, mul_, addcmul_, sqrt,
 # div_, add_, addcdiv_; the step counters are CPU tensors) and clip_grad_norm_ 2 (_foreach_norm, _foreach_mul_),
 # each dispatched by DTensor tensor by tensor: 10 DTensor ops per parameter tensor
 DTENSOR_FOREACH = 10.0
+DTENSOR_SRC = ("10 DTensor ops per parameter tensor: torch/optim/adamw.py _multi_tensor_adamw's 8 foreach ops (mul_, "
+               "lerp_, mul_, addcmul_, sqrt, div_, add_, addcdiv_) and clip_grad_norm_'s 2 (_foreach_norm, "
+               "_foreach_mul_), each dispatched by DTensor tensor by tensor")
 # FSDP1's hooks (Composer's FullyShardedDataParallel: FULL_SHARD, limit_all_gathers, use_orig_params) over FSDP2's,
 # per collective, on one lent H100 (benchmarks/results/host/h100-fifth-host_launch-variants.json: each twin's
 # forward + backward issue less nanoGPT's twin's, over 39 collectives)
 FSDP1_OVER_FSDP2 = ((21.66 + 35.16) - (7.10 + 10.22)) / ((16.99 + 28.70) - (7.10 + 10.22))
 # A train loop's own calls per step: the loss's .item() (one eager op and a sync) and the backward() call
 LOOP = {"eager_op": 2.0}
+LOOP_SRC = ("a train loop's own calls per step, the loss's .item() and the backward() call (2 eager ops), beside the "
+            "optimizer's per-step calls as counted")
 # Megatron-Core's pipeline schedule per chunk step after its synchronisation (batch_p2p_sync): the receive buffers
 # (torch.empty: no kernel), batch_isend_irecv's two calls, deallocate_output_tensor, set_input_tensor
 MEGATRON_PP = {"nccl_call": 2.0, "view_op": 4.0, "eager_op": 1.0}
@@ -237,6 +249,12 @@ def write(name: str, host: dict, zero3_src: str) -> None:
         "stand-in: no MoE path of this stack was counted or read; Megatron-Core's MoE layer's calls, " + MOE_SRC)
     src = {"host": SOURCES["host"], "host.ops.moe": moe if host["ops"]["moe"]["forward"] else "no MoE layer calls: "
            "the stack's code has no MoE layer", "host.zero3_call": zero3_src}
+    for key, why, on in (("narrow_fused_module", TE_NARROW_SRC, host.get("narrow_fused_module")),
+                         ("moe_sync", MOE_SYNC_SRC, host.get("moe_sync")),
+                         ("optimizer_tensor", DTENSOR_SRC, "dtensor_op" in host["optimizer_tensor"]),
+                         ("optimizer_step", LOOP_SRC, host["dispatch"] != "native")):
+        if on:
+            src[f"host.{key}"] = why
     text = re.sub(r"(?m)^  host(\.[a-z_.0-9]+)?: .*\n(    .*\n)*", "", text)
     lines = "".join(f"  {k}: {json.dumps(v)}\n" for k, v in src.items())
     text = text.replace("\nsources:\n", "\nsources:\n" + lines, 1)
@@ -255,11 +273,14 @@ def main(argv=None) -> int:
         print(f"{name:16s} a dense layer: forward {layer_f}; backward {layer_b}")
     if a.write:
         z3 = ("one FSDP2 hook per ZeRO-3 collective (the host's zero3_hook: measured in a step, its torch calls "
-              "and its Python bookkeeping together); Composer's FSDP1 at FSDP1_OVER_FSDP2 of it (both measured on "
-              "one lent H100: benchmarks/results/host/h100-fifth-host_launch-variants.json); stacks whose ZeRO-3 "
-              "was not measured (DeepSpeed's stage 3, Megatron-FSDP) at FSDP2's")
+              f"and its Python bookkeeping together); Composer's FSDP1 at {FSDP1_OVER_FSDP2:.2f}x it (each twin's "
+              "forward + backward issue less nanoGPT's, over 39 collectives: (21.66 + 35.16 - 7.10 - 10.22) / "
+              "(16.99 + 28.70 - 7.10 - 10.22) ms, both on one lent H100: "
+              "benchmarks/results/host/h100-fifth-host_launch-variants.json); stacks whose ZeRO-3 was not measured "
+              "(DeepSpeed's stage 3, Megatron-FSDP) at FSDP2's")
+        native = "llm.c's own CUDA: one kernel launch per ZeRO-3 (ZeRO-1 in its code) collective, no Python hook"
         for name, h in table.items():
-            write(name, h, z3)
+            write(name, h, native if h["dispatch"] == "native" else z3)
         print(f"wrote the host blocks of {len(table)} profiles")
     return 0
 
