@@ -84,13 +84,13 @@ def test_launches_by_graph_mode_by_hand():
     sglang, vllm = load_serving_stack("sglang"), load_serving_stack("vllm")
     layer = 12 * H.module_call_s + H.view_op_s + 2 * H.eager_op_s + 2 * H.nccl_call_s
     assert layer == pytest.approx(195e-6, rel=0.01)  # 12 x 13.5 us of module calls, most of it
-    assert launch_host_s(m, sysm, _plan("sglang", "0.5.1"), sglang, 1024, False, 0) == pytest.approx(
+    assert launch_host_s(m, sysm, _plan("sglang", "0.5.1"), sglang, 1024, False) == pytest.approx(
         32 * layer + 4 * H.eager_op_s)
     p = _plan("vllm", "0.14")
-    assert launch_host_s(m, sysm, p, vllm, 256, False, 0) == pytest.approx(32 * (H.graph_replay_s + 2 * H.eager_op_s))
+    assert launch_host_s(m, sysm, p, vllm, 256, False) == pytest.approx(32 * (H.graph_replay_s + 2 * H.eager_op_s))
     compiled = H.compiled_entry_s + 8 * H.compiled_kernel_s + 2 * H.eager_op_s + 2 * H.nccl_call_s
-    assert launch_host_s(m, sysm, p, vllm, 1024, False, 0) == pytest.approx(32 * compiled + 4 * H.eager_op_s)
-    assert launch_host_s(m, sysm, p, vllm, 8, True, 8) == pytest.approx(H.graph_replay_s)
+    assert launch_host_s(m, sysm, p, vllm, 1024, False) == pytest.approx(32 * compiled + 4 * H.eager_op_s)
+    assert launch_host_s(m, sysm, p, vllm, 8, True) == pytest.approx(H.graph_replay_s)
 
 
 def test_prefill_graphs_off_where_the_engine_turns_them_off():
@@ -99,11 +99,11 @@ def test_prefill_graphs_off_where_the_engine_turns_them_off():
     rel = load_serving_stack("sglang").release("0.5.9")
     dense = load_model(MODEL)
     qwen35 = load_model(str(Path(__file__).parent / "fixtures" / "hf" / "qwen3.5-397b-a17b" / "config.json"))
-    assert step_graphs(dense, _plan("sglang", "0.5.9"), rel, 4096, False, 0) == "piecewise"
-    assert step_graphs(dense, _plan("sglang", "0.5.9"), rel, 9000, False, 0) == "eager"
-    assert step_graphs(qwen35, ServePlan(tp=2, input_len=8, output_len=8), rel, 4096, False, 0) == "eager"
-    assert step_graphs(qwen35, ServePlan(tp=2, ep=2, input_len=8, output_len=8), rel, 4096, False, 0) == "eager"
-    assert step_graphs(dense, _plan("sglang", "0.5.9"), rel, 600, True, 600) == "eager"
+    assert step_graphs(dense, _plan("sglang", "0.5.9"), rel, 4096, False) == "piecewise"
+    assert step_graphs(dense, _plan("sglang", "0.5.9"), rel, 9000, False) == "eager"
+    assert step_graphs(qwen35, ServePlan(tp=2, input_len=8, output_len=8), rel, 4096, False) == "eager"
+    assert step_graphs(qwen35, ServePlan(tp=2, ep=2, input_len=8, output_len=8), rel, 4096, False) == "eager"
+    assert step_graphs(dense, _plan("sglang", "0.5.9"), rel, 600, True) == "eager"
 
 
 def test_schedule_hidden_when_asynchronous_by_hand():
@@ -130,7 +130,7 @@ def test_a_host_bound_prefill_takes_its_launches():
     p = _plan("sglang", "0.5.1", input_len=1)
     parts = step_parts(m, sysm, p, sglang, decode=0, context=0, prefill_seqs=1, prompt=1, logits=1)
     device = sum(v for k, v in parts.items() if k not in HOST_PARTS)
-    host = launch_host_s(m, sysm, p, sglang, 1, False, 0)
+    host = launch_host_s(m, sysm, p, sglang, 1, False)
     assert host > device
     assert device + parts["launch"] == pytest.approx(host)
     assert parts["schedule"] == pytest.approx(sglang.release("0.5.1").prefill_step_s)

@@ -146,7 +146,11 @@ def test_a_search_takes_the_releases_dispatcher_and_graphs():
     kw = dict(precision="fp8", stack="megatron-bridge@26.08", space={"ep": [8], "pp": [1]})
     r = search("qwen3-30b-a3b", "gb300-nvl72", 8, 512, 4096, **kw)
     best = r.plan(0)
-    assert (best.moe_dispatcher, best.cuda_graphs, best.moe_overlap) == ("flex", "step", False)
+    assert (best.moe_dispatcher, best.cuda_graphs, best.moe_overlap, best.fp8_recipe) == ("flex", "step", False, "mxfp8")
+    # the row was priced as the plan it writes: MXFP8's scales included
+    from perfmodel.cost.estimate import estimate
+    row = estimate(load_model("qwen3-30b-a3b"), load_hardware("gb300-nvl72"), best)
+    assert row.step_time_s == pytest.approx(float(r.columns["step_time_s"][0]), rel=1e-6)
     assert any("also sets EP overlap where the layout allows it" in n for n in r.notes)
     # the same plan predicted alone takes the recipe's overlap too: faster than the search's row
     alone = resolve(best.model_copy(update={"moe_overlap": True}), load_model("qwen3-30b-a3b"),

@@ -30,9 +30,14 @@ def measured_host(result: dict, name: str, command: str):
     """The host of this machine as `measure` found it (spec.host_cpu.HostCPU): every kind measured but a fused
     module without Transformer Engine (its nn.Linear call x TE_OVER_LINEAR) and a kind the run could not probe (the
     DGX H100 host's cost of it, scaled by this host's eager op over that one's); each cost cites the command."""
-    from ..spec.host_cpu import CALL_KINDS, HostCPU, load_host
+    from ..errors import InputError
+    from ..spec.host_cpu import CALL_KINDS, REFERENCE_HOST, HostCPU, reference_host
 
     calls = dict(result["calls_s"])
+    for kind in ("eager_op", "module_call"):  # what every stand-in below is scaled from
+        if kind not in calls:
+            raise InputError(f"the {kind} probe failed ({result['failed'].get(kind, 'not run')}): no host file can be "
+                             "written without it; valid: a run whose eager-op and nn.Linear probes succeed")
     how = f"measured: `{command}` on {result['host']['cpu']} ({result['date']}; calibrate.host_calls)"
     sources = {f"calls.{k}_s": how for k in CALL_KINDS}
     if "fused_module" not in calls:
@@ -41,13 +46,13 @@ def measured_host(result: dict, name: str, command: str):
                                            "Engine's te.Linear over torch's (TE issue #2053, GB200 and GH200): "
                                            "transformer_engine does not import here")
     # a kind this run could not probe: the DGX H100 host's cost of it, scaled by how this host's eager op compares
-    reference = load_host("xeon-8480c")
-    ratio = calls["eager_op"] / reference.calls.eager_op_s
+    ratio = calls["eager_op"] / reference_host().calls.eager_op_s  # 1 / this host's HostCPU.speed
+    stand_in = reference_host().calls.scaled(ratio)
     for kind in CALL_KINDS:
         if kind not in calls:
-            calls[kind] = reference.calls.cost(kind) * ratio
+            calls[kind] = stand_in.cost(kind)
             why = result["failed"].get(kind, "no such probe on this device")
-            sources[f"calls.{kind}_s"] = (f"not measured here ({why}): the DGX H100 host's (xeon-8480c) x "
+            sources[f"calls.{kind}_s"] = (f"not measured here ({why}): the DGX H100 host's ({REFERENCE_HOST}) x "
                                           f"{ratio:.2f}, this host's eager op over that one's")
     sockets, cores = sockets_and_cores()
     return HostCPU(name=name, description=f"this machine's host as perfmodel calibrate measured it ({result['date']})",

@@ -91,7 +91,6 @@ def run(args: argparse.Namespace) -> str:
 def host_only(args: argparse.Namespace) -> str:
     """`calibrate --device cuda --host-only`: this machine's host per call kind into the base spec."""
     from ..calibrate.machine import calibrate_host
-    from ..spec.host_cpu import CALL_KINDS
 
     if args.device != "cuda":
         raise InputError(f"--host-only measures a GPU's host; device = {args.device!r}; valid: --device cuda (a CPU "
@@ -100,11 +99,9 @@ def host_only(args: argparse.Namespace) -> str:
         raise InputError("--host-only runs one process and fits nothing to plot; drop --nproc / --plot")
     echo = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     system = calibrate_host(args.output, args.base, args.name, args.quick, echo)
-    h = system.host_cpu
-    lines = [f"host of {system.name}: {h.cpu}, {h.sockets} socket(s) x {h.cores_per_socket} cores; speed "
-             f"{h.speed:.2f} of the DGX H100 host's", f"{'kind':<18}{'us per call':>12}  source"]
-    lines += [f"{k:<18}{h.calls.cost(k) * 1e6:>12.2f}  {h.sources[f'calls.{k}_s']}" for k in CALL_KINDS]
-    return "\n".join(lines + [f"wrote {args.output}"])
+    from .report import host_table
+
+    return "\n".join([f"{system.name}:", *host_table(system.host_cpu), f"wrote {args.output}"])
 
 
 def from_runs(args: argparse.Namespace) -> str:

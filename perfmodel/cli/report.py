@@ -372,16 +372,12 @@ def release_text(p) -> str:
             f"recipes (perfmodel stacks show {name}@{r.version})")
 
 
-VERSUS_FIELDS = ("stack", "moe_dispatcher", "moe_overlap", "cuda_graphs", "recompute", "recompute_modules",
-                 "grad_dtype", "tp_comm_overlap")
-
-
 def versus_table(e: Estimate, o: Estimate) -> str:
     """`predict --versus STACK`: the settings the two stacks (or releases) resolve differently, then the step's parts
     (TimeBreakdown) side by side, each with its change in seconds."""
     a, b = e.plan.model_dump(), o.plan.model_dump()
     lines = [f"versus {o.plan.stack}: the same flags resolved and priced under it"]
-    lines += [f"  {k:<18}{_setting(a[k]):<28}{_setting(b[k])}" for k in VERSUS_FIELDS if a[k] != b[k]]
+    lines += [f"  {k:<18}{_setting(a[k]):<28}{_setting(b[k])}" for k in a if a[k] != b[k]]
     lines.append(f"  {'part':<18}{e.plan.stack:>14}{o.plan.stack:>26}{'change':>12}")
     ta, tb = e.time_s.model_dump(), o.time_s.model_dump()
     for k in ta:

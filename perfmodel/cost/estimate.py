@@ -125,7 +125,8 @@ def host_summary(model: ModelConfig, system: System, plan: Plan, step: Step, tim
         calls_f, calls_b = ({"kernel_launch": round(f / k)}, {"kernel_launch": round(b / k)}) if k > 0 else ({}, {})
         where = f"{system.name}'s CPU (its ranks compute on it)"
     else:
-        calls_f, calls_b = layer_calls(load_stack(plan.stack), model, plan.compile, plan.cuda_graphs)
+        calls_f, calls_b = layer_calls(load_stack(plan.stack), model, plan.compile, plan.cuda_graphs,
+                                       plan.precision)
         where = f"{h.name} ({h.sockets}x {h.cpu})"
     return HostSummary(host=where, source=r.source, launch_s=host_s,
                        share=host_s / time_s.total if time_s.total > 0 else 0.0, wait_s=time_s.host,

@@ -52,7 +52,7 @@ GEMM_INPUT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5, "int8": 1.
 # Scale bytes per quantized element: NVFP4 one E4M3 scale per 16 values (NVIDIA, "Pretraining LLMs with NVFP4",
 # 2025, Sec. 2; Transformer Engine's NVFP4BlockScaling); fp8 tensorwise and delayed scaling one fp32 per tensor
 # (nothing per element)
-NARROW_SCALE_BYTES = {"fp8": 0.0, "fp4": 1.0 / 16, "int8": 0.0}
+NARROW_SCALE_BYTES = {"fp4": 1.0 / 16, "int8": 0.0}
 # ... per fp8 recipe (Plan.fp8_recipe), activations and weights: MXFP8 one E8M0 byte per 32 values along the
 # reduction, for both (OCP Microscaling Formats v1.0, Sec. 5.3; Transformer Engine MXFP8BlockScaling); blockwise one
 # fp32 per 1x128 activation block and per 128x128 weight block (DeepSeek-V3 report, Sec. 3.3.1; Transformer
@@ -61,11 +61,11 @@ FP8_SCALE_BYTES = {"tensorwise": (0.0, 0.0), "blockwise": (4.0 / 128, 4.0 / 128*
 
 
 def narrow_bytes(precision: str, fp8_recipe: str | None = None, weights: bool = False) -> float:
-    """Bytes per element of a quantized GEMM operand with its scales: GEMM_INPUT_BYTES + NARROW_SCALE_BYTES, or
-    under fp8 its recipe's scales (FP8_SCALE_BYTES; an activation's, or a weight's where `weights`)."""
-    if precision == "fp8" and fp8_recipe is not None:
-        return GEMM_INPUT_BYTES["fp8"] + FP8_SCALE_BYTES[fp8_recipe][weights]
-    return GEMM_INPUT_BYTES[precision] + NARROW_SCALE_BYTES.get(precision, 0.0)
+    """Bytes per element of a quantized GEMM operand with its scales: GEMM_INPUT_BYTES + NARROW_SCALE_BYTES, under
+    fp8 its recipe's (FP8_SCALE_BYTES, tensorwise unless given; an activation's, or a weight's where `weights`)."""
+    scale = FP8_SCALE_BYTES[fp8_recipe or "tensorwise"][weights] if precision == "fp8" else \
+        NARROW_SCALE_BYTES.get(precision, 0.0)
+    return GEMM_INPUT_BYTES[precision] + scale
 
 
 def saved_input_bytes(lay: Layouts) -> float:

@@ -22,14 +22,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..spec.hardware import System
-from ..spec.host_cpu import CALL_KINDS, HostCalls
+from ..spec.host_cpu import HostCalls
 from ..spec.model import ModelConfig
 from ..spec.operators import GRAPH_OPS, UNIT_OF
 from ..spec.stack import NARROW_PRECISIONS, Stack
 from .layouts import Layouts
+from .moe import moe_share
+from .operator_table import layer_share
 
 LAYER_GRAPH_OPS = tuple(op for op in GRAPH_OPS if UNIT_OF[op] == "layer")
-DENSE_MLP_OPS = ("mlp_in", "activation", "mlp_out")  # the dense MLP a MoE layer replaces
 # the kinds that launch a kernel of their own: after a synchronisation the device waits up to the first of them
 LAUNCHING = ("eager_op", "module_call", "fused_module", "compiled_entry", "graph_replay", "kernel_launch")
 
@@ -47,7 +48,7 @@ IN_CONTEXT = {"forward": 1.97, "backward": 1.45, "optimizer": 1.79}
 
 def in_context(calls: HostCalls, factor: float) -> HostCalls:
     """`calls` with the Python-side kinds (PYTHON_KINDS) `factor` times their probes (seconds per call)."""
-    return HostCalls(**{f"{k}_s": calls.cost(k) * (factor if k in PYTHON_KINDS else 1.0) for k in CALL_KINDS})
+    return calls.scaled(factor, PYTHON_KINDS)
 
 
 def call_seconds(counts: dict[str, float], calls: HostCalls) -> float:
@@ -104,12 +105,28 @@ def with_quantizers(p, extra: dict):
     return type(p)(forward=more(p.forward), backward=more(p.backward))
 
 
-def op_calls(h, model: ModelConfig) -> dict:
-    """The stack's calls per operator for `model`: its profile's `ops`, a Llama-style layer's where the model has
-    rotary positions (HostProfile.llama_style)."""
-    if model.position == "rope" and h.llama_style:
-        return {**h.ops, **h.llama_style}
-    return dict(h.ops)
+def op_calls(h, model: ModelConfig, precision: str) -> dict:
+    """The stack's calls per operator for `model` at `precision`: its profile's `ops`, a Llama-style layer's where the
+    model has rotary positions (HostProfile.llama_style), its fused modules' quantizers under fp8/fp4
+    (HostProfile.narrow_fused_module)."""
+    ops = {**h.ops, **h.llama_style} if model.position == "rope" and h.llama_style else dict(h.ops)
+    if precision in NARROW_PRECISIONS and h.narrow_fused_module:
+        ops = {op: with_quantizers(p, h.narrow_fused_module) for op, p in ops.items()}
+    return ops
+
+
+def layer_scope(h, compile: str, graphs: str | None):
+    """(the layer's own calls, whether its operators make theirs, the launch mode) of a stack's profile under a plan's
+    torch.compile and CUDA graphs (`graphs`: the plan's, else the profile's): compiled regions or per-layer graphs
+    make the whole layer's calls; a graphed step makes none inside it (one replay per micro-batch and pass)."""
+    graphs = graphs or h.graphs
+    if compile != "none" and h.compiled_layer is not None:
+        return h.compiled_layer, False, "compiled"
+    if graphs == "layer":
+        return h.graphed_layer, False, "graphed layers"
+    if graphs == "step":
+        return type(h.layer)(), False, "graphed steps"
+    return h.layer, True, h.dispatch
 
 
 def host_rates(system: System, stack: Stack, lay: Layouts, model: ModelConfig) -> HostRates:
@@ -133,9 +150,7 @@ def host_rates(system: System, stack: Stack, lay: Layouts, model: ModelConfig) -
     cf, cb, co = (in_context(c, IN_CONTEXT[k]) for k in ("forward", "backward", "optimizer"))
     price = lambda counts: call_seconds(counts, cf)  # noqa: E731 - a forward's calls (a recompute's too)
     price_b = lambda counts: call_seconds(counts, cb)  # noqa: E731
-    ops = op_calls(h, model)
-    if lay.precision in NARROW_PRECISIONS and h.narrow_fused_module:  # the fused modules' quantizers
-        ops = {op: with_quantizers(p, h.narrow_fused_module) for op, p in ops.items()}
+    ops = op_calls(h, model, lay.precision)
     op_f = {op: price(p.forward) for op, p in ops.items()}
     op_b = {op: price_b(p.backward) for op, p in ops.items()}
     # after a synchronisation the device waits for the calls up to a layer's first kernel launch
@@ -144,18 +159,13 @@ def host_rates(system: System, stack: Stack, lay: Layouts, model: ModelConfig) -
         lead += op_f[op]
         if any(k in LAUNCHING for k in ops[op].forward):
             break
-    layer, layer_ops, mode = h.layer, True, h.dispatch
-    graphs = lay.cuda_graphs or h.graphs  # the plan's (a release's recipe), else the profile's
+    layer, layer_ops, mode = layer_scope(h, lay.compile, lay.cuda_graphs)
+    # a layer's first call where its operators make none of their own: a region's entry, a replay
+    first = {"compiled": c.compiled_entry_s, "graphed layers": c.graph_replay_s}.get(mode, 0.0)
     mb_f = mb_b = 0.0
-    first = 0.0  # a layer's first call where its operators make none of their own: a region's entry, a replay
-    if lay.compile != "none" and h.compiled_layer is not None:
-        layer, layer_ops, mode, first = h.compiled_layer, False, "compiled", c.compiled_entry_s
-    elif graphs == "layer":
-        layer, layer_ops, mode, first = h.graphed_layer, False, "graphed layers", c.graph_replay_s
-    elif graphs == "step":  # one replay per micro-batch and pass; nothing else is launched from Python
+    if mode == "graphed steps":  # one replay per micro-batch and pass; nothing else is launched from Python
         op_f, op_b = dict.fromkeys(op_f, 0.0), dict.fromkeys(op_b, 0.0)
         mb_f = mb_b = c.graph_replay_s
-        layer, layer_ops, mode = type(h.layer)(), False, "graphed steps"
     return HostRates(op_f=op_f, op_b=op_b, layer_f=price(layer.forward), layer_b=price_b(layer.backward),
                      layer_ops=layer_ops, micro_batch_f=mb_f + price(h.model.forward),
                      micro_batch_b=mb_b + price_b(h.model.backward),
@@ -164,8 +174,8 @@ def host_rates(system: System, stack: Stack, lay: Layouts, model: ModelConfig) -
                      optimizer_step_s=call_seconds(h.optimizer_step, co),
                      sync_before_optimizer=h.sync_before_optimizer,
                      # a graphed step cannot stop for the host: its dispatch runs on device-side counts
-                     moe_sync_s=price(h.moe_sync) if lay.moe_dispatcher in h.moe_sync_dispatchers and graphs != "step"
-                     else 0.0,
+                     moe_sync_s=price(h.moe_sync) if lay.moe_dispatcher in h.moe_sync_dispatchers
+                     and mode != "graphed steps" else 0.0,
                      pipeline_step_s=price({k: n for k, n in h.pipeline_step.items() if k != "nccl_call"}),
                      ramp_f=price(h.pipeline_step) + (lead if layer_ops else first),
                      ramp_b=price(h.pipeline_step) + (op_b["residual2"] if layer_ops else first),
@@ -188,12 +198,12 @@ def synchronisations(rates: HostRates, pp, v, moe_layers):
             steps * rates.pipeline_step_s)
 
 
-def layer_calls(stack: Stack, model: ModelConfig, compile: str, graphs: str | None = None
+def layer_calls(stack: Stack, model: ModelConfig, compile: str, graphs: str | None = None, precision: str = "bf16"
                 ) -> tuple[dict[str, float], dict[str, float]]:
     """A mean layer's calls by kind in its forward and its backward as the stack's profile counts them (the report's
     breakdown; the estimate prices the same counts per operator run, cost.units.unit_host_seconds): its operators'
-    (the dense MLP's and the MoE layer's at their shares of the layers) and its own, or under torch.compile or
-    per-layer CUDA graphs the compiled or graphed layer's (counts)."""
+    (op_calls, at their shares of the layers: operator_table.layer_share) beside its own where they make theirs, else
+    the layer's own alone (layer_scope). Counts."""
     h = stack.host
     fwd: dict[str, float] = {}
     bwd: dict[str, float] = {}
@@ -204,19 +214,12 @@ def layer_calls(stack: Stack, model: ModelConfig, compile: str, graphs: str | No
         for k, n in counts.items():
             out[k] = out.get(k, 0.0) + w * n
 
-    if compile != "none" and h.compiled_layer is not None:
-        add(fwd, h.compiled_layer.forward), add(bwd, h.compiled_layer.backward)
-    elif (graphs or h.graphs) == "layer":
-        add(fwd, h.graphed_layer.forward), add(bwd, h.graphed_layer.backward)
-    elif (graphs or h.graphs) == "step":
-        pass
-    else:
-        moe = model.moe_layers() / model.n_layers if model.moe is not None else 0.0
-        ops = op_calls(h, model)
+    layer, layer_ops, _ = layer_scope(h, compile, graphs)
+    if layer_ops:
+        ops = op_calls(h, model, precision)
         for op in LAYER_GRAPH_OPS:
-            w = moe if op == "moe" else (1 - moe) if op in DENSE_MLP_OPS else 1.0
-            add(fwd, ops[op].forward, w), add(bwd, ops[op].backward, w)
-        add(fwd, h.layer.forward), add(bwd, h.layer.backward)
+            add(fwd, ops[op].forward, layer_share(model, op)), add(bwd, ops[op].backward, layer_share(model, op))
+    add(fwd, layer.forward), add(bwd, layer.backward)
     return fwd, bwd
 
 
@@ -272,7 +275,7 @@ def stage_launches(rates: HostRates, model: ModelConfig, host_f, host_b, send_s,
     backward (its operators' `host_f`, `host_b`, half its send/recv calls' `send_s` each, the pipeline schedule's
     calls), where it synchronises (`synchronisations`: pipeline chunk steps, the MoE dispatch of its `layers` x
     the model's MoE share), and what the device waits (`waiting`). Arrays per plan or stage; seconds."""
-    moe_layers = np.asarray(layers, float) * (model.moe_layers() / model.n_layers if model.moe is not None else 0.0)
+    moe_layers = np.asarray(layers, float) * moe_share(model)
     synced, ramp_f, ramp_b, schedule = synchronisations(rates, pp, v, moe_layers)
     launch_f, launch_b = host_f + send_s / 2 + schedule, host_b + send_s / 2 + schedule
     return launch_f, launch_b, synced, waiting(device_f, device_b, launch_f, launch_b, synced, rates.serial, ramp_f,

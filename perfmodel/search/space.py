@@ -55,8 +55,9 @@ from ..spec.plan import (
 )
 from ..spec.megatron_split import megatron_slots
 from ..spec.recompute import MAXTEXT_OFFLOADED, MAXTEXT_REMAT, OffloadTensor, SavedTensor, check_names_model
-from ..spec.stack import DEFAULT_STACK
-from ..spec.stack_release import GraphScope, release_recipe
+from ..spec.fp8_recipes import Fp8Recipe
+from ..spec.stack import DEFAULT_STACK, check_graphs
+from ..spec.stack_release import GraphScope, release_fields
 
 
 DEFAULT_RECOMPUTES = ("none", "selective", "full")  # what a search tries without --only recompute=... (per-op: asked)
@@ -98,6 +99,7 @@ class Job(Schema):
     moe_dispatcher: Dispatcher | None = None  # None: the stack release's recipe (with_release), else alltoall
     moe_overlap: Flag = False
     cuda_graphs: GraphScope | None = None  # Plan.cuda_graphs (None: the release's recipe, else the stack profile's)
+    fp8_recipe: Fp8Recipe | None = None  # Plan.fp8_recipe (None: the release's on Blackwell, else tensorwise)
     compile: Literal["none", "model", "model+loss"] = "none"  # Plan.compile: memory only
     lora: LoRA | None = None  # Plan.lora: adapters on a frozen base
     # recompute = names (MaxText's remat policies): the tensors its layouts keep and offload (Plan.recompute_saved,
@@ -109,15 +111,15 @@ class Job(Schema):
 
 
 def with_release(job: Job, model: ModelConfig, system: System) -> tuple[Job, str]:
-    """(the job with its stack release's recipe in the MoE fields it leaves unset, a note or ''): the token
-    dispatcher and the CUDA graphs (spec.plan.apply_release's, for every layout of a search); the recipe's EP
-    overlap depends on the layout (moe_overlap_applies), so a search prices its layouts without it unless asked."""
-    found = release_recipe(job.stack, model.name, system.accelerator.name, job.precision) if model.moe else None
-    r = found[1] if found else None
-    update = {"moe_dispatcher": job.moe_dispatcher or (r.moe_dispatcher if r else "alltoall"),
-              "cuda_graphs": job.cuda_graphs or (r.cuda_graphs if r else None)}
-    if r is None:
-        return job.model_copy(update=update), ""
+    """(the job with its stack release's recipe in the fields it leaves unset, a note or ''): the ones that hold for
+    every layout (spec.stack_release.release_fields: dispatcher, CUDA graphs, fp8 recipe); the recipe's EP overlap
+    depends on the layout (moe_overlap_applies), so a search prices its layouts without it unless asked."""
+    acc = system.accelerator
+    found = release_fields(job.stack, model.name, acc.name, acc.generation_name, job.precision) if model.moe else None
+    if found is None:
+        return job.model_copy(update={"moe_dispatcher": job.moe_dispatcher or "alltoall"}), ""
+    r, fields = found
+    update = {k: v for k, v in fields.items() if getattr(job, k) is None}
     extra = [what for what, on in (("EP overlap where the layout allows it", r.moe_overlap and not job.moe_overlap),
                                     (f"recompute modules {r.recompute_modules}", bool(r.recompute_modules))) if on]
     note = (f"{job.stack}'s recipe for {model.name} also sets {' and '.join(extra)}; the search ranks without "
@@ -186,9 +188,10 @@ def check_job(model: ModelConfig, system: System, job: Job) -> None:
     # gpus the system allows, a sequence the model allows, a precision the system has (resolve's checks)
     names = job.recompute_saved is not None or job.recompute_offloaded is not None
     resolve(Plan(gpus=job.gpus, micro_batch=1, global_batch=job.gpus, seq_len=job.seq_len,
-                 precision=job.precision, lora=job.lora, grad_compression=job.grad_compression,
+                 precision=job.precision, fp8_recipe=job.fp8_recipe, lora=job.lora, grad_compression=job.grad_compression,
                  recompute="names" if names else "none", recompute_saved=job.recompute_saved,
                  recompute_offloaded=job.recompute_offloaded, optimizer_offload=job.optimizer_offload), model, system)
+    check_graphs(job.stack, job.cuda_graphs)
     why = moe_overlap_refusal(model, job.moe_dispatcher or "alltoall") if job.moe_overlap else None
     if why:
         raise InputError(why)
@@ -311,7 +314,7 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
     return Layouts(tp=sel[:, 0], pp=sel[:, 1], cp=sel[:, 2], dp=sel[:, 3], vpp=vpp, ep=sel[:, 7], etp=sel[:, 8],
                    micro_batch=sel[:, 5], expert_imbalance=job.expert_imbalance,
                    moe_dispatcher=job.moe_dispatcher or "alltoall",
-                   moe_overlap=job.moe_overlap, cuda_graphs=job.cuda_graphs,
+                   moe_overlap=job.moe_overlap, cuda_graphs=job.cuda_graphs, fp8_recipe=job.fp8_recipe,
                    recompute=np.concatenate([c[1] for c in cols]), sequence_parallel=np.concatenate([c[2] for c in cols]),
                    zero=np.concatenate([c[3] for c in cols]), schedule=np.where(vpp > 1, "interleaved", "1f1b"),
                    dp_replicate=np.concatenate([c[4] for c in cols]),

@@ -21,16 +21,15 @@ spec's measured host costs (`host_s`, `perfmodel calibrate`), eager dispatch the
 
 from __future__ import annotations
 
-import functools
 
 from ..cost.launch_queue import call_seconds, host_seconds
+from ..cost.moe import moe_share
 from ..spec.hardware import System
-from ..spec.host_cpu import HostCPU, load_host
+from ..spec.host_cpu import REFERENCE_HOST, HostCPU, reference_host
 from ..spec.model import ModelConfig
 from ..spec.operators import LAYER_OPS
 from ..spec.serving import EngineRelease, ServePlan, ServingStack
 
-REFERENCE_HOST = "xeon-8480c"  # the DGX H100's host: what a system without a host is priced on
 
 
 def measured_serving(system: System, stack: ServingStack):
@@ -83,12 +82,7 @@ def overhead_part(model: ModelConfig, system: System, plan: ServePlan, stack: Se
 
 def host_of(system: System) -> HostCPU:
     """The host that launches the system's kernels: `System.host_cpu`, else the DGX H100's (REFERENCE_HOST)."""
-    return system.host_cpu if system.host_cpu is not None else _reference_host()
-
-
-@functools.cache
-def _reference_host() -> HostCPU:
-    return load_host(REFERENCE_HOST)
+    return system.host_cpu if system.host_cpu is not None else reference_host()
 
 
 def host_note(system: System) -> str | None:
@@ -120,9 +114,8 @@ def frontend_s(system: System, plan: ServePlan, stack: ServingStack, prompt: flo
     return measured_host_s(f.request_s + f.token_s * prompt, f.host_speed, system)
 
 
-def step_graphs(model: ModelConfig, plan: ServePlan, release: EngineRelease, tokens: float, decode_only: bool,
-                batch: float) -> str:
-    """How the engine runs a step of `tokens` tokens (a decode-only one of `batch` sequences, or one that carries
+def step_graphs(model: ModelConfig, plan: ServePlan, release: EngineRelease, tokens: float, decode_only: bool) -> str:
+    """How the engine runs a step of `tokens` tokens (a decode-only one, a token per sequence, or one that carries
     prompt tokens) on a rank: 'full' (one graph replay), 'piecewise' (replays with attention launched between
     them), 'compiled' (torch.compile'd code, no graph) or 'eager' (op by op). Prefill graphs hold steps of at most
     graph_max_tokens tokens, and are off for the layouts and models `graphs_off_for` names; decode graphs hold
@@ -140,21 +133,22 @@ def step_graphs(model: ModelConfig, plan: ServePlan, release: EngineRelease, tok
 
 
 def launch_host_s(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, tokens: float,
-                  decode_only: bool, batch: float) -> float:
+                  decode_only: bool) -> float:
     """Host seconds to launch one step's forward on a rank (`step_graphs`): a full graph, one replay; else every
     layer's calls (`LayerCalls`: piecewise, the replays and attention between them; compiled, Inductor's launches
     and, in a MoE layer, the experts' custom op calls; eager, a dense layer's calls and a MoE layer's added ones;
     tensor-parallel collectives outside graphs) x the host's seconds per call (`cost.launch_queue.call_seconds`), and the eager ops
     outside the layers (MODEL_OPS). A pipeline stage launches its own layers, pp micro-batches a step: n_layers in
-    all. 0 without layer calls or a release."""
+    all. A stack without releases runs eager (perfmodel's executor), priced so where the spec has no measured host
+    costs (`host_s` prices the same launches from those). 0 without layer calls."""
     rel, lc = release_of(stack, plan), stack.layer_calls
-    if rel is None or lc is None or tokens <= 0:
+    if lc is None or tokens <= 0 or (rel is None and system.host_costs is not None):
         return 0.0
     host = host_of(system)
-    mode = step_graphs(model, plan, rel, tokens, decode_only, batch)
+    mode = step_graphs(model, plan, rel, tokens, decode_only) if rel is not None else "eager"
     if mode == "full":
         return host.calls.graph_replay_s
-    moe = model.moe_layers() / model.n_layers if model.moe is not None else 0.0
+    moe = moe_share(model)
     collectives = lc.collectives * host.calls.nccl_call_s if plan.tp > 1 else 0.0
     per_layer = {"piecewise": call_seconds(lc.outside_graphs, host.calls),
                  "compiled": call_seconds(lc.compiled, host.calls) + moe * call_seconds(lc.moe, host.calls) + collectives,

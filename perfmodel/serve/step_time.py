@@ -429,7 +429,8 @@ def step_parts(model: ModelConfig, system: System, plan: ServePlan, stack: Servi
     # and the groups meet at every MoE layer, so the step is the busiest group's: a prompt lands whole in one group
     # (at least one of the step's prompts where it carries any, else its even share).
     prompts = max(prefill_seqs / a, min(prefill_seqs, 1.0)) if a > 1 else prefill_seqs
-    tok = part(token_parts, *job, tokens, (decode * q / a + prompts * prompt) / pp)
+    rank_tokens = (decode * q / a + prompts * prompt) / pp  # the busiest attention group's, per stage
+    tok = part(token_parts, *job, tokens, rank_tokens)
     attn = part(attention_part, *job, decode / pp / a, context, True, q) + part(
         attention_part, *job, prompts / pp, prompt, False)
     parts = {"gemm": tok["gemm"], "attention": attn, "memory": tok["memory"],
@@ -441,9 +442,7 @@ def step_parts(model: ModelConfig, system: System, plan: ServePlan, stack: Servi
     # the busiest rank's host: its launches outside graphs, which the device hides up to its own time, then the
     # step's scheduling and the admission of its prompts (`host_time`)
     busy = sum(parts.values())
-    rank_tokens = (decode * q / a + prompts * prompt) / pp
-    parts["launch"] = exposed_launch_s(part(launch_host_s, *job, rank_tokens, prefill_seqs == 0, decode / pp / a),
-                                       busy)
+    parts["launch"] = exposed_launch_s(part(launch_host_s, *job, rank_tokens, prefill_seqs == 0), busy)
     parts["schedule"] = schedule_s(system, plan, stack, decode / a + prompts, busy + parts["launch"],
                                    prefill_seqs > 0)
     return parts

@@ -11,6 +11,7 @@ stated in `sources`). The catalogue is `hardware_specs/hosts/NAME.yaml`; a syste
 
 from __future__ import annotations
 
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
@@ -65,9 +66,9 @@ class HostCalls(Schema):
         """Seconds per call of `kind` (CALL_KINDS)."""
         return getattr(self, f"{kind}_s")
 
-    def scaled(self, factor: float) -> HostCalls:
-        """Every cost times `factor` (a host `factor` times slower)."""
-        return HostCalls(**{f"{k}_s": self.cost(k) * factor for k in CALL_KINDS})
+    def scaled(self, factor: float, kinds=CALL_KINDS) -> HostCalls:
+        """The costs of `kinds` (every kind by default) times `factor`: a host `factor` times slower at them."""
+        return HostCalls(**{f"{k}_s": self.cost(k) * (factor if k in kinds else 1.0) for k in CALL_KINDS})
 
 
 class HostCPU(Schema):
@@ -92,12 +93,18 @@ class HostCPU(Schema):
 
     @property
     def speed(self) -> float:
-        """The host's eager-op speed relative to the DGX H100's host (Xeon 8480C): REFERENCE_EAGER_OP_S / its
-        eager_op_s (what a cost measured on another host is scaled by; dimensionless)."""
-        return REFERENCE_EAGER_OP_S / self.calls.eager_op_s
+        """The host's eager-op speed relative to the DGX H100's host (REFERENCE_HOST): that host's eager_op_s / its
+        own (what a cost measured on another host is scaled by; dimensionless)."""
+        return reference_host().calls.eager_op_s / self.calls.eager_op_s
 
 
-REFERENCE_EAGER_OP_S = 6.8e-6  # dgxc-benchmarking v25.10, DGX H100, torch.matmul N=4..256: HostCPU.speed's unit
+REFERENCE_HOST = "xeon-8480c"  # the DGX H100's host: HostCPU.speed's unit, and what a system without a host is priced on
+
+
+@cache
+def reference_host() -> HostCPU:
+    """The catalogue's REFERENCE_HOST (its eager op: dgxc-benchmarking's 6.8 us on a DGX H100)."""
+    return load_host(REFERENCE_HOST)
 
 
 def _catalogue() -> dict[str, object]:

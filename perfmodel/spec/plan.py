@@ -17,7 +17,7 @@ from .model import ModelConfig
 from .recompute import (OFFLOAD_TENSORS, RECOMPUTE_MODULES, SAVED_TENSORS, OffloadTensor, Recompute, RecomputeModule,
                         SavedTensor, check_host, check_recompute)
 from .stack import DEFAULT_STACK, STACKS, check_compile, check_graphs, stack_defaults
-from .stack_release import Dispatcher, GraphScope, release_recipe
+from .stack_release import Dispatcher, GraphScope, release_fields
 Precision = Literal["bf16", "fp16", "fp8", "fp4", "int8"]
 Schedule = Literal["1f1b", "interleaved", "gpipe"]
 # tokens of the busiest expert over the mean: 1 is balanced routing; 64 bounds a typo, not a measurement
@@ -329,22 +329,18 @@ def apply_release(p: dict, given: set[str], model: ModelConfig, system: System) 
     """Fill, in place, the MoE fields a plan left unset (not in `given`) from its stack's release recipe
     (spec.stack_release: `--stack megatron-bridge@26.08`): dispatcher, EP overlap (where the layout allows it), CUDA
     graphs, recompute modules, fp8's recipe on Blackwell (mxfp8). A dense model or another stack keeps its fields."""
-    found = release_recipe(p["stack"], model.name, system.accelerator.name, p["precision"]) if model.moe else None
+    acc = system.accelerator
+    found = release_fields(p["stack"], model.name, acc.name, acc.generation_name, p["precision"]) if model.moe else None
     if found is None:
         return
-    r = found[1]
-    if p["precision"] == "fp8" and "fp8_recipe" not in given and system.accelerator.generation_name == "blackwell":
-        p["fp8_recipe"] = "mxfp8"  # the releases' fp8 on Blackwell, which their rules there describe, is fp8_mx
-    if "moe_dispatcher" not in given:
-        p["moe_dispatcher"] = r.moe_dispatcher
+    r, fields = found
+    p.update({k: v for k, v in fields.items() if k not in given and v is not None})
     if r.recompute_modules is not None and not given & {"recompute", "recompute_modules"}:
         p["recompute"], p["recompute_modules"] = ("selective", r.recompute_modules) if r.recompute_modules else \
             ("none", None)
     if "moe_overlap" not in given:
         p["moe_overlap"] = bool(r.moe_overlap and moe_overlap_refusal(model, p["moe_dispatcher"]) is None
                                 and moe_overlap_applies(p["ep"], p["pp"], p["vpp"], p["recompute"]))
-    if "cuda_graphs" not in given:
-        p["cuda_graphs"] = r.cuda_graphs
 
 
 def _check_replicate(p: dict) -> None:

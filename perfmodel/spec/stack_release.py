@@ -38,8 +38,8 @@ class Recipe(Schema):
     moe_dispatcher: Dispatcher = Field(description="the token dispatcher (flex: DeepEP / HybridEP)")
     moe_overlap: bool = Field(description="expert-parallel communication overlapped with the other micro-batch "
                                           "(overlap_moe_expert_parallel_comm), where the layout allows it")
-    cuda_graphs: GraphScope = Field(description="what the release captures in CUDA graphs as the launch queue prices "
-                                                "it: none, or step (full-iteration graphs)")
+    cuda_graphs: Literal["none", "step"] = Field(description="what the release captures in CUDA graphs as the launch "
+                                                             "queue prices it: none, or step (full-iteration graphs)")
     graph_modules: list[str] = Field(default_factory=list, description="Transformer Engine module graphs (scopes "
                                      "attn, moe_router, moe_preprocess) the recipe captures; recorded, priced eager")
     recompute_modules: list[RecomputeModule] | None = Field(
@@ -144,3 +144,17 @@ def release_recipe(spec: str, model: str, accelerator: str, precision: str) -> t
     name, version = split_stack(spec)
     release = load_line(name).release(version)
     return release, release.recipe(model, accelerator.split("-")[0], precision)
+
+
+def release_fields(spec: str, model: str, accelerator: str, generation: str, precision: str
+                   ) -> tuple[Recipe, dict] | None:
+    """(the recipe, the fields it sets whatever the layout) for a MoE model `model` on `accelerator` (of
+    `generation`) at `precision` under a release line's stack, None for another stack: the token dispatcher, the
+    CUDA graphs and, at fp8 on Blackwell, the mxfp8 recipe (the releases' fp8 there is fp8_mx, which their rules
+    describe). EP overlap and recompute depend on the layout: spec.plan.apply_release decides them."""
+    found = release_recipe(spec, model, accelerator, precision)
+    if found is None:
+        return None
+    r = found[1]
+    fp8 = "mxfp8" if precision == "fp8" and generation == "blackwell" else None
+    return r, {"moe_dispatcher": r.moe_dispatcher, "cuda_graphs": r.cuda_graphs, "fp8_recipe": fp8}
