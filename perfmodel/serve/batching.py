@@ -102,6 +102,17 @@ def prompt_chunk(plan: ServePlan, stack: ServingStack, batch: float) -> float:
     return min(float(plan.input_len), max(stack.max_num_tokens - decodes, 1.0))
 
 
+def chunk_step(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, batch: float, chunk: float,
+               mixed: bool) -> dict[str, float]:
+    """A step carrying one prompt chunk of `chunk` tokens, by part (`step_time.step_parts`): beside the `batch`
+    decodes at the mean context where the engine mixes them (`mixed`: EngineRelease.mixed_prefill; they and the chunk
+    each sample a token), else alone (its one token)."""
+    if not mixed:
+        return step_parts(model, system, plan, stack, decode=0, context=0, prefill_seqs=1, prompt=chunk, logits=1)
+    return step_parts(model, system, plan, stack, decode=batch, context=plan.input_len + plan.output_len / 2,
+                      prefill_seqs=1, prompt=chunk, logits=batch + 1)
+
+
 def steady_step(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack,
                 batch: float) -> dict[str, float]:
     """The mean step of a replica keeping `batch` sequences in flight (module docstring), by part. Each request
@@ -119,15 +130,14 @@ def steady_step(model: ModelConfig, system: System, plan: ServePlan, stack: Serv
     if rel is not None and not rel.mixed_prefill:
         decode = step_parts(model, system, plan, stack, decode=batch, context=ctx, prefill_seqs=0, prompt=0,
                             logits=batch)
-        alone = step_parts(model, system, plan, stack, decode=0, context=0, prefill_seqs=1, prompt=chunk, logits=1)
+        alone = chunk_step(model, system, plan, stack, batch, chunk, mixed=False)
         return {k: decode[k] + share * alone[k] for k in decode}
     if rel is None or share >= 1:  # a sequence's prefill step (which samples its first token), n - 1 decode steps
         return step_parts(model, system, plan, stack, decode=batch * (n - 1) / n, context=ctx,
                           prefill_seqs=batch / n, prompt=I, logits=batch)
     decode = step_parts(model, system, plan, stack, decode=batch, context=ctx, prefill_seqs=0, prompt=0,
                         logits=batch)
-    carry = step_parts(model, system, plan, stack, decode=batch, context=ctx, prefill_seqs=1, prompt=chunk,
-                       logits=batch + 1)
+    carry = chunk_step(model, system, plan, stack, batch, chunk, mixed=True)
     return {k: share * carry[k] + (1 - share) * decode[k] for k in decode}
 
 
@@ -138,13 +148,9 @@ def first_token(model: ModelConfig, system: System, plan: ServePlan, stack: Serv
     (more than one sequence: `host_time.arrival_wait_steps` x step); its prefill, ceil(I / chunk) steps carrying a
     chunk (`prompt_chunk`) beside the decodes, or alone where the engine runs prompts alone, never less than the
     prompt's prefill alone (`alone`'s parts)."""
-    I, ctx = plan.input_len, plan.input_len + plan.output_len / 2
+    I = plan.input_len
     rel, chunk = release_of(stack, plan), prompt_chunk(plan, stack, batch)
-    if rel is not None and not rel.mixed_prefill:
-        carry = step_parts(model, system, plan, stack, decode=0, context=0, prefill_seqs=1, prompt=chunk, logits=1)
-    else:
-        carry = step_parts(model, system, plan, stack, decode=batch, context=ctx, prefill_seqs=1, prompt=chunk,
-                           logits=batch)
+    carry = chunk_step(model, system, plan, stack, batch, chunk, mixed=rel is None or rel.mixed_prefill)
     prefill = max(math.ceil(I / chunk) * sum(carry.values()), sum(alone.values()))
     wait = arrival_wait_steps(stack, plan) * step if batch > 1 else 0.0
     return {"frontend": frontend_s(system, plan, stack, I), "wait": wait, "prefill": prefill}

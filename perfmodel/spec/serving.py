@@ -175,8 +175,12 @@ class ServingStack(Schema):
 
     def release(self, version: str | None = None) -> EngineRelease | None:
         """The release whose defaults `version` runs: the latest listed at or before it (None: the newest); None
-        where the profile lists none. InputError for a version older than every release listed."""
+        where the profile lists none. InputError for a version older than every release listed, or any version of a
+        profile that lists none."""
         if not self.releases:
+            if version is not None:
+                raise InputError(f"stack_version = {version}: {self.name}'s profile lists no releases; valid: no "
+                                 "stack_version")
             return None
         if version is None:
             return self.releases[-1]
