@@ -73,6 +73,12 @@ def test_a_rank_seen_stopped_is_named_before_the_peers_that_timed_out():
      "complete", "a collective timed out after 120000 ms waiting for a peer rank (stopped, hung or dead)"),
     ("RuntimeError: [gloo/transport/tcp/pair.cc:534] Read error [127.0.0.1]:7331: Connection reset by peer",
      "a peer rank's connection closed (it died)"),
+    ("terminate called after throwing an instance of 'gloo::EnforceNotMet'\n  what():  [enforce fail at pair.cc]",
+     "an uncaught C++ exception in native code (terminate called after throwing an instance of "
+     "'gloo::EnforceNotMet')"),
+    ("terminate called without an active exception", "an uncaught C++ exception in native code (terminate called "
+     "without an active exception)"),
+    ("free(): invalid pointer\n", "the C heap was corrupted (glibc: free(): invalid pointer)"),
     ("ValueError: something else", None),
 ])
 def test_cuda_nccl_and_cpu_error_texts_map_to_one_cause(text, cause):

@@ -3,7 +3,10 @@
 Each cp rank holds 2 of the 2*cp equal sequence chunks, chunk r and chunk 2*cp-1-r ("zig-zag"), so that every
 rank does the same causal-attention work (Megatron-LM context parallelism; Liu et al. 2023, Ring Attention,
 uses the same balancing). Attention all-gathers keys and values over the cp group (an all-gather forward,
-reduce-scatter backward, through torch's autograd-aware functional collectives) and masks by true positions.
+reduce-scatter backward: _GatherSeq) and masks by true positions. Written here, not torch's: the functional
+collectives' all_gather_single_autograd aborted a gloo rank mid-step now and then (as their all_to_all did in
+execute.expert_parallel; CI, 2026-11-27: "rank 1 was killed by SIGABRT during step 3"), and
+torch.distributed.nn's all_gather is deprecated and, on gloo, emulates the reduce-scatter with scatters.
 
 torch's own `torch.distributed.tensor.experimental.context_parallel` (ring attention over DTensor) has no
 sharding rule for the CPU attention kernels (see /work/shared/TORCH_NOTES.md), so this all-gather form, which
@@ -15,7 +18,6 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-import torch.distributed._functional_collectives as funcol
 from torch.distributed.tensor import DTensor, Replicate
 
 
@@ -42,9 +44,33 @@ class GatherContext:
 
     def gather(self, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Tensor):
         """Keys and values [b, heads, s, d] of all cp ranks, concatenated on the sequence, and their positions."""
-        k = funcol.all_gather_single_autograd(k.contiguous(), gather_dim=2, group=self.group)
-        v = funcol.all_gather_single_autograd(v.contiguous(), gather_dim=2, group=self.group)
-        return k, v, self.all_positions
+        return _gather_seq(k, self.group), _gather_seq(v, self.group), self.all_positions
+
+
+class _GatherSeq(torch.autograd.Function):
+    """x [b, heads, s, d] of every rank of `group`, in rank order on dim 2: an all-gather forward, a reduce-scatter
+    of the gradient backward (each rank gets the sum of every rank's gradient for its shard). Synchronous c10d
+    collectives (all_gather_into_tensor, reduce_scatter_tensor, on NCCL and gloo alike) over a contiguous
+    sequence-major buffer."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
+        ctx.group = group
+        flat = x.movedim(2, 0).contiguous()
+        out = flat.new_empty((dist.get_world_size(group) * flat.shape[0], *flat.shape[1:]))
+        dist.all_gather_into_tensor(out, flat, group=group)
+        return out.movedim(0, 2)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        flat = grad.movedim(2, 0).contiguous()
+        out = flat.new_empty((flat.shape[0] // dist.get_world_size(ctx.group), *flat.shape[1:]))
+        dist.reduce_scatter_tensor(out, flat, group=ctx.group)
+        return out.movedim(0, 2), None
+
+
+def _gather_seq(x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
+    return _GatherSeq.apply(x, group)
 
 
 def apply_cp(stage: torch.nn.Module, group: dist.ProcessGroup | None, seq: int, device) -> torch.Tensor:

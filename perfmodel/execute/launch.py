@@ -153,6 +153,11 @@ CAUSES = [
     (r"Timed out waiting (\d+)ms", "a collective timed out after {0} ms waiting for a peer rank (stopped, hung or "
      "dead)"),
     (r"Connection (?:reset by peer|closed by peer)|Broken pipe", "a peer rank's connection closed (it died)"),
+    # a native abort's own words, where nothing above explains it: C++'s std::terminate, glibc's heap checks
+    (r"terminate called (after throwing an instance of '[^']+'|without an active exception|recursively)",
+     "an uncaught C++ exception in native code (terminate called {0})"),
+    (r"((?:free|malloc|realloc)\(\): [^\n]+|double free or corruption[^\n]*|corrupted size vs\. prev_size[^\n]*)",
+     "the C heap was corrupted (glibc: {0})"),
 ]
 HINTS = {  # a rank ended by a signal: what usually sends it
     "SIGKILL": "sent from outside the run: the kernel's out-of-memory killer, a scheduler, or kill -9",
