@@ -2,9 +2,11 @@
 
     python benchmarks/published_moe_runs.py [--csv PATH] [--rows] [--draws 20] [--seed 0]
 
-Prints, per model family and per source group, and over the trust-A rows, MAPE and mean signed error of the
-step time for
+Prints, per model family, per source group (a Megatron-Bridge container's table is one group) and per GPU, and
+over the trust-A rows, MAPE and the mean and median signed error of the step time for
   (a) profiles: the hardware specs and the stack profiles, nothing fitted (perfmodel.published.moe_runs maps rows);
+  (b) leave-one-container-out (per source group): `calibrate --from-runs`'s fit to every other group's rows
+      (published_runs.logo), predicting the held-out group's;
   (c) three-shot: `calibrate --from-runs`'s fit (perfmodel.calibrate.from_runs.fit) to 3 rows of the family (`--draws`
       random draws, fixed `--seed`), predicting the family's other rows: the median over draws of that MAPE.
 Then the rows that could not be expressed, with the reason. Nothing here is tuned per row or per source.
@@ -18,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from devset import MOE_CSV as DEFAULT_CSV
-from published_runs import accuracy_args, generation_coverage, print_intervals, stack_intervals, write_intervals
+from published_runs import accuracy_args, generation_coverage, logo, print_intervals, stack_intervals, write_intervals
 from published_runs import priced as dense_priced
 from published_runs import summary as dense_summary
 from published_runs import three_shot as dense_three_shot
@@ -57,14 +59,21 @@ def main(argv=None) -> int:
     if a.rows:
         print(df.dropna(subset=["predicted_s"])[["row_id", "family", "gpu", "trust", "layout", "measured_s",
                                                  "predicted_s", "error", "ep_share", "fits"]].to_string(index=False))
-    for key in ("family", "group"):
+    held = logo(df, parts, idx)  # (b): each source group from the fit to the others
+    for key in ("family", "group", "gpu"):
         s = summary(df, key)
+        if key == "group":
+            loco = held.groupby("group")["error"].apply(lambda e: 100 * e.abs().mean())
+            s["LOCO MAPE %"] = loco
+            s.loc["ALL", "LOCO MAPE %"] = 100 * held["error"].abs().mean()
+            s.loc["ALL trust A", "LOCO MAPE %"] = 100 * held.loc[held["trust"] == "A", "error"].abs().mean()
         s["3-shot MAPE %"] = three_shot(df, parts, idx, key, a.draws, a.seed)
         a_only = df[df["trust"] == "A"]
         ia = np.array([i for i in idx if df.loc[i, "trust"] == "A"])
         s.loc["ALL trust A", "3-shot MAPE %"] = float(np.nanmedian(three_shot(a_only, parts.take(np.searchsorted(
             idx, ia)), ia, key, a.draws, a.seed))) if len(ia) else np.nan
-        print(f"\n(a) profiles, nothing fitted; (c) three-shot calibrated per {key}  [{a.csv.name}]")
+        print(f"\n(a) profiles, nothing fitted; {'(b) leave-one-container-out; ' if key == 'group' else ''}(c) three-shot "
+              f"calibrated per {key}  [{a.csv.name}]")
         print(s.round(1).to_string())
     # what the profiles' moe_interval quotes (hardware_specs/stacks/*.yaml): the trust-A rows, groups weighted once
     bands = stack_intervals(df, "python benchmarks/published_moe_runs.py, trust-A rows", trust="A")

@@ -221,3 +221,20 @@ def test_versus_refuses_a_plot_and_names_itself_when_the_other_stack_refuses(tmp
                  "--save-plan", str(tmp_path / "p.json")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --versus megatron-core: compile = model") and not (tmp_path / "p.json").exists()
+
+
+def test_a_fit_to_one_release_prices_the_lines_other_releases():
+    """calibrate --from-runs's scopes are the stack's profile, as RunFit.applies_to reads them: runs of
+    megatron-bridge@26.04 calibrate a plan of @26.08 on the same system (the benchmark's leave-one-container-out)."""
+    from perfmodel.calibrate.from_runs import price
+    from perfmodel.published.runs import Case
+
+    def case(stack):
+        return Case(row_id=stack, group=stack, trust="A", model=load_model("qwen3-30b-a3b"),
+                    system=load_hardware("gb300-nvl72"), plan=Plan(**QWEN, stack=stack), measured_s=1.0)
+
+    parts = price([case("megatron-bridge@26.04"), case("megatron-bridge@26.08"), case("megatron-core")])
+    assert len(set(parts.scopes)) == 1 and str(parts.scopes[0]).endswith(" / megatron-core")
+    fit = (2.0, 1.0, 1.0, 0.0)  # compute twice the spec's speed
+    held_out = parts.take([1])
+    assert held_out.predict(fit, set(parts.take([0]).scopes))[0] < held_out.predict(fit, {"other / stack"})[0]

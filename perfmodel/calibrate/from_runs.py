@@ -51,6 +51,7 @@ from ..errors import MAX_COUNT, InputError
 from ..spec.hardware import RunFit, RunResidual, System
 from ..published.runs import Case, cell_number, to_case
 from ..spec.stack import Interval
+from ..spec.stack_release import profile_of
 from .intervals import weighted_bounds
 
 # prior sd of log compute speed, log network speed, log host speed, overhead / median step (module docstring)
@@ -84,7 +85,8 @@ class Parts:
     comm: np.ndarray
     host: np.ndarray
     measured: np.ndarray
-    scopes: np.ndarray  # each run's "system / stack": a fit applies to plans of its runs' stacks on their system
+    scopes: np.ndarray  # each run's "system / stack profile": a fit applies to plans of its runs' stacks on their
+    # system, a release line's versions as one (RunFit.applies_to)
     # (spec.hardware.RunFit.applies_to; a calibrated spec is one system)
     estimates: list | None = None  # the uncalibrated Estimate of each run (price); not carried by take
 
@@ -185,7 +187,7 @@ def price(cases: list[Case], where: str = "") -> Parts:
                      c.measured_s))
         ests.append(e)
     a = np.array(rows, float).reshape(-1, 4)
-    scopes = np.array([f"{c.system.name} / {c.plan.stack}" for c in cases], dtype=object)
+    scopes = np.array([f"{c.system.name} / {profile_of(c.plan.stack)}" for c in cases], dtype=object)
     return Parts(a[:, 0], a[:, 1], a[:, 2], a[:, 3], scopes, ests)
 
 
