@@ -6,6 +6,7 @@ and the refusals."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,7 @@ from perfmodel.serve.simulate import StepPricer, simulate
 from perfmodel.serve.step_time import device, draft_job, draft_part, step_parts, token_parts
 from perfmodel.spec.serving import ServePlan, SpeculativeConfig, draft_model, load_serving_stack
 
+HF = Path(__file__).parent / "fixtures" / "hf"
 MTP3 = dict(method="mtp", draft_tokens=3, acceptance_length=2.7)
 DS_JOB = dict(tp=8, ep=8, precision="fp8", input_len=1024, output_len=1024, concurrency=32)
 
@@ -35,8 +37,7 @@ def test_tokens_per_step_from_the_acceptance():
 
 
 @pytest.mark.parametrize("fields, words", [
-    (dict(method="mtp", draft_tokens=1), "exactly one of them"),
-    (dict(method="mtp", draft_tokens=1, acceptance_rate=0.5, acceptance_length=1.5), "exactly one of them"),
+    (dict(method="mtp", draft_tokens=1, acceptance_rate=0.5, acceptance_length=1.5), "at most one of them"),
     (dict(method="mtp", draft_tokens=2, acceptance_length=3.5), "acceptance_length = 3.5 exceeds draft_tokens + 1 = 3"),
     (dict(method="mtp", draft_tokens=1, acceptance_rate=1.0), "acceptance_rate = 1.0"),
     (dict(method="medusa", draft_tokens=1, acceptance_rate=0.5), "'mtp' or 'eagle'"),
@@ -175,7 +176,10 @@ def test_cli_speculative_flags_and_refusals(capsys):
     out = capsys.readouterr().out
     assert "speculative decoding (mtp): 3 draft token(s) a step" in out and "  draft " in out
     for extra, words in ((["--acceptance-rate", "0.8"], "--acceptance-rate describes a speculative draft"),
-                         (["--speculative", "eagle"], "needs its acceptance"),
+                         (["--speculative", "eagle"], "needs its acceptance stated: an EAGLE-3 draft's acceptance "
+                                                      "is its checkpoint's"),
+                         (["--speculative", "mtp", "--acceptance-rate", "0.8", "--acceptance-length", "1.5"],
+                          "takes one acceptance"),
                          (["--speculative", "mtp", "--acceptance-rate", "0.8", "--draft-vocab", "32000"],
                           "an MTP module shares the model's head"),
                          (["--speculative", "mtp", "--draft-tokens", "2", "--acceptance-length", "3.5"],
@@ -196,3 +200,36 @@ def test_search_and_the_executor_with_a_draft():
     with pytest.raises(InputError, match="the executor decodes one token a step"):
         static_batch("llama-3.1-8b", "dgx-h100", plan)
     assert math.isfinite(infer("llama-3.1-8b", "dgx-h100", plan).tpot_s)
+
+
+def test_an_mtp_draft_without_an_acceptance_takes_the_models_published_figure(capsys):
+    """DeepSeek-V3's report (Sec. 5.4.3): 85-90% of second-token drafts accepted; the low end is assumed, named in
+    the breakdown, and a stated figure still wins. A config.json of the architecture (model_type deepseek_v3 with
+    an MTP module) carries it; Kimi-K2's (no module) does not."""
+    plan = dict(input_len=1024, output_len=1024, concurrency=32, tp=8, ep=8, precision="fp8")
+    e = infer("deepseek-v3", "dgx-h200", dict(plan, speculative=dict(method="mtp", draft_tokens=1)))
+    s = e.plan.speculative
+    assert (s.acceptance_rate, s.tokens_per_step) == (0.85, pytest.approx(1.85)) and "2412.19437" in s.assumed
+    stated = infer("deepseek-v3", "dgx-h200", dict(plan, speculative=dict(method="mtp", draft_tokens=1,
+                                                                             acceptance_rate=0.85)))
+    assert e.tpot_s == pytest.approx(stated.tpot_s) and stated.plan.speculative.assumed == ""
+    # three chained drafts keep the rate: 1 + a + a^2 + a^3
+    three = infer("deepseek-v3", "dgx-h200", dict(plan, speculative=dict(method="mtp", draft_tokens=3)))
+    assert three.plan.speculative.tokens_per_step == pytest.approx(1 + 0.85 + 0.85**2 + 0.85**3)
+    r1 = load_model(str(HF / "deepseek-v3" / "config.json"))
+    assert r1.mtp_acceptance == load_model("deepseek-v3").mtp_acceptance
+    assert load_model(str(HF / "kimi-k2" / "config.json")).mtp_acceptance is None
+    args = ["infer", "--model", "deepseek-v3", "--hardware", "dgx-h200", "--tp", "8", "--ep", "8", "--precision",
+            "fp8", "--input-len", "1024", "--output-len", "1024", "--concurrency", "32", "--speculative", "mtp"]
+    assert main(args) == 0
+    assert "1.85 tokens a step (acceptance rate 0.85 assumed, none stated: DeepSeek-V3 technical report" in \
+        capsys.readouterr().out
+
+
+def test_an_mtp_model_without_a_published_figure_needs_one():
+    glm = load_model(str(HF / "glm-5" / "config.json"))
+    assert glm.mtp_layers and glm.mtp_acceptance is None
+    with pytest.raises(InputError, match=r"publishes no acceptance for its MTP module \(models that do: deepseek-v3\); "
+                                         r"valid: acceptance_rate"):
+        infer(glm, "dgx-b200", dict(input_len=1024, output_len=1024, concurrency=32, tp=8, ep=8, precision="fp8",
+                                    speculative=dict(method="mtp", draft_tokens=1)))

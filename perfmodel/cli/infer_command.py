@@ -51,7 +51,8 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     p.add_argument("--draft-tokens", type=integer("--draft-tokens", most=16), help="with --speculative: tokens "
                    "drafted a step (default 1)")
     p.add_argument("--acceptance-rate", type=number("--acceptance-rate", above=True, high=0.999999), metavar="A",
-                   help="with --speculative: probability a draft token is accepted given the ones before it were")
+                   help="with --speculative: probability a draft token is accepted given the ones before it "
+                        "were (default with mtp: the model's published figure, where it has one)")
     p.add_argument("--acceptance-length", type=number("--acceptance-length", low=1.0), metavar="L",
                    help="with --speculative: mean tokens a step emits per sequence (its own included)")
     p.add_argument("--draft-vocab", type=integer("--draft-vocab"), help="with --speculative eagle: the draft head's "
@@ -123,9 +124,10 @@ def _speculative(a: argparse.Namespace) -> dict | None:
             raise InputError(f"{given[0]} describes a speculative draft; valid: add --speculative mtp|eagle, or leave "
                              f"{', '.join(given)} out")
         return None
-    if (a.acceptance_rate is None) == (a.acceptance_length is None):
-        raise InputError(f"--speculative {a.speculative} needs its acceptance, stated: --acceptance-rate A (each "
-                         "draft token's) or --acceptance-length L (tokens a step); valid: exactly one of the two")
+    if a.acceptance_rate is not None and a.acceptance_length is not None:
+        raise InputError(f"--speculative {a.speculative} takes one acceptance: --acceptance-rate A (each draft "
+                         "token's) or --acceptance-length L (tokens a step); valid: one of the two, or neither for "
+                         "the model's published figure (DeepSeek-V3's MTP)")
     if a.draft_vocab is not None and a.speculative != "eagle":
         raise InputError(f"--draft-vocab {a.draft_vocab} with --speculative {a.speculative}: an MTP module shares the "
                          "model's head; valid: --draft-vocab with --speculative eagle")

@@ -78,9 +78,10 @@ def infer(model: ModelConfig | str, hardware: System | str, plan: ServePlan | di
     if plan.speculative is not None:
         s = plan.speculative
         notes.append(f"speculative decoding ({s.method}): {s.draft_tokens} draft token(s) a step, verified in one "
-                     f"forward of {plan.decode_queries} tokens per sequence; {a:.2f} tokens a step (stated "
-                     + (f"acceptance rate {s.acceptance_rate:g})" if s.acceptance_rate is not None else
-                        "acceptance length)") + f", so TPOT is the step's {1e3 * t:.2f} ms / {a:.2f}")
+                     f"forward of {plan.decode_queries} tokens per sequence; {a:.2f} tokens a step ("
+                     + (f"acceptance rate {s.acceptance_rate:g} assumed, none stated: {s.assumed}" if s.assumed else
+                        f"stated acceptance rate {s.acceptance_rate:g}" if s.acceptance_rate is not None else
+                        "stated acceptance length") + f"), so TPOT is the step's {1e3 * t:.2f} ms / {a:.2f}")
     return ServeEstimate(
         model=model.name, hardware=system.name, plan=plan, fits_in_memory=fits, batch=plan.dp * batch,
         kv_cache_tokens=kv_tokens, output_tokens_per_s=out, total_tokens_per_s=out * (I + O) / O,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..errors import MAX_COUNT, InputError
 from .model import MAX_LAYERS, ModelConfig
+from .model_presets import DEEPSEEK_V3_MTP_ACCEPTANCE
 
 # Keys that count layers (or steps between MoE layers): up to MAX_LAYERS, as ModelConfig takes; other counts (widths,
 # heads, experts, positions, vocabulary) up to MAX_COUNT.
@@ -395,4 +396,6 @@ def from_hf_config(cfg: dict, name: str, where: str = "config.json") -> ModelCon
         if mt in GDN_TYPES:
             fields.update(_linear_attention(c, n_layers))
         fields["mtp_layers"] = _mtp_layers(c, named)
+    if named == "deepseek_v3" and fields.get("mtp_layers"):  # DeepSeek-V3's MTP module (V3, R1, V3.1 share it)
+        fields["mtp_acceptance"] = DEEPSEEK_V3_MTP_ACCEPTANCE
     return ModelConfig.parse({"name": name, **fields, "source": f"HuggingFace config ({where})"}, where=where)

@@ -107,6 +107,14 @@ class LinearAttentionConfig(Schema):
         return self.value_heads * self.value_head_dim
 
 
+class PublishedAcceptance(Schema):
+    """A model's published acceptance of its own multi-token prediction draft: the default of speculative decoding
+    with method mtp where a user states none (spec.serving.resolve_serve)."""
+
+    rate: Real = Field(gt=0, lt=1, description="probability a draft token is accepted given the ones before it were")
+    source: str = Field(min_length=1, description="the paper, section and figure it comes from")
+
+
 class ModelConfig(Schema):
     """Shape of a decoder-only transformer: everything the cost model needs, nothing about parallelism."""
 
@@ -140,6 +148,9 @@ class ModelConfig(Schema):
         None, description="DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): each query reads its topk keys")
     mtp_layers: Count0 = Field(0, le=MAX_LAYERS, description="multi-token prediction modules (DeepSeek-V3: 1), each an "
                                                  "embedding-concat projection and one transformer block")
+    mtp_acceptance: PublishedAcceptance | None = Field(
+        None, description="the published acceptance of the MTP module as a speculative draft (DeepSeek-V3: 85-90% "
+                          "for the second token); None: none published, so speculative decoding states its own")
     source: str = Field("", description="where the config came from")
 
     @model_validator(mode="after")

@@ -213,7 +213,8 @@ class SpeculativeConfig(Schema):
     own. mtp: the model's multi-token prediction module drafts (DeepSeek-V3, Sec. 2.2 and 5.4.3; TensorRT-LLM,
     vLLM and SGLang run k > 1 drafts by running the module again on its own output); eagle: an EAGLE-3 draft, one
     decoder layer on the target's hidden states with a head of its own (Li et al. 2025, arXiv 2503.01840). The
-    acceptance is stated, not predicted: it depends on the data and the sampling."""
+    acceptance is stated, not predicted: it depends on the data and the sampling. Where none is stated, an MTP draft
+    takes the model's published figure (ModelConfig.mtp_acceptance, by resolve_serve), and `assumed` says so."""
 
     method: Literal["mtp", "eagle"] = Field(description="the draft: the model's MTP module(s), or an EAGLE-3 layer")
     draft_tokens: Count = Field(le=16, description="tokens drafted per step (num_speculative_tokens, num_nextn_"
@@ -226,12 +227,14 @@ class SpeculativeConfig(Schema):
                                                              "ffn_hidden, as the EAGLE-3 heads of Llama 3.1 have)")
     draft_vocab: Count | None = Field(None, description="eagle: the draft head's vocabulary (EAGLE-3's for Llama 3.1: "
                                                         "32000; default the target's)")
+    assumed: str = Field("", description="where the acceptance came from when none was stated (the model's "
+                                         "published figure, filled in by resolve_serve); empty: stated")
 
     @model_validator(mode="after")
     def _one_acceptance(self):
-        if (self.acceptance_rate is None) == (self.acceptance_length is None):
+        if self.acceptance_rate is not None and self.acceptance_length is not None:
             raise ValueError(f"acceptance_rate = {self.acceptance_rate}, acceptance_length = {self.acceptance_length}; "
-                             "valid: exactly one of them")
+                             "valid: at most one of them (neither: the model's published figure, where it has one)")
         if self.acceptance_length is not None and self.acceptance_length > self.draft_tokens + 1:
             raise ValueError(f"acceptance_length = {self.acceptance_length:g} exceeds draft_tokens + 1 = "
                              f"{self.draft_tokens + 1}; valid: 1 to {self.draft_tokens + 1}")
@@ -244,6 +247,10 @@ class SpeculativeConfig(Schema):
         token)."""
         if self.acceptance_length is not None:
             return self.acceptance_length
+        if self.acceptance_rate is None:
+            raise InputError(f"speculative.method = {self.method} with no acceptance: the plan was not resolved "
+                             "against its model (spec.serving.resolve_serve fills the published figure); valid: "
+                             "acceptance_rate or acceptance_length")
         a, k = self.acceptance_rate, self.draft_tokens
         return (1.0 - a ** (k + 1)) / (1.0 - a)
 
@@ -411,8 +418,29 @@ def resolve_serve(plan: ServePlan, model: ModelConfig) -> ServePlan:
         raise InputError(f"speculative.method = mtp: {model.name} has no multi-token prediction module (mtp_layers = 0; "
                          "config.json num_nextn_predict_layers); valid: method eagle (an EAGLE-3 draft layer), or no "
                          "speculative decoding")
+    if s is not None and s.acceptance_rate is None and s.acceptance_length is None:
+        s = published_acceptance(s, model)
     load_serving_stack(p.stack).release(p.stack_version)
-    return p.model_copy(update={"gpus": n, "prefill_tp": (p.prefill_tp or p.tp) if p.disaggregated else None})
+    return p.model_copy(update={"gpus": n, "prefill_tp": (p.prefill_tp or p.tp) if p.disaggregated else None,
+                                "speculative": s})
+
+
+def published_acceptance(s: SpeculativeConfig, model: ModelConfig) -> SpeculativeConfig:
+    """`s` (no acceptance stated) with the model's published acceptance rate of its own MTP draft
+    (ModelConfig.mtp_acceptance: DeepSeek-V3's report, Sec. 5.4.3, for its architecture), `assumed` naming it;
+    InputError where the model publishes none or the draft is an EAGLE-3 layer (its acceptance is the draft
+    checkpoint's, not the model's)."""
+    if s.method == "mtp" and model.mtp_acceptance is not None:
+        a = model.mtp_acceptance
+        return s.model_copy(update={"acceptance_rate": a.rate, "assumed": a.source})
+    from .model_presets import PRESETS
+
+    known = [k for k, v in PRESETS.items() if v.get("mtp_acceptance")]
+    why = ("an EAGLE-3 draft's acceptance is its checkpoint's" if s.method == "eagle" else
+           f"{model.name} publishes no acceptance for its MTP module (models that do: {', '.join(known)})")
+    raise InputError(f"speculative.method = {s.method} needs its acceptance stated: {why}; valid: acceptance_rate "
+                     "(--acceptance-rate A, each draft token's) or acceptance_length (--acceptance-length L, tokens a "
+                     "step)")
 
 
 class ServeEstimate(Schema):
