@@ -214,3 +214,15 @@ def test_bad_layer_calls_are_one_line():
     data["releases"] = data["releases"][::-1]
     with pytest.raises(InputError, match="increasing versions"):
         ServingStack.parse(data, where="vllm")
+
+
+def test_the_executors_layer_calls_are_its_training_profiles():
+    """plain-torch (perfmodel's executor) launches a layer's forward as its training profile counts it: Qwen3-30B's
+    MoE layer makes norm1, qkv (3), out_proj and norm2's module calls and the MoE block's 2 fused modules, and no
+    dense MLP beside them (6 module calls, 69 eager ops, 33 views); 48 such layers at tp 1 on a DGX H100's host,
+    and 4 eager ops outside them (embedding, final norm, head, sampling)."""
+    m, sysm = load_model("qwen3-30b-a3b"), load_hardware("dgx-h100")
+    plan = resolve_serve(ServePlan(stack="plain-torch", input_len=8, output_len=8), m)
+    layer = 6 * H.module_call_s + 69 * H.eager_op_s + 33 * H.view_op_s + 2 * H.fused_module_s
+    got = launch_host_s(m, sysm, plan, load_serving_stack("plain-torch"), 8, False)
+    assert got == pytest.approx(48 * layer + 4 * H.eager_op_s)

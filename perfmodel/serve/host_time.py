@@ -22,13 +22,14 @@ spec's measured host costs (`host_s`, `perfmodel calibrate`), eager dispatch the
 from __future__ import annotations
 
 
-from ..cost.launch_queue import call_seconds, host_seconds
+from ..cost.launch_queue import call_seconds, host_seconds, layer_calls
 from ..cost.moe import moe_share
 from ..spec.hardware import System
 from ..spec.host_cpu import REFERENCE_HOST, HostCPU, reference_host
 from ..spec.model import ModelConfig
 from ..spec.operators import LAYER_OPS
 from ..spec.serving import EngineRelease, ServePlan, ServingStack
+from ..spec.stack import load_stack
 
 
 
@@ -150,9 +151,11 @@ def launch_host_s(model: ModelConfig, system: System, plan: ServePlan, stack: Se
         return host.calls.graph_replay_s
     moe = moe_share(model)
     collectives = lc.collectives * host.calls.nccl_call_s if plan.tp > 1 else 0.0
+    eager = (call_seconds(layer_calls(load_stack(lc.from_profile), model, "none")[0], host.calls)
+             if lc.from_profile else call_seconds(lc.eager, host.calls) + moe * call_seconds(lc.moe, host.calls))
     per_layer = {"piecewise": call_seconds(lc.outside_graphs, host.calls),
                  "compiled": call_seconds(lc.compiled, host.calls) + moe * call_seconds(lc.moe, host.calls) + collectives,
-                 "eager": call_seconds(lc.eager, host.calls) + moe * call_seconds(lc.moe, host.calls) + collectives}[mode]
+                 "eager": eager + collectives}[mode]
     outside = 0.0 if mode == "piecewise" else len(MODEL_OPS) * host.calls.eager_op_s
     return model.n_layers * per_layer + outside
 

@@ -117,6 +117,11 @@ class LayerCalls(Schema):
                                                         "attention launched between them")
     collectives: Count0 = Field(description="tensor-parallel collective calls per layer where tp > 1, each a "
                                             "nccl_call outside graphs")
+    from_profile: str | None = Field(None, description="a training stack profile whose host.ops count this engine's "
+                                                       "model code (perfmodel's executor: plain-torch): a mean layer's "
+                                                       "eager forward calls come from it (cost.launch_queue."
+                                                       "layer_calls, dense and MoE layers at their shares), not from "
+                                                       "eager and moe")
 
     @model_validator(mode="after")
     def _kinds(self):
