@@ -145,3 +145,18 @@ def test_cpu_ranks_are_forked_by_the_agent_and_gpu_ranks_start_under_torchrun():
     assert cpu[1:3] == ["-m", "perfmodel.execute.agent"] and "--standalone" in cpu and "--nproc-per-node=4" in cpu
     assert gpu[1:3] == ["-m", "torch.distributed.run"] and "--nnodes=2" in gpu and "--standalone" not in gpu
     assert cpu[-3:] == gpu[-3:] == ["-m", "perfmodel.execute.worker", "job.json"]
+
+
+def test_a_rank_stuck_in_start_up_writes_its_stack(tmp_path):
+    """A rank that has not joined its process group after 3/4 of the group's timeout writes every thread's stack to
+    its log and goes on (worker.watch_start_up; main cancels it once joined): here a 2 s timeout, so the dump
+    comes at 1.5 s, from a rank asleep in its start-up."""
+    import subprocess
+    import sys
+
+    code = ("import time\nfrom perfmodel.execute.worker import watch_start_up\n"
+            "def start_up():\n    time.sleep(2.5)\n"
+            "watch_start_up(2.0)\nstart_up()\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0
+    assert "Timeout (0:00:01.500000)!" in out.stderr and 'line 4 in start_up' in out.stderr

@@ -21,6 +21,7 @@ kill (SIGKILL), stop (SIGSTOP), raise (an exception), oom (an address-space limi
 from __future__ import annotations
 
 import datetime
+import faulthandler
 import gc
 import json
 import os
@@ -286,6 +287,17 @@ def run_job(job: dict, device: torch.device, rank: int) -> None:
             write(job, entry, device, runs[i])
 
 
+START_UP_DUMP_SHARE = 0.75
+
+
+def watch_start_up(pg_timeout_s: float) -> None:
+    """A rank that has not joined its process group after START_UP_DUMP_SHARE of the group's timeout writes every
+    thread's Python stack to its log (faulthandler) and goes on, so that the rank the others time out waiting for
+    says where it stood (CI, 2026-11-27: rank 3 of 4 never joined in 120 s and said nothing). main cancels it once
+    joined."""
+    faulthandler.dump_traceback_later(START_UP_DUMP_SHARE * pg_timeout_s, exit=False)
+
+
 def main(argv: list[str]) -> int:
     """Run the job files `argv` in turn in this launch (on CPU: the memory phase, then the timed one)."""
     jobs = [json.loads(open(path).read()) for path in argv]
@@ -301,9 +313,11 @@ def main(argv: list[str]) -> int:
             torch.set_num_threads(1)
             device = torch.device("cpu")
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            watch_start_up(job["pg_timeout_s"])
             dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
                                     timeout=datetime.timedelta(seconds=job["pg_timeout_s"]),
                                     device_id=device if device.type == "cuda" else None)
+            faulthandler.cancel_dump_traceback_later()
         for job in jobs:
             if job.get("kind") == "serve":  # serving plans (execute.inference)
                 from .inference import serve_job
