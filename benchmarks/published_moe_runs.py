@@ -63,10 +63,7 @@ def main(argv=None) -> int:
     for key in ("family", "group", "gpu"):
         s = summary(df, key)
         if key == "group":
-            loco = held.groupby("group")["error"].apply(lambda e: 100 * e.abs().mean())
-            s["LOCO MAPE %"] = loco
-            s.loc["ALL", "LOCO MAPE %"] = 100 * held["error"].abs().mean()
-            s.loc["ALL trust A", "LOCO MAPE %"] = 100 * held.loc[held["trust"] == "A", "error"].abs().mean()
+            s["LOCO MAPE %"] = dense_summary(held)["MAPE %"]
         s["3-shot MAPE %"] = three_shot(df, parts, idx, key, a.draws, a.seed)
         a_only = df[df["trust"] == "A"]
         ia = np.array([i for i in idx if df.loc[i, "trust"] == "A"])

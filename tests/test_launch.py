@@ -74,10 +74,9 @@ def test_a_rank_seen_stopped_is_named_before_the_peers_that_timed_out():
     ("RuntimeError: [gloo/transport/tcp/pair.cc:534] Read error [127.0.0.1]:7331: Connection reset by peer",
      "a peer rank's connection closed (it died)"),
     ("terminate called after throwing an instance of 'gloo::EnforceNotMet'\n  what():  [enforce fail at pair.cc]",
-     "an uncaught C++ exception in native code (terminate called after throwing an instance of "
-     "'gloo::EnforceNotMet')"),
-    ("terminate called without an active exception", "an uncaught C++ exception in native code (terminate called "
-     "without an active exception)"),
+     "std::terminate in native code (terminate called after throwing an instance of 'gloo::EnforceNotMet')"),
+    ("terminate called without an active exception", "std::terminate in native code (terminate called without an "
+     "active exception)"),
     ("free(): invalid pointer\n", "the C heap was corrupted (glibc: free(): invalid pointer)"),
     ("ValueError: something else", None),
 ])

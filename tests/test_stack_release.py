@@ -153,9 +153,10 @@ def test_a_search_takes_the_releases_dispatcher_and_graphs():
     assert row.step_time_s == pytest.approx(float(r.columns["step_time_s"][0]), rel=1e-6)
     assert any("also sets EP overlap where the layout allows it" in n for n in r.notes)
     # the same plan predicted alone takes the recipe's overlap too: faster than the search's row
-    alone = resolve(best.model_copy(update={"moe_overlap": True}), load_model("qwen3-30b-a3b"),
-                    load_hardware("gb300-nvl72"))
+    plan = Plan(**best.model_dump(exclude={"moe_overlap"}, exclude_unset=True))  # the recipe fills it
+    alone = resolve(plan, load_model("qwen3-30b-a3b"), load_hardware("gb300-nvl72"))
     assert alone.moe_overlap is True
+    assert estimate(load_model("qwen3-30b-a3b"), load_hardware("gb300-nvl72"), alone).step_time_s < row.step_time_s
     # the user's dispatcher wins; a stack that is not a release keeps alltoall
     assert search("qwen3-30b-a3b", "gb300-nvl72", 8, 512, 4096, moe_dispatcher="alltoall", **kw).plan(0).moe_dispatcher == "alltoall"
     plain = search("qwen3-30b-a3b", "gb300-nvl72", 8, 512, 4096, precision="fp8", space={"ep": [8], "pp": [1]})

@@ -39,6 +39,7 @@ from .moe import (
     moe_kept_bytes,
     moe_replicated_params,
     moe_router_params,
+    moe_share,
 )
 from .operator_table import (
     Operator,
@@ -285,7 +286,7 @@ def stage_moe_layers(model: ModelConfig, st: Stages, lay: Layouts) -> np.ndarray
     first stage holds layers 0.., the last ..n-1 (and its multi-token prediction blocks, MoE layers), an explicit
     split each stage its own range, so DeepSeek's leading dense layers (first_dense_layers) sit on the first
     stage only; a middle stage of a kind holds the mean."""
-    share = model.moe_layers() / model.n_layers if model.moe is not None else 0.0
+    share = moe_share(model)
     if share == 0.0:
         return 0.0 * st.layers
     n = model.n_layers

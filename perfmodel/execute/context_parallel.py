@@ -44,7 +44,7 @@ class GatherContext:
 
     def gather(self, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Tensor):
         """Keys and values [b, heads, s, d] of all cp ranks, concatenated on the sequence, and their positions."""
-        return _gather_seq(k, self.group), _gather_seq(v, self.group), self.all_positions
+        return _GatherSeq.apply(k, self.group), _GatherSeq.apply(v, self.group), self.all_positions
 
 
 class _GatherSeq(torch.autograd.Function):
@@ -67,10 +67,6 @@ class _GatherSeq(torch.autograd.Function):
         out = flat.new_empty((flat.shape[0] // dist.get_world_size(ctx.group), *flat.shape[1:]))
         dist.reduce_scatter_tensor(out, flat, group=ctx.group)
         return out.movedim(0, 2), None
-
-
-def _gather_seq(x: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
-    return _GatherSeq.apply(x, group)
 
 
 def apply_cp(stage: torch.nn.Module, group: dist.ProcessGroup | None, seq: int, device) -> torch.Tensor:

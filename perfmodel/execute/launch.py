@@ -155,7 +155,7 @@ CAUSES = [
     (r"Connection (?:reset by peer|closed by peer)|Broken pipe", "a peer rank's connection closed (it died)"),
     # a native abort's own words, where nothing above explains it: C++'s std::terminate, glibc's heap checks
     (r"terminate called (after throwing an instance of '[^']+'|without an active exception|recursively)",
-     "an uncaught C++ exception in native code (terminate called {0})"),
+     "std::terminate in native code (terminate called {0})"),
     (r"((?:free|malloc|realloc)\(\): [^\n]+|double free or corruption[^\n]*|corrupted size vs\. prev_size[^\n]*)",
      "the C heap was corrupted (glibc: {0})"),
 ]

@@ -305,9 +305,10 @@ class ServePlan(Schema):
 
 
 def resolve_serve(plan: ServePlan, model: ModelConfig) -> ServePlan:
-    """`plan` with gpus filled in, after refusing what no serving engine runs: gpus other than tp x pp x dp, tp
-    not dividing the attention heads, pp more than the layers, ep not dividing tp or the experts, lengths beyond
-    the model's context, a precision the stack lacks. One line each, naming the field and what is valid."""
+    """`plan` with gpus filled in (and a speculative draft's acceptance, where none is stated: published_acceptance),
+    after refusing what no serving engine runs: gpus other than tp x pp x dp, tp not dividing the attention heads,
+    pp more than the layers, ep not dividing tp or the experts, lengths beyond the model's context, a precision the
+    stack lacks. One line each, naming the field and what is valid."""
     p = plan
     if p.prefill_tp is not None and p.prefill_dp is None:
         raise InputError(f"prefill_tp = {p.prefill_tp} without prefill_dp: no prefill pool; valid: prefill_dp with it "
