@@ -115,7 +115,8 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("--precision", choices=(*PRECISIONS, "mxfp8"),
                     help="default bf16; mxfp8: fp8 with --fp8-recipe mxfp8 (Blackwell)")
     pr.add_argument("--fp8-recipe", choices=FP8_RECIPES,
-                    help="fp8's scaling: tensorwise (default), blockwise (1x128 / 128x128), mxfp8 (Blackwell)")
+                    help="fp8's scaling: tensorwise (default; a Megatron-Bridge release on Blackwell: mxfp8), blockwise "
+                         "(1x128 / 128x128), mxfp8 (Blackwell)")
     pr.add_argument("--schedule", choices=["1f1b", "interleaved", "gpipe"], help="default: interleaved if vpp > 1 else 1f1b")
     pr.add_argument("--attention", choices=["flash", "unfused"], help="default flash")
     pr.add_argument("--grad-dtype", choices=["fp32", "bf16"], help="gradient buffer and reduction dtype (default: the "
