@@ -11,6 +11,10 @@
 #   host.tgz        `benchmarks/host_launch.py --compile --cuda-launch`: host seconds per operator and per step
 #   host_calls.tgz  `python -m perfmodel.calibrate.host_calls`: this host's seconds per call kind (the probes of
 #                   the public measurements, shared/data/host), and the CPU's name
+#   grouped_gemm.tgz  `benchmarks/grouped_gemm.py`: MoE expert GEMMs grouped (torch._grouped_mm) against one dense
+#                   GEMM of the same rows, forward, dgrad and wgrad (not in the default list)
+#   traced.tgz      the gpu-single sweep as `validation`, every plan also traced (`--trace`): its measurements, and
+#                   the Kineto traces split into traces.tgz.aa, .ab, ... of 15 MB (not in the default list)
 set -u
 OUT=${1:?usage: lent_gpu.sh OUTDIR [STEP...]}
 shift
@@ -39,6 +43,12 @@ step() {  # step NAME SECONDS COMMAND...: run it with a limit, keep its log, pac
 step host_calls 150 python3 -m perfmodel.calibrate.host_calls --device cuda --out "$WORK/host_calls/host_calls.json"
 step validation 200 python3 benchmarks/validation.py --gpu --out-dir "$WORK/validation"
 step calibrate 170 python3 -m perfmodel.cli.main calibrate --device cuda --output "$WORK/calibrate/calibrated.yaml"
+step grouped_gemm 200 python3 benchmarks/grouped_gemm.py --out "$WORK/grouped_gemm/grouped_gemm.json" --budget-s 120
+step traced 300 python3 benchmarks/validation.py --gpu --out-dir "$WORK/traced/validation" --trace "$WORK/traced/traces"
+if [[ $STEPS == *" traced "* ]]; then  # the traces apart: files come back at 16 MB at most
+  tar -C "$WORK/traced" -czf - traces | split -b 15M - "$OUT/traces.tgz."
+  tar -C "$WORK" -czf "$OUT/traced.tgz" --exclude traced/traces traced
+fi
 nvcc -O2 -o "$WORK/cuda_launch" benchmarks/cuda_launch.cu || true
 step host 150 python3 benchmarks/host_launch.py --device cuda --compile --cuda-launch "$WORK/cuda_launch" \
   --out "$WORK/host/host_launch.json"

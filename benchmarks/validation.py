@@ -45,6 +45,8 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, help="steps per plan (default: the sweep's)")
     ap.add_argument("--full-calibration", action="store_true")
     ap.add_argument("--out-dir", type=Path, help="default: benchmarks/results/validation/<device>-<host>")
+    ap.add_argument("--trace", type=Path, metavar="DIR", help="also trace a few steps of every plan after its timed "
+                    "ones (perfmodel validate --trace): one Kineto chrome trace per rank in DIR/PLAN/")
     a = ap.parse_args(argv)
     sweep, nproc, device = ("gpu-single", 1, "cuda") if a.gpu else ("cpu-smoke", 4, "cpu")
     out = a.out_dir or results_dir(device)
@@ -52,7 +54,7 @@ def main(argv=None) -> int:
     load, stat = os.getloadavg()[0], cpu_stat()
     t0 = time.perf_counter()
     res = validate(sweep=sweep, nproc=nproc, hardware=a.hardware, out_dir=out, steps=a.steps, device=device,
-                   plot=out / "validation.png", quick_calibration=not a.full_calibration)
+                   plot=out / "validation.png", quick_calibration=not a.full_calibration, trace_dir=a.trace)
     lines = [res.text(), "", *(f"target {t}: {'holds' if ok else 'MISSED'}" for t, ok in res.targets_met().items()),
              f"wall time {time.perf_counter() - t0:.0f} s (calibration included); 1-minute load average before "
              f"the run {load:.2f} on {os.cpu_count()} cores"]

@@ -41,6 +41,9 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                     "--checkpoint-dir (a torn one is refused for the one before it; none: from step 0)")
     xe.add_argument("--checkpoint-async", action="store_true", help="write saves from a background thread "
                     "(dcp.async_save): training waits only for the copy to host memory")
+    xe.add_argument("--trace", type=path("--trace"), metavar="DIR",
+                    help="after each plan's timed steps, trace a few more with torch.profiler (not among the step "
+                         "times): one Kineto chrome trace per rank, DIR/PLAN/rank-R.pt.trace.json.gz")
     torchrun = "passed to torchrun (multi-node)"
     xe.add_argument("--nnodes", type=nodes, help=f"{torchrun}: nodes, N or MIN:MAX")
     xe.add_argument("--node-rank", type=integer("--node-rank", 0), help=f"{torchrun}: this node, 0 to nnodes - 1")
@@ -81,7 +84,7 @@ def run(a: argparse.Namespace) -> str:
     ms = run_plans(a.plans, a.nproc, device=a.device, steps=a.steps, warmup=a.warmup, rounds=a.rounds,
                    seed=a.seed, outputs=outputs, rdzv=rdzv or None, timeout_s=a.timeout, data=a.data,
                    checkpoint_dir=a.checkpoint_dir, checkpoint_every=a.checkpoint_every, resume=a.resume,
-                   checkpoint_async=a.checkpoint_async, make_folders=not a.output)
+                   checkpoint_async=a.checkpoint_async, make_folders=not a.output, trace_dir=a.trace)
     preds = [load_plan_file(path).prediction.step_time_s for path in a.plans]
     rows = [f"{'plan':<40}{'predicted':>12}{'measured':>12}{'error':>8}{'peak memory':>14}  loss first -> last"]
     for path, m, pred in zip(a.plans, ms, preds):
@@ -91,6 +94,7 @@ def run(a: argparse.Namespace) -> str:
         rows += [f"  checkpoints: {m.checkpoint.summary()} in {m.checkpoint.directory}"] if m.checkpoint else []
         rows += [f"  note: {n}" for n in m.notes]
     rows += [f"wrote {o}" for o in outputs]
+    rows += [f"wrote traces under {a.trace}"] if a.trace else []
     if a.plot is not None:
         from ..plots.canvas import unique_labels
         from ..plots.measured_steps import steps_figure
@@ -118,7 +122,7 @@ def is_serve_plan_path(path: str) -> bool:
     return is_serve_plan(read_json_object(path, "plan file"))
 
 
-SERVE_FLAGS = ("steps", "data", "output", "plot", "checkpoint_every", "checkpoint_dir", "resume", "checkpoint_async",
+SERVE_FLAGS = ("steps", "data", "output", "plot", "trace", "checkpoint_every", "checkpoint_dir", "resume", "checkpoint_async",
                "nnodes", "node_rank", "rdzv_backend", "rdzv_endpoint", "rdzv_id", "master_addr", "master_port")
 
 

@@ -45,6 +45,8 @@ def add_parser(subparsers, name: str, help: str) -> argparse.ArgumentParser:
                     help="save every K steps (into OUT_DIR/checkpoints) and compare bytes and write times with the "
                          "forecast's checkpoint model")
     va.add_argument("--checkpoint-async", action="store_true", help="with --checkpoint-every: async saves")
+    va.add_argument("--trace", type=path("--trace"), metavar="DIR", help="trace a few steps of every plan after its "
+                    "timed ones (torch.profiler, one chrome trace per rank: DIR/PLAN/rank-R.pt.trace.json.gz)")
     return va
 
 
@@ -56,5 +58,6 @@ def run(args) -> str:
                       device=args.device,
                       plot=args.plot, csv=args.csv,
                       quick_calibration=not args.full_calibration, timeout_s=args.timeout,
-                      checkpoint_every=args.checkpoint_every, checkpoint_async=args.checkpoint_async)
+                      checkpoint_every=args.checkpoint_every, checkpoint_async=args.checkpoint_async,
+                      trace_dir=args.trace)
     return result.text()

@@ -170,7 +170,8 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
               timeout_s: float | None = None, log_dir: Path | None = None, data: Path | None = None,
               echo=None, pg_timeout_s: float = PG_TIMEOUT_S, checkpoint_dir: Path | None = None,
               checkpoint_every: int | None = None, resume: bool = False,
-              checkpoint_async: bool = False, memory: bool = True, make_folders: bool = False) -> list[Measurement]:
+              checkpoint_async: bool = False, memory: bool = True, make_folders: bool = False,
+              trace_dir: Path | None = None) -> list[Measurement]:
     """Run every plan file in one torchrun launch, `rounds` times over (interleaved); write and return one
     Measurement per plan (`make_folders`: the outputs' folders may be created, once the run goes ahead).
 
@@ -185,6 +186,8 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
     the worker switches it with mallopt between the phases). On CUDA one phase does both.
     `memory=False` (for callers that read only step times and losses, such as calibrate's host probe): on CPU the
     timed phase alone, its memory fields as those steps saw them (`timed_memory_only`).
+    With `trace_dir`, each plan's first round traces a few steps after its timed ones (not among the step times),
+    one Kineto chrome trace per rank in trace_dir/PLAN_STEM/ (execute.tracing).
     """
     if importlib.util.find_spec("torch") is None:
         raise InputError("execute needs PyTorch: pip install 'perfmodel[torch]' (torch==2.13.0)")
@@ -218,6 +221,8 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
                              "powersgd: the PowerSGD hook's residuals and warm-start factors are not saved, so a "
                              "resumed run would not continue the same training; valid: without checkpoint flags, "
                              "or a plan with grad_compression none or bf16")
+    if trace_dir is not None:
+        check_trace_dir(trace_dir, plan_paths)
     checkpoints = plan_checkpoints(plan_paths, checkpoint_dir, checkpoint_every, resume,
                                    "async" if checkpoint_async else "sync", steps=steps, rounds=rounds,
                                    world_size=nproc * nnodes, seed=seed, data=data)
@@ -237,6 +242,8 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
                              for p, o, ck in zip(plan_paths, outs, checkpoints)], "seed": seed, "device": device,
                    "pg_timeout_s": pg_timeout_s, "data": str(Path(data).resolve()) if data else None,
                    "measures": measures, **job}
+            if measures != "memory" and trace_dir is not None:
+                job["trace_dir"] = str(Path(trace_dir).resolve())
             job_path = Path(tmp) / f"{name}.json"
             job_path.write_text(json.dumps(job))
             return str(job_path)
@@ -274,6 +281,19 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
             err.args = (f"{err}; {after_failure(checkpoints)}",)
             raise
     return [load_measurement(o) for o in outputs]
+
+
+def check_trace_dir(trace_dir: Path, plan_paths: list[Path]) -> None:
+    """--trace DIR: a folder that is or can be made, and plans whose file names (one sub-folder each) differ."""
+    trace_dir = Path(trace_dir)
+    if trace_dir.exists() and not trace_dir.is_dir():
+        raise InputError(f"--trace {str(trace_dir)!r} is a file; valid: a folder (made if missing) for the traces")
+    check_creatable(trace_dir / "x", "--trace")
+    stems = [p.stem for p in plan_paths]
+    twice = sorted({s for s in stems if stems.count(s) > 1})
+    if twice:
+        raise InputError(f"--trace: two plan files named {twice[0]}.json; each plan's traces go to a folder named "
+                         "after its file, so valid: plan files with different names")
 
 
 def after_failure(checkpoints: list[dict | None]) -> str:

@@ -47,6 +47,7 @@ from .agent import FORKED_VAR
 from .data import Batches
 from .launch import AT, MALLOC_MEMORY, MALLOC_TIMING, PREFIX, describe, set_allocator
 from .memory_probe import METHOD, PeakMemory
+from .tracing import TRACED_STEPS, trace_path, trace_steps
 from .train import Trainer, check_finite, device_name
 
 
@@ -152,10 +153,12 @@ def checkpointer_for(entry: dict, trainer: Trainer, group):
     return Checkpointer(trainer, ck["root"], ck["every"], ck["mode"], group, ck["identity"], entry["plan"], mark)
 
 
-def run_plan(job: dict, entry: dict, device: torch.device, group=None) -> dict:
+def run_plan(job: dict, entry: dict, device: torch.device, group=None, trace: bool = False) -> dict:
     """Build, train and time one plan on this rank; returns what this rank measured (a RankRecord's fields,
     the losses and notes). With a checkpoint to resume (entry["checkpoint"]["resume"], chosen and checked by the
-    parent) it loads it and runs the steps after it; the earlier steps' losses and times come from the save."""
+    parent) it loads it and runs the steps after it; the earlier steps' losses and times come from the save.
+    With `trace` (and job["trace_dir"]) a few more steps run under torch.profiler after the timed ones, outside
+    the measurement (execute.tracing)."""
     rank = dist.get_rank() if dist.is_initialized() else 0
     pf, name = load_plan_file(entry["plan"]), os.path.basename(entry["plan"])
     at(f"building {name}")
@@ -201,6 +204,8 @@ def run_plan(job: dict, entry: dict, device: torch.device, group=None) -> dict:
         saver.flush()
     memory.stop()
     wall = time.perf_counter() - t_start
+    if trace and job.get("trace_dir"):
+        notes.append(traced(job, entry, device, trainer, batches, rank))
     checkpoint = None if saver is None else {**saver.record(), "resumed_from_step": first or None}
     del trainer, saver
     gc.collect()
@@ -208,6 +213,21 @@ def run_plan(job: dict, entry: dict, device: torch.device, group=None) -> dict:
                                  **memory.record()).model_dump(),
             "shares": shares, "notes": notes, "wall": wall, "checkpoint": checkpoint,
             "memory_methods": memory.methods}
+
+
+def traced(job: dict, entry: dict, device: torch.device, trainer: Trainer, batches: Batches, rank: int) -> str:
+    """Trace steps after the timed ones (execute.tracing) into the job's trace folder; the measurement's note."""
+    name = os.path.basename(entry["plan"])
+    out = trace_path(job["trace_dir"], entry["plan"], rank)
+
+    def step(i: int) -> None:
+        at(f"traced step {i + 1} of {name}")
+        trainer.step(batches.step(job["steps"] + i))
+
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    trace_steps(step, device, out, {"plan": name, "rank": rank, "world_size": world, "device": device_name(device)})
+    return (f"{TRACED_STEPS} more steps traced after the timed ones (not among the step times), one trace per rank: "
+            f"{out.parent}")
 
 
 def gather(run: dict) -> tuple[list[dict], list[float]]:
@@ -275,7 +295,7 @@ def run_job(job: dict, device: torch.device, rank: int) -> None:
         if r and rank == 0:
             say(f"round {r + 1} of {job['rounds']}")
         for i, entry in enumerate(job["plans"]):
-            run = run_plan(job, entry, device, group)
+            run = run_plan(job, entry, device, group, trace=r == 0)
             at(f"gathering the results of {os.path.basename(entry['plan'])}")
             runs[i].append((*gather(run), run))
             if rank == 0 and job.get("rounds", 1) > 1:

@@ -105,7 +105,7 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
              warmup: int | None = None, rounds: int | None = None, device: str = "auto",
              plot: str | Path | None = None, csv: str | Path | None = None,
              quick_calibration: bool = True, timeout_s: float | None = None, echo=None,
-             checkpoint_every: int | None = None, checkpoint_async: bool = False):
+             checkpoint_every: int | None = None, checkpoint_async: bool = False, trace_dir: Path | None = None):
     """Run `plans` (plan files) or the built-in `sweep` on `nproc` processes, predict each, compare.
 
     Predictions use `hardware` when given. Otherwise a sweep on CPU calibrates this machine first
@@ -116,13 +116,14 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
     interleaved, and each step time is the lowest round's median. Writes out_dir/validation.csv (or `csv`)
     and, with `plot`, a PNG scatter. With `checkpoint_every` K every plan also saves its training state every K
     steps (into out_dir/checkpoints, emptied first: validate's saves are scratch) and the result compares the
-    saves' bytes and write times with the forecast's checkpoint model (validate.checkpoint_checks).
+    saves' bytes and write times with the forecast's checkpoint model (validate.checkpoint_checks). With
+    `trace_dir` every plan also traces a few steps after its timed ones (execute.tracing).
     All input is checked before anything runs or is written (InputError, one line). A serving sweep
     (`sweeps.SERVE_SWEEPS`) is validate.serving_sweep's: its result is a ServeValidation.
     """
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
     if sweep in SERVE_SWEEPS:  # a serving sweep: prefill and decode (validate.serving_sweep)
-        given = [flag for flag, value in (("plan files", plans), ("--steps", steps),
+        given = [flag for flag, value in (("plan files", plans), ("--steps", steps), ("--trace", trace_dir),
                                           ("--checkpoint-every", checkpoint_every),
                                           ("--checkpoint-async", checkpoint_async)) if value]
         if given:
@@ -144,6 +145,10 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
         raise InputError(f"--steps = {steps}, --warmup = {warmup}; valid: steps >= 1 and 0 <= warmup < steps "
                          "(the median is taken over the steps after warm-up)")
     check_out_dir(out_dir)
+    if trace_dir is not None:
+        from ..execute.run_plans import check_trace_dir
+
+        check_trace_dir(trace_dir, [])
     if checkpoint_async and checkpoint_every is None:
         raise InputError("--checkpoint-async without --checkpoint-every: nothing is saved; valid: "
                          "--checkpoint-every K --checkpoint-async")
@@ -211,7 +216,7 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
                     checkpoint_async=checkpoint_async)
         shutil.rmtree(ckpt["checkpoint_dir"], ignore_errors=True)
     measured = run_plans(paths, nproc, device=device, steps=steps, warmup=warmup, rounds=rounds, log_dir=out_dir,
-                         timeout_s=timeout_s, echo=echo, **ckpt)
+                         timeout_s=timeout_s, echo=echo, trace_dir=trace_dir, **ckpt)
 
     # Like with like: the allocated view (what tensors hold, no allocator slack or runtime) against the allocated
     # peak (CUDA max_memory_allocated, CPU resident peak less the resident size before the model was built);
