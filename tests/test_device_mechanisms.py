@@ -5,7 +5,8 @@
 - torchtitan's per-op checkpointing rebuilds wk, wo and w3 (their share of the fused GEMMs) and their FLOPs;
 - an eager PyTorch softmax moves the measured bytes per score, Megatron's fused kernel 4 / 6 B;
 - DeepSpeed's ZeRO-3 holds at most stage3_max_live_parameters gathered (never less than the largest module);
-- the dense runs reader names torchtitan's selective modes as the small-scale reader does.
+- the dense runs reader names torchtitan's selective modes as the small-scale reader does;
+- a device's local experts in one grouped GEMM take the part's measured slowdown over one dense GEMM of their rows.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 
 from perfmodel.cost.estimate import estimate
 from perfmodel.cost.flops import recompute_flops_per_token
-from perfmodel.cost.kernels import EAGER_SOFTMAX_BYTES, softmax_bytes, unaligned
+from perfmodel.cost.kernels import EAGER_SOFTMAX_BYTES, grouped_slowdown, softmax_bytes, unaligned
 from perfmodel.cost.operator_table import per_op_share
 from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.model_catalogue import load_model
@@ -171,3 +172,30 @@ def test_search_prices_the_tp_overlap_it_writes(overlap):
     plan = result.plan(0)
     assert plan.tp_comm_overlap is overlap and plan.sequence_parallel
     assert result.columns["step_time_s"][0] == pytest.approx(estimate(LLAMA, H100, plan).step_time_s, rel=1e-9)
+
+
+def test_grouped_slowdown_interpolates_the_measured_ratios_in_log_tokens():
+    curve = H100.accelerator.grouped_gemm_slowdown
+    fwd, dgrad, wgrad = grouped_slowdown(curve, np.array([1024, 724.077, 50, 1e6, 1024]), np.array([16, 8, 4, 4, 1]))
+    assert list(fwd[[0, 2, 3, 4]]) == pytest.approx([1.117, 1.824, 1.076, 1.0])  # measured point, ends held; g=1
+    assert fwd[1] == pytest.approx((1.165 + 1.117) / 2, rel=1e-4)  # sqrt(512 * 1024): half way in log tokens
+    assert (dgrad[0], wgrad[0]) == pytest.approx((1.114, 1.248))
+    assert [r.tolist() for r in grouped_slowdown(None, 128, 8)] == [1.0, 1.0, 1.0]
+
+
+def test_expert_gemms_take_the_measured_grouped_slowdown(no_host):
+    """GPT-OSS-120B on 8 H100, ep 8, micro-batch 1 x 4096, bf16: 16 local experts, each on 8 x 4096 x 4 / 128 = 1024
+    routed tokens (balanced): forward x 1.117, input gradient x 1.114, weight gradient x 1.248 over the dense
+    pricing; fp8 keeps the dense pricing (no grouped fp8 kernel of the stacks' kind measured)."""
+    model = load_model("gpt-oss-120b")
+    plain = H100.model_copy(update={"accelerator": H100.accelerator.model_copy(
+        update={"grouped_gemm_slowdown": None})})
+    plan = Plan(gpus=8, ep=8, micro_batch=1, global_batch=8, seq_len=4096, stack="megatron-core")
+    measured, dense = (_op(estimate(model, hw, plan), "experts_in") for hw in (H100, plain))
+    assert "grouped-GEMM slowdown" in measured.priced_by and "grouped" not in dense.priced_by
+    assert measured.fwd_s == pytest.approx(dense.fwd_s * 1.117, rel=1e-6)
+    # the backward is the input and weight gradients, each at its own ratio: between the two
+    assert dense.bwd_s * 1.114 < measured.bwd_s < dense.bwd_s * 1.248
+    fp8 = plan.model_copy(update={"precision": "fp8"})
+    assert _op(estimate(model, H100, fp8), "experts_in").fwd_s == pytest.approx(
+        _op(estimate(model, plain, fp8), "experts_in").fwd_s)

@@ -221,11 +221,33 @@ def unaligned(n, k, precision: str):
     return (np.mod(np.round(np.asarray(n, float)), elems) != 0) | (np.mod(np.round(np.asarray(k, float)), elems) != 0)
 
 
+def grouped_slowdown(curve, tokens_per_group, groups):
+    """(forward, input gradient, weight gradient) time of a grouped GEMM over that of one dense GEMM of the same
+    rows: the accelerator's measured `GroupedGemmSlowdown` at `tokens_per_group` routed tokens per expert,
+    interpolated in log tokens and held at the end points beyond them; 1 where `groups` is 1 (one expert per
+    device: a plain GEMM) or nothing was measured. Dimensionless, per plan.
+
+    Source: benchmarks/grouped_gemm.py on a lent H200 (torch._grouped_mm against cuBLAS's torch.mm, bf16, the MoE
+    presets' expert shapes; benchmarks/results/device/grouped_gemm_h200.json): a grouped GEMM splits each
+    expert's m rows into its own tiles, so a small m leaves tiles part empty and waves part full, and its weight
+    gradient reduces over m tokens where the dense GEMM's reduces over g*m (1.8-2.4x at 128 tokens, 1.1-1.25x at
+    1024, ~1.05-1.1x from 4096)."""
+    one = np.ones(np.broadcast_shapes(np.shape(tokens_per_group), np.shape(groups)))
+    if curve is None:
+        return one, one, one
+    at = np.log(np.maximum(np.asarray(tokens_per_group, float), 1.0))
+    x = np.log(np.asarray(curve.tokens_per_group, float))
+    grouped = np.asarray(groups) > 1
+    return tuple(np.where(grouped, np.interp(at, x, ratios), 1.0) * one
+                 for ratios in (curve.forward, curve.input_grad, curve.weight_grad))
+
+
 def gemm_op(dev: Device, name: str, m, n, k, batch, precision: str, recompute, formula: str,
-            weight_grad: bool = True) -> Op:
+            weight_grad: bool = True, grouped: bool = False) -> Op:
     """`batch` GEMMs C[m,n] = A[m,k] B[k,n] with their backward: dA = dC B^T (m, k, n) and dB = A^T dC (k, n, m),
     the same FLOPs each (module docstring); a frozen weight (not `weight_grad`: spec.finetune) skips dB. Priced by
-    `Device.gemm_priced`, which the op names. A 2-byte GEMM with
+    `Device.gemm_priced`, which the op names; `grouped` (a device's local experts in one grouped kernel) with a
+    2-byte precision, each pass times the part's measured `grouped_slowdown`. A 2-byte GEMM with
     a leading dimension off 16 bytes (`unaligned`) runs no faster than the part's measured alignment-1 rates
     (Accelerator.unaligned_matmul_tflops: forward, input and weight gradient; ~7x below the aligned kernels on
     H100, benchmarks/gemm_alignment.py)."""
@@ -242,6 +264,11 @@ def gemm_op(dev: Device, name: str, m, n, k, batch, precision: str, recompute, f
             da = np.where(off, np.maximum(da, slow.get("input_grad", 0.0)), da)
             db = np.where(off, np.maximum(db, slow.get("weight_grad", 0.0)), db)
             by += ", alignment-1 kernels where n or k is off 16 B"
+    curve = dev.system.accelerator.grouped_gemm_slowdown
+    if grouped and curve is not None and GEMM_INPUT_BYTES[prec] == 2:
+        r_fwd, r_da, r_db = grouped_slowdown(curve, m, batch)
+        fwd, da, db = fwd * r_fwd, da * r_da, db * r_db
+        by += ", grouped-GEMM slowdown by tokens per expert (measured)"
     return Op(name, "gemm", fwd, da + db * weight_grad, flops, (1 + weight_grad) * flops, recompute, formula,
               priced_by=by, outside=out_f | out_a | (out_b & weight_grad))
 
@@ -264,7 +291,8 @@ def linear_op(dev: Device, name: str, m, n, k, recompute=("full",), precision: s
     """
     prec, lora = precision or dev.plan.precision, getattr(dev.plan, "lora", None)
     formula = f"2*{_s(m)}*{_s(n)}*{_s(k)}" + ("" if np.all(np.asarray(groups) == 1) else f"*{_s(groups)} groups")
-    ops = [gemm_op(dev, name, m, n, k, groups, prec, recompute, formula, weight_grad=lora is None)]
+    ops = [gemm_op(dev, name, m, n, k, groups, prec, recompute, formula, weight_grad=lora is None,
+                   grouped=bool(np.any(np.asarray(groups) > 1)))]
     if lora is not None and name in lora.targets:
         ops += adapter_ops(dev, name, m, n, k, lora.rank, recompute)
     narrow = GEMM_INPUT_BYTES[prec]

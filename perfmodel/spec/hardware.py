@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_serializer, field_validator, model_validator
 
@@ -37,6 +37,30 @@ GiB = 2**30
 DEFAULT_HEADROOM = 0.10
 
 MAX_BACKWARD_RATE = 4.0  # attention backward / forward FLOP rate: FlashAttention-2 is 0.86; 4 is a broken timing
+
+
+class GroupedGemmSlowdown(Schema):
+    """Seconds of a grouped GEMM (g experts' weights, m routed tokens each, one kernel) over those of one dense GEMM
+    of the same g*m rows and the same n and k, per training pass, measured at `tokens_per_group` (median over
+    expert shapes and 2-32 groups): what the per-group tiles and the grouped kernel cost beyond the dense rate
+    (cost.kernels.grouped_slowdown)."""
+
+    tokens_per_group: list[Count] = Field(description="routed tokens per expert at the measured points, increasing")
+    forward: list[Annotated[float, Field(gt=0, le=100)]] = Field(description="Y = X W^T, ratio at each point")
+    input_grad: list[Annotated[float, Field(gt=0, le=100)]] = Field(description="dX = dY W, ratio at each point")
+    weight_grad: list[Annotated[float, Field(gt=0, le=100)]] = Field(
+        description="dW = dY^T X per expert (inner dimension m, where the dense GEMM's is g*m), ratio at each point")
+
+    @model_validator(mode="after")
+    def _aligned(self):
+        n = len(self.tokens_per_group)
+        if n < 2 or sorted(set(self.tokens_per_group)) != self.tokens_per_group:
+            raise ValueError(f"tokens_per_group = {self.tokens_per_group}; valid: two or more increasing counts")
+        for name in ("forward", "input_grad", "weight_grad"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"{name} has {len(getattr(self, name))} ratios for {n} tokens_per_group points; "
+                                 "valid: one ratio per point")
+        return self
 
 
 class Accelerator(Schema):
@@ -80,6 +104,10 @@ class Accelerator(Schema):
         "features are not a multiple of 8 elements (16 bytes: GPT-2's vocabulary of 50257, say), which cuBLAS runs "
         "with its alignment-1 kernels: the forward x W^T, the input gradient dy W and the weight gradient dy^T x "
         "(cost.kernels.gemm_op); empty: not measured, such GEMMs priced as aligned ones")
+    grouped_gemm_slowdown: GroupedGemmSlowdown | None = Field(
+        None, description="a 2-byte grouped GEMM's (a device's local experts) time over one dense GEMM of the same "
+        "rows, per pass and tokens per expert, measured on this architecture; null: not measured, grouped GEMMs "
+        "priced as the dense GEMM of their rows (cost.kernels.grouped_slowdown)")
     gemm_power_w: dict[Literal["bf16", "fp8", "fp4"], Datasheet] = Field(default_factory=dict, description="W drawn "
         "by GEMMs of >= 1e12 FLOPs per dtype (kernels/gemm_power.csv): the energy model's draw in GEMM time")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
@@ -347,7 +375,8 @@ class System(Schema):
         (benchmarks/sustained_fraction.py derives that path's fraction on it)."""
         acc = self.accelerator.model_copy(update={"kernel_tables": {}, "attention_table_kernel": None,
                                                            "attention_backward_rate": None,
-                                                           "unaligned_matmul_tflops": {}}) \
+                                                           "unaligned_matmul_tflops": {},
+                                                           "grouped_gemm_slowdown": None}) \
             if gemms else self.accelerator
         tiers = [t.model_copy(update={"by_group": {}}) for t in self.tiers] if collectives else self.tiers
         return self.model_copy(update={"accelerator": acc, "tiers": tiers})
