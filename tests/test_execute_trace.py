@@ -8,6 +8,8 @@ import json
 import os
 from collections import Counter
 
+import numpy as np
+
 import pytest
 
 torch = pytest.importorskip("torch")  # CI installs torch (README test command); the core install does not
@@ -79,3 +81,37 @@ def test_trace_flag_refuses_what_it_cannot_write(tmp_path, capsys):
                  str(tmp_path / "t")]) == 2
     assert "two plan files named one.json" in capsys.readouterr().err
     assert not (tmp_path / "perfmodel-runs").exists() and not (tmp_path / "t").exists()
+
+
+def test_a_cpu_trace_calibrates_a_spec_that_reproduces_the_traced_step(traced, tmp_path, capsys):
+    """calibrate --from-trace on the executor's own two-rank trace with its plan: the spec's estimate of that plan
+    is its measured step (the host costs fill what the trace's rates leave), every GEMM operator is counted, and
+    the CLI writes a spec that loads."""
+    from perfmodel.calibrate.from_trace import calibrate_from_trace
+    from perfmodel.cost.estimate import evaluate_plan
+    from perfmodel.spec.hardware import load_hardware
+    from perfmodel.spec.plan_file import load_plan_file
+
+    path, traces, m, _ = traced
+    system, summary, fit = calibrate_from_trace([traces / "tp2"], plan_path=path, step_s=m.step_time_s)
+    assert summary.ranks == 2 and summary.steps == TRACED_STEPS and summary.gpu_busy_fraction is None
+    pf = load_plan_file(path)
+    est = evaluate_plan(pf.model, system, pf.plan.model_copy(update={"stack": "plain-torch"}))[1]
+    assert system.host_costs.collective_s > 0  # DTensor's functional collectives, on the ranks' own threads
+    if system.host_costs.kernel_s > 0:  # the gap was the host's: filled exactly
+        assert est.step_time_s == pytest.approx(m.step_time_s, rel=1e-3)
+    # independent count: the innermost mm / addmm operators inside the recorded steps, per rank and step
+    counts = []
+    for rank in (0, 1):
+        ev = [e for e in read(trace_path(traces, path, rank))["traceEvents"] if e.get("ph") == "X"]
+        steps = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"].startswith("ProfilerStep#")]
+        mms = [e for e in ev if e.get("cat") == "cpu_op" and e["name"] in ("aten::mm", "aten::addmm")
+               and any(a <= e["ts"] < b for a, b in steps)]
+        nested = sum(1 for outer in mms for inner in mms if inner is not outer and inner["tid"] == outer["tid"]
+                     and outer["ts"] <= inner["ts"] and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"])
+        counts.append((len(mms) - nested) / len(steps))
+    assert sum(g.calls for g in summary.gemm.values()) == pytest.approx(np.mean(counts))
+    out = tmp_path / "traced.yaml"
+    assert main(["calibrate", "--from-trace", str(traces / "tp2"), "--plan", str(path), "--output", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    assert load_hardware(out).host_costs.kernel_s >= 0

@@ -422,15 +422,20 @@ def fit_all(m: Measurements, template: System, prefer_tile: tuple[int, int] | No
     if m.layers and "bf16" in effs:
         mem_eff, layer_pts = fit_memory_layers(m, peak_bw, gemm_bw, effs["bf16"], tile, acc.compute_units,
                                                peaks["bf16"], opt_eff)
-    else:
+    elif any(p.purpose == "layer" and LAYER_COUNT.get(p.kernel) for p in m.memory):
         mem_eff = fit_memory(m.memory, peak_bw)
+    else:  # a trace with no norm, activation or residual add at a recorded shape: the template's stands
+        mem_eff = template.efficiency.memory_bandwidth
     gpts = []
     for prec in precisions:
         pts = [p for p in roofline_gemms(m.gemm) if p.precision == prec]
         pred = predict_gemm(pts, peaks[prec], effs[prec], tile, acc.compute_units, peak_bw * mem_eff)
         gpts += [FitPoint(quantity="gemm", kind=prec, label=f"{p.m}x{p.n}x{p.k} {p.dtype} ({p.source})",
                           measured_s=p.seconds, predicted_s=float(t)) for p, t in zip(pts, pred)]
-    amax, half, apts = fit_attention(m.attention, acc.peak_flops("bf16"))
+    if any(p.passes == "forward_backward" for p in m.attention):
+        amax, half, apts = fit_attention(m.attention, acc.peak_flops("bf16"))
+    else:  # none measured (a trace without fused attention): the template's stand
+        amax, half, apts = template.efficiency.attention_max, template.efficiency.attention_half_seq, []
     network, cpts = (None, [])
     if m.comm:
         network, cpts = fit_network(m.comm, template, nproc)

@@ -37,7 +37,17 @@ def add_parser(subparsers, name: str, help: str) -> argparse.ArgumentParser:
                    help="fit compute, network and host speed to measured runs instead of "
                         "microbenchmarks: a CSV in the published-runs columns, or Megatron-LM / torchtitan logs "
                         "(needs --hardware; at least 3 runs)")
-    p.add_argument("--hardware", metavar="PRESET_OR_SPEC", help="--from-runs: the system the runs ran on")
+    p.add_argument("--from-trace", nargs="+", type=path("--from-trace"), metavar="PATH",
+                   help="calibrate from profiler traces of one step of your own job instead: Kineto chrome-trace JSON "
+                        "(plain or .gz), one file per rank or a folder of them (torch.profiler, torchtitan, "
+                        "Megatron-LM --use-pytorch-profiler, perfmodel execute --trace)")
+    p.add_argument("--plan", type=path("--plan"), metavar="PLAN.json",
+                   help="--from-trace: the plan file the traced job ran (a CPU trace's host costs need it)")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="--from-trace: json prints what the trace measured (TraceSummary's fields)")
+    p.add_argument("--hardware", metavar="PRESET_OR_SPEC", help="--from-runs: the system the runs ran on; "
+                                                                "--from-trace: the base system of a GPU trace "
+                                                                "(default: the catalogue system of its GPU)")
     p.add_argument("--step-overhead", action="store_true",
                    help="--from-runs: fit a fixed number of seconds per step too (a slow data loader or logging the "
                         "runs show); without it only speeds are fitted, which carry over to other model sizes")
@@ -50,8 +60,9 @@ def add_parser(subparsers, name: str, help: str) -> argparse.ArgumentParser:
                    help="--device cuda: measure this machine's host alone (seconds per call by kind: eager op, "
                         "autograd node, nn.Linear call, NCCL call, compiled region, CUDA-graph replay, bare launch; "
                         "under two minutes) and write --base's spec with it (System.host_cpu)")
-    p.add_argument("--output", type=path("--output"), required=True,
-                   help="spec file to write (.yaml); the raw file and the measured tables go beside it")
+    p.add_argument("--output", type=path("--output"),
+                   help="spec file to write (.yaml); the raw file and the measured tables go beside it (required "
+                        "except with --from-trace)")
     p.add_argument("--plot", type=path("--plot", "a file ending in .png"), metavar="FILE.png",
                    help="draw every microbenchmark against the fitted prediction")
     return p
@@ -62,6 +73,12 @@ def run(args: argparse.Namespace) -> str:
     from ..plots.canvas import check_plot_path
     from ..calibrate.machine import run_calibration
 
+    if args.from_trace is not None:
+        return from_trace(args)
+    if args.plan is not None or args.format != "text":
+        raise InputError("--plan and --format apply to --from-trace only")
+    if args.output is None:
+        raise InputError("calibrate needs --output SPEC.yaml: the spec file to write")
     if args.from_runs is not None:
         return from_runs(args)
     if args.device is None:
@@ -102,6 +119,49 @@ def host_only(args: argparse.Namespace) -> str:
     from .report import host_table
 
     return "\n".join([f"{system.name}:", *host_table(system.host_cpu), f"wrote {args.output}"])
+
+
+def from_trace(args: argparse.Namespace) -> str:
+    """`calibrate --from-trace`: calibrate from profiler traces, write the spec if asked, print what they measured."""
+    from ..files import write_atomic
+    from ..calibrate.from_trace import calibrate_from_trace
+    from ..calibrate.machine import _check_output, spec_yaml
+    from ..spec.plan_file import load_plan_file
+
+    given = [f for f, v in (("--device", args.device), ("--base", args.base), ("--plot", args.plot),
+                            ("--from-runs", args.from_runs)) if v is not None] + (
+        ["--quick"] if args.quick else []) + (["--nproc"] if args.nproc != 1 else []) + (
+        ["--host-only"] if args.host_only else []) + (["--step-overhead"] if args.step_overhead else [])
+    if given:
+        raise InputError(f"calibrate --from-trace reads traces; drop {', '.join(given)} (flags of the other ways "
+                         "to calibrate)")
+    out = _check_output(args.output) if args.output is not None else None
+    if args.plan is not None:
+        load_plan_file(args.plan)  # a bad plan file is refused before the traces are read
+    system, summary, fit = calibrate_from_trace(args.from_trace, args.hardware, args.plan, args.name,
+                                                require=out is not None)
+    command = f"perfmodel calibrate --from-trace {' '.join(args.from_trace)}" + (
+        f" --plan {args.plan}" if args.plan else "") + (f" --output {args.output}" if args.output else "")
+    if out is not None:
+        write_atomic(out, lambda tmp: Path(tmp).write_text(spec_yaml(system, command, out.parent)), "output")
+    if args.format == "json":
+        return summary.model_dump_json(indent=1)
+    from ..calibrate.trace_summary import summary_lines
+
+    lines = summary_lines(summary)
+    if system is None:
+        return "\n".join(lines + ["no spec calibrated (see above)"])
+    eff = system.efficiency
+    lines += ["", f"calibrated {system.name}: matmul_max {eff.matmul_max}, tile {list(eff.matmul_tile)}, "
+              f"memory_bandwidth {eff.memory_bandwidth:.3g}, attention_max {eff.attention_max:.3g}"]
+    if system.host_costs is not None and system.host_costs.probes:
+        h = system.host_costs
+        lines.append(f"host (the executor's stack): {h.kernel_s * 1e6:.1f} us per launch, {h.collective_s * 1e6:.1f} "
+                     "us per collective call")
+    lines += [f"  fit {r.quantity} {r.kind}: {r.points} points, median |err| {r.median_abs_error:.1%}"
+              for r in fit.residuals]
+    lines.append(f"wrote {out}" if out is not None else "no spec written (--output SPEC.yaml writes one)")
+    return "\n".join(lines)
 
 
 def from_runs(args: argparse.Namespace) -> str:

@@ -1,0 +1,144 @@
+"""`perfmodel calibrate --from-trace` (issue 64) on traces other people wrote and on the lent H200's: what it reads
+agrees with an independent count of the same events, a GPU trace calibrates GEMM rates that reproduce the traced
+GEMMs, and bad traces are refused in one line (exit 2). The executor's own traces: tests/test_execute_trace.py."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfmodel.calibrate.from_trace import calibrate_from_trace
+from perfmodel.calibrate.trace_reader import LAUNCH_CALLS, load_traces
+from perfmodel.calibrate.trace_summary import summarize
+from perfmodel.cli.main import main
+from perfmodel.errors import InputError
+
+HERE = Path(__file__).parent
+HTA = HERE / "fixtures" / "traces" / "hta"
+H200 = HERE.parent / "benchmarks" / "results" / "traces" / "gpu-single-h200"
+FIELDS = {"device", "ranks", "steps", "step_s", "gpu_busy_fraction", "host_wait_fraction", "launch_s", "kernels",
+          "collectives", "gemm", "not_calibrated"}
+
+
+def events(path: Path) -> list[dict]:
+    with gzip.open(path, "rt") as f:
+        return [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+
+
+def steps_of(ev: list[dict]) -> list[tuple[float, float]]:
+    return [(e["ts"], e["ts"] + e["dur"]) for e in ev
+            if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")]
+
+
+def inside(ts: float, steps) -> bool:
+    return any(a <= ts < b for a, b in steps)
+
+
+def independent_busy(ev: list[dict]) -> float:
+    """Share of the steps some kernel or copy ran, by marking each tenth of a microsecond (a different method from
+    the reader's interval union)."""
+    steps, res = steps_of(ev), 10.0  # cells per microsecond
+    lo = min(a for a, _ in steps)
+    covered = np.zeros(int((max(b for _, b in steps) - lo) * res) + 2, bool)
+    for e in ev:
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and inside(e["ts"], steps):
+            covered[int(round((e["ts"] - lo) * res)): int(round((e["ts"] + e["dur"] - lo) * res))] = True
+    span = sum(b - a for a, b in steps)
+    return covered.sum() / res / span
+
+
+@pytest.mark.parametrize("files", [["sampled_rank-0.json.gz", "sampled_rank-1.json.gz"], ["nccl_data.json.gz"],
+                                   ["mi250_rocm.json.gz"]])
+def test_summary_agrees_with_an_independent_count_of_the_same_events(files):
+    paths = [HTA / f for f in files]
+    s = summarize(load_traces(paths))
+    assert s.ranks == len(files)
+    evs = [events(p) for p in paths]
+    launches = [e["dur"] for ev in evs for e in ev if e["name"] in LAUNCH_CALLS and inside(e["ts"], steps_of(ev))]
+    assert s.launch_s == pytest.approx(np.mean(launches) * 1e-6, rel=0.02)
+    assert s.gpu_busy_fraction == pytest.approx(np.mean([independent_busy(ev) for ev in evs]), rel=0.02)
+    kernels = sum(1 for ev in evs for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+                  and inside(e["ts"], steps_of(ev)))
+    assert sum(c.count for c in s.kernels.values()) * s.steps * s.ranks == pytest.approx(kernels)
+    assert 0 <= s.host_wait_fraction <= 1 - s.gpu_busy_fraction + 1e-9
+
+
+def test_nccl_collective_bytes_are_the_record_param_comms_sizes():
+    """The A100 trace's all-reduces: bytes per call = In msg nelems x the dtype's bytes, as its record_param_comms
+    ops state them, and the bus bandwidth NCCL-tests' 2 (n - 1) / n of bytes over the median call's time."""
+    path = HTA / "nccl_data.json.gz"
+    s = summarize(load_traces([path]))
+    ev = events(path)
+    comms = {e["args"]["External id"]: e["args"] for e in ev if e["name"] == "record_param_comms"}
+    sizes = {"Float": 4, "BFloat16": 2, "Half": 2, "Int": 4, "Long": 8, "Byte": 1}
+    nbytes = []
+    for e in ev:
+        args = e.get("args", {})
+        if e.get("cat") == "kernel" and "AllReduce" in e["name"] and inside(e["ts"], steps_of(ev)):
+            rpc = {**comms.get(args.get("External id"), {}), **args}
+            nbytes.append(int(rpc["In msg nelems"]) * sizes[rpc["dtype"]])
+    ar = s.collectives["all_reduce/2"]
+    assert ar.calls * s.steps == len(nbytes)
+    assert ar.bytes == pytest.approx(np.mean(nbytes), rel=0.02)
+
+
+def test_a_rocm_trace_is_read_as_an_amd_gpu():
+    s = summarize(load_traces([HTA / "mi250_rocm.json.gz"]))
+    assert "AMD" in s.device and s.launch_s > 0  # hipLaunchKernel
+    assert set(s.model_dump()) == FIELDS
+
+
+def test_a_gpu_trace_calibrates_rates_that_reproduce_its_gemms():
+    """The lent H200's trace of GPT-2 355M, micro-batch 8: the fitted matmul_max and tile price the aligned GEMMs of
+    the trace within the fit's residual, and the result is a loadable dgx-h200 spec."""
+    system, summary, fit = calibrate_from_trace([H200 / "gpt2-355m-mb8"], hardware="dgx-h200")
+    assert system.name == "dgx-h200-trace" and summary.device == "NVIDIA H200"
+    gemm = next(r for r in fit.residuals if r.quantity == "gemm")
+    assert gemm.points == 6 and gemm.median_abs_error < 0.15  # the 3 LM-head shapes (50257) are alignment-1 kernels
+    assert 0.5 < system.efficiency.matmul_max["bf16"] <= 1.0
+    # the executor's GPT-2 layer has six linears (q, k, v, out, MLP in, MLP out), each a forward, an input-gradient
+    # and a weight-gradient GEMM: 24 x 6 x 3 + the LM head's 3 = 435 GEMM operators and as many GEMM kernels a step
+    assert sum(g.calls for g in summary.gemm.values()) == 435 == summary.kernels["gemm"].count
+
+
+def test_without_gemm_shapes_it_says_what_it_cannot_calibrate(capsys):
+    path = str(HTA / "sampled_rank-0.json.gz")
+    assert main(["calibrate", "--from-trace", path, "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == FIELDS and out["not_calibrated"][0]["what"] == "a calibrated spec"
+    # asked to write a spec it cannot calibrate: refused, nothing written
+    assert main(["calibrate", "--from-trace", path, "--output", "x.yaml"]) == 2
+    assert "no bf16/fp16 GEMM" in capsys.readouterr().err
+
+
+def bad_traces(tmp: Path) -> dict[str, tuple[Path, str]]:
+    good = (HTA / "mi250_rocm.json.gz").read_bytes()
+    cases = {"empty": (b"", "is empty"), "truncated gzip": (good[: len(good) // 2], "truncated or damaged gzip"),
+             "not JSON": (b"hello, not json", "is not JSON"),
+             "no kernels": (json.dumps({"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1",
+                                                         "ts": 0, "dur": 10}]}).encode(), "no GPU kernels"),
+             "no events list": (b'{"schemaVersion": 1}', "no traceEvents")}
+    out = {}
+    for name, (data, words) in cases.items():
+        p = tmp / f"{name.replace(' ', '_')}.json"
+        p.write_bytes(data)
+        out[name] = (p, words)
+    return out
+
+
+def test_bad_traces_are_refused_in_one_line_with_exit_2(tmp_path, capsys):
+    for name, (path, words) in bad_traces(tmp_path).items():
+        assert main(["calibrate", "--from-trace", str(path), "--output", str(tmp_path / "s.yaml")]) == 2, name
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and words in err and str(path) in err, (name, err)
+        assert not (tmp_path / "s.yaml").exists()
+    assert main(["calibrate", "--from-trace", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["calibrate", "--from-trace", str(HTA / "mi250_rocm.json.gz"), "--device", "cpu"]) == 2
+    assert "drop --device" in capsys.readouterr().err
+    with pytest.raises(InputError, match="rank 0 appears in 2 files"):
+        load_traces([HTA / "nccl_data.json.gz", HTA / "mi250_rocm.json.gz"])
