@@ -2,6 +2,8 @@
 
     python benchmarks/trace_calibration.py                   # cpu-smoke on 4 CPU processes: runs, traces, compares
     python benchmarks/trace_calibration.py --from DIR        # re-score a finished run (DIR: its --out-dir)
+    python benchmarks/trace_calibration.py --from benchmarks/results/validation/cpu-vm-traced \
+        --traces benchmarks/results/traces/cpu-smoke-vm      # this project's run of 2026-11-27, committed
     python benchmarks/trace_calibration.py --gpu-results benchmarks/results/validation/gpu-single-h200-traced \
         --traces benchmarks/results/traces/gpu-single-h200 --hardware dgx-h200     # the lent GPU's sweep
 
@@ -85,14 +87,14 @@ def main(argv=None) -> int:
     ap.add_argument("--plan", default=None, help="the plan whose trace calibrates (default: dp4 on CPU, "
                                                  "gpt2-355m-mb8 on a GPU sweep)")
     ap.add_argument("--gpu-results", type=Path, help="a GPU sweep's validation folder (plans/ with measurements)")
-    ap.add_argument("--traces", type=Path, help="with --gpu-results: the folder of its traces (PLAN/rank-R...)")
+    ap.add_argument("--traces", type=Path, help="the folder of the run's traces (PLAN/rank-R...; default: DIR/traces)")
     ap.add_argument("--hardware", default=None, help="with --gpu-results: the base system (default: the GPU's)")
     a = ap.parse_args(argv)
     if a.gpu_results:
         run, traces, plan = a.gpu_results, a.traces, a.plan or "gpt2-355m-mb8"
     else:
         run = a.done or a.out_dir
-        traces, plan = run / "traces", a.plan or "dp4"
+        traces, plan = a.traces or run / "traces", a.plan or "dp4"
         if a.done is None:
             from perfmodel.validate.runner import validate
 

@@ -340,6 +340,15 @@ def runs_in(**kw) -> Kind:
     return Kind(fixed, _junk(".csv"), names=("--from-runs", "run log"), path=True, **kw)
 
 
+def trace_in(**kw) -> Kind:
+    """--from-trace / --trace: a Kineto trace file or folder: missing, an empty folder, empty, binary, not JSON, a JSON
+    with no traceEvents, a bare list of no events, truncated."""
+    fixed = ["missing.json", "adir", "empty.json", "binary.json", "spec.yaml", "plan.json", "list.json",
+             "truncated.json", "runs.csv"]
+    names = ("trace", "--from-trace", *kw.pop("names", ()))
+    return Kind(fixed, _junk(".json"), names=names, path=True, **kw)
+
+
 def data_in() -> Kind:
     """--data (an empty or too short file: tests/fuzz_corpus/cli, a known bug in execute/)."""
     return Kind(["missing.txt", "adir", ""], st.sampled_from(["missing.txt", "adir", "afile.txt/x"]), path=True)
@@ -368,6 +377,7 @@ BASES = {
     "validate-sweep": ["validate", "--out-dir", "val", "--hardware", "spec.yaml", "--sweep", "cpu-smoke"],
     "calibrate": ["calibrate", "--device", "cpu", "--quick", "--output", "cal.yaml"],
     "calibrate-runs": ["calibrate", "--from-runs", "runs.csv", "--hardware", "dgx-h100", "--output", "fit.yaml"],
+    "calibrate-trace": ["calibrate", "--from-trace", "trace.json.gz"],
     "hardware": ["hardware", "show", "dgx-h100"],
     "hardware show": ["hardware", "show", "dgx-h100"],
     "hardware hosts": ["hardware", "hosts", "xeon-8480c"],
@@ -389,6 +399,7 @@ def zoo_files(plan_json: bytes, cpu_plan_json: bytes, runs_csv: bytes, spec_yaml
     store = {"write_gbps": 100.0, "read_gbps": 100.0, "node_gbps": 50.0, "staging_gbps": 20.0}
     return {
         "plan.json": plan_json, "cpu1.json": cpu_plan_json, "runs.csv": runs_csv, "spec.yaml": spec_yaml,
+        "trace.json.gz": (ROOT / "tests" / "fixtures" / "traces" / "hta" / "mi250_rocm.json.gz").read_bytes(),
         "model.yaml": b"name: m\nn_layers: 2\nhidden: 64\nn_heads: 4\nffn_hidden: 256\nvocab: 512\nmax_seq_len: 64\n",
         "empty.json": b"", "empty.yaml": b"", "empty.csv": b"", "empty.txt": b"", "tiny.txt": b"hello",
         "binary.json": bytes(range(256)), "binary.yaml": bytes(range(256)) * 2, "binary.csv": b"\x00\xff" * 64,
@@ -438,7 +449,8 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
 
     t = {}
     t |= {("predict", f): k for f, k in _plan_flags("predict").items()}
-    t |= {("predict", "--save-plan"): output(".json"), ("predict", "--plot"): output(".png")}
+    t |= {("predict", "--save-plan"): output(".json"), ("predict", "--plot"): output(".png"),
+          ("predict", "--trace"): trace_in(names=("--trace",))}
     t |= {("forecast", f): k for f, k in _plan_flags("forecast").items()}
     t |= {("forecast", "--tokens"): tokens(), ("forecast", "--ramp"): ramp(), ("forecast", "--plot"): output(".png"),
           ("forecast", "--storage"): yaml_in(names=("storage",))}
@@ -502,7 +514,8 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("execute", "--nnodes"): count(), ("execute", "--node-rank"): count(0),
           ("execute", "--rdzv-backend"): name(good=("c10d", "etcd", "etcd-v2", "static")),
           ("execute", "--rdzv-endpoint"): text_arg(), ("execute", "--rdzv-id"): text_arg(),
-          ("execute", "--master-addr"): text_arg(), ("execute", "--master-port"): count(1, 65535)}
+          ("execute", "--master-addr"): text_arg(), ("execute", "--master-port"): count(1, 65535),
+          ("execute", "--trace"): directory(names=("--trace",))}
     t[("execute", "--warmup")].fixed.append("8")  # not below --steps (8)
     t[("execute", "--checkpoint-every")].fixed.append("5")  # beyond --steps 4
     t[("execute", "--nproc")].fixed.append("2")  # the plan needs 1
@@ -513,7 +526,8 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("validate", "--steps"): count(), ("validate", "--warmup"): count(0), ("validate", "--rounds"): count(),
           ("validate", "--plot"): output(".png"), ("validate", "--csv"): output(".csv"),
           ("validate", "--full-calibration"): flag_switch(), ("validate", "--timeout"): seconds(),
-          ("validate", "--checkpoint-every"): count(), ("validate", "--checkpoint-async"): flag_switch()}
+          ("validate", "--checkpoint-every"): count(), ("validate", "--checkpoint-async"): flag_switch(),
+          ("validate", "--trace"): directory(names=("--trace",))}
     t[("validate", "--warmup")].fixed.append("8")
     t[("validate", "--checkpoint-every")].fixed.append("99")
     t[("validate", "--nproc")].fixed.append("2")
@@ -525,7 +539,9 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
               ["", "a b", "-x", "../x", ".hidden", "x/y", "é"], TEXT.filter(lambda s: not _system_name(s))),
           ("calibrate", "--quick"): flag_switch(), ("calibrate", "--output"): output(".yaml"),
           ("calibrate", "--step-overhead"): flag_switch(**runs), ("calibrate", "--host-only"): flag_switch(),
-          ("calibrate", "--plot"): output(".png")}
+          ("calibrate", "--plot"): output(".png"),
+          ("calibrate", "--from-trace"): trace_in(base="calibrate-trace"),
+          ("calibrate", "--plan"): plan_in(base="calibrate-trace", names=("plan file", "--plan"))}
     t |= {("hardware show", "name"): hardware_in(names=("system", "spec", "hardware")),
           ("hardware hosts", "host"): host_in(),
           ("models show", "name"): model_in(names=("model",)), ("stacks show", "name"): stack_in(names=("stack",))}

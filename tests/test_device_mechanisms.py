@@ -18,7 +18,8 @@ import pytest
 
 from perfmodel.cost.estimate import estimate
 from perfmodel.cost.flops import recompute_flops_per_token
-from perfmodel.cost.kernels import EAGER_SOFTMAX_BYTES, grouped_slowdown, softmax_bytes, unaligned
+from perfmodel.cost.grouped_gemm import grouped_slowdown
+from perfmodel.cost.kernels import EAGER_SOFTMAX_BYTES, softmax_bytes, unaligned
 from perfmodel.cost.operator_table import per_op_share
 from perfmodel.spec.hardware import load_hardware
 from perfmodel.spec.model_catalogue import load_model
@@ -199,3 +200,21 @@ def test_expert_gemms_take_the_measured_grouped_slowdown(no_host):
     fp8 = plan.model_copy(update={"precision": "fp8"})
     assert _op(estimate(model, H100, fp8), "experts_in").fwd_s == pytest.approx(
         _op(estimate(model, plain, fp8), "experts_in").fwd_s)
+
+
+def test_autocast_casts_each_linear_weight_bias_and_fp32_input(no_host):
+    """The executor (plain-torch) trains fp32 parameters under autocast: GPT-2 350M (hidden 1024), micro-batch 8 x 1024 on one
+    H200. qkv: the wq, wk, wv weights and biases (3072 x 1024 + 3072) and three casts of the first norm's fp32
+    output (3 x 8192 x 1024); mlp_out: its weight and bias alone (1024 x 4096 + 1024), its input already bf16; both at
+    6 bytes per element, forward and backward. Megatron-Core keeps bf16 parameters: no casts."""
+    model, h200 = load_model("gpt2-350m"), load_hardware("dgx-h200")
+    plan = dict(gpus=1, micro_batch=8, global_batch=8, seq_len=1024)
+    e = estimate(model, h200, Plan(**plan, stack="plain-torch"))
+    qkv, out = _op(e, "qkv.autocast"), _op(e, "mlp_out.autocast")
+    qkv_elements = 3072 * 1024 + 3072 + 3 * 8192 * 1024
+    out_elements = 1024 * 4096 + 1024
+    assert qkv.fwd_s / out.fwd_s == pytest.approx(qkv_elements / out_elements, rel=1e-6)
+    assert qkv.bwd_s == pytest.approx(qkv.fwd_s) and qkv.kind == "memory"
+    assert _op(e, "mlp_in.autocast").fwd_s / out.fwd_s == pytest.approx(
+        (4096 * 1024 + 4096 + 8192 * 1024) / out_elements, rel=1e-6)  # GELU's one in-projection reads norm2
+    assert not any(o.name.endswith(".autocast") for o in estimate(model, h200, Plan(**plan, stack="megatron-core")).ops)

@@ -217,7 +217,7 @@ def test_validate_compares_each_view_with_its_prediction(tmp_path, monkeypatch):
         update={"stack": EXECUTOR_STACK}))[1].memory_bytes for n, p in plans.items()}
     assert all(e.runtime > 0 and e.reserved > e.allocated for e in est.values())  # the views differ on CUDA
 
-    def run_plans(paths, nproc, *, device, steps, warmup, rounds, log_dir, timeout_s, echo):
+    def run_plans(paths, nproc, *, device, steps, warmup, rounds, log_dir, timeout_s, echo, trace_dir=None):
         assert device == "cuda"
         out = []
         for p in paths:

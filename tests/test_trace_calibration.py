@@ -142,3 +142,24 @@ def test_bad_traces_are_refused_in_one_line_with_exit_2(tmp_path, capsys):
     assert "drop --device" in capsys.readouterr().err
     with pytest.raises(InputError, match="rank 0 appears in 2 files"):
         load_traces([HTA / "nccl_data.json.gz", HTA / "mi250_rocm.json.gz"])
+
+
+def test_predict_prices_a_plan_on_the_spec_its_trace_calibrates(capsys):
+    """predict --trace: the same plan flags priced on the trace's calibrated spec, named after its base; a trace of
+    another GPU than --hardware's, --trace with a plan file, and --trace without a plan are refused in one line."""
+    trace = str(H200 / "gpt2-355m-mb8")
+    flags = ["--model", "gpt2-350m", "--gpus", "1", "--tp", "1", "--pp", "1", "--micro-batch", "8", "--global-batch",
+             "8", "--seq-len", "1024", "--stack", "plain-torch", "--format", "json"]
+    assert main(["predict", "--trace", trace, *flags]) == 0
+    traced = json.loads(capsys.readouterr().out)
+    assert main(["predict", "--hardware", "dgx-h200", *flags]) == 0
+    catalogue = json.loads(capsys.readouterr().out)
+    assert traced["hardware"] == "dgx-h200-trace" and catalogue["hardware"] == "dgx-h200"
+    # the trace's GEMMs ran at its own rates: the GEMM part is the calibrated one, not the catalogue table's
+    assert traced["time_s"]["gemm"] != pytest.approx(catalogue["time_s"]["gemm"], rel=0.01)
+    for bad, words in ((["predict", "--trace", trace, "--hardware", "dgx-h100", *flags[:-2]], "the trace ran on"),
+                       (["predict", "--trace", trace], "a plan you describe"),
+                       (["predict", "--trace", trace, "--plan", "x.json"], "--trace with --plan")):
+        assert main(bad) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and words in err, err

@@ -363,7 +363,7 @@ def test_cli_parser_and_errors(tmp_path, no_executor):
 def test_validate_flow_with_stand_in_executor(tmp_path, cpu_yaml, monkeypatch):
     calls = []
 
-    def run_plans(paths, nproc, *, device, steps, warmup, rounds, log_dir, timeout_s, echo):
+    def run_plans(paths, nproc, *, device, steps, warmup, rounds, log_dir, timeout_s, echo, trace_dir=None):
         calls.append((list(paths), nproc, device, steps, warmup, rounds))
         out = []
         for i, p in enumerate(paths):

@@ -207,9 +207,11 @@ def calibrate_from_trace(paths, hardware: str | Path | None = None, plan_path: s
         template = cpu_template(m, name or f"cpu-trace-{t0.world}p")
     else:
         template = load_hardware(hardware) if hardware is not None else default_base(t0.device, 0.0)
-        if template.accelerator.torch_device != "cuda":
-            raise InputError(f"--hardware {hardware}: a {template.accelerator.torch_device} system for a GPU trace; "
-                             "valid: the system of the GPU the trace ran on")
+        family = template.accelerator.name.split("-")[0].lower()
+        if template.accelerator.torch_device != "cuda" or family not in t0.device.lower().replace(" ", ""):
+            raise InputError(f"--hardware {hardware}: {template.name}'s accelerator is {template.accelerator.name}, "
+                             f"the trace ran on {t0.device}; valid: the system of the GPU the trace ran on (default: "
+                             "the catalogue's, by the trace's device name)")
     fit = bounded_network(fit_groups(fit_all(m, template, prefer_tile=None if cpu else
                                              tuple(template.efficiency.matmul_tile)), m, template))
     command = f"perfmodel calibrate --from-trace {' '.join(str(p) for p in paths)}"

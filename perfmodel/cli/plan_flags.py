@@ -220,6 +220,10 @@ def use_example(a: argparse.Namespace) -> argparse.Namespace:
 def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, PlanFile | None]:
     """(model, system, resolved plan, the plan file or None) of `--plan FILE` or of the plan flags; one line
     naming what is missing or given twice otherwise."""
+    trace = getattr(a, "trace", None)
+    if a.plan and trace:
+        raise InputError("--trace with --plan: a plan file carries its own spec; valid: --trace with the plan flags "
+                         "(perfmodel calibrate --from-trace --output SPEC.yaml writes a spec a plan file can name)")
     if a.plan:
         given = [f"--{'no-' if getattr(a, k) is False else ''}{k.replace('_', '-')}" for k in PLAN_FLAGS
                  if getattr(a, k) not in (None, False) or (k == "moe_overlap" and a.moe_overlap is False)]
@@ -229,7 +233,8 @@ def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, Pl
 
         pf = load_plan_file(a.plan)
         return pf.model, pf.hardware.with_host(getattr(a, "host", None)), pf.plan, pf
-    missing = [f"--{k.replace('_', '-')}" for k in PREDICT_INPUTS if getattr(a, k) is None]
+    missing = [f"--{k.replace('_', '-')}" for k in PREDICT_INPUTS if getattr(a, k) is None
+               and not (trace and k == "hardware")]  # a trace calibrates the spec; --hardware: a GPU trace's base
     if missing:
         raise InputError(f"{a.cmd} needs {', '.join(missing)} (or --plan FILE"
                          f"{', or no flags for the built-in example' if a.cmd == 'predict' else ''})")
@@ -247,5 +252,12 @@ def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, Pl
     plan = Plan(**given, sequence_parallel=a.sequence_parallel, overlap_dp_comm=not a.no_overlap_dp_comm,
                 account_for_embedding=a.account_for_embedding, account_for_loss=a.account_for_loss,
                 optimizer_offload=a.optimizer_offload)
-    model, system = load_model(a.model), load_hardware(a.hardware).with_host(getattr(a, "host", None))
+    model = load_model(a.model)
+    if trace:  # calibrated in memory from the trace (calibrate.from_trace), nothing written
+        from ..calibrate.from_trace import calibrate_from_trace
+
+        system = calibrate_from_trace(trace, a.hardware)[0]
+    else:
+        system = load_hardware(a.hardware)
+    system = system.with_host(getattr(a, "host", None))
     return model, system, resolve(plan, model, system), None

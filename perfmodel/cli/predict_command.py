@@ -24,6 +24,9 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     p.add_argument("--versus", type=stack_name(STACKS, release_lines()), metavar="STACK",
                    help="also price the same flags under another stack or release (megatron-bridge@25.11) and show "
                         "what changed, setting by setting and part by part")
+    p.add_argument("--trace", nargs="+", type=path("--trace"), metavar="PATH",
+                   help="price on a spec calibrated in memory from profiler traces of your own step (as calibrate "
+                        "--from-trace: Kineto JSON, one per rank, or a folder); --hardware is then a GPU trace's base")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument("--plot", type=path("--plot", "a file ending in .png"), metavar="FILE.png",
                    help="draw the time and memory breakdowns and the pipeline schedule")
@@ -64,6 +67,9 @@ def estimate_from_args(a):
     as a plan file with --save-plan. The CLI and the planner page (perfmodel.app.actions) both predict through it."""
     from ..cost.estimate import check_prediction, evaluate_plan
 
+    if getattr(a, "trace", None) and no_plan_given(a):
+        raise InputError("--trace calibrates the spec of a plan you describe; valid: --trace PATH with --model, "
+                         "--gpus, --tp, --pp, --micro-batch, --global-batch, --seq-len")
     if no_plan_given(a):  # the built-in example, with the output flags given (--format, --plot, --save-plan)
         a = use_example(a)
 

@@ -20,6 +20,7 @@ from ..spec.model import ModelConfig
 from ..spec.plan import Plan
 from ..spec.stack import Stack, load_stack
 from ..spec.kernel_tables import AttentionGrid, GemmGrid, attention_grid, gemm_grid, table_dtypes
+from .grouped_gemm import grouped_slowdown
 from .compute import flash_attention_time, gemm_time, gemm_traffic_bytes, memory_bound_time
 from .kernel_lookup import attention_table_rate, gemm_table_time
 from .attention_kinds import attention_head_width, indexer_flops, indexer_rate
@@ -221,33 +222,12 @@ def unaligned(n, k, precision: str):
     return (np.mod(np.round(np.asarray(n, float)), elems) != 0) | (np.mod(np.round(np.asarray(k, float)), elems) != 0)
 
 
-def grouped_slowdown(curve, tokens_per_group, groups):
-    """(forward, input gradient, weight gradient) time of a grouped GEMM over that of one dense GEMM of the same
-    rows: the accelerator's measured `GroupedGemmSlowdown` at `tokens_per_group` routed tokens per expert,
-    interpolated in log tokens and held at the end points beyond them; 1 where `groups` is 1 (one expert per
-    device: a plain GEMM) or nothing was measured. Dimensionless, per plan.
-
-    Source: benchmarks/grouped_gemm.py on a lent H200 (torch._grouped_mm against cuBLAS's torch.mm, bf16, the MoE
-    presets' expert shapes; benchmarks/results/device/grouped_gemm_h200.json): a grouped GEMM splits each
-    expert's m rows into its own tiles, so a small m leaves tiles part empty and waves part full, and its weight
-    gradient reduces over m tokens where the dense GEMM's reduces over g*m (1.8-2.4x at 128 tokens, 1.1-1.25x at
-    1024, ~1.05-1.1x from 4096)."""
-    one = np.ones(np.broadcast_shapes(np.shape(tokens_per_group), np.shape(groups)))
-    if curve is None:
-        return one, one, one
-    at = np.log(np.maximum(np.asarray(tokens_per_group, float), 1.0))
-    x = np.log(np.asarray(curve.tokens_per_group, float))
-    grouped = np.asarray(groups) > 1
-    return tuple(np.where(grouped, np.interp(at, x, ratios), 1.0) * one
-                 for ratios in (curve.forward, curve.input_grad, curve.weight_grad))
-
-
 def gemm_op(dev: Device, name: str, m, n, k, batch, precision: str, recompute, formula: str,
             weight_grad: bool = True, grouped: bool = False) -> Op:
     """`batch` GEMMs C[m,n] = A[m,k] B[k,n] with their backward: dA = dC B^T (m, k, n) and dB = A^T dC (k, n, m),
     the same FLOPs each (module docstring); a frozen weight (not `weight_grad`: spec.finetune) skips dB. Priced by
     `Device.gemm_priced`, which the op names; `grouped` (a device's local experts in one grouped kernel) with a
-    2-byte precision, each pass times the part's measured `grouped_slowdown`. A 2-byte GEMM with
+    2-byte precision, each pass times the part's measured `cost.grouped_gemm.grouped_slowdown`. A 2-byte GEMM with
     a leading dimension off 16 bytes (`unaligned`) runs no faster than the part's measured alignment-1 rates
     (Accelerator.unaligned_matmul_tflops: forward, input and weight gradient; ~7x below the aligned kernels on
     H100, benchmarks/gemm_alignment.py)."""

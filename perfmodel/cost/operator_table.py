@@ -27,6 +27,7 @@ from ..spec.operators import (GRAPH_OPS, LAYER_OPS, SPECS, UNIT_OF, OpSpec, conf
 from ..spec.recompute import Recompute
 from .kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, Op, Values, attention_ops, elementwise_op, linear_op,
                       residual_bytes)
+from .autocast import autocast_op
 from .layouts import Layouts, among
 from .mesh import BIT, gathered_axes
 from .moe import moe_kernels, moe_share
@@ -232,6 +233,7 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
         if op.name == "lm_head" and dev.stack.vocab_multiple > 1:  # the stack's padded vocabulary (Stack.vocab_multiple)
             rows = np.ceil(rows / dev.stack.vocab_multiple) * dev.stack.vocab_multiple
         ops = linear_op(dev, op.name, T, rows, s.local(in_dim, k), rec, precision=prec)
+        ops += autocast_op(dev, op.name, T, rows, s.local(in_dim, k), rec)
         share = per_op_share(op.name, m)
         if 0.0 < share < 1.0:
             ops = [replace(k_, partial=(("per-op", share),)) for k_ in ops]

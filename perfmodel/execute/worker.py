@@ -227,7 +227,7 @@ def traced(job: dict, entry: dict, device: torch.device, trainer: Trainer, batch
     world = dist.get_world_size() if dist.is_initialized() else 1
     trace_steps(step, device, out, {"plan": name, "rank": rank, "world_size": world, "device": device_name(device)})
     return (f"{TRACED_STEPS} more steps traced after the timed ones (not among the step times), one trace per rank: "
-            f"{out.parent}")
+            f"{relative_ref(out.parent, entry['output'])}")  # relative to the measurement: no machine's folders
 
 
 def gather(run: dict) -> tuple[list[dict], list[float]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import Field, field_serializer, field_validator, model_validator
 
@@ -18,7 +18,8 @@ from ..errors import MAX_COUNT, Count, Flag, InputError, PositiveReal, Real, Sch
 from ..files import looks_like_path, read_mapping
 from .kernel_tables import current_spec_folder, held_name, spec_folder, table_path, written_name
 from .network import DATASHEET_MAX, CollectiveKind, Datasheet, KindFit, Latency, NetworkTier  # noqa: F401
-from .host_cpu import HostCPU, load_host, resolve_host
+from .grouped_slowdown import GroupedGemmSlowdown  # noqa: F401 - re-exported: a field of Accelerator
+from .host_cpu import HostCPU, SharedHost, load_host, resolve_host  # noqa: F401 - SharedHost re-exported
 from .host_overheads import HostCosts, HostProbe, ServingHostCosts, SustainProbe  # noqa: F401
 from .stack import NARROW_PRECISIONS, Interval  # noqa: F401
 from .stack_release import profile_of
@@ -37,30 +38,6 @@ GiB = 2**30
 DEFAULT_HEADROOM = 0.10
 
 MAX_BACKWARD_RATE = 4.0  # attention backward / forward FLOP rate: FlashAttention-2 is 0.86; 4 is a broken timing
-
-
-class GroupedGemmSlowdown(Schema):
-    """Seconds of a grouped GEMM (g experts' weights, m routed tokens each, one kernel) over those of one dense GEMM
-    of the same g*m rows and the same n and k, per training pass, measured at `tokens_per_group` (median over
-    expert shapes and 2-32 groups): what the per-group tiles and the grouped kernel cost beyond the dense rate
-    (cost.kernels.grouped_slowdown)."""
-
-    tokens_per_group: list[Count] = Field(description="routed tokens per expert at the measured points, increasing")
-    forward: list[Annotated[float, Field(gt=0, le=100)]] = Field(description="Y = X W^T, ratio at each point")
-    input_grad: list[Annotated[float, Field(gt=0, le=100)]] = Field(description="dX = dY W, ratio at each point")
-    weight_grad: list[Annotated[float, Field(gt=0, le=100)]] = Field(
-        description="dW = dY^T X per expert (inner dimension m, where the dense GEMM's is g*m), ratio at each point")
-
-    @model_validator(mode="after")
-    def _aligned(self):
-        n = len(self.tokens_per_group)
-        if n < 2 or sorted(set(self.tokens_per_group)) != self.tokens_per_group:
-            raise ValueError(f"tokens_per_group = {self.tokens_per_group}; valid: two or more increasing counts")
-        for name in ("forward", "input_grad", "weight_grad"):
-            if len(getattr(self, name)) != n:
-                raise ValueError(f"{name} has {len(getattr(self, name))} ratios for {n} tokens_per_group points; "
-                                 "valid: one ratio per point")
-        return self
 
 
 class Accelerator(Schema):
@@ -107,7 +84,7 @@ class Accelerator(Schema):
     grouped_gemm_slowdown: GroupedGemmSlowdown | None = Field(
         None, description="a 2-byte grouped GEMM's (a device's local experts) time over one dense GEMM of the same "
         "rows, per pass and tokens per expert, measured on this architecture; null: not measured, grouped GEMMs "
-        "priced as the dense GEMM of their rows (cost.kernels.grouped_slowdown)")
+        "priced as the dense GEMM of their rows (cost.grouped_gemm.grouped_slowdown)")
     gemm_power_w: dict[Literal["bf16", "fp8", "fp4"], Datasheet] = Field(default_factory=dict, description="W drawn "
         "by GEMMs of >= 1e12 FLOPs per dtype (kernels/gemm_power.csv): the energy model's draw in GEMM time")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
@@ -211,18 +188,6 @@ class Efficiency(Schema):
             if not 0 < v <= 1:
                 raise ValueError(f"matmul_max.{k} = {v} must be in (0, 1]")
         return self
-
-
-class SharedHost(Schema):
-    """A host whose ranks outnumber its cores (a CPU testbed: torch ranks are processes of one thread each).
-
-    accelerator.peak_tflops and hbm_bandwidth_tbps are then per-rank rates measured with all `ranks` computing at
-    once; a rank that computes while others wait (a pipeline stage ahead of the slowest) gets up to a whole
-    core (cost.compute.shared_core_speedup)."""
-
-    ranks: Count = Field(description="ranks the host ran at once when its rates were measured")
-    cores: Count = Field(description="cores those ranks shared (the CPUs the processes could run on)")
-    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
 
 class RunResidual(Schema):

@@ -6,7 +6,8 @@ one call of each kind costs (`HostCalls`): measured on that host class where a p
 (shared/data/host/host_overheads.md), by `perfmodel calibrate --device cuda` on the user's own machine
 (calibrate.host_calls), or derived from a measured host by the ratio of the kinds both measured (each derivation
 stated in `sources`). The catalogue is `hardware_specs/hosts/NAME.yaml`; a system names its host
-(`System.host_cpu`), and `--host NAME` prices a plan on another (a lent cloud VM against a DGX, say).
+(`System.host_cpu`), and `--host NAME` prices a plan on another (a lent cloud VM against a DGX, say). A CPU
+testbed whose ranks outnumber its cores says so in `SharedHost`.
 """
 
 from __future__ import annotations
@@ -146,3 +147,15 @@ def resolve_host(data: dict, where: str) -> dict:
         return {**data, "host_cpu": load_host(name).model_dump()}
     except InputError as err:
         raise InputError(f"{where}: host_cpu: {err}") from None
+
+
+class SharedHost(Schema):
+    """A host whose ranks outnumber its cores (a CPU testbed: torch ranks are processes of one thread each).
+
+    accelerator.peak_tflops and hbm_bandwidth_tbps are then per-rank rates measured with all `ranks` computing at
+    once; a rank that computes while others wait (a pipeline stage ahead of the slowest) gets up to a whole
+    core (cost.compute.shared_core_speedup)."""
+
+    ranks: Count = Field(description="ranks the host ran at once when its rates were measured")
+    cores: Count = Field(description="cores those ranks shared (the CPUs the processes could run on)")
+    sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
