@@ -35,8 +35,8 @@ from ..spec.hardware import HostCosts, HostProbe, System, load_hardware
 from ..spec.stack import EXECUTOR_STACK
 from .raw import AttentionPoint, CommPoint, Environment, FitResult, GemmPoint, Measurements, MemoryPoint
 from .trace_reader import (
-    ATTENTION_OP,
     RankTrace,
+    DTYPES,
     collectives,
     dtype_of,
     gemm_shape,
@@ -81,7 +81,9 @@ def trace_measurements(traces: list[RankTrace], label: str) -> Measurements:
                 aligned = shape is not None and (cpu or all(d % 8 == 0 for d in shape))
                 if aligned and prec is not None:
                     gemm[(*shape, dt, prec)][t.rank].append(op_seconds(t, op))
-            elif ATTENTION_OP.search(name) and name.startswith("aten::_") and op.dims and len(op.dims[0]) == 4:
+            elif name.startswith("aten::_scaled_dot_product") and op.dims and len(op.dims[0]) == 4:
+                # the SDPA op, q as [batch, heads, seq, head_dim] (the flash / efficient ops inside it take q
+                # transposed, [batch, seq, heads, head_dim], and are its own kernels: not counted again)
                 key = tuple(op.dims[0]) + (dtype_of(op.types)[0],)  # (batch, heads, seq, head_dim, dtype) of q
                 (attn_b if name.endswith("_backward") else attn_f)[key][t.rank].append(op_seconds(t, op))
             elif name in NORMS or name in NORMS.values():
@@ -92,9 +94,13 @@ def trace_measurements(traces: list[RankTrace], label: str) -> Measurements:
                 gelu[(tuple(dims), name == GELU[0])][t.rank].append(op_seconds(t, op))
             elif name in ("aten::add", "aten::add_") and len(op.dims) >= 2 and op.dims[0] == op.dims[1] and op.dims[0]:
                 add[tuple(op.dims[0])][t.rank].append(op_seconds(t, op))
-                stream[("add", tuple(op.dims[0]), dtype_of(op.types))][t.rank].append(op_seconds(t, op))
+                # reads both inputs, writes the first's dtype
+                sizes = element_bytes(op.types[:2]) + element_bytes(op.types[:1])
+                stream[("add", tuple(op.dims[0]), sizes)][t.rank].append(op_seconds(t, op))
             elif name == "aten::copy_" and len(op.dims) >= 2 and op.dims[0] == op.dims[1] and op.dims[0]:
-                stream[("copy", tuple(op.dims[0]), dtype_of(op.types))][t.rank].append(op_seconds(t, op))
+                # writes the destination's dtype, reads the source's (a cast moves 4 + 2 bytes an element)
+                sizes = element_bytes(op.types[:2])
+                stream[("copy", tuple(op.dims[0]), sizes)][t.rank].append(op_seconds(t, op))
         for c in collectives(t):
             if c["kind"] in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p") and c["nbytes"] > 0:
                 comm[(c["kind"], c["group"], c["nbytes"], c["dtype"])][t.rank].append(c["seconds"])
@@ -116,9 +122,10 @@ def trace_measurements(traces: list[RankTrace], label: str) -> Measurements:
     for dims, (s, r) in _medians(add, n).items():
         memory.append(MemoryPoint(kernel="add", purpose="layer", elements=int(np.prod(dims)), shape=list(dims),
                                   dtype="trace", bytes_moved=0.0, seconds=s, rank_seconds=r))
-    for (kernel, dims, (dt, size)), (s, r) in _medians(stream, n).items():
+    for (kernel, dims, size), (s, r) in _medians(stream, n).items():
         elements = int(np.prod(dims))
-        moved = (2 if kernel == "copy" else 3) * elements * size
+        moved = elements * size
+        dt = "trace"
         if s > 0 and (cpu or moved >= 1 << 20):  # on a GPU a MiB and more: bandwidth, not the launch, sets the time
             memory.append(MemoryPoint(kernel=kernel, purpose="stream", elements=elements, shape=list(dims), dtype=dt,
                                       bytes_moved=float(moved), seconds=s, rank_seconds=r))
@@ -131,6 +138,11 @@ def trace_measurements(traces: list[RankTrace], label: str) -> Measurements:
                       baseline_bytes=0.0,
                       started_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
     return Measurements(env=env, gemm=points, attention=attention, memory=memory, comm=comms, bench_s=0.0)
+
+
+def element_bytes(types: list) -> int:
+    """Bytes per element of the given tensors' dtypes, summed (an unknown dtype: 4)."""
+    return sum(DTYPES.get(ty, ("?", 4))[1] for ty in types)
 
 
 def _layer_points(kernel: str, samples: dict, n: int) -> list[MemoryPoint]:
@@ -206,7 +218,14 @@ def calibrate_from_trace(paths, hardware: str | Path | None = None, plan_path: s
                              "trace alone (omit --hardware)")
         template = cpu_template(m, name or f"cpu-trace-{t0.world}p")
     else:
-        template = load_hardware(hardware) if hardware is not None else default_base(t0.device, 0.0)
+        if hardware is not None:
+            template = load_hardware(hardware)
+        else:
+            try:
+                template = default_base(t0.device, t0.device_bytes)
+            except InputError:
+                raise InputError(f"no catalogue system has the GPU {t0.device!r} the trace ran on; valid: --hardware "
+                                 "NAME or SPEC.yaml, the system it ran on (perfmodel hardware list)") from None
         family = template.accelerator.name.split("-")[0].lower()
         if template.accelerator.torch_device != "cuda" or family not in t0.device.lower().replace(" ", ""):
             raise InputError(f"--hardware {hardware}: {template.name}'s accelerator is {template.accelerator.name}, "
@@ -226,6 +245,10 @@ def calibrate_from_trace(paths, hardware: str | Path | None = None, plan_path: s
                 "1: the GEMM and attention rates were timed inside the traced step, every rank computing at once"}})})
         if plan_path is not None:
             system = with_trace_host(system, traces, plan_path, step_s if step_s is not None else summary.step_s)
+    elif plan_path is not None:
+        summary = summary.model_copy(update={"not_calibrated": [*summary.not_calibrated, Missing(
+            what="host costs from --plan", why="a GPU trace's host is priced per call kind on the system's host "
+                                                "(System.host_cpu): --plan fits a CPU trace's executor costs only")]})
     return system, summary, fit
 
 

@@ -41,7 +41,7 @@ KERNEL_CATS = {"kernel"}
 COPY_CATS = {"gpu_memcpy", "gpu_memset"}
 LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
                 "cudaLaunchCooperativeKernel", "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel",
-                "hipExtModuleLaunchKernel")
+                "hipExtModuleLaunchKernel", "cudaGraphLaunch", "hipGraphLaunch")
 GEMM_KERNEL = re.compile(r"(?<!fb)gemm|cutlass|cublas|nvjet|xmma|wgmma|matmul|cijk_|tensorop|_mma_", re.I)
 ATTENTION_KERNEL = re.compile(r"flash|fmha|attention|attn|sdpa|mha_", re.I)
 COLLECTIVE_KERNEL = re.compile(r"nccl|rccl", re.I)
@@ -60,7 +60,8 @@ COMM_DTYPES = {"Float": ("fp32", 4), "BFloat16": ("bf16", 2), "Half": ("fp16", 2
                "Bool": ("bool", 1), "Float8_e4m3fn": ("fp8", 1), "Float8_e5m2": ("fp8", 1)}
 GLOO_KINDS = {"all_reduce": "all_reduce", "allreduce": "all_reduce", "all_gather": "all_gather",
               "allgather": "all_gather", "reduce_scatter": "reduce_scatter", "all_to_all": "all_to_all",
-              "alltoall": "all_to_all", "send": "p2p", "recv": "p2p", "broadcast": "broadcast"}
+              "alltoall": "all_to_all", "reducescatter": "reduce_scatter", "send": "p2p", "recv": "p2p",
+              "broadcast": "broadcast"}
 # Bus-bandwidth factors of NCCL-tests (PERFORMANCE.md): busbw = algbw * factor, for n ranks, bytes = the full tensor
 BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
               "reduce_scatter": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n,
@@ -111,10 +112,16 @@ class RankTrace:
     gloo: list[dict]  # gloo worker spans: {"kind", "t0", "t1", "nbytes", "dtype"}
     comm_args: dict  # External id -> the arguments of its record_param_comms op (NCCL/RCCL traces)
     device_bytes: float  # the GPU's memory as deviceProperties gives it (0: not recorded, or a CPU)
+    launched: dict  # correlation id -> the start of its launch call
     meta: dict
 
     def in_steps(self, t0: float) -> bool:
         return any(a <= t0 < b for a, b in self.steps)
+
+    def kernel_in_steps(self, k: dict) -> bool:
+        """A kernel belongs to the step whose host launched it (the GPU may run behind the host); by its own start
+        where no launch call was recorded."""
+        return self.in_steps(self.launched.get(k["corr"], k["t0"]))
 
 
 def trace_files(paths) -> list[Path]:
@@ -192,9 +199,10 @@ def parse(path: Path) -> RankTrace:
     dist = data.get("distributedInfo") or {}
     props = data.get("deviceProperties") or []
     ops, kernels, launches, gloo, steps, comm_args = [], [], [], [], [], {}
+    base = min((e["ts"] for e in events), default=0.0)  # relative times: seconds keep sub-nanosecond precision
     for e in events:
         cat, name, args = e.get("cat", ""), e.get("name", ""), e.get("args") or {}
-        t0, t1 = e["ts"] * US, (e["ts"] + e["dur"]) * US
+        t0, t1 = (e["ts"] - base) * US, (e["ts"] - base + e["dur"]) * US
         if cat == "cpu_op" and name == "record_param_comms":
             comm_args[args.get("External id")] = args
         if cat == "cpu_op":
@@ -219,9 +227,7 @@ def parse(path: Path) -> RankTrace:
                          "a trace recorded with torch.profiler's CPU activity, and CUDA on a GPU")
     stepped = bool(steps)
     if not steps:
-        lo = min(e["ts"] for e in events) * US
-        hi = max(e["ts"] + e["dur"] for e in events) * US
-        steps = [(lo, hi)]
+        steps = [(0.0, max(e["ts"] - base + e["dur"] for e in events) * US)]
     _nest(ops)
     attach_kernels(ops, kernels, launches)
     gpu = bool(kernels)
@@ -234,7 +240,7 @@ def parse(path: Path) -> RankTrace:
         host=str(data.get("host_name", "")), backend=dist.get("backend"),
         group_sizes=sorted({int(g.get("pg_size", 1)) for g in dist.get("pg_config", []) or []}),
         steps=sorted(steps), stepped=stepped, ops=ops, kernels=kernels, launches=launches, gloo=gloo,
-        comm_args=comm_args, device_bytes=float(props[0].get("totalGlobalMem", 0) if props else 0), meta={k: v for k, v in data.items() if k.startswith("perfmodel_")})
+        comm_args=comm_args, launched={c: a for a, _, c, _ in launches if c is not None}, device_bytes=float(props[0].get("totalGlobalMem", 0) if props else 0), meta={k: v for k, v in data.items() if k.startswith("perfmodel_")})
 
 
 def attach_kernels(ops: list[Op], kernels: list[dict], launches: list) -> None:
@@ -311,6 +317,9 @@ def load_traces(paths) -> list[RankTrace]:
     devices = {t.device_type for t in traces}
     if len(devices) > 1:
         raise InputError("--from-trace mixes CPU and GPU traces; valid: the traces of one run")
+    common = min(len(t.steps) for t in traces)  # the steps every rank recorded
+    for t in traces:
+        t.steps = t.steps[:common]
     return sorted(traces, key=lambda t: t.rank)
 
 
@@ -351,7 +360,7 @@ def host_wait_seconds(t: RankTrace) -> float:
     if not t.kernels:
         return 0.0
     launch_end = {c: b for _, b, c, _ in t.launches if c is not None}
-    ks = sorted((k for k in t.kernels if t.in_steps(k["t0"])), key=lambda k: k["t0"])
+    ks = sorted((k for k in t.kernels if t.kernel_in_steps(k)), key=lambda k: k["t0"])
     wait, busy_until = 0.0, None
     for k in ks:
         if busy_until is not None and k["t0"] > busy_until:
@@ -411,7 +420,7 @@ def collectives(t: RankTrace) -> list[dict]:
                             "dtype": g["dtype"]})
         return out
     for k in t.kernels:
-        if k["cls"] != "collective" or not t.in_steps(k["t0"]):
+        if k["cls"] != "collective" or not t.kernel_in_steps(k):
             continue
         args = k["args"]
         if "Collective name" not in args and k["ext"] in t.comm_args:

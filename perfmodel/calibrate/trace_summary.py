@@ -77,11 +77,13 @@ def summarize(traces: list[RankTrace]) -> TraceSummary:
     for t in traces:
         span = sum(b - a for a, b in t.steps[:n_steps])
         if gpu:
-            inside = [k for k in t.kernels if t.in_steps(k["t0"])]
+            inside = [k for k in t.kernels if t.kernel_in_steps(k)]
             for k in inside:
                 classes[k["cls"]][0] += 1
                 classes[k["cls"]][1] += k["t1"] - k["t0"]
-            busy += union_seconds([(k["t0"], k["t1"]) for k in inside]) / span
+            # busy: the device's time inside the step windows, whichever step launched the kernel
+            busy += union_seconds([(max(k["t0"], a), min(k["t1"], b)) for k in t.kernels for a, b in t.steps
+                                   if k["t0"] < b and k["t1"] > a]) / span
             wait += host_wait_seconds(t) / span
             calls = [b - a for a, b, _, _ in t.launches if t.in_steps(a)]
             launch_total, launches = launch_total + sum(calls), launches + len(calls)

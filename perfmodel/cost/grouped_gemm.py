@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .compute import gemm_traffic_bytes, memory_bound_time
+
 
 def grouped_slowdown(curve, tokens_per_group, groups):
     """(forward, input gradient, weight gradient) time of a grouped GEMM over that of one dense GEMM of the same
@@ -24,3 +26,18 @@ def grouped_slowdown(curve, tokens_per_group, groups):
     grouped = np.asarray(groups) > 1
     return tuple(np.where(grouped, np.interp(at, x, ratios), 1.0) * one
                  for ratios in (curve.forward, curve.input_grad, curve.weight_grad))
+
+
+def grouped_passes(dev, curve, priced, m, n, k, batch, precision, in_bytes: float, act_bytes: float):
+    """(forward, input gradient, weight gradient) seconds of `batch` grouped GEMMs of m rows each (where batch > 1;
+    `priced` elsewhere): the measured `grouped_slowdown` times what it was measured against, one dense GEMM of all
+    batch*m rows on the part (`Device.gemm`; the weight gradient reducing over batch*m), floored by the traffic of
+    the batch separate weights (`cost.compute.gemm_traffic_bytes` at the part's bandwidth), which the dense GEMM's
+    one weight does not read. Seconds, per plan."""
+    g = np.asarray(batch, float)
+    out = []
+    for r, old, dense, own in zip(grouped_slowdown(curve, m, batch), priced,
+                                  ((m * g, n, k), (m * g, k, n), (k, n, m * g)), ((m, n, k), (m, k, n), (k, n, m))):
+        floor = memory_bound_time(gemm_traffic_bytes(*own, in_bytes, act_bytes, batch), dev.mem_bw)
+        out.append(np.where(g > 1, np.maximum(r * dev.gemm(*dense, 1, precision), floor), old))
+    return tuple(out)

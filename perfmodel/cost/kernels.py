@@ -20,7 +20,7 @@ from ..spec.model import ModelConfig
 from ..spec.plan import Plan
 from ..spec.stack import Stack, load_stack
 from ..spec.kernel_tables import AttentionGrid, GemmGrid, attention_grid, gemm_grid, table_dtypes
-from .grouped_gemm import grouped_slowdown
+from .grouped_gemm import grouped_passes
 from .compute import flash_attention_time, gemm_time, gemm_traffic_bytes, memory_bound_time
 from .kernel_lookup import attention_table_rate, gemm_table_time
 from .attention_kinds import attention_head_width, indexer_flops, indexer_rate
@@ -227,7 +227,9 @@ def gemm_op(dev: Device, name: str, m, n, k, batch, precision: str, recompute, f
     """`batch` GEMMs C[m,n] = A[m,k] B[k,n] with their backward: dA = dC B^T (m, k, n) and dB = A^T dC (k, n, m),
     the same FLOPs each (module docstring); a frozen weight (not `weight_grad`: spec.finetune) skips dB. Priced by
     `Device.gemm_priced`, which the op names; `grouped` (a device's local experts in one grouped kernel) with a
-    2-byte precision, each pass times the part's measured `cost.grouped_gemm.grouped_slowdown`. A 2-byte GEMM with
+    2-byte precision, each pass is the measured `cost.grouped_gemm.grouped_slowdown` times what it was measured
+    against, one dense GEMM of all batch*m rows (the weight gradient over batch*m), floored by the traffic of the
+    batch separate weights. A 2-byte GEMM with
     a leading dimension off 16 bytes (`unaligned`) runs no faster than the part's measured alignment-1 rates
     (Accelerator.unaligned_matmul_tflops: forward, input and weight gradient; ~7x below the aligned kernels on
     H100, benchmarks/gemm_alignment.py)."""
@@ -246,9 +248,9 @@ def gemm_op(dev: Device, name: str, m, n, k, batch, precision: str, recompute, f
             by += ", alignment-1 kernels where n or k is off 16 B"
     curve = dev.system.accelerator.grouped_gemm_slowdown
     if grouped and curve is not None and GEMM_INPUT_BYTES[prec] == 2:
-        r_fwd, r_da, r_db = grouped_slowdown(curve, m, batch)
-        fwd, da, db = fwd * r_fwd, da * r_da, db * r_db
-        by += ", grouped-GEMM slowdown by tokens per expert (measured)"
+        fwd, da, db = grouped_passes(dev, curve, (fwd, da, db), m, n, k, batch, precision, GEMM_INPUT_BYTES[prec],
+                                     ACT_BYTES)
+        by += ", grouped-GEMM slowdown by tokens per expert over the dense GEMM of their rows (measured)"
     return Op(name, "gemm", fwd, da + db * weight_grad, flops, (1 + weight_grad) * flops, recompute, formula,
               priced_by=by, outside=out_f | out_a | (out_b & weight_grad))
 

@@ -230,6 +230,10 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
     for line in [line for ck in checkpoints if ck for line in ck.pop("say")] + make_ready(checkpoints):
         say(line)
     make_parents(outputs)
+    if trace_dir is not None:  # a folder per plan, holding this run's ranks only (an earlier run's extra ranks gone)
+        for p in plan_paths:
+            for old in (Path(trace_dir) / p.stem).glob("rank-*.pt.trace.json.gz"):
+                old.unlink()
     limit = timeout_s or DEFAULT_TIMEOUT_S
     deadline = time.monotonic() + limit
     log_dir = Path(log_dir or outputs[0].parent)

@@ -333,7 +333,7 @@ class Stack(Schema):
         "a GPU): every linear casts its weight and bias to the compute dtype each forward and their gradients back to "
         "fp32 in the backward, and casts its input where a norm produced it in fp32, once per nn.Linear that reads it; "
         "here, how many nn.Linear modules read the first norm's output (qkv: 3 for separate q, k, v; 1 fused) and "
-        "the second's (mlp_in: the in-projections of a gated MLP, a plain MLP has one); the LM head casts the "
+        "the second's (mlp_in: per in-projection, doubled for a gated MLP's gate and up); the LM head casts the "
         "final norm's output once (cost.autocast.autocast_op); empty: no autocast (parameters in the compute "
         "dtype, or cast once per step)")
     host: HostProfile | None = Field(None, description="the calls the stack's host thread makes, by kind "
