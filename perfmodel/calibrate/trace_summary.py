@@ -17,6 +17,7 @@ from .trace_reader import (
     collectives,
     dtype_of,
     gemm_shape,
+    group_size_of,
     host_wait_seconds,
     innermost_gemm,
     leaf_work,
@@ -166,8 +167,6 @@ def not_calibrated(traces: list[RankTrace], gpu: bool, gemms: dict, comm: dict) 
 
 
 def _determined(t: RankTrace) -> bool:
-    from .trace_reader import group_size_of
-
     return group_size_of(t)[1]
 
 

@@ -121,6 +121,13 @@ def host_only(args: argparse.Namespace) -> str:
     return "\n".join([f"{system.name}:", *host_table(system.host_cpu), f"wrote {args.output}"])
 
 
+def microbenchmark_flags(args: argparse.Namespace) -> list[str]:
+    """The microbenchmark calibration's flags given, which --from-runs and --from-trace refuse."""
+    return [f for f, v in (("--device", args.device), ("--base", args.base), ("--plot", args.plot)) if v is not None] + (
+        ["--quick"] if args.quick else []) + (["--nproc"] if args.nproc != 1 else []) + (
+        ["--host-only"] if args.host_only else [])
+
+
 def from_trace(args: argparse.Namespace) -> str:
     """`calibrate --from-trace`: calibrate from profiler traces, write the spec if asked, print what they measured."""
     from ..files import write_atomic
@@ -128,10 +135,8 @@ def from_trace(args: argparse.Namespace) -> str:
     from ..calibrate.machine import _check_output, spec_yaml
     from ..spec.plan_file import load_plan_file
 
-    given = [f for f, v in (("--device", args.device), ("--base", args.base), ("--plot", args.plot),
-                            ("--from-runs", args.from_runs)) if v is not None] + (
-        ["--quick"] if args.quick else []) + (["--nproc"] if args.nproc != 1 else []) + (
-        ["--host-only"] if args.host_only else []) + (["--step-overhead"] if args.step_overhead else [])
+    given = microbenchmark_flags(args) + (["--from-runs"] if args.from_runs is not None else []) + (
+        ["--step-overhead"] if args.step_overhead else [])
     if given:
         raise InputError(f"calibrate --from-trace reads traces; drop {', '.join(given)} (flags of the other ways "
                          "to calibrate)")
@@ -171,9 +176,7 @@ def from_runs(args: argparse.Namespace) -> str:
     from ..calibrate.machine import _check_output, check_name, spec_yaml
     from ..calibrate.from_runs import calibrate_from_runs, report
 
-    given = [f for f, v in (("--device", args.device), ("--base", args.base), ("--plot", args.plot))
-             if v is not None] + (["--quick"] if args.quick else []) + (["--nproc"] if args.nproc != 1 else []) + (
-        ["--host-only"] if args.host_only else [])
+    given = microbenchmark_flags(args)
     if given:
         raise InputError(f"calibrate --from-runs fits measured runs; drop {', '.join(given)} (microbenchmark flags)")
     if args.hardware is None:
