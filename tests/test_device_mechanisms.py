@@ -214,7 +214,74 @@ def test_autocast_casts_each_linear_weight_bias_and_fp32_input(no_host):
     qkv_elements = 3072 * 1024 + 3072 + 3 * 8192 * 1024
     out_elements = 1024 * 4096 + 1024
     assert qkv.fwd_s / out.fwd_s == pytest.approx(qkv_elements / out_elements, rel=1e-6)
-    assert qkv.bwd_s == pytest.approx(qkv.fwd_s) and qkv.kind == "memory"
+    # backward: the same casts back, and autograd joins the three readers' fp32 input gradients twice (12 B each)
+    joins = 2 * 8192 * 1024
+    assert qkv.bwd_s / qkv.fwd_s == pytest.approx((6 * qkv_elements + 12 * joins) / (6 * qkv_elements), rel=1e-6)
+    assert out.bwd_s == pytest.approx(out.fwd_s) and qkv.kind == "memory"
     assert _op(e, "mlp_in.autocast").fwd_s / out.fwd_s == pytest.approx(
         (4096 * 1024 + 4096 + 8192 * 1024) / out_elements, rel=1e-6)  # GELU's one in-projection reads norm2
     assert not any(o.name.endswith(".autocast") for o in estimate(model, h200, Plan(**plan, stack="megatron-core")).ops)
+
+
+def test_eager_autocast_keeps_an_fp32_stream_and_torch_reduces_bias_gradients(no_host):
+    """Eager plain-torch (fp32 parameters under autocast) on one H200, GPT-2 350M, micro-batch 8 x 1024: the norms
+    read and write fp32 (8 / 12 B per element against bf16's 4 / 6), the residual adds fp32 + bf16 -> fp32 (10 B, +1
+    for GPT-2's dropout mask) and their backward casts down and joins two fp32 gradients (6 + 12 B), the loss casts
+    the logits up and back (14 / 18 B). Each biased linear's bias gradient is a reduction reading its output
+    gradient once (2 B per element of tokens x out features). nanoGPT compiled (its default): the casts fuse, bf16
+    bytes, and only the weights' casts stay. Megatron-Core (bf16 parameters, the bias gradient in the GEMM's
+    epilogue): neither."""
+    model, h200 = load_model("gpt2-350m"), load_hardware("dgx-h200")
+    plan = dict(gpus=1, micro_batch=8, global_batch=8, seq_len=1024)
+    eager = estimate(model, h200, Plan(**plan, stack="plain-torch"))
+    core = estimate(model, h200, Plan(**plan, stack="megatron-core"))
+    compiled = estimate(model, h200, Plan(**plan, stack="nanogpt", compile="model+loss"))
+    nano = estimate(model, h200, Plan(**plan, stack="nanogpt"))
+    for name, ratio in (("norm1", (8 / 4, 12 / 6)), ("residual1", (11 / 7, 19 / 7)), ("cross_entropy", (14 / 10, 18 / 6))):
+        e, c = _op(eager, name), _op(core, name)
+        assert (e.fwd_s / c.fwd_s, e.bwd_s / c.bwd_s) == pytest.approx(ratio, rel=1e-6), name
+        assert _op(compiled, name).fwd_s == pytest.approx(c.fwd_s, rel=1e-6), name
+    tokens = 8 * 1024
+    bias = {"qkv": 3 * 1024, "out_proj": 1024, "mlp_in": 4096, "mlp_out": 1024}
+    grads = {n: _op(eager, f"{n}.bias_grad") for n in bias}
+    assert all(g.fwd_s == 0.0 for g in grads.values())
+    assert grads["qkv"].bwd_s / grads["mlp_out"].bwd_s == pytest.approx(3.0, rel=1e-6)
+    # 2 B per element at the spec's memory bandwidth: the same seconds as the 8/12 B norm's backward per element
+    assert grads["mlp_in"].bwd_s == pytest.approx(_op(eager, "norm1").bwd_s * 4096 * 2 / (1024 * 12), rel=1e-6)
+    assert not any(o.name.endswith(".bias_grad") for o in core.ops)
+    qkv_weights = 3072 * 1024 + 3072  # nanoGPT's one c_attn reads norm1: one input cast, no join
+    assert _op(compiled, "qkv.autocast").fwd_s / _op(nano, "qkv.autocast").fwd_s == pytest.approx(
+        qkv_weights / (qkv_weights + tokens * 1024), rel=1e-6)
+    assert _op(nano, "qkv.autocast").bwd_s == pytest.approx(_op(nano, "qkv.autocast").fwd_s, rel=1e-6)
+    assert _op(nano, "norm1").fwd_s == pytest.approx(_op(eager, "norm1").fwd_s, rel=1e-6)
+
+
+def test_hopper_sustained_fraction_is_the_measured_gemm_loop_over_the_table():
+    """dgx-h200's and dgx-h100's sustained_fraction is the lent H200's bf16 8192^3 GEMM run back to back at the 700 W
+    limit (benchmarks/sustained_clock.py, the last quarter of 75 s) over the H200 kernel table's rate for the same
+    shape: 654 / 806 TFLOP/s. The A100 (400 W) keeps its end-to-end 0.89; GH200 (another power limit) too."""
+    import json
+    import sys
+
+    from perfmodel.cost.kernel_lookup import gemm_table_time
+    from perfmodel.spec.kernel_tables import gemm_grid
+
+    root = Path(__file__).parents[1]
+    run = json.loads((root / "benchmarks/results/device/sustained_h200_8192.json").read_text())
+    n = run["size"]
+    t = float(np.ravel(gemm_table_time(gemm_grid("h200_sxm/gemm.csv.gz", "bf16"), n, n, n))[0])
+    table_tflops = 2.0 * n ** 3 / t / 1e12
+    assert table_tflops == pytest.approx(806, abs=1)
+    ratio = run["steady_tflops"] / table_tflops
+    for name in ("dgx-h200", "dgx-h100"):
+        assert load_hardware(name).efficiency.sustained_fraction == pytest.approx(ratio, abs=0.005)
+    assert load_hardware("dgx-a100-80gb").efficiency.sustained_fraction == 0.89
+    assert load_hardware("gh200").efficiency.sustained_fraction == 0.89
+    sys.path.insert(0, str(root / "benchmarks"))
+    from sustained_clock import sample_smi
+
+    class Out:  # nvidia-smi's csv rows as the script reads them, a malformed one skipped
+        stdout = type("S", (), {"read": lambda self: "2026/11/27 13:40:01.000, 1434, 691.2, 59\nbad line\n"})()
+
+    assert sample_smi(Out) == [{"time": "2026/11/27 13:40:01.000", "sm_mhz": 1434.0, "power_w": 691.2,
+                                "temp_c": 59.0}]

@@ -62,7 +62,7 @@ def _fail(tmp: Path, path: Path, nproc: int, fault: str, monkeypatch, **kw) -> t
     monkeypatch.delenv(VAR)
     met = [float(m) for log in tmp.glob("*.log") for m in re.findall(re.escape(LINE) + r".* at ([\d.]+)",
                                                                       log.read_text())]
-    assert met, f"the fault {fault} was never met"
+    assert met, f"the fault {fault} was never met: the run failed before it: {err.value}"
     message = str(err.value)
     print(f"\n{fault}: ended {ended - max(met):.1f} s after the fault: {message}")  # shown with pytest -s
     assert "\n" not in message and "Traceback" not in message, message

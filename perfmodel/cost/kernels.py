@@ -442,7 +442,7 @@ def zero3_copy_op(dev: Device, params, grad_bytes: float, active=True) -> Op:
 def _b(x) -> str:
     """Bytes per element as the formula shows them: 4, 6, or 2 + 8/tp evaluated (e.g. 3.0)."""
     x = np.ravel(x)[0] if np.ndim(x) else x
-    return str(x)
+    return str(x) if len(str(x)) <= 5 else f"{x:.3g}"
 
 
 def _s(x) -> str:

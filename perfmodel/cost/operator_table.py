@@ -25,9 +25,8 @@ from ..spec.model import ModelConfig
 from ..spec.operators import (GRAPH_OPS, LAYER_OPS, SPECS, UNIT_OF, OpSpec, config_of, megatron_dim, megatron_split,
                               tensor_codes)
 from ..spec.recompute import Recompute
-from .kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, Op, Values, attention_ops, elementwise_op, linear_op,
-                      residual_bytes)
-from .autocast import autocast_op
+from .kernels import ACT_BYTES, ELEMENTWISE_BYTES, Device, Op, Values, attention_ops, elementwise_op, linear_op
+from .autocast import autocast_op, bias_grad_op, stream_op
 from .layouts import Layouts, among
 from .mesh import BIT, gathered_axes
 from .moe import moe_kernels, moe_share
@@ -225,7 +224,7 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
     if fam == "embedding_output":
         return embedding_output_kernels(dev, T * s.local("hidden"))
     if fam == "norm":
-        return [elementwise_op(dev, op.name, T * s.local("hidden"), *ELEMENTWISE_BYTES["norm"], rec)]
+        return stream_op(dev, "norm", op.name, T * s.local("hidden"), rec)
     if fam == "linear":
         out_dim, n, in_dim, k = op.gemm
         prec = "bf16" if op.name == "lm_head" else None
@@ -234,6 +233,7 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
             rows = np.ceil(rows / dev.stack.vocab_multiple) * dev.stack.vocab_multiple
         ops = linear_op(dev, op.name, T, rows, s.local(in_dim, k), rec, precision=prec)
         ops += autocast_op(dev, op.name, T, rows, s.local(in_dim, k), rec)
+        ops += bias_grad_op(dev, op.name, T, rows)
         share = per_op_share(op.name, m)
         if 0.0 < share < 1.0:
             ops = [replace(k_, partial=(("per-op", share),)) for k_ in ops]
@@ -246,14 +246,14 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
         modes = ("full",) + ("selective",) * ("core_attn" in modules) + ("names",) * ("attention" not in saved)
         return [replace(k, recompute=modes) for k in core]
     if fam == "residual":
-        return [elementwise_op(dev, op.name, T * s.local("hidden"), *residual_bytes(m.dropout > 0), rec)]
+        return stream_op(dev, "residual", op.name, T * s.local("hidden"), rec, dropout=m.dropout > 0)
     if fam == "moe":  # its tokens split like the stage's (configurations keep them so), its experts by ep x etp
         lay = dev.plan if isinstance(dev.plan, Layouts) else Layouts.from_plan(dev.plan)
         return moe_kernels(m, dev, lay)
     if fam == "activation":
         act = "swiglu" if m.gated else "gelu"
         return [elementwise_op(dev, act, T * s.local("ffn"), *ELEMENTWISE_BYTES[act], rec)]
-    return [elementwise_op(dev, "cross_entropy", T * s.local("vocab"), *ELEMENTWISE_BYTES["cross_entropy"], rec)]
+    return stream_op(dev, "cross_entropy", "cross_entropy", T * s.local("vocab"), rec)
 
 
 def recomputed_in(op: Operator, modules, model: ModelConfig, saved=()) -> tuple[str, ...]:

@@ -328,14 +328,14 @@ class Stack(Schema):
                                                     "(Megatron-LM --make-vocab-size-divisible-by), so each rank's LM "
                                                     "head GEMM has vocab_multiple-aligned rows; 1: the model's vocab "
                                                     "as its config gives it")
-    autocast_linears: dict[Literal["qkv", "mlp_in"], int] = Field(
-        default_factory=dict, description="the stack trains fp32 parameters under torch.autocast (bf16/fp16 plans on "
-        "a GPU): every linear casts its weight and bias to the compute dtype each forward and their gradients back to "
-        "fp32 in the backward, and casts its input where a norm produced it in fp32, once per nn.Linear that reads it; "
-        "here, how many nn.Linear modules read the first norm's output (qkv: 3 for separate q, k, v; 1 fused) and "
-        "the second's (mlp_in: per in-projection, doubled for a gated MLP's gate and up); the LM head casts the "
-        "final norm's output once (cost.autocast.autocast_op); empty: no autocast (parameters in the compute "
-        "dtype, or cast once per step)")
+    autocast_linears: dict[Literal["qkv", "mlp_in"], int] = Field(default_factory=dict, description=(
+        "the stack trains fp32 parameters under torch.autocast (bf16/fp16 plans on a GPU): a linear casts its weight "
+        "and bias each forward and their gradients back, and its input where a norm produced it in fp32, once per "
+        "nn.Linear reading it; here how many read the first norm's output (qkv: 3 for separate q, k, v; 1 fused) and "
+        "the second's (mlp_in, doubled for a gated MLP); eager, the stream between them stays fp32 (cost.autocast); "
+        "empty: no autocast"))
+    bias_grad_reduction: bool = Field(False, description="a linear's bias gradient is its own reduction over the "
+                                      "tokens (eager nn.Linear: cost.autocast.bias_grad_op); false: the GEMM epilogue's")
     host: HostProfile | None = Field(None, description="the calls the stack's host thread makes, by kind "
                                                        "(cost.launch_queue prices them on the system's host); null: "
                                                        "the host is not priced (one XLA executable per step)")
