@@ -1,14 +1,16 @@
-"""How much of a GPU's short-burst GEMM rate survives minutes of sustained load (power and thermal limits).
+"""What a GPU sustains of its kernel table's GEMM rate under continuous load (the power limit, then temperature).
 
-    python benchmarks/sustained_clock.py [--seconds 60] [--size 8192] [--out FILE.json]     (a CUDA device)
+    python benchmarks/sustained_clock.py [--seconds 60] [--size 8192] [--hardware SYSTEM] [--out FILE.json]
+                                                                                             (a CUDA device)
 
-The kernel tables (hardware_specs/kernels) time each GEMM shape for a few milliseconds on a warm but otherwise idle
-GPU. A training step keeps the tensor cores busy for minutes, and a part whose power or temperature limit binds
-(Hopper's 700 W) lowers its SM clock until it fits. This loops one bf16 GEMM (size^3) back to back for `--seconds`,
-times every window of about one second with CUDA events, and samples the SM clock, power draw and temperature
-once a second (nvidia-smi, read only: nothing on the card is set). It prints the rate of the first window (what a
-table measures), the mean of the last quarter of the run, their ratio, and the clocks and power behind them, and
-writes every window to `--out`.
+The kernel tables (hardware_specs/kernels, AIConfigurator's collector) time each GEMM shape in short bursts at
+unthrottled clocks. A training step keeps the tensor cores busy, and a part whose power limit binds (Hopper's
+700 W) lowers its SM clock within the first second of load; temperature then drifts it a little further. This
+loops one bf16 GEMM (size^3) back to back for `--seconds`, times every window of about one second with CUDA
+events, and samples the SM clock, power draw and temperature once a second (nvidia-smi, read only: nothing on the
+card is set). It prints the first window's rate, the mean of the last quarter of the run and their ratio (the
+thermal drift), and with `--hardware` the last quarter over that system's table rate for the same shape: the
+measured `efficiency.sustained_fraction` of its spec. Every window goes to `--out`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import json
 import subprocess
 import sys
 import time
+
+import numpy as np
 
 
 def sample_smi(proc) -> list[dict]:
@@ -34,12 +38,27 @@ def sample_smi(proc) -> list[dict]:
     return out
 
 
+def table_rate(hardware: str, n: int) -> float | None:
+    """TFLOP/s of a bf16 n^3 GEMM in `hardware`'s measured GEMM table (None: the part has no table)."""
+    from perfmodel.cost.kernel_lookup import gemm_table_time
+    from perfmodel.spec.hardware import load_hardware
+    from perfmodel.spec.kernel_tables import gemm_grid
+
+    table = load_hardware(hardware).accelerator.kernel_tables.get("gemm")
+    if table is None:
+        return None
+    t = float(np.ravel(gemm_table_time(gemm_grid(table, "bf16"), n, n, n)[0])[0])
+    return 2.0 * n ** 3 / t / 1e12
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--size", type=int, default=8192)
+    ap.add_argument("--hardware", help="a system whose GEMM table the sustained rate is compared with (dgx-h200)")
     ap.add_argument("--out")
     a = ap.parse_args(argv)
+    table_tflops = table_rate(a.hardware, a.size) if a.hardware else None
     import torch
 
     if not torch.cuda.is_available():
@@ -92,6 +111,10 @@ def main(argv=None) -> int:
               f"{result['sm_mhz_last_quarter']:.0f} MHz over the last quarter; power "
               f"{sum(s_['power_w'] for s_ in samples[-q:]) / q:.0f} W, temperature "
               f"{sum(s_['temp_c'] for s_ in samples[-q:]) / q:.0f} C over the last quarter")
+    if table_tflops:
+        result.update(hardware=a.hardware, table_tflops=table_tflops, steady_over_table=steady / table_tflops)
+        print(f"  {a.hardware}'s table: {table_tflops:.0f} TFLOP/s for the same GEMM; sustained over table "
+              f"{steady / table_tflops:.3f} (its efficiency.sustained_fraction)")
     if a.out:
         with open(a.out, "w") as f:
             json.dump(result, f, indent=1)

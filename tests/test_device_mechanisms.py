@@ -263,25 +263,37 @@ def test_hopper_sustained_fraction_is_the_measured_gemm_loop_over_the_table():
     import json
     import sys
 
-    from perfmodel.cost.kernel_lookup import gemm_table_time
-    from perfmodel.spec.kernel_tables import gemm_grid
-
     root = Path(__file__).parents[1]
+    sys.path.insert(0, str(root / "benchmarks"))
+    from sustained_clock import sample_smi, table_rate
+
     run = json.loads((root / "benchmarks/results/device/sustained_h200_8192.json").read_text())
-    n = run["size"]
-    t = float(np.ravel(gemm_table_time(gemm_grid("h200_sxm/gemm.csv.gz", "bf16"), n, n, n))[0])
-    table_tflops = 2.0 * n ** 3 / t / 1e12
-    assert table_tflops == pytest.approx(806, abs=1)
+    table_tflops = table_rate("dgx-h200", run["size"])  # what the script prints with --hardware dgx-h200
+    assert table_tflops == pytest.approx(806, abs=1) and table_rate("dgx-a100-40gb", 8192) is None
     ratio = run["steady_tflops"] / table_tflops
     for name in ("dgx-h200", "dgx-h100"):
         assert load_hardware(name).efficiency.sustained_fraction == pytest.approx(ratio, abs=0.005)
     assert load_hardware("dgx-a100-80gb").efficiency.sustained_fraction == 0.89
     assert load_hardware("gh200").efficiency.sustained_fraction == 0.89
-    sys.path.insert(0, str(root / "benchmarks"))
-    from sustained_clock import sample_smi
-
     class Out:  # nvidia-smi's csv rows as the script reads them, a malformed one skipped
         stdout = type("S", (), {"read": lambda self: "2026/11/27 13:40:01.000, 1434, 691.2, 59\nbad line\n"})()
 
     assert sample_smi(Out) == [{"time": "2026/11/27 13:40:01.000", "sm_mhz": 1434.0, "power_w": 691.2,
                                 "temp_c": 59.0}]
+
+
+def test_a_lora_base_casts_its_frozen_weights_forward_only_and_reduces_no_bias(no_host):
+    """Under LoRA the executor freezes every base weight and bias (execute/lora.py): plain-torch's qkv still casts its
+    weight, bias and three inputs forward, but casts back only the inputs' gradients (and joins them), and no
+    bias gradient is reduced; the fp32 stream's norms are unchanged."""
+    model, h200 = load_model("gpt2-350m"), load_hardware("dgx-h200")
+    plan = dict(gpus=1, micro_batch=8, global_batch=8, seq_len=1024, stack="plain-torch")
+    full = estimate(model, h200, Plan(**plan))
+    lora = estimate(model, h200, Plan(**plan, lora=dict(rank=16)))
+    weights, inputs, joins = 3072 * 1024 + 3072, 3 * 8192 * 1024, 2 * 8192 * 1024
+    q_full, q_lora = _op(full, "qkv.autocast"), _op(lora, "qkv.autocast")
+    assert q_lora.fwd_s == pytest.approx(q_full.fwd_s, rel=1e-9)
+    assert q_lora.bwd_s / q_full.bwd_s == pytest.approx((6 * inputs + 12 * joins) / (6 * (weights + inputs) + 12 * joins),
+                                                        rel=1e-6)
+    assert not any(o.name.endswith(".bias_grad") for o in lora.ops)
+    assert _op(lora, "norm1").bwd_s == pytest.approx(_op(full, "norm1").bwd_s, rel=1e-9)

@@ -69,7 +69,8 @@ def autocast_op(dev: Device, name: str, tokens, n, k, rec) -> list[Op]:
     nn.Linear that reads it (the first norm's `qkv` readers, the second's `mlp_in` ones: doubled for a gated MLP's
     gate and up, the final norm's LM head once) and its gradient back, where autograd then joins the readers'
     fp32 gradients (readers - 1 sums of JOIN_BYTES). Under torch.compile (`fp32_stream` false) the input casts fuse
-    into the norm's kernel and only the weights' remain. Each cast moves AUTOCAST_BYTES per element
+    into the norm's kernel and only the weights' remain. Under LoRA (Plan.lora) the base weights and biases are frozen:
+    cast forward, no gradient to cast back. Each cast moves AUTOCAST_BYTES per element
     (cost.compute.memory_bound_time); bytes.
 
     Source: torch.autocast's CUDA op list casts a linear's inputs to the lower dtype (PyTorch docs, "Automatic Mixed
@@ -87,7 +88,8 @@ def autocast_op(dev: Device, name: str, tokens, n, k, rec) -> list[Op]:
     inputs = casts * tokens * k
     joins = max(casts - 1, 0) * tokens * k
     fwd = AUTOCAST_BYTES * (weights + inputs)
-    bwd = AUTOCAST_BYTES * (weights + inputs) + JOIN_BYTES * joins
+    trained = getattr(dev.plan, "lora", None) is None
+    bwd = AUTOCAST_BYTES * (weights * trained + inputs) + JOIN_BYTES * joins
     return [elementwise_op(dev, f"{name}.autocast", weights + inputs, fwd / (weights + inputs),
                            bwd / (weights + inputs), rec)]
 
@@ -95,12 +97,13 @@ def autocast_op(dev: Device, name: str, tokens, n, k, rec) -> list[Op]:
 def bias_grad_op(dev: Device, name: str, tokens, n) -> list[Op]:
     """The bias gradient as its own reduction over the tokens (`Stack.bias_grad_reduction`: eager PyTorch's
     nn.Linear, whose addmm backward leaves the broadcast bias's gradient to autograd's sum_to, aten::sum): it reads
-    the output gradient once, 2 bytes per element of tokens x n; backward only. Elsewhere the GEMM's epilogue
-    computes it (cuBLASLt's BGRADB in Transformer Engine and Megatron-LM).
+    the output gradient once, 2 bytes per element of tokens x n; backward only; none under LoRA, whose base biases
+    are frozen (execute/lora.py). Elsewhere the GEMM's epilogue computes it (cuBLASLt's BGRADB in Transformer Engine
+    and Megatron-LM).
 
     Source: PyTorch tools/autograd/derivatives.yaml (addmm: self's gradient is grad, reduced to the bias's shape by
     sum_to); measured: 120 aten::sum of bf16 [8192, 1024] and 24 of [8192, 4096] per GPT-2 355M step, 2.8 of its
     82 ms, in the executor's trace on the lent H200 (benchmarks/results/traces/gpu-single-h200/gpt2-355m-mb8)."""
-    if not (dev.stack.bias_grad_reduction and has_bias(dev.model, name)):
+    if not (dev.stack.bias_grad_reduction and has_bias(dev.model, name)) or getattr(dev.plan, "lora", None) is not None:
         return []
     return [elementwise_op(dev, f"{name}.bias_grad", tokens * n, 0.0, 2.0, ())]
