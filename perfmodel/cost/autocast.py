@@ -57,11 +57,6 @@ def stream_op(dev: Device, kind: str, name: str, elements, rec, dropout: bool = 
     return [elementwise_op(dev, name, elements, *stream_bytes(dev, kind, bf16, mask=float(dropout)), rec)]
 
 
-def has_bias(model, name: str) -> bool:
-    """Whether the model's linear `name` has a bias (ModelConfig.linear_bias; the LM head never)."""
-    return name != "lm_head" and (model.linear_bias == "all" or (model.linear_bias == "qkv" and name == "qkv"))
-
-
 def autocast_op(dev: Device, name: str, tokens, n, k, rec) -> list[Op]:
     """The casts torch.autocast adds to a linear of local shape (n out, k in) over `tokens` rows, per micro-batch, on
     a stack that trains fp32 parameters under it (`autocast_on`): the weight and bias to the compute dtype in the
@@ -82,7 +77,7 @@ def autocast_op(dev: Device, name: str, tokens, n, k, rec) -> list[Op]:
     if not autocast_on(dev):
         return []
     readers, m = dev.stack.autocast_linears, dev.model
-    weights = n * k + n * has_bias(m, name)
+    weights = n * k + n * m.linear_has_bias(name)
     casts = {"qkv": readers.get("qkv", 0), "mlp_in": readers.get("mlp_in", 0) * (2 if m.gated else 1),
              "lm_head": 1}.get(name, 0) * fp32_stream(dev)
     inputs = casts * tokens * k
@@ -104,6 +99,7 @@ def bias_grad_op(dev: Device, name: str, tokens, n) -> list[Op]:
     Source: PyTorch tools/autograd/derivatives.yaml (addmm: self's gradient is grad, reduced to the bias's shape by
     sum_to); measured: 120 aten::sum of bf16 [8192, 1024] and 24 of [8192, 4096] per GPT-2 355M step, 2.8 of its
     82 ms, in the executor's trace on the lent H200 (benchmarks/results/traces/gpu-single-h200/gpt2-355m-mb8)."""
-    if not (dev.stack.bias_grad_reduction and has_bias(dev.model, name)) or getattr(dev.plan, "lora", None) is not None:
+    frozen = getattr(dev.plan, "lora", None) is not None
+    if frozen or not (dev.stack.bias_grad_reduction and dev.model.linear_has_bias(name)):
         return []
     return [elementwise_op(dev, f"{name}.bias_grad", tokens * n, 0.0, 2.0, ())]

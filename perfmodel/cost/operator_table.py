@@ -80,8 +80,8 @@ def operators(model: ModelConfig) -> dict[str, Operator]:
     sizes = {"hidden": h, "heads": m.n_heads, "ffn": f, "vocab": v}
     div = {"hidden": h, "heads": m.n_heads, "ffn": f, "vocab": 1}
     qkv_div = dict(div, heads=math.gcd(m.n_heads, m.n_kv_heads))
-    bias_qkv = q + 2 * kv if m.linear_bias in ("qkv", "all") and m.mla is None else 0
-    bias = m.linear_bias == "all"
+    bias_qkv = (q + 2 * kv) * m.linear_has_bias("qkv")
+    bias = m.linear_has_bias("out_proj")
     norm = (Weight(("hidden",), m.norm_params()),)
     linear = lambda n, k, b: (Weight((n[0], k[0]), n[1] * k[1] + b, n[1] * k[1]),)
     table = {

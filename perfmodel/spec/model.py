@@ -300,13 +300,17 @@ class ModelConfig(Schema):
         return (q_in * s.index_heads * s.index_head_dim + self.hidden * s.index_head_dim + 2 * s.index_head_dim
                 + self.hidden * s.index_heads)
 
+    def linear_has_bias(self, name: str) -> bool:
+        """Whether the layer linear `name` (qkv, out_proj, mlp_in, mlp_out; the LM head never) has a bias: qkv under
+        linear_bias qkv or all (not with MLA's projections), the others under all."""
+        if name == "qkv":
+            return self.linear_bias in ("qkv", "all") and self.mla is None
+        return name != "lm_head" and self.linear_bias == "all"
+
     def attention_params(self) -> int:
         """One layer's attention weights and biases: qkv_params, the output projection q_dim x h, biases."""
-        bias = 0
-        if self.linear_bias in ("qkv", "all") and self.mla is None:
-            bias += self.q_dim + 2 * self.kv_dim
-        if self.linear_bias == "all":
-            bias += self.hidden
+        bias = ((self.q_dim + 2 * self.kv_dim) * self.linear_has_bias("qkv")
+                + self.hidden * self.linear_has_bias("out_proj"))
         return self.qkv_params() + self.q_dim * self.hidden + bias
 
     def mlp_matmul_params(self, ffn: float) -> float:
