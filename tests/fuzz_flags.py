@@ -425,6 +425,7 @@ def _plan_flags(cmd: str) -> dict:
     out = {f: count() for f in counts}
     out |= {"--plan": plan_in(base=f"{cmd}-plan", names=("plan file",)), "--model": model_in(),
             "--hardware": hardware_in(names=("system", "spec")), "--expert-imbalance": number(1.0, 64.0),
+            "--moe-capacity-factor": number(0.0, 64.0, above=True),
             "--powersgd-rank": count(extra=("--grad-compression", "powersgd")),
             # gpt2-124m's hidden is 768: a larger rank is a count, but no low-rank adapter (plan.lora.rank)
             "--lora-rank": count(names=("lora.rank",)),
@@ -437,7 +438,7 @@ def _plan_flags(cmd: str) -> dict:
     out["--recompute-num-layers"].fixed += ["13", "1000"]
     out["--lora-rank"].fixed += ["769"]
     out["--stack"] = stack_in()
-    out |= {f: flag_switch() for f in ("--moe-overlap", "--sequence-parallel", "--no-overlap-dp-comm",
+    out |= {f: flag_switch() for f in ("--moe-overlap", "--moe-pad-to-capacity", "--sequence-parallel", "--no-overlap-dp-comm",
                                        "--account-for-embedding", "--account-for-loss", "--optimizer-offload")}
     return out
 
@@ -460,6 +461,8 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("search", "--powersgd-rank"): count(extra=("--grad-compression", "powersgd")),
           ("search", "--lora-rank"): count(names=("lora.rank",)),
           ("search", "--expert-imbalance"): number(1.0, 64.0), ("search", "--moe-overlap"): flag_switch(),
+          ("search", "--moe-capacity-factor"): number(0.0, 64.0, above=True),
+          ("search", "--moe-pad-to-capacity"): flag_switch(),
           ("search", "--only"): only(), ("search", "--top"): count(0), ("search", "--output"): output(".json"),
           ("search", "--recompute-saved"): recompute_saved(extra=("--only", "recompute=names")),
           ("search", "--recompute-offloaded"): recompute_offloaded(extra=("--only", "recompute=names")),

@@ -67,10 +67,15 @@ def test_kept_bytes_by_hand():
     lay = lay_of(Plan(gpus=4, ep=4, micro_batch=1, global_batch=4, seq_len=128))
     T, h, E, k, fe, fs = 128, 256, 8, 2, 128, 128
     routed = T * k  # balanced: the device's experts see T k copies
-    want = T * (2 * h + 4 * E) + routed * 2 * (h + 2 * fe + fe) + T * k * 2 * h
+    # Megatron-Core (the default stack) weights its experts' activation by the probabilities: no copy for them
+    want = T * (2 * h + 4 * E) + routed * 2 * (h + 2 * fe + fe)
     want += T * 2 * (2 * fs + fs) + T * 2 * h
+    assert lay.stack == "megatron-core"
     assert moe_kept_bytes(TINY, lay)[0] == pytest.approx(0.75 * want)
     assert moe_kept_bytes(TINY, lay, "full")[0] == 0.0
+    # torchtitan scales the routed inputs by the scores: one bf16 copy per routed token kept for their gradient
+    titan = lay_of(Plan(gpus=4, ep=4, micro_batch=1, global_batch=4, seq_len=128, stack="torchtitan"))
+    assert moe_kept_bytes(TINY, titan)[0] == pytest.approx(0.75 * (want + T * k * 2 * h))
 
 
 def test_block_hit_against_enumeration():
@@ -286,3 +291,38 @@ def test_moe_overlap_needs_a_layout_megatron_overlaps(fields, needle):
     assert len(t) and (t.ep > 1).all() and ((t.pp == 1) | (t.vpp > 1)).all() and (t.recompute != "full").all()
     with pytest.raises(InputError, match="mtp_layers = 2"):
         search(TINY.model_copy(update={"mtp_layers": 2}), "dgx-h100", 16, 64, 256, moe_overlap=True)
+
+
+def test_a_capacity_factor_caps_or_pads_each_experts_tokens():
+    from perfmodel.cost.moe import routed_load
+
+    base = dict(gpus=4, ep=4, micro_batch=1, global_batch=4, seq_len=128)
+    # T = 128 tokens, k = 2, E = 8 experts over ep 4: the mean expert takes T k ep / E = 128 routed copies
+    skew = lay_of(Plan(**base, expert_imbalance=2.0))
+    assert expert_tokens(TINY, skew)[0] == 256
+    capped = lay_of(Plan(**base, expert_imbalance=2.0, moe_capacity_factor=1.25))
+    assert routed_load(capped) == 1.25 and expert_tokens(TINY, capped)[0] == 160  # ceil-free: 1.25 x 128
+    # padded: every expert runs its full capacity even when routing is balanced, and the all-to-all moves it
+    padded = lay_of(Plan(**base, moe_capacity_factor=1.5, moe_pad_to_capacity=True))
+    assert expert_tokens(TINY, padded)[0] == 192
+    assert dispatch_bytes(TINY, padded)[0] == 128 * 2 * 1.5 * 256 * 2  # T k c h bf16
+    # dropping under the mean changes nothing where routing is balanced
+    assert expert_tokens(TINY, lay_of(Plan(**base, moe_capacity_factor=1.5)))[0] == 128
+    # the step: a capped skew is faster than the dropless one, padding slower than balanced
+    m, s = load_model("qwen3-30b-a3b"), load_hardware("dgx-h100")
+    big = dict(gpus=8, ep=8, micro_batch=2, global_batch=64, seq_len=4096)
+    t = {k: estimate(m, s, resolve(Plan(**big, **kw), m, s)).step_time_s for k, kw in {
+        "skew": dict(expert_imbalance=2.0), "capped": dict(expert_imbalance=2.0, moe_capacity_factor=1.25),
+        "balanced": {}, "padded": dict(moe_capacity_factor=1.5, moe_pad_to_capacity=True)}.items()}
+    assert t["capped"] < t["skew"] and t["padded"] > t["balanced"]
+
+
+def test_capacity_settings_are_refused_where_they_mean_nothing():
+    base = dict(gpus=4, ep=4, micro_batch=1, global_batch=4, seq_len=128)
+    with pytest.raises(InputError, match="moe_pad_to_capacity = true without moe_capacity_factor"):
+        resolve(Plan(**base, moe_pad_to_capacity=True), TINY, load_hardware("dgx-h100"))
+    with pytest.raises(InputError, match="dense model"):
+        resolve(Plan(gpus=4, micro_batch=1, global_batch=4, seq_len=128, moe_capacity_factor=1.0),
+                load_model("llama-3-8b"), load_hardware("dgx-h100"))
+    with pytest.raises(InputError, match="moe_capacity_factor"):
+        Plan(**base, moe_capacity_factor=0)

@@ -107,7 +107,7 @@ def test_cli_lists_shows_and_predicts_a_release(capsys):
              "1", "--ep", "8", "--micro-batch", "8", "--global-batch", "512", "--seq-len", "4096", "--precision", "fp8"]
     assert main([*flags, "--stack", "megatron-bridge@26.08"]) == 0
     out = capsys.readouterr().out
-    assert "dispatcher=flex" in out and "overlap=on cuda_graphs=step" in out and "megatron-bridge@26.08 (Megatron-Core" in out
+    assert "dispatcher=flex" in out and "overlap=on cuda_graphs=step" in out and "megatron-bridge@26.08 (Megatron-Bridge v0.6.0, Megatron-Core" in out
     assert main([*flags, "--stack", "megatron-bridge@26.08", "--no-moe-overlap"]) == 0
     assert "overlap=off" in capsys.readouterr().out
     assert main([*flags, "--stack", "megatron-bridge@9"]) == 2
@@ -239,3 +239,30 @@ def test_a_fit_to_one_release_prices_the_lines_other_releases():
     fit = (2.0, 1.0, 1.0, 0.0)  # compute twice the spec's speed
     held_out = parts.take([1])
     assert held_out.predict(fit, set(parts.take([0]).scopes))[0] < held_out.predict(fit, {"other / stack"})[0]
+
+
+def test_nemo_automodels_configs_checkpoint_whole_blocks_and_dispatch_by_deepep():
+    # examples/benchmark/configs/qwen3_moe_30b_te_deepep.yaml @8d9bfb90e: activation_checkpointing true, DeepEP
+    p = plan_on("nemo-automodel@25.10", system="dgx-h100", precision="bf16", micro_batch=4, zero=3)
+    assert (p.recompute, p.recompute_modules, p.moe_dispatcher, p.moe_overlap) == ("full", None, "flex", False)
+    assert profile_of("nemo-automodel") == "torchtitan"
+    # gptoss_120b_te_deepep.yaml: no checkpointing
+    q = plan_on("nemo-automodel", system="dgx-h100", model="gpt-oss-120b", precision="bf16", micro_batch=2, zero=3)
+    assert (q.recompute, q.moe_dispatcher) == ("none", "flex")
+    # the user's recompute wins
+    assert plan_on("nemo-automodel", system="dgx-h100", precision="bf16", recompute="selective").recompute == "selective"
+    with pytest.raises(ValueError, match="recompute_full with recompute_modules"):
+        load_line("nemo-automodel").releases[0].recipes[0].model_validate(
+            {"moe_dispatcher": "flex", "moe_overlap": False, "cuda_graphs": "none", "recompute_full": True,
+             "recompute_modules": [], "source": "x"})
+
+
+def test_the_2509_qwen3_recipe_drops_tokens_padded_to_capacity(capsys):
+    # run_script.py @v0.1.0rc3 L96-109: apply_moe_token_drop(capacity factor 1.0, pad to capacity)
+    p = plan_on("megatron-bridge@25.09", system="dgx-h100", micro_batch=2, global_batch=512, gpus=16, pp=2, vpp=24,
+                zero=1)
+    assert (p.moe_capacity_factor, p.moe_pad_to_capacity) == (1.0, True)
+    assert plan_on("megatron-bridge@26.04", system="dgx-h100").moe_capacity_factor is None
+    assert main(["stacks", "show", "nemo-automodel@25.10"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("nemo-automodel@25.10: NeMo AutoModel main@8d9bfb90e") and "recompute=full" in out

@@ -54,7 +54,7 @@ def stacks_text(action: str, name: str | None) -> str:
     """`stacks list`: every stack profile and release line (with its versions); `stacks show NAME[@VERSION]`: a
     profile's description, or a release's recipes (where each applies, what it sets, its source)."""
     from ..spec.stack import STACKS, load_stack
-    from ..spec.stack_release import is_release, load_line, release_lines, split_stack
+    from ..spec.stack_release import is_release, load_line, release_label, release_lines, split_stack
 
     if action == "list":
         out = [f"{n:<17}{load_stack(n).description}" for n in STACKS]
@@ -68,12 +68,13 @@ def stacks_text(action: str, name: str | None) -> str:
         return f"{s.name}: {s.description}\nversions: {s.versions}"
     base, version = split_stack(name)
     r = load_line(base).release(version)
-    out = [f"{base}@{r.version}: Megatron-Bridge {r.bridge}, Megatron-Core {r.megatron_core}; runs the "
+    out = [f"{base}@{r.version}: {release_label(load_line(base), r)}; runs the "
            f"{load_line(base).profile} profile with these MoE recipes (first match wins)", f"source: {r.source}"]
     for x in r.recipes:
         where = " ".join(f"{k}={','.join(v)}" for k, v in (("models", x.models), ("gpus", x.gpus),
                                                              ("precisions", x.precisions)) if v) or "any other plan"
-        rec = "-" if x.recompute_modules is None else (",".join(x.recompute_modules) or "none")
+        rec = "full" if x.recompute_full else "-" if x.recompute_modules is None else (
+            ",".join(x.recompute_modules) or "none")
         out.append(f"  {where:<58} dispatcher={x.moe_dispatcher:<8} overlap={'on' if x.moe_overlap else 'off':<3} "
                    f"graphs={x.cuda_graphs:<4} recompute={rec}  ({x.source})")
     return "\n".join(out)

@@ -77,6 +77,12 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("--ep", type=integer("--ep"), help="MoE expert-parallel size (default 1)")
     pr.add_argument("--etp", type=integer("--etp"), help="MoE expert tensor-parallel size (default 1)")
     pr.add_argument("--expert-imbalance", type=float, help="busiest expert's tokens / mean (default 1: balanced)")
+    pr.add_argument("--moe-capacity-factor", type=float, metavar="C",
+                    help="token dropping: each expert keeps at most C x its mean share of a device's routed tokens "
+                         "(Megatron-Core --moe-expert-capacity-factor; default: dropless)")
+    pr.add_argument("--moe-pad-to-capacity", action="store_true", default=None,
+                    help="with --moe-capacity-factor: pad every expert's input to its capacity (Megatron-Core "
+                         "--moe-pad-expert-input-to-capacity)")
     pr.add_argument("--moe-dispatcher", choices=DISPATCHERS, help="default alltoall; flex: DeepEP / HybridEP")
     pr.add_argument("--moe-overlap", action=argparse.BooleanOptionalAction, default=None,
                     help="hide expert-parallel comm behind another micro-batch (default off; a release's recipe's)")
@@ -177,13 +183,13 @@ def lora_of(given: dict) -> dict | None:
 
 PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "global_batch", "seq_len")
 PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "dp_replicate", "cp", "vpp", "ep", "etp",
-              "expert_imbalance", "moe_dispatcher", "micro_batch", "global_batch", "seq_len", "recompute",
+              "expert_imbalance", "moe_capacity_factor", "moe_dispatcher", "micro_batch", "global_batch", "seq_len", "recompute",
               "recompute_modules", "recompute_saved", "recompute_offloaded", "recompute_num_layers", "recompute_method",
               "zero", "precision", "fp8_recipe", "schedule", "attention", "grad_dtype", "compile", "loss_chunks", "grad_compression",
               "powersgd_rank", "stack", "first_stage_layers", "last_stage_layers", "tp_comm_overlap", "lora_rank",
               "lora_modules", "lora_base",
               "sequence_parallel", "no_overlap_dp_comm", "account_for_embedding", "account_for_loss", "moe_overlap",
-              "optimizer_offload")
+              "optimizer_offload", "moe_pad_to_capacity")
 VALUE_FLAGS = PLAN_FLAGS[2:PLAN_FLAGS.index("sequence_parallel")]  # the plan fields given by value
 
 
@@ -249,6 +255,8 @@ def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, Pl
         given.update(precision="fp8", fp8_recipe="mxfp8")
     if a.moe_overlap is not None:  # unset: the stack's release may set it (spec.plan.apply_release)
         given["moe_overlap"] = a.moe_overlap
+    if a.moe_pad_to_capacity:
+        given["moe_pad_to_capacity"] = True
     plan = Plan(**given, sequence_parallel=a.sequence_parallel, overlap_dp_comm=not a.no_overlap_dp_comm,
                 account_for_embedding=a.account_for_embedding, account_for_loss=a.account_for_loss,
                 optimizer_offload=a.optimizer_offload)

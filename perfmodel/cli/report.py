@@ -116,9 +116,12 @@ def estimate_table(e: Estimate) -> str:
               f"{f' ({p.fp8_recipe})' if p.fp8_recipe else ''} "
               f"schedule={p.schedule}"
               f"{lora_text(p.lora)}")
-    if p.ep > 1 or p.etp > 1 or p.moe_dispatcher != "alltoall" or p.expert_imbalance != 1 or p.moe_overlap:
+    if (p.ep > 1 or p.etp > 1 or p.moe_dispatcher != "alltoall" or p.expert_imbalance != 1 or p.moe_overlap
+            or p.moe_capacity_factor is not None):
+        cap = ("" if p.moe_capacity_factor is None else
+               f" capacity={p.moe_capacity_factor:g}{' padded' if p.moe_pad_to_capacity else ' (drops)'}")
         layout += (f"\n  experts: ep={p.ep} etp={p.etp} edp={p.edp} dispatcher={p.moe_dispatcher} "
-                   f"imbalance={p.expert_imbalance:g} overlap={'on' if p.moe_overlap else 'off'}"
+                   f"imbalance={p.expert_imbalance:g}{cap} overlap={'on' if p.moe_overlap else 'off'}"
                    f"{f' cuda_graphs={p.cuda_graphs}' if p.cuda_graphs else ''}{release_text(p)}")
     lines.append(f"{e.model} ({e.params / 1e9:.2f}B params) on {e.gpus} x {e.hardware}")
     lines.append(f"  {layout}")
@@ -362,13 +365,14 @@ def hardware_row(name: str, s) -> str:
 def release_text(p) -> str:
     """'\n  release megatron-bridge@26.08's recipe: ... (source)' where the plan's stack is a release line and the plan
     is a MoE plan (spec.stack_release), else ''."""
-    from ..spec.stack_release import is_release, load_line, split_stack
+    from ..spec.stack_release import is_release, load_line, release_label, split_stack
 
     if not is_release(p.stack):
         return ""
     name, version = split_stack(p.stack)
-    r = load_line(name).release(version)
-    return (f"\n  {name}@{r.version} (Megatron-Core {r.megatron_core}) fills what the plan leaves unset from its MoE "
+    line = load_line(name)
+    r = line.release(version)
+    return (f"\n  {name}@{r.version} ({release_label(line, r)}) fills what the plan leaves unset from its MoE "
             f"recipes (perfmodel stacks show {name}@{r.version})")
 
 

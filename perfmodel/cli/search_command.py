@@ -49,6 +49,9 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                          "skipped")
     se.add_argument("--optimizer-offload", action="store_true", help="as predict, for every layout")
     se.add_argument("--expert-imbalance", type=float, default=1.0, help="as predict (default 1: balanced)")
+    se.add_argument("--moe-capacity-factor", type=float, metavar="C", help="as predict (default dropless, or the "
+                                                                           "release's recipe)")
+    se.add_argument("--moe-pad-to-capacity", action="store_true", default=None, help="as predict")
     se.add_argument("--moe-dispatcher", choices=DISPATCHERS, help="as predict (default alltoall, or the release's recipe)")
     se.add_argument("--moe-overlap", action="store_true", help="as predict")
     se.add_argument("--objective", choices=list(OBJECTIVES), default="time",
@@ -113,6 +116,7 @@ def run(a: argparse.Namespace) -> str:
                     grad_dtype=a.grad_dtype, grad_compression=a.grad_compression, powersgd_rank=a.powersgd_rank,
                     stack=a.stack, compile=a.compile, expert_imbalance=a.expert_imbalance,
                     moe_dispatcher=a.moe_dispatcher, moe_overlap=a.moe_overlap, headroom=headroom_of(a),
+                    moe_capacity_factor=a.moe_capacity_factor, moe_pad_to_capacity=a.moe_pad_to_capacity,
                     recompute_saved=a.recompute_saved, recompute_offloaded=a.recompute_offloaded,
                     loss_chunks=a.loss_chunks, optimizer_offload=a.optimizer_offload,
                     lora=lora_of({k: v for k, v in vars(a).items() if k.startswith("lora_") and v is not None}))

@@ -21,7 +21,8 @@ VARYING = ("tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "zero", "r
            "account_for_embedding", "account_for_loss", "dp_replicate")
 SHARED = ("gpus", "global_batch", "seq_len", "precision", "attention", "grad_dtype", "grad_compression",
           "powersgd_rank", "overlap_dp_comm", "tp_comm_overlap", "stack",
-          "first_stage_layers", "last_stage_layers", "expert_imbalance", "moe_dispatcher",
+          "first_stage_layers", "last_stage_layers", "expert_imbalance", "moe_capacity_factor", "moe_pad_to_capacity",
+          "moe_dispatcher",
           "moe_overlap", "cuda_graphs", "fp8_recipe", "loss_chunks", "recompute_modules", "recompute_saved", "recompute_offloaded",
           "optimizer_offload", "recompute_num_layers", "recompute_method", "compile", "lora")
 CATEGORIES = {"recompute": get_args(Recompute), "schedule": get_args(Schedule)}
@@ -56,6 +57,8 @@ class Layouts:
     overlap_dp_comm: bool
     stack: str
     expert_imbalance: float = 1.0
+    moe_capacity_factor: float | None = None  # token dropping (Plan.moe_capacity_factor; None: dropless)
+    moe_pad_to_capacity: bool = False  # every expert's input padded to its capacity
     moe_dispatcher: str = "alltoall"
     moe_overlap: bool = False
     cuda_graphs: str | None = None  # Plan.cuda_graphs (None: the stack profile's HostProfile.graphs)

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..spec.hardware import System
 from ..spec.model import ModelConfig
+from ..spec.stack import load_stack
 from . import comm as C
 from .kernels import ACT_BYTES, ELEMENTWISE_BYTES, Device, Op, elementwise_op, linear_op, saved_input_bytes
 from .layouts import Layouts
@@ -51,10 +52,25 @@ def tokens_in(lay: Layouts) -> np.ndarray:
     return lay.tokens_per_microbatch / lay.sp_divisor
 
 
+def routed_load(lay: Layouts) -> float:
+    """Tokens the busiest expert runs over the balanced mean T k / E, after the capacity rule (dimensionless).
+
+    Dropless: expert_imbalance. With a capacity factor c each expert keeps at most c times the mean of a device's
+    tokens (Megatron-Core moe_utils.get_capacity: ceil(T k / E x c); the rest are dropped, so min(imbalance, c));
+    padded to capacity (moe_pad_expert_input_to_capacity) every expert runs exactly c times the mean, and the
+    all-to-all moves the padded buffers (token_dispatcher.py MoEAlltoAllTokenDispatcher: num_out_tokens =
+    capacity x num_experts)."""
+    if lay.moe_capacity_factor is None:
+        return lay.expert_imbalance
+    if lay.moe_pad_to_capacity:
+        return lay.moe_capacity_factor
+    return min(lay.expert_imbalance, lay.moe_capacity_factor)
+
+
 def expert_tokens(model: ModelConfig, lay: Layouts) -> np.ndarray:
-    """Routed tokens per local expert on the busiest device: T k etp ep / n_experts * expert_imbalance."""
+    """Routed tokens per local expert on the busiest device: T k etp ep / n_experts * `routed_load`."""
     m = model.moe
-    return tokens_in(lay) * m.top_k * lay.etp * lay.ep / m.n_experts * lay.expert_imbalance
+    return tokens_in(lay) * m.top_k * lay.etp * lay.ep / m.n_experts * routed_load(lay)
 
 
 def routed_copies(model: ModelConfig, lay: Layouts) -> np.ndarray:
@@ -87,8 +103,9 @@ def moe_kernels(model: ModelConfig, dev: Device, lay: Layouts) -> list[Op]:
 
 def dispatch_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
     """Bytes one device sends in one dispatch (and receives back in one combine): alltoall, its T k routed
-    token copies (bf16; times the imbalance the busiest device receives); allgather, its T tokens once."""
-    per = model.moe.top_k * lay.expert_imbalance if lay.moe_dispatcher != "allgather" else 1.0
+    token copies (bf16; times the load the busiest device receives, `routed_load`: the imbalance, capped or padded
+    by a capacity factor); allgather, its T tokens once."""
+    per = model.moe.top_k * routed_load(lay) if lay.moe_dispatcher != "allgather" else 1.0
     return tokens_in(lay) * per * model.hidden * ACT_BYTES
 
 
@@ -106,12 +123,12 @@ def flex_dispatch_time(model: ModelConfig, system: System, lay: Layouts) -> np.n
     dispatcher, Zhao et al. 2025, DeepEP) send a token once to every remote domain that holds one of its experts
     and forward it inside the domain, rather than once per expert copy.
 
-    `comm.all_to_all_time` of the device's T h bf16 bytes (times expert_imbalance, the busiest device) over the ep
+    `comm.all_to_all_time` of the device's T h bf16 bytes (times `routed_load`, the busiest device) over the ep
     group's tiers, with the share sent over tier k (m_k members, blocks of P_{k-1} ranks) (m_k - 1)
     `block_hit`(P_{k-1} n_experts / ep) instead of (m_k - 1) P_{k-1} / N: each other block is reached once if
     the token has an expert there (the tokens received from outer tiers and forwarded inward are not counted)."""
     m = model.moe
-    nbytes = tokens_in(lay) * model.hidden * ACT_BYTES * lay.expert_imbalance
+    nbytes = tokens_in(lay) * model.hidden * ACT_BYTES * routed_load(lay)
 
     def time(size, phases):
         ep = math.prod(ph.members for ph in phases)
@@ -199,8 +216,9 @@ def moe_kept_bytes(model: ModelConfig, lay: Layouts, recompute=None) -> np.ndarr
     """Bytes a mean layer's MoE MLP keeps for its backward per micro-batch on one device (bf16 unless said),
     in the manner of Korthikanti et al. 2022, Sec. 4.1: the router's input (2 h per token) and fp32 scores
     (4 n_experts), each expert GEMM's input (2 h and 2 fe/etp per routed copy) and the activation's (2 g fe/etp),
-    the combine's expert outputs (2 h per copy, for the weights' gradient), and the shared experts' like a dense
-    MLP's; times `moe_share`. Full recompute keeps none of it (the layer input only, counted by norm1).
+    the combine's expert outputs (2 h per copy, for the probabilities' gradient; none where the stack weights the
+    activation instead, `Stack.moe_probs_in_experts`), and the shared experts' like a dense MLP's; times
+    `moe_share`. Full recompute keeps none of it (the layer input only, counted by norm1).
     Selective recompute (Megatron-Core --recompute-modules, lay.recompute_modules) drops: moe everything but
     the router's input (names, which re-runs the whole MoE MLP, none of it: spec.recompute.names_unpriced); moe_act
     the expert activations' outputs (fc2's input, 2 fe/etp per routed copy);
@@ -216,7 +234,8 @@ def moe_kept_bytes(model: ModelConfig, lay: Layouts, recompute=None) -> np.ndarr
     fe = m.expert_ffn_hidden / lay.etp
     router_in = T * 2 * h
     b = saved_input_bytes(lay)
-    rest = T * ROUTER_SCORE_BYTES * m.n_experts + routed * (b * h + 2 * g * fe) + T * m.top_k * 2 * h
+    weighted_copies = 0.0 if load_stack(lay.stack).moe_probs_in_experts else T * m.top_k * 2 * h
+    rest = T * ROUTER_SCORE_BYTES * m.n_experts + routed * (b * h + 2 * g * fe) + weighted_copies
     act_out = routed * b * fe
     shared_in = shared_rest = 0.0
     if m.shared_ffn_hidden:

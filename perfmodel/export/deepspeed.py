@@ -138,9 +138,14 @@ def _experts(pf: PlanFile) -> list[str]:
     notes = [(f"ep={p.ep}: the DeepSpeed config has no expert-parallel key; DeepSpeed-MoE takes it in model code, "
               f"one deepspeed.moe.layer.MoE per MoE layer ({m.moe_layers()} of {m.n_layers}): MoE(hidden_size="
               f"{m.hidden}, expert=<the expert MLP, ffn {e.expert_ffn_hidden}>, num_experts={e.n_experts}, "
-              f"ep_size={p.ep}, k={e.top_k}, drop_tokens=False"
-              + (f", enable_expert_tensor_parallelism={etp}" if etp else "") + "); drop_tokens=False keeps every "
-              "token (dropless, as the plan prices it), and ZeRO needs the expert parameters in their own "
+              f"ep_size={p.ep}, k={e.top_k}, "
+              + ("drop_tokens=False" if p.moe_capacity_factor is None else
+                 f"capacity_factor={p.moe_capacity_factor:g}, drop_tokens=True")
+              + (f", enable_expert_tensor_parallelism={etp}" if etp else "") + "); "
+              + ("drop_tokens=False keeps every token (dropless, as the plan prices it)" if p.moe_capacity_factor is None
+                 else "its top-k gating dispatches into fixed [experts, capacity] buffers (sharded_moe.py), padded "
+                      "to capacity whether or not the plan pads")
+              + ", and ZeRO needs the expert parameters in their own "
               "optimizer groups (deepspeed.moe.utils.split_params_into_different_moe_groups_for_optimizer)")]
     if p.ep > 1 and p.dp % p.ep:
         notes.append(f"ep={p.ep} with dp={p.dp}: DeepSpeed forms the expert-parallel groups inside the data-parallel "

@@ -95,6 +95,13 @@ def megatron_moe(pf: PlanFile) -> tuple[list[str], list[str], list[str], list[st
                         "Megatron-LM recommends as a start (its default coefficient, 0, would not balance at all)")
     model.append("--moe-grouped-gemm")
     model.append(f"--moe-token-dispatcher-type {p.moe_dispatcher}")
+    if p.moe_capacity_factor is not None:
+        model.append(f"--moe-expert-capacity-factor {p.moe_capacity_factor:g}")
+        if p.moe_pad_to_capacity:
+            model.append("--moe-pad-expert-input-to-capacity")
+        comments.append(f"token dropping as planned: each expert keeps at most {p.moe_capacity_factor:g} x its mean "
+                        "share of a rank's routed tokens (moe_utils.get_capacity)"
+                        + ("; every expert's input padded to that capacity" if p.moe_pad_to_capacity else ""))
     if p.moe_overlap:
         model.append("--overlap-moe-expert-parallel-comm")
         comments.append("--overlap-moe-expert-parallel-comm (Megatron-Core 0.14+): one micro-batch's dispatch and "

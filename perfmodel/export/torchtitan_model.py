@@ -184,6 +184,9 @@ def expert_notes(pf: PlanFile, name: str, flavor: str, shard: int, version: str)
                             f"ranks, expert data parallelism (FSDP) over the other {over // ep}; "
                             + ("the experts are tensor-parallel like the rest (etp = tp)" if etp == tp and tp > 1
                                else "each expert whole on its rank (etp = 1)"))
+    if p.moe_capacity_factor is not None:
+        notes.append(f"moe_capacity_factor={p.moe_capacity_factor:g}: torchtitan's MoE is dropless (every routed token "
+                     "runs; no capacity key); not expressed, so expect the planned drops not to happen")
     if p.expert_imbalance == 1.0:
         notes.append("expert_imbalance=1.0: the plan prices perfectly balanced routing; torchtitan's routers balance "
                      "by a per-expert bias (load_balance_coeff), not exactly; debug.moe_force_load_balance = true "

@@ -37,6 +37,12 @@ MODEL_PRESETS = {
 # force-balanced routing (the tables' footnote; expert_imbalance 1). NeMo AutoModel: FSDP2 (ZeRO-3) and DeepEP,
 # as its rows' framework and kernel columns state ("PyTorch-native, FSDP2"; "TE + DeepEP"). torchtitan: FSDP2,
 # its default data parallelism (JobConfig parallelism.data_parallel_shard_degree = -1), and its all-to-all.
+# NeMo AutoModel's performance summary (main branch, Oct 2025) ran its benchmark configs; their release line holds
+# the recompute and dispatcher they set (hardware_specs/stacks/releases/nemo-automodel.yaml).
+AUTOMODEL_RELEASE = "nemo-automodel@25.10"
+# The expert-parallel size the table leaves out ('- (not stated)'), from the config the row names
+# (examples/benchmark/configs/gptoss_{20b,120b}_te_deepep.yaml @8d9bfb90e: distributed.ep_size).
+AUTOMODEL_EP = {"gpt-oss-20b": 8, "gpt-oss-120b": 64}
 MOE_DEFAULTS = {
     "megatron": dict(zero=1, recompute="none", grad_dtype="bf16", moe_dispatcher="alltoall", stack="megatron-core"),
     "automodel": dict(zero=3, recompute="none", grad_dtype="fp32", moe_dispatcher="flex", stack="torchtitan"),
@@ -132,7 +138,8 @@ def moe_to_case(row: pd.Series) -> Case:
     except InputError as err:
         return Case(**base, reason=f"model: {err}")
     d = dict(MOE_DEFAULTS[_framework(row)])
-    release = _container_stack(cell_text(row["framework"])) if _framework(row) == "megatron" else None
+    release = (_container_stack(cell_text(row["framework"])) if _framework(row) == "megatron"
+               else AUTOMODEL_RELEASE if _framework(row) == "automodel" else None)
     if release:  # the container's recipe sets what the row leaves unstated (dispatcher, overlap, graphs, recompute)
         d = {k: v for k, v in d.items() if k not in ("moe_dispatcher", "recompute")} | {"stack": release}
     stated = _dispatcher(cell_text(row["dispatcher"]), None)
@@ -148,7 +155,9 @@ def moe_to_case(row: pd.Series) -> Case:
     if math.isnan(base["measured_s"]):
         return Case(**base, reason="no step time or throughput published")
     if cell_text(row["ep"]).startswith("-"):
-        return Case(**base, reason="expert-parallel size not stated")
+        if release != AUTOMODEL_RELEASE or key not in AUTOMODEL_EP:
+            return Case(**base, reason="expert-parallel size not stated")
+        ep = AUTOMODEL_EP[key]
     rec = cell_text(row["recompute"]).lower()
     if rec.startswith("selective") and "[]" not in rec:
         return Case(**base, reason=f"recompute modules ({row['recompute']}) are issue 18's per-module policies")

@@ -107,7 +107,7 @@ class SearchResult:
     def plan(self, rank: int = 0) -> Plan:
         """The plan of row `rank` of the ranked table."""
         job = self.job.model_dump()
-        job.update(gpus=int(self.columns["gpus"][rank]))
+        job.update(gpus=int(self.columns["gpus"][rank]), moe_pad_to_capacity=bool(job["moe_pad_to_capacity"]))
         policy = str(self.columns["remat_policy"][rank]) if "remat_policy" in self.columns else ""
         if policy:  # a MaxText named policy searched (Space.remat_policy): its tensors
             job.update(recompute_saved=MAXTEXT_REMAT[policy], recompute_offloaded=MAXTEXT_OFFLOADED.get(policy))

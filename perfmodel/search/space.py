@@ -96,6 +96,8 @@ class Job(Schema):
     tp_comm_overlap: Flag | None = None
     stack: str = DEFAULT_STACK
     expert_imbalance: Imbalance = 1.0
+    moe_capacity_factor: float | None = None  # Plan.moe_capacity_factor (None: the release's recipe, else dropless)
+    moe_pad_to_capacity: Flag | None = None  # Plan.moe_pad_to_capacity (None: the release's recipe, else off)
     moe_dispatcher: Dispatcher | None = None  # None: the stack release's recipe (with_release), else alltoall
     moe_overlap: Flag = False
     cuda_graphs: GraphScope | None = None  # Plan.cuda_graphs (None: the release's recipe, else the stack profile's)
@@ -190,7 +192,9 @@ def check_job(model: ModelConfig, system: System, job: Job) -> None:
     resolve(Plan(gpus=job.gpus, micro_batch=1, global_batch=job.gpus, seq_len=job.seq_len,
                  precision=job.precision, fp8_recipe=job.fp8_recipe, lora=job.lora, grad_compression=job.grad_compression,
                  recompute="names" if names else "none", recompute_saved=job.recompute_saved,
-                 recompute_offloaded=job.recompute_offloaded, optimizer_offload=job.optimizer_offload), model, system)
+                 recompute_offloaded=job.recompute_offloaded, optimizer_offload=job.optimizer_offload,
+                 moe_capacity_factor=job.moe_capacity_factor, moe_pad_to_capacity=bool(job.moe_pad_to_capacity)),
+            model, system)
     check_graphs(job.stack, job.cuda_graphs)
     why = moe_overlap_refusal(model, job.moe_dispatcher or "alltoall") if job.moe_overlap else None
     if why:
@@ -313,6 +317,7 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
     vpp = sel[:, 4]
     return Layouts(tp=sel[:, 0], pp=sel[:, 1], cp=sel[:, 2], dp=sel[:, 3], vpp=vpp, ep=sel[:, 7], etp=sel[:, 8],
                    micro_batch=sel[:, 5], expert_imbalance=job.expert_imbalance,
+                   moe_capacity_factor=job.moe_capacity_factor, moe_pad_to_capacity=bool(job.moe_pad_to_capacity),
                    moe_dispatcher=job.moe_dispatcher or "alltoall",
                    moe_overlap=job.moe_overlap, cuda_graphs=job.cuda_graphs, fp8_recipe=job.fp8_recipe,
                    recompute=np.concatenate([c[1] for c in cols]), sequence_parallel=np.concatenate([c[2] for c in cols]),

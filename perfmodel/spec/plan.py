@@ -48,6 +48,14 @@ class Plan(Schema):
     expert_imbalance: Imbalance = Field(
         1.0, description="tokens of the busiest expert over the mean (1: balanced routing, as "
                                           "--moe-router-force-load-balancing runs it; cost.moe)")
+    moe_capacity_factor: Real | None = Field(
+        None, gt=0, le=64, description="token dropping: each expert takes at most ceil(factor x T k / E) of a "
+                                       "device's T routed tokens, the rest dropped (Megatron-Core "
+                                       "--moe-expert-capacity-factor, moe_utils.get_capacity); null: dropless")
+    moe_pad_to_capacity: Flag = Field(
+        False, description="with moe_capacity_factor: every expert's input padded to its capacity, so the grouped "
+                           "GEMMs and the all-to-all run capacity-sized buffers whatever the routing (Megatron-Core "
+                           "--moe-pad-expert-input-to-capacity)")
     moe_dispatcher: Dispatcher = Field(
         "alltoall", description="how routed tokens reach their experts (Megatron-Core --moe-token-dispatcher-type; "
                                 "flex: DeepEP / HybridEP, each token sent once per domain holding its experts)")
@@ -335,7 +343,9 @@ def apply_release(p: dict, given: set[str], model: ModelConfig, system: System) 
         return
     r, fields = found
     p.update({k: v for k, v in fields.items() if k not in given and v is not None})
-    if r.recompute_modules is not None and not given & {"recompute", "recompute_modules"}:
+    if r.recompute_full and not given & {"recompute", "recompute_modules"}:
+        p["recompute"], p["recompute_modules"] = "full", None
+    elif r.recompute_modules is not None and not given & {"recompute", "recompute_modules"}:
         p["recompute"], p["recompute_modules"] = ("selective", r.recompute_modules) if r.recompute_modules else \
             ("none", None)
     if "moe_overlap" not in given:
@@ -397,9 +407,16 @@ def _check_experts(p: dict, model: ModelConfig) -> None:
     """ep and etp against the model's experts and the stage's ranks (Megatron-Core's MoE parallel folding: the
     experts' etp x ep x edp grid covers the same tp x cp x dp ranks as attention)."""
     ep, etp, stage = p["ep"], p["etp"], p["tp"] * p["cp"] * p["dp"]
+    if p["moe_pad_to_capacity"] and p["moe_capacity_factor"] is None:
+        raise InputError("moe_pad_to_capacity = true without moe_capacity_factor: padding fills each expert to its "
+                         "capacity, which the capacity factor sets (Megatron-Core refuses it too); valid: "
+                         "moe_capacity_factor > 0 (e.g. 1.0), or moe_pad_to_capacity = false")
     if model.moe is None:
         if ep > 1 or etp > 1:
             raise InputError(f"ep={ep}, etp={etp}: {model.name} is a dense model (no experts); valid: ep=1, etp=1")
+        if p["moe_capacity_factor"] is not None:
+            raise InputError(f"moe_capacity_factor = {p['moe_capacity_factor']:g}: {model.name} is a dense model (no "
+                             "experts to drop tokens at); valid: moe_capacity_factor unset")
         if p["moe_overlap"]:
             raise InputError(moe_overlap_refusal(model, p["moe_dispatcher"]))
         return

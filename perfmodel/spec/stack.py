@@ -336,6 +336,12 @@ class Stack(Schema):
         "empty: no autocast"))
     bias_grad_reduction: bool = Field(False, description="a linear's bias gradient is its own reduction over the "
                                       "tokens (eager nn.Linear: cost.autocast.bias_grad_op); false: the GEMM epilogue's")
+    moe_probs_in_experts: bool = Field(False, description="the router's probabilities weight the experts' activation "
+                                       "(Megatron-Core >= 0.13: the weighted SwiGLU/GeGLU between the grouped GEMMs), "
+                                       "whose backward reads the fc1 output it keeps anyway, and the combine sums "
+                                       "unweighted; false: they weight the expert outputs at the combine (or the "
+                                       "routed inputs before the experts), which keeps a bf16 copy per routed token "
+                                       "(T k h) for the probabilities' gradient (cost.moe.moe_kept_bytes)")
     host: HostProfile | None = Field(None, description="the calls the stack's host thread makes, by kind "
                                                        "(cost.launch_queue prices them on the system's host); null: "
                                                        "the host is not priced (one XLA executable per step)")

@@ -44,7 +44,20 @@ class Recipe(Schema):
                                      "attn, moe_router, moe_preprocess) the recipe captures; recorded, priced eager")
     recompute_modules: list[RecomputeModule] | None = Field(
         None, description="selective recompute modules ([]: no recompute); null: the recipe leaves recompute alone")
+    moe_capacity_factor: float | None = Field(None, gt=0, description="token dropping at this capacity factor "
+                                              "(Megatron-Core moe_expert_capacity_factor); null: dropless")
+    moe_pad_to_capacity: bool = Field(False, description="every expert's input padded to its capacity "
+                                                         "(moe_pad_expert_input_to_capacity)")
+    recompute_full: bool = Field(False, description="the recipe checkpoints every whole block (NeMo AutoModel's "
+                                                    "activation_checkpointing: true); excludes recompute_modules")
     source: str = Field(description="the recipe file and key it was read from")
+
+    @model_validator(mode="after")
+    def _one_recompute(self):
+        if self.recompute_full and self.recompute_modules is not None:
+            raise ValueError(f"recompute_full with recompute_modules {self.recompute_modules}: a recipe sets one of "
+                             "them; valid: recompute_full true and recompute_modules null, or recompute_full false")
+        return self
 
     def matches(self, model: str, gpu: str, precision: str) -> bool:
         return ((not self.models or model in self.models) and (not self.gpus or gpu in self.gpus)
@@ -55,8 +68,9 @@ class Release(Schema):
     """One release of a line: its versions and its recipes (the last one matching every plan)."""
 
     version: str = Field(description="the release name a stack takes after '@' (a NeMo container: 26.08)")
-    bridge: str = Field(description="the framework's tag of that release")
-    megatron_core: str = Field(description="the Megatron-Core version the release ships")
+    bridge: str = Field(description="the framework's tag (or commit) of that release")
+    megatron_core: str | None = Field(None, description="the Megatron-Core version the release ships; null: it runs "
+                                                        "no Megatron-Core (a PyTorch-native framework)")
     source: str = Field(description="where its recipes were read")
     recipes: list[Recipe] = Field(min_length=1, description="rules, first match wins")
 
@@ -77,6 +91,7 @@ class ReleaseLine(Schema):
     """A framework's releases over one stack profile."""
 
     name: str = Field(description="the line's name, what `--stack NAME@VERSION` takes")
+    framework: str = Field("Megatron-Bridge", description="the framework whose releases these are, as printed")
     profile: str = Field(description="the stack profile (hardware_specs/stacks) its releases run")
     releases: list[Release] = Field(min_length=1, description="oldest first; the last is what the bare name means")
 
@@ -100,7 +115,7 @@ _LINES: dict[str, ReleaseLine] = {}
 
 
 def release_lines() -> list[str]:
-    """The release lines' names (megatron-bridge)."""
+    """The release lines' names (megatron-bridge, nemo-automodel)."""
     return sorted(_line_files())
 
 
@@ -113,6 +128,11 @@ def load_line(name: str) -> ReleaseLine:
         _LINES[key] = ReleaseLine.parse(read_mapping(files[key], f"hardware_specs/stacks/releases/{key}.yaml"),
                                         where=key)
     return _LINES[key]
+
+
+def release_label(line: ReleaseLine, r: Release) -> str:
+    """'Megatron-Bridge v0.4.0, Megatron-Core 0.17.0' (or without Megatron-Core where the release runs none)."""
+    return f"{line.framework} {r.bridge}" + (f", Megatron-Core {r.megatron_core}" if r.megatron_core else "")
 
 
 def split_stack(spec: str) -> tuple[str, str | None]:
@@ -151,10 +171,12 @@ def release_fields(spec: str, model: str, accelerator: str, generation: str, pre
     """(the recipe, the fields it sets whatever the layout) for a MoE model `model` on `accelerator` (of
     `generation`) at `precision` under a release line's stack, None for another stack: the token dispatcher, the
     CUDA graphs and, at fp8 on Blackwell, the mxfp8 recipe (the releases' fp8 there is fp8_mx, which their rules
-    describe). EP overlap and recompute depend on the layout: spec.plan.apply_release decides them."""
+    describe), and the recipe's token dropping (capacity factor, padding). EP overlap and recompute depend on the layout: spec.plan.apply_release decides them."""
     found = release_recipe(spec, model, accelerator, precision)
     if found is None:
         return None
     r = found[1]
     fp8 = "mxfp8" if precision == "fp8" and generation == "blackwell" else None
-    return r, {"moe_dispatcher": r.moe_dispatcher, "cuda_graphs": r.cuda_graphs, "fp8_recipe": fp8}
+    return r, {"moe_dispatcher": r.moe_dispatcher, "cuda_graphs": r.cuda_graphs, "fp8_recipe": fp8,
+               "moe_capacity_factor": r.moe_capacity_factor,
+               "moe_pad_to_capacity": r.moe_pad_to_capacity if r.moe_capacity_factor is not None else None}
