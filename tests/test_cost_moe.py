@@ -326,3 +326,22 @@ def test_capacity_settings_are_refused_where_they_mean_nothing():
                 load_model("llama-3-8b"), load_hardware("dgx-h100"))
     with pytest.raises(InputError, match="moe_capacity_factor"):
         Plan(**base, moe_capacity_factor=0)
+
+
+def test_megatron_core_adds_a_biased_experts_fc2_bias_in_a_pass_of_its_own():
+    from perfmodel.cost.kernels import Device
+    from perfmodel.cost.moe import moe_kernels
+
+    biased = TINY.model_copy(update={"moe": TINY.moe.model_copy(update={"expert_bias": True})})
+    plan = dict(gpus=4, ep=4, micro_batch=1, global_batch=4, seq_len=128)
+    lay, hw = lay_of(Plan(**plan), biased), load_hardware("dgx-h100")
+    dev = Device(biased, hw, lay)
+    ops = {o.name: o for o in moe_kernels(biased, dev, lay)}
+    # TEGroupedMLP._apply_bias over the T k = 256 routed copies x h = 256 at 12 B each way; permute moves the same
+    # elements at 4 B, so the pass costs three permutes
+    assert ops["expert_bias"].fwd_s == pytest.approx(3 * ops["permute"].fwd_s, rel=1e-12)
+    assert ops["expert_bias"].bwd_s == pytest.approx(3 * ops["permute"].bwd_s, rel=1e-12)
+    titan = lay_of(Plan(**plan, stack="torchtitan"), biased)
+    assert "expert_bias" not in {o.name for o in moe_kernels(biased, Device(biased, hw, titan), titan)}
+    plain = lay_of(Plan(**plan))
+    assert "expert_bias" not in {o.name for o in moe_kernels(TINY, Device(TINY, hw, plain), plain)}

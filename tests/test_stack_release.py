@@ -266,3 +266,20 @@ def test_the_2509_qwen3_recipe_drops_tokens_padded_to_capacity(capsys):
     assert main(["stacks", "show", "nemo-automodel@25.10"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("nemo-automodel@25.10: NeMo AutoModel main@8d9bfb90e") and "recompute=full" in out
+
+
+def test_nemo_automodels_line_trains_bf16_state_without_a_master():
+    from perfmodel.cost.states import state_bytes
+
+    # the model built in bf16, FSDP2 param_dtype bf16, torch.optim.Adam's moments in bf16: 2 + 2 + 4 B per
+    # parameter, against torchtitan's fp32 sharded master (4), fp32 gradients (4) and fp32 moments (8)
+    auto = load_stack("nemo-automodel@25.10")
+    assert (auto.bf16_state, auto.fsdp_master_weights, auto.grad_dtype) == (True, False, "bf16")
+    assert load_stack("torchtitan").bf16_state is False  # the profile itself is untouched
+    p = plan_on("nemo-automodel@25.10", system="dgx-h100", precision="bf16", micro_batch=4, zero=3)
+    assert p.grad_dtype == "bf16"
+    s = state_bytes(8e9, p)  # ZeRO-3 over dp 8
+    assert (float(s["weights"]), float(s["gradients"]), float(s["optimizer"])) == (2e9, 2e9, 4e9)
+    t = state_bytes(8e9, plan_on("torchtitan", system="dgx-h100", precision="bf16", micro_batch=4, zero=3,
+                                 grad_dtype="fp32"))
+    assert (float(t["weights"]), float(t["gradients"]), float(t["optimizer"])) == (4e9, 4e9, 8e9)

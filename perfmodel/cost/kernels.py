@@ -41,6 +41,9 @@ ELEMENTWISE_BYTES = {
     "permute": (4, 4),  # per routed token x hidden: copy into expert order (read, write); backward scatters back
     "unpermute": (6, 8),  # per routed token x hidden: read the expert output and its weight, write the sum;
     # backward reads dy and the expert output (for the weight's gradient), writes dx
+    "expert_bias": (12, 12),  # per routed token x hidden, Megatron-Core TEGroupedMLP._apply_bias (bf16 probs): per
+    # expert b * p written, t + b * p read 2 + 2 and written, torch.cat read and written; backward the two products'
+    # gradients, g * p and g * b each read, written and summed (to the bias over tokens, to the probability over h)
 }
 
 

@@ -92,6 +92,8 @@ def moe_kernels(model: ModelConfig, dev: Device, lay: Layouts) -> list[Op]:
     ops += linear_op(dev, "experts_in", M, g * fe, h, rc, groups=local)
     ops.append(elementwise_op(dev, "expert_" + act, routed * fe, *ELEMENTWISE_BYTES[act], rc))
     ops += linear_op(dev, "experts_out", M, h, fe, rc, groups=local)
+    if m.expert_bias and dev.stack.expert_bias_loop:
+        ops.append(elementwise_op(dev, "expert_bias", routed * h, *ELEMENTWISE_BYTES["expert_bias"], rc))
     ops.append(elementwise_op(dev, "unpermute", T * k * h, *ELEMENTWISE_BYTES["unpermute"], rc))
     if m.shared_ffn_hidden:
         Ts, fs = lay.tokens_per_microbatch, m.shared_ffn_hidden / lay.tp  # gathered over tp, ffn split by tp

@@ -14,6 +14,7 @@ from .layouts import Layouts
 
 WEIGHT_BYTES = 2.0
 OPTIMIZER_BYTES = 12.0  # fp32 master + Adam m + v
+BF16_MOMENT_BYTES = 4.0  # Adam m + v in bf16, no master (Stack.bf16_state)
 
 
 def adam_step_bytes(grad_bytes: float) -> float:
@@ -29,8 +30,9 @@ def state_bytes(params, plan: Plan | Layouts, shard=None, trainable=None) -> dic
     DeepSpeed: bf16 weights + fp32 master, m, v in the optimizer; FSDP stacks, `Stack.fsdp_master_weights`:
     the fp32 sharded parameter is the master, 4 + 8; XLA stacks, `Stack.fp32_parameters`: so at every stage), sharded over its zero_shard = dp * cp / dp_replicate ranks
     (the ranks that hold replicas of the same weights, over hybrid sharding's replicas; `shard`: another group,
-    the edp ranks of a MoE model's routed experts). A LoRA fine-tune's: those of its `trainable` adapters, and
-    the frozen `params` as weights alone (`cost.finetune.frozen_weight_bytes`)."""
+    the edp ranks of a MoE model's routed experts); `Stack.bf16_state`: bf16 weights and moments, no master, 2 + 4.
+    A LoRA fine-tune's: those of its `trainable` adapters, and the frozen `params` as weights alone
+    (`cost.finetune.frozen_weight_bytes`)."""
     shard = plan.zero_shard if shard is None else shard
     if trainable is not None:
         states = state_bytes(trainable, plan, shard)
@@ -39,6 +41,13 @@ def state_bytes(params, plan: Plan | Layouts, shard=None, trainable=None) -> dic
     # FSDP's sharded parameter, or an XLA stack's parameter at any stage, is the fp32 master itself (no bf16 copy
     # beside it): 4 B of weights, 8 of Adam
     stack = load_stack(plan.stack)
+    if stack.bf16_state:  # no master: bf16 weights (sharded at ZeRO-3) and bf16 moments
+        return {
+            "weights": params * WEIGHT_BYTES / np.where(zero >= 3, shard, 1),
+            "gradients": params * g / np.where(zero >= 2, shard, 1)
+            + error_feedback_bytes(params, g, plan.grad_compression, shard),
+            "optimizer": params * BF16_MOMENT_BYTES / np.where(zero >= 1, shard, 1),
+        }
     master = ((zero >= 3) & stack.fsdp_master_weights) | stack.fp32_parameters
     return {
         "weights": params * np.where(master, 4.0, WEIGHT_BYTES) / np.where(zero >= 3, shard, 1),

@@ -142,6 +142,8 @@ def moe_to_case(row: pd.Series) -> Case:
                else AUTOMODEL_RELEASE if _framework(row) == "automodel" else None)
     if release:  # the container's recipe sets what the row leaves unstated (dispatcher, overlap, graphs, recompute)
         d = {k: v for k, v in d.items() if k not in ("moe_dispatcher", "recompute")} | {"stack": release}
+        if release == AUTOMODEL_RELEASE:  # its line's gradients (bf16, with its parameters)
+            d.pop("grad_dtype")
     stated = _dispatcher(cell_text(row["dispatcher"]), None)
     if stated or not release:
         d["moe_dispatcher"] = stated or d["moe_dispatcher"]

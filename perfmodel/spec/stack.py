@@ -23,7 +23,7 @@ from ..errors import InputError, Schema, suggest
 from ..files import looks_like_path, read_mapping
 from .host_cpu import CALL_KINDS
 from .operators import GRAPH_OPS
-from .stack_release import GraphScope, profile_of, release_lines
+from .stack_release import GraphScope, profile_fields, profile_of, release_lines, split_stack
 
 STACKS = ("megatron-core", "nemo", "torchtitan", "composer-fsdp1", "deepspeed", "nanotron", "plain-torch", "llmc",
           "nanogpt", "hf-transformers", "maxtext")
@@ -284,6 +284,15 @@ class Stack(Schema):
         False, description="the fp32 parameters are the optimizer's master at every ZeRO stage, replicated below "
                            "ZeRO-3, and Adam keeps its moments alone (XLA stacks with weight_dtype float32); false: "
                            "fsdp_master_weights at ZeRO-3, bf16 weights beside an fp32 master elsewhere")
+    expert_bias_loop: bool = Field(
+        False, description="experts with biases (GPT-OSS) get their second linear's bias in a loop over the local "
+                           "experts, a memory-bound pass of its own over the routed tokens (Megatron-Core "
+                           "TEGroupedMLP._apply_bias; cost.moe.moe_kernels' expert_bias); false: in the GEMM")
+    bf16_state: bool = Field(
+        False, description="the parameters and Adam's moments are bf16 with no fp32 master (a model built in bf16 "
+                           "and trained as it is: NeMo AutoModel's FSDP2 with param_dtype bf16 and torch.optim.Adam, "
+                           "whose moments take the parameter's dtype): 2 B of weights and 4 of optimizer state per "
+                           "parameter (cost.states.state_bytes)")
     zero3_live_params: float | None = Field(
         None, gt=0, description="ZeRO-3 gathers weights module by module and keeps at most this many parameters "
                                 "gathered at once (DeepSpeed stage3_max_live_parameters); null: whole wrapped units "
@@ -396,12 +405,15 @@ def load_stack(spec: str | Path | Stack) -> Stack:
         if key not in _LOADED:
             _LOADED[key] = Stack.parse(read_mapping(path, f"stack profile {spec}"), where=spec)
         return _LOADED[key]
-    key = profile_of(spec).lower()  # a release line (megatron-bridge@26.08) runs its profile
+    profile = profile_of(spec).lower()  # a release line (megatron-bridge@26.08) runs its profile
+    fields = profile_fields(spec)  # ... with the fields its line runs differently (none for most)
+    key = f"{split_stack(spec)[0].lower()}:{profile}" if fields else profile
     if key not in _LOADED:
         files = _stack_files()
-        if key not in files:
+        if profile not in files:
             raise suggest(spec, [*files, *release_lines()], "stack")
-        _LOADED[key] = Stack.parse(read_mapping(files[key], f"hardware_specs/stacks/{key}.yaml"), where=key)
+        raw = read_mapping(files[profile], f"hardware_specs/stacks/{profile}.yaml")
+        _LOADED[key] = Stack.parse({**raw, **fields}, where=key)
     return _LOADED[key]
 
 

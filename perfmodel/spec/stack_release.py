@@ -93,6 +93,10 @@ class ReleaseLine(Schema):
     name: str = Field(description="the line's name, what `--stack NAME@VERSION` takes")
     framework: str = Field("Megatron-Bridge", description="the framework whose releases these are, as printed")
     profile: str = Field(description="the stack profile (hardware_specs/stacks) its releases run")
+    profile_fields: dict[str, object] = Field(
+        default_factory=dict, description="fields of that profile the line's releases run differently (NeMo "
+                                          "AutoModel: bf16 parameters and optimizer state); each cited in sources")
+    sources: dict[str, str] = Field(default_factory=dict, description="profile field -> citation")
     releases: list[Release] = Field(min_length=1, description="oldest first; the last is what the bare name means")
 
     def release(self, version: str | None) -> Release:
@@ -154,6 +158,14 @@ def profile_of(spec: str) -> str:
     line = load_line(name)
     line.release(version)  # refuses an unknown version
     return line.profile
+
+
+def profile_fields(spec: str) -> dict:
+    """The profile fields a release line overrides ({} for a stack that is not a release line, or a line that runs
+    its profile as it is)."""
+    if not is_release(spec):
+        return {}
+    return load_line(split_stack(spec)[0]).profile_fields
 
 
 def release_recipe(spec: str, model: str, accelerator: str, precision: str) -> tuple[Release, Recipe] | None:
