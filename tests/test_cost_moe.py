@@ -339,9 +339,15 @@ def test_megatron_core_adds_a_biased_experts_fc2_bias_in_a_pass_of_its_own():
     ops = {o.name: o for o in moe_kernels(biased, dev, lay)}
     # TEGroupedMLP._apply_bias over the T k = 256 routed copies x h = 256 at 12 B each way; permute moves the same
     # elements at 4 B, so the pass costs three permutes
-    assert ops["expert_bias"].fwd_s == pytest.approx(3 * ops["permute"].fwd_s, rel=1e-12)
-    assert ops["expert_bias"].bwd_s == pytest.approx(3 * ops["permute"].bwd_s, rel=1e-12)
+    assert ops["expert_bias_fc2"].fwd_s == pytest.approx(3 * ops["permute"].fwd_s, rel=1e-12)
+    assert ops["expert_bias_fc2"].bwd_s == pytest.approx(3 * ops["permute"].bwd_s, rel=1e-12)
     titan = lay_of(Plan(**plan, stack="torchtitan"), biased)
-    assert "expert_bias" not in {o.name for o in moe_kernels(biased, Device(biased, hw, titan), titan)}
+    assert "expert_bias_fc2" not in {o.name for o in moe_kernels(biased, Device(biased, hw, titan), titan)}
+    assert "expert_bias_fc1" not in ops  # Megatron-Core adds fc1's in its GEMM (skip_bias_add=False)
+    # NeMo AutoModel's DeepEP experts loop over both: fc1's output (g fe = 256 wide) at 8 / 2 B
+    auto = lay_of(Plan(**plan, stack="nemo-automodel"), biased)
+    a = {o.name: o for o in moe_kernels(biased, Device(biased, hw, auto), auto)}
+    assert a["expert_bias_fc1"].fwd_s == pytest.approx(2 * 256 / 256 * ops["permute"].fwd_s, rel=1e-12)  # 8 B / 4 B
+    assert a["expert_bias_fc1"].bwd_s == pytest.approx(0.5 * ops["permute"].bwd_s, rel=1e-12)  # 2 B / 4 B
     plain = lay_of(Plan(**plan))
-    assert "expert_bias" not in {o.name for o in moe_kernels(TINY, Device(TINY, hw, plain), plain)}
+    assert "expert_bias_fc2" not in {o.name for o in moe_kernels(TINY, Device(TINY, hw, plain), plain)}

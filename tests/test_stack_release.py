@@ -283,3 +283,32 @@ def test_nemo_automodels_line_trains_bf16_state_without_a_master():
     t = state_bytes(8e9, plan_on("torchtitan", system="dgx-h100", precision="bf16", micro_batch=4, zero=3,
                                  grad_dtype="fp32"))
     assert (float(t["weights"]), float(t["gradients"]), float(t["optimizer"])) == (4e9, 4e9, 8e9)
+
+
+def test_the_users_capacity_setting_wins_whole_over_the_releases(capsys, tmp_path):
+    base = ["predict", "--model", "qwen3-30b-a3b", "--hardware", "dgx-h100", "--gpus", "16", "--tp", "1", "--pp", "2",
+            "--vpp", "24", "--ep", "8", "--micro-batch", "2", "--global-batch", "512", "--seq-len", "4096",
+            "--precision", "fp8", "--zero", "1", "--stack", "megatron-bridge@25.09"]
+    expect = {(): "capacity=1 padded", ("--moe-capacity-factor", "1.25"): "capacity=1.25 (drops)",
+              ("--moe-capacity-factor", "none"): "imbalance=1 overlap", ("--no-moe-pad-to-capacity",): "imbalance=1 overlap",
+              ("--moe-capacity-factor", "2", "--moe-pad-to-capacity"): "capacity=2 padded"}
+    for extra, text in expect.items():
+        assert main([*base, *extra]) == 0
+        assert text in capsys.readouterr().out, extra
+    # the same in a plan file, read back
+    out = tmp_path / "p.json"
+    assert main([*base, "--moe-capacity-factor", "1.25", "--save-plan", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["predict", "--plan", str(out)]) == 0 and "capacity=1.25 (drops)" in capsys.readouterr().out
+    assert main(["predict", "--plan", str(out), "--no-moe-pad-to-capacity"]) == 2
+    assert "drop --no-moe-pad-to-capacity" in capsys.readouterr().err
+    # a search takes the user's setting whole too, and says the release's full recompute
+    from perfmodel.search.space import Job, capacity_of, with_release
+
+    q, hw = load_model("qwen3-30b-a3b"), load_hardware("dgx-h100")
+    job = Job(gpus=16, global_batch=512, seq_len=4096, stack="megatron-bridge@25.09", moe_capacity_factor="none")
+    assert capacity_of(with_release(job, q, hw)[0]) is None
+    rel = with_release(Job(gpus=16, global_batch=512, seq_len=4096, stack="megatron-bridge@25.09"), q, hw)[0]
+    assert (capacity_of(rel), rel.moe_pad_to_capacity) == (1.0, True)
+    assert "full recompute" in with_release(Job(gpus=8, global_batch=512, seq_len=4096, stack="nemo-automodel"),
+                                            q, hw)[1]

@@ -14,7 +14,8 @@ from perfmodel.calibrate.from_runs import Parts, calibrate_from_runs, fit, inter
 from perfmodel.cost.step import COMM_TIME, COMPUTE_TIME
 from perfmodel.errors import InputError
 from perfmodel.spec.hardware import load_hardware
-from perfmodel.spec.stack import STACKS, Stack, list_stacks, load_stack, stack_for_framework
+from perfmodel.spec.frameworks import stack_for_framework
+from perfmodel.spec.stack import STACKS, Stack, list_stacks, load_stack
 
 DEV_CSV = Path(__file__).parents[1] / "benchmarks" / "data" / "published_runs_dev.csv"
 H100 = load_hardware("dgx-h100")
@@ -95,7 +96,8 @@ def test_deepspeed_pipeline_reduces_after_the_flush():
     ("torchtitan 2D (Float8)", "torchtitan"), ("MosaicML Composer + llm-foundry (FSDP, FlashAttention)",
                                                 "composer-fsdp1"),
     ("Megatron-DeepSpeed", "deepspeed"), ("DeepSpeed ZeRO-3", "deepspeed"), ("Megatron-LM (2021)", "megatron-core"),
-    ("plain-torch", "plain-torch")])
+    ("plain-torch", "plain-torch"), ("NeMo AutoModel (PyTorch-native, FSDP2) main branch", "nemo-automodel"),
+    ("megatron-bridge@26.04", "megatron-bridge@26.04")])
 def test_framework_names_map_to_stacks(text, stack):
     assert stack_for_framework(text) == stack
 

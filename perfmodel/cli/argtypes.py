@@ -65,6 +65,15 @@ def number(name: str, low: float = 0.0, high: float | None = None, above: bool =
     return parse
 
 
+def capacity_factor(name: str):
+    """`--moe-capacity-factor C`: a number in (0, 64], or 'none' (dropless, where a stack's release would drop)."""
+    num = number(name, 0.0, 64.0, above=True, what="times an expert's mean share of the routed tokens; or none")
+
+    def parse(text):
+        return "none" if str(text).strip().lower() == "none" else num(text)
+    return parse
+
+
 def path(name: str, what: str = "a file or directory"):
     """A file or directory name: not empty (an empty name would mean the working directory, or no flag at all)."""
     def parse(text):

@@ -68,13 +68,21 @@ def stacks_text(action: str, name: str | None) -> str:
         return f"{s.name}: {s.description}\nversions: {s.versions}"
     base, version = split_stack(name)
     r = load_line(base).release(version)
-    out = [f"{base}@{r.version}: {release_label(load_line(base), r)}; runs the "
-           f"{load_line(base).profile} profile with these MoE recipes (first match wins)", f"source: {r.source}"]
+    line = load_line(base)
+    out = [f"{base}@{r.version}: {release_label(line, r)}; runs the "
+           f"{line.profile} profile with these MoE recipes (first match wins)", f"source: {r.source}"]
+    if line.profile_fields:
+        out.append(f"profile fields it runs differently: "
+                   f"{', '.join(f'{k}={v}' for k, v in line.profile_fields.items())} (sources in "
+                   f"hardware_specs/stacks/releases/{base}.yaml)")
     for x in r.recipes:
         where = " ".join(f"{k}={','.join(v)}" for k, v in (("models", x.models), ("gpus", x.gpus),
                                                              ("precisions", x.precisions)) if v) or "any other plan"
         rec = "full" if x.recompute_full else "-" if x.recompute_modules is None else (
             ",".join(x.recompute_modules) or "none")
         out.append(f"  {where:<58} dispatcher={x.moe_dispatcher:<8} overlap={'on' if x.moe_overlap else 'off':<3} "
-                   f"graphs={x.cuda_graphs:<4} recompute={rec}  ({x.source})")
+                   f"graphs={x.cuda_graphs:<4} recompute={rec}"
+                   + ("" if x.moe_capacity_factor is None else
+                      f" capacity={x.moe_capacity_factor:g}{' padded' if x.moe_pad_to_capacity else ''}")
+                   + f"  ({x.source})")
     return "\n".join(out)

@@ -18,7 +18,7 @@ from ..spec.plan import Dispatcher, Plan, Precision, resolve
 from ..spec.recompute import OFFLOAD_TENSORS, RECOMPUTE_MODULES, SAVED_TENSORS, Recompute
 from ..spec.stack import DEFAULT_STACK, STACKS
 from ..spec.stack_release import release_lines
-from .argtypes import integer, path, stack_name
+from .argtypes import capacity_factor, integer, path, stack_name
 
 if TYPE_CHECKING:  # plan files are read only for --plan
     from ..spec.plan_file import PlanFile
@@ -77,12 +77,12 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("--ep", type=integer("--ep"), help="MoE expert-parallel size (default 1)")
     pr.add_argument("--etp", type=integer("--etp"), help="MoE expert tensor-parallel size (default 1)")
     pr.add_argument("--expert-imbalance", type=float, help="busiest expert's tokens / mean (default 1: balanced)")
-    pr.add_argument("--moe-capacity-factor", type=float, metavar="C",
+    pr.add_argument("--moe-capacity-factor", type=capacity_factor("--moe-capacity-factor"), metavar="C",
                     help="token dropping: each expert keeps at most C x its mean share of a device's routed tokens "
-                         "(Megatron-Core --moe-expert-capacity-factor; default: dropless)")
-    pr.add_argument("--moe-pad-to-capacity", action="store_true", default=None,
+                         "(Megatron-Core --moe-expert-capacity-factor); none: dropless (default, or a release's)")
+    pr.add_argument("--moe-pad-to-capacity", action=argparse.BooleanOptionalAction, default=None,
                     help="with --moe-capacity-factor: pad every expert's input to its capacity (Megatron-Core "
-                         "--moe-pad-expert-input-to-capacity)")
+                         "--moe-pad-expert-input-to-capacity; default off, or a release's)")
     pr.add_argument("--moe-dispatcher", choices=DISPATCHERS, help="default alltoall; flex: DeepEP / HybridEP")
     pr.add_argument("--moe-overlap", action=argparse.BooleanOptionalAction, default=None,
                     help="hide expert-parallel comm behind another micro-batch (default off; a release's recipe's)")
@@ -232,7 +232,8 @@ def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, Pl
                          "(perfmodel calibrate --from-trace --output SPEC.yaml writes a spec a plan file can name)")
     if a.plan:
         given = [f"--{'no-' if getattr(a, k) is False else ''}{k.replace('_', '-')}" for k in PLAN_FLAGS
-                 if getattr(a, k) not in (None, False) or (k == "moe_overlap" and a.moe_overlap is False)]
+                 if getattr(a, k) not in (None, False)
+                 or (k in ("moe_overlap", "moe_pad_to_capacity") and getattr(a, k) is False)]
         if given:
             raise InputError(f"{a.cmd} --plan takes its inputs from the plan file; drop {', '.join(given)}")
         from ..spec.plan_file import load_plan_file
@@ -253,10 +254,12 @@ def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, Pl
             raise InputError(f"--precision mxfp8 with --fp8-recipe {given['fp8_recipe']}: mxfp8 is fp8 with the mxfp8 "
                              "recipe; valid: --precision fp8 --fp8-recipe RECIPE, or --precision mxfp8 alone")
         given.update(precision="fp8", fp8_recipe="mxfp8")
-    if a.moe_overlap is not None:  # unset: the stack's release may set it (spec.plan.apply_release)
+    if a.moe_overlap is not None:  # unset: the stack's release may set it (spec.moe_rules.apply_release)
         given["moe_overlap"] = a.moe_overlap
-    if a.moe_pad_to_capacity:
-        given["moe_pad_to_capacity"] = True
+    if given.get("moe_capacity_factor") == "none":
+        given["moe_capacity_factor"] = None  # given: dropless, whatever the stack's release does
+    if a.moe_pad_to_capacity is not None:
+        given["moe_pad_to_capacity"] = a.moe_pad_to_capacity
     plan = Plan(**given, sequence_parallel=a.sequence_parallel, overlap_dp_comm=not a.no_overlap_dp_comm,
                 account_for_embedding=a.account_for_embedding, account_for_loss=a.account_for_loss,
                 optimizer_offload=a.optimizer_offload)

@@ -381,13 +381,13 @@ def versus_table(e: Estimate, o: Estimate) -> str:
     (TimeBreakdown) side by side, each with its change in seconds."""
     a, b = e.plan.model_dump(), o.plan.model_dump()
     lines = [f"versus {o.plan.stack}: the same flags resolved and priced under it"]
-    lines += [f"  {k:<18}{_setting(a[k]):<28}{_setting(b[k])}" for k in a if a[k] != b[k]]
-    lines.append(f"  {'part':<18}{e.plan.stack:>14}{o.plan.stack:>26}{'change':>12}")
+    lines += [f"  {k:<21}{_setting(a[k]):<28}{_setting(b[k])}" for k in a if a[k] != b[k]]
+    lines.append(f"  {'part':<21}{e.plan.stack:>14}{o.plan.stack:>26}{'change':>12}")
     ta, tb = e.time_s.model_dump(), o.time_s.model_dump()
     for k in ta:
         if k != "total" and (ta[k] or tb[k]):
-            lines.append(f"  {k:<18}{_t(ta[k]):>14}{_t(tb[k]):>26}{_signed(tb[k] - ta[k]):>12}")
-    lines.append(f"  {'step':<18}{_t(e.step_time_s):>14}{_t(o.step_time_s):>26}{_signed(o.step_time_s - e.step_time_s):>12}")
+            lines.append(f"  {k:<21}{_t(ta[k]):>14}{_t(tb[k]):>26}{_signed(tb[k] - ta[k]):>12}")
+    lines.append(f"  {'step':<21}{_t(e.step_time_s):>14}{_t(o.step_time_s):>26}{_signed(o.step_time_s - e.step_time_s):>12}")
     return "\n".join(lines)
 
 

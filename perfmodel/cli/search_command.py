@@ -15,7 +15,7 @@ from ..spec.model_catalogue import load_model
 from ..spec.recompute import OFFLOAD_TENSORS, SAVED_TENSORS
 from ..spec.stack import DEFAULT_STACK, STACKS
 from ..spec.stack_release import release_lines
-from .argtypes import counts, integer, number, path, stack_name
+from .argtypes import capacity_factor, counts, integer, number, path, stack_name
 from .plan_flags import (COMPILES, DISPATCHERS, PRECISIONS, add_compression_flags, add_lora_flags, headroom_of, lora_of,
                          module_list)
 
@@ -49,9 +49,9 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                          "skipped")
     se.add_argument("--optimizer-offload", action="store_true", help="as predict, for every layout")
     se.add_argument("--expert-imbalance", type=float, default=1.0, help="as predict (default 1: balanced)")
-    se.add_argument("--moe-capacity-factor", type=float, metavar="C", help="as predict (default dropless, or the "
-                                                                           "release's recipe)")
-    se.add_argument("--moe-pad-to-capacity", action="store_true", default=None, help="as predict")
+    se.add_argument("--moe-capacity-factor", type=capacity_factor("--moe-capacity-factor"), metavar="C",
+                    help="as predict (none: dropless; default dropless, or the release's recipe)")
+    se.add_argument("--moe-pad-to-capacity", action=argparse.BooleanOptionalAction, default=None, help="as predict")
     se.add_argument("--moe-dispatcher", choices=DISPATCHERS, help="as predict (default alltoall, or the release's recipe)")
     se.add_argument("--moe-overlap", action="store_true", help="as predict")
     se.add_argument("--objective", choices=list(OBJECTIVES), default="time",

@@ -36,14 +36,6 @@ ELEMENTWISE_BYTES = {
     "position_embedding": (6, 6),  # add the position row: read 2, write 1
     "embedding_dropout": (5, 5),  # read, write, 1 B mask
     "cross_entropy": (10, 6),  # bf16 logits in, fp32 exponentials (max/sum passes); backward reads, writes bf16
-    # mixture of experts, per element of the tensor named (cost.moe):
-    "router": (12, 12),  # per token x expert: fp32 logits read, scores written, top-k reads them; backward alike
-    "permute": (4, 4),  # per routed token x hidden: copy into expert order (read, write); backward scatters back
-    "unpermute": (6, 8),  # per routed token x hidden: read the expert output and its weight, write the sum;
-    # backward reads dy and the expert output (for the weight's gradient), writes dx
-    "expert_bias": (12, 12),  # per routed token x hidden, Megatron-Core TEGroupedMLP._apply_bias (bf16 probs): per
-    # expert b * p written, t + b * p read 2 + 2 and written, torch.cat read and written; backward the two products'
-    # gradients, g * p and g * b each read, written and summed (to the bias over tokens, to the probability over h)
 }
 
 

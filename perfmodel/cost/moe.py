@@ -39,6 +39,18 @@ from . import comm as C
 from .kernels import ACT_BYTES, ELEMENTWISE_BYTES, Device, Op, elementwise_op, linear_op, saved_input_bytes
 from .layouts import Layouts
 
+# Bytes moved per element (forward, backward) by the MoE MLP's memory-bound kernels, per element of the tensor named:
+MOE_ELEMENTWISE_BYTES = {
+    "router": (12, 12),  # per token x expert: fp32 logits read, scores written, top-k reads them; backward alike
+    "permute": (4, 4),  # per routed token x hidden: copy into expert order (read, write); backward scatters back
+    "unpermute": (6, 8),  # per routed token x hidden: read the expert output and its weight, write the sum;
+    # backward reads dy and the expert output (for the weight's gradient), writes dx
+    "expert_bias_fc2": (12, 12),  # per routed token x hidden, Megatron-Core TEGroupedMLP._apply_bias (bf16 probs):
+    # per expert b * p written, t + b * p read 2 + 2 and written, torch.cat read and written; backward the two
+    # products' gradients, g * p and g * b each read, written and summed (to the bias over tokens, to the probability)
+    "expert_bias_fc1": (8, 2),  # per routed token x fc1 output, the same loop without probabilities (NeMo AutoModel
+    # GroupedExpertsDeepEP): t + b read and written, torch.cat read and written; backward the bias's sum over tokens
+}
 ROUTER_SCORE_BYTES = 4.0  # fp32 scores per token x expert kept for the router's backward (Megatron-Core router)
 
 
@@ -87,14 +99,18 @@ def moe_kernels(model: ModelConfig, dev: Device, lay: Layouts) -> list[Op]:
     routed = M * local  # token copies the busiest device's experts run
     act, rc = ("swiglu" if model.gated else "gelu"), ("full", "names")  # names re-runs the MoE MLP whole
     ops = linear_op(dev, "router", T, m.n_experts, h, rc, precision="bf16")
-    ops.append(elementwise_op(dev, "router_topk", T * m.n_experts, *ELEMENTWISE_BYTES["router"], rc))
-    ops.append(elementwise_op(dev, "permute", T * k * h, *ELEMENTWISE_BYTES["permute"], rc))
+    ops.append(elementwise_op(dev, "router_topk", T * m.n_experts, *MOE_ELEMENTWISE_BYTES["router"], rc))
+    ops.append(elementwise_op(dev, "permute", T * k * h, *MOE_ELEMENTWISE_BYTES["permute"], rc))
     ops += linear_op(dev, "experts_in", M, g * fe, h, rc, groups=local)
+    loop = dev.stack.expert_bias_loop if m.expert_bias else []
+    if "fc1" in loop:
+        ops.append(elementwise_op(dev, "expert_bias_fc1", routed * g * fe, *MOE_ELEMENTWISE_BYTES["expert_bias_fc1"],
+                                  rc))
     ops.append(elementwise_op(dev, "expert_" + act, routed * fe, *ELEMENTWISE_BYTES[act], rc))
     ops += linear_op(dev, "experts_out", M, h, fe, rc, groups=local)
-    if m.expert_bias and dev.stack.expert_bias_loop:
-        ops.append(elementwise_op(dev, "expert_bias", routed * h, *ELEMENTWISE_BYTES["expert_bias"], rc))
-    ops.append(elementwise_op(dev, "unpermute", T * k * h, *ELEMENTWISE_BYTES["unpermute"], rc))
+    if "fc2" in loop:
+        ops.append(elementwise_op(dev, "expert_bias_fc2", routed * h, *MOE_ELEMENTWISE_BYTES["expert_bias_fc2"], rc))
+    ops.append(elementwise_op(dev, "unpermute", T * k * h, *MOE_ELEMENTWISE_BYTES["unpermute"], rc))
     if m.shared_ffn_hidden:
         Ts, fs = lay.tokens_per_microbatch, m.shared_ffn_hidden / lay.tp  # gathered over tp, ffn split by tp
         ops += linear_op(dev, "shared_in", Ts, g * fs, h, rc)

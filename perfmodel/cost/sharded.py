@@ -240,7 +240,8 @@ def zero3_gather(mesh: Mesh, params, grad_bytes, mask, latency_share=1.0, weight
 def optimizer_seconds(dev: Device, params, zero, shard, grad_bytes) -> Values:
     """The Adam step over the parameters this device updates (`states.adam_step_bytes` each; ZeRO >= 1 updates
     its 1/shard), at the optimizer's bandwidth."""
-    return dev.optimizer(params / np.where(np.asarray(zero) >= 1, shard, 1) * adam_step_bytes(grad_bytes))
+    return dev.optimizer(params / np.where(np.asarray(zero) >= 1, shard, 1)
+                         * adam_step_bytes(grad_bytes, dev.stack.bf16_state))
 
 
 def gradient_sync(mesh: Mesh, params, grad_bytes, zero, mask=ZERO_GROUP, latency_share=1.0) -> Values:

@@ -17,12 +17,13 @@ OPTIMIZER_BYTES = 12.0  # fp32 master + Adam m + v
 BF16_MOMENT_BYTES = 4.0  # Adam m + v in bf16, no master (Stack.bf16_state)
 
 
-def adam_step_bytes(grad_bytes: float) -> float:
+def adam_step_bytes(grad_bytes: float, bf16_state: bool = False) -> float:
     """HBM bytes an Adam step moves per parameter it updates: read the gradient, momentum, variance and fp32
     master (grad_bytes + 12), write momentum, variance, master and the bf16 weight (12 + 2), and read the gradient
     once more for the global norm (grad_bytes): 26 + 2 * grad_bytes (a fused multi-tensor Adam, as apex / torch
-    `fused=True`)."""
-    return 26.0 + 2.0 * grad_bytes
+    `fused=True`). With `Stack.bf16_state` (bf16 weight and moments, no master): read 6 and write 6, 12 + 2 *
+    grad_bytes."""
+    return (12.0 if bf16_state else 26.0) + 2.0 * grad_bytes
 
 
 def state_bytes(params, plan: Plan | Layouts, shard=None, trainable=None) -> dict[str, object]:

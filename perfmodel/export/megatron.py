@@ -251,7 +251,7 @@ def megatron(pf: PlanFile, version: str | None = None, changes: Sequence[str] = 
         if p.seq_len % (2 * p.cp):
             notes.append(f"cp={p.cp}: Megatron-LM's load-balanced causal context parallelism needs seq_len "
                          f"divisible by 2 x cp = {2 * p.cp}; seq_len = {p.seq_len} is not")
-    if p.sequence_parallel:  # with experts and tp > 1 always (spec.plan._check_experts, as Megatron-LM requires)
+    if p.sequence_parallel:  # with experts and tp > 1 always (spec.moe_rules.check_experts, as Megatron-LM requires)
         a.append("--sequence-parallel")
         if p.tp_comm_overlap:
             comments.append("the plan overlaps tensor-parallel communication with the GEMMs (priced so): add "

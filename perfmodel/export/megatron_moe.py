@@ -99,6 +99,10 @@ def megatron_moe(pf: PlanFile) -> tuple[list[str], list[str], list[str], list[st
         model.append(f"--moe-expert-capacity-factor {p.moe_capacity_factor:g}")
         if p.moe_pad_to_capacity:
             model.append("--moe-pad-expert-input-to-capacity")
+        if p.moe_pad_to_capacity and p.moe_dispatcher == "flex":
+            notes.append("moe_pad_to_capacity with the flex dispatcher: Megatron-Core pads only with the HybridEP "
+                         "backend (--moe-flex-dispatcher-backend hybridep; core_v0.17.0 refuses DeepEP with padding, "
+                         "core_v0.14.0 any flex dispatcher with it: TransformerConfig.__post_init__)")
         comments.append(f"token dropping as planned: each expert keeps at most {p.moe_capacity_factor:g} x its mean "
                         "share of a rank's routed tokens (moe_utils.get_capacity)"
                         + ("; every expert's input padded to that capacity" if p.moe_pad_to_capacity else ""))

@@ -51,7 +51,7 @@ from ..spec.model_catalogue import load_model
 from ..spec.plan import RECOMPUTE_MODULES, Plan, resolve
 from .runs import cell_number, cell_text, model_for, precision_of, system_for, zero_of
 from .moe_runs import MODEL_PRESETS, moe_system_for, moe_to_case
-from ..spec.stack import stack_for_framework
+from ..spec.frameworks import stack_for_framework
 
 VIEWS = ("allocated", "reserved")
 RANKS = ("max", "first", "last")

@@ -21,7 +21,7 @@ from ..errors import InputError
 from ..spec.hardware import System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.plan import Plan
-from ..spec.stack import stack_for_framework
+from ..spec.frameworks import stack_for_framework
 
 # Framework defaults for settings a source group does not state. Each entry says why.
 GROUP_DEFAULTS: dict[str, dict] = {
@@ -254,7 +254,8 @@ def plan_for(row: pd.Series, model: ModelConfig) -> tuple[Plan | None, str]:
 
 # Plan fields a runs table may state in a column of the field's name (beyond the dev set's columns, which map to
 # the others): every setting `perfmodel predict` takes, so that no run a user measured is unrepresentable.
-PLAN_COLUMNS = ("ep", "etp", "expert_imbalance", "moe_dispatcher", "moe_overlap", "recompute_modules",
+PLAN_COLUMNS = ("ep", "etp", "expert_imbalance", "moe_capacity_factor", "moe_pad_to_capacity", "moe_dispatcher",
+                "moe_overlap", "recompute_modules",
                 "recompute_saved", "recompute_num_layers", "recompute_method", "schedule", "attention", "grad_dtype",
                 "grad_compression", "powersgd_rank", "overlap_dp_comm", "stack", "stage_layers", "compile",
                 "loss_chunks")
@@ -288,7 +289,7 @@ def plan_columns(row: pd.Series) -> dict:
             if v is None or not math.isfinite(v) or v != int(v):
                 raise InputError(f"{key} = {text!r}; valid: a whole number")
             out[key] = int(v)
-        elif kind is float:
+        elif kind is float or key == "moe_capacity_factor":
             v = cell_number(row[key])
             if v is None or not math.isfinite(v):
                 raise InputError(f"{key} = {text!r}; valid: a number")

@@ -31,7 +31,7 @@ v4.1 Google GPT-3 submissions (block-level MLLOG times) and MLPerf Training v5.0
   Plan.lora (rank from the notes, the base in fp8 where they say fp8_params).
 - Stack: MaxText rows -> maxtext (hardware_specs/stacks/maxtext.yaml: XLA's overlapped collectives, tensor-parallel
   ones included, fp32 master weights and gradients, no per-operator host cost); NeMo (and MangoBoost LLMBoost,
-  NeMo/Megatron-based) -> nemo, other framework names through spec.stack.stack_for_framework.
+  NeMo/Megatron-based) -> nemo, other framework names through spec.frameworks.stack_for_framework.
 - Measured step time: step_time_s; else global tokens / (tokens_per_s_per_chip x n_chips); else, only where notes
   state MaxText's FLOP convention (6 x params x tokens, plus 6 H L hd S^2 per sequence where they say causal
   attention), that count per chip over tflops_per_chip. MFU alone, and MLPerf blocks that include an eval pass, give
@@ -52,7 +52,8 @@ from ..spec.model import ModelConfig
 from ..spec.model_presets import ALIASES, PRESETS
 from ..spec.plan import Plan, resolve
 from ..spec.recompute import MAXTEXT_CHECKPOINT_NAMES, MAXTEXT_OFFLOADED, MAXTEXT_REMAT
-from ..spec.stack import DEFAULT_STACK, stack_for_framework
+from ..spec.frameworks import stack_for_framework
+from ..spec.stack import DEFAULT_STACK
 from .runs import Case, cell_number, cell_text, precision_of
 
 # The CSV's accelerator -> catalogue system (hardware_specs/systems)

@@ -39,7 +39,7 @@ from ..spec.model_catalogue import load_model
 from ..spec.plan import Plan
 from ..spec.recompute import MAXTEXT_OFFLOADED, MAXTEXT_REMAT
 from ..spec.stack import check_compile
-from .space import Job, Space, enumerate_layouts, remat_jobs, with_release
+from .space import Job, Space, capacity_of, enumerate_layouts, remat_jobs, with_release
 
 PLAN_COLUMNS = ["gpus", "tp", "pp", "dp", "dp_replicate", "cp", "vpp", "ep", "etp", "micro_batch", "recompute",
                 "sequence_parallel", "zero", "schedule", "account_for_embedding", "account_for_loss"]
@@ -107,7 +107,8 @@ class SearchResult:
     def plan(self, rank: int = 0) -> Plan:
         """The plan of row `rank` of the ranked table."""
         job = self.job.model_dump()
-        job.update(gpus=int(self.columns["gpus"][rank]), moe_pad_to_capacity=bool(job["moe_pad_to_capacity"]))
+        job.update(gpus=int(self.columns["gpus"][rank]), moe_pad_to_capacity=bool(job["moe_pad_to_capacity"]),
+                   moe_capacity_factor=capacity_of(self.job))
         policy = str(self.columns["remat_policy"][rank]) if "remat_policy" in self.columns else ""
         if policy:  # a MaxText named policy searched (Space.remat_policy): its tensors
             job.update(recompute_saved=MAXTEXT_REMAT[policy], recompute_offloaded=MAXTEXT_OFFLOADED.get(policy))

@@ -49,10 +49,9 @@ from ..spec.plan import (
     Precision,
     Recompute,
     divisors,
-    moe_overlap_applies,
-    moe_overlap_refusal,
     resolve,
 )
+from ..spec.moe_rules import moe_overlap_applies, moe_overlap_refusal
 from ..spec.megatron_split import megatron_slots
 from ..spec.recompute import MAXTEXT_OFFLOADED, MAXTEXT_REMAT, OffloadTensor, SavedTensor, check_names_model
 from ..spec.fp8_recipes import Fp8Recipe
@@ -96,7 +95,7 @@ class Job(Schema):
     tp_comm_overlap: Flag | None = None
     stack: str = DEFAULT_STACK
     expert_imbalance: Imbalance = 1.0
-    moe_capacity_factor: float | None = None  # Plan.moe_capacity_factor (None: the release's recipe, else dropless)
+    moe_capacity_factor: float | Literal["none"] | None = None  # Plan's ("none": dropless; None: the release's, else dropless)
     moe_pad_to_capacity: Flag | None = None  # Plan.moe_pad_to_capacity (None: the release's recipe, else off)
     moe_dispatcher: Dispatcher | None = None  # None: the stack release's recipe (with_release), else alltoall
     moe_overlap: Flag = False
@@ -112,6 +111,11 @@ class Job(Schema):
     optimizer_offload: Flag = False  # Plan.optimizer_offload for every layout
 
 
+def capacity_of(job: Job) -> float | None:
+    """The job's capacity factor as a plan takes it: None for dropless ('none' given, or none set)."""
+    return None if job.moe_capacity_factor == "none" else job.moe_capacity_factor
+
+
 def with_release(job: Job, model: ModelConfig, system: System) -> tuple[Job, str]:
     """(the job with its stack release's recipe in the fields it leaves unset, a note or ''): the ones that hold for
     every layout (spec.stack_release.release_fields: dispatcher, CUDA graphs, fp8 recipe); the recipe's EP overlap
@@ -121,9 +125,12 @@ def with_release(job: Job, model: ModelConfig, system: System) -> tuple[Job, str
     if found is None:
         return job.model_copy(update={"moe_dispatcher": job.moe_dispatcher or "alltoall"}), ""
     r, fields = found
+    if job.moe_capacity_factor is not None or job.moe_pad_to_capacity is not None:  # one setting: the user's
+        fields = {k: v for k, v in fields.items() if k not in ("moe_capacity_factor", "moe_pad_to_capacity")}
     update = {k: v for k, v in fields.items() if getattr(job, k) is None}
     extra = [what for what, on in (("EP overlap where the layout allows it", r.moe_overlap and not job.moe_overlap),
-                                    (f"recompute modules {r.recompute_modules}", bool(r.recompute_modules))) if on]
+                                    (f"recompute modules {r.recompute_modules}", bool(r.recompute_modules)),
+                                    ("full recompute", r.recompute_full)) if on]
     note = (f"{job.stack}'s recipe for {model.name} also sets {' and '.join(extra)}; the search ranks without "
             "the overlap (--moe-overlap: the layouts that run it) and with its own recompute choices; predict a "
             "chosen plan with --stack to price the recipe's" if extra else "")
@@ -177,7 +184,7 @@ def pipeline_candidates(n_layers: int, pp: int) -> list[tuple[int, bool]]:
 
 def expert_candidates(model: ModelConfig, stage_ranks: int, space: Space) -> list[tuple[int, int]]:
     """(ep, etp) pairs a stage of `stage_ranks` (tp*cp*dp) can fold the experts over: ep divides n_experts, etp
-    expert_ffn_hidden, ep*etp the stage's ranks (spec.plan._check_experts); (1, 1) for a dense model."""
+    expert_ffn_hidden, ep*etp the stage's ranks (spec.moe_rules.check_experts); (1, 1) for a dense model."""
     if model.moe is None:
         return [(1, 1)]
     eps = _allowed(divisors(model.moe.n_experts), space.ep)
@@ -193,7 +200,7 @@ def check_job(model: ModelConfig, system: System, job: Job) -> None:
                  precision=job.precision, fp8_recipe=job.fp8_recipe, lora=job.lora, grad_compression=job.grad_compression,
                  recompute="names" if names else "none", recompute_saved=job.recompute_saved,
                  recompute_offloaded=job.recompute_offloaded, optimizer_offload=job.optimizer_offload,
-                 moe_capacity_factor=job.moe_capacity_factor, moe_pad_to_capacity=bool(job.moe_pad_to_capacity)),
+                 moe_capacity_factor=capacity_of(job), moe_pad_to_capacity=bool(job.moe_pad_to_capacity)),
             model, system)
     check_graphs(job.stack, job.cuda_graphs)
     why = moe_overlap_refusal(model, job.moe_dispatcher or "alltoall") if job.moe_overlap else None
@@ -302,7 +309,7 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
         keep &= (base[:, 5] * job.seq_len // base[:, 2]) % job.loss_chunks == 0  # the chunks split a micro-batch
         if r > 1:  # hybrid sharding: replicas of a ZeRO group of more than one rank (spec.plan._check_replicate)
             keep &= (z > 0) & (base[:, 3] % r == 0) & (base[:, 3] * base[:, 2] > r)
-        if model.moe is not None and not sp:  # experts with tp need sequence parallelism (spec.plan._check_experts)
+        if model.moe is not None and not sp:  # experts with tp need sequence parallelism (spec.moe_rules.check_experts)
             keep &= base[:, 0] == 1
         if job.moe_overlap:  # the layouts Megatron-Core overlaps expert-parallel communication in
             keep &= moe_overlap_applies(base[:, 7], base[:, 1], base[:, 4], rc)
@@ -317,7 +324,7 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
     vpp = sel[:, 4]
     return Layouts(tp=sel[:, 0], pp=sel[:, 1], cp=sel[:, 2], dp=sel[:, 3], vpp=vpp, ep=sel[:, 7], etp=sel[:, 8],
                    micro_batch=sel[:, 5], expert_imbalance=job.expert_imbalance,
-                   moe_capacity_factor=job.moe_capacity_factor, moe_pad_to_capacity=bool(job.moe_pad_to_capacity),
+                   moe_capacity_factor=capacity_of(job), moe_pad_to_capacity=bool(job.moe_pad_to_capacity),
                    moe_dispatcher=job.moe_dispatcher or "alltoall",
                    moe_overlap=job.moe_overlap, cuda_graphs=job.cuda_graphs, fp8_recipe=job.fp8_recipe,
                    recompute=np.concatenate([c[1] for c in cols]), sequence_parallel=np.concatenate([c[2] for c in cols]),

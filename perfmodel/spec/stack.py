@@ -284,10 +284,11 @@ class Stack(Schema):
         False, description="the fp32 parameters are the optimizer's master at every ZeRO stage, replicated below "
                            "ZeRO-3, and Adam keeps its moments alone (XLA stacks with weight_dtype float32); false: "
                            "fsdp_master_weights at ZeRO-3, bf16 weights beside an fp32 master elsewhere")
-    expert_bias_loop: bool = Field(
-        False, description="experts with biases (GPT-OSS) get their second linear's bias in a loop over the local "
-                           "experts, a memory-bound pass of its own over the routed tokens (Megatron-Core "
-                           "TEGroupedMLP._apply_bias; cost.moe.moe_kernels' expert_bias); false: in the GEMM")
+    expert_bias_loop: list[Literal["fc1", "fc2"]] = Field(
+        default_factory=list, description="the expert linears whose bias (GPT-OSS) the stack adds in a loop over the "
+                                          "local experts, a memory-bound pass of its own over the routed tokens "
+                                          "(Megatron-Core TEGroupedMLP._apply_bias: fc2; cost.moe.moe_kernels' "
+                                          "expert_bias_fc1/fc2); empty: added in the GEMMs")
     bf16_state: bool = Field(
         False, description="the parameters and Adam's moments are bf16 with no fp32 master (a model built in bf16 "
                            "and trained as it is: NeMo AutoModel's FSDP2 with param_dtype bf16 and torch.optim.Adam, "
@@ -441,28 +442,3 @@ def stack_defaults(stack: str, grad_dtype: str | None, tp_comm_overlap: bool | N
     Stack.tp_comm_overlap): what spec.plan.resolve and cost.layouts.Layouts both fill in."""
     s = load_stack(stack)
     return grad_dtype or s.grad_dtype, s.tp_comm_overlap if tp_comm_overlap is None else tp_comm_overlap
-
-
-# A runs CSV's `framework` text -> stack: the first keyword found wins (NeMo runs on Megatron-Core, so it is
-# tested before 'megatron'; Megatron-DeepSpeed is DeepSpeed's engine).
-_FRAMEWORK_WORDS = (("maxtext", "maxtext"), ("nemo", "nemo"), ("torchtitan", "torchtitan"), ("llm.c", "llmc"), ("llmc", "llmc"),
-                    ("nanogpt", "nanogpt"), ("nanochat", "nanogpt"), ("modded", "nanogpt"),
-                    ("transformers", "hf-transformers"), ("accelerate", "hf-transformers"),
-                    ("composer", "composer-fsdp1"),
-                    ("llm-foundry", "composer-fsdp1"), ("mosaic", "composer-fsdp1"), ("deepspeed", "deepspeed"),
-                    ("megatron", "megatron-core"), ("nanotron", "nanotron"), ("perfmodel", "plain-torch"),
-                    ("plain", "plain-torch"))
-
-
-def stack_for_framework(text: str, where: str = "framework") -> str:
-    """The stack a runs table's `framework` cell names ('NeMo 24.05 (Megatron-Core)' -> nemo); a stack name is
-    taken as it is. InputError naming the cell and the valid names otherwise."""
-    low = str(text).strip().lower()
-    if low in STACKS:
-        return low
-    for word, stack in _FRAMEWORK_WORDS:
-        if word in low:
-            return stack
-    raise InputError(f"{where} = {text!r} names no known software stack; valid: one of {', '.join(STACKS)}, or "
-                     "a framework name containing NeMo, torchtitan, llm.c, nanoGPT/nanochat/modded-nanogpt, "
-                     "transformers/Accelerate, Composer/llm-foundry, DeepSpeed, Megatron or nanotron")

@@ -183,7 +183,7 @@ def release_fields(spec: str, model: str, accelerator: str, generation: str, pre
     """(the recipe, the fields it sets whatever the layout) for a MoE model `model` on `accelerator` (of
     `generation`) at `precision` under a release line's stack, None for another stack: the token dispatcher, the
     CUDA graphs and, at fp8 on Blackwell, the mxfp8 recipe (the releases' fp8 there is fp8_mx, which their rules
-    describe), and the recipe's token dropping (capacity factor, padding). EP overlap and recompute depend on the layout: spec.plan.apply_release decides them."""
+    describe), and the recipe's token dropping (capacity factor, padding). EP overlap and recompute depend on the layout: spec.moe_rules.apply_release decides them."""
     found = release_recipe(spec, model, accelerator, precision)
     if found is None:
         return None
