@@ -272,6 +272,32 @@ def test_kv_budgets_per_stack_by_hand():
         stack = load_serving_stack(name)
         a = activation_bytes(m, plan, stack)
         assert memory(m, sysm, plan, stack)["kv_cache"] == pytest.approx(want(a), rel=1e-12), name
+    # the engine's launch flag in its own meaning replaces the profile's share (SGLang --mem-fraction-static 0.95)
+    own = ServePlan(input_len=128, output_len=128, mem_fraction=0.95)
+    for name, want in (("trtllm", lambda a: 0.95 * (cap - rt - w - a)), ("vllm", lambda a: 0.95 * cap - w - a - rt),
+                       ("sglang", lambda a: 0.95 * cap - w - rt)):
+        stack = load_serving_stack(name)
+        a = activation_bytes(m, own, stack)
+        assert memory(m, sysm, own, stack)["kv_cache"] == pytest.approx(want(a), rel=1e-12), name
+
+
+def test_mem_fraction_reaches_the_kv_cache_from_the_cli(capsys):
+    from perfmodel.cli.main import main
+
+    base = ["infer", "--model", "llama-3.1-8b", "--hardware", "dgx-h100", "--gpus", "1", "--input-len", "128",
+            "--output-len", "128", "--stack", "sglang"]
+    tokens = {}
+    for f in ("0.7", "0.95"):
+        assert main([*base, "--mem-fraction", f]) == 0
+        tokens[f] = float(re.search(r"KV cache\s+([\d,]+) tokens", capsys.readouterr().out).group(1).replace(",", ""))
+    # SGLang's share is of the whole device: 0.25 x 80 GiB more for the cache, at 128 KiB per token (bf16, 32 layers
+    # x 8 kv heads x 128 x 2 x 2 B)
+    assert tokens["0.95"] - tokens["0.7"] == pytest.approx(0.25 * load_hardware("dgx-h100").accelerator.hbm_bytes
+                                                           / (32 * 8 * 128 * 2 * 2), rel=0.01)
+    for bad in ("0", "1.5", "nan", "abc"):
+        with pytest.raises(SystemExit) as exit_:
+            main([*base, "--mem-fraction", bad])
+        assert exit_.value.code == 2 and "--mem-fraction" in capsys.readouterr().err
 
 
 def test_active_experts_by_hand():

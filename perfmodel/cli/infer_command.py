@@ -42,6 +42,11 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     p.add_argument("--stack", choices=SERVING_STACKS, default="trtllm", help="serving stack (default trtllm)")
     p.add_argument("--stack-version", metavar="V", help="the stack's release whose defaults run the request path "
                    "(CUDA graphs, scheduling, front end), e.g. 0.12.0 (default: the newest its profile lists)")
+    p.add_argument("--mem-fraction", type=number("--mem-fraction", 0.0, 1.0, above=True, what="a share of memory"),
+                   metavar="F", help="the memory share the engine is launched with, in its own meaning: TensorRT-LLM "
+                   "free_gpu_memory_fraction (of the free memory), vLLM gpu_memory_utilization (of the device, "
+                   "for everything), SGLang --mem-fraction-static (of the device, weights and KV cache); default "
+                   "the stack's")
     p.add_argument("--prefill-dp", type=integer("--prefill-dp"), help="disaggregated serving: prefill replicas in a "
                    "pool of their own, sending KV caches to the tp x pp x dp decode replicas")
     p.add_argument("--prefill-tp", type=integer("--prefill-tp"), help="with --prefill-dp: GPUs of each prefill "
@@ -142,7 +147,7 @@ def _speculative(a: argparse.Namespace) -> dict | None:
 def _job(a: argparse.Namespace) -> dict:
     return dict(precision=a.precision, kv_dtype=a.kv_dtype, input_len=a.input_len, output_len=a.output_len,
                 concurrency=a.concurrency, stack=a.stack, stack_version=a.stack_version,
-                speculative=_speculative(a))
+                speculative=_speculative(a), mem_fraction=a.mem_fraction)
 
 
 def run(a: argparse.Namespace) -> str:

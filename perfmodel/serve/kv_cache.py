@@ -132,7 +132,8 @@ def activation_bytes(model: ModelConfig, plan: ServePlan, stack: ServingStack) -
 
 def memory(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack) -> dict[str, float]:
     """Bytes per GPU: weights (a speculative draft's with them, `draft_weight_bytes`), activations, runtime (the
-    system's memory_overhead_gib: CUDA context, NCCL buffers), and the KV cache's budget by what the stack's kv_memory_fraction f is a share of:
+    system's memory_overhead_gib: CUDA context, NCCL buffers), and the KV cache's budget by what the stack's
+    kv_memory_fraction f (or the plan's mem_fraction, the engine's launch flag) is a share of:
     free (TensorRT-LLM): f x (capacity - runtime - weights - activations);
     total (vLLM: the process's whole use, its profile run counting activations and non-torch memory):
       f x capacity - weights - activations - runtime;
@@ -140,7 +141,7 @@ def memory(model: ModelConfig, system: System, plan: ServePlan, stack: ServingSt
     cap = system.accelerator.hbm_bytes
     w = weight_bytes(model, plan) + draft_weight_bytes(model, plan)
     act, rt = activation_bytes(model, plan, stack), system.memory_overhead_bytes
-    f = stack.kv_memory_fraction
+    f = stack.kv_memory_fraction if plan.mem_fraction is None else plan.mem_fraction
     kv = {"free": (cap - rt - w - act) * f, "total": cap * f - w - act - rt,
           "weights_and_kv": cap * f - w - rt}[stack.memory_fraction_of]
     kv = min(kv, cap - rt - w - act)  # never past what the device holds

@@ -252,6 +252,10 @@ class ServePlan(Schema):
                                                        "own, each sending its prompts' KV caches to the decode "
                                                        "replicas (tp x pp x dp); None: the replicas do both")
     prefill_tp: Count | None = Field(None, description="tensor parallel size of each prefill replica (default tp)")
+    mem_fraction: Real | None = Field(
+        None, gt=0, le=1, description="the memory share the engine was launched with, in its own meaning "
+                                      "(ServingStack.memory_fraction_of: TensorRT-LLM free_gpu_memory_fraction, vLLM "
+                                      "gpu_memory_utilization, SGLang mem_fraction_static); None: the stack's default")
     speculative: SpeculativeConfig | None = Field(None, description="speculative decoding (MTP or EAGLE-3) with its "
                                                                     "stated acceptance; None: one token a step")
 
