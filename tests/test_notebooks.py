@@ -8,12 +8,15 @@ notebook on a 2-core machine is checked by the wall time each test prints (shown
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import nbformat
 import pytest
+from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,9 +77,16 @@ def test_runs_top_to_bottom(path, tmp_path, monkeypatch, capsys, calibration):
         monkeypatch.setenv("PERFMODEL_NOTEBOOK_CALIBRATION", str(calibration))
     before = repo_files()
     start = time.perf_counter()
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
+    # The kernel talks over IPC sockets in a directory of its own: over TCP, two workers' kernels can pick the same
+    # free port between its choice and the bind (CI, 2026-11-27: "ZMQError: Address already in use").
+    sockets = Path(tempfile.mkdtemp(prefix="nbk"))  # short: a Unix socket path holds ~100 characters
+    km = KernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "k"))
+    client = NotebookClient(nb, km=km, timeout=CELL_TIMEOUT_S, kernel_name="python3",
                             resources={"metadata": {"path": str(NOTEBOOKS)}})
-    client.execute()  # raises CellExecutionError, naming the cell and the traceback, if any cell fails
+    try:
+        client.execute()  # raises CellExecutionError, naming the cell and the traceback, if any cell fails
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)
     wall_s = time.perf_counter() - start
     with capsys.disabled():
         print(f"\n{path.name}: executed in {wall_s:.1f} s")
