@@ -42,19 +42,15 @@ def state_bytes(params, plan: Plan | Layouts, shard=None, trainable=None) -> dic
     # FSDP's sharded parameter, or an XLA stack's parameter at any stage, is the fp32 master itself (no bf16 copy
     # beside it): 4 B of weights, 8 of Adam
     stack = load_stack(plan.stack)
-    if stack.bf16_state:  # no master: bf16 weights (sharded at ZeRO-3) and bf16 moments
-        return {
-            "weights": params * WEIGHT_BYTES / np.where(zero >= 3, shard, 1),
-            "gradients": params * g / np.where(zero >= 2, shard, 1)
-            + error_feedback_bytes(params, g, plan.grad_compression, shard),
-            "optimizer": params * BF16_MOMENT_BYTES / np.where(zero >= 1, shard, 1),
-        }
     master = ((zero >= 3) & stack.fsdp_master_weights) | stack.fp32_parameters
+    weight_b, optim_b = np.where(master, 4.0, WEIGHT_BYTES), np.where(master, OPTIMIZER_BYTES - 4.0, OPTIMIZER_BYTES)
+    if stack.bf16_state:  # no master: bf16 weights and bf16 moments
+        weight_b, optim_b = WEIGHT_BYTES, BF16_MOMENT_BYTES
     return {
-        "weights": params * np.where(master, 4.0, WEIGHT_BYTES) / np.where(zero >= 3, shard, 1),
+        "weights": params * weight_b / np.where(zero >= 3, shard, 1),
         "gradients": params * g / np.where(zero >= 2, shard, 1)
         + error_feedback_bytes(params, g, plan.grad_compression, shard),
-        "optimizer": params * np.where(master, OPTIMIZER_BYTES - 4.0, OPTIMIZER_BYTES) / np.where(zero >= 1, shard, 1),
+        "optimizer": params * optim_b / np.where(zero >= 1, shard, 1),
     }
 
 

@@ -56,7 +56,7 @@ from ..spec.megatron_split import megatron_slots
 from ..spec.recompute import MAXTEXT_OFFLOADED, MAXTEXT_REMAT, OffloadTensor, SavedTensor, check_names_model
 from ..spec.fp8_recipes import Fp8Recipe
 from ..spec.stack import DEFAULT_STACK, check_graphs
-from ..spec.stack_release import GraphScope, release_fields
+from ..spec.stack_release import CAPACITY_FIELDS, GraphScope, release_fields
 
 
 DEFAULT_RECOMPUTES = ("none", "selective", "full")  # what a search tries without --only recompute=... (per-op: asked)
@@ -121,12 +121,12 @@ def with_release(job: Job, model: ModelConfig, system: System) -> tuple[Job, str
     every layout (spec.stack_release.release_fields: dispatcher, CUDA graphs, fp8 recipe); the recipe's EP overlap
     depends on the layout (moe_overlap_applies), so a search prices its layouts without it unless asked."""
     acc = system.accelerator
-    found = release_fields(job.stack, model.name, acc.name, acc.generation_name, job.precision) if model.moe else None
+    user_capacity = any(getattr(job, k) is not None for k in CAPACITY_FIELDS)
+    found = release_fields(job.stack, model.name, acc.name, acc.generation_name, job.precision,
+                           user_capacity) if model.moe else None
     if found is None:
         return job.model_copy(update={"moe_dispatcher": job.moe_dispatcher or "alltoall"}), ""
     r, fields = found
-    if job.moe_capacity_factor is not None or job.moe_pad_to_capacity is not None:  # one setting: the user's
-        fields = {k: v for k, v in fields.items() if k not in ("moe_capacity_factor", "moe_pad_to_capacity")}
     update = {k: v for k, v in fields.items() if getattr(job, k) is None}
     extra = [what for what, on in (("EP overlap where the layout allows it", r.moe_overlap and not job.moe_overlap),
                                     (f"recompute modules {r.recompute_modules}", bool(r.recompute_modules)),

@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import InputError, divisors, values_text
 from .hardware import System
 from .model import ModelConfig
-from .stack_release import release_fields
+from .stack_release import CAPACITY_FIELDS, release_fields
 
 
 def apply_release(p: dict, given: set[str], model: ModelConfig, system: System) -> None:
@@ -18,12 +18,11 @@ def apply_release(p: dict, given: set[str], model: ModelConfig, system: System) 
     (spec.stack_release: `--stack megatron-bridge@26.08`): dispatcher, EP overlap (where the layout allows it), CUDA
     graphs, recompute modules, fp8's recipe on Blackwell (mxfp8). A dense model or another stack keeps its fields."""
     acc = system.accelerator
-    found = release_fields(p["stack"], model.name, acc.name, acc.generation_name, p["precision"]) if model.moe else None
+    found = release_fields(p["stack"], model.name, acc.name, acc.generation_name, p["precision"],
+                           user_capacity=bool(given & set(CAPACITY_FIELDS))) if model.moe else None
     if found is None:
         return
     r, fields = found
-    if given & {"moe_capacity_factor", "moe_pad_to_capacity"}:  # one setting: the user's, whole
-        fields = {k: v for k, v in fields.items() if k not in ("moe_capacity_factor", "moe_pad_to_capacity")}
     p.update({k: v for k, v in fields.items() if k not in given and v is not None})
     if r.recompute_full and not given & {"recompute", "recompute_modules"}:
         p["recompute"], p["recompute_modules"] = "full", None

@@ -178,8 +178,11 @@ def release_recipe(spec: str, model: str, accelerator: str, precision: str) -> t
     return release, release.recipe(model, accelerator.split("-")[0], precision)
 
 
-def release_fields(spec: str, model: str, accelerator: str, generation: str, precision: str
-                   ) -> tuple[Recipe, dict] | None:
+CAPACITY_FIELDS = ("moe_capacity_factor", "moe_pad_to_capacity")  # one setting: the user's whole, or the recipe's
+
+
+def release_fields(spec: str, model: str, accelerator: str, generation: str, precision: str,
+                   user_capacity: bool = False) -> tuple[Recipe, dict] | None:
     """(the recipe, the fields it sets whatever the layout) for a MoE model `model` on `accelerator` (of
     `generation`) at `precision` under a release line's stack, None for another stack: the token dispatcher, the
     CUDA graphs and, at fp8 on Blackwell, the mxfp8 recipe (the releases' fp8 there is fp8_mx, which their rules
@@ -189,6 +192,8 @@ def release_fields(spec: str, model: str, accelerator: str, generation: str, pre
         return None
     r = found[1]
     fp8 = "mxfp8" if precision == "fp8" and generation == "blackwell" else None
-    return r, {"moe_dispatcher": r.moe_dispatcher, "cuda_graphs": r.cuda_graphs, "fp8_recipe": fp8,
-               "moe_capacity_factor": r.moe_capacity_factor,
-               "moe_pad_to_capacity": r.moe_pad_to_capacity if r.moe_capacity_factor is not None else None}
+    fields = {"moe_dispatcher": r.moe_dispatcher, "cuda_graphs": r.cuda_graphs, "fp8_recipe": fp8}
+    if not user_capacity:  # the user who sets either capacity field takes neither from the recipe (CAPACITY_FIELDS)
+        fields.update(moe_capacity_factor=r.moe_capacity_factor,
+                      moe_pad_to_capacity=r.moe_pad_to_capacity if r.moe_capacity_factor is not None else None)
+    return r, fields
