@@ -26,6 +26,9 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     p.add_argument("--pp", type=integer("--pp"), help="pipeline stages (default 1)")
     p.add_argument("--dp", type=integer("--dp"), help="model replicas (default gpus / (tp x pp))")
     p.add_argument("--ep", type=integer("--ep"), help="MoE expert parallel size within tp x attention-dp (default 1)")
+    p.add_argument("--redundant-experts", type=integer("--redundant-experts", least=0), metavar="N",
+                   help="EPLB's redundant expert slots beside a MoE model's experts, each rank holding (experts + N) / "
+                        "ep (SGLang --ep-num-redundant-experts, vLLM --num-redundant-experts; default 0)")
     p.add_argument("--attention-dp", type=integer("--attention-dp"),
                    help="attention data-parallel groups of tp GPUs per replica, the MoE layers over all of them "
                         "(DeepSeek's DP attention + wide EP; default 1)")
@@ -47,6 +50,13 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                    "free_gpu_memory_fraction (of the free memory), vLLM gpu_memory_utilization (of the device, "
                    "for everything), SGLang --mem-fraction-static (of the device, weights and KV cache); default "
                    "the stack's")
+    p.add_argument("--max-batch", type=integer("--max-batch"), metavar="N", help="sequences a step runs at most: vLLM "
+                   "--max-num-seqs, SGLang --max-running-requests, TensorRT-LLM max_batch_size (default the stack's)")
+    p.add_argument("--max-num-tokens", type=integer("--max-num-tokens"), metavar="N", help="tokens a step runs at "
+                   "most: vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size, TensorRT-LLM max_num_tokens "
+                   "(default the stack's)")
+    p.add_argument("--chunked-prefill", choices=["on", "off"], help="split a long prompt over steps (on) or prefill it "
+                   "whole, at most --max-num-tokens (off) (default the stack's)")
     p.add_argument("--prefill-dp", type=integer("--prefill-dp"), help="disaggregated serving: prefill replicas in a "
                    "pool of their own, sending KV caches to the tp x pp x dp decode replicas")
     p.add_argument("--prefill-tp", type=integer("--prefill-tp"), help="with --prefill-dp: GPUs of each prefill "
@@ -147,7 +157,15 @@ def _speculative(a: argparse.Namespace) -> dict | None:
 def _job(a: argparse.Namespace) -> dict:
     return dict(precision=a.precision, kv_dtype=a.kv_dtype, input_len=a.input_len, output_len=a.output_len,
                 concurrency=a.concurrency, stack=a.stack, stack_version=a.stack_version,
-                speculative=_speculative(a), mem_fraction=a.mem_fraction)
+                speculative=_speculative(a), mem_fraction=a.mem_fraction) | _settings(a)
+
+
+def _settings(a: argparse.Namespace) -> dict:
+    """The engine settings a run overrides (ServePlan: max_batch, max_num_tokens, chunked_prefill; None: the
+    stack's) and its redundant experts."""
+    chunked = None if a.chunked_prefill is None else a.chunked_prefill == "on"
+    return dict(max_batch=a.max_batch, max_num_tokens=a.max_num_tokens, chunked_prefill=chunked,
+                redundant_experts=a.redundant_experts or 0)
 
 
 def run(a: argparse.Namespace) -> str:

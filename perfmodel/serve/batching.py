@@ -29,8 +29,8 @@ from ..spec.hardware import System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
 from ..spec.serve_files import ServePrediction
-from ..spec.serving import ServeEstimate, ServePlan, ServingStack, load_serving_stack, resolve_serve
-from .host_time import arrival_wait_steps, frontend_s, host_note, host_of, release_of
+from ..spec.serving import ServeEstimate, ServePlan, ServingStack, resolve_serve
+from .host_time import arrival_wait_steps, frontend_s, host_note, host_of, plan_stack, release_of
 from .kv_cache import GIB, kv_bytes_per_token, memory, replica_batch, sequence_kv_bytes, tokens_held
 from .step_time import step_parts
 
@@ -41,7 +41,7 @@ def infer(model: ModelConfig | str, hardware: System | str, plan: ServePlan | di
     model, system = load_model(model), load_hardware(hardware)
     plan = ServePlan.parse(plan, where="serving plan") if isinstance(plan, dict) else plan
     plan = resolve_serve(plan, model)
-    stack = load_serving_stack(plan.stack)
+    stack = plan_stack(plan)  # the profile with the plan's own scheduler settings
     if ("bf16" if plan.precision == "w4a16" else plan.precision) not in system.efficiency.matmul_max:
         raise InputError(f"precision = {plan.precision}: {system.name} has no matmul rate for it; valid: "
                          f"{', '.join(system.efficiency.matmul_max)}")
@@ -97,7 +97,10 @@ def infer(model: ModelConfig | str, hardware: System | str, plan: ServePlan | di
 def prompt_chunk(plan: ServePlan, stack: ServingStack, batch: float) -> float:
     """Prompt tokens of one request a step carries: the token budget left by the decode tokens of its attention
     group where the engine mixes prompts with decodes (chunked prefill), the whole budget where prompts run alone
-    (`EngineRelease.mixed_prefill`); at most the prompt."""
+    (`EngineRelease.mixed_prefill`); at most the prompt. Where chunked prefill is off (`ServingStack.chunked_prefill`)
+    the whole prompt."""
+    if not stack.chunked_prefill:
+        return float(plan.input_len)
     rel = release_of(stack, plan)
     decodes = batch * plan.decode_queries / plan.attention_dp if rel is None or rel.mixed_prefill else 0.0
     return min(float(plan.input_len), max(stack.max_num_tokens - decodes, 1.0))
@@ -188,7 +191,7 @@ def static_batch(model: ModelConfig | str, hardware: System | str, plan: ServePl
     if plan.output_len < 2 or plan.disaggregated:
         raise InputError(f"output_len = {plan.output_len}, prefill_dp = {plan.prefill_dp} for a static batch: it is "
                          "prefilled and decoded by the same replicas; valid: output_len >= 2 and no prefill pool")
-    stack, batch, I, O = load_serving_stack(plan.stack), plan.concurrency // plan.dp, plan.input_len, plan.output_len
+    stack, batch, I, O = plan_stack(plan), plan.concurrency // plan.dp, plan.input_len, plan.output_len
     # the whole batch's prompts run in one forward: activations for B x I tokens, KV for B sequences of I + O
     mem = memory(model, system, plan, stack.model_copy(update={"max_num_tokens": batch * I}))
     need = batch * sequence_kv_bytes(model, plan, I + O, stack)

@@ -28,7 +28,8 @@ from ..spec.hardware import System
 from ..spec.host_cpu import REFERENCE_HOST, HostCPU, reference_host
 from ..spec.model import ModelConfig
 from ..spec.operators import LAYER_OPS
-from ..spec.serving import EngineRelease, ServePlan, ServingStack
+from ..spec.serve_settings import with_settings
+from ..spec.serving import EngineRelease, ServePlan, ServingStack, load_serving_stack
 from ..spec.stack import load_stack
 
 
@@ -92,6 +93,12 @@ def host_note(system: System) -> str | None:
         return None
     return (f"{system.name} names no host (System.host_cpu): its request path is priced on the DGX H100's host "
             f"({REFERENCE_HOST})")
+
+
+def plan_stack(plan: ServePlan) -> ServingStack:
+    """The serving stack `plan` runs: its profile with the plan's own max_batch, max_num_tokens and chunked_prefill
+    where it sets them (`spec.serve_settings.with_settings`)."""
+    return with_settings(load_serving_stack(plan.stack), plan)
 
 
 def release_of(stack: ServingStack, plan: ServePlan) -> EngineRelease | None:

@@ -14,6 +14,7 @@ import math
 
 from ..cost.kernels import ACT_BYTES
 from ..spec.hardware import System
+from ..spec.serve_settings import expert_slots
 from ..spec.model import ModelConfig
 from ..spec.serving import (KV_BYTES, W4_BYTES, WEIGHT_BYTES, ServePlan, ServingStack, draft_model,
                             four_bit_weights, fusion_inputs)
@@ -99,9 +100,11 @@ def weight_bytes(model: ModelConfig, plan: ServePlan) -> float:
     routed experts split ep x etp = tp x attention_dp ways and the rest (attention, dense MLPs, shared experts,
     router) tp ways, every attention group holding its own copy; the vocabulary-parallel embedding and LM head / tp
     in bf16 (both on a stage at pp 1, the head alone at pp > 1, a tied head once). W4A16 keeps the routed experts
-    (a dense model: every layer weight, its few norm scales included) at W4_BYTES."""
-    routed = model.moe_layers() * model.moe.n_experts * model.expert_params() / model.n_layers if model.moe else 0.0
-    rest = model.params_per_layer() - routed
+    (a dense model: every layer weight, its few norm scales included) at W4_BYTES. Redundant experts (EPLB) add
+    their slots: (experts + redundant) / ep experts a rank (`expert_slots`)."""
+    one = model.moe_layers() * model.expert_params() / model.n_layers if model.moe else 0.0  # an expert, mean layer
+    rest = model.params_per_layer() - (model.moe.n_experts * one if model.moe else 0.0)
+    routed = expert_slots(model, plan) * one
     four = four_bit_weights(model, plan.precision)
     w_rest = W4_BYTES if four == "layers" else WEIGHT_BYTES[plan.precision]
     w_routed = W4_BYTES if four else WEIGHT_BYTES[plan.precision]
@@ -176,13 +179,17 @@ def replica_batch(model: ModelConfig, plan: ServePlan, stack: ServingStack, kv_c
     tokens: B <= max_num_tokens / (1 + I / O); B <= max_num_tokens where prompts run elsewhere,
     `prefill_in_step` false: a disaggregated decode pool; with speculative decoding each sequence runs q =
     draft_tokens + 1 tokens a step and a request lives n = `ServePlan.life_steps` steps: B <= max_num_tokens /
-    (q + I / n)). With attention data parallelism each of the
+    (q + I / n); where chunked prefill is off, an engine that mixes prompts with decodes fits a whole prompt
+    beside them: B q <= max_num_tokens - I). With attention data parallelism each of the
     attention_dp groups holds its own sequences' cache and runs its own scheduler (the engines' DP ranks), so
     every limit but the concurrency is attention_dp times one group's."""
     fit = math.floor(kv_cache_bytes / sequence_kv_bytes(model, plan, tokens_held(plan, stack), stack))
     q = plan.decode_queries
     share = q + plan.input_len / plan.life_steps if prefill_in_step else q
     budget = math.floor(stack.max_num_tokens / share)
+    rel = stack.release(plan.stack_version)
+    if prefill_in_step and not stack.chunked_prefill and (rel is None or rel.mixed_prefill):
+        budget = min(budget, math.floor((stack.max_num_tokens - plan.input_len) / q))
     a = plan.attention_dp
     limits = [(float(a * fit), "KV cache"), (float(a * stack.max_batch), f"the stack's max_batch {stack.max_batch}"
                                              + (f" per attention group x {a}" if a > 1 else "")),

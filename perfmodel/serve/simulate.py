@@ -37,9 +37,9 @@ from ..errors import InputError
 from ..spec.hardware import System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
-from ..spec.serving import EngineRelease, ServePlan, ServingStack, load_serving_stack, resolve_serve
+from ..spec.serving import EngineRelease, ServePlan, ServingStack, resolve_serve
 from ..spec.serving_workload import LatencyStats, SimulatedServing, Workload
-from .host_time import frontend_s, release_of
+from .host_time import frontend_s, plan_stack, release_of
 from .kv_cache import kv_bytes_per_token, memory, state_bytes_per_sequence
 from .step_time import draft_job, step_parts
 
@@ -255,7 +255,7 @@ def simulate(model: ModelConfig | str, hardware: System | str, plan: ServePlan |
     if work.arrival == "closed" and work.concurrency < plan.dp:
         raise InputError(f"concurrency = {work.concurrency} for dp = {plan.dp} replicas; valid: at least {plan.dp} "
                          "(one client per replica)")
-    stack = load_serving_stack(plan.stack)
+    stack = plan_stack(plan)  # the profile with the plan's own scheduler settings
     mem = memory(model, system, plan, stack)
     kv_tokens = plan.attention_dp * mem["kv_cache"] / kv_bytes_per_token(model, plan)
     rng = np.random.default_rng(work.seed)

@@ -31,6 +31,7 @@ from ..spec.kernel_tables import allreduce_curves, decode_curves, moe_curves
 from ..spec.model import ModelConfig
 from ..spec.serving import (KV_BYTES, W4_BYTES, ServePlan, ServingStack, draft_model, four_bit_weights,
                             fusion_inputs)
+from ..spec.serve_settings import expert_slots
 from ..spec.stack import EXECUTOR_STACK, load_stack
 from .host_time import exposed_launch_s, launch_host_s, measured_serving, overhead_part, schedule_s
 from .kv_cache import indexer_key_bytes, layer_kv_bytes, state_bytes_per_sequence
@@ -101,12 +102,13 @@ def layer_gemm_s(dev: Device, plan: ServePlan, tokens: float, own: float | None 
     dense = layer(own, g * m.ffn_hidden / tp, m.hidden) + layer(own, m.hidden, m.ffn_hidden / tp)
     if m.moe is None:
         return t + dense
-    e, local = m.moe, m.moe.n_experts / plan.ep
+    e, slots = m.moe, expert_slots(m, plan)  # with EPLB's redundant experts: (experts + N) slots over ep ranks
+    local = slots / plan.ep
     fe = e.expert_ffn_hidden / plan.etp
     moe = moe_table_s(dev, plan, tokens)
     if moe is None:  # no measured fused-MoE curve for this shape: the router and grouped GEMMs from the GEMM table,
         # over the experts the tokens reach, each on its share of the routed copies
-        busy = max(active_experts(local, e.top_k, e.n_experts, tokens), 1.0)
+        busy = max(active_experts(local, e.top_k, slots, tokens), 1.0)
         rows = tokens * e.top_k / plan.ep / busy
         moe = (_gemm(dev, tokens, e.n_experts, m.hidden) + expert(rows, g * fe, m.hidden, busy)
                + expert(rows, m.hidden, fe, busy))

@@ -24,8 +24,9 @@ from .host_cpu import CALL_KINDS
 from .model import ModelConfig
 from .speculative import SpeculativeConfig, draft_model, fusion_inputs, published_acceptance  # noqa: F401
 from .plan import divisors, values_text
+from .serve_settings import SETTINGS_DOC, check_settings, with_settings
 
-SERVING_STACKS = ("trtllm", "vllm", "sglang", "plain-torch")  # plain-torch: the executor's own serving loop
+SERVING_STACKS = ("trtllm", "vllm", "sglang", "atom", "plain-torch")  # plain-torch: the executor's own serving loop
 DEFAULT_SERVING_STACK = "trtllm"
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 # Bytes per weight of a GEMM matrix: fp4 is NVFP4, 4-bit values with one fp8 scale per 16 (NVIDIA, "NVFP4", the
@@ -151,6 +152,7 @@ class ServingStack(Schema):
                     "weights and KV cache; activations outside it)")
     max_batch: Count = Field(description="sequences one step runs at most (the default scheduler limit)")
     max_num_tokens: Count = Field(description="tokens one step runs at most (prefill chunks and decode tokens)")
+    chunked_prefill: bool = Field(True, description=SETTINGS_DOC["stack_chunked_prefill"])
     step_overhead_s: Real = Field(ge=0, description="host seconds per step the device does not hide (scheduling, "
                                                     "sampling, launches beyond CUDA graphs)")
     sliding_window: bool = Field(description="a sliding-window layer (model.sliding_window) keeps and attends "
@@ -256,6 +258,10 @@ class ServePlan(Schema):
         None, gt=0, le=1, description="the memory share the engine was launched with, in its own meaning "
                                       "(ServingStack.memory_fraction_of: TensorRT-LLM free_gpu_memory_fraction, vLLM "
                                       "gpu_memory_utilization, SGLang mem_fraction_static); None: the stack's default")
+    max_batch: Count | None = Field(None, description=SETTINGS_DOC["max_batch"])
+    max_num_tokens: Count | None = Field(None, description=SETTINGS_DOC["max_num_tokens"])
+    chunked_prefill: bool | None = Field(None, description=SETTINGS_DOC["chunked_prefill"])
+    redundant_experts: Count0 = Field(0, description=SETTINGS_DOC["redundant_experts"])
     speculative: SpeculativeConfig | None = Field(None, description="speculative decoding (MTP or EAGLE-3) with its "
                                                                     "stated acceptance; None: one token a step")
 
@@ -343,7 +349,7 @@ def resolve_serve(plan: ServePlan, model: ModelConfig) -> ServePlan:
         over = f"tp x attention_dp = {p.moe_ranks}" if p.attention_dp > 1 else f"tp = {p.tp}"
         raise InputError(f"ep={p.ep} does not divide {over} (experts are split over a replica's tp x attention_dp "
                          f"ranks); valid ep: {values_text(divisors(p.moe_ranks))}")
-    if model.moe is not None and model.moe.n_experts % p.ep:
+    if model.moe is not None and not p.redundant_experts and model.moe.n_experts % p.ep:
         raise InputError(f"ep={p.ep} does not divide the {model.moe.n_experts} experts of {model.name}; valid ep: "
                          f"{values_text([d for d in divisors(p.moe_ranks) if model.moe.n_experts % d == 0])}")
     if p.input_len + p.output_len > model.max_seq_len:
@@ -359,7 +365,7 @@ def resolve_serve(plan: ServePlan, model: ModelConfig) -> ServePlan:
                          "speculative decoding")
     if s is not None and s.acceptance_rate is None and s.acceptance_length is None:
         s = published_acceptance(s, model)
-    load_serving_stack(p.stack).release(p.stack_version)
+    check_settings(p, model, with_settings(load_serving_stack(p.stack), p))  # release, redundant experts, budget
     return p.model_copy(update={"gpus": n, "prefill_tp": (p.prefill_tp or p.tp) if p.disaggregated else None,
                                 "speculative": s})
 
