@@ -25,6 +25,20 @@ cannot be expressed (a model the catalogue cannot read, a layout that does not f
 in the MAPE with them. Nothing here is fitted per row; the request path's two fitted constants are fitted, and held
 out model by model, by benchmarks/serving_host_fit.py. --sample N scores every N-th row, --jobs J in J processes
 (a quick look; the committed table scores all).
+
+The disaggregated rows (`mode` disagg: Dynamo's deployments of a prefill pool and a decode pool) are scored as their
+own group ("disagg") beside the aggregated rows in every table, by the same rules where they apply
+(`disagg_case`): the prefill pool is prefill_num_workers replicas (prefill_dp) of prefill_tp_size x
+prefill_attention_dp_size GPUs, experts over prefill_moe_ep_size (prefill_ep); the decode pool decode_num_workers
+replicas (dp) of decode_tp_size x decode_attention_dp_size x decode_pp_size GPUs, experts over decode_moe_ep_size
+(ep); a pool's attention_dp follows the invariant tp x attention_dp = moe_tp x moe_ep where both MoE sizes are
+stated and it breaks it (0 is unset). Not expressed: a row without its worker counts (the 2026-03-25 export's: the
+pools' sizes, and so a decode replica's share of the clients, are unknown), a prefill_pp_size above 1 (prefill
+replicas run one stage). The whole deployment is simulated, one closed loop of
+every client: the row's silicon_concurrency where `silicon_data_source` states it, else decode_batch_size x
+decode_attention_dp_size x decode_num_workers (as the aggregated rows' batch_size x attention_dp: AIConfigurator's
+batch_size is per attention-DP rank, and per worker), 10 requests per client up to 1,000; steady = infer's
+`infer_disaggregated` at that concurrency (TTFT without queueing).
 """
 
 from __future__ import annotations
@@ -116,6 +130,57 @@ def case(row: pd.Series) -> tuple:
     return model, system, plan, int(row["batch_size"]) * adp, ""
 
 
+def _size(x) -> int:
+    """A pool's layout size of the sample (NaN or 0: unset): the size, else 0."""
+    return int(x) if pd.notna(x) and int(x) > 0 else 0
+
+
+def _pool(row: pd.Series, side: str, moe: bool) -> tuple[int, int, int]:
+    """(tp, attention_dp, ep) of the row's prefill or decode pool (module docstring): attention_dp as stated, or
+    where it breaks the invariant tp x attention_dp = moe_tp x moe_ep with both MoE sizes stated, the invariant's."""
+    tp, adp = _count(row[f"{side}_tp_size"]), _count(row[f"{side}_attention_dp_size"])
+    moe_tp, moe_ep = _size(row[f"{side}_moe_tp_size"]), _size(row[f"{side}_moe_ep_size"])
+    if moe and moe_tp and moe_ep and moe_tp * moe_ep != tp * adp and (moe_tp * moe_ep) % tp == 0:
+        adp = moe_tp * moe_ep // tp
+    return tp, adp, (moe_ep or 1) if moe else 1
+
+
+def disagg_case(row: pd.Series) -> tuple:
+    """(model, system, plan fields, concurrency, reason) of a disaggregated row (module docstring)."""
+    model, reason = model_of(str(row["model_path"]))
+    if model is None:
+        return None, None, None, 0, reason
+    system = SYSTEMS.get(str(row["system"]))
+    if system is None:
+        return model, None, None, 0, f"system {row['system']!r} not mapped"
+    precision = "bf16" if pd.isna(row["precision"]) and pd.isna(row["gemm_quant_mode"]) else row["precision"]
+    precision = {"int4": "w4a16"}.get(precision, precision)
+    if precision not in ("bf16", "fp8", "fp4", "w4a16"):
+        return model, system, None, 0, f"precision {precision}"
+    if pd.isna(row["prefill_num_workers"]) or pd.isna(row["decode_num_workers"]):
+        return model, system, None, 0, "prefill_num_workers / decode_num_workers not stated: the pools' sizes unknown"
+    if _count(row["prefill_pp_size"]) > 1:
+        return model, system, None, 0, f"prefill_pp_size {row['prefill_pp_size']:g}: prefill replicas run one stage"
+    ptp, padp, pep = _pool(row, "prefill", bool(model.moe))
+    tp, adp, ep = _pool(row, "decode", bool(model.moe))
+    workers = _count(row["decode_num_workers"])
+    stated = re.search(r"silicon_concurrency=(\d+)", str(row["silicon_data_source"]))
+    c = int(stated.group(1)) if stated else _count(row["decode_batch_size"]) * adp * workers
+    plan = dict(tp=tp, attention_dp=adp, pp=_count(row["decode_pp_size"]), dp=workers, ep=ep,
+                prefill_dp=_count(row["prefill_num_workers"]), prefill_tp=ptp, prefill_attention_dp=padp,
+                prefill_ep=pep, precision=precision, stack=str(row["backend"]), stack_version=stack_version(row),
+                input_len=int(row["isl"]), output_len=int(row["osl"]))
+    return model, system, plan, c, ""
+
+
+def _layout(row: pd.Series) -> str:
+    if row["mode"] != "disagg":
+        return f"tp{row['tp_size']:g} adp{row['attention_dp_size']:g} ep{row['moe_ep_size']:g}"
+    return " / ".join(f"{side[0]}{row[f'{side}_num_workers']:g}x tp{row[f'{side}_tp_size']:g} "
+                      f"adp{row[f'{side}_attention_dp_size']:g} ep{row[f'{side}_moe_ep_size']:g}"
+                      for side in ("prefill", "decode"))
+
+
 def stack_version(row: pd.Series) -> str | None:
     """The engine release a row ran: `backend_version` where it is a release number; a nightly or special image
     (nightly-dev-..., glm5-hopper) or none stated: None, the newest release the profile lists (the images are of
@@ -127,10 +192,10 @@ def stack_version(row: pd.Series) -> str | None:
 def score_row(row: pd.Series, ratio: float | None = None, stack=None) -> dict:
     """One row predicted: infer's steady state and the closed-loop simulation (`stack`: a profile in place of the
     row's backend, for the fits' folds)."""
-    model, system, plan, c, reason = case(row)
-    r = dict(id=row["id"], model=row["model_path"], system=row["system"], backend=row["backend"],
-             version=row["backend_version"], precision=row["precision"],
-             layout=f"tp{row['tp_size']:g} adp{row['attention_dp_size']:g} ep{row['moe_ep_size']:g}",
+    mode = "disagg" if row["mode"] == "disagg" else "agg"
+    model, system, plan, c, reason = (disagg_case if mode == "disagg" else case)(row)
+    r = dict(id=row["id"], mode=mode, model=row["model_path"], system=row["system"], backend=row["backend"],
+             version=row["backend_version"], precision=row["precision"], layout=_layout(row),
              lengths=f"{row['isl']}/{row['osl']}", concurrency=c, ttft_ms=row["silicon_ttft_ms"],
              tpot_ms=row["silicon_tpot_ms"], reason=reason)
     if plan is not None:
@@ -154,7 +219,7 @@ def _score(args) -> dict:
 
 def table(path: Path, sample: int = 1, ratio: float | None = None, jobs: int = 1) -> pd.DataFrame:
     d = pd.read_csv(path)
-    d = d[d["mode"] == "agg"].iloc[::sample]
+    d = pd.concat([d[d["mode"] == "agg"].iloc[::sample], d[d["mode"] == "disagg"].iloc[::sample]])
     work = [(row, ratio) for _, row in d.iterrows()]
     if jobs > 1:
         with multiprocessing.Pool(jobs) as pool:
@@ -169,7 +234,8 @@ def table(path: Path, sample: int = 1, ratio: float | None = None, jobs: int = 1
 
 
 def scores(df: pd.DataFrame, by: str | None) -> pd.DataFrame:
-    """MAPE % per group of TTFT and TPOT, steady and simulated; a row not expressed counts 100%."""
+    """MAPE % per group of TTFT and TPOT, steady and simulated, the aggregated and disaggregated rows apart (`mode`);
+    a row not expressed counts 100%."""
     def ape(pred, meas):
         return (100 * (pred / meas - 1).abs()).fillna(100.0)
 
@@ -178,10 +244,12 @@ def scores(df: pd.DataFrame, by: str | None) -> pd.DataFrame:
                   expressed=df["reason"] == "")
     keys = ["steady_ttft", "sim_ttft", "steady_tpot", "sim_tpot"]
     if by is None:
-        return pd.DataFrame({"rows": [len(e)], "expressed": [int(e["expressed"].sum())]} |
-                            {k: [e[k].mean()] for k in keys} |
-                            {f"{k} (expressed)": [e.loc[e["expressed"], k].mean()] for k in ("sim_ttft", "sim_tpot")})
-    g = e.groupby(by)
+        return pd.concat([pd.DataFrame({"mode": [mode], "rows": [len(m)], "expressed": [int(m["expressed"].sum())]} |
+                                       {k: [m[k].mean()] for k in keys} |
+                                       {f"{k} (expressed)": [m.loc[m["expressed"], k].mean()]
+                                        for k in ("sim_ttft", "sim_tpot")})
+                          for mode, m in e.groupby("mode")])
+    g = e.groupby(["mode", by])
     return pd.concat([g.size().rename("rows"), g["expressed"].sum()] + [g[k].mean() for k in keys], axis=1).round(1)
 
 
@@ -189,8 +257,14 @@ BANDS = (0, 4, 16, 64, 256, 10**9)  # concurrency bands: 1-4 (a request waits fo
 
 
 def signed(df: pd.DataFrame) -> pd.DataFrame:
-    """Per stack and concurrency band, over the expressed rows: TTFT and TPOT MAPE % and signed median error %
-    (simulated / measured - 1: negative = predicted too short)."""
+    """Per mode (agg, disagg), stack and concurrency band, over the expressed rows: TTFT and TPOT MAPE % and signed
+    median error % (simulated / measured - 1: negative = predicted too short)."""
+    return pd.concat([_signed(m).assign(mode=mode)[["mode", "backend", "concurrency", "rows", "ttft_mape",
+                                                    "ttft_signed_median", "tpot_mape", "tpot_signed_median"]]
+                      for mode, m in df.groupby("mode")])
+
+
+def _signed(df: pd.DataFrame) -> pd.DataFrame:
     e = df[df["reason"] == ""].assign(
         ttft=lambda x: x["sim_ttft_ms"] / x["ttft_ms"] - 1, tpot=lambda x: x["sim_tpot_ms"] / x["tpot_ms"] - 1,
         band=lambda x: pd.cut(x["concurrency"], BANDS, labels=["1-4", "5-16", "17-64", "65-256", ">256"]))
@@ -219,7 +293,8 @@ def main(argv=None) -> int:
         df.to_csv(a.csv, index=False)
     pd.set_option("display.width", 200)
     lengths = "by source" if a.range_ratio is None else f"range ratio {a.range_ratio:g}"
-    print(f"serving_silicon_dev.csv, aggregated rows (every {a.sample}): MAPE %, a row not expressed counts 100%; "
+    print(f"serving_silicon_dev.csv, aggregated (agg) and disaggregated (disagg) rows (every {a.sample}): MAPE %, a "
+          "row not expressed counts 100%; "
           f"steady = infer at the row's concurrency, sim = closed-loop simulation, lengths {lengths} "
           f"({time.time() - t0:.0f} s)\n")
     print(scores(df, None).round(1).to_string(index=False), "\n")
@@ -232,7 +307,7 @@ def main(argv=None) -> int:
           "benchmarks/results/serving_silicon.txt)\n")
     for by in ("model", "backend", "system", "source"):
         print(scores(df, by).to_string(), "\n")
-    reasons = df.loc[df["reason"] != "", "reason"].str.slice(0, 110).value_counts()
+    reasons = (df["mode"] + ": " + df["reason"].str.slice(0, 110))[df["reason"] != ""].value_counts()
     print("not expressed:\n" + reasons.to_string())
     return 0
 

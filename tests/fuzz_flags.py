@@ -490,6 +490,8 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("infer", "--plot"): output(".png"),
           ("infer", "--write-plan"): output(".json", extra=("--concurrency", "4")),
           ("infer", "--prefill-dp"): count(), ("infer", "--prefill-tp"): count(extra=("--prefill-dp", "1")),
+          ("infer", "--prefill-attention-dp"): count(extra=("--prefill-dp", "1")),
+          ("infer", "--prefill-ep"): count(extra=("--prefill-dp", "1")),
           ("infer", "--draft-tokens"): count(most=16, extra=("--speculative", "eagle", "--acceptance-rate", "0.5")),
           ("infer", "--acceptance-rate"): number(0.0, high=0.999999, above=True, extra=("--speculative", "eagle")),
           ("infer", "--acceptance-length"): number(1.0, extra=("--speculative", "eagle")),

@@ -112,8 +112,8 @@ def test_bad_workloads_are_refused():
         Workload(arrival="poisson")
     with pytest.raises(InputError, match="range_ratio"):
         Workload(arrival="burst", range_ratio=1.5)
-    with pytest.raises(InputError, match="prefill_dp"):
-        simulate(MODEL, HW, ServePlan(tp=1, dp=1, prefill_dp=1, input_len=I, output_len=O),
+    with pytest.raises(InputError, match="output_len = 1 with a prefill pool"):  # disaggregated: the decode pool idle
+        simulate(MODEL, HW, ServePlan(tp=1, dp=1, prefill_dp=1, input_len=I, output_len=1),
                  Workload(arrival="burst", requests=2))
     with pytest.raises(InputError, match="dp = 2"):
         simulate(MODEL, HW, ServePlan(tp=1, dp=2, input_len=I, output_len=O), Workload(concurrency=1, requests=2))

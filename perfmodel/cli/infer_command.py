@@ -58,9 +58,15 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     p.add_argument("--chunked-prefill", choices=["on", "off"], help="split a long prompt over steps (on) or prefill it "
                    "whole, at most --max-num-tokens (off) (default the stack's)")
     p.add_argument("--prefill-dp", type=integer("--prefill-dp"), help="disaggregated serving: prefill replicas in a "
-                   "pool of their own, sending KV caches to the tp x pp x dp decode replicas")
-    p.add_argument("--prefill-tp", type=integer("--prefill-tp"), help="with --prefill-dp: GPUs of each prefill "
-                   "replica (default --tp)")
+                   "pool of their own, sending KV caches to the tp x attention-dp x pp x dp decode replicas")
+    p.add_argument("--prefill-tp", type=integer("--prefill-tp"), help="with --prefill-dp: tensor parallel size of "
+                   "each prefill replica (of each of its attention groups; default --tp)")
+    p.add_argument("--prefill-attention-dp", type=integer("--prefill-attention-dp"), help="with --prefill-dp: "
+                   "attention data-parallel groups of prefill-tp GPUs per prefill replica, the MoE layers over all of "
+                   "them (MoE models; default 1)")
+    p.add_argument("--prefill-ep", type=integer("--prefill-ep"), help="with --prefill-dp: MoE expert parallel size "
+                   "within a prefill replica's prefill-tp x prefill-attention-dp GPUs (default the largest dividing "
+                   "both --ep and those)")
     p.add_argument("--speculative", choices=["mtp", "eagle"], help="speculative decoding: the model's MTP module "
                    "drafts, or an EAGLE-3 layer; with --draft-tokens and --acceptance-rate or --acceptance-length")
     p.add_argument("--draft-tokens", type=integer("--draft-tokens", most=16), help="with --speculative: tokens "
@@ -185,7 +191,9 @@ def run(a: argparse.Namespace) -> str:
         check_output(a.write_plan, "--write-plan", ".json")
     workload = _workload(a)
     if a.search:
-        pools = [f for f, v in (("--prefill-dp", a.prefill_dp), ("--prefill-tp", a.prefill_tp)) if v is not None]
+        pools = [f for f, v in (("--prefill-dp", a.prefill_dp), ("--prefill-tp", a.prefill_tp),
+                                ("--prefill-attention-dp", a.prefill_attention_dp), ("--prefill-ep", a.prefill_ep))
+                 if v is not None]
         if pools:
             raise InputError(f"{pools[0]} with --search: the search ranks layouts whose replicas prefill and decode "
                              f"(no prefill pool); valid: --search without {', '.join(pools)}, or a disaggregated "
@@ -201,7 +209,7 @@ def run(a: argparse.Namespace) -> str:
     from ..spec.serving import ServePlan
 
     dp = a.dp
-    pool = (a.prefill_tp or a.tp) * a.prefill_dp if a.prefill_dp else 0  # the prefill pool's GPUs
+    pool = (a.prefill_tp or a.tp) * (a.prefill_attention_dp or 1) * a.prefill_dp if a.prefill_dp else 0  # its GPUs
     if dp is None:
         n, per = (a.gpus - pool) if a.gpus else a.tp * adp * a.pp, a.tp * adp * a.pp
         names = "tp x attention-dp x pp" if adp > 1 else "tp x pp"
@@ -212,7 +220,8 @@ def run(a: argparse.Namespace) -> str:
                              f"{per}")
         dp = n // per
     plan = ServePlan(gpus=a.gpus, tp=a.tp, attention_dp=adp, pp=a.pp, dp=dp, ep=a.ep, prefill_dp=a.prefill_dp,
-                     prefill_tp=a.prefill_tp, **_job(a))
+                     prefill_tp=a.prefill_tp, prefill_attention_dp=a.prefill_attention_dp, prefill_ep=a.prefill_ep,
+                     **_job(a))
     e = infer(a.model, a.hardware, plan)
     if a.write_plan is not None:
         print(f"wrote {write_plan(a.model, a.hardware, plan, a.write_plan)}", file=sys.stderr)
@@ -291,7 +300,8 @@ def _search(a: argparse.Namespace) -> str:
 def table(e) -> str:
     """The estimate as text: headline numbers, memory per GPU, the step by part."""
     p = e.plan
-    pool = f" + prefill pool tp={p.prefill_tp} dp={p.prefill_dp}" if p.disaggregated else ""
+    padp = f" attention_dp={p.prefill_attention_dp} ep={p.prefill_ep}" if (p.prefill_attention_dp or 1) > 1 else ""
+    pool = f" + prefill pool tp={p.prefill_tp}{padp} dp={p.prefill_dp}" if p.disaggregated else ""
     adp = f" attention_dp={p.attention_dp}" if p.attention_dp > 1 else ""
     lines = [f"{e.model} on {p.gpus} x {e.hardware}: tp={p.tp}{adp} pp={p.pp} dp={p.dp} ep={p.ep}{pool} "
              f"precision={p.precision} kv={p.kv} stack={p.stack}",

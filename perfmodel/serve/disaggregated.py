@@ -1,16 +1,20 @@
 """Disaggregated serving: prefill and decode in separate pools, the KV cache sent between them (Zhong et al. 2024,
 "DistServe", Sec. 3; Patel et al. 2024, "Splitwise", Sec. 4; NVIDIA Dynamo and SGLang's PD disaggregation run it).
 
-prefill_dp replicas of prefill_tp GPUs run prompts only; the decode replicas (tp x pp, dp of them) run decode steps
-only, so no prompt shares a step with decode tokens. Priced by the same step (`step_time.step_parts`):
+prefill_dp replicas of prefill_tp x prefill_attention_dp GPUs (`prefill_plan`: attention groups and experts over
+prefill_ep as a decode replica's are, docs/inference.md) run prompts only; the decode replicas (tp x attention_dp x
+pp, dp of them) run decode steps only, so no prompt shares a step with decode tokens. Priced by the same step
+(`step_time.step_parts`), in steady state here and request by request in `simulate_disaggregated`:
 
-    prefill pool:  n = max(1, min(floor(max_num_tokens / I), max_batch, prompts its KV cache holds)) prompts a
-                   step, t_p = step(n prompts of I tokens)
+    prefill pool:  n = a_p x max(1, min(floor(max_num_tokens / I), max_batch, prompts a group's KV cache holds))
+                   prompts a step (a_p = prefill_attention_dp groups, each its own token budget and scheduler),
+                   t_p = step(n prompts of I tokens; its busiest group runs n / a_p of them)
                    R_p = prefill_dp x n / t_p                                   requests/s
     KV transfer:   each prefill GPU sends its shard s_p = I x its KV bytes per token, each decode GPU receives
                    its own s_d (heads replicated past the kv heads included), on the tier the deployment spans
                    (`cost.comm.p2p_tier`): t_kv = p2p_time(max(s_p, s_d));
-                   R_kv = min(prefill_dp x bandwidth / s_p, dp x bandwidth / s_d)
+                   R_kv = min(prefill_dp x a_p x bandwidth / s_p, dp x attention_dp x bandwidth / s_d)
+                   (every attention group sends or receives its own requests' caches)
     decode pool:   t_d(B) = step(B tokens at I + O/2 keys);   R_d(B) = dp x B / ((O - 1) t_d(B))
                    (a request's first token comes from its prefill, the other O - 1 from decode steps)
     requests/s     R = min(R_d(B), R_p, R_kv), B the batch memory and the stack allow (decode tokens only in a
@@ -36,11 +40,14 @@ from .step_time import step_parts
 
 
 def prefill_plan(plan: ServePlan) -> ServePlan:
-    """The prefill pool's replicas as a layout: prefill_tp GPUs each, pp 1, no attention data parallelism, experts
-    over the largest ep dividing both the decode ep and prefill_tp."""
-    return plan.model_copy(update={"tp": plan.prefill_tp, "attention_dp": 1, "pp": 1, "dp": plan.prefill_dp,
-                                   "ep": math.gcd(plan.ep, plan.prefill_tp), "prefill_dp": None, "prefill_tp": None,
-                                   "gpus": plan.prefill_gpus, "concurrency": None})
+    """The prefill pool's replicas as a layout: prefill_attention_dp groups of prefill_tp GPUs each (default 1), pp
+    1, experts over prefill_ep (default the largest ep dividing both the decode ep and prefill_tp x
+    prefill_attention_dp)."""
+    tp, adp = plan.prefill_tp or plan.tp, plan.prefill_attention_dp or 1
+    ep = plan.prefill_ep or math.gcd(plan.ep, tp * adp)
+    return plan.model_copy(update={"tp": tp, "attention_dp": adp, "pp": 1, "dp": plan.prefill_dp, "ep": ep,
+                                   "prefill_dp": None, "prefill_tp": None, "prefill_attention_dp": None,
+                                   "prefill_ep": None, "gpus": plan.prefill_gpus, "concurrency": None})
 
 
 def kv_transfer(model: ModelConfig, system: System, plan: ServePlan) -> tuple[float, float, float]:
@@ -52,8 +59,9 @@ def kv_transfer(model: ModelConfig, system: System, plan: ServePlan) -> tuple[fl
     send, recv = (kv_bytes_per_token(model, layout) * I for layout in (prefill_plan(plan), plan))
     tier = p2p_tier(system, 1, plan.gpus)  # the span of the whole deployment
     seconds = float(p2p_time(max(send, recv), tier.bandwidth, tier.latency))
-    # every decode attention group receives its own requests' caches
-    rate = min(plan.prefill_dp * tier.bandwidth / send, plan.dp * plan.attention_dp * tier.bandwidth / recv)
+    # every prefill attention group sends its own prompts' caches, every decode attention group receives its own
+    rate = min(plan.prefill_dp * (plan.prefill_attention_dp or 1) * tier.bandwidth / send,
+               plan.dp * plan.attention_dp * tier.bandwidth / recv)
     whole = kv_bytes_per_token(model, plan.model_copy(update={"tp": 1, "pp": 1})) * I
     return seconds, rate, whole
 
@@ -81,9 +89,10 @@ def infer_disaggregated(model: ModelConfig, system: System, plan: ServePlan, sta
     def decode_rate(b: float) -> float:  # a request's decode steps: (O - 1) / tokens_per_step (ServePlan.life_steps)
         return plan.dp * b / ((plan.life_steps - 1) * sum(decode_step(b).values()))
 
-    # prompts a prefill step runs: the token budget, the stack's max_batch, and the KV cache they fill until sent
-    n = max(1, min(math.floor(stack.max_num_tokens / I), stack.max_batch,
-                   math.floor(pmem["kv_cache"] / sequence_kv_bytes(model, pplan, I, stack))))
+    # prompts a prefill step runs: the token budget, the stack's max_batch, and the KV cache they fill until sent,
+    # each of the replica's attention groups (memory per GPU: one group's share)
+    n = pplan.attention_dp * max(1, min(math.floor(stack.max_num_tokens / I), stack.max_batch,
+                                        math.floor(pmem["kv_cache"] / sequence_kv_bytes(model, pplan, I, stack))))
     prefill = step_parts(model, system, pplan, stack, decode=0, context=0, prefill_seqs=n, prompt=I, logits=n)
     t_p = sum(prefill.values())
     t_kv, kv_rate, kv_bytes = kv_transfer(model, system, plan)
@@ -100,7 +109,8 @@ def infer_disaggregated(model: ModelConfig, system: System, plan: ServePlan, sta
     tpot = sum(step.values()) / plan.tokens_per_step
     front = frontend_s(system, plan, stack, I)
     out = rate * O
-    notes = [f"disaggregated: {plan.prefill_dp} prefill replica(s) of tp={plan.prefill_tp} ({plan.prefill_gpus} GPUs, "
+    padp = f" attention_dp={pplan.attention_dp} ep={pplan.ep}" if pplan.attention_dp > 1 else ""
+    notes = [f"disaggregated: {plan.prefill_dp} prefill replica(s) of tp={pplan.tp}{padp} ({plan.prefill_gpus} GPUs, "
              f"{n} prompt(s) a step) and {plan.dp} decode replica(s) of tp={plan.tp}"
              + (f" attention_dp={plan.attention_dp}" if plan.attention_dp > 1 else "") + f" pp={plan.pp}; requests/s bound "
              f"by {why}: " + ", ".join(f"{k} {v:,.2f}" for k, v in rates.items()),

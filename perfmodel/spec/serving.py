@@ -24,6 +24,7 @@ from .host_cpu import CALL_KINDS
 from .model import ModelConfig
 from .speculative import SpeculativeConfig, draft_model, fusion_inputs, published_acceptance  # noqa: F401
 from .plan import divisors, values_text
+from .prefill_pool import prefill_pool_ep
 from .serve_settings import SETTINGS_DOC, check_settings, with_settings
 
 SERVING_STACKS = ("trtllm", "vllm", "sglang", "atom", "plain-torch")  # plain-torch: the executor's own serving loop
@@ -254,6 +255,12 @@ class ServePlan(Schema):
                                                        "own, each sending its prompts' KV caches to the decode "
                                                        "replicas (tp x pp x dp); None: the replicas do both")
     prefill_tp: Count | None = Field(None, description="tensor parallel size of each prefill replica (default tp)")
+    prefill_attention_dp: Count | None = Field(None, description="attention data-parallel groups of prefill_tp GPUs "
+                                                                 "in each prefill replica, its MoE layers over all of "
+                                                                 "them (MoE models); None: 1")
+    prefill_ep: Count | None = Field(None, description="expert parallel size within a prefill replica's prefill_tp x "
+                                                       "prefill_attention_dp ranks; None: the largest dividing both "
+                                                       "ep and those ranks")
     mem_fraction: Real | None = Field(
         None, gt=0, le=1, description="the memory share the engine was launched with, in its own meaning "
                                       "(ServingStack.memory_fraction_of: TensorRT-LLM free_gpu_memory_fraction, vLLM "
@@ -276,7 +283,8 @@ class ServePlan(Schema):
     @property
     def prefill_gpus(self) -> int:
         """GPUs of the prefill pool (0 where prefill and decode share the replicas)."""
-        return (self.prefill_tp or self.tp) * self.prefill_dp if self.disaggregated else 0
+        return (self.prefill_tp or self.tp) * (self.prefill_attention_dp or 1) * self.prefill_dp if (
+            self.disaggregated) else 0
 
     @property
     def moe_ranks(self) -> int:
@@ -306,7 +314,8 @@ class ServePlan(Schema):
         s = self.speculative
         precision = "bf16" if s is not None and s.method == "eagle" else self.precision
         return self.model_copy(update={"pp": 1, "speculative": None, "precision": precision, "kv_dtype": self.kv,
-                                       "prefill_dp": None, "prefill_tp": None})
+                                       "prefill_dp": None, "prefill_tp": None, "prefill_attention_dp": None,
+                                       "prefill_ep": None})
 
     @property
     def etp(self) -> int:
@@ -318,14 +327,19 @@ def resolve_serve(plan: ServePlan, model: ModelConfig) -> ServePlan:
     """`plan` with gpus filled in (and a speculative draft's acceptance, where none is stated: published_acceptance),
     after refusing what no serving engine runs: gpus other than tp x pp x dp, tp not dividing the attention heads,
     pp more than the layers, ep not dividing tp or the experts, lengths beyond the model's context, a precision the
-    stack lacks. One line each, naming the field and what is valid."""
+    stack lacks; of a prefill pool, the same of its prefill_tp, prefill_attention_dp and prefill_ep (`prefill_pool`).
+    One line each, naming the field and what is valid. A disaggregated plan comes back with its prefill pool's
+    fields filled in."""
     p = plan
-    if p.prefill_tp is not None and p.prefill_dp is None:
-        raise InputError(f"prefill_tp = {p.prefill_tp} without prefill_dp: no prefill pool; valid: prefill_dp with it "
-                         "(disaggregated serving), or neither")
+    for field in ("prefill_tp", "prefill_attention_dp", "prefill_ep"):
+        if getattr(p, field) is not None and p.prefill_dp is None:
+            raise InputError(f"{field} = {getattr(p, field)} without prefill_dp: no prefill pool; valid: prefill_dp "
+                             "with it (disaggregated serving), or neither")
     n = p.moe_ranks * p.pp * p.dp + p.prefill_gpus
     if p.gpus is not None and p.gpus != n:
-        pool = f" + prefill_tp x prefill_dp = {p.prefill_gpus}" if p.disaggregated else ""
+        pool = (f" + prefill_tp x prefill_attention_dp x prefill_dp = {p.prefill_gpus}" if (
+            p.prefill_attention_dp or 1) > 1 else f" + prefill_tp x prefill_dp = {p.prefill_gpus}") if (
+            p.disaggregated) else ""
         names, values = ("tp x attention_dp x pp x dp", f"{p.tp} x {p.attention_dp} x {p.pp} x {p.dp}") if (
             p.attention_dp > 1) else ("tp x pp x dp", f"{p.tp} x {p.pp} x {p.dp}")
         raise InputError(f"gpus = {p.gpus} is not {names} = {values}{pool} = {n}; valid: gpus = {n}, or a layout "
@@ -337,6 +351,7 @@ def resolve_serve(plan: ServePlan, model: ModelConfig) -> ServePlan:
     if p.disaggregated and model.n_heads % (p.prefill_tp or p.tp):
         raise InputError(f"prefill_tp={p.prefill_tp or p.tp} does not divide num_attention_heads = {model.n_heads}; "
                          f"valid prefill_tp: {values_text(divisors(model.n_heads))}")
+    prefill_ep = prefill_pool_ep(p, model) if p.disaggregated else None
     if model.n_heads % p.tp:
         raise InputError(f"tp={p.tp} does not divide num_attention_heads = {model.n_heads}; valid tp: "
                          f"{values_text(divisors(model.n_heads))}")
@@ -367,7 +382,8 @@ def resolve_serve(plan: ServePlan, model: ModelConfig) -> ServePlan:
         s = published_acceptance(s, model)
     check_settings(p, model, with_settings(load_serving_stack(p.stack), p))  # release, redundant experts, budget
     return p.model_copy(update={"gpus": n, "prefill_tp": (p.prefill_tp or p.tp) if p.disaggregated else None,
-                                "speculative": s})
+                                "prefill_attention_dp": (p.prefill_attention_dp or 1) if p.disaggregated else None,
+                                "prefill_ep": prefill_ep, "speculative": s})
 
 
 class ServeEstimate(Schema):

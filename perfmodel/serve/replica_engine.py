@@ -1,0 +1,277 @@
+"""One serving engine run request by request (`Replica`, the engine of `serve.simulate` and
+`serve.simulate_disaggregated`): its queue, admission, the steps it runs and each step's price (`StepPricer`, the
+step-time model `step_time.step_parts` memoised by size).
+
+- admission, first come first served: a waiting request joins while the replica runs fewer than the stack's
+  max_batch sequences and its KV cache holds the request (the whole sequence, input + output, where the stack
+  reserves it; else its prompt beside what the running sequences hold now; no preemption is priced);
+- every step, each decoding sequence gains one token, and the rest of the stack's max_num_tokens goes to the
+  admitted prompts in arrival order, a prompt split over steps where it does not fit (chunked prefill: Agrawal et
+  al. 2024, "Sarathi-Serve", Sec. 4; vLLM v1's and TensorRT-LLM's in-flight batching schedulers);
+- a prompt's last chunk samples its first token at the end of that step (its TTFT); it then decodes one token per
+  step (with speculative decoding: runs draft_tokens + 1 tokens and gains the stated mean, tokens_per_step, every
+  sequence alike) and leaves after its output length;
+- the request path of the stack's release (`host_time`, `EngineRelease`): a request reaches the engine its front
+  end after it is sent; a step takes the requests that had reached the engine when it was decided (its start, or
+  where the engine schedules ahead, the start of the step before: the wait for the step in flight); the step
+  scheduled ahead still runs the sequences that ended before it (a ghost step); where the engine runs prompts
+  alone, a step with admitted prompts carries only them and the decodes wait.
+A disaggregated deployment's pools run the same engine: a prefill replica's requests end with their first token
+(output length 1, no ghost step), a decode replica's arrive prefilled (`prefilled`: admitted decoding, their first
+token made).
+Between events (an arrival, a completion) a decode-only replica runs identical steps but for the growing context:
+they are priced in one stride at the stride's mean context, so a run of 1,000 requests takes some thousands of
+priced strides rather than a million steps; a stride also ends at a `horizon` its caller sets (the earliest another
+engine could send it a request). A step's components are priced once per size, sizes rounded to a 5% grid above 32
+(`_grid`, `StepPricer`): the step model is smooth in them, and the simulation stays fast.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+from ..spec.hardware import System
+from ..spec.model import ModelConfig
+from ..spec.serving import EngineRelease, ServePlan, ServingStack
+from ..spec.serving_workload import LatencyStats, SimulatedServing, Workload
+from .step_time import draft_job, step_parts
+
+GRID_RATIO = 1.05  # step shapes priced on a 5% grid above GRID_EXACT
+GRID_EXACT = 32
+
+
+def _grid(x: float) -> float:
+    """`x` itself up to GRID_EXACT, else the nearest point of a geometric grid of ratio GRID_RATIO."""
+    if x <= GRID_EXACT:
+        return float(round(x))
+    return GRID_EXACT * GRID_RATIO ** round(math.log(x / GRID_EXACT) / math.log(GRID_RATIO))
+
+
+class StepPricer:
+    """Seconds of one engine step (`step_parts`), each of its components (`step_time.token_parts`,
+    `attention_part`, ...) evaluated once per size, sizes on the `_grid`: a step shares most of its components'
+    sizes with steps priced before (a decode batch with the prefills of another step, say)."""
+
+    def __init__(self, model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack):
+        self.args, self.cache = (model, system, plan, stack), {}
+        self.draft = draft_job(*self.args)  # a speculative draft's layer, its components memoised beside the model's
+
+    def _part(self, fn, *args):
+        job, sizes = args[:4], tuple(_grid(x) if isinstance(x, float | int) and not isinstance(x, bool) else x
+                                     for x in args[4:])
+        key = (fn.__name__, job[0] is self.args[0], sizes)
+        if key not in self.cache:
+            self.cache[key] = fn(*job, *sizes)
+        return self.cache[key]
+
+    def __call__(self, decode: int, context: float, prefills: int, chunk: float, logits: int) -> float:
+        parts = step_parts(*self.args, decode=decode, context=context if decode else 0.0, prefill_seqs=prefills,
+                           prompt=chunk if prefills else 0.0, logits=logits, part=self._part, draft=self.draft)
+        return float(sum(parts.values()))
+
+
+def draw_lengths(nominal: int, n: int, ratio: float, rng: np.random.Generator) -> np.ndarray:
+    """n lengths uniform in [ratio x nominal, nominal], at least 1 (integers)."""
+    if ratio >= 1.0:
+        return np.full(n, nominal, dtype=np.int64)
+    return np.maximum(1, np.round(rng.uniform(ratio * nominal, nominal, n))).astype(np.int64)
+
+
+class Replica:
+    """One replica's engine: its queue, its admitted requests and its clock."""
+
+    def __init__(self, price: StepPricer, stack: ServingStack, kv_tokens: float, I: np.ndarray, O: np.ndarray,
+                 groups: int = 1, state_tokens: float = 0.0, release: EngineRelease | None = None,
+                 frontend: np.ndarray | None = None, prefilled: bool = False, ghost_steps: bool = True):
+        # lengths as Python ints: the loops below index them per sequence, which numpy scalars make slow
+        self.price, self.stack, self.kv_tokens, self.I, self.O = price, stack, kv_tokens, I.tolist(), O.tolist()
+        # a Gated DeltaNet model's fixed state per request, in KV tokens' bytes (kv_cache.state_bytes_per_sequence)
+        self.state_tokens = state_tokens
+        # attention data-parallel groups, scheduled as one pool: each has its own max_batch and token budget
+        # (a prompt's chunk fits one group's), and kv_tokens is all of theirs together
+        self.groups = groups
+        # the release's request path: scheduling one step ahead, prompts mixed with decodes, the front end's
+        # seconds per request (host_time.frontend_s) between a client's send and the engine
+        self.ahead = release is not None and release.async_scheduling
+        self.mixed = release is None or release.mixed_prefill
+        self.frontend = frontend.tolist() if frontend is not None else [0.0] * len(self.I)
+        # a disaggregated decode replica: requests arrive with their prompt's KV cache and first token (admitted
+        # decoding); a prefill replica runs no step for the requests that ended (they left with their first token)
+        self.prefilled, self.ghost_steps = prefilled, ghost_steps
+        self.incoming: list[tuple[float, int]] = []  # (when it reaches the engine, request id), a heap
+        self.waiting: list[int] = []  # reached the engine and seen by its scheduler, in arrival order
+        self.prefilling: list[int] = []  # admitted, prompt not done
+        self.left: dict[int, int] = {}  # prompt tokens not yet prefilled
+        self.decoding: list[int] = []
+        self.made: dict[int, float] = {}  # output tokens sampled (fractional: a speculative step's mean gain)
+        self.admitted: dict[int, float] = {}  # when each request was admitted (the start of its first step)
+        # sequences that ended in the last step but ride in the next, already scheduled without knowing they ended
+        # (asynchronous scheduling: the step n + 1 launched before step n's tokens are read)
+        self.ghosts = 0
+        # tokens a decoding sequence runs and gains per step (speculative decoding: draft_tokens + 1 and the mean
+        # accepted, `ServePlan.decode_queries`, `tokens_per_step`; else 1 and 1)
+        self.queries, self.gain = price.args[2].decode_queries, price.args[2].tokens_per_step
+        self.now, self.steps, self.batch_sum, self.busy_s = 0.0, 0, 0.0, 0.0  # busy_s: seconds of steps run
+        self.last_start = 0.0  # when the last step started: where the engine schedules ahead, its decision time
+        self.last_ctx = 1.0  # the last decode step's mean context (a step of ghosts alone runs at it)
+
+    def send(self, r: int, when: float) -> None:
+        """Request r leaves its client at `when`; it reaches the engine after its front end."""
+        heapq.heappush(self.incoming, (when + self.frontend[r], r))
+
+    def busy(self) -> bool:
+        return bool(self.prefilling or self.decoding or self.ghosts)
+
+    def held(self, r: int) -> int:
+        """KV tokens request r holds now (all it will hold, where the stack reserves the whole sequence)."""
+        if self.stack.reserves_whole_sequence:
+            return int(self.I[r] + self.O[r] + self.state_tokens)
+        return int(self.I[r] + math.ceil(self.made.get(r, 0)) + self.state_tokens)
+
+    def schedule(self) -> None:
+        """The scheduler's decision for the step about to start: the requests that reached the engine by then join
+        the queue (by this step's start; where it schedules ahead, by the start of the step before, which chose
+        this one; an idle engine wakes for the first arrival), and admit() takes what fits."""
+        if not self.busy() and not self.waiting and self.incoming:
+            self.now = max(self.now, self.incoming[0][0])  # idle until a request reaches it
+            decision = self.now
+        else:
+            decision = self.last_start if self.ahead and self.busy() else self.now
+        while self.incoming and self.incoming[0][0] <= decision:
+            self.waiting.append(heapq.heappop(self.incoming)[1])
+        self.admit()
+
+    def admit(self) -> None:
+        if not self.waiting:  # most steps of a closed loop: nobody to admit, no need to count the KV in use
+            return
+        running = self.prefilling + self.decoding
+        used = sum(self.held(r) for r in running)
+        while self.waiting and len(running) < self.groups * self.stack.max_batch:
+            r = self.waiting[0]
+            need = self.held(r) + (self.prefilled and not self.stack.reserves_whole_sequence)  # + its first token
+            if used + need > self.kv_tokens and running:
+                break  # FCFS: the head of the queue waits for KV blocks, the rest behind it
+            self.waiting.pop(0)
+            self.admitted[r] = self.now
+            if self.prefilled:
+                self.made[r] = 1
+                self.decoding.append(r)
+            else:
+                self.prefilling.append(r)
+                self.left[r] = int(self.I[r])
+            running.append(r)
+            used += need
+
+    def step(self, first: np.ndarray, done: np.ndarray, horizon: float = math.inf) -> list[int]:
+        """Run one step (or a stride of identical decode steps, ending where the next request to reach the engine
+        can join, or with the step during which `horizon` falls): returns the requests completed."""
+        dec, ghosts = len(self.decoding), self.ghosts
+        self.ghosts = 0
+        until = self.incoming[0][0] if self.incoming else math.inf
+        if not self.prefilling:  # decode only: stride to the next completion or the step an arrival joins
+            if not dec:  # the step scheduled ahead for sequences that had ended: it runs, and yields nothing
+                t = self.price(ghosts, self.last_ctx, 0, 0.0, ghosts)
+                self.last_start, self.now = self.now, self.now + t
+                self.steps += 1
+                self.busy_s += t
+                return []
+            ctx = float(np.mean([self.I[r] + self.made[r] for r in self.decoding]))
+            k = min(math.ceil((self.O[r] - self.made[r]) / self.gain - 1e-9) for r in self.decoding)
+            if ghosts:
+                k = 1  # the ghosts ride in this step only
+            t = self.price(dec + ghosts, ctx + (k - 1) * self.gain / 2, 0, 0.0, dec + ghosts)
+            if math.isfinite(until):  # stop at the step during which it arrives (ahead: the one after that)
+                k = max(1, min(k, (math.ceil((until - self.now) / t) if until > self.now else 0) + self.ahead))
+            if math.isfinite(horizon):  # a request may be sent from then on: stop at the step it falls in
+                k = max(1, min(k, math.ceil((horizon - self.now) / t)))
+            t = self.price(dec + ghosts, ctx + (k - 1) * self.gain / 2, 0, 0.0, dec + ghosts)
+            self.last_start = self.now + (k - 1) * t
+            self.last_ctx = ctx + k * self.gain  # where the stride leaves the contexts (a ghost step runs at it)
+            self.now += k * t
+            self.steps += k
+            self.busy_s += k * t
+            self.batch_sum += k * dec
+            for r in self.decoding:
+                self.made[r] = min(self.made[r] + k * self.gain, float(self.O[r]))
+        else:
+            # prompts alone (the engine's prefill steps run before its decodes): the whole budget, no decode tokens
+            decoding = self.decoding if self.mixed else []
+            riding = ghosts if self.mixed else 0
+            dec = len(decoding)
+            budget = max(self.groups * self.stack.max_num_tokens - dec * self.queries, 1)
+            per_group = max(self.stack.max_num_tokens - dec * self.queries // self.groups, 1)
+            chunks, finishing = [], []
+            for r in self.prefilling:
+                if budget <= 0:
+                    break
+                c = min(self.left[r], budget, per_group)
+                chunks.append((r, c))
+                budget -= c
+            for r, c in chunks:
+                self.left[r] -= c
+                if self.left[r] == 0:
+                    finishing.append(r)
+            ctx = float(np.mean([self.I[r] + self.made[r] for r in decoding])) if dec else 0.0
+            tokens = sum(c for _, c in chunks)
+            t = self.price(dec + riding, ctx, len(chunks), tokens / len(chunks), dec + riding + len(finishing))
+            self.last_start, self.now = self.now, self.now + t
+            self.steps += 1
+            self.busy_s += t
+            self.batch_sum += dec + len(chunks)
+            for r in decoding:
+                self.made[r] = min(self.made[r] + self.gain, float(self.O[r]))
+            for r in finishing:
+                self.prefilling.remove(r)
+                first[r] = self.now
+                self.made[r] = 1
+                self.decoding.append(r)
+        ended = [r for r in self.decoding if self.made[r] >= self.O[r] - 1e-9]
+        for r in ended:
+            self.decoding.remove(r)
+            done[r] = self.now
+        self.ghosts = len(ended) if self.ahead and self.ghost_steps else 0
+        return ended
+
+    def run(self, first: np.ndarray, done: np.ndarray, then=None) -> None:
+        """Serve until every request sent has ended; `then(r, t)`: request r ended at t (a closed loop's client
+        sends its next one)."""
+        while self.incoming or self.waiting or self.busy():
+            self.schedule()
+            if not (self.prefilling or self.decoding or self.ghosts):
+                # requests wait but none fits (cannot happen with an empty replica) or none has reached it yet
+                if not self.incoming:
+                    break
+                self.now = max(self.now, self.incoming[0][0])
+                continue
+            for r in self.step(first, done):
+                if then is not None:
+                    then(r, done[r])
+
+
+def stats(x: np.ndarray) -> LatencyStats:
+    return LatencyStats(mean=float(np.mean(x)), median=float(np.median(x)), p99=float(np.percentile(x, 99)))
+
+
+def open_arrivals(work: Workload, rng: np.random.Generator) -> np.ndarray:
+    """When an open loop's requests are sent: Poisson (exponential gaps at the request rate) from t = 0, or all at
+    t = 0 (a burst)."""
+    n = work.requests
+    gaps = rng.exponential(1.0 / work.request_rate, n) if work.arrival == "poisson" else np.zeros(n)
+    return np.cumsum(gaps) - gaps[0]
+
+
+def served(work: Workload, O: np.ndarray, arrive: np.ndarray, first: np.ndarray, done: np.ndarray, steps: int,
+           mean_batch: float, priced: int, notes: list[str]) -> SimulatedServing:
+    """The latencies and throughput of requests sent at `arrive`, their first token at `first`, their last at
+    `done` (TPOT over the requests of more than one output token, as benchmark_serving computes it)."""
+    ttft, e2e = first - arrive, done - arrive
+    many = O > 1
+    tpot = (e2e[many] - ttft[many]) / (O[many] - 1) if many.any() else np.zeros(1)
+    span = float(done.max() - arrive.min())
+    return SimulatedServing(workload=work, requests=len(arrive), ttft_s=stats(ttft), tpot_s=stats(tpot),
+                            e2e_s=stats(e2e), output_tokens_per_s=float(O.sum()) / span,
+                            requests_per_s=len(arrive) / span, mean_batch=mean_batch, steps=steps,
+                            priced_parts=priced, notes=notes)
