@@ -483,7 +483,7 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("infer", "--output-len"): count(), ("infer", "--concurrency"): count(),
           ("infer", "--mem-fraction"): number(0.0, 1.0, above=True),
           ("infer", "--max-batch"): count(), ("infer", "--max-num-tokens"): count(),
-          ("infer", "--redundant-experts"): count(least=0),
+          ("infer", "--redundant-experts"): count(least=0), ("infer", "--two-batch-overlap"): flag_switch(),
           ("infer", "--max-throughput"): flag_switch(), ("infer", "--search"): flag_switch(),
           ("infer", "--ttft-ms"): number(0.0, above=True, **srch), ("infer", "--tpot-ms"): number(0.0, above=True, **srch),
           ("infer", "--target-rps"): number(0.0, above=True, **srch), ("infer", "--top"): count(),

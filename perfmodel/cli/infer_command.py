@@ -32,6 +32,13 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     p.add_argument("--attention-dp", type=integer("--attention-dp"),
                    help="attention data-parallel groups of tp GPUs per replica, the MoE layers over all of them "
                         "(DeepSeek's DP attention + wide EP; default 1)")
+    p.add_argument("--moe-a2a", choices=["allgather", "deepep_ll", "alltoall"],
+                   help="with --attention-dp: how MoE tokens cross the groups (default the stack's: allgather); "
+                        "deepep_ll: DeepEP low-latency (SGLang --moe-a2a-backend deepep, vLLM --all2all-backend "
+                        "deepep_low_latency); alltoall: a bf16 all-to-all (TensorRT-LLM NVLink all-to-all, pplx)")
+    p.add_argument("--two-batch-overlap", action="store_true",
+                   help="with --attention-dp: decode as two half batches, one's MoE exchange behind the other's "
+                        "compute (SGLang --enable-two-batch-overlap)")
     p.add_argument("--precision", choices=["bf16", "fp16", "fp8", "fp4", "w4a16"], default="bf16",
                    help="GEMM weights and activations (default bf16); w4a16: 4-bit routed experts (a dense model: "
                         "layer weights) with bf16 activations")
@@ -163,7 +170,8 @@ def _speculative(a: argparse.Namespace) -> dict | None:
 def _job(a: argparse.Namespace) -> dict:
     return dict(precision=a.precision, kv_dtype=a.kv_dtype, input_len=a.input_len, output_len=a.output_len,
                 concurrency=a.concurrency, stack=a.stack, stack_version=a.stack_version,
-                speculative=_speculative(a), mem_fraction=a.mem_fraction) | _settings(a)
+                speculative=_speculative(a), mem_fraction=a.mem_fraction, moe_a2a=a.moe_a2a,
+                two_batch_overlap=a.two_batch_overlap) | _settings(a)
 
 
 def _settings(a: argparse.Namespace) -> dict:

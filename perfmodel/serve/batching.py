@@ -31,6 +31,7 @@ from ..spec.model_catalogue import load_model
 from ..spec.serve_files import ServePrediction
 from ..spec.serving import ServeEstimate, ServePlan, ServingStack, resolve_serve
 from .host_time import arrival_wait_steps, frontend_s, host_note, host_of, plan_stack, release_of
+from .wide_ep import ep_note
 from .kv_cache import GIB, kv_bytes_per_token, memory, replica_batch, sequence_kv_bytes, tokens_held
 from .step_time import step_parts
 
@@ -75,6 +76,8 @@ def infer(model: ModelConfig | str, hardware: System | str, plan: ServePlan | di
              + ("(each GPU holds its shard of every token)" if plan.attention_dp == 1 else
                 f"({plan.attention_dp} attention groups, each GPU holding its shard of its group's tokens)")]
     notes += request_notes(system, plan, stack)
+    ep = ep_note(model, plan, stack, batch * plan.decode_queries)
+    notes += [ep] if ep else []
     if plan.speculative is not None:
         s = plan.speculative
         notes.append(f"speculative decoding ({s.method}): {s.draft_tokens} draft token(s) a step, verified in one "

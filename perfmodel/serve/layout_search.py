@@ -48,7 +48,8 @@ def rank(model: ModelConfig | str, hardware: System | str, gpus: int, job: dict,
     for tp, pp, dp, ep, adp in layouts(model, gpus, per_node):
         label = f"tp{tp}" + (f" adp{adp}" if adp > 1 else "") + f" pp{pp} dp{dp}" + (f" ep{ep}" if ep > 1 else "")
         try:
-            e = infer(model, system, ServePlan(tp=tp, attention_dp=adp, pp=pp, dp=dp, ep=ep, **job))
+            e = infer(model, system, ServePlan(tp=tp, attention_dp=adp, pp=pp, dp=dp, ep=ep,
+                                                   **job | ({"moe_a2a": None, "two_batch_overlap": False} if adp == 1 else {})))
         except InputError as err:
             dropped.append(f"{label}: {err}")
             continue

@@ -15,7 +15,6 @@ pipeline parallelism): n_layers layers at tokens / pp, and pp stage boundaries e
 from __future__ import annotations
 
 import math
-
 from types import SimpleNamespace
 
 import numpy as np
@@ -33,6 +32,9 @@ from ..spec.serving import (KV_BYTES, W4_BYTES, ServePlan, ServingStack, draft_m
                             fusion_inputs)
 from ..spec.serve_settings import expert_slots
 from ..spec.stack import EXECUTOR_STACK, load_stack
+from .wide_ep import (active_experts, allgather_exchange_s, busiest_share, moe_exchange_s,
+                              two_batch_parts)
+from .gemm_quant import served_gemm_s
 from .host_time import exposed_launch_s, launch_host_s, measured_serving, overhead_part, schedule_s
 from .kv_cache import indexer_key_bytes, layer_kv_bytes, state_bytes_per_sequence
 
@@ -58,7 +60,12 @@ def device(model: ModelConfig, system: System, plan: ServePlan, stack: ServingSt
 
 
 def _gemm(dev: Device, m, n, k, batch=1, precision=None) -> float:
-    return float(dev.gemm_priced(np.maximum(m, 1.0), n, k, batch, precision)[0]) if m > 0 else 0.0
+    """`batch` GEMMs (m, n, k) as the engine runs them: the part's price (`Device.gemm_priced`), an fp8 one's
+    dynamic activation cast replaced by the checkpoint's static one (`gemm_quant.served_gemm_s`)."""
+    if m <= 0:
+        return 0.0
+    prec = precision or dev.plan.precision
+    return served_gemm_s(dev, float(dev.gemm_priced(np.maximum(m, 1.0), n, k, batch, prec)[0]), m, n, k, batch, prec)
 
 
 def w4a16_gemm_s(dev: Device, m, n, k, batch=1) -> float:
@@ -75,13 +82,6 @@ def w4a16_gemm_s(dev: Device, m, n, k, batch=1) -> float:
     compute = batch * 2.0 * rows * n * k / (dev.sustained_peak("bf16") * dev.system.efficiency.matmul_max["bf16"])
     traffic = batch * (m * k * ACT_BYTES + k * n * W4_BYTES + m * n * ACT_BYTES)
     return float(max(compute, dev.memory(traffic)))
-
-
-def active_experts(local: float, top_k: int, n_experts: int, tokens: float) -> float:
-    """Expected local experts that receive at least one of `tokens` tokens, each routed to top_k of n_experts
-    uniformly (balanced routing): local x (1 - (1 - k / E)^tokens). A decode step of a few tokens reads only those
-    experts' weights."""
-    return local * (1.0 - (1.0 - top_k / n_experts) ** tokens)
 
 
 def layer_gemm_s(dev: Device, plan: ServePlan, tokens: float, own: float | None = None) -> float:
@@ -105,11 +105,12 @@ def layer_gemm_s(dev: Device, plan: ServePlan, tokens: float, own: float | None 
     e, slots = m.moe, expert_slots(m, plan)  # with EPLB's redundant experts: (experts + N) slots over ep ranks
     local = slots / plan.ep
     fe = e.expert_ffn_hidden / plan.etp
-    moe = moe_table_s(dev, plan, tokens)
+    share = busiest_share(tokens, e.top_k, plan.ep)  # the busiest rank's routed copies over the mean
+    moe = moe_table_s(dev, plan, tokens * share)
     if moe is None:  # no measured fused-MoE curve for this shape: the router and grouped GEMMs from the GEMM table,
-        # over the experts the tokens reach, each on its share of the routed copies
-        busy = max(active_experts(local, e.top_k, slots, tokens), 1.0)
-        rows = tokens * e.top_k / plan.ep / busy
+        # over the experts the tokens reach, each on its share of the busiest rank's routed copies
+        busy = max(active_experts(local, e.top_k, slots, tokens * share), 1.0)
+        rows = tokens * share * e.top_k / plan.ep / busy
         moe = (_gemm(dev, tokens, e.n_experts, m.hidden) + expert(rows, g * fe, m.hidden, busy)
                + expert(rows, m.hidden, fe, busy))
     if e.shared_ffn_hidden:
@@ -252,29 +253,25 @@ def elementwise_s(dev: Device, plan: ServePlan, tokens: float) -> float:
 
 
 def tp_allreduce_s(model: ModelConfig, system: System, plan: ServePlan, tokens: float,
-                   own: float | None = None) -> float:
+                   own: float | None = None, stack: ServingStack | None = None) -> float:
     """A mean layer's tensor-parallel collectives for the replica's `tokens` rows: two all-reduces over the tp
     ranks (after attention and after the MLP; a MoE layer's experts over ep x tp / ep ranks combine in the same
     one, `allreduce_s`). With attention data parallelism each group all-reduces its `own` tokens (default
     tokens / attention_dp) after attention and after a dense MLP, and a MoE layer instead all-gathers every
-    group's tokens over the tp x attention_dp ranks and reduce-scatters the experts' output back (SGLang's dp_gather / dp_scatter around the
-    MoE, TensorRT-LLM's allgather / reducescatter MoE communication; `moe_gather_s`)."""
+    group's tokens over the tp x attention_dp ranks and reduce-scatters the experts' output back, or dispatches
+    and combines the routed copies, as the plan's `moe_a2a` says (`wide_ep.moe_exchange_s`; without a
+    `stack`, the all-gather)."""
     if plan.attention_dp == 1:
         return 2 * allreduce_s(model, system, plan, tokens)
     own = allreduce_s(model, system, plan, tokens / plan.attention_dp if own is None else own)
-    return own + (model.dense_layers() * own + model.moe_layers() * moe_gather_s(model, system, plan, tokens)) \
-        / model.n_layers
+    moe = (moe_gather_s(model, system, plan, tokens) if stack is None
+           else moe_exchange_s(model, system, plan, stack, tokens, wire_bytes(system, plan)))
+    return own + (model.dense_layers() * own + model.moe_layers() * moe) / model.n_layers
 
 
 def moe_gather_s(model: ModelConfig, system: System, plan: ServePlan, tokens: float) -> float:
-    """One MoE layer's exchange under attention data parallelism: an all-gather of the replica's tokens x hidden
-    (`wire_bytes` each) over its tp x attention_dp ranks before the experts and a reduce-scatter of their output
-    after (`cost.comm.group_collective`: the system's tiers, as in training)."""
-    if tokens <= 0:
-        return 0.0
-    size = tokens * model.hidden * wire_bytes(system, plan)
-    return sum(float(group_collective(system, kind, size, plan.moe_ranks, 1, plan.gpus))
-               for kind in ("all_gather", "reduce_scatter"))
+    """`wide_ep.allgather_exchange_s` at `wire_bytes`."""
+    return allgather_exchange_s(model, system, plan, tokens, wire_bytes(system, plan))
 
 
 def wire_bytes(system: System, plan: ServePlan) -> float:
@@ -337,7 +334,7 @@ def token_parts(model: ModelConfig, system: System, plan: ServePlan, stack: Serv
     speedup, own = _shared_speedup(system, plan), tokens / plan.attention_dp if own is None else own
     return {"gemm": L * layer_gemm_s(dev, plan, tokens, own) / speedup,
             "memory": L * elementwise_s(dev, plan, own) / speedup,
-            "tp_comm": L * tp_allreduce_s(model, system, plan, tokens, own),
+            "tp_comm": L * tp_allreduce_s(model, system, plan, tokens, own, stack),
             "pp_comm": pp_send_s(model, system, plan, own)}
 
 
@@ -425,6 +422,9 @@ def step_parts(model: ModelConfig, system: System, plan: ServePlan, stack: Servi
     `cost.compute.shared_core_speedup` with every rank of the job busy. `part(fn, model, system, plan, stack,
     *sizes)` evaluates each component (default: calls it; `serve.simulate.StepPricer` memoises them by size);
     `draft` is `draft_job`'s (default: made here)."""
+    if plan.two_batch_overlap and decode + prefill_seqs > 1:  # two half micro-batches, comm behind compute
+        return two_batch_parts(step_parts, model, system, plan, stack, decode, context, prefill_seqs, prompt,
+                               logits, part, draft, HOST_PARTS)
     pp, job, a, q = plan.pp, (model, system, plan, stack), plan.attention_dp, plan.decode_queries
     tokens, logits = (decode * q + prefill_seqs * prompt) / pp, logits + decode * (q - 1)
     # An attention data-parallel group attends, samples and schedules its own 1 / attention_dp of the sequences,

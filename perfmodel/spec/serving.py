@@ -153,6 +153,8 @@ class ServingStack(Schema):
                     "weights and KV cache; activations outside it)")
     max_batch: Count = Field(description="sequences one step runs at most (the default scheduler limit)")
     max_num_tokens: Count = Field(description="tokens one step runs at most (prefill chunks and decode tokens)")
+    moe_a2a: Literal["allgather", "deepep_ll", "alltoall"] = Field(
+        "allgather", description="the MoE exchange under attention data parallelism by default (ServePlan.moe_a2a)")
     chunked_prefill: bool = Field(True, description=SETTINGS_DOC["stack_chunked_prefill"])
     step_overhead_s: Real = Field(ge=0, description="host seconds per step the device does not hide (scheduling, "
                                                     "sampling, launches beyond CUDA graphs)")
@@ -235,6 +237,14 @@ class ServePlan(Schema):
     dp: Count = Field(1, description="model replicas (data parallel)")
     ep: Count = Field(1, description="expert parallel size of a MoE model within a replica's tp x attention_dp "
                                      "ranks (the experts' tensor split is tp x attention_dp / ep)")
+    moe_a2a: Literal["allgather", "deepep_ll", "alltoall"] | None = Field(
+        None, description="how a MoE layer's tokens reach the experts across the attention data-parallel groups "
+                          "(serve.wide_ep): allgather (all-gather and reduce-scatter of every token), "
+                          "deepep_ll (DeepEP's low-latency dispatch and combine of the routed copies, fp8 out), "
+                          "alltoall (a bf16 all-to-all of the routed copies); None: the stack's default")
+    two_batch_overlap: bool = Field(False, description="decode steps run as two half micro-batches, one's MoE "
+                                                       "exchange behind the other's compute (SGLang "
+                                                       "--enable-two-batch-overlap; attention_dp > 1)")
     precision: Literal["bf16", "fp16", "fp8", "fp4", "w4a16"] = Field(
         "bf16", description="GEMM weights and activations; w4a16: 4-bit weights (INT4 or MXFP4, groups of 32) with "
                             "bf16 activations on a MoE model's routed experts (every layer GEMM of a dense one), bf16 "
@@ -360,6 +370,13 @@ def resolve_serve(plan: ServePlan, model: ModelConfig) -> ServePlan:
                          f"1..{model.n_layers}")
     if p.ep > 1 and model.moe is None:
         raise InputError(f"ep={p.ep} for {model.name}, which has no experts; valid ep: 1")
+    if p.two_batch_overlap and p.attention_dp == 1:
+        raise InputError("two_batch_overlap with attention_dp = 1: the overlap hides the MoE exchange between "
+                         "attention data-parallel groups; valid: attention_dp > 1, or no two_batch_overlap")
+    if p.moe_a2a is not None and p.attention_dp == 1:
+        raise InputError(f"moe_a2a = {p.moe_a2a} with attention_dp = 1: the exchange runs between attention "
+                         "data-parallel groups (a tp-only replica combines its experts in the tp all-reduce); "
+                         "valid: attention_dp > 1, or no moe_a2a")
     if p.moe_ranks % p.ep:
         over = f"tp x attention_dp = {p.moe_ranks}" if p.attention_dp > 1 else f"tp = {p.tp}"
         raise InputError(f"ep={p.ep} does not divide {over} (experts are split over a replica's tp x attention_dp "

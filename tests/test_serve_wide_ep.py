@@ -1,0 +1,133 @@
+"""Wide expert parallelism at decode (serve.wide_ep): the busiest rank's share by hand, the routed
+exchanges' bytes against the all-to-all they are priced as, the stack's default and the plan's choice, the
+refusal, and the breakdown's line."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from perfmodel import load_hardware, load_model
+from perfmodel.cli.main import main
+from perfmodel.cost.comm import group_collective
+from perfmodel.errors import InputError
+from perfmodel.serve import infer
+from perfmodel.serve.wide_ep import (busiest_share, moe_a2a, moe_exchange_s, routed_exchange_s)
+from perfmodel.serve.step_time import moe_gather_s, tp_allreduce_s, wire_bytes
+from perfmodel.spec.serving import ServePlan, load_serving_stack, resolve_serve
+
+DS = "deepseek-v3"
+
+
+def _plan(**kw):
+    return ServePlan(**{"precision": "fp8", "input_len": 1024, "output_len": 1024, **kw})
+
+
+def test_busiest_share_by_hand():
+    # 64 tokens x top 8 = 512 copies over 8 ranks: mean 64, sigma sqrt(512 x 1/8 x 7/8) = sqrt(56)
+    assert busiest_share(64, 8, 8) == pytest.approx(1 + math.sqrt(56) * math.sqrt(2 * math.log(8)) / 64)
+    assert busiest_share(64, 8, 1) == 1.0 and busiest_share(0, 8, 8) == 1.0
+    # the spread shrinks as the step grows: 16x the tokens, a quarter of the excess
+    assert busiest_share(1024, 8, 8) - 1 == pytest.approx((busiest_share(64, 8, 8) - 1) / 4)
+
+
+def test_routed_exchange_bytes():
+    """DeepEP's low-latency dispatch sends each rank's tokens' top_k copies in fp8 with a 4-byte scale per 128
+    values, the combine returns them in bf16; the alltoall kind is bf16 both ways."""
+    ds, system = load_model(DS), load_hardware("dgx-h200")
+    p = resolve_serve(_plan(tp=1, attention_dp=8, ep=8), ds)
+    T = 256.0
+    copies = T / 8 * 8 * ds.hidden  # a rank's 32 tokens, 8 copies each, of 7168 values
+
+    def a2a(size):
+        return float(group_collective(system, "all_to_all", size, 8, 1, 8))
+
+    assert routed_exchange_s(ds, system, p, T, "deepep_ll") == pytest.approx(
+        a2a(copies * (1 + 4 / 128)) + a2a(copies * 2), rel=1e-12)
+    assert routed_exchange_s(ds, system, p, T, "alltoall") == pytest.approx(2 * a2a(copies * 2), rel=1e-12)
+    # the all-gather moves every token to every rank, the routed kinds only the copies: at top 8 of 8 ranks
+    # fewer bytes, so less time once the bytes dominate the latency
+    big = 8192.0
+    assert routed_exchange_s(ds, system, p, big, "deepep_ll") < moe_gather_s(ds, system, p, big)
+
+
+def test_stack_default_and_plan_choice():
+    ds, system = load_model(DS), load_hardware("dgx-h200")
+    for name in ("vllm", "sglang", "trtllm"):
+        stack = load_serving_stack(name)
+        assert stack.moe_a2a == "allgather" and "moe_a2a" in stack.sources
+    assert load_serving_stack("atom").moe_a2a == "alltoall"  # MORI's all-to-all (ROCm/ATOM model_ops/moe.py)
+    stack = load_serving_stack("sglang")
+    p = resolve_serve(_plan(tp=1, attention_dp=8, ep=8), ds)
+    q = resolve_serve(_plan(tp=1, attention_dp=8, ep=8, moe_a2a="deepep_ll"), ds)
+    assert (moe_a2a(p, stack), moe_a2a(q, stack)) == ("allgather", "deepep_ll")
+    T = 512.0
+    w = wire_bytes(system, p)
+    assert moe_exchange_s(ds, system, p, stack, T, w) == pytest.approx(moe_gather_s(ds, system, p, T))
+    # the layer's collectives take the plan's exchange on its MoE layers
+    own = tp_allreduce_s(ds, system, q, T, None, stack) - ds.moe_layers() / ds.n_layers * routed_exchange_s(
+        ds, system, q, T, "deepep_ll")
+    assert own == pytest.approx(tp_allreduce_s(ds, system, p, T, None, stack)
+                                - ds.moe_layers() / ds.n_layers * moe_gather_s(ds, system, p, T), abs=1e-12)
+
+
+def test_refusal_and_note(capsys):
+    ds = load_model(DS)
+    with pytest.raises(InputError, match=r"moe_a2a = deepep_ll with attention_dp = 1.*valid: attention_dp > 1"):
+        resolve_serve(_plan(tp=8, ep=8, moe_a2a="deepep_ll"), ds)
+    e = infer(ds, "dgx-h200", _plan(tp=1, attention_dp=8, ep=8, concurrency=64, moe_a2a="deepep_ll", stack="sglang"))
+    line = next(n for n in e.notes if n.startswith("expert parallelism"))
+    assert f"{busiest_share(64, 8, 8):.2f}x" in line and "deepep_ll" in line
+    code = main(["infer", "--model", DS, "--hardware", "dgx-h200", "--tp", "8", "--ep", "8", "--precision", "fp8",
+                 "--input-len", "1024", "--output-len", "256", "--moe-a2a", "deepep_ll"])
+    err = capsys.readouterr().err
+    assert code == 2 and "moe_a2a = deepep_ll with attention_dp = 1" in err and "Traceback" not in err
+
+
+def test_the_busiest_rank_sets_the_routed_experts(monkeypatch):
+    """The routed experts run at the busiest rank's copies: with the share forced to 1 the layer's GEMMs lose
+    exactly the MoE layers' share of (experts at T x share - experts at T)."""
+    import perfmodel.serve.step_time as st
+
+    ds, system, stack = load_model(DS), load_hardware("dgx-h200"), load_serving_stack("sglang")
+    p = resolve_serve(_plan(tp=8, ep=8), ds)
+    dev = st.device(ds, system, p, stack)
+    T = 16.0
+    share = busiest_share(T, 8, 8)
+    assert share == pytest.approx(1 + math.sqrt(128 * 7 / 64) * math.sqrt(2 * math.log(8)) / 16)
+    assert st.moe_table_s(dev, p, T) is None  # no fused-MoE table at this shape: the grouped GEMMs price it
+    e, local = ds.moe, ds.moe.n_experts / 8
+
+    def experts(tokens):  # the busiest rank: its experts reached by its copies, each on its share of them
+        busy = max(st.active_experts(local, e.top_k, e.n_experts, tokens), 1.0)
+        rows, fe = tokens * e.top_k / 8 / busy, e.expert_ffn_hidden / p.etp
+        return st._gemm(dev, rows, 2 * fe, ds.hidden, busy) + st._gemm(dev, rows, ds.hidden, fe, busy)
+
+    skewed = st.layer_gemm_s(dev, p, T)
+    monkeypatch.setattr(st, "busiest_share", lambda *a: 1.0)
+    assert skewed - st.layer_gemm_s(dev, p, T) == pytest.approx(
+        ds.moe_layers() / ds.n_layers * (experts(T * share) - experts(T)), rel=1e-9)
+    assert experts(T * share) > 1.2 * experts(T)  # at 16 tokens the busiest rank reads ~1.4x the experts' weights
+
+
+def test_two_batch_overlap_by_hand():
+    """Two half micro-batches: their device parts twice, their collectives hidden behind that compute, the whole
+    step's host parts once; refused without attention data parallelism."""
+    from perfmodel.serve.step_time import HOST_PARTS, step_parts
+
+    ds, system, stack = load_model(DS), load_hardware("dgx-h200"), load_serving_stack("sglang")
+    p = resolve_serve(_plan(tp=1, attention_dp=8, ep=8, moe_a2a="deepep_ll"), ds)
+    t = p.model_copy(update={"two_batch_overlap": True})
+    sizes = dict(decode=256, context=1536, prefill_seqs=0, prompt=0)
+    half = step_parts(ds, system, p, stack, **{**sizes, "decode": 128}, logits=128)
+    whole = step_parts(ds, system, p, stack, **sizes, logits=256)
+    got = step_parts(ds, system, t, stack, **sizes, logits=256)
+    device = ("gemm", "attention", "memory", "lm_head")
+    for k in device + ("pp_comm",):
+        assert got[k] == pytest.approx(2 * half[k], rel=1e-12)
+    assert got["tp_comm"] == pytest.approx(max(0.0, 2 * half["tp_comm"] - sum(2 * half[k] for k in device)))
+    for k in HOST_PARTS:
+        assert got[k] == whole[k]
+    with pytest.raises(InputError, match=r"two_batch_overlap with attention_dp = 1"):
+        resolve_serve(_plan(tp=8, ep=8, two_batch_overlap=True), ds)
