@@ -144,3 +144,18 @@ def test_the_flags_reach_the_plan_and_refuse_in_one_line(capsys):
         with pytest.raises(SystemExit) as exit_:
             main([*base, flag, bad])
         assert exit_.value.code == 2 and flag in capsys.readouterr().err
+
+
+def test_simulation_runs_whole_prompts_with_chunked_prefill_off():
+    """--chunked-prefill off in the simulation: a prompt is never split, so with a budget of one prompt a closed
+    loop of two clients prefills them in two steps, the second prompt's first token one prefill step later."""
+    from perfmodel.serve.simulate import simulate
+
+    base = dict(tp=1, precision="fp8", stack="vllm", input_len=1024, output_len=2, max_num_tokens=1536)
+    work = dict(arrival="closed", concurrency=2, requests=2, range_ratio=1.0)
+    whole = simulate("llama-3.1-8b", "dgx-h100", {**base, "chunked_prefill": False}, work)
+    split = simulate("llama-3.1-8b", "dgx-h100", {**base, "chunked_prefill": True}, work)
+    # chunked: 1536 tokens take the first prompt and half the second, so both first tokens come later than the
+    # first whole prompt's; off: the first prompt alone in its step, then the second
+    assert whole.ttft_s.mean < 0.95 * split.ttft_s.mean  # the first prompt no longer shares its step
+    assert whole.ttft_s.p99 == pytest.approx(split.ttft_s.p99, rel=0.03)  # the second ends after both either way

@@ -208,6 +208,8 @@ class Replica:
                 if budget <= 0:
                     break
                 c = min(self.left[r], budget, per_group)
+                if not self.stack.chunked_prefill and c < self.left[r]:
+                    break  # chunked prefill off: a prompt runs whole or waits for a step with room for it
                 chunks.append((r, c))
                 budget -= c
             for r, c in chunks:
@@ -216,7 +218,7 @@ class Replica:
                     finishing.append(r)
             ctx = float(np.mean([self.I[r] + self.made[r] for r in decoding])) if dec else 0.0
             tokens = sum(c for _, c in chunks)
-            t = self.price(dec + riding, ctx, len(chunks), tokens / len(chunks), dec + riding + len(finishing))
+            t = self.price(dec + riding, ctx, len(chunks), tokens / max(len(chunks), 1), dec + riding + len(finishing))
             self.last_start, self.now = self.now, self.now + t
             self.steps += 1
             self.busy_s += t
