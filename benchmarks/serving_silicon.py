@@ -197,7 +197,9 @@ def score_row(row: pd.Series, ratio: float | None = None, stack=None) -> dict:
     r = dict(id=row["id"], mode=mode, model=row["model_path"], system=row["system"], backend=row["backend"],
              version=row["backend_version"], precision=row["precision"], layout=_layout(row),
              lengths=f"{row['isl']}/{row['osl']}", concurrency=c, ttft_ms=row["silicon_ttft_ms"],
-             tpot_ms=row["silicon_tpot_ms"], reason=reason)
+             tpot_ms=row["silicon_tpot_ms"], reason=reason,
+             kind="disaggregated" if mode == "disagg" else "dp-attention" if plan and plan.get("attention_dp", 1) > 1
+             else "tp")
     if plan is not None:
         if stack is not None:
             plan = plan | {"stack": stack}
@@ -277,6 +279,21 @@ def _signed(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out).round(1)
 
 
+def by_kind(df: pd.DataFrame) -> pd.DataFrame:
+    """Per layout kind, and per kind and engine, over the expressed rows: TPOT and TTFT MAPE % and signed median %
+    (simulated / measured - 1), and the mean of the per-model TPOT MAPEs (each model weighted once)."""
+    e = df[df["reason"] == ""].assign(ttft=lambda x: x["sim_ttft_ms"] / x["ttft_ms"] - 1,
+                                      tpot=lambda x: x["sim_tpot_ms"] / x["tpot_ms"] - 1)
+    out = []
+    for keys, g in [((k, "all"), g) for k, g in e.groupby("kind")] + \
+            [((k, b), g) for (k, b), g in e.groupby(["kind", "backend"])]:
+        out.append(dict(kind=keys[0], backend=keys[1], rows=len(g), models=g["model"].nunique(),
+                        tpot_mape=100 * g["tpot"].abs().mean(), tpot_signed_median=100 * g["tpot"].median(),
+                        tpot_mape_per_model=100 * g.groupby("model")["tpot"].apply(lambda x: x.abs().mean()).mean(),
+                        ttft_mape=100 * g["ttft"].abs().mean(), ttft_signed_median=100 * g["ttft"].median()))
+    return pd.DataFrame(out).round(1)
+
+
 def main(argv=None) -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -305,6 +322,11 @@ def main(argv=None) -> int:
     print("leave-one-model-out: the request path's fitted constants (vllm prefill_step_s, trtllm front end) are "
           "fitted and held out by python benchmarks/serving_host_fit.py (its output follows in "
           "benchmarks/results/serving_silicon.txt)\n")
+    print("simulated, expressed rows by layout kind (tp: tensor-parallel replicas; dp-attention: attention data "
+          "parallelism with the experts over the groups; disaggregated: prefill and decode pools)")
+    print(by_kind(df).to_string(index=False), "\n")
+    print("leave-one-model-out TPOT: no constant is fitted on TPOT; the two request-path constants (above) are fitted "
+          "on TTFT, so each model's TPOT below is held out of every fit but theirs (their folds: serving_host_fit)\n")
     for by in ("model", "backend", "system", "source"):
         print(scores(df, by).to_string(), "\n")
     reasons = (df["mode"] + ": " + df["reason"].str.slice(0, 110))[df["reason"] != ""].value_counts()

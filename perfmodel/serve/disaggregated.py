@@ -76,10 +76,14 @@ def infer_disaggregated(model: ModelConfig, system: System, plan: ServePlan, sta
     mem, pmem = memory(model, system, plan, stack), memory(model, system, pplan, stack)
     for name, layout, m, tokens in (("decode", plan, mem, I + O), ("prefill", pplan, pmem, I)):
         if m["kv_cache"] < sequence_kv_bytes(model, layout, tokens, stack):
-            raise InputError(f"{model.name}: the {name} pool's replicas (tp={layout.tp} pp={layout.pp}) do not hold "
-                             f"the weights and one sequence's KV cache on {system.name} "
-                             f"({m['weights'] / GIB:.1f} GiB of weights per GPU of {m['capacity'] / GIB:.1f}); "
-                             f"valid: a larger {'prefill_tp' if name == 'prefill' else 'tp or pp'}, or fp8/fp4")
+            bigger = ("prefill_tp" + (", or prefill_ep over more prefill_attention_dp" if model.moe else "")
+                      if name == "prefill" else "tp or pp" + (", or ep over more attention_dp" if model.moe else ""))
+            lower = {"bf16": "fp8 or fp4", "fp16": "fp8 or fp4", "fp8": "fp4"}.get(layout.precision)
+            raise InputError(f"{model.name}: the {name} pool's replicas (tp={layout.tp} "
+                             + (f"attention_dp={layout.attention_dp} ep={layout.ep} " if layout.attention_dp > 1
+                                else "") + f"pp={layout.pp}) do not hold the weights and one sequence's KV cache on "
+                             f"{system.name} ({m['weights'] / GIB:.1f} GiB of weights per GPU of "
+                             f"{m['capacity'] / GIB:.1f}); valid: a larger {bigger}" + (f", or {lower}" if lower else ""))
     batch, bound = replica_batch(model, plan, stack, mem["kv_cache"], prefill_in_step=False)
 
     def decode_step(b: float) -> dict[str, float]:
