@@ -131,3 +131,53 @@ def test_two_batch_overlap_by_hand():
         assert got[k] == whole[k]
     with pytest.raises(InputError, match=r"two_batch_overlap with attention_dp = 1"):
         resolve_serve(_plan(tp=8, ep=8, two_batch_overlap=True), ds)
+
+
+def test_prefill_pool_without_attention_groups_runs_no_overlap():
+    """A disaggregated plan's prefill pool takes the MoE exchange and two-batch overlap only where it has attention
+    groups (prefill_attention_dp > 1): a tp-only pool's all-reduces are not hidden behind half batches, and its
+    layout is one resolve_serve accepts."""
+    from perfmodel.serve.disaggregated import prefill_plan
+
+    ds = load_model(DS)
+    kw = dict(tp=1, attention_dp=8, ep=8, concurrency=64, moe_a2a="deepep_ll", prefill_dp=1, prefill_tp=8)
+    tbo = resolve_serve(_plan(**kw, two_batch_overlap=True), ds)
+    pool = prefill_plan(tbo)
+    assert (pool.attention_dp, pool.two_batch_overlap, pool.moe_a2a) == (1, False, None)
+    resolve_serve(pool.model_copy(update={"gpus": None}), ds)  # no refusal of the derived layout
+    with_tbo, without = (infer(ds, "dgx-h200", _plan(**kw, two_batch_overlap=t)) for t in (True, False))
+    assert with_tbo.prefill_s["tp_comm"] > 0
+    assert with_tbo.prefill_s == pytest.approx(without.prefill_s, rel=1e-12)
+    assert with_tbo.decode_step_s != pytest.approx(without.decode_step_s)  # the decode pool still overlaps
+    # a pool with attention groups keeps both
+    grouped = prefill_plan(resolve_serve(_plan(**{**kw, "prefill_tp": 4}, prefill_attention_dp=2,
+                                               two_batch_overlap=True), ds))
+    assert (grouped.attention_dp, grouped.two_batch_overlap, grouped.moe_a2a) == (2, True, "deepep_ll")
+
+
+def test_two_batch_overlap_draft_priced_once():
+    """Under two-batch overlap each half micro-batch runs its share of the speculative draft; the draft's own
+    layer is not split again, so the step is the same whether the caller passes the draft's job (the simulation)
+    or step_parts makes it (the steady state)."""
+    from perfmodel.serve.step_time import draft_job, step_parts
+
+    ds, system, stack = load_model(DS), load_hardware("dgx-h200"), load_serving_stack("sglang")
+    p = resolve_serve(_plan(tp=1, attention_dp=8, ep=8, moe_a2a="deepep_ll", two_batch_overlap=True,
+                            speculative={"method": "mtp", "draft_tokens": 1}), ds)
+    assert p.draft_plan().two_batch_overlap is False
+    sizes = dict(decode=64, context=1536, prefill_seqs=0, prompt=0, logits=64)
+    made = step_parts(ds, system, p, stack, **sizes)
+    passed = step_parts(ds, system, p, stack, **sizes, draft=draft_job(ds, system, p, stack))
+    assert passed == pytest.approx(made, rel=1e-12)
+    # by hand: twice the draft of one half batch without the overlap
+    one = p.model_copy(update={"two_batch_overlap": False})
+    half = step_parts(ds, system, one, stack, **{**sizes, "decode": 32, "logits": 32})
+    assert made["draft"] == pytest.approx(2 * half["draft"], rel=1e-12)
+
+
+def test_note_names_the_priced_share():
+    """The breakdown's share is the one priced: each half micro-batch's under two-batch overlap."""
+    ds = load_model(DS)
+    e = infer(ds, "dgx-h200", _plan(tp=1, attention_dp=8, ep=8, concurrency=64, two_batch_overlap=True))
+    line = next(n for n in e.notes if n.startswith("expert parallelism"))
+    assert f"runs {busiest_share(32, 8, 8):.2f}x" in line and "each 32-token micro-batch of a 64-token step" in line

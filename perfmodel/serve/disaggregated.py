@@ -42,12 +42,14 @@ from .step_time import step_parts
 def prefill_plan(plan: ServePlan) -> ServePlan:
     """The prefill pool's replicas as a layout: prefill_attention_dp groups of prefill_tp GPUs each (default 1), pp
     1, experts over prefill_ep (default the largest ep dividing both the decode ep and prefill_tp x
-    prefill_attention_dp)."""
+    prefill_attention_dp); the plan's MoE exchange and two-batch overlap where the pool has attention groups for
+    them to act between (prefill_attention_dp > 1), else none (as `resolve_serve` requires of any plan)."""
     tp, adp = plan.prefill_tp or plan.tp, plan.prefill_attention_dp or 1
     ep = plan.prefill_ep or math.gcd(plan.ep, tp * adp)
-    return plan.model_copy(update={"tp": tp, "attention_dp": adp, "pp": 1, "dp": plan.prefill_dp, "ep": ep,
-                                   "prefill_dp": None, "prefill_tp": None, "prefill_attention_dp": None,
-                                   "prefill_ep": None, "gpus": plan.prefill_gpus, "concurrency": None})
+    groups = {} if adp > 1 else {"moe_a2a": None, "two_batch_overlap": False}
+    return plan.model_copy(update=groups | {
+        "tp": tp, "attention_dp": adp, "pp": 1, "dp": plan.prefill_dp, "ep": ep, "prefill_dp": None, "prefill_tp": None,
+        "prefill_attention_dp": None, "prefill_ep": None, "gpus": plan.prefill_gpus, "concurrency": None})
 
 
 def kv_transfer(model: ModelConfig, system: System, plan: ServePlan) -> tuple[float, float, float]:

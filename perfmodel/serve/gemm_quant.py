@@ -6,8 +6,8 @@ each fp8 GEMM through TensorRT-LLM's `Linear` with per-tensor FP8 weights and no
 (ai-dynamo/aiconfigurator `collector/trtllm/collect_gemm.py` `_build_weights`: the fp8 weights carry only
 `weight_scale`; nvfp4's carry an `input_scale`), so every timed call also finds its input's scale on the fly
 (amax, scale, cast; the tables' README: "FP8 and FP4 times include the on-the-fly activation quantization"). At the
-smallest shapes, where the GEMM itself is one launch's worth of work, that shows as a fixed floor: 12.1-12.7 us
-for fp8 on H100-GB300 against 1.8-2.6 us for bf16 (one kernel).
+smallest shapes, where the GEMM itself is one launch's worth of work, that shows as a fixed floor: 12.1-13.7 us
+for fp8 on H100-GB300 against 1.8-2.8 us for bf16 (one kernel).
 
 A served fp8 checkpoint carries static activation scales (ModelOpt's `input_scale` per linear: nvidia/*-FP8 and
 the engines' own FP8 exports), and the engines cast with one kernel at that scale (TensorRT-LLM

@@ -92,12 +92,18 @@ def moe_exchange_s(model: ModelConfig, system: System, plan: ServePlan, stack: S
 
 
 def ep_note(model: ModelConfig, plan: ServePlan, stack: ServingStack, tokens: float) -> str | None:
-    """The breakdown's line on expert parallelism at a step of `tokens` tokens, or None without it."""
+    """The breakdown's line on expert parallelism at a step of `tokens` tokens, or None without it. The share is
+    the one the step is priced at: of each micro-batch's tokens (tokens / pp, halved again under two-batch overlap
+    where the step runs more than one sequence, as `step_time.step_parts` runs it)."""
     if model.moe is None or (plan.ep == 1 and plan.attention_dp == 1):
         return None
-    share = busiest_share(tokens, model.moe.top_k, plan.ep)
-    text = (f"expert parallelism: the busiest of {plan.ep} ranks runs {share:.2f}x the mean routed copies of a "
-            f"{tokens:,.0f}-token step (balanced routing's spread, serve.wide_ep.busiest_share)")
+    halves = 2 if plan.two_batch_overlap and tokens > plan.decode_queries else 1
+    micro = tokens / plan.pp / halves
+    share = busiest_share(micro, model.moe.top_k, plan.ep)
+    of = (f"a {tokens:,.0f}-token step" if micro == tokens else
+          f"each {micro:,.0f}-token micro-batch of a {tokens:,.0f}-token step")
+    text = (f"expert parallelism: the busiest of {plan.ep} ranks runs {share:.2f}x the mean routed copies of {of} "
+            "(balanced routing's spread, serve.wide_ep.busiest_share)")
     if plan.attention_dp > 1:
         kind = moe_a2a(plan, stack)
         text += (f"; MoE exchange across the {plan.attention_dp} attention groups: {kind}"

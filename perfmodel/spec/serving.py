@@ -320,10 +320,12 @@ class ServePlan(Schema):
     def draft_plan(self) -> ServePlan:
         """The layout the draft runs in: this one's tp and attention groups at one stage (the last, beside the LM
         head), no draft of its own; an EAGLE-3 layer in bf16 (its checkpoints are), an MTP block at the model's
-        precision, the KV cache in the target's dtype."""
+        precision, the KV cache in the target's dtype; no two-batch overlap of its own (under the target's, each
+        half micro-batch runs its share of the draft: serve.wide_ep.two_batch_parts)."""
         s = self.speculative
         precision = "bf16" if s is not None and s.method == "eagle" else self.precision
         return self.model_copy(update={"pp": 1, "speculative": None, "precision": precision, "kv_dtype": self.kv,
+                                       "two_batch_overlap": False,
                                        "prefill_dp": None, "prefill_tp": None, "prefill_attention_dp": None,
                                        "prefill_ep": None})
 
