@@ -234,8 +234,18 @@ def test_moe_layers_from_the_measured_fused_moe_table():
     plan = ServePlan(tp=8, ep=8, precision="fp8", input_len=128, output_len=128)
     dev = device(m, sysm, plan, load_serving_stack("trtllm"))
     assert moe_table_s(dev, plan, 256) == pytest.approx(rows[256] / sysm.efficiency.sustained_fraction, rel=1e-9)
-    assert moe_table_s(device(load_model("deepseek-v3"), sysm, plan, load_serving_stack("trtllm")), plan, 256) \
-        is None  # no per-tensor fp8 DeepSeek-V3 curve: the grouped GEMMs price it
+    ds = load_model("deepseek-v3")
+    assert moe_table_s(device(ds.model_copy(update={"fp8_weight_blocks": False}), sysm, plan,
+                              load_serving_stack("trtllm")), plan, 256) is None  # no per-tensor fp8 DeepSeek-V3 curve
+    # its published checkpoint's 128 x 128 blocks read the block-scaled kernel's rows (ModelConfig.fp8_weight_blocks)
+    blocks = {}
+    for line in gzip.open(ROOT_KERNELS / "h100_sxm" / "moe.csv.gz", "rt").read().splitlines()[1:]:
+        d, *v = line.split(",")
+        if (d, *map(int, v[:6])) == ("fp8_block", 7168, 2048, 8, 256, 1, 8):
+            blocks[int(v[6])] = float(v[7]) / 1e3
+    assert ds.fp8_weight_blocks and 256 in blocks
+    assert moe_table_s(device(ds, sysm, plan, load_serving_stack("trtllm")), plan, 256) == pytest.approx(
+        blocks[256] / sysm.efficiency.sustained_fraction, rel=1e-9)
 
 
 def test_ttft_is_never_below_the_prompts_own_prefill():

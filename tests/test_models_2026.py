@@ -68,7 +68,9 @@ def test_minimax_m2_fields_and_one_layer_by_hand():
 def test_kimi_k25_is_kimi_k2s_text_model_with_a_longer_context():
     k25, k2 = _hf("kimi-k2.5"), _hf("kimi-k2")
     differ = {k for k, v in k25.model_dump().items() if v != k2.model_dump()[k]}
-    assert differ == {"name", "source", "max_seq_len"} and k25.max_seq_len == 262144
+    assert differ == {"name", "source", "max_seq_len", "fp8_weight_blocks"} and k25.max_seq_len == 262144
+    # K2 ships fp8 in 128 x 128 blocks, K2.5 INT4 (compressed-tensors): only K2's fp8 is block-scaled
+    assert k2.fp8_weight_blocks and not k25.fp8_weight_blocks
     assert "text_config" in k25.source
 
 
@@ -226,3 +228,17 @@ def test_bad_2026_config_names_the_key(tmp_path, name, mutate, expect):
     with pytest.raises(InputError) as err:
         load_model(str(p))
     assert expect in str(err.value) and "\n" not in str(err.value)
+
+
+def test_fp8_weight_blocks_from_the_quantization_config():
+    """A config whose quantization_config names weight_block_size (DeepSeek-style fp8, 128 x 128 blocks) marks the
+    model's fp8 as block-scaled; a bf16 release's config, or a per-tensor one, does not."""
+    from perfmodel.spec.hf_config import from_hf_config
+
+    base = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 512}
+    assert not from_hf_config(base, "plain").fp8_weight_blocks
+    block = {**base, "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}
+    assert from_hf_config(block, "blocks").fp8_weight_blocks
+    tensor = {**base, "quantization_config": {"quant_method": "fp8", "activation_scheme": "static"}}
+    assert not from_hf_config(tensor, "per-tensor").fp8_weight_blocks

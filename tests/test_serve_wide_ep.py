@@ -5,6 +5,9 @@ refusal, and the breakdown's line."""
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
+
+import numpy as np
 
 import pytest
 
@@ -26,7 +29,14 @@ def _plan(**kw):
 
 def test_busiest_share_by_hand():
     # 64 tokens x top 8 = 512 copies over 8 ranks: mean 64, sigma sqrt(512 x 1/8 x 7/8) = sqrt(56)
-    assert busiest_share(64, 8, 8) == pytest.approx(1 + math.sqrt(56) * math.sqrt(2 * math.log(8)) / 64)
+    z8 = NormalDist().inv_cdf(7.625 / 8.25)  # Blom: the expected maximum of 8 standard normals, 1.434
+    assert z8 == pytest.approx(1.4236, abs=0.015)  # the exact value (tables of normal order statistics)
+    assert busiest_share(64, 8, 8) == pytest.approx(1 + math.sqrt(56) * z8 / 64)
+    # against the binomial counts themselves: 512 copies over 8 ranks, 20,000 draws
+    draws = np.random.default_rng(0).multinomial(512, [1 / 8] * 8, size=20_000).max(axis=1).mean() / 64
+    assert busiest_share(64, 8, 8) == pytest.approx(draws, rel=0.02)
+    draws64 = np.random.default_rng(1).multinomial(4096, [1 / 64] * 64, size=20_000).max(axis=1).mean() / 64
+    assert busiest_share(512, 8, 64) == pytest.approx(draws64, rel=0.03)
     assert busiest_share(64, 8, 1) == 1.0 and busiest_share(0, 8, 8) == 1.0
     # the spread shrinks as the step grows: 16x the tokens, a quarter of the excess
     assert busiest_share(1024, 8, 8) - 1 == pytest.approx((busiest_share(64, 8, 8) - 1) / 4)
@@ -91,12 +101,12 @@ def test_the_busiest_rank_sets_the_routed_experts(monkeypatch):
     import perfmodel.serve.step_time as st
 
     ds, system, stack = load_model(DS), load_hardware("dgx-h200"), load_serving_stack("sglang")
-    p = resolve_serve(_plan(tp=8, ep=8), ds)
+    p = resolve_serve(_plan(tp=8, ep=8, precision="bf16"), ds)
     dev = st.device(ds, system, p, stack)
     T = 16.0
     share = busiest_share(T, 8, 8)
-    assert share == pytest.approx(1 + math.sqrt(128 * 7 / 64) * math.sqrt(2 * math.log(8)) / 16)
-    assert st.moe_table_s(dev, p, T) is None  # no fused-MoE table at this shape: the grouped GEMMs price it
+    assert share == pytest.approx(1 + math.sqrt(128 * 7 / 64) * NormalDist().inv_cdf(7.625 / 8.25) / 16)
+    assert st.moe_table_s(dev, p, T) is None  # no bf16 fused-MoE table at this shape: the grouped GEMMs price it
     e, local = ds.moe, ds.moe.n_experts / 8
 
     def experts(tokens):  # the busiest rank: its experts reached by its copies, each on its share of them
@@ -108,7 +118,25 @@ def test_the_busiest_rank_sets_the_routed_experts(monkeypatch):
     monkeypatch.setattr(st, "busiest_share", lambda *a: 1.0)
     assert skewed - st.layer_gemm_s(dev, p, T) == pytest.approx(
         ds.moe_layers() / ds.n_layers * (experts(T * share) - experts(T)), rel=1e-9)
-    assert experts(T * share) > 1.2 * experts(T)  # at 16 tokens the busiest rank reads ~1.4x the experts' weights
+    assert experts(T * share) > 1.2 * experts(T)  # at 16 tokens the busiest rank reads ~1.3x the experts' weights
+
+
+def test_the_busiest_rank_reads_the_fused_moe_table(monkeypatch):
+    """Where the part's fused-MoE table has the shape (DeepSeek-V3's block-scaled fp8 on H200), the routed experts
+    are the table at the busiest rank's tokens: forcing the share to 1 takes off exactly the MoE layers' share of
+    table(T x share) - table(T)."""
+    import perfmodel.serve.step_time as st
+
+    ds, system, stack = load_model(DS), load_hardware("dgx-h200"), load_serving_stack("sglang")
+    p = resolve_serve(_plan(tp=8, ep=8), ds)
+    dev = st.device(ds, system, p, stack)
+    T = 64.0
+    share = busiest_share(T, 8, 8)
+    table = st.moe_table_s(dev, p, T * share) - st.moe_table_s(dev, p, T)
+    skewed = st.layer_gemm_s(dev, p, T)
+    monkeypatch.setattr(st, "busiest_share", lambda *a: 1.0)
+    assert skewed - st.layer_gemm_s(dev, p, T) == pytest.approx(ds.moe_layers() / ds.n_layers * table, rel=1e-9)
+    assert table > 0
 
 
 def test_two_batch_overlap_by_hand():

@@ -115,23 +115,27 @@ MOE_COLUMNS = ["dtype", "hidden", "inter", "topk", "experts", "tp", "ep", "token
 # "min latency" kernels, which TensorRT-LLM's TRTLLM MoE backend runs on Blackwell and vLLM and SGLang run through
 # FlashInfer's trtllm-gen fused MoE (their NVFP4 MoE default there): an engine takes the faster, so the table keeps
 # the faster of the two at each shape, slice and token count (2-4x faster at a few hundred tokens on B200)
-MOE_KERNELS = ("moe_torch_flow_cutlass", "moe_torch_flow_min_latency")
+MOE_KERNELS = ("moe_torch_flow_cutlass", "moe_torch_flow_min_latency", "deepgemm")
+# DeepSeek-style fp8 checkpoints (128 x 128 weight blocks, per-token-group activation scales: DeepSeek-V3, Kimi,
+# Qwen3 FP8, MiniMax-M2, GLM FP8) run the block-scaled MoE: TensorRT-LLM's CUTLASS on Hopper, DeepGEMM on
+# Blackwell (the collector's kernel_source), as vLLM's and SGLang's DeepGEMM / block fp8 paths do; kept as fp8_block
+MOE_DTYPES = DTYPES | {"fp8_block": "fp8_block"}
 MOE_LEFT_OUT = {"a100_sxm"}  # SGLang's Triton fused MoE, not TensorRT-LLM's kernels that the serving stacks price
 
 
 def import_moe(source: Path, part: str) -> dict:
     """Write `part`'s compact MoE table: TensorRT-LLM's fused MoE forward (routing, permutation, the gated grouped
     GEMMs, finalize; no communication; MOE_KERNELS) under balanced routing, in the plan precisions (bf16,
-    per-tensor fp8, NVFP4), by model shape (hidden, per-expert inter size, top-k, experts), the one GPU's moe_tp x
+    per-tensor fp8, NVFP4) and block-scaled fp8 (fp8_block), by model shape (hidden, per-expert inter size, top-k, experts), the one GPU's moe_tp x
     moe_ep slice and tokens entering the layer; the median over repeated keys of one kernel, the faster kernel
     where two were timed. Its provenance."""
     rows = pd.read_csv(source / part / "moe.csv.gz")
     keep = (rows["distribution"] == "balanced") & rows["kernel_source"].isin(MOE_KERNELS) \
-        & rows["moe_dtype"].isin(list(DTYPES))
+        & rows["moe_dtype"].isin(list(MOE_DTYPES))
     kept = rows[keep].rename(columns={"moe_dtype": "dtype", "hidden_size": "hidden", "inter_size": "inter",
                                       "num_experts": "experts", "moe_tp_size": "tp", "moe_ep_size": "ep",
                                       "num_tokens": "tokens"})
-    kept["dtype"] = kept["dtype"].map(DTYPES)
+    kept["dtype"] = kept["dtype"].map(MOE_DTYPES)
     table = (kept.groupby(MOE_COLUMNS[:-1] + ["kernel_source"])["latency_ms"].median()
              .groupby(level=list(range(len(MOE_COLUMNS) - 1))).min().reset_index())
     out = HERE / part / "moe.csv.gz"

@@ -21,12 +21,12 @@ import numpy as np
 
 from ..cost.comm import group_collective, p2p_tier, p2p_time
 from ..cost.compute import flash_attention_time, shared_core_speedup
-from ..cost.kernel_lookup import allreduce_table_time, decode_table_time, moe_table_time
+from ..cost.kernel_lookup import allreduce_table_time, decode_table_time
 from ..cost.attention_kinds import attention_head_width, delta_rule_flops, indexer_flops, indexer_rate
 from ..cost.kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, attention_table_op, mean_keys, model_mean_keys,
                             residual_bytes)
 from ..spec.hardware import System
-from ..spec.kernel_tables import allreduce_curves, decode_curves, moe_curves
+from ..spec.kernel_tables import allreduce_curves, decode_curves
 from ..spec.model import ModelConfig
 from ..spec.serving import (KV_BYTES, W4_BYTES, ServePlan, ServingStack, draft_model, four_bit_weights,
                             fusion_inputs)
@@ -35,6 +35,7 @@ from ..spec.stack import EXECUTOR_STACK, load_stack
 from .wide_ep import (active_experts, allgather_exchange_s, busiest_share, moe_exchange_s,
                               two_batch_parts)
 from .gemm_quant import served_gemm_s
+from .moe_kernels import MOE_DTYPES, moe_table_s  # noqa: F401 (MOE_DTYPES: callers read it here)
 from .host_time import exposed_launch_s, launch_host_s, measured_serving, overhead_part, schedule_s
 from .kv_cache import indexer_key_bytes, layer_kv_bytes, state_bytes_per_sequence
 
@@ -117,23 +118,6 @@ def layer_gemm_s(dev: Device, plan: ServePlan, tokens: float, own: float | None 
         fs = e.shared_ffn_hidden / tp
         moe += _gemm(dev, own, g * fs, m.hidden) + _gemm(dev, own, m.hidden, fs)
     return t + (m.dense_layers() * dense + m.moe_layers() * moe) / m.n_layers
-
-
-MOE_DTYPES = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp4": "fp4"}  # the table's dtypes (fp16: bf16's rate)
-
-
-def moe_table_s(dev: Device, plan: ServePlan, tokens: float) -> float | None:
-    """One MoE layer's routed experts on one GPU from the part's measured fused-MoE table (routing, permutation,
-    the gated grouped GEMMs, finalize: TensorRT-LLM's CUTLASS MoE, `cost.kernel_lookup.moe_table_time`) at the
-    model's shape and the replica's moe_tp = tp / ep, moe_ep = ep, divided by sustained_fraction as the GEMM
-    tables are (`cost.kernels.Device.gemm_priced`); None where the part or the shape has no table."""
-    table = dev.system.accelerator.kernel_tables.get("moe")
-    if table is None or tokens <= 0 or plan.precision not in MOE_DTYPES:  # no W4A16 curve at these shapes
-        return None
-    m, e = dev.model, dev.model.moe
-    key = (MOE_DTYPES[plan.precision], m.hidden, e.expert_ffn_hidden, e.top_k, e.n_experts, plan.etp, plan.ep)
-    t = moe_table_time(moe_curves(table), key, tokens)
-    return None if t is None else t / dev.system.efficiency.sustained_fraction
 
 
 def decode_attention_s(dev: Device, plan: ServePlan, seqs: float, context: float, windowed: bool = True,

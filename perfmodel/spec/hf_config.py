@@ -396,6 +396,9 @@ def from_hf_config(cfg: dict, name: str, where: str = "config.json") -> ModelCon
         if mt in GDN_TYPES:
             fields.update(_linear_attention(c, n_layers))
         fields["mtp_layers"] = _mtp_layers(c, named)
+    quant = cfg.get("quantization_config") or (cfg.get("text_config") or {}).get("quantization_config")
+    if isinstance(quant, dict) and quant.get("weight_block_size"):  # DeepSeek-style fp8: 128 x 128 weight blocks
+        fields["fp8_weight_blocks"] = True
     if named == "deepseek_v3" and fields.get("mtp_layers"):  # DeepSeek-V3's MTP module (V3, R1, V3.1 share it)
         fields["mtp_acceptance"] = DEEPSEEK_V3_MTP_ACCEPTANCE
     return ModelConfig.parse({"name": name, **fields, "source": f"HuggingFace config ({where})"}, where=where)

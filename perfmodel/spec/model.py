@@ -151,6 +151,10 @@ class ModelConfig(Schema):
     mtp_acceptance: PublishedAcceptance | None = Field(
         None, description="the published acceptance of the MTP module as a speculative draft (DeepSeek-V3: 85-90% "
                           "for the second token); None: none published, so speculative decoding states its own")
+    fp8_weight_blocks: Flag = Field(False, description="the model's published fp8 checkpoint scales weights in 128 x "
+                                                      "128 blocks (quantization_config.weight_block_size: DeepSeek-V3, "
+                                                      "Kimi K2, Qwen3 FP8, MiniMax-M2, GLM-5-FP8), so its fp8 MoE "
+                                                      "layers run the block-scaled kernels (serve.moe_kernels)")
     source: str = Field("", description="where the config came from")
 
     @model_validator(mode="after")

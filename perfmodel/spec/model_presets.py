@@ -99,9 +99,11 @@ PRESETS: dict[str, dict] = {
     # (decoder_sparse_step 1, mlp_only_layers []); head_dim 128 apart from hidden / heads.
     "qwen3-30b-a3b": dict(_QWEN3, n_layers=48, hidden=2048, n_heads=32, n_kv_heads=4, head_dim=128,
                           ffn_hidden=6144, moe=dict(n_experts=128, top_k=8, expert_ffn_hidden=768),
+                          fp8_weight_blocks=True,  # Qwen/Qwen3-30B-A3B-FP8 config.json: weight_block_size [128, 128]
                           source="Yang et al. 2025 (Qwen3) Table 2, Qwen/Qwen3-30B-A3B config.json"),
     "qwen3-235b-a22b": dict(_QWEN3, n_layers=94, hidden=4096, n_heads=64, n_kv_heads=4, head_dim=128,
                             ffn_hidden=12288, moe=dict(n_experts=128, top_k=8, expert_ffn_hidden=1536),
+                            fp8_weight_blocks=True,  # Qwen/Qwen3-235B-A22B-FP8 config.json: weight_block_size [128, 128]
                             source="Yang et al. 2025 (Qwen3) Table 2, Qwen/Qwen3-235B-A22B config.json"),
     # DeepSeek-V3 (DeepSeek-AI 2024, Sec. 4.2): 61 layers, the first 3 dense; 256 routed experts (top-8) and 1
     # shared of 2048; MLA with q/kv latents 1536/512, 128 heads of 128+64 (qk) and 128 (v); one MTP module.
@@ -109,6 +111,7 @@ PRESETS: dict[str, dict] = {
                         ffn_hidden=18432, moe=dict(_DEEPSEEK_MOE, n_experts=256, first_dense_layers=3),
                         mla=dict(_DEEPSEEK_MLA, q_lora_rank=1536), mtp_layers=1,
                         mtp_acceptance=DEEPSEEK_V3_MTP_ACCEPTANCE,
+                        fp8_weight_blocks=True,  # its config.json: weight_block_size [128, 128]
                         source="DeepSeek-AI 2024 (DeepSeek-V3 technical report) Sec. 4.2, deepseek-ai/DeepSeek-V3 "
                                "config.json"),
     # Kimi K2 (Moonshot AI 2025, Sec. 2.3 / Table 2): DeepSeek-V3's architecture with 384 experts, 64 heads, one
@@ -116,6 +119,7 @@ PRESETS: dict[str, dict] = {
     "kimi-k2": dict(_DEEPSEEK, vocab=163840, max_seq_len=131072, n_layers=61, hidden=7168, n_heads=64,
                     ffn_hidden=18432, moe=dict(_DEEPSEEK_MOE, n_experts=384, first_dense_layers=1),
                     mla=dict(_DEEPSEEK_MLA, q_lora_rank=1536),
+                    fp8_weight_blocks=True,  # moonshotai/Kimi-K2-Instruct config.json: weight_block_size [128, 128]
                     source="Kimi Team 2025 (Kimi K2) Table 2, moonshotai/Kimi-K2-Base config.json"),
     # Moonlight (Liu et al. 2025, "Muon is scalable"): DeepSeek-V3's architecture at DeepSeek-V2-Lite's size:
     # no query latent, 64 experts (top-6) and 2 shared of 1408, one dense layer.
