@@ -103,19 +103,27 @@ def _count(x) -> int:
     return max(1, int(x)) if pd.notna(x) else 1
 
 
-def case(row: pd.Series) -> tuple:
-    """(model, system, plan fields, concurrency, reason)."""
+def _common(row: pd.Series) -> tuple:
+    """(model, system, precision, reason) of any row: the reason where one of them cannot be mapped."""
     model, reason = model_of(str(row["model_path"]))
     if model is None:
-        return None, None, None, 0, reason
+        return None, None, None, reason
     system = SYSTEMS.get(str(row["system"]))
     if system is None:
-        return model, None, None, 0, f"system {row['system']!r} not mapped"
+        return model, None, None, f"system {row['system']!r} not mapped"
     # no precision and no quantisation stated: the checkpoint as published, bf16
     precision = "bf16" if pd.isna(row["precision"]) and pd.isna(row["gemm_quant_mode"]) else row["precision"]
     precision = {"int4": "w4a16"}.get(precision, precision)  # int4_wo: 4-bit weights only, bf16 activations
     if precision not in ("bf16", "fp8", "fp4", "w4a16"):
-        return model, system, None, 0, f"precision {precision}"
+        return model, system, None, f"precision {precision}"
+    return model, system, precision, ""
+
+
+def case(row: pd.Series) -> tuple:
+    """(model, system, plan fields, concurrency, reason)."""
+    model, system, precision, reason = _common(row)
+    if reason:
+        return model, system, None, 0, reason
     adp = max(1, int(row["attention_dp_size"])) if pd.notna(row["attention_dp_size"]) else 1  # 0: unset (dense)
     moe = int(_count(row["moe_tp_size"]) * _count(row["moe_ep_size"]))
     if model.moe and moe != int(row["tp_size"]) * adp and moe % int(row["tp_size"]) == 0:
@@ -147,16 +155,9 @@ def _pool(row: pd.Series, side: str, moe: bool) -> tuple[int, int, int]:
 
 def disagg_case(row: pd.Series) -> tuple:
     """(model, system, plan fields, concurrency, reason) of a disaggregated row (module docstring)."""
-    model, reason = model_of(str(row["model_path"]))
-    if model is None:
-        return None, None, None, 0, reason
-    system = SYSTEMS.get(str(row["system"]))
-    if system is None:
-        return model, None, None, 0, f"system {row['system']!r} not mapped"
-    precision = "bf16" if pd.isna(row["precision"]) and pd.isna(row["gemm_quant_mode"]) else row["precision"]
-    precision = {"int4": "w4a16"}.get(precision, precision)
-    if precision not in ("bf16", "fp8", "fp4", "w4a16"):
-        return model, system, None, 0, f"precision {precision}"
+    model, system, precision, reason = _common(row)
+    if reason:
+        return model, system, None, 0, reason
     if pd.isna(row["prefill_num_workers"]) or pd.isna(row["decode_num_workers"]):
         return model, system, None, 0, "prefill_num_workers / decode_num_workers not stated: the pools' sizes unknown"
     if _count(row["prefill_pp_size"]) > 1:

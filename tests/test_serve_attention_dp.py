@@ -19,7 +19,8 @@ from perfmodel.serve import infer
 from perfmodel.serve.kv_cache import replica_batch, weight_bytes
 from perfmodel.serve.layout_search import layouts
 from perfmodel.serve.simulate import simulate
-from perfmodel.serve.step_time import (_gemm, allreduce_s, attention_part, device, layer_gemm_s, moe_gather_s,
+from perfmodel.serve.wide_ep import allgather_exchange_s
+from perfmodel.serve.step_time import (_gemm, allreduce_s, attention_part, device, layer_gemm_s,
                                        step_parts, tp_allreduce_s, wire_bytes)
 from perfmodel.spec.serving import ServePlan, load_serving_stack, resolve_serve
 
@@ -86,7 +87,7 @@ def test_step_parts_by_component():
     # tp 1: no all-reduce; each MoE layer all-gathers the replica's tokens and reduce-scatters them over 8 GPUs
     size = T * ds.hidden * wire_bytes(system, a)
     gather = sum(float(group_collective(system, k, size, 8, 1, 8)) for k in ("all_gather", "reduce_scatter"))
-    assert moe_gather_s(ds, system, a, T) == pytest.approx(gather, rel=1e-12)
+    assert allgather_exchange_s(ds, system, a, T, wire_bytes(system, a)) == pytest.approx(gather, rel=1e-12)
     assert tp_allreduce_s(ds, system, a, T) == pytest.approx(ds.moe_layers() / ds.n_layers * gather, rel=1e-12)
     assert tp_allreduce_s(ds, system, b, T) == pytest.approx(2 * allreduce_s(ds, system, b, T), rel=1e-12)
     # a decode step of 64 sequences: each group attends 8 of them

@@ -16,8 +16,8 @@ from perfmodel.cli.main import main
 from perfmodel.cost.comm import group_collective
 from perfmodel.errors import InputError
 from perfmodel.serve import infer
-from perfmodel.serve.wide_ep import (busiest_share, moe_a2a, moe_exchange_s, routed_exchange_s)
-from perfmodel.serve.step_time import moe_gather_s, tp_allreduce_s, wire_bytes
+from perfmodel.serve.wide_ep import (allgather_exchange_s, busiest_share, moe_a2a, moe_exchange_s, routed_exchange_s)
+from perfmodel.serve.step_time import tp_allreduce_s, wire_bytes
 from perfmodel.spec.serving import ServePlan, load_serving_stack, resolve_serve
 
 DS = "deepseek-v3"
@@ -59,7 +59,8 @@ def test_routed_exchange_bytes():
     # the all-gather moves every token to every rank, the routed kinds only the copies: at top 8 of 8 ranks
     # fewer bytes, so less time once the bytes dominate the latency
     big = 8192.0
-    assert routed_exchange_s(ds, system, p, big, "deepep_ll") < moe_gather_s(ds, system, p, big)
+    assert routed_exchange_s(ds, system, p, big, "deepep_ll") < allgather_exchange_s(ds, system, p, big,
+                                                                                    wire_bytes(system, p))
 
 
 def test_stack_default_and_plan_choice():
@@ -74,12 +75,13 @@ def test_stack_default_and_plan_choice():
     assert (moe_a2a(p, stack), moe_a2a(q, stack)) == ("allgather", "deepep_ll")
     T = 512.0
     w = wire_bytes(system, p)
-    assert moe_exchange_s(ds, system, p, stack, T, w) == pytest.approx(moe_gather_s(ds, system, p, T))
+    assert moe_exchange_s(ds, system, p, stack, T, w) == pytest.approx(allgather_exchange_s(ds, system, p, T, w))
     # the layer's collectives take the plan's exchange on its MoE layers
     own = tp_allreduce_s(ds, system, q, T, None, stack) - ds.moe_layers() / ds.n_layers * routed_exchange_s(
         ds, system, q, T, "deepep_ll")
     assert own == pytest.approx(tp_allreduce_s(ds, system, p, T, None, stack)
-                                - ds.moe_layers() / ds.n_layers * moe_gather_s(ds, system, p, T), abs=1e-12)
+                                - ds.moe_layers() / ds.n_layers * allgather_exchange_s(ds, system, p, T, w),
+                                abs=1e-12)
 
 
 def test_refusal_and_note(capsys):

@@ -181,9 +181,14 @@ class Device:
         if grid is None:
             return self.datasheet_gemm(m, n, k, batch, prec), DATASHEET, False
         t, outside = gemm_table_time(grid, m, n, k, batch)
-        floor = memory_bound_time(gemm_traffic_bytes(m, n, k, GEMM_INPUT_BYTES[prec], ACT_BYTES, batch), self.mem_bw)
+        floor = self.gemm_traffic_floor(m, n, k, batch, prec)
         label = grid.label + ("" if grid.dtype == prec else f" (for {prec})")
         return np.maximum(t / self.system.efficiency.sustained_fraction, floor), label, outside
+
+    def gemm_traffic_floor(self, m, n, k, batch, precision: str):
+        """Seconds to move `batch` GEMMs' operands (`gemm_traffic_bytes`) at `mem_bw`: a table GEMM's least price."""
+        return memory_bound_time(gemm_traffic_bytes(m, n, k, GEMM_INPUT_BYTES[precision], ACT_BYTES, batch),
+                                 self.mem_bw)
 
     def gemm(self, m, n, k, batch=1, precision=None):
         """Seconds for `batch` GEMMs (m, n, k): `gemm_priced` without saying what priced them."""

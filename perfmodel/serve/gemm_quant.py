@@ -34,8 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cost.compute import gemm_traffic_bytes
-from ..cost.kernels import ACT_BYTES, GEMM_INPUT_BYTES, Device
+from ..cost.kernels import Device
 
 FLOOR_SHAPE = (1.0, 128, 128)  # a GEMM of one launch's worth of work: the table's fixed cost per call
 
@@ -56,5 +55,5 @@ def served_gemm_s(dev: Device, seconds: float, m, n, k, batch, precision: str) -
     fp8, bf16 = table_floor_s(dev, "fp8"), table_floor_s(dev, "bf16")
     if fp8 is None or bf16 is None or fp8 <= 2 * bf16:
         return seconds
-    floor = dev.memory(gemm_traffic_bytes(np.maximum(m, 1.0), n, k, GEMM_INPUT_BYTES["fp8"], ACT_BYTES, batch))
+    floor = float(dev.gemm_traffic_floor(np.maximum(m, 1.0), n, k, batch, "fp8"))
     return float(max(seconds - (fp8 - 2 * bf16), floor))

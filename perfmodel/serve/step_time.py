@@ -32,10 +32,9 @@ from ..spec.serving import (KV_BYTES, W4_BYTES, ServePlan, ServingStack, draft_m
                             fusion_inputs)
 from ..spec.serve_settings import expert_slots
 from ..spec.stack import EXECUTOR_STACK, load_stack
-from .wide_ep import (active_experts, allgather_exchange_s, busiest_share, moe_exchange_s,
-                              two_batch_parts)
 from .gemm_quant import served_gemm_s
-from .moe_kernels import MOE_DTYPES, moe_table_s  # noqa: F401 (MOE_DTYPES: callers read it here)
+from .moe_kernels import moe_table_s
+from .wide_ep import active_experts, busiest_share, moe_exchange_s, two_batch_parts
 from .host_time import exposed_launch_s, launch_host_s, measured_serving, overhead_part, schedule_s
 from .kv_cache import indexer_key_bytes, layer_kv_bytes, state_bytes_per_sequence
 
@@ -243,19 +242,12 @@ def tp_allreduce_s(model: ModelConfig, system: System, plan: ServePlan, tokens: 
     one, `allreduce_s`). With attention data parallelism each group all-reduces its `own` tokens (default
     tokens / attention_dp) after attention and after a dense MLP, and a MoE layer instead all-gathers every
     group's tokens over the tp x attention_dp ranks and reduce-scatters the experts' output back, or dispatches
-    and combines the routed copies, as the plan's `moe_a2a` says (`wide_ep.moe_exchange_s`; without a
-    `stack`, the all-gather)."""
+    and combines the routed copies, as the plan's `moe_a2a` says (`wide_ep.moe_exchange_s`)."""
     if plan.attention_dp == 1:
         return 2 * allreduce_s(model, system, plan, tokens)
     own = allreduce_s(model, system, plan, tokens / plan.attention_dp if own is None else own)
-    moe = (moe_gather_s(model, system, plan, tokens) if stack is None
-           else moe_exchange_s(model, system, plan, stack, tokens, wire_bytes(system, plan)))
+    moe = moe_exchange_s(model, system, plan, stack, tokens, wire_bytes(system, plan))
     return own + (model.dense_layers() * own + model.moe_layers() * moe) / model.n_layers
-
-
-def moe_gather_s(model: ModelConfig, system: System, plan: ServePlan, tokens: float) -> float:
-    """`wide_ep.allgather_exchange_s` at `wire_bytes`."""
-    return allgather_exchange_s(model, system, plan, tokens, wire_bytes(system, plan))
 
 
 def wire_bytes(system: System, plan: ServePlan) -> float:

@@ -29,17 +29,19 @@ import math
 from statistics import NormalDist
 
 from ..cost.comm import group_collective
+from ..cost.kernels import ACT_BYTES
 from ..spec.model import ModelConfig
 from ..spec.hardware import System
 from ..spec.serving import ServePlan, ServingStack
 
 FP8_DISPATCH_BYTES = 1.0 + 4.0 / 128  # DeepEP low-latency dispatch: fp8 values and an fp32 scale per 128
-COMBINE_BYTES = 2.0  # bf16 expert outputs back
+COMBINE_BYTES = ACT_BYTES  # bf16 expert outputs back
 
 
-def moe_a2a(plan: ServePlan, stack: ServingStack) -> str:
-    """The exchange a plan runs: the plan's `moe_a2a`, else its stack's default."""
-    return plan.moe_a2a or stack.moe_a2a
+def moe_a2a(plan: ServePlan, stack: ServingStack | None) -> str:
+    """The exchange a plan runs: the plan's `moe_a2a`, else its stack's default (no stack: the schema's,
+    allgather)."""
+    return plan.moe_a2a or (stack.moe_a2a if stack is not None else ServingStack.model_fields["moe_a2a"].default)
 
 
 def active_experts(local: float, top_k: int, n_experts: int, tokens: float) -> float:
@@ -91,7 +93,7 @@ def routed_exchange_s(model: ModelConfig, system: System, plan: ServePlan, token
                for size in (dispatch, copies * COMBINE_BYTES))
 
 
-def moe_exchange_s(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, tokens: float,
+def moe_exchange_s(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack | None, tokens: float,
                    wire: float) -> float:
     """One MoE layer's exchange under attention data parallelism, by the plan's `moe_a2a` (module docstring)."""
     kind = moe_a2a(plan, stack)
