@@ -159,3 +159,19 @@ def test_simulation_runs_whole_prompts_with_chunked_prefill_off():
     # first whole prompt's; off: the first prompt alone in its step, then the second
     assert whole.ttft_s.mean < 0.95 * split.ttft_s.mean  # the first prompt no longer shares its step
     assert whole.ttft_s.p99 == pytest.approx(split.ttft_s.p99, rel=0.03)  # the second ends after both either way
+
+
+def test_prefill_pool_checks_are_the_decode_replicas():
+    """One rule refuses both sides' layouts (spec.prefill_pool.check_pool): the prefill pool's field names, and its
+    ep holds the redundant experts' slots as the decode replicas' does (256 + 8 slots: ep 8 divides them, 16 not)."""
+    ds = load_model("deepseek-v3")
+    base = dict(precision="fp8", input_len=1024, output_len=1024, tp=8, ep=8, redundant_experts=8, prefill_dp=1)
+    ok = resolve_serve(ServePlan(**base, prefill_tp=8, prefill_ep=8), ds)
+    assert ok.prefill_pool == (8, 1, 8) and ok.prefill_gpus == 8
+    with pytest.raises(InputError, match=r"redundant_experts = 8: experts \+ redundant = 256 \+ 8 = 264 is not a "
+                                         r"multiple of prefill_ep = 16 .*valid redundant_experts up to 64: 0, 16, 32, 48, 64"):
+        resolve_serve(ServePlan(**base, prefill_tp=16, prefill_ep=16), ds)
+    with pytest.raises(InputError, match=r"^prefill_tp=3 does not divide num_attention_heads = 128; valid prefill_tp"):
+        resolve_serve(ServePlan(**base, prefill_tp=3), ds)
+    # the default ep of a pool: the largest dividing both the decode ep and its ranks
+    assert resolve_serve(ServePlan(**{**base, "redundant_experts": 0}, prefill_tp=4), ds).prefill_pool == (4, 1, 4)

@@ -44,8 +44,7 @@ def prefill_plan(plan: ServePlan) -> ServePlan:
     1, experts over prefill_ep (default the largest ep dividing both the decode ep and prefill_tp x
     prefill_attention_dp); the plan's MoE exchange and two-batch overlap where the pool has attention groups for
     them to act between (prefill_attention_dp > 1), else none (as `resolve_serve` requires of any plan)."""
-    tp, adp = plan.prefill_tp or plan.tp, plan.prefill_attention_dp or 1
-    ep = plan.prefill_ep or math.gcd(plan.ep, tp * adp)
+    tp, adp, ep = plan.prefill_pool
     groups = {} if adp > 1 else {"moe_a2a": None, "two_batch_overlap": False}
     return plan.model_copy(update=groups | {
         "tp": tp, "attention_dp": adp, "pp": 1, "dp": plan.prefill_dp, "ep": ep, "prefill_dp": None, "prefill_tp": None,
@@ -62,7 +61,7 @@ def kv_transfer(model: ModelConfig, system: System, plan: ServePlan) -> tuple[fl
     tier = p2p_tier(system, 1, plan.gpus)  # the span of the whole deployment
     seconds = float(p2p_time(max(send, recv), tier.bandwidth, tier.latency))
     # every prefill attention group sends its own prompts' caches, every decode attention group receives its own
-    rate = min(plan.prefill_dp * (plan.prefill_attention_dp or 1) * tier.bandwidth / send,
+    rate = min(plan.prefill_dp * plan.prefill_pool[1] * tier.bandwidth / send,
                plan.dp * plan.attention_dp * tier.bandwidth / recv)
     whole = kv_bytes_per_token(model, plan.model_copy(update={"tp": 1, "pp": 1})) * I
     return seconds, rate, whole

@@ -29,6 +29,9 @@ SETTINGS_DOC = {  # the fields' descriptions (spec.serving's ServePlan and Servi
                          "vLLM num_redundant_experts): (experts + N) / ep slots a rank"}
 
 
+LISTED_UP_TO = 64  # how many redundant-expert counts a refusal lists the valid ones of (at least ep)
+
+
 def with_settings(stack: ServingStack, plan: ServePlan) -> ServingStack:
     """`stack` (the plan's profile) with the plan's own max_batch, max_num_tokens and chunked_prefill where it sets
     them."""
@@ -56,12 +59,14 @@ def check_settings(plan: ServePlan, model: ModelConfig, stack: ServingStack) -> 
     if n and plan.ep == 1:
         raise InputError(f"redundant_experts = {n} at ep = 1: redundant experts are copies of busy experts on other "
                          "expert-parallel ranks (EPLB); valid: redundant_experts 0, or ep > 1")
-    if n and expert_slots(model, plan) % plan.ep:
-        e, most = model.moe.n_experts, max(64, plan.ep)
-        ok = [k for k in range(most + 1) if (e + k) % plan.ep == 0]
-        raise InputError(f"redundant_experts = {n}: experts + redundant = {e} + {n} = {e + n} is not a multiple of "
-                         f"ep = {plan.ep} (each rank holds (experts + redundant) / ep); valid redundant_experts up "
-                         f"to {most}: {values_text(ok)}")
+    pools = [("ep", plan.ep)] + ([("prefill_ep", plan.prefill_ep)] if plan.prefill_ep else [])
+    for name, ep in pools:  # the decode replicas' and a prefill pool's experts both hold the slots
+        if n and expert_slots(model, plan) % ep:
+            e, most = model.moe.n_experts, max(LISTED_UP_TO, ep)
+            ok = [k for k in range(most + 1) if (e + k) % ep == 0]
+            raise InputError(f"redundant_experts = {n}: experts + redundant = {e} + {n} = {e + n} is not a multiple "
+                             f"of {name} = {ep} (each rank holds (experts + redundant) / {name}); valid "
+                             f"redundant_experts up to {most}: {values_text(ok)}")
     if not stack.chunked_prefill and plan.input_len > stack.max_num_tokens:
         raise InputError(f"input_len = {plan.input_len} exceeds max_num_tokens = {stack.max_num_tokens} with "
                          "chunked_prefill off (a prompt is prefilled whole in one step); valid: max_num_tokens >= "

@@ -11,6 +11,7 @@ load. The cost is `perfmodel.serve` (priced by the training side's kernels and c
 
 from __future__ import annotations
 
+import math
 import re
 from importlib import resources
 from pathlib import Path
@@ -23,8 +24,7 @@ from ..files import looks_like_path, read_mapping
 from .host_cpu import CALL_KINDS
 from .model import ModelConfig
 from .speculative import SpeculativeConfig, draft_model, fusion_inputs, published_acceptance  # noqa: F401
-from .plan import divisors, values_text
-from .prefill_pool import prefill_pool_ep
+from .prefill_pool import check_pool, prefill_pool_ep
 from .serve_settings import SETTINGS_DOC, check_settings, with_settings
 
 SERVING_STACKS = ("trtllm", "vllm", "sglang", "atom", "plain-torch")  # plain-torch: the executor's own serving loop
@@ -291,10 +291,17 @@ class ServePlan(Schema):
         return self.prefill_dp is not None
 
     @property
+    def prefill_pool(self) -> tuple[int, int, int]:
+        """(tp, attention_dp, ep) of each prefill replica: as given, else tp, 1 and the largest ep dividing both the
+        decode ep and prefill_tp x prefill_attention_dp."""
+        tp, adp = self.prefill_tp or self.tp, self.prefill_attention_dp or 1
+        return tp, adp, self.prefill_ep or math.gcd(self.ep, tp * adp)
+
+    @property
     def prefill_gpus(self) -> int:
         """GPUs of the prefill pool (0 where prefill and decode share the replicas)."""
-        return (self.prefill_tp or self.tp) * (self.prefill_attention_dp or 1) * self.prefill_dp if (
-            self.disaggregated) else 0
+        tp, adp, _ = self.prefill_pool
+        return tp * adp * self.prefill_dp if self.disaggregated else 0
 
     @property
     def moe_ranks(self) -> int:
@@ -356,22 +363,11 @@ def resolve_serve(plan: ServePlan, model: ModelConfig) -> ServePlan:
             p.attention_dp > 1) else ("tp x pp x dp", f"{p.tp} x {p.pp} x {p.dp}")
         raise InputError(f"gpus = {p.gpus} is not {names} = {values}{pool} = {n}; valid: gpus = {n}, or a layout "
                          "whose product is gpus")
-    if p.attention_dp > 1 and model.moe is None:
-        raise InputError(f"attention_dp={p.attention_dp} for {model.name}, which has no experts: attention data "
-                         "parallelism pays off where MoE layers span the groups; valid: attention_dp 1 (dp for "
-                         "replicas)")
-    if p.disaggregated and model.n_heads % (p.prefill_tp or p.tp):
-        raise InputError(f"prefill_tp={p.prefill_tp or p.tp} does not divide num_attention_heads = {model.n_heads}; "
-                         f"valid prefill_tp: {values_text(divisors(model.n_heads))}")
     prefill_ep = prefill_pool_ep(p, model) if p.disaggregated else None
-    if model.n_heads % p.tp:
-        raise InputError(f"tp={p.tp} does not divide num_attention_heads = {model.n_heads}; valid tp: "
-                         f"{values_text(divisors(model.n_heads))}")
+    check_pool(model, p.tp, p.attention_dp, p.ep, p.redundant_experts)
     if p.pp > model.n_layers:
         raise InputError(f"pp={p.pp} exceeds the {model.n_layers} layers of {model.name}; valid pp: "
                          f"1..{model.n_layers}")
-    if p.ep > 1 and model.moe is None:
-        raise InputError(f"ep={p.ep} for {model.name}, which has no experts; valid ep: 1")
     if p.two_batch_overlap and p.attention_dp == 1:
         raise InputError("two_batch_overlap with attention_dp = 1: the overlap hides the MoE exchange between "
                          "attention data-parallel groups; valid: attention_dp > 1, or no two_batch_overlap")
@@ -379,13 +375,6 @@ def resolve_serve(plan: ServePlan, model: ModelConfig) -> ServePlan:
         raise InputError(f"moe_a2a = {p.moe_a2a} with attention_dp = 1: the exchange runs between attention "
                          "data-parallel groups (a tp-only replica combines its experts in the tp all-reduce); "
                          "valid: attention_dp > 1, or no moe_a2a")
-    if p.moe_ranks % p.ep:
-        over = f"tp x attention_dp = {p.moe_ranks}" if p.attention_dp > 1 else f"tp = {p.tp}"
-        raise InputError(f"ep={p.ep} does not divide {over} (experts are split over a replica's tp x attention_dp "
-                         f"ranks); valid ep: {values_text(divisors(p.moe_ranks))}")
-    if model.moe is not None and not p.redundant_experts and model.moe.n_experts % p.ep:
-        raise InputError(f"ep={p.ep} does not divide the {model.moe.n_experts} experts of {model.name}; valid ep: "
-                         f"{values_text([d for d in divisors(p.moe_ranks) if model.moe.n_experts % d == 0])}")
     if p.input_len + p.output_len > model.max_seq_len:
         raise InputError(f"input_len + output_len = {p.input_len} + {p.output_len} exceeds {model.name}'s context "
                          f"(max_seq_len = {model.max_seq_len}); valid: at most {model.max_seq_len} tokens in all")
@@ -399,10 +388,11 @@ def resolve_serve(plan: ServePlan, model: ModelConfig) -> ServePlan:
                          "speculative decoding")
     if s is not None and s.acceptance_rate is None and s.acceptance_length is None:
         s = published_acceptance(s, model)
-    check_settings(p, model, with_settings(load_serving_stack(p.stack), p))  # release, redundant experts, budget
-    return p.model_copy(update={"gpus": n, "prefill_tp": (p.prefill_tp or p.tp) if p.disaggregated else None,
-                                "prefill_attention_dp": (p.prefill_attention_dp or 1) if p.disaggregated else None,
-                                "prefill_ep": prefill_ep, "speculative": s})
+    resolved = p.model_copy(update={"gpus": n, "prefill_tp": (p.prefill_tp or p.tp) if p.disaggregated else None,
+                                    "prefill_attention_dp": (p.prefill_attention_dp or 1) if p.disaggregated else None,
+                                    "prefill_ep": prefill_ep, "speculative": s})
+    check_settings(resolved, model, with_settings(load_serving_stack(p.stack), p))  # release, slots, budget
+    return resolved
 
 
 class ServeEstimate(Schema):
