@@ -33,10 +33,12 @@ import math
 
 import numpy as np
 
+from ..errors import InputError
 from ..spec.hardware import System
 from ..spec.model import ModelConfig
 from ..spec.serving import EngineRelease, ServePlan, ServingStack
 from ..spec.serving_workload import LatencyStats, SimulatedServing, Workload
+from .kv_cache import kv_bytes_per_token, memory, state_bytes_per_sequence
 from .step_time import draft_job, step_parts
 
 GRID_RATIO = 1.05  # step shapes priced on a 5% grid above GRID_EXACT
@@ -48,6 +50,21 @@ def _grid(x: float) -> float:
     if x <= GRID_EXACT:
         return float(round(x))
     return GRID_EXACT * GRID_RATIO ** round(math.log(x / GRID_EXACT) / math.log(GRID_RATIO))
+
+
+def pool_kv(model: ModelConfig, system: System, layout: ServePlan, stack, tokens: int, name: str) -> tuple:
+    """(KV tokens a replica of `layout` holds, a sequence's fixed state in KV tokens); InputError naming `name` (the
+    replicas, a pool) where one of its attention groups holds fewer than `tokens` (a request's cache lives in one
+    group)."""
+    per = kv_bytes_per_token(model, layout)
+    kv = layout.attention_dp * memory(model, system, layout, stack)["kv_cache"] / per
+    if kv / layout.attention_dp < tokens:
+        where = "per attention group" if layout.attention_dp > 1 else "per replica"
+        more = "prefill_tp" if "prefill" in name else "tp or pp"
+        raise InputError(f"{model.name} on {system.name}: {name} (tp={layout.tp} pp={layout.pp}) holds "
+                         f"{kv / layout.attention_dp:,.0f} KV tokens {where}, fewer than one request of {tokens}; "
+                         f"valid: a larger {more}, fp8 weights or KV cache, or shorter sequences")
+    return kv, state_bytes_per_sequence(model, layout) / per
 
 
 class StepPricer:

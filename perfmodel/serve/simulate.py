@@ -23,8 +23,7 @@ from ..spec.model_catalogue import load_model
 from ..spec.serving import ServePlan, resolve_serve
 from ..spec.serving_workload import SimulatedServing, Workload
 from .host_time import frontend_s, plan_stack, release_of
-from .kv_cache import kv_bytes_per_token, memory, state_bytes_per_sequence
-from .replica_engine import Replica, StepPricer, draw_lengths, open_arrivals, served
+from .replica_engine import Replica, StepPricer, draw_lengths, open_arrivals, pool_kv, served
 from .simulate_disaggregated import simulate_disaggregated
 
 __all__ = ["simulate", "StepPricer"]
@@ -49,15 +48,8 @@ def simulate(model: ModelConfig | str, hardware: System | str, plan: ServePlan |
         raise InputError(f"concurrency = {work.concurrency} for dp = {plan.dp} replicas; valid: at least {plan.dp} "
                          "(one client per replica)")
     stack = plan_stack(plan)  # the profile with the plan's own scheduler settings
-    mem = memory(model, system, plan, stack)
-    kv_tokens = plan.attention_dp * mem["kv_cache"] / kv_bytes_per_token(model, plan)
-    if kv_tokens / plan.attention_dp < int((I + O).max()):  # one request's cache lives in one group
-        where = "per attention group" if plan.attention_dp > 1 else "per replica"
-        raise InputError(f"{model.name} on {system.name} (tp={plan.tp} pp={plan.pp}) holds "
-                         f"{kv_tokens / plan.attention_dp:,.0f} KV tokens {where}, fewer than one request of "
-                         f"{int((I + O).max())}; valid: more tp or pp, fp8 weights or KV cache, or shorter sequences")
+    kv_tokens, state = pool_kv(model, system, plan, stack, int((I + O).max()), "the replicas")
     price = StepPricer(model, system, plan, stack)
-    state = state_bytes_per_sequence(model, plan) / kv_bytes_per_token(model, plan)
     release = release_of(stack, plan)
     front = np.array([frontend_s(system, plan, stack, float(i)) for i in I])
     reps = [Replica(price, stack, kv_tokens, I, O, plan.attention_dp, state, release, front)

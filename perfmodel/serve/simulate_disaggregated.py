@@ -44,22 +44,7 @@ from ..spec.serving import ServePlan
 from ..spec.serving_workload import SimulatedServing, Workload
 from .disaggregated import kv_transfer, prefill_plan
 from .host_time import frontend_s, plan_stack, release_of
-from .kv_cache import kv_bytes_per_token, memory, state_bytes_per_sequence
-from .replica_engine import Replica, StepPricer, open_arrivals, served
-
-
-def _pool(model: ModelConfig, system: System, layout: ServePlan, stack, tokens: int, name: str) -> tuple:
-    """(KV tokens a replica of `layout` holds, a sequence's fixed state in KV tokens); InputError where one of its
-    attention groups holds fewer than `tokens` (a request's cache lives in one group)."""
-    per = kv_bytes_per_token(model, layout)
-    kv = layout.attention_dp * memory(model, system, layout, stack)["kv_cache"] / per
-    if kv / layout.attention_dp < tokens:
-        where = "per attention group" if layout.attention_dp > 1 else "per replica"
-        more = "prefill_tp" if name == "prefill" else "tp or pp"
-        raise InputError(f"{model.name} on {system.name}: the {name} pool (tp={layout.tp} pp={layout.pp}) holds "
-                         f"{kv / layout.attention_dp:,.0f} KV tokens {where}, fewer than one request of {tokens}; "
-                         f"valid: a larger {more}, fp8 weights or KV cache, or shorter sequences")
-    return kv, state_bytes_per_sequence(model, layout) / per
+from .replica_engine import Replica, StepPricer, open_arrivals, pool_kv, served
 
 
 def _next(e: Replica) -> float:
@@ -91,8 +76,8 @@ def simulate_disaggregated(model: ModelConfig, system: System, plan: ServePlan, 
                          "prefill_dp")
     n, stack, pplan = len(I), plan_stack(plan), prefill_plan(plan)
     release = release_of(stack, plan)
-    pkv, pstate = _pool(model, system, pplan, stack, int(I.max()) + 1, "prefill")
-    dkv, dstate = _pool(model, system, plan, stack, int((I + O).max()), "decode")
+    pkv, pstate = pool_kv(model, system, pplan, stack, int(I.max()) + 1, "the prefill pool")
+    dkv, dstate = pool_kv(model, system, plan, stack, int((I + O).max()), "the decode pool")
     pprice, dprice = StepPricer(model, system, pplan, stack), StepPricer(model, system, plan, stack)
     front = np.array([frontend_s(system, plan, stack, float(i)) for i in I])
     kv_s = {i: kv_transfer(model, system, plan.model_copy(update={"input_len": int(i)}))[0] for i in set(I.tolist())}
