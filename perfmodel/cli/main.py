@@ -24,6 +24,8 @@ COMMANDS = {
     "search": ("search_command", "rank every layout of a job; write the best as a plan file"),
     "infer": ("infer_command", "serve a model: TTFT, TPOT, throughput, KV cache (one layout, or --search)"),
     "whatif": ("whatif_command", "one job's best plan and step time across hardware; which upgrade buys most"),
+    "import": ("import_command", "read a Megatron-LM, Megatron-Bridge, torchtitan, MaxText or DeepSpeed config: its "
+                                 "plan, what every key became, its prediction (-o: the plan file)"),
     "export": ("export_command", "print a plan file as Megatron-LM arguments, a torchtitan or a DeepSpeed config"),
     "execute": ("execute_command", "run plan files with torch.distributed (torchrun) and measure them"),
     "calibrate": ("calibrate_command", "microbenchmark this machine and write a hardware spec fitted to it"),

@@ -13,6 +13,7 @@ from ..spec import example
 from ..spec.hardware import DEFAULT_HEADROOM, System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
+from ..ingest import FRAMEWORKS
 from ..spec.fp8_recipes import Fp8Recipe
 from ..spec.plan import Dispatcher, Plan, Precision, resolve
 from ..spec.recompute import OFFLOAD_TENSORS, RECOMPUTE_MODULES, SAVED_TENSORS, Recompute
@@ -61,6 +62,12 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
     """The flags that give a plan (or --plan FILE): predict's, and forecast's."""
     pr.add_argument("--plan", type=path("--plan"), help="re-predict a plan file (written by search --output or "
                     "predict --save-plan); takes the place of every other input flag")
+    pr.add_argument("--config", nargs="+", type=path("--config"), metavar="FILE",
+                    help="price a framework's own config (with --from; as perfmodel import): takes the place of every "
+                         "plan flag but --hardware, --gpus and --host, which give what it leaves to its launcher")
+    pr.add_argument("--from", dest="framework", choices=list(FRAMEWORKS), help="the framework --config is written "
+                                                                               "for: " + ", ".join(FRAMEWORKS))
+    pr.add_argument("--name", metavar="CONFIG", help="--config: the config to read where a file defines several")
     pr.add_argument("--model", help="preset name (perfmodel models list), or path to a HF config.json or a ModelConfig YAML/JSON")
     pr.add_argument("--hardware", help="preset name (perfmodel hardware list) or path to a spec YAML")
     pr.add_argument("--host", help="price the host that launches the kernels as this one (perfmodel hardware hosts; "
@@ -213,7 +220,8 @@ EXAMPLE = example_flags()
 
 def no_plan_given(a: argparse.Namespace) -> bool:
     """Neither --plan nor any plan flag: what `predict` answers with the built-in example."""
-    return not a.plan and all(getattr(a, k) in (None, False) for k in PLAN_FLAGS)
+    return not a.plan and not getattr(a, "config", None) and not getattr(a, "framework", None) and all(
+        getattr(a, k) in (None, False) for k in PLAN_FLAGS)
 
 
 def use_example(a: argparse.Namespace) -> argparse.Namespace:
@@ -223,6 +231,29 @@ def use_example(a: argparse.Namespace) -> argparse.Namespace:
     return a
 
 
+LAUNCH_FLAGS = ("hardware", "gpus")  # what a config leaves to its launcher
+
+
+def config_plan(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan]:
+    """(model, system, resolved plan) of `--config FILE... --from FRAMEWORK` (perfmodel.ingest); one line naming
+    what is missing or given besides it."""
+    if not (a.config and a.framework):
+        given, need = ("--from", "--config FILE...") if a.framework else ("--config", "--from FRAMEWORK")
+        if not (a.config or a.framework):
+            given, need = "--name", "--config FILE... --from FRAMEWORK"
+        raise InputError(f"{given} needs {need}; valid: {a.cmd} --config FILE... --from "
+                         f"{'|'.join(FRAMEWORKS)} [--name CONFIG] [--hardware H] [--gpus N]")
+    others = [f"--{k.replace('_', '-')}" for k in PLAN_FLAGS if k not in LAUNCH_FLAGS and getattr(a, k) not in
+              (None, False)] + (["--plan"] if a.plan else []) + (["--trace"] if getattr(a, "trace", None) else [])
+    if others:
+        raise InputError(f"{a.cmd} --config takes the plan from the config; drop {', '.join(others)} (or edit the "
+                         "config; --hardware and --gpus give what it leaves to its launcher)")
+    from ..ingest import plan_of, read_config
+
+    model, system, plan = plan_of(read_config(a.config, a.framework, a.name), a.hardware, a.gpus)
+    return model, system.with_host(getattr(a, "host", None)), plan
+
+
 def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, PlanFile | None]:
     """(model, system, resolved plan, the plan file or None) of `--plan FILE` or of the plan flags; one line
     naming what is missing or given twice otherwise."""
@@ -230,6 +261,8 @@ def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, Pl
     if a.plan and trace:
         raise InputError("--trace with --plan: a plan file carries its own spec; valid: --trace with the plan flags "
                          "(perfmodel calibrate --from-trace --output SPEC.yaml writes a spec a plan file can name)")
+    if getattr(a, "config", None) or getattr(a, "framework", None) or getattr(a, "name", None):
+        return config_plan(a) + (None,)
     if a.plan:
         given = [f"--{'no-' if getattr(a, k) is False else ''}{k.replace('_', '-')}" for k in PLAN_FLAGS
                  if getattr(a, k) not in (None, False)

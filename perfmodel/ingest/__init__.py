@@ -1,0 +1,86 @@
+"""A framework's own config in: Megatron-LM, Megatron-Bridge, torchtitan, MaxText and DeepSpeed configs read as
+data and turned into a model and a plan, every key accounted for (`perfmodel import`, `predict --config`).
+
+One reader per framework (`<framework>_in.read(files, name) -> Imported`), each the inverse of its exporter in
+perfmodel.export where there is one; `ledger` keeps the account of what every key became, `sources` reads files
+(shell, Python syntax trees, YAML, TOML, JSON) without running them. What a config leaves to its launcher, the
+device count and the hardware, comes from the caller (`plan_of`). This package imports nothing from the cost model.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..errors import InputError
+from ..spec.hardware import System, load_hardware
+from ..spec.model import ModelConfig
+from ..spec.plan import Plan, resolve
+from .ledger import Imported, KeyFate
+
+# framework -> (reader module, what it reads)
+FRAMEWORKS = {
+    "megatron": ("megatron_in", "a Megatron-LM argument list, launch script or functional-test YAML"),
+    "bridge": ("bridge_in", "a Megatron-Bridge recipe module (read as data) or its YAML / key=value overrides"),
+    "torchtitan": ("torchtitan_in", "a torchtitan TOML, or a config registry module (read as data)"),
+    "maxtext": ("maxtext_in", "MaxText's base.yml, a model YAML and a recipe's overrides (shell or a Kubernetes "
+                              "manifest)"),
+    "deepspeed": ("deepspeed_in", "a DeepSpeed config JSON and the launch script's model arguments"),
+}
+
+__all__ = ["FRAMEWORKS", "Imported", "KeyFate", "plan_of", "read_config"]
+
+
+def read_config(files: Sequence[str | Path], framework: str, name: str | None = None) -> Imported:
+    """Read `files` as `framework`'s config (one of FRAMEWORKS); `name` picks one config of a file that defines
+    several. InputError in one line for a missing file, a config that contradicts itself, or a file that defines
+    several configs without `name` (listing them)."""
+    if framework not in FRAMEWORKS:
+        raise InputError(f"--from = {framework!r} is not a known framework; valid: {', '.join(FRAMEWORKS)}")
+    if not files:
+        raise InputError(f"no config file given; valid: one or more files holding {FRAMEWORKS[framework][1]}")
+    paths = [Path(f) for f in files]
+    for p in paths:
+        if not p.exists():
+            raise InputError(f"config file {str(p)!r} does not exist; valid: {FRAMEWORKS[framework][1]}")
+    module = importlib.import_module(f"{__name__}.{FRAMEWORKS[framework][0]}")
+    return module.read(paths, name)
+
+
+def launch_of(imp: Imported, hardware: str | None, gpus: int | None) -> tuple[str, int]:
+    """The hardware and device count: the flags', else what the config states; one line naming the flag when
+    neither gives it, or naming both when they disagree."""
+    if hardware and imp.hardware and hardware != imp.hardware:
+        raise InputError(f"--hardware {hardware} disagrees with the config, which names {imp.hardware}; valid: "
+                         f"--hardware {imp.hardware}, or none")
+    if gpus and imp.gpus and gpus != imp.gpus:
+        raise InputError(f"--gpus {gpus} disagrees with the config's launch, which starts {imp.gpus} devices; valid: "
+                         f"--gpus {imp.gpus}, or none")
+    hardware, gpus = hardware or imp.hardware, gpus or imp.gpus
+    if hardware is None:
+        raise InputError(f"--hardware is needed: the {imp.framework} config does not name the system it runs on; "
+                         "valid: a preset (perfmodel hardware list) or a spec YAML")
+    if gpus is None:
+        raise InputError(f"--gpus is needed: the {imp.framework} config leaves the device count to its launcher; "
+                         "valid: the number of devices the job runs on")
+    return hardware, gpus
+
+
+def plan_of(imp: Imported, hardware: str | System | None = None, gpus: int | None = None
+            ) -> tuple[ModelConfig, System, Plan]:
+    """The model, system and resolved plan of an import, on `hardware` with `gpus` devices (or the config's)."""
+    name, count = launch_of(imp, hardware if isinstance(hardware, str) or hardware is None else hardware.name, gpus)
+    system = hardware if isinstance(hardware, System) else load_hardware(name)
+    try:
+        return imp.model, system, resolve(Plan(**{**imp.plan, "gpus": count}), imp.model, system)
+    except InputError as err:
+        raise InputError(f"{imp.framework} config: {err}{keys_named(imp, str(err))}") from None
+
+
+def keys_named(imp: Imported, message: str) -> str:
+    """' (from the config's KEY = V, ...)' for the plan fields a refusal names, so the user sees their own key."""
+    words = set(re.findall(r"[a-z_]+", message))
+    keys = [by for field, by in imp.set_by.items() if field.startswith("plan.") and field[5:] in words]
+    return f" (from the config's {', '.join(keys)})" if keys else ""

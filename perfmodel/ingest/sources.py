@@ -1,0 +1,227 @@
+"""Reading a framework's config files as data: launch scripts as shell words, Python config modules as the syntax
+tree of their calls and assignments (never executed), YAML, TOML and JSON, each failure one line naming the file.
+
+Shared by the readers of perfmodel.ingest; nothing here knows a framework's keys.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..files import read_mapping
+
+try:  # Python 3.11+; tomli is the same parser, packaged for 3.10
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+MAX_BYTES = 8 * 2**20  # a config is kilobytes; a file this large is not one
+
+
+def read_text(path: Path, what: str) -> str:
+    """The text of a config file, or one line saying why it cannot be read."""
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            raise InputError(f"{what} {str(path)!r}: {path.stat().st_size} bytes is not a config file; valid: a file "
+                             f"under {MAX_BYTES // 2**20} MiB")
+        return path.read_text()
+    except FileNotFoundError:
+        raise InputError(f"{what} {str(path)!r}: file does not exist") from None
+    except IsADirectoryError:
+        raise InputError(f"{what} {str(path)!r}: is a folder; valid: a config file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{what} {str(path)!r}: cannot read ({err.__class__.__name__})") from None
+
+
+def read_toml(path: Path, what: str) -> dict:
+    try:
+        return tomllib.loads(read_text(path, what))
+    except tomllib.TOMLDecodeError as err:
+        raise InputError(f"{what} {str(path)!r}: malformed TOML: {err}") from None
+
+
+def read_json(path: Path, what: str) -> dict:
+    text = read_text(path, what)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"{what} {str(path)!r}: malformed JSON at line {err.lineno}, column {err.colno}: "
+                         f"{err.msg}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{what} {str(path)!r}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def read_yaml(path: Path, what: str) -> dict:
+    read_text(path, what)  # the size and readability checks
+    return read_mapping(path, f"{what} {str(path)!r}")
+
+
+# ---- shell ---------------------------------------------------------------------------------------------------
+
+_ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?[-=]([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def shell_lines(text: str) -> list[str]:
+    """The logical lines of a shell script: continuations joined, comments and blank lines dropped."""
+    joined = re.sub(r"\\\r?\n", " ", text)
+    out = []
+    for line in joined.splitlines():
+        s = line.strip()
+        if s and not s.startswith("#"):
+            out.append(s)
+    return out
+
+
+def expand(word: str, env: dict[str, str]) -> str:
+    """`$VAR`, `${VAR}` and `${VAR:-default}` from the script's own assignments (unknown: the default, else kept)."""
+    def sub(m):
+        name = m.group(1) or m.group(3)
+        if name in env:
+            return env[name]
+        return m.group(2) if m.group(2) is not None else m.group(0)
+    return _VAR.sub(sub, word)
+
+
+def shell_words(text: str, where: str) -> tuple[list[list[str]], dict[str, str]]:
+    """Each command of a script as its words (variables the script assigns expanded), and those assignments.
+    Arrays (`ARGS=( --a 1 --b 2 )`) are assigned their words joined by spaces, as `${ARGS[@]}` expands them."""
+    env: dict[str, str] = {}
+    commands = []
+    text = re.sub(r"\(\s*\n", "( ", text)
+    lines = shell_lines(text)
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = _ASSIGN.match(line)
+        if m and m.group(2).startswith("(") and not m.group(2).rstrip().endswith(")"):
+            body = [m.group(2)[1:]]  # a multi-line array: up to its closing parenthesis
+            while i + 1 < len(lines) and not lines[i + 1].rstrip().endswith(")"):
+                i += 1
+                body.append(lines[i])
+            if i + 1 < len(lines):
+                i += 1
+                body.append(lines[i].rstrip()[:-1])
+            line = f"{m.group(1)}=\"{' '.join(body)}\""
+            m = _ASSIGN.match(line)
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError as err:
+            raise InputError(f"{where}: line {line[:60]!r} is not shell ({err}); valid: a launch script, an "
+                             "argument list, or a file of KEY=VALUE lines") from None
+        if m and len(words) == 1:
+            value = words[0].split("=", 1)[1]
+            if value.startswith("(") and value.endswith(")"):
+                value = value[1:-1]
+            env[m.group(1)] = expand(value, env)
+        elif words:
+            out = []
+            for w in words:
+                e = expand(w, env)
+                out += e.split() if w.startswith("$") and " " in e else [e]  # ${ARR[@]} / $ARGS: word-split
+            commands.append(out)
+        i += 1
+    return commands, env
+
+
+def options(words: list[str]) -> list[tuple[str, str | None]]:
+    """`--name value`, `--name=value` and bare `--flag` pairs of an argument list, in order; other words skipped."""
+    out = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w.startswith("--") and len(w) > 2:
+            if "=" in w:
+                k, v = w.split("=", 1)
+                out.append((k, v))
+            elif i + 1 < len(words) and not words[i + 1].startswith("--"):
+                out.append((w, words[i + 1]))
+                i += 1
+            else:
+                out.append((w, None))
+        i += 1
+    return out
+
+
+# ---- Python, as data -----------------------------------------------------------------------------------------
+
+class Unevaluated:
+    """A Python expression a config module computes (a call, a name, arithmetic on unknowns): kept as its source
+    text, so that a key whose value is one can be named as not read, never guessed."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Unevaluated) and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+
+def literal(node: ast.AST, names: dict[str, Any] | None = None) -> Any:
+    """The value of a literal expression (numbers, strings, lists, dicts, tuples, True/False/None, unary minus,
+    arithmetic on known numbers, names the module assigned literals to); anything else an `Unevaluated`."""
+    names = names or {}
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [literal(e, names) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        return {literal(k, names): literal(v, names) for k, v in zip(node.keys, node.values) if k is not None}
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        v = literal(node.operand, names)
+        return -v if isinstance(v, (int, float)) else Unevaluated(ast.unparse(node))
+    if isinstance(node, ast.BinOp):
+        a, b = literal(node.left, names), literal(node.right, names)
+        ops = {ast.Add: lambda x, y: x + y, ast.Sub: lambda x, y: x - y, ast.Mult: lambda x, y: x * y,
+               ast.FloorDiv: lambda x, y: x // y, ast.Pow: lambda x, y: x ** y}
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) < 2**40 for v in (a, b))
+        small = not isinstance(node.op, ast.Pow) or (isinstance(b, int) and 0 <= b < 64)  # 2**10, never 10**9**9
+        if type(node.op) in ops and numbers and small and not (isinstance(node.op, ast.FloorDiv) and b == 0):
+            return ops[type(node.op)](a, b)
+        return Unevaluated(ast.unparse(node))
+    if isinstance(node, ast.Name) and node.id in names:
+        return names[node.id]
+    return Unevaluated(ast.unparse(node))
+
+
+def parse_python(path: Path, what: str) -> ast.Module:
+    """The syntax tree of a Python config module (parsed, never run)."""
+    text = read_text(path, what)
+    try:
+        return ast.parse(text, filename=str(path))
+    except SyntaxError as err:
+        raise InputError(f"{what} {str(path)!r}: not Python (line {err.lineno}: {err.msg})") from None
+
+
+def call_name(node: ast.AST) -> str:
+    """The dotted name a call calls: `Trainer.Config(...)` -> 'Trainer.Config'."""
+    f = node.func if isinstance(node, ast.Call) else node
+    return ast.unparse(f)
+
+
+def module_names(tree: ast.Module) -> dict[str, Any]:
+    """Module-level names assigned literal values (`SEQ = 8192`), which calls further down may use."""
+    names: dict[str, Any] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            v = literal(stmt.value, names)
+            if not isinstance(v, Unevaluated):
+                names[stmt.targets[0].id] = v
+    return names
+
+
+def functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
+    """The module's top-level functions by name (config registries and recipe modules define one per config)."""
+    return {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
