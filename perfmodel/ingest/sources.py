@@ -66,7 +66,7 @@ def read_yaml(path: Path, what: str) -> dict:
 # ---- shell ---------------------------------------------------------------------------------------------------
 
 _ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?[-=]([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:\[[@*]\])?(?::?[-=]([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def shell_lines(text: str) -> list[str]:
@@ -81,7 +81,7 @@ def shell_lines(text: str) -> list[str]:
 
 
 def expand(word: str, env: dict[str, str]) -> str:
-    """`$VAR`, `${VAR}` and `${VAR:-default}` from the script's own assignments (unknown: the default, else kept)."""
+    """`$VAR`, `${VAR}`, `${ARRAY[@]}` and `${VAR:-default}` from the script's own assignments (unknown: the default, else kept)."""
     def sub(m):
         name = m.group(1) or m.group(3)
         if name in env:
@@ -116,6 +116,8 @@ def shell_words(text: str, where: str) -> tuple[list[list[str]], dict[str, str]]
         except ValueError as err:
             raise InputError(f"{where}: line {line[:60]!r} is not shell ({err}); valid: a launch script, an "
                              "argument list, or a file of KEY=VALUE lines") from None
+        if m and words[:1] == ["export"]:
+            words = words[1:]
         if m and len(words) == 1:
             value = words[0].split("=", 1)[1]
             if value.startswith("(") and value.endswith(")"):

@@ -1,0 +1,123 @@
+"""The framework-neutral parts of `perfmodel import`: the ledger's account of keys, the readers of shell and Python
+configs as data, and what a config leaves to its launcher (perfmodel.ingest)."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from perfmodel.cli.main import main
+from perfmodel.errors import InputError
+from perfmodel.ingest import launch_of, plan_of, read_config
+from perfmodel.ingest.ledger import Ledger
+from perfmodel.ingest.sources import Unevaluated, literal, options, shell_words
+from perfmodel.spec.model_catalogue import load_model
+
+
+def test_a_field_set_twice_differently_names_both_keys():
+    led = Ledger("megatron")
+    led.set("--bf16", True, "run.sh", plan__precision="bf16")
+    led.set("--bf16", True, "run.sh", plan__precision="bf16")  # the same value again: fine, recorded twice
+    with pytest.raises(InputError) as err:
+        led.set("--fp16", True, "run.sh", plan__precision="fp16")
+    msg = str(err.value)
+    assert "--bf16 = true" in msg and "--fp16 = true" in msg and "plan.precision" in msg
+    assert [k.fate for k in led.keys] == ["mapped", "mapped"]
+
+
+def test_defaults_never_override_what_a_key_set_and_are_marked():
+    led = Ledger("torchtitan")
+    led.set("parallelism.tensor_parallel_degree", 2, "a.toml", plan__tp=2)
+    led.default("parallelism.tensor_parallel_degree", 1, plan__tp=1)  # stated: the default does not apply
+    led.default("parallelism.context_parallel_degree", 1, plan__cp=1)
+    led.skip("optimizer.lr", 3e-4, "a.toml", "a learning rate changes neither step time nor memory")
+    assert led.group("plan") == {"tp": 2, "cp": 1}
+    fates = [(k.key, k.fate) for k in led.keys]
+    assert fates == [("parallelism.tensor_parallel_degree", "mapped"), ("parallelism.context_parallel_degree",
+                                                                          "default"), ("optimizer.lr", "not priced")]
+    imp = led.imported(["a.toml"], load_model("llama-3-8b"))
+    assert imp.plan == {"tp": 2, "cp": 1} and len(imp.not_priced()) == 1
+    assert imp.keys[2].line() == ("optimizer.lr = 0.0003: not priced: a learning rate changes neither step time nor "
+                                  "memory")
+
+
+def test_shell_words_join_continuations_expand_variables_and_arrays():
+    script = """#!/bin/bash
+GPUS_PER_NODE=8
+NNODES=${NNODES:-4}
+TP=2  # a comment
+MODEL_ARGS=(
+    --num-layers 32
+    --hidden-size 4096
+)
+export CUDA_DEVICE_MAX_CONNECTIONS=1
+torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NNODES pretrain_gpt.py \\
+    ${MODEL_ARGS[@]} \\
+    --tensor-model-parallel-size ${TP} --bf16
+"""
+    commands, env = shell_words(script, "run.sh")
+    assert env["NNODES"] == "4" and env["TP"] == "2" and env["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
+    assert commands == [["torchrun", "--nproc_per_node", "8", "--nnodes", "4", "pretrain_gpt.py", "--num-layers", "32",
+                         "--hidden-size", "4096", "--tensor-model-parallel-size", "2", "--bf16"]]
+    assert options(commands[0]) == [("--nproc_per_node", "8"), ("--nnodes", "4"), ("--num-layers", "32"),
+                                    ("--hidden-size", "4096"), ("--tensor-model-parallel-size", "2"), ("--bf16", None)]
+
+
+def test_unbalanced_quotes_are_one_line():
+    with pytest.raises(InputError, match="run.sh: line .* is not shell"):
+        shell_words("torchrun --x 'open\n", "run.sh")
+
+
+def test_python_is_read_as_data_never_run():
+    tree = ast.parse("SEQ = 8192\nf(seq_len=SEQ, gbs=2 * 64, lr=-3e-4, mesh=[1, 2], name=os.environ['X'], "
+                     "big=10 ** 9 ** 9)")
+    call = tree.body[1].value
+    names = {"SEQ": 8192}
+    got = {kw.arg: literal(kw.value, names) for kw in call.keywords}
+    assert got["seq_len"] == 8192 and got["gbs"] == 128 and got["lr"] == -3e-4 and got["mesh"] == [1, 2]
+    assert got["name"] == Unevaluated("os.environ['X']")
+    assert isinstance(got["big"], Unevaluated)  # never computed: a config cannot make the reader hang
+
+
+def _imported(**launch):
+    led = Ledger("megatron")
+    led.set("--tensor-model-parallel-size", "3", "run.sh", plan__tp=3)
+    for k, v in {"micro_batch": 1, "global_batch": 8, "seq_len": 1024}.items():
+        led.set(f"--{k}", v, "run.sh", **{f"plan__{k}": v})
+    for k, v in launch.items():
+        led.set(f"--{k}", v, "run.sh", **{f"launch__{k}": v})
+    return led.imported(["run.sh"], load_model("llama-3-8b"))
+
+
+def test_what_the_launcher_leaves_is_asked_for_by_flag():
+    with pytest.raises(InputError, match="--hardware is needed"):
+        launch_of(_imported(), None, 8)
+    with pytest.raises(InputError, match="--gpus is needed"):
+        launch_of(_imported(), "dgx-h100", None)
+    with pytest.raises(InputError, match="--gpus 16 disagrees with the config's launch, which starts 8"):
+        launch_of(_imported(gpus=8), "dgx-h100", 16)
+    assert launch_of(_imported(gpus=8), "dgx-h100", None) == ("dgx-h100", 8)
+
+
+def test_a_plan_refusal_names_the_config_key_that_set_the_field():
+    with pytest.raises(InputError) as err:
+        plan_of(_imported(), "dgx-h100", 24)
+    msg = str(err.value)
+    assert msg.startswith("megatron config: ") and "tp" in msg
+    assert "--tensor-model-parallel-size = 3" in msg
+
+
+def test_unknown_framework_and_missing_file_are_one_line(capsys, tmp_path):
+    with pytest.raises(InputError, match="--from = 'nemo' is not a known framework; valid: megatron, bridge"):
+        read_config([tmp_path / "a"], "nemo")
+    assert main(["import", str(tmp_path / "missing.toml"), "--from", "torchtitan"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "does not exist" in err
+
+
+def test_predict_config_refuses_plan_flags_beside_it(capsys, tmp_path):
+    assert main(["predict", "--config", str(tmp_path / "x.toml"), "--from", "torchtitan", "--tp", "2"]) == 2
+    assert "drop --tp" in capsys.readouterr().err
+    assert main(["predict", "--from", "torchtitan"]) == 2
+    assert "--from needs --config FILE..." in capsys.readouterr().err
