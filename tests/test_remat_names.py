@@ -113,9 +113,27 @@ def test_bad_names_input(llama2_7b, tpu_v5p):
                                          "mlp_in saved: .* or recompute_saved without mlp_in"):
         resolve(Plan(gpus=64, micro_batch=1, global_batch=64, seq_len=T, recompute="names",
                      recompute_saved=["mlp_in"]), moe, tpu_v5p)
-    with pytest.raises(InputError, match="recompute = names with deepseek-v3, a model with latent attention"):
-        resolve(Plan(gpus=64, micro_batch=1, global_batch=64, seq_len=T, recompute="names"), load_model("deepseek-v3"),
-                tpu_v5p)
+
+
+def test_latent_attention_saves_its_up_projected_queries_keys_values(tpu_v5p):
+    """DeepSeek-V3 (hidden 7168, 128 heads, q_lora 1536, kv_lora 512, d_nope 128, d_rope 64, d_v 128): MaxText's
+    MLA names query_proj [T, 128, 192], key_proj [T, 128, 192] (the rotary key broadcast to every head) and
+    value_proj [T, 128, 128] (layers/attention_mla.py at e591f30); saving them keeps 2 B x 128 x 512 a token besides
+    the layer input (2 B x 7168), and the backward still re-runs the down projections wq_a and wkv_a (their
+    latents feed the up projections' weight gradients) but neither the up projections nor the rotary part."""
+    ds, h = load_model("deepseek-v3"), 7168
+    lay = Layouts.from_plan(resolve(Plan(gpus=256, micro_batch=1, global_batch=256, seq_len=T, stack="maxtext",
+                                         zero=3, recompute="names", recompute_saved=["qkv"]), ds, tpu_v5p))
+    assert float(layer_activation_bytes(ds, lay)[0]) == T * (2 * h + 2 * 128 * (192 + 192 + 128))
+    up = 1536 * 128 * 192 + 512 * 128 * (128 + 128)  # wq_b, wkv_b: what saving qkv spares, 2 FLOPs a weight
+    spared = recompute_flops_per_token(ds, T, "names", ()) - recompute_flops_per_token(ds, T, "names", ("qkv",))
+    assert spared == pytest.approx(2 * 61 * up)
+    e = estimate(ds, tpu_v5p, Plan(gpus=256, micro_batch=1, global_batch=256, seq_len=T, stack="maxtext", zero=3,
+                                   recompute="names", recompute_saved=["qkv"]))
+    ops = {o.name: o for o in e.ops if o.where == "layer"}
+    down = h * (1536 + 512 + 64)  # wq_a, wkv_a
+    assert ops["qkv"].recompute_s == pytest.approx(ops["qkv"].fwd_s * down / (down + up))
+    assert ops["rope"].recompute_s == 0 and ops["attention"].recompute_s == ops["attention"].fwd_s
 
 
 def test_a_moe_layer_under_names_keeps_its_input_and_reruns_its_experts_whole(tpu_v5p):

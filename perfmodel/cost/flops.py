@@ -71,7 +71,7 @@ def recompute_flops_per_token(model: ModelConfig, seq_len: int, recompute: str, 
     2022, Sec. 5); per-op (torchtitan): the matmuls its policy does not save, their share of each layer GEMM's weights
     (`cost.operator_table.per_op_share`: wk, wo, w3 or a GeLU MLP's fc2; the MLP's in dense layers only), 2 FLOPs
     per weight; names (JAX save_only_these_names): the layer GEMMs and the attention core not among `saved`
-    (`cost.remat_names`), and a MoE MLP's (router, top_k routed and shared experts: the rest of the layer's
+    (`cost.remat_names`; latent attention's down projections even with qkv saved), and a MoE MLP's (router, top_k routed and shared experts: the rest of the layer's
     matmul weights) whole; none: 0.
     """
     if recompute == "per-op":
@@ -88,7 +88,7 @@ def recompute_flops_per_token(model: ModelConfig, seq_len: int, recompute: str, 
         ops = operators(model)
         gemm = lambda n: ops[n].share * sum(w.gemm_params for w in ops[n].weights)  # noqa: E731
         moe = model.matmul_params_per_layer() - sum(gemm(n) for n in ("qkv", "out_proj", "mlp_in", "mlp_out"))
-        rebuilt = sum(gemm(n) for n in names_rebuilt_gemms(saved)) + moe
+        rebuilt = sum(w * gemm(n) for n, w in names_rebuilt_gemms(saved, model).items()) + moe
         return 2.0 * model.n_layers * rebuilt + attention_flops_per_token(model, seq_len) * ("attention" not in saved)
     if recompute == "full":
         return 2.0 * (matmul_params(model) - model.vocab * model.hidden) + attention_flops_per_token(model, seq_len)

@@ -30,7 +30,7 @@ from .autocast import autocast_op, bias_grad_op, stream_op
 from .layouts import Layouts, among
 from .mesh import BIT, gathered_axes
 from .moe import moe_kernels, moe_share
-from .remat_names import names_held, names_kept, names_rebuilds
+from .remat_names import names_gemm_share, names_held, names_kept, names_rebuilds
 
 
 
@@ -234,12 +234,12 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
         ops = linear_op(dev, op.name, T, rows, s.local(in_dim, k), rec, precision=prec)
         ops += autocast_op(dev, op.name, T, rows, s.local(in_dim, k), rec)
         ops += bias_grad_op(dev, op.name, T, rows)
-        share = per_op_share(op.name, m)
-        if 0.0 < share < 1.0:
-            ops = [replace(k_, partial=(("per-op", share),)) for k_ in ops]
-        if op.name == "qkv" and m.position == "rope":
+        parts = (("per-op", per_op_share(op.name, m)), ("names", names_gemm_share(op.name, saved, m)))
+        ops = [replace(k_, partial=tuple(p for p in parts if 0.0 < p[1] < 1.0)) for k_ in ops]  # MLA: down proj.
+        if op.name == "qkv" and m.position == "rope":  # names: the rotary parts stay with saved queries and keys
+            rope = tuple(r for r in rec if r != "names") + ("names",) * names_rebuilds("qkv", saved)
             ops.append(elementwise_op(dev, "rope", T * m.rope_width / s.split("heads"),
-                                      *ELEMENTWISE_BYTES["rope"], rec + ("per-op",) * ("per-op" not in rec)))
+                                      *ELEMENTWISE_BYTES["rope"], rope + ("per-op",) * ("per-op" not in rope)))
         return ops
     if fam == "attention":
         core = attention_ops(dev, T, s.local("heads"), s.local("seq"), s.local("batch"))
@@ -261,7 +261,7 @@ def recomputed_in(op: Operator, modules, model: ModelConfig, saved=()) -> tuple[
     head): full, every one; per-op (torchtitan), the memory-bound ops and the matmuls it does not save
     (`per_op_share`: wo, and wk and w3 as their share of qkv and mlp_in); selective, the ops of Megatron-Core's `modules`:
     layernorm the norms, mlp the dense MLP (core_attn: the attention core, `kernels`); names, what the `saved`
-    tensors do not spare (`remat_names.names_rebuilds`)."""
+    tensors do not spare (`remat_names.names_rebuilds`; latent attention's qkv always, its down projections)."""
     if op.unit != "layer":
         return ()
     fam, modes = op.spec.family, ["full"]
@@ -269,7 +269,7 @@ def recomputed_in(op: Operator, modules, model: ModelConfig, saved=()) -> tuple[
         modes.append("per-op")
     if (fam == "norm" and "layernorm" in modules) or (op.name in DENSE_MLP_OPS and "mlp" in modules):
         modes.append("selective")
-    return tuple(modes) + ("names",) * names_rebuilds(op.name, saved)
+    return tuple(modes) + ("names",) * names_rebuilds(op.name, saved, model.mla is not None)
 
 
 def embedding_output_kernels(dev: Device, elements: Values) -> list[Op]:

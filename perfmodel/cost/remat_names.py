@@ -27,6 +27,16 @@ save_and_offload_only_these_names) count as kept for what re-runs, but the devic
 
 A collective between two ops runs again where both re-run (`names_edge_reruns`): tensor parallelism's gather into
 qkv or mlp_in unless saved, the reduction of out_proj's partial sums unless saved; mlp_out's never.
+
+Latent attention (MLA; MaxText src/maxtext/layers/attention_mla.py at e591f30cbbf217ed67ef71263ec0538239f9c3b8,
+`MLA.__call__`) names the tensors the attention core reads as the other attentions do: query_proj the queries
+[T, H, d_nope + d_rope] (after the up projection wq_b and the rotary part), key_proj the keys [T, H, d_nope +
+d_rope] (wkv_b's key part with the shared rotary key broadcast to every head), value_proj the values [T, H, d_v]
+(`ModelConfig.attention_input_width`, what the attention op keeps), context the core's output [T, H, d_v]. Its
+latents carry names no named policy saves (query_wa_proj, mla_q, kv_wa_proj, mla_kv): with qkv saved the up
+projections and rotary embedding stay, but their weight gradients read the normalised latents, so the backward
+re-runs the down projections wq_a, wkv_a and the latent norms from the layer input (`names_gemm_share`); the gather
+into them goes again.
 """
 
 from __future__ import annotations
@@ -37,11 +47,35 @@ REBUILT_UNLESS = {"qkv": "qkv", "attention": "attention", "out_proj": "out_proj"
 ALWAYS_REBUILT = ("norm1", "norm2", "residual1", "activation")  # never: mlp_out, residual2 (rope goes with qkv)
 
 
-def names_rebuilds(op_name: str, saved) -> bool:
-    """Whether the names policy re-runs layer op `op_name`'s forward in the backward (table above)."""
+def names_rebuilds(op_name: str, saved, mla: bool = False) -> bool:
+    """Whether the names policy re-runs layer op `op_name`'s forward (some of it, with latent attention `mla`: its
+    down projections, `names_gemm_share`) in the backward (table above)."""
+    if op_name == "qkv" and mla:
+        return True
     if op_name in REBUILT_UNLESS:
         return REBUILT_UNLESS[op_name] not in saved
     return op_name in ALWAYS_REBUILT
+
+
+def mla_down_share(model) -> float:
+    """Share of an MLA model's qkv GEMM weights (`ModelConfig.qkv_matmul_params`) that sit in its down projections
+    (wq_a: hidden x q_lora_rank, none without a query latent; wkv_a: hidden x (kv_lora_rank + qk_rope_head_dim);
+    DeepSeek-V2, Liu et al. 2024, Sec. 2.1) and in a sparse-attention indexer's matrices (its outputs carry no
+    checkpoint name): what the names policy re-runs with query_proj, key_proj and value_proj saved (module
+    docstring). Dimensionless."""
+    a, h = model.mla, model.hidden
+    sa = model.sparse_attention
+    indexer = model.indexer_params() - 2 * sa.index_head_dim if sa else 0  # its LayerNorm is no GEMM weight
+    return (h * ((a.q_lora_rank or 0) + a.kv_lora_rank + a.qk_rope_head_dim) + indexer) / model.qkv_matmul_params()
+
+
+def names_gemm_share(op_name: str, saved, model) -> float:
+    """Share of layer GEMM `op_name`'s forward FLOPs the names policy re-runs in the backward: 1 where it is
+    rebuilt (`names_rebuilds`), 0 where saved; qkv saved on a latent-attention model, its down projections'
+    (`mla_down_share`)."""
+    if op_name == "qkv" and model.mla is not None and "qkv" in saved:
+        return mla_down_share(model)
+    return 1.0 if names_rebuilds(op_name, saved) else 0.0
 
 
 def names_held(saved, offloaded=()) -> tuple[str, ...]:
@@ -65,12 +99,15 @@ def names_keeps(op_name: str, held) -> bool:
     return op_name in KEPT_IF and KEPT_IF[op_name] in held
 
 
-def names_edge_reruns(src: str, dst: str, saved) -> bool:
+def names_edge_reruns(src: str, dst: str, saved, mla: bool = False) -> bool:
     """Whether the tensor passed from layer op `src` to `dst` (and a collective that redistributes it) goes again
-    in the backward: where the names policy re-runs both."""
-    return names_rebuilds(src, saved) and names_rebuilds(dst, saved)
+    in the backward: where the names policy re-runs both; with latent attention (`mla`) the down projections read
+    qkv's input again even with qkv saved, but qkv's saved outputs are not sent again."""
+    return names_rebuilds(src, saved) and names_rebuilds(dst, saved, mla)
 
 
-def names_rebuilt_gemms(saved) -> tuple[str, ...]:
-    """The layer GEMMs the names policy re-runs (for the recompute FLOPs): qkv, out_proj and mlp_in unless saved."""
-    return tuple(n for n in REBUILT_UNLESS if n != "attention" and names_rebuilds(n, saved))
+def names_rebuilt_gemms(saved, model) -> dict[str, float]:
+    """The layer GEMMs the names policy re-runs (for the recompute FLOPs), each with its share
+    (`names_gemm_share`): qkv, out_proj and mlp_in unless saved; an MLA model's down projections always."""
+    shares = {n: names_gemm_share(n, saved, model) for n in REBUILT_UNLESS if n != "attention"}
+    return {n: w for n, w in shares.items() if w > 0}

@@ -367,7 +367,7 @@ def _edge(x: _Ctx, src: Operator, dst: Operator, out: np.ndarray, inp: np.ndarra
     bytes) of keeping the producer's shard (None where no pair gathers into a GEMM)."""
     lay, ref, mesh = x.lay, x.ref, x.mesh
     unit = edge_unit(src.name, dst.name)
-    rerun = names_edge_reruns(src.name, dst.name, lay.recompute_saved or ())
+    rerun = names_edge_reruns(src.name, dst.name, lay.recompute_saved or (), x.model.mla is not None)
     full, passes = float(output_bytes(src, lay)[0]), int(forward_passes(unit, x.recompute, rerun))
     w = edge_share(x.model, src.name, dst.name)  # a MoE model's mean layer: the layers that pass the tensor
 

@@ -134,7 +134,7 @@ def _edges_of(model: ModelConfig, system: System, lay: Layouts, sp: bool) -> dic
         rows = []
         for src, dst, slot in edges:
             o, i = megatron_codes(src, dst, slot, sp)
-            rerun = names_edge_reruns(src, dst, lay.recompute_saved or ())
+            rerun = names_edge_reruns(src, dst, lay.recompute_saved or (), model.mla is not None)
             passes = forward_passes(edge_unit(src, dst), lay.recompute, rerun)
             ec = edge_cost(mesh, o, i, output_bytes(ops[src], lay), passes, keeps_shard(o, i, ops[dst]), f)
             w = edge_share(model, src, dst)  # a MoE model's dense-MLP tensors pass in the layers that have them

@@ -49,11 +49,12 @@ MAXTEXT_OFFLOADED = {"qkv_proj_offloaded": ["qkv"], "minimal_offloaded": ["qkv",
 
 
 def names_unpriced(model: ModelConfig, saved=()) -> str | None:
-    """What in `model` the names policy does not price (cost.remat_names: softmax-attention layers; a MoE MLP
-    re-run whole, cost.moe), or None. MaxText tags the experts' first GEMM outputs mlpwi_0 as well as
-    moe_mlpwi_0 (layers/moe.py), so saving mlp_in on a MoE model keeps part of the experts' tensors: not priced."""
-    return ("experts (MoE) with mlp_in saved" if model.moe and "mlp_in" in saved else "latent attention (MLA)"
-            if model.mla else "linear attention" if model.linear_attention else None)
+    """What in `model` the names policy does not price (cost.remat_names: softmax-attention layers, latent
+    attention's included; a MoE MLP re-run whole, cost.moe), or None. MaxText tags the experts' first GEMM outputs
+    mlpwi_0 as well as moe_mlpwi_0 (layers/moe.py), so saving mlp_in on a MoE model keeps part of the experts'
+    tensors: not priced."""
+    return ("experts (MoE) with mlp_in saved" if model.moe and "mlp_in" in saved else
+            "linear attention" if model.linear_attention else None)
 
 
 def check_names_model(model: ModelConfig, saved=()) -> None:
@@ -63,7 +64,7 @@ def check_names_model(model: ModelConfig, saved=()) -> None:
         raise InputError(f"recompute = names with {model.name}, a model with {what}: the names policy is priced "
                          "for softmax-attention layers, MoE ones with the experts re-run whole; valid: recompute "
                          "none, selective, full or per-op" + (", or recompute_saved without mlp_in"
-                                                             if model.moe and not model.mla else ""))
+                                                             if model.moe and not model.linear_attention else ""))
 
 
 def check_recompute(p: dict, model: ModelConfig) -> None:
