@@ -73,8 +73,12 @@ def plan_of(imp: Imported, hardware: str | System | None = None, gpus: int | Non
     """The model, system and resolved plan of an import, on `hardware` with `gpus` devices (or the config's)."""
     name, count = launch_of(imp, hardware if isinstance(hardware, str) or hardware is None else hardware.name, gpus)
     system = hardware if isinstance(hardware, System) else load_hardware(name)
+    fields = {**imp.plan, "gpus": count}
     try:
-        return imp.model, system, resolve(Plan(**{**imp.plan, "gpus": count}), imp.model, system)
+        if imp.deferred:  # what the config leaves to the device count (MaxText: -1 mesh axes, per-device batch)
+            module = importlib.import_module(f"{__name__}.{FRAMEWORKS[imp.framework][0]}")
+            fields.update(module.complete(imp.deferred, count, system))
+        return imp.model, system, resolve(Plan(**fields), imp.model, system)
     except InputError as err:
         raise InputError(f"{imp.framework} config: {err}{keys_named(imp, str(err))}") from None
 

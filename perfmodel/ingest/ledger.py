@@ -54,6 +54,9 @@ class Imported(Schema):
     keys: list[KeyFate] = Field(description="every key read, in the order read")
     set_by: dict[str, str] = Field(default_factory=dict, description="field -> the key that set it ('plan.tp' -> "
                                                                       "'--tensor-model-parallel-size = 4')")
+    deferred: dict[str, Any] = Field(default_factory=dict, description="what the reader completes once the device "
+                                     "count and system are known (`complete(deferred, gpus, system)` of its module: "
+                                     "MaxText's mesh axes of -1, its per-device batch); empty when nothing waits")
 
     def not_priced(self) -> list[KeyFate]:
         return [k for k in self.keys if k.fate == "not priced"]
@@ -118,8 +121,8 @@ class Ledger:
         """The fields under `prefix.` ("plan", "model", "launch"), without the prefix."""
         return {k.split(".", 1)[1]: v for k, v in self.fields.items() if k.startswith(prefix + ".")}
 
-    def imported(self, files, model: ModelConfig, name: str | None = None) -> Imported:
+    def imported(self, files, model: ModelConfig, name: str | None = None, deferred: dict | None = None) -> Imported:
         launch = self.group("launch")
         return Imported(framework=self.framework, files=[str(f) for f in files], name=name, model=model,
                         plan=self.group("plan"), hardware=launch.get("hardware"), gpus=launch.get("gpus"),
-                        keys=self.keys, set_by=self.set_by)
+                        keys=self.keys, set_by=self.set_by, deferred=deferred or {})
