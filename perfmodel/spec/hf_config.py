@@ -1,7 +1,7 @@
-"""HuggingFace config.json onto ModelConfig: dense (gpt2, llama, mistral, qwen2, qwen3, mimo, gpt_neox) and
+"""HuggingFace config.json onto ModelConfig: dense (gpt2, llama, mistral, qwen2, qwen3, mimo, gpt_neox, gemma3) and
 mixture-of-experts / multi-head latent attention model types (mixtral, qwen3_moe, minimax_m2, deepseek_v3 and
 kimi_k2, deepseek_v32 and glm_moe_dsa with sparse attention, gpt_oss, llama4), and the multimodal wrappers whose
-text model is one of them (llama4, kimi_k25, qwen3_vl, qwen3_vl_moe: the vision tower is not priced). Every read is
+text model is one of them (llama4, kimi_k25, qwen3_vl, qwen3_vl_moe, gemma3: the vision tower is not priced). Every read is
 typed and names the key when it fails (one-line InputError); an architecture the cost model cannot price yet is
 refused naming the one field that makes it so (`UNPRICED`)."""
 
@@ -19,7 +19,8 @@ _LAYER_KEYS = ("n_layer", "num_hidden_layers", "first_k_dense_replace", "moe_lay
 # Multimodal configs read for their text model only: the wrapper's type -> the text_config's own type, as
 # transformers (Llama4Config, Qwen3VLConfig, Qwen3VLMoeConfig) and Kimi-K2.5's configuration_kimi_k25.py nest it.
 WRAPPERS = {"llama4": "llama4_text", "kimi_k25": "kimi_k2", "qwen3_vl": "qwen3_vl_text",
-            "qwen3_vl_moe": "qwen3_vl_moe_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
+            "qwen3_vl_moe": "qwen3_vl_moe_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text",
+            "gemma3": "gemma3_text"}
 # Hybrid models of Gated DeltaNet and gated full attention (Qwen3-Next, Qwen3.5): transformers' Qwen3NextConfig keys
 GDN_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 # Text model types read as another with the same keys: Qwen3-VL's text models are Qwen3 / Qwen3-MoE with
@@ -27,7 +28,7 @@ GDN_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 SAME_AS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe", "mimo": "qwen2"}
 MLA_TYPES = ("deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa")
 HF_MODEL_TYPES = ("gpt2", "llama", "mistral", "qwen2", "gpt_neox", "qwen3", "mixtral", "qwen3_moe", "minimax_m2",
-                  "step3p7", *GDN_TYPES, *MLA_TYPES, "gpt_oss", "llama4_text", *SAME_AS, *WRAPPERS)
+                  "step3p7", "gemma3_text", *GDN_TYPES, *MLA_TYPES, "gpt_oss", "llama4_text", *SAME_AS, *WRAPPERS)
 # Architectures read but not priced yet: model_type -> (the field that makes it so, what it holds). The refusal
 # names that field, so a user knows what is missing rather than that the name is unknown.
 UNPRICED = {
@@ -262,6 +263,33 @@ def _mtp_layers(c: _HFConfig, mt: str) -> int:
     return 0
 
 
+def _gemma3(c: _HFConfig) -> dict:
+    """Gemma 3's text model (Gemma Team 2025, Gemma 3 technical report, Sec. 2): transformers' Gemma3TextConfig
+    (src/transformers/models/gemma3/configuration_gemma3.py at 008f5c8c29be84d4721dc6d1e0fcd72300580be4), whose
+    defaults fill what google/gemma-3-*/config.json leaves out (vocab_size 262208, head_dim 256,
+    max_position_embeddings 131072, tie_word_embeddings true, sliding_window 4096, sliding_window_pattern 6). The MLP
+    is GeGLU (gelu_pytorch_tanh of the gate times up: three matrices, priced as SwiGLU's); layer i attends within
+    the window unless (i + 1) % sliding_window_pattern == 0 (Gemma3DecoderLayer; newer configs list layer_types):
+    5 local layers per global one. Not counted (ModelConfig has two norms a layer): the post-attention and
+    post-MLP RMSNorms and the per-head query/key RMSNorms, 2 hidden + 2 head_dim scales per layer; the sqrt(hidden)
+    embedding scale and query_pre_attn_scalar have no parameters."""
+    n, kinds = c.count("num_hidden_layers", 26), ("sliding_attention", "full_attention")
+    c.choice("hidden_activation", ("gelu_pytorch_tanh", "gelu"), "gelu_pytorch_tanh")
+    if c.flag("attention_bias", False):
+        raise c._bad("attention_bias", "false (Gemma 3's projections have no biases)")
+    every = c.count("sliding_window_pattern", 6)
+    types = c.layer_kinds("layer_types", kinds, n) or [kinds[(i + 1) % every == 0] for i in range(n)]
+    windowed = types.count("sliding_attention")
+    return dict(n_layers=n, hidden=c.count("hidden_size", 2304), n_heads=c.count("num_attention_heads", 8),
+                n_kv_heads=c.count("num_key_value_heads", 4), head_dim=c.count("head_dim", 256),
+                ffn_hidden=c.count("intermediate_size", 9216), vocab=c.count("vocab_size", 262208),
+                max_seq_len=c.count("max_position_embeddings", 131072), mlp="swiglu", norm="rmsnorm",
+                position="rope", tie_embeddings=c.flag("tie_word_embeddings", True), linear_bias="none",
+                dropout=c.prob("attention_dropout", 0.0),
+                sliding_window=c.count("sliding_window", 4096) if windowed else None,
+                sliding_window_layers=windowed if 0 < windowed < n else None)
+
+
 def from_hf_config(cfg: dict, name: str, where: str = "config.json") -> ModelConfig:
     """Map a HuggingFace config.json (model types in HF_MODEL_TYPES) onto ModelConfig.
 
@@ -338,6 +366,8 @@ def from_hf_config(cfg: dict, name: str, where: str = "config.json") -> ModelCon
             # does not load the MTP weights), so absent means none.
             mtp_layers=c.count0("num_nextn_predict_layers", 0), sparse_attention=sparse,
         )
+    elif mt == "gemma3_text":
+        fields = _gemma3(c)
     else:  # llama, mistral, qwen2 (mimo), qwen3, mixtral, qwen3_moe, minimax_m2, step3p7, gpt_oss, llama4_text
         heads, n_layers = c.count("num_attention_heads"), c.count("num_hidden_layers")
         if mt == "qwen2":

@@ -45,6 +45,8 @@ _GPT_OSS = dict(vocab=201088, max_seq_len=131072, mlp="swiglu", norm="rmsnorm", 
                 tie_embeddings=False, linear_bias="all", hidden=2880, n_heads=64, n_kv_heads=8, head_dim=64,
                 ffn_hidden=2880, sliding_window=128)
 _GPT_OSS_MOE = dict(top_k=4, expert_ffn_hidden=2880, router_bias=True, expert_bias=True)
+_GEMMA3 = dict(vocab=262208, max_seq_len=131072, mlp="swiglu", norm="rmsnorm", position="rope", tie_embeddings=True,
+               linear_bias="none", sliding_window=1024)
 
 PRESETS: dict[str, dict] = {
     "gpt2-124m": _gpt(12, 768, 12, _GPT2, _GPT2_SRC),
@@ -148,6 +150,21 @@ PRESETS: dict[str, dict] = {
                           moe=dict(n_experts=16, top_k=1, expert_ffn_hidden=8192, n_shared_experts=1,
                                    router_scoring="sigmoid"),
                           source="meta-llama/Llama-4-Scout-17B-16E config.json (text_config)"),
+    # Gemma 3's text models (Gemma Team 2025, Gemma 3 technical report, Sec. 2.1: 5 local layers of a 1024-token
+    # window per global layer, GQA with query/key norm, 262k vocabulary, tied embeddings): shapes as the
+    # google/gemma-3-{27b,12b}-pt config.json text_config (transformers Gemma3TextConfig's defaults for what it
+    # leaves out: vocab_size 262208, max_position_embeddings 131072; spec.hf_config._gemma3) and MaxText's
+    # configs/models/gemma3-{27b,12b}.yml at e591f30cbbf217ed67ef71263ec0538239f9c3b8. Global layers are every 6th
+    # ((i + 1) % 6 == 0): 10 of 62, 8 of 48. GeGLU priced as SwiGLU (three matrices); the post-norms and q/k norms are
+    # not counted (spec.hf_config._gemma3). The vision tower (SigLIP, 417M) is not priced.
+    "gemma-3-27b": dict(_GEMMA3, n_layers=62, hidden=5376, n_heads=32, n_kv_heads=16, head_dim=128, ffn_hidden=21504,
+                        sliding_window_layers=52,
+                        source="Gemma Team 2025 (Gemma 3 technical report), google/gemma-3-27b-pt config.json "
+                               "text_config, MaxText configs/models/gemma3-27b.yml"),
+    "gemma-3-12b": dict(_GEMMA3, n_layers=48, hidden=3840, n_heads=16, n_kv_heads=8, head_dim=256, ffn_hidden=15360,
+                        sliding_window_layers=40,
+                        source="Gemma Team 2025 (Gemma 3 technical report), google/gemma-3-12b-pt config.json "
+                               "text_config, MaxText configs/models/gemma3-12b.yml"),
 }
 for _name, _cfg in PRESETS.items():
     _cfg["name"] = _name
