@@ -1,0 +1,449 @@
+"""torchtitan's keys and what each becomes: the model from [model] name / flavor, the plan from [parallelism],
+[training], [activation_checkpoint], [compile] and the float8 converters, the rest named as not priced.
+
+Sources: torchtitan v0.2.2 (73a0e6979dd10b6b1904098eb3c8f62c18ab87ce) torchtitan/config/job_config.py (keys and
+defaults), models/llama3/infra/parallelize.py (apply_fsdp: reshard_after_forward "default" = not pp_enabled),
+distributed/pipeline_parallel.py (stages per rank, generate_llm_fqn_per_model_part), distributed/
+activation_checkpoint.py; torchtitan main b5bcd76c6 (2026) torchtitan/config/configs.py (TrainingConfig after
+"fold batch dim", #4121: num_tokens_per_microbatch_per_dp_rank, max_context_length, num_pp_microbatches), trainer.py
+(Trainer.Config defaults: SelectiveAC), components/loss.py (ChunkedLossWrapper num_chunks = 8). The inverse of
+perfmodel.export.torchtitan (its flavor tables are imported from perfmodel.export.torchtitan_model).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import InputError
+from ..spec.model import ModelConfig
+from ..spec.plan import Plan
+from .ledger import Ledger
+from .sources import Unevaluated
+from .torchtitan_flavors import model_of
+
+FAMILIES = ("llama3", "llama4", "deepseek_v3", "qwen3")
+_NOT_PRICED = {
+    "job": "the job's name and output folder", "profiling": "profiling and memory snapshots",
+    "profiler": "profiling and memory snapshots", "metrics": "logging and metrics",
+    "optimizer": "the optimizer's hyper-parameters (perfmodel prices AdamW's state and update)",
+    "lr_scheduler": "the learning-rate schedule", "checkpoint": "checkpoint saving and loading",
+    "validation": "validation runs between steps", "validator": "validation runs between steps",
+    "comm": "collective timeouts and tracing", "memory_estimation": "torchtitan's own memory estimate",
+    "fault_tolerance": "torchft replica groups", "experimental": "custom imports",
+    "dataloader": "the data pipeline", "hf_assets_path": "the tokenizer and weights' path",
+    "float8": "float8 settings without a float8 converter named in [model] converters",
+    "quantize": "quantization settings without their converter named in [model] converters",
+    "debug": "seeds and determinism switches", "model.hf_assets_path": "the tokenizer and weights' path",
+    "model.tokenizer_path": "the tokenizer's path", "training.max_norm": "gradient clipping's threshold",
+    "training.steps": "the number of steps", "training.dataset": "the data set",
+    "training.dataset_path": "the data set's path", "training.gc_freq": "Python garbage collection",
+    "training.gc_debug": "Python garbage collection", "training.dataloader": "the data pipeline",
+    "training.seed": "seeds", "loss": "the loss function", "model_spec": "a model spec the reader cannot follow",
+}
+_SCHEDULES = {"1f1b": "1f1b", "interleaved1f1b": "interleaved", "gpipe": "gpipe"}
+_SINGLE_STAGE = ("1f1b", "gpipe")
+
+
+@dataclass
+class Entry:
+    """One key as the config states it."""
+
+    key: str
+    value: object
+    source: str
+    written: str | None = None  # the text written, where the value is a reading of it
+    unread: bool = False  # a statement the reader cannot follow
+
+
+def apply(entries: list[Entry], led: Ledger, python: bool, custom: dict | None = None) -> ModelConfig:
+    """Every entry onto the ledger; the model the config trains."""
+    keys = {e.key: e for e in entries}
+    done: set[str] = set()
+
+    def get(key, default=None):
+        e = keys.get(key)
+        if e is None or isinstance(e.value, Unevaluated) or e.unread:
+            return default
+        return e.value
+
+    def put(key, why="", **fields):
+        if key in keys and key not in done:
+            done.add(key)
+            e = keys[key]
+            led.set(key, e.written or e.value, e.source, why, **fields)
+
+    def skip(key, why):
+        if key in keys and key not in done:
+            done.add(key)
+            e = keys[key]
+            led.skip(key, e.written or e.value, e.source, why)
+
+    for e in entries:  # a value computed by Python: named, never guessed
+        if e.unread:
+            done.add(e.key)
+            led.skip(e.key, e.value, e.source, "a statement the reader does not run (it may change the config)")
+        elif isinstance(e.value, Unevaluated):
+            skip(e.key, f"computed by Python ({e.value!r}), not read as data")
+    model = _model(keys, get, put, led, custom)
+    tp = int(get("parallelism.tensor_parallel_degree", 1))
+    pp = int(get("parallelism.pipeline_parallel_degree", 1))
+    cp = int(get("parallelism.context_parallel_degree", 1))
+    put("parallelism.tensor_parallel_degree", plan__tp=tp)
+    put("parallelism.pipeline_parallel_degree", plan__pp=pp)
+    put("parallelism.context_parallel_degree", plan__cp=cp)
+    dp = _data_parallel(get, put, led, pp, tp * pp * cp)
+    _experts(model, get, put, skip, led, tp, python)
+    _pipeline(model, get, put, skip, led, pp)
+    _batch(get, put, skip, led, pp, dp, python)
+    _recompute(model, get, put, skip, led, python)
+    _precision(get, put, skip, led, keys)
+    _switches(get, put, skip, led, tp, python)
+    led.default("stack", "torchtitan", "the software stack that runs the config", plan__stack="torchtitan")
+    for e in entries:
+        if e.key in done:
+            continue
+        parts = e.key.split(".")
+        why = next((_NOT_PRICED[".".join(parts[:i])] for i in range(len(parts), 0, -1)
+                    if ".".join(parts[:i]) in _NOT_PRICED), None)
+        skip(e.key, f"{why}: does not change step time or memory" if why else
+             f"not a key perfmodel knows in torchtitan's {'Trainer.Config' if python else 'JobConfig'}")
+    return model
+
+
+def _model(keys, get, put, led, custom) -> ModelConfig:
+    name, flavor = get("model.name", "llama3"), get("model.flavor", "debugmodel")
+    model = model_of(str(name), str(flavor), custom)
+    put("model.name", why="torchtitan's model family")
+    put("model.flavor", why=f"torchtitan's {name} {flavor}", model__name=model.name)
+    if "model.name" not in keys:
+        led.default("model.name", "llama3", "JobConfig Model.name", model__family="llama3")
+    return model
+
+
+def _data_parallel(get, put, led, pp: int, mp: int) -> int | None:
+    """data_parallel_replicate_degree x data_parallel_shard_degree (-1: the devices left) and the resharding
+    policy -> dp, dp_replicate and ZeRO: shard degree 1 replicates (ZeRO-0, DDP); otherwise FSDP2 reshards after
+    forward always (ZeRO-3) or never (ZeRO-2), "default" = not pp_enabled (apply_fsdp)."""
+    r = int(get("parallelism.data_parallel_replicate_degree", 1))
+    s = int(get("parallelism.data_parallel_shard_degree", -1))
+    reshard = get("parallelism.fsdp_reshard_after_forward", "default")
+    if reshard not in ("default", "always", "never"):
+        raise InputError(f"parallelism.fsdp_reshard_after_forward = {reshard!r}; valid: default, always, never")
+    if s == 1:
+        put("parallelism.data_parallel_replicate_degree", "replicated: DDP (torchtitan 0.3.0: fully_shard over a "
+            f"({r}, 1) mesh that shards nothing)", plan__dp=r, plan__zero=0)
+        put("parallelism.data_parallel_shard_degree", "nothing sharded", launch__gpus=r * mp)
+        put("parallelism.fsdp_reshard_after_forward", "no sharded parameters to reshard")
+        return r
+    zero = 3 if reshard == "always" or (reshard == "default" and pp == 1) else 2
+    put("parallelism.data_parallel_replicate_degree", "HSDP: gradients all-reduced over the replicas" if r > 1 else
+        "", plan__dp_replicate=r)
+    put("parallelism.fsdp_reshard_after_forward", f"{reshard}: parameters resharded after forward "
+        + ("(ZeRO-3)" if zero == 3 else "never: kept gathered to the backward (ZeRO-2)")
+        + (f" (default: {'' if pp > 1 else 'not '}pipelined)" if reshard == "default" else ""), plan__zero=zero)
+    if s == -1:
+        put("parallelism.data_parallel_shard_degree", "the devices left: --gpus / (tp x pp x cp x replicate)")
+        if not led.has("plan.zero"):
+            led.default("parallelism.fsdp_reshard_after_forward", "default", "FSDP2", plan__zero=zero)
+        return None
+    if s < 1:
+        raise InputError(f"parallelism.data_parallel_shard_degree = {s}; valid: -1 (the devices left) or >= 1")
+    put("parallelism.data_parallel_shard_degree", "FSDP2 over dp_replicate x dp_shard ranks", plan__dp=r * s,
+        launch__gpus=r * s * mp)
+    if not led.has("plan.zero"):
+        led.default("parallelism.fsdp_reshard_after_forward", "default", "FSDP2", plan__zero=zero)
+    return r * s
+
+
+def _experts(model, get, put, skip, led, tp: int, python: bool) -> None:
+    """expert_parallel_degree -> ep; 0.2.2's expert_tensor_parallel_degree -> etp (0.3.0 has none: experts whole
+    on their rank at ep > 1, split over tp at ep = 1)."""
+    ep = int(get("parallelism.expert_parallel_degree", 1))
+    if model.moe is None:
+        skip("parallelism.expert_parallel_degree", "the model has no experts")
+        skip("parallelism.expert_tensor_parallel_degree", "the model has no experts")
+        return
+    put("parallelism.expert_parallel_degree", plan__ep=ep)
+    etp = get("parallelism.expert_tensor_parallel_degree")
+    if etp is not None:
+        put("parallelism.expert_tensor_parallel_degree", plan__etp=int(etp))
+    else:
+        led.default("expert tensor parallelism", "tp at ep = 1, else 1", "experts split over tp at ep = 1, whole "
+                    "on their ep rank otherwise", plan__etp=tp if ep == 1 else 1)
+    backend = get("parallelism.expert_parallel_comm_backend", get("model.moe_comm_backend"))
+    for key in ("parallelism.expert_parallel_comm_backend", "model.moe_comm_backend"):
+        if backend in ("standard", "deepep", "hybridep"):
+            put(key, "all-to-all" if backend == "standard" else "DeepEP / HybridEP dispatch",
+                plan__moe_dispatcher="alltoall" if backend == "standard" else "flex")
+    if get("debug.moe_force_load_balance") is True:
+        put("debug.moe_force_load_balance", "routing forced round-robin", plan__expert_imbalance=1.0)
+
+
+def torchtitan_parts(stages: int, n_layers: int, first_less: int, last_less: int) -> list[int]:
+    """Layers of each model part when module_fqns_per_model_part is not given (torchtitan's
+    generate_llm_fqn_per_model_part): n_layers + the input and output weights split evenly over the stages, the
+    remainder one each to the first stages, the first stage giving up first_less, the last last_less."""
+    effective = n_layers + first_less + last_less
+    per, extra = divmod(effective, stages)
+    parts = [per + (i < extra) for i in range(stages)]
+    parts[0] -= first_less
+    parts[-1] -= last_less
+    if min(parts) < 1:
+        raise InputError(f"{stages} pipeline stages over {n_layers} layers (+{first_less} input, +{last_less} output) "
+                         "leave a stage empty; valid: fewer stages or pipeline_parallel_*_stage_less_layers")
+    return parts
+
+
+def _pipeline(model, get, put, skip, led, pp: int) -> None:
+    keys = ("pipeline_parallel_schedule", "module_fqns_per_model_part", "pipeline_parallel_layers_per_stage",
+            "pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers",
+            "pipeline_parallel_schedule_csv", "pipeline_parallel_expert_parallel_overlap")
+    if pp == 1:
+        for k in keys + ("pipeline_parallel_microbatch_size", "num_pp_microbatches"):
+            skip(f"parallelism.{k}", "pipeline_parallel_degree is 1: no pipeline")
+        return
+    text = str(get("parallelism.pipeline_parallel_schedule", "1F1B"))
+    schedule = _SCHEDULES.get(text.lower())
+    if schedule is None:
+        raise InputError(f"parallelism.pipeline_parallel_schedule = {text!r} is not priced; valid: 1F1B, "
+                         "Interleaved1F1B, GPipe")
+    put("parallelism.pipeline_parallel_schedule", plan__schedule=schedule)
+    if get("parallelism.pipeline_parallel_schedule_csv"):
+        raise InputError(f"parallelism.pipeline_parallel_schedule_csv = {get('parallelism.pipeline_parallel_schedule_csv')!r}:"
+                         " a schedule from a file is not priced; valid: empty, with a named schedule")
+    skip("parallelism.pipeline_parallel_schedule_csv", "empty: the named schedule runs")
+    skip("parallelism.pipeline_parallel_expert_parallel_overlap", "applies to the DualPipeV schedule only")
+    fqns = get("parallelism.module_fqns_per_model_part")
+    first = int(get("parallelism.pipeline_parallel_first_stage_less_layers", 1))
+    last = int(get("parallelism.pipeline_parallel_last_stage_less_layers", 1))
+    n = model.n_layers
+    if fqns:
+        parts = [sum(1 for m in part if str(m).startswith("layers.")) for part in fqns]
+        how = "layers named per part"
+        for k in keys[2:5]:
+            skip(f"parallelism.{k}", "module_fqns_per_model_part gives the split")
+    else:
+        per = get("parallelism.pipeline_parallel_layers_per_stage")
+        stages = math.ceil((n + first + last) / int(per)) if per else pp * (1 if schedule in _SINGLE_STAGE else 2)
+        parts = torchtitan_parts(stages, n, first, last)
+        how = f"torchtitan's split of {n} layers + {first} input + {last} output over {stages} parts"
+        put("parallelism.pipeline_parallel_layers_per_stage", f"{stages} model parts")
+        put("parallelism.pipeline_parallel_first_stage_less_layers", "the embedding's weight in the split")
+        put("parallelism.pipeline_parallel_last_stage_less_layers", "the output's weight in the split")
+    if len(parts) % pp or sum(parts) != n:
+        raise InputError(f"parallelism.module_fqns_per_model_part: {len(parts)} parts holding {sum(parts)} layers; "
+                         f"valid: a multiple of pipeline_parallel_degree = {pp} parts holding the model's {n} layers")
+    vpp = len(parts) // pp
+    if (vpp == 1) != (schedule in _SINGLE_STAGE):
+        raise InputError(f"parallelism.pipeline_parallel_schedule = {text} with {vpp} model part(s) per rank; valid: "
+                         + ("Interleaved1F1B" if vpp > 1 else "1F1B or GPipe"))
+    stage_layers = [sum(parts[r::pp]) for r in range(pp)]
+    even = [stage_layers[c % pp] // vpp + (c // pp < stage_layers[c % pp] % vpp) for c in range(pp * vpp)]
+    why = f"{how}: parts {parts} (part c*pp + r on rank r)" + ("" if even == parts else
+                                                               "; priced with each stage's layers split evenly "
+                                                               f"over its {vpp} chunks, {even}")
+    put("parallelism.module_fqns_per_model_part", why, plan__vpp=vpp, plan__stage_layers=stage_layers)
+    if not led.has("plan.vpp"):
+        led.default("pipeline split", how, why, plan__vpp=vpp, plan__stage_layers=stage_layers)
+
+
+def _batch(get, put, skip, led, pp: int, dp: int | None, python: bool) -> None:
+    """Sequences per micro-batch and per step. 0.2.x: local_batch_size is one dp rank's batch per
+    gradient-accumulation step, split into pipeline micro-batches of pipeline_parallel_microbatch_size with pp;
+    global_batch_size -1 = local x dp. 2026 (#4121): num_tokens_per_microbatch_per_dp_rank tokens per micro-batch
+    of sequences of max_context_length, num_pp_microbatches of them with pp, num_tokens_per_train_step -1 = one
+    accumulation step."""
+    folded = any(get(f"training.{k}") is not None for k in ("num_tokens_per_microbatch_per_dp_rank",
+                                                          "max_context_length", "num_tokens_per_train_step"))
+    if python and (folded or get("training.local_batch_size") is None):
+        seq = int(get("training.max_context_length", 2048))
+        tokens = int(get("training.num_tokens_per_microbatch_per_dp_rank", 16384))
+        if tokens % seq:
+            raise InputError(f"training.num_tokens_per_microbatch_per_dp_rank = {tokens} is not a whole number of "
+                             f"max_context_length = {seq} sequences; valid: a multiple of {seq}")
+        micro = tokens // seq
+        count = int(get("parallelism.num_pp_microbatches", 1)) if pp > 1 else 1
+        per_rank, total = micro * count, int(get("training.num_tokens_per_train_step", -1))
+        put("training.max_context_length", plan__seq_len=seq)
+        put("training.num_tokens_per_microbatch_per_dp_rank", f"{tokens} / {seq} = {micro} sequences",
+            plan__micro_batch=micro)
+        put("parallelism.num_pp_microbatches", f"{count} pipeline micro-batches per step")
+        glob = total // seq if total != -1 else None
+        key = "training.num_tokens_per_train_step"
+    else:
+        seq = int(get("training.seq_len", 2048))
+        local = int(get("training.local_batch_size", 8))
+        micro = int(get("parallelism.pipeline_parallel_microbatch_size", 1)) if pp > 1 else local
+        if local % micro:
+            raise InputError(f"training.local_batch_size = {local} is not a multiple of "
+                             f"parallelism.pipeline_parallel_microbatch_size = {micro}; valid: a multiple of {micro}")
+        per_rank, total = local, int(get("training.global_batch_size", -1))
+        put("training.seq_len", plan__seq_len=seq)
+        put("training.local_batch_size", "one dp rank's batch per accumulation step" + (
+            f", {local // micro} pipeline micro-batches" if pp > 1 else ""), **({} if pp > 1 else
+                                                                             {"plan__micro_batch": micro}))
+        put("parallelism.pipeline_parallel_microbatch_size", plan__micro_batch=micro)
+        glob, key = (total if total != -1 else None), "training.global_batch_size"
+    if glob is not None:
+        put(key, plan__global_batch=glob)
+    elif dp is not None:
+        put(key, f"-1: {per_rank} x dp {dp}", plan__global_batch=per_rank * dp)
+    else:
+        put(key, f"-1: {per_rank} sequences per dp rank x dp (from --gpus)", launch__global_batch_per_dp=per_rank)
+        if not led.has("launch.global_batch_per_dp"):
+            led.default(key, -1, "one accumulation step: the dp ranks' batches", launch__global_batch_per_dp=per_rank)
+    for field, value, key in (("seq_len", seq, "seq_len / max_context_length"), ("micro_batch", micro,
+                              "micro-batch size")):
+        if not led.has(f"plan.{field}"):
+            led.default(key, value, "torchtitan's default", **{f"plan__{field}": value})
+
+
+def _recompute(model, get, put, skip, led, python: bool) -> None:
+    """[activation_checkpoint] mode: none; full (every block); selective with selective_ac_option "op" (per-op:
+    perfmodel's per-op) or an integer N (every Nth block checkpointed whole: recompute full by blocks, the
+    first chunk / N blocks of each chunk). Unstated: 0.2.2's JobConfig selective "2", 2026's SelectiveAC (per-op)."""
+    mode = get("activation_checkpoint.mode", "selective")
+    option = str(get("activation_checkpoint.selective_ac_option", "op" if python else "2"))
+    if mode == "none":
+        put("activation_checkpoint.mode", plan__recompute="none")
+        skip("activation_checkpoint.selective_ac_option", "mode is none")
+    elif mode == "full":
+        put("activation_checkpoint.mode", "every block checkpointed", plan__recompute="full")
+        skip("activation_checkpoint.selective_ac_option", "mode is full")
+    elif mode == "selective" and (option == "op" or option.isdigit() and int(option) >= 1):
+        every = 0 if option == "op" else int(option)
+        stages, vpp = led.get("plan.stage_layers") or [model.n_layers], led.get("plan.vpp", 1)
+        chunk = stages[0] // vpp
+        fields = ({"plan__recompute": "per-op"} if every == 0 else {"plan__recompute": "full"} if every == 1 else
+                  {"plan__recompute": "none"} if chunk < every else
+                  {"plan__recompute": "full", "plan__recompute_method": "block",
+                   "plan__recompute_num_layers": chunk // every})
+        why = ("per-op selective AC: saves matmul, attention and reduce-scatter outputs" if every == 0 else
+               f"every {every}th block checkpointed whole: {chunk // every} of each {chunk}-layer chunk")
+        stated = get("activation_checkpoint.mode") is not None
+        put("activation_checkpoint.mode", why, **(fields if stated else {}))
+        put("activation_checkpoint.selective_ac_option", why, **({} if stated else fields))
+    else:
+        raise InputError(f"activation_checkpoint mode = {mode!r}, selective_ac_option = {option!r} is not priced; "
+                         "valid: none, full, selective with 'op' or a positive integer")
+    if not led.has("plan.recompute"):
+        what = "per-op (Trainer.Config's SelectiveAC)" if python else "selective every 2nd block (JobConfig)"
+        if python:
+            led.default("activation_checkpoint", "SelectiveAC", what, plan__recompute="per-op")
+        else:
+            chunk = (led.get("plan.stage_layers") or [model.n_layers])[0] // led.get("plan.vpp", 1)
+            led.default("activation_checkpoint.mode", "selective, selective_ac_option 2", what, plan__recompute="full",
+                        plan__recompute_method="block", plan__recompute_num_layers=max(chunk // 2, 1))
+
+
+# converter -> (precision, fp8 recipe); 0.2.x names in [model] converters, 2026 config classes in model_registry
+_CONVERTERS = {"float8": ("fp8", "tensorwise"), "quantize.linear.float8": ("fp8", "tensorwise"),
+               "Float8LinearConverter": ("fp8", "tensorwise"), "quantize.linear.mx": ("fp8", "mxfp8"),
+               "MXFP8LinearConverter": ("fp8", "mxfp8"), "NVFP4LinearConverter": ("fp4", None)}
+_EXPERT_CONVERTERS = ("quantize.grouped_mm.float8", "quantize.grouped_mm.mx", "Float8GroupedExpertsConverter",
+                      "MXFP8GroupedExpertsConverter", "float8_grouped_mm")
+
+
+def _precision(get, put, skip, led, keys) -> None:
+    """[model] converters: a float8 / MX linear converter runs every linear's GEMMs in fp8 (tensorwise scaling:
+    torchao Float8Linear's default recipe; MX: mxfp8 blocks); training.dtype / mixed_precision_* -> the stored
+    weights', moments' and gradients' dtypes."""
+    converters = get("model.converters") or []
+    linear = [c for c in converters if c in _CONVERTERS]
+    other = [c for c in converters if c not in _CONVERTERS and c not in _EXPERT_CONVERTERS]
+    if other:
+        raise InputError(f"[model] converters = {converters}: {', '.join(map(str, other))} is not priced; valid: "
+                         f"{', '.join(sorted(set(_CONVERTERS) | set(_EXPERT_CONVERTERS)))}")
+    emulate = any(get(f"model.converters.{c}.emulate") is True for c in linear)
+    if len({_CONVERTERS[c] for c in linear}) > 1:
+        raise InputError(f"[model] converters = {converters}: two linear converters; valid: one")
+    if linear and not emulate:
+        precision, recipe = _CONVERTERS[linear[0]]
+        recipe = _recipe(get, linear[0], recipe)
+        put("model.converters", f"{linear[0]}: every linear's GEMMs in {precision}" + (
+            " ('float8' is the mid-2025 name of 0.2.2's quantize.linear.float8)" if linear[0] == "float8" else "")
+            + (" (the experts' grouped GEMMs too)" if len(converters) > 1 else ""), plan__precision=precision,
+            **({"plan__fp8_recipe": recipe} if recipe else {}))
+    elif linear:
+        put("model.converters", "emulate = true: float8 emulated in bf16 (a test mode)", plan__precision="bf16")
+    elif converters:
+        skip("model.converters", "float8 for the experts' grouped GEMMs alone: perfmodel's precision is every "
+             "GEMM's; not priced")
+    for e in keys.values():
+        if e.key.startswith(("float8.", "quantize.", "model.converters.")) and linear and not emulate:
+            skip(e.key, "a detail of the float8 recipe (all-gathers stay bf16, filtered modules), not priced")
+    dtype = get("training.dtype", "float32")
+    param = get("training.mixed_precision_param", "bfloat16")
+    if param != "bfloat16" or dtype not in ("float32", "bfloat16"):
+        raise InputError(f"training.mixed_precision_param = {param}, training.dtype = {dtype}: fp32 compute is not "
+                         "priced; valid: mixed_precision_param = bfloat16, dtype float32 or bfloat16")
+    put("training.mixed_precision_param", "bf16 compute (perfmodel's precision: the GEMMs')")
+    bf16 = dtype == "bfloat16"
+    states = {"plan__weight_dtype": "bf16" if bf16 else "fp32", "plan__moment_dtype": "bf16" if bf16 else "fp32"}
+    states = {k: v for k, v in states.items() if k[6:] in Plan.model_fields}
+    put("training.dtype", "parameters, gradients and optimizer state in bf16, no fp32 copy" if bf16 else
+        "fp32 parameters and optimizer state (mixed precision by fully_shard)", **states,
+        **({"plan__grad_dtype": "bf16"} if bf16 else {}))
+    if bf16:
+        skip("training.mixed_precision_reduce", "no effect with training.dtype = bfloat16")
+    else:
+        put("training.mixed_precision_reduce", "gradients reduced in fp32", plan__grad_dtype="fp32")
+    led.default("training.dtype", "float32", "fp32 weights and moments (JobConfig / TrainingConfig)", **states)
+    led.default("training.mixed_precision_reduce", "float32", "gradients reduced in fp32", plan__grad_dtype="fp32")
+
+
+def _recipe(get, converter: str, default: str | None) -> str | None:
+    name = get(f"quantize.linear.float8.recipe_name", get(f"float8.recipe_name",
+                                                          get(f"model.converters.{converter}.recipe_name")))
+    if default != "tensorwise" or name in (None, "tensorwise"):
+        return default
+    raise InputError(f"float8 recipe_name = {name!r} is not priced (perfmodel's fp8 recipes: tensorwise, blockwise, "
+                     "mxfp8); valid: tensorwise")
+
+
+def _switches(get, put, skip, led, tp: int, python: bool) -> None:
+    """Sequence parallelism (0.2.2: always with tp; 2026: enable_sequence_parallel), async tensor parallelism
+    (tp collectives beside the GEMMs: tp_comm_overlap), torch.compile's components, the loss's chunks."""
+    if python:
+        put("parallelism.enable_sequence_parallel", plan__sequence_parallel=bool(
+            get("parallelism.enable_sequence_parallel")) and tp > 1)
+        led.default("parallelism.enable_sequence_parallel", True, "ParallelismConfig",
+                    plan__sequence_parallel=tp > 1)
+    else:
+        led.default("sequence parallelism", "with tensor parallelism", "torchtitan 0.2.2 applies it whenever tp > 1",
+                    plan__sequence_parallel=tp > 1)
+    for key in ("parallelism.enable_async_tensor_parallel", "compile.enable_async_tensor_parallel"):
+        if get(key) is not None:
+            put(key, "tp collectives pipelined with the GEMMs" if get(key) else "", plan__tp_comm_overlap=bool(get(key)))
+    enable = bool(get("compile.enable", False))
+    parts = get("compile.components", ["model", "loss"])
+    compiled = {frozenset({"model", "loss"}): "model+loss", frozenset({"model"}): "model"}.get(frozenset(parts))
+    if not enable:
+        put("compile.enable", plan__compile="none")
+        skip("compile.components", "compile.enable is false")
+    else:
+        put("compile.enable", plan__compile=compiled or "none")
+        put("compile.components", "torch.compile of each block and the loss" if compiled == "model+loss" else
+            "torch.compile of each block" if compiled else f"{parts}: compiling the loss alone is not priced "
+            "(plan.compile: none, model, model+loss); priced eager")
+    skip("compile.backend", "inductor is the compiler priced")
+    led.default("compile.enable", False, "eager", plan__compile="none")
+    offload = get("training.enable_cpu_offload", False)
+    if offload:
+        raise InputError("training.enable_cpu_offload = true: FSDP2's CPUOffloadPolicy steps Adam on the host's CPUs, "
+                         "which perfmodel does not price; valid: false")
+    put("training.enable_cpu_offload", plan__optimizer_offload=False)
+    chunks = get("loss.num_chunks")
+    if chunks is not None:
+        put("loss.num_chunks", "ChunkedLossWrapper: the LM head and loss in chunks" if chunks > 1 else
+            "the LM head and loss in one piece", plan__loss_chunks=int(chunks))
+    for key, why in (("parallelism.disable_loss_parallel", "the loss over tp-sharded logits: priced as the tp "
+                      "plan's LM head"), ("parallelism.context_parallel_load_balancer", "cp load balancing: "
+                      "priced balanced"), ("parallelism.context_parallel_rotate_method", "cp's KV exchange: "
+                      "priced one way"), ("parallelism.enable_fsdp_symm_mem", "FSDP collectives' transport"),
+                     ("parallelism.spmd_backend", "the tensor-parallel implementation"),
+                     ("training.disable_cuda_graphs", "CUDA graphs are left to the torchtitan stack's default"),
+                     ("model.attn_backend", "fused attention either way (SDPA, FlexAttention, varlen)"),
+                     ("model.print_after_conversion", "logging")):
+        skip(key, why)
