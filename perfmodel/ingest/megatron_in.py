@@ -1,0 +1,336 @@
+"""Megatron-LM configs in (`perfmodel import --from megatron`): a launch script (`torchrun ... pretrain_gpt.py
+--num-layers ...`, its arguments gathered in shell arrays), a plain argument list, or a functional-test
+model_config.yaml (tests/functional_tests/test_cases/**: a MODEL_ARGS mapping of `--flag: value`), read as data.
+
+The inverse of perfmodel.export.megatron: every argument it writes maps back onto the model or plan field it came
+from; what else a file states is named as not priced (megatron_keys) or as unknown. The model is a preset where
+the arguments give one's shape exactly, else a ModelConfig named after the file. Stack: megatron-core.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import InputError
+from ..spec.plan import Plan
+from .ledger import Imported, Ledger
+from .megatron_keys import (ATTENTION, ENV_WHY, FALSE_WHY, FP8_RECIPE, FSDP_ZERO, GRAPH_IMPL, HARNESS_WHY,
+                            LAUNCH_COUNT, NARGS, NOT_PRICED_WHY, REASONS, UNKNOWN)
+from .megatron_model import build_model
+from .shell_script import Script
+from .sources import read_text, read_yaml
+
+Arg = tuple[str, "str | None", str]  # (key, value or None for a bare flag, where it came from)
+
+INTS = {"--tensor-model-parallel-size": "plan__tp", "--pipeline-model-parallel-size": "plan__pp",
+        "--context-parallel-size": "plan__cp", "--expert-model-parallel-size": "plan__ep",
+        "--expert-tensor-parallel-size": "plan__etp", "--micro-batch-size": "plan__micro_batch",
+        "--global-batch-size": "plan__global_batch", "--seq-length": "plan__seq_len",
+        "--recompute-num-layers": "plan__recompute_num_layers", "--num-virtual-stages-per-pipeline-rank": "plan__vpp",
+        "--decoder-first-pipeline-num-layers": "plan__first_stage_layers",
+        "--decoder-last-pipeline-num-layers": "plan__last_stage_layers"}
+FLAGS = {"--sequence-parallel": {"plan__sequence_parallel": True},
+         "--overlap-grad-reduce": {"plan__overlap_dp_comm": True},
+         "--tp-comm-overlap": {"plan__tp_comm_overlap": True},
+         "--accumulate-allreduce-grads-in-fp32": {"plan__grad_dtype": "fp32"},
+         "--grad-reduce-in-bf16": {"plan__grad_dtype": "bf16"},
+         "--account-for-embedding-in-pipeline-split": {"plan__account_for_embedding": True},
+         "--account-for-loss-in-pipeline-split": {"plan__account_for_loss": True},
+         "--moe-pad-expert-input-to-capacity": {"plan__moe_pad_to_capacity": True},
+         "--overlap-moe-expert-parallel-comm": {"plan__moe_overlap": True},
+         "--moe-router-force-load-balancing": {"plan__expert_imbalance": 1.0},
+         "--recompute-activations": {"plan__recompute": "selective"},
+         "--enable-cuda-graph": {"plan__cuda_graphs": "layer"}}
+CHOICES = {"--recompute-granularity": ("plan__recompute", {"full": "full", "selective": "selective"}),
+           "--recompute-method": ("plan__recompute_method", {"uniform": "uniform", "block": "block"}),
+           "--attention-backend": ("plan__attention", ATTENTION),
+           "--fp8-recipe": ("plan__fp8_recipe", FP8_RECIPE),
+           "--moe-token-dispatcher-type": ("plan__moe_dispatcher", {"allgather": "allgather", "alltoall": "alltoall",
+                                                                    "flex": "flex"}),
+           "--cuda-graph-impl": ("plan__cuda_graphs", GRAPH_IMPL)}
+
+
+def options(words: list[str], source: str) -> list[Arg]:
+    """`--name value`, `--name=value`, bare `--flag` and the several words of NARGS arguments, in order."""
+    out: list[Arg] = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        i += 1
+        if not (w.startswith("--") and len(w) > 2):
+            continue
+        if "=" in w:
+            k, v = w.split("=", 1)
+            out.append((k, v, source))
+            continue
+        vals = []
+        while i < len(words) and not (words[i].startswith("--") and len(words[i]) > 2):
+            vals.append(words[i])
+            i += 1
+            if w not in NARGS:
+                break
+        out.append((w, " ".join(vals) if vals else None, source))
+    return out
+
+
+def from_script(path: Path) -> tuple[list[Arg], list[Arg]]:
+    """(launcher options, training arguments) of a launch script or an argument list."""
+    where = f"Megatron-LM launch script {str(path)!r}"
+    script = Script(read_text(path, "Megatron-LM launch script"), where)
+    runs = [c for c in script.commands if any(w.endswith(".py") for w in c)]
+    if len(runs) > 1:
+        raise InputError(f"{where}: {len(runs)} commands run a Python script ({', '.join(runs[0][:1] + runs[1][:1])}"
+                         " ...); valid: a script that launches one pretrain_*.py")
+    if runs:
+        cmd = runs[0]
+        at = next(i for i, w in enumerate(cmd) if w.endswith(".py"))
+        return options(cmd[:at], f"{path.name} (launcher)"), options(cmd[at + 1:], path.name)
+    if script.commands and all(c[0].startswith("--") for c in script.commands):
+        return [], options([w for c in script.commands for w in c], path.name)
+    first = script.commands[0][0] if script.commands else "nothing"
+    raise InputError(f"{where}: no command runs pretrain_*.py and it is not an argument list (its first command is "
+                     f"{first!r}); valid: a torchrun ... pretrain_gpt.py script, or --flag value lines")
+
+
+def from_yaml(path: Path, led: Ledger) -> list[Arg]:
+    """MODEL_ARGS of a functional-test model_config.yaml; ENV_VARS and the harness's keys named as not priced."""
+    data = read_yaml(path, "Megatron-LM functional-test YAML")
+    args = data.get("MODEL_ARGS")
+    if not isinstance(args, dict):
+        raise InputError(f"Megatron-LM functional-test YAML {str(path)!r}: no MODEL_ARGS mapping (keys: "
+                         f"{', '.join(map(str, data)) or 'none'}); valid: a model_config.yaml of "
+                         "tests/functional_tests/test_cases")
+    out: list[Arg] = []
+    for key, value in data.items():
+        if key == "MODEL_ARGS":
+            for k, v in value.items():
+                k = str(k)
+                if v is False:
+                    led.skip(k, v, path.name, FALSE_WHY)
+                elif v is True or v is None:
+                    out.append((k, None, path.name))
+                else:
+                    out.append((k, str(v).lower() if isinstance(v, bool) else str(v), path.name))
+        elif key == "ENV_VARS" and isinstance(value, dict):
+            for k, v in value.items():
+                led.skip(str(k), v, f"{path.name} ENV_VARS", ENV_WHY)
+        else:
+            led.skip(str(key), value, path.name, HARNESS_WHY)
+    return out
+
+
+def read(paths: list[Path], name: str | None) -> Imported:
+    if name is not None:
+        raise InputError(f"--name {name}: a Megatron-LM script or argument list describes one run; valid: no --name")
+    led = Ledger("megatron")
+    launch: list[Arg] = []
+    args: list[Arg] = []
+    for path in paths:
+        if path.suffix in (".yaml", ".yml"):
+            args += from_yaml(path, led)
+        else:
+            got_launch, got = from_script(path)
+            launch += got_launch
+            args += got
+    if not args:
+        raise InputError(f"{', '.join(map(str, paths))}: no Megatron-LM argument found; valid: pretrain_gpt.py's "
+                         "--flag value arguments")
+    launch_fates(launch, led)
+    opts = {k: v for k, v, _ in args}
+    model, model_keys = build_model(args, opts, led, paths)
+    plan_fates(args, opts, led, model_keys, model.n_layers)
+    plan_defaults(opts, led, model)
+    return led.imported(paths, model)
+
+
+def launch_fates(launch: list[Arg], led: Ledger) -> None:
+    """torchrun's options: --nproc-per-node x --nnodes (where literal) is the device count; the rest not priced."""
+    counts = {}
+    for k, v, src in launch:
+        if k in LAUNCH_COUNT and v is not None and v.isdigit() and int(v) > 0:
+            field = "nodes" if k == "--nnodes" else "per_node"
+            counts[field] = int(v)
+            led.set(k, v, src, "devices = processes per node x nodes", **{f"launch__{field}": int(v)})
+        elif k in LAUNCH_COUNT:
+            led.skip(k, v, src, "not a literal count: the device count comes from --gpus")
+        else:
+            led.skip(k, v, src, REASONS["launch"])
+    if "per_node" in counts:
+        led.fields["launch.gpus"] = counts["per_node"] * counts.get("nodes", 1)
+
+
+def _int(key: str, value: str | None) -> int:
+    try:
+        n = int(str(value))
+    except ValueError:
+        raise InputError(f"Megatron-LM argument {key} = {value!r} is not an integer; valid: a whole number") from None
+    if n < 0:
+        raise InputError(f"Megatron-LM argument {key} = {value} is negative; valid: 0 or more")
+    return n
+
+
+def plan_fates(args: list[Arg], opts: dict, led: Ledger, model_keys: set[str], n_layers: int) -> None:
+    """Every training argument's fate; the model's arguments were recorded by build_model."""
+    low = "--fp8-format" in opts or "--fp4-format" in opts
+    if "--bf16" in opts and "--fp16" in opts:
+        raise InputError("megatron config contradicts itself: --bf16 and --fp16 both set the training precision; "
+                         "valid: one of them")
+    fsdp = "--use-megatron-fsdp" in opts or "--use-custom-fsdp" in opts
+    pa_optimizer = "--use-precision-aware-optimizer" in opts
+    for k, v, src in args:
+        if k in model_keys:
+            continue
+        if v is None and k not in FLAGS and k not in INTS and k not in CHOICES:
+            v = "true"
+        if k in INTS:
+            led.set(k, v, src, **{INTS[k]: _int(k, v)})
+        elif k in FLAGS and v is None:
+            led.set(k, "true", src, **FLAGS[k])
+        elif k in CHOICES:
+            field, table = CHOICES[k]
+            if v not in table:
+                raise InputError(f"Megatron-LM argument {k} = {v!r} is not one perfmodel prices; valid: "
+                                 f"{', '.join(table)}")
+            led.set(k, v, src, **{field: table[v]})
+        elif k in ("--bf16", "--fp16"):
+            if low:
+                led.set(k, "true", src, "the other tensors' type; the GEMMs run in FP8/FP4 (--fp8-format/--fp4-format)")
+            else:
+                led.set(k, "true", src, plan__precision=k[2:])
+        elif k == "--fp8-format":
+            led.set(k, v, src, f"Transformer Engine FP8 GEMMs ({v})", plan__precision="fp8")
+        elif k == "--fp4-format":
+            led.set(k, v, src, plan__precision="fp4")
+        elif k == "--use-distributed-optimizer":
+            if fsdp:
+                led.set(k, "true", src, "with Megatron-FSDP the sharding strategy decides the ZeRO stage")
+            else:
+                led.set(k, "true", src, "optimizer state sharded over data parallel", plan__zero=1)
+        elif k in ("--use-megatron-fsdp", "--use-custom-fsdp"):
+            strategy = opts.get("--data-parallel-sharding-strategy") or "no_shard"
+            led.set(k, "true", src, f"Megatron-FSDP, sharding strategy {strategy}")
+        elif k == "--data-parallel-sharding-strategy":
+            if v not in FSDP_ZERO:
+                raise InputError(f"Megatron-LM argument {k} = {v!r}; valid: {', '.join(FSDP_ZERO)}")
+            if fsdp:
+                led.set(k, v, src, plan__zero=FSDP_ZERO[v])
+            else:
+                led.skip(k, v, src, "takes effect only with --use-megatron-fsdp")
+        elif k == "--overlap-param-gather":
+            led.set(k, "true", src, "the weights' all-gather beside the next forward (with the distributed optimizer)",
+                    plan__overlap_dp_comm=True)
+        elif k == "--cuda-graph-scope":
+            if v and "full_iteration" in v.split():
+                led.set(k, v, src, plan__cuda_graphs="step")
+            else:
+                led.skip(k, v, src, REASONS["graphs-detail"])
+        elif k == "--recompute-modules":
+            led.set(k, v, src, plan__recompute_modules=(v or "").split())
+        elif k == "--num-layers-per-virtual-pipeline-stage":
+            led.set(k, v, src, plan__vpp=virtual_stages(opts, _int(k, v)))
+        elif k == "--pipeline-model-parallel-layout":
+            led.set(k, v, src, **layout_fields(v, opts, n_layers))
+        elif k == "--moe-expert-capacity-factor":
+            led.set(k, v, src, plan__moe_capacity_factor=float(v))
+        elif k in ("--use-precision-aware-optimizer", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
+                   "--main-grads-dtype"):
+            optimizer_dtype(k, v, src, opts, led, pa_optimizer)
+        elif k in NOT_PRICED_WHY:
+            led.skip(k, v, src, NOT_PRICED_WHY[k])
+        else:
+            led.skip(k, v, src, UNKNOWN)
+
+
+def optimizer_dtype(k: str, v, src: str, opts: dict, led: Ledger, on: bool) -> None:
+    """Megatron-Core's precision-aware optimizer (--use-precision-aware-optimizer): --main-params-dtype is the
+    master copy (plan.weight_dtype), --exp-avg-dtype / --exp-avg-sq-dtype Adam's moments (plan.moment_dtype)."""
+    if k == "--use-precision-aware-optimizer":
+        led.set(k, "true", src, "the optimizer keeps its state in the dtypes of --main-params-dtype / --exp-avg-dtype")
+        return
+    if not on:
+        led.skip(k, v, src, "takes effect only with --use-precision-aware-optimizer")
+        return
+    if k == "--main-grads-dtype":
+        led.set(k, v, src, plan__grad_dtype="bf16" if v == "bf16" else "fp32")
+        return
+    field = "weight_dtype" if k == "--main-params-dtype" else "moment_dtype"
+    if field not in Plan.model_fields:
+        led.skip(k, v, src, f"this perfmodel's plan has no {field} yet: priced with the stack's default")
+        return
+    dtype = {"fp32": "fp32", "bf16": "bf16", "fp16": "bf16"}.get(v)
+    if dtype is None:
+        raise InputError(f"Megatron-LM argument {k} = {v!r} is not priced; valid: fp32, bf16 or fp16")
+    led.set(k, v, src, "a 2-byte type priced as bf16" if v == "fp16" else "", **{f"plan__{field}": dtype})
+
+
+def virtual_stages(opts: dict, per_chunk: int) -> int:
+    """vpp from --num-layers-per-virtual-pipeline-stage: each stage's slots (layers, plus the embedding and loss
+    where accounted) over the layers of one chunk (megatron/training/arguments.py)."""
+    from ..spec.megatron_split import megatron_slots
+
+    n, pp = _int("--num-layers", opts.get("--num-layers")), _int("--pipeline-model-parallel-size",
+                                                                 opts.get("--pipeline-model-parallel-size", "1"))
+    slots = megatron_slots(n, "--account-for-embedding-in-pipeline-split" in opts,
+                           "--account-for-loss-in-pipeline-split" in opts)
+    if per_chunk == 0 or slots % (pp * per_chunk):
+        raise InputError(f"--num-layers-per-virtual-pipeline-stage {per_chunk} does not divide the {slots} layers of "
+                         f"--pipeline-model-parallel-size {pp} stages evenly; valid: a divisor of {slots // pp}")
+    return slots // (pp * per_chunk)
+
+
+def layout_fields(layout: str | None, opts: dict, n_layers: int) -> dict:
+    """--pipeline-model-parallel-layout 'Ett|tt|...|ttL' -> stage_layers and vpp: one '|'-separated entry per
+    virtual stage in model order (chunk c of rank r is entry c*pp + r), 't' a decoder layer (E, m, L: embedding,
+    multi-token prediction, loss). Refused where each stage's chunks are not the split spec.plan.chunk_layers
+    makes of its layers (as even as possible, earlier chunks taking the rest)."""
+    from ..spec.plan import chunk_layers
+
+    pp = _int("--pipeline-model-parallel-size", opts.get("--pipeline-model-parallel-size", "1"))
+    entries = (layout or "").replace(" ", "").split("|")
+    if any(set(e) - set("EtmL") for e in entries) or len(entries) % pp:
+        raise InputError(f"--pipeline-model-parallel-layout {layout!r}: perfmodel reads entries of E, t, m and L "
+                         f"separated by |, a multiple of pp = {pp} of them; valid: e.g. 'Ett|tt|tt|ttL'")
+    chunks = [e.count("t") for e in entries]
+    vpp = len(entries) // pp
+    stages = [sum(chunks[c * pp + r] for c in range(vpp)) for r in range(pp)]
+    if sum(chunks) != n_layers:
+        raise InputError(f"--pipeline-model-parallel-layout {layout!r} places {sum(chunks)} layers; --num-layers is "
+                         f"{n_layers}; valid: a layout with {n_layers} t's")
+    fields = {"plan__stage_layers": stages, "plan__vpp": vpp}
+    probe = Plan(pp=pp, vpp=vpp, stage_layers=stages, micro_batch=1, global_batch=1, seq_len=1)
+    if chunk_layers(probe, n_layers) != chunks:
+        raise InputError(f"--pipeline-model-parallel-layout {layout!r}: chunks {chunks} of each stage are not split "
+                         "as evenly as possible (earlier chunks taking the rest), the only split perfmodel prices")
+    return fields
+
+
+def plan_defaults(opts: dict, led: Ledger, model) -> None:
+    """Megatron-LM's defaults for what the arguments leave out, and the checks of what is needed."""
+    if "--bf16" not in opts and "--fp16" not in opts:
+        raise InputError("megatron config: neither --bf16 nor --fp16: Megatron-LM then trains in fp32, which "
+                         "perfmodel does not price; valid: add --bf16 (or --fp16)")
+    for key in ("--seq-length", "--micro-batch-size"):
+        if key not in opts:
+            raise InputError(f"megatron config: {key} is needed (pretrain_gpt.py refuses to run without it); valid: "
+                             f"{key} N")
+    led.default("stack", "megatron-core", "pretrain_gpt.py runs Megatron-Core", plan__stack="megatron-core")
+    led.default("--overlap-grad-reduce", "absent", "Megatron-LM's default: the gradient reduction after the "
+                "backward", plan__overlap_dp_comm=False)
+    if model.moe is not None:
+        led.default("--expert-tensor-parallel-size", "tp", "arguments.py:588: etp defaults to tp",
+                    plan__etp=led.get("plan.tp", 1))
+        led.default("--moe-token-dispatcher-type", "allgather", "TransformerConfig's default",
+                    plan__moe_dispatcher="allgather")
+    if led.get("plan.recompute") == "full":
+        led.default("--recompute-num-layers", 1, "arguments.py's default", plan__recompute_num_layers=1)
+    if not led.has("plan.global_batch"):
+        gpus = led.get("launch.gpus")
+        if gpus is None:
+            raise InputError("megatron config: --global-batch-size is not given and the launch states no device "
+                             "count to derive it (micro x dp); valid: add --global-batch-size N")
+        ways = led.get("plan.tp", 1) * led.get("plan.pp", 1) * led.get("plan.cp", 1)
+        if gpus % ways:
+            raise InputError(f"megatron config: {gpus} devices do not divide into tp x pp x cp = {ways}; valid: a "
+                             f"multiple of {ways} devices")
+        led.default("--global-batch-size", "micro x dp", "arguments.py:703",
+                    plan__global_batch=led.get("plan.micro_batch") * gpus // ways)
