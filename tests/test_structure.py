@@ -1,9 +1,10 @@
 """The package's shape, read from its source: one subpackage per stage of the data flow, data flowing one way, no
 import cycle, small modules with names of their own (docs/architecture.md).
 
-specs -> cost -> run / search -> export, execute -> calibrate -> validate, with plots and cli on top: a module
-imports only its own package and the stages below it (function-level imports included), the executor only the
-specs, the exporters' writers only the specs.
+specs -> cost -> run / search -> export (and ingest, its inverse), execute -> calibrate -> validate, with plots and
+cli on top: a module imports only its own package and the stages below it (function-level imports included), the
+executor and the config readers only the specs (ingest: and the exporters' tables), the exporters' writers only the
+specs.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1] / "perfmodel"
 MAX_LINES = 450
 # The stages, lowest first: a module may import its own stage and those before it.
 LAYERS = ("perfmodel.errors", "perfmodel.files", "perfmodel.spec", "perfmodel.cost", "perfmodel.serve", "perfmodel.run",
-          "perfmodel.search", "perfmodel.published", "perfmodel.export", "perfmodel.execute", "perfmodel.calibrate",
+          "perfmodel.search", "perfmodel.published", "perfmodel.export", "perfmodel.ingest", "perfmodel.execute", "perfmodel.calibrate",
           "perfmodel.plots", "perfmodel.validate", "perfmodel.cli", "perfmodel.app")
 LOOSE = {"__init__.py", "__main__.py", "errors.py", "files.py"}  # the modules at the package root
 
@@ -101,6 +102,9 @@ def test_data_flows_one_way():
 @pytest.mark.parametrize("package, allowed", [
     ("perfmodel.execute", ("perfmodel.errors", "perfmodel.files", "perfmodel.spec", "perfmodel.execute")),
     ("perfmodel.spec", ("perfmodel.errors", "perfmodel.files", "perfmodel.spec")),
+    # a framework's config read in: the specs it fills, and the exporters' tables of what each framework names
+    ("perfmodel.ingest", ("perfmodel.errors", "perfmodel.files", "perfmodel.spec", "perfmodel.export",
+                          "perfmodel.ingest")),
 ])
 def test_stages_that_read_only_the_specs(package, allowed):
     """The executor reads plan files and writes measurements: nothing of the cost model or the search."""
