@@ -439,7 +439,8 @@ def _plan_flags(cmd: str) -> dict:
     out["--lora-rank"].fixed += ["769"]
     out["--stack"] = stack_in()
     out |= {f: flag_switch() for f in ("--moe-overlap", "--moe-pad-to-capacity", "--sequence-parallel", "--no-overlap-dp-comm",
-                                       "--account-for-embedding", "--account-for-loss", "--optimizer-offload")}
+                                       "--account-for-embedding", "--account-for-loss", "--optimizer-offload",
+                                       "--moe-dense-dispatch")}
     return out
 
 

@@ -124,6 +124,10 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("--optimizer-offload", action="store_true",
                     help="keep the optimizer state in host memory between steps, copied to the device for the update "
                          "(MaxText optimizer_memory_host_offload); needs a system with a host link")
+    pr.add_argument("--moe-dense-dispatch", action="store_true",
+                    help="MoE models: MaxText's dense dispatch (sparse_matmul: false), one-hot dispatch and combine "
+                         "einsums on capacity-padded buffers (--moe-capacity-factor; unset: every expert runs every "
+                         "token) instead of grouped GEMMs")
     pr.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="default 0")
     pr.add_argument("--precision", choices=(*PRECISIONS, "mxfp8"),
                     help="default bf16; mxfp8: fp8 with --fp8-recipe mxfp8 (Blackwell)")
@@ -196,7 +200,7 @@ PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "dp_replicate", "cp
               "powersgd_rank", "stack", "first_stage_layers", "last_stage_layers", "tp_comm_overlap", "lora_rank",
               "lora_modules", "lora_base",
               "sequence_parallel", "no_overlap_dp_comm", "account_for_embedding", "account_for_loss", "moe_overlap",
-              "optimizer_offload", "moe_pad_to_capacity")
+              "optimizer_offload", "moe_pad_to_capacity", "moe_dense_dispatch")
 VALUE_FLAGS = PLAN_FLAGS[2:PLAN_FLAGS.index("sequence_parallel")]  # the plan fields given by value
 
 
@@ -295,7 +299,7 @@ def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, Pl
         given["moe_pad_to_capacity"] = a.moe_pad_to_capacity
     plan = Plan(**given, sequence_parallel=a.sequence_parallel, overlap_dp_comm=not a.no_overlap_dp_comm,
                 account_for_embedding=a.account_for_embedding, account_for_loss=a.account_for_loss,
-                optimizer_offload=a.optimizer_offload)
+                optimizer_offload=a.optimizer_offload, moe_dense_dispatch=a.moe_dense_dispatch)
     model = load_model(a.model)
     if trace:  # calibrated in memory from the trace (calibrate.from_trace), nothing written
         from ..calibrate.from_trace import calibrate_from_trace

@@ -22,7 +22,7 @@ VARYING = ("tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "zero", "r
 SHARED = ("gpus", "global_batch", "seq_len", "precision", "attention", "grad_dtype", "grad_compression",
           "powersgd_rank", "overlap_dp_comm", "tp_comm_overlap", "stack",
           "first_stage_layers", "last_stage_layers", "expert_imbalance", "moe_capacity_factor", "moe_pad_to_capacity",
-          "moe_dispatcher",
+          "moe_dispatcher", "moe_dense_dispatch",
           "moe_overlap", "cuda_graphs", "fp8_recipe", "loss_chunks", "recompute_modules", "recompute_saved", "recompute_offloaded",
           "optimizer_offload", "recompute_num_layers", "recompute_method", "compile", "lora")
 CATEGORIES = {"recompute": get_args(Recompute), "schedule": get_args(Schedule)}
@@ -61,6 +61,7 @@ class Layouts:
     moe_pad_to_capacity: bool = False  # every expert's input padded to its capacity
     moe_dispatcher: str = "alltoall"
     moe_overlap: bool = False
+    moe_dense_dispatch: bool = False  # MaxText's one-hot dispatch on capacity-padded buffers (cost.moe_dense)
     cuda_graphs: str | None = None  # Plan.cuda_graphs (None: the stack profile's HostProfile.graphs)
     fp8_recipe: str | None = None  # Plan.fp8_recipe: tensorwise | blockwise | mxfp8 (None: tensorwise's scales)
     recompute_modules: tuple[str, ...] | list[str] | None = None  # selective: Megatron-Core's module list

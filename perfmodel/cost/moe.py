@@ -17,6 +17,8 @@ Per MoE layer and micro-batch, a device routes the T tokens it holds after atten
               tokens (balanced routing; times `expert_imbalance` on the busiest device, which sets the pace
               of the all-to-all that follows), the activation between them;
   combine     the reverse collectives, then the weighted sum of each token's k outputs (unpermute);
+  (MaxText's dense dispatch, Plan.moe_dense_dispatch: one-hot einsums on capacity-padded buffers instead of
+  permute and unpermute, the experts on those buffers: cost.moe_dense);
   shared      shared experts as a dense tp-split MLP on the (sequence-gathered) tokens.
 The backward runs every collective once more (and the recomputed forward under full recompute and names, which
 re-runs the whole MoE MLP: JAX's remat keeps none of its tensors unless named, and MaxText's policies name none
@@ -38,6 +40,7 @@ from ..spec.stack import load_stack
 from . import comm as C
 from .kernels import ACT_BYTES, ELEMENTWISE_BYTES, Device, Op, elementwise_op, linear_op, saved_input_bytes
 from .layouts import Layouts
+from .moe_dense import dense_dispatch_ops, dense_load
 
 # Bytes moved per element (forward, backward) by the MoE MLP's memory-bound kernels, per element of the tensor named:
 MOE_ELEMENTWISE_BYTES = {
@@ -79,10 +82,20 @@ def routed_load(lay: Layouts) -> float:
     return min(lay.expert_imbalance, lay.moe_capacity_factor)
 
 
+def dense(lay: Layouts) -> bool:
+    """Whether the plan runs MaxText's dense dispatch (Plan.moe_dense_dispatch: cost.moe_dense)."""
+    return bool(getattr(lay, "moe_dense_dispatch", False))
+
+
+def moe_load(model: ModelConfig, lay: Layouts) -> float:
+    """`routed_load`, or under MaxText's dense dispatch its padded buffers' (`cost.moe_dense.dense_load`)."""
+    return dense_load(model, lay) if dense(lay) else routed_load(lay)
+
+
 def expert_tokens(model: ModelConfig, lay: Layouts) -> np.ndarray:
-    """Routed tokens per local expert on the busiest device: T k etp ep / n_experts * `routed_load`."""
+    """Routed tokens per local expert on the busiest device: T k etp ep / n_experts * `moe_load`."""
     m = model.moe
-    return tokens_in(lay) * m.top_k * lay.etp * lay.ep / m.n_experts * routed_load(lay)
+    return tokens_in(lay) * m.top_k * lay.etp * lay.ep / m.n_experts * moe_load(model, lay)
 
 
 def routed_copies(model: ModelConfig, lay: Layouts) -> np.ndarray:
@@ -100,7 +113,10 @@ def moe_kernels(model: ModelConfig, dev: Device, lay: Layouts) -> list[Op]:
     act, rc = ("swiglu" if model.gated else "gelu"), ("full", "names")  # names re-runs the MoE MLP whole
     ops = linear_op(dev, "router", T, m.n_experts, h, rc, precision="bf16")
     ops.append(elementwise_op(dev, "router_topk", T * m.n_experts, *MOE_ELEMENTWISE_BYTES["router"], rc))
-    ops.append(elementwise_op(dev, "permute", T * k * h, *MOE_ELEMENTWISE_BYTES["permute"], rc))
+    if dense(lay):  # MaxText's one-hot dispatch and combine einsums instead of the permute copies
+        ops += dense_dispatch_ops(model, dev, lay, T, rc)
+    else:
+        ops.append(elementwise_op(dev, "permute", T * k * h, *MOE_ELEMENTWISE_BYTES["permute"], rc))
     ops += linear_op(dev, "experts_in", M, g * fe, h, rc, groups=local)
     loop = dev.stack.expert_bias_loop if m.expert_bias else []
     if "fc1" in loop:
@@ -110,7 +126,8 @@ def moe_kernels(model: ModelConfig, dev: Device, lay: Layouts) -> list[Op]:
     ops += linear_op(dev, "experts_out", M, h, fe, rc, groups=local)
     if "fc2" in loop:
         ops.append(elementwise_op(dev, "expert_bias_fc2", routed * h, *MOE_ELEMENTWISE_BYTES["expert_bias_fc2"], rc))
-    ops.append(elementwise_op(dev, "unpermute", T * k * h, *MOE_ELEMENTWISE_BYTES["unpermute"], rc))
+    if not dense(lay):
+        ops.append(elementwise_op(dev, "unpermute", T * k * h, *MOE_ELEMENTWISE_BYTES["unpermute"], rc))
     if m.shared_ffn_hidden:
         Ts, fs = lay.tokens_per_microbatch, m.shared_ffn_hidden / lay.tp  # gathered over tp, ffn split by tp
         ops += linear_op(dev, "shared_in", Ts, g * fs, h, rc)
@@ -123,7 +140,7 @@ def dispatch_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
     """Bytes one device sends in one dispatch (and receives back in one combine): alltoall, its T k routed
     token copies (bf16; times the load the busiest device receives, `routed_load`: the imbalance, capped or padded
     by a capacity factor); allgather, its T tokens once."""
-    per = model.moe.top_k * routed_load(lay) if lay.moe_dispatcher != "allgather" else 1.0
+    per = model.moe.top_k * moe_load(model, lay) if lay.moe_dispatcher != "allgather" else 1.0
     return tokens_in(lay) * per * model.hidden * ACT_BYTES
 
 
@@ -146,7 +163,7 @@ def flex_dispatch_time(model: ModelConfig, system: System, lay: Layouts) -> np.n
     `block_hit`(P_{k-1} n_experts / ep) instead of (m_k - 1) P_{k-1} / N: each other block is reached once if
     the token has an expert there (the tokens received from outer tiers and forwarded inward are not counted)."""
     m = model.moe
-    nbytes = tokens_in(lay) * model.hidden * ACT_BYTES * routed_load(lay)
+    nbytes = tokens_in(lay) * model.hidden * ACT_BYTES * moe_load(model, lay)
 
     def time(size, phases):
         ep = math.prod(ph.members for ph in phases)
@@ -253,6 +270,8 @@ def moe_kept_bytes(model: ModelConfig, lay: Layouts, recompute=None) -> np.ndarr
     router_in = T * 2 * h
     b = saved_input_bytes(lay)
     weighted_copies = 0.0 if load_stack(lay.stack).moe_probs_in_experts else T * m.top_k * 2 * h
+    if dense(lay):  # MaxText's combine keeps the padded expert outputs (cost.moe_dense)
+        weighted_copies = routed * 2 * h
     rest = T * ROUTER_SCORE_BYTES * m.n_experts + routed * (b * h + 2 * g * fe) + weighted_copies
     act_out = routed * b * fe
     shared_in = shared_rest = 0.0
@@ -272,9 +291,12 @@ def moe_kept_bytes(model: ModelConfig, lay: Layouts, recompute=None) -> np.ndarr
 def dispatch_buffer_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
     """The dispatcher's transient buffers of the layer running (one at a time): the permuted tokens sent and
     the tokens received, 2 x `dispatch_bytes` (x ep for allgather, which receives every member's), and with
-    etp > 1 the gathered copy; 0 for a dense model."""
+    etp > 1 the gathered copy; 0 for a dense model. MaxText's dense dispatch (cost.moe_dense) writes the padded
+    expert inputs with its einsum: only the copy an ep > 1 exchange receives, and etp's."""
     if model.moe is None:
         return np.zeros(len(lay))
     recv = dispatch_bytes(model, lay) * np.where(lay.moe_dispatcher == "allgather", lay.ep, 1)
     gathered = np.where(lay.etp > 1, routed_bytes(model, lay), 0.0)
+    if dense(lay):  # the dispatch einsum writes the experts' input (counted with them); ep > 1 reshards it
+        return np.where(lay.ep > 1, recv, 0.0) + gathered
     return dispatch_bytes(model, lay) + recv + gathered

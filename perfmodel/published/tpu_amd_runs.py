@@ -27,6 +27,8 @@ v4.1 Google GPT-3 submissions (block-level MLLOG times) and MLPerf Training v5.0
   (jax.checkpoint: XLA re-runs only what the backward needs, not Megatron's whole layer; a MoE MLP whole); 'custom'
   as names with its 'device' and 'offload' tensors (custom_remat; host offload priced by cost.offload); Megatron's
   "full, block, N layers" as full / block / N.
+- MoE: MaxText rows whose notes say sparse_matmul=False or name a recipe that sets it (DENSE_MOE_RECIPES) run the
+  dense dispatch (Plan.moe_dense_dispatch) with the capacity factor stated; the others MaxText's default sparse path.
 - Precision: bf16; FP8 (TE hybrid) -> fp8; int8 (AQT) -> int8. LoRA fine-tunes map to
   Plan.lora (rank from the notes, the base in fp8 where they say fp8_params).
 - Stack: MaxText rows -> maxtext (hardware_specs/stacks/maxtext.yaml: XLA's overlapped collectives, tensor-parallel
@@ -80,6 +82,25 @@ class TpuAmdCase(Case):
 
 def is_maxtext(row: pd.Series) -> bool:
     return "maxtext" in cell_text(row["framework"]).lower()
+
+
+# MaxText recipes that run the dense MoE path (sparse_matmul False) with a capacity factor, as the recipe sets them
+# (AI-Hypercomputer/maxtext benchmarks/maxtext_trillium_model_configs.py at e591f30cbbf217ed67ef71263ec0538239f9c3b8:
+# mixtral_8x7b_dropped: "megablox": False, "sparse_matmul": False, "capacity_factor": 1.25)
+DENSE_MOE_RECIPES = {"mixtral_8x7b_dropped": 1.25}
+
+
+def dense_moe_of(row: pd.Series, model: ModelConfig) -> dict:
+    """Plan.moe_dense_dispatch and moe_capacity_factor of a MaxText MoE row whose notes state sparse_matmul=False
+    or name a recipe of DENSE_MOE_RECIPES (cost.moe_dense): the factor the notes state (capacity_factor=X), else
+    the recipe's, else none (base.yml's -1: every expert runs every token); {} for any other row."""
+    notes = cell_text(row["notes"]).lower()
+    recipe = next((r for r in DENSE_MOE_RECIPES if r in notes), None)
+    if model.moe is None or not is_maxtext(row) or not (recipe or "sparse_matmul=false" in notes):
+        return {}
+    stated = re.search(r"capacity_factor[= ]([0-9.]+)", notes)
+    cf = float(stated.group(1)) if stated else DENSE_MOE_RECIPES.get(recipe)
+    return dict(moe_dense_dispatch=True, moe_capacity_factor=cf)
 
 
 def lora_of(row: pd.Series) -> dict | None:
@@ -294,6 +315,7 @@ def to_tpu_amd_case(row: pd.Series) -> TpuAmdCase:
             notes_out.append(f"data {data} x fsdp as hybrid sharding (dp_replicate = {data})")
     else:
         kw |= dict(zero=1 if "distributed optim" in notes else 0, sequence_parallel=tp > 1)
+    kw |= dense_moe_of(row, model)
     lora = lora_of(row)
     if lora:
         kw["lora"] = lora

@@ -73,6 +73,9 @@ def check_experts(p: dict, model: ModelConfig) -> None:
                              "experts to drop tokens at); valid: moe_capacity_factor unset")
         if p["moe_overlap"]:
             raise InputError(moe_overlap_refusal(model, p["moe_dispatcher"]))
+        if p.get("moe_dense_dispatch"):
+            raise InputError(f"moe_dense_dispatch = true: {model.name} is a dense model (no experts to dispatch "
+                             "tokens to); valid: moe_dense_dispatch = false")
         return
     if p["moe_overlap"]:
         job = moe_overlap_refusal(model, p["moe_dispatcher"])

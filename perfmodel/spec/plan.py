@@ -62,6 +62,11 @@ class Plan(Schema):
     moe_overlap: Flag = Field(
         False, description="hide the expert-parallel dispatch and combine of one micro-batch behind the other's "
                            "compute (Megatron-Core --overlap-moe-expert-parallel-comm; cost.sharded.moe_comms)")
+    moe_dense_dispatch: Flag = Field(
+        False, description="MaxText's dense MoE path (sparse_matmul: false): tokens reach the experts by one-hot "
+                           "dispatch and combine einsums on capacity-padded buffers (moe_capacity_factor; unset: "
+                           "base.yml's -1, every expert runs every token) instead of grouped GEMMs; MoE models only "
+                           "(cost.moe_dense)")
     cuda_graphs: GraphScope | None = Field(
         None, description="what runs as CUDA graph replays: none, layer (per-layer graphs, where the stack's profile "
                           "has them), step (full-iteration graphs, Megatron-Core cuda_graph_impl full_iteration: no "
