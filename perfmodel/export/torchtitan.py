@@ -38,6 +38,7 @@ class Settings:
     per_node: int
     compile: list[str]  # [compile] components ("model", "loss"); empty: not compiled
     nodes: int
+    loss_chunks: int = 1  # 0.3.0: ChunkedLossWrapper's num_chunks (1: the loss in one piece)
     comments: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -61,7 +62,7 @@ def settings(pf: PlanFile, version: str) -> Settings:
     per_node, nodes, launch_notes = devices_per_node(pf)
     s = Settings(version=version, name=name, flavor=flavor, custom_shape=custom, parallelism={}, training={},
                  ac="none", fp8=p.precision in ("fp8", "fp4"), per_node=per_node, nodes=nodes,
-                 compile=[] if p.compile == "none" else p.compile.split("+"),
+                 compile=[] if p.compile == "none" else p.compile.split("+"), loss_chunks=p.loss_chunks,
                  comments=comments, notes=hardware_notes(pf) + notes + launch_notes)
     _data_parallel(pf, s)
     s.parallelism.update(tensor_parallel_degree=p.tp, context_parallel_degree=p.cp, pipeline_parallel_degree=p.pp)

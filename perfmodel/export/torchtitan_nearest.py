@@ -23,8 +23,9 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
 
 
 def _loss(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> None:
-    """torchtitan's trainer computes the LM head and loss over the whole micro-batch (no chunked loss setting)."""
-    if pf.plan.loss_chunks > 1:
+    """torchtitan 0.2.2's trainer computes the LM head and loss over the whole micro-batch (no chunked loss setting);
+    0.3.0 has ChunkedLossWrapper (num_chunks), which the export writes."""
+    if pf.plan.loss_chunks > 1 and version == "0.2.2":
         updates["loss_chunks"] = 1
         lines.append(f"loss_chunks {pf.plan.loss_chunks} -> 1: torchtitan {version} computes the LM head and loss "
                      "in one piece")
@@ -130,6 +131,11 @@ def _precision(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> N
             (p.precision == "int8", "precision", "bf16", "torchtitan trains no int8 GEMMs (int8 training is JAX's "
              "AQT); bfloat16 is its unquantised recipe"),
             (p.grad_dtype == "bf16", "grad_dtype", "fp32", "torchtitan's mixed_precision_reduce accepts only float32"),
+            (p.weight_dtype == "bf16", "weight_dtype", "fp32", "torchtitan builds the model in float32 (train.py "
+             "to_empty, v0.2.2 73a0e69); FSDP2's MixedPrecisionPolicy param_dtype (mixed_precision_param) casts only "
+             "the gathered copy, so the sharded float32 parameter is the master"),
+            (p.moment_dtype == "bf16", "moment_dtype", "fp32", "torchtitan's AdamW keeps its moments in the "
+             "parameters' dtype (torch.optim.AdamW: zeros_like the float32 parameter); no setting narrows them"),
             (p.grad_compression != "none", "grad_compression", "none", "torchtitan reduces gradients in float32, "
              "uncompressed"),
             (not p.overlap_dp_comm, "overlap_dp_comm", True, "torchtitan's FSDP2 overlaps its collectives with "

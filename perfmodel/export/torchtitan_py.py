@@ -52,7 +52,8 @@ def _cuda_graphs_refused(pf: PlanFile) -> bool:
 
 def _imports(s) -> list[str]:
     lines = ["import dataclasses", ""] if s.custom_shape else []
-    lines += ["from torchtitan.components.loss import ChunkedLossWrapper, CrossEntropyLoss"]
+    lines += ["from torchtitan.components.loss import "
+              f"{'ChunkedLossWrapper, ' if s.loss_chunks > 1 else ''}CrossEntropyLoss"]
     if s.fp8:
         lines.append("from torchtitan.components.quantization import Float8LinearConverter")
     lines += [f"from torchtitan.config import {'CompileConfig, ' if s.compile else ''}ParallelismConfig, TrainingConfig"]
@@ -109,13 +110,21 @@ def _function(pf: PlanFile, s) -> list[str]:
             f"    model_spec = {s.name}.model_registry({flavor!r}{converters})",
             "    return Trainer.Config(",
             "        model_spec=model_spec,",
-            "        loss=ChunkedLossWrapper.Config(",
-            "            loss_fn=CrossEntropyLoss.Config(global_vocab_size=decoder_vocab_size(model_spec))),",
+            *_loss(s.loss_chunks),
             *_call("training", "TrainingConfig", training),
             *_call("parallelism", "ParallelismConfig", parallelism),
             f"        activation_checkpoint={_AC[s.ac] if s.ac in _AC else 'FullAC.Config()'},",
             *([f"        compile=CompileConfig(enable=True, components={s.compile!r}),"] if s.compile else []),
             "    )"]
+
+
+def _loss(chunks: int) -> list[str]:
+    """The loss: the LM head and loss over `chunks` chunks of the tokens (torchtitan 0.3.0 components/loss.py
+    ChunkedLossWrapper, whose num_chunks defaults to 8, so it is always written), or in one piece."""
+    ce = "CrossEntropyLoss.Config(global_vocab_size=decoder_vocab_size(model_spec))"
+    if chunks == 1:
+        return [f"        loss={ce},"]
+    return ["        loss=ChunkedLossWrapper.Config(", f"            num_chunks={chunks}, loss_fn={ce}),"]
 
 
 def _call(key: str, cls: str, values: dict) -> list[str]:
