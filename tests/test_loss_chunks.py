@@ -88,3 +88,22 @@ def test_the_executor_refuses_it(monkeypatch):
     pf = pf.model_copy(update={"plan": pf.plan.model_copy(update={"loss_chunks": 2})})
     with pytest.raises(InputError, match="loss_chunks = 2: the torch executor computes the loss in one piece"):
         run_plans.check_runnable(pf, "plan.json", 16, 1, "cuda")
+
+
+@pytest.mark.parametrize("name, hidden, vocab", [("llama-3-8b", 4096, 128256), ("gemma-3-27b", 5376, 262208)])
+@pytest.mark.parametrize("chunks", [1, 4])
+def test_maxtext_prices_fp32_logits_at_large_vocabularies(tpu_v5p, name, hidden, vocab, chunks):
+    """MaxText computes the LM head in bf16 and casts the logits to fp32 (base.yml at e591f30:
+    logits_dot_in_fp32: false, cast_logits_to_fp32: true; layers/decoders.py `logits.astype(jnp.float32)`), so the
+    last stage holds tokens x vocab x 4 B of logits: kept for the backward untiled, one chunk's (/ chunks) at a time
+    under num_vocab_tiling (utils/vocabulary_tiling.py rebuilds each chunk's logits in the backward). Besides them:
+    the final norm's and LM head's bf16 inputs (2 B x hidden each), the final norm's alone when tiled."""
+    from perfmodel import load_model
+
+    model, tokens = load_model(name), 8192
+    plan = resolve(Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=tokens, stack="maxtext", loss_chunks=chunks),
+                   model, tpu_v5p)
+    lay_ = Layouts.from_plan(plan)
+    held = float(head_activation_bytes(model, lay_)[0] + loss_temporary_bytes(model, lay_)[0])
+    inputs = tokens * 2 * hidden * (2 if chunks == 1 else 1)
+    assert held == inputs + tokens * vocab * 4 / chunks
