@@ -232,6 +232,8 @@ def _every_export() -> list[str]:
         (QWEN3_MOE, QWEN3_PLAN), (DEEPSEEK_V3, DSV3_PLAN), (QWEN3_MOE, QWEN3_PLAN | OVERLAP),
         (DENSE, {"gpus": 64, "tp": 4, "pp": 2, "cp": 2, "vpp": 2, "micro_batch": 1, "global_batch": 64,
                  "seq_len": 8192, "sequence_parallel": True, "zero": 1, "recompute": "selective"}),
+        (DENSE, {"gpus": 16, "tp": 4, "micro_batch": 1, "global_batch": 64, "seq_len": 4096, "zero": 1,
+                 "moment_dtype": "bf16"}),  # --use-precision-aware-optimizer (core_r0.16)
         (DENSE, {"gpus": 16, "tp": 2, "pp": 2, "micro_batch": 1, "global_batch": 64, "seq_len": 4096,
                  "recompute": "full", "precision": "fp8", "account_for_embedding": True, "account_for_loss": True,
                  "vpp": 1}),

@@ -138,6 +138,7 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("--attention", choices=["flash", "unfused"], help="default flash")
     pr.add_argument("--grad-dtype", choices=["fp32", "bf16"], help="gradient buffer and reduction dtype (default: the "
                                                                     "stack's)")
+    add_state_dtype_flags(pr)
     pr.add_argument("--tp-comm-overlap", choices=["on", "off"], help="tensor-parallel all-gathers / reduce-scatters "
                     "beside the GEMMs (with sequence parallelism; default: the stack's)")
     pr.add_argument("--compile", choices=COMPILES,
@@ -172,6 +173,15 @@ def add_compression_flags(pr: argparse.ArgumentParser, default: str | None = "no
                     help="PowerSGD's rank r (default 1)")
 
 
+def add_state_dtype_flags(pr: argparse.ArgumentParser) -> None:
+    """--weight-dtype and --moment-dtype (Plan.weight_dtype / moment_dtype, cost.states): predict's and search's."""
+    pr.add_argument("--weight-dtype", choices=["fp32", "bf16"],
+                    help="stored parameters: fp32 (an fp32 master exists) or bf16 (no master; MaxText weight_dtype); "
+                         "default: the stack's")
+    pr.add_argument("--moment-dtype", choices=["fp32", "bf16"],
+                    help="Adam's m and v (MaxText mu_dtype, Megatron-Core --exp-avg-dtype); default: the stack's")
+
+
 def add_lora_flags(pr: argparse.ArgumentParser) -> None:
     """--lora-rank, --lora-modules and --lora-base (Plan.lora, spec.finetune): a LoRA fine-tune of a frozen base."""
     pr.add_argument("--lora-rank", type=integer("--lora-rank"), metavar="R",
@@ -196,7 +206,8 @@ PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "globa
 PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "dp_replicate", "cp", "vpp", "ep", "etp",
               "expert_imbalance", "moe_capacity_factor", "moe_dispatcher", "micro_batch", "global_batch", "seq_len", "recompute",
               "recompute_modules", "recompute_saved", "recompute_offloaded", "recompute_num_layers", "recompute_method",
-              "zero", "precision", "fp8_recipe", "schedule", "attention", "grad_dtype", "compile", "loss_chunks", "grad_compression",
+              "zero", "precision", "fp8_recipe", "schedule", "attention", "grad_dtype", "weight_dtype",
+              "moment_dtype", "compile", "loss_chunks", "grad_compression",
               "powersgd_rank", "stack", "first_stage_layers", "last_stage_layers", "tp_comm_overlap", "lora_rank",
               "lora_modules", "lora_base",
               "sequence_parallel", "no_overlap_dp_comm", "account_for_embedding", "account_for_loss", "moe_overlap",

@@ -16,8 +16,8 @@ from ..spec.recompute import OFFLOAD_TENSORS, SAVED_TENSORS
 from ..spec.stack import DEFAULT_STACK, STACKS
 from ..spec.stack_release import release_lines
 from .argtypes import capacity_factor, counts, integer, number, path, stack_name
-from .plan_flags import (COMPILES, DISPATCHERS, PRECISIONS, add_compression_flags, add_lora_flags, headroom_of, lora_of,
-                         module_list)
+from .plan_flags import (COMPILES, DISPATCHERS, PRECISIONS, add_compression_flags, add_lora_flags, add_state_dtype_flags,
+                         headroom_of, lora_of, module_list)
 
 
 def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
@@ -34,6 +34,7 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     se.add_argument("--precision", choices=PRECISIONS, default="bf16")
     se.add_argument("--attention", choices=["flash", "unfused"], default="flash")
     se.add_argument("--grad-dtype", choices=["fp32", "bf16"], help="default: the stack's")
+    add_state_dtype_flags(se)
     add_compression_flags(se)
     add_lora_flags(se)
     se.add_argument("--stack", type=stack_name(STACKS, release_lines()), default=DEFAULT_STACK, metavar="STACK",
@@ -113,7 +114,8 @@ def run(a: argparse.Namespace) -> str:
         check_plot_path(a.plot)
     result = search(load_model(a.model), load_hardware(a.hardware).with_host(a.host), a.gpus, a.global_batch, a.seq_len,
                     precision=a.precision, objective=a.objective, space=space_of(a.only), attention=a.attention,
-                    grad_dtype=a.grad_dtype, grad_compression=a.grad_compression, powersgd_rank=a.powersgd_rank,
+                    grad_dtype=a.grad_dtype, weight_dtype=a.weight_dtype,
+                    moment_dtype=a.moment_dtype, grad_compression=a.grad_compression, powersgd_rank=a.powersgd_rank,
                     stack=a.stack, compile=a.compile, expert_imbalance=a.expert_imbalance,
                     moe_dispatcher=a.moe_dispatcher, moe_overlap=a.moe_overlap, headroom=headroom_of(a),
                     moe_capacity_factor=a.moe_capacity_factor, moe_pad_to_capacity=a.moe_pad_to_capacity,

@@ -15,12 +15,12 @@ from typing import get_args
 import numpy as np
 
 from ..spec.finetune import LoRA
-from ..spec.plan import Plan, Recompute, Schedule
+from ..spec.plan import Plan, Recompute, Schedule, state_dtypes
 
 VARYING = ("tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "zero", "recompute", "sequence_parallel", "schedule",
            "account_for_embedding", "account_for_loss", "dp_replicate")
 SHARED = ("gpus", "global_batch", "seq_len", "precision", "attention", "grad_dtype", "grad_compression",
-          "powersgd_rank", "overlap_dp_comm", "tp_comm_overlap", "stack",
+          "weight_dtype", "moment_dtype", "powersgd_rank", "overlap_dp_comm", "tp_comm_overlap", "stack",
           "first_stage_layers", "last_stage_layers", "expert_imbalance", "moe_capacity_factor", "moe_pad_to_capacity",
           "moe_dispatcher", "moe_dense_dispatch",
           "moe_overlap", "cuda_graphs", "fp8_recipe", "loss_chunks", "recompute_modules", "recompute_saved", "recompute_offloaded",
@@ -80,6 +80,8 @@ class Layouts:
     last_stage_layers: int | None = None
     stage_layers: list[int] | None = None  # an explicit split (one plan only)
     lora: LoRA | dict | None = None  # Plan.lora: adapters on a frozen base (None: every weight trains)
+    weight_dtype: str | None = None  # Plan.weight_dtype: fp32 (a master exists) | bf16 (None: the stack's)
+    moment_dtype: str | None = None  # Plan.moment_dtype: Adam's m and v, fp32 | bf16 (None: the stack's)
     _distinct: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # this instance's only
     _codes: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # field -> (codes, count)
 
@@ -90,6 +92,8 @@ class Layouts:
             from ..spec.stack import stack_defaults
 
             self.grad_dtype, self.tp_comm_overlap = stack_defaults(self.stack, self.grad_dtype, self.tp_comm_overlap)
+        if self.weight_dtype is None or self.moment_dtype is None:
+            self.weight_dtype, self.moment_dtype = state_dtypes(self.stack, self.weight_dtype, self.moment_dtype)
         for name in VARYING:
             setattr(self, name, np.ascontiguousarray(np.atleast_1d(getattr(self, name))))  # not strided: faster
         n = {len(getattr(self, name)) for name in VARYING}

@@ -22,7 +22,7 @@ from ..spec.stack import Stack, load_stack
 from . import comm as C
 from .kernels import Device, Values
 from .layouts import Layouts, among
-from .states import WEIGHT_BYTES, adam_step_bytes
+from .states import WEIGHT_BYTES, adam_step_bytes, dtypes_of
 from .mesh import BIT, Mesh, redistribution_steps
 from .moe import dispatch_bytes, flex_dispatch_time, group_tiers, moe_share, routed_bytes
 from .operator_table import Operator, Split, forward_passes, megatron_codes, operators, output_bytes
@@ -238,10 +238,10 @@ def zero3_gather(mesh: Mesh, params, grad_bytes, mask, latency_share=1.0, weight
 
 
 def optimizer_seconds(dev: Device, params, zero, shard, grad_bytes) -> Values:
-    """The Adam step over the parameters this device updates (`states.adam_step_bytes` each; ZeRO >= 1 updates
-    its 1/shard), at the optimizer's bandwidth."""
+    """The Adam step over the parameters this device updates (`states.adam_step_bytes` each, at the plan's
+    weight and moment dtypes; ZeRO >= 1 updates its 1/shard), at the optimizer's bandwidth."""
     return dev.optimizer(params / np.where(np.asarray(zero) >= 1, shard, 1)
-                         * adam_step_bytes(grad_bytes, dev.stack.bf16_state))
+                         * adam_step_bytes(grad_bytes, *dtypes_of(dev.plan)))
 
 
 def gradient_sync(mesh: Mesh, params, grad_bytes, zero, mask=ZERO_GROUP, latency_share=1.0) -> Values:

@@ -6,32 +6,47 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..spec.plan import Plan
+from ..spec.plan import Plan, state_dtypes
 from ..spec.stack import load_stack
 from .compression import GRAD_BYTES, error_feedback_bytes
 from .frozen import frozen_weight_bytes
 from .layouts import Layouts
 
-WEIGHT_BYTES = 2.0
-OPTIMIZER_BYTES = 12.0  # fp32 master + Adam m + v
-BF16_MOMENT_BYTES = 4.0  # Adam m + v in bf16, no master (Stack.bf16_state)
+WEIGHT_BYTES = 2.0  # the bf16 working weights (Megatron-LM's Float16Module, FSDP's param_dtype bf16 gather)
+OPTIMIZER_BYTES = 12.0  # fp32 master + Adam m + v (Rajbhandari et al. 2020, Sec. 3.1: K = 12)
+DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0}  # Plan.weight_dtype / moment_dtype -> bytes per element
 
 
-def adam_step_bytes(grad_bytes: float, bf16_state: bool = False) -> float:
-    """HBM bytes an Adam step moves per parameter it updates: read the gradient, momentum, variance and fp32
-    master (grad_bytes + 12), write momentum, variance, master and the bf16 weight (12 + 2), and read the gradient
-    once more for the global norm (grad_bytes): 26 + 2 * grad_bytes (a fused multi-tensor Adam, as apex / torch
-    `fused=True`). With `Stack.bf16_state` (bf16 weight and moments, no master): read 6 and write 6, 12 + 2 *
+def adam_step_bytes(grad_bytes: float, weight_dtype: str = "fp32", moment_dtype: str = "fp32") -> float:
+    """HBM bytes an Adam step moves per parameter it updates (a fused multi-tensor Adam, as apex / torch
+    `fused=True`): read the gradient (grad_bytes), the two moments (2 x `moment_dtype`) and the stored parameter
+    (`weight_dtype`: the fp32 master, or the bf16 weight where there is none), write the moments and the parameter
+    back, write the bf16 working copy where the parameter is an fp32 master (2), and read the gradient once more
+    for the global norm (grad_bytes). fp32 / fp32: 26 + 2 * grad_bytes; bf16 / bf16 (`Stack.bf16_state`): 12 + 2 *
     grad_bytes."""
-    return (12.0 if bf16_state else 26.0) + 2.0 * grad_bytes
+    w, m = DTYPE_BYTES[weight_dtype], 2.0 * DTYPE_BYTES[moment_dtype]
+    return 2.0 * grad_bytes + 2.0 * (w + m) + (WEIGHT_BYTES if weight_dtype == "fp32" else 0.0)
+
+
+def dtypes_of(plan: Plan | Layouts) -> tuple[str, str]:
+    """(weight_dtype, moment_dtype) of a plan: its own, or its stack's where it leaves them None
+    (spec.plan.state_dtypes)."""
+    return state_dtypes(plan.stack, plan.weight_dtype, plan.moment_dtype)
 
 
 def state_bytes(params, plan: Plan | Layouts, shard=None, trainable=None) -> dict[str, object]:
-    """Weights, gradients and optimizer bytes of `params` per device under the plan's ZeRO stage (Megatron-LM and
-    DeepSpeed: bf16 weights + fp32 master, m, v in the optimizer; FSDP stacks, `Stack.fsdp_master_weights`:
-    the fp32 sharded parameter is the master, 4 + 8; XLA stacks, `Stack.fp32_parameters`: so at every stage), sharded over its zero_shard = dp * cp / dp_replicate ranks
-    (the ranks that hold replicas of the same weights, over hybrid sharding's replicas; `shard`: another group,
-    the edp ranks of a MoE model's routed experts); `Stack.bf16_state`: bf16 weights and moments, no master, 2 + 4.
+    """Weights, gradients and optimizer bytes of `params` per device under the plan's ZeRO stage, sharded over its
+    zero_shard = dp * cp / dp_replicate ranks (the ranks that hold replicas of the same weights, over hybrid
+    sharding's replicas; `shard`: another group, the edp ranks of a MoE model's routed experts). Per parameter
+    (Rajbhandari et al. 2020, Sec. 3.1, with the dtypes as the plan stores them, `Plan.weight_dtype` /
+    `moment_dtype`):
+      weight_dtype fp32: an fp32 master exists. Where it is the parameter itself (FSDP's sharded parameter at ZeRO-3,
+        `Stack.fsdp_master_weights`; an XLA stack's at every stage, `Stack.fp32_parameters`): 4 B of weights and no
+        master in the optimizer; elsewhere (Megatron-LM, DeepSpeed) 2 B of bf16 weights and a 4 B master in the
+        optimizer.
+      weight_dtype bf16: 2 B of weights, no master (MaxText weight_dtype bfloat16, `Stack.bf16_state`).
+      moments: Adam's m and v, 4 + 4 (fp32) or 2 + 2 (bf16), in the optimizer.
+    The defaults give 2 + 12 (Megatron-LM, DeepSpeed), 4 + 8 (FSDP at ZeRO-3, XLA stacks), 2 + 4 (bf16_state).
     A LoRA fine-tune's: those of its `trainable` adapters, and the frozen `params` as weights alone
     (`cost.finetune.frozen_weight_bytes`)."""
     shard = plan.zero_shard if shard is None else shard
@@ -39,13 +54,14 @@ def state_bytes(params, plan: Plan | Layouts, shard=None, trainable=None) -> dic
         states = state_bytes(trainable, plan, shard)
         return dict(states, weights=states["weights"] + frozen_weight_bytes(params, plan, shard))
     zero, g = np.asarray(plan.zero), GRAD_BYTES[plan.grad_dtype]
-    # FSDP's sharded parameter, or an XLA stack's parameter at any stage, is the fp32 master itself (no bf16 copy
-    # beside it): 4 B of weights, 8 of Adam
+    weight_dtype, moment_dtype = dtypes_of(plan)
     stack = load_stack(plan.stack)
-    master = ((zero >= 3) & stack.fsdp_master_weights) | stack.fp32_parameters
-    weight_b, optim_b = np.where(master, 4.0, WEIGHT_BYTES), np.where(master, OPTIMIZER_BYTES - 4.0, OPTIMIZER_BYTES)
-    if stack.bf16_state:  # no master: bf16 weights and bf16 moments
-        weight_b, optim_b = WEIGHT_BYTES, BF16_MOMENT_BYTES
+    if weight_dtype == "fp32":  # the master as the parameter (no bf16 copy beside it), or a master beside bf16 weights
+        master = ((zero >= 3) & stack.fsdp_master_weights) | stack.fp32_parameters
+        weight_b, master_b = np.where(master, DTYPE_BYTES["fp32"], WEIGHT_BYTES), np.where(master, 0.0, 4.0)
+    else:
+        weight_b, master_b = WEIGHT_BYTES, 0.0
+    optim_b = master_b + 2.0 * DTYPE_BYTES[moment_dtype]
     return {
         "weights": params * weight_b / np.where(zero >= 3, shard, 1),
         "gradients": params * g / np.where(zero >= 2, shard, 1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from ..spec.plan import state_dtypes
 from ..spec.recompute import DEFAULT_RECOMPUTE_MODULES
 from ..spec.plan_file import PlanFile
 from .plan_facts import (
@@ -89,7 +90,34 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
                     f"runs it, perfmodel execute); gradients go uncompressed in {p.grad_dtype}")
     if p.moe_overlap:
         plan_change(pf, up, why, "moe_overlap", False, "DeepSpeed-MoE runs its all-to-alls in line with compute")
+    _state_dtypes(pf, version, up, why)
     return up, why
+
+
+# DeepSpeed's bf16 section: bf16_master_weights_and_grads (no fp32 master; the gradient partitions in bf16 too) and
+# bf16_optimizer_states (Adam's moments in bf16, only with it), ZeRO stages 1-3 only (runtime/precision_config.py
+# DeepSpeedBF16Config and runtime/config.py _do_error_check, from v0.18.3 6eb98aa; absent in v0.16.9 bdba823)
+BF16_STATES = {"0.19.8": True, "0.16.9": False}
+
+
+def _state_dtypes(pf: PlanFile, version: str, up: dict, why: list[str]) -> None:
+    """The plan's weight / moment dtypes as DeepSpeed `version` keeps them (BF16_STATES), or fp32 with the reason."""
+    p, ds = pf.plan, f"DeepSpeed {version}"
+    weight, moment = state_dtypes(p.stack, p.weight_dtype, p.moment_dtype)
+    lacks = (f"{ds}'s bf16 section has no bf16_master_weights_and_grads (v0.18.3+)" if not BF16_STATES[version]
+             else "fp16 training keeps an fp32 master (fp16_master_weights_and_grads would be fp16)"
+             if up.get("precision", p.precision) == "fp16"
+             else f"{ds} keeps bf16 master weights only in ZeRO stages 1-3 (config.py _do_error_check)"
+             if up.get("zero", p.zero) == 0 else None)
+    if weight == "bf16" and lacks:
+        plan_change(pf, up, why, "weight_dtype", "fp32", lacks)
+        weight = "fp32"
+    if moment == "bf16" and weight == "fp32":
+        plan_change(pf, up, why, "moment_dtype", "fp32", lacks or f"{ds}'s bf16_optimizer_states requires "
+                    "bf16_master_weights_and_grads, and the plan keeps an fp32 master")
+    if weight == "bf16" and up.get("grad_dtype", p.grad_dtype) != "bf16":
+        plan_change(pf, up, why, "grad_dtype", "bf16", f"{ds}'s bf16_master_weights_and_grads keeps the gradient "
+                    "partitions in bf16 beside the bf16 master")
 
 
 def _launch(pf: PlanFile, version: str, autotp: bool) -> tuple[dict, int]:
@@ -194,6 +222,9 @@ def _precision(cfg: dict, pf: PlanFile, notes: list[str]) -> None:
         cfg["fp16"] = {"enabled": True, "loss_scale": 0}
     else:
         cfg["bf16"] = {"enabled": True}
+        if p.weight_dtype == "bf16":  # no fp32 master (nearest_plan: 0.19.8, ZeRO 1-3; BF16_STATES)
+            cfg["bf16"]["bf16_master_weights_and_grads"] = True
+            cfg["bf16"]["bf16_optimizer_states"] = p.moment_dtype == "bf16"
     cfg["communication_data_type"] = "bf16" if p.grad_compression == "bf16" else p.grad_dtype
     cfg["data_types"] = {"grad_accum_dtype": p.grad_dtype}
     if p.precision in ("fp8", "fp4"):

@@ -47,6 +47,9 @@ def maxtext(pf: PlanFile, version: str | None = None, changes: Sequence[str] = (
     return "\n".join(lines) + "\n"
 
 
+_JAX_DTYPE = {"fp32": "float32", "bf16": "bfloat16"}  # Plan.weight_dtype / moment_dtype -> MaxText's names
+
+
 def _yaml(v) -> str:
     """A YAML scalar or flow list (JSON's syntax is YAML's: strings quoted, lists in brackets)."""
     return json.dumps(v)
@@ -59,7 +62,8 @@ def settings(pf: PlanFile) -> tuple[dict, list[str], list[str]]:
     keys: dict = {"base_config": "base.yml", "run_name": "perfmodel", "hardware": "tpu" if msh.tpu else "gpu"}
     notes = list(msh.notes)
     keys.update(_model(pf, notes))
-    keys.update(dtype="bfloat16", weight_dtype="bfloat16" if p.grad_dtype == "bf16" else "float32")
+    # the stored parameters and Adam's mu (nu follows weight_dtype): maxtext_mesh._state_dtype_changes
+    keys.update(dtype="bfloat16", weight_dtype=_JAX_DTYPE[p.weight_dtype], mu_dtype=_JAX_DTYPE[p.moment_dtype])
     if p.precision in ("fp8", "int8"):  # AQT's int8 training: quantization int8 (configs/types.py QuantizationType)
         keys["quantization"] = p.precision
     for scope, degrees in (("ici", msh.ici), ("dcn", msh.dcn)):

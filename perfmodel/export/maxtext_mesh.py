@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..errors import InputError
+from ..spec.plan import state_dtypes
 from ..spec.plan_file import PlanFile
 from ..spec.recompute import MAXTEXT_CHECKPOINT_NAMES, MAXTEXT_OFFLOADED, MAXTEXT_REMAT
 from .plan_facts import plan_change
@@ -210,6 +211,7 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
     if p.grad_compression != "none":
         plan_change(pf, up, why, "grad_compression", "none", f"{MAXTEXT} reduces gradients in their dtype "
                     "(weight_dtype); it has no compressed gradient all-reduce")
+    _state_dtype_changes(pf, up, why)
     if pf.model.moe is not None:
         if p.ep > 1 and (p.dp % p.ep):
             ep = math.gcd(p.ep, p.dp)
@@ -229,3 +231,18 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
         plan_change(pf, up, why, "precision", "bf16", f"{MAXTEXT} refuses fp8 quantization with gradient "
                     f"accumulation (configs/types.py); this plan accumulates {nmb} micro-batches")
     return up, why
+
+
+def _state_dtype_changes(pf: PlanFile, up: dict, why: list[str]) -> None:
+    """MaxText stores the parameters in weight_dtype, takes their gradients in it (jax.value_and_grad over the
+    parameters), keeps Adam's mu in mu_dtype (weight_dtype when unset) and nu always in weight_dtype (base.yml:
+    maxtext@5e6a7caff904 lines 132 and 614-616, "Setting nu_dtype is not yet supported by optax"): the gradients
+    and both moments follow the plan's weight_dtype."""
+    p = pf.plan
+    weight, moment = state_dtypes(p.stack, p.weight_dtype, p.moment_dtype)
+    if p.grad_dtype != weight:
+        plan_change(pf, up, why, "grad_dtype", weight, f"{MAXTEXT}'s gradients take the parameters' dtype "
+                    f"(weight_dtype {weight}; jax.value_and_grad over the parameters)")
+    if moment != weight:
+        plan_change(pf, up, why, "moment_dtype", weight, f"{MAXTEXT} keeps Adam's nu in weight_dtype ({weight}; "
+                    "base.yml: nu_dtype is not settable in optax) and mu beside it; the moments follow the weights")

@@ -73,6 +73,8 @@ MEGATRON_ARGS = frozenset({
     "--attention-backend", "--accumulate-allreduce-grads-in-fp32", "--overlap-grad-reduce", "--overlap-param-gather",
     # core_r0.12+ (TransformerConfig.recompute_modules is in megatron-core 0.12.3; shared_experts from 0.14.0)
     "--recompute-modules",
+    # Adam's moments in bf16 (OptimizerConfig: core_v0.16.1 arguments.py, exp_avg_dtype bf16)
+    "--use-precision-aware-optimizer", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
 })
 # Arguments the comments and notes name without writing them (same file; --moe-router-force-load-balancing is
 # core_r0.13+: moe_router_force_load_balancing is not in megatron-core 0.12.3's TransformerConfig).
@@ -288,6 +290,15 @@ def megatron(pf: PlanFile, version: str | None = None, changes: Sequence[str] = 
     a.append(f"--attention-backend {'flash' if p.attention == 'flash' else 'unfused'}")
 
     a.append("--accumulate-allreduce-grads-in-fp32")  # grad_dtype fp32 (megatron_plan.nearest_plan)
+    if p.moment_dtype == "bf16":  # core_r0.16 with the distributed optimizer (megatron_plan.nearest_plan)
+        a += ["--use-precision-aware-optimizer", "--main-params-dtype fp32", "--exp-avg-dtype bf16",
+              "--exp-avg-sq-dtype bf16"]
+        comments.append("moment_dtype=bf16: Transformer Engine's FusedAdam keeps Adam's m and v in bf16 beside an "
+                        "fp32 master (--use-precision-aware-optimizer)")
+        notes.append("--use-precision-aware-optimizer with --bf16 stores the fp32 master as the 16 bits the bf16 "
+                     "weight lacks (OptimizerConfig.store_param_remainders, on by default with Transformer Engine "
+                     "2.1+; no argument turns it off): 2 B per parameter where the plan prices a 4 B master, so "
+                     "the optimizer state is 2 B per parameter smaller than predicted")
     if p.overlap_dp_comm:
         a.append("--overlap-grad-reduce")
         if p.zero >= 1:

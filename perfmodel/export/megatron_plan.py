@@ -139,6 +139,15 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
              "fp32 with --bf16 (validate_args sets accumulate_allreduce_grads_in_fp32)"),
             (p.grad_compression != "none", "grad_compression", "none",
              "Megatron-LM has no compressed gradient reduction"),
+            (p.weight_dtype == "bf16", "weight_dtype", "fp32", "Megatron-LM keeps an fp32 master beside the bf16 "
+             "weights: --main-params-dtype takes fp32 or fp16 (arguments.py, core_v0.16.1 55ac708 and core_v0.12.3 "
+             "3ea68ad)"),
+            (p.moment_dtype == "bf16" and version == "core_r0.12", "moment_dtype", "fp32", "core_r0.12's "
+             "--exp-avg-dtype / --exp-avg-sq-dtype take fp32, fp16 or fp8 (arguments.py, core_v0.12.3 3ea68ad; bf16 "
+             "from core_r0.13)"),
+            (p.moment_dtype == "bf16" and p.zero == 0, "moment_dtype", "fp32", "Megatron-LM sets the moments' dtype "
+             "only in --use-precision-aware-optimizer, which needs the distributed optimizer (OptimizerConfig "
+             "__post_init__, core_v0.16.1), and the plan has zero 0"),
             (p.cp > 1 and p.attention == "unfused", "attention", "flash", "Megatron-LM's context parallelism runs "
              "only in Transformer Engine's fused attention")):
         if when:

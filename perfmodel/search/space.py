@@ -89,6 +89,8 @@ class Job(Schema):
     precision: Precision = "bf16"
     attention: Literal["flash", "unfused"] = "flash"
     grad_dtype: Literal["fp32", "bf16"] | None = None  # None: the stack's
+    weight_dtype: Literal["fp32", "bf16"] | None = None  # Plan.weight_dtype (None: the stack's)
+    moment_dtype: Literal["fp32", "bf16"] | None = None  # Plan.moment_dtype (None: the stack's)
     grad_compression: Literal["none", "bf16", "powersgd"] = "none"
     powersgd_rank: Count = 1
     overlap_dp_comm: Flag = True
@@ -332,6 +334,7 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
                    dp_replicate=np.concatenate([c[4] for c in cols]),
                    gpus=job.gpus, global_batch=job.global_batch, seq_len=job.seq_len, precision=job.precision,
                    attention=job.attention, grad_dtype=job.grad_dtype, grad_compression=job.grad_compression,
+                   weight_dtype=job.weight_dtype, moment_dtype=job.moment_dtype,
                    powersgd_rank=job.powersgd_rank, overlap_dp_comm=job.overlap_dp_comm,
                    tp_comm_overlap=job.tp_comm_overlap, stack=job.stack, compile=job.compile, lora=job.lora,
                    recompute_saved=job.recompute_saved, recompute_offloaded=job.recompute_offloaded,

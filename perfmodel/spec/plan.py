@@ -15,7 +15,7 @@ from .megatron_split import megatron_chunks, megatron_slots
 from .model import ModelConfig
 from .recompute import (OFFLOAD_TENSORS, RECOMPUTE_MODULES, SAVED_TENSORS, OffloadTensor, Recompute, RecomputeModule,
                         SavedTensor, check_host, check_recompute)
-from .stack import DEFAULT_STACK, STACKS, check_compile, check_graphs, stack_defaults
+from .stack import DEFAULT_STACK, STACKS, check_compile, check_graphs, load_stack, stack_defaults
 from .moe_rules import apply_release, check_experts
 from .stack_release import Dispatcher, GraphScope
 Precision = Literal["bf16", "fp16", "fp8", "fp4", "int8"]
@@ -122,6 +122,15 @@ class Plan(Schema):
                             "model+loss (2025); its memory effects in cost.memory; stacks that compile only")
     grad_dtype: Literal["fp32", "bf16"] | None = Field(None, description="gradient buffer, accumulation and reduction "
                                                                          "dtype; default: the stack's (Stack.grad_dtype)")
+    weight_dtype: Literal["fp32", "bf16"] | None = Field(
+        None, description="the stored parameters: fp32 (an fp32 master exists, as the stack keeps it: beside bf16 "
+                          "weights, or as the parameter itself: Stack.fsdp_master_weights, fp32_parameters) or bf16 "
+                          "(no master; MaxText weight_dtype, Megatron-Core --main-params-dtype); default: the stack's "
+                          "(bf16 with Stack.bf16_state, else fp32; cost.states.state_bytes)")
+    moment_dtype: Literal["fp32", "bf16"] | None = Field(
+        None, description="Adam's first and second moments (MaxText mu_dtype, Megatron-Core --exp-avg-dtype / "
+                          "--exp-avg-sq-dtype): 4 + 4 or 2 + 2 bytes per parameter; default: the stack's (bf16 with "
+                          "Stack.bf16_state, else fp32)")
     grad_compression: Literal["none", "bf16", "powersgd"] = Field(
         "none", description="data-parallel gradient format on the wire (cost.compression): as grad_dtype, bf16, or "
                             "PowerSGD of rank powersgd_rank (torch DDP communication hooks)")
@@ -335,7 +344,15 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
     if tp == 1:
         p["sequence_parallel"] = False
     p["grad_dtype"], p["tp_comm_overlap"] = stack_defaults(p["stack"], p["grad_dtype"], p["tp_comm_overlap"])
+    p["weight_dtype"], p["moment_dtype"] = state_dtypes(p["stack"], p["weight_dtype"], p["moment_dtype"])
     return Plan(**p)
+
+
+def state_dtypes(stack: str, weight_dtype: str | None, moment_dtype: str | None) -> tuple[str, str]:
+    """(weight_dtype, moment_dtype) of a plan, the stack's where the plan leaves them None: bf16 for both on a stack
+    that trains bf16 state with no master (Stack.bf16_state), else fp32; what `resolve` and cost.layouts fill in."""
+    own = "bf16" if load_stack(stack).bf16_state else "fp32"
+    return weight_dtype or own, moment_dtype or own
 
 
 def _check_replicate(p: dict) -> None:

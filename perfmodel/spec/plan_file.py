@@ -118,7 +118,8 @@ def check(pf: PlanFile) -> PlanFile:
                          "(re-create the file with this perfmodel: perfmodel search ... --output FILE)")
     plan = resolve(pf.plan, pf.model, pf.hardware)
     # fields a plan leaves to its stack, absent from files written before they existed: the stack's values
-    stacked = {k: getattr(plan, k) for k in ("grad_dtype", "tp_comm_overlap", "fp8_recipe", "cuda_graphs")
+    stacked = {k: getattr(plan, k) for k in ("grad_dtype", "tp_comm_overlap", "fp8_recipe", "cuda_graphs",
+                                             "weight_dtype", "moment_dtype")
                if getattr(pf.plan, k) is None and getattr(plan, k) is not None}
     if stacked:
         pf = pf.model_copy(update={"plan": pf.plan.model_copy(update=stacked)})
