@@ -349,6 +349,14 @@ def trace_in(**kw) -> Kind:
     return Kind(fixed, _junk(".json"), names=names, path=True, **kw)
 
 
+def config_in(**kw) -> Kind:
+    """A framework config file (perfmodel import, --config): missing, a folder, empty, binary, not the framework's
+    format, truncated."""
+    fixed = ["missing.toml", "adir", "empty.json", "binary.yaml", "plan.json", "truncated.json", "list.json",
+             "runs.csv"]
+    return Kind(fixed, _junk(".toml"), names=("config", *kw.pop("names", ())), path=True, **kw)
+
+
 def data_in() -> Kind:
     """--data (an empty or too short file: tests/fuzz_corpus/cli, a known bug in execute/)."""
     return Kind(["missing.txt", "adir", ""], st.sampled_from(["missing.txt", "adir", "afile.txt/x"]), path=True)
@@ -357,10 +365,14 @@ def data_in() -> Kind:
 # ---------------------------------------------------------------------------------------------- the files
 PRED = ["--model", "gpt2-124m", "--hardware", "dgx-h100", "--gpus", "8", "--tp", "1", "--pp", "1", "--micro-batch",
         "1", "--global-batch", "8", "--seq-len", "1024"]
+CONFIG_LAUNCH = ["--hardware", "dgx-h100", "--gpus", "8"]  # what a torchtitan TOML leaves to its launcher
 BASES = {
     "": ["models", "list"],
     "predict": ["predict", *PRED],
     "predict-plan": ["predict", "--plan", "plan.json"],
+    "predict-config": ["predict", "--config", "cfg.toml", "--from", "torchtitan", *CONFIG_LAUNCH],
+    "forecast-config": ["forecast", "--tokens", "1e9", "--config", "cfg.toml", "--from", "torchtitan", *CONFIG_LAUNCH],
+    "import": ["import", "cfg.toml", "--from", "torchtitan", *CONFIG_LAUNCH],
     "forecast": ["forecast", *PRED, "--tokens", "1e9"],
     "forecast-plan": ["forecast", "--tokens", "1e9", "--plan", "plan.json"],
     "search": ["search", "--model", "gpt2-124m", "--hardware", "dgx-h100", "--gpus", "8", "--global-batch", "8",
@@ -387,7 +399,7 @@ BASES = {
     "stacks show": ["stacks", "show", "megatron-core"],
 }
 # Positionals: the index of their value in the base.
-POSITIONAL = {("", "cmd"): 0, ("export", "plan"): 1, ("execute", "plans"): 1, ("validate", "plans"): 1,
+POSITIONAL = {("", "cmd"): 0, ("export", "plan"): 1, ("import", "files"): 1, ("execute", "plans"): 1, ("validate", "plans"): 1,
               ("hardware", "action"): 1, ("models", "action"): 1, ("hardware show", "name"): 2,
               ("hardware hosts", "host"): 2,
               ("models show", "name"): 2, ("stacks", "action"): 1, ("stacks show", "name"): 2}
@@ -400,6 +412,7 @@ def zoo_files(plan_json: bytes, cpu_plan_json: bytes, runs_csv: bytes, spec_yaml
     return {
         "plan.json": plan_json, "cpu1.json": cpu_plan_json, "runs.csv": runs_csv, "spec.yaml": spec_yaml,
         "trace.json.gz": (ROOT / "tests" / "fixtures" / "traces" / "hta" / "mi250_rocm.json.gz").read_bytes(),
+        "cfg.toml": (ROOT / "tests" / "fixtures" / "configs" / "torchtitan" / "llama3_8b.toml").read_bytes(),
         "model.yaml": b"name: m\nn_layers: 2\nhidden: 64\nn_heads: 4\nffn_hidden: 256\nvocab: 512\nmax_seq_len: 64\n",
         "empty.json": b"", "empty.yaml": b"", "empty.csv": b"", "empty.txt": b"", "tiny.txt": b"hello",
         "binary.json": bytes(range(256)), "binary.yaml": bytes(range(256)) * 2, "binary.csv": b"\x00\xff" * 64,
@@ -438,6 +451,7 @@ def _plan_flags(cmd: str) -> dict:
     out["--recompute-num-layers"].fixed += ["13", "1000"]
     out["--lora-rank"].fixed += ["769"]
     out["--stack"] = stack_in()
+    out |= {"--config": config_in(base=f"{cmd}-config"), "--name": name(base=f"{cmd}-config")}
     out |= {f: flag_switch() for f in ("--moe-overlap", "--moe-pad-to-capacity", "--sequence-parallel", "--no-overlap-dp-comm",
                                        "--account-for-embedding", "--account-for-loss", "--optimizer-offload",
                                        "--moe-dense-dispatch")}
@@ -504,6 +518,9 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("infer", "--request-rate"): Kind(["nan", "-inf", "-1", "0", "abc", ""],
                                             TEXT.filter(lambda s: not (_float(s) is not None and _float(s) > 0)),
                                             extra=("--simulate",))}
+    t |= {("import", "files"): config_in(), ("import", "--hardware"): hardware_in(names=("system", "spec")),
+          ("import", "--gpus"): count(), ("import", "--name"): name(), ("import", "--output"): output(".json"),
+          ("import", "--explain"): flag_switch()}
     t |= {("export", "plan"): plan_in(names=("plan file",)),
           ("export", "--to"): name(good=("megatron", "torchtitan", "deepspeed")),
           ("export", "--version"): name(good=("core_r0.16", "core_r0.12")),  # the base exports to megatron

@@ -70,9 +70,13 @@ def test_exports():
     pf = maxtext_plan_file("v5p-names-save-dot")
     pf = pf.model_copy(update={"plan": pf.plan.model_copy(update={"loss_chunks": 4})})
     assert "num_vocab_tiling: 4" in export(pf, "maxtext")
-    for to, version in (("megatron", "core_r0.16.1"), ("torchtitan", "0.3.0"), ("deepspeed", "0.19.8")):
+    for to, version in (("megatron", "core_r0.16.1"), ("torchtitan", "0.2.2"), ("deepspeed", "0.19.8")):
         up, why = nearest_updates(pf, to, version)
         assert up["loss_chunks"] == 1 and any(w.startswith("loss_chunks 4 -> 1: ") for w in why), to
+    # torchtitan 0.3.0 chunks the LM head and loss itself (ChunkedLossWrapper, components/loss.py)
+    assert "loss_chunks" not in nearest_updates(pf, "torchtitan", "0.3.0")[0]
+    per_op = pf.model_copy(update={"plan": pf.plan.model_copy(update={"recompute": "per-op", "recompute_saved": None})})
+    assert "ChunkedLossWrapper.Config(\n            num_chunks=4," in export(per_op, "torchtitan", "0.3.0")
     # MaxText tiles per_device_batch_size x max_target_length tokens (here 1 x 8192), which 3 does not divide: the
     # nearest count it runs is 2
     odd = pf.model_copy(update={"plan": pf.plan.model_copy(update={"loss_chunks": 3})})

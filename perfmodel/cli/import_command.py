@@ -36,7 +36,7 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     p.add_argument("--hardware", help="the system it runs on, where the config does not name it (preset or spec YAML)")
     p.add_argument("--gpus", type=integer("--gpus"), help="devices in the job, where the config leaves them to "
                                                           "the launcher")
-    p.add_argument("-o", "--output", type=path("--output", "a file ending in .json"), metavar="PLAN.json",
+    p.add_argument("--output", "-o", type=path("--output", "a file ending in .json"), metavar="PLAN.json",
                    help="write the plan file (what predict --plan, export and execute read)")
     p.add_argument("--explain", action="store_true", help="list every key and what it became")
     p.add_argument("--format", choices=["table", "json"], default="table")

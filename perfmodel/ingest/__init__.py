@@ -46,7 +46,12 @@ def read_config(files: Sequence[str | Path], framework: str, name: str | None = 
         if not p.exists():
             raise InputError(f"config file {str(p)!r} does not exist; valid: {FRAMEWORKS[framework][1]}")
     module = importlib.import_module(f"{__name__}.{FRAMEWORKS[framework][0]}")
-    return module.read(paths, name)
+    try:
+        return module.read(paths, name)
+    except InputError as err:  # name the files where the reader's message does not
+        if any(str(p) in str(err) or p.name in str(err) for p in paths):
+            raise
+        raise InputError(f"{framework} config {', '.join(repr(str(p)) for p in paths)}: {err}") from None
 
 
 def launch_of(imp: Imported, hardware: str | None, gpus: int | None) -> tuple[str, int]:
@@ -73,14 +78,21 @@ def plan_of(imp: Imported, hardware: str | System | None = None, gpus: int | Non
     """The model, system and resolved plan of an import, on `hardware` with `gpus` devices (or the config's)."""
     name, count = launch_of(imp, hardware if isinstance(hardware, str) or hardware is None else hardware.name, gpus)
     system = hardware if isinstance(hardware, System) else load_hardware(name)
-    fields = {**imp.plan, "gpus": count}
     try:
-        if imp.deferred:  # what the config leaves to the device count (MaxText: -1 mesh axes, per-device batch)
-            module = importlib.import_module(f"{__name__}.{FRAMEWORKS[imp.framework][0]}")
-            fields.update(module.complete(imp.deferred, count, system))
-        return imp.model, system, resolve(Plan(**fields), imp.model, system)
+        return imp.model, system, resolve(Plan(**plan_fields(imp, count, system)), imp.model, system)
     except InputError as err:
         raise InputError(f"{imp.framework} config: {err}{keys_named(imp, str(err))}") from None
+
+
+def plan_fields(imp: Imported, gpus: int, system: System) -> dict:
+    """The Plan fields of an import on `gpus` devices of `system`, before resolving: what the config states and what
+    it leaves to the device count (Imported.deferred, completed by its reader). plan_of resolves them; the planner
+    page fills its form with them."""
+    fields = {**imp.plan, "gpus": gpus}
+    if imp.deferred:  # what the config leaves to the device count (MaxText: -1 mesh axes, per-device batch)
+        module = importlib.import_module(f"{__name__}.{FRAMEWORKS[imp.framework][0]}")
+        fields.update(module.complete(imp.deferred, gpus, system))
+    return fields
 
 
 def keys_named(imp: Imported, message: str) -> str:
