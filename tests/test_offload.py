@@ -96,8 +96,9 @@ def test_bad_offload_input(llama2_7b, dgx_h100, tpu_v5p, predict_cli):
     with pytest.raises(InputError, match=r"with recompute = full: .* valid: recompute = names"):
         resolve(plan(recompute="full", recompute_saved=None, recompute_offloaded=["layer_input"]), llama2_7b,
                 dgx_h100)
+    no_host = tpu_v5p.model_copy(update={"host": None})  # a spec without the host block
     with pytest.raises(InputError, match="on tpu-v5p, whose spec gives no host link"):
-        resolve(plan(recompute_offloaded=["layer_input"]), llama2_7b, tpu_v5p)
+        resolve(plan(recompute_offloaded=["layer_input"]), llama2_7b, no_host)
     args = ("--model", "llama-2-7b", "--hardware", "dgx-h100", "--gpus", 8, "--tp", 1, "--pp", 1, "--micro-batch", 1,
             "--global-batch", 8, "--seq-len", 4096, "--recompute", "names", "--recompute-saved", "qkv")
     ok = predict_cli(*args, "--recompute-offloaded", "qkv,layer_input")
@@ -164,3 +165,17 @@ def test_the_host_check_reads_the_stage_that_offloads_most(dgx_h100):
     assert hosts == pytest.approx([8 * 4 * per_layer, 8 * 3 * per_layer, 8 * 2 * per_layer, 8 * 1 * per_layer])
     small = dgx_h100.model_copy(update={"host": dgx_h100.host.model_copy(update={"memory_gib": hosts[1] / 2**30})})
     assert estimate(load_model("llama-3-8b"), small, e.plan).memory_verdict == "does not fit"
+
+
+@pytest.mark.parametrize("name,gbps,gib", [
+    ("tpu-v4", 16, 400e9 / 4 / 2**30),  # Austin et al. 2025: 16 GB/s each way; MLPerf v2.0: 400 GB per 4 chips
+    ("tpu-v5e", 16, 192e9 / 4 / 2**30),  # ~1.5e10 B/s per v5 chip; ct5lp-hightpu-4t: 192 GB for 4
+    ("tpu-v5p", 16, 448e9 / 4 / 2**30),  # ct5p-hightpu-4t: 448 GB for 4
+    ("tpu-v6e", 32, 720e9 / 4 / 2**30),  # Trillium 32 GB/s; ct6e-standard-4t: 720 GB for 4
+    ("tpu-v7", 16, 960e9 / 8 / 2**30),  # a chip's 32 GB/s and 960 GB per 4-chip VM over its 2 devices each
+])
+def test_every_tpu_system_has_its_host_link(name, gbps, gib):
+    from perfmodel.spec.hardware import load_hardware
+
+    host = load_hardware(name).host
+    assert host is not None and host.bandwidth_gbps == gbps and host.memory_gib == pytest.approx(gib, abs=0.05)
