@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -171,5 +172,106 @@ def test_page_and_assets_are_served_without_a_cdn(client):
     page = client.get("/").text
     assert "/static/plotly.min.js" in page and "http" not in page.replace("http-equiv", "")
     assert client.get("/static/plotly.min.js").status_code == 200
-    assert client.get("/static/app.js").status_code == 200
+    assert client.get("/static/app.js").status_code == 200 and client.get("/static/forms.js").status_code == 200
     assert client.get("/static/../server.py").status_code == 404
+
+
+def test_the_form_speaks_plain_words_in_sections():
+    from perfmodel.app.form_groups import FLAGS, SECTIONS, place
+
+    predict = forms.fields_by_flag("predict")
+    tp = predict["--tp"]
+    assert (tp["section"], tp["label"], tp["rare"]) == ("layout", "Tensor-parallel size", False)
+    assert predict["--recompute"]["section"] == "memory" and predict["--zero"]["section"] == "memory"
+    assert predict["--headroom"]["section"] == "memory" and predict["--precision"]["section"] == "precision"
+    assert predict["--recompute-saved"]["rare"] and not predict["--model"]["rare"]
+    # every flag of every tab is drawn in a known section (--from and --name: the upload box): one the table
+    # does not label yet is folded under "More settings" by its flag, so a new CLI flag never vanishes
+    for command in ("predict", "search", "infer", "forecast"):
+        for f in forms.fields(command):
+            assert f["section"] in {*SECTIONS, "config"}, (command, f["flag"])
+            assert f["flag"] in FLAGS or (f["section"], f["label"], f["rare"]) == ("more", f["flag"], True)
+    labelled = [f for f in forms.fields("predict") if f["flag"] in FLAGS]
+    assert all(f["label"] != f["flag"] for f in labelled) and len(labelled) >= 50
+    assert {f for f, (s, _, _) in FLAGS.items() if s == "config"} == {"--from", "--name"}
+    # a flag the table does not list still shows, folded under its own name
+    assert place("predict", "--brand-new-flag") == {"section": "more", "label": "--brand-new-flag", "rare": True}
+    # the stack list is a suggestion (a release@version is typed), zero's a closed choice
+    assert predict["--stack"]["open"] and "torchtitan" in predict["--stack"]["choices"]
+    assert not predict["--zero"]["open"]
+
+
+TORCHTITAN_8B = Path(__file__).parent / "fixtures" / "configs" / "torchtitan" / "llama3_8b.toml"
+LAUNCH = ["--from", "torchtitan", "--hardware", "dgx-h100", "--gpus", "8"]
+
+
+def upload(text: str, name: str = "llama3_8b.toml", **box) -> dict:
+    return {"files": [{"name": name, "text": text}], "framework": "torchtitan", "hardware": "dgx-h100", "gpus": "8"
+            } | box
+
+
+def test_an_uploaded_config_is_priced_as_predict_config(client, capsys, tmp_path):
+    from perfmodel.ingest import read_config
+
+    out = client.post("/api/import", json=upload(TORCHTITAN_8B.read_text())).json()
+    cli = cli_json(capsys, "predict", "--config", str(TORCHTITAN_8B), *LAUNCH)
+    assert out["estimate"]["step_time_s"] == cli["step_time_s"] and out["estimate"]["memory_bytes"] == cli["memory_bytes"]
+    imp = out["import"]
+    assert imp["command"] == "perfmodel predict --config llama3_8b.toml " + " ".join(LAUNCH)
+    # every key the file states, with its fate, as perfmodel import reads it (sources by the name the page sent)
+    want = read_config([TORCHTITAN_8B], "torchtitan").keys
+    assert [(k["key"], k["value"], k["fate"], k["became"], k["why"]) for k in imp["keys"]] == [
+        (k.key, k.value, k.fate, k.became, k.why) for k in want]
+    assert "perfmodel-app-" not in json.dumps(out)
+    # the form's values, run as predict's flags (the model as its upload), price the plan again
+    values = imp["values"]
+    assert values["--hardware"] == "dgx-h100" and values["--gpus"] == "8"
+    up = {"--model": imp["model_upload"]} if imp["model_upload"] else None
+    again = client.post("/api/predict", json={"values": values, "uploads": up}).json()
+    model = tmp_path / (up["--model"]["name"] if up else "unused")
+    if up:
+        model.write_text(up["--model"]["text"])
+    argv = [x for k, v in (values | ({"--model": str(model)} if up else {})).items()
+            for x in ([k] if v is True else [k, v])]
+    assert again["estimate"]["step_time_s"] == cli_json(capsys, "predict", *argv)["step_time_s"]
+    # every field of this config has a place in the form: the form as filled is the config's plan
+    assert imp["not_in_form"] == [] and again["estimate"]["step_time_s"] == cli["step_time_s"]
+
+
+def test_a_model_no_preset_matches_is_filled_in_as_an_upload(tmp_path):
+    from perfmodel.app.config_upload import model_field, plan_values
+    from perfmodel.spec.model_catalogue import load_model
+
+    assert model_field(load_model("llama-3-8b")) == ("llama-3-8b", None)
+    custom = load_model("llama-3-8b").model_copy(update={"name": "my llama/8b", "n_layers": 30})
+    name, up = model_field(custom)
+    assert name == up["name"] == "my-llama-8b.json"
+    (tmp_path / name).write_text(up["text"])
+    assert load_model(str(tmp_path / name)) == custom  # what `--model FILE.json` reads back
+    # plan fields as the form's values; what the form cannot say is named
+    values, left = plan_values({"tp": 2, "overlap_dp_comm": False, "tp_comm_overlap": True, "sequence_parallel": True,
+                                "recompute_modules": ["core_attn", "mlp"], "dp": None, "moe_overlap": False,
+                                "stage_layers": [3, 5], "lora": {"rank": 16, "modules": "all"}})
+    assert values == {"--tp": "2", "--no-overlap-dp-comm": True, "--tp-comm-overlap": "on",
+                      "--sequence-parallel": True, "--recompute-modules": "core_attn,mlp", "--lora-rank": "16",
+                      "--lora-modules": "all"}
+    assert left == ["moe_overlap = False", "stage_layers = 3,5"]
+
+
+def test_a_bad_upload_is_one_line_naming_the_file(client, capsys):
+    bad = client.post("/api/import", json=upload("[training\nlocal_batch_size = 2\n", name="broken.toml"))
+    assert bad.status_code == 400 and "broken.toml" in bad.json()["message"] and "\n" not in bad.json()["message"]
+    assert "perfmodel-app-" not in bad.text and "Traceback" not in bad.text
+    r = client.post("/api/import", json=upload(TORCHTITAN_8B.read_text(), hardware="", gpus=""))
+    assert r.status_code == 400 and "--hardware is needed" in r.json()["message"]
+    r = client.post("/api/import", json=upload(TORCHTITAN_8B.read_text(), framework=""))
+    assert r.status_code == 400 and "torchtitan" in r.json()["message"]
+    r = client.post("/api/import", json=upload(TORCHTITAN_8B.read_text(), name=".bashrc"))
+    assert r.status_code == 400 and "file name" in r.json()["message"]
+    r = client.post("/api/import", json=upload("x" * (MAX_UPLOAD + 1)))
+    assert r.status_code == 400 and "up to" in r.json()["message"]
+    r = client.post("/api/import", json=upload(TORCHTITAN_8B.read_text(), hardware="../spec.yaml"))
+    assert r.status_code == 400 and "reads no file path" in r.json()["message"]
+    # a folder the browser sends along is dropped: the file lands in the upload folder under its base name
+    ok = client.post("/api/import", json=upload(TORCHTITAN_8B.read_text(), name="../../llama3_8b.toml"))
+    assert ok.status_code == 200 and ok.json()["import"]["files"] == ["llama3_8b.toml"]

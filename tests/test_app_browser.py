@@ -200,3 +200,71 @@ def test_forecast_and_serve_tabs_answer_as_the_cli(page, server, capsys, tmp_pat
                  "--precision", "fp8", "--input-len", "1000", "--output-len", "1000", "--max-throughput")
     assert f"{round(s['output_tokens_per_s']):,}" in page.text_content("#serve-cards")
     shot(page, "serve", tmp_path)
+
+
+def test_the_form_is_in_sections_with_plain_labels(page, server):
+    url, _ = server
+    open_page(page, url)
+    legends = page.eval_on_selector_all("#form-predict > fieldset > legend", "els => els.map(e => e.textContent)")
+    assert legends[:7] == ["Model", "Cluster", "Batch", "Layout (parallelism)", "Memory", "Precision", "Stack"]
+    tp = page.locator("#form-predict label:has([data-flag='--tp'])")
+    assert tp.inner_text().strip() == "Tensor-parallel size" and tp.get_attribute("title").startswith("--tp")
+    # rare fields are folded away, and shown when opened; the catalogues are offered as lists
+    saved = page.locator("#form-predict [data-flag='--recompute-saved']")
+    assert not saved.is_visible()
+    page.click("#form-predict details.more > summary")
+    assert saved.is_visible()
+    assert page.eval_on_selector_all("#list-models option", "os => os.length") > 10
+    assert page.get_attribute("[data-flag='--stack']", "list") == "list-predict--stack"
+
+
+FIXTURE = Path(__file__).parent / "fixtures" / "configs" / "torchtitan" / "llama3_8b.toml"
+
+
+def test_an_uploaded_config_is_priced_as_predict_config(page, server, capsys, tmp_path):
+    from perfmodel.ingest import read_config
+
+    url, _ = server
+    open_page(page, url)
+    page.click("#import-box > summary")
+    page.set_input_files("#import-files", str(FIXTURE))
+    page.select_option("#import-from", "torchtitan")
+    page.fill("#import-hardware", "dgx-h100")
+    page.fill("#import-gpus", "8")
+    page.click("#import-run")
+    page.wait_for_selector("#import-result:not([hidden])", timeout=60_000)
+    launch = ["--from", "torchtitan", "--hardware", "dgx-h100", "--gpus", "8"]
+    cli = cli_json(capsys, "predict", "--config", str(FIXTURE), *launch)
+    assert page.text_content("#step-time") == f"{cli['step_time_s']:.3f} s"
+    assert page.text_content("#import-command") == "perfmodel predict --config llama3_8b.toml " + " ".join(launch)
+    keys = read_config([FIXTURE], "torchtitan").keys
+    assert page.locator("#import-keys tr").count() == 1 + len(keys)  # a row per key, under the header
+    shot(page, "import", tmp_path)
+    # the form holds the imported plan: edited, it predicts again as the CLI does with the form's flags
+    assert page.input_value("[data-flag='--gpus']") == "8" and page.input_value("[data-flag='--hardware']") == "dgx-h100"
+    assert page.input_value("[data-flag='--recompute']") == "per-op" and page.text_content("#import-note") == ""
+    before = page.text_content("#step-time")
+    page.select_option("[data-flag='--recompute']", "full")
+    page.wait_for_function(f"document.getElementById('step-time').textContent !== {before!r}", timeout=30_000)
+    values = page.evaluate("values('predict')")
+    model = page.evaluate("UPLOADS.predict['--model'] || null")
+    if model:
+        (tmp_path / model["name"]).write_text(model["text"])
+        values["--model"] = str(tmp_path / model["name"])
+    argv = [x for k, v in values.items() for x in ([k] if v is True else [k, v])]
+    assert page.text_content("#step-time") == f"{cli_json(capsys, 'predict', *argv)['step_time_s']:.3f} s"
+
+
+def test_a_bad_upload_shows_one_line_in_the_page(page, server, tmp_path):
+    url, _ = server
+    open_page(page, url)
+    bad = tmp_path / "broken.toml"
+    bad.write_text("[training\n")
+    page.click("#import-box > summary")
+    page.set_input_files("#import-files", str(bad))
+    page.select_option("#import-from", "torchtitan")
+    page.fill("#import-hardware", "dgx-h100")
+    page.click("#import-run")
+    page.wait_for_selector("#import-error:not([hidden])", timeout=30_000)
+    message = page.text_content("#import-error")
+    assert "broken.toml" in message and "\n" not in message and "Traceback" not in page.content()

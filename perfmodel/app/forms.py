@@ -1,6 +1,7 @@
 """The page's forms, read off the CLI's own argparse parsers, and the argv a filled form is run as.
 
-A field is a CLI flag: its name, help, default, choices and kind (text, choice, checkbox). Flags whose values
+A field is a CLI flag: its name, help, default, choices and kind (text, choice, checkbox), and where the page
+shows it: its section, plain label and whether it is folded away (`form_groups`). Flags whose values
 name files on the server (their type is `cli.argtypes.path`: --plan, --save-plan, --plot, --storage, ...) are
 left out: the page reads no path (a model or spec file arrives as an upload). A refusal is the CLI's own one-line message, with the
 field it names (`field_of`) so the page can show it beside that field.
@@ -14,6 +15,7 @@ import re
 from ..cli.main import COMMANDS, command_module
 from ..errors import InputError
 from ..files import looks_like_path
+from . import form_groups
 
 OUTPUT_FLAGS = {"--format", "--help", "--versus"}  # the page asks for JSON itself; --versus prints a second table
 UPLOADABLE = {"--model": "model", "--hardware": "hardware"}  # flags a file upload may fill
@@ -57,15 +59,22 @@ def fields(command: str) -> list[dict]:
                     "choices": [str(c) for c in choices] if choices is not None else None,
                     "default": None if default is None else str(default), "required": bool(act.required),
                     "repeat": isinstance(act, argparse._AppendAction),
-                    "upload": UPLOADABLE.get(flag)})
+                    # choices a type offers (stack names) are suggestions: the parser also takes a release@version
+                    "open": act.choices is None and choices is not None,
+                    "upload": UPLOADABLE.get(flag), **form_groups.place(command, flag)})
     return out
+
+
+def fields_by_flag(command: str) -> dict[str, dict]:
+    """`fields(command)` by flag."""
+    return {f["flag"]: f for f in fields(command)}
 
 
 def argv(command: str, values: dict[str, object], uploads: dict[str, str] | None = None) -> list[str]:
     """The CLI arguments of a filled form: `values` by flag ("--tp": "8"; a checkbox true/false; a repeated flag a
     list), empty values left out (the CLI's default), `uploads` ("--model": server-side path of an uploaded file)
     in place of the typed value. InputError for a flag the form does not have or a path in a preset field."""
-    known = {f["flag"]: f for f in fields(command)}
+    known = fields_by_flag(command)
     out: list[str] = []
     for flag, value in values.items():
         f = known.get(flag)

@@ -1,7 +1,8 @@
 """The planner page's HTTP side: one page, its static files, and a JSON route per tab (`actions`).
 
 Safe by default: the CLI binds to 127.0.0.1; nothing here reads a path the page sends (a model config or spec
-arrives as an upload, size-capped, written to a private temporary folder and parsed by the CLI's own loaders);
+arrives as an upload, size-capped, written to a private temporary folder and parsed by the CLI's own loaders; a
+framework's own config files likewise, read as data by perfmodel.ingest: `config_upload`);
 bad input answers 400 with the CLI's one-line message and the field it names, never a traceback. The work of a
 request runs in a worker thread (Starlette runs sync endpoints in its thread pool), and a search runs as a job
 the page polls, so a long search blocks no other request.
@@ -23,7 +24,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import InputError
-from . import actions, forms
+from . import actions, config_upload, forms
 
 STATIC = Path(__file__).parent / "static"
 MAX_UPLOAD = 1 << 20  # bytes per uploaded file: a HF config.json or a spec YAML is a few KiB
@@ -150,7 +151,8 @@ def create_app() -> Starlette:
 
     async def static(request: Request) -> Response:
         name = request.path_params["name"]
-        files = {"app.js": STATIC / "app.js", "app.css": STATIC / "app.css", "plotly.min.js": plotly_js()}
+        files = {"app.js": STATIC / "app.js", "forms.js": STATIC / "forms.js", "app.css": STATIC / "app.css",
+                 "plotly.min.js": plotly_js()}
         if name not in files:
             return JSONResponse({"message": f"no static file {name!r}"}, status_code=404)
         return FileResponse(files[name])
@@ -163,8 +165,12 @@ def create_app() -> Starlette:
 
         from ..export.targets import TARGETS
 
+        from ..ingest import FRAMEWORKS
+        from .form_groups import SECTIONS
+
         return JSONResponse({"fields": {c: forms.fields(c) for c in COMMANDS}, "models": list_models(),
-                             "hardware": list_systems(), "example": EXAMPLE,
+                             "hardware": list_systems(), "example": EXAMPLE, "sections": SECTIONS,
+                             "frameworks": {k: what for k, (_, what) in FRAMEWORKS.items()},
                              "export": {t: list(versions(t)) for t in TARGETS}})
 
     def endpoint(command: str, work):
@@ -189,6 +195,9 @@ def create_app() -> Starlette:
 
     def forecast(data):
         return run("forecast", data, lambda args: actions.command_json("forecast", args))
+
+    def import_config(data):  # a framework's config: predict --config FILES --from ... (config_upload)
+        return config_upload.run_import(data)
 
     def export(data):
         return run("predict", data, lambda args: actions.export(args, str(data.get("to") or ""),
@@ -230,6 +239,7 @@ def create_app() -> Starlette:
               Route("/api/search", endpoint("search", search), methods=["POST"]),
               Route("/api/jobs/{job}", job),
               Route("/api/export", endpoint("predict", export), methods=["POST"]),
+              Route("/api/import", endpoint("predict", import_config), methods=["POST"]),
               Route("/api/forecast", endpoint("forecast", forecast), methods=["POST"]),
               Route("/api/infer", endpoint("infer", infer), methods=["POST"])]
     return Starlette(routes=routes)

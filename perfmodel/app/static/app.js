@@ -23,78 +23,6 @@ function argvToValues(argv) {
   return out;
 }
 
-function buildForm(tab, fields, values, skip) {
-  const form = $("form-" + tab);
-  for (const f of fields) {
-    if (skip && skip.has(f.flag)) continue;
-    const label = document.createElement("label");
-    label.title = f.help;
-    let input;
-    if (f.kind === "checkbox") {
-      label.className = "check";
-      input = document.createElement("input");
-      input.type = "checkbox";
-      input.checked = values[f.flag] === true || values[f.flag] === "true";
-      label.append(input, f.flag);
-    } else {
-      label.append(f.flag + (f.required ? " *" : ""));
-      if (f.kind === "choice") {
-        input = document.createElement("select");
-        input.append(new Option(f.default ? `(default ${f.default})` : "(default)", ""));
-        for (const c of f.choices) input.append(new Option(c, c));
-      } else {
-        input = document.createElement("input");
-        input.type = "text";
-        input.placeholder = f.default ? `default ${f.default}` : "";
-        const list = f.flag === "--model" ? "models" : f.flag === "--hardware" ? "hardware" : null;
-        if (list) input.setAttribute("list", "list-" + list);
-      }
-      input.value = values[f.flag] ?? "";
-      label.append(input);
-    }
-    input.dataset.flag = f.flag;
-    input.name = f.flag;
-    const err = document.createElement("div");
-    err.className = "field-error";
-    label.append(err);
-    if (f.upload) {
-      const up = document.createElement("input");
-      up.type = "file";
-      up.accept = ".json,.yaml,.yml";
-      up.dataset.upload = f.flag;
-      up.addEventListener("change", async () => {
-        const file = up.files[0];
-        if (file) { UPLOADS[tab][f.flag] = { name: file.name, text: await file.text() }; input.value = file.name; }
-        else delete UPLOADS[tab][f.flag];
-        changed(tab);
-      });
-      label.append(up);
-    }
-    input.addEventListener(f.kind === "text" ? "input" : "change", () => {
-      if (f.upload && UPLOADS[tab][f.flag] && input.value !== UPLOADS[tab][f.flag].name) delete UPLOADS[tab][f.flag];
-      changed(tab);
-    });
-    form.append(label);
-  }
-}
-
-function values(tab) {
-  const out = {};
-  for (const el of $("form-" + tab).querySelectorAll("[data-flag]")) {
-    if (el.type === "checkbox") { if (el.checked) out[el.dataset.flag] = true; }
-    else if (el.value.trim() !== "" && !(UPLOADS[tab] || {})[el.dataset.flag]) out[el.dataset.flag] = el.value.trim();
-  }
-  return out;
-}
-
-function setValues(tab, vals) {
-  for (const el of $("form-" + tab).querySelectorAll("[data-flag]")) {
-    const v = vals[el.dataset.flag];
-    if (el.type === "checkbox") el.checked = v === true || v === "true";
-    else el.value = v ?? "";
-  }
-}
-
 // ---- the URL holds the inputs: #tab=predict&--tp=8&... (a plan shared as a link) ----
 function saveHash(tab) {
   const p = new URLSearchParams({ tab });
@@ -397,6 +325,12 @@ async function main() {
   $("export-to").replaceChildren(...Object.keys(META.export).map((t) => new Option(t, t)));
   $("export-to").addEventListener("change", fillVersions);
   fillVersions();
+  $("import-from").replaceChildren(new Option("(choose)", ""), ...Object.entries(META.frameworks).map(([k, what]) => {
+    const o = new Option(k, k);
+    o.title = what;
+    return o;
+  }));
+  $("import-run").addEventListener("click", runImport);
   $("search-run").addEventListener("click", runSearch);
   $("export-run").addEventListener("click", runExport);
   for (const b of document.querySelectorAll("#tabs button")) b.addEventListener("click", () => show(b.dataset.tab));
