@@ -169,3 +169,45 @@ def test_maxtext_stack_hides_tensor_parallel_traffic_behind_the_matmuls():
     assert tp(on).total_s == pytest.approx(tp(off).total_s, rel=1e-9)  # the same traffic
     assert off.time_s.tp_comm > 0.75 * tp(off).total_s  # most of it exposed without the overlap
     assert on.time_s.tp_comm < 0.25 * tp(on).total_s and on.step_time_s < off.step_time_s
+
+
+def _t048(**changes) -> pd.Series:
+    """T048 of tpu_amd_runs_dev.csv (MaxText's tiering table: Llama 3.1 405B on v6e, 123 tokens/s per chip,
+    config llama3_1_405b_8192_fsdp_dcn), the columns the mapping reads, with `changes`."""
+    row = dict(row_id="T048", source_group="MaxText_tiering_doc", model="Llama-3.1-405B", n_layers=126, hidden=16384,
+               ffn_hidden=53248, heads=128, kv_heads=8, vocab=128256, seq_len=8192, accelerator="TPU v6e Trillium",
+               n_chips=256, tp=4, pp=1, dp=1, fsdp=None, cp=1, ep=1, micro_batch=1, global_batch=None,
+               recompute="custom, decoder_layer_input/query/key/value/out_proj=offload", precision="bf16",
+               framework="MaxText@5e6a7caff904 (config llama3_1_405b_8192_fsdp_dcn)", step_time_s=None,
+               tokens_per_s_per_chip=123, tflops_per_chip=None, mfu_pct=38.55, source="", evidence="",
+               notes="fsdp left empty: config gives ici_fsdp=64 x dcn_fsdp=2 (=128). CAVEAT: tiering table says "
+                     "'256 Chips' but the linked config has ici_fsdp=64 x ici_tensor=4 (=256 per slice) AND "
+                     "dcn_fsdp_parallelism=2, i.e. 2 slices / 512 chips",
+               n_experts=None, top_k=None, trust="C", derived_fields="")
+    return pd.Series({**row, **changes})
+
+
+def test_a_maxtext_config_runs_on_the_chips_its_mesh_covers():
+    """T048's config states ici_fsdp 64 x ici_tensor 4 per slice and dcn_fsdp 2: MaxText runs it only on 2 slices
+    of 256 (max_utils.fill_unspecified_mesh_axes asserts the products), so 512 chips, fsdp 128, global batch
+    1 x 512; the tokens per chip per step (8192) and so the measured step (8192 / 123 s) do not depend on it."""
+    c = to_tpu_amd_case(_t048())
+    p = c.plan
+    assert (p.gpus, p.tp, p.dp, p.zero, p.micro_batch, p.global_batch) == (512, 4, 128, 3, 4, 512)
+    assert (p.weight_dtype, p.moment_dtype, p.grad_dtype) == ("fp32", "fp32", "fp32")  # base.yml's float32
+    assert c.note.startswith("n_chips 256 -> 512: the config's mesh")
+    assert c.measured_s == pytest.approx(8192 / 123)
+    # a row whose mesh and n_chips agree keeps its count; a stated fsdp column wins over the notes
+    same = to_tpu_amd_case(_t048(n_chips=512))
+    assert same.plan.gpus == 512 and "the config's mesh" not in same.note
+    column = to_tpu_amd_case(_t048(fsdp=64))
+    assert column.plan.gpus == 256 and column.plan.dp == 64
+
+
+def test_weight_dtype_bf16_in_the_notes_is_bf16_state():
+    """MaxText weight_dtype bfloat16: the parameters, their gradients and Adam's mu (inherits weight_dtype) and nu
+    (always weight_dtype) in bf16: 2 + 2 + 4 B per parameter."""
+    base = _t048(n_chips=512)
+    for text in ("weight_dtype bf16", "weight_dtype=bfloat16", "weight_dtype: bfloat16"):
+        p = to_tpu_amd_case(_t048(n_chips=512, notes=base["notes"] + "; " + text)).plan
+        assert (p.weight_dtype, p.moment_dtype, p.grad_dtype) == ("bf16", "bf16", "bf16"), text

@@ -15,12 +15,18 @@ v4.1 Google GPT-3 submissions (block-level MLLOG times) and MLPerf Training v5.0
 - Plan: gpus = n_chips, tp, pp, cp, ep from the columns; the data-parallel ranks gpus / (tp pp cp). MaxText's fsdp
   (ici_fsdp x dcn_fsdp) > 1 is ZeRO-3, with the row's data degree (dcn_data) as replicas of the fsdp groups
   (Plan.dp_replicate, hybrid sharding); a MaxText row leaving fsdp empty
-  takes base.yml's ici_fsdp_parallelism -1 (every chip left after tp, pp, cp, ep). MaxText's micro_batch is its
+  takes the fsdp degree its notes state of the config ("ici_fsdp=A x dcn_fsdp=B"), else base.yml's
+  ici_fsdp_parallelism -1 (every chip left after tp, pp, cp, ep). A MaxText config's mesh fixes the chips it runs on
+  (max_utils.fill_unspecified_mesh_axes asserts the ICI degrees' product is the chips per slice and the DCN
+  degrees' the slices): where tp x pp x cp x ep x fsdp x data differs from n_chips, the config's count is priced
+  and the row noted (`chips_of`). MaxText's micro_batch is its
   per_device_batch_size, per chip whatever the sharding: the global batch is pdbs x n_chips (derived where the row
   leaves it empty) and each data-parallel rank runs global / ranks sequences in one micro-batch (MaxText's
   gradient_accumulation_steps default 1). With tp > 1 MaxText shards the activations' embed axis over `tensor`
   (logical axis activation_embed), priced as sequence parallelism. MaxText keeps fp32 weights and gradients
-  (base.yml weight_dtype float32) unless notes say weight_dtype bf16. NeMo/Megatron rows: micro and global batch as
+  (base.yml weight_dtype float32) unless notes say weight_dtype bf16: then weights, gradients and both Adam moments
+  are bf16 (Plan.weight_dtype, moment_dtype; mu_dtype inherits weight_dtype and nu always does, base.yml at
+  5e6a7caff904 lines 132, 614-616). NeMo/Megatron rows: micro and global batch as
   stated, the distributed optimizer (ZeRO-1) where notes say so, gradients in the stack's dtype.
 - Recompute: MaxText's named remat policies as recompute = names with the tensors each saves (MAXTEXT_REMAT; two
   older names as their successors, OLD_REMAT), its 'full' (and its default) as names saving nothing
@@ -42,6 +48,7 @@ v4.1 Google GPT-3 submissions (block-level MLLOG times) and MLPerf Training v5.0
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,9 +170,38 @@ def model_for(row: pd.Series) -> tuple[ModelConfig | None, str]:
         return None, f"model: {err}"
 
 
+# the fsdp degree a MaxText row's notes state of its config: ICI (per slice) x DCN (over slices)
+CONFIG_FSDP = re.compile(r"ici_fsdp=(\d+) x dcn_fsdp=(\d+)")
+STATES_BF16_WEIGHTS = re.compile(r"weight_dtype[ =:]*(?:bf16|bfloat16)")
+
+
+def config_fsdp(row: pd.Series) -> int | None:
+    """A MaxText row's fsdp degree: its column, else the config's its notes state (ici_fsdp x dcn_fsdp), else None."""
+    fsdp = cell_number(row["fsdp"])
+    stated = CONFIG_FSDP.search(cell_text(row["notes"]).lower())
+    if fsdp is None and stated and is_maxtext(row):
+        return int(stated.group(1)) * int(stated.group(2))
+    return None if fsdp is None else int(fsdp)
+
+
+def chips_of(row: pd.Series) -> tuple[float | None, str]:
+    """(chips the row's run used, note): n_chips, but for a MaxText row whose mesh is known (fsdp: `config_fsdp`)
+    and whose degrees tp x pp x cp x ep x fsdp x data multiply to another count, that count: MaxText runs a config
+    only on the devices its mesh covers (max_utils.fill_unspecified_mesh_axes asserts the ICI degrees' product
+    equals the devices per slice and the DCN degrees' the slices, maxtext@5e6a7caff904 lines 334-354)."""
+    chips, fsdp = cell_number(row["n_chips"]), config_fsdp(row) if is_maxtext(row) else None
+    if fsdp is None:
+        return chips, ""
+    mesh = fsdp * math.prod(int(cell_number(row[k]) or 1) for k in ("tp", "pp", "cp", "ep", "dp"))
+    if chips is None or mesh == chips:
+        return chips, ""
+    return float(mesh), (f"n_chips {chips:g} -> {mesh}: the config's mesh (tp x fsdp x data degrees) covers {mesh} "
+                         "chips, the only count MaxText runs it on (the row's caveat)")
+
+
 def batch_of(row: pd.Series) -> tuple[int | None, int | None, str]:
     """(sequences per micro-batch per data-parallel rank, global batch, note) or (None, None, reason)."""
-    chips, mb, gbs = (cell_number(row[k]) for k in ("n_chips", "micro_batch", "global_batch"))
+    chips, (mb, gbs) = chips_of(row)[0], (cell_number(row[k]) for k in ("micro_batch", "global_batch"))
     if chips is None:
         return None, None, "n_chips not stated"
     tp, pp, cp = (int(cell_number(row[k]) or 1) for k in ("tp", "pp", "cp"))
@@ -239,7 +275,7 @@ def maxtext_flops_per_chip(row: pd.Series, model: ModelConfig, global_batch: int
     notes = cell_text(row["notes"]).lower().replace(" ", "")
     if not re.search(r"6\*(n|num_params)\*tokens", notes):
         return None
-    seq, chips = int(cell_number(row["seq_len"])), cell_number(row["n_chips"])
+    seq, chips = int(cell_number(row["seq_len"])), chips_of(row)[0]
     per_seq = 6 * model.n_params() * seq
     if "causalattention6*h*l*hd*s^2" in notes:
         per_seq += 6 * model.n_heads * model.n_layers * model.head_dim * seq * seq
@@ -251,7 +287,7 @@ def measured_of(row: pd.Series, model: ModelConfig, global_batch: int | None) ->
     t = cell_number(row["step_time_s"])
     if t:
         return t, ""
-    chips, seq = cell_number(row["n_chips"]), cell_number(row["seq_len"])
+    chips, seq = chips_of(row)[0], cell_number(row["seq_len"])
     tps, tflops = cell_number(row["tokens_per_s_per_chip"]), cell_number(row["tflops_per_chip"])
     per_chip = global_batch * seq / chips if global_batch and chips and seq else None
     if per_chip is None and is_maxtext(row) and seq and cell_number(row["micro_batch"]):
@@ -290,25 +326,27 @@ def to_tpu_amd_case(row: pd.Series) -> TpuAmdCase:
         system = load_hardware(sysname)
     except InputError:
         return TpuAmdCase(**base, reason=f"no catalogue system {sysname}")
-    if system.max_devices is not None and cell_number(row["n_chips"]) > system.max_devices:
+    chips, chips_note = chips_of(row)
+    if system.max_devices is not None and chips > system.max_devices:
         return TpuAmdCase(**base, reason=f"more chips than {sysname}'s largest configuration ({system.max_devices} "
                                          "devices)")
     rec, rec_note = remat_of(row, model.n_layers)
     if rec is None:
         return TpuAmdCase(**base, reason=rec_note)
     tp, pp, cp, ep = (int(cell_number(row[k]) or 1) for k in ("tp", "pp", "cp", "ep"))
-    fsdp, notes = cell_number(row["fsdp"]), cell_text(row["notes"]).lower()
-    notes_out = [n for n in (batch_note, rec_note) if n]
+    fsdp, notes = config_fsdp(row), cell_text(row["notes"]).lower()
+    notes_out = [n for n in (chips_note, batch_note, rec_note) if n]
     if fsdp is None and is_maxtext(row):  # MaxText base.yml ici_fsdp_parallelism: -1, every chip left in the slice
-        fsdp = int(cell_number(row["n_chips"])) // (tp * pp * cp * ep)
+        fsdp = int(chips) // (tp * pp * cp * ep)
         notes_out.append("fsdp not stated: MaxText's default ici_fsdp -1 (all chips left)")
     fsdp = fsdp or 1
-    kw = dict(gpus=int(cell_number(row["n_chips"])), tp=tp, pp=pp, cp=cp, ep=ep, micro_batch=mb, global_batch=gbs,
+    kw = dict(gpus=int(chips), tp=tp, pp=pp, cp=cp, ep=ep, micro_batch=mb, global_batch=gbs,
               seq_len=int(cell_number(row["seq_len"])), precision=precision_of(cell_text(row["precision"])),
               attention="flash", **rec)
     if is_maxtext(row):
-        kw |= dict(zero=3 if fsdp > 1 else 0, sequence_parallel=tp > 1,
-                   grad_dtype="bf16" if "weight_dtype bf16" in notes else "fp32")
+        dtype = "bf16" if STATES_BF16_WEIGHTS.search(notes) else "fp32"  # gradients and moments follow weights
+        kw |= dict(zero=3 if fsdp > 1 else 0, sequence_parallel=tp > 1, grad_dtype=dtype, weight_dtype=dtype,
+                   moment_dtype=dtype)
         data = int(cell_number(row["dp"]) or 1)
         if fsdp > 1 and data > 1:  # MaxText's data axis beside fsdp: replicas of the fsdp groups (hybrid sharding)
             kw["dp_replicate"] = data
