@@ -246,6 +246,7 @@ def test_an_uploaded_config_is_priced_as_predict_config(page, server, capsys, tm
     before = page.text_content("#step-time")
     page.select_option("[data-flag='--recompute']", "full")
     page.wait_for_function(f"document.getElementById('step-time').textContent !== {before!r}", timeout=30_000)
+    assert page.is_visible("#import-edited")  # the page says the numbers are no longer the config's
     values = page.evaluate("values('predict')")
     model = page.evaluate("UPLOADS.predict['--model'] || null")
     if model:

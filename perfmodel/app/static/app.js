@@ -68,6 +68,7 @@ function showError(tab, err, formTab) {
 const timers = {};
 function changed(tab) {
   saveHash(tab);
+  if (tab === "predict") $("import-edited").hidden = $("import-result").hidden;
   if (tab === "predict" || tab === "serve") { clearTimeout(timers[tab]); timers[tab] = setTimeout(() => RUN[tab](), 300); }
 }
 
@@ -184,6 +185,7 @@ function loadPlan(r) {
   if (UPLOADS.search["--model"]) UPLOADS.predict["--model"] = UPLOADS.search["--model"];
   if (UPLOADS.search["--hardware"]) UPLOADS.predict["--hardware"] = UPLOADS.search["--hardware"];
   setValues("predict", v);
+  $("import-result").hidden = true;  // the form holds a searched plan now, not the imported one
   show("predict");
   runPredict();
 }

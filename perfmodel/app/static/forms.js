@@ -146,6 +146,7 @@ async function runImport() {
 
 function drawImport(imp) {
   $("import-result").hidden = false;
+  $("import-edited").hidden = true;
   $("import-command").textContent = imp.command;
   const n = (fate) => imp.keys.filter((k) => k.fate === fate).length;
   $("import-summary").textContent = `${imp.framework} config${imp.name ? " " + imp.name : ""} (${imp.files.join(", ")}): ` +
