@@ -9,7 +9,7 @@ import pytest
 
 from perfmodel.cli.main import main
 from perfmodel.errors import InputError
-from perfmodel.ingest import launch_of, plan_of, read_config
+from perfmodel.ingest import launch_notes, launch_of, plan_of, read_config
 from perfmodel.ingest.ledger import Ledger
 from perfmodel.ingest.sources import Unevaluated, literal, options, shell_words
 from perfmodel.spec.model_catalogue import load_model
@@ -95,9 +95,12 @@ def test_what_the_launcher_leaves_is_asked_for_by_flag():
         launch_of(_imported(), None, 8)
     with pytest.raises(InputError, match="--gpus is needed"):
         launch_of(_imported(), "dgx-h100", None)
-    with pytest.raises(InputError, match="--gpus 16 disagrees with the config's launch, which starts 8"):
-        launch_of(_imported(gpus=8), "dgx-h100", 16)
+    # a flag asks about the same config at another size (or on another cluster): it wins, and says what it replaced
+    assert launch_of(_imported(gpus=8), "dgx-h100", 16) == ("dgx-h100", 16)
+    assert launch_notes(_imported(gpus=8), "dgx-h100", 16) == ["--gpus 16 replaces the config's launch of 8 devices "
+                                                               "(--gpus = 8)"]
     assert launch_of(_imported(gpus=8), "dgx-h100", None) == ("dgx-h100", 8)
+    assert launch_notes(_imported(gpus=8), "dgx-h100", None) == []
 
 
 def test_a_plan_refusal_names_the_config_key_that_set_the_field():

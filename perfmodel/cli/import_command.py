@@ -68,7 +68,9 @@ def run(a: argparse.Namespace) -> str:
 
         return json.dumps({"import": imp.model_dump(mode="json"), "plan": plan.model_dump(mode="json"),
                            "hardware": system.name, "prediction": est.model_dump(mode="json")}, indent=2)
-    return import_report(imp, plan, est, a.explain)
+    from ..ingest import launch_notes
+
+    return import_report(imp, plan, est, a.explain, launch_notes(imp, a.hardware, a.gpus))
 
 
 def plan_text(plan) -> str:
@@ -83,7 +85,7 @@ def plan_text(plan) -> str:
     return " ".join(words)
 
 
-def import_report(imp, plan, est, explain: bool) -> str:
+def import_report(imp, plan, est, explain: bool, notes: list[str] = ()) -> str:
     """What `perfmodel import` prints: the model and plan read, every key not priced (and with --explain every key),
     and the prediction."""
     m = imp.model
@@ -92,6 +94,7 @@ def import_report(imp, plan, est, explain: bool) -> str:
              f"  model: {m.name} (n_layers={m.n_layers} hidden={m.hidden} n_heads={m.n_heads} vocab={m.vocab}"
              f"{' moe' if m.moe else ''}{' mla' if m.mla else ''})",
              f"  plan on {est.hardware} x {est.gpus}: {plan_text(plan)}",
+             *(f"  {n}" for n in notes),
              f"  keys: {counts['mapped']} mapped, {counts['not priced']} not priced, {counts['default']} fields from "
              f"{imp.framework}'s defaults" + ("" if explain else " (--explain lists what each became)")]
     shown = imp.keys if explain else imp.not_priced()

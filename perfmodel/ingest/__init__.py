@@ -51,18 +51,14 @@ def read_config(files: Sequence[str | Path], framework: str, name: str | None = 
     except InputError as err:  # name the files where the reader's message does not
         if any(str(p) in str(err) or p.name in str(err) for p in paths):
             raise
-        raise InputError(f"{framework} config {', '.join(repr(str(p)) for p in paths)}: {err}") from None
+        message = str(err).removeprefix(f"{framework} config: ")
+        raise InputError(f"{framework} config {', '.join(repr(str(p)) for p in paths)}: {message}") from None
 
 
 def launch_of(imp: Imported, hardware: str | None, gpus: int | None) -> tuple[str, int]:
-    """The hardware and device count: the flags', else what the config states; one line naming the flag when
-    neither gives it, or naming both when they disagree."""
-    if hardware and imp.hardware and hardware != imp.hardware:
-        raise InputError(f"--hardware {hardware} disagrees with the config, which names {imp.hardware}; valid: "
-                         f"--hardware {imp.hardware}, or none")
-    if gpus and imp.gpus and gpus != imp.gpus:
-        raise InputError(f"--gpus {gpus} disagrees with the config's launch, which starts {imp.gpus} devices; valid: "
-                         f"--gpus {imp.gpus}, or none")
+    """The hardware and device count: the flags', else what the config states (a flag asks about the same config on
+    another cluster or at another size: `launch_notes` says what it replaced); one line naming the flag when neither
+    gives it."""
     hardware, gpus = hardware or imp.hardware, gpus or imp.gpus
     if hardware is None:
         raise InputError(f"--hardware is needed: the {imp.framework} config does not name the system it runs on; "
@@ -71,6 +67,17 @@ def launch_of(imp: Imported, hardware: str | None, gpus: int | None) -> tuple[st
         raise InputError(f"--gpus is needed: the {imp.framework} config leaves the device count to its launcher; "
                          "valid: the number of devices the job runs on")
     return hardware, gpus
+
+
+def launch_notes(imp: Imported, hardware: str | None, gpus: int | None) -> list[str]:
+    """What --hardware / --gpus replaced of the config's own launch, one line each (empty: nothing)."""
+    out = []
+    if hardware and imp.hardware and hardware != imp.hardware:
+        out.append(f"--hardware {hardware} replaces the config's {imp.hardware} ({imp.set_by.get('launch.hardware')})")
+    if gpus and imp.gpus and gpus != imp.gpus:
+        out.append(f"--gpus {gpus} replaces the config's launch of {imp.gpus} devices "
+                   f"({imp.set_by.get('launch.gpus')})")
+    return out
 
 
 def plan_of(imp: Imported, hardware: str | System | None = None, gpus: int | None = None
