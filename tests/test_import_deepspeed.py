@@ -146,7 +146,7 @@ def test_batch_contradiction_names_all_three(tmp_path):
                               "gradient_accumulation_steps": 2, "bf16": {"enabled": True},
                               "_perfmodel_plan": "llama-2-7b on dgx-h100 (8 x H100-SXM5-80GB), tp=1 pp=1 dp=8 cp=1, "
                                                  "micro_batch=16 global_batch=256 seq_len=2048"}))
-    with pytest.raises(InputError, match="disagrees"):
+    with pytest.raises(InputError, match=r"dp = 1\*1\*1\*8 = 8 != gpus = 16.*from the config's _perfmodel_plan"):
         plan_of(read_config([ds], "deepspeed"), "dgx-h100", 16)
 
 

@@ -105,5 +105,5 @@ def plan_fields(imp: Imported, gpus: int, system: System) -> dict:
 def keys_named(imp: Imported, message: str) -> str:
     """' (from the config's KEY = V, ...)' for the plan fields a refusal names, so the user sees their own key."""
     words = set(re.findall(r"[a-z_]+", message))
-    keys = [by for field, by in imp.set_by.items() if field.startswith("plan.") and field[5:] in words]
+    keys = list(dict.fromkeys(by for field, by in imp.set_by.items() if field.startswith("plan.") and field[5:] in words))
     return f" (from the config's {', '.join(keys)})" if keys else ""
