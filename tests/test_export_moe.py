@@ -420,3 +420,32 @@ def test_moe_overlap_exported_where_the_framework_has_it():
     assert flag(megatron_args(off), "--overlap-moe-expert-parallel-comm") is None
     for fw in ("torchtitan", "deepspeed"):  # neither has it: the plan is changed, or the setting noted
         assert "moe_overlap" in export_plan(on, fw)
+
+
+def test_dense_dispatch_is_maxtexts_alone():
+    """MaxText's one-hot dispatch (Plan.moe_dense_dispatch) is written as sparse_matmul: false; the frameworks that
+    route tokens to grouped GEMMs only move the plan to their grouped path, saying why."""
+    from perfmodel.export.deepspeed import nearest_plan as ds_nearest_plan
+    from perfmodel.spec.model_catalogue import load_model
+
+    pf = moe_plan_file(load_model("mixtral-8x7b"), "tpu-v6e", gpus=256, tp=1, pp=1, zero=3, micro_batch=1,
+                       global_batch=256, seq_len=4096, moe_capacity_factor=1.25, moe_dense_dispatch=True,
+                       stack="maxtext")
+    text = export(pf, "maxtext")
+    assert "sparse_matmul: false" in text.lower() and "capacity_factor: 1.25" in text
+    assert "price it with moe_pad_to_capacity" not in text  # dense dispatch pads to capacity by construction
+    for nearest, version in ((nearest_plan, "core_r0.16"), (ds_nearest_plan, "0.19.8"), (titan_nearest_plan, "0.3.0")):
+        up, why = nearest(pf, version)
+        assert up["moe_dense_dispatch"] is False
+        assert any(w.startswith("moe_dense_dispatch true -> false: ") and "grouped expert GEMMs" in w for w in why)
+
+
+def test_the_executor_refuses_dense_dispatch(monkeypatch):
+    from perfmodel.execute import run_plans
+    from perfmodel.spec.model_catalogue import load_model
+
+    monkeypatch.setattr(run_plans, "check_device", lambda *a: None)
+    pf = moe_plan_file(load_model("mixtral-8x7b"), gpus=8, tp=1, pp=1, ep=8, zero=1, micro_batch=1, global_batch=8,
+                       seq_len=1024, moe_dense_dispatch=True)
+    with pytest.raises(InputError, match="moe_dense_dispatch = true: the torch executor routes tokens"):
+        run_plans.check_runnable(pf, "plan.json", 8, 1, "cuda")

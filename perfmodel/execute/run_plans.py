@@ -88,6 +88,10 @@ def check_runnable(pf: PlanFile, where: str, nproc: int, nnodes: int, device: st
         raise InputError(f"{where}: dp_replicate = {plan.dp_replicate} with zero = 1: the executor runs hybrid "
                          "sharding as FSDP2 over a (replicate, shard) mesh, and its ZeRO-1 (ZeroRedundancyOptimizer) "
                          "shards over the whole data-parallel group; valid: zero 2 or 3, or dp_replicate 1")
+    if plan.moe_dense_dispatch:
+        raise InputError(f"{where}: moe_dense_dispatch = true: the torch executor routes tokens to each expert's "
+                         "GEMMs; valid: moe_dense_dispatch false (the cost model prices MaxText's one-hot dispatch: "
+                         "predict)")
     if plan.loss_chunks > 1:
         raise InputError(f"{where}: loss_chunks = {plan.loss_chunks}: the torch executor computes the loss in one "
                          "piece; valid: loss_chunks 1 (the cost model prices the tiled loss: predict)")

@@ -17,6 +17,7 @@ from ..spec.plan import state_dtypes
 from ..spec.recompute import DEFAULT_RECOMPUTE_MODULES
 from ..spec.plan_file import PlanFile
 from .plan_facts import (
+    grouped_dispatch,
     devices_per_node,
     hardware_notes,
     placement_deviations,
@@ -51,6 +52,7 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
     ({} when it is as planned), and one line per change saying what changed and why."""
     p, up, why = pf.plan, {}, []
     ds = f"DeepSpeed {version}"
+    grouped_dispatch(pf, up, why, ds)
     if p.loss_chunks > 1:
         plan_change(pf, up, why, "loss_chunks", 1, f"the {ds} config has no chunked LM head and loss (the model "
                     "code computes the loss)")

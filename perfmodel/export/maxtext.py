@@ -106,8 +106,9 @@ def _model(pf: PlanFile, notes: list[str]) -> dict:
         # mixtral's block is MoE in every layer: types.py wants base_mlp_dim = base_moe_mlp_dim there
         out.update(num_experts=e.n_experts, num_experts_per_tok=e.top_k, base_mlp_dim=e.expert_ffn_hidden,
                    base_moe_mlp_dim=e.expert_ffn_hidden,
-                   capacity_factor=-1.0 if p.moe_capacity_factor is None else p.moe_capacity_factor)  # -1: dropless
-        if p.moe_capacity_factor is not None and not p.moe_pad_to_capacity:
+                   capacity_factor=-1.0 if p.moe_capacity_factor is None else p.moe_capacity_factor,  # -1: dropless
+                   sparse_matmul=not p.moe_dense_dispatch)  # false: one-hot dispatch einsums (moe.py dense_matmul)
+        if p.moe_capacity_factor is not None and not p.moe_pad_to_capacity and not p.moe_dense_dispatch:
             notes.append(f"moe_capacity_factor={p.moe_capacity_factor:g} without padding: MaxText's dropping path "
                          "dispatches into fixed [experts, capacity] buffers (layers/moe.py), so every expert runs "
                          "padded to its capacity; price it with moe_pad_to_capacity")

@@ -14,7 +14,7 @@ Versions are Megatron-LM release branches; each is checked against the megatron-
 from __future__ import annotations
 
 from ..spec.plan import chunk_layers
-from .plan_facts import plan_change
+from .plan_facts import grouped_dispatch, plan_change
 from ..spec.plan_file import PlanFile
 from ..spec.recompute import DEFAULT_RECOMPUTE_MODULES
 
@@ -97,6 +97,7 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
     if p.pp > 1 and p.schedule == "gpipe":
         plan_change(pf, up, why, "schedule", "1f1b", "Megatron-LM has no GPipe schedule (all forwards, then all "
                     "backwards)")
+    grouped_dispatch(pf, up, why, "Megatron-LM")
     if p.loss_chunks > 1:
         plan_change(pf, up, why, "loss_chunks", 1, "Megatron-LM computes the LM head and loss in one piece (its "
                     "cross-entropy fusion keeps the whole logits)")

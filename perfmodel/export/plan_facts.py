@@ -24,6 +24,14 @@ def plan_change(pf: PlanFile, updates: dict, lines: list[str], field: str, new, 
     lines.append(f"{field} {shown(getattr(pf.plan, field))} -> {shown(new)}: {why}")
 
 
+def grouped_dispatch(pf: PlanFile, updates: dict, lines: list[str], framework: str) -> None:
+    """A framework that routes tokens to grouped GEMMs only (Megatron-Core, torchtitan, DeepSpeed): the plan's
+    MaxText dense one-hot dispatch (Plan.moe_dense_dispatch) becomes its grouped path."""
+    if pf.plan.moe_dense_dispatch:
+        plan_change(pf, updates, lines, "moe_dense_dispatch", False, f"{framework} routes tokens to grouped expert "
+                    "GEMMs; it has no one-hot dispatch into [experts, capacity] buffers (MaxText sparse_matmul: false)")
+
+
 def summary(pf: PlanFile) -> str:
     p, m = pf.plan, pf.model
     layout = f"tp={p.tp} pp={p.pp} dp={p.dp} cp={p.cp}" + (f" vpp={p.vpp}" if p.vpp > 1 else "")

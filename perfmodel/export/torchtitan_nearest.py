@@ -9,7 +9,7 @@ parallel_dims.py, distributed/activation_checkpoint.py, models/llama3/paralleliz
 from __future__ import annotations
 
 from ..spec.plan_file import PlanFile
-from .plan_facts import plan_change, virtual_stages
+from .plan_facts import grouped_dispatch, plan_change, virtual_stages
 from .torchtitan_model import family
 
 
@@ -162,6 +162,7 @@ def _experts(pf: PlanFile, version: str, updates: dict, lines: list[str]) -> Non
     p = pf.plan
     if pf.model.moe is None:
         return
+    grouped_dispatch(pf, updates, lines, f"torchtitan {version}")
     want = p.tp if p.ep == 1 else (1 if version == "0.3.0" or p.etp not in (1, p.tp) else p.etp)
     if p.etp != want:
         updates["etp"] = want
