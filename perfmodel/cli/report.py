@@ -130,6 +130,9 @@ def estimate_table(e: Estimate) -> str:
     if p.grad_compression != "none" or p.grad_dtype != "fp32":
         rank = f" rank {p.powersgd_rank}" if p.grad_compression == "powersgd" else ""
         lines.append(f"  gradients: {p.grad_dtype}, reduced as {p.grad_compression}{rank} (cost.compression)")
+    if (p.weight_dtype, p.moment_dtype) != ("fp32", "fp32"):
+        master = "an fp32 master" if p.weight_dtype == "fp32" else "no fp32 master"
+        lines.append(f"  weights stored in {p.weight_dtype} ({master}), Adam moments in {p.moment_dtype} (cost.states)")
     lines.append("")
     fit = memory_verdict(e)
     head = [
