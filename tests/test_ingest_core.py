@@ -11,7 +11,8 @@ from perfmodel.cli.main import main
 from perfmodel.errors import InputError
 from perfmodel.ingest import launch_notes, launch_of, plan_of, read_config
 from perfmodel.ingest.ledger import Ledger
-from perfmodel.ingest.sources import Unevaluated, literal, options, shell_words
+from perfmodel.ingest.shell_script import Script
+from perfmodel.ingest.sources import Unevaluated, literal, options
 from perfmodel.spec.model_catalogue import load_model
 
 
@@ -42,13 +43,13 @@ def test_defaults_never_override_what_a_key_set_and_are_marked():
                                   "memory")
 
 
-def test_shell_words_join_continuations_expand_variables_and_arrays():
+def test_shell_script_joins_continuations_expands_variables_and_arrays():
     script = """#!/bin/bash
 GPUS_PER_NODE=8
 NNODES=${NNODES:-4}
 TP=2  # a comment
 MODEL_ARGS=(
-    --num-layers 32
+    --num-layers 32  # a comment inside the array does not end it
     --hidden-size 4096
 )
 export CUDA_DEVICE_MAX_CONNECTIONS=1
@@ -56,7 +57,8 @@ torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NNODES pretrain_gpt.py \\
     ${MODEL_ARGS[@]} \\
     --tensor-model-parallel-size ${TP} --bf16
 """
-    commands, env = shell_words(script, "run.sh")
+    read = Script(script, "run.sh")
+    commands, env = read.commands, read.scalars()
     assert env["NNODES"] == "4" and env["TP"] == "2" and env["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
     assert commands == [["torchrun", "--nproc_per_node", "8", "--nnodes", "4", "pretrain_gpt.py", "--num-layers", "32",
                          "--hidden-size", "4096", "--tensor-model-parallel-size", "2", "--bf16"]]
@@ -66,7 +68,21 @@ torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NNODES pretrain_gpt.py \\
 
 def test_unbalanced_quotes_are_one_line():
     with pytest.raises(InputError, match="run.sh: line .* is not shell"):
-        shell_words("torchrun --x 'open\n", "run.sh")
+        Script("torchrun --x 'open\n", "run.sh")
+
+
+def test_a_test_the_script_cannot_know_runs_no_branch_unless_every_branch_is_asked_for():
+    script = """if [ -f "$CONFIG" ]; then
+    CMD="deepspeed --num_gpus=8 train.py"
+else
+    CMD="echo missing"
+fi
+eval $CMD
+"""
+    assert Script(script, "run.sh").commands == [["eval", "echo", "missing"]]  # unknown test: the else branch
+    assert Script(script, "run.sh", every_branch=True).commands == [["eval", "echo", "missing"]]  # the last write
+    known = 'MODE=zero2\nif [ "$MODE" == "zero1" ]; then\n  Z=1\nelif [ "$MODE" == "zero2" ]; then\n  Z=2\nfi\n'
+    assert Script(known, "run.sh").vars["Z"] == "2"
 
 
 def test_python_is_read_as_data_never_run():

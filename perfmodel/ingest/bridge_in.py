@@ -23,7 +23,8 @@ from .bridge_recipe import Module, Obj, Recipe, Write, flatten, run
 from .ledger import Imported, Ledger
 from .megatron_in import CHOICES, FLAGS, INTS, layout_fields, optimizer_dtype
 from .megatron_keys import ATTENTION, FP8_RECIPE, FSDP_ZERO
-from .sources import Unevaluated, functions, literal, module_names, parse_python, read_text, read_yaml, shell_words
+from .shell_script import Script
+from .sources import Unevaluated, functions, literal, module_names, parse_python, read_text, read_yaml
 
 WORD = re.compile(r"^\+{0,2}([a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+)=(.*)$")
 TOP = re.compile(r"^\+{0,2}(mixed_precision|comm_overlap|peft)=(.*)$")  # whole sections a word may replace
@@ -135,7 +136,8 @@ def parse_word(text: str):
 def word_layer(path: Path) -> dict[str, Stated]:
     """`section.key=value` words of a launch line or a file of them; one key stated twice differently is refused."""
     where = f"Megatron-Bridge overrides {str(path)!r}"
-    commands, env = shell_words(read_text(path, "Megatron-Bridge overrides"), where)
+    script = Script(read_text(path, "Megatron-Bridge overrides"), where)
+    commands, env = script.commands, script.scalars()
     out: dict[str, Stated] = {}
     alone = [f"{k}={v}" for k, v in env.items() if TOP.match(f"{k}={v}")]  # a line of its own reads as shell's
     for word in [w for c in commands for w in c] + alone:

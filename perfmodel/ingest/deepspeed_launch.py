@@ -17,7 +17,7 @@ from ..spec.model_catalogue import list_models
 from .ledger import Ledger
 from .megatron_keys import NOT_PRICED_WHY
 from .shell_script import Script
-from .sources import options, read_text, shell_words
+from .sources import options, read_text
 
 LAUNCHERS = ("deepspeed", "torchrun", "python", "python3", "accelerate")
 CONFIG_ARGS = ("--deepspeed_config", "--deepspeed-config", "--deepspeed")
@@ -62,7 +62,7 @@ def command_of(script: Path, config: Path) -> tuple[list[str], list[str]]:
     text = read_text(script, "launch script")
     found = _launches(Script(text, str(script)).commands)
     if not found:  # a command under an `if` whose test needs the file system (if [ -f ... ]): every line, in order
-        found = _launches(shell_words(text, str(script))[0])
+        found = _launches(Script(text, str(script), every_branch=True).commands)
     naming = [(a, b) for a, b in found if any(Path(v).name == config.name for k, v in options(b) if k in CONFIG_ARGS
                                               and v)]
     pick = naming or found

@@ -21,8 +21,8 @@ from typing import Any
 import yaml
 
 from ..errors import InputError
-from .sources import Unevaluated, call_name, literal, module_names, options, parse_python, read_text, read_yaml, \
-    shell_words
+from .shell_script import Script
+from .sources import Unevaluated, call_name, literal, module_names, options, parse_python, read_text, read_yaml
 
 # a train entry point: python3 -m MaxText.train / maxtext.trainers.pre_train.train(_compile) / MaxText/train.py
 _TRAIN = re.compile(r"(^|[./])(MaxText|maxtext)[./](trainers[./]pre_train[./])?train(_compile)?(\.py)?$")
@@ -101,7 +101,7 @@ def command_layers(commands: list[list[str]], where: str) -> tuple[list[tuple[st
             if opts.get("--model_name"):
                 launch["recipe"] = (opts["--model_name"], f"{where}: --model_name")
             if opts.get("--command"):
-                inner, _ = shell_words(opts["--command"], f"{where}: --command")
+                inner = Script(opts["--command"], f"{where}: --command").commands
                 items, more = command_layers(inner, f"{where}: --command")
                 launch.update(more)
                 if items:
@@ -119,7 +119,7 @@ def command_layers(commands: list[list[str]], where: str) -> tuple[list[tuple[st
 
 
 def shell_layer(path: Path) -> list[Layer]:
-    commands, _ = shell_words(read_text(path, "MaxText launch script"), str(path))
+    commands = Script(read_text(path, "MaxText launch script"), str(path)).commands
     items, launch = command_layers(commands, str(path))
     if not items and not launch:
         raise InputError(f"MaxText launch script {str(path)!r}: no MaxText train command (python3 -m MaxText.train "
@@ -159,7 +159,7 @@ def manifest_layers(path: Path, data: dict) -> list[Layer]:
     commands = []
     for cmd in found.get("commands", []):
         if len(cmd) >= 3 and cmd[1] == "-c" and cmd[0].endswith(("bash", "sh")):
-            more, _ = shell_words(cmd[2] + " " + " ".join(cmd[3:]), f"{path} (container command)")
+            more = Script(cmd[2] + " " + " ".join(cmd[3:]), f"{path} (container command)").commands
             commands += more
         else:
             commands.append(cmd)

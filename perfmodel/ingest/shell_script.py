@@ -2,7 +2,8 @@
 assignments (`ARGS=( ... )` over several lines, with comments inside, `ARGS+=( ... )`), `$VAR`, `${VAR}`,
 `${VAR:-default}`, `${ARR[@]}` and `$((a * b))` of known integers, and `if [[ A == B ]]; then ... else ... fi` whose
 tests compare known strings. What Megatron-LM's and DeepSpeed's example scripts (examples/gpt3/*.sh,
-examples/llama/*.sh) are written with; anything else the shell would compute stays as written.
+examples/llama/*.sh), MaxText's and tpu-recipes' launch scripts and Megatron-Bridge's override lines are written with;
+anything else the shell would compute stays as written. The one shell reader of perfmodel.ingest.
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ _ARITH = re.compile(r"\$\(\(([^()]*)\)\)")
 class Script:
     """The script's variables (arrays as word lists) and its commands, each as its expanded words."""
 
-    def __init__(self, text: str, where: str) -> None:
+    def __init__(self, text: str, where: str, every_branch: bool = False) -> None:
+        """`every_branch`: read the lines of every `if` / `elif` / `else` branch in order, as if no test were there
+        (for a command under a test that needs the file system, `if [ -f "$CONFIG" ]`)."""
         self.where = where
+        self.every_branch = every_branch
         self.vars: dict[str, list[str] | str] = {}
         self.commands: list[list[str]] = []
         self._run(re.sub(r"\\\r?\n", " ", text))
@@ -73,7 +77,7 @@ class Script:
             return shlex.split(line, comments=True)
         except ValueError as err:
             raise InputError(f"{self.where}: line {line.strip()[:60]!r} is not shell ({err}); valid: a launch "
-                             "script or an argument list") from None
+                             "script, an argument list, or a file of KEY=VALUE lines") from None
 
     # -- tests -------------------------------------------------------------------------------------------
     def test(self, words: list[str]) -> bool | None:
@@ -131,6 +135,8 @@ class Script:
             if not words:
                 continue
             head = words[0]
+            if self.every_branch and head in ("if", "elif", "else", "fi", "then"):
+                continue
             if head in ("if", "elif"):
                 cond = self.test(words[1:])
                 if head == "if":
@@ -162,6 +168,10 @@ class Script:
                     self.vars[k] = " ".join(self.expand(v))
                 continue
             self.commands.append([e for w in words for e in self.expand(w)])
+
+    def scalars(self) -> dict[str, str]:
+        """The script's variables as the one word each expands to (an array's words joined by spaces)."""
+        return {k: " ".join(v) if isinstance(v, list) else v for k, v in self.vars.items()}
 
     @staticmethod
     def _uncommented(body: str) -> str:

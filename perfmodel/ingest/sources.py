@@ -1,5 +1,6 @@
-"""Reading a framework's config files as data: launch scripts as shell words, Python config modules as the syntax
-tree of their calls and assignments (never executed), YAML, TOML and JSON, each failure one line naming the file.
+"""Reading a framework's config files as data: argument lists as --key value pairs, Python config modules as the
+syntax tree of their calls and assignments (never executed), YAML, TOML and JSON, each failure one line naming the
+file. Launch scripts are read by perfmodel.ingest.shell_script.
 
 Shared by the readers of perfmodel.ingest; nothing here knows a framework's keys.
 """
@@ -8,8 +9,6 @@ from __future__ import annotations
 
 import ast
 import json
-import re
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -63,74 +62,7 @@ def read_yaml(path: Path, what: str) -> dict:
     return read_mapping(path, f"{what} {str(path)!r}")
 
 
-# ---- shell ---------------------------------------------------------------------------------------------------
-
-_ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:\[[@*]\])?(?::?[-=]([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def shell_lines(text: str) -> list[str]:
-    """The logical lines of a shell script: continuations joined, comments and blank lines dropped."""
-    joined = re.sub(r"\\\r?\n", " ", text)
-    out = []
-    for line in joined.splitlines():
-        s = line.strip()
-        if s and not s.startswith("#"):
-            out.append(s)
-    return out
-
-
-def expand(word: str, env: dict[str, str]) -> str:
-    """`$VAR`, `${VAR}`, `${ARRAY[@]}` and `${VAR:-default}` from the script's own assignments (unknown: the default, else kept)."""
-    def sub(m):
-        name = m.group(1) or m.group(3)
-        if name in env:
-            return env[name]
-        return m.group(2) if m.group(2) is not None else m.group(0)
-    return _VAR.sub(sub, word)
-
-
-def shell_words(text: str, where: str) -> tuple[list[list[str]], dict[str, str]]:
-    """Each command of a script as its words (variables the script assigns expanded), and those assignments.
-    Arrays (`ARGS=( --a 1 --b 2 )`) are assigned their words joined by spaces, as `${ARGS[@]}` expands them."""
-    env: dict[str, str] = {}
-    commands = []
-    text = re.sub(r"\(\s*\n", "( ", text)
-    lines = shell_lines(text)
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        m = _ASSIGN.match(line)
-        if m and m.group(2).startswith("(") and not m.group(2).rstrip().endswith(")"):
-            body = [m.group(2)[1:]]  # a multi-line array: up to its closing parenthesis
-            while i + 1 < len(lines) and not lines[i + 1].rstrip().endswith(")"):
-                i += 1
-                body.append(lines[i])
-            if i + 1 < len(lines):
-                i += 1
-                body.append(lines[i].rstrip()[:-1])
-            line = f"{m.group(1)}=\"{' '.join(body)}\""
-            m = _ASSIGN.match(line)
-        try:
-            words = shlex.split(line, comments=True)
-        except ValueError as err:
-            raise InputError(f"{where}: line {line[:60]!r} is not shell ({err}); valid: a launch script, an "
-                             "argument list, or a file of KEY=VALUE lines") from None
-        if m and words[:1] == ["export"]:
-            words = words[1:]
-        if m and len(words) == 1:
-            value = words[0].split("=", 1)[1]
-            if value.startswith("(") and value.endswith(")"):
-                value = value[1:-1]
-            env[m.group(1)] = expand(value, env)
-        elif words:
-            out = []
-            for w in words:
-                e = expand(w, env)
-                out += e.split() if w.startswith("$") and " " in e else [e]  # ${ARR[@]} / $ARGS: word-split
-            commands.append(out)
-        i += 1
-    return commands, env
+# ---- argument lists (the shell reader is perfmodel.ingest.shell_script) ------------------------------------
 
 
 def options(words: list[str]) -> list[tuple[str, str | None]]:
