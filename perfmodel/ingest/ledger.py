@@ -37,7 +37,8 @@ class KeyFate(Schema):
         if self.fate == "not priced":
             return f"{head}: not priced: {self.why}"
         tail = f" ({self.why})" if self.why else ""
-        return f"{head} -> {self.became}{tail}" + (" [the framework's default]" if self.fate == "default" else "")
+        became = self.became or "no field of its own"  # a switch another key carries (--group-query-attention)
+        return f"{head} -> {became}{tail}" + (" [the framework's default]" if self.fate == "default" else "")
 
 
 class Imported(Schema):
