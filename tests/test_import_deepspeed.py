@@ -115,6 +115,22 @@ def test_zero1_configs_with_a_megatron_script(tmp_path, fixture, zero, precision
     assert plan.overlap_dp_comm is False  # DeepSpeed's default at stages 1-2
 
 
+def test_megatron_deepspeed_defaults_its_script_leaves(tmp_path):
+    """--swiglu without --ffn-hidden-size takes Megatron-DeepSpeed's default int(4 h 2/3 / 64) x 64
+    (megatron/arguments.py:288-294 at 4efb479d): 4 x 2048 x 2/3 = 5461.3 -> 85 x 64 = 5440; and two dropout
+    probabilities (attention 0, hidden 0.1, both Megatron arguments) are not a contradiction: the model's one
+    dropout is --hidden-dropout's."""
+    args = (LLAMA2_7B_ARGS.replace("--hidden-size 4096 --ffn-hidden-size 11008", "--hidden-size 2048")
+            .replace("--hidden-dropout 0", "--hidden-dropout 0.1") + " --vocab-size 32000")
+    run = script(tmp_path, f"deepspeed --num_gpus 2 pretrain_gpt.py --tensor-model-parallel-size 2 {args} --bf16 "
+                           "--deepspeed_config "
+                           "universal_checkpointing_bf16_zero1.json\n")
+    imp = read_config([FIX / "universal_checkpointing_bf16_zero1.json", run], "deepspeed")
+    model, _, _ = plan_of(imp, "dgx-h100")
+    assert (model.hidden, model.ffn_hidden, model.dropout) == (2048, 5440, 0.1)
+    assert fates(imp)["--attention-dropout"] == "not priced" and fates(imp)["--ffn-hidden-size"] == "default"
+
+
 def test_refusals_name_why(tmp_path):
     with pytest.raises(InputError, match="does not define the model.*launch script"):
         read_config([FIX / "bf16_master_zero3.json"], "deepspeed")

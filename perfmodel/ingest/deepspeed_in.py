@@ -24,6 +24,7 @@ from .deepspeed_keys import AUTO_WHY, BATCH_KEYS, leaves, not_priced_why, note_f
 from .deepspeed_launch import command_of, read_launcher, read_program
 from .ledger import Imported, Ledger
 from .megatron_keys import DROPOUT
+from .megatron_model import default_ffn
 from .sources import read_json
 
 NO_MODEL = ("the DeepSpeed config JSON does not define the model; valid: add the launch script whose arguments do "
@@ -285,9 +286,10 @@ def _model(led: Ledger, facts: dict, ctx: dict, scripts: list[Path]) -> ModelCon
                          "that states the model's shape")
     h = shape["hidden"]
     if "ffn_hidden" not in shape:
-        if shape.get("mlp") == "swiglu":
-            raise InputError(f"{scripts[0]}: --swiglu without --ffn-hidden-size; valid: state --ffn-hidden-size")
-        led.default("--ffn-hidden-size", 4 * h, "Megatron's default, 4 x hidden", model__ffn_hidden=4 * h)
+        swiglu = shape.get("mlp") == "swiglu"
+        ffn = default_ffn(h, swiglu)
+        led.default("--ffn-hidden-size", ffn, "Megatron-DeepSpeed's default, " + (
+            "int(4 x hidden x 2/3 / 64) x 64 with --swiglu" if swiglu else "4 x hidden"), model__ffn_hidden=ffn)
     for field, v in MEGATRON_MODEL.items():
         led.default(f"model.{field}", v, "Megatron-DeepSpeed's default where the script states none",
                     **{f"model__{field}": v})

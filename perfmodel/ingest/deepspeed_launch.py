@@ -140,6 +140,7 @@ def read_program(led: Ledger, words: list[str], where: str, facts: dict) -> None
     """The training program's arguments: Megatron-DeepSpeed's model and layout, or a Hugging Face script's model
     name and batch; `facts` gets the model preset ('preset'), the HF batch ('micro', 'accumulation') and whether
     the arguments are Megatron's ('megatron')."""
+    hidden_dropout = dict(options(words)).get("--hidden-dropout")
     for key, value in options(words):
         if key in CONFIG_ARGS:
             led.skip(key, value or "true", where, "names the DeepSpeed config file (read as the JSON given)")
@@ -167,6 +168,9 @@ def read_program(led: Ledger, words: list[str], where: str, facts: dict) -> None
                         else "DeepSpeed-MoE experts defined in Megatron-DeepSpeed's model code")
                 raise InputError(f"{where}: {key} = {n}: {what} is not read by perfmodel import; valid: {key} 1")
             led.skip(key, value, where, "1: off")
+        elif key == "--attention-dropout" and hidden_dropout is not None and value != hidden_dropout:
+            facts["megatron"] = True  # two probabilities, as Megatron's two modules have: not a contradiction
+            led.skip(key, value, where, "the model has one dropout probability, --hidden-dropout's")
         elif key in MEGATRON_VALUES or key in MEGATRON_FLAGS:
             facts["megatron"] = True
             _megatron(led, key, value, where)

@@ -42,6 +42,13 @@ def number(key: str, value, kind=int):
                          f"valid: a {'whole ' if kind is int else ''}number") from None
 
 
+def default_ffn(hidden: int, swiglu: bool) -> int:
+    """The MLP width Megatron-LM (megatron/training/arguments.py:1327-1329 at d98e8a64) and Megatron-DeepSpeed
+    (megatron/arguments.py:288-296 at 4efb479d) give a model whose --ffn-hidden-size is not stated: 4 x hidden, or
+    with --swiglu two thirds of that rounded down to a multiple of 64 (the same parameter count in two matrices)."""
+    return int((4 * hidden * 2 / 3) / 64) * 64 if swiglu else 4 * hidden
+
+
 def layer_pattern(expr: str, n_layers: int) -> tuple[int, int]:
     """(first_dense_layers, layer_freq) of --moe-layer-freq: an integer N (Megatron makes layers 0, N, 2N, ... MoE,
     which is perfmodel's pattern only for N = 1) or a list expression of 0/1 per layer ('([0]*3+[1]*58)'), which
@@ -125,8 +132,7 @@ def build_model(args, opts: dict, led: Ledger, paths: list[Path]) -> tuple[Model
     became |= {"--num-layers": {"model__n_layers": n}, "--hidden-size": {"model__hidden": h},
                "--num-attention-heads": {"model__n_heads": heads}}
     swiglu = "--swiglu" in opts
-    ffn = number("--ffn-hidden-size", g["--ffn-hidden-size"]) if g["--ffn-hidden-size"] else (
-        int((4 * h * 2 / 3) / 64) * 64 if swiglu else 4 * h)  # arguments.py:1327-1329
+    ffn = number("--ffn-hidden-size", g["--ffn-hidden-size"]) if g["--ffn-hidden-size"] else default_ffn(h, swiglu)
     became["--ffn-hidden-size"] = {"model__ffn_hidden": ffn}
     kv = heads
     if "--group-query-attention" in opts:
