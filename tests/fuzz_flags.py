@@ -553,7 +553,10 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("validate", "--plot"): output(".png"), ("validate", "--csv"): output(".csv"),
           ("validate", "--full-calibration"): flag_switch(), ("validate", "--timeout"): seconds(),
           ("validate", "--checkpoint-every"): count(), ("validate", "--checkpoint-async"): flag_switch(),
-          ("validate", "--trace"): directory(names=("--trace",))}
+          ("validate", "--trace"): directory(names=("--trace",)),
+          ("validate", "--calibrate-from-trace"): flag_switch(base="validate-sweep"),
+          ("validate", "--trace-plan"): name(good=tuple(e.name for e in SWEEPS["cpu-smoke"].plans),
+                                             base="validate-sweep", extra=("--calibrate-from-trace",))}
     t[("validate", "--warmup")].fixed.append("8")
     t[("validate", "--checkpoint-every")].fixed.append("99")
     t[("validate", "--nproc")].fixed.append("2")

@@ -47,6 +47,12 @@ def add_parser(subparsers, name: str, help: str) -> argparse.ArgumentParser:
     va.add_argument("--checkpoint-async", action="store_true", help="with --checkpoint-every: async saves")
     va.add_argument("--trace", type=path("--trace"), metavar="DIR", help="trace a few steps of every plan after its "
                     "timed ones (torch.profiler, one chrome trace per rank: DIR/PLAN/rank-R.pt.trace.json.gz)")
+    va.add_argument("--calibrate-from-trace", action="store_true", help="with --sweep: trace the plans, calibrate "
+                    "from one plan's trace (calibrate --from-trace) and predict the others on that spec, scored with "
+                    "the traced plan left out beside the sweep's own predictions (traces go to --trace DIR, default "
+                    "OUT_DIR/traces; the spec to OUT_DIR/trace-calibrated.yaml)")
+    va.add_argument("--trace-plan", metavar="NAME", help="with --calibrate-from-trace: the sweep's plan whose trace "
+                    "calibrates (default: dp4 for cpu-smoke, gpt2-355m-mb8 for gpu-single)")
     return va
 
 
@@ -59,5 +65,6 @@ def run(args) -> str:
                       plot=args.plot, csv=args.csv,
                       quick_calibration=not args.full_calibration, timeout_s=args.timeout,
                       checkpoint_every=args.checkpoint_every, checkpoint_async=args.checkpoint_async,
-                      trace_dir=args.trace)
+                      trace_dir=args.trace, calibrate_from_trace=args.calibrate_from_trace,
+                      trace_plan=args.trace_plan)
     return result.text()

@@ -19,6 +19,7 @@ from ..spec.measurement import MEMORY_FIELDS, Measurement
 from ..spec.plan import layout_label
 from .sweeps import Targets
 from .checkpoint_checks import CheckpointRow, checkpoint_lines
+from .trace_check import TraceCalibration, trace_lines
 
 if TYPE_CHECKING:  # pandas is imported where it is used: the CLI loads this module on every command
     import pandas as pd
@@ -126,6 +127,8 @@ class ValidationResult(Schema):
     notes: list[str] = Field(default_factory=list)
     checkpoints: list[CheckpointRow] = Field(default_factory=list, description="plans that saved checkpoints "
                                              "(validate --checkpoint-every): bytes and times against the forecast")
+    trace_calibration: TraceCalibration | None = Field(None, description="validate --calibrate-from-trace: the "
+                                                        "plans predicted on the spec one plan's trace calibrates")
     csv_path: str | None = None
     plot_path: str | None = None
 
@@ -197,6 +200,8 @@ class ValidationResult(Schema):
             lines.append("targets: " + ", ".join(f"{k} {'holds' if ok else 'MISSED'}" for k, ok in met.items()))
         lines += [f"note: {n}" for n in self.notes]
         lines += checkpoint_lines(self.checkpoints)
+        if self.trace_calibration is not None:
+            lines += ["", *trace_lines(self.trace_calibration), ""]
         for label, path in (("csv", self.csv_path), ("plot", self.plot_path)):
             if path:
                 lines.append(f"wrote {label}: {path}")

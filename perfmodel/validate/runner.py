@@ -31,6 +31,7 @@ from .common import check_out_dir, check_output_in, check_sweep_flags, predictio
 from .sweeps import SERVE_SWEEPS, SWEEP_NAMES, get_sweep
 from .metrics import EXTRA_VIEWS, GiB, compare, summarize
 from .checkpoint_checks import checkpoint_rows
+from .trace_check import trace_plan_of
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -105,7 +106,8 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
              warmup: int | None = None, rounds: int | None = None, device: str = "auto",
              plot: str | Path | None = None, csv: str | Path | None = None,
              quick_calibration: bool = True, timeout_s: float | None = None, echo=None,
-             checkpoint_every: int | None = None, checkpoint_async: bool = False, trace_dir: Path | None = None):
+             checkpoint_every: int | None = None, checkpoint_async: bool = False, trace_dir: Path | None = None,
+             calibrate_from_trace: bool = False, trace_plan: str | None = None):
     """Run `plans` (plan files) or the built-in `sweep` on `nproc` processes, predict each, compare.
 
     Predictions use `hardware` when given. Otherwise a sweep on CPU calibrates this machine first
@@ -117,7 +119,10 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
     and, with `plot`, a PNG scatter. With `checkpoint_every` K every plan also saves its training state every K
     steps (into out_dir/checkpoints, emptied first: validate's saves are scratch) and the result compares the
     saves' bytes and write times with the forecast's checkpoint model (validate.checkpoint_checks). With
-    `trace_dir` every plan also traces a few steps after its timed ones (execute.tracing).
+    `trace_dir` every plan also traces a few steps after its timed ones (execute.tracing). With
+    `calibrate_from_trace` (a sweep) the plans are traced (into trace_dir, default out_dir/traces), the spec is
+    calibrated from the trace of `trace_plan` (default the sweep's Sweep.trace_plan) and every plan is scored on it
+    beside the other specs, the traced plan left out (validate.trace_check; result.trace_calibration).
     All input is checked before anything runs or is written (InputError, one line). A serving sweep
     (`sweeps.SERVE_SWEEPS`) is validate.serving_sweep's: its result is a ServeValidation.
     """
@@ -125,7 +130,9 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
     if sweep in SERVE_SWEEPS:  # a serving sweep: prefill and decode (validate.serving_sweep)
         given = [flag for flag, value in (("plan files", plans), ("--steps", steps), ("--trace", trace_dir),
                                           ("--checkpoint-every", checkpoint_every),
-                                          ("--checkpoint-async", checkpoint_async)) if value]
+                                          ("--checkpoint-async", checkpoint_async),
+                                          ("--calibrate-from-trace", calibrate_from_trace),
+                                          ("--trace-plan", trace_plan)) if value]
         if given:
             raise InputError(f"{given[0]} with the serving sweep {sweep}, which serves its own plans in rounds; "
                              "valid: --nproc, --hardware, --rounds, --warmup, --device, --plot, --csv, --out-dir")
@@ -136,6 +143,9 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
                                 timeout_s=timeout_s, echo=echo)
     out_dir = Path(out_dir)
     entries, sw, nproc, device, spec = _entries(plans, sweep, nproc, device, hardware)
+    traced = trace_plan_of(sw, calibrate_from_trace, trace_plan, bool(plans))
+    if traced is not None and trace_dir is None:
+        trace_dir = out_dir / "traces"
     steps = steps if steps is not None else (sw.steps if sw else 8)
     warmup = warmup if warmup is not None else (sw.warmup if sw else 3)
     rounds = rounds if rounds is not None else (sw.rounds if sw else 1)
@@ -193,6 +203,9 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
                              "spec with more device memory")
         entries, predicted = [entries[i] for i in keep], [predicted[i] for i in keep]
         evaluated = [evaluated[i] for i in keep]
+    if traced is not None and traced not in [e.name for e in entries]:
+        raise InputError(f"--trace-plan {traced} is predicted not to fit on {spec.name}, so it does not run; valid: "
+                         f"one of {', '.join(e.name for e in entries)}")
     out_dir.mkdir(parents=True, exist_ok=True)
     if sw is not None:
         from ..spec.plan_file import write_plan_file
@@ -233,5 +246,14 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
                        hardware=spec.name if spec else "each plan's own spec", hardware_source=source,
                        targets=sw.targets if sw else None, notes=notes, measurements=measured)
     result.checkpoints = checkpoint_rows([e.name for e in entries], [spec or e.hardware for e in entries], measured)
+    if traced is not None:
+        from .trace_check import TRACE_SPEC, calibrate_and_score
+
+        echo(f"calibrating from the trace of {traced} and predicting the other plans on that spec")
+        label = "microbenchmarks" if hardware is None and source.startswith("calibrated") else spec.name
+        result.trace_calibration = calibrate_and_score(
+            {e.name: (pf, m) for e, pf, m in zip(entries, files, measured)}, trace_dir, out_dir / "plans", traced,
+            device, base=hardware if device == "cuda" else None, sweep_spec=spec, sweep_label=label,
+            spec_out=out_dir / TRACE_SPEC)
     write_outputs(result, csv, plot, "validation_scatter.validation_figure")
     return result

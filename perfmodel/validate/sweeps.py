@@ -56,6 +56,8 @@ class Sweep(Schema):
     rounds: Count = Field(1, description="default times the plans run over, interleaved (a shared machine's load "
                                          "comes and goes over minutes: every plan then sees some of it)")
     targets: Targets | None = None
+    trace_plan: str | None = Field(None, description="the plan whose trace `validate --calibrate-from-trace` "
+                                                     "calibrates from by default (None: the first)")
 
     def model_of(self, entry: SweepPlan) -> ModelConfig:
         return self.models[entry.model]
@@ -106,6 +108,7 @@ CPU_SMOKE = Sweep(
     ],
     steps=6, warmup=2, rounds=3,  # 12 timed steps per plan, spread over the sweep's minutes
     targets=Targets(step_mape_pct=20, spearman=0.8),
+    trace_plan="dp4",  # the plainest layout: its trace holds the GEMMs, norms and all-reduces the others reuse
 )
 
 CPU_3D = Sweep(
@@ -176,6 +179,7 @@ GPU_SINGLE = Sweep(
     ],
     steps=20, warmup=5,  # steps of 20-250 ms: more of them for a stable median
     targets=Targets(step_mape_pct=10, memory_mape_pct=5),
+    trace_plan="gpt2-355m-mb8",  # a mid-sized, device-bound baseline (benchmarks/trace_calibration.py)
 )
 
 SWEEPS: dict[str, Sweep] = {s.name: s for s in (CPU_SMOKE, CPU_3D, GPU_SINGLE)}
