@@ -105,6 +105,12 @@ def test_cli_refusals_are_one_line(tmp_path, capsys):
         assert len(err.splitlines()) == 1 and str(f) in err
     assert main(["import", FIX + "llama3_config_registry.py", "--from", "torchtitan"]) == 2
     assert "--name one of" in capsys.readouterr().err
+    for value in ('"two"', "true", "2.5"):  # JobConfig's int fields: refused naming the key, never a traceback
+        odd = tmp_path / "odd.toml"
+        odd.write_text(f'[model]\nname = "llama3"\nflavor = "8B"\n[parallelism]\ntensor_parallel_degree = {value}\n')
+        assert main(["import", str(odd), "--from", "torchtitan", "--hardware", "dgx-h100", "--gpus", "8"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "parallelism.tensor_parallel_degree = " in err and "an integer" in err
     assert main(["import", FIX + "llama3_8b.toml", "--from", "torchtitan", "--hardware", "dgx-h100"]) == 2
     assert "--gpus" in capsys.readouterr().err
 

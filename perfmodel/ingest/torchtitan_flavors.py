@@ -1,7 +1,8 @@
 """torchtitan's model families and flavors as perfmodel models: the preset with the flavor's shape (checked against
 perfmodel.export.torchtitan_model's flavor tables, the exporter's), a deepseek_v3 flavor without a preset built from
 that table, or the sizes a config registry module gives a flavor it registers itself (the 0.3.0 export's
-"perfmodel" flavor); anything else is refused naming the flavor."""
+"perfmodel" flavor); anything else is refused naming the flavor. And the layers of each pipeline part torchtitan
+gives a model when the config does not list them (torchtitan_parts)."""
 
 from __future__ import annotations
 
@@ -77,3 +78,18 @@ def _deepseek(flavor: str) -> ModelConfig:
                           "vocab": _DEEPSEEK_VOCAB[flavor], "moe": moe, "mla": mla, "mtp_layers": 0,
                           "mtp_acceptance": None, "fp8_weight_blocks": False,
                           "source": f"torchtitan v0.2.2 models/deepseek_v3/__init__.py flavor {flavor}"})
+
+
+def torchtitan_parts(stages: int, n_layers: int, first_less: int, last_less: int) -> list[int]:
+    """Layers of each model part when module_fqns_per_model_part is not given (torchtitan's
+    generate_llm_fqn_per_model_part): n_layers + the input and output weights split evenly over the stages, the
+    remainder one each to the first stages, the first stage giving up first_less, the last last_less."""
+    effective = n_layers + first_less + last_less
+    per, extra = divmod(effective, stages)
+    parts = [per + (i < extra) for i in range(stages)]
+    parts[0] -= first_less
+    parts[-1] -= last_less
+    if min(parts) < 1:
+        raise InputError(f"{stages} pipeline stages over {n_layers} layers (+{first_less} input, +{last_less} output) "
+                         "leave a stage empty; valid: fewer stages or pipeline_parallel_*_stage_less_layers")
+    return parts

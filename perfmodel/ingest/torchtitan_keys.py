@@ -20,7 +20,7 @@ from ..spec.model import ModelConfig
 from ..spec.plan import Plan
 from .ledger import Ledger
 from .sources import Unevaluated
-from .torchtitan_flavors import model_of
+from .torchtitan_flavors import model_of, torchtitan_parts
 
 FAMILIES = ("llama3", "llama4", "deepseek_v3", "qwen3")
 _NOT_PRICED = {
@@ -43,6 +43,8 @@ _NOT_PRICED = {
 }
 _SCHEDULES = {"1f1b": "1f1b", "interleaved1f1b": "interleaved", "gpipe": "gpipe"}
 _SINGLE_STAGE = ("1f1b", "gpipe")
+_WHOLE = ("parallelism.expert_tensor_parallel_degree", "parallelism.pipeline_parallel_layers_per_stage",
+          "loss.num_chunks")  # int keys read without a default
 
 
 @dataclass
@@ -65,6 +67,8 @@ def apply(entries: list[Entry], led: Ledger, python: bool, custom: dict | None =
         e = keys.get(key)
         if e is None or isinstance(e.value, Unevaluated) or e.unread:
             return default
+        if (type(default) is int or key in _WHOLE) and type(e.value) is not int:  # JobConfig's int fields
+            raise InputError(f"{key} = {e.value!r} is not a whole number; valid: an integer, as torchtitan types it")
         return e.value
 
     def put(key, why="", **fields):
@@ -178,21 +182,6 @@ def _experts(model, get, put, skip, led, tp: int, python: bool) -> None:
                 plan__moe_dispatcher="alltoall" if backend == "standard" else "flex")
     if get("debug.moe_force_load_balance") is True:
         put("debug.moe_force_load_balance", "routing forced round-robin", plan__expert_imbalance=1.0)
-
-
-def torchtitan_parts(stages: int, n_layers: int, first_less: int, last_less: int) -> list[int]:
-    """Layers of each model part when module_fqns_per_model_part is not given (torchtitan's
-    generate_llm_fqn_per_model_part): n_layers + the input and output weights split evenly over the stages, the
-    remainder one each to the first stages, the first stage giving up first_less, the last last_less."""
-    effective = n_layers + first_less + last_less
-    per, extra = divmod(effective, stages)
-    parts = [per + (i < extra) for i in range(stages)]
-    parts[0] -= first_less
-    parts[-1] -= last_less
-    if min(parts) < 1:
-        raise InputError(f"{stages} pipeline stages over {n_layers} layers (+{first_less} input, +{last_less} output) "
-                         "leave a stage empty; valid: fewer stages or pipeline_parallel_*_stage_less_layers")
-    return parts
 
 
 def _pipeline(model, get, put, skip, led, pp: int) -> None:
