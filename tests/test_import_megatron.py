@@ -88,6 +88,28 @@ def test_mla_moe_mtp_yaml_by_hand():
                                                                                         1)
 
 
+def test_main_grads_dtype_takes_effect_with_bf16_alone(tmp_path):
+    """arguments.py:1204-1217 at d98e8a64: with --bf16, --main-grads-dtype (default fp32) decides whether gradients
+    accumulate and reduce in fp32 -- no --use-precision-aware-optimizer needed; --grad-reduce-in-bf16 overrides it,
+    and bf16 beside --accumulate-allreduce-grads-in-fp32 is Megatron's assertion, refused naming both."""
+    base = ("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --micro-batch-size 1 "
+            "--global-batch-size 8 --vocab-size 1024 --bf16 ")
+
+    def imported(extra: str):
+        f = tmp_path / "args.txt"
+        f.write_text(base + extra + "\n")
+        return read_config([f], "megatron")
+
+    for dtype in ("bf16", "fp32"):
+        imp = imported(f"--main-grads-dtype {dtype}")
+        assert imp.plan["grad_dtype"] == dtype
+    imp = imported("--main-grads-dtype fp32 --grad-reduce-in-bf16")
+    assert imp.plan["grad_dtype"] == "bf16"
+    assert next(k for k in imp.keys if k.key == "--main-grads-dtype").fate == "not priced"
+    with pytest.raises(InputError, match="--accumulate-allreduce-grads-in-fp32.*--main-grads-dtype = bf16"):
+        imported("--accumulate-allreduce-grads-in-fp32 --main-grads-dtype bf16")
+
+
 def test_refusals(tmp_path):
     both = tmp_path / "args.txt"
     both.write_text("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --micro-batch-size 1 "

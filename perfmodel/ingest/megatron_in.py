@@ -232,6 +232,8 @@ def plan_fates(args: list[Arg], opts: dict, led: Ledger, model_keys: set[str], n
             led.set(k, v, src, **layout_fields(v, opts, n_layers))
         elif k == "--moe-expert-capacity-factor":
             led.set(k, v, src, plan__moe_capacity_factor=float(v))
+        elif k == "--main-grads-dtype" and "--bf16" in opts:
+            main_grads(v, src, opts, led)
         elif k in ("--use-precision-aware-optimizer", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
                    "--main-grads-dtype"):
             optimizer_dtype(k, v, src, opts, led, pa_optimizer)
@@ -239,6 +241,20 @@ def plan_fates(args: list[Arg], opts: dict, led: Ledger, model_keys: set[str], n
             led.skip(k, v, src, NOT_PRICED_WHY[k])
         else:
             led.skip(k, v, src, UNKNOWN)
+
+
+def main_grads(v, src: str, opts: dict, led: Ledger) -> None:
+    """--main-grads-dtype with --bf16, with or without the precision-aware optimizer: unless --grad-reduce-in-bf16
+    or --accumulate-allreduce-grads-in-fp32 is stated, fp32 (its default) turns on fp32 gradient accumulation and
+    reduction and bf16 leaves them in bf16 (megatron/training/arguments.py:1204-1217 at d98e8a64; stated beside
+    --accumulate-allreduce-grads-in-fp32, bf16 is refused there as here, naming both)."""
+    if v not in ("fp32", "bf16"):
+        raise InputError(f"Megatron-LM argument --main-grads-dtype = {v!r}; valid: fp32, bf16")
+    if "--grad-reduce-in-bf16" in opts:
+        led.skip("--main-grads-dtype", v, src, "--grad-reduce-in-bf16 keeps the gradients' reduction in bf16")
+    else:
+        led.set("--main-grads-dtype", v, src, "with --bf16: the gradients' accumulation and reduction",
+                plan__grad_dtype=v)
 
 
 def optimizer_dtype(k: str, v, src: str, opts: dict, led: Ledger, on: bool) -> None:
