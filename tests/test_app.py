@@ -275,3 +275,77 @@ def test_a_bad_upload_is_one_line_naming_the_file(client, capsys):
     # a folder the browser sends along is dropped: the file lands in the upload folder under its base name
     ok = client.post("/api/import", json=upload(TORCHTITAN_8B.read_text(), name="../../llama3_8b.toml"))
     assert ok.status_code == 200 and ok.json()["import"]["files"] == ["llama3_8b.toml"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Profiler traces uploaded (issue 64): what they measured beside the form's plan on the spec they calibrate
+# ---------------------------------------------------------------------------------------------------------
+HTA = Path(__file__).parent / "fixtures" / "traces" / "hta"
+H200_TRACE = Path(__file__).parent.parent / "benchmarks" / "results" / "traces" / "gpu-single-h200" / "gpt2-124m-mb1" \
+    / "rank-0.pt.trace.json.gz"
+GPT2_FORM = {"--model": "gpt2-124m", "--hardware": "dgx-h100", "--gpus": "1", "--tp": "1", "--pp": "1",
+             "--micro-batch": "1", "--global-batch": "1", "--seq-len": "1024", "--stack": "plain-torch"}
+
+
+def trace_upload(*paths: Path, values=GPT2_FORM, **extra) -> dict:
+    import base64
+
+    files = [{"name": p.name, "data": base64.b64encode(p.read_bytes()).decode()} for p in paths]
+    return {"files": files, "values": values, **extra}
+
+
+def test_an_uploaded_trace_shows_what_it_measured_beside_the_calibrated_prediction(client, capsys):
+    """The H200's trace of GPT-2 124M: its fields are calibrate --from-trace --format json's, and the prediction is
+    predict --trace's for the form's plan (the form's dgx-h100 set aside: the trace's own GPU's system is its base)."""
+    out = client.post("/api/trace", json=trace_upload(H200_TRACE)).json()
+    assert out["trace"] == cli_json(capsys, "calibrate", "--from-trace", str(H200_TRACE))
+    argv = [x for k, v in GPT2_FORM.items() if k != "--hardware" for x in (k, v)]
+    cli = cli_json(capsys, "predict", *argv, "--trace", str(H200_TRACE))
+    est = out["prediction"]["estimate"]
+    assert est["hardware"] == cli["hardware"] == "dgx-h200-trace" and est["step_time_s"] == cli["step_time_s"]
+    assert out["calibrated"]["name"] == "dgx-h200-trace" and 0 < out["calibrated"]["matmul_max"]["bf16"] <= 1
+    assert out["command"] == "perfmodel predict " + " ".join(argv) + " --trace rank-0.pt.trace.json.gz"
+    assert out["why"] is None and "perfmodel-app-" not in json.dumps(out)
+    # the form's hardware as the base: an H100 is not the GPU the trace ran on, refused in one line
+    r = client.post("/api/trace", json=trace_upload(H200_TRACE, base="form"))
+    assert r.status_code == 400 and "the trace ran on NVIDIA H200" in r.json()["message"]
+    assert "\n" not in r.json()["message"]
+
+
+def test_a_trace_without_gemm_shapes_shows_what_it_measured_and_why_no_prediction(client, capsys):
+    path = HTA / "nccl_data.json.gz"
+    out = client.post("/api/trace", json=trace_upload(path)).json()
+    assert out["trace"] == cli_json(capsys, "calibrate", "--from-trace", str(path))
+    assert out["prediction"] is None and out["calibrated"] is None and "GEMM operator with recorded shapes" in out["why"]
+    assert out["trace"]["collectives"]["all_reduce/2"]["calls"] > 0
+
+
+def test_a_bad_trace_upload_is_refused_in_one_line_naming_the_file(client, monkeypatch):
+    import base64
+    import gzip
+
+    from perfmodel.app import trace_upload as tu
+
+    good = (HTA / "mi250_rocm.json.gz").read_bytes()
+
+    def send(name: str, data: bytes, **extra):
+        r = client.post("/api/trace", json={"files": [{"name": name, "data": base64.b64encode(data).decode()}],
+                                            "values": GPT2_FORM, **extra})
+        assert r.status_code == 400 and "\n" not in r.json()["message"] and "Traceback" not in r.text
+        assert "perfmodel-app-" not in r.text
+        return r.json()["message"]
+
+    assert "step.json" in send("step.json", b"") and "is empty" in send("step.json", b"")
+    assert "not JSON" in send("step.json", b"hello, not json")
+    assert "truncated or damaged gzip" in send("step.json.gz", good[: len(good) // 2])
+    assert "file name" in send(".bashrc.json", good) and "file name" in send("trace.txt", good)
+    assert "valid: catalogue" in send("t.json.gz", good, base="elsewhere")
+    r = client.post("/api/trace", json={"files": [{"name": "t.json", "data": "not base64!"}], "values": GPT2_FORM})
+    assert r.status_code == 400 and "not base64" in r.json()["message"]
+    r = client.post("/api/trace", json={"files": [], "values": GPT2_FORM})
+    assert r.status_code == 400 and "no file" in r.json()["message"]
+    monkeypatch.setattr(tu, "MAX_TRACE_BYTES", 1000)
+    assert "up to 1000 bytes" in send("big.json.gz", good)
+    monkeypatch.setattr(tu, "MAX_TRACE_BYTES", 32 << 20)
+    monkeypatch.setattr(tu, "MAX_JSON_BYTES", 1 << 16)  # a small gzip that inflates past the limit
+    assert "gunzipped" in send("bomb.json.gz", gzip.compress(b" " * (1 << 20)))

@@ -269,3 +269,47 @@ def test_a_bad_upload_shows_one_line_in_the_page(page, server, tmp_path):
     page.wait_for_selector("#import-error:not([hidden])", timeout=30_000)
     message = page.text_content("#import-error")
     assert "broken.toml" in message and "\n" not in message and "Traceback" not in page.content()
+
+
+H200_TRACE = Path(__file__).parent.parent / "benchmarks" / "results" / "traces" / "gpu-single-h200" / "gpt2-124m-mb1" \
+    / "rank-0.pt.trace.json.gz"
+GPT2_FORM = {"--model": "gpt2-124m", "--hardware": "dgx-h100", "--gpus": "1", "--tp": "1", "--pp": "1",
+             "--micro-batch": "1", "--global-batch": "1", "--seq-len": "1024", "--stack": "plain-torch"}
+
+
+def test_an_uploaded_trace_shows_what_it_measured_beside_the_calibrated_prediction(page, server, capsys, tmp_path):
+    from urllib.parse import urlencode
+
+    url, _ = server
+    open_page(page, url + "#" + urlencode({"tab": "predict", **GPT2_FORM}))
+    page.click("#trace-box > summary")
+    page.set_input_files("#trace-files", str(H200_TRACE))
+    page.click("#trace-run")
+    page.wait_for_selector("#trace-result:not([hidden])", timeout=60_000)
+    argv = [x for k, v in GPT2_FORM.items() if k != "--hardware" for x in (k, v)]
+    cli = cli_json(capsys, "predict", *argv, "--trace", str(H200_TRACE))
+    assert page.text_content("#step-time") == f"{cli['step_time_s']:.3f} s"  # the cards: the calibrated prediction
+    words = page.text_content("#trace-command").split()  # the form's flags in its own order, then the trace
+    assert words[:2] == ["perfmodel", "predict"] and words[-2:] == ["--trace", "rank-0.pt.trace.json.gz"]
+    assert dict(zip(words[2:-2:2], words[3:-2:2])) == {k: v for k, v in GPT2_FORM.items() if k != "--hardware"}
+    measured = cli_json(capsys, "calibrate", "--from-trace", str(H200_TRACE))
+    rows = page.locator("#trace-measured tr")
+    assert rows.nth(1).inner_text().split("\t") == ["device", measured["device"]]
+    assert page.locator("#trace-kernels tr").count() == 1 + len(measured["kernels"])  # a row per class
+    assert page.locator("#trace-gemm tr").count() == 1 + min(20, len(measured["gemm"]))
+    assert "dgx-h200-trace" in page.text_content("#trace-predicted")
+    shot(page, "trace", tmp_path)
+
+
+def test_a_bad_trace_shows_one_line_in_the_page(page, server, tmp_path):
+    url, _ = server
+    open_page(page, url)
+    bad = tmp_path / "step.json"
+    bad.write_text("hello, not json")
+    page.click("#trace-box > summary")
+    page.set_input_files("#trace-files", str(bad))
+    page.click("#trace-run")
+    page.wait_for_selector("#trace-error:not([hidden])", timeout=30_000)
+    message = page.text_content("#trace-error")
+    assert "step.json" in message and "not JSON" in message and "\n" not in message
+    assert "perfmodel-app-" not in message and "Traceback" not in page.content()

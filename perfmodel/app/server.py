@@ -2,7 +2,8 @@
 
 Safe by default: the CLI binds to 127.0.0.1; nothing here reads a path the page sends (a model config or spec
 arrives as an upload, size-capped, written to a private temporary folder and parsed by the CLI's own loaders; a
-framework's own config files likewise, read as data by perfmodel.ingest: `config_upload`);
+framework's own config files likewise, read as data by perfmodel.ingest: `config_upload`; profiler traces likewise,
+read by the trace reader: `trace_upload`);
 bad input answers 400 with the CLI's one-line message and the field it names, never a traceback. The work of a
 request runs in a worker thread (Starlette runs sync endpoints in its thread pool), and a search runs as a job
 the page polls, so a long search blocks no other request.
@@ -24,7 +25,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import InputError
-from . import actions, config_upload, forms
+from . import actions, config_upload, forms, trace_upload
 
 STATIC = Path(__file__).parent / "static"
 MAX_UPLOAD = 1 << 20  # bytes per uploaded file: a HF config.json or a spec YAML is a few KiB
@@ -78,10 +79,10 @@ def refusal(err: Exception, command: str | None) -> JSONResponse:
                         status_code=400)
 
 
-async def body(request: Request) -> dict:
+async def body(request: Request, limit: int = MAX_BODY) -> dict:
     size = int(request.headers.get("content-length") or 0)
-    if size > MAX_BODY:
-        raise InputError(f"request of {size} bytes; valid: up to {MAX_BODY} bytes")
+    if size > limit:
+        raise InputError(f"request of {size} bytes; valid: up to {limit} bytes")
     try:
         data = json.loads(await request.body())
     except json.JSONDecodeError as err:
@@ -152,6 +153,7 @@ def create_app() -> Starlette:
     async def static(request: Request) -> Response:
         name = request.path_params["name"]
         files = {"app.js": STATIC / "app.js", "forms.js": STATIC / "forms.js", "app.css": STATIC / "app.css",
+                 "trace.js": STATIC / "trace.js",
                  "plotly.min.js": plotly_js()}
         if name not in files:
             return JSONResponse({"message": f"no static file {name!r}"}, status_code=404)
@@ -173,12 +175,12 @@ def create_app() -> Starlette:
                              "frameworks": {k: what for k, (_, what) in FRAMEWORKS.items()},
                              "export": {t: list(versions(t)) for t in TARGETS}})
 
-    def endpoint(command: str, work):
+    def endpoint(command: str, work, limit: int = MAX_BODY):
         async def handle(request: Request) -> Response:
             from starlette.concurrency import run_in_threadpool
 
             try:
-                data = await body(request)
+                data = await body(request, limit)
                 return JSONResponse(await run_in_threadpool(work, data))
             except InputError as err:
                 return refusal(err, command)
@@ -198,6 +200,10 @@ def create_app() -> Starlette:
 
     def import_config(data):  # a framework's config: predict --config FILES --from ... (config_upload)
         return config_upload.run_import(data)
+
+    def trace(data):  # profiler traces: what they measured, the form's plan on the spec they calibrate (trace_upload)
+        with tempfile.TemporaryDirectory(prefix="perfmodel-app-") as tmp:
+            return run("predict", data, lambda args: trace_upload.run_trace(data, args, Path(tmp)))
 
     def export(data):
         return run("predict", data, lambda args: actions.export(args, str(data.get("to") or ""),
@@ -240,6 +246,7 @@ def create_app() -> Starlette:
               Route("/api/jobs/{job}", job),
               Route("/api/export", endpoint("predict", export), methods=["POST"]),
               Route("/api/import", endpoint("predict", import_config), methods=["POST"]),
+              Route("/api/trace", endpoint("predict", trace, trace_upload.MAX_BODY), methods=["POST"]),
               Route("/api/forecast", endpoint("forecast", forecast), methods=["POST"]),
               Route("/api/infer", endpoint("infer", infer), methods=["POST"])]
     return Starlette(routes=routes)
