@@ -1,8 +1,6 @@
 """Gemma 3's text models as presets and from their config.json (spec.hf_config._gemma3): parameter counts against
 the published text-only sizes, the 5 local : 1 global window pattern, the wrapper (Gemma3ForConditionalGeneration)
-read for its text model, and the refusals. Gemma 4 (model_type gemma4) stays refused naming its field: its global
-layers have a head width and key/value head count of their own (global_head_dim 512, num_global_key_value_heads),
-which one ModelConfig head shape cannot say."""
+read for its text model, and the refusals. Gemma 4 (global layers of their own head shape): tests/test_models_gemma4.py."""
 
 from __future__ import annotations
 
@@ -82,11 +80,6 @@ def test_layer_types_replace_the_pattern():
 def test_bad_gemma3_fields_are_named(key, value, match):
     with pytest.raises(InputError, match=match):
         from_hf_config(dict(TEXT_27B, **{key: value}), "g", where="gemma/config.json")
-
-
-def test_gemma4_is_refused_naming_its_global_head_width():
-    with pytest.raises(InputError, match="model_type = 'gemma4': field 'text_config.global_head_dim'"):
-        from_hf_config({"model_type": "gemma4", "text_config": {"global_head_dim": 512}}, "g4")
 
 
 def test_predict_prices_it_on_tpu():

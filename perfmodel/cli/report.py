@@ -288,6 +288,10 @@ def model_table(m: ModelConfig) -> str:
             ("norm / position", f"{m.norm} / {m.position}"), ("tied embeddings", m.tie_embeddings),
             ("linear bias / dropout", f"{m.linear_bias} / {m.dropout}"),
             ("sliding window", m.sliding_window or "none"), ("source", m.source)]
+    if m.global_attention is not None:  # Gemma 4: the full-attention layers' own head shape
+        g = m.global_attention
+        rows.insert(4, ("global layers' kv heads / head dim", f"{g.n_kv_heads} / {g.head_dim}"
+                        + (" (keys = values)" if g.shared_kv else "")))
     w = max(len(k) for k, _ in rows)
     return "\n".join([m.name] + [f"  {k:<{w}}  {v}" for k, v in rows])
 

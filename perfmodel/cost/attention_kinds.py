@@ -1,11 +1,57 @@
-"""The keys and FLOPs of attention's variants beside plain causal attention (`cost.kernels.mean_keys` and its
-windows): DeepSeek Sparse Attention's indexer, MLA's latent as sparse attention reads it, and Gated DeltaNet's delta
-rule. Each formula in one function, with its source and units; training (`cost.kernels`, `cost.flops`) and serving
-(`serve.step_time`) price them the same way."""
+"""The keys and FLOPs of attention's variants beside plain causal attention (`mean_keys` and its windows):
+DeepSeek Sparse Attention's indexer, MLA's latent as sparse attention reads it, Gated DeltaNet's delta rule, and
+layers of two head shapes (`per_shape`). Each formula in one function, with its source and units; training
+(`cost.kernels`, `cost.flops`) and serving (`serve.step_time`) price them the same way."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+
+import numpy as np
+
 from ..spec.model import ModelConfig
+
+
+def mean_keys(seq, window):
+    """Average keys a query attends to under a causal mask (and sliding window w): s/2, or w(1 - w/2s) if w < s."""
+    seq = np.asarray(seq, float)
+    if window is None:
+        return seq / 2
+    w = np.minimum(float(window), seq)
+    return w * (1 - w / (2 * seq))
+
+
+def model_mean_keys(model: ModelConfig, seq):
+    """Causal keys per query averaged over the model's layers: `mean_keys` with the sliding window on
+    sliding_window_layers of them (all when unset; GPT-OSS alternates windowed and full layers). Sparse attention
+    (`ModelConfig.sparse_attention`) reads min(position, topk) keys, the window's count: `mean_keys(seq, topk)`."""
+    if model.sparse_attention is not None:
+        return mean_keys(seq, model.sparse_attention.topk)
+    if model.sliding_window is None:
+        return mean_keys(seq, None)
+    n_win = model.windowed_layers
+    return (n_win * mean_keys(seq, model.sliding_window) + (model.n_layers - n_win) * mean_keys(seq, None)) / model.n_layers
+
+
+def per_shape(ops_of, parts) -> list:
+    """A mean layer's attention ops where its layers have more than one head shape (Gemma 4's global layers,
+    `spec.global_attention.attention_parts`: (share of the layers, a model of that shape)): `ops_of(model)` for
+    each part, op by op the shares' sum of their seconds and FLOPs (the same ops, names and recompute modes as one
+    shape's); `ops_of` of the one model where there is one shape."""
+    if len(parts) == 1:
+        return ops_of(parts[0][1])
+    each = [ops_of(m) for _, m in parts]
+    out = []
+    for ops in zip(*each):
+        add = lambda f: sum(w * getattr(o, f) for (w, _), o in zip(parts, ops))  # noqa: E731
+        out.append(dataclasses.replace(ops[0], fwd_s=add("fwd_s"), bwd_s=add("bwd_s"), fwd_flops=add("fwd_flops"),
+                                       bwd_flops=add("bwd_flops"),
+                                       outside=functools.reduce(np.logical_or, [o.outside for o in ops]),
+                                       formula=ops[0].formula + "; each head shape on its share of the layers"))
+    return out
+
+
 
 
 def indexer_flops(model: ModelConfig, queries, keys):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..spec.global_attention import layer_shapes
 from ..spec.model import ModelConfig
 from .kernels import Device
 
@@ -42,12 +43,13 @@ def matrix_shapes(model: ModelConfig) -> list[tuple[int, int, int]]:
     the embedding [V, h]); PowerSGD sees exactly these (tp = pp = 1). Latent attention (MLA) is left out:
     its matrices then count as uncompressed, an upper bound on the traffic."""
     h, L = model.hidden, model.n_layers
-    q, kv = model.n_heads * model.head_dim, model.n_kv_heads * model.head_dim
     out = [(model.vocab, h, 1 if model.tie_embeddings else 2)]
     if model.position == "learned":
         out.append((model.max_seq_len, h, 1))
-    if model.mla is None:
-        out += [(q, h, L), (kv, h, 2 * L), (h, q, L)]
+    if model.mla is None:  # each head shape's layers (Gemma 4's global ones: `spec.global_attention`)
+        for s, n in layer_shapes(model):
+            q, kv = model.n_heads * s.head_dim, s.n_kv_heads * s.head_dim
+            out += [(q, h, n), (kv, h, (2 - s.shared_kv) * n), (h, q, n)]
     out += [(model.ffn_hidden, h, L * (2 if model.mlp == "swiglu" else 1)), (h, model.ffn_hidden, L)]
     return out
 

@@ -10,6 +10,7 @@ live with the kernels (`cost.kernels`); hardware FLOPs (HFU) add the recomputed 
 
 from __future__ import annotations
 
+from ..spec.global_attention import attention_parts
 from ..spec.model import ModelConfig
 from .attention_kinds import attention_head_width, delta_rule_flops
 
@@ -28,8 +29,11 @@ def attention_flops_per_token(model: ModelConfig, seq_len: int) -> float:
     instead), or the sliding window on the layers that attend to fewer (Mistral, GPT-OSS's alternate layers), or
     sparse attention's topk (DeepSeek-V3.2, GLM-5; on MLA's latent, `cost.attention_kinds.attention_head_width`) plus its
     indexer's 2 x index_heads x index_head_dim per key over all seq_len keys (DeepSeek-V3.2-Exp report, eq. 1):
-    work that never runs is not model FLOPs.
+    work that never runs is not model FLOPs. Global layers with a head shape of their own (Gemma 4,
+    `spec.global_attention`): each shape on its share of the layers (`attention_parts`).
     """
+    if model.global_attention is not None:
+        return sum(w * attention_flops_per_token(part, seq_len) for w, part in attention_parts(model))
     windowed = model.windowed_layers
     keys = windowed * min(seq_len, model.sliding_window or seq_len) + (model.full_attention_layers - windowed) * seq_len
     s = model.sparse_attention

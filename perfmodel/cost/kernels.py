@@ -23,7 +23,8 @@ from ..spec.kernel_tables import AttentionGrid, GemmGrid, attention_grid, gemm_g
 from .grouped_gemm import grouped_passes
 from .compute import flash_attention_time, gemm_time, gemm_traffic_bytes, memory_bound_time
 from .kernel_lookup import attention_table_rate, gemm_table_time
-from .attention_kinds import attention_head_width, indexer_flops, indexer_rate
+from ..spec.global_attention import attention_parts
+from .attention_kinds import attention_head_width, indexer_flops, indexer_rate, mean_keys, model_mean_keys, per_shape
 from .layouts import Layouts, among
 
 ACT_BYTES = 2  # activations and their gradients are bf16 throughout
@@ -304,27 +305,6 @@ def elementwise_op(dev: Device, name: str, elements, fwd_bytes, bwd_bytes, recom
               recompute=recompute, formula=f"{_s(elements)} elems x {_b(fwd_bytes)}/{_b(bwd_bytes)} B")
 
 
-def mean_keys(seq, window):
-    """Average keys a query attends to under a causal mask (and sliding window w): s/2, or w(1 - w/2s) if w < s."""
-    seq = np.asarray(seq, float)
-    if window is None:
-        return seq / 2
-    w = np.minimum(float(window), seq)
-    return w * (1 - w / (2 * seq))
-
-
-def model_mean_keys(model: ModelConfig, seq):
-    """Causal keys per query averaged over the model's layers: `mean_keys` with the sliding window on
-    sliding_window_layers of them (all when unset; GPT-OSS alternates windowed and full layers). Sparse attention
-    (`ModelConfig.sparse_attention`) reads min(position, topk) keys, the window's count: `mean_keys(seq, topk)`."""
-    if model.sparse_attention is not None:
-        return mean_keys(seq, model.sparse_attention.topk)
-    if model.sliding_window is None:
-        return mean_keys(seq, None)
-    n_win = model.windowed_layers
-    return (n_win * mean_keys(seq, model.sliding_window) + (model.n_layers - n_win) * mean_keys(seq, None)) / model.n_layers
-
-
 FLASH_BWD_FACTOR = 2.5  # fused attention backward: 5 matmuls to the forward's 2 (FlashAttention-2 convention)
 FLASH_BWD_RATE = 0.63 / 0.73  # backward FLOP/s over forward FLOP/s of one fused kernel: FlashAttention-2 reaches
 # up to 73% of A100's peak in the forward and 63% in the backward (Dao 2023, Sec. 4.1); the measured tables time
@@ -357,13 +337,16 @@ def softmax_bytes(eager: bool) -> tuple[float, float]:
     return EAGER_SOFTMAX_BYTES if eager else (4.0, 6.0)
 
 
-def attention_ops(dev: Device, tokens, heads, q_len, sequences) -> list[Op]:
+def attention_ops(dev: Device, tokens, heads, q_len, sequences, m=None) -> list[Op]:
     """Attention core: fused (flash) kernel, or unfused QK^T, scale-mask-softmax (+dropout), AV.
 
     On the device's share: `tokens` queries in `sequences` sequences of `q_len` queries each, `heads` heads, every
-    query attending over the whole sequence (its keys and values gathered by context parallelism).
+    query attending over the whole sequence (its keys and values gathered by context parallelism). Global layers
+    with a head shape of their own (`spec.global_attention`): each shape's ops (model `m`) on its share of the layers.
     """
-    m, p = dev.model, dev.plan
+    if m is None:
+        return per_shape(lambda part: attention_ops(dev, tokens, heads, q_len, sequences, part), attention_parts(dev.model))
+    p = dev.plan
     if p.attention == "flash":
         # keys averaged over windowed and full layers; the per-head width of QK^T and PV averaged (MLA: 192, 128;
         # sparse MLA on its latent: 576, 512)

@@ -95,7 +95,7 @@ def largest_module_params(model: ModelConfig, lay: Layouts) -> np.ndarray:
     layout: query, key, value and the MLP's wi_0, wi_1 separate (base.yml fused_qkv, fused_mlp: false)."""
     ops, (first, inverse) = operators(model), lay.distinct(("tp",))
     sub = lay.take(first)
-    part = dict(qkv=model.q_dim / (model.q_dim + 2 * model.kv_dim), mlp_in=1 / (1 + model.gated)) \
+    part = dict(qkv=model.q_dim / (model.q_dim + model.kv_proj_dim), mlp_in=1 / (1 + model.gated)) \
         if load_stack(lay.stack).zero3_per_tensor else {}
     each = [local_params(ops[n], megatron(ops[n], sub)) * part.get(n, 1.0) + np.zeros(len(sub)) for n in LAYER_OPS
             if ops[n].spec.family == "linear" and ops[n].share > 0]

@@ -21,6 +21,7 @@ from typing import get_args
 import numpy as np
 
 from ..errors import InputError
+from ..spec.global_attention import kv_head_counts
 from ..spec.model import ModelConfig
 from ..spec.operators import (GRAPH_OPS, LAYER_OPS, SPECS, UNIT_OF, OpSpec, config_of, megatron_dim, megatron_split,
                               tensor_codes)
@@ -79,8 +80,8 @@ def operators(model: ModelConfig) -> dict[str, Operator]:
     g = 2 if m.gated else 1
     sizes = {"hidden": h, "heads": m.n_heads, "ffn": f, "vocab": v}
     div = {"hidden": h, "heads": m.n_heads, "ffn": f, "vocab": 1}
-    qkv_div = dict(div, heads=math.gcd(m.n_heads, m.n_kv_heads))
-    bias_qkv = (q + 2 * kv) * m.linear_has_bias("qkv")
+    qkv_div = dict(div, heads=math.gcd(m.n_heads, *kv_head_counts(m)))
+    bias_qkv = (q + m.kv_proj_dim) * m.linear_has_bias("qkv")
     bias = m.linear_has_bias("out_proj")
     norm = (Weight(("hidden",), m.norm_params()),)
     linear = lambda n, k, b: (Weight((n[0], k[0]), n[1] * k[1] + b, n[1] * k[1]),)
@@ -376,7 +377,7 @@ def per_op_share(name: str, model: ModelConfig) -> float:
     5th and 6th, so fc2 (mlp_out) is rebuilt and fc1 kept (as `per_op_kept`). 0 for every other op (the LM head
     is outside the blocks)."""
     if name == "qkv":
-        return model.kv_dim / (model.q_dim + 2 * model.kv_dim) if model.mla is None else 0.0
+        return model.kv_dim / (model.q_dim + model.kv_proj_dim) if model.mla is None else 0.0
     if name == "out_proj":
         return 1.0
     if name == "mlp_in":

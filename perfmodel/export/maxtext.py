@@ -125,9 +125,10 @@ def _model(pf: PlanFile, notes: list[str]) -> dict:
     if m.position == "rope":
         notes.append("rope_max_timescale: base.yml's 10000 is kept; set the model's RoPE base (Llama 3: 500000)")
     if m.mla is not None or m.mtp_layers or m.sliding_window or m.linear_attention or m.sparse_attention \
-            or m.attention_output_gate:
-        notes.append("latent attention, multi-token prediction, sliding windows, linear or sparse attention and "
-                     "gated attention outputs: set by MaxText's model configs (model_name), not written here")
+            or m.attention_output_gate or m.global_attention:
+        notes.append("latent attention, multi-token prediction, sliding windows, global layers' own head shape, "
+                     "linear or sparse attention and gated attention outputs: set by MaxText's model configs "
+                     "(model_name), not written here")
     return out
 
 

@@ -225,6 +225,11 @@ def megatron(pf: PlanFile, version: str | None = None, changes: Sequence[str] = 
     if m.sliding_window is not None:
         notes.append(f"sliding_window = {m.sliding_window}: not expressed by these arguments; exported as full "
                      "causal attention")
+    if m.global_attention is not None:
+        g = m.global_attention
+        notes.append(f"global_attention (head_dim {g.head_dim}, {g.n_kv_heads} kv heads, shared_kv {g.shared_kv} on "
+                     f"the full-attention layers): not expressed by these arguments; every layer exported as "
+                     f"head_dim {m.head_dim} with {m.n_kv_heads} kv heads")
     vocab_arg, vocab_note, vocab_comment = _megatron_vocab(pf)
     a.append(vocab_arg)
     comments.append(vocab_comment)

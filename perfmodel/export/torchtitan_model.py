@@ -154,7 +154,9 @@ def _architecture_notes(pf: PlanFile, name: str) -> list[str]:
                       (m.tie_embeddings, f"tie_embeddings=True ({untied} embedding and output)"),
                       (m.linear_bias != "none", f"linear_bias={m.linear_bias} ({name} has no biases)"),
                       (m.dropout > 0, f"dropout={m.dropout} (torchtitan's {name} has no dropout)"),
-                      (m.sliding_window is not None, f"sliding_window={m.sliding_window} ({name} attends fully)")):
+                      (m.sliding_window is not None, f"sliding_window={m.sliding_window} ({name} attends fully)"),
+                      (m.global_attention is not None, f"global_attention={m.global_attention} ({name} has one "
+                                                       "head shape)")):
         if bad:
             notes.append(f"{what}: not expressible in torchtitan's {name} model; exported as {name}'s architecture")
     return notes

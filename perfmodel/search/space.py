@@ -40,6 +40,7 @@ from ..cost.layouts import Layouts
 from ..errors import Count, Flag, InputError, Schema
 from ..spec.finetune import LoRA
 from ..spec.hardware import System
+from ..spec.global_attention import kv_head_counts
 from ..spec.model import ModelConfig
 from ..spec.plan import (
     Dispatcher,
@@ -213,7 +214,7 @@ def check_job(model: ModelConfig, system: System, job: Job) -> None:
 def meshes(model: ModelConfig, job: Job, space: Space) -> list[tuple[int, int, int, int]]:
     """(tp, pp, cp, dp) with tp*pp*cp*dp = gpus that the model, sequence and batch allow."""
     g = job.gpus
-    tps = _allowed([t for t in divisors(math.gcd(model.n_heads, model.n_kv_heads, model.ffn_hidden)) if g % t == 0],
+    tps = _allowed([t for t in divisors(math.gcd(model.n_heads, *kv_head_counts(model), model.ffn_hidden)) if g % t == 0],
                    space.tp)
     pps = _allowed([p for p in divisors(g) if p <= model.n_layers], space.pp)
     cps = _allowed([c for c in divisors(job.seq_len) if g % c == 0], space.cp)
@@ -231,7 +232,7 @@ def no_mesh_message(model: ModelConfig, job: Job, space: Space) -> str:
         near += [n for n in (job.gpus - d, job.gpus + d) if n > 0 and meshes(model, job.model_copy(update={"gpus": n}), space)]
         if len(near) >= 2:
             break
-    tp_ok = math.gcd(model.n_heads, model.n_kv_heads, model.ffn_hidden)
+    tp_ok = math.gcd(model.n_heads, *kv_head_counts(model), model.ffn_hidden)
     return (f"gpus = {job.gpus} has no valid layout: no tp*pp*cp*dp = {job.gpus} with tp dividing "
             f"gcd(n_heads, n_kv_heads, ffn_hidden) = {tp_ok}, pp <= n_layers = {model.n_layers}, cp dividing "
             f"seq_len = {job.seq_len} and dp dividing global_batch = {job.global_batch}"

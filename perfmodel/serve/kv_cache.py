@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from ..cost.kernels import ACT_BYTES
+from ..spec.global_attention import attention_parts
 from ..spec.hardware import System
 from ..spec.serve_settings import expert_slots
 from ..spec.model import ModelConfig
@@ -36,7 +37,10 @@ def kv_bytes_per_token(model: ModelConfig, plan: ServePlan) -> float:
 def layer_kv_bytes(model: ModelConfig, plan: ServePlan) -> float:
     """KV-cache bytes of one token in one layer on one GPU: 2 x kv heads on the rank x head_dim x kv_dtype bytes;
     MLA (kv_lora_rank + qk_rope_head_dim) x bytes, on every tp rank; sparse attention adds its indexer's key
-    (`indexer_key_bytes`)."""
+    (`indexer_key_bytes`). Global layers with a head shape of their own (Gemma 4, `spec.global_attention`): the
+    mean over the layers of each shape's (`attention_parts`)."""
+    if model.global_attention is not None:
+        return sum(w * layer_kv_bytes(part, plan) for w, part in attention_parts(model))
     per = KV_BYTES[plan.kv]
     if model.mla is not None:
         width = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim
@@ -122,7 +126,7 @@ def activation_bytes(model: ModelConfig, plan: ServePlan, stack: ServingStack) -
     over the vocabulary shard for max_batch sequences. With attention data parallelism a MoE layer gathers every
     group's tokens: attention_dp x max_num_tokens rows of hidden and of the routed experts' output (SGLang's
     global DP buffer)."""
-    widest = max((model.q_dim + 2 * model.kv_dim) / plan.tp, (2 if model.gated else 1) * model.ffn_hidden / plan.tp)
+    widest = max((model.q_dim + model.kv_proj_dim) / plan.tp, (2 if model.gated else 1) * model.ffn_hidden / plan.tp)
     gathered = 0.0
     if model.moe is not None:
         routed = (2 if model.gated else 1) * model.moe.expert_ffn_hidden * model.moe.top_k / plan.etp / plan.ep
@@ -156,7 +160,10 @@ def sequence_kv_bytes(model: ModelConfig, plan: ServePlan, tokens: float, stack:
     """KV-cache bytes one sequence of `tokens` takes on one GPU: every layer keeps all its tokens; where the stack
     runs sliding windows (`ServingStack.sliding_window`) a windowed layer keeps at most its window:
     kv_bytes_per_token x (full layers x tokens + windowed layers x min(tokens, w)) / layers; plus a Gated
-    DeltaNet model's state (`state_bytes_per_sequence`)."""
+    DeltaNet model's state (`state_bytes_per_sequence`). Layers of two head shapes (`spec.global_attention`): each
+    shape's on its share of the layers."""
+    if model.global_attention is not None:
+        return sum(w * sequence_kv_bytes(part, plan, tokens, stack) for w, part in attention_parts(model))
     per, state = kv_bytes_per_token(model, plan), state_bytes_per_sequence(model, plan)
     win = model.windowed_layers if stack.sliding_window else 0
     if not win:

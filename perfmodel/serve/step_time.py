@@ -25,6 +25,7 @@ from ..cost.kernel_lookup import allreduce_table_time, decode_table_time
 from ..cost.attention_kinds import attention_head_width, delta_rule_flops, indexer_flops, indexer_rate
 from ..cost.kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, attention_table_op, mean_keys, model_mean_keys,
                             residual_bytes)
+from ..spec.global_attention import attention_parts
 from ..spec.hardware import System
 from ..spec.kernel_tables import allreduce_curves, decode_curves
 from ..spec.model import ModelConfig
@@ -317,10 +318,13 @@ def token_parts(model: ModelConfig, system: System, plan: ServePlan, stack: Serv
 def attention_part(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, seqs: float,
                    keys: float, decode: bool, queries: int = 1) -> float:
     """Seconds of all layers' attention for `seqs` sequences per pipeline micro-batch: decoding `queries` tokens
-    each at `keys` keys (decode), or prefilling prompts of `keys` tokens."""
-    dev, win = device(model, system, plan, stack), stack.sliding_window
-    one = (decode_attention_s(dev, plan, seqs, keys, win, queries) if decode
-           else prefill_attention_s(dev, plan, seqs, keys, win))
+    each at `keys` keys (decode), or prefilling prompts of `keys` tokens; layers of two head shapes (Gemma 4's
+    global ones, `spec.global_attention.attention_parts`) each shape on its share of the layers."""
+    one, win = 0.0, stack.sliding_window
+    for w, part in attention_parts(model):
+        dev = device(part, system, plan, stack)
+        one += w * (decode_attention_s(dev, plan, seqs, keys, win, queries) if decode
+                    else prefill_attention_s(dev, plan, seqs, keys, win))
     return model.n_layers * one / _shared_speedup(system, plan)
 
 

@@ -1,7 +1,7 @@
-"""HuggingFace config.json onto ModelConfig: dense (gpt2, llama, mistral, qwen2, qwen3, mimo, gpt_neox, gemma3) and
+"""HuggingFace config.json onto ModelConfig: dense (gpt2, llama, mistral, qwen2, qwen3, mimo, gpt_neox, gemma3, gemma4) and
 mixture-of-experts / multi-head latent attention model types (mixtral, qwen3_moe, minimax_m2, deepseek_v3 and
 kimi_k2, deepseek_v32 and glm_moe_dsa with sparse attention, gpt_oss, llama4), and the multimodal wrappers whose
-text model is one of them (llama4, kimi_k25, qwen3_vl, qwen3_vl_moe, gemma3: the vision tower is not priced). Every read is
+text model is one of them (llama4, kimi_k25, qwen3_vl, qwen3_vl_moe, gemma3, gemma4: the vision tower is not priced). Every read is
 typed and names the key when it fails (one-line InputError); an architecture the cost model cannot price yet is
 refused naming the one field that makes it so (`UNPRICED`)."""
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..errors import MAX_COUNT, InputError
 from .model import MAX_LAYERS, ModelConfig
+from .hf_gemma4 import gemma4_fields
 from .model_presets import DEEPSEEK_V3_MTP_ACCEPTANCE
 
 # Keys that count layers (or steps between MoE layers): up to MAX_LAYERS, as ModelConfig takes; other counts (widths,
@@ -20,7 +21,7 @@ _LAYER_KEYS = ("n_layer", "num_hidden_layers", "first_k_dense_replace", "moe_lay
 # transformers (Llama4Config, Qwen3VLConfig, Qwen3VLMoeConfig) and Kimi-K2.5's configuration_kimi_k25.py nest it.
 WRAPPERS = {"llama4": "llama4_text", "kimi_k25": "kimi_k2", "qwen3_vl": "qwen3_vl_text",
             "qwen3_vl_moe": "qwen3_vl_moe_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text",
-            "gemma3": "gemma3_text"}
+            "gemma3": "gemma3_text", "gemma4": "gemma4_text"}
 # Hybrid models of Gated DeltaNet and gated full attention (Qwen3-Next, Qwen3.5): transformers' Qwen3NextConfig keys
 GDN_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 # Text model types read as another with the same keys: Qwen3-VL's text models are Qwen3 / Qwen3-MoE with
@@ -28,7 +29,7 @@ GDN_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 SAME_AS = {"qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe", "mimo": "qwen2"}
 MLA_TYPES = ("deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa")
 HF_MODEL_TYPES = ("gpt2", "llama", "mistral", "qwen2", "gpt_neox", "qwen3", "mixtral", "qwen3_moe", "minimax_m2",
-                  "step3p7", "gemma3_text", *GDN_TYPES, *MLA_TYPES, "gpt_oss", "llama4_text", *SAME_AS, *WRAPPERS)
+                  "step3p7", "gemma3_text", "gemma4_text", *GDN_TYPES, *MLA_TYPES, "gpt_oss", "llama4_text", *SAME_AS, *WRAPPERS)
 # Architectures read but not priced yet: model_type -> (the field that makes it so, what it holds). The refusal
 # names that field, so a user knows what is missing rather than that the name is unknown.
 UNPRICED = {
@@ -40,7 +41,6 @@ UNPRICED = {
     "kimi_k3": ("text_config.linear_attn_config", "Kimi Delta Attention layers (linear attention)"),
     "mimo_v2_flash": ("swa_num_key_value_heads", "windowed layers with head counts of their own (and a value "
                                                  "width, v_head_dim, unlike the key's)"),
-    "gemma4": ("text_config.global_head_dim", "full-attention layers with a head width unlike the windowed ones'"),
     "nemotron-nas": ("block_configs", "per-layer block shapes (layers without attention, MLP widths of their own)"),
 }
 
@@ -366,8 +366,8 @@ def from_hf_config(cfg: dict, name: str, where: str = "config.json") -> ModelCon
             # does not load the MTP weights), so absent means none.
             mtp_layers=c.count0("num_nextn_predict_layers", 0), sparse_attention=sparse,
         )
-    elif mt == "gemma3_text":
-        fields = _gemma3(c)
+    elif mt in ("gemma3_text", "gemma4_text"):
+        fields = _gemma3(c) if mt == "gemma3_text" else gemma4_fields(c)
     else:  # llama, mistral, qwen2 (mimo), qwen3, mixtral, qwen3_moe, minimax_m2, step3p7, gpt_oss, llama4_text
         heads, n_layers = c.count("num_attention_heads"), c.count("num_hidden_layers")
         if mt == "qwen2":

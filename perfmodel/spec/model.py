@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from ..errors import Count, Count0, Flag, Real, Schema
+from .global_attention import GlobalAttentionConfig, check as check_global, shaped
 
 # The most layers (and leading dense layers, MoE layer interval, MTP modules) a model may have: far beyond any
 # published model (Megatron-LM's 1T has 128), small enough that the per-layer rules run at once.
@@ -146,6 +147,8 @@ class ModelConfig(Schema):
                                                            "query-wide projection (Qwen3-Next, Qwen3.5)")
     sparse_attention: SparseAttentionConfig | None = Field(
         None, description="DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): each query reads its topk keys")
+    global_attention: GlobalAttentionConfig | None = Field(
+        None, description="the head shape of the layers without sliding_window where it is their own (Gemma 4)")
     mtp_layers: Count0 = Field(0, le=MAX_LAYERS, description="multi-token prediction modules (DeepSeek-V3: 1), each an "
                                                  "embedding-concat projection and one transformer block")
     mtp_acceptance: PublishedAcceptance | None = Field(
@@ -189,26 +192,33 @@ class ModelConfig(Schema):
         if self.sliding_window_layers is not None and self.sliding_window_layers > self.n_layers:
             raise ValueError(f"sliding_window_layers = {self.sliding_window_layers} exceeds n_layers = "
                              f"{self.n_layers}; valid: 0..{self.n_layers}")
+        check_global(self)
         return self
 
     # -- derived sizes -----------------------------------------------------------------------------------
     @property
     def q_dim(self) -> int:
         """Width of the attention output (what the output projection reads): n_heads * head_dim, or with MLA
-        n_heads * v_head_dim."""
-        return self.n_heads * (self.mla.v_head_dim if self.mla else self.head_dim)
+        n_heads * v_head_dim; with global_attention the mean over the layers (`shaped`)."""
+        return self.n_heads * self.mla.v_head_dim if self.mla else shaped(self, lambda s: self.n_heads * s.head_dim)
 
     @property
     def kv_dim(self) -> int:
         """Width of each of the key and value projections: n_kv_heads * head_dim (MLA: kv_lora_rank, what one
-        token's cache holds besides the shared rotary key)."""
-        return self.mla.kv_lora_rank if self.mla else self.n_kv_heads * self.head_dim
+        token's cache holds besides the shared rotary key); with global_attention the mean over the layers."""
+        return self.mla.kv_lora_rank if self.mla else shaped(self, lambda s: s.n_kv_heads * s.head_dim)
+
+    @property
+    def kv_proj_dim(self) -> float:
+        """Output width of the key and value projections together: 2 kv_dim, but kv_dim in a global layer whose
+        keys are its values (GlobalAttentionConfig.shared_kv); the mean over the layers."""
+        return 2 * self.kv_dim if self.mla else shaped(self, lambda s: (2 - s.shared_kv) * s.n_kv_heads * s.head_dim)
 
     @property
     def qk_dim(self) -> int:
         """Width of the query (and of all keys) the attention core contracts over: n_heads * head_dim (MLA:
-        n_heads * (qk_nope_head_dim + qk_rope_head_dim))."""
-        return self.n_heads * (self.mla.qk_head_dim if self.mla else self.head_dim)
+        n_heads * (qk_nope_head_dim + qk_rope_head_dim)); with global_attention the mean over the layers."""
+        return self.n_heads * self.mla.qk_head_dim if self.mla else self.q_dim
 
     @property
     def windowed_layers(self) -> int:
@@ -260,7 +270,7 @@ class ModelConfig(Schema):
         """
         h = self.hidden
         if self.mla is None:
-            full = h * (self.q_dim * (2 if self.attention_output_gate else 1) + 2 * self.kv_dim)
+            full = h * (self.q_dim * (2 if self.attention_output_gate else 1) + self.kv_proj_dim)
             return self._mean_over_kinds(full, self.delta_in_params()) + self.indexer_params()
         a, heads = self.mla, self.n_heads
         q = (h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * heads * a.qk_head_dim if a.q_lora_rank
@@ -313,7 +323,7 @@ class ModelConfig(Schema):
 
     def attention_params(self) -> int:
         """One layer's attention weights and biases: qkv_params, the output projection q_dim x h, biases."""
-        bias = ((self.q_dim + 2 * self.kv_dim) * self.linear_has_bias("qkv")
+        bias = ((self.q_dim + self.kv_proj_dim) * self.linear_has_bias("qkv")
                 + self.hidden * self.linear_has_bias("out_proj"))
         return self.qkv_params() + self.q_dim * self.hidden + bias
 

@@ -47,6 +47,14 @@ _GPT_OSS = dict(vocab=201088, max_seq_len=131072, mlp="swiglu", norm="rmsnorm", 
 _GPT_OSS_MOE = dict(top_k=4, expert_ffn_hidden=2880, router_bias=True, expert_bias=True)
 _GEMMA3 = dict(vocab=262208, max_seq_len=131072, mlp="swiglu", norm="rmsnorm", position="rope", tie_embeddings=True,
                linear_bias="none", sliding_window=1024)
+# Gemma 4 (text models; spec.hf_gemma4 for how each config key maps): config.json text_config of
+# google/gemma-4-26B-A4B and nvidia/Gemma-4-31B-IT-NVFP4 (the NVFP4 checkpoint's shape is the bf16 model's; its
+# quantization is a serving choice, not the model's): vocab_size 262144, max_position_embeddings 262144,
+# tie_word_embeddings true, sliding_window 1024 on 5 of every 6 layers (layer_types), head_dim 256 there;
+# global_head_dim 512, attention_k_eq_v true and num_global_key_value_heads on the full-attention layers.
+_GEMMA4 = dict(vocab=262144, max_seq_len=262144, mlp="swiglu", norm="rmsnorm", position="rope", tie_embeddings=True,
+               linear_bias="none", sliding_window=1024, head_dim=256)
+_GEMMA4_SRC = "{} config.json text_config (Gemma 4, transformers' Gemma4TextConfig; spec.hf_gemma4)"
 
 PRESETS: dict[str, dict] = {
     "gpt2-124m": _gpt(12, 768, 12, _GPT2, _GPT2_SRC),
@@ -165,6 +173,17 @@ PRESETS: dict[str, dict] = {
                         sliding_window_layers=40,
                         source="Gemma Team 2025 (Gemma 3 technical report), google/gemma-3-12b-pt config.json "
                                "text_config, MaxText configs/models/gemma3-12b.yml"),
+    # 30 layers (25 windowed) of hidden 2816, 16 heads, 8 kv heads (2 on global layers); every layer runs the dense
+    # GeGLU MLP (intermediate_size 2112) beside 128 experts of 704, top 8: the MLP as one shared expert
+    "gemma-4-26b-a4b": dict(_GEMMA4, n_layers=30, sliding_window_layers=25, hidden=2816, n_heads=16, n_kv_heads=8,
+                            global_attention=dict(head_dim=512, n_kv_heads=2, shared_kv=True), ffn_hidden=2112,
+                            moe=dict(n_experts=128, top_k=8, expert_ffn_hidden=704, n_shared_experts=1,
+                                     shared_ffn_hidden=2112),
+                            source=_GEMMA4_SRC.format("google/gemma-4-26B-A4B")),
+    # 60 layers (50 windowed) of hidden 5376, 32 heads, 16 kv heads (4 on global layers), dense MLP 21504
+    "gemma-4-31b": dict(_GEMMA4, n_layers=60, sliding_window_layers=50, hidden=5376, n_heads=32, n_kv_heads=16,
+                        global_attention=dict(head_dim=512, n_kv_heads=4, shared_kv=True), ffn_hidden=21504,
+                        source=_GEMMA4_SRC.format("nvidia/Gemma-4-31B-IT-NVFP4")),
 }
 for _name, _cfg in PRESETS.items():
     _cfg["name"] = _name

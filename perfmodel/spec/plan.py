@@ -12,6 +12,7 @@ from .finetune import LoRA, check_lora
 from .fp8_recipes import Fp8Recipe, fp8_recipe_of
 from .hardware import System
 from .megatron_split import megatron_chunks, megatron_slots
+from .global_attention import kv_head_counts
 from .model import ModelConfig
 from .recompute import (OFFLOAD_TENSORS, RECOMPUTE_MODULES, SAVED_TENSORS, OffloadTensor, Recompute, RecomputeModule,
                         SavedTensor, check_host, check_recompute)
@@ -259,11 +260,14 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
                          f"infer it{hint}")
     system.check_gpus(p["gpus"])
     apply_release(p, plan.model_fields_set, model, system)
-    heads, kv = model.n_heads, model.n_kv_heads
+    heads, kv, g = model.n_heads, math.gcd(*kv_head_counts(model)), model.global_attention
     if heads % tp:
         raise InputError(f"tp={tp} does not divide num_attention_heads = {heads}; valid tp: {values_text(divisors(math.gcd(heads, kv)))}")
-    if kv % tp:
-        raise InputError(f"tp={tp} does not divide num_key_value_heads = {kv}; valid tp: {values_text(divisors(math.gcd(heads, kv)))}")
+    if model.n_kv_heads % tp:
+        raise InputError(f"tp={tp} does not divide num_key_value_heads = {model.n_kv_heads}; valid tp: {values_text(divisors(math.gcd(heads, kv)))}")
+    if g is not None and g.n_kv_heads % tp:
+        raise InputError(f"tp={tp} does not divide the global layers' key/value heads (global_attention.n_kv_heads) = "
+                         f"{g.n_kv_heads}; valid tp: {values_text(divisors(math.gcd(heads, kv)))}")
     if model.ffn_hidden % tp:
         raise InputError(
             f"tp={tp} does not divide ffn_hidden = {model.ffn_hidden}; valid tp: "

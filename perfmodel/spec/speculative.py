@@ -72,7 +72,8 @@ def draft_model(model: ModelConfig, spec: SpeculativeConfig) -> ModelConfig:
     has experts; full attention, as Qwen3.5's and DeepSeek's MTP blocks are), sharing the embedding and LM head;
     eagle: a dense grouped-query layer of the target's width and heads (an MLA target's: hidden / heads wide), MLP
     draft_ffn_hidden, its own head over draft_vocab."""
-    common = dict(n_layers=1, linear_attention=None, sliding_window=None, sliding_window_layers=None, mtp_layers=0)
+    common = dict(n_layers=1, linear_attention=None, sliding_window=None, sliding_window_layers=None, mtp_layers=0,
+                  global_attention=None)
     if spec.method == "mtp":
         moe = None if model.moe is None else model.moe.model_copy(update={"first_dense_layers": 0, "layer_freq": 1})
         return model.model_copy(update=common | dict(name=f"{model.name} MTP", moe=moe))
