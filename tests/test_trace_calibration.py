@@ -163,3 +163,70 @@ def test_predict_prices_a_plan_on_the_spec_its_trace_calibrates(capsys):
         assert main(bad) == 2
         err = capsys.readouterr().err.strip()
         assert err.count("\n") == 0 and words in err, err
+
+
+CPU_RUN = HERE.parent / "benchmarks" / "results" / "validation" / "cpu-vm-traced"
+CPU_TRACES = HERE.parent / "benchmarks" / "results" / "traces" / "cpu-smoke-vm"
+
+
+def _op(name, ts, dur, **args):
+    return {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": dur, "tid": 1, "pid": 1, "args": args}
+
+
+def test_a_cpu_trace_splits_its_step_into_work_host_calls_by_kind_and_waits(tmp_path):
+    """calibrate.trace_host on a hand-made 100 us step: each kind's host seconds are its calls' spans less the work
+    inside them plus the gap before each, and the gap in which a gloo exchange ended is a wait, not the host's."""
+    from perfmodel.calibrate.trace_host import host_kinds
+
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0, "dur": 100, "tid": 1, "pid": 1},
+          _op("aten::linear", 2, 20),  # starts after a 2 us gap
+          _op("aten::addmm", 4, 15), _op("aten::copy_", 5, 3),  # the GEMM with its bias copy: 15 us of work
+          _op("aten::view", 24, 2),  # a 2 us gap, 2 us, nothing computed
+          _op("autograd::engine::evaluate_function: MmBackward0", 30, 20),  # a 4 us gap
+          _op("aten::mm", 33, 12),  # 12 us of work inside the node
+          _op("aten::_fused_adamw_", 80, 5),  # after the last node, a 30 us gap in which the all-reduce ended
+          _op("aten::detach", 90, 1),  # a 5 us gap
+          {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "ts": 40, "dur": 30, "tid": 2, "pid": 1,
+           "args": {"Input Dims": [[4]], "Input type": ["float"]}}]
+    path = tmp_path / "rank-0.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": ev, "distributedInfo": {"rank": 0, "world_size": 1}}))
+    k = host_kinds(load_traces([path]))
+    us = lambda x: x * 1e6  # noqa: E731
+    assert us(k["eager"][1]) == pytest.approx(2 + (20 - 15)) and k["eager"][0] == 1
+    assert us(k["view"][1]) == pytest.approx(2 + 2) and k["view"][0] == 1
+    assert us(k["node"][1]) == pytest.approx(4 + (20 - 12)) and k["node"][0] == 1
+    assert us(k["tail"][1]) == pytest.approx(0 + 0 + 5 + 1) and k["tail"][0] == 2  # adamw is work; its gap a wait
+    assert us(k["work"]) == pytest.approx(15 + 12 + 5) and us(k["wait"]) == pytest.approx(30)
+    # everything in the step is one of work, host, wait or the 9 us after the last op
+    host = sum(k[c][1] for c in ("eager", "view", "node", "tail"))
+    assert us(k["work"] + host + k["wait"]) + 9 == pytest.approx(us(k["step"]))
+
+
+def test_a_cpu_trace_prices_the_host_per_call_kind_and_it_carries_to_more_micro_batches():
+    """The committed cpu-smoke run (this VM, 4 ranks): calibrated from dp4's trace, the estimate's host of dp4 is
+    the trace's own host seconds (its calls by kind, the kinds' costs over the stack profile's counts of them), and
+    dp4-mb1, the same 8 sequences as 2 micro-batches of 1 on each rank instead of 1 of 2, adds one more micro-batch's
+    forward and backward calls at those costs: the trace's eager, view and autograd-node seconds again. The old
+    per-launch fit put dp4's whole unexplained gap (194 ms) on its launches instead."""
+    from perfmodel.calibrate.trace_host import host_kinds
+    from perfmodel.cost.estimate import evaluate_plan
+    from perfmodel.spec.measurement import load_measurement
+    from perfmodel.spec.plan_file import load_plan_file
+
+    step_s = load_measurement(CPU_RUN / "plans" / "dp4.measured.json").step_time_s
+    system, summary, _ = calibrate_from_trace([CPU_TRACES / "dp4"], plan_path=CPU_RUN / "plans" / "dp4.json",
+                                              step_s=step_s)
+    assert system.host_costs.by_kind and system.host_costs.kernel_s == 0
+    assert all(system.host_cpu.sources[f"calls.{k}_s"].startswith("measured")
+               for k in ("eager_op", "view_op", "autograd_node", "list_tensor", "nccl_call"))
+    k = host_kinds(load_traces([CPU_TRACES / "dp4"]))
+    assert summary.step_s < step_s  # the untraced step is the longer here: no profiler cost is taken off
+    host = {}
+    for name in ("dp4", "dp4-mb1"):
+        pf = load_plan_file(CPU_RUN / "plans" / f"{name}.json")
+        step, _ = evaluate_plan(pf.model, system, pf.plan.model_copy(update={"stack": "plain-torch"}))
+        host[name] = float(step.host_s[0])
+    calls = k["eager"][1] + k["view"][1] + k["node"][1]  # one micro-batch's forward and backward
+    nccl = system.host_cpu.calls.nccl_call_s  # the step's one DDP all-reduce call
+    assert host["dp4"] == pytest.approx(calls + k["tail"][1] + nccl, rel=1e-6)
+    assert host["dp4-mb1"] - host["dp4"] == pytest.approx(calls, rel=1e-6)

@@ -13,11 +13,15 @@ The fits then set matmul_max and the tile, memory_bandwidth, attention_max and t
 and group size, so that a plan of another tp, micro-batch or model size is priced from rates by shape and bandwidths
 by size and group: what the trace calibrates carries over by mechanism, never as one step-time factor.
 
-On a CPU trace with its plan (`plan`), the host's costs too: the step the trace recorded (or `step_s`, the same
-plan's measured step, which the profiler did not slow) less the calibrated spec's estimate without host costs is
-the host's time, priced as the estimate prices it, kernel_s per operator launch and collective_s per collective
-call (cost.units.host_counts, as calibrate.host_costs fits them on its probes); collective_s is the trace's own
-mean host time of a collective call, kernel_s the rest over the launches.
+On a CPU trace with its plan (`plan`), the host's costs too: per call kind, as the trace's spans show them
+(calibrate.trace_host: autograd nodes, eager and view calls, the optimizer's per-tensor calls, collective calls,
+each kind's seconds over the calls the stack's profile counts for the traced plan; HostCosts.by_kind), so that
+another layout's host is its own counts at those costs. Where the trace cannot tell the kinds apart (no backward
+recorded), the step (or `step_s`, the same plan's measured step, which the profiler did not slow) less the
+calibrated spec's estimate without host costs is the host's time, priced as the estimate prices it, kernel_s per
+operator launch and collective_s per collective call (cost.units.host_counts, as calibrate.host_costs fits them on
+its probes); collective_s is the trace's own mean host time of a collective call, kernel_s the rest over the
+launches.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from .trace_reader import (
     load_traces,
     op_seconds,
 )
+from .trace_host import host_call_seconds, with_kind_host
 from .trace_summary import Missing, TraceSummary, summarize
 
 NORMS = {"aten::native_layer_norm": "aten::native_layer_norm_backward",
@@ -244,7 +249,8 @@ def calibrate_from_trace(paths, hardware: str | Path | None = None, plan_path: s
             "sustained_fraction": 1.0, "sources": {**system.efficiency.sources, "sustained_fraction":
                 "1: the GEMM and attention rates were timed inside the traced step, every rank computing at once"}})})
         if plan_path is not None:
-            system = with_trace_host(system, traces, plan_path, step_s if step_s is not None else summary.step_s)
+            system = with_trace_host(system, traces, plan_path, step_s if step_s is not None else summary.step_s,
+                                     summary.step_s)
     elif plan_path is not None:
         summary = summary.model_copy(update={"not_calibrated": [*summary.not_calibrated, Missing(
             what="host costs from --plan", why="a GPU trace's host is priced per call kind on the system's host "
@@ -274,27 +280,19 @@ def bounded_network(fit: FitResult) -> FitResult:
     return fit.model_copy(update={"network": net})
 
 
-def host_call_seconds(traces: list[RankTrace]) -> float:
-    """Mean host seconds of a collective call: the outermost c10d operators on the ranks' own threads (their set-up
-    and enqueue; the exchange runs on gloo's thread), waits left out."""
-    spans = []
-    for t in traces:
-        inner = {id(c) for o in t.ops for c in o.children}
-        spans += [o.dur for o in t.ops if o.name.startswith(("c10d::", "_c10d_functional::")) and id(o) not in inner
-                  and "wait" not in o.name and t.in_steps(o.t0)]
-    return float(np.mean(spans)) if spans else 0.0
-
-
 def optimizer_seconds(traces: list[RankTrace]) -> float:
     """Seconds per step of the optimizer's update kernels (fused / foreach Adam), the mean rank."""
     total = sum(op_seconds(t, o) for t in traces for o in t.ops if t.in_steps(o.t0) and OPTIMIZER.match(o.name))
     return total / sum(len(t.steps) for t in traces)
 
 
-def with_trace_host(system: System, traces: list[RankTrace], plan_path, step_s: float) -> System:
+def with_trace_host(system: System, traces: list[RankTrace], plan_path, step_s: float,
+                    traced_s: float | None = None) -> System:
     """`system` with the optimizer's bandwidth and the executor stack's host costs from the traced plan (module
     docstring): the optimizer fraction that makes the estimate's update time the trace's (the same
-    bytes, `cost.states.adam_step_bytes`, at a bandwidth in proportion), then the host from what is left."""
+    bytes, `cost.states.adam_step_bytes`, at a bandwidth in proportion), then the host per call kind as the trace
+    recorded it (calibrate.trace_host; `traced_s`: the traced step, for the profiler's own cost), or, where the
+    trace cannot tell the kinds apart (no backward recorded), from what is left of the step."""
     from ..cost.estimate import evaluate_plan
     from ..spec.plan_file import load_plan_file
 
@@ -312,6 +310,9 @@ def with_trace_host(system: System, traces: list[RankTrace], plan_path, step_s: 
             **eff.sources, "optimizer_bandwidth": f"the traced optimizer update of {Path(plan_path).name}: "
             f"{traced_opt * 1e3:.2f} ms per step for the bytes the estimate moves (calibrate.from_trace)"}})
         bare = bare.model_copy(update={"efficiency": eff})
+    by_kind = with_kind_host(bare, traces, plan_path, step_s, traced_s if traced_s is not None else step_s)
+    if by_kind is not None:  # the host per call kind, as the trace recorded it (calibrate.trace_host)
+        return by_kind
     step, est = evaluate_plan(pf.model, bare, plan)
     kernels, calls = float(step.host_kernels[0]), float(step.host_calls[0])
     collective_s = host_call_seconds(traces)

@@ -120,14 +120,14 @@ def host_summary(model: ModelConfig, system: System, plan: Plan, step: Step, tim
     f, b = (float(item(x, i, n)) for x in step.unit_host["layer"])
     units, j = step.units, int(step.units.index[i])
     dev_f, dev_b = (float(item(x["layer"], j, len(units.lay))) for x in (units.fwd, units.bwd))
-    if r.serial:  # a CPU spec: its ranks compute on the host that launches, at its measured cost per launch
+    if r.serial and not r.op_f:  # a CPU spec: its ranks compute on the host that launches, at a cost per launch
         k = r.kernel_s  # a fit on a loaded machine may find launches free: then no count follows from seconds
         calls_f, calls_b = ({"kernel_launch": round(f / k)}, {"kernel_launch": round(b / k)}) if k > 0 else ({}, {})
         where = f"{system.name}'s CPU (its ranks compute on it)"
-    else:
+    else:  # the stack's counted calls (on a CPU, at costs per kind its trace measured: HostCosts.by_kind)
         calls_f, calls_b = layer_calls(load_stack(plan.stack), model, plan.compile, plan.cuda_graphs,
                                        plan.precision)
-        where = f"{h.name} ({h.sockets}x {h.cpu})"
+        where = f"{system.name}'s CPU (its ranks compute on it)" if r.serial else f"{h.name} ({h.sockets}x {h.cpu})"
     return HostSummary(host=where, source=r.source, launch_s=host_s,
                        share=host_s / time_s.total if time_s.total > 0 else 0.0, wait_s=time_s.host,
                        layer_forward_s=f, layer_backward_s=b, layer_forward_device_s=dev_f,

@@ -17,7 +17,7 @@ measured per-launch costs, spec.hardware.HostCosts) add to the step instead of o
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -44,6 +44,8 @@ PYTHON_KINDS = ("eager_op", "view_op", "autograd_node", "module_call", "fused_mo
 # twins (nanoGPT on three machines, HF GPT-2 Large on two), each priced on its own machine's probed host; each
 # twin's step predicted from the other four within 6-28%, mean 20% (python benchmarks/host_twins.py).
 IN_CONTEXT = {"forward": 1.97, "backward": 1.45, "optimizer": 1.79}
+# Costs measured inside the stack's own step (a trace's calls, calibrate.trace_host) are in context already
+IN_STEP = {"forward": 1.0, "backward": 1.0, "optimizer": 1.0}
 
 
 def in_context(calls: HostCalls, factor: float) -> HostCalls:
@@ -132,7 +134,8 @@ def layer_scope(h, compile: str, graphs: str | None):
 def host_rates(system: System, stack: Stack, lay: Layouts, model: ModelConfig) -> HostRates:
     """The host rates of `lay`'s plans of `model` (one stack, compile setting, precision and host per job). On a CPU
     spec: its measured per-launch costs where `perfmodel calibrate` timed this stack on it (spec.hardware.HostCosts:
-    one per kernel launch, fitted on steps that include the optimizer), else none. On an accelerator: the stack's
+    one per kernel launch, fitted on steps that include the optimizer; or, where a trace measured its host per call
+    kind, HostCosts.by_kind: the stack's counted calls at those costs, IN_STEP), else none. On an accelerator: the stack's
     counts (spec.stack.HostProfile) priced at the system's host (System.host_cpu: call_seconds, the Python-side
     kinds in context: IN_CONTEXT); none where either is missing (a stack of one XLA executable per step, a system
     that names no host)."""
@@ -141,13 +144,24 @@ def host_rates(system: System, stack: Stack, lay: Layouts, model: ModelConfig) -
     if serial:
         if costs is None or costs.stack != lay.stack:
             return NONE
+        if costs.by_kind and stack.host is not None and system.host_cpu is not None:
+            # per-call costs measured in this stack's own step (a trace): its counted calls at them, serial
+            return replace(stack_rates(system, stack, lay, model, IN_STEP), serial=True, source=(
+                f"stack {stack.name}'s calls at {system.name}'s per-kind host costs measured in its traced step"))
         return HostRates(kernel_s=costs.kernel_s, collective_s=costs.collective_s, zero3_call_s=costs.collective_s,
                          serial=True, source=f"{system.name}'s measured host costs (perfmodel calibrate)")
-    h, host = stack.host, system.host_cpu
-    if h is None or host is None:
+    if stack.host is None or system.host_cpu is None:
         return NONE
+    return stack_rates(system, stack, lay, model, IN_CONTEXT)
+
+
+def stack_rates(system: System, stack: Stack, lay: Layouts, model: ModelConfig, factors: dict) -> HostRates:
+    """The stack's counted calls (spec.stack.HostProfile) priced at the system's host (System.host_cpu), the
+    Python-side kinds `factors` times their costs per pass (IN_CONTEXT for tight-loop probes, IN_STEP for costs
+    measured inside a step); see host_rates."""
+    h, host = stack.host, system.host_cpu
     c = host.calls
-    cf, cb, co = (in_context(c, IN_CONTEXT[k]) for k in ("forward", "backward", "optimizer"))
+    cf, cb, co = (in_context(c, factors[k]) for k in ("forward", "backward", "optimizer"))
     price = lambda counts: call_seconds(counts, cf)  # noqa: E731 - a forward's calls (a recompute's too)
     price_b = lambda counts: call_seconds(counts, cb)  # noqa: E731
     ops = op_calls(h, model, lay.precision)

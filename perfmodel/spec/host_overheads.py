@@ -65,6 +65,11 @@ class HostCosts(Schema):
     kernel_s: Real = Field(ge=0, description="seconds per operator launch")
     collective_s: Real = Field(ge=0, description="seconds per collective call or send")
     probes: list[HostProbe] = Field(description="the measurements the two costs were fitted to")
+    by_kind: bool = Field(False, description="a CPU spec whose host (System.host_cpu) holds per-call costs by kind "
+                                             "measured in the stack's own step (a trace: calibrate.trace_host): "
+                                             "the estimate prices the stack profile's counted calls at them, as on "
+                                             "an accelerator but serial and without the in-context factors, "
+                                             "instead of kernel_s per launch")
     sustain: SustainProbe | None = Field(None, description="on a CPU, the step the spec's sustained_fraction was "
                                                            "measured on (null: not measured)")
     serving: ServingHostCosts | None = Field(None, description="the serving loop's own (null: not measured; the "
