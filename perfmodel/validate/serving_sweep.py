@@ -23,7 +23,7 @@ from ..spec.hardware import load_hardware
 from ..spec.kernel_tables import write_with_tables
 from ..spec.serve_files import ServePlanFile
 from .common import check_out_dir, check_output_in, check_sweep_flags, prediction_spec, write_outputs
-from .metrics import error_pct, mape, spearman
+from .scores import error_pct, mape, spearman
 from .sweeps import SERVE_SWEEPS
 
 QUANTITIES = {"prefill": "prefill time", "decode": "decode time"}

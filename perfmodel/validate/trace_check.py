@@ -133,7 +133,7 @@ def score(specs: dict, plans: dict[str, tuple], held_out: str) -> tuple[list[Tra
     (the `trace` column without `held_out`)."""
     import numpy as np
 
-    from .metrics import error_pct, mape, spearman
+    from .scores import error_pct, mape, spearman
 
     rows = []
     for name in sorted(plans):
