@@ -230,3 +230,39 @@ def test_a_cpu_trace_prices_the_host_per_call_kind_and_it_carries_to_more_micro_
     nccl = system.host_cpu.calls.nccl_call_s  # the step's one DDP all-reduce call
     assert host["dp4"] == pytest.approx(calls + k["tail"][1] + nccl, rel=1e-6)
     assert host["dp4-mb1"] - host["dp4"] == pytest.approx(calls, rel=1e-6)
+
+
+def test_a_cpu_trace_times_each_gemm_shape_by_its_mean_call():
+    """On a CPU trace the ranks share cores, so a shape's seconds are each rank's mean call (what the step paid), the
+    median over ranks (from_trace.CPU_PER_CALL): dp4's 256x256x256 mm, counted here from the spans themselves."""
+    import statistics
+
+    from perfmodel.calibrate.from_trace import trace_measurements
+    from perfmodel.calibrate.trace_reader import gemm_shape, innermost_gemm, op_seconds
+
+    traces = load_traces([CPU_TRACES / "dp4"])
+    point = next(p for p in trace_measurements(traces, "t").gemm if (p.m, p.n, p.k) == (256, 256, 256))
+    means = []
+    for t in traces:
+        calls = [op_seconds(t, o) for o in t.ops if t.in_steps(o.t0) and innermost_gemm(o)
+                 and gemm_shape(o) == (256, 256, 256)]
+        means.append(sum(calls) / len(calls))
+    assert point.seconds == pytest.approx(statistics.median(means), rel=1e-9)
+    assert point.seconds > 1.5 * statistics.median(  # the median call misses the time descheduled (0.40 vs 0.81 ms)
+        [op_seconds(t, o) for t in traces for o in t.ops if t.in_steps(o.t0) and innermost_gemm(o)
+         and gemm_shape(o) == (256, 256, 256)])
+
+
+def test_ddp_buckets_leave_the_last_bucket_exposed():
+    """cost.sharded.ddp_pieces: torch DDP's 1 MiB first bucket, then 25 MiB ones; the last bucket is what is left.
+    dp4's 21157888 B of gradients: the trace's two all-reduces, 1051648 and 20106240 B (the model: 1048576 and the
+    rest, 20109312, whole tensors left out); 60 MiB: 1 + 25 + 25 + 9, the last 9 MiB."""
+    from perfmodel.cost.sharded import bucketed, ddp_pieces
+
+    MiB = 1 << 20
+    assert float(ddp_pieces(21157888, (MiB, 25 * MiB))) == pytest.approx(21157888 / 20109312)
+    assert float(ddp_pieces(60 * MiB, (MiB, 25 * MiB))) == pytest.approx(60 / 9)
+    assert float(ddp_pieces(MiB // 2, (MiB, 25 * MiB))) == 1.0  # one bucket: all of it waits for the backward
+    # a long backward hides all but the last bucket: 95% of dp4's reduction exposed
+    p = ddp_pieces(21157888, (MiB, 25 * MiB))
+    assert float(bucketed(1.0, 100.0, p)) == pytest.approx(20109312 / 21157888)

@@ -3,7 +3,8 @@ own job (issue 64), through the same fits as the microbenchmarks (`calibrate.fit
 
 The trace's operators become the calibration's measurements (`calibrate.raw.Measurements`), each at the shape the
 job ran it and timed as the job ran it:
-- GEMMs: every mm / addmm by (m, n, k, dtype), its kernels' seconds (a CPU's: the operator's span), the median call;
+- GEMMs: every mm / addmm by (m, n, k, dtype), its kernels' seconds (a CPU's: the operator's span), the median call
+  (a CPU trace's: every point's mean call, CPU_PER_CALL);
 - attention: each fused attention call (scaled_dot_product_*) by (batch, heads, sequence, head dim), the forward
   and forward + backward;
 - memory-bound kernels: layer norm (and RMSNorm), GELU and the residual add at their shapes (forward + backward),
@@ -30,6 +31,7 @@ import datetime
 import os
 import re
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -55,14 +57,22 @@ NORMS = {"aten::native_layer_norm": "aten::native_layer_norm_backward",
          "aten::_fused_rms_norm": "aten::_fused_rms_norm_backward"}
 GELU = ("aten::gelu", "aten::gelu_backward")
 OPTIMIZER = re.compile(r"^aten::_fused_adamw?_$|^aten::_foreach_(mul|add|addcmul|addcdiv|lerp|sqrt|div)_")
+# A CPU trace's ranks share the host's cores (4 ranks on this VM's 2): a call's span holds the time it was
+# descheduled while another rank ran, in proportion to its length on average, but a call shorter than the
+# scheduler's slice (~ms) mostly runs whole, so the median of a short shape's calls is its uncontended time (dp4's
+# 256x256x256 mm: median 0.40 ms, mean 0.81) while a 28 ms call always shares. The step pays each call's mean (the
+# shape's seconds in the step over its calls), which the rates must reproduce: every rank computes at once in the
+# steps they price (sustained_fraction 1). A GPU kernel's span is the device's alone: the median resists outliers.
+CPU_PER_CALL = np.mean
 PRECISION = {"bf16": "bf16", "fp16": "fp16"}  # a GPU GEMM's dtype -> the plan precision it calibrates
 
 
-def _medians(samples: dict, ranks: int) -> dict:
-    """key -> (median over ranks of each rank's median, [each rank's median]) from key -> {rank: [seconds]}."""
+def _rank_medians(samples: dict, ranks: int, per_call=np.median) -> dict:
+    """key -> (median over ranks of each rank's per-call seconds, [each rank's]) from key -> {rank: [seconds]};
+    a rank's per-call seconds are `per_call` of its calls (the median; on a CPU trace the mean, CPU_PER_CALL)."""
     out = {}
     for key, by_rank in samples.items():
-        meds = [float(np.median(v)) for _, v in sorted(by_rank.items()) if v]
+        meds = [float(per_call(v)) for _, v in sorted(by_rank.items()) if v]
         if meds:
             out[key] = (float(np.median(meds)), meds)
     return out
@@ -72,6 +82,7 @@ def trace_measurements(traces: list[RankTrace], label: str) -> Measurements:
     """The calibration measurements a run's traces hold (see the module docstring)."""
     t0 = traces[0]
     cpu = t0.device_type == "cpu"
+    _medians = partial(_rank_medians, per_call=CPU_PER_CALL if cpu else np.median)
     gemm, attn_f, attn_b, norm, gelu, add, stream, comm = (defaultdict(lambda: defaultdict(list)) for _ in range(8))
     for t in traces:
         for op in t.ops:
@@ -123,7 +134,8 @@ def trace_measurements(traces: list[RankTrace], label: str) -> Measurements:
             sb, rb = bwd[(b, h, s, d, dt)]
             attention.append(AttentionPoint(batch=b, heads=h, seq=s, head_dim=d, dtype=dt, seconds=sf + sb,
                                             rank_seconds=[x + y for x, y in zip(rf, rb)]))
-    memory = _layer_points("norm", norm, n) + _layer_points("gelu", gelu, n)
+    memory = _layer_points("norm", norm, n, _medians.keywords["per_call"]) + _layer_points(
+        "gelu", gelu, n, _medians.keywords["per_call"])
     for dims, (s, r) in _medians(add, n).items():
         memory.append(MemoryPoint(kernel="add", purpose="layer", elements=int(np.prod(dims)), shape=list(dims),
                                   dtype="trace", bytes_moved=0.0, seconds=s, rank_seconds=r))
@@ -150,10 +162,10 @@ def element_bytes(types: list) -> int:
     return sum(DTYPES.get(ty, ("?", 4))[1] for ty in types)
 
 
-def _layer_points(kernel: str, samples: dict, n: int) -> list[MemoryPoint]:
+def _layer_points(kernel: str, samples: dict, n: int, per_call=np.median) -> list[MemoryPoint]:
     """Forward + backward layer points of a kernel whose forward (key (dims, True)) and backward (dims, False) were
     both recorded at the same shape."""
-    med = _medians(samples, n)
+    med = _rank_medians(samples, n, per_call)
     out = []
     for (dims, forward), (sf, rf) in med.items():
         if forward and (dims, False) in med and dims:

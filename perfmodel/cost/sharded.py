@@ -116,6 +116,20 @@ def bucketed(comm, window, pieces):
     return np.where(comm > 0, np.maximum(comm / pieces, comm - window * (1 - 1 / pieces)), 0.0)
 
 
+def ddp_pieces(total_bytes, buckets):
+    """Equal buckets `bucketed` would need for its last to be DDP's (total / the last bucket's bytes): torch's
+    DistributedDataParallel reducer fills a first bucket of `buckets[0]` bytes, then buckets of `buckets[1]`
+    (torch/nn/parallel/distributed.py, _compute_bucket_assignment_by_size: parameters in reverse order, a bucket
+    closed at its cap), so the last bucket is what is left of the rest after whole caps (a whole cap where none
+    is left), and its all-reduce waits for the backward's end. Parameters are not split at a cap: whole tensors
+    move the boundaries by at most one tensor, which this leaves out."""
+    total = np.asarray(total_bytes, float)
+    first, cap = buckets
+    rest = total - first
+    last = np.where(rest > 0, rest - cap * np.ceil(np.maximum(rest, 1.0) / cap - 1.0), total)
+    return np.divide(total, last, out=np.ones_like(total), where=last > 0)
+
+
 def chunked(comm, window, pieces, vpp, spare):
     """Exposed seconds of a stage's per-step data-parallel collective when the stage holds `vpp` model chunks and
     each chunk's share (comm / vpp) starts as soon as that chunk is done: Megatron-LM's --overlap-grad-reduce /

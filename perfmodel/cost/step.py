@@ -17,7 +17,7 @@ longer of its device seconds and its host's (`host`: the seconds the device wait
 of the device's reduction and update and the host's optimizer loop (the stack's calls, priced on the system's host:
 cost.launch_queue.host_rates). Data-parallel gradient reduction (every
 micro-batch for ZeRO-2, once otherwise) overlaps the backward of the last micro-batch except its last layer's
-bucket; ZeRO-1/2 weight gathers overlap the first forward of the next step likewise (ZeRO-1's only where the
+bucket (torch DDP's last bucket where the stack names its buckets: Stack.ddp_buckets); ZeRO-1/2 weight gathers overlap the first forward of the next step likewise (ZeRO-1's only where the
 stack's overlap_param_gather says so); with pp > 1 and tied embeddings, the first and last stages all-reduce the
 embedding gradient (exposed); with sequence parallelism the tp group all-reduces the gradients of the weights
 it keeps whole (norms, row-parallel biases) in one flat call (exposed).
@@ -56,6 +56,7 @@ from .sharded import (
     ZERO_GROUP,
     Comm,
     chunked,
+    ddp_pieces,
     gradient_sync,
     optimizer_seconds,
     overlap_fraction,
@@ -266,9 +267,13 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     on_r = (lay.dp_replicate > 1) & (g_r > 0)
     reps_r = np.where((zero >= 2) & (pp == 1), m, 1) * on_r
 
+    # torch DDP's buckets (ZeRO 0/1 where the stack names them): the last, the first layers', waits for the end
+    pieces = nl if stack.ddp_buckets is None else np.where(zero < 2, ddp_pieces(p_stage * wbytes, stack.ddp_buckets),
+                                                           nl)
+
     def exposed(traffic, chunks):  # one backward's exposed seconds of `traffic` sharing its window
-        return np.where(overlap_steps, with_overlap(traffic, chunked(traffic, bwd_mb, nl, chunks, after * bwd_mb / v),
-                                                    f), traffic)
+        return np.where(overlap_steps, with_overlap(traffic, chunked(traffic, bwd_mb, pieces, chunks,
+                                                                     after * bwd_mb / v), f), traffic)
 
     # dense and expert buckets, and the replicas' all-reduce where it runs in the same backward, share the window
     # they hide behind (ZeRO-2: every micro-batch's; under a pipeline the replicas' runs in the last one, whose

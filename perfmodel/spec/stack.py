@@ -252,6 +252,11 @@ class Stack(Schema):
                           "forward, prefetched) or overlap neither")
     overlap_grad_reduce_with_pp: bool = Field(
         description="... also with pipeline parallelism (false where the pipeline engine reduces after its flush)")
+    ddp_buckets: tuple[int, int] | None = Field(
+        None, description="ZeRO 0/1 under torch DistributedDataParallel: (first bucket, bucket cap) in bytes of "
+                          "gradient, the reducer's bucket sizes (its buckets take the parameters in reverse order, "
+                          "so the last bucket, holding the first layers' and the embedding's gradients, is ready "
+                          "only when the backward ends: cost.sharded.ddp_pieces); null: one bucket per layer")
     grad_dtype: Literal["fp32", "bf16"] = Field(
         "fp32", description="the dtype the stack keeps, accumulates and reduces gradients in by default (a plan's "
                             "grad_dtype overrides it): a memory saver where bf16")
