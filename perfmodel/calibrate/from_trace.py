@@ -51,6 +51,7 @@ from .trace_reader import (
     op_seconds,
 )
 from .trace_host import host_call_seconds, with_kind_host
+from .trace_overlap import overlap_source, trace_overlap
 from .trace_summary import Missing, TraceSummary, summarize
 
 NORMS = {"aten::native_layer_norm": "aten::native_layer_norm_backward",
@@ -260,6 +261,7 @@ def calibrate_from_trace(paths, hardware: str | Path | None = None, plan_path: s
         system = system.model_copy(update={"efficiency": system.efficiency.model_copy(update={
             "sustained_fraction": 1.0, "sources": {**system.efficiency.sources, "sustained_fraction":
                 "1: the GEMM and attention rates were timed inside the traced step, every rank computing at once"}})})
+        system = with_trace_overlap(system, traces, str(paths[0]) if len(paths) == 1 else f"{len(paths)} paths")
         if plan_path is not None:
             system = with_trace_host(system, traces, plan_path, step_s if step_s is not None else summary.step_s,
                                      summary.step_s)
@@ -268,6 +270,18 @@ def calibrate_from_trace(paths, hardware: str | Path | None = None, plan_path: s
             what="host costs from --plan", why="a GPU trace's host is priced per call kind on the system's host "
                                                 "(System.host_cpu): --plan fits a CPU trace's executor costs only")]})
     return system, summary, fit
+
+
+def with_trace_overlap(system: System, traces: list[RankTrace], where: str) -> System:
+    """`system` with comm_overlap as the trace's collectives beside the backward measured it (calibrate.trace_overlap),
+    or as it was where none ran beside compute (the summary's not_calibrated says why)."""
+    o = trace_overlap(traces)
+    if o.fraction is None:
+        return system
+    eff = system.efficiency
+    return system.model_copy(update={"efficiency": eff.model_copy(update={
+        "comm_overlap": float(f"{o.fraction:.3g}"), "comm_overlap_measured": True,
+        "sources": {**eff.sources, "comm_overlap": overlap_source(o, where)}})})
 
 
 UNDETERMINED = 100.0  # a fitted bus bandwidth this far above every measured call's was not measured

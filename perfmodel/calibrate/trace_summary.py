@@ -161,8 +161,16 @@ def not_calibrated(traces: list[RankTrace], gpu: bool, gemms: dict, comm: dict) 
     if not any(op_class(o.name) == "attention" for o in t.ops):
         out.append(Missing(what="attention rate", why="no fused attention operator (scaled_dot_product_*) in the "
                                                       "trace"))
-    out.append(Missing(what="communication overlap", why="one layout's trace shows what overlapped in it, not what "
-                                                          "another layout's would: the spec's comm_overlap stands"))
+    if gpu:
+        out.append(Missing(what="communication overlap", why="one layout's trace shows what overlapped in it, not "
+                                                              "what another layout's would: the spec's comm_overlap "
+                                                              "stands"))
+    else:  # a CPU trace's gloo collectives beside the backward measure it (calibrate.trace_overlap)
+        from .trace_overlap import trace_overlap
+
+        o = trace_overlap(traces)
+        if o.fraction is None:
+            out.append(Missing(what="communication overlap", why=o.why))
     return out
 
 
