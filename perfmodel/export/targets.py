@@ -44,10 +44,11 @@ def _refuse_lora(pf: PlanFile, to: str) -> None:
 
 
 def nearest_updates(pf: PlanFile, to: str, version: str) -> tuple[dict, list[str]]:
-    """Plan-field updates to the nearest plan `to` at `version` expresses ({} when it expresses pf.plan), and why."""
+    """Plan-field updates to the nearest plan `to` at `version` (default its newest) expresses ({} when it expresses
+    pf.plan), and why."""
     module = _module(to)
     _refuse_lora(pf, to)
-    return module.nearest_plan(pf, version)
+    return module.nearest_plan(pf, version or next(iter(module.VERSIONS)))
 
 
 def export(pf: PlanFile, to: str, version: str | None = None, changes: Sequence[str] = ()) -> str:
