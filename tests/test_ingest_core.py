@@ -140,3 +140,16 @@ def test_predict_config_refuses_plan_flags_beside_it(capsys, tmp_path):
     assert "drop --tp" in capsys.readouterr().err
     assert main(["predict", "--from", "torchtitan"]) == 2
     assert "--from needs --config FILE..." in capsys.readouterr().err
+
+
+def test_the_report_names_unpriced_keys_one_line_per_reason():
+    from perfmodel.cli.import_command import SHOWN_KEYS, reasons
+
+    led = Ledger("maxtext")
+    for i in range(SHOWN_KEYS + 3):
+        led.skip(f"log_{i}", i, "base.yml", "logging: does not change step time or memory")
+    led.skip("megablox", "true", "base.yml", "a kernel choice perfmodel does not price")
+    lines = reasons(led.keys)
+    assert lines[1] == "a kernel choice perfmodel does not price: megablox"
+    assert lines[0].startswith("logging: does not change step time or memory: log_0, log_1, ")
+    assert lines[0].endswith(f"log_{SHOWN_KEYS - 1} and 3 more (--explain lists each)")

@@ -85,6 +85,22 @@ def plan_text(plan) -> str:
     return " ".join(words)
 
 
+SHOWN_KEYS = 12  # keys named per reason without --explain (MaxText's base.yml alone names ~650 it does not price)
+
+
+def reasons(keys) -> list[str]:
+    """The not-priced keys grouped by their reason, one line each: 'reason: key, key, ... (N keys)'."""
+    groups: dict[str, list[str]] = {}
+    for k in keys:
+        groups.setdefault(k.why, []).append(k.key)
+    out = []
+    for why, names in groups.items():
+        more = len(names) - SHOWN_KEYS
+        named = ", ".join(names[:SHOWN_KEYS]) + (f" and {more} more (--explain lists each)" if more > 0 else "")
+        out.append(f"{why}: {named}")
+    return out
+
+
 def import_report(imp, plan, est, explain: bool, notes: list[str] = ()) -> str:
     """What `perfmodel import` prints: the model and plan read, every key not priced (and with --explain every key),
     and the prediction."""
@@ -97,10 +113,10 @@ def import_report(imp, plan, est, explain: bool, notes: list[str] = ()) -> str:
              *(f"  {n}" for n in notes),
              f"  keys: {counts['mapped']} mapped, {counts['not priced']} not priced, {counts['default']} fields from "
              f"{imp.framework}'s defaults" + ("" if explain else " (--explain lists what each became)")]
-    shown = imp.keys if explain else imp.not_priced()
-    if shown:
-        lines.append("  every key:" if explain else "  not priced:")
-        lines += [f"    {k.line()}" for k in shown]
+    if explain:
+        lines += ["  every key:", *(f"    {k.line()}" for k in imp.keys)]
+    elif imp.not_priced():
+        lines += ["  not priced (one line per reason):", *(f"    {line}" for line in reasons(imp.not_priced()))]
     lines.append(f"  predicted: step {est.step_time_s:.4g} s, {est.tokens_per_s:.4g} tokens/s, MFU {est.mfu:.1%}, "
                  f"memory {est.memory_bytes.reserved / 2**30:.1f} of {est.memory_capacity_bytes / 2**30:.1f} GiB "
                  f"({est.memory_verdict}); perfmodel predict --config ... prints the full breakdown")
