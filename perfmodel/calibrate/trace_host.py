@@ -127,11 +127,10 @@ def host_call_seconds(traces: list[RankTrace]) -> float:
     """Mean host seconds of a collective call: the outermost c10d operators on the ranks' own threads (their set-up
     and enqueue; the exchange runs on gloo's thread), waits left out; outermost among c10d operators, wherever they
     are called from (DDP's gradient hook inside an autograd node, DTensor's redistribution inside an op)."""
-    comm = ("c10d::", "_c10d_functional::")
     spans = []
     for t in traces:
-        inner = {id(c) for o in t.ops if o.name.startswith(comm) for c in o.children}
-        spans += [o.dur for o in t.ops if o.name.startswith(("c10d::", "_c10d_functional::")) and id(o) not in inner
+        inner = {id(c) for o in t.ops if o.name.startswith(COLLECTIVE_OPS) for c in o.children}
+        spans += [o.dur for o in t.ops if o.name.startswith(COLLECTIVE_OPS) and id(o) not in inner
                   and "wait" not in o.name and t.in_steps(o.t0)]
     return float(np.mean(spans)) if spans else 0.0
 
