@@ -103,8 +103,11 @@ def trace_overlap(traces: list[RankTrace]) -> TraceOverlap:
     if n == 0:
         return TraceOverlap(None, beside=len(beside), alone=alone, why="no call of the kinds that ran beside compute "
                             "ran alone, to time them alone from: the base's comm_overlap stands")
-    return TraceOverlap(overlap_fraction(t_c, t_m, t_both) if min(t_c, t_m) > 0 else None, t_c=t_c, t_m=t_m,
-                        t_both=t_both, beside=n, alone=alone)
+    timed = min(t_c, t_m) > 0
+    return TraceOverlap(overlap_fraction(t_c, t_m, t_both) if timed else None, t_c=t_c, t_m=t_m,
+                        t_both=t_both, beside=n, alone=alone,
+                        why="" if timed else "the collectives beside compute had no operator (t_c) or no bytes (t_m) "
+                        "inside them to time: the base's comm_overlap stands")
 
 
 def overlap_source(o: TraceOverlap, where: str) -> str:
