@@ -52,8 +52,6 @@ def per_shape(ops_of, parts) -> list:
     return out
 
 
-
-
 def indexer_flops(model: ModelConfig, queries, keys):
     """FLOPs of sparse attention's lightning indexer (DeepSeek-V3.2-Exp report, Sec. 2.1, eq. 1) for `queries`
     queries over `keys` keys each (causal: `mean_keys(seq, None)`): 2 x index_heads x index_head_dim per score. It
