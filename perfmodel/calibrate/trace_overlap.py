@@ -36,8 +36,13 @@ import numpy as np
 from .fit import overlap_fraction
 from .trace_reader import RankTrace, leaf_work
 
-BESIDE = 0.5  # share of a collective's window the rank's operators cover for it to count as beside compute
-ALONE = 0.1  # ... at most, for it to count as alone (its time the collective's own)
+# Classification thresholds, not fitted constants: the share of a collective's window the rank's operators cover for
+# it to count as beside compute (BESIDE, at least) or alone (ALONE, at most). On the committed cpu-smoke dp4 trace
+# (benchmarks/results/traces/cpu-smoke-vm/dp4) the fraction is 0 for every BESIDE in 0.3-0.9 and ALONE in 0.05-0.2
+# (t_both / t_c / t_m 163 / 136 / 24 ms at 0.3-0.5, 154 / 129 / 21 at 0.7, 27 / 15 / 9 at 0.9; this project's
+# sweep of both, 2026-11-28), so the result does not hang on them.
+BESIDE = 0.5
+ALONE = 0.1
 
 
 @dataclass

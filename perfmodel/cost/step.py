@@ -267,9 +267,11 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     on_r = (lay.dp_replicate > 1) & (g_r > 0)
     reps_r = np.where((zero >= 2) & (pp == 1), m, 1) * on_r
 
-    # torch DDP's buckets (ZeRO 0/1 where the stack names them): the last, the first layers', waits for the end
-    pieces = nl if stack.ddp_buckets is None else np.where(zero < 2, ddp_pieces(p_stage * wbytes, stack.ddp_buckets),
-                                                           nl)
+    # torch DDP's buckets where the stack names them and wraps the stage in DDP (the plain-torch executor: ZeRO 0/1
+    # without tp or pp; with tp, ZeRO-1 runs as FSDP2 and ZeRO-0 as one all-reduce: execute.data_parallel): the last
+    # bucket, the first layers', waits for the end of the backward
+    ddp = (zero < 2) & (t == 1) & (pp == 1)
+    pieces = nl if stack.ddp_buckets is None else np.where(ddp, ddp_pieces(p_stage * wbytes, stack.ddp_buckets), nl)
 
     def exposed(traffic, chunks):  # one backward's exposed seconds of `traffic` sharing its window
         return np.where(overlap_steps, with_overlap(traffic, chunked(traffic, bwd_mb, pieces, chunks,
