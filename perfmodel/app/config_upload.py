@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from . import forms
+from .uploads import check_count, upload_path
 
 MAX_FILES = 16  # a MaxText import layers base.yml, a model YAML and a recipe; a Megatron one a script and a YAML
 MAX_FILE_BYTES = 1 << 20  # a config is a few KiB; the server caps the whole request too (server.MAX_BODY)
@@ -27,28 +28,17 @@ BOX = ("--from", "--name", "--hardware", "--gpus")  # the upload box's fields, a
 def write_configs(files, folder: Path) -> list[Path]:
     """Each {name, text} of `files` written into `folder` under its base name, in order; InputError in one line
     for no file, too many, a name the folder cannot hold as is, a repeated name or a file too large."""
-    if not isinstance(files, list) or not files:
-        raise InputError("config upload: no file; valid: one or more config files (the framework's own TOML, YAML, "
-                         "JSON, launch script or Python module)")
-    if len(files) > MAX_FILES:
-        raise InputError(f"config upload: {len(files)} files; valid: at most {MAX_FILES}")
+    check_count(files, "config upload", MAX_FILES, "one or more config files (the framework's own TOML, YAML, JSON, "
+                "launch script or Python module)")
     out: list[Path] = []
     for up in files:
         if not isinstance(up, dict) or not isinstance(up.get("text"), str):
             raise InputError("config upload: each file is {name, text}; valid: a text file")
-        sent = str(up.get("name") or "")
-        name = re.split(r"[/\\]", sent)[-1]  # a browser sends the base name; a path's folders are dropped
-        if not FILE_NAME.fullmatch(name) or name in (".", ".."):
-            raise InputError(f"config upload: file name {sent!r}; valid: letters, digits and . _ - (up to 128, "
-                             "not starting with a dot)")
-        path = folder / name
-        if path in out:
-            raise InputError(f"config upload: {name!r} is sent twice; valid: each file once")
+        path = upload_path(str(up.get("name") or ""), folder, out, "config upload", FILE_NAME,
+                           "letters, digits and . _ - (up to 128, not starting with a dot)")
         data = up["text"].encode()
         if len(data) > MAX_FILE_BYTES:
-            raise InputError(f"config upload: {name!r} is {len(data)} bytes; valid: up to {MAX_FILE_BYTES} bytes")
-        if path.resolve().parent != folder.resolve():  # FILE_NAME rules this out; checked where it is written
-            raise InputError(f"config upload: file name {sent!r} leaves the upload folder")
+            raise InputError(f"config upload: {path.name!r} is {len(data)} bytes; valid: up to {MAX_FILE_BYTES} bytes")
         path.write_bytes(data)
         out.append(path)
     return out

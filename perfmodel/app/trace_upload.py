@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from .config_upload import scrub, scrub_all
+from .uploads import check_count, upload_path
 
 MAX_TRACES = 16  # one file per rank of the step the user traced
 MAX_TRACE_BYTES = 32 << 20  # bytes per file as sent (a gzipped trace of one step is a few MiB)
@@ -49,22 +50,15 @@ def write_traces(files, folder: Path) -> list[Path]:
     """Each {name, data (base64)} of `files` written into `folder` under its base name, in order; InputError in one
     line for no file, too many, a name the folder cannot hold as is or not a trace's, a repeated name, data that is
     not base64, or a file too large (sent, or gunzipped)."""
-    if not isinstance(files, list) or not files:
-        raise InputError("trace upload: no file; valid: one or more Kineto traces (.json or .json.gz, one per rank)")
-    if len(files) > MAX_TRACES:
-        raise InputError(f"trace upload: {len(files)} files; valid: at most {MAX_TRACES} (one per rank)")
+    check_count(files, "trace upload", MAX_TRACES, "one or more Kineto traces (.json or .json.gz, one per rank)")
     out: list[Path] = []
     for up in files:
         if not isinstance(up, dict) or not isinstance(up.get("data"), str):
             raise InputError("trace upload: each file is {name, data}, data base64; valid: a trace file")
-        sent = str(up.get("name") or "")
-        name = re.split(r"[/\\]", sent)[-1]  # a browser sends the base name; a path's folders are dropped
-        if not FILE_NAME.fullmatch(name):
-            raise InputError(f"trace upload: file name {sent!r}; valid: a .json or .json.gz trace named with letters, "
-                             "digits and . _ - (up to 128, not starting with a dot)")
-        path = folder / name
-        if path in out:
-            raise InputError(f"trace upload: {name!r} is sent twice; valid: each file once")
+        path = upload_path(str(up.get("name") or ""), folder, out, "trace upload", FILE_NAME,
+                           "a .json or .json.gz trace named with letters, digits and . _ - (up to 128, not starting "
+                           "with a dot)")
+        name = path.name
         if len(up["data"]) > MAX_TRACE_BYTES // 3 * 4 + 4:
             raise InputError(f"trace upload: {name!r} is over {MAX_TRACE_BYTES} bytes; valid: up to "
                              f"{MAX_TRACE_BYTES} bytes a file")
@@ -77,8 +71,6 @@ def write_traces(files, folder: Path) -> list[Path]:
         if gunzipped_size(data, MAX_JSON_BYTES) > MAX_JSON_BYTES:
             raise InputError(f"trace upload: {name!r} is over {MAX_JSON_BYTES} bytes gunzipped; valid: up to "
                              f"{MAX_JSON_BYTES} bytes of JSON (trace fewer steps)")
-        if path.resolve().parent != folder.resolve():  # FILE_NAME rules this out; checked where it is written
-            raise InputError(f"trace upload: file name {sent!r} leaves the upload folder")
         path.write_bytes(data)
         out.append(path)
     return out
