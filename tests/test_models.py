@@ -253,3 +253,13 @@ def test_invalid_model_fields_are_one_line():
     with pytest.raises(InputError) as err:
         ModelConfig(name="x", n_layers=0, hidden=128, n_heads=8, ffn_hidden=4, vocab=10, max_seq_len=8, mlp="gelu")
     assert "n_layers" in _one_line(err)
+
+
+def test_a_hugging_face_id_names_its_preset():
+    from perfmodel.spec.model_catalogue import preset_for_hf_id
+
+    assert preset_for_hf_id("meta-llama/Llama-2-7b-hf") == "llama-2-7b"  # the id's name, without -hf
+    assert preset_for_hf_id("meta-llama/Meta-Llama-3.1-8B") == "llama-3.1-8b"  # ... without meta-
+    assert preset_for_hf_id("mistralai/Mixtral-8x7B-v0.1") == "mixtral-8x7b"  # from the table: no name rule gives it
+    assert preset_for_hf_id("deepseek-ai/DeepSeek-V3-Base") == "deepseek-v3"
+    assert preset_for_hf_id("facebook/opt-125m") is None

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..spec.model import ModelConfig
-from ..spec.model_catalogue import load_model
-from .bridge_keys import HF_PRESETS, PRECISIONS, PROVIDER_PRESETS, SHAPE, dtype_of, key_why
+from ..spec.model_catalogue import HF_IDS, load_model, preset_for_hf_id
+from .bridge_keys import PRECISIONS, PROVIDER_PRESETS, SHAPE, dtype_of, key_why
 from .bridge_layers import Stated, word_layer, yaml_layer
 from .bridge_recipe import Module, Obj, Recipe, Write, flatten, run
 from .ledger import Imported, Ledger
@@ -146,8 +146,8 @@ def model_of(final: dict[str, Stated], led: Ledger, paths: list[Path]) -> ModelC
         raise InputError(f"Megatron-Bridge recipe: cfg.model is {value_text(got)}, not a model this import knows "
                          "(AutoBridge.from_hf_pretrained(ID) or a ModelProvider class); valid: a recipe that names "
                          "its model")
-    table = HF_PRESETS if got.kind == "AutoBridge" else PROVIDER_PRESETS
-    preset = table.get(str(got.origin))
+    table = HF_IDS if got.kind == "AutoBridge" else PROVIDER_PRESETS
+    preset = preset_for_hf_id(str(got.origin)) if got.kind == "AutoBridge" else table.get(str(got.origin))
     if preset is None:
         raise InputError(f"Megatron-Bridge recipe: the model {got.origin!r} has no perfmodel preset; valid: "
                          f"{', '.join(sorted(table))} (perfmodel models list)")

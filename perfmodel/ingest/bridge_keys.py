@@ -10,21 +10,6 @@ from __future__ import annotations
 
 from .megatron_keys import NOT_PRICED_WHY, REASONS
 
-# AutoBridge.from_hf_pretrained(ID) -> preset (the ids the recipes at 067f987 and v0.2.0 name)
-HF_PRESETS = {
-    "meta-llama/Meta-Llama-3-8B": "llama-3-8b", "meta-llama/Meta-Llama-3-70B": "llama-3-70b",
-    "meta-llama/Meta-Llama-3.1-8B": "llama-3.1-8b", "meta-llama/Llama-3.1-8B": "llama-3.1-8b",
-    "meta-llama/Meta-Llama-3.1-70B": "llama-3.1-70b", "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
-    "meta-llama/Meta-Llama-3.1-405B": "llama-3.1-405b", "meta-llama/Llama-3.1-405B": "llama-3.1-405b",
-    "meta-llama/Llama-2-7b-hf": "llama-2-7b", "meta-llama/Llama-2-13b-hf": "llama-2-13b",
-    "meta-llama/Llama-2-70b-hf": "llama-2-70b",
-    "Qwen/Qwen3-30B-A3B": "qwen3-30b-a3b", "Qwen/Qwen3-235B-A22B": "qwen3-235b-a22b",
-    "deepseek-ai/DeepSeek-V3": "deepseek-v3", "deepseek-ai/DeepSeek-V3-Base": "deepseek-v3",
-    "moonshotai/Moonlight-16B-A3B": "moonlight-16b-a3b", "moonshotai/Kimi-K2-Instruct": "kimi-k2",
-    "openai/gpt-oss-20b": "gpt-oss-20b", "openai/gpt-oss-120b": "gpt-oss-120b",
-    "mistralai/Mixtral-8x7B-v0.1": "mixtral-8x7b", "mistralai/Mistral-7B-v0.1": "mistral-7b",
-    "google/gemma-3-27b-it": "gemma-3-27b", "google/gemma-3-12b-it": "gemma-3-12b",
-}
 # ModelProvider classes (megatron.bridge.models) -> preset
 PROVIDER_PRESETS = {
     "Llama3ModelProvider8B": "llama-3-8b", "Llama3ModelProvider70B": "llama-3-70b",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InputError
-from ..spec.model_catalogue import list_models
+from ..spec.model_catalogue import list_models, preset_for_hf_id
 from .ledger import Ledger
 from .megatron_keys import NOT_PRICED_WHY
 from .shell_script import Script
@@ -127,15 +127,6 @@ def read_launcher(led: Ledger, words: list[str], where: str) -> None:
             led.skip(key, value, where, LAUNCH_WHY)
 
 
-def hf_model(name: str) -> str | None:
-    """The perfmodel preset a Hugging Face model id names (meta-llama/Llama-2-7b-hf -> llama-2-7b), or None."""
-    base = name.rstrip("/").split("/")[-1].lower()
-    for cut in ("-hf",):
-        base = base.removesuffix(cut)
-    base = base.removeprefix("meta-")
-    return base if base in list_models() else None
-
-
 def read_program(led: Ledger, words: list[str], where: str, facts: dict) -> None:
     """The training program's arguments: Megatron-DeepSpeed's model and layout, or a Hugging Face script's model
     name and batch; `facts` gets the model preset ('preset'), the HF batch ('micro', 'accumulation') and whether
@@ -145,7 +136,7 @@ def read_program(led: Ledger, words: list[str], where: str, facts: dict) -> None
         if key in CONFIG_ARGS:
             led.skip(key, value or "true", where, "names the DeepSpeed config file (read as the JSON given)")
         elif key in MODEL_ARGS:
-            preset = hf_model(value or "")
+            preset = preset_for_hf_id(value or "")
             if preset is None:
                 raise InputError(f"{where}: {key} = {value} is not a model perfmodel has a preset for; valid: one of "
                                  f"{', '.join(list_models())} (or import the model's own config with perfmodel "
