@@ -269,9 +269,10 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
 
     # torch DDP's buckets where the stack names them and wraps the stage in DDP (the plain-torch executor: ZeRO 0/1
     # without tp or pp; with tp, ZeRO-1 runs as FSDP2 and ZeRO-0 as one all-reduce: execute.data_parallel): the last
-    # bucket, the first layers', waits for the end of the backward
+    # bucket, the first layers', waits for the end of the backward; DDP sizes its buckets by the gradient tensors'
+    # own bytes (their dtype), whatever a communication hook then sends
     ddp = (zero < 2) & (t == 1) & (pp == 1)
-    pieces = nl if stack.ddp_buckets is None else np.where(ddp, ddp_pieces(p_stage * wbytes, stack.ddp_buckets), nl)
+    pieces = nl if stack.ddp_buckets is None else np.where(ddp, ddp_pieces(p_stage * gbytes, stack.ddp_buckets), nl)
 
     def exposed(traffic, chunks):  # one backward's exposed seconds of `traffic` sharing its window
         return np.where(overlap_steps, with_overlap(traffic, chunked(traffic, bwd_mb, pieces, chunks,
