@@ -197,13 +197,13 @@ class ModelConfig(Schema):
 
     # -- derived sizes -----------------------------------------------------------------------------------
     @property
-    def q_dim(self) -> int:
+    def q_dim(self) -> float:
         """Width of the attention output (what the output projection reads): n_heads * head_dim, or with MLA
         n_heads * v_head_dim; with global_attention the mean over the layers (`shaped`)."""
         return self.n_heads * self.mla.v_head_dim if self.mla else shaped(self, lambda s: self.n_heads * s.head_dim)
 
     @property
-    def kv_dim(self) -> int:
+    def kv_dim(self) -> float:
         """Width of each of the key and value projections: n_kv_heads * head_dim (MLA: kv_lora_rank, what one
         token's cache holds besides the shared rotary key); with global_attention the mean over the layers."""
         return self.mla.kv_lora_rank if self.mla else shaped(self, lambda s: s.n_kv_heads * s.head_dim)
@@ -215,7 +215,7 @@ class ModelConfig(Schema):
         return 2 * self.kv_dim if self.mla else shaped(self, lambda s: (2 - s.shared_kv) * s.n_kv_heads * s.head_dim)
 
     @property
-    def qk_dim(self) -> int:
+    def qk_dim(self) -> float:
         """Width of the query (and of all keys) the attention core contracts over: n_heads * head_dim (MLA:
         n_heads * (qk_nope_head_dim + qk_rope_head_dim)); with global_attention the mean over the layers."""
         return self.n_heads * self.mla.qk_head_dim if self.mla else self.q_dim
