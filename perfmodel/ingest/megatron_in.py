@@ -18,7 +18,7 @@ from .megatron_keys import (ATTENTION, ENV_WHY, FALSE_WHY, FP8_RECIPE, FSDP_ZERO
                             LAUNCH_COUNT, NARGS, NOT_PRICED_WHY, REASONS, UNKNOWN)
 from .megatron_model import build_model
 from .shell_script import Script
-from .sources import read_text, read_yaml
+from .sources import options as arg_pairs, read_text, read_yaml
 
 Arg = tuple[str, "str | None", str]  # (key, value or None for a bare flag, where it came from)
 
@@ -51,26 +51,8 @@ CHOICES = {"--recompute-granularity": ("plan__recompute", {"full": "full", "sele
 
 
 def options(words: list[str], source: str) -> list[Arg]:
-    """`--name value`, `--name=value`, bare `--flag` and the several words of NARGS arguments, in order."""
-    out: list[Arg] = []
-    i = 0
-    while i < len(words):
-        w = words[i]
-        i += 1
-        if not (w.startswith("--") and len(w) > 2):
-            continue
-        if "=" in w:
-            k, v = w.split("=", 1)
-            out.append((k, v, source))
-            continue
-        vals = []
-        while i < len(words) and not (words[i].startswith("--") and len(words[i]) > 2):
-            vals.append(words[i])
-            i += 1
-            if w not in NARGS:
-                break
-        out.append((w, " ".join(vals) if vals else None, source))
-    return out
+    """The arguments of `words` (sources.options, NARGS arguments taking several words), each with its source."""
+    return [(k, v, source) for k, v in arg_pairs(words, NARGS)]
 
 
 def from_script(path: Path) -> tuple[list[Arg], list[Arg]]:

@@ -65,22 +65,29 @@ def read_yaml(path: Path, what: str) -> dict:
 # ---- argument lists (the shell reader is perfmodel.ingest.shell_script) ------------------------------------
 
 
-def options(words: list[str]) -> list[tuple[str, str | None]]:
-    """`--name value`, `--name=value` and bare `--flag` pairs of an argument list, in order; other words skipped."""
+def options(words: list[str], nargs=()) -> list[tuple[str, str | None]]:
+    """`--name value`, `--name=value` and bare `--flag` pairs of an argument list, in order (other words skipped);
+    an option of `nargs` takes every word up to the next option, joined by spaces (Megatron's nargs='+')."""
+    def is_option(w: str) -> bool:
+        return w.startswith("--") and len(w) > 2
+
     out = []
     i = 0
     while i < len(words):
         w = words[i]
-        if w.startswith("--") and len(w) > 2:
-            if "=" in w:
-                k, v = w.split("=", 1)
-                out.append((k, v))
-            elif i + 1 < len(words) and not words[i + 1].startswith("--"):
-                out.append((w, words[i + 1]))
-                i += 1
-            else:
-                out.append((w, None))
         i += 1
+        if not is_option(w):
+            continue
+        if "=" in w:
+            out.append(tuple(w.split("=", 1)))
+            continue
+        vals = []
+        while i < len(words) and not is_option(words[i]):
+            vals.append(words[i])
+            i += 1
+            if w not in nargs:
+                break
+        out.append((w, " ".join(vals) if vals else None))
     return out
 
 
