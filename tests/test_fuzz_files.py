@@ -229,8 +229,7 @@ def _note(text: str) -> None:
 
 
 # Refusals of a valid document for another reason than the file: the command's own (one line, nothing written).
-NOT_THE_FILE = ("not written, the plan does not fit in memory",  # predict --save-plan
-                "but this run is on cpu")  # execute: a plan for another device type
+NOT_THE_FILE = ("but this run is on cpu",)  # execute: a plan for another device type
 
 
 def refused(work: Path, v: Variant, file_name: str, argv_of, api=None, also: list[str] = (),

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import InputError
 from ..files import check_output
 from ..ingest import FRAMEWORKS
 from .argtypes import integer, path
@@ -38,6 +37,9 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                                                           "the launcher")
     p.add_argument("--output", "-o", type=path("--output", "a file ending in .json"), metavar="PLAN.json",
                    help="write the plan file (what predict --plan, export and execute read)")
+    p.add_argument("--strict", action="store_true", help="with -o: refuse (exit 2, nothing written) a plan the memory "
+                                                         "model says does not fit; without it the plan is written "
+                                                         "with its verdict, as the config may well run")
     p.add_argument("--explain", action="store_true", help="list every key and what it became")
     p.add_argument("--format", choices=["table", "json"], default="table")
     return p
@@ -56,13 +58,12 @@ def run(a: argparse.Namespace) -> str:
         from ..search.plan_writer import plan_file
         from ..spec.plan_file import write_plan_file
 
-        if not est.fits_in_memory:
-            raise InputError(f"--output {a.output}: not written, the config's plan does not fit in memory (reserves "
-                             f"{est.memory_bytes.reserved / 2**30:.1f} GiB > {est.memory_budget_bytes / 2**30:.1f} "
-                             f"GiB budget on ranks {est.memory_rank}); plan files are meant to run")
+        from .report import unfit_plan_file
+
+        unfit = unfit_plan_file(est, "--output", a.output, a.strict)
         pf = plan_file(model, system, plan, created_by="perfmodel " + " ".join(sys.argv[1:]), evaluated=(step, est))
         write_plan_file(pf, a.output)
-        print(f"wrote {a.output}", file=sys.stderr)
+        print(f"wrote {a.output}" + (f"\n{unfit}" if unfit else ""), file=sys.stderr)
     if a.format == "json":
         import json
 

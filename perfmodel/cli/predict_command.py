@@ -20,6 +20,9 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                                                      "example: " + " ".join(EXAMPLE))
     p.add_argument("--save-plan", type=path("--save-plan"), metavar="FILE",
                    help="also write the plan as a plan file (JSON) to FILE")
+    p.add_argument("--strict", action="store_true", help="with --save-plan: refuse (exit 2, nothing written) a plan "
+                                                         "the memory model says does not fit; without it the plan is "
+                                                         "written with its verdict")
     add_plan_flags(p)
     p.add_argument("--versus", type=stack_name(STACKS, release_lines()), metavar="STACK",
                    help="also price the same flags under another stack or release (megatron-bridge@25.11) and show "
@@ -85,12 +88,12 @@ def estimate_from_args(a):
     if a.save_plan:
         from ..search.plan_writer import plan_file  # PaSE placements: only when a plan file is written
 
-        if not est.fits_in_memory:
-            raise InputError(f"--save-plan {a.save_plan}: not written, the plan does not fit in memory (reserves "
-                             f"{est.memory_bytes.reserved / 2**30:.1f} GiB > {est.memory_budget_bytes / 2**30:.1f} "
-                             f"GiB budget on ranks {est.memory_rank}, the {est.memory_stage} stage); plan files are "
-                             "meant to run")
+        from .report import unfit_plan_file
+
+        unfit = unfit_plan_file(est, "--save-plan", a.save_plan, getattr(a, "strict", False))
         pf = plan_file(model, system, est.plan, created_by="perfmodel " + " ".join(sys.argv[1:]),
                        evaluated=(step, est), headroom=headroom_of(a))
         write_plan_file(pf, a.save_plan, "--save-plan")
+        if unfit:
+            print(unfit, file=sys.stderr)
     return est

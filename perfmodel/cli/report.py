@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..errors import InputError
 from ..spec.hardware import System
 from ..spec.model import ModelConfig
 from ..spec.result import Estimate
@@ -60,6 +61,21 @@ def memory_verdict(e: Estimate) -> str:
                 f"each to host memory, more than {e.hardware}'s host holds per device (System.host.memory_gib)")
     return (f"NO: ranks {e.memory_rank} ({e.memory_stage} stage) are short by {short:.1f} GiB of the {limit:.1f} GiB "
             f"the allocator can reserve; {decides}; {room}")
+
+
+def unfit_plan_file(e: Estimate, flag: str, path, strict: bool) -> str | None:
+    """What writing the plan file of a plan the memory model says does not fit says (None where it fits or is tight):
+    with `strict`, the refusal (InputError: nothing written); else the line printed beside "wrote PATH", with the
+    verdict, by how much and which part decides it (memory_verdict). A plan the user describes (flags, a plan file,
+    their framework's config) is written whatever the verdict: published runs that ran are said not to fit at times,
+    and the user knows their cluster (issue 73). The search writes only plans that fit (search.ranking)."""
+    if e.memory_verdict != "does not fit":
+        return None
+    verdict = memory_verdict(e).removeprefix("NO: ")
+    if strict:
+        raise InputError(f"{flag} {path}: not written (--strict), the plan does not fit in memory: {verdict}; valid: "
+                         "a plan that fits, or drop --strict to write it with its verdict")
+    return f"{flag} {path}: written although the memory model says it does not fit: {verdict}"
 
 
 def host_lines(e) -> list[str]:
