@@ -58,6 +58,16 @@ HF_IDS = {
     "openai/gpt-oss-20b": "gpt-oss-20b", "openai/gpt-oss-120b": "gpt-oss-120b",
     "mistralai/Mixtral-8x7B-v0.1": "mixtral-8x7b", "mistralai/Mistral-7B-v0.1": "mistral-7b",
     "google/gemma-3-27b-it": "gemma-3-27b", "google/gemma-3-12b-it": "gemma-3-12b",
+    # the ids Megatron-Bridge's recipes at 067f987 load (recipes/llama, qwen, gemma, deepseek) and Llama 4's
+    "meta-llama/Llama-3.2-1B": "llama-3.2-1b", "meta-llama/Llama-3.2-3B": "llama-3.2-3b",
+    "meta-llama/Llama-3.3-70B-Instruct": "llama-3.3-70b",
+    "meta-llama/Llama-4-Scout-17B-16E": "llama-4-scout", "meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama-4-scout",
+    "meta-llama/Llama-4-Maverick-17B-128E": "llama-4-maverick",
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct": "llama-4-maverick",
+    **{f"Qwen/Qwen3-{s}": f"qwen3-{s.lower()}" for s in ("0.6B", "1.7B", "4B", "8B", "14B", "32B")},
+    **{f"Qwen/Qwen2.5-{s}": f"qwen2.5-{s.lower()}" for s in ("1.5B", "7B", "14B", "32B", "72B")},
+    **{f"google/gemma-2-{s}": f"gemma-2-{s}" for s in ("2b", "9b", "27b")},
+    "deepseek-ai/DeepSeek-V2": "deepseek-v2", "deepseek-ai/DeepSeek-V2-Lite": "deepseek-v2-lite",
 }
 
 
@@ -96,8 +106,6 @@ _NAME_ALIASES = {
     # MaxText configs/models/deepseek2-16b.yml (DeepSeek-V2-Lite: 27 layers of 2048, 64 experts) and
     # deepseek2-236b.yml (DeepSeek-V2); Megatron-Bridge recipes/deepseek/deepseek_v2.py deepseek_v2_lite_*
     "deepseek2-16b": "deepseek-v2-lite", "deepseek2-236b": "deepseek-v2", "deepseek-v2-lite-16b": "deepseek-v2-lite",
-    # Megatron-Bridge recipes/nemotronh/nemotronh.py nemotronh_{4b,8b,47b,56b}_* and the perf_recipes/nemotronh folder
-    "nemotronh-8b": "nemotron-h-8b", "nemotronh-47b": "nemotron-h-47b", "nemotronh-56b": "nemotron-h-56b",
     # Megatron-Bridge recipes/moonlight/moonlight_16b.py moonlight_16b_*: Moonlight-16B-A3B is one size
     "moonlight-16b": "moonlight-16b-a3b",
 }
@@ -157,13 +165,14 @@ def _index() -> dict[str, str]:
     index: dict[str, str] = {}
     for name, preset in [(p, p) for p in PRESETS] + list(ALIASES.items()) + list(_NAME_ALIASES.items()):
         key = _key(_words(name))
-        assert index.get(key, preset) == preset, (name, key, index[key])
+        assert preset in PRESETS and index.get(key, preset) == preset, (name, key, preset)
         index[key] = preset
     return index
 
 
 _INDEX = _index()
 _FRAMEWORK_INDEX = {fw: {_key(_words(k)): v for k, v in table.items()} for fw, table in _FRAMEWORK_ALIASES.items()}
+assert all(v in PRESETS for table in _FRAMEWORK_ALIASES.values() for v in table.values())
 
 
 def preset_for_name(name: str, framework: str | None = None) -> str | None:

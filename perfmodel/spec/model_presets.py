@@ -29,6 +29,12 @@ _LLAMA31 = dict(_LLAMA3, max_seq_len=131072)
 _MISTRAL = dict(mlp="swiglu", norm="rmsnorm", position="rope", tie_embeddings=False, linear_bias="none")
 _QWEN3 = dict(vocab=151936, max_seq_len=40960, mlp="swiglu", norm="rmsnorm", position="rope", tie_embeddings=False,
               linear_bias="none")
+_QWEN3_SRC = "Yang et al. 2025 (Qwen3) Table 1, {}"
+_QWEN25 = dict(_QWEN3, vocab=152064, max_seq_len=131072, linear_bias="qkv")
+_QWEN25_SRC = "Qwen Team 2024 (Qwen2.5 technical report) Table 1, {}"
+_GEMMA2 = dict(vocab=256000, max_seq_len=8192, mlp="swiglu", norm="rmsnorm", position="rope", tie_embeddings=True,
+               linear_bias="none", sliding_window=4096)
+_GEMMA2_SRC = "Gemma Team 2024 (Gemma 2) Table 1, MaxText configs/models/gemma2-{0}.yml, google/gemma-2-{0} config.json"
 # DeepSeek-V3 report (DeepSeek-AI 2024, arXiv 2412.19437) Sec. 5.4.3: "the acceptance rate of the second token
 # prediction ranges between 85% and 90% across various generation topics" (its MTP module as a draft, 1.8x TPS).
 # The low end, as a planner should assume; a chained draft's later tokens are assumed to keep it (the report states
@@ -95,6 +101,61 @@ PRESETS: dict[str, dict] = {
                        tie_embeddings=False, linear_bias="none", sliding_window=4096, n_layers=32, hidden=4096,
                        n_heads=32, n_kv_heads=8, ffn_hidden=14336,
                        source="Jiang et al. 2023 (Mistral 7B) Table 1, mistralai/Mistral-7B-v0.1 config.json"),
+    # Llama 3.2's small text models: torchtitan models/llama3/__init__.py flavors 1B / 3B at b5bcd76c (dim, layers,
+    # heads, kv heads; ffn compute_ffn_hidden_dim(dim, multiple_of=1024, ffn_dim_multiplier=1.5 / 1.0) = 8192) and
+    # meta-llama/Llama-3.2-1B config.json (as quoted with its _commit_hash in kevinstephano/thunder_model_blocks
+    # hf_llama/llama_config.py): tie_word_embeddings true, head_dim 64, max_position_embeddings 131072
+    "llama-3.2-1b": dict(_LLAMA31, n_layers=16, hidden=2048, n_heads=32, n_kv_heads=8, ffn_hidden=8192,
+                         tie_embeddings=True,
+                         source="meta-llama/Llama-3.2-1B config.json, torchtitan models/llama3 flavor 1B"),
+    "llama-3.2-3b": dict(_LLAMA31, n_layers=28, hidden=3072, n_heads=24, n_kv_heads=8, ffn_hidden=8192,
+                         tie_embeddings=True,
+                         source="meta-llama/Llama-3.2-3B config.json, torchtitan models/llama3 flavor 3B"),
+    # Llama 3.3 70B: Llama 3.1 70B's shape (ai-dynamo/aiconfigurator@f577ab84 model_configs/
+    # meta-llama--Llama-3.3-70B-Instruct_config.json; MaxText configs/models/llama3.3-70b.yml)
+    "llama-3.3-70b": dict(_LLAMA31, n_layers=80, hidden=8192, n_heads=64, n_kv_heads=8, ffn_hidden=28672,
+                          source="meta-llama/Llama-3.3-70B-Instruct config.json"),
+    # Qwen3's dense models (Yang et al. 2025, Qwen3 technical report, Table 1: layers, heads Q / KV, tied embeddings
+    # up to 4B): config.json of Qwen/Qwen3-{0.6B,1.7B,8B,32B} (../shared/data/hf_configs), MaxText
+    # configs/models/qwen3-{4b,14b}.yml for the two without one here. head_dim 128 apart from hidden / heads.
+    "qwen3-0.6b": dict(_QWEN3, n_layers=28, hidden=1024, n_heads=16, n_kv_heads=8, head_dim=128, ffn_hidden=3072,
+                       tie_embeddings=True, source=_QWEN3_SRC.format("Qwen/Qwen3-0.6B config.json")),
+    "qwen3-1.7b": dict(_QWEN3, n_layers=28, hidden=2048, n_heads=16, n_kv_heads=8, head_dim=128, ffn_hidden=6144,
+                       tie_embeddings=True, source=_QWEN3_SRC.format("Qwen/Qwen3-1.7B config.json")),
+    "qwen3-4b": dict(_QWEN3, n_layers=36, hidden=2560, n_heads=32, n_kv_heads=8, head_dim=128, ffn_hidden=9728,
+                     tie_embeddings=True, source=_QWEN3_SRC.format("MaxText configs/models/qwen3-4b.yml")),
+    "qwen3-8b": dict(_QWEN3, n_layers=36, hidden=4096, n_heads=32, n_kv_heads=8, head_dim=128, ffn_hidden=12288,
+                     source=_QWEN3_SRC.format("Qwen/Qwen3-8B config.json")),
+    "qwen3-14b": dict(_QWEN3, n_layers=40, hidden=5120, n_heads=40, n_kv_heads=8, head_dim=128, ffn_hidden=17408,
+                      source=_QWEN3_SRC.format("MaxText configs/models/qwen3-14b.yml")),
+    "qwen3-32b": dict(_QWEN3, n_layers=64, hidden=5120, n_heads=64, n_kv_heads=8, head_dim=128, ffn_hidden=25600,
+                      fp8_weight_blocks=True,  # Qwen/Qwen3-32B-FP8 config.json: weight_block_size [128, 128]
+                      source=_QWEN3_SRC.format("Qwen/Qwen3-32B config.json")),
+    # Qwen2.5 (Qwen Team 2024, Qwen2.5 technical report, Table 1): q/k/v biases, GQA; config.json of
+    # Qwen/Qwen2.5-{1.5B,7B,32B,72B} (ai-dynamo/aiconfigurator@38028ec8 model_configs/), MaxText
+    # configs/models/qwen2.5-14b.yml for 14B. 1.5B ties its embeddings; vocab 151936 there, 152064 above.
+    "qwen2.5-1.5b": dict(_QWEN25, vocab=151936, n_layers=28, hidden=1536, n_heads=12, n_kv_heads=2, ffn_hidden=8960,
+                         tie_embeddings=True, source=_QWEN25_SRC.format("Qwen/Qwen2.5-1.5B config.json")),
+    "qwen2.5-7b": dict(_QWEN25, n_layers=28, hidden=3584, n_heads=28, n_kv_heads=4, ffn_hidden=18944,
+                       source=_QWEN25_SRC.format("Qwen/Qwen2.5-7B config.json")),
+    "qwen2.5-14b": dict(_QWEN25, n_layers=48, hidden=5120, n_heads=40, n_kv_heads=8, ffn_hidden=13824,
+                        source=_QWEN25_SRC.format("MaxText configs/models/qwen2.5-14b.yml")),
+    "qwen2.5-32b": dict(_QWEN25, n_layers=64, hidden=5120, n_heads=40, n_kv_heads=8, ffn_hidden=27648,
+                        source=_QWEN25_SRC.format("Qwen/Qwen2.5-32B config.json")),
+    "qwen2.5-72b": dict(_QWEN25, n_layers=80, hidden=8192, n_heads=64, n_kv_heads=8, ffn_hidden=29568,
+                        source=_QWEN25_SRC.format("Qwen/Qwen2.5-72B config.json")),
+    # Gemma 2 (Gemma Team 2024, Gemma 2 report, arXiv 2408.00118, Table 1): local (4096-token window) and global
+    # attention alternate, half the layers each; GeGLU priced as SwiGLU; tied embeddings; head_dim 256 (2B, 9B) and
+    # 128 (27B). Shapes as MaxText configs/models/gemma2-{2b,9b,27b}.yml (whose base_num_decoder_layers counts a
+    # local + global pair as one layer: 13, 21, 23) and Megatron-Bridge models/gemma/gemma2_provider.py
+    # (vocab_size 256000, as the google/gemma-2-* config.json; MaxText pads it to 256128). The post-norms and logit
+    # soft-capping have no cost counted (as Gemma 3's).
+    "gemma-2-2b": dict(_GEMMA2, n_layers=26, sliding_window_layers=13, hidden=2304, n_heads=8, n_kv_heads=4,
+                       head_dim=256, ffn_hidden=9216, source=_GEMMA2_SRC.format("2b")),
+    "gemma-2-9b": dict(_GEMMA2, n_layers=42, sliding_window_layers=21, hidden=3584, n_heads=16, n_kv_heads=8,
+                       head_dim=256, ffn_hidden=14336, source=_GEMMA2_SRC.format("9b")),
+    "gemma-2-27b": dict(_GEMMA2, n_layers=46, sliding_window_layers=23, hidden=4608, n_heads=32, n_kv_heads=16,
+                        head_dim=128, ffn_hidden=36864, source=_GEMMA2_SRC.format("27b")),
     # -- mixture of experts ------------------------------------------------------------------------------
     # Jiang et al. 2024 (Mixtral of Experts) Table 1: 8 experts, top-2, every layer; experts as wide as
     # intermediate_size.
@@ -140,6 +201,23 @@ PRESETS: dict[str, dict] = {
                               mla=dict(_DEEPSEEK_MLA, q_lora_rank=None),
                               source="Liu et al. 2025 (Muon is scalable for LLM training), "
                                      "moonshotai/Moonlight-16B-A3B config.json"),
+    # DeepSeek-V2 (DeepSeek-AI 2024, arXiv 2405.04434, Sec. 3.1.1 and Appendix B for the Lite model): MLA, softmax
+    # routing over 2 shared and top-6 of 160 (Lite: 64) fine-grained experts, the first layer dense; Lite has no
+    # query latent. Shapes as MaxText configs/models/deepseek2-236b.yml and deepseek2-16b.yml (q_lora_rank 0: none).
+    "deepseek-v2": dict(_DEEPSEEK, vocab=102400, max_seq_len=163840, n_layers=60, hidden=5120, n_heads=128,
+                        ffn_hidden=12288,
+                        moe=dict(n_experts=160, top_k=6, expert_ffn_hidden=1536, n_shared_experts=2,
+                                 first_dense_layers=1),
+                        mla=dict(_DEEPSEEK_MLA, q_lora_rank=1536),
+                        source="DeepSeek-AI 2024 (DeepSeek-V2, arXiv 2405.04434) Sec. 3.1.1, MaxText "
+                               "configs/models/deepseek2-236b.yml, deepseek-ai/DeepSeek-V2 config.json"),
+    "deepseek-v2-lite": dict(_DEEPSEEK, vocab=102400, max_seq_len=163840, n_layers=27, hidden=2048, n_heads=16,
+                             ffn_hidden=10944,
+                             moe=dict(n_experts=64, top_k=6, expert_ffn_hidden=1408, n_shared_experts=2,
+                                      first_dense_layers=1),
+                             mla=dict(_DEEPSEEK_MLA, q_lora_rank=None),
+                             source="DeepSeek-AI 2024 (DeepSeek-V2, arXiv 2405.04434) Appendix B, MaxText "
+                                    "configs/models/deepseek2-16b.yml, deepseek-ai/DeepSeek-V2-Lite config.json"),
     # gpt-oss model card (OpenAI 2025) Table 1: 64 query heads of 64 and 8 kv heads over a 2880-wide residual;
     # layers alternate a 128-token window and full attention (layer_types); biased attention, router and experts.
     # The attention sinks (one logit per head) are not counted.
@@ -173,6 +251,15 @@ PRESETS: dict[str, dict] = {
                         sliding_window_layers=40,
                         source="Gemma Team 2025 (Gemma 3 technical report), google/gemma-3-12b-pt config.json "
                                "text_config, MaxText configs/models/gemma3-12b.yml"),
+    # Llama 4 Maverick's text model (the published 400B includes the vision encoder): Scout's layers with 128 experts
+    # (top-1, plus the shared expert) on every other layer (interleave_moe_layer_step 2: layers 1, 3, ..., 47), the
+    # others a dense MLP of 16384 (intermediate_size_mlp). Chunked local attention priced as full causal attention.
+    "llama-4-maverick": dict(vocab=202048, max_seq_len=1048576, mlp="swiglu", norm="rmsnorm", position="rope",
+                             tie_embeddings=False, linear_bias="none", n_layers=48, hidden=5120, n_heads=40,
+                             n_kv_heads=8, head_dim=128, ffn_hidden=16384,
+                             moe=dict(n_experts=128, top_k=1, expert_ffn_hidden=8192, n_shared_experts=1,
+                                      layer_freq=2, router_scoring="sigmoid"),
+                             source="meta-llama/Llama-4-Maverick-17B-128E-Instruct config.json (text_config)"),
     # 30 layers (25 windowed) of hidden 2816, 16 heads, 8 kv heads (2 on global layers); every layer runs the dense
     # GeGLU MLP (intermediate_size 2112) beside 128 experts of 704, top 8: the MLP as one shared expert
     "gemma-4-26b-a4b": dict(_GEMMA4, n_layers=30, sliding_window_layers=25, hidden=2816, n_heads=16, n_kv_heads=8,
