@@ -34,7 +34,8 @@ _QWEN25 = dict(_QWEN3, vocab=152064, max_seq_len=131072, linear_bias="qkv")
 _QWEN25_SRC = "Qwen Team 2024 (Qwen2.5 technical report) Table 1, {}"
 _GEMMA2 = dict(vocab=256000, max_seq_len=8192, mlp="swiglu", norm="rmsnorm", position="rope", tie_embeddings=True,
                linear_bias="none", sliding_window=4096)
-_GEMMA2_SRC = "Gemma Team 2024 (Gemma 2) Table 1, MaxText configs/models/gemma2-{0}.yml, google/gemma-2-{0} config.json"
+_GEMMA2_SRC = ("Gemma Team 2024 (Gemma 2) Table 1, MaxText configs/models/gemma2-{0}.yml, Megatron-Bridge "
+               "models/gemma/gemma2_provider.py (vocab_size 256000)")
 # DeepSeek-V3 report (DeepSeek-AI 2024, arXiv 2412.19437) Sec. 5.4.3: "the acceptance rate of the second token
 # prediction ranges between 85% and 90% across various generation topics" (its MTP module as a draft, 1.8x TPS).
 # The low end, as a planner should assume; a chained draft's later tokens are assumed to keep it (the report states
@@ -147,9 +148,9 @@ PRESETS: dict[str, dict] = {
     # Gemma 2 (Gemma Team 2024, Gemma 2 report, arXiv 2408.00118, Table 1): local (4096-token window) and global
     # attention alternate, half the layers each; GeGLU priced as SwiGLU; tied embeddings; head_dim 256 (2B, 9B) and
     # 128 (27B). Shapes as MaxText configs/models/gemma2-{2b,9b,27b}.yml (whose base_num_decoder_layers counts a
-    # local + global pair as one layer: 13, 21, 23) and Megatron-Bridge models/gemma/gemma2_provider.py
-    # (vocab_size 256000, as the google/gemma-2-* config.json; MaxText pads it to 256128). The post-norms and logit
-    # soft-capping have no cost counted (as Gemma 3's).
+    # local + global pair as one layer: 13, 21, 23) and Megatron-Bridge models/gemma/gemma2_provider.py at 067f987
+    # (vocab_size 256000; MaxText's yml and the report's embedding count pad it to 256128). The post-norms and
+    # logit soft-capping have no cost counted (as Gemma 3's).
     "gemma-2-2b": dict(_GEMMA2, n_layers=26, sliding_window_layers=13, hidden=2304, n_heads=8, n_kv_heads=4,
                        head_dim=256, ffn_hidden=9216, source=_GEMMA2_SRC.format("2b")),
     "gemma-2-9b": dict(_GEMMA2, n_layers=42, sliding_window_layers=21, hidden=3584, n_heads=16, n_kv_heads=8,
@@ -210,14 +211,14 @@ PRESETS: dict[str, dict] = {
                                  first_dense_layers=1),
                         mla=dict(_DEEPSEEK_MLA, q_lora_rank=1536),
                         source="DeepSeek-AI 2024 (DeepSeek-V2, arXiv 2405.04434) Sec. 3.1.1, MaxText "
-                               "configs/models/deepseek2-236b.yml, deepseek-ai/DeepSeek-V2 config.json"),
+                               "configs/models/deepseek2-236b.yml"),
     "deepseek-v2-lite": dict(_DEEPSEEK, vocab=102400, max_seq_len=163840, n_layers=27, hidden=2048, n_heads=16,
                              ffn_hidden=10944,
                              moe=dict(n_experts=64, top_k=6, expert_ffn_hidden=1408, n_shared_experts=2,
                                       first_dense_layers=1),
                              mla=dict(_DEEPSEEK_MLA, q_lora_rank=None),
                              source="DeepSeek-AI 2024 (DeepSeek-V2, arXiv 2405.04434) Appendix B, MaxText "
-                                    "configs/models/deepseek2-16b.yml, deepseek-ai/DeepSeek-V2-Lite config.json"),
+                                    "configs/models/deepseek2-16b.yml, torchtitan deepseek_v3 flavor 16B"),
     # gpt-oss model card (OpenAI 2025) Table 1: 64 query heads of 64 and 8 kv heads over a 2880-wide residual;
     # layers alternate a 128-token window and full attention (layer_types); biased attention, router and experts.
     # The attention sinks (one logit per head) are not counted.
