@@ -134,7 +134,8 @@ def test_megatron_deepspeed_defaults_its_script_leaves(tmp_path):
 def test_refusals_name_why(tmp_path):
     with pytest.raises(InputError, match="does not define the model.*launch script"):
         read_config([FIX / "bf16_master_zero3.json"], "deepspeed")
-    with pytest.raises(InputError, match="--model_name_or_path = facebook/opt-125m is not a model"):
+    # facebook/opt-125m is a preset (opt-125m); the script states no sequence length
+    with pytest.raises(InputError, match="plan.seq_len: neither the DeepSpeed config nor the launch script"):
         read_config([FIX / "autotp_hf_auto.json", FIX / "autotp_hf_run.sh"], "deepspeed")
     with pytest.raises(InputError, match="seq_len"):  # the ZenFlow script names Llama-2-7B but no sequence length
         read_config([FIX / "zenflow_zero2_offload.json", FIX / "zenflow_finetune_llama.sh"], "deepspeed")

@@ -262,4 +262,4 @@ def test_a_hugging_face_id_names_its_preset():
     assert preset_for_hf_id("meta-llama/Meta-Llama-3.1-8B") == "llama-3.1-8b"  # ... without meta-
     assert preset_for_hf_id("mistralai/Mixtral-8x7B-v0.1") == "mixtral-8x7b"  # from the table: no name rule gives it
     assert preset_for_hf_id("deepseek-ai/DeepSeek-V3-Base") == "deepseek-v3"
-    assert preset_for_hf_id("facebook/opt-125m") is None
+    assert preset_for_hf_id("bigscience/bloom-560m") is None

@@ -85,6 +85,11 @@ NAMES = [
     ("meta-llama/Llama-3.2-1B", None, "llama-3.2-1b"), ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", None,
                                                          "llama-4-maverick"),
     ("deepseek-ai/DeepSeek-V2-Lite", None, "deepseek-v2-lite"),
+    ("deepseek-ai/DeepSeek-R1", None, "deepseek-v3"),  # Megatron-LM examples/post_training/modelopt/conf
+    ("gpt2", None, "gpt2-124m"), ("gpt2-xl", None, "gpt2-1.5b"),  # DeepSpeedExamples --model_name_or_path
+    ("facebook/opt-125m", None, "opt-125m"), ("facebook/opt-1.3b", None, "opt-1.3b"),  # DeepSpeed-Chat
+    # AI-Hypercomputer/tpu-recipes folder names
+    ("llama3.0-70b", None, "llama-3-70b"), ("llama4-maverick-17b-128e", None, "llama-4-maverick"),
 ]
 # Names no preset has: another size, another model, a framework's test model
 UNKNOWN = [
@@ -94,7 +99,9 @@ UNKNOWN = [
     ("qwen25_500m_pretrain_1gpu_h100_bf16_config", "bridge"), ("qwen2_7b_pretrain_2gpu_h100_bf16_config", "bridge"),
     ("nemotronh_8b_pretrain_2gpu_h100_bf16_config", "bridge"), ("qwen35_9b", "torchtitan"),
     ("deepseek_v3 16B", "torchtitan"),  # V2-Lite's layers at 16384 positions: the torchtitan reader builds it
-    ("llama3-18b", None), ("llama-3.1-7b", None), ("gpt3-1.3", None), ("facebook/opt-125m", None), ("", None),
+    ("llama3-18b", None), ("llama-3.1-7b", None), ("gpt3-1.3", None), ("bigscience/bloom-560m", None),
+    ("facebook/opt-350m", None),  # its 512-wide embedding projected into 1024-wide layers: no preset
+    ("", None),
 ]
 
 
@@ -118,7 +125,7 @@ def test_llama3_8b_means_llama_3_outside_torchtitan():
 def test_hf_id_lookup_still_reads_the_table_and_the_name():
     assert preset_for_hf_id("mistralai/Mixtral-8x7B-v0.1") == "mixtral-8x7b"  # the table: no rule gives it
     assert preset_for_hf_id("deepseek-ai/DeepSeek-V3-Base") == "deepseek-v3"
-    assert preset_for_hf_id("facebook/opt-125m") is None
+    assert preset_for_hf_id("bigscience/bloom-560m") is None
 
 
 def test_an_unknown_framework_is_a_programming_error():
@@ -147,7 +154,7 @@ def test_a_tokenizer_name_gives_its_vocabulary_and_a_source(name, vocab):
 
 @pytest.mark.parametrize("name", ["HuggingFaceTokenizer", "NullTokenizer", "SentencePieceTokenizer",
                                   "/data/tokenizer.model", "multiMixV8.gpt4o_nc_sd.500000.128k.vocab.json",
-                                  "facebook/opt-125m", ""])
+                                  "bigscience/bloom-560m", ""])
 def test_a_tokenizer_without_a_stated_size_is_none(name):
     # these name a file or a library, not a vocabulary: the config's --vocab-size / the model must say it
     assert tokenizer_vocab(name) is None
@@ -186,6 +193,11 @@ PUBLISHED = [
     ("deepseek-v2", "total", 236e9, ("round", 1e9)), ("deepseek-v2", "active", 21e9, ("round", 1e9)),
     ("deepseek-v2-lite", "total", 15.7e9, ("round", 0.1e9)),
     ("deepseek-v2-lite", "active-no-input-embedding", 2.4e9, ("truncate", 0.1e9)),
+    # facebook/opt-* on Hugging Face: 125,239,296 / 1,315,758,080 / 6,658,473,984 parameters, the position table's
+    # two offset rows (OPTLearnedPositionalEmbedding's offset 2) left out here
+    ("opt-125m", "total", 125_239_296 - 2 * 768, ("round", 1)),
+    ("opt-1.3b", "total", 1_315_758_080 - 2 * 2048, ("round", 1)),
+    ("opt-6.7b", "total", 6_658_473_984 - 2 * 4096, ("round", 1)),
     # meta-llama/Llama-4-Maverick-17B-128E model card: 17B active, 400B total (the vision encoder included there)
     ("llama-4-maverick", "active", 17e9, ("round", 1e9)), ("llama-4-maverick", "total", 400e9, ("rel", 0.01)),
 ]

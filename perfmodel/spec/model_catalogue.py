@@ -68,6 +68,13 @@ HF_IDS = {
     **{f"Qwen/Qwen2.5-{s}": f"qwen2.5-{s.lower()}" for s in ("1.5B", "7B", "14B", "32B", "72B")},
     **{f"google/gemma-2-{s}": f"gemma-2-{s}" for s in ("2b", "9b", "27b")},
     "deepseek-ai/DeepSeek-V2": "deepseek-v2", "deepseek-ai/DeepSeek-V2-Lite": "deepseek-v2-lite",
+    # DeepSeek-R1 is DeepSeek-V3's architecture (its config.json, ../shared/data/hf_configs, parses to the preset);
+    # Megatron-LM examples/post_training/modelopt/conf/deepseek-ai/DeepSeek-R1.sh
+    "deepseek-ai/DeepSeek-R1": "deepseek-v3",
+    # GPT-2's ids (DeepSpeedExamples' --model_name_or_path gpt2 / gpt2-medium / gpt2-large / gpt2-xl)
+    **{f"{org}{hf}": preset for org in ("", "openai-community/") for hf, preset in (
+        ("gpt2", "gpt2-124m"), ("gpt2-medium", "gpt2-350m"), ("gpt2-large", "gpt2-774m"), ("gpt2-xl", "gpt2-1.5b"))},
+    **{f"facebook/opt-{s}": f"opt-{s}" for s in ("125m", "1.3b", "2.7b", "6.7b", "13b", "30b", "66b")},
 }
 
 
@@ -103,6 +110,8 @@ _NAME_ALIASES = {
     # Maverick (128 experts); Hugging Face's ids meta-llama/Llama-4-Scout-17B-16E / Llama-4-Maverick-17B-128E
     "llama4-17b-16e": "llama-4-scout", "llama4-17b-128e": "llama-4-maverick",
     "llama-4-scout-17b-16e": "llama-4-scout", "llama-4-maverick-17b-128e": "llama-4-maverick",
+    # AI-Hypercomputer/tpu-recipes folder names: llama4-scout-17b-16e-maxtext, llama4-maverick-17b-128e-maxtext
+    "llama4-scout-17b-16e": "llama-4-scout", "llama4-maverick-17b-128e": "llama-4-maverick",
     # MaxText configs/models/deepseek2-16b.yml (DeepSeek-V2-Lite: 27 layers of 2048, 64 experts) and
     # deepseek2-236b.yml (DeepSeek-V2); Megatron-Bridge recipes/deepseek/deepseek_v2.py deepseek_v2_lite_*
     "deepseek2-16b": "deepseek-v2-lite", "deepseek2-236b": "deepseek-v2", "deepseek-v2-lite-16b": "deepseek-v2-lite",
@@ -144,10 +153,15 @@ def _words(name: str) -> list[str]:
 
 def _spellings(words: list[str]):
     """The words as written, then with a two-digit version read as major.minor (Bridge's llama31, qwen25: Llama 3.1,
-    Qwen2.5) and a size in millions as billions (Bridge's qwen3_600m: Qwen3-0.6B)."""
+    Qwen2.5) or an N.0 version as N, and a size in millions as billions (Bridge's qwen3_600m: Qwen3-0.6B)."""
     at = next((i for i in range(1, len(words)) if words[i].isdigit() and words[i - 1].isalpha()), None)
     versions = [words]
-    if at is not None and len(words[at]) == 2:
+    if at is None:  # tpu-recipes' llama3.0-70b: version 3.0 is Llama 3
+        at = next((i for i in range(1, len(words)) if re.fullmatch(r"\d\.0", words[i]) and words[i - 1].isalpha()),
+                  None)
+        if at is not None:
+            versions.append(words[:at] + [words[at][0]] + words[at + 1:])
+    elif len(words[at]) == 2:
         versions.append(words[:at] + [f"{words[at][0]}.{words[at][1]}"] + words[at + 1:])
     for ws in versions:
         yield ws
@@ -187,7 +201,7 @@ def preset_for_name(name: str, framework: str | None = None) -> str | None:
     if framework is not None and framework not in FRAMEWORKS:
         raise ValueError(f"framework {framework!r}: valid: {', '.join(FRAMEWORKS)}")
     name = name.strip()
-    if "/" in name:
+    if "/" in name or name in HF_IDS:
         return preset_for_hf_id(name)
     words = _words(name)
     table = _FRAMEWORK_INDEX.get(framework or "", {})

@@ -21,6 +21,14 @@ def _gpt(n_layers, hidden, n_heads, base, source, head_dim=None, name=None):
                 ffn_hidden=4 * hidden, source=source, **base)
 
 
+# OPT (Zhang et al. 2022, Table 1: layers, heads, d_model; MLP 4 x d_model): pre-LN decoder with learned positions,
+# biases, tied embeddings; vocab_size 50272 and max_position_embeddings 2048 as the facebook/opt-* config.json
+# (DeepSpeed-Chat's and DeepSpeedExamples' --model_name_or_path). ReLU priced as GELU (two matrices). opt-350m is
+# left out: it projects a 512-wide embedding into its 1024-wide layers and normalises after them.
+_OPT = dict(vocab=50272, max_seq_len=2048, mlp="gelu", norm="layernorm", position="learned", tie_embeddings=True,
+            linear_bias="all", dropout=0.1)
+_OPT_SRC = "Zhang et al. 2022 (OPT) Table 1, facebook/opt-* config.json"
+
 _LLAMA2 = dict(vocab=32000, max_seq_len=4096, mlp="swiglu", norm="rmsnorm", position="rope",
                tie_embeddings=False, linear_bias="none")
 _LLAMA3 = dict(_LLAMA2, vocab=128256, max_seq_len=8192)
@@ -82,6 +90,13 @@ PRESETS: dict[str, dict] = {
     # The largest model of Narayanan et al. 2021 (Table 1): 128 layers, hidden 25600, 160 heads, vocab 51200,
     # sequence 2048; 12 l h^2 = 1.007T parameters in its layers.
     "megatron-1t": _gpt(128, 25600, 160, dict(_GPT3, vocab=51200), "Narayanan et al. 2021, Table 1 (1T row)"),
+    "opt-125m": _gpt(12, 768, 12, _OPT, _OPT_SRC),
+    "opt-1.3b": _gpt(24, 2048, 32, _OPT, _OPT_SRC),
+    "opt-2.7b": _gpt(32, 2560, 32, _OPT, _OPT_SRC),
+    "opt-6.7b": _gpt(32, 4096, 32, _OPT, _OPT_SRC),
+    "opt-13b": _gpt(40, 5120, 40, _OPT, _OPT_SRC),
+    "opt-30b": _gpt(48, 7168, 56, _OPT, _OPT_SRC),
+    "opt-66b": _gpt(64, 9216, 72, _OPT, _OPT_SRC),
     "llama-2-7b": dict(_LLAMA2, n_layers=32, hidden=4096, n_heads=32, ffn_hidden=11008,
                        source="Touvron et al. 2023 (Llama 2), meta-llama/Llama-2-7b-hf config.json"),
     "llama-2-13b": dict(_LLAMA2, n_layers=40, hidden=5120, n_heads=40, ffn_hidden=13824,
