@@ -60,6 +60,7 @@ NAMES = [
     ("qwen3-0.6b", "maxtext", "qwen3-0.6b"), ("qwen3-14b-base", "maxtext", "qwen3-14b"),
     ("qwen3-8b", "maxtext", "qwen3-8b"), ("qwen2.5-14b", "maxtext", "qwen2.5-14b"),
     ("gemma2-9b", "maxtext", "gemma-2-9b"),
+    ("qwen3-480b-a35b", "maxtext", "qwen3-coder-480b-a35b"),
     ("deepseek2-16b", "maxtext", "deepseek-v2-lite"), ("deepseek2-236b", "maxtext", "deepseek-v2"),
     ("qwen3_600m_sft_1gpu_h100_bf16_config", "bridge", "qwen3-0.6b"),  # Qwen/Qwen3-0.6B
     ("qwen3_1p7b_pretrain_1gpu_h100_bf16_config", "bridge", "qwen3-1.7b"),
@@ -198,6 +199,9 @@ PUBLISHED = [
     ("opt-125m", "total", 125_239_296 - 2 * 768, ("round", 1)),
     ("opt-1.3b", "total", 1_315_758_080 - 2 * 2048, ("round", 1)),
     ("opt-6.7b", "total", 6_658_473_984 - 2 * 4096, ("round", 1)),
+    # Qwen/Qwen3-Coder-480B-A35B-Instruct model card: 480B total, 35B activated
+    ("qwen3-coder-480b-a35b", "total", 480e9, ("round", 1e9)),
+    ("qwen3-coder-480b-a35b", "active", 35e9, ("truncate", 1e9)),
     # meta-llama/Llama-4-Maverick-17B-128E model card: 17B active, 400B total (the vision encoder included there)
     ("llama-4-maverick", "active", 17e9, ("round", 1e9)), ("llama-4-maverick", "total", 400e9, ("rel", 0.01)),
 ]
@@ -228,13 +232,14 @@ def test_gemma2_non_embedding_count_is_the_reports_less_the_post_norms(size, lay
 
 
 # fixture (a config.json copied verbatim, see below) -> its preset. From ai-dynamo/aiconfigurator (Apache-2.0):
-# qwen3-0.6b (already here), qwen3-1.7b, qwen3-8b, qwen3-32b, llama-4-maverick-17b-128e at 095f58a51
-# aic-core/src/aiconfigurator_core/model_configs/ (the files ../shared/data/hf_configs ships);
+# qwen3-0.6b (already here), qwen3-1.7b, qwen3-8b, qwen3-32b, llama-4-maverick-17b-128e, qwen3-coder-480b-a35b at
+# 095f58a51 aic-core/src/aiconfigurator_core/model_configs/ (the files ../shared/data/hf_configs ships);
 # llama-3.3-70b at f577ab84 and qwen2.5-{1.5b,7b,32b,72b} at 38028ec8, src/aiconfigurator/model_configs/.
 FIXTURES = [("qwen3-0.6b", "qwen3-0.6b"), ("qwen3-1.7b", "qwen3-1.7b"), ("qwen3-8b", "qwen3-8b"),
             ("qwen3-32b", "qwen3-32b"), ("llama-4-maverick-17b-128e", "llama-4-maverick"),
             ("llama-3.3-70b", "llama-3.3-70b"), ("qwen2.5-1.5b", "qwen2.5-1.5b"), ("qwen2.5-7b", "qwen2.5-7b"),
-            ("qwen2.5-32b", "qwen2.5-32b"), ("qwen2.5-72b", "qwen2.5-72b")]
+            ("qwen2.5-32b", "qwen2.5-32b"), ("qwen2.5-72b", "qwen2.5-72b"),
+            ("qwen3-coder-480b-a35b", "qwen3-coder-480b-a35b")]
 
 
 @pytest.mark.parametrize("fixture,preset", FIXTURES)

@@ -70,7 +70,7 @@ HF_IDS = {
     "deepseek-ai/DeepSeek-V2": "deepseek-v2", "deepseek-ai/DeepSeek-V2-Lite": "deepseek-v2-lite",
     # DeepSeek-R1 is DeepSeek-V3's architecture (its config.json, ../shared/data/hf_configs, parses to the preset);
     # Megatron-LM examples/post_training/modelopt/conf/deepseek-ai/DeepSeek-R1.sh
-    "deepseek-ai/DeepSeek-R1": "deepseek-v3",
+    "deepseek-ai/DeepSeek-R1": "deepseek-v3", "Qwen/Qwen3-Coder-480B-A35B-Instruct": "qwen3-coder-480b-a35b",
     # GPT-2's ids (DeepSpeedExamples' --model_name_or_path gpt2 / gpt2-medium / gpt2-large / gpt2-xl)
     **{f"{org}{hf}": preset for org in ("", "openai-community/") for hf, preset in (
         ("gpt2", "gpt2-124m"), ("gpt2-medium", "gpt2-350m"), ("gpt2-large", "gpt2-774m"), ("gpt2-xl", "gpt2-1.5b"))},
@@ -115,6 +115,8 @@ _NAME_ALIASES = {
     # MaxText configs/models/deepseek2-16b.yml (DeepSeek-V2-Lite: 27 layers of 2048, 64 experts) and
     # deepseek2-236b.yml (DeepSeek-V2); Megatron-Bridge recipes/deepseek/deepseek_v2.py deepseek_v2_lite_*
     "deepseek2-16b": "deepseek-v2-lite", "deepseek2-236b": "deepseek-v2", "deepseek-v2-lite-16b": "deepseek-v2-lite",
+    # MaxText configs/models/qwen3-480b-a35b.yml: Qwen3-Coder-480B-A35B (the only Qwen3 of that size)
+    "qwen3-480b-a35b": "qwen3-coder-480b-a35b",
     # Megatron-Bridge recipes/moonlight/moonlight_16b.py moonlight_16b_*: Moonlight-16B-A3B is one size
     "moonlight-16b": "moonlight-16b-a3b",
 }

@@ -192,6 +192,13 @@ PRESETS: dict[str, dict] = {
                             ffn_hidden=12288, moe=dict(n_experts=128, top_k=8, expert_ffn_hidden=1536),
                             fp8_weight_blocks=True,  # Qwen/Qwen3-235B-A22B-FP8 config.json: weight_block_size [128, 128]
                             source="Yang et al. 2025 (Qwen3) Table 2, Qwen/Qwen3-235B-A22B config.json"),
+    # Qwen3-Coder-480B-A35B: Qwen3-MoE's layers at 6144 wide, 160 experts (top-8) of 2560, every layer; ffn_hidden is
+    # intermediate_size, used by no layer (MaxText configs/models/qwen3-480b-a35b.yml states 2560 there)
+    "qwen3-coder-480b-a35b": dict(_QWEN3, max_seq_len=262144, n_layers=62, hidden=6144, n_heads=96, n_kv_heads=8,
+                                  head_dim=128, ffn_hidden=8192,
+                                  moe=dict(n_experts=160, top_k=8, expert_ffn_hidden=2560),
+                                  source="Qwen/Qwen3-Coder-480B-A35B-Instruct config.json, MaxText "
+                                         "configs/models/qwen3-480b-a35b.yml"),
     # DeepSeek-V3 (DeepSeek-AI 2024, Sec. 4.2): 61 layers, the first 3 dense; 256 routed experts (top-8) and 1
     # shared of 2048; MLA with q/kv latents 1536/512, 128 heads of 128+64 (qk) and 128 (v); one MTP module.
     "deepseek-v3": dict(_DEEPSEEK, vocab=129280, max_seq_len=163840, n_layers=61, hidden=7168, n_heads=128,
