@@ -79,8 +79,8 @@ else
 fi
 eval $CMD
 """
-    assert Script(script, "run.sh").commands == [["eval", "echo", "missing"]]  # unknown test: the else branch
-    assert Script(script, "run.sh", every_branch=True).commands == [["eval", "echo", "missing"]]  # the last write
+    assert Script(script, "run.sh").commands == [["echo", "missing"]]  # unknown test: the else branch; eval runs it
+    assert Script(script, "run.sh", every_branch=True).commands == [["echo", "missing"]]  # the last write
     known = 'MODE=zero2\nif [ "$MODE" == "zero1" ]; then\n  Z=1\nelif [ "$MODE" == "zero2" ]; then\n  Z=2\nfi\n'
     assert Script(known, "run.sh").vars["Z"] == "2"
 

@@ -1,187 +1,382 @@
-"""A launch script's commands as the words the shell would pass, read as data (never run): scalar and array
-assignments (`ARGS=( ... )` over several lines, with comments inside, `ARGS+=( ... )`), `$VAR`, `${VAR}`,
-`${VAR:-default}`, `${ARR[@]}` and `$((a * b))` of known integers, and `if [[ A == B ]]; then ... else ... fi` whose
-tests compare known strings. What Megatron-LM's and DeepSpeed's example scripts (examples/gpt3/*.sh,
-examples/llama/*.sh), MaxText's and tpu-recipes' launch scripts and Megatron-Bridge's override lines are written with;
-anything else the shell would compute stays as written. The one shell reader of perfmodel.ingest.
+"""A launch script's commands as the words bash would pass them, read as data (never run): the one shell reader of
+perfmodel.ingest (Megatron-LM's, DeepSpeed's, MaxText's and tpu-recipes' launch scripts, Megatron-Bridge's override
+lines).
+
+The text is tokenized and parsed as bash does (perfmodel.ingest.shell_lex / shell_parse: commands over several lines
+inside quotes, arrays, `$( )`, after `\\`, `|`, `&&`, `||`; heredocs) and its commands are followed in order over
+the variables the script sets (perfmodel.ingest.shell_expand): assignments, `export` / `local` / `declare`, arrays,
+`if` / `elif` / `else` and `case` over known values, `for` over known words, `while` while its test is known,
+functions (run where they are called, `$1`... bound to the call's words; a function never called is not run),
+`&&` / `||`, `exit` / `return`. A heredoc or `echo` a command writes to a file (`cat > ds.json <<EOF`,
+`cat <<EOF > $DIR/cfg.yaml`, `tee FILE <<EOF`, `cat <<EOF | tee FILE`) is kept in `files` (the path as expanded ->
+the text). Commands are not run: they succeed, their output is not known. What cannot be known (command output,
+$RANDOM, a variable the script never sets, its arguments) stays as written and is named in `unread`; nothing of it
+refuses the file. A script bash would refuse (an unclosed quote, an `if` without its `fi`) is refused in one line.
 """
 
 from __future__ import annotations
 
-import ast
-import re
-import shlex
-
 from ..errors import InputError
-from .sources import literal
+from .shell_cond import Condition, glob
+from .shell_expand import Expansion
+from .shell_lex import tokenize
+from .shell_parse import AndOr, Arith, Case, For, Function, Group, If, Pipeline, Simple, Test, While, is_assignment, \
+    parse
 
-_ASSIGN = re.compile(r"^(?:export\s+|local\s+|declare\s+(?:-\w+\s+)?)?([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)$", re.S)
-_ARRAY = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\[[@*]\]\}")
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?[-=]([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
-_POSITIONAL = re.compile(r"\$\{\d+:?-([^}]*)\}")  # ${1:-default}: the script run without arguments
-_ARITH = re.compile(r"\$\(\(([^()]*)\)\)")
+MAX_STEPS = 20_000  # commands followed in all (a loop the reader cannot see the end of stops here)
+MAX_DEPTH = 16  # nested function calls
+MAX_LOOP = 256  # iterations of one loop
+DECLARE = ("export", "local", "declare", "typeset", "readonly")
 
 
-class Script:
-    """The script's variables (arrays as word lists) and its commands, each as its expanded words."""
+class _Exit(Exception):
+    pass
+
+
+class _Return(Exception):
+    pass
+
+
+class Script(Expansion):
+    """The script's variables (arrays as word lists), its commands (each as its expanded words), the files its
+    commands write, and what it leaves not read."""
 
     def __init__(self, text: str, where: str, every_branch: bool = False) -> None:
-        """`every_branch`: read the lines of every `if` / `elif` / `else` branch in order, as if no test were there
-        (for a command under a test that needs the file system, `if [ -f "$CONFIG" ]`)."""
+        """`every_branch`: run the body of every `if` / `elif` / `else` branch and `case` arm in order, as if no
+        test were there (for a command under a test that needs the file system, `if [ -f "$CONFIG" ]`)."""
+        super().__init__()
         self.where = where
         self.every_branch = every_branch
-        self.vars: dict[str, list[str] | str] = {}
         self.commands: list[list[str]] = []
-        self._run(re.sub(r"\\\r?\n", " ", text))
-
-    # -- expansion ---------------------------------------------------------------------------------------
-    def expand(self, word: str) -> list[str]:
-        """One word as the words it expands to: an array element per word for `${ARR[@]}` (split further on
-        spaces, as an unquoted expansion is), otherwise one word with its variables replaced."""
-        if word in ("$@", "$*", "${@}", "${*}"):  # the script's own arguments: read as run without any
-            return []
-        m = _ARRAY.fullmatch(word)
-        if m:
-            v = self.vars.get(m.group(1), [])
-            return [w for item in (v if isinstance(v, list) else [v]) for w in item.split()]
-
-        def sub(m):
-            name = m.group(1) or m.group(3)
-            if name in self.vars:
-                v = self.vars[name]
-                return " ".join(v) if isinstance(v, list) else v
-            return m.group(2) if m.group(2) is not None else m.group(0)
-
-        word = _POSITIONAL.sub(lambda m: m.group(1), word)
-        out = _VAR.sub(sub, _ARRAY.sub(lambda m: " ".join(self.expand(m.group(0))), word))
-        out = _ARITH.sub(self._arith, out)
-        plain = re.fullmatch(r"\$[A-Za-z_{]\S*", word) is not None
-        return out.split() if plain and " " in out else [out]
-
-    @staticmethod
-    def _arith(m) -> str:
-        expr = m.group(1).replace("$", "")
-        if re.fullmatch(r"[\d\s+*/-]+", expr) and len(expr) < 80:
-            nums = [int(x) for x in re.findall(r"\d+", expr)]
-            if all(n < 2**31 for n in nums):
-                try:
-                    v = literal(ast.parse(expr.replace("/", "//").strip(), mode="eval").body)
-                except SyntaxError:
-                    v = None
-                if isinstance(v, int):
-                    return str(v)
-        return m.group(0)
-
-    def words(self, line: str) -> list[str]:
+        self.files: dict[str, str] = {}
+        self.functions: dict[str, Function] = {}
+        self._steps = 0
+        self._guessed = 0  # branches entered past a test not known
+        self._locals: list[dict] = []
         try:
-            return shlex.split(line, comments=True)
-        except ValueError as err:
-            raise InputError(f"{self.where}: line {line.strip()[:60]!r} is not shell ({err}); valid: a launch "
-                             "script, an argument list, or a file of KEY=VALUE lines") from None
+            self.run(parse(text, where))
+        except (_Exit, _Return):
+            pass
 
-    # -- tests -------------------------------------------------------------------------------------------
-    def test(self, words: list[str]) -> bool | None:
-        """A `[[ ... ]]` / `[ ... ]` condition of known strings joined by || / &&; None where it is unknown."""
-        result, op, i = None, None, 0
-        while i < len(words):
-            j = i
-            while j < len(words) and words[j] not in ("||", "&&"):
-                j += 1
-            part = [w for w in words[i:j] if w not in ("[[", "]]", "[", "]", "]];", "];", "then", ";")]
-            part = [w.rstrip(";") for w in part]
-            value = self._one(part)
-            if op is None:
-                result = value
-            elif op == "||":
-                result = True if (result or value) else (None if None in (result, value) else False)
-            else:
-                result = False if (result is False or value is False) else (
-                    None if None in (result, value) else True)
-            op = words[j] if j < len(words) else None
-            i = j + 1
-        return result
-
-    def _one(self, part: list[str]) -> bool | None:
-        vals = [" ".join(self.expand(w)) for w in part]
-        if any("$" in v for v in vals):
-            return None
-        if len(vals) == 3 and vals[1] in ("==", "=", "!="):
-            return (vals[0] == vals[2]) == (vals[1] != "!=")
-        if len(vals) == 2 and vals[0] in ("-z", "-n"):
-            return (vals[1] == "") == (vals[0] == "-z")
-        return None
-
-    # -- the script --------------------------------------------------------------------------------------
-    def _run(self, text: str) -> None:
-        lines = text.splitlines()
-        live: list[bool] = []  # one entry per open `if`: whether its current branch runs
-        taken: list[bool] = []  # whether a branch of that `if` has run
-        i = 0
-        while i < len(lines):
-            line = lines[i].strip()
-            i += 1
-            if not line or line.startswith("#"):
-                continue
-            m = _ASSIGN.match(line)
-            if m and m.group(3).startswith("("):
-                body = m.group(3)[1:]
-                while ")" not in self._uncommented(body) and i < len(lines):
-                    body += "\n" + lines[i]
-                    i += 1
-                if all(live):
-                    self._array(m.group(1), m.group(2) == "+", body)
-                continue
-            words = self.words(line)
-            if not words:
-                continue
-            head = words[0]
-            if self.every_branch and head in ("if", "elif", "else", "fi", "then"):
-                continue
-            if head in ("if", "elif"):
-                cond = self.test(words[1:])
-                if head == "if":
-                    live.append(bool(cond))
-                    taken.append(bool(cond))
-                elif live:
-                    live[-1] = not taken[-1] and bool(cond)
-                    taken[-1] = taken[-1] or live[-1]
-                continue
-            if head == "else" and live:
-                live[-1] = not taken[-1]
-                taken[-1] = True
-                continue
-            if head == "fi" and live:
-                live.pop()
-                taken.pop()
-                continue
-            if not all(live):
-                continue
-            if m and len(words) == 1:
-                name, append, value = m.group(1), m.group(2) == "+", words[0].split("=", 1)[1]
-                new = " ".join(self.expand(value)) if value else ""
-                old = self.vars.get(name, "")
-                self.vars[name] = (" ".join(old) if isinstance(old, list) else old) + new if append else new
-                continue
-            if head == "export" and all("=" in w for w in words[1:]):
-                for w in words[1:]:
-                    k, v = w.split("=", 1)
-                    self.vars[k] = " ".join(self.expand(v))
-                continue
-            self.commands.append([e for w in words for e in self.expand(w)])
-
+    # -- what readers ask -----------------------------------------------------------------------------------
     def scalars(self) -> dict[str, str]:
         """The script's variables as the one word each expands to (an array's words joined by spaces)."""
         return {k: " ".join(v) if isinstance(v, list) else v for k, v in self.vars.items()}
 
-    @staticmethod
-    def _uncommented(body: str) -> str:
-        return "\n".join(re.sub(r"(^|\s)#.*$", "", ln) for ln in body.splitlines())
+    def not_read(self, value: str | None) -> str | None:
+        """Why `value` (a word of a command, or part of one) is not known: "EXPR: why" for the expansion in it the
+        script leaves not read, e.g. "$(nvidia-smi -L | wc -l): command output"; None where it is known."""
+        if not value:
+            return None
+        hits = [w for w in self.unread if w[:1] in "$`" and w in value]
+        if not hits:
+            return None
+        word = max(hits, key=len)
+        return f"{word}: {self.unread[word]}"
 
-    def _array(self, name: str, append: bool, body: str) -> None:
-        text = self._uncommented(body)
-        text = text[:text.rfind(")")]
-        items = [e for w in self.words(text) for e in (self.expand(w) if w.startswith("$") else [w])]
-        items = [" ".join(self.expand(w)) if "$" in w else w for w in items]
-        old = self.vars.get(name, [])
-        old = old if isinstance(old, list) else old.split()
-        self.vars[name] = (old if append else []) + items
+    # -- running the tree -----------------------------------------------------------------------------------
+    def run(self, nodes: list) -> bool | None:
+        status: bool | None = True
+        for node in nodes:
+            status = self.node(node)
+        return status
+
+    def node(self, n) -> bool | None:
+        """Follow one command; its status: True (a command, assumed to succeed), False, or None (a test not known,
+        which takes no branch)."""
+        self._steps += 1
+        if self._steps > MAX_STEPS:
+            self.unread.setdefault("(the rest of the script)", f"more than {MAX_STEPS} commands followed")
+            raise _Exit
+        if isinstance(n, AndOr):
+            status = self.pipeline(n.first)
+            for op, p in n.rest:
+                if (op == "&&" and status is True) or (op == "||" and status is False):
+                    status = self.pipeline(p)
+            return status
+        if isinstance(n, If):
+            return self.if_(n)
+        if isinstance(n, Case):
+            return self.case(n)
+        if isinstance(n, For):
+            return self.for_(n)
+        if isinstance(n, While):
+            return self.while_(n)
+        if isinstance(n, Group):
+            return self.run(n.body)
+        if isinstance(n, Function):
+            self.functions[n.name] = n
+            return True
+        if isinstance(n, Test):
+            return self.test([w for w in n.words], double=True)
+        if isinstance(n, Arith):
+            v = self.arith(n.expr)
+            return None if v is None else v != 0
+        if isinstance(n, Pipeline):
+            return self.pipeline(n)
+        return self.simple(n, None)[0]
+
+    def pipeline(self, p: Pipeline) -> bool | None:
+        data, status = None, True
+        for cmd in p.commands:
+            if isinstance(cmd, Simple):
+                status, data = self.simple(cmd, data)
+            else:
+                status, data = self.node(cmd), None
+        if p.negate:
+            return None if status is None else not status
+        return status
+
+    def if_(self, n: If) -> bool | None:
+        guessed = False  # a test not known: the branch after it is followed on that reading, not known to run
+        for cond, body in n.branches:
+            if self.every_branch:
+                self.run(body)
+                continue
+            status = self.run(cond)
+            if status is True:
+                return self.assumed(body, guessed)
+            guessed = guessed or status is None
+        return self.assumed(n.orelse, guessed) if n.orelse is not None else True
+
+    def assumed(self, body: list, guessed: bool) -> bool | None:
+        """Run a branch; where it was reached past a test not known, an `exit` in it does not end the reading."""
+        self._guessed += guessed
+        try:
+            return self.run(body)
+        finally:
+            self._guessed -= guessed
+
+    def case(self, n: Case) -> bool | None:
+        self.testing = True
+        word, known = self.string(n.word)
+        for patterns, body in n.arms:
+            if self.every_branch:
+                self.run(body)
+                continue
+            pats = [self.string(p) for p in patterns]
+            if known and any(k and glob(word, p) for p, k in pats):
+                self.testing = False
+                return self.run(body)
+        self.testing = False
+        if not known and not self.every_branch:
+            self.unread.setdefault(f"case {n.word}", "the value it tests is not read: no arm followed")
+        return True
+
+    def for_(self, n: For) -> bool | None:
+        if n.var == "((":
+            self.unread.setdefault("for ((...))", "a counted loop: its body not followed")
+            return True
+        raws = n.words if n.words is not None else ['"$@"']
+        items = [w for raw in raws for w in self.fields(raw)]
+        status = True
+        for item in items[:MAX_LOOP]:
+            self.vars[n.var] = item
+            if self.not_read(item):
+                self.unknown.add(n.var)
+            else:
+                self.unknown.discard(n.var)
+            status = self.run(n.body)
+        return status
+
+    def while_(self, n: While) -> bool | None:
+        status = True
+        for _ in range(MAX_LOOP):
+            go = self.run(n.cond)
+            if go is None:
+                self.unread.setdefault("while/until loop", "its test is not known: its body not followed")
+                return True
+            if go == n.until:
+                return status
+            status = self.run(n.body)
+        return status
+
+    # -- simple commands ------------------------------------------------------------------------------------
+    def simple(self, n: Simple, stdin: str | None) -> tuple[bool | None, str | None]:
+        """(status, what it writes to its standard output where known: a heredoc through `cat` / `tee`, `echo`)."""
+        if not n.words:
+            for a in n.assigns:
+                self.assign(a)
+            return True, None
+        words = [w for raw in n.words for w in self.fields(raw)]
+        if not words:
+            return True, None
+        for r in n.redirects:
+            if r.op in ("<<", "<<-"):
+                stdin = r.body if r.quoted else self.heredoc(r.body or "")
+            elif r.op == "<<<":
+                stdin = self.string(r.target)[0] + "\n"
+        status, out = self.builtin(words, n, stdin)
+        for r in n.redirects:
+            if r.op in (">", ">|", "&>", ">>", "&>>"):
+                self.write(r.target, out, r.op.endswith(">>"))
+                out = None
+        return status, out
+
+    def builtin(self, words: list[str], n: Simple, stdin: str | None) -> tuple[bool | None, str | None]:
+        name, args = words[0], words[1:]
+        if name in DECLARE and n.words[0] == name:
+            for raw in n.words[1:]:
+                if is_assignment(raw):
+                    self.assign(raw, local=name == "local")
+                elif name == "local" and not raw.startswith("-"):
+                    self._save(raw)
+                    self.vars.pop(raw, None)
+            return True, None
+        if name == "unset":
+            for a in args:
+                if not a.startswith("-"):
+                    self.vars.pop(a, None)
+            return True, None
+        if name == "shift" and self.positional is not None:
+            k = int(args[0]) if args and args[0].isdigit() else 1
+            self.positional = self.positional[k:]
+            return True, None
+        if name == "set" and "--" in args:
+            self.positional = args[args.index("--") + 1:]
+            return True, None
+        if name in ("[", "test"):
+            raws = n.words[1:-1] if name == "[" and n.words[-1] == "]" else n.words[1:]
+            return self.test(raws, double=False), None
+        if name in ("true", ":", "false"):
+            return name != "false", None
+        if name == "exit":
+            if self._guessed or self.every_branch:
+                self.unread.setdefault("exit", "reached past a test not known: the reading goes on")
+                return True, None
+            raise _Exit
+        if name == "return":
+            raise _Return
+        if name in ("source", "."):
+            self.unread.setdefault(" ".join(words), "another file: not read")
+        if name == "read" and args:
+            self.read(args, stdin)
+            return True, None
+        if name in self.functions:
+            return self.call(self.functions[name], args), None
+        if name == "eval" and args:
+            try:
+                return self.run(parse(" ".join(args), f"{self.where} (eval)")), None
+            except InputError:  # the words do not parse as shell (something not read in them): kept as words
+                pass
+        self.commands.append(words)
+        if name == "cat" and len(words) == 1:
+            return True, stdin
+        if name == "echo":
+            flags = [a for a in args[:1] if a in ("-n", "-e", "-ne", "-en")]
+            return True, " ".join(args[len(flags):]) + ("" if "n" in "".join(flags) else "\n")
+        if name == "tee":
+            for a in args:
+                if not a.startswith("-"):
+                    self.write_text(a, stdin, "-a" in args)
+            return True, stdin
+        return True, None
+
+    def read(self, args: list[str], stdin: str | None) -> None:
+        """`read [-r] [-d ''] NAME <<EOF`: the heredoc (its first line without -d) into NAME."""
+        names = [a for a in args if a.isidentifier()]
+        if not names:
+            return
+        target = names[-1]
+        if stdin is None:
+            self.vars[target] = f"$({' '.join(['read'] + args)})"
+            self.unknown.add(target)
+            self.unread.setdefault(self.vars[target], "read from its input, not known")
+            return
+        text = stdin if "-d" in args else stdin.split("\n", 1)[0]
+        self.vars[target] = text.strip(" \t\n")
+        self.unknown.discard(target)
+
+    def call(self, fn: Function, args: list[str]) -> bool | None:
+        """A function's body with $1... bound to the call's words; its `local` variables restored after."""
+        if len(self._locals) >= MAX_DEPTH:
+            self.unread.setdefault(f"{fn.name} (call)", f"more than {MAX_DEPTH} nested calls: not followed")
+            return True
+        saved = self.positional
+        self.positional = list(args)
+        self._locals.append({})
+        try:
+            return self.node(fn.body)
+        except _Return:
+            return True
+        finally:
+            for name, (old, unknown) in self._locals.pop().items():
+                if old is None:
+                    self.vars.pop(name, None)
+                else:
+                    self.vars[name] = old
+                (self.unknown.add if unknown else self.unknown.discard)(name)
+            self.positional = saved
+
+    def _save(self, name: str) -> None:
+        if self._locals and name not in self._locals[-1]:
+            self._locals[-1][name] = (self.vars.get(name), name in self.unknown)
+
+    def write(self, target: str, text: str | None, append: bool) -> None:
+        self.write_text(self.string(target)[0], text, append)  # a path not read is kept as written
+
+    def write_text(self, path: str, text: str | None, append: bool) -> None:
+        if text is None or path.startswith("/dev/"):
+            return
+        self.files[path] = (self.files.get(path, "") if append else "") + text
+
+    # -- assignments ----------------------------------------------------------------------------------------
+    def assign(self, raw: str, local: bool = False) -> None:
+        """NAME=value, NAME+=value, NAME=( words ), NAME+=( words ), NAME[i]=value (no field splitting of a value;
+        an array's words split as a command's are)."""
+        head, value = raw.split("=", 1)
+        append = head.endswith("+")
+        name, _, index = head.rstrip("+").partition("[")
+        if local:
+            self._save(name)
+        old = self.vars.get(name)
+        if value.startswith("(") and value.endswith(")") and not index:
+            words = [t.text for t in tokenize(value[1:-1], self.where) if t.kind == "word"]
+            items = [w for raw_w in words for w in self.fields(raw_w)]
+            prev = (old if isinstance(old, list) else [old] if old else []) if append else []
+            self.vars[name] = prev + items
+            self.unknown.discard(name)
+            return
+        text, known = self.string(value)
+        if index:
+            k = self.arith(index[:-1])
+            if isinstance(old, list) and k is not None and 0 <= k <= len(old):
+                self.vars[name] = old[:k] + [text] + old[k + 1:]
+            elif k is not None and old is None:
+                self.vars[name] = [""] * k + [text]
+            return
+        if append and isinstance(old, list):
+            self.vars[name] = old + [text]
+        else:
+            self.vars[name] = (old or "") + text if append and isinstance(old, str) else text
+        if known and not (append and name in self.unknown):
+            self.unknown.discard(name)
+            self.bare.pop(name, None)
+        else:
+            self.unknown.add(name)
+            self.bare_value(name, value, append)
+            why = self.not_read(text)
+            self.unread.setdefault(name, f"= {why}" if why else f"= {text}: not read")
+
+    def bare_value(self, name: str, value: str, append: bool) -> None:
+        """The value a test reads of a variable set from what is unset (the script's arguments, its environment):
+        that read as empty, as in a bare run (`OUTPUT=$1; if [ "$OUTPUT" == "" ]; then OUTPUT=./out; fi`)."""
+        self.testing = True
+        try:
+            text, known = self.string(value)
+        finally:
+            self.testing = False
+        old = self.bare.pop(name, None) if append else ""
+        if known and old is not None:
+            self.bare[name] = old + text
+
+    # -- tests ----------------------------------------------------------------------------------------------
+    def test(self, raws: list[str], double: bool) -> bool | None:
+        """A `[ ]` / `test` / `[[ ]]` condition: True, False, or None where it needs what is not known (a file's
+        existence, a value not read)."""
+        self.testing = True
+        try:
+            items = [(raw, *self.string(raw)) for raw in raws]
+        finally:
+            self.testing = False
+        return Condition(items, double).value()
