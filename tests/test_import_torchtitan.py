@@ -1,5 +1,6 @@
 """perfmodel import --from torchtitan: torchtitan's own TOML job configs (v0.2.2) and 2026 config registry modules
-(tests/fixtures/configs/torchtitan, verbatim; SOURCES.md), every key accounted for, and the round trip of
+(tests/fixtures/configs/torchtitan, verbatim; SOURCES.md) and the corpus's older spellings (2025-02, 2025-08), every
+key accounted for, and the round trip of
 perfmodel's own exports (perfmodel.export.torchtitan, every version) back to the plan exported."""
 
 from __future__ import annotations
@@ -113,6 +114,87 @@ def test_cli_refusals_are_one_line(tmp_path, capsys):
         assert len(err.splitlines()) == 1 and "parallelism.tensor_parallel_degree = " in err and "an integer" in err
     assert main(["import", FIX + "llama3_8b.toml", "--from", "torchtitan", "--hardware", "dgx-h100"]) == 2
     assert "--gpus" in capsys.readouterr().err
+
+
+# ---- older spellings, flavors from the source (tests/fixtures/corpus/torchtitan; cases.yaml checks the plans) ----
+
+CORPUS = "tests/fixtures/corpus/torchtitan/"
+
+
+def test_2025_02_spelling_keeps_the_keys_as_written():
+    """train_configs/llama3_405b.toml at 3cabf56b (2025-02): [training] tensor_parallel_degree = 8 and batch_size = 2,
+    [experimental] pipeline / context parallel degrees and enable_async_tensor_parallel, converters = "float8" (a
+    string) and training.compile = true, which then compiled the blocks alone."""
+    i = read_config([CORPUS + "2025-02/llama3_405b.toml"], "torchtitan")
+    fate = {k.key: k for k in i.keys}
+    assert fate["training.tensor_parallel_degree"].became == "plan.tp = 8"
+    assert "today's parallelism.tensor_parallel_degree" in fate["training.tensor_parallel_degree"].why
+    assert fate["experimental.pipeline_parallel_degree"].became == "plan.pp = 1"
+    assert fate["experimental.enable_async_tensor_parallel"].became == "plan.tp_comm_overlap = true"
+    assert fate["training.batch_size"].became == "plan.micro_batch = 2"
+    assert fate["training.compile"].became == "plan.compile = model" and "blocks only" in fate["training.compile"].why
+    assert fate["model.converters"].value == "float8" and "plan.precision = fp8" in fate["model.converters"].became
+    assert fate["model.norm_type"].fate == "not priced"
+    assert not any(k.key.startswith("parallelism.") and k.fate == "mapped" for k in i.keys)  # none written so
+
+
+@pytest.mark.parametrize("path", ["2025-02/llama3_8b.toml", "2025-02/llama3_405b.toml", "2025-08/llama4_17bx128e.toml",
+                                  "2025-08/deepseek_v3_671b.toml", "sytelus/qwen3_1.7b_longcontext_cp.toml"])
+def test_corpus_tomls_account_for_every_key(path):
+    leaves = flatten(read_toml(__import__("pathlib").Path(CORPUS + path), "t"))
+    i = read_config([CORPUS + path], "torchtitan")
+    stated = [k for k in i.keys if k.fate != "default"]
+    assert sorted(k.key for k in stated) == sorted(k for k, _ in leaves)
+    assert all(k.why for k in i.keys if k.fate == "not priced")
+
+
+def test_old_pipeline_counts_micro_batches_and_split_points(tmp_path):
+    """Before 2025-06, batch_size split into pipeline_parallel_microbatches (default: one per stage); split points
+    start a part each: llama3 8B's 32 layers split at layers.10 and layers.20 over pp 3 -> parts 10, 10, 12."""
+    head = '[model]\nname = "llama3"\nflavor = "8B"\n[training]\nbatch_size = 12\nseq_len = 2048\n'
+    cfg = tmp_path / "pp.toml"
+    cfg.write_text(head + '[experimental]\npipeline_parallel_degree = 3\n'
+                   'pipeline_parallel_split_points = ["layers.10", "layers.20"]\n')
+    _, _, plan = plan_of(read_config([cfg], "torchtitan"), "dgx-h100", 6)
+    assert (plan.pp, plan.dp, plan.vpp, plan.stage_layers) == (3, 2, 1, [10, 10, 12])
+    assert (plan.micro_batch, plan.global_batch) == (12 // 3, 12 * 2)  # one micro-batch per stage: 3 of 4
+    cfg.write_text(head + '[experimental]\npipeline_parallel_degree = 2\npipeline_parallel_microbatches = 6\n')
+    _, _, plan = plan_of(read_config([cfg], "torchtitan"), "dgx-h100", 2)
+    assert (plan.micro_batch, plan.global_batch, plan.stage_layers) == (2, 12, [16, 16])  # 32 // 2 first, rest last
+    cfg.write_text(head + '[experimental]\npipeline_parallel_degree = 3\n')  # 32 // 3 = 10 first, 2 extra: 1 middle
+    _, _, plan = plan_of(read_config([cfg], "torchtitan"), "dgx-h100", 3)
+    assert (plan.stage_layers, plan.micro_batch) == ([10, 11, 11], 4)  # (today's split: 11, 11, 10)
+    cfg.write_text(head + '[experimental]\npipeline_parallel_degree = 2\npipeline_parallel_microbatches = 5\n')
+    with pytest.raises(InputError, match="batch_size = 12 is not split evenly into pipeline_parallel_microbatches = 5"):
+        read_config([cfg], "torchtitan")
+    cfg.write_text(head + '[experimental]\npipeline_parallel_degree = 2\n'
+                   'pipeline_parallel_split_points = ["layers.40"]\n')
+    with pytest.raises(InputError, match="split_points: 'layers.40'; valid: layers.N with 0 < N < 32"):
+        read_config([cfg], "torchtitan")
+
+
+def test_stale_spelling_beside_todays(tmp_path):
+    """A 2025-08 file states both [training] compile = false and [compile] enable = true: torchtitan then read only
+    [compile]; the old key is named, not read."""
+    cfg = tmp_path / "both.toml"
+    cfg.write_text('[model]\nname = "llama3"\nflavor = "8B"\n[training]\ncompile = false\n'
+                   '[compile]\nenable = true\ncomponents = ["model"]\n')
+    i = read_config([cfg], "torchtitan")
+    fate = {k.key: k for k in i.keys}
+    assert fate["training.compile"].fate == "not priced" and "compile.enable" in fate["training.compile"].why
+    assert i.plan["compile"] == "model"
+
+
+def test_flavors_from_the_source_match_the_presets():
+    """Every flavor perfmodel maps has the shape torchtitan's source gives it (model_of checks); families the registries
+    name: gpt_oss from the module's folder or the function's name, its flavors the gpt-oss presets."""
+    from perfmodel.ingest.torchtitan_flavors import _known, _preset, model_of
+    mapped = {(fam, fl): model_of(fam, fl).name for fam, fl in _known() if _preset(fam, fl)}
+    assert mapped[("qwen3", "14B")] == "qwen3-14b" and mapped[("llama4", "17bx128e")] == "llama-4-maverick"
+    m = read_config([CORPUS + "2026-08/gpt_oss/config_registry.py"], "torchtitan", "gpt_oss_120b").model
+    assert (m.name, m.n_layers, m.moe.n_experts, m.moe.top_k) == ("gpt-oss-120b", 36, 128, 4)
+    with pytest.raises(InputError, match=r"flavor = 4x4B: perfmodel has no model .*valid: .*qwen3 32B"):
+        model_of("qwen3", "4x4B")
 
 
 # ---- the round trip: perfmodel's exports import back to the plan exported ---------------------------------

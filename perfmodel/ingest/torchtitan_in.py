@@ -1,7 +1,8 @@
 """torchtitan's own config read as data: a TOML job config (torchtitan <= 0.2.x, torchtitan/config/job_config.py
-JobConfig, `--job.config_file`) or, since 2026, a Python config registry module whose functions return
-`Trainer.Config(...)` (torchtitan/models/<family>/config_registry.py, `--module M --config F`; the format
-`perfmodel export --to torchtitan --version 0.3.0` writes), read as its syntax tree, never run.
+JobConfig, `--job.config_file`; 2025's older spellings through torchtitan_spellings) or, since 2026, a Python config
+registry module whose functions return `Trainer.Config(...)` (torchtitan/models/<family>/config_registry.py,
+`--module M --config F`; the format `perfmodel export --to torchtitan --version 0.3.0` writes), read as its syntax
+tree, never run.
 
 Both are turned into one list of dotted keys in torchtitan's own names (`parallelism.tensor_parallel_degree`,
 `training.local_batch_size`, `model.flavor`, `model.converters`), which torchtitan_keys maps onto the plan and the
@@ -20,6 +21,7 @@ from ..errors import InputError
 from .ledger import Imported, Ledger
 from .sources import Unevaluated, call_name, functions, literal, module_names, parse_python, read_toml
 from .torchtitan_keys import FAMILIES, Entry, apply
+from .torchtitan_spellings import respell
 
 WHAT = "torchtitan config"
 
@@ -40,9 +42,9 @@ def read(paths: list[Path], name: str | None) -> Imported:
     if name is not None:
         raise InputError(f"--name {name}: a TOML job config defines one config; valid: no --name")
     data = read_toml(path, WHAT)
-    entries = [Entry(k, v, f"{path.name} [{k.rsplit('.', 1)[0]}]" if "." in k else path.name)
-               for k, v in flatten(data)]
-    return _imported(led, paths, apply(entries, led, python=False), None)
+    entries, era = respell([Entry(k, v, f"{path.name} [{k.rsplit('.', 1)[0]}]" if "." in k else path.name)
+                            for k, v in flatten(data)])
+    return _imported(led, paths, apply(entries, led, python=False, era=era), None)
 
 
 def _imported(led: Ledger, paths: list[Path], model, name: str | None) -> Imported:

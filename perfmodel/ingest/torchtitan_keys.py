@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 from ..errors import InputError
 from ..spec.model import ModelConfig
-from ..spec.plan import Plan
 from .ledger import Ledger
 from .sources import Unevaluated
-from .torchtitan_flavors import model_of, torchtitan_parts
+from .torchtitan_flavors import generated_split_parts, model_of, split_point_parts, torchtitan_parts
+from .torchtitan_switches import quantization, switches
 
-FAMILIES = ("llama3", "llama4", "deepseek_v3", "qwen3")
+FAMILIES = ("llama3", "llama4", "deepseek_v3", "qwen3", "gpt_oss")
 _NOT_PRICED = {
     "job": "the job's name and output folder", "profiling": "profiling and memory snapshots",
     "profiler": "profiling and memory snapshots", "metrics": "logging and metrics",
@@ -39,7 +39,11 @@ _NOT_PRICED = {
     "training.steps": "the number of steps", "training.dataset": "the data set",
     "training.dataset_path": "the data set's path", "training.gc_freq": "Python garbage collection",
     "training.gc_debug": "Python garbage collection", "training.dataloader": "the data pipeline",
-    "training.seed": "seeds", "loss": "the loss function", "model_spec": "a model spec the reader cannot follow",
+    "training.seed": "seeds", "loss": "the loss function", "training.warmup_steps": "the learning-rate warm-up",
+    "training.deterministic": "determinism switches", "model.norm_type": "the norm's kind (RMSNorm is priced)",
+    "mx": "MX settings without the mx converter named in [model] converters",
+    "parallelism.enable_compiled_autograd": "compiled autograd (the backward's graph capture)",
+    "model_spec": "a model spec the reader cannot follow",
 }
 _SCHEDULES = {"1f1b": "1f1b", "interleaved1f1b": "interleaved", "gpipe": "gpipe"}
 _SINGLE_STAGE = ("1f1b", "gpipe")
@@ -56,10 +60,14 @@ class Entry:
     source: str
     written: str | None = None  # the text written, where the value is a reading of it
     unread: bool = False  # a statement the reader cannot follow
+    stated: str | None = None  # the key as an older torchtitan spelled it (torchtitan_spellings), where it differs
 
 
-def apply(entries: list[Entry], led: Ledger, python: bool, custom: dict | None = None) -> ModelConfig:
-    """Every entry onto the ledger; the model the config trains."""
+def apply(entries: list[Entry], led: Ledger, python: bool, custom: dict | None = None,
+          era: dict | None = None) -> ModelConfig:
+    """Every entry onto the ledger (under the key as written); the model the config trains. `era`: what an older
+    TOML's keys meant otherwise (torchtitan_spellings.respell)."""
+    era = era or {}
     keys = {e.key: e for e in entries}
     done: set[str] = set()
 
@@ -75,14 +83,16 @@ def apply(entries: list[Entry], led: Ledger, python: bool, custom: dict | None =
         if key in keys and key not in done:
             done.add(key)
             e = keys[key]
-            led.set(key, e.written or e.value, e.source, why, **fields)
+            led.set(e.stated or key, e.written or e.value, e.source, _renamed(e, why), **fields)
 
     def skip(key, why):
         if key in keys and key not in done:
             done.add(key)
             e = keys[key]
-            led.skip(key, e.written or e.value, e.source, why)
+            led.skip(e.stated or key, e.written or e.value, e.source, _renamed(e, why))
 
+    for old, new in era.get("stale", {}).items():
+        skip(old, f"an older spelling of {new}, which the file states too: torchtitan then read {new} alone")
     for e in entries:  # a value computed by Python: named, never guessed
         if e.unread:
             done.add(e.key)
@@ -98,11 +108,11 @@ def apply(entries: list[Entry], led: Ledger, python: bool, custom: dict | None =
     put("parallelism.context_parallel_degree", plan__cp=cp)
     dp = _data_parallel(get, put, led, pp, tp * pp * cp)
     _experts(model, get, put, skip, led, tp, python)
-    _pipeline(model, get, put, skip, led, pp)
-    _batch(get, put, skip, led, pp, dp, python)
+    _pipeline(model, get, put, skip, led, pp, era)
+    _batch(get, put, skip, led, pp, dp, python, era)
     _recompute(model, get, put, skip, led, python)
-    _precision(get, put, skip, led, keys)
-    _switches(get, put, skip, led, tp, python)
+    quantization(get, put, skip, led, keys)
+    switches(get, put, skip, led, tp, python, era)
     led.default("stack", "torchtitan", "the software stack that runs the config", plan__stack="torchtitan")
     for e in entries:
         if e.key in done:
@@ -113,6 +123,11 @@ def apply(entries: list[Entry], led: Ledger, python: bool, custom: dict | None =
         skip(e.key, f"{why}: does not change step time or memory" if why else
              f"not a key perfmodel knows in torchtitan's {'Trainer.Config' if python else 'JobConfig'}")
     return model
+
+
+def _renamed(e: Entry, why: str) -> str:
+    """The ledger's reason, with today's name of a key an older torchtitan spelled otherwise."""
+    return why if e.stated is None else f"{why}{'; ' if why else ''}today's {e.key}"
 
 
 def _model(keys, get, put, led, custom) -> ModelConfig:
@@ -184,12 +199,13 @@ def _experts(model, get, put, skip, led, tp: int, python: bool) -> None:
         put("debug.moe_force_load_balance", "routing forced round-robin", plan__expert_imbalance=1.0)
 
 
-def _pipeline(model, get, put, skip, led, pp: int) -> None:
+def _pipeline(model, get, put, skip, led, pp: int, era: dict) -> None:
     keys = ("pipeline_parallel_schedule", "module_fqns_per_model_part", "pipeline_parallel_layers_per_stage",
             "pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers",
             "pipeline_parallel_schedule_csv", "pipeline_parallel_expert_parallel_overlap")
     if pp == 1:
-        for k in keys + ("pipeline_parallel_microbatch_size", "num_pp_microbatches"):
+        for k in keys + ("pipeline_parallel_microbatch_size", "num_pp_microbatches", "pipeline_parallel_split_points",
+                         "pipeline_parallel_microbatches"):
             skip(f"parallelism.{k}", "pipeline_parallel_degree is 1: no pipeline")
         return
     text = str(get("parallelism.pipeline_parallel_schedule", "1F1B"))
@@ -199,24 +215,34 @@ def _pipeline(model, get, put, skip, led, pp: int) -> None:
                          "Interleaved1F1B, GPipe")
     put("parallelism.pipeline_parallel_schedule", plan__schedule=schedule)
     if get("parallelism.pipeline_parallel_schedule_csv"):
-        raise InputError(f"parallelism.pipeline_parallel_schedule_csv = {get('parallelism.pipeline_parallel_schedule_csv')!r}:"
-                         " a schedule from a file is not priced; valid: empty, with a named schedule")
+        csv = get("parallelism.pipeline_parallel_schedule_csv")
+        raise InputError(f"parallelism.pipeline_parallel_schedule_csv = {csv!r}: a schedule from a file is not priced; "
+                         "valid: empty, with a named schedule")
     skip("parallelism.pipeline_parallel_schedule_csv", "empty: the named schedule runs")
     skip("parallelism.pipeline_parallel_expert_parallel_overlap", "applies to the DualPipeV schedule only")
     fqns = get("parallelism.module_fqns_per_model_part")
     first = int(get("parallelism.pipeline_parallel_first_stage_less_layers", 1))
     last = int(get("parallelism.pipeline_parallel_last_stage_less_layers", 1))
     n = model.n_layers
+    points = get("parallelism.pipeline_parallel_split_points")
     if fqns:
         parts = [sum(1 for m in part if str(m).startswith("layers.")) for part in fqns]
         how = "layers named per part"
         for k in keys[2:5]:
             skip(f"parallelism.{k}", "module_fqns_per_model_part gives the split")
+    elif points:
+        parts = split_point_parts(list(points), n)
+        how = f"parts starting at {', '.join(map(str, points))}"
+        for k in keys[2:5]:
+            skip(f"parallelism.{k}", "pipeline_parallel_split_points gives the split")
     else:
         per = get("parallelism.pipeline_parallel_layers_per_stage")
         stages = math.ceil((n + first + last) / int(per)) if per else pp * (1 if schedule in _SINGLE_STAGE else 2)
-        parts = torchtitan_parts(stages, n, first, last)
-        how = f"torchtitan's split of {n} layers + {first} input + {last} output over {stages} parts"
+        if era.get("microbatch_count"):  # a file from before 2025-06: the split generated before 2025-07-30
+            parts, how = generated_split_parts(stages, n), f"torchtitan's generated split of {n} layers (2025-02)"
+        else:
+            parts = torchtitan_parts(stages, n, first, last)
+            how = f"torchtitan's split of {n} layers + {first} input + {last} output over {stages} parts"
         put("parallelism.pipeline_parallel_layers_per_stage", f"{stages} model parts")
         put("parallelism.pipeline_parallel_first_stage_less_layers", "the embedding's weight in the split")
         put("parallelism.pipeline_parallel_last_stage_less_layers", "the output's weight in the split")
@@ -233,16 +259,18 @@ def _pipeline(model, get, put, skip, led, pp: int) -> None:
                                                                "; priced with each stage's layers split evenly "
                                                                f"over its {vpp} chunks, {even}")
     put("parallelism.module_fqns_per_model_part", why, plan__vpp=vpp, plan__stage_layers=stage_layers)
+    put("parallelism.pipeline_parallel_split_points", why, plan__vpp=vpp, plan__stage_layers=stage_layers)
     if not led.has("plan.vpp"):
         led.default("pipeline split", how, why, plan__vpp=vpp, plan__stage_layers=stage_layers)
 
 
-def _batch(get, put, skip, led, pp: int, dp: int | None, python: bool) -> None:
+def _batch(get, put, skip, led, pp: int, dp: int | None, python: bool, era: dict) -> None:
     """Sequences per micro-batch and per step. 0.2.x: local_batch_size is one dp rank's batch per
     gradient-accumulation step, split into pipeline micro-batches of pipeline_parallel_microbatch_size with pp;
-    global_batch_size -1 = local x dp. 2026 (#4121): num_tokens_per_microbatch_per_dp_rank tokens per micro-batch
-    of sequences of max_context_length, num_pp_microbatches of them with pp, num_tokens_per_train_step -1 = one
-    accumulation step."""
+    global_batch_size -1 = local x dp. Before 2025-06 (era microbatch_count): batch_size split into
+    pipeline_parallel_microbatches of them (default: one per stage). 2026 (#4121): num_tokens_per_microbatch_per_dp_rank
+    tokens per micro-batch of sequences of max_context_length, num_pp_microbatches of them with pp,
+    num_tokens_per_train_step -1 = one accumulation step."""
     folded = any(get(f"training.{k}") is not None for k in ("num_tokens_per_microbatch_per_dp_rank",
                                                           "max_context_length", "num_tokens_per_train_step"))
     if python and (folded or get("training.local_batch_size") is None):
@@ -264,6 +292,17 @@ def _batch(get, put, skip, led, pp: int, dp: int | None, python: bool) -> None:
         seq = int(get("training.seq_len", 2048))
         local = int(get("training.local_batch_size", 8))
         micro = int(get("parallelism.pipeline_parallel_microbatch_size", 1)) if pp > 1 else local
+        if era.get("microbatch_count") and pp > 1:
+            count = int(get("parallelism.pipeline_parallel_microbatches", pp * led.get("plan.vpp", 1)))
+            if count < 1 or local % count:
+                raise InputError(f"training.batch_size = {local} is not split evenly into "
+                                 f"pipeline_parallel_microbatches = {count}; valid: a divisor of {local}")
+            micro = local // count
+            put("parallelism.pipeline_parallel_microbatches", f"{count} micro-batches of {micro}",
+                plan__micro_batch=micro)
+            if not led.has("plan.micro_batch"):
+                led.default("pipeline_parallel_microbatches", count, "one micro-batch per pipeline stage",
+                            plan__micro_batch=micro)
         if local % micro:
             raise InputError(f"training.local_batch_size = {local} is not a multiple of "
                              f"parallelism.pipeline_parallel_microbatch_size = {micro}; valid: a multiple of {micro}")
@@ -278,6 +317,8 @@ def _batch(get, put, skip, led, pp: int, dp: int | None, python: bool) -> None:
         put(key, plan__global_batch=glob)
     elif dp is not None:
         put(key, f"-1: {per_rank} x dp {dp}", plan__global_batch=per_rank * dp)
+        if not led.has("plan.global_batch"):
+            led.default(key, -1, f"one accumulation step: {per_rank} x dp {dp}", plan__global_batch=per_rank * dp)
     else:
         put(key, f"-1: {per_rank} sequences per dp rank x dp (from --gpus)", launch__global_batch_per_dp=per_rank)
         if not led.has("launch.global_batch_per_dp"):
@@ -324,115 +365,3 @@ def _recompute(model, get, put, skip, led, python: bool) -> None:
             chunk = (led.get("plan.stage_layers") or [model.n_layers])[0] // led.get("plan.vpp", 1)
             led.default("activation_checkpoint.mode", "selective, selective_ac_option 2", what, plan__recompute="full",
                         plan__recompute_method="block", plan__recompute_num_layers=max(chunk // 2, 1))
-
-
-# converter -> (precision, fp8 recipe); 0.2.x names in [model] converters, 2026 config classes in model_registry
-_CONVERTERS = {"float8": ("fp8", "tensorwise"), "quantize.linear.float8": ("fp8", "tensorwise"),
-               "Float8LinearConverter": ("fp8", "tensorwise"), "quantize.linear.mx": ("fp8", "mxfp8"),
-               "MXFP8LinearConverter": ("fp8", "mxfp8"), "NVFP4LinearConverter": ("fp4", None)}
-_EXPERT_CONVERTERS = ("quantize.grouped_mm.float8", "quantize.grouped_mm.mx", "Float8GroupedExpertsConverter",
-                      "MXFP8GroupedExpertsConverter", "float8_grouped_mm")
-
-
-def _precision(get, put, skip, led, keys) -> None:
-    """[model] converters: a float8 / MX linear converter runs every linear's GEMMs in fp8 (tensorwise scaling:
-    torchao Float8Linear's default recipe; MX: mxfp8 blocks); training.dtype / mixed_precision_* -> the stored
-    weights', moments' and gradients' dtypes."""
-    converters = get("model.converters") or []
-    linear = [c for c in converters if c in _CONVERTERS]
-    other = [c for c in converters if c not in _CONVERTERS and c not in _EXPERT_CONVERTERS]
-    if other:
-        raise InputError(f"[model] converters = {converters}: {', '.join(map(str, other))} is not priced; valid: "
-                         f"{', '.join(sorted(set(_CONVERTERS) | set(_EXPERT_CONVERTERS)))}")
-    emulate = any(get(f"model.converters.{c}.emulate") is True for c in linear)
-    if len({_CONVERTERS[c] for c in linear}) > 1:
-        raise InputError(f"[model] converters = {converters}: two linear converters; valid: one")
-    if linear and not emulate:
-        precision, recipe = _CONVERTERS[linear[0]]
-        recipe = _recipe(get, linear[0], recipe)
-        put("model.converters", f"{linear[0]}: every linear's GEMMs in {precision}" + (
-            " ('float8' is the mid-2025 name of 0.2.2's quantize.linear.float8)" if linear[0] == "float8" else "")
-            + (" (the experts' grouped GEMMs too)" if len(converters) > 1 else ""), plan__precision=precision,
-            **({"plan__fp8_recipe": recipe} if recipe else {}))
-    elif linear:
-        put("model.converters", "emulate = true: float8 emulated in bf16 (a test mode)", plan__precision="bf16")
-    elif converters:
-        skip("model.converters", "float8 for the experts' grouped GEMMs alone: perfmodel's precision is every "
-             "GEMM's; not priced")
-    for e in keys.values():
-        if e.key.startswith(("float8.", "quantize.", "model.converters.")) and linear and not emulate:
-            skip(e.key, "a detail of the float8 recipe (all-gathers stay bf16, filtered modules), not priced")
-    dtype = get("training.dtype", "float32")
-    param = get("training.mixed_precision_param", "bfloat16")
-    if param != "bfloat16" or dtype not in ("float32", "bfloat16"):
-        raise InputError(f"training.mixed_precision_param = {param}, training.dtype = {dtype}: fp32 compute is not "
-                         "priced; valid: mixed_precision_param = bfloat16, dtype float32 or bfloat16")
-    put("training.mixed_precision_param", "bf16 compute (perfmodel's precision: the GEMMs')")
-    bf16 = dtype == "bfloat16"
-    states = {"plan__weight_dtype": "bf16" if bf16 else "fp32", "plan__moment_dtype": "bf16" if bf16 else "fp32"}
-    states = {k: v for k, v in states.items() if k[6:] in Plan.model_fields}
-    put("training.dtype", "parameters, gradients and optimizer state in bf16, no fp32 copy" if bf16 else
-        "fp32 parameters and optimizer state (mixed precision by fully_shard)", **states,
-        **({"plan__grad_dtype": "bf16"} if bf16 else {}))
-    if bf16:
-        skip("training.mixed_precision_reduce", "no effect with training.dtype = bfloat16")
-    else:
-        put("training.mixed_precision_reduce", "gradients reduced in fp32", plan__grad_dtype="fp32")
-    led.default("training.dtype", "float32", "fp32 weights and moments (JobConfig / TrainingConfig)", **states)
-    led.default("training.mixed_precision_reduce", "float32", "gradients reduced in fp32", plan__grad_dtype="fp32")
-
-
-def _recipe(get, converter: str, default: str | None) -> str | None:
-    name = get(f"quantize.linear.float8.recipe_name", get(f"float8.recipe_name",
-                                                          get(f"model.converters.{converter}.recipe_name")))
-    if default != "tensorwise" or name in (None, "tensorwise"):
-        return default
-    raise InputError(f"float8 recipe_name = {name!r} is not priced (perfmodel's fp8 recipes: tensorwise, blockwise, "
-                     "mxfp8); valid: tensorwise")
-
-
-def _switches(get, put, skip, led, tp: int, python: bool) -> None:
-    """Sequence parallelism (0.2.2: always with tp; 2026: enable_sequence_parallel), async tensor parallelism
-    (tp collectives beside the GEMMs: tp_comm_overlap), torch.compile's components, the loss's chunks."""
-    if python:
-        put("parallelism.enable_sequence_parallel", plan__sequence_parallel=bool(
-            get("parallelism.enable_sequence_parallel")) and tp > 1)
-        led.default("parallelism.enable_sequence_parallel", True, "ParallelismConfig",
-                    plan__sequence_parallel=tp > 1)
-    else:
-        led.default("sequence parallelism", "with tensor parallelism", "torchtitan 0.2.2 applies it whenever tp > 1",
-                    plan__sequence_parallel=tp > 1)
-    for key in ("parallelism.enable_async_tensor_parallel", "compile.enable_async_tensor_parallel"):
-        if get(key) is not None:
-            put(key, "tp collectives pipelined with the GEMMs" if get(key) else "", plan__tp_comm_overlap=bool(get(key)))
-    enable = bool(get("compile.enable", False))
-    parts = get("compile.components", ["model", "loss"])
-    compiled = {frozenset({"model", "loss"}): "model+loss", frozenset({"model"}): "model"}.get(frozenset(parts))
-    if not enable:
-        put("compile.enable", plan__compile="none")
-        skip("compile.components", "compile.enable is false")
-    else:
-        put("compile.enable", plan__compile=compiled or "none")
-        put("compile.components", "torch.compile of each block and the loss" if compiled == "model+loss" else
-            "torch.compile of each block" if compiled else f"{parts}: compiling the loss alone is not priced "
-            "(plan.compile: none, model, model+loss); priced eager")
-    skip("compile.backend", "inductor is the compiler priced")
-    led.default("compile.enable", False, "eager", plan__compile="none")
-    offload = get("training.enable_cpu_offload", False)
-    if offload:
-        raise InputError("training.enable_cpu_offload = true: FSDP2's CPUOffloadPolicy steps Adam on the host's CPUs, "
-                         "which perfmodel does not price; valid: false")
-    put("training.enable_cpu_offload", plan__optimizer_offload=False)
-    chunks = get("loss.num_chunks")
-    if chunks is not None:
-        put("loss.num_chunks", "ChunkedLossWrapper: the LM head and loss in chunks" if chunks > 1 else
-            "the LM head and loss in one piece", plan__loss_chunks=int(chunks))
-    for key, why in (("parallelism.disable_loss_parallel", "the loss over tp-sharded logits: priced as the tp "
-                      "plan's LM head"), ("parallelism.context_parallel_load_balancer", "cp load balancing: "
-                      "priced balanced"), ("parallelism.context_parallel_rotate_method", "cp's KV exchange: "
-                      "priced one way"), ("parallelism.enable_fsdp_symm_mem", "FSDP collectives' transport"),
-                     ("parallelism.spmd_backend", "the tensor-parallel implementation"),
-                     ("training.disable_cuda_graphs", "CUDA graphs are left to the torchtitan stack's default"),
-                     ("model.attn_backend", "fused attention either way (SDPA, FlexAttention, varlen)"),
-                     ("model.print_after_conversion", "logging")):
-        skip(key, why)
