@@ -15,6 +15,8 @@ from perfmodel.export.checks.spread import MAXTEXT_SPREAD, spread_plan_file
 from perfmodel.export.maxtext import VERSIONS
 from perfmodel.export.nearest import export_plan, nearest
 from perfmodel.ingest import plan_of, read_config
+from perfmodel.ingest.maxtext_keys import slice_devices
+from perfmodel.spec.model_catalogue import load_model, preset_for_name
 from perfmodel.spec.plan import resolve
 
 D = "tests/fixtures/configs/maxtext"
@@ -167,12 +169,11 @@ def test_defaults_without_base_yml(tmp_path):
 
 
 @pytest.mark.parametrize("text, match", [
-    ("python3 -m MaxText.train base.yml per_device_batch_size=1 per_device_batch_size=2\n", "in one layer"),
     ("python3 -m MaxText.train base.yml ici_fsdp_parallelism=-1 ici_tensor_parallelism=-1\n", "both -1"),
     ("python3 -m MaxText.train base.yml ici_sequence_parallelism=2\n", "sequence axis is not priced"),
     ("python3 -m MaxText.train base.yml remat_policy=bogus\n", "remat_policy = 'bogus'"),
     ("python3 -m MaxText.train base.yml compile_topology=v9z-8\n", "compile_topology = 'v9z-8'"),
-    ("python3 -m MaxText.train base.yml model_name=gemma3-12b\n", "no perfmodel preset and no model YAML"),
+    ("python3 -m MaxText.train base.yml model_name=olmo3-7b\n", "no perfmodel preset and no model YAML"),
     ("python3 -m MaxText.train base.yml compile_topology=v5p-16 ici_fsdp_parallelism=4\n", "multiply to 4, not the 8"),
     ("echo hello\n", "no MaxText train command"),
 ])
@@ -230,3 +231,129 @@ def test_round_trip(tmp_path, version, case):
     for field in SHAPE:
         assert getattr(model, field) == getattr(runs.model, field), field
     assert math.prod([got.tp, got.cp, got.pp, got.dp]) == got.gpus == runs.plan.gpus
+
+
+# -- TPU slice names (maxtext_keys.SLICES): values from Cloud TPU's docs and MaxText's accelerator_to_spec_map ------
+C = "tests/fixtures/corpus/maxtext"
+
+
+@pytest.mark.parametrize("name, hardware, devices", [
+    ("tpu7x-4x8x8", "tpu-v7", 512),    # 4 x 8 x 8 = 256 chips, two TensorCores (JAX devices) each
+    ("tpu7x-4x4x4", "tpu-v7", 128),    # accelerator_to_spec_map: tpu7x-128 = tpu7x:4x4x4, 128 devices a slice
+    ("tpu7x-128", "tpu-v7", 128),      # the -N form counts TensorCores
+    ("v6e-16x16", "tpu-v6e", 256),     # one TensorCore a chip: v6e-256 = v6e:16x16
+    ("v6e-256", "tpu-v6e", 256),
+    ("v5p-128", "tpu-v5p", 64),        # Cloud TPU v5p: 4x4x4 = 128 cores, 64 chips; one megacore device a chip
+    ("v5p-4x4x4", "tpu-v5p", 64),
+    ("v5litepod-256", "tpu-v5e", 256),  # v5e counts chips
+    ("v5e-16", "tpu-v5e", 16),
+    ("v4-128", "tpu-v4", 64),          # accelerator_to_spec_map: v4-128 = v4:4x4x4, 64 devices
+])
+def test_slice_names(name, hardware, devices):
+    assert slice_devices(name, "--device-type") == (hardware, devices)
+
+
+@pytest.mark.parametrize("name, match", [("v5p-7", "multiple of 2"), ("tpu7x-0x4x4", "multiple of 2"),
+                                         ("v9z-8", "not a TPU slice name")])
+def test_slice_names_refused(name, match):
+    with pytest.raises(InputError, match=match):
+        slice_devices(name, "--device-type")
+
+
+def test_xpk_topology_and_slices(tmp_path):
+    # xpk --device-type in the topology form, --num-slices 4: 4 x 256 v6e devices; ici_fsdp -1 fills each slice,
+    # dcn_data -1 (base.yml) the 4 slices; the train command inside --command, after `set -e &&`
+    run = tmp_path / "run.sh"
+    run.write_text('ARGS="model_name=llama3.1-8b per_device_batch_size=2 max_target_length=8192"\n'
+                   'xpk workload create --cluster=c --device-type=v6e-16x16 --num-slices=4 \\\n'
+                   '  --command="set -e && python3 -m maxtext.trainers.pre_train.train maxtext/configs/base.yml '
+                   '${ARGS} | tee train.log"\n')
+    i = imp(BASE, str(run))
+    assert (i.hardware, i.gpus) == ("tpu-v6e", 1024)
+    _, _, p = plan_of(i)
+    assert (p.dp, p.dp_replicate, p.zero, p.micro_batch, p.global_batch, p.seq_len) == (1024, 4, 3, 2, 2048, 8192)
+    assert fates(i)["--num-slices"].why == "4 slices"
+
+
+def test_command_line_last_word_wins(tmp_path):
+    # OmegaConf.from_cli: a key's last word on the command line wins; the earlier one is named as overridden
+    run = tmp_path / "run.sh"
+    run.write_text("python3 -m MaxText.train base.yml per_device_batch_size=1 per_device_batch_size=2 "
+                   "ici_fsdp_parallelism=8 num_slices=1\n")
+    i = imp(str(run))
+    _, _, p = plan_of(i, "tpu-v5e")
+    assert (p.gpus, p.micro_batch) == (8, 2)
+    assert any(k.key == "per_device_batch_size" and "overridden by per_device_batch_size = 2" in k.why
+               for k in i.not_priced())
+
+
+# -- model YAMLs read block by block (maxtext_model.BLOCKS), each against its preset -------------------------------
+# (maxtext commit folder, configs/models/<name>.yml, the preset of the same model, the fields where the YAML differs)
+YAMLS = [
+    ("e591f30", "gemma3-27b", "gemma-3-27b", {"vocab"}),    # MaxText's 262144 rows; the HF checkpoint's 262208
+    ("50bafeb", "gemma3-12b", "gemma-3-12b", {"vocab"}),
+    ("df1b359", "gemma4-26b", "gemma-4-26b-a4b", set()),
+    ("df1b359", "gemma4-31b", "gemma-4-31b", set()),
+    ("e591f30", "qwen3-0.6b", "qwen3-0.6b", set()),
+    ("e591f30", "qwen3-8b", "qwen3-8b", set()),
+    ("e591f30", "qwen3-30b-a3b", "qwen3-30b-a3b", {"ffn_hidden"}),  # every layer MoE: base_mlp_dim is no layer's
+    ("a0fceb5", "qwen3-235b-a22b", "qwen3-235b-a22b", {"ffn_hidden"}),
+    ("998b3e3", "deepseek3-671b", "deepseek-v3", set()),
+    ("e591f30", "kimi-k2-1t", "kimi-k2", set()),
+    ("e591f30", "deepseek2-16b", "deepseek-v2-lite", set()),
+    ("998b3e3", "gpt-oss-120b", "gpt-oss-120b", set()),
+    ("e591f30", "llama4-17b-16e", "llama-4-scout", {"ffn_hidden"}),
+    ("e591f30", "llama4-17b-128e", "llama-4-maverick", set()),
+    ("a0fceb5", "llama3.1-405b", "llama-3.1-405b", set()),
+]
+BLOCK_SHAPE = ("n_layers", "hidden", "n_heads", "n_kv_heads", "head_dim", "ffn_hidden", "vocab", "mlp",
+               "tie_embeddings", "norm", "position", "linear_bias", "sliding_window", "windowed_layers", "moe", "mla",
+               "global_attention")
+
+
+@pytest.mark.parametrize("commit, name, preset, differ", YAMLS)
+def test_model_yaml_blocks_match_presets(tmp_path, commit, name, preset, differ):
+    # the YAML alone (model_name renamed so that no preset applies): the block's shape is the preset's
+    over = tmp_path / "over.yml"
+    over.write_text("model_name: no-such-preset\n")
+    files = [f"{C}/maxtext-{commit}/base.yml", f"{C}/maxtext-{commit}/models/{name}.yml"]
+    built, want = imp(*files, str(over)).model, load_model(preset)
+    assert {f for f in BLOCK_SHAPE if getattr(built, f) != getattr(want, f)} == differ
+    # with its own model_name: the preset, each shape key of the YAML agreeing with it (or naming the difference)
+    if preset_for_name(name, "maxtext") != preset:
+        pytest.skip(f"spec.model_catalogue.preset_for_name does not read MaxText's {name} as {preset} yet")
+    over.write_text(f"model_name: {name}\n")
+    i = imp(*files, str(over))
+    assert i.model.name == preset and i.model.vocab == built.vocab
+    f = fates(i)
+    for key in ("base_emb_dim", "base_num_query_heads", "base_num_decoder_layers", "num_experts"):
+        if key in yaml.safe_load(open(files[1])):
+            assert f[key].fate == "mapped" and f"agrees with preset {preset}" in f[key].why, key
+
+
+def test_model_yaml_shapes_by_hand():
+    # gpt-oss-120b: (sliding, global) alternating over 36 layers -> 18 windowed of 128; biased projections, router
+    # and experts; 128 experts of 2880, 4 a token, no shared expert (RoutedMoE)
+    m = imp(f"{C}/maxtext-998b3e3/base.yml", f"{C}/maxtext-998b3e3/models/gpt-oss-120b.yml").model
+    assert (m.sliding_window, m.windowed_layers, m.linear_bias) == (128, 18, "all")
+    assert (m.moe.n_experts, m.moe.top_k, m.moe.n_shared_experts, m.moe.router_bias, m.moe.expert_bias) == (
+        128, 4, 0, True, True)
+    # deepseek3-671b: MLA (q latent 1536, kv 512, 128 + 64 wide q/k heads), 3 dense layers, 1 shared expert of 2048,
+    # sigmoid routing
+    m = imp(f"{C}/maxtext-998b3e3/base.yml", f"{C}/maxtext-998b3e3/models/deepseek3-671b.yml").model
+    assert (m.mla.q_lora_rank, m.mla.kv_lora_rank, m.head_dim) == (1536, 512, 192)
+    assert (m.moe.first_dense_layers, m.moe.n_shared_experts, m.moe.shared_ffn_hidden, m.moe.router_scoring) == (
+        3, 1, 2048, "sigmoid")
+    # llama4-17b-128e: interleave_moe_layer_step 2 -> MoE on odd layers, a dense 16384 MLP on the others
+    m = imp(f"{C}/maxtext-e591f30/base.yml", f"{C}/maxtext-e591f30/models/llama4-17b-128e.yml").model
+    assert (m.moe.layer_freq, m.moe.n_experts, m.moe.top_k, m.ffn_hidden, m.moe.router_scoring) == (
+        2, 128, 1, 16384, "sigmoid")
+    # gemma4-31b: 60 layers, 50 windowed of 1024; the 10 global ones 512-wide heads, 4 kv heads, one K=V projection
+    m = imp(f"{C}/maxtext-df1b359/base.yml", f"{C}/maxtext-df1b359/models/gemma4-31b.yml").model
+    assert (m.windowed_layers, m.global_attention.head_dim, m.global_attention.n_kv_heads,
+            m.global_attention.shared_kv) == (50, 512, 4, True)
+
+
+def test_gemma4_small_refused():
+    with pytest.raises(InputError, match="hidden_size_per_layer_input = 256 .* per-layer input embeddings"):
+        imp(f"{C}/maxtext-df1b359/base.yml", f"{C}/maxtext-df1b359/models/gemma4-e2b.yml")

@@ -53,10 +53,13 @@ def fill(degrees: dict[str, int], total: int | None, scope: str) -> dict[str, in
 
 
 def fit_slices(count: int, system) -> int:
-    """The fewest equal slices of `count` devices that each fit the system's first (ICI) tier: what
-    export.maxtext_mesh.slices writes, used where a config leaves dcn_data_parallelism -1 and states no slices."""
+    """The fewest equal slices of `count` devices that each fit the system's first tier (a TPU's ICI, a GPU host's
+    NVLink), used where a config leaves dcn_data_parallelism -1 and states no slices. On GPUs MaxText's slice is one
+    such domain (utils/accelerator_to_spec_map.py: "the slice topology of A3 fixed to a single host"; configs/gpu/a3/
+    llama_3.1_405b/128vm.sh runs dcn_fsdp 128 x ici_fsdp 8 on 128 nodes). export.maxtext_mesh.slices writes 1 slice
+    on GPUs."""
     domain = system.tiers[0].domain_size
-    if system.accelerator.torch_device != "xla" or domain is None or count <= domain:
+    if domain is None or count <= domain:
         return 1
     return next(s for s in range(2, count + 1) if count % s == 0 and count // s <= domain)
 

@@ -55,6 +55,8 @@ def yaml_layer(path: Path) -> list[Layer]:
     keys = set(data)
     if path.name in ("base.yml", "base.yaml") or "mesh_axes" in keys or len(keys) > 150:
         kind = "base"
+    elif "base_config" in keys:  # a config layered on base.yml (configs/gpu/models/*.yml), not a model YAML
+        kind = "config"
     elif path.parent.name == "models" or ("decoder_block" in keys and not any(
             k.startswith(("ici_", "dcn_")) or k in ("per_device_batch_size", "base_config") for k in keys)):
         kind = "model"
@@ -69,8 +71,9 @@ def train_words(words: list[str]) -> tuple[str | None, list[str]] | None:
         if _TRAIN.search(w):
             rest, config = words[i + 1:], None
             out = []
+            sub = any(w.startswith("(") for w in words[:i])  # inside `( ... )`: a word ending in ")" closes it
             for j, a in enumerate(rest):
-                end = a in _STOP or a.endswith((";", ")"))
+                end = a in _STOP or a.endswith(";") or (sub and a.endswith(")"))
                 a = a.rstrip(";)") if end and a not in _STOP else a
                 if a in _STOP:
                     break

@@ -3,9 +3,9 @@ key=value overrides in a shell script, a Kubernetes / xpk manifest or a Python b
 perfmodel.export.maxtext: the model (model_name's perfmodel preset, else the base_* shape keys), the mesh
 (maxtext_axes), batch, remat policy, dtypes, MoE dispatch and the TPU slice; every other key named as not priced.
 
-Layers apply in the order the files are passed; a later layer overrides an earlier one. Two values of one key in
-one layer, or a model YAML key a later layer changes without override_model_config (MaxText's own refusal,
-configs/pyconfig.py validate_no_keys_overridden_twice), are refused. Keys no file states take base.yml's value at
+Layers apply in the order the files are passed; a later layer overrides an earlier one, and within a command line
+the last of a key's words wins (OmegaConf.from_cli). A model YAML key a later layer changes without
+override_model_config (MaxText's own refusal, configs/pyconfig.py validate_no_keys_overridden_twice) is refused. Keys no file states take base.yml's value at
 maxtext_keys.COMMIT (DEFAULTS); pass your base.yml first to read your version's.
 """
 
@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..spec.model import MoEConfig, ModelConfig
-from ..spec.model_catalogue import load_model
+from ..spec.model import ModelConfig
+from ..spec.model_catalogue import load_model, preset_for_name
 from .ledger import Imported, Ledger, text_of
 from .maxtext_axes import OTHER_AXES, PLAN_AXES, complete, plan_fields, totals
 from .maxtext_files import Layer, recipe_layer, shell_layer, yaml_layer
 from .maxtext_settings import moe, precision, remat
-from .maxtext_keys import COMMIT, DEFAULTS, LLAMA_BLOCKS, PRESETS, SHAPE, gke_devices, parameter_scales, \
-    slice_devices, unpriced
+from .maxtext_keys import COMMIT, DEFAULTS, SHAPE, gke_devices, parameter_scales, slice_devices, unpriced
+from .maxtext_model import BLOCKS, MOE, UNCOUNTED, block_shape, differences, mlp_kind
 
 __all__ = ["Config", "complete", "plan_fields", "read"]
 _BASE = f"base.yml at maxtext {COMMIT[:8]}"
@@ -35,10 +35,9 @@ class Config:
         self.led, self.final, self.done = led, {}, set()
         for layer in layers:
             seen: dict[str, Any] = {}
-            for k, v in layer.items:
-                if k in seen and seen[k] != v:
-                    raise InputError(f"maxtext config contradicts itself: {k} = {text_of(seen[k])} and {k} = "
-                                     f"{text_of(v)} in one layer ({layer.source}); valid: one value")
+            for k, v in layer.items:  # a key twice on one command line: the last wins (OmegaConf.from_cli's
+                if k in seen:  # merge_with_dotlist updates the config word by word)
+                    led.skip(k, seen[k], layer.source, f"overridden by {k} = {text_of(v)} later in the same layer")
                 seen[k] = v
             for k, v in seen.items():
                 if k in self.final:
@@ -145,58 +144,93 @@ def read(paths: list[Path], name: str | None) -> Imported:
 
 
 def model_of(cfg: Config) -> ModelConfig:
-    """model_name's perfmodel preset (the shape keys a model YAML or override states checked against it), else the
-    model built from the base_* keys (llama2 / mistral / mixtral decoder blocks)."""
-    name = str(cfg.value("model_name")).replace("-Instruct", "")
-    preset = PRESETS.get(name)
+    """model_name's perfmodel preset (preset_for_name: gemma3-27b -> gemma-3-27b), checked against the model YAML's
+    shape where one is passed (its differences win: the YAML is what MaxText runs) or against each shape key a later
+    layer changes; else the model the decoder block's keys build (maxtext_model)."""
+    name = str(cfg.value("model_name"))
+    preset = preset_for_name(name, "maxtext") if name != "default" else None
     mtp = cfg.number("mtp_num_layers", int)
-    if preset:
-        m = load_model(preset)
-        cfg.put("model_name", f"perfmodel preset {preset}", model__name=preset)
-        scale = cfg.value("global_parameter_scale")
-        if scale != 1:
-            raise InputError(f"global_parameter_scale = {scale} with model_name = {name}: perfmodel reads a scale "
-                             "only on base.yml's default model; valid: 1")
-        cfg.put("global_parameter_scale")
-        update: dict[str, Any] = {}
-        for key, field in SHAPE.items():
-            if not cfg.stated(key):
-                continue
-            if cfg.stated(key, ("base",)):
-                cfg.skip(key, f"base.yml's default model shape, replaced by model_name {name}'s (perfmodel preset "
-                              f"{preset})")
-                continue
-            want, have = shape_value(cfg, key, field), preset_value(m, field)
-            if want == have:
-                cfg.put(key, f"agrees with preset {preset}", **{f"model__{field.replace('.', '__')}": want})
-            elif have is None and want in (1, 0, -1):
-                cfg.put(key, f"unused by preset {preset}")
-            elif "." in field and have is None:
-                raise InputError(f"{key} = {text_of(cfg.value(key))} adds {field.split('.')[0]} to preset {preset}, "
-                                 f"which has none; valid: a model_name without a preset and its model YAML")
-            else:
-                update[field] = want
-                cfg.put(key, f"preset {preset} has {have}", **{f"model__{field.replace('.', '__')}": want})
-        for sub in ("moe", "mla"):
-            part = {f.split(".")[1]: v for f, v in update.items() if f.startswith(sub + ".")}
-            if part:
-                update = {f: v for f, v in update.items() if not f.startswith(sub + ".")}
-                update[sub] = getattr(m, sub).model_copy(update=part)
-        cfg.skip("decoder_block", f"{name}'s decoder block: preset {preset} states its layers")
-        drop = dropout(cfg)
-        if m.dropout != drop:
-            update["dropout"] = drop
-        if m.mtp_layers != mtp:
-            update["mtp_layers"] = mtp
-        cfg.put("mtp_num_layers", "MaxText trains multi-token prediction modules only when this is set",
-                model__mtp_layers=mtp)
-        return ModelConfig(**{**m.model_dump(), **{k: (v.model_dump() if hasattr(v, "model_dump") else v)
-                                                   for k, v in update.items()}}) if update else m
-    if name != "default" and not any(cfg.stated(k, ("model",)) for k in SHAPE):
-        raise InputError(f"model_name = {name} has no perfmodel preset and no model YAML (configs/models/{name}.yml) "
-                         f"is among the files; valid: pass that YAML after base.yml, or a model_name among "
-                         f"{', '.join(PRESETS)}")
-    return build(cfg, name, mtp)
+    from_yaml = any(cfg.stated(k, ("model",)) for k in SHAPE)
+    if preset is None:
+        if name != "default" and not from_yaml:
+            raise InputError(f"model_name = {name} has no perfmodel preset and no model YAML (configs/models/{name}.yml)"
+                             " is among the files; valid: pass that YAML after base.yml, or a model_name with a preset "
+                             "(perfmodel models list)")
+        return build(cfg, name, mtp)
+    m = load_model(preset)
+    cfg.put("model_name", f"perfmodel preset {preset}", model__name=preset)
+    scale = cfg.value("global_parameter_scale")
+    if scale != 1:
+        raise InputError(f"global_parameter_scale = {scale} with model_name = {name}: perfmodel reads a scale "
+                         "only on base.yml's default model; valid: 1")
+    cfg.put("global_parameter_scale")
+    if from_yaml and cfg.value("decoder_block") in BLOCKS:
+        m = against_yaml(cfg, m, preset)
+    else:
+        m = against_keys(cfg, m, preset, name)
+    update: dict[str, Any] = {}
+    drop = dropout(cfg)
+    if m.dropout != drop:
+        update["dropout"] = drop
+    if m.mtp_layers != mtp:
+        update["mtp_layers"] = mtp
+    cfg.put("mtp_num_layers", "MaxText trains multi-token prediction modules only when this is set",
+            model__mtp_layers=mtp)
+    return m.model_copy(update=update) if update else m
+
+
+def against_yaml(cfg: Config, m: ModelConfig, preset: str) -> ModelConfig:
+    """The preset, with what the model YAML's decoder block builds where it differs (each key says which)."""
+    s = block_shape(cfg, {})
+    built = ModelConfig.parse({"name": preset, "max_seq_len": m.max_seq_len, **s.nested()},
+                              where=f"decoder_block {cfg.value('decoder_block')}'s shape")
+    diff = differences(m, built, s.fields)
+    for key, fields in s.keys.items():
+        tops = sorted({f.split(".")[0] for f in fields} & diff.keys())
+        why = "; ".join(f"preset {preset} has {f} {text_of(diff[f][0])}" for f in tops) or f"agrees with preset {preset}"
+        cfg.put(key, why, **{f"model__{f.replace('.', '__')}": s.fields[f] for f in fields})
+    for key, why in UNCOUNTED.items():
+        if cfg.stated(key, ("model", "config", "overrides")):
+            cfg.skip(key, why)
+    dense(cfg, s)
+    return ModelConfig(**{**m.model_dump(), **built.model_dump(include=set(diff))}) if diff else m
+
+
+def against_keys(cfg: Config, m: ModelConfig, preset: str, name: str) -> ModelConfig:
+    """The preset with each shape key a file states over it (no model YAML, or a block perfmodel does not read)."""
+    update: dict[str, Any] = {}
+    for key, field in SHAPE.items():
+        if not cfg.stated(key):
+            continue
+        if cfg.stated(key, ("base",)):
+            cfg.skip(key, f"base.yml's default model shape, replaced by model_name {name}'s (perfmodel preset "
+                          f"{preset})")
+            continue
+        want, have = shape_value(cfg, key, field), preset_value(m, field)
+        if want == have:
+            cfg.put(key, f"agrees with preset {preset}", **{f"model__{field.replace('.', '__')}": want})
+        elif have is None and want in (1, 0, -1):
+            cfg.put(key, f"unused by preset {preset}")
+        elif "." in field and have is None:
+            raise InputError(f"{key} = {text_of(cfg.value(key))} adds {field.split('.')[0]} to preset {preset}, "
+                             f"which has none; valid: a model_name without a preset and its model YAML")
+        else:
+            update[field] = want
+            cfg.put(key, f"preset {preset} has {have}", **{f"model__{field.replace('.', '__')}": want})
+    for sub in ("moe", "mla"):
+        part = {f.split(".")[1]: v for f, v in update.items() if f.startswith(sub + ".")}
+        if part:
+            update = {f: v for f, v in update.items() if not f.startswith(sub + ".")}
+            update[sub] = getattr(m, sub).model_copy(update=part)
+    cfg.skip("decoder_block", f"{name}'s decoder block: preset {preset} states its layers")
+    return m.model_copy(update=update) if update else m
+
+
+def dense(cfg: Config, s) -> None:
+    """A dense model's MoE keys: unused (MaxText builds no MoE block with num_experts 1)."""
+    if "moe.n_experts" not in s.fields:
+        for k in MOE:
+            cfg.skip(k, "a dense model (num_experts 1): unused")
 
 
 def dropout(cfg: Config) -> float:
@@ -224,60 +258,27 @@ def preset_value(m: ModelConfig, field: str):
     return getattr(m, field)
 
 
-def mlp_kind(v) -> str:
-    acts = [str(a) for a in v] if isinstance(v, list) else [str(v)]
-    if len(acts) == 2 and "linear" in acts:
-        return "swiglu"  # gated: act(x W0) * (x W1), three matrices (layers/linears.py MlpBlock)
-    if acts in (["gelu"], ["relu"], ["silu"]):
-        return "gelu"  # one activation: two matrices
-    raise InputError(f"mlp_activations = {v}: valid: [silu, linear] (gated), [gelu, linear] or [gelu]")
-
-
 def build(cfg: Config, name: str, mtp: int) -> ModelConfig:
-    """A ModelConfig from base.yml's shape keys, scaled by global_parameter_scale (types.py)."""
-    block = cfg.value("decoder_block")
-    if block not in LLAMA_BLOCKS:
-        raise InputError(f"decoder_block = {block!r}: perfmodel reads the shape of MaxText's {', '.join(LLAMA_BLOCKS)} "
-                         f"blocks; valid: one of them, or a model_name with a perfmodel preset ({', '.join(PRESETS)})")
-    cfg.put("decoder_block", "RMSNorm, RoPE, no biases", model__norm="rmsnorm", model__position="rope")
+    """A ModelConfig from the decoder block's shape keys (maxtext_model), base_* scaled by global_parameter_scale
+    (types.py get_individual_scales)."""
     emb, heads, mlp_s, layers = parameter_scales(cfg.value("global_parameter_scale"))
     cfg.put("global_parameter_scale", f"x2^{emb} width, x2^{heads} heads and MLP, x2^{layers} layers")
-    dims = {k: cfg.number(k, int) for k in ("base_emb_dim", "base_num_query_heads", "base_num_kv_heads",
-                                            "base_mlp_dim", "base_num_decoder_layers", "head_dim", "vocab_size",
-                                            "num_experts", "num_experts_per_tok", "base_moe_mlp_dim")}
     scale = {"base_emb_dim": emb, "base_num_query_heads": heads, "base_num_kv_heads": heads, "base_mlp_dim": mlp_s,
              "base_moe_mlp_dim": mlp_s, "base_num_decoder_layers": layers}
-    dims = {k: v * 2 ** scale.get(k, 0) if v > 0 else v for k, v in dims.items()}
-    fields = {"hidden": dims["base_emb_dim"], "n_heads": dims["base_num_query_heads"],
-              "n_kv_heads": dims["base_num_kv_heads"], "head_dim": dims["head_dim"],
-              "ffn_hidden": dims["base_mlp_dim"], "n_layers": dims["base_num_decoder_layers"],
-              "vocab": dims["vocab_size"], "mlp": mlp_kind(cfg.value("mlp_activations")),
-              "tie_embeddings": bool(cfg.value("logits_via_embedding"))}
-    for key, field in SHAPE.items():
-        if field in fields:
-            cfg.put(key, **{f"model__{field}": fields[field]})
-    moe_cfg = None
-    if dims["num_experts"] > 1:
-        ffn = dims["base_moe_mlp_dim"] if dims["base_moe_mlp_dim"] > 0 else dims["base_mlp_dim"]
-        moe_cfg = MoEConfig(n_experts=dims["num_experts"], top_k=dims["num_experts_per_tok"], expert_ffn_hidden=ffn)
-        cfg.put("num_experts", model__moe__n_experts=dims["num_experts"])
-        cfg.put("num_experts_per_tok", model__moe__top_k=dims["num_experts_per_tok"])
-        cfg.put("base_moe_mlp_dim", model__moe__expert_ffn_hidden=ffn)
-    else:
-        for k in ("num_experts", "num_experts_per_tok", "base_moe_mlp_dim"):
-            cfg.put(k, "a dense model (num_experts 1)")
+    s = block_shape(cfg, scale)
+    for key, fields in s.keys.items():
+        cfg.put(key, **{f"model__{f.replace('.', '__')}": s.fields[f] for f in fields})
+    for key, why in UNCOUNTED.items():
+        if cfg.stated(key, ("model", "config", "overrides")):
+            cfg.skip(key, why)
+    dense(cfg, s)
     drop = dropout(cfg)
-    for k in ("shared_experts", "first_num_dense_layers"):
-        if cfg.value(k):
-            raise InputError(f"{k} = {cfg.value(k)} with decoder_block {block}: valid: 0, or a model_name with a "
-                             "perfmodel preset")
-        cfg.put(k, f"unused by the {block} block")
     cfg.put("mtp_num_layers", model__mtp_layers=mtp)
     seq = cfg.number("max_target_length", int)
-    return ModelConfig(name=name if name != "default" else "maxtext-default", max_seq_len=seq, norm="rmsnorm",
-                       position="rope", moe=moe_cfg, dropout=drop, mtp_layers=mtp,
-                       source=f"MaxText config ({', '.join(sorted({s for _, s, _ in cfg.final.values()}))})",
-                       **fields)
+    return ModelConfig.parse({**s.nested(), "name": name if name != "default" else "maxtext-default",
+                              "max_seq_len": seq, "dropout": drop, "mtp_layers": mtp,
+                              "source": f"MaxText config ({', '.join(sorted({src for _, src, _ in cfg.final.values()}))})"},
+                             where=f"decoder_block {cfg.value('decoder_block')}'s shape")
 
 
 def launch(cfg: Config, layers: list[Layer]) -> tuple[int | None, int | None]:

@@ -3,9 +3,7 @@ no base.yml is passed, MaxText model names with a perfmodel preset, TPU slice na
 each key perfmodel does not price is not priced.
 
 Sources (maxtext e591f30cbbf217ed67ef71263ec0538239f9c3b8): src/maxtext/configs/base.yml (DEFAULTS, the values
-there), configs/models/*.yml (PRESETS: the shapes compared in tests/test_import_maxtext.py), utils/
-accelerator_to_spec_map.py (SLICES: v4-N and v5p-N count TensorCores, two per chip, one megacore device; v5e-N,
-v6e-N count chips; tpu7x-N counts devices, two per chip), configs/types.py get_individual_scales.
+there), configs/types.py get_individual_scales; TPU slice names (SLICES, `slice_devices`): see there.
 """
 
 from __future__ import annotations
@@ -30,26 +28,30 @@ DEFAULTS = {
     "decoder_block": "llama2", "mlp_activations": ["silu", "linear"], "logits_via_embedding": False,
     "enable_dropout": True, "dropout_rate": 0.0, "num_experts": 1, "num_experts_per_tok": 1, "shared_experts": 0,
     "first_num_dense_layers": 0, "mtp_num_layers": 0, "opt_type": "adamw", "decoder_layer_input": "device",
+    "sliding_window_size": 0, "global_head_dim": 0, "global_num_kv_heads": 0, "share_kv_projections": False,
+    "attention_type": "global", "attention_bias": False, "mlp_bias": False, "routed_bias": False,
+    "routed_score_func": "", "interleave_moe_layer_step": 1, "hidden_size_per_layer_input": 0,
+    "num_kv_shared_layers": 0, "q_lora_rank": 0, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64, "v_head_dim": 128,
     "internal_compile": False, "internal_compile_num_devices": -1,
     **{f"{s}_{a}_parallelism": 1 for s in ("ici", "dcn") for a in (
         "diloco", "data", "fsdp", "fsdp_transpose", "sequence", "context", "context_usp_ulysses",
         "context_autoregressive", "tensor", "tensor_sequence", "pipeline", "expert", "autoregressive")},
     "ici_fsdp_parallelism": -1, "dcn_data_parallelism": -1,
 }
-# MaxText model_name -> perfmodel preset (perfmodel models list); the shapes agree (tests/test_import_maxtext.py)
-PRESETS = {"llama2-7b": "llama-2-7b", "llama2-13b": "llama-2-13b", "llama2-70b": "llama-2-70b",
-           "llama3-8b": "llama-3-8b", "llama3-70b": "llama-3-70b", "llama3.1-8b": "llama-3.1-8b",
-           "llama3.1-70b": "llama-3.1-70b", "llama3.1-405b": "llama-3.1-405b", "mistral-7b": "mistral-7b",
-           "mixtral-8x7b": "mixtral-8x7b", "mixtral-8x22b": "mixtral-8x22b", "qwen3-30b-a3b": "qwen3-30b-a3b",
-           "qwen3-235b-a22b": "qwen3-235b-a22b", "deepseek3-671b": "deepseek-v3", "kimi-k2-1t": "kimi-k2",
-           "gpt-oss-20b": "gpt-oss-20b", "gpt-oss-120b": "gpt-oss-120b"}
-# slice-name prefix -> (perfmodel hardware, devices per unit of the name's count)
-SLICES = {"v4": ("tpu-v4", 0.5), "v5p": ("tpu-v5p", 0.5), "v5e": ("tpu-v5e", 1), "v5litepod": ("tpu-v5e", 1),
-          "v6e": ("tpu-v6e", 1), "tpu7x": ("tpu-v7", 1)}
-# GKE's cloud.google.com/gke-tpu-accelerator label (Google Cloud GKE docs, "Plan TPUs in GKE") -> (hardware,
-# JAX devices per chip of the gke-tpu-topology shape)
-GKE = {"tpu-v4-podslice": ("tpu-v4", 1), "tpu-v5p-slice": ("tpu-v5p", 1), "tpu-v5-lite-podslice": ("tpu-v5e", 1),
-       "tpu-v6e-slice": ("tpu-v6e", 1), "tpu7x": ("tpu-v7", 2)}
+# TPU slice names: prefix -> (perfmodel hardware, TensorCores a chip the "-N" form counts, JAX devices a chip).
+# "-N" counts TensorCores where a chip has two (Cloud TPU docs, "TPU v5p": "--accelerator-type ... the number of
+# TensorCores", topology 4x4x4 = 128 cores, 64 chips; v4 likewise) and chips where it has one (v5e / v5litepod, v6e:
+# v6e-256 is 16x16 chips). A device is what JAX counts (jax.experimental.pallas.tpu.ChipVersion: v4 and v5p run their
+# two TensorCores as one megacore device; TPU 7x has two TensorCores a chip and no megacore, so two devices; Cloud
+# TPU docs "TPU7x (Ironwood)": "Each TPU7x chip contains two TensorCores"). MaxText's utils/accelerator_to_spec_map.py
+# agrees: v5p-128 = v5:4x4x4 with 64 devices, v6e-256 = v6e:16x16 with 256, tpu7x-128 = tpu7x:4x4x4 with 128. The
+# topology form (xpk --device-type=tpu7x-4x8x8, v6e-16x16) names the chips: devices = chips x devices a chip.
+SLICES = {"v4": ("tpu-v4", 2, 1), "v5p": ("tpu-v5p", 2, 1), "v5e": ("tpu-v5e", 1, 1), "v5litepod": ("tpu-v5e", 1, 1),
+          "v6e": ("tpu-v6e", 1, 1), "tpu7x": ("tpu-v7", 2, 2)}
+# GKE's cloud.google.com/gke-tpu-accelerator label (Google Cloud GKE docs, "Plan TPUs in GKE") -> the slice prefix
+GKE = {"tpu-v4-podslice": "v4", "tpu-v5p-slice": "v5p", "tpu-v5-lite-podslice": "v5e", "tpu-v6e-slice": "v6e",
+       "tpu7x": "tpu7x"}
 # base.yml's shape keys -> ModelConfig fields (dotted: moe.*, mla.*)
 SHAPE = {"base_emb_dim": "hidden", "base_num_query_heads": "n_heads", "base_num_kv_heads": "n_kv_heads",
          "head_dim": "head_dim", "base_mlp_dim": "ffn_hidden", "base_num_decoder_layers": "n_layers",
@@ -59,20 +61,25 @@ SHAPE = {"base_emb_dim": "hidden", "base_num_query_heads": "n_heads", "base_num_
          "q_lora_rank": "mla.q_lora_rank", "kv_lora_rank": "mla.kv_lora_rank",
          "qk_nope_head_dim": "mla.qk_nope_head_dim", "qk_rope_head_dim": "mla.qk_rope_head_dim",
          "v_head_dim": "mla.v_head_dim", "mlp_activations": "mlp"}
-LLAMA_BLOCKS = ("llama2", "mistral", "mixtral")  # RMSNorm, RoPE, gated MLP, no biases (layers/llama2.py, mixtral.py)
 # mesh axis (the word in ici_*/dcn_*_parallelism) -> the plan degree it is part of
 AXES = {"data": "data", "fsdp": "fsdp", "fsdp_transpose": "fsdp", "expert": "ep", "tensor": "tp",
         "tensor_sequence": "tp", "context": "cp", "pipeline": "pp"}
 
 
 def slice_devices(name: str, where: str) -> tuple[str, int]:
-    """(perfmodel hardware, JAX devices) of a TPU slice name (v5p-256 -> tpu-v5p, 128)."""
-    m = re.fullmatch(r"([a-z0-9]+)-(\d+)", name.strip())
+    """(perfmodel hardware, JAX devices) of a TPU slice name: v5p-256 -> tpu-v5p, 128; tpu7x-4x8x8 -> tpu-v7, 512
+    (SLICES)."""
+    m = re.fullmatch(r"([a-z0-9]+)-(\d+(?:x\d+)*)", name.strip().lower())
     if not m or m.group(1) not in SLICES:
         raise InputError(f"{where} = {name!r} is not a TPU slice name perfmodel knows; valid: "
-                         f"{', '.join(p + '-N' for p in SLICES)} (MaxText accelerator_to_spec_map)")
-    hw, per = SLICES[m.group(1)]
-    return hw, max(1, int(int(m.group(2)) * per))
+                         f"{', '.join(p + '-N' for p in SLICES)} or a topology such as tpu7x-4x4x4, v6e-16x16")
+    hw, cores, per_chip = SLICES[m.group(1)]
+    dims = [int(d) for d in m.group(2).split("x")]
+    if 0 in dims or (len(dims) == 1 and dims[0] % cores):
+        raise InputError(f"{where} = {name!r}: {m.group(1)}-N counts {cores} TensorCores a chip, so N is a positive "
+                         f"multiple of {cores}; valid: e.g. {m.group(1)}-{8 * cores}")
+    chips = dims[0] // cores if len(dims) == 1 else math.prod(dims)
+    return hw, chips * per_chip
 
 
 def gke_devices(accelerator: str, topology: str | None, where: str) -> tuple[str, int | None]:
@@ -80,12 +87,11 @@ def gke_devices(accelerator: str, topology: str | None, where: str) -> tuple[str
     if accelerator not in GKE:
         raise InputError(f"{where} = {accelerator!r} is not a GKE TPU accelerator perfmodel knows; valid: "
                          f"{', '.join(GKE)}")
-    hw, per = GKE[accelerator]
     if topology is None:
-        return hw, None
-    if not re.fullmatch(r"\d+(x\d+)*", topology):
+        return SLICES[GKE[accelerator]][0], None
+    if not re.fullmatch(r"\d+(x\d+)+", topology):
         raise InputError(f"{where}: gke-tpu-topology = {topology!r} is not a TPU topology; valid: e.g. 4x4x4")
-    return hw, math.prod(int(d) for d in topology.split("x")) * per
+    return slice_devices(f"{GKE[accelerator]}-{topology}", f"{where} with gke-tpu-topology")
 
 
 def parameter_scales(scale) -> tuple[int, int, int, int]:
