@@ -1,7 +1,8 @@
 """`perfmodel import --from maxtext`: MaxText's layered config read as data (base.yml, a model's YAML, a recipe's
 key=value overrides in a shell script, a Kubernetes / xpk manifest or a Python benchmark recipe), the inverse of
-perfmodel.export.maxtext: the model (model_name's perfmodel preset, else the base_* shape keys), the mesh
-(maxtext_axes), batch, remat policy, dtypes, MoE dispatch and the TPU slice; every other key named as not priced.
+perfmodel.export.maxtext: the model (model_name's perfmodel preset, checked against the decoder block's shape keys,
+else the model they build: maxtext_model), the mesh (maxtext_axes), batch, remat policy, dtypes, MoE dispatch and
+the TPU slice; every other key named as not priced.
 
 Layers apply in the order the files are passed; a later layer overrides an earlier one, and within a command line
 the last of a key's words wins (OmegaConf.from_cli). A model YAML key a later layer changes without
