@@ -30,7 +30,8 @@ NAMES = [
     ("qwen3-30b-a3b", "maxtext", "qwen3-30b-a3b"), ("qwen3-30b-a3b-base", "maxtext", "qwen3-30b-a3b"),
     ("deepseek3-671b", "maxtext", "deepseek-v3"), ("deepseek3-671b-2dfsdp", "maxtext", "deepseek-v3"),
     ("gpt-oss-120b", "maxtext", "gpt-oss-120b"), ("gpt-oss-20b", "maxtext", "gpt-oss-20b"),
-    ("kimi-k2-1t", "maxtext", "kimi-k2"), ("llama4-17b-16e", "maxtext", "llama-4-scout"),
+    ("kimi-k2-1t", "maxtext", "kimi-k2"), ("gemma4-26b", "maxtext", "gemma-4-26b-a4b"),
+    ("llama4-17b-16e", "maxtext", "llama-4-scout"),
     ("gpt3-175b", "maxtext", "gpt3-175b"),
     # Megatron-Bridge recipe functions (recipes/ and perf_recipes/ at 067f987; v0.2.0's *_pretrain_config)
     ("llama31_405b_pretrain_1024gpu_h100_bf16_config", "bridge", "llama-3.1-405b"),

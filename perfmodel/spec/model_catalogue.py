@@ -119,6 +119,9 @@ _NAME_ALIASES = {
     "qwen3-480b-a35b": "qwen3-coder-480b-a35b",
     # Megatron-Bridge recipes/moonlight/moonlight_16b.py moonlight_16b_*: Moonlight-16B-A3B is one size
     "moonlight-16b": "moonlight-16b-a3b",
+    # MaxText configs/models/gemma4-26b.yml (e591f30): Gemma 4's one 26B model, the mixture of 128 experts, 4B
+    # active (google/gemma-4-26B-A4B)
+    "gemma4-26b": "gemma-4-26b-a4b",
 }
 # Spellings one framework reads otherwise than the rule: torchtitan's llama3 flavors are Llama 3.1 (8B, 70B, 405B:
 # ComplexRoPE max_context_length 131072, scaling "llama") and Llama 3.2 (1B, 3B), models/llama3/__init__.py at
