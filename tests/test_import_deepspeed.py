@@ -139,7 +139,8 @@ def test_refusals_name_why(tmp_path):
         read_config([FIX / "autotp_hf_auto.json", FIX / "autotp_hf_run.sh"], "deepspeed")
     with pytest.raises(InputError, match="seq_len"):  # the ZenFlow script names Llama-2-7B but no sequence length
         read_config([FIX / "zenflow_zero2_offload.json", FIX / "zenflow_finetune_llama.sh"], "deepspeed")
-    with pytest.raises(InputError, match="malformed JSON at line 2"):  # a sed template, not JSON
+    # a sed template with placeholders where values go: refused in one line naming it as one
+    with pytest.raises(InputError, match="a template, not a config: CONFIG_BATCH_SIZE \\(line 2\\)"):
         read_config([FIX / "offload_pp_TEMPLATE.json"], "deepspeed")
 
 
@@ -177,6 +178,135 @@ def test_cli_bad_json_and_explain(tmp_path, capsys):
     assert main(["import", *files, "--from", "deepspeed", "--hardware", "dgx-h100", "--gpus", "8", "--explain"]) == 0
     out = capsys.readouterr().out
     assert "zero_optimization.stage = 0 -> plan.zero = 0" in out and "--lr = 2e-5: not priced" in out
+
+
+# ---- a launch script alone: the JSON it writes itself, or the config its program builds -------------------------
+
+CORPUS = Path(__file__).parent / "fixtures" / "corpus" / "deepspeed"
+
+
+def test_script_that_writes_its_json_by_heredoc():
+    """Megatron-DeepSpeed's universal_checkpointing/megatron_gpt/run_fp16.sh, passed alone: it writes ds_config.json
+    with `cat <<EOT > $CONFIG_JSON` (train_batch_size $GLOBAL_BATCH = 16, micro $((GLOBAL_BATCH/WORLD_SIZE)) = 16 / 8
+    = 2, stage $ZERO_STAGE = 1, fp16) and launches `deepspeed --num_gpus $WORLD_SIZE` with WORLD_SIZE = TP 2 x PP 2 x
+    DP 2 x SP 1 = 8 through `eval`; DEBUG_MODE=1 picks 4 layers, hidden 512, seq 512; GPT-2's 50257 tokens padded to
+    a multiple of --make-vocab-size-divisible-by 256 x tp 2 = 512: 99 x 512 = 50688."""
+    run = CORPUS / "megatron-deepspeed" / "uc_gpt_run_fp16.sh"
+    imp = read_config([run], "deepspeed")
+    model, _, plan = plan_of(imp, "dgx-h100")
+    assert imp.gpus == 8
+    assert (plan.tp, plan.pp, plan.dp, plan.zero, plan.precision, plan.recompute) == (2, 2, 2, 1, "fp16", "full")
+    assert (plan.micro_batch, plan.global_batch, plan.seq_len) == (2, 16, 512)
+    assert (model.n_layers, model.hidden, model.n_heads, model.ffn_hidden, model.vocab) == (4, 512, 32, 4 * 512, 50688)
+    # the heredoc's 12 leaf keys (counted by hand: the 3 top-level scalars, zero_optimization.stage, bf16.enabled,
+    # fp16's 6, wall_clock_breakdown), each read from the JSON the script writes
+    written = [k for k in imp.keys if "the JSON it writes to" in k.source]
+    assert len(written) == 12
+    assert fates(imp)["fp16.loss_scale_window"] == "not priced" and fates(imp)["bf16.enabled"] == "not priced"
+
+
+def test_heredoc_values_and_the_config_the_launch_names(tmp_path):
+    """Variables expand in an unquoted heredoc as the shell expands them at that line; of two JSONs the script
+    writes, the one the launch passes is read."""
+    run = script(tmp_path, "MB=4\nGB=$((MB * 8))\ncat > other.json <<EOF\n{\"fp16\": {\"enabled\": true}}\nEOF\n"
+                           "cat > ds.json <<EOF\n{\"train_batch_size\": $GB, \"train_micro_batch_size_per_gpu\": $MB, "
+                           "\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 2}}\nEOF\n"
+                           f"deepspeed --num_gpus 8 pretrain_gpt.py {LLAMA2_7B_ARGS} --deepspeed_config ds.json\n")
+    _, _, plan = plan_of(read_config([run], "deepspeed"), "dgx-h100")
+    assert (plan.micro_batch, plan.global_batch, plan.dp, plan.zero, plan.precision) == (4, 32, 8, 2, "bf16")
+
+
+def test_megatron_global_batch_replaces_the_jsons():
+    """run_deepspeed_example.sh: the JSON says train_batch_size 64, the arguments --global-batch-size 1024;
+    Megatron-DeepSpeed sets DeepSpeed's batch from --global-batch-size every step, so 1024 is the step's batch and
+    the JSON's 64 only has to pass DeepSpeed's start-up check (64 = 4 x 8 ranks x 2). `deepspeed pretrain_gpt.py`
+    states no device count: --gpus."""
+    imp = read_config([CORPUS / "megatron-deepspeed" / "run_deepspeed_example.sh"], "deepspeed")
+    assert imp.gpus is None
+    _, _, plan = plan_of(imp, "dgx-h100", 8)
+    assert (plan.micro_batch, plan.global_batch, plan.dp, plan.zero, plan.seq_len) == (4, 1024, 8, 2, 256)
+    why = next(k.why for k in imp.keys if k.key == "train_batch_size")
+    assert "--global-batch-size" in why and "set_train_batch_size" in why
+
+
+def test_devices_from_the_three_batch_keys():
+    """azure/run-175b.sh launches through a hostfile (not read), but its JSON states all three batch keys:
+    32 = micro 4 x accumulation 1 x dp, so dp = 8 and, with tp = pp = 1, 8 devices (DeepSpeed's _batch_assertion)."""
+    imp = read_config([CORPUS / "megatron-deepspeed" / "run-175b.sh"], "deepspeed")
+    model, _, plan = plan_of(imp, "dgx-h100")
+    assert imp.gpus == 8 and (plan.dp, plan.micro_batch, plan.global_batch, plan.zero) == (8, 4, 32, 3)
+    assert model.name == "gpt3-175b" and model.vocab == 50304  # GPT-2's 50257 padded to a multiple of 128
+
+
+def test_deepspeed_chat_builds_its_config_from_flags(tmp_path):
+    """DeepSpeed-Chat step1's run_llama2_7b.sh run without arguments (as its README does): ZERO_STAGE falls to 3;
+    main.py builds the config: --dtype left to its default fp16, train_batch_size = 4 per device x the world x
+    accumulation 1, so 32 on 8 devices and 64 on 16; get_train_ds_config turns overlap_comm on."""
+    imp = read_config([CORPUS / "deepspeed-examples" / "chat_step1_run_llama2_7b.sh"], "deepspeed")
+    for gpus in (8, 16):
+        model, _, plan = plan_of(imp, "dgx-h100", gpus)
+        assert (model.name, plan.zero, plan.precision, plan.recompute, plan.seq_len) == ("llama-2-7b", 3, "fp16",
+                                                                                         "full", 512)
+        assert (plan.micro_batch, plan.global_batch, plan.overlap_dp_comm) == (4, 4 * gpus, True)
+    assert fates(imp)["--dtype"] == "default" and fates(imp)["--zero_stage"] == "mapped"
+    # a script that leaves the batch out: main.py's --per_device_train_batch_size default 16
+    run = script(tmp_path, "deepspeed main.py --model_name_or_path facebook/opt-1.3b --zero_stage 1 --dtype bf16 "
+                           "--deepspeed\n")
+    _, _, plan = plan_of(read_config([run], "deepspeed"), "dgx-h100", 2)
+    assert (plan.micro_batch, plan.global_batch, plan.precision, plan.zero, plan.seq_len) == (16, 32, "bf16", 1, 512)
+
+
+def test_hf_auto_keys_take_the_scripts_flags_or_the_trainers_defaults(tmp_path):
+    """FastChat's deepspeed_config_s2.json leaves micro, accumulation and fp16 to the Trainer ("auto"); with a
+    model that has a preset, its train_lora.sh's flags fill them: --per_device_train_batch_size 2, accumulation 1,
+    --fp16 True; `deepspeed fastchat/train/train_lora.py` states no device count, so the global batch waits for
+    --gpus: 2 x 1 x 8 = 16. Without the batch flag the Trainer's default 8 per device applies; without --fp16 the
+    JSON's "auto" is False and DeepSpeed trains in fp32, which is refused naming it."""
+    ds = CORPUS / "fastchat" / "deepspeed_config_s2.json"
+    text = (CORPUS / "fastchat" / "train_lora.sh").read_text()
+    text = text.replace("lmsys/vicuna-7b-v1.5", "meta-llama/Llama-2-7b-hf")
+    run = script(tmp_path, text)
+    _, _, plan = plan_of(read_config([run, ds], "deepspeed"), "dgx-h100", 8)
+    assert (plan.zero, plan.precision, plan.micro_batch, plan.global_batch, plan.seq_len) == (2, "fp16", 2, 16, 2048)
+    run = script(tmp_path, text.replace("--per_device_train_batch_size 2", ""), "nobatch.sh")
+    imp = read_config([run, ds], "deepspeed")
+    _, _, plan = plan_of(imp, "dgx-h100", 4)
+    assert (plan.micro_batch, plan.global_batch) == (8, 8 * 1 * 4) and fates(imp)["--per_device_train_batch_size"] \
+        == "default"
+    run = script(tmp_path, text.replace("--fp16 True", ""), "fp32.sh")
+    with pytest.raises(InputError, match="fp16.enabled \"auto\".*default False"):
+        read_config([run, ds], "deepspeed")
+
+
+def test_script_alone_refusals_name_the_way_out(tmp_path):
+    """A launch that passes a config the script does not write, or writes only under a branch the script does not
+    take run without arguments (SuperOffload's `if [ "$MODE" = "superoffload" ]` on $1), is refused in one line
+    naming the JSON to pass beside it; passing it imports."""
+    with pytest.raises(InputError, match="PATH_TO_DEEPSPEED_CONFIG, which the script does not write"):
+        read_config([CORPUS / "fastchat" / "train_lora.sh"], "deepspeed")
+    run = CORPUS / "deepspeed-examples" / "superoffload_finetune_gpt-oss-20b_1gpu.sh"
+    with pytest.raises(InputError, match="written only under an if/case branch.*pass that JSON"):
+        read_config([run], "deepspeed")
+    ds = tmp_path / "gpt-oss-20b_superoffload_config.json"  # the superoffload branch's heredoc, BATCH_SIZE = 4
+    ds.write_text(json.dumps({"train_batch_size": 4, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
+                              "zero_optimization": {"stage": 3, "overlap_comm": False,
+                                                    "offload_optimizer": {"device": "cpu", "super_offload": True}}}))
+    model, _, plan = plan_of(read_config([run, ds], "deepspeed"), "dgx-h100")
+    assert (model.name, plan.gpus, plan.micro_batch, plan.global_batch, plan.zero) == ("gpt-oss-20b", 1, 4, 4, 3)
+    assert (plan.seq_len, plan.recompute, plan.overlap_dp_comm) == (8192, "full", False)
+    bad = script(tmp_path, "deepspeed main.py --model_name_or_path meta-llama/Llama-2-7b-hf\n", "bare.sh")
+    with pytest.raises(InputError, match="passes no DeepSpeed config"):
+        read_config([bad], "deepspeed")
+
+
+def test_no_vocabulary_no_preset_is_named(tmp_path):
+    """pretrain_llama2_distributed.sh: a SentencePiece tokenizer by path and a shape no preset has (24 layers,
+    hidden 2048): the vocabulary is what the file leaves out."""
+    with pytest.raises(InputError, match="does not state the vocabulary.*24 layers, hidden 2048.*--vocab-size N"):
+        read_config([CORPUS / "megatron-deepspeed" / "pretrain_llama2_distributed.sh"], "deepspeed")
+    with pytest.raises(InputError, match="no preset for lmsys/vicuna-7b-v1.5; valid: .*llama-2-7b"):
+        read_config([CORPUS / "fastchat" / "train_lora.sh", CORPUS / "fastchat" / "deepspeed_config_s2.json"],
+                    "deepspeed")
 
 
 # ---- the round trip of perfmodel's own export -----------------------------------------------------------------

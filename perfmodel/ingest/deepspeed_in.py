@@ -20,12 +20,18 @@ from ..spec.hardware import list_systems
 from ..spec.model import ModelConfig
 from ..spec.model_catalogue import list_models, load_model
 from ..spec.plan import Plan
-from .deepspeed_keys import AUTO_WHY, BATCH_KEYS, leaves, not_priced_why, note_fields, note_shape, summary_fields
-from .deepspeed_launch import command_of, read_launcher, read_program
+from ..spec.tokenizers import tokenizer_vocab
+from .deepspeed_batch import complete, read_batch
+from .deepspeed_chat import chat_defaults
+from .deepspeed_keys import (AUTO_WHY, BATCH_KEYS, leaves, not_priced_why, note_fields, note_shape, parse_config,
+                             summary_fields, whole)
+from .deepspeed_launch import launch_of, read_launcher, read_program
 from .ledger import Imported, Ledger
-from .megatron_keys import DROPOUT
-from .megatron_model import default_ffn
-from .sources import read_json
+from .megatron_keys import DROPOUT, NOT_PRICED_WHY
+from .megatron_model import default_ffn, vocabulary
+from .sources import read_text
+
+__all__ = ["complete", "read"]
 
 NO_MODEL = ("the DeepSpeed config JSON does not define the model; valid: add the launch script whose arguments do "
             "(Megatron-DeepSpeed's --num-layers / --hidden-size / --num-attention-heads ..., or a Hugging Face "
@@ -45,34 +51,47 @@ FIRST = ("_perfmodel_plan", "_perfmodel_launch", "_perfmodel_not_expressed", "pi
 
 
 def read(paths: list[Path], name: str | None) -> Imported:
-    """The model and plan of one DeepSpeed config JSON and, optionally, its launch script."""
+    """The model and plan of a DeepSpeed config JSON and, optionally, its launch script; or of a launch script
+    alone, with the JSON it writes itself (a heredoc) or the config its program builds from its flags
+    (DeepSpeed-Chat)."""
     if name is not None:
-        raise InputError(f"--name = {name!r}: a DeepSpeed config JSON defines one configuration; valid: no --name")
+        raise InputError(f"--name = {name!r}: a DeepSpeed config defines one configuration; valid: no --name")
     configs = [p for p in paths if p.suffix.lower() == ".json"]
     scripts = [p for p in paths if p.suffix.lower() != ".json"]
-    if len(configs) != 1 or len(scripts) > 1:
-        raise InputError(f"{len(configs)} JSON file(s) and {len(scripts)} script(s) given; valid: one DeepSpeed "
-                         "config JSON and, optionally, one launch script that names the model")
-    config = configs[0]
-    cfg = read_json(config, "DeepSpeed config")
-    led, src, ctx = Ledger("deepspeed"), str(config), {"cfg": cfg, "batch": {}}
-    facts: dict = {}
+    if len(configs) > 1 or len(scripts) > 1 or not paths:
+        raise InputError(f"{len(configs)} JSON file(s) and {len(scripts)} script(s) given; valid: a launch script "
+                         "(with the DeepSpeed config JSON it passes, where it does not write it itself), or a "
+                         "DeepSpeed config JSON alone")
+    led, facts = Ledger("deepspeed"), {}
+    cfg, src = ({}, None) if not configs else (parse_config(read_text(configs[0], "DeepSpeed config"),
+                                                            repr(str(configs[0]))), str(configs[0]))
     if scripts:
-        launcher, program = command_of(scripts[0], config)
-        read_launcher(led, launcher, str(scripts[0]))
-        read_program(led, program, str(scripts[0]), facts)
+        where = str(scripts[0])
+        launch = launch_of(scripts[0], configs[0] if configs else None)
+        read_launcher(led, launch.launcher, where)
+        read_program(led, launch.program, where, facts, launch.unread)
+        if launch.written is not None:
+            src = f"{where} (the JSON it writes to {launch.named})"
+            cfg = parse_config(launch.written, src, launch.unread)
+        elif not configs and not facts.get("chat"):
+            raise InputError(f"launch script {where!r}: its launch passes no DeepSpeed config (--deepspeed_config / "
+                             "--deepspeed FILE) and its program is not one that builds it from its flags "
+                             "(DeepSpeed-Chat's --zero_stage); valid: pass the DeepSpeed config JSON beside the script")
+    ctx = {"cfg": cfg, "batch": {}}
     items = leaves(cfg)
     first = [kv for kv in items if any(kv[0] == k or kv[0].startswith(k + ".") for k in FIRST)]
     for key, value in first + [kv for kv in items if kv not in first]:
         _key(led, key, value, src, ctx)
+    if facts.get("chat") and not cfg:
+        chat_defaults(led, facts)
     model = _model(led, facts, ctx, scripts)
-    _batch(led, ctx, facts, src)
-    _defaults(led)
+    deferred = read_batch(led, ctx, facts, src or str(scripts[0]))
+    _defaults(led, ctx)
     if not led.has("plan.seq_len"):
         raise InputError("plan.seq_len: neither the DeepSpeed config nor the launch script states the sequence "
                          "length; valid: a launch script that does (Megatron-DeepSpeed's --seq-length, a Hugging "
                          "Face script's --max_seq_length / --model_max_length / --block_size)")
-    return led.imported([str(p) for p in paths], model)
+    return led.imported([str(p) for p in paths], model, deferred=deferred)
 
 
 # ---- one leaf key -------------------------------------------------------------------------------------------
@@ -90,12 +109,6 @@ def _key(led: Ledger, key: str, value, src: str, ctx: dict) -> None:
         led.skip(key, value, src, not_priced_why(key))
 
 
-def _whole(key: str, value, src: str, low: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < low:
-        raise InputError(f"{src}: {key} = {value!r}; valid: a whole number >= {low}")
-    return int(value)
-
-
 def _flag(key: str, value, src: str) -> bool:
     if not isinstance(value, bool):
         raise InputError(f"{src}: {key} = {value!r}; valid: true or false")
@@ -103,7 +116,7 @@ def _flag(key: str, value, src: str) -> bool:
 
 
 def _stage(led, key, value, src, ctx):
-    v = _whole(key, value, src)
+    v = whole(key, value, src)
     if v > 3:
         raise InputError(f"{src}: {key} = {v}; valid: 0, 1, 2 or 3")
     led.set(key, value, src, plan__zero=v)
@@ -182,11 +195,11 @@ def _comm_dtype(led, key, value, src, ctx):
 
 
 def _pipeline(led, key, value, src, ctx):
-    led.set(key, value, src, "PipelineModule(num_stages=...)", plan__pp=_whole(key, value, src, 1))
+    led.set(key, value, src, "PipelineModule(num_stages=...)", plan__pp=whole(key, value, src, 1))
 
 
 def _autotp(led, key, value, src, ctx):
-    n = _whole(key, value, src)
+    n = whole(key, value, src)
     if n <= 1:
         led.skip(key, value, src, f"{n}: AutoTP off")
         return
@@ -228,7 +241,7 @@ def _own_launch(led, key, value, src, ctx):
     field = {"_perfmodel_launch.world_size": "launch__gpus", "_perfmodel_launch.pipeline_stages": "plan__pp",
              "_perfmodel_launch.data_parallel_size": "plan__dp"}.get(key)
     if field:
-        led.set(key, value, src, **{field: _whole(key, value, src, 1)})
+        led.set(key, value, src, **{field: whole(key, value, src, 1)})
     else:
         led.skip(key, value, src, "the mpu's model-parallel size (tp x cp beside a pipeline): the layout's"
                  if key.endswith("model_parallel_size") else not_priced_why(key))
@@ -298,15 +311,44 @@ def _model(led: Ledger, facts: dict, ctx: dict, scripts: list[Path]) -> ModelCon
                     model__max_seq_len=led.get("plan.seq_len"))
     shape = led.group("model")
     same = [n for n in list_models() if _same_shape(load_model(n), shape)]
-    if "vocab" not in shape:
-        if not same:
-            raise InputError(f"{scripts[0]}: the vocabulary comes from the tokenizer the script names, whose size it "
-                             "does not state, and the shape matches no perfmodel preset; valid: --vocab-size N")
-        vocab = load_model(same[0]).vocab
-        led.default("vocab", vocab, f"the tokenizer's size is not stated; {same[0]}'s, whose shape this is",
-                    model__vocab=vocab)
+    _vocab(led, facts, same, shape, str(scripts[0]))
     name = same[0] if same else f"megatron-deepspeed-{shape['n_layers']}l-{h}h"
     return ModelConfig.parse({"name": name, **led.group("model")}, where=f"{scripts[0]} (the model's arguments)")
+
+
+def _vocab(led: Ledger, facts: dict, same: list[str], shape: dict, where: str) -> None:
+    """The vocabulary Megatron-DeepSpeed's tokenizer arguments give, padded as Megatron pads it
+    (megatron_model.vocabulary: --vocab-size, or a GPT-2 vocab and merge file); else, for a tokenizer whose size the
+    script does not state (a Hugging Face or SentencePiece model path), the preset's whose shape this is."""
+    opts = facts.get("tokenizer", {})
+    became: dict = {}
+    why: dict = {}
+    try:
+        vocab = vocabulary(opts, became, why)[1] if opts else None
+    except InputError:  # a tokenizer file or type Megatron's table does not size: spec.tokenizers may
+        named = next(((k, got) for k in ("--tokenizer-model", "--tokenizer-type") if opts.get(k) and
+                      (got := tokenizer_vocab(str(opts[k])))), None)
+        vocab = None
+        if named:
+            key, (size, source) = named
+            vocab = vocabulary({**opts, "--vocab-size": size}, became, why)[1]
+            became[key], why[key] = became.pop("--vocab-size"), f"{source}; {why.pop('--vocab-size')}".rstrip("; ")
+    for key, value in opts.items():
+        if key in became:
+            led.set(key, value, where, why.get(key, ""), **became[key])
+        elif key != "--tensor-model-parallel-size":
+            led.skip(key, value if value is not None else "true", where, NOT_PRICED_WHY.get(key, "a tokenizer file"))
+    if vocab is not None:
+        return
+    if not same:
+        tokenizer = ", ".join(str(opts[k]) for k in ("--tokenizer-type", "--tokenizer-model") if opts.get(k))
+        raise InputError(f"{where}: the script does not state the vocabulary: its tokenizer ({tokenizer or 'none'}) "
+                         f"has the size, which is not read, and the shape ({shape['n_layers']} layers, hidden "
+                         f"{shape['hidden']}, {shape['n_heads']} heads) is no perfmodel preset's; valid: "
+                         "--vocab-size N among the script's arguments")
+    vocab = load_model(same[0]).vocab
+    led.default("vocab", vocab, f"the tokenizer's size is not stated; {same[0]}'s, whose shape this is",
+                model__vocab=vocab)
 
 
 def _same_shape(m: ModelConfig, shape: dict) -> bool:
@@ -315,102 +357,7 @@ def _same_shape(m: ModelConfig, shape: dict) -> bool:
         shape["n_layers"], shape["hidden"], shape["n_heads"], kv, shape["ffn_hidden"], shape["mlp"])
 
 
-# ---- the batch ----------------------------------------------------------------------------------------------------
-
-def _batch(led: Ledger, ctx: dict, facts: dict, src: str) -> None:
-    """micro_batch and global_batch from DeepSpeed's three batch keys (or the Hugging Face arguments that fill
-    "auto" ones, or Megatron-DeepSpeed's), completed and checked as DeepSpeedConfig._set_batch_related_parameters
-    and _batch_assertion do: train_batch_size = micro x accumulation x data-parallel ranks."""
-    raw = {k: _whole(k, v, src, 1) for k, v in ctx["batch"].items()}
-    tb, mb, gas = (raw.get(k) for k in BATCH_KEYS)
-    mb = mb or (facts["micro"][1] if "micro" in facts else led.get("plan.micro_batch"))
-    gas = gas or (facts["accumulation"][1] if "accumulation" in facts else None)
-    if "micro" in facts and mb != facts["micro"][1] or "accumulation" in facts and gas != facts["accumulation"][1]:
-        key, v, _ = facts["micro"] if "micro" in facts and mb != facts["micro"][1] else facts["accumulation"]
-        raise InputError(f"DeepSpeed config contradicts its launch script: {key} = {v} but the JSON states "
-                         f"{stated_of(ctx)}; valid: the same value, or \"auto\" in the JSON")
-    autotp = ctx.get("autotp", False)
-    tp = led.get("plan.tp", 1)
-    div = 1 if autotp else tp * led.get("plan.pp", 1) * led.get("plan.cp", 1)
-    if tb is None and led.has("plan.global_batch"):
-        tb = led.get("plan.global_batch") * (tp if autotp else 1)
-    gpus = led.get("launch.gpus")
-    ranks = gpus // div if gpus and gpus % div == 0 else None
-    where = (f"the {ranks} data-parallel ranks (the launch's {gpus} devices" +
-             (")" if div == 1 else f" over tp x pp x cp = {div})") if ranks else None)
-    stated = ", ".join(f"{k} = {v}" for k, v in raw.items())
-    if tb and mb and gas is None and ranks is None:
-        pass  # global_batch and micro_batch stated: the plan derives the accumulation from dp (--gpus)
-    elif tb and mb and gas:
-        if ranks and tb != mb * gas * ranks:
-            raise InputError(f"DeepSpeed config contradicts its launch: train_batch_size = {tb} but "
-                             f"train_micro_batch_size_per_gpu x gradient_accumulation_steps x {where} = {mb} x {gas} x "
-                             f"{ranks} = {mb * gas * ranks}; valid: train_batch_size = {mb * gas * ranks}, or the "
-                             "three keys agreeing with the device count")
-        if tb % (mb * gas):
-            raise InputError(f"DeepSpeed config contradicts itself: train_batch_size = {tb} is not "
-                             f"train_micro_batch_size_per_gpu x gradient_accumulation_steps = {mb} x {gas} times a "
-                             "data-parallel size; valid: a multiple of their product")
-        if ranks is None and len(raw) == 3:
-            dp = tb // (mb * gas) // (tp if autotp else 1)
-            led.set_by["plan.dp"] = stated
-            led.default("train_batch_size / (micro x accumulation)", dp, "the data-parallel size the three batch "
-                        "keys imply", plan__dp=dp)
-    elif ranks is None:
-        raise InputError(f"DeepSpeed batch: {stated or 'no batch key'} (with the launch's arguments) leaves "
-                         "train_batch_size, train_micro_batch_size_per_gpu or gradient_accumulation_steps to "
-                         "DeepSpeed, which derives it from the data-parallel size; valid: state all three, or add a "
-                         "launch script that states the device count (deepspeed --num_gpus G [--num_nodes N])")
-    elif tb and mb:
-        gas = _exact(tb, mb * ranks, "gradient_accumulation_steps", f"train_batch_size {tb} / (micro {mb} x {where})")
-    elif tb and gas:
-        mb = _exact(tb, gas * ranks, "train_micro_batch_size_per_gpu", f"train_batch_size {tb} / (accumulation "
-                    f"{gas} x {where})")
-    elif tb:
-        gas, mb = 1, _exact(tb, ranks, "train_micro_batch_size_per_gpu", f"train_batch_size {tb} / {where}")
-    elif mb:
-        gas = gas or 1
-        tb = mb * gas * ranks
-    else:
-        raise InputError("DeepSpeed batch: neither train_batch_size nor train_micro_batch_size_per_gpu is stated; "
-                         "valid: either (DeepSpeed requires one)")
-    if autotp and tb % tp:
-        raise InputError(f"train_batch_size = {tb} is not a multiple of tensor_parallel.autotp_size = {tp} (the "
-                         "ranks of an AutoTP group read the same samples); valid: a multiple of it")
-    glob = tb // (tp if autotp else 1)
-    why = f" / autotp_size {tp}: the ranks of an AutoTP group read the same samples" if autotp else ""
-    for fact, field in (("micro", "plan__micro_batch"), ("accumulation", "plan__global_batch")):
-        if fact in facts:
-            key, v, script = facts[fact]
-            led.set(key, v, script, "in place of the JSON's \"auto\"" if _auto(ctx, fact) else "",
-                    **{field: mb if fact == "micro" else glob})
-    for key, field, v in (("train_micro_batch_size_per_gpu", "plan__micro_batch", mb),
-                          ("train_batch_size", "plan__global_batch", glob),
-                          ("gradient_accumulation_steps", "plan__global_batch", glob)):
-        if key in raw:
-            led.set(key, raw[key], src, (f"micro x accumulation x dp = {mb} x {gas} x dp" if key.startswith("grad")
-                                         else why if field.endswith("global_batch") else ""), **{field: v})
-        else:
-            led.default(key, v, "DeepSpeed derives it from the other batch keys and the data-parallel size",
-                        **{field: v})
-
-
-def stated_of(ctx: dict) -> str:
-    return ", ".join(f"{k} = {v}" for k, v in ctx["batch"].items())
-
-
-def _auto(ctx: dict, fact: str) -> bool:
-    key = "train_micro_batch_size_per_gpu" if fact == "micro" else "gradient_accumulation_steps"
-    return ctx["cfg"].get(key) == "auto"
-
-
-def _exact(a: int, b: int, key: str, how: str) -> int:
-    if a % b:
-        raise InputError(f"DeepSpeed batch: {key} = {how} is not whole; valid: batch keys that divide evenly")
-    return a // b
-
-
-def _defaults(led: Ledger) -> None:
+def _defaults(led: Ledger, ctx: dict) -> None:
     """What DeepSpeed does where the JSON states nothing."""
     led.default("stack", "deepspeed", "perfmodel's deepspeed stack prices DeepSpeed's engine (perfmodel stacks list)",
                 plan__stack="deepspeed")
@@ -421,6 +368,10 @@ def _defaults(led: Ledger) -> None:
                 "at stages 1-2 (runtime/zero/config.py overlap_comm_valid); off with a pipeline or at stage 0",
                 plan__overlap_dp_comm=zero == 3 and pp == 1)
     if not led.has("plan.precision"):
-        raise InputError("neither bf16.enabled nor fp16.enabled is true: DeepSpeed then trains in fp32, which "
+        auto = [k for k in ("bf16", "fp16") if isinstance(ctx["cfg"].get(k), dict) and
+                ctx["cfg"][k].get("enabled") == "auto"]
+        why = (f" ({' and '.join(k + '.enabled' for k in auto)} \"auto\": the Hugging Face Trainer's --{auto[0]}, "
+               "default False (TrainingArguments), which the script does not pass)") if auto else ""
+        raise InputError(f"neither bf16.enabled nor fp16.enabled is true{why}: DeepSpeed then trains in fp32, which "
                          "perfmodel does not price; valid: \"bf16\": {\"enabled\": true} or \"fp16\": "
-                         "{\"enabled\": true}")
+                         "{\"enabled\": true}, or the script's --bf16 True")

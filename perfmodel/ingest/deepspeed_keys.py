@@ -8,13 +8,22 @@ A leaf key is a dotted path to a value that is not a JSON object ("zero_optimiza
 
 from __future__ import annotations
 
+import json
 import re
 
+from ..errors import InputError
 from ..spec.plan import Plan
 
 AUTO_WHY = ("\"auto\": the Hugging Face Trainer fills it from its own arguments (its DeepSpeed integration, "
             "transformers.integrations.deepspeed); read from the launch script where it states them, else not priced")
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+# What the Hugging Face Trainer fills an "auto" batch key with where its script passes no flag: TrainingArguments'
+# defaults (transformers src/transformers/training_args.py at 00349ae8: per_device_train_batch_size 8,
+# gradient_accumulation_steps 1), copied into the JSON by integrations/deepspeed.py trainer_config_process (02348331)
+HF_DEFAULTS = {"micro": ("--per_device_train_batch_size", 8, "TrainingArguments.per_device_train_batch_size"),
+               "accumulation": ("--gradient_accumulation_steps", 1, "TrainingArguments.gradient_accumulation_steps")}
+# a placeholder where a value goes (`"train_batch_size" : CONFIG_BATCH_SIZE,`): a template a script fills by sed
+_PLACEHOLDER = re.compile(r":\s*([A-Z][A-Z0-9_]{2,})\s*[,}\n]")
 
 # Leaf keys (or their prefixes, matched at a dot) not priced, by reason; the longest matching prefix wins.
 _REASONS = {
@@ -91,6 +100,36 @@ _NOT_PRICED = {
             "_perfmodel_launch.env", "_perfmodel_launch.mpu"),
 }
 _WHY = {prefix: _REASONS[group] for group, prefixes in _NOT_PRICED.items() for prefix in prefixes}
+
+
+def whole(key: str, value, src: str, low: int = 0) -> int:
+    """A key's whole-number value, or one line naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < low:
+        raise InputError(f"{src}: {key} = {value!r}; valid: a whole number >= {low}")
+    return int(value)
+
+
+def parse_config(text: str, src: str, unread=None) -> dict:
+    """A DeepSpeed config JSON's object, or one line: a template with placeholders named as one, a JSON a script
+    writes with a value the shell leaves not read (`unread(text)`: why, or None) named with that value."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        holder = _PLACEHOLDER.search(text)
+        why = unread(text) if unread else None
+        if holder:
+            line = text[:holder.start(1)].count("\n") + 1
+            raise InputError(f"DeepSpeed config {src}: a template, not a config: {holder.group(1)} (line {line}) "
+                             "stands where a value goes; valid: the JSON its launch script fills in (sed), or that "
+                             "script") from None
+        if why:
+            raise InputError(f"DeepSpeed config {src}: not read: {why}; valid: a script that states the value, or "
+                             "the JSON it writes passed beside it") from None
+        raise InputError(f"DeepSpeed config {src}: malformed JSON at line {err.lineno}, column {err.colno}: "
+                         f"{err.msg}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"DeepSpeed config {src}: expected a JSON object, got {type(data).__name__}")
+    return data
 
 
 def leaves(cfg: dict, prefix: str = "") -> list[tuple[str, object]]:

@@ -1,7 +1,10 @@
-"""A DeepSpeed job's launch script as `perfmodel import --from deepspeed` reads it (as data, never run): the
-launcher's device count (`deepspeed --num_nodes N --num_gpus G`, `torchrun --nnodes N --nproc_per_node G`) and the
-training program's arguments: Megatron-DeepSpeed's (pretrain_gpt.py --num-layers ... --deepspeed_config ds.json)
-or a Hugging Face script's (--model_name_or_path, --per_device_train_batch_size, --bf16, ...).
+"""A DeepSpeed job's launch script as `perfmodel import --from deepspeed` reads it (as data, never run): the command
+that launches the training program, the DeepSpeed config it passes (a JSON given beside it, or the one the script
+writes itself: `cat <<EOF > ds_config.json`, perfmodel.ingest.shell_script's `files`), the launcher's device count
+(`deepspeed --num_nodes N --num_gpus G`, `torchrun --nnodes N --nproc_per_node G`) and the program's arguments:
+Megatron-DeepSpeed's (pretrain_gpt.py --num-layers ... --deepspeed_config ds.json), a Hugging Face script's
+(--model_name_or_path, --per_device_train_batch_size, --bf16 True, ...), or DeepSpeed-Chat's, whose main.py builds the
+config from its flags (--zero_stage, --dtype, --offload: perfmodel.ingest.deepspeed_chat).
 
 Megatron-DeepSpeed's arguments are a fork of Megatron-LM's (megatron/arguments.py at deepspeedai/Megatron-DeepSpeed
 4efb479d): their defaults and not-priced reasons are perfmodel.ingest.megatron_keys'; the model and layout
@@ -10,10 +13,13 @@ arguments those scripts state are read here.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from ..errors import InputError
-from ..spec.model_catalogue import list_models, preset_for_hf_id
+from ..spec.model_catalogue import list_models, preset_for_name
+from .deepspeed_chat import CHAT_FLAGS, read_chat_flag
 from .ledger import Ledger
 from .megatron_keys import NOT_PRICED_WHY
 from .shell_script import Script
@@ -22,6 +28,9 @@ from .sources import options, read_text
 LAUNCHERS = ("deepspeed", "torchrun", "python", "python3", "accelerate")
 CONFIG_ARGS = ("--deepspeed_config", "--deepspeed-config", "--deepspeed")
 MODEL_ARGS = ("--model_name_or_path", "--model_name")  # Hugging Face examples' (run_clm.py, finetune scripts)
+# Megatron's vocabulary arguments: read together once the model's shape is known (megatron_model.vocabulary)
+TOKENIZER_ARGS = ("--vocab-size", "--tokenizer-type", "--vocab-file", "--merge-file", "--make-vocab-size-divisible-by",
+                  "--tokenizer-model")
 
 # Megatron-DeepSpeed arguments -> (field, type); flags (no value) -> (field, value)
 MEGATRON_VALUES = {
@@ -29,7 +38,7 @@ MEGATRON_VALUES = {
     "--ffn-hidden-size": ("model.ffn_hidden", int), "--num-attention-heads": ("model.n_heads", int),
     "--num-key-value-heads": ("model.n_kv_heads", int), "--num-query-groups": ("model.n_kv_heads", int),
     "--kv-channels": ("model.head_dim", int), "--max-position-embeddings": ("model.max_seq_len", int),
-    "--vocab-size": ("model.vocab", int), "--seq-length": ("plan.seq_len", int),
+    "--seq-length": ("plan.seq_len", int),
     "--micro-batch-size": ("plan.micro_batch", int), "--global-batch-size": ("plan.global_batch", int),
     "--tensor-model-parallel-size": ("plan.tp", int), "--pipeline-model-parallel-size": ("plan.pp", int),
     "--zero-stage": ("plan.zero", int), "--recompute-num-layers": ("plan.recompute_num_layers", int),
@@ -48,30 +57,61 @@ MEGATRON_FLAGS = {
 }
 POSITIONS = {"rope": "rope", "rotary": "rope", "learned_absolute": "learned", "alibi": "alibi"}
 HF_VALUES = {"--per_device_train_batch_size": "micro", "--gradient_accumulation_steps": "accumulation"}
-HF_SEQ = ("--max_seq_length", "--model_max_length", "--block_size", "--seq_length", "--max_seq_len")
+# the training sequence: Hugging Face scripts' (run_clm.py --block_size, FastChat --model_max_length, ...),
+# DeepSpeed-Chat's --max_seq_len, DeepSpeed-SuperOffload's --max_length (finetune_zero3.py:96-97 pads every sample
+# to it)
+HF_SEQ = ("--max_seq_length", "--model_max_length", "--block_size", "--seq_length", "--max_seq_len", "--max_length")
 HF_FLAGS = {"--bf16": ("plan.precision", "bf16"), "--fp16": ("plan.precision", "fp16"),
-            "--gradient_checkpointing": ("plan.recompute", "full")}
+            "--gradient_checkpointing": ("plan.recompute", "full"),
+            "--activation_checkpointing": ("plan.recompute", "full")}  # SuperOffload finetune_zero3.py:150-156
+# a switch given alone: on (a Hugging Face bool argument, a store_true flag of DeepSpeed-Chat's or SuperOffload's)
+BARE_ON = ("--gradient_checkpointing", "--activation_checkpointing")
 NOT_READ_WHY = ("an argument of the training program perfmodel does not price (data, logging, optimizer "
                 "hyperparameters, checkpoints, evaluation)")
 LAUNCH_WHY = "where the launcher meets its peers (port, address, hostfile, rank): does not change the step"
 
 
-def command_of(script: Path, config: Path) -> tuple[list[str], list[str]]:
-    """The launcher's words and the training program's words of the command that runs `config` (the one naming it
-    in --deepspeed_config / --deepspeed, else the only launcher command); one line when none or several do."""
+@dataclass
+class Launch:
+    """The command that runs the training program, and the DeepSpeed config it passes."""
+
+    launcher: list[str]  # the launcher's words up to the program
+    program: list[str]  # the program's arguments
+    named: str | None  # the config file the command passes (--deepspeed_config X / --deepspeed X), as expanded
+    written: str | None  # the JSON the script itself writes there (a heredoc), None where it writes none
+    unread: Callable[[str], str | None]  # why a value of the script is not known (Script.not_read)
+
+
+def launch_of(script: Path, config: Path | None) -> Launch:
+    """The launch command of `script` that runs `config` (the one naming it, else the only launcher command), or,
+    with no config given, the only launcher command and the JSON the script writes to the file it passes."""
     text = read_text(script, "launch script")
-    found = _launches(Script(text, str(script)).commands)
-    if not found:  # a command under an `if` whose test needs the file system (if [ -f ... ]): every line, in order
-        found = _launches(Script(text, str(script), every_branch=True).commands)
-    naming = [(a, b) for a, b in found if any(Path(v).name == config.name for k, v in options(b) if k in CONFIG_ARGS
-                                              and v)]
+    where = str(script)
+    sc = Script(text, where)
+    found = _launches(sc.commands)
+    if not found:  # a command under an `if` whose test needs the file system (if [ -f ... ]): every branch
+        sc = Script(text, where, every_branch=True)
+        found = _launches(sc.commands)
+    naming = [c for c in found if config is not None and _named(c[1]) and Path(_named(c[1])).name == config.name]
     pick = naming or found
     if len(pick) != 1:
         what = ("no launcher command (deepspeed / torchrun / python ... train.py)" if not pick else
                 f"{len(pick)} launcher commands ({'; '.join(' '.join(a[-2:]) for a, _ in pick)})")
-        raise InputError(f"launch script {str(script)!r}: {what} runs the DeepSpeed config {config.name}; valid: a "
-                         f"script whose one command passes --deepspeed_config {config.name}")
-    return pick[0]
+        want = f"passes --deepspeed_config {config.name}" if config else "launches the training program"
+        raise InputError(f"launch script {where!r}: {what}{f' runs {config.name}' if config else ''}; valid: a "
+                         f"script whose one command {want}")
+    launcher, program = pick[0]
+    named = _named(program)
+    written = None if config is not None or named is None else _written(sc.files, named)
+    if config is None and named is not None and written is None:
+        _not_written(text, where, named, sc)
+    return Launch(launcher, program, named, written, sc.not_read)
+
+
+def command_of(script: Path, config: Path) -> tuple[list[str], list[str]]:
+    """The launcher's words and the program's words of the command that runs `config`."""
+    launch = launch_of(script, config)
+    return launch.launcher, launch.program
 
 
 def _launches(commands: list[list[str]]) -> list[tuple[list[str], list[str]]]:
@@ -90,15 +130,48 @@ def _launches(commands: list[list[str]]) -> list[tuple[list[str], list[str]]]:
     return found
 
 
-def _int(key: str, value, where: str) -> int:
+def _named(program: list[str]) -> str | None:
+    """The config file the program's arguments pass (--deepspeed_config X, or Hugging Face's --deepspeed X)."""
+    named = [v for k, v in options(program) if k in CONFIG_ARGS and v and not v.startswith("-")]
+    return named[-1] if named else None
+
+
+def _written(files: dict[str, str], named: str) -> str | None:
+    """The text the script writes to the file its launch passes: the same path, else the one file of that name."""
+    if named in files:
+        return files[named]
+    same = [text for path, text in files.items() if Path(path).name == Path(named).name]
+    return same[0] if len(same) == 1 else None
+
+
+def _not_written(text: str, where: str, named: str, sc: Script) -> None:
+    """One line for a launch whose config the script does not write where it runs."""
+    every = Script(text, where, every_branch=True)
+    if _written(every.files, named) is not None:
+        raise InputError(f"launch script {where!r}: the DeepSpeed config its launch passes ({named}) is written only "
+                         "under an if/case branch the script does not take as run without arguments (its tests read "
+                         "its arguments or what it cannot know); valid: pass that JSON, as a run writes it, beside "
+                         "the script")
+    why = sc.not_read(named)
+    raise InputError(f"launch script {where!r}: its launch passes the DeepSpeed config {named}, which the script does "
+                     f"not write{f' ({why})' if why else ''}; valid: pass that JSON beside the script")
+
+
+# ---- the launcher and the program's arguments ------------------------------------------------------------------
+
+def _int(key: str, value, where: str, why: str | None = None) -> int:
     try:
         n = int(str(value))
     except ValueError:
-        raise InputError(f"{where}: {key} = {value!r} is not a whole number (a value the shell computes is not "
-                         "read); valid: a positive integer") from None
+        raise InputError(f"{where}: {key} = {value!r} is not a whole number ({_unknown(why)}); valid: a positive "
+                         "integer") from None
     if n < 1:
         raise InputError(f"{where}: {key} = {n}; valid: a positive integer")
     return n
+
+
+def _unknown(why: str | None) -> str:
+    return f"not read: {why}" if why else "a value the shell computes is not read"
 
 
 def read_launcher(led: Ledger, words: list[str], where: str) -> None:
@@ -127,33 +200,37 @@ def read_launcher(led: Ledger, words: list[str], where: str) -> None:
             led.skip(key, value, where, LAUNCH_WHY)
 
 
-def read_program(led: Ledger, words: list[str], where: str, facts: dict) -> None:
-    """The training program's arguments: Megatron-DeepSpeed's model and layout, or a Hugging Face script's model
-    name and batch; `facts` gets the model preset ('preset'), the HF batch ('micro', 'accumulation') and whether
-    the arguments are Megatron's ('megatron')."""
+def read_program(led: Ledger, words: list[str], where: str, facts: dict, unread=None) -> None:
+    """The training program's arguments: Megatron-DeepSpeed's model and layout, a Hugging Face script's model name
+    and batch, or DeepSpeed-Chat's flags; `facts` gets the model preset ('preset'), the batch flags ('micro',
+    'accumulation'), the tokenizer arguments ('tokenizer'), and what kind of program it is ('megatron', 'chat')."""
     hidden_dropout = dict(options(words)).get("--hidden-dropout")
     for key, value in options(words):
+        why = unread(value) if unread and value else None
         if key in CONFIG_ARGS:
-            led.skip(key, value or "true", where, "names the DeepSpeed config file (read as the JSON given)")
+            led.skip(key, value or "true", where, "names the DeepSpeed config file (read as its JSON)" if value else
+                     "switches DeepSpeed on (deepspeed.add_config_arguments)")
         elif key in MODEL_ARGS:
-            preset = preset_for_hf_id(value or "")
-            if preset is None:
-                raise InputError(f"{where}: {key} = {value} is not a model perfmodel has a preset for; valid: one of "
-                                 f"{', '.join(list_models())} (or import the model's own config with perfmodel "
-                                 "predict --model config.json)")
-            facts["preset"] = (key, value, preset)
+            facts["preset"] = (key, value, _preset(key, value or "", where, why))
         elif key in HF_VALUES:
-            facts[HF_VALUES[key]] = (key, _int(key, value, where), where)
+            facts[HF_VALUES[key]] = (key, _int(key, value, where, why), where)
         elif key in HF_SEQ:
-            led.set(key, value, where, plan__seq_len=_int(key, value, where))
+            led.set(key, value, where, plan__seq_len=_int(key, value, where, why))
+        elif key in BARE_ON and value is None:
+            field, v = HF_FLAGS[key]
+            led.set(key, "true", where, **{field.replace(".", "__"): v})
         elif key in HF_FLAGS and value is not None and value.lower() in ("true", "false", "1", "0"):
             if value.lower() in ("true", "1"):
                 field, v = HF_FLAGS[key]
                 led.set(key, value, where, **{field.replace(".", "__"): v})
             else:
                 led.skip(key, value, where, "false: off")
+        elif key in CHAT_FLAGS:
+            read_chat_flag(led, key, value, where, facts, why)
+        elif key in TOKENIZER_ARGS:
+            facts.setdefault("tokenizer", {})[key] = value
         elif key in ("--ds-sequence-parallel-size", "--num-experts"):
-            n = _int(key, value, where)
+            n = _int(key, value, where, why)
             if n > 1:
                 what = ("DeepSpeed-Ulysses sequence parallelism (an all-to-all over heads)" if key.startswith("--ds")
                         else "DeepSpeed-MoE experts defined in Megatron-DeepSpeed's model code")
@@ -164,12 +241,23 @@ def read_program(led: Ledger, words: list[str], where: str, facts: dict) -> None
             led.skip(key, value, where, "the model has one dropout probability, --hidden-dropout's")
         elif key in MEGATRON_VALUES or key in MEGATRON_FLAGS:
             facts["megatron"] = True
-            _megatron(led, key, value, where)
+            _megatron(led, key, value, where, why)
         else:
             led.skip(key, value if value is not None else "true", where, NOT_PRICED_WHY.get(key, NOT_READ_WHY))
+    if "tokenizer" in facts:
+        facts["tokenizer"]["--tensor-model-parallel-size"] = led.get("plan.tp", 1)
 
 
-def _megatron(led: Ledger, key: str, value, where: str) -> None:
+def _preset(key: str, value: str, where: str, why: str | None) -> str:
+    """The preset a Hugging Face id or model name names; one line with the presets where none does."""
+    preset = preset_for_name(value) if value and not why else None
+    if preset is None:
+        raise InputError(f"{where}: {key} = {value}: " + (f"not read ({why})" if why else f"no preset for {value}") +
+                         f"; valid: a Hugging Face id or name of a perfmodel preset ({', '.join(list_models())})")
+    return preset
+
+
+def _megatron(led: Ledger, key: str, value, where: str, why: str | None) -> None:
     if key in MEGATRON_FLAGS:
         field, v = MEGATRON_FLAGS[key]
         led.set(key, "true" if value is None else value, where, **{field.replace(".", "__"): v})
@@ -180,8 +268,8 @@ def _megatron(led: Ledger, key: str, value, where: str) -> None:
     try:
         v = kind(value)
     except ValueError:
-        raise InputError(f"{where}: {key} = {value!r} is not a {kind.__name__}; a value the shell computes is not "
-                         "read") from None
+        raise InputError(f"{where}: {key} = {value!r} is not a {kind.__name__} ({_unknown(why)}); valid: a script "
+                         "that states it") from None
     if key == "--position-embedding-type":
         if value not in POSITIONS:
             raise InputError(f"{where}: {key} = {value}; valid: {', '.join(POSITIONS)}")
