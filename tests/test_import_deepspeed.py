@@ -304,9 +304,22 @@ def test_no_vocabulary_no_preset_is_named(tmp_path):
     hidden 2048): the vocabulary is what the file leaves out."""
     with pytest.raises(InputError, match="does not state the vocabulary.*24 layers, hidden 2048.*--vocab-size N"):
         read_config([CORPUS / "megatron-deepspeed" / "pretrain_llama2_distributed.sh"], "deepspeed")
-    with pytest.raises(InputError, match="no preset for lmsys/vicuna-7b-v1.5; valid: .*llama-2-7b"):
-        read_config([CORPUS / "fastchat" / "train_lora.sh", CORPUS / "fastchat" / "deepspeed_config_s2.json"],
-                    "deepspeed")
+    # FastChat's LoRA script with a model id no preset has (BLOOM): the id is named, with the presets
+    script = tmp_path / "train_lora.sh"
+    script.write_text((CORPUS / "fastchat" / "train_lora.sh").read_text().replace("lmsys/vicuna-7b-v1.5",
+                                                                                   "bigscience/bloom-560m"))
+    with pytest.raises(InputError, match="no preset for bigscience/bloom-560m; valid: .*llama-2-7b"):
+        read_config([script, CORPUS / "fastchat" / "deepspeed_config_s2.json"], "deepspeed")
+
+
+def test_peft_lora_rank_is_the_plans_lora():
+    """FastChat's train_lora.sh: --lora_r 8 on lmsys/vicuna-7b-v1.5 (Llama 2 7B fine-tuned, FastChat's README):
+    LoRA of rank 8 on the attention projections (train_lora.py's default targets q_proj, v_proj), the base frozen."""
+    imp = read_config([CORPUS / "fastchat" / "train_lora.sh", CORPUS / "fastchat" / "deepspeed_config_s2.json"],
+                      "deepspeed")
+    assert imp.model.name == "llama-2-7b"
+    assert imp.plan["lora"] == {"rank": 8, "modules": "attention"}
+    assert [k.fate for k in imp.keys if k.key == "--lora_r"] == ["mapped"]
 
 
 # ---- the round trip of perfmodel's own export -----------------------------------------------------------------

@@ -90,6 +90,7 @@ NAMES = [
     ("deepseek-ai/DeepSeek-R1", None, "deepseek-v3"),  # Megatron-LM examples/post_training/modelopt/conf
     ("gpt2", None, "gpt2-124m"), ("gpt2-xl", None, "gpt2-1.5b"),  # DeepSpeedExamples --model_name_or_path
     ("facebook/opt-125m", None, "opt-125m"), ("facebook/opt-1.3b", None, "opt-1.3b"),  # DeepSpeed-Chat
+    ("lmsys/vicuna-7b-v1.5", None, "llama-2-7b"),  # FastChat scripts/train_lora.sh (Llama 2 fine-tuned)
     # AI-Hypercomputer/tpu-recipes folder names
     ("llama3.0-70b", None, "llama-3-70b"), ("llama4-maverick-17b-128e", None, "llama-4-maverick"),
 ]
@@ -160,13 +161,6 @@ def test_a_tokenizer_name_gives_its_vocabulary_and_a_source(name, vocab):
 def test_a_tokenizer_without_a_stated_size_is_none(name):
     # these name a file or a library, not a vocabulary: the config's --vocab-size / the model must say it
     assert tokenizer_vocab(name) is None
-
-
-def test_megatron_reader_keeps_the_same_numbers():
-    from perfmodel.ingest.megatron_keys import TOKENIZER_VOCAB
-
-    for name, size in TOKENIZER_VOCAB.items():
-        assert tokenizer_vocab(name)[0] == size
 
 
 # -- the presets the frameworks' recipes name ------------------------------------------------------------------------

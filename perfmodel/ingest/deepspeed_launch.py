@@ -66,6 +66,13 @@ HF_FLAGS = {"--bf16": ("plan.precision", "bf16"), "--fp16": ("plan.precision", "
             "--activation_checkpointing": ("plan.recompute", "full")}  # SuperOffload finetune_zero3.py:150-156
 # a switch given alone: on (a Hugging Face bool argument, a store_true flag of DeepSpeed-Chat's or SuperOffload's)
 BARE_ON = ("--gradient_checkpointing", "--activation_checkpointing")
+# A PEFT script's LoRA rank (FastChat fastchat/train/train_lora.py LoraArguments at 02d4581: lora_r, target modules
+# ["q_proj", "v_proj"] by default, the base frozen by peft.get_peft_model): Plan.lora at that rank on the attention
+# projections (perfmodel's "attention" adapts q, k, v and o: the k and o adapters, r (n + k) parameters each, are
+# under 1% of a layer at r = 8)
+PEFT_RANK = "--lora_r"
+PEFT_WHY = ("PEFT LoRA on the base the script loads, frozen (peft.get_peft_model); FastChat's default targets q_proj and "
+            "v_proj, priced as the attention projections")
 NOT_READ_WHY = ("an argument of the training program perfmodel does not price (data, logging, optimizer "
                 "hyperparameters, checkpoints, evaluation)")
 LAUNCH_WHY = "where the launcher meets its peers (port, address, hostfile, rank): does not change the step"
@@ -227,6 +234,12 @@ def read_program(led: Ledger, words: list[str], where: str, facts: dict, unread=
                 led.skip(key, value, where, "false: off")
         elif key in CHAT_FLAGS:
             read_chat_flag(led, key, value, where, facts, why)
+        elif key == PEFT_RANK:
+            rank = _int(key, value, where, why)
+            if rank > 0:
+                led.set(key, value, where, PEFT_WHY, plan__lora={"rank": rank, "modules": "attention"})
+            else:
+                led.skip(key, value, where, "0: no LoRA adapters")
         elif key in TOKENIZER_ARGS:
             facts.setdefault("tokenizer", {})[key] = value
         elif key in ("--ds-sequence-parallel-size", "--num-experts"):

@@ -75,6 +75,10 @@ HF_IDS = {
     **{f"{org}{hf}": preset for org in ("", "openai-community/") for hf, preset in (
         ("gpt2", "gpt2-124m"), ("gpt2-medium", "gpt2-350m"), ("gpt2-large", "gpt2-774m"), ("gpt2-xl", "gpt2-1.5b"))},
     **{f"facebook/opt-{s}": f"opt-{s}" for s in ("125m", "1.3b", "2.7b", "6.7b", "13b", "30b", "66b")},
+    # Vicuna v1.5 (FastChat's --model_name_or_path in scripts/train_lora.sh): Llama 2 fine-tuned, its shape unchanged
+    # ("We released Vicuna v1.5 based on Llama 2 with 4K and 16K context lengths", lm-sys/FastChat README,
+    # 2023/08); the 4K ones are Llama 2's own context (the 16K ones stretch RoPE to 16384: not these ids)
+    "lmsys/vicuna-7b-v1.5": "llama-2-7b", "lmsys/vicuna-13b-v1.5": "llama-2-13b",
 }
 
 
