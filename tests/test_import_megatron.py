@@ -63,9 +63,13 @@ def test_gpt3_175b_script_by_hand():
     assert imp.model.name == "gpt3-175b" and imp.model.vocab == 51200
     assert (imp.model.hidden, imp.model.n_layers, imp.model.ffn_hidden, imp.model.dropout) == (12288, 96, 4 * 12288,
                                                                                                0.1)
-    assert imp.gpus == 8  # --nproc_per_node 8 x --nnodes 1, as the script states
-    with pytest.raises(InputError, match="tp\\*pp\\*cp = 8\\*16\\*1 = 128"):
-        plan_of(imp, "dgx-h100")  # the one node it states cannot hold tp 8 x pp 16
+    # --nproc_per_node 8 x --nnodes 1 cannot hold tp 8 x pp 16 (parallel_state.py:822): the script's one-node
+    # default of a multi-node job, so the device count is --gpus's
+    assert imp.gpus is None and "8 devices cannot run tp x pp x cp = 128" in next(
+        k.why for k in imp.keys if k.key == "--nproc_per_node")
+    with pytest.raises(InputError, match="--gpus is needed"):
+        plan_of(imp, "dgx-h100")
+    assert plan_of(imp, "dgx-h100", 128)[2].dp == 1
     assert "not priced" in next(k for k in imp.keys if k.key == "--lr").line()
 
 
@@ -124,11 +128,20 @@ def test_refusals(tmp_path):
         read_config([twice], "megatron")  # 2 layers over 2 stages of 1-layer chunks is vpp 1, not 2
     hf = tmp_path / "hf.txt"
     hf.write_text("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --micro-batch-size 1 "
-                  "--bf16 --tokenizer-type HuggingFaceTokenizer --tokenizer-model meta-llama/Llama-3.1-8B\n")
-    with pytest.raises(InputError, match="--vocab-size is needed"):
+                  "--bf16 --tokenizer-type HuggingFaceTokenizer --tokenizer-model /models/my-tokenizer\n")
+    with pytest.raises(InputError, match="--vocab-size is needed"):  # a local folder: its size is not known
         read_config([hf], "megatron")
     with pytest.raises(InputError, match="--name"):
         read_config([hf], "megatron", "x")
+    schedule = tmp_path / "schedule.txt"
+    schedule.write_text("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --bf16 "
+                        "--micro-batch-size 1 --vocab-size 1000 --global-batch-size 8 --step-batch-size-schedule "
+                        "'0:8 1B:16'\n")
+    imp = read_config([schedule], "megatron")  # beside --global-batch-size the schedule is named, not priced
+    assert imp.plan["global_batch"] == 8 and "Megatron-LM refuses the pair" in next(
+        k.why for k in imp.keys if k.key == "--step-batch-size-schedule")
+    schedule.write_text(schedule.read_text().replace("--global-batch-size 8 ", ""))
+    assert read_config([schedule], "megatron").plan["global_batch"] == 16  # alone: its last phase
 
 
 def test_cli_bad_input(tmp_path, capsys):

@@ -14,8 +14,8 @@ from pathlib import Path
 from ..errors import InputError
 from ..spec.plan import Plan
 from .ledger import Imported, Ledger
-from .megatron_keys import (ATTENTION, ENV_WHY, FALSE_WHY, FP8_RECIPE, FSDP_ZERO, GRAPH_IMPL, HARNESS_WHY,
-                            LAUNCH_COUNT, NARGS, NOT_PRICED_WHY, REASONS, UNKNOWN)
+from .megatron_keys import (ATTENTION, ENV_WHY, FALSE_WHY, FP8_RECIPE, FSDP_ZERO, GRAPH_IMPL, HARNESS_WHY, HYBRID,
+                            LAUNCH_COUNT, NARGS, NEEDED, NOT_PRICED_WHY, REASONS, UNKNOWN)
 from .megatron_model import build_model
 from .shell_script import Script
 from .sources import options as arg_pairs, read_text, read_yaml
@@ -55,20 +55,27 @@ def options(words: list[str], source: str) -> list[Arg]:
     return [(k, v, source) for k, v in arg_pairs(words, NARGS)]
 
 
-def from_script(path: Path) -> tuple[list[Arg], list[Arg]]:
-    """(launcher options, training arguments) of a launch script or an argument list."""
+def program(word: str) -> bool:
+    """A word naming the Python program a command runs (pretrain_gpt.py), not a string that mentions one."""
+    return word.endswith(".py") and not any(c.isspace() for c in word)
+
+
+def from_script(path: Path) -> tuple[list[Arg], list[Arg], Script, str]:
+    """(launcher options, training arguments, the script as read, the program it runs) of a launch script or an
+    argument list (also a job script on sbatch's standard input, or a `bash -c` string, shell_script reads)."""
     where = f"Megatron-LM launch script {str(path)!r}"
     script = Script(read_text(path, "Megatron-LM launch script"), where)
-    runs = [c for c in script.commands if any(w.endswith(".py") for w in c)]
+    runs = [c for c in script.commands if any(program(w) for w in c)]
     if len(runs) > 1:
         raise InputError(f"{where}: {len(runs)} commands run a Python script ({', '.join(runs[0][:1] + runs[1][:1])}"
                          " ...); valid: a script that launches one pretrain_*.py")
     if runs:
         cmd = runs[0]
-        at = next(i for i, w in enumerate(cmd) if w.endswith(".py"))
-        return options(cmd[:at], f"{path.name} (launcher)"), options(cmd[at + 1:], path.name)
+        at = next(i for i, w in enumerate(cmd) if program(w))
+        return (options(cmd[:at], f"{path.name} (launcher)"), options(cmd[at + 1:], path.name), script,
+                Path(cmd[at]).name)
     if script.commands and all(c[0].startswith("--") for c in script.commands):
-        return [], options([w for c in script.commands for w in c], path.name)
+        return [], options([w for c in script.commands for w in c], path.name), script, ""
     first = script.commands[0][0] if script.commands else "nothing"
     raise InputError(f"{where}: no command runs pretrain_*.py and it is not an argument list (its first command is "
                      f"{first!r}); valid: a torchrun ... pretrain_gpt.py script, or --flag value lines")
@@ -111,34 +118,82 @@ def read(paths: list[Path], name: str | None) -> Imported:
         if path.suffix in (".yaml", ".yml"):
             args += from_yaml(path, led)
         else:
-            got_launch, got = from_script(path)
-            launch += got_launch
-            args += got
+            got_launch, got, script, prog = from_script(path)
+            hybrid(prog, {})
+            launch += not_read(got_launch, script, led)
+            args += not_read(got, script, led)
     if not args:
         raise InputError(f"{', '.join(map(str, paths))}: no Megatron-LM argument found; valid: pretrain_gpt.py's "
                          "--flag value arguments")
-    launch_fates(launch, led)
     opts = {k: v for k, v, _ in args}
-    model, model_keys = build_model(args, opts, led, paths)
+    hybrid("", opts)
+    launch_fates(launch, led, opts)
+    model, model_keys = build_model(args, opts, led, paths, {k.key for k in led.keys} | set(opts))
     plan_fates(args, opts, led, model_keys, model.n_layers)
+    stage_split(opts, led, model.n_layers)
     plan_defaults(opts, led, model)
     return led.imported(paths, model)
 
 
-def launch_fates(launch: list[Arg], led: Ledger) -> None:
-    """torchrun's options: --nproc-per-node x --nnodes (where literal) is the device count; the rest not priced."""
-    counts = {}
+def not_read(args: list[Arg], script: Script, led: Ledger) -> list[Arg]:
+    """The arguments whose value the script leaves not read (command output, its own arguments, a variable it never
+    sets) named so in the ledger and left out (the framework's default, or the flag, gives the field); the rest.
+    A model or batch argument Megatron-LM cannot run without is refused, naming what it stands for."""
+    out = []
+    for k, v, src in args:
+        why = script.not_read(v)
+        if why is None:
+            out.append((k, v, src))
+        elif k in NEEDED:
+            raise InputError(f"megatron config: {k} = {v} is not read ({why}); valid: {k} N written in the file")
+        else:
+            led.skip(k, v, src, f"not read: {why}")
+    return out
+
+
+def hybrid(prog: str, opts: dict) -> None:
+    """Megatron-LM's hybrid models (pretrain_mamba.py / pretrain_hybrid.py, --hybrid-* patterns and ratios) are
+    refused in one line: perfmodel prices transformer layers, not Mamba-2's."""
+    key = next((k for k in HYBRID if k in opts), None)
+    if not key and Path(prog).stem not in ("pretrain_mamba", "pretrain_hybrid"):
+        return
+    what = f"{key} {opts[key]!r}" if key else prog
+    raise InputError(f"megatron config: {what}: a hybrid model with Mamba-2 layers ('M': a recurrent state per "
+                     "sequence), which perfmodel does not price; valid: a transformer's pretrain_gpt.py arguments")
+
+
+def launch_fates(launch: list[Arg], led: Ledger, opts: dict) -> None:
+    """torchrun's options: --nproc-per-node x --nnodes (where literal) is the device count; the rest not priced.
+    A count the arguments' layout cannot run on (parallel_state.py:822 and :881 at d98e8a64: the world must divide
+    by tp x pp x cp and by etp x ep x pp) is the script's one-node default of a multi-node job: left to --gpus."""
+    counts = {k: int(v) for k, v, _ in launch if k in LAUNCH_COUNT and v is not None and v.isdigit() and int(v) > 0}
+    per = counts.get("--nproc_per_node", counts.get("--nproc-per-node"))
+    total = per * counts.get("--nnodes", 1) if per else None
+    ways = layout_ways(opts)
+    misfit = total is not None and any(total % w for w in ways.values())
     for k, v, src in launch:
-        if k in LAUNCH_COUNT and v is not None and v.isdigit() and int(v) > 0:
-            field = "nodes" if k == "--nnodes" else "per_node"
-            counts[field] = int(v)
-            led.set(k, v, src, "devices = processes per node x nodes", **{f"launch__{field}": int(v)})
+        if k in LAUNCH_COUNT and k in counts and not misfit:
+            led.set(k, v, src, "devices = processes per node x nodes")
+        elif k in LAUNCH_COUNT and misfit:
+            name, w = next((n, w) for n, w in ways.items() if total % w)
+            led.skip(k, v, src, f"{total} devices cannot run {name} = {w}: the job's device count comes from --gpus")
         elif k in LAUNCH_COUNT:
             led.skip(k, v, src, "not a literal count: the device count comes from --gpus")
         else:
             led.skip(k, v, src, REASONS["launch"])
-    if "per_node" in counts:
-        led.fields["launch.gpus"] = counts["per_node"] * counts.get("nodes", 1)
+    if total is not None and not misfit:
+        led.fields["launch.gpus"] = total
+
+
+def layout_ways(opts: dict) -> dict[str, int]:
+    """The products the device count must divide, from the arguments (where literal; 1 otherwise)."""
+    def n(key: str, default: int = 1) -> int:
+        v = str(opts.get(key, default))
+        return int(v) if v.isdigit() and int(v) > 0 else default
+
+    tp, pp = n("--tensor-model-parallel-size"), n("--pipeline-model-parallel-size")
+    return {"tp x pp x cp": tp * pp * n("--context-parallel-size"),
+            "etp x ep x pp": n("--expert-tensor-parallel-size", tp) * n("--expert-model-parallel-size") * pp}
 
 
 def _int(key: str, value: str | None) -> int:
@@ -212,6 +267,12 @@ def plan_fates(args: list[Arg], opts: dict, led: Ledger, model_keys: set[str], n
             led.set(k, v, src, plan__vpp=virtual_stages(opts, _int(k, v)))
         elif k == "--pipeline-model-parallel-layout":
             led.set(k, v, src, **layout_fields(v, opts, n_layers))
+        elif k == "--step-batch-size-schedule" and "--global-batch-size" in opts:
+            led.skip(k, v, src, "beside --global-batch-size, which is priced (Megatron-LM refuses the pair: "
+                                "arguments.py:698 at d98e8a64)")
+        elif k == "--step-batch-size-schedule":
+            led.set(k, v, src, "the schedule's last phase: the batch the run ends on, and most of its steps run",
+                    plan__global_batch=schedule_batch(v))
         elif k == "--moe-expert-capacity-factor":
             led.set(k, v, src, plan__moe_capacity_factor=float(v))
         elif k == "--main-grads-dtype" and "--bf16" in opts:
@@ -259,6 +320,35 @@ def optimizer_dtype(k: str, v, src: str, opts: dict, led: Ledger, on: bool) -> N
     if dtype is None:
         raise InputError(f"Megatron-LM argument {k} = {v!r} is not priced; valid: fp32, bf16 or fp16")
     led.set(k, v, src, "a 2-byte type priced as bf16" if v == "fp16" else "", **{f"plan__{field}": dtype})
+
+
+def schedule_batch(schedule: str | None) -> int:
+    """The global batch of --step-batch-size-schedule's last phase ('THRESHOLD:BS THRESHOLD:BS ...',
+    megatron/core/num_microbatches_calculator.py:91 at d98e8a64)."""
+    phases = (schedule or "").split()
+    last = phases[-1].rpartition(":")[2] if phases else ""
+    if not last.isdigit() or int(last) < 1:
+        raise InputError(f"Megatron-LM argument --step-batch-size-schedule = {schedule!r}; valid: 'THRESHOLD:BS ...' "
+                         "phases, e.g. '0:384 200B:768'")
+    return int(last)
+
+
+def stage_split(opts: dict, led: Ledger, n_layers: int) -> None:
+    """Megatron-LM refuses layers that do not divide evenly over the pipeline stages unless the first / last stage
+    or a layout says otherwise (megatron/training/arguments.py:997 at d98e8a64, the embedding and loss counted
+    where --account-for-*-in-pipeline-split)."""
+    pp = led.get("plan.pp", 1)
+    uneven = ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+              "--pipeline-model-parallel-layout")
+    if pp <= 1 or any(k in opts for k in uneven):
+        return
+    slots = n_layers + ("--account-for-embedding-in-pipeline-split" in opts) + (
+        "--account-for-loss-in-pipeline-split" in opts)
+    if slots % pp:
+        raise InputError(f"megatron config: {n_layers} layers (--num-layers) do not divide into --pipeline-model-"
+                         f"parallel-size {pp} stages, which Megatron-LM refuses (arguments.py:997: 'Number of layers "
+                         f"should be divisible by the pipeline-model-parallel size'); valid: a pp that divides "
+                         f"{slots}, or --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers")
 
 
 def virtual_stages(opts: dict, per_chunk: int) -> int:

@@ -1,6 +1,6 @@
 """Megatron-LM's arguments as `perfmodel import --from megatron` reads them: the defaults of those the model and the
-plan take, the reason each argument the cost model has no use for is not priced, and the vocabularies of the
-tokenizers a script may name instead of --vocab-size.
+plan take, and the reason each argument the cost model has no use for is not priced (the vocabularies of the
+tokenizers a script may name instead of --vocab-size are perfmodel.spec.tokenizers').
 
 Defaults are Megatron-LM's (megatron/training/arguments.py at NVIDIA/Megatron-LM commit d98e8a64, and
 megatron/core/transformer/transformer_config.py TransformerConfig for the fields its arguments set): line numbers
@@ -21,14 +21,6 @@ MOE_DISPATCHER = "allgather"
 # (arguments.py:3548-3556)
 MLA_DEFAULTS = {"--q-lora-rank": None, "--kv-lora-rank": 32, "--qk-head-dim": 128, "--qk-pos-emb-head-dim": 64,
                 "--v-head-dim": 128}
-
-# -- tokenizers whose vocabulary a script names without --vocab-size ------------------------------------------
-# GPT2BPETokenizer (a GPT-2 vocab.json + merges.txt): 50257 tokens (Radford et al. 2019; the HF gpt2
-# config.json vocab_size). Megatron-LM builds it from --vocab-file and --merge-file.
-GPT2_VOCAB = 50257
-# Llama2Tokenizer (Llama 2's SentencePiece model): 32000 tokens (Touvron et al. 2023, Sec. 2.1: "total vocabulary
-# size is 32k tokens"; the HF Llama-2 config.json vocab_size 32000).
-TOKENIZER_VOCAB = {"GPT2BPETokenizer": GPT2_VOCAB, "Llama2Tokenizer": 32000}
 
 # -- arguments not priced, by reason ----------------------------------------------------------------------------
 REASONS = {
@@ -62,7 +54,7 @@ NOT_PRICED = {
                   "--adam-beta1", "--adam-beta2", "--adam-eps", "--clip-grad", "--decoupled-lr",
                   "--decoupled-min-lr", "--loss-scale", "--initial-loss-scale", "--min-loss-scale",
                   "--loss-scale-window", "--hysteresis", "--sgd-momentum", "--seed", "--calculate-per-token-loss",
-                  "--step-batch-size-schedule", "--rampup-batch-size", "--check-for-nan-in-loss-and-grad", "--mtp-loss-scaling-factor", "--override-opt_param-scheduler",
+                  "--rampup-batch-size", "--check-for-nan-in-loss-and-grad", "--mtp-loss-scaling-factor", "--override-opt_param-scheduler",
                   "--use-checkpoint-opt_param-scheduler"),
     "logging": ("--log-interval", "--tensorboard-dir", "--log-params-norm", "--log-num-zeros-in-grad",
                 "--log-validation-ppl-to-tensorboard", "--log-timers-to-tensorboard", "--log-memory-to-tensorboard",
@@ -118,6 +110,12 @@ NOT_PRICED_WHY = {arg: REASONS[group] for group, args in NOT_PRICED.items() for 
 NARGS = {"--recompute-modules", "--cuda-graph-scope", "--data-path", "--train-data-path", "--valid-data-path",
          "--test-data-path", "--profile-ranks", "--offload-modules", "--split"}
 UNKNOWN = "not an argument perfmodel knows; it may change what runs"
+
+# the arguments Megatron-LM cannot run without (a value not read is refused naming them)
+NEEDED = ("--num-layers", "--hidden-size", "--num-attention-heads", "--seq-length", "--micro-batch-size")
+# a hybrid (Mamba) model's arguments (arguments.py at d98e8a64; --hybrid-attention-ratio / -mlp-ratio at 09ca1d20)
+HYBRID = ("--hybrid-layer-pattern", "--hybrid-override-pattern", "--hybrid-attention-ratio", "--hybrid-mlp-ratio",
+          "--is-hybrid-model")
 
 # torchrun's own options: the two that give the device count, and the rest
 LAUNCH_COUNT = {"--nproc-per-node", "--nproc_per_node", "--nnodes"}

@@ -14,7 +14,8 @@ from ..errors import InputError
 from ..spec.model import MLAConfig, ModelConfig, MoEConfig
 from ..spec.model_catalogue import list_models, load_model
 from .ledger import Ledger
-from .megatron_keys import DROPOUT, MLA_DEFAULTS, TOKENIZER_VOCAB, VOCAB_DIVISOR
+from ..spec.tokenizers import tokenizer_vocab
+from .megatron_keys import DROPOUT, MLA_DEFAULTS, VOCAB_DIVISOR
 
 MODEL_ARGS = {
     "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads", "--group-query-attention",
@@ -91,23 +92,30 @@ def list_expression(node: ast.AST) -> list[int]:
     raise ValueError("not a list expression")
 
 
-def vocabulary(opts: dict, became: dict, why: dict) -> tuple[int, int]:
-    """(the tokenizer's vocabulary, the padded one the model trains): --vocab-size, else what --tokenizer-type (or a
-    GPT-2 vocab and merge file) gives; padded to a multiple of --make-vocab-size-divisible-by (128) x tp
+def vocabulary(opts: dict, became: dict, why: dict, stated: set[str] | None = None) -> tuple[int, int]:
+    """(the tokenizer's vocabulary, the padded one the model trains): --vocab-size, else what the tokenizer names
+    (spec.tokenizers: TikTokenizer's default size, a --tokenizer-model file or Hugging Face id, a --tokenizer-type,
+    a GPT-2 vocab and merge file); padded to a multiple of --make-vocab-size-divisible-by (128) x tp
     (megatron/core/tokenizers/utils/build_tokenizer.py:138)."""
-    kind = opts.get("--tokenizer-type")
+    kind, model = opts.get("--tokenizer-type"), opts.get("--tokenizer-model")
     if "--vocab-size" in opts:
         raw, key = number("--vocab-size", opts["--vocab-size"]), "--vocab-size"
-    elif kind in TOKENIZER_VOCAB or (kind is None and "--vocab-file" in opts and "--merge-file" in opts):
-        raw, key = TOKENIZER_VOCAB.get(kind or "GPT2BPETokenizer"), "--tokenizer-type" if kind else "--vocab-file"
-        for k in ("--tokenizer-type", "--vocab-file", "--merge-file"):
+    else:
+        names = [(kind, "--tokenizer-type")] if kind == "TikTokenizer" else []  # its size is the type's default
+        names += [(model, "--tokenizer-model"), (kind, "--tokenizer-type")]
+        stated = set(opts) if stated is None else stated
+        if kind is None and "--vocab-file" in stated and "--merge-file" in stated:
+            names.append(("GPT2BPETokenizer", "--vocab-file"))
+        found = next(((tokenizer_vocab(n), k) for n, k in names if n and tokenizer_vocab(n)), None)
+        if found is None:
+            raise InputError(f"--vocab-size is needed: the tokenizer ({kind or 'none named'}"
+                             f"{', ' + model if model else ''}) does not name a vocabulary perfmodel knows; valid: "
+                             "add --vocab-size N (the tokenizer's size)")
+        (raw, source), key = found
+        for k in ("--tokenizer-type", "--tokenizer-model", "--vocab-file", "--merge-file"):
             if k in opts:
                 became[k] = {}
-                why[k] = f"GPT2BPETokenizer: GPT-2's {raw} tokens"
-    else:
-        raise InputError(f"--vocab-size is needed: the tokenizer ({kind or 'none named'}"
-                         f"{', ' + opts['--tokenizer-model'] if opts.get('--tokenizer-model') else ''}) does not "
-                         "name a vocabulary perfmodel knows; valid: add --vocab-size N (the tokenizer's size)")
+                why[k] = f"the tokenizer's {raw} tokens: {source}"
     divisor = number("--make-vocab-size-divisible-by", opts.get("--make-vocab-size-divisible-by", VOCAB_DIVISOR))
     tp = number("--tensor-model-parallel-size", opts.get("--tensor-model-parallel-size", 1))
     multiple = max(divisor, 1) * max(tp, 1)
@@ -120,8 +128,11 @@ def vocabulary(opts: dict, became: dict, why: dict) -> tuple[int, int]:
     return raw, padded
 
 
-def build_model(args, opts: dict, led: Ledger, paths: list[Path]) -> tuple[ModelConfig, set[str]]:
-    """The model of the arguments, every model argument's fate recorded in `led` (in the order given)."""
+def build_model(args, opts: dict, led: Ledger, paths: list[Path], stated: set[str] | None = None
+                ) -> tuple[ModelConfig, set[str]]:
+    """The model of the arguments, every model argument's fate recorded in `led` (in the order given); `stated`:
+    every argument the files name, those whose value is not read among them (a GPT-2 --vocab-file and --merge-file
+    name the tokenizer whatever their paths)."""
     for key in ("--num-layers", "--hidden-size", "--num-attention-heads"):
         if key not in opts:
             raise InputError(f"megatron config: {key} is needed (Megatron-LM has no default); valid: {key} N")
@@ -202,7 +213,7 @@ def build_model(args, opts: dict, led: Ledger, paths: list[Path]) -> tuple[Model
         why["--num-query-groups"] = "takes effect only with --group-query-attention"
     mtp = number("--mtp-num-layers", g["--mtp-num-layers"]) if g["--mtp-num-layers"] else 0
     became["--mtp-num-layers"] = {"model__mtp_layers": mtp}
-    raw, vocab = vocabulary(opts, became, why)
+    raw, vocab = vocabulary(opts, became, why, stated)
     fields = dict(n_layers=n, hidden=h, n_heads=heads, n_kv_heads=kv, head_dim=head_dim, ffn_hidden=ffn, vocab=vocab,
                   max_seq_len=max_seq, mlp="swiglu" if swiglu else "gelu", norm=norm, position=position,
                   tie_embeddings="--untie-embeddings-and-output-weights" not in opts, linear_bias=bias,

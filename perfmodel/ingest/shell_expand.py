@@ -78,8 +78,8 @@ class Expansion:
     def string(self, raw: str, mode: str = "word") -> tuple[str, bool]:
         """A word expanded without field splitting (an assignment's value, a case word, a heredoc's body), and
         whether all of it is known."""
-        parts = [p for p in self.scan(raw, mode) if p is not BREAK]
-        return "".join(p.text for p in parts), all(p.known for p in parts)
+        parts = self.scan(raw, mode)  # "${ARR[@]}" where no words are split: its elements joined by spaces
+        return "".join(" " if p is BREAK else p.text for p in parts), all(p.known for p in parts)
 
     def heredoc(self, body: str) -> str:
         return self.string(body, "heredoc")[0]

@@ -49,6 +49,7 @@ class Script(Expansion):
         self.every_branch = every_branch
         self.commands: list[list[str]] = []
         self.files: dict[str, str] = {}
+        self.inner: set[int] = set()  # indices of the commands read from a string or job script another shell runs
         self.functions: dict[str, Function] = {}
         self._steps = 0
         self._guessed = 0  # branches entered past a test not known
@@ -260,6 +261,7 @@ class Script(Expansion):
             except InputError:  # the words do not parse as shell (something not read in them): kept as words
                 pass
         self.commands.append(words)
+        self.shells(words, stdin)
         if name == "cat" and len(words) == 1:
             return True, stdin
         if name == "echo":
@@ -271,6 +273,35 @@ class Script(Expansion):
                     self.write_text(a, stdin, "-a" in args)
             return True, stdin
         return True, None
+
+    def shells(self, words: list[str], stdin: str | None) -> None:
+        """The script a command hands to another shell, read after it: `bash -c STRING` / `sh -c STRING` (also
+        behind a launcher: `srun ... bash -x -c "$CMD"`), and a job script on standard input (`sbatch <<EOF`,
+        `bash <<EOF`). Their commands are listed in `inner` (bash runs them in that other shell, not here)."""
+        for i, w in enumerate(words):
+            if w.rsplit("/", 1)[-1] not in ("bash", "sh"):
+                continue
+            rest = words[i + 1:]
+            k = next((j for j, o in enumerate(rest) if not o.startswith("-")), len(rest))  # bash's options end
+            if "-c" in rest[:k] and k < len(rest):  # the first word after them is the command string
+                return self.nested(rest[k], rest[k + 2:], f"{w} -c")
+            break
+        launcher = words[0].rsplit("/", 1)[-1]
+        if stdin is not None and launcher in ("sbatch", "bash", "sh") and all(a.startswith("-") for a in words[1:]):
+            self.nested(stdin, [], f"{launcher}'s standard input")
+
+    def nested(self, text: str, args: list[str], what: str) -> None:
+        start, saved = len(self.commands), self.positional
+        self.positional = list(args)
+        try:
+            self.run(parse(text, f"{self.where} ({what})"))
+        except InputError as err:  # what it hands on does not parse (something not read in it): named, not read
+            self.unread.setdefault(f"{what} {text[:60]}", f"not read as shell: {err}")
+        except (_Exit, _Return):
+            pass
+        finally:
+            self.positional = saved
+            self.inner.update(range(start, len(self.commands)))
 
     def read(self, args: list[str], stdin: str | None) -> None:
         """`read [-r] [-d ''] NAME <<EOF`: the heredoc (its first line without -d) into NAME."""
