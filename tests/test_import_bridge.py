@@ -38,10 +38,10 @@ IMPORTS = [
     ([OLDEST, FIX / "llama3_8b_pretrain_override_example.yaml"], None, 8, dict(global_batch=8, seq_len=4096)),
     ([LLAMA, COMMON, FIX / "llama32_1b_pretrain.yaml"], "llama3_8b_pretrain_2gpu_h100_bf16_config", 8,
      dict(global_batch=8, seq_len=4096, tp=1)),
+    # h100_llama3.py: meta-llama/Llama-3.2-1B (a preset since the 2026 catalogue), TP 1 PP 1 CP 1, seq 8192, GBS 512
+    ([LLAMA, COMMON], "llama32_1b_pretrain_1gpu_h100_bf16_config", 1, dict(tp=1, pp=1, seq_len=8192, global_batch=512)),
 ]
 REFUSALS = [
-    ([LLAMA, COMMON], "llama32_1b_pretrain_1gpu_h100_bf16_config", 1,
-     "'meta-llama/Llama-3.2-1B' has no perfmodel preset"),
     ([OLD], "llama3_8b_low_precision_pretrain_config", 8, "takes mixed_precision_recipe"),
     ([QWEN, COMMON], "qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config", 16, "cuda_graphs = layer"),
     ([LLAMA, COMMON], "llama3_8b_pretrain_2gpu_h100_fp8mx_config", 2, "mxfp8 on H100"),
@@ -168,7 +168,7 @@ def test_contradictions_refused(tmp_path):
     words.write_text("model.tensor_model_parallel_size=8 model.tensor_model_parallel_size=4\n")
     with pytest.raises(InputError, match="contradicts itself.*tensor_model_parallel_size=8.*=4"):
         read_config([LLAMA, COMMON, words], "bridge", "llama3_70b_pretrain_32gpu_h100_bf16_config")
-    conf = tmp_path / "conf.yaml"  # Bridge requires model.seq_length == dataset.seq_length
+    conf = tmp_path / "conf.yaml"  # Bridge requires model.seq_length == dataset.seq_length (both stated by the user)
     conf.write_text("model:\n  seq_length: 4096\ndataset:\n  seq_length: 2048\n")
     with pytest.raises(InputError, match="contradicts itself.*seq_length.*seq_length"):
         read_config([LLAMA, COMMON, conf], "bridge", "llama3_70b_pretrain_32gpu_h100_bf16_config")
@@ -200,3 +200,102 @@ def test_precision_by_name_replaces_the_section(tmp_path):
     words.write_text("mixed_precision=fp64_mixed\n")
     with pytest.raises(InputError, match="fp64_mixed.*valid: bf16_mixed"):
         read_config([DSV3, COMMON, words], "bridge", "deepseek_v3_pretrain_1024gpu_h100_bf16_config")
+
+
+# ---- 2026 perf recipes, legacy perf formats (the corpus files, tests/fixtures/corpus/bridge/cases.yaml) -------------
+
+CORPUS = Path(__file__).parent / "fixtures" / "corpus" / "bridge"
+PERF_405B = CORPUS / "perf_recipes" / "llama" / "h100" / "llama31.py"
+
+
+def test_perf_recipe_without_its_base_recipe():
+    """llama31.py (h100):28-48 calls llama31_405b_pretrain_config(), imported from a module not given: the model is
+    the preset its name names, 1024 H100 from the recipe's name, its own TP 8 PP 8 CP 2 VPP 8 GBS 1536; what it leaves
+    to the base (the distributed optimizer, recipes/llama/h100/llama3.py:1276 at 067f987) is a cited default."""
+    imp = read_config([PERF_405B], "bridge", "llama31_405b_pretrain_1024gpu_h100_bf16_config")
+    keys = {k.key: k for k in imp.keys}
+    assert "not among the files; its model read as the preset llama-3.1-405b by the function's name" in keys["model"].why
+    assert (imp.gpus, imp.hardware) == (1024, "dgx-h100")
+    zero = keys["ddp.use_distributed_optimizer"]
+    assert zero.fate == "default" and "recipes/llama/h100/llama3.py:1276" in zero.why and "067f987" in zero.why
+    _, _, plan = plan_of(imp)
+    assert (plan.tp, plan.pp, plan.cp, plan.vpp, plan.dp, plan.global_batch, plan.zero) == (8, 8, 2, 8, 8, 1536, 1)
+    # the 512-GPU recipe: _with_global_batch_size(<the 1024-GPU recipe>, 768) (perf_recipes/llama/common.py:44-46)
+    imp = read_config([PERF_405B], "bridge", "llama31_405b_pretrain_512gpu_h100_bf16_config")
+    _, _, plan = plan_of(imp)
+    assert (imp.gpus, plan.global_batch, plan.dp) == (512, 768, 4)
+
+
+def test_helper_not_given_is_read_from_bridge_at_its_commit():
+    """gpt_oss.py (b300):31-76 calls _apply_gpt_oss_20b_common_configs(cfg), which sets PP 1 and seq 8192
+    (perf_recipes/gpt_oss/common.py:98-100 at 067f987) over the base recipe's PP 4; the helper-built NVFP4 precision
+    (_gpt_oss_20b_nvfp4_precision, common.py:65-76) is bf16_with_nvfp4_mixed."""
+    imp = read_config([CORPUS / "perf_recipes" / "gpt_oss" / "b300" / "gpt_oss.py"], "bridge",
+                      "gpt_oss_20b_pretrain_8gpu_b300_nvfp4_config")
+    assert (imp.plan["pp"], imp.plan["seq_len"], imp.plan["precision"], imp.hardware) == (1, 8192, "fp4", "dgx-b300")
+    pp = next(k for k in imp.keys if k.key == "model.pipeline_model_parallel_size" and k.fate == "default")
+    assert "perf_recipes/gpt_oss/common.py:98" in pp.why
+
+
+def test_base_recipe_given_through_its_alias_module():
+    """With recipes/gpt_oss/gpt_oss.py (gpt_oss_20b_pretrain_config = gpt_oss_20b_pretrain_16gpu_h100_bf16_config)
+    and recipes/gpt_oss/h100/gpt_oss.py given, the base is followed: its TP 2 is replaced by the perf recipe's TP 1 and
+    its model is the AutoBridge id it names."""
+    files = [CORPUS / "perf_recipes" / "gpt_oss" / "b300" / "gpt_oss.py", CORPUS / "recipes" / "gpt_oss" / "gpt_oss.py",
+             CORPUS / "recipes" / "gpt_oss" / "h100" / "gpt_oss.py"]
+    imp = read_config(files, "bridge", "gpt_oss_20b_pretrain_8gpu_b300_nvfp4_config")
+    keys = [k for k in imp.keys if k.key == "model.tensor_model_parallel_size"]
+    assert [k.value for k in keys] == ["2", "1"] and keys[0].fate == "not priced" and "gpt_oss.py:" in keys[0].source
+    assert next(k for k in imp.keys if k.key == "model").value == "AutoBridge('openai/gpt-oss-20b')"
+
+
+def test_gpu_kind_the_catalogue_lacks_is_named(tmp_path):
+    """A VR200 perf recipe: the catalogue has no VR200 system, so --hardware is asked for (never a guessed system)."""
+    recipe = tmp_path / "llama31.py"
+    recipe.write_text(PERF_405B.read_text().replace("1024gpu_h100_bf16_config", "1024gpu_vr200_bf16_config"))
+    imp = read_config([recipe], "bridge", "llama31_405b_pretrain_1024gpu_vr200_bf16_config")
+    assert imp.hardware is None and imp.gpus == 1024
+    assert any("no VR200 system" in k.why for k in imp.keys)
+    with pytest.raises(InputError, match="--hardware is needed"):
+        plan_of(imp)
+
+
+def test_workload_base_config_table():
+    """llama31_workload_base_configs.py:148-156 (c3e43e6): num_gpus 1024, TP 8 PP 8 CP 2 VPP 8 GBS 512; MBS the
+    dataclass's 1 (utils.py:45); bf16 and H100 from the name (utils.py:79-82)."""
+    table = CORPUS / "2025-12" / "llama" / "llama31_workload_base_configs.py"
+    with pytest.raises(InputError) as err:
+        read_config([table], "bridge")
+    assert "--name is needed" in str(err.value) and "LLAMA31_405B_PRETRAIN_CONFIG_H100_BF16_BASE_CONFIG" in str(err.value)
+    imp = read_config([table], "bridge", "LLAMA31_405B_PRETRAIN_CONFIG_H100_BF16_BASE_CONFIG")
+    _, system, plan = plan_of(imp)
+    assert (imp.gpus, system.name, imp.model.name) == (1024, "dgx-h100", "llama-3.1-405b")
+    assert (plan.tp, plan.pp, plan.cp, plan.vpp, plan.micro_batch, plan.global_batch) == (8, 8, 2, 8, 1, 512)
+    assert plan.sequence_parallel and plan.precision == "bf16"
+    mbs = next(k for k in imp.keys if k.key == "train.micro_batch_size")
+    assert "utils.py:45" in mbs.source
+
+
+def test_workload_table_read_by_its_pretrain_module():
+    """deepseek_llm_pretrain.py:158-183 (c3e43e6): precision "bf16" picks DEEPSEEK_V3_PRETRAIN_CONFIG_H100_BF16_
+    BASE_CONFIG, which set_workload_base_configs lays over the base (TP 2 PP 8 VPP 4 EP 64, ETP 1 from the table's
+    BASE_DEEPSEEK_V3_CONFIG, GBS 8192); set_deepseek_v3_common_configs sets seq 4096 (:44)."""
+    files = [CORPUS / "2025-12" / "deepseek" / n for n in ("deepseek_llm_pretrain.py", "deepseek_workload_base_configs.py")]
+    imp = read_config(files, "bridge", "deepseek_v3_pretrain_config_h100")
+    _, _, plan = plan_of(imp)
+    assert (imp.gpus, imp.model.name) == (1024, "deepseek-v3")
+    assert (plan.tp, plan.pp, plan.vpp, plan.ep, plan.etp, plan.global_batch, plan.seq_len) == (2, 8, 4, 64, 1, 8192, 4096)
+
+
+def test_perf_matrix_yaml():
+    """deepseek_v3_llm_pretrain.yaml (8cec56d): perf_matrix.h100.num_gpus_1024.common: TP 2 PP 8 VP 2 EP 64 ETP 1,
+    seq 4096, GBS 8192; the model from the file's name (setup_experiment.py:53)."""
+    yaml = CORPUS / "2025-09" / "deepseek" / "deepseek_v3_llm_pretrain.yaml"
+    with pytest.raises(InputError) as err:
+        read_config([yaml], "bridge")
+    assert "h100.num_gpus_1024.bf16" in str(err.value) and "gb200.num_gpus_256.fp8_mx" in str(err.value)
+    imp = read_config([yaml], "bridge", "h100.num_gpus_1024.fp8_cs")  # fp8 current scaling (helpers.py:65-81)
+    _, system, plan = plan_of(imp)
+    assert (imp.gpus, system.name, imp.model.name) == (1024, "dgx-h100", "deepseek-v3")
+    assert (plan.tp, plan.pp, plan.vpp, plan.ep, plan.etp, plan.seq_len) == (2, 8, 2, 64, 1, 4096)
+    assert (plan.precision, plan.fp8_recipe) == ("fp8", "tensorwise")

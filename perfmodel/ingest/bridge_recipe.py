@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import ast
 import builtins
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputError
+from . import bridge_bases
+from .bridge_calls import NOT_HANDLED, apply_helper, bridge_call
+from .bridge_objects import Module, Noted, Obj, Stop, Write
 from .sources import Unevaluated
 
 MAX_STEPS = 20_000  # statements and calls followed for one recipe; recipes take hundreds
@@ -23,49 +25,6 @@ MAX_DEPTH = 12  # helper calls nested; recipes nest three or four
 MAX_LIST = 100_000  # elements a list expression may build ([["decoder"] * 4] * 14)
 PRECISION_CALLS = {"get_mixed_precision_config"}  # get_mixed_precision_config("bf16_mixed") names a recipe
 MODEL_CALLS = {"to_megatron_provider", "get_model_config"}  # AutoBridge.from_hf_pretrained(ID).<these>()
-FLEX_CALL = "apply_flex_dispatcher_backend"  # megatron/bridge/training/flex_dispatcher_backend.py
-
-
-class Stop(Exception):
-    """A `raise` the recipe reaches (caught by an enclosing `try`, else the recipe fails to build)."""
-
-
-@dataclass
-class Obj:
-    """A config object: a ConfigContainer, a section (TrainingConfig), a model provider or a precision recipe."""
-
-    kind: str  # the call that made it: 'ConfigContainer', 'TrainingConfig', 'AutoBridge', 'bf16_mixed', ...
-    origin: Any = None  # the model's HF id (AutoBridge) or provider class; the precision recipe's name
-    attrs: dict[str, Any] = field(default_factory=dict)
-    auto: bool = False  # the result of a function not followed: its sections appear as the recipe names them
-
-
-@dataclass
-class Write:
-    """One value stated for an attribute of an object, where it was stated."""
-
-    obj: Obj
-    attr: str
-    value: Any
-    where: str
-
-
-@dataclass
-class Noted:
-    """A statement or keyword the recipe states that sets no attribute: a call not followed, a branch not known."""
-
-    key: str
-    value: Any
-    where: str
-    why: str
-
-
-@dataclass
-class Module:
-    file: str
-    tree: ast.Module
-    names: dict[str, Any]
-    functions: dict[str, ast.FunctionDef]
 
 
 class Recipe:
@@ -76,13 +35,24 @@ class Recipe:
         self.writes: list[Write] = []
         self.noted: list[Noted] = []
         self.passed: list[tuple[str, Any, str]] = []  # arguments a helper took that set no key by name
+        self.launch: list[tuple[str, Any, str]] = []  # (key, GPU count, where) a WorkloadBaseConfig's num_gpus
         self.steps = 0
         self.depth = 0
+        # `from X import a as b` of the modules given: b -> a (Bridge's legacy recipe names alias the functions)
+        self.aliases = {n.asname: n.name for m in modules for s in m.tree.body if isinstance(s, ast.ImportFrom)
+                        for n in s.names if n.asname and n.asname != n.name}
+        self.shared: dict[str, Any] = {}  # module-level names of every module given, for the names one imports
+        for m in modules:
+            self.shared |= {k: v for k, v in m.names.items() if k not in self.shared}
 
     def find(self, name: str) -> tuple[Module, ast.FunctionDef] | None:
-        for m in self.modules:
-            if name in m.functions:
-                return m, m.functions[name]
+        for _ in range(len(self.aliases) + 1):
+            for m in self.modules:
+                if name in m.functions:
+                    return m, m.functions[name]
+            if name not in self.aliases:
+                return None
+            name = self.aliases[name]
         return None
 
     def call(self, name: str, args: list, kwargs: dict[str, Any], where: str) -> Any:
@@ -199,7 +169,7 @@ class Recipe:
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):
-            return env.get(node.id, Unevaluated(node.id))
+            return env[node.id] if node.id in env else self.shared.get(node.id, Unevaluated(node.id))
         if isinstance(node, (ast.List, ast.Tuple)):
             items = [ev(e) for e in node.elts]
             return items if isinstance(node, ast.List) else tuple(items)
@@ -315,13 +285,9 @@ class Recipe:
                 return False
         if short == "getattr" and len(args) >= 2 and isinstance(args[0], Obj):
             return args[0].attrs.get(args[1], args[2] if len(args) > 2 else Unevaluated(ast.unparse(node)))
-        if short == FLEX_CALL and args and isinstance(args[0], Obj):
-            backend = args[1] if len(args) > 1 else kwargs.get("moe_flex_dispatcher_backend", (None, ""))[0]
-            if backend in ("deepep", "hybridep"):
-                self.writes.append(Write(args[0], "moe_token_dispatcher_type", "flex", f"{where} ({FLEX_CALL} with "
-                                         f"{backend}; it falls back to alltoall on GPUs its backend does not serve)"))
-                args[0].attrs["moe_token_dispatcher_type"] = "flex"
-            return None
+        got = bridge_call(self, short, args, kwargs, where)
+        if got is not NOT_HANDLED:
+            return got
         if short[:1].isupper() or short.endswith("_mixed"):  # a config class, a provider, a precision recipe
             obj = Obj(short, short if short.endswith(("_mixed",)) or "Provider" in short else None)
             for k, (v, at) in kwargs.items():
@@ -331,8 +297,15 @@ class Recipe:
         for k, (v, at) in kwargs.items():
             self.noted.append(Noted(f"{name}({k}=...)", v, at, f"an argument of {name}, a function this import "
                                     "does not follow"))
-        if isinstance(node.func, ast.Name) and name not in dir(builtins):  # a helper of a module not passed (_pretrain_common): its result's
-            return Obj("call", name, auto=True)  # sections hold what the recipe states after it
+        known = bridge_bases.helper(self.aliases.get(name, name)) if isinstance(node.func, ast.Name) else None
+        if known is not None:  # a perf recipes' helper not among the files: what it sets at 067f987
+            return apply_helper(self, name, known, args, kwargs, where)
+        if any(isinstance(a, Obj) for a in args):  # _llama_benchmark_common(cfg): it may set anything on cfg
+            self.noted.append(Noted(f"{name}(...)", "", where, f"{name} is not among the files: what it sets on the "
+                                    "config is not read (pass the module that defines it)"))
+        if isinstance(node.func, ast.Name) and name not in dir(builtins):  # a function not among the files
+            # (_pretrain_common()): its result's sections hold what the recipe states after it
+            return Obj("call", self.aliases.get(name, name), auto=True, at=where)
         return Unevaluated(ast.unparse(node))
 
 

@@ -1,0 +1,93 @@
+"""The Megatron-Bridge functions a recipe calls that perfmodel reads without following them (`perfmodel import --from
+bridge`): what each sets on the config it is given, from Bridge's source at a pinned commit (cited in every key's
+source), so a perf recipe read without its helper modules states what it runs.
+
+- apply_flex_dispatcher_backend(model, backend): the flex dispatcher (training/flex_dispatcher_backend.py);
+- _perf_precision(dtype) / get_precision_config(dtype[, fp8 recipe]): a named precision recipe (bridge_names);
+- set_deepseek_v3_pipeline_model_parallel_layout(model, layout): the layout it is given;
+- set_workload_base_configs(cfg, table entry): a WorkloadBaseConfig's settings (bridge_workload);
+- the perf recipes' helpers (perf_recipes/**/common.py at 067f987: _benchmark_common, _apply_gpt_oss_20b_common_
+  configs, _with_global_batch_size, ...): the keys they set unconditionally (bridge_bases.json).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import bridge_bases
+from .bridge_names import PRECISION_HELPERS, precision_recipe
+from .bridge_objects import Noted, Obj, Write, member
+from .bridge_workload import CLASS as WORKLOAD, writes as workload_writes
+from .sources import Unevaluated
+
+FLEX_CALL = "apply_flex_dispatcher_backend"  # megatron/bridge/training/flex_dispatcher_backend.py
+LAYOUT_CALL = "set_deepseek_v3_pipeline_model_parallel_layout"  # recipes/deepseek/h100/deepseek_v3.py:71-84 at 067f987
+WORKLOAD_CALL = "set_workload_base_configs"  # scripts/performance/utils/overrides.py:148-175 at c3e43e6
+NOT_HANDLED = object()
+
+
+def bridge_call(recipe, short: str, args: list, kwargs: dict, where: str) -> Any:
+    """The value of a call of one of the Bridge functions above (its writes recorded on `recipe`), or NOT_HANDLED."""
+    if short == FLEX_CALL and args and isinstance(args[0], Obj):
+        backend = args[1] if len(args) > 1 else kwargs.get("moe_flex_dispatcher_backend", (None, ""))[0]
+        if backend in ("deepep", "hybridep"):
+            recipe.writes.append(Write(args[0], "moe_token_dispatcher_type", "flex", f"{where} ({FLEX_CALL} with "
+                                     f"{backend}; it falls back to alltoall on GPUs its backend does not serve)"))
+            args[0].attrs["moe_token_dispatcher_type"] = "flex"
+        return None
+    if short in PRECISION_HELPERS and args and all(isinstance(a, str) for a in args[:2]):
+        named = precision_recipe(*args[:2])
+        if named is not None:  # _perf_precision("fp8_cs"): a named recipe, gradients reduced in bf16
+            obj = Obj("precision", named, at=where)
+            if short == "_perf_precision":
+                obj.attrs["grad_reduce_in_fp32"] = False
+                recipe.writes.append(Write(obj, "grad_reduce_in_fp32", False, f"{where} (_perf_precision sets it: "
+                                         "perf_recipes/_common.py:122 at 067f987)"))
+            return obj
+    if short == LAYOUT_CALL and args and isinstance(args[0], Obj):
+        layout = args[1] if len(args) > 1 else kwargs.get("layout", (None, ""))[0]
+        if isinstance(layout, (str, list)):
+            args[0].attrs["pipeline_model_parallel_layout"] = layout
+            recipe.writes.append(Write(args[0], "pipeline_model_parallel_layout", layout, f"{where} ({LAYOUT_CALL} "
+                                     "sets the layout it is given: recipes/deepseek/h100/deepseek_v3.py:82-84)"))
+            return None
+    if short == WORKLOAD_CALL and len(args) == 2 and isinstance(args[0], Obj) and isinstance(args[1], Obj) \
+            and args[1].kind == WORKLOAD:
+        table, settings = args[1].origin
+        for key, v, at in workload_writes(settings):
+            section, attr = key.split(".")
+            owner = member(args[0], section)
+            owner.attrs[attr] = v
+            recipe.writes.append(Write(owner, attr, v, f"{where} ({WORKLOAD_CALL}: {at})"))
+        recipe.launch.append((f"{table}.num_gpus", *settings["num_gpus"]))
+        return args[0]
+    return NOT_HANDLED
+
+
+def apply_helper(recipe, name: str, known: dict, args: list, kwargs: dict, where: str) -> Any:
+    """The keys a Bridge helper not among the files sets (bridge_bases, cited), on the config it is given; what it
+    returns (that config, or the precision recipe it builds)."""
+    bound = dict(zip(known["params"], args)) | {k: v for k, (v, _) in kwargs.items()}
+    cfg = bound.get(known["params"][known["config"]]) if known["config"] is not None else None
+    said = f"{bridge_bases.BASE}{name}() (not among the files; called at {where}): "
+    at = f" at {bridge_bases.commit()[:7]}"
+    if isinstance(cfg, Obj):
+        for key, (v, line) in known["keys"].items():
+            *sections, attr = key.split(".")
+            owner = cfg
+            for section in sections:
+                owner = member(owner, section)
+            is_arg = isinstance(v, dict) and "$arg" in v  # a value the call's argument gives
+            owner.attrs[attr] = bound.get(v["$arg"], Unevaluated(v["$arg"])) if is_arg else v
+            recipe.writes.append(Write(owner, attr, owner.attrs[attr], said + line + at))
+    else:
+        recipe.noted.append(Noted(f"{name}(...)", "", where, f"{name} is not among the files and is not given a "
+                                "config this import follows: what it sets is not read"))
+    made = known["returns"]
+    if isinstance(made, dict):
+        obj = Obj("precision", made["precision"], at=where)
+        for attr, (v, line) in made["keys"].items():
+            obj.attrs[attr] = v
+            recipe.writes.append(Write(obj, attr, v, said + line + at))
+        return obj
+    return cfg if made == "config" else None

@@ -1,0 +1,262 @@
+"""Every key of a Megatron-Bridge config's final `section.key -> (value, where)` given its fate in the ledger
+(`perfmodel import --from bridge`): the keys Megatron-Core's TransformerConfig / DDP / optimizer fields and Bridge's
+own sections state, mapped as perfmodel.ingest.megatron_in maps the Megatron-LM arguments that spell them (its tables
+and defaults), or named as not priced with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import InputError
+from ..spec.model import ModelConfig
+from .bridge_bases import BASE
+from .bridge_keys import PRECISIONS, SHAPE, dtype_of, key_why
+from .bridge_layers import Stated
+from .bridge_names import COMPUTE_DTYPES
+from .bridge_recipe import Obj
+from .ledger import Ledger
+from .megatron_in import CHOICES, FLAGS, INTS, layout_fields, optimizer_dtype
+from .megatron_keys import ATTENTION, FP8_RECIPE, FSDP_ZERO
+from .sources import Unevaluated
+
+
+def value_text(v) -> str:
+    if isinstance(v, Obj):
+        return f"{v.kind}({v.origin!r})" if v.origin else f"{v.kind}(...)"
+    return "None" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+
+
+
+def fates(final: dict[str, Stated], led: Ledger, model: ModelConfig, named_dtype: str | None = None) -> None:
+    """Each final key's fate; the model's shape keys were recorded by model_of. `named_dtype`: the compute dtype the
+    config's name states (bridge_names), for a precision a helper not among the files builds."""
+    opts = {"--pipeline-model-parallel-size": str(final.get("model.pipeline_model_parallel_size", (1,))[0] or 1)}
+    precision_fields = precision_subkeys(final, led)
+    pa = final.get("optimizer.use_precision_aware_optimizer", (False,))[0] is True
+    fsdp = final.get("ddp.use_megatron_fsdp", (False,))[0] is True
+    grad_stated = "ddp.grad_reduce_in_fp32" in final or "mixed_precision.grad_reduce_in_fp32" in final
+    ctx = (opts, precision_fields, pa, fsdp, grad_stated, named_dtype)
+    # the config's own keys first, then what a base recipe or helper not among the files sets (bridge_bases): a
+    # default yields to a key the config states for the same field
+    for key, (v, at) in sorted(final.items(), key=lambda kv: str(kv[1][1]).startswith(BASE)):
+        try:
+            fate(key, v, at, final, led, model, ctx)
+        except InputError as err:
+            if not str(at).startswith(BASE) or "contradicts itself" not in str(err):
+                raise
+            led.skip(key, value_text(v), at, "Bridge's default, which the config's own keys override: "
+                     + str(err).split(": ", 1)[1].split("; valid")[0])
+
+
+def fate(key: str, v, at: str, final: dict[str, Stated], led: Ledger, model: ModelConfig, ctx: tuple) -> None:
+    """One key's fate (fates' loop body)."""
+    opts, precision_fields, pa, fsdp, grad_stated, named_dtype = ctx
+    section, _, attr = key.partition(".")
+    arg = "--" + attr.replace("_", "-")
+    if key == "model" or (section == "model" and attr in SHAPE) or section == "mixed_precision" and attr:
+        return
+    if key == "peft" and v is not None:
+        raise InputError(f"bridge config: peft = {value_text(v)} ({at}): parameter-efficient fine-tuning is not "
+                         "priced (perfmodel prices full training); valid: a pretrain or sft recipe")
+    if isinstance(v, Obj) and v.auto and "." in key and not any(k.startswith(key + ".") for k in final):
+        led.skip(key, value_text(v), at, f"a value computed by {str(v.origin).split('[')[0]}(), a function not among "
+                 "the files: not read")
+        return
+    if isinstance(v, Obj) and key != "mixed_precision":
+        led.set(key, value_text(v), at, "a config section: its keywords are listed with their own fates")
+        return
+    text = value_text(v)
+    if key == "mixed_precision":
+        name = v.origin if isinstance(v, Obj) and v.kind != "MixedPrecisionConfig" else v
+        if isinstance(v, Obj) and v.kind == "MixedPrecisionConfig":
+            led.set(key, value_text(v), at, "a precision config: its keywords are listed with their own fates")
+            led.default("mixed_precision.grad_reduce_in_fp32", True, "MixedPrecisionConfig's default "
+                        "(mixed_precision.py:47 at 067f987)", plan__grad_dtype="fp32")
+            return
+        if name not in PRECISIONS and named_dtype in COMPUTE_DTYPES and isinstance(v, Obj) and v.auto:
+            recipe = COMPUTE_DTYPES[named_dtype]
+            led.set(key, text, at, f"made by {v.origin}(), which is not among the files: the precision the "
+                    f"config's name states ({named_dtype}: {recipe})",
+                    **{f: x for f, x in PRECISIONS[recipe].items() if f not in precision_fields})
+            return
+        if name not in PRECISIONS:
+            raise InputError(f"bridge config: mixed_precision = {text} ({at}) is not a precision recipe perfmodel "
+                             f"prices; valid: {', '.join(PRECISIONS)}")
+        implied = PRECISIONS[name] | {"plan__grad_dtype": "bf16" if name.startswith("fp16") else "fp32"}
+        led.set(key, name, at, "with it grad_reduce_in_fp32, which MixedPrecisionConfig.setup copies onto the DDP "
+                "config", **{f: x for f, x in implied.items() if f not in precision_fields})
+    elif v is None and not (section == "model" and attr == "recompute_granularity"):
+        led.skip(key, text, at, "None: the framework's default holds")
+    elif isinstance(v, Unevaluated) and not attr.endswith("dtype") and attr != "attention_backend":
+        led.skip(key, text, at, "a value the recipe computes or imports from Bridge (a name, or a call this import does not follow): not read")
+    elif section == "model":
+        model_key(key, attr, arg, v, at, led, opts, model)
+    elif key in ("dataset.seq_length", "dataset.sequence_length") and isinstance(v, int):
+        runs, said = final.get("model.seq_length", (v, ""))
+        if isinstance(runs, int) and runs != v and (at.startswith(BASE) or said.startswith(BASE)):  # not given
+            led.skip(key, text, at, f"the model runs at model.seq_length = {runs}: Bridge's perf scripts rebuild the "
+                     "dataset at it (scripts/performance/utils/overrides.py:524, run_recipe.py:99 at 067f987)")
+        else:
+            led.set(key, text, at, "Bridge requires model.seq_length to equal it", plan__seq_len=v)
+    elif section == "train" and arg in INTS:
+        led.set(key, text, at, **{INTS[arg]: whole(key, v, at)})
+    elif section == "ddp":
+        ddp_key(key, attr, v, at, led, fsdp, final)
+    elif section == "optimizer" and attr in ("use_precision_aware_optimizer", "main_params_dtype",
+                                             "exp_avg_dtype", "exp_avg_sq_dtype", "main_grads_dtype"):
+        if attr == "use_precision_aware_optimizer" and v is not True:
+            led.skip(key, text, at, "false: the optimizer keeps fp32 state (the stack's default)")
+        elif attr == "main_grads_dtype" and grad_stated:
+            led.skip(key, text, at, "the optimizer's copy of the gradients: plan.grad_dtype prices the gradient "
+                     "buffer and its reduction, which ddp / mixed_precision.grad_reduce_in_fp32 set")
+        else:
+            n = len(led.keys)
+            optimizer_dtype("--" + attr.replace("_", "-"), dtype_of(v), at, {}, led, pa)
+            for fate in led.keys[n:]:  # recorded under the Megatron-LM argument: show the Bridge key
+                fate.key = key
+            led.set_by |= {f: k.replace(k.split(" = ")[0], key) for f, k in led.set_by.items()
+                           if k.startswith("--" + attr.replace("_", "-") + " ")}
+    elif section == "comm_overlap" and attr in ("tp_comm_overlap", "overlap_moe_expert_parallel_comm"):
+        field = "plan__tp_comm_overlap" if attr == "tp_comm_overlap" else "plan__moe_overlap"
+        led.set(key, text, at, **{field: bool(v)})
+    else:
+        led.skip(key, text, at, key_why(section, attr, arg))
+
+
+def precision_subkeys(final: dict[str, Stated], led: Ledger) -> set[str]:
+    """mixed_precision.<key> (a MixedPrecisionConfig's keywords, or attributes set on a named recipe): the plan
+    fields they set, which the recipe's name then leaves alone."""
+    sub = {k[16:]: x for k, x in final.items() if k.startswith("mixed_precision.")}
+    set_fields: set[str] = set()
+    low = any(sub.get(k, (None,))[0] for k in ("fp8", "fp4"))
+    for attr, (v, at) in sub.items():
+        if attr in ("bf16", "fp16") and v is True and not low:
+            led.set(f"mixed_precision.{attr}", v, at, plan__precision=attr)
+            set_fields.add("plan.precision")
+        elif attr in ("fp8", "fp4") and v:
+            led.set(f"mixed_precision.{attr}", v, at, f"Transformer Engine {attr.upper()} GEMMs ({v})",
+                    plan__precision=attr)
+            set_fields.add("plan.precision")
+        elif attr == "fp8_recipe" and sub.get("fp8", (None,))[0]:
+            if v not in FP8_RECIPE:
+                raise InputError(f"bridge config: mixed_precision.fp8_recipe = {v!r} ({at}); valid: "
+                                 f"{', '.join(FP8_RECIPE)}")
+            led.set(f"mixed_precision.{attr}", v, at, plan__fp8_recipe=FP8_RECIPE[v])
+            set_fields.add("plan.fp8_recipe")
+        elif attr == "grad_reduce_in_fp32" and isinstance(v, bool):
+            led.set(f"mixed_precision.{attr}", v, at, "MixedPrecisionConfig.setup copies it onto the DDP config",
+                    plan__grad_dtype="fp32" if v else "bf16")
+            set_fields.add("plan.grad_dtype")
+        else:
+            led.skip(f"mixed_precision.{attr}", value_text(v), at, key_why("mixed_precision", attr, ""))
+    return {f.replace(".", "__") for f in set_fields}
+
+
+def model_key(key, attr, arg, v, at, led: Ledger, opts: dict, model: ModelConfig) -> None:
+    text = value_text(v)
+    if attr == "seq_length":
+        led.set(key, text, at, plan__seq_len=whole(key, v, at))
+    elif attr == "virtual_pipeline_model_parallel_size":
+        led.set(key, text, at, plan__vpp=whole(key, v, at))
+    elif attr in ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage"):
+        led.set(key, text, at, **{f"plan__{attr.split('_')[3]}_stage_layers": whole(key, v, at)})
+    elif attr == "pipeline_model_parallel_layout":
+        if not isinstance(v, str) and not (isinstance(v, list) and all(isinstance(x, list) for x in v)):
+            raise InputError(f"bridge config: {key} = {text} ({at}); valid: a layout string ('Ett|tt|ttL') or a "
+                             "list of stages, each a list of 'embedding' / 'decoder' / 'mtp' / 'loss'")
+        layout = unrolled(v) if isinstance(v, str) else "|".join("".join({"embedding": "E", "decoder": "t", "mtp": "m",
+                                                                 "loss": "L"}.get(x, "?") for x in stage)
+                                                       for stage in v)
+        try:
+            fields = layout_fields(layout, opts, model.n_layers)
+        except InputError as err:  # name the layout as the config writes it
+            raise InputError(str(err).replace(repr(layout), repr(v) if isinstance(v, str) else repr(layout))) from None
+        led.set(key, layout, at, **fields)
+    elif attr == "recompute_granularity" and v is None:
+        led.set(key, text, at, "no activation recompute", plan__recompute="none")
+    elif attr == "recompute_modules":
+        led.set(key, text, at, plan__recompute_modules=v.split() if isinstance(v, str) else [str(x) for x in v]
+                if isinstance(v, (str, list)) else whole(key, "a list", at))
+    elif attr == "attention_backend":
+        backend = str(v).rsplit(".", 1)[-1]
+        if backend not in ATTENTION:
+            raise InputError(f"bridge config: {key} = {text} ({at}); valid: AttnBackend.{', AttnBackend.'.join(ATTENTION)}")
+        led.set(key, text, at, plan__attention=ATTENTION[backend])
+    elif attr == "cuda_graph_scope":
+        scopes = v if isinstance(v, list) else [v]
+        if "full_iteration" in scopes:
+            led.set(key, text, at, plan__cuda_graphs="step")
+        else:
+            led.skip(key, text, at, key_why("model", attr, arg))
+    elif attr == "moe_expert_capacity_factor":
+        led.set(key, text, at, plan__moe_capacity_factor=float(whole(key, v, at, float)))
+    elif arg in INTS:
+        led.set(key, text, at, **{INTS[arg]: whole(key, v, at)})
+    elif arg in CHOICES:
+        field, table = CHOICES[arg]
+        if v not in table:
+            raise InputError(f"bridge config: {key} = {text} ({at}) is not one perfmodel prices; valid: "
+                             f"{', '.join(table)}")
+        led.set(key, text, at, **{field: table[v]})
+    elif arg in FLAGS and isinstance(v, bool):
+        fields = FLAGS[arg]
+        if v:
+            led.set(key, text, at, **fields)
+        elif all(x is True for x in fields.values()):
+            led.set(key, text, at, **{f: False for f in fields})
+        else:
+            led.skip(key, text, at, "false: Megatron-Core's default holds")
+    else:
+        led.skip(key, text, at, key_why("model", attr, arg))
+
+
+def unrolled(layout: str) -> str:
+    """Megatron-Core's layout shorthand written out: commas dropped, '(tt|)*30' and 't*3' repeated, as
+    PipelineParallelLayerLayout.parse_str_to_list does (pipeline_parallel_layer_layout.py:281-302 at Megatron-LM
+    d98e8a6)."""
+    text = layout.replace(",", "")
+    for pattern in (r"\(([^)]+)\)\*(\d{1,4})", r"(.)\*(\d{1,4})"):
+        text = re.sub(pattern, lambda m: m.group(1) * int(m.group(2)), text)
+    return text
+
+
+def whole(key: str, v, at: str, kind=int):
+    """A count (or, with kind=float, a number) the key needs, or one line naming it."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and v != int(v)) or v < 0:
+        raise InputError(f"bridge config: {key} = {value_text(v)} ({at}) is not a"
+                         f"{' whole' if kind is int else ''} number; valid: a {'count' if kind is int else 'number'} "
+                         "of 0 or more")
+    return kind(v)
+
+
+def ddp_key(key, attr, v, at, led: Ledger, fsdp: bool, final: dict) -> None:
+    text = value_text(v)
+    if attr in ("overlap_grad_reduce", "overlap_param_gather") and isinstance(v, bool):
+        if v or attr == "overlap_grad_reduce":
+            led.set(key, text, at, plan__overlap_dp_comm=v)
+        else:
+            led.skip(key, text, at, "false: the weights' all-gather before the forward (the overlap is "
+                     "ddp.overlap_grad_reduce's)")
+    elif attr == "use_distributed_optimizer" and isinstance(v, bool):
+        if v and not fsdp:
+            led.set(key, text, at, "optimizer state sharded over data parallel", plan__zero=1)
+        else:
+            led.skip(key, text, at, "with Megatron-FSDP the sharding strategy decides the ZeRO stage" if v else
+                     "false: optimizer state replicated (ZeRO 0)")
+    elif attr == "use_megatron_fsdp":
+        led.set(key, text, at, "Megatron-FSDP" if v else "no Megatron-FSDP")
+    elif attr == "data_parallel_sharding_strategy":
+        if v not in FSDP_ZERO:
+            raise InputError(f"bridge config: {key} = {v!r} ({at}); valid: {', '.join(FSDP_ZERO)}")
+        if fsdp:
+            led.set(key, text, at, plan__zero=FSDP_ZERO[v])
+        else:
+            led.skip(key, text, at, "takes effect only with ddp.use_megatron_fsdp")
+    elif attr == "grad_reduce_in_fp32":
+        led.skip(key, text, at, "replaced by the precision config's own grad_reduce_in_fp32, which "
+                 "MixedPrecisionConfig.setup copies onto the DDP config (mixed_precision.py:113-135 at 067f987)")
+    else:
+        led.skip(key, text, at, key_why("ddp", attr, "--" + attr.replace("_", "-")))
+
+
