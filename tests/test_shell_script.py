@@ -189,6 +189,7 @@ torchrun --nproc_per_node $WORLD_SIZE --nnodes $NODES --master_port $PORT train.
 '''
     tests = '''if [ "$WORLD_SIZE" -gt 4 ]; then python big.py; fi
 case $NODES in 1) python one.py ;; esac
+diff <(sort a) <(sort b) > /dev/null
 '''
     check_against_bash(text, tmp_path)
     read = Script(text + tests, "script.sh")
@@ -201,7 +202,8 @@ case $NODES in 1) python one.py ;; esac
     assert read.not_read(cmd[13]) == "$DATA_DIR: not set in the script: its environment's value"
     assert read.not_read(cmd[1]) is None
     assert read.unread["WORLD_SIZE"] == "= $(nvidia-smi -L | wc -l): command output"
-    assert len(read.commands) == 1  # neither test is known: no branch, no arm
+    assert len(read.commands) == 2  # neither test is known: no branch, no arm
+    assert read.not_read(read.commands[1][1]) == "<(sort a): a process substitution (a command's output as a file)"
 
 
 def test_a_script_bash_refuses_is_refused_in_one_line():

@@ -23,6 +23,7 @@ SHELL_STATE = {"RANDOM": "a random number", "SRANDOM": "a random number", "$": "
                "!": "a background process's id", "?": "a command's exit status", "BASHPID": "the shell's process id",
                "SECONDS": "the time", "EPOCHSECONDS": "the time", "LINENO": "the line number",
                "-": "the shell's options", "PPID": "the shell's parent process id"}
+EXPANSIONS = ("$", "`", "<(", ">(")  # how a word not read starts (the rest of `unread` are variables, commands)
 UNSET = "not set in the script: its environment's value"
 ARGUMENT = "the script's argument"
 _PARAM = re.compile(r"([A-Za-z_][A-Za-z0-9_]*|\d+|[@*#?$!-])(?:\[([^\]]*)\])?")
@@ -126,6 +127,10 @@ class Expansion:
                 j = skip_backtick(s, i, "", 0)
                 out.append(self._not_read(s[i:j], "command output"))
                 i = j
+            elif c in "<>" and s[i + 1:i + 2] == "(" and not quoted:
+                j = skip_dollar(s, i, "", 0)
+                out.append(self._not_read(s[i:j], "a process substitution (a command's output as a file)"))
+                i = j
             else:
                 out.append(Part(c, quoted))
                 i += 1
@@ -134,7 +139,7 @@ class Expansion:
     def segments(self, text: str, quoted: bool) -> list[Part]:
         """A variable's value that holds words not read (`OPTS="--save $(dirname $0)/ckpt --bf16"`): those words
         kept whole, the rest known (and split where not quoted)."""
-        words = sorted((w for w in self.unread if w[:1] in "$`"), key=len, reverse=True)
+        words = sorted((w for w in self.unread if w.startswith(EXPANSIONS)), key=len, reverse=True)
         if not words:
             return [Part(text, quoted)]
         out, at = [], 0

@@ -176,6 +176,11 @@ def tokenize(text: str, where: str) -> list[Tok]:
             j = _skip_arith(text, i, where, line)
             toks.append(Tok("arith", text[i + 2:j - 2], line))
             i = j
+        elif c in "<>" and text[i + 1:i + 2] == "(":  # <( ) / >( ): process substitution, a word
+            j = _word_end(text, skip_dollar(text, i, where, line), where, line)
+            toks.append(Tok("word", text[i:j], line))
+            line += text.count("\n", i, j)
+            i = j
         elif c in META:
             op = next(o for o in OPS if text.startswith(o, i))
             toks.append(Tok("op", op, line))

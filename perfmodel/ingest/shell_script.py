@@ -12,13 +12,14 @@ functions (run where they are called, `$1`... bound to the call's words; a funct
 the text). Commands are not run: they succeed, their output is not known. What cannot be known (command output,
 $RANDOM, a variable the script never sets, its arguments) stays as written and is named in `unread`; nothing of it
 refuses the file. A script bash would refuse (an unclosed quote, an `if` without its `fi`) is refused in one line.
+Written here, not taken from bashlex, which refuses arrays, `[[ ]]`, `case` and `$(( ))` (shell_lex says more).
 """
 
 from __future__ import annotations
 
 from ..errors import InputError
 from .shell_cond import Condition, glob
-from .shell_expand import Expansion
+from .shell_expand import EXPANSIONS, Expansion
 from .shell_lex import tokenize
 from .shell_parse import AndOr, Arith, Case, For, Function, Group, If, Pipeline, Simple, Test, While, is_assignment, \
     parse
@@ -69,7 +70,7 @@ class Script(Expansion):
         script leaves not read, e.g. "$(nvidia-smi -L | wc -l): command output"; None where it is known."""
         if not value:
             return None
-        hits = [w for w in self.unread if w[:1] in "$`" and w in value]
+        hits = [w for w in self.unread if w.startswith(EXPANSIONS) and w in value]
         if not hits:
             return None
         word = max(hits, key=len)
