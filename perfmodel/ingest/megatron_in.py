@@ -14,13 +14,11 @@ from pathlib import Path
 from ..errors import InputError
 from ..spec.plan import Plan
 from .ledger import Imported, Ledger
-from .megatron_keys import (ATTENTION, ENV_WHY, FALSE_WHY, FP8_RECIPE, FSDP_ZERO, GRAPH_IMPL, HARNESS_WHY, HYBRID,
-                            LAUNCH_COUNT, NARGS, NEEDED, NOT_PRICED_WHY, REASONS, UNKNOWN)
+from .megatron_keys import (ATTENTION, ENV_WHY, FALSE_WHY, FP8_RECIPE, FSDP_ZERO, GRAPH_IMPL, HARNESS_WHY,
+                            NOT_PRICED_WHY, UNKNOWN)
+from .megatron_launch import Arg, from_script, hybrid, launch_fates, not_read
 from .megatron_model import build_model
-from .shell_script import Script
-from .sources import options as arg_pairs, read_text, read_yaml
-
-Arg = tuple[str, "str | None", str]  # (key, value or None for a bare flag, where it came from)
+from .sources import read_yaml
 
 INTS = {"--tensor-model-parallel-size": "plan__tp", "--pipeline-model-parallel-size": "plan__pp",
         "--context-parallel-size": "plan__cp", "--expert-model-parallel-size": "plan__ep",
@@ -48,37 +46,6 @@ CHOICES = {"--recompute-granularity": ("plan__recompute", {"full": "full", "sele
            "--moe-token-dispatcher-type": ("plan__moe_dispatcher", {"allgather": "allgather", "alltoall": "alltoall",
                                                                     "flex": "flex"}),
            "--cuda-graph-impl": ("plan__cuda_graphs", GRAPH_IMPL)}
-
-
-def options(words: list[str], source: str) -> list[Arg]:
-    """The arguments of `words` (sources.options, NARGS arguments taking several words), each with its source."""
-    return [(k, v, source) for k, v in arg_pairs(words, NARGS)]
-
-
-def program(word: str) -> bool:
-    """A word naming the Python program a command runs (pretrain_gpt.py), not a string that mentions one."""
-    return word.endswith(".py") and not any(c.isspace() for c in word)
-
-
-def from_script(path: Path) -> tuple[list[Arg], list[Arg], Script, str]:
-    """(launcher options, training arguments, the script as read, the program it runs) of a launch script or an
-    argument list (also a job script on sbatch's standard input, or a `bash -c` string, shell_script reads)."""
-    where = f"Megatron-LM launch script {str(path)!r}"
-    script = Script(read_text(path, "Megatron-LM launch script"), where)
-    runs = [c for c in script.commands if any(program(w) for w in c)]
-    if len(runs) > 1:
-        raise InputError(f"{where}: {len(runs)} commands run a Python script ({', '.join(runs[0][:1] + runs[1][:1])}"
-                         " ...); valid: a script that launches one pretrain_*.py")
-    if runs:
-        cmd = runs[0]
-        at = next(i for i, w in enumerate(cmd) if program(w))
-        return (options(cmd[:at], f"{path.name} (launcher)"), options(cmd[at + 1:], path.name), script,
-                Path(cmd[at]).name)
-    if script.commands and all(c[0].startswith("--") for c in script.commands):
-        return [], options([w for c in script.commands for w in c], path.name), script, ""
-    first = script.commands[0][0] if script.commands else "nothing"
-    raise InputError(f"{where}: no command runs pretrain_*.py and it is not an argument list (its first command is "
-                     f"{first!r}); valid: a torchrun ... pretrain_gpt.py script, or --flag value lines")
 
 
 def from_yaml(path: Path, led: Ledger) -> list[Arg]:
@@ -135,67 +102,6 @@ def read(paths: list[Path], name: str | None) -> Imported:
     return led.imported(paths, model)
 
 
-def not_read(args: list[Arg], script: Script, led: Ledger) -> list[Arg]:
-    """The arguments whose value the script leaves not read (command output, its own arguments, a variable it never
-    sets) named so in the ledger and left out (the framework's default, or the flag, gives the field); the rest.
-    A model or batch argument Megatron-LM cannot run without is refused, naming what it stands for."""
-    out = []
-    for k, v, src in args:
-        why = script.not_read(v)
-        if why is None:
-            out.append((k, v, src))
-        elif k in NEEDED:
-            raise InputError(f"megatron config: {k} = {v} is not read ({why}); valid: {k} N written in the file")
-        else:
-            led.skip(k, v, src, f"not read: {why}")
-    return out
-
-
-def hybrid(prog: str, opts: dict) -> None:
-    """Megatron-LM's hybrid models (pretrain_mamba.py / pretrain_hybrid.py, --hybrid-* patterns and ratios) are
-    refused in one line: perfmodel prices transformer layers, not Mamba-2's."""
-    key = next((k for k in HYBRID if k in opts), None)
-    if not key and Path(prog).stem not in ("pretrain_mamba", "pretrain_hybrid"):
-        return
-    what = f"{key} {opts[key]!r}" if key else prog
-    raise InputError(f"megatron config: {what}: a hybrid model with Mamba-2 layers ('M': a recurrent state per "
-                     "sequence), which perfmodel does not price; valid: a transformer's pretrain_gpt.py arguments")
-
-
-def launch_fates(launch: list[Arg], led: Ledger, opts: dict) -> None:
-    """torchrun's options: --nproc-per-node x --nnodes (where literal) is the device count; the rest not priced.
-    A count the arguments' layout cannot run on (parallel_state.py:822 and :881 at d98e8a64: the world must divide
-    by tp x pp x cp and by etp x ep x pp) is the script's one-node default of a multi-node job: left to --gpus."""
-    counts = {k: int(v) for k, v, _ in launch if k in LAUNCH_COUNT and v is not None and v.isdigit() and int(v) > 0}
-    per = counts.get("--nproc_per_node", counts.get("--nproc-per-node"))
-    total = per * counts.get("--nnodes", 1) if per else None
-    ways = layout_ways(opts)
-    misfit = total is not None and any(total % w for w in ways.values())
-    for k, v, src in launch:
-        if k in LAUNCH_COUNT and k in counts and not misfit:
-            led.set(k, v, src, "devices = processes per node x nodes")
-        elif k in LAUNCH_COUNT and misfit:
-            name, w = next((n, w) for n, w in ways.items() if total % w)
-            led.skip(k, v, src, f"{total} devices cannot run {name} = {w}: the job's device count comes from --gpus")
-        elif k in LAUNCH_COUNT:
-            led.skip(k, v, src, "not a literal count: the device count comes from --gpus")
-        else:
-            led.skip(k, v, src, REASONS["launch"])
-    if total is not None and not misfit:
-        led.fields["launch.gpus"] = total
-
-
-def layout_ways(opts: dict) -> dict[str, int]:
-    """The products the device count must divide, from the arguments (where literal; 1 otherwise)."""
-    def n(key: str, default: int = 1) -> int:
-        v = str(opts.get(key, default))
-        return int(v) if v.isdigit() and int(v) > 0 else default
-
-    tp, pp = n("--tensor-model-parallel-size"), n("--pipeline-model-parallel-size")
-    return {"tp x pp x cp": tp * pp * n("--context-parallel-size"),
-            "etp x ep x pp": n("--expert-tensor-parallel-size", tp) * n("--expert-model-parallel-size") * pp}
-
-
 def _int(key: str, value: str | None) -> int:
     try:
         n = int(str(value))
@@ -246,6 +152,8 @@ def plan_fates(args: list[Arg], opts: dict, led: Ledger, model_keys: set[str], n
         elif k in ("--use-megatron-fsdp", "--use-custom-fsdp"):
             strategy = opts.get("--data-parallel-sharding-strategy") or "no_shard"
             led.set(k, "true", src, f"Megatron-FSDP, sharding strategy {strategy}")
+        elif k == "--megatron-fsdp-main-grads-dtype":
+            fsdp_grads(v, src, fsdp, led)
         elif k == "--data-parallel-sharding-strategy":
             if v not in FSDP_ZERO:
                 raise InputError(f"Megatron-LM argument {k} = {v!r}; valid: {', '.join(FSDP_ZERO)}")
@@ -284,6 +192,21 @@ def plan_fates(args: list[Arg], opts: dict, led: Ledger, model_keys: set[str], n
             led.skip(k, v, src, NOT_PRICED_WHY[k])
         else:
             led.skip(k, v, src, UNKNOWN)
+
+
+def fsdp_grads(v, src: str, fsdp: bool, led: Ledger) -> None:
+    """--megatron-fsdp-main-grads-dtype: Megatron-FSDP's main gradient buffer (arguments.py:3691 at d98e8a64;
+    'auto' keeps the model's own gradient dtype)."""
+    k = "--megatron-fsdp-main-grads-dtype"
+    if v not in ("fp32", "bf16", "fp16", "auto"):
+        raise InputError(f"Megatron-LM argument {k} = {v!r}; valid: fp32, bf16, fp16, auto")
+    if not fsdp:
+        led.skip(k, v, src, "takes effect only with --use-megatron-fsdp")
+    elif v == "auto":
+        led.skip(k, v, src, "auto: the model's own gradient dtype, the plan's default")
+    else:
+        led.set(k, v, src, "a 2-byte type priced as bf16" if v == "fp16" else "",
+                plan__grad_dtype="fp32" if v == "fp32" else "bf16")
 
 
 def main_grads(v, src: str, opts: dict, led: Ledger) -> None:

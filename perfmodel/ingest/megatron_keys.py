@@ -41,6 +41,10 @@ REASONS = {
     "fp8-detail": "an FP8 scaling detail: perfmodel prices FP8 GEMMs by plan.fp8_recipe alone",
     "memory-hint": "an allocator or garbage-collection hint: perfmodel prices memory as allocated, not these",
     "graphs-detail": "a CUDA-graph detail: perfmodel prices graphs by plan.cuda_graphs alone",
+    "fsdp-detail": "a Megatron-FSDP / data-parallel buffer or communication detail: perfmodel prices the gathers "
+                   "and reductions by plan.zero and plan.grad_dtype",
+    "dispatch-detail": "the flex dispatcher's communication library (DeepEP, HybridEP): perfmodel prices the "
+                       "token dispatch by plan.moe_dispatcher",
 }
 NOT_PRICED = {
     "data": ("--data-path", "--split", "--vocab-file", "--merge-file", "--tokenizer-model", "--data-cache-path",
@@ -61,9 +65,9 @@ NOT_PRICED = {
                 "--log-throughput", "--timing-log-level", "--logging-level", "--profile", "--profile-step-start",
                 "--profile-step-end", "--profile-ranks", "--use-pytorch-profiler", "--wandb-project",
                 "--wandb-exp-name", "--wandb-save-dir", "--log-loss-scale-to-tensorboard", "--tensorboard-queue-size",
-                "--log-world-size-to-tensorboard", "--log-progress", "--log-energy", "--timing-log-option",
+                "--log-world-size-to-tensorboard", "--wandb-entity", "--log-progress", "--log-energy", "--timing-log-option",
                 "--tensorboard-log-interval", "--log-straggler", "--record-memory-history", "--memory-snapshot-path"),
-    "checkpoint": ("--save", "--load", "--save-interval", "--ckpt-format", "--async-save",
+    "checkpoint": ("--save", "--load", "--save-interval", "--save-retain-interval", "--ckpt-format", "--async-save",
                    "--use-persistent-ckpt-worker", "--dist-ckpt-strictness", "--dist-ckpt-optim-fully-reshardable",
                    "--no-save-optim", "--no-save-rng", "--no-load-optim", "--no-load-rng", "--finetune",
                    "--pretrained-checkpoint", "--ckpt-fully-parallel-load", "--ckpt-fully-parallel-save",
@@ -94,7 +98,8 @@ NOT_PRICED = {
                 "--enable-ft-package", "--calc-ft-timeouts", "--use-ring-exchange-p2p", "--overlap-p2p-communication",
                 "--no-overlap-p2p-communication", "--decoder-seq-length", "--use-tp-pp-dp-mapping",
                 "--high-priority-stream-groups", "--nccl-communicator-config-path", "--result-rejected-tracker-filename",
-                "--rerun-mode", "--tp-comm-bootstrap-backend", "--delay-wgrad-compute"),
+                "--rerun-mode", "--tp-comm-bootstrap-backend", "--delay-wgrad-compute", "--enable-experimental",
+                "--init-model-with-meta-device"),
     "model-impl": ("--use-mcore-models", "--transformer-impl", "--use-legacy-models", "--spec", "--use-te",
                    "--heterogeneous-layers-config-path"),
     "fp8-detail": ("--fp8-amax-history-len", "--fp8-amax-compute-algo", "--fp8-margin", "--fp8-interval",
@@ -104,6 +109,9 @@ NOT_PRICED = {
     "memory-hint": ("--manual-gc", "--manual-gc-interval", "--manual-gc-eval", "--empty-unused-memory-level",
                     "--no-manual-gc-eval"),
     "graphs-detail": ("--cuda-graph-warmup-steps", "--external-cuda-graph", "--cuda-graph-retain-backward-graph"),
+    "fsdp-detail": ("--fsdp-double-buffer", "--use-nccl-ub", "--disable-symmetric-registration",
+                    "--megatron-fsdp-grad-comm-dtype", "--suggested-communication-unit-size"),
+    "dispatch-detail": ("--moe-flex-dispatcher-backend", "--moe-enable-deepep"),
 }
 NOT_PRICED_WHY = {arg: REASONS[group] for group, args in NOT_PRICED.items() for arg in args}
 # arguments that take several words (nargs='+' / '*')

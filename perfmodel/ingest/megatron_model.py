@@ -163,6 +163,7 @@ def build_model(args, opts: dict, led: Ledger, paths: list[Path], stated: set[st
         why["--multi-latent-attention"] = (f"model.mla = {mla.model_dump()}; head_dim is the query/key width "
                                            "qk_head_dim + qk_pos_emb_head_dim")
         became.pop("--kv-channels")
+        why["--kv-channels"] = "with --multi-latent-attention the heads' widths are --qk-head-dim's and --v-head-dim's"
         why["--qk-layernorm"] = "with latent attention the model counts the latents' norms"
         became["--qk-layernorm"] = {}
     position = POSITION.get(g["--position-embedding-type"] or "learned_absolute")
