@@ -59,6 +59,9 @@ class Script(Expansion):
             self.run(parse(text, where))
         except (_Exit, _Return):
             pass
+        except RecursionError:  # commands nested hundreds deep: no launch script is written so
+            raise InputError(f"{where}: is not shell perfmodel reads: commands nested too deep; valid: a launch "
+                             "script") from None
 
     # -- what readers ask -----------------------------------------------------------------------------------
     def scalars(self) -> dict[str, str]:
