@@ -299,3 +299,24 @@ def test_perf_matrix_yaml():
     assert (imp.gpus, system.name, imp.model.name) == (1024, "dgx-h100", "deepseek-v3")
     assert (plan.tp, plan.pp, plan.vpp, plan.ep, plan.etp, plan.seq_len) == (2, 8, 2, 64, 1, 4096)
     assert (plan.precision, plan.fp8_recipe) == ("fp8", "tensorwise")
+
+
+def test_full_iteration_scope_and_pipeline_split_without_pipeline(tmp_path):
+    """cuda_graph_impl "local" with cuda_graph_scope ["full_iteration"] graphs the step (Megatron-Core promotes it,
+    perf_recipes/_common.py:76-77), so plan.cuda_graphs is step, not a contradiction; a pipeline-split key with pp 1 is
+    named, not priced. The base llama3_8b_pretrain_config() is not given: seq 8192 is its cited default."""
+    recipe = tmp_path / "llama3.py"
+    recipe.write_text("def llama3_8b_pretrain_8gpu_h100_bf16_config() -> ConfigContainer:\n"
+                      "    cfg = llama3_8b_pretrain_config()\n"
+                      "    cfg.model.cuda_graph_impl = 'local'\n"
+                      "    cfg.model.cuda_graph_scope = ['full_iteration']\n"
+                      "    cfg.model.pipeline_model_parallel_size = 1\n"
+                      "    cfg.model.account_for_embedding_in_pipeline_split = True\n"
+                      "    return cfg\n")
+    imp = read_config([recipe], "bridge", None)
+    _, _, plan = plan_of(imp)
+    assert (plan.cuda_graphs, plan.pp, plan.account_for_embedding, plan.seq_len, imp.gpus) == ("step", 1, False, 8192, 8)
+    split = next(k for k in imp.keys if k.key == "model.account_for_embedding_in_pipeline_split")
+    assert split.fate == "not priced" and "pp = 1" in split.why
+    seq = next(k for k in imp.keys if k.key == "model.seq_length")
+    assert seq.fate == "default" and "recipes/llama/h100/llama3.py:" in seq.why

@@ -64,6 +64,20 @@ def bridge_call(recipe, short: str, args: list, kwargs: dict, where: str) -> Any
     return NOT_HANDLED
 
 
+def base_call(name: str, where: str) -> Obj:
+    """The config a function not among the files returns (`cfg = llama31_405b_pretrain_config()`): an object whose
+    sections the recipe's own assignments fill; where it is a base recipe Bridge's source holds (bridge_bases), its
+    settings are there to read (`cfg.dataset.seq_length = cfg.model.seq_length`), and come in as defaults."""
+    obj = Obj("call", name, auto=True, at=where)
+    for key, (v, _) in sorted((bridge_bases.base(name) or {"keys": {}})["keys"].items()):
+        *sections, attr = key.split(".")
+        owner = obj
+        for section in sections:
+            owner = member(owner, section)
+        owner.attrs[attr] = Obj("precision", v) if key == "mixed_precision" else v
+    return obj
+
+
 def apply_helper(recipe, name: str, known: dict, args: list, kwargs: dict, where: str) -> Any:
     """The keys a Bridge helper not among the files sets (bridge_bases, cited), on the config it is given; what it
     returns (that config, or the precision recipe it builds)."""

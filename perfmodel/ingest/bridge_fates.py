@@ -90,6 +90,12 @@ def fate(key: str, v, at: str, final: dict[str, Stated], led: Ledger, model: Mod
         led.skip(key, text, at, "None: the framework's default holds")
     elif isinstance(v, Unevaluated) and not attr.endswith("dtype") and attr != "attention_backend":
         led.skip(key, text, at, "a value the recipe computes or imports from Bridge (a name, or a call this import does not follow): not read")
+    elif attr in SPLIT and v and opts["--pipeline-model-parallel-size"] == "1":
+        led.skip(key, text, at, "a pipeline split setting, and the config runs no pipeline (pp = 1): Megatron-Core "
+                 "uses it only with pipeline parallelism")
+    elif key == "model.cuda_graph_impl" and "full_iteration" in listed(final.get("model.cuda_graph_scope", (None,))[0]):
+        led.set(key, text, at, "with cuda_graph_scope full_iteration Megatron-Core graphs the whole step, whatever the "
+                "implementation (perf_recipes/_common.py:76-77 at 067f987): the scope prices it")
     elif section == "model":
         model_key(key, attr, arg, v, at, led, opts, model)
     elif key in ("dataset.seq_length", "dataset.sequence_length") and isinstance(v, int):
@@ -184,7 +190,7 @@ def model_key(key, attr, arg, v, at, led: Ledger, opts: dict, model: ModelConfig
             raise InputError(f"bridge config: {key} = {text} ({at}); valid: AttnBackend.{', AttnBackend.'.join(ATTENTION)}")
         led.set(key, text, at, plan__attention=ATTENTION[backend])
     elif attr == "cuda_graph_scope":
-        scopes = v if isinstance(v, list) else [v]
+        scopes = listed(v)
         if "full_iteration" in scopes:
             led.set(key, text, at, plan__cuda_graphs="step")
         else:
@@ -209,6 +215,15 @@ def model_key(key, attr, arg, v, at, led: Ledger, opts: dict, model: ModelConfig
             led.skip(key, text, at, "false: Megatron-Core's default holds")
     else:
         led.skip(key, text, at, key_why("model", attr, arg))
+
+
+SPLIT = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+         "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage")  # a pipeline's stage split
+
+
+def listed(v) -> list:
+    """A value Bridge takes as one item or a list (cuda_graph_scope = "attn" or ["attn", "mlp"])."""
+    return v if isinstance(v, list) else [] if v is None else [v]
 
 
 def unrolled(layout: str) -> str:

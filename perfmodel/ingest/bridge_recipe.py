@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import InputError
 from . import bridge_bases
-from .bridge_calls import NOT_HANDLED, apply_helper, bridge_call
+from .bridge_calls import NOT_HANDLED, apply_helper, base_call, bridge_call
 from .bridge_objects import Module, Noted, Obj, Stop, Write
 from .sources import Unevaluated
 
@@ -38,21 +38,25 @@ class Recipe:
         self.launch: list[tuple[str, Any, str]] = []  # (key, GPU count, where) a WorkloadBaseConfig's num_gpus
         self.steps = 0
         self.depth = 0
-        # `from X import a as b` of the modules given: b -> a (Bridge's legacy recipe names alias the functions)
-        self.aliases = {n.asname: n.name for m in modules for s in m.tree.body if isinstance(s, ast.ImportFrom)
+        # `from X import a as b` of the modules given: b -> (a, the module importing it), which X is not: Bridge's
+        # legacy recipe names alias the functions (a perf module may import a recipe under its own function's name)
+        self.imports = {n.asname: (n.name, m) for m in modules for s in m.tree.body if isinstance(s, ast.ImportFrom)
                         for n in s.names if n.asname and n.asname != n.name}
+        self.aliases = {b: a for b, (a, _) in self.imports.items()}
         self.shared: dict[str, Any] = {}  # module-level names of every module given, for the names one imports
         for m in modules:
             self.shared |= {k: v for k, v in m.names.items() if k not in self.shared}
 
     def find(self, name: str) -> tuple[Module, ast.FunctionDef] | None:
-        for _ in range(len(self.aliases) + 1):
+        """The module function `name` names: defined in a module given, else through `import ... as name` in another."""
+        importer = None
+        for _ in range(len(self.imports) + 1):
             for m in self.modules:
-                if name in m.functions:
+                if name in m.functions and m is not importer:
                     return m, m.functions[name]
-            if name not in self.aliases:
+            if name not in self.imports:
                 return None
-            name = self.aliases[name]
+            name, importer = self.imports[name]
         return None
 
     def call(self, name: str, args: list, kwargs: dict[str, Any], where: str) -> Any:
@@ -305,7 +309,7 @@ class Recipe:
                                     "config is not read (pass the module that defines it)"))
         if isinstance(node.func, ast.Name) and name not in dir(builtins):  # a function not among the files
             # (_pretrain_common()): its result's sections hold what the recipe states after it
-            return Obj("call", self.aliases.get(name, name), auto=True, at=where)
+            return base_call(name if bridge_bases.base(name) else self.aliases.get(name, name), where)
         return Unevaluated(ast.unparse(node))
 
 

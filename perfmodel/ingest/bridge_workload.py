@@ -110,6 +110,5 @@ def writes(settings: dict[str, tuple[Any, str]]) -> list[tuple[str, Any, str]]:
                 ("model.recompute_num_layers", layers, f"{at}; {OVERRIDES}:131 at {AT}")]
     modules, at = settings["recompute_modules"]
     if modules is not None:
-        out += [("model.recompute_modules", modules, f"{at}; {OVERRIDES}:133 at {AT}"),
-                ("model.recompute_granularity", "selective", f"{at}; {OVERRIDES}:134 at {AT}")]
+        out.append(("model.recompute_modules", modules, f"{at}; {OVERRIDES}:133 at {AT}"))  # granularity: the recipe's
     return out
