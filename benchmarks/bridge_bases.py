@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from perfmodel.errors import InputError  # noqa: E402
+from perfmodel.ingest import bridge_bases  # noqa: E402
 from perfmodel.ingest.bridge_bases import FILE  # noqa: E402
 from perfmodel.ingest.bridge_fates import fates  # noqa: E402
 from perfmodel.ingest.bridge_in import annotated, model_of, stated  # noqa: E402
@@ -209,6 +210,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repo", default="/work/.mirror/NVIDIA-NeMo+Megatron-Bridge/repo")
     a = ap.parse_args(argv)
+    FILE.write_text(json.dumps({"commit": HEAD, "bases": {}, "helpers": {}}))  # read Bridge as it is, not the table
+    bridge_bases._table.cache_clear()
     bases, skipped = {}, []
     for name, (dotted, original) in sorted(called(a.repo).items()):
         where = resolve(a.repo, dotted, original)

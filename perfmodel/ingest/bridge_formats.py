@@ -41,8 +41,9 @@ class Config:
     where), and the words it states that set no key (key, value, where, why)."""
 
     def __init__(self, final: dict[str, Stated], base: str | None, gpus: tuple[str, Any, str] | None,
-                 notes: list[tuple[str, Any, str, str]]) -> None:
+                 notes: list[tuple[str, Any, str, str]], named: str) -> None:
         self.final, self.base, self.gpus, self.notes = final, base, gpus, notes
+        self.named = named  # where the base recipe is named
 
 
 def table_config(tree: ast.Module, file: str, name: str | None) -> Config | None:
@@ -70,7 +71,8 @@ def table_config(tree: ast.Module, file: str, name: str | None) -> Config | None
         if v is not None:
             notes.append((f"{name}.{field}", v, at, "passed to the base recipe's keywords by the pretrain module, "
                           "which is not among the files"))
-    return Config(final, says.recipe, (f"{name}.num_gpus", *settings["num_gpus"]), notes)
+    return Config(final, says.recipe, (f"{name}.num_gpus", *settings["num_gpus"]), notes,
+                  f"{name} (named as scripts/performance/utils/utils.py:79-82 at c3e43e6 builds it)")
 
 
 def matrix_config(path: Path, data: dict, name: str | None) -> Config:
@@ -123,4 +125,5 @@ def matrix_config(path: Path, data: dict, name: str | None) -> Config:
     gpus = (f"perf_matrix.{gpu}.{n}", int(count), path.name) if count.isdigit() else None
     words = path.stem.split("_")  # {model_name}_{model_size}_{domain}_{task}
     base = "_".join(words[:-2] + [words[-1], "config"]) if len(words) > 2 else None
-    return Config(final, base, gpus, notes)
+    return Config(final, base, gpus, notes, f"{path.name} (named as setup_experiment.py:53 at 8cec56d builds it; "
+                                            "run_script.py:23-26 imports each model's pretrain_config)")

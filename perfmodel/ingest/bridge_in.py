@@ -80,7 +80,7 @@ def read(paths: list[Path], name: str | None) -> Imported:
     led = Ledger("bridge")
     cfg = config_of(mods, matrix, name, paths)
     if isinstance(cfg, Config):
-        final, base, at, home = dict(cfg.final), cfg.base, "", paths[0]
+        final, base, at, home = dict(cfg.final), cfg.base, cfg.named, paths[0]
         for key, v, where, why in cfg.notes:
             led.skip(key, value_text(v), where, why)
         launched = [cfg.gpus] if cfg.gpus else []
@@ -258,7 +258,7 @@ def launch(led: Ledger, name: str, says, launched: list[tuple[str, object, str]]
     num_gpus_<n>, else its name's (..._1024gpu_h100_...); a GPU kind the catalogue lacks is named, not guessed."""
     for key, count, where in launched:
         if isinstance(count, int) and count > 0:
-            led.set(key, count, where, "the device count the table states for this config", launch__gpus=count)
+            led.set(key, count, where, "the device count the config states", launch__gpus=count)
     if says.gpus and not led.has("launch.gpus"):
         led.set(name, f"{says.gpus}gpu", "the config's name", "the device count Bridge's perf recipes name",
                 launch__gpus=says.gpus)
