@@ -33,7 +33,8 @@ from perfmodel.files import read_mapping  # noqa: E402
 
 CORPUS = ROOT / "tests" / "fixtures" / "corpus"
 FRAMEWORKS = ("megatron", "bridge", "torchtitan", "maxtext", "deepspeed")
-NEEDS = {"--gpus": "gpus", "--hardware": "hardware"}  # a refusal's "FLAG is needed" -> the case's field
+# a refusal's "FLAG is needed" -> the case's field that gives it
+NEEDS = {"--gpus": "gpus", "--hardware": "hardware", "--vocab-size": "vocab_size", "--script-args": "script_args"}
 
 
 class _Strict(BaseModel):
@@ -62,7 +63,8 @@ class Expect(_Strict):
     gpus: int | None = Field(None, description="the device count the files state (or the flag gives)")
     hardware: str | None = Field(None, description="the system the files name (or the flag gives)")
     needs: list[str] = Field(default_factory=list, description="the flags the files leave to the user (--gpus, "
-                                                               "--hardware): the first run must be refused naming them")
+                                                               "--hardware, --vocab-size, --script-args), in the order "
+                                                               "the refusals name them")
     refusal: str | None = Field(None, description="refused cases: words the one-line refusal must hold")
 
 
@@ -75,6 +77,10 @@ class Case(_Strict):
     name: str | None = Field(None, description="--name, where a file defines several configs")
     hardware: str | None = Field(None, description="--hardware the user adds where the files leave the system out")
     gpus: int | None = Field(None, description="--gpus the user adds where the files leave the device count out")
+    vocab_size: int | None = Field(None, description="--vocab-size the user adds where the files name a tokenizer "
+                                                     "file whose size they do not state")
+    script_args: str | None = Field(None, description="--script-args: the words the user runs a launch script with, "
+                                                      "where what it writes depends on them")
     format: str = Field(description="what kind of file it is: launch script, recipe module, TOML, model YAML, ...")
     vintage: str = Field(description="'current' (the repository's newest format) or the year-old format's date")
     expect: Expect = Field(default_factory=Expect)
@@ -115,41 +121,30 @@ def cases(frameworks=FRAMEWORKS) -> list[tuple[str, Path, Case]]:
     return out
 
 
-def needed_flag(err: InputError) -> str | None:
-    """The flag a refusal names as needed ('--gpus is needed: ...'), or None."""
-    text = str(err)
-    for flag in NEEDS:
-        if f"{flag} is needed" in text:
-            return flag
-    return None
-
-
 def run_case(framework: str, folder: Path, case: Case) -> dict:
-    """Import one case as a user would (the files alone, then the flags each refusal names); the outcome."""
+    """Import one case as a user would (the files alone, then again with each flag a refusal says is needed, the
+    value the case gives for it); the outcome."""
     from perfmodel.cost.estimate import evaluate_plan
-    from perfmodel.ingest import plan_of, read_config
+    from perfmodel.ingest import Given, needed_flag, plan_of, read_config
 
     files = [os.path.relpath(folder / f, ROOT) for f in case.files]  # as typed from the repository's root
     row: dict[str, Any] = {"framework": framework, "id": case.id, "format": case.format, "vintage": case.vintage,
                            "needs": [], "imported": None}
-    flags: dict[str, Any] = {"hardware": None, "gpus": None}
-    try:
-        imp = read_config(files, framework, case.name)
-        row["imported"] = imp
-        while True:
-            try:
-                model, system, plan = plan_of(imp, flags["hardware"], flags["gpus"])
-                break
-            except InputError as err:
-                flag = needed_flag(err)
-                value = getattr(case, NEEDS[flag]) if flag else None
-                if flag is None or flag in row["needs"] or value is None:
-                    raise
-                row["needs"].append(flag)
-                flags[NEEDS[flag]] = value
-        step, est = evaluate_plan(model, system, plan)
-    except InputError as err:
-        return {**row, "outcome": "refused", "why": str(err)}
+    flags: dict[str, Any] = dict.fromkeys(NEEDS.values())
+    while True:
+        try:
+            imp = read_config(files, framework, case.name, Given.of(flags["script_args"], flags["vocab_size"]))
+            row["imported"] = imp
+            model, system, plan = plan_of(imp, flags["hardware"], flags["gpus"])
+            step, est = evaluate_plan(model, system, plan)
+            break
+        except InputError as err:
+            flag = needed_flag(str(err))
+            value = getattr(case, NEEDS[flag]) if flag else None
+            if flag is None or flag in row["needs"] or value is None:
+                return {**row, "outcome": "refused", "why": str(err)}
+            row["needs"].append(flag)
+            flags[NEEDS[flag]] = value
     return {**row, "outcome": "imported", "model": model, "system": system, "plan": plan, "estimate": est,
             "why": (f"{model.name} on {est.gpus} x {system.name}: tp{plan.tp} pp{plan.pp} dp{plan.dp} cp{plan.cp} "
                     f"ep{plan.ep} zero{plan.zero} {plan.recompute} {plan.precision} mb{plan.micro_batch} "

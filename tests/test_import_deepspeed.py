@@ -285,7 +285,7 @@ def test_script_alone_refusals_name_the_way_out(tmp_path):
     with pytest.raises(InputError, match="PATH_TO_DEEPSPEED_CONFIG, which the script does not write"):
         read_config([CORPUS / "fastchat" / "train_lora.sh"], "deepspeed")
     run = CORPUS / "deepspeed-examples" / "superoffload_finetune_gpt-oss-20b_1gpu.sh"
-    with pytest.raises(InputError, match="written only under an if/case branch.*pass that JSON"):
+    with pytest.raises(InputError, match="--script-args is needed: .*written only under an if/case branch.*that JSON beside the script"):
         read_config([run], "deepspeed")
     ds = tmp_path / "gpt-oss-20b_superoffload_config.json"  # the superoffload branch's heredoc, BATCH_SIZE = 4
     ds.write_text(json.dumps({"train_batch_size": 4, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},

@@ -27,11 +27,30 @@ def add_config_flags(p: argparse.ArgumentParser, required: bool) -> None:
                                                     "listed")
 
 
+def add_given_flags(p: argparse.ArgumentParser) -> None:
+    """The flags that give what a config's files leave out of themselves (perfmodel.ingest.given): import's and
+    predict --config's."""
+    p.add_argument("--script-args", metavar="'WORDS'", help="the arguments a launch script is run with ($1, $2, ...), "
+                                                           "as one quoted string; without it what the script takes "
+                                                           "from them is not read")
+    p.add_argument("--vocab-size", type=integer("--vocab-size"), metavar="N",
+                   help="the tokenizer's vocabulary, where the config names a tokenizer file whose size it does not "
+                        "state (padded as the framework pads it)")
+
+
+def given_of(a: argparse.Namespace):
+    """The ingest.given.Given of the flags (--script-args, --vocab-size)."""
+    from ..ingest import Given
+
+    return Given.of(getattr(a, "script_args", None), getattr(a, "vocab_size", None))
+
+
 def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help, description="Read a training framework's own config files (never run "
                                                     "them) and print the plan they describe, what every key became, "
                                                     "and its prediction; -o writes the plan file.")
     add_config_flags(p, required=True)
+    add_given_flags(p)
     p.add_argument("--hardware", help="the system it runs on, where the config does not name it (preset or spec YAML)")
     p.add_argument("--gpus", type=integer("--gpus"), help="devices in the job, where the config leaves them to "
                                                           "the launcher")
@@ -51,7 +70,7 @@ def run(a: argparse.Namespace) -> str:
 
     if a.output:
         check_output(a.output, "--output", ".json")
-    imp = read_config(a.files, a.framework, a.name)
+    imp = read_config(a.files, a.framework, a.name, given_of(a))
     model, system, plan = plan_of(imp, a.hardware, a.gpus)
     step, est = evaluate_plan(model, system, plan)
     if a.output:

@@ -20,6 +20,7 @@ from ..spec.recompute import OFFLOAD_TENSORS, RECOMPUTE_MODULES, SAVED_TENSORS, 
 from ..spec.stack import DEFAULT_STACK, STACKS
 from ..spec.stack_release import release_lines
 from .argtypes import capacity_factor, integer, path, stack_name
+from .import_command import add_given_flags, given_of
 
 if TYPE_CHECKING:  # plan files are read only for --plan
     from ..spec.plan_file import PlanFile
@@ -68,6 +69,7 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("--from", dest="framework", choices=list(FRAMEWORKS), help="the framework --config is written "
                                                                                "for: " + ", ".join(FRAMEWORKS))
     pr.add_argument("--name", metavar="CONFIG", help="--config: the config to read where a file defines several")
+    add_given_flags(pr)
     pr.add_argument("--model", help="preset name (perfmodel models list), or path to a HF config.json or a ModelConfig YAML/JSON")
     pr.add_argument("--hardware", help="preset name (perfmodel hardware list) or path to a spec YAML")
     pr.add_argument("--host", help="price the host that launches the kernels as this one (perfmodel hardware hosts; "
@@ -236,7 +238,7 @@ EXAMPLE = example_flags()
 def no_plan_given(a: argparse.Namespace) -> bool:
     """Neither --plan nor any plan flag: what `predict` answers with the built-in example."""
     return not a.plan and not getattr(a, "config", None) and not getattr(a, "framework", None) and all(
-        getattr(a, k) in (None, False) for k in PLAN_FLAGS)
+        getattr(a, k, None) in (None, False) for k in PLAN_FLAGS + GIVEN_FLAGS)
 
 
 def use_example(a: argparse.Namespace) -> argparse.Namespace:
@@ -247,6 +249,7 @@ def use_example(a: argparse.Namespace) -> argparse.Namespace:
 
 
 LAUNCH_FLAGS = ("hardware", "gpus")  # what a config leaves to its launcher
+GIVEN_FLAGS = ("script_args", "vocab_size")  # what a config's files leave out of themselves (ingest.given)
 
 
 def config_plan(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan]:
@@ -265,7 +268,7 @@ def config_plan(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan]:
                          "config; --hardware and --gpus give what it leaves to its launcher)")
     from ..ingest import plan_of, read_config
 
-    model, system, plan = plan_of(read_config(a.config, a.framework, a.name), a.hardware, a.gpus)
+    model, system, plan = plan_of(read_config(a.config, a.framework, a.name, given_of(a)), a.hardware, a.gpus)
     return model, system.with_host(getattr(a, "host", None)), plan
 
 
@@ -278,6 +281,10 @@ def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, Pl
                          "(perfmodel calibrate --from-trace --output SPEC.yaml writes a spec a plan file can name)")
     if getattr(a, "config", None) or getattr(a, "framework", None) or getattr(a, "name", None):
         return config_plan(a) + (None,)
+    stray = [f"--{k.replace('_', '-')}" for k in GIVEN_FLAGS if getattr(a, k, None) is not None]
+    if stray:
+        raise InputError(f"{stray[0]} gives what a framework config's files leave out; valid: with --config FILE... "
+                         "--from FRAMEWORK")
     if a.plan:
         given = [f"--{'no-' if getattr(a, k) is False else ''}{k.replace('_', '-')}" for k in PLAN_FLAGS
                  if getattr(a, k) not in (None, False)

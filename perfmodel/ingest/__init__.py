@@ -18,6 +18,7 @@ from ..errors import InputError
 from ..spec.hardware import System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.plan import Plan, resolve
+from .given import ARGS_FLAG, GIVEN, VOCAB_FLAG, Given
 from .ledger import Imported, KeyFate
 
 # framework -> (reader module, what it reads)
@@ -30,13 +31,15 @@ FRAMEWORKS = {
     "deepspeed": ("deepspeed_in", "a DeepSpeed config JSON and the launch script's model arguments"),
 }
 
-__all__ = ["FRAMEWORKS", "Imported", "KeyFate", "plan_of", "read_config"]
+__all__ = ["FRAMEWORKS", "Given", "Imported", "KeyFate", "needed_flag", "plan_of", "read_config"]
 
 
-def read_config(files: Sequence[str | Path], framework: str, name: str | None = None) -> Imported:
+def read_config(files: Sequence[str | Path], framework: str, name: str | None = None,
+                given: Given | None = None) -> Imported:
     """Read `files` as `framework`'s config (one of FRAMEWORKS); `name` picks one config of a file that defines
-    several. InputError in one line for a missing file, a config that contradicts itself, or a file that defines
-    several configs without `name` (listing them)."""
+    several; `given`, what the user states for what the files leave out of themselves (a launch script's arguments,
+    a tokenizer's vocabulary: ingest.given). InputError in one line for a missing file, a config that contradicts
+    itself, or a file that defines several configs without `name` (listing them)."""
     if framework not in FRAMEWORKS:
         raise InputError(f"--from = {framework!r} is not a known framework; valid: {', '.join(FRAMEWORKS)}")
     if not files:
@@ -46,6 +49,7 @@ def read_config(files: Sequence[str | Path], framework: str, name: str | None = 
         if not p.exists():
             raise InputError(f"config file {str(p)!r} does not exist; valid: {FRAMEWORKS[framework][1]}")
     module = importlib.import_module(f"{__name__}.{FRAMEWORKS[framework][0]}")
+    token = GIVEN.set(given or Given())
     try:
         return module.read(paths, name)
     except InputError as err:  # name the files where the reader's message does not
@@ -53,6 +57,16 @@ def read_config(files: Sequence[str | Path], framework: str, name: str | None = 
             raise
         message = str(err).removeprefix(f"{framework} config: ")
         raise InputError(f"{framework} config {', '.join(repr(str(p)) for p in paths)}: {message}") from None
+    finally:
+        GIVEN.reset(token)
+
+
+NEEDED = ("--hardware", "--gpus", VOCAB_FLAG, ARGS_FLAG)  # the flags that supply what a config leaves out
+
+
+def needed_flag(message: str) -> str | None:
+    """The flag a refusal says is needed ('--gpus is needed: ...'), or None: the one thing the files leave out."""
+    return next((f for f in NEEDED if message.startswith(f"{f} is needed") or f" {f} is needed" in message), None)
 
 
 def launch_of(imp: Imported, hardware: str | None, gpus: int | None) -> tuple[str, int]:

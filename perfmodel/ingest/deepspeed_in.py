@@ -26,9 +26,10 @@ from .deepspeed_chat import chat_defaults
 from .deepspeed_keys import (AUTO_WHY, BATCH_KEYS, leaves, not_priced_why, note_fields, note_shape, parse_config,
                              summary_fields, whole)
 from .deepspeed_launch import launch_of, read_launcher, read_program
+from .given import GIVEN, GIVEN_SOURCE, VOCAB_FLAG
 from .ledger import Imported, Ledger
 from .megatron_keys import DROPOUT, NOT_PRICED_WHY
-from .megatron_model import default_ffn, vocabulary
+from .megatron_model import VOCAB_GIVEN, default_ffn, vocabulary
 from .sources import read_text
 
 __all__ = ["complete", "read"]
@@ -333,19 +334,20 @@ def _vocab(led: Ledger, facts: dict, same: list[str], shape: dict, where: str) -
             key, (size, source) = named
             vocab = vocabulary({**opts, "--vocab-size": size}, became, why)[1]
             became[key], why[key] = became.pop("--vocab-size"), f"{source}; {why.pop('--vocab-size')}".rstrip("; ")
-    for key, value in opts.items():
+    for key, value in [*opts.items(), *([(VOCAB_GIVEN, GIVEN.get().vocab_size)] if VOCAB_GIVEN in became else [])]:
         if key in became:
-            led.set(key, value, where, why.get(key, ""), **became[key])
+            led.set(key, value, GIVEN_SOURCE if key == VOCAB_GIVEN else where, why.get(key, ""), **became[key])
         elif key != "--tensor-model-parallel-size":
             led.skip(key, value if value is not None else "true", where, NOT_PRICED_WHY.get(key, "a tokenizer file"))
     if vocab is not None:
         return
     if not same:
         tokenizer = ", ".join(str(opts[k]) for k in ("--tokenizer-type", "--tokenizer-model") if opts.get(k))
-        raise InputError(f"{where}: the script does not state the vocabulary: its tokenizer ({tokenizer or 'none'}) "
-                         f"has the size, which is not read, and the shape ({shape['n_layers']} layers, hidden "
-                         f"{shape['hidden']}, {shape['n_heads']} heads) is no perfmodel preset's; valid: "
-                         "--vocab-size N among the script's arguments")
+        raise InputError(f"{where}: {VOCAB_FLAG} is needed: the script does not state the vocabulary: its tokenizer "
+                         f"({tokenizer or 'none'}) has the size, which is not read, and the shape "
+                         f"({shape['n_layers']} layers, hidden {shape['hidden']}, {shape['n_heads']} heads) is no "
+                         f"perfmodel preset's; valid: {VOCAB_FLAG} N, the tokenizer's size (or --vocab-size N among "
+                         "the script's arguments)")
     vocab = load_model(same[0]).vocab
     led.default("vocab", vocab, f"the tokenizer's size is not stated; {same[0]}'s, whose shape this is",
                 model__vocab=vocab)

@@ -20,6 +20,7 @@ from typing import Callable
 from ..errors import InputError
 from ..spec.model_catalogue import list_models, preset_for_name
 from .deepspeed_chat import CHAT_FLAGS, read_chat_flag
+from .given import ARGS_FLAG, GIVEN
 from .ledger import Ledger
 from .megatron_keys import NOT_PRICED_WHY
 from .shell_script import Script
@@ -155,10 +156,14 @@ def _not_written(text: str, where: str, named: str, sc: Script) -> None:
     """One line for a launch whose config the script does not write where it runs."""
     every = Script(text, where, every_branch=True)
     if _written(every.files, named) is not None:
+        if GIVEN.get().script_args is None and any(k.startswith("$") and k[1:2].isdigit() for k in sc.unread):
+            raise InputError(f"launch script {where!r}: {ARGS_FLAG} is needed: the DeepSpeed config its launch passes "
+                             f"({named}) is written only under an if/case branch that tests the script's arguments "
+                             f"({', '.join(k for k in sc.unread if k.startswith('$') and k[1:2].isdigit())}); valid: "
+                             f"{ARGS_FLAG} 'WORDS', the arguments it is run with, or that JSON beside the script")
         raise InputError(f"launch script {where!r}: the DeepSpeed config its launch passes ({named}) is written only "
-                         "under an if/case branch the script does not take as run without arguments (its tests read "
-                         "its arguments or what it cannot know); valid: pass that JSON, as a run writes it, beside "
-                         "the script")
+                         "under an if/case branch the script does not take (its tests read its arguments or what it "
+                         "cannot know); valid: pass that JSON, as a run writes it, beside the script")
     why = sc.not_read(named)
     raise InputError(f"launch script {where!r}: its launch passes the DeepSpeed config {named}, which the script does "
                      f"not write{f' ({why})' if why else ''}; valid: pass that JSON beside the script")

@@ -15,6 +15,7 @@ from ..spec.model import MLAConfig, ModelConfig, MoEConfig
 from ..spec.model_catalogue import list_models, load_model
 from .ledger import Ledger
 from ..spec.tokenizers import tokenizer_vocab
+from .given import GIVEN, GIVEN_SOURCE, VOCAB_FLAG
 from .megatron_keys import DROPOUT, MLA_DEFAULTS, VOCAB_DIVISOR
 
 MODEL_ARGS = {
@@ -92,11 +93,14 @@ def list_expression(node: ast.AST) -> list[int]:
     raise ValueError("not a list expression")
 
 
+VOCAB_GIVEN = f"{VOCAB_FLAG} (perfmodel's flag)"  # the ledger's key for a vocabulary the user gives
+
+
 def vocabulary(opts: dict, became: dict, why: dict, stated: set[str] | None = None) -> tuple[int, int]:
     """(the tokenizer's vocabulary, the padded one the model trains): --vocab-size, else what the tokenizer names
     (spec.tokenizers: TikTokenizer's default size, a --tokenizer-model file or Hugging Face id, a --tokenizer-type,
-    a GPT-2 vocab and merge file); padded to a multiple of --make-vocab-size-divisible-by (128) x tp
-    (megatron/core/tokenizers/utils/build_tokenizer.py:138)."""
+    a GPT-2 vocab and merge file), else the user's --vocab-size flag (ingest.given); padded to a multiple of
+    --make-vocab-size-divisible-by (128) x tp (megatron/core/tokenizers/utils/build_tokenizer.py:138)."""
     kind, model = opts.get("--tokenizer-type"), opts.get("--tokenizer-model")
     if "--vocab-size" in opts:
         raw, key = number("--vocab-size", opts["--vocab-size"]), "--vocab-size"
@@ -107,10 +111,12 @@ def vocabulary(opts: dict, became: dict, why: dict, stated: set[str] | None = No
         if kind is None and "--vocab-file" in stated and "--merge-file" in stated:
             names.append(("GPT2BPETokenizer", "--vocab-file"))
         found = next(((tokenizer_vocab(n), k) for n, k in names if n and tokenizer_vocab(n)), None)
+        if found is None and GIVEN.get().vocab_size:  # the user's flag: the tokenizer file's size
+            found = (GIVEN.get().vocab_size, f"{VOCAB_FLAG} on {GIVEN_SOURCE}"), VOCAB_GIVEN
         if found is None:
-            raise InputError(f"--vocab-size is needed: the tokenizer ({kind or 'none named'}"
+            raise InputError(f"{VOCAB_FLAG} is needed: the tokenizer ({kind or 'none named'}"
                              f"{', ' + model if model else ''}) does not name a vocabulary perfmodel knows; valid: "
-                             "add --vocab-size N (the tokenizer's size)")
+                             f"{VOCAB_FLAG} N, the tokenizer's size (or --vocab-size N among the script's arguments)")
         (raw, source), key = found
         for k in ("--tokenizer-type", "--tokenizer-model", "--vocab-file", "--merge-file"):
             if k in opts:
@@ -226,6 +232,8 @@ def build_model(args, opts: dict, led: Ledger, paths: list[Path], stated: set[st
         msg = err.errors()[0]["msg"] if isinstance(err, ValidationError) else str(err)
         raise InputError(f"megatron config: the model arguments do not make a model: {msg}") from None
     model = preset_of(model, raw)
+    if VOCAB_GIVEN in became:
+        args = [*args, (VOCAB_GIVEN, raw, GIVEN_SOURCE)]
     for k, v, src in args:
         if k in became:
             led.set(k, "true" if v is None else v, src, why.get(k, ""), **{f: x for f, x in became[k].items()

@@ -18,6 +18,7 @@ Written here, not taken from bashlex, which refuses arrays, `[[ ]]`, `case` and 
 from __future__ import annotations
 
 from ..errors import InputError
+from .given import GIVEN
 from .shell_cond import Condition, glob
 from .shell_expand import EXPANSIONS, Expansion
 from .shell_lex import tokenize
@@ -46,6 +47,7 @@ class Script(Expansion):
         """`every_branch`: run the body of every `if` / `elif` / `else` branch and `case` arm in order, as if no
         test were there (for a command under a test that needs the file system, `if [ -f "$CONFIG" ]`)."""
         super().__init__()
+        self.positional = GIVEN.get().script_args  # the script's own arguments, where the user gives them
         self.where = where
         self.every_branch = every_branch
         self.commands: list[list[str]] = []
