@@ -390,6 +390,8 @@ BASES = {
     "calibrate": ["calibrate", "--device", "cpu", "--quick", "--output", "cal.yaml"],
     "calibrate-runs": ["calibrate", "--from-runs", "runs.csv", "--hardware", "dgx-h100", "--output", "fit.yaml"],
     "calibrate-trace": ["calibrate", "--from-trace", "trace.json.gz"],
+    "calibrate-trace-config": ["calibrate", "--from-trace", "trace.json.gz", "--config", "cfg.toml", "--from",
+                               "torchtitan"],
     "hardware": ["hardware", "show", "dgx-h100"],
     "hardware show": ["hardware", "show", "dgx-h100"],
     "hardware hosts": ["hardware", "hosts", "xeon-8480c"],
@@ -570,7 +572,10 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("calibrate", "--step-overhead"): flag_switch(**runs), ("calibrate", "--host-only"): flag_switch(),
           ("calibrate", "--plot"): output(".png"),
           ("calibrate", "--from-trace"): trace_in(base="calibrate-trace"),
-          ("calibrate", "--plan"): plan_in(base="calibrate-trace", names=("plan file", "--plan"))}
+          ("calibrate", "--plan"): plan_in(base="calibrate-trace", names=("plan file", "--plan")),
+          ("calibrate", "--config"): config_in(base="calibrate-trace-config"),
+          ("calibrate", "--config-name"): name(base="calibrate-trace-config"),
+          ("calibrate", "--gpus"): count(base="calibrate-trace-config")}
     t |= {("hardware show", "name"): hardware_in(names=("system", "spec", "hardware")),
           ("hardware hosts", "host"): host_in(),
           ("models show", "name"): model_in(names=("model",)), ("stacks show", "name"): stack_in(names=("stack",))}

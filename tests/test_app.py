@@ -312,11 +312,16 @@ def test_an_uploaded_trace_shows_what_it_measured_beside_the_calibrated_predicti
     assert "\n" not in r.json()["message"]
 
 
-def test_a_trace_without_gemm_shapes_shows_what_it_measured_and_why_no_prediction(client, capsys):
+def test_a_trace_without_gemm_shapes_prices_on_what_it_measured_and_says_what_not(client, capsys):
+    """An A100 all-reduce trace without shapes (issue 73): the spec of what it measured (its collectives, its device
+    copies' bandwidth; the catalogue's GEMM efficiency), its GEMM rates listed as not calibrated with the flags that
+    would give them."""
     path = HTA / "nccl_data.json.gz"
     out = client.post("/api/trace", json=trace_upload(path)).json()
     assert out["trace"] == cli_json(capsys, "calibrate", "--from-trace", str(path))
-    assert out["prediction"] is None and out["calibrated"] is None and "GEMM operator with recorded shapes" in out["why"]
+    assert out["calibrated"]["name"] == "dgx-a100-40gb-trace" and out["why"] is None
+    gemm = next(m for m in out["trace"]["not_calibrated"] if m["what"] == "GEMM rates")
+    assert "--plan PLAN.json or --config FILE --from FRAMEWORK" in gemm["why"]
     assert out["trace"]["collectives"]["all_reduce/2"]["calls"] > 0
 
 

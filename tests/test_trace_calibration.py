@@ -21,7 +21,7 @@ HERE = Path(__file__).parent
 HTA = HERE / "fixtures" / "traces" / "hta"
 H200 = HERE.parent / "benchmarks" / "results" / "traces" / "gpu-single-h200"
 FIELDS = {"device", "ranks", "steps", "step_s", "gpu_busy_fraction", "host_wait_fraction", "launch_s", "kernels",
-          "collectives", "gemm", "not_calibrated"}
+          "collectives", "gemm", "not_calibrated", "job_gemm", "assumed"}
 
 
 def events(path: Path) -> list[dict]:
@@ -110,9 +110,9 @@ def test_without_gemm_shapes_it_says_what_it_cannot_calibrate(capsys):
     assert main(["calibrate", "--from-trace", path, "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) == FIELDS and out["not_calibrated"][0]["what"] == "a calibrated spec"
-    # asked to write a spec it cannot calibrate: refused, nothing written
+    # asked to write a spec it cannot calibrate (no deviceProperties: which GPU?): refused, nothing written
     assert main(["calibrate", "--from-trace", path, "--output", "x.yaml"]) == 2
-    assert "no bf16/fp16 GEMM" in capsys.readouterr().err
+    assert "records no deviceProperties" in capsys.readouterr().err and not Path("x.yaml").exists()
 
 
 def bad_traces(tmp: Path) -> dict[str, tuple[Path, str]]:

@@ -191,9 +191,10 @@ def fit_memory_layers(m: Measurements, peak_bw: float, gemm_bw: float, matmul_ma
 # ---------------------------------------------------------------------------------------------------------
 
 def gemm_shapes_time(m, n, k, precision: str, peak: float, eff: float, tile, units: int, mem_bw: float):
-    """Seconds `cost.compute.gemm_time` gives GEMMs of these shapes, as `cost.kernels.Device.datasheet_gemm` calls it."""
+    """Seconds `cost.compute.gemm_time` gives GEMMs of these shapes, as `cost.kernels.Device.datasheet_gemm` calls it
+    (fp32 / tf32, a GPU trace's fp32 job's, which no plan prices: 4-byte inputs)."""
     return gemm_time(np.asarray(m, float), np.asarray(n, float), np.asarray(k, float), peak, eff, tile[0], tile[1],
-                     units, mem_bw, in_bytes=GEMM_INPUT_BYTES[precision], out_bytes=ACT_BYTES)
+                     units, mem_bw, in_bytes=GEMM_INPUT_BYTES.get(precision, 4.0), out_bytes=ACT_BYTES)
 
 
 def roofline_gemms(points: list[GemmPoint]) -> list[GemmPoint]:
@@ -416,7 +417,8 @@ def fit_all(m: Measurements, template: System, prefer_tile: tuple[int, int] | No
     precisions = sorted({p.precision for p in m.gemm})
     peaks = {prec: acc.peak_flops(prec) for prec in precisions}
     gemm_bw = gemm_roofline_bandwidth(m) or peak_bw
-    effs, tile, _ = fit_gemm(roofline_gemms(m.gemm), peaks, acc.compute_units, gemm_bw, prefer_tile)
+    effs, tile, _ = fit_gemm(roofline_gemms(m.gemm), peaks, acc.compute_units, gemm_bw, prefer_tile) if m.gemm else (
+        {}, tuple(prefer_tile or template.efficiency.matmul_tile), [])  # a trace without GEMM shapes: none fitted
     layer_pts = []
     opt_eff = fit_optimizer(m.memory, peak_bw)
     if m.layers and "bf16" in effs:

@@ -4,7 +4,8 @@ own job (issue 64), through the same fits as the microbenchmarks (`calibrate.fit
 The trace's operators become the calibration's measurements (`calibrate.raw.Measurements`), each at the shape the
 job ran it and timed as the job ran it:
 - GEMMs: every mm / addmm by (m, n, k, dtype), its kernels' seconds (a CPU's: the operator's span), the median call
-  (a CPU trace's: every point's mean call, CPU_PER_CALL);
+  (a CPU trace's: every point's mean call, CPU_PER_CALL); on a GPU in bf16 / fp16, or where the job ran none, in
+  fp32 (tf32 where its kernels ran TF32 tensor-core code: gpu_precision);
 - attention: each fused attention call (scaled_dot_product_*) by (batch, heads, sequence, head dim), the forward
   and forward + backward;
 - memory-bound kernels: layer norm (and RMSNorm), GELU and the residual add at their shapes (forward + backward),
@@ -13,6 +14,12 @@ job ran it and timed as the job ran it:
 The fits then set matmul_max and the tile, memory_bandwidth, attention_max and the network tier by collective kind
 and group size, so that a plan of another tp, micro-batch or model size is priced from rates by shape and bandwidths
 by size and group: what the trace calibrates carries over by mechanism, never as one step-time factor.
+
+A GPU trace calibrates its base system (calibrate.trace_device: the catalogue's system of its GPU, else the
+trace's own device as it measured it). Recorded without shapes (torch.profiler's default), its GEMMs are timed by
+kernel name against the FLOPs of the plan the job ran (`--plan`, or `--config` read by perfmodel.ingest:
+calibrate.trace_job, trace_gemm), which sets matmul_max; with neither shapes nor a plan the spec holds what else it
+measured (collectives, device copies' bandwidth) and names what it lacks, or is refused with it.
 
 On a CPU trace with its plan (`plan`), the host's costs too: per call kind, as the trace's spans show them
 (calibrate.trace_host: autograd nodes, eager and view calls, the optimizer's per-tensor calls, collective calls,
@@ -29,7 +36,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import re
 from collections import defaultdict
 from functools import partial
 from pathlib import Path
@@ -37,27 +43,29 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..spec.hardware import HostCosts, HostProbe, System, load_hardware
-from ..spec.stack import EXECUTOR_STACK
+from ..spec.hardware import System
 from .raw import AttentionPoint, CommPoint, Environment, FitResult, GemmPoint, Measurements, MemoryPoint
 from .trace_reader import (
+    Op,
     RankTrace,
     DTYPES,
-    collectives,
     dtype_of,
     gemm_shape,
     innermost_gemm,
     load_traces,
     op_seconds,
 )
-from .trace_host import host_call_seconds, with_kind_host
+from .trace_comms import collectives
+from .trace_device import catalogue_base, copy_rates, device_from_trace, provisional_device, with_copy_bandwidth
+from .trace_gemm import job_gemm, kernel_dtype
+from .trace_host import with_trace_host
+from .trace_job import JobSource, traced_plan, with_job_matmul
 from .trace_overlap import overlap_source, trace_overlap
 from .trace_summary import Missing, TraceSummary, summarize
 
 NORMS = {"aten::native_layer_norm": "aten::native_layer_norm_backward",
          "aten::_fused_rms_norm": "aten::_fused_rms_norm_backward"}
 GELU = ("aten::gelu", "aten::gelu_backward")
-OPTIMIZER = re.compile(r"^aten::_fused_adamw?_$|^aten::_foreach_(mul|add|addcmul|addcdiv|lerp|sqrt|div)_")
 # A CPU trace's ranks share the host's cores (4 ranks on this VM's 2): a call's span holds the time it was
 # descheduled while another rank ran, in proportion to its length on average, but a call shorter than the
 # scheduler's slice (~ms) mostly runs whole, so the median of a short shape's calls is its uncontended time (dp4's
@@ -65,7 +73,22 @@ OPTIMIZER = re.compile(r"^aten::_fused_adamw?_$|^aten::_foreach_(mul|add|addcmul
 # shape's seconds in the step over its calls), which the rates must reproduce: every rank computes at once in the
 # steps they price (sustained_fraction 1). A GPU kernel's span is the device's alone: the median resists outliers.
 CPU_PER_CALL = np.mean
-PRECISION = {"bf16": "bf16", "fp16": "fp16"}  # a GPU GEMM's dtype -> the plan precision it calibrates
+TWO_BYTE = ("bf16", "fp16")
+
+
+def gpu_precision(op: Op, dtype: str) -> str | None:
+    """The precision a GPU GEMM operator of input `dtype` calibrates: bf16 and fp16 as they are; fp32 as tf32 where
+    its kernels ran TF32 tensor-core code (their names' tags: calibrate.trace_gemm.kernel_dtype), else fp32; None
+    for any other."""
+    if dtype in TWO_BYTE:
+        return dtype
+    if dtype != "fp32":
+        return None
+
+    def names(o: Op) -> list[str]:
+        return o.kernel_names + [n for c in o.children for n in names(c)]
+
+    return "tf32" if any(kernel_dtype(k) == "tf32" for k in names(op)) else "fp32"
 
 
 def _rank_medians(samples: dict, ranks: int, per_call=np.median) -> dict:
@@ -91,11 +114,11 @@ def trace_measurements(traces: list[RankTrace], label: str) -> Measurements:
                 continue
             name = op.name
             if innermost_gemm(op):
-                shape, (dt, _) = gemm_shape(op), dtype_of(op.types)
-                prec = "bf16" if cpu else PRECISION.get(dt)
+                shape, (dt, size) = gemm_shape(op), dtype_of(op.types)
+                prec = "bf16" if cpu else gpu_precision(op, dt)
                 # a dimension off 16 bytes runs cuBLAS's alignment-1 kernels, which the spec prices apart
                 # (Accelerator.unaligned_matmul_tflops, cost.kernels.unaligned): not the aligned rate fitted here
-                aligned = shape is not None and (cpu or all(d % 8 == 0 for d in shape))
+                aligned = shape is not None and (cpu or all(d % (16 // size) == 0 for d in shape))
                 if aligned and prec is not None:
                     gemm[(*shape, dt, prec)][t.rank].append(op_seconds(t, op))
             elif name.startswith("aten::_scaled_dot_product") and op.dims and len(op.dims[0]) == 4:
@@ -104,10 +127,10 @@ def trace_measurements(traces: list[RankTrace], label: str) -> Measurements:
                 key = tuple(op.dims[0]) + (dtype_of(op.types)[0],)  # (batch, heads, seq, head_dim, dtype) of q
                 (attn_b if name.endswith("_backward") else attn_f)[key][t.rank].append(op_seconds(t, op))
             elif name in NORMS or name in NORMS.values():
-                dims = op.dims[0] if name in NORMS else op.dims[1] if len(op.dims) > 1 else []
+                dims = op.dims[0] if name in NORMS and op.dims else op.dims[1] if len(op.dims) > 1 else []
                 norm[(tuple(dims), name in NORMS)][t.rank].append(op_seconds(t, op))
             elif name in GELU:
-                dims = op.dims[0] if name == GELU[0] else op.dims[1] if len(op.dims) > 1 else []
+                dims = op.dims[0] if name == GELU[0] and op.dims else op.dims[1] if len(op.dims) > 1 else []
                 gelu[(tuple(dims), name == GELU[0])][t.rank].append(op_seconds(t, op))
             elif name in ("aten::add", "aten::add_") and len(op.dims) >= 2 and op.dims[0] == op.dims[1] and op.dims[0]:
                 add[tuple(op.dims[0])][t.rank].append(op_seconds(t, op))
@@ -124,6 +147,8 @@ def trace_measurements(traces: list[RankTrace], label: str) -> Measurements:
     n = len(traces)
     points = [GemmPoint(m=m, n=nn, k=k, dtype=dt, precision=prec, source=label, seconds=s, rank_seconds=r)
               for (m, nn, k, dt, prec), (s, r) in _medians(gemm, n).items() if s > 0]
+    if any(p.precision in TWO_BYTE for p in points):  # a job's fp32 GEMMs (its loss, say) beside its 2-byte ones:
+        points = [p for p in points if p.precision in TWO_BYTE]  # the tile and rates are the training precision's
     fwd, bwd = _medians(attn_f, n), _medians(attn_b, n)
     attention = []
     for (b, h, s, d, dt), (sf, rf) in fwd.items():
@@ -197,79 +222,162 @@ def _memory(t: RankTrace) -> float:
 
 
 def calibrate_from_trace(paths, hardware: str | Path | None = None, plan_path: str | Path | None = None,
-                         name: str | None = None, step_s: float | None = None,
-                         require: bool = True) -> tuple[System | None, TraceSummary, FitResult | None]:
+                         name: str | None = None, step_s: float | None = None, require: bool = True,
+                         job: JobSource | None = None,
+                         strict: bool = True) -> tuple[System | None, TraceSummary, FitResult | None]:
     """The spec calibrated from the traces at `paths`, what they measured, and the fit (nothing written).
 
-    `hardware`: the base system of a GPU trace (default: the catalogue system of the trace's GPU); a CPU trace builds
-    its spec from the trace alone. `plan_path`: the plan file the traced job ran (its host costs, CPU). `step_s`: that
-    plan's measured step, seconds (default: the trace's, which the profiler slowed). A trace that cannot calibrate a
-    spec (no GEMM with shapes, say) is refused (InputError) with `require`, else returned as (None, its summary
-    with the reason in not_calibrated, None)."""
-    from .calibrated_spec import build_system, cpu_template
-    from .fit import fit_all
-    from .machine import check_name, default_base
-    from .measured_tables import fit_groups
+    `hardware`: the base system of a GPU trace (default: the catalogue system of the trace's GPU, else one of the
+    trace's own device: calibrate.trace_device); a CPU trace builds its spec from the trace alone. `plan_path`: the
+    plan file the traced job ran (a CPU trace's host costs; a GPU trace's GEMM efficiency, as `job`'s plan or config:
+    calibrate.trace_job). `step_s`: that plan's measured step, seconds (default: the trace's, which the profiler
+    slowed). `strict`: --hardware naming another GPU than the trace's is refused (else said, and the trace's own
+    device taken). A trace that cannot calibrate a spec is refused (InputError) with `require`, else returned as
+    (None, its summary with the reason in not_calibrated, None)."""
+    from .machine import check_name
 
     check_name(name)
+    job = job or JobSource(plan_path=plan_path)
+    job.check()
     traces = load_traces(paths)
     summary = summarize(traces)
     t0 = traces[0]
     label = f"trace {t0.meta.get('perfmodel_plan') or t0.path.name}"
     m = trace_measurements(traces, label)
-    cpu = t0.device_type == "cpu"
-    why = None
+    if t0.device_type == "cpu":
+        if job.config:
+            raise InputError("--config applies to a GPU trace; a CPU trace's host costs take --plan PLAN.json")
+        return _cpu_calibration(paths, traces, m, summary, hardware, job.plan_path, name, step_s, require)
+    return _gpu_calibration(paths, traces, m, summary, hardware, job, name, require, strict)
+
+
+def _refused(summary: TraceSummary, why: str, require: bool, valid: str):
+    if require:
+        raise InputError(f"--from-trace: {why}; valid: {valid}")
+    return None, summary.model_copy(update={"not_calibrated": [Missing(what="a calibrated spec",
+                                                                       why=f"{why}; valid: {valid}"),
+                                                               *summary.not_calibrated]}), None
+
+
+def _cpu_calibration(paths, traces, m, summary, hardware, plan_path, name, step_s, require):
+    """A CPU trace's spec: its peaks, bandwidths and host as it measured them (module docstring)."""
+    from .calibrated_spec import build_system, cpu_template
+    from .fit import fit_all
+    from .measured_tables import fit_groups
+
+    t0 = traces[0]
     if not any(p.precision in ("bf16", "fp16") for p in m.gemm):
-        why = (f"{len(traces)} trace(s) hold no {'' if cpu else 'bf16/fp16 '}GEMM operator with recorded shapes "
-               "(record_shapes=True), which every calibration starts from")
-    elif cpu and not any(p.purpose == "stream" for p in m.memory):
-        why = "the CPU trace holds no contiguous copy or add to measure the memory bandwidth from"
-    if why is not None:
-        if require:
-            raise InputError(f"--from-trace: {why}; valid: a training step traced with "
-                             "torch.profiler(record_shapes=True)")
-        missing = Missing(what="a calibrated spec", why=why)
-        return None, summary.model_copy(update={"not_calibrated": [missing, *summary.not_calibrated]}), None
-    if cpu:
-        if hardware is not None:
-            raise InputError(f"--hardware {hardware} applies to a GPU trace; a CPU trace's spec is built from the "
-                             "trace alone (omit --hardware)")
-        template = cpu_template(m, name or f"cpu-trace-{t0.world}p")
-    else:
-        if hardware is not None:
-            template = load_hardware(hardware)
-        else:
-            try:
-                template = default_base(t0.device, t0.device_bytes)
-            except InputError:
-                raise InputError(f"no catalogue system has the GPU {t0.device!r} the trace ran on; valid: --hardware "
-                                 "NAME or SPEC.yaml, the system it ran on (perfmodel hardware list)") from None
-        family = template.accelerator.name.split("-")[0].lower()
-        if template.accelerator.torch_device != "cuda" or family not in t0.device.lower().replace(" ", ""):
-            raise InputError(f"--hardware {hardware}: {template.name}'s accelerator is {template.accelerator.name}, "
-                             f"the trace ran on {t0.device}; valid: the system of the GPU the trace ran on (default: "
-                             "the catalogue's, by the trace's device name)")
-    fit = bounded_network(fit_groups(fit_all(m, template, prefer_tile=None if cpu else
-                                             tuple(template.efficiency.matmul_tile)), m, template))
-    command = f"perfmodel calibrate --from-trace {' '.join(str(p) for p in paths)}"
-    system = build_system(template, fit, m, command, "the trace", name or (template.name if cpu else
-                                                                          f"{template.name}-trace"))
-    if not cpu:  # what the runtime holds beside the allocator is not in a trace: the base's figure stands
-        system = system.model_copy(update={"memory_overhead_gib": template.memory_overhead_gib, "sources": {
-            **system.sources, "memory_overhead_gib": template.sources.get("memory_overhead_gib", "the base spec's")}})
-    if cpu:
-        system = system.model_copy(update={"efficiency": system.efficiency.model_copy(update={
-            "sustained_fraction": 1.0, "sources": {**system.efficiency.sources, "sustained_fraction":
-                "1: the GEMM and attention rates were timed inside the traced step, every rank computing at once"}})})
-        system = with_trace_overlap(system, traces, str(paths[0]) if len(paths) == 1 else f"{len(paths)} paths")
-        if plan_path is not None:
-            system = with_trace_host(system, traces, plan_path, step_s if step_s is not None else summary.step_s,
-                                     summary.step_s)
-    elif plan_path is not None:
-        summary = summary.model_copy(update={"not_calibrated": [*summary.not_calibrated, Missing(
-            what="host costs from --plan", why="a GPU trace's host is priced per call kind on the system's host "
-                                                "(System.host_cpu): --plan fits a CPU trace's executor costs only")]})
+        return _refused(summary, f"{len(traces)} trace(s) hold no GEMM operator with recorded shapes "
+                        "(record_shapes=True), which every calibration starts from", require,
+                        "a training step traced with torch.profiler(record_shapes=True)")
+    if not any(p.purpose == "stream" for p in m.memory):
+        return _refused(summary, "the CPU trace holds no contiguous copy or add to measure the memory bandwidth from",
+                        require, "a training step traced with torch.profiler(record_shapes=True)")
+    if hardware is not None:
+        raise InputError(f"--hardware {hardware} applies to a GPU trace; a CPU trace's spec is built from the "
+                         "trace alone (omit --hardware)")
+    template = cpu_template(m, name or f"cpu-trace-{t0.world}p")
+    fit = bounded_network(fit_groups(fit_all(m, template), m, template))
+    system = build_system(template, fit, m, command_of(paths), "the trace", name or template.name)
+    system = system.model_copy(update={"efficiency": system.efficiency.model_copy(update={
+        "sustained_fraction": 1.0, "sources": {**system.efficiency.sources, "sustained_fraction":
+            "1: the GEMM and attention rates were timed inside the traced step, every rank computing at once"}})})
+    system = with_trace_overlap(system, traces, str(paths[0]) if len(paths) == 1 else f"{len(paths)} paths")
+    if plan_path is not None:
+        system = with_trace_host(system, traces, plan_path, step_s if step_s is not None else summary.step_s,
+                                 summary.step_s)
     return system, summary, fit
+
+
+def command_of(paths) -> str:
+    return f"perfmodel calibrate --from-trace {' '.join(str(p) for p in paths)}"
+
+
+def _gpu_calibration(paths, traces, m, summary, hardware, job: JobSource, name, require, strict):
+    """A GPU trace's spec: the base system (the catalogue's, or the trace's own device) with what the trace measured
+    fitted into it: GEMM rates at their shapes, else the job's GEMM efficiency against its plan; attention, the
+    memory-bound kernels, the collectives (module docstring; calibrate.trace_job, trace_device)."""
+    from .calibrated_spec import build_system
+    from .fit import fit_all
+    from .measured_tables import fit_groups
+
+    t0 = traces[0]
+    base, assumed = catalogue_base(t0, hardware, strict)
+    missing = []
+    model = plan = gemm_job = None
+    if job.given and (base is not None or t0.props):  # (no device at all: the one thing it lacks, below)
+        on = base or provisional_device(t0)
+        model, plan, plan_label = traced_plan(job, on, t0.world)
+        gemm_job = job_gemm(traces, model, on, plan, plan_label, peaks=base is not None)
+    try:
+        if base is None:  # a GPU the catalogue lacks: the trace's own device, as it measured it
+            base, own = device_from_trace(t0, traces, m, None if gemm_job is None else (
+                gemm_job.precision, gemm_job.tflops * 1e12), gemm_job.plan if gemm_job else "")
+            assumed += own
+    except InputError as err:
+        if require:
+            raise
+        return None, summary.model_copy(update={"not_calibrated": [Missing(what="a calibrated spec", why=str(err)),
+                                                                   *summary.not_calibrated],
+                                                "job_gemm": gemm_job, "assumed": assumed}), None
+    if not m.env.memory_total_bytes:  # no deviceProperties: the base's memory (its overhead stands, below)
+        m = m.model_copy(update={"env": m.env.model_copy(update={"memory_total_bytes": base.accelerator.hbm_bytes})})
+    lacking = sorted({p.precision for p in m.gemm} - set(base.accelerator.peak_tflops))
+    if lacking:
+        m = m.model_copy(update={"gemm": [p for p in m.gemm if p.precision not in lacking]})
+        missing.append(Missing(what=f"{', '.join(lacking)} GEMM rates", why=f"{base.accelerator.name} has no "
+                                                                            f"{', '.join(lacking)} peak"))
+    shaped = {p.precision for p in m.gemm}
+    if not shaped and gemm_job is None:
+        why = f"{len(traces)} trace(s) hold no GEMM with recorded shapes"
+        valid = ("--plan PLAN.json or --config FILE --from FRAMEWORK of the job it traced, or a trace recorded with "
+                 "record_shapes=True")
+        if not (m.comm or copy_rates(traces) or any(p.purpose == "layer" for p in m.memory)):
+            return _refused(summary, why + " and nothing else a spec is fitted to (no collective with its size, no "
+                            "device copy of a MiB or more)", require, valid)
+        missing.append(Missing(what="GEMM rates", why=f"{why}; valid: {valid} (the base's matmul_max stands)"))
+    fit = bounded_network(fit_groups(fit_all(m, base, prefer_tile=tuple(base.efficiency.matmul_tile)), m, base))
+    system = build_system(base, fit, m, command_of(paths), "the trace", name or f"{base.name.removesuffix('-trace')}"
+                                                                              "-trace")
+    # what the runtime holds beside the allocator is not in a trace: the base's figure stands
+    system = system.model_copy(update={"memory_overhead_gib": base.memory_overhead_gib, "sources": {
+        **system.sources, "memory_overhead_gib": base.sources.get("memory_overhead_gib", "the base spec's")}})
+    system = with_unplanned_precisions(system, fit)
+    system = with_copy_bandwidth(system, traces, m)
+    if gemm_job is not None:
+        system, gemm_job = with_job_matmul(system, gemm_job, model, plan, shaped)
+    missing += unmeasured(m, traces, summary, gemm_job is not None and not shaped)
+    not_cal = [x for x in summary.not_calibrated if x.what != "GEMM rates"]  # this calibration's own say
+    return system, summary.model_copy(update={"not_calibrated": [*missing, *not_cal], "job_gemm": gemm_job,
+                                              "assumed": assumed}), fit
+
+
+def unmeasured(m: Measurements, traces: list[RankTrace], summary: TraceSummary, job_only: bool) -> list[Missing]:
+    """What a GPU trace leaves at the base's values beyond the summary's list: the GEMM tile (GEMMs timed by the job
+    alone), attention where its operators carry no shapes, the memory-bound bandwidth where nothing measured it."""
+    out = []
+    if job_only:
+        out.append(Missing(what="GEMM tile and rate by shape", why="no GEMM with recorded shapes: matmul_max is the "
+                                                                    "job's (its plan's FLOPs), matmul_tile the base's"))
+    if not any(p.passes == "forward_backward" for p in m.attention) and not any(
+            x.what == "attention rate" for x in summary.not_calibrated):
+        out.append(Missing(what="attention rate", why="no fused attention at a recorded shape: the base's "
+                                                      "attention_max stands"))
+    if not any(p.purpose == "layer" for p in m.memory) and not copy_rates(traces):
+        out.append(Missing(what="memory-bound bandwidth", why="no norm, activation or add at a recorded shape and no "
+                                                              "device copy of a MiB or more: the base's stands"))
+    return out
+
+
+def with_unplanned_precisions(system: System, fit: FitResult) -> System:
+    """`system` with the fitted matmul_max of the precisions no plan prices (fp32, tf32: a job's GEMMs at their
+    shapes in fp32), which build_system keeps only for the plan precisions."""
+    extra = {p: float(f"{v:.4g}") for p, v in fit.matmul_max.items() if p not in system.efficiency.matmul_max}
+    if not extra:
+        return system
+    eff = system.efficiency
+    return system.model_copy(update={"efficiency": eff.model_copy(update={
+        "matmul_max": {**eff.matmul_max, **extra}})})
 
 
 def with_trace_overlap(system: System, traces: list[RankTrace], where: str) -> System:
@@ -304,52 +412,3 @@ def bounded_network(fit: FitResult) -> FitResult:
         "by_kind": {k: held(v) for k, v in net.by_kind.items()},
         "by_group": {k: {g: held(v) for g, v in groups.items()} for k, groups in net.by_group.items()}})
     return fit.model_copy(update={"network": net})
-
-
-def optimizer_seconds(traces: list[RankTrace]) -> float:
-    """Seconds per step of the optimizer's update kernels (fused / foreach Adam), the mean rank."""
-    total = sum(op_seconds(t, o) for t in traces for o in t.ops if t.in_steps(o.t0) and OPTIMIZER.match(o.name))
-    return total / sum(len(t.steps) for t in traces)
-
-
-def with_trace_host(system: System, traces: list[RankTrace], plan_path, step_s: float,
-                    traced_s: float | None = None) -> System:
-    """`system` with the optimizer's bandwidth and the executor stack's host costs from the traced plan (module
-    docstring): the optimizer fraction that makes the estimate's update time the trace's (the same
-    bytes, `cost.states.adam_step_bytes`, at a bandwidth in proportion), then the host per call kind as the trace
-    recorded it (calibrate.trace_host; `traced_s`: the traced step, for the profiler's own cost), or, where the
-    trace cannot tell the kinds apart (no backward recorded), from what is left of the step."""
-    from ..cost.estimate import evaluate_plan
-    from ..spec.plan_file import load_plan_file
-
-    pf = load_plan_file(plan_path)
-    plan = pf.plan.model_copy(update={"stack": EXECUTOR_STACK})
-    none = HostCosts(stack=EXECUTOR_STACK, kernel_s=0.0, collective_s=0.0, probes=[])
-    bare = system.model_copy(update={"host_costs": none})
-    traced_opt = optimizer_seconds(traces)
-    est_opt = evaluate_plan(pf.model, bare, plan)[1].time_s.optimizer
-    eff = bare.efficiency
-    if traced_opt > 0 and est_opt > 0:
-        now = eff.optimizer_bandwidth or eff.memory_bandwidth
-        fitted = float(min(1.0, now * est_opt / traced_opt))
-        eff = eff.model_copy(update={"optimizer_bandwidth": round(fitted, 5), "sources": {
-            **eff.sources, "optimizer_bandwidth": f"the traced optimizer update of {Path(plan_path).name}: "
-            f"{traced_opt * 1e3:.2f} ms per step for the bytes the estimate moves (calibrate.from_trace)"}})
-        bare = bare.model_copy(update={"efficiency": eff})
-    by_kind = with_kind_host(bare, traces, plan_path, step_s, traced_s if traced_s is not None else step_s)
-    if by_kind is not None:  # the host per call kind, as the trace recorded it (calibrate.trace_host)
-        return by_kind
-    step, est = evaluate_plan(pf.model, bare, plan)
-    kernels, calls = float(step.host_kernels[0]), float(step.host_calls[0])
-    collective_s = host_call_seconds(traces)
-    gap = step_s - est.step_time_s - collective_s * calls
-    kernel_s = max(0.0, gap / kernels) if kernels > 0 else 0.0
-    how = (f"from the trace of {Path(plan_path).name}: its step ({step_s * 1e3:.1f} ms) less the calibrated estimate "
-           f"without host costs ({est.step_time_s * 1e3:.1f} ms) and {calls:g} collective calls at the trace's own "
-           f"{collective_s * 1e6:.1f} us each, over its {kernels:g} operator launches (calibrate.from_trace)")
-    probe = HostProbe(name=Path(plan_path).stem, measured_s=step_s, predicted_s=est.step_time_s, kernels=kernels,
-                      calls=calls)
-    costs = HostCosts(stack=EXECUTOR_STACK, kernel_s=kernel_s, collective_s=collective_s, probes=[probe],
-                      sources={"kernel_s": how, "collective_s": "the mean span of the outermost c10d operators on the "
-                               "ranks' threads inside the recorded steps (set-up and enqueue; waits left out)"})
-    return bare.model_copy(update={"host_costs": costs})

@@ -35,6 +35,7 @@ untraced step exceeds the profiler's cost), nothing is.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -42,13 +43,14 @@ import numpy as np
 
 from ..spec.hardware import HostCosts, HostProbe, System
 from ..spec.stack import EXECUTOR_STACK, load_stack
-from .trace_reader import RankTrace, op_class
+from .trace_reader import RankTrace, op_class, op_seconds
 
 NODE = "autograd::engine::evaluate_function: "
 COLLECTIVE_OPS = ("c10d::", "_c10d_functional::")
 FILLS = ("aten::copy_", "aten::fill_", "aten::zero_")
 WORKING = ("gemm", "attention", "memory-bound", "copies")
 CATEGORIES = ("eager", "view", "node", "tail")
+OPTIMIZER = re.compile(r"^aten::_fused_adamw?_$|^aten::_foreach_(mul|add|addcmul|addcdiv|lerp|sqrt|div)_")
 
 
 def _works(o) -> bool:
@@ -229,3 +231,52 @@ def with_kind_host(system: System, traces: list[RankTrace], plan_path, step_s: f
                                           "(calibrate.trace_host)",
                                "collective_s": sources.get("calls.nccl_call_s", "the reference host's, scaled")})
     return system.model_copy(update={"host_cpu": host_cpu, "host_costs": costs})
+
+
+def optimizer_seconds(traces: list[RankTrace]) -> float:
+    """Seconds per step of the optimizer's update kernels (fused / foreach Adam), the mean rank."""
+    total = sum(op_seconds(t, o) for t in traces for o in t.ops if t.in_steps(o.t0) and OPTIMIZER.match(o.name))
+    return total / sum(len(t.steps) for t in traces)
+
+
+def with_trace_host(system: System, traces: list[RankTrace], plan_path, step_s: float,
+                    traced_s: float | None = None) -> System:
+    """`system` with the optimizer's bandwidth and the executor stack's host costs from the traced plan (module
+    docstring): the optimizer fraction that makes the estimate's update time the trace's (the same
+    bytes, `cost.states.adam_step_bytes`, at a bandwidth in proportion), then the host per call kind as the trace
+    recorded it (calibrate.trace_host; `traced_s`: the traced step, for the profiler's own cost), or, where the
+    trace cannot tell the kinds apart (no backward recorded), from what is left of the step."""
+    from ..cost.estimate import evaluate_plan
+    from ..spec.plan_file import load_plan_file
+
+    pf = load_plan_file(plan_path)
+    plan = pf.plan.model_copy(update={"stack": EXECUTOR_STACK})
+    none = HostCosts(stack=EXECUTOR_STACK, kernel_s=0.0, collective_s=0.0, probes=[])
+    bare = system.model_copy(update={"host_costs": none})
+    traced_opt = optimizer_seconds(traces)
+    est_opt = evaluate_plan(pf.model, bare, plan)[1].time_s.optimizer
+    eff = bare.efficiency
+    if traced_opt > 0 and est_opt > 0:
+        now = eff.optimizer_bandwidth or eff.memory_bandwidth
+        fitted = float(min(1.0, now * est_opt / traced_opt))
+        eff = eff.model_copy(update={"optimizer_bandwidth": round(fitted, 5), "sources": {
+            **eff.sources, "optimizer_bandwidth": f"the traced optimizer update of {Path(plan_path).name}: "
+            f"{traced_opt * 1e3:.2f} ms per step for the bytes the estimate moves (calibrate.from_trace)"}})
+        bare = bare.model_copy(update={"efficiency": eff})
+    by_kind = with_kind_host(bare, traces, plan_path, step_s, traced_s if traced_s is not None else step_s)
+    if by_kind is not None:  # the host per call kind, as the trace recorded it (calibrate.trace_host)
+        return by_kind
+    step, est = evaluate_plan(pf.model, bare, plan)
+    kernels, calls = float(step.host_kernels[0]), float(step.host_calls[0])
+    collective_s = host_call_seconds(traces)
+    gap = step_s - est.step_time_s - collective_s * calls
+    kernel_s = max(0.0, gap / kernels) if kernels > 0 else 0.0
+    how = (f"from the trace of {Path(plan_path).name}: its step ({step_s * 1e3:.1f} ms) less the calibrated estimate "
+           f"without host costs ({est.step_time_s * 1e3:.1f} ms) and {calls:g} collective calls at the trace's own "
+           f"{collective_s * 1e6:.1f} us each, over its {kernels:g} operator launches (calibrate.from_trace)")
+    probe = HostProbe(name=Path(plan_path).stem, measured_s=step_s, predicted_s=est.step_time_s, kernels=kernels,
+                      calls=calls)
+    costs = HostCosts(stack=EXECUTOR_STACK, kernel_s=kernel_s, collective_s=collective_s, probes=[probe],
+                      sources={"kernel_s": how, "collective_s": "the mean span of the outermost c10d operators on the "
+                               "ranks' threads inside the recorded steps (set-up and enqueue; waits left out)"})
+    return bare.model_copy(update={"host_costs": costs})

@@ -42,7 +42,16 @@ COPY_CATS = {"gpu_memcpy", "gpu_memset"}
 LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
                 "cudaLaunchCooperativeKernel", "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel",
                 "hipExtModuleLaunchKernel", "cudaGraphLaunch", "hipGraphLaunch")
-GEMM_KERNEL = re.compile(r"(?<!fb)gemm|cutlass|cublas|nvjet|xmma|wgmma|matmul|cijk_|tensorop|_mma_", re.I)
+# GEMM kernels by name, as cuBLAS / cuBLASLt (ampere_*, volta_*, sm80_xmma_gemm_*, nvjet_*, gemv*, splitKreduce's
+# cublasSplitKParams), CUTLASS (cutlass_80_tensorop_s1688gemm_*; not every kernel with cutlass:: types in its
+# template arguments, nor MIOpen's SubTensorOp), rocBLAS / hipBLASLt (Cijk_*), TensorRT-LLM (bmm_*) and
+# torch.compile's templates name them (the HTA, TraceLens and lent-GPU traces: tests/fixtures/traces/README.md);
+# convolutions run implicit GEMMs (cuDNN *_implicit_gemm_*, CUTLASS ImplicitGemmConvolution, MIOpen igemm_*): their own
+# class, no model GEMM
+GEMM_KERNEL = re.compile(r"(?<!fb)gemm|gemv|cublas|nvjet|xmma|wgmma|matmul|cijk_|_mma_|^bmm_|"
+                         r"triton_tem_fused_\w*mm", re.I)
+CONV_KERNEL = re.compile(r"convolution|conv[123]d|implicit_gemm|igemm_(fwd|bwd|wrw)|fprop|dgrad|wgrad", re.I)
+CONV_OP = re.compile(r"^aten::\w*conv")  # cuDNN / MIOpen run convolutions as GEMM kernels of GEMM names too
 ATTENTION_KERNEL = re.compile(r"flash|fmha|attention|attn|sdpa|mha_", re.I)
 COLLECTIVE_KERNEL = re.compile(r"nccl|rccl", re.I)
 GEMM_OPS = {"aten::mm", "aten::addmm", "aten::_addmm_activation"}
@@ -54,18 +63,10 @@ NO_WORK_OPS = re.compile(r"^aten::(view|_unsafe_view|as_strided|reshape|t|transp
 DTYPES = {"c10::BFloat16": ("bf16", 2), "c10::Half": ("fp16", 2), "float": ("fp32", 4), "double": ("fp64", 8),
           "c10::Float8_e4m3fn": ("fp8", 1), "c10::Float8_e5m2": ("fp8", 1), "long int": ("int64", 8),
           "int": ("int32", 4), "bool": ("bool", 1)}
-# record_param_comms' dtype names (c10's ScalarType names) -> (name, bytes)
-COMM_DTYPES = {"Float": ("fp32", 4), "BFloat16": ("bf16", 2), "Half": ("fp16", 2), "Double": ("fp64", 8),
-               "Int": ("int32", 4), "Long": ("int64", 8), "Byte": ("uint8", 1), "Char": ("int8", 1),
-               "Bool": ("bool", 1), "Float8_e4m3fn": ("fp8", 1), "Float8_e5m2": ("fp8", 1)}
 GLOO_KINDS = {"all_reduce": "all_reduce", "allreduce": "all_reduce", "all_gather": "all_gather",
               "allgather": "all_gather", "reduce_scatter": "reduce_scatter", "all_to_all": "all_to_all",
               "alltoall": "all_to_all", "reducescatter": "reduce_scatter", "send": "p2p", "recv": "p2p",
               "broadcast": "broadcast"}
-# Bus-bandwidth factors of NCCL-tests (PERFORMANCE.md): busbw = algbw * factor, for n ranks, bytes = the full tensor
-BUS_FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
-              "reduce_scatter": lambda n: (n - 1) / n, "all_to_all": lambda n: (n - 1) / n,
-              "broadcast": lambda n: 1.0, "p2p": lambda n: 1.0}
 
 
 @dataclass
@@ -81,6 +82,7 @@ class Op:
     types: list
     children: list = field(default_factory=list)
     device_s: float = 0.0  # GPU kernels launched under this op's External id (CUDA traces)
+    kernel_names: list = field(default_factory=list)  # ... and their names
 
     @property
     def dur(self) -> float:
@@ -114,6 +116,7 @@ class RankTrace:
     device_bytes: float  # the GPU's memory as deviceProperties gives it (0: not recorded, or a CPU)
     launched: dict  # correlation id -> the start of its launch call
     meta: dict
+    props: dict = field(default_factory=dict)  # deviceProperties of the traced GPU ({}: not recorded, or a CPU)
 
     def in_steps(self, t0: float) -> bool:
         return any(a <= t0 < b for a, b in self.steps)
@@ -240,7 +243,9 @@ def parse(path: Path) -> RankTrace:
         host=str(data.get("host_name", "")), backend=dist.get("backend"),
         group_sizes=sorted({int(g.get("pg_size", 1)) for g in dist.get("pg_config", []) or []}),
         steps=sorted(steps), stepped=stepped, ops=ops, kernels=kernels, launches=launches, gloo=gloo,
-        comm_args=comm_args, launched={c: a for a, _, c, _ in launches if c is not None}, device_bytes=float(props[0].get("totalGlobalMem", 0) if props else 0), meta={k: v for k, v in data.items() if k.startswith("perfmodel_")})
+        comm_args=comm_args, launched={c: a for a, _, c, _ in launches if c is not None},
+        device_bytes=float(props[0].get("totalGlobalMem", 0) if props else 0),
+        meta={k: v for k, v in data.items() if k.startswith("perfmodel_")}, props=dict(props[0]) if props else {})
 
 
 def attach_kernels(ops: list[Op], kernels: list[dict], launches: list) -> None:
@@ -273,16 +278,23 @@ def attach_kernels(ops: list[Op], kernels: list[dict], launches: list) -> None:
             owner[corr] = innermost(tid, t0)
     for k in kernels:
         op = owner.get(k["corr"])
+        k["op"] = op.name if op is not None else None  # the operator that launched it (None: not recorded)
+        if k["cls"] == "gemm" and op is not None and CONV_OP.match(op.name):
+            k["cls"] = "convolution"
         if op is not None and k["cls"] != "copies":
             op.device_s += k["t1"] - k["t0"]
+            op.kernel_names.append(k["name"])
 
 
 def kernel_class(name: str) -> str:
-    """A GPU kernel's class by its name: collective, gemm, attention or memory-bound (copies by their category)."""
+    """A GPU kernel's class by its name: collective, attention, convolution, gemm or memory-bound (copies by their
+    category)."""
     if COLLECTIVE_KERNEL.search(name):
         return "collective"
     if ATTENTION_KERNEL.search(name):
         return "attention"
+    if CONV_KERNEL.search(name):
+        return "convolution"
     if GEMM_KERNEL.search(name):
         return "gemm"
     if re.search(r"memcpy|memset", name, re.I):
@@ -395,53 +407,3 @@ def op_seconds(t: RankTrace, op: Op) -> float:
     if t.device_type == "cpu":
         return op.dur
     return op.device_s + sum(op_seconds(t, c) for c in op.children)
-
-
-def group_size_of(t: RankTrace) -> tuple[int, bool]:
-    """The group size a gloo collective of this trace ran over, and whether the trace determines it (one process
-    group size above 1, else the world)."""
-    sizes = [g for g in t.group_sizes if g > 1]
-    if len(sizes) == 1:
-        return sizes[0], True
-    return t.world, not sizes or sizes == [t.world]
-
-
-def collectives(t: RankTrace) -> list[dict]:
-    """Every collective inside the steps: {"kind", "group", "nbytes" (the full tensor), "seconds", "dtype"}: gloo's
-    worker spans, or NCCL/RCCL kernels with their record_param_comms arguments (on the kernel or on the host op
-    that launched it)."""
-    out = []
-    if t.gloo:
-        group, _ = group_size_of(t)
-        for g in t.gloo:
-            if t.in_steps(g["t0"]):
-                full = g["nbytes"] * (group if g["kind"] == "all_gather" else 1)
-                out.append({"kind": g["kind"], "group": group, "nbytes": full, "seconds": g["t1"] - g["t0"],
-                            "dtype": g["dtype"]})
-        return out
-    for k in t.kernels:
-        if k["cls"] != "collective" or not t.kernel_in_steps(k):
-            continue
-        args = k["args"]
-        if "Collective name" not in args and k["ext"] in t.comm_args:
-            args = {**t.comm_args[k["ext"]], **args}
-        name = str(args.get("Collective name", k["name"])).lower()
-        kind = next((v for key, v in GLOO_KINDS.items() if key in name.replace("_", "")
-                     or key in name), "all_reduce" if "allreduce" in name.replace("_", "") else None)
-        group = int(args.get("Group size", t.world) or t.world)
-        dtype, elem = COMM_DTYPES.get(str(args.get("dtype", "")), ("?", 0))
-        nin, nout = int(args.get("In msg nelems", 0) or 0), int(args.get("Out msg nelems", 0) or 0)
-        out.append({"kind": kind or "all_reduce", "group": group, "nbytes": max(nin, nout) * elem,
-                    "seconds": k["t1"] - k["t0"], "dtype": dtype})
-    return out
-
-
-def bus_bandwidth(kind: str, group: int, nbytes: float, seconds: float) -> float:
-    """NCCL-tests' bus bandwidth, bytes/s: nbytes / seconds times the kind's factor for `group` ranks."""
-    if seconds <= 0 or group < 1:
-        return 0.0
-    return nbytes / seconds * BUS_FACTOR.get(kind, lambda n: 1.0)(max(group, 2))
-
-
-def median(values) -> float:
-    return float(np.median(values)) if len(values) else 0.0

@@ -11,13 +11,11 @@ from collections import defaultdict
 from pydantic import Field
 
 from ..errors import Schema
+from .trace_comms import bus_bandwidth, collectives, group_size_of
 from .trace_reader import (
     RankTrace,
-    bus_bandwidth,
-    collectives,
     dtype_of,
     gemm_shape,
-    group_size_of,
     host_wait_seconds,
     innermost_gemm,
     leaf_work,
@@ -50,6 +48,27 @@ class Missing(Schema):
     why: str
 
 
+class JobGemm(Schema):
+    """The traced job's GEMM kernels, found by name, against its plan's FLOPs (calibrate.trace_gemm)."""
+
+    plan: str = Field(description="the plan the job ran: --plan's file or --config's files")
+    precision: str = Field(description="the dtype of most of the GEMM seconds (kernel names' tags, else the plan's)")
+    seconds: dict[str, float] = Field(description="per dtype: GEMM kernel seconds per step, the mean traced rank")
+    kernels: float = Field(description="GEMM kernels per step, the mean traced rank")
+    batched_s: float = Field(description="seconds per step of batched GEMMs (bmm) left out: a dense model's "
+                                         "unfused attention core, priced as attention")
+    flops: float = Field(description="the plan's GEMM FLOPs per step on the traced ranks' stages, as the cost model "
+                                     "counts them (forward, backward, recomputed forward)")
+    tflops: float = Field(description="flops over all the GEMM seconds, TFLOP/s")
+    efficiency: float | None = Field(description="flops / sum over dtypes of (seconds x the dtype's dense peak); "
+                                                 "null where the device's peak is not known (a GPU the catalogue "
+                                                 "lacks: its rate is the trace's)")
+    stages: list[int] = Field(description="the pipeline stages of the traced ranks (Megatron-LM's rank order)")
+    estimate_s: float | None = Field(None, description="the calibrated spec's GEMM seconds per step of the plan on "
+                                                       "those stages (cost model): the trace's, where matmul_max "
+                                                       "was fitted to them")
+
+
 class TraceSummary(Schema):
     """The stable JSON of `calibrate --from-trace --format json` (issue 64)."""
 
@@ -65,6 +84,11 @@ class TraceSummary(Schema):
     collectives: dict[str, CollectiveTime] = Field(description="per 'KIND/GROUP' (all_reduce/8, ...)")
     gemm: dict[str, GemmTime] = Field(description="per 'MxNxK DTYPE' of the GEMM operators")
     not_calibrated: list[Missing] = Field(description="what the trace could not determine, and why")
+    job_gemm: JobGemm | None = Field(None, description="the job's GEMM kernels, by name, against its plan's FLOPs "
+                                                       "(--plan / --config); null: no plan given")
+    assumed: list[str] = Field(default_factory=list, description="what the spec took from elsewhere than the "
+                                                                 "trace's measurements, and from where (its base "
+                                                                 "system; a GPU the catalogue lacks)")
 
 
 def summarize(traces: list[RankTrace]) -> TraceSummary:
@@ -142,7 +166,8 @@ def not_calibrated(traces: list[RankTrace], gpu: bool, gemms: dict, comm: dict) 
                                                         "trace is taken as one step"))
     if not gemms:
         out.append(Missing(what="GEMM rates", why="no GEMM operator with recorded input shapes (record_shapes=True "
-                                                  "is needed to tie a kernel to its m, n, k)"))
+                                                  "ties a kernel to its m, n, k; without it, --plan or --config of "
+                                                  "the traced job gives its GEMM efficiency)"))
     if not comm:
         out.append(Missing(what="collective bandwidth", why=f"no collective in the trace ({len(traces)} rank(s))"))
     elif any(c["nbytes"] <= 0 for cs in comm.values() for c in cs):
@@ -193,5 +218,14 @@ def summary_lines(s: TraceSummary) -> list[str]:
     top = sorted(s.gemm.items(), key=lambda kv: -kv[1].seconds)[:8]
     lines.append(f"{'gemm (top by time)':24s}{'calls/step':>11s}{'ms/step':>9s}{'TFLOP/s':>9s}")
     lines += [f"{k:24s}{v.calls:11.0f}{v.seconds * 1e3:9.2f}{v.tflops:9.3g}" for k, v in top]
+    j = s.job_gemm
+    if j is not None:
+        lines.append(f"job GEMMs ({j.plan}): {j.kernels:.0f} kernels, "
+                     + ", ".join(f"{d} {v * 1e3:.2f} ms" for d, v in j.seconds.items())
+                     + f" per step for {j.flops / 1e12:.4g} TFLOP: {j.tflops:.4g} TFLOP/s"
+                     + (f", {j.efficiency:.1%} of peak" if j.efficiency is not None else "")
+                     + (f"; the calibrated spec prices them at {j.estimate_s * 1e3:.2f} ms" if j.estimate_s else "")
+                     + (f"; {j.batched_s * 1e3:.2f} ms of batched GEMMs (attention) left out" if j.batched_s else ""))
+    lines += [f"assumed: {a}" for a in s.assumed]
     lines += [f"not calibrated: {m.what}: {m.why}" for m in s.not_calibrated]
     return lines

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from .argtypes import integer, path
+from ..ingest import FRAMEWORKS
 from ..errors import InputError
 from ..spec.hardware import System
 from ..calibrate.raw import RawFile
@@ -42,7 +43,16 @@ def add_parser(subparsers, name: str, help: str) -> argparse.ArgumentParser:
                         "(plain or .gz), one file per rank or a folder of them (torch.profiler, torchtitan, "
                         "Megatron-LM --use-pytorch-profiler, perfmodel execute --trace)")
     p.add_argument("--plan", type=path("--plan"), metavar="PLAN.json",
-                   help="--from-trace: the plan file the traced job ran (a CPU trace's host costs need it)")
+                   help="--from-trace: the plan file the traced job ran (a CPU trace's host costs need it; a GPU "
+                        "trace without recorded shapes calibrates its GEMM efficiency from it)")
+    p.add_argument("--config", nargs="+", type=path("--config"), metavar="FILE",
+                   help="--from-trace: instead of --plan, the framework config the traced job ran (as perfmodel "
+                        "import reads it; with --from)")
+    p.add_argument("--from", dest="framework", choices=list(FRAMEWORKS),
+                   help="--config: the framework its files are written for")
+    p.add_argument("--config-name", metavar="CONFIG", help="--config: the config to read where a file defines several")
+    p.add_argument("--gpus", type=integer("--gpus"), help="--config: the job's devices where the config leaves them "
+                                                          "to its launcher (default: the trace's ranks)")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="--from-trace: json prints what the trace measured (TraceSummary's fields)")
     p.add_argument("--hardware", metavar="PRESET_OR_SPEC", help="--from-runs: the system the runs ran on; "
@@ -75,8 +85,10 @@ def run(args: argparse.Namespace) -> str:
 
     if args.from_trace is not None:
         return from_trace(args)
-    if args.plan is not None or args.format != "text":
-        raise InputError("--plan and --format apply to --from-trace only")
+    trace_only = [f for f, v in (("--plan", args.plan), ("--config", args.config), ("--from", args.framework),
+                                 ("--config-name", args.config_name), ("--gpus", args.gpus)) if v is not None]
+    if trace_only or args.format != "text":
+        raise InputError(f"{', '.join(trace_only) or '--format'} apply to --from-trace only")
     if args.output is None:
         raise InputError("calibrate needs --output SPEC.yaml: the spec file to write")
     if args.from_runs is not None:
@@ -133,6 +145,7 @@ def from_trace(args: argparse.Namespace) -> str:
     from ..files import write_atomic
     from ..calibrate.from_trace import calibrate_from_trace
     from ..calibrate.machine import _check_output, spec_yaml
+    from ..calibrate.trace_job import JobSource
     from ..spec.plan_file import load_plan_file
 
     given = microbenchmark_flags(args) + (["--from-runs"] if args.from_runs is not None else []) + (
@@ -141,12 +154,26 @@ def from_trace(args: argparse.Namespace) -> str:
         raise InputError(f"calibrate --from-trace reads traces; drop {', '.join(given)} (flags of the other ways "
                          "to calibrate)")
     out = _check_output(args.output) if args.output is not None else None
+    job = JobSource(plan_path=args.plan, config=args.config, framework=args.framework,
+                    config_name=args.config_name, gpus=args.gpus)
+    job.check()
     if args.plan is not None:
-        load_plan_file(args.plan)  # a bad plan file is refused before the traces are read
-    system, summary, fit = calibrate_from_trace(args.from_trace, args.hardware, args.plan, args.name,
-                                                require=out is not None)
+        load_plan_file(args.plan)  # a bad plan file or config is refused before the traces are read
+    if args.config:
+        import re
+
+        from ..ingest import read_config
+
+        try:
+            read_config(args.config, args.framework, args.config_name)
+        except InputError as err:  # the readers name import's --name, which is --config-name here
+            raise InputError(re.sub(r"--name\b", "--config-name", str(err))) from None
+    system, summary, fit = calibrate_from_trace(args.from_trace, args.hardware, name=args.name,
+                                                require=out is not None, job=job, strict=False)
     command = f"perfmodel calibrate --from-trace {' '.join(args.from_trace)}" + (
-        f" --plan {args.plan}" if args.plan else "") + (f" --output {args.output}" if args.output else "")
+        f" --plan {args.plan}" if args.plan else "") + (
+        f" --config {' '.join(args.config)} --from {args.framework}" if args.config else "") + (
+        f" --hardware {args.hardware}" if args.hardware else "") + (f" --output {args.output}" if args.output else "")
     if out is not None:
         write_atomic(out, lambda tmp: Path(tmp).write_text(spec_yaml(system, command, out.parent)), "output")
     if args.format == "json":
@@ -157,7 +184,7 @@ def from_trace(args: argparse.Namespace) -> str:
     if system is None:
         return "\n".join(lines + ["no spec calibrated (see above)"])
     eff = system.efficiency
-    lines += ["", f"calibrated {system.name}: matmul_max {eff.matmul_max}, tile {list(eff.matmul_tile)}, "
+    lines += ["", f"calibrated {system.name}: matmul_max {dict(eff.matmul_max)}, tile {list(eff.matmul_tile)}, "
               f"memory_bandwidth {eff.memory_bandwidth:.3g}, attention_max {eff.attention_max:.3g}"]
     if system.host_costs is not None and system.host_costs.probes:
         h = system.host_costs

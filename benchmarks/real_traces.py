@@ -1,0 +1,127 @@
+"""`perfmodel calibrate --from-trace` on profiler traces as users have them (issue 73): each trace's outcome.
+
+    python benchmarks/real_traces.py          # prints the table; benchmarks/results/real_traces.txt is its output
+
+The traces: public Kineto traces copied verbatim into tests/fixtures/traces (HolisticTraceAnalysis's and TraceLens's
+test data: CUDA and ROCm, with and without recorded shapes, fp32 and bf16; sources and licences in its README), and
+this project's own traces of the lent H100 and H200 (benchmarks/results/traces), whose plans are known
+(benchmarks/results/validation/*-traced/plans), so the GEMM efficiency by kernel name against the plan's FLOPs
+runs on real jobs: as recorded (with shapes, the job's efficiency is a check beside the shape fit) and with their
+shapes removed, as torch.profiler's default record_shapes=False would have written them. Per trace: the device,
+ranks, whether it holds shapes, the GEMM kernels' dtype; then the outcome (the spec written, or the one line that
+refuses it), what it calibrated, and what it lists as not calibrated.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from perfmodel.calibrate.from_trace import calibrate_from_trace  # noqa: E402
+from perfmodel.calibrate.trace_gemm import gemm_kernels, kernel_dtype  # noqa: E402
+from perfmodel.calibrate.trace_job import JobSource  # noqa: E402
+from perfmodel.calibrate.trace_reader import load_traces  # noqa: E402
+from perfmodel.errors import InputError  # noqa: E402
+
+# relative to the repository root (main() runs there): the printed refusals name the files as a user would
+F = Path("tests") / "fixtures" / "traces"
+T = Path("benchmarks") / "results" / "traces"
+P = Path("benchmarks") / "results" / "validation"
+SHAPE_KEYS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
+
+# (label, trace paths, flags): the public corpus first, then the lent GPUs' traces with their plans
+CASES = [
+    ("hta/nccl_data", [F / "hta" / "nccl_data.json.gz"], {}),
+    ("hta/sampled_rank-{0,1}", [F / "hta" / "sampled_rank-0.json.gz", F / "hta" / "sampled_rank-1.json.gz"], {}),
+    ("hta/sampled_rank-{0,1} --hardware dgx-a100-40gb", [F / "hta" / "sampled_rank-0.json.gz",
+                                                         F / "hta" / "sampled_rank-1.json.gz"],
+     {"hardware": "dgx-a100-40gb"}),
+    ("hta/mi250_rocm", [F / "hta" / "mi250_rocm.json.gz"], {}),
+    ("hta/v100_rank-0", [F / "hta" / "v100_rank-0.json.gz"], {}),
+    ("hta/a100_alexnet", [F / "hta" / "a100_alexnet.json.gz"], {}),
+    ("tracelens/b200_eager_trace", [F / "tracelens" / "b200_eager_trace.json.gz"], {}),
+    ("tracelens/mi210_gpu_only_trace", [F / "tracelens" / "mi210_gpu_only_trace.json.gz"], {}),
+] + [(f"{gpu}/{plan} --plan", [T / f"gpu-single-{gpu}" / plan], {"plan": P / f"gpu-single-{gpu}-traced" / "plans" /
+                                                                   f"{plan}.json"})
+     for gpu in ("h200", "h100") for plan in ("gpt2-355m-mb8", "llama-1b-mb4")]
+
+
+def without_shapes(folder: Path, out: Path) -> Path:
+    """The trace as record_shapes=False writes it: every operator's input shapes, types and values removed."""
+    data = json.loads(gzip.decompress(next(folder.glob("*.json.gz")).read_bytes()))
+    for e in data["traceEvents"]:
+        for k in SHAPE_KEYS:
+            (e.get("args") or {}).pop(k, None)
+    out.write_bytes(gzip.compress(json.dumps(data).encode()))
+    return out
+
+
+def facts(paths) -> tuple[str, int, str, str]:
+    """(device, ranks, shapes recorded?, GEMM kernels' dtypes by their names)."""
+    traces = load_traces(paths)
+    shapes = any(o.dims for t in traces for o in t.ops)
+    tags = sorted({kernel_dtype(k["name"]) or "untagged" for t in traces for k in gemm_kernels(t, False)[0]})
+    return traces[0].device, len(traces), "yes" if shapes else "no", "/".join(tags) or "-"
+
+
+def outcome(paths, flags) -> list[str]:
+    """The outcome lines of one calibration."""
+    job = JobSource(plan_path=flags.get("plan"))
+    try:
+        system, summary, fit = calibrate_from_trace(paths, flags.get("hardware"), job=job, strict=False)
+    except InputError as err:
+        return [f"  refused: {err}"]
+    eff = system.efficiency
+    done = [f"matmul_max.{p} {eff.matmul_max[p]:.4g} (GEMMs at their shapes)" for p in fit.matmul_max]
+    j = summary.job_gemm
+    if j is not None:
+        done.append(f"job GEMMs by kernel name: {sum(j.seconds.values()) * 1e3:.2f} ms/step for {j.flops / 1e12:.4g} "
+                    f"TFLOP, {j.tflops:.4g} TFLOP/s" + (f" = {j.efficiency:.1%} of peak" if j.efficiency else "")
+                    + (f" -> matmul_max.{j.precision} {eff.matmul_max[j.precision]:.4g}"
+                       if j.precision not in fit.matmul_max else
+                       f" (the shape-fitted spec prices them at {j.estimate_s * 1e3:.2f} ms)"))
+    kinds = sorted({r.kind for r in fit.residuals if r.quantity in ("attention", "memory")})
+    done += [f"{r}" for r in (["attention_max"] if "sdpa" in kinds else [])]
+    if any(k != "sdpa" for k in kinds) or "device-to-device copies" in eff.sources.get("memory_bandwidth", ""):
+        done.append(f"memory_bandwidth {eff.memory_bandwidth:.3g}")
+    if fit.network is not None:
+        done.append(f"network {system.tiers[0].name}: {', '.join(sorted(system.tiers[0].by_kind)) or 'shared'}")
+    lines = [f"  spec {system.name}: {'; '.join(done)}"]
+    lines += [f"  assumed: {a}" for a in summary.assumed]
+    lines += [f"  not calibrated: {m.what} ({m.why})" for m in summary.not_calibrated]
+    return lines
+
+
+def main() -> int:
+    import os
+
+    os.chdir(ROOT)
+    rows, details = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = list(CASES)
+        for gpu in ("h200", "h100"):
+            bare = without_shapes(T / f"gpu-single-{gpu}" / "gpt2-355m-mb8", Path(tmp) / f"{gpu}-gpt2-355m-mb8.json.gz")
+            bare = Path(os.path.relpath(bare))  # (the refusals, were there any, name it as written)
+            cases.append((f"{gpu}/gpt2-355m-mb8, shapes removed --plan", [bare],
+                          {"plan": P / f"gpu-single-{gpu}-traced" / "plans" / "gpt2-355m-mb8.json"}))
+        for label, paths, flags in cases:
+            device, ranks, shapes, dtypes = facts(paths)
+            lines = outcome(paths, flags)
+            rows.append(f"{label:48s} {device:24s} {ranks:5d} {shapes:7s} {dtypes:18s} "
+                        f"{'spec' if lines[0].startswith('  spec') else 'refused'}")
+            details += [f"{label}:", *lines, ""]
+    print(f"{'trace':48s} {'device':24s} {'ranks':>5s} {'shapes':7s} {'GEMM dtypes':18s} outcome")
+    print("\n".join(rows))
+    print()
+    print("\n".join(details).rstrip())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
