@@ -40,10 +40,13 @@ IMPORTS = [
      dict(global_batch=8, seq_len=4096, tp=1)),
     # h100_llama3.py: meta-llama/Llama-3.2-1B (a preset since the 2026 catalogue), TP 1 PP 1 CP 1, seq 8192, GBS 512
     ([LLAMA, COMMON], "llama32_1b_pretrain_1gpu_h100_bf16_config", 1, dict(tp=1, pp=1, seq_len=8192, global_batch=512)),
+    # h100_qwen3_moe.py: TP 1, PP 1, EP 16, GBS 1024, MBS 1, seq 4096; its per-layer CUDA graphs priced eager
+    # (megatron_keys.GRAPHS_EAGER_WHY)
+    ([QWEN, COMMON], "qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config", 16,
+     dict(tp=1, pp=1, ep=16, global_batch=1024, micro_batch=1, seq_len=4096)),
 ]
 REFUSALS = [
     ([OLD], "llama3_8b_low_precision_pretrain_config", 8, "takes mixed_precision_recipe"),
-    ([QWEN, COMMON], "qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config", 16, "cuda_graphs = layer"),
     ([LLAMA, COMMON], "llama3_8b_pretrain_2gpu_h100_fp8mx_config", 2, "mxfp8 on H100"),
     ([LLAMA, COMMON], "llama3_8b_peft_1gpu_h100_bf16_config", 1, "parameter-efficient fine-tuning is not priced"),
 ]

@@ -114,6 +114,27 @@ def test_main_grads_dtype_takes_effect_with_bf16_alone(tmp_path):
         imported("--accumulate-allreduce-grads-in-fp32 --main-grads-dtype bf16")
 
 
+def test_cuda_graph_scopes(tmp_path):
+    """Per-layer graphs (--cuda-graph-impl local / transformer_engine, --enable-cuda-graph) are priced eager, named
+    with the reason (no stack profile counts their replays); --cuda-graph-scope full_iteration graphs the step."""
+    base = ("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --micro-batch-size 1 "
+            "--global-batch-size 8 --vocab-size 1024 --bf16 ")
+
+    def imported(extra: str):
+        f = tmp_path / "args.txt"
+        f.write_text(base + extra + "\n")
+        return read_config([f], "megatron")
+
+    for extra, key in (("--cuda-graph-impl transformer_engine", "--cuda-graph-impl"),
+                       ("--cuda-graph-impl local", "--cuda-graph-impl"), ("--enable-cuda-graph", "--enable-cuda-graph")):
+        imp = imported(extra)
+        assert "cuda_graphs" not in imp.plan
+        fate = next(k for k in imp.keys if k.key == key)
+        assert fate.fate == "not priced" and "priced eager" in fate.why
+    imp = imported("--cuda-graph-impl local --cuda-graph-scope full_iteration")
+    assert imp.plan["cuda_graphs"] == "step"
+
+
 def test_refusals(tmp_path):
     both = tmp_path / "args.txt"
     both.write_text("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --micro-batch-size 1 "

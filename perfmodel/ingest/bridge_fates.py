@@ -17,7 +17,7 @@ from .bridge_names import COMPUTE_DTYPES
 from .bridge_recipe import Obj
 from .ledger import Ledger
 from .megatron_in import CHOICES, FLAGS, INTS, layout_fields, optimizer_dtype
-from .megatron_keys import ATTENTION, FP8_RECIPE, FSDP_ZERO
+from .megatron_keys import ATTENTION, FP8_RECIPE, FSDP_ZERO, GRAPHS_EAGER_WHY
 from .sources import Unevaluated
 
 
@@ -199,12 +199,17 @@ def model_key(key, attr, arg, v, at, led: Ledger, opts: dict, model: ModelConfig
         led.set(key, text, at, plan__moe_capacity_factor=float(whole(key, v, at, float)))
     elif arg in INTS:
         led.set(key, text, at, **{INTS[arg]: whole(key, v, at)})
+    elif arg == "--enable-cuda-graph":  # Megatron-Core's local per-layer graphs
+        led.skip(key, text, at, GRAPHS_EAGER_WHY if v else "false: Megatron-Core's default holds")
     elif arg in CHOICES:
         field, table = CHOICES[arg]
         if v not in table:
             raise InputError(f"bridge config: {key} = {text} ({at}) is not one perfmodel prices; valid: "
                              f"{', '.join(table)}")
-        led.set(key, text, at, **{field: table[v]})
+        if table[v] is None:
+            led.skip(key, text, at, GRAPHS_EAGER_WHY)
+        else:
+            led.set(key, text, at, **{field: table[v]})
     elif arg in FLAGS and isinstance(v, bool):
         fields = FLAGS[arg]
         if v:

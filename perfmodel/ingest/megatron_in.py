@@ -14,8 +14,8 @@ from pathlib import Path
 from ..errors import InputError
 from ..spec.plan import Plan
 from .ledger import Imported, Ledger
-from .megatron_keys import (ATTENTION, ENV_WHY, FALSE_WHY, FP8_RECIPE, FSDP_ZERO, GRAPH_IMPL, HARNESS_WHY,
-                            NOT_PRICED_WHY, UNKNOWN)
+from .megatron_keys import (ATTENTION, ENV_WHY, FALSE_WHY, FP8_RECIPE, FSDP_ZERO, GRAPH_IMPL, GRAPHS_EAGER_WHY,
+                            HARNESS_WHY, NOT_PRICED_WHY, UNKNOWN)
 from .megatron_launch import Arg, from_script, hybrid, launch_fates, not_read
 from .megatron_model import build_model
 from .sources import read_yaml
@@ -37,8 +37,7 @@ FLAGS = {"--sequence-parallel": {"plan__sequence_parallel": True},
          "--moe-pad-expert-input-to-capacity": {"plan__moe_pad_to_capacity": True},
          "--overlap-moe-expert-parallel-comm": {"plan__moe_overlap": True},
          "--moe-router-force-load-balancing": {"plan__expert_imbalance": 1.0},
-         "--recompute-activations": {"plan__recompute": "selective"},
-         "--enable-cuda-graph": {"plan__cuda_graphs": "layer"}}
+         "--recompute-activations": {"plan__recompute": "selective"}}
 CHOICES = {"--recompute-granularity": ("plan__recompute", {"full": "full", "selective": "selective"}),
            "--recompute-method": ("plan__recompute_method", {"uniform": "uniform", "block": "block"}),
            "--attention-backend": ("plan__attention", ATTENTION),
@@ -134,7 +133,12 @@ def plan_fates(args: list[Arg], opts: dict, led: Ledger, model_keys: set[str], n
             if v not in table:
                 raise InputError(f"Megatron-LM argument {k} = {v!r} is not one perfmodel prices; valid: "
                                  f"{', '.join(table)}")
-            led.set(k, v, src, **{field: table[v]})
+            if table[v] is None:
+                led.skip(k, v, src, GRAPHS_EAGER_WHY)
+            else:
+                led.set(k, v, src, **{field: table[v]})
+        elif k == "--enable-cuda-graph":  # Megatron-Core's local per-layer graphs (the flag before --cuda-graph-impl)
+            led.skip(k, "true" if v is None else v, src, GRAPHS_EAGER_WHY)
         elif k in ("--bf16", "--fp16"):
             if low:
                 led.set(k, "true", src, "the other tensors' type; the GEMMs run in FP8/FP4 (--fp8-format/--fp4-format)")

@@ -131,8 +131,15 @@ ENV_WHY = "an environment variable of the run: not priced"
 HARNESS_WHY = "the functional-test harness's own setting (test kind, launcher, metrics): not a training setting"
 FALSE_WHY = "false: the functional-test harness passes no flag, so Megatron-LM's default holds"
 
-# cuda graphs: --cuda-graph-impl / --cuda-graph-scope values -> plan.cuda_graphs (spec.stack_release.GraphScope)
-GRAPH_IMPL = {"none": "none", "local": "layer", "transformer_engine": "layer", "full_iteration": "step"}
+# cuda graphs: --cuda-graph-impl / --cuda-graph-scope values -> plan.cuda_graphs (spec.stack_release.GraphScope);
+# None: per-layer or per-module graphs (Megatron-Core's CudaGraphManager, Transformer Engine's
+# make_graphed_callables), which no stack profile counts the replays of (HostProfile.graphed_layer): priced eager, as
+# the megatron-bridge release lines price TE module graphs (hardware_specs/stacks/releases/megatron-bridge.yaml);
+# the GPU work is the same kernels, the host's launches are what the graphs save
+GRAPH_IMPL = {"none": "none", "local": None, "transformer_engine": None, "full_iteration": "step"}
+GRAPHS_EAGER_WHY = ("per-layer / per-module CUDA graphs: no stack profile counts their replays (HostProfile."
+                    "graphed_layer), so the layers' launches are priced eager, as the release lines price Transformer "
+                    "Engine module graphs; the kernels are the same, what the graphs save is host time")
 # --fp8-recipe -> plan.fp8_recipe (delayed and current scaling both scale per tensor)
 FP8_RECIPE = {"delayed": "tensorwise", "tensorwise": "tensorwise", "blockwise": "blockwise", "mxfp8": "mxfp8"}
 # --attention-backend -> plan.attention (auto lets Transformer Engine pick a fused kernel)
