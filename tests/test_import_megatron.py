@@ -135,6 +135,21 @@ def test_cuda_graph_scopes(tmp_path):
     assert imp.plan["cuda_graphs"] == "step"
 
 
+def test_pipeline_layout_shorthand_and_uneven_chunks(tmp_path):
+    """DeepSeek-V3's layout as Megatron-Bridge's recipes write it, 'Et|(tt|)*30mL' over pp 16: 32 chunks, vpp 2;
+    chunk c runs on stage c % 16, so stage 0 holds 'Et' and 'tt' (3 layers), stages 1-14 'tt' twice (4), stage 15
+    'tt' and 'mL' (2): 3 + 14 x 4 + 2 = 61. Stage 0's [1, 2] and stage 15's [2, 0] are priced as the even split of
+    their layers ([2, 1], [1, 1]) and the ledger says so."""
+    f = tmp_path / "args.txt"
+    f.write_text("--num-layers 61 --hidden-size 1024 --num-attention-heads 8 --seq-length 128 --micro-batch-size 1 "
+                 "--global-batch-size 64 --vocab-size 1024 --bf16 --pipeline-model-parallel-size 16 "
+                 "--pipeline-model-parallel-layout 'Et|(tt|)*30mL'\n")
+    imp = read_config([f], "megatron")
+    assert imp.plan["stage_layers"] == [3] + [4] * 14 + [2] and imp.plan["vpp"] == 2
+    why = next(k.why for k in imp.keys if k.key == "--pipeline-model-parallel-layout")
+    assert "stage 0 [1, 2] priced as [2, 1]" in why and "15 [2, 0] priced as [1, 1]" in why
+
+
 def test_refusals(tmp_path):
     both = tmp_path / "args.txt"
     both.write_text("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --micro-batch-size 1 "

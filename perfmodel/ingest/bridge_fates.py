@@ -6,8 +6,6 @@ and defaults), or named as not priced with the reason.
 
 from __future__ import annotations
 
-import re
-
 from ..errors import InputError
 from ..spec.model import ModelConfig
 from .bridge_bases import BASE
@@ -16,7 +14,7 @@ from .bridge_layers import Stated
 from .bridge_names import COMPUTE_DTYPES
 from .bridge_recipe import Obj
 from .ledger import Ledger
-from .megatron_in import CHOICES, FLAGS, INTS, layout_fields, optimizer_dtype
+from .megatron_in import CHOICES, FLAGS, INTS, layout_fields, optimizer_dtype, unrolled
 from .megatron_keys import ATTENTION, FP8_RECIPE, FSDP_ZERO, GRAPHS_EAGER_WHY
 from .sources import Unevaluated
 
@@ -175,10 +173,10 @@ def model_key(key, attr, arg, v, at, led: Ledger, opts: dict, model: ModelConfig
                                                                  "loss": "L"}.get(x, "?") for x in stage)
                                                        for stage in v)
         try:
-            fields = layout_fields(layout, opts, model.n_layers)
+            fields, why = layout_fields(layout, opts, model.n_layers)
         except InputError as err:  # name the layout as the config writes it
             raise InputError(str(err).replace(repr(layout), repr(v) if isinstance(v, str) else repr(layout))) from None
-        led.set(key, layout, at, **fields)
+        led.set(key, layout, at, why, **fields)
     elif attr == "recompute_granularity" and v is None:
         led.set(key, text, at, "no activation recompute", plan__recompute="none")
     elif attr == "recompute_modules":
@@ -229,16 +227,6 @@ SPLIT = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipelin
 def listed(v) -> list:
     """A value Bridge takes as one item or a list (cuda_graph_scope = "attn" or ["attn", "mlp"])."""
     return v if isinstance(v, list) else [] if v is None else [v]
-
-
-def unrolled(layout: str) -> str:
-    """Megatron-Core's layout shorthand written out: commas dropped, '(tt|)*30' and 't*3' repeated, as
-    PipelineParallelLayerLayout.parse_str_to_list does (pipeline_parallel_layer_layout.py:281-302 at Megatron-LM
-    d98e8a6)."""
-    text = layout.replace(",", "")
-    for pattern in (r"\(([^)]+)\)\*(\d{1,4})", r"(.)\*(\d{1,4})"):
-        text = re.sub(pattern, lambda m: m.group(1) * int(m.group(2)), text)
-    return text
 
 
 def whole(key: str, v, at: str, kind=int):

@@ -9,13 +9,15 @@ the arguments give one's shape exactly, else a ModelConfig named after the file.
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 
 from ..errors import InputError
 from ..spec.plan import Plan
 from .ledger import Imported, Ledger
 from .megatron_keys import (ATTENTION, ENV_WHY, FALSE_WHY, FP8_RECIPE, FSDP_ZERO, GRAPH_IMPL, GRAPHS_EAGER_WHY,
-                            HARNESS_WHY, NOT_PRICED_WHY, UNKNOWN)
+                            HARNESS_WHY, NOT_PRICED_WHY, REASONS, UNKNOWN)
 from .megatron_launch import Arg, from_script, hybrid, launch_fates, not_read
 from .megatron_model import build_model
 from .sources import read_yaml
@@ -178,7 +180,8 @@ def plan_fates(args: list[Arg], opts: dict, led: Ledger, model_keys: set[str], n
         elif k == "--num-layers-per-virtual-pipeline-stage":
             led.set(k, v, src, plan__vpp=virtual_stages(opts, _int(k, v)))
         elif k == "--pipeline-model-parallel-layout":
-            led.set(k, v, src, **layout_fields(v, opts, n_layers))
+            fields, why = layout_fields(v, opts, n_layers)
+            led.set(k, v, src, why, **fields)
         elif k == "--step-batch-size-schedule" and "--global-batch-size" in opts:
             led.skip(k, v, src, "beside --global-batch-size, which is priced (Megatron-LM refuses the pair: "
                                 "arguments.py:698 at d98e8a64)")
@@ -293,15 +296,27 @@ def virtual_stages(opts: dict, per_chunk: int) -> int:
     return slots // (pp * per_chunk)
 
 
-def layout_fields(layout: str | None, opts: dict, n_layers: int) -> dict:
-    """--pipeline-model-parallel-layout 'Ett|tt|...|ttL' -> stage_layers and vpp: one '|'-separated entry per
-    virtual stage in model order (chunk c of rank r is entry c*pp + r), 't' a decoder layer (E, m, L: embedding,
-    multi-token prediction, loss). Refused where each stage's chunks are not the split spec.plan.chunk_layers
-    makes of its layers (as even as possible, earlier chunks taking the rest)."""
+def unrolled(layout: str) -> str:
+    """Megatron-Core's layout shorthand written out: commas dropped, '(tt|)*30' and 't*3' repeated, as
+    PipelineParallelLayerLayout.parse_str_to_list does (pipeline_parallel_layer_layout.py:281-302 at Megatron-LM
+    d98e8a6)."""
+    text = layout.replace(",", "")
+    for pattern in (r"\(([^)]+)\)\*(\d{1,4})", r"(.)\*(\d{1,4})"):
+        text = re.sub(pattern, lambda m: m.group(1) * int(m.group(2)), text)
+    return text
+
+
+def layout_fields(layout: str | None, opts: dict, n_layers: int) -> tuple[dict, str]:
+    """--pipeline-model-parallel-layout 'Ett|tt|...|ttL' (shorthand unrolled) -> (stage_layers and vpp, how it was
+    read): one '|'-separated entry per virtual stage in model order (chunk c of rank r is entry c*pp + r), 't' a
+    decoder layer (E, m, L: embedding, multi-token prediction, loss). A stage's chunks split otherwise than
+    spec.plan.chunk_layers splits its layers (as even as possible, earlier chunks taking the rest; DeepSeek-V3's
+    'Et|(tt|)*30mL' puts 1 and 2 layers on the first stage) are priced as that split, and the reading says so: the
+    step prices each stage by its layers (cost.pipeline), the peak memory counts in-flight chunks as 1/vpp of them."""
     from ..spec.plan import chunk_layers
 
     pp = _int("--pipeline-model-parallel-size", opts.get("--pipeline-model-parallel-size", "1"))
-    entries = (layout or "").replace(" ", "").split("|")
+    entries = unrolled(layout or "").replace(" ", "").split("|")
     if any(set(e) - set("EtmL") for e in entries) or len(entries) % pp:
         raise InputError(f"--pipeline-model-parallel-layout {layout!r}: perfmodel reads entries of E, t, m and L "
                          f"separated by |, a multiple of pp = {pp} of them; valid: e.g. 'Ett|tt|tt|ttL'")
@@ -311,12 +326,19 @@ def layout_fields(layout: str | None, opts: dict, n_layers: int) -> dict:
     if sum(chunks) != n_layers:
         raise InputError(f"--pipeline-model-parallel-layout {layout!r} places {sum(chunks)} layers; --num-layers is "
                          f"{n_layers}; valid: a layout with {n_layers} t's")
-    fields = {"plan__stage_layers": stages, "plan__vpp": vpp}
+    if min(stages) < vpp:
+        raise InputError(f"--pipeline-model-parallel-layout {layout!r}: stage layers {stages} leave a stage fewer "
+                         f"layers than its {vpp} chunks, which perfmodel does not price; valid: a layout whose every "
+                         f"stage holds at least {vpp} layers")
     probe = Plan(pp=pp, vpp=vpp, stage_layers=stages, micro_batch=1, global_batch=1, seq_len=1)
-    if chunk_layers(probe, n_layers) != chunks:
-        raise InputError(f"--pipeline-model-parallel-layout {layout!r}: chunks {chunks} of each stage are not split "
-                         "as evenly as possible (earlier chunks taking the rest), the only split perfmodel prices")
-    return fields
+    even = chunk_layers(probe, n_layers)
+    differ = [r for r in range(pp) if chunks[r::pp] != even[r::pp]]
+    why = "" if not differ else (
+        "chunks of stage " + ", ".join(f"{r} {chunks[r::pp]} priced as {even[r::pp]}" for r in differ[:3]) +
+        (f" and {len(differ) - 3} more" if len(differ) > 3 else "") + ": each stage's layers split evenly over its "
+        f"{vpp} chunks, the only split perfmodel prices (the step prices a stage by its layers, the peak memory "
+        "counts in-flight chunks as 1/vpp of them)")
+    return {"plan__stage_layers": stages, "plan__vpp": vpp}, why
 
 
 def plan_defaults(opts: dict, led: Ledger, model) -> None:

@@ -67,7 +67,7 @@ def quantization(get, put, skip, led, keys) -> None:
 
 
 def _recipe(get, converter: str, default: str | None) -> str | None:
-    name = get(f"quantize.linear.float8.recipe_name", get(f"float8.recipe_name",
+    name = get("quantize.linear.float8.recipe_name", get("float8.recipe_name",
                                                           get(f"model.converters.{converter}.recipe_name")))
     if default != "tensorwise" or name in (None, "tensorwise"):
         return default
