@@ -309,6 +309,9 @@ def _gpu_calibration(paths, traces, m, summary, hardware, job: JobSource, name, 
         on = base or provisional_device(t0)
         model, plan, plan_label = traced_plan(job, on, t0.world)
         gemm_job = job_gemm(traces, model, on, plan, plan_label, peaks=base is not None)
+        missing.append(Missing(what="host costs from the plan", why="a GPU trace's host is priced per call kind on "
+                                                                    "the system's host (System.host_cpu): the plan "
+                                                                    "fits a CPU trace's executor costs only"))
     try:
         if base is None:  # a GPU the catalogue lacks: the trace's own device, as it measured it
             base, own = device_from_trace(t0, traces, m, None if gemm_job is None else (

@@ -77,8 +77,9 @@ def catalogue_base(t: RankTrace, hardware, strict: bool) -> tuple[System | None,
 def provisional_device(t: RankTrace) -> System:
     """A device the catalogue lacks, before the trace's rates are known: what resolves a plan on it (every plan
     precision at PLACEHOLDER_TFLOPS); only the plan's FLOPs, which no rate changes, are read off it."""
-    precisions = ("bf16", "fp16", "fp8", "fp4", "int8")
-    return own_device(t, {p: PLACEHOLDER_TFLOPS * 1e12 for p in precisions}, 1e12, "provisional")[0]
+    from .trace_gemm import PLAN_PRECISIONS
+
+    return own_device(t, {p: PLACEHOLDER_TFLOPS * 1e12 for p in PLAN_PRECISIONS}, 1e12, "provisional")[0]
 
 
 def own_device(t: RankTrace, rates: dict[str, float], bandwidth: float, how: str) -> tuple[System, list[str]]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import get_args
 
 import numpy as np
 from scipy.optimize import brentq
@@ -29,7 +30,7 @@ from scipy.optimize import brentq
 from ..errors import InputError
 from ..spec.hardware import System
 from ..spec.model import ModelConfig
-from ..spec.plan import Plan, split_of
+from ..spec.plan import Plan, Precision, split_of
 from .trace_reader import RankTrace
 from .trace_summary import JobGemm
 
@@ -47,7 +48,7 @@ DTYPE_TAGS = (("fp8", re.compile(r"e4m3|e5m2|fp8", re.I)),
 TENSILE = re.compile(r"^Cijk_A[a-z]+_B[a-z]+_([A-Z][A-Z0-9]*)_")
 TENSILE_CODES = (("F8", "fp8"), ("B8", "fp8"), ("S", "fp32"), ("D", "fp64"), ("H", "fp16"), ("B", "bf16"))
 BATCHED_OPS = ("aten::bmm", "aten::baddbmm")
-PLAN_PRECISIONS = ("bf16", "fp16", "fp8", "fp4", "int8")  # spec.plan.Precision: the dtypes a plan prices
+PLAN_PRECISIONS = get_args(Precision)  # the dtypes a plan prices
 
 
 def kernel_dtype(name: str) -> str | None:

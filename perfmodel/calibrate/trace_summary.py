@@ -80,7 +80,8 @@ class TraceSummary(Schema):
     host_wait_fraction: float | None = Field(description="share of the step the GPU sat idle waiting for a launch "
                                                           "call still in progress (null on a CPU)")
     launch_s: float | None = Field(description="mean host seconds of a kernel launch call (null on a CPU)")
-    kernels: dict[str, ClassTime] = Field(description="per class: gemm, attention, memory-bound, copies, collective")
+    kernels: dict[str, ClassTime] = Field(description="per class: gemm, attention, convolution, memory-bound, copies, "
+                                                      "collective")
     collectives: dict[str, CollectiveTime] = Field(description="per 'KIND/GROUP' (all_reduce/8, ...)")
     gemm: dict[str, GemmTime] = Field(description="per 'MxNxK DTYPE' of the GEMM operators")
     not_calibrated: list[Missing] = Field(description="what the trace could not determine, and why")
