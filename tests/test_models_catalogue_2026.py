@@ -91,6 +91,7 @@ NAMES = [
     ("gpt2", None, "gpt2-124m"), ("gpt2-xl", None, "gpt2-1.5b"),  # DeepSpeedExamples --model_name_or_path
     ("facebook/opt-125m", None, "opt-125m"), ("facebook/opt-1.3b", None, "opt-1.3b"),  # DeepSpeed-Chat
     ("lmsys/vicuna-7b-v1.5", None, "llama-2-7b"),  # FastChat scripts/train_lora.sh (Llama 2 fine-tuned)
+    ("zai-org/GLM-5.1", None, "glm-5"), ("glm51", "bridge", "glm-5"),  # Bridge perf_recipes/glm_moe_dsa
     # AI-Hypercomputer/tpu-recipes folder names
     ("llama3.0-70b", None, "llama-3-70b"), ("llama4-maverick-17b-128e", None, "llama-4-maverick"),
 ]
@@ -234,7 +235,7 @@ FIXTURES = [("qwen3-0.6b", "qwen3-0.6b"), ("qwen3-1.7b", "qwen3-1.7b"), ("qwen3-
             ("qwen3-32b", "qwen3-32b"), ("llama-4-maverick-17b-128e", "llama-4-maverick"),
             ("llama-3.3-70b", "llama-3.3-70b"), ("qwen2.5-1.5b", "qwen2.5-1.5b"), ("qwen2.5-7b", "qwen2.5-7b"),
             ("qwen2.5-32b", "qwen2.5-32b"), ("qwen2.5-72b", "qwen2.5-72b"),
-            ("qwen3-coder-480b-a35b", "qwen3-coder-480b-a35b")]
+            ("qwen3-coder-480b-a35b", "qwen3-coder-480b-a35b"), ("glm-5", "glm-5")]
 
 
 @pytest.mark.parametrize("fixture,preset", FIXTURES)

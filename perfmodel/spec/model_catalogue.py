@@ -79,6 +79,8 @@ HF_IDS = {
     # ("We released Vicuna v1.5 based on Llama 2 with 4K and 16K context lengths", lm-sys/FastChat README,
     # 2023/08); the 4K ones are Llama 2's own context (the 16K ones stretch RoPE to 16384: not these ids)
     "lmsys/vicuna-7b-v1.5": "llama-2-7b", "lmsys/vicuna-13b-v1.5": "llama-2-13b",
+    # Megatron-Bridge perf_recipes/glm_moe_dsa (glm5.py at 067f987) and its GLM-5 recipes' AutoBridge ids
+    "zai-org/GLM-5": "glm-5", "zai-org/GLM-5.1": "glm-5",
 }
 
 

@@ -294,6 +294,19 @@ PRESETS: dict[str, dict] = {
     "gemma-4-31b": dict(_GEMMA4, n_layers=60, sliding_window_layers=50, hidden=5376, n_heads=32, n_kv_heads=16,
                         global_attention=dict(head_dim=512, n_kv_heads=4, shared_kv=True), ffn_hidden=21504,
                         source=_GEMMA4_SRC.format("nvidia/Gemma-4-31B-IT-NVFP4")),
+    # GLM-5 (zai-org/GLM-5 config.json, model_type glm_moe_dsa: tests/fixtures/hf/glm-5/config.json): MLA with
+    # DeepSeek Sparse Attention (an indexer of 32 heads of 128 picks 2048 keys a query), 3 dense layers then 75 of 256
+    # experts of 2048, top 8, one shared, sigmoid routing; one MTP layer. 744B (the model card); GLM-5.1 keeps the
+    # shape (nvidia/GLM-5.1-NVFP4 config.json, ../shared/data/hf_configs: the same keys and values)
+    "glm-5": dict(vocab=154880, max_seq_len=202752, mlp="swiglu", norm="rmsnorm", position="rope",
+                  tie_embeddings=False, linear_bias="none", n_layers=78, hidden=6144, n_heads=64, n_kv_heads=64,
+                  head_dim=256, ffn_hidden=12288,
+                  moe=dict(n_experts=256, top_k=8, expert_ffn_hidden=2048, n_shared_experts=1, shared_ffn_hidden=2048,
+                           first_dense_layers=3, router_scoring="sigmoid"),
+                  mla=dict(q_lora_rank=2048, kv_lora_rank=512, qk_nope_head_dim=192, qk_rope_head_dim=64,
+                           v_head_dim=256),
+                  sparse_attention=dict(topk=2048, index_heads=32, index_head_dim=128), mtp_layers=1,
+                  source="zai-org/GLM-5 config.json (glm_moe_dsa; spec.hf_config), 744B per its model card"),
 }
 for _name, _cfg in PRESETS.items():
     _cfg["name"] = _name
@@ -301,4 +314,6 @@ for _name, _cfg in PRESETS.items():
         _cfg.pop("head_dim", None)
 
 # The 405B model was released as Llama 3.1 only.
-ALIASES = {"llama-3-405b": "llama-3.1-405b", "gpt3-175b-davinci": "gpt3-175b"}
+ALIASES = {"llama-3-405b": "llama-3.1-405b", "gpt3-175b-davinci": "gpt3-175b",
+           # GLM-5.1 is GLM-5's architecture (nvidia/GLM-5.1-NVFP4 config.json: every shape key as GLM-5's)
+           "glm-5.1": "glm-5"}
