@@ -9,7 +9,8 @@ this project's own traces of the lent H100 and H200 (benchmarks/results/traces),
 runs on real jobs: as recorded (with shapes, the job's efficiency is a check beside the shape fit) and with their
 shapes removed, as torch.profiler's default record_shapes=False would have written them. Per trace: the device,
 ranks, whether it holds shapes, the GEMM kernels' dtype; then the outcome (the spec written, or the one line that
-refuses it), what it calibrated, and what it lists as not calibrated.
+refuses it), what it calibrated, and what it lists as not calibrated; last, how far the lent GPUs' specs carry
+to the rest of their measured sweeps, from the trace as recorded and with its shapes removed.
 """
 
 from __future__ import annotations
@@ -88,8 +89,10 @@ def outcome(paths, flags) -> list[str]:
                        f" (the shape-fitted spec prices them at {j.estimate_s * 1e3:.2f} ms)"))
     kinds = sorted({r.kind for r in fit.residuals if r.quantity in ("attention", "memory")})
     done += [f"{r}" for r in (["attention_max"] if "sdpa" in kinds else [])]
-    if any(k != "sdpa" for k in kinds) or "device-to-device copies" in eff.sources.get("memory_bandwidth", ""):
-        done.append(f"memory_bandwidth {eff.memory_bandwidth:.3g}")
+    how = eff.sources.get("memory_bandwidth", "")
+    if any(k != "sdpa" for k in kinds) or "device-to-device copies" in how or "traced job" in how:
+        done.append(f"memory_bandwidth {eff.memory_bandwidth:.3g}" + (" (the job's memory-bound kernels)"
+                                                                     if "traced job" in how else ""))
     if fit.network is not None:
         done.append(f"network {system.tiers[0].name}: {', '.join(sorted(system.tiers[0].by_kind)) or 'shared'}")
     lines = [f"  spec {system.name}: {'; '.join(done)}"]
@@ -116,11 +119,38 @@ def main() -> int:
             rows.append(f"{label:48s} {device:24s} {ranks:5d} {shapes:7s} {dtypes:18s} "
                         f"{'spec' if lines[0].startswith('  spec') else 'refused'}")
             details += [f"{label}:", *lines, ""]
+        scores = sweep_scores(tmp)
     print(f"{'trace':48s} {'device':24s} {'ranks':>5s} {'shapes':7s} {'GEMM dtypes':18s} outcome")
     print("\n".join(rows))
     print()
     print("\n".join(details).rstrip())
+    print()
+    print("\n".join(scores))
     return 0
+
+
+def sweep_scores(tmp) -> list[str]:
+    """How far a spec from gpt2-355m-mb8's trace carries: the lent GPU's measured sweep (its other 13 plans) priced on
+    the spec calibrated from the trace as recorded (shapes) and with its shapes removed (--plan: the job's GEMM and
+    memory-bound rates), as benchmarks/trace_calibration.py scores them (perfmodel.validate.trace_check.score)."""
+    from perfmodel.spec.hardware import load_hardware
+    from perfmodel.validate.trace_check import plans_of, score
+
+    out = ["held out: the rest of each lent GPU's sweep priced on the spec of gpt2-355m-mb8's trace",
+           f"{'sweep':22s} {'spec':34s} {'MAPE':>6s} {'median':>8s} {'Spearman':>9s}"]
+    for gpu in ("h200", "h100"):
+        plans = plans_of(P / f"gpu-single-{gpu}-traced" / "plans")
+        plan = P / f"gpu-single-{gpu}-traced" / "plans" / "gpt2-355m-mb8.json"
+        bare = without_shapes(T / f"gpu-single-{gpu}" / "gpt2-355m-mb8", Path(tmp) / f"{gpu}-scored.json.gz")
+        specs = {"catalogue (uncalibrated)": load_hardware(f"dgx-{gpu}"),
+                 "trace as recorded": calibrate_from_trace([T / f"gpu-single-{gpu}" / "gpt2-355m-mb8"])[0],
+                 "trace, shapes removed, --plan": calibrate_from_trace([bare], job=JobSource(plan_path=plan))[0]}
+        for label, spec in specs.items():  # every column scored on the same 13 plans
+            _, cols = score({"trace": spec}, plans, "gpt2-355m-mb8")
+            c = cols[0]
+            out.append(f"{f'gpu-single-{gpu}':22s} {label:34s} {c.step_mape_pct:5.1f}% {c.median_error_pct:+7.1f}% "
+                       f"{c.spearman:9.3f}")
+    return out
 
 
 if __name__ == "__main__":

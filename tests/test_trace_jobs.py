@@ -118,6 +118,10 @@ def test_job_efficiency_without_shapes_is_the_plans_flops_over_seconds_at_peak(n
     assert system.efficiency.matmul_max["bf16"] == pytest.approx(0.7988, abs=2e-3)
     assert "fitted to the traced job" in system.efficiency.sources["matmul_max"]
     assert any(m.what == "GEMM tile and rate by shape" for m in summary.not_calibrated)
+    # the memory-bound kernels (the fused AdamW's left out) against the plan's memory-bound operators, likewise
+    assert est.time_s.memory_bound == pytest.approx(job.memory_s, rel=1e-3)  # memory_bandwidth kept to 4 digits
+    assert "fitted to the traced job" in system.efficiency.sources["memory_bandwidth"]
+    assert not any(m.what == "memory-bound bandwidth" for m in summary.not_calibrated)
 
 
 def test_with_shapes_the_job_check_agrees_with_the_shape_fit():

@@ -59,7 +59,7 @@ from .trace_comms import collectives
 from .trace_device import catalogue_base, copy_rates, device_from_trace, provisional_device, with_copy_bandwidth
 from .trace_gemm import job_gemm, kernel_dtype
 from .trace_host import with_trace_host
-from .trace_job import JobSource, traced_plan, with_job_matmul
+from .trace_job import JobSource, traced_plan, with_job_matmul, with_job_memory
 from .trace_overlap import overlap_source, trace_overlap
 from .trace_summary import Missing, TraceSummary, summarize
 
@@ -348,25 +348,27 @@ def _gpu_calibration(paths, traces, m, summary, hardware, job: JobSource, name, 
     system = with_unplanned_precisions(system, fit)
     system = with_copy_bandwidth(system, traces, m)
     if gemm_job is not None:
+        if not any(p.purpose == "layer" for p in m.memory):
+            system = with_job_memory(system, gemm_job, model, plan)
         system, gemm_job = with_job_matmul(system, gemm_job, model, plan, shaped)
-    missing += unmeasured(m, traces, summary, gemm_job is not None and not shaped)
+    missing += unmeasured(m, traces, summary, gemm_job)
     not_cal = [x for x in summary.not_calibrated if x.what != "GEMM rates"]  # this calibration's own say
     return system, summary.model_copy(update={"not_calibrated": [*missing, *not_cal], "job_gemm": gemm_job,
                                               "assumed": assumed}), fit
 
 
-def unmeasured(m: Measurements, traces: list[RankTrace], summary: TraceSummary, job_only: bool) -> list[Missing]:
+def unmeasured(m: Measurements, traces: list[RankTrace], summary: TraceSummary, job) -> list[Missing]:
     """What a GPU trace leaves at the base's values beyond the summary's list: the GEMM tile (GEMMs timed by the job
     alone), attention where its operators carry no shapes, the memory-bound bandwidth where nothing measured it."""
     out = []
-    if job_only:
+    if job is not None and job.precision not in {p.precision for p in m.gemm}:
         out.append(Missing(what="GEMM tile and rate by shape", why="no GEMM with recorded shapes: matmul_max is the "
                                                                     "job's (its plan's FLOPs), matmul_tile the base's"))
     if not any(p.passes == "forward_backward" for p in m.attention) and not any(
             x.what == "attention rate" for x in summary.not_calibrated):
         out.append(Missing(what="attention rate", why="no fused attention at a recorded shape: the base's "
                                                       "attention_max stands"))
-    if not any(p.purpose == "layer" for p in m.memory) and not copy_rates(traces):
+    if not any(p.purpose == "layer" for p in m.memory) and not copy_rates(traces) and not (job and job.memory_s):
         out.append(Missing(what="memory-bound bandwidth", why="no norm, activation or add at a recorded shape and no "
                                                               "device copy of a MiB or more: the base's stands"))
     return out

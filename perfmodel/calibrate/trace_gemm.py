@@ -85,11 +85,22 @@ def traced_gemm(traces: list[RankTrace], dense: bool, precision: str) -> tuple[d
     return per_rank, {"kernels": kernels / len(traces), "batched_s": batched_s / len(traces)}
 
 
-def plan_gemm_work(model: ModelConfig, system: System, plan: Plan) -> list[tuple[float, float]]:
-    """Per pipeline stage, first to last: (FLOPs, seconds) of the GEMMs one rank of the stage runs per step, as the
-    cost model counts and prices them: each unit's GEMM kernels (cost.units.unit_ops; Op.fwd_flops / bwd_flops, and
-    the forward again where the plan recomputes it, Op.recompute_s's share, on the layers cost.memory.recomputed_share
-    says) times the stage's units (cost.stages.Stages.of_split of the plan's split) and micro-batches."""
+def traced_memory_s(traces: list[RankTrace]) -> float:
+    """Seconds per step of the mean rank in memory-bound kernels (trace_reader.kernel_class) launched inside the steps,
+    the optimizer's update (trace_host.OPTIMIZER's operators, priced at optimizer_bandwidth) left out."""
+    from .trace_host import OPTIMIZER
+
+    return float(np.mean([sum(k["t1"] - k["t0"] for k in t.kernels if k["cls"] == "memory-bound"
+                              and t.kernel_in_steps(k) and not OPTIMIZER.match(k.get("op") or "")) / len(t.steps)
+                          for t in traces]))
+
+
+def plan_gemm_work(model: ModelConfig, system: System, plan: Plan, kind: str = "gemm") -> list[tuple[float, float]]:
+    """Per pipeline stage, first to last: (FLOPs, seconds) of the GEMMs (or the kernels of another `kind`: memory,
+    the memory-bound ones) one rank of the stage runs per step, as the cost model counts and prices them: each unit's
+    kernels (cost.units.unit_ops; Op.fwd_flops / bwd_flops, and the forward again where the plan recomputes it,
+    Op.recompute_s's share, on the layers cost.memory.recomputed_share says) times the stage's units
+    (cost.stages.Stages.of_split of the plan's split) and micro-batches."""
     from ..cost.layouts import Layouts
     from ..cost.memory import recomputed_share
     from ..cost.stages import UNITS, Stages
@@ -101,7 +112,7 @@ def plan_gemm_work(model: ModelConfig, system: System, plan: Plan) -> list[tuple
     for u in UNITS:
         flops = secs = 0.0
         for op in ops[u]:
-            if op.kind != "gemm" or not bool(np.asarray(op.active).all()):
+            if op.kind != kind or not bool(np.asarray(op.active).all()):
                 continue
             fwd_s = float(np.asarray(op.fwd_s))
             again = float(np.asarray(op.recompute_s(plan.recompute))) * (share if u == "layer" else 1.0)
@@ -143,7 +154,7 @@ def job_gemm(traces: list[RankTrace], model: ModelConfig, system: System, plan: 
     main = max(seconds, key=seconds.get)
     return JobGemm(plan=label, precision=main, seconds=seconds, kernels=counts["kernels"],
                    batched_s=counts["batched_s"], flops=flops, tflops=flops / total / 1e12, efficiency=eff,
-                   stages=sorted({stage_of(t.rank, plan) for t in traces}))
+                   stages=sorted({stage_of(t.rank, plan) for t in traces}), memory_s=traced_memory_s(traces))
 
 
 def job_efficiency(flops: float, seconds: dict[str, float], system: System) -> float:

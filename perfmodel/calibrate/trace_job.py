@@ -5,7 +5,9 @@ the base system, with the trace's ranks as the device count where neither the fl
 The job's GEMM efficiency (calibrate.trace_gemm.job_gemm) sets the spec's matmul_max of the precision the kernels
 ran where no GEMM at a recorded shape fitted it (`with_job_matmul`): the plan's own precision at the value that makes
 the estimate's GEMM seconds of the traced plan the trace's (calibrate.trace_gemm.matmul_max_reproducing), a precision
-no plan prices (fp32, tf32: Plan.precision has none) at the job's efficiency itself.
+no plan prices (fp32, tf32: Plan.precision has none) at the job's efficiency itself. Where no norm, activation or
+add at a recorded shape fitted memory_bandwidth, the job's memory-bound kernels against the plan's memory-bound
+operators set it the same way (`with_job_memory`), before the GEMMs (whose roofline reads it).
 """
 
 from __future__ import annotations
@@ -65,6 +67,24 @@ def traced_plan(src: JobSource, system: System, world: int) -> tuple[ModelConfig
     gpus = src.gpus or (None if imp.gpus else world)
     model, _, plan = plan_of(imp, system, gpus)
     return model, plan, f"--config {', '.join(Path(f).name for f in src.config)}"
+
+
+def with_job_memory(system: System, job: JobGemm, model: ModelConfig, plan: Plan) -> System:
+    """`system` with memory_bandwidth at which the estimate's memory-bound seconds of the traced plan (its kernels of
+    kind memory: norms, activations, residuals, casts, ...; `plan_gemm_work`) are the trace's memory-bound kernels'
+    (the optimizer's left out: calibrate.trace_gemm.traced_memory_s); memory_bound_time is bytes over the
+    bandwidth, so one ratio does it. As it was where the trace ran no memory-bound kernel."""
+    if job.memory_s <= 0:
+        return system
+    eff = system.efficiency
+    est = float(np.mean([w[1] for i, w in enumerate(plan_gemm_work(model, system, plan, "memory"))
+                         if i in job.stages]))
+    value = float(f"{min(1.0, eff.memory_bandwidth * est / job.memory_s):.4g}")
+    return system.model_copy(update={"efficiency": eff.model_copy(update={"memory_bandwidth": value, "sources": {
+        **eff.sources, "memory_bandwidth": f"fitted to the traced job: its memory-bound kernels took "
+        f"{job.memory_s * 1e3:.3g} ms per step (the optimizer's update left out) where the cost model's memory-bound "
+        f"operators of {job.plan} take {est * 1e3:.3g} ms at {eff.memory_bandwidth:.4g} (cost.compute."
+        "memory_bound_time: bytes over bandwidth; calibrate.trace_job)"}})})
 
 
 def with_job_matmul(system: System, job: JobGemm, model: ModelConfig, plan: Plan,

@@ -64,6 +64,8 @@ class JobGemm(Schema):
                                                  "null where the device's peak is not known (a GPU the catalogue "
                                                  "lacks: its rate is the trace's)")
     stages: list[int] = Field(description="the pipeline stages of the traced ranks (Megatron-LM's rank order)")
+    memory_s: float = Field(0.0, description="seconds per step in memory-bound kernels (the optimizer's update left "
+                                             "out), the mean traced rank")
     estimate_s: float | None = Field(None, description="the calibrated spec's GEMM seconds per step of the plan on "
                                                        "those stages (cost model): the trace's, where matmul_max "
                                                        "was fitted to them")
