@@ -12,6 +12,7 @@ import argparse
 import json
 import math
 import re
+import shlex
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,6 +131,18 @@ def stack_in(**kw) -> Kind:
 def flag_switch(**kw) -> Kind:
     """A store_true flag: the only bad value is one given to it (`--flag=VALUE`)."""
     return Kind(["=1", "=yes", "="], TEXT.map(lambda s: "=" + s), **kw)
+
+
+def script_args(**kw) -> Kind:
+    """--script-args: words the shell cannot split (an unclosed quote)."""
+    def unsplittable(s: str) -> bool:
+        try:
+            shlex.split(s)
+        except ValueError:
+            return True
+        return False
+
+    return Kind(["'", '"', "a 'b", 'x"y'], TEXT.filter(unsplittable), **kw)
 
 
 def _junk(suffix: str):
@@ -454,6 +467,7 @@ def _plan_flags(cmd: str) -> dict:
     out["--lora-rank"].fixed += ["769"]
     out["--stack"] = stack_in()
     out |= {"--config": config_in(base=f"{cmd}-config"), "--name": name(base=f"{cmd}-config")}
+    out |= {"--vocab-size": count(), "--script-args": script_args()}
     out |= {f: flag_switch() for f in ("--moe-overlap", "--moe-pad-to-capacity", "--sequence-parallel", "--no-overlap-dp-comm",
                                        "--account-for-embedding", "--account-for-loss", "--optimizer-offload",
                                        "--moe-dense-dispatch")}
@@ -522,7 +536,9 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
                                             extra=("--simulate",))}
     t |= {("import", "files"): config_in(), ("import", "--hardware"): hardware_in(names=("system", "spec")),
           ("import", "--gpus"): count(), ("import", "--name"): name(), ("import", "--output"): output(".json"),
-          ("import", "--explain"): flag_switch()}
+          ("import", "--explain"): flag_switch(), ("import", "--strict"): flag_switch(),
+          ("import", "--vocab-size"): count(), ("import", "--script-args"): script_args(),
+          ("predict", "--strict"): flag_switch()}
     t |= {("export", "plan"): plan_in(names=("plan file",)),
           ("export", "--to"): name(good=("megatron", "torchtitan", "deepspeed")),
           ("export", "--version"): name(good=("core_r0.16", "core_r0.12")),  # the base exports to megatron
