@@ -179,6 +179,31 @@ python y.py $N $(( (LAYERS + 1) / 2 % 7 ))
     assert read.commands[2] == ["python", "y.py", "mid", "2"]
 
 
+def test_arithmetic_commands_comparisons_and_array_elements_as_bash_makes_them(tmp_path):
+    text = '''TP=4
+if (( TP > 2 )); then python big.py $(( TP >= 4 )) $(( 7 / -2 )) $(( -7 % 3 )) $(( 2 ** 10 )) $(( 1 << 3 )); fi
+A=x
+A[1]=z
+A[-1]+=w
+python arr.py ${A[@]} ${#A[@]}
+'''
+    read = check_against_bash(text, tmp_path)  # bash: 1 -3 -1 1024 8; x zw 2
+    assert read.commands == [["python", "big.py", "1", "-3", "-1", "1024", "8"], ["python", "arr.py", "x", "zw", "2"]]
+
+
+def test_arithmetic_and_elements_a_list_cannot_hold_are_not_read():
+    # `3 >> 99999999999` had computed 3 ** 99999999999 (a hang), `1 @ 2` raised KeyError, `(( a < b ))`
+    # AttributeError, B[100000000000]=1 a MemoryError; bash's arrays are sparse, B[1] past B's end
+    read = Script("X=$(( 3 >> 99999999999 ))\nY=$(( 1 @ 2 ))\nB[100000000000]=1\nC[1]=q\n"
+                  "python x.py $X $Y ${B[@]} ${C[@]} $(( 1 < 2 ))\n", "script.sh")
+    cmd = read.commands[0]
+    assert read.not_read(cmd[2]) == "$(( 3 >> 99999999999 )): arithmetic on a value not read"
+    assert read.not_read(cmd[3]) == "$(( 1 @ 2 )): arithmetic on a value not read"
+    assert read.not_read(cmd[4]) == "${B[100000000000]}: an element set at an index not read, or past the array's end"
+    assert read.not_read(cmd[5]) == "${C[1]}: an element set at an index not read, or past the array's end"
+    assert cmd[6] == "1"
+
+
 def test_what_cannot_be_known_is_named_not_read_and_never_refuses(tmp_path):
     text = '''WORLD_SIZE=$(nvidia-smi -L | wc -l)
 NODES=`hostname | wc -l`

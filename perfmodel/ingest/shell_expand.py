@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import operator
 import re
 from typing import NamedTuple
 
@@ -371,19 +372,26 @@ def _evaluate(node) -> int:
     if isinstance(node, ast.BoolOp):
         vals = [_evaluate(v) for v in node.values]
         return int(all(vals) if isinstance(node.op, ast.And) else any(vals))
-    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
         a, b = _evaluate(node.left), _evaluate(node.comparators[0])
-        cmp = {ast.Lt: a < b, ast.LtE: a <= b, ast.Gt: a > b, ast.GtE: a >= b, ast.Eq: a == b, ast.NotEq: a != b}
-        return int(cmp[type(node.op)])
-    if isinstance(node, ast.BinOp):
+        return int(_COMPARE[type(node.ops[0])](a, b))
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         a, b = _evaluate(node.left), _evaluate(node.right)
-        if max(abs(a), abs(b)) >= 2**63 or (isinstance(node.op, (ast.Pow, ast.LShift)) and not 0 <= b < 64):
+        # each operator computed only once its operands are in range (a dict of results would compute 3 ** b
+        # for `3 >> b`)
+        shift = isinstance(node.op, (ast.Pow, ast.LShift, ast.RShift))
+        if max(abs(a), abs(b)) >= 2**63 or (shift and not 0 <= b < 64):
             raise ValueError("out of range")
         if isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)):
             q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
             return q if not isinstance(node.op, ast.Mod) else a - b * q
-        ops = {ast.Add: a + b, ast.Sub: a - b, ast.Mult: a * b, ast.BitAnd: a & b, ast.BitOr: a | b,
-               ast.BitXor: a ^ b} if not isinstance(node.op, (ast.Pow, ast.LShift, ast.RShift)) else {
-            ast.Pow: a ** b if b >= 0 else 0, ast.LShift: a << b, ast.RShift: a >> b}
-        return ops[type(node.op)]
-    raise ValueError("not an integer expression")
+        return _BINARY[type(node.op)](a, b)
+    raise ValueError("not an integer expression")  # a float, a string, `@`, a chained comparison
+
+
+_COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Eq: operator.eq,
+            ast.NotEq: operator.ne}
+# bash's binary arithmetic operators as Python parses them (/ and % apart: they truncate toward zero)
+_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.BitAnd: operator.and_,
+           ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.Pow: operator.pow, ast.LShift: operator.lshift,
+           ast.RShift: operator.rshift, ast.Div: None, ast.FloorDiv: None, ast.Mod: None}

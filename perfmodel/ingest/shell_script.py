@@ -376,11 +376,7 @@ class Script(Expansion):
             return
         text, known = self.string(value)
         if index:
-            k = self.arith(index[:-1])
-            if isinstance(old, list) and k is not None and 0 <= k <= len(old):
-                self.vars[name] = old[:k] + [text] + old[k + 1:]
-            elif k is not None and old is None:
-                self.vars[name] = [""] * k + [text]
+            self.assign_element(name, index[:-1], text, known, append)
             return
         if append and isinstance(old, list):
             self.vars[name] = old + [text]
@@ -394,6 +390,25 @@ class Script(Expansion):
             self.bare_value(name, value, append)
             why = self.not_read(text)
             self.unread.setdefault(name, f"= {why}" if why else f"= {text}: not read")
+
+    def assign_element(self, name: str, index: str, text: str, known: bool, append: bool) -> None:
+        """NAME[i]=value, NAME[i]+=value: a scalar is element 0 (as bash makes it), -1 the last element. An index
+        not read, or past the array's end (bash's arrays are sparse, these a list of words), leaves the array not
+        read, as `read` leaves its variable."""
+        old = self.vars.get(name)
+        items = list(old) if isinstance(old, list) else [] if old is None else [old]
+        k = self.arith(index)
+        k = k + len(items) if k is not None and k < 0 else k
+        if k is None or not 0 <= k <= len(items):
+            self.vars[name] = f"${{{name}[{index}]}}"
+            self.unknown.add(name)
+            self.unread.setdefault(self.vars[name], "an element set at an index not read, or past the array's end")
+            return
+        items += [""] * (k + 1 - len(items))
+        items[k] = (items[k] if append else "") + text
+        self.vars[name] = items
+        if not known:
+            self.unknown.add(name)
 
     def bare_value(self, name: str, value: str, append: bool) -> None:
         """The value a test reads of a variable set from what is unset (the script's arguments, its environment):
