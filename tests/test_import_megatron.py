@@ -92,17 +92,39 @@ def test_mla_moe_mtp_yaml_by_hand():
                                                                                         1)
 
 
+SMALL = ("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --micro-batch-size 1 "
+         "--global-batch-size 8 --vocab-size 1024 --bf16 ")
+
+
+def args_file(tmp_path: Path, extra: str, launcher: str = ""):
+    """A small model's arguments and `extra`, read as an argument list (or, with `launcher`, a launch script)."""
+    f = tmp_path / ("train.sh" if launcher else "args.txt")
+    f.write_text(f"{launcher} pretrain_gpt.py {SMALL}{extra}\n" if launcher else SMALL + extra + "\n")
+    return read_config([f], "megatron")
+
+
+def test_launcher_counts_give_the_devices_only_where_both_are_read(tmp_path):
+    """torchrun --nproc_per_node 8 --nnodes 2: 16 devices; --nnodes unstated: one node (torchrun's default, 8);
+    --nnodes $SLURM_NNODES (not read) or 1:4 (elastic) had read as 8 devices: the count is --gpus's."""
+    for launch, gpus in (("torchrun --nproc_per_node 8 --nnodes 2", 16), ("torchrun --nproc-per-node=8", 8),
+                         ("torchrun --nproc_per_node 8 --nnodes $SLURM_NNODES", None),
+                         ("torchrun --nproc_per_node 8 --nnodes 1:4", None),
+                         ("torchrun --nproc_per_node $GPUS --nnodes 2", None)):
+        imp = args_file(tmp_path, "", launch)
+        assert imp.gpus == gpus, launch
+        fates = {k.key: k for k in imp.keys if k.key.startswith(("--nproc", "--nnodes"))}
+        assert all(k.fate == ("mapped" if gpus else "not priced") for k in fates.values()), launch
+    assert imp.set_by == {k: v for k, v in imp.set_by.items() if not k.startswith("launch")}
+    imp = args_file(tmp_path, "", "torchrun --nproc_per_node 8 --nnodes 2")
+    assert imp.set_by["launch.gpus"] == "--nproc_per_node = 8 x --nnodes = 2"
+
+
 def test_main_grads_dtype_takes_effect_with_bf16_alone(tmp_path):
     """arguments.py:1204-1217 at d98e8a64: with --bf16, --main-grads-dtype (default fp32) decides whether gradients
     accumulate and reduce in fp32 -- no --use-precision-aware-optimizer needed; --grad-reduce-in-bf16 overrides it,
     and bf16 beside --accumulate-allreduce-grads-in-fp32 is Megatron's assertion, refused naming both."""
-    base = ("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --micro-batch-size 1 "
-            "--global-batch-size 8 --vocab-size 1024 --bf16 ")
-
     def imported(extra: str):
-        f = tmp_path / "args.txt"
-        f.write_text(base + extra + "\n")
-        return read_config([f], "megatron")
+        return args_file(tmp_path, extra)
 
     for dtype in ("bf16", "fp32"):
         imp = imported(f"--main-grads-dtype {dtype}")
@@ -117,13 +139,8 @@ def test_main_grads_dtype_takes_effect_with_bf16_alone(tmp_path):
 def test_cuda_graph_scopes(tmp_path):
     """Per-layer graphs (--cuda-graph-impl local / transformer_engine, --enable-cuda-graph) are priced eager, named
     with the reason (no stack profile counts their replays); --cuda-graph-scope full_iteration graphs the step."""
-    base = ("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --micro-batch-size 1 "
-            "--global-batch-size 8 --vocab-size 1024 --bf16 ")
-
     def imported(extra: str):
-        f = tmp_path / "args.txt"
-        f.write_text(base + extra + "\n")
-        return read_config([f], "megatron")
+        return args_file(tmp_path, extra)
 
     for extra, key in (("--cuda-graph-impl transformer_engine", "--cuda-graph-impl"),
                        ("--cuda-graph-impl local", "--cuda-graph-impl"), ("--enable-cuda-graph", "--enable-cuda-graph")):

@@ -82,20 +82,23 @@ def read(paths: list[Path], name: str | None) -> Imported:
     led = Ledger("megatron")
     launch: list[Arg] = []
     args: list[Arg] = []
+    unread: set[str] = set()  # launcher options stated with a value not read (--nnodes $SLURM_NNODES)
     for path in paths:
         if path.suffix in (".yaml", ".yml"):
             args += from_yaml(path, led)
         else:
             got_launch, got, script, prog = from_script(path)
             hybrid(prog, {})
-            launch += not_read(got_launch, script, led)
+            kept = not_read(got_launch, script, led)
+            unread |= {k for k, _, _ in got_launch} - {k for k, _, _ in kept}
+            launch += kept
             args += not_read(got, script, led)
     if not args:
         raise InputError(f"{', '.join(map(str, paths))}: no Megatron-LM argument found; valid: pretrain_gpt.py's "
                          "--flag value arguments")
     opts = {k: v for k, v, _ in args}
     hybrid("", opts)
-    launch_fates(launch, led, opts)
+    launch_fates(launch, led, opts, unread)
     model, model_keys = build_model(args, opts, led, paths, {k.key for k in led.keys} | set(opts))
     plan_fates(args, opts, led, model_keys, model.n_layers)
     stage_split(opts, led, model.n_layers)

@@ -74,27 +74,35 @@ def hybrid(prog: str, opts: dict) -> None:
                      "sequence), which perfmodel does not price; valid: a transformer's pretrain_gpt.py arguments")
 
 
-def launch_fates(launch: list[Arg], led: Ledger, opts: dict) -> None:
-    """torchrun's options: --nproc-per-node x --nnodes (where literal) is the device count; the rest not priced.
-    A count the arguments' layout cannot run on (parallel_state.py:822 and :881 at d98e8a64: the world must divide
-    by tp x pp x cp and by etp x ep x pp) is the script's one-node default of a multi-node job: left to --gpus."""
-    counts = {k: int(v) for k, v, _ in launch if k in LAUNCH_COUNT and v is not None and v.isdigit() and int(v) > 0}
-    per = counts.get("--nproc_per_node", counts.get("--nproc-per-node"))
-    total = per * counts.get("--nnodes", 1) if per else None
+def launch_fates(launch: list[Arg], led: Ledger, opts: dict, unread: set[str]) -> None:
+    """torchrun's options: --nproc-per-node x --nnodes (where literal; --nnodes unstated is one node) is the device
+    count; the rest not priced. A count stated but not read (`unread`: --nnodes $SLURM_NNODES) or not literal
+    (--nnodes 1:4, elastic) leaves the device count to --gpus. So does a count the arguments' layout cannot run on
+    (parallel_state.py:822 and :881 at d98e8a64: the world must divide by tp x pp x cp and by etp x ep x pp): the
+    script's one-node default of a multi-node job."""
+    literal = {k: int(v) for k, v, _ in launch if k in LAUNCH_COUNT and v is not None and v.isdigit() and int(v) > 0}
+    stated = {k for k, _, _ in launch if k in LAUNCH_COUNT} | (unread & LAUNCH_COUNT)
+    per_key = next((k for k in ("--nproc_per_node", "--nproc-per-node") if k in literal), None)
+    whole = per_key is not None and "--nnodes" not in stated - set(literal)
+    total = literal[per_key] * literal.get("--nnodes", 1) if whole else None
     ways = layout_ways(opts)
-    misfit = total is not None and any(total % w for w in ways.values())
+    misfit = next(((n, w) for n, w in ways.items() if total % w), None) if total is not None else None
     for k, v, src in launch:
-        if k in LAUNCH_COUNT and k in counts and not misfit:
-            led.set(k, v, src, "devices = processes per node x nodes")
-        elif k in LAUNCH_COUNT and misfit:
-            name, w = next((n, w) for n, w in ways.items() if total % w)
-            led.skip(k, v, src, f"{total} devices cannot run {name} = {w}: the job's device count comes from --gpus")
+        if k in literal and total is not None and misfit is None:
+            field = "nodes" if k == "--nnodes" else "per_node"
+            led.set(k, v, src, "devices = processes per node x nodes", **{f"launch__{field}": literal[k]})
+        elif k in LAUNCH_COUNT and misfit is not None:
+            led.skip(k, v, src, f"{total} devices cannot run {misfit[0]} = {misfit[1]}: the job's device count comes "
+                                "from --gpus")
+        elif k in literal:
+            led.skip(k, v, src, "the other count is not read: the device count comes from --gpus")
         elif k in LAUNCH_COUNT:
             led.skip(k, v, src, "not a literal count: the device count comes from --gpus")
         else:
             led.skip(k, v, src, REASONS["launch"])
-    if total is not None and not misfit:
+    if total is not None and misfit is None:
         led.fields["launch.gpus"] = total
+        led.set_by["launch.gpus"] = " x ".join(f"{k} = {literal[k]}" for k in (per_key, "--nnodes") if k in literal)
 
 
 def layout_ways(opts: dict) -> dict[str, int]:
