@@ -144,6 +144,29 @@ def test_refusals_name_why(tmp_path):
         read_config([FIX / "offload_pp_TEMPLATE.json"], "deepspeed")
 
 
+def test_launcher_counts_not_read_leave_the_devices_to_gpus(tmp_path):
+    """`deepspeed --num_gpus $NGPU` (not read) had refused the import ('not a whole number'); it, and a literal count
+    beside one not read, leave the device count to --gpus, which then imports: 8 x 2 nodes = 16 where both are
+    literal, 4 where --num_nodes is unstated (one node)."""
+    ds = tmp_path / "ds.json"
+    ds.write_text(json.dumps({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4,
+                              "bf16": {"enabled": True}}))
+    for launch, gpus in (("--num_gpus $NGPU", None), ("--num_gpus 8 --num_nodes $NNODES", None),
+                         ("--num_gpus 8 --num_nodes 2", 16), ("--num_gpus 4", 4), ("--num_nodes 2", None),
+                         ("--num_gpus 8 --hostfile hosts", None)):
+        run = script(tmp_path, f"deepspeed {launch} train.py --model_name_or_path meta-llama/Llama-2-7b-hf "
+                               "--max_seq_len 2048 --deepspeed ds.json\n")
+        imp = read_config([ds, run], "deepspeed")
+        assert imp.gpus == gpus, launch
+        if gpus is None:
+            with pytest.raises(InputError, match="--gpus is needed"):
+                plan_of(imp, "dgx-h100")
+            assert plan_of(imp, "dgx-h100", 16)[2].global_batch == 2 * 4 * 16
+        counts = [k for k in imp.keys if k.key in ("--num_gpus", "--num_nodes")]
+        assert all(k.fate == ("mapped" if gpus else "not priced") for k in counts), launch
+        assert gpus or all("the device count comes from --gpus" in k.why for k in counts), launch
+
+
 def test_batch_contradiction_names_all_three(tmp_path):
     ds = tmp_path / "ds.json"
     ds.write_text(json.dumps({"train_batch_size": 256, "train_micro_batch_size_per_gpu": 16,

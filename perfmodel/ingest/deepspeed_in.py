@@ -69,7 +69,7 @@ def read(paths: list[Path], name: str | None) -> Imported:
     if scripts:
         where = str(scripts[0])
         launch = launch_of(scripts[0], configs[0] if configs else None)
-        read_launcher(led, launch.launcher, where)
+        read_launcher(led, launch.launcher, where, launch.unread)
         read_program(led, launch.program, where, facts, launch.unread)
         if launch.written is not None:
             src = f"{where} (the JSON it writes to {launch.named})"

@@ -186,28 +186,28 @@ def _unknown(why: str | None) -> str:
     return f"not read: {why}" if why else "a value the shell computes is not read"
 
 
-def read_launcher(led: Ledger, words: list[str], where: str) -> None:
-    """The launcher's options: the device count (launch.gpus = nodes x processes per node) and the rest named."""
+def read_launcher(led: Ledger, words: list[str], where: str, unread=None) -> None:
+    """The launcher's options: the device count (launch.gpus = nodes x processes per node, one node where --num_nodes
+    / --nnodes is unstated) and the rest named. A count the script leaves not read (`--num_gpus $NGPU`: `unread` says
+    why) or the hostfile's node count leaves the device count to --gpus."""
     opts = dict(options(words))
-    per = opts.get("--num_gpus", opts.get("--nproc_per_node", opts.get("--nproc-per-node")))
+    per_key = next((k for k in ("--num_gpus", "--nproc_per_node", "--nproc-per-node") if k in opts), None)
     nodes_key = "--num_nodes" if "--num_nodes" in opts else "--nnodes"
-    nodes = opts.get(nodes_key)
+    why = {k: unread(opts[k]) if unread and opts[k] else None for k in (per_key, nodes_key) if k in opts}
+    counts = {k: _int(k, opts[k], where) for k in why if why[k] is None}
+    blocked = next((f"{k} is not read ({w})" for k, w in why.items() if w), None)
+    if blocked is None and per_key is not None and nodes_key not in opts and "--hostfile" in opts:
+        blocked = "the node count is the hostfile's, which is not read"
+    if blocked is None and per_key is None and counts:
+        blocked = "the processes per node are not stated"
+    total = None if blocked or per_key is None else counts[per_key] * counts.get(nodes_key, 1)
     for key, value in options(words):
-        if key in ("--num_gpus", "--nproc_per_node", "--nproc-per-node"):
-            n = _int(key, value, where)
-            if nodes is None and "--hostfile" in opts:
-                led.skip(key, value, where, "processes per node; the node count is the hostfile's, which is not read "
-                                            "(pass --gpus)")
-            else:
-                total = n * (_int(nodes_key, nodes, where) if nodes is not None else 1)
-                led.set(key, value, where, "processes per node" + (f" x {nodes_key} {nodes}" if nodes else
-                                                                   ", one node"), launch__gpus=total)
-        elif key in ("--num_nodes", "--nnodes"):
-            if per is None:
-                led.skip(key, value, where, "nodes; the processes per node are not stated (pass --gpus)")
-            else:
-                led.set(key, value, where, "nodes", launch__gpus=_int(key, value, where) * _int("--num_gpus", per,
-                                                                                                 where))
+        if key in (per_key, nodes_key) and total is not None:
+            what = "processes per node" if key == per_key else "nodes"
+            led.set(key, value, where, what + ("" if nodes_key in opts else ", one node"), launch__gpus=total)
+        elif key in (per_key, nodes_key):
+            own = f"not read: {why[key]}" if why.get(key) else blocked
+            led.skip(key, value, where, f"{own}: the device count comes from --gpus")
         else:
             led.skip(key, value, where, LAUNCH_WHY)
 
