@@ -10,6 +10,7 @@ specs.
 from __future__ import annotations
 
 import ast
+import fnmatch
 import subprocess
 import sys
 from collections import Counter
@@ -182,3 +183,22 @@ def test_light_commands_import_no_heavy_library(argv, code):
                    "assert not heavy, heavy"
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_wheel_installs_every_package_and_its_data():
+    """pyproject's packages list every subpackage and its package-data every file of the package that is not Python
+    (a non-editable install had lacked perfmodel.ingest and perfmodel.serve, and the Bridge bases' JSON)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    setup = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packages = {module_name(p) for p in ROOT.rglob("__init__.py")}
+    assert packages <= set(setup["packages"]), f"not in pyproject's packages: {sorted(packages - set(setup['packages']))}"
+    data = [p for p in ROOT.rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts]
+    for p in data:
+        home = next(d for d in p.parents if (d / "__init__.py").exists())  # the package the file ships in
+        pkg = module_name(home / "__init__.py")
+        rel = p.relative_to(home).as_posix()
+        assert any(fnmatch.fnmatch(rel, pat) for pat in setup["package-data"].get(pkg, [])), \
+            f"{p.relative_to(ROOT.parent)} is no package data of {pkg}"
