@@ -112,6 +112,24 @@ def test_cli_refusals_are_one_line(tmp_path, capsys):
         assert main(["import", str(odd), "--from", "torchtitan", "--hardware", "dgx-h100", "--gpus", "8"]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "parallelism.tensor_parallel_degree = " in err and "an integer" in err
+    # degrees and sizes out of range: pipeline_parallel_degree -3 had raised IndexError (torchtitan_parts), a
+    # micro-batch size 0 ZeroDivisionError; each refused naming the key, the value and what is valid
+    for key, value, valid in (("parallelism.pipeline_parallel_degree", -3, "an integer >= 1"),
+                              ("parallelism.tensor_parallel_degree", 0, "an integer >= 1"),
+                              ("parallelism.data_parallel_shard_degree", 0, "-1 (the rest) or an integer >= 1"),
+                              ("parallelism.pipeline_parallel_layers_per_stage", -2, "an integer >= 1"),
+                              ("parallelism.pipeline_parallel_first_stage_less_layers", -1, "an integer >= 0"),
+                              ("training.seq_len", 0, "an integer >= 1")):
+        tables = {"model": {"name": '"llama3"', "flavor": '"8B"'}, "training": {},
+                  "parallelism": {"pipeline_parallel_degree": 2, "pipeline_parallel_microbatch_size": 1}}
+        section, name = key.split(".")
+        tables[section][name] = value
+        odd = tmp_path / "odd.toml"
+        odd.write_text("".join(f"[{t}]\n" + "".join(f"{k} = {v}\n" for k, v in kv.items())
+                               for t, kv in tables.items()))
+        assert main(["import", str(odd), "--from", "torchtitan", "--hardware", "dgx-h100", "--gpus", "8"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"{key} = {value}; valid: {valid}" in err, err
     assert main(["import", FIX + "llama3_8b.toml", "--from", "torchtitan", "--hardware", "dgx-h100"]) == 2
     assert "--gpus" in capsys.readouterr().err
 

@@ -77,6 +77,11 @@ def apply(entries: list[Entry], led: Ledger, python: bool, custom: dict | None =
             return default
         if (type(default) is int or key in _WHOLE) and type(e.value) is not int:  # JobConfig's int fields
             raise InputError(f"{key} = {e.value!r} is not a whole number; valid: an integer, as torchtitan types it")
+        if type(e.value) is int and (type(default) is int or key in _WHOLE):  # degrees, sizes, counts
+            least = 0 if key.endswith("_less_layers") else 1
+            if e.value < least and not (default == -1 and e.value == -1):
+                raise InputError(f"{key} = {e.value}; valid: {'-1 (the rest) or ' if default == -1 else ''}an "
+                                 f"integer >= {least}")
         return e.value
 
     def put(key, why="", **fields):
