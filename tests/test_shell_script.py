@@ -11,6 +11,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from perfmodel.errors import InputError
 from perfmodel.ingest.shell_script import Script
@@ -231,6 +233,16 @@ diff <(sort a) <(sort b) > /dev/null
     assert read.not_read(read.commands[1][1]) == "<(sort a): a process substitution (a command's output as a file)"
 
 
+def test_a_heredoc_whose_body_does_not_expand_is_named_not_read(tmp_path):
+    # `bash -n` accepts it (a heredoc's body expands when the command runs, and there fails): the file is not
+    # written, the reading goes on; the refusal had named no file ("': line 0 is not shell")
+    text = "cat > ds.json <<EOF\n{\"stage\": $(oops}\nEOF\npython train.py --deepspeed ds.json\n"
+    read = Script(text, "script.sh")
+    assert read.files == {} and read.commands[-1] == ["python", "train.py", "--deepspeed", "ds.json"]
+    assert read.unread["<<EOF (line 1)"].startswith("its body does not expand: script.sh: line 1 is not shell: the "
+                                                    "$( opened here is never closed")
+
+
 def test_a_script_bash_refuses_is_refused_in_one_line():
     for text, words in (("python x.py --a 'open\n", "the quote ' opened here is never closed"),
                         ("if [ 1 ]; then\n  python x.py\n", "expected 'fi', found the end of the file"),
@@ -240,3 +252,26 @@ def test_a_script_bash_refuses_is_refused_in_one_line():
         with pytest.raises(InputError, match="script.sh: (line [0-9]+ )?is not shell") as err:
             Script(text, "script.sh")
         assert words in str(err.value) and "\n" not in str(err.value)
+
+
+# pieces of the shell the frameworks' scripts are written in, and of its arithmetic, tests, arrays and expansions
+SHELL_BITS = ("A=", "A[", "]", "=", "+=", "$((", "))", "((", "$(", ")", "(", "${", "}", "{", "#", "0", "1", "-1",
+              "99999999999", "<", ">", ">>", "<=", "==", "@", "**", "/", "%", "?", ":", "!", "&&", "||", "|", ";",
+              ";;", "\n", " ", "'", '"', "`", "\\", "if", "then", "elif", "else", "fi", "for", "in", "do", "done",
+              "while", "until", "case", "esac", "[[", "]]", "[", "-gt", "-z", "echo", "cat", "tee", "<<EOF\n",
+              "\nEOF\n", "<<-'E'\n", "\tE\n", "X", "$X", "$1", "$@", "${A[@]}", "${#A[@]}", "${X:-1}", "${X:=2}",
+              "${X:1:2}", "${X//a/b}", "${X,,}", "${!X}", "true", "false", "local", "function", "f()", "f", "eval",
+              "set --", "shift", "read", "exit", "return", "export", "bash -c", "<(", "$'\\n'",
+              "$((1<2))", "((X>1))", "$((3>>70))", "A[5]=1", "$((1@2))")
+
+
+@settings(max_examples=400, derandomize=True, database=None, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(SHELL_BITS), max_size=40).map("".join))
+def test_any_shellish_text_reads_or_is_refused_in_one_line(text):
+    """Whatever a file holds, the reader gives its words or one InputError line (a traceback for a user's file is a
+    bug: `(( a < b ))` had raised AttributeError, `A[99999999999]=1` MemoryError, `$((3 >> N))` hung)."""
+    try:
+        Script(text, "script.sh")
+    except InputError as err:
+        assert "\n" not in str(err) and str(err).startswith("script.sh")

@@ -44,7 +44,8 @@ EMPTY = Part("", False)  # "${ARR[@]}" of no elements: no word at all
 class Expansion:
     """Variables and positional parameters, and the expansion of words over them."""
 
-    def __init__(self) -> None:
+    def __init__(self, where: str = "") -> None:
+        self.where, self.line = where, 0  # the file, and the line of the command expanded (for a refusal)
         self.vars: dict[str, list[str] | str] = {}
         self.unknown: set[str] = set()  # variables whose value holds something not read (the value is its text)
         self.positional: list[str] | None = None  # None: the script's own (not known)
@@ -109,7 +110,7 @@ class Expansion:
                 out.append(Part(s[i + 1:j], True))
                 i = j + 1
             elif c == '"' and mode == "word":
-                j = skip_quote(s, i, "", 0)
+                j = skip_quote(s, i, self.where, self.line)
                 out += self.scan(s[i + 1:j - 1], "dq") or [Part("", True)]
                 i = j
             elif c == "$" and s[i + 1:i + 2] == "'" and not quoted:
@@ -125,11 +126,11 @@ class Expansion:
                 i, parts = self._dollar(s, i, quoted)
                 out += parts
             elif c == "`":
-                j = skip_backtick(s, i, "", 0)
+                j = skip_backtick(s, i, self.where, self.line)
                 out.append(self._not_read(s[i:j], "command output"))
                 i = j
             elif c in "<>" and s[i + 1:i + 2] == "(" and not quoted:
-                j = skip_dollar(s, i, "", 0)
+                j = skip_dollar(s, i, self.where, self.line)
                 out.append(self._not_read(s[i:j], "a process substitution (a command's output as a file)"))
                 i = j
             else:
@@ -156,15 +157,15 @@ class Expansion:
     def _dollar(self, s: str, i: int, quoted: bool) -> tuple[int, list[Part]]:
         nxt = s[i + 1:i + 2]
         if s.startswith("$((", i):
-            j = skip_dollar(s, i, "", 0)
+            j = skip_dollar(s, i, self.where, self.line)
             v = self.arith(s[i + 3:j - 2])
             return j, [Part(str(v), quoted) if v is not None else
                        self._not_read(s[i:j], "arithmetic on a value not read")]
         if nxt == "(":
-            j = skip_dollar(s, i, "", 0)
+            j = skip_dollar(s, i, self.where, self.line)
             return j, [self._not_read(s[i:j], "command output")]
         if nxt == "{":
-            j = skip_dollar(s, i, "", 0)
+            j = skip_dollar(s, i, self.where, self.line)
             return j, self._brace(s[i + 2:j - 1], s[i:j], quoted)
         m = _NAME.match(s, i + 1) or re.compile(r"[0-9@*#?$!-]").match(s, i + 1)
         if not m:

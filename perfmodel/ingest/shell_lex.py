@@ -98,19 +98,29 @@ def skip_dollar(text: str, i: int, where: str, line: int) -> int:
     raise not_shell(where, line, f"the ${opener} opened here is never closed")
 
 
+def _skip_part(text: str, j: int, where: str, line: int) -> int | None:
+    """The index after the quoted string, `\\x` escape, `$( )` / `$(( ))` / `${ }` or backticks starting at text[j];
+    None where none starts there."""
+    c = text[j]
+    if c in "'\"":
+        return skip_quote(text, j, where, line)
+    if c == "\\":
+        return j + 2
+    if c == "$" and text[j + 1:j + 2] in ("(", "{"):
+        return skip_dollar(text, j, where, line)
+    if c == "`":
+        return skip_backtick(text, j, where, line)
+    return None
+
+
 def _skip_array(text: str, i: int, where: str, line: int) -> int:
     """The index after the `( ... )` of an array assignment at text[i] (comments and newlines inside)."""
     j = i + 1
     while j < len(text):
         c = text[j]
-        if c in "'\"":
-            j = skip_quote(text, j, where, line)
-        elif c == "\\":
-            j += 2
-        elif c == "$" and text[j + 1:j + 2] in ("(", "{"):
-            j = skip_dollar(text, j, where, line)
-        elif c == "`":
-            j = skip_backtick(text, j, where, line)
+        part = _skip_part(text, j, where, line)
+        if part is not None:
+            j = part
         elif c == "#" and text[j - 1] in " \t\n(":
             while j < len(text) and text[j] != "\n":
                 j += 1
@@ -233,20 +243,15 @@ def _word_end(text: str, i: int, where: str, line: int) -> int:
     j = i
     while j < len(text):
         c = text[j]
-        if c in "'\"":
-            if c == "'" and text[j - 1:j] == "$" and j > i:  # $'...': ANSI-C quoting, escapes inside
-                k = j + 1
-                while k < len(text) and text[k] != "'":
-                    k += 2 if text[k] == "\\" else 1
-                j = k + 1
-                continue
-            j = skip_quote(text, j, where, line)
-        elif c == "\\":
-            j += 2
-        elif c == "$" and text[j + 1:j + 2] in ("(", "{"):
-            j = skip_dollar(text, j, where, line)
-        elif c == "`":
-            j = skip_backtick(text, j, where, line)
+        if c == "'" and text[j - 1:j] == "$" and j > i:  # $'...': ANSI-C quoting, escapes inside
+            k = j + 1
+            while k < len(text) and text[k] != "'":
+                k += 2 if text[k] == "\\" else 1
+            j = k + 1
+            continue
+        part = _skip_part(text, j, where, line)
+        if part is not None:
+            j = part
         elif c == "(" and _is_assign_prefix(text[i:j]):
             j = _skip_array(text, j, where, line)
         elif c in META:

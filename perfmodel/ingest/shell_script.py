@@ -46,9 +46,8 @@ class Script(Expansion):
     def __init__(self, text: str, where: str, every_branch: bool = False) -> None:
         """`every_branch`: run the body of every `if` / `elif` / `else` branch and `case` arm in order, as if no
         test were there (for a command under a test that needs the file system, `if [ -f "$CONFIG" ]`)."""
-        super().__init__()
+        super().__init__(where)
         self.positional = GIVEN.get().script_args  # the script's own arguments, where the user gives them
-        self.where = where
         self.every_branch = every_branch
         self.commands: list[list[str]] = []
         self.files: dict[str, str] = {}
@@ -201,6 +200,7 @@ class Script(Expansion):
     # -- simple commands ------------------------------------------------------------------------------------
     def simple(self, n: Simple, stdin: str | None) -> tuple[bool | None, str | None]:
         """(status, what it writes to its standard output where known: a heredoc through `cat` / `tee`, `echo`)."""
+        self.line = n.line
         if not n.words:
             for a in n.assigns:
                 self.assign(a)
@@ -210,7 +210,7 @@ class Script(Expansion):
             return True, None
         for r in n.redirects:
             if r.op in ("<<", "<<-"):
-                stdin = r.body if r.quoted else self.heredoc(r.body or "")
+                stdin = r.body if r.quoted else self.heredoc_of(r.target, r.body or "")
             elif r.op == "<<<":
                 stdin = self.string(r.target)[0] + "\n"
         status, out = self.builtin(words, n, stdin)
@@ -219,6 +219,15 @@ class Script(Expansion):
                 self.write(r.target, out, r.op.endswith(">>"))
                 out = None
         return status, out
+
+    def heredoc_of(self, delimiter: str, body: str) -> str | None:
+        """A heredoc's body expanded; None (named not read) where an expansion in it is never closed, which bash
+        -n accepts and the command fails on when run."""
+        try:
+            return self.heredoc(body)
+        except InputError as err:
+            self.unread.setdefault(f"<<{delimiter} (line {self.line})", f"its body does not expand: {err}")
+            return None
 
     def builtin(self, words: list[str], n: Simple, stdin: str | None) -> tuple[bool | None, str | None]:
         name, args = words[0], words[1:]
