@@ -14,7 +14,7 @@ from .bridge_layers import Stated
 from .bridge_names import COMPUTE_DTYPES
 from .bridge_recipe import Obj
 from .ledger import Ledger
-from .megatron_in import CHOICES, FLAGS, INTS, layout_fields, optimizer_dtype, unrolled
+from .megatron_in import CHOICES, FLAGS, INTS, choice, layout_fields, optimizer_dtype, unrolled
 from .megatron_keys import ATTENTION, FP8_RECIPE, FSDP_ZERO, GRAPHS_EAGER_WHY
 from .sources import Unevaluated
 
@@ -200,14 +200,7 @@ def model_key(key, attr, arg, v, at, led: Ledger, opts: dict, model: ModelConfig
     elif arg == "--enable-cuda-graph":  # Megatron-Core's local per-layer graphs
         led.skip(key, text, at, GRAPHS_EAGER_WHY if v else "false: Megatron-Core's default holds")
     elif arg in CHOICES:
-        field, table = CHOICES[arg]
-        if v not in table:
-            raise InputError(f"bridge config: {key} = {text} ({at}) is not one perfmodel prices; valid: "
-                             f"{', '.join(table)}")
-        if table[v] is None:
-            led.skip(key, text, at, GRAPHS_EAGER_WHY)
-        else:
-            led.set(key, text, at, **{field: table[v]})
+        choice(led, arg, key, v, at, f"bridge config: {key} = {text} ({at})")
     elif arg in FLAGS and isinstance(v, bool):
         fields = FLAGS[arg]
         if v:

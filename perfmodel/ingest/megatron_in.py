@@ -134,14 +134,7 @@ def plan_fates(args: list[Arg], opts: dict, led: Ledger, model_keys: set[str], n
         elif k in FLAGS and v is None:
             led.set(k, "true", src, **FLAGS[k])
         elif k in CHOICES:
-            field, table = CHOICES[k]
-            if v not in table:
-                raise InputError(f"Megatron-LM argument {k} = {v!r} is not one perfmodel prices; valid: "
-                                 f"{', '.join(table)}")
-            if table[v] is None:
-                led.skip(k, v, src, GRAPHS_EAGER_WHY)
-            else:
-                led.set(k, v, src, **{field: table[v]})
+            choice(led, k, k, v, src, f"Megatron-LM argument {k} = {v!r}")
         elif k == "--enable-cuda-graph":  # Megatron-Core's local per-layer graphs (the flag before --cuda-graph-impl)
             led.skip(k, "true" if v is None else v, src, GRAPHS_EAGER_WHY)
         elif k in ("--bf16", "--fp16"):
@@ -202,6 +195,19 @@ def plan_fates(args: list[Arg], opts: dict, led: Ledger, model_keys: set[str], n
             led.skip(k, v, src, NOT_PRICED_WHY[k])
         else:
             led.skip(k, v, src, UNKNOWN)
+
+
+def choice(led: Ledger, arg: str, key: str, value, src: str, stated: str) -> None:
+    """A CHOICES argument (`arg`, stated as `key` = `value`: Megatron-LM's own, or the Bridge field that spells it)
+    onto its field; per-layer CUDA graphs (None in the table) named as priced eager; a value outside the table
+    refused, `stated` naming it."""
+    field, table = CHOICES[arg]
+    if value not in table:
+        raise InputError(f"{stated} is not one perfmodel prices; valid: {', '.join(table)}")
+    if table[value] is None:
+        led.skip(key, value, src, GRAPHS_EAGER_WHY)
+    else:
+        led.set(key, value, src, **{field: table[value]})
 
 
 def fsdp_grads(v, src: str, fsdp: bool, led: Ledger) -> None:
