@@ -323,3 +323,19 @@ def test_full_iteration_scope_and_pipeline_split_without_pipeline(tmp_path):
     assert split.fate == "not priced" and "pp = 1" in split.why
     seq = next(k for k in imp.keys if k.key == "model.seq_length")
     assert seq.fate == "default" and "recipes/llama/h100/llama3.py:" in seq.why
+
+
+def test_counts_that_are_no_whole_number_are_refused_in_one_line(tmp_path, capsys):
+    """`1e400` is inf to Python's parser: it had raised OverflowError (int(inf)) in the count check; a count that is
+    not a finite whole number of 0 or more is refused naming the key, its value and what is valid."""
+    for value, shown in (("1e400", "inf"), ("2.5", "2.5"), ("-4", "-4"), ("True", "true")):
+        recipe = tmp_path / "llama3.py"
+        recipe.write_text("def llama3_8b_pretrain_8gpu_h100_bf16_config() -> ConfigContainer:\n"
+                          "    cfg = llama3_8b_pretrain_config()\n"
+                          f"    cfg.model.tensor_model_parallel_size = {value}\n"
+                          "    return cfg\n")
+        assert main(["import", str(recipe), "--from", "bridge"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1, err
+        assert f"model.tensor_model_parallel_size = {shown} (" in err and "is not a whole number >= 0; valid: a " \
+                                                                          "count of 0 or more" in err, err

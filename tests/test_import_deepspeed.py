@@ -197,6 +197,12 @@ def test_cli_bad_json_and_explain(tmp_path, capsys):
     assert main(["import", str(bad), "--from", "deepspeed", "--hardware", "dgx-h100", "--gpus", "8"]) == 2
     err = capsys.readouterr().err.strip()
     assert "malformed JSON" in err and len(err.splitlines()) == 1 and "Traceback" not in err
+    bad.write_text('{"train_micro_batch_size_per_gpu": 1e400, "bf16": {"enabled": true}}')  # inf: had OverflowError
+    run = script(tmp_path, "deepspeed --num_gpus 8 train.py --model_name_or_path meta-llama/Llama-2-7b-hf "
+                           "--max_seq_len 2048 --deepspeed ds.json\n")
+    assert main(["import", str(bad), str(run), "--from", "deepspeed", "--hardware", "dgx-h100"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "train_micro_batch_size_per_gpu = inf is not a whole number >= 1" in err
     files = [str(FIX / "finetune_hf_llama_ds_config.json"), str(FIX / "finetune_hf_llama.sh")]
     assert main(["import", *files, "--from", "deepspeed", "--hardware", "dgx-h100", "--gpus", "8", "--explain"]) == 0
     out = capsys.readouterr().out

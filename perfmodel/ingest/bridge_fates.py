@@ -16,7 +16,7 @@ from .bridge_recipe import Obj
 from .ledger import Ledger
 from .megatron_in import CHOICES, FLAGS, INTS, choice, layout_fields, optimizer_dtype, unrolled
 from .megatron_keys import ATTENTION, FP8_RECIPE, FSDP_ZERO, GRAPHS_EAGER_WHY
-from .sources import Unevaluated
+from .sources import Unevaluated, number
 
 
 def value_text(v) -> str:
@@ -224,11 +224,7 @@ def listed(v) -> list:
 
 def whole(key: str, v, at: str, kind=int):
     """A count (or, with kind=float, a number) the key needs, or one line naming it."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and v != int(v)) or v < 0:
-        raise InputError(f"bridge config: {key} = {value_text(v)} ({at}) is not a"
-                         f"{' whole' if kind is int else ''} number; valid: a {'count' if kind is int else 'number'} "
-                         "of 0 or more")
-    return kind(v)
+    return number(v, f"bridge config: {key} = {value_text(v)} ({at})", kind)
 
 
 def ddp_key(key, attr, v, at, led: Ledger, fsdp: bool, final: dict) -> None:

@@ -13,6 +13,7 @@ import re
 
 from ..errors import InputError
 from ..spec.plan import Plan
+from .sources import number
 
 AUTO_WHY = ("\"auto\": the Hugging Face Trainer fills it from its own arguments (its DeepSpeed integration, "
             "transformers.integrations.deepspeed); read from the launch script where it states them, else not priced")
@@ -104,9 +105,7 @@ _WHY = {prefix: _REASONS[group] for group, prefixes in _NOT_PRICED.items() for p
 
 def whole(key: str, value, src: str, low: int = 0) -> int:
     """A key's whole-number value, or one line naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < low:
-        raise InputError(f"{src}: {key} = {value!r}; valid: a whole number >= {low}")
-    return int(value)
+    return number(value, f"{src}: {key} = {value!r}", int, low)
 
 
 def parse_config(text: str, src: str, unread=None) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,20 @@ def read_yaml(path: Path, what: str) -> dict:
 
 
 # ---- argument lists (the shell reader is perfmodel.ingest.shell_script) ------------------------------------
+
+
+def number(value, stated: str, kind: type = int, low: int = 0):
+    """A config value a key needs as a finite number (`kind` int: a whole one) of at least `low`, as `kind`; else one
+    line, `stated` naming the key and value as the reader writes them (JSON's 1e400 is inf, a bool is no number)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= low
+    if ok and isinstance(value, float):
+        ok = math.isfinite(value) and (kind is float or value.is_integer())
+    if ok and kind is float and isinstance(value, int):
+        ok = abs(value) < 2**1023  # a float holds it
+    if not ok:
+        raise InputError(f"{stated} is not a {'whole ' if kind is int else ''}number >= {low}; valid: a "
+                         f"{'count' if kind is int else 'number'} of {low} or more")
+    return kind(value)
 
 
 def options(words: list[str], nargs=()) -> list[tuple[str, str | None]]:
