@@ -164,7 +164,7 @@ def model_of(cfg: Config) -> ModelConfig:
     if scale != 1:
         raise InputError(f"global_parameter_scale = {scale} with model_name = {name}: perfmodel reads a scale "
                          "only on base.yml's default model; valid: 1")
-    cfg.put("global_parameter_scale")
+    cfg.put("global_parameter_scale", f"1: preset {preset}'s own size, not scaled")
     if from_yaml and cfg.value("decoder_block") in BLOCKS:
         m = against_yaml(cfg, m, preset)
     else:

@@ -145,6 +145,10 @@ def _model(keys, get, put, led, custom) -> ModelConfig:
     return model
 
 
+_RESHARD_DEFAULT = ("FSDP2's reshard policy 'default' (torchtitan/config/configs.py:145 at b5bcd76c): resharded after "
+                    "forward unless pipelined")
+
+
 def _data_parallel(get, put, led, pp: int, mp: int) -> int | None:
     """data_parallel_replicate_degree x data_parallel_shard_degree (-1: the devices left) and the resharding
     policy -> dp, dp_replicate and ZeRO: shard degree 1 replicates (ZeRO-0, DDP); otherwise FSDP2 reshards after
@@ -169,14 +173,14 @@ def _data_parallel(get, put, led, pp: int, mp: int) -> int | None:
     if s == -1:
         put("parallelism.data_parallel_shard_degree", "the devices left: --gpus / (tp x pp x cp x replicate)")
         if not led.has("plan.zero"):
-            led.default("parallelism.fsdp_reshard_after_forward", "default", "FSDP2", plan__zero=zero)
+            led.default("parallelism.fsdp_reshard_after_forward", "default", _RESHARD_DEFAULT, plan__zero=zero)
         return None
     if s < 1:
         raise InputError(f"parallelism.data_parallel_shard_degree = {s}; valid: -1 (the devices left) or >= 1")
     put("parallelism.data_parallel_shard_degree", "FSDP2 over dp_replicate x dp_shard ranks", plan__dp=r * s,
         launch__gpus=r * s * mp)
     if not led.has("plan.zero"):
-        led.default("parallelism.fsdp_reshard_after_forward", "default", "FSDP2", plan__zero=zero)
+        led.default("parallelism.fsdp_reshard_after_forward", "default", _RESHARD_DEFAULT, plan__zero=zero)
     return r * s
 
 

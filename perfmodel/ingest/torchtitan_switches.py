@@ -81,7 +81,8 @@ def switches(get, put, skip, led, tp: int, python: bool, era: dict) -> None:
     if python:
         put("parallelism.enable_sequence_parallel", plan__sequence_parallel=bool(
             get("parallelism.enable_sequence_parallel")) and tp > 1)
-        led.default("parallelism.enable_sequence_parallel", True, "ParallelismConfig",
+        led.default("parallelism.enable_sequence_parallel", True, "ParallelismConfig (torchtitan/config/configs.py:169 "
+                    "at b5bcd76c)",
                     plan__sequence_parallel=tp > 1)
     else:
         led.default("sequence parallelism", "with tensor parallelism", "torchtitan 0.2.2 applies it whenever tp > 1",
