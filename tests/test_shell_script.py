@@ -243,6 +243,25 @@ def test_a_heredoc_whose_body_does_not_expand_is_named_not_read(tmp_path):
                                                     "$( opened here is never closed")
 
 
+def test_a_usage_guard_on_what_a_bare_run_lacks_does_not_end_the_reading():
+    """`[ $# -lt 1 ]`, `[ -z "$1" ] &&`, `case $1 in *)` and `[ -z "$DATA" ]` read as a bare run has them (no
+    arguments, nothing set) take the usage branch, whose `exit` had ended the reading before the launch (the file
+    then refused as launching nothing, no flag named); the exit is noted and the reading goes on. An exit past a
+    test of known values still ends it."""
+    launch = "torchrun --nproc_per_node 8 pretrain_gpt.py --save $1\n"
+    for guard in ('if [ $# -lt 1 ]; then\n  echo "usage: $0 DIR"\n  exit 1\nfi\n',
+                  '[ -z "$1" ] && { echo usage; exit 1; }\n',
+                  "case $1 in\n  /*) ;;\n  *) echo usage; exit 1 ;;\nesac\n",
+                  'if [[ -z "$DATA" ]]; then echo "set DATA"; exit 1; fi\n',
+                  "(( $# < 1 )) && exit 1\n"):
+        read = Script(guard + launch, "script.sh")
+        assert read.commands[-1][:3] == ["torchrun", "--nproc_per_node", "8"], guard
+        assert read.unread["exit"].startswith("reached past a test not known, or one read as a bare run"), guard
+    for guard in ("if [ 1 -eq 1 ]; then exit 0; fi\n", "X=${X:-5}\n[ $X -gt 3 ] && exit 0\n"):
+        read = Script(guard + launch, "script.sh")
+        assert read.commands == [] and "exit" not in read.unread, guard
+
+
 def test_a_script_bash_refuses_is_refused_in_one_line():
     for text, words in (("python x.py --a 'open\n", "the quote ' opened here is never closed"),
                         ("if [ 1 ]; then\n  python x.py\n", "expected 'fi', found the end of the file"),

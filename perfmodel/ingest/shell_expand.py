@@ -7,7 +7,8 @@ What a reader cannot know stays as written and is named in `unread` (the word ->
 backticks), $RANDOM and the shell's own state ($$, $?, $!), a variable the script never sets (its environment's value),
 the script's own arguments ($1 ...), arithmetic on any of these. Such a word is kept whole (never split). Where a
 test or a `${VAR:-d}` asks about a variable the script never sets, it reads as unset (empty): the script as run in a
-bare environment, which is what its stated defaults are for.
+bare environment, which is what its stated defaults are for (`bare_read` says a test read so: the branch it takes is
+followed as not known to run, and a usage guard's `exit` there does not end the reading).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import operator
 import re
 from typing import NamedTuple
 
-from .shell_lex import skip_backtick, skip_quote, skip_dollar
+from ..errors import InputError
+from .shell_lex import skip_backtick, skip_dollar, skip_quote
 
 SHELL_STATE = {"RANDOM": "a random number", "SRANDOM": "a random number", "$": "the shell's process id",
                "!": "a background process's id", "?": "a command's exit status", "BASHPID": "the shell's process id",
@@ -51,6 +53,7 @@ class Expansion:
         self.positional: list[str] | None = None  # None: the script's own (not known)
         self.unread: dict[str, str] = {}  # a word or variable not read -> why
         self.testing = False  # in a test or a case word: an unset variable reads as empty
+        self.bare_read = False  # a test read something as a bare run has it (unset, no arguments): see Script.if_
         self.bare: dict[str, str] = {}  # a variable set from unset ones: its value with those read as empty
 
     # -- the public expansions ------------------------------------------------------------------------------
@@ -86,6 +89,34 @@ class Expansion:
 
     def heredoc(self, body: str) -> str:
         return self.string(body, "heredoc")[0]
+
+    def heredoc_of(self, delimiter: str, body: str) -> str | None:
+        """A heredoc's body expanded; None (named not read) where an expansion in it is never closed, which bash
+        -n accepts and the command fails on when run."""
+        try:
+            return self.heredoc(body)
+        except InputError as err:
+            self.unread.setdefault(f"<<{delimiter} (line {self.line})", f"its body does not expand: {err}")
+            return None
+
+    def assign_element(self, name: str, index: str, text: str, known: bool, append: bool) -> None:
+        """NAME[i]=value, NAME[i]+=value: a scalar is element 0 (as bash makes it), -1 the last element. An index
+        not read, or past the array's end (bash's arrays are sparse, these a list of words), leaves the array not
+        read, as `read` leaves its variable."""
+        old = self.vars.get(name)
+        items = list(old) if isinstance(old, list) else [] if old is None else [old]
+        k = self.arith(index)
+        k = k + len(items) if k is not None and k < 0 else k
+        if k is None or not 0 <= k <= len(items):
+            self.vars[name] = f"${{{name}[{index}]}}"
+            self.unknown.add(name)
+            self.unread.setdefault(self.vars[name], "an element set at an index not read, or past the array's end")
+            return
+        items += [""] * (k + 1 - len(items))
+        items[k] = (items[k] if append else "") + text
+        self.vars[name] = items
+        if not known:
+            self.unknown.add(name)
 
     # -- scanning -------------------------------------------------------------------------------------------
     def scan(self, s: str, mode: str) -> list[Part]:
@@ -179,6 +210,7 @@ class Expansion:
             return None, False
         if name.isdigit() or name in "@*#":
             if self.positional is None:
+                self.bare_read = True
                 if name in "@*":
                     return [], True
                 return ("0", True) if name == "#" else (None, True)
@@ -192,6 +224,7 @@ class Expansion:
             return None, True
         v, known = self.vars[name], name not in self.unknown
         if not known and self.testing and name in self.bare:
+            self.bare_read = True
             return self.bare[name], True
         if index in ("@", "*"):
             return (v if isinstance(v, list) else [v]), known
@@ -210,6 +243,7 @@ class Expansion:
             return self.segments(_join(value), quoted)
         if value is None:
             if self.testing:
+                self.bare_read = True
                 return [Part("", quoted)]
             return [self._not_read(src, ARGUMENT if name.isdigit() else UNSET)]
         if isinstance(value, list):
@@ -269,6 +303,7 @@ class Expansion:
                 self.vars[name] = "".join(p.text for p in parts if p is not BREAK)
             return parts or [Part("", quoted)]
         if value is None:
+            self.bare_read = self.bare_read or self.testing
             return [Part("", quoted)] if self.testing else [self._not_read(src, UNSET)]
         many = isinstance(value, list)
         if many and op.startswith(":"):  # ${ARR[@]:off:len}, ${@:off:len}: a slice of the words ($@ from $1)

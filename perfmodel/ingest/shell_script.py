@@ -95,10 +95,16 @@ class Script(Expansion):
             self.unread.setdefault("(the rest of the script)", f"more than {MAX_STEPS} commands followed")
             raise _Exit
         if isinstance(n, AndOr):
+            self.bare_read = False
             status = self.pipeline(n.first)
-            for op, p in n.rest:
-                if (op == "&&" and status is True) or (op == "||" and status is False):
-                    status = self.pipeline(p)
+            bare = self.bare_read and bool(n.rest)  # `[ -z "$1" ] && exit 1`: the rest on a bare run's reading
+            self._guessed += bare
+            try:
+                for op, p in n.rest:
+                    if (op == "&&" and status is True) or (op == "||" and status is False):
+                        status = self.pipeline(p)
+            finally:
+                self._guessed -= bare
             return status
         if isinstance(n, If):
             return self.if_(n)
@@ -134,15 +140,18 @@ class Script(Expansion):
         return status
 
     def if_(self, n: If) -> bool | None:
-        guessed = False  # a test not known: the branch after it is followed on that reading, not known to run
+        # a test not known, or read as a bare run has it (a variable never set, no arguments: a usage guard's
+        # `[ $# -lt 1 ]`): the branch after it is followed on that reading, not known to run, and its `exit` does not
+        # end the reading
+        guessed = False
         for cond, body in n.branches:
             if self.every_branch:
                 self.run(body)
                 continue
             status = self.run(cond)
             if status is True:
-                return self.assumed(body, guessed)
-            guessed = guessed or status is None
+                return self.assumed(body, guessed or self.bare_read)
+            guessed = guessed or status is None or self.bare_read
         return self.assumed(n.orelse, guessed) if n.orelse is not None else True
 
     def assumed(self, body: list, guessed: bool) -> bool | None:
@@ -154,8 +163,9 @@ class Script(Expansion):
             self._guessed -= guessed
 
     def case(self, n: Case) -> bool | None:
-        self.testing = True
+        self.testing, self.bare_read = True, False
         word, known = self.string(n.word)
+        bare = self.bare_read  # `case $1 in ... *) usage; exit 1`: as if_ reads a test of what a bare run has
         for patterns, body in n.arms:
             if self.every_branch:
                 self.run(body)
@@ -163,7 +173,7 @@ class Script(Expansion):
             pats = [self.string(p) for p in patterns]
             if known and any(k and glob(word, p) for p, k in pats):
                 self.testing = False
-                return self.run(body)
+                return self.assumed(body, bare)
         self.testing = False
         if not known and not self.every_branch:
             self.unread.setdefault(f"case {n.word}", "the value it tests is not read: no arm followed")
@@ -220,15 +230,6 @@ class Script(Expansion):
                 out = None
         return status, out
 
-    def heredoc_of(self, delimiter: str, body: str) -> str | None:
-        """A heredoc's body expanded; None (named not read) where an expansion in it is never closed, which bash
-        -n accepts and the command fails on when run."""
-        try:
-            return self.heredoc(body)
-        except InputError as err:
-            self.unread.setdefault(f"<<{delimiter} (line {self.line})", f"its body does not expand: {err}")
-            return None
-
     def builtin(self, words: list[str], n: Simple, stdin: str | None) -> tuple[bool | None, str | None]:
         name, args = words[0], words[1:]
         if name in DECLARE and n.words[0] == name:
@@ -258,7 +259,8 @@ class Script(Expansion):
             return name != "false", None
         if name == "exit":
             if self._guessed or self.every_branch:
-                self.unread.setdefault("exit", "reached past a test not known: the reading goes on")
+                self.unread.setdefault("exit", "reached past a test not known, or one read as a bare run has it: "
+                                               "the reading goes on")
                 return True, None
             raise _Exit
         if name == "return":
@@ -399,25 +401,6 @@ class Script(Expansion):
             self.bare_value(name, value, append)
             why = self.not_read(text)
             self.unread.setdefault(name, f"= {why}" if why else f"= {text}: not read")
-
-    def assign_element(self, name: str, index: str, text: str, known: bool, append: bool) -> None:
-        """NAME[i]=value, NAME[i]+=value: a scalar is element 0 (as bash makes it), -1 the last element. An index
-        not read, or past the array's end (bash's arrays are sparse, these a list of words), leaves the array not
-        read, as `read` leaves its variable."""
-        old = self.vars.get(name)
-        items = list(old) if isinstance(old, list) else [] if old is None else [old]
-        k = self.arith(index)
-        k = k + len(items) if k is not None and k < 0 else k
-        if k is None or not 0 <= k <= len(items):
-            self.vars[name] = f"${{{name}[{index}]}}"
-            self.unknown.add(name)
-            self.unread.setdefault(self.vars[name], "an element set at an index not read, or past the array's end")
-            return
-        items += [""] * (k + 1 - len(items))
-        items[k] = (items[k] if append else "") + text
-        self.vars[name] = items
-        if not known:
-            self.unknown.add(name)
 
     def bare_value(self, name: str, value: str, append: bool) -> None:
         """The value a test reads of a variable set from what is unset (the script's arguments, its environment):
