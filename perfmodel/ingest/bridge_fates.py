@@ -14,8 +14,8 @@ from .bridge_layers import Stated
 from .bridge_names import COMPUTE_DTYPES
 from .bridge_recipe import Obj
 from .ledger import Ledger
-from .megatron_in import CHOICES, FLAGS, INTS, choice, layout_fields, optimizer_dtype, unrolled
-from .megatron_keys import ATTENTION, FP8_RECIPE, FSDP_ZERO, GRAPHS_EAGER_WHY
+from .megatron_in import CHOICES, FLAGS, INTS, choice, layout_fields, optimizer_dtype, sharding, unrolled
+from .megatron_keys import ATTENTION, FP8_RECIPE, GRAPHS_EAGER_WHY
 from .sources import Unevaluated, number
 
 
@@ -244,12 +244,7 @@ def ddp_key(key, attr, v, at, led: Ledger, fsdp: bool, final: dict) -> None:
     elif attr == "use_megatron_fsdp":
         led.set(key, text, at, "Megatron-FSDP" if v else "no Megatron-FSDP")
     elif attr == "data_parallel_sharding_strategy":
-        if v not in FSDP_ZERO:
-            raise InputError(f"bridge config: {key} = {v!r} ({at}); valid: {', '.join(FSDP_ZERO)}")
-        if fsdp:
-            led.set(key, text, at, plan__zero=FSDP_ZERO[v])
-        else:
-            led.skip(key, text, at, "takes effect only with ddp.use_megatron_fsdp")
+        sharding(led, key, v, at, fsdp, f"bridge config: {key} = {v!r} ({at})", "ddp.use_megatron_fsdp")
     elif attr == "grad_reduce_in_fp32":
         led.skip(key, text, at, "replaced by the precision config's own grad_reduce_in_fp32, which "
                  "MixedPrecisionConfig.setup copies onto the DDP config (mixed_precision.py:113-135 at 067f987)")

@@ -157,12 +157,7 @@ def plan_fates(args: list[Arg], opts: dict, led: Ledger, model_keys: set[str], n
         elif k == "--megatron-fsdp-main-grads-dtype":
             fsdp_grads(v, src, fsdp, led)
         elif k == "--data-parallel-sharding-strategy":
-            if v not in FSDP_ZERO:
-                raise InputError(f"Megatron-LM argument {k} = {v!r}; valid: {', '.join(FSDP_ZERO)}")
-            if fsdp:
-                led.set(k, v, src, plan__zero=FSDP_ZERO[v])
-            else:
-                led.skip(k, v, src, "takes effect only with --use-megatron-fsdp")
+            sharding(led, k, v, src, fsdp, f"Megatron-LM argument {k} = {v!r}", "--use-megatron-fsdp")
         elif k == "--overlap-param-gather":
             led.set(k, "true", src, "the weights' all-gather beside the next forward (with the distributed optimizer)",
                     plan__overlap_dp_comm=True)
@@ -208,6 +203,18 @@ def choice(led: Ledger, arg: str, key: str, value, src: str, stated: str) -> Non
         led.skip(key, value, src, GRAPHS_EAGER_WHY)
     else:
         led.set(key, value, src, **{field: table[value]})
+
+
+def sharding(led: Ledger, key: str, value, src: str, fsdp: bool, stated: str, switch: str) -> None:
+    """Megatron-FSDP's data-parallel sharding strategy (--data-parallel-sharding-strategy, Bridge's
+    ddp.data_parallel_sharding_strategy) -> plan.zero, where `switch` turns Megatron-FSDP on; refused outside
+    FSDP_ZERO, `stated` naming the key and value."""
+    if value not in FSDP_ZERO:
+        raise InputError(f"{stated}; valid: {', '.join(FSDP_ZERO)}")
+    if fsdp:
+        led.set(key, value, src, plan__zero=FSDP_ZERO[value])
+    else:
+        led.skip(key, value, src, f"takes effect only with {switch}")
 
 
 def fsdp_grads(v, src: str, fsdp: bool, led: Ledger) -> None:
