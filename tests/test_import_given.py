@@ -78,3 +78,16 @@ def test_the_cli_flags(tmp_path):
     assert rc == 2 and err.startswith("error: --script-args") and len(err.splitlines()) == 1
     rc, _, err = run(["predict", "--vocab-size", "32000"])  # no config to give it to
     assert rc == 2 and "--vocab-size gives what a framework config's files leave out" in err
+
+
+def test_a_flag_no_file_needs_is_said_to_be_unused():
+    """--vocab-size beside a script whose tokenizer's size is known, --script-args beside a TOML: each named as not
+    used in import's report; taken where a file reads it."""
+    toml = Path(__file__).parent / "fixtures" / "configs" / "torchtitan" / "llama3_8b.toml"
+    imp = read_config([toml], "torchtitan", given=Given.of("x", 32000))
+    assert [line.split(":")[0] for line in imp.given_unused] == ["--vocab-size 32000", "--script-args 'x'"]
+    assert read_config([SUPEROFFLOAD], "deepspeed", given=Given.of("superoffload")).given_unused == []
+    assert read_config([LLAMA_TP2_PP2], "deepspeed", given=Given(vocab_size=32000)).given_unused == []
+    rc, out, _ = run(["import", str(toml), "--from", "torchtitan", "--hardware", "dgx-h100", "--gpus", "8",
+                      "--vocab-size", "32000"])
+    assert rc == 0 and "--vocab-size 32000: not used" in out

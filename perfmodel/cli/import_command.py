@@ -90,7 +90,7 @@ def run(a: argparse.Namespace) -> str:
                            "hardware": system.name, "prediction": est.model_dump(mode="json")}, indent=2)
     from ..ingest import launch_notes
 
-    return import_report(imp, plan, est, a.explain, launch_notes(imp, a.hardware, a.gpus))
+    return import_report(imp, plan, est, a.explain, launch_notes(imp, a.hardware, a.gpus) + imp.given_unused)
 
 
 def plan_text(plan) -> str:

@@ -18,7 +18,7 @@ from ..errors import InputError
 from ..spec.hardware import System, load_hardware
 from ..spec.model import ModelConfig
 from ..spec.plan import Plan, resolve
-from .given import ARGS_FLAG, GIVEN, VOCAB_FLAG, Given
+from .given import ARGS_FLAG, GIVEN, USED, VOCAB_FLAG, Given, unused
 from .ledger import Imported, KeyFate
 
 # framework -> (reader module, what it reads)
@@ -49,9 +49,11 @@ def read_config(files: Sequence[str | Path], framework: str, name: str | None = 
         if not p.exists():
             raise InputError(f"config file {str(p)!r} does not exist; valid: {FRAMEWORKS[framework][1]}")
     module = importlib.import_module(f"{__name__}.{FRAMEWORKS[framework][0]}")
-    token = GIVEN.set(given or Given())
+    given = given or Given()
+    token, used = GIVEN.set(given), USED.set(set())
     try:
-        return module.read(paths, name)
+        imp = module.read(paths, name)
+        return imp.model_copy(update={"given_unused": unused(given)})
     except InputError as err:  # name the files where the reader's message does not
         if any(str(p) in str(err) or p.name in str(err) for p in paths):
             raise
@@ -59,6 +61,7 @@ def read_config(files: Sequence[str | Path], framework: str, name: str | None = 
         raise InputError(f"{framework} config {', '.join(repr(str(p)) for p in paths)}: {message}") from None
     finally:
         GIVEN.reset(token)
+        USED.reset(used)
 
 
 NEEDED = ("--hardware", "--gpus", VOCAB_FLAG, ARGS_FLAG)  # the flags that supply what a config leaves out

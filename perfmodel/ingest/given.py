@@ -46,3 +46,22 @@ class Given(Schema):
 
 
 GIVEN: ContextVar[Given] = ContextVar("perfmodel_ingest_given", default=Given())
+# the flags of GIVEN a reader took a value from while reading (read_config names the others as not used)
+USED: ContextVar[set[str]] = ContextVar("perfmodel_ingest_given_used", default=set())
+
+
+def used(flag: str) -> None:
+    """Note that a reader took `flag`'s value (VOCAB_FLAG, ARGS_FLAG)."""
+    USED.get().add(flag)
+
+
+def unused(given: Given) -> list[str]:
+    """The flags `given` set that no reader took, each as a line of import's report."""
+    out = []
+    if given.vocab_size is not None and VOCAB_FLAG not in USED.get():
+        out.append(f"{VOCAB_FLAG} {given.vocab_size}: not used (the files state the vocabulary, or their tokenizer's "
+                   "size is known)")
+    if given.script_args is not None and ARGS_FLAG not in USED.get():
+        out.append(f"{ARGS_FLAG} {' '.join(given.script_args)!r}: not used (no script among the files reads its "
+                   "arguments)")
+    return out

@@ -55,6 +55,8 @@ class Imported(Schema):
     keys: list[KeyFate] = Field(description="every key read, in the order read")
     set_by: dict[str, str] = Field(default_factory=dict, description="field -> the key that set it ('plan.tp' -> "
                                                                       "'--tensor-model-parallel-size = 4')")
+    given_unused: list[str] = Field(default_factory=list, description="flags given for what files leave out "
+                                    "(--vocab-size, --script-args) that no file needed, one line each")
     deferred: dict[str, Any] = Field(default_factory=dict, description="what the reader completes once the device "
                                      "count and system are known (`complete(deferred, gpus, system)` of its module: "
                                      "MaxText's mesh axes of -1, its per-device batch); empty when nothing waits")

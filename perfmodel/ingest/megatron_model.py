@@ -15,7 +15,7 @@ from ..spec.model import MLAConfig, ModelConfig, MoEConfig
 from ..spec.model_catalogue import list_models, load_model
 from .ledger import Ledger
 from ..spec.tokenizers import tokenizer_vocab
-from .given import GIVEN, GIVEN_SOURCE, VOCAB_FLAG
+from .given import GIVEN, GIVEN_SOURCE, VOCAB_FLAG, used
 from .megatron_keys import DROPOUT, MLA_DEFAULTS, VOCAB_DIVISOR
 
 MODEL_ARGS = {
@@ -113,6 +113,7 @@ def vocabulary(opts: dict, became: dict, why: dict, stated: set[str] | None = No
         found = next(((tokenizer_vocab(n), k) for n, k in names if n and tokenizer_vocab(n)), None)
         if found is None and GIVEN.get().vocab_size:  # the user's flag: the tokenizer file's size
             found = (GIVEN.get().vocab_size, f"{VOCAB_FLAG} on {GIVEN_SOURCE}"), VOCAB_GIVEN
+            used(VOCAB_FLAG)
         if found is None:
             raise InputError(f"{VOCAB_FLAG} is needed: the tokenizer ({kind or 'none named'}"
                              f"{', ' + model if model else ''}) does not name a vocabulary perfmodel knows; valid: "

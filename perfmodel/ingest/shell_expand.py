@@ -20,6 +20,7 @@ import re
 from typing import NamedTuple
 
 from ..errors import InputError
+from .given import ARGS_FLAG, used
 from .shell_lex import skip_backtick, skip_dollar, skip_quote
 
 SHELL_STATE = {"RANDOM": "a random number", "SRANDOM": "a random number", "$": "the shell's process id",
@@ -51,6 +52,7 @@ class Expansion:
         self.vars: dict[str, list[str] | str] = {}
         self.unknown: set[str] = set()  # variables whose value holds something not read (the value is its text)
         self.positional: list[str] | None = None  # None: the script's own (not known)
+        self.script_args: list[str] | None = None  # the script's own arguments where the user gives them
         self.unread: dict[str, str] = {}  # a word or variable not read -> why
         self.testing = False  # in a test or a case word: an unset variable reads as empty
         self.bare_read = False  # a test read something as a bare run has it (unset, no arguments): see Script.if_
@@ -214,6 +216,8 @@ class Expansion:
                 if name in "@*":
                     return [], True
                 return ("0", True) if name == "#" else (None, True)
+            if self.positional is self.script_args:  # the script's own, not a function's: the user's flag is read
+                used(ARGS_FLAG)
             if name in "@*":
                 return list(self.positional), True
             if name == "#":

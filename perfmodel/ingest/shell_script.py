@@ -47,7 +47,7 @@ class Script(Expansion):
         """`every_branch`: run the body of every `if` / `elif` / `else` branch and `case` arm in order, as if no
         test were there (for a command under a test that needs the file system, `if [ -f "$CONFIG" ]`)."""
         super().__init__(where)
-        self.positional = GIVEN.get().script_args  # the script's own arguments, where the user gives them
+        self.positional = self.script_args = GIVEN.get().script_args  # the script's own, where the user gives them
         self.every_branch = every_branch
         self.commands: list[list[str]] = []
         self.files: dict[str, str] = {}
@@ -247,7 +247,10 @@ class Script(Expansion):
             return True, None
         if name == "shift" and self.positional is not None:
             k = int(args[0]) if args and args[0].isdigit() else 1
+            mine = self.positional is self.script_args
             self.positional = self.positional[k:]
+            if mine:  # the script shifts its own arguments: what is left is still theirs
+                self.script_args = self.positional
             return True, None
         if name == "set" and "--" in args:
             self.positional = args[args.index("--") + 1:]

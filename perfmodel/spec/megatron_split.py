@@ -56,6 +56,8 @@ def megatron_chunks(n_layers: int, pp: int, vpp: int, embedding: bool = False, l
         if last is not None:
             stages[-1] = last
     else:
+        from .plan import default_stage_layers  # plan imports this module: the default split is plan's
+
         stages = default_stage_layers(n_layers, pp)
     bad = [n for n in stages if n % vpp or n < vpp]
     if bad:
