@@ -6,6 +6,19 @@ from __future__ import annotations
 from ..errors import InputError, values_text
 
 
+def default_stage_layers(n_layers: int, pp: int) -> list[int]:
+    """Layers per pipeline stage when a plan does not give them: as even as possible, the remainder on middle
+    stages first (the first stage also holds the embedding, the last the LM head and loss), then the last,
+    then the first. Llama 3 405B: 126 layers over 16 stages gives 7, 8 x 14, 7 (Dubey et al. 2024, Sec. 3.3.2).
+    """
+    if pp == 1:
+        return [n_layers]
+    q, r = divmod(n_layers, pp)
+    middle_extra = min(r, pp - 2)
+    rest = r - middle_extra  # 0, 1 or 2 extra layers: the last stage's, then the first's
+    return ([q + (rest >= 2)] + [q + (i < middle_extra) for i in range(pp - 2)] + [q + (rest >= 1)])
+
+
 def megatron_slots(n_layers: int, embedding: bool = False, loss: bool = False) -> int:
     """What Megatron-LM's pipeline split divides over pp * vpp chunks: the transformer layers, plus one slot for
     the embedding and one for the LM head and loss where they are accounted as layers
@@ -56,8 +69,6 @@ def megatron_chunks(n_layers: int, pp: int, vpp: int, embedding: bool = False, l
         if last is not None:
             stages[-1] = last
     else:
-        from .plan import default_stage_layers  # plan imports this module: the default split is plan's
-
         stages = default_stage_layers(n_layers, pp)
     bad = [n for n in stages if n % vpp or n < vpp]
     if bad:

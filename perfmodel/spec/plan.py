@@ -11,7 +11,7 @@ from ..errors import Count, Flag, InputError, IntLiteral, Real, Schema, divisors
 from .finetune import LoRA, check_lora
 from .fp8_recipes import Fp8Recipe, fp8_recipe_of
 from .hardware import System
-from .megatron_split import megatron_chunks, megatron_slots
+from .megatron_split import default_stage_layers, megatron_chunks, megatron_slots
 from .global_attention import kv_head_counts
 from .model import ModelConfig
 from .recompute import (OFFLOAD_TENSORS, RECOMPUTE_MODULES, SAVED_TENSORS, OffloadTensor, Recompute, RecomputeModule,
@@ -193,19 +193,6 @@ class Plan(Schema):
     def edp(self) -> int:
         """Expert data-parallel size: a stage's tp*cp*dp ranks over ep*etp (MoE parallel folding)."""
         return self.tp * self.cp * self._resolved() // (self.ep * self.etp)
-
-
-def default_stage_layers(n_layers: int, pp: int) -> list[int]:
-    """Layers per pipeline stage when a plan does not give them: as even as possible, the remainder on middle
-    stages first (the first stage also holds the embedding, the last the LM head and loss), then the last,
-    then the first. Llama 3 405B: 126 layers over 16 stages gives 7, 8 x 14, 7 (Dubey et al. 2024, Sec. 3.3.2).
-    """
-    if pp == 1:
-        return [n_layers]
-    q, r = divmod(n_layers, pp)
-    middle_extra = min(r, pp - 2)
-    rest = r - middle_extra  # 0, 1 or 2 extra layers: the last stage's, then the first's
-    return ([q + (rest >= 2)] + [q + (i < middle_extra) for i in range(pp - 2)] + [q + (rest >= 1)])
 
 
 def split_of(plan: Plan, n_layers: int) -> list[int]:
