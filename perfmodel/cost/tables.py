@@ -9,7 +9,7 @@ none (`configurations`). Units: seconds per training step, bytes per device.
     gathers, counted exposed: an upper bound, where `estimate` hides most of them behind the backward; its
     optimizer step, and its state's copies to and from host memory under Plan.optimizer_offload, whose update
     peak is the estimate's, in the constant).
-    A layer's exposed host-offload copies are the estimate's, on its first operator (a constant off Megatron's).
+    A layer's exposed host-offload copies are the estimate's, on its first operator, inside its ZeRO-3 window.
   - Edge: m x the redistribution of the tensor it carries (`sharded.edge_cost`), forward and backward. A GEMM
     input may be kept as the producer's shard and gathered again in the backward (`CostTables.alt`).
   - ZeRO-3 gathers overlap the compute of their unit (`sharded.behind`), which is not a sum over operators;
@@ -42,14 +42,8 @@ from .memory import head_copy, kept_scale, layer_gemm_params, narrow_cache_bytes
 from .states import device_state_bytes, state_bytes
 from .offload import optimizer_copy_seconds
 from .mesh import BIT, Mesh, gathered_axes
-from .moe import (
-    ExpertDataGroup,
-    expert_layer_params,
-    moe_gemm_params,
-    moe_kept_bytes,
-    moe_replicated_params,
-    moe_router_params,
-)
+from .moe import (ExpertDataGroup, expert_layer_params, moe_gemm_params, moe_kept_bytes, moe_replicated_params,
+                  moe_router_params)
 from .operator_table import (
     Operator,
     Split,
@@ -147,7 +141,7 @@ class Reference:
     working: float  # per byte one layer's recompute rebuilds (one layer in its backward at a time)
     constant_memory: float
     moe_states: float = 0.0  # per byte of a mean layer's routed-expert states (memory.stage_moe_layers / n)
-    offload_s: float = 0.0  # a layer's exposed host-offload copies per micro-batch, as placed (cost.offload)
+    offload: tuple[float, float] = (0.0, 0.0)  # a layer's exposed host copies per micro-batch, fwd, bwd (cost.offload)
 
     @classmethod
     def of(cls, model: ModelConfig, system: System, lay: Layouts, step: Step | None = None) -> Reference:
@@ -171,7 +165,8 @@ class Reference:
                    {"layer": layers / n * scale["layer"], "embedding": emb * scale["embedding"],
                     "head": head * scale["head"]}, 1.0 / n, const,
                    float(np.ravel(stage_moe_layers(model, st, lay)[k])[0]) / n,
-                   float(step.units.per_plan(step.units.parts["layer"]["offload_comm"])[0]))
+                   tuple(sum(float(step.units.per_plan(getattr(c, d))[0]) for c in step.units.comms
+                             if c.part == "offload_comm" and c.unit == "layer") for d in ("fwd", "bwd")))
 
 
 @dataclass
@@ -275,8 +270,11 @@ def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.
     sp = ref.speedup
     attention_s = (sum(k.fwd_s for k in ks) / sp, sum(k.bwd_s for k in ks) / sp)
     comms = op_comms(op, s, mesh, x.model, rc, attention_s, x.f, lay.recompute_saved or ())
-    wf = attention_s[0] + sum(c.fwd for c in comms)
-    wb = sum(k.bwd_s + k.recompute_s(rc) for k in ks) / sp + sum(c.bwd for c in comms)
+    # the layer's exposed offload copies: busy seconds its ZeRO-3 gathers hide behind, as every exposed second the
+    # estimate charges the unit is (cost.units.unit_costs)
+    off_f, off_b = ref.offload if op.name == LAYER_OPS[0] else (0.0, 0.0)
+    wf = attention_s[0] + sum(c.fwd for c in comms) + off_f
+    wb = sum(k.bwd_s + k.recompute_s(rc) for k in ks) / sp + sum(c.bwd for c in comms) + off_b
     ag = rs = per_step = 0.0
     reduce = token_axes(op, configs)
     for w, p in held:
@@ -289,7 +287,7 @@ def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.
         per_step = per_step + (optimizer_seconds(x.dev, p, zero, shard, gbytes) + compression_seconds(
             x.dev, p, gbytes, lay.grad_compression, shard)) / shared_host_speedup(x.system, lay)
         per_step = per_step + optimizer_copy_seconds(x.system, lay, state_bytes(p, lay)["optimizer"])
-    per_mb = wf + wb + _zero3_window(x, unit, wf, wb, ag, ag + rs) + ref.offload_s * (op.name == LAYER_OPS[0])
+    per_mb = wf + wb + _zero3_window(x, unit, wf, wb, ag, ag + rs)
     st = state_bytes(params, lay)
     memory = device_state_bytes(st, lay) * ref.states[unit]
     b = saved_input_bytes(lay)
