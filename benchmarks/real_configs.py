@@ -30,11 +30,12 @@ sys.path.insert(0, str(ROOT))
 
 from perfmodel.errors import InputError  # noqa: E402
 from perfmodel.files import read_mapping  # noqa: E402
+from perfmodel.ingest import NEEDED  # noqa: E402
 
 CORPUS = ROOT / "tests" / "fixtures" / "corpus"
 FRAMEWORKS = ("megatron", "bridge", "torchtitan", "maxtext", "deepspeed")
-# a refusal's "FLAG is needed" -> the case's field that gives it
-NEEDS = {"--gpus": "gpus", "--hardware": "hardware", "--vocab-size": "vocab_size", "--script-args": "script_args"}
+# a refusal's "FLAG is needed" (perfmodel.ingest.NEEDED) -> the case's field that gives it (--vocab-size: vocab_size)
+NEEDS = {flag: flag.removeprefix("--").replace("-", "_") for flag in NEEDED}
 
 
 class _Strict(BaseModel):

@@ -591,7 +591,9 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("calibrate", "--plan"): plan_in(base="calibrate-trace", names=("plan file", "--plan")),
           ("calibrate", "--config"): config_in(base="calibrate-trace-config"),
           ("calibrate", "--config-name"): name(base="calibrate-trace-config"),
-          ("calibrate", "--gpus"): count(base="calibrate-trace-config")}
+          ("calibrate", "--gpus"): count(base="calibrate-trace-config"),
+          ("calibrate", "--vocab-size"): count(base="calibrate-trace-config"),
+          ("calibrate", "--script-args"): script_args(base="calibrate-trace-config")}
     t |= {("hardware show", "name"): hardware_in(names=("system", "spec", "hardware")),
           ("hardware hosts", "host"): host_in(),
           ("models show", "name"): model_in(names=("model",)), ("stacks show", "name"): stack_in(names=("stack",))}

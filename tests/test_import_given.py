@@ -91,3 +91,13 @@ def test_a_flag_no_file_needs_is_said_to_be_unused():
     rc, out, _ = run(["import", str(toml), "--from", "torchtitan", "--hardware", "dgx-h100", "--gpus", "8",
                       "--vocab-size", "32000"])
     assert rc == 0 and "--vocab-size 32000: not used" in out
+
+
+def test_calibrate_config_takes_the_same_flags(tmp_path):
+    """calibrate --from-trace --config reads the config as import does: --vocab-size reaches the reader; without
+    --config it is refused naming what it describes."""
+    trace = Path(__file__).parent / "fixtures" / "traces" / "hta" / "nccl_data.json.gz"
+    rc, _, err = run(["calibrate", "--from-trace", str(trace), "--config", str(LLAMA_TP2_PP2), "--from", "deepspeed"])
+    assert rc == 2 and "--vocab-size is needed" in err and len(err.splitlines()) == 1
+    rc, _, err = run(["calibrate", "--from-trace", str(trace), "--vocab-size", "32000"])
+    assert rc == 2 and "--vocab-size" in err and "with --config FILE" in err

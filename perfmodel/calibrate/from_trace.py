@@ -305,7 +305,7 @@ def _gpu_calibration(paths, traces, m, summary, hardware, job: JobSource, name, 
     base, assumed = catalogue_base(t0, hardware, strict)
     missing = []
     model = plan = gemm_job = None
-    if job.given and (base is not None or t0.props):  # (no device at all: the one thing it lacks, below)
+    if job.named and (base is not None or t0.props):  # (no device at all: the one thing it lacks, below)
         on = base or provisional_device(t0)
         model, plan, plan_label = traced_plan(job, on, t0.world)
         gemm_job = job_gemm(traces, model, on, plan, plan_label, peaks=base is not None)

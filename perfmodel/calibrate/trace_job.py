@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from ..ingest.given import Given
 from ..spec.hardware import System
 from ..spec.model import ModelConfig
 from ..spec.plan import Plan, resolve
@@ -34,9 +35,11 @@ class JobSource:
     framework: str | None = None  # --from
     config_name: str | None = None  # --config-name: the config of a file that defines several
     gpus: int | None = None  # --gpus: the job's devices, where the config leaves them to its launcher
+    given: Given | None = None  # --script-args / --vocab-size: what the config's files leave out of themselves
 
     @property
-    def given(self) -> bool:
+    def named(self) -> bool:
+        """Whether the job is named at all (a plan file or a config)."""
         return self.plan_path is not None or bool(self.config)
 
     def check(self) -> None:
@@ -46,8 +49,10 @@ class JobSource:
         if self.config and self.framework is None:
             raise InputError("--config needs --from FRAMEWORK: the format its files are written in (megatron, bridge, "
                              "torchtitan, maxtext, deepspeed)")
-        if not self.config and (self.framework or self.config_name or self.gpus):
-            raise InputError("--from, --config-name and --gpus describe --config's job; valid: with --config FILE...")
+        given = self.given is not None and (self.given.script_args is not None or self.given.vocab_size is not None)
+        if not self.config and (self.framework or self.config_name or self.gpus or given):
+            raise InputError("--from, --config-name, --gpus, --script-args and --vocab-size describe --config's job; "
+                             "valid: with --config FILE...")
 
 
 def traced_plan(src: JobSource, system: System, world: int) -> tuple[ModelConfig, Plan, str]:
@@ -63,7 +68,7 @@ def traced_plan(src: JobSource, system: System, world: int) -> tuple[ModelConfig
             raise InputError(f"--plan {str(src.plan_path)!r} on {system.name}: {err}") from None
     from ..ingest import plan_of, read_config
 
-    imp = read_config(src.config, src.framework, src.config_name)
+    imp = read_config(src.config, src.framework, src.config_name, src.given)
     gpus = src.gpus or (None if imp.gpus else world)
     model, _, plan = plan_of(imp, system, gpus)
     return model, plan, f"--config {', '.join(Path(f).name for f in src.config)}"

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from .argtypes import integer, path
+from .import_command import add_given_flags, given_of
 from ..ingest import FRAMEWORKS
 from ..errors import InputError
 from ..spec.hardware import System
@@ -53,6 +54,7 @@ def add_parser(subparsers, name: str, help: str) -> argparse.ArgumentParser:
     p.add_argument("--config-name", metavar="CONFIG", help="--config: the config to read where a file defines several")
     p.add_argument("--gpus", type=integer("--gpus"), help="--config: the job's devices where the config leaves them "
                                                           "to its launcher (default: the trace's ranks)")
+    add_given_flags(p)  # --config: --script-args, --vocab-size, as import takes them
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="--from-trace: json prints what the trace measured (TraceSummary's fields)")
     p.add_argument("--hardware", metavar="PRESET_OR_SPEC", help="--from-runs: the system the runs ran on; "
@@ -86,7 +88,9 @@ def run(args: argparse.Namespace) -> str:
     if args.from_trace is not None:
         return from_trace(args)
     trace_only = [f for f, v in (("--plan", args.plan), ("--config", args.config), ("--from", args.framework),
-                                 ("--config-name", args.config_name), ("--gpus", args.gpus)) if v is not None]
+                                 ("--config-name", args.config_name), ("--gpus", args.gpus),
+                                 ("--script-args", args.script_args), ("--vocab-size", args.vocab_size))
+                  if v is not None]
     if trace_only or args.format != "text":
         raise InputError(f"{', '.join(trace_only) or '--format'} apply to --from-trace only")
     if args.output is None:
@@ -155,7 +159,7 @@ def from_trace(args: argparse.Namespace) -> str:
                          "to calibrate)")
     out = _check_output(args.output) if args.output is not None else None
     job = JobSource(plan_path=args.plan, config=args.config, framework=args.framework,
-                    config_name=args.config_name, gpus=args.gpus)
+                    config_name=args.config_name, gpus=args.gpus, given=given_of(args))
     job.check()
     if args.plan is not None:
         load_plan_file(args.plan)  # a bad plan file or config is refused before the traces are read
@@ -165,7 +169,7 @@ def from_trace(args: argparse.Namespace) -> str:
         from ..ingest import read_config
 
         try:
-            read_config(args.config, args.framework, args.config_name)
+            read_config(args.config, args.framework, args.config_name, job.given)
         except InputError as err:  # the readers name import's --name, which is --config-name here
             raise InputError(re.sub(r"--name\b", "--config-name", str(err))) from None
     system, summary, fit = calibrate_from_trace(args.from_trace, args.hardware, name=args.name,

@@ -31,7 +31,7 @@ FRAMEWORKS = {
     "deepspeed": ("deepspeed_in", "a DeepSpeed config JSON and the launch script's model arguments"),
 }
 
-__all__ = ["FRAMEWORKS", "Given", "Imported", "KeyFate", "needed_flag", "plan_of", "read_config"]
+__all__ = ["FRAMEWORKS", "NEEDED", "Given", "Imported", "KeyFate", "needed_flag", "plan_of", "read_config"]
 
 
 def read_config(files: Sequence[str | Path], framework: str, name: str | None = None,
