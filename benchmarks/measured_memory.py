@@ -26,8 +26,10 @@ import pandas as pd
 
 from devset import HERE
 from perfmodel import estimate
+from perfmodel.calibrate.memory_band import band_of, build_bands, held_out_share, residual_rows, write_bands
 from perfmodel.errors import InputError
 from perfmodel.published.memory_peaks import memory_cases, nan_if_none, predicted
+from perfmodel.spec.stack_release import profile_of
 
 
 def _devset(name: str) -> Path:
@@ -68,6 +70,7 @@ def table(dense: Path, moe: Path) -> pd.DataFrame:
                 r.update(stage=p["stage"], predicted_gib=p["predicted_gib"], predicted_between_gib=p["between_gib"],
                          predicted_other_gib=p["reserved" if c.view == "allocated" else "allocated"],
                          layout=layout(c.plan), model=c.model.name, hardware=c.system.name,
+                         stack=profile_of(c.plan.stack),
                          **{k: p[k] for k in PARTS})
         out.append(r)
     df = pd.DataFrame(out)
@@ -102,6 +105,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dense", type=Path, default=DENSE_CSV, help="measured_memory_dev.csv")
     ap.add_argument("--moe", type=Path, default=MOE_CSV, help="published_moe_runs_dev.csv (rows with mem_peak_gib)")
     ap.add_argument("--csv", type=Path, help="write the per-row table as CSV")
+    ap.add_argument("--write-bands", action="store_true",
+                    help="rewrite the stack profiles' memory_band blocks with these residuals' (after a memory change)")
     a = ap.parse_args(argv)
     pd.set_option("display.width", 250)
     pd.set_option("display.max_rows", 500)
@@ -142,6 +147,17 @@ def main(argv=None) -> int:
         print(f"\nnot expressible ({len(bad)} rows):")
         for reason, g in bad.groupby("reason"):
             print(f"  {len(g):3d}  {reason}  [{', '.join(g['row_id'])}]")
+    rows = residual_rows(df)
+    print("\nbands of measured / predicted - 1 per view (perfmodel.calibrate.memory_band: 0.1/0.9 quantiles, groups "
+          "weighted once; held out: each group's peaks inside the band of the others)")
+    for v, d in rows.groupby("view"):
+        lo, hi = band_of(d["residual"], d["group"])
+        held = held_out_share(d["residual"], d["group"])
+        print(f"  {v}: {len(d)} peaks, {d['group'].nunique()} groups: [{100 * lo:+.1f}%, {100 * hi:+.1f}%], held out "
+              f"{'-' if held is None else f'{100 * held:.0f}%'}")
+    if a.write_bands:
+        changed = write_bands(build_bands(rows, "python benchmarks/measured_memory.py --write-bands"))
+        print(f"rewrote the memory_band blocks of: {', '.join(changed) or 'none'}")
     if a.csv:
         df.to_csv(a.csv, index=False)
         print(f"\nwrote {a.csv}")

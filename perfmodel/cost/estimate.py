@@ -31,7 +31,7 @@ from . import comm as C
 from .launch_queue import layer_calls
 from .layouts import Layouts
 from .memory import MEMORY_PARTS, stage_memory
-from .memory_fit import VERDICTS, memory_verdict
+from .memory_fit import VERDICTS, memory_budget, memory_verdict, reserved_band
 from .mesh import Mesh
 from .sharded import Comm
 from .stages import UNITS, Stages
@@ -81,19 +81,24 @@ def stage_times(step: Step, i: int, split: list[int], mtp: int = 0) -> list[Stag
             for r, layers in enumerate(split)]
 
 
-def memory_note(memory: MemoryBreakdown, step: Step, stage: str, fits: bool) -> str:
-    """Why a plan is tight or does not fit: by how much, and the part of memory that decides it (the largest)."""
+def memory_note(memory: MemoryBreakdown, step: Step, stage: str, fits: bool, room: float) -> str:
+    """Why a plan is tight or does not fit: where the allocator's room (capacity - runtime, `room` bytes) lies
+    against the band of the reserved estimate (cost.memory_fit.memory_limits), by how much, and the part of
+    memory that decides it (the largest)."""
     GiB = 2**30
     parts = {k: getattr(memory, k) for k in ("weights", "gradients", "optimizer", "activations", "transient")}
     big = max(parts, key=parts.get)
     why = f"{big} ({parts[big] / GiB:.1f} GiB of {memory.allocated / GiB:.1f} allocated) decide it"
+    r = memory.reserved
+    low, high = r * room / step.limit, r * room * (1 - step.headroom) / step.budget  # r (1 + low), r (1 + high)
+    keep = f" less the {step.headroom:.0%} headroom" if step.headroom else ""
     if fits:
-        return (f"tight: the {stage} stage reserves {memory.reserved / GiB:.1f} GiB, inside the headroom: over the "
-                f"{step.budget / GiB:.1f} GiB budget by {(memory.reserved - step.budget) / GiB:.1f} GiB, within the "
-                f"{step.limit / GiB:.1f} GiB the allocator can reserve; {why}")
-    return (f"does not fit: the {stage} stage reserves {memory.reserved / GiB:.1f} GiB > {step.limit / GiB:.1f} GiB "
-            f"the allocator can reserve (capacity - runtime; short by {(memory.reserved - step.limit) / GiB:.1f} GiB); "
-            f"{why}")
+        return (f"tight: the {stage} stage reserves {r / GiB:.1f} GiB, {low / GiB:.1f}-{high / GiB:.1f} GiB with the "
+                f"estimate's band: the {room * (1 - step.headroom) / GiB:.1f} GiB the allocator can reserve{keep} "
+                f"lies inside it; {why}")
+    return (f"does not fit: the {stage} stage reserves {r / GiB:.1f} GiB, at least {low / GiB:.1f} GiB with the "
+            f"estimate's band: short by {(low - room) / GiB:.1f} GiB beyond the band of the {room / GiB:.1f} GiB the "
+            f"allocator can reserve (capacity - runtime); {why}")
 
 
 def host_notes(step: Step, plan: Plan, time_s: TimeBreakdown, i: int) -> str:
@@ -162,7 +167,7 @@ def notes_of(model: ModelConfig, system: System, plan: Plan, step: Step, speedup
     if host_note:
         notes.append(host_note)
     if memory.reserved > step.budget:
-        notes.append(memory_note(memory, step, mem_stage, fits))
+        notes.append(memory_note(memory, step, mem_stage, fits, memory_budget(system, 0.0)))
     pp, v = plan.pp, plan.vpp
     if v > 1 and model.n_layers % (pp * v):
         notes.append(f"{model.n_layers} layers do not split evenly into pp*vpp = {pp * v} chunks: chunks differ by "
@@ -245,6 +250,7 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
     host_s = at(step.host_s)
     host = max(r.memory_bytes.host for r in ranks)  # offloaded: the first stage holds most in flight
     verdict = str(memory_verdict(membd.memory_bytes.reserved, step.budget, step.limit, host, step.host_room))
+    reserved, room = membd.memory_bytes.reserved, memory_budget(system, 0.0)
     fits = verdict != VERDICTS[2]
     bottleneck = st.name(b, pp)
     mem_stage = Stages.of_split(split).name(membd.stage, pp)
@@ -271,6 +277,9 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
         hfu=hflops / (step_s * gpus * peak), mfu_peak_dtype=step.peak_dtype,
         fits_in_memory=fits, memory_verdict=verdict, memory_capacity_bytes=cap, memory_headroom=step.headroom,
         memory_budget_bytes=step.budget, memory_free_bytes=step.budget - membd.memory_bytes.reserved,
+        memory_room_bytes=room, memory_band_low_bytes=reserved * room / step.limit,
+        memory_band_high_bytes=reserved * room * (1 - step.headroom) / step.budget,
+        memory_band_source=reserved_band(plan.stack).source,
         memory_stage=mem_stage, memory_rank=membd.ranks, memory_bytes=membd.memory_bytes, memory_ranks=ranks,
         time_s=time_s, host=host_summary(model, system, plan, step, time_s, i), host_s=host_s, host_bound=host_s >= time_s.total - time_s.host - time_s.overhead > 0,
         model_flops_per_step=mflops, hardware_flops_per_step=hflops, num_microbatches=m,

@@ -1,5 +1,6 @@
-"""Whether a plan's memory fits: the device's budget for the reserved view (cost.memory), and the host's memory for
-what the plan offloads there (cost.offload)."""
+"""Whether a plan's memory fits: the device's room for the reserved view (cost.memory), widened by the band the
+measured peaks give the estimate (the stack profile's memory_band), and the host's memory for what the plan
+offloads there (cost.offload)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..spec.hardware import DEFAULT_HEADROOM, GiB, System
+from ..spec.stack import MemoryBand, load_stack
 
 
 def memory_budget(system: System, headroom: float = DEFAULT_HEADROOM) -> float:
@@ -20,6 +22,23 @@ def memory_budget(system: System, headroom: float = DEFAULT_HEADROOM) -> float:
 
 
 VERDICTS = ("fits", "tight", "does not fit")
+NO_BAND = MemoryBand(low=0.0, high=0.0, rows=1, groups=1, source="no band: the estimate taken as exact")
+
+
+def reserved_band(stack: str | None) -> MemoryBand:
+    """The reserved view's band of the stack's profile (`Stack.memory_band`; NO_BAND where it has none)."""
+    return load_stack(stack).memory_band.get("reserved", NO_BAND) if stack else NO_BAND
+
+
+def memory_limits(system: System, stack: str | None, headroom: float = DEFAULT_HEADROOM) -> tuple[float, float]:
+    """(budget, limit), bytes of predicted reserved memory on one device: a plan fits if the band's upper end
+    predicted * (1 + high) stays within what the allocator can reserve less the headroom the user keeps free,
+    (capacity - runtime) * (1 - headroom) (`memory_budget`), so budget = that / (1 + high); it does not fit if
+    even the lower end predicted * (1 + low) exceeds capacity - runtime, so limit = that / (1 + low). Between the
+    two the capacity lies inside the band: tight. The band is the stack's measured-peak residuals' 0.1/0.9
+    quantiles (`reserved_band`; benchmarks/measured_memory.py --write-bands)."""
+    band = reserved_band(stack)
+    return memory_budget(system, headroom) / (1.0 + band.high), memory_budget(system, 0.0) / (1.0 + band.low)
 
 
 def host_limit(system: System) -> float:
@@ -28,11 +47,11 @@ def host_limit(system: System) -> float:
 
 
 def memory_verdict(reserved, budget: float, limit: float, host=0.0, host_room: float = 0.0):
-    """fits (reserved within the budget: capacity - runtime less the headroom), tight (within capacity - runtime,
-    inside the headroom: it runs if fragmentation stays near the priced slack), or does not fit (beyond what the
-    allocator can reserve at all, or `host` bytes offloaded beyond the host's `host_room`, `host_limit`). Only
-    "does not fit" takes a plan out (a search keeps tight plans and says so): a headroom is a margin for the
-    estimate's error, and runs that really ran sit inside it."""
+    """fits (the band's upper end within capacity - runtime less the headroom: reserved <= budget), tight (the
+    capacity inside the band: reserved <= limit), or does not fit (even the band's lower end beyond what the
+    allocator can reserve, or `host` bytes offloaded beyond the host's `host_room`, `host_limit`); budget and
+    limit from `memory_limits`. Only "does not fit" takes a plan out (a search keeps tight plans and says so):
+    runs that really ran sit inside the band."""
     r = np.asarray(reserved)
     device = np.where(r <= budget, VERDICTS[0], np.where(r <= limit, VERDICTS[1], VERDICTS[2]))
     return np.where(np.asarray(host) > host_room, VERDICTS[2], device)

@@ -47,7 +47,7 @@ from .kernels import ACT_BYTES, Device
 from .layouts import Layouts, among
 from .memory import recomputed_share, sp_replicated_params, stage_memory, stage_params
 from .offload import optimizer_copies
-from .memory_fit import VERDICTS, host_limit, memory_budget, memory_verdict
+from .memory_fit import VERDICTS, host_limit, memory_limits, memory_verdict
 from .mesh import BIT, Mesh
 from .moe import ExpertDataGroup, expert_layer_params, group_tiers
 from .operator_table import operators
@@ -86,8 +86,8 @@ class Step:
     memory_kind: np.ndarray
     capacity: float
     headroom: float  # the fit test's share of the allocator's room kept free
-    budget: float  # what the reserved view may use (memory_fit.memory_budget of the headroom)
-    limit: float  # what it can use at all: capacity - runtime (memory_fit.memory_budget with no headroom)
+    budget: float  # reserved up to which a plan fits: the band's upper end within the room less the headroom
+    limit: float  # reserved past which it does not: the band's lower end past capacity - runtime (memory_limits)
     host_room: float  # host memory per device for offloaded tensors (memory_fit.host_limit)
     model_flops: float
     hardware_flops: np.ndarray
@@ -174,7 +174,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     """Predict one training step of every plan in `lay` (resolved plans of one job) on `system`.
 
     `memory`: what `memory.stage_memory` returned for these plans, if the caller has it already; `headroom`: the
-    share of the allocator's room the fit test keeps free (`memory_fit.memory_budget`).
+    share of the allocator's room the fit test keeps free beyond the band (`memory_fit.memory_limits`).
     """
     dev, mesh = Device(model, system, lay), Mesh.of(system, lay)
     t, pp, v, m, rc = lay.tp, lay.pp, lay.vpp, lay.num_microbatches, lay.recompute
@@ -381,7 +381,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     peak_dtype = lay.precision if lay.precision in NARROW_PRECISIONS else "bf16"
     return Step(lay=lay, stages=st, units=units, stage_comms=stage_comms, step_comms=steps, time=time, memory=memory,
                 bottleneck=bottleneck, memory_kind=mem_kind, capacity=system.accelerator.hbm_bytes,
-                headroom=headroom, budget=memory_budget(system, headroom), limit=memory_budget(system, 0.0),
+                headroom=headroom, **dict(zip(("budget", "limit"), memory_limits(system, lay.stack, headroom))),
                 host_room=host_limit(system),
                 model_flops=mflops, hardware_flops=hflops, peak_flops=system.accelerator.peak_flops(peak_dtype),
                 peak_dtype=peak_dtype, unit_time={u: unit_time[u] + none for u in UNITS},

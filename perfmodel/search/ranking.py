@@ -22,7 +22,7 @@ from functools import cached_property
 import numpy as np
 
 from ..cost.memory import stage_memory, state_floor
-from ..cost.memory_fit import host_limit, memory_budget
+from ..cost.memory_fit import host_limit, memory_budget, memory_limits
 from ..cost.step import evaluate
 from ..errors import InputError
 from ..run.energy import Power, activity, facility_kwh, power_for
@@ -128,9 +128,9 @@ class SearchResult:
     def summary(self) -> str:
         tight = int(np.sum(self.columns["memory_tight"])) if "memory_tight" in self.columns else 0
         return (f"{self.enumerated} plans enumerated, {self.feasible} feasible "
-                f"({self.enumerated - self.feasible} pruned: reserved memory over "
+                f"({self.enumerated - self.feasible} pruned: reserved memory, even at its band's lower end, over "
                 f"{memory_budget(self.system, 0.0) / GIB:.1f} GiB, the {self.system.accelerator.hbm_capacity_gib:g}"
-                f" GiB less runtime; {tight} of the feasible tight: inside the {self.headroom:.0%} headroom), "
+                f" GiB less runtime; {tight} of the feasible tight: that room inside their band), "
                 f"{self.seconds:.2f} s")
 
     def pareto(self):
@@ -239,8 +239,9 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
     tables, rows, worst, refused = [], [], None, []
     notes = list(dict.fromkeys(n for _, n in released if n))
     memory_budget(system, headroom)  # refuses a headroom outside [0, 1)
-    # only plans that do not fit are out: a tight one (inside the headroom) stays, marked (memory_fit.memory_verdict)
-    cap = memory_budget(system, 0.0)
+    # only plans that do not fit are out: a tight one (the capacity inside its band) stays, marked
+    # (memory_fit.memory_verdict)
+    cap = memory_limits(system, jobs[0].stack)[1]
     runs = [run for j in jobs for run in remat_jobs(j, space)]  # per GPU count, and per remat policy asked
     for j, j_space, policy in runs:
         t1 = time.perf_counter()

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..cost.launch_queue import stage_launches
 from ..cost.memory import stage_memory
-from ..cost.memory_fit import memory_budget
+from ..cost.memory_fit import memory_limits
 from ..cost.stages import Stages
 from ..cost.step import Step, evaluate
 from ..cost.layouts import Layouts
@@ -76,7 +76,7 @@ def balance_stages(model: ModelConfig, system: System, plan: Plan, step: Step | 
     n, pp, vpp = model.n_layers, plan.pp, plan.vpp
     time, mem, default_t = _stage_costs(model, system, plan, step)
     # a split perfmodel moves layers into keeps the headroom (fits, not tight): a tight plan keeps its own split
-    cap = step.budget if step is not None else memory_budget(system)
+    cap = step.budget if step is not None else memory_limits(system, plan.stack)[0]
     if pp == 1:
         return StageSplit([n], float(time[0, n]), [float(mem[0, n])], default_t, bool(mem[0, n] <= cap))
     fits = True

@@ -29,13 +29,11 @@ GEMM_DTYPES = ("bf16", "fp16", "fp8", "fp4", "int8")  # the training precisions 
 GiB = 2**30
 
 
-# The share of the allocator's room (capacity - runtime) a plan must leave free to count as fitting: the guard
-# against an estimate that is low. A plan predicted exactly at the budget still fits where the estimate is at
-# most that share low: on the 49 measured peaks of benchmarks/measured_memory.py (Nov 26, 2026) 10% covers 84% of
-# rows (5%: 73%, 15%: 92%, 20%: 98%, 25%: all); larger defaults refuse plans that run, smaller ones pass plans
-# that run out of memory on the rows the model underestimates most (torchtitan's reserved peaks on the 70B and
-# 405B layouts). Set it per run with --headroom.
-DEFAULT_HEADROOM = 0.10
+# The share of the allocator's room (capacity - runtime) a user keeps free beyond the estimate's own error: none
+# by default. The estimate's error is the stack's measured-peak band (Stack.memory_band, cost.memory_fit.
+# memory_limits), from the residuals of benchmarks/measured_memory.py, not a fixed share (it was 10% until
+# 2026-11-28, covering 84% of the 49 measured peaks then). Set it per run with --headroom.
+DEFAULT_HEADROOM = 0.0
 
 MAX_BACKWARD_RATE = 4.0  # attention backward / forward FLOP rate: FlashAttention-2 is 0.86; 4 is a broken timing
 

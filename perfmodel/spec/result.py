@@ -184,12 +184,19 @@ class Estimate(Schema):
     fits_in_memory: bool = Field(description="the reserved view of every rank is within the device (capacity - "
                                              "runtime): memory_verdict fits or tight")
     memory_verdict: Literal["fits", "tight", "does not fit"] = Field(
-        "fits", description="fits: reserved within memory_budget_bytes; tight: beyond it but within capacity - runtime "
-                            "(inside the headroom); does not fit: beyond capacity - runtime (cost.memory_fit.memory_verdict)")
+        "fits", description="fits: the band's upper end (memory_band_high_bytes) within capacity - runtime less the "
+                            "headroom; tight: that room inside the band; does not fit: even the band's lower end "
+                            "(memory_band_low_bytes) beyond capacity - runtime (cost.memory_fit.memory_verdict)")
     memory_capacity_bytes: float = Field(description="the accelerator's memory")
     memory_headroom: float = Field(description="share of what the allocator can reserve (capacity - runtime) "
                                                "kept free by the fit test (--headroom)")
-    memory_budget_bytes: float = Field(description="(capacity - runtime) * (1 - headroom): what reserved may use")
+    memory_budget_bytes: float = Field(description="(capacity - runtime) * (1 - headroom) / (1 + band high): the "
+                                                   "predicted reserved bytes up to which a plan fits")
+    memory_room_bytes: float = Field(0.0, description="capacity - runtime: what the allocator can reserve at all")
+    memory_band_low_bytes: float = Field(0.0, description="reserved on the fullest rank at the band's lower end: "
+                                                          "reserved * (1 + low), the measured peaks' 0.1 quantile")
+    memory_band_high_bytes: float = Field(0.0, description="... at its upper end, reserved * (1 + high)")
+    memory_band_source: str = Field("", description="where the band comes from (Stack.memory_band's source)")
     memory_free_bytes: float = Field(description="budget - reserved on the fullest rank (negative: short by that)")
     memory_stage: str = Field(description="pipeline stage whose memory is reported (the fullest)")
     memory_rank: str = Field(description="global ranks of that stage")

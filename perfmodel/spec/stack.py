@@ -60,6 +60,25 @@ class Band(Schema):
     groups: int = Field(ge=1, description="source groups (clusters, papers) those residuals come from")
 
 
+MemoryView = Literal["allocated", "reserved"]
+
+
+class MemoryBand(Schema):
+    """Where a measured memory peak lies around the prediction in one view: quantiles of measured / predicted - 1
+    over the measured-peak rows named in `source` (low at the lower tail, high at the upper), so the peak lies
+    in [predicted * (1 + low), predicted * (1 + high)] at the stated coverage. The fit verdict reads the reserved
+    view's (cost.memory_fit.memory_limits)."""
+
+    low: float = Field(gt=-1, le=0, description="lower quantile of measured/predicted - 1 (<= 0)")
+    high: float = Field(ge=0, lt=1, description="upper quantile of measured/predicted - 1 (>= 0)")
+    coverage: float = Field(0.8, gt=0, lt=1, description="nominal share of peaks between low and high")
+    held_out: float | None = Field(None, ge=0, le=1, description="the share of a source group's peaks inside the "
+                                   "band built without that group, groups weighted once")
+    rows: int = Field(ge=1, description="residuals the quantiles come from")
+    groups: int = Field(ge=1, description="source groups those residuals come from")
+    source: str = Field(description="which residuals: the command that produced them")
+
+
 # What an interval's runs span (`Domain`): a plan outside them is an extrapolation, and its interval is wider by
 # what the development sets show such a step costs (`Interval.extrapolation`, perfmodel.calibrate.intervals).
 EXTRAPOLATIONS = {"generation": "a hardware generation none of its runs used",
@@ -277,6 +296,8 @@ class Stack(Schema):
     interval: Interval | None = Field(None, description="prediction interval for runs of this stack")
     moe_interval: Interval | None = Field(None, description="prediction interval for mixture-of-experts runs of "
                                                             "this stack (none: MoE estimates quote no interval)")
+    memory_band: dict[MemoryView, MemoryBand] = Field(default_factory=dict, description="per memory view, where "
+                                                      "measured peaks lie around the prediction (none: no band)")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
     def optimizer_passes(self) -> float:
