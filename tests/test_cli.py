@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import perfmodel as pm
+from perfmodel.spec.stack import load_stack
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SYSTEMS = ["dgx-a100-40gb", "dgx-a100-80gb", "dgx-b200", "dgx-b300", "dgx-h100", "dgx-h200", "gb200-nvl72",
@@ -154,8 +155,10 @@ def test_predict_json():
     assert d["plan"]["schedule"] == "1f1b"
     assert d["plan"]["zero"] == 1 and d["plan"]["recompute"] == "selective"
     assert d["fits_in_memory"] is True and d["memory_free_bytes"] > 0
-    # budget = (80 GiB - 3 GiB runtime) x (1 - 10% headroom)
-    assert d["memory_budget_bytes"] == pytest.approx(77 * 2**30 * 0.90)
+    # budget = (80 GiB - 3 GiB runtime) x (1 - 0 headroom) / (1 + the band's upper end): megatron-core's profile
+    high = load_stack("megatron-core").memory_band["reserved"].high
+    assert d["memory_budget_bytes"] == pytest.approx(77 * 2**30 / (1 + high))
+    assert d["memory_band_high_bytes"] == pytest.approx(mb["reserved"] * (1 + high))
     assert d["memory_free_bytes"] == pytest.approx(d["memory_budget_bytes"] - mb["reserved"])
     assert d["memory_rank"] == "0-63" and len(d["memory_ranks"]) == 1  # tp 8 x dp 8 ranks on the one stage
     assert d["tokens_per_s"] == pytest.approx(64 * 8192 / d["step_time_s"], rel=1e-9)
@@ -185,7 +188,8 @@ def test_predict_that_does_not_fit_exits_0_with_shortfall():
     d = json.loads(r.stdout)
     assert d["fits_in_memory"] is False
     assert d["memory_free_bytes"] < 0
-    assert d["memory_free_bytes"] == pytest.approx(77 * 2**30 * 0.90 - d["memory_bytes"]["reserved"])
+    high = load_stack("megatron-core").memory_band["reserved"].high
+    assert d["memory_free_bytes"] == pytest.approx(77 * 2**30 / (1 + high) - d["memory_bytes"]["reserved"])
     # 405.9B params at 16 B/param over 8 devices alone is ~760 GiB per device.
     assert d["memory_bytes"]["allocated"] > 16 * 405e9 / 8
     assert any("does not fit" in n for n in d["notes"])

@@ -41,26 +41,28 @@ def lora_text(lora) -> str:
 
 
 def memory_verdict(e: Estimate) -> str:
-    """Whether the plan fits, in which view, on which ranks, with what room: one line."""
-    free, budget = e.memory_free_bytes / GiB, e.memory_budget_bytes / GiB
-    room = (f"reserved view, within a budget of {budget:.1f} GiB = (capacity - runtime) x (1 - headroom "
-            f"{e.memory_headroom:.0%})")
+    """Whether the plan fits, in which view, on which ranks, with what room, against the estimate's band: one line."""
+    r, room = e.memory_bytes.reserved / GiB, e.memory_room_bytes / GiB
+    low, high = e.memory_band_low_bytes / GiB, e.memory_band_high_bytes / GiB
+    keep = room * (1 - e.memory_headroom)
+    band = (f"reserved view {r:.1f} GiB, {low:.1f}-{high:.1f} GiB with the band the measured peaks give "
+            f"the estimate, against {room:.1f} GiB = capacity - runtime"
+            + (f" less the {e.memory_headroom:.0%} headroom ({keep:.1f} GiB)" if e.memory_headroom else ""))
     if e.memory_verdict == "fits":
-        return f"yes: {free:.1f} GiB to spare on ranks {e.memory_rank} ({e.memory_stage} stage), the fullest; {room}"
+        return (f"yes: {keep - high:.1f} GiB to spare at the band's upper end on ranks {e.memory_rank} "
+                f"({e.memory_stage} stage), the fullest; {band}")
     parts = {k: getattr(e.memory_bytes, k) for k in ("weights", "gradients", "optimizer", "activations", "transient")}
     big = max(parts, key=parts.get)
     decides = f"{big} ({parts[big] / GiB:.1f} GiB) the largest part"
-    limit = budget / (1 - e.memory_headroom)
     if e.memory_verdict == "tight":
-        return (f"tight: ranks {e.memory_rank} ({e.memory_stage} stage) are {-free:.1f} GiB into the "
-                f"{e.memory_headroom:.0%} headroom, within the {limit:.1f} GiB the allocator can reserve; {decides}; "
-                f"{room}")
-    short = e.memory_bytes.reserved / GiB - limit
+        return (f"tight: on ranks {e.memory_rank} ({e.memory_stage} stage) the room lies inside the band, "
+                f"{high - keep:.1f} GiB below its upper end; {decides}; {band}")
+    short = low - room
     if short <= 0:  # the device fits: the host memory the offloaded tensors need does not (cost.memory_fit)
         return (f"NO: ranks {e.memory_rank} ({e.memory_stage} stage) offload {e.memory_bytes.host / GiB:.1f} GiB "
                 f"each to host memory, more than {e.hardware}'s host holds per device (System.host.memory_gib)")
-    return (f"NO: ranks {e.memory_rank} ({e.memory_stage} stage) are short by {short:.1f} GiB of the {limit:.1f} GiB "
-            f"the allocator can reserve; {decides}; {room}")
+    return (f"NO: ranks {e.memory_rank} ({e.memory_stage} stage) are short by {short:.1f} GiB beyond the band of the "
+            f"{room:.1f} GiB the allocator can reserve; {decides}; {band}")
 
 
 def unfit_plan_file(e: Estimate, flag: str, path, strict: bool) -> str | None:

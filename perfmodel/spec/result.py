@@ -8,6 +8,8 @@ from pydantic import Field
 
 from ..errors import Flag, Real, Schema
 from .hardware import DEFAULT_HEADROOM
+
+LEGACY_HEADROOM = 0.10  # the fit test's headroom before plan files recorded it (and before the band, 2026-11-28)
 from .plan import Plan
 
 
@@ -233,7 +235,8 @@ class Prediction(Schema):
     memory_bytes: Real = Field(description="peak reserved bytes (allocated + allocator fragmentation) on the "
                                            "fullest device")
     memory_capacity_bytes: Real = Field(description="accelerator memory, bytes")
-    memory_headroom: Real = Field(DEFAULT_HEADROOM, ge=0, lt=1,
+    memory_headroom: Real = Field(LEGACY_HEADROOM, ge=0, lt=1,
                                   description="the headroom the fit test kept (share of capacity - runtime); the "
                                               "default in files written before it was recorded")
-    fits_in_memory: Flag = Field(description="reserved within (capacity - runtime) * (1 - headroom) on every rank")
+    fits_in_memory: Flag = Field(description="the verdict is fits or tight on every rank: even the band's lower end of "
+                                             "reserved within capacity - runtime")
