@@ -12,6 +12,7 @@ from .bridge_bases import BASE
 from .bridge_keys import PRECISIONS, SHAPE, dtype_of, key_why
 from .bridge_layers import Stated
 from .bridge_names import COMPUTE_DTYPES
+from .bridge_peft import peft_fate
 from .bridge_recipe import Obj
 from .ledger import Ledger
 from .megatron_in import CHOICES, FLAGS, INTS, choice, layout_fields, optimizer_dtype, sharding, unrolled
@@ -54,9 +55,8 @@ def fate(key: str, v, at: str, final: dict[str, Stated], led: Ledger, model: Mod
     arg = "--" + attr.replace("_", "-")
     if key == "model" or (section == "model" and attr in SHAPE) or section == "mixed_precision" and attr:
         return
-    if key == "peft" and v is not None:
-        raise InputError(f"bridge config: peft = {value_text(v)} ({at}): parameter-efficient fine-tuning is not "
-                         "priced (perfmodel prices full training); valid: a pretrain or sft recipe")
+    if peft_fate(key, v, at, final, led):
+        return
     if isinstance(v, Obj) and v.auto and "." in key and not any(k.startswith(key + ".") for k in final):
         led.skip(key, value_text(v), at, f"a value computed by {str(v.origin).split('[')[0]}(), a function not among "
                  "the files: not read")
