@@ -18,6 +18,13 @@ DEFAULT_TARGETS = ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2")
 DEFAULT_DIM = 32
 ATTENTION = {"linear_qkv", "linear_proj"}  # spec.finetune TARGETS["attention"]: qkv and out_proj
 SCHEMES = {"lora": "LoRA", "dora": "DoRA"}  # default_peft_config's peft_scheme words -> the class it builds
+# The precision recipes that store the parameters in FP8 (cfg.fp8_param_gather = True, which MixedPrecisionConfig
+# keeps equal to fp8_param: src/megatron/bridge/training/mixed_precision.py at 067f987, the line each sets it): a
+# LoRA's frozen base is then held in fp8 (Plan.lora.base_weights, spec.finetune)
+FP8_PARAMS = {"bf16_with_fp8_delayed_scaling_mixed": 231, "fp16_with_fp8_delayed_scaling_mixed": 250,
+              "bf16_with_mxfp8_mixed": 264, "fp16_with_mxfp8_mixed": 279, "bf16_with_fp8_current_scaling_mixed": 302,
+              "nemotron_h_bf16_with_fp8_current_scaling_mixed": 324,
+              "nanov2_bf16_with_fp8_current_scaling_mixed": 346, "fp16_with_fp8_current_scaling_mixed": 368}
 
 
 def scheme_object(scheme) -> Obj | None:
@@ -38,6 +45,20 @@ def modules_of(targets, at: str) -> tuple[str, str]:
     return modules, note
 
 
+def fp8_params(final: dict) -> str | None:
+    """Where the config's parameters are stated FP8 (mixed_precision.fp8_param_gather / fp8_param, else its named
+    precision recipe's default), or None."""
+    for key in ("mixed_precision.fp8_param_gather", "mixed_precision.fp8_param"):
+        v, at = final.get(key, (None, ""))
+        if isinstance(v, bool):
+            return f"{key} = {str(v).lower()} ({at})" if v else None
+    recipe = final.get("mixed_precision", (None, ""))[0]
+    name = recipe.origin if isinstance(recipe, Obj) else recipe
+    line = FP8_PARAMS.get(str(name).replace("-", "_"))
+    return f"{name}: fp8_param_gather = True (src/megatron/bridge/training/mixed_precision.py:{line} at 067f987)" \
+        if line else None
+
+
 def peft_fate(key: str, v, at: str, final: dict, led: Ledger) -> bool:
     """The fate of `peft` and its keys (True when `key` is one of them): a LoRA sets Plan.lora at its dim and target
     modules; DoRA and anything else is refused in one line."""
@@ -54,9 +75,12 @@ def peft_fate(key: str, v, at: str, final: dict, led: Ledger) -> bool:
         if not isinstance(dim, int) or dim < 1:
             raise InputError(f"bridge config: peft.dim = {dim} ({at}): valid: a positive whole rank")
         modules, note = modules_of(targets[0], targets[1])
+        narrow = fp8_params(final)
+        note += f"; the frozen base held in fp8: {narrow}" if narrow else ""
         led.set(key, f"LoRA({v.origin})" if v.origin else "LoRA(...)", at,
                 f"LoRA of rank {dim} on {modules} (dim, target_modules: the config's, else LoRA's defaults, "
-                f"{LORA_AT}){note}", plan__lora={"rank": dim, "modules": modules})
+                f"{LORA_AT}){note}",
+                plan__lora={"rank": dim, "modules": modules, "base_weights": "fp8" if narrow else "bf16"})
     elif attr in ("dim", "target_modules"):
         led.set(key, str(v), at, "read with peft: plan.lora's rank / modules")
     else:  # alpha, dropout, dropout_position, ...: the adapter's training, not its size
