@@ -29,7 +29,7 @@ from perfmodel.validate.fit_labels import FIXTURES, read_labels, import_label  #
 GIB = 2.0**30
 TERMS = ("weights", "gradients", "optimizer", "activations", "transient", "fragmentation")
 # not-priced keys whose reason says the priced memory is overstated or that concern where bytes live
-MEMORY_WORDS = re.compile(r"offload|fp8.param|memory is overstated|memory overstated|cpu_offloading|host", re.I)
+MEMORY_WORDS = re.compile(r"offload|fp8.param|memory is overstated|memory overstated|host memory", re.I)
 
 
 def verdict_of(label) -> dict:
