@@ -124,8 +124,17 @@ def fate(key: str, v, at: str, final: dict[str, Stated], led: Ledger, model: Mod
     elif section == "comm_overlap" and attr in ("tp_comm_overlap", "overlap_moe_expert_parallel_comm"):
         field = "plan__tp_comm_overlap" if attr == "tp_comm_overlap" else "plan__moe_overlap"
         led.set(key, text, at, **{field: bool(v)})
+    elif key == "env_vars" and "expandable_segments:True" in text:
+        led.skip(key, text, at, EXPANDABLE_WHY)
     else:
         led.skip(key, text, at, key_why(section, attr, arg))
+
+
+# PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in a recipe's env_vars (287 perf recipe functions at 067f987)
+EXPANDABLE_WHY = ("environment variables of the run, among them PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: "
+                  "not priced: the fragmentation perfmodel adds is the stack profile's allocator_slack, measured with "
+                  "torch's default allocator (Stack.expandable_segments false), so the reserved memory is overstated "
+                  "by up to that term")
 
 
 def precision_subkeys(final: dict[str, Stated], led: Ledger) -> set[str]:
