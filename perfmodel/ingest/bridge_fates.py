@@ -86,6 +86,8 @@ def fate(key: str, v, at: str, final: dict[str, Stated], led: Ledger, model: Mod
                 "config", **{f: x for f, x in implied.items() if f not in precision_fields})
     elif v is None and not (section == "model" and attr == "recompute_granularity"):
         led.skip(key, text, at, "None: the framework's default holds")
+    elif key == "env_vars" and "expandable_segments:True" in text:  # a dict literal, read or not
+        led.skip(key, text, at, EXPANDABLE_WHY)
     elif isinstance(v, Unevaluated) and not attr.endswith("dtype") and attr != "attention_backend":
         led.skip(key, text, at, "a value the recipe computes or imports from Bridge (a name, or a call this import does not follow): not read")
     elif attr in SPLIT and v and opts["--pipeline-model-parallel-size"] == "1":
@@ -124,8 +126,6 @@ def fate(key: str, v, at: str, final: dict[str, Stated], led: Ledger, model: Mod
     elif section == "comm_overlap" and attr in ("tp_comm_overlap", "overlap_moe_expert_parallel_comm"):
         field = "plan__tp_comm_overlap" if attr == "tp_comm_overlap" else "plan__moe_overlap"
         led.set(key, text, at, **{field: bool(v)})
-    elif key == "env_vars" and "expandable_segments:True" in text:
-        led.skip(key, text, at, EXPANDABLE_WHY)
     else:
         led.skip(key, text, at, key_why(section, attr, arg))
 
