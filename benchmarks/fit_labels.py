@@ -49,7 +49,7 @@ def memory_keys(entry) -> list[str]:
         imp = read_config([str(FIXTURES / f) for f in entry.files], entry.framework, entry.name)
     except Exception:  # noqa: BLE001  (a refusal needing a flag: the label's line already says why)
         return []
-    return sorted({f"{k.key} = {k.value}" for k in imp.keys if k.fate == "not priced" and MEMORY_WORDS.search(
+    return sorted({f"{k.key} = {k.value[:70]}" for k in imp.keys if k.fate == "not priced" and MEMORY_WORDS.search(
         f"{k.key} {k.why}")})[:6]
 
 
