@@ -37,6 +37,7 @@ from perfmodel.spec.model_catalogue import load_model  # noqa: E402
 HEAD = "067f987df03b8355b03192d88d70f1709fedf51a"
 LEGACY = "c3e43e6aa8d6a3bb52a3e2d2a34ef484eb90bd7c"  # the WorkloadBaseConfig tables' perf scripts
 COMMON = "src/megatron/bridge/recipes/common.py"
+CONTEXT = ("ddp.use_megatron_fsdp", "optimizer.use_precision_aware_optimizer")  # keys that decide others' fates
 STAND_IN = "llama-3-8b"  # where a base names no preset: the model decides only which keys are priced, not values
 
 
@@ -179,7 +180,11 @@ def helpers(repo: str) -> dict[str, dict]:
                     on_returned[w.attr] = [v, at]
                 elif id(w.obj) in paths and paths[id(w.obj)]:
                     keys[f"{paths[id(w.obj)]}.{w.attr}"] = [v, at]
-            keys = {k: v for k, v in keys.items() if "$arg" in str(v[0]) or k in priced({k: v})}
+            # priced together: a key's fate can hang on another's (data_parallel_sharding_strategy prices a ZeRO
+            # stage only beside use_megatron_fsdp, an optimizer dtype only beside use_precision_aware_optimizer)
+            together = priced(keys)
+            keys = {k: v for k, v in keys.items()
+                    if "$arg" in str(v[0]) or k in together or k in CONTEXT or k in priced({k: v})}
             out[name] = {"defined": f"{f}:{fn.lineno} {name}", "params": params, "config": cfg_at,
                          "returns": "config" if owner is not None and ret is owner else
                          {"precision": returned.origin, "keys": on_returned} if returned is not None else None,

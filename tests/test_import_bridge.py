@@ -14,6 +14,7 @@ import pytest
 from perfmodel.cli.main import main
 from perfmodel.errors import InputError
 from perfmodel.ingest import plan_of, read_config
+from perfmodel.spec.finetune import LoRA
 
 FIX = Path(__file__).parent / "fixtures" / "configs" / "bridge"
 LLAMA, COMMON, QWEN, DSV3 = (FIX / f for f in ("h100_llama3.py", "common.py", "h100_qwen3_moe.py",
@@ -44,11 +45,14 @@ IMPORTS = [
     # (megatron_keys.GRAPHS_EAGER_WHY)
     ([QWEN, COMMON], "qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config", 16,
      dict(tp=1, pp=1, ep=16, global_batch=1024, micro_batch=1, seq_len=4096)),
+    # h100_llama3.py:2336-2392: default_peft_config("lora") (LoRA's default targets: qkv, proj, fc1, fc2), then
+    # dim = 8 for "lora"; TP 1, GBS 8, MBS 1, seq 4096
+    ([LLAMA, COMMON], "llama3_8b_peft_1gpu_h100_bf16_config", 1,
+     dict(lora=LoRA(rank=8, modules="all"), tp=1, global_batch=8, micro_batch=1, seq_len=4096)),
 ]
 REFUSALS = [
     ([OLD], "llama3_8b_low_precision_pretrain_config", 8, "takes mixed_precision_recipe"),
     ([LLAMA, COMMON], "llama3_8b_pretrain_2gpu_h100_fp8mx_config", 2, "mxfp8 on H100"),
-    ([LLAMA, COMMON], "llama3_8b_peft_1gpu_h100_bf16_config", 1, "parameter-efficient fine-tuning is not priced"),
 ]
 
 

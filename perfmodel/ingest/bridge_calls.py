@@ -46,6 +46,14 @@ def bridge_call(recipe, short: str, args: list, kwargs: dict, where: str) -> Any
             return obj
     if short == LAYOUT_CALL and args and isinstance(args[0], Obj):
         layout = args[1] if len(args) > 1 else kwargs.get("layout", (None, ""))[0]
+        if layout is None and not kwargs.get("mtp_standalone", (False,))[0]:  # the (pp, vp) map's layout
+            layout = deepseek_v3_layout(args[0].attrs)
+            if layout is not None:
+                args[0].attrs["pipeline_model_parallel_layout"] = layout
+                recipe.writes.append(Write(args[0], "pipeline_model_parallel_layout", layout, f"{where} ({LAYOUT_CALL}"
+                                         f" without a layout: its map's for the pp and vp the config has then, "
+                                         f"{DEEPSEEK_LAYOUT_AT})"))
+                return None
         if isinstance(layout, (str, list)):
             args[0].attrs["pipeline_model_parallel_layout"] = layout
             recipe.writes.append(Write(args[0], "pipeline_model_parallel_layout", layout, f"{where} ({LAYOUT_CALL} "
@@ -62,6 +70,27 @@ def bridge_call(recipe, short: str, args: list, kwargs: dict, where: str) -> Any
         recipe.launch.append((f"{table}.num_gpus", *settings["num_gpus"]))
         return args[0]
     return NOT_HANDLED
+
+
+# recipes/deepseek/h100/deepseek_v3.py:50-69 at 067f987 (_get_deepseek_v3_pipeline_layout): (pp, vp) -> the decoder
+# layers of each virtual stage, the embedding on the first, MTP and the loss after the last one's layers
+DEEPSEEK_LAYOUT_AT = "recipes/deepseek/h100/deepseek_v3.py:50-69, 71-100 at 067f987"
+DEEPSEEK_LAYOUTS = {(4, 1): [16, 16, 16, 13], (8, 1): [8] * 7 + [5], (4, 2): [8] * 7 + [5],
+                    (16, 1): [4] * 15 + [1], (8, 2): [4] * 15 + [1], (4, 4): [4] * 15 + [1]}
+
+
+def deepseek_v3_layout(model: dict) -> str | None:
+    """set_deepseek_v3_pipeline_model_parallel_layout(model) with no layout: its map's layout for the model's pp and
+    vp as the recipe has set them by then, as Megatron-Core's shorthand ('Etttt|tttt|...|tmL'); None where the map has
+    none for them (Bridge raises) or the recipe's pp / vp are not plain numbers."""
+    pp, vp = model.get("pipeline_model_parallel_size"), model.get("virtual_pipeline_model_parallel_size") or 1
+    mtp = model.get("mtp_num_layers", 1)
+    layers = DEEPSEEK_LAYOUTS.get((pp, vp)) if isinstance(pp, int) and isinstance(vp, int) else None
+    if layers is None or not isinstance(mtp, int):
+        return None
+    stages = ["t" * n for n in layers]
+    stages[0], stages[-1] = "E" + stages[0], stages[-1] + "m" * mtp + "L"
+    return "|".join(stages)
 
 
 def base_call(name: str, where: str) -> Obj:

@@ -12,6 +12,7 @@ from .bridge_bases import BASE
 from .bridge_keys import PRECISIONS, SHAPE, dtype_of, key_why
 from .bridge_layers import Stated
 from .bridge_names import COMPUTE_DTYPES
+from .bridge_peft import peft_fate
 from .bridge_recipe import Obj
 from .ledger import Ledger
 from .megatron_in import CHOICES, FLAGS, INTS, choice, layout_fields, optimizer_dtype, sharding, unrolled
@@ -54,9 +55,8 @@ def fate(key: str, v, at: str, final: dict[str, Stated], led: Ledger, model: Mod
     arg = "--" + attr.replace("_", "-")
     if key == "model" or (section == "model" and attr in SHAPE) or section == "mixed_precision" and attr:
         return
-    if key == "peft" and v is not None:
-        raise InputError(f"bridge config: peft = {value_text(v)} ({at}): parameter-efficient fine-tuning is not "
-                         "priced (perfmodel prices full training); valid: a pretrain or sft recipe")
+    if peft_fate(key, v, at, final, led):
+        return
     if isinstance(v, Obj) and v.auto and "." in key and not any(k.startswith(key + ".") for k in final):
         led.skip(key, value_text(v), at, f"a value computed by {str(v.origin).split('[')[0]}(), a function not among "
                  "the files: not read")
@@ -86,6 +86,8 @@ def fate(key: str, v, at: str, final: dict[str, Stated], led: Ledger, model: Mod
                 "config", **{f: x for f, x in implied.items() if f not in precision_fields})
     elif v is None and not (section == "model" and attr == "recompute_granularity"):
         led.skip(key, text, at, "None: the framework's default holds")
+    elif key == "env_vars" and "expandable_segments:True" in text:  # a dict literal, read or not
+        led.skip(key, text, at, EXPANDABLE_WHY)
     elif isinstance(v, Unevaluated) and not attr.endswith("dtype") and attr != "attention_backend":
         led.skip(key, text, at, "a value the recipe computes or imports from Bridge (a name, or a call this import does not follow): not read")
     elif attr in SPLIT and v and opts["--pipeline-model-parallel-size"] == "1":
@@ -126,6 +128,13 @@ def fate(key: str, v, at: str, final: dict[str, Stated], led: Ledger, model: Mod
         led.set(key, text, at, **{field: bool(v)})
     else:
         led.skip(key, text, at, key_why(section, attr, arg))
+
+
+# PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in a recipe's env_vars (287 perf recipe functions at 067f987)
+EXPANDABLE_WHY = ("environment variables of the run, among them PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: "
+                  "not priced: the fragmentation perfmodel adds is the stack profile's allocator_slack, measured with "
+                  "torch's default allocator (Stack.expandable_segments false), so the reserved memory is overstated "
+                  "by up to that term")
 
 
 def precision_subkeys(final: dict[str, Stated], led: Ledger) -> set[str]:

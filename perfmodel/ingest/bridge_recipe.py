@@ -18,7 +18,10 @@ from ..errors import InputError
 from . import bridge_bases
 from .bridge_calls import NOT_HANDLED, apply_helper, base_call, bridge_call
 from .bridge_objects import Module, Noted, Obj, Stop, Write
+from .bridge_peft import scheme_object
 from .sources import Unevaluated
+
+BUILTIN_TYPES = {"str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict}
 
 MAX_STEPS = 20_000  # statements and calls followed for one recipe; recipes take hundreds
 MAX_DEPTH = 12  # helper calls nested; recipes nest three or four
@@ -285,10 +288,25 @@ class Recipe:
             if isinstance(x, Obj) and not x.auto:
                 return x.kind == cls or (cls == "MixedPrecisionConfig" and x.kind in ("precision", cls)) or (
                     cls == "MixedPrecisionConfig" and x.kind.endswith("_mixed"))
+            if cls in BUILTIN_TYPES and (x is None or isinstance(x, (str, int, float, bool, list, dict))):
+                return isinstance(x, BUILTIN_TYPES[cls])
             if x is None or isinstance(x, (str, int, float)):
                 return False
+        if short in ("lower", "upper") and isinstance(node.func, ast.Attribute) and not args:  # "LoRA".lower()
+            owner = ev(node.func.value)
+            if isinstance(owner, str):
+                return owner.lower() if short == "lower" else owner.upper()
         if short == "getattr" and len(args) >= 2 and isinstance(args[0], Obj):
             return args[0].attrs.get(args[1], args[2] if len(args) > 2 else Unevaluated(ast.unparse(node)))
+        if short == "default_peft_config":  # recipes/utils/dataset_utils.py:48: "lora" -> LoRA(**kwargs), ...
+            scheme = args[0] if args else kwargs.pop("peft_scheme", (None, ""))[0]
+            peft = scheme_object(scheme)
+            if peft is not None:
+                for k, (v, at) in kwargs.items():
+                    peft.attrs[k] = v
+                    self.writes.append(Write(peft, k, v, at))
+                return peft
+            return None if scheme is None or str(scheme).lower() == "none" else Unevaluated(ast.unparse(node))
         got = bridge_call(self, short, args, kwargs, where)
         if got is not NOT_HANDLED:
             return got
@@ -298,6 +316,8 @@ class Recipe:
                 obj.attrs[k] = v
                 self.writes.append(Write(obj, k, v, at))
             return obj
+        base_fn = isinstance(node.func, ast.Name) and name not in dir(builtins)
+        scheme = kwargs.pop("peft_scheme", None) if base_fn else None  # a fine-tuning base recipe's PEFT
         for k, (v, at) in kwargs.items():
             self.noted.append(Noted(f"{name}({k}=...)", v, at, f"an argument of {name}, a function this import "
                                     "does not follow"))
@@ -307,9 +327,13 @@ class Recipe:
         if any(isinstance(a, Obj) for a in args):  # _llama_benchmark_common(cfg): it may set anything on cfg
             self.noted.append(Noted(f"{name}(...)", "", where, f"{name} is not among the files: what it sets on the "
                                     "config is not read (pass the module that defines it)"))
-        if isinstance(node.func, ast.Name) and name not in dir(builtins):  # a function not among the files
-            # (_pretrain_common()): its result's sections hold what the recipe states after it
-            return base_call(name if bridge_bases.base(name) else self.aliases.get(name, name), where)
+        if base_fn:  # a function not among the files (_pretrain_common()): its result's sections hold what the
+            # recipe states after it; peft_scheme="lora" is default_peft_config's LoRA (bridge_peft)
+            cfg = base_call(name if bridge_bases.base(name) else self.aliases.get(name, name), where)
+            if scheme is not None:
+                cfg.attrs["peft"] = scheme_object(scheme[0])
+                self.writes.append(Write(cfg, "peft", cfg.attrs["peft"], scheme[1]))
+            return cfg
         return Unevaluated(ast.unparse(node))
 
 
