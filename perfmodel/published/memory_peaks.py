@@ -60,10 +60,11 @@ RANKS = ("max", "first", "last")
 MEMORY_GROUP_DEFAULTS: dict[str, dict] = {
     # torchtitan Dec 2024 (9dec370): SDPA flash/cudnn attention. Its interleaved 1F1B row states no stages per
     # rank: Interleaved1F1B needs at least 2 (torch.distributed.pipelining schedules), the fewest is taken.
-    # torchtitan's pipeline_parallel_microbatches default (build_pipeline_schedule: n_microbatches = pp x stages
-    # per rank when unset) fixes the micro-batch where a row says its size is not stated or not certain (the
-    # 405B rows): local batch / (pp x vpp).
-    "torchtitan_H100_2024-12": dict(attention="flash", interleaved_vpp=2, pp_microbatches="stages"),
+    # torchtitan's pipeline_parallel_microbatches default at 9dec370 fixes the micro-batch where a row says its
+    # size is not stated or not certain (the 405B rows): n_microbatches = pipeline_parallel_degree when unset,
+    # whatever the stages per rank (torchtitan/parallelisms/pipelining_utils.py @9dec370 build_pipeline_schedule
+    # L78-80; the pp x stages-per-rank default came later), so local batch / pp.
+    "torchtitan_H100_2024-12": dict(attention="flash", interleaved_vpp=2, pp_microbatches="pp"),
     # The framework cell names nanotron: its own stack profile (hardware_specs/stacks/nanotron.yaml). flash-attn
     # (nanotron llama); its 1F1B pipeline engine (OneForwardOneBackward). Its pipeline split balances compute,
     # not layers (`nanotron_stage_layers`).
@@ -99,6 +100,17 @@ def nanotron_stage_layers(model: ModelConfig, pp: int) -> tuple[list[int], str]:
             split[r] += 1
             note += f" -> {split} (a stage needs a layer)"
     return split, note
+
+# What a group of published_moe_runs_dev.csv's measured-peak rows ran beyond published.moe_runs's mapping, with
+# its source:
+# - the Moonlight activation-recompute study (2026-08-12, Megatron-Bridge 600d069b) ran "the Moonlight 16B BF16
+#   pretraining recipe" on 8 H100s (skills/nemo-mbridge-perf-activation-recompute/SKILL.md), i.e.
+#   moonlight_16b_pretrain_8gpu_h100_bf16_config (recipes/moonlight/h100/moonlight_16b.py @600d069b L208-213):
+#   the precision-aware optimizer with bf16 Adam moments (exp_avg_dtype, exp_avg_sq_dtype bfloat16), fp32
+#   main parameters, bf16 main gradients: 4 + 2 + 2 B of optimizer state per parameter, not 12.
+MOE_MEMORY_GROUP_DEFAULTS: dict[str, dict] = {
+    "MegatronBridge_skill_activation_recompute": dict(moment_dtype="bf16", weight_dtype="fp32"),
+}
 
 # The SimuMax v1.2 B200 validation runs (Megatron-LM 23e00ed0 + TE 2.11, layer-truncated DeepSeek proxies):
 # - stack megatron-core (Megatron-LM), bf16, no recompute (--recompute-num-layers 0 as stated), alltoall as stated.
@@ -238,15 +250,15 @@ def dense_plan(row: pd.Series, model: ModelConfig, system: System) -> tuple[Plan
                 return None, "interleaved schedule with no stages per rank", notes
             notes.append(f"interleaved: vpp {vpp} (group default)")
         schedule = "interleaved"
-    if pp > 1 and d.get("pp_microbatches") == "stages":
+    if pp > 1 and d.get("pp_microbatches") == "pp":
         said = f"{cell_text(row['derived_fields'])} {cell_text(row['notes'])}".lower()
         if "microbatch" in said and ("not stated" in said or "not certain" in said):
             local = int(gbs) // int(dp)
-            if local % (pp * vpp) == 0 and local // (pp * vpp) != int(mb):
-                notes.append(f"micro_batch {local // (pp * vpp)} = local batch {local} / (pp {pp} x vpp {vpp}) "
-                             f"(torchtitan default), not the cell's {int(mb)}")
-            if local % (pp * vpp) == 0:
-                mb = local // (pp * vpp)
+            if local % pp == 0 and local // pp != int(mb):
+                notes.append(f"micro_batch {local // pp} = local batch {local} / pp {pp} (torchtitan 9dec370 "
+                             f"default: pp micro-batches), not the cell's {int(mb)}")
+            if local % pp == 0:
+                mb = local // pp
     stage_layers = None
     if d.get("split") == "nanotron":
         stage_layers, note = nanotron_stage_layers(model, pp)
@@ -386,13 +398,16 @@ def moe_case(row: pd.Series) -> MemoryCase:
         return MemoryCase(**base, reason=case.reason)
     plan = case.plan
     notes = []
-    if rc == "selective":
+    group = MOE_MEMORY_GROUP_DEFAULTS.get(row["source_group"], {})
+    if rc == "selective" or group:
+        more = dict(recompute="selective", recompute_modules=mods) if rc == "selective" else {}
         try:
-            plan = resolve(Plan(**{**plan.model_dump(), "recompute": "selective", "recompute_modules": mods}),
-                           case.model, case.system)
+            plan = resolve(Plan(**{**plan.model_dump(), **more, **group}), case.model, case.system)
         except InputError as err:
             return MemoryCase(**base, reason=f"plan: {err}")
-        notes.append(f"selective {','.join(plan.recompute_modules)}")
+        if rc == "selective":
+            notes.append(f"selective {','.join(plan.recompute_modules)}")
+        notes += [f"{k} {v} (group default)" for k, v in group.items()]
     elif not rc:
         notes.append(f"recompute {plan.recompute} (MOE_DEFAULTS)")
     return MemoryCase(**{**base, "model": case.model, "system": case.system, "plan": plan}, decisions=notes)
