@@ -97,3 +97,16 @@ def test_logo_refits_without_the_group():
     assert list(pred[:3]) == pytest.approx([103.0, 51.5, 103.0])
     assert used["N"]["torchtitan"] == pytest.approx(0.10)
     assert list(pred[3:]) == [40.0, 20.0]  # allocated-view rows: no fitted constant, LOGO = in-sample
+
+
+def test_loss_parallel_bytes_by_hand():
+    """torchtitan's loss under loss_parallel (tp > 1) holds 16 B per local logit at its backward peak, 4 of them the
+    kept log-softmax: 12 B transient; torch's fused cross entropy (tp 1) 12 B, 8 transient."""
+    from perfmodel.cost.memory import loss_temporary_bytes
+    model = load_model("llama-3.1-405b")
+    tp8 = _lay(pp=1)
+    assert loss_temporary_bytes(model, tp8).item() == pytest.approx(12 * 4 * 8192 * (128256 // 8))
+    tp1 = Layouts.from_plan(resolve(Plan(tp=1, pp=1, dp=8, micro_batch=2, global_batch=16, seq_len=8192, zero=3,
+                                         stack="torchtitan", grad_dtype="fp32"),
+                                    load_model("llama-3.1-8b"), load_hardware("dgx-h100")))
+    assert loss_temporary_bytes(load_model("llama-3.1-8b"), tp1).item() == pytest.approx(8 * 2 * 8192 * 128256)

@@ -247,14 +247,16 @@ def loss_temporary_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
     """What the cross entropy holds at its peak beyond the fp32 logits its backward keeps (`kept_bytes`: 4 B per
     logit): (stack.loss_bytes_per_logit - 4; compiled_loss_bytes_per_logit - 4 under compile model+loss) per token
     and local vocabulary entry, one micro-batch on the last stage (the bf16 logits and fp32 temporaries of the
-    loss's forward and backward; `spec.stack.Stack`). A loss tiled into n = loss_chunks chunks keeps no logits
+    loss's forward and backward; `spec.stack.Stack`; with tp > 1, stack.tp_loss_bytes_per_logit where it has one). A loss tiled into n = loss_chunks chunks keeps no logits
     and holds one chunk's at a time: stack.loss_bytes_per_logit per token / n (MaxText num_vocab_tiling). MaxText's
     logits are fp32 whether tiled or not (base.yml at e591f30: logits_dot_in_fp32 false, cast_logits_to_fp32 true:
     a bf16 head, its output cast), its stack's loss_bytes_per_logit 4: tokens x vocab x 4 B, / n when tiled."""
     ops = operators(model)
     s = megatron(ops["loss"], lay)
     stack = load_stack(lay.stack)
-    per_logit = stack.compiled_loss_bytes_per_logit if lay.compile == "model+loss" else stack.loss_bytes_per_logit
+    eager = np.where((np.asarray(lay.tp) > 1) & (stack.tp_loss_bytes_per_logit is not None),
+                     stack.tp_loss_bytes_per_logit or 0.0, stack.loss_bytes_per_logit)
+    per_logit = stack.compiled_loss_bytes_per_logit if lay.compile == "model+loss" else eager
     per_logit = per_logit / lay.loss_chunks if lay.loss_chunks > 1 else per_logit - 4.0
     return per_logit * s.tokens * s.local("vocab") + 0.0 * lay.tp
 

@@ -233,6 +233,10 @@ class Stack(Schema):
     loss_bytes_per_logit: float = Field(
         ge=4, le=32, description="bytes per logit (per token and local vocabulary entry) the cross entropy holds at "
                                  "its peak, the bf16 logits and their fp32 temporaries together (4: one fp32 copy)")
+    tp_loss_bytes_per_logit: float | None = Field(
+        None, ge=4, le=32, description="as loss_bytes_per_logit where tp > 1 and the stack computes the cross entropy "
+                                       "over the vocabulary shards with its own decomposed kernels (torch's "
+                                       "loss_parallel); null: the same as loss_bytes_per_logit")
     compiled_loss_bytes_per_logit: float | None = Field(
         None, ge=4, le=32, description="as loss_bytes_per_logit for a plan with compile = model+loss, the stack "
                                        "compiling its loss with torch.compile (Inductor fuses the fp32 upcast, log-softmax and "
