@@ -11,7 +11,15 @@ peak allocated). perfmodel.published.memory_peaks maps each row to (model, syste
 0, last stage). Prints one line per row (measured, predicted in that view on that device, signed error, the
 between-steps figures where given, the predicted parts), then per source group the count, the mean signed error
 and the MAPE, the MAPE per view, the between-steps MAPE, where a row states both views the other one too, and
-the rows that cannot be expressed with the reason. Nothing here is tuned per row or per source.
+the rows that cannot be expressed with the reason; then per stack, and leave-one-group-out.
+
+One constant is fitted here, and only one: the allocator slack of the stacks in FITTED_SLACK (torchtitan: no
+published allocated / reserved pair), on their own reserved-view rows (`fit_slack`; the profile states the value).
+Leave-one-group-out re-fits it without the held-out group (no row of the stack left: the median reserved /
+allocated - 1 of the other groups' rows that state both views, `pair_slack`); rows no fitted constant reaches
+(allocated views, other stacks' measured slacks) are out of sample as they are. `residuals()` returns the per-row
+table (row_id, group, stack, view, measured_gib, predicted_gib) for the verdict's error band. Nothing is tuned per
+row or per source group.
 """
 
 from __future__ import annotations
