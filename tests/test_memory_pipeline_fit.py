@@ -110,3 +110,12 @@ def test_loss_parallel_bytes_by_hand():
                                          stack="torchtitan", grad_dtype="fp32"),
                                     load_model("llama-3.1-8b"), load_hardware("dgx-h100")))
     assert loss_temporary_bytes(load_model("llama-3.1-8b"), tp1).item() == pytest.approx(8 * 2 * 8192 * 128256)
+
+
+def test_bridge_gb_is_decimal():
+    """Megatron-Bridge's report_memory divides bytes by 1e9: 36.618 GB = 36.618e9 / 2^30 = 34.1032 GiB; a figure
+    stated in GiB is kept."""
+    from perfmodel.published.memory_peaks import gib_of
+    assert gib_of(36.618, "peak allocated after iter 2 (GB as written)") == pytest.approx(34.1032, abs=1e-4)
+    assert gib_of(62.166, "rank-0 peak allocated (GiB)") == 62.166
+    assert gib_of(45.63, "max allocated (GiB), max over ranks; reserved 48.79 GiB") == 45.63

@@ -25,7 +25,9 @@ Decisions that apply to every row of a kind:
   4 layers + the tied embedding, 270.7 M params x 18 B = 4.54 GiB, measured 4.61; the last stage holds only
   the LM head, 102.9 M x 18 B = 1.73 GiB). So the peak is compared with stage 0's. `mem_steady_alloc_gib` is
   compared with `MemoryBreakdown.between_steps` of the same stage.
-- "GB as written" (Megatron-Bridge's skill notes): taken as GiB, Megatron's memory report dividing by 1024^2 MB.
+- A figure in "GB" (Megatron-Bridge's logs, "GB as written" in its skill notes) is decimal: Bridge's report_memory
+  divides torch.cuda.memory_stats() bytes by 1.0e9 (src/megatron/bridge/training/utils/train_utils.py @600d069b
+  and @067f987df L1204), so it is x 1e9 / 2^30 GiB (`gib_of`); a figure stated in GiB is taken as stated.
 - Hardware: "H100 SXM 96GB HBM2e" (torchtitan's Grand Teton hosts) has no catalogue system; the benchmark needs
   its capacity, because the reserved view is capped by what the device can give (cost.memory.memory_views:
   min(allocated x (1 + slack), capacity - runtime)) and with the 80 GB part's cap (77 GiB usable) the 82-85 GiB
@@ -36,7 +38,6 @@ Decisions that apply to every row of a kind:
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,13 +102,10 @@ def nanotron_stage_layers(model: ModelConfig, pp: int) -> tuple[list[int], str]:
             note += f" -> {split} (a stage needs a layer)"
     return split, note
 
-# What a group of published_moe_runs_dev.csv's measured-peak rows ran beyond published.moe_runs's mapping, with
-# its source:
-# - the Moonlight activation-recompute study (2026-08-12, Megatron-Bridge 600d069b) ran "the Moonlight 16B BF16
-#   pretraining recipe" on 8 H100s (skills/nemo-mbridge-perf-activation-recompute/SKILL.md), i.e.
-#   moonlight_16b_pretrain_8gpu_h100_bf16_config (recipes/moonlight/h100/moonlight_16b.py @600d069b L208-213):
-#   the precision-aware optimizer with bf16 Adam moments (exp_avg_dtype, exp_avg_sq_dtype bfloat16), fp32
-#   main parameters, bf16 main gradients: 4 + 2 + 2 B of optimizer state per parameter, not 12.
+# What a MoE group's measured-peak rows ran beyond published.moe_runs's mapping. The Moonlight recompute study (Bridge
+# 600d069b) ran "the Moonlight 16B BF16 pretraining recipe" on 8 H100s (skills/nemo-mbridge-perf-activation-recompute/
+# SKILL.md): moonlight_16b_pretrain_8gpu_h100_bf16_config (recipes/moonlight/h100/moonlight_16b.py @600d069b L208-213),
+# the precision-aware optimizer with bf16 Adam moments and fp32 main parameters: 4 + 2 + 2 B per parameter, not 12.
 MOE_MEMORY_GROUP_DEFAULTS: dict[str, dict] = {
     "MegatronBridge_skill_activation_recompute": dict(moment_dtype="bf16", weight_dtype="fp32"),
 }
@@ -370,11 +368,16 @@ def simumax_case(row: pd.Series, base: dict) -> MemoryCase:
                       decisions=[f"{model.name}, first {TRUNCATED_DENSE_LAYERS} dense, no MTP; zero 1, fp32 grads"])
 
 
+def gib_of(value: float, kind: str) -> float:
+    """A peak in GiB: decimal GB where `kind` names GB and not GiB (module docstring), else as stated."""
+    return value * 1e9 / 2.0 ** 30 if re.search(r"\bGB\b", kind) and "GiB" not in kind else value
+
+
 def moe_case(row: pd.Series) -> MemoryCase:
     kind = cell_text(row["mem_kind"])
     view = view_of(kind)
     base = dict(row_id=row["row_id"], group=row["source_group"], trust=cell_text(row["trust"]), model=None,
-                system=None, plan=None, measured_gib=float(cell_number(row["mem_peak_gib"])), view=view,
+                system=None, plan=None, measured_gib=gib_of(float(cell_number(row["mem_peak_gib"])), kind), view=view,
                 rank=rank_of(kind, "", row["source_group"]), measured_other_gib=other_view_gib(row, view), csv="moe")
     name = cell_text(row["model"])
     if "nemotron" in name.lower():
@@ -444,6 +447,3 @@ def predicted(case: MemoryCase, est) -> dict:
 def nan_if_none(x) -> float:
     return float("nan") if x is None else float(x)
 
-
-def is_nan(x) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
