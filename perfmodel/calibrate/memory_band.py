@@ -28,11 +28,14 @@ VIEWS = ("allocated", "reserved")
 
 def residual_rows(table) -> "pd.DataFrame":  # noqa: F821 (pandas only here)
     """(row_id, group, stack, view, measured_gib, predicted_gib, residual = measured / predicted - 1): each row
-    of benchmarks/measured_memory.py's table (columns row_id, group, stack, view, measured_gib, predicted_gib,
-    measured_other_gib, predicted_other_gib) in its own view, plus its other view where measured."""
+    of benchmarks/measured_memory.py's table (columns row_id, group, stack (a profile or a release line: its
+    profile is kept), view, measured_gib, predicted_gib, measured_other_gib, predicted_other_gib) in its own view,
+    plus its other view where measured."""
     import pandas as pd
 
-    ok = table[table["predicted_gib"].notna()]
+    from ..spec.stack_release import profile_of
+
+    ok = table[table["predicted_gib"].notna()].assign(stack=lambda d: [profile_of(s) for s in d["stack"]])
     own = ok[["row_id", "group", "stack", "view", "measured_gib", "predicted_gib"]]
     both = ok[ok["measured_other_gib"].notna() & ok["predicted_other_gib"].notna()]
     other = pd.DataFrame({"row_id": both["row_id"], "group": both["group"], "stack": both["stack"],

@@ -28,7 +28,7 @@ from ..spec.plan import Plan
 from ..spec.stack import load_stack
 from .compression import GRAD_BYTES
 from .frozen import adapter_params, unkept_linears
-from .stack_kept import eager_kept_bytes
+from .stack_kept import eager_kept_bytes, pipeline_buffer_bytes
 from .kernels import GEMM_INPUT_BYTES, narrow_bytes, saved_input_bytes
 from .layouts import Layouts, among
 from .mesh import gathered_axes
@@ -247,14 +247,16 @@ def loss_temporary_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
     """What the cross entropy holds at its peak beyond the fp32 logits its backward keeps (`kept_bytes`: 4 B per
     logit): (stack.loss_bytes_per_logit - 4; compiled_loss_bytes_per_logit - 4 under compile model+loss) per token
     and local vocabulary entry, one micro-batch on the last stage (the bf16 logits and fp32 temporaries of the
-    loss's forward and backward; `spec.stack.Stack`). A loss tiled into n = loss_chunks chunks keeps no logits
+    loss's forward and backward; `spec.stack.Stack`; with tp > 1, stack.tp_loss_bytes_per_logit where it has one). A loss tiled into n = loss_chunks chunks keeps no logits
     and holds one chunk's at a time: stack.loss_bytes_per_logit per token / n (MaxText num_vocab_tiling). MaxText's
     logits are fp32 whether tiled or not (base.yml at e591f30: logits_dot_in_fp32 false, cast_logits_to_fp32 true:
     a bf16 head, its output cast), its stack's loss_bytes_per_logit 4: tokens x vocab x 4 B, / n when tiled."""
     ops = operators(model)
     s = megatron(ops["loss"], lay)
     stack = load_stack(lay.stack)
-    per_logit = stack.compiled_loss_bytes_per_logit if lay.compile == "model+loss" else stack.loss_bytes_per_logit
+    eager = np.where((np.asarray(lay.tp) > 1) & (stack.tp_loss_bytes_per_logit is not None),
+                     stack.tp_loss_bytes_per_logit or 0.0, stack.loss_bytes_per_logit)
+    per_logit = stack.compiled_loss_bytes_per_logit if lay.compile == "model+loss" else eager
     per_logit = per_logit / lay.loss_chunks if lay.loss_chunks > 1 else per_logit - 4.0
     return per_logit * s.tokens * s.local("vocab") + 0.0 * lay.tp
 
@@ -348,6 +350,12 @@ def recomputed_share(model: ModelConfig, lay: Layouts) -> np.ndarray:
     return np.where(among(lay.recompute, ("full",)), np.minimum(lay.recompute_num_layers, c) / c, 1.0)
 
 
+def reserved_of(alloc, slack, usable):
+    """The reserved view of `alloc` allocated bytes: alloc x (1 + slack), capped at `usable` (what the device gives
+    the allocator) while the tensors fit (`memory_views`)."""
+    return np.where(alloc <= usable, np.minimum(alloc * (1 + slack), np.maximum(usable, alloc)), alloc * (1 + slack))
+
+
 def memory_views(lay: Layouts, system: System, parts: dict) -> dict:
     """The three views from the parts (bytes): allocated = states + activations + transient (what torch's
     allocator hands to tensors); reserved = allocated + the stack's allocator slack on CUDA (`Stack.
@@ -355,12 +363,13 @@ def memory_views(lay: Layouts, system: System, parts: dict) -> dict:
     tensors still fit: the caching allocator frees its cached blocks and retries before it reports out of memory
     (c10/cuda/CUDACachingAllocator.cpp, release_cached_blocks); device = reserved + runtime, the system's
     memory_overhead_gib (context, NCCL buffers, workspaces outside the allocator). between_steps: the states and
-    cached fp8/fp4 weights (`narrow`), what a step leaves allocated."""
+    what outlives the step (`narrow`: cached fp8/fp4 weights, a torch pipeline's buffers), what a step leaves
+    allocated."""
     alloc = parts["weights"] + parts["gradients"] + parts["optimizer"] + parts["activations"] + parts["transient"]
     slack = load_stack(lay.stack).allocator_slack if system.accelerator.torch_device == "cuda" else 0.0
     runtime = system.memory_overhead_bytes + 0.0 * alloc
     usable = system.accelerator.hbm_bytes - runtime
-    reserved = np.where(alloc <= usable, np.minimum(alloc * (1 + slack), np.maximum(usable, alloc)), alloc * (1 + slack))
+    reserved = reserved_of(alloc, slack, usable)
     steady = parts["weights"] + parts["gradients"] + parts["optimizer"] + parts.pop("narrow")
     return dict(parts, allocated=alloc, fragmentation=reserved - alloc, reserved=reserved, runtime=runtime,
                 device=reserved + runtime, between_steps=steady)
@@ -390,6 +399,8 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     act = layer_activations(model, lay, st.layers, scale["layer"] * lay.vpp)
     act = act + st.embedding * embedding_activation_bytes(model, lay) * scale["embedding"]
     act = act + st.head * head_activation_bytes(model, lay) * scale["head"]
+    pipe = pipeline_buffer_bytes(model, lay, st.rank == 0, st.head > 0, scale["layer"] * lay.vpp)
+    act = act + pipe
     states = state_bytes(params_of, lay, trainable=None if lay.lora is None else st.layers * adapter_params(model, lay))
     if model.moe is not None:  # a MoE model's routed experts: states and copies over edp (frozen under LoRA)
         p_exp, moe_layers = expert_layer_params(model, lay), stage_moe_layers(model, st, lay)
@@ -413,7 +424,8 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     transient = transient + narrow + (st.head > 0) * loss_temporary_bytes(model, lay) + (st.layers > 0) * offload
     host = st.layers * scale["layer"] * offload
     states, transient, host = host_optimizer(states, act, transient, narrow, host, lay.optimizer_offload)
-    by_kind = memory_views(lay, system, dict(states, activations=act, transient=transient, narrow=narrow, host=host))
+    by_kind = memory_views(lay, system, dict(states, activations=act, transient=transient, narrow=narrow + pipe,
+                                             host=host))
     shape = by_kind["reserved"].shape
     by_kind = {k: np.broadcast_to(by_kind[k], shape) for k in MEMORY_PARTS}
     if per_kind:

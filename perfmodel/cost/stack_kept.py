@@ -58,3 +58,29 @@ def eager_kept_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
         copy = 2.0 * s.tokens * s.local("heads", model.q_dim) * ops["out_proj"].share
         out = out + np.where(np.asarray(lay.micro_batch) > 1, copy, 0.0)
     return out
+
+
+def pipeline_buffer_bytes(model: ModelConfig, lay: Layouts, first, last, chunks) -> np.ndarray:
+    """Bytes a pipeline stage holds in torch.distributed.pipelining's own buffers (`Stack.torch_pipelining`), one
+    device, with pp > 1 (torch 2.5-2.6 torch/distributed/pipelining/stage.py):
+    - PipelineStage._prepare_forward_infra allocates a receive buffer for every one of the n micro-batches' input
+      of every virtual stage but the pipeline's first (`_make_tensor_from_meta` per chunk_id), and
+      _prepare_backward_infra one for every micro-batch's output gradient of every virtual stage but the
+      pipeline's last; both stay allocated across steps. Each is a stage boundary tensor, micro_batch x seq/cp x
+      h in bf16 (/tp with SP, torchtitan's blocks returning the local sequence shard). The in-flight chunks'
+      inputs are the layers' kept inputs already (`layer_activations`), so those `chunks` are not counted twice;
+    - the last stage appends every micro-batch's output to output_chunks (forward_one_chunk) for the schedule's
+      step() to merge, so all n micro-batches' bf16 logits (2 B per token and local vocabulary entry) stay until
+      the step ends, where a stack without it frees them after the loss (torchtitan train.py `del pred`).
+    `first` / `last`: the stage kind holds the pipeline's first / last stage; `chunks`: micro-batch chunks in
+    flight (`cost.memory.kept_scale` x vpp)."""
+    out = 0.0 * lay.tp
+    if not load_stack(lay.stack).torch_pipelining:
+        return out
+    n, v = np.asarray(lay.num_microbatches, float), np.asarray(lay.vpp, float)
+    first, last = np.asarray(first, float), np.asarray(last, float)
+    boundary = 2.0 * lay.tokens_per_microbatch * model.hidden / lay.sp_divisor
+    recv = np.maximum(n * (v - first) - np.asarray(chunks, float) * (v - first) / v, 0.0)
+    s = megatron(operators(model)["loss"], lay)
+    logits = last * n * 2.0 * s.tokens * s.local("vocab")
+    return np.where(np.asarray(lay.pp) > 1, boundary * (recv + n * (v - last)) + logits, out)

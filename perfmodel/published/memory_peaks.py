@@ -25,7 +25,9 @@ Decisions that apply to every row of a kind:
   4 layers + the tied embedding, 270.7 M params x 18 B = 4.54 GiB, measured 4.61; the last stage holds only
   the LM head, 102.9 M x 18 B = 1.73 GiB). So the peak is compared with stage 0's. `mem_steady_alloc_gib` is
   compared with `MemoryBreakdown.between_steps` of the same stage.
-- "GB as written" (Megatron-Bridge's skill notes): taken as GiB, Megatron's memory report dividing by 1024^2 MB.
+- A figure in "GB" (Megatron-Bridge's logs, "GB as written" in its skill notes) is decimal: Bridge's report_memory
+  divides torch.cuda.memory_stats() bytes by 1.0e9 (src/megatron/bridge/training/utils/train_utils.py @600d069b
+  and @067f987df L1204), so it is x 1e9 / 2^30 GiB (`gib_of`); a figure stated in GiB is taken as stated.
 - Hardware: "H100 SXM 96GB HBM2e" (torchtitan's Grand Teton hosts) has no catalogue system; the benchmark needs
   its capacity, because the reserved view is capped by what the device can give (cost.memory.memory_views:
   min(allocated x (1 + slack), capacity - runtime)) and with the 80 GB part's cap (77 GiB usable) the 82-85 GiB
@@ -36,7 +38,6 @@ Decisions that apply to every row of a kind:
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,10 +61,11 @@ RANKS = ("max", "first", "last")
 MEMORY_GROUP_DEFAULTS: dict[str, dict] = {
     # torchtitan Dec 2024 (9dec370): SDPA flash/cudnn attention. Its interleaved 1F1B row states no stages per
     # rank: Interleaved1F1B needs at least 2 (torch.distributed.pipelining schedules), the fewest is taken.
-    # torchtitan's pipeline_parallel_microbatches default (build_pipeline_schedule: n_microbatches = pp x stages
-    # per rank when unset) fixes the micro-batch where a row says its size is not stated or not certain (the
-    # 405B rows): local batch / (pp x vpp).
-    "torchtitan_H100_2024-12": dict(attention="flash", interleaved_vpp=2, pp_microbatches="stages"),
+    # torchtitan's pipeline_parallel_microbatches default at 9dec370 fixes the micro-batch where a row says its
+    # size is not stated or not certain (the 405B rows): n_microbatches = pipeline_parallel_degree when unset,
+    # whatever the stages per rank (torchtitan/parallelisms/pipelining_utils.py @9dec370 build_pipeline_schedule
+    # L78-80; the pp x stages-per-rank default came later), so local batch / pp.
+    "torchtitan_H100_2024-12": dict(attention="flash", interleaved_vpp=2, pp_microbatches="pp"),
     # The framework cell names nanotron: its own stack profile (hardware_specs/stacks/nanotron.yaml). flash-attn
     # (nanotron llama); its 1F1B pipeline engine (OneForwardOneBackward). Its pipeline split balances compute,
     # not layers (`nanotron_stage_layers`).
@@ -99,6 +101,14 @@ def nanotron_stage_layers(model: ModelConfig, pp: int) -> tuple[list[int], str]:
             split[r] += 1
             note += f" -> {split} (a stage needs a layer)"
     return split, note
+
+# What a MoE group's measured-peak rows ran beyond published.moe_runs's mapping. The Moonlight recompute study (Bridge
+# 600d069b) ran "the Moonlight 16B BF16 pretraining recipe" on 8 H100s (skills/nemo-mbridge-perf-activation-recompute/
+# SKILL.md): moonlight_16b_pretrain_8gpu_h100_bf16_config (recipes/moonlight/h100/moonlight_16b.py @600d069b L208-213),
+# the precision-aware optimizer with bf16 Adam moments and fp32 main parameters: 4 + 2 + 2 B per parameter, not 12.
+MOE_MEMORY_GROUP_DEFAULTS: dict[str, dict] = {
+    "MegatronBridge_skill_activation_recompute": dict(moment_dtype="bf16", weight_dtype="fp32"),
+}
 
 # The SimuMax v1.2 B200 validation runs (Megatron-LM 23e00ed0 + TE 2.11, layer-truncated DeepSeek proxies):
 # - stack megatron-core (Megatron-LM), bf16, no recompute (--recompute-num-layers 0 as stated), alltoall as stated.
@@ -238,15 +248,15 @@ def dense_plan(row: pd.Series, model: ModelConfig, system: System) -> tuple[Plan
                 return None, "interleaved schedule with no stages per rank", notes
             notes.append(f"interleaved: vpp {vpp} (group default)")
         schedule = "interleaved"
-    if pp > 1 and d.get("pp_microbatches") == "stages":
+    if pp > 1 and d.get("pp_microbatches") == "pp":
         said = f"{cell_text(row['derived_fields'])} {cell_text(row['notes'])}".lower()
         if "microbatch" in said and ("not stated" in said or "not certain" in said):
             local = int(gbs) // int(dp)
-            if local % (pp * vpp) == 0 and local // (pp * vpp) != int(mb):
-                notes.append(f"micro_batch {local // (pp * vpp)} = local batch {local} / (pp {pp} x vpp {vpp}) "
-                             f"(torchtitan default), not the cell's {int(mb)}")
-            if local % (pp * vpp) == 0:
-                mb = local // (pp * vpp)
+            if local % pp == 0 and local // pp != int(mb):
+                notes.append(f"micro_batch {local // pp} = local batch {local} / pp {pp} (torchtitan 9dec370 "
+                             f"default: pp micro-batches), not the cell's {int(mb)}")
+            if local % pp == 0:
+                mb = local // pp
     stage_layers = None
     if d.get("split") == "nanotron":
         stage_layers, note = nanotron_stage_layers(model, pp)
@@ -358,11 +368,16 @@ def simumax_case(row: pd.Series, base: dict) -> MemoryCase:
                       decisions=[f"{model.name}, first {TRUNCATED_DENSE_LAYERS} dense, no MTP; zero 1, fp32 grads"])
 
 
+def gib_of(value: float, kind: str) -> float:
+    """A peak in GiB: decimal GB where `kind` names GB and not GiB (module docstring), else as stated."""
+    return value * 1e9 / 2.0 ** 30 if re.search(r"\bGB\b", kind) and "GiB" not in kind else value
+
+
 def moe_case(row: pd.Series) -> MemoryCase:
     kind = cell_text(row["mem_kind"])
     view = view_of(kind)
     base = dict(row_id=row["row_id"], group=row["source_group"], trust=cell_text(row["trust"]), model=None,
-                system=None, plan=None, measured_gib=float(cell_number(row["mem_peak_gib"])), view=view,
+                system=None, plan=None, measured_gib=gib_of(float(cell_number(row["mem_peak_gib"])), kind), view=view,
                 rank=rank_of(kind, "", row["source_group"]), measured_other_gib=other_view_gib(row, view), csv="moe")
     name = cell_text(row["model"])
     if "nemotron" in name.lower():
@@ -386,13 +401,16 @@ def moe_case(row: pd.Series) -> MemoryCase:
         return MemoryCase(**base, reason=case.reason)
     plan = case.plan
     notes = []
-    if rc == "selective":
+    group = MOE_MEMORY_GROUP_DEFAULTS.get(row["source_group"], {})
+    if rc == "selective" or group:
+        more = dict(recompute="selective", recompute_modules=mods) if rc == "selective" else {}
         try:
-            plan = resolve(Plan(**{**plan.model_dump(), "recompute": "selective", "recompute_modules": mods}),
-                           case.model, case.system)
+            plan = resolve(Plan(**{**plan.model_dump(), **more, **group}), case.model, case.system)
         except InputError as err:
             return MemoryCase(**base, reason=f"plan: {err}")
-        notes.append(f"selective {','.join(plan.recompute_modules)}")
+        if rc == "selective":
+            notes.append(f"selective {','.join(plan.recompute_modules)}")
+        notes += [f"{k} {v} (group default)" for k, v in group.items()]
     elif not rc:
         notes.append(f"recompute {plan.recompute} (MOE_DEFAULTS)")
     return MemoryCase(**{**base, "model": case.model, "system": case.system, "plan": plan}, decisions=notes)
@@ -429,6 +447,3 @@ def predicted(case: MemoryCase, est) -> dict:
 def nan_if_none(x) -> float:
     return float("nan") if x is None else float(x)
 
-
-def is_nan(x) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))

@@ -244,9 +244,18 @@ class Stack(Schema):
     zero3_pp_unsharded: bool = Field(
         False, description="with pipeline parallelism, ZeRO-3 keeps the stage's weights gathered (bf16) and its "
                            "gradients unsharded (fp32) through the step, resharding and reducing once")
+    torch_pipelining: bool = Field(
+        False, description="pipeline parallelism runs on torch.distributed.pipelining's PipelineStage: a receive "
+                           "buffer for every micro-batch's input and output gradient, allocated once and kept, and "
+                           "the last stage keeping every micro-batch's output until the step ends "
+                           "(cost.memory.pipeline_buffer_bytes)")
     loss_bytes_per_logit: float = Field(
         ge=4, le=32, description="bytes per logit (per token and local vocabulary entry) the cross entropy holds at "
                                  "its peak, the bf16 logits and their fp32 temporaries together (4: one fp32 copy)")
+    tp_loss_bytes_per_logit: float | None = Field(
+        None, ge=4, le=32, description="as loss_bytes_per_logit where tp > 1 and the stack computes the cross entropy "
+                                       "over the vocabulary shards with its own decomposed kernels (torch's "
+                                       "loss_parallel); null: the same as loss_bytes_per_logit")
     compiled_loss_bytes_per_logit: float | None = Field(
         None, ge=4, le=32, description="as loss_bytes_per_logit for a plan with compile = model+loss, the stack "
                                        "compiling its loss with torch.compile (Inductor fuses the fp32 upcast, log-softmax and "
