@@ -30,7 +30,7 @@ from measured_memory import DENSE_CSV, table
 from perfmodel import estimate
 from perfmodel.calibrate.memory_band import band_of, held_out_share, residual_rows
 from perfmodel.errors import InputError
-from perfmodel.published.fit_labels import load_fit_labels
+from perfmodel.validate.fit_labels import load_fit_labels
 from perfmodel.published.memory_peaks import memory_cases
 from perfmodel.published.moe_runs import load_moe_cases
 from perfmodel.published.runs import load_cases
