@@ -27,7 +27,8 @@ from .runs import Case, cell_number, cell_text, measured_step_time
 MODEL_PRESETS = {
     "qwen3-30b-a3b": "qwen3-30b-a3b", "qwen3-235b-a22b": "qwen3-235b-a22b", "gpt-oss-120b": "gpt-oss-120b",
     "gpt-oss-20b": "gpt-oss-20b", "kimi-k2": "kimi-k2", "moonlight-16b-a3b": "moonlight-16b-a3b",
-    "llama4-scout (llm only)": "llama-4-scout", "mixtral-8x22b": "mixtral-8x22b", "deepseek-v3": "deepseek-v3",
+    "llama4-scout (llm only)": "llama-4-scout", "llama4-scout": "llama-4-scout", "mixtral-8x22b": "mixtral-8x22b",
+    "deepseek-v3": "deepseek-v3",
 }
 
 # Settings the Megatron-Bridge performance tables do not state, from Megatron-Bridge's performance recipes
