@@ -387,8 +387,9 @@ def state_floor(model: ModelConfig, lay: Layouts) -> np.ndarray:
     plan whose floor exceeds the budget does not fit; a search skips pricing the rest of its memory."""
     st = Stages.of(model, lay)
     states = state_bytes(stage_params(model, lay, st.layers, st.embedding > 0, st.head > 0), lay)
-    gemm = st.layers * layer_gemm_params(model, lay)
-    states, _ = stored_narrow(states, narrow_cache_bytes(gemm, lay), gemm, lay)
+    if lay.fp8_params:  # the quantized weights in place of bf16 ones: a floor still (stored_narrow)
+        gemm = st.layers * layer_gemm_params(model, lay)
+        states, _ = stored_narrow(states, narrow_cache_bytes(gemm, lay), gemm, lay)
     total = states["weights"] + states["gradients"] + states["optimizer"]
     return np.max(np.where(st.valid, total, 0.0), axis=0)
 
