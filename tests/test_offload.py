@@ -106,7 +106,7 @@ def test_bad_offload_input(llama2_7b, dgx_h100, tpu_v5p, predict_cli):
     bad = predict_cli(*args, "--recompute-offloaded", "decoder_layer_input")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "'decoder_layer_input' is not a kept tensor; valid: names separated by commas, of layer_input, qkv, " \
-           "attention, out_proj, mlp_in" in bad.stderr
+           "kv, attention, out_proj, mlp_in" in bad.stderr
 
 
 def test_maxtext_writes_offload_names_and_the_torch_targets_keep_them_on_the_device():

@@ -166,8 +166,8 @@ def test_cli_flags():
     assert "recompute=names[qkv,out_proj]" in ok.stdout
     bad = subprocess.run(cmd + ["--recompute-saved", "qkv,mlp_out"], capture_output=True, text=True)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
-    assert "'mlp_out' is not a saved tensor; valid: names separated by commas, of qkv, attention, out_proj, " \
-           "mlp_in" in bad.stderr
+    assert "'mlp_out' is not a saved tensor; valid: names separated by commas, of qkv, kv, attention, " \
+           "out_proj, mlp_in" in bad.stderr
 
 
 def test_maxtext_writes_the_named_policy_or_custom():

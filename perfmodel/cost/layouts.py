@@ -23,7 +23,7 @@ SHARED = ("gpus", "global_batch", "seq_len", "precision", "attention", "grad_dty
           "weight_dtype", "moment_dtype", "powersgd_rank", "overlap_dp_comm", "tp_comm_overlap", "stack",
           "first_stage_layers", "last_stage_layers", "expert_imbalance", "moe_capacity_factor", "moe_pad_to_capacity",
           "moe_dispatcher", "moe_dense_dispatch",
-          "moe_overlap", "cuda_graphs", "fp8_recipe", "loss_chunks", "recompute_modules", "recompute_saved", "recompute_offloaded",
+          "moe_overlap", "cuda_graphs", "fp8_recipe", "fp8_params", "loss_chunks", "recompute_modules", "recompute_saved", "recompute_offloaded",
           "optimizer_offload", "recompute_num_layers", "recompute_method", "compile", "lora")
 CATEGORIES = {"recompute": get_args(Recompute), "schedule": get_args(Schedule)}
 # What one device's kernels, tensors and weights depend on (pp, vpp and the schedule only set how many)
@@ -64,6 +64,7 @@ class Layouts:
     moe_dense_dispatch: bool = False  # MaxText's one-hot dispatch on capacity-padded buffers (cost.moe_dense)
     cuda_graphs: str | None = None  # Plan.cuda_graphs (None: the stack profile's HostProfile.graphs)
     fp8_recipe: str | None = None  # Plan.fp8_recipe: tensorwise | blockwise | mxfp8 (None: tensorwise's scales)
+    fp8_params: bool = False  # Plan.fp8_params: the GEMM weights stored quantized, no bf16 copy (cost.memory)
     recompute_modules: tuple[str, ...] | list[str] | None = None  # selective: Megatron-Core's module list
     loss_chunks: int = 1  # the LM head and loss run in this many token chunks (Plan.loss_chunks)
     recompute_saved: tuple[str, ...] | list[str] | None = None  # names: the tensors kept (cost.remat_names)

@@ -243,6 +243,20 @@ def narrow_cache_bytes(gemm_params, lay: Layouts):
         lay.zero == 3, lay.zero_shard, 1)
 
 
+def stored_narrow(states: dict, narrow, gemm_params, lay: Layouts) -> tuple[dict, object]:
+    """(states, cached copies) where the GEMM weights are stored quantized (Plan.fp8_params): the quantized copies
+    `narrow` (`narrow_cache_bytes` of `gemm_params`) are the weights themselves, and no bf16 copy of those GEMM
+    weights is held (Megatron-Core builds the layers under Transformer Engine's fp8_model_init where config.fp8_param,
+    megatron/core/fp8_utils.py get_fp8_context(is_init=True) and transformer/transformer_block.py:346 at
+    core_v0.15.0; its distributed optimizer keeps the fp32 master and writes the quantized weight after the update;
+    an MXFP8 weight's bf16 all-gather staging shares the gradient buffer, distributed/param_and_grad_buffer.py
+    L695-710). The rest of the weights (norms, router, biases, embedding, LM head) stay bf16. Unchanged otherwise."""
+    if not lay.fp8_params:
+        return states, narrow
+    bf16 = gemm_params * WEIGHT_BYTES / np.where(lay.zero == 3, lay.zero_shard, 1)
+    return dict(states, weights=states["weights"] - bf16 + narrow), 0.0 * narrow
+
+
 def loss_temporary_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
     """What the cross entropy holds at its peak beyond the fp32 logits its backward keeps (`kept_bytes`: 4 B per
     logit): (stack.loss_bytes_per_logit - 4; compiled_loss_bytes_per_logit - 4 under compile model+loss) per token
@@ -382,6 +396,9 @@ def state_floor(model: ModelConfig, lay: Layouts) -> np.ndarray:
     plan whose floor exceeds the budget does not fit; a search skips pricing the rest of its memory."""
     st = Stages.of(model, lay)
     states = state_bytes(stage_params(model, lay, st.layers, st.embedding > 0, st.head > 0), lay)
+    if lay.fp8_params:  # the quantized weights in place of bf16 ones: a floor still (stored_narrow)
+        gemm = st.layers * layer_gemm_params(model, lay)
+        states, _ = stored_narrow(states, narrow_cache_bytes(gemm, lay), gemm, lay)
     total = states["weights"] + states["gradients"] + states["optimizer"]
     return np.max(np.where(st.valid, total, 0.0), axis=0)
 
@@ -408,7 +425,8 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
         states = {k: states[k] + experts[k] for k in states}
     largest = np.maximum.reduce([p["layer"] * (st.layers > 0), p["embedding"] * (st.embedding > 0),
                                  p["head"] * (st.head > 0)])
-    narrow = st.layers * narrow_cache_bytes(layer_gemm_params(model, lay), lay)
+    gemm = st.layers * layer_gemm_params(model, lay)
+    states, narrow = stored_narrow(states, narrow_cache_bytes(gemm, lay), gemm, lay)
     module = np.maximum.reduce([largest_module_params(model, lay) * (st.layers > 0),  # the stage's largest module
                                 p["embedding"] * (st.embedding > 0), p["head"] * (st.head > 0)])
     transient = np.where(zero3_unsharded(lay), params_of * (WEIGHT_BYTES + 4.0), zero_copy_bytes(lay, params_of,

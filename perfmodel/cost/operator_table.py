@@ -319,7 +319,7 @@ def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recom
     elif fam == "attention":
         heads = s.local("heads")
         core = 4.0 * heads if attention == "flash" else (2 + 3 * drop) * heads * s.seq
-        qkv = T * 2.0 * model.attention_input_width / s.split("heads")
+        qkv, kv = (T * 2.0 * w / s.split("heads") for w in (model.attention_input_width, model.kv_width))
         kept = qkv + T * core
     elif fam == "residual":
         kept = drop * T * s.local("hidden")
@@ -336,7 +336,7 @@ def kept_bytes(op: Operator, s: Split, model: ModelConfig, attention: str, recom
         kept = np.where(rc == "selective", kept - dropped, kept)
         kept = np.where(rc == "per-op", per_op_kept(op, s, model, sp_divisor), kept)
         bf16 = kept * (2.0 / input_bytes if fam == "linear" else 1.0)  # JAX saves the bf16 tensor, not a narrow copy
-        kept = np.where(rc == "names", names_kept(op.name, bf16, qkv if fam == "attention" else 0.0,
+        kept = np.where(rc == "names", names_kept(op.name, bf16, (qkv, kv) if fam == "attention" else (0.0, 0.0),
                                                       names_held(saved, offloaded)), kept)
         if op.name != "norm1":
             kept = np.where(rc == "full", 0.0, kept)

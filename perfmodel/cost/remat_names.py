@@ -7,11 +7,11 @@ in the backward XLA re-runs the forward from those, and only what some backward 
 
   op           kept for the backward (its `kept_bytes`)      re-run in the backward
   norm1        its input, the layer's input: always          always (qkv's weight gradient needs its output)
-  qkv          nothing                                       unless qkv is saved
+  qkv          nothing                                       unless qkv is saved (kv saved: the query projection)
   rope         -                                             unless qkv is saved (MaxText names query_proj and
                                                              key_proj after the rotary embedding, attentions.py)
-  attention    q, k, v if qkv is saved; the flash log-sum-   unless attention is saved (out_proj's weight gradient
-               exp if attention is saved                     and the flash backward need its output)
+  attention    q, k, v if qkv is saved (k, v if kv is); the  unless attention is saved (out_proj's weight gradient
+               flash log-sum-exp if attention is saved       and the flash backward need its output)
   out_proj     its input (bf16) if attention is saved        unless out_proj is saved (norm2 reads x + its output)
   residual1/2  nothing (dropout masks come again from the    residual1 always (cheap), residual2 never
                RNG key)
@@ -75,6 +75,8 @@ def names_gemm_share(op_name: str, saved, model) -> float:
     (`mla_down_share`)."""
     if op_name == "qkv" and model.mla is not None and "qkv" in saved:
         return mla_down_share(model)
+    if op_name == "qkv" and model.mla is None and "kv" in saved and "qkv" not in saved:  # the queries alone again
+        return model.q_dim / (model.q_dim + 2 * model.kv_dim)
     return 1.0 if names_rebuilds(op_name, saved) else 0.0
 
 
@@ -83,13 +85,16 @@ def names_held(saved, offloaded=()) -> tuple[str, ...]:
     return tuple(t for t in ("layer_input", *saved) if t not in offloaded)
 
 
-def names_kept(op_name: str, kept, qkv_bytes, held):
+def names_kept(op_name: str, kept, projections, held):
     """Bytes layer op `op_name` keeps under the names policy in a memory holding the kept tensors `held` (the
     device's: `names_held`), from what it keeps without recompute (`kept`, bytes per micro-batch on one device).
-    The attention op keeps q, k, v (`qkv_bytes` of its `kept`) if qkv is held and the rest of its `kept` (the
-    flash log-sum-exp) if attention is held."""
+    The attention op keeps q, k, v (`projections` = (qkv_bytes, kv_bytes) of its `kept`) if qkv is held, k and v
+    alone (kv_bytes) if kv is held without qkv, and the rest of its `kept` (the flash log-sum-exp) if attention is
+    held."""
+    qkv_bytes, kv_bytes = projections
     if op_name == "attention":
-        return ("qkv" in held) * qkv_bytes + ("attention" in held) * (kept - qkv_bytes)
+        kv = ("kv" in held) * ("qkv" not in held) * kv_bytes
+        return ("qkv" in held) * qkv_bytes + kv + ("attention" in held) * (kept - qkv_bytes)
     return kept if names_keeps(op_name, held) else 0.0 * kept
 
 

@@ -23,7 +23,10 @@ def eager_kept_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
       fused op (aten::_fused_rms_norm, saving input, weight and rstd) and keeps nothing more;
     - glu: F.silu(gate) * up saves silu's output, 2 f /tp per token, beside gate, up and the product (torchtitan
       FeedForward and GroupedExperts, nanotron GLUActivation); a MoE model's routed experts 2 fe /etp per routed
-      copy and its shared experts 2 fs /tp per token, on its MoE layers (`cost.moe`);
+      copy and its shared experts 2 fs /tp per token, on its MoE layers (`cost.moe`); the routed experts none on a
+      stack that weights their activation by the router's probabilities (`Stack.moe_probs_in_experts`), one
+      fused kernel saving its input alone (NeMo AutoModel's torch.compile'd quick_geglu_deepep or Megatron-Core's
+      weighted_bias_swiglu_impl: nemo_automodel/components/moe/layers.py @8d9bfb90e L309-330);
     - qkv_buffer: with as many kv heads as query heads, nanotron's CausalSelfAttention (models/llama.py, the
       non-GQA branch) permutes qkv into one contiguous [3, b, s, H, d] buffer and unpacks q, k, v as views of it,
       then runs the rotary kernel on a torch.cat copy of k and v; flash-attn saves q, the view, so the buffer's k
@@ -48,7 +51,8 @@ def eager_kept_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
         if model.moe is not None:
             m = model.moe
             shared = lay.tokens_per_microbatch * (m.shared_ffn_hidden or 0) / lay.tp
-            routed = routed_copies(model, lay) * m.expert_ffn_hidden / lay.etp
+            fused = load_stack(lay.stack).moe_probs_in_experts  # the weighted activation: one fused kernel
+            routed = 0.0 if fused else routed_copies(model, lay) * m.expert_ffn_hidden / lay.etp
             out = out + 2.0 * (routed + shared) * moe_share(model)
     if "qkv_buffer" in eager and model.n_kv_heads == model.n_heads and not model.mla:
         s = megatron(ops["attention"], lay)

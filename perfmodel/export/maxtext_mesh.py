@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from ..errors import InputError
 from ..spec.plan import state_dtypes
 from ..spec.plan_file import PlanFile
-from ..spec.recompute import MAXTEXT_CHECKPOINT_NAMES, MAXTEXT_OFFLOADED, MAXTEXT_REMAT
+from ..spec.recompute import MAXTEXT_CHECKPOINT_NAMES, MAXTEXT_KV_NAMES, MAXTEXT_OFFLOADED, MAXTEXT_REMAT
 from .plan_facts import plan_change
 
 MAXTEXT = "MaxText 0.2.5"
@@ -52,7 +52,10 @@ def remat_keys(p) -> dict:
         return {"remat_policy": named}
     held = ("layer_input", *saved)  # the layer input is always kept (names_held)
     place = lambda t: "offload" if t in off else "device" if t in held else "remat"  # noqa: E731
-    return {"remat_policy": "custom", **{n: place(t) for t, names in MAXTEXT_CHECKPOINT_NAMES.items() for n in names}}
+    keys = {n: place(t) for t, names in MAXTEXT_CHECKPOINT_NAMES.items() for n in names}
+    if "kv" in held and "qkv" not in held:  # the key and value projections alone (spec.recompute MAXTEXT_KV_NAMES)
+        keys.update(dict.fromkeys(MAXTEXT_KV_NAMES, place("kv")))
+    return {"remat_policy": "custom", **keys}
 
 
 @dataclass

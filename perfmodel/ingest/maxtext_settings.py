@@ -10,7 +10,8 @@ from __future__ import annotations
 from ..errors import InputError
 from ..spec.model import ModelConfig
 from ..spec.plan import Plan
-from ..spec.recompute import MAXTEXT_CHECKPOINT_NAMES, MAXTEXT_OFFLOADED, MAXTEXT_REMAT, names_unpriced
+from ..spec.recompute import (MAXTEXT_CHECKPOINT_NAMES, MAXTEXT_KV_NAMES, MAXTEXT_OFFLOADED, MAXTEXT_REMAT,
+                              names_unpriced)
 
 # remat_policy custom's checkpoint names (base.yml); those outside MAXTEXT_CHECKPOINT_NAMES have no names tensor
 _REMAT_NAMES = ("decoder_layer_input", "context", "mlpwi", "mlpwi_0", "mlpwi_1", "mlpwo", "moe_mlpwi_0",
@@ -70,6 +71,8 @@ def remat(cfg, model: ModelConfig) -> None:
                 if v not in ("remat", "device", "offload"):
                     raise InputError(f"{n} = {v!r} (remat_policy custom): valid: remat, device, offload")
             held = [v for v in places.values() if v != "remat"]
+            if tensor == "qkv" and held and all(places[n] == "remat" for n in names if n not in MAXTEXT_KV_NAMES):
+                tensor = "kv"  # key_proj / value_proj kept, query_proj rebuilt (attentions.py:1125-1127 at a0fceb5)
             if held:
                 kept.append(tensor)
             if held and all(v == "offload" for v in held):

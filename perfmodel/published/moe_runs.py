@@ -27,7 +27,8 @@ from .runs import Case, cell_number, cell_text, measured_step_time
 MODEL_PRESETS = {
     "qwen3-30b-a3b": "qwen3-30b-a3b", "qwen3-235b-a22b": "qwen3-235b-a22b", "gpt-oss-120b": "gpt-oss-120b",
     "gpt-oss-20b": "gpt-oss-20b", "kimi-k2": "kimi-k2", "moonlight-16b-a3b": "moonlight-16b-a3b",
-    "llama4-scout (llm only)": "llama-4-scout", "mixtral-8x22b": "mixtral-8x22b",
+    "llama4-scout (llm only)": "llama-4-scout", "llama4-scout": "llama-4-scout", "mixtral-8x22b": "mixtral-8x22b",
+    "deepseek-v3": "deepseek-v3",
 }
 
 # Settings the Megatron-Bridge performance tables do not state, from Megatron-Bridge's performance recipes
@@ -48,6 +49,50 @@ MOE_DEFAULTS = {
     "automodel": dict(zero=3, recompute="none", grad_dtype="fp32", moe_dispatcher="flex", stack="torchtitan"),
     "torchtitan": dict(zero=3, recompute="none", grad_dtype="fp32", moe_dispatcher="alltoall", stack="torchtitan"),
 }
+
+
+# Megatron-Bridge's DeepSeek-V3 pipeline layout: layers per virtual chunk (chunk c on stage c % pp), the first holding
+# the embedding and the last the MTP block and the loss. recipes/deepseek/deepseek_v3.py @v0.4.0 L37-45
+# (set_deepseek_v3_pipeline_model_parallel_layout's layout_map, the same at v0.3.0-v0.4.2) and, for pp 2 x vpp 8,
+# the GB300 workload's pp_layout "Et*4|(t*4|)*14tmL" (scripts/performance/configs/deepseek/
+# deepseek_workload_base_configs.py @v0.3.0-v0.4.2).
+DSV3_CHUNKS = {**dict.fromkeys([(16, 1), (8, 2), (4, 4), (2, 8)], [4] * 15 + [1]),
+               **dict.fromkeys([(8, 1), (4, 2)], [8] * 7 + [5]), (4, 1): [16, 16, 16, 13]}
+# The optimizer state Megatron-Bridge's DeepSeek-V3 recipe keeps: the precision-aware optimizer with bf16 Adam moments
+# and bf16 main gradients beside fp32 master weights (recipes/deepseek/deepseek_v3.py @v0.4.0 L161-165; the same
+# settings @v0.1.0rc3 L240-244, @v0.2.0 L272-276, @v0.3.0 L279-283).
+BRIDGE_STATE = {"deepseek-v3": dict(moment_dtype="bf16", grad_dtype="bf16")}
+
+
+# The micro-batch of the Megatron-Bridge performance recipe a container ran, by (release, model, system), where a table
+# row's own batch columns disagree (its GA x dp x MBS is not its GBS, `batch_consistent`): 25.11's GPT-OSS 120B
+# H100 row states MBS 4 and GA 2 (B200's) beside pp 4 and GBS 512; the recipe it ran sets 64 GPUs, pp 4, ep 8 and
+# micro_batch_size 1 (scripts/performance/configs/gpt_oss/workload_base_configs.py @v0.2.0 L22-28 BASE_GPT_OSS_120B_
+# CONFIG, L58-62 GPT_OSS_120B_H100_BF16_BASE_CONFIG).
+RECIPE_MICRO_BATCH = {("megatron-bridge@25.11", "gpt-oss-120b", "dgx-h100"): 1}
+
+
+def batch_consistent(row: pd.Series, gpus: float, tp: int, pp: int, cp: int, mb: float, gbs: float) -> bool:
+    """Whether a row's stated gradient accumulation agrees with its batch: GA x dp x MBS = GBS, dp = gpus / (tp pp
+    cp) (True where it states none)."""
+    ga = cell_number(row["grad_accum"])
+    return ga is None or math.isclose(ga * gpus / (tp * pp * cp) * mb, gbs)
+
+
+def bridge_stage_layers(preset: str, pp: int, vpp: int) -> list[int] | None:
+    """Layers per pipeline stage of Megatron-Bridge's layout for `preset` at (pp, vpp) (`DSV3_CHUNKS` summed per
+    stage), None where the recipe sets none (Megatron-Core's even split)."""
+    chunks = DSV3_CHUNKS.get((pp, vpp)) if preset == "deepseek-v3" else None
+    return None if chunks is None else [sum(chunks[s::pp]) for s in range(pp)]
+
+
+def fp8_params_of(framework: str, precision: str, recipe: str | None) -> bool:
+    """Whether a NeMo / Megatron-Bridge container run stores its GEMM weights in fp8 (Plan.fp8_params): the fp8
+    precision recipes with per-tensor or MXFP8 scaling set fp8_param_gather (Megatron-Bridge training/
+    mixed_precision.py bf16_with_fp8_current_scaling_mixed and bf16_with_mxfp8_mixed, @v0.1.0rc3 through @v0.4.2;
+    NeMo 2 nemo/collections/llm/recipes/precision/mixed_precision.py @1dd5fa11, the 25.07 container's), the
+    blockwise (subchannel) one does not, nor NVFP4."""
+    return framework == "megatron" and precision == "fp8" and recipe in (None, "tensorwise", "mxfp8")
 
 
 def moe_system_for(gpu_type: str) -> tuple[str | None, str]:
@@ -154,6 +199,8 @@ def moe_to_case(row: pd.Series) -> Case:
     gpus, gbs, mb, seq = (cell_number(row[k]) for k in ("n_gpus", "global_batch", "micro_batch", "seq_len"))
     if None in (gpus, gbs, mb, seq):
         return Case(**base, reason="gpus, global or micro batch, or sequence length not stated")
+    if not batch_consistent(row, gpus, tp, pp, cp, mb, gbs):  # the recipe's micro-batch, where one is known
+        mb = RECIPE_MICRO_BATCH.get((release, MODEL_PRESETS[key], sysname), mb)
     if math.isnan(base["measured_s"]):
         return Case(**base, reason="no step time or throughput published")
     if cell_text(row["ep"]).startswith("-"):
@@ -163,11 +210,16 @@ def moe_to_case(row: pd.Series) -> Case:
     rec = cell_text(row["recompute"]).lower()
     if rec.startswith("selective") and "[]" not in rec:
         return Case(**base, reason=f"recompute modules ({row['recompute']}) are issue 18's per-module policies")
+    preset, precision, recipe = MODEL_PRESETS[key], _precision(cell_text(row["precision"])), \
+        _fp8_recipe(cell_text(row["precision"]))
+    if release and release != AUTOMODEL_RELEASE:  # what the Bridge recipe sets that the table leaves out
+        d |= BRIDGE_STATE.get(preset, {})
+        if (split := bridge_stage_layers(preset, pp, vpp)) is not None:
+            d["stage_layers"] = split
     try:
         plan = Plan(gpus=int(gpus), tp=tp, pp=pp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=int(mb),
-                    global_batch=int(gbs), seq_len=int(seq), sequence_parallel=tp > 1,
-                    precision=_precision(cell_text(row["precision"])), fp8_recipe=_fp8_recipe(cell_text(row["precision"])),
-                    **d)
+                    global_batch=int(gbs), seq_len=int(seq), sequence_parallel=tp > 1, precision=precision,
+                    fp8_recipe=recipe, fp8_params=fp8_params_of(_framework(row), precision, recipe), **d)
         system = load_hardware(sysname)
         plan = resolve(plan, model, system)
     except InputError as err:

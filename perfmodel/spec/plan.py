@@ -115,6 +115,10 @@ class Plan(Schema):
                           "delayed or current scaling), blockwise (DeepSeek-V3's 1x128 activation and 128x128 weight "
                           "blocks, fp32 scales), mxfp8 (OCP microscaling: an E8M0 scale per 32 values, Blackwell's "
                           "tensor cores; --precision mxfp8); default tensorwise (Transformer Engine's)")
+    fp8_params: Flag = Field(
+        False, description="precision = fp8: the layers' GEMM weights are stored quantized, no bf16 copy beside them "
+                           "(Transformer Engine fp8_model_init: Megatron-LM --fp8-param-gather, the fp8_param_gather of "
+                           "Megatron-Bridge's and NeMo's fp8 precision recipes); the fp32 master stays in the optimizer")
     schedule: Schedule | None = Field(None, description="pipeline schedule; default interleaved if vpp > 1 else 1f1b")
     attention: Literal["flash", "unfused"] = Field(
         "flash", description="fused (FlashAttention-style) kernel, or unfused QK^T / softmax / dropout / AV")
@@ -330,6 +334,9 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
     check_graphs(p["stack"], p["cuda_graphs"])
     system.accelerator.peak_flops(p["precision"])  # raises for a dtype the part lacks
     p["fp8_recipe"] = fp8_recipe_of(p["precision"], p["fp8_recipe"], system)
+    if p["fp8_params"] and p["precision"] != "fp8":
+        raise InputError(f"fp8_params = true with precision = {p['precision']}: weights are stored in fp8 only when "
+                         "the GEMMs run in it; valid: precision = fp8, or fp8_params = false")
     if p["precision"] not in system.efficiency.matmul_max:
         raise InputError(f"precision={p['precision']}: {system.name} has no matmul efficiency for it; valid: {', '.join(system.efficiency.matmul_max)}")
     if tp == 1:

@@ -17,13 +17,14 @@ RECOMPUTE_MODULES = ("core_attn", "mlp", "moe_act", "moe", "layernorm", "mla_up_
 DEFAULT_RECOMPUTE_MODULES = ("core_attn",)  # Megatron-Core's default, Korthikanti et al. 2022's selective
 # recompute = names (JAX's jax.checkpoint_policies.save_only_these_names, which MaxText's remat_policy builds on):
 # the layer tensors kept for the backward besides the layer's input; everything else is rebuilt. qkv: the q/k/v
-# projections' outputs; attention: the attention core's output (MaxText's "context"); out_proj, mlp_in: those
-# GEMMs' outputs (cost.remat_names)
-SavedTensor = Literal["qkv", "attention", "out_proj", "mlp_in"]
-SAVED_TENSORS = ("qkv", "attention", "out_proj", "mlp_in")
+# projections' outputs; kv: the key and value projections' alone, the queries rebuilt (MaxText's key_proj and
+# value_proj kept, query_proj not); attention: the attention core's output (MaxText's "context"); out_proj,
+# mlp_in: those GEMMs' outputs (cost.remat_names)
+SavedTensor = Literal["qkv", "kv", "attention", "out_proj", "mlp_in"]
+SAVED_TENSORS = ("qkv", "kv", "attention", "out_proj", "mlp_in")
 # ... and those kept in host memory rather than the device's (JAX save_and_offload_only_these_names, MaxText's
 # 'offload' checkpoint names): the layer input or saved tensors (cost.offload)
-OffloadTensor = Literal["layer_input", "qkv", "attention", "out_proj", "mlp_in"]
+OffloadTensor = Literal["layer_input", "qkv", "kv", "attention", "out_proj", "mlp_in"]
 OFFLOAD_TENSORS = ("layer_input", *SAVED_TENSORS)
 # MaxText's named remat policies (MaxText 0.2.5 src/maxtext/layers/nnx_decoders.py, get_remat_policy) as the
 # tensors they save.
@@ -43,6 +44,9 @@ MAXTEXT_CHECKPOINT_NAMES = {"layer_input": ("decoder_layer_input",),
                             "qkv": ("query_proj", "key_proj", "value_proj", "kv_proj", "qkv_proj"),
                             "attention": ("context",), "out_proj": ("out_proj",),
                             "mlp_in": ("mlpwi", "mlpwi_0", "mlpwi_1")}
+# kv: the key and value names alone, what a custom policy that keeps them without query_proj keeps (ingest and
+# export.maxtext_mesh read and write "qkv" as these with query_proj remat)
+MAXTEXT_KV_NAMES = ("key_proj", "value_proj", "kv_proj")
 # The named policies that offload (save_and_offload_only_these_names, offload_dst pinned_host): every tensor they
 # keep sits in host memory
 MAXTEXT_OFFLOADED = {"qkv_proj_offloaded": ["qkv"], "minimal_offloaded": ["qkv", "out_proj", "mlp_in"]}
