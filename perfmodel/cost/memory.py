@@ -42,15 +42,7 @@ from .moe import (
     moe_router_params,
     moe_share,
 )
-from .operator_table import (
-    Operator,
-    keeps_shard,
-    kept_bytes,
-    local_params,
-    megatron,
-    megatron_codes,
-    operators,
-)
+from .operator_table import Operator, keeps_shard, kept_bytes, local_params, megatron, megatron_codes, operators
 from .pipeline import in_flight
 from .stages import Stages, pick
 from .states import WEIGHT_BYTES, host_optimizer, state_bytes
