@@ -1,4 +1,4 @@
-"""Activations held in host memory between a layer's forward and its backward, per scheme (spec.act_offload):
+"""Activations held in host memory between a layer's forward and its backward, per scheme (spec.offload_rules):
 what leaves the device's activations, what the device still holds of them, and what the host holds (bytes per
 device, one pipeline stage). The copies' time is cost.offload's.
 

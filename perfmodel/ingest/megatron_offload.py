@@ -1,6 +1,6 @@
 """Megatron-Core's activation offloading and FP8 parameters as Megatron-LM's arguments and Megatron-Bridge's
 TransformerConfig / MixedPrecisionConfig keys state them, onto Plan.activation_offload_layers, Plan.offload_modules
-(spec.act_offload) and Plan.fp8_params; shared by megatron_in and bridge_fates (each passes how to read another key
+(spec.offload_rules) and Plan.fp8_params; shared by megatron_in and bridge_fates (each passes how to read another key
 of the same config).
 
 Sources: NVIDIA/Megatron-LM at 2a75ac1 (the commit Megatron-Bridge 067f987 pins): megatron/core/
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..errors import InputError
-from ..spec.act_offload import OFFLOAD_MODULES
+from ..spec.offload_rules import OFFLOAD_MODULES
 from .ledger import Ledger
 
 MCORE = "megatron/core/model_parallel_config.py"
