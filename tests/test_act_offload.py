@@ -114,3 +114,19 @@ def test_megatron_lm_arguments(tmp_path):
     assert gather.plan["fp8_params"] is True
     with pytest.raises(InputError, match="--use-distributed-optimizer"):
         imported(tmp_path, "--fp8-format hybrid --fp8-param-gather")
+
+
+def test_bridge_legacy_formats_turn_cpu_offloading_on():
+    """Bridge's older perf scripts set cpu_offloading beside the layers: c3e43e6 overrides.py:124-127 for a
+    WorkloadBaseConfig (llama31_workload_base_configs.py: GB200 FP8-CS states cpu_offloading_num_layers=92), 8cec56d
+    helpers.py:101-105 for a perf_matrix entry (llama31_405b_llm_pretrain.yaml gb200.num_gpus_128 fp8_cs: 95)."""
+    corpus = Path(__file__).parent / "fixtures" / "corpus" / "bridge"
+    table = read_config([corpus / "2025-12" / "llama" / "llama31_workload_base_configs.py"], "bridge",
+                        "LLAMA31_405B_PRETRAIN_CONFIG_GB200_FP8_CS_BASE_CONFIG")
+    assert (table.plan["activation_offload_layers"], table.plan["pp"]) == (92, 1)
+    matrix = read_config([corpus / "2025-09" / "llama3" / "llama31_405b_llm_pretrain.yaml"], "bridge",
+                         "gb200.num_gpus_128.fp8_cs")
+    assert matrix.plan["activation_offload_layers"] == 95
+    plain = read_config([corpus / "2025-09" / "llama3" / "llama31_405b_llm_pretrain.yaml"], "bridge",
+                        "gb200.num_gpus_128.bf16")
+    assert "activation_offload_layers" not in plain.plan
