@@ -29,8 +29,9 @@ from .layouts import Layouts
 from .moe import moe_share, routed_copies
 
 # offload_modules -> the layer operators whose kept tensors (`kept_bytes`) the module's offload group holds. In
-# Megatron-Core's Transformer Engine layer spec linear_qkv is a TELayerNormColumnParallelLinear (megatron/core/
-# models/gpt/gpt_layer_specs.py at 2a75ac1): its group saves the input norm's input and output as well
+# Megatron-Core's Transformer Engine layer spec linear_qkv is the norm fused with the GEMM (megatron/core/models/gpt/
+# gpt_layer_specs.py:145 at 2a75ac1, backend.column_parallel_layer_norm_linear): its group saves the input norm's
+# input and output as well
 MODULE_OPS = {"attn_norm": ("norm1",), "qkv_linear": ("norm1", "qkv"), "core_attn": ("attention",),
               "attn_proj": ("out_proj",), "mlp_norm": ("norm2",)}
 

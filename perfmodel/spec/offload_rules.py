@@ -58,4 +58,8 @@ def check_act_offload(p: dict, model) -> None:
         raise InputError(f"offload_modules = {mods}: {', '.join(sorted(set(mods) & set(MOE_MODULES)))} offload a MoE "
                          f"layer's experts, which {model.name} has not; valid for it: "
                          f"{', '.join(m for m in OFFLOAD_MODULES if m not in MOE_MODULES)}")
+    inside = sorted(set(mods) & set(MOE_MODULES))
+    if inside and p["recompute"] == "selective" and "moe" in (p.get("recompute_modules") or ()):
+        raise InputError(f"offload_modules = {mods} with recompute_modules moe: the whole MoE MLP is rebuilt, so "
+                         f"nothing inside it is kept to offload ({AT}:1931-1941); valid: drop {', '.join(inside)} or moe")
     p["offload_modules"] = mods
