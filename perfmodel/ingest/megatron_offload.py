@@ -32,8 +32,18 @@ CPU_WHY = {
     "cpu_offloading_retain_pinned_cpu_buffers": "keeps the same pinned host buffers from step to step: the host "
                                                 "memory priced (the offloaded layers' tensors) is the same",
 }
-FINE_WHY = ("a fine-grained offloading tuning detail: every group of offload_modules is priced as offloaded "
-            "(cost.act_offload), the margin Megatron-Core keeps on the device included")
+FINE_WHY = {
+    "min_offloaded_tensor_size": "tensors under this many elements stay on the device (fine_grained_activation_"
+                                 "offload.py:993 at 2a75ac1); not priced: every tensor of the offload_modules' groups "
+                                 "is priced as offloaded, so where some are smaller the device memory is understated",
+    "activation_offload_fraction": "the share of the eligible groups offloaded, the later ones left on the device "
+                                   "(post_warmup_callback); not priced: all are priced as offloaded (1.0, the "
+                                   "default), so below 1 the device memory is understated",
+    "delta_offload_bytes_across_pp_ranks": "fewer bytes offloaded on later pipeline ranks; not priced: every rank's "
+                                           "groups are priced as offloaded (device memory understated there)",
+}
+TIMING_WHY = ("when the offload copies are issued (CUDA-graph replay, in-flight cap): the same bytes move, priced "
+              "per layer beside its compute (cost.offload)")
 Get = Callable[[str, object], object]  # another key of the config by its attribute name, or the default given
 
 
@@ -89,7 +99,7 @@ def fine_fate(attr: str, key: str, v, at: str, led: Ledger, get: Get) -> None:
         else:
             led.skip(key, v, at, "false: no submodule offloads its activations")
     else:
-        led.skip(key, v, at, FINE_WHY)
+        led.skip(key, v, at, FINE_WHY.get(attr, TIMING_WHY))
 
 
 def fp8_param_fate(key: str, v, at: str, led: Ledger, fp8: bool, why: str = "") -> None:
