@@ -37,7 +37,8 @@ from perfmodel.spec.model_catalogue import load_model  # noqa: E402
 HEAD = "067f987df03b8355b03192d88d70f1709fedf51a"
 LEGACY = "c3e43e6aa8d6a3bb52a3e2d2a34ef484eb90bd7c"  # the WorkloadBaseConfig tables' perf scripts
 COMMON = "src/megatron/bridge/recipes/common.py"
-CONTEXT = ("ddp.use_megatron_fsdp", "optimizer.use_precision_aware_optimizer")  # keys that decide others' fates
+CONTEXT = ("ddp.use_megatron_fsdp", "optimizer.use_precision_aware_optimizer", "model.cpu_offloading",
+           "model.fine_grained_activation_offloading")  # keys that decide others' fates
 STAND_IN = "llama-3-8b"  # where a base names no preset: the model decides only which keys are priced, not values
 
 

@@ -65,6 +65,20 @@ BY_HAND = {
     # GBS 32, seq 1024; recipes/gb200/moe.yaml: 2 nodes x 4 GPUs: dp 4
     "megatron-ft-moe-tp2-ep2-8experts-gb200": (
         dict(tp=2, pp=1, ep=2, dp=4, micro_batch=4, global_batch=32, seq_len=1024), 8, "gb200-nvl72"),
+    # llama/gb200/llama3.py:257-284 at 067f987 (the 64-GPU fp8cs function the 32-GPU one starts from): TP 1, PP 1,
+    # MBS 2, cpu_offloading = True with cpu_offloading_num_layers = 40; _perf_precision("fp8_cs") is
+    # bf16_with_fp8_current_scaling_mixed, whose fp8_param_gather = True (training/mixed_precision.py:302)
+    "bridge-llama3-70b-pretrain-32gpu-gb200-fp8cs": (
+        dict(tp=1, pp=1, micro_batch=2, precision="fp8", fp8_params=True, activation_offload_layers=40), 32,
+        "gb200-nvl72"),
+    # deepseek/common.py:88-116 at 067f987 (_apply_deepseek_v3_64gpu_gb300_fsdp_configs):
+    # fine_grained_activation_offloading = True, offload_modules = ["core_attn", "attn_proj"]; bf16_mixed
+    "bridge-deepseek-v3-pretrain-64gpu-gb300-bf16-fsdp": (
+        dict(tp=1, pp=1, ep=64, micro_batch=2, offload_modules=["core_attn", "attn_proj"], fp8_params=False,
+             activation_offload_layers=0), 64, "gb300-nvl72"),
+    # examples/llama/train_llama3_8b_h100_fp8.sh (2025-08): --fp8-format hybrid, --fp8-param-gather (l.107-110)
+    # with --use-distributed-optimizer (l.125)
+    "megatron-llama3-8b-h100-fp8-2025-08": (dict(precision="fp8", fp8_params=True, zero=1), 8, "dgx-h100"),
     # DeepSpeed-SuperOffload/finetune_llama-70b_4gpu.sh superoffload: train_batch_size 4 (BATCH_SIZE default),
     # accumulation 1, ZeRO-3, bf16, MAX_LENGTH 4096, GPUS_PER_NODE 4 (README: 4x GH200): 1 per device
     "deepspeed-superoffload-llama-70b-4gpu": (

@@ -15,6 +15,7 @@ from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
 from ..ingest import FRAMEWORKS
 from ..spec.fp8_recipes import Fp8Recipe
+from ..spec.offload_rules import OFFLOAD_MODULES
 from ..spec.plan import Dispatcher, Plan, Precision, resolve
 from ..spec.recompute import OFFLOAD_TENSORS, RECOMPUTE_MODULES, SAVED_TENSORS, Recompute
 from ..spec.stack import DEFAULT_STACK, STACKS
@@ -114,6 +115,12 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
                                                               "kept tensor"), metavar="T1,T2",
                     help="with --recompute names: of the layer input and --recompute-saved, the tensors held in "
                          f"host memory (MaxText 'offload'), of {', '.join(OFFLOAD_TENSORS)}; default none")
+    pr.add_argument("--activation-offload-layers", type=integer("--activation-offload-layers"), metavar="N",
+                    help="Megatron-Core cpu_offloading: the first N layers hold what they save for the backward in "
+                         "host memory (cpu_offloading_num_layers); pp 1, no recompute; needs a host link")
+    pr.add_argument("--offload-modules", type=module_list("--offload-modules", OFFLOAD_MODULES), metavar="M1,M2",
+                    help="Megatron-Core fine-grained activation offloading: what these submodules save for the "
+                         f"backward held in host memory, of {', '.join(OFFLOAD_MODULES)}")
     pr.add_argument("--recompute-num-layers", type=integer("--recompute-num-layers"), metavar="N",
                     help="with --recompute full: layers per checkpointed group (uniform) or checkpointed layers "
                          "per pipeline chunk (block); Megatron-LM --recompute-num-layers (default 1: every layer)")
@@ -208,7 +215,7 @@ PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "globa
 PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "dp_replicate", "cp", "vpp", "ep", "etp",
               "expert_imbalance", "moe_capacity_factor", "moe_dispatcher", "micro_batch", "global_batch", "seq_len", "recompute",
               "recompute_modules", "recompute_saved", "recompute_offloaded", "recompute_num_layers", "recompute_method",
-              "zero", "precision", "fp8_recipe", "schedule", "attention", "grad_dtype", "weight_dtype",
+              "activation_offload_layers", "offload_modules", "zero", "precision", "fp8_recipe", "schedule", "attention", "grad_dtype", "weight_dtype",
               "moment_dtype", "compile", "loss_chunks", "grad_compression",
               "powersgd_rank", "stack", "first_stage_layers", "last_stage_layers", "tp_comm_overlap", "lora_rank",
               "lora_modules", "lora_base",

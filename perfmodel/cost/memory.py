@@ -26,6 +26,7 @@ from ..spec.operators import (
 )
 from ..spec.plan import Plan
 from ..spec.stack import load_stack
+from .act_offload import host_activations, module_ops, moe_offloaded_bytes
 from .compression import GRAD_BYTES
 from .frozen import adapter_params, unkept_linears
 from .stack_kept import eager_kept_bytes, pipeline_buffer_bytes
@@ -41,15 +42,7 @@ from .moe import (
     moe_router_params,
     moe_share,
 )
-from .operator_table import (
-    Operator,
-    keeps_shard,
-    kept_bytes,
-    local_params,
-    megatron,
-    megatron_codes,
-    operators,
-)
+from .operator_table import Operator, keeps_shard, kept_bytes, local_params, megatron, megatron_codes, operators
 from .pipeline import in_flight
 from .stages import Stages, pick
 from .states import WEIGHT_BYTES, host_optimizer, state_bytes
@@ -185,9 +178,10 @@ def layer_activation_bytes(model: ModelConfig, plan: Plan | Layouts, recompute=N
 
 def layer_offloaded_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
     """Bytes one layer keeps in host memory for one micro-batch of one device: the tensors the names policy
-    offloads (Plan.recompute_offloaded; JAX save_and_offload_only_these_names), what the layer would keep on the
-    device with none offloaded less what it keeps there (`cost.operator_table.kept_bytes`)."""
-    return _kept(model, lay, LAYER_OPS, lay.recompute, offloaded=()) - _kept(model, lay, LAYER_OPS, lay.recompute)
+    offloads (Plan.recompute_offloaded; JAX save_and_offload_only_these_names: what the layer would keep with none
+    offloaded less what it keeps on the device), or what Megatron-Core's offload_modules save (cost.act_offload)."""
+    return (_kept(model, lay, LAYER_OPS, lay.recompute, offloaded=()) - _kept(model, lay, LAYER_OPS, lay.recompute)
+            + _kept(model, lay, module_ops(lay.offload_modules), lay.recompute) + moe_offloaded_bytes(model, lay))
 
 
 def compiled_unsaved_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
@@ -438,9 +432,9 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
             1 if load_stack(lay.stack).zero3_per_tensor else 1 + model.gated) / (2 + model.gated)
         transient = transient + zero_copy_bytes(lay, moe_layers * p_exp, p_exp * (st.layers > 0), lay.edp, fc1)
         transient = transient + (st.layers > 0) * dispatch_buffer_bytes(model, lay)
-    offload = layer_offloaded_bytes(model, lay)  # per layer: the host holds every waiting one's, the device the next's
-    transient = transient + narrow + (st.head > 0) * loss_temporary_bytes(model, lay) + (st.layers > 0) * offload
-    host = st.layers * scale["layer"] * offload
+    kept = layer_activation_bytes(model, lay) if lay.activation_offload_layers else 0.0  # held in host memory: cost.act_offload
+    moved, held, host = host_activations(lay, st.layers, scale["layer"] * lay.vpp, kept, layer_offloaded_bytes(model, lay))
+    act, transient = act - moved, transient + narrow + (st.head > 0) * loss_temporary_bytes(model, lay) + held
     states, transient, host = host_optimizer(states, act, transient, narrow, host, lay.optimizer_offload)
     by_kind = memory_views(lay, system, dict(states, activations=act, transient=transient, narrow=narrow + pipe,
                                              host=host))

@@ -51,7 +51,7 @@ from .operator_table import (
     operators,
     output_bytes,
 )
-from .offload import offload_comm
+from .offload import offload_comm, offloads
 from .remat_names import names_edge_reruns
 from .sharded import (ZERO_GROUP, Comm, behind, edge_cost, moe_comms, op_comms, overlap_fraction, tp_overlap,
                       zero3_gather)
@@ -314,7 +314,7 @@ def unit_costs(model: ModelConfig, system: System, lay: Layouts) -> Units:
     # a MoE model's token dispatch and combine (with moe_overlap, beside a layer's compute of another micro-batch)
     for c in moe_comms(model, system, lay, moe_window):
         charge(c)
-    if lay.recompute_offloaded:  # the names policy's offloaded tensors to the host and back, beside layer compute
+    if offloads(lay):  # the offloaded tensors to the host and back, beside layer compute (cost.offload)
         charge(offload_comm(model, system, lay, *layer_compute))
     table = operators(model)
     for name in OPS:

@@ -12,11 +12,12 @@ from .bridge_bases import BASE
 from .bridge_keys import PRECISIONS, SHAPE, dtype_of, key_why
 from .bridge_layers import Stated
 from .bridge_names import COMPUTE_DTYPES
-from .bridge_peft import peft_fate
+from .bridge_peft import FP8_PARAMS, peft_fate
 from .bridge_recipe import Obj
 from .ledger import Ledger
 from .megatron_in import CHOICES, FLAGS, INTS, choice, layout_fields, optimizer_dtype, sharding, unrolled
 from .megatron_keys import ATTENTION, FP8_RECIPE, GRAPHS_EAGER_WHY
+from .megatron_offload import fp8_param_fate, offload_fate
 from .sources import Unevaluated, number
 
 
@@ -81,9 +82,12 @@ def fate(key: str, v, at: str, final: dict[str, Stated], led: Ledger, model: Mod
         if name not in PRECISIONS:
             raise InputError(f"bridge config: mixed_precision = {text} ({at}) is not a precision recipe perfmodel "
                              f"prices; valid: {', '.join(PRECISIONS)}")
-        implied = PRECISIONS[name] | {"plan__grad_dtype": "bf16" if name.startswith("fp16") else "fp32"}
+        implied = PRECISIONS[name] | {"plan__grad_dtype": "bf16" if name.startswith("fp16") else "fp32"} | (
+            {"plan__fp8_params": True} if str(name).replace("-", "_") in FP8_PARAMS else {})
+        line = FP8_PARAMS.get(str(name).replace("-", "_"))
         led.set(key, name, at, "with it grad_reduce_in_fp32, which MixedPrecisionConfig.setup copies onto the DDP "
-                "config", **{f: x for f, x in implied.items() if f not in precision_fields})
+                "config" + (f"; and fp8_param_gather = True (mixed_precision.py:{line} at 067f987): the GEMM weights "
+                            "stored in FP8" if line else ""), **{f: x for f, x in implied.items() if f not in precision_fields})
     elif v is None and not (section == "model" and attr == "recompute_granularity"):
         led.skip(key, text, at, "None: the framework's default holds")
     elif key == "env_vars" and "expandable_segments:True" in text:  # a dict literal, read or not
@@ -96,6 +100,8 @@ def fate(key: str, v, at: str, final: dict[str, Stated], led: Ledger, model: Mod
     elif key == "model.cuda_graph_impl" and "full_iteration" in listed(final.get("model.cuda_graph_scope", (None,))[0]):
         led.set(key, text, at, "with cuda_graph_scope full_iteration Megatron-Core graphs the whole step, whatever the "
                 "implementation (perf_recipes/_common.py:76-77 at 067f987): the scope prices it")
+    elif section == "model" and offload_fate(attr, key, v, at, led, lambda a, d: final.get(f"model.{a}", (d,))[0]):
+        pass
     elif section == "model":
         model_key(key, attr, arg, v, at, led, opts, model)
     elif key in ("dataset.seq_length", "dataset.sequence_length") and isinstance(v, int):
@@ -157,6 +163,9 @@ def precision_subkeys(final: dict[str, Stated], led: Ledger) -> set[str]:
                                  f"{', '.join(FP8_RECIPE)}")
             led.set(f"mixed_precision.{attr}", v, at, plan__fp8_recipe=FP8_RECIPE[v])
             set_fields.add("plan.fp8_recipe")
+        elif attr in ("fp8_param_gather", "fp8_param") and isinstance(v, bool):  # kept equal (mixed_precision.py:77-87)
+            fp8_param_fate(f"mixed_precision.{attr}", value_text(v), at, led, True)  # plan.resolve checks precision
+            set_fields.add("plan.fp8_params")
         elif attr == "grad_reduce_in_fp32" and isinstance(v, bool):
             led.set(f"mixed_precision.{attr}", v, at, "MixedPrecisionConfig.setup copies it onto the DDP config",
                     plan__grad_dtype="fp32" if v else "bf16")

@@ -113,6 +113,8 @@ def matrix_config(path: Path, data: dict, name: str | None) -> Config:
     tp = final["model.tensor_model_parallel_size"][0]
     if isinstance(tp, int):
         final["model.sequence_parallel"] = (tp > 1, f"tp > 1 ({HELPERS}:152 at 8cec56d)")
+    if isinstance(merged.get("cpu_offloading_num_layers"), int) and merged["cpu_offloading_num_layers"] > 0:
+        final["model.cpu_offloading"] = (True, f"{HELPERS}:102-103 at 8cec56d")  # set beside the layers
     if merged.get("recompute_num_layers") is not None:
         final["model.recompute_granularity"] = ("full", f"{HELPERS}:97 at 8cec56d")
     recipe = precision_recipe(dtype)

@@ -64,14 +64,6 @@ ARG_SECTIONS = ("model", "train", "ddp", "comm_overlap", "checkpoint", "logger")
 def key_why(section: str, attr: str, arg: str) -> str:
     """Why a key is not priced: Megatron-LM's reason for the argument it spells, else its section's."""
     arg = RENAMED.get(attr, arg)
-    if attr in ("fine_grained_activation_offloading", "offload_modules"):
-        return "activation offloading: perfmodel does not price it (activations priced as kept on the GPU)"
-    if section == "mixed_precision" and attr in ("fp8_param_gather", "fp8_param"):
-        return NOT_PRICED_WHY["--fp8-param-gather"]
-    if attr.startswith("cpu_offloading"):  # Megatron-Core TransformerConfig.cpu_offloading*: a layer's activations
-        # (and weights) held in host memory between its forward and backward
-        return ("activation offloading to host memory (Megatron-Core cpu_offloading, cpu_offloading_num_layers "
-                "layers): perfmodel does not price it (activations priced as kept on the GPU: memory overstated)")
     why = NOT_PRICED_WHY.get(arg) if section in ARG_SECTIONS else None
     return why or SECTION_WHY.get(section) or f"a {section} setting perfmodel does not read; it may change what runs"
 

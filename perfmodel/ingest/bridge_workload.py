@@ -101,8 +101,9 @@ def writes(settings: dict[str, tuple[Any, str]]) -> list[tuple[str, Any, str]]:
     if a2a:  # _set_moe_a2a_overlap_overrides
         out.append(("comm_overlap.overlap_moe_expert_parallel_comm", True, f"{at}; {OVERRIDES}:141 at {AT}"))
     offload, at = settings["cpu_offloading_num_layers"]
-    if offload is not None:  # _set_recompute_overrides
-        out.append(("model.cpu_offloading_num_layers", offload, f"{at}; {OVERRIDES}:127 at {AT}"))
+    if offload is not None:  # _set_recompute_overrides: cpu_offloading on, then the layers
+        out += [("model.cpu_offloading", True, f"{at}; {OVERRIDES}:125 at {AT}"),
+                ("model.cpu_offloading_num_layers", offload, f"{at}; {OVERRIDES}:127 at {AT}")]
     layers, at = settings["recompute_num_layers"]
     if layers is not None:
         out += [("model.recompute_granularity", "full", f"{at}; {OVERRIDES}:129 at {AT}"),

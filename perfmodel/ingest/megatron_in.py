@@ -20,6 +20,7 @@ from .megatron_keys import (ATTENTION, ENV_WHY, FALSE_WHY, FP8_RECIPE, FSDP_ZERO
                             HARNESS_WHY, NOT_PRICED_WHY, REASONS, UNKNOWN)
 from .megatron_launch import Arg, from_script, hybrid, launch_fates, not_read
 from .megatron_model import build_model
+from .megatron_offload import fp8_param_gather, mlm_get, offload_fate
 from .sources import read_yaml
 
 INTS = {"--tensor-model-parallel-size": "plan__tp", "--pipeline-model-parallel-size": "plan__pp",
@@ -186,6 +187,10 @@ def plan_fates(args: list[Arg], opts: dict, led: Ledger, model_keys: set[str], n
         elif k in ("--use-precision-aware-optimizer", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
                    "--main-grads-dtype"):
             optimizer_dtype(k, v, src, opts, led, pa_optimizer)
+        elif k == "--fp8-param-gather":
+            fp8_param_gather(v, src, opts, led)
+        elif offload_fate(k[2:].replace("-", "_"), k, v, src, led, lambda a, d: mlm_get(opts, a, d)):
+            pass
         elif k in NOT_PRICED_WHY:
             led.skip(k, v, src, NOT_PRICED_WHY[k])
         else:

@@ -39,9 +39,6 @@ REASONS = {
     "model-impl": "which implementation builds the model (megatron-core with Transformer Engine is what perfmodel "
                   "prices)",
     "fp8-detail": "an FP8 scaling detail: perfmodel prices FP8 GEMMs by plan.fp8_recipe alone",
-    "fp8-params": "the parameters stored in FP8 (Transformer Engine fp8_model_init, gathered in FP8): perfmodel has "
-                  "no plan field for FP8 weights outside LoRA (plan.lora.base_weights): priced as bf16 weights plus "
-                  "cached FP8 copies, memory overstated",
     "memory-hint": "an allocator or garbage-collection hint: perfmodel prices memory as allocated, not these",
     "graphs-detail": "a CUDA-graph detail: perfmodel prices graphs by plan.cuda_graphs alone",
     "fsdp-detail": "a Megatron-FSDP / data-parallel buffer or communication detail: perfmodel prices the gathers "
@@ -109,7 +106,6 @@ NOT_PRICED = {
                    "--fp8-wgrad", "--no-fp8-wgrad", "--first-last-layers-bf16",
                    "--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16", "--te-rng-tracker",
                    "--inference-rng-tracker", "--fp8-recipe-file", "--reuse-grad-buf-for-mxfp8-param-ag"),
-    "fp8-params": ("--fp8-param-gather",),
     "memory-hint": ("--manual-gc", "--manual-gc-interval", "--manual-gc-eval", "--empty-unused-memory-level",
                     "--no-manual-gc-eval"),
     "graphs-detail": ("--cuda-graph-warmup-steps", "--external-cuda-graph", "--cuda-graph-retain-backward-graph"),

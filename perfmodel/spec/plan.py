@@ -10,6 +10,7 @@ from pydantic import Field
 from ..errors import Count, Flag, InputError, IntLiteral, Real, Schema, divisors, values_text
 from .finetune import LoRA, check_lora
 from .fp8_recipes import Fp8Recipe, fp8_recipe_of
+from .offload_rules import OffloadModule, check_act_offload
 from .hardware import System
 from .megatron_split import default_stage_layers, megatron_chunks, megatron_slots
 from .global_attention import kv_head_counts
@@ -92,6 +93,13 @@ class Plan(Schema):
     recompute_offloaded: list[OffloadTensor] | None = Field(
         None, description=f"recompute = names: of {', '.join(OFFLOAD_TENSORS)}, those kept (the layer input, "
                           "recompute_saved) in host memory, not the device's (MaxText 'offload'; cost.offload)")
+    activation_offload_layers: Annotated[int, Field(ge=0)] = Field(
+        0, description="Megatron-Core cpu_offloading: the first this many layers hold what they save for the backward "
+                       "in host memory (cpu_offloading_num_layers; Transformer Engine's cpu_offload); pp = 1, "
+                       "recompute none (spec.offload_rules; cost.act_offload)")
+    offload_modules: list[OffloadModule] | None = Field(
+        None, description="Megatron-Core fine-grained activation offloading (offload_modules): what these submodules "
+                          "save for the backward in host memory, every layer (spec.offload_rules; cost.act_offload)")
     recompute_num_layers: Count | None = Field(
         None, description="recompute = full: Megatron-LM --recompute-num-layers; with recompute_method uniform the "
                           "layers of each chunk are checkpointed in groups of this many, with block only the first "
@@ -329,6 +337,7 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
     _check_compression(p, model)
     check_lora(p, model)
     check_recompute(p, model)
+    check_act_offload(p, model)
     check_host(p, system)
     check_compile(p["stack"], p["compile"])  # refuses an unknown stack, a bad profile file, compile it lacks
     check_graphs(p["stack"], p["cuda_graphs"])

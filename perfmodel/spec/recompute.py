@@ -132,7 +132,7 @@ def check_offloaded(p: dict) -> None:
 
 def check_host(p: dict, system) -> None:
     """A plan that offloads (activations or the optimizer state) needs its system's host link (System.host)."""
-    for field in ("recompute_offloaded", "optimizer_offload"):
+    for field in ("recompute_offloaded", "optimizer_offload", "activation_offload_layers", "offload_modules"):
         if p.get(field) and system.host is None:
             raise InputError(f"{field} = {'true' if p[field] is True else p[field]} on {system.name}, whose spec gives no host link (System.host: "
                              f"bandwidth and host memory per device); valid: no {field}, or a system spec with a "
