@@ -50,6 +50,7 @@ from .operator_table import (
     megatron_codes,
     operators,
 )
+from .chunks import uneven_kept_scale
 from .pipeline import in_flight
 from .stages import Stages, pick
 from .states import WEIGHT_BYTES, host_optimizer, state_bytes
@@ -412,7 +413,7 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     st = Stages.of(model, lay) if st is None else st
     p = unit_params(model, lay)
     params_of = stage_params(model, lay, st.layers, st.embedding > 0, st.head > 0)
-    scale = kept_scale(lay.schedule, lay.pp, lay.vpp, lay.num_microbatches, st.rank)
+    scale = uneven_kept_scale(model, lay, st, kept_scale(lay.schedule, lay.pp, lay.vpp, lay.num_microbatches, st.rank))
     act = layer_activations(model, lay, st.layers, scale["layer"] * lay.vpp)
     act = act + st.embedding * embedding_activation_bytes(model, lay) * scale["embedding"]
     act = act + st.head * head_activation_bytes(model, lay) * scale["head"]

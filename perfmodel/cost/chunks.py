@@ -1,0 +1,55 @@
+"""Micro-batches in flight where a pipeline rank's virtual chunks hold unequal layers: what interleaved 1F1B keeps on
+each stage is the held chunks' layers, not the stage's mean chunk times their count (`cost.memory.kept_scale`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..spec.model import ModelConfig
+from ..spec.plan import chunk_layers
+from .layouts import Layouts
+from .pipeline import interleaved_peak
+from .stages import Stages
+
+# What sets the micro-batch count and the chunks' layers of a plan (`Layouts.num_microbatches`, `chunk_layers`)
+SPLIT = ("pp", "vpp", "dp", "micro_batch", "schedule", "account_for_embedding", "account_for_loss")
+
+
+def uneven_kept_scale(model: ModelConfig, lay: Layouts, st: Stages, scale: dict) -> dict:
+    """`scale` (kept_scale per stage kind: layer and embedding bytes held per byte one micro-batch keeps) with each
+    interleaved plan whose ranks' chunks hold unequal layers priced chunk by chunk (`pipeline.interleaved_peak`):
+    a stage holds its held chunks' layers at the peak, so the layer scale is that peak over the stage's layers and
+    the embedding's the first chunk's micro-batches held then. Megatron-LM's embedding / loss accounting
+    (spec.megatron_split.megatron_chunks) leaves the first and the last chunk a layer short: with one layer per
+    chunk (Llama 3.1 405B at pp 16 x vpp 8, Megatron-Bridge's perf recipes) rank 0 holds 112 layers' activations at
+    its peak, not 7 x 143 / 8 = 125, and the last rank 113, not 7 x 113 / 8 = 99. A stage kind that stands for the
+    middle ranks takes their largest peak. Plans whose chunks are equal keep `scale` (the same number)."""
+    inter = np.asarray(lay.schedule) == "interleaved"
+    if not inter.any():
+        return scale
+    shape = np.broadcast_shapes(np.shape(st.layers), np.shape(scale["layer"]))
+    layer, emb = (np.array(np.broadcast_to(scale[u], shape), float) for u in ("layer", "embedding"))
+    first, inverse = lay.distinct(SPLIT)
+    for j, i in enumerate(first):
+        if not inter[i]:
+            continue
+        plan, cols = lay.plan(int(i)), np.flatnonzero(inverse == j) if shape[1] > 1 else np.array([0])
+        pp, vpp, m = plan.pp, plan.vpp, int(lay.num_microbatches[i])
+        chunks = np.array(chunk_layers(plan, model.n_layers), float).reshape(vpp, pp).T  # [rank, chunk]
+        chunks[-1, -1] += model.mtp_layers  # Megatron-Core builds the MTP blocks on the last stage
+        if (chunks == chunks[:, :1]).all():
+            continue
+        c = cols[0]
+        for kind in range(shape[0]):
+            if not st.valid[kind, c if st.valid.shape[1] > 1 else 0] or st.layers[kind, c if st.layers.shape[1] > 1
+                                                                                 else 0] <= 0:
+                continue
+            rank = int(np.ravel(st.rank[kind])[c if np.size(st.rank[kind]) > 1 else 0])
+            ranks = range(1, pp - 1) if not st.explicit and kind == 1 else [rank]
+            peaks = [interleaved_peak(pp, vpp, m, r, chunks[r]) for r in ranks]
+            peak, held = max(peaks, key=lambda x: x[0])
+            layers = float(np.ravel(st.layers[kind])[c if np.size(st.layers[kind]) > 1 else 0])
+            layer[kind, cols] = peak / layers
+            if rank == 0:
+                emb[kind, cols] = held[0]
+    return dict(scale, layer=layer, embedding=emb)
