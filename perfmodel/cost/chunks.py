@@ -7,9 +7,18 @@ import numpy as np
 
 from ..spec.model import ModelConfig
 from ..spec.plan import chunk_layers
-from .layouts import Layouts
-from .pipeline import interleaved_peak
+from .layouts import Layouts, among
+from .pipeline import in_flight, interleaved_peak
 from .stages import Stages
+
+def kept_scale(schedule, pp, vpp, m, rank) -> dict[str, np.ndarray]:
+    """Bytes a stage of pipeline rank `rank` holds per byte a unit keeps for one micro-batch: a layer (and the
+    embedding) once per micro-batch chunk in flight (`pipeline.in_flight`, in units of 1/vpp of its layers), the
+    head once (all m micro-batches under GPipe, which runs every forward first)."""
+    chunks = in_flight(schedule, pp, vpp, m, rank)
+    return {"layer": chunks / vpp, "embedding": chunks / vpp,
+            "head": np.where(among(schedule, ("gpipe",)), m, 1) + 0.0 * chunks}
+
 
 # What sets the micro-batch count and the chunks' layers of a plan (`Layouts.num_microbatches`, `chunk_layers`)
 SPLIT = ("pp", "vpp", "dp", "micro_batch", "schedule", "account_for_embedding", "account_for_loss")

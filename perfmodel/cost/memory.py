@@ -50,8 +50,7 @@ from .operator_table import (
     megatron_codes,
     operators,
 )
-from .chunks import uneven_kept_scale
-from .pipeline import in_flight
+from .chunks import kept_scale, uneven_kept_scale
 from .stages import Stages, pick
 from .states import WEIGHT_BYTES, host_optimizer, state_bytes
 
@@ -219,15 +218,6 @@ def head_activation_bytes(model: ModelConfig, plan: Plan | Layouts):
     lay = _layouts(plan)
     return _kept(model, lay, HEAD_OPS, "none") - (lay.loss_chunks > 1) * _kept(model, lay, ("lm_head", "loss"), "none")
 
-
-
-def kept_scale(schedule, pp, vpp, m, rank) -> dict[str, np.ndarray]:
-    """Bytes a stage of pipeline rank `rank` holds per byte a unit keeps for one micro-batch: a layer (and the
-    embedding) once per micro-batch chunk in flight (`pipeline.in_flight`, in units of 1/vpp of its layers), the
-    head once (all m micro-batches under GPipe, which runs every forward first)."""
-    chunks = in_flight(schedule, pp, vpp, m, rank)
-    return {"layer": chunks / vpp, "embedding": chunks / vpp,
-            "head": np.where(among(schedule, ("gpipe",)), m, 1) + 0.0 * chunks}
 
 
 def narrow_cache_bytes(gemm_params, lay: Layouts):
