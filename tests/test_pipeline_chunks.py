@@ -61,3 +61,16 @@ def test_405b_stage_activations_follow_the_held_chunks():
     assert abs(act[0] - (112 * per_layer + 16 * emb)) < 1e-6 * act[0]
     assert abs(act[1] - 141 * per_layer) < 1e-6 * act[1]
     assert act[2] > 113 * per_layer
+
+
+def test_a_stage_split_megatron_does_not_run_keeps_the_mean_chunk():
+    # 126 layers over pp 8 without the accounting: stages of 15 / 16 layers, which Megatron-LM cannot split into
+    # vpp 2 equal chunks (it would refuse without a layout); the model's own 8 + 7 split is no schedule it runs, so
+    # rank 0 holds the mean chunk: warm-up 2 x 7 + 8 = 22, 23 chunks of 15 / 2 layers
+    plan = resolve(Plan(gpus=64, tp=8, pp=8, vpp=2, micro_batch=1, global_batch=64, seq_len=8192,
+                        sequence_parallel=True, zero=1, stack="megatron-bridge"), L405, B200)
+    lay = Layouts.from_plan(plan)
+    per_layer = float(memory.layer_activation_bytes(L405, lay)[0])
+    act = memory.stage_memory(L405, B200, lay, per_kind=True)["activations"][0, 0]
+    emb = float(np.ravel(memory.embedding_activation_bytes(L405, lay))[0])
+    assert abs(act - (15 * 23 / 2 * per_layer + 23 / 2 * emb)) < 1e-6 * act
