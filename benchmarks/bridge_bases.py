@@ -96,9 +96,10 @@ SKIP = object()  # a value JSON cannot hold (a config section, a value the reade
 
 
 def plain(v):
-    """A value as JSON holds it: a named precision recipe by its name, torch dtypes by theirs; SKIP for the rest."""
+    """A value as JSON holds it: a named precision recipe by its name, a helper's return value (an optimizer
+    config: the reader prices Bridge's Muon helper) by the helper's, torch dtypes by theirs; SKIP for the rest."""
     if isinstance(v, Obj):
-        return v.origin if v.kind == "precision" or v.kind.endswith("_mixed") else SKIP
+        return v.origin if v.kind in ("precision", "call") or v.kind.endswith("_mixed") else SKIP
     if isinstance(v, Unevaluated):
         return str(v) if str(v).startswith("torch.") else SKIP
     if isinstance(v, (list, tuple)):

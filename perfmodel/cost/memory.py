@@ -43,7 +43,7 @@ from .moe import (
     moe_share,
 )
 from .operator_table import Operator, keeps_shard, kept_bytes, local_params, megatron, megatron_codes, operators
-from .pipeline import in_flight
+from .chunks import kept_scale, uneven_kept_scale
 from .stages import Stages, pick
 from .states import WEIGHT_BYTES, host_optimizer, state_bytes
 
@@ -212,15 +212,6 @@ def head_activation_bytes(model: ModelConfig, plan: Plan | Layouts):
     lay = _layouts(plan)
     return _kept(model, lay, HEAD_OPS, "none") - (lay.loss_chunks > 1) * _kept(model, lay, ("lm_head", "loss"), "none")
 
-
-
-def kept_scale(schedule, pp, vpp, m, rank) -> dict[str, np.ndarray]:
-    """Bytes a stage of pipeline rank `rank` holds per byte a unit keeps for one micro-batch: a layer (and the
-    embedding) once per micro-batch chunk in flight (`pipeline.in_flight`, in units of 1/vpp of its layers), the
-    head once (all m micro-batches under GPipe, which runs every forward first)."""
-    chunks = in_flight(schedule, pp, vpp, m, rank)
-    return {"layer": chunks / vpp, "embedding": chunks / vpp,
-            "head": np.where(among(schedule, ("gpipe",)), m, 1) + 0.0 * chunks}
 
 
 def narrow_cache_bytes(gemm_params, lay: Layouts):
@@ -406,7 +397,7 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     st = Stages.of(model, lay) if st is None else st
     p = unit_params(model, lay)
     params_of = stage_params(model, lay, st.layers, st.embedding > 0, st.head > 0)
-    scale = kept_scale(lay.schedule, lay.pp, lay.vpp, lay.num_microbatches, st.rank)
+    scale = uneven_kept_scale(model, lay, st, kept_scale(lay.schedule, lay.pp, lay.vpp, lay.num_microbatches, st.rank))
     act = layer_activations(model, lay, st.layers, scale["layer"] * lay.vpp)
     act = act + st.embedding * embedding_activation_bytes(model, lay) * scale["embedding"]
     act = act + st.head * head_activation_bytes(model, lay) * scale["head"]

@@ -128,3 +128,29 @@ def schedule_blocks(schedule: str, pp: int, vpp: int, m: int, fwd_s, bwd_s, reco
         if not progressed:
             raise RuntimeError(f"{schedule} schedule with pp={pp}, vpp={vpp}, m={m} deadlocks")  # a bug, not input
     return pd.DataFrame(rows, columns=["stage", "micro_batch", "chunk", "kind", "start_s", "end_s"])
+
+
+def interleaved_peak(pp: int, vpp: int, m: int, rank: int, weights) -> tuple[float, np.ndarray]:
+    """(peak, held): the most of sum(weights[c] per micro-batch of chunk c it holds) that pipeline rank `rank`
+    holds under Megatron-LM's interleaved 1F1B, and how many micro-batches of each chunk it holds then.
+
+    Megatron-Core's order (megatron/core/pipeline_parallel/schedules.py get_schedule_table,
+    get_pp_rank_microbatches, forward_backward_pipelining_with_interleaving): micro-batches in groups of
+    microbatch_group_size_per_vp_stage = pp (its default), every chunk of a group in turn; the k-th forward runs
+    chunk c_k of that table and the k-th backward chunk vpp - 1 - c_k; W = `warmup_forwards` forwards first, then
+    one forward and one backward each. With equal weights w the peak is (W + 1) w (`in_flight`); where chunks hold
+    unequal layers (Megatron-LM's embedding / loss accounting, first / last stage counts) it is what the held
+    chunks hold, not the mean."""
+    total = int(m) * vpp
+    groups = [min(pp, int(m) - g) for g in range(0, int(m), pp)]
+    fwd = np.concatenate([np.repeat(np.arange(vpp), n) for n in groups])  # chunk of the k-th forward
+    bwd = vpp - 1 - fwd
+    w = np.asarray(weights, float)
+    warm = int(warmup_forwards("interleaved", pp, vpp, m, rank))
+    f, b = np.cumsum(w[fwd]), np.concatenate([[0.0], np.cumsum(w[bwd])])
+    # held after the n-th forward: all of them during the warm-up, then forwards W + i + 1 less backwards i
+    held = np.concatenate([f[:warm], f[warm:] - b[: total - warm]])
+    at = int(np.argmax(held))
+    n_fwd, n_bwd = at + 1, max(at - warm, 0)
+    count = np.bincount(fwd[:n_fwd], minlength=vpp) - np.bincount(bwd[:n_bwd], minlength=vpp)
+    return float(held[at]), count

@@ -58,6 +58,9 @@ def fate(key: str, v, at: str, final: dict[str, Stated], led: Ledger, model: Mod
         return
     if peft_fate(key, v, at, final, led):
         return
+    if key == "optimizer" and str(v.origin if isinstance(v, Obj) else v).startswith(LAYER_WISE):
+        led.set(key, value_text(v), at, LAYER_WISE_WHY, plan__zero=1)
+        return
     if isinstance(v, Obj) and v.auto and "." in key and not any(k.startswith(key + ".") for k in final):
         led.skip(key, value_text(v), at, f"a value computed by {str(v.origin).split('[')[0]}(), a function not among "
                  "the files: not read")
@@ -134,6 +137,17 @@ def fate(key: str, v, at: str, final: dict[str, Stated], led: Ledger, model: Mod
         led.set(key, text, at, **{field: bool(v)})
     else:
         led.skip(key, text, at, key_why(section, attr, arg))
+
+
+# Bridge's Muon helper (recipes/utils/optimizer_utils.py:20-97 at 067f987) returns OptimizerConfig(optimizer="dist_muon"),
+# which Megatron-Core builds as "muon" under its layer-wise distributed optimizer whatever ddp.use_distributed_optimizer
+# says (Kimi K2's base sets it False: recipes/kimi/h100/kimi_k2.py:74-76)
+LAYER_WISE = "distributed_muon_with_cosine_annealing"
+LAYER_WISE_WHY = ("OptimizerConfig(optimizer='dist_muon'): Megatron-Core maps dist_* to the optimizer under "
+                  "LayerWiseDistributedOptimizer (megatron/core/optimizer/__init__.py:744-754 at 2a75ac12, Bridge's "
+                  "Megatron-LM), which keeps each data-parallel rank's share of the whole parameters' fp32 main copies "
+                  "and optimizer state (layer_wise_optimizer.py:167-181): state sharded over data parallel as ZeRO-1; "
+                  "Muon keeps one momentum per matrix where Adam keeps two, not priced (Adam's state is)")
 
 
 # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in a recipe's env_vars (287 perf recipe functions at 067f987)
@@ -257,7 +271,10 @@ def ddp_key(key, attr, v, at, led: Ledger, fsdp: bool, final: dict) -> None:
         if v and not fsdp:
             led.set(key, text, at, "optimizer state sharded over data parallel", plan__zero=1)
         else:
+            opt = final.get("optimizer", (None,))[0]
+            layer_wise = str(opt.origin if isinstance(opt, Obj) else opt).startswith(LAYER_WISE)
             led.skip(key, text, at, "with Megatron-FSDP the sharding strategy decides the ZeRO stage" if v else
+                     "false: the optimizer's own layer-wise sharding holds (key optimizer)" if layer_wise else
                      "false: optimizer state replicated (ZeRO 0)")
     elif attr == "use_megatron_fsdp":
         led.set(key, text, at, "Megatron-FSDP" if v else "no Megatron-FSDP")
