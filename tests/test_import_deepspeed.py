@@ -77,7 +77,9 @@ def test_hf_zero3_offload_auto(tmp_path):
     assert model.name == "llama-2-7b" and imp.gpus == 4
     assert (plan.zero, plan.precision, plan.micro_batch, plan.global_batch, plan.seq_len) == (3, "fp16", 2, 2 * 8 * 4,
                                                                                                2048)
-    assert plan.overlap_dp_comm is True and plan.optimizer_offload is False
+    # offload_optimizer device cpu at ZeRO-3, no super_offload: ZeRO-Offload's host update, the whole state offloaded
+    assert plan.overlap_dp_comm is True and plan.optimizer_offload is True
+    assert (plan.optimizer_update, plan.optimizer_offload_ratio) == ("host", 1.0)
     why = {k.key: k.why for k in imp.keys}
     assert "DeepSpeedCPUAdam" in why["zero_optimization.offload_optimizer.device"]
     assert "parameter offload" in why["zero_optimization.offload_param.device"]

@@ -441,7 +441,7 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     offload = layer_offloaded_bytes(model, lay)  # per layer: the host holds every waiting one's, the device the next's
     transient = transient + narrow + (st.head > 0) * loss_temporary_bytes(model, lay) + (st.layers > 0) * offload
     host = st.layers * scale["layer"] * offload
-    states, transient, host = host_optimizer(states, act, transient, narrow, host, lay.optimizer_offload)
+    states, transient, host = host_optimizer(states, act, transient, narrow, host, lay)
     by_kind = memory_views(lay, system, dict(states, activations=act, transient=transient, narrow=narrow + pipe,
                                              host=host))
     shape = by_kind["reserved"].shape
