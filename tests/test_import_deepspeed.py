@@ -367,6 +367,12 @@ PLANS = [  # (model, gpus, plan fields): ZeRO 0-3, a pipeline, AutoTP, fp8, bf16
     ("gpt3-1.3b", 8, dict(zero=0, micro_batch=4, global_batch=64, seq_len=2048, grad_dtype="fp32")),
     ("llama-2-13b", 16, dict(tp=4, zero=1, micro_batch=1, global_batch=32, seq_len=4096, recompute="full",
                              recompute_method="block", recompute_num_layers=2, grad_compression="bf16")),
+    # the optimizer updated on the host (offload_optimizer cpu): SuperOffload over 80% at ZeRO-3 (0.16.9 has none:
+    # ZeRO-Offload's update, nearest_plan), ZeRO-Offload at ZeRO-2
+    ("llama-3-8b", 8, dict(zero=3, micro_batch=1, global_batch=64, seq_len=4096, recompute="full",
+                           optimizer_offload=True, optimizer_update="host_overlapped", optimizer_offload_ratio=0.8)),
+    ("llama-3-8b", 8, dict(zero=2, micro_batch=1, global_batch=64, seq_len=4096, optimizer_offload=True,
+                           optimizer_update="host")),
 ]
 if "weight_dtype" in Plan.model_fields:  # bf16 master and moments (DeepSpeed 0.19.8's bf16_master_weights_and_grads)
     PLANS.append(("llama-2-7b", 8, dict(zero=1, micro_batch=1, global_batch=64, seq_len=4096, grad_dtype="bf16",

@@ -61,8 +61,9 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
                     "the host's CPUs (DeepSpeedCPUAdam) at ZeRO stages 1-3, not the device update this plan has "
                     "(optimizer_update device) nor at stage 0; the state stays on the device")
     elif p.optimizer_update == "host_overlapped" and (p.zero != 3 or version == "0.16.9"):
-        plan_change(pf, up, why, "optimizer_update", "host", f"{ds} has no SuperOffload at ZeRO stage {p.zero} "
-                    "(super_offload: ZeRO-3, DeepSpeed >= 0.18.0): ZeRO-Offload's update after the backward")
+        plan_change(pf, up, why, "optimizer_update", "host", (f"{ds} has no SuperOffload (DeepSpeed >= 0.18.0)"
+                    if p.zero == 3 else f"SuperOffload runs at ZeRO stage 3 only, not {p.zero} (super_offload, "
+                    "runtime/zero/offload_config.py)") + ": ZeRO-Offload's update after the backward")
     if p.dp_replicate > 1:
         plan_change(pf, up, why, "dp_replicate", 1, f"this export writes {ds}'s ZeRO over the whole data-parallel "
                     "group (its hierarchical partitioning, MiCS and ZeRO++ hpZ, is not written)")
