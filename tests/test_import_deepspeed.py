@@ -285,6 +285,16 @@ def test_deepspeed_chat_builds_its_config_from_flags(tmp_path):
                            "--deepspeed\n")
     _, _, plan = plan_of(read_config([run], "deepspeed"), "dgx-h100", 2)
     assert (plan.micro_batch, plan.global_batch, plan.precision, plan.zero, plan.seq_len) == (16, 32, "bf16", 1, 512)
+    assert plan.optimizer_offload is False
+    # --offload (get_train_ds_config: offload_optimizer device cpu, gradient_clipping 1.0): ZeRO-Offload's host
+    # update at stage 1, whichever comes first of it and --zero_stage; at stage 0 DeepSpeed offloads nothing
+    for flags, want in (("--offload --zero_stage 1", (True, "host")), ("--zero_stage 0 --offload", (False, "device"))):
+        run = script(tmp_path, f"deepspeed main.py --model_name_or_path facebook/opt-1.3b {flags} --dtype bf16 "
+                               "--deepspeed\n", "offload.sh")
+        imp = read_config([run], "deepspeed")
+        plan = plan_of(imp, "dgx-h100", 2)[2]
+        assert (plan.optimizer_offload, plan.optimizer_update) == want
+        assert fates(imp)["--offload"] == ("mapped" if want[0] else "not priced")
 
 
 def test_hf_auto_keys_take_the_scripts_flags_or_the_trainers_defaults(tmp_path):

@@ -22,7 +22,7 @@ from ..spec.model_catalogue import list_models, load_model
 from ..spec.plan import Plan
 from ..spec.tokenizers import tokenizer_vocab
 from .deepspeed_batch import complete, read_batch
-from .deepspeed_chat import chat_defaults
+from .deepspeed_chat import chat_defaults, chat_offload
 from .deepspeed_keys import (AUTO_WHY, BATCH_KEYS, leaves, not_priced_why, note_fields, note_shape, parse_config,
                              summary_fields, whole)
 from .deepspeed_launch import launch_of, read_launcher, read_program
@@ -85,6 +85,7 @@ def read(paths: list[Path], name: str | None) -> Imported:
         _key(led, key, value, src, ctx)
     if facts.get("chat") and not cfg:
         chat_defaults(led, facts)
+    chat_offload(led, facts, bool(facts.get("chat")) and not cfg)
     model = _model(led, facts, ctx, scripts)
     deferred = read_batch(led, ctx, facts, src or str(scripts[0]))
     _defaults(led, ctx)
