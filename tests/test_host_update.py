@@ -56,6 +56,17 @@ def test_llama8b_gh200_bytes_by_hand():
     assert est.memory_verdict == "fits" and whole.memory_verdict == "does not fit"  # 93 GiB of room on a GH200
 
 
+def test_zero2_host_update_bytes_by_hand():
+    """ZeRO-Offload at ZeRO-2 over 8 H100s with overlap_comm (stage_1_and_2.py: two ipg buckets): the device keeps
+    the whole bf16 weights 2P and two 5e8-element fp32 buckets, no optimizer; the host its eighth of the fp32
+    master + moments + fp32 gradients, 16 B x P / 8, and no ZeRO-3 gradient partitions."""
+    plan = _plan(gpus=8, dp=8, zero=2, global_batch=32, overlap_dp_comm=True, optimizer_update="host",
+                 optimizer_offload_ratio=1.0)
+    mb = perfmodel.estimate(load_model("llama-3.1-8b"), load_hardware("dgx-h100"), plan).memory_bytes
+    assert (mb.weights, mb.gradients, mb.optimizer) == pytest.approx((2 * P, 2 * 5e8 * 4, 0.0), rel=1e-9)
+    assert mb.host == pytest.approx(16 * P / 8, rel=1e-9)
+
+
 def _exposed(comm) -> float:
     return float(np.ravel(comm.exposed)[0])  # Layouts of one plan: arrays of one
 
