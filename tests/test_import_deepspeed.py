@@ -77,7 +77,9 @@ def test_hf_zero3_offload_auto(tmp_path):
     assert model.name == "llama-2-7b" and imp.gpus == 4
     assert (plan.zero, plan.precision, plan.micro_batch, plan.global_batch, plan.seq_len) == (3, "fp16", 2, 2 * 8 * 4,
                                                                                                2048)
-    assert plan.overlap_dp_comm is True and plan.optimizer_offload is False
+    # offload_optimizer device cpu at ZeRO-3, no super_offload: ZeRO-Offload's host update, the whole state offloaded
+    assert plan.overlap_dp_comm is True and plan.optimizer_offload is True
+    assert (plan.optimizer_update, plan.optimizer_offload_ratio) == ("host", 1.0)
     why = {k.key: k.why for k in imp.keys}
     assert "DeepSpeedCPUAdam" in why["zero_optimization.offload_optimizer.device"]
     assert "parameter offload" in why["zero_optimization.offload_param.device"]
@@ -283,6 +285,16 @@ def test_deepspeed_chat_builds_its_config_from_flags(tmp_path):
                            "--deepspeed\n")
     _, _, plan = plan_of(read_config([run], "deepspeed"), "dgx-h100", 2)
     assert (plan.micro_batch, plan.global_batch, plan.precision, plan.zero, plan.seq_len) == (16, 32, "bf16", 1, 512)
+    assert plan.optimizer_offload is False
+    # --offload (get_train_ds_config: offload_optimizer device cpu, gradient_clipping 1.0): ZeRO-Offload's host
+    # update at stage 1, whichever comes first of it and --zero_stage; at stage 0 DeepSpeed offloads nothing
+    for flags, want in (("--offload --zero_stage 1", (True, "host")), ("--zero_stage 0 --offload", (False, "device"))):
+        run = script(tmp_path, f"deepspeed main.py --model_name_or_path facebook/opt-1.3b {flags} --dtype bf16 "
+                               "--deepspeed\n", "offload.sh")
+        imp = read_config([run], "deepspeed")
+        plan = plan_of(imp, "dgx-h100", 2)[2]
+        assert (plan.optimizer_offload, plan.optimizer_update) == want
+        assert fates(imp)["--offload"] == ("mapped" if want[0] else "not priced")
 
 
 def test_hf_auto_keys_take_the_scripts_flags_or_the_trainers_defaults(tmp_path):
@@ -365,6 +377,12 @@ PLANS = [  # (model, gpus, plan fields): ZeRO 0-3, a pipeline, AutoTP, fp8, bf16
     ("gpt3-1.3b", 8, dict(zero=0, micro_batch=4, global_batch=64, seq_len=2048, grad_dtype="fp32")),
     ("llama-2-13b", 16, dict(tp=4, zero=1, micro_batch=1, global_batch=32, seq_len=4096, recompute="full",
                              recompute_method="block", recompute_num_layers=2, grad_compression="bf16")),
+    # the optimizer updated on the host (offload_optimizer cpu): SuperOffload over 80% at ZeRO-3 (0.16.9 has none:
+    # ZeRO-Offload's update, nearest_plan), ZeRO-Offload at ZeRO-2
+    ("llama-3-8b", 8, dict(zero=3, micro_batch=1, global_batch=64, seq_len=4096, recompute="full",
+                           optimizer_offload=True, optimizer_update="host_overlapped", optimizer_offload_ratio=0.8)),
+    ("llama-3-8b", 8, dict(zero=2, micro_batch=1, global_batch=64, seq_len=4096, optimizer_offload=True,
+                           optimizer_update="host")),
 ]
 if "weight_dtype" in Plan.model_fields:  # bf16 master and moments (DeepSpeed 0.19.8's bf16_master_weights_and_grads)
     PLANS.append(("llama-2-7b", 8, dict(zero=1, micro_batch=1, global_batch=64, seq_len=4096, grad_dtype="bf16",

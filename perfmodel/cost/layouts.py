@@ -24,7 +24,8 @@ SHARED = ("gpus", "global_batch", "seq_len", "precision", "attention", "grad_dty
           "first_stage_layers", "last_stage_layers", "expert_imbalance", "moe_capacity_factor", "moe_pad_to_capacity",
           "moe_dispatcher", "moe_dense_dispatch",
           "moe_overlap", "cuda_graphs", "fp8_recipe", "fp8_params", "loss_chunks", "recompute_modules", "recompute_saved", "recompute_offloaded",
-          "activation_offload_layers", "offload_modules", "optimizer_offload", "recompute_num_layers", "recompute_method", "compile", "lora")
+          "activation_offload_layers", "offload_modules", "optimizer_offload", "recompute_num_layers", "recompute_method",
+          "compile", "lora", "optimizer_update", "optimizer_offload_ratio")
 CATEGORIES = {"recompute": get_args(Recompute), "schedule": get_args(Schedule)}
 # What one device's kernels, tensors and weights depend on (pp, vpp and the schedule only set how many)
 PER_DEVICE = ("tp", "cp", "dp", "ep", "etp", "micro_batch", "sequence_parallel", "zero", "recompute", "dp_replicate")
@@ -72,6 +73,8 @@ class Layouts:
     optimizer_offload: bool = False  # the optimizer state in host memory between steps (Plan.optimizer_offload)
     activation_offload_layers: int = 0  # Megatron-Core cpu_offloading: layers whose activations wait in host memory
     offload_modules: tuple[str, ...] | list[str] | None = None  # Megatron-Core fine-grained offloading (cost.act_offload)
+    optimizer_update: str = "device"  # where an offloaded state is updated (Plan.optimizer_update; cost.host_update)
+    optimizer_offload_ratio: float = 1.0  # the share the host updates (Plan.optimizer_offload_ratio)
     dp_replicate: np.ndarray | int = 1  # hybrid sharding: replicas of the ZeRO group (Plan.dp_replicate)
     recompute_num_layers: int | None = None  # full: Megatron-LM --recompute-num-layers (None: every layer)
     recompute_method: str = "uniform"  # full: uniform | block

@@ -426,7 +426,7 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     kept = layer_activation_bytes(model, lay) if lay.activation_offload_layers else 0.0  # held in host memory: cost.act_offload
     moved, held, host = host_activations(lay, st.layers, scale["layer"] * lay.vpp, kept, layer_offloaded_bytes(model, lay))
     act, transient = act - moved, transient + narrow + (st.head > 0) * loss_temporary_bytes(model, lay) + held
-    states, transient, host = host_optimizer(states, act, transient, narrow, host, lay.optimizer_offload)
+    states, transient, host = host_optimizer(states, act, transient, narrow, host, lay)
     by_kind = memory_views(lay, system, dict(states, activations=act, transient=transient, narrow=narrow + pipe,
                                              host=host))
     shape = by_kind["reserved"].shape

@@ -10,6 +10,7 @@ from ..spec.plan import Plan, state_dtypes
 from ..spec.stack import load_stack
 from .compression import GRAD_BYTES, error_feedback_bytes
 from .frozen import frozen_weight_bytes
+from .host_update import host_update_states, host_updates
 from .layouts import Layouts
 
 WEIGHT_BYTES = 2.0  # the bf16 working weights (Megatron-LM's Float16Module, FSDP's param_dtype bf16 gather)
@@ -54,14 +55,7 @@ def state_bytes(params, plan: Plan | Layouts, shard=None, trainable=None) -> dic
         states = state_bytes(trainable, plan, shard)
         return dict(states, weights=states["weights"] + frozen_weight_bytes(params, plan, shard))
     zero, g = np.asarray(plan.zero), GRAD_BYTES[plan.grad_dtype]
-    weight_dtype, moment_dtype = dtypes_of(plan)
-    stack = load_stack(plan.stack)
-    if weight_dtype == "fp32":  # the master as the parameter (no bf16 copy beside it), or a master beside bf16 weights
-        master = ((zero >= 3) & stack.fsdp_master_weights) | stack.fp32_parameters
-        weight_b, master_b = np.where(master, DTYPE_BYTES["fp32"], WEIGHT_BYTES), np.where(master, 0.0, 4.0)
-    else:
-        weight_b, master_b = WEIGHT_BYTES, 0.0
-    optim_b = master_b + 2.0 * DTYPE_BYTES[moment_dtype]
+    weight_b, optim_b = per_param_bytes(plan)
     return {
         "weights": params * weight_b / np.where(zero >= 3, shard, 1),
         "gradients": params * g / np.where(zero >= 2, shard, 1)
@@ -70,24 +64,45 @@ def state_bytes(params, plan: Plan | Layouts, shard=None, trainable=None) -> dic
     }
 
 
+def per_param_bytes(plan: Plan | Layouts) -> tuple[object, object]:
+    """(weight bytes, optimizer bytes) per parameter, as `state_bytes` prices them (its docstring)."""
+    weight_dtype, moment_dtype = dtypes_of(plan)
+    stack = load_stack(plan.stack)
+    if weight_dtype == "fp32":  # the master as the parameter (no bf16 copy beside it), or a master beside bf16 weights
+        master = ((np.asarray(plan.zero) >= 3) & stack.fsdp_master_weights) | stack.fp32_parameters
+        weight_b, master_b = np.where(master, DTYPE_BYTES["fp32"], WEIGHT_BYTES), np.where(master, 0.0, 4.0)
+    else:
+        weight_b, master_b = WEIGHT_BYTES, 0.0
+    return weight_b, master_b + 2.0 * DTYPE_BYTES[moment_dtype]
+
+
 def device_state_bytes(states: dict, plan: Plan | Layouts) -> np.ndarray:
     """Bytes of `states` (`state_bytes`) the device holds through the forward and backward: the weights, the
     gradients and the optimizer state, but where it stays in host memory (Plan.optimizer_offload; the update's
-    peak is `host_optimizer`'s)."""
+    peak is `host_optimizer`'s), and under a host update what cost.host_update leaves on the device (the reduce
+    bucket is the step's, not a unit's: left out here)."""
+    if host_updates(plan):
+        device, _ = host_update_states(states, plan, per_param_bytes(plan)[1])
+        return device["weights"] + device["optimizer"]
     keep = 1.0 - np.asarray(plan.optimizer_offload, float)
     return states["weights"] + states["gradients"] + states["optimizer"] * keep
 
 
-def host_optimizer(states: dict, activations, transient, narrow, host, on) -> tuple[dict, object, object]:
+def host_optimizer(states: dict, activations, transient, narrow, host, lay) -> tuple[dict, object, object]:
     """The states, transients and host bytes where the optimizer state stays in host memory between steps
-    (Plan.optimizer_offload, `on` per plan; MaxText optimizer_memory_host_offload: the optimizer's shardings in
+    (Plan.optimizer_offload). Updated on the host (Plan.optimizer_update host / host_overlapped: DeepSpeed's CPU
+    Adam), the device never holds the offloaded share and the host holds it with its gradients
+    (cost.host_update.host_update_states). Updated on the device (MaxText optimizer_memory_host_offload: the optimizer's shardings in
     pinned_host memory, device_put to the device before apply_gradients and back in the step's output,
     maxtext_utils.py get_abstract_state and train.py train_step). It is off the device through the forward and
     backward and on it for the update, once the activations are freed: the device's peak is the larger of the
     backward's (weights + gradients + activations + transients) and the update's (weights + gradients +
     optimizer + the cached fp8/fp4 weight copies `narrow`, which outlive the update), charged as transient =
     max(transient, optimizer + narrow - activations); the host holds the state itself. Bytes per device."""
-    opt = states["optimizer"]
+    if host_updates(lay):
+        device, held = host_update_states(states, lay, per_param_bytes(lay)[1])
+        return device, transient, host + held
+    opt, on = states["optimizer"], lay.optimizer_offload
     out = dict(states, optimizer=np.where(on, 0.0, opt))
     update = opt + narrow - activations
     return out, np.where(on, np.maximum(transient, update), transient), host + np.where(on, opt, 0.0)

@@ -47,6 +47,8 @@ from .kernels import ACT_BYTES, Device
 from .layouts import Layouts, among
 from .memory import recomputed_share, sp_replicated_params, stage_memory, stage_params
 from .offload import optimizer_copies
+from .host_update import host_share, host_updates
+from .host_update_time import host_update_comm
 from .memory_fit import VERDICTS, host_limit, memory_limits, memory_verdict
 from .mesh import BIT, Mesh
 from .moe import ExpertDataGroup, expert_layer_params, group_tiers
@@ -325,15 +327,18 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     steps.append(Comm("embedding copies gradient sync", "all_reduce", "embedding", nbytes=size, seconds=one, calls=1,
                       bwd=one, unit="step", part="dp_comm", tier=link, active=on))
     dp_exposed = sum(c.exposed for c in steps)
-    t_opt = (optimizer_seconds(dev, p_stage, zero, shard, gbytes) + optimizer_seconds(dev, pe_stage, zero, edp, gbytes)
-             + compression_seconds(dev, p_stage, gbytes, lay.grad_compression, shard)
+    t_opt = ((optimizer_seconds(dev, p_stage, zero, shard, gbytes) + optimizer_seconds(dev, pe_stage, zero, edp, gbytes))
+             * (1 - host_share(lay)) + compression_seconds(dev, p_stage, gbytes, lay.grad_compression, shard)
              + compression_seconds(dev, pe_stage, gbytes, lay.grad_compression, edp)
              ) / shared_host_speedup(system, lay)
 
     # the optimizer state kept in host memory: in for the update, out after it (cost.offload.optimizer_copies)
     opt_state = state_bytes(p_stage, lay)["optimizer"] + state_bytes(pe_stage, lay, edp)["optimizer"]
-    steps.append(optimizer_copies(system, opt_state, lay.optimizer_offload))
-    t_copy = steps[-1].exposed + none
+    steps.append(optimizer_copies(system, opt_state, lay.optimizer_offload and not host_updates(lay)))
+    # ... or updated on the host's CPUs (cost.host_update_time: DeepSpeed's ZeRO-Offload / SuperOffload)
+    updated = p_stage / np.where(zero >= 1, shard, 1) + pe_stage / np.where(zero >= 1, edp, 1)
+    steps.append(host_update_comm(system, lay, updated, updated, bwd_mb))
+    t_copy = steps[-2].exposed + steps[-1].exposed + none
     # the step's collective calls (the host copies of an offloaded state are copies, priced with the update)
     step_calls = sum(np.asarray(c.calls, float) * np.asarray(c.active, bool) for c in steps if c.part != "offload_comm")
     # the step's end: the host loops over the stage's parameter tensors (clip, update, zero_grad) and makes the

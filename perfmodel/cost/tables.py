@@ -40,7 +40,8 @@ from .kernels import ACT_BYTES, Device, saved_input_bytes, zero3_copy_op
 from .layouts import Layouts
 from .memory import head_copy, kept_scale, layer_gemm_params, narrow_cache_bytes, stage_moe_layers
 from .states import device_state_bytes, state_bytes
-from .offload import optimizer_copy_seconds
+from .host_update import host_share
+from .host_update_time import offloaded_update_seconds
 from .mesh import BIT, Mesh, gathered_axes
 from .moe import (ExpertDataGroup, expert_layer_params, moe_gemm_params, moe_kept_bytes, moe_replicated_params,
                   moe_router_params)
@@ -284,9 +285,9 @@ def _vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray, np.
             ag, rs = ag + a, rs + r
         per_step = per_step + gradient_reduction(mesh, p, reduce, zero, lay.num_microbatches, gbytes, share, wbytes)
         per_step = per_step + replicate_sync(x.system, lay, p, wbytes)  # hybrid sharding's replicas
-        per_step = per_step + (optimizer_seconds(x.dev, p, zero, shard, gbytes) + compression_seconds(
-            x.dev, p, gbytes, lay.grad_compression, shard)) / shared_host_speedup(x.system, lay)
-        per_step = per_step + optimizer_copy_seconds(x.system, lay, state_bytes(p, lay)["optimizer"])
+        per_step = per_step + (optimizer_seconds(x.dev, p, zero, shard, gbytes) * (1 - host_share(lay)) + (
+            compression_seconds(x.dev, p, gbytes, lay.grad_compression, shard))) / shared_host_speedup(x.system, lay)
+        per_step = per_step + offloaded_update_seconds(x.system, lay, p, shard)
     per_mb = wf + wb + _zero3_window(x, unit, wf, wb, ag, ag + rs)
     st = state_bytes(params, lay)
     memory = device_state_bytes(st, lay) * ref.states[unit]
@@ -344,13 +345,14 @@ def _moe_vertex(op: Operator, configs: np.ndarray, x: _Ctx) -> tuple[np.ndarray,
                 + gradient_reduction(x.mesh, p_rep - router, reduce & ~tp, zero, m, gbytes, share * (1 - part), wbytes)
                 + gradient_reduction(experts, p_exp, ZERO_GROUP, zero, m, gbytes, 1.0, wbytes)
                 + replicate_sync(x.system, lay, p_rep, wbytes)
-                + (optimizer_seconds(x.dev, p_rep, zero, lay.zero_shard, gbytes)
-                   + optimizer_seconds(x.dev, p_exp, zero, lay.edp, gbytes)
+                + ((optimizer_seconds(x.dev, p_rep, zero, lay.zero_shard, gbytes)
+                    + optimizer_seconds(x.dev, p_exp, zero, lay.edp, gbytes)) * (1 - host_share(lay))
                    + compression_seconds(x.dev, p_rep, gbytes, lay.grad_compression, lay.zero_shard)
                    + compression_seconds(x.dev, p_exp, gbytes, lay.grad_compression, lay.edp))
                 / shared_host_speedup(x.system, lay))
     st, st_e = state_bytes(p_rep, lay), state_bytes(p_exp, lay, lay.edp)
-    per_step = per_step + optimizer_copy_seconds(x.system, lay, st["optimizer"] + st_e["optimizer"])
+    per_step = (per_step + offloaded_update_seconds(x.system, lay, p_rep, lay.zero_shard)
+                + offloaded_update_seconds(x.system, lay, p_exp, lay.edp))
     memory = device_state_bytes(st, lay) * ref.states["layer"] + device_state_bytes(st_e, lay) * ref.moe_states
     kept = moe_kept_bytes(model, lay, rc)
     memory = memory + kept * ref.kept["layer"] + (moe_kept_bytes(model, lay, "none") - kept) * ref.working

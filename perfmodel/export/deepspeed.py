@@ -56,10 +56,14 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
     if p.loss_chunks > 1:
         plan_change(pf, up, why, "loss_chunks", 1, f"the {ds} config has no chunked LM head and loss (the model "
                     "code computes the loss)")
-    if p.optimizer_offload:
+    if p.optimizer_offload and (p.optimizer_update == "device" or p.zero == 0):
         plan_change(pf, up, why, "optimizer_offload", False, f"{ds}'s offload_optimizer (ZeRO-Offload) runs Adam on "
-                    "the host's CPUs (DeepSpeedCPUAdam), which this model does not price (Plan.optimizer_offload "
-                    "copies the state to the device for the update); the state stays on the device")
+                    "the host's CPUs (DeepSpeedCPUAdam) at ZeRO stages 1-3, not the device update this plan has "
+                    "(optimizer_update device) nor at stage 0; the state stays on the device")
+    elif p.optimizer_update == "host_overlapped" and (p.zero != 3 or version == "0.16.9"):
+        plan_change(pf, up, why, "optimizer_update", "host", (f"{ds} has no SuperOffload (DeepSpeed >= 0.18.0)"
+                    if p.zero == 3 else f"SuperOffload runs at ZeRO stage 3 only, not {p.zero} (super_offload, "
+                    "runtime/zero/offload_config.py)") + ": ZeRO-Offload's update after the backward")
     if p.dp_replicate > 1:
         plan_change(pf, up, why, "dp_replicate", 1, f"this export writes {ds}'s ZeRO over the whole data-parallel "
                     "group (its hierarchical partitioning, MiCS and ZeRO++ hpZ, is not written)")
@@ -332,6 +336,12 @@ def deepspeed(pf: PlanFile, version: str | None = None, changes: Sequence[str] =
         zero["overlap_comm"] = p.overlap_dp_comm
     if p.zero >= 2:
         zero["contiguous_gradients"] = True
+    if p.optimizer_offload:  # a host update (nearest_plan): DeepSpeedCPUAdam over the offloaded share
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
+        if p.optimizer_offload_ratio < 1:
+            zero["offload_optimizer"]["ratio"] = p.optimizer_offload_ratio
+        if p.optimizer_update == "host_overlapped":
+            zero["offload_optimizer"]["super_offload"] = True
     cfg["zero_optimization"] = zero
     _precision(cfg, pf, notes)
     _recompute(cfg, pf, notes)

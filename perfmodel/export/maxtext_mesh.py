@@ -228,6 +228,10 @@ def nearest_plan(pf: PlanFile, version: str) -> tuple[dict, list[str]]:
                 plan_change(pf, up, why, field_, new, f"{MAXTEXT} dispatches routed tokens by all-to-all "
                             "(sparse_matmul, megablox) in line with compute")
     _pipeline_changes(pf, up, why)
+    if p.optimizer_update != "device":  # maxtext_utils get_abstract_state: the state goes to the device to update
+        plan_change(pf, up, why, "optimizer_update", "device", f"{MAXTEXT}'s optimizer_memory_host_offload copies "
+                    "the state to the device for the update (no update on the host's CPUs)")
+        up["optimizer_offload_ratio"] = 1.0
     pp_now = up.get("pp", p.pp)
     nmb = p.global_batch // ((p.gpus // (p.tp * p.cp * pp_now)) * up.get("micro_batch", p.micro_batch))
     if up.get("precision", p.precision) == "fp8" and pp_now == 1 and nmb > 1:

@@ -21,6 +21,8 @@ def plan_change(pf: PlanFile, updates: dict, lines: list[str], field: str, new, 
     updates[field] = new
     if field == "precision" and new != "fp8" and pf.plan.fp8_recipe is not None:  # a recipe scales fp8 alone
         updates["fp8_recipe"] = None
+    if field == "optimizer_offload" and not new:  # the update runs where the state is: on the device
+        updates.update(optimizer_update="device", optimizer_offload_ratio=1.0)
     lines.append(f"{field} {shown(getattr(pf.plan, field))} -> {shown(new)}: {why}")
 
 

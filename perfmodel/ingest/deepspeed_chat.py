@@ -20,8 +20,9 @@ CHAT_DEFAULTS = {
 }
 # train_batch_size = per_device_train_batch_size x world size x gradient_accumulation_steps (main.py:231-235)
 CHAT_FLAGS = ("--zero_stage", "--dtype", "--offload", "--lora_dim", "--only_optimize_lora", "--lora_module_name")
-OFFLOAD_WHY = ("ZeRO-Offload of the optimizer and the parameters to the host (get_train_ds_config's device \"cpu\", "
-               "ds_utils.py:27; DeepSpeedCPUAdam) is not priced: the plan keeps them on the device")
+OFFLOAD_WHY = ("get_train_ds_config's offload_optimizer and offload_param device \"cpu\" (ds_utils.py:27-42) with "
+               "gradient_clipping 1.0: ZeRO-Offload's update on the host's CPUs after the backward (DeepSpeedCPUAdam); "
+               "the parameters' offload (ZeRO-3 only) is not priced, they stay on the device")
 LORA_WHY = ("LoRA adapters beside a base that main.py still trains (only --only_optimize_lora freezes it): priced as "
             "full fine-tuning, the adapters' parameters not counted")
 
@@ -42,8 +43,8 @@ def read_chat_flag(led: Ledger, key: str, value, where: str, facts: dict, why: s
         if value not in ("fp16", "bf16"):
             raise InputError(f"{where}: --dtype = {value}; valid: fp16, bf16 (main.py's choices)")
         led.set(key, value, where, plan__precision=value)
-    elif key == "--offload":
-        led.skip(key, value or "true", where, OFFLOAD_WHY)
+    elif key == "--offload":  # its fate waits for the stage (chat_offload)
+        facts["chat_offload"] = (key, value or "true", where)
     elif key == "--lora_dim":
         led.skip(key, value, where, LORA_WHY if value not in (None, "0") else "0: no LoRA adapters")
     else:
@@ -62,3 +63,18 @@ def chat_defaults(led: Ledger, facts: dict) -> None:
     zero = led.get("plan.zero")
     led.default("zero_optimization.overlap_comm", True, "get_train_ds_config sets it (dschat/utils/ds_utils.py:36); "
                 "at stage 0 gradients are all-reduced after the backward pass", plan__overlap_dp_comm=zero != 0)
+
+
+def chat_offload(led: Ledger, facts: dict, built: bool) -> None:
+    """--offload's fate once the stage is known: a host update where main.py builds the config (`built`) at ZeRO
+    stages 1-3 (DeepSpeed builds no ZeRO optimizer at stage 0, which is what offloads)."""
+    if "chat_offload" not in facts:
+        return
+    key, value, where = facts["chat_offload"]
+    if not built:
+        led.skip(key, value, where, "the DeepSpeed config passed beside the script states the offload")
+    elif led.get("plan.zero", 0) == 0:
+        led.skip(key, value, where, "ZeRO stage 0: no ZeRO optimizer to offload (runtime/engine.py "
+                                    "_configure_zero_optimizer runs at stages 1-3)")
+    else:
+        led.set(key, value, where, OFFLOAD_WHY, plan__optimizer_offload=True, plan__optimizer_update="host")

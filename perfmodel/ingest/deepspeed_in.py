@@ -22,7 +22,7 @@ from ..spec.model_catalogue import list_models, load_model
 from ..spec.plan import Plan
 from ..spec.tokenizers import tokenizer_vocab
 from .deepspeed_batch import complete, read_batch
-from .deepspeed_chat import chat_defaults
+from .deepspeed_chat import chat_defaults, chat_offload
 from .deepspeed_keys import (AUTO_WHY, BATCH_KEYS, leaves, not_priced_why, note_fields, note_shape, parse_config,
                              summary_fields, whole)
 from .deepspeed_launch import launch_of, read_launcher, read_program
@@ -30,7 +30,7 @@ from .given import GIVEN, GIVEN_SOURCE, VOCAB_FLAG
 from .ledger import Imported, Ledger
 from .megatron_keys import DROPOUT, NOT_PRICED_WHY
 from .megatron_model import VOCAB_GIVEN, default_ffn, vocabulary
-from .sources import read_text
+from .sources import number, read_text
 
 __all__ = ["complete", "read"]
 
@@ -41,14 +41,14 @@ NO_MODEL = ("the DeepSpeed config JSON does not define the model; valid: add the
 # Megatron-LM's: --position-embedding-type learned_absolute, --normalization LayerNorm, bias on, tied embeddings)
 MEGATRON_MODEL = {"mlp": "gelu", "norm": "layernorm", "position": "learned", "tie_embeddings": True,
                   "linear_bias": "all", "dropout": DROPOUT}
-OFFLOAD_OPTIMIZER_WHY = ("ZeRO-Offload runs Adam on the host's CPUs (DeepSpeedCPUAdam), which perfmodel does not "
-                         "price (plan.optimizer_offload copies the state to the device for the update); the plan "
-                         "keeps the optimizer state on the device, so its memory is overstated")
+OFFLOAD_NVME_WHY = ("ZeRO-Infinity's NVMe optimizer offload (the state swapped between NVMe and host buffers) is not "
+                    "priced; the plan keeps the optimizer state on the device, so its memory is overstated")
 OFFLOAD_PARAM_WHY = ("ZeRO-Infinity's parameter offload (parameters fetched from host memory or NVMe each layer) is "
                      "not priced; the plan keeps the parameter shards on the device")
 # the first pass: keys that decide the layout, read before the keys whose meaning depends on it
 FIRST = ("_perfmodel_plan", "_perfmodel_launch", "_perfmodel_not_expressed", "pipeline.stages",
-         "tensor_parallel.autotp_size", "zero_optimization.stage", "data_types.grad_accum_dtype")
+         "tensor_parallel.autotp_size", "zero_optimization.stage", "data_types.grad_accum_dtype",
+         "zero_optimization.offload_optimizer.device")
 
 
 def read(paths: list[Path], name: str | None) -> Imported:
@@ -85,6 +85,7 @@ def read(paths: list[Path], name: str | None) -> Imported:
         _key(led, key, value, src, ctx)
     if facts.get("chat") and not cfg:
         chat_defaults(led, facts)
+    chat_offload(led, facts, bool(facts.get("chat")) and not cfg)
     model = _model(led, facts, ctx, scripts)
     deferred = read_batch(led, ctx, facts, src or str(scripts[0]))
     _defaults(led, ctx)
@@ -139,10 +140,69 @@ def _offload(led, key, value, src, ctx):
     if value in (None, "none"):
         led.set(key, value, src, plan__optimizer_offload=False) if "optimizer" in key else \
             led.skip(key, value, src, "none: no offload")
-    elif value in ("cpu", "nvme"):
-        led.skip(key, value, src, OFFLOAD_OPTIMIZER_WHY if "optimizer" in key else OFFLOAD_PARAM_WHY)
-    else:
+    elif value not in ("cpu", "nvme"):
         raise InputError(f"{src}: {key} = {value!r}; valid: none, cpu, nvme")
+    elif "optimizer" not in key:
+        led.skip(key, value, src, OFFLOAD_PARAM_WHY)
+    elif value == "nvme":
+        led.skip(key, value, src, OFFLOAD_NVME_WHY)
+    elif led.get("plan.zero", 0) == 0:
+        led.skip(key, value, src, "ZeRO stage 0 builds no ZeRO optimizer, which is what offloads (runtime/engine.py "
+                                  "_configure_zero_optimizer runs at stages 1-3): the state stays on the device")
+    else:
+        mode = _update_mode(led, ctx)
+        led.set(key, value, src, "the fp32 master, Adam's moments and fp32 gradients in pinned host memory, updated "
+                "by DeepSpeedCPUAdam on the host's CPUs (ZeRO-Offload; runtime/zero/stage3.py, stage_1_and_2.py)"
+                + (", each parameter group's update starting behind the backward (SuperOffload's "
+                   "superoffload_stage3.py partition_grads -> async_step)" if mode == "host_overlapped" else ""),
+                plan__optimizer_offload=True, plan__optimizer_update=mode)
+
+
+def _offload_section(ctx) -> dict:
+    zero = ctx["cfg"].get("zero_optimization")
+    section = zero.get("offload_optimizer") if isinstance(zero, dict) else None
+    return section if isinstance(section, dict) else {}
+
+
+def _update_mode(led, ctx) -> str:
+    """host, or host_overlapped where the section turns SuperOffload on at ZeRO-3 (runtime/zero/offload_config.py
+    super_offload: 'Only valid with ZeRO Stage 3') and no gradient clipping stops its early update
+    (superoffload_stage3.py partition_grads: `not self.clip_grad`)."""
+    clip = ctx["cfg"].get("gradient_clipping", 0)
+    clipped = isinstance(clip, (int, float)) and not isinstance(clip, bool) and clip > 0
+    on = _offload_section(ctx).get("super_offload") is True and led.get("plan.zero") == 3
+    return "host_overlapped" if on and not clipped else "host"
+
+
+def _host_update(led) -> bool:
+    return led.get("plan.optimizer_update", "device") != "device"
+
+
+def _super_offload(led, key, value, src, ctx):
+    if not _flag(key, value, src):
+        led.skip(key, value, src, "false: ZeRO-Offload's update after the backward")
+    elif led.get("plan.optimizer_update") == "host_overlapped":
+        led.set(key, value, src, "read with offload_optimizer.device: plan.optimizer_update = host_overlapped")
+    else:
+        led.skip(key, value, src, "SuperOffload needs ZeRO-3 and offload_optimizer.device cpu, and gradient_clipping "
+                                  "turns its early update off (superoffload_stage3.py): the update is priced after "
+                                  "the backward" if _host_update(led) else "no optimizer offload to the CPU: off")
+
+
+def _ratio(led, key, value, src, ctx):
+    r = number(value, f"{src}: {key} = {value!r}", float, 0.0)
+    if r > 1:
+        raise InputError(f"{src}: {key} = {value!r}; valid: a share in (0, 1]")
+    if r == 1:
+        led.skip(key, value, src, "1: the whole state offloaded (DeepSpeed's default)")
+    elif _host_update(led) and led.get("plan.zero") == 3 and r > 0:
+        led.set(key, value, src, "the first (1 - ratio) of the optimizer's sub-groups (whose gradients the backward "
+                "gives last) stay on the device, updated there (stage3.py _create_fp32_partitions), priced as that "
+                "share of the parameters",
+                plan__optimizer_offload_ratio=r)
+    else:
+        led.skip(key, value, src, "a partial offload is ZeRO-3's with offload_optimizer.device cpu "
+                                  "(runtime/zero/offload_config.py): not in effect here")
 
 
 def _precision(led, key, value, src, ctx):
@@ -262,6 +322,8 @@ def _own_notes(led, key, value, src, ctx):
 _HANDLERS = {
     "zero_optimization.stage": _stage, "zero_optimization.overlap_comm": _overlap,
     "zero_optimization.offload_optimizer.device": _offload, "zero_optimization.offload_param.device": _offload,
+    "zero_optimization.offload_optimizer.super_offload": _super_offload,
+    "zero_optimization.offload_optimizer.ratio": _ratio,
     "bf16.enabled": _precision, "fp16.enabled": _precision,
     "bf16.bf16_master_weights_and_grads": _bf16_state, "bf16.bf16_optimizer_states": _bf16_state,
     "data_types.grad_accum_dtype": _grad_dtype, "communication_data_type": _comm_dtype,

@@ -34,7 +34,8 @@ _REASONS = {
     "scale": "fp16 dynamic loss scaling: one scalar per step, not priced",
     "bucket": ("ZeRO's bucket, prefetch and persistence tuning: perfmodel prices each layer's collectives whole, "
                "overlapped as overlap_comm says; how DeepSpeed cuts them into buckets is not priced"),
-    "offload-detail": "an offload tuning detail (pinned buffers, ratios, NVMe paths): not priced",
+    "offload-detail": ("an offload tuning detail (pinned buffers, CPU-Adam core share, NVMe paths): not priced; "
+                       "copies are priced at the host link's pinned rate"),
     "zeropp": ("ZeRO++ / MiCS / hierarchical partitioning (quantised or node-local collectives): not priced; the "
                "plan's ZeRO collectives span the whole data-parallel group in the gradient dtype"),
     "zenflow": ("ZenFlow (the important gradients updated on the GPU, the rest on the CPU after the step): not "

@@ -77,6 +77,9 @@ PEFT_WHY = ("PEFT LoRA on the base the script loads, frozen (peft.get_peft_model
 NOT_READ_WHY = ("an argument of the training program perfmodel does not price (data, logging, optimizer "
                 "hyperparameters, checkpoints, evaluation)")
 LAUNCH_WHY = "where the launcher meets its peers (port, address, hostfile, rank): does not change the step"
+# Megatron-DeepSpeed's --cpu-optimizer (megatron/optimizer/__init__.py:83 at 4efb479d) builds DeepSpeedCPUAdam
+CPU_OPTIMIZER_WHY = ("Megatron-DeepSpeed builds DeepSpeedCPUAdam, the update ZeRO-Offload runs on the host's CPUs: the "
+                     "config's offload_optimizer.device cpu gives the plan's host update (plan.optimizer_update)")
 
 
 @dataclass
@@ -261,7 +264,8 @@ def read_program(led: Ledger, words: list[str], where: str, facts: dict, unread=
             facts["megatron"] = True
             _megatron(led, key, value, where, why)
         else:
-            led.skip(key, value if value is not None else "true", where, NOT_PRICED_WHY.get(key, NOT_READ_WHY))
+            led.skip(key, value if value is not None else "true", where,
+                     CPU_OPTIMIZER_WHY if key == "--cpu-optimizer" else NOT_PRICED_WHY.get(key, NOT_READ_WHY))
     if "tokenizer" in facts:
         facts["tokenizer"]["--tensor-model-parallel-size"] = led.get("plan.tp", 1)
 

@@ -263,6 +263,10 @@ class HostLink(Schema):
     bandwidth_gbps: Datasheet = Field(description="device-to-host and host-to-device copy, GB/s each way per device")
     efficiency: Real = Field(gt=0, le=1, description="share of bandwidth_gbps a large pinned-host copy reaches")
     memory_gib: Datasheet = Field(description="host memory per device, GiB (the host's memory over its devices)")
+    memory_bandwidth_gbps: Datasheet | None = Field(
+        None, description="host memory bandwidth per device, GB/s: what an optimizer update on the host's CPUs streams "
+                          "its state through (Plan.optimizer_update host; cost.host_update); null: not stated, such "
+                          "an update is not priced")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
 

@@ -24,6 +24,7 @@ Precision = Literal["bf16", "fp16", "fp8", "fp4", "int8"]
 Schedule = Literal["1f1b", "interleaved", "gpipe"]
 # tokens of the busiest expert over the mean: 1 is balanced routing; 64 bounds a typo, not a measurement
 Imbalance = Annotated[Real, Field(ge=1.0, le=64.0)]
+OptimizerUpdate = Literal["device", "host", "host_overlapped"]  # Plan.optimizer_update
 
 
 class Plan(Schema):
@@ -113,6 +114,17 @@ class Plan(Schema):
         False, description="keep the optimizer state in host memory between steps, copied to the device for the "
                            "update and back (MaxText optimizer_memory_host_offload; cost.states.host_optimizer, "
                            "cost.offload.optimizer_copies); needs the system's host link")
+    optimizer_update: OptimizerUpdate = Field(
+        "device", description="optimizer_offload: where the update runs. device: the state copied to the device "
+                              "for it and back (MaxText); host: on the host's CPUs after the backward, the "
+                              "gradients copied out as they are reduced and the new weights back (DeepSpeed "
+                              "ZeRO-Offload's DeepSpeedCPUAdam), so the device never holds the offloaded state; "
+                              "host_overlapped: as host, each parameter group's update starting as its gradients "
+                              "arrive, behind the backward (DeepSpeed SuperOffload); cost.host_update")
+    optimizer_offload_ratio: Annotated[Real, Field(gt=0.0, le=1.0)] = Field(
+        1.0, description="optimizer_update host / host_overlapped: the share of the optimizer state (and its update) "
+                         "in host memory, the rest kept and updated on the device (DeepSpeed offload_optimizer.ratio, "
+                         "ZeRO-3)")
     sequence_parallel: Flag = Field(False, description="split norms, residuals and dropout over tp (Korthikanti et "
                                                        "al. 2022); resolve turns it off at tp = 1")
     zero: Annotated[Literal[0, 1, 2, 3], IntLiteral] = Field(
@@ -339,6 +351,7 @@ def resolve(plan: Plan, model: ModelConfig, system: System) -> Plan:
     check_recompute(p, model)
     check_act_offload(p, model)
     check_host(p, system)
+    check_host_update(p, system)
     check_compile(p["stack"], p["compile"])  # refuses an unknown stack, a bad profile file, compile it lacks
     check_graphs(p["stack"], p["cuda_graphs"])
     system.accelerator.peak_flops(p["precision"])  # raises for a dtype the part lacks
@@ -404,3 +417,20 @@ def layout_label(plan: Plan) -> str:
         parts.append(f"rc-{plan.recompute[:3]}")
     parts.append(f"mb{plan.micro_batch}x{plan.num_microbatches}")
     return " ".join(parts or ["1"])
+
+
+def check_host_update(p: dict, system: System) -> None:
+    """A host update (Plan.optimizer_update) is one of an offloaded optimizer state's, priced where the system
+    states its host memory bandwidth (cost.host_update), and a partial offload (optimizer_offload_ratio < 1)
+    DeepSpeed's ZeRO-3 host update's (runtime/zero/offload_config.py: ratio 'Only valid with ZeRO Stage 3')."""
+    if p["optimizer_update"] != "device" and not p["optimizer_offload"]:
+        raise InputError(f"optimizer_update = {p['optimizer_update']} without optimizer_offload: the host updates "
+                         "the state it keeps; valid: optimizer_offload true, or optimizer_update device")
+    if p["optimizer_offload_ratio"] < 1 and (p["optimizer_update"] == "device" or p["zero"] != 3):
+        raise InputError(f"optimizer_offload_ratio = {p['optimizer_offload_ratio']} with optimizer_update = "
+                         f"{p['optimizer_update']} at zero = {p['zero']}: a partial offload is DeepSpeed ZeRO-3's "
+                         "host update; valid: 1, or optimizer_update host / host_overlapped with zero 3")
+    if p["optimizer_update"] != "device" and system.host is not None and system.host.memory_bandwidth_gbps is None:
+        raise InputError(f"optimizer_update = {p['optimizer_update']} on {system.name}, whose host section states no "
+                         "memory_bandwidth_gbps (what the host's optimizer update streams through); valid: "
+                         "optimizer_update device, or a system spec that states it (e.g. gh200, dgx-h100)")
