@@ -15,6 +15,13 @@ Measured without a TPU (XLA:TPU ahead-of-time compile for v6e:2x2, jax 0.10.2, l
 sharded over fsdp, a scan of fully rematerialized layers, fp32 logits, cross entropy; temp bytes per device): logits
 alone 4.47 GiB, the rebuilt layer alone 2.85 GiB, both 4.72 GiB (the sum would be 7.13).
 
+`memory.stage_memory` takes the larger phase on a stack whose step is one XLA program (MaxText; the stacks marked
+Stack.zero3_per_tensor, XLA's SPMD partitioner). On eager torch stacks it still sums them: their measured peaks
+read so (benchmarks/measured_memory.py: with the larger phase alone torchtitan's 18 reserved peaks go from 3.0% to
+5.6% MAPE, -4.5% mean, full recompute rows down to -15%; all 49 from 2.4% to 3.4%), which says the eager layer phase
+holds more than the recompute working set counted here (the backward's own activation gradients; FSDP's gradient
+buffers): until those are counted, the sum stands for them.
+
 Pipelines: a stage's other micro-batches' kept activations coexist with either phase and stay in the kept part
 (`memory.kept_scale`). Under 1F1B the last rank runs each micro-batch's forward and its backward back to back
 (no warm-up forwards; interleaved: the last chunk's forward k and backward k are the same micro-batch, Megatron-LM
