@@ -57,13 +57,14 @@ def zero_copy_bytes(lay: Layouts, stage_params, largest_unit, shard=None, module
     ZeRO-2 its gradients. A stack that gathers module by module under a cap on live parameters
     (Stack.zero3_live_params: DeepSpeed's stage3_max_live_parameters) holds at most that many gathered, and never
     less than the largest module (`module`, parameters), whose gradients are the unit reduced. One that gathers
-    tensor by tensor (Stack.zero3_per_tensor: XLA) holds the tensor `module` its matmul runs on and the next one in
-    flight, `following` parameters (default `module` again: a layer's next tensor), bf16: the embedding or the LM
-    head gathered for its one use is followed by a layer's tensor, not by a second copy of itself, and a tensor's
-    unsharded gradient (the weight-gradient dot's bf16 output, reduce-scattered) takes the gathered tensor's buffer
-    after its last use (the input-gradient dot). XLA:TPU compile (v6e:2x2, cost.peak's setup; 8192 x 131072 head,
-    2048 tokens a device): 3.10 GiB of temporaries = the head gathered 2.00 + the fp32 logits 1.00 + 0.10 of the
-    rest, no second copy and no gradient buffer beside it."""
+    tensor by tensor (Stack.zero3_per_tensor: XLA), in a layer: two of its largest tensor `module` and that one's
+    gradient (the layer's tensors its backward uses together, the next one in flight); a tensor used alone, the
+    embedding or the LM head (`following` given: the layer tensor gathered next): that tensor and the next, bf16,
+    its unsharded gradient (the weight-gradient dot's bf16 output, reduce-scattered) in the gathered tensor's
+    buffer after its last use. XLA:TPU compile (v6e:2x2, cost.peak's setup, 2048 tokens a device): an 8192 x
+    131072 head holds 3.10 GiB of temporaries = the head gathered 2.00 + the fp32 logits 1.00 + 0.10 (no second
+    copy, no gradient beside it); two layers of 8192 x 65536 wi and wo (1.0 GiB each gathered), 1024 tokens a
+    device: 3.56 GiB, this count 4.0."""
     shard = lay.zero_shard if shard is None else shard
     zero, gbytes = lay.zero, GRAD_BYTES[lay.grad_dtype]
     freed = stage_params * (1 - 1 / shard)
@@ -74,7 +75,8 @@ def zero_copy_bytes(lay: Layouts, stage_params, largest_unit, shard=None, module
         gathered = np.minimum(gathered, np.maximum(live, module))
         unit = np.minimum(unit, module)
     if stack.zero3_per_tensor and module is not None:  # XLA: this tensor and the next in flight
-        nxt = module if following is None else following
-        gathered, unit = np.minimum(gathered, module + nxt), 0.0 * unit
+        alone = following is not None
+        gathered = np.minimum(gathered, module + (following if alone else module))
+        unit = 0.0 * unit if alone else np.minimum(unit, module)
     return np.where((zero == 3) & (shard > 1), gathered * WEIGHT_BYTES + unit * gbytes,
                     np.where((zero == 2) & (shard > 1), unit * gbytes, 0.0))
