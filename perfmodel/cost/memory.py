@@ -44,6 +44,7 @@ from .moe import (
 )
 from .operator_table import Operator, keeps_shard, kept_bytes, local_params, megatron, megatron_codes, operators
 from .chunks import kept_scale, uneven_kept_scale
+from .peak import phase_live, zero_copy_bytes
 from .stages import Stages, pick
 from .states import WEIGHT_BYTES, host_optimizer, state_bytes
 
@@ -260,29 +261,6 @@ def loss_temporary_bytes(model: ModelConfig, lay: Layouts) -> np.ndarray:
     return per_logit * s.tokens * s.local("vocab") + 0.0 * lay.tp
 
 
-def zero_copy_bytes(lay: Layouts, stage_params, largest_unit, shard=None, module=None):
-    """The transient whole copies ZeRO makes of weights sharded over `shard` ranks (default the plan's
-    zero_shard; a MoE model's routed experts: edp), never more than the sharding saved (a stage of one or two
-    layers): ZeRO-3 gathers the largest unit on the stage twice (current + prefetch) and its gradients once;
-    ZeRO-2 its gradients. A stack that gathers module by module under a cap on live parameters
-    (Stack.zero3_live_params: DeepSpeed's stage3_max_live_parameters) holds at most that many gathered, and never
-    less than the largest module (`module`, parameters), whose gradients are the unit reduced; one that gathers
-    tensor by tensor (Stack.zero3_per_tensor: XLA) two of the largest module and its gradients."""
-    shard = lay.zero_shard if shard is None else shard
-    zero, gbytes = lay.zero, GRAD_BYTES[lay.grad_dtype]
-    freed = stage_params * (1 - 1 / shard)
-    gathered, unit = np.minimum(2 * largest_unit, freed), np.minimum(largest_unit, freed)
-    stack = load_stack(lay.stack)
-    live = stack.zero3_live_params
-    if live is not None and module is not None:
-        gathered = np.minimum(gathered, np.maximum(live, module))
-        unit = np.minimum(unit, module)
-    if stack.zero3_per_tensor and module is not None:  # XLA: the largest tensor and the next in flight
-        gathered, unit = np.minimum(gathered, 2 * module), np.minimum(unit, module)
-    return np.where((zero == 3) & (shard > 1), gathered * WEIGHT_BYTES + unit * gbytes,
-                    np.where((zero == 2) & (shard > 1), unit * gbytes, 0.0))
-
-
 def stage_moe_layers(model: ModelConfig, st: Stages, lay: Layouts) -> np.ndarray:
     """MoE layers' worth of routed experts on each stage kind, in units of the mean layer that
     `cost.moe.expert_layer_params` prices (layers x moe_share where the stage's layers are not known): the
@@ -398,9 +376,12 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     p = unit_params(model, lay)
     params_of = stage_params(model, lay, st.layers, st.embedding > 0, st.head > 0)
     scale = uneven_kept_scale(model, lay, st, kept_scale(lay.schedule, lay.pp, lay.vpp, lay.num_microbatches, st.rank))
-    act = layer_activations(model, lay, st.layers, scale["layer"] * lay.vpp)
+    # the head phase and the layer phase never coexist (cost.peak): the rebuilt layer's working set and the head's
+    # saved tensors (one micro-batch's; GPipe's waiting ones are kept) are held apart, the larger one added last
+    working, head = layer_activations(model, lay, st.layers, 0.0 * scale["layer"]), st.head * head_activation_bytes(
+        model, lay)
+    act = layer_activations(model, lay, st.layers, scale["layer"] * lay.vpp) - working + head * (scale["head"] - 1)
     act = act + st.embedding * embedding_activation_bytes(model, lay) * scale["embedding"]
-    act = act + st.head * head_activation_bytes(model, lay) * scale["head"]
     pipe = pipeline_buffer_bytes(model, lay, st.rank == 0, st.head > 0, scale["layer"] * lay.vpp)
     act = act + pipe
     states = state_bytes(params_of, lay, trainable=None if lay.lora is None else st.layers * adapter_params(model, lay))
@@ -414,18 +395,32 @@ def stage_memory(model: ModelConfig, system: System, lay: Layouts, st: Stages | 
     states, narrow = stored_narrow(states, narrow_cache_bytes(gemm, lay), gemm, lay)
     module = np.maximum.reduce([largest_module_params(model, lay) * (st.layers > 0),  # the stage's largest module
                                 p["embedding"] * (st.embedding > 0), p["head"] * (st.head > 0)])
-    transient = np.where(zero3_unsharded(lay), params_of * (WEIGHT_BYTES + 4.0), zero_copy_bytes(lay, params_of,
-                                                                                          largest, module=module))
+    per_tensor, layer_tmp = load_stack(lay.stack).zero3_per_tensor, 0.0
     if model.moe is not None:  # the routed experts' copies, the running MoE layer's dispatch
         # one MoE layer's largest expert module as largest_module_params counts the dense MLP's: Megatron-Core's
         # fused fc1 [w1; w3], or per tensor MaxText's wi_0 (wi_0, wi_1, wo separate: layers/moe.py RoutedMoE)
         fc1 = model.moe.n_experts * model.expert_params() / (lay.ep * lay.etp) * (
-            1 if load_stack(lay.stack).zero3_per_tensor else 1 + model.gated) / (2 + model.gated)
-        transient = transient + zero_copy_bytes(lay, moe_layers * p_exp, p_exp * (st.layers > 0), lay.edp, fc1)
-        transient = transient + (st.layers > 0) * dispatch_buffer_bytes(model, lay)
-    kept = layer_activation_bytes(model, lay) if lay.activation_offload_layers else 0.0  # held in host memory: cost.act_offload
+            1 if per_tensor else 1 + model.gated) / (2 + model.gated)
+        layer_tmp = zero_copy_bytes(lay, moe_layers * p_exp, p_exp * (st.layers > 0), lay.edp, fc1)
+        layer_tmp = layer_tmp + (st.layers > 0) * dispatch_buffer_bytes(model, lay)
+    unsharded = zero3_unsharded(lay)  # the stage's weights held gathered through the step instead (torchtitan pp)
+    zc = lambda m, nxt=None: np.where(unsharded, 0.0, zero_copy_bytes(lay, params_of, largest, module=m, following=nxt))
+    if per_tensor:  # one XLA program (its SPMD partitioner gathers per tensor): phases apart, each with the tensors
+        # it gathers: a layer's, the head's (tied: the embedding's), the embedding's at the step's ends (cost.peak)
+        layer_mod = largest_module_params(model, lay) * (st.layers > 0)
+        head_mod = np.where(head_copy(model, lay.pp), p["head"], p["embedding"] + p["head"]) * (st.head > 0)
+        phases = ((head, (st.head > 0) * loss_temporary_bytes(model, lay) + zc(head_mod, layer_mod)),
+                  (working, layer_tmp + zc(layer_mod)), (0.0, zc(p["embedding"] * (st.embedding > 0), layer_mod)))
+        transient = np.where(unsharded, params_of * (WEIGHT_BYTES + 4.0), 0.0)
+        live_act, live_tmp = phase_live(*phases)
+    else:  # eager torch: whole units gathered ahead (FSDP prefetch, DeepSpeed), held through every phase; the phases
+        # summed, as its measured peaks read (cost.peak: the layer phase's own backward temporaries are not counted)
+        live_act, live_tmp = head + working, (st.head > 0) * loss_temporary_bytes(model, lay) + layer_tmp
+        transient = np.where(unsharded, params_of * (WEIGHT_BYTES + 4.0), zc(module))
+    act = act + live_act
+    kept = layer_activation_bytes(model, lay) if lay.activation_offload_layers else 0.0  # in host memory: cost.act_offload
     moved, held, host = host_activations(lay, st.layers, scale["layer"] * lay.vpp, kept, layer_offloaded_bytes(model, lay))
-    act, transient = act - moved, transient + narrow + (st.head > 0) * loss_temporary_bytes(model, lay) + held
+    act, transient = act - moved, transient + live_tmp + narrow + held
     states, transient, host = host_optimizer(states, act, transient, narrow, host, lay)
     by_kind = memory_views(lay, system, dict(states, activations=act, transient=transient, narrow=narrow + pipe,
                                              host=host))
