@@ -6,8 +6,9 @@ as running (the fit labels), is a plan that fits, so each "does not fit" is a fa
 Sets: dense (published_runs_dev.csv, training runs), small-scale (small_scale_runs_dev.csv), MoE
 (published_moe_runs_dev.csv, training runs), TPU/AMD (tpu_amd_runs_dev.csv), measured memory (measured_memory_dev.csv
 and the MoE rows with a measured peak), and the fit labels (tests/fixtures/fit_labels: published recipes read
-through `perfmodel import`; their sources are listed at the end). Each expressible row is priced by
-`perfmodel.estimate` and given its verdict (cost.memory_fit.memory_verdict: fits, tight when the device's room lies
+through `perfmodel import`; their sources are listed at the end). Each expressible row is priced from its memory
+alone (`cost.memory_fit.plan_fit`, what `perfmodel.estimate` reports without timing the step; --check prices the full
+estimate too and stops where they differ) and given its verdict (cost.memory_fit.memory_verdict: fits, tight when the device's room lies
 inside the band of the reserved estimate, does not fit when even the band's lower end is past it).
 
 Prints per set: rows, expressible, fits / tight / does not fit, the share said not to fit and the tight share; then
@@ -29,6 +30,7 @@ from devset import DEFAULT_CSV, MOE_CSV, SMALL_CSV, TPU_AMD_CSV
 from measured_memory import DENSE_CSV, table
 from perfmodel import estimate
 from perfmodel.calibrate.memory_band import band_of, held_out_share, residual_rows
+from perfmodel.cost.memory_fit import plan_fit
 from perfmodel.errors import InputError
 from perfmodel.validate.fit_labels import load_fit_labels
 from perfmodel.published.memory_peaks import memory_cases
@@ -41,24 +43,26 @@ GiB = 2**30
 PARTS = ("weights", "gradients", "optimizer", "activations", "transient")
 
 
-def verdicts(name: str, cases) -> pd.DataFrame:
+def verdicts(name: str, cases, check: bool = False) -> pd.DataFrame:
     """One line per case: set, row_id, group, system, model, stack, verdict ('' where not expressible) and the
-    reserved estimate, its band's ends, the room (GiB), the largest part, or the reason it is not expressible."""
+    reserved estimate, its band's ends, the room (GiB), the largest part, or the reason it is not expressible. The
+    verdict from memory alone (cost.memory_fit.plan_fit, as a search prunes); with `check`, also from the full
+    estimate, which must agree."""
     out = []
     for c in cases:
         r = dict(set=name, row_id=c.row_id, group=c.group, reason=c.reason, verdict="")
         if not c.reason:
             try:
-                e = estimate(c.model, c.system, c.plan)
+                f = plan_fit(c.model, c.system, c.plan)
+                if check and estimate(c.model, c.system, c.plan).memory_verdict != f["verdict"]:
+                    raise AssertionError(f"{c.row_id}: plan_fit and estimate disagree")
             except InputError as err:
                 r["reason"] = f"estimate: {err}"
             else:
-                m = e.memory_bytes
-                parts = {k: getattr(m, k) for k in PARTS}
-                r.update(verdict=e.memory_verdict, system=c.system.name, model=c.model.name[:30], stack=c.plan.stack,
-                         gpus=e.gpus, reserved=m.reserved / GiB, low=e.memory_band_low_bytes / GiB,
-                         high=e.memory_band_high_bytes / GiB, room=e.memory_room_bytes / GiB,
-                         host=m.host / GiB, largest=max(parts, key=parts.get))
+                parts = {k: f[k] for k in PARTS}
+                r.update(verdict=f["verdict"], system=c.system.name, model=c.model.name[:30], stack=f["stack"],
+                         gpus=f["gpus"], reserved=f["reserved"] / GiB, low=f["low"] / GiB, high=f["high"] / GiB,
+                         room=f["room"] / GiB, host=f["host"] / GiB, largest=max(parts, key=parts.get))
         out.append(r)
     return pd.DataFrame(out)
 
@@ -97,14 +101,16 @@ def memory_accuracy() -> tuple[pd.DataFrame, pd.DataFrame]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", action="store_true", help="list the tight rows too")
+    ap.add_argument("--check", action="store_true", help="also price every row with the full estimate and stop where "
+                                                         "its verdict differs from the memory-only one")
     a = ap.parse_args(argv)
     pd.set_option("display.width", 250)
     pd.set_option("display.max_rows", 1000)
     memory = [c for c in memory_cases(DENSE_CSV, MOE_CSV)]
     labels = load_fit_labels()
-    df = pd.concat([verdicts("dense", load_cases(DEFAULT_CSV)), verdicts("small-scale", load_small_cases(SMALL_CSV)),
-                    verdicts("MoE", load_moe_cases(MOE_CSV)), verdicts("TPU/AMD", load_tpu_amd_cases(TPU_AMD_CSV)),
-                    verdicts("measured memory", memory), verdicts("fit labels", labels)], ignore_index=True)
+    sets = {"dense": load_cases(DEFAULT_CSV), "small-scale": load_small_cases(SMALL_CSV), "MoE": load_moe_cases(MOE_CSV),
+            "TPU/AMD": load_tpu_amd_cases(TPU_AMD_CSV), "measured memory": memory, "fit labels": labels}
+    df = pd.concat([verdicts(k, v, a.check) for k, v in sets.items()], ignore_index=True)
     print("fit verdicts on runs that ran (every row below ran: 'does not fit' is false)\n")
     print(counts(df).to_string(float_format=lambda x: f"{x:.1f}"))
     fmt = lambda x: f"{x:.1f}"

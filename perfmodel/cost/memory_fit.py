@@ -8,7 +8,10 @@ import numpy as np
 
 from ..errors import InputError
 from ..spec.hardware import DEFAULT_HEADROOM, GiB, System
+from ..spec.plan import resolve
 from ..spec.stack import MemoryBand, load_stack
+from .layouts import Layouts
+from .memory import stage_memory
 
 
 def memory_budget(system: System, headroom: float = DEFAULT_HEADROOM) -> float:
@@ -55,3 +58,20 @@ def memory_verdict(reserved, budget: float, limit: float, host=0.0, host_room: f
     r = np.asarray(reserved)
     device = np.where(r <= budget, VERDICTS[0], np.where(r <= limit, VERDICTS[1], VERDICTS[2]))
     return np.where(np.asarray(host) > host_room, VERDICTS[2], device)
+
+
+def plan_fit(model, system: System, plan, headroom: float = DEFAULT_HEADROOM) -> dict:
+    """The fit verdict of `plan` (resolved here) from its memory alone, without timing the step, as a search prunes
+    before it times the rest: the fullest stage's views (`cost.memory.stage_memory`) against `memory_limits`.
+    `estimate` reports the same verdict with the step's timing. Returns bytes: verdict, reserved, low and high (the
+    band's ends), room (capacity - runtime), host, and the parts (weights, gradients, optimizer, activations,
+    transient)."""
+    plan = resolve(plan, model, system)
+    mem, _ = stage_memory(model, system, Layouts.from_plan(plan))
+    budget, limit = memory_limits(system, plan.stack, headroom)
+    room = memory_budget(system, 0.0)
+    r = float(mem["reserved"][0])
+    out = {k: float(mem[k][0]) for k in ("weights", "gradients", "optimizer", "activations", "transient", "host")}
+    return dict(out, verdict=str(memory_verdict(r, budget, limit, out["host"], host_limit(system))), reserved=r,
+                low=r * room / limit, high=r * room * (1 - headroom) / budget, room=room, stack=plan.stack,
+                gpus=plan.gpus)
