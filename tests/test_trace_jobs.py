@@ -10,6 +10,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from perfmodel.calibrate.from_trace import calibrate_from_trace
@@ -59,7 +60,12 @@ def independent_gemm_seconds(path: Path) -> float:
              and e["name"].startswith("ProfilerStep#")]
     launch = {e["args"]["correlation"]: (e["ts"], e.get("tid")) for e in ev
               if e.get("cat") in ("cuda_runtime", "cuda_driver") and "Launch" in e["name"]}
-    ops = [e for e in ev if e.get("cat") == "cpu_op"]
+    ops: dict = {}  # thread -> its operators' names, starts, ends and durations, in the trace's order
+    for e in ev:
+        if e.get("cat") == "cpu_op":
+            ops.setdefault(e.get("tid"), []).append((e["name"], e["ts"], e["ts"] + e["dur"], e["dur"]))
+    ops = {tid: ([o[0] for o in rows], *(np.array([o[i] for o in rows]) for i in (1, 2, 3)))
+           for tid, rows in ops.items()}
     total = 0.0
     for k in ev:
         if k.get("cat") != "kernel" or not GEMM_WORDS.search(k["name"]) or NOT_GEMM.search(k["name"]):
@@ -67,9 +73,11 @@ def independent_gemm_seconds(path: Path) -> float:
         at, tid = launch[k["args"]["correlation"]]
         if not any(a <= at < b for a, b in steps):
             continue
-        owner = min((o for o in ops if o.get("tid") == tid and o["ts"] <= at < o["ts"] + o["dur"]),
-                    key=lambda o: o["dur"], default=None)
-        if owner is None or "conv" not in owner["name"]:
+        # the owner: the shortest operator of the launching thread running at the launch (the first of equals)
+        names, t0, t1, dur = ops.get(tid, ([], np.empty(0), np.empty(0), np.empty(0)))
+        running = np.flatnonzero((t0 <= at) & (at < t1))
+        owner = names[running[np.argmin(dur[running])]] if running.size else None
+        if owner is None or "conv" not in owner:
             total += k["dur"]
     return total * 1e-6 / len(steps)
 
