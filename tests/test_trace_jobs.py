@@ -107,9 +107,11 @@ def test_job_efficiency_without_shapes_is_the_plans_flops_over_seconds_at_peak(n
              and e["name"].startswith("ProfilerStep#")]
     mms = [e for e in ev if e.get("name") in ("aten::mm", "aten::addmm") and any(a <= e["ts"] < b for a, b in steps)]
     shaped = 0.0
-    for e in mms:  # the innermost: an addmm that dispatched to an mm holds it
-        if not any(o is not e and o["tid"] == e["tid"] and e["ts"] <= o["ts"] and o["ts"] + o["dur"] <= e["ts"] + e[
-                "dur"] for o in mms):
+    tid, t0, t1 = (np.array(v) for v in zip(*[(e["tid"], e["ts"], e["ts"] + e["dur"]) for e in mms]))
+    for i, e in enumerate(mms):  # the innermost: an addmm that dispatched to an mm holds it
+        inner = (tid == e["tid"]) & (t0[i] <= t0) & (t1 <= t1[i])
+        inner[i] = False  # another operator than itself
+        if not inner.any():
             (m, k), (_, n) = [d for d in e["args"]["Input Dims"] if len(d) == 2][-2:]  # addmm: bias, x, W^T
             shaped += 2.0 * m * n * k
     assert shaped / len(steps) == pytest.approx(by_hand, rel=1e-12)
