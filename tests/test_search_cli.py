@@ -3,10 +3,12 @@ round trip through a plan file, and one-line errors with exit code 2 that leave 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import pandas as pd
@@ -22,6 +24,23 @@ PREDICT = ["predict", "--model", "llama-3-8b", "--hardware", "dgx-h100", "--gpus
 
 def run(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "perfmodel", *argv], capture_output=True, text=True, timeout=120)
+
+
+def run_here(*argv: str) -> subprocess.CompletedProcess:
+    """`run` without the process: perfmodel.cli.main.main in this one (as `python -m perfmodel` calls it), for tests
+    of what a file holds rather than of the process boundary (which test_bad_search_and_plan_input keeps)."""
+    from perfmodel.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(list(argv))
+        except SystemExit as e:  # argparse, as the process would exit
+            rc = 0 if e.code is None else e.code
+        except Exception:  # noqa: BLE001 - what the process would print as a traceback
+            rc = 1
+            err.write(traceback.format_exc())
+    return subprocess.CompletedProcess(["perfmodel", *argv], rc, out.getvalue(), err.getvalue())
 
 
 def one_line_error(p: subprocess.CompletedProcess) -> str:
@@ -130,10 +149,10 @@ def _edited(tmp_path, src, edit) -> Path:
     (lambda d: d["placements"][1]["split"].update(nonsense=["tp"]), ["'nonsense'", "valid: batch, seq"]),
 ])
 def test_edited_plan_files_are_refused(tmp_path, saved, edit, needles):
-    line = one_line_error(run("predict", "--plan", str(_edited(tmp_path, saved, edit))))
+    line = one_line_error(run_here("predict", "--plan", str(_edited(tmp_path, saved, edit))))
     for n in needles:
         assert n in line, line
-    line = one_line_error(run("export", str(_edited(tmp_path, saved, edit)), "--to", "megatron"))
+    line = one_line_error(run_here("export", str(_edited(tmp_path, saved, edit)), "--to", "megatron"))
     assert needles[0] in line
 
 

@@ -58,11 +58,12 @@ def test_summary_agrees_with_an_independent_count_of_the_same_events(files):
     s = summarize(load_traces(paths))
     assert s.ranks == len(files)
     evs = [events(p) for p in paths]
-    launches = [e["dur"] for ev in evs for e in ev if e["name"] in LAUNCH_CALLS and inside(e["ts"], steps_of(ev))]
+    steps = [steps_of(ev) for ev in evs]  # each file's steps, found once (not once per event)
+    launches = [e["dur"] for ev, st in zip(evs, steps) for e in ev if e["name"] in LAUNCH_CALLS and inside(e["ts"], st)]
     assert s.launch_s == pytest.approx(np.mean(launches) * 1e-6, rel=0.02)
     assert s.gpu_busy_fraction == pytest.approx(np.mean([independent_busy(ev) for ev in evs]), rel=0.02)
-    kernels = sum(1 for ev in evs for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
-                  and inside(e["ts"], steps_of(ev)))
+    kernels = sum(1 for ev, st in zip(evs, steps) for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+                  and inside(e["ts"], st))
     assert sum(c.count for c in s.kernels.values()) * s.steps * s.ranks == pytest.approx(kernels)
     assert 0 <= s.host_wait_fraction <= 1 - s.gpu_busy_fraction + 1e-9
 
@@ -76,9 +77,10 @@ def test_nccl_collective_bytes_are_the_record_param_comms_sizes():
     comms = {e["args"]["External id"]: e["args"] for e in ev if e["name"] == "record_param_comms"}
     sizes = {"Float": 4, "BFloat16": 2, "Half": 2, "Int": 4, "Long": 8, "Byte": 1}
     nbytes = []
+    steps = steps_of(ev)
     for e in ev:
         args = e.get("args", {})
-        if e.get("cat") == "kernel" and "AllReduce" in e["name"] and inside(e["ts"], steps_of(ev)):
+        if e.get("cat") == "kernel" and "AllReduce" in e["name"] and inside(e["ts"], steps):
             rpc = {**comms.get(args.get("External id"), {}), **args}
             nbytes.append(int(rpc["In msg nelems"]) * sizes[rpc["dtype"]])
     ar = s.collectives["all_reduce/2"]

@@ -10,6 +10,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from perfmodel.calibrate.from_trace import calibrate_from_trace
@@ -59,7 +60,12 @@ def independent_gemm_seconds(path: Path) -> float:
              and e["name"].startswith("ProfilerStep#")]
     launch = {e["args"]["correlation"]: (e["ts"], e.get("tid")) for e in ev
               if e.get("cat") in ("cuda_runtime", "cuda_driver") and "Launch" in e["name"]}
-    ops = [e for e in ev if e.get("cat") == "cpu_op"]
+    ops: dict = {}  # thread -> its operators' names, starts, ends and durations, in the trace's order
+    for e in ev:
+        if e.get("cat") == "cpu_op":
+            ops.setdefault(e.get("tid"), []).append((e["name"], e["ts"], e["ts"] + e["dur"], e["dur"]))
+    ops = {tid: ([o[0] for o in rows], *(np.array([o[i] for o in rows]) for i in (1, 2, 3)))
+           for tid, rows in ops.items()}
     total = 0.0
     for k in ev:
         if k.get("cat") != "kernel" or not GEMM_WORDS.search(k["name"]) or NOT_GEMM.search(k["name"]):
@@ -67,9 +73,11 @@ def independent_gemm_seconds(path: Path) -> float:
         at, tid = launch[k["args"]["correlation"]]
         if not any(a <= at < b for a, b in steps):
             continue
-        owner = min((o for o in ops if o.get("tid") == tid and o["ts"] <= at < o["ts"] + o["dur"]),
-                    key=lambda o: o["dur"], default=None)
-        if owner is None or "conv" not in owner["name"]:
+        # the owner: the shortest operator of the launching thread running at the launch (the first of equals)
+        names, t0, t1, dur = ops.get(tid, ([], np.empty(0), np.empty(0), np.empty(0)))
+        running = np.flatnonzero((t0 <= at) & (at < t1))
+        owner = names[running[np.argmin(dur[running])]] if running.size else None
+        if owner is None or "conv" not in owner:
             total += k["dur"]
     return total * 1e-6 / len(steps)
 
@@ -99,9 +107,11 @@ def test_job_efficiency_without_shapes_is_the_plans_flops_over_seconds_at_peak(n
              and e["name"].startswith("ProfilerStep#")]
     mms = [e for e in ev if e.get("name") in ("aten::mm", "aten::addmm") and any(a <= e["ts"] < b for a, b in steps)]
     shaped = 0.0
-    for e in mms:  # the innermost: an addmm that dispatched to an mm holds it
-        if not any(o is not e and o["tid"] == e["tid"] and e["ts"] <= o["ts"] and o["ts"] + o["dur"] <= e["ts"] + e[
-                "dur"] for o in mms):
+    tid, t0, t1 = (np.array(v) for v in zip(*[(e["tid"], e["ts"], e["ts"] + e["dur"]) for e in mms]))
+    for i, e in enumerate(mms):  # the innermost: an addmm that dispatched to an mm holds it
+        inner = (tid == e["tid"]) & (t0[i] <= t0) & (t1 <= t1[i])
+        inner[i] = False  # another operator than itself
+        if not inner.any():
             (m, k), (_, n) = [d for d in e["args"]["Input Dims"] if len(d) == 2][-2:]  # addmm: bias, x, W^T
             shaped += 2.0 * m * n * k
     assert shaped / len(steps) == pytest.approx(by_hand, rel=1e-12)

@@ -73,11 +73,16 @@ def trace_overlap(traces: list[RankTrace]) -> TraceOverlap:
     for t in traces:
         spans = [(g["kind"], g["nbytes"], g["t0"], g["t1"]) for g in t.gloo if t.in_steps(g["t0"]) and g["t1"] > g["t0"]]
         work = leaf_work(t)
-        for op in work:
-            if not any(op.t1 > a and op.t0 < b for _, _, a, b in spans):
-                outside[_key(op)].append(op.dur)
+        # which operators overlap each span, as arrays (a span-by-operator loop in Python took seconds a trace)
+        t0, t1 = np.array([op.t0 for op in work], float), np.array([op.t1 for op in work], float)
+        beside_any = np.zeros(len(work), bool)
         for kind, nbytes, a, b in spans:
-            windows.append((kind, nbytes, a, b, [op for op in work if op.t1 > a and op.t0 < b]))
+            hit = np.flatnonzero((t1 > a) & (t0 < b))
+            beside_any[hit] = True
+            windows.append((kind, nbytes, a, b, [work[i] for i in hit]))
+        for op, hit in zip(work, beside_any):
+            if not hit:
+                outside[_key(op)].append(op.dur)
     if not windows:
         return TraceOverlap(None, why=f"no gloo collective in the trace ({len(traces)} rank(s))")
     alone_mean = {k: float(np.mean(v)) for k, v in outside.items()}
