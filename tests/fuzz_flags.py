@@ -236,6 +236,21 @@ def recompute_modules(valid=("core_attn", "mlp", "layernorm"), **kw) -> Kind:
     return Kind([v for v in fixed if bad(v)], more, extra=("--recompute", "selective"), **kw)
 
 
+def offload_modules(**kw) -> Kind:
+    """--offload-modules: a list with a name that is no offloadable module (argparse refuses it;
+    perfmodel.spec.offload_rules.OFFLOAD_MODULES)."""
+    from perfmodel.spec.offload_rules import OFFLOAD_MODULES
+
+    def bad(s: str) -> bool:
+        return any(p.strip() not in OFFLOAD_MODULES for p in s.split(","))
+
+    fixed = ["", ",", "core_attn,", ",attn_proj", "bogus", "core_attn,,attn_proj", "CORE_ATTN", "core-attn",
+             "core_attn attn_proj", "core_attn;attn_proj", "mlp"]
+    names = st.sampled_from([*OFFLOAD_MODULES, "mlp", "layernorm"])
+    more = st.one_of(st.lists(names | TEXT, min_size=1, max_size=4).map(",".join), TEXT).filter(bad)
+    return Kind([v for v in fixed if bad(v)], more, **kw)
+
+
 def tensor_list(valid: tuple, fixed: list, others: list, **kw) -> Kind:
     """--recompute-saved / --recompute-offloaded with --recompute names: a list with a name that is not among
     `valid` (argparse refuses it)."""
@@ -460,10 +475,13 @@ def _plan_flags(cmd: str) -> dict:
             "--recompute-modules": recompute_modules(),
             "--recompute-saved": recompute_saved(),
             "--recompute-offloaded": recompute_offloaded(),
-            "--loss-chunks": count(), "--host": host_in(),
+            "--loss-chunks": count(), "--host": host_in(), "--offload-modules": offload_modules(),
+            # gpt2-124m has 12 layers: 12 or more offloaded is a count, but every layer (Megatron-Core refuses N >= L)
+            "--activation-offload-layers": count(extra=("--recompute", "none")),
             # gpt2-124m has 12 layers: 13 is a count, but too many
             "--recompute-num-layers": count(extra=("--recompute", "full"))}
     out["--recompute-num-layers"].fixed += ["13", "1000"]
+    out["--activation-offload-layers"].fixed += ["12", "1000"]
     out["--lora-rank"].fixed += ["769"]
     out["--stack"] = stack_in()
     out |= {"--config": config_in(base=f"{cmd}-config"), "--name": name(base=f"{cmd}-config")}

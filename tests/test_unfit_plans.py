@@ -9,7 +9,10 @@ import io
 import json
 from pathlib import Path
 
+import pytest
+
 from perfmodel.cli.main import main
+from perfmodel.spec.stack import load_stack
 
 GiB = 2**30
 # Llama 3.1 405B on 8 H100s at tp 8: 16 B/param of weights, gradients and Adam state over 8 devices alone is ~760 GiB
@@ -40,10 +43,13 @@ def test_predict_save_plan_writes_a_plan_that_does_not_fit(tmp_path):
     parts = {k: mem[k] for k in ("weights", "gradients", "optimizer", "activations", "transient")}
     big = max(parts, key=parts.get)
     assert f"{big} ({parts[big] / GiB:.1f} GiB) the largest part" in line[0]
-    # short by: reserved less what the allocator can reserve, the budget before the headroom
+    # short by: the band's lower end of reserved, reserved * (1 + low), less what the allocator can reserve
     e = json.loads(out)
-    short = (mem["reserved"] - e["memory_budget_bytes"] / (1 - e["memory_headroom"])) / GiB
-    assert f"short by {short:.1f} GiB" in line[0]
+    low = load_stack(e["plan"]["stack"]).memory_band["reserved"].low
+    room = e["memory_room_bytes"]
+    assert room == pytest.approx(e["memory_capacity_bytes"] - mem["runtime"])
+    short = (mem["reserved"] * (1 + low) - room) / GiB
+    assert f"short by {short:.1f} GiB beyond the band" in line[0]
 
 
 def test_strict_refuses_in_one_line_and_writes_nothing(tmp_path):
