@@ -31,7 +31,7 @@ from . import comm as C
 from .launch_queue import layer_calls
 from .layouts import Layouts
 from .memory import MEMORY_PARTS, stage_memory
-from .memory_fit import VERDICTS, memory_budget, memory_verdict, reserved_band
+from .memory_fit import VERDICTS, band_ends, memory_budget, memory_verdict, reserved_band
 from .mesh import Mesh
 from .sharded import Comm
 from .stages import UNITS, Stages
@@ -90,7 +90,7 @@ def memory_note(memory: MemoryBreakdown, step: Step, stage: str, fits: bool, roo
     big = max(parts, key=parts.get)
     why = f"{big} ({parts[big] / GiB:.1f} GiB of {memory.allocated / GiB:.1f} allocated) decide it"
     r = memory.reserved
-    low, high = r * room / step.limit, r * room * (1 - step.headroom) / step.budget  # r (1 + low), r (1 + high)
+    low, high = band_ends(r, room, step.budget, step.limit, step.headroom)
     keep = f" less the {step.headroom:.0%} headroom" if step.headroom else ""
     if fits:
         return (f"tight: the {stage} stage reserves {r / GiB:.1f} GiB, {low / GiB:.1f}-{high / GiB:.1f} GiB with the "
@@ -277,8 +277,8 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
         hfu=hflops / (step_s * gpus * peak), mfu_peak_dtype=step.peak_dtype,
         fits_in_memory=fits, memory_verdict=verdict, memory_capacity_bytes=cap, memory_headroom=step.headroom,
         memory_budget_bytes=step.budget, memory_free_bytes=step.budget - membd.memory_bytes.reserved,
-        memory_room_bytes=room, memory_band_low_bytes=reserved * room / step.limit,
-        memory_band_high_bytes=reserved * room * (1 - step.headroom) / step.budget,
+        memory_room_bytes=room, **dict(zip(("memory_band_low_bytes", "memory_band_high_bytes"),
+                                           band_ends(reserved, room, step.budget, step.limit, step.headroom))),
         memory_band_source=reserved_band(plan.stack).source,
         memory_stage=mem_stage, memory_rank=membd.ranks, memory_bytes=membd.memory_bytes, memory_ranks=ranks,
         time_s=time_s, host=host_summary(model, system, plan, step, time_s, i), host_s=host_s, host_bound=host_s >= time_s.total - time_s.host - time_s.overhead > 0,

@@ -44,6 +44,13 @@ def memory_limits(system: System, stack: str | None, headroom: float = DEFAULT_H
     return memory_budget(system, headroom) / (1.0 + band.high), memory_budget(system, 0.0) / (1.0 + band.low)
 
 
+def band_ends(reserved, room: float, budget: float, limit: float, headroom: float) -> tuple:
+    """(reserved * (1 + low), reserved * (1 + high)), bytes: the band's ends around a reserved estimate, read back
+    from `memory_limits`' budget = room (1 - headroom) / (1 + high) and limit = room / (1 + low), `room` being
+    capacity - runtime (`memory_budget` with no headroom)."""
+    return reserved * room / limit, reserved * room * (1 - headroom) / budget
+
+
 def host_limit(system: System) -> float:
     """Bytes of host memory per device that offloaded tensors may fill (System.host; none without a host link)."""
     return system.host.memory_gib * GiB if system.host is not None else 0.0
@@ -73,5 +80,5 @@ def plan_fit(model, system: System, plan, headroom: float = DEFAULT_HEADROOM) ->
     r = float(mem["reserved"][0])
     out = {k: float(mem[k][0]) for k in ("weights", "gradients", "optimizer", "activations", "transient", "host")}
     return dict(out, verdict=str(memory_verdict(r, budget, limit, out["host"], host_limit(system))), reserved=r,
-                low=r * room / limit, high=r * room * (1 - headroom) / budget, room=room, stack=plan.stack,
+                **dict(zip(("low", "high"), band_ends(r, room, budget, limit, headroom))), room=room, stack=plan.stack,
                 gpus=plan.gpus)
