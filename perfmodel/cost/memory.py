@@ -27,7 +27,6 @@ from ..spec.operators import (
 from ..spec.plan import Plan
 from ..spec.stack import load_stack
 from .act_offload import host_activations, module_ops, moe_offloaded_bytes
-from .compression import GRAD_BYTES
 from .frozen import adapter_params, unkept_linears
 from .stack_kept import eager_kept_bytes, pipeline_buffer_bytes
 from .kernels import GEMM_INPUT_BYTES, narrow_bytes, saved_input_bytes

@@ -7,7 +7,6 @@ from typing import Literal
 from pydantic import Field
 
 from ..errors import Flag, Real, Schema
-from .hardware import DEFAULT_HEADROOM
 
 LEGACY_HEADROOM = 0.10  # the fit test's headroom before plan files recorded it (and before the band, 2026-11-28)
 from .plan import Plan
