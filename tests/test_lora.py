@@ -18,7 +18,8 @@ from perfmodel import Plan, estimate, load_hardware, load_model
 from perfmodel.cost.flops import attention_flops_per_token, matmul_params, model_flops_per_token
 from perfmodel.cost.frozen import adapter_params
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.memory import GRAD_BYTES, layer_activation_bytes, recomputed_share
+from perfmodel.cost.compression import GRAD_BYTES
+from perfmodel.cost.memory import layer_activation_bytes, recomputed_share
 from perfmodel.errors import InputError
 from perfmodel.spec.finetune import LoRA
 from perfmodel.spec.plan import resolve
