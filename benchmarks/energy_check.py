@@ -35,7 +35,7 @@ def node_check() -> pd.DataFrame:
                                                  zero=1))
     rows = []
     for label, act in (("every device busy", 1.0),
-                       ("Llama-3-8B, 8 x H100, dp 8", activity(dense.time_s.model_dump(), p.comm_share))):
+                       ("Llama-3-8B, 8 x H100, dp 8", activity(p, dense.time_s.model_dump(), dense.clock.clock if dense.clock else 1.0))):
         kw = 8 * device_power_w(p, act) / 1e3
         rows.append({"case": label, "activity": act, "model_kW": kw, "measured_kW": MLPERF_NODE_KW,
                      "error": kw / MLPERF_NODE_KW - 1})

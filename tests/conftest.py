@@ -82,6 +82,13 @@ def dgx_h100():
 
 
 @pytest.fixture(scope="session")
+def dgx_h100_fixed_clock(dgx_h100):
+    """dgx-h100 without its power model: a mechanism test that compares two estimates compares them at one clock (the
+    power model moves the clock with the step's mix: tests/test_power.py)."""
+    return dgx_h100.model_copy(update={"accelerator": dgx_h100.accelerator.model_copy(update={"power": None})})
+
+
+@pytest.fixture(scope="session")
 def predict_cli():
     """`python -m perfmodel predict ARGS` as a user runs it: the CompletedProcess (returncode, stdout, stderr)."""
     def run(*args) -> subprocess.CompletedProcess:

@@ -18,6 +18,9 @@ _DGX = load_hardware("dgx-h100")
 # the ring formulas on the tier's own efficiency and latency: dgx-h100 without its measured per-group NCCL fits
 # (those are checked in tests/test_nccl_tables.py)
 H100 = _DGX.on_datasheet(gemms=False)
+# ... at the tables' clock: the formulas at a fixed clock (the power model's clock moves with the step's mix: a
+# pipeline's bubble or an exposed collective lowers its mean power: tests/test_power.py)
+H100 = H100.model_copy(update={"accelerator": H100.accelerator.model_copy(update={"power": None})})
 NVL_BW = 450e9 * 0.80  # dgx-h100 nvlink: 450 GB/s per direction x collective efficiency 0.80
 NVL_LAT = 3.4e-6
 IB_BW = 50e9 * 0.90  # 400 Gb/s NDR per GPU x 0.90

@@ -48,14 +48,17 @@ def test_gpt2_lm_head_runs_at_the_measured_unaligned_rates(no_host):
     rates = H100.accelerator.unaligned_matmul_tflops
     assert rates == {"forward": 97.6, "input_grad": 142.3, "weight_grad": 150.8}
     plan = dict(gpus=1, micro_batch=8, global_batch=8, seq_len=1024)
-    torch_ = estimate(GPT2, H100, Plan(**plan, stack="plain-torch"))
+    # at the rates' own clock: the power model's clock for this step divides every GEMM alike (tests/test_power.py)
+    fixed = H100.model_copy(update={"accelerator": H100.accelerator.model_copy(update={"power": None})})
+    torch_ = estimate(GPT2, fixed, Plan(**plan, stack="plain-torch"))
+    assert torch_.time_s.total < estimate(GPT2, H100, Plan(**plan, stack="plain-torch")).time_s.total
     flops = 2 * 8192 * 50257 * 768
     head = _op(torch_, "lm_head")
     assert head.fwd_s == pytest.approx(flops / 97.6e12, rel=1e-6)
     assert head.bwd_s == pytest.approx(flops / 142.3e12 + flops / 150.8e12, rel=1e-6)
     assert "alignment-1" in head.priced_by
     # Megatron-LM pads the vocabulary to a multiple of 128 x tp (50304 rows): the aligned table kernels, > 5x faster
-    mega = _op(estimate(GPT2, H100, Plan(**plan, stack="megatron-core")), "lm_head")
+    mega = _op(estimate(GPT2, fixed, Plan(**plan, stack="megatron-core")), "lm_head")
     assert "alignment-1" not in mega.priced_by and mega.fwd_s < head.fwd_s / 5
     assert mega.fwd_flops == pytest.approx(2 * 8192 * 50304 * 768)
 
@@ -189,16 +192,17 @@ def test_expert_gemms_take_the_measured_grouped_slowdown(no_host):
     routed tokens (balanced): forward x 1.117, input gradient x 1.114, weight gradient x 1.248 over the dense
     pricing; fp8 keeps the dense pricing (no grouped fp8 kernel of the stacks' kind measured)."""
     model = load_model("gpt-oss-120b")
-    plain = H100.model_copy(update={"accelerator": H100.accelerator.model_copy(
+    h100 = H100.model_copy(update={"accelerator": H100.accelerator.model_copy(update={"power": None})})  # one clock
+    plain = h100.model_copy(update={"accelerator": h100.accelerator.model_copy(
         update={"grouped_gemm_slowdown": None})})
     plan = Plan(gpus=8, ep=8, micro_batch=1, global_batch=8, seq_len=4096, stack="megatron-core")
-    measured, dense = (_op(estimate(model, hw, plan), "experts_in") for hw in (H100, plain))
+    measured, dense = (_op(estimate(model, hw, plan), "experts_in") for hw in (h100, plain))
     assert "grouped-GEMM slowdown" in measured.priced_by and "grouped" not in dense.priced_by
     assert measured.fwd_s == pytest.approx(dense.fwd_s * 1.117, rel=1e-6)
     # the backward is the input and weight gradients, each at its own ratio: between the two
     assert dense.bwd_s * 1.114 < measured.bwd_s < dense.bwd_s * 1.248
     fp8 = plan.model_copy(update={"precision": "fp8"})
-    assert _op(estimate(model, H100, fp8), "experts_in").fwd_s == pytest.approx(
+    assert _op(estimate(model, h100, fp8), "experts_in").fwd_s == pytest.approx(
         _op(estimate(model, plain, fp8), "experts_in").fwd_s)
 
 
@@ -256,10 +260,13 @@ def test_eager_autocast_keeps_an_fp32_stream_and_torch_reduces_bias_gradients(no
     assert _op(nano, "norm1").fwd_s == pytest.approx(_op(eager, "norm1").fwd_s, rel=1e-6)
 
 
-def test_hopper_sustained_fraction_is_the_measured_gemm_loop_over_the_table():
-    """dgx-h200's and dgx-h100's sustained_fraction is the lent H200's bf16 8192^3 GEMM run back to back at the 700 W
-    limit (benchmarks/sustained_clock.py, the last quarter of 75 s) over the H200 kernel table's rate for the same
-    shape: 654 / 806 TFLOP/s. The A100 (400 W) keeps its end-to-end 0.89; GH200 (another power limit) too."""
+def test_hopper_loop_clock_is_the_measured_gemm_loop_over_the_table():
+    """dgx-h200's and dgx-h100's power model prices a GEMM looping alone at the lent H200's bf16 8192^3 GEMM run back
+    to back at the 700 W limit (benchmarks/sustained_clock.py, the last quarter of 75 s) over the H200 kernel table's
+    rate for the same shape: 654 / 806 TFLOP/s (cost.power.loop_clock). The A100 (400 W) keeps its end-to-end 0.89
+    and no power model; GH200 (another power limit) too."""
+    from perfmodel.cost.power import loop_clock
+
     import json
     import sys
 
@@ -272,9 +279,10 @@ def test_hopper_sustained_fraction_is_the_measured_gemm_loop_over_the_table():
     assert table_tflops == pytest.approx(806, abs=1) and table_rate("dgx-a100-40gb", 8192) is None
     ratio = run["steady_tflops"] / table_tflops
     for name in ("dgx-h200", "dgx-h100"):
-        assert load_hardware(name).efficiency.sustained_fraction == pytest.approx(ratio, abs=0.005)
-    assert load_hardware("dgx-a100-80gb").efficiency.sustained_fraction == 0.89
-    assert load_hardware("gh200").efficiency.sustained_fraction == 0.89
+        assert loop_clock(load_hardware(name).accelerator.power) == pytest.approx(ratio, abs=0.005)
+    for name in ("dgx-a100-80gb", "gh200"):
+        assert load_hardware(name).efficiency.sustained_fraction == 0.89
+        assert load_hardware(name).accelerator.power is None
     class Out:  # nvidia-smi's csv rows as the script reads them, a malformed one skipped
         stdout = type("S", (), {"read": lambda self: "2026/11/27 13:40:01.000, 1434, 691.2, 59\nbad line\n"})()
 

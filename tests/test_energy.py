@@ -18,64 +18,71 @@ MODEL, SYSTEM = "llama-3-8b", "dgx-h100"
 
 
 def test_defaults_are_shares_of_the_datasheet_board_power():
-    p = power_for(load_hardware(SYSTEM))
-    # H100 SXM: 700 W board power; idle 10% (~70 W), host 10% (Patterson et al. 2021: 330 W per 300 W V100)
-    assert (p.board_w, p.idle_w, p.host_w, p.comm_share, p.pue) == pytest.approx((700, 70, 70, 0.5, 1.1))
+    """A part without a power model (A100): its TDP and the module's shares of it."""
+    p = power_for(load_hardware("dgx-a100-80gb"))
+    # A100 SXM: 400 W board power; idle 10%, host 10% (Patterson et al. 2021: 330 W per 300 W V100)
+    assert (p.board_w, p.idle_w, p.host_w, p.comm_share, p.pue) == pytest.approx((400, 40, 40, 0.5, 1.1))
     assert "datasheet" in p.sources["board_w"] and "Patterson" in p.sources["host_w"]
+    assert (p.model.compute_w, p.model.memory_w, p.model.comm_w) == (400, 400, 220)
     assert power_for(load_hardware("tpu-v5p")) is None  # no published board power
     q = power_for(load_hardware("tpu-v5p"), board_w=400, idle_w=100, host_w=0, pue=1.2)
     assert (q.board_w, q.idle_w, q.host_w, q.pue) == (400, 100, 0, 1.2) and q.sources["idle_w"] == "--idle-power"
 
 
-def test_power_and_energy_by_hand():
+def test_a_power_model_gives_the_draws():
+    """H100's power model (hardware_specs/accelerators/h100-sxm5-80gb.yaml): limit 700 W, waits at 142.2 W, exposed
+    communication at 307.8 W: (307.8 - 142.2) / (700 - 142.2) of the range."""
     p = power_for(load_hardware(SYSTEM))
-    time = dict(gemm=3.0, attention=1.0, memory_bound=0.5, recompute=0.0, optimizer=0.5, tp_comm=1.0, cp_comm=0.0,
-                ep_comm=0.0, pp_comm=0.5, dp_comm=0.5, zero3_comm=0.0, offload_comm=0.0, bubble=2.0, overhead=1.0,
-                total=10.0)
-    # busy 5 s, exposed communication 2 s at half the dynamic range, waiting 3 s
-    assert activity(time, 0.5) == pytest.approx((5 + 0.5 * 2) / 10)
-    assert device_power_w(p, 0.6) == pytest.approx(70 + 630 * 0.6 + 70)
-    # 8 devices: an hour at activity 0.6 and half an hour waiting (idle 70 W + host 70 W), PUE 1.1
-    want = 8 * (518 * 3600 + 140 * 1800) * 1.1 / 3.6e6
+    assert (p.board_w, p.idle_w, p.host_w) == pytest.approx((700, 142.2, 70))
+    assert p.comm_share == pytest.approx((307.8 - 142.2) / (700 - 142.2)) and p.gemm_w is None
+    assert "AIConfigurator" in p.sources["idle_w"] or "h200" in p.sources["idle_w"]
+
+
+TIME = dict(gemm=3.0, attention=1.0, memory_bound=0.5, recompute=0.0, optimizer=0.5, tp_comm=1.0, cp_comm=0.0,
+            ep_comm=0.0, pp_comm=0.5, dp_comm=0.5, zero3_comm=0.0, offload_comm=0.0, bubble=2.0, host=0.0,
+            overhead=1.0, total=10.0)
+
+
+def test_power_and_energy_by_hand():
+    p = power_for(load_hardware("dgx-a100-80gb"))
+    # compute 4 s and memory-bound 1 s at 400 W, exposed communication 2 s at 40 + 0.5 x 360 W, waiting 3 s at 40 W
+    assert activity(p, TIME) == pytest.approx(((5 * 400 + 2 * 220 + 3 * 40) / 10 - 40) / 360)
+    assert activity(p, TIME) == pytest.approx((5 + 0.5 * 2) / 10)  # the same: busy at 1, communication at 0.5
+    assert device_power_w(p, 0.6) == pytest.approx(40 + 360 * 0.6 + 40)
+    # 8 devices: an hour at activity 0.6 and half an hour waiting (idle 40 W + host 40 W), PUE 1.1
+    want = 8 * (296 * 3600 + 80 * 1800) * 1.1 / 3.6e6
     assert facility_kwh(p, 8, 3600, 0.6, 1800) == pytest.approx(want, rel=1e-12)
 
 
 def test_gemm_time_draws_the_parts_measured_gemm_power():
-    """B200's GEMMs of >= 1e12 FLOPs draw a median 982.5 W in bf16 of its 1,000 W (hardware_specs/kernels/
-    gemm_power.csv): GEMM time runs at (982.5 - 100) / (1000 - 100) of the dynamic range, the rest of the busy time
-    at 1; a part without a measured draw (H100) keeps the board power for GEMMs."""
-    p = power_for(load_hardware("dgx-b200"))
-    assert (p.board_w, p.idle_w, p.gemm_w) == pytest.approx((1000, 100, 982.5))
-    assert p.gemm_share == pytest.approx(882.5 / 900) and "gemm_power_w[bf16] 982.5 W" in p.sources["gemm_w"]
-    assert power_for(load_hardware("dgx-b200"), precision="fp8").gemm_w == pytest.approx(879.8)
-    time = dict(gemm=3.0, attention=1.0, memory_bound=0.5, recompute=0.0, optimizer=0.5, tp_comm=1.0, cp_comm=0.0,
-                ep_comm=0.0, pp_comm=0.5, dp_comm=0.5, zero3_comm=0.0, offload_comm=0.0, bubble=2.0, overhead=1.0,
-                total=10.0)
-    assert activity(time, 0.5, p.gemm_share) == pytest.approx((3 * 882.5 / 900 + 2 + 0.5 * 2) / 10)
-    # a board power given below the measured draw caps it
-    q = power_for(load_hardware("dgx-b200"), board_w=900)
-    assert q.gemm_w == 900 and q.gemm_share == 1.0 and "capped" in q.sources["gemm_w"]
-    h = power_for(load_hardware(SYSTEM))
-    assert h.gemm_w is None and h.gemm_share == 1.0 and h.sources["gemm_w"].startswith("board power")
-    f = forecast(MODEL, "dgx-b200", PLAN, "100B", interruption_rate=1e-15, checkpoint_interval_s=1e9)
-    t = estimate(MODEL, "dgx-b200", PLAN).time_s
-    assert f.power.gemm_w == pytest.approx(982.5)
-    act = activity(t.model_dump(), 0.5, p.gemm_share)
-    assert f.device_activity == pytest.approx(act, rel=1e-12) and act < activity(t.model_dump(), 0.5)
+    """A part without a power model but with a measured GEMM draw (B200's 982.5 W in bf16 of its 1,000 W,
+    hardware_specs/kernels/gemm_power.csv, its power model taken away): compute time at that draw, the rest of the
+    busy time at the board power; a board power given below the measured draw caps it."""
+    b200 = load_hardware("dgx-b200")
+    bare = b200.model_copy(update={"accelerator": b200.accelerator.model_copy(update={"power": None})})
+    p = power_for(bare)
+    assert (p.board_w, p.idle_w, p.gemm_w, p.model.compute_w) == pytest.approx((1000, 100, 982.5, 982.5))
+    assert "gemm_power_w[bf16] 982.5 W" in p.sources["gemm_w"]
+    assert power_for(bare, precision="fp8").gemm_w == pytest.approx(879.8)
+    watts = (4 * 982.5 + 1 * 1000 + 2 * 550 + 3 * 100) / 10
+    assert activity(p, TIME) == pytest.approx((watts - 100) / 900)
+    q = power_for(bare, board_w=900)
+    assert q.gemm_w == 900 and "capped" in q.sources["gemm_w"]
+    # with its power model the GEMM draw is the model's compute at the step's clock
+    assert power_for(b200).gemm_w is None and power_for(b200).model.compute_w > 1000
 
 
 def test_forecast_energy_by_hand_when_nothing_fails():
     """At a negligible interruption rate and a checkpoint interval far beyond the run, the wall time is the
-    compute and the energy is every device at the step's activity for that long."""
+    compute and the energy is every device at the step's power (cost.power at its clock) for that long."""
     est = estimate(MODEL, SYSTEM, PLAN)
-    t = est.time_s
-    busy = t.gemm + t.attention + t.memory_bound + t.recompute + t.optimizer
-    comm = t.tp_comm + t.cp_comm + t.ep_comm + t.pp_comm + t.dp_comm + t.zero3_comm + t.offload_comm
-    act = (busy + 0.5 * comm) / t.total
-    assert t.bubble > 0 and 0 < act < 1  # a pipeline waits in its bubble
+    t, c = est.time_s, est.clock
+    assert t.bubble > 0 and c is not None  # a pipeline waits in its bubble
+    step_w = c.energy_j / t.total
     f = forecast(MODEL, SYSTEM, PLAN, "100B", interruption_rate=1e-15, checkpoint_interval_s=1e9)
-    assert f.goodput == pytest.approx(1, abs=1e-6) and f.device_activity == pytest.approx(act, rel=1e-12)
-    watts = 70 + 630 * act + 70
+    assert f.goodput == pytest.approx(1, abs=1e-6)
+    assert f.device_activity == pytest.approx((step_w - 142.2) / (700 - 142.2), rel=1e-9)
+    watts = step_w + 70
     assert f.energy_kwh == pytest.approx(64 * watts * f.compute_s * 1.1 / 3.6e6, rel=1e-6)
     assert f.average_power_kw == pytest.approx(64 * watts * 1.1 / 1e3, rel=1e-6)
     assert f.emissions_t_co2 is None
@@ -140,14 +147,9 @@ def test_command_prints_energy_and_its_json_fields():
     assert out["energy_kwh"] > 0 and out["emissions_t_co2"] == pytest.approx(out["energy_kwh"] * 400 / 1e6)
     assert out["power"]["board_w"] == 700
     table = _cli().stdout
-    assert "MWh" in table and "a model" in table and "(GEMMs at board power)" in table
+    assert "MWh" in table and "a model" in table and "held to the limit by the clock" in table
 
 
-def test_every_part_of_a_step_is_busy_communicating_or_waiting_exactly_once():
-    from perfmodel.run.energy import BUSY_PARTS, COMM_PARTS, IDLE_PARTS
-    from perfmodel.spec.result import TimeBreakdown
-
-    parts = [*BUSY_PARTS, *COMM_PARTS, *IDLE_PARTS]
-    assert sorted(parts) == sorted(set(TimeBreakdown.model_fields) - {"total"}) and len(parts) == len(set(parts))
+def test_a_board_power_given_as_text_is_one_line():
     with pytest.raises(InputError, match="--device-power = '700'"):
         power_for(load_hardware(SYSTEM), board_w="700")

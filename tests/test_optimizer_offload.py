@@ -21,9 +21,9 @@ def plan(**kw) -> Plan:
 
 
 @pytest.fixture(scope="module")
-def pair(llama2_7b, dgx_h100):
-    """(state on the device, state in host memory) of one plan."""
-    return tuple(estimate(llama2_7b, dgx_h100, plan(optimizer_offload=x)) for x in (False, True))
+def pair(llama2_7b, dgx_h100_fixed_clock):
+    """(state on the device, state in host memory) of one plan, at one clock."""
+    return tuple(estimate(llama2_7b, dgx_h100_fixed_clock, plan(optimizer_offload=x)) for x in (False, True))
 
 
 def test_the_host_holds_the_state_and_the_device_holds_it_only_for_the_update(pair):

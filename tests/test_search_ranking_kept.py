@@ -5,8 +5,9 @@ That search priced GEMMs from the datasheet, so the jobs run here on their syste
 and NCCL fits taken away (issue 31 prices GEMMs and one-node collectives from them where a part has them: a change
 of what is computed, on purpose). Two later changes of what is computed are taken away the same way: the host's
 launch costs (issue 47: the stack's profile here has no `host`, as at df0a726), the vocabulary Megatron-LM pads to
-a multiple of 128 x tp (issue 47: `vocab_multiple` 1 here, the model's vocabulary as at df0a726) and tight plans
-(kept by the search since issue 47, which df0a726 left out: compared among the plans within the budget)."""
+a multiple of 128 x tp (issue 47: `vocab_multiple` 1 here, the model's vocabulary as at df0a726), tight plans
+(kept by the search since issue 47, which df0a726 left out: compared among the plans within the budget) and the
+power model's clock of each step's mix (issue 75: the part's `power` taken away, its fraction alone as then)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ def test_top_20_plans_and_their_numbers_are_unchanged(name, hostless):
     # 0.86: the sustained_fraction the specs held at df0a726 (the datasheet path's; benchmarks/sustained_fraction.py)
     datasheet = system.on_datasheet().model_copy(
         update={"efficiency": system.efficiency.model_copy(update={"sustained_fraction": 0.86})})
+    datasheet = datasheet.model_copy(update={"accelerator": datasheet.accelerator.model_copy(update={"power": None})})
     result = search(job["model"], datasheet, job["gpus"], job["global_batch"], job["seq_len"], stack=hostless,
                     headroom=0.10)
     after = [r for r in result.records() if not r["memory_tight"]][:20]

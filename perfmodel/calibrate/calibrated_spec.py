@@ -106,6 +106,9 @@ def build_system(template: System, fit: FitResult, m: Measurements, command: str
                       if k not in ("kernel_tables", "attention_table_kernel", "attention_backward_rate")}
     acc["kernel_tables"] = {"gemm": str(Path(gemm_table).resolve())} if gemm_table is not None else {}
     acc["attention_table_kernel"] = acc["attention_backward_rate"] = None  # the template's table goes with the rest
+    # ... and its power model: the rates measured here ran at this machine's own clocks (cost.power would lower
+    # them again); energy falls back to the board power (run.energy)
+    acc["power"] = None
     if gemm_table is not None:
         grid = table_grid(m.gemm)
         axes = [sorted({key[i] for key in next(iter(grid.values()))}) for i in range(3)]

@@ -134,5 +134,7 @@ def energy_line(f: Forecast) -> str:
     co2 = f", {f.emissions_t_co2:,.0f} t CO2" if f.emissions_t_co2 is not None else ""
     return (f"{f.energy_kwh / 1e3:,.0f} MWh{co2}  (mean {f.average_power_kw:,.0f} kW; a device at activity "
             f"{f.device_activity:.2f} between {p.idle_w:.0f} and {p.board_w:.0f} W"
-            + (f" (GEMMs at their measured {p.gemm_w:.0f} W)" if p.gemm_w is not None else " (GEMMs at board power)")
+            + (f" (GEMMs at their measured {p.gemm_w:.0f} W)" if p.gemm_w is not None
+               else f" (compute at {p.model.compute_w:.0f} W at the tables' clock, held to the limit by the clock)"
+               if p.model.compute_w > p.board_w else " (GEMMs at board power)")
             + f", host {p.host_w:.0f} W, PUE {p.pue:g}; a model)")

@@ -105,6 +105,17 @@ def host_lines(e) -> list[str]:
             f"priced beside them ({h.source}; cost.launch_queue)"]
 
 
+def clock_lines(e) -> list[str]:
+    """The clock the step's compute ran at under the board limit, and its power (spec.result.ClockPower)."""
+    c = e.clock
+    if c is None:
+        return []
+    kinds = ", ".join(f"{k} {_t(c.seconds[k])} at {c.watts[k]:.0f} W" for k in c.seconds if c.seconds[k] > 0)
+    return [f"  clock: compute at {c.clock:.3f} of the kernel tables' clock (a GEMM looping alone: {c.loop_clock:.3f}); "
+            f"mean {c.power_w:.0f} W of the {c.limit_w:.0f} W limit, {c.energy_j / 1e3:.2f} kJ per step per device "
+            f"({kinds}; cost.power)"]
+
+
 def memory_table(e: Estimate) -> list[str]:
     """The fullest rank's parts and views, then one row per pipeline stage."""
     lines = [f"Memory per device, ranks {e.memory_rank} ({e.memory_stage} stage, the fullest): parts, then views "
@@ -174,7 +185,7 @@ def estimate_table(e: Estimate) -> str:
         if v > 0:
             lines.append(f"  {k:<14}{_t(v):>12}  {_pct(v / total):>6}")
     lines.append(f"  {'total':<14}{_t(total):>12}")
-    lines += host_lines(e)
+    lines += host_lines(e) + clock_lines(e)
     lines.append("")
     lines += memory_table(e)
     lines.append("")

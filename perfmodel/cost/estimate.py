@@ -16,6 +16,7 @@ from ..spec.model import ModelConfig
 from ..spec.model_catalogue import load_model
 from ..spec.plan import Plan, resolve, split_of
 from ..spec.result import (
+    ClockPower,
     HostSummary,
     CommTime,
     Estimate,
@@ -33,6 +34,7 @@ from .layouts import Layouts
 from .memory import MEMORY_PARTS, stage_memory
 from .memory_fit import VERDICTS, band_ends, memory_budget, memory_verdict, reserved_band
 from .mesh import Mesh
+from .power import average_watts, loop_clock, phase_seconds, phase_watts, step_energy_j
 from .sharded import Comm
 from .stages import UNITS, Stages
 from .step import Step, evaluate
@@ -240,8 +242,11 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
     comms += [comm_row(c, system, plan, m, i, n) for c in step.stage_comms if on(c)]
     comms += [comm_row(c, system, plan, 1, i, n) for c in step.step_comms if on(c)]
     fast = at(step.compute_speedup)  # op times at the rate of ranks sharing a host (1 elsewhere)
-    ops = [OpTime(name=op.name, where=u, kind=op.kind, count=count[u], fwd_s=at_row(op.fwd_s) / fast,
-                  bwd_s=at_row(op.bwd_s) / fast, recompute_s=at_row(op.recompute_s(plan.recompute)) / fast,
+    clock = at(step.clock)  # compute-bound ops at the step's clock under the power limit (cost.power), from the
+    priced = 1.0 if system.accelerator.power is None else loop_clock(system.accelerator.power)  # loop's they had
+    speed = lambda op: fast * (clock / priced if op.kind in ("gemm", "attention") else 1.0)  # noqa: E731
+    ops = [OpTime(name=op.name, where=u, kind=op.kind, count=count[u], fwd_s=at_row(op.fwd_s) / speed(op),
+                  bwd_s=at_row(op.bwd_s) / speed(op), recompute_s=at_row(op.recompute_s(plan.recompute)) / speed(op),
                   fwd_flops=at_row(op.fwd_flops), formula=op.formula,
                   priced_by=op.priced_by + (", outside its grid" if item(op.outside, j, n_rows) else ""))
            for u in UNITS if count[u] for op in units.ops[u] if on_row(op)]
@@ -286,7 +291,21 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
         stage_layers=split, bottleneck_stage=bottleneck, stages=stage_times(step, i, split, model.mtp_layers),
         ops=ops, comms=comms, plan=plan,
         notes=notes_of(model, system, plan, step, fast, fits, membd.memory_bytes, mem_stage, time_s, i),
+        clock=clock_power(system, step, time_s, clock),
     )
+
+
+def clock_power(system: System, step: Step, time_s: TimeBreakdown, clock: float) -> ClockPower | None:
+    """Plan's clock and power (cost.power) from its time breakdown at that clock; None without a power model. On a
+    spec calibrated from runs the breakdown carries the fit's speeds too: the power is of the parts as reported."""
+    power = system.accelerator.power
+    if power is None:
+        return None
+    time = time_s.model_dump()
+    sec, watts = phase_seconds(time), phase_watts(power, clock)
+    return ClockPower(clock=clock, loop_clock=loop_clock(power), power_w=float(average_watts(power, time, clock)),
+                      limit_w=power.limit_w, watts={k: float(v) for k, v in watts.items()},
+                      seconds={k: float(v) for k, v in sec.items()}, energy_j=float(step_energy_j(power, time, clock)))
 
 
 def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict,

@@ -23,6 +23,7 @@ from ..spec.kernel_tables import AttentionGrid, GemmGrid, attention_grid, gemm_g
 from .grouped_gemm import grouped_passes
 from .compute import flash_attention_time, gemm_time, gemm_traffic_bytes, memory_bound_time
 from .kernel_lookup import attention_table_rate, gemm_table_time
+from .power import loop_clock
 from ..spec.global_attention import attention_parts
 from .attention_kinds import attention_head_width, indexer_flops, indexer_rate, mean_keys, model_mean_keys, per_shape
 from .layouts import Layouts, among
@@ -123,6 +124,7 @@ class Device:
     system: System
     plan: Plan | Layouts
     stack: Stack = field(init=False)  # the plan's software stack
+    fraction: float = field(init=False)  # of the tables' rates its compute-bound kernels are priced at (below)
     bf16_peak: float = field(init=False)  # sustained bf16 peak (attention)
     mem_bw: float = field(init=False)
     opt_bw: float = field(init=False)
@@ -130,14 +132,18 @@ class Device:
     def __post_init__(self):
         sysm = self.system
         self.stack = load_stack(self.plan.stack)
+        # sustained_fraction, at the clock a compute-bound loop keeps under the part's power limit where it has a
+        # power model: the step's own clock is found from there (cost.power, cost.step), its windows near it
+        power = sysm.accelerator.power
+        self.fraction = sysm.efficiency.sustained_fraction * (1.0 if power is None else loop_clock(power))
         self.bf16_peak = self.sustained_peak("bf16")
         self.mem_bw = sysm.accelerator.hbm_bandwidth * sysm.efficiency.memory_bandwidth
         opt = sysm.efficiency.optimizer_bandwidth
         self.opt_bw = self.mem_bw if opt is None else sysm.accelerator.hbm_bandwidth * opt
 
     def sustained_peak(self, dtype: str) -> float:
-        """Dense peak FLOP/s of `dtype` times the fraction a training step sustains (Efficiency.sustained_fraction)."""
-        return self.system.accelerator.peak_flops(dtype) * self.system.efficiency.sustained_fraction
+        """Dense peak FLOP/s of `dtype` times the fraction a training step sustains (`fraction`)."""
+        return self.system.accelerator.peak_flops(dtype) * self.fraction
 
     def gemm_table(self, precision: str) -> GemmGrid | None:
         """The measured GEMM table that prices `precision` on this part (`Accelerator.kernel_tables`), or None
@@ -171,7 +177,7 @@ class Device:
         """(seconds, what priced it, outside-the-table mask) for `batch` GEMMs C[m,n] = A[m,k] B[k,n].
 
         From the part's measured table where it has one for the precision (cost.kernel_lookup.gemm_table_time),
-        divided by sustained_fraction as the datasheet rate is multiplied by it (a table times a kernel alone, and
+        divided by the sustained fraction (`fraction`) as the datasheet rate is multiplied by it (a table times a kernel alone, and
         a step keeps that share of it), and floored by the traffic of all `batch` operands at `mem_bw`
         (`cost.compute.gemm_traffic_bytes`: a grouped GEMM's separate weights, which the table's one GEMM does not
         read; memory-bound, so without sustained_fraction, as on the datasheet path). Elsewhere
@@ -184,7 +190,7 @@ class Device:
         t, outside = gemm_table_time(grid, m, n, k, batch)
         floor = self.gemm_traffic_floor(m, n, k, batch, prec)
         label = grid.label + ("" if grid.dtype == prec else f" (for {prec})")
-        return np.maximum(t / self.system.efficiency.sustained_fraction, floor), label, outside
+        return np.maximum(t / self.fraction, floor), label, outside
 
     def gemm_traffic_floor(self, m, n, k, batch, precision: str):
         """Seconds to move `batch` GEMMs' operands (`gemm_traffic_bytes`) at `mem_bw`: a table GEMM's least price."""
@@ -396,7 +402,7 @@ def attention_table_op(dev: Device, grid: AttentionGrid, fwd_flops, head_dim, q_
     sustained_fraction as the table GEMMs are; the backward's FLASH_BWD_FACTOR x the FLOPs at `backward_rate`
     x the forward's rate."""
     rate, outside = attention_table_rate(grid, head_dim, q_len, work)
-    rate = rate * dev.stack.attention_speed * dev.system.efficiency.sustained_fraction
+    rate = rate * dev.stack.attention_speed * dev.fraction
     bwd_flops, bwd_rate = FLASH_BWD_FACTOR * fwd_flops, backward_rate(dev.system.accelerator)
     return Op("attention", "attention", fwd_flops / rate, bwd_flops / (rate * bwd_rate), fwd_flops,
               bwd_flops, ("full", "selective"), f"4*T*keys*head_dim*heads (causal), bwd {FLASH_BWD_FACTOR:g}x at {bwd_rate:.2f}x the rate",

@@ -54,6 +54,7 @@ from .mesh import BIT, Mesh
 from .moe import ExpertDataGroup, expert_layer_params, group_tiers
 from .operator_table import operators
 from .pipeline import pipeline_time
+from .power import at_clock, average_watts, clocked_units, loop_clock, recompute_compute_share, step_clock
 from .sharded import (
     ZERO_GROUP,
     Comm,
@@ -108,6 +109,8 @@ class Step:
     unit_host: dict[str, tuple[np.ndarray, np.ndarray]]  # unit -> host seconds launching its forward, backward
     send_host: np.ndarray  # host seconds of a stage's sends per micro-batch
     host_rates: HostRates  # what they were priced at (cost.launch_queue)
+    clock: np.ndarray  # fraction of the kernel tables' clock the compute ran at under the power limit (cost.power)
+    power_w: np.ndarray  # mean board power over the step (NaN: the part has no power model)
 
     @property
     def step_time_s(self) -> np.ndarray:
@@ -371,6 +374,22 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     # what the host dispatches per step on the slowest stage (what calibrate's host probe fits to)
     host_kernels = sum(kernels[u] * held[u] for u in UNITS) * m
     host_calls = (sum(calls_of[u] * held[u] for u in UNITS) + sends) * m + step_calls
+    # the clock the step's own mix sustains under the board limit (cost.power), before a calibration from runs
+    power, clock, watts = system.accelerator.power, np.ones(len(lay)), np.full(len(lay), np.nan)
+    if power is not None:  # priced at the loop's clock (cost.kernels.Device.fraction): from there to the step's
+        priced = loop_clock(power)
+        clock = step_clock(power, time, priced)
+        share = recompute_compute_share(time)
+        time = at_clock(time, clock / priced)
+        # the units at that clock, and the bubble of their pipeline: the stages trace to the breakdown
+        unit_time, fwd, recomputed = clocked_units(parts, fwd, share, clock / priced)
+        parts = {u: {**parts[u], "recompute": recomputed[u]} for u in UNITS}
+        device_mb = st.seconds(unit_time) + p2p
+        t_max = pick(device_mb, bottleneck)
+        t_mean_device = (sum(unit_time[u] * n for u, n in unit_counts(model).items()) + pp * p2p) / pp
+        bubble = pipeline_time(m, t_max, t_mean_device, pp, v) - m * t_max
+        time.update(bubble=bubble, total=time["total"] + bubble - time["bubble"])
+        watts = average_watts(power, time, clock)
     time = calibrated(time, system, lay.stack)
     memory, mem_kind = stage_memory(model, system, lay, st) if memory is None else memory
 
@@ -395,4 +414,4 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
                 compute_speedup=speedup + none, moe_window=per_plan(units.moe_window),
                 host_kernels=host_kernels + none, host_calls=host_calls + none, host_s=host_total + none,
                 host_rates=rates, unit_host={u: (host_f[u] + none, host_b[u] + none) for u in UNITS},
-                send_host=send_host + none)
+                send_host=send_host + none, clock=clock, power_w=watts)

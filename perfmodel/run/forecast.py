@@ -146,22 +146,24 @@ def forecast(model: ModelConfig | str, system: System | str, plan: Plan, tokens:
         check_number(flag, value, **RANGES[flag])
     check_ramp(ramp, plan)
     power = power_for(system, device_power_w, idle_power_w, host_power_w, comm_power_share, pue, plan.precision)
-    share = power.comm_share if power else 0.0
-    gemm_share = power.gemm_share if power else 1.0
     est = estimate(model, system, plan)
+
+    def act_of(e):  # a step's mean activity at its own clock (run.energy.activity, cost.power's draws)
+        return activity(power, e.time_s.model_dump(), e.clock.clock if e.clock else 1.0) if power else 0.0
+
     tokens_per_step = plan.global_batch * plan.seq_len
     compute, steps, done, active = 0.0, 0, 0.0, 0.0  # active: compute seconds x activity
     for stage in ramp or []:
         e = estimate(model, system, plan.model_copy(update={"global_batch": stage.global_batch}))
         compute, steps, done = compute + stage.steps * e.step_time_s, steps + stage.steps, \
             done + stage.steps * stage.global_batch * plan.seq_len
-        active += stage.steps * e.step_time_s * activity(e.time_s.model_dump(), share, gemm_share)
+        active += stage.steps * e.step_time_s * act_of(e)
     if done >= total:
         raise InputError(f"the ramp trains {done:.3g} tokens, not fewer than --tokens {total:.3g}; valid: a ramp "
                          "shorter than the run")
     main = math.ceil((total - done) / tokens_per_step)
     compute, steps = compute + main * est.step_time_s, steps + main
-    act = (active + main * est.step_time_s * activity(est.time_s.model_dump(), share, gemm_share)) / compute
+    act = (active + main * est.step_time_s * act_of(est)) / compute
     given = storage is not None
     storage = storage or system.storage or DEFAULT_STORAGE
     nbytes = checkpoint_bytes(model)

@@ -181,7 +181,7 @@ def _columns(lay, step, run: dict, power: Power | None) -> dict[str, np.ndarray]
     out["wall_gpu_hours_per_step"] = out["gpu_hours_per_step"] / goodput
     out["energy_kwh_per_step"] = np.full(len(lay), np.nan) if power is None else facility_kwh(
         power, lay.gpus, step.step_time_s * (1 / goodput - run["waiting_per_compute_s"]),
-        activity(step.time, power.comm_share, power.gemm_share), step.step_time_s * run["waiting_per_compute_s"])
+        activity(power, step.time, step.clock), step.step_time_s * run["waiting_per_compute_s"])
     return out
 
 

@@ -15,7 +15,7 @@ MOE_DTYPES = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp4": "fp4"}  # the
 def moe_table_s(dev: Device, plan: ServePlan, tokens: float) -> float | None:
     """One MoE layer's routed experts on one GPU from the part's measured fused-MoE table (routing, permutation,
     the gated grouped GEMMs, finalize: TensorRT-LLM's CUTLASS MoE, `cost.kernel_lookup.moe_table_time`) at the
-    model's shape and the replica's moe_tp = tp / ep, moe_ep = ep, divided by sustained_fraction as the GEMM
+    model's shape and the replica's moe_tp = tp / ep, moe_ep = ep, divided by the device's sustained fraction as the GEMM
     tables are (`cost.kernels.Device.gemm_priced`); None where the part or the shape has no table. fp8 of a model
     whose fp8 weights come in 128 x 128 blocks (`ModelConfig.fp8_weight_blocks`) reads the block-scaled kernel's
     rows (fp8_block), the per-tensor ones where its shape has none."""
@@ -28,5 +28,5 @@ def moe_table_s(dev: Device, plan: ServePlan, tokens: float) -> float | None:
         t = moe_table_time(moe_curves(table), (dtype, m.hidden, e.expert_ffn_hidden, e.top_k, e.n_experts, plan.etp,
                                                plan.ep), tokens)
         if t is not None:
-            return t / dev.system.efficiency.sustained_fraction
+            return t / dev.fraction
     return None

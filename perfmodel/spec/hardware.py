@@ -20,6 +20,7 @@ from .kernel_tables import current_spec_folder, held_name, spec_folder, table_pa
 from .network import DATASHEET_MAX, CollectiveKind, Datasheet, KindFit, Latency, NetworkTier  # noqa: F401
 from .grouped_slowdown import GroupedGemmSlowdown  # noqa: F401 - re-exported: a field of Accelerator
 from .host_cpu import HostCPU, SharedHost, load_host, resolve_host  # noqa: F401 - SharedHost re-exported
+from .power_model import PowerModel  # noqa: F401 - re-exported: a field of Accelerator
 from .host_overheads import HostCosts, HostProbe, ServingHostCosts, SustainProbe  # noqa: F401
 from .stack import NARROW_PRECISIONS, Interval  # noqa: F401
 from .stack_release import profile_of
@@ -84,7 +85,9 @@ class Accelerator(Schema):
         "rows, per pass and tokens per expert, measured on this architecture; null: not measured, grouped GEMMs "
         "priced as the dense GEMM of their rows (cost.grouped_gemm.grouped_slowdown)")
     gemm_power_w: dict[Literal["bf16", "fp8", "fp4"], Datasheet] = Field(default_factory=dict, description="W drawn "
-        "by GEMMs of >= 1e12 FLOPs per dtype (kernels/gemm_power.csv): the energy model's draw in GEMM time")
+        "by GEMMs of >= 1e12 FLOPs per dtype (kernels/gemm_power.csv), as AIConfigurator's collector read it")
+    power: PowerModel | None = Field(None, description="draw by kernel kind, board limit and clock response "
+                                     "(cost.power); null: compute at sustained_fraction alone, energy from tdp_w")
     sources: dict[str, str] = Field(default_factory=dict, description="field name -> citation")
 
     @field_validator("kernel_tables")

@@ -164,6 +164,19 @@ class HostSummary(Schema):
                                             "launches add to the step rather than run ahead of it")
 
 
+class ClockPower(Schema):
+    """The clock a step's compute ran at under the board limit and the power it drew (cost.power)."""
+
+    clock: Real = Field(description="fraction of the kernel tables' clock the compute-bound kernels ran at; the "
+                                    "time breakdown, the stages and the gemm and attention ops are at it")
+    loop_clock: Real = Field(description="the same part's clock for a compute-bound kernel looping alone")
+    power_w: Real = Field(description="mean board power of one device over the step, W")
+    limit_w: Real = Field(description="the board limit the average is held to, W")
+    watts: dict[str, Real] = Field(description="draw by kind of time (compute at this clock, memory, comm, wait), W")
+    seconds: dict[str, Real] = Field(description="the step's seconds of each kind of time")
+    energy_j: Real = Field(description="energy of one device over one step, J (sum of watts x seconds)")
+
+
 class Estimate(Schema):
     """Prediction for one training step of one plan."""
 
@@ -223,6 +236,8 @@ class Estimate(Schema):
     comms: list[CommTime]
     plan: Plan
     notes: list[str] = Field(default_factory=list)
+    clock: ClockPower | None = Field(None, description="the step's clock and power (null: the part has no power "
+                                                       "model; compute at sustained_fraction alone)")
 
 
 class Prediction(Schema):
