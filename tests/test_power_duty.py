@@ -120,6 +120,7 @@ def test_dry_run_drives_every_phase_on_cpu(tmp_path):
     """The GPU path's phases on CPU tensors (fp32 64^3 GEMM, 2 MiB adds) with a fake nvidia-smi printing a fixed
     row: ten phases in order, each plan's counts from the recorded kernel times by hand (idle-gap sleeps
     k tg (1 - d) / d), the shares from the kernels' timers, the smi rows parsed (the fake row's 700 W limit)."""
+    pytest.importorskip("torch")  # the `torch` extra; the rest of this file needs only scipy
     out = tmp_path / "dry.json"
     assert pd.main(["--dry-run", "--seconds", "0.15", "--settle", "0.05", "--cooldown", "0", "--size", "64",
                     "--mem-gib", str(2 / 1024), "--burst-ms", "0.2", "--long-on", "0.03", "--long-off", "0.03",
