@@ -114,15 +114,15 @@ MOE_MEMORY_GROUP_DEFAULTS: dict[str, dict] = {
 # - stack megatron-core (Megatron-LM), bf16, no recompute (--recompute-num-layers 0 as stated), alltoall as stated.
 # - zero 1: SimuMax's strategy files run Megatron's distributed optimizer (zero_state 1), as Megatron-LM's MoE
 #   example scripts set --use-distributed-optimizer; the rows do not state it.
-# - grad_dtype fp32: Megatron-LM's arguments.py accumulates and all-reduces bf16 gradients in fp32
-#   (accumulate_allreduce_grads_in_fp32) unless --grad-reduce-in-bf16, which the rows do not state (unlike the
-#   Megatron-Bridge performance recipes of published.moe_runs.MOE_DEFAULTS).
+# - grad_dtype fp32: Megatron-LM accumulates and all-reduces bf16 gradients in fp32 (accumulate_allreduce_grads_in_fp32)
+#   unless --grad-reduce-in-bf16, which the rows do not state (unlike published.moe_runs.MOE_DEFAULTS' Bridge recipes).
 # - 4 layers, the first dense: the notes say "DeepSeekV3 formal rows use dense_layers=1" (DeepSeek-V2's own
-#   first_k_dense_replace is 1); no multi-token-prediction module (Megatron-LM's mtp_num_layers default None; the
-#   rows name none).
+#   first_k_dense_replace is 1); no multi-token-prediction module (Megatron-LM's mtp_num_layers default None).
+# - overlap_dp_comm False: SimuMax's launcher (run_pretrain_deepseekv2.sh @4dcaae51) passes no --overlap-grad-reduce /
+#   --overlap-param-gather, both off by default (Megatron-LM 23e00ed0 arguments.py L2359, L2383): DP comm exposed.
 SIMUMAX_GROUP = "SimuMax_v1.2_B200_validation"
 SIMUMAX_DEFAULTS = dict(zero=1, recompute="none", grad_dtype="fp32", moe_dispatcher="alltoall",
-                        stack="megatron-core", precision="bf16")
+                        stack="megatron-core", precision="bf16", overlap_dp_comm=False)
 TRUNCATED_DENSE_LAYERS = 1
 
 # DeepSeek-V2 (deepseek-ai/DeepSeek-V2 config.json; no preset: model_type deepseek_v2 is not read by spec.hf_config):
