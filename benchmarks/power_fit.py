@@ -1,16 +1,19 @@
-"""The one constant the power model leaves to the development data: the share of the tables' rates a step keeps at
-full clock (`Efficiency.sustained_fraction` of a part with a power model), fitted on the dense dev set's Hopper rows.
+"""The two constants the power model leaves to the development data, fitted on the dense dev set's Hopper rows: the
+share of the tables' rates a step keeps besides its clock (`Efficiency.sustained_fraction` of a part with a power
+model) and what collectives draw (`PowerModel.comm_w`, as a share of the way from idle_w to memory_w).
 
-    python benchmarks/power_fit.py [--csv ../shared/data/published_runs_dev.csv] [--grid 0.90:1.00:0.01]
+    python benchmarks/power_fit.py [--csv ../shared/data/published_runs_dev.csv] [--grid 0.95:1.00:0.01]
+                                   [--comm 0,0.5,1]                                    (about 3 minutes)
 
 A part with a power model (spec.power_model.PowerModel) prices a step's compute at sustained_fraction of its kernel
 tables at the tables' clock, then at the clock the step's own mix sustains under its limit (cost.power). The clock is
 the power model's (measured and cited draws); what a step keeps besides, kernels interleaved with cold caches and
-short waits between them, is not measured apart on any lent GPU: it is this constant. It is fitted on every
-expressible dense dev row of a part with a power model (DGX H100: MLPerf v3.0/v3.1, MosaicML, NeMo launcher),
-minimising their MAPE over a grid, and checked leave-one-group-out: each source group predicted with the constant
-fitted to the others. The same constant is carried to the Blackwell parts (the same kind of loss, not measured
-there). Prints the grid's MAPE and signed median, the fit, and the held-out table.
+short waits between them, is not measured apart on any lent GPU: it is the first constant. What a device draws
+while it only communicates is not measured either (AIConfigurator times no collective's power): the second. Both
+are fitted on every expressible dense dev row of a part with a power model (DGX H100: MLPerf v3.0/v3.1, MosaicML,
+NeMo launcher), minimising their MAPE over a grid, and checked leave-one-group-out: each source group predicted
+with the constants fitted to the others. The same constants are carried to the Blackwell parts (not measured
+there). Prints the grid's MAPE, the fit, and the held-out table.
 """
 
 from __future__ import annotations
@@ -35,12 +38,23 @@ def powered_cases(csv: Path) -> list:
     return [c for c in load_cases(csv) if not c.reason and c.system.accelerator.power is not None]
 
 
-def errors_at(cases: list, fraction: float) -> pd.DataFrame:
-    """Each case's predicted / measured - 1 with its system's sustained_fraction set to `fraction`."""
+def with_constants(system, fraction: float, comm_share: float | None = None):
+    """`system` with sustained_fraction `fraction` and, where given, its power model's comm_w at `comm_share` of the way
+    from idle_w to memory_w."""
+    eff = system.efficiency.model_copy(update={"sustained_fraction": fraction})
+    acc = system.accelerator
+    if comm_share is not None and acc.power is not None:
+        pm = acc.power
+        acc = acc.model_copy(update={"power": pm.model_copy(update={
+            "comm_w": pm.idle_w + comm_share * (pm.memory_w - pm.idle_w)})})
+    return system.model_copy(update={"efficiency": eff, "accelerator": acc})
+
+
+def errors_at(cases: list, fraction: float, comm_share: float | None = None) -> pd.DataFrame:
+    """Each case's predicted / measured - 1 with its system's constants set (`with_constants`)."""
     rows = []
     for c in cases:
-        eff = c.system.efficiency.model_copy(update={"sustained_fraction": fraction})
-        c2 = c.__class__(**{**c.__dict__, "system": c.system.model_copy(update={"efficiency": eff})})
+        c2 = c.__class__(**{**c.__dict__, "system": with_constants(c.system, fraction, comm_share)})
         try:
             pred = float(price([c2]).predict(NEUTRAL)[0])
         except InputError:
@@ -49,37 +63,42 @@ def errors_at(cases: list, fraction: float) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def best(table: dict[float, pd.DataFrame], mask=None) -> float:
-    """The grid's fraction of least MAPE over the rows in `mask` (all where None)."""
-    mape = {f: (e if mask is None else e[mask(e)])["error"].abs().mean() for f, e in table.items()}
+def best(table: dict, mask=None):
+    """The grid's (fraction, comm share) of least MAPE over the rows in `mask` (all where None)."""
+    mape = {k: (e if mask is None else e[mask(e)])["error"].abs().mean() for k, e in table.items()}
     return min(mape, key=mape.get)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
-    ap.add_argument("--grid", default="0.90:1.00:0.01", help="low:high:step of the fractions tried")
+    ap.add_argument("--grid", default="0.95:1.00:0.01", help="low:high:step of the fractions tried")
+    ap.add_argument("--comm", default="0,0.5,1", help="comm shares tried (comm_w from idle_w, 0, to memory_w, 1)")
     a = ap.parse_args(argv)
     low, high, step = (float(x) for x in a.grid.split(":"))
+    shares = [float(x) for x in a.comm.split(",")]
     cases = powered_cases(a.csv)
-    table = {round(f, 4): errors_at(cases, f) for f in np.arange(low, high + step / 2, step)}
-    print(f"{len(cases)} rows on parts with a power model ({a.csv.name})")
-    print(pd.DataFrame({f: {"MAPE %": 100 * e["error"].abs().mean(), "median err %": 100 * e["error"].median()}
-                        for f, e in table.items()}).T.to_string(float_format=lambda x: f"{x:.2f}"))
+    table = {(round(f, 4), c): errors_at(cases, f, c) for f in np.arange(low, high + step / 2, step) for c in shares}
+    print(f"{len(cases)} rows on parts with a power model ({a.csv.name}); MAPE % by sustained_fraction (rows) and "
+          f"comm share (columns)")
+    grid = pd.Series({k: 100 * e["error"].abs().mean() for k, e in table.items()}).unstack()
+    print(grid.to_string(float_format=lambda x: f"{x:.2f}"))
     fit = best(table)
-    print(f"\nfitted sustained_fraction: {fit:g} (least MAPE over the grid)")
+    e = table[fit]["error"]
+    print(f"\nfitted: sustained_fraction {fit[0]:g}, comm share {fit[1]:g} (least MAPE over the grid): MAPE "
+          f"{100 * e.abs().mean():.2f}%, median {100 * e.median():+.2f}%")
     held = []
     for g in sorted(next(iter(table.values()))["group"].unique()):
-        f = best(table, lambda e, g=g: e["group"] != g)
-        e = table[f][table[f]["group"] == g]["error"]
-        held.append({"group": g, "rows": len(e), "fitted to the others": f, "MAPE %": 100 * e.abs().mean(),
-                     "median err %": 100 * e.median()})
+        k = best(table, lambda e, g=g: e["group"] != g)
+        e = table[k][table[k]["group"] == g]["error"]
+        held.append({"group": g, "rows": len(e), "fraction fitted to the others": k[0], "comm share": k[1],
+                     "MAPE %": 100 * e.abs().mean(), "median err %": 100 * e.median()})
     held = pd.DataFrame(held)
-    print("\nleave-one-group-out (each group priced with the fraction fitted to the others):")
+    print("\nleave-one-group-out (each group priced with the constants fitted to the others):")
     print(held.to_string(index=False, float_format=lambda x: f"{x:.2f}"))
-    pooled = pd.concat([table[r["fitted to the others"]][table[r["fitted to the others"]]["group"] == r["group"]]
-                        for _, r in held.iterrows()])
-    print(f"held-out MAPE over all rows: {100 * pooled['error'].abs().mean():.2f}%; in-sample at {fit:g}: "
+    pooled = pd.concat([table[(r["fraction fitted to the others"], r["comm share"])]
+                        [lambda d, g=r["group"]: d["group"] == g] for _, r in held.iterrows()])
+    print(f"held-out MAPE over all rows: {100 * pooled['error'].abs().mean():.2f}%; in-sample: "
           f"{100 * table[fit]['error'].abs().mean():.2f}%")
     return 0
 

@@ -31,10 +31,10 @@ def test_defaults_are_shares_of_the_datasheet_board_power():
 
 def test_a_power_model_gives_the_draws():
     """H100's power model (hardware_specs/accelerators/h100-sxm5-80gb.yaml): limit 700 W, waits at 142.2 W, exposed
-    communication at 307.8 W: (307.8 - 142.2) / (700 - 142.2) of the range."""
+    communication at the memory-bound draw, 473.3 W: (473.3 - 142.2) / (700 - 142.2) of the range."""
     p = power_for(load_hardware(SYSTEM))
     assert (p.board_w, p.idle_w, p.host_w) == pytest.approx((700, 142.2, 70))
-    assert p.comm_share == pytest.approx((307.8 - 142.2) / (700 - 142.2)) and p.gemm_w is None
+    assert p.comm_share == pytest.approx((473.3 - 142.2) / (700 - 142.2)) and p.gemm_w is None
     assert "AIConfigurator" in p.sources["idle_w"] or "h200" in p.sources["idle_w"]
 
 
