@@ -88,7 +88,7 @@ def test_native_stacks_are_priced_from_the_table_with_the_cited_backward_ratio()
     heads, seq = m.n_heads / 8, 8192
     (op,) = attention_ops(dev, seq, heads, seq, 1)
     rate, _ = attention_table_rate(attention_grid(H100), m.head_dim, seq, heads)
-    rate *= dev.system.efficiency.sustained_fraction * dev.stack.attention_speed
+    rate *= dev.fraction * dev.stack.attention_speed  # sustained_fraction at the loop's clock
     fwd = 4.0 * seq * seq / 2 * m.head_dim * heads  # causal: s / 2 keys per query on average
     assert op.fwd_flops == pytest.approx(fwd) and op.bwd_flops == pytest.approx(FLASH_BWD_FACTOR * fwd)
     assert op.fwd_s == pytest.approx(fwd / rate, rel=1e-12)
@@ -109,7 +109,7 @@ def test_flash_attention_2_stacks_keep_the_datasheet_on_a_native_table_but_not_o
         dev = Device(pm.load_model("llama-3-8b"), system, plan)
         (op,) = attention_ops(dev, 8192, 4, 8192, 1)
         rate, _ = attention_table_rate(attention_grid(H100), 128, 8192, 4)
-        expected = op.fwd_flops / (rate * system.efficiency.sustained_fraction * dev.stack.attention_speed)
+        expected = op.fwd_flops / (rate * dev.fraction * dev.stack.attention_speed)
         assert op.priced_by == "table h100_sxm/attention bf16" and op.fwd_s == pytest.approx(expected, rel=1e-12)
 
 

@@ -361,8 +361,10 @@ def test_cuda_spec_keeps_datasheet_and_unmeasured_precisions():
     assert base.accelerator.kernel_tables and base.tiers[0].by_group
     assert system.accelerator.kernel_tables == {} and "kernel_tables" not in system.accelerator.sources
     rest = lambda a: {k: v for k, v in a.model_dump().items()  # noqa: E731
-                      if k not in ("kernel_tables", "sources", "attention_table_kernel")}
+                      if k not in ("kernel_tables", "sources", "attention_table_kernel", "power")}
     assert rest(system.accelerator) == rest(base.accelerator)
+    # its rates ran at this machine's clocks: the template's power model is not applied on top (calibrated_spec)
+    assert system.accelerator.power is None and base.accelerator.power is not None
     assert system.tiers[0].by_group == {} and "by_group" not in system.tiers[0].sources
     assert system.tiers[1] == base.tiers[1]
     assert system.efficiency.matmul_max["fp8"] == base.efficiency.matmul_max["fp8"]

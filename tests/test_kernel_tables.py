@@ -159,7 +159,7 @@ def test_step_gemms_are_priced_from_the_table_over_sustained_fraction():
 
     dev = _device()
     measured = rows(H100, "bf16")
-    sf = dev.system.efficiency.sustained_fraction
+    sf = dev.fraction  # sustained_fraction at the loop's clock (cost.kernels.Device.fraction)
     # grid points of the H100 table: m = 4096 tokens, n = 2048, k = 4096 (and the two backward shapes)
     m, n, k = 4096.0, 2048.0, 4096.0
     assert {(m, n, k), (m, k, n), (k, n, m)} <= set(measured)
@@ -176,7 +176,7 @@ def test_step_gemms_are_priced_from_the_table_over_sustained_fraction():
 def test_grouped_gemms_price_as_one_of_batch_m_rows_floored_by_their_weight_traffic():
     dev = _device()
     measured = rows(H100, "bf16")
-    sf = dev.system.efficiency.sustained_fraction
+    sf = dev.fraction
     # 8 experts of 512 tokens each, 4096 x 2048: the table's one GEMM of 4096 rows (compute-bound there)
     t, by, _ = dev.gemm_priced(512.0, 2048.0, 4096.0, batch=8)
     traffic = 8 * ((512 * 4096 + 4096 * 2048) * 2 + 512 * 2048 * 2) / dev.mem_bw
@@ -196,7 +196,7 @@ def test_the_datasheet_prices_what_no_table_measured():
         assert by == "datasheet" and not outside and dev.gemm_table(dev.plan.precision) is None
         eff, acc = dev.system.efficiency, dev.system.accelerator
         prec = dev.plan.precision
-        by_hand = gemm_time(4096.0, 2048.0, 4096.0, acc.peak_flops(prec) * eff.sustained_fraction,
+        by_hand = gemm_time(4096.0, 2048.0, 4096.0, acc.peak_flops(prec) * dev.fraction,
                             eff.matmul_max[prec], *eff.matmul_tile, acc.compute_units, dev.mem_bw)
         assert t == pytest.approx(float(by_hand), rel=1e-12)
 
@@ -224,7 +224,7 @@ def test_fp16_reads_the_bf16_table_where_the_datasheet_rates_them_alike():
     dev = _device(precision="fp16")
     t, by, _ = dev.gemm_priced(4096.0, 2048.0, 4096.0)
     assert by == "table h100_sxm/gemm bf16 (for fp16)"
-    assert t == pytest.approx(measured[(4096.0, 2048.0, 4096.0)] / dev.system.efficiency.sustained_fraction, rel=1e-12)
+    assert t == pytest.approx(measured[(4096.0, 2048.0, 4096.0)] / dev.fraction, rel=1e-12)
 
 
 def test_predict_names_what_priced_each_op_and_still_sums(capsys):

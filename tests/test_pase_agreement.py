@@ -28,7 +28,11 @@ from perfmodel.spec.recompute import SAVED_TENSORS
 from perfmodel.search.pase import solver as pase
 
 A100 = load_hardware("dgx-a100-80gb")
-OTHERS = [load_hardware("tpu-v4"), load_hardware("gb200-nvl72")]  # a torus; a 72-wide domain groups straddle
+_GB200 = load_hardware("gb200-nvl72")
+# a torus; a 72-wide domain groups straddle, at one clock: the solver prices ops at the loop's clock, the step's own
+# clock under the power limit (cost.power) comes after, from the whole step's mix
+OTHERS = [load_hardware("tpu-v4"), _GB200.model_copy(update={"accelerator": _GB200.accelerator.model_copy(
+    update={"power": None})})]
 SHARED = A100.model_copy(update={  # and a host link, for the names policy's offloaded tensors
     "name": "no-overlap-shared-host",
     "efficiency": A100.efficiency.model_copy(update={"comm_overlap": 0.25}),

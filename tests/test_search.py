@@ -156,7 +156,9 @@ def _stage_times(model, system, plan, split):
     return float(step.stage_time_max[0]), pm.estimate(model, system, p)
 
 
-def test_stage_split_dp_equals_brute_force():
+def test_stage_split_dp_equals_brute_force(dgx_h100_fixed_clock):
+    # at one clock: the split's DP prices stages at the loop's clock, each split's own step clock comes after
+    H100 = dgx_h100_fixed_clock
     model = small_model(layers=11)
     plan = resolve(Plan(gpus=8, tp=2, pp=4, micro_batch=1, global_batch=64, seq_len=2048, sequence_parallel=True),
                    model, H100)

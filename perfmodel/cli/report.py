@@ -424,6 +424,8 @@ def versus_table(e: Estimate, o: Estimate) -> str:
         if k != "total" and (ta[k] or tb[k]):
             lines.append(f"  {k:<21}{_t(ta[k]):>14}{_t(tb[k]):>26}{_signed(tb[k] - ta[k]):>12}")
     lines.append(f"  {'step':<21}{_t(e.step_time_s):>14}{_t(o.step_time_s):>26}{_signed(o.step_time_s - e.step_time_s):>12}")
+    if e.clock is not None and o.clock is not None:  # compute parts differ by it where the mixes differ (cost.power)
+        lines.append(f"  {'clock':<21}{e.clock.clock:>14.3f}{o.clock.clock:>26.3f}{o.clock.clock - e.clock.clock:>+12.3f}")
     return "\n".join(lines)
 
 

@@ -379,10 +379,10 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     if power is not None:  # priced at the loop's clock (cost.kernels.Device.fraction): from there to the step's
         priced = loop_clock(power)
         clock = step_clock(power, time, priced)
-        share = recompute_compute_share(time)
+        compute_share = recompute_compute_share(time)
         time = at_clock(time, clock / priced)
         # the units at that clock, and the bubble of their pipeline: the stages trace to the breakdown
-        unit_time, fwd, recomputed = clocked_units(parts, fwd, share, clock / priced)
+        unit_time, fwd, recomputed = clocked_units(parts, fwd, compute_share, clock / priced)
         parts = {u: {**parts[u], "recompute": recomputed[u]} for u in UNITS}
         device_mb = st.seconds(unit_time) + p2p
         t_max = pick(device_mb, bottleneck)
