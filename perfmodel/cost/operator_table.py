@@ -28,6 +28,7 @@ from ..spec.operators import (GRAPH_OPS, LAYER_OPS, SPECS, UNIT_OF, OpSpec, conf
 from ..spec.recompute import Recompute
 from .kernels import ACT_BYTES, ELEMENTWISE_BYTES, Device, Op, Values, attention_ops, elementwise_op, linear_op
 from .autocast import autocast_op, bias_grad_op, stream_op
+from .embedding_grad import embedding_ops
 from .layouts import Layouts, among
 from .mesh import BIT, gathered_axes
 from .moe import moe_kernels, moe_share
@@ -206,8 +207,7 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
     """The kernels `op` runs on its local shard per micro-batch (cost.kernels), in the order they run.
 
     Norms, residuals and the activation are memory-bound (`kernels.ELEMENTWISE_BYTES`, `residual_bytes`); the
-    embedding lookup reads the table rows (4 B per element) and its backward reads the gradient and updates its
-    fp32 rows (2 + 8 / vocab split); the LM head stays bf16 under fp8/fp4 (Megatron-LM and Transformer Engine
+    embedding is cost.embedding_grad's; the LM head stays bf16 under fp8/fp4 (Megatron-LM and Transformer Engine
     keep the output layer out of the narrow-precision region); the cross-entropy is a fused vocab-parallel kernel.
     """
     if op.share == 0.0:  # the dense MLP of a model whose every layer routes to experts
@@ -221,7 +221,7 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
     if op.unit == "head" and getattr(dev.plan, "loss_chunks", 1) > 1:
         rec = get_args(Recompute)  # a tiled loss re-runs final norm, head and loss per chunk in the backward
     if fam == "embedding":
-        return [elementwise_op(dev, "embedding", T * s.local("hidden"), 4, 2 + 8 / s.split("vocab"), ())]
+        return embedding_ops(dev, T * s.local("hidden"), s.split("vocab"), s.local("vocab") * s.local("hidden"))
     if fam == "embedding_output":
         return embedding_output_kernels(dev, T * s.local("hidden"))
     if fam == "norm":

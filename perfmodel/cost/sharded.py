@@ -22,7 +22,7 @@ from ..spec.stack import Stack, load_stack
 from . import comm as C
 from .kernels import Device, Values
 from .layouts import Layouts, among
-from .states import WEIGHT_BYTES, adam_step_bytes, dtypes_of
+from .states import WEIGHT_BYTES, adam_step_bytes, dtypes_of, grad_buffer_bytes, master_copy_bytes
 from .mesh import BIT, Mesh, redistribution_steps
 from .moe import dispatch_bytes, flex_dispatch_time, group_tiers, moe_share, routed_bytes
 from .operator_table import Operator, Split, forward_passes, megatron_codes, operators, output_bytes
@@ -253,9 +253,17 @@ def zero3_gather(mesh: Mesh, params, grad_bytes, mask, latency_share=1.0, weight
 
 def optimizer_seconds(dev: Device, params, zero, shard, grad_bytes) -> Values:
     """The Adam step over the parameters this device updates (`states.adam_step_bytes` each, at the plan's
-    weight and moment dtypes; ZeRO >= 1 updates its 1/shard), at the optimizer's bandwidth."""
-    return dev.optimizer(params / np.where(np.asarray(zero) >= 1, shard, 1)
-                         * adam_step_bytes(grad_bytes, *dtypes_of(dev.plan)))
+    weight and moment dtypes; ZeRO >= 1 updates its 1/shard), at the optimizer's bandwidth, and the stack's other
+    passes of the step (`Stack.step_passes`, below ZeRO-3): the master's copy into the weights over the updated
+    shard (`states.master_copy_bytes`) and the gradient buffer's over all `params` (`states.grad_buffer_bytes`),
+    element-wise kernels at the memory bandwidth."""
+    weight_dtype, moment_dtype = dtypes_of(dev.plan)
+    updated = params / np.where(np.asarray(zero) >= 1, shard, 1)
+    passes = dev.stack.step_passes
+    extra = (updated * master_copy_bytes(weight_dtype) * ("master_copy" in passes)
+             + params * grad_buffer_bytes(grad_bytes, passes, dev.plan.dp * dev.plan.cp > 1))
+    return (dev.optimizer(updated * adam_step_bytes(grad_bytes, weight_dtype, moment_dtype))
+            + dev.memory(extra * (np.asarray(zero) < 3)))
 
 
 def gradient_sync(mesh: Mesh, params, grad_bytes, zero, mask=ZERO_GROUP, latency_share=1.0) -> Values:

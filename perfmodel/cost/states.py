@@ -29,6 +29,37 @@ def adam_step_bytes(grad_bytes: float, weight_dtype: str = "fp32", moment_dtype:
     return 2.0 * grad_bytes + 2.0 * (w + m) + (WEIGHT_BYTES if weight_dtype == "fp32" else 0.0)
 
 
+MEGATRON = "NVIDIA/Megatron-LM@23e00ed0"  # the commit the step passes below are read at (core_r0.14.0)
+
+
+def master_copy_bytes(weight_dtype: str) -> float:
+    """HBM bytes per parameter of the updated shard that copying the fp32 master into the bf16 weights moves beyond
+    `adam_step_bytes` (which holds its 2-byte write): the read of the master, 4 (a pass of its own after the Adam
+    kernel: Megatron-LM's DistributedOptimizer._copy_main_params_to_model_params, `shard_model_param.data.copy_(
+    shard_main_param)`, megatron/core/optimizer/distrib_optimizer.py:2147 at MEGATRON, called from
+    optimizer.py:542 after `self.optimizer.step()`). 0 without an fp32 master."""
+    return DTYPE_BYTES["fp32"] if weight_dtype == "fp32" else 0.0
+
+
+def grad_buffer_bytes(grad_bytes: float, passes, prescaled) -> object:
+    """HBM bytes per local parameter (the whole gradient buffer a device holds, not its ZeRO shard) of the passes
+    Megatron-LM's DDP makes over its contiguous gradient buffer once a step (`Stack.step_passes`), at MEGATRON:
+      zero_grad_buffer: `grad_data.zero_()` (param_and_grad_buffer.py:857, from distributed_data_parallel.py:627,
+        which training.py:1201 calls before every step's forward): one write, grad_bytes;
+      check_grads: `grad_data.norm(p=2)` of every bucket before its reduction (param_and_grad_buffer.py:183, from
+        start_grad_sync :337 where check_for_nan_in_grad; training.py:927 sets it from
+        --no-check-for-nan-in-loss-and-grad, on by default, arguments.py:1790): one read, grad_bytes;
+      prescale_grads: `bucket.grad_data *= bucket.gradient_scaling_factor` (param_and_grad_buffer.py:346), the
+        factor 1 / (dp x cp) for dense and expert buffers alike unless average_in_collective (off by default:
+        distributed_data_parallel.py:370-371), so it runs where `prescaled` (dp x cp > 1): a read and a write,
+        2 x grad_bytes.
+    The clip (clip_grads.py:173, a scale of the shard's gradients only where the norm exceeds clip_grad) depends on
+    the run's gradients and is not priced."""
+    p = set(passes)
+    fixed = grad_bytes * (("zero_grad_buffer" in p) + ("check_grads" in p))
+    return fixed + np.where(prescaled, 2.0 * grad_bytes, 0.0) * ("prescale_grads" in p)
+
+
 def dtypes_of(plan: Plan | Layouts) -> tuple[str, str]:
     """(weight_dtype, moment_dtype) of a plan: its own, or its stack's where it leaves them None
     (spec.plan.state_dtypes)."""

@@ -29,6 +29,7 @@ STACKS = ("megatron-core", "nemo", "torchtitan", "composer-fsdp1", "deepspeed", 
 DEFAULT_STACK = "megatron-core"
 EXECUTOR_STACK = "plain-torch"  # perfmodel's own executor (perfmodel execute / validate)
 Optimizer = Literal["fused", "foreach", "forloop"]
+StepPass = Literal["zero_grad_buffer", "check_grads", "prescale_grads", "master_copy"]
 # Element-wise ops a stack's eager model code runs as separate torch ops (cost.stack_kept.eager_kept_bytes)
 EagerOp = Literal["norm", "glu", "qkv_buffer", "out_proj_copy"]
 
@@ -227,6 +228,18 @@ class Stack(Schema):
                                           "local experts, a memory-bound pass of its own over the routed tokens "
                                           "(Megatron-Core TEGroupedMLP._apply_bias: fc2; cost.moe.moe_kernels' "
                                           "expert_bias_fc1/fc2); empty: added in the GEMMs")
+    step_passes: list[StepPass] = Field(
+        default_factory=list, description="passes over the gradients and weights the stack's optimizer step makes "
+                                          "beside the fused Adam kernel (cost.states.step_pass_bytes): "
+                                          "zero_grad_buffer (the whole local fp32 gradient buffer zeroed each step), "
+                                          "check_grads (a norm of each bucket before its reduction), prescale_grads "
+                                          "(the buffer scaled by 1/(dp x cp) before a sum reduction), master_copy "
+                                          "(the updated fp32 master copied into the bf16 weights as a pass of its "
+                                          "own): Megatron-LM's DDP and distributed optimizer; empty: none")
+    dense_embedding_grad: bool = Field(
+        False, description="the embedding's backward builds a dense vocab x hidden gradient each micro-batch and "
+                           "adds it to an fp32 main gradient (torch's dense embedding backward under Megatron-LM's "
+                           "DDP hook: cost.embedding_grad); false: only the looked-up rows are priced")
     bf16_state: bool = Field(
         False, description="the parameters and Adam's moments are bf16 with no fp32 master (a model built in bf16 "
                            "and trained as it is: NeMo AutoModel's FSDP2 with param_dtype bf16 and torch.optim.Adam, "
