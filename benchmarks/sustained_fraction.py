@@ -17,7 +17,9 @@ from peak x efficiency, A100 40GB, MI300X, TPUs).
 
 The paper does not fix the micro-batch or the sharding; its training recipes use apex's DistributedFusedAdam
 (optimizer state and gradients sharded, weights replicated: ZeRO-1/2), so the script derives the fraction for
-micro-batch 1 and 2 at ZeRO-1 and ZeRO-2 and prints the spread.
+micro-batch 1 and 2 at ZeRO-1 and ZeRO-2 and prints the spread. The run is not Megatron-LM's: it is priced with
+the megatron-core profile less the passes only Megatron-LM's own step makes (`Stack.step_passes`, its dense
+embedding gradient's fp32 main-grad add, `dense_embedding_grad`), which apex's fused optimizer does not run.
 """
 
 from __future__ import annotations
@@ -38,13 +40,35 @@ def reference_model() -> ModelConfig:
     return ModelConfig(**{**base, "name": "gpt3-2.7b-8k", "position": "rope", "max_seq_len": 8192, "dropout": 0.0})
 
 
+def reference_stack() -> str:
+    """megatron-core's profile without Megatron-LM's own step passes (module docstring), as a profile file."""
+    import tempfile
+    from pathlib import Path
+
+    import yaml
+
+    from perfmodel.spec.stack import load_stack
+
+    data = load_stack("megatron-core").model_dump(mode="json", exclude_none=True)
+    data.update(name="fa2-reference", step_passes=[], dense_embedding_grad=False)
+    path = Path(tempfile.mkdtemp(prefix="sustained-fraction-")) / "fa2-reference.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+STACK = None  # the reference stack's file, written once
+
+
 def predicted_tflops(fraction: float, micro_batch: int = 1, zero: int = 2, pricing: str = "table") -> float:
     hw = pm.load_hardware("dgx-a100-80gb")
     eff = hw.efficiency.model_copy(update={"sustained_fraction": fraction})
     if pricing == "datasheet":  # no measured GEMM table, no measured NCCL fits: as the parts without them
         hw = hw.on_datasheet()
     hw = hw.model_copy(update={"efficiency": eff})
-    plan = pm.Plan(gpus=8, micro_batch=micro_batch, global_batch=8 * micro_batch * 4, seq_len=8192, zero=zero)
+    global STACK
+    STACK = STACK or reference_stack()
+    plan = pm.Plan(gpus=8, micro_batch=micro_batch, global_batch=8 * micro_batch * 4, seq_len=8192, zero=zero,
+                   stack=STACK)
     return pm.estimate(reference_model(), hw, plan).model_tflops_per_gpu
 
 

@@ -234,7 +234,7 @@ def test_moe_layers_from_the_measured_fused_moe_table():
     m, sysm = load_model("mixtral-8x7b"), load_hardware("dgx-h100")
     plan = ServePlan(tp=8, ep=8, precision="fp8", input_len=128, output_len=128)
     dev = device(m, sysm, plan, load_serving_stack("trtllm"))
-    # over sustained_fraction at the clock of a compute-bound loop (cost.power.loop_clock): 0.98 x 0.811
+    # over sustained_fraction at the clock of a compute-bound loop (cost.power.loop_clock): 0.99 x 0.811
     fraction = sysm.efficiency.sustained_fraction * loop_clock(sysm.accelerator.power)
     assert moe_table_s(dev, plan, 256) == pytest.approx(rows[256] / fraction, rel=1e-9)
     ds = load_model("deepseek-v3")
