@@ -59,11 +59,16 @@ def test_a_light_step_keeps_the_tables_clock():
     assert step_energy_j(PM, t, 1.0) == pytest.approx(130 + 400 + 250 + 100)
 
 
-def test_the_bubble_stretches_and_the_host_wait_stays():
+def test_the_bubble_stretches_and_a_slower_device_fills_the_host_wait():
     t = breakdown(gemm=2.0, memory_bound=2.0, bubble=1.0, host=0.5)
     at = at_clock(t, 0.5)
-    # the stage's 4 s become 6 s: the bubble 1.5 s; the host wait kept
-    assert at["bubble"] == pytest.approx(1.5) and at["host"] == 0.5 and at["total"] == pytest.approx(8.0)
+    # the stage's 4 s become 6 s: the bubble 1.5 s; the device's 2.5 s more fill the 0.5 s host wait
+    assert at["bubble"] == pytest.approx(1.5) and at["host"] == 0.0 and at["total"] == pytest.approx(7.5)
+    # a faster device keeps the wait (not host-bound), or waits the longer (host-bound: the host takes 5 s)
+    fast = at_clock(t, 2.0)
+    assert fast["host"] == 0.5 and fast["total"] == pytest.approx(1.0 + 2.0 + 1.0 * 3 / 4 + 0.5)
+    from perfmodel.cost.power import refill_host
+    assert refill_host(fast, t, host_s=5.0)["total"] == pytest.approx(t["total"])
     # a recomputed forward splits as the step's mix: half compute here
     r = at_clock(breakdown(gemm=1.0, memory_bound=1.0, recompute=2.0), 0.5)
     assert r["recompute"] == pytest.approx(2.0 * (0.5 / 0.5 + 0.5))
@@ -101,3 +106,36 @@ def test_overrides_keep_the_power_model_and_bad_draws_are_one_line():
         System.model_validate(data)
     with pytest.raises(InputError):
         power_for(load_hardware("dgx-h100"), idle_w=700)
+
+
+def test_a_host_bound_step_keeps_the_hosts_length(dgx_h100_fixed_clock):
+    """GPT-3 125M, one sequence of 1024 on one H100: the host launches slower than the device runs (host-bound), so
+    the clock the power model gives (1: a light step) leaves the step as long as at that clock without a power model:
+    the faster device waits longer on its host."""
+    plan = dict(gpus=1, micro_batch=1, global_batch=1, seq_len=1024)
+    e = estimate("gpt3-125m", "dgx-h100", plan)
+    assert e.host_bound and e.clock.clock == 1.0
+    eff = dgx_h100_fixed_clock.efficiency.model_copy(update={"sustained_fraction": 0.99})
+    flat = estimate("gpt3-125m", dgx_h100_fixed_clock.model_copy(update={"efficiency": eff}), plan)
+    assert e.step_time_s == pytest.approx(flat.step_time_s, rel=1e-9)
+
+
+def test_a_limit_given_to_forecast_sets_the_clock():
+    """forecast --device-power 300 on an H100 (a 300 W limit in place of 700): the steps run at the clock 300 W gives,
+    so a device's mean draw is within it (activity at most 1) and the step is longer."""
+    plan = Plan(gpus=8, micro_batch=1, global_batch=64, seq_len=4096, zero=1)
+    at700 = forecast("llama-3-8b", "dgx-h100", plan, "1B")
+    at300 = forecast("llama-3-8b", "dgx-h100", plan, "1B", device_power_w=300)
+    assert at300.device_activity <= 1 + 1e-9 and at300.step_time_s > at700.step_time_s
+    assert at300.power.board_w == 300 and at300.power.model.limit_w == 300
+    with pytest.raises(InputError, match="--device-power = 1300, --idle-power = 1200: .*compute_w = 1188 W is below"):
+        power_for(load_hardware("dgx-h100"), board_w=1300, idle_w=1200)
+
+
+def test_the_versus_table_shows_each_steps_clock():
+    from perfmodel.cli.report import versus_table
+
+    plan = dict(gpus=8, micro_batch=1, global_batch=64, seq_len=8192, zero=1)
+    a, b = (estimate("llama-3-8b", "dgx-h100", {**plan, "stack": s}) for s in ("megatron-core", "torchtitan"))
+    row = next(line for line in versus_table(a, b).splitlines() if line.split()[0] == "clock").split()
+    assert [float(x) for x in row[1:3]] == pytest.approx([round(a.clock.clock, 3), round(b.clock.clock, 3)])

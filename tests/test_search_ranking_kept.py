@@ -7,7 +7,8 @@ of what is computed, on purpose). Two later changes of what is computed are take
 launch costs (issue 47: the stack's profile here has no `host`, as at df0a726), the vocabulary Megatron-LM pads to
 a multiple of 128 x tp (issue 47: `vocab_multiple` 1 here, the model's vocabulary as at df0a726), tight plans
 (kept by the search since issue 47, which df0a726 left out: compared among the plans within the budget) and the
-power model's clock of each step's mix (issue 75: the part's `power` taken away, its fraction alone as then)."""
+power model's clock of each step's mix and Megatron-LM's own step passes (issue 75: the part's `power` and the
+profile's `step_passes` / `dense_embedding_grad` taken away, as then)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ def hostless(tmp_path_factory):
     data.pop("host")
     data.pop("memory_band", None)  # and without the measured band: the fit test's 10% headroom alone (below)
     data["vocab_multiple"] = 1
+    # ... and without Megatron-LM's own step passes and dense embedding gradient (issue 75: as at df0a726)
+    data.update(step_passes=[], dense_embedding_grad=False)
     path = tmp_path_factory.mktemp("stack") / "megatron-core-no-host.yaml"
     path.write_text(yaml.safe_dump(data))
     return str(path)

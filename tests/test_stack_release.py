@@ -4,7 +4,6 @@ release's recipe; the user's own fields win; the graphed step prices no host lau
 import pytest
 
 from perfmodel.cli.main import main
-from perfmodel.cost.estimate import estimate
 from perfmodel.cost.layouts import Layouts
 from perfmodel.cost.launch_queue import host_rates, layer_calls
 from perfmodel.errors import InputError
@@ -130,18 +129,13 @@ def test_predict_versus_shows_what_a_release_changed_part_by_part(capsys):
     # the settings the two releases resolve differently: 26.08's MXFP8 recipe overlaps and graphs the step
     assert rows["moe_overlap"] == ["on", "off"] and rows["cuda_graphs"] == ["step", "none"]
     assert "moe_dispatcher" not in rows  # both run HybridEP
-    # the parts: the same kernels, at the clock each step's mix keeps under the power limit (the clock row: the
-    # step that hides its dispatch waits less, draws more and runs its GEMMs slower), the exposed expert-parallel
-    # seconds differ, and the changes add up to the step's
-    assert float(rows["clock"][0]) < float(rows["clock"][1])
-    plan = {"gpus": 8, "ep": 8, "micro_batch": 8, "global_batch": 512, "seq_len": 4096, "precision": "fp8", "zero": 1}
-    new, old = (estimate("qwen3-30b-a3b", "gb300-nvl72", {**plan, "stack": s})
-                for s in ("megatron-bridge@26.08", "megatron-bridge@26.04"))
+    # the parts: compute alike (gb300-nvl72 has no power model: one clock, docs/power.md), the exposed
+    # expert-parallel seconds differ, and the changes add up to the step's
     for part in ("gemm", "attention"):
-        assert getattr(new.time_s, part) * new.clock.clock == pytest.approx(getattr(old.time_s, part) * old.clock.clock,
-                                                                             rel=1e-9)
+        assert rows[part][-2:] == ["+0.0", "us"]
     change = lambda r: float(r[-2].lstrip("+")) * {"s": 1.0, "ms": 1e-3, "us": 1e-6}[r[-1]]  # noqa: E731
     parts = [k for k in rows if k not in ("stack", "moe_overlap", "cuda_graphs", "part", "step", "clock")]
+    assert "clock" not in rows
     assert sum(change(rows[k]) for k in parts) == pytest.approx(change(rows["step"]), rel=0.01, abs=2e-3)
     assert change(rows["ep_comm"]) > 0.5
     assert main([*flags, "--versus", "megatron-bridge@26.04", "--format", "json"]) == 2

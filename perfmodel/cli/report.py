@@ -280,7 +280,17 @@ def hardware_table(s: System) -> str:
                          f"efficiency line above)")
     if a.gemm_power_w:
         lines.append("  GEMM power (measured): " + ", ".join(f"{d} {w:g} W" for d, w in a.gemm_power_w.items())
-                     + " (the energy model's draw during GEMM time; board power elsewhere)")
+                     + (" (as AIConfigurator's collector read it)" if a.power else
+                        " (the energy model's draw during GEMM time; board power elsewhere)"))
+    if a.power:
+        from ..cost.power import loop_clock
+
+        p = a.power
+        lines.append(f"  power: limit {p.limit_w:g} W over {p.window_s:g} s; idle {p.idle_w:g} W, memory-bound "
+                     f"{p.memory_w:g} W, collectives {p.comm_w:g} W, compute {p.compute_w:g} W at the tables' clock "
+                     f"(~ clock^{p.clock_exponent:g}): a GEMM looping alone keeps {loop_clock(p):.3f} of it; the "
+                     f"tables are priced / (sustained {e.sustained_fraction:g} x {loop_clock(p):.3f}), each step at "
+                     f"its own clock (cost.power)")
     lines += host_table(s.host_cpu)
     lines.append("  sources:")
     for owner, src in [(a.name, a.sources), *[(t.name, t.sources) for t in s.tiers],

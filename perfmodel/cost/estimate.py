@@ -34,7 +34,9 @@ from .layouts import Layouts
 from .memory import MEMORY_PARTS, stage_memory
 from .memory_fit import VERDICTS, band_ends, memory_budget, memory_verdict, reserved_band
 from .mesh import Mesh
-from .power import average_watts, loop_clock, phase_seconds, phase_watts, step_energy_j
+from .power import COMPUTE_PARTS as POWER_COMPUTE
+from .power import average_watts, loop_clock, phase_seconds, phase_watts, priced_clock, step_energy_j
+from .units import COMPUTE_PARTS
 from .sharded import Comm
 from .stages import UNITS, Stages
 from .step import Step, evaluate
@@ -242,9 +244,9 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
     comms += [comm_row(c, system, plan, m, i, n) for c in step.stage_comms if on(c)]
     comms += [comm_row(c, system, plan, 1, i, n) for c in step.step_comms if on(c)]
     fast = at(step.compute_speedup)  # op times at the rate of ranks sharing a host (1 elsewhere)
-    clock = at(step.clock)  # compute-bound ops at the step's clock under the power limit (cost.power), from the
-    priced = 1.0 if system.accelerator.power is None else loop_clock(system.accelerator.power)  # loop's they had
-    speed = lambda op: fast * (clock / priced if op.kind in ("gemm", "attention") else 1.0)  # noqa: E731
+    # compute-bound ops at the step's clock under the power limit (cost.power), from the loop's they were priced at
+    clock, priced = at(step.clock), priced_clock(system.accelerator.power)
+    speed = lambda op: fast * (clock / priced if COMPUTE_PARTS.get(op.kind) in POWER_COMPUTE else 1.0)  # noqa: E731
     ops = [OpTime(name=op.name, where=u, kind=op.kind, count=count[u], fwd_s=at_row(op.fwd_s) / speed(op),
                   bwd_s=at_row(op.bwd_s) / speed(op), recompute_s=at_row(op.recompute_s(plan.recompute)) / speed(op),
                   fwd_flops=at_row(op.fwd_flops), formula=op.formula,

@@ -23,7 +23,7 @@ from ..spec.kernel_tables import AttentionGrid, GemmGrid, attention_grid, gemm_g
 from .grouped_gemm import grouped_passes
 from .compute import flash_attention_time, gemm_time, gemm_traffic_bytes, memory_bound_time
 from .kernel_lookup import attention_table_rate, gemm_table_time
-from .power import loop_clock
+from .power import priced_clock
 from ..spec.global_attention import attention_parts
 from .attention_kinds import attention_head_width, indexer_flops, indexer_rate, mean_keys, model_mean_keys, per_shape
 from .layouts import Layouts, among
@@ -134,8 +134,7 @@ class Device:
         self.stack = load_stack(self.plan.stack)
         # sustained_fraction, at the clock a compute-bound loop keeps under the part's power limit where it has a
         # power model: the step's own clock is found from there (cost.power, cost.step), its windows near it
-        power = sysm.accelerator.power
-        self.fraction = sysm.efficiency.sustained_fraction * (1.0 if power is None else loop_clock(power))
+        self.fraction = sysm.efficiency.sustained_fraction * priced_clock(sysm.accelerator.power)
         self.bf16_peak = self.sustained_peak("bf16")
         self.mem_bw = sysm.accelerator.hbm_bandwidth * sysm.efficiency.memory_bandwidth
         opt = sysm.efficiency.optimizer_bandwidth
@@ -399,7 +398,8 @@ def indexer_ops(dev: Device, tokens) -> list[Op]:
 def attention_table_op(dev: Device, grid: AttentionGrid, fwd_flops, head_dim, q_len, work) -> Op:
     """The fused attention kernel priced from a measured forward table (`cost.kernel_lookup.attention_table_rate`
     at the device's queries per sequence and sequences x heads), at the stack's attention_speed and divided by
-    sustained_fraction as the table GEMMs are; the backward's FLASH_BWD_FACTOR x the FLOPs at `backward_rate`
+    the device's sustained fraction as the table GEMMs are (`Device.fraction`); the backward's FLASH_BWD_FACTOR x
+    the FLOPs at `backward_rate`
     x the forward's rate."""
     rate, outside = attention_table_rate(grid, head_dim, q_len, work)
     rate = rate * dev.stack.attention_speed * dev.fraction

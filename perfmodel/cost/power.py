@@ -11,7 +11,8 @@ The limit holds the average over a window far longer than a kernel, and a step i
 it, so the compute runs at the largest s <= 1 with
     (P_c(s) T_c / s + memory_w T_m + comm_w T_x + idle_w T_w(s)) / (T_c / s + T_m + T_x + T_w(s)) <= limit_w.
 The bubble lasts as long as the stages' work (it is (pp - 1) of their micro-batch passes), so it stretches with
-their compute (cost.step then re-derives it from the clocked stages, `clocked_units`). For a GEMM looping alone (T_c only) this is
+their compute (cost.step then re-derives it from the clocked stages, `clocked_units`); a slower device fills the
+host waits, and a host-bound step keeps the host's length however fast its device (`refill_host`). For a GEMM looping alone (T_c only) this is
 s = ((limit - idle) / (compute - idle))**(1 / alpha): the measured loop is the constant's own check.
 The dynamic-power law P ~ f V^2 with the voltage following the clock is the CMOS switching power (e.g. Rabaey,
 Digital Integrated Circuits, 2nd ed., Sec. 5.5), so alpha = 3 within the clock range the voltage still scales.
@@ -28,7 +29,7 @@ COMPUTE_PARTS = ("gemm", "attention")
 MEMORY_PARTS = ("memory_bound", "optimizer")
 COMM_PARTS = ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "zero3_comm", "offload_comm")
 WAIT_PARTS = ("bubble", "host", "overhead")
-STAGE_PARTS = ("gemm", "attention", "memory_bound", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm")
+PIPELINED_PARTS = ("gemm", "attention", "memory_bound", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm")
 MIN_CLOCK = 0.05  # the bisection's floor; any limit above idle is met above it for a step of real parts
 BISECTIONS = 40  # 2**-40 of the bracket: far below any printed digit
 
@@ -51,23 +52,44 @@ def phase_seconds(time: dict) -> dict:
             "wait": sum(np.asarray(time[k], float) for k in WAIT_PARTS)}
 
 
+def recompute_at(recompute, share, s):
+    """Seconds of a recomputed forward at `s` times the clock it was priced at: its compute `share` / s."""
+    return recompute * (share / s + 1 - share)
+
+
+def refill_host(time: dict, priced: dict, host_s=None) -> dict:
+    """`time` (parts changed from `priced`) with its host wait re-derived: where the device got slower it fills the
+    wait (not below 0); where it got faster the wait stays, or, on a host-bound step (`host_s`, the host's own seconds
+    per step, at least the device's: cost.launch_queue), grows by as much, the step keeping the host's length. The
+    total their sum."""
+    device = lambda t: np.asarray(t["total"], float) - np.asarray(t["host"], float)  # noqa: E731
+    out = dict(time)
+    now, then = device(time), device(priced)
+    host = np.maximum(np.asarray(priced["host"], float) - np.maximum(now - then, 0.0), 0.0)
+    if host_s is not None:
+        host = np.where((np.asarray(host_s, float) >= then) & (now < then), host + then - now, host)
+    out["host"] = host
+    out["total"] = now + host
+    return out
+
+
 def at_clock(time: dict, s) -> dict:
-    """The TimeBreakdown parts with the compute at `s` times the clock they were priced at: compute
-    parts / s, the bubble stretched as its stage's seconds, the total their sum (module docstring). The host wait is
-    kept: a device slowed under it would fill some of it (not re-derived, as the run fit's speeds are not)."""
+    """The TimeBreakdown parts with the compute at `s` times the clock they were priced at: compute parts / s,
+    the bubble stretched as its stage's seconds, the host wait re-derived (`refill_host`), the total their sum
+    (module docstring)."""
     s = np.asarray(s, float)
     share = recompute_compute_share(time)
     out = dict(time)
     for k in COMPUTE_PARTS:
         out[k] = np.asarray(time[k], float) / s
-    out["recompute"] = np.asarray(time["recompute"], float) * (share / s + 1 - share)
-    stage = sum(np.asarray(time[k], float) for k in STAGE_PARTS)
-    stage_s = sum(np.asarray(out[k], float) for k in STAGE_PARTS)
+    out["recompute"] = recompute_at(np.asarray(time["recompute"], float), share, s)
+    stage = sum(np.asarray(time[k], float) for k in PIPELINED_PARTS)
+    stage_s = sum(np.asarray(out[k], float) for k in PIPELINED_PARTS)
     out["bubble"] = np.asarray(time["bubble"], float) * np.divide(stage_s, stage, out=np.ones_like(stage_s),
                                                                   where=stage > 0)
-    out["total"] = sum(np.asarray(out[k], float) for k in (*STAGE_PARTS, "bubble", "host", "overhead", "optimizer",
-                                                            "dp_comm", "zero3_comm", "offload_comm"))
-    return out
+    out["total"] = np.asarray(time["total"], float) + sum(
+        np.asarray(out[k], float) - np.asarray(time[k], float) for k in (*COMPUTE_PARTS, "recompute", "bubble"))
+    return refill_host(out, time)
 
 
 def clocked_units(parts: dict, fwd: dict, share, s) -> tuple[dict, dict, dict]:
@@ -79,7 +101,7 @@ def clocked_units(parts: dict, fwd: dict, share, s) -> tuple[dict, dict, dict]:
     total, forward, recompute = {}, {}, {}
     for u, p in parts.items():
         base, rc = sum(p.values()), p["recompute"]
-        recompute[u] = rc * (share / s + 1 - share)
+        recompute[u] = recompute_at(rc, share, s)
         total[u] = base - rc + sum(p[k] for k in COMPUTE_PARTS) * (1 / s - 1) + recompute[u]
         rest = base - rc
         forward[u] = fwd[u] * np.divide(total[u] - recompute[u], rest, out=np.ones_like(total[u] * 1.0),
@@ -121,6 +143,12 @@ def step_clock(power: PowerModel, time: dict, priced: float = 1.0):
         over = average_watts(power, at_clock(time, mid / priced), mid) > power.limit_w
         hi, lo = np.where(over, mid, hi), np.where(over, lo, mid)
     return np.where(ok, 1.0, lo)
+
+
+def priced_clock(power: PowerModel | None) -> float:
+    """The clock the kernels are priced at (cost.kernels.Device.fraction): a compute-bound loop's under the limit
+    where the part has a power model, the tables' (1) where it has none."""
+    return 1.0 if power is None else loop_clock(power)
 
 
 def loop_clock(power: PowerModel) -> float:

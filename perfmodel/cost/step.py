@@ -54,7 +54,7 @@ from .mesh import BIT, Mesh
 from .moe import ExpertDataGroup, expert_layer_params, group_tiers
 from .operator_table import operators
 from .pipeline import pipeline_time
-from .power import at_clock, average_watts, clocked_units, loop_clock, recompute_compute_share, step_clock
+from .power import at_clock, clocked_units, priced_clock, recompute_compute_share, refill_host, step_clock
 from .sharded import (
     ZERO_GROUP,
     Comm,
@@ -110,7 +110,6 @@ class Step:
     send_host: np.ndarray  # host seconds of a stage's sends per micro-batch
     host_rates: HostRates  # what they were priced at (cost.launch_queue)
     clock: np.ndarray  # fraction of the kernel tables' clock the compute ran at under the power limit (cost.power)
-    power_w: np.ndarray  # mean board power over the step (NaN: the part has no power model)
 
     @property
     def step_time_s(self) -> np.ndarray:
@@ -224,7 +223,12 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     parts["layer"]["recompute"] = parts["layer"]["recompute"] * share
     host_b["layer"] = host_b["layer"] - (1 - share) * per_plan(units.host_r["layer"])  # ... and launches as many
     unit_time = {u: sum(parts[u].values()) for u in UNITS}
-    device_mb = st.seconds(unit_time) + p2p
+
+    def device_pipeline(unit_time):  # (per micro-batch of each stage, the stages' mean): the device's seconds alone
+        mean = (sum(unit_time[u] * n for u, n in unit_counts(model).items()) + pp * p2p) / pp
+        return st.seconds(unit_time) + p2p, mean
+
+    device_mb, t_mean_device = device_pipeline(unit_time)
     dev_f, dev_b = st.seconds(fwd) + p2p / 2, st.seconds(bwd) + p2p / 2
     # a pipeline's chunk steps and a synchronising MoE dispatch break the launch queue's stretch: the calls after
     # each are exposed (cost.launch_queue.stage_launches)
@@ -237,7 +241,6 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     stage_part["pp_comm"] = stage_part["pp_comm"] + p2p
     t_max = pick(per_mb, bottleneck)
     # the mean stage: the device's mean, and the stages' mean wait on their hosts
-    t_mean_device = (sum(unit_time[u] * n for u, n in unit_counts(model).items()) + pp * p2p) / pp
     t_pipe = pipeline_time(m, t_max, t_mean_device + st.mean(wait, pp), pp, v)
     host_mb = pick(launch_f + launch_b, bottleneck)  # the slowest stage's host seconds per micro-batch
 
@@ -359,7 +362,10 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     host_tail = host_update + (0.0 if sync else host_calls_s)
     host_total = host_body + host_tail  # the host's seconds per step on the slowest stage
     # the pipeline at the device's seconds alone (what the host's lead is measured against)
-    t_pipe_device = pipeline_time(m, pick(device_mb, bottleneck), t_mean_device, pp, v)
+    def device_bubble(device_mb, mean):  # the pipeline's bubble at the device's seconds (cost.pipeline)
+        return pipeline_time(m, pick(device_mb, bottleneck), mean, pp, v) - m * pick(device_mb, bottleneck)
+
+    t_pipe_device = m * pick(device_mb, bottleneck) + device_bubble(device_mb, t_mean_device)
     first = tuple(pick(x, bottleneck) for x in (launch_f, dev_f, launch_b, dev_b))  # one micro-batch's passes
     body = step_seconds(t_pipe, t_pipe_device, dp_exposed + t_opt + t_copy, host_body, host_tail,
                         pick(synced, bottleneck), rates.serial, first, sync)
@@ -367,7 +373,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     step = body
     time = {k: stage_part[k] * m for k in STAGE_PARTS}
     # parts sum to the step: the pipeline's bubble at the device's seconds, what the device waits on the host
-    time.update(dp_comm=dp_exposed + none, bubble=t_pipe_device - m * pick(device_mb, bottleneck),
+    time.update(dp_comm=dp_exposed + none, bubble=device_bubble(device_mb, t_mean_device),
                 optimizer=t_opt + none, host=clean(body - t_pipe_device - dp_exposed - t_opt - t_copy, body),
                 offload_comm=time["offload_comm"] + t_copy,
                 overhead=time["overhead"], total=step)
@@ -375,21 +381,20 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     host_kernels = sum(kernels[u] * held[u] for u in UNITS) * m
     host_calls = (sum(calls_of[u] * held[u] for u in UNITS) + sends) * m + step_calls
     # the clock the step's own mix sustains under the board limit (cost.power), before a calibration from runs
-    power, clock, watts = system.accelerator.power, np.ones(len(lay)), np.full(len(lay), np.nan)
+    power, clock = system.accelerator.power, np.ones(len(lay))
     if power is not None:  # priced at the loop's clock (cost.kernels.Device.fraction): from there to the step's
-        priced = loop_clock(power)
+        priced = priced_clock(power)
         clock = step_clock(power, time, priced)
         compute_share = recompute_compute_share(time)
-        time = at_clock(time, clock / priced)
+        before = time
         # the units at that clock, and the bubble of their pipeline: the stages trace to the breakdown
         unit_time, fwd, recomputed = clocked_units(parts, fwd, compute_share, clock / priced)
         parts = {u: {**parts[u], "recompute": recomputed[u]} for u in UNITS}
-        device_mb = st.seconds(unit_time) + p2p
-        t_max = pick(device_mb, bottleneck)
-        t_mean_device = (sum(unit_time[u] * n for u, n in unit_counts(model).items()) + pp * p2p) / pp
-        bubble = pipeline_time(m, t_max, t_mean_device, pp, v) - m * t_max
-        time.update(bubble=bubble, total=time["total"] + bubble - time["bubble"])
-        watts = average_watts(power, time, clock)
+        device_mb, t_mean_device = device_pipeline(unit_time)
+        t_max = pick(device_mb + wait, bottleneck)
+        time = dict(at_clock(before, clock / priced), bubble=device_bubble(device_mb, t_mean_device))
+        time["total"] = sum(time[k] for k in time if k != "total")
+        time = refill_host(time, before, host_total)
     time = calibrated(time, system, lay.stack)
     memory, mem_kind = stage_memory(model, system, lay, st) if memory is None else memory
 
@@ -414,4 +419,4 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
                 compute_speedup=speedup + none, moe_window=per_plan(units.moe_window),
                 host_kernels=host_kernels + none, host_calls=host_calls + none, host_s=host_total + none,
                 host_rates=rates, unit_host={u: (host_f[u] + none, host_b[u] + none) for u in UNITS},
-                send_host=send_host + none, clock=clock, power_w=watts)
+                send_host=send_host + none, clock=clock)

@@ -67,7 +67,8 @@ RANGES = {
 def power_for(system: System, board_w: float | None = None, idle_w: float | None = None,
               host_w: float | None = None, comm_share: float | None = None, pue: float | None = None,
               precision: str = "bf16") -> Power | None:
-    """The run's power inputs: each given value, else the part's power model (`Accelerator.power`) or, without one,
+    """The run's power inputs: each given value, else the part's power model (`Accelerator.power`; the values given
+    replace its limit, idle and communication draws, and the run is priced at the clock that limit gives), or, without one,
     its board power (`Accelerator.tdp_w`) and the module's shares of it; GEMMs of a part without a power model draw
     its measured draw for `precision` (`Accelerator.gemm_power_w`, capped at the board power) where it has one. None
     where no board power is known (the spec leaves tdp_w and power null and none is given)."""
@@ -112,7 +113,14 @@ def power_for(system: System, board_w: float | None = None, idle_w: float | None
             update["comm_w"] = idle + share * (board - idle)
         for k in ("memory_w",):  # a draw the overrides leave outside [idle, board] is held at its nearer end
             update[k] = min(max(getattr(pm, k), idle), board)
-        model = PowerModel(**{**pm.model_dump(), **update})
+        try:
+            model = PowerModel(**{**pm.model_dump(), **update})
+        except InputError as err:  # an override that leaves the part's draws inconsistent (PowerModel's message)
+            given = ", ".join(f"{f} = {v:g}" for f, v in (("--device-power", board_w), ("--idle-power", idle_w),
+                                                          ("--comm-power-share", comm_share)) if v is not None)
+            raise InputError(f"{given}: {str(err).split('; valid')[0]} in {acc.name}'s power model; valid: an idle "
+                             f"power below its draws (compute {pm.compute_w:g} W, memory-bound {pm.memory_w:g} W) "
+                             f"and a board power above its idle") from None
     return Power(board_w=board, idle_w=idle, host_w=host_w if host_w is not None else HOST_SHARE * board,
                  comm_share=share, pue=PUE if pue is None else pue, gemm_w=gemm, model=model, sources=src)
 

@@ -146,6 +146,9 @@ def forecast(model: ModelConfig | str, system: System | str, plan: Plan, tokens:
         check_number(flag, value, **RANGES[flag])
     check_ramp(ramp, plan)
     power = power_for(system, device_power_w, idle_power_w, host_power_w, comm_power_share, pue, plan.precision)
+    if power is not None and system.accelerator.power is not None and power.model != system.accelerator.power:
+        # a limit or draws given for a part with a power model: its steps run at the clock they give (cost.power)
+        system = system.model_copy(update={"accelerator": system.accelerator.model_copy(update={"power": power.model})})
     est = estimate(model, system, plan)
 
     def act_of(e):  # a step's mean activity at its own clock (run.energy.activity, cost.power's draws)
