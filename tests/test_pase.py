@@ -413,8 +413,17 @@ def test_weight_gradient_reduction_and_zero_states_by_hand():
     # ZeRO-1 over dp: gradients reduce-scattered and bf16 weights all-gathered once per step on the dp groups;
     # the Adam step updates 1/dp of the tp shard.
     cfg = pase.find_config(tables, graph, "mlp_in", {"batch": ["dp"], "ffn": ["tp"]})
+    # ... and Megatron-LM's own passes of the step (megatron-core's step_passes, cost.states): the master re-read
+    # over the updated 1/dp, the gradient buffer's zero, NaN-check norm and 1/dp prescale over the tp shard
+    from perfmodel.cost.states import grad_buffer_bytes, master_copy_bytes
+    from perfmodel.spec.stack import load_stack
+
+    def passes(local):  # Megatron's passes over `local` gradient-buffer parameters, 1/dp of them updated
+        return (local / 8 * master_copy_bytes("fp32") + local * grad_buffer_bytes(
+            4, load_stack("megatron-core").step_passes, True)) / (2.039e12 * A100.efficiency.memory_bandwidth)
+
     want = m * kernels(2048, 2 * f / 8) + coll("reduce_scatter", params / 8 * 4, dp_ph) + coll(
-        "all_gather", params / 8 * 2, dp_ph) + params / 8 / 8 * adam
+        "all_gather", params / 8 * 2, dp_ph) + params / 8 / 8 * adam + passes(params / 8)
     assert tables.time["mlp_in"][cfg] == pytest.approx(want, rel=1e-12)
     # states: 2 + 4 B per parameter over the tp shards, 12 B Adam over tp x dp; kept input 2 B x tokens x hidden
     assert tables.memory["mlp_in"][cfg] == pytest.approx(params / 8 * (2 + 4 + 12 / 8) + 2 * 2048 * h, rel=1e-12)
@@ -423,13 +432,13 @@ def test_weight_gradient_reduction_and_zero_states_by_hand():
     # parallel norms), and the dp all-gather of the weights.
     cfg = pase.find_config(tables, graph, "mlp_in", {"batch": ["dp"], "seq": ["tp"]})
     want = m * kernels(2048 / 8, 2 * f) + coll("reduce_scatter", params * 4, dp_ph) + coll(
-        "all_reduce", params * 4, tp_ph) + coll("all_gather", params * 2, dp_ph) + params / 8 * adam
+        "all_reduce", params * 4, tp_ph) + coll("all_gather", params * 2, dp_ph) + params / 8 * adam + passes(params)
     assert tables.time["mlp_in"][cfg] == pytest.approx(want, rel=1e-12)
     assert tables.memory["mlp_in"][cfg] == pytest.approx(params * (2 + 4 + 12 / 8) + 2 * 2048 / 8 * h, rel=1e-12)
     # tp unused (every tp rank repeats the work): nothing to reduce over tp.
     cfg = pase.find_config(tables, graph, "mlp_in", {"batch": ["dp"]})
     want = m * kernels(2048, 2 * f) + coll("reduce_scatter", params * 4, dp_ph) + coll(
-        "all_gather", params * 2, dp_ph) + params / 8 * adam
+        "all_gather", params * 2, dp_ph) + params / 8 * adam + passes(params)
     assert tables.time["mlp_in"][cfg] == pytest.approx(want, rel=1e-12)
 
 
