@@ -31,7 +31,7 @@ COMM_PARTS = ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "zero3_comm
 WAIT_PARTS = ("bubble", "host", "overhead")
 PIPELINED_PARTS = ("gemm", "attention", "memory_bound", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm")
 MIN_CLOCK = 0.05  # the bisection's floor; any limit above idle is met above it for a step of real parts
-BISECTIONS = 40  # 2**-40 of the bracket: far below any printed digit
+BISECTIONS = 30  # 2**-30 of the bracket: far below any printed digit
 
 
 def recompute_compute_share(time: dict):
@@ -134,13 +134,27 @@ def average_watts(power: PowerModel, time: dict, s):
 def step_clock(power: PowerModel, time: dict, priced: float = 1.0):
     """The clock fraction (<= 1) a step's compute sustains under the limit, per plan: `time` priced at clock
     `priced` (cost.kernels.Device prices at the loop's), the largest s whose step, its compute at s
-    (`at_clock(time, s / priced)`), averages within limit_w (bisection: the average rises with s)."""
-    total = np.asarray(time["total"], float)
-    lo, hi = np.full_like(total, MIN_CLOCK), np.ones_like(total)
-    ok = average_watts(power, at_clock(time, 1.0 / priced), 1.0) <= power.limit_w
+    (`at_clock(time, s / priced)`), averages within limit_w (bisection: the average rises with s). The kinds of
+    time at s are `at_clock`'s, summed once here (the search evaluates many plans at once)."""
+    sec = phase_seconds(time)
+    c, fixed = sec["compute"], sec["memory"] + sec["comm"]
+    stage = sum(np.asarray(time[k], float) for k in PIPELINED_PARTS)
+    bubble, host = np.asarray(time["bubble"], float), np.asarray(time["host"], float)
+    rest = sec["wait"] - bubble - host  # the waits the clock leaves alone (overhead)
+
+    def mean_watts(s):  # at_clock's kinds of time at s: compute / (s / priced), the bubble stretched, host refilled
+        added = c * (priced / s - 1.0)
+        b = bubble * np.divide(stage + added, stage, out=np.ones_like(stage), where=stage > 0)
+        wait = b + rest + np.maximum(host - np.maximum(added + b - bubble, 0.0), 0.0)
+        watts = phase_watts(power, s)
+        return (watts["compute"] * (c + added) + watts["memory"] * sec["memory"] + watts["comm"] * sec["comm"]
+                + watts["wait"] * wait) / np.maximum(c + added + fixed + wait, 1e-300)
+
+    lo, hi = np.full_like(c, MIN_CLOCK), np.ones_like(c)
+    ok = mean_watts(1.0) <= power.limit_w
     for _ in range(BISECTIONS):
         mid = (lo + hi) / 2
-        over = average_watts(power, at_clock(time, mid / priced), mid) > power.limit_w
+        over = mean_watts(mid) > power.limit_w
         hi, lo = np.where(over, mid, hi), np.where(over, lo, mid)
     return np.where(ok, 1.0, lo)
 
