@@ -103,14 +103,14 @@ def power_for(system: System, board_w: float | None = None, idle_w: float | None
             + f": {acc.sources.get('gemm_power_w', '')}" if measured is not None
             else f"board power (no measured GEMM draw for {acc.name} in {precision})")
         share = COMM_SHARE if comm_share is None else comm_share
-        model = PowerModel(limit_w=board, window_s=1.0, idle_w=idle, memory_w=board, comm_w=idle + share * (board - idle),
+        model = PowerModel(limit_w=board, window_s=1.0, idle_w=idle, memory_w=board, comm_w=comm_draw(idle, board, share),
                            compute_w=board if gemm is None else max(gemm, idle))
     else:
         src["gemm_w"] = f"{acc.name} power model: compute_w at the step's clock (cost.power.compute_watts)"
         share = (pm.comm_w - pm.idle_w) / (pm.limit_w - pm.idle_w) if comm_share is None else comm_share
         update = {"limit_w": board, "idle_w": idle}
         if comm_share is not None or idle_w is not None or board_w is not None:
-            update["comm_w"] = idle + share * (board - idle)
+            update["comm_w"] = comm_draw(idle, board, share)
         for k in ("memory_w",):  # a draw the overrides leave outside [idle, board] is held at its nearer end
             update[k] = min(max(getattr(pm, k), idle), board)
         try:
@@ -123,6 +123,11 @@ def power_for(system: System, board_w: float | None = None, idle_w: float | None
                              f"and a board power above its idle") from None
     return Power(board_w=board, idle_w=idle, host_w=host_w if host_w is not None else HOST_SHARE * board,
                  comm_share=share, pue=PUE if pue is None else pue, gemm_w=gemm, model=model, sources=src)
+
+
+def comm_draw(idle: float, board: float, share: float) -> float:
+    """Draw while only communicating, W: idle + share x (board - idle), `share` of the range above idle."""
+    return idle + share * (board - idle)
 
 
 def step_watts(power: Power, time: dict, clock=1.0):

@@ -22,7 +22,6 @@ import numpy as np
 from ..cost.comm import group_collective, p2p_tier, p2p_time
 from ..cost.compute import flash_attention_time, shared_core_speedup
 from ..cost.kernel_lookup import allreduce_table_time, decode_table_time
-from ..cost.power import priced_clock
 from ..cost.attention_kinds import attention_head_width, delta_rule_flops, indexer_flops, indexer_rate
 from ..cost.kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, attention_table_op, mean_keys, model_mean_keys,
                             residual_bytes)
@@ -53,14 +52,12 @@ def device(model: ModelConfig, system: System, plan: ServePlan, stack: ServingSt
     kernels = load_stack("plain-torch").model_copy(
         update={"name": stack.name, "attention_native": stack.attention_native, "attention_speed": 1.0})
     serving = measured_serving(system, stack)
-    fraction = system.efficiency.sustained_fraction
-    if serving is not None and serving.sustained_fraction is not None:  # what a served prefill keeps (calibrate)
-        fraction = serving.sustained_fraction
-    else:  # compute at the clock of a compute-bound loop (cost.power): a served step is not yet priced at its mix's
-        fraction *= priced_clock(system.accelerator.power)
-    # the device's system holds the clock in its fraction (so a device of this device's system is the same one)
-    system = system.model_copy(update={"efficiency": system.efficiency.model_copy(
-        update={"sustained_fraction": fraction}), "accelerator": system.accelerator.model_copy(update={"power": None})})
+    if serving is not None and serving.sustained_fraction is not None:  # what a served prefill keeps (calibrate),
+        system = system.model_copy(update={"efficiency": system.efficiency.model_copy(  # at this machine's clocks
+            update={"sustained_fraction": serving.sustained_fraction}),
+            "accelerator": system.accelerator.model_copy(update={"power": None})})
+    # elsewhere the Device prices compute at the clock of a compute-bound loop (cost.kernels.Device.fraction): a
+    # served step is not yet priced at its own mix's clock
     # W4A16 computes in bf16: its 4-bit GEMMs are priced apart (`w4a16_gemm_s`), the rest as bf16
     precision = "bf16" if plan.precision == "w4a16" else plan.precision
     return Device(model, system, SimpleNamespace(stack=kernels, precision=precision, attention="flash"))
