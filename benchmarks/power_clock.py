@@ -21,15 +21,13 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import published_runs  # noqa: E402
 from devset import DEFAULT_CSV, MOE_CSV  # noqa: E402
 
 from perfmodel import estimate, load_hardware  # noqa: E402
-from perfmodel.calibrate.from_runs import price  # noqa: E402
 from perfmodel.cost.power import loop_clock  # noqa: E402
-from perfmodel.errors import InputError  # noqa: E402
 from perfmodel.published.memory_peaks import SIMUMAX_GROUP, moe_case  # noqa: E402
 from perfmodel.published.moe_runs import load_moe_cases  # noqa: E402
-from perfmodel.published.runs import load_cases  # noqa: E402
 
 MEASURED_LOOP = 654 / 806  # the lent H200's bf16 8192^3 loop over its table rate
 SYSTEMS = ("dgx-h100", "dgx-h200", "dgx-b200", "dgx-b300", "gb200-nvl72", "gb300-nvl72", "dgx-a100-80gb")
@@ -47,19 +45,12 @@ def loops() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def priced(cases) -> pd.DataFrame:
-    rows = []
-    for c in cases:
-        if c.reason:
-            continue
-        try:
-            e = price([c]).estimates[0]
-        except InputError:
-            continue
-        rows.append({"row_id": c.row_id, "group": c.group, "system": c.system.name,
-                     "family": c.system.accelerator.generation_name, "clock": e.clock.clock if e.clock else np.nan,
-                     "error": e.step_time_s / c.measured_s - 1})
-    return pd.DataFrame(rows)
+def priced(csv, cases=None) -> pd.DataFrame:
+    """published_runs.priced's expressible rows (the benchmarks' own pricing) with each one's clock and GPU family."""
+    df, parts, idx = published_runs.priced(csv, cases)
+    df.loc[idx, "clock"] = [e.clock.clock if e.clock else np.nan for e in parts.estimates]
+    out = df.loc[idx].rename(columns={"hardware": "system", "generation": "family"})
+    return out[["row_id", "group", "system", "family", "clock", "error"]]
 
 
 def table(df: pd.DataFrame, keys) -> pd.DataFrame:
@@ -88,7 +79,7 @@ def main() -> int:
     fmt = lambda x: f"{x:.3f}"  # noqa: E731
     print("1. a bf16 GEMM looping alone: the clock under each part's limit")
     print(loops().to_string(index=False, float_format=fmt))
-    dense, moe = priced(load_cases(DEFAULT_CSV)), priced(load_moe_cases(MOE_CSV))
+    dense, moe = priced(DEFAULT_CSV), priced(MOE_CSV, load_moe_cases(MOE_CSV))
     for name, df in (("dense", dense), ("MoE", moe)):
         print(f"\n2. {name} dev set by GPU family (step time: MAPE %, median signed error %, median clock)")
         print(table(df, "family").to_string(float_format=fmt))
