@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..spec.hardware import NetworkTier, System
+from ..spec.network import KIND_FALLBACK
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,7 @@ def group_phases(system: System, n: int, stride: int, gpus: int | None = None) -
 def _phase(tier: NetworkTier, members: int, links: int) -> Phase:
     """A ring of `members` on `tier` over `links` links per direction, with the tier's per-kind fits (for a ring of
     that size where the tier measured groups: `NetworkTier.ring`)."""
-    rings = {k: tier.ring(k, members) for k in dict.fromkeys([*tier.by_group, *tier.by_kind])}
+    rings = {k: tier.ring(k, members) for k in dict.fromkeys([*tier.by_group, *tier.by_kind, *KIND_FALLBACK])}
     kinds = tuple((k, bw * links, lat) for k, (bw, lat) in rings.items())
     return Phase(tier.name, members, tier.bandwidth * tier.collective_efficiency * links, tier.latency, kinds)
 
@@ -192,7 +193,7 @@ def collective_time(kind: str, size_bytes, phases: list[Phase]):
     return total
 
 
-def all_to_all_time(size_bytes, phases: list[Phase], share=None):
+def all_to_all_time(size_bytes, phases: list[Phase], share=None, kind: str = "all_to_all"):
     """Seconds of an all-to-all in which every member sends S bytes spread evenly over the group (NCCL's
     alltoall: direct sends to every peer, all at once, each over the innermost tier both ends share).
 
@@ -202,13 +203,14 @@ def all_to_all_time(size_bytes, phases: list[Phase], share=None):
     their shares concurrently, so the slowest sets the bandwidth term, and each phase costs the latency of its
     ring's m_k - 1 steps, as `collective_time` counts it: sum over k of (m_k - 1) a_k + S * max over k of
     share_k / B_k (affine in S, as `cost.mesh` needs).
-    One tier is the ring formula's (n - 1) a + (n - 1)/n S/B.
+    One tier is the ring formula's (n - 1) a + (n - 1)/n S/B. `kind`: whose measured bandwidth each tier lends
+    (NCCL's all_to_all, or a MoE dispatcher's kernels: ep_dispatch, ep_combine).
     """
     share = share or (lambda inner, members, n: (members - 1) * inner / n)
     n = math.prod(ph.members for ph in phases)
     latency, per_byte, inner = 0.0, 0.0, 1
     for ph in phases:
-        bw, lat = ph.ring("all_to_all")
+        bw, lat = ph.ring(kind)
         latency += (ph.members - 1) * lat
         per_byte = max(per_byte, share(inner, ph.members, n) / bw)
         inner *= ph.members

@@ -153,7 +153,7 @@ def block_hit(n_experts: int, top_k: int, block: float) -> float:
     return 1.0 - math.comb(n_experts - b, top_k) / math.comb(n_experts, top_k)
 
 
-def flex_dispatch_time(model: ModelConfig, system: System, lay: Layouts) -> np.ndarray:
+def flex_dispatch_time(model: ModelConfig, system: System, lay: Layouts, kind: str = "ep_dispatch") -> np.ndarray:
     """Seconds of one deduplicating dispatch (or combine) per device: DeepEP / HybridEP (Megatron-Core's "flex"
     dispatcher, Zhao et al. 2025, DeepEP) send a token once to every remote domain that holds one of its experts
     and forward it inside the domain, rather than once per expert copy.
@@ -161,14 +161,17 @@ def flex_dispatch_time(model: ModelConfig, system: System, lay: Layouts) -> np.n
     `comm.all_to_all_time` of the device's T h bf16 bytes (times `routed_load`, the busiest device) over the ep
     group's tiers, with the share sent over tier k (m_k members, blocks of P_{k-1} ranks) (m_k - 1)
     `block_hit`(P_{k-1} n_experts / ep) instead of (m_k - 1) P_{k-1} / N: each other block is reached once if
-    the token has an expert there (the tokens received from outer tiers and forwarded inward are not counted)."""
+    the token has an expert there (the tokens received from outer tiers and forwarded inward are not counted).
+    Each tier's bandwidth is the dispatcher's own kernels' where the system measures them (`kind` ep_dispatch or
+    ep_combine in a tier's by_group: HybridEP's published kernel bandwidths, hardware_specs/systems), else its NCCL
+    all-to-all's (spec.network.KIND_FALLBACK)."""
     m = model.moe
     nbytes = tokens_in(lay) * model.hidden * ACT_BYTES * moe_load(model, lay)
 
     def time(size, phases):
         ep = math.prod(ph.members for ph in phases)
         hit = lambda inner, members, n: (members - 1) * block_hit(m.n_experts, m.top_k, inner * m.n_experts / ep)  # noqa: E731
-        return C.all_to_all_time(size, phases, hit)
+        return C.all_to_all_time(size, phases, hit, kind)
 
     return C.group_collective(system, "all_to_all", nbytes, lay.ep, lay.etp, lay.gpus, time=time)
 

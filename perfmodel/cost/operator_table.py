@@ -32,8 +32,7 @@ from .embedding_grad import embedding_ops
 from .layouts import Layouts, among
 from .mesh import BIT, gathered_axes
 from .moe import moe_kernels, moe_share
-from .remat_names import names_gemm_share, names_held, names_kept, names_rebuilds
-
+from .remat_names import mla_up_share, names_gemm_share, names_held, names_kept, names_rebuilds
 
 
 @dataclass(frozen=True)
@@ -67,9 +66,8 @@ class Operator:
 
 
 def operators(model: ModelConfig) -> dict[str, Operator]:
-    """The operators of `model`'s graph (perfmodel.spec.operators.GRAPH_OPS), sized. mlp_in computes gate and up alike
-    over ffn (Megatron interleaves them), so a split of ffn splits both; a split of qkv's heads cuts the K and V
-    heads too."""
+    """The operators of `model`'s graph (perfmodel.spec.operators.GRAPH_OPS), sized. mlp_in computes gate and up
+    alike over ffn (Megatron interleaves them), so a split of ffn splits both; a split of qkv's heads, K and V's."""
     m = model
     if m.linear_attention is not None:
         raise InputError(f"model {m.name}: linear_attention = {m.linear_attention.layers} Gated DeltaNet layers: "
@@ -235,10 +233,11 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
         ops = linear_op(dev, op.name, T, rows, s.local(in_dim, k), rec, precision=prec)
         ops += autocast_op(dev, op.name, T, rows, s.local(in_dim, k), rec)
         ops += bias_grad_op(dev, op.name, T, rows)
-        parts = (("per-op", per_op_share(op.name, m)), ("names", names_gemm_share(op.name, saved, m)))
+        parts = (("per-op", per_op_share(op.name, m)), ("names", names_gemm_share(op.name, saved, m)),
+                 ("selective", mla_up_share(m) if op.name == "qkv" and m.mla is not None else 1.0))
         ops = [replace(k_, partial=tuple(p for p in parts if 0.0 < p[1] < 1.0)) for k_ in ops]  # MLA: down proj.
         if op.name == "qkv" and m.position == "rope":  # names: the rotary parts stay with saved queries and keys
-            rope = tuple(r for r in rec if r != "names") + ("names",) * names_rebuilds("qkv", saved)
+            rope = tuple(r for r in rec if r != "names") + ("names",) * names_rebuilds("qkv", saved)  # mla_up_proj too
             ops.append(elementwise_op(dev, "rope", T * m.rope_width / s.split("heads"),
                                       *ELEMENTWISE_BYTES["rope"], rope + ("per-op",) * ("per-op" not in rope)))
         return ops
@@ -260,15 +259,16 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
 def recomputed_in(op: Operator, modules, model: ModelConfig, saved=()) -> tuple[str, ...]:
     """The recompute modes that re-run `op`'s forward in the backward (a layer op; none for the embedding and
     head): full, every one; per-op (torchtitan), the memory-bound ops and the matmuls it does not save
-    (`per_op_share`: wo, and wk and w3 as their share of qkv and mlp_in); selective, the ops of Megatron-Core's `modules`:
-    layernorm the norms, mlp the dense MLP (core_attn: the attention core, `kernels`); names, what the `saved`
-    tensors do not spare (`remat_names.names_rebuilds`; latent attention's qkv always, its down projections)."""
+    (`per_op_share`: wo, and wk and w3 as their share of qkv and mlp_in); selective, the ops of Megatron-Core's
+    `modules`: layernorm the norms, mlp the dense MLP, mla_up_proj MLA's qkv (`mla_up_share`; core_attn: `kernels`);
+    names, what the `saved` tensors do not spare (`remat_names.names_rebuilds`; MLA's qkv always, its down proj.)."""
     if op.unit != "layer":
         return ()
     fam, modes = op.spec.family, ["full"]
     if fam in ("norm", "residual", "activation") or per_op_share(op.name, model) > 0:
         modes.append("per-op")
-    if (fam == "norm" and "layernorm" in modules) or (op.name in DENSE_MLP_OPS and "mlp" in modules):
+    if (fam == "norm" and "layernorm" in modules) or (op.name in DENSE_MLP_OPS and "mlp" in modules) or (
+            op.name == "qkv" and "mla_up_proj" in modules and model.mla is not None):  # MLA: its `mla_up_share`
         modes.append("selective")
     return tuple(modes) + ("names",) * names_rebuilds(op.name, saved, model.mla is not None)
 

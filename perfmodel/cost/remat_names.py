@@ -69,6 +69,15 @@ def mla_down_share(model) -> float:
     return (h * ((a.q_lora_rank or 0) + a.kv_lora_rank + a.qk_rope_head_dim) + indexer) / model.qkv_matmul_params()
 
 
+def mla_up_share(model) -> float:
+    """Share of latent attention's qkv GEMM FLOPs that Megatron-Core's `--recompute-modules mla_up_proj` re-runs in
+    the backward: the up projections (linear_q_up_proj, linear_kv_up_proj) and the rotary embedding applied to their
+    outputs, which MLASelfAttention checkpoints as one function and discards (megatron/core/transformer/
+    multi_latent_attention.py, `qkv_up_proj_and_rope_apply` under CheckpointWithoutOutput); the down projections
+    and the latents they write stay. 1 - `mla_down_share`; dimensionless."""
+    return 1.0 - mla_down_share(model)
+
+
 def names_gemm_share(op_name: str, saved, model) -> float:
     """Share of layer GEMM `op_name`'s forward FLOPs the names policy re-runs in the backward: 1 where it is
     rebuilt (`names_rebuilds`), 0 where saved; qkv saved on a latent-attention model, its down projections'

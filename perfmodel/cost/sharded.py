@@ -329,10 +329,11 @@ def moe_comms(model: ModelConfig, system: System, lay: Layouts, window=None) -> 
     compute stream unless --overlap-moe-expert-parallel-comm), scaled by `moe_share`.
 
     alltoall: dispatch and combine are all-to-alls over the ep group, S = `dispatch_bytes` each
-    (`comm.all_to_all_time`); flex, `cost.moe.flex_dispatch_time`; allgather: an all-gather of every member's tokens and a reduce-scatter of the
-    outputs over it (S = ep x `dispatch_bytes`, `comm.collective_time`). With etp > 1 the routed tokens are
-    all-gathered over the etp group after the dispatch and reduce-scattered before the combine. Each runs once
-    in the forward, once in the backward, and again in a recomputed forward.
+    (`comm.all_to_all_time`); flex, `cost.moe.flex_dispatch_time` (dispatch and combine each at its own kernels'
+    bandwidth); allgather: an all-gather of every member's tokens and a reduce-scatter of the outputs over it
+    (S = ep x `dispatch_bytes`, `comm.collective_time`). With etp > 1 the routed tokens are all-gathered over
+    the etp group after the dispatch and reduce-scattered before the combine. Each runs once in the forward,
+    once in the backward, and again in a recomputed forward.
 
     With `lay.moe_overlap` (Megatron-Core --overlap-moe-expert-parallel-comm: its combined 1F1B runs one
     micro-batch's forward beside another's backward, each one's dispatch and combine under the other's compute;
@@ -350,9 +351,9 @@ def moe_comms(model: ModelConfig, system: System, lay: Layouts, window=None) -> 
         one = C.group_collective(system, "all_to_all", s, lay.ep, lay.etp, lay.gpus)
         pairs = (("ep dispatch all-to-all", "all_to_all", s, one), ("ep combine all-to-all", "all_to_all", s, one))
     elif lay.moe_dispatcher == "flex":
-        one = flex_dispatch_time(model, system, lay)
         s = s / model.moe.top_k  # each token once (the busiest device's, as the seconds)
-        pairs = (("ep dispatch (flex)", "all_to_all", s, one), ("ep combine (flex)", "all_to_all", s, one))
+        pairs = (("ep dispatch (flex)", "all_to_all", s, flex_dispatch_time(model, system, lay, "ep_dispatch")),
+                 ("ep combine (flex)", "all_to_all", s, flex_dispatch_time(model, system, lay, "ep_combine")))
     else:
         ag = C.group_collective(system, "all_gather", s * lay.ep, lay.ep, lay.etp, lay.gpus)
         rs = C.group_collective(system, "reduce_scatter", s * lay.ep, lay.ep, lay.etp, lay.gpus)

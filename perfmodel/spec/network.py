@@ -16,7 +16,10 @@ DATASHEET_MAX = 1e9
 Datasheet = Annotated[PositiveReal, Field(le=DATASHEET_MAX)]
 Latency = Annotated[Real, Field(ge=0, le=DATASHEET_MAX)]
 
-CollectiveKind = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p"]
+CollectiveKind = Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p", "ep_dispatch", "ep_combine"]
+# The MoE dispatchers' own kernels (DeepEP / HybridEP: Megatron-Core's flex dispatcher, cost.moe.flex_dispatch_time)
+# where a tier measures them apart; a tier that does not prices them as its NCCL all-to-all.
+KIND_FALLBACK = {"ep_dispatch": "all_to_all", "ep_combine": "all_to_all"}
 
 
 class KindFit(Schema):
@@ -115,6 +118,8 @@ class NetworkTier(Schema):
             return groups[max(below) if below else min(groups)], "measured"
         if kind in self.by_kind:
             return self.by_kind[kind], "calibrated"
+        if kind in KIND_FALLBACK:
+            return self.fit(KIND_FALLBACK[kind], members)
         return None, "datasheet"
 
     def ring(self, kind: str, members: int | None = None) -> tuple[float, float]:
