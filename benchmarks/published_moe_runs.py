@@ -82,7 +82,8 @@ def main(argv=None) -> int:
         ia = np.array([i for i in idx if df.loc[i, "trust"] == "A"])
         s.loc["ALL trust A", "3-shot MAPE %"] = float(np.nanmedian(three_shot(a_only, parts.take(np.searchsorted(
             idx, ia)), ia, key, a.draws, a.seed))) if len(ia) else np.nan
-        print(f"\n(a) profiles, nothing fitted; {'(b) leave-one-container-out; ' if key == 'group' else ''}(c) three-shot "
+        print(f"\n(a) profiles, nothing fitted; {'(b) leave-one-container-out; ' if key in ('group', 'family') else ''}"
+              f"(c) three-shot "
               f"calibrated per {key}  [{a.csv.name}]")
         print(s.round(1).to_string())
     print(f"\n(a) per family and container: signed median error % (rows)  [{a.csv.name}]")

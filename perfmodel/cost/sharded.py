@@ -352,8 +352,8 @@ def moe_comms(model: ModelConfig, system: System, lay: Layouts, window=None) -> 
         pairs = (("ep dispatch all-to-all", "all_to_all", s, one), ("ep combine all-to-all", "all_to_all", s, one))
     elif lay.moe_dispatcher == "flex":
         s = s / model.moe.top_k  # each token once (the busiest device's, as the seconds)
-        pairs = (("ep dispatch (flex)", "all_to_all", s, flex_dispatch_time(model, system, lay, "ep_dispatch")),
-                 ("ep combine (flex)", "all_to_all", s, flex_dispatch_time(model, system, lay, "ep_combine")))
+        pairs = (("ep dispatch (flex)", "ep_dispatch", s, flex_dispatch_time(model, system, lay, "ep_dispatch")),
+                 ("ep combine (flex)", "ep_combine", s, flex_dispatch_time(model, system, lay, "ep_combine")))
     else:
         ag = C.group_collective(system, "all_gather", s * lay.ep, lay.ep, lay.etp, lay.gpus)
         rs = C.group_collective(system, "reduce_scatter", s * lay.ep, lay.ep, lay.etp, lay.gpus)
