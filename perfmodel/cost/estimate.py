@@ -52,9 +52,10 @@ def comm_row(c: Comm, system: System, plan: Plan, count: float, i: int, n: int) 
     """Communication `c` of plan i (of n) as a CommTime row, `count` units (micro-batch-units) on the stage."""
     at = lambda x: item(x, i, n)
     name = c.name if c.unit in ("layer", "stage", "step") else f"{c.name} ({c.unit})"
-    if c.tier is not None:  # a group outside the stage mesh (cost.moe.group_tiers: 'nvlink x8 > infiniband x4')
+    if c.tier is not None:  # one tier's name ('infiniband'), or a MoE group's tiers ('nvlink x8 > infiniband x4')
         tiers = at(c.tier)
-        rings = [(t, int(m)) for t, _, m in (p.rpartition(" x") for p in str(tiers).split(" > ")) if m.isdigit()]
+        parts = [p.rpartition(" x") for p in str(tiers).split(" > ")]
+        rings = [(t, int(m)) if m.isdigit() and t else (t + x + m, None) for t, x, m in parts]
     else:
         phases = Mesh(system, plan.gpus, plan.dp, plan.cp, plan.tp, plan.dp_replicate).phases(int(at(c.mask)))
         tiers, rings = C.describe(phases), [(ph.tier, ph.members) for ph in phases]
