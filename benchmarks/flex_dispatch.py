@@ -18,9 +18,10 @@ Nothing is fitted to a training run.
 from __future__ import annotations
 
 import argparse
-import math
 
 import pandas as pd
+
+from perfmodel.cost.moe import block_hit
 
 TOKENS, HIDDEN, TOP_K, LOCAL = 4096, 7168, 8, 8
 # (system, ranks, SMs, dispatch GB/s, combine GB/s): "Kernel Only", bf16 dispatch
@@ -35,24 +36,21 @@ LINK_GBPS = 900.0  # NVLink 5, each direction (the systems' nvlink bandwidth_gbp
 
 def hit(ranks: int) -> float:
     """Chance that a token's top-8 of the 8 x ranks experts include one of a rank's 8 (cost.moe.block_hit)."""
-    e = LOCAL * ranks
-    return 1.0 - math.comb(e - LOCAL, TOP_K) / math.comb(e, TOP_K)
+    return block_hit(LOCAL * ranks, TOP_K, LOCAL)
 
 
-def fitted(ranks: int, gbps: float, latency_us: float) -> float:
-    """The tier efficiency that makes cost.moe's flex time equal the published kernel time at this size."""
-    s = TOKENS * HIDDEN * 2
-    t = ranks * hit(ranks) * s / (gbps * 1e9)
-    return (ranks - 1) * hit(ranks) * s / (LINK_GBPS * 1e9 * (t - (ranks - 1) * latency_us * 1e-6))  # latency 0
+def fitted(ranks: int, gbps: float) -> float:
+    """The tier efficiency that makes cost.moe's flex time, (m - 1) hit S / (eff B), equal the published kernel time
+    m hit S / algbw at latency 0: (m - 1) / m x algbw / B."""
+    return (ranks - 1) / ranks * gbps / LINK_GBPS
 
 
-def table(latency: dict[str, float]) -> pd.DataFrame:
+def table() -> pd.DataFrame:
     rows = []
     for system, ranks, sms, disp, comb in PUBLISHED:
-        lat = latency[system]
         rows.append(dict(system=system, ranks=ranks, sms=sms, hit=round(hit(ranks), 4), dispatch_gbps=disp,
-                         combine_gbps=comb, latency_us=lat, ep_dispatch_eff=round(fitted(ranks, disp, lat), 4),
-                         ep_combine_eff=round(fitted(ranks, comb, lat), 4)))
+                         combine_gbps=comb, latency_us=0.0, ep_dispatch_eff=round(fitted(ranks, disp), 4),
+                         ep_combine_eff=round(fitted(ranks, comb), 4)))
     return pd.DataFrame(rows)
 
 
@@ -87,7 +85,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--yaml", action="store_true", help="print the by_group entries for hardware_specs/systems")
     a = ap.parse_args(argv)
-    df = table({"gb200-nvl72": 0.0, "dgx-b200": 0.0})
+    df = table()
     if a.yaml:
         for system, g in df.groupby("system"):
             print(f"# {system}")
