@@ -314,3 +314,24 @@ def test_the_users_capacity_setting_wins_whole_over_the_releases(capsys, tmp_pat
     assert (capacity_of(rel), rel.moe_pad_to_capacity) == (1.0, True)
     assert "full recompute" in with_release(Job(gpus=8, global_batch=512, seq_len=4096, stack="nemo-automodel"),
                                             q, hw)[1]
+
+
+def test_a_patch_container_extends_its_release_with_its_own_rules_first():
+    line = load_line("megatron-bridge")
+    base, patch = line.release("26.04"), line.release("26.04.01")
+    assert patch.extends == "26.04" and len(patch.recipes) == 2 + len(base.recipes)
+    assert patch.recipes[2:] == base.recipes  # its own two DeepSeek-V3 rules (B200, B300), then 26.04's
+    assert [r.gpus for r in patch.recipes[:2]] == [["B200"], ["B300"]]
+    # the recipe a patch leaves alone is its base's
+    assert release_recipe("megatron-bridge@26.04.01", "qwen3-235b-a22b", "GB200", "fp8")[1] == \
+        release_recipe("megatron-bridge@26.04", "qwen3-235b-a22b", "GB200", "fp8")[1]
+
+
+def test_extends_must_name_an_earlier_release():
+    from pydantic import ValidationError
+
+    from perfmodel.spec.stack_release import ReleaseLine
+    rule = dict(moe_dispatcher="alltoall", moe_overlap=False, cuda_graphs="none", source="s")
+    with pytest.raises((ValidationError, InputError), match="extends = '9.9', not an earlier release"):
+        ReleaseLine.model_validate(dict(name="x", profile="megatron-core", releases=[
+            dict(version="1.0", bridge="b", source="s", extends="9.9", recipes=[rule])]))

@@ -72,12 +72,14 @@ class Release(Schema):
     megatron_core: str | None = Field(None, description="the Megatron-Core version the release ships; null: it runs "
                                                         "no Megatron-Core (a PyTorch-native framework)")
     source: str = Field(description="where its recipes were read")
+    extends: str | None = Field(None, description="an earlier release of the line whose recipes follow this one's (a "
+                                "patch container listing only the rules it changes); null: its recipes are all")
     recipes: list[Recipe] = Field(min_length=1, description="rules, first match wins")
 
     @model_validator(mode="after")
     def _last_matches_all(self):
         last = self.recipes[-1]
-        if last.models or last.gpus or last.precisions:
+        if self.extends is None and (last.models or last.gpus or last.precisions):
             raise ValueError(f"release {self.version}: the last recipe must match every plan (no models, gpus or "
                              "precisions): what a model without a recipe runs with")
         return self
@@ -98,6 +100,24 @@ class ReleaseLine(Schema):
                                           "AutoModel: bf16 parameters and optimizer state); each cited in sources")
     sources: dict[str, str] = Field(default_factory=dict, description="profile field -> citation")
     releases: list[Release] = Field(min_length=1, description="oldest first; the last is what the bare name means")
+
+    @model_validator(mode="after")
+    def _extends_earlier(self):
+        earlier: list[str] = []
+        for r in self.releases:
+            if r.extends is not None and r.extends not in earlier:
+                raise ValueError(f"release {r.version}: extends = {r.extends!r}, not an earlier release of "
+                                 f"{self.name}; valid: {', '.join(earlier) or 'none (it is the first)'}")
+            earlier.append(r.version)
+        return self
+
+    def resolved(self) -> "ReleaseLine":
+        """The line with each release that `extends` an earlier one running its own rules, then that release's."""
+        done: dict[str, Release] = {}
+        for r in self.releases:
+            done[r.version] = r if r.extends is None else r.model_copy(
+                update={"recipes": r.recipes + done[r.extends].recipes})
+        return self.model_copy(update={"releases": list(done.values())})
 
     def release(self, version: str | None) -> Release:
         if version is None:
@@ -130,7 +150,7 @@ def load_line(name: str) -> ReleaseLine:
         if key not in files:
             raise suggest(name, files, "release line")
         _LINES[key] = ReleaseLine.parse(read_mapping(files[key], f"hardware_specs/stacks/releases/{key}.yaml"),
-                                        where=key)
+                                        where=key).resolved()
     return _LINES[key]
 
 
