@@ -87,3 +87,11 @@ def test_mla_up_proj_recompute_costs_the_up_projections_forward():
 def test_deepseek_v3_recipes_per_container(release, gpu, dispatcher, overlap, modules):
     _, r = release_recipe(f"megatron-bridge@{release}", "deepseek-v3", gpu, "fp8")
     assert (r.moe_dispatcher, r.moe_overlap, r.recompute_modules) == (dispatcher, overlap, modules)
+
+
+def test_described_rings_reads_describe_back():
+    from perfmodel.cost import comm as C
+    system = load_hardware("dgx-b200")
+    phases = C.group_phases(system, 32, 1, 256)
+    assert C.described_rings(C.describe(phases)) == [("nvlink", 8), ("infiniband", 4)]
+    assert C.described_rings("infiniband") == [("infiniband", None)]

@@ -222,6 +222,12 @@ def describe(phases: list[Phase]) -> str:
     return " > ".join(f"{p.tier} x{p.members}" for p in phases) or "local"
 
 
+def described_rings(text: str) -> list[tuple[str, int | None]]:
+    """`describe`'s text back as (tier, members) per phase; a bare tier name ('infiniband') as (name, None)."""
+    parts = [p.rpartition(" x") for p in str(text).split(" > ")]
+    return [(t, int(m)) if t and m.isdigit() else (t + x + m, None) for t, x, m in parts]
+
+
 def p2p_tier(system: System, stride: int, stages: int) -> NetworkTier:
     """The tier that carries the slowest send between adjacent pipeline stages `stride` devices apart.
 

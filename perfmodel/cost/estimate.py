@@ -54,8 +54,7 @@ def comm_row(c: Comm, system: System, plan: Plan, count: float, i: int, n: int) 
     name = c.name if c.unit in ("layer", "stage", "step") else f"{c.name} ({c.unit})"
     if c.tier is not None:  # one tier's name ('infiniband'), or a MoE group's tiers ('nvlink x8 > infiniband x4')
         tiers = at(c.tier)
-        parts = [p.rpartition(" x") for p in str(tiers).split(" > ")]
-        rings = [(t, int(m)) if m.isdigit() and t else (t + x + m, None) for t, x, m in parts]
+        rings = C.described_rings(tiers)
     else:
         phases = Mesh(system, plan.gpus, plan.dp, plan.cp, plan.tp, plan.dp_replicate).phases(int(at(c.mask)))
         tiers, rings = C.describe(phases), [(ph.tier, ph.members) for ph in phases]
