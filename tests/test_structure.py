@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1] / "perfmodel"
 MAX_LINES = 450
 # The stages, lowest first: a module may import its own stage and those before it.
 LAYERS = ("perfmodel.errors", "perfmodel.files", "perfmodel.spec", "perfmodel.cost", "perfmodel.serve", "perfmodel.run",
-          "perfmodel.search", "perfmodel.published", "perfmodel.export", "perfmodel.ingest", "perfmodel.execute", "perfmodel.calibrate",
+          "perfmodel.search", "perfmodel.sweep", "perfmodel.published", "perfmodel.export", "perfmodel.ingest", "perfmodel.execute", "perfmodel.calibrate",
           "perfmodel.plots", "perfmodel.validate", "perfmodel.cli", "perfmodel.app")
 LOOSE = {"__init__.py", "__main__.py", "errors.py", "files.py"}  # the modules at the package root
 

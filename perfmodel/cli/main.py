@@ -33,6 +33,8 @@ COMMANDS = {
                                      "plot)"),
     "forecast": ("forecast_command", "the whole run of a plan: days, device-hours, dollars, checkpoints, "
                                      "interruptions and goodput"),
+    "sweep": ("sweep_command", "design-space sweep: many systems x workloads, each point's best plans, on every "
+                               "core or a Ray cluster; report: Pareto front and sensitivities"),
     "app": ("perfmodel.app.command", "serve the planner page in a browser (pip install -e \".[app]\")"),
     "hardware": ("catalogue_command", "list or show hardware presets, or print the spec JSON schema"),
     "models": ("catalogue_command", "list or show model presets"),

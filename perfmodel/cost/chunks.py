@@ -3,6 +3,8 @@ each stage is the held chunks' layers, not the stage's mean chunk times their co
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from ..spec.model import ModelConfig
@@ -44,17 +46,18 @@ def uneven_kept_scale(model: ModelConfig, lay: Layouts, st: Stages, scale: dict)
     shape = np.broadcast_shapes(np.shape(st.layers), np.shape(scale["layer"]))
     layer, emb = (np.array(np.broadcast_to(scale[u], shape), float) for u in ("layer", "embedding"))
     first, inverse = lay.distinct(SPLIT)
+    split_of = {}  # (pp, vpp, accounting) -> [rank, chunk] layers, or None where the split is even or not Megatron-LM's
     for j, i in enumerate(first):
         if not inter[i]:
             continue
-        plan, cols = lay.plan(int(i)), np.flatnonzero(inverse == j) if shape[1] > 1 else np.array([0])
-        if not megatron_rules(plan):  # chunk_layers' even split of a stage is not one Megatron-LM runs: the mean
+        key = (int(lay.pp[i]), int(lay.vpp[i]), bool(lay.account_for_embedding[i]), bool(lay.account_for_loss[i]))
+        if key not in split_of:  # the chunks do not depend on dp or micro_batch: one plan per split
+            split_of[key] = _uneven_chunks(model, lay.plan(int(i)))
+        chunks = split_of[key]
+        if chunks is None:
             continue
-        pp, vpp, m = plan.pp, plan.vpp, int(lay.num_microbatches[i])
-        chunks = np.array(chunk_layers(plan, model.n_layers), float).reshape(vpp, pp).T  # [rank, chunk]
-        chunks[-1, -1] += model.mtp_layers  # Megatron-Core builds the MTP blocks on the last stage
-        if (chunks == chunks[:, :1]).all():
-            continue
+        cols = np.flatnonzero(inverse == j) if shape[1] > 1 else np.array([0])
+        pp, vpp, m = key[0], key[1], int(lay.num_microbatches[i])
         at = lambda x, kind: np.broadcast_to(np.asarray(x)[kind], shape[1:])[cols[0]]  # one plan of the group
         for kind in range(shape[0]):
             layers = float(at(st.layers, kind))
@@ -69,11 +72,27 @@ def uneven_kept_scale(model: ModelConfig, lay: Layouts, st: Stages, scale: dict)
     return dict(scale, layer=layer, embedding=emb)
 
 
-def rank_peak(pp: int, vpp: int, m: int, rank: int, weights) -> tuple[float, np.ndarray | None]:
+def _uneven_chunks(model: ModelConfig, plan) -> tuple[tuple[float, ...], ...] | None:
+    """Layers of each pipeline rank's virtual chunks ([rank][chunk], the MTP blocks on the last) where Megatron-LM's
+    split rules leave them unequal; None where they are equal or the plan has no such rules (`chunk_layers`' even
+    split of a stage is not one Megatron-LM runs: the mean prices it)."""
+    if not megatron_rules(plan):
+        return None
+    chunks = np.array(chunk_layers(plan, model.n_layers), float).reshape(plan.vpp, plan.pp).T  # [rank, chunk]
+    chunks[-1, -1] += model.mtp_layers  # Megatron-Core builds the MTP blocks on the last stage
+    if (chunks == chunks[:, :1]).all():
+        return None
+    return tuple(tuple(r) for r in chunks.tolist())
+
+
+@lru_cache(maxsize=65536)
+def rank_peak(pp: int, vpp: int, m: int, rank: int, weights: tuple[float, ...]) -> tuple[float, np.ndarray | None]:
     """`pipeline.interleaved_peak` of a rank's chunk weights; for equal ones (W + 1) w (`in_flight`) without the
-    walk (a search holds many such ranks), and no per-chunk counts."""
+    walk (a search holds many such ranks), and no per-chunk counts. Memoised: the walk depends on the split and the
+    micro-batch count alone, which every system of a sweep and every GPU count of a search share (read only)."""
     w = np.asarray(weights, float)
     if (w == w[0]).all():
         return float(in_flight("interleaved", pp, vpp, m, rank)) * w[0], None
-    return interleaved_peak(pp, vpp, m, rank, w)
-
+    peak, held = interleaved_peak(pp, vpp, m, rank, w)
+    held.setflags(write=False)
+    return peak, held

@@ -212,12 +212,13 @@ def _infeasible_message(model: ModelConfig, system: System, lay, total: np.ndarr
 
 def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[int], global_batch: int, seq_len: int,
            precision: str = "bf16", objective: str = "time", space: Space | dict | None = None,
-           headroom: float = DEFAULT_HEADROOM, **job: object) -> SearchResult:
+           headroom: float = DEFAULT_HEADROOM, top: int = 0, **job: object) -> SearchResult:
     """Rank every feasible layout of training `model` on `gpus` devices of `hardware` (one count or several).
 
     `job` takes the other Job fields (attention, grad_dtype, overlap_dp_comm); `space` narrows the layouts. A layout
     is feasible when its reserved view fits capacity - runtime on every stage; one beyond (capacity - runtime) *
-    (1 - headroom) is kept and marked tight (`memory_tight`; cost.memory_fit.memory_verdict).
+    (1 - headroom) is kept and marked tight (`memory_tight`; cost.memory_fit.memory_verdict). `top` > 0 keeps only the
+    best `top` plans in the result (a sweep wants the best alone: the ranking of the rest is not reordered).
     """
     t0 = time.perf_counter()
     model, system = load_model(model), load_hardware(hardware)
@@ -283,6 +284,8 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
         raise InputError(_infeasible_message(model, system, *worst[1:], [j.gpus for j in jobs], cap))
     columns = {k: np.concatenate([t[k] for t in tables]) for k in tables[0]}
     order = np.lexsort([columns[k] for k in reversed(OBJECTIVES[objective])])  # stable, first key first
+    if top > 0:
+        order = order[:top]
     notes += [f"GPU count {r['gpus']}{', remat policy ' + r['remat_policy'] if r.get('remat_policy') else ''}: no "
               "layout fits in memory" for r in rows if r["feasible"] == 0]
     return SearchResult(model=model, system=system, job=jobs[0], objective=objective,

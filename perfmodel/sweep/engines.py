@@ -1,0 +1,124 @@
+"""Where a sweep's chunks run: one interface (`Engine.map`: chunks in, (chunk, rows) out as they finish), three
+engines. The engine decides only where and in what order chunks run; each chunk's rows come from the same function
+(`evaluate.run_chunk`), so every engine gives the same rows.
+
+- `InProcess`: this process, one chunk after another (--workers 1).
+- `LocalPool`: a process pool over this machine's cores (concurrent.futures, the standard library), at most two
+  chunks per worker in flight so that a Ctrl-C loses little.
+- `RayCluster`: Ray Core tasks over chunks (`perfmodel[ray]`): `ray.init(address)`, where no address is given Ray's
+  own RAY_ADDRESS, else a local instance of `workers` CPUs; at most two tasks per cluster CPU in flight (ray.wait).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+from ..errors import InputError
+from .evaluate import run_chunk
+from .points import Chunk
+from .schema import Sweep
+
+IN_FLIGHT_PER_WORKER = 2
+
+
+class Engine:
+    name = "engine"
+    workers = 1
+
+    def map(self, sweep: Sweep, chunks: Iterable[Chunk]) -> Iterator[tuple[Chunk, list[dict]]]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class InProcess(Engine):
+    name = "in-process"
+
+    def map(self, sweep, chunks):
+        for c in chunks:
+            yield c, run_chunk(sweep, c)
+
+
+class LocalPool(Engine):
+    name = "local"
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self.pool = ProcessPoolExecutor(max_workers=workers)
+
+    def map(self, sweep, chunks):
+        todo, running = iter(chunks), {}
+
+        def refill():
+            for c in todo:
+                running[self.pool.submit(run_chunk, sweep, c)] = c
+                if len(running) >= IN_FLIGHT_PER_WORKER * self.workers:
+                    break
+        refill()
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in done:
+                c = running.pop(f)
+                yield c, f.result()
+            refill()
+
+    def close(self):
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+class RayCluster(Engine):
+    name = "ray"
+
+    def __init__(self, address: str | None, workers: int | None):
+        try:
+            import ray
+        except ImportError:
+            raise InputError("--ray: Ray is not installed; valid: pip install 'perfmodel[ray]' (or pip install ray), "
+                             "or run without --ray on this machine's cores") from None
+        self.ray = ray
+        self.started = not ray.is_initialized()
+        if self.started:
+            kw = {"address": address} if address else {}
+            if not address and not os.environ.get("RAY_ADDRESS"):
+                kw["num_cpus"] = workers or os.cpu_count()  # a local instance of this machine
+            try:
+                ray.init(**kw, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+            except ConnectionError as err:
+                raise InputError(f"--ray {address or os.environ.get('RAY_ADDRESS', '')}: no Ray cluster there "
+                                 f"({err}); valid: the address of a running cluster (ray start --head prints it), "
+                                 "or --ray alone for a local instance") from None
+        self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self.task = ray.remote(run_chunk)
+
+    def map(self, sweep, chunks):
+        ray = self.ray
+        ref = ray.put(sweep)
+        todo, running = iter(chunks), {}
+
+        def refill():
+            for c in todo:
+                running[self.task.remote(ref, c)] = c
+                if len(running) >= IN_FLIGHT_PER_WORKER * self.workers:
+                    break
+        refill()
+        while running:
+            done, _ = ray.wait(list(running), num_returns=1)
+            for r in done:
+                c = running.pop(r)
+                yield c, ray.get(r)
+            refill()
+
+    def close(self):
+        if self.started:
+            self.ray.shutdown()
+
+
+def engine_for(workers: int | None, ray: bool, address: str | None) -> Engine:
+    """--workers N (default: every core), or --ray [ADDRESS]."""
+    if ray:
+        return RayCluster(address, workers)
+    n = workers or os.cpu_count() or 1
+    return InProcess() if n == 1 else LocalPool(n)
