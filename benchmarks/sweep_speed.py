@@ -10,7 +10,7 @@ x0.5-4 (all log-uniform but the domain). The workloads (benchmarks' own, typical
 8B on 64 GPUs and 70B on 512, GPT-3 175B on 1,024 (training, each the full layout search), and Llama 3 70B served on
 8 GPUs at fp8 within a TTFT / TPOT SLO (every serving layout).
 
-Printed: each run's wall seconds (Python start, the sweep's setup and the Parquet writes included), searches per
+Printed: each run's wall seconds (a fresh `perfmodel sweep` process: Python start, the sweep's setup, the workers' and Ray's start and the Parquet writes included), searches per
 second, per core, and the scaling efficiency T(1 worker) / (workers x T(n workers)); then whether the three runs'
 rows are identical (pandas, exactly: the same floats bit for bit), and how long each workload's search takes.
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,8 +27,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from perfmodel.sweep.engines import InProcess, LocalPool, RayCluster
-from perfmodel.sweep.run import run_sweep
+import yaml
+
 from perfmodel.sweep.schema import Sweep
 from perfmodel.sweep.store import load_results
 
@@ -54,9 +55,11 @@ def speed_sweep(systems: int) -> Sweep:
         "chunk_points": 10})
 
 
-def timed(sweep: Sweep, out: Path, engine) -> tuple[float, pd.DataFrame]:
+def timed(sweep_file: Path, out: Path, flags: list[str]) -> tuple[float, pd.DataFrame]:
+    """`perfmodel sweep` as a fresh process (every engine starts cold, as a user's run does): wall seconds, rows."""
     t0 = time.perf_counter()
-    run_sweep(sweep, out, engine=engine, progress=False)
+    subprocess.run([sys.executable, "-m", "perfmodel", "sweep", str(sweep_file), "--out", str(out), "--quiet",
+                    "--format", "json", *flags], check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - t0, load_results(out)[1]
 
 
@@ -88,11 +91,13 @@ def main(argv=None) -> int:
           f"{cores} cores here; python {sys.version.split()[0]}")
     rows, frames = [], {}
     with tempfile.TemporaryDirectory() as tmp:
-        runs = [("in-process", 1, lambda: InProcess()), ("local pool", 2, lambda: LocalPool(2))]
-        if not a.no_ray:
-            runs.append(("ray (local, num_cpus=2)", 2, lambda: RayCluster(None, 2)))
-        for label, workers, make in runs:
-            secs, df = timed(sweep, Path(tmp) / label.split()[0], make())
+        path = Path(tmp) / "sweep.yaml"
+        path.write_text(yaml.safe_dump(sweep.model_dump(mode="json", exclude_defaults=True)))
+        runs = [("in-process (--workers 1)", 1, ["--workers", "1"]), ("local pool (--workers 2)", 2, ["--workers", "2"])]
+        if not a.no_ray:  # no RAY_ADDRESS: a local instance of this machine's cores (ray.init(num_cpus=2) here)
+            runs.append((f"ray, local instance (--ray, num_cpus={cores})", cores, ["--ray"]))
+        for label, workers, flags in runs:
+            secs, df = timed(path, Path(tmp) / f"out{len(frames)}", flags)
             frames[label] = df
             rows.append({"engine": label, "workers": workers, "seconds": secs, "searches_per_s": n / secs,
                          "per_core": n / secs / workers})

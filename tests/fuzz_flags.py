@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from perfmodel.cli.argtypes import MAX_COUNT
 from perfmodel.spec.recompute import Recompute
+from perfmodel.sweep.schema import OBJECTIVES
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV_CSV = ROOT / "benchmarks" / "data" / "published_runs_dev.csv"
@@ -427,12 +428,15 @@ BASES = {
     "models show": ["models", "show", "gpt2-124m"],
     "stacks": ["stacks", "show", "megatron-core"],
     "stacks show": ["stacks", "show", "megatron-core"],
+    "sweep": ["sweep", "sw.yaml", "--out", "swout", "--workers", "1", "--quiet"],
+    "sweep-report": ["sweep", "report", "swdone"],
 }
 # Positionals: the index of their value in the base.
 POSITIONAL = {("", "cmd"): 0, ("export", "plan"): 1, ("import", "files"): 1, ("execute", "plans"): 1, ("validate", "plans"): 1,
               ("hardware", "action"): 1, ("models", "action"): 1, ("hardware show", "name"): 2,
               ("hardware hosts", "host"): 2,
-              ("models show", "name"): 2, ("stacks", "action"): 1, ("stacks show", "name"): 2}
+              ("models show", "name"): 2, ("stacks", "action"): 1, ("stacks show", "name"): 2,
+              ("sweep", "target"): 1, ("sweep", "dir"): 2}
 DIRS = ("adir", "emptydir")
 
 
@@ -455,7 +459,14 @@ def zoo_files(plan_json: bytes, cpu_plan_json: bytes, runs_csv: bytes, spec_yaml
         "store-negative.yaml": json.dumps({**store, "read_gbps": -1}).encode(),
         "store-huge.yaml": json.dumps({**store, "write_gbps": 1e308, "node_gbps": 1e-308}).encode(),
         "store-string.yaml": json.dumps({**store, "node_gbps": "fast"}).encode(),
+        "sw.yaml": SWEEP_YAML, "sw-badaxis.yaml": SWEEP_YAML.replace(b"flops:", b"accelerator.nosuch:"),
+        "sw-badmodel.yaml": SWEEP_YAML.replace(b"gpt2-124m", b"nosuch-model"),
     }
+
+
+# A one-point sweep (perfmodel sweep): the base of its flags, and of `sweep report` once run (test_fuzz_cli's zoo)
+SWEEP_YAML = (b"name: tiny\nsystems: [dgx-h100]\naxes:\n  flops: {factors: [1]}\nworkloads:\n  - name: t\n"
+              b"    train: {model: gpt2-124m, gpus: 8, global_batch: 8, seq_len: 1024}\n")
 
 
 # ---------------------------------------------------------------------------------------------- the table
@@ -612,6 +623,19 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("calibrate", "--gpus"): count(base="calibrate-trace-config"),
           ("calibrate", "--vocab-size"): count(base="calibrate-trace-config"),
           ("calibrate", "--script-args"): script_args(base="calibrate-trace-config")}
+    report = dict(base="sweep-report")
+    t |= {("sweep", "target"): Kind(["missing.yaml", "adir", "empty.yaml", "binary.yaml", "list.json", "plan.json",
+                                     "truncated.json", "spec.yaml", "runs.csv", "sw-badaxis.yaml", "sw-badmodel.yaml"],
+                                    st.one_of(_junk(".yaml"), st.dictionaries(TEXT, st.integers() | TEXT, max_size=3)
+                                              .map(lambda d: File("sw2.yaml", json.dumps(d).encode()))),
+                                    path=True, names=("sweep file", "SWEEP.yaml", "workloads", "axes")),
+          ("sweep", "dir"): Kind(["adir", "emptydir", "missing", "afile.txt", "sw.yaml"],
+                                 st.from_regex(r"[a-z]{1,8}", fullmatch=True), path=True,
+                                 names=("DIR", "results folder"), **report),
+          ("sweep", "--workers"): count(), ("sweep", "--ray"): text_arg(), ("sweep", "--out"): directory(),
+          ("sweep", "--resume"): flag_switch(), ("sweep", "--quiet"): flag_switch(),
+          ("sweep", "--objective"): name(good=tuple(OBJECTIVES), names=("objective",), **report),
+          ("sweep", "--plot"): output(".png", **report)}
     t |= {("hardware show", "name"): hardware_in(names=("system", "spec", "hardware")),
           ("hardware hosts", "host"): host_in(),
           ("models show", "name"): model_in(names=("model",)), ("stacks show", "name"): stack_in(names=("stack",))}

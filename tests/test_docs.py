@@ -20,7 +20,7 @@ from perfmodel.spec.plan_file import PlanFile
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 PACKAGE = Path(docgen.__file__).resolve().parents[1]  # perfmodel/ (docgen lives in perfmodel/cli/)
-PAGES = ("model.md", "hardware.md", "plans.md", "stacks.md", "forecast.md")
+PAGES = ("model.md", "hardware.md", "plans.md", "stacks.md", "forecast.md", "sweep.md")
 NAME = re.compile(r"\bperfmodel(?:\.[A-Za-z_]\w*)+")
 
 

@@ -99,6 +99,10 @@ def zoo(tmp_path_factory) -> dict[str, bytes]:
     runs = df[df["source_group"] == "NeMo_launcher_24.05"].dropna(subset=["vocab"]).head(4)
     files = Files(ff.zoo_files((tmp / "plan.json").read_bytes(), (tmp / "cpu1.json").read_bytes(),
                                runs.to_csv(index=False).encode(), (HERE / "fixtures" / "cpu-test.yaml").read_bytes()))
+    # a finished one-point sweep, `perfmodel sweep report`'s base (its folder's files as the zoo holds files)
+    (tmp / "sw.yaml").write_bytes(ff.SWEEP_YAML)
+    assert call(["sweep", str(tmp / "sw.yaml"), "--out", str(tmp / "swdone"), "--workers", "1", "--quiet"]).rc == 0
+    files |= {str(f.relative_to(tmp)): f.read_bytes() for f in (tmp / "swdone").rglob("*") if f.is_file()}
     files.home = tmp  # where each example's directory goes
     return files
 

@@ -22,7 +22,7 @@ from perfmodel.cli.main import main
 from perfmodel.errors import InputError
 from perfmodel.sweep.axes import node_changes, node_flops, technology_nodes
 from perfmodel.sweep.points import points, system_of
-from perfmodel.sweep.report import pareto_mask, point_table, report, sobol_first
+from perfmodel.sweep.analysis import pareto_mask, point_table, report, sobol_first
 from perfmodel.sweep.run import run_sweep
 from perfmodel.sweep.schema import OBJECTIVES, Sweep, load_sweep
 from perfmodel.sweep.store import load_results, manifest, write_chunk, write_manifest
@@ -208,26 +208,44 @@ def test_example_report_json(example_runs, capsys):
     assert el["power", "tokens_per_s_per_gpu"] > 0 > el["power", "tokens_per_kwh"]
 
 
-def test_a_killed_sweep_resumes_to_the_same_rows(tmp_path):
-    path = write_sweep(tmp_path, TINY)
+@pytest.mark.parametrize("sig, workers", [(signal.SIGKILL, "1"), (signal.SIGTERM, "2")], ids=["crash", "sigterm"])
+def test_a_killed_sweep_resumes_to_the_same_rows(tmp_path, sig, workers):
+    axes = TINY["axes"] | {"scale_out_bandwidth": {"factors": [0.5, 1, 2, 4]}}  # 24 points, one chunk each
+    path = write_sweep(tmp_path, TINY | {"axes": axes})
     whole = tmp_path / "whole"
     run_sweep(load_sweep(path), whole, workers=1, progress=False)
     part = tmp_path / "part"
-    cmd = [sys.executable, "-m", "perfmodel", "sweep", str(path), "--out", str(part), "--workers", "1", "--quiet"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    cmd = [sys.executable, "-m", "perfmodel", "sweep", str(path), "--out", str(part), "--workers", workers, "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, text=True)
     chunks = part / "chunks"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(list(chunks.glob("[!.]*.parquet")) if chunks.is_dir() else []) < 2:
         time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)  # a crash: no handler runs
-    proc.wait()
+    os.killpg(proc.pid, sig)  # SIGKILL: a crash, no handler runs; SIGTERM: the sweep and its workers stop
+    err = proc.communicate(timeout=60)[1]
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err
+        assert "--resume for the rest" in err and err.rstrip().endswith("nothing was left half-written")
     n = len(list(chunks.glob("[!.]*.parquet")))
-    assert 2 <= n < 6, "the sweep should be killed part-way"
+    assert 2 <= n < 24, "the sweep should be stopped part-way"
     assert main(["sweep", str(path), "--out", str(part), "--quiet"]) == 2  # without --resume: refused
     assert len(list(chunks.glob("[!.]*.parquet"))) == n  # and nothing changed
     assert main(["sweep", str(path), "--out", str(part), "--resume", "--quiet", "--workers", "1"]) == 0
     pd.testing.assert_frame_equal(load_results(part)[1], load_results(whole)[1], check_exact=True)
     assert main(["sweep", str(path), "--out", str(part), "--resume", "--quiet", "--format", "json"]) == 0
+
+
+def test_a_worker_of_another_version_is_refused():
+    from dataclasses import replace
+
+    from perfmodel.sweep.evaluate import run_chunk
+    from perfmodel.sweep.points import chunks
+
+    sweep = Sweep.parse(TINY)
+    c = chunks(sweep)[0]
+    assert len(run_chunk(sweep, c)) == 1
+    with pytest.raises(InputError, match="a sweep worker runs another perfmodel version"):
+        run_chunk(sweep, replace(c, version="0123456789abcdef"))
 
 
 # -- bad input ---------------------------------------------------------------------------------------------------
@@ -307,7 +325,7 @@ def test_schema_file_is_current():
 
 
 def test_elasticity_holds_a_categorical_axis_fixed():
-    from perfmodel.sweep.report import elasticities
+    from perfmodel.sweep.analysis import elasticities
 
     # y = k(node) x^0.5 with node levels before the numeric axis in the design matrix
     sub = pd.DataFrame({"node": ["N7", "N7", "N5", "N5", "N3", "N3"], "x": [1.0, 4.0] * 3})

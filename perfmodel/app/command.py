@@ -32,8 +32,9 @@ def host(text: str) -> str:
 
 
 def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help=help, description="Serve the planner page: predict, search, export, forecast and "
-                                                     "serve in a browser, answered by the same functions as the CLI.")
+    p = sub.add_parser(name, help=help, description="Serve the planner page: predict, search, export, forecast, "
+                                                     "serve and a sweep's report in a browser, answered by the same "
+                                                     "functions as the CLI.")
     p.add_argument("--host", type=host, default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only; "
                                                        "another address serves the network, with a warning)")
     p.add_argument("--port", type=integer("--port", 0, 65535), default=8765, help="default 8765 (0: any free port)")

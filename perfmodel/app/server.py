@@ -3,7 +3,8 @@
 Safe by default: the CLI binds to 127.0.0.1; nothing here reads a path the page sends (a model config or spec
 arrives as an upload, size-capped, written to a private temporary folder and parsed by the CLI's own loaders; a
 framework's own config files likewise, read as data by perfmodel.ingest: `config_upload`; profiler traces likewise,
-read by the trace reader: `trace_upload`);
+read by the trace reader: `trace_upload`), save the Sweep tab's results folder, which is only read, as `perfmodel
+sweep report DIR` reads it (`sweep_tab`);
 bad input answers 400 with the CLI's one-line message and the field it names, never a traceback. The work of a
 request runs in a worker thread (Starlette runs sync endpoints in its thread pool), and a search runs as a job
 the page polls, so a long search blocks no other request.
@@ -25,7 +26,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import InputError
-from . import actions, config_upload, forms, trace_upload
+from . import actions, config_upload, forms, sweep_tab, trace_upload
 
 STATIC = Path(__file__).parent / "static"
 MAX_UPLOAD = 1 << 20  # bytes per uploaded file: a HF config.json or a spec YAML is a few KiB
@@ -75,8 +76,8 @@ class Jobs:
 
 def refusal(err: Exception, command: str | None) -> JSONResponse:
     message = str(err)
-    return JSONResponse({"message": message, "field": forms.field_of(message, command) if command else None},
-                        status_code=400)
+    field = getattr(err, "field", None) or (forms.field_of(message, command) if command else None)
+    return JSONResponse({"message": message, "field": field}, status_code=400)
 
 
 async def body(request: Request, limit: int = MAX_BODY) -> dict:
@@ -153,7 +154,7 @@ def create_app() -> Starlette:
     async def static(request: Request) -> Response:
         name = request.path_params["name"]
         files = {"app.js": STATIC / "app.js", "forms.js": STATIC / "forms.js", "app.css": STATIC / "app.css",
-                 "trace.js": STATIC / "trace.js",
+                 "trace.js": STATIC / "trace.js", "sweep.js": STATIC / "sweep.js",
                  "plotly.min.js": plotly_js()}
         if name not in files:
             return JSONResponse({"message": f"no static file {name!r}"}, status_code=404)
@@ -237,6 +238,11 @@ def create_app() -> Starlette:
         except InputError as err:
             return JSONResponse({"message": str(err)}, status_code=404)
 
+    async def sweeps(request: Request) -> Response:  # the sweeps under perfmodel-runs/sweeps/ (sweep_tab)
+        from starlette.concurrency import run_in_threadpool
+
+        return JSONResponse(await run_in_threadpool(sweep_tab.found))
+
     async def no_icon(request: Request) -> Response:
         return Response(status_code=204)
 
@@ -248,5 +254,7 @@ def create_app() -> Starlette:
               Route("/api/import", endpoint("predict", import_config), methods=["POST"]),
               Route("/api/trace", endpoint("predict", trace, trace_upload.MAX_BODY), methods=["POST"]),
               Route("/api/forecast", endpoint("forecast", forecast), methods=["POST"]),
-              Route("/api/infer", endpoint("infer", infer), methods=["POST"])]
+              Route("/api/infer", endpoint("infer", infer), methods=["POST"]),
+              Route("/api/sweeps", sweeps),
+              Route("/api/sweep", endpoint(None, sweep_tab.results), methods=["POST"])]
     return Starlette(routes=routes)

@@ -1,6 +1,6 @@
-"""Generated parts of the documentation: the hardware-spec and plan-file schema tables in docs/.
+"""Generated parts of the documentation: the hardware-spec, plan-file and sweep-file schema tables in docs/.
 
-    python -m perfmodel.cli.docgen           # rewrite the generated blocks of docs/hardware.md and docs/plans.md
+    python -m perfmodel.cli.docgen           # rewrite the generated blocks of docs/hardware.md, plans.md, sweep.md
     python -m perfmodel.cli.docgen --check   # exit 1 if a block differs from what the models give now
 
 Each table is rendered from the pydantic models' JSON schema (`perfmodel.spec.hardware.hardware_json_schema`,
@@ -25,6 +25,8 @@ HARDWARE_BEGIN = "<!-- BEGIN GENERATED: hardware schema (python -m perfmodel.cli
 PLAN_BEGIN = "<!-- BEGIN GENERATED: plan schema (python -m perfmodel.cli.docgen) -->"
 HARDWARE_MODELS = ("System", "Accelerator", "NetworkTier", "KindFit", "Efficiency", "SharedHost", "HostLink", "HostCPU",
                    "HostCalls", "RunFit", "RunResidual", "Interval", "HostCosts", "HostProbe", "SustainProbe")
+SWEEP_BEGIN = "<!-- BEGIN GENERATED: sweep schema (python -m perfmodel.cli.docgen) -->"
+SWEEP_MODELS = ("Sweep", "Axis", "Sampling", "Workload", "Training", "Serving", "Constraints")
 PLAN_MODELS = ("PlanFile", "Plan", "ModelConfig", "OpPlacement", "Prediction", "PlacementCost")
 
 # Rules the models' validators enforce that a JSON schema cannot state: appended to the description.
@@ -51,6 +53,13 @@ def plan_schema() -> dict:
     from ..spec.plan_file import PlanFile
 
     return PlanFile.model_json_schema()
+
+
+def sweep_schema() -> dict:
+    """JSON schema of a sweep file (Sweep at the root; sweeps/schema.json)."""
+    from ..sweep.schema import sweep_json_schema
+
+    return sweep_json_schema()
 
 
 def _range(p: dict) -> str:
@@ -134,8 +143,14 @@ def plan_schema_markdown() -> str:
     return render(plan_schema(), PLAN_MODELS)
 
 
+def sweep_schema_markdown() -> str:
+    """The sweep file's schema: Sweep, then the models it nests."""
+    return render(sweep_schema(), SWEEP_MODELS)
+
+
 BLOCKS = {"hardware.md": (HARDWARE_BEGIN, hardware_schema_markdown),
-          "plans.md": (PLAN_BEGIN, plan_schema_markdown)}
+          "plans.md": (PLAN_BEGIN, plan_schema_markdown),
+          "sweep.md": (SWEEP_BEGIN, sweep_schema_markdown)}
 
 
 def split_block(text: str, begin: str) -> tuple[str, str, str]:

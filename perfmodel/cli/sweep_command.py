@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..files import RUNS_DIR
-from .argtypes import integer, path
+from .argtypes import integer, path, word
 
 
 def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
@@ -27,7 +27,7 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                     help="report: the results folder (a sweep's --out)")
     engine = sw.add_mutually_exclusive_group()
     engine.add_argument("--workers", type=integer("--workers"), help="local worker processes (default: every core)")
-    engine.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+    engine.add_argument("--ray", nargs="?", const=True, metavar="ADDRESS", type=word("--ray", "ray://head:10001"),
                         help="run on a Ray cluster (pip install 'perfmodel[ray]'): ADDRESS, else RAY_ADDRESS, else a "
                              "local Ray instance")
     sw.add_argument("--out", type=path("--out", "a folder"), metavar="DIR",
@@ -63,8 +63,17 @@ def run(a: argparse.Namespace) -> str:
 
     sweep = load_sweep(a.target)
     out = Path(a.out) if a.out else RUNS_DIR / "sweeps" / sweep.name
-    ran = run_sweep(sweep, out, workers=a.workers, ray=a.ray is not None, address=a.ray or None, resume=a.resume,
-                    progress=not a.quiet)
+    try:
+        ran = run_sweep(sweep, out, workers=a.workers, ray=a.ray is not None,
+                        address=a.ray if isinstance(a.ray, str) else None,
+                        resume=a.resume, progress=not a.quiet)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: what finished is in `out`; say how to go on, then stop as main does
+        from ..sweep.store import finished
+
+        if (out / "sweep.json").is_file():
+            print(f"stopped: {len(finished(out))} chunks finished are kept in {out}; run the same command with "
+                  "--resume for the rest", file=sys.stderr)
+        raise
     if a.format == "json":
         return ran.model_dump_json(indent=2)
     lines = [f"sweep {ran.name}: {ran.points} points x {ran.workloads} workloads in {ran.chunks} chunks"
@@ -89,7 +98,7 @@ def _only(a, mode: str, allowed: tuple[str, ...] = ()) -> None:
 
 
 def report_text(out, objectives, fmt: str, plot) -> str:
-    from ..sweep.report import point_table, report
+    from ..sweep.analysis import point_table, report
     from ..sweep.store import load_results
 
     if plot is not None:

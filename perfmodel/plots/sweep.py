@@ -1,5 +1,5 @@
 """A sweep's report drawn: every feasible point on the first two objectives with the Pareto front marked, and each
-axis's first-order Sobol' index per objective (`perfmodel.sweep.report`)."""
+axis's first-order Sobol' index per objective (`perfmodel.sweep.analysis`)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ def __getattr__(name: str):
 
         return run_sweep
     if name == "report":
-        from .report import report
+        from .analysis import report
 
         return report
     raise AttributeError(f"module 'perfmodel.sweep' has no attribute {name!r}")

@@ -12,6 +12,7 @@ engines. The engine decides only where and in what order chunks run; each chunk'
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
@@ -30,8 +31,8 @@ class Engine:
     def map(self, sweep: Sweep, chunks: Iterable[Chunk]) -> Iterator[tuple[Chunk, list[dict]]]:
         raise NotImplementedError
 
-    def close(self) -> None:
-        pass
+    def close(self, abort: bool = False) -> None:
+        """Release the workers; `abort` (an error or a stop signal ended the sweep): stop the chunks in flight."""
 
 
 class InProcess(Engine):
@@ -47,7 +48,7 @@ class LocalPool(Engine):
 
     def __init__(self, workers: int):
         self.workers = workers
-        self.pool = ProcessPoolExecutor(max_workers=workers)
+        self.pool = ProcessPoolExecutor(max_workers=workers, initializer=_quiet_worker)
 
     def map(self, sweep, chunks):
         todo, running = iter(chunks), {}
@@ -65,8 +66,18 @@ class LocalPool(Engine):
                 yield c, f.result()
             refill()
 
-    def close(self):
+    def close(self, abort: bool = False):
+        if abort:  # Ctrl-C or SIGTERM: the workers stop now (their chunks are not written; --resume runs them)
+            for p in list(getattr(self.pool, "_processes", {}).values()):
+                p.terminate()
         self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _quiet_worker() -> None:
+    """A pool worker ends at once, without a traceback, on the SIGINT a terminal sends the whole process group or a
+    SIGTERM: the signal handlers it inherits (errors.on_signals) are the parent's, which stops the sweep itself."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class RayCluster(Engine):
@@ -92,11 +103,12 @@ class RayCluster(Engine):
                                  "or --ray alone for a local instance") from None
         self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         self.task = ray.remote(run_chunk)
+        self.running: dict = {}
 
     def map(self, sweep, chunks):
         ray = self.ray
         ref = ray.put(sweep)
-        todo, running = iter(chunks), {}
+        todo, running = iter(chunks), self.running
 
         def refill():
             for c in todo:
@@ -108,10 +120,19 @@ class RayCluster(Engine):
             done, _ = ray.wait(list(running), num_returns=1)
             for r in done:
                 c = running.pop(r)
-                yield c, ray.get(r)
+                try:
+                    rows = ray.get(r)
+                except ray.exceptions.RayTaskError as err:  # a worker's refusal: its one line, not Ray's traceback
+                    if isinstance(err.cause, InputError):
+                        raise InputError(str(err.cause)) from None
+                    raise
+                yield c, rows
             refill()
 
-    def close(self):
+    def close(self, abort: bool = False):
+        if abort:  # the tasks in flight on a cluster that outlives this process
+            for r in self.running:
+                self.ray.cancel(r, force=True)
         if self.started:
             self.ray.shutdown()
 

@@ -21,7 +21,7 @@ from ..run.energy import facility_kwh, power_for
 from ..spec.model_catalogue import load_model
 from ..spec.plan import layout_label
 from .axes import InvalidPoint
-from .points import Chunk, Point, system_of
+from .points import Chunk, Point, code_version, system_of
 from .schema import Serving, Sweep, Training
 
 # Every row's columns, in order (point columns: point, system, then one per axis, added by `rows_of`).
@@ -132,7 +132,11 @@ def rows_of(sweep: Sweep, point: Point, w, model=None) -> dict:
 
 
 def run_chunk(sweep: Sweep, chunk: Chunk) -> list[dict]:
-    """Every row of `chunk`, in point order. The workload's model is loaded once (load_model's cache) and its
-    kernel grids stay warm in this process from one point to the next."""
+    """Every row of `chunk`, in point order. The workload's model is loaded once and its kernel grids stay warm in
+    this process from one point to the next. A worker of another perfmodel version (a Ray node installed apart) is
+    refused: its rows would be filed under this version's keys."""
+    if chunk.version and code_version() != chunk.version:
+        raise InputError(f"a sweep worker runs another perfmodel version ({code_version()} != {chunk.version}, "
+                         "perfmodel/sweep/points.code_version); valid: the same perfmodel installed on every node")
     model = load_model(chunk.workload.job.model)
     return [rows_of(sweep, p, chunk.workload, model) for p in chunk.points]

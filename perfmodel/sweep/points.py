@@ -43,7 +43,7 @@ def _draw(axis: Axis, u: np.ndarray) -> list:
         return [vals[min(int(x * len(vals)), len(vals) - 1)] for x in u]
     lo, hi = axis.low, axis.high
     x = np.exp(np.log(lo) + u * (np.log(hi) - np.log(lo))) if axis.log else lo + u * (hi - lo)
-    return [float(round(v)) if axis.integer else float(v) for v in x]
+    return [int(round(v)) if axis.integer else float(v) for v in x]
 
 
 def sample_unit(method: str, n: int, dims: int, seed: int) -> np.ndarray:
@@ -114,6 +114,7 @@ class Chunk:
     key: str
     workload: Workload
     points: tuple[Point, ...]
+    version: str = ""  # the code version of the process that laid it out (evaluate.run_chunk checks a worker's)
 
 
 def point_key(sweep: Sweep, p: Point) -> str:
@@ -137,7 +138,7 @@ def chunks(sweep: Sweep, pts: list[Point] | None = None) -> list[Chunk]:
         wjson = w.model_dump_json()
         for start in range(0, len(pts), sweep.chunk_points):
             group = pts[start:start + sweep.chunk_points]
-            h = hashlib.sha256(json.dumps([wjson, version, sweep.pricing, sweep.constraints.model_dump(),
+            h = hashlib.sha256(json.dumps([wjson, version, sweep.pricing,
                                            [(p.index, p.base, keys[p.index]) for p in group]]).encode())
-            out.append(Chunk(f"{w.name}-{start:07d}-{h.hexdigest()[:12]}", w, tuple(group)))
+            out.append(Chunk(f"{w.name}-{start:07d}-{h.hexdigest()[:12]}", w, tuple(group), version))
     return out

@@ -64,7 +64,8 @@ def check_workloads(sweep: Sweep) -> None:
 def reason_kind(reason: str) -> str:
     """A reason with its counts and measures blanked (the limits it names kept: 'TPOT 50 ms'), so that rows failing
     the same way count together."""
-    return re.sub(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])(?! ms\b)", "#", reason)[:200]
+    text = re.sub(r"(?<![\w.-])\d+(?:\.\d+)?(?![\w.-])(?! ms\b)", "#", reason)  # not inside a name: llama-3-70b
+    return text if len(text) <= 200 else text[:199] + "…"
 
 
 def run_sweep(sweep: Sweep, out, workers: int | None = None, ray: bool = False, address: str | None = None,
@@ -84,7 +85,7 @@ def run_sweep(sweep: Sweep, out, workers: int | None = None, ray: bool = False, 
     engine = engine or engine_for(workers, ray, address)
     bar = _bar(total_rows, progress, engine)
     reasons: Counter = Counter()
-    t0, ran = time.perf_counter(), 0
+    t0, ran, ended = time.perf_counter(), 0, False
     try:
         for chunk, rows in engine.map(sweep, todo):
             write_chunk(out, chunk.key, rows)
@@ -92,10 +93,11 @@ def run_sweep(sweep: Sweep, out, workers: int | None = None, ray: bool = False, 
             reasons.update(reason_kind(r["reason"]) for r in rows if not r["feasible"])
             if bar is not None:
                 bar.update(len(rows))
+        ended = True
     finally:
         if bar is not None:
             bar.close()
-        engine.close()
+        engine.close(abort=not ended)
     secs = time.perf_counter() - t0
     return SweepRun(name=sweep.name, out=str(out), engine=engine.name, workers=engine.workers, points=len(pts),
                     workloads=len(sweep.workloads), chunks=len(todo_all), skipped_chunks=len(done), rows_run=ran,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, StrictInt, model_validator
 
 from ..errors import MAX_COUNT, Count, Flag, InputError, PositiveReal, Real, Schema
 from ..files import read_mapping
@@ -45,7 +45,8 @@ class Axis(Schema):
     `high` give a range that quasi-random sampling draws from (`of` says whether the range holds values or
     factors; `log`: uniform in its logarithm). `technology_node` takes `values` (node names) and its `base`."""
 
-    values: list[Union[Real, str]] | None = Field(None, min_length=1, description="absolute values (grid)")
+    values: list[Union[StrictInt, Real, str]] | None = Field(None, min_length=1, description="absolute values (grid; "
+                                                                 "whole numbers stay whole)")
     factors: list[PositiveReal] | None = Field(None, min_length=1, description="multiples of the base value (grid)")
     low: PositiveReal | None = Field(None, description="range start (sampling)")
     high: PositiveReal | None = Field(None, description="range end (sampling)")
@@ -202,6 +203,11 @@ class Sweep(Schema):
             if k != "technology_node" and a.values is not None and any(isinstance(v, str) for v in a.values):
                 raise ValueError(f"axes.{k}.values: numbers only (node names belong to technology_node)")
         return self
+
+    def rows_key(self) -> dict:
+        """What the rows depend on (not the description, objectives or constraints, which only the report reads)."""
+        return self.model_dump(mode="json", include={"name", "systems", "pricing", "axes", "sampling", "workloads",
+                                                     "chunk_points"})
 
     @property
     def total_points(self) -> int:

@@ -17,13 +17,17 @@ MANIFEST = "sweep.json"
 
 
 def manifest(sweep: Sweep, version: str, keys: list[str], points: int) -> dict:
-    return {"sweep": sweep.model_dump(mode="json"), "code_version": version, "points": points, "chunks": keys}
+    """The folder's sweep.json: the sweep as last run (the report reads its objectives and constraints), what its rows
+    depend on (`Sweep.rows_key`: a folder takes only the same), the code version and the chunks' keys."""
+    return {"sweep": sweep.model_dump(mode="json"), "rows_key": sweep.rows_key(), "code_version": version,
+            "points": points, "chunks": keys}
 
 
 def open_store(out: Path, sweep: Sweep, man: dict, resume: bool) -> set[str]:
     """Prepare folder `out` for this sweep and return the keys of its finished chunks. Refused (nothing written):
-    a folder that holds another sweep or another code version's results, or this sweep's without --resume, or
-    --resume where there is nothing to resume."""
+    a folder that holds another sweep (other rows: `Sweep.rows_key`) or another code version's results, or this
+    sweep's without --resume, or --resume where there is nothing to resume. With --resume after a code change the
+    old version's chunks move to superseded/<version>/ (kept; chunks/ holds one version's rows)."""
     path = out / MANIFEST
     if path.is_file():
         try:
@@ -32,9 +36,10 @@ def open_store(out: Path, sweep: Sweep, man: dict, resume: bool) -> set[str]:
             raise InputError(f"--out {out}: {MANIFEST} is not readable ({err}); valid: a new folder, or a sweep's "
                              "results folder") from None
         done = finished(out) & set(man["chunks"])
-        if old.get("sweep") != man["sweep"]:
-            raise InputError(f"--out {out} holds the results of another sweep ({old.get('sweep', {}).get('name')!r}"
-                             "); valid: a new --out folder (nothing there was changed)")
+        if old.get("rows_key") != man["rows_key"]:
+            raise InputError(f"--out {out} holds the results of another sweep ({old.get('sweep', {}).get('name')!r}: "
+                             "its systems, axes, sampling, workloads or chunks differ); valid: a new --out folder "
+                             "(nothing there was changed)")
         if old.get("code_version") != man["code_version"] and not resume:
             raise InputError(f"--out {out} holds this sweep's results from another perfmodel version "
                              f"({old.get('code_version')} != {man['code_version']}); valid: --resume (runs every "
@@ -45,6 +50,12 @@ def open_store(out: Path, sweep: Sweep, man: dict, resume: bool) -> set[str]:
         (out / "chunks").mkdir(exist_ok=True)
         for stray in (out / "chunks").glob(".*"):  # a write a crash cut short (files.write_atomic's temporary)
             stray.unlink(missing_ok=True)
+        if old.get("code_version") != man["code_version"]:  # kept, out of the way of a glob over chunks/
+            keep = out / "superseded" / str(old.get("code_version"))
+            keep.mkdir(parents=True, exist_ok=True)
+            for f in (out / "chunks").glob("*.parquet"):
+                if f.stem not in man["chunks"]:
+                    f.rename(keep / f.name)
         write_manifest(out, man)
         return done
     if resume:

@@ -296,13 +296,15 @@ async function runServe() {
   }
 }
 
-const RUN = { predict: runPredict, search: runSearch, export: runExport, forecast: runForecast, serve: runServe };
+const RUN = { predict: runPredict, search: runSearch, export: runExport, forecast: runForecast, serve: runServe,
+  sweep: runSweep };
 
 function show(tab) {
   for (const b of document.querySelectorAll("#tabs button")) b.classList.toggle("active", b.dataset.tab === tab);
   for (const s of document.querySelectorAll(".tab")) s.classList.toggle("active", s.id === "tab-" + tab);
   saveHash(tab);
   if (tab === "predict") window.dispatchEvent(new Event("resize"));
+  if (tab === "sweep") sweepShown();
 }
 
 async function main() {
@@ -335,6 +337,7 @@ async function main() {
   $("import-run").addEventListener("click", runImport);
   $("search-run").addEventListener("click", runSearch);
   $("export-run").addEventListener("click", runExport);
+  initSweep(given && h.tab === "sweep" ? h.values : null);
   for (const b of document.querySelectorAll("#tabs button")) b.addEventListener("click", () => show(b.dataset.tab));
   show(h.tab && RUN[h.tab] ? h.tab : "predict");
   await runPredict();

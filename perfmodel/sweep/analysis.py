@@ -1,7 +1,8 @@
 """What a finished sweep says (`perfmodel sweep report DIR`): each point's objectives over its workloads, the
 Pareto front, the best point per objective, and how much each axis moves each objective.
 
-- A point's objective is the weighted geometric mean of its workloads' values (the workloads that have it): the
+- A point's objective is the weighted geometric mean of its workloads' values (the workloads that have it; a point
+  without one of them has none, and the report counts it as missing the objective): the
   ratio of two points' aggregates is then the weighted geometric mean of their per-workload ratios, whatever units
   or scale each workload has (SPEC's aggregate; Fleming & Wallace 1986, "How not to lie with statistics").
 - A point is feasible when every workload row passes the sweep's constraints: a training job with a plan that fits
@@ -56,7 +57,8 @@ class SweepReport(Schema):
 
 def point_table(df: pd.DataFrame, axes: list[str], constraints: dict) -> pd.DataFrame:
     """One row per point: point, system, axis values, feasible, and each objective's weighted geometric mean over the
-    point's workloads that have a finite, positive value."""
+    workloads that have it: those with a finite, positive value of it at some point of the sweep. A point missing one
+    of them (a workload its system cannot run) has no value: an aggregate over fewer workloads would not compare."""
     ok = np.where(df["kind"] == "train", df["feasible"] | (not constraints.get("fits", True)),
                   df["feasible"] | (not constraints.get("slo", True)))
     df = df.assign(_ok=ok)
@@ -65,10 +67,12 @@ def point_table(df: pd.DataFrame, axes: list[str], constraints: dict) -> pd.Data
     for o in OBJECTIVES:
         v = df[o].to_numpy(float)
         good = np.isfinite(v) & (v > 0)
+        has = df["workload"].isin(df.loc[good, "workload"].unique()).to_numpy()  # the workloads that have it
         w = np.where(good, df["weight"].to_numpy(float), 0.0)
-        part = pd.DataFrame({"point": df["point"], "lw": w * np.log(np.where(good, v, 1.0)), "w": w})
+        part = pd.DataFrame({"point": df["point"], "lw": w * np.log(np.where(good, v, 1.0)), "w": w,
+                             "missing": has & ~good})
         s = part.groupby("point").sum()
-        out[o] = np.where(s["w"] > 0, np.exp(s["lw"] / s["w"].where(s["w"] > 0, 1.0)), np.nan)
+        out[o] = np.where((s["w"] > 0) & (s["missing"] == 0), np.exp(s["lw"] / s["w"].where(s["w"] > 0, 1.0)), np.nan)
     return out.reset_index()
 
 
