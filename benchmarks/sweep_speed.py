@@ -111,8 +111,8 @@ def main(argv=None) -> int:
         print(f"rows identical to in-process: {label}: {same} ({len(df)} rows, {int(df['feasible'].sum())} feasible)")
     print("\nseconds per search, warm, in this process:")
     print(per_workload(sweep).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    print("\ninfeasible rows by workload:")
-    print(first[~first["feasible"]].groupby("workload").size().to_string())
+    bad = first[~first["feasible"]].groupby("workload").size()
+    print("\ninfeasible rows by workload: " + (", ".join(f"{w} {n}" for w, n in bad.items()) or "none"))
     return 0
 
 

@@ -116,7 +116,7 @@ def _slo_reason(dropped: list[str], job: Serving) -> str:
     parts = [f"{ttft} over TTFT {job.ttft_ms:g} ms" if ttft else "", f"{tpot} over TPOT {job.tpot_ms:g} ms" if tpot
              else "", f"{len(why) - ttft - tpot} not run (e.g. {next(w for w in why if not w.startswith('T'))})"
              if len(why) > ttft + tpot else ""]
-    return f"no layout of {job.gpus} GPUs within the SLO: " + ", ".join(p for p in parts if p)
+    return f"no layout of {job.gpus} GPUs within the SLO: " + (", ".join(p for p in parts if p) or "none to try")
 
 
 def rows_of(sweep: Sweep, point: Point, w, model=None) -> dict:
