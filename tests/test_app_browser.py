@@ -45,10 +45,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server():
+def start_app(cwd=None):
+    """`perfmodel app` on a free port, run from `cwd` (default this one) as a user starts it: (url, process), once it
+    answers."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "perfmodel", "app", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "perfmodel", "app", "--port", str(port)], cwd=cwd,
                             stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}/"
     for _ in range(300):
@@ -59,7 +60,13 @@ def server():
             if proc.poll() is not None:
                 raise RuntimeError(proc.stderr.read())
             time.sleep(0.1)
-    yield url, port
+    return url, proc
+
+
+@pytest.fixture(scope="module")
+def server():
+    url, proc = start_app()
+    yield url, int(url.rsplit(":", 1)[1].rstrip("/"))
     proc.terminate()
     proc.wait(10)
 
@@ -313,3 +320,71 @@ def test_a_bad_trace_shows_one_line_in_the_page(page, server, tmp_path):
     message = page.text_content("#trace-error")
     assert "step.json" in message and "not JSON" in message and "\n" not in message
     assert "perfmodel-app-" not in message and "Traceback" not in page.content()
+
+
+# -- the Sweep tab: `perfmodel app` run where a user ran `perfmodel sweep tiny.yaml` before ----------------------
+
+@pytest.fixture(scope="module")
+def sweep_server(tmp_path_factory):
+    """The app served from a folder holding perfmodel-runs/sweeps/app-tiny (tests/test_app_sweep.py's SWEEP)."""
+    from test_app_sweep import SWEEP
+
+    from perfmodel.sweep.run import run_sweep
+    from perfmodel.sweep.schema import load_sweep
+
+    cwd = tmp_path_factory.mktemp("app-sweep-cwd")
+    (cwd / "tiny.yaml").write_text(SWEEP)
+    run_sweep(load_sweep(cwd / "tiny.yaml"), cwd / "perfmodel-runs" / "sweeps" / "app-tiny", workers=1, progress=False)
+    url, proc = start_app(cwd)
+    yield url, cwd / "perfmodel-runs" / "sweeps" / "app-tiny"
+    proc.terminate()
+    proc.wait(10)
+
+
+def front_x(page) -> int:
+    return page.evaluate("document.getElementById('chart-sweep-front').data[1].x.length")
+
+
+def test_a_listed_sweep_loads_its_front_as_the_report_gives_it(page, sweep_server, tmp_path):
+    from perfmodel.sweep.analysis import report
+
+    url, folder = sweep_server
+    page.goto(url)
+    page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+    page.click("#tabs [data-tab='sweep']")  # the newest sweep found is loaded when the tab opens
+    page.wait_for_selector("#sweep-result:not([hidden])", timeout=60_000)
+    assert page.input_value("#sweep-dir") == "perfmodel-runs/sweeps/app-tiny"
+    assert page.locator("#sweep-found option").all_inner_texts()[1].startswith("app-tiny: 12 points")
+    rep = report(folder)
+    assert page.evaluate("document.getElementById('chart-sweep-front').data[0].x.length") == rep.feasible_points
+    assert front_x(page) == len(rep.pareto) == 2
+    assert page.text_content("#sweep-command") == "perfmodel sweep report perfmodel-runs/sweeps/app-tiny"
+    assert page.locator("#sweep-best tr").count() == 1 + len(rep.best)
+    assert page.locator("#sweep-sensitivity tr").count() == 1 + len(rep.sensitivity)
+    assert page.input_value("#sweep-x") == rep.objectives[0] and page.input_value("#sweep-y") == rep.objectives[1]
+    assert "dir=perfmodel-runs%2Fsweeps%2Fapp-tiny" in page.url and "x=" not in page.url  # the sweep's own objectives
+    folder_ = Path(os.environ.get("PERFMODEL_SCREENSHOTS") or tmp_path)
+    folder_.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder_ / "app-sweep.png"))
+    # another objective picked: the report on the two drawn, and the link holds them
+    page.select_option("#sweep-y", "step_time_s")
+    page.wait_for_function("document.getElementById('sweep-command').textContent.includes('step_time_s')")
+    assert front_x(page) == len(report(folder, [rep.objectives[0], "step_time_s"]).pareto)
+    assert "y=step_time_s" in page.url and "tab=sweep" in page.url
+
+
+def test_a_folder_that_is_not_a_sweep_is_refused_beside_its_field(page, sweep_server, tmp_path):
+    from perfmodel.errors import InputError
+    from perfmodel.sweep.analysis import report
+
+    url, _ = sweep_server
+    page.goto(url + "#tab=sweep")
+    page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+    page.fill("#sweep-dir", str(tmp_path))
+    page.press("#sweep-dir", "Enter")  # Enter loads, as the button does
+    page.wait_for_selector("#sweep-error:not([hidden])", timeout=30_000)
+    with pytest.raises(InputError) as err:
+        report(tmp_path)
+    assert page.text_content("#sweep-error") == str(err.value) and "\n" not in str(err.value)
+    assert page.text_content("#sweep-dir ~ .field-error") == str(err.value)
+    assert page.is_hidden("#sweep-result") and list(tmp_path.iterdir()) == []

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
@@ -69,15 +70,20 @@ class LocalPool(Engine):
     def close(self, abort: bool = False):
         if abort:  # Ctrl-C or SIGTERM: the workers stop now (their chunks are not written; --resume runs them)
             for p in list(getattr(self.pool, "_processes", {}).values()):
-                p.terminate()
+                p.kill()  # SIGKILL: a worker ignores the stop signals (_quiet_worker)
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _quiet_worker() -> None:
-    """A pool worker ends at once, without a traceback, on the SIGINT a terminal sends the whole process group or a
-    SIGTERM: the signal handlers it inherits (errors.on_signals) are the parent's, which stops the sweep itself."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    """A pool worker ignores the SIGINT a terminal sends the whole process group, and SIGTERM: the parent alone
+    decides (the handlers a worker inherits, errors.on_signals, are the parent's), then kills its workers
+    (`LocalPool.close`). A worker dying first would end the sweep as a broken pool, not as a stop."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):  # and dies with the parent, even a killed one (prctl PR_SET_PDEATHSIG)
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
 
 
 class RayCluster(Engine):
