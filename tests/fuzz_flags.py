@@ -430,6 +430,7 @@ BASES = {
     "stacks show": ["stacks", "show", "megatron-core"],
     "sweep": ["sweep", "sw.yaml", "--out", "swout", "--workers", "1", "--quiet"],
     "sweep-report": ["sweep", "report", "swdone"],
+    "sweep-ray": ["sweep", "sw.yaml", "--out", "swout", "--quiet"],
 }
 # Positionals: the index of their value in the base.
 POSITIONAL = {("", "cmd"): 0, ("export", "plan"): 1, ("import", "files"): 1, ("execute", "plans"): 1, ("validate", "plans"): 1,
@@ -632,7 +633,7 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("sweep", "dir"): Kind(["adir", "emptydir", "missing", "afile.txt", "sw.yaml"],
                                  st.from_regex(r"[a-z]{1,8}", fullmatch=True), path=True,
                                  names=("DIR", "results folder"), **report),
-          ("sweep", "--workers"): count(), ("sweep", "--ray"): text_arg(), ("sweep", "--out"): directory(),
+          ("sweep", "--workers"): count(), ("sweep", "--ray"): text_arg(base="sweep-ray"), ("sweep", "--out"): directory(),
           ("sweep", "--resume"): flag_switch(), ("sweep", "--quiet"): flag_switch(),
           ("sweep", "--objective"): name(good=tuple(OBJECTIVES), names=("objective",), **report),
           ("sweep", "--plot"): output(".png", **report)}

@@ -149,16 +149,20 @@ def test_sampled_points_are_reproducible_and_inside_their_ranges():
 
 
 def test_technology_node_scaling_by_hand():
+    # a DGX B200 (N5-family 4NP) moved to N3, from the presets: N3 logic density 1.60, power at iso clock 0.66, so the
+    # units a fixed area and board power run at once are min(1.60, 1 / 0.66) = 1.5152x; HBM3E 8 stacks x 9.2 Gb/s x
+    # 1024 pins / 8 = 9.4208 TB/s and 8 x 24 = 192 GiB; NVLink 900 GB/s, NIC 100 GB/s per device and direction
+    sweep = Sweep.parse(TINY | {"systems": ["dgx-b200"], "axes": {"technology_node": {"values": ["N3"], "base": "N5"}}})
+    s = system_of(sweep, points(sweep)[0])
+    assert s.accelerator.peak_tflops["bf16"] == pytest.approx(2250 / 0.66)  # 1/0.66 < 1.60: power-bound
+    assert s.accelerator.hbm_bandwidth_tbps == pytest.approx(9.4208)
+    assert s.accelerator.hbm_capacity_gib == pytest.approx(192)
+    assert (s.tiers[0].bandwidth_gbps, s.tiers[-1].bandwidth_gbps) == (900, 100)
+    assert node_changes("N5", "N5")["flops"] == ("factor", 1.0)
     t = technology_nodes()
-    n3, n5 = t.node("N3"), t.node("N5")
-    assert node_flops(n3) == pytest.approx(min(n3.logic_density, 1 / n3.logic_power))
-    ch = node_changes("N5", "N3")
-    mem = t.memory(n3.memory)
-    assert ch["flops"] == ("factor", pytest.approx(node_flops(n3) / node_flops(n5)))
-    assert ch["hbm_bandwidth"] == ("value", pytest.approx(n3.memory_stacks * mem.bandwidth_per_stack_gbps / 1000))
-    assert ch["scale_up_bandwidth"] == ("value", n3.scale_up_gbps)
     for m in t.memories:  # a stack's bandwidth is its pins times their rate
         assert m.bandwidth_per_stack_gbps == pytest.approx(m.pin_gbps * m.bus_bits / 8, rel=0.01)
+    assert node_flops(t.node("A14")) == pytest.approx(t.node("A14").logic_density)  # area-bound from N2 on
 
 
 def test_every_technology_node_number_cites_a_source():
@@ -258,6 +262,10 @@ def test_a_worker_of_another_version_is_refused():
     ({"sampling": {"method": "sobol"}}, "valid: points only with lhs / sobol"),
     ({"workloads": [{"name": "x"}]}, "give exactly one of train or serve"),
     ({"chunk_points": 0}, "chunk_points"),
+    ({"axes": {}, "sampling": {"method": "lhs", "points": 4}}, "with no axes would draw the same point 4 times"),
+    ({"name": ".hidden"}, "sweep.yaml.name = '.hidden': String should match pattern"),
+    ({"axes": {"flops": {"factors": [1, 2], "log": True}}}, "log, integer and of describe a low / high range"),
+    ({"sampling": {"method": "lhs", "points": 2_000_000_000}}, "valid: at most 10000000 per sweep file"),
 ])
 def test_bad_sweep_files_are_refused_by_field(tmp_path, capsys, change, words):
     path = write_sweep(tmp_path, TINY | change)
@@ -302,7 +310,7 @@ def test_results_folders_are_never_overwritten(tmp_path, capsys):
     assert {f: f.read_bytes() for f in out.rglob("*") if f.is_file()} == before
 
 
-def test_ray_missing_is_one_line(monkeypatch):
+def test_ray_missing_is_one_line_and_writes_nothing(monkeypatch, tmp_path, capsys):
     import builtins
 
     real = builtins.__import__
@@ -312,10 +320,25 @@ def test_ray_missing_is_one_line(monkeypatch):
             raise ImportError("no ray")
         return real(name, *a, **k)
     monkeypatch.setattr(builtins, "__import__", no_ray)
-    from perfmodel.sweep.engines import engine_for
+    out = tmp_path / "out"
+    assert main(["sweep", str(write_sweep(tmp_path, TINY)), "--out", str(out), "--ray"]) == 2
+    assert "pip install 'perfmodel[ray]'" in capsys.readouterr().err and not out.exists()
 
-    with pytest.raises(InputError, match=r"pip install 'perfmodel\[ray\]'"):
-        engine_for(None, True, None)
+
+def test_reports_of_odd_folders_and_flags(tmp_path, capsys):
+    one = write_sweep(tmp_path, TINY | {"axes": {}}, "one.yaml")  # one point, no axes: no sensitivity
+    out = tmp_path / "one"
+    assert main(["sweep", str(one), "--out", str(out), "--quiet", "--workers", "1"]) == 0
+    assert "Pareto front (1 points)" in capsys.readouterr().out
+    assert main(["sweep", "report", str(out), "--objective", "step_time_s", "--objective", "step_time_s",
+                 "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["objectives"] == ["step_time_s"]
+    assert main(["sweep", str(one), "--out", str(tmp_path / "x"), "--format", "csv"]) == 2
+    assert "--format csv lists a finished sweep's points" in capsys.readouterr().err
+    (out / "sweep.json").write_text("{not json")
+    assert main(["sweep", "report", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "the sweep's results are not readable" in err and "Traceback" not in err
 
 
 def test_schema_file_is_current():

@@ -279,7 +279,7 @@ def write_plan(model, hardware, plan, path) -> str:
 
 
 def _search(a: argparse.Namespace) -> str:
-    from ..serve.layout_search import fewest_gpus, rank
+    from ..serve.layout_search import fewest_gpus, rank, serve_label
 
     if a.gpus is None:
         raise InputError("--search needs --gpus (the count to lay out, or with --target-rps the most to use)")
@@ -298,8 +298,7 @@ def _search(a: argparse.Namespace) -> str:
     lines = [head, f"{'layout':<20} {'batch':>7} {'out tok/s':>11} {'req/s':>8} {'TTFT ms':>8} {'TPOT ms':>8}"]
     for e in rows:
         p = e.plan
-        label = (f"tp{p.tp}" + (f" adp{p.attention_dp}" if p.attention_dp > 1 else "") + f" pp{p.pp} dp{p.dp}"
-                 + (f" ep{p.ep}" if p.ep > 1 else ""))
+        label = serve_label(p.tp, p.attention_dp, p.pp, p.dp, p.ep)
         lines.append(f"{label:<20} {e.batch:>7.0f} {e.output_tokens_per_s:>11,.0f} {e.requests_per_s:>8.2f} "
                      f"{1e3 * e.ttft_s:>8.1f} {1e3 * e.tpot_s:>8.2f}")
     return "\n".join(lines)

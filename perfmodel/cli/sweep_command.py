@@ -58,6 +58,9 @@ def run(a: argparse.Namespace) -> str:
         raise InputError(f"perfmodel sweep {a.target}: unexpected {a.dir!r}; valid: perfmodel sweep SWEEP.yaml "
                          "[--out DIR], or perfmodel sweep report DIR")
     _only(a, "run", allowed=("workers", "ray", "out", "resume", "quiet", "format"))
+    if a.format == "csv":
+        raise InputError("perfmodel sweep SWEEP.yaml: --format csv lists a finished sweep's points; valid here: table or "
+                         "json (then perfmodel sweep report DIR --format csv)")
     from ..sweep.run import run_sweep
     from ..sweep.schema import load_sweep
 
@@ -134,8 +137,8 @@ def _table(r) -> str:
              "best point per objective:"]
     if r.best:
         parts.append(pd.DataFrame([{"objective": o, **b} for o, b in r.best.items()]).to_string(index=False, **fmt))
-    sens = pd.DataFrame([s.model_dump() for s in r.sensitivity]).astype({"elasticity": float, "sobol_first": float})
-    if len(sens):
+    if r.sensitivity:
+        sens = pd.DataFrame([s.model_dump() for s in r.sensitivity]).astype({"elasticity": float, "sobol_first": float})
         parts += ["", "sensitivity (on log objective; elasticity: % per % of the axis; sobol_first: share of the "
                   "variance the axis explains alone):",
                   sens.to_string(index=False, na_rep="-", float_format=lambda v: f"{v:.3f}")]

@@ -152,10 +152,10 @@ def step_clock(power: PowerModel, time: dict, priced: float = 1.0):
 
     ok = mean_watts(1.0) <= power.limit_w
     if np.ndim(ok) and ok.any():  # bisect only the plans over the limit at full clock (the same values, elementwise)
-        out, over_at_1 = np.ones_like(np.asarray(ok, float)), np.flatnonzero(~ok)
-        if len(over_at_1):
-            part = {k: np.asarray(v, float)[over_at_1] if np.ndim(v) else v for k, v in time.items()}
-            out[over_at_1] = step_clock(power, part, priced)
+        out, over = np.ones(np.shape(ok)), ~ok
+        if over.any():
+            part = {k: np.broadcast_to(np.asarray(v, float), np.shape(ok))[over] for k, v in time.items()}
+            out[over] = step_clock(power, part, priced)
         return out
     lo, hi = np.full_like(c, MIN_CLOCK), np.ones_like(c)
     for _ in range(BISECTIONS):

@@ -218,9 +218,11 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
     `job` takes the other Job fields (attention, grad_dtype, overlap_dp_comm); `space` narrows the layouts. A layout
     is feasible when its reserved view fits capacity - runtime on every stage; one beyond (capacity - runtime) *
     (1 - headroom) is kept and marked tight (`memory_tight`; cost.memory_fit.memory_verdict). `top` > 0 keeps only the
-    best `top` plans in the result (a sweep wants the best alone: the ranking of the rest is not reordered).
+    best `top` plans in the result, the others dropped (a sweep wants the best alone); 0 keeps all.
     """
     t0 = time.perf_counter()
+    if not (isinstance(top, (int, np.integer)) and not isinstance(top, bool) and top >= 0):
+        raise InputError(f"top = {top!r}; valid: 0 (every feasible plan) or a positive count of the best to keep")
     model, system = load_model(model), load_hardware(hardware)
     if objective not in OBJECTIVES:
         raise InputError(f"objective = {objective!r} is not known; valid: {', '.join(OBJECTIVES)}")

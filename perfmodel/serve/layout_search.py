@@ -37,6 +37,12 @@ def layouts(model: ModelConfig, gpus: int, per_node: int) -> list[tuple[int, int
     return out
 
 
+def serve_label(tp: int, attention_dp: int, pp: int, dp: int, ep: int) -> str:
+    """A serving layout as reports write it: 'tp4 pp1 dp2', 'tp8 adp4 pp1 dp1 ep32'."""
+    return (f"tp{tp}" + (f" adp{attention_dp}" if attention_dp > 1 else "") + f" pp{pp} dp{dp}"
+            + (f" ep{ep}" if ep > 1 else ""))
+
+
 def rank(model: ModelConfig | str, hardware: System | str, gpus: int, job: dict, ttft_s: float | None = None,
          tpot_s: float | None = None) -> tuple[list[ServeEstimate], list[str]]:
     """The layouts of `gpus` GPUs that fit and meet the limits, best output tokens/s first, and one line per layout
@@ -46,7 +52,7 @@ def rank(model: ModelConfig | str, hardware: System | str, gpus: int, job: dict,
     per_node = system.tiers[0].domain_size or gpus
     kept, dropped = [], []
     for tp, pp, dp, ep, adp in layouts(model, gpus, per_node):
-        label = f"tp{tp}" + (f" adp{adp}" if adp > 1 else "") + f" pp{pp} dp{dp}" + (f" ep{ep}" if ep > 1 else "")
+        label = serve_label(tp, adp, pp, dp, ep)
         try:
             e = infer(model, system, ServePlan(tp=tp, attention_dp=adp, pp=pp, dp=dp, ep=ep,
                                                    **job | ({"moe_a2a": None, "two_batch_overlap": False} if adp == 1 else {})))

@@ -1,7 +1,7 @@
 """Design-space sweeps (`perfmodel sweep`, docs/sweep.md): many hypothetical systems (`axes`, `points`), each
 running the real best-plan search of every workload (`evaluate`), on this machine's cores or a Ray cluster
 (`engines`), rows streamed to Parquet and resumable (`store`, `run`), and read back as a Pareto front, best points
-and sensitivities (`report`). It imports `perfmodel.search`, `perfmodel.serve`, `perfmodel.run` and `perfmodel.spec`
+and sensitivities (`analysis`). It imports `perfmodel.search`, `perfmodel.serve`, `perfmodel.run` and `perfmodel.spec`
 and holds no cost formula of its own.
 
     from perfmodel.sweep import load_sweep, run_sweep, report

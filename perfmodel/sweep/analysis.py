@@ -6,7 +6,8 @@ Pareto front, the best point per objective, and how much each axis moves each ob
   ratio of two points' aggregates is then the weighted geometric mean of their per-workload ratios, whatever units
   or scale each workload has (SPEC's aggregate; Fleming & Wallace 1986, "How not to lie with statistics").
 - A point is feasible when every workload row passes the sweep's constraints: a training job with a plan that fits
-  (`fits`), a serving job with a layout within its SLO (`slo`). Only feasible points rank.
+  (`fits`), a serving job with a layout within its SLO (`slo`), and every workload's row is there (a sweep stopped
+  part-way leaves points unjudged). Only feasible points rank.
 - Pareto front: the feasible points no other feasible point matches or beats on every objective and beats on one.
 - Sensitivity, per axis and objective, both on log(objective) over the feasible points:
   `elasticity`, the axis's coefficient in the least-squares fit of log(objective) on the log of every numeric axis
@@ -63,7 +64,10 @@ def point_table(df: pd.DataFrame, axes: list[str], constraints: dict) -> pd.Data
                   df["feasible"] | (not constraints.get("slo", True)))
     df = df.assign(_ok=ok)
     keys = ["point", "system", *axes]
-    out = df.groupby("point", sort=True).agg(**{k: (k, "first") for k in keys[1:]}, feasible=("_ok", "all"))
+    out = df.groupby("point", sort=True).agg(**{k: (k, "first") for k in keys[1:]}, feasible=("_ok", "all"),
+                                             _rows=("workload", "nunique"))
+    # a point whose chunks have not all run (a sweep stopped or still running) is not judged on part of its rows
+    out["feasible"] &= out.pop("_rows") == df["workload"].nunique()
     for o in OBJECTIVES:
         v = df[o].to_numpy(float)
         good = np.isfinite(v) & (v > 0)
@@ -151,7 +155,7 @@ def report(out, objectives: list[str] | None = None) -> SweepReport:
     """The report of sweep results folder `out` (module docstring); `objectives` overrides the sweep's."""
     man, df = load_results(out)
     sweep = man["sweep"]
-    objectives = objectives or sweep["objectives"]
+    objectives = list(dict.fromkeys(objectives or sweep["objectives"]))  # an objective asked twice is one
     for o in objectives:
         if o not in OBJECTIVES:
             raise InputError(f"--objective {o!r} is not known; valid: {', '.join(OBJECTIVES)}")

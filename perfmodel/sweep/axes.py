@@ -13,7 +13,7 @@ import math
 from functools import lru_cache
 from importlib import resources
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from ..errors import InputError, PositiveReal, Schema, suggest
 from ..files import read_mapping
@@ -184,8 +184,9 @@ def _apply(d: dict, name: str, how: str, x: float) -> None:
 
 
 def point_system(base: System, values: dict[str, float | str], axes: dict, node_base: str | None = None) -> System:
-    """`base` with every axis value of a point applied (`axes`: name -> schema.Axis, for whether a value is a factor),
-    named `<base> <axis>=<value> ...`; InputError where the result is not a valid system."""
+    """`base` with every axis value of a point applied in the sweep file's order of axes (`axes`: name -> schema.Axis,
+    for whether a value is a factor; a technology node sets memory and links, so an hbm_* axis after it changes
+    the node's), named `<base> <axis>=<value> ...`; InvalidPoint where the result is not a valid system."""
     if not values:
         return base
     d = base.model_dump()
@@ -204,9 +205,8 @@ def point_system(base: System, values: dict[str, float | str], axes: dict, node_
     d["sources"] = dict(d.get("sources") or {}, sweep=f"hypothetical: {base.name} with " + ", ".join(label))
     try:
         return System.model_validate(d)
-    except Exception as err:  # pydantic's ValidationError or the spec's own InputError: one line
-        msg = getattr(err, "errors", None)
-        reason = msg()[0]["msg"].removeprefix("Value error, ") if callable(msg) else str(err)
+    except (ValidationError, InputError) as err:  # the spec's own checks: one line
+        reason = err.errors()[0]["msg"].removeprefix("Value error, ") if isinstance(err, ValidationError) else str(err)
         raise InvalidPoint(f"point {' '.join(label)} of {base.name} is not a valid system: {reason}") from None
 
 

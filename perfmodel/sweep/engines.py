@@ -80,7 +80,9 @@ def _quiet_worker() -> None:
     (`LocalPool.close`). A worker dying first would end the sweep as a broken pool, not as a stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if sys.platform.startswith("linux"):  # and dies with the parent, even a killed one (prctl PR_SET_PDEATHSIG)
+    # It also dies with the parent, even a killed one (Linux: prctl PR_SET_PDEATHSIG; strictly, with the thread that
+    # started the pool: the CLI's main thread; a caller of run_sweep from another thread keeps that thread alive).
+    if sys.platform.startswith("linux"):
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG

@@ -77,7 +77,7 @@ def _board(system) -> float:
 
 def serve_row(w, system, model) -> dict:
     """The best layout of serving job `w.serve` on `system` within its SLO (module docstring)."""
-    from ..serve.layout_search import rank
+    from ..serve.layout_search import rank, serve_label
 
     job: Serving = w.serve
     row = _empty(w, job.gpus)
@@ -93,8 +93,7 @@ def serve_row(w, system, model) -> dict:
         return row | {"reason": _slo_reason(dropped, job)}
     e = kept[0]
     p = e.plan
-    label = f"tp{p.tp}" + (f" adp{p.attention_dp}" if p.attention_dp > 1 else "") + f" pp{p.pp} dp{p.dp}" + (
-        f" ep{p.ep}" if p.ep > 1 else "")
+    label = serve_label(p.tp, p.attention_dp, p.pp, p.dp, p.ep)
     price, power = _price(system), power_for(system, precision=job.precision if job.precision in (
         "bf16", "fp8", "fp4") else "bf16")
     per_gpu = e.output_tokens_per_s / job.gpus
@@ -113,9 +112,9 @@ def _slo_reason(dropped: list[str], job: Serving) -> str:
     why = [d.split(": ", 1)[1] for d in dropped]
     ttft = sum(w.startswith("TTFT ") for w in why)
     tpot = sum(w.startswith("TPOT ") for w in why)
+    other = [w for w in why if not w.startswith(("TTFT ", "TPOT "))]
     parts = [f"{ttft} over TTFT {job.ttft_ms:g} ms" if ttft else "", f"{tpot} over TPOT {job.tpot_ms:g} ms" if tpot
-             else "", f"{len(why) - ttft - tpot} not run (e.g. {next(w for w in why if not w.startswith('T'))})"
-             if len(why) > ttft + tpot else ""]
+             else "", f"{len(other)} not run (e.g. {other[0]})" if other else ""]
     return f"no layout of {job.gpus} GPUs within the SLO: " + (", ".join(p for p in parts if p) or "none to try")
 
 

@@ -2,9 +2,10 @@
 scipy.stats.qmc), and the tasks (point x workload) grouped into chunks keyed by what they compute.
 
 A chunk holds one workload's runs on `chunk_points` consecutive points: a worker that runs it reuses that
-workload's model tables and kernel grids from one point to the next. Its key hashes the workload, the points'
-systems (their full specs) and the code version (`code_version`), so a finished chunk is found again by --resume
-and a changed input or program never reuses an old one.
+workload's model tables and kernel grids from one point to the next. Its key hashes the workload and its model, the
+points' base systems (their full specs) and values, and the code version (`code_version`, which covers the
+technology-node presets), so a finished chunk is found again by --resume and a changed input or program never
+reuses an old one.
 """
 
 from __future__ import annotations
@@ -117,25 +118,46 @@ class Chunk:
     version: str = ""  # the code version of the process that laid it out (evaluate.run_chunk checks a worker's)
 
 
-def point_key(sweep: Sweep, p: Point) -> str:
-    """What a point's results depend on besides the workload: its system's full spec, or why it is no valid system
-    (an axis that names no spec field is bad input, raised here: before anything is written)."""
-    try:
-        spec = system_of(sweep, p).model_dump_json()
-    except InvalidPoint as err:  # an invalid point: its message is what it yields
-        spec = f"invalid: {err}"
-    return hashlib.sha256(spec.encode()).hexdigest()[:16]
+def point_key(base_spec: str, p: Point) -> str:
+    """What a point's results depend on besides the workload and the code: its base system's full spec (a user's
+    file may change) and its axis values (the point's system is a function of the two, `system_of`)."""
+    return hashlib.sha256(json.dumps([base_spec, [list(v) for v in p.values]]).encode()).hexdigest()[:16]
+
+
+def workload_key(w: Workload) -> str:
+    """What a workload's rows depend on: its fields, and the model they name as loaded (a user's model file may
+    change under the same name)."""
+    from ..spec.model_catalogue import load_model
+
+    return json.dumps([w.model_dump_json(), load_model(w.job.model).model_dump_json()])
+
+
+def check_axes(sweep: Sweep, pts: list[Point]) -> None:
+    """Refuse an axis that names no field of a base system (bad input, before anything is written): each axis
+    applied alone, at its first point's value, to each base system. A value that makes no valid system is a result
+    (InvalidPoint), found when the point runs."""
+    firsts = {}
+    for p in pts:
+        for name, v in p.values:
+            firsts.setdefault((p.base, name), v)
+    for (base, name), v in firsts.items():
+        try:
+            point_system(_base(base, sweep.pricing), {name: v}, sweep.axes)
+        except InvalidPoint:
+            pass
 
 
 def chunks(sweep: Sweep, pts: list[Point] | None = None) -> list[Chunk]:
-    """The sweep's tasks in chunks: workload by workload, `chunk_points` points each, keyed by (workload, the
-    points' indices and systems, code version)."""
+    """The sweep's tasks in chunks: workload by workload, `chunk_points` points each, keyed by (workload and its
+    model, the points' indices, base systems and values, pricing, code version)."""
     pts = points(sweep) if pts is None else pts
-    keys = [point_key(sweep, p) for p in pts]
+    check_axes(sweep, pts)
+    bases = {b: _base(b, sweep.pricing).model_dump_json() for b in sweep.systems}
+    keys = [point_key(bases[p.base], p) for p in pts]
     version = code_version()
     out = []
     for w in sweep.workloads:
-        wjson = w.model_dump_json()
+        wjson = workload_key(w)
         for start in range(0, len(pts), sweep.chunk_points):
             group = pts[start:start + sweep.chunk_points]
             h = hashlib.sha256(json.dumps([wjson, version, sweep.pricing,

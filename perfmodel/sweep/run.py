@@ -79,10 +79,14 @@ def run_sweep(sweep: Sweep, out, workers: int | None = None, ray: bool = False, 
     pts = points(sweep)
     todo_all = make_chunks(sweep, pts)
     man = manifest(sweep, code_version(), [c.key for c in todo_all], len(pts))
-    done = open_store(out, sweep, man, resume)
+    engine = engine or engine_for(workers, ray, address)  # refused (Ray missing, no cluster) before a file is written
+    try:
+        done = open_store(out, sweep, man, resume)
+    except BaseException:
+        engine.close()
+        raise
     todo = [c for c in todo_all if c.key not in done]
     total_rows = sum(len(c.points) for c in todo)
-    engine = engine or engine_for(workers, ray, address)
     bar = _bar(total_rows, progress, engine)
     reasons: Counter = Counter()
     t0, ran, ended = time.perf_counter(), 0, False

@@ -1,6 +1,6 @@
 """The sweep file (`perfmodel sweep SWEEP.yaml`, docs/sweep.md): base systems, the axes that vary them, how points
-are drawn, the workloads every point runs (each with a weight) and the objectives and constraints the report ranks
-them by. `perfmodel sweep schema` prints its JSON schema (sweeps/schema.json)."""
+are drawn, the workloads every point runs (each with a weight) and the objectives and constraints the report
+(`analysis`) ranks them by. `perfmodel sweep schema` prints its JSON schema (sweeps/schema.json)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ..errors import MAX_COUNT, Count, Flag, InputError, PositiveReal, Real, Sch
 from ..files import read_mapping
 
 # Objectives a sweep can rank points by: name -> (direction, unit, what). Per workload each is a column of the
-# results; per point the weighted geometric mean over the workloads that have it (`report.point_table`).
+# results; per point the weighted geometric mean over the workloads that have it (`analysis.point_table`).
 OBJECTIVES: dict[str, tuple[str, str, str]] = {
     "tokens_per_s_per_gpu": ("max", "tokens/s/GPU", "training tokens/s, or served output tokens/s, per device"),
     "tokens_per_usd": ("max", "tokens/$", "tokens per dollar of device-hours at the list price (goodput counted)"),
@@ -40,6 +40,10 @@ RESOURCES = {
 }
 
 
+NAME = r"^[A-Za-z0-9_+-][A-Za-z0-9_.+-]*$"  # a file name's part: a leading dot would hide it (store.finished)
+MAX_POINTS = 10_000_000  # points x workloads are laid out in memory by one process: beyond it, split the sweep
+
+
 class Axis(Schema):
     """One quantity to vary. `values` or `factors` (of the base system's value) list the points of a grid; `low` /
     `high` give a range that quasi-random sampling draws from (`of` says whether the range holds values or
@@ -63,6 +67,8 @@ class Axis(Schema):
             raise ValueError("give exactly one of values, factors or a low / high range")
         if ranged and (self.low is None or self.high is None or not self.low < self.high):
             raise ValueError(f"low = {self.low}, high = {self.high}; valid: both set with low < high")
+        if not ranged and (self.log or self.integer or "of" in self.model_fields_set):
+            raise ValueError("log, integer and of describe a low / high range; valid: drop them with values or factors")
         return self
 
     @property
@@ -124,7 +130,7 @@ class Serving(Schema):
 class Workload(Schema):
     """One job every point runs, with its weight in the point's aggregate."""
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$", description="short name (letters, digits, _.+-)")
+    name: str = Field(min_length=1, pattern=NAME, description="short name (letters, digits, _.+-; not first: .)")
     weight: PositiveReal = 1.0
     train: Training | None = None
     serve: Serving | None = None
@@ -155,7 +161,8 @@ class Constraints(Schema):
 class Sweep(Schema):
     """A design-space sweep (docs/sweep.md)."""
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$")
+    name: str = Field(min_length=1, pattern=NAME, description="the results folder's default name (letters, digits, "
+                                                               "_.+-; not first: .)")
     description: str = ""
     systems: list[str] = Field(min_length=1, description="base systems: catalogue names or spec paths; every point "
                                                          "is each base system with the axes' values")
@@ -184,6 +191,9 @@ class Sweep(Schema):
         if dup:
             raise ValueError(f"workloads: name {dup[0]!r} is used twice; valid: a distinct name per workload")
         ranged = [k for k, a in self.axes.items() if a.ranged]
+        if self.sampling.method != "grid" and not self.axes:
+            raise ValueError(f"sampling.method = {self.sampling.method} with no axes would draw the same point "
+                             f"{self.sampling.points} times; valid: axes to draw, or method grid")
         if self.sampling.method == "grid" and ranged:
             raise ValueError(f"axes.{ranged[0]} has a low / high range, which the grid cannot list; valid: values or "
                              "factors, or sampling.method lhs / sobol")
@@ -202,6 +212,10 @@ class Sweep(Schema):
                 raise ValueError(f"axes.{k}.base: only technology_node takes a base node")
             if k != "technology_node" and a.values is not None and any(isinstance(v, str) for v in a.values):
                 raise ValueError(f"axes.{k}.values: numbers only (node names belong to technology_node)")
+        if self.total_points * len(self.workloads) > MAX_POINTS:
+            raise ValueError(f"{self.total_points} points x {len(self.workloads)} workloads = "
+                             f"{self.total_points * len(self.workloads)} rows; valid: at most {MAX_POINTS} per sweep "
+                             "file (split the systems or the samples over several files)")
         return self
 
     def rows_key(self) -> dict:
@@ -232,6 +246,7 @@ def sweep_json_schema() -> dict:
 
 
 def check_objective(name: str) -> str:
+    """`name` if it is an objective (OBJECTIVES), else InputError listing them."""
     if name not in OBJECTIVES:
         raise InputError(f"objective = {name!r} is not known; valid: {', '.join(OBJECTIVES)}")
     return name

@@ -50,12 +50,12 @@ def open_store(out: Path, sweep: Sweep, man: dict, resume: bool) -> set[str]:
         (out / "chunks").mkdir(exist_ok=True)
         for stray in (out / "chunks").glob(".*"):  # a write a crash cut short (files.write_atomic's temporary)
             stray.unlink(missing_ok=True)
-        if old.get("code_version") != man["code_version"]:  # kept, out of the way of a glob over chunks/
+        stale = [f for f in (out / "chunks").glob("*.parquet") if f.stem not in man["chunks"]]
+        if stale:  # another code version's, or a changed model or spec file's: kept, out of the way of a glob
             keep = out / "superseded" / str(old.get("code_version"))
             keep.mkdir(parents=True, exist_ok=True)
-            for f in (out / "chunks").glob("*.parquet"):
-                if f.stem not in man["chunks"]:
-                    f.rename(keep / f.name)
+            for f in stale:
+                f.rename(keep / f.name)
         write_manifest(out, man)
         return done
     if resume:
@@ -98,11 +98,18 @@ def load_results(out) -> tuple[dict, "object"]:
     if not path.is_file():
         raise InputError(f"{out}: not a sweep's results folder ({MANIFEST} not found); valid: the --out folder of "
                          "perfmodel sweep")
-    man = json.loads(path.read_text())
-    keys = [k for k in man["chunks"] if (out / "chunks" / f"{k}.parquet").is_file()]
-    if not keys:
-        raise InputError(f"{out}: no finished chunk yet (0 of {len(man['chunks'])}); valid: a sweep that has run")
-    df = pd.concat([pd.read_parquet(out / "chunks" / f"{k}.parquet") for k in keys], ignore_index=True)
-    order = {w["name"]: i for i, w in enumerate(man["sweep"]["workloads"])}
+    try:
+        man = json.loads(path.read_text())
+        keys = [k for k in man["chunks"] if (out / "chunks" / f"{k}.parquet").is_file()]
+        if not keys:
+            raise InputError(f"{out}: no finished chunk yet (0 of {len(man['chunks'])}); valid: a sweep that has run")
+        df = pd.concat([pd.read_parquet(out / "chunks" / f"{k}.parquet") for k in keys], ignore_index=True)
+        order = {w["name"]: i for i, w in enumerate(man["sweep"]["workloads"])}
+        man["sweep"]["objectives"], man["sweep"]["axes"], man["sweep"]["constraints"], man["points"]  # noqa: B018
+    except InputError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:  # pyarrow's errors are ValueErrors
+        raise InputError(f"{out}: the sweep's results are not readable ({type(err).__name__}: {err}); valid: the "
+                         "--out folder of a perfmodel sweep run, as it wrote it") from None
     df = df.assign(_w=df["workload"].map(order)).sort_values(["_w", "point"], kind="stable").drop(columns="_w")
     return man, df.reset_index(drop=True)
