@@ -43,7 +43,8 @@ class Node(Schema):
     name: str
     year: int
     logic_density: PositiveReal = Field(description="logic transistors per mm^2 / the reference's")
-    logic_speed: PositiveReal = Field(description="clock at iso power / the reference's")
+    logic_speed: PositiveReal = Field(description="clock at iso power / the reference's (recorded, not priced: the "
+                                                  "die's clock is held, `node_flops`)")
     logic_power: PositiveReal = Field(description="power at iso clock / the reference's")
     sram_density: PositiveReal = Field(description="SRAM bit density / the reference's (recorded, not priced: the "
                                                    "cost model has no on-chip SRAM capacity)")
