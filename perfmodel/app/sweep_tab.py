@@ -10,7 +10,6 @@ that is not a sweep's, a sweep with no finished chunk, or an unknown objective i
 from __future__ import annotations
 
 import json
-import math
 import shlex
 from pathlib import Path
 
@@ -71,45 +70,29 @@ def objectives_of(x, y) -> list[str] | None:
 def results(data: dict) -> dict:
     """The report of folder `data["dir"]` on objectives `data["x"]`, `data["y"]` (default the sweep's), the feasible
     points on every objective they have a value for, and the CLI command that answers the same."""
-    from ..sweep.analysis import point_table, report
+    from ..sweep.analysis import analyse, plain
     from ..sweep.schema import OBJECTIVES
-    from ..sweep.store import load_results
 
     x, y = data.get("x"), data.get("y")
     try:
         path = folder(data.get("dir"))
         objectives = objectives_of(x, y)
-        rep = report(path, objectives)
-        man, df = load_results(path)
+        rep, pts, man = analyse(path, objectives)  # a damaged folder is one line too (store.load_results)
     except InputError as err:  # the report's own message, beside the field it is about
         err.field = next((k for k, o in (("x", x), ("y", y)) if o and repr(o) in str(err)), None) or (
             "x" if str(err).startswith(("--objective", "objective")) else "dir")
         raise
-    except (OSError, ValueError, KeyError, TypeError) as err:  # a damaged manifest or chunk: one line, no traceback
-        bad = InputError(f"{path}: the sweep's results are not readable ({type(err).__name__}: {err}); valid: the "
-                         "--out folder of a perfmodel sweep run")
-        bad.field = "dir"
-        raise bad from None
     sweep = man["sweep"]
     axes = list(sweep["axes"])
-    pts = point_table(df, axes, sweep["constraints"])
     feas = pts[pts["feasible"]]
     # the pickers offer every objective the feasible points have a value for, the sweep's own first; the scatter
     # and its hover need the report's objectives only (another pair picked is another request)
     have = [o for o in dict.fromkeys([*rep.objectives, *sweep["objectives"], *OBJECTIVES])
             if o in feas and feas[o].notna().any()]
-    points = {k: [_plain(v) for v in feas[k]] for k in dict.fromkeys(["point", "system", *axes, *rep.objectives])}
+    points = {k: [plain(v) for v in feas[k]] for k in dict.fromkeys(["point", "system", *axes, *rep.objectives])}
     flags = " ".join(f"--objective {o}" for o in objectives or [])  # names: OBJECTIVES's, plain words
     return {"report": json.loads(rep.model_dump_json()), "point_axes": axes, "objectives": have, "points": points,
             "units": {o: {"direction": OBJECTIVES[o][0], "unit": OBJECTIVES[o][1], "what": OBJECTIVES[o][2]}
                       for o in OBJECTIVES},
             "command": f"perfmodel sweep report {shlex.quote(str(path))}" + (f" {flags}" if flags else "")}
 
-
-def _plain(v):
-    """A value JSON writes: numpy numbers as Python's, NaN and infinities as null."""
-    if hasattr(v, "item"):
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v

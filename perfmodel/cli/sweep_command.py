@@ -101,25 +101,22 @@ def _only(a, mode: str, allowed: tuple[str, ...] = ()) -> None:
 
 
 def report_text(out, objectives, fmt: str, plot) -> str:
-    from ..sweep.analysis import point_table, report
-    from ..sweep.store import load_results
+    from ..sweep.analysis import analyse
 
     if plot is not None:
         from ..plots.canvas import check_plot_path
 
         check_plot_path(plot)
-    r = report(out, objectives)
+    r, pts, _ = analyse(out, objectives)
     if plot is not None:
         from ..plots.sweep import sweep_figure
 
-        man, df = load_results(out)
-        sweep_figure(r, point_table(df, list(man["sweep"]["axes"]), man["sweep"]["constraints"]), plot)
+        sweep_figure(r, pts, plot)
         print(f"wrote {plot}", file=sys.stderr)
     if fmt == "json":
         return r.model_dump_json(indent=2)
     if fmt == "csv":
-        man, df = load_results(out)
-        return point_table(df, list(man["sweep"]["axes"]), man["sweep"]["constraints"]).to_csv(index=False).rstrip()
+        return pts.to_csv(index=False).rstrip()
     return _table(r)
 
 

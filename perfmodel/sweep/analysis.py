@@ -153,6 +153,12 @@ def sensitivities(pts: pd.DataFrame, axes: list[str], objectives: list[str], gri
 
 def report(out, objectives: list[str] | None = None) -> SweepReport:
     """The report of sweep results folder `out` (module docstring); `objectives` overrides the sweep's."""
+    return analyse(out, objectives)[0]
+
+
+def analyse(out, objectives: list[str] | None = None) -> tuple[SweepReport, pd.DataFrame, dict]:
+    """(the report, every point's row of `point_table`, the manifest) of results folder `out`, read once: what the
+    CLI's --plot and --format csv and the page draw beside the report."""
     man, df = load_results(out)
     sweep = man["sweep"]
     objectives = list(dict.fromkeys(objectives or sweep["objectives"]))  # an objective asked twice is one
@@ -177,20 +183,24 @@ def report(out, objectives: list[str] | None = None) -> SweepReport:
     from .run import reason_kind
 
     infeasible = bad.assign(r=bad["workload"] + ": " + bad["reason"].map(reason_kind)).groupby("r").size()
-    return SweepReport(name=sweep["name"], points=man["points"], feasible_points=int(pts["feasible"].sum()),
+    rep = SweepReport(name=sweep["name"], points=man["points"], feasible_points=int(pts["feasible"].sum()),
                        rows=len(df), expected_rows=man["points"] * len(sweep["workloads"]), objectives=objectives,
                        directions={o: OBJECTIVES[o][0] for o in objectives}, axes=levels,
                        pareto=[_record(r) for _, r in pareto[show].sort_values(objectives[0]).iterrows()],
                        best=best, sensitivity=sensitivities(pts, levels, objectives, sweep["sampling"]["method"] == "grid"),
                        infeasible={k: int(v) for k, v in infeasible.sort_values(ascending=False).items()},
                        missing={o: int(n) for o in objectives if (n := feas[o].isna().sum())})
+    return rep, pts, man
+
+
+def plain(v):
+    """A value JSON writes: numpy numbers as Python's, NaN and infinities as None."""
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
 
 
 def _record(row: pd.Series) -> dict:
-    def plain(v):
-        if isinstance(v, (np.integer,)):
-            return int(v)
-        if isinstance(v, (np.floating, float)):
-            return None if not math.isfinite(v) else float(v)
-        return v
     return {k: plain(v) for k, v in row.items()}
