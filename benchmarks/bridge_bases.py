@@ -24,15 +24,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from perfmodel.errors import InputError  # noqa: E402
-from perfmodel.ingest import bridge_bases  # noqa: E402
-from perfmodel.ingest.bridge_bases import FILE  # noqa: E402
-from perfmodel.ingest.bridge_fates import fates  # noqa: E402
-from perfmodel.ingest.bridge_in import annotated, model_of, stated  # noqa: E402
-from perfmodel.ingest.bridge_keys import SHAPE  # noqa: E402
-from perfmodel.ingest.bridge_recipe import Module, Obj, Recipe, flatten, run  # noqa: E402
+from perfmodel.ingest.bridge import bases as bridge_bases  # noqa: E402
+from perfmodel.ingest.bridge.bases import FILE  # noqa: E402
+from perfmodel.ingest.bridge.fates import fates  # noqa: E402
+from perfmodel.ingest.bridge.reader import annotated, model_of, stated  # noqa: E402
+from perfmodel.ingest.bridge.keys import SHAPE  # noqa: E402
+from perfmodel.ingest.bridge.recipe import Module, Obj, Recipe, flatten, run  # noqa: E402
 from perfmodel.ingest.ledger import Ledger  # noqa: E402
 from perfmodel.ingest.sources import Unevaluated, functions, module_names  # noqa: E402
-from perfmodel.spec.model_catalogue import load_model  # noqa: E402
+from perfmodel.spec.model.config.catalogue import load_model  # noqa: E402
 
 HEAD = "067f987df03b8355b03192d88d70f1709fedf51a"
 LEGACY = "c3e43e6aa8d6a3bb52a3e2d2a34ef484eb90bd7c"  # the WorkloadBaseConfig tables' perf scripts

@@ -5,7 +5,7 @@ torch's tensors do not explain (resident memory outside them: gloo's own buffers
     python benchmarks/cpu_memory_census.py /tmp/memval/plans/tp4-sp.json /tmp/memval/plans/dp4.json --nproc 4 \
         --out /tmp/census.json
 
-Each plan runs as the executor's untimed memory phase runs it (execute/memory_probe.py, execute.launch.MALLOC_MEMORY: glibc
+Each plan runs as the executor's untimed memory phase runs it (execute/memory_probe.py, execute.launch.torchrun.MALLOC_MEMORY: glibc
 returns every block of a page or more at once, so resident memory follows the live tensors; the same steps,
 the same baseline), under a TorchDispatchMode that registers the storage of every tensor an op returns (with the
 phase it was made in, the module or autograd node, and the first Python frame outside torch's dispatch
@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Parent: launch the workers, print the census against the prediction
 # ---------------------------------------------------------------------------------------------------------
 def launch(plans: list[Path], nproc: int, steps: int, out: Path) -> list[dict]:
-    from perfmodel.execute.launch import worker_env
+    from perfmodel.execute.launch.torchrun.torchrun import worker_env
 
     env = worker_env("cpu", measure_memory=True)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
@@ -55,8 +55,8 @@ def launch(plans: list[Path], nproc: int, steps: int, out: Path) -> list[dict]:
 
 def predicted(plan_path: Path) -> dict:
     from perfmodel.cost.estimate import evaluate_plan
-    from perfmodel.spec.plan_file import load_plan_file
-    from perfmodel.spec.stack import EXECUTOR_STACK
+    from perfmodel.spec.plan.layout.file import load_plan_file
+    from perfmodel.spec.stack.profile.profile import EXECUTOR_STACK
 
     pf = load_plan_file(plan_path)
     _, est = evaluate_plan(pf.model, pf.hardware, pf.plan.model_copy(update={"stack": EXECUTOR_STACK}))
@@ -124,7 +124,7 @@ def worker(plan_paths: list[str], steps: int, out: str) -> None:
     from perfmodel.execute.data import Batches
     from perfmodel.execute.train import Trainer
     from perfmodel.execute.host import rss_bytes
-    from perfmodel.spec.plan_file import load_plan_file
+    from perfmodel.spec.plan.layout.file import load_plan_file
 
     import warnings
 

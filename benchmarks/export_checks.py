@@ -27,10 +27,10 @@ from perfmodel.export.targets import TARGETS, nearest_updates, versions
 from perfmodel.export.nearest import export_plan
 from perfmodel.export.checks.releases import run_check
 from perfmodel.export.checks.spread import SPREAD, spread_plan_file
-from perfmodel.spec.plan_file import write_plan_file
+from perfmodel.spec.plan.layout.file import write_plan_file
 
 ROOT = Path(__file__).resolve().parents[1]
-_OLD_EXPORT = ("import sys; from perfmodel.spec.plan_file import load_plan_file; from perfmodel.export import export; "
+_OLD_EXPORT = ("import sys; from perfmodel.spec.plan.file import load_plan_file; from perfmodel.export import export; "
                "sys.stdout.write(export(load_plan_file(sys.argv[1]), sys.argv[2]))")
 
 

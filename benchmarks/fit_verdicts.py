@@ -7,8 +7,8 @@ Sets: dense (published_runs_dev.csv, training runs), small-scale (small_scale_ru
 (published_moe_runs_dev.csv, training runs), TPU/AMD (tpu_amd_runs_dev.csv), measured memory (measured_memory_dev.csv
 and the MoE rows with a measured peak), and the fit labels (tests/fixtures/fit_labels: published recipes read
 through `perfmodel import`; their sources are listed at the end). Each expressible row is priced from its memory
-alone (`cost.memory_fit.plan_fit`, what `perfmodel.estimate` reports without timing the step; --check prices the full
-estimate too and stops where they differ) and given its verdict (cost.memory_fit.memory_verdict: fits, tight when the device's room lies
+alone (`cost.memory.fit.plan_fit`, what `perfmodel.estimate` reports without timing the step; --check prices the full
+estimate too and stops where they differ) and given its verdict (cost.memory.fit.memory_verdict: fits, tight when the device's room lies
 inside the band of the reserved estimate, does not fit when even the band's lower end is past it).
 
 Prints per set: rows, expressible, fits / tight / does not fit, the share said not to fit and the tight share; then
@@ -29,8 +29,8 @@ import pandas as pd
 from devset import DEFAULT_CSV, MOE_CSV, SMALL_CSV, TPU_AMD_CSV
 from measured_memory import DENSE_CSV, table
 from perfmodel import estimate
-from perfmodel.calibrate.memory_band import band_of, held_out_share, residual_rows
-from perfmodel.cost.memory_fit import plan_fit
+from perfmodel.calibrate.runs.memory_band import band_of, held_out_share, residual_rows
+from perfmodel.cost.memory.footprint.fit import plan_fit
 from perfmodel.errors import InputError
 from perfmodel.validate.fit_labels import load_fit_labels
 from perfmodel.published.memory_peaks import memory_cases
@@ -46,7 +46,7 @@ PARTS = ("weights", "gradients", "optimizer", "activations", "transient")
 def verdicts(name: str, cases, check: bool = False) -> pd.DataFrame:
     """One line per case: set, row_id, group, system, model, stack, verdict ('' where not expressible) and the
     reserved estimate, its band's ends, the room (GiB), the largest part, or the reason it is not expressible. The
-    verdict from memory alone (cost.memory_fit.plan_fit, as a search prunes); with `check`, also from the full
+    verdict from memory alone (cost.memory.fit.plan_fit, as a search prunes); with `check`, also from the full
     estimate, which must agree."""
     out = []
     for c in cases:
@@ -84,7 +84,7 @@ def counts(df: pd.DataFrame) -> pd.DataFrame:
 def memory_accuracy() -> tuple[pd.DataFrame, pd.DataFrame]:
     """The measured peaks (benchmarks/measured_memory.py's table): MAPE per view, in the view each row measured
     and in the other view where its source states that too; and the reserved / allocated bands with their
-    leave-one-group-out coverage (perfmodel.calibrate.memory_band)."""
+    leave-one-group-out coverage (perfmodel.calibrate.runs.memory_band)."""
     rows = residual_rows(table(DENSE_CSV, MOE_CSV))
     err = rows["predicted_gib"] / rows["measured_gib"] - 1
     acc = pd.DataFrame({v: {"peaks": int((rows["view"] == v).sum()),

@@ -1,14 +1,14 @@
 """HybridEP's published dispatch and combine bandwidths as the systems' `ep_dispatch` / `ep_combine` fits, and
 the flex dispatcher's price against them.
 
-    python benchmarks/flex_dispatch.py            # the table: published, fitted, and cost.moe's time for each point
+    python benchmarks/flex_dispatch.py            # the table: published, fitted, and cost.compute.moe's time for each point
     python benchmarks/flex_dispatch.py --yaml     # the by_group entries hardware_specs/systems carry
 
 Source: deepseek-ai/DeepEP branch hybrid-ep @94a9f8f, docs/README_Hybrid-EP.md "Performance Results" (4096 tokens,
 hidden 7168, top-8, uniform random routing, 8 local experts per rank, bf16 dispatch; "Kernel Only" columns: Megatron-
 Core fuses the copy out of HybridEP's buffer into its permute, Megatron-LM docs/discussions/deepseek-v3-gb200-
-optimization Sec. 2.5, which cost.moe prices apart). Their "algorithm bandwidth" is the bytes a rank receives, its own
-tokens included (tests/test_hybrid_ep.py: dispatched_hidden.numel() * 2), over the kernel's time. cost.moe.
+optimization Sec. 2.5, which cost.compute.moe prices apart). Their "algorithm bandwidth" is the bytes a rank receives, its own
+tokens included (tests/test_hybrid_ep.py: dispatched_hidden.numel() * 2), over the kernel's time. cost.compute.moe.
 flex_dispatch_time sends (m - 1) block_hit(8) of a rank's T h 2 bytes over the tier; one message size is published,
 so the fit is all bandwidth (latency 0: a dispatch kernel runs no ring steps, and training's 4096-8192 tokens per
 micro-batch sit at the measured size): eff = (m - 1) / m x algbw / B, which reproduces the published time.
@@ -21,7 +21,7 @@ import argparse
 
 import pandas as pd
 
-from perfmodel.cost.moe import block_hit
+from perfmodel.cost.compute.kernel_time.moe import block_hit
 
 TOKENS, HIDDEN, TOP_K, LOCAL = 4096, 7168, 8, 8
 # (system, ranks, SMs, dispatch GB/s, combine GB/s): "Kernel Only", bf16 dispatch
@@ -35,12 +35,12 @@ LINK_GBPS = 900.0  # NVLink 5, each direction (the systems' nvlink bandwidth_gbp
 
 
 def hit(ranks: int) -> float:
-    """Chance that a token's top-8 of the 8 x ranks experts include one of a rank's 8 (cost.moe.block_hit)."""
+    """Chance that a token's top-8 of the 8 x ranks experts include one of a rank's 8 (cost.compute.moe.block_hit)."""
     return block_hit(LOCAL * ranks, TOP_K, LOCAL)
 
 
 def fitted(ranks: int, gbps: float) -> float:
-    """The tier efficiency that makes cost.moe's flex time, (m - 1) hit S / (eff B), equal the published kernel time
+    """The tier efficiency that makes cost.compute.moe's flex time, (m - 1) hit S / (eff B), equal the published kernel time
     m hit S / algbw at latency 0: (m - 1) / m x algbw / B."""
     return (ranks - 1) / ranks * gbps / LINK_GBPS
 
@@ -55,12 +55,12 @@ def table() -> pd.DataFrame:
 
 
 def model_check(df: pd.DataFrame) -> pd.DataFrame:
-    """cost.moe.flex_dispatch_time on the catalogue's systems at each published point, against the published time."""
+    """cost.compute.moe.flex_dispatch_time on the catalogue's systems at each published point, against the published time."""
     from perfmodel.cost.layouts import Layouts
-    from perfmodel.cost.moe import flex_dispatch_time
-    from perfmodel.spec.hardware import load_hardware
-    from perfmodel.spec.model_catalogue import load_model
-    from perfmodel.spec.plan import Plan
+    from perfmodel.cost.compute.kernel_time.moe import flex_dispatch_time
+    from perfmodel.spec.hardware.system.system import load_hardware
+    from perfmodel.spec.model.config.catalogue import load_model
+    from perfmodel.spec.plan.layout.layout import Plan
     out = []
     for r in df.itertuples():
         system = load_hardware(r.system)

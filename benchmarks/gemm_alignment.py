@@ -9,7 +9,7 @@
     accelerator spec's `unaligned_matmul_tflops` cites.
 (2) Causal attention on [B, H, T, D] bf16 as nanoGPT's model.py ran it before PyTorch's SDPA (q k^T / sqrt(D),
     masked_fill, softmax in fp32 under autocast, dropout 0, @ v), forward and backward, against SDPA: the bytes
-    per score element an eager attention moves, for cost.kernels' unfused attention.
+    per score element an eager attention moves, for cost.compute.kernels' unfused attention.
 Each time is the median of CUDA-event timings after warm-up.
 """
 

@@ -3,12 +3,12 @@
     python benchmarks/gemm_tables.py [--models llama-3-8b,llama-3-70b,...] [--tokens 2048,4096,8192,16384]
 
 For the dense layer GEMMs of each model (fused QKV, attention output, MLP in and out, Y[m, n] = X[m, k] W[n, k]^T)
-at tensor parallelism 1, 2, 4 and 8 (cost.operator_table.gemm_shapes: weights split as Megatron-LM splits them)
+at tensor parallelism 1, 2, 4 and 8 (cost.compute.operator_table.gemm_shapes: weights split as Megatron-LM splits them)
 and m tokens per micro-batch on the device, price every forward GEMM twice: by the datasheet path the cost model
-takes where a part has no table (`cost.compute.gemm_time` with the system's efficiency and the operand widths
-`cost.kernels.Device.datasheet_gemm` passes: peak x matmul_max, tile and wave quantisation, roofline; the microbenchmark rate, without the step's
+takes where a part has no table (`cost.compute.kernel_time.gemm_time` with the system's efficiency and the operand widths
+`cost.compute.kernels.Device.datasheet_gemm` passes: peak x matmul_max, tile and wave quantisation, roofline; the microbenchmark rate, without the step's
 sustained_fraction, since the tables are microbenchmarks too) and by the part's measured
-table (`cost.kernel_lookup.gemm_table_time`). Prints, per system and precision, the ratio table / datasheet over all
+table (`cost.compute.kernel_lookup.gemm_table_time`). Prints, per system and precision, the ratio table / datasheet over all
 shapes (median, 10th and 90th percentile) and the FLOP-weighted ratio (what a step's GEMM time would move by).
 A ratio above 1: the measured kernels are slower than the datasheet path says. No fit, no published run.
 """
@@ -21,11 +21,11 @@ import numpy as np
 import pandas as pd
 
 from perfmodel import load_hardware, load_model
-from perfmodel.cost.compute import gemm_time
-from perfmodel.cost.kernel_lookup import gemm_table_time
-from perfmodel.cost.kernels import ACT_BYTES, GEMM_INPUT_BYTES
-from perfmodel.cost.operator_table import gemm_shapes
-from perfmodel.spec.kernel_tables import gemm_grid
+from perfmodel.cost.compute.kernel_time.kernel_time import gemm_time
+from perfmodel.cost.compute.kernel_time.kernel_lookup import gemm_table_time
+from perfmodel.cost.compute.kernel_time.kernels import ACT_BYTES, GEMM_INPUT_BYTES
+from perfmodel.cost.compute.kernel_time.operator_table import gemm_shapes
+from perfmodel.spec.hardware.system.kernel_tables import gemm_grid
 
 SYSTEMS = ("dgx-a100-80gb", "dgx-h100", "dgx-h200", "dgx-b200", "dgx-b300", "gb200-nvl72", "gb300-nvl72")
 MODELS = ("gpt2-1.5b", "llama-3-8b", "llama-3-70b", "llama-3.1-405b", "gpt3-175b")
@@ -33,7 +33,7 @@ TOKENS = (2048, 4096, 8192, 16384)
 
 
 def shapes(model_names, tokens) -> pd.DataFrame:
-    """(model, tp, gemm, m, n, k) of every forward layer GEMM (cost.operator_table.gemm_shapes: Megatron-LM's split
+    """(model, tp, gemm, m, n, k) of every forward layer GEMM (cost.compute.operator_table.gemm_shapes: Megatron-LM's split
     on one tp rank)."""
     rows = [dict(model=name, tp=tp, gemm=op, m=m, n=n, k=k) for name in model_names for tp in (1, 2, 4, 8)
             for t in tokens for op, m, n, k in gemm_shapes(load_model(name), t, tp, lm_head=False)]

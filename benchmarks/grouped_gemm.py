@@ -1,7 +1,7 @@
 """Grouped GEMMs of MoE training against one dense GEMM of the same rows, on this GPU (issue 61, item 2).
 
 The cost model prices a device's local experts (g groups of m routed tokens each) as the measured dense GEMM of g*m
-rows with the same n and k (`cost.kernel_lookup.gemm_table_time`), floored by the traffic of the g separate weights.
+rows with the same n and k (`cost.compute.kernel_lookup.gemm_table_time`), floored by the traffic of the g separate weights.
 This measures how far a grouped kernel is from that, pass by pass, at the expert shapes of the MoE presets:
 
     fwd    Y[g*m, n]  = X[g*m, k] W_e[n, k]^T            per expert e on its m rows
@@ -32,7 +32,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from perfmodel.spec.model_catalogue import load_model  # noqa: E402
+from perfmodel.spec.model.config.catalogue import load_model  # noqa: E402
 
 MODELS = ("deepseek-v3", "gpt-oss-120b", "qwen3-30b-a3b", "qwen3-235b-a22b", "mixtral-8x7b")
 GROUPS = (1, 2, 4, 8, 16, 32)  # local experts per device: n_experts / ep

@@ -1,4 +1,4 @@
-"""The host-side Adam update's share of host memory bandwidth (cost.host_update.HOST_ADAM_EFFICIENCY's source):
+"""The host-side Adam update's share of host memory bandwidth (cost.host.host_update.HOST_ADAM_EFFICIENCY's source):
 times torch.optim.Adam (foreach, fp32, PyTorch's CPU implementation, 'PT-CPU' in the SuperOffload blog) over n
 parameters against a STREAM-style triad over the same arrays on this machine's CPU, both as bytes per second:
 Adam at 28 B per parameter (read p, g, m, v; write p, m, v: what DeepSpeedCPUAdam's Step_AVX loop moves,

@@ -7,7 +7,7 @@ the files hold what this script derives).
 
 The derivations, in the order the script applies them:
   1. The lent H100s' host (`cloud-vm-spr16`, a 16-vCPU KVM guest of a 5th-generation Xeon): three machines of the
-     same image, the same day, each measured by the project's probes (perfmodel.calibrate.host_calls;
+     same image, the same day, each measured by the project's probes (perfmodel.calibrate.host.calls;
      benchmarks/results/host/h100-{third,fifth}-host_calls.json, h100-fourth-calibrate-host.yaml); the catalogue
      entry is the third's, with its bare launch from C (benchmarks/cuda_launch.cu in benchmarks/host_launch.py, same
      run), and the kinds probed only on the later machines (view op, DTensor op, ZeRO-3 hook) at their ratio to
@@ -44,11 +44,11 @@ ROOT = Path(__file__).resolve().parent.parent
 HOSTS = ROOT / "hardware_specs" / "hosts"
 sys.path.insert(0, str(ROOT))
 
-from perfmodel.calibrate.measured_host import TE_OVER_LINEAR  # noqa: E402  (TE issue #2053: GB200, GH200)
-from perfmodel.spec.host_cpu import CALL_KINDS  # noqa: E402
+from perfmodel.calibrate.host.measured import TE_OVER_LINEAR  # noqa: E402  (TE issue #2053: GB200, GH200)
+from perfmodel.spec.host.cpu import CALL_KINDS  # noqa: E402
 
 # --- the inputs, microseconds, each with its source ---------------------------------------------------------
-LENT = "benchmarks/results/host/h100-third-host_calls.json (python -m perfmodel.calibrate.host_calls --device cuda on the lent H100, 2026-11-27)"
+LENT = "benchmarks/results/host/h100-third-host_calls.json (python -m perfmodel.calibrate.host.calls --device cuda on the lent H100, 2026-11-27)"
 LENT_C = ("benchmarks/results/host/h100-third-host_launch.json (python benchmarks/host_launch.py --device cuda "
           "--compile --cuda-launch ./cuda_launch, same machine and run: cudaLaunchKernel from C, bursts of 256)")
 VM = {"eager_op": 16.07, "autograd_node": 18.78, "module_call": 41.55, "nccl_call": 25.71,

@@ -3,9 +3,9 @@
     python benchmarks/host_counts.py [--out call_counts.json] [--txt call_counts.txt] [--compile] [--only S1,S2]
 
 perfmodel prices the host (CPU) time of a training step as counts x per-call costs: the host's seconds per call by
-kind (perfmodel.calibrate.host_calls), the stack's calls per operator by kind (the stack profiles,
+kind (perfmodel.calibrate.host.calls), the stack's calls per operator by kind (the stack profiles,
 hardware_specs/stacks/NAME.yaml). This script makes the counts: for each operator of perfmodel's operator table
-(perfmodel.spec.operators.GRAPH_OPS) and each pass, the calls of each kind one transformer layer (and the embedding
+(perfmodel.spec.model.operators.GRAPH_OPS) and each pass, the calls of each kind one transformer layer (and the embedding
 and the head) makes, counted by running the stack's real model code on this CPU with tiny tensors (hidden 64, 2
 layers, 2 x 16 tokens), or, for stacks that cannot run here (llm.c, Megatron-DeepSpeed, nanotron, llm-foundry), read
 from their source and written down with file@commit citations (READ_ONLY). ~40 s on 2 cores (+30 s with --compile).
@@ -118,7 +118,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from perfmodel.spec.operators import GRAPH_OPS  # noqa: E402
+from perfmodel.spec.model.config.operators import GRAPH_OPS  # noqa: E402
 
 KINDS = ("eager_op", "view_op", "module_call", "fused_module", "autograd_node", "nccl_call", "compiled_entry",
          "compiled_kernel", "graph_replay", "kernel_launch")
@@ -795,7 +795,7 @@ PLAIN_RULES = make_rules(r"layers\.(\d+)", {
 
 
 def executor_config(arch: str, n_layers: int = 2):
-    from perfmodel.spec.model import ModelConfig
+    from perfmodel.spec.model.config.config import ModelConfig
 
     if arch == "llama":
         return ModelConfig(name="tiny-llama", n_layers=n_layers, hidden=64, n_heads=4, n_kv_heads=2, ffn_hidden=128,
@@ -810,9 +810,9 @@ def executor_trainer(arch: str, n_layers: int = 2, micro_batches: int = 1):
     autocast a CUDA run enters (train.py's _autocast, CPU autocast here)."""
     from perfmodel.execute.data import Batches
     from perfmodel.execute.train import Trainer
-    from perfmodel.spec.hardware import load_hardware
-    from perfmodel.spec.plan import Plan, resolve, split_of
-    from perfmodel.spec.plan_file import PlanFile, Prediction, mesh_of
+    from perfmodel.spec.hardware.system.system import load_hardware
+    from perfmodel.spec.plan.layout.layout import Plan, resolve, split_of
+    from perfmodel.spec.plan.layout.file import PlanFile, Prediction, mesh_of
 
     cfg = executor_config(arch, n_layers)
     hw = load_hardware(ROOT / "tests" / "fixtures" / "cpu-test.yaml")
@@ -1550,7 +1550,7 @@ def fsdp2_worker(n_layers: int = 2) -> dict:
                    "of the fp32 gradients, the copy into the sharded grads); root_final_callback: finalize, waits. "
                    "The root keeps its parameters unsharded after forward (no all-gather in backward). FSDP2's Python "
                    "bookkeeping beyond these torch calls is not a torch call and is not counted: price the hooks by "
-                   "their measured time where one is available (the host's zero3_hook_s, spec.host_cpu)")
+                   "their measured time where one is available (the host's zero3_hook_s, spec.host.cpu)")
     return res
 
 
@@ -1628,10 +1628,10 @@ def nanogpt_compiled() -> dict:
 
 # -- this CPU's per-call costs (the view_op / eager_op ratio the sanity check borrows) -------------------------------
 def cpu_ratios(reps: int = 9) -> dict:
-    """Seconds per call on this CPU of perfmodel.calibrate.host_calls' eager_op (torch.matmul of 16x16, no grad) and
+    """Seconds per call on this CPU of perfmodel.calibrate.host.calls' eager_op (torch.matmul of 16x16, no grad) and
     view_op (x.view(-1) / x.t() of a tensor requiring grad) probes, of a meta call (x.shape, x.size(-1)) and of
     module_call (nn.Linear(16, 16) forward with grad); and their ratios to eager_op."""
-    from perfmodel.calibrate import host_calls as hc
+    from perfmodel.calibrate.host import calls as hc
 
     dev = torch.device("cpu")
     x = torch.randn(16, 16, requires_grad=True)
@@ -2056,7 +2056,7 @@ def run_all(only: set | None, compile_: bool, echo) -> dict:
 def gpu_check(out: Path) -> dict:
     """On a CUDA device: the counts without emulation (nanoGPT, plain-torch GPT-2 and Llama), against this file's CPU
     counts (benchmarks/results/host/call_counts.json); the node SDPA with dropout makes; view_op / eager_op / meta
-    seconds per call on this host (perfmodel.calibrate.host_calls' probes, inlined)."""
+    seconds per call on this host (perfmodel.calibrate.host.calls' probes, inlined)."""
     global DEVICE
     import time as _t
 

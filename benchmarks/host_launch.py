@@ -47,7 +47,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from perfmodel.calibrate.host_calls import burst_s, graph_calls  # noqa: E402
+from perfmodel.calibrate.host.calls import burst_s, graph_calls  # noqa: E402
 
 BURST = 200  # ops per timed burst: fewer than the CUDA launch queue holds (~1024), so the host never waits
 
@@ -59,7 +59,7 @@ def sync(device: torch.device) -> None:
 
 def burst_host_s(fn, device: torch.device, n: int = BURST, reps: int = 30) -> float:
     """Median host seconds per call of `fn` over `reps` bursts of `n` calls, the device idle at each start
-    (perfmodel.calibrate.host_calls.burst_s, the probes' own timer)."""
+    (perfmodel.calibrate.host.calls.burst_s, the probes' own timer)."""
     return burst_s(fn, device, n, reps)
 
 
@@ -141,7 +141,7 @@ def collective_costs(device: torch.device) -> dict[str, float]:
 
 
 def graph_kernel_s(device: torch.device) -> float | None:
-    """Device seconds per tiny kernel replayed from a CUDA graph of 1000 (perfmodel.calibrate.host_calls.graph_calls;
+    """Device seconds per tiny kernel replayed from a CUDA graph of 1000 (perfmodel.calibrate.host.calls.graph_calls;
     None off CUDA)."""
     return graph_calls(device)[2] if device.type == "cuda" else None
 

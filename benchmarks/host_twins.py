@@ -1,9 +1,9 @@
 """How far the stacks' counted calls at their probed costs fall short of a whole step's host time, and the
-in-context factors that close it (cost.launch_queue.IN_CONTEXT), fitted on this project's lent-GPU measurements.
+in-context factors that close it (cost.host.launch_queue.IN_CONTEXT), fitted on this project's lent-GPU measurements.
 
     python benchmarks/host_twins.py
 
-A probe times one kind of call in a tight loop (calibrate.host_calls): hot caches, one shape, no Python around it.
+A probe times one kind of call in a tight loop (calibrate.host.calls): hot caches, one shape, no Python around it.
 In a model's step the same calls run among the model code's own Python (functions, attribute reads, shape logic)
 and the autograd engine's and optimizer's bookkeeping. Those cost the host too, in proportion to the calls they
 surround. So the host seconds of a pass are counts x probed costs x a factor per pass (forward: model code around
@@ -36,9 +36,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RES = ROOT / "benchmarks" / "results" / "host"
 sys.path.insert(0, str(ROOT))
 
-from perfmodel.calibrate.measured_host import TE_OVER_LINEAR  # noqa: E402
-from perfmodel.spec.host_cpu import CALL_KINDS, HostCPU  # noqa: E402
-from perfmodel.spec.model import ModelConfig  # noqa: E402
+from perfmodel.calibrate.host.measured import TE_OVER_LINEAR  # noqa: E402
+from perfmodel.spec.host.cpu import CALL_KINDS, HostCPU  # noqa: E402
+from perfmodel.spec.model.config.config import ModelConfig  # noqa: E402
 
 PASSES = ("forward", "backward", "optimizer")
 
@@ -92,9 +92,9 @@ def measured(file: str, code: str) -> dict[str, float]:
 def priced(model: ModelConfig, stack: str, host: HostCPU, factors=None) -> dict[str, float]:
     """The cost model's host seconds per pass of a one-GPU step of `model` at micro-batch 1 of 64 tokens on an H100
     with `host` (in-context factors `factors`, default the model's own)."""
-    from perfmodel.cost import launch_queue
+    from perfmodel.cost.host import launch_queue
     from perfmodel.cost.estimate import evaluate_plan
-    from perfmodel.spec.hardware import load_hardware
+    from perfmodel.spec.hardware.system.system import load_hardware
 
     saved = dict(launch_queue.IN_CONTEXT)
     if factors is not None:
@@ -156,7 +156,7 @@ def main() -> int:
         print(f"  {name:34s} predicted {sum(p.values()) * 1e3:7.2f} ms, measured {sum(m.values()) * 1e3:7.2f} ms: "
               f"{e:+.1%}  (" + ", ".join(f"{k} {p[k] / m[k] - 1:+.0%}" for k in PASSES) + ")")
     print(f"  mean |error| {np.mean(errs):.1%}")
-    from perfmodel.cost.launch_queue import IN_CONTEXT
+    from perfmodel.cost.host.launch_queue import IN_CONTEXT
 
     print(f"\nthe model's IN_CONTEXT: {IN_CONTEXT}; this fit: "
           + ", ".join(f"{k} {v:.3f}" for k, v in factors.items()))

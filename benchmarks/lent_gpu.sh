@@ -9,7 +9,7 @@
 #                   catalogue system of this GPU (no calibration: a transfer test of the catalogue numbers)
 #   calibrate.tgz   `perfmodel calibrate --device cuda`: the GEMM / attention / elementwise grid and host costs
 #   host.tgz        `benchmarks/host_launch.py --compile --cuda-launch`: host seconds per operator and per step
-#   host_calls.tgz  `python -m perfmodel.calibrate.host_calls`: this host's seconds per call kind (the probes of
+#   host_calls.tgz  `python -m perfmodel.calibrate.host.calls`: this host's seconds per call kind (the probes of
 #                   the public measurements, shared/data/host), and the CPU's name
 #   grouped_gemm.tgz  `benchmarks/grouped_gemm.py`: MoE expert GEMMs grouped (torch._grouped_mm) against one dense
 #                   GEMM of the same rows, forward, dgrad and wgrad (not in the default list)
@@ -40,7 +40,7 @@ step() {  # step NAME SECONDS COMMAND...: run it with a limit, keep its log, pac
   tar -C "$WORK" -czf "$OUT/$name.tgz" "$name"
 }
 
-step host_calls 150 python3 -m perfmodel.calibrate.host_calls --device cuda --out "$WORK/host_calls/host_calls.json"
+step host_calls 150 python3 -m perfmodel.calibrate.host.calls --device cuda --out "$WORK/host_calls/host_calls.json"
 step validation 200 python3 benchmarks/validation.py --gpu --out-dir "$WORK/validation"
 step calibrate 170 python3 -m perfmodel.cli.main calibrate --device cuda --output "$WORK/calibrate/calibrated.yaml"
 step grouped_gemm 200 python3 benchmarks/grouped_gemm.py --out "$WORK/grouped_gemm/grouped_gemm.json" --budget-s 120

@@ -34,11 +34,11 @@ import pandas as pd
 
 from devset import HERE
 from perfmodel import estimate
-from perfmodel.calibrate.memory_band import band_of, build_bands, held_out_share, residual_rows, write_bands
+from perfmodel.calibrate.runs.memory_band import band_of, build_bands, held_out_share, residual_rows, write_bands
 from perfmodel.errors import InputError
-from perfmodel.cost.memory import reserved_of
+from perfmodel.cost.memory.footprint.footprint import reserved_of
 from perfmodel.published.memory_peaks import GiB, memory_cases, nan_if_none, predicted
-from perfmodel.spec.stack import load_stack
+from perfmodel.spec.stack.profile.profile import load_stack
 
 
 def _devset(name: str) -> Path:
@@ -109,7 +109,7 @@ FITTED_SLACK = ("torchtitan",)
 
 def fit_slack(rows: pd.DataFrame) -> float:
     """The allocator slack that minimises the MAPE of `rows`' reserved view, predicted as their predicted allocated
-    bytes x (1 + slack) under the device's cap (`cost.memory.reserved_of`); a 0.001 grid over [0, 0.3]."""
+    bytes x (1 + slack) under the device's cap (`cost.memory.footprint.reserved_of`); a 0.001 grid over [0, 0.3]."""
     grid = np.round(np.arange(0.0, 0.3005, 0.001), 3)
     a, u, m = (rows[k].to_numpy(float) for k in ("predicted_allocated_gib", "usable_gib", "measured_gib"))
     mape = [np.abs(reserved_of(a, s, u) / m - 1).mean() for s in grid]
@@ -223,7 +223,7 @@ def main(argv=None) -> int:
         for reason, g in bad.groupby("reason"):
             print(f"  {len(g):3d}  {reason}  [{', '.join(g['row_id'])}]")
     rows = residual_rows(df)
-    print("\nbands of measured / predicted - 1 per view (perfmodel.calibrate.memory_band: 0.1/0.9 quantiles, groups "
+    print("\nbands of measured / predicted - 1 per view (perfmodel.calibrate.runs.memory_band: 0.1/0.9 quantiles, groups "
           "weighted once; held out: each group's peaks inside the band of the others)")
     for v, d in rows.groupby("view"):
         lo, hi = band_of(d["residual"], d["group"])

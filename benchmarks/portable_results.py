@@ -3,7 +3,7 @@
     python benchmarks/portable_results.py [--old-root DIR ...] [FOLDER ...]   (default: benchmarks/results)
 
 What the writers now do, applied to old files: a measurement names its plan by the file name beside it; the
-calibrate command a spec cites names its output by file name (`calibrate.machine.command_line`); and in logs and
+calibrate command a spec cites names its output by file name (`calibrate.machine.calibration.command_line`); and in logs and
 reports the checkout's folder becomes relative, its virtual environment `$PYTHON`, the temporary folder `$TMP`
 and the home folder `~` (`files.portable_text`). --old-root: the checkout folder the files were made in, where it
 was not this one. Prints each file it changed.

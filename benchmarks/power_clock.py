@@ -2,7 +2,7 @@
 
     python benchmarks/power_clock.py
 
-1. Each part with a power model (spec.power_model.PowerModel): the clock a bf16 GEMM looping alone sustains
+1. Each part with a power model (spec.hardware.power_model.PowerModel): the clock a bf16 GEMM looping alone sustains
    (cost.power.loop_clock) against the one measurement, the lent H200's 654 / 806 TFLOP/s = 0.811
    (benchmarks/results/device/sustained_h200_8192.json).
 2. The dense dev set (../shared/data/published_runs_dev.csv) and the MoE dev set by GPU family and source group:

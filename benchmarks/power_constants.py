@@ -1,4 +1,4 @@
-"""The power model's measured draws (spec.power_model.PowerModel idle_w, memory_w) from AIConfigurator's GEMM power runs.
+"""The power model's measured draws (spec.hardware.power_model.PowerModel idle_w, memory_w) from AIConfigurator's GEMM power runs.
 
     python benchmarks/power_constants.py [--csv ../shared/data/kernels/supplementary/gemm_power_measured.csv.gz]
 
@@ -62,9 +62,9 @@ def b200_loop(path: Path = SIMUMAX) -> pd.Series:
     import json
     import re
 
-    from perfmodel.cost.kernel_lookup import gemm_table_time
-    from perfmodel.spec.hardware import load_hardware
-    from perfmodel.spec.kernel_tables import gemm_grid
+    from perfmodel.cost.compute.kernel_time.kernel_lookup import gemm_table_time
+    from perfmodel.spec.hardware.system.system import load_hardware
+    from perfmodel.spec.hardware.system.kernel_tables import gemm_grid
 
     op = json.loads(path.read_text())["accelerator"]["op"]["matmul"]
     grid = gemm_grid(load_hardware("dgx-b200").accelerator.kernel_tables["gemm"], "bf16")

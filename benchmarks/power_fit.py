@@ -5,7 +5,7 @@ model) and what collectives draw (`PowerModel.comm_w`, as a share of the way fro
     python benchmarks/power_fit.py [--csv ../shared/data/published_runs_dev.csv] [--grid 0.95:1.00:0.01]
                                    [--comm 0,0.5,1]                                    (about 3 minutes)
 
-A part with a power model (spec.power_model.PowerModel) prices a step's compute at sustained_fraction of its kernel
+A part with a power model (spec.hardware.power_model.PowerModel) prices a step's compute at sustained_fraction of its kernel
 tables at the tables' clock, then at the clock the step's own mix sustains under its limit (cost.power). The clock is
 the power model's (measured and cited draws); what a step keeps besides, kernels interleaved with cold caches and
 short waits between them, is not measured apart on any lent GPU: it is the first constant. What a device draws
@@ -28,7 +28,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from devset import DEFAULT_CSV  # noqa: E402
 
-from perfmodel.calibrate.from_runs import NEUTRAL, price  # noqa: E402
+from perfmodel.calibrate.runs.from_runs import NEUTRAL, price  # noqa: E402
 from perfmodel.errors import InputError  # noqa: E402
 from perfmodel.published.runs import load_cases  # noqa: E402
 

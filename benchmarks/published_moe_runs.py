@@ -7,7 +7,7 @@ over the trust-A rows, MAPE and the mean and median signed error of the step tim
   (a) profiles: the hardware specs and the stack profiles, nothing fitted (perfmodel.published.moe_runs maps rows);
   (b) leave-one-container-out (per source group): `calibrate --from-runs`'s fit to every other group's rows
       (published_runs.logo), predicting the held-out group's;
-  (c) three-shot: `calibrate --from-runs`'s fit (perfmodel.calibrate.from_runs.fit) to 3 rows of the family (`--draws`
+  (c) three-shot: `calibrate --from-runs`'s fit (perfmodel.calibrate.runs.from_runs.fit) to 3 rows of the family (`--draws`
       random draws, fixed `--seed`), predicting the family's other rows: the median over draws of that MAPE.
 Then the rows that could not be expressed, with the reason. Nothing here is tuned per row or per source.
 """

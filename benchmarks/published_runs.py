@@ -5,7 +5,7 @@
 Prints, per source group and overall (and over the trust-A rows), MAPE, median and max |error| and the mean
 signed error of the step time, for
   (a) profiles: the hardware specs and each run's software-stack profile (its `framework`), nothing fitted;
-  (b) leave-one-group-out: `perfmodel calibrate --from-runs`'s fit (perfmodel.calibrate.from_runs) to every other
+  (b) leave-one-group-out: `perfmodel calibrate --from-runs`'s fit (perfmodel.calibrate.runs.from_runs) to every other
       group (each group weighted once; compute, network and host speed: no per-step overhead, which is a cluster's
       own), predicting this one,
       with its 80% interval from the nested leave-one-group-out residuals of the other groups (each group weighted
@@ -14,7 +14,7 @@ signed error of the step time, for
       the median over draws of that MAPE, beside the uncalibrated spec's on the same rows, and how many groups
       calibration leaves worse than none (by more than 1 point);
 Then the rows that could not be expressed, with the reason, and the 80% intervals of (a)'s errors per stack and
-regime (what the stack profiles' `interval` quotes: perfmodel.calibrate.intervals), with each group's share of rows
+regime (what the stack profiles' `interval` quotes: perfmodel.calibrate.runs.intervals), with each group's share of rows
 inside the intervals built without it. Then (d) the small- and mid-scale runs (benchmarks/data/
 small_scale_runs_dev.csv, perfmodel.published.small_runs) per source, and (e) both sets by scale regime
 (`scale_regime`: small, mid, frontier): MAPE, the signed median error, leave-one-group-out MAPE, and how many runs
@@ -33,12 +33,12 @@ import numpy as np
 import pandas as pd
 
 from devset import DEFAULT_CSV, SMALL_CSV
-from perfmodel.calibrate import intervals
-from perfmodel.calibrate.from_runs import NEUTRAL, Parts, fit_held, host_unpinned, interval_from, price
+from perfmodel.calibrate.runs import intervals
+from perfmodel.calibrate.runs.from_runs import NEUTRAL, Parts, fit_held, host_unpinned, interval_from, price
 from perfmodel.errors import InputError
 from perfmodel.published.runs import load_cases
-from perfmodel.spec.stack import regimes_of
-from perfmodel.spec.stack_release import profile_of
+from perfmodel.spec.stack.profile.profile import regimes_of
+from perfmodel.spec.stack.profile.release import profile_of
 
 
 
@@ -90,7 +90,7 @@ def priced(csv: Path, cases=None):
     df["regime"] = None
     df.loc[idx, "model"] = [c.model.name[:28] for c in ok]
     df.loc[idx, "hardware"] = [c.system.name for c in ok]
-    # what an interval's domain is made of (spec.stack.Domain): hardware generation, precision, devices
+    # what an interval's domain is made of (spec.stack.profile.Domain): hardware generation, precision, devices
     df.loc[idx, "generation"] = [c.system.accelerator.generation_name for c in ok]
     df.loc[idx, "precision"] = [c.plan.precision for c in ok]
     df.loc[idx, "gpus"] = [c.plan.tp * c.plan.pp * c.plan.dp * c.plan.cp for c in ok]
@@ -187,7 +187,7 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
 
 def interval_inputs(df: pd.DataFrame, trust: str | None = None) -> tuple:
     """(residuals measured/predicted - 1, groups, stacks, regimes, dims: per row (hardware generation, precision,
-    devices)) of (a)'s expressible rows (of one trust level), as perfmodel.calibrate.intervals takes them."""
+    devices)) of (a)'s expressible rows (of one trust level), as perfmodel.calibrate.runs.intervals takes them."""
     ok = df.dropna(subset=["predicted_s"])
     if trust is not None:
         ok = ok[ok["trust"] == trust]
@@ -198,7 +198,7 @@ def interval_inputs(df: pd.DataFrame, trust: str | None = None) -> tuple:
 
 def stack_intervals(df: pd.DataFrame, source: str = "python benchmarks/published_runs.py",
                     trust: str | None = None) -> tuple[dict, dict, float]:
-    """The stack profiles' intervals (perfmodel.calibrate.intervals.build over (a)'s residuals, at the level whose
+    """The stack profiles' intervals (perfmodel.calibrate.runs.intervals.build over (a)'s residuals, at the level whose
     held-out coverage reaches 80%, with the widths by which they widen outside their runs' domain), each group's
     held-out coverage at that level, and the level."""
     resid, groups, stacks, regimes, dims = interval_inputs(df, trust)
@@ -210,7 +210,7 @@ def stack_intervals(df: pd.DataFrame, source: str = "python benchmarks/published
 
 
 def generation_coverage(df: pd.DataFrame, q: float, trust: str | None = None) -> pd.DataFrame:
-    """Leave-one-hardware-generation-out (perfmodel.calibrate.intervals.held_out_by_value): each generation's rows
+    """Leave-one-hardware-generation-out (perfmodel.calibrate.runs.intervals.held_out_by_value): each generation's rows
     inside the intervals built from the other generations' rows at level q, unwidened (before issue 48) and widened
     where they lie outside those runs' domain, with the widths the others' runs give."""
     resid, groups, stacks, regimes, dims = interval_inputs(df, trust)
@@ -244,7 +244,7 @@ def write_intervals(bands: dict, key: str = "interval") -> list[str]:
 
 
 def print_intervals(bands: dict, held: dict, q: float) -> None:
-    print(f"\n80% intervals of (a)'s measured/predicted - 1 (the profiles' `interval`; perfmodel.calibrate.intervals): "
+    print(f"\n80% intervals of (a)'s measured/predicted - 1 (the profiles' `interval`; perfmodel.calibrate.runs.intervals): "
           f"quantiles {q:.3g}/{1 - q:.3g}, each group weighted once; a stack's own rows where they span "
           f">= {intervals.MIN_GROUPS} groups, else all; a regime's band where it is wider")
     print(pd.DataFrame([dict(stack=s, rows=b.rows, low=b.low, high=b.high,

@@ -24,10 +24,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from perfmodel.calibrate.from_trace import calibrate_from_trace  # noqa: E402
-from perfmodel.calibrate.trace_gemm import gemm_kernels, kernel_dtype  # noqa: E402
-from perfmodel.calibrate.trace_job import JobSource  # noqa: E402
-from perfmodel.calibrate.trace_reader import load_traces  # noqa: E402
+from perfmodel.calibrate.trace.from_trace import calibrate_from_trace  # noqa: E402
+from perfmodel.calibrate.trace.gemm import gemm_kernels, kernel_dtype  # noqa: E402
+from perfmodel.calibrate.trace.job import JobSource  # noqa: E402
+from perfmodel.calibrate.trace.reader import load_traces  # noqa: E402
 from perfmodel.errors import InputError  # noqa: E402
 
 # relative to the repository root (main() runs there): the printed refusals name the files as a user would
@@ -139,7 +139,7 @@ def sweep_scores(tmp) -> list[str]:
     """How far a spec from gpt2-355m-mb8's trace carries: the lent GPU's measured sweep (its other 13 plans) priced on
     the spec calibrated from the trace as recorded (shapes) and with its shapes removed (--plan: the job's GEMM and
     memory-bound rates), as benchmarks/trace_calibration.py scores them (perfmodel.validate.trace_check.score)."""
-    from perfmodel.spec.hardware import load_hardware
+    from perfmodel.spec.hardware.system.system import load_hardware
     from perfmodel.validate.trace_check import plans_of, score
 
     out = ["held out: the rest of each lent GPU's sweep priced on the spec of gpt2-355m-mb8's trace",

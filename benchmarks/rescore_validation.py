@@ -7,7 +7,7 @@ A lent GPU is rare; its measurements stay true while the cost model moves. For e
 PLAN.measured.json beside it: the job's measured step (per step the slowest rank, median after the warm-up, as
 `perfmodel validate` takes it), the prediction the plan file was written with, and this perfmodel's estimate of the
 same plan on `--hardware` (default: the spec the plan file holds), with its host part. Prints a table and the MAPE.
-With `--host A,B`, the same plans predicted with each host in place of the spec's own (spec.host_cpu: the lent
+With `--host A,B`, the same plans predicted with each host in place of the spec's own (spec.host.cpu: the lent
 machine's measured host against the DGX host the catalogue system names, say), a column pair per host.
 """
 
@@ -22,9 +22,9 @@ from pathlib import Path
 import pandas as pd
 
 from perfmodel.cost.estimate import estimate
-from perfmodel.spec.hardware import load_hardware
-from perfmodel.spec.kernel_tables import spec_folder
-from perfmodel.spec.plan_file import load_plan_file
+from perfmodel.spec.hardware.system.system import load_hardware
+from perfmodel.spec.hardware.system.kernel_tables import spec_folder
+from perfmodel.spec.plan.layout.file import load_plan_file
 
 
 def measured_step(path: Path) -> float:

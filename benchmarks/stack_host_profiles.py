@@ -4,7 +4,7 @@ and, for what a CPU run cannot show, the code read (file@commit in each block's 
 
     python benchmarks/stack_host_profiles.py [--write]
 
-No seconds: the system's host prices each call (spec.host_cpu, cost.launch_queue). --write rewrites the blocks;
+No seconds: the system's host prices each call (spec.host.cpu, cost.host.launch_queue). --write rewrites the blocks;
 tests/test_stacks.py checks that the YAML holds what this script derives.
 """
 
@@ -50,7 +50,7 @@ def passes(d: dict) -> dict:
 
 def ops_of(counts: dict) -> dict:
     """Every operator's calls (an operator the code lacks: none), less its collective calls: the estimate's
-    collectives carry their own calls where their group has more than one rank (cost.sharded: the cross-entropy's
+    collectives carry their own calls where their group has more than one rank (cost.comm.sharded: the cross-entropy's
     statistics, the norms', the experts' all-to-alls), which a one-process count cannot see."""
     def own(p: dict) -> dict:
         return {d: {k: n for k, n in p.get(d, {}).items() if k != "nccl_call"} for d in ("forward", "backward")}
@@ -65,7 +65,7 @@ def differing(base: dict, other: dict) -> dict:
 # MoE layers: no stack's MoE path was counted on CPU here (issue 61 prices MoE as the 2026 stacks run it); a
 # Megatron-Core MoE layer's calls read from megatron/core/transformer/moe (0.16.1): router (a linear, top-k, softmax,
 # aux loss: ~8 eager ops), token permutation (~10), the grouped GEMM (one fused module each way), unpermutation (~6),
-# two all-to-alls over ep where ep > 1 (their calls: the estimate's ep collectives, cost.sharded), ~30 backward nodes.
+# two all-to-alls over ep where ep > 1 (their calls: the estimate's ep collectives, cost.comm.sharded), ~30 backward nodes.
 # The other stacks' MoE layers carry these counts as a stand-in (their sources say so)
 MOE = {"forward": {"eager_op": 24.0, "view_op": 12.0, "fused_module": 2.0},
        "backward": {"autograd_node": 30.0}}
@@ -154,7 +154,7 @@ MEGATRON_PP_SRC = ("read: megatron-core 0.16.1 pipeline_parallel/p2p_communicati
 def profiles(c: dict) -> dict[str, dict]:
     """name -> (host block, its sources) for every stack."""
     out = {}
-    z3 = {"zero3_hook": 1.0}  # FSDP2's hooks per collective, measured in a step (spec.host_cpu.HostCalls)
+    z3 = {"zero3_hook": 1.0}  # FSDP2's hooks per collective, measured in a step (spec.host.cpu.HostCalls)
 
     def block(stack, counts, dispatch="eager", llama=None, compiled=None, tensor_step=None, sync=False, pp=None,
               zero3=None, collective=None, moe=None, counted="", narrow=None, moe_sync=None):

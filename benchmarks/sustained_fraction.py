@@ -6,7 +6,7 @@ Microbenchmarks measure one kernel looping on a warm GPU (the GEMM ceiling, the 
 step runs thousands of different kernels back to back under sustained power draw, and reaches less. The
 reference measurement: FlashAttention-2 (Dao 2023, Sec. 4.2 and abstract) trains a GPT3-2.7B-style model
 at 8k context on 8 x A100 80GB SXM at 225 TFLOP/s per GPU (72% model-FLOPs utilisation, counting
-6 N + 12 l h s FLOPs per token, the convention of perfmodel.cost.flops). The run is not in the published-runs
+6 N + 12 l h s FLOPs per token, the convention of perfmodel.cost.compute.flops). The run is not in the published-runs
 table the model is scored on. This script finds the fraction f of the dgx-a100-80gb GEMM/attention rates at
 which the model reproduces that throughput (scipy brentq), and prints it with the prediction at f = 1.
 
@@ -29,7 +29,7 @@ import argparse
 from scipy.optimize import brentq
 
 import perfmodel as pm
-from perfmodel.spec.model import ModelConfig
+from perfmodel.spec.model.config.config import ModelConfig
 
 MEASURED_TFLOPS = 225.0  # per A100, FlashAttention-2 end-to-end, GPT3-2.7B, seq 8192
 
@@ -47,7 +47,7 @@ def reference_stack() -> str:
 
     import yaml
 
-    from perfmodel.spec.stack import load_stack
+    from perfmodel.spec.stack.profile.profile import load_stack
 
     data = load_stack("megatron-core").model_dump(mode="json", exclude_none=True)
     data.update(name="fa2-reference", step_passes=[], dense_embedding_grad=False)

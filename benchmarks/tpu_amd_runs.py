@@ -3,7 +3,7 @@
     python benchmarks/tpu_amd_runs.py [--data PATH] [--csv OUT]
 
 Rows are mapped to (model, system, plan, measured step time) by perfmodel.published.tpu_amd_runs and priced as
-benchmarks/published_runs.py prices its rows (published_runs.priced: perfmodel.calibrate.from_runs.price, each
+benchmarks/published_runs.py prices its rows (published_runs.priced: perfmodel.calibrate.runs.from_runs.price, each
 system's uncalibrated hardware spec and the row's stack profile, nothing fitted). Prints one line per row (id,
 accelerator, model, layout, measured and predicted seconds per step, error = predicted / measured - 1, memory
 verdict), then per accelerator and per source group: rows, rows expressed, expressed rows said not to fit (verdict

@@ -7,7 +7,7 @@ libtpu (jax.experimental.topologies), read back from the compiler (issue 74).
 2. What the LM head and MaxText's cross entropy hold per logit: the head's bf16 GEMM, its output cast to fp32
    (base.yml cast_logits_to_fp32) and MaxText's custom-VJP cross entropy (max_utils.cross_entropy_with_logits,
    maxtext df1b359 src/maxtext/utils/max_utils.py L610-700, restated here), gradient taken: the compiled program's
-   temporaries over the logits' count (cost.memory counts 4 B: the fp32 logits kept, no more at the loss).
+   temporaries over the logits' count (cost.memory.footprint counts 4 B: the fp32 logits kept, no more at the loss).
 
 Needs jax and libtpu (pip install jax libtpu), not perfmodel's environment:
     python benchmarks/xla_tpu_limits.py

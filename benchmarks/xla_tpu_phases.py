@@ -1,6 +1,6 @@
 """What XLA:TPU holds at a training step's peak, measured without a TPU (issue 74): programs compiled ahead of time
 for a TPU topology with libtpu (jax.experimental.topologies), their temporaries read back from the compiler
-(compiled.memory_analysis().temp_size_in_bytes, per device). The numbers cost.peak cites:
+(compiled.memory_analysis().temp_size_in_bytes, per device). The numbers cost.memory.peak cites:
 
 1. The head phase and the layer phase never coexist: a MaxText-shaped step (fp32 parameters sharded over fsdp on
    the embed dimension, bf16 compute, a scan of fully rematerialized layers, the logits cast to fp32, cross
@@ -9,7 +9,7 @@ for a TPU topology with libtpu (jax.experimental.topologies), their temporaries 
 2. What ZeRO-3 (fsdp) holds gathered per tensor: an 8192 x 131072 LM head, 2048 tokens a device: 3.10 GiB = the
    head gathered (2.00, bf16) + the fp32 logits (1.00) + 0.10 (no second copy of the head, no gradient buffer
    beside it); tied to the embedding 2.64. Two layers of 8192 x 65536 wi and wo (1.0 GiB each gathered), 1024
-   tokens a device: 3.56 GiB (cost.peak.zero_copy_bytes counts 4.0 for a layer: two of its largest tensor and
+   tokens a device: 3.56 GiB (cost.memory.peak.zero_copy_bytes counts 4.0 for a layer: two of its largest tensor and
    that one's fp32 gradient).
 
 Needs jax and libtpu (pip install jax libtpu), not perfmodel's environment; each compile takes minutes on 2 cores:

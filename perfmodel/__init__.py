@@ -13,10 +13,10 @@ module of one stage (the executor's workers import `perfmodel.spec` and `perfmod
 the cost model.
 """
 
-_PUBLIC = {"estimate": "perfmodel.cost.estimate", "load_model": "perfmodel.spec.model_catalogue",
-           "load_hardware": "perfmodel.spec.hardware", "Plan": "perfmodel.spec.plan",
-           "Estimate": "perfmodel.spec.result", "ModelConfig": "perfmodel.spec.model",
-           "System": "perfmodel.spec.hardware", "InputError": "perfmodel.errors"}
+_PUBLIC = {"estimate": "perfmodel.cost.estimate", "load_model": "perfmodel.spec.model.catalogue",
+           "load_hardware": "perfmodel.spec.hardware.system", "Plan": "perfmodel.spec.plan.layout",
+           "Estimate": "perfmodel.spec.result", "ModelConfig": "perfmodel.spec.model.config",
+           "System": "perfmodel.spec.hardware.system", "InputError": "perfmodel.errors"}
 __all__ = list(_PUBLIC)
 
 

@@ -3,7 +3,7 @@ valid), a launched run that failed or was stopped (`RunFailed`, `RunInterrupted`
 `Interrupted` (`on_signals`).
 
 Every entry point (CLI, Python API, spec and plan files) raises `InputError` for bad input; the CLI turns it
-into that one line on stderr and exit code 2. The executor's launcher (execute.launch) raises the run errors; they
+into that one line on stderr and exit code 2. The executor's launcher (execute.launch.torchrun) raises the run errors; they
 live here so that the CLI catches them without loading the launcher.
 """
 

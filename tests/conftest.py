@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-# Kernel grids built from tables are cached on disk (perfmodel.spec.grid_cache.grid_cache_dir): the suite keeps
+# Kernel grids built from tables are cached on disk (perfmodel.spec.hardware.grid_cache.grid_cache_dir): the suite keeps
 # its own cache, shared by its workers and the CLI processes it starts, and leaves the user's home alone.
 os.environ.setdefault("PERFMODEL_CACHE_DIR", str(Path(tempfile.gettempdir()) / "perfmodel-tests-cache"))
 
 
 @pytest.fixture
 def no_host(monkeypatch):
-    """Every shipped stack profile without its host rates (spec.stack.Stack.host = None): for tests of the device's
+    """Every shipped stack profile without its host rates (spec.stack.profile.Stack.host = None): for tests of the device's
     side of the model (pipeline bubbles, overlap windows, kernel rates) on plans the reference host would bound,
-    whose hand-worked formulas leave the host out (cost.launch_queue is tested in tests/test_stacks.py)."""
-    from perfmodel.spec import stack
+    whose hand-worked formulas leave the host out (cost.host.launch_queue is tested in tests/test_stacks.py)."""
+    from perfmodel.spec.stack.profile import profile as stack
 
     for name in stack.STACKS:
         monkeypatch.setitem(stack._LOADED, name, stack.load_stack(name).model_copy(update={"host": None}))
@@ -41,7 +41,7 @@ def quick_cpu_calibration(tmp_path_factory) -> tuple[Path, str]:
             if not text.exists():
                 from argparse import ArgumentParser
 
-                from perfmodel.cli import calibrate_command as cal_command
+                from perfmodel.cli.commands import calibrate as cal_command
 
                 ap = cal_command.add_parser(ArgumentParser().add_subparsers(), "calibrate", "")
                 printed = cal_command.run(ap.parse_args(["--device", "cpu", "--nproc", "2", "--quick", "--name",

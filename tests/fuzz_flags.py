@@ -20,7 +20,7 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from perfmodel.cli.argtypes import MAX_COUNT
-from perfmodel.spec.recompute import Recompute
+from perfmodel.spec.plan.layout.recompute import Recompute
 from perfmodel.sweep.schema import OBJECTIVES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,7 +110,7 @@ def _old_or_no_version(s: str) -> bool:
     """--stack-version's bad values for the default stack (trtllm, whose profile starts at 0.14): no leading dotted
     number, or one older than 0.14."""
     from perfmodel.errors import InputError
-    from perfmodel.spec.serving import version_key
+    from perfmodel.spec.serving.schema.schema import version_key
 
     try:
         return version_key(s) < (0, 14)
@@ -120,8 +120,8 @@ def _old_or_no_version(s: str) -> bool:
 
 def stack_in(**kw) -> Kind:
     """--stack: a stack profile's name, or a release line's with an optional '@VERSION' of its releases."""
-    from perfmodel.spec.stack import STACKS
-    from perfmodel.spec.stack_release import load_line, release_lines
+    from perfmodel.spec.stack.profile.profile import STACKS
+    from perfmodel.spec.stack.profile.release import load_line, release_lines
 
     valid = set(STACKS) | {f"{n}{v}" for n in release_lines()
                            for v in ("", *(f"@{r.version}" for r in load_line(n).releases))}
@@ -168,14 +168,14 @@ def _preset(s: str, names) -> bool:
 
 
 def model_in(**kw) -> Kind:
-    from perfmodel.spec.model_catalogue import list_models
+    from perfmodel.spec.model.config.catalogue import list_models
 
     return Kind(MODEL_BAD, st.one_of(_junk(".yaml"), _junk(".json"), TEXT.filter(
         lambda s: s and not _preset(s, list_models))), path=True, **kw)
 
 
 def hardware_in(names=(), **kw) -> Kind:
-    from perfmodel.spec.hardware import list_systems
+    from perfmodel.spec.hardware.system.system import list_systems
 
     names = ("hardware", "system", "spec", *names)
     return Kind(HW_BAD, st.one_of(_junk(".yaml"), TEXT.filter(lambda s: s and not _preset(s, list_systems))),
@@ -188,7 +188,7 @@ HOST_BAD = ["nosuch-host", "", "missing.yaml", "adir", "empty.yaml", "binary.yam
 
 def host_in(**kw) -> Kind:
     """--host: a catalogue host (perfmodel hardware hosts) or a host YAML file."""
-    from perfmodel.spec.host_cpu import list_hosts
+    from perfmodel.spec.host.cpu import list_hosts
 
     return Kind(HOST_BAD, st.one_of(_junk(".yaml"), TEXT.filter(lambda s: s and not _preset(s, list_hosts))),
                 path=True, names=("host", *kw.pop("names", ())), **kw)
@@ -226,7 +226,7 @@ def gpu_list() -> Kind:
 
 def recompute_modules(valid=("core_attn", "mlp", "layernorm"), **kw) -> Kind:
     """--recompute-modules with --recompute selective: a list with a name that is no module (argparse refuses it)
-    or a module the base's model lacks (gpt2-124m: no experts, no latent attention; spec.plan.resolve refuses it)."""
+    or a module the base's model lacks (gpt2-124m: no experts, no latent attention; spec.plan.layout.resolve refuses it)."""
     def bad(s: str) -> bool:
         return any(p.strip() not in valid for p in s.split(","))
 
@@ -239,8 +239,8 @@ def recompute_modules(valid=("core_attn", "mlp", "layernorm"), **kw) -> Kind:
 
 def offload_modules(**kw) -> Kind:
     """--offload-modules: a list with a name that is no offloadable module (argparse refuses it;
-    perfmodel.spec.offload_rules.OFFLOAD_MODULES)."""
-    from perfmodel.spec.offload_rules import OFFLOAD_MODULES
+    perfmodel.spec.plan.offload_rules.OFFLOAD_MODULES)."""
+    from perfmodel.spec.plan.layout.offload_rules import OFFLOAD_MODULES
 
     def bad(s: str) -> bool:
         return any(p.strip() not in OFFLOAD_MODULES for p in s.split(","))
@@ -323,7 +323,7 @@ def only() -> Kind:
 
 def hw_list() -> Kind:
     fixed = ["", ",", "dgx-h100,", "nosuch", "dgx-h100,nosuch", "missing.yaml", "adir", "empty.yaml", "binary.yaml"]
-    from perfmodel.spec.hardware import list_systems
+    from perfmodel.spec.hardware.system.system import list_systems
 
     def bad(s: str) -> bool:  # some name is empty, or neither a preset nor the zoo's spec
         return any(not p.strip() or not (_preset(p, list_systems) or p.strip() == "spec.yaml") for p in s.split(","))
@@ -506,7 +506,7 @@ def _plan_flags(cmd: str) -> dict:
 
 def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
     """(command, flag) -> Kind for every flag the table knows; choices flags get bad choices of their own list."""
-    from perfmodel.cli.forecast_command import RANGES  # the API's ranges (forecast.py, energy.py)
+    from perfmodel.cli.commands.forecast import RANGES  # the API's ranges (forecast.py, energy.py)
     from perfmodel.validate.sweeps import SWEEPS
 
     t = {}

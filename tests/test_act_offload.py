@@ -1,5 +1,5 @@
-"""Megatron-Core's activation offloading (Plan.activation_offload_layers, Plan.offload_modules; cost.act_offload,
-cost.offload.layer_copies) and the importers' reading of it and of FP8 parameters (ingest.megatron_offload)."""
+"""Megatron-Core's activation offloading (Plan.activation_offload_layers, Plan.offload_modules; cost.memory.act_offload,
+cost.memory.offload.layer_copies) and the importers' reading of it and of FP8 parameters (ingest.megatron.offload)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ import pytest
 
 import perfmodel
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.offload import layer_copies
+from perfmodel.cost.memory.footprint.offload import layer_copies
 from perfmodel.errors import InputError
 from perfmodel.ingest import read_config
-from perfmodel.spec.hardware import load_hardware
-from perfmodel.spec.plan import Plan, resolve
+from perfmodel.spec.hardware.system.system import load_hardware
+from perfmodel.spec.plan.layout.layout import Plan, resolve
 
 # Llama 3 70B (hidden 8192, 64 heads of 128, 8 KV heads: q 8192, kv 1024; SwiGLU ffn 28672; no dropout; 80 layers)
 # at tp 1, micro-batch 1, 8192 tokens, bf16, flash attention: what one layer keeps for its backward, by hand
-# (Korthikanti et al. 2022's terms, cost.operator_table.kept_bytes), T = 8192 tokens:
+# (Korthikanti et al. 2022's terms, cost.compute.operator_table.kept_bytes), T = 8192 tokens:
 T, H, Q, KV, F, HEADS = 8192, 8192, 8192, 1024, 28672, 64
 NORM1 = QKV_IN = OUT_IN = NORM2 = MLP_IN = 2 * T * H  # 134,217,728 each (out_proj's input: 2 T q, q = h)
 ATTN = 2 * T * (Q + 2 * KV) + 4 * HEADS * T  # q, k, v and the fp32 log-sum-exp: 169,869,312
@@ -36,7 +36,7 @@ def llama70b(**kw):
 def test_layer_bytes_by_hand():
     assert LAYER == 2_250_244_096
     model, system, plan = llama70b()
-    from perfmodel.cost.memory import layer_activation_bytes
+    from perfmodel.cost.memory.footprint.footprint import layer_activation_bytes
 
     assert layer_activation_bytes(model, Layouts.from_plan(resolve(plan, model, system)))[0] == LAYER
 

@@ -14,37 +14,22 @@ from pathlib import Path
 import yaml
 
 import perfmodel as pm
-from perfmodel.calibrate.machine import calibrate, default_base, raw_path, run_calibration
-from perfmodel.cli import calibrate_command as cal_command
-from perfmodel.calibrate.fit import (
-    COUNTED_BYTES,
-    comm_coefficients,
-    fit_all,
-    fit_attention,
-    fit_gemm,
-    fit_memory,
-    fit_network,
-    fit_overlap,
+from perfmodel.calibrate.machine.calibration.calibration import calibrate, default_base, raw_path, run_calibration
+from perfmodel.cli.commands import calibrate as cal_command
+from perfmodel.calibrate.machine.calibration.fit import (
+    COUNTED_BYTES, comm_coefficients, fit_all, fit_attention, fit_gemm, fit_memory, fit_network, fit_overlap,
     overlap_fraction,
 )
-from perfmodel.calibrate.raw import (
-    AttentionPoint,
-    CommPoint,
-    Environment,
-    GemmPoint,
-    LayerMix,
-    Measurements,
-    MemoryPoint,
-    OverlapRun,
-    RawFile,
+from perfmodel.calibrate.machine.calibration.raw import (
+    AttentionPoint, CommPoint, Environment, GemmPoint, LayerMix, Measurements, MemoryPoint, OverlapRun, RawFile,
     load_raw,
 )
-from perfmodel.calibrate.calibrated_spec import build_system, cpu_template
-from perfmodel.calibrate.host_costs import SUSTAIN_MODEL
-from perfmodel.cost.comm import Phase, collective_time, group_phases, p2p_time
-from perfmodel.cost.compute import flash_attention_time, gemm_time
+from perfmodel.calibrate.machine.calibration.calibrated_spec import build_system, cpu_template
+from perfmodel.calibrate.host.costs import SUSTAIN_MODEL
+from perfmodel.cost.comm.collectives.collectives import Phase, collective_time, group_phases, p2p_time
+from perfmodel.cost.compute.kernel_time.kernel_time import flash_attention_time, gemm_time
 from perfmodel.errors import InputError
-from perfmodel.spec.hardware import load_hardware
+from perfmodel.spec.hardware.system.system import load_hardware
 
 torch = pytest.importorskip("torch")
 
@@ -75,9 +60,9 @@ def comm_point(kind, n, size, t):
 
 
 def test_optimizer_bandwidth_is_the_geometric_mean_rate_of_the_adam_steps():
-    from perfmodel.calibrate.fit import fit_optimizer
+    from perfmodel.calibrate.machine.calibration.fit import fit_optimizer
 
-    # AdamW with fp32 gradients is charged 26 + 2 * 4 = 34 B per parameter (cost.states.adam_step_bytes).
+    # AdamW with fp32 gradients is charged 26 + 2 * 4 = 34 B per parameter (cost.memory.states.adam_step_bytes).
     # 1M parameters at 100 GB/s peak: 34 MB; one step at 50% of peak takes 0.68 ms, one at 12.5% 2.72 ms:
     # geometric mean of 0.5 and 0.125 = 0.25.
     pts = [mem_point("adam", [10**6], 0.68e-3), mem_point("adam", [10**6], 2.72e-3), mem_point("gelu", [4, 4], 1.0)]
@@ -161,7 +146,7 @@ KIND_PARAMS = {"all_reduce": (750e-6, 0.65e9), "all_gather": (1.1e-3, 0.23e9), "
 
 
 def per_kind_points(system, nproc, params=KIND_PARAMS, groups=(2, 4), sizes=(4096, 2**16, 2**20, 2**24)):
-    """Timings of every kind made by cost.comm's formulas with that kind's own latency and bus bandwidth."""
+    """Timings of every kind made by cost.comm.collectives's formulas with that kind's own latency and bus bandwidth."""
     pts = []
     for kind, (a, bus) in params.items():
         for n in groups:
@@ -290,7 +275,7 @@ def test_raw_file_without_the_new_fields_loads_and_fits(tmp_path):
 
 
 def test_bench_adam_is_the_executors_fused_adamw():
-    from perfmodel.calibrate.bench import Bench
+    from perfmodel.calibrate.machine.calibration.bench import Bench
 
     step = Bench("cpu", quick=True)._adam([(8, 4), (4,)])
     opt = step.__self__
@@ -417,7 +402,7 @@ def test_quick_calibration_in_process(tmp_path):
     assert yaml.safe_load(out.read_text())["accelerator"]["kernel_tables"] == {"gemm": "one.gemm.csv.gz",
                                                                               "attention": "one.attention.csv.gz"}
     assert not (tmp_path / "one.nccl.csv.gz").exists()  # one rank: no collectives
-    from perfmodel.spec.kernel_tables import gemm_grid
+    from perfmodel.spec.hardware.system.kernel_tables import gemm_grid
 
     grid = gemm_grid(loaded.accelerator.kernel_tables["gemm"], "bf16")
     assert grid.label == "table one.gemm bf16" and grid.measured.all() and list(grid.m) == [1, 4, 16, 64, 256, 1024]
@@ -427,7 +412,7 @@ def test_quick_calibration_in_process(tmp_path):
     assert {op.priced_by for op in est.ops if op.kind == "gemm"} <= {"table one.gemm bf16",
                                                                      "table one.gemm bf16, outside its grid"}
     # and its attention from its own forward table (a suite length: on the grid), the backward at its measured rate
-    from perfmodel.calibrate.measured_tables import measured_backward_rate
+    from perfmodel.calibrate.machine.calibration.measured_tables import measured_backward_rate
 
     (att,) = [op for op in est.ops if op.kind == "attention"]
     fwd = {(p.batch, p.seq): p.seconds for p in raw.measurements.attention if p.passes == "forward"}
@@ -466,11 +451,11 @@ def test_quick_calibration_two_ranks_under_torchrun(quick_cpu_calibration):
     o = raw.measurements.overlap
     assert o.group_size == 2 and len(o.compute_s) == len(o.comm_s) == len(o.both_s) == 5
     # the executor's host costs: one probe per layout two processes allow, each priced and measured
-    from perfmodel.calibrate.host_costs import probe_plans, sustained_fraction
+    from perfmodel.calibrate.host.costs import probe_plans, sustained_fraction
 
     hc = system.host_costs
     assert hc.stack == "plain-torch" and [p.name for p in hc.probes] == list(probe_plans(2))
-    assert hc.kernel_s >= 0 and hc.collective_s >= 0 and "calibrate.host_costs" in hc.sources["kernel_s"]
+    assert hc.kernel_s >= 0 and hc.collective_s >= 0 and "calibrate.host.costs" in hc.sources["kernel_s"]
     assert all(p.measured_s > 0 and p.predicted_s > 0 and p.kernels > 0 for p in hc.probes)
     # and the compute a whole step sustains, measured on the probe model no sweep runs
     assert 0.05 <= system.efficiency.sustained_fraction <= 1
@@ -481,7 +466,7 @@ def test_quick_calibration_two_ranks_under_torchrun(quick_cpu_calibration):
                                                                                     sp.compute_s), abs=1e-4)
     # the serving loop's own: decode steps of the serving probe in the layouts two processes allow (data
     # parallel at 1, 4, 16 sequences and a long prompt; tp 2), and a served prefill's sustained fraction
-    from perfmodel.calibrate.serving_costs import probe_plans as serving_probes
+    from perfmodel.calibrate.machine.calibration.serving_costs import probe_plans as serving_probes
 
     sv = hc.serving
     assert [p.name for p in sv.probes] == [f"{n} decode" for n in serving_probes(2)] and "tp4" not in serving_probes(2)

@@ -18,19 +18,12 @@ torch = pytest.importorskip("torch")  # CI installs torch (README test command);
 from perfmodel.cli.main import main  # noqa: E402
 from perfmodel.errors import InputError  # noqa: E402
 from perfmodel.execute.run_plans import run_plans  # noqa: E402
-from perfmodel.spec.hardware import load_hardware  # noqa: E402
-from perfmodel.execute.launch import RunFailed  # noqa: E402
+from perfmodel.spec.hardware.system.system import load_hardware  # noqa: E402
+from perfmodel.execute.launch.torchrun.torchrun import RunFailed  # noqa: E402
 from perfmodel.spec.measurement import load_measurement, measurement_path  # noqa: E402
-from perfmodel.spec.model import ModelConfig  # noqa: E402
-from perfmodel.spec.plan import Plan, resolve, split_of  # noqa: E402
-from perfmodel.spec.plan_file import (
-    PLACEMENT_AXES,
-    PlanFile,
-    Prediction,
-    megatron_placements,
-    mesh_of,
-    write_plan_file,
-)
+from perfmodel.spec.model.config.config import ModelConfig  # noqa: E402
+from perfmodel.spec.plan.layout.layout import Plan, resolve, split_of  # noqa: E402
+from perfmodel.spec.plan.layout.file import PLACEMENT_AXES, PlanFile, Prediction, megatron_placements, mesh_of, write_plan_file
 
 HERE = Path(__file__).parent
 CPU = load_hardware(HERE / "fixtures" / "cpu-test.yaml")
@@ -334,7 +327,7 @@ def test_plan_fields_the_executor_does_not_run_are_noted():
 
 
 def test_lora_trains_the_adapters_alone(references):
-    """r (n + k) parameters an adapted linear (spec.finetune.adapter_params), the rest frozen; B starts at zero,
+    """r (n + k) parameters an adapted linear (spec.plan.finetune.adapter_params), the rest frozen; B starts at zero,
     so the first step's loss is the base model's."""
     from perfmodel.execute.train import Trainer
 

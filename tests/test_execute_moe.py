@@ -1,5 +1,5 @@
 """Mixture-of-experts in the executor: MoE layers (execute.transformer.MoE) and expert parallelism
-(execute.expert_parallel) train as one process does: losses over the first steps equal a single-process run of
+(execute.parallel.expert) train as one process does: losses over the first steps equal a single-process run of
 the same seed within test_execute.LOSS_TOL, on CPU with gloo, with tiny models.
 
 Plans of one process count share a torchrun launch (module-scoped fixtures), as in tests/test_execute.py.
@@ -19,8 +19,8 @@ torch = pytest.importorskip("torch")  # CI installs torch (README test command);
 
 from perfmodel.errors import InputError  # noqa: E402
 from perfmodel.execute.run_plans import run_plans  # noqa: E402
-from perfmodel.spec.model import ModelConfig, MoEConfig  # noqa: E402
-from perfmodel.spec.plan import Plan, resolve  # noqa: E402
+from perfmodel.spec.model.config.config import ModelConfig, MoEConfig  # noqa: E402
+from perfmodel.spec.plan.layout.layout import Plan, resolve  # noqa: E402
 
 from test_execute import CPU, LLAMA, STEPS, _check, plan_file, write_all  # noqa: E402
 
@@ -158,9 +158,9 @@ def test_expert_shards_draw_the_rows_of_the_whole_weight():
 DISPATCH = textwrap.dedent("""
     import json, os, sys
     import torch, torch.distributed as dist
-    from perfmodel.execute.expert_parallel import apply_ep, expert_mesh
+    from perfmodel.execute.parallel.expert import apply_ep, expert_mesh
     from perfmodel.execute.transformer import MoE
-    from perfmodel.spec.model import ModelConfig
+    from perfmodel.spec.model.config import ModelConfig
 
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -230,10 +230,10 @@ GRADIENTS = textwrap.dedent("""
     import sys
     import torch, torch.distributed as dist
     from torch.distributed.tensor import DTensor
-    from perfmodel.execute.checkpointing import plain_name
+    from perfmodel.execute.parallel.checkpointing import plain_name
     from perfmodel.execute.data import Batches
     from perfmodel.execute.train import Trainer
-    from perfmodel.spec.plan_file import load_plan_file
+    from perfmodel.spec.plan.file import load_plan_file
 
     dist.init_process_group("gloo")
     torch.set_num_threads(1)

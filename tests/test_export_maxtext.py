@@ -1,6 +1,6 @@
 """`perfmodel export --to maxtext`: a plan as MaxText 0.2.5's config YAML (overrides on its base.yml), the mesh
 degrees, batch and keys worked out by hand; the plans MaxText cannot run changed to the nearest it can, with the
-reason (perfmodel.export.maxtext_mesh). MaxText's own config code runs on these exports in
+reason (perfmodel.export.maxtext.mesh). MaxText's own config code runs on these exports in
 tests/test_framework_checks_maxtext.py."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from perfmodel import estimate
 from perfmodel.errors import InputError
 from perfmodel.export.checks.maxtext_check import aot_args
 from perfmodel.export.checks.spread import maxtext_plan_file
-from perfmodel.export.maxtext_mesh import mesh, nearest_plan, slices
+from perfmodel.export.maxtext.config.mesh import mesh, nearest_plan, slices
 from perfmodel.export.nearest import export_plan
 from perfmodel.export.targets import export, versions
 

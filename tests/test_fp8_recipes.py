@@ -1,15 +1,15 @@
-"""fp8 recipes (spec.fp8_recipes, Plan.fp8_recipe): the scale bytes each keeps, where each runs, the CLI's mxfp8."""
+"""fp8 recipes (spec.plan.fp8_recipes, Plan.fp8_recipe): the scale bytes each keeps, where each runs, the CLI's mxfp8."""
 
 import pytest
 
 from perfmodel.cli.main import main
-from perfmodel.cost.kernels import narrow_bytes, saved_input_bytes
+from perfmodel.cost.compute.kernel_time.kernels import narrow_bytes, saved_input_bytes
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.memory import narrow_cache_bytes
+from perfmodel.cost.memory.footprint.footprint import narrow_cache_bytes
 from perfmodel.errors import InputError
-from perfmodel.spec.hardware import load_hardware
-from perfmodel.spec.model_catalogue import load_model
-from perfmodel.spec.plan import Plan, resolve
+from perfmodel.spec.hardware.system.system import load_hardware
+from perfmodel.spec.model.config.catalogue import load_model
+from perfmodel.spec.plan.layout.layout import Plan, resolve
 
 QWEN = dict(gpus=8, ep=8, micro_batch=2, global_batch=64, seq_len=4096, precision="fp8")
 

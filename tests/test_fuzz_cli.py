@@ -82,10 +82,10 @@ def zoo(tmp_path_factory) -> dict[str, bytes]:
     """The bytes of every file the bases and bad values name (fuzz_flags.zoo_files)."""
     import pandas as pd
 
-    from perfmodel.spec.hardware import load_hardware
-    from perfmodel.spec.model import ModelConfig
-    from perfmodel.spec.plan import Plan
-    from perfmodel.spec.plan_file import write_plan_file
+    from perfmodel.spec.hardware.system.system import load_hardware
+    from perfmodel.spec.model.config.config import ModelConfig
+    from perfmodel.spec.plan.layout.layout import Plan
+    from perfmodel.spec.plan.layout.file import write_plan_file
     from perfmodel.search.plan_writer import plan_file
 
     tmp = tmp_path_factory.mktemp("zoo")
@@ -141,14 +141,14 @@ def _would_launch(*a, **k):
 @pytest.fixture
 def no_launch(monkeypatch):
     """Nothing real starts: torchrun launches, calibrate's in-process microbenchmarks, and the app's server."""
-    import perfmodel.calibrate.machine
+    import perfmodel.calibrate.machine.calibration.calibration
     import perfmodel.app.command
     import perfmodel.execute.run_plans
-    import perfmodel.execute.launch
+    import perfmodel.execute.launch.torchrun.torchrun
 
-    for mod in (perfmodel.execute.launch, perfmodel.execute.run_plans):
+    for mod in (perfmodel.execute.launch.torchrun, perfmodel.execute.run_plans):
         monkeypatch.setattr(mod, "launch", _would_launch)
-    monkeypatch.setattr(perfmodel.calibrate.machine, "_measure", _would_launch)
+    monkeypatch.setattr(perfmodel.calibrate.machine.calibration, "_measure", _would_launch)
     monkeypatch.setattr(perfmodel.app.command, "serve", _would_launch)
 
 
@@ -257,7 +257,7 @@ def run_logs(zoo) -> dict[str, bytes]:
 
 def fitted_or_refused(argv, root: Path, before: dict) -> None:
     """calibrate --from-runs either writes a spec that loads, or refuses in one line and writes nothing."""
-    from perfmodel.spec.hardware import load_hardware
+    from perfmodel.spec.hardware.system.system import load_hardware
 
     r = call(argv)
     if r.rc == 0:
@@ -339,7 +339,7 @@ RESUME = ["execute", "cpu1.json", "--nproc", "1", "--device", "cpu", "--steps", 
 def resumed_or_refused(jobs, root: Path, before: dict) -> str | None:
     """--resume after a change to the saves: refused in one line (nothing changed), or launched from a save whose
     directory, manifest and files agree; the name of that save (None: from step 0)."""
-    from perfmodel.execute.manifest import torn
+    from perfmodel.execute.checkpoint.manifest import torn
 
     r = call(RESUME)
     if r.rc == 2:

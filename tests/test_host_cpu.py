@@ -1,5 +1,5 @@
-"""The host that launches the kernels (spec.host_cpu): the catalogue, what a system names, counts x per-call costs
-(cost.launch_queue), the launch queue's longest path, and what bad host input says."""
+"""The host that launches the kernels (spec.host.cpu): the catalogue, what a system names, counts x per-call costs
+(cost.host.launch_queue), the launch queue's longest path, and what bad host input says."""
 
 import math
 import sys
@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from perfmodel.cost.launch_queue import call_seconds, queued, step_seconds
+from perfmodel.cost.host.launch_queue import call_seconds, queued, step_seconds
 from perfmodel.errors import InputError
-from perfmodel.spec.hardware import list_systems, load_hardware
-from perfmodel.spec.host_cpu import CALL_KINDS, HostCPU, list_hosts, load_host
+from perfmodel.spec.hardware.system.system import list_systems, load_hardware
+from perfmodel.spec.host.cpu import CALL_KINDS, HostCPU, list_hosts, load_host
 
 ROOT = Path(__file__).parents[1]
 
@@ -129,7 +129,7 @@ def test_the_host_prices_a_small_step_as_host_bound_on_a_slow_host_not_on_a_fast
 
 def test_no_stack_profile_carries_host_seconds():
     """A stack says what its code calls (counts by kind); only a host says what a call costs."""
-    from perfmodel.spec.stack import STACKS, HostProfile, PassCalls, Stack, load_stack
+    from perfmodel.spec.stack.profile.profile import STACKS, HostProfile, PassCalls, Stack, load_stack
 
     assert not any(name.endswith("_s") for name in HostProfile.model_fields)
     assert "step_overhead_s" not in Stack.model_fields
@@ -143,10 +143,10 @@ def test_no_stack_profile_carries_host_seconds():
 
 
 def test_a_measured_host_cites_the_command_and_fills_what_it_could_not_probe():
-    """calibrate.measured_host: every probed kind cites the command; a fused module without Transformer
+    """calibrate.host.measured: every probed kind cites the command; a fused module without Transformer
     Engine is the host's nn.Linear call x TE #2053's ratio, and a kind the run could not probe is the DGX H100 host's
     at this host's eager-op ratio, and says so."""
-    from perfmodel.calibrate.measured_host import TE_OVER_LINEAR, measured_host
+    from perfmodel.calibrate.host.measured import TE_OVER_LINEAR, measured_host
 
     kinds = [k for k in CALL_KINDS if k not in ("fused_module", "zero3_hook")]
     result = {"calls_s": {k: (i + 1) * 1e-6 for i, k in enumerate(kinds)}, "failed": {"zero3_hook": "no NCCL"},
@@ -171,12 +171,12 @@ def test_host_only_calibration_needs_cuda(tmp_path, capsys):
 
 
 def test_the_in_context_factors_are_the_twins_fit():
-    """cost.launch_queue.IN_CONTEXT is what benchmarks/host_twins.py fits on the committed twin measurements:
+    """cost.host.launch_queue.IN_CONTEXT is what benchmarks/host_twins.py fits on the committed twin measurements:
     per pass, the geometric mean over the five twins of measured / priced host seconds."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import host_twins
 
-    from perfmodel.cost.launch_queue import IN_CONTEXT
+    from perfmodel.cost.host.launch_queue import IN_CONTEXT
 
     fitted = host_twins.fit(host_twins.ratios())
     assert IN_CONTEXT == pytest.approx(fitted, abs=0.006)
@@ -191,11 +191,11 @@ def test_a_pipeline_that_syncs_before_the_update_adds_the_update_after_its_flush
 
 
 def test_synchronisations_by_hand():
-    """cost.launch_queue.synchronisations: v chunk steps per direction where pp > 1, each exposing ramp_f / ramp_b;
+    """cost.host.launch_queue.synchronisations: v chunk steps per direction where pp > 1, each exposing ramp_f / ramp_b;
     a syncing MoE dispatch exposes moe_sync_s per MoE layer in the forward; the schedule's own calls per step."""
     import numpy as np
 
-    from perfmodel.cost.launch_queue import HostRates, synchronisations
+    from perfmodel.cost.host.launch_queue import HostRates, synchronisations
 
     r = HostRates(moe_sync_s=1e-5, ramp_f=2e-5, ramp_b=3e-5, pipeline_step_s=4e-6)
     synced, ramp_f, ramp_b, calls = synchronisations(r, np.array([1, 2]), np.array([1, 2]), np.array([4.0, 4.0]))
@@ -210,11 +210,11 @@ def test_synchronisations_by_hand():
 def test_megatrons_alltoall_dispatch_syncs_on_the_host_its_allgather_does_not():
     """Megatron-Core's alltoall token dispatcher copies the per-expert counts to the host in each MoE layer's
     forward (moe_sync_dispatchers): the calls after it are priced; the allgather dispatcher makes no such sync."""
-    from perfmodel.cost.launch_queue import IN_CONTEXT, call_seconds, host_rates, in_context
+    from perfmodel.cost.host.launch_queue import IN_CONTEXT, call_seconds, host_rates, in_context
     from perfmodel.cost.layouts import Layouts
-    from perfmodel.spec.model_catalogue import load_model
-    from perfmodel.spec.plan import Plan
-    from perfmodel.spec.stack import load_stack
+    from perfmodel.spec.model.config.catalogue import load_model
+    from perfmodel.spec.plan.layout.layout import Plan
+    from perfmodel.spec.stack.profile.profile import load_stack
 
     model, system, stack = load_model("mixtral-8x7b"), load_hardware("dgx-h100"), load_stack("megatron-core")
     rates = {}

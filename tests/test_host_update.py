@@ -1,5 +1,5 @@
 """An optimizer state kept and updated in host memory (Plan.optimizer_update host / host_overlapped: DeepSpeed's
-ZeRO-Offload and SuperOffload; cost.host_update, cost.host_update_time), and the DeepSpeed reader that sets it.
+ZeRO-Offload and SuperOffload; cost.host.host_update, cost.host.host_update_time), and the DeepSpeed reader that sets it.
 
 Llama 3.1 8B has P = 8,030,261,248 parameters, by hand from its config.json (vocab 128256, hidden 4096, 32 layers,
 ffn 14336, 32 heads of 128, 8 KV heads, untied): embedding + head 2 x 128256 x 4096 = 1,050,673,152; per layer
@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 import perfmodel
-from perfmodel.cost.host_update import REDUCE_BUCKET
-from perfmodel.cost.host_update_time import HOST_ADAM_BYTES, HOST_ADAM_EFFICIENCY, host_update_comm
+from perfmodel.cost.host.host_update import REDUCE_BUCKET
+from perfmodel.cost.host.host_update_time import HOST_ADAM_BYTES, HOST_ADAM_EFFICIENCY, host_update_comm
 from perfmodel.cost.layouts import Layouts
 from perfmodel.errors import InputError
 from perfmodel.ingest import Given, plan_of, read_config
-from perfmodel.spec.hardware import load_hardware
-from perfmodel.spec.model_catalogue import load_model
-from perfmodel.spec.plan import Plan
+from perfmodel.spec.hardware.system.system import load_hardware
+from perfmodel.spec.model.config.catalogue import load_model
+from perfmodel.spec.plan.layout.layout import Plan
 
 P = 8_030_261_248
 LABELS = Path(__file__).parent / "fixtures" / "fit_labels" / "deepspeed"

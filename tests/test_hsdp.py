@@ -9,13 +9,13 @@ import pytest
 
 from perfmodel import Plan, estimate, load_model
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.sharded import bucketed, overlap_fraction, with_overlap
+from perfmodel.cost.comm.collectives.sharded import bucketed, overlap_fraction, with_overlap
 from perfmodel.cost.step import evaluate
 from perfmodel.errors import InputError
 from perfmodel.export.checks.spread import maxtext_plan_file, spread_plan_file
 from perfmodel.export.targets import export, nearest_updates
-from perfmodel.spec.plan import resolve
-from perfmodel.spec.stack import load_stack
+from perfmodel.spec.plan.layout.layout import resolve
+from perfmodel.spec.stack.profile.profile import load_stack
 
 GIB = 2**30
 
@@ -108,7 +108,7 @@ def test_search_ranks_hybrid_sharding_where_asked():
 def test_the_replicas_all_reduce_shares_the_backward_window_with_the_reduction(llama3_8b, tpu_v6e, zero, backwards):
     """ZeRO-2 with replicas: each micro-batch's backward runs the group's reduce-scatter and the replicas'
     all-reduce (FSDP2); ZeRO-1: the last one runs both. They hide behind that one backward together: exposed as
-    one collective carrying both (cost.sharded.bucketed over the layers' buckets), split between them by
+    one collective carrying both (cost.comm.sharded.bucketed over the layers' buckets), split between them by
     traffic."""
     p = resolve(plan(2).model_copy(update={"zero": zero, "global_batch": 1024}), llama3_8b, tpu_v6e)
     step = evaluate(llama3_8b, tpu_v6e, Layouts.from_plan(p))

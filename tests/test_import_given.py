@@ -13,7 +13,7 @@ import pytest
 from perfmodel.cli.main import main
 from perfmodel.errors import InputError
 from perfmodel.ingest import Given, needed_flag, read_config
-from perfmodel.ingest.shell_script import Script
+from perfmodel.ingest.shell.script import Script
 
 DS = Path(__file__).parent / "fixtures" / "corpus" / "deepspeed"
 SUPEROFFLOAD = DS / "deepspeed-examples" / "superoffload_finetune_gpt-oss-20b_1gpu.sh"

@@ -1,7 +1,7 @@
 """perfmodel import --from torchtitan: torchtitan's own TOML job configs (v0.2.2) and 2026 config registry modules
 (tests/fixtures/configs/torchtitan, verbatim; SOURCES.md) and the corpus's older spellings (2025-02, 2025-08), every
 key accounted for, and the round trip of
-perfmodel's own exports (perfmodel.export.torchtitan, every version) back to the plan exported."""
+perfmodel's own exports (perfmodel.export.torchtitan.config, every version) back to the plan exported."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import pytest
 from perfmodel.cli.main import main
 from perfmodel.errors import InputError
 from perfmodel.export.nearest import export_plan, nearest
-from perfmodel.export.torchtitan import VERSIONS
+from perfmodel.export.torchtitan.config.config import VERSIONS
 from perfmodel.ingest import plan_of, read_config
-from perfmodel.ingest.torchtitan_in import flatten
+from perfmodel.ingest.torchtitan.reader import flatten
 from perfmodel.ingest.sources import read_toml
 from perfmodel.search.plan_writer import plan_file
-from perfmodel.spec.hardware import load_hardware
-from perfmodel.spec.model_catalogue import load_model
-from perfmodel.spec.plan import Plan, chunk_layers, resolve
+from perfmodel.spec.hardware.system.system import load_hardware
+from perfmodel.spec.model.config.catalogue import load_model
+from perfmodel.spec.plan.layout.layout import Plan, chunk_layers, resolve
 
 FIX = "tests/fixtures/configs/torchtitan/"
 TOMLS = ["llama3_8b", "llama3_70b", "llama3_405b", "deepseek_v3_16b", "llama4_17bx16e"]
@@ -206,7 +206,7 @@ def test_stale_spelling_beside_todays(tmp_path):
 def test_flavors_from_the_source_match_the_presets():
     """Every flavor perfmodel maps has the shape torchtitan's source gives it (model_of checks); families the registries
     name: gpt_oss from the module's folder or the function's name, its flavors the gpt-oss presets."""
-    from perfmodel.ingest.torchtitan_flavors import _known, _preset, model_of
+    from perfmodel.ingest.torchtitan.flavors import _known, _preset, model_of
     mapped = {(fam, fl): model_of(fam, fl).name for fam, fl in _known() if _preset(fam, fl)}
     assert mapped[("qwen3", "14B")] == "qwen3-14b" and mapped[("llama4", "17bx128e")] == "llama-4-maverick"
     m = read_config([CORPUS + "2026-08/gpt_oss/config_registry.py"], "torchtitan", "gpt_oss_120b").model

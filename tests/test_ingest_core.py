@@ -11,9 +11,9 @@ from perfmodel.cli.main import main
 from perfmodel.errors import InputError
 from perfmodel.ingest import launch_notes, launch_of, plan_of, read_config
 from perfmodel.ingest.ledger import Ledger
-from perfmodel.ingest.shell_script import Script
+from perfmodel.ingest.shell.script import Script
 from perfmodel.ingest.sources import Unevaluated, literal, options
-from perfmodel.spec.model_catalogue import load_model
+from perfmodel.spec.model.config.catalogue import load_model
 
 
 def test_a_field_set_twice_differently_names_both_keys():
@@ -143,7 +143,7 @@ def test_predict_config_refuses_plan_flags_beside_it(capsys, tmp_path):
 
 
 def test_the_report_names_unpriced_keys_one_line_per_reason():
-    from perfmodel.cli.import_command import SHOWN_KEYS, reasons
+    from perfmodel.cli.commands.import_config import SHOWN_KEYS, reasons
 
     led = Ledger("maxtext")
     for i in range(SHOWN_KEYS + 3):

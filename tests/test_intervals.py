@@ -1,4 +1,4 @@
-"""Prediction intervals built from other groups' residuals, per stack and per regime (perfmodel.calibrate.intervals),
+"""Prediction intervals built from other groups' residuals, per stack and per regime (perfmodel.calibrate.runs.intervals),
 and how an estimate quotes them (Interval.around, cost.estimate.report_plan). By hand; the development set's
 held-out claim is in test_stacks.py (test_profile_intervals_are_the_benchmarks_residuals)."""
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import perfmodel as pm
-from perfmodel.calibrate import intervals as iv
-from perfmodel.spec.stack import Band, Interval, load_stack, regimes_of
+from perfmodel.calibrate.runs import intervals as iv
+from perfmodel.spec.stack.profile.profile import Band, Interval, load_stack, regimes_of
 
 
 def test_weighted_bounds_by_hand():
@@ -105,7 +105,7 @@ def test_an_estimate_in_a_regime_quotes_the_union_and_says_why():
 def test_an_interval_widens_outside_its_runs_in_quadrature():
     """Interval.bounds: a plan on a generation, precision or scale none of the runs had widens both bounds by
     those ways' widths in quadrature; inside the domain it is `around` alone."""
-    from perfmodel.spec.stack import Domain
+    from perfmodel.spec.stack.profile.profile import Domain
 
     band = Interval(low=-0.1, high=0.2, rows=10, source="t",
                     domain=Domain(generations=["ampere", "hopper"], precisions=["16-bit"], max_devices=1024),

@@ -1,9 +1,9 @@
-"""execute.launch._root_cause and execute.launch.describe: which rank, where and why a failed torchrun run names (no torch
+"""execute.launch.torchrun._root_cause and execute.launch.torchrun.describe: which rank, where and why a failed torchrun run names (no torch
 needed); CUDA's and NCCL's own error texts map to the same messages as the CPU faults of tests/test_faults.py."""
 
 import pytest
 
-from perfmodel.execute.launch import _root_cause, describe
+from perfmodel.execute.launch.torchrun.torchrun import _root_cause, describe
 
 # torchrun 2.13's summary when rank 1 was SIGKILLed and torchrun then stopped rank 0 with SIGTERM (seen on CI)
 SUMMARY = """[perfmodel] peak memory first
@@ -100,10 +100,10 @@ def test_an_nccl_watchdog_abort_is_named_from_the_log():
         "or died; NCCL's watchdog)")
 
 
-# execute.agent's ranks are forked: torch's fork context names one failed rank, the first it joins (here rank 0,
+# execute.launch.agent's ranks are forked: torch's fork context names one failed rank, the first it joins (here rank 0,
 # which lost its peer), and the agent then lists every rank as it ended (rank 1 killed first)
 FORKED = """[perfmodel] rank 0 failed during step 1 of p.json: a peer rank's connection closed (it died)
-Failures: the ranks as they ended (perfmodel.execute.agent)
+Failures: the ranks as they ended (perfmodel.execute.launch.agent)
 [0]:
   rank      : 1
   exitcode  : -9 (pid: 31002)
@@ -126,7 +126,7 @@ def test_a_forked_launch_names_the_killed_rank_not_the_peer_torch_joined_first()
 
 
 def test_aforked_rank_is_found_by_the_name_it_gives_itself(tmp_path, monkeypatch):
-    from perfmodel.execute import processes
+    from perfmodel.execute.launch.torchrun import processes
 
     for pid, name in ((11, "pm-rank-3"), (12, "python")):
         (tmp_path / str(pid)).mkdir()
@@ -137,11 +137,11 @@ def test_aforked_rank_is_found_by_the_name_it_gives_itself(tmp_path, monkeypatch
 
 
 def test_cpu_ranks_are_forked_by_the_agent_and_gpu_ranks_start_under_torchrun():
-    from perfmodel.execute.launch import torchrun_command
+    from perfmodel.execute.launch.torchrun.torchrun import torchrun_command
 
     cpu = torchrun_command("perfmodel.execute.worker", ["job.json"], 4, forked=True)
     gpu = torchrun_command("perfmodel.execute.worker", ["job.json"], 4, ["--nnodes=2", "--rdzv-endpoint=h:29500"])
-    assert cpu[1:3] == ["-m", "perfmodel.execute.agent"] and "--standalone" in cpu and "--nproc-per-node=4" in cpu
+    assert cpu[1:3] == ["-m", "perfmodel.execute.launch.agent"] and "--standalone" in cpu and "--nproc-per-node=4" in cpu
     assert gpu[1:3] == ["-m", "torch.distributed.run"] and "--nnodes=2" in gpu and "--standalone" not in gpu
     assert cpu[-3:] == gpu[-3:] == ["-m", "perfmodel.execute.worker", "job.json"]
 

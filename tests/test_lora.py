@@ -1,4 +1,4 @@
-"""LoRA fine-tuning on a frozen base (Plan.lora, spec.finetune, cost.frozen), checked by hand.
+"""LoRA fine-tuning on a frozen base (Plan.lora, spec.plan.finetune, cost.memory.frozen), checked by hand.
 
 Llama 2 70B (h 8192, 64 query and 8 KV heads of 128, ffn 28672, 80 layers) with rank-16 adapters on the
 attention projections, MLPerf's llama2_70b_lora setting: per layer the qkv adapter is 16 x (8192 + 10240) and the
@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 from perfmodel import Plan, estimate, load_hardware, load_model
-from perfmodel.cost.flops import attention_flops_per_token, matmul_params, model_flops_per_token
-from perfmodel.cost.frozen import adapter_params
+from perfmodel.cost.compute.kernel_time.flops import attention_flops_per_token, matmul_params, model_flops_per_token
+from perfmodel.cost.memory.footprint.frozen import adapter_params
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.compression import GRAD_BYTES
-from perfmodel.cost.memory import layer_activation_bytes, recomputed_share
+from perfmodel.cost.comm.collectives.compression import GRAD_BYTES
+from perfmodel.cost.memory.footprint.footprint import layer_activation_bytes, recomputed_share
 from perfmodel.errors import InputError
-from perfmodel.spec.finetune import LoRA
-from perfmodel.spec.plan import resolve
+from perfmodel.spec.plan.layout.finetune import LoRA
+from perfmodel.spec.plan.layout.layout import resolve
 
 ADAPTERS_PER_LAYER = 16 * (8192 + 10240) + 16 * (8192 + 8192)
 LORA = dict(rank=16, base_weights="fp8")
@@ -172,7 +172,7 @@ def test_a_lora_plan_file_keeps_megatron_placements(tmp_path):
            "--lora-rank", "16", "--save-plan", str(out)]
     run = subprocess.run(cmd, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    from perfmodel.spec.plan_file import load_plan_file
+    from perfmodel.spec.plan.layout.file import load_plan_file
 
     pf = load_plan_file(out)
     assert pf.plan.lora.rank == 16 and pf.placements == [] and pf.placement_cost is None

@@ -1,5 +1,5 @@
-"""The fit verdict's error band: quantiles of measured-peak residuals (perfmodel.calibrate.memory_band), the budget
-and limit they give (cost.memory_fit.memory_limits), the verdict at its edges, and the estimate's fields."""
+"""The fit verdict's error band: quantiles of measured-peak residuals (perfmodel.calibrate.runs.memory_band), the budget
+and limit they give (cost.memory.fit.memory_limits), the verdict at its edges, and the estimate's fields."""
 
 import sys
 from pathlib import Path
@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 
 from perfmodel import estimate
-from perfmodel.calibrate.memory_band import band_of, build_bands, held_out_share, residual_rows, write_bands
-from perfmodel.cost import memory_fit
-from perfmodel.cost.memory_fit import memory_budget, memory_limits, memory_verdict, reserved_band
-from perfmodel.spec.hardware import load_hardware
-from perfmodel.spec.stack import STACKS, MemoryBand, load_stack
+from perfmodel.calibrate.runs.memory_band import band_of, build_bands, held_out_share, residual_rows, write_bands
+from perfmodel.cost.memory.footprint import fit as memory_fit
+from perfmodel.cost.memory.footprint.fit import memory_budget, memory_limits, memory_verdict, reserved_band
+from perfmodel.spec.hardware.system.system import load_hardware
+from perfmodel.spec.stack.profile.profile import STACKS, MemoryBand, load_stack
 
 ROOT = Path(__file__).resolve().parents[1]
 

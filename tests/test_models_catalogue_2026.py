@@ -1,5 +1,5 @@
-"""The frameworks' own names for models (spec.model_catalogue.preset_for_name) and tokenizers
-(spec.tokenizers.tokenizer_vocab): each spelling below is copied from the framework repo named beside it (the commits
+"""The frameworks' own names for models (spec.model.catalogue.preset_for_name) and tokenizers
+(spec.model.tokenizers.tokenizer_vocab): each spelling below is copied from the framework repo named beside it (the commits
 the readers cite: Megatron-Bridge 067f987, MaxText e591f30, torchtitan b5bcd76, Megatron-LM d98e8a64), each expected
 preset read off that framework's own file (the HF id its recipe loads, its flavor's shape)."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from perfmodel.spec.model_catalogue import load_model, preset_for_hf_id, preset_for_name
-from perfmodel.spec.tokenizers import tokenizer_vocab
+from perfmodel.spec.model.config.catalogue import load_model, preset_for_hf_id, preset_for_name
+from perfmodel.spec.model.config.tokenizers import tokenizer_vocab
 
 HF = Path(__file__).parent / "fixtures" / "hf"
 

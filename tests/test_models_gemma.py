@@ -1,4 +1,4 @@
-"""Gemma 3's text models as presets and from their config.json (spec.hf_config._gemma3): parameter counts against
+"""Gemma 3's text models as presets and from their config.json (spec.model.hf_config._gemma3): parameter counts against
 the published text-only sizes, the 5 local : 1 global window pattern, the wrapper (Gemma3ForConditionalGeneration)
 read for its text model, and the refusals. Gemma 4 (global layers of their own head shape): tests/test_models_gemma4.py."""
 
@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from perfmodel.errors import InputError
-from perfmodel.spec.hf_config import from_hf_config
-from perfmodel.spec.model_catalogue import load_model
+from perfmodel.spec.model.config.hf_config import from_hf_config
+from perfmodel.spec.model.config.catalogue import load_model
 
 # keras-team/keras-hub keras_hub/src/models/gemma3/gemma3_presets.py (commit 00d9f10a8e74d4f552ed50170b7dcadb65d3bd52)
 # "params" of the text-only checkpoints, whose vocabulary is 262144 (MaxText's gemma3-*.yml vocab_size too)

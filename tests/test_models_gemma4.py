@@ -1,4 +1,4 @@
-"""Gemma 4's text models (spec.hf_gemma4, ModelConfig.global_attention): parameter counts by hand from the config,
+"""Gemma 4's text models (spec.model.hf_gemma4, ModelConfig.global_attention): parameter counts by hand from the config,
 the presets equal to their config.json (fixtures tests/fixtures/hf/gemma-4-*, verbatim from
 ai-dynamo/aiconfigurator@095f58a51, Apache-2.0), one sliding and one global layer's attention FLOPs and KV bytes
 by hand, the tensor-parallel limit of the global layers' key/value heads, the refusals, and both CLIs."""
@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from perfmodel.cost.attention_kinds import attention_head_width
-from perfmodel.cost.flops import attention_flops_per_token, matmul_params
-from perfmodel.cost.kernels import Device, attention_ops
+from perfmodel.cost.compute.kernel_time.attention_kinds import attention_head_width
+from perfmodel.cost.compute.kernel_time.flops import attention_flops_per_token, matmul_params
+from perfmodel.cost.compute.kernel_time.kernels import Device, attention_ops
 from perfmodel.errors import InputError
 from perfmodel.serve.kv_cache import kv_bytes_per_token, layer_kv_bytes, sequence_kv_bytes
-from perfmodel.spec.global_attention import attention_parts
-from perfmodel.spec.hardware import load_hardware
-from perfmodel.spec.hf_config import from_hf_config
-from perfmodel.spec.model import ModelConfig
-from perfmodel.spec.model_catalogue import load_model
-from perfmodel.spec.plan import Plan, resolve
-from perfmodel.spec.serving import ServePlan, load_serving_stack
+from perfmodel.spec.model.config.global_attention import attention_parts
+from perfmodel.spec.hardware.system.system import load_hardware
+from perfmodel.spec.model.config.hf_config import from_hf_config
+from perfmodel.spec.model.config.config import ModelConfig
+from perfmodel.spec.model.config.catalogue import load_model
+from perfmodel.spec.plan.layout.layout import Plan, resolve
+from perfmodel.spec.serving.schema.schema import ServePlan, load_serving_stack
 
 HF = Path(__file__).parent / "fixtures" / "hf"
 V = 262144  # vocab_size (tied)

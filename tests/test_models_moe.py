@@ -12,9 +12,9 @@ import pytest
 
 from perfmodel.cli.main import main
 from perfmodel.errors import InputError
-from perfmodel.spec.model import ModelConfig
-from perfmodel.spec.hf_config import from_hf_config
-from perfmodel.spec.model_catalogue import load_model
+from perfmodel.spec.model.config.config import ModelConfig
+from perfmodel.spec.model.config.hf_config import from_hf_config
+from perfmodel.spec.model.config.catalogue import load_model
 
 HF = Path(__file__).parent / "fixtures" / "hf"
 
@@ -429,11 +429,11 @@ def test_unsupported_model_type_lists_the_moe_types():
 
 
 def test_from_hf_config_lives_in_hf_config_and_the_catalogue_reads_through_it():
-    # spec.hf_config holds the HuggingFace reader; it builds spec.model's ModelConfig, and spec.model_catalogue
-    # (load_model) reads config.json files through it: model <- spec.hf_config <- model_catalogue, one way.
-    import perfmodel.spec.hf_config as hf
-    import perfmodel.spec.model as models
-    import perfmodel.spec.model_catalogue as catalogue
+    # spec.model.hf_config holds the HuggingFace reader; it builds spec.model.config's ModelConfig, and spec.model.catalogue
+    # (load_model) reads config.json files through it: model <- spec.model.hf_config <- model_catalogue, one way.
+    import perfmodel.spec.model.config.hf_config as hf
+    import perfmodel.spec.model.config.config as models
+    import perfmodel.spec.model.config.catalogue as catalogue
 
     assert catalogue.from_hf_config is hf.from_hf_config and catalogue.HF_MODEL_TYPES is hf.HF_MODEL_TYPES
     with pytest.raises(AttributeError):

@@ -1,4 +1,4 @@
-"""MaxText's dense MoE dispatch (Plan.moe_dense_dispatch, cost.moe_dense): the capacity, the dispatch and combine
+"""MaxText's dense MoE dispatch (Plan.moe_dense_dispatch, cost.compute.moe_dense): the capacity, the dispatch and combine
 einsums and the experts on capacity-padded rows, worked out by hand for Mixtral 8x7B (hidden 4096, 8 experts
 top-2 of 14336, every layer MoE) on one sequence of 4096 tokens per device; the flag, the refusal and the dev-set
 rows that state it."""
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from perfmodel import Plan, estimate, load_hardware, load_model
-from perfmodel.cost.moe_dense import MAXTEXT_CAPACITY_FACTOR, dense_capacity
+from perfmodel.cost.compute.kernel_time.moe_dense import MAXTEXT_CAPACITY_FACTOR, dense_capacity
 from perfmodel.errors import InputError
 from perfmodel.published.tpu_amd_runs import dense_moe_of
 

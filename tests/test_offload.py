@@ -8,15 +8,15 @@ import pytest
 
 from perfmodel import Plan, estimate
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.memory import layer_activation_bytes, layer_offloaded_bytes
-from perfmodel.cost.offload import offload_comm, offload_seconds
+from perfmodel.cost.memory.footprint.footprint import layer_activation_bytes, layer_offloaded_bytes
+from perfmodel.cost.memory.footprint.offload import offload_comm, offload_seconds
 from perfmodel.errors import InputError
 from perfmodel.export.checks.spread import maxtext_plan_file
-from perfmodel.export.maxtext_mesh import remat_keys
+from perfmodel.export.maxtext.config.mesh import remat_keys
 from perfmodel.export.nearest import export_plan
 from perfmodel.export.targets import export, nearest_updates
 from perfmodel.published.tpu_amd_runs import custom_remat
-from perfmodel.spec.plan import resolve
+from perfmodel.spec.plan.layout.layout import resolve
 
 H, T, LAYERS = 4096, 4096, 32  # Llama 2 7B's hidden; one sequence of 4096 tokens; its layers
 SAVED = ["qkv", "out_proj"]  # MaxText's save_dot_except_mlp
@@ -53,7 +53,7 @@ def test_the_step_holds_every_waiting_layer_on_the_host_and_one_more_in_flight(l
     assert offl.host == pytest.approx(LAYERS * on_host)  # one micro-batch in flight (pp = 1)
     # every layer's wait on the host; the layer whose backward runs holds its tensors again (its working set, 0.47
     # GiB + its gathered tensors 0.34), but its phase is not the peak: the head's is (its saved tensors 0.55 GiB + the
-    # head gathered with the next tensor 0.33; cost.peak), so the device holds all 32 layers' less
+    # head gathered with the next tensor 0.33; cost.memory.peak), so the device holds all 32 layers' less
     assert kept.activations - offl.activations == pytest.approx(LAYERS * on_host)
     assert offl.transient - kept.transient == pytest.approx(on_host)  # the next layer's copy in flight
     assert kept.host == 0.0
@@ -177,7 +177,7 @@ def test_the_host_check_reads_the_stage_that_offloads_most(dgx_h100):
     ("tpu-v7", 16, 960e9 / 8 / 2**30),  # a chip's 32 GB/s and 960 GB per 4-chip VM over its 2 devices each
 ])
 def test_every_tpu_system_has_its_host_link(name, gbps, gib):
-    from perfmodel.spec.hardware import load_hardware
+    from perfmodel.spec.hardware.system.system import load_hardware
 
     host = load_hardware(name).host
     assert host is not None and host.bandwidth_gbps == gbps and host.memory_gib == pytest.approx(gib, abs=0.05)

@@ -101,7 +101,7 @@ def test_search_ranks_every_layout_with_the_state_on_the_host(llama2_7b, dgx_h10
 
 
 def test_pase_charges_each_operator_the_copies_of_its_state(llama2_7b, dgx_h100, pair):
-    """PaSE's per-step vertex costs (cost.tables) carry the copies of the state each operator's weights hold:
+    """PaSE's per-step vertex costs (cost.pase.tables) carry the copies of the state each operator's weights hold:
     over Megatron's assignment of every vertex they add up to the estimate's copies."""
     from perfmodel.search.pase import solver as pase
 

@@ -1,4 +1,4 @@
-"""The head phase and the layer phase of a training step are never live together (cost.peak): on a stack whose step
+"""The head phase and the layer phase of a training step are never live together (cost.memory.peak): on a stack whose step
 is one XLA program (MaxText) the peak holds the larger, with the ZeRO-3 copies each phase gathers; on an eager torch
 stack the two are still summed. Bytes worked out by hand for Llama 2 7B (h 4096, f 11008, V 32000, 32 layers,
 untied) on 8 TPU v5p devices, one sequence of 4096 per device, ZeRO-3 over 8, full recompute."""
@@ -10,16 +10,12 @@ import pytest
 
 from perfmodel import Plan
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.memory import (
-    head_activation_bytes,
-    largest_module_params,
-    layer_activation_bytes,
-    loss_temporary_bytes,
-    stage_memory,
+from perfmodel.cost.memory.footprint.footprint import (
+    head_activation_bytes, largest_module_params, layer_activation_bytes, loss_temporary_bytes, stage_memory,
     unit_params,
 )
-from perfmodel.cost.peak import phase_live, zero_copy_bytes
-from perfmodel.spec.plan import resolve
+from perfmodel.cost.memory.footprint.peak import phase_live, zero_copy_bytes
+from perfmodel.spec.plan.layout.layout import resolve
 
 H, F, V, T = 4096, 11008, 32000, 4096
 

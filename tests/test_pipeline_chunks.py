@@ -1,14 +1,14 @@
-"""Micro-batch chunks in flight under interleaved 1F1B when a rank's chunks hold unequal layers (cost.chunks,
-cost.pipeline.interleaved_peak), checked by hand against Megatron-Core's order."""
+"""Micro-batch chunks in flight under interleaved 1F1B when a rank's chunks hold unequal layers (cost.memory.chunks,
+cost.pipeline.schedules.interleaved_peak), checked by hand against Megatron-Core's order."""
 
 import numpy as np
 
-from perfmodel.cost import memory
+from perfmodel.cost.memory.footprint import footprint as memory
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.pipeline import in_flight, interleaved_peak, schedule_order
-from perfmodel.spec.hardware import load_hardware
-from perfmodel.spec.model_catalogue import load_model
-from perfmodel.spec.plan import Plan, resolve
+from perfmodel.cost.pipeline.schedules.schedules import in_flight, interleaved_peak, schedule_order
+from perfmodel.spec.hardware.system.system import load_hardware
+from perfmodel.spec.model.config.catalogue import load_model
+from perfmodel.spec.plan.layout.layout import Plan, resolve
 
 B200 = load_hardware("dgx-b200")
 L405 = load_model("llama-3.1-405b")  # 126 layers

@@ -1,5 +1,5 @@
 """The recompute policies (Plan.recompute none / selective / full / per-op, recompute_modules, recompute_num_layers,
-recompute_method) through the CLI flags, the executor's activation checkpointing (execute/checkpointing.py) and
+recompute_method) through the CLI flags, the executor's activation checkpointing (execute/parallel/checkpointing.py) and
 the exporters.
 
 Executor: on CPU with tiny models, every policy trains a step to the same loss and gradients as no recompute
@@ -96,7 +96,7 @@ def test_bad_recompute_and_headroom_values_are_one_line(extra, names):
 def test_headroom_is_on_the_namespace_of_predict_and_forecast():
     parser = build_parser()
     for cmd in (PRED, ["forecast", *PRED[1:-2], "--tokens", "1e9"]):
-        assert parser.parse_args(cmd).headroom is None  # the model's default (spec.hardware.DEFAULT_HEADROOM)
+        assert parser.parse_args(cmd).headroom is None  # the model's default (spec.hardware.system.DEFAULT_HEADROOM)
         assert parser.parse_args([*cmd, "--headroom", "0.25"]).headroom == 0.25
         assert parser.parse_args([*cmd, "--headroom", "0"]).headroom == 0.0
 
@@ -155,7 +155,7 @@ def build(cfg, *policy):
     """One whole model (a single pipeline chunk) on CPU, checkpointed by `policy`, initialised as the executor
     does (train.initialise: by each parameter's plain name)."""
     torch = pytest.importorskip("torch")
-    from perfmodel.execute.checkpointing import apply_ac
+    from perfmodel.execute.parallel.checkpointing import apply_ac
     from perfmodel.execute.transformer import Transformer
     from perfmodel.execute.train import initialise
 
@@ -179,7 +179,7 @@ def tokens(cfg):
 def loss_and_grads(cfg, *policy):
     import torch.nn.functional as F
 
-    from perfmodel.execute.checkpointing import plain_name
+    from perfmodel.execute.parallel.checkpointing import plain_name
 
     m = build(cfg, *policy)
     t = tokens(cfg)
@@ -254,7 +254,7 @@ def test_what_each_policy_wraps():
 
 
 def test_the_executor_refuses_latent_attention_recompute_in_one_line():
-    from perfmodel.execute.checkpointing import apply_ac
+    from perfmodel.execute.parallel.checkpointing import apply_ac
 
     pytest.importorskip("torch")
     with pytest.raises(InputError, match="mla_up_proj.*executor does not build"):
@@ -262,7 +262,7 @@ def test_the_executor_refuses_latent_attention_recompute_in_one_line():
 
 
 def test_plain_name_drops_wrappers_and_groups():
-    from perfmodel.execute.checkpointing import plain_name
+    from perfmodel.execute.parallel.checkpointing import plain_name
 
     assert plain_name("layers.4._checkpoint_wrapped_module._ac_group.5.mlp.w1.weight") == "layers.5.mlp.w1.weight"
     assert plain_name("layers.2.attention.core._checkpoint_wrapped_module.x") == "layers.2.attention.core.x"

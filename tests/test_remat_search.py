@@ -1,5 +1,5 @@
 """A search over MaxText's named remat policies (Space.remat_policy, `--only remat_policy=P1,P2`): each policy's
-names layouts keep (and offload) its tensors (spec.recompute.MAXTEXT_REMAT / MAXTEXT_OFFLOADED), ranked beside
+names layouts keep (and offload) its tensors (spec.plan.recompute.MAXTEXT_REMAT / MAXTEXT_OFFLOADED), ranked beside
 each other and beside the other recompute modes, each priced as predict prices its plan."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from perfmodel import estimate
 from perfmodel.errors import InputError
 from perfmodel.search.ranking import search
 from perfmodel.search.space import Space
-from perfmodel.spec.recompute import MAXTEXT_REMAT
+from perfmodel.spec.plan.layout.recompute import MAXTEXT_REMAT
 
 POLICIES = ["minimal", "save_dot_except_mlp", "save_qkv_proj", "full"]
 NAMES = dict(pp=[1], zero=[3], tp=[1, 2], recompute=["names"])

@@ -1,4 +1,4 @@
-"""Training logs -> published-runs rows (`perfmodel.calibrate.logs`), on snippets printed as the frameworks print them.
+"""Training logs -> published-runs rows (`perfmodel.calibrate.runs.logs`), on snippets printed as the frameworks print them.
 
 Megatron-LM: `_print_args` (megatron/training/arguments.py: '  name ' + '.' * (48 - len(name)) + ' value', sorted)
 and `training_log` (megatron/training/training.py). torchtitan: the step line of torchtitan/train.py with its
@@ -11,11 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from perfmodel.calibrate.logs import (
-    parse_megatron_log,
-    parse_torchtitan_log,
-    runs_from_logs,
-)
+from perfmodel.calibrate.runs.logs import parse_megatron_log, parse_torchtitan_log, runs_from_logs
 from perfmodel.errors import InputError
 
 DEV_CSV = Path(__file__).parents[1] / "benchmarks" / "data" / "published_runs_dev.csv"
@@ -328,7 +324,7 @@ def test_missing_path_and_empty_directory(tmp_path):
 def test_megatron_uneven_split_is_read_and_priced():
     """30 layers + embedding + loss = 32 slots, pp 2, 4 slots per virtual stage: vpp 4 (Megatron-LM counts the
     accounted embedding and loss in num_layers_per_virtual_pipeline_stage)."""
-    from perfmodel.spec.hardware import load_hardware
+    from perfmodel.spec.hardware.system.system import load_hardware
     from perfmodel.published.runs import to_case
 
     text = (MEGATRON_CORE.replace("  num_layers ...................................... 32",

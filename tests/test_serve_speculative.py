@@ -18,7 +18,7 @@ from perfmodel.serve.batching import static_batch
 from perfmodel.serve.kv_cache import draft_weight_bytes, kv_bytes_per_token, layer_kv_bytes, memory
 from perfmodel.serve.simulate import StepPricer, simulate
 from perfmodel.serve.step_time import device, draft_job, draft_part, step_parts, token_parts
-from perfmodel.spec.serving import ServePlan, SpeculativeConfig, draft_model, load_serving_stack
+from perfmodel.spec.serving.schema.schema import ServePlan, SpeculativeConfig, draft_model, load_serving_stack
 
 HF = Path(__file__).parent / "fixtures" / "hf"
 MTP3 = dict(method="mtp", draft_tokens=3, acceptance_length=2.7)
@@ -68,7 +68,7 @@ def test_the_draft_layers():
 def test_draft_weights_and_kv_cache():
     ds = load_model("deepseek-v3")
     one = ServePlan(input_len=8, output_len=8, speculative=dict(MTP3))  # tp 1, bf16
-    # the MTP module's parameters (spec.model.mtp_params, DeepSeek-V3 Sec. 2.2) but its three norms (counted
+    # the MTP module's parameters (spec.model.config.mtp_params, DeepSeek-V3 Sec. 2.2) but its three norms (counted
     # there, not by the served block) at 2 bytes: eh_proj, attention, the MoE block and its two norms
     assert draft_weight_bytes(ds, one) == pytest.approx(2 * (ds.mtp_params() - 3 * ds.norm_params()), rel=1e-12)
     assert memory(ds, load_hardware("dgx-h200"), one.model_copy(update={"tp": 8, "ep": 8}),
@@ -106,7 +106,7 @@ def test_verify_step_runs_k_plus_one_tokens_per_sequence():
     assert s["attention"] >= p1["attention"] and s["attention"] < 0.5 * p4["attention"]
     # the draft: three passes of its one layer (priced as a one-layer model, its own step minus the overhead) and
     # EAGLE-3's fusion GEMM once
-    dplan, draft = spec.draft_plan(), draft_model(llama, spec.speculative)
+    dplan, draft = spec.draft_plan(), draft_model(llama, spec.serving.speculative)
     assert dplan.precision == "bf16" and dplan.speculative is None and dplan.pp == 1
     one = step_parts(draft, system, dplan, stack, decode=b, context=ctx, prefill_seqs=0, prompt=0, logits=b)
     dev = device(draft, system, dplan, stack)

@@ -15,8 +15,8 @@ from perfmodel.serve import infer
 from perfmodel.serve.batching import prompt_chunk
 from perfmodel.serve.kv_cache import weight_bytes
 from perfmodel.serve.host_time import plan_stack
-from perfmodel.spec.serve_settings import expert_slots
-from perfmodel.spec.serving import SERVING_STACKS, ServePlan, load_serving_stack, resolve_serve
+from perfmodel.spec.serving.schema.settings import expert_slots
+from perfmodel.spec.serving.schema.schema import SERVING_STACKS, ServePlan, load_serving_stack, resolve_serve
 
 GIB = 2.0**30
 
@@ -162,7 +162,7 @@ def test_simulation_runs_whole_prompts_with_chunked_prefill_off():
 
 
 def test_prefill_pool_checks_are_the_decode_replicas():
-    """One rule refuses both sides' layouts (spec.prefill_pool.check_pool): the prefill pool's field names, and its
+    """One rule refuses both sides' layouts (spec.serving.prefill_pool.check_pool): the prefill pool's field names, and its
     ep holds the redundant experts' slots as the decode replicas' does (256 + 8 slots: ep 8 divides them, 16 not)."""
     ds = load_model("deepseek-v3")
     base = dict(precision="fp8", input_len=1024, output_len=1024, tp=8, ep=8, redundant_experts=8, prefill_dp=1)

@@ -1,4 +1,4 @@
-"""The shell reader (perfmodel.ingest.shell_script) against bash itself: every script here and every launch script of
+"""The shell reader (perfmodel.ingest.shell.script) against bash itself: every script here and every launch script of
 the corpus is run under bash with the launchers stubbed as shell functions that print their words, and the reader's
 words must be bash's (a word the reader names as not read stands for whatever bash made of it: one word or none);
 the files its heredocs write must be the files bash writes."""
@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfmodel.errors import InputError
-from perfmodel.ingest.shell_script import Script
+from perfmodel.ingest.shell.script import Script
 
 ROOT = Path(__file__).parent / "fixtures"
 STUBS = ("bash", "sh", "torchrun", "python", "python3", "deepspeed", "srun", "cd", "accelerate", "nohup", "sbatch",

@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 
 import perfmodel as pm
-from perfmodel.calibrate.from_runs import Parts, calibrate_from_runs, fit, interval_from, price
+from perfmodel.calibrate.runs.from_runs import Parts, calibrate_from_runs, fit, interval_from, price
 from perfmodel.cost.step import COMM_TIME, COMPUTE_TIME
 from perfmodel.errors import InputError
-from perfmodel.spec.hardware import load_hardware
-from perfmodel.spec.frameworks import stack_for_framework
-from perfmodel.spec.stack import STACKS, Stack, list_stacks, load_stack
+from perfmodel.spec.hardware.system.system import load_hardware
+from perfmodel.spec.stack.profile.frameworks import stack_for_framework
+from perfmodel.spec.stack.profile.profile import STACKS, Stack, list_stacks, load_stack
 
 DEV_CSV = Path(__file__).parents[1] / "benchmarks" / "data" / "published_runs_dev.csv"
 H100 = load_hardware("dgx-h100")
@@ -225,7 +225,7 @@ def test_host_speed_fits_host_bound_runs_and_scales_host_parts():
 def test_a_speed_the_runs_cannot_pin_is_held_at_its_prior_not_refused():
     """Three runs that are 40x slower than any network could make them push network_speed to its bound: the
     calibration keeps it at the spec's 1, says which speed it held, and widens nothing into a refusal."""
-    from perfmodel.calibrate.from_runs import at_bound, fit_held
+    from perfmodel.calibrate.runs.from_runs import at_bound, fit_held
 
     compute = np.array([1.0, 2.0, 3.0])
     comm = np.array([0.9, 1.8, 2.7])  # communication-heavy runs
@@ -238,7 +238,7 @@ def test_a_speed_the_runs_cannot_pin_is_held_at_its_prior_not_refused():
 
 def test_a_fit_applies_only_to_plans_of_the_stacks_it_was_fitted_on(tmp_path):
     """A spec calibrated from NeMo runs prices a NeMo plan with the fitted speeds and a torchtitan plan at the
-    spec's own rates, saying so (spec.hardware.RunFit.applies_to)."""
+    spec's own rates, saying so (spec.hardware.system.RunFit.applies_to)."""
     path, _ = synthetic(tmp_path)
     system = calibrate_from_runs(path, H100, "test")
     case = load_cases_from(nemo_runs())[0]
@@ -306,7 +306,7 @@ def test_a_run_on_another_accelerator_is_refused(tmp_path):
 
 def test_profile_intervals_are_the_benchmarks_residuals():
     """Each profile's interval is what benchmarks/published_runs.py builds from the profile-only residuals now
-    (perfmodel.calibrate.intervals; regenerate the YAML `interval` blocks when the cost model moves them), and it
+    (perfmodel.calibrate.runs.intervals; regenerate the YAML `interval` blocks when the cost model moves them), and it
     holds what docs/stacks.md says: 70-90% of each held-out group's rows, groups weighted once."""
     sys.path.insert(0, str(DEV_CSV.parents[1]))
     import published_runs
@@ -326,7 +326,7 @@ def test_profile_intervals_are_the_benchmarks_residuals():
 
 
 def test_chunked_overlap_by_hand():
-    from perfmodel.cost.sharded import bucketed, chunked
+    from perfmodel.cost.comm.collectives.sharded import bucketed, chunked
 
     # one chunk: 8 buckets behind 0.4 s, the last always waits: max(1/8, 1 - 0.4 * 7/8) = 0.65
     assert float(chunked(1.0, 0.4, 8, 1, 0.0)) == pytest.approx(0.65)
@@ -399,11 +399,11 @@ def test_runs_far_from_the_spec_are_calibrated_and_flagged_not_refused(tmp_path,
 
 def test_host_costs_are_charged_per_launch_and_call():
     """A CPU spec with host costs for plain-torch: a plan of that stack pays kernel_s per operator launch and
-    collective_s per call (cost.launch_queue.launch_seconds), added to the step (a CPU rank's host thread is the one
+    collective_s per call (cost.host.launch_queue.launch_seconds), added to the step (a CPU rank's host thread is the one
     that computes: nothing overlaps), as the `host` part; the launches are the estimate's own op rows (forward,
     backward, recomputed forward, per micro-batch) and its comm rows' calls."""
     from perfmodel.cost.estimate import evaluate_plan
-    from perfmodel.spec.hardware import HostCosts
+    from perfmodel.spec.hardware.system.system import HostCosts
 
     cpu = load_hardware(Path(__file__).parent / "fixtures" / "cpu-test.yaml")
     cpu = cpu.model_copy(update={"efficiency": cpu.efficiency.model_copy(update={"comm_overlap": 0.0})})
@@ -427,10 +427,10 @@ def test_host_costs_are_charged_per_launch_and_call():
 
 
 def test_sustained_fraction_by_hand_and_reproduces_the_probe():
-    """calibrate.host_costs.sustained_fraction = F / (measured - (predicted - F)), F the GEMM + attention seconds: by hand,
+    """calibrate.host.costs.sustained_fraction = F / (measured - (predicted - F)), F the GEMM + attention seconds: by hand,
     clipped, and a spec carrying it prices the probe at (about) what was measured (the GEMMs of so small a model are
     compute bound, so their time scales as 1 / fraction)."""
-    from perfmodel.calibrate.host_costs import SUSTAIN_MODEL, sustain_plan, sustained_fraction
+    from perfmodel.calibrate.host.costs import SUSTAIN_MODEL, sustain_plan, sustained_fraction
     from perfmodel.cost.estimate import estimate
 
     assert sustained_fraction(0.3, 0.2, 0.1) == pytest.approx(0.5)  # 0.1 / (0.3 - 0.1)
@@ -487,7 +487,7 @@ def test_a_stack_yaml_without_overlap_param_gather_still_loads(tmp_path):
 def test_executor_probes_are_valid_plans_for_any_process_count(nproc):
     """calibrate runs its probes after the microbenchmarks: each must be a plan the estimate accepts for every
     process count (3, 5, 6, 7 once failed there, the batch of 8 not dividing among the ranks)."""
-    from perfmodel.calibrate.host_costs import PROBE_MODEL, SUSTAIN_MODEL, probe_plans, sustain_plan
+    from perfmodel.calibrate.host.costs import PROBE_MODEL, SUSTAIN_MODEL, probe_plans, sustain_plan
     from perfmodel.cost.estimate import estimate
 
     cpu = load_hardware(Path(__file__).parent / "fixtures" / "cpu-test.yaml")
@@ -509,7 +509,7 @@ def test_runs_naming_a_catalogue_model_take_the_shape_they_leave_out(tmp_path):
     df["micro_batch"], df["global_batch"] = 1, df["n_gpus"]
     path = tmp_path / "runs.csv"
     df.to_csv(path, index=False)
-    from perfmodel.calibrate.from_runs import cases_of, read_runs_table
+    from perfmodel.calibrate.runs.from_runs import cases_of, read_runs_table
 
     cases = cases_of(read_runs_table(path), H100, "test")
     preset = pm.load_model("llama-3-8b")
@@ -542,7 +542,7 @@ def test_one_run_moves_compute_speed_less_than_twenty():
 def test_runs_table_columns_named_after_plan_fields_set_them(tmp_path):
     """Every plan setting predict takes can be stated in a runs table (published.runs.PLAN_COLUMNS): the plan of
     each run has it, and a bad value is refused naming the column, in one line."""
-    from perfmodel.calibrate.from_runs import cases_of, read_runs_table
+    from perfmodel.calibrate.runs.from_runs import cases_of, read_runs_table
 
     df = nemo_runs().head(3).copy()
     df["recompute"] = "selective"
@@ -573,10 +573,10 @@ def test_runs_table_columns_named_after_plan_fields_set_them(tmp_path):
 
 
 def test_launch_queue_takes_the_longer_of_host_and_device_by_hand():
-    """cost.launch_queue.queued: the host runs ahead of the device between synchronisations. Without pipelining a
+    """cost.host.launch_queue.queued: the host runs ahead of the device between synchronisations. Without pipelining a
     micro-batch is one stretch, max(D_f + D_b, H_f + H_b); in a pipeline each direction ends in a send, max(D_f,
     H_f) + max(D_b, H_b); on a CPU device the two add. Checked on numbers worked by hand."""
-    from perfmodel.cost.launch_queue import queued, step_seconds
+    from perfmodel.cost.host.launch_queue import queued, step_seconds
 
     d_f, d_b, h_f, h_b = np.array([3.0]), np.array([5.0]), np.array([4.0]), np.array([2.0])
     assert queued(d_f, d_b, h_f, h_b, False, False)[0] == 8.0  # max(3 + 5, 4 + 2)
@@ -595,10 +595,10 @@ def test_host_is_hidden_behind_long_kernels_and_bounds_short_ones():
     124M at micro-batch 1 on one A100 under nanoGPT's eager loop is host-bound (the device idle a fifth of the step,
     waiting on launches, and the note says so); at micro-batch 64 the same launches hide behind the kernels. A layer's host seconds are its
     operators' calls and its own, by kind, x the DGX A100 host's cost per call x the in-context factor of the pass
-    (cost.launch_queue.IN_CONTEXT), by hand from the two YAML files."""
+    (cost.host.launch_queue.IN_CONTEXT), by hand from the two YAML files."""
     from perfmodel.cost.estimate import evaluate_plan
-    from perfmodel.cost.launch_queue import IN_CONTEXT, PYTHON_KINDS
-    from perfmodel.spec.operators import LAYER_OPS
+    from perfmodel.cost.host.launch_queue import IN_CONTEXT, PYTHON_KINDS
+    from perfmodel.spec.model.config.operators import LAYER_OPS
 
     h = load_stack("nanogpt").host
     cost = load_hardware("dgx-a100-80gb").host_cpu.calls
@@ -623,9 +623,9 @@ def test_host_is_hidden_behind_long_kernels_and_bounds_short_ones():
 
 
 def test_tp_overlap_hides_each_collective_behind_its_own_gemm_by_hand():
-    """cost.sharded.tp_overlap: a layer's tp seconds split evenly over its GEMMs; each hides behind its own GEMM and
+    """cost.comm.sharded.tp_overlap: a layer's tp seconds split evenly over its GEMMs; each hides behind its own GEMM and
     no more, the GEMM losing `share` of its rate while they overlap."""
-    from perfmodel.cost.sharded import Comm, tp_overlap
+    from perfmodel.cost.comm.collectives.sharded import Comm, tp_overlap
 
     c = Comm("tp activations", "all_gather", "tp", nbytes=1.0, seconds=1.0, calls=4, fwd=np.array([4.0]),
              bwd=np.array([8.0]))
@@ -660,7 +660,7 @@ def test_the_405b_example_hides_its_tp_communication_and_fits_with_nemos_gradien
 
 
 def test_memory_verdict_is_three_way_by_hand():
-    from perfmodel.cost.memory_fit import memory_verdict
+    from perfmodel.cost.memory.footprint.fit import memory_verdict
 
     assert list(memory_verdict(np.array([60.0, 70.0, 78.0]), 69.3, 77.0)) == ["fits", "tight", "does not fit"]
 
@@ -693,7 +693,7 @@ def test_old_plan_files_without_the_stacks_fields_load(tmp_path):
     loads, the stack's values filled in."""
     import json
 
-    from perfmodel.spec.plan_file import load_plan_file
+    from perfmodel.spec.plan.layout.file import load_plan_file
 
     src = Path(__file__).parents[1] / "strategies" / "llama-3-70b_1024xh100.json"
     data = json.loads(src.read_text())

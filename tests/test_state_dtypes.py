@@ -1,5 +1,5 @@
 """Plan.weight_dtype / moment_dtype (issue 63): the stored parameter and Adam's moments as plan settings, priced in
-one place (cost.states.state_bytes, adam_step_bytes). The stacks' own defaults must price as they did before the
+one place (cost.memory.states.state_bytes, adam_step_bytes). The stacks' own defaults must price as they did before the
 fields existed; a plan that sets them prices what it states."""
 
 from pathlib import Path
@@ -9,19 +9,19 @@ import pytest
 
 from perfmodel import estimate
 from perfmodel.cli.main import main
-from perfmodel.cost.states import adam_step_bytes, state_bytes
-from perfmodel.spec.hardware import load_hardware
-from perfmodel.spec.model_catalogue import load_model
-from perfmodel.spec.plan import Plan, resolve
-from perfmodel.spec.plan_file import load_plan_file
-from perfmodel.spec.stack import STACKS, load_stack
+from perfmodel.cost.memory.footprint.states import adam_step_bytes, state_bytes
+from perfmodel.spec.hardware.system.system import load_hardware
+from perfmodel.spec.model.config.catalogue import load_model
+from perfmodel.spec.plan.layout.layout import Plan, resolve
+from perfmodel.spec.plan.layout.file import load_plan_file
+from perfmodel.spec.stack.profile.profile import STACKS, load_stack
 
 ROOT = Path(__file__).resolve().parents[1]
 STACKS_AND_LINES = [*STACKS, "nemo-automodel@25.10"]  # the release line that trains bf16 state (Stack.bf16_state)
 
 
 def before(stack, zero):
-    """(weights, optimizer) bytes per parameter as cost.states priced them before the dtype fields (commit 108d79f):
+    """(weights, optimizer) bytes per parameter as cost.memory.states priced them before the dtype fields (commit 108d79f):
     bf16 weights + fp32 master, m, v; FSDP's sharded parameter at ZeRO-3 or an XLA stack's parameter as the fp32
     master (4 + 8); bf16 weights and moments with no master on a bf16_state stack (2 + 4)."""
     s = load_stack(stack)
@@ -107,8 +107,8 @@ def test_the_optimizer_step_streams_the_dtypes_bytes():
     # same parameters, same bandwidth: the Adam step's bytes over the updated 1/8 (adam_step_bytes, 20 / 34) with
     # Megatron-LM's own passes (megatron-core's step_passes: the master's re-read where it is fp32, and the whole
     # gradient buffer's zero, NaN-check norm and 1/dp prescale), up to the launch terms
-    from perfmodel.cost.states import grad_buffer_bytes, master_copy_bytes
-    from perfmodel.spec.stack import load_stack
+    from perfmodel.cost.memory.footprint.states import grad_buffer_bytes, master_copy_bytes
+    from perfmodel.spec.stack.profile.profile import load_stack
 
     buffer = grad_buffer_bytes(4, load_stack("megatron-core").step_passes, True)
     per_param = lambda w: (adam_step_bytes(4, w, w) + master_copy_bytes(w)) / 8 + buffer  # noqa: E731
@@ -149,7 +149,7 @@ def test_flags_reach_the_plan(capsys):
 
 def with_dtypes(pf, **fields):
     """The plan file with its plan's state dtypes (and other fields) set, checked again."""
-    from perfmodel.spec.plan_file import check
+    from perfmodel.spec.plan.layout.file import check
 
     return check(pf.model_copy(update={"plan": pf.plan.model_copy(update=fields)}))
 

@@ -1,4 +1,4 @@
-"""The ICI torus shaped by the job's slice (cost.comm.torus_slice_dims / torus_slice_wraps / _torus_ring_links).
+"""The ICI torus shaped by the job's slice (cost.comm.collectives.torus_slice_dims / torus_slice_wraps / _torus_ring_links).
 
 Hand values from Google Cloud TPU docs' slice topologies (v4/v5p: 2x2x1 ... 2x4x4 meshes, 4x4x4 and up tori of whole
 cubes; v5e/v6e: 2x2 ... 8x16 meshes, the 16x16 pod a torus) and Jouppi et al. 2023 (TPU v4, Sec. 2): a ring over a
@@ -7,10 +7,10 @@ whole wrapped dimension uses both directions (2 links), otherwise 1.
 
 import pytest
 
-from perfmodel.cost import comm as C
+from perfmodel.cost.comm.collectives import collectives as C
 from perfmodel.errors import InputError
-from perfmodel.spec.hardware import load_hardware
-from perfmodel.spec.network import NetworkTier
+from perfmodel.spec.hardware.system.system import load_hardware
+from perfmodel.spec.hardware.system.network import NetworkTier
 
 V5P, V5E, V4, V7 = (load_hardware(n) for n in ("tpu-v5p", "tpu-v5e", "tpu-v4", "tpu-v7"))
 

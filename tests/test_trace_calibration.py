@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfmodel.calibrate.from_trace import calibrate_from_trace
-from perfmodel.calibrate.trace_reader import LAUNCH_CALLS, load_traces
-from perfmodel.calibrate.trace_summary import summarize
+from perfmodel.calibrate.trace.from_trace import calibrate_from_trace
+from perfmodel.calibrate.trace.reader import LAUNCH_CALLS, load_traces
+from perfmodel.calibrate.trace.summary import summarize
 from perfmodel.cli.main import main
 from perfmodel.errors import InputError
 
@@ -176,9 +176,9 @@ def _op(name, ts, dur, **args):
 
 
 def test_a_cpu_trace_splits_its_step_into_work_host_calls_by_kind_and_waits(tmp_path):
-    """calibrate.trace_host on a hand-made 100 us step: each kind's host seconds are its calls' spans less the work
+    """calibrate.trace.host on a hand-made 100 us step: each kind's host seconds are its calls' spans less the work
     inside them plus the gap before each, and the gap in which a gloo exchange ended is a wait, not the host's."""
-    from perfmodel.calibrate.trace_host import host_kinds
+    from perfmodel.calibrate.trace.host import host_kinds
 
     ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0, "dur": 100, "tid": 1, "pid": 1},
           _op("aten::linear", 2, 20),  # starts after a 2 us gap
@@ -210,10 +210,10 @@ def test_a_cpu_trace_prices_the_host_per_call_kind_and_it_carries_to_more_micro_
     dp4-mb1, the same 8 sequences as 2 micro-batches of 1 on each rank instead of 1 of 2, adds one more micro-batch's
     forward and backward calls at those costs: the trace's eager, view and autograd-node seconds again. The old
     per-launch fit put dp4's whole unexplained gap (194 ms) on its launches instead."""
-    from perfmodel.calibrate.trace_host import host_kinds
+    from perfmodel.calibrate.trace.host import host_kinds
     from perfmodel.cost.estimate import evaluate_plan
     from perfmodel.spec.measurement import load_measurement
-    from perfmodel.spec.plan_file import load_plan_file
+    from perfmodel.spec.plan.layout.file import load_plan_file
 
     step_s = load_measurement(CPU_RUN / "plans" / "dp4.measured.json").step_time_s
     system, summary, _ = calibrate_from_trace([CPU_TRACES / "dp4"], plan_path=CPU_RUN / "plans" / "dp4.json",
@@ -239,8 +239,8 @@ def test_a_cpu_trace_times_each_gemm_shape_by_its_mean_call():
     median over ranks (from_trace.CPU_PER_CALL): dp4's 256x256x256 mm, counted here from the spans themselves."""
     import statistics
 
-    from perfmodel.calibrate.from_trace import trace_measurements
-    from perfmodel.calibrate.trace_reader import gemm_shape, innermost_gemm, op_seconds
+    from perfmodel.calibrate.trace.from_trace import trace_measurements
+    from perfmodel.calibrate.trace.reader import gemm_shape, innermost_gemm, op_seconds
 
     traces = load_traces([CPU_TRACES / "dp4"])
     point = next(p for p in trace_measurements(traces, "t").gemm if (p.m, p.n, p.k) == (256, 256, 256))
@@ -256,10 +256,10 @@ def test_a_cpu_trace_times_each_gemm_shape_by_its_mean_call():
 
 
 def test_ddp_buckets_leave_the_last_bucket_exposed():
-    """cost.sharded.ddp_pieces: torch DDP's 1 MiB first bucket, then 25 MiB ones; the last bucket is what is left.
+    """cost.comm.sharded.ddp_pieces: torch DDP's 1 MiB first bucket, then 25 MiB ones; the last bucket is what is left.
     dp4's 21157888 B of gradients: the trace's two all-reduces, 1051648 and 20106240 B (the model: 1048576 and the
     rest, 20109312, whole tensors left out); 60 MiB: 1 + 25 + 25 + 9, the last 9 MiB."""
-    from perfmodel.cost.sharded import bucketed, ddp_pieces
+    from perfmodel.cost.comm.collectives.sharded import bucketed, ddp_pieces
 
     MiB = 1 << 20
     assert float(ddp_pieces(21157888, (MiB, 25 * MiB))) == pytest.approx(21157888 / 20109312)
@@ -271,7 +271,7 @@ def test_ddp_buckets_leave_the_last_bucket_exposed():
 
 
 def _cpu_rank(ops, gloo):
-    from perfmodel.calibrate.trace_reader import Op, RankTrace
+    from perfmodel.calibrate.trace.reader import Op, RankTrace
 
     return RankTrace(path=Path("rank-0.json"), rank=0, world=2, device="cpu", device_type="cpu", vendor="", host="",
                      backend="gloo", group_sizes=[2], steps=[(0.0, 1.0)], stepped=True,
@@ -280,11 +280,11 @@ def _cpu_rank(ops, gloo):
 
 
 def test_a_cpu_trace_measures_comm_overlap_from_its_collectives_beside_the_backward():
-    """calibrate.trace_overlap by hand: the mm alone takes 10 ms (its two calls outside any collective); a 4 MB
+    """calibrate.trace.overlap by hand: the mm alone takes 10 ms (its two calls outside any collective); a 4 MB
     all-reduce alone (no operator inside its 40 ms) gives 1e-8 s/B, so the 1 MB one beside compute is t_m = 10 ms;
     inside its 30 ms window the mm ran 15 ms (t_both; half the window: beside compute), 10 ms alone (t_c):
     comm_overlap = (10 + 10 - 15) / min(10, 10) = 0.5. Slowed by all of t_m (25 ms inside): 0, serial."""
-    from perfmodel.calibrate.trace_overlap import trace_overlap
+    from perfmodel.calibrate.trace.overlap import trace_overlap
 
     gloo = [{"kind": "all_reduce", "t0": 0.10, "t1": 0.13, "nbytes": 1_000_000, "dtype": "fp32"},
             {"kind": "all_reduce", "t0": 0.50, "t1": 0.54, "nbytes": 4_000_000, "dtype": "fp32"}]
@@ -301,7 +301,7 @@ def test_dp4_trace_calibrates_comm_overlap_near_serial_as_the_microbenchmark():
     """dp4's trace (4 ranks on 2 cores, gloo): its 8 first-bucket all-reduces beside the backward slowed the
     operators inside by more than their alone time (t_both - t_c > t_m): comm_overlap 0, where calibrate --device
     cpu measured 0.075 on the same VM; the summary no longer lists the overlap as not calibrated."""
-    from perfmodel.calibrate.trace_overlap import trace_overlap
+    from perfmodel.calibrate.trace.overlap import trace_overlap
 
     dp4 = HERE.parent / "benchmarks" / "results" / "traces" / "cpu-smoke-vm" / "dp4"
     traces = load_traces([dp4])
@@ -312,4 +312,4 @@ def test_dp4_trace_calibrates_comm_overlap_near_serial_as_the_microbenchmark():
     plan = HERE.parent / "benchmarks" / "results" / "validation" / "cpu-vm-traced" / "plans" / "dp4.json"
     system, _, _ = calibrate_from_trace([dp4], plan_path=plan, step_s=0.4241)
     assert system.efficiency.comm_overlap == 0.0 and system.efficiency.comm_overlap_measured
-    assert "calibrate.trace_overlap" in system.efficiency.sources["comm_overlap"]
+    assert "calibrate.trace.overlap" in system.efficiency.sources["comm_overlap"]

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfmodel.calibrate.from_trace import calibrate_from_trace
-from perfmodel.calibrate.trace_gemm import kernel_dtype, plan_gemm_work, traced_gemm
-from perfmodel.calibrate.trace_job import JobSource
-from perfmodel.calibrate.trace_reader import load_traces
+from perfmodel.calibrate.trace.from_trace import calibrate_from_trace
+from perfmodel.calibrate.trace.gemm import kernel_dtype, plan_gemm_work, traced_gemm
+from perfmodel.calibrate.trace.job import JobSource
+from perfmodel.calibrate.trace.reader import load_traces
 from perfmodel.cli.main import main
 
 HERE = Path(__file__).parent
@@ -85,7 +85,7 @@ def independent_gemm_seconds(path: Path) -> float:
 @pytest.mark.parametrize("name", ["v100", "h200"])
 def test_gemm_seconds_by_kernel_name_equal_an_independent_sum(name, no_shapes):
     """The V100's fp32 DDP trace (its cuDNN convolutions' volta_sgemm kernels left out) and the H200's bf16 nvjet and
-    CUTLASS kernels: GEMM seconds per step as calibrate.trace_gemm finds them = the raw events' own sum."""
+    CUTLASS kernels: GEMM seconds per step as calibrate.trace.gemm finds them = the raw events' own sum."""
     path = F / "hta" / "v100_rank-0.json.gz" if name == "v100" else no_shapes
     per_rank, _ = traced_gemm(load_traces([path]), dense=True, precision="bf16")
     found = per_rank[0]
@@ -99,7 +99,7 @@ def test_job_efficiency_without_shapes_is_the_plans_flops_over_seconds_at_peak(n
     mm / addmm operators; efficiency = that / (GEMM seconds x 989.4 TF/s); the calibrated spec's estimate of the
     plan's GEMMs takes the traced seconds."""
     from perfmodel.cost.estimate import evaluate_plan
-    from perfmodel.spec.plan_file import load_plan_file
+    from perfmodel.spec.plan.layout.file import load_plan_file
 
     by_hand = 6 * 8192 * (24 * 1024 * (3072 + 1024 + 4096 + 4096) + 1024 * 50257)
     ev = [e for e in raw(H200)["traceEvents"] if e.get("ph") == "X"]
@@ -271,9 +271,9 @@ def test_kernel_names_state_their_dtype(name, dtype):
 
 def test_pipeline_stages_split_the_plans_gemm_flops():
     """plan_gemm_work on pp = 2: the stages' FLOPs (12 layers each, the head on the last) sum to pp = 1's."""
-    from perfmodel.spec.hardware import load_hardware
-    from perfmodel.spec.plan import resolve
-    from perfmodel.spec.plan_file import load_plan_file
+    from perfmodel.spec.hardware.system.system import load_hardware
+    from perfmodel.spec.plan.layout.layout import resolve
+    from perfmodel.spec.plan.layout.file import load_plan_file
 
     pf, system = load_plan_file(PLAN), load_hardware("dgx-h200")
     one = plan_gemm_work(pf.model, system, resolve(pf.plan, pf.model, system))

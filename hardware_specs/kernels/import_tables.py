@@ -11,12 +11,12 @@ is in README.md beside this script. Re-running it rewrites the same bytes (gzip 
 It copies each part's NCCL table (`<part>/nccl.csv.gz`: op, GPUs, message bytes, latency; nccl-tests out-of-place
 times of fp16 buffers, 512 B to 512 MiB, on 2, 4 and 8 GPUs of one node) and writes `nccl_fits.csv`: per part,
 collective and group size, the ring formula's per-step latency and bus bandwidth fitted to the messages of at least
-NCCL_MIN_BYTES (`perfmodel.calibrate.fit.fit_network`, the fit `perfmodel calibrate` makes of its own timings),
+NCCL_MIN_BYTES (`perfmodel.calibrate.machine.fit.fit_network`, the fit `perfmodel calibrate` makes of its own timings),
 which the systems' innermost tiers quote as `by_group`.
 
 It copies each part's context-attention table (`<part>/attention.csv.gz`: head_dim, isl, batch, heads,
 latency_ms; the forward of causal bf16 attention over isl-token prompts, `import_attention`), which
-`spec.kernel_tables.attention_grid` turns into throughput by head dim, length and parallel work.
+`spec.hardware.kernel_tables.attention_grid` turns into throughput by head dim, length and parallel work.
 
 It copies each part's MoE table (`<part>/moe.csv.gz`, `import_moe`: TensorRT-LLM's fused MoE forward by model
 shape, moe_tp x moe_ep slice and tokens), which prices a serving step's MoE layers (`perfmodel.serve.step_time`).
@@ -83,7 +83,7 @@ def import_part(source: Path, part: str) -> dict:
 
 ATTENTION_COLUMNS = ["head_dim", "isl", "batch", "heads", "latency_ms"]
 ATTENTION_KERNELS = {"torch_flow": "native", "vllm_flash_attn": "flash-attn-2"}  # collector's kernel -> the
-# family the cost model names it by (spec.hardware.Accelerator.attention_table_kernel): TRT-LLM's TrtllmAttention
+# family the cost model names it by (spec.hardware.system.Accelerator.attention_table_kernel): TRT-LLM's TrtllmAttention
 # backend runs its own Hopper/Blackwell FMHA; vLLM's A100 backend runs FlashAttention-2
 
 
@@ -194,8 +194,8 @@ def import_nccl(source: Path, part: str) -> pd.DataFrame:
     """Write `part`'s compact NCCL table (fp16 buffers: the bytes a bf16 tensor moves); its fits per kind and
     group size on messages of >= NCCL_MIN_BYTES."""
     from perfmodel import load_hardware
-    from perfmodel.calibrate.fit import fit_network
-    from perfmodel.calibrate.raw import CommPoint
+    from perfmodel.calibrate.machine.calibration.fit import fit_network
+    from perfmodel.calibrate.machine.calibration.raw import CommPoint
 
     rows = pd.read_csv(source / part / "nccl.csv.gz")
     kept = rows[rows["dtype"] == "half"][["op", "num_gpus", "message_bytes", "latency_ms"]]

@@ -1,9 +1,9 @@
 """What each tab of the page runs: the CLI command's own parse and functions, answered as JSON-ready dicts.
 
-predict: `cli.predict_command.estimate_from_args` (the estimate `perfmodel predict` prints), with its table as the
+predict: `cli.commands.predict.estimate_from_args` (the estimate `perfmodel predict` prints), with its table as the
 CLI prints it, the pipeline schedule (`plots.gantt.timeline`) and the fit verdict; search, infer and forecast:
 the command's `run` with `--format json`; export: a plan file the predict flags write (as `predict --save-plan`)
-through `cli.export_command`'s functions, and the framework check's verdict as data.
+through `cli.commands.export`'s functions, and the framework check's verdict as data.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from . import forms
 def predict(args: list[str]) -> dict:
     """`perfmodel predict ARGS` (no ARGS: the built-in example) as data: the estimate's JSON, the CLI's table,
     the schedule blocks and the memory verdict."""
-    from ..cli.predict_command import estimate_from_args
+    from ..cli.commands.predict import estimate_from_args
     from ..cli.report import estimate_table, memory_verdict
     from ..plots.gantt import timeline
 
@@ -41,10 +41,10 @@ def command_json(command: str, args: list[str]) -> dict:
 def export(args: list[str], to: str, version: str | None, check: bool) -> dict:
     """The plan of predict's `args` exported for `to` at `version` (default its newest): the text, a file name,
     and with `check` the framework release's own verdict (`export.checks.releases.run_check`)."""
-    from ..cli.predict_command import estimate_from_args
+    from ..cli.commands.predict import estimate_from_args
     from ..export.nearest import export_plan
     from ..export.targets import TARGETS, versions
-    from ..spec.plan_file import load_plan_file
+    from ..spec.plan.file import load_plan_file
 
     if to not in TARGETS:  # before the plan is written (export_plan says the same)
         raise InputError(f"--to = {to!r} is not a known target; valid: {', '.join(TARGETS)}")

@@ -75,7 +75,7 @@ def run_import(data: dict) -> dict:
 def imported(paths: list[Path], values: dict[str, str], out: dict) -> dict:
     """What the config became: every key's fate, the predict form's values and the model to upload with them."""
     from ..ingest import launch_of, plan_fields, read_config
-    from ..spec.hardware import load_hardware
+    from ..spec.hardware.system import load_hardware
 
     imp = read_config(paths, values["--from"], values.get("--name"))
     gpus = values.get("--gpus")
@@ -93,7 +93,7 @@ def imported(paths: list[Path], values: dict[str, str], out: dict) -> dict:
 def model_field(model) -> tuple[str, dict | None]:
     """The --model field for the imported model: its preset's name where the preset is the same model, else the
     model as a ModelConfig JSON upload (what `--model FILE.json` reads)."""
-    from ..spec.model_catalogue import list_models, load_model
+    from ..spec.model.catalogue import list_models, load_model
 
     if model.name in list_models() and load_model(model.name) == model:
         return model.name, None

@@ -163,8 +163,8 @@ def create_app() -> Starlette:
     async def meta(request: Request) -> Response:
         from ..cli.plan_flags import EXAMPLE
         from ..export.targets import versions
-        from ..spec.hardware import list_systems
-        from ..spec.model_catalogue import list_models
+        from ..spec.hardware.system import list_systems
+        from ..spec.model.catalogue import list_models
 
         from ..export.targets import TARGETS
 

@@ -95,7 +95,7 @@ def run_trace(data: dict, args: list[str], folder: Path) -> dict:
     --format json), "calibrated": the spec's fitted numbers (null where no spec could be calibrated, "why" says why),
     "prediction": actions.predict's answer for `predict ARGS --trace FILES` (null likewise), "command": that CLI
     command with the files by their names."""
-    from ..calibrate.from_trace import calibrate_from_trace
+    from ..calibrate.trace.from_trace import calibrate_from_trace
     from . import actions
 
     paths = write_traces(data.get("files"), folder)

@@ -3,7 +3,7 @@
     python -m perfmodel.cli.docgen           # rewrite the generated blocks of docs/hardware.md, plans.md, sweep.md
     python -m perfmodel.cli.docgen --check   # exit 1 if a block differs from what the models give now
 
-Each table is rendered from the pydantic models' JSON schema (`perfmodel.spec.hardware.hardware_json_schema`,
+Each table is rendered from the pydantic models' JSON schema (`perfmodel.spec.hardware.system.hardware_json_schema`,
 `PlanFile.model_json_schema()`), so the docs say what the code validates: type, range, default, description.
 Descriptions come from each field's `Field(description=...)` (so hardware_specs/schema.json carries them too);
 rules that only a validator enforces are added from `VALIDATOR_NOTES`. tests/test_docs.py checks that every key
@@ -43,14 +43,14 @@ VALIDATOR_NOTES = {
 
 def hardware_schema() -> dict:
     """JSON schema of a hardware spec file (System at the root, the other models under $defs)."""
-    from ..spec.hardware import hardware_json_schema
+    from ..spec.hardware.system import hardware_json_schema
 
     return hardware_json_schema()
 
 
 def plan_schema() -> dict:
     """JSON schema of a plan file (PlanFile at the root, the other models under $defs)."""
-    from ..spec.plan_file import PlanFile
+    from ..spec.plan.file import PlanFile
 
     return PlanFile.model_json_schema()
 

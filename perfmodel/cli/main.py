@@ -1,6 +1,6 @@
 """The `perfmodel` command: parse, call the Python API, format. No modelling here.
 
-One module per command (`COMMANDS`: `<command>_command.py` with `add_parser(subparsers, name, help)` and
+One module per command (`COMMANDS`: `commands/<command>.py` with `add_parser(subparsers, name, help)` and
 `run(args) -> str`). Only the module of the command being run is imported, so `perfmodel --help` and
 `perfmodel search` load neither pandas, matplotlib nor torch (benchmarks/search_speed.py times `perfmodel search`
 as a whole process). Bad input of any kind ends with one line on stderr naming the field, the value and what is
@@ -18,27 +18,27 @@ import sys
 from ..errors import InputError, RunFailed, RunInterrupted, on_signals
 from .argtypes import Parser
 
-# command -> (its module in perfmodel.cli, the line `perfmodel --help` lists it with), in that order
+# command -> (its module in perfmodel.cli (relative), the line `perfmodel --help` lists it with), in that order
 COMMANDS = {
-    "predict": ("predict_command", "predict one training step of a plan (no flags: a built-in example)"),
-    "search": ("search_command", "rank every layout of a job; write the best as a plan file"),
-    "infer": ("infer_command", "serve a model: TTFT, TPOT, throughput, KV cache (one layout, or --search)"),
-    "whatif": ("whatif_command", "one job's best plan and step time across hardware; which upgrade buys most"),
-    "import": ("import_command", "read a Megatron-LM, Megatron-Bridge, torchtitan, MaxText or DeepSpeed config: its "
+    "predict": ("commands.predict", "predict one training step of a plan (no flags: a built-in example)"),
+    "search": ("commands.search", "rank every layout of a job; write the best as a plan file"),
+    "infer": ("commands.infer", "serve a model: TTFT, TPOT, throughput, KV cache (one layout, or --search)"),
+    "whatif": ("commands.whatif", "one job's best plan and step time across hardware; which upgrade buys most"),
+    "import": ("commands.import_config", "read a Megatron-LM, Megatron-Bridge, torchtitan, MaxText or DeepSpeed config: its "
                                  "plan, what every key became, its prediction (-o: the plan file)"),
-    "export": ("export_command", "print a plan file as Megatron-LM arguments, a torchtitan or a DeepSpeed config"),
-    "execute": ("execute_command", "run plan files with torch.distributed (torchrun) and measure them"),
-    "calibrate": ("calibrate_command", "microbenchmark this machine and write a hardware spec fitted to it"),
-    "validate": ("validate_command", "run plans for real, predict them, and compare (table, MAPE, Spearman, CSV, "
+    "export": ("commands.export", "print a plan file as Megatron-LM arguments, a torchtitan or a DeepSpeed config"),
+    "execute": ("commands.execute", "run plan files with torch.distributed (torchrun) and measure them"),
+    "calibrate": ("commands.calibrate", "microbenchmark this machine and write a hardware spec fitted to it"),
+    "validate": ("commands.validate", "run plans for real, predict them, and compare (table, MAPE, Spearman, CSV, "
                                      "plot)"),
-    "forecast": ("forecast_command", "the whole run of a plan: days, device-hours, dollars, checkpoints, "
+    "forecast": ("commands.forecast", "the whole run of a plan: days, device-hours, dollars, checkpoints, "
                                      "interruptions and goodput"),
-    "sweep": ("sweep_command", "design-space sweep: many systems x workloads, each point's best plans, on every "
+    "sweep": ("commands.sweep", "design-space sweep: many systems x workloads, each point's best plans, on every "
                                "core or a Ray cluster; report: Pareto front and sensitivities"),
     "app": ("perfmodel.app.command", "serve the planner page in a browser (pip install -e \".[app]\")"),
-    "hardware": ("catalogue_command", "list or show hardware presets, or print the spec JSON schema"),
-    "models": ("catalogue_command", "list or show model presets"),
-    "stacks": ("catalogue_command", "list or show software stacks and their releases (megatron-bridge@26.08)"),
+    "hardware": ("commands.catalogue", "list or show hardware presets, or print the spec JSON schema"),
+    "models": ("commands.catalogue", "list or show model presets"),
+    "stacks": ("commands.catalogue", "list or show software stacks and their releases (megatron-bridge@26.08)"),
 }
 DISK_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)  # writing an output failed for want of room: one line
 
@@ -47,7 +47,7 @@ def command_module(name: str):
     """The module of command `name`: a module of this package, or one named in full (`perfmodel app`'s lives in
     perfmodel.app, the front end above the CLI that builds its forms from these parsers: named, not imported)."""
     module = COMMANDS[name][0]
-    return importlib.import_module(module if "." in module else f"{__package__}.{module}")
+    return importlib.import_module(module if module.startswith("perfmodel.") else f"{__package__}.{module}")
 
 
 @functools.lru_cache(maxsize=None)

@@ -10,21 +10,21 @@ from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..spec import example
-from ..spec.hardware import DEFAULT_HEADROOM, System, load_hardware
-from ..spec.model import ModelConfig
-from ..spec.model_catalogue import load_model
+from ..spec.hardware.system import DEFAULT_HEADROOM, System, load_hardware
+from ..spec.model.config import ModelConfig
+from ..spec.model.catalogue import load_model
 from ..ingest import FRAMEWORKS
-from ..spec.fp8_recipes import Fp8Recipe
-from ..spec.offload_rules import OFFLOAD_MODULES
-from ..spec.plan import Dispatcher, Plan, Precision, resolve
-from ..spec.recompute import OFFLOAD_TENSORS, RECOMPUTE_MODULES, SAVED_TENSORS, Recompute
-from ..spec.stack import DEFAULT_STACK, STACKS
-from ..spec.stack_release import release_lines
+from ..spec.plan.fp8_recipes import Fp8Recipe
+from ..spec.plan.offload_rules import OFFLOAD_MODULES
+from ..spec.plan.layout import Dispatcher, Plan, Precision, resolve
+from ..spec.plan.recompute import OFFLOAD_TENSORS, RECOMPUTE_MODULES, SAVED_TENSORS, Recompute
+from ..spec.stack.profile import DEFAULT_STACK, STACKS
+from ..spec.stack.release import release_lines
 from .argtypes import capacity_factor, integer, path, stack_name
-from .import_command import add_given_flags, given_of
+from .commands.import_config import add_given_flags, given_of
 
 if TYPE_CHECKING:  # plan files are read only for --plan
-    from ..spec.plan_file import PlanFile
+    from ..spec.plan.file import PlanFile
 
 PRECISIONS = typing.get_args(Precision)  # the plan's own list
 FP8_RECIPES = typing.get_args(Fp8Recipe)
@@ -171,11 +171,11 @@ def add_plan_flags(pr: argparse.ArgumentParser) -> None:
     pr.add_argument("--headroom", type=fraction("--headroom", "share of the memory the fit test keeps free"),
                     metavar="FRACTION",
                     help="share of the allocator's room (capacity - runtime) a plan must leave free to count as "
-                         f"fitting (default {DEFAULT_HEADROOM}, the model's: perfmodel.spec.hardware.DEFAULT_HEADROOM)")
+                         f"fitting (default {DEFAULT_HEADROOM}, the model's: perfmodel.spec.hardware.system.DEFAULT_HEADROOM)")
 
 
 def add_compression_flags(pr: argparse.ArgumentParser, default: str | None = "none") -> None:
-    """--grad-compression and --powersgd-rank (Plan.grad_compression, cost.compression): predict's and search's."""
+    """--grad-compression and --powersgd-rank (Plan.grad_compression, cost.comm.compression): predict's and search's."""
     pr.add_argument("--grad-compression", choices=["none", "bf16", "powersgd"], default=default,
                     help="data-parallel gradients on the wire: as --grad-dtype, bf16, or PowerSGD (default none)")
     pr.add_argument("--powersgd-rank", type=integer("--powersgd-rank"), default=None if default is None else 1,
@@ -183,7 +183,7 @@ def add_compression_flags(pr: argparse.ArgumentParser, default: str | None = "no
 
 
 def add_state_dtype_flags(pr: argparse.ArgumentParser) -> None:
-    """--weight-dtype and --moment-dtype (Plan.weight_dtype / moment_dtype, cost.states): predict's and search's."""
+    """--weight-dtype and --moment-dtype (Plan.weight_dtype / moment_dtype, cost.memory.states): predict's and search's."""
     pr.add_argument("--weight-dtype", choices=["fp32", "bf16"],
                     help="stored parameters: fp32 (an fp32 master exists) or bf16 (no master; MaxText weight_dtype); "
                          "default: the stack's")
@@ -192,7 +192,7 @@ def add_state_dtype_flags(pr: argparse.ArgumentParser) -> None:
 
 
 def add_lora_flags(pr: argparse.ArgumentParser) -> None:
-    """--lora-rank, --lora-modules and --lora-base (Plan.lora, spec.finetune): a LoRA fine-tune of a frozen base."""
+    """--lora-rank, --lora-modules and --lora-base (Plan.lora, spec.plan.finetune): a LoRA fine-tune of a frozen base."""
     pr.add_argument("--lora-rank", type=integer("--lora-rank"), metavar="R",
                     help="fine-tune rank-R LoRA adapters on a frozen base (default: every weight trains)")
     pr.add_argument("--lora-modules", choices=["attention", "all"],
@@ -298,7 +298,7 @@ def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, Pl
                  or (k in ("moe_overlap", "moe_pad_to_capacity") and getattr(a, k) is False)]
         if given:
             raise InputError(f"{a.cmd} --plan takes its inputs from the plan file; drop {', '.join(given)}")
-        from ..spec.plan_file import load_plan_file
+        from ..spec.plan.file import load_plan_file
 
         pf = load_plan_file(a.plan)
         return pf.model, pf.hardware.with_host(getattr(a, "host", None)), pf.plan, pf
@@ -316,7 +316,7 @@ def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, Pl
             raise InputError(f"--precision mxfp8 with --fp8-recipe {given['fp8_recipe']}: mxfp8 is fp8 with the mxfp8 "
                              "recipe; valid: --precision fp8 --fp8-recipe RECIPE, or --precision mxfp8 alone")
         given.update(precision="fp8", fp8_recipe="mxfp8")
-    if a.moe_overlap is not None:  # unset: the stack's release may set it (spec.moe_rules.apply_release)
+    if a.moe_overlap is not None:  # unset: the stack's release may set it (spec.plan.moe_rules.apply_release)
         given["moe_overlap"] = a.moe_overlap
     if given.get("moe_capacity_factor") == "none":
         given["moe_capacity_factor"] = None  # given: dropless, whatever the stack's release does
@@ -326,8 +326,8 @@ def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, Pl
                 account_for_embedding=a.account_for_embedding, account_for_loss=a.account_for_loss,
                 optimizer_offload=a.optimizer_offload, moe_dense_dispatch=a.moe_dense_dispatch)
     model = load_model(a.model)
-    if trace:  # calibrated in memory from the trace (calibrate.from_trace), nothing written
-        from ..calibrate.from_trace import calibrate_from_trace
+    if trace:  # calibrated in memory from the trace (calibrate.trace.from_trace), nothing written
+        from ..calibrate.trace.from_trace import calibrate_from_trace
 
         system = calibrate_from_trace(trace, a.hardware)[0]
     else:

@@ -7,10 +7,10 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import InputError
-from ..spec.hardware import System
-from ..spec.model import ModelConfig
+from ..spec.hardware.system import System
+from ..spec.model.config import ModelConfig
 from ..spec.result import Estimate
-from ..spec.stack import load_stack
+from ..spec.stack.profile import load_stack
 
 GiB = 2**30
 
@@ -58,7 +58,7 @@ def memory_verdict(e: Estimate) -> str:
         return (f"tight: on ranks {e.memory_rank} ({e.memory_stage} stage) the room lies inside the band, "
                 f"{high - keep:.1f} GiB below its upper end; {decides}; {band}")
     short = low - room
-    if short <= 0:  # the device fits: the host memory the offloaded tensors need does not (cost.memory_fit)
+    if short <= 0:  # the device fits: the host memory the offloaded tensors need does not (cost.memory.fit)
         return (f"NO: ranks {e.memory_rank} ({e.memory_stage} stage) offload {e.memory_bytes.host / GiB:.1f} GiB "
                 f"each to host memory, more than {e.hardware}'s host holds per device (System.host.memory_gib)")
     return (f"NO: ranks {e.memory_rank} ({e.memory_stage} stage) are short by {short:.1f} GiB beyond the band of the "
@@ -102,7 +102,7 @@ def host_lines(e) -> list[str]:
             f"of device, backward {_t(h.layer_backward_s)} for {_t(h.layer_backward_device_s)}",
             f"    a layer's calls: forward {calls(h.layer_forward_calls) or 'none'}; backward "
             f"{calls(h.layer_backward_calls) or 'none'}; its collectives, ZeRO-3 hooks and the step's optimizer loop "
-            f"priced beside them ({h.source}; cost.launch_queue)"]
+            f"priced beside them ({h.source}; cost.host.launch_queue)"]
 
 
 def clock_lines(e) -> list[str]:
@@ -158,10 +158,10 @@ def estimate_table(e: Estimate) -> str:
                  f"micro-batches/step={e.num_microbatches} attention={p.attention} stack={p.stack}")
     if p.grad_compression != "none" or p.grad_dtype != "fp32":
         rank = f" rank {p.powersgd_rank}" if p.grad_compression == "powersgd" else ""
-        lines.append(f"  gradients: {p.grad_dtype}, reduced as {p.grad_compression}{rank} (cost.compression)")
+        lines.append(f"  gradients: {p.grad_dtype}, reduced as {p.grad_compression}{rank} (cost.comm.compression)")
     if (p.weight_dtype, p.moment_dtype) != ("fp32", "fp32"):
         master = "an fp32 master" if p.weight_dtype == "fp32" else "no fp32 master"
-        lines.append(f"  weights stored in {p.weight_dtype} ({master}), Adam moments in {p.moment_dtype} (cost.states)")
+        lines.append(f"  weights stored in {p.weight_dtype} ({master}), Adam moments in {p.moment_dtype} (cost.memory.states)")
     lines.append("")
     fit = memory_verdict(e)
     head = [
@@ -233,7 +233,7 @@ def hardware_table(s: System) -> str:
     lines.append(f"  memory overhead {s.memory_overhead_gib:g} GiB per device"
                  + (f"; at most {s.max_devices} devices" if s.max_devices else ""))
     if a.kernel_tables:
-        from ..spec.kernel_tables import table_dtypes
+        from ..spec.hardware.kernel_tables import table_dtypes
 
         for kind, path in a.kernel_tables.items():
             shown = path  # a catalogue table by its name; one outside it (held by its absolute path) by whose it is
@@ -242,7 +242,7 @@ def hardware_table(s: System) -> str:
                          a.sources.get("kernel_tables", "") else "the spec's own")
                 shown = f"{Path(path).name} ({whose}, not the catalogue's; at {path})"
             if kind == "attention":
-                from ..cost.kernels import backward_rate
+                from ..cost.compute.kernels import backward_rate
 
                 which = ("the flash attention of stacks running the part's own kernel (attention_native)"
                          if a.attention_table_kernel == "native" else "every stack's flash attention")
@@ -252,7 +252,7 @@ def hardware_table(s: System) -> str:
                              f"{e.sustained_fraction:g}; other stacks from the efficiency line above)")
                 continue
             if kind == "allreduce":
-                from ..spec.kernel_tables import allreduce_curves
+                from ..spec.hardware.kernel_tables import allreduce_curves
 
                 sizes = ", ".join(str(g) for g in sorted(allreduce_curves(path)))
                 lines.append(f"  kernel tables: allreduce {shown} (measured on {sizes} GPUs: prices perfmodel "
@@ -260,14 +260,14 @@ def hardware_table(s: System) -> str:
                              "tiers below)")
                 continue
             if kind == "decode_attention":
-                from ..spec.kernel_tables import decode_curves
+                from ..spec.hardware.kernel_tables import decode_curves
 
                 heads = len(decode_curves(path))
                 lines.append(f"  kernel tables: decode_attention {shown} (measured, {heads} head layouts by KV dtype: "
                              "prices perfmodel infer's decode attention of those heads; others at the HBM rate)")
                 continue
             if kind == "moe":
-                from ..spec.kernel_tables import moe_curves
+                from ..spec.hardware.kernel_tables import moe_curves
 
                 shapes = len({k[1:5] for k in moe_curves(path).curves})
                 lines.append(f"  kernel tables: moe {shown} (measured fused-MoE forward, {shapes} model shapes: prices "
@@ -301,9 +301,9 @@ def hardware_table(s: System) -> str:
 
 
 def host_table(h) -> list[str]:
-    """A system's host (spec.host_cpu.HostCPU) for `hardware show` / `hardware hosts NAME`: the CPU, and each
+    """A system's host (spec.host.cpu.HostCPU) for `hardware show` / `hardware hosts NAME`: the CPU, and each
     kind's seconds per call with its source."""
-    from ..spec.host_cpu import CALL_KINDS
+    from ..spec.host.cpu import CALL_KINDS
 
     if h is None:
         return ["  host: none named (the launch of kernels is not priced on this system)"]
@@ -410,8 +410,8 @@ def hardware_row(name: str, s) -> str:
 
 def release_text(p) -> str:
     """'\n  release megatron-bridge@26.08's recipe: ... (source)' where the plan's stack is a release line and the plan
-    is a MoE plan (spec.stack_release), else ''."""
-    from ..spec.stack_release import is_release, load_line, release_label, split_stack
+    is a MoE plan (spec.stack.release), else ''."""
+    from ..spec.stack.release import is_release, load_line, release_label, split_stack
 
     if not is_release(p.stack):
         return ""

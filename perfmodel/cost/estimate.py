@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..spec.hardware import DEFAULT_HEADROOM, System, load_hardware
-from ..spec.model import ModelConfig
-from ..spec.model_catalogue import load_model
-from ..spec.plan import Plan, resolve, split_of
+from ..spec.hardware.system import DEFAULT_HEADROOM, System, load_hardware
+from ..spec.model.config import ModelConfig
+from ..spec.model.catalogue import load_model
+from ..spec.plan.layout import Plan, resolve, split_of
 from ..spec.result import (
     ClockPower,
     HostSummary,
@@ -27,18 +27,18 @@ from ..spec.result import (
     StageTime,
     TimeBreakdown,
 )
-from ..spec.stack import REGIMES, Interval, Stack, load_stack, regimes_of
-from . import comm as C
-from .launch_queue import layer_calls
+from ..spec.stack.profile import REGIMES, Interval, Stack, load_stack, regimes_of
+from .comm import collectives as C
+from .host.launch_queue import layer_calls
 from .layouts import Layouts
-from .memory import MEMORY_PARTS, stage_memory
-from .memory_fit import VERDICTS, band_ends, memory_budget, memory_verdict, reserved_band
-from .mesh import Mesh
+from .memory.footprint import MEMORY_PARTS, stage_memory
+from .memory.fit import VERDICTS, band_ends, memory_budget, memory_verdict, reserved_band
+from .comm.mesh import Mesh
 from .power import COMPUTE_PARTS as POWER_COMPUTE
 from .power import average_watts, loop_clock, phase_seconds, phase_watts, priced_clock, step_energy_j
-from .units import COMPUTE_PARTS
-from .sharded import Comm
-from .stages import UNITS, Stages
+from .compute.units import COMPUTE_PARTS
+from .comm.sharded import Comm
+from .pipeline.stages import UNITS, Stages
 from .step import Step, evaluate
 
 
@@ -88,7 +88,7 @@ def stage_times(step: Step, i: int, split: list[int], mtp: int = 0) -> list[Stag
 
 def memory_note(memory: MemoryBreakdown, step: Step, stage: str, fits: bool, room: float) -> str:
     """Why a plan is tight or does not fit: where the allocator's room (capacity - runtime, `room` bytes) lies
-    against the band of the reserved estimate (cost.memory_fit.memory_limits), by how much, and the part of
+    against the band of the reserved estimate (cost.memory.fit.memory_limits), by how much, and the part of
     memory that decides it (the largest)."""
     GiB = 2**30
     parts = {k: getattr(memory, k) for k in ("weights", "gradients", "optimizer", "activations", "transient")}
@@ -107,7 +107,7 @@ def memory_note(memory: MemoryBreakdown, step: Step, stage: str, fits: bool, roo
 
 
 def host_notes(step: Step, plan: Plan, time_s: TimeBreakdown, i: int) -> str:
-    """'GPU idle 41%: host-bound ...' where the device waits on its host for 1% of the step or more (cost.launch_queue), with
+    """'GPU idle 41%: host-bound ...' where the device waits on its host for 1% of the step or more (cost.host.launch_queue), with
     what the host spends and at which rates; '' otherwise."""
     idle = time_s.host / time_s.total if time_s.total > 0 else 0.0
     if idle < 0.01:
@@ -116,7 +116,7 @@ def host_notes(step: Step, plan: Plan, time_s: TimeBreakdown, i: int) -> str:
     device = time_s.total - time_s.host - time_s.overhead
     bound = "host-bound" if host >= device else "partly host-bound"
     return (f"GPU idle {idle:.0%}: {bound}: the host takes {host * 1e3:.1f} ms per step to launch what the device runs "
-            f"in {device * 1e3:.1f} ms ({r.source}; cost.launch_queue)")
+            f"in {device * 1e3:.1f} ms ({r.source}; cost.host.launch_queue)")
 
 
 def host_summary(model: ModelConfig, system: System, plan: Plan, step: Step, time_s: TimeBreakdown,
@@ -154,13 +154,13 @@ def notes_of(model: ModelConfig, system: System, plan: Plan, step: Step, speedup
         host = system.shared_host
         notes.append(f"the spec's rates were measured with {host.ranks} ranks sharing {host.cores} cores; this job "
                      f"keeps fewer of them computing at once ({plan.gpus} ranks, pipeline stages waiting on the "
-                     f"slowest), so they compute {speedup:.2f}x faster (cost.compute.shared_core_speedup); compute, "
+                     f"slowest), so they compute {speedup:.2f}x faster (cost.compute.kernel_time.shared_core_speedup); compute, "
                      "op and optimizer times above include it")
     fit = system.run_fit
     if fit is not None and not fit.applies_to(plan.stack):
         notes.append(f"{system.name} is calibrated from {len(fit.runs)} measured runs of "
                      f"{', '.join(sorted({r.stack for r in fit.runs}))}, not of {plan.stack}: this plan is priced at "
-                     f"the spec's own rates, with its stack's interval (spec.hardware.RunFit.applies_to)")
+                     f"the spec's own rates, with its stack's interval (spec.hardware.system.RunFit.applies_to)")
     elif fit is not None:
         notes.append(f"{system.name} is calibrated from {len(fit.runs)} measured runs: the time parts above are the "
                      f"spec's compute / {fit.compute_speed:g}, exposed communication / {fit.network_speed:g} and "
@@ -200,7 +200,7 @@ def extrapolation_text(band: Interval, far: list[str], generation: str, precisio
 
 def prediction_interval(system: System, stack: Stack, moe: bool = False) -> Interval | None:
     """The interval of a prediction: the spec's own, where it was calibrated from measured runs of this stack and has
-    one (spec.hardware.RunFit.applies_to), else the stack profile's (Stack.interval; for a mixture-of-experts model
+    one (spec.hardware.system.RunFit.applies_to), else the stack profile's (Stack.interval; for a mixture-of-experts model
     Stack.moe_interval, from MoE runs); None where neither has one."""
     fit = system.run_fit
     if fit is not None and fit.interval is not None and fit.applies_to(stack.name):
@@ -236,7 +236,7 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
     ranks = memory_ranks(model, system, step, i, split)
     membd = max(ranks, key=lambda r: r.memory_bytes.reserved)
     on = lambda c: bool(item(c.active, i, n))
-    # the units' ops and comms are per distinct row of the plans (cost.units.unit_costs): plan i's is row j
+    # the units' ops and comms are per distinct row of the plans (cost.compute.units.unit_costs): plan i's is row j
     units, j = step.units, int(step.units.index[i])
     n_rows = len(units.lay)
     on_row, at_row = (lambda c: bool(item(c.active, j, n_rows))), (lambda x: float(item(x, j, n_rows)))
@@ -314,14 +314,14 @@ def clock_power(system: System, step: Step, time_s: TimeBreakdown, clock: float)
 def estimate(model: ModelConfig | str, hardware: System | str, plan: Plan | dict,
              headroom: float = DEFAULT_HEADROOM) -> Estimate:
     """Predict one training step of `plan` for `model` on `hardware` (objects, preset names or file paths);
-    `headroom`: the share of the allocator's room the fit test keeps free (`cost.memory_fit.memory_budget`)."""
+    `headroom`: the share of the allocator's room the fit test keeps free (`cost.memory.fit.memory_budget`)."""
     return evaluate_plan(model, hardware, plan, headroom)[1]
 
 
 def evaluate_plan(model: ModelConfig | str, hardware: System | str, plan: Plan | dict,
                   headroom: float = DEFAULT_HEADROOM) -> tuple[Step, Estimate]:
     """`estimate`, and the evaluated step it reports (what PaSE's tables take their reference from,
-    `cost.tables.cost_tables`), so that a caller needing both evaluates the plan once."""
+    `cost.pase.tables.cost_tables`), so that a caller needing both evaluates the plan once."""
     model, system = load_model(model), load_hardware(hardware)
     if isinstance(plan, dict):
         plan = Plan(**plan)

@@ -14,8 +14,8 @@ from typing import get_args
 
 import numpy as np
 
-from ..spec.finetune import LoRA
-from ..spec.plan import Plan, Recompute, Schedule, state_dtypes
+from ..spec.plan.finetune import LoRA
+from ..spec.plan.layout import Plan, Recompute, Schedule, state_dtypes
 
 VARYING = ("tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "zero", "recompute", "sequence_parallel", "schedule",
            "account_for_embedding", "account_for_loss", "dp_replicate")
@@ -62,25 +62,25 @@ class Layouts:
     moe_pad_to_capacity: bool = False  # every expert's input padded to its capacity
     moe_dispatcher: str = "alltoall"
     moe_overlap: bool = False
-    moe_dense_dispatch: bool = False  # MaxText's one-hot dispatch on capacity-padded buffers (cost.moe_dense)
+    moe_dense_dispatch: bool = False  # MaxText's one-hot dispatch on capacity-padded buffers (cost.compute.moe_dense)
     cuda_graphs: str | None = None  # Plan.cuda_graphs (None: the stack profile's HostProfile.graphs)
     fp8_recipe: str | None = None  # Plan.fp8_recipe: tensorwise | blockwise | mxfp8 (None: tensorwise's scales)
-    fp8_params: bool = False  # Plan.fp8_params: the GEMM weights stored quantized, no bf16 copy (cost.memory)
+    fp8_params: bool = False  # Plan.fp8_params: the GEMM weights stored quantized, no bf16 copy (cost.memory.footprint)
     recompute_modules: tuple[str, ...] | list[str] | None = None  # selective: Megatron-Core's module list
     loss_chunks: int = 1  # the LM head and loss run in this many token chunks (Plan.loss_chunks)
-    recompute_saved: tuple[str, ...] | list[str] | None = None  # names: the tensors kept (cost.remat_names)
+    recompute_saved: tuple[str, ...] | list[str] | None = None  # names: the tensors kept (cost.compute.remat_names)
     recompute_offloaded: tuple[str, ...] | list[str] | None = None  # ... of them and the input, in host memory
     optimizer_offload: bool = False  # the optimizer state in host memory between steps (Plan.optimizer_offload)
     activation_offload_layers: int = 0  # Megatron-Core cpu_offloading: layers whose activations wait in host memory
-    offload_modules: tuple[str, ...] | list[str] | None = None  # Megatron-Core fine-grained offloading (cost.act_offload)
-    optimizer_update: str = "device"  # where an offloaded state is updated (Plan.optimizer_update; cost.host_update)
+    offload_modules: tuple[str, ...] | list[str] | None = None  # Megatron-Core fine-grained offloading (cost.memory.act_offload)
+    optimizer_update: str = "device"  # where an offloaded state is updated (Plan.optimizer_update; cost.host.host_update)
     optimizer_offload_ratio: float = 1.0  # the share the host updates (Plan.optimizer_offload_ratio)
     dp_replicate: np.ndarray | int = 1  # hybrid sharding: replicas of the ZeRO group (Plan.dp_replicate)
     recompute_num_layers: int | None = None  # full: Megatron-LM --recompute-num-layers (None: every layer)
     recompute_method: str = "uniform"  # full: uniform | block
     compile: str = "none"  # torch.compile: none | model | model+loss (Plan.compile)
     tp_comm_overlap: bool | None = None  # Plan.tp_comm_overlap (None: the stack's)
-    account_for_embedding: np.ndarray | bool = False  # Megatron-LM's accounting (spec.megatron_split.megatron_chunks)
+    account_for_embedding: np.ndarray | bool = False  # Megatron-LM's accounting (spec.plan.megatron_split.megatron_chunks)
     account_for_loss: np.ndarray | bool = False
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
@@ -95,7 +95,7 @@ class Layouts:
         if isinstance(self.lora, dict):
             self.lora = LoRA(**self.lora)
         if self.grad_dtype is None or self.tp_comm_overlap is None:  # a job that leaves them to its stack
-            from ..spec.stack import stack_defaults
+            from ..spec.stack.profile import stack_defaults
 
             self.grad_dtype, self.tp_comm_overlap = stack_defaults(self.stack, self.grad_dtype, self.tp_comm_overlap)
         if self.weight_dtype is None or self.moment_dtype is None:

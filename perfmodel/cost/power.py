@@ -1,6 +1,6 @@
 """The clock a step's compute sustains under the board power limit, and the power and energy of its phases.
 
-A step's parts (spec.result.TimeBreakdown) fall in four kinds of time, each with its draw (spec.power_model.PowerModel):
+A step's parts (spec.result.TimeBreakdown) fall in four kinds of time, each with its draw (spec.hardware.power_model.PowerModel):
   compute: GEMMs, fused attention and the compute share of the recomputed forward, at clock fraction s drawing
            P_c(s) = idle + (compute - idle) * s**alpha and lasting T_c / s (the tables' rates scale with the clock);
   memory:  memory-bound kernels and the optimizer (and the recomputed forward's memory-bound share), at memory_w,
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..spec.power_model import PowerModel
+from ..spec.hardware.power_model import PowerModel
 
 COMPUTE_PARTS = ("gemm", "attention")
 MEMORY_PARTS = ("memory_bound", "optimizer")
@@ -60,7 +60,7 @@ def recompute_at(recompute, share, s):
 def refill_host(time: dict, priced: dict, host_s=None) -> dict:
     """`time` (parts changed from `priced`) with its host wait re-derived: where the device got slower it fills the
     wait (not below 0); where it got faster the wait stays, or, on a host-bound step (`host_s`, the host's own seconds
-    per step, at least the device's: cost.launch_queue), grows by as much, the step keeping the host's length. The
+    per step, at least the device's: cost.host.launch_queue), grows by as much, the step keeping the host's length. The
     total their sum."""
     device = lambda t: np.asarray(t["total"], float) - np.asarray(t["host"], float)  # noqa: E731
     out = dict(time)
@@ -96,7 +96,7 @@ def clocked_units(parts: dict, fwd: dict, share, s) -> tuple[dict, dict, dict]:
     """Each unit's seconds per micro-batch at clock fraction s, as `at_clock` takes the step's: (all, forward,
     recomputed), its gemm and attention parts / s and the compute `share` of its recompute / s; the forward
     stretched as the unit's passes other than the recompute (so the stages and the pipeline trace to the breakdown).
-    `parts`: unit -> its part -> seconds (cost.units); `fwd`: unit -> forward seconds."""
+    `parts`: unit -> its part -> seconds (cost.compute.units); `fwd`: unit -> forward seconds."""
     s = np.asarray(s, float)
     total, forward, recompute = {}, {}, {}
     for u, p in parts.items():
@@ -133,7 +133,7 @@ def average_watts(power: PowerModel, time: dict, s):
 
 def step_clock(power: PowerModel, time: dict, priced: float = 1.0):
     """The clock fraction (<= 1) a step's compute sustains under the limit, per plan: `time` priced at clock
-    `priced` (cost.kernels.Device prices at the loop's), the largest s whose step, its compute at s
+    `priced` (cost.compute.kernels.Device prices at the loop's), the largest s whose step, its compute at s
     (`at_clock(time, s / priced)`), averages within limit_w (bisection: the average rises with s). The kinds of
     time at s are `at_clock`'s, summed once here (the search evaluates many plans at once)."""
     sec = phase_seconds(time)
@@ -166,7 +166,7 @@ def step_clock(power: PowerModel, time: dict, priced: float = 1.0):
 
 
 def priced_clock(power: PowerModel | None) -> float:
-    """The clock the kernels are priced at (cost.kernels.Device.fraction): a compute-bound loop's under the limit
+    """The clock the kernels are priced at (cost.compute.kernels.Device.fraction): a compute-bound loop's under the limit
     where the part has a power model, the tables' (1) where it has none."""
     return 1.0 if power is None else loop_clock(power)
 

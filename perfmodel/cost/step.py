@@ -2,20 +2,20 @@
 
 Step time = pipeline time of the m micro-batches (slowest stage, plus the bubble)
           + exposed data-parallel / ZeRO-1/2 communication + the optimizer step
-          (+ the optimizer state's copies from and to host memory where it is kept there, cost.offload).
+          (+ the optimizer state's copies from and to host memory where it is kept there, cost.memory.offload).
 A stage is built from units (its layers, plus the embedding on the first stage and the LM head and loss on
 the last). Per micro-batch a unit costs its operators' forward, backward and recomputed forward
-(`cost.units.op_kernels`) plus the exposed communication it causes:
+(`cost.compute.units.op_kernels`) plus the exposed communication it causes:
   - the tensors its operators pass to each other (tensor parallelism): never overlapped, except the sequence-
-    parallel re-gather of a GEMM's input in the backward (`cost.sharded.edge_cost`);
-  - context-parallel key/value exchange: overlapped with the attention kernel (`cost.sharded.kv_exchange`);
+    parallel re-gather of a GEMM's input in the backward (`cost.comm.sharded.edge_cost`);
+  - context-parallel key/value exchange: overlapped with the attention kernel (`cost.comm.sharded.kv_exchange`);
   - ZeRO-3 weight gathers and gradient reduce-scatters: overlapped with the compute of the unit they serve,
     except the embedding's, which starts the forward and ends the backward with nothing to hide behind;
   - pipeline sends: exposed.
-The host launches every kernel and collective ahead of the device (cost.launch_queue): a stage's micro-batch takes the
+The host launches every kernel and collective ahead of the device (cost.host.launch_queue): a stage's micro-batch takes the
 longer of its device seconds and its host's (`host`: the seconds the device waits), and the step's end the longer
 of the device's reduction and update and the host's optimizer loop (the stack's calls, priced on the system's host:
-cost.launch_queue.host_rates). Data-parallel gradient reduction (every
+cost.host.launch_queue.host_rates). Data-parallel gradient reduction (every
 micro-batch for ZeRO-2, once otherwise) overlaps the backward of the last micro-batch except its last layer's
 bucket (torch DDP's last bucket where the stack names its buckets: Stack.ddp_buckets); ZeRO-1/2 weight gathers overlap the first forward of the next step likewise (ZeRO-1's only where the
 stack's overlap_param_gather says so); with pp > 1 and tied embeddings, the first and last stages all-reduce the
@@ -35,43 +35,35 @@ from typing import get_args
 
 import numpy as np
 
-from ..spec.hardware import DEFAULT_HEADROOM, NARROW_PRECISIONS, System
-from ..spec.model import ModelConfig
-from ..spec.recompute import Recompute
-from . import comm as C
-from .compression import GRAD_BYTES, compression_seconds, layout_wire_bytes
-from .frozen import adapter_params
-from .flops import model_flops_per_token, mtp_flops_per_token, recompute_flops_per_token, tiled_loss_flops_per_token
-from .launch_queue import HostRates, launch_seconds, parameter_tensors, queued, stage_launches, step_seconds
-from .kernels import ACT_BYTES, Device
-from .layouts import Layouts, among
-from .memory import recomputed_share, sp_replicated_params, stage_memory, stage_params
-from .offload import optimizer_copies
-from .host_update import host_share, host_updates
-from .host_update_time import host_update_comm
-from .memory_fit import VERDICTS, host_limit, memory_limits, memory_verdict
-from .mesh import BIT, Mesh
-from .moe import ExpertDataGroup, expert_layer_params, group_tiers
-from .operator_table import operators
-from .pipeline import pipeline_time
-from .power import at_clock, clocked_units, priced_clock, recompute_compute_share, refill_host, step_clock
-from .sharded import (
-    ZERO_GROUP,
-    Comm,
-    chunked,
-    ddp_pieces,
-    gradient_sync,
-    optimizer_seconds,
-    overlap_fraction,
-    partial_sum,
-    replica_group,
-    replicate_sync,
-    weight_gather,
-    with_overlap,
+from ..spec.hardware.system import DEFAULT_HEADROOM, NARROW_PRECISIONS, System
+from ..spec.model.config import ModelConfig
+from ..spec.plan.recompute import Recompute
+from .comm import collectives as C
+from .comm.compression import GRAD_BYTES, compression_seconds, layout_wire_bytes
+from .memory.frozen import adapter_params
+from .compute.flops import (
+    model_flops_per_token, mtp_flops_per_token, recompute_flops_per_token, tiled_loss_flops_per_token,
 )
-from .stages import UNITS, Stages, pick, shared_host_speedup, unit_counts
-from .states import WEIGHT_BYTES, state_bytes
-from .units import STAGE_PARTS, Units, unit_costs
+from .host.launch_queue import HostRates, launch_seconds, parameter_tensors, queued, stage_launches, step_seconds
+from .compute.kernels import ACT_BYTES, Device
+from .layouts import Layouts, among
+from .memory.footprint import recomputed_share, sp_replicated_params, stage_memory, stage_params
+from .memory.offload import optimizer_copies
+from .host.host_update import host_share, host_updates
+from .host.host_update_time import host_update_comm
+from .memory.fit import VERDICTS, host_limit, memory_limits, memory_verdict
+from .comm.mesh import BIT, Mesh
+from .compute.moe import ExpertDataGroup, expert_layer_params, group_tiers
+from .compute.operator_table import operators
+from .pipeline.schedules import pipeline_time
+from .power import at_clock, clocked_units, priced_clock, recompute_compute_share, refill_host, step_clock
+from .comm.sharded import (
+    ZERO_GROUP, Comm, chunked, ddp_pieces, gradient_sync, optimizer_seconds, overlap_fraction, partial_sum,
+    replica_group, replicate_sync, weight_gather, with_overlap,
+)
+from .pipeline.stages import UNITS, Stages, pick, shared_host_speedup, unit_counts
+from .memory.states import WEIGHT_BYTES, state_bytes
+from .compute.units import STAGE_PARTS, Units, unit_costs
 
 
 @dataclass
@@ -101,14 +93,14 @@ class Step:
     unit_recompute: dict[str, np.ndarray]  # ... of which recomputed forward
     p2p: np.ndarray  # seconds per micro-batch of a stage's sends
     stage_time_max: np.ndarray  # seconds per micro-batch of the slowest stage
-    compute_speedup: np.ndarray  # cost.compute.shared_core_speedup applied to compute (1: no shared host)
+    compute_speedup: np.ndarray  # cost.compute.kernel_time.shared_core_speedup applied to compute (1: no shared host)
     moe_window: np.ndarray  # seconds of a layer's compute per micro-batch that moe_overlap hides its dispatch behind
     host_kernels: np.ndarray  # operator launches per step on the slowest stage (host_counts)
     host_calls: np.ndarray  # collective calls and sends per step on the slowest stage
     host_s: np.ndarray  # the host's seconds per step on the slowest stage (launches, calls, optimizer loop)
     unit_host: dict[str, tuple[np.ndarray, np.ndarray]]  # unit -> host seconds launching its forward, backward
     send_host: np.ndarray  # host seconds of a stage's sends per micro-batch
-    host_rates: HostRates  # what they were priced at (cost.launch_queue)
+    host_rates: HostRates  # what they were priced at (cost.host.launch_queue)
     clock: np.ndarray  # fraction of the kernel tables' clock the compute ran at under the power limit (cost.power)
 
     @property
@@ -117,7 +109,7 @@ class Step:
 
     @property
     def verdict(self) -> np.ndarray:
-        """Each plan's cost.memory_fit.memory_verdict: fits, tight or does not fit."""
+        """Each plan's cost.memory.fit.memory_verdict: fits, tight or does not fit."""
         return memory_verdict(self.memory["reserved"], self.budget, self.limit, self.memory["host"], self.host_room)
 
     @property
@@ -135,7 +127,7 @@ class Step:
         return self.model_flops / (self.step_time_s * self.lay.gpus * self.peak_flops)
 
 
-# The parts of a step that a calibration from measured runs scales (spec.hardware.RunFit): time the devices compute
+# The parts of a step that a calibration from measured runs scales (spec.hardware.system.RunFit): time the devices compute
 # (or wait on computing neighbours), and exposed communication.
 COMPUTE_TIME = ("gemm", "attention", "memory_bound", "recompute", "bubble", "optimizer")
 COMM_TIME = ("tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "zero3_comm", "offload_comm")
@@ -147,7 +139,7 @@ def clean(part, total):
 
 
 def run_fit_time(compute, comm, host, compute_speed, network_speed, host_speed=1.0, step_overhead_s=0.0):
-    """Step seconds with a calibration from measured runs (calibrate.from_runs): compute / compute_speed + comm /
+    """Step seconds with a calibration from measured runs (calibrate.runs.from_runs): compute / compute_speed + comm /
     network_speed + host / host_speed + step_overhead_s (`compute`, `comm`: the step's COMPUTE_TIME and COMM_TIME
     seconds at the spec's rates; `host`: the seconds the device waits on its host plus the stack's per-step
     overhead). First-order in the speeds: a slower network leaves the exposed communication exposed for longer and
@@ -189,10 +181,10 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     # pipeline only where it syncs each chunk on its last micro-batch (not after the flush)
     overlap_steps = overlap & stack.overlap_grad_reduce & ((pp == 1) | stack.overlap_grad_reduce_with_pp)
     gbytes = GRAD_BYTES[lay.grad_dtype]
-    wbytes = layout_wire_bytes(model, lay)  # what the gradient collectives carry per element (cost.compression)
+    wbytes = layout_wire_bytes(model, lay)  # what the gradient collectives carry per element (cost.comm.compression)
     none = np.zeros(len(lay))
 
-    # --- one layer, the embedding and the head on one device, once per distinct row (cost.units) ------------
+    # --- one layer, the embedding and the head on one device, once per distinct row (cost.compute.units) ------------
     units = unit_costs(model, system, lay)
     per_plan = units.per_plan
     parts = {u: {k: per_plan(x) for k, x in units.parts[u].items()} for u in UNITS}
@@ -214,7 +206,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
 
     # --- stages ----------------------------------------------------------------------------------------------
     # per micro-batch of each stage: the device's seconds (its units and sends), and the host's launching them;
-    # the stage takes the longer where the host runs ahead (cost.launch_queue.queued). The slowest stage's, part by part.
+    # the stage takes the longer where the host runs ahead (cost.host.launch_queue.queued). The slowest stage's, part by part.
     sends = np.where(pp > 1, 2.0 * v, 0.0)  # send/recv calls per micro-batch of a stage
     send_host = launch_seconds(rates, sends)
     # full recompute by Megatron-LM's block method re-runs only some of a stage's layers
@@ -231,7 +223,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     device_mb, t_mean_device = device_pipeline(unit_time)
     dev_f, dev_b = st.seconds(fwd) + p2p / 2, st.seconds(bwd) + p2p / 2
     # a pipeline's chunk steps and a synchronising MoE dispatch break the launch queue's stretch: the calls after
-    # each are exposed (cost.launch_queue.stage_launches)
+    # each are exposed (cost.host.launch_queue.stage_launches)
     launch_f, launch_b, synced, wait = stage_launches(rates, model, st.seconds(host_f), st.seconds(host_b), send_host,
                                                       dev_f, dev_b, pp, v, st.layers)
     per_mb = device_mb + wait  # the device's seconds, and those it waits on its host
@@ -249,10 +241,10 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     experts_of = st.layers * expert_layer_params(model, lay)  # a MoE model's routed experts, reduced over edp
     big = np.argmax(np.where(st.valid, params_of + experts_of, -np.inf), axis=0)
     p_stage, pe_stage, nl = pick(params_of, big), pick(experts_of, big), np.maximum(pick(st.layers, big), 1)
-    if lay.lora is not None:  # a LoRA fine-tune reduces, gathers and updates its adapters alone (spec.finetune)
+    if lay.lora is not None:  # a LoRA fine-tune reduces, gathers and updates its adapters alone (spec.plan.finetune)
         p_stage, pe_stage = pick(st.layers, big) * adapter_params(model, lay), 0.0 * pe_stage
     # what the gradient reduction and the weight gathers hide behind: the backward / forward as long as the stage
-    # runs them, the device's or its host's (cost.launch_queue.queued; a CPU device: both, one after the other)
+    # runs them, the device's or its host's (cost.host.launch_queue.queued; a CPU device: both, one after the other)
     on_big = lambda per_unit: sum(per_unit[u] * pick(st.count(u), big) for u in UNITS)  # noqa: E731
     fwd_mb = queued(on_big(fwd), 0.0, on_big(host_f), 0.0, False, rates.serial)
     bwd_mb = queued(on_big(bwd), 0.0, on_big(host_b), 0.0, False, rates.serial)
@@ -276,7 +268,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     reps_r = np.where((zero >= 2) & (pp == 1), m, 1) * on_r
 
     # torch DDP's buckets where the stack names them and wraps the stage in DDP (the plain-torch executor: ZeRO 0/1
-    # without tp or pp; with tp, ZeRO-1 runs as FSDP2 and ZeRO-0 as one all-reduce: execute.data_parallel): the last
+    # without tp or pp; with tp, ZeRO-1 runs as FSDP2 and ZeRO-0 as one all-reduce: execute.parallel.data): the last
     # bucket, the first layers', waits for the end of the backward; DDP sizes its buckets by the gradient tensors'
     # own bytes (their dtype), whatever a communication hook then sends
     ddp = (zero < 2) & (t == 1) & (pp == 1)
@@ -338,17 +330,17 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
              + compression_seconds(dev, pe_stage, gbytes, lay.grad_compression, edp)
              ) / shared_host_speedup(system, lay)
 
-    # the optimizer state kept in host memory: in for the update, out after it (cost.offload.optimizer_copies)
+    # the optimizer state kept in host memory: in for the update, out after it (cost.memory.offload.optimizer_copies)
     opt_state = state_bytes(p_stage, lay)["optimizer"] + state_bytes(pe_stage, lay, edp)["optimizer"]
     steps.append(optimizer_copies(system, opt_state, lay.optimizer_offload and not host_updates(lay)))
-    # ... or updated on the host's CPUs (cost.host_update_time: DeepSpeed's ZeRO-Offload / SuperOffload)
+    # ... or updated on the host's CPUs (cost.host.host_update_time: DeepSpeed's ZeRO-Offload / SuperOffload)
     updated = p_stage / np.where(zero >= 1, shard, 1) + pe_stage / np.where(zero >= 1, edp, 1)
     steps.append(host_update_comm(system, lay, updated, updated, bwd_mb))
     t_copy = steps[-2].exposed + steps[-1].exposed + none
     # the step's collective calls (the host copies of an offloaded state are copies, priced with the update)
     step_calls = sum(np.asarray(c.calls, float) * np.asarray(c.active, bool) for c in steps if c.part != "offload_comm")
     # the step's end: the host loops over the stage's parameter tensors (clip, update, zero_grad) and makes the
-    # step's calls while the device reduces and updates (cost.launch_queue.step_seconds)
+    # step's calls while the device reduces and updates (cost.host.launch_queue.step_seconds)
     tensors = parameter_tensors(model)
     tensors_of = pick(st.layers * tensors["layer"] + st.embedding * tensors["embedding"]
                       + st.head * tensors["head"], big)
@@ -362,7 +354,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     host_tail = host_update + (0.0 if sync else host_calls_s)
     host_total = host_body + host_tail  # the host's seconds per step on the slowest stage
     # the pipeline at the device's seconds alone (what the host's lead is measured against)
-    def device_bubble(device_mb, mean):  # the pipeline's bubble at the device's seconds (cost.pipeline)
+    def device_bubble(device_mb, mean):  # the pipeline's bubble at the device's seconds (cost.pipeline.schedules)
         return pipeline_time(m, pick(device_mb, bottleneck), mean, pp, v) - m * pick(device_mb, bottleneck)
 
     t_pipe_device = m * pick(device_mb, bottleneck) + device_bubble(device_mb, t_mean_device)
@@ -382,7 +374,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     host_calls = (sum(calls_of[u] * held[u] for u in UNITS) + sends) * m + step_calls
     # the clock the step's own mix sustains under the board limit (cost.power), before a calibration from runs
     power, clock = system.accelerator.power, np.ones(len(lay))
-    if power is not None:  # priced at the loop's clock (cost.kernels.Device.fraction): from there to the step's
+    if power is not None:  # priced at the loop's clock (cost.compute.kernels.Device.fraction): from there to the step's
         priced = priced_clock(power)
         clock = step_clock(power, time, priced)
         compute_share = recompute_compute_share(time)

@@ -11,7 +11,7 @@ sit and returns every key and value so far, so the model itself is unchanged.
 Per round, each replica prefills its B prompts of I tokens in one forward (logits of the last position only, as
 serving engines compute them), samples greedily, then runs O - 1 decode steps of one token per sequence. Every
 rank times each step; a step's time is the slowest rank's (`spec.measurement.job_step_times`). Rank 0 writes the
-measurement beside the plan (`spec.serve_files.ServeMeasurement`).
+measurement beside the plan (`spec.serving.files.ServeMeasurement`).
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ import torch.distributed as dist
 
 from ..files import relative_ref
 from ..spec.measurement import job_step_times
-from ..spec.plan import Plan
-from ..spec.plan_file import megatron_placements
-from ..spec.kernel_tables import write_with_tables
-from ..spec.serve_files import ServeMeasurement, load_serve_plan
-from ..spec.stack import EXECUTOR_STACK
-from .context_parallel import point_embedding
+from ..spec.plan.layout import Plan
+from ..spec.plan.file import megatron_placements
+from ..spec.hardware.kernel_tables import write_with_tables
+from ..spec.serving.files import ServeMeasurement, load_serve_plan
+from ..spec.stack.profile import EXECUTOR_STACK
+from .parallel.context import point_embedding
 from .train import device_name, initialise
 from .transformer import Transformer
 
@@ -89,7 +89,7 @@ class Server:
         with torch.device("meta"):
             m = Transformer(self.cfg)
         if self.tp_mesh is not None:
-            from .tensor_parallel import apply_tp
+            from .parallel.tensor import apply_tp
 
             apply_tp(m, self.tp_mesh, megatron_placements(self.cfg, placement_plan(pf)))
         m.to_empty(device=device)

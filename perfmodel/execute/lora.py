@@ -1,15 +1,15 @@
 """LoRA fine-tuning on the executor's model (Plan.lora; Hu et al. 2021, "LoRA", Sec. 4.1): every weight of the
-base model frozen, and a low-rank update B A trained beside each targeted linear, as `spec.finetune` prices it:
+base model frozen, and a low-rank update B A trained beside each targeted linear, as `spec.plan.finetune` prices it:
 one adapter on the fused q, k, v projection and one on the output projection (modules "attention"), and on the
-dense MLP's fused [w1; w3] and w2 as well ("all"), of r (n + k) parameters each (`spec.finetune.adapter_params`).
+dense MLP's fused [w1; w3] and w2 as well ("all"), of r (n + k) parameters each (`spec.plan.finetune.adapter_params`).
 Routed experts are never adapted; the executor runs adapters without tensor parallelism (execute.run_plans)."""
 
 from __future__ import annotations
 
 from torch import nn
 
-from ..spec.finetune import LoRA
-from ..spec.model import ModelConfig
+from ..spec.plan.finetune import LoRA
+from ..spec.model.config import ModelConfig
 from .transformer import MLP, Adapter
 
 

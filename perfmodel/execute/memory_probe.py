@@ -17,10 +17,10 @@ CPU: torch keeps no allocator statistics for CPU tensors. The most faithful meas
 /work/shared/TORCH_NOTES.md for the alternatives tried: the profiler's memory events were 10-25% off, the
 private MemTracker missed DDP's buckets) is the process's resident-set high-water mark (VmHWM in
 /proc/self/status) with glibc returning every block of a page (4 KiB) or more to the OS at once
-(MALLOC_MMAP_THRESHOLD_=4096, execute.launch.MALLOC_MEMORY): then resident memory follows the live tensors to within
+(MALLOC_MMAP_THRESHOLD_=4096, execute.launch.torchrun.MALLOC_MEMORY): then resident memory follows the live tensors to within
 ~1 MiB. That setting slows the steps (a page fault per allocation), so on CPU `execute` measures memory in an
 untimed phase and times the steps in the next, in the same ranks, the allocator switched between them
-(execute.launch.set_allocator; execute.run_plans.run_plans). The high-water mark is reset (write 5
+(execute.launch.torchrun.set_allocator; execute.run_plans.run_plans). The high-water mark is reset (write 5
 to /proc/self/clear_refs) when measurement starts, and the resident size before the model was built (the
 interpreter, torch's libraries, the process group) is subtracted, or the resident size after the plan's
 model, optimizer and batches are freed if larger (library code and workspaces that the first step paged in
@@ -35,7 +35,7 @@ from __future__ import annotations
 import torch
 
 from .host import rss_bytes
-from .launch import MALLOC_MEMORY, allocator_text
+from .launch.torchrun import MALLOC_MEMORY, allocator_text
 
 _CPU_BASE = ("less the larger of the resident size before the model was built and after it was freed; "
              + allocator_text(MALLOC_MEMORY))

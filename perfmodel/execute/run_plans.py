@@ -26,16 +26,10 @@ from ..spec.measurement import (
     measurement_path,
     write_measurement,
 )
-from ..spec.plan import megatron_rules
-from ..spec.plan_file import (
-    PLACEMENT_AXES,
-    PlanFile,
-    load_plan_file,
-    megatron_placements,
-    unrunnable_split,
-)
-from .launch import MALLOC_MEMORY, MALLOC_TIMING, RunFailed, allocator_text, launch
-from .manifest import make_ready, plan_checkpoints, remove_unfinished, saves
+from ..spec.plan.layout import megatron_rules
+from ..spec.plan.file import PLACEMENT_AXES, PlanFile, load_plan_file, megatron_placements, unrunnable_split
+from .launch.torchrun import MALLOC_MEMORY, MALLOC_TIMING, RunFailed, allocator_text, launch
+from .checkpoint.manifest import make_ready, plan_checkpoints, remove_unfinished, saves
 
 RUNNABLE_PRECISIONS = ("bf16", "fp16")  # fp8 / fp4 GEMMs need libraries (torchao, Transformer Engine) not used here
 DEFAULT_TIMEOUT_S = 1800.0
@@ -154,7 +148,7 @@ def model_unrunnable(model, where: str) -> None:
 
 
 def moe_unrunnable(pf: PlanFile, where: str) -> None:
-    """Refuse what the executor's MoE layers (execute.transformer.MoE, execute.expert_parallel) do not run: experts
+    """Refuse what the executor's MoE layers (execute.transformer.MoE, execute.parallel.expert) do not run: experts
     split inside (etp > 1), or tensor parallelism beside them (its placements name no MoE operator)."""
     plan = pf.plan
     if plan.etp > 1:
@@ -179,14 +173,14 @@ def run_plans(plan_paths: list[Path], nproc: int, *, device: str = "auto", steps
     """Run every plan file in one torchrun launch, `rounds` times over (interleaved); write and return one
     Measurement per plan (`make_folders`: the outputs' folders may be created, once the run goes ahead).
 
-    Checkpoints (execute/resume.py, execute/manifest.py): with `checkpoint_every` K the timed phase saves each
+    Checkpoints (execute/checkpoint/resume.py, execute/checkpoint/manifest.py): with `checkpoint_every` K the timed phase saves each
     plan's full training state after every K steps into checkpoint_dir/PLAN/step-N (async: written from a
     background thread); with `resume` it first loads each plan's newest complete save there (a torn one is
     refused, with a line, for the one before it; none: from step 0) and runs the steps after it.
 
     On CPU, peak memory comes from an untimed phase of MEMORY_STEPS steps per plan with glibc set to return freed
-    blocks at once (execute.launch.MALLOC_MEMORY), because that setting slows the steps it measures; the timed phase
-    follows in the same launch and the same ranks, the allocator set for timing (execute.launch.MALLOC_TIMING;
+    blocks at once (execute.launch.torchrun.MALLOC_MEMORY), because that setting slows the steps it measures; the timed phase
+    follows in the same launch and the same ranks, the allocator set for timing (execute.launch.torchrun.MALLOC_TIMING;
     the worker switches it with mallopt between the phases). On CUDA one phase does both.
     `memory=False` (for callers that read only step times and losses, such as calibrate's host probe): on CPU the
     timed phase alone, its memory fields as those steps saw them (`timed_memory_only`).
@@ -332,7 +326,7 @@ def _memory_noted(m: Measurement, where: str, allocator: str | None = None) -> d
 
 def timed_memory_only(timed: Measurement) -> Measurement:
     """A CPU measurement run without the memory phase: its memory fields are what the timed steps saw, with
-    glibc keeping freed blocks resident for reuse (execute.launch.MALLOC_TIMING), so the resident size barely rises
+    glibc keeping freed blocks resident for reuse (execute.launch.torchrun.MALLOC_TIMING), so the resident size barely rises
     and they read low, often 0 for a small model (seen: 0.0 MiB where the memory phase reads 4.2); the methods say
     so. For callers that read only step times."""
     where = ("; in the timed steps (freed blocks kept resident and reused, so it reads low): run without the memory "
@@ -347,5 +341,5 @@ def with_memory_of(timed: Measurement, memory: Measurement) -> Measurement:
     views = {r.rank: {f: getattr(r, f) for f in MEMORY_FIELDS} for r in memory.ranks}
     ranks = [r.model_copy(update=views[r.rank]) for r in timed.ranks]
     where = (f"; in an untimed phase over {memory.steps} step(s) before the timed one, in the same ranks, the step "
-             "times with the allocator set for timing (execute.launch.MALLOC_TIMING)")
+             "times with the allocator set for timing (execute.launch.torchrun.MALLOC_TIMING)")
     return timed.model_copy(update={"ranks": ranks, **_memory_noted(memory, where)})

@@ -3,7 +3,7 @@
 
 `serve_plans` checks every plan before anything starts (device type, process count, what the executor builds),
 launches one `torchrun` for all of them (execute/worker.py on each rank, a job of kind "serve"), and returns
-their measurements, each written beside its plan (`spec.serve_files.served_path`). The parent imports no torch
+their measurements, each written beside its plan (`spec.serving.files.served_path`). The parent imports no torch
 unless it must ask whether CUDA is there.
 """
 
@@ -17,9 +17,9 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..files import check_creatable, check_writable, make_parents
-from ..spec.serve_files import ServeMeasurement, load_serve_measurement, load_serve_plan, served_path
-from .launch import launch
-from ..spec.plan import divisors, values_text
+from ..spec.serving.files import ServeMeasurement, load_serve_measurement, load_serve_plan, served_path
+from .launch.torchrun import launch
+from ..spec.plan.layout import divisors, values_text
 from .run_plans import DEFAULT_TIMEOUT_S, PG_TIMEOUT_S, check_device, device_for, model_unrunnable
 
 

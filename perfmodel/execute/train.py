@@ -23,20 +23,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from .host import cpu_name
-from ..spec.plan import chunk_layers
-from ..spec.plan_file import MESH_AXES, PlanFile, megatron_placements
-from .checkpointing import apply_ac, plain_name
-from .context_parallel import apply_cp
+from ..spec.plan.layout import chunk_layers
+from ..spec.plan.file import MESH_AXES, PlanFile, megatron_placements
+from .parallel.checkpointing import apply_ac, plain_name
+from .parallel.context import apply_cp
 from .data import local_slice
-from .data_parallel import (
-    allreduce_gradients,
-    apply_data_parallel,
-    as_param_placement,
-    make_optimizer,
-)
+from .parallel.data import allreduce_gradients, apply_data_parallel, as_param_placement, make_optimizer
 from .lora import apply_lora
 from .transformer import Transformer, initial_value
-from .pipeline_parallel import make_schedule, prune, stage_indices, virtual_stage_layers
+from .parallel.pipeline import make_schedule, prune, stage_indices, virtual_stage_layers
 
 LR = 1e-3  # AdamW learning rate: large enough that a few steps move the loss, small enough to stay stable
 
@@ -74,14 +69,14 @@ class Trainer:
         tp_mesh = self.mesh["tp"] if plan.tp > 1 else None
         dp_mesh = self.mesh["dp", "cp"]._flatten("dp_cp") if plan.dp * plan.cp > 1 else None
         if plan.dp_replicate > 1:  # hybrid sharding: FSDP2 over (replicate, shard x cp)
-            from .data_parallel import hsdp_mesh
+            from .parallel.data import hsdp_mesh
 
             dp_mesh = hsdp_mesh(device.type, plan)
         cp_group = self.mesh["cp"].get_group() if plan.cp > 1 else None
         self.tp_mesh, self.dp_mesh = tp_mesh, dp_mesh
         self.experts = None  # expert parallelism (ep > 1): the experts' mesh and data parallelism
         if cfg.moe is not None and plan.ep > 1:
-            from .expert_parallel import ExpertData, expert_mesh
+            from .parallel.expert import ExpertData, expert_mesh
 
             ep_mesh = expert_mesh(device.type, plan.pp, plan.dp * plan.cp, plan.ep)
             self.experts = ExpertData(ep_mesh["edp"], plan.ep)
@@ -97,13 +92,13 @@ class Trainer:
                 if plan.lora is not None:  # adapters on a frozen base (execute.lora)
                     apply_lora(m, cfg, plan.lora)
             if tp_mesh is not None:
-                from .tensor_parallel import apply_tp, stage_input_placement
+                from .parallel.tensor import apply_tp, stage_input_placement
 
                 apply_tp(m, tp_mesh, placements)
                 self._stage_io(m, None if v == 0 else stage_input_placement(placements, ranges[v][0]))
             first_expert = {}
             if self.experts is not None:
-                from .expert_parallel import apply_ep
+                from .parallel.expert import apply_ep
 
                 first_expert = apply_ep(m, ep_mesh["ep"])
             apply_ac(m, plan.recompute, plan.recompute_modules, plan.recompute_num_layers, plan.recompute_method)
@@ -125,7 +120,7 @@ class Trainer:
         self.dense_params = [p for p in self.params if id(p) not in expert_ids]
         self.optimizer = make_optimizer(self.dense_params, plan.zero, self.dp_kind, dp_mesh, lr)
         if self.expert_params:  # (a pipeline rank whose layers are all dense holds none)
-            from .expert_parallel import Optimizers
+            from .parallel.expert import Optimizers
 
             edp = self.experts.mesh
             self.optimizer = Optimizers(self.optimizer, make_optimizer(
@@ -161,7 +156,7 @@ class Trainer:
             return lambda logits, targets: F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
         from torch.distributed.tensor import DTensor, Replicate, Shard
 
-        from .tensor_parallel import loss_input
+        from .parallel.tensor import loss_input
 
         mesh, tp, tp_rank = self.tp_mesh, self.plan.tp, self.rank["tp"]
         emitted, want = loss_input(placements)
@@ -230,7 +225,7 @@ class Trainer:
                     (loss / m).backward()
                 losses.append(loss.detach())
         if self.tp_mesh is not None and self.dp_kind != "fsdp":
-            from .tensor_parallel import reduce_partial_gradients
+            from .parallel.tensor import reduce_partial_gradients
 
             reduce_partial_gradients(self.params, self.tp_mesh)
         if self.dp_kind == "allreduce":
@@ -243,7 +238,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         return self._share(losses)
 
-    # -- state for checkpoints (execute/resume.py) ---------------------------------------------------------
+    # -- state for checkpoints (execute/checkpoint/resume.py) ---------------------------------------------------------
     def _stateful(self):
         """(one module holding this rank's stages, its local optimizers) for torch's get/set_state_dict. The
         stages sit under their virtual stage index (a pipeline rank may hold several). ZeRO-1's partition

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..spec.model import ModelConfig
+from ..spec.model.config import ModelConfig
 
 ROPE_THETA = 10000.0  # Su et al. 2021 (RoFormer), Eq. 15: theta_i = 10000^(-2i/d)
 INIT_STD = 0.02  # GPT-2 / Megatron-LM initialisation (Radford et al. 2019; Shoeybi et al. 2019, Sec. 3)

@@ -41,11 +41,11 @@ from ..spec.measurement import (
     job_step_times,
     write_measurement,
 )
-from ..spec.plan_file import load_plan_file
+from ..spec.plan.file import load_plan_file
 from . import faults
-from .agent import FORKED_VAR
+from .launch.agent import FORKED_VAR
 from .data import Batches
-from .launch import AT, MALLOC_MEMORY, MALLOC_TIMING, PREFIX, describe, set_allocator
+from .launch.torchrun import AT, MALLOC_MEMORY, MALLOC_TIMING, PREFIX, describe, set_allocator
 from .memory_probe import METHOD, PeakMemory
 from .tracing import TRACED_STEPS, trace_path, trace_steps
 from .train import Trainer, check_finite, device_name
@@ -53,7 +53,7 @@ from .train import Trainer, check_finite, device_name
 
 def preload() -> None:
     """Import what every rank would otherwise import on first use, once, in the agent before it forks the ranks
-    (execute/agent.py calls it): torch._dynamo, which torch's own decorators import at a rank's first random fill
+    (execute/launch/agent.py calls it): torch._dynamo, which torch's own decorators import at a rank's first random fill
     (about 2 CPU-s a rank on a 2-core host), FSDP2, pipelining, ZeRO-1's optimizer and DCP."""
     import torch._dynamo
     import torch.distributed.checkpoint
@@ -119,7 +119,7 @@ def at(place: str, point: str | None = None) -> None:
 
 
 def failure_cause(err: BaseException) -> str:
-    """One line for an exception: the cause its text shows (execute.launch.describe: out of memory, disk full, a timed-out
+    """One line for an exception: the cause its text shows (execute.launch.torchrun.describe: out of memory, disk full, a timed-out
     collective ...), else its type and first line. A failed checkpoint names the rank whose write failed."""
     from torch.distributed.checkpoint.api import CheckpointException
 
@@ -136,12 +136,12 @@ def failure_cause(err: BaseException) -> str:
 
 
 def checkpointer_for(entry: dict, trainer: Trainer, group):
-    """The plan's Checkpointer (execute/resume.py) when the job asks for saves or a resume, else None. It reports
+    """The plan's Checkpointer (execute/checkpoint/resume.py) when the job asks for saves or a resume, else None. It reports
     its saves as places (`at`): "save4" as the save after step 4 starts, "commit4" once its shards are written."""
     ck = entry.get("checkpoint")
     if not ck:
         return None
-    from .resume import Checkpointer
+    from .checkpoint.resume import Checkpointer
 
     name = os.path.basename(entry["plan"])
 
@@ -287,7 +287,7 @@ def run_job(job: dict, device: torch.device, rank: int) -> None:
     """Every plan of `job`, `rounds` times over; rank 0 writes the measurements."""
     if device.type == "cpu":
         set_allocator(MALLOC_MEMORY if job.get("measures") == "memory" else MALLOC_TIMING)
-    group = None  # DCP's own gloo group (execute/resume.py), made by every rank at the same point
+    group = None  # DCP's own gloo group (execute/checkpoint/resume.py), made by every rank at the same point
     if dist.is_initialized() and any(e.get("checkpoint") for e in job["plans"]):
         group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=job["pg_timeout_s"]))
     runs = {i: [] for i in range(len(job["plans"]))}

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from ..spec.plan import state_dtypes
-from ..spec.recompute import DEFAULT_RECOMPUTE_MODULES
-from ..spec.plan_file import PlanFile
+from ..spec.plan.layout import state_dtypes
+from ..spec.plan.recompute import DEFAULT_RECOMPUTE_MODULES
+from ..spec.plan.file import PlanFile
 from .plan_facts import (
     grouped_dispatch,
     devices_per_node,

@@ -11,8 +11,8 @@ from __future__ import annotations
 from ..cost.estimate import evaluate_plan
 from ..errors import InputError
 from ..search.plan_writer import estimated_plan_file
-from ..spec.plan import resolve
-from ..spec.plan_file import PlanFile
+from ..spec.plan.layout import resolve
+from ..spec.plan.file import PlanFile
 from .targets import TARGETS, export, nearest_updates, versions
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 
-from ..spec.operators import AXES, megatron_dim, megatron_placement
-from ..spec.plan import chunk_layers
-from ..spec.plan_file import OpPlacement, PlanFile
+from ..spec.model.operators import AXES, megatron_dim, megatron_placement
+from ..spec.plan.layout import chunk_layers
+from ..spec.plan.file import OpPlacement, PlanFile
 
 DEFAULT_DEVICES_PER_NODE = 8
 
@@ -113,7 +113,7 @@ def devices_per_node(pf: PlanFile) -> tuple[int, int, list[str]]:
 
 def virtual_stages(pf: PlanFile) -> list[int]:
     """Layers of each model chunk in model order: chunk c of stage r is virtual stage c*pp + r (Megatron's
-    interleaving), as `spec.plan.chunk_layers` splits them."""
+    interleaving), as `spec.plan.layout.chunk_layers` splits them."""
     return chunk_layers(pf.plan, pf.model.n_layers)
 
 
@@ -132,7 +132,7 @@ def not_expressed_comments(framework: str, notes: list[str]) -> list[str]:
 
 
 def placement_deviations(pf: PlanFile) -> list[str]:
-    """Placements that differ from Megatron-LM's (perfmodel.spec.operators.megatron_placement; torchtitan's llama plan
+    """Placements that differ from Megatron-LM's (perfmodel.spec.model.operators.megatron_placement; torchtitan's llama plan
     is the same): the activation Shard(0) over dp and Shard(1) over cp; over tp, the weight where Megatron splits
     one (colwise qkv / mlp_in, rowwise out_proj / mlp_out, vocab-parallel embedding and LM head), else the
     activation (heads / features Shard(2) inside attention and the MLP, the vocab-parallel logits, and with

@@ -17,8 +17,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import InputError
-from ..spec.plan_file import PlanFile
-from . import deepspeed as _deepspeed, maxtext as _maxtext, megatron as _megatron, torchtitan as _torchtitan
+from ..spec.plan.file import PlanFile
+from . import deepspeed as _deepspeed
+from .maxtext import config as _maxtext
+from .megatron import script as _megatron
+from .torchtitan import config as _torchtitan
 
 TARGETS = ("megatron", "torchtitan", "deepspeed", "maxtext")
 _MODULES = {"megatron": _megatron, "torchtitan": _torchtitan, "deepspeed": _deepspeed, "maxtext": _maxtext}

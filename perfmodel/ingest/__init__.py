@@ -15,20 +15,20 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import InputError
-from ..spec.hardware import System, load_hardware
-from ..spec.model import ModelConfig
-from ..spec.plan import Plan, resolve
+from ..spec.hardware.system import System, load_hardware
+from ..spec.model.config import ModelConfig
+from ..spec.plan.layout import Plan, resolve
 from .given import ARGS_FLAG, GIVEN, USED, VOCAB_FLAG, Given, unused
 from .ledger import Imported, KeyFate
 
 # framework -> (reader module, what it reads)
 FRAMEWORKS = {
-    "megatron": ("megatron_in", "a Megatron-LM argument list, launch script or functional-test YAML"),
-    "bridge": ("bridge_in", "a Megatron-Bridge recipe module (read as data) or its YAML / key=value overrides"),
-    "torchtitan": ("torchtitan_in", "a torchtitan TOML, or a config registry module (read as data)"),
-    "maxtext": ("maxtext_in", "MaxText's base.yml, a model YAML and a recipe's overrides (shell or a Kubernetes "
+    "megatron": ("megatron.reader", "a Megatron-LM argument list, launch script or functional-test YAML"),
+    "bridge": ("bridge.reader", "a Megatron-Bridge recipe module (read as data) or its YAML / key=value overrides"),
+    "torchtitan": ("torchtitan.reader", "a torchtitan TOML, or a config registry module (read as data)"),
+    "maxtext": ("maxtext.reader", "MaxText's base.yml, a model YAML and a recipe's overrides (shell or a Kubernetes "
                               "manifest)"),
-    "deepspeed": ("deepspeed_in", "a DeepSpeed config JSON and the launch script's model arguments"),
+    "deepspeed": ("deepspeed.reader", "a DeepSpeed config JSON and the launch script's model arguments"),
 }
 
 __all__ = ["FRAMEWORKS", "NEEDED", "Given", "Imported", "KeyFate", "needed_flag", "plan_of", "read_config"]

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ..errors import Count, InputError, Schema
-from ..spec.model import ModelConfig
+from ..spec.model.config import ModelConfig
 
 Fate = Literal["mapped", "not priced", "default"]
 
@@ -48,7 +48,7 @@ class Imported(Schema):
     files: list[str] = Field(description="the files read, in order")
     name: str | None = Field(None, description="the config chosen among several a file defines (--name)")
     model: ModelConfig = Field(description="the model the config trains")
-    plan: dict[str, Any] = Field(description="Plan fields the config sets (spec.plan.Plan); the rest keep Plan's "
+    plan: dict[str, Any] = Field(description="Plan fields the config sets (spec.plan.layout.Plan); the rest keep Plan's "
                                              "defaults")
     hardware: str | None = Field(None, description="the hardware preset the config names (MaxText's TPU type), if any")
     gpus: Count | None = Field(None, description="devices the launch states (nodes x processes per node), if any")

@@ -1,6 +1,6 @@
 """Reading a framework's config files as data: argument lists as --key value pairs, Python config modules as the
 syntax tree of their calls and assignments (never executed), YAML, TOML and JSON, each failure one line naming the
-file. Launch scripts are read by perfmodel.ingest.shell_script.
+file. Launch scripts are read by perfmodel.ingest.shell.script.
 
 Shared by the readers of perfmodel.ingest; nothing here knows a framework's keys.
 """
@@ -63,7 +63,7 @@ def read_yaml(path: Path, what: str) -> dict:
     return read_mapping(path, f"{what} {str(path)!r}")
 
 
-# ---- argument lists (the shell reader is perfmodel.ingest.shell_script) ------------------------------------
+# ---- argument lists (the shell reader is perfmodel.ingest.shell.script) ------------------------------------
 
 
 def number(value, stated: str, kind: type = int, low: int = 0):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..spec.plan import layout_label
+from ..spec.plan.layout import layout_label
 from ..spec.result import Estimate
 from .canvas import unique_labels
 

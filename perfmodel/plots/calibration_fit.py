@@ -13,7 +13,7 @@ COLOURS = {"gemm": "tab:blue", "attention": "tab:orange", "memory": "tab:green",
 
 
 def calibration_axes(raw):
-    """The figure (not written) for a calibration's raw file (`calibrate.raw.RawFile`)."""
+    """The figure (not written) for a calibration's raw file (`calibrate.machine.raw.RawFile`)."""
     plt = pyplot()
     points = raw.fit.points
     fig, ax = plt.subplots(figsize=(7.5, 6.8), dpi=100)

@@ -1,10 +1,10 @@
 """The pipeline schedule of one plan as a timeline: a row per stage, a block per forward, recomputed forward
-and backward of each micro-batch (and chunk), from `cost.pipeline.schedule_blocks` on the estimate's stage
+and backward of each micro-batch (and chunk), from `cost.pipeline.schedules.schedule_blocks` on the estimate's stage
 times. Blocks carry gid "pipeline:KIND"."""
 
 from __future__ import annotations
 
-from ..cost.pipeline import schedule_blocks
+from ..cost.pipeline.schedules import schedule_blocks
 from ..spec.result import Estimate
 
 KINDS = {"forward": "#4c9be8", "recompute": "#f2b134", "backward": "#2f6b3a"}

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..run.forecast import Forecast
 from ..run.reliability import goodput_at
-from ..spec.hardware import Storage
+from ..spec.hardware.system import Storage
 from .canvas import pyplot, save
 
 

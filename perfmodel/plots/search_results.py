@@ -90,7 +90,7 @@ def heatmap(ax, result, x: str = "pp", y: str = "tp", gpus: int | None = None) -
 
 def best_estimates(result, k: int = 4) -> dict:
     """The top k plans of the search as Estimates, labelled by rank and layout."""
-    from ..spec.plan import layout_label
+    from ..spec.plan.layout import layout_label
 
     out = {}
     for i in range(min(k, len(result.table))):

@@ -3,8 +3,8 @@ seconds per step (published.small_runs.measured_of)."""
 
 from __future__ import annotations
 
-from ..spec.model import ModelConfig
-from ..spec.plan import Plan
+from ..spec.model.config import ModelConfig
+from ..spec.plan.layout import Plan
 
 
 def step_flops(convention: str, model: ModelConfig, plan: Plan) -> float:

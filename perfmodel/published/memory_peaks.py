@@ -29,7 +29,7 @@ Decisions that apply to every row of a kind:
   divides torch.cuda.memory_stats() bytes by 1.0e9 (src/megatron/bridge/training/utils/train_utils.py @600d069b
   and @067f987df L1204), so it is x 1e9 / 2^30 GiB (`gib_of`); a figure stated in GiB is taken as stated.
 - Hardware: "H100 SXM 96GB HBM2e" (torchtitan's Grand Teton hosts) has no catalogue system; the benchmark needs
-  its capacity, because the reserved view is capped by what the device can give (cost.memory.memory_views:
+  its capacity, because the reserved view is capped by what the device can give (cost.memory.footprint.memory_views:
   min(allocated x (1 + slack), capacity - runtime)) and with the 80 GB part's cap (77 GiB usable) the 82-85 GiB
   these rows measured could not be predicted. So it is dgx-h100 with the accelerator's hbm_capacity_gib = 96
   (six 16 GiB HBM stacks; the catalogue states the five-stack 80 GB part as 80), nothing else changed (its
@@ -45,14 +45,14 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import InputError
-from ..spec.hardware import System, load_hardware
-from ..spec.model_presets import _DEEPSEEK, _DEEPSEEK_MLA
-from ..spec.model import ModelConfig
-from ..spec.model_catalogue import load_model
-from ..spec.plan import RECOMPUTE_MODULES, Plan, resolve
+from ..spec.hardware.system import System, load_hardware
+from ..spec.model.presets import _DEEPSEEK, _DEEPSEEK_MLA
+from ..spec.model.config import ModelConfig
+from ..spec.model.catalogue import load_model
+from ..spec.plan.layout import RECOMPUTE_MODULES, Plan, resolve
 from .runs import cell_number, cell_text, model_for, precision_of, system_for, zero_of
 from .moe_runs import MODEL_PRESETS, moe_system_for, moe_to_case
-from ..spec.frameworks import stack_for_framework
+from ..spec.stack.frameworks import stack_for_framework
 
 VIEWS = ("allocated", "reserved")
 RANKS = ("max", "first", "last")
@@ -125,7 +125,7 @@ SIMUMAX_DEFAULTS = dict(zero=1, recompute="none", grad_dtype="fp32", moe_dispatc
                         stack="megatron-core", precision="bf16", overlap_dp_comm=False)
 TRUNCATED_DENSE_LAYERS = 1
 
-# DeepSeek-V2 (deepseek-ai/DeepSeek-V2 config.json; no preset: model_type deepseek_v2 is not read by spec.hf_config):
+# DeepSeek-V2 (deepseek-ai/DeepSeek-V2 config.json; no preset: model_type deepseek_v2 is not read by spec.model.hf_config):
 # 60 layers of 5120, 128 heads, MLA with q/kv latents 1536/512 and heads of 128+64 (qk) / 128 (v); 160 routed
 # experts (top-6, softmax scoring) of 1536 and 2 shared, the first layer dense (first_k_dense_replace 1, MLP 12288);
 # vocab 102400, untied.

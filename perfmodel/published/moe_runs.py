@@ -17,10 +17,10 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import InputError
-from ..spec.hardware import load_hardware
-from ..spec.model_catalogue import load_model
-from ..spec.plan import Plan, resolve
-from ..spec.stack_release import load_line
+from ..spec.hardware.system import load_hardware
+from ..spec.model.catalogue import load_model
+from ..spec.plan.layout import Plan, resolve
+from ..spec.stack.release import load_line
 from .runs import Case, cell_number, cell_text, measured_step_time
 
 # The preset of each model family the CSV names ([tokendrop] rows are the same model with dropping routing).
@@ -131,7 +131,7 @@ def _precision(text: str) -> str:
 
 def _fp8_recipe(text: str) -> str | None:
     """The fp8 recipe a row's precision cell names: MXFP8, blockwise (sub-channel) or per-tensor; None otherwise
-    (bf16, fp4, or fp8 left unstated: spec.fp8_recipes' default)."""
+    (bf16, fp4, or fp8 left unstated: spec.plan.fp8_recipes' default)."""
     t = text.lower()
     if "fp8" not in t or "nvfp4" in t:
         return None
@@ -155,7 +155,7 @@ def _dispatcher(text: str, default: str) -> str:
 
 def _container_stack(framework: str) -> str | None:
     """The Megatron-Bridge release a Megatron row's framework cell names ('NeMo 26.04.01 container (...)' ->
-    megatron-bridge@26.04.01), None where it names none the release line has (spec.stack_release)."""
+    megatron-bridge@26.04.01), None where it names none the release line has (spec.stack.release)."""
     m = re.search(r"nemo (\d\d\.\d\d(?:\.\d\d)?) container", framework.lower())
     if m is None:
         return None

@@ -18,10 +18,10 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import InputError
-from ..spec.hardware import System, load_hardware
-from ..spec.model import ModelConfig
-from ..spec.plan import Plan
-from ..spec.frameworks import stack_for_framework
+from ..spec.hardware.system import System, load_hardware
+from ..spec.model.config import ModelConfig
+from ..spec.plan.layout import Plan
+from ..spec.stack.frameworks import stack_for_framework
 
 # Framework defaults for settings a source group does not state. Each entry says why.
 GROUP_DEFAULTS: dict[str, dict] = {
@@ -93,7 +93,7 @@ def system_for(gpu_type: str) -> tuple[str | None, str]:
 
 def preset_for(row: pd.Series) -> ModelConfig | None:
     """The catalogue model the row's `model` names (a preset or alias, `perfmodel models list`), or None."""
-    from ..spec.model_catalogue import load_model
+    from ..spec.model.catalogue import load_model
 
     from ..files import looks_like_path
 
@@ -301,7 +301,7 @@ def plan_columns(row: pd.Series) -> dict:
 
 def _megatron_split(row: pd.Series) -> dict:
     """Megatron-LM's uneven pipeline split where a runs table states it (columns beyond the dev set's, written by
-    calibrate.logs from a Megatron-LM log): account_for_embedding / _loss, first / last_stage_layers."""
+    calibrate.runs.logs from a Megatron-LM log): account_for_embedding / _loss, first / last_stage_layers."""
     out = {}
     for key in ("account_for_embedding", "account_for_loss"):
         if key in row and cell_text(row[key]).lower() in ("true", "1", "yes"):

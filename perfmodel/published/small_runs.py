@@ -27,10 +27,10 @@ import pandas as pd
 
 from ..cost.estimate import estimate
 from ..errors import InputError
-from ..spec.hardware import System, load_hardware
-from ..spec.model import ModelConfig
-from ..spec.model_catalogue import list_models, load_model
-from ..spec.plan import Plan, resolve
+from ..spec.hardware.system import System, load_hardware
+from ..spec.model.config import ModelConfig
+from ..spec.model.catalogue import list_models, load_model
+from ..spec.plan.layout import Plan, resolve
 from .flop_conventions import step_flops
 from .runs import Case, cell_number, cell_text, torchtitan_selective
 

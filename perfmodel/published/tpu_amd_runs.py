@@ -31,7 +31,7 @@ v4.1 Google GPT-3 submissions (block-level MLLOG times) and MLPerf Training v5.0
 - Recompute: MaxText's named remat policies as recompute = names with the tensors each saves (MAXTEXT_REMAT; two
   older names as their successors, OLD_REMAT), its 'full' (and its default) as names saving nothing
   (jax.checkpoint: XLA re-runs only what the backward needs, not Megatron's whole layer; a MoE MLP whole); 'custom'
-  as names with its 'device' and 'offload' tensors (custom_remat; host offload priced by cost.offload); Megatron's
+  as names with its 'device' and 'offload' tensors (custom_remat; host offload priced by cost.memory.offload); Megatron's
   "full, block, N layers" as full / block / N.
 - MoE: MaxText rows whose notes say sparse_matmul=False or name a recipe that sets it (DENSE_MOE_RECIPES) run the
   dense dispatch (Plan.moe_dense_dispatch) with the capacity factor stated; the others MaxText's default sparse path.
@@ -39,7 +39,7 @@ v4.1 Google GPT-3 submissions (block-level MLLOG times) and MLPerf Training v5.0
   Plan.lora (rank from the notes, the base in fp8 where they say fp8_params).
 - Stack: MaxText rows -> maxtext (hardware_specs/stacks/maxtext.yaml: XLA's overlapped collectives, tensor-parallel
   ones included, fp32 master weights and gradients, no per-operator host cost); NeMo (and MangoBoost LLMBoost,
-  NeMo/Megatron-based) -> nemo, other framework names through spec.frameworks.stack_for_framework.
+  NeMo/Megatron-based) -> nemo, other framework names through spec.stack.frameworks.stack_for_framework.
 - Measured step time: step_time_s; else global tokens / (tokens_per_s_per_chip x n_chips); else, only where notes
   state MaxText's FLOP convention (6 x params x tokens, plus 6 H L hd S^2 per sequence where they say causal
   attention), that count per chip over tflops_per_chip. MFU alone, and MLPerf blocks that include an eval pass, give
@@ -56,13 +56,13 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import InputError
-from ..spec.hardware import load_hardware
-from ..spec.model import ModelConfig
-from ..spec.model_presets import ALIASES, PRESETS
-from ..spec.plan import Plan, resolve
-from ..spec.recompute import MAXTEXT_CHECKPOINT_NAMES, MAXTEXT_OFFLOADED, MAXTEXT_REMAT
-from ..spec.frameworks import stack_for_framework
-from ..spec.stack import DEFAULT_STACK
+from ..spec.hardware.system import load_hardware
+from ..spec.model.config import ModelConfig
+from ..spec.model.presets import ALIASES, PRESETS
+from ..spec.plan.layout import Plan, resolve
+from ..spec.plan.recompute import MAXTEXT_CHECKPOINT_NAMES, MAXTEXT_OFFLOADED, MAXTEXT_REMAT
+from ..spec.stack.frameworks import stack_for_framework
+from ..spec.stack.profile import DEFAULT_STACK
 from .runs import Case, cell_number, cell_text, precision_of
 
 # The CSV's accelerator -> catalogue system (hardware_specs/systems)
@@ -73,7 +73,7 @@ LLAMA = dict(mlp="swiglu", norm="rmsnorm", position="rope", tie_embeddings=False
 GPT3 = dict(mlp="gelu", norm="layernorm", position="learned", tie_embeddings=True, linear_bias="all")
 
 # MaxText remat_policy (src/maxtext/layers/nnx_decoders.py get_remat_policy) -> recompute = names, the tensors
-# each named policy saves (spec.recompute.MAXTEXT_REMAT); two names of older MaxText releases as the policies that
+# each named policy saves (spec.plan.recompute.MAXTEXT_REMAT); two names of older MaxText releases as the policies that
 # replaced them (ffn1 = mlpwi; the logits are the LM head's output, outside the decoder layers); 'custom' as names
 # with its 'device' and 'offload' checkpoint names (base.yml; the rows shorten query_proj to query).
 OLD_REMAT = {"save_dot_except_logits_ffn1": "save_dot_except_mlpwi", "save_dot_except_logits": "minimal"}
@@ -99,7 +99,7 @@ DENSE_MOE_RECIPES = {"mixtral_8x7b_dropped": 1.25}
 
 def dense_moe_of(row: pd.Series, model: ModelConfig) -> dict:
     """Plan.moe_dense_dispatch and moe_capacity_factor of a MaxText MoE row whose notes state sparse_matmul=False
-    or name a recipe of DENSE_MOE_RECIPES (cost.moe_dense): the factor the notes state (capacity_factor=X), else
+    or name a recipe of DENSE_MOE_RECIPES (cost.compute.moe_dense): the factor the notes state (capacity_factor=X), else
     the recipe's, else none (base.yml's -1: every expert runs every token); {} for any other row."""
     notes = cell_text(row["notes"]).lower()
     recipe = next((r for r in DENSE_MOE_RECIPES if r in notes), None)

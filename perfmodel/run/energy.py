@@ -20,8 +20,8 @@ from pydantic import Field, PositiveFloat
 
 from ..cost.power import average_watts
 from ..errors import InputError, Schema, check_number
-from ..spec.hardware import System
-from ..spec.power_model import PowerModel
+from ..spec.hardware.system import System
+from ..spec.hardware.power_model import PowerModel
 
 JOULES_PER_KWH = 3.6e6
 # Patterson et al. 2021, "Carbon Emissions and Large Neural Network Training" (arXiv 2104.10350), Table 4:
@@ -53,7 +53,7 @@ class Power(Schema):
     sources: dict[str, str] = Field(default_factory=dict, description="input -> where its value came from")
 
 
-# Each power input's valid range (the CLI's flags take the same, cli.forecast_command): the physical one, with upper
+# Each power input's valid range (the CLI's flags take the same, cli.commands.forecast): the physical one, with upper
 # limits far beyond any device (a B200 board is 1,000 W) that keep every energy a finite number.
 RANGES = {
     "--device-power": dict(low=0.0, high=1e5, above=True, what="the device's board power, W"),

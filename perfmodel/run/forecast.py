@@ -4,7 +4,7 @@ goodput (`perfmodel forecast`; every output field is explained in docs/forecast.
 From a plan's estimate (`cost.estimate`): the failure-free compute time of all steps (a batch-size ramp's steps
 at their own global batch first). The checkpoint holds every parameter's bf16 weight and its fp32 master copy and
 two Adam moments (`run.reliability.checkpoint_bytes`), written by all nodes at once to the system's store
-(`spec.hardware.Storage`, or `run.reliability.DEFAULT_STORAGE`). Interruptions, checkpoint interval, wall time
+(`spec.hardware.system.Storage`, or `run.reliability.DEFAULT_STORAGE`). Interruptions, checkpoint interval, wall time
 and goodput follow `perfmodel.run.reliability` (Young 1974; Daly 2006).
 """
 
@@ -19,10 +19,10 @@ from pydantic import Field
 from ..cost.estimate import estimate
 from .energy import Power, activity, facility_kwh, power_for
 from ..errors import Count, InputError, Schema, check_number
-from ..spec.hardware import Storage, System, load_hardware
-from ..spec.model import ModelConfig
-from ..spec.model_catalogue import load_model
-from ..spec.plan import Plan, resolve
+from ..spec.hardware.system import Storage, System, load_hardware
+from ..spec.model.config import ModelConfig
+from ..spec.model.catalogue import load_model
+from ..spec.plan.layout import Plan, resolve
 from .reliability import (
     DEFAULT_STORAGE,
     INTERRUPTION_RATE,
@@ -84,7 +84,7 @@ class Forecast(Schema):
     notes: list[str] = Field(default_factory=list)
 
 
-# Each number input's valid range (the CLI's flags take the same, cli.forecast_command): the physical one, with upper
+# Each number input's valid range (the CLI's flags take the same, cli.commands.forecast): the physical one, with upper
 # limits far beyond any real job that keep every derived time and cost finite (a restart of 1e308 s overflowed the
 # goodput model).
 RANGES = {

@@ -8,8 +8,8 @@ completed checkpoint and costs R seconds to restart (detect, reschedule, read th
 segment is run again. Units: seconds throughout (rates per device-hour where the name says so).
 
 A checkpoint holds every parameter's bf16 weight and its fp32 master copy and two Adam moments (14 B per
-parameter: BLOOM-176B's 2.3 TB checkpoint, Megatron-Bridge's memory estimator; `cost.memory` WEIGHT_BYTES +
-OPTIMIZER_BYTES), written by all nodes at once to a store (`spec.hardware.Storage`, or DEFAULT_STORAGE);
+parameter: BLOOM-176B's 2.3 TB checkpoint, Megatron-Bridge's memory estimator; `cost.memory.footprint` WEIGHT_BYTES +
+OPTIMIZER_BYTES), written by all nodes at once to a store (`spec.hardware.system.Storage`, or DEFAULT_STORAGE);
 `goodput_at` puts these together for one job size, as `perfmodel forecast` and the search's whole-run objectives
 read them.
 """
@@ -19,10 +19,10 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from ..cost.states import OPTIMIZER_BYTES, WEIGHT_BYTES
+from ..cost.memory.states import OPTIMIZER_BYTES, WEIGHT_BYTES
 from ..errors import InputError
-from ..spec.hardware import Storage
-from ..spec.model import ModelConfig
+from ..spec.hardware.system import Storage
+from ..spec.model.config import ModelConfig
 
 SECONDS_PER_HOUR = 3600.0
 # Llama 3 405B: 419 unexpected interruptions in 54 days on 16,384 H100 (Dubey et al. 2024, arXiv 2407.21783,

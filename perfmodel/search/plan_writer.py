@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from ..cost.estimate import evaluate_plan, prediction_of
 from ..cost.step import Step
-from ..spec.hardware import DEFAULT_HEADROOM, System
-from ..spec.model import ModelConfig
-from ..spec.plan import Plan, megatron_rules, resolve
-from ..spec.plan_file import VERSION, OpPlacement, PlacementCost, PlanFile, mesh_of
+from ..spec.hardware.system import DEFAULT_HEADROOM, System
+from ..spec.model.config import ModelConfig
+from ..spec.plan.layout import Plan, megatron_rules, resolve
+from ..spec.plan.file import VERSION, OpPlacement, PlacementCost, PlanFile, mesh_of
 from ..spec.result import Estimate
 from .pase import solver as pase
 from .stage_split import balance_stages

@@ -21,8 +21,8 @@ from functools import cached_property
 
 import numpy as np
 
-from ..cost.memory import stage_memory, state_floor
-from ..cost.memory_fit import host_limit, memory_budget, memory_limits
+from ..cost.memory.footprint import stage_memory, state_floor
+from ..cost.memory.fit import host_limit, memory_budget, memory_limits
 from ..cost.step import evaluate
 from ..errors import InputError
 from ..run.energy import Power, activity, facility_kwh, power_for
@@ -33,12 +33,12 @@ from ..run.reliability import (
     checkpoint_bytes,
     goodput_at,
 )
-from ..spec.hardware import DEFAULT_HEADROOM, System, load_hardware
-from ..spec.model import ModelConfig
-from ..spec.model_catalogue import load_model
-from ..spec.plan import Plan
-from ..spec.recompute import MAXTEXT_OFFLOADED, MAXTEXT_REMAT
-from ..spec.stack import check_compile
+from ..spec.hardware.system import DEFAULT_HEADROOM, System, load_hardware
+from ..spec.model.config import ModelConfig
+from ..spec.model.catalogue import load_model
+from ..spec.plan.layout import Plan
+from ..spec.plan.recompute import MAXTEXT_OFFLOADED, MAXTEXT_REMAT
+from ..spec.stack.profile import check_compile
 from .space import Job, Space, capacity_of, enumerate_layouts, remat_jobs, with_release
 
 PLAN_COLUMNS = ["gpus", "tp", "pp", "dp", "dp_replicate", "cp", "vpp", "ep", "etp", "micro_batch", "recompute",
@@ -68,7 +68,7 @@ class SearchResult:
     count_rows: list[dict]  # per GPU count: gpus, enumerated, feasible, pruned_for_memory, seconds
     seconds: float
     notes: list[str] = field(default_factory=list)
-    headroom: float = DEFAULT_HEADROOM  # the fit test's (cost.memory_fit.memory_budget)
+    headroom: float = DEFAULT_HEADROOM  # the fit test's (cost.memory.fit.memory_budget)
 
     @cached_property
     def table(self):
@@ -194,7 +194,7 @@ def run_goodput(model: ModelConfig, system: System, gpus: int) -> dict[str, floa
 def _infeasible_message(model: ModelConfig, system: System, lay, total: np.ndarray, host: np.ndarray,
                         gpus: list[int], cap: float) -> str:
     """Why no plan fits: the leanest plan's device memory against the budget, or, where plans fit the device but
-    not their host (offloaded activations or optimizer state, cost.memory_fit.host_limit), the leanest host's."""
+    not their host (offloaded activations or optimizer state, cost.memory.fit.host_limit), the leanest host's."""
     on_device = total <= cap
     i = int(np.argmin(np.where(on_device, host, np.inf)) if on_device.any() else np.argmin(total))
     p = {c: np.broadcast_to(getattr(lay, c), (len(lay),))[i] for c in PLAN_COLUMNS}
@@ -217,7 +217,7 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
 
     `job` takes the other Job fields (attention, grad_dtype, overlap_dp_comm); `space` narrows the layouts. A layout
     is feasible when its reserved view fits capacity - runtime on every stage; one beyond (capacity - runtime) *
-    (1 - headroom) is kept and marked tight (`memory_tight`; cost.memory_fit.memory_verdict). `top` > 0 keeps only the
+    (1 - headroom) is kept and marked tight (`memory_tight`; cost.memory.fit.memory_verdict). `top` > 0 keeps only the
     best `top` plans in the result, the others dropped (a sweep wants the best alone); 0 keeps all.
     """
     t0 = time.perf_counter()
@@ -233,7 +233,7 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
     jobs = [Job(gpus=g, global_batch=global_batch, seq_len=seq_len, precision=precision, **job)
             for g in sorted(set(int(g) for g in counts))]
     check_compile(jobs[0].stack, jobs[0].compile)
-    released = [with_release(j, model, system) for j in jobs]  # a release line's MoE recipe (spec.stack_release)
+    released = [with_release(j, model, system) for j in jobs]  # a release line's MoE recipe (spec.stack.release)
     jobs = [j for j, _ in released]
     power = power_for(system, precision=jobs[0].precision)  # the job's precision, checked by Job
     if objective == "energy" and power is None:
@@ -257,7 +257,7 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
             refused.append(err)  # one count with no layout does not end a sweep over several
             notes.append(f"{what} skipped: {err}")
             continue
-        # memory first, on the plans whose states alone fit (cost.memory.state_floor), so that time is priced
+        # memory first, on the plans whose states alone fit (cost.memory.footprint.state_floor), so that time is priced
         # only for plans that fit
         maybe, fit = np.flatnonzero(state_floor(model, lay) <= cap), np.zeros(0, bool)
         if len(maybe):

@@ -1,7 +1,7 @@
 """Every valid layout of one job, as `Layouts` columns.
 
 A job is (model, system, gpus, global batch, sequence length, precision). Its layouts are every
-(tp, pp, cp, dp, vpp, micro_batch, recompute, sequence_parallel, zero) that `spec.plan.resolve` accepts, with the
+(tp, pp, cp, dp, vpp, micro_batch, recompute, sequence_parallel, zero) that `spec.plan.layout.resolve` accepts, with the
 search's choices for what resolve leaves open:
   - tp divides gcd(n_heads, n_kv_heads, ffn_hidden); pp <= n_layers; cp divides seq_len; tp*pp*cp*dp = gpus;
   - dp * micro_batch divides global_batch (every divisor is a micro-batch candidate);
@@ -38,26 +38,17 @@ import numpy as np
 
 from ..cost.layouts import Layouts
 from ..errors import Count, Flag, InputError, Schema
-from ..spec.finetune import LoRA
-from ..spec.hardware import System
-from ..spec.global_attention import kv_head_counts
-from ..spec.model import ModelConfig
-from ..spec.plan import (
-    Dispatcher,
-    Imbalance,
-    POWERSGD_LAYOUT,
-    Plan,
-    Precision,
-    Recompute,
-    divisors,
-    resolve,
-)
-from ..spec.moe_rules import moe_overlap_applies, moe_overlap_refusal
-from ..spec.megatron_split import megatron_slots
-from ..spec.recompute import MAXTEXT_OFFLOADED, MAXTEXT_REMAT, OffloadTensor, SavedTensor, check_names_model
-from ..spec.fp8_recipes import Fp8Recipe
-from ..spec.stack import DEFAULT_STACK, check_graphs
-from ..spec.stack_release import CAPACITY_FIELDS, GraphScope, release_fields
+from ..spec.plan.finetune import LoRA
+from ..spec.hardware.system import System
+from ..spec.model.global_attention import kv_head_counts
+from ..spec.model.config import ModelConfig
+from ..spec.plan.layout import Dispatcher, Imbalance, POWERSGD_LAYOUT, Plan, Precision, Recompute, divisors, resolve
+from ..spec.plan.moe_rules import moe_overlap_applies, moe_overlap_refusal
+from ..spec.plan.megatron_split import megatron_slots
+from ..spec.plan.recompute import MAXTEXT_OFFLOADED, MAXTEXT_REMAT, OffloadTensor, SavedTensor, check_names_model
+from ..spec.plan.fp8_recipes import Fp8Recipe
+from ..spec.stack.profile import DEFAULT_STACK, check_graphs
+from ..spec.stack.release import CAPACITY_FIELDS, GraphScope, release_fields
 
 
 DEFAULT_RECOMPUTES = ("none", "selective", "full")  # what a search tries without --only recompute=... (per-op: asked)
@@ -121,7 +112,7 @@ def capacity_of(job: Job) -> float | None:
 
 def with_release(job: Job, model: ModelConfig, system: System) -> tuple[Job, str]:
     """(the job with its stack release's recipe in the fields it leaves unset, a note or ''): the ones that hold for
-    every layout (spec.stack_release.release_fields: dispatcher, CUDA graphs, fp8 recipe); the recipe's EP overlap
+    every layout (spec.stack.release.release_fields: dispatcher, CUDA graphs, fp8 recipe); the recipe's EP overlap
     depends on the layout (moe_overlap_applies), so a search prices its layouts without it unless asked."""
     acc = system.accelerator
     user_capacity = any(getattr(job, k) is not None for k in CAPACITY_FIELDS)
@@ -142,7 +133,7 @@ def with_release(job: Job, model: ModelConfig, system: System) -> tuple[Job, str
 
 def remat_jobs(job: Job, space: Space) -> list[tuple[Job, Space, str]]:
     """(job, space, remat policy or '') of each search a job runs: itself; with space.remat_policy (MaxText's
-    named policies, spec.recompute.MAXTEXT_REMAT / MAXTEXT_OFFLOADED) its other recompute modes, and per policy
+    named policies, spec.plan.recompute.MAXTEXT_REMAT / MAXTEXT_OFFLOADED) its other recompute modes, and per policy
     the names layouts keeping (and offloading) that policy's tensors. Layouts store one set of tensors for all
     (Layouts.recompute_saved), so each policy is a search of its own."""
     if not space.remat_policy:
@@ -175,19 +166,19 @@ def vpp_candidates(n_layers: int, pp: int) -> list[int]:
 
 def pipeline_candidates(n_layers: int, pp: int) -> list[tuple[int, bool]]:
     """(vpp, Megatron-LM's accounting of embedding and loss as layers) pairs: `vpp_candidates` without it, and
-    with it every split that only the two extra slots make even (spec.megatron_split.megatron_chunks): n_layers + 2 divisible
+    with it every split that only the two extra slots make even (spec.plan.megatron_split.megatron_chunks): n_layers + 2 divisible
     by pp * vpp where n_layers is not (Llama 3.1 405B's 126 layers at pp 16 x vpp 8)."""
     plain = [(v, False) for v in vpp_candidates(n_layers, pp)]
     if pp == 1:
         return plain
     slots = megatron_slots(n_layers, True, True)
-    # vpp 1 is left out: with one chunk per stage the accounting gives the default split (spec.plan.default_stage_layers)
+    # vpp 1 is left out: with one chunk per stage the accounting gives the default split (spec.plan.layout.default_stage_layers)
     return plain + [(v, True) for v in range(2, slots // pp + 1) if slots % (pp * v) == 0 and n_layers % (pp * v)]
 
 
 def expert_candidates(model: ModelConfig, stage_ranks: int, space: Space) -> list[tuple[int, int]]:
     """(ep, etp) pairs a stage of `stage_ranks` (tp*cp*dp) can fold the experts over: ep divides n_experts, etp
-    expert_ffn_hidden, ep*etp the stage's ranks (spec.moe_rules.check_experts); (1, 1) for a dense model."""
+    expert_ffn_hidden, ep*etp the stage's ranks (spec.plan.moe_rules.check_experts); (1, 1) for a dense model."""
     if model.moe is None:
         return [(1, 1)]
     eps = _allowed(divisors(model.moe.n_experts), space.ep)
@@ -272,7 +263,7 @@ def _mesh_rows(model: ModelConfig, job: Job, space: Space, found: list[tuple[int
 def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space | None = None) -> Layouts:
     """All valid layouts of `job` as Layouts columns (length 0 never: raises InputError instead)."""
     space = space or Space()
-    if job.grad_compression == "powersgd":  # torch DDP's hook: whole replicas only (spec.plan._check_compression)
+    if job.grad_compression == "powersgd":  # torch DDP's hook: whole replicas only (spec.plan.layout._check_compression)
         if model.moe is not None:
             raise InputError(f"grad_compression = powersgd: {model.name} is a MoE model; PowerSGD (torch DDP's hook) "
                              "runs on dense models; valid: none, bf16")
@@ -301,7 +292,7 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
         raise too_narrow
     cols = []
     want_sp = set(space.sequence_parallel or [True])
-    # sequence parallelism splits each cp rank's tokens over tp, which tp must divide (spec.plan.resolve)
+    # sequence parallelism splits each cp rank's tokens over tp, which tp must divide (spec.plan.layout.resolve)
     divides = (job.seq_len // base[:, 2]) % base[:, 0] == 0
     for rc, sp, z, r in itertools.product(rcs, (False, True), space.zero or [0, 1, 2, 3], space.dp_replicate or [1]):
         # tp = 1 has no sequence parallelism to choose: it is always sp=False
@@ -310,9 +301,9 @@ def enumerate_layouts(model: ModelConfig, system: System, job: Job, space: Space
         if z > 0:
             keep &= base[:, 3] * base[:, 2] > 1
         keep &= (base[:, 5] * job.seq_len // base[:, 2]) % job.loss_chunks == 0  # the chunks split a micro-batch
-        if r > 1:  # hybrid sharding: replicas of a ZeRO group of more than one rank (spec.plan._check_replicate)
+        if r > 1:  # hybrid sharding: replicas of a ZeRO group of more than one rank (spec.plan.layout._check_replicate)
             keep &= (z > 0) & (base[:, 3] % r == 0) & (base[:, 3] * base[:, 2] > r)
-        if model.moe is not None and not sp:  # experts with tp need sequence parallelism (spec.moe_rules.check_experts)
+        if model.moe is not None and not sp:  # experts with tp need sequence parallelism (spec.plan.moe_rules.check_experts)
             keep &= base[:, 0] == 1
         if job.moe_overlap:  # the layouts Megatron-Core overlaps expert-parallel communication in
             keep &= moe_overlap_applies(base[:, 7], base[:, 1], base[:, 4], rc)

@@ -19,15 +19,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost.launch_queue import stage_launches
-from ..cost.memory import stage_memory
-from ..cost.memory_fit import memory_limits
-from ..cost.stages import Stages
+from ..cost.host.launch_queue import stage_launches
+from ..cost.memory.footprint import stage_memory
+from ..cost.memory.fit import memory_limits
+from ..cost.pipeline.stages import Stages
 from ..cost.step import Step, evaluate
 from ..cost.layouts import Layouts
-from ..spec.hardware import System
-from ..spec.model import ModelConfig
-from ..spec.plan import Plan
+from ..spec.hardware.system import System
+from ..spec.model.config import ModelConfig
+from ..spec.plan.layout import Plan
 
 
 @dataclass
@@ -54,7 +54,7 @@ def _stage_costs(model: ModelConfig, system: System, plan: Plan, step: Step | No
                   head=np.broadcast_to((ranks == pp - 1)[:, None], shape).reshape(-1, 1).astype(float),
                   rank=np.broadcast_to(ranks[:, None], shape).reshape(-1, 1).astype(float),
                   valid=np.ones((pp * (n + 1), 1), bool)).with_mtp(model.mtp_layers)
-    # the device's seconds per micro-batch, and those it waits on its host (cost.launch_queue.stage_launches)
+    # the device's seconds per micro-batch, and those it waits on its host (cost.host.launch_queue.stage_launches)
     at = lambda per_unit: grid.seconds({u: per_unit[u][0] for u in per_unit}).reshape(shape)  # noqa: E731
     p2p, sends = float(step.p2p[0]), float(step.send_host[0])
     dev_f = at(step.unit_fwd) + p2p / 2

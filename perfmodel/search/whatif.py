@@ -13,11 +13,11 @@ import pandas as pd
 from pydantic import Field, ValidationError
 
 from ..errors import InputError, Schema
-from ..spec.hardware import System, list_systems, load_hardware
-from ..spec.model import ModelConfig
-from ..spec.model_catalogue import load_model
-from ..spec.stack import DEFAULT_STACK, check_compile
-from ..spec.plan import layout_label
+from ..spec.hardware.system import System, list_systems, load_hardware
+from ..spec.model.config import ModelConfig
+from ..spec.model.catalogue import load_model
+from ..spec.stack.profile import DEFAULT_STACK, check_compile
+from ..spec.plan.layout import layout_label
 from ..spec.result import Estimate, TimeBreakdown
 
 # TimeBreakdown parts grouped by what bounds them: the roofline's two sides, the network, idle stages.
@@ -42,7 +42,7 @@ class WhatIfRow(Schema):
     system: str
     accelerator: str
     gpus: int
-    layout: str | None = Field(None, description="best plan's layout (spec.plan.layout_label); null: no plan fits")
+    layout: str | None = Field(None, description="best plan's layout (spec.plan.layout.layout_label); null: no plan fits")
     step_time_s: float | None = None
     tokens_per_s: float | None = None
     mfu: float | None = None

@@ -25,11 +25,11 @@ from __future__ import annotations
 import math
 
 from ..errors import InputError
-from ..spec.hardware import System, load_hardware
-from ..spec.model import ModelConfig
-from ..spec.model_catalogue import load_model
-from ..spec.serve_files import ServePrediction
-from ..spec.serving import ServeEstimate, ServePlan, ServingStack, resolve_serve
+from ..spec.hardware.system import System, load_hardware
+from ..spec.model.config import ModelConfig
+from ..spec.model.catalogue import load_model
+from ..spec.serving.files import ServePrediction
+from ..spec.serving.schema import ServeEstimate, ServePlan, ServingStack, resolve_serve
 from .host_time import arrival_wait_steps, frontend_s, host_note, host_of, plan_stack, release_of
 from .wide_ep import ep_note
 from .kv_cache import GIB, kv_bytes_per_token, memory, replica_batch, sequence_kv_bytes, tokens_held

@@ -12,7 +12,7 @@ pp, dp of them) run decode steps only, so no prompt shares a step with decode to
                    R_p = prefill_dp x n / t_p                                   requests/s
     KV transfer:   each prefill GPU sends its shard s_p = I x its KV bytes per token, each decode GPU receives
                    its own s_d (heads replicated past the kv heads included), on the tier the deployment spans
-                   (`cost.comm.p2p_tier`): t_kv = p2p_time(max(s_p, s_d));
+                   (`cost.comm.collectives.p2p_tier`): t_kv = p2p_time(max(s_p, s_d));
                    R_kv = min(prefill_dp x a_p x bandwidth / s_p, dp x attention_dp x bandwidth / s_d)
                    (every attention group sends or receives its own requests' caches)
     decode pool:   t_d(B) = step(B tokens at I + O/2 keys);   R_d(B) = dp x B / ((O - 1) t_d(B))
@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import math
 
-from ..cost.comm import p2p_tier, p2p_time
+from ..cost.comm.collectives import p2p_tier, p2p_time
 from ..errors import InputError
-from ..spec.hardware import System
-from ..spec.model import ModelConfig
-from ..spec.serving import ServeEstimate, ServePlan, ServingStack
+from ..spec.hardware.system import System
+from ..spec.model.config import ModelConfig
+from ..spec.serving.schema import ServeEstimate, ServePlan, ServingStack
 from .host_time import frontend_s
 from .kv_cache import GIB, kv_bytes_per_token, memory, replica_batch, sequence_kv_bytes, tokens_held
 from .step_time import step_parts

@@ -19,7 +19,7 @@ over one cast kernel:
     t      = max(table(m, n, k, batch) - saving, operands' bytes at HBM)
 
 per call: a call of `batch` grouped GEMMs (a MoE layer's local experts) is priced from the table as one GEMM of
-their rows (`cost.kernels.Device.gemm_priced`), one cast in the table and one in the engine. Both floors are read
+their rows (`cost.compute.kernels.Device.gemm_priced`), one cast in the table and one in the engine. Both floors are read
 from the part's own table, nothing is fitted. A check from the same tables: what this leaves of an fp8 call's fixed
 cost, 2 floor(bf16) = 5.3 us on H200 (two kernels), is close to the tables' own fp8_block floor, 4.5 us (a
 per-token-group cast and the GEMM, no amax: ../shared/data/kernels/h200_sxm/gemm.csv.gz, m <= 4, n, k <= 128).
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cost.kernels import Device
+from ..cost.compute.kernels import Device
 
 FLOOR_SHAPE = (1.0, 128, 128)  # a GEMM of one launch's worth of work: the table's fixed cost per call
 

@@ -1,6 +1,6 @@
-"""Host time on serving's request path, priced by the system's host (`spec.host_cpu.HostCPU`, `System.host_cpu`).
+"""Host time on serving's request path, priced by the system's host (`spec.host.cpu.HostCPU`, `System.host_cpu`).
 
-A serving profile says what its engine calls (`spec.serving.ServingStack`: the calls of a layer outside CUDA graphs,
+A serving profile says what its engine calls (`spec.serving.schema.ServingStack`: the calls of a layer outside CUDA graphs,
 `LayerCalls`; by release, `EngineRelease`: which steps its graphs replay, whether it schedules ahead, its front
 end); the host says what each call costs (`HostCalls`). Four terms:
 
@@ -22,15 +22,15 @@ spec's measured host costs (`host_s`, `perfmodel calibrate`), eager dispatch the
 from __future__ import annotations
 
 
-from ..cost.launch_queue import call_seconds, host_seconds, layer_calls
-from ..cost.moe import moe_share
-from ..spec.hardware import System
-from ..spec.host_cpu import REFERENCE_HOST, HostCPU, reference_host
-from ..spec.model import ModelConfig
-from ..spec.operators import LAYER_OPS
-from ..spec.serve_settings import with_settings
-from ..spec.serving import EngineRelease, ServePlan, ServingStack, load_serving_stack
-from ..spec.stack import load_stack
+from ..cost.host.launch_queue import call_seconds, host_seconds, layer_calls
+from ..cost.compute.moe import moe_share
+from ..spec.hardware.system import System
+from ..spec.host.cpu import REFERENCE_HOST, HostCPU, reference_host
+from ..spec.model.config import ModelConfig
+from ..spec.model.operators import LAYER_OPS
+from ..spec.serving.settings import with_settings
+from ..spec.serving.schema import EngineRelease, ServePlan, ServingStack, load_serving_stack
+from ..spec.stack.profile import load_stack
 
 
 
@@ -41,7 +41,7 @@ def measured_serving(system: System, stack: ServingStack):
 
 
 # Operators the host launches per layer and outside the layers in one forward (the plan file's operators,
-# spec.plan_file.LAYER_OPS: norms, qkv, attention, projections, activation, residuals; then embedding, final norm,
+# spec.plan.file.LAYER_OPS: norms, qkv, attention, projections, activation, residuals; then embedding, final norm,
 # LM head and the sampling), and collective calls (two all-reduces per layer, the embedding's and the logits')
 MODEL_OPS = ("embedding", "final_norm", "lm_head", "sample")
 
@@ -51,7 +51,7 @@ def host_s(model: ModelConfig, system: System, plan: ServePlan, stack: ServingSt
     """Host seconds of one step whose `decode` decoding sequences attend `decode_keys` keys in all
     where the spec measured per-launch costs for this stack (`HostCosts.serving`, else `HostCosts`: perfmodel
     calibrate; eager dispatch the device does not hide, the executor's case): launches x kernel_s + collective
-    calls x collective_s (`cost.launch_queue.host_seconds`) + the decode attention's (sequence, local head) pairs x
+    calls x collective_s (`cost.host.launch_queue.host_seconds`) + the decode attention's (sequence, local head) pairs x
     attention_s + their keys x attention_key_s (`launches`); 0 otherwise (the engines: `launch_host_s`)."""
     costs = system.host_costs
     if costs is None or costs.stack != stack.name:
@@ -97,7 +97,7 @@ def host_note(system: System) -> str | None:
 
 def plan_stack(plan: ServePlan) -> ServingStack:
     """The serving stack `plan` runs: its profile with the plan's own max_batch, max_num_tokens and chunked_prefill
-    where it sets them (`spec.serve_settings.with_settings`)."""
+    where it sets them (`spec.serving.settings.with_settings`)."""
     return with_settings(load_serving_stack(plan.stack), plan)
 
 
@@ -108,7 +108,7 @@ def release_of(stack: ServingStack, plan: ServePlan) -> EngineRelease | None:
 
 def measured_host_s(seconds: float, measured_speed: float, system: System) -> float:
     """`seconds` measured on a host of speed `measured_speed` (`HostCPU.speed`), on the system's host: seconds x
-    measured_speed / its speed (both relative to the DGX H100's eager op, spec.host_cpu)."""
+    measured_speed / its speed (both relative to the DGX H100's eager op, spec.host.cpu)."""
     return seconds * measured_speed / host_of(system).speed
 
 
@@ -145,7 +145,7 @@ def launch_host_s(model: ModelConfig, system: System, plan: ServePlan, stack: Se
     """Host seconds to launch one step's forward on a rank (`step_graphs`): a full graph, one replay; else every
     layer's calls (`LayerCalls`: piecewise, the replays and attention between them; compiled, Inductor's launches
     and, in a MoE layer, the experts' custom op calls; eager, a dense layer's calls and a MoE layer's added ones;
-    tensor-parallel collectives outside graphs) x the host's seconds per call (`cost.launch_queue.call_seconds`), and the eager ops
+    tensor-parallel collectives outside graphs) x the host's seconds per call (`cost.host.launch_queue.call_seconds`), and the eager ops
     outside the layers (MODEL_OPS). A pipeline stage launches its own layers, pp micro-batches a step: n_layers in
     all. A stack without releases runs eager (perfmodel's executor), priced so where the spec has no measured host
     costs (`host_s` prices the same launches from those). 0 without layer calls."""
@@ -169,7 +169,7 @@ def launch_host_s(model: ModelConfig, system: System, plan: ServePlan, stack: Se
 
 def exposed_launch_s(host: float, device: float) -> float:
     """Seconds a step's launches add to its device time: the host enqueues ahead of the device, so the step takes
-    the longer of the two (CUDA C Programming Guide, "Asynchronous Concurrent Execution"; as `cost.launch_queue.
+    the longer of the two (CUDA C Programming Guide, "Asynchronous Concurrent Execution"; as `cost.host.launch_queue.
     queued` for a training step without synchronisation): max(0, host - device)."""
     return max(0.0, host - device)
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 
-from ..cost.kernels import ACT_BYTES
-from ..spec.global_attention import attention_parts
-from ..spec.hardware import System
-from ..spec.serve_settings import expert_slots
-from ..spec.model import ModelConfig
-from ..spec.serving import (KV_BYTES, W4_BYTES, WEIGHT_BYTES, ServePlan, ServingStack, draft_model,
-                            four_bit_weights, fusion_inputs)
+from ..cost.compute.kernels import ACT_BYTES
+from ..spec.model.global_attention import attention_parts
+from ..spec.hardware.system import System
+from ..spec.serving.settings import expert_slots
+from ..spec.model.config import ModelConfig
+from ..spec.serving.schema import (
+    KV_BYTES, W4_BYTES, WEIGHT_BYTES, ServePlan, ServingStack, draft_model, four_bit_weights, fusion_inputs,
+)
 
 GIB = 2.0**30
 
@@ -37,7 +38,7 @@ def kv_bytes_per_token(model: ModelConfig, plan: ServePlan) -> float:
 def layer_kv_bytes(model: ModelConfig, plan: ServePlan) -> float:
     """KV-cache bytes of one token in one layer on one GPU: 2 x kv heads on the rank x head_dim x kv_dtype bytes;
     MLA (kv_lora_rank + qk_rope_head_dim) x bytes, on every tp rank; sparse attention adds its indexer's key
-    (`indexer_key_bytes`). Global layers with a head shape of their own (Gemma 4, `spec.global_attention`): the
+    (`indexer_key_bytes`). Global layers with a head shape of their own (Gemma 4, `spec.model.global_attention`): the
     mean over the layers of each shape's (`attention_parts`)."""
     if model.global_attention is not None:
         return sum(w * layer_kv_bytes(part, plan) for w, part in attention_parts(model))
@@ -58,7 +59,7 @@ def draft_kv_layers(model: ModelConfig, plan: ServePlan) -> int:
 
 def draft_weight_bytes(model: ModelConfig, plan: ServePlan) -> float:
     """A speculative draft's weights on one GPU of the last stage: its layers (`draft_kv_layers` blocks of
-    `spec.serving.draft_model`, split as the model's layers are, `weight_bytes`), each MTP module's 2h x h
+    `spec.serving.schema.draft_model`, split as the model's layers are, `weight_bytes`), each MTP module's 2h x h
     projection of the embedding and hidden state (DeepSeek-V3 Sec. 2.2, eh_proj) or EAGLE-3's 3h x h fusion of
     three target layers' states and its head over draft_vocab, all / tp in bf16 (the embedding, and an MTP
     module's head, are the model's own); 0 without speculative decoding."""
@@ -160,7 +161,7 @@ def sequence_kv_bytes(model: ModelConfig, plan: ServePlan, tokens: float, stack:
     """KV-cache bytes one sequence of `tokens` takes on one GPU: every layer keeps all its tokens; where the stack
     runs sliding windows (`ServingStack.sliding_window`) a windowed layer keeps at most its window:
     kv_bytes_per_token x (full layers x tokens + windowed layers x min(tokens, w)) / layers; plus a Gated
-    DeltaNet model's state (`state_bytes_per_sequence`). Layers of two head shapes (`spec.global_attention`): each
+    DeltaNet model's state (`state_bytes_per_sequence`). Layers of two head shapes (`spec.model.global_attention`): each
     shape's on its share of the layers."""
     if model.global_attention is not None:
         return sum(w * sequence_kv_bytes(part, plan, tokens, stack) for w, part in attention_parts(model))

@@ -10,11 +10,11 @@ does not fit, or whose TTFT or TPOT passes the limits, is dropped; the rest are 
 from __future__ import annotations
 
 from ..errors import InputError
-from ..spec.hardware import System, load_hardware
-from ..spec.model import ModelConfig
-from ..spec.model_catalogue import load_model
-from ..spec.plan import divisors
-from ..spec.serving import ServeEstimate, ServePlan
+from ..spec.hardware.system import System, load_hardware
+from ..spec.model.config import ModelConfig
+from ..spec.model.catalogue import load_model
+from ..spec.plan.layout import divisors
+from ..spec.serving.schema import ServeEstimate, ServePlan
 from .batching import infer
 
 

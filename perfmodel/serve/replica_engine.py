@@ -34,10 +34,10 @@ import math
 import numpy as np
 
 from ..errors import InputError
-from ..spec.hardware import System
-from ..spec.model import ModelConfig
-from ..spec.serving import EngineRelease, ServePlan, ServingStack
-from ..spec.serving_workload import LatencyStats, SimulatedServing, Workload
+from ..spec.hardware.system import System
+from ..spec.model.config import ModelConfig
+from ..spec.serving.schema import EngineRelease, ServePlan, ServingStack
+from ..spec.serving.workload import LatencyStats, SimulatedServing, Workload
 from .kv_cache import kv_bytes_per_token, memory, state_bytes_per_sequence
 from .step_time import draft_job, step_parts
 

@@ -1,4 +1,4 @@
-"""Request-level serving simulation: requests arrive as a benchmark client sends them (`spec.serving_workload.
+"""Request-level serving simulation: requests arrive as a benchmark client sends them (`spec.serving.workload.
 Workload`: a closed loop at a concurrency, a Poisson open loop, or a burst) and each replica's engine runs them
 step by step, each step priced by the step-time model (`step_time.step_parts`) for the tokens it carries.
 
@@ -17,11 +17,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..spec.hardware import System, load_hardware
-from ..spec.model import ModelConfig
-from ..spec.model_catalogue import load_model
-from ..spec.serving import ServePlan, resolve_serve
-from ..spec.serving_workload import SimulatedServing, Workload
+from ..spec.hardware.system import System, load_hardware
+from ..spec.model.config import ModelConfig
+from ..spec.model.catalogue import load_model
+from ..spec.serving.schema import ServePlan, resolve_serve
+from ..spec.serving.workload import SimulatedServing, Workload
 from .host_time import frontend_s, plan_stack, release_of
 from .replica_engine import Replica, StepPricer, draw_lengths, open_arrivals, pool_kv, served
 from .simulate_disaggregated import simulate_disaggregated

@@ -36,12 +36,12 @@ import math
 
 import numpy as np
 
-from ..cost.comm import p2p_tier
+from ..cost.comm.collectives import p2p_tier
 from ..errors import InputError
-from ..spec.hardware import System
-from ..spec.model import ModelConfig
-from ..spec.serving import ServePlan
-from ..spec.serving_workload import SimulatedServing, Workload
+from ..spec.hardware.system import System
+from ..spec.model.config import ModelConfig
+from ..spec.serving.schema import ServePlan
+from ..spec.serving.workload import SimulatedServing, Workload
 from .disaggregated import kv_transfer, prefill_plan
 from .host_time import frontend_s, plan_stack, release_of
 from .replica_engine import Replica, StepPricer, open_arrivals, pool_kv, served

@@ -19,20 +19,22 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..cost.comm import group_collective, p2p_tier, p2p_time
-from ..cost.compute import flash_attention_time, shared_core_speedup
-from ..cost.kernel_lookup import allreduce_table_time, decode_table_time
-from ..cost.attention_kinds import attention_head_width, delta_rule_flops, indexer_flops, indexer_rate
-from ..cost.kernels import (ACT_BYTES, ELEMENTWISE_BYTES, Device, attention_table_op, mean_keys, model_mean_keys,
-                            residual_bytes)
-from ..spec.global_attention import attention_parts
-from ..spec.hardware import System
-from ..spec.kernel_tables import allreduce_curves, decode_curves
-from ..spec.model import ModelConfig
-from ..spec.serving import (KV_BYTES, W4_BYTES, ServePlan, ServingStack, draft_model, four_bit_weights,
-                            fusion_inputs)
-from ..spec.serve_settings import expert_slots
-from ..spec.stack import EXECUTOR_STACK, load_stack
+from ..cost.comm.collectives import group_collective, p2p_tier, p2p_time
+from ..cost.compute.kernel_time import flash_attention_time, shared_core_speedup
+from ..cost.compute.kernel_lookup import allreduce_table_time, decode_table_time
+from ..cost.compute.attention_kinds import attention_head_width, delta_rule_flops, indexer_flops, indexer_rate
+from ..cost.compute.kernels import (
+    ACT_BYTES, ELEMENTWISE_BYTES, Device, attention_table_op, mean_keys, model_mean_keys, residual_bytes,
+)
+from ..spec.model.global_attention import attention_parts
+from ..spec.hardware.system import System
+from ..spec.hardware.kernel_tables import allreduce_curves, decode_curves
+from ..spec.model.config import ModelConfig
+from ..spec.serving.schema import (
+    KV_BYTES, W4_BYTES, ServePlan, ServingStack, draft_model, four_bit_weights, fusion_inputs,
+)
+from ..spec.serving.settings import expert_slots
+from ..spec.stack.profile import EXECUTOR_STACK, load_stack
 from .gemm_quant import served_gemm_s
 from .moe_kernels import moe_table_s
 from .wide_ep import active_experts, busiest_share, moe_exchange_s, two_batch_parts
@@ -40,7 +42,7 @@ from .host_time import exposed_launch_s, launch_host_s, measured_serving, overhe
 from .kv_cache import indexer_key_bytes, layer_kv_bytes, state_bytes_per_sequence
 
 # Bytes per element the memory-bound kernels of one layer move in inference: the forward figures of training's
-# (cost.kernels.ELEMENTWISE_BYTES, residual_bytes without dropout)
+# (cost.compute.kernels.ELEMENTWISE_BYTES, residual_bytes without dropout)
 NORM_B, ROPE_B, GLU_B = (ELEMENTWISE_BYTES[k][0] for k in ("norm", "rope", "swiglu"))
 RESIDUAL_B = residual_bytes(False)[0]
 
@@ -56,7 +58,7 @@ def device(model: ModelConfig, system: System, plan: ServePlan, stack: ServingSt
         system = system.model_copy(update={"efficiency": system.efficiency.model_copy(  # at this machine's clocks
             update={"sustained_fraction": serving.sustained_fraction}),
             "accelerator": system.accelerator.model_copy(update={"power": None})})
-    # elsewhere the Device prices compute at the clock of a compute-bound loop (cost.kernels.Device.fraction): a
+    # elsewhere the Device prices compute at the clock of a compute-bound loop (cost.compute.kernels.Device.fraction): a
     # served step is not yet priced at its own mix's clock
     # W4A16 computes in bf16: its 4-bit GEMMs are priced apart (`w4a16_gemm_s`), the rest as bf16
     precision = "bf16" if plan.precision == "w4a16" else plan.precision
@@ -155,7 +157,7 @@ def decode_attention_s(dev: Device, plan: ServePlan, seqs: float, context: float
 def decode_delta_s(dev: Device, plan: ServePlan, seqs: float, queries: int = 1) -> float:
     """One Gated DeltaNet layer's decode step for `seqs` sequences of `queries` tokens on one GPU: each sequence's
     state read and written back once (2 x `state_bytes_per_sequence` per layer) at the HBM rate, or the delta
-    rule's FLOPs (`cost.attention_kinds.delta_rule_flops`, no chunk, per token) over tp at attention_max of the bf16
+    rule's FLOPs (`cost.compute.attention_kinds.delta_rule_flops`, no chunk, per token) over tp at attention_max of the bf16
     rate, whichever is longer; 0 without linear attention."""
     la = dev.model.linear_attention
     if la is None or seqs <= 0:
@@ -180,10 +182,10 @@ def decode_indexer_s(dev: Device, seqs: float, context: float, queries: int = 1)
 def decode_table_s(dev: Device, plan: ServePlan, seqs: float, context: float, windowed: bool) -> float | None:
     """One layer's decode attention from the part's measured decode-attention table (TensorRT-LLM's XQA/MMHA
     kernels with their fused RoPE and KV-cache write; AIConfigurator's generation_attention,
-    `cost.kernel_lookup.decode_table_time`) at the model's head dim, its query and kv heads on a GPU (kv heads
+    `cost.compute.kernel_lookup.decode_table_time`) at the model's head dim, its query and kv heads on a GPU (kv heads
     replicated past tp) and the KV dtype; a windowed layer at its window (mean over the layers). Memory-bound (it
     reads the cache once), so not divided by sustained_fraction, as the GEMMs' traffic floor is not
-    (`cost.kernels.Device.gemm_priced`). None where the part has no table, for MLA, or heads it did not time
+    (`cost.compute.kernels.Device.gemm_priced`). None where the part has no table, for MLA, or heads it did not time
     (the roofline then, `decode_attention_s`)."""
     m = dev.model
     table = dev.system.accelerator.kernel_tables.get("decode_attention")
@@ -203,7 +205,7 @@ def decode_table_s(dev: Device, plan: ServePlan, seqs: float, context: float, wi
 
 def prefill_attention_s(dev: Device, plan: ServePlan, seqs: float, prompt: float, windowed: bool = True) -> float:
     """One layer's causal attention over `seqs` prompts of `prompt` tokens on one GPU: the flash kernel's FLOPs (4 x
-    tokens x mean keys x head_dim x local heads) priced as training prices its forward (`cost.kernels`: the measured
+    tokens x mean keys x head_dim x local heads) priced as training prices its forward (`cost.compute.kernels`: the measured
     attention table where the part has one for the stack's kernel, else the spec's attention_max)."""
     if seqs <= 0 or prompt <= 0:
         return 0.0
@@ -255,7 +257,7 @@ def tp_allreduce_s(model: ModelConfig, system: System, plan: ServePlan, tokens: 
 
 
 def wire_bytes(system: System, plan: ServePlan) -> float:
-    """Bytes per activation element that a tp collective or a pp send moves: bf16 (`cost.kernels.ACT_BYTES`), but
+    """Bytes per activation element that a tp collective or a pp send moves: bf16 (`cost.compute.kernels.ACT_BYTES`), but
     4 where the executor serves on a CPU, which computes and communicates in fp32 (execute.inference casts the
     model to bf16 on CUDA only)."""
     cpu_executor = plan.stack == EXECUTOR_STACK and system.accelerator.torch_device == "cpu"
@@ -265,8 +267,8 @@ def wire_bytes(system: System, plan: ServePlan) -> float:
 def allreduce_s(model: ModelConfig, system: System, plan: ServePlan, tokens: float) -> float:
     """One all-reduce of tokens x hidden values (`wire_bytes` each) over the replica's tp ranks: the part's measured table of the
     serving engines' own one-/two-shot NVLink all-reduce where it timed that many GPUs within a node
-    (`cost.kernel_lookup.allreduce_table_time`; TensorRT-LLM, vLLM and SGLang run such custom all-reduces at decode
-    sizes), else NCCL (`cost.comm.group_collective`: the system's tiers, as in training)."""
+    (`cost.compute.kernel_lookup.allreduce_table_time`; TensorRT-LLM, vLLM and SGLang run such custom all-reduces at decode
+    sizes), else NCCL (`cost.comm.collectives.group_collective`: the system's tiers, as in training)."""
     if plan.tp == 1 or tokens <= 0:
         return 0.0
     size = tokens * model.hidden * wire_bytes(system, plan)
@@ -281,7 +283,7 @@ def allreduce_s(model: ModelConfig, system: System, plan: ServePlan, tokens: flo
 
 def pp_send_s(model: ModelConfig, system: System, plan: ServePlan, tokens: float) -> float:
     """The pp stage boundaries one micro-batch of `tokens` rows crosses, each a send of tokens x hidden bf16
-    (`cost.comm.p2p_time` on the tier the pipeline spans, `cost.comm.p2p_tier`)."""
+    (`cost.comm.collectives.p2p_time` on the tier the pipeline spans, `cost.comm.collectives.p2p_tier`)."""
     if plan.pp == 1:
         return 0.0
     tier = p2p_tier(system, plan.moe_ranks, plan.pp)  # a stage spans tp x attention_dp GPUs
@@ -293,7 +295,7 @@ def vocab_comm_s(model: ModelConfig, system: System, plan: ServePlan, stack: Ser
                  logits: float) -> float:
     """One micro-batch's collectives outside the layers, over the replica's tp ranks: the all-reduce of a
     vocabulary-split embedding's output (tokens x hidden, where `ServingStack.vocab_parallel_embedding`) and the
-    all-gather of the column-split LM head's logits (logits x vocab) that sampling reads (`cost.comm.
+    all-gather of the column-split LM head's logits (logits x vocab) that sampling reads (`cost.comm.collectives.
     group_collective`); a step runs pp micro-batches (`step_parts`)."""
     if plan.tp == 1:
         return 0.0
@@ -307,7 +309,7 @@ def vocab_comm_s(model: ModelConfig, system: System, plan: ServePlan, stack: Ser
 def token_parts(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack,
                 tokens: float, own: float | None = None) -> dict[str, float]:
     """Seconds of a step's parts that depend on its tokens per pipeline micro-batch alone, through all layers:
-    the GEMMs, the element-wise ops (at `cost.compute.shared_core_speedup` on a shared host), the layers' tp
+    the GEMMs, the element-wise ops (at `cost.compute.kernel_time.shared_core_speedup` on a shared host), the layers' tp
     all-reduces and the pipeline sends. `tokens` are the replica's; with attention data parallelism the busiest
     group's element-wise work, projections and pipeline sends carry its `own` (default tokens / attention_dp)."""
     dev, L = device(model, system, plan, stack), model.n_layers
@@ -322,7 +324,7 @@ def attention_part(model: ModelConfig, system: System, plan: ServePlan, stack: S
                    keys: float, decode: bool, queries: int = 1) -> float:
     """Seconds of all layers' attention for `seqs` sequences per pipeline micro-batch: decoding `queries` tokens
     each at `keys` keys (decode), or prefilling prompts of `keys` tokens; layers of two head shapes (Gemma 4's
-    global ones, `spec.global_attention.attention_parts`) each shape on its share of the layers."""
+    global ones, `spec.model.global_attention.attention_parts`) each shape on its share of the layers."""
     one, win = 0.0, stack.sliding_window
     for w, part in attention_parts(model):
         dev = device(part, system, plan, stack)
@@ -332,7 +334,7 @@ def attention_part(model: ModelConfig, system: System, plan: ServePlan, stack: S
 
 
 def draft_job(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack) -> tuple | None:
-    """(model, system, plan, stack) of the speculative draft's one layer (`spec.serving.draft_model` in
+    """(model, system, plan, stack) of the speculative draft's one layer (`spec.serving.schema.draft_model` in
     `ServePlan.draft_plan`'s layout), or None without speculative decoding."""
     s = plan.speculative
     return None if s is None else (draft_model(model, s), system, plan.draft_plan(), stack)
@@ -365,7 +367,7 @@ def draft_part(job: tuple, draft: tuple, decode: float, context: float, prefill_
 def fusion_part(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, decode: float,
                 method: str) -> float:
     """The draft's fusion GEMM for the `decode` sequences (a group's share with attention data parallelism): its
-    `spec.serving.fusion_inputs` -> hidden / tp, in the draft's precision."""
+    `spec.serving.schema.fusion_inputs` -> hidden / tp, in the draft's precision."""
     return _gemm(device(model, system, plan, stack), decode / plan.attention_dp, model.hidden / plan.tp,
                  fusion_inputs(method, model.hidden))
 
@@ -402,7 +404,7 @@ def step_parts(model: ModelConfig, system: System, plan: ServePlan, stack: Servi
     token (draft_tokens + 1 verifying a draft: `ServePlan.decode_queries`, each sampled), `prefill_seqs` prompts
     of `prompt` tokens, `logits` sequences sampling; all over pp micro-batches (module docstring). On a host whose
     ranks share cores (`System.shared_host`, a CPU testbed) the compute parts run at
-    `cost.compute.shared_core_speedup` with every rank of the job busy. `part(fn, model, system, plan, stack,
+    `cost.compute.kernel_time.shared_core_speedup` with every rank of the job busy. `part(fn, model, system, plan, stack,
     *sizes)` evaluates each component (default: calls it; `serve.simulate.StepPricer` memoises them by size);
     `draft` is `draft_job`'s (default: made here)."""
     if plan.two_batch_overlap and decode + prefill_seqs > 1:  # two half micro-batches, comm behind compute

@@ -11,7 +11,7 @@ The exchange (`ServePlan.moe_a2a`, default the stack's `ServingStack.moe_a2a`), 
   bf16 on combine; SGLang `--moe-a2a-backend deepep --deepep-mode low_latency`, vLLM `deepep_low_latency`).
 - alltoall: a direct all-to-all of the routed copies at bf16 both ways (TensorRT-LLM's NVLink one-/two-sided MoE
   all-to-all on NVL72, vLLM's pplx, NCCL alltoall).
-The routed kinds are priced as NCCL's all-to-all on the system's tiers (`cost.comm.all_to_all_time` through
+The routed kinds are priced as NCCL's all-to-all on the system's tiers (`cost.comm.collectives.all_to_all_time` through
 `group_collective`): each rank sends its own tokens' copies, (R - 1) / R of them off the rank.
 
 Load across ranks: a step's routed copies spread over R = ep ranks; with T tokens each picking top_k experts
@@ -28,11 +28,11 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-from ..cost.comm import group_collective
-from ..cost.kernels import ACT_BYTES
-from ..spec.model import ModelConfig
-from ..spec.hardware import System
-from ..spec.serving import ServePlan, ServingStack
+from ..cost.comm.collectives import group_collective
+from ..cost.compute.kernels import ACT_BYTES
+from ..spec.model.config import ModelConfig
+from ..spec.hardware.system import System
+from ..spec.serving.schema import ServePlan, ServingStack
 
 FP8_DISPATCH_BYTES = 1.0 + 4.0 / 128  # DeepEP low-latency dispatch: fp8 values and an fp32 scale per 128
 COMBINE_BYTES = ACT_BYTES  # bf16 expert outputs back
@@ -72,7 +72,7 @@ def expected_max_normal(n: int) -> float:
 def allgather_exchange_s(model: ModelConfig, system: System, plan: ServePlan, tokens: float,
                          wire: float) -> float:
     """One MoE layer's all-gather of the replica's `tokens` x hidden (`wire` bytes each) over its tp x attention_dp
-    ranks and reduce-scatter of the experts' output (`cost.comm.group_collective`: the system's tiers)."""
+    ranks and reduce-scatter of the experts' output (`cost.comm.collectives.group_collective`: the system's tiers)."""
     if tokens <= 0:
         return 0.0
     size = tokens * model.hidden * wire

@@ -9,7 +9,7 @@ data parallelism 16 with the optimizer state sharded (ZeRO-1), selective recompu
 
 from __future__ import annotations
 
-from .plan import Plan
+from .plan.layout import Plan
 
 MODEL = "llama-3-70b"
 HARDWARE = "dgx-h100"

@@ -20,10 +20,10 @@ from pydantic import Field, model_validator
 
 from ..errors import Count, Count0, InputError, PositiveReal, Real, Schema
 from ..files import read_json_object
-from .hardware import System
-from .kernel_tables import spec_folder, write_with_tables
-from .model import ModelConfig
-from .plan import Plan
+from .hardware.system import System
+from .hardware.kernel_tables import spec_folder, write_with_tables
+from .model.config import ModelConfig
+from .plan.layout import Plan
 
 VERSION = 1
 
@@ -60,7 +60,7 @@ MEMORY_FIELDS = {"peak_memory_bytes": "allocated", "peak_reserved_bytes": "reser
 
 
 class CheckpointSave(Schema):
-    """One checkpoint save as the run measured it (execute/resume.py)."""
+    """One checkpoint save as the run measured it (execute/checkpoint/resume.py)."""
 
     step: Count0 = Field(description="steps done when it was taken; a resume runs step `step` next")
     write_s: Real = Field(ge=0, description="slowest rank: state dict, then torch.distributed.checkpoint writing "

@@ -9,11 +9,11 @@ from pydantic import Field
 from ..errors import Flag, Real, Schema
 
 LEGACY_HEADROOM = 0.10  # the fit test's headroom before plan files recorded it (and before the band, 2026-11-28)
-from .plan import Plan
+from .plan.layout import Plan
 
 
 class MemoryBreakdown(Schema):
-    """Peak bytes on one device in three views, each the one before plus its own parts (cost.memory).
+    """Peak bytes on one device in three views, each the one before plus its own parts (cost.memory.footprint).
 
     allocated: what torch's caching allocator hands to tensors at the step's peak, the figure to compare with
     torch.cuda.max_memory_allocated; reserved: allocated plus the allocator's cached segments and fragmentation
@@ -76,12 +76,12 @@ class TimeBreakdown(Schema):
     zero3_comm: float = Field(description="ZeRO-3 parameter gathers and gradient reduce-scatters")
     offload_comm: float = Field(0.0, description="copies of offloaded tensors to host memory in the forward and back "
                                                  "in the backward, exposed beyond their layer's compute, and the "
-                                                 "optimizer state's copies in and out for the update (cost.offload)")
+                                                 "optimizer state's copies in and out for the update (cost.memory.offload)")
     bubble: float
     optimizer: float
     host: float = Field(0.0, description="seconds the device waits on its host: where launching the step's kernels, "
                                          "collectives and optimizer loop takes the host longer than the device takes "
-                                         "to run them (cost.launch_queue; a CPU device: all of it)")
+                                         "to run them (cost.host.launch_queue; a CPU device: all of it)")
     overhead: float = Field(0.0, description="host time per step outside the model that no call count prices: on a "
                                              "spec calibrated from runs, the fitted per-step overhead "
                                              "(RunFit.step_overhead_s, cost.step.calibrated); 0 otherwise (the host's "
@@ -144,10 +144,10 @@ class CommTime(Schema):
 
 
 class HostSummary(Schema):
-    """What the host launching the slowest stage spends (cost.launch_queue): the stack's calls priced on the system's
+    """What the host launching the slowest stage spends (cost.host.launch_queue): the stack's calls priced on the system's
     host, and how much of it the device waits on."""
 
-    host: str = Field(description="the host (spec.host_cpu: catalogue name) and its CPU")
+    host: str = Field(description="the host (spec.host.cpu: catalogue name) and its CPU")
     source: str = Field(description="whose calls at whose costs")
     launch_s: float = Field(description="host seconds per step launching the slowest stage (its micro-batches, "
                                         "collectives, optimizer loop)")
@@ -158,7 +158,7 @@ class HostSummary(Schema):
     layer_forward_device_s: float = Field(description="the device's seconds of one layer's forward per micro-batch")
     layer_backward_device_s: float = Field(description="... of its backward")
     layer_forward_calls: dict[str, float] = Field(description="a mean layer's forward calls by kind (the stack's "
-                                                              "counts, spec.stack.HostProfile)")
+                                                              "counts, spec.stack.profile.HostProfile)")
     layer_backward_calls: dict[str, float] = Field(description="its backward's calls by kind")
     serial: bool = Field(False, description="a CPU device: its ranks compute on the host thread that launches, so the "
                                             "launches add to the step rather than run ahead of it")
@@ -185,7 +185,7 @@ class Estimate(Schema):
     gpus: int
     params: int
     step_time_s: float
-    step_time_s_low: float | None = Field(None, description="lower end of the prediction interval (perfmodel.spec.stack."
+    step_time_s_low: float | None = Field(None, description="lower end of the prediction interval (perfmodel.spec.stack.profile."
                                                             "Interval); null where neither spec nor stack has one")
     step_time_s_high: float | None = Field(None, description="upper end of the prediction interval")
     interval_source: str = Field("", description="which residuals the interval comes from, and its coverage")
@@ -200,7 +200,7 @@ class Estimate(Schema):
     memory_verdict: Literal["fits", "tight", "does not fit"] = Field(
         "fits", description="fits: the band's upper end (memory_band_high_bytes) within capacity - runtime less the "
                             "headroom; tight: that room inside the band; does not fit: even the band's lower end "
-                            "(memory_band_low_bytes) beyond capacity - runtime (cost.memory_fit.memory_verdict)")
+                            "(memory_band_low_bytes) beyond capacity - runtime (cost.memory.fit.memory_verdict)")
     memory_capacity_bytes: float = Field(description="the accelerator's memory")
     memory_headroom: float = Field(description="share of what the allocator can reserve (capacity - runtime) "
                                                "kept free by the fit test (--headroom)")
@@ -221,7 +221,7 @@ class Estimate(Schema):
                                                     "not priced: a stack of one XLA executable, a system that names "
                                                     "no host)")
     host_s: float = Field(0.0, description="the host's seconds per step launching the slowest stage's kernels, "
-                                           "collectives and optimizer loop (cost.launch_queue); the device waits time_s.host of "
+                                           "collectives and optimizer loop (cost.host.launch_queue); the device waits time_s.host of "
                                            "them")
     host_bound: bool = Field(False, description="the host's seconds exceed the device's: the step is as long as the host "
                                                 "takes to launch it, not as its kernels take to run")
@@ -231,7 +231,7 @@ class Estimate(Schema):
     stage_layers: list[int] = Field(description="layers on each pipeline stage, first to last")
     bottleneck_stage: str
     stages: list[StageTime] = Field(description="every pipeline stage's seconds per micro-batch (the pipeline "
-                                                "timeline's blocks: cost.pipeline.schedule_blocks)")
+                                                "timeline's blocks: cost.pipeline.schedules.schedule_blocks)")
     ops: list[OpTime]
     comms: list[CommTime]
     plan: Plan
@@ -245,7 +245,7 @@ class Prediction(Schema):
 
     step_time_s: Real = Field(description="seconds per training step")
     tokens_per_s: Real = Field(description="global_batch * seq_len / step_time_s")
-    mfu: Real = Field(description="model FLOPs utilisation against the dense peak (cost.flops)")
+    mfu: Real = Field(description="model FLOPs utilisation against the dense peak (cost.compute.flops)")
     memory_bytes: Real = Field(description="peak reserved bytes (allocated + allocator fragmentation) on the "
                                            "fullest device")
     memory_capacity_bytes: Real = Field(description="accelerator memory, bytes")

@@ -17,7 +17,7 @@ from pydantic import Field, ValidationError
 
 from ..errors import InputError, PositiveReal, Schema, suggest
 from ..files import read_mapping
-from ..spec.hardware import System, load_hardware
+from ..spec.hardware.system import System, load_hardware
 
 
 class InvalidPoint(InputError):

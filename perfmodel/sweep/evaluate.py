@@ -18,8 +18,8 @@ import math
 
 from ..errors import InputError
 from ..run.energy import facility_kwh, power_for
-from ..spec.model_catalogue import load_model
-from ..spec.plan import layout_label
+from ..spec.model.catalogue import load_model
+from ..spec.plan.layout import layout_label
 from .axes import InvalidPoint
 from .points import Chunk, Point, code_version, system_of
 from .schema import Serving, Sweep, Training

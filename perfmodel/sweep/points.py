@@ -127,7 +127,7 @@ def point_key(base_spec: str, p: Point) -> str:
 def workload_key(w: Workload) -> str:
     """What a workload's rows depend on: its fields, and the model they name as loaded (a user's model file may
     change under the same name)."""
-    from ..spec.model_catalogue import load_model
+    from ..spec.model.catalogue import load_model
 
     return json.dumps([w.model_dump_json(), load_model(w.job.model).model_dump_json()])
 

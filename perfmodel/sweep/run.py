@@ -13,8 +13,8 @@ from pathlib import Path
 from pydantic import Field
 
 from ..errors import InputError, Schema
-from ..spec.hardware import load_hardware
-from ..spec.model_catalogue import load_model
+from ..spec.hardware.system import load_hardware
+from ..spec.model.catalogue import load_model
 from .engines import Engine, engine_for
 from .points import chunks as make_chunks
 from .points import code_version, points
@@ -43,7 +43,7 @@ def check_workloads(sweep: Sweep) -> None:
     """Refuse, before anything runs or is written, a workload whose model, stack or job is not valid input, and a
     base system that is not known. A point a system cannot run (too few devices, nothing fits) is a result."""
     from ..search.space import Job
-    from ..spec.serving import ServePlan
+    from ..spec.serving.schema import ServePlan
 
     for name in sweep.systems:
         load_hardware(name)

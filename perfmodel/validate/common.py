@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..files import check_output, check_suffix
-from ..spec.hardware import System, list_systems, load_hardware
+from ..spec.hardware.system import System, list_systems, load_hardware
 
 # nvidia-smi device names -> catalogue systems (one device of the system runs the plan).
 GPU_SYSTEMS = (("GB300", "gb300-nvl72"), ("GB200", "gb200-nvl72"), ("H200", "dgx-h200"),  # the longer names first
@@ -68,7 +68,7 @@ def catalogue_system_for(gpu_name: str | None) -> str | None:
 def prediction_spec(spec: System | None, hardware, sweep: bool, device: str, nproc: int, out_dir: Path,
                     quick: bool, echo) -> tuple[System | None, str, list[str]]:
     """(spec, where it came from, notes): the spec given (`hardware`); else for a sweep on CUDA the catalogue
-    system of this GPU, elsewhere this machine calibrated now (`calibrate.machine.calibrate`, written to
+    system of this GPU, elsewhere this machine calibrated now (`calibrate.machine.calibration.calibrate`, written to
     out_dir/calibrated.yaml); plan files (not a sweep) use their own (None)."""
     gpu = _gpu_name() if device == "cuda" and spec is None and sweep else None
     if spec is not None:
@@ -78,7 +78,7 @@ def prediction_spec(spec: System | None, hardware, sweep: bool, device: str, npr
     if catalogue_system_for(gpu):
         name = catalogue_system_for(gpu)
         return load_hardware(name), f"catalogue system {name}, matching this GPU ({gpu})", []
-    from ..calibrate.machine import calibrate
+    from ..calibrate.machine.calibration import calibrate
 
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / "calibrated.yaml"

@@ -22,9 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..errors import InputError
 from ..files import read_mapping
 from ..ingest import Given, needed_flag, plan_of, read_config
-from ..spec.hardware import System
-from ..spec.model import ModelConfig
-from ..spec.plan import Plan
+from ..spec.hardware.system import System
+from ..spec.model.config import ModelConfig
+from ..spec.plan.layout import Plan
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
 LABELS = FIXTURES / "fit_labels"

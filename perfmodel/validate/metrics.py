@@ -15,7 +15,7 @@ from pydantic import Field
 
 from ..errors import InputError, Schema
 from ..spec.measurement import MEMORY_FIELDS, Measurement
-from ..spec.plan import layout_label
+from ..spec.plan.layout import layout_label
 from .scores import error_pct, mape, spearman  # noqa: F401 (the scores, imported from here too)
 from .sweeps import Targets
 from .checkpoint_checks import CheckpointRow, checkpoint_lines

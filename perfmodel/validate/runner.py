@@ -11,7 +11,7 @@ the step-time and memory MAPE, the Spearman rank correlation of predicted vs mea
 step time, a CSV and optionally a scatter plot. This module imports no torch (the executor runs in workers).
 
 The rows, metrics and printed text are `perfmodel.validate.metrics`'s; this module resolves and checks the input,
-predicts and runs (`perfmodel.cli.validate_command` is the subcommand).
+predicts and runs (`perfmodel.cli.commands.validate` is the subcommand).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from pathlib import Path
 from pydantic import Field
 
 from ..errors import InputError, Schema
-from ..spec.hardware import System, load_hardware
-from ..spec.model import ModelConfig
-from ..spec.plan import Plan
-from ..spec.stack import EXECUTOR_STACK
+from ..spec.hardware.system import System, load_hardware
+from ..spec.model.config import ModelConfig
+from ..spec.plan.layout import Plan
+from ..spec.stack.profile import EXECUTOR_STACK
 from .common import check_out_dir, check_output_in, check_sweep_flags, prediction_spec, write_outputs
 from .sweeps import SERVE_SWEEPS, SWEEP_NAMES, get_sweep
 from .metrics import EXTRA_VIEWS, GiB, compare, summarize
@@ -49,7 +49,7 @@ class _Entry(Schema):
 
 def _entries(plans, sweep_name, nproc, device, hardware):
     """Resolve the inputs: (entries, sweep or None, nproc, device, spec given or None). Loads and checks only."""
-    from ..spec.plan_file import load_plan_file
+    from ..spec.plan.file import load_plan_file
 
     if plans and sweep_name:
         raise InputError("validate takes plan files or --sweep, not both; valid: perfmodel validate PLAN.json ... "
@@ -111,7 +111,7 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
     """Run `plans` (plan files) or the built-in `sweep` on `nproc` processes, predict each, compare.
 
     Predictions use `hardware` when given. Otherwise a sweep on CPU calibrates this machine first
-    (`perfmodel.calibrate.machine.calibrate(device="cpu", nproc=nproc, quick=quick_calibration)`, written to
+    (`perfmodel.calibrate.machine.calibration.calibrate(device="cpu", nproc=nproc, quick=quick_calibration)`, written to
     out_dir/calibrated.yaml); on CUDA it uses the catalogue system of the device (by nvidia-smi name), or
     calibrates where none matches; plan files use their own hardware. `steps`/`warmup` default to the sweep's
     (8/3 for plan files), `rounds` the sweep's (1 for plan files): the plans run that many times over,
@@ -163,7 +163,7 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
         raise InputError("--checkpoint-async without --checkpoint-every: nothing is saved; valid: "
                          "--checkpoint-every K --checkpoint-async")
     if checkpoint_every is not None:
-        from ..execute.manifest import check_flags
+        from ..execute.checkpoint.manifest import check_flags
 
         check_flags(out_dir / "checkpoints", checkpoint_every, False, "async" if checkpoint_async else "sync", steps,
                     rounds)
@@ -208,7 +208,7 @@ def validate(plans: list[Path] | None = None, sweep: str | None = None, *, nproc
                          f"one of {', '.join(e.name for e in entries)}")
     out_dir.mkdir(parents=True, exist_ok=True)
     if sw is not None:
-        from ..spec.plan_file import write_plan_file
+        from ..spec.plan.file import write_plan_file
         from ..search.plan_writer import plan_file
 
         plan_dir = out_dir / "plans"

@@ -19,9 +19,9 @@ from pathlib import Path
 from pydantic import Field
 
 from ..errors import InputError, Schema
-from ..spec.hardware import load_hardware
-from ..spec.kernel_tables import write_with_tables
-from ..spec.serve_files import ServePlanFile
+from ..spec.hardware.system import load_hardware
+from ..spec.hardware.kernel_tables import write_with_tables
+from ..spec.serving.files import ServePlanFile
 from .common import check_out_dir, check_output_in, check_sweep_flags, prediction_spec, write_outputs
 from .scores import error_pct, mape, spearman
 from .sweeps import SERVE_SWEEPS
@@ -117,7 +117,7 @@ def validate_serving(sweep: str, *, nproc: int | None, hardware, out_dir: Path, 
     spec, source, notes = prediction_spec(spec, hardware, True, sw.device, sw.nproc, out_dir, quick_calibration,
                                           echo)
     from ..serve.batching import static_batch
-    from ..spec.serving import resolve_serve
+    from ..spec.serving.schema import resolve_serve
 
     files = []
     for e in sw.plans:

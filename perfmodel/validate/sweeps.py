@@ -20,10 +20,10 @@ from typing import Literal
 from pydantic import Field
 
 from ..errors import Count, InputError, Schema
-from ..spec.model import ModelConfig
-from ..spec.plan import Plan
-from ..spec.serving import ServePlan
-from ..spec.stack import EXECUTOR_STACK  # every sweep runs on perfmodel's own executor
+from ..spec.model.config import ModelConfig
+from ..spec.plan.layout import Plan
+from ..spec.serving.schema import ServePlan
+from ..spec.stack.profile import EXECUTOR_STACK  # every sweep runs on perfmodel's own executor
 
 
 class SweepPlan(Schema):

@@ -1,5 +1,5 @@
 """`perfmodel validate --sweep NAME --calibrate-from-trace [--trace-plan NAME]` (issue 64): trace one plan of a sweep,
-calibrate from its trace (`calibrate.from_trace.calibrate_from_trace`, as `calibrate --from-trace` does), predict the
+calibrate from its trace (`calibrate.trace.from_trace.calibrate_from_trace`, as `calibrate --from-trace` does), predict the
 sweep's plans on that spec and score it against their measurements with the traced plan left out (the plans the
 trace did not see), beside the spec the sweep predicts with and the spec the trace gives before any fit.
 
@@ -85,7 +85,7 @@ def trace_plan_of(sweep, calibrate: bool, trace_plan: str | None, plans_given: b
 def plans_of(plan_dir: Path) -> dict[str, tuple]:
     """name -> (plan file, measurement) of a validate run's plans folder (the plans that were measured)."""
     from ..spec.measurement import load_measurement
-    from ..spec.plan_file import load_plan_file
+    from ..spec.plan.file import load_plan_file
 
     out = {}
     for p in sorted(Path(plan_dir).glob("*.json")):
@@ -100,7 +100,7 @@ def plans_of(plan_dir: Path) -> dict[str, tuple]:
 def predicted_step(spec, pf) -> float:
     """A plan file's step on `spec`, seconds, as the executor runs it (its stack)."""
     from ..cost.estimate import evaluate_plan
-    from ..spec.stack import EXECUTOR_STACK
+    from ..spec.stack.profile import EXECUTOR_STACK
 
     return evaluate_plan(pf.model, spec, pf.plan.model_copy(update={"stack": EXECUTOR_STACK}))[1].step_time_s
 
@@ -109,12 +109,12 @@ def trace_specs(traces: Path, plan_path: Path, step_s: float, device: str, base=
     """(uncalibrated spec, calibrated spec, summary, fit) from one plan's rank traces (module docstring). `step_s`:
     that plan's measured step (a CPU trace's host costs are fitted to it); `base`: a GPU trace's base system (name
     or spec path; default the catalogue's system of its GPU)."""
-    from ..calibrate.from_trace import calibrate_from_trace, trace_measurements
-    from ..calibrate.trace_reader import load_traces
-    from ..spec.hardware import load_hardware
+    from ..calibrate.trace.from_trace import calibrate_from_trace, trace_measurements
+    from ..calibrate.trace.reader import load_traces
+    from ..spec.hardware.system import load_hardware
 
     if device == "cpu":
-        from ..calibrate.calibrated_spec import cpu_template
+        from ..calibrate.machine.calibrated_spec import cpu_template
 
         system, summary, fit = calibrate_from_trace([traces], plan_path=plan_path, step_s=step_s)
         bare = cpu_template(trace_measurements(load_traces([traces]), "trace"), "uncalibrated")
@@ -122,7 +122,7 @@ def trace_specs(traces: Path, plan_path: Path, step_s: float, device: str, base=
     system, summary, fit = calibrate_from_trace([traces], hardware=base)
     if base is not None:
         return load_hardware(base), system, summary, fit
-    from ..calibrate.machine import default_base
+    from ..calibrate.machine.calibration import default_base
 
     t0 = load_traces([traces])[0]
     return default_base(t0.device, t0.device_bytes), system, summary, fit
@@ -172,7 +172,7 @@ def calibrate_and_score(plans: dict[str, tuple], traces: Path, plan_dir: Path, t
     specs["trace"] = system
     rows, columns = score(specs, plans, traced)
     if spec_out is not None:
-        from ..calibrate.machine import spec_yaml
+        from ..calibrate.machine.calibration import spec_yaml
         from ..files import write_atomic
 
         command = f"perfmodel calibrate --from-trace {folder} --plan {Path(plan_dir) / f'{traced}.json'}"

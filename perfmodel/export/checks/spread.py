@@ -7,10 +7,10 @@ Megatron-LM's placements (an empty placement list), as `perfmodel search` would 
 from __future__ import annotations
 
 from ...cost.estimate import evaluate_plan
-from ...spec.hardware import load_hardware
-from ...spec.model_catalogue import load_model
-from ...spec.plan import Plan, resolve
-from ...spec.plan_file import PlanFile, check
+from ...spec.hardware.system import load_hardware
+from ...spec.model.catalogue import load_model
+from ...spec.plan.layout import Plan, resolve
+from ...spec.plan.file import PlanFile, check
 from ...search.plan_writer import estimated_plan_file
 
 _L70 = dict(model="llama-3-70b", seq_len=8192)

@@ -14,13 +14,13 @@ device order (tp innermost). The search may split any dimension over the tp axis
 Megatron-LM's tensor parallelism (Shoeybi et al. 2019), sequence parallelism (Korthikanti et al. 2022), or find
 something else where the hardware makes it cheaper. Placements are reported in DTensor vocabulary.
 
-This package only searches (it imports `cost` and `spec`, nothing downstream): the costs are `cost.tables`, priced by the functions `estimate` uses, so that
+This package only searches (it imports `cost` and `spec`, nothing downstream): the costs are `cost.pase.tables`, priced by the functions `estimate` uses, so that
 Megatron-LM's assignment costs what the estimate says. Our extensions of PaSE, which minimises time only:
   - Memory: a budget enforced by Lagrangian relaxation (`budget.fit_budget`), the DP minimising
     time + lambda * bytes. A strategy strictly inside the lower convex hull of (bytes, time) (better time within
     the budget but never optimal for any lambda) is not found, the usual price of the relaxation.
   - Two ways to run an edge into a GEMM: gather its input and keep the gathered copy for the weight gradient,
-    or keep the producer's shard and gather it again in the backward (`cost.tables.CostTables.alt`).
+    or keep the producer's shard and gather it again in the backward (`cost.pase.tables.CostTables.alt`).
   - Block chain (exact, `program.ChainProblem`): vertices no edge passes over cut the graph into a chain of blocks;
     identical layers share one min-plus map, so a DP run costs a few blocks instead of n_layers of them.
   - Compression of the DP table (exact): configurations of a dependent-set vertex that place its remaining

@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from ...cost.graph import Graph
-from ...cost.tables import CostTables
+from ...cost.pase.graph import Graph
+from ...cost.pase.tables import CostTables
 from ...errors import Schema
-from ...spec.hardware import System
-from ...spec.model import ModelConfig
-from ...spec.operators import GRAPH_OPS, OPS, SPECS, UNIT_OF, ParallelStyle, describe
-from ...spec.plan_file import OpPlacement
+from ...spec.hardware.system import System
+from ...spec.model.config import ModelConfig
+from ...spec.model.operators import GRAPH_OPS, OPS, SPECS, UNIT_OF, ParallelStyle, describe
+from ...spec.plan.file import OpPlacement
 from .budget import Point
 from .program import ChainProblem, Problem, edge_parts
 
@@ -89,7 +89,7 @@ class PaseResult(Schema):
         return [tuple(x) for x in out]
 
     def placements(self) -> list[OpPlacement]:
-        """Per-operator placements (spec.plan_file.OpPlacement), layers with identical choices collapsed; the
+        """Per-operator placements (spec.plan.file.OpPlacement), layers with identical choices collapsed; the
         embedding's output is where the executor redistributes the embedding's output to what norm1 reads."""
         return [OpPlacement(op=r.op, layers=layers, split=r.split, input=r.input, output=r.output, weight=r.weight,
                             style=r.style) for r, layers, _ in self._runs() if r.op in OPS]

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...cost.graph import Graph
+from ...cost.pase.graph import Graph
 
 
 def generate_seq(graph: Graph, pinned: Sequence[int] = ()) -> list[int]:

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...cost.graph import Edge, Graph, Vertex
-from ...cost.tables import CostTables
+from ...cost.pase.graph import Edge, Graph, Vertex
+from ...cost.pase.tables import CostTables
 from .order import generate_seq, separators
 
 

@@ -8,15 +8,17 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ...cost.graph import Edge, Graph, Vertex, operator_graph
-from ...cost.mesh import Mesh, redistribution_time
-from ...cost.tables import CostTables, class_ids, configurations, cost_tables, restrict_tables
+from ...cost.pase.graph import Edge, Graph, Vertex, operator_graph
+from ...cost.comm.mesh import Mesh, redistribution_time
+from ...cost.pase.tables import CostTables, class_ids, configurations, cost_tables, restrict_tables
 from ...errors import InputError
-from ...spec.hardware import System, load_hardware
-from ...spec.model import ModelConfig
-from ...spec.model_catalogue import load_model
-from ...spec.operators import AXES, PARTIAL, SHARD, SPECS, config_of, megatron_split, parse_placement, tensor_codes
-from ...spec.plan import Plan, resolve
+from ...spec.hardware.system import System, load_hardware
+from ...spec.model.config import ModelConfig
+from ...spec.model.catalogue import load_model
+from ...spec.model.operators import (
+    AXES, PARTIAL, SHARD, SPECS, config_of, megatron_split, parse_placement, tensor_codes,
+)
+from ...spec.plan.layout import Plan, resolve
 from .budget import Point, fit_budget
 from .program import ChainProblem, DPStats, Problem, brute_force, dp, edge_parts, evaluate
 from .order import generate_seq, separators
@@ -64,7 +66,7 @@ def megatron_alternatives(graph: Graph, tables: CostTables) -> np.ndarray:
 
 
 def redistribute_time(mesh: Mesh, src: Sequence[str], dst: Sequence[str], full_bytes: float) -> float:
-    """`cost.mesh.redistribution_time` for one pair of placements of an activation ([batch, seq, features]) in
+    """`cost.comm.mesh.redistribution_time` for one pair of placements of an activation ([batch, seq, features]) in
     DTensor words, one per axis of (dp, cp, tp); the destination is never Partial()."""
     if len(src) != len(AXES) or len(dst) != len(AXES):
         raise InputError(f"placements {list(src)} -> {list(dst)} need one entry per mesh axis {list(AXES)}")
