@@ -21,10 +21,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "perfmodel"
 MAX_LINES = 450
 # The stages, lowest first: a module may import its own stage and those before it.
-LAYERS = ("perfmodel.errors", "perfmodel.files", "perfmodel.spec", "perfmodel.cost", "perfmodel.serve", "perfmodel.run",
+LAYERS = ("perfmodel.errors", "perfmodel.types", "perfmodel.files", "perfmodel.spec", "perfmodel.cost", "perfmodel.serve", "perfmodel.run",
           "perfmodel.search", "perfmodel.sweep", "perfmodel.published", "perfmodel.export", "perfmodel.ingest", "perfmodel.execute", "perfmodel.calibrate",
           "perfmodel.plots", "perfmodel.validate", "perfmodel.cli", "perfmodel.app")
-LOOSE = {"__init__.py", "__main__.py", "errors.py", "files.py"}  # the modules at the package root
+LOOSE = {"__init__.py", "__main__.py", "errors.py", "types.py", "files.py"}  # the modules at the package root
 
 
 def module_name(path: Path) -> str:
@@ -101,10 +101,10 @@ def test_data_flows_one_way():
 
 
 @pytest.mark.parametrize("package, allowed", [
-    ("perfmodel.execute", ("perfmodel.errors", "perfmodel.files", "perfmodel.spec", "perfmodel.execute")),
-    ("perfmodel.spec", ("perfmodel.errors", "perfmodel.files", "perfmodel.spec")),
+    ("perfmodel.execute", ("perfmodel.errors", "perfmodel.types", "perfmodel.files", "perfmodel.spec", "perfmodel.execute")),
+    ("perfmodel.spec", ("perfmodel.errors", "perfmodel.types", "perfmodel.files", "perfmodel.spec")),
     # a framework's config read in: the specs it fills, and the exporters' tables of what each framework names
-    ("perfmodel.ingest", ("perfmodel.errors", "perfmodel.files", "perfmodel.spec", "perfmodel.export",
+    ("perfmodel.ingest", ("perfmodel.errors", "perfmodel.types", "perfmodel.files", "perfmodel.spec", "perfmodel.export",
                           "perfmodel.ingest")),
 ])
 def test_stages_that_read_only_the_specs(package, allowed):
@@ -121,7 +121,7 @@ def test_exporters_read_only_plan_files():
     assert len(writers) >= 10
     for m in writers:
         bad = sorted(n for n in imports(m, top_level_only=False)
-                     if not n.startswith(("perfmodel.errors", "perfmodel.files", "perfmodel.spec", "perfmodel.export")))
+                     if not n.startswith(("perfmodel.errors", "perfmodel.types", "perfmodel.files", "perfmodel.spec", "perfmodel.export")))
         assert not bad, f"{m} imports {bad}"
 
 

@@ -7,7 +7,8 @@ import argparse
 import math
 import sys
 
-from ..errors import MAX_COUNT, InputError, check_number  # MAX_COUNT: the largest count a file or a flag takes
+from ..errors import InputError, check_number
+from ..types import MAX_COUNT
 
 
 class Parser(argparse.ArgumentParser):

@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import MAX_COUNT
+from ..types import MAX_COUNT
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 END = "<!-- END GENERATED -->"

@@ -15,7 +15,8 @@ from contextvars import ContextVar
 
 from pydantic import Field
 
-from ..errors import Count, InputError, Schema
+from ..errors import InputError
+from ..types import Count, Schema
 
 VOCAB_FLAG = "--vocab-size"
 ARGS_FLAG = "--script-args"

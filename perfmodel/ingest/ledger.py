@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ..errors import Count, InputError, Schema
+from ..errors import InputError
+from ..types import Count, Schema
 from ..spec.model.config import ModelConfig
 
 Fate = Literal["mapped", "not priced", "default"]

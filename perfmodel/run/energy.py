@@ -19,7 +19,8 @@ from __future__ import annotations
 from pydantic import Field, PositiveFloat
 
 from ..cost.power import average_watts
-from ..errors import InputError, Schema, check_number
+from ..errors import InputError, check_number
+from ..types import Schema
 from ..spec.hardware.system import System
 from ..spec.hardware.power_model import PowerModel
 

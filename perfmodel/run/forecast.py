@@ -18,7 +18,8 @@ from pydantic import Field
 
 from ..cost.estimate import estimate
 from .energy import Power, activity, facility_kwh, power_for
-from ..errors import Count, InputError, Schema, check_number
+from ..errors import InputError, check_number
+from ..types import Count, Schema
 from ..spec.hardware.system import Storage, System, load_hardware
 from ..spec.model.config import ModelConfig
 from ..spec.model.catalogue import load_model

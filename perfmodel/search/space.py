@@ -37,7 +37,8 @@ from typing import Literal
 import numpy as np
 
 from ..cost.layouts import Layouts
-from ..errors import Count, Flag, InputError, Schema
+from ..errors import InputError
+from ..types import Count, Flag, Schema
 from ..spec.plan.finetune import LoRA
 from ..spec.hardware.system import System
 from ..spec.model.global_attention import kv_head_counts

@@ -12,7 +12,8 @@ import math
 import pandas as pd
 from pydantic import Field, ValidationError
 
-from ..errors import InputError, Schema
+from ..errors import InputError
+from ..types import Schema
 from ..spec.hardware.system import System, list_systems, load_hardware
 from ..spec.model.config import ModelConfig
 from ..spec.model.catalogue import load_model

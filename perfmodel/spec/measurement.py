@@ -18,7 +18,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ..errors import Count, Count0, InputError, PositiveReal, Real, Schema
+from ..errors import InputError
+from ..types import Count, Count0, PositiveReal, Real, Schema
 from ..files import read_json_object
 from .hardware.system import System
 from .hardware.kernel_tables import spec_folder, write_with_tables

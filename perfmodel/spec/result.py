@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ..errors import Flag, Real, Schema
+from ..types import Flag, Real, Schema
 
 LEGACY_HEADROOM = 0.10  # the fit test's headroom before plan files recorded it (and before the band, 2026-11-28)
 from .plan.layout import Plan

@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from ..errors import InputError, Schema
+from ..errors import InputError
+from ..types import Schema
 from .schema import OBJECTIVES
 from .store import load_results
 

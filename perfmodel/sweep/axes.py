@@ -15,7 +15,8 @@ from importlib import resources
 
 from pydantic import Field, ValidationError
 
-from ..errors import InputError, PositiveReal, Schema, suggest
+from ..errors import InputError, suggest
+from ..types import PositiveReal, Schema
 from ..files import read_mapping
 from ..spec.hardware.system import System, load_hardware
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from ..errors import InputError, Schema
+from ..errors import InputError
+from ..types import Schema
 from ..spec.hardware.system import load_hardware
 from ..spec.model.catalogue import load_model
 from .engines import Engine, engine_for

@@ -8,7 +8,8 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BeforeValidator, Field, StrictInt, model_validator
 
-from ..errors import MAX_COUNT, Count, Flag, InputError, PositiveReal, Real, Schema
+from ..errors import InputError
+from ..types import MAX_COUNT, Count, Flag, PositiveReal, Real, Schema
 from ..files import read_mapping
 
 # Objectives a sweep can rank points by: name -> (direction, unit, what). Per workload each is a column of the

@@ -18,7 +18,7 @@ import statistics
 
 from pydantic import Field
 
-from ..errors import Schema
+from ..types import Schema
 from ..spec.measurement import Measurement
 
 

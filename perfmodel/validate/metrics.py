@@ -13,7 +13,8 @@ import math
 
 from pydantic import Field
 
-from ..errors import InputError, Schema
+from ..errors import InputError
+from ..types import Schema
 from ..spec.measurement import MEMORY_FIELDS, Measurement
 from ..spec.plan.layout import layout_label
 from .scores import error_pct, mape, spearman  # noqa: F401 (the scores, imported from here too)

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from ..errors import InputError, Schema
+from ..errors import InputError
+from ..types import Schema
 from ..spec.hardware.system import System, load_hardware
 from ..spec.model.config import ModelConfig
 from ..spec.plan.layout import Plan

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from ..errors import InputError, Schema
+from ..errors import InputError
+from ..types import Schema
 from ..spec.hardware.system import load_hardware
 from ..spec.hardware.kernel_tables import write_with_tables
 from ..spec.serving.files import ServePlanFile

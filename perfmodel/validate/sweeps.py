@@ -19,7 +19,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from ..errors import Count, InputError, Schema
+from ..errors import InputError
+from ..types import Count, Schema
 from ..spec.model.config import ModelConfig
 from ..spec.plan.layout import Plan
 from ..spec.serving.schema import ServePlan

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from ..errors import InputError, Schema
+from ..errors import InputError
+from ..types import Schema
 
 TRACE_SPEC = "trace-calibrated.yaml"  # the calibrated spec, written beside the run's plans
 

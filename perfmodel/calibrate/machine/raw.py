@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ...errors import Schema
+from ...types import Schema
 from ...files import read_json_object
 
 VERSION = 1

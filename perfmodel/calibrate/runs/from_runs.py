@@ -47,7 +47,8 @@ from scipy.optimize import least_squares
 
 from ...cost.estimate import estimate
 from ...cost.step import COMM_TIME, COMPUTE_TIME, run_fit_time
-from ...errors import MAX_COUNT, InputError
+from ...errors import InputError
+from ...types import MAX_COUNT
 from ...spec.hardware.system import RunFit, RunResidual, System
 from ...published.runs import Case, cell_number, to_case
 from ...spec.stack.profile import Interval

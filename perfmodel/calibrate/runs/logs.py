@@ -27,7 +27,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...errors import MAX_COUNT, InputError
+from ...errors import InputError
+from ...types import MAX_COUNT
 from ...spec.plan.megatron_split import megatron_slots
 
 COLUMNS = ["row_id", "source_group", "row_type", "trust", "model", "n_layers", "hidden", "ffn_hidden", "heads",

@@ -10,7 +10,7 @@ from collections import defaultdict
 
 from pydantic import Field
 
-from ...errors import Schema
+from ...types import Schema
 from .comms import bus_bandwidth, collectives, group_size_of
 from .reader import (
     RankTrace, dtype_of, gemm_shape, host_wait_seconds, innermost_gemm, leaf_work, op_class, op_seconds, union_seconds,

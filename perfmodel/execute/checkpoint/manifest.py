@@ -25,7 +25,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from ...errors import InputError, Schema
+from ...errors import InputError
+from ...types import Schema
 from ...files import write_atomic
 from ...spec.measurement import CheckpointSave
 

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from ...errors import InputError, Schema
+from ...errors import InputError
+from ...types import Schema
 
 # The release of each framework version an exporter targets: export.<target>.VERSIONS names the version, this the
 # PyPI distribution whose code is checked. Megatron-LM's training/arguments.py is not on PyPI: its check runs the

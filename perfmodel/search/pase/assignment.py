@@ -8,7 +8,7 @@ from pydantic import Field
 
 from ...cost.pase.graph import Graph
 from ...cost.pase.tables import CostTables
-from ...errors import Schema
+from ...types import Schema
 from ...spec.hardware.system import System
 from ...spec.model.config import ModelConfig
 from ...spec.model.operators import GRAPH_OPS, OPS, SPECS, UNIT_OF, ParallelStyle, describe

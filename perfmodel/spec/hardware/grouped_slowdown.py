@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from ...errors import Count, Schema
+from ...types import Count, Schema
 
 
 class GroupedGemmSlowdown(Schema):

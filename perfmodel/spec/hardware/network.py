@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ...errors import Count, Flag, PositiveReal, Real, Schema
+from ...types import Count, Flag, PositiveReal, Real, Schema
 
 # A datasheet number (TFLOP/s, GiB, TB/s, GB/s, W, microseconds, $/hour): positive, and at most 1e9 in its unit,
 # far beyond any part, so that it stays finite in SI units (x 1e12, x 2**30) and in what the estimate derives.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from ...errors import Real, Schema
+from ...types import Real, Schema
 from .network import Datasheet
 
 

@@ -14,7 +14,8 @@ from typing import Literal
 
 from pydantic import Field, field_serializer, field_validator, model_validator
 
-from ...errors import MAX_COUNT, Count, Flag, InputError, PositiveReal, Real, Schema, suggest
+from ...errors import InputError, suggest
+from ...types import MAX_COUNT, Count, Flag, PositiveReal, Real, Schema
 from ...files import looks_like_path, read_mapping
 from .kernel_tables import current_spec_folder, held_name, spec_folder, table_path, written_name
 from .network import DATASHEET_MAX, CollectiveKind, Datasheet, KindFit, Latency, NetworkTier  # noqa: F401

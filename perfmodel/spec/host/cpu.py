@@ -18,7 +18,8 @@ from pathlib import Path
 
 from pydantic import Field, model_validator
 
-from ...errors import Count, InputError, Real, Schema, suggest
+from ...errors import InputError, suggest
+from ...types import Count, Real, Schema
 from ...files import looks_like_path, read_mapping
 
 # The kinds of call a stack's host thread makes (HostCalls' fields, without the _s); what each probe times is

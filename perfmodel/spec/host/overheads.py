@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ...errors import Count, PositiveReal, Real, Schema
+from ...types import Count, PositiveReal, Real, Schema
 
 
 class HostProbe(Schema):

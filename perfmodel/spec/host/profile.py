@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from ...errors import Schema
+from ...types import Schema
 from .cpu import CALL_KINDS
 from ..model.operators import GRAPH_OPS
 from ..stack.release import GraphScope

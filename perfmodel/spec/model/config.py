@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ...errors import Count, Count0, Flag, Real, Schema
+from ...types import Count, Count0, Flag, Real, Schema
 from .global_attention import GlobalAttentionConfig, check as check_global, shaped
 
 # The most layers (and leading dense layers, MoE layer interval, MTP modules) a model may have: far beyond any

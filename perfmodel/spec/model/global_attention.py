@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from pydantic import Field
 
-from ...errors import Count, Flag, Schema
+from ...types import Count, Flag, Schema
 
 
 class GlobalAttentionConfig(Schema):

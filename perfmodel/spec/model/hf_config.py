@@ -7,7 +7,8 @@ refused naming the one field that makes it so (`UNPRICED`)."""
 
 from __future__ import annotations
 
-from ...errors import MAX_COUNT, InputError
+from ...errors import InputError
+from ...types import MAX_COUNT
 from .config import MAX_LAYERS, ModelConfig
 from .hf_gemma4 import gemma4_fields
 from .presets import DEEPSEEK_V3_MTP_ACCEPTANCE

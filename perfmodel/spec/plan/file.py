@@ -16,7 +16,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from ...errors import Count, Count0, InputError, Real, Schema
+from ...errors import InputError
+from ...types import Count, Count0, Real, Schema
 from ...files import read_json_object
 from ..hardware.system import System
 from ..hardware.kernel_tables import spec_folder, write_with_tables

@@ -22,7 +22,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from ...errors import Count, InputError, Schema
+from ...errors import InputError
+from ...types import Count, Schema
 
 # The linear operators (spec.model.operators) each `LoRA.modules` choice adapts. "attention" is the MLPerf Llama 2 70B
 # LoRA reference's choice (NeMo target_modules ['attention']: linear_qkv and linear_proj); "all" adds the dense

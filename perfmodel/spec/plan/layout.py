@@ -7,7 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from ...errors import Count, Flag, InputError, IntLiteral, Real, Schema, divisors, values_text
+from ...errors import InputError, divisors, values_text
+from ...types import Count, Flag, IntLiteral, Real, Schema
 from .finetune import LoRA, check_lora
 from .fp8_recipes import Fp8Recipe, fp8_recipe_of
 from .offload_rules import OffloadModule, check_act_offload

@@ -16,7 +16,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from ...errors import Count, InputError, PositiveReal, Schema
+from ...errors import InputError
+from ...types import Count, PositiveReal, Schema
 from ...files import read_json_object
 from ..hardware.system import System
 from ..hardware.kernel_tables import spec_folder

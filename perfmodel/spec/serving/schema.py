@@ -19,7 +19,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ...errors import Count, Count0, InputError, Real, Schema, suggest
+from ...errors import InputError, suggest
+from ...types import Count, Count0, Real, Schema
 from ...files import looks_like_path, read_mapping
 from ..host.cpu import CALL_KINDS
 from ..model.config import ModelConfig

@@ -7,7 +7,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ...errors import Count, InputError, Real, Schema
+from ...errors import InputError
+from ...types import Count, Real, Schema
 from ..model.config import ModelConfig
 
 

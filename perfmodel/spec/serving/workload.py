@@ -8,7 +8,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ...errors import InputError, Schema
+from ...errors import InputError
+from ...types import Schema
 
 ARRIVALS = ("closed", "poisson", "burst")
 

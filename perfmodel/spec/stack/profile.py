@@ -19,7 +19,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from ...errors import InputError, Schema, suggest
+from ...errors import InputError, suggest
+from ...types import Schema
 from ...files import looks_like_path, read_mapping
 from ..host.profile import CallKind, Calls, Dispatch, HostProfile, OpName, PassCalls  # noqa: F401 (re-exported)
 from .release import profile_fields, profile_of, release_lines, split_stack

@@ -19,7 +19,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ...errors import InputError, Schema, suggest
+from ...errors import InputError, suggest
+from ...types import Schema
 from ...files import read_mapping
 from ..plan.recompute import RecomputeModule
 
