@@ -14,7 +14,7 @@ from perfmodel import estimate, load_hardware, load_model
 from perfmodel.cost.layouts import Layouts
 from perfmodel.cost.memory.footprint import eager_kept_bytes, layer_activation_bytes
 from perfmodel.errors import InputError
-from perfmodel.published.memory_peaks import memory_cases, predicted
+from benchmarks.evals.published.memory_peaks import memory_cases, predicted
 from perfmodel.spec.plan.layout import Plan, resolve
 
 ROOT = Path(__file__).parents[1]

@@ -131,7 +131,7 @@ def test_deepspeed_zero3_holds_its_live_parameter_cap(no_host):
 
 
 def test_dense_reader_maps_torchtitan_selective_modes():
-    from perfmodel.published.runs import load_cases, torchtitan_selective
+    from perfmodel.calibrate.runs.table import load_cases, torchtitan_selective
 
     assert torchtitan_selective("selective op", 32) == {"recompute": "per-op"}
     assert torchtitan_selective("selective layer", 32) == dict(recompute="full", recompute_method="block",
@@ -262,17 +262,15 @@ def test_eager_autocast_keeps_an_fp32_stream_and_torch_reduces_bias_gradients(no
 
 def test_hopper_loop_clock_is_the_measured_gemm_loop_over_the_table():
     """dgx-h200's and dgx-h100's power model prices a GEMM looping alone at the lent H200's bf16 8192^3 GEMM run back
-    to back at the 700 W limit (benchmarks/sustained_clock.py, the last quarter of 75 s) over the H200 kernel table's
+    to back at the 700 W limit (benchmarks/probes/sustained_clock.py, the last quarter of 75 s) over the H200 kernel table's
     rate for the same shape: 654 / 806 TFLOP/s (cost.power.loop_clock). The A100 (400 W) keeps its end-to-end 0.89
     and no power model; GH200 (another power limit) too."""
+    import json
+
+    from benchmarks.probes.sustained_clock import sample_smi, table_rate
     from perfmodel.cost.power import loop_clock
 
-    import json
-    import sys
-
     root = Path(__file__).parents[1]
-    sys.path.insert(0, str(root / "benchmarks"))
-    from sustained_clock import sample_smi, table_rate
 
     run = json.loads((root / "benchmarks/results/device/sustained_h200_8192.json").read_text())
     table_tflops = table_rate("dgx-h200", run["size"])  # what the script prints with --hardware dgx-h200

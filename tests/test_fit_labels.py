@@ -1,5 +1,5 @@
 """Fit labels (issue 74): the layouts the frameworks publish as running, imported through perfmodel.ingest
-(perfmodel.validate.fit_labels). The values below are read by hand from the label's files, not from the tool."""
+(benchmarks.evals.published.fit_labels). The values below are read by hand from the label's files, not from the tool."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from perfmodel.spec.plan.finetune import LoRA
-from perfmodel.validate.fit_labels import import_label, load_fit_labels, read_labels
+from benchmarks.evals.published.fit_labels import import_label, load_fit_labels, read_labels
 
 
 @pytest.fixture(scope="module")

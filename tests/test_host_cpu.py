@@ -2,7 +2,6 @@
 (cost.host.launch_queue), the launch queue's longest path, and what bad host input says."""
 
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,10 +16,9 @@ ROOT = Path(__file__).parents[1]
 
 
 def test_the_catalogue_holds_what_its_script_derives():
-    """hardware_specs/hosts/*.yaml are benchmarks/host_catalogue.py's output (edit the script, not the files): every
+    """hardware_specs/hosts/*.yaml are benchmarks/tools/host_catalogue.py's output (edit the script, not the files): every
     per-call cost of every host, and the derivations by hand for two of them."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import host_catalogue
+    from benchmarks.tools import host_catalogue
 
     want = host_catalogue.hosts()
     assert set(want) == set(list_hosts())
@@ -171,10 +169,9 @@ def test_host_only_calibration_needs_cuda(tmp_path, capsys):
 
 
 def test_the_in_context_factors_are_the_twins_fit():
-    """cost.host.launch_queue.IN_CONTEXT is what benchmarks/host_twins.py fits on the committed twin measurements:
+    """cost.host.launch_queue.IN_CONTEXT is what benchmarks/tools/host_twins.py fits on the committed twin measurements:
     per pass, the geometric mean over the five twins of measured / priced host seconds."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import host_twins
+    from benchmarks.tools import host_twins
 
     from perfmodel.cost.host.launch_queue import IN_CONTEXT
 

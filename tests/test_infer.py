@@ -167,7 +167,7 @@ def test_search_ranks_and_finds_the_fewest_gpus():
 
 
 def test_benchmark_maps_rows_and_reports(tmp_path):
-    """benchmarks/published_inference.py: row I0444 (Llama 3.1 8B, H200, TP1, FP8, 128/128, offline) maps to
+    """benchmarks/evals/published_inference.py: row I0444 (Llama 3.1 8B, H200, TP1, FP8, 128/128, offline) maps to
     llama-3.1-8b on dgx-h200 and its prediction is infer's; the printed ALL line is the CSV's MAPE; an
     online-serving row's simulated mean is serve.simulate's (every 12th online row: CI's benchmark lane runs all)."""
     from pathlib import Path
@@ -178,9 +178,9 @@ def test_benchmark_maps_rows_and_reports(tmp_path):
 
     root = Path(__file__).parents[1]
     out, on_out = tmp_path / "inf.csv", tmp_path / "online.csv"
-    run = subprocess.run([sys.executable, "published_inference.py", "--data", str(root / "benchmarks" / "data" /
-                          "published_inference_dev.csv"), "--csv", str(out), "--online-sample", "12",
-                          "--online-csv", str(on_out)], cwd=root / "benchmarks",
+    run = subprocess.run([sys.executable, "-m", "benchmarks.evals.published_inference", "--data",
+                          str(root / "benchmarks" / "data" / "published_inference_dev.csv"), "--csv", str(out),
+                          "--online-sample", "12", "--online-csv", str(on_out)], cwd=root,
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     df = pd.read_csv(out)

@@ -9,7 +9,7 @@ from perfmodel import Plan, estimate, load_hardware, load_model
 from perfmodel.export.checks.spread import maxtext_plan_file
 from perfmodel.export.maxtext.config import settings
 from perfmodel.export.targets import nearest_updates
-from perfmodel.published.runs import precision_of
+from perfmodel.calibrate.runs.table import precision_of
 from perfmodel.spec.plan.layout import resolve
 
 

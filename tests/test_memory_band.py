@@ -1,7 +1,6 @@
 """The fit verdict's error band: quantiles of measured-peak residuals (perfmodel.calibrate.runs.memory_band), the budget
 and limit they give (cost.memory.fit.memory_limits), the verdict at its edges, and the estimate's fields."""
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +8,8 @@ import pandas as pd
 import pytest
 
 from perfmodel import estimate
-from perfmodel.calibrate.runs.memory_band import band_of, build_bands, held_out_share, residual_rows, write_bands
+from benchmarks.tools.stack_blocks import write_bands
+from perfmodel.calibrate.runs.memory_band import band_of, build_bands, held_out_share, residual_rows
 from perfmodel.cost.memory.footprint import fit as memory_fit
 from perfmodel.cost.memory.fit import memory_budget, memory_limits, memory_verdict, reserved_band
 from perfmodel.spec.hardware.system import load_hardware
@@ -109,10 +109,9 @@ def test_bands_write_into_the_profiles_and_are_read_back(tmp_path):
 
 
 def test_committed_bands_are_the_dev_rows_bands():
-    """The profiles' bands are what benchmarks/measured_memory.py --write-bands gives on the bundled dev rows
+    """The profiles' bands are what benchmarks/evals/measured_memory.py --write-bands gives on the bundled dev rows
     today: a memory change that moves the residuals must rewrite them."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from measured_memory import table
+    from benchmarks.evals.measured_memory import table
 
     data = ROOT / "benchmarks" / "data"
     rows = residual_rows(table(data / "measured_memory_dev.csv", data / "published_moe_runs_dev.csv"))

@@ -1,17 +1,14 @@
 """Hand-checked values for the memory mechanisms of issue 74's measured-peak work: torch.distributed.pipelining's
 buffers (cost.memory.stack_kept.pipeline_buffer_bytes), the bf16-moment optimizer of the Moonlight study's recipe, and the
-allocator-slack fit with its leave-one-group-out (benchmarks/measured_memory.py)."""
+allocator-slack fit with its leave-one-group-out (benchmarks/evals/measured_memory.py)."""
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
-
-from measured_memory import fit_slack, logo, pair_slack  # noqa: E402
+from benchmarks.evals.measured_memory import fit_slack, logo, pair_slack  # noqa: E402
 from perfmodel.cost.layouts import Layouts  # noqa: E402
 from perfmodel.cost.memory.footprint import reserved_of  # noqa: E402
 from perfmodel.cost.memory.stack_kept import pipeline_buffer_bytes  # noqa: E402
@@ -63,7 +60,7 @@ def test_bf16_moments_optimizer_bytes():
 
 
 def test_moonlight_rows_take_the_recipe_optimizer():
-    from perfmodel.published.memory_peaks import memory_cases
+    from benchmarks.evals.published.memory_peaks import memory_cases
     root = Path(__file__).parents[1] / "benchmarks" / "data"
     cases = {c.row_id: c for c in memory_cases(root / "measured_memory_dev.csv", root / "published_moe_runs_dev.csv")}
     for r in ("M209", "M210", "M214"):
@@ -115,7 +112,7 @@ def test_loss_parallel_bytes_by_hand():
 def test_bridge_gb_is_decimal():
     """Megatron-Bridge's report_memory divides bytes by 1e9: 36.618 GB = 36.618e9 / 2^30 = 34.1032 GiB; a figure
     stated in GiB is kept."""
-    from perfmodel.published.memory_peaks import gib_of
+    from benchmarks.evals.published.memory_peaks import gib_of
     assert gib_of(36.618, "peak allocated after iter 2 (GB as written)") == pytest.approx(34.1032, abs=1e-4)
     assert gib_of(62.166, "rank-0 peak allocated (GiB)") == 62.166
     assert gib_of(45.63, "max allocated (GiB), max over ranks; reserved 48.79 GiB") == 45.63

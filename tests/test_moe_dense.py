@@ -14,7 +14,7 @@ import pytest
 from perfmodel import Plan, estimate, load_hardware, load_model
 from perfmodel.cost.compute.moe_dense import MAXTEXT_CAPACITY_FACTOR, dense_capacity
 from perfmodel.errors import InputError
-from perfmodel.published.tpu_amd_runs import dense_moe_of
+from benchmarks.evals.published.tpu_amd_runs import dense_moe_of
 
 H, F, E, K, S = 4096, 14336, 8, 2, 4096
 

@@ -15,7 +15,7 @@ from perfmodel.export.checks.spread import maxtext_plan_file
 from perfmodel.export.maxtext.mesh import remat_keys
 from perfmodel.export.nearest import export_plan
 from perfmodel.export.targets import export, nearest_updates
-from perfmodel.published.tpu_amd_runs import custom_remat
+from benchmarks.evals.published.tpu_amd_runs import custom_remat
 from perfmodel.spec.plan.layout import resolve
 
 H, T, LAYERS = 4096, 4096, 32  # Llama 2 7B's hidden; one sequence of 4096 tokens; its layers

@@ -1,4 +1,4 @@
-"""benchmarks/power_duty.py without a GPU: the limit rule against hand-solved cases, the fit recovering the constants
+"""benchmarks/probes/power_duty.py without a GPU: the limit rule against hand-solved cases, the fit recovering the constants
 a synthetic run was made from, the window evidence of a hand-made long burst, and the phase machinery on CPU
 tensors with a fake nvidia-smi (--dry-run)."""
 
@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import json
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
-import power_duty as pd
+from benchmarks.probes import power_duty as pd
 
 # The constants the synthetic runs are made from: the brief's H200-like figures (700 W is the H200's power.limit,
 # benchmarks/results/device/lent_gpu-h200.txt; 806 TFLOP/s its kernel table's bf16 8192^3 GEMM,

@@ -1,5 +1,5 @@
-"""The measured-memory rows as (model, system, plan, view, rank) (perfmodel.published.memory_peaks) and the benchmark
-that compares them with the estimate (benchmarks/measured_memory.py)."""
+"""The measured-memory rows as (model, system, plan, view, rank) (benchmarks.evals.published.memory_peaks) and the benchmark
+that compares them with the estimate (benchmarks/evals/measured_memory.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from perfmodel import estimate
-from perfmodel.published.memory_peaks import memory_cases, nanotron_stage_layers, predicted
+from benchmarks.evals.published.memory_peaks import memory_cases, nanotron_stage_layers, predicted
 
 ROOT = Path(__file__).parents[1]
 DENSE = ROOT / "benchmarks" / "data" / "measured_memory_dev.csv"
@@ -115,8 +115,8 @@ def test_nanotron_between_steps_by_hand(cases):
 
 def test_benchmark_runs(tmp_path):
     out = tmp_path / "mm.csv"
-    run = subprocess.run([sys.executable, "measured_memory.py", "--dense", str(DENSE), "--moe", str(MOE),
-                          "--csv", str(out)], cwd=ROOT / "benchmarks", capture_output=True, text=True, timeout=300)
+    run = subprocess.run([sys.executable, "-m", "benchmarks.evals.measured_memory", "--dense", str(DENSE), "--moe",
+                          str(MOE), "--csv", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     df = pd.read_csv(out)
     expressible = [c.row_id for c in memory_cases(DENSE, MOE) if not c.reason]

@@ -13,7 +13,7 @@ from perfmodel.cost.layouts import Layouts
 from perfmodel.cost.memory.footprint import layer_gemm_params, loss_temporary_bytes, stage_memory
 from perfmodel.cost.memory.stack_kept import eager_kept_bytes
 from perfmodel.errors import InputError
-from perfmodel.published.moe_runs import bridge_stage_layers, fp8_params_of, moe_to_case
+from benchmarks.evals.published.moe_runs import bridge_stage_layers, fp8_params_of, moe_to_case
 from perfmodel.spec.plan.layout import Plan, resolve
 
 GIB = 2**30

@@ -5,14 +5,12 @@ leave out, and the corpus as a whole meets issue 73's share (at least 90% import
 
 from __future__ import annotations
 
-import sys
 from functools import cache
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
-from real_configs import CORPUS, FRAMEWORKS, cases, load_corpus, run_case  # noqa: E402
+from benchmarks.evals.real_configs import CORPUS, FRAMEWORKS, cases, load_corpus, run_case
 
 CASES = cases()
 IDS = [f"{fw}/{c.id}" for fw, _, c in CASES]

@@ -325,7 +325,7 @@ def test_megatron_uneven_split_is_read_and_priced():
     """30 layers + embedding + loss = 32 slots, pp 2, 4 slots per virtual stage: vpp 4 (Megatron-LM counts the
     accounted embedding and loss in num_layers_per_virtual_pipeline_stage)."""
     from perfmodel.spec.hardware.system import load_hardware
-    from perfmodel.published.runs import to_case
+    from perfmodel.calibrate.runs.table import to_case
 
     text = (MEGATRON_CORE.replace("  num_layers ...................................... 32",
                                   "  num_layers ...................................... 30")

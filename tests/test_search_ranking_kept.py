@@ -1,5 +1,5 @@
 """The search's speed-up (issue 30) changed how the cost model computes, not what it computes: the top 20 plans of
-each of benchmarks/search_speed.py's three jobs, in order, with their step times, memory and MFU, equal those the
+each of benchmarks/speed/search_speed.py's three jobs, in order, with their step times, memory and MFU, equal those the
 search ranked before it (tests/fixtures/search_top20_before_speedup.json, written by commit df0a726's search).
 That search priced GEMMs from the datasheet, so the jobs run here on their systems with the measured kernel tables
 and NCCL fits taken away (issue 31 prices GEMMs and one-node collectives from them where a part has them: a change
@@ -49,7 +49,7 @@ def hostless(tmp_path_factory):
 def test_top_20_plans_and_their_numbers_are_unchanged(name, hostless):
     job = BEFORE[name]["job"]
     system = load_hardware(job["hardware"])
-    # 0.86: the sustained_fraction the specs held at df0a726 (the datasheet path's; benchmarks/sustained_fraction.py)
+    # 0.86: the sustained_fraction the specs held at df0a726 (the datasheet path's; benchmarks/tools/sustained_fraction.py)
     datasheet = system.on_datasheet().model_copy(
         update={"efficiency": system.efficiency.model_copy(update={"sustained_fraction": 0.86})})
     datasheet = datasheet.model_copy(update={"accelerator": datasheet.accelerator.model_copy(update={"power": None})})

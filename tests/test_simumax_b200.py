@@ -1,4 +1,4 @@
-"""The SimuMax v1.2 B200 validation rows (benchmarks/simumax_b200.py): what the rows ran and what B200 measured.
+"""The SimuMax v1.2 B200 validation rows (benchmarks/evals/simumax_b200.py): what the rows ran and what B200 measured.
 
 - the runs' launcher passes no --overlap-grad-reduce / --overlap-param-gather (Megatron-LM's defaults: off), so
   the data-parallel collectives are exposed;
@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ import pandas as pd
 import pytest
 
 from perfmodel.cost.compute.grouped_gemm import grouped_slowdown
-from perfmodel.published.memory_peaks import SIMUMAX_GROUP, moe_case
+from benchmarks.evals.published.memory_peaks import SIMUMAX_GROUP, moe_case
 from perfmodel.spec.hardware.system import load_hardware
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,8 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def simumax():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import simumax_b200
+    from benchmarks.evals import simumax_b200
 
     return simumax_b200
 

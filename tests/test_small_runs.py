@@ -1,5 +1,5 @@
 """The small- and mid-scale runs (benchmarks/data/small_scale_runs_dev.csv) as Cases and MemoryRuns
-(perfmodel.published.small_runs): the mapping of rows whose values were worked out by hand from their text."""
+(benchmarks.evals.published.small_runs): the mapping of rows whose values were worked out by hand from their text."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from perfmodel.errors import InputError
-from perfmodel.published.small_runs import DEFAULT_CSV, load_small_cases, load_small_memory
+from benchmarks.evals.published.small_runs import DEFAULT_CSV, load_small_cases, load_small_memory
 
 ROOT = Path(__file__).parents[1]
 EXPRESSIBLE = 56  # rows with a plan the estimate prices and a measured step time (change it when the reader changes)
@@ -146,16 +146,11 @@ def test_bad_input_is_one_line(tmp_path):
 
 
 def test_scale_regimes_by_hand():
-    """benchmarks/published_runs.py's regimes (issue 47): frontier at 1024 devices and more, whatever the model;
+    """benchmarks/evals/published_runs.py's regimes (issue 47): frontier at 1024 devices and more, whatever the model;
     else small under 2B parameters or at most 4096 tokens per micro-batch per device (micro_batch x seq_len / cp);
     else mid."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
-    from published_runs import scale_regime
-
     import perfmodel as pm
+    from benchmarks.evals.published_runs import scale_regime
 
     big, gpt2 = pm.load_model("llama-3-70b"), pm.load_model("gpt2-124m")
     plan = lambda **kw: pm.Plan(**({"gpus": 64, "micro_batch": 1, "global_batch": 64, "seq_len": 8192} | kw))  # noqa: E731

@@ -7,7 +7,7 @@ from perfmodel.cli.main import main
 from perfmodel.cost.layouts import Layouts
 from perfmodel.cost.host.launch_queue import host_rates, layer_calls
 from perfmodel.errors import InputError
-from perfmodel.published.moe_runs import _container_stack
+from benchmarks.evals.published.moe_runs import _container_stack
 from perfmodel.spec.hardware.system import load_hardware
 from perfmodel.spec.model.catalogue import load_model
 from perfmodel.spec.plan.layout import Plan, resolve
@@ -230,7 +230,7 @@ def test_a_fit_to_one_release_prices_the_lines_other_releases():
     """calibrate --from-runs's scopes are the stack's profile, as RunFit.applies_to reads them: runs of
     megatron-bridge@26.04 calibrate a plan of @26.08 on the same system (the benchmark's leave-one-container-out)."""
     from perfmodel.calibrate.runs.from_runs import price
-    from perfmodel.published.runs import Case
+    from perfmodel.calibrate.runs.table import Case
 
     def case(stack):
         return Case(row_id=stack, group=stack, trust="A", model=load_model("qwen3-30b-a3b"),

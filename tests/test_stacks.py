@@ -42,7 +42,7 @@ def test_every_stack_loads_and_every_number_cites_its_source():
     for name in STACKS:
         s = load_stack(name)
         assert uncited(s) == [], name
-        assert s.interval is not None and "benchmarks/published_runs.py" in s.interval.source
+        assert s.interval is not None and "python -m benchmarks.evals.published_runs" in s.interval.source
 
 
 def test_missing_citation_is_caught():
@@ -148,7 +148,7 @@ def synthetic(tmp_path, speeds=(0.8, 1.5, 0.0)) -> tuple[Path, Parts]:
 
 
 def load_cases_from(df):
-    from perfmodel.published.runs import to_case
+    from perfmodel.calibrate.runs.table import to_case
 
     return [to_case(r) for _, r in df.iterrows()]
 
@@ -305,11 +305,10 @@ def test_a_run_on_another_accelerator_is_refused(tmp_path):
 
 
 def test_profile_intervals_are_the_benchmarks_residuals():
-    """Each profile's interval is what benchmarks/published_runs.py builds from the profile-only residuals now
+    """Each profile's interval is what benchmarks/evals/published_runs.py builds from the profile-only residuals now
     (perfmodel.calibrate.runs.intervals; regenerate the YAML `interval` blocks when the cost model moves them), and it
     holds what docs/stacks.md says: 70-90% of each held-out group's rows, groups weighted once."""
-    sys.path.insert(0, str(DEV_CSV.parents[1]))
-    import published_runs
+    from benchmarks.evals import published_runs
 
     bands, held, q = published_runs.stack_intervals(published_runs.priced(DEV_CSV)[0])
     cover = float(np.mean(list(held.values())))
@@ -540,7 +539,7 @@ def test_one_run_moves_compute_speed_less_than_twenty():
 
 
 def test_runs_table_columns_named_after_plan_fields_set_them(tmp_path):
-    """Every plan setting predict takes can be stated in a runs table (published.runs.PLAN_COLUMNS): the plan of
+    """Every plan setting predict takes can be stated in a runs table (calibrate.runs.table.PLAN_COLUMNS): the plan of
     each run has it, and a bad value is refused naming the column, in one line."""
     from perfmodel.calibrate.runs.from_runs import cases_of, read_runs_table
 
@@ -666,12 +665,11 @@ def test_memory_verdict_is_three_way_by_hand():
 
 
 def test_stack_host_blocks_are_the_counted_calls():
-    """Every profile's host block is what benchmarks/stack_host_profiles.py derives from the calls counted in the
+    """Every profile's host block is what benchmarks/tools/stack_host_profiles.py derives from the calls counted in the
     stacks' own code (benchmarks/results/host/call_counts.json) and the code read: no seconds, never typed in."""
-    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
     import json
 
-    import stack_host_profiles
+    from benchmarks.tools import stack_host_profiles
 
     counts = json.loads(stack_host_profiles.COUNTS.read_text())
     for name, want in stack_host_profiles.profiles(counts).items():

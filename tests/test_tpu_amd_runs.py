@@ -1,19 +1,18 @@
-"""The TPU and AMD runs (tpu_amd_runs_dev.csv) as Cases (perfmodel.published.tpu_amd_runs), on seven of its rows
+"""The TPU and AMD runs (tpu_amd_runs_dev.csv) as Cases (benchmarks.evals.published.tpu_amd_runs), on seven of its rows
 copied to tests/fixtures/tpu_amd_runs_sample.csv: the mapping of rows worked out by hand from their notes, the
-refusals, and benchmarks/tpu_amd_runs.py's tables."""
+refusals, and benchmarks/evals/tpu_amd_runs.py's tables."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from perfmodel.errors import InputError
-from perfmodel.published import tpu_amd_runs
-from perfmodel.published.runs import Case
-from perfmodel.published.tpu_amd_runs import load_tpu_amd_cases, to_tpu_amd_case
+from benchmarks.evals.published import tpu_amd_runs
+from perfmodel.calibrate.runs.table import Case
+from benchmarks.evals.published.tpu_amd_runs import load_tpu_amd_cases, to_tpu_amd_case
 from perfmodel.spec.hardware.system import load_hardware
 
 SAMPLE = Path(__file__).parent / "fixtures" / "tpu_amd_runs_sample.csv"
@@ -124,10 +123,9 @@ def test_missing_system_keeps_the_row(monkeypatch):
 
 
 def test_benchmark_main_prints_the_tables(capsys, tmp_path):
-    """benchmarks/tpu_amd_runs.py on the sample: the per-row table, both summaries, the not-expressed reasons and
+    """benchmarks/evals/tpu_amd_runs.py on the sample: the per-row table, both summaries, the not-expressed reasons and
     --csv; MAPE and the 100%-for-unexpressed MAPE agree with the written rows."""
-    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
-    import tpu_amd_runs as bench
+    from benchmarks.evals import tpu_amd_runs as bench
 
     out = tmp_path / "rows.csv"
     assert bench.main(["--data", str(SAMPLE), "--csv", str(out)]) == 0

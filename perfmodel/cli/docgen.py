@@ -3,6 +3,8 @@
     python -m perfmodel.cli.docgen           # rewrite the generated blocks of docs/hardware.md, plans.md, sweep.md
     python -m perfmodel.cli.docgen --check   # exit 1 if a block differs from what the models give now
 
+Run from the checkout's root (or pass --docs): the package renders the tables, the caller says where docs/ is.
+
 Each table is rendered from the pydantic models' JSON schema (`perfmodel.spec.hardware.system.hardware_json_schema`,
 `PlanFile.model_json_schema()`), so the docs say what the code validates: type, range, default, description.
 Descriptions come from each field's `Field(description=...)` (so hardware_specs/schema.json carries them too);
@@ -19,7 +21,7 @@ from pathlib import Path
 
 from ..types import MAX_COUNT
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOCS = Path("docs")  # the working directory's: an installed package has no docs/ of its own
 END = "<!-- END GENERATED -->"
 HARDWARE_BEGIN = "<!-- BEGIN GENERATED: hardware schema (python -m perfmodel.cli.docgen) -->"
 PLAN_BEGIN = "<!-- BEGIN GENERATED: plan schema (python -m perfmodel.cli.docgen) -->"

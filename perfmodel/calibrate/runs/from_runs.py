@@ -50,7 +50,7 @@ from ...cost.step import COMM_TIME, COMPUTE_TIME, run_fit_time
 from ...errors import InputError
 from ...types import MAX_COUNT
 from ...spec.hardware.system import RunFit, RunResidual, System
-from ...published.runs import Case, cell_number, to_case
+from .table import Case, cell_number, to_case
 from ...spec.stack.profile import Interval
 from ...spec.stack.release import profile_of
 from .intervals import weighted_bounds
@@ -72,7 +72,7 @@ REQUIRED = ("n_layers", "hidden", "heads", "vocab", "seq_len", "tp", "pp", "dp",
 BOUNDS = ([0.05, 0.05, 0.05, 0.0], [20.0, 20.0, 20.0, np.inf])  # of (1 / each speed, overhead)
 STEP_S = (1e-6, 1e7)  # a measured step: a microsecond to four months (anything outside is a unit or typing slip)
 # Sizes and counts: whole numbers from 1 to this (vocab 1e400 read as inf stopped int(); a hidden of 2e9 with no
-# heads would make published.runs.model_for try every head count up to it).
+# heads would make table.model_for try every head count up to it).
 SIZES = {"n_layers": MAX_COUNT, "hidden": 2**20, "ffn_hidden": MAX_COUNT, "heads": MAX_COUNT, "kv_heads": MAX_COUNT,
          "vocab": MAX_COUNT, "seq_len": MAX_COUNT, "n_gpus": MAX_COUNT, "tp": MAX_COUNT, "pp": MAX_COUNT,
          "dp": MAX_COUNT, "cp": MAX_COUNT, "vpp": MAX_COUNT, "micro_batch": MAX_COUNT, "global_batch": MAX_COUNT}

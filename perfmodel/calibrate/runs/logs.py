@@ -36,7 +36,7 @@ COLUMNS = ["row_id", "source_group", "row_type", "trust", "model", "n_layers", "
            "micro_batch", "global_batch", "recompute", "zero_dist_opt", "precision", "framework", "iter_time_s",
            "tflops_per_gpu", "mfu_pct", "hfu_pct", "tokens_per_s_per_gpu", "tokens_per_s_total",
            "time_to_train_min", "other_metric", "derived_fields", "source", "notes",
-           # beyond the dev set's columns: Megatron-LM's uneven pipeline split (published.runs.plan_for reads them)
+           # beyond the dev set's columns: Megatron-LM's uneven pipeline split (table.plan_for reads them)
            "account_for_embedding", "account_for_loss", "first_stage_layers", "last_stage_layers"]
 SUFFIXES = (".log", ".txt", ".out")
 VALID = ("valid: a Megatron-LM log with an arguments block and log-interval lines, "

@@ -9,12 +9,11 @@ band (cost.memory.fit.memory_limits): a plan is tight when the device's room lie
   rows in that view.
 - `held_out_share`: each source group's peaks against the band built without that group (leave-one-group-out
   coverage: the claim a band makes for a new user's stack).
-This module imports no torch; pandas only on the benchmark's table.
+This module imports no torch; pandas only on the benchmark's table. The profiles' blocks are rewritten from these by
+the benchmark (benchmarks/tools/stack_blocks.py).
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 
@@ -90,28 +89,3 @@ def build_bands(rows, source: str, q: float = Q) -> dict[str, dict[str, MemoryBa
                        f"each source group weighted once; held_out: the share of a group's peaks inside the band "
                        f"built without it, all stacks (perfmodel.calibrate.runs.memory_band)")
     return out
-
-
-def write_bands(bands: dict[str, dict[str, MemoryBand]], root: Path | None = None) -> list[str]:
-    """Rewrite (or append) the `memory_band` block of each stack profile in hardware_specs/stacks/, the rest of
-    the file as it is; the files it changed."""
-    import yaml
-
-    root = root or Path(__file__).resolve().parents[2] / "hardware_specs" / "stacks"
-    changed = []
-    for name, views in bands.items():
-        path = root / f"{name}.yaml"
-        text = path.read_text()
-        lines = text.splitlines(keepends=True)
-        block = yaml.safe_dump({"memory_band": {v: b.model_dump(exclude_none=True) for v, b in views.items()}},
-                               sort_keys=False, width=10**4, allow_unicode=True)
-        start = next((i for i, line in enumerate(lines) if line.startswith("memory_band:")), None)
-        if start is None:  # before the sources block, where the profile's other bands are
-            start = end = next((i for i, line in enumerate(lines) if line.startswith("sources:")), len(lines))
-        else:
-            end = next((i for i in range(start + 1, len(lines)) if lines[i][:1] not in (" ", "\n")), len(lines))
-        new = "".join(lines[:start]) + block + "".join(lines[end:])
-        if new != text:
-            path.write_text(new)
-            changed.append(path.name)
-    return changed

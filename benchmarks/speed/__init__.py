@@ -1,0 +1,1 @@
+"""Speed checks: the wall time of perfmodel's searches, the PaSE DP and sweeps."""
