@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from perfmodel.cli import docgen
-from perfmodel.cost.comm.collectives import collectives as C
+from perfmodel.cost.comm import collectives as C
 from perfmodel.cost.estimate import estimate
 from perfmodel.spec.hardware.system import SharedHost, System, load_hardware
 from perfmodel.spec.plan.layout import Plan
