@@ -1,6 +1,7 @@
 """The stack profiles' `host:` blocks (hardware_specs/stacks/*.yaml) from the calls each stack's code makes: the
-counts `benchmarks/tools/host_counts.py` took from the stacks' own code on CPU (benchmarks/results/host/call_counts.json),
-and, for what a CPU run cannot show, the code read (file@commit in each block's `counted`).
+counts `python -m benchmarks.tools.host_counts` took from the stacks' own code on CPU
+(benchmarks/results/host/call_counts.json), and, for what a CPU run cannot show, the code read (file@commit in each
+block's `counted`).
 
     python -m benchmarks.tools.stack_host_profiles [--write]
 
