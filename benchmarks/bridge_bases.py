@@ -32,7 +32,7 @@ from perfmodel.ingest.bridge.keys import SHAPE  # noqa: E402
 from perfmodel.ingest.bridge.recipe import Module, Obj, Recipe, flatten, run  # noqa: E402
 from perfmodel.ingest.ledger import Ledger  # noqa: E402
 from perfmodel.ingest.sources import Unevaluated, functions, module_names  # noqa: E402
-from perfmodel.spec.model.config.catalogue import load_model  # noqa: E402
+from perfmodel.spec.model.catalogue import load_model  # noqa: E402
 
 HEAD = "067f987df03b8355b03192d88d70f1709fedf51a"
 LEGACY = "c3e43e6aa8d6a3bb52a3e2d2a34ef484eb90bd7c"  # the WorkloadBaseConfig tables' perf scripts

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Parent: launch the workers, print the census against the prediction
 # ---------------------------------------------------------------------------------------------------------
 def launch(plans: list[Path], nproc: int, steps: int, out: Path) -> list[dict]:
-    from perfmodel.execute.launch.torchrun.torchrun import worker_env
+    from perfmodel.execute.launch.torchrun import worker_env
 
     env = worker_env("cpu", measure_memory=True)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
@@ -55,8 +55,8 @@ def launch(plans: list[Path], nproc: int, steps: int, out: Path) -> list[dict]:
 
 def predicted(plan_path: Path) -> dict:
     from perfmodel.cost.estimate import evaluate_plan
-    from perfmodel.spec.plan.layout.file import load_plan_file
-    from perfmodel.spec.stack.profile.profile import EXECUTOR_STACK
+    from perfmodel.spec.plan.file import load_plan_file
+    from perfmodel.spec.stack.profile import EXECUTOR_STACK
 
     pf = load_plan_file(plan_path)
     _, est = evaluate_plan(pf.model, pf.hardware, pf.plan.model_copy(update={"stack": EXECUTOR_STACK}))
@@ -124,7 +124,7 @@ def worker(plan_paths: list[str], steps: int, out: str) -> None:
     from perfmodel.execute.data import Batches
     from perfmodel.execute.train import Trainer
     from perfmodel.execute.host import rss_bytes
-    from perfmodel.spec.plan.layout.file import load_plan_file
+    from perfmodel.spec.plan.file import load_plan_file
 
     import warnings
 

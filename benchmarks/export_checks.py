@@ -27,7 +27,7 @@ from perfmodel.export.targets import TARGETS, nearest_updates, versions
 from perfmodel.export.nearest import export_plan
 from perfmodel.export.checks.releases import run_check
 from perfmodel.export.checks.spread import SPREAD, spread_plan_file
-from perfmodel.spec.plan.layout.file import write_plan_file
+from perfmodel.spec.plan.file import write_plan_file
 
 ROOT = Path(__file__).resolve().parents[1]
 _OLD_EXPORT = ("import sys; from perfmodel.spec.plan.file import load_plan_file; from perfmodel.export import export; "

@@ -30,7 +30,7 @@ from devset import DEFAULT_CSV, MOE_CSV, SMALL_CSV, TPU_AMD_CSV
 from measured_memory import DENSE_CSV, table
 from perfmodel import estimate
 from perfmodel.calibrate.runs.memory_band import band_of, held_out_share, residual_rows
-from perfmodel.cost.memory.footprint.fit import plan_fit
+from perfmodel.cost.memory.fit import plan_fit
 from perfmodel.errors import InputError
 from perfmodel.validate.fit_labels import load_fit_labels
 from perfmodel.published.memory_peaks import memory_cases

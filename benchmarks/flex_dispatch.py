@@ -21,7 +21,7 @@ import argparse
 
 import pandas as pd
 
-from perfmodel.cost.compute.kernel_time.moe import block_hit
+from perfmodel.cost.compute.moe import block_hit
 
 TOKENS, HIDDEN, TOP_K, LOCAL = 4096, 7168, 8, 8
 # (system, ranks, SMs, dispatch GB/s, combine GB/s): "Kernel Only", bf16 dispatch
@@ -57,10 +57,10 @@ def table() -> pd.DataFrame:
 def model_check(df: pd.DataFrame) -> pd.DataFrame:
     """cost.compute.moe.flex_dispatch_time on the catalogue's systems at each published point, against the published time."""
     from perfmodel.cost.layouts import Layouts
-    from perfmodel.cost.compute.kernel_time.moe import flex_dispatch_time
-    from perfmodel.spec.hardware.system.system import load_hardware
-    from perfmodel.spec.model.config.catalogue import load_model
-    from perfmodel.spec.plan.layout.layout import Plan
+    from perfmodel.cost.compute.moe import flex_dispatch_time
+    from perfmodel.spec.hardware.system import load_hardware
+    from perfmodel.spec.model.catalogue import load_model
+    from perfmodel.spec.plan.layout import Plan
     out = []
     for r in df.itertuples():
         system = load_hardware(r.system)

@@ -21,11 +21,11 @@ import numpy as np
 import pandas as pd
 
 from perfmodel import load_hardware, load_model
-from perfmodel.cost.compute.kernel_time.kernel_time import gemm_time
-from perfmodel.cost.compute.kernel_time.kernel_lookup import gemm_table_time
-from perfmodel.cost.compute.kernel_time.kernels import ACT_BYTES, GEMM_INPUT_BYTES
-from perfmodel.cost.compute.kernel_time.operator_table import gemm_shapes
-from perfmodel.spec.hardware.system.kernel_tables import gemm_grid
+from perfmodel.cost.compute.kernel_time import gemm_time
+from perfmodel.cost.compute.kernel_lookup import gemm_table_time
+from perfmodel.cost.compute.kernels import ACT_BYTES, GEMM_INPUT_BYTES
+from perfmodel.cost.compute.operator_table import gemm_shapes
+from perfmodel.spec.hardware.kernel_tables import gemm_grid
 
 SYSTEMS = ("dgx-a100-80gb", "dgx-h100", "dgx-h200", "dgx-b200", "dgx-b300", "gb200-nvl72", "gb300-nvl72")
 MODELS = ("gpt2-1.5b", "llama-3-8b", "llama-3-70b", "llama-3.1-405b", "gpt3-175b")

@@ -32,7 +32,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from perfmodel.spec.model.config.catalogue import load_model  # noqa: E402
+from perfmodel.spec.model.catalogue import load_model  # noqa: E402
 
 MODELS = ("deepseek-v3", "gpt-oss-120b", "qwen3-30b-a3b", "qwen3-235b-a22b", "mixtral-8x7b")
 GROUPS = (1, 2, 4, 8, 16, 32)  # local experts per device: n_experts / ep

@@ -118,7 +118,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from perfmodel.spec.model.config.operators import GRAPH_OPS  # noqa: E402
+from perfmodel.spec.model.operators import GRAPH_OPS  # noqa: E402
 
 KINDS = ("eager_op", "view_op", "module_call", "fused_module", "autograd_node", "nccl_call", "compiled_entry",
          "compiled_kernel", "graph_replay", "kernel_launch")
@@ -795,7 +795,7 @@ PLAIN_RULES = make_rules(r"layers\.(\d+)", {
 
 
 def executor_config(arch: str, n_layers: int = 2):
-    from perfmodel.spec.model.config.config import ModelConfig
+    from perfmodel.spec.model.config import ModelConfig
 
     if arch == "llama":
         return ModelConfig(name="tiny-llama", n_layers=n_layers, hidden=64, n_heads=4, n_kv_heads=2, ffn_hidden=128,
@@ -810,9 +810,9 @@ def executor_trainer(arch: str, n_layers: int = 2, micro_batches: int = 1):
     autocast a CUDA run enters (train.py's _autocast, CPU autocast here)."""
     from perfmodel.execute.data import Batches
     from perfmodel.execute.train import Trainer
-    from perfmodel.spec.hardware.system.system import load_hardware
-    from perfmodel.spec.plan.layout.layout import Plan, resolve, split_of
-    from perfmodel.spec.plan.layout.file import PlanFile, Prediction, mesh_of
+    from perfmodel.spec.hardware.system import load_hardware
+    from perfmodel.spec.plan.layout import Plan, resolve, split_of
+    from perfmodel.spec.plan.file import PlanFile, Prediction, mesh_of
 
     cfg = executor_config(arch, n_layers)
     hw = load_hardware(ROOT / "tests" / "fixtures" / "cpu-test.yaml")

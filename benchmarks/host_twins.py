@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from perfmodel.calibrate.host.measured import TE_OVER_LINEAR  # noqa: E402
 from perfmodel.spec.host.cpu import CALL_KINDS, HostCPU  # noqa: E402
-from perfmodel.spec.model.config.config import ModelConfig  # noqa: E402
+from perfmodel.spec.model.config import ModelConfig  # noqa: E402
 
 PASSES = ("forward", "backward", "optimizer")
 
@@ -94,7 +94,7 @@ def priced(model: ModelConfig, stack: str, host: HostCPU, factors=None) -> dict[
     with `host` (in-context factors `factors`, default the model's own)."""
     from perfmodel.cost.host import launch_queue
     from perfmodel.cost.estimate import evaluate_plan
-    from perfmodel.spec.hardware.system.system import load_hardware
+    from perfmodel.spec.hardware.system import load_hardware
 
     saved = dict(launch_queue.IN_CONTEXT)
     if factors is not None:

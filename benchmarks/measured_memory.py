@@ -36,9 +36,9 @@ from devset import HERE
 from perfmodel import estimate
 from perfmodel.calibrate.runs.memory_band import band_of, build_bands, held_out_share, residual_rows, write_bands
 from perfmodel.errors import InputError
-from perfmodel.cost.memory.footprint.footprint import reserved_of
+from perfmodel.cost.memory.footprint import reserved_of
 from perfmodel.published.memory_peaks import GiB, memory_cases, nan_if_none, predicted
-from perfmodel.spec.stack.profile.profile import load_stack
+from perfmodel.spec.stack.profile import load_stack
 
 
 def _devset(name: str) -> Path:

@@ -20,8 +20,8 @@ import time
 import pandas as pd
 
 from perfmodel import load_hardware, load_model
-from perfmodel.spec.model.config.operators import AXES
-from perfmodel.spec.plan.layout.layout import Plan, resolve
+from perfmodel.spec.model.operators import AXES
+from perfmodel.spec.plan.layout import Plan, resolve
 from perfmodel.search.pase import solver as pase
 
 SYSTEM = load_hardware("dgx-h100")

@@ -62,9 +62,9 @@ def b200_loop(path: Path = SIMUMAX) -> pd.Series:
     import json
     import re
 
-    from perfmodel.cost.compute.kernel_time.kernel_lookup import gemm_table_time
-    from perfmodel.spec.hardware.system.system import load_hardware
-    from perfmodel.spec.hardware.system.kernel_tables import gemm_grid
+    from perfmodel.cost.compute.kernel_lookup import gemm_table_time
+    from perfmodel.spec.hardware.system import load_hardware
+    from perfmodel.spec.hardware.kernel_tables import gemm_grid
 
     op = json.loads(path.read_text())["accelerator"]["op"]["matmul"]
     grid = gemm_grid(load_hardware("dgx-b200").accelerator.kernel_tables["gemm"], "bf16")

@@ -45,8 +45,8 @@ def profile(path: str, steps: int, device) -> dict:
     from perfmodel.cost.estimate import estimate
     from perfmodel.execute.data import Batches
     from perfmodel.execute.train import Trainer
-    from perfmodel.spec.hardware.system.kernel_tables import spec_folder
-    from perfmodel.spec.plan.layout.file import load_plan_file
+    from perfmodel.spec.hardware.kernel_tables import spec_folder
+    from perfmodel.spec.plan.file import load_plan_file
 
     pf = load_plan_file(path)
     trainer = Trainer(pf, device, seed=0)

@@ -28,7 +28,7 @@ from devset import HERE
 from perfmodel.errors import InputError
 from perfmodel.serve import infer
 from perfmodel.serve.simulate import simulate
-from perfmodel.spec.serving.schema.schema import ServePlan
+from perfmodel.spec.serving.schema import ServePlan
 
 MODELS = (("405b", "llama-3.1-405b"), ("70b", "llama-3.1-70b"), ("8b", "llama-3.1-8b"),
           ("mixtral-8x22b", "mixtral-8x22b"), ("mixtral-8x7b", "mixtral-8x7b"), ("mistral-7b", "mistral-7b"),

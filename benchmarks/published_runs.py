@@ -37,8 +37,8 @@ from perfmodel.calibrate.runs import intervals
 from perfmodel.calibrate.runs.from_runs import NEUTRAL, Parts, fit_held, host_unpinned, interval_from, price
 from perfmodel.errors import InputError
 from perfmodel.published.runs import load_cases
-from perfmodel.spec.stack.profile.profile import regimes_of
-from perfmodel.spec.stack.profile.release import profile_of
+from perfmodel.spec.stack.profile import regimes_of
+from perfmodel.spec.stack.release import profile_of
 
 
 

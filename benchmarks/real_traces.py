@@ -139,7 +139,7 @@ def sweep_scores(tmp) -> list[str]:
     """How far a spec from gpt2-355m-mb8's trace carries: the lent GPU's measured sweep (its other 13 plans) priced on
     the spec calibrated from the trace as recorded (shapes) and with its shapes removed (--plan: the job's GEMM and
     memory-bound rates), as benchmarks/trace_calibration.py scores them (perfmodel.validate.trace_check.score)."""
-    from perfmodel.spec.hardware.system.system import load_hardware
+    from perfmodel.spec.hardware.system import load_hardware
     from perfmodel.validate.trace_check import plans_of, score
 
     out = ["held out: the rest of each lent GPU's sweep priced on the spec of gpt2-355m-mb8's trace",

@@ -22,9 +22,9 @@ from pathlib import Path
 import pandas as pd
 
 from perfmodel.cost.estimate import estimate
-from perfmodel.spec.hardware.system.system import load_hardware
-from perfmodel.spec.hardware.system.kernel_tables import spec_folder
-from perfmodel.spec.plan.layout.file import load_plan_file
+from perfmodel.spec.hardware.system import load_hardware
+from perfmodel.spec.hardware.kernel_tables import spec_folder
+from perfmodel.spec.plan.file import load_plan_file
 
 
 def measured_step(path: Path) -> float:

@@ -51,7 +51,7 @@ def run_search(model, hardware, gpus, gb, seq, repeat: int = 3) -> dict:
 def pase_case(layers: int | None = None, tp=8, dp=2048, cp=1, gpus=16384) -> dict:
     """The PaSE DP (graph, cost tables, order, DP) for Llama 3 405B's graph on one mesh, in-process seconds."""
     import perfmodel as pm
-    from perfmodel.spec.plan.layout.layout import Plan, resolve
+    from perfmodel.spec.plan.layout import Plan, resolve
     from perfmodel.search.pase import solver as pase
 
     model = pm.load_model("llama-3.1-405b")

@@ -43,7 +43,7 @@ from serving_silicon import _devset, case, range_ratio
 
 from perfmodel.errors import InputError
 from perfmodel.serve.simulate import simulate
-from perfmodel.spec.serving.schema.schema import ServePlan
+from perfmodel.spec.serving.schema import ServePlan
 
 PROFILES = HERE.parent / "hardware_specs" / "serving"
 PREFILL_STEP_MAX = 0.0169 - 0.0026  # s: ray issue #59681's whole TTFT less vLLM's front end (module docstring)

@@ -58,8 +58,8 @@ from devset import HERE
 from perfmodel.errors import InputError
 from perfmodel.serve import infer
 from perfmodel.serve.simulate import simulate
-from perfmodel.spec.model.config.catalogue import load_model
-from perfmodel.spec.serving.schema.schema import ServePlan
+from perfmodel.spec.model.catalogue import load_model
+from perfmodel.spec.serving.schema import ServePlan
 
 SHARED = HERE.parent.parent / "shared" / "data"
 ALIASES = {"zhipuai/GLM-5": "zai-org/GLM-5"}  # the dataset's name for the checkpoint zai-org publishes

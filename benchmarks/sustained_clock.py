@@ -40,9 +40,9 @@ def sample_smi(proc) -> list[dict]:
 
 def table_rate(hardware: str, n: int) -> float | None:
     """TFLOP/s of a bf16 n^3 GEMM in `hardware`'s measured GEMM table (None: the part has no table)."""
-    from perfmodel.cost.compute.kernel_time.kernel_lookup import gemm_table_time
-    from perfmodel.spec.hardware.system.system import load_hardware
-    from perfmodel.spec.hardware.system.kernel_tables import gemm_grid
+    from perfmodel.cost.compute.kernel_lookup import gemm_table_time
+    from perfmodel.spec.hardware.system import load_hardware
+    from perfmodel.spec.hardware.kernel_tables import gemm_grid
 
     table = load_hardware(hardware).accelerator.kernel_tables.get("gemm")
     if table is None:

@@ -29,7 +29,7 @@ import argparse
 from scipy.optimize import brentq
 
 import perfmodel as pm
-from perfmodel.spec.model.config.config import ModelConfig
+from perfmodel.spec.model.config import ModelConfig
 
 MEASURED_TFLOPS = 225.0  # per A100, FlashAttention-2 end-to-end, GPT3-2.7B, seq 8192
 
@@ -47,7 +47,7 @@ def reference_stack() -> str:
 
     import yaml
 
-    from perfmodel.spec.stack.profile.profile import load_stack
+    from perfmodel.spec.stack.profile import load_stack
 
     data = load_stack("megatron-core").model_dump(mode="json", exclude_none=True)
     data.update(name="fa2-reference", step_passes=[], dense_embedding_grad=False)

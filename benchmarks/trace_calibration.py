@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from perfmodel.spec.hardware.system.system import load_hardware  # noqa: E402
+from perfmodel.spec.hardware.system import load_hardware  # noqa: E402
 from perfmodel.validate.trace_check import calibrate_and_score, plans_of, trace_lines  # noqa: E402
 
 

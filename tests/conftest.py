@@ -19,7 +19,7 @@ def no_host(monkeypatch):
     """Every shipped stack profile without its host rates (spec.stack.profile.Stack.host = None): for tests of the device's
     side of the model (pipeline bubbles, overlap windows, kernel rates) on plans the reference host would bound,
     whose hand-worked formulas leave the host out (cost.host.launch_queue is tested in tests/test_stacks.py)."""
-    from perfmodel.spec.stack.profile import profile as stack
+    from perfmodel.spec.stack import profile as stack
 
     for name in stack.STACKS:
         monkeypatch.setitem(stack._LOADED, name, stack.load_stack(name).model_copy(update={"host": None}))

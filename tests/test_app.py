@@ -240,7 +240,7 @@ def test_an_uploaded_config_is_priced_as_predict_config(client, capsys, tmp_path
 
 def test_a_model_no_preset_matches_is_filled_in_as_an_upload(tmp_path):
     from perfmodel.app.config_upload import model_field, plan_values
-    from perfmodel.spec.model.config.catalogue import load_model
+    from perfmodel.spec.model.catalogue import load_model
 
     assert model_field(load_model("llama-3-8b")) == ("llama-3-8b", None)
     custom = load_model("llama-3-8b").model_copy(update={"name": "my llama/8b", "n_layers": 30})

@@ -12,10 +12,10 @@ import pytest
 
 from perfmodel import estimate, load_hardware, load_model
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.memory.footprint.footprint import eager_kept_bytes, layer_activation_bytes
+from perfmodel.cost.memory.footprint import eager_kept_bytes, layer_activation_bytes
 from perfmodel.errors import InputError
 from perfmodel.published.memory_peaks import memory_cases, predicted
-from perfmodel.spec.plan.layout.layout import Plan, resolve
+from perfmodel.spec.plan.layout import Plan, resolve
 
 ROOT = Path(__file__).parents[1]
 DENSE = ROOT / "benchmarks" / "data" / "measured_memory_dev.csv"
@@ -145,7 +145,7 @@ def test_search_carries_compile(tmp_path):
     """A search of a compiled torchtitan job ranks plans with the compiled memory, and writes compile into the
     plan file it keeps; predict --plan reads it back to the same memory."""
     from perfmodel.search.ranking import search
-    from perfmodel.spec.plan.layout.file import load_plan_file
+    from perfmodel.spec.plan.file import load_plan_file
 
     out = tmp_path / "best.json"
     run = subprocess.run([sys.executable, "-m", "perfmodel", "search", "--model", "llama-3-8b", "--hardware",

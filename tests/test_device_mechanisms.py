@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 from perfmodel.cost.estimate import estimate
-from perfmodel.cost.compute.kernel_time.flops import recompute_flops_per_token
-from perfmodel.cost.compute.kernel_time.grouped_gemm import grouped_slowdown
-from perfmodel.cost.compute.kernel_time.kernels import EAGER_SOFTMAX_BYTES, softmax_bytes, unaligned
-from perfmodel.cost.compute.kernel_time.operator_table import per_op_share
-from perfmodel.spec.hardware.system.system import load_hardware
-from perfmodel.spec.model.config.catalogue import load_model
-from perfmodel.spec.plan.layout.layout import Plan
+from perfmodel.cost.compute.flops import recompute_flops_per_token
+from perfmodel.cost.compute.grouped_gemm import grouped_slowdown
+from perfmodel.cost.compute.kernels import EAGER_SOFTMAX_BYTES, softmax_bytes, unaligned
+from perfmodel.cost.compute.operator_table import per_op_share
+from perfmodel.spec.hardware.system import load_hardware
+from perfmodel.spec.model.catalogue import load_model
+from perfmodel.spec.plan.layout import Plan
 
 GPT2 = load_model("gpt2-124m")
 LLAMA = load_model("llama-3-8b")
@@ -118,8 +118,8 @@ def test_deepspeed_zero3_holds_its_live_parameter_cap(no_host):
     module = 2 * 14336 * 4096
     # the transient difference is the copies' alone (the loss temporaries differ by stack too: compare copies)
     from perfmodel.cost.layouts import Layouts
-    from perfmodel.cost.memory.footprint.footprint import largest_module_params, zero_copy_bytes
-    from perfmodel.spec.plan.layout.layout import resolve
+    from perfmodel.cost.memory.footprint import largest_module_params, zero_copy_bytes
+    from perfmodel.spec.plan.layout import resolve
 
     for stack, gathered, grads in (("torchtitan", 2 * block, block * 4), ("deepspeed", min(2 * block, 1e9), module * 4)):
         lay = Layouts.from_plan(resolve(Plan(**plan, stack=stack), LLAMA, H100))
@@ -148,9 +148,9 @@ def test_a_gpu_spec_prices_its_host_a_cpu_spec_its_fitted_launches():
     spec the fitted costs (calibrate.host.costs prices its probes with zero costs: zero prices nothing)."""
     from perfmodel.cost.host.launch_queue import host_rates
     from perfmodel.cost.layouts import Layouts
-    from perfmodel.spec.hardware.system.system import HostCosts
-    from perfmodel.spec.plan.layout.layout import resolve
-    from perfmodel.spec.stack.profile.profile import load_stack
+    from perfmodel.spec.hardware.system import HostCosts
+    from perfmodel.spec.plan.layout import resolve
+    from perfmodel.spec.stack.profile import load_stack
 
     plan = resolve(Plan(gpus=1, micro_batch=1, global_batch=1, seq_len=1024, stack="plain-torch"), GPT2, H100)
     lay, profile = Layouts.from_plan(plan), load_stack("plain-torch")

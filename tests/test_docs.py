@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from perfmodel.cli import docgen
-from perfmodel.cost.comm.collectives import collectives as C
+from perfmodel.cost.comm import collectives as C
 from perfmodel.cost.estimate import estimate
-from perfmodel.spec.hardware.system.system import SharedHost, System, load_hardware
-from perfmodel.spec.plan.layout.layout import Plan
-from perfmodel.spec.plan.layout.file import PlanFile
+from perfmodel.spec.hardware.system import SharedHost, System, load_hardware
+from perfmodel.spec.plan.layout import Plan
+from perfmodel.spec.plan.file import PlanFile
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 PACKAGE = Path(docgen.__file__).resolve().parents[1]  # perfmodel/ (docgen lives in perfmodel/cli/)
@@ -202,7 +202,7 @@ def test_worked_trace_numbers_are_the_estimates():
 @pytest.mark.parametrize("target", ["megatron", "torchtitan"])
 def test_plans_page_shows_the_real_export(target):
     from perfmodel.export.nearest import export_plan
-    from perfmodel.spec.plan.layout.file import load_plan_file
+    from perfmodel.spec.plan.file import load_plan_file
 
     plan = "strategies/llama-3-70b_1024xh100.json"
     command = f"$ perfmodel export {plan} --to {target}\n"
@@ -215,7 +215,7 @@ def test_shipped_plan_files_match_this_perfmodel():
     """Every plan in strategies/ is what `predict --plan` and `export` accept: its prediction equals the estimate
     now (a change to the cost model must re-create them, as strategies/README.md says)."""
     from perfmodel.cost.estimate import check_prediction
-    from perfmodel.spec.plan.layout.file import load_plan_file
+    from perfmodel.spec.plan.file import load_plan_file
 
     plans = sorted((DOCS.parent / "strategies").glob("*.json"))
     assert plans

@@ -25,10 +25,10 @@ torch = pytest.importorskip("torch")  # CI installs torch (README test command);
 
 from perfmodel.execute.run_plans import run_plans  # noqa: E402
 from perfmodel.execute.faults import LINE, VAR  # noqa: E402
-from perfmodel.execute.launch.torchrun.torchrun import RunFailed  # noqa: E402
+from perfmodel.execute.launch.torchrun import RunFailed  # noqa: E402
 from perfmodel.spec.measurement import measurement_path  # noqa: E402
-from perfmodel.spec.plan.layout.file import write_plan_file  # noqa: E402
-from perfmodel.execute.launch.torchrun.processes import tagged  # noqa: E402
+from perfmodel.spec.plan.file import write_plan_file  # noqa: E402
+from perfmodel.execute.launch.processes import tagged  # noqa: E402
 
 from test_execute import LLAMA, plan_file  # noqa: E402
 

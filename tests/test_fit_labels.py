@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from perfmodel.spec.plan.layout.finetune import LoRA
+from perfmodel.spec.plan.finetune import LoRA
 from perfmodel.validate.fit_labels import import_label, load_fit_labels, read_labels
 
 

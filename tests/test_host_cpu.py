@@ -10,7 +10,7 @@ import yaml
 
 from perfmodel.cost.host.launch_queue import call_seconds, queued, step_seconds
 from perfmodel.errors import InputError
-from perfmodel.spec.hardware.system.system import list_systems, load_hardware
+from perfmodel.spec.hardware.system import list_systems, load_hardware
 from perfmodel.spec.host.cpu import CALL_KINDS, HostCPU, list_hosts, load_host
 
 ROOT = Path(__file__).parents[1]
@@ -129,7 +129,7 @@ def test_the_host_prices_a_small_step_as_host_bound_on_a_slow_host_not_on_a_fast
 
 def test_no_stack_profile_carries_host_seconds():
     """A stack says what its code calls (counts by kind); only a host says what a call costs."""
-    from perfmodel.spec.stack.profile.profile import STACKS, HostProfile, PassCalls, Stack, load_stack
+    from perfmodel.spec.stack.profile import STACKS, HostProfile, PassCalls, Stack, load_stack
 
     assert not any(name.endswith("_s") for name in HostProfile.model_fields)
     assert "step_overhead_s" not in Stack.model_fields
@@ -212,9 +212,9 @@ def test_megatrons_alltoall_dispatch_syncs_on_the_host_its_allgather_does_not():
     forward (moe_sync_dispatchers): the calls after it are priced; the allgather dispatcher makes no such sync."""
     from perfmodel.cost.host.launch_queue import IN_CONTEXT, call_seconds, host_rates, in_context
     from perfmodel.cost.layouts import Layouts
-    from perfmodel.spec.model.config.catalogue import load_model
-    from perfmodel.spec.plan.layout.layout import Plan
-    from perfmodel.spec.stack.profile.profile import load_stack
+    from perfmodel.spec.model.catalogue import load_model
+    from perfmodel.spec.plan.layout import Plan
+    from perfmodel.spec.stack.profile import load_stack
 
     model, system, stack = load_model("mixtral-8x7b"), load_hardware("dgx-h100"), load_stack("megatron-core")
     rates = {}

@@ -14,7 +14,7 @@ import pytest
 from perfmodel.cli.main import main
 from perfmodel.errors import InputError
 from perfmodel.ingest import plan_of, read_config
-from perfmodel.spec.plan.layout.finetune import LoRA
+from perfmodel.spec.plan.finetune import LoRA
 
 FIX = Path(__file__).parent / "fixtures" / "configs" / "bridge"
 LLAMA, COMMON, QWEN, DSV3 = (FIX / f for f in ("h100_llama3.py", "common.py", "h100_qwen3_moe.py",

@@ -17,7 +17,7 @@ from perfmodel.serve import infer
 from perfmodel.serve.kv_cache import kv_bytes_per_token, memory, weight_bytes
 from perfmodel.serve.layout_search import fewest_gpus, rank
 from perfmodel.serve.step_time import decode_attention_s, device
-from perfmodel.spec.serving.schema.schema import ServePlan, load_serving_stack
+from perfmodel.spec.serving.schema import ServePlan, load_serving_stack
 
 GIB = 2.0**30
 ROOT_KERNELS = __import__("pathlib").Path(__file__).parents[1] / "hardware_specs" / "kernels"
@@ -215,9 +215,9 @@ def test_moe_layers_from_the_measured_fused_moe_table():
     import numpy as np
 
     from perfmodel.cost.power import loop_clock
-    from perfmodel.cost.compute.kernel_time.kernel_lookup import moe_table_time
+    from perfmodel.cost.compute.kernel_lookup import moe_table_time
     from perfmodel.serve.step_time import moe_table_s
-    from perfmodel.spec.hardware.system.kernel_tables import moe_curves
+    from perfmodel.spec.hardware.kernel_tables import moe_curves
 
     rows = {}
     for line in gzip.open(ROOT_KERNELS / "h100_sxm" / "moe.csv.gz", "rt").read().splitlines()[1:]:
@@ -331,9 +331,9 @@ def test_search_refuses_a_fixed_layout_flag():
 def test_tp_allreduce_from_the_engines_measured_table():
     """Two all-reduces per layer of tokens x hidden bf16 over tp: at 8 GPUs on H100 and a 4 MiB message (256 tokens
     of Llama 3.1 70B: 256 x 8192 x 2 B) the table's own row, 0.0519 ms; past the table's 8 GPUs, none."""
-    from perfmodel.cost.compute.kernel_time.kernel_lookup import allreduce_table_time
+    from perfmodel.cost.compute.kernel_lookup import allreduce_table_time
     from perfmodel.serve.step_time import tp_allreduce_s
-    from perfmodel.spec.hardware.system.kernel_tables import allreduce_curves
+    from perfmodel.spec.hardware.kernel_tables import allreduce_curves
 
     curves = allreduce_curves("h100_sxm/allreduce.csv.gz")
     assert sorted(curves) == [2, 4, 8]
@@ -354,7 +354,7 @@ def test_disaggregated_kv_transfer_and_rates_by_hand():
     cache is 2000 tokens x 80 layers x (K, V) x 8 kv heads x 128 x 1 B; each prefill GPU sends a quarter over
     NVLink (the 8 GPUs share a node). Requests/s is the least of the three rates the note lists; the prefill
     pool bounds it, so the decode replica holds B' sequences whose decode rate is that rate."""
-    from perfmodel.cost.comm.collectives.collectives import p2p_tier, p2p_time
+    from perfmodel.cost.comm.collectives import p2p_tier, p2p_time
     from perfmodel.serve.disaggregated import kv_transfer
     from perfmodel.serve.step_time import step_parts
 
@@ -416,14 +416,14 @@ def test_disaggregated_bad_layouts_are_one_line(plan, message):
 def test_vocab_collectives_by_hand():
     """tp 4 on vLLM (vocabulary-split embedding): the logits' all-gather (B x V x 2 B, the system's collective
     formula) and the embedding's all-reduce (M x h x 2 B, as a layer's); TensorRT-LLM replicates the embedding."""
-    from perfmodel.cost.comm.collectives.collectives import group_collective
+    from perfmodel.cost.comm.collectives import group_collective
     from perfmodel.serve.step_time import vocab_comm_s
 
     m, sysm = load_model("llama-3.1-8b"), load_hardware("dgx-h100")
     plan = ServePlan(tp=4, input_len=100, output_len=100, gpus=4)
     gather = float(group_collective(sysm, "all_gather", 32 * m.vocab * 2, 4, 1, 4))
-    from perfmodel.cost.compute.kernel_time.kernel_lookup import allreduce_table_time
-    from perfmodel.spec.hardware.system.kernel_tables import allreduce_curves
+    from perfmodel.cost.compute.kernel_lookup import allreduce_table_time
+    from perfmodel.spec.hardware.kernel_tables import allreduce_curves
 
     # the embedding's all-reduce is the layers' collective: the engines' measured NVLink all-reduce on 4 GPUs
     reduce = allreduce_table_time(allreduce_curves(sysm.accelerator.kernel_tables["allreduce"]), 4, 96 * m.hidden * 2)
@@ -442,8 +442,8 @@ def test_decode_attention_from_the_measured_table():
 
     import numpy as np
 
-    from perfmodel.cost.compute.kernel_time.kernel_lookup import decode_table_time
-    from perfmodel.spec.hardware.system.kernel_tables import decode_curves
+    from perfmodel.cost.compute.kernel_lookup import decode_table_time
+    from perfmodel.spec.hardware.kernel_tables import decode_curves
 
     m, sysm = load_model("llama-3.1-70b"), load_hardware("dgx-h100")
     plan = ServePlan(tp=8, precision="fp8", input_len=1000, output_len=1000, gpus=8)

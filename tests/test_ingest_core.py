@@ -13,7 +13,7 @@ from perfmodel.ingest import launch_notes, launch_of, plan_of, read_config
 from perfmodel.ingest.ledger import Ledger
 from perfmodel.ingest.shell.script import Script
 from perfmodel.ingest.sources import Unevaluated, literal, options
-from perfmodel.spec.model.config.catalogue import load_model
+from perfmodel.spec.model.catalogue import load_model
 
 
 def test_a_field_set_twice_differently_names_both_keys():

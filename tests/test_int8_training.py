@@ -7,10 +7,10 @@ import pytest
 
 from perfmodel import Plan, estimate, load_hardware, load_model
 from perfmodel.export.checks.spread import maxtext_plan_file
-from perfmodel.export.maxtext.config.config import settings
+from perfmodel.export.maxtext.config import settings
 from perfmodel.export.targets import nearest_updates
 from perfmodel.published.runs import precision_of
-from perfmodel.spec.plan.layout.layout import resolve
+from perfmodel.spec.plan.layout import resolve
 
 
 def test_precision_text():

@@ -7,7 +7,7 @@ import pytest
 
 import perfmodel as pm
 from perfmodel.calibrate.runs import intervals as iv
-from perfmodel.spec.stack.profile.profile import Band, Interval, load_stack, regimes_of
+from perfmodel.spec.stack.profile import Band, Interval, load_stack, regimes_of
 
 
 def test_weighted_bounds_by_hand():
@@ -105,7 +105,7 @@ def test_an_estimate_in_a_regime_quotes_the_union_and_says_why():
 def test_an_interval_widens_outside_its_runs_in_quadrature():
     """Interval.bounds: a plan on a generation, precision or scale none of the runs had widens both bounds by
     those ways' widths in quadrature; inside the domain it is `around` alone."""
-    from perfmodel.spec.stack.profile.profile import Domain
+    from perfmodel.spec.stack.profile import Domain
 
     band = Interval(low=-0.1, high=0.2, rows=10, source="t",
                     domain=Domain(generations=["ampere", "hopper"], precisions=["16-bit"], max_devices=1024),

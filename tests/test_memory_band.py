@@ -10,10 +10,10 @@ import pytest
 
 from perfmodel import estimate
 from perfmodel.calibrate.runs.memory_band import band_of, build_bands, held_out_share, residual_rows, write_bands
-from perfmodel.cost.memory.footprint import fit as memory_fit
-from perfmodel.cost.memory.footprint.fit import memory_budget, memory_limits, memory_verdict, reserved_band
-from perfmodel.spec.hardware.system.system import load_hardware
-from perfmodel.spec.stack.profile.profile import STACKS, MemoryBand, load_stack
+from perfmodel.cost.memory import fit as memory_fit
+from perfmodel.cost.memory.fit import memory_budget, memory_limits, memory_verdict, reserved_band
+from perfmodel.spec.hardware.system import load_hardware
+from perfmodel.spec.stack.profile import STACKS, MemoryBand, load_stack
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,12 +13,12 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 
 from measured_memory import fit_slack, logo, pair_slack  # noqa: E402
 from perfmodel.cost.layouts import Layouts  # noqa: E402
-from perfmodel.cost.memory.footprint.footprint import reserved_of  # noqa: E402
-from perfmodel.cost.memory.footprint.stack_kept import pipeline_buffer_bytes  # noqa: E402
-from perfmodel.cost.memory.footprint.states import state_bytes  # noqa: E402
-from perfmodel.spec.model.config.catalogue import load_model  # noqa: E402
-from perfmodel.spec.hardware.system.system import load_hardware  # noqa: E402
-from perfmodel.spec.plan.layout.layout import Plan, resolve  # noqa: E402
+from perfmodel.cost.memory.footprint import reserved_of  # noqa: E402
+from perfmodel.cost.memory.stack_kept import pipeline_buffer_bytes  # noqa: E402
+from perfmodel.cost.memory.states import state_bytes  # noqa: E402
+from perfmodel.spec.model.catalogue import load_model  # noqa: E402
+from perfmodel.spec.hardware.system import load_hardware  # noqa: E402
+from perfmodel.spec.plan.layout import Plan, resolve  # noqa: E402
 
 MiB = 2.0 ** 20
 
@@ -102,7 +102,7 @@ def test_logo_refits_without_the_group():
 def test_loss_parallel_bytes_by_hand():
     """torchtitan's loss under loss_parallel (tp > 1) holds 16 B per local logit at its backward peak, 4 of them the
     kept log-softmax: 12 B transient; torch's fused cross entropy (tp 1) 12 B, 8 transient."""
-    from perfmodel.cost.memory.footprint.footprint import loss_temporary_bytes
+    from perfmodel.cost.memory.footprint import loss_temporary_bytes
     model = load_model("llama-3.1-405b")
     tp8 = _lay(pp=1)
     assert loss_temporary_bytes(model, tp8).item() == pytest.approx(12 * 4 * 8192 * (128256 // 8))

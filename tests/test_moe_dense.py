@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from perfmodel import Plan, estimate, load_hardware, load_model
-from perfmodel.cost.compute.kernel_time.moe_dense import MAXTEXT_CAPACITY_FACTOR, dense_capacity
+from perfmodel.cost.compute.moe_dense import MAXTEXT_CAPACITY_FACTOR, dense_capacity
 from perfmodel.errors import InputError
 from perfmodel.published.tpu_amd_runs import dense_moe_of
 

@@ -10,10 +10,10 @@ import gzip
 import pytest
 
 from perfmodel import estimate, load_hardware
-from perfmodel.cost.comm.collectives.collectives import collective_time, group_phases
+from perfmodel.cost.comm.collectives import collective_time, group_phases
 from perfmodel.errors import InputError
-from perfmodel.spec.hardware.system.system import System
-from perfmodel.spec.hardware.system.kernel_tables import KERNELS
+from perfmodel.spec.hardware.system import System
+from perfmodel.spec.hardware.kernel_tables import KERNELS
 
 FITS = list(csv.DictReader((KERNELS / "nccl_fits.csv").open()))
 

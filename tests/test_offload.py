@@ -8,15 +8,15 @@ import pytest
 
 from perfmodel import Plan, estimate
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.memory.footprint.footprint import layer_activation_bytes, layer_offloaded_bytes
-from perfmodel.cost.memory.footprint.offload import offload_comm, offload_seconds
+from perfmodel.cost.memory.footprint import layer_activation_bytes, layer_offloaded_bytes
+from perfmodel.cost.memory.offload import offload_comm, offload_seconds
 from perfmodel.errors import InputError
 from perfmodel.export.checks.spread import maxtext_plan_file
-from perfmodel.export.maxtext.config.mesh import remat_keys
+from perfmodel.export.maxtext.mesh import remat_keys
 from perfmodel.export.nearest import export_plan
 from perfmodel.export.targets import export, nearest_updates
 from perfmodel.published.tpu_amd_runs import custom_remat
-from perfmodel.spec.plan.layout.layout import resolve
+from perfmodel.spec.plan.layout import resolve
 
 H, T, LAYERS = 4096, 4096, 32  # Llama 2 7B's hidden; one sequence of 4096 tokens; its layers
 SAVED = ["qkv", "out_proj"]  # MaxText's save_dot_except_mlp
@@ -177,7 +177,7 @@ def test_the_host_check_reads_the_stage_that_offloads_most(dgx_h100):
     ("tpu-v7", 16, 960e9 / 8 / 2**30),  # a chip's 32 GB/s and 960 GB per 4-chip VM over its 2 devices each
 ])
 def test_every_tpu_system_has_its_host_link(name, gbps, gib):
-    from perfmodel.spec.hardware.system.system import load_hardware
+    from perfmodel.spec.hardware.system import load_hardware
 
     host = load_hardware(name).host
     assert host is not None and host.bandwidth_gbps == gbps and host.memory_gib == pytest.approx(gib, abs=0.05)

@@ -86,6 +86,6 @@ def test_an_old_measurement_with_an_absolute_plan_path_reads_and_says_so(tmp_pat
 
 @pytest.mark.parametrize("argv, expect", [(["--output", "/x/y/spec.yaml"], "--output spec.yaml")])
 def test_calibrate_cites_its_output_by_file_name(argv, expect):
-    from perfmodel.calibrate.machine.calibration.calibration import command_line
+    from perfmodel.calibrate.machine.calibration import command_line
 
     assert command_line("cpu", 4, argv[1], None, True, None).endswith(expect)

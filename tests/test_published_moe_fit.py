@@ -10,11 +10,11 @@ import pytest
 from perfmodel import load_hardware, load_model
 from perfmodel.cost.estimate import estimate
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.memory.footprint.footprint import layer_gemm_params, loss_temporary_bytes, stage_memory
-from perfmodel.cost.memory.footprint.stack_kept import eager_kept_bytes
+from perfmodel.cost.memory.footprint import layer_gemm_params, loss_temporary_bytes, stage_memory
+from perfmodel.cost.memory.stack_kept import eager_kept_bytes
 from perfmodel.errors import InputError
 from perfmodel.published.moe_runs import bridge_stage_layers, fp8_params_of, moe_to_case
-from perfmodel.spec.plan.layout.layout import Plan, resolve
+from perfmodel.spec.plan.layout import Plan, resolve
 
 GIB = 2**30
 

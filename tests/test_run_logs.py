@@ -11,7 +11,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from perfmodel.calibrate.runs.logs import parse_megatron_log, parse_torchtitan_log, runs_from_logs
+from perfmodel.calibrate.runs.logs import (
+    parse_megatron_log,
+    parse_torchtitan_log,
+    runs_from_logs,
+)
 from perfmodel.errors import InputError
 
 DEV_CSV = Path(__file__).parents[1] / "benchmarks" / "data" / "published_runs_dev.csv"
@@ -324,7 +328,7 @@ def test_missing_path_and_empty_directory(tmp_path):
 def test_megatron_uneven_split_is_read_and_priced():
     """30 layers + embedding + loss = 32 slots, pp 2, 4 slots per virtual stage: vpp 4 (Megatron-LM counts the
     accounted embedding and loss in num_layers_per_virtual_pipeline_stage)."""
-    from perfmodel.spec.hardware.system.system import load_hardware
+    from perfmodel.spec.hardware.system import load_hardware
     from perfmodel.published.runs import to_case
 
     text = (MEGATRON_CORE.replace("  num_layers ...................................... 32",

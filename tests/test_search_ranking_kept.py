@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from perfmodel.search import search
-from perfmodel.spec.hardware.system.system import load_hardware
+from perfmodel.spec.hardware.system import load_hardware
 
 BEFORE = json.loads((Path(__file__).parent / "fixtures" / "search_top20_before_speedup.json").read_text())
 PLAN_FIELDS = ("gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "recompute", "sequence_parallel",
@@ -32,7 +32,7 @@ def hostless(tmp_path_factory):
     priced at df0a726)."""
     import yaml
 
-    from perfmodel.spec.stack.profile.profile import load_stack
+    from perfmodel.spec.stack.profile import load_stack
 
     data = load_stack("megatron-core").model_dump(exclude_none=True)
     data.pop("host")

@@ -15,8 +15,8 @@ from perfmodel.serve import infer
 from perfmodel.serve.batching import prompt_chunk
 from perfmodel.serve.kv_cache import weight_bytes
 from perfmodel.serve.host_time import plan_stack
-from perfmodel.spec.serving.schema.settings import expert_slots
-from perfmodel.spec.serving.schema.schema import SERVING_STACKS, ServePlan, load_serving_stack, resolve_serve
+from perfmodel.spec.serving.settings import expert_slots
+from perfmodel.spec.serving.schema import SERVING_STACKS, ServePlan, load_serving_stack, resolve_serve
 
 GIB = 2.0**30
 

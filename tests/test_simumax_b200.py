@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfmodel.cost.compute.kernel_time.grouped_gemm import grouped_slowdown
+from perfmodel.cost.compute.grouped_gemm import grouped_slowdown
 from perfmodel.published.memory_peaks import SIMUMAX_GROUP, moe_case
-from perfmodel.spec.hardware.system.system import load_hardware
+from perfmodel.spec.hardware.system import load_hardware
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,11 +8,11 @@ from perfmodel.cost.layouts import Layouts
 from perfmodel.cost.host.launch_queue import host_rates, layer_calls
 from perfmodel.errors import InputError
 from perfmodel.published.moe_runs import _container_stack
-from perfmodel.spec.hardware.system.system import load_hardware
-from perfmodel.spec.model.config.catalogue import load_model
-from perfmodel.spec.plan.layout.layout import Plan, resolve
-from perfmodel.spec.stack.profile.profile import load_stack
-from perfmodel.spec.stack.profile.release import load_line, profile_of, release_recipe
+from perfmodel.spec.hardware.system import load_hardware
+from perfmodel.spec.model.catalogue import load_model
+from perfmodel.spec.plan.layout import Plan, resolve
+from perfmodel.spec.stack.profile import load_stack
+from perfmodel.spec.stack.release import load_line, profile_of, release_recipe
 
 QWEN = dict(gpus=8, ep=8, micro_batch=8, global_batch=512, seq_len=4096, precision="fp8")
 
@@ -193,7 +193,7 @@ def test_plan_files_from_before_the_new_fields_still_load(tmp_path, capsys):
 
 def test_a_precision_change_in_an_export_drops_the_fp8_recipe():
     from perfmodel.export.plan_facts import plan_change
-    from perfmodel.spec.plan.layout.file import PlanFile  # noqa: F401  (the change works on any object with .plan)
+    from perfmodel.spec.plan.file import PlanFile  # noqa: F401  (the change works on any object with .plan)
 
     class Holder:
         plan = plan_on("megatron-core")
@@ -271,7 +271,7 @@ def test_the_2509_qwen3_recipe_drops_tokens_padded_to_capacity(capsys):
 
 
 def test_nemo_automodels_line_trains_bf16_state_without_a_master():
-    from perfmodel.cost.memory.footprint.states import state_bytes
+    from perfmodel.cost.memory.states import state_bytes
 
     # the model built in bf16, FSDP2 param_dtype bf16, torch.optim.Adam's moments in bf16: 2 + 2 + 4 B per
     # parameter, against torchtitan's fp32 sharded master (4), fp32 gradients (4) and fp32 moments (8)
@@ -330,7 +330,7 @@ def test_a_patch_container_extends_its_release_with_its_own_rules_first():
 def test_extends_must_name_an_earlier_release():
     from pydantic import ValidationError
 
-    from perfmodel.spec.stack.profile.release import ReleaseLine
+    from perfmodel.spec.stack.release import ReleaseLine
     rule = dict(moe_dispatcher="alltoall", moe_overlap=False, cuda_graphs="none", source="s")
     with pytest.raises((ValidationError, InputError), match="extends = '9.9', not an earlier release"):
         ReleaseLine.model_validate(dict(name="x", profile="megatron-core", releases=[

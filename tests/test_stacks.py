@@ -13,9 +13,9 @@ import perfmodel as pm
 from perfmodel.calibrate.runs.from_runs import Parts, calibrate_from_runs, fit, interval_from, price
 from perfmodel.cost.step import COMM_TIME, COMPUTE_TIME
 from perfmodel.errors import InputError
-from perfmodel.spec.hardware.system.system import load_hardware
-from perfmodel.spec.stack.profile.frameworks import stack_for_framework
-from perfmodel.spec.stack.profile.profile import STACKS, Stack, list_stacks, load_stack
+from perfmodel.spec.hardware.system import load_hardware
+from perfmodel.spec.stack.frameworks import stack_for_framework
+from perfmodel.spec.stack.profile import STACKS, Stack, list_stacks, load_stack
 
 DEV_CSV = Path(__file__).parents[1] / "benchmarks" / "data" / "published_runs_dev.csv"
 H100 = load_hardware("dgx-h100")
@@ -326,7 +326,7 @@ def test_profile_intervals_are_the_benchmarks_residuals():
 
 
 def test_chunked_overlap_by_hand():
-    from perfmodel.cost.comm.collectives.sharded import bucketed, chunked
+    from perfmodel.cost.comm.sharded import bucketed, chunked
 
     # one chunk: 8 buckets behind 0.4 s, the last always waits: max(1/8, 1 - 0.4 * 7/8) = 0.65
     assert float(chunked(1.0, 0.4, 8, 1, 0.0)) == pytest.approx(0.65)
@@ -403,7 +403,7 @@ def test_host_costs_are_charged_per_launch_and_call():
     that computes: nothing overlaps), as the `host` part; the launches are the estimate's own op rows (forward,
     backward, recomputed forward, per micro-batch) and its comm rows' calls."""
     from perfmodel.cost.estimate import evaluate_plan
-    from perfmodel.spec.hardware.system.system import HostCosts
+    from perfmodel.spec.hardware.system import HostCosts
 
     cpu = load_hardware(Path(__file__).parent / "fixtures" / "cpu-test.yaml")
     cpu = cpu.model_copy(update={"efficiency": cpu.efficiency.model_copy(update={"comm_overlap": 0.0})})
@@ -598,7 +598,7 @@ def test_host_is_hidden_behind_long_kernels_and_bounds_short_ones():
     (cost.host.launch_queue.IN_CONTEXT), by hand from the two YAML files."""
     from perfmodel.cost.estimate import evaluate_plan
     from perfmodel.cost.host.launch_queue import IN_CONTEXT, PYTHON_KINDS
-    from perfmodel.spec.model.config.operators import LAYER_OPS
+    from perfmodel.spec.model.operators import LAYER_OPS
 
     h = load_stack("nanogpt").host
     cost = load_hardware("dgx-a100-80gb").host_cpu.calls
@@ -625,7 +625,7 @@ def test_host_is_hidden_behind_long_kernels_and_bounds_short_ones():
 def test_tp_overlap_hides_each_collective_behind_its_own_gemm_by_hand():
     """cost.comm.sharded.tp_overlap: a layer's tp seconds split evenly over its GEMMs; each hides behind its own GEMM and
     no more, the GEMM losing `share` of its rate while they overlap."""
-    from perfmodel.cost.comm.collectives.sharded import Comm, tp_overlap
+    from perfmodel.cost.comm.sharded import Comm, tp_overlap
 
     c = Comm("tp activations", "all_gather", "tp", nbytes=1.0, seconds=1.0, calls=4, fwd=np.array([4.0]),
              bwd=np.array([8.0]))
@@ -660,7 +660,7 @@ def test_the_405b_example_hides_its_tp_communication_and_fits_with_nemos_gradien
 
 
 def test_memory_verdict_is_three_way_by_hand():
-    from perfmodel.cost.memory.footprint.fit import memory_verdict
+    from perfmodel.cost.memory.fit import memory_verdict
 
     assert list(memory_verdict(np.array([60.0, 70.0, 78.0]), 69.3, 77.0)) == ["fits", "tight", "does not fit"]
 
@@ -693,7 +693,7 @@ def test_old_plan_files_without_the_stacks_fields_load(tmp_path):
     loads, the stack's values filled in."""
     import json
 
-    from perfmodel.spec.plan.layout.file import load_plan_file
+    from perfmodel.spec.plan.file import load_plan_file
 
     src = Path(__file__).parents[1] / "strategies" / "llama-3-70b_1024xh100.json"
     data = json.loads(src.read_text())

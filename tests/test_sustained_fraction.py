@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from perfmodel.spec.hardware.system.system import load_hardware
+from perfmodel.spec.hardware.system import load_hardware
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "sustained_fraction.py"
 

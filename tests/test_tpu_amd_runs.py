@@ -14,7 +14,7 @@ from perfmodel.errors import InputError
 from perfmodel.published import tpu_amd_runs
 from perfmodel.published.runs import Case
 from perfmodel.published.tpu_amd_runs import load_tpu_amd_cases, to_tpu_amd_case
-from perfmodel.spec.hardware.system.system import load_hardware
+from perfmodel.spec.hardware.system import load_hardware
 
 SAMPLE = Path(__file__).parent / "fixtures" / "tpu_amd_runs_sample.csv"
 
@@ -157,7 +157,7 @@ def test_maxtext_stack_hides_tensor_parallel_traffic_behind_the_matmuls():
     with tp 4, mostly hidden behind the GEMMs it feeds; fp32 gradients (weight_dtype float32) and no compute cores
     held by a collective (ICI DMA)."""
     import perfmodel as pm
-    from perfmodel.spec.stack.profile.profile import load_stack
+    from perfmodel.spec.stack.profile import load_stack
 
     stack = load_stack("maxtext")
     assert stack.tp_comm_overlap and stack.grad_dtype == "fp32" and stack.host is None

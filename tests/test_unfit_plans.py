@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from perfmodel.cli.main import main
-from perfmodel.spec.stack.profile.profile import load_stack
+from perfmodel.spec.stack.profile import load_stack
 
 GiB = 2**30
 # Llama 3.1 405B on 8 H100s at tp 8: 16 B/param of weights, gradients and Adam state over 8 devices alone is ~760 GiB

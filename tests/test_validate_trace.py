@@ -14,8 +14,8 @@ import yaml
 
 from perfmodel import estimate, load_hardware
 from perfmodel.errors import InputError
-from perfmodel.spec.plan.layout.layout import Plan
-from perfmodel.spec.stack.profile.profile import EXECUTOR_STACK
+from perfmodel.spec.plan.layout import Plan
+from perfmodel.spec.stack.profile import EXECUTOR_STACK
 from perfmodel.validate import sweeps
 from perfmodel.validate.runner import validate
 from perfmodel.validate.trace_check import TRACE_SPEC, calibrate_and_score, plans_of, trace_lines
