@@ -3,8 +3,10 @@ data and turned into a model and a plan, every key accounted for (`perfmodel imp
 
 One reader per framework (`<framework>_in.read(files, name) -> Imported`), each the inverse of its exporter in
 perfmodel.export where there is one; `ledger` keeps the account of what every key became, `sources` reads files
-(shell, Python syntax trees, YAML, TOML, JSON) without running them. What a config leaves to its launcher, the
-device count and the hardware, comes from the caller (`plan_of`). This package imports nothing from the cost model.
+(shell, Python syntax trees, YAML, TOML, JSON) without running them, and `reading` gives the design the two readers
+of programs (launch scripts, Megatron-Bridge recipes) share: what is read, what is named not read, how far. What a
+config leaves to its launcher, the device count and the hardware, comes from the caller (`plan_of`). This package
+imports nothing from the cost model.
 """
 
 from __future__ import annotations

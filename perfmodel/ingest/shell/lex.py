@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ...errors import InputError
+from ..reading import refusal
 
 OPS = ("<<-", "<<<", ";;&", "&>>", ";;", ";&", "&&", "||", "|&", "<<", ">>", ">&", "<&", "&>", "<>", ">|",
        ";", "&", "|", "(", ")", "<", ">")
@@ -26,7 +27,7 @@ RESERVED_END = {"then", "elif", "else", "fi", "do", "done", "esac", "}", "in"}
 
 def not_shell(where: str, line: int, what: str, valid: str = "a bash script (bash -n accepts it)") -> InputError:
     """The one-line refusal of a script bash itself would refuse."""
-    return InputError(f"{where}: line {line} is not shell: {what}; valid: {valid}")
+    return refusal(where, f"line {line} is not shell: {what}", valid)
 
 
 class Tok(NamedTuple):
