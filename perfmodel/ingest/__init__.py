@@ -7,6 +7,8 @@ model, a system and a resolved plan once the hardware and the device count are k
 - `megatron`, `bridge`, `torchtitan`, `maxtext`, `deepspeed`: one reader per framework, each with its key table.
 - `shell`: launch scripts read as bash would read them.
 - `sources`: argument lists, Python modules (as syntax trees), YAML, TOML and JSON read as data.
+- `reading`: the design the two readers of programs (launch scripts, Megatron-Bridge recipes) share: what is read,
+  what is named as not read (`NotRead`, `Unread`) and how far a reader goes (`Budget`).
 - `ledger`: what every key became (`Imported`): mapped, not priced and why, or a default.
 - `given`: what the user states beside the files: a script's arguments, a tokenizer's vocabulary.
 
