@@ -37,7 +37,7 @@ class SweepPlan(Schema):
 
 
 class Targets(Schema):
-    """Accuracy targets of issue 4 for a sweep (reported by benchmarks/validation.py, not asserted)."""
+    """The accuracy a sweep's predictions are held to (reported by the validation benchmark, not asserted)."""
 
     step_mape_pct: float = Field(description="step-time MAPE at most this, percent")
     spearman: float | None = Field(None, description="Spearman rank correlation of predicted vs measured step "

@@ -1,4 +1,4 @@
-"""`perfmodel validate --sweep NAME --calibrate-from-trace [--trace-plan NAME]` (issue 64): trace one plan of a sweep,
+"""`perfmodel validate --sweep NAME --calibrate-from-trace [--trace-plan NAME]`: trace one plan of a sweep,
 calibrate from its trace (`calibrate.trace.from_trace.calibrate_from_trace`, as `calibrate --from-trace` does), predict the
 sweep's plans on that spec and score it against their measurements with the traced plan left out (the plans the
 trace did not see), beside the spec the sweep predicts with and the spec the trace gives before any fit.

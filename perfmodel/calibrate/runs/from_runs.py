@@ -5,7 +5,7 @@ development set, `benchmarks/data/published_runs_dev.README.md`; or Megatron-LM 
 `calibrate.runs.logs`). Each run is priced by the cost model with the given spec; the step's parts are split into
 compute C and exposed communication M (`cost.step.COMPUTE_TIME`, `COMM_TIME`) and host time H (the seconds the
 device waits on its host, `cost.host.launch_queue`, plus the stack's per-step overhead), and what is physical and
-size-free is fitted (issue 48: a calibration from runs of one size must carry over to another):
+size-free is fitted (a calibration from runs of one size must carry over to another):
 
     measured ~ C / compute_speed + M / network_speed + H / host_speed [+ step_overhead_s]   (cost.step.run_fit_time)
 

@@ -11,7 +11,7 @@ runs counts as much as one of 5), and coverage is judged per held-out group.
   large) gets its own band over all stacks' runs in it (again at least MIN_GROUPS groups), kept where it is wider,
   so a plan in that regime quotes the union (`Interval.around`).
 - `held_out` (the claim docs/stacks.md makes): each group's runs against the intervals built without that group.
-- `extrapolation_widths` (issue 48: intervals that know when they extrapolate): the runs of one hardware generation,
+- `extrapolation_widths` (intervals that know when they extrapolate): the runs of one hardware generation,
   one precision, or the largest jobs, each held out in turn and predicted with the interval built from the others;
   for each way (`spec.stack.profile.EXTRAPOLATIONS`) the least widening of both bounds that brings those held-out runs to
   TARGET coverage (folds weighted equally, groups once in each). Every interval records what its runs span

@@ -1,4 +1,4 @@
-"""comm_overlap from a CPU trace's own collectives (issue 64): how much of a collective that ran beside the backward
+"""comm_overlap from a CPU trace's own collectives: how much of a collective that ran beside the backward
 hid behind it, in the sense `perfmodel calibrate --device` measures it (calibrate.machine.fit.overlap_fraction):
 
     comm_overlap = (t_c + t_m - t_both) / min(t_c, t_m), clipped to [0, 1]

@@ -1,6 +1,6 @@
 """Reading profiler traces: Kineto chrome-trace JSON (plain or gzipped), one file per rank, as torch.profiler,
 torchtitan's profiling, Megatron-LM's `--use-pytorch-profiler`, HF Trainer and `perfmodel execute --trace` write
-them, on CUDA, ROCm or CPU (issue 64).
+them, on CUDA, ROCm or CPU.
 
 What a trace holds and how it is read here:
 - steps: torch.profiler's `ProfilerStep#N` spans on the host (user_annotation); without them the whole trace is one

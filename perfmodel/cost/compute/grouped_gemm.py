@@ -1,4 +1,4 @@
-"""Grouped GEMMs: a device's local experts in one kernel, against one dense GEMM of the same rows (issue 61)."""
+"""Grouped GEMMs: a device's local experts in one kernel, against one dense GEMM of the same rows."""
 
 from __future__ import annotations
 
