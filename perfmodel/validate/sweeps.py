@@ -180,7 +180,7 @@ GPU_SINGLE = Sweep(
     ],
     steps=20, warmup=5,  # steps of 20-250 ms: more of them for a stable median
     targets=Targets(step_mape_pct=10, memory_mape_pct=5),
-    trace_plan="gpt2-355m-mb8",  # a mid-sized, device-bound baseline (benchmarks/trace_calibration.py)
+    trace_plan="gpt2-355m-mb8",  # a mid-sized, device-bound baseline (the trace-calibration benchmark's)
 )
 
 SWEEPS: dict[str, Sweep] = {s.name: s for s in (CPU_SMOKE, CPU_3D, GPU_SINGLE)}

@@ -17,12 +17,12 @@ runs counts as much as one of 5), and coverage is judged per held-out group.
   TARGET coverage (folds weighted equally, groups once in each). Every interval records what its runs span
   (`Domain`: generations, precision classes, most devices) and these widths; a plan outside the domain quotes the
   interval widened by them (`Interval.bounds`), and says so. The widths are chosen on the dev sets' own folds, as
-  the level is: a slightly hopeful figure, which `benchmarks/published_runs.py` reports leave-one-generation-out.
+  the level is: a slightly hopeful figure, which the published-runs benchmark reports leave-one-generation-out.
 - `choose_level`: the narrowest of LEVELS (lower-tail quantile q; bounds at q and 1 - q) whose held-out coverage,
   groups weighted once, reaches TARGET. That held-out share at the level chosen is written as `Interval.held_out`
   (one figure for all stacks; the level was chosen among four on the same groups, so it is slightly hopeful, as
   docs/stacks.md says); `coverage` stays the quantiles' nominal level.
-This module imports no torch; pandas only where `benchmarks/published_runs.py` calls it.
+This module imports no torch; pandas only where the published-runs benchmark calls it.
 """
 
 from __future__ import annotations

@@ -296,7 +296,7 @@ PRESETS: dict[str, dict] = {
     "gemma-4-31b": dict(_GEMMA4, n_layers=60, sliding_window_layers=50, hidden=5376, n_heads=32, n_kv_heads=16,
                         global_attention=dict(head_dim=512, n_kv_heads=4, shared_kv=True), ffn_hidden=21504,
                         source=_GEMMA4_SRC.format("nvidia/Gemma-4-31B-IT-NVFP4")),
-    # GLM-5 (zai-org/GLM-5 config.json, model_type glm_moe_dsa: tests/fixtures/hf/glm-5/config.json): MLA with
+    # GLM-5 (zai-org/GLM-5 config.json, model_type glm_moe_dsa): MLA with
     # DeepSeek Sparse Attention (an indexer of 32 heads of 128 picks 2048 keys a query), 3 dense layers then 75 of 256
     # experts of 2048, top 8, one shared, sigmoid routing; one MTP layer. 744B (the model card); GLM-5.1 keeps the
     # shape (nvidia/GLM-5.1-NVFP4 config.json, ../shared/data/hf_configs: the same keys and values)
