@@ -1,4 +1,4 @@
-"""The step as the GPU runs it (issue 47), each mechanism against numbers worked by hand:
+"""The step as the GPU runs it, each mechanism against numbers worked by hand:
 
 - GEMMs with a leading dimension off 16 bytes (GPT-2's vocabulary of 50257) run at the part's measured
   alignment-1 rates; a stack that pads the vocabulary (Megatron-LM, llm.c) keeps the aligned kernels;

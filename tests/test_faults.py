@@ -1,4 +1,4 @@
-"""Every way an executor run can fail ends cleanly (issue 17), on CPU with gloo, 2 and 4 ranks, a tiny model.
+"""Every way an executor run can fail ends cleanly, on CPU with gloo, 2 and 4 ranks, a tiny model.
 
 Each fault is real (execute/faults.py: SIGKILL, SIGSTOP, an exception, an address-space limit the step passes,
 a file-size limit a write passes; SIGINT and SIGTERM to the parent process). For each: the run ends within its

@@ -1,4 +1,4 @@
-"""Issue 76: the flex dispatcher (DeepEP / HybridEP) at its kernels' published bandwidths, MLA up-projection
+"""The flex dispatcher (DeepEP / HybridEP) at its kernels' published bandwidths, MLA up-projection
 recompute priced, and the DeepSeek-V3 recipes of Megatron-Bridge's 26.x containers."""
 
 import math

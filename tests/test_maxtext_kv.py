@@ -1,4 +1,4 @@
-"""The names policy's kv tensor (issue 74): a MaxText custom remat policy that keeps key_proj and value_proj on
+"""The names policy's kv tensor: a MaxText custom remat policy that keeps key_proj and value_proj on
 the device and rebuilds query_proj (tpu-recipes' Llama 3.1 405B on TPU7x) keeps k and v, not the whole q/k/v:
 counted by hand on Llama 3 8B (32 query heads, 8 key/value heads of 128)."""
 

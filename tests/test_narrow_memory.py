@@ -1,4 +1,4 @@
-"""Memory at low precision (issue 48): what a Transformer Engine stack saves of a GEMM's input under fp8/fp4 (its
+"""Memory at low precision: what a Transformer Engine stack saves of a GEMM's input under fp8/fp4 (its
 columnwise quantized copy with scales, `kernels.saved_input_bytes`) and the quantized weight copies it caches
 (rowwise and columnwise, `memory.narrow_cache_bytes`), each against bytes counted by hand; torchao's stack keeps
 the bf16 input."""

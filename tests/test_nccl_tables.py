@@ -1,4 +1,4 @@
-"""Collectives on one node priced from measured NCCL tables (issue 31): the per-group-size fits the catalogue's
+"""Collectives on one node priced from measured NCCL tables: the per-group-size fits the catalogue's
 NVLink tiers quote (`NetworkTier.by_group`) are those hardware_specs/kernels/import_tables.py fitted, a group takes
 the fit of the largest measured size not above its own, and the time is the ring formula on them, by hand."""
 

@@ -1,4 +1,4 @@
-"""Plan.weight_dtype / moment_dtype (issue 63): the stored parameter and Adam's moments as plan settings, priced in
+"""Plan.weight_dtype / moment_dtype: the stored parameter and Adam's moments as plan settings, priced in
 one place (cost.memory.states.state_bytes, adam_step_bytes). The stacks' own defaults must price as they did before the
 fields existed; a plan that sets them prices what it states."""
 

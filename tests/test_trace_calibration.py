@@ -1,4 +1,4 @@
-"""`perfmodel calibrate --from-trace` (issue 64) on traces other people wrote and on the lent H200's: what it reads
+"""`perfmodel calibrate --from-trace` on traces other people wrote and on the lent H200's: what it reads
 agrees with an independent count of the same events, a GPU trace calibrates GEMM rates that reproduce the traced
 GEMMs, and bad traces are refused in one line (exit 2). The executor's own traces: tests/test_execute_trace.py."""
 

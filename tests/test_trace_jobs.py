@@ -1,4 +1,4 @@
-"""`calibrate --from-trace` on traces as users have them (issue 73): recorded without shapes (torch.profiler's default),
+"""`calibrate --from-trace` on traces as users have them: recorded without shapes (torch.profiler's default),
 in fp32, on a GPU the catalogue lacks. The GEMM kernels found by name agree with an independent sum over the trace's
 raw events, the job's efficiency with FLOPs counted by hand, the calibrated spec reproduces the traced GEMM seconds,
 and what a trace lacks is named in one line (exit 2)."""

@@ -1,4 +1,4 @@
-"""Never refuse what runs (issue 73): a plan the user describes (predict's flags, their framework's config) is written
+"""Never refuse what runs: a plan the user describes (predict's flags, their framework's config) is written
 as a plan file whatever the memory model says, with the verdict, by how much and which part decides it; `--strict`
 refuses it in one line, exit 2, nothing written."""
 

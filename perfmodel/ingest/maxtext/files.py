@@ -1,13 +1,14 @@
 """MaxText's config files as layers of keys (read as data, never run): YAML configs (base.yml, a model's YAML, a
 config of overrides), `key=value` words of a train command in a shell script or in a Kubernetes / xpk manifest's
-container command, and `MaxTextModel(...)` recipes of a Python benchmark module (benchmarks/
-maxtext_trillium_model_configs.py). Each file also gives what its launch states: the TPU slice type and the slices.
+container command, and `MaxTextModel(...)` recipes of a Python benchmark module (MaxText's
+benchmarks/maxtext_trillium_model_configs.py). Each file also gives what its launch states: the TPU slice type and
+the slices.
 
 MaxText's layering (maxtext e591f30, src/maxtext/configs/pyconfig.py _initialize_pydantic): base.yml and the
 config file's base_config chain, then configs/models/<model_name>.yml, then the command line's key=value words
-(OmegaConf.from_cli, YAML-typed). benchmarks/maxtext_xpk_runner.py runs a recipe as `model_name=<model_type>` plus
-its tuning_params on the command line; benchmark_utils._add_to_model_dictionary keys recipes by model_name with
-'-' as '_'.
+(OmegaConf.from_cli, YAML-typed). MaxText's benchmarks/maxtext_xpk_runner.py runs a recipe as
+`model_name=<model_type>` plus its tuning_params on the command line; benchmark_utils._add_to_model_dictionary keys
+recipes by model_name with '-' as '_'.
 """
 
 from __future__ import annotations
@@ -222,7 +223,7 @@ def recipe_layer(path: Path, name: str | None) -> tuple[Layer, str]:
     found = recipes(path)
     if not found:
         raise InputError(f"MaxText benchmark recipes {str(path)!r}: no MaxTextModel(model_name=..., tuning_params="
-                         "{...}) call; valid: a module like benchmarks/maxtext_trillium_model_configs.py")
+                         "{...}) call; valid: a module like MaxText's benchmarks/maxtext_trillium_model_configs.py")
     by_key = {n.replace("-", "_"): n for n in found}
     if name is None and len(found) == 1:
         name = next(iter(found))

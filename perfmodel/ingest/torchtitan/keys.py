@@ -7,7 +7,7 @@ distributed/pipeline_parallel.py (stages per rank, generate_llm_fqn_per_model_pa
 activation_checkpoint.py; torchtitan main b5bcd76c6 (2026) torchtitan/config/configs.py (TrainingConfig after
 "fold batch dim", #4121: num_tokens_per_microbatch_per_dp_rank, max_context_length, num_pp_microbatches), trainer.py
 (Trainer.Config defaults: SelectiveAC), components/loss.py (ChunkedLossWrapper num_chunks = 8). The inverse of
-perfmodel.export.torchtitan.config (its flavor tables are imported from perfmodel.export.torchtitan.model).
+perfmodel.export.torchtitan.config (the flavor tables both read are spec.model.torchtitan_flavors).
 """
 
 from __future__ import annotations
