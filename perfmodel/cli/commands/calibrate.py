@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 from ..argtypes import integer, path
-from .import_config import add_given_flags, given_of
+from ..plan_flags import add_given_flags
+from ..plan_input import given_of
 from ...ingest import FRAMEWORKS
 from ...errors import InputError
 from ...spec.hardware.system import System
