@@ -110,8 +110,6 @@ def options(words: list[str], nargs=()) -> list[tuple[str, str | None]]:
 # ---- Python, as data -----------------------------------------------------------------------------------------
 
 # a Python expression a config module computes is kept as its text, named as not read (perfmodel.ingest.reading);
-# Unevaluated is the name the torchtitan, MaxText and Bridge readers still import it by
-Unevaluated = NotRead
 NOT_LITERAL = "computed by the module: not a literal"
 
 

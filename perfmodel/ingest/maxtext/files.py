@@ -23,7 +23,8 @@ import yaml
 
 from ...errors import InputError
 from ..shell.script import Script
-from ..sources import Unevaluated, call_name, literal, module_names, options, parse_python, read_text, read_yaml
+from ..reading import NotRead
+from ..sources import call_name, literal, module_names, options, parse_python, read_text, read_yaml
 
 # a train entry point: python3 -m MaxText.train / maxtext.trainers.pre_train.train(_compile) / MaxText/train.py
 _TRAIN = re.compile(r"(^|[./])(MaxText|maxtext)[./](trainers[./]pre_train[./])?train(_compile)?(\.py)?$")
@@ -209,7 +210,7 @@ def _dict_items(node, names: dict) -> list[tuple[str, Any]]:
     if isinstance(node, ast.Name) and isinstance(names.get(node.id), dict):
         return list(names[node.id].items())
     if not isinstance(node, ast.Dict):
-        return [("tuning_params", Unevaluated(ast.unparse(node)))]
+        return [("tuning_params", NotRead(ast.unparse(node)))]
     items = []
     for k, v in zip(node.keys, node.values):
         if k is None:

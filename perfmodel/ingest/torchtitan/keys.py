@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ...errors import InputError
 from ...spec.model.config import ModelConfig
 from ..ledger import Ledger
-from ..sources import Unevaluated
+from ..reading import NotRead
 from .flavors import generated_split_parts, model_of, split_point_parts, torchtitan_parts
 from .switches import quantization, switches
 
@@ -73,7 +73,7 @@ def apply(entries: list[Entry], led: Ledger, python: bool, custom: dict | None =
 
     def get(key, default=None):
         e = keys.get(key)
-        if e is None or isinstance(e.value, Unevaluated) or e.unread:
+        if e is None or isinstance(e.value, NotRead) or e.unread:
             return default
         if (type(default) is int or key in _WHOLE) and type(e.value) is not int:  # JobConfig's int fields
             raise InputError(f"{key} = {e.value!r} is not a whole number; valid: an integer, as torchtitan types it")
@@ -102,7 +102,7 @@ def apply(entries: list[Entry], led: Ledger, python: bool, custom: dict | None =
         if e.unread:
             done.add(e.key)
             led.skip(e.key, e.value, e.source, "a statement the reader does not run (it may change the config)")
-        elif isinstance(e.value, Unevaluated):
+        elif isinstance(e.value, NotRead):
             skip(e.key, f"computed by Python ({e.value!r}), not read as data")
     model = _model(keys, get, put, led, custom)
     tp = int(get("parallelism.tensor_parallel_degree", 1))
