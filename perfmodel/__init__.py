@@ -1,4 +1,5 @@
-"""perfmodel: predict, search and validate the step time and memory of LLM training on GPU/TPU clusters.
+"""perfmodel: how long an LLM's training step or served request takes on a GPU/TPU cluster, whether it fits in
+memory, and which parallel layout is best.
 
     import perfmodel
     est = perfmodel.estimate(perfmodel.load_model("llama-3-70b"), perfmodel.load_hardware("dgx-h100"),
@@ -7,10 +8,26 @@
 
     from perfmodel.search import search   # every layout of a job, ranked
 
-The package is laid out as the data flows (docs/architecture.md): spec -> cost -> run / search -> export,
-execute -> calibrate -> validate, with cli and plots on top. The names below are read lazily, so importing a
-module of one stage (the executor's workers import `perfmodel.spec` and `perfmodel.execute` only) does not load
-the cost model.
+One analytical cost model prices training (a step's time and memory per device; the whole run's days, dollars,
+energy and failures) and serving (TTFT, TPOT, throughput, requests simulated one by one). Around it perfmodel
+searches every layout, imports a framework's own config and exports a plan as one, runs a plan with
+torch.distributed to measure it, calibrates a hardware spec from measurements (microbenchmarks, a user's runs, a
+profiler trace), and sweeps a design space of hypothetical systems.
+
+The package is a stack of stages, lowest first; a module imports only what its stage's row of the layer table
+allows (`layers`, docs/architecture.md):
+
+- `errors`, `types`, `files`: the ground: errors, the schema base and field types, files read and written.
+- `spec`: what a user describes: model, hardware, host, software stack, plan, serving.
+- `ingest`: a framework's own config read into a model and a plan.
+- `cost`: the cost model of a training step; `serve`: of serving; `run`: of a whole training run.
+- `search`: every layout of a job ranked; `sweep`: many systems x workloads, each searched.
+- `export`: a plan as a framework's config; `execute`: a plan run for real and measured.
+- `calibrate`: measurements back into a spec; `plots`: figures; `validate`: predicted against measured.
+- `cli`: the `perfmodel` command (`__main__`: `python -m perfmodel`); `app`: the planner page.
+
+This module may import every stage, lazily: the names below are read on first use, so importing one stage (the
+executor's workers import `spec` and `execute` only) does not load the cost model.
 """
 
 _PUBLIC = {"estimate": "perfmodel.cost.estimate", "load_model": "perfmodel.spec.model.catalogue",

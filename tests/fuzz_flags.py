@@ -20,7 +20,7 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from perfmodel.cli.argtypes import MAX_COUNT
-from perfmodel.spec.plan.layout.recompute import Recompute
+from perfmodel.spec.plan.recompute import Recompute
 from perfmodel.sweep.schema import OBJECTIVES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,7 +110,7 @@ def _old_or_no_version(s: str) -> bool:
     """--stack-version's bad values for the default stack (trtllm, whose profile starts at 0.14): no leading dotted
     number, or one older than 0.14."""
     from perfmodel.errors import InputError
-    from perfmodel.spec.serving.schema.schema import version_key
+    from perfmodel.spec.serving.schema import version_key
 
     try:
         return version_key(s) < (0, 14)
@@ -120,8 +120,8 @@ def _old_or_no_version(s: str) -> bool:
 
 def stack_in(**kw) -> Kind:
     """--stack: a stack profile's name, or a release line's with an optional '@VERSION' of its releases."""
-    from perfmodel.spec.stack.profile.profile import STACKS
-    from perfmodel.spec.stack.profile.release import load_line, release_lines
+    from perfmodel.spec.stack.profile import STACKS
+    from perfmodel.spec.stack.release import load_line, release_lines
 
     valid = set(STACKS) | {f"{n}{v}" for n in release_lines()
                            for v in ("", *(f"@{r.version}" for r in load_line(n).releases))}
@@ -168,14 +168,14 @@ def _preset(s: str, names) -> bool:
 
 
 def model_in(**kw) -> Kind:
-    from perfmodel.spec.model.config.catalogue import list_models
+    from perfmodel.spec.model.catalogue import list_models
 
     return Kind(MODEL_BAD, st.one_of(_junk(".yaml"), _junk(".json"), TEXT.filter(
         lambda s: s and not _preset(s, list_models))), path=True, **kw)
 
 
 def hardware_in(names=(), **kw) -> Kind:
-    from perfmodel.spec.hardware.system.system import list_systems
+    from perfmodel.spec.hardware.system import list_systems
 
     names = ("hardware", "system", "spec", *names)
     return Kind(HW_BAD, st.one_of(_junk(".yaml"), TEXT.filter(lambda s: s and not _preset(s, list_systems))),
@@ -240,7 +240,7 @@ def recompute_modules(valid=("core_attn", "mlp", "layernorm"), **kw) -> Kind:
 def offload_modules(**kw) -> Kind:
     """--offload-modules: a list with a name that is no offloadable module (argparse refuses it;
     perfmodel.spec.plan.offload_rules.OFFLOAD_MODULES)."""
-    from perfmodel.spec.plan.layout.offload_rules import OFFLOAD_MODULES
+    from perfmodel.spec.plan.offload_rules import OFFLOAD_MODULES
 
     def bad(s: str) -> bool:
         return any(p.strip() not in OFFLOAD_MODULES for p in s.split(","))
@@ -323,7 +323,7 @@ def only() -> Kind:
 
 def hw_list() -> Kind:
     fixed = ["", ",", "dgx-h100,", "nosuch", "dgx-h100,nosuch", "missing.yaml", "adir", "empty.yaml", "binary.yaml"]
-    from perfmodel.spec.hardware.system.system import list_systems
+    from perfmodel.spec.hardware.system import list_systems
 
     def bad(s: str) -> bool:  # some name is empty, or neither a preset nor the zoo's spec
         return any(not p.strip() or not (_preset(p, list_systems) or p.strip() == "spec.yaml") for p in s.split(","))

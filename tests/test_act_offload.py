@@ -10,11 +10,11 @@ import pytest
 
 import perfmodel
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.memory.footprint.offload import layer_copies
+from perfmodel.cost.memory.offload import layer_copies
 from perfmodel.errors import InputError
 from perfmodel.ingest import read_config
-from perfmodel.spec.hardware.system.system import load_hardware
-from perfmodel.spec.plan.layout.layout import Plan, resolve
+from perfmodel.spec.hardware.system import load_hardware
+from perfmodel.spec.plan.layout import Plan, resolve
 
 # Llama 3 70B (hidden 8192, 64 heads of 128, 8 KV heads: q 8192, kv 1024; SwiGLU ffn 28672; no dropout; 80 layers)
 # at tp 1, micro-batch 1, 8192 tokens, bf16, flash attention: what one layer keeps for its backward, by hand
@@ -36,7 +36,7 @@ def llama70b(**kw):
 def test_layer_bytes_by_hand():
     assert LAYER == 2_250_244_096
     model, system, plan = llama70b()
-    from perfmodel.cost.memory.footprint.footprint import layer_activation_bytes
+    from perfmodel.cost.memory.footprint import layer_activation_bytes
 
     assert layer_activation_bytes(model, Layouts.from_plan(resolve(plan, model, system)))[0] == LAYER
 

@@ -240,7 +240,7 @@ def test_an_uploaded_config_is_priced_as_predict_config(client, capsys, tmp_path
 
 def test_a_model_no_preset_matches_is_filled_in_as_an_upload(tmp_path):
     from perfmodel.app.config_upload import model_field, plan_values
-    from perfmodel.spec.model.config.catalogue import load_model
+    from perfmodel.spec.model.catalogue import load_model
 
     assert model_field(load_model("llama-3-8b")) == ("llama-3-8b", None)
     custom = load_model("llama-3-8b").model_copy(update={"name": "my llama/8b", "n_layers": 30})
@@ -278,7 +278,7 @@ def test_a_bad_upload_is_one_line_naming_the_file(client, capsys):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Profiler traces uploaded (issue 64): what they measured beside the form's plan on the spec they calibrate
+# Profiler traces uploaded: what they measured beside the form's plan on the spec they calibrate
 # ---------------------------------------------------------------------------------------------------------
 HTA = Path(__file__).parent / "fixtures" / "traces" / "hta"
 H200_TRACE = Path(__file__).parent.parent / "benchmarks" / "results" / "traces" / "gpu-single-h200" / "gpt2-124m-mb1" \
@@ -313,7 +313,7 @@ def test_an_uploaded_trace_shows_what_it_measured_beside_the_calibrated_predicti
 
 
 def test_a_trace_without_gemm_shapes_prices_on_what_it_measured_and_says_what_not(client, capsys):
-    """An A100 all-reduce trace without shapes (issue 73): the spec of what it measured (its collectives, its device
+    """An A100 all-reduce trace without shapes: the spec of what it measured (its collectives, its device
     copies' bandwidth; the catalogue's GEMM efficiency), its GEMM rates listed as not calibrated with the flags that
     would give them."""
     path = HTA / "nccl_data.json.gz"

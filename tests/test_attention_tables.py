@@ -14,11 +14,11 @@ import pytest
 
 import perfmodel as pm
 from perfmodel import load_hardware
-from perfmodel.cost.compute.kernel_time.kernel_lookup import attention_table_rate
-from perfmodel.cost.compute.kernel_time.kernels import FLASH_BWD_FACTOR, FLASH_BWD_RATE, Device, attention_ops
+from perfmodel.cost.compute.kernel_lookup import attention_table_rate
+from perfmodel.cost.compute.kernels import FLASH_BWD_FACTOR, FLASH_BWD_RATE, Device, attention_ops
 from perfmodel.errors import InputError
-from perfmodel.spec.hardware.system.system import Accelerator, list_accelerators, load_accelerator
-from perfmodel.spec.hardware.system.kernel_tables import KERNELS, attention_grid
+from perfmodel.spec.hardware.system import Accelerator, list_accelerators, load_accelerator
+from perfmodel.spec.hardware.kernel_tables import KERNELS, attention_grid
 
 H100 = "h100_sxm/attention.csv.gz"
 

@@ -8,7 +8,7 @@ import yaml
 
 import perfmodel as pm
 from perfmodel.errors import InputError
-from perfmodel.spec.hardware.system.system import load_hardware
+from perfmodel.spec.hardware.system import load_hardware
 
 
 def one_line(err: pytest.ExceptionInfo) -> str:
@@ -65,7 +65,7 @@ def test_sequence_parallel_needs_tp_to_divide_each_context_rank_tokens():
 
 
 def test_pase_refuses_bad_budgets_and_placements_in_one_line():
-    from perfmodel.cost.comm.collectives.mesh import Mesh
+    from perfmodel.cost.comm.mesh import Mesh
     from perfmodel.search.pase import solver as pase
 
     plan = dict(gpus=2, tp=2, micro_batch=1, global_batch=2, seq_len=64)

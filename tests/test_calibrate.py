@@ -14,22 +14,37 @@ from pathlib import Path
 import yaml
 
 import perfmodel as pm
-from perfmodel.calibrate.machine.calibration.calibration import calibrate, default_base, raw_path, run_calibration
+from perfmodel.calibrate.machine.calibration import calibrate, default_base, raw_path, run_calibration
 from perfmodel.cli.commands import calibrate as cal_command
-from perfmodel.calibrate.machine.calibration.fit import (
-    COUNTED_BYTES, comm_coefficients, fit_all, fit_attention, fit_gemm, fit_memory, fit_network, fit_overlap,
+from perfmodel.calibrate.machine.fit import (
+    COUNTED_BYTES,
+    comm_coefficients,
+    fit_all,
+    fit_attention,
+    fit_gemm,
+    fit_memory,
+    fit_network,
+    fit_overlap,
     overlap_fraction,
 )
-from perfmodel.calibrate.machine.calibration.raw import (
-    AttentionPoint, CommPoint, Environment, GemmPoint, LayerMix, Measurements, MemoryPoint, OverlapRun, RawFile,
+from perfmodel.calibrate.machine.raw import (
+    AttentionPoint,
+    CommPoint,
+    Environment,
+    GemmPoint,
+    LayerMix,
+    Measurements,
+    MemoryPoint,
+    OverlapRun,
+    RawFile,
     load_raw,
 )
-from perfmodel.calibrate.machine.calibration.calibrated_spec import build_system, cpu_template
+from perfmodel.calibrate.machine.calibrated_spec import build_system, cpu_template
 from perfmodel.calibrate.host.costs import SUSTAIN_MODEL
-from perfmodel.cost.comm.collectives.collectives import Phase, collective_time, group_phases, p2p_time
-from perfmodel.cost.compute.kernel_time.kernel_time import flash_attention_time, gemm_time
+from perfmodel.cost.comm.collectives import Phase, collective_time, group_phases, p2p_time
+from perfmodel.cost.compute.kernel_time import flash_attention_time, gemm_time
 from perfmodel.errors import InputError
-from perfmodel.spec.hardware.system.system import load_hardware
+from perfmodel.spec.hardware.system import load_hardware
 
 torch = pytest.importorskip("torch")
 
@@ -60,7 +75,7 @@ def comm_point(kind, n, size, t):
 
 
 def test_optimizer_bandwidth_is_the_geometric_mean_rate_of_the_adam_steps():
-    from perfmodel.calibrate.machine.calibration.fit import fit_optimizer
+    from perfmodel.calibrate.machine.fit import fit_optimizer
 
     # AdamW with fp32 gradients is charged 26 + 2 * 4 = 34 B per parameter (cost.memory.states.adam_step_bytes).
     # 1M parameters at 100 GB/s peak: 34 MB; one step at 50% of peak takes 0.68 ms, one at 12.5% 2.72 ms:
@@ -275,7 +290,7 @@ def test_raw_file_without_the_new_fields_loads_and_fits(tmp_path):
 
 
 def test_bench_adam_is_the_executors_fused_adamw():
-    from perfmodel.calibrate.machine.calibration.bench import Bench
+    from perfmodel.calibrate.machine.bench import Bench
 
     step = Bench("cpu", quick=True)._adam([(8, 4), (4,)])
     opt = step.__self__
@@ -402,7 +417,7 @@ def test_quick_calibration_in_process(tmp_path):
     assert yaml.safe_load(out.read_text())["accelerator"]["kernel_tables"] == {"gemm": "one.gemm.csv.gz",
                                                                               "attention": "one.attention.csv.gz"}
     assert not (tmp_path / "one.nccl.csv.gz").exists()  # one rank: no collectives
-    from perfmodel.spec.hardware.system.kernel_tables import gemm_grid
+    from perfmodel.spec.hardware.kernel_tables import gemm_grid
 
     grid = gemm_grid(loaded.accelerator.kernel_tables["gemm"], "bf16")
     assert grid.label == "table one.gemm bf16" and grid.measured.all() and list(grid.m) == [1, 4, 16, 64, 256, 1024]
@@ -412,7 +427,7 @@ def test_quick_calibration_in_process(tmp_path):
     assert {op.priced_by for op in est.ops if op.kind == "gemm"} <= {"table one.gemm bf16",
                                                                      "table one.gemm bf16, outside its grid"}
     # and its attention from its own forward table (a suite length: on the grid), the backward at its measured rate
-    from perfmodel.calibrate.machine.calibration.measured_tables import measured_backward_rate
+    from perfmodel.calibrate.machine.measured_tables import measured_backward_rate
 
     (att,) = [op for op in est.ops if op.kind == "attention"]
     fwd = {(p.batch, p.seq): p.seconds for p in raw.measurements.attention if p.passes == "forward"}
@@ -466,7 +481,7 @@ def test_quick_calibration_two_ranks_under_torchrun(quick_cpu_calibration):
                                                                                     sp.compute_s), abs=1e-4)
     # the serving loop's own: decode steps of the serving probe in the layouts two processes allow (data
     # parallel at 1, 4, 16 sequences and a long prompt; tp 2), and a served prefill's sustained fraction
-    from perfmodel.calibrate.machine.calibration.serving_costs import probe_plans as serving_probes
+    from perfmodel.calibrate.machine.serving_costs import probe_plans as serving_probes
 
     sv = hc.serving
     assert [p.name for p in sv.probes] == [f"{n} decode" for n in serving_probes(2)] and "tp4" not in serving_probes(2)

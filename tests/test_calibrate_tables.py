@@ -13,20 +13,25 @@ import pytest
 import yaml
 
 import perfmodel as pm
-from perfmodel.calibrate.machine.calibration.calibrated_spec import build_system, cpu_template
-from perfmodel.calibrate.machine.calibration.fit import fit_all, roofline_gemms
-from perfmodel.calibrate.machine.calibration.calibration import spec_yaml
-from perfmodel.calibrate.machine.calibration.measured_tables import (
-    GROUP_MAX_ERROR, comm_table_text, fit_groups, gemm_table_text, gzipped, table_paths,
+from perfmodel.calibrate.machine.calibrated_spec import build_system, cpu_template
+from perfmodel.calibrate.machine.fit import fit_all, roofline_gemms
+from perfmodel.calibrate.machine.calibration import spec_yaml
+from perfmodel.calibrate.machine.measured_tables import (
+    GROUP_MAX_ERROR,
+    comm_table_text,
+    fit_groups,
+    gemm_table_text,
+    gzipped,
+    table_paths,
 )
-from perfmodel.calibrate.machine.calibration.raw import GemmPoint
-from perfmodel.calibrate.machine.calibration.suite import CUDA_MODELS, cuda_table_axes, layer_gemms, suite, table_shapes
-from perfmodel.cost.comm.collectives.collectives import Phase, collective_time, group_phases, p2p_time
+from perfmodel.calibrate.machine.raw import GemmPoint
+from perfmodel.calibrate.machine.suite import CUDA_MODELS, cuda_table_axes, layer_gemms, suite, table_shapes
+from perfmodel.cost.comm.collectives import Phase, collective_time, group_phases, p2p_time
 from perfmodel.errors import InputError
-from perfmodel.spec.hardware.system.system import load_hardware
-from perfmodel.spec.hardware.system.kernel_tables import gemm_grid, table_label
-from perfmodel.spec.model.config.catalogue import load_model
-from perfmodel.spec.plan.layout.file import load_plan_file, write_plan_file
+from perfmodel.spec.hardware.system import load_hardware
+from perfmodel.spec.hardware.kernel_tables import gemm_grid, table_label
+from perfmodel.spec.model.catalogue import load_model
+from perfmodel.spec.plan.file import load_plan_file, write_plan_file
 
 from test_calibrate import comm_point, synthetic_measurements
 
@@ -116,7 +121,7 @@ def test_a_calibrated_spec_names_its_table_relative_to_itself_and_loads_it(tmp_p
 
 def test_a_calibrated_spec_prices_its_gemms_from_its_own_table(tmp_path, capsys):
     from perfmodel.cli.main import main
-    from perfmodel.cost.compute.kernel_time.kernels import Device, linear_op
+    from perfmodel.cost.compute.kernels import Device, linear_op
 
     out, _, _ = calibrated(tmp_path)
     system = load_hardware(str(out))
@@ -133,7 +138,7 @@ def test_a_calibrated_spec_prices_its_gemms_from_its_own_table(tmp_path, capsys)
 
 
 def test_a_cuda_spec_prices_the_precisions_it_measured_from_its_table(tmp_path):
-    from perfmodel.cost.compute.kernel_time.kernels import Device
+    from perfmodel.cost.compute.kernels import Device
 
     from test_calibrate import env
 
@@ -256,7 +261,7 @@ RATE, FIXED, BWD = 2e9, 2e-5, 0.8  # synthetic SDPA: forward FLOP/s, the one-tok
 def attention_points(seqs=(64, 128, 256), tokens=1024, heads=4, head_dim=64):
     """Calls as bench.Bench.attention lists them, timed as FIXED + FLOPs / RATE forward (the table reader's FLOPs,
     4 b h d s (s+1) / 2; the one-token call: FIXED alone) and the backward's 2.5x those FLOPs at BWD x RATE."""
-    from perfmodel.calibrate.machine.calibration.raw import AttentionPoint
+    from perfmodel.calibrate.machine.raw import AttentionPoint
 
     pts = []
     for seq in (*seqs, *(1 for _ in seqs)):
@@ -270,8 +275,8 @@ def attention_points(seqs=(64, 128, 256), tokens=1024, heads=4, head_dim=64):
 
 
 def test_attention_table_text_round_trips_through_attention_grid(tmp_path):
-    from perfmodel.calibrate.machine.calibration.measured_tables import attention_table_text, measured_backward_rate
-    from perfmodel.spec.hardware.system.kernel_tables import attention_grid
+    from perfmodel.calibrate.machine.measured_tables import attention_table_text, measured_backward_rate
+    from perfmodel.spec.hardware.kernel_tables import attention_grid
 
     pts = attention_points()
     text = attention_table_text(pts)
@@ -296,14 +301,14 @@ def test_attention_table_text_round_trips_through_attention_grid(tmp_path):
 
 def test_a_calibrated_spec_prices_attention_from_its_table_at_its_measured_backward_rate(tmp_path, capsys):
     from perfmodel.cli.main import main
-    from perfmodel.cost.compute.kernel_time.kernels import Device, attention_ops
+    from perfmodel.cost.compute.kernels import Device, attention_ops
 
     m = synthetic_measurements(2)
     m = m.model_copy(update={"attention": attention_points()})
     template = cpu_template(m, "cpu-testhost-2p")
     fit = fit_all(m, template)
     paths = table_paths(tmp_path / "spec.yaml")
-    from perfmodel.calibrate.machine.calibration.measured_tables import attention_table_text
+    from perfmodel.calibrate.machine.measured_tables import attention_table_text
 
     paths["attention"].write_bytes(gzipped(attention_table_text(m.attention)))
     system = build_system(template, fit, m, "perfmodel calibrate --device cpu --nproc 2 --output spec.yaml",
@@ -337,7 +342,7 @@ def test_built_grids_are_kept_on_disk_and_rebuilt_when_the_table_or_cache_change
     (content-keyed); a torn cache file is built again and replaced; PERFMODEL_CACHE_DIR='' writes nothing."""
     import numpy as np
 
-    from perfmodel.spec.hardware.system import grid_cache, kernel_tables as kt
+    from perfmodel.spec.hardware import grid_cache, kernel_tables as kt
 
     monkeypatch.setenv("PERFMODEL_CACHE_DIR", str(tmp_path / "cache"))
     table = tmp_path / "t.gemm.csv.gz"

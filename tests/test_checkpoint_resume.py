@@ -22,9 +22,9 @@ torch = pytest.importorskip("torch")  # CI installs torch (README test command);
 from perfmodel.cli.main import main  # noqa: E402
 from perfmodel.execute.run_plans import run_plans  # noqa: E402
 from perfmodel.execute.checkpoint.manifest import MANIFEST, Manifest, plan_checkpoints  # noqa: E402
-from perfmodel.execute.launch.torchrun.torchrun import RunFailed  # noqa: E402
+from perfmodel.execute.launch.torchrun import RunFailed  # noqa: E402
 from perfmodel.spec.measurement import Measurement, load_measurement, measurement_path  # noqa: E402
-from perfmodel.spec.plan.layout.file import write_plan_file  # noqa: E402
+from perfmodel.spec.plan.file import write_plan_file  # noqa: E402
 
 from test_execute import LLAMA, _check, plan_file, reference_losses, write_all  # noqa: E402
 

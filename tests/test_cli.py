@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import perfmodel as pm
-from perfmodel.spec.stack.profile.profile import load_stack
+from perfmodel.spec.stack.profile import load_stack
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SYSTEMS = ["dgx-a100-40gb", "dgx-a100-80gb", "dgx-b200", "dgx-b300", "dgx-h100", "dgx-h200", "gb200-nvl72",

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from perfmodel.spec.stack.profile.profile import load_stack
+from perfmodel.spec.stack.profile import load_stack
 
 from perfmodel import Plan, estimate, load_hardware, load_model
-from perfmodel.cost.comm.collectives import collectives as C
-from perfmodel.cost.pipeline.schedules.schedules import bubble_fraction, in_flight, pipeline_time, stage_layers
-from perfmodel.spec.model.config.config import ModelConfig
+from perfmodel.cost.comm import collectives as C
+from perfmodel.cost.pipeline.schedules import bubble_fraction, in_flight, pipeline_time, stage_layers
+from perfmodel.spec.model.config import ModelConfig
 
 # the device side of the model: hand-worked pipeline formulas without the host (tests/conftest.py no_host)
 pytestmark = pytest.mark.usefixtures("no_host")
@@ -60,7 +60,7 @@ def test_p2p_time():
 
 def test_per_kind_ring_replaces_the_tier_values_for_that_kind_only():
     # nvlink tier of dgx-h100 with its own all-gather fit: 0.5 efficiency, 10 us per step
-    from perfmodel.spec.hardware.system.system import KindFit
+    from perfmodel.spec.hardware.system import KindFit
 
     nvl = H100.tiers[0].model_copy(update={"by_kind": {"all_gather": KindFit(collective_efficiency=0.5,
                                                                              latency_us=10.0)}})
@@ -74,7 +74,7 @@ def test_per_kind_ring_replaces_the_tier_values_for_that_kind_only():
 
 
 def test_sp_replicated_params_hand_count():
-    from perfmodel.cost.memory.footprint.footprint import sp_replicated_params
+    from perfmodel.cost.memory.footprint import sp_replicated_params
 
     # GPT-2 124M: LayerNorm scale+shift 2 x 768 per norm, two norms and two row-parallel biases (768) per layer
     gpt2 = load_model("gpt2-124m")
@@ -320,7 +320,7 @@ def test_estimate_bubble_fraction(model, pp, vpp, gb):
     assert lower * (1 - 1e-9) <= ratio <= ideal * (1 + 1e-9)
 
     # Exactly: rebuild t_mean from the stage times and compare with pipeline_time.
-    from perfmodel.cost.compute.kernel_time.units import unit_ops
+    from perfmodel.cost.compute.units import unit_ops
     emb = sum(float(o.fwd_s + o.bwd_s) for o in unit_ops(mdl, H100, est.plan)["embedding"]) + 2 * _nvl_gather(T * h * 2)
     t_mid = t_max - head
     t_mean = t_mid + (emb + head) / pp
@@ -363,7 +363,7 @@ def test_estimate_interleaving_divides_bubble_by_vpp():
 
 def test_estimate_pipeline_memory_in_flight_1f1b():
     # 1F1B, first stage holds p micro-batches of its layers' activations (Narayanan et al. 2021).
-    from perfmodel.cost.memory.footprint.footprint import embedding_activation_bytes, layer_activation_bytes
+    from perfmodel.cost.memory.footprint import embedding_activation_bytes, layer_activation_bytes
     mdl = balanced_model()
     plan = Plan(gpus=32, tp=8, pp=4, micro_batch=1, global_batch=32, seq_len=4096, sequence_parallel=True)
     est = estimate(mdl, H100, plan)
@@ -380,8 +380,8 @@ def test_estimate_pipeline_memory_in_flight_1f1b():
 
 def test_optimizer_runs_at_optimizer_bandwidth():
     """The Adam step streams adam_step_bytes per parameter at optimizer_bandwidth (memory_bandwidth when null)."""
-    from perfmodel.cost.memory.footprint.states import adam_step_bytes, grad_buffer_bytes, master_copy_bytes
-    from perfmodel.spec.stack.profile.profile import load_stack
+    from perfmodel.cost.memory.states import adam_step_bytes, grad_buffer_bytes, master_copy_bytes
+    from perfmodel.spec.stack.profile import load_stack
 
     model = load_model("llama-3-8b")
     plan = Plan(gpus=8, tp=8, micro_batch=1, global_batch=8, seq_len=2048)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from perfmodel import Plan, estimate, load_hardware, load_model
-from perfmodel.cost.comm.collectives.compression import compression_seconds, matrix_shapes, powersgd_share, wire_bytes
-from perfmodel.cost.compute.kernel_time.kernels import Device
+from perfmodel.cost.comm.compression import compression_seconds, matrix_shapes, powersgd_share, wire_bytes
+from perfmodel.cost.compute.kernels import Device
 from perfmodel.cost.layouts import Layouts
 from perfmodel.errors import InputError
-from perfmodel.spec.model.config.config import ModelConfig
-from perfmodel.spec.plan.layout.layout import resolve
+from perfmodel.spec.model.config import ModelConfig
+from perfmodel.spec.plan.layout import resolve
 
 TINY = ModelConfig(name="tiny", n_layers=2, hidden=64, n_heads=4, ffn_hidden=256, vocab=1000, max_seq_len=128,
                    mlp="swiglu", norm="rmsnorm", position="rope")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from perfmodel.cost.compute.kernel_time.kernel_time import attention_efficiency, gemm_tiles, gemm_time
+from perfmodel.cost.compute.kernel_time import attention_efficiency, gemm_tiles, gemm_time
 
 
 def test_tile_family_rates_follow_arithmetic_intensity():
@@ -35,8 +35,8 @@ def test_attention_efficiency_half_saturation():
 
 def test_zero3_copies_bytes():
     import perfmodel as pm
-    from perfmodel.cost.compute.kernel_time.kernels import Device, zero3_copy_op
-    from perfmodel.spec.plan.layout.layout import resolve
+    from perfmodel.cost.compute.kernels import Device, zero3_copy_op
+    from perfmodel.spec.plan.layout import resolve
 
     plan = resolve(pm.Plan(gpus=8, micro_batch=1, global_batch=8, seq_len=1024, zero=3),
                            pm.load_model("gpt2-124m"), pm.load_hardware("dgx-h100"))
@@ -51,7 +51,7 @@ def test_zero3_copies_bytes():
 
 def test_shared_core_speedup_by_hand():
     """Processor sharing: 4 single-thread ranks measured together on 2 cores run at half a core each."""
-    from perfmodel.cost.compute.kernel_time.kernel_time import shared_core_speedup
+    from perfmodel.cost.compute.kernel_time import shared_core_speedup
 
     assert shared_core_speedup(1.0, 4, 4, 2) == pytest.approx(1.0)  # all computing: the measured rate
     assert shared_core_speedup(0.4, 4, 4, 2) == pytest.approx(2.0)  # 1.6 ranks busy: a core each
@@ -66,10 +66,10 @@ def test_estimate_shares_cores_between_pipeline_stages():
     the mean stage's compute per micro-batch over the last stage's (by hand from the op table)."""
     from pathlib import Path
 
-    from perfmodel.cost.compute.kernel_time.kernel_time import shared_core_speedup
+    from perfmodel.cost.compute.kernel_time import shared_core_speedup
     from perfmodel.cost.estimate import estimate
-    from perfmodel.spec.hardware.system.system import load_hardware
-    from perfmodel.spec.plan.layout.layout import Plan
+    from perfmodel.spec.hardware.system import load_hardware
+    from perfmodel.spec.plan.layout import Plan
     from perfmodel.validate.sweeps import TINY_GPT2 as model
 
     cpu = load_hardware(Path(__file__).parent / "fixtures" / "cpu-test.yaml")

@@ -6,14 +6,20 @@ import numpy as np
 import pytest
 
 from perfmodel import InputError, Plan, estimate, load_hardware, load_model
-from perfmodel.cost.comm.collectives import collectives as C
+from perfmodel.cost.comm import collectives as C
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.compute.kernel_time.moe import (
-    block_hit, dispatch_bytes, expert_layer_params, expert_tokens, moe_kept_bytes, moe_replicated_params, moe_share,
+from perfmodel.cost.compute.moe import (
+    block_hit,
+    dispatch_bytes,
+    expert_layer_params,
+    expert_tokens,
+    moe_kept_bytes,
+    moe_replicated_params,
+    moe_share,
     tokens_in,
 )
-from perfmodel.spec.model.config.config import ModelConfig, MoEConfig
-from perfmodel.spec.plan.layout.layout import resolve
+from perfmodel.spec.model.config import ModelConfig, MoEConfig
+from perfmodel.spec.plan.layout import resolve
 
 TINY = ModelConfig(name="tiny-moe", n_layers=4, hidden=256, n_heads=4, ffn_hidden=512, vocab=1024, max_seq_len=512,
                    mlp="swiglu", norm="rmsnorm", position="rope",
@@ -126,7 +132,7 @@ def test_imbalance_slows_the_experts(no_host):
 def test_active_flops_not_total():
     qwen = load_model("qwen3-30b-a3b")
     e = estimate(qwen, "dgx-h100", Plan(gpus=8, ep=8, micro_batch=1, global_batch=8, seq_len=4096, zero=1))
-    from perfmodel.cost.compute.kernel_time.flops import model_flops_per_token
+    from perfmodel.cost.compute.flops import model_flops_per_token
 
     # 6 N_active per token, plus attention and the LM head: far below 6 N_total
     per_token = model_flops_per_token(qwen, 4096)
@@ -201,7 +207,7 @@ def test_mtp_modules_run_on_the_last_stage_as_one_layer_and_one_head_more():
     """DeepSeek-V3 Sec. 2.2 / Megatron-Core mtp_num_layers: each module a block and the shared head with its loss,
     on the last pipeline stage. By hand: the last stage's time per micro-batch grows by one layer's and one
     head's unit time; its parameters by one layer's (the head is shared); the first stage is unchanged."""
-    from perfmodel.cost.memory.footprint.footprint import stage_params, unit_params
+    from perfmodel.cost.memory.footprint import stage_params, unit_params
     from perfmodel.cost.step import evaluate
 
     mtp = TINY.model_copy(update={"mtp_layers": 1})
@@ -235,8 +241,8 @@ def test_moe_overlap_hides_the_paired_micro_batches_dispatch_behind_a_layers_com
     """sharded.moe_comms with moe_overlap: exposed = C - (m - 1)/m (C - behind(C, W, f)). By hand with a window
     longer than C (behind = (1 - f) C): C (1 - (m - 1) f / m); with no window all of C stays; one micro-batch
     has no pair. The estimate charges what moe_comms returns at the layer's compute window."""
-    from perfmodel.cost.comm.collectives.sharded import moe_comms, overlap_fraction
-    from perfmodel.spec.stack.profile.profile import load_stack
+    from perfmodel.cost.comm.sharded import moe_comms, overlap_fraction
+    from perfmodel.spec.stack.profile import load_stack
 
     system = load_hardware("dgx-h100")
     plan = Plan(gpus=16, dp=16, ep=8, micro_batch=1, global_batch=64, seq_len=256)
@@ -288,7 +294,7 @@ def test_moe_overlap_needs_a_layout_megatron_overlaps(fields, needle):
 
 
 def test_a_capacity_factor_caps_or_pads_each_experts_tokens():
-    from perfmodel.cost.compute.kernel_time.moe import routed_load
+    from perfmodel.cost.compute.moe import routed_load
 
     base = dict(gpus=4, ep=4, micro_batch=1, global_batch=4, seq_len=128)
     # T = 128 tokens, k = 2, E = 8 experts over ep 4: the mean expert takes T k ep / E = 128 routed copies
@@ -323,8 +329,8 @@ def test_capacity_settings_are_refused_where_they_mean_nothing():
 
 
 def test_megatron_core_adds_a_biased_experts_fc2_bias_in_a_pass_of_its_own():
-    from perfmodel.cost.compute.kernel_time.kernels import Device
-    from perfmodel.cost.compute.kernel_time.moe import moe_kernels
+    from perfmodel.cost.compute.kernels import Device
+    from perfmodel.cost.compute.moe import moe_kernels
 
     biased = TINY.model_copy(update={"moe": TINY.moe.model_copy(update={"expert_bias": True})})
     plan = dict(gpus=4, ep=4, micro_batch=1, global_batch=4, seq_len=128)

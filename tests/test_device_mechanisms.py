@@ -1,4 +1,4 @@
-"""The step as the GPU runs it (issue 47), each mechanism against numbers worked by hand:
+"""The step as the GPU runs it, each mechanism against numbers worked by hand:
 
 - GEMMs with a leading dimension off 16 bytes (GPT-2's vocabulary of 50257) run at the part's measured
   alignment-1 rates; a stack that pads the vocabulary (Megatron-LM, llm.c) keeps the aligned kernels;
@@ -258,6 +258,29 @@ def test_eager_autocast_keeps_an_fp32_stream_and_torch_reduces_bias_gradients(no
         qkv_weights / (qkv_weights + tokens * 1024), rel=1e-6)
     assert _op(nano, "qkv.autocast").bwd_s == pytest.approx(_op(nano, "qkv.autocast").fwd_s, rel=1e-6)
     assert _op(nano, "norm1").fwd_s == pytest.approx(_op(eager, "norm1").fwd_s, rel=1e-6)
+
+
+def test_autocast_gives_the_operator_table_its_bytes():
+    """cost.compute.autocast hands the operator table figures, not kernels. nanoGPT eager (fp32 parameters under
+    autocast) on an H100, GPT-2 350M at micro-batch 8 x 1024: qkv's casts are its weight and bias (3072 x 1024 +
+    3072) and its fp32 input once (one c_attn reads norm1), 6 B per element each way; its bias gradient reads the
+    8192 x 3072 output gradient once, 2 B per element, backward only. Megatron-Core (bf16 parameters, the bias
+    gradient in the GEMM's epilogue): neither."""
+    from perfmodel.cost.compute.autocast import bias_grad_bytes, cast_bytes
+    from perfmodel.cost.compute.kernels import Device
+    from perfmodel.cost.layouts import Layouts
+    from perfmodel.spec.plan.layout import resolve
+
+    model, tokens = load_model("gpt2-350m"), 8 * 1024
+
+    def dev(stack):
+        plan = resolve(Plan(gpus=1, micro_batch=8, global_batch=8, seq_len=1024, stack=stack), model, H100)
+        return Device(model, H100, Layouts.from_plan(plan))
+
+    nano, core = dev("nanogpt"), dev("megatron-core")
+    assert cast_bytes(nano, "qkv", tokens, 3072, 1024) == (3072 * 1024 + 3072 + tokens * 1024, 6.0, 6.0)
+    assert bias_grad_bytes(nano, "qkv", tokens, 3072) == (tokens * 3072, 0.0, 2.0)
+    assert cast_bytes(core, "qkv", tokens, 3072, 1024) is None and bias_grad_bytes(core, "qkv", tokens, 3072) is None
 
 
 def test_hopper_loop_clock_is_the_measured_gemm_loop_over_the_table():

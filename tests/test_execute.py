@@ -18,12 +18,19 @@ torch = pytest.importorskip("torch")  # CI installs torch (README test command);
 from perfmodel.cli.main import main  # noqa: E402
 from perfmodel.errors import InputError  # noqa: E402
 from perfmodel.execute.run_plans import run_plans  # noqa: E402
-from perfmodel.spec.hardware.system.system import load_hardware  # noqa: E402
-from perfmodel.execute.launch.torchrun.torchrun import RunFailed  # noqa: E402
+from perfmodel.spec.hardware.system import load_hardware  # noqa: E402
+from perfmodel.execute.launch.torchrun import RunFailed  # noqa: E402
 from perfmodel.spec.measurement import load_measurement, measurement_path  # noqa: E402
-from perfmodel.spec.model.config.config import ModelConfig  # noqa: E402
-from perfmodel.spec.plan.layout.layout import Plan, resolve, split_of  # noqa: E402
-from perfmodel.spec.plan.layout.file import PLACEMENT_AXES, PlanFile, Prediction, megatron_placements, mesh_of, write_plan_file
+from perfmodel.spec.model.config import ModelConfig  # noqa: E402
+from perfmodel.spec.plan.layout import Plan, resolve, split_of  # noqa: E402
+from perfmodel.spec.plan.file import (
+    PLACEMENT_AXES,
+    PlanFile,
+    Prediction,
+    megatron_placements,
+    mesh_of,
+    write_plan_file,
+)
 
 HERE = Path(__file__).parent
 CPU = load_hardware(HERE / "fixtures" / "cpu-test.yaml")

@@ -19,8 +19,8 @@ torch = pytest.importorskip("torch")  # CI installs torch (README test command);
 
 from perfmodel.errors import InputError  # noqa: E402
 from perfmodel.execute.run_plans import run_plans  # noqa: E402
-from perfmodel.spec.model.config.config import ModelConfig, MoEConfig  # noqa: E402
-from perfmodel.spec.plan.layout.layout import Plan, resolve  # noqa: E402
+from perfmodel.spec.model.config import ModelConfig, MoEConfig  # noqa: E402
+from perfmodel.spec.plan.layout import Plan, resolve  # noqa: E402
 
 from test_execute import CPU, LLAMA, STEPS, _check, plan_file, write_all  # noqa: E402
 

@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")  # CI installs torch (README test command);
 from perfmodel.cli.main import main  # noqa: E402
 from perfmodel.execute.tracing import PROFILER_WARMUP, TRACED_STEPS, trace_path  # noqa: E402
 from perfmodel.spec.measurement import load_measurement  # noqa: E402
-from perfmodel.spec.plan.layout.file import write_plan_file  # noqa: E402
+from perfmodel.spec.plan.file import write_plan_file  # noqa: E402
 from test_execute import LLAMA, plan_file  # noqa: E402
 
 STEPS = 3
@@ -89,8 +89,8 @@ def test_a_cpu_trace_calibrates_a_spec_that_reproduces_the_traced_step(traced, t
     the CLI writes a spec that loads."""
     from perfmodel.calibrate.trace.from_trace import calibrate_from_trace
     from perfmodel.cost.estimate import evaluate_plan
-    from perfmodel.spec.hardware.system.system import load_hardware
-    from perfmodel.spec.plan.layout.file import load_plan_file
+    from perfmodel.spec.hardware.system import load_hardware
+    from perfmodel.spec.plan.file import load_plan_file
 
     path, traces, m, _ = traced
     system, summary, fit = calibrate_from_trace([traces / "tp2"], plan_path=path, step_s=m.step_time_s)

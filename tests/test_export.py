@@ -14,10 +14,18 @@ import pytest
 from perfmodel.errors import InputError
 from perfmodel.export.targets import TARGETS, export
 from perfmodel.export.nearest import export_plan
-from perfmodel.spec.hardware.system.system import load_hardware
-from perfmodel.spec.model.config.catalogue import load_model
-from perfmodel.spec.plan.layout.layout import Plan, default_stage_layers, resolve
-from perfmodel.spec.plan.layout.file import OpPlacement, PlanFile, Prediction, check, load_plan_file, mesh_of, write_plan_file
+from perfmodel.spec.hardware.system import load_hardware
+from perfmodel.spec.model.catalogue import load_model
+from perfmodel.spec.plan.layout import Plan, default_stage_layers, resolve
+from perfmodel.spec.plan.file import (
+    OpPlacement,
+    PlanFile,
+    Prediction,
+    check,
+    load_plan_file,
+    mesh_of,
+    write_plan_file,
+)
 
 try:
     import tomllib

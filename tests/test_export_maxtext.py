@@ -13,7 +13,7 @@ from perfmodel import estimate
 from perfmodel.errors import InputError
 from perfmodel.export.checks.maxtext_check import aot_args
 from perfmodel.export.checks.spread import maxtext_plan_file
-from perfmodel.export.maxtext.config.mesh import mesh, nearest_plan, slices
+from perfmodel.export.maxtext.mesh import mesh, nearest_plan, slices
 from perfmodel.export.nearest import export_plan
 from perfmodel.export.targets import export, versions
 

@@ -19,14 +19,14 @@ import pytest
 
 from perfmodel.errors import InputError
 from perfmodel.export.targets import export
-from perfmodel.export.megatron.script.script import MEGATRON_ARGS, MEGATRON_NAMED_ARGS, nearest_plan, pattern_expression
+from perfmodel.export.megatron.script import MEGATRON_ARGS, MEGATRON_NAMED_ARGS, nearest_plan, pattern_expression
 from perfmodel.export.nearest import export_plan
-from perfmodel.spec.hardware.system.system import load_hardware
-from perfmodel.spec.model.config.config import MLAConfig, ModelConfig, MoEConfig
-from perfmodel.spec.plan.layout.layout import Plan, resolve, split_of
-from perfmodel.spec.plan.layout.file import PlanFile, check, mesh_of
+from perfmodel.spec.hardware.system import load_hardware
+from perfmodel.spec.model.config import MLAConfig, ModelConfig, MoEConfig
+from perfmodel.spec.plan.layout import Plan, resolve, split_of
+from perfmodel.spec.plan.file import PlanFile, check, mesh_of
 
-from perfmodel.export.torchtitan.config.config import nearest_plan as titan_nearest_plan, torchtitan
+from perfmodel.export.torchtitan.config import nearest_plan as titan_nearest_plan, torchtitan
 from test_export import PREDICTION, ds_config, flag, megatron_args, megatron_not_expressed, titan, toml
 
 QWEN3_MOE = ModelConfig(
@@ -426,7 +426,7 @@ def test_dense_dispatch_is_maxtexts_alone():
     """MaxText's one-hot dispatch (Plan.moe_dense_dispatch) is written as sparse_matmul: false; the frameworks that
     route tokens to grouped GEMMs only move the plan to their grouped path, saying why."""
     from perfmodel.export.deepspeed import nearest_plan as ds_nearest_plan
-    from perfmodel.spec.model.config.catalogue import load_model
+    from perfmodel.spec.model.catalogue import load_model
 
     pf = moe_plan_file(load_model("mixtral-8x7b"), "tpu-v6e", gpus=256, tp=1, pp=1, zero=3, micro_batch=1,
                        global_batch=256, seq_len=4096, moe_capacity_factor=1.25, moe_dense_dispatch=True,
@@ -442,7 +442,7 @@ def test_dense_dispatch_is_maxtexts_alone():
 
 def test_the_executor_refuses_dense_dispatch(monkeypatch):
     from perfmodel.execute import run_plans
-    from perfmodel.spec.model.config.catalogue import load_model
+    from perfmodel.spec.model.catalogue import load_model
 
     monkeypatch.setattr(run_plans, "check_device", lambda *a: None)
     pf = moe_plan_file(load_model("mixtral-8x7b"), gpus=8, tp=1, pp=1, ep=8, zero=1, micro_batch=1, global_batch=8,

@@ -1,4 +1,4 @@
-"""Every way an executor run can fail ends cleanly (issue 17), on CPU with gloo, 2 and 4 ranks, a tiny model.
+"""Every way an executor run can fail ends cleanly, on CPU with gloo, 2 and 4 ranks, a tiny model.
 
 Each fault is real (execute/faults.py: SIGKILL, SIGSTOP, an exception, an address-space limit the step passes,
 a file-size limit a write passes; SIGINT and SIGTERM to the parent process). For each: the run ends within its
@@ -25,10 +25,10 @@ torch = pytest.importorskip("torch")  # CI installs torch (README test command);
 
 from perfmodel.execute.run_plans import run_plans  # noqa: E402
 from perfmodel.execute.faults import LINE, VAR  # noqa: E402
-from perfmodel.execute.launch.torchrun.torchrun import RunFailed  # noqa: E402
+from perfmodel.execute.launch.torchrun import RunFailed  # noqa: E402
 from perfmodel.spec.measurement import measurement_path  # noqa: E402
-from perfmodel.spec.plan.layout.file import write_plan_file  # noqa: E402
-from perfmodel.execute.launch.torchrun.processes import tagged  # noqa: E402
+from perfmodel.spec.plan.file import write_plan_file  # noqa: E402
+from perfmodel.execute.launch.processes import tagged  # noqa: E402
 
 from test_execute import LLAMA, plan_file  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Fit labels (issue 74): the layouts the frameworks publish as running, imported through perfmodel.ingest
+"""Fit labels: the layouts the frameworks publish as running, imported through perfmodel.ingest
 (benchmarks.evals.published.fit_labels). The values below are read by hand from the label's files, not from the tool."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def test_at_least_80_labels_from_4_frameworks(entries, labels):
     assert len(labels) == len(entries)
     frameworks = Counter(label.framework for label in labels)
     assert len(frameworks) >= 4, frameworks
-    # Megatron-Bridge's perf layouts on each of the five GPUs the issue names
+    # Megatron-Bridge's perf layouts on each of the five GPUs its performance recipes cover
     systems = Counter(e.system for e in entries.values() if e.framework == "bridge")
     for system in ("dgx-h100", "dgx-b200", "dgx-b300", "gb200-nvl72", "gb300-nvl72"):
         assert systems[system] >= 10, (system, systems)

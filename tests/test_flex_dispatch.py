@@ -1,4 +1,4 @@
-"""Issue 76: the flex dispatcher (DeepEP / HybridEP) at its kernels' published bandwidths, MLA up-projection
+"""The flex dispatcher (DeepEP / HybridEP) at its kernels' published bandwidths, MLA up-projection
 recompute priced, and the DeepSeek-V3 recipes of Megatron-Bridge's 26.x containers."""
 
 import math
@@ -7,10 +7,10 @@ import pytest
 
 from perfmodel import Plan, estimate, load_hardware, load_model
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.compute.kernel_time.moe import block_hit, flex_dispatch_time
-from perfmodel.cost.compute.kernel_time.remat_names import mla_down_share, mla_up_share
-from perfmodel.spec.plan.layout.layout import resolve
-from perfmodel.spec.stack.profile.release import release_recipe
+from perfmodel.cost.compute.moe import block_hit, flex_dispatch_time
+from perfmodel.cost.compute.remat_names import mla_down_share, mla_up_share
+from perfmodel.spec.plan.layout import resolve
+from perfmodel.spec.stack.release import release_recipe
 
 
 def _bench_case(system: str, ranks: int):
@@ -90,7 +90,7 @@ def test_deepseek_v3_recipes_per_container(release, gpu, dispatcher, overlap, mo
 
 
 def test_described_rings_reads_describe_back():
-    from perfmodel.cost.comm.collectives import collectives as C
+    from perfmodel.cost.comm import collectives as C
     system = load_hardware("dgx-b200")
     phases = C.group_phases(system, 32, 1, 256)
     assert C.described_rings(C.describe(phases)) == [("nvlink", 8), ("infiniband", 4)]

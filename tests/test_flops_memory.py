@@ -12,10 +12,10 @@ import pytest
 
 import perfmodel
 from perfmodel import Plan, estimate, load_hardware, load_model
-from perfmodel.cost.compute.kernel_time.flops import attention_flops_per_token, matmul_params, model_flops_per_token
-from perfmodel.cost.memory.footprint.footprint import layer_activation_bytes
-from perfmodel.cost.memory.footprint.states import state_bytes
-from perfmodel.spec.model.config.config import ModelConfig
+from perfmodel.cost.compute.flops import attention_flops_per_token, matmul_params, model_flops_per_token
+from perfmodel.cost.memory.footprint import layer_activation_bytes
+from perfmodel.cost.memory.states import state_bytes
+from perfmodel.spec.model.config import ModelConfig
 
 GPT_PRESETS = ["gpt2-124m", "gpt2-1.5b", "gpt3-125m", "gpt3-1.3b", "gpt3-6.7b", "gpt3-175b"]
 
@@ -285,7 +285,7 @@ def test_public_api():
 # Kernel times and executed FLOPs of the ops (cost/compute/kernel_time.py, cost/ops.py)
 # ---------------------------------------------------------------------------------------------------------
 def test_gemm_time_compute_bound_hand_numbers():
-    from perfmodel.cost.compute.kernel_time.kernel_time import gemm_time
+    from perfmodel.cost.compute.kernel_time import gemm_time
     # 4096^3 on 132 SMs with 128x256 tiles: 32*16 = 512 tiles -> 4 waves of 132; useful fraction
     # 4096^2 / (4*132*128*256) = 0.9696970; 2*4096^3 / (1e15 * 0.8 * 0.9696970) = 1.771674e-4 s.
     # Memory: (2 * 4096^2 * 2 + 4096^2 * 2) B / 3e12 = 3.36e-5 s, so compute bound.
@@ -294,7 +294,7 @@ def test_gemm_time_compute_bound_hand_numbers():
 
 
 def test_gemm_time_memory_bound_hand_numbers():
-    from perfmodel.cost.compute.kernel_time.kernel_time import gemm_time
+    from perfmodel.cost.compute.kernel_time import gemm_time
     # m=8192, n=128, k=8192, slow memory: bytes (m k + k n) * 2 + m n * 2
     # = (67,108,864 + 1,048,576) * 2 + 2,097,152 = 138,412,032 B at 1e11 B/s = 1.38412032e-3 s; compute
     # 2*8192*128*8192 / (1e15 * 1.0 * useful) with 64 x 1 tiles -> 1 wave of 64 units, useful = 1: 1.718e-5 s.
@@ -304,14 +304,14 @@ def test_gemm_time_memory_bound_hand_numbers():
 
 
 def test_flash_attention_efficiency_curve():
-    from perfmodel.cost.compute.kernel_time.kernel_time import attention_efficiency, flash_attention_time
+    from perfmodel.cost.compute.kernel_time import attention_efficiency, flash_attention_time
     assert attention_efficiency(423, 0.35, 423) == pytest.approx(0.175)  # half of max at half_seq
     assert attention_efficiency(4096, 0.35, 423) == pytest.approx(0.35 * 4096 / 4519)
     assert flash_attention_time(1e12, 4096, 1e15, 0.35, 423) == pytest.approx(1e12 / (1e15 * 0.35 * 4096 / 4519))
 
 
 def test_mean_keys_causal_and_sliding_window():
-    from perfmodel.cost.compute.kernel_time.kernels import mean_keys
+    from perfmodel.cost.compute.kernels import mean_keys
     assert mean_keys(8192, None) == 4096
     # window w < s: queries 1..w see i keys, the rest w: (w^2/2 + (s - w) w) / s = w (1 - w / (2s))
     assert mean_keys(8192, 4096) == pytest.approx(3072)
@@ -321,8 +321,8 @@ def test_mean_keys_causal_and_sliding_window():
 def test_layer_op_flops_match_the_flops_convention():
     # One layer on one tp rank, one micro-batch of T tokens: weight GEMMs 2 * T * (matmul weights per layer)/tp;
     # the flash kernel executes the causal half of the 4 s (n_heads head_dim) per-token convention.
-    from perfmodel.cost.compute.kernel_time.units import unit_ops
-    from perfmodel.spec.plan.layout.layout import resolve
+    from perfmodel.cost.compute.units import unit_ops
+    from perfmodel.spec.plan.layout import resolve
     m = load_model("llama-3-8b")
     hw = load_hardware("dgx-h100")
     plan = resolve(Plan(gpus=8, tp=8, micro_batch=2, global_batch=16, seq_len=4096), m, hw)

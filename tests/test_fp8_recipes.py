@@ -3,13 +3,13 @@
 import pytest
 
 from perfmodel.cli.main import main
-from perfmodel.cost.compute.kernel_time.kernels import narrow_bytes, saved_input_bytes
+from perfmodel.cost.compute.kernels import narrow_bytes, saved_input_bytes
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.memory.footprint.footprint import narrow_cache_bytes
+from perfmodel.cost.memory.footprint import narrow_cache_bytes
 from perfmodel.errors import InputError
-from perfmodel.spec.hardware.system.system import load_hardware
-from perfmodel.spec.model.config.catalogue import load_model
-from perfmodel.spec.plan.layout.layout import Plan, resolve
+from perfmodel.spec.hardware.system import load_hardware
+from perfmodel.spec.model.catalogue import load_model
+from perfmodel.spec.plan.layout import Plan, resolve
 
 QWEN = dict(gpus=8, ep=8, micro_batch=2, global_batch=64, seq_len=4096, precision="fp8")
 

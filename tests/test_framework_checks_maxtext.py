@@ -16,7 +16,7 @@ import pytest
 
 from perfmodel.export.checks.releases import HOW_MAXTEXT, maxtext_env_dir, maxtext_python, run_checks
 from perfmodel.export.checks.spread import MAXTEXT_SPREAD, maxtext_plan_file
-from perfmodel.export.maxtext.config.config import VERSIONS
+from perfmodel.export.maxtext.config import VERSIONS
 from perfmodel.export.nearest import export_plan
 
 REQUIRED = os.environ.get("PERFMODEL_MAXTEXT_TESTS") == "required"

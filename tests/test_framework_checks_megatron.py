@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from perfmodel.export.megatron.script.script import VERSIONS
+from perfmodel.export.megatron.script import VERSIONS
 from perfmodel.export.nearest import export_plan
 from perfmodel.export.checks.releases import run_check, run_checks
 from perfmodel.export.checks.spread import SPREAD, spread_plan_file

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfmodel.export.torchtitan.config.config import VERSIONS, nearest_plan, torchtitan
+from perfmodel.export.torchtitan.config import VERSIONS, nearest_plan, torchtitan
 from perfmodel.export.nearest import export_plan
 from perfmodel.export.checks.releases import run_check, run_checks
 from perfmodel.export.checks.spread import SPREAD, spread_plan_file
@@ -80,7 +80,7 @@ def test_compile_per_version():
     assert "compile, " not in new.split('"""')[1] and "[compile]." not in old
     # Megatron-LM and DeepSpeed run no such compile: their nearest plans drop it, and say so
     from perfmodel.export import deepspeed
-    from perfmodel.export.megatron.script import versions as megatron_plan
+    from perfmodel.export.megatron import versions as megatron_plan
     assert megatron_plan.nearest_plan(pf, "core_r0.16")[0]["compile"] == "none"
     assert deepspeed.nearest_plan(pf, "0.19.8")[0]["compile"] == "none"
 

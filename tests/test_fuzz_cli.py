@@ -82,10 +82,10 @@ def zoo(tmp_path_factory) -> dict[str, bytes]:
     """The bytes of every file the bases and bad values name (fuzz_flags.zoo_files)."""
     import pandas as pd
 
-    from perfmodel.spec.hardware.system.system import load_hardware
-    from perfmodel.spec.model.config.config import ModelConfig
-    from perfmodel.spec.plan.layout.layout import Plan
-    from perfmodel.spec.plan.layout.file import write_plan_file
+    from perfmodel.spec.hardware.system import load_hardware
+    from perfmodel.spec.model.config import ModelConfig
+    from perfmodel.spec.plan.layout import Plan
+    from perfmodel.spec.plan.file import write_plan_file
     from perfmodel.search.plan_writer import plan_file
 
     tmp = tmp_path_factory.mktemp("zoo")
@@ -141,10 +141,10 @@ def _would_launch(*a, **k):
 @pytest.fixture
 def no_launch(monkeypatch):
     """Nothing real starts: torchrun launches, calibrate's in-process microbenchmarks, and the app's server."""
-    import perfmodel.calibrate.machine.calibration.calibration
+    import perfmodel.calibrate.machine.calibration
     import perfmodel.app.command
     import perfmodel.execute.run_plans
-    import perfmodel.execute.launch.torchrun.torchrun
+    import perfmodel.execute.launch.torchrun
 
     for mod in (perfmodel.execute.launch.torchrun, perfmodel.execute.run_plans):
         monkeypatch.setattr(mod, "launch", _would_launch)
@@ -257,7 +257,7 @@ def run_logs(zoo) -> dict[str, bytes]:
 
 def fitted_or_refused(argv, root: Path, before: dict) -> None:
     """calibrate --from-runs either writes a spec that loads, or refuses in one line and writes nothing."""
-    from perfmodel.spec.hardware.system.system import load_hardware
+    from perfmodel.spec.hardware.system import load_hardware
 
     r = call(argv)
     if r.rc == 0:

@@ -42,13 +42,13 @@ from fuzz_inputs import (
     snapshot,
     variants,
 )
-from perfmodel.spec.model.config import hf_config
+from perfmodel.spec.model import hf_config
 from perfmodel.cli.main import main
 from perfmodel.errors import InputError
-from perfmodel.spec.hardware.system.system import load_hardware
+from perfmodel.spec.hardware.system import load_hardware
 from perfmodel.spec.measurement import CheckpointRecord, CheckpointSave, Measurement, RankRecord, load_measurement
-from perfmodel.spec.model.config.catalogue import load_model
-from perfmodel.spec.plan.layout.layout import Plan, resolve
+from perfmodel.spec.model.catalogue import load_model
+from perfmodel.spec.plan.layout import Plan, resolve
 from perfmodel.validate.sweeps import TINY_GPT2
 
 ROOT = Path(__file__).resolve().parents[1]

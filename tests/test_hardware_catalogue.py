@@ -7,9 +7,17 @@ import pytest
 from pydantic import BaseModel
 
 from perfmodel.errors import InputError
-from perfmodel.spec.hardware.system.system import (
-    Accelerator, GEMM_DTYPES, Efficiency, HostLink, NetworkTier, System, list_accelerators, list_systems,
-    load_accelerator, load_hardware,
+from perfmodel.spec.hardware.system import (
+    Accelerator,
+    GEMM_DTYPES,
+    Efficiency,
+    HostLink,
+    NetworkTier,
+    System,
+    list_accelerators,
+    list_systems,
+    load_accelerator,
+    load_hardware,
 )
 
 REQUIRED_SYSTEMS = sorted([

@@ -20,9 +20,9 @@ from perfmodel.cost.host.host_update_time import HOST_ADAM_BYTES, HOST_ADAM_EFFI
 from perfmodel.cost.layouts import Layouts
 from perfmodel.errors import InputError
 from perfmodel.ingest import Given, plan_of, read_config
-from perfmodel.spec.hardware.system.system import load_hardware
-from perfmodel.spec.model.config.catalogue import load_model
-from perfmodel.spec.plan.layout.layout import Plan
+from perfmodel.spec.hardware.system import load_hardware
+from perfmodel.spec.model.catalogue import load_model
+from perfmodel.spec.plan.layout import Plan
 
 P = 8_030_261_248
 LABELS = Path(__file__).parent / "fixtures" / "fit_labels" / "deepspeed"

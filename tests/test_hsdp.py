@@ -9,13 +9,13 @@ import pytest
 
 from perfmodel import Plan, estimate, load_model
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.comm.collectives.sharded import bucketed, overlap_fraction, with_overlap
+from perfmodel.cost.comm.sharded import bucketed, overlap_fraction, with_overlap
 from perfmodel.cost.step import evaluate
 from perfmodel.errors import InputError
 from perfmodel.export.checks.spread import maxtext_plan_file, spread_plan_file
 from perfmodel.export.targets import export, nearest_updates
-from perfmodel.spec.plan.layout.layout import resolve
-from perfmodel.spec.stack.profile.profile import load_stack
+from perfmodel.spec.plan.layout import resolve
+from perfmodel.spec.stack.profile import load_stack
 
 GIB = 2**30
 

@@ -1,5 +1,5 @@
 """Real files that are not configs are refused as such, through the CLI: one `error:` line naming the file and what
-is wrong, exit 2, nothing written (issue 73's done-when: a template with placeholders, a recipe file with a syntax
+is wrong, exit 2, nothing written (a template with placeholders, a recipe file with a syntax
 error, a truncated trace)."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import pytest
 from perfmodel.cli.main import main
 from perfmodel.errors import InputError
 from perfmodel.ingest import plan_of, read_config
-from perfmodel.spec.plan.layout.finetune import LoRA
+from perfmodel.spec.plan.finetune import LoRA
 
 FIX = Path(__file__).parent / "fixtures" / "configs" / "bridge"
 LLAMA, COMMON, QWEN, DSV3 = (FIX / f for f in ("h100_llama3.py", "common.py", "h100_qwen3_moe.py",
@@ -343,3 +343,22 @@ def test_counts_that_are_no_whole_number_are_refused_in_one_line(tmp_path, capsy
         assert len(err.splitlines()) == 1, err
         assert f"model.tensor_model_parallel_size = {shown} (" in err and "is not a whole number >= 0; valid: a " \
                                                                           "count of 0 or more" in err, err
+
+
+def test_a_recipe_past_its_budget_is_refused_in_one_line(tmp_path):
+    """perfmodel.ingest.reading's budget, which the shell reader shares: helpers that recurse are refused at 16 calls
+    nested, a recipe that follows more than 20,000 statements at the one past them."""
+    recipe = tmp_path / "loop.py"
+    recipe.write_text("def _helper(n):\n    return _helper(n + 1)\n\n\n"
+                      "def loop_config() -> ConfigContainer:\n    return _helper(0)\n")
+    with pytest.raises(InputError) as err:
+        read_config([recipe], "bridge", None)
+    assert str(err.value) == ("Megatron-Bridge recipe loop.py:2 _helper: more than 16 nested calls; valid: a recipe "
+                              "module whose helpers do not recurse")
+    body = "".join(f"    x{k} = {k}\n" for k in range(2_000))
+    recipe.write_text(f"def _helper():\n{body}\n\ndef loop_config() -> ConfigContainer:\n" + "    _helper()\n" * 11
+                      + "    return ConfigContainer()\n")
+    with pytest.raises(InputError) as err:
+        read_config([recipe], "bridge", None)
+    assert str(err.value) == ("Megatron-Bridge recipe loop.py: more than 20000 statements followed; valid: a recipe "
+                              "module (hundreds of statements)")

@@ -16,9 +16,9 @@ from perfmodel.export.nearest import export_plan, nearest
 from perfmodel.ingest import plan_of, read_config
 from perfmodel.ingest.deepspeed.launch import command_of
 from perfmodel.search.plan_writer import plan_file
-from perfmodel.spec.hardware.system.system import load_hardware
-from perfmodel.spec.model.config.catalogue import load_model
-from perfmodel.spec.plan.layout.layout import Plan
+from perfmodel.spec.hardware.system import load_hardware
+from perfmodel.spec.model.catalogue import load_model
+from perfmodel.spec.plan.layout import Plan
 
 FIX = Path(__file__).parent / "fixtures" / "configs" / "deepspeed"
 LLAMA2_7B_ARGS = ("--num-layers 32 --hidden-size 4096 --ffn-hidden-size 11008 --num-attention-heads 32 --swiglu "

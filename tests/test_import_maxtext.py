@@ -12,12 +12,12 @@ import yaml
 from perfmodel.cli.main import main
 from perfmodel.errors import InputError
 from perfmodel.export.checks.spread import MAXTEXT_SPREAD, spread_plan_file
-from perfmodel.export.maxtext.config.config import VERSIONS
+from perfmodel.export.maxtext.config import VERSIONS
 from perfmodel.export.nearest import export_plan, nearest
 from perfmodel.ingest import plan_of, read_config
 from perfmodel.ingest.maxtext.keys import slice_devices
-from perfmodel.spec.model.config.catalogue import load_model, preset_for_name
-from perfmodel.spec.plan.layout.layout import resolve
+from perfmodel.spec.model.catalogue import load_model, preset_for_name
+from perfmodel.spec.plan.layout import resolve
 
 D = "tests/fixtures/configs/maxtext"
 BASE = f"{D}/base.yml"
@@ -221,7 +221,7 @@ def test_round_trip(tmp_path, version, case):
     want = resolve(runs.plan, runs.model, runs.hardware).model_dump()
     if runs.plan.recompute in ("none", "selective"):
         policy = {"none": "minimal_with_context", "selective": "minimal"}[runs.plan.recompute]
-        from perfmodel.spec.plan.layout.recompute import MAXTEXT_REMAT
+        from perfmodel.spec.plan.recompute import MAXTEXT_REMAT
         assert (got.recompute, got.recompute_saved) == ("names", MAXTEXT_REMAT[policy])
         want = resolve(runs.plan.model_copy(update=dict(recompute="names", recompute_modules=None,
                                                         recompute_saved=MAXTEXT_REMAT[policy])),

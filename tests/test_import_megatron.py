@@ -13,13 +13,13 @@ import yaml
 
 from perfmodel.cli.main import main
 from perfmodel.errors import InputError
-from perfmodel.export.megatron.script.script import VERSIONS
+from perfmodel.export.megatron.script import VERSIONS
 from perfmodel.export.nearest import export_plan, nearest
 from perfmodel.ingest import plan_of, read_config
 from perfmodel.search.plan_writer import plan_file
-from perfmodel.spec.hardware.system.system import load_hardware
-from perfmodel.spec.model.config.catalogue import load_model
-from perfmodel.spec.plan.layout.layout import Plan, chunk_layers, resolve
+from perfmodel.spec.hardware.system import load_hardware
+from perfmodel.spec.model.catalogue import load_model
+from perfmodel.spec.plan.layout import Plan, chunk_layers, resolve
 
 FIX = Path(__file__).parent / "fixtures" / "configs" / "megatron"
 SCRIPTS = sorted(FIX.glob("*.sh"))

@@ -10,14 +10,14 @@ import pytest
 from perfmodel.cli.main import main
 from perfmodel.errors import InputError
 from perfmodel.export.nearest import export_plan, nearest
-from perfmodel.export.torchtitan.config.config import VERSIONS
+from perfmodel.export.torchtitan.config import VERSIONS
 from perfmodel.ingest import plan_of, read_config
 from perfmodel.ingest.torchtitan.reader import flatten
 from perfmodel.ingest.sources import read_toml
 from perfmodel.search.plan_writer import plan_file
-from perfmodel.spec.hardware.system.system import load_hardware
-from perfmodel.spec.model.config.catalogue import load_model
-from perfmodel.spec.plan.layout.layout import Plan, chunk_layers, resolve
+from perfmodel.spec.hardware.system import load_hardware
+from perfmodel.spec.model.catalogue import load_model
+from perfmodel.spec.plan.layout import Plan, chunk_layers, resolve
 
 FIX = "tests/fixtures/configs/torchtitan/"
 TOMLS = ["llama3_8b", "llama3_70b", "llama3_405b", "deepseek_v3_16b", "llama4_17bx16e"]

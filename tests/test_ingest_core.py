@@ -11,9 +11,10 @@ from perfmodel.cli.main import main
 from perfmodel.errors import InputError
 from perfmodel.ingest import launch_notes, launch_of, plan_of, read_config
 from perfmodel.ingest.ledger import Ledger
+from perfmodel.ingest.reading import NotRead
 from perfmodel.ingest.shell.script import Script
-from perfmodel.ingest.sources import Unevaluated, literal, options
-from perfmodel.spec.model.config.catalogue import load_model
+from perfmodel.ingest.sources import literal, options
+from perfmodel.spec.model.catalogue import load_model
 
 
 def test_a_field_set_twice_differently_names_both_keys():
@@ -92,8 +93,20 @@ def test_python_is_read_as_data_never_run():
     names = {"SEQ": 8192}
     got = {kw.arg: literal(kw.value, names) for kw in call.keywords}
     assert got["seq_len"] == 8192 and got["gbs"] == 128 and got["lr"] == -3e-4 and got["mesh"] == [1, 2]
-    assert got["name"] == Unevaluated("os.environ['X']")
-    assert isinstance(got["big"], Unevaluated)  # never computed: a config cannot make the reader hang
+    assert got["name"] == NotRead("os.environ['X']")
+    assert isinstance(got["big"], NotRead)  # never computed: a config cannot make the reader hang
+
+
+def test_both_readers_name_what_they_do_not_read_with_one_marker():
+    """perfmodel.ingest.reading: a value not read is its source text and why, whichever reader met it."""
+    read = Script("N=$(nvidia-smi -L | wc -l)\ntorchrun --nproc_per_node $N x.py\n", "run.sh")
+    shell = read.unread.of("$(nvidia-smi -L | wc -l)")
+    python = literal(ast.parse("os.environ['X']").body[0].value)
+    assert (type(shell), str(shell), shell.named) == (NotRead, "$(nvidia-smi -L | wc -l)",
+                                                       "$(nvidia-smi -L | wc -l): command output")
+    assert read.not_read(read.commands[0][2]) == shell.named
+    assert (type(python), str(python), python.named) == (NotRead, "os.environ['X']",
+                                                         "os.environ['X']: computed by the module: not a literal")
 
 
 def _imported(**launch):

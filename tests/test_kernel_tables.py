@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from perfmodel import load_hardware
-from perfmodel.cost.compute.kernel_time.kernel_lookup import gemm_table_time
+from perfmodel.cost.compute.kernel_lookup import gemm_table_time
 from perfmodel.errors import InputError
-from perfmodel.spec.hardware.system.system import Accelerator, list_accelerators, load_accelerator
-from perfmodel.spec.hardware.system.kernel_tables import KERNELS, gemm_grid
+from perfmodel.spec.hardware.system import Accelerator, list_accelerators, load_accelerator
+from perfmodel.spec.hardware.kernel_tables import KERNELS, gemm_grid
 
 H100 = "h100_sxm/gemm.csv.gz"
 
@@ -145,7 +145,7 @@ def test_hardware_show_names_the_tables(capsys):
 
 def _device(hardware="dgx-h100", precision="bf16", tables=True):
     import perfmodel as pm
-    from perfmodel.cost.compute.kernel_time.kernels import Device
+    from perfmodel.cost.compute.kernels import Device
 
     system = load_hardware(hardware)
     if not tables:
@@ -155,7 +155,7 @@ def _device(hardware="dgx-h100", precision="bf16", tables=True):
 
 
 def test_step_gemms_are_priced_from_the_table_over_sustained_fraction():
-    from perfmodel.cost.compute.kernel_time.kernels import linear_op
+    from perfmodel.cost.compute.kernels import linear_op
 
     dev = _device()
     measured = rows(H100, "bf16")
@@ -189,7 +189,7 @@ def test_grouped_gemms_price_as_one_of_batch_m_rows_floored_by_their_weight_traf
 
 
 def test_the_datasheet_prices_what_no_table_measured():
-    from perfmodel.cost.compute.kernel_time.kernel_time import gemm_time
+    from perfmodel.cost.compute.kernel_time import gemm_time
 
     for dev in (_device(tables=False), _device("dgx-a100-40gb"), _device("mi300x-8", precision="fp16")):
         t, by, outside = dev.gemm_priced(4096.0, 2048.0, 4096.0)
@@ -205,7 +205,7 @@ def test_fp8_tables_hold_the_activation_casts_so_only_the_weight_is_cast_apart()
     """The fp8 table times dynamic activation quantisation with the GEMM (hardware_specs/kernels/README.md): a
     table-priced fp8 linear adds only its weight's cast (k n (2 + 1) B over the micro-batches), the datasheet path
     the input's and the output gradient's too."""
-    from perfmodel.cost.compute.kernel_time.kernels import linear_op
+    from perfmodel.cost.compute.kernels import linear_op
 
     m, n, k = 4096.0, 2048.0, 4096.0
     table = _device(precision="fp8")

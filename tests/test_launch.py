@@ -3,7 +3,7 @@ needed); CUDA's and NCCL's own error texts map to the same messages as the CPU f
 
 import pytest
 
-from perfmodel.execute.launch.torchrun.torchrun import _root_cause, describe
+from perfmodel.execute.launch.torchrun import _root_cause, describe
 
 # torchrun 2.13's summary when rank 1 was SIGKILLed and torchrun then stopped rank 0 with SIGTERM (seen on CI)
 SUMMARY = """[perfmodel] peak memory first
@@ -126,7 +126,7 @@ def test_a_forked_launch_names_the_killed_rank_not_the_peer_torch_joined_first()
 
 
 def test_aforked_rank_is_found_by_the_name_it_gives_itself(tmp_path, monkeypatch):
-    from perfmodel.execute.launch.torchrun import processes
+    from perfmodel.execute.launch import processes
 
     for pid, name in ((11, "pm-rank-3"), (12, "python")):
         (tmp_path / str(pid)).mkdir()
@@ -137,7 +137,7 @@ def test_aforked_rank_is_found_by_the_name_it_gives_itself(tmp_path, monkeypatch
 
 
 def test_cpu_ranks_are_forked_by_the_agent_and_gpu_ranks_start_under_torchrun():
-    from perfmodel.execute.launch.torchrun.torchrun import torchrun_command
+    from perfmodel.execute.launch.torchrun import torchrun_command
 
     cpu = torchrun_command("perfmodel.execute.worker", ["job.json"], 4, forked=True)
     gpu = torchrun_command("perfmodel.execute.worker", ["job.json"], 4, ["--nnodes=2", "--rdzv-endpoint=h:29500"])

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 from perfmodel import Plan, estimate, load_hardware, load_model
-from perfmodel.cost.compute.kernel_time.flops import attention_flops_per_token, matmul_params, model_flops_per_token
-from perfmodel.cost.memory.footprint.frozen import adapter_params
+from perfmodel.cost.compute.flops import attention_flops_per_token, matmul_params, model_flops_per_token
+from perfmodel.cost.memory.frozen import adapter_params
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.comm.collectives.compression import GRAD_BYTES
-from perfmodel.cost.memory.footprint.footprint import layer_activation_bytes, recomputed_share
+from perfmodel.cost.comm.compression import GRAD_BYTES
+from perfmodel.cost.memory.footprint import layer_activation_bytes, recomputed_share
 from perfmodel.errors import InputError
-from perfmodel.spec.plan.layout.finetune import LoRA
-from perfmodel.spec.plan.layout.layout import resolve
+from perfmodel.spec.plan.finetune import LoRA
+from perfmodel.spec.plan.layout import resolve
 
 ADAPTERS_PER_LAYER = 16 * (8192 + 10240) + 16 * (8192 + 8192)
 LORA = dict(rank=16, base_weights="fp8")
@@ -172,7 +172,7 @@ def test_a_lora_plan_file_keeps_megatron_placements(tmp_path):
            "--lora-rank", "16", "--save-plan", str(out)]
     run = subprocess.run(cmd, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    from perfmodel.spec.plan.layout.file import load_plan_file
+    from perfmodel.spec.plan.file import load_plan_file
 
     pf = load_plan_file(out)
     assert pf.plan.lora.rank == 16 and pf.placements == [] and pf.placement_cost is None

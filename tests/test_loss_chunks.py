@@ -10,14 +10,14 @@ import sys
 import pytest
 
 from perfmodel import Plan, estimate
-from perfmodel.cost.compute.kernel_time.flops import tiled_loss_flops_per_token
+from perfmodel.cost.compute.flops import tiled_loss_flops_per_token
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.memory.footprint.footprint import head_activation_bytes, loss_temporary_bytes
+from perfmodel.cost.memory.footprint import head_activation_bytes, loss_temporary_bytes
 from perfmodel.errors import InputError
 from perfmodel.export.checks.spread import maxtext_plan_file
 from perfmodel.export.targets import export, nearest_updates
-from perfmodel.spec.plan.layout.layout import resolve
-from perfmodel.spec.stack.profile.profile import load_stack
+from perfmodel.spec.plan.layout import resolve
+from perfmodel.spec.stack.profile import load_stack
 
 H, V, T = 4096, 32000, 4096
 

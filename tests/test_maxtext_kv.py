@@ -1,4 +1,4 @@
-"""The names policy's kv tensor (issue 74): a MaxText custom remat policy that keeps key_proj and value_proj on
+"""The names policy's kv tensor: a MaxText custom remat policy that keeps key_proj and value_proj on
 the device and rebuilds query_proj (tpu-recipes' Llama 3.1 405B on TPU7x) keeps k and v, not the whole q/k/v:
 counted by hand on Llama 3 8B (32 query heads, 8 key/value heads of 128)."""
 
@@ -8,10 +8,10 @@ import pytest
 
 from perfmodel import Plan, load_hardware, load_model
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.memory.footprint.footprint import layer_activation_bytes
-from perfmodel.cost.compute.kernel_time.remat_names import names_gemm_share
-from perfmodel.export.maxtext.config.mesh import remat_keys
-from perfmodel.spec.plan.layout.layout import resolve
+from perfmodel.cost.memory.footprint import layer_activation_bytes
+from perfmodel.cost.compute.remat_names import names_gemm_share
+from perfmodel.export.maxtext.mesh import remat_keys
+from perfmodel.spec.plan.layout import resolve
 
 H, KV, T = 4096, 1024, 4096  # Llama 3 8B: hidden (= query width), key/value width (8 x 128); 4096 tokens
 

@@ -4,12 +4,12 @@ cost.compute.embedding_grad), checked against bytes counted by hand from Megatro
 import pytest
 
 import perfmodel as pm
-from perfmodel.cost.compute.kernel_time.embedding_grad import dense_embedding_grad_bytes, embedding_ops
-from perfmodel.cost.compute.kernel_time.kernels import Device
-from perfmodel.cost.comm.collectives.sharded import optimizer_seconds
-from perfmodel.cost.memory.footprint.states import grad_buffer_bytes, master_copy_bytes
-from perfmodel.spec.plan.layout.layout import resolve
-from perfmodel.spec.stack.profile.profile import load_stack
+from perfmodel.cost.compute.embedding_grad import dense_embedding_grad_bytes, embedding_ops
+from perfmodel.cost.compute.kernels import Device
+from perfmodel.cost.comm.sharded import optimizer_seconds
+from perfmodel.cost.memory.states import grad_buffer_bytes, master_copy_bytes
+from perfmodel.spec.plan.layout import resolve
+from perfmodel.spec.stack.profile import load_stack
 
 H100_BW = 3.35e12 * 0.88  # dgx-h100's HBM at its memory efficiency (tests/test_compute.py)
 ALL = ["zero_grad_buffer", "check_grads", "prescale_grads", "master_copy"]

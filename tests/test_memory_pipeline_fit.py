@@ -1,4 +1,4 @@
-"""Hand-checked values for the memory mechanisms of issue 74's measured-peak work: torch.distributed.pipelining's
+"""Hand-checked values for the memory mechanisms behind the measured peaks: torch.distributed.pipelining's
 buffers (cost.memory.stack_kept.pipeline_buffer_bytes), the bf16-moment optimizer of the Moonlight study's recipe, and the
 allocator-slack fit with its leave-one-group-out (benchmarks/evals/measured_memory.py)."""
 

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from perfmodel import load_hardware
-from perfmodel.spec.hardware.system.system import System
+from perfmodel.spec.hardware.system import System
 from perfmodel.spec.measurement import MEMORY_FIELDS, Measurement, RankRecord, load_measurement, write_measurement
-from perfmodel.spec.model.config.config import ModelConfig
-from perfmodel.spec.plan.layout.layout import Plan, resolve
-from perfmodel.spec.plan.layout.file import load_plan_file, write_plan_file
+from perfmodel.spec.model.config import ModelConfig
+from perfmodel.spec.plan.layout import Plan, resolve
+from perfmodel.spec.plan.file import load_plan_file, write_plan_file
 from perfmodel.search.plan_writer import plan_file
 from perfmodel.validate.sweeps import TINY_GPT2
 from perfmodel.validate.runner import validate
@@ -211,7 +211,7 @@ def test_validate_compares_each_view_with_its_prediction(tmp_path, monkeypatch):
              "dp1-full": Plan(gpus=1, micro_batch=2, global_batch=8, seq_len=128, recompute="full")}
     paths = [write_plan_file(plan_file(TINY_GPT2, system, p), tmp_path / f"{n}.json") for n, p in plans.items()]
     from perfmodel.cost.estimate import evaluate_plan
-    from perfmodel.spec.stack.profile.profile import EXECUTOR_STACK
+    from perfmodel.spec.stack.profile import EXECUTOR_STACK
 
     est = {n: evaluate_plan(TINY_GPT2, system, resolve(p, TINY_GPT2, system).model_copy(
         update={"stack": EXECUTOR_STACK}))[1].memory_bytes for n, p in plans.items()}
@@ -275,8 +275,8 @@ def test_without_the_other_views_the_table_shows_allocated_only():
 def test_cpu_run_records_between_steps_and_no_reserved_or_device(tmp_path):
     pytest.importorskip("torch")
     from perfmodel.execute.run_plans import run_plans
-    from perfmodel.spec.plan.layout.file import PlanFile, Prediction, mesh_of
-    from perfmodel.spec.plan.layout.layout import split_of
+    from perfmodel.spec.plan.file import PlanFile, Prediction, mesh_of
+    from perfmodel.spec.plan.layout import split_of
 
     plan = resolve(Plan(gpus=2, micro_batch=2, global_batch=8, seq_len=32), LLAMA, CPU)
     pf = PlanFile(version=1, model=LLAMA, hardware=CPU, plan=plan, mesh=mesh_of(plan),

@@ -9,9 +9,9 @@ import pytest
 
 import perfmodel
 from perfmodel.errors import InputError
-from perfmodel.spec.model.config.config import ModelConfig
-from perfmodel.spec.model.config.hf_config import from_hf_config
-from perfmodel.spec.model.config.catalogue import load_model
+from perfmodel.spec.model.config import ModelConfig
+from perfmodel.spec.model.hf_config import from_hf_config
+from perfmodel.spec.model.catalogue import load_model
 
 HF = Path(__file__).parent / "fixtures" / "hf"
 
@@ -256,7 +256,7 @@ def test_invalid_model_fields_are_one_line():
 
 
 def test_a_hugging_face_id_names_its_preset():
-    from perfmodel.spec.model.config.catalogue import preset_for_hf_id
+    from perfmodel.spec.model.catalogue import preset_for_hf_id
 
     assert preset_for_hf_id("meta-llama/Llama-2-7b-hf") == "llama-2-7b"  # the id's name, without -hf
     assert preset_for_hf_id("meta-llama/Meta-Llama-3.1-8B") == "llama-3.1-8b"  # ... without meta-

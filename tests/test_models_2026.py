@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 from perfmodel.cli.main import main
-from perfmodel.cost.compute.kernel_time.flops import attention_flops_per_token
-from perfmodel.cost.compute.kernel_time.kernels import Device, mean_keys, model_mean_keys
+from perfmodel.cost.compute.flops import attention_flops_per_token
+from perfmodel.cost.compute.kernels import Device, mean_keys, model_mean_keys
 from perfmodel.errors import InputError
 from perfmodel.serve.kv_cache import kv_bytes_per_token
 from perfmodel.serve.step_time import decode_attention_s, decode_indexer_s, device
-from perfmodel.spec.hardware.system.system import load_hardware
-from perfmodel.spec.model.config.hf_config import UNPRICED, from_hf_config
-from perfmodel.spec.model.config.catalogue import load_model
-from perfmodel.spec.serving.schema.schema import ServePlan, load_serving_stack
+from perfmodel.spec.hardware.system import load_hardware
+from perfmodel.spec.model.hf_config import UNPRICED, from_hf_config
+from perfmodel.spec.model.catalogue import load_model
+from perfmodel.spec.serving.schema import ServePlan, load_serving_stack
 
 HF = Path(__file__).parent / "fixtures" / "hf"
 
@@ -99,7 +99,7 @@ def test_sparse_attention_flops_keys_and_cache_by_hand():
     # a causal query at position t reads min(t, 2048) keys: over 8192 positions 2048 x (1 - 2048 / 16384) = 1792
     assert float(model_mean_keys(m, 8192)) == pytest.approx(1792.0)
     assert float(model_mean_keys(m, 1024)) == float(mean_keys(1024, None)) == 512.0
-    from perfmodel.cost.compute.kernel_time.attention_kinds import attention_head_width
+    from perfmodel.cost.compute.attention_kinds import attention_head_width
 
     assert attention_head_width(m) == (2 * 512 + 64) / 2  # QK^T over the 576-wide latent, PV over 512
     assert attention_head_width(_hf("deepseek-v3")) == (192 + 128) / 2  # dense MLA: per head, unabsorbed
@@ -233,7 +233,7 @@ def test_bad_2026_config_names_the_key(tmp_path, name, mutate, expect):
 def test_fp8_weight_blocks_from_the_quantization_config():
     """A config whose quantization_config names weight_block_size (DeepSeek-style fp8, 128 x 128 blocks) marks the
     model's fp8 as block-scaled; a bf16 release's config, or a per-tensor one, does not."""
-    from perfmodel.spec.model.config.hf_config import from_hf_config
+    from perfmodel.spec.model.hf_config import from_hf_config
 
     base = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
             "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 512}

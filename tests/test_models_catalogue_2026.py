@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from perfmodel.spec.model.config.catalogue import load_model, preset_for_hf_id, preset_for_name
-from perfmodel.spec.model.config.tokenizers import tokenizer_vocab
+from perfmodel.spec.model.catalogue import load_model, preset_for_hf_id, preset_for_name
+from perfmodel.spec.model.tokenizers import tokenizer_vocab
 
 HF = Path(__file__).parent / "fixtures" / "hf"
 

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from perfmodel.errors import InputError
-from perfmodel.spec.model.config.hf_config import from_hf_config
-from perfmodel.spec.model.config.catalogue import load_model
+from perfmodel.spec.model.hf_config import from_hf_config
+from perfmodel.spec.model.catalogue import load_model
 
 # keras-team/keras-hub keras_hub/src/models/gemma3/gemma3_presets.py (commit 00d9f10a8e74d4f552ed50170b7dcadb65d3bd52)
 # "params" of the text-only checkpoints, whose vocabulary is 262144 (MaxText's gemma3-*.yml vocab_size too)

@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from perfmodel.cost.compute.kernel_time.attention_kinds import attention_head_width
-from perfmodel.cost.compute.kernel_time.flops import attention_flops_per_token, matmul_params
-from perfmodel.cost.compute.kernel_time.kernels import Device, attention_ops
+from perfmodel.cost.compute.attention_kinds import attention_head_width
+from perfmodel.cost.compute.flops import attention_flops_per_token, matmul_params
+from perfmodel.cost.compute.kernels import Device, attention_ops
 from perfmodel.errors import InputError
 from perfmodel.serve.kv_cache import kv_bytes_per_token, layer_kv_bytes, sequence_kv_bytes
-from perfmodel.spec.model.config.global_attention import attention_parts
-from perfmodel.spec.hardware.system.system import load_hardware
-from perfmodel.spec.model.config.hf_config import from_hf_config
-from perfmodel.spec.model.config.config import ModelConfig
-from perfmodel.spec.model.config.catalogue import load_model
-from perfmodel.spec.plan.layout.layout import Plan, resolve
-from perfmodel.spec.serving.schema.schema import ServePlan, load_serving_stack
+from perfmodel.spec.model.global_attention import attention_parts
+from perfmodel.spec.hardware.system import load_hardware
+from perfmodel.spec.model.hf_config import from_hf_config
+from perfmodel.spec.model.config import ModelConfig
+from perfmodel.spec.model.catalogue import load_model
+from perfmodel.spec.plan.layout import Plan, resolve
+from perfmodel.spec.serving.schema import ServePlan, load_serving_stack
 
 HF = Path(__file__).parent / "fixtures" / "hf"
 V = 262144  # vocab_size (tied)

@@ -12,9 +12,9 @@ import pytest
 
 from perfmodel.cli.main import main
 from perfmodel.errors import InputError
-from perfmodel.spec.model.config.config import ModelConfig
-from perfmodel.spec.model.config.hf_config import from_hf_config
-from perfmodel.spec.model.config.catalogue import load_model
+from perfmodel.spec.model.config import ModelConfig
+from perfmodel.spec.model.hf_config import from_hf_config
+from perfmodel.spec.model.catalogue import load_model
 
 HF = Path(__file__).parent / "fixtures" / "hf"
 
@@ -431,9 +431,9 @@ def test_unsupported_model_type_lists_the_moe_types():
 def test_from_hf_config_lives_in_hf_config_and_the_catalogue_reads_through_it():
     # spec.model.hf_config holds the HuggingFace reader; it builds spec.model.config's ModelConfig, and spec.model.catalogue
     # (load_model) reads config.json files through it: model <- spec.model.hf_config <- model_catalogue, one way.
-    import perfmodel.spec.model.config.hf_config as hf
-    import perfmodel.spec.model.config.config as models
-    import perfmodel.spec.model.config.catalogue as catalogue
+    import perfmodel.spec.model.hf_config as hf
+    import perfmodel.spec.model.config as models
+    import perfmodel.spec.model.catalogue as catalogue
 
     assert catalogue.from_hf_config is hf.from_hf_config and catalogue.HF_MODEL_TYPES is hf.HF_MODEL_TYPES
     with pytest.raises(AttributeError):

@@ -1,4 +1,4 @@
-"""Memory at low precision (issue 48): what a Transformer Engine stack saves of a GEMM's input under fp8/fp4 (its
+"""Memory at low precision: what a Transformer Engine stack saves of a GEMM's input under fp8/fp4 (its
 columnwise quantized copy with scales, `kernels.saved_input_bytes`) and the quantized weight copies it caches
 (rowwise and columnwise, `memory.narrow_cache_bytes`), each against bytes counted by hand; torchao's stack keeps
 the bf16 input."""
@@ -9,9 +9,9 @@ import pytest
 
 from perfmodel import load_hardware, load_model
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.memory.footprint.footprint import layer_activation_bytes, layer_gemm_params, narrow_cache_bytes
-from perfmodel.cost.compute.kernel_time.moe import moe_kept_bytes, moe_share, routed_copies
-from perfmodel.spec.plan.layout.layout import Plan, resolve
+from perfmodel.cost.memory.footprint import layer_activation_bytes, layer_gemm_params, narrow_cache_bytes
+from perfmodel.cost.compute.moe import moe_kept_bytes, moe_share, routed_copies
+from perfmodel.spec.plan.layout import Plan, resolve
 
 H, Q, F = 4096, 4096, 14336  # Llama 3 8B: hidden, query width, ffn
 T = 4096  # one sequence of 4096 tokens per micro-batch

@@ -1,4 +1,4 @@
-"""Collectives on one node priced from measured NCCL tables (issue 31): the per-group-size fits the catalogue's
+"""Collectives on one node priced from measured NCCL tables: the per-group-size fits the catalogue's
 NVLink tiers quote (`NetworkTier.by_group`) are those hardware_specs/kernels/import_tables.py fitted, a group takes
 the fit of the largest measured size not above its own, and the time is the ring formula on them, by hand."""
 
@@ -10,10 +10,10 @@ import gzip
 import pytest
 
 from perfmodel import estimate, load_hardware
-from perfmodel.cost.comm.collectives.collectives import collective_time, group_phases
+from perfmodel.cost.comm.collectives import collective_time, group_phases
 from perfmodel.errors import InputError
-from perfmodel.spec.hardware.system.system import System
-from perfmodel.spec.hardware.system.kernel_tables import KERNELS
+from perfmodel.spec.hardware.system import System
+from perfmodel.spec.hardware.kernel_tables import KERNELS
 
 FITS = list(csv.DictReader((KERNELS / "nccl_fits.csv").open()))
 

@@ -9,18 +9,18 @@ import numpy as np
 import pytest
 
 from perfmodel import estimate
-from perfmodel.spec.plan.layout import file as PF
-from perfmodel.cost.comm.collectives import collectives as C
-from perfmodel.cost.compute.kernel_time.kernels import Device, linear_op
-from perfmodel.cost.comm.collectives.mesh import Mesh
-from perfmodel.cost.compute.kernel_time.operator_table import operators
+from perfmodel.spec.plan import file as PF
+from perfmodel.cost.comm import collectives as C
+from perfmodel.cost.compute.kernels import Device, linear_op
+from perfmodel.cost.comm.mesh import Mesh
+from perfmodel.cost.compute.operator_table import operators
 from perfmodel.errors import InputError
-from perfmodel.spec.hardware.system.system import load_hardware
-from perfmodel.spec.model.config.config import ModelConfig
-from perfmodel.spec.model.config.catalogue import load_model
-from perfmodel.spec.plan.layout.layout import Plan, default_stage_layers, resolve
-from perfmodel.spec.model.config.operators import AXES, GRAPH_OPS, OPS, SPECS
-from perfmodel.spec.plan.layout.file import PLACEMENT_AXES, OpPlacement
+from perfmodel.spec.hardware.system import load_hardware
+from perfmodel.spec.model.config import ModelConfig
+from perfmodel.spec.model.catalogue import load_model
+from perfmodel.spec.plan.layout import Plan, default_stage_layers, resolve
+from perfmodel.spec.model.operators import AXES, GRAPH_OPS, OPS, SPECS
+from perfmodel.spec.plan.file import PLACEMENT_AXES, OpPlacement
 from perfmodel.search.pase import solver as pase
 
 _DGX = load_hardware("dgx-a100-80gb")
@@ -415,8 +415,8 @@ def test_weight_gradient_reduction_and_zero_states_by_hand():
     cfg = pase.find_config(tables, graph, "mlp_in", {"batch": ["dp"], "ffn": ["tp"]})
     # ... and Megatron-LM's own passes of the step (megatron-core's step_passes, cost.memory.states): the master re-read
     # over the updated 1/dp, the gradient buffer's zero, NaN-check norm and 1/dp prescale over the tp shard
-    from perfmodel.cost.memory.footprint.states import grad_buffer_bytes, master_copy_bytes
-    from perfmodel.spec.stack.profile.profile import load_stack
+    from perfmodel.cost.memory.states import grad_buffer_bytes, master_copy_bytes
+    from perfmodel.spec.stack.profile import load_stack
 
     def passes(local):  # Megatron's passes over `local` gradient-buffer parameters, 1/dp of them updated
         return (local / 8 * master_copy_bytes("fp32") + local * grad_buffer_bytes(
@@ -524,7 +524,7 @@ def test_moe_mlp_is_a_vertex_of_every_layer_that_splits_only_tokens():
     chain); on a tp = 2 mesh its configurations split the tokens over tp (batch or sequence), never the hidden
     dim or nothing; every configuration costs the same (the experts sit where ep x etp put them), and what
     moves between norm2 and the MoE MLP under sequence parallelism is free: both hold the same sequence shard."""
-    from perfmodel.spec.model.config.config import MoEConfig
+    from perfmodel.spec.model.config import MoEConfig
 
     model = TINY.model_copy(update={"moe": MoEConfig(n_experts=4, top_k=2, expert_ffn_hidden=32)})
     plan = resolve(Plan(gpus=4, tp=2, ep=2, sequence_parallel=True, micro_batch=2, global_batch=16, seq_len=32),
@@ -556,8 +556,8 @@ def test_shared_experts_move_their_tokens_in_the_moe_vertex_not_on_the_dense_mlp
     by placing them elsewhere); the shared expert's gather and scatter over tp are in the "moe" vertex, which
     costs more than without the shared expert by at least that traffic."""
     from perfmodel.cost.layouts import Layouts
-    from perfmodel.cost.comm.collectives.sharded import shared_expert_comms
-    from perfmodel.spec.model.config.config import MoEConfig
+    from perfmodel.cost.comm.sharded import shared_expert_comms
+    from perfmodel.spec.model.config import MoEConfig
 
     moe = MoEConfig(n_experts=4, top_k=2, expert_ffn_hidden=32, n_shared_experts=1)
     model = TINY.model_copy(update={"moe": moe})

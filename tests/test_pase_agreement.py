@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 from perfmodel.cost.layouts import Layouts
 from perfmodel.cost.step import evaluate
 from perfmodel.errors import InputError
-from perfmodel.spec.hardware.system.system import SharedHost, load_hardware
-from perfmodel.spec.model.config.config import ModelConfig, MoEConfig
-from perfmodel.spec.model.config.operators import UNIT_OF, edge_unit
-from perfmodel.spec.plan.layout.layout import Plan, divisors, resolve
-from perfmodel.spec.plan.layout.recompute import SAVED_TENSORS
+from perfmodel.spec.hardware.system import SharedHost, load_hardware
+from perfmodel.spec.model.config import ModelConfig, MoEConfig
+from perfmodel.spec.model.operators import UNIT_OF, edge_unit
+from perfmodel.spec.plan.layout import Plan, divisors, resolve
+from perfmodel.spec.plan.recompute import SAVED_TENSORS
 from perfmodel.search.pase import solver as pase
 
 A100 = load_hardware("dgx-a100-80gb")

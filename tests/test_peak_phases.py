@@ -10,12 +10,16 @@ import pytest
 
 from perfmodel import Plan
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.memory.footprint.footprint import (
-    head_activation_bytes, largest_module_params, layer_activation_bytes, loss_temporary_bytes, stage_memory,
+from perfmodel.cost.memory.footprint import (
+    head_activation_bytes,
+    largest_module_params,
+    layer_activation_bytes,
+    loss_temporary_bytes,
+    stage_memory,
     unit_params,
 )
-from perfmodel.cost.memory.footprint.peak import phase_live, zero_copy_bytes
-from perfmodel.spec.plan.layout.layout import resolve
+from perfmodel.cost.memory.peak import phase_live, zero_copy_bytes
+from perfmodel.spec.plan.layout import resolve
 
 H, F, V, T = 4096, 11008, 32000, 4096
 

@@ -3,12 +3,12 @@ cost.pipeline.schedules.interleaved_peak), checked by hand against Megatron-Core
 
 import numpy as np
 
-from perfmodel.cost.memory.footprint import footprint as memory
+from perfmodel.cost.memory import footprint as memory
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.pipeline.schedules.schedules import in_flight, interleaved_peak, schedule_order
-from perfmodel.spec.hardware.system.system import load_hardware
-from perfmodel.spec.model.config.catalogue import load_model
-from perfmodel.spec.plan.layout.layout import Plan, resolve
+from perfmodel.cost.pipeline.schedules import in_flight, interleaved_peak, schedule_order
+from perfmodel.spec.hardware.system import load_hardware
+from perfmodel.spec.model.catalogue import load_model
+from perfmodel.spec.plan.layout import Plan, resolve
 
 B200 = load_hardware("dgx-b200")
 L405 = load_model("llama-3.1-405b")  # 126 layers

@@ -5,11 +5,11 @@ import pytest
 import perfmodel as pm
 from perfmodel.errors import InputError
 from perfmodel.export.targets import export
-from perfmodel.spec.hardware.system.system import load_hardware
-from perfmodel.spec.model.config.catalogue import load_model
-from perfmodel.spec.plan.layout.megatron_split import megatron_chunks
-from perfmodel.spec.plan.layout.layout import Plan, chunk_layers, resolve, split_of
-from perfmodel.spec.plan.layout.file import load_plan_file, write_plan_file
+from perfmodel.spec.hardware.system import load_hardware
+from perfmodel.spec.model.catalogue import load_model
+from perfmodel.spec.plan.megatron_split import megatron_chunks
+from perfmodel.spec.plan.layout import Plan, chunk_layers, resolve, split_of
+from perfmodel.spec.plan.file import load_plan_file, write_plan_file
 from perfmodel.search.ranking import search
 from perfmodel.search.plan_writer import plan_file
 from perfmodel.search.space import pipeline_candidates

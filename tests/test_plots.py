@@ -13,8 +13,13 @@ import numpy as np
 import pytest
 
 import perfmodel as pm
-from perfmodel.calibrate.machine.calibration.raw import load_raw
-from perfmodel.cost.pipeline.schedules.schedules import in_flight, pipeline_time, schedule_blocks, schedule_order
+from perfmodel.calibrate.machine.raw import load_raw
+from perfmodel.cost.pipeline.schedules import (
+    in_flight,
+    pipeline_time,
+    schedule_blocks,
+    schedule_order,
+)
 from perfmodel.spec.measurement import load_measurement
 from perfmodel.plots.breakdown import MEMORY_PARTS, TIME_PARTS, memory_bars, time_bars
 from perfmodel.plots.calibration_fit import calibration_axes

@@ -12,7 +12,7 @@ from perfmodel.cost.power import (COMM_PARTS, COMPUTE_PARTS, MEMORY_PARTS, WAIT_
 from perfmodel.errors import InputError
 from perfmodel.run.energy import power_for
 from perfmodel.run.forecast import forecast
-from perfmodel.spec.hardware.system.power_model import PowerModel
+from perfmodel.spec.hardware.power_model import PowerModel
 from perfmodel.spec.result import TimeBreakdown
 
 PM = PowerModel(limit_w=700, window_s=1, idle_w=100, memory_w=400, comm_w=250, compute_w=1300, clock_exponent=3)
@@ -101,7 +101,7 @@ def test_overrides_keep_the_power_model_and_bad_draws_are_one_line():
         PowerModel(**{**PM.model_dump(), "memory_w": 800})
     data = load_hardware("dgx-h100").model_dump()
     data["accelerator"]["power"]["idle_w"] = 900
-    from perfmodel.spec.hardware.system.system import System
+    from perfmodel.spec.hardware.system import System
     with pytest.raises(Exception, match="idle_w = 900 W must be below limit_w = 700 W"):
         System.model_validate(data)
     with pytest.raises(InputError):

@@ -1,4 +1,4 @@
-"""MoE runs that ran, read so that they fit (issue 74): Megatron-Bridge's DeepSeek-V3 layout and optimizer state,
+"""MoE runs that ran, read so that they fit: Megatron-Bridge's DeepSeek-V3 layout and optimizer state,
 fp8-stored weights under NeMo / Bridge fp8 recipes (Plan.fp8_params), a recipe's micro-batch where a table row's
 batch columns disagree, NeMo AutoModel's bf16 loss and fused expert activation. Values checked by hand."""
 

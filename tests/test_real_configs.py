@@ -1,7 +1,7 @@
 """The real-world config corpus (tests/fixtures/corpus/<framework>/, verbatim from the frameworks' repositories at
 pinned commits) through `perfmodel import`: each case imports or is refused as its cases.yaml says, the plan and model
 it gives are the ones read by hand from its files (`expect`), a refusal names the flag that supplies what the files
-leave out, and the corpus as a whole meets issue 73's share (at least 90% import)."""
+leave out, and the corpus as a whole imports (at least 90% of it)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_sources_cover_every_file():
 
 
 def test_share_that_imports():
-    """Issue 73's done-when: a corpus of at least 60 configs, every framework in it, at least 90% of them import."""
+    """The corpus's bar: at least 60 configs, every framework in it, at least 90% of them import."""
     assert len(CASES) >= 60 and {fw for fw, _, _ in CASES} == set(FRAMEWORKS)
     imported = sum(outcome(i)["outcome"] == "imported" for i in range(len(CASES)))
     assert imported >= 0.9 * len(CASES)

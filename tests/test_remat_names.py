@@ -9,16 +9,16 @@ import sys
 import pytest
 
 from perfmodel import Plan, estimate, load_hardware, load_model
-from perfmodel.cost.compute.kernel_time.flops import attention_flops_per_token, recompute_flops_per_token
+from perfmodel.cost.compute.flops import attention_flops_per_token, recompute_flops_per_token
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.memory.footprint.footprint import layer_activation_bytes
-from perfmodel.cost.compute.kernel_time.operator_table import operators, recomputed_in
+from perfmodel.cost.memory.footprint import layer_activation_bytes
+from perfmodel.cost.compute.operator_table import operators, recomputed_in
 from perfmodel.errors import InputError
 from perfmodel.export.checks.spread import maxtext_plan_file
-from perfmodel.export.maxtext.config.mesh import remat_keys
+from perfmodel.export.maxtext.mesh import remat_keys
 from perfmodel.export.targets import export, nearest_updates
-from perfmodel.spec.plan.layout.layout import resolve
-from perfmodel.spec.plan.layout.recompute import MAXTEXT_OFFLOADED, MAXTEXT_REMAT
+from perfmodel.spec.plan.layout import resolve
+from perfmodel.spec.plan.recompute import MAXTEXT_OFFLOADED, MAXTEXT_REMAT
 
 H, F, T = 4096, 11008, 4096  # Llama 2 7B: hidden, SwiGLU width (32 heads of 128, no GQA); one sequence of 4096
 
@@ -54,7 +54,7 @@ def test_the_backward_reruns_what_is_not_saved(llama2_7b):
 
 
 def test_tensor_parallel_collectives_go_again_where_both_ends_rerun():
-    from perfmodel.cost.compute.kernel_time.remat_names import names_edge_reruns
+    from perfmodel.cost.compute.remat_names import names_edge_reruns
 
     # save_dot_except_mlp: the gather into mlp_in again (norm2 and mlp_in re-run), not into qkv (saved), not the
     # reduction of out_proj's partial sums (saved), never mlp_out's

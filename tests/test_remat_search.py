@@ -10,7 +10,7 @@ from perfmodel import estimate
 from perfmodel.errors import InputError
 from perfmodel.search.ranking import search
 from perfmodel.search.space import Space
-from perfmodel.spec.plan.layout.recompute import MAXTEXT_REMAT
+from perfmodel.spec.plan.recompute import MAXTEXT_REMAT
 
 POLICIES = ["minimal", "save_dot_except_mlp", "save_qkv_proj", "full"]
 NAMES = dict(pp=[1], zero=[3], tp=[1, 2], recompute=["names"])

@@ -11,7 +11,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from perfmodel.calibrate.runs.logs import parse_megatron_log, parse_torchtitan_log, runs_from_logs
+from perfmodel.calibrate.runs.logs import (
+    parse_megatron_log,
+    parse_torchtitan_log,
+    runs_from_logs,
+)
 from perfmodel.errors import InputError
 
 DEV_CSV = Path(__file__).parents[1] / "benchmarks" / "data" / "published_runs_dev.csv"

@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from perfmodel.spec.hardware.system.system import hardware_json_schema
+from perfmodel.spec.hardware.system import hardware_json_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,7 +14,7 @@ import perfmodel as pm
 from perfmodel.cost.estimate import evaluate
 from perfmodel.cost.layouts import Layouts
 from perfmodel.errors import InputError
-from perfmodel.spec.plan.layout.layout import Plan, default_stage_layers, resolve
+from perfmodel.spec.plan.layout import Plan, default_stage_layers, resolve
 from perfmodel.search.ranking import pareto_front, search
 from perfmodel.search.space import Job, Space, enumerate_layouts, pipeline_candidates, vpp_candidates
 from perfmodel.search.stage_split import balance_stages

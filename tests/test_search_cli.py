@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 import perfmodel as pm
-from perfmodel.spec.plan.layout.file import load_plan_file
+from perfmodel.spec.plan.file import load_plan_file
 
 JOB = ["--model", "llama-3-8b", "--hardware", "dgx-h100", "--gpus", "64", "--global-batch", "256", "--seq-len", "8192"]
 PREDICT = ["predict", "--model", "llama-3-8b", "--hardware", "dgx-h100", "--gpus", "64", "--tp", "2", "--pp", "2",
@@ -190,7 +190,7 @@ def test_export_unknown_target(saved):
 
 
 def test_plan_file_api_round_trip(tmp_path):
-    from perfmodel.spec.plan.layout.file import write_plan_file
+    from perfmodel.spec.plan.file import write_plan_file
     from perfmodel.search.plan_writer import plan_file
 
     m, h = pm.load_model("llama-3-8b"), pm.load_hardware("dgx-h100")

@@ -1,14 +1,14 @@
-"""The search's speed-up (issue 30) changed how the cost model computes, not what it computes: the top 20 plans of
+"""The search's speed-up changed how the cost model computes, not what it computes: the top 20 plans of
 each of benchmarks/speed/search_speed.py's three jobs, in order, with their step times, memory and MFU, equal those the
 search ranked before it (tests/fixtures/search_top20_before_speedup.json, written by commit df0a726's search).
 That search priced GEMMs from the datasheet, so the jobs run here on their systems with the measured kernel tables
-and NCCL fits taken away (issue 31 prices GEMMs and one-node collectives from them where a part has them: a change
-of what is computed, on purpose). Two later changes of what is computed are taken away the same way: the host's
-launch costs (issue 47: the stack's profile here has no `host`, as at df0a726), the vocabulary Megatron-LM pads to
-a multiple of 128 x tp (issue 47: `vocab_multiple` 1 here, the model's vocabulary as at df0a726), tight plans
-(kept by the search since issue 47, which df0a726 left out: compared among the plans within the budget) and the
-power model's clock of each step's mix and Megatron-LM's own step passes (issue 75: the part's `power` and the
-profile's `step_passes` / `dense_embedding_grad` taken away, as then)."""
+and NCCL fits taken away (the cost model since prices GEMMs and one-node collectives from them where a part has
+them: a change of what is computed, on purpose). Later changes of what is computed are taken away the same way: the
+host's launch costs (the stack's profile here has no `host`, as at df0a726), the vocabulary Megatron-LM pads to a
+multiple of 128 x tp (`vocab_multiple` 1 here, the model's vocabulary as at df0a726), tight plans (kept by the
+search since, which df0a726 left out: compared among the plans within the budget) and the power model's clock of
+each step's mix and Megatron-LM's own step passes (the part's `power` and the profile's `step_passes` /
+`dense_embedding_grad` taken away, as then)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from perfmodel.search import search
-from perfmodel.spec.hardware.system.system import load_hardware
+from perfmodel.spec.hardware.system import load_hardware
 
 BEFORE = json.loads((Path(__file__).parent / "fixtures" / "search_top20_before_speedup.json").read_text())
 PLAN_FIELDS = ("gpus", "tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch", "recompute", "sequence_parallel",
@@ -32,13 +32,13 @@ def hostless(tmp_path_factory):
     priced at df0a726)."""
     import yaml
 
-    from perfmodel.spec.stack.profile.profile import load_stack
+    from perfmodel.spec.stack.profile import load_stack
 
     data = load_stack("megatron-core").model_dump(exclude_none=True)
     data.pop("host")
     data.pop("memory_band", None)  # and without the measured band: the fit test's 10% headroom alone (below)
     data["vocab_multiple"] = 1
-    # ... and without Megatron-LM's own step passes and dense embedding gradient (issue 75: as at df0a726)
+    # ... and without Megatron-LM's own step passes and dense embedding gradient (as at df0a726)
     data.update(step_passes=[], dense_embedding_grad=False)
     path = tmp_path_factory.mktemp("stack") / "megatron-core-no-host.yaml"
     path.write_text(yaml.safe_dump(data))

@@ -13,7 +13,7 @@ import pytest
 
 from perfmodel import load_hardware, load_model
 from perfmodel.cli.main import main
-from perfmodel.cost.comm.collectives.collectives import group_collective
+from perfmodel.cost.comm.collectives import group_collective
 from perfmodel.errors import InputError
 from perfmodel.serve import infer
 from perfmodel.serve.kv_cache import replica_batch, weight_bytes
@@ -22,7 +22,7 @@ from perfmodel.serve.simulate import simulate
 from perfmodel.serve.wide_ep import allgather_exchange_s
 from perfmodel.serve.step_time import (_gemm, allreduce_s, attention_part, device, layer_gemm_s,
                                        step_parts, tp_allreduce_s, wire_bytes)
-from perfmodel.spec.serving.schema.schema import ServePlan, load_serving_stack, resolve_serve
+from perfmodel.spec.serving.schema import ServePlan, load_serving_stack, resolve_serve
 
 KERNELS = Path(__file__).parents[1] / "hardware_specs" / "kernels"
 DS = "deepseek-v3"

@@ -17,14 +17,18 @@ torch = pytest.importorskip("torch")
 from perfmodel.errors import InputError  # noqa: E402
 from perfmodel.serve.batching import static_batch  # noqa: E402
 from perfmodel.serve.host_time import MODEL_OPS, launches  # noqa: E402
-from perfmodel.spec.hardware.system.system import HostCosts, ServingHostCosts, load_hardware  # noqa: E402
-from perfmodel.spec.model.config.config import ModelConfig  # noqa: E402
-from perfmodel.spec.model.config.operators import LAYER_OPS  # noqa: E402
-from perfmodel.spec.serving.schema.files import (
-    ServeMeasurement, ServePlanFile, load_serve_measurement, load_serve_plan, served_path,
+from perfmodel.spec.hardware.system import HostCosts, ServingHostCosts, load_hardware  # noqa: E402
+from perfmodel.spec.model.config import ModelConfig  # noqa: E402
+from perfmodel.spec.model.operators import LAYER_OPS  # noqa: E402
+from perfmodel.spec.serving.files import (  # noqa: E402
+    ServeMeasurement,
+    ServePlanFile,
+    load_serve_measurement,
+    load_serve_plan,
+    served_path,
 )
-from perfmodel.spec.hardware.system.kernel_tables import write_with_tables  # noqa: E402
-from perfmodel.spec.serving.schema.schema import ServePlan, load_serving_stack, resolve_serve  # noqa: E402
+from perfmodel.spec.hardware.kernel_tables import write_with_tables  # noqa: E402
+from perfmodel.spec.serving.schema import ServePlan, load_serving_stack, resolve_serve  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_SPEC = ROOT / "benchmarks" / "results" / "validation" / "cpu-vm" / "calibrated.yaml"
@@ -122,7 +126,7 @@ def test_serving_host_costs_price_a_step_by_their_formula():
 def test_the_cpu_executor_moves_fp32_activations():
     """A tp all-reduce of T tokens moves T x hidden x 4 bytes where the executor serves on a CPU (it computes in
     fp32), 2 (bf16) for an engine's plan on the same spec: each the NCCL-model collective of that many bytes."""
-    from perfmodel.cost.comm.collectives.collectives import group_collective
+    from perfmodel.cost.comm.collectives import group_collective
     from perfmodel.serve.step_time import allreduce_s, wire_bytes
 
     spec = load_hardware(CPU_SPEC)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from perfmodel import load_hardware, load_model
-from perfmodel.cost.compute.kernel_time.kernel_time import gemm_traffic_bytes
+from perfmodel.cost.compute.kernel_time import gemm_traffic_bytes
 from perfmodel.serve.gemm_quant import served_gemm_s, table_floor_s
 from perfmodel.serve.step_time import _gemm, device
-from perfmodel.spec.serving.schema.schema import ServePlan, load_serving_stack
+from perfmodel.spec.serving.schema import ServePlan, load_serving_stack
 
 
 def _dev(hw="dgx-h200", precision="fp8"):

@@ -15,8 +15,8 @@ from perfmodel.errors import InputError
 from perfmodel.serve import infer
 from perfmodel.serve.simulate import simulate
 from perfmodel.serve.step_time import step_parts
-from perfmodel.spec.serving.schema.schema import ServePlan, load_serving_stack, resolve_serve
-from perfmodel.spec.serving.schema.workload import Workload
+from perfmodel.spec.serving.schema import ServePlan, load_serving_stack, resolve_serve
+from perfmodel.spec.serving.workload import Workload
 
 ROOT = Path(__file__).parents[1]
 MODEL, HW = "llama-3.1-8b", "dgx-h100"

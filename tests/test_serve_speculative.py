@@ -18,7 +18,7 @@ from perfmodel.serve.batching import static_batch
 from perfmodel.serve.kv_cache import draft_weight_bytes, kv_bytes_per_token, layer_kv_bytes, memory
 from perfmodel.serve.simulate import StepPricer, simulate
 from perfmodel.serve.step_time import device, draft_job, draft_part, step_parts, token_parts
-from perfmodel.spec.serving.schema.schema import ServePlan, SpeculativeConfig, draft_model, load_serving_stack
+from perfmodel.spec.serving.schema import ServePlan, SpeculativeConfig, draft_model, load_serving_stack
 
 HF = Path(__file__).parent / "fixtures" / "hf"
 MTP3 = dict(method="mtp", draft_tokens=3, acceptance_length=2.7)

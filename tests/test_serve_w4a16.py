@@ -13,7 +13,7 @@ from perfmodel.cli.main import main
 from perfmodel.serve import infer
 from perfmodel.serve.kv_cache import weight_bytes
 from perfmodel.serve.step_time import _gemm, active_experts, device, layer_gemm_s, w4a16_gemm_s
-from perfmodel.spec.serving.schema.schema import W4_BYTES, ServePlan, load_serving_stack
+from perfmodel.spec.serving.schema import W4_BYTES, ServePlan, load_serving_stack
 
 KIMI = str(Path(__file__).parent / "fixtures" / "hf" / "kimi-k2.5" / "config.json")
 

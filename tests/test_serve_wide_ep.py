@@ -13,12 +13,12 @@ import pytest
 
 from perfmodel import load_hardware, load_model
 from perfmodel.cli.main import main
-from perfmodel.cost.comm.collectives.collectives import group_collective
+from perfmodel.cost.comm.collectives import group_collective
 from perfmodel.errors import InputError
 from perfmodel.serve import infer
 from perfmodel.serve.wide_ep import (allgather_exchange_s, busiest_share, moe_a2a, moe_exchange_s, routed_exchange_s)
 from perfmodel.serve.step_time import tp_allreduce_s, wire_bytes
-from perfmodel.spec.serving.schema.schema import ServePlan, load_serving_stack, resolve_serve
+from perfmodel.spec.serving.schema import ServePlan, load_serving_stack, resolve_serve
 
 DS = "deepseek-v3"
 

@@ -26,7 +26,7 @@ from perfmodel.serve.host_time import (
 from perfmodel.serve.simulate import simulate
 from perfmodel.serve.step_time import HOST_PARTS, step_parts
 from perfmodel.spec.host.cpu import load_host
-from perfmodel.spec.serving.schema.schema import ServePlan, ServingStack, load_serving_stack, resolve_serve
+from perfmodel.spec.serving.schema import ServePlan, ServingStack, load_serving_stack, resolve_serve
 
 ROOT = Path(__file__).parents[1]
 H = load_host("xeon-8480c").calls  # the DGX H100's host: 6.8 us an eager op, 13.5 us a module call

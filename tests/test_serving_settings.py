@@ -1,4 +1,4 @@
-"""The engines' own settings (issue 62, item 3): ATOM's profile against the values its v0.1.5 code states, the
+"""The engines' own settings: ATOM's profile against the values its v0.1.5 code states, the
 scheduler settings a plan overrides for one run (max_batch, max_num_tokens, chunked_prefill: serve_settings.
 plan_stack), EPLB's redundant experts (weights by hand), and the refusals, from the API and the CLI."""
 
@@ -15,8 +15,8 @@ from perfmodel.serve import infer
 from perfmodel.serve.batching import prompt_chunk
 from perfmodel.serve.kv_cache import weight_bytes
 from perfmodel.serve.host_time import plan_stack
-from perfmodel.spec.serving.schema.settings import expert_slots
-from perfmodel.spec.serving.schema.schema import SERVING_STACKS, ServePlan, load_serving_stack, resolve_serve
+from perfmodel.spec.serving.settings import expert_slots
+from perfmodel.spec.serving.schema import SERVING_STACKS, ServePlan, load_serving_stack, resolve_serve
 
 GIB = 2.0**30
 
@@ -95,8 +95,8 @@ def test_redundant_experts_add_exactly_their_weights():
 
 
 def test_sglang_ep48_over_256_plus_32_experts():
-    """The issue's example: 256 experts do not divide over ep 48, 256 + 32 = 288 do (6 a rank); the weights rise by
-    32 / 48 experts of each MoE layer a GPU."""
+    """SGLang with EPLB's redundant experts: 256 experts do not divide over ep 48, 256 + 32 = 288 do (6 a rank);
+    the weights rise by 32 / 48 experts of each MoE layer a GPU."""
     m = load_model("deepseek-v3")
     plan = ServePlan(tp=8, attention_dp=6, ep=48, precision="fp8", stack="sglang", input_len=1000, output_len=1000,
                      concurrency=1024, redundant_experts=32)

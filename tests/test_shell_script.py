@@ -262,6 +262,19 @@ def test_a_usage_guard_on_what_a_bare_run_lacks_does_not_end_the_reading():
         assert read.commands == [] and "exit" not in read.unread, guard
 
 
+def test_a_script_past_its_budget_keeps_its_words_and_names_the_rest():
+    # perfmodel.ingest.reading's budget: 200 x 200 iterations are past its 20,000 steps, a function calling itself is
+    # followed 16 calls deep; the words read stand (a recipe past its budget is refused: test_import_bridge)
+    words = " ".join(map(str, range(200)))
+    read = Script(f"torchrun a.py\nL='{words}'\nfor a in $L; do for b in $L; do x=$b; done; done\npython b.py\n",
+                  "script.sh")
+    assert read.commands == [["torchrun", "a.py"]]
+    assert read.unread["(the rest of the script)"] == "more than 20000 commands followed"
+    read = Script("f() { echo $1; f $(( $1 + 1 )); }\nf 1\npython b.py\n", "script.sh")
+    assert read.commands == [["echo", str(k)] for k in range(1, 17)] + [["python", "b.py"]]
+    assert read.unread["f (call)"] == "more than 16 nested calls: not followed"
+
+
 def test_a_script_bash_refuses_is_refused_in_one_line():
     for text, words in (("python x.py --a 'open\n", "the quote ' opened here is never closed"),
                         ("if [ 1 ]; then\n  python x.py\n", "expected 'fi', found the end of the file"),

@@ -19,8 +19,8 @@ from perfmodel.serve.disaggregated import kv_transfer, prefill_plan
 from perfmodel.serve.host_time import frontend_s
 from perfmodel.serve.simulate import simulate
 from perfmodel.serve.step_time import step_parts
-from perfmodel.spec.serving.schema.schema import ServePlan, load_serving_stack, resolve_serve
-from perfmodel.spec.serving.schema.workload import Workload
+from perfmodel.spec.serving.schema import ServePlan, load_serving_stack, resolve_serve
+from perfmodel.spec.serving.workload import Workload
 
 ROOT = Path(__file__).parents[1]
 MODEL, MOE, HW = "llama-3.1-8b", "qwen3-30b-a3b", "dgx-h100"

@@ -146,7 +146,7 @@ def test_bad_input_is_one_line(tmp_path):
 
 
 def test_scale_regimes_by_hand():
-    """benchmarks/evals/published_runs.py's regimes (issue 47): frontier at 1024 devices and more, whatever the model;
+    """benchmarks/evals/published_runs.py's regimes: frontier at 1024 devices and more, whatever the model;
     else small under 2B parameters or at most 4096 tokens per micro-batch per device (micro_batch x seq_len / cp);
     else mid."""
     import perfmodel as pm

@@ -199,7 +199,7 @@ def test_robust_loss_is_not_pulled_by_one_odd_run():
 
 
 def test_a_fit_to_large_runs_does_not_move_small_ones_by_a_fixed_time():
-    """Issue 48: runs of 14-94 s that are all 10% slower than the spec, plus host time only in small steps. The
+    """Runs of 14-94 s that are all 10% slower than the spec, plus host time only in small steps. The
     speeds-only fit (the default) puts compute at 1/1.1 and adds no seconds per step, so a 1.4 s run of the same
     cluster comes out 1.1 x its spec; a per-step overhead (asked for) is what the runs show it to be, here none."""
     compute = np.array([14.0, 60.0, 94.0])
@@ -377,7 +377,7 @@ def test_calibrate_from_runs_refuses_runs_it_cannot_price(tmp_path, edit, needle
     (1 / 4, {"host_speed"}, "is beyond what any development-set cluster"),  # 4x faster than the spec
 ])
 def test_runs_far_from_the_spec_are_calibrated_and_flagged_not_refused(tmp_path, scale, held, note):
-    """Issue 48: only input errors are refused. Runs 1000x faster than the spec push the speeds to their bounds:
+    """Only input errors are refused. Runs 1000x faster than the spec push the speeds to their bounds:
     they are held at the spec's 1 and the interval is no narrower than the stacks'; runs 4x faster give a compute
     speed no dev-set cluster has: kept, and flagged with the runs furthest from the spec."""
     csv = tmp_path / "runs.csv"
@@ -640,7 +640,7 @@ def test_tp_overlap_hides_each_collective_behind_its_own_gemm_by_hand():
 
 
 def test_the_405b_example_hides_its_tp_communication_and_fits_with_nemos_gradients():
-    """Issue 47's example (Llama 3.1 405B, 2048 H100, tp 8 pp 8 cp 2 vpp 8, FP8, NeMo): 3.8 s of exposed TP
+    """The Llama 3.1 405B example (2048 H100, tp 8 pp 8 cp 2 vpp 8, FP8, NeMo): 3.8 s of exposed TP
     communication without the stack's overlap; most of it hidden with it, and the step within 15% of the measured
     ~14 s (15.8 s since Hopper's measured sustained fraction, 0.81);
     NeMo keeps bf16 gradients (its distributed optimizer), so the plan that ran is not refused."""

@@ -1,4 +1,4 @@
-"""Plan.weight_dtype / moment_dtype (issue 63): the stored parameter and Adam's moments as plan settings, priced in
+"""Plan.weight_dtype / moment_dtype: the stored parameter and Adam's moments as plan settings, priced in
 one place (cost.memory.states.state_bytes, adam_step_bytes). The stacks' own defaults must price as they did before the
 fields existed; a plan that sets them prices what it states."""
 
@@ -9,12 +9,12 @@ import pytest
 
 from perfmodel import estimate
 from perfmodel.cli.main import main
-from perfmodel.cost.memory.footprint.states import adam_step_bytes, state_bytes
-from perfmodel.spec.hardware.system.system import load_hardware
-from perfmodel.spec.model.config.catalogue import load_model
-from perfmodel.spec.plan.layout.layout import Plan, resolve
-from perfmodel.spec.plan.layout.file import load_plan_file
-from perfmodel.spec.stack.profile.profile import STACKS, load_stack
+from perfmodel.cost.memory.states import adam_step_bytes, state_bytes
+from perfmodel.spec.hardware.system import load_hardware
+from perfmodel.spec.model.catalogue import load_model
+from perfmodel.spec.plan.layout import Plan, resolve
+from perfmodel.spec.plan.file import load_plan_file
+from perfmodel.spec.stack.profile import STACKS, load_stack
 
 ROOT = Path(__file__).resolve().parents[1]
 STACKS_AND_LINES = [*STACKS, "nemo-automodel@25.10"]  # the release line that trains bf16 state (Stack.bf16_state)
@@ -107,8 +107,8 @@ def test_the_optimizer_step_streams_the_dtypes_bytes():
     # same parameters, same bandwidth: the Adam step's bytes over the updated 1/8 (adam_step_bytes, 20 / 34) with
     # Megatron-LM's own passes (megatron-core's step_passes: the master's re-read where it is fp32, and the whole
     # gradient buffer's zero, NaN-check norm and 1/dp prescale), up to the launch terms
-    from perfmodel.cost.memory.footprint.states import grad_buffer_bytes, master_copy_bytes
-    from perfmodel.spec.stack.profile.profile import load_stack
+    from perfmodel.cost.memory.states import grad_buffer_bytes, master_copy_bytes
+    from perfmodel.spec.stack.profile import load_stack
 
     buffer = grad_buffer_bytes(4, load_stack("megatron-core").step_passes, True)
     per_param = lambda w: (adam_step_bytes(4, w, w) + master_copy_bytes(w)) / 8 + buffer  # noqa: E731
@@ -149,7 +149,7 @@ def test_flags_reach_the_plan(capsys):
 
 def with_dtypes(pf, **fields):
     """The plan file with its plan's state dtypes (and other fields) set, checked again."""
-    from perfmodel.spec.plan.layout.file import check
+    from perfmodel.spec.plan.file import check
 
     return check(pf.model_copy(update={"plan": pf.plan.model_copy(update=fields)}))
 

@@ -7,10 +7,10 @@ whole wrapped dimension uses both directions (2 links), otherwise 1.
 
 import pytest
 
-from perfmodel.cost.comm.collectives import collectives as C
+from perfmodel.cost.comm import collectives as C
 from perfmodel.errors import InputError
-from perfmodel.spec.hardware.system.system import load_hardware
-from perfmodel.spec.hardware.system.network import NetworkTier
+from perfmodel.spec.hardware.system import load_hardware
+from perfmodel.spec.hardware.network import NetworkTier
 
 V5P, V5E, V4, V7 = (load_hardware(n) for n in ("tpu-v5p", "tpu-v5e", "tpu-v4", "tpu-v7"))
 

@@ -1,4 +1,4 @@
-"""`perfmodel calibrate --from-trace` (issue 64) on traces other people wrote and on the lent H200's: what it reads
+"""`perfmodel calibrate --from-trace` on traces other people wrote and on the lent H200's: what it reads
 agrees with an independent count of the same events, a GPU trace calibrates GEMM rates that reproduce the traced
 GEMMs, and bad traces are refused in one line (exit 2). The executor's own traces: tests/test_execute_trace.py."""
 
@@ -213,7 +213,7 @@ def test_a_cpu_trace_prices_the_host_per_call_kind_and_it_carries_to_more_micro_
     from perfmodel.calibrate.trace.host import host_kinds
     from perfmodel.cost.estimate import evaluate_plan
     from perfmodel.spec.measurement import load_measurement
-    from perfmodel.spec.plan.layout.file import load_plan_file
+    from perfmodel.spec.plan.file import load_plan_file
 
     step_s = load_measurement(CPU_RUN / "plans" / "dp4.measured.json").step_time_s
     system, summary, _ = calibrate_from_trace([CPU_TRACES / "dp4"], plan_path=CPU_RUN / "plans" / "dp4.json",
@@ -259,7 +259,7 @@ def test_ddp_buckets_leave_the_last_bucket_exposed():
     """cost.comm.sharded.ddp_pieces: torch DDP's 1 MiB first bucket, then 25 MiB ones; the last bucket is what is left.
     dp4's 21157888 B of gradients: the trace's two all-reduces, 1051648 and 20106240 B (the model: 1048576 and the
     rest, 20109312, whole tensors left out); 60 MiB: 1 + 25 + 25 + 9, the last 9 MiB."""
-    from perfmodel.cost.comm.collectives.sharded import bucketed, ddp_pieces
+    from perfmodel.cost.comm.sharded import bucketed, ddp_pieces
 
     MiB = 1 << 20
     assert float(ddp_pieces(21157888, (MiB, 25 * MiB))) == pytest.approx(21157888 / 20109312)

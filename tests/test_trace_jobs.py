@@ -1,4 +1,4 @@
-"""`calibrate --from-trace` on traces as users have them (issue 73): recorded without shapes (torch.profiler's default),
+"""`calibrate --from-trace` on traces as users have them: recorded without shapes (torch.profiler's default),
 in fp32, on a GPU the catalogue lacks. The GEMM kernels found by name agree with an independent sum over the trace's
 raw events, the job's efficiency with FLOPs counted by hand, the calibrated spec reproduces the traced GEMM seconds,
 and what a trace lacks is named in one line (exit 2)."""
@@ -99,7 +99,7 @@ def test_job_efficiency_without_shapes_is_the_plans_flops_over_seconds_at_peak(n
     mm / addmm operators; efficiency = that / (GEMM seconds x 989.4 TF/s); the calibrated spec's estimate of the
     plan's GEMMs takes the traced seconds."""
     from perfmodel.cost.estimate import evaluate_plan
-    from perfmodel.spec.plan.layout.file import load_plan_file
+    from perfmodel.spec.plan.file import load_plan_file
 
     by_hand = 6 * 8192 * (24 * 1024 * (3072 + 1024 + 4096 + 4096) + 1024 * 50257)
     ev = [e for e in raw(H200)["traceEvents"] if e.get("ph") == "X"]
@@ -271,9 +271,9 @@ def test_kernel_names_state_their_dtype(name, dtype):
 
 def test_pipeline_stages_split_the_plans_gemm_flops():
     """plan_gemm_work on pp = 2: the stages' FLOPs (12 layers each, the head on the last) sum to pp = 1's."""
-    from perfmodel.spec.hardware.system.system import load_hardware
-    from perfmodel.spec.plan.layout.layout import resolve
-    from perfmodel.spec.plan.layout.file import load_plan_file
+    from perfmodel.spec.hardware.system import load_hardware
+    from perfmodel.spec.plan.layout import resolve
+    from perfmodel.spec.plan.file import load_plan_file
 
     pf, system = load_plan_file(PLAN), load_hardware("dgx-h200")
     one = plan_gemm_work(pf.model, system, resolve(pf.plan, pf.model, system))

@@ -1,4 +1,4 @@
-"""Never refuse what runs (issue 73): a plan the user describes (predict's flags, their framework's config) is written
+"""Never refuse what runs: a plan the user describes (predict's flags, their framework's config) is written
 as a plan file whatever the memory model says, with the verdict, by how much and which part decides it; `--strict`
 refuses it in one line, exit 2, nothing written."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from perfmodel.cli.main import main
-from perfmodel.spec.stack.profile.profile import load_stack
+from perfmodel.spec.stack.profile import load_stack
 
 GiB = 2**30
 # Llama 3.1 405B on 8 H100s at tp 8: 16 B/param of weights, gradients and Adam state over 8 devices alone is ~760 GiB

@@ -15,10 +15,10 @@ import pytest
 
 from perfmodel import estimate, load_hardware
 from perfmodel.errors import InputError
-from perfmodel.spec.hardware.system.system import System
+from perfmodel.spec.hardware.system import System
 from perfmodel.spec.measurement import Measurement, RankRecord, measurement_path
-from perfmodel.spec.plan.layout.layout import Plan, layout_label, resolve
-from perfmodel.spec.plan.layout.file import load_plan_file, write_plan_file
+from perfmodel.spec.plan.layout import Plan, layout_label, resolve
+from perfmodel.spec.plan.file import load_plan_file, write_plan_file
 from perfmodel.search.plan_writer import plan_file
 from perfmodel.validate.sweeps import SWEEPS, TINY_GPT2, get_sweep
 from perfmodel.cli.commands.validate import add_parser, run

@@ -1,4 +1,4 @@
-"""`perfmodel validate --sweep NAME --calibrate-from-trace [--trace-plan NAME]` (issue 64): bad combinations refused
+"""`perfmodel validate --sweep NAME --calibrate-from-trace [--trace-plan NAME]`: bad combinations refused
 in one line before anything runs; the shared scoring (validate.trace_check) on the lent H200's committed gpu-single
 run, whose code path a GPU sweep takes; and one real reduced CPU sweep traced, calibrated from one plan's trace and
 scored with that plan left out."""
@@ -14,8 +14,8 @@ import yaml
 
 from perfmodel import estimate, load_hardware
 from perfmodel.errors import InputError
-from perfmodel.spec.plan.layout.layout import Plan
-from perfmodel.spec.stack.profile.profile import EXECUTOR_STACK
+from perfmodel.spec.plan.layout import Plan
+from perfmodel.spec.stack.profile import EXECUTOR_STACK
 from perfmodel.validate import sweeps
 from perfmodel.validate.runner import validate
 from perfmodel.validate.trace_check import TRACE_SPEC, calibrate_and_score, plans_of, trace_lines
@@ -96,7 +96,7 @@ def test_default_trace_plans_are_plans_of_their_sweeps():
 
 def test_the_gpu_path_scores_the_committed_h200_sweep():
     """The lent H200's gpu-single run (traced and measured, committed): calibrated from gpt2-355m-mb8's trace, the
-    other 13 plans are predicted closer than on the catalogue dgx-h200 (issue 64's GPU item); every number in the
+    other 13 plans are predicted closer than on the catalogue dgx-h200; every number in the
     table is recomputed here from the plan files and measurements."""
     plans = plans_of(H200_RUN / "plans")
     tc = calibrate_and_score(plans, H200_TRACES, H200_RUN / "plans", "gpt2-355m-mb8", "cuda", base="dgx-h200",

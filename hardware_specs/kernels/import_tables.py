@@ -194,8 +194,8 @@ def import_nccl(source: Path, part: str) -> pd.DataFrame:
     """Write `part`'s compact NCCL table (fp16 buffers: the bytes a bf16 tensor moves); its fits per kind and
     group size on messages of >= NCCL_MIN_BYTES."""
     from perfmodel import load_hardware
-    from perfmodel.calibrate.machine.calibration.fit import fit_network
-    from perfmodel.calibrate.machine.calibration.raw import CommPoint
+    from perfmodel.calibrate.machine.fit import fit_network
+    from perfmodel.calibrate.machine.raw import CommPoint
 
     rows = pd.read_csv(source / part / "nccl.csv.gz")
     kept = rows[rows["dtype"] == "half"][["op", "num_gpus", "message_bytes", "latency_ms"]]

@@ -1,5 +1,5 @@
 """A framework's own config uploaded to the page: priced as `perfmodel predict --config FILE... --from FRAMEWORK
-[--name C] [--hardware H] [--gpus N]` prices it (the same parse, `cli.plan_flags.config_plan`), with what every key
+[--name C] [--hardware H] [--gpus N]` prices it (the same parse, `cli.plan_input.config_plan`), with what every key
 became (perfmodel.ingest's `Imported.keys`) and the predict form's fields filled from the imported plan, so the
 user can edit it and predict again.
 

@@ -1,4 +1,4 @@
-"""Profiler traces uploaded to the page (issue 64): what they measured (`perfmodel calibrate --from-trace FILES
+"""Profiler traces uploaded to the page: what they measured (`perfmodel calibrate --from-trace FILES
 --format json`'s fields) beside the form's plan priced on the spec they calibrate, as `perfmodel predict ... --trace
 FILES` prices it (the same parse and function: `actions.predict` with --trace).
 

@@ -2,7 +2,7 @@
 
 One module per command (`COMMANDS`: `commands/<command>.py` with `add_parser(subparsers, name, help)` and
 `run(args) -> str`). Only the module of the command being run is imported, so `perfmodel --help` and
-`perfmodel search` load neither pandas, matplotlib nor torch (benchmarks/search_speed.py times `perfmodel search`
+`perfmodel search` load neither pandas, matplotlib nor torch (the search-speed benchmark times `perfmodel search`
 as a whole process). Bad input of any kind ends with one line on stderr naming the field, the value and what is
 valid, and exit code 2.
 """

@@ -1,30 +1,23 @@
-"""The command-line flags that give one plan, shared by `perfmodel predict` and `perfmodel forecast`: the flags,
-and the (model, system, resolved plan) they name, or a plan file's."""
+"""The command-line flags that give one plan, shared by `perfmodel predict` and `perfmodel forecast` (and some of
+them by search, import and calibrate): the flags and their names. What they give, the (model, system, resolved
+plan), is read in `plan_input`."""
 
 from __future__ import annotations
 
 import argparse
 import math
 import typing
-from typing import TYPE_CHECKING
 
-from ..errors import InputError
 from ..spec import example
-from ..spec.hardware.system import DEFAULT_HEADROOM, System, load_hardware
-from ..spec.model.config import ModelConfig
-from ..spec.model.catalogue import load_model
+from ..spec.hardware.system import DEFAULT_HEADROOM
 from ..ingest import FRAMEWORKS
 from ..spec.plan.fp8_recipes import Fp8Recipe
 from ..spec.plan.offload_rules import OFFLOAD_MODULES
-from ..spec.plan.layout import Dispatcher, Plan, Precision, resolve
+from ..spec.plan.layout import Dispatcher, Plan, Precision
 from ..spec.plan.recompute import OFFLOAD_TENSORS, RECOMPUTE_MODULES, SAVED_TENSORS, Recompute
 from ..spec.stack.profile import DEFAULT_STACK, STACKS
 from ..spec.stack.release import release_lines
 from .argtypes import capacity_factor, integer, path, stack_name
-from .commands.import_config import add_given_flags, given_of
-
-if TYPE_CHECKING:  # plan files are read only for --plan
-    from ..spec.plan.file import PlanFile
 
 PRECISIONS = typing.get_args(Precision)  # the plan's own list
 FP8_RECIPES = typing.get_args(Fp8Recipe)
@@ -201,14 +194,15 @@ def add_lora_flags(pr: argparse.ArgumentParser) -> None:
                                                                  "fp8 (Transformer Engine fp8_params)")
 
 
-def lora_of(given: dict) -> dict | None:
-    """Plan.lora from the --lora-* values in `given` (popped from it), or None without --lora-rank."""
-    lora = {k: given.pop(f"lora_{k}") for k in ("rank", "modules", "base") if f"lora_{k}" in given}
-    if lora and "rank" not in lora:
-        raise InputError(f"--lora-{next(iter(lora))} needs --lora-rank R (the adapters' rank, e.g. 16)")
-    if "base" in lora:
-        lora["base_weights"] = lora.pop("base")
-    return lora or None
+def add_given_flags(p: argparse.ArgumentParser) -> None:
+    """The flags that give what a config's files leave out of themselves (perfmodel.ingest.given): import's,
+    calibrate --config's and predict --config's."""
+    p.add_argument("--script-args", metavar="'WORDS'", help="the arguments a launch script is run with ($1, $2, ...), "
+                                                           "as one quoted string; without it what the script takes "
+                                                           "from them is not read")
+    p.add_argument("--vocab-size", type=integer("--vocab-size"), metavar="N",
+                   help="the tokenizer's vocabulary, where the config names a tokenizer file whose size it does not "
+                        "state (padded as the framework pads it)")
 
 
 PREDICT_INPUTS = ("model", "hardware", "gpus", "tp", "pp", "micro_batch", "global_batch", "seq_len")
@@ -224,12 +218,6 @@ PLAN_FLAGS = ("model", "hardware", "gpus", "tp", "pp", "dp", "dp_replicate", "cp
 VALUE_FLAGS = PLAN_FLAGS[2:PLAN_FLAGS.index("sequence_parallel")]  # the plan fields given by value
 
 
-def headroom_of(a: argparse.Namespace) -> float:
-    """--headroom, or the model's default where the command was given none."""
-    h = getattr(a, "headroom", None)
-    return DEFAULT_HEADROOM if h is None else h
-
-
 def example_flags() -> list[str]:
     """The built-in example (`spec.example`) as predict's flags."""
     out = ["--model", example.MODEL, "--hardware", example.HARDWARE]
@@ -241,96 +229,5 @@ def example_flags() -> list[str]:
 
 EXAMPLE = example_flags()
 
-
-def no_plan_given(a: argparse.Namespace) -> bool:
-    """Neither --plan nor any plan flag: what `predict` answers with the built-in example."""
-    return not a.plan and not getattr(a, "config", None) and not getattr(a, "framework", None) and all(
-        getattr(a, k, None) in (None, False) for k in PLAN_FLAGS + GIVEN_FLAGS)
-
-
-def use_example(a: argparse.Namespace) -> argparse.Namespace:
-    """`a` with the built-in example's model, hardware and plan fields (the output flags as given)."""
-    for k, v in {"model": example.MODEL, "hardware": example.HARDWARE, **example.PLAN}.items():
-        setattr(a, k, v)
-    return a
-
-
 LAUNCH_FLAGS = ("hardware", "gpus")  # what a config leaves to its launcher
 GIVEN_FLAGS = ("script_args", "vocab_size")  # what a config's files leave out of themselves (ingest.given)
-
-
-def config_plan(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan]:
-    """(model, system, resolved plan) of `--config FILE... --from FRAMEWORK` (perfmodel.ingest); one line naming
-    what is missing or given besides it."""
-    if not (a.config and a.framework):
-        given, need = ("--from", "--config FILE...") if a.framework else ("--config", "--from FRAMEWORK")
-        if not (a.config or a.framework):
-            given, need = "--name", "--config FILE... --from FRAMEWORK"
-        raise InputError(f"{given} needs {need}; valid: {a.cmd} --config FILE... --from "
-                         f"{'|'.join(FRAMEWORKS)} [--name CONFIG] [--hardware H] [--gpus N]")
-    others = [f"--{k.replace('_', '-')}" for k in PLAN_FLAGS if k not in LAUNCH_FLAGS and getattr(a, k) not in
-              (None, False)] + (["--plan"] if a.plan else []) + (["--trace"] if getattr(a, "trace", None) else [])
-    if others:
-        raise InputError(f"{a.cmd} --config takes the plan from the config; drop {', '.join(others)} (or edit the "
-                         "config; --hardware and --gpus give what it leaves to its launcher)")
-    from ..ingest import plan_of, read_config
-
-    model, system, plan = plan_of(read_config(a.config, a.framework, a.name, given_of(a)), a.hardware, a.gpus)
-    return model, system.with_host(getattr(a, "host", None)), plan
-
-
-def plan_from_args(a: argparse.Namespace) -> tuple[ModelConfig, System, Plan, PlanFile | None]:
-    """(model, system, resolved plan, the plan file or None) of `--plan FILE` or of the plan flags; one line
-    naming what is missing or given twice otherwise."""
-    trace = getattr(a, "trace", None)
-    if a.plan and trace:
-        raise InputError("--trace with --plan: a plan file carries its own spec; valid: --trace with the plan flags "
-                         "(perfmodel calibrate --from-trace --output SPEC.yaml writes a spec a plan file can name)")
-    if getattr(a, "config", None) or getattr(a, "framework", None) or getattr(a, "name", None):
-        return config_plan(a) + (None,)
-    stray = [f"--{k.replace('_', '-')}" for k in GIVEN_FLAGS if getattr(a, k, None) is not None]
-    if stray:
-        raise InputError(f"{stray[0]} gives what a framework config's files leave out; valid: with --config FILE... "
-                         "--from FRAMEWORK")
-    if a.plan:
-        given = [f"--{'no-' if getattr(a, k) is False else ''}{k.replace('_', '-')}" for k in PLAN_FLAGS
-                 if getattr(a, k) not in (None, False)
-                 or (k in ("moe_overlap", "moe_pad_to_capacity") and getattr(a, k) is False)]
-        if given:
-            raise InputError(f"{a.cmd} --plan takes its inputs from the plan file; drop {', '.join(given)}")
-        from ..spec.plan.file import load_plan_file
-
-        pf = load_plan_file(a.plan)
-        return pf.model, pf.hardware.with_host(getattr(a, "host", None)), pf.plan, pf
-    missing = [f"--{k.replace('_', '-')}" for k in PREDICT_INPUTS if getattr(a, k) is None
-               and not (trace and k == "hardware")]  # a trace calibrates the spec; --hardware: a GPU trace's base
-    if missing:
-        raise InputError(f"{a.cmd} needs {', '.join(missing)} (or --plan FILE"
-                         f"{', or no flags for the built-in example' if a.cmd == 'predict' else ''})")
-    given = {k: getattr(a, k) for k in VALUE_FLAGS if getattr(a, k) is not None}
-    if "tp_comm_overlap" in given:
-        given["tp_comm_overlap"] = given["tp_comm_overlap"] == "on"
-    given["lora"] = lora_of(given)
-    if given.get("precision") == "mxfp8":  # shorthand: fp8 scaled per 32-value block
-        if given.get("fp8_recipe", "mxfp8") != "mxfp8":
-            raise InputError(f"--precision mxfp8 with --fp8-recipe {given['fp8_recipe']}: mxfp8 is fp8 with the mxfp8 "
-                             "recipe; valid: --precision fp8 --fp8-recipe RECIPE, or --precision mxfp8 alone")
-        given.update(precision="fp8", fp8_recipe="mxfp8")
-    if a.moe_overlap is not None:  # unset: the stack's release may set it (spec.plan.moe_rules.apply_release)
-        given["moe_overlap"] = a.moe_overlap
-    if given.get("moe_capacity_factor") == "none":
-        given["moe_capacity_factor"] = None  # given: dropless, whatever the stack's release does
-    if a.moe_pad_to_capacity is not None:
-        given["moe_pad_to_capacity"] = a.moe_pad_to_capacity
-    plan = Plan(**given, sequence_parallel=a.sequence_parallel, overlap_dp_comm=not a.no_overlap_dp_comm,
-                account_for_embedding=a.account_for_embedding, account_for_loss=a.account_for_loss,
-                optimizer_offload=a.optimizer_offload, moe_dense_dispatch=a.moe_dense_dispatch)
-    model = load_model(a.model)
-    if trace:  # calibrated in memory from the trace (calibrate.trace.from_trace), nothing written
-        from ..calibrate.trace.from_trace import calibrate_from_trace
-
-        system = calibrate_from_trace(trace, a.hardware)[0]
-    else:
-        system = load_hardware(a.hardware)
-    system = system.with_host(getattr(a, "host", None))
-    return model, system, resolve(plan, model, system), None

@@ -167,121 +167,250 @@ def calibrated(time: dict, system: System, stack: str) -> dict:
 
 
 def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, headroom: float = DEFAULT_HEADROOM) -> Step:
-    """Predict one training step of every plan in `lay` (resolved plans of one job) on `system`.
+    """Predict one training step of every plan in `lay` (resolved plans of one job) on `system`, stage by stage as
+    the module docstring composes it: the units, the pipeline's sends, the slowest stage, the data-parallel
+    collectives and the optimizer of the stage with most parameters, the host, the step's parts, the clock under the
+    power limit, a calibration from runs, memory and FLOPs.
 
     `memory`: what `memory.stage_memory` returned for these plans, if the caller has it already; `headroom`: the
     share of the allocator's room the fit test keeps free beyond the band (`memory_fit.memory_limits`).
     """
-    dev, mesh = Device(model, system, lay), Mesh.of(system, lay)
-    t, pp, v, m, rc = lay.tp, lay.pp, lay.vpp, lay.num_microbatches, lay.recompute
-    shard, zero, sp = lay.zero_shard, lay.zero, lay.sequence_parallel
-    stack = dev.stack
-    f, overlap = overlap_fraction(system, stack), lay.overlap_dp_comm
-    # ZeRO 0-2's reduction (and ZeRO-1/2's gather) overlap only where the stack runs them per bucket, and with a
-    # pipeline only where it syncs each chunk on its last micro-batch (not after the flush)
-    overlap_steps = overlap & stack.overlap_grad_reduce & ((pp == 1) | stack.overlap_grad_reduce_with_pp)
-    gbytes = GRAD_BYTES[lay.grad_dtype]
-    wbytes = layout_wire_bytes(model, lay)  # what the gradient collectives carry per element (cost.comm.compression)
+    dev, mesh, experts = Device(model, system, lay), Mesh.of(system, lay), ExpertDataGroup(system, lay, model)
+    st = Stages.of(model, lay)
+    us = unit_seconds(model, system, lay)  # one layer, the embedding and the head per micro-batch
+    sends = pipeline_sends(model, system, lay, us.rates)  # a stage's sends per micro-batch
+    slow = slowest_stage(model, lay, st, us, sends)  # the stages, the slowest, the pipeline's seconds
+    big = reduced_stage(model, lay, st, us)  # the stage whose data-parallel collectives and update the step waits on
+    steps = (gradient_reductions(model, system, lay, dev, mesh, experts, big)
+             + weight_gathers(system, lay, dev, mesh, experts, big) + step_syncs(model, lay, mesh, st, big, sends))
+    dp_exposed = sum(c.exposed for c in steps)
+    t_opt = optimizer_time(dev, system, lay, big)
+    steps += state_offload(system, lay, big)  # the optimizer state in host memory: offload_comm
+    t_copy = steps[-2].exposed + steps[-1].exposed + np.zeros(len(lay))
+    host = host_step(model, lay, st, us, sends, slow, big, steps)
+    time = step_breakdown(lay, slow, dp_exposed, t_opt, t_copy, host, us.rates)
+    clocked = at_power_clock(model, system, lay, st, us, sends, slow, time, host.total)
+    time = calibrated(clocked.time, system, lay.stack)
+    memory, mem_kind = stage_memory(model, system, lay, st) if memory is None else memory
+    mflops, hflops = step_flops(model, lay, us.share)
+    peak_dtype = lay.precision if lay.precision in NARROW_PRECISIONS else "bf16"
     none = np.zeros(len(lay))
+    return Step(lay=lay, stages=st, units=us.units, stage_comms=sends.comms, step_comms=steps, time=time,
+                memory=memory, bottleneck=slow.bottleneck, memory_kind=mem_kind,
+                capacity=system.accelerator.hbm_bytes, headroom=headroom,
+                **dict(zip(("budget", "limit"), memory_limits(system, lay.stack, headroom))),
+                host_room=host_limit(system), model_flops=mflops, hardware_flops=hflops,
+                peak_flops=system.accelerator.peak_flops(peak_dtype), peak_dtype=peak_dtype,
+                unit_time={u: clocked.unit_time[u] + none for u in UNITS},
+                unit_fwd={u: clocked.fwd[u] + none for u in UNITS},
+                unit_recompute={u: clocked.recompute[u] + none for u in UNITS}, p2p=sends.seconds,
+                stage_time_max=clocked.stage_time_max, compute_speedup=us.units.per_plan(us.units.speedup) + none,
+                moe_window=us.units.per_plan(us.units.moe_window),
+                host_kernels=host.kernels + none,
+                host_calls=host.calls + none, host_s=host.total + none, host_rates=us.rates,
+                unit_host={u: (us.host_f[u] + none, us.host_b[u] + none) for u in UNITS},
+                send_host=sends.host + none, clock=clocked.clock)
 
-    # --- one layer, the embedding and the head on one device, once per distinct row (cost.compute.units) ------------
+
+# --- the stages of `evaluate`, in its order ------------------------------------------------------------------
+
+
+@dataclass
+class UnitSeconds:
+    """Per plan, one layer, the embedding and the head per micro-batch on one device (`unit_seconds`)."""
+
+    units: Units  # once per distinct row (cost.compute.units.unit_costs)
+    parts: dict[str, dict[str, np.ndarray]]  # unit -> STAGE_PARTS seconds
+    time: dict[str, np.ndarray]  # unit -> all its parts
+    fwd: dict[str, np.ndarray]  # unit -> the device's forward seconds (compute + exposed comm)
+    bwd: dict[str, np.ndarray]  # ... backward (its recomputed forward included)
+    kernels: dict[str, np.ndarray]  # unit -> operator launches
+    calls: dict[str, np.ndarray]  # unit -> collective calls
+    host_f: dict[str, np.ndarray]  # unit -> the host's seconds launching its forward
+    host_b: dict[str, np.ndarray]  # ... its backward
+    share: np.ndarray  # share of a stage's layers full recompute re-runs (memory.footprint.recomputed_share)
+
+    @property
+    def rates(self) -> HostRates:
+        return self.units.rates
+
+
+def unit_seconds(model: ModelConfig, system: System, lay: Layouts) -> UnitSeconds:
+    """One layer, the embedding and the head on one device, priced once per distinct row of `lay`
+    (cost.compute.units.unit_costs: their operators' kernels and the communication they expose) and copied out to
+    every plan. Full recompute by Megatron-LM's block method re-runs only some of a stage's layers
+    (cost.memory.footprint.recomputed_share): a layer's backward keeps that share of its recomputed forward, and
+    its host launches as many."""
     units = unit_costs(model, system, lay)
     per_plan = units.per_plan
     parts = {u: {k: per_plan(x) for k, x in units.parts[u].items()} for u in UNITS}
     fwd, bwd = ({u: per_plan(x[u]) for u in UNITS} for x in (units.fwd, units.bwd))
-    kernels, calls_of = ({u: per_plan(x[u]) for u in UNITS} for x in (units.kernels, units.calls))
+    kernels, calls = ({u: per_plan(x[u]) for u in UNITS} for x in (units.kernels, units.calls))
     host_f, host_b = ({u: per_plan(x[u]) for u in UNITS} for x in (units.host_f, units.host_b))
-    speedup = per_plan(units.speedup)
-    st = Stages.of(model, lay)
-    rates = units.rates
-    experts = ExpertDataGroup(system, lay, model)
-
-    # --- pipeline: send activations forward and gradients backward at each chunk boundary ----------------
-    link_bw, link_lat, link = C.group_p2p_link(system, t * lay.cp * lay.dp, pp)  # also the tied-embedding sync
-    s_pp = lay.tokens_per_microbatch * model.hidden * ACT_BYTES / lay.sp_divisor
-    one = C.p2p_time(s_pp, link_bw, link_lat)
-    p2p = np.where(pp > 1, 2 * v * one, 0.0)
-    stage_comms = [Comm("pp activations/gradients", "send/recv", "pp", nbytes=s_pp, seconds=one, calls=2 * v,
-                        fwd=p2p / 2, bwd=p2p / 2, unit="stage", part="pp_comm", tier=link, active=pp > 1)]
-
-    # --- stages ----------------------------------------------------------------------------------------------
-    # per micro-batch of each stage: the device's seconds (its units and sends), and the host's launching them;
-    # the stage takes the longer where the host runs ahead (cost.host.launch_queue.queued). The slowest stage's, part by part.
-    sends = np.where(pp > 1, 2.0 * v, 0.0)  # send/recv calls per micro-batch of a stage
-    send_host = launch_seconds(rates, sends)
-    # full recompute by Megatron-LM's block method re-runs only some of a stage's layers
     share = recomputed_share(model, lay)
     bwd["layer"] = bwd["layer"] - (1 - share) * parts["layer"]["recompute"]
     parts["layer"]["recompute"] = parts["layer"]["recompute"] * share
-    host_b["layer"] = host_b["layer"] - (1 - share) * per_plan(units.host_r["layer"])  # ... and launches as many
-    unit_time = {u: sum(parts[u].values()) for u in UNITS}
+    host_b["layer"] = host_b["layer"] - (1 - share) * per_plan(units.host_r["layer"])
+    time = {u: sum(parts[u].values()) for u in UNITS}
+    return UnitSeconds(units, parts, time, fwd, bwd, kernels, calls, host_f, host_b, share)
 
-    def device_pipeline(unit_time):  # (per micro-batch of each stage, the stages' mean): the device's seconds alone
-        mean = (sum(unit_time[u] * n for u, n in unit_counts(model).items()) + pp * p2p) / pp
-        return st.seconds(unit_time) + p2p, mean
 
-    device_mb, t_mean_device = device_pipeline(unit_time)
-    dev_f, dev_b = st.seconds(fwd) + p2p / 2, st.seconds(bwd) + p2p / 2
-    # a pipeline's chunk steps and a synchronising MoE dispatch break the launch queue's stretch: the calls after
-    # each are exposed (cost.host.launch_queue.stage_launches)
-    launch_f, launch_b, synced, wait = stage_launches(rates, model, st.seconds(host_f), st.seconds(host_b), send_host,
-                                                      dev_f, dev_b, pp, v, st.layers)
-    per_mb = device_mb + wait  # the device's seconds, and those it waits on its host
+@dataclass
+class Sends:
+    """A stage's pipeline sends per micro-batch (`pipeline_sends`)."""
+
+    seconds: np.ndarray  # send/recv seconds per micro-batch of a stage
+    calls: np.ndarray  # send/recv calls per micro-batch of a stage
+    host: np.ndarray  # the host's seconds launching them
+    comms: list[Comm]  # the stage's sends as Step.stage_comms
+    link: tuple  # (bandwidth, latency, tier) between neighbouring stages: also the embedding copies' sync
+
+
+def pipeline_sends(model: ModelConfig, system: System, lay: Layouts, rates: HostRates) -> Sends:
+    """A stage sends its activations forward and receives its gradients backward at each of its vpp chunk
+    boundaries, a micro-batch's tokens x hidden in bf16 (/ tp under sequence parallelism) each way, exposed, over
+    the link between neighbouring stages (cost.comm.collectives.group_p2p_link, p2p_time); none with pp = 1."""
+    pp, v = lay.pp, lay.vpp
+    link_bw, link_lat, link = C.group_p2p_link(system, lay.tp * lay.cp * lay.dp, pp)
+    s_pp = lay.tokens_per_microbatch * model.hidden * ACT_BYTES / lay.sp_divisor
+    one = C.p2p_time(s_pp, link_bw, link_lat)
+    p2p = np.where(pp > 1, 2 * v * one, 0.0)
+    comms = [Comm("pp activations/gradients", "send/recv", "pp", nbytes=s_pp, seconds=one, calls=2 * v,
+                  fwd=p2p / 2, bwd=p2p / 2, unit="stage", part="pp_comm", tier=link, active=pp > 1)]
+    calls = np.where(pp > 1, 2.0 * v, 0.0)
+    return Sends(p2p, calls, launch_seconds(rates, calls), comms, (link_bw, link_lat, link))
+
+
+def device_pipeline(model: ModelConfig, st: Stages, unit_time: dict, p2p, pp) -> tuple[np.ndarray, np.ndarray]:
+    """(seconds per micro-batch of each stage, the stages' mean): the device's alone, its units and sends."""
+    mean = (sum(unit_time[u] * n for u, n in unit_counts(model).items()) + pp * p2p) / pp
+    return st.seconds(unit_time) + p2p, mean
+
+
+def device_bubble(lay: Layouts, device_mb, mean, bottleneck) -> np.ndarray:
+    """The pipeline's bubble at the device's seconds (cost.pipeline.schedules.pipeline_time less the slowest
+    stage's m micro-batches)."""
+    m = lay.num_microbatches
+    return pipeline_time(m, pick(device_mb, bottleneck), mean, lay.pp, lay.vpp) - m * pick(device_mb, bottleneck)
+
+
+@dataclass
+class SlowestStage:
+    """The stages per micro-batch and the slowest of them (`slowest_stage`)."""
+
+    device_mb: np.ndarray  # per stage kind: the device's seconds (units and sends)
+    mean_device: np.ndarray  # the stages' mean of those
+    wait: np.ndarray  # per stage kind: seconds the device waits on its host
+    bottleneck: np.ndarray  # the slowest stage kind
+    held: dict[str, np.ndarray]  # unit -> how many the slowest stage holds
+    part: dict[str, np.ndarray]  # its STAGE_PARTS seconds (its sends in pp_comm)
+    seconds: np.ndarray  # its seconds, the device's and those it waits
+    pipeline: np.ndarray  # the pipeline's seconds per step
+    host_mb: np.ndarray  # its host's seconds
+    synced: np.ndarray  # its synchronisations (cost.host.launch_queue.stage_launches)
+    first: tuple  # one micro-batch's passes on it: (host forward, device forward, host backward, device backward)
+
+
+def slowest_stage(model: ModelConfig, lay: Layouts, st: Stages, us: UnitSeconds, sends: Sends) -> SlowestStage:
+    """Per micro-batch of each stage, the device's seconds (its units and sends) and its host's launching them: the
+    stage takes the longer where the host runs ahead (cost.host.launch_queue.stage_launches: a pipeline's chunk
+    steps and a synchronising MoE dispatch break the launch queue's stretch, the calls after each exposed). The
+    slowest stage's, part by part, and the pipeline's seconds at the slowest and the mean stage, the mean's wait on
+    its host included (cost.pipeline.schedules.pipeline_time)."""
+    pp, v, m, p2p = lay.pp, lay.vpp, lay.num_microbatches, sends.seconds
+    device_mb, mean = device_pipeline(model, st, us.time, p2p, pp)
+    dev_f, dev_b = st.seconds(us.fwd) + p2p / 2, st.seconds(us.bwd) + p2p / 2
+    launch_f, launch_b, synced, wait = stage_launches(us.rates, model, st.seconds(us.host_f), st.seconds(us.host_b),
+                                                      sends.host, dev_f, dev_b, pp, v, st.layers)
+    per_mb = device_mb + wait
     bottleneck = np.argmax(np.where(st.valid, per_mb, -np.inf), axis=0)
-    held = {u: pick(st.count(u), bottleneck) for u in UNITS}  # units on the slowest stage
-    stage_part = {k: sum(parts[u][k] * held[u] for u in UNITS) for k in STAGE_PARTS}
-    stage_part["pp_comm"] = stage_part["pp_comm"] + p2p
+    held = {u: pick(st.count(u), bottleneck) for u in UNITS}
+    part = {k: sum(us.parts[u][k] * held[u] for u in UNITS) for k in STAGE_PARTS}
+    part["pp_comm"] = part["pp_comm"] + p2p
     t_max = pick(per_mb, bottleneck)
-    # the mean stage: the device's mean, and the stages' mean wait on their hosts
-    t_pipe = pipeline_time(m, t_max, t_mean_device + st.mean(wait, pp), pp, v)
-    host_mb = pick(launch_f + launch_b, bottleneck)  # the slowest stage's host seconds per micro-batch
+    return SlowestStage(device_mb, mean, wait, bottleneck, held, part, t_max,
+                        pipeline=pipeline_time(m, t_max, mean + st.mean(wait, pp), pp, v),
+                        host_mb=pick(launch_f + launch_b, bottleneck), synced=pick(synced, bottleneck),
+                        first=tuple(pick(x, bottleneck) for x in (launch_f, dev_f, launch_b, dev_b)))
 
-    # --- data parallel (ZeRO 0/1/2), tied-embedding sync and optimizer, for the stage with most parameters -
+
+@dataclass
+class ReducedStage:
+    """The stage with most parameters: the data-parallel collectives and the update the step waits on are its."""
+
+    big: np.ndarray  # its stage kind
+    params: np.ndarray  # the dense parameters it reduces and updates (a LoRA fine-tune: its adapters)
+    expert_params: np.ndarray  # a MoE model's routed experts', reduced over edp
+    layers: np.ndarray  # its layers (at least 1): the backward's buckets
+    fwd_mb: np.ndarray  # seconds of its forward per micro-batch, the device's or its host's
+    bwd_mb: np.ndarray  # ... of its backward
+
+
+def reduced_stage(model: ModelConfig, lay: Layouts, st: Stages, us: UnitSeconds) -> ReducedStage:
+    """The stage with most parameters (cost.memory.footprint.stage_params, and its routed experts') and what its
+    collectives hide behind: its forward and backward as long as the stage runs them, the device's or its host's
+    (cost.host.launch_queue.queued; a CPU device: both, one after the other)."""
     params_of = stage_params(model, lay, st.layers, st.embedding > 0, st.head > 0)
-    experts_of = st.layers * expert_layer_params(model, lay)  # a MoE model's routed experts, reduced over edp
+    experts_of = st.layers * expert_layer_params(model, lay)
     big = np.argmax(np.where(st.valid, params_of + experts_of, -np.inf), axis=0)
     p_stage, pe_stage, nl = pick(params_of, big), pick(experts_of, big), np.maximum(pick(st.layers, big), 1)
     if lay.lora is not None:  # a LoRA fine-tune reduces, gathers and updates its adapters alone (spec.plan.finetune)
         p_stage, pe_stage = pick(st.layers, big) * adapter_params(model, lay), 0.0 * pe_stage
-    # what the gradient reduction and the weight gathers hide behind: the backward / forward as long as the stage
-    # runs them, the device's or its host's (cost.host.launch_queue.queued; a CPU device: both, one after the other)
     on_big = lambda per_unit: sum(per_unit[u] * pick(st.count(u), big) for u in UNITS)  # noqa: E731
-    fwd_mb = queued(on_big(fwd), 0.0, on_big(host_f), 0.0, False, rates.serial)
-    bwd_mb = queued(on_big(bwd), 0.0, on_big(host_b), 0.0, False, rates.serial)
-    steps: list[Comm] = []
+    serial = us.rates.serial
+    fwd_mb = queued(on_big(us.fwd), 0.0, on_big(us.host_f), 0.0, False, serial)
+    bwd_mb = queued(on_big(us.bwd), 0.0, on_big(us.host_b), 0.0, False, serial)
+    return ReducedStage(big, p_stage, pe_stage, nl, fwd_mb, bwd_mb)
+
+
+def overlapped_steps(lay: Layouts, stack) -> np.ndarray:
+    """Where ZeRO 0-2's reduction (and ZeRO-1/2's gather) overlap: the stack runs them per bucket, and with a
+    pipeline only where it syncs each chunk on its last micro-batch (not after the flush)."""
+    return lay.overlap_dp_comm & stack.overlap_grad_reduce & ((lay.pp == 1) | stack.overlap_grad_reduce_with_pp)
+
+
+def chunks_after(lay: Layouts) -> np.ndarray:
+    """With interleaving, the chunk passes the schedule runs after the first of the chunks done before the last,
+    which they overlap: in Megatron-LM's backward order the other vpp - 1 chunks' last pp micro-batches, (vpp - 1)
+    pp chunk-backwards (and as many chunk-forwards before the last chunk's weights are needed in the next forward)."""
+    return np.minimum((lay.vpp - 1) * lay.pp, lay.num_microbatches * lay.vpp - 1)
+
+
+def gradient_reductions(model: ModelConfig, system: System, lay: Layouts, dev: Device, mesh: Mesh,
+                        experts: ExpertDataGroup, r: ReducedStage) -> list[Comm]:
+    """The stage's gradient reduction per step (ZeRO 0-2; ZeRO-3's reduce-scatters hide per unit, zero3_comm): the
+    dense gradients over dp (cost.comm.sharded.gradient_sync; every micro-batch under ZeRO-2, which does not keep
+    them whole), a MoE model's routed experts over edp in the same backward (MoE parallel folding), and under hybrid
+    sharding the replicas' all-reduce of the shards (replicate_sync: FSDP2 after every micro-batch's reduce-scatter
+    but under a pipeline schedule, the last backward's alone). Each overlaps the backward except its last bucket
+    (torch DDP's last bucket where the stack names its buckets: Stack.ddp_buckets; cost.comm.sharded.chunked,
+    with_overlap); the dense and expert buckets, and the replicas' all-reduce where it runs in the same backward,
+    share that window, their exposed seconds split by traffic."""
+    pp, v, m, zero, shard, edp = lay.pp, lay.vpp, lay.num_microbatches, lay.zero, lay.zero_shard, lay.edp
+    f, overlap_steps = overlap_fraction(system, dev.stack), overlapped_steps(lay, dev.stack)
+    wbytes = layout_wire_bytes(model, lay)  # what the gradient collectives carry per element (cost.comm.compression)
     on = (shard > 1) & (zero < 3)
     kind = np.where(zero == 0, "all_reduce", "reduce_scatter")
-    g = on * gradient_sync(mesh, p_stage, wbytes, zero)
-    # a MoE model's routed experts reduce over their edp group (MoE parallel folding), in the same backward
-    edp = lay.edp
-    on_e = (edp > 1) & (zero < 3) & (pe_stage > 0)
-    g_e = on_e * gradient_sync(experts, pe_stage, wbytes, zero)
-    reps = np.where(zero == 2, m, 1)  # ZeRO-2 reduces every micro-batch (gradients are not kept whole)
-    # with interleaving, the chunks done before the last overlap what the schedule runs after the first of them:
-    # in Megatron-LM's backward order the other vpp - 1 chunks' last pp micro-batches, (vpp - 1) pp chunk-
-    # backwards (and as many chunk-forwards before the last chunk's weights are needed in the next forward)
-    after = np.minimum((v - 1) * pp, m * v - 1)
-    # hybrid sharding: the gradient shards all-reduced over the ZeRO group's replicas in the backward: FSDP2 (zero
-    # 2/3) after every micro-batch's reduce-scatter but under a pipeline schedule (the last backward's alone)
-    g_r = replicate_sync(system, lay, p_stage, wbytes)
+    g = on * gradient_sync(mesh, r.params, wbytes, zero)
+    on_e = (edp > 1) & (zero < 3) & (r.expert_params > 0)
+    g_e = on_e * gradient_sync(experts, r.expert_params, wbytes, zero)
+    reps = np.where(zero == 2, m, 1)
+    after = chunks_after(lay)
+    g_r = replicate_sync(system, lay, r.params, wbytes)
     on_r = (lay.dp_replicate > 1) & (g_r > 0)
     reps_r = np.where((zero >= 2) & (pp == 1), m, 1) * on_r
-
     # torch DDP's buckets where the stack names them and wraps the stage in DDP (the plain-torch executor: ZeRO 0/1
-    # without tp or pp; with tp, ZeRO-1 runs as FSDP2 and ZeRO-0 as one all-reduce: execute.parallel.data): the last
-    # bucket, the first layers', waits for the end of the backward; DDP sizes its buckets by the gradient tensors'
-    # own bytes (their dtype), whatever a communication hook then sends
-    ddp = (zero < 2) & (t == 1) & (pp == 1)
-    pieces = nl if stack.ddp_buckets is None else np.where(ddp, ddp_pieces(p_stage * gbytes, stack.ddp_buckets), nl)
+    # without tp or pp; with tp, ZeRO-1 runs as FSDP2 and ZeRO-0 as one all-reduce: execute.parallel.data); DDP sizes
+    # its buckets by the gradient tensors' own bytes (their dtype), whatever a communication hook then sends
+    ddp = (zero < 2) & (lay.tp == 1) & (pp == 1)
+    buckets = dev.stack.ddp_buckets
+    pieces = r.layers if buckets is None else np.where(
+        ddp, ddp_pieces(r.params * GRAD_BYTES[lay.grad_dtype], buckets), r.layers)
 
     def exposed(traffic, chunks):  # one backward's exposed seconds of `traffic` sharing its window
-        return np.where(overlap_steps, with_overlap(traffic, chunked(traffic, bwd_mb, pieces, chunks,
-                                                                     after * bwd_mb / v), f), traffic)
+        return np.where(overlap_steps, with_overlap(traffic, chunked(traffic, r.bwd_mb, pieces, chunks,
+                                                                     after * r.bwd_mb / v), f), traffic)
 
-    # dense and expert buckets, and the replicas' all-reduce where it runs in the same backward, share the window
-    # they hide behind (ZeRO-2: every micro-batch's; under a pipeline the replicas' runs in the last one, whose
-    # model chunks sync as they finish); their exposed seconds split by traffic. ZeRO-3's reduce-scatters hide
-    # per unit (zero3_comm), and the replicas' all-reduce is priced against the whole backward besides
     both, chunks = g + g_e, np.where(zero == 2, 1, v)
     joint = np.minimum(reps * (both > 0), reps_r)  # backwards that run both
     dp_exp = (reps * (both > 0) - joint) * exposed(both, chunks)
@@ -291,124 +420,181 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     dp_exp = dp_exp + shared * np.divide(both, all_three, out=np.zeros_like(all_three), where=all_three > 0)
     rep_exp = rep_exp + shared * np.divide(g_r, all_three, out=np.zeros_like(all_three), where=all_three > 0)
     part = np.divide(g, both, out=np.ones_like(both), where=both > 0)
-    steps.append(Comm("dp gradient reduction", kind, "dp", nbytes=p_stage * wbytes, seconds=g, calls=reps,
-                      bwd=dp_exp * part, unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
-    steps.append(Comm("edp expert gradient reduction", kind, "edp", nbytes=pe_stage * wbytes, seconds=g_e,
-                      calls=reps * on_e, bwd=dp_exp * (1 - part), unit="step", part="dp_comm",
-                      tier=experts.tiers(), active=on_e))
-    steps.append(Comm("dp replicate gradient all-reduce", "all_reduce", "replicate",
-                      nbytes=p_stage * wbytes / shard, seconds=g_r, calls=reps_r, bwd=rep_exp, unit="step",
-                      part="dp_comm", tier=group_tiers(system, *replica_group(lay), lay.gpus), active=on_r))
-    on = (shard > 1) & np.isin(zero, (1, 2))
-    w = on * weight_gather(mesh, p_stage)
-    on_e = (edp > 1) & np.isin(zero, (1, 2)) & (pe_stage > 0)
-    w_e = on_e * weight_gather(experts, pe_stage)
-    gather_overlaps = overlap_steps & ((zero == 2) | stack.overlap_param_gather)  # ZeRO-1: as the stack runs it
-    both = w + w_e
-    exp = np.where(gather_overlaps, with_overlap(both, chunked(both, fwd_mb, nl, v, after * fwd_mb / v), f), both)
-    part = np.divide(w, both, out=np.ones_like(both), where=both > 0)
-    steps.append(Comm("zero weight all-gather", "all_gather", "dp", nbytes=p_stage * WEIGHT_BYTES, seconds=w, calls=1,
-                      fwd=exp * part, unit="step", part="dp_comm", mask=ZERO_GROUP, active=on))
-    steps.append(Comm("zero expert weight all-gather (edp)", "all_gather", "edp", nbytes=pe_stage * WEIGHT_BYTES,
-                      seconds=w_e, calls=1 * on_e, fwd=exp * (1 - part), unit="step", part="dp_comm",
-                      tier=experts.tiers(), active=on_e))
-    on = sp & (t > 1) & (lay.lora is None)  # the norms train unless frozen under LoRA
-    kept_whole = sp_replicated_params(model, pick(st.layers, big), pick(st.head, big) > 0)
-    size = kept_whole * gbytes
-    r = on * partial_sum(mesh, kept_whole, gbytes, BIT["tp"])
-    steps.append(Comm("tp replicated-weight gradients (sp)", "all_reduce", "tp", nbytes=size, seconds=r, calls=1,
-                      bwd=r, unit="step", part="dp_comm", mask=BIT["tp"], active=on))
-    # first and last stage hold copies of the embedding: tied to the LM head, or read by the MTP modules
-    on = (pp > 1) & (model.tie_embeddings or model.mtp_layers > 0) & (lay.lora is None)
-    size = operators(model)["embedding"].weights[0].params / t * gbytes / np.where(zero >= 2, shard, 1)  # the local gradient
-    one = on * C.ring_allreduce_time(size, 2, link_bw, link_lat)
-    steps.append(Comm("embedding copies gradient sync", "all_reduce", "embedding", nbytes=size, seconds=one, calls=1,
-                      bwd=one, unit="step", part="dp_comm", tier=link, active=on))
-    dp_exposed = sum(c.exposed for c in steps)
-    t_opt = ((optimizer_seconds(dev, p_stage, zero, shard, gbytes) + optimizer_seconds(dev, pe_stage, zero, edp, gbytes))
-             * (1 - host_share(lay)) + compression_seconds(dev, p_stage, gbytes, lay.grad_compression, shard)
-             + compression_seconds(dev, pe_stage, gbytes, lay.grad_compression, edp)
-             ) / shared_host_speedup(system, lay)
+    return [Comm("dp gradient reduction", kind, "dp", nbytes=r.params * wbytes, seconds=g, calls=reps,
+                 bwd=dp_exp * part, unit="step", part="dp_comm", mask=ZERO_GROUP, active=on),
+            Comm("edp expert gradient reduction", kind, "edp", nbytes=r.expert_params * wbytes, seconds=g_e,
+                 calls=reps * on_e, bwd=dp_exp * (1 - part), unit="step", part="dp_comm", tier=experts.tiers(),
+                 active=on_e),
+            Comm("dp replicate gradient all-reduce", "all_reduce", "replicate", nbytes=r.params * wbytes / shard,
+                 seconds=g_r, calls=reps_r, bwd=rep_exp, unit="step", part="dp_comm",
+                 tier=group_tiers(system, *replica_group(lay), lay.gpus), active=on_r)]
 
-    # the optimizer state kept in host memory: in for the update, out after it (cost.memory.offload.optimizer_copies)
-    opt_state = state_bytes(p_stage, lay)["optimizer"] + state_bytes(pe_stage, lay, edp)["optimizer"]
-    steps.append(optimizer_copies(system, opt_state, lay.optimizer_offload and not host_updates(lay)))
-    # ... or updated on the host's CPUs (cost.host.host_update_time: DeepSpeed's ZeRO-Offload / SuperOffload)
-    updated = p_stage / np.where(zero >= 1, shard, 1) + pe_stage / np.where(zero >= 1, edp, 1)
-    steps.append(host_update_comm(system, lay, updated, updated, bwd_mb))
-    t_copy = steps[-2].exposed + steps[-1].exposed + none
-    # the step's collective calls (the host copies of an offloaded state are copies, priced with the update)
+
+def weight_gathers(system: System, lay: Layouts, dev: Device, mesh: Mesh, experts: ExpertDataGroup,
+                   r: ReducedStage) -> list[Comm]:
+    """ZeRO-1/2's weight all-gathers per step, the dense weights over dp and the routed experts' over edp
+    (cost.comm.sharded.weight_gather): overlapped with the first forward of the next step but its first bucket
+    (ZeRO-1's only where the stack's overlap_param_gather says so), their exposed seconds split by traffic."""
+    zero, shard, edp, stack = lay.zero, lay.zero_shard, lay.edp, dev.stack
+    on = (shard > 1) & np.isin(zero, (1, 2))
+    w = on * weight_gather(mesh, r.params)
+    on_e = (edp > 1) & np.isin(zero, (1, 2)) & (r.expert_params > 0)
+    w_e = on_e * weight_gather(experts, r.expert_params)
+    gather_overlaps = overlapped_steps(lay, stack) & ((zero == 2) | stack.overlap_param_gather)
+    both = w + w_e
+    hidden = chunked(both, r.fwd_mb, r.layers, lay.vpp, chunks_after(lay) * r.fwd_mb / lay.vpp)
+    exp = np.where(gather_overlaps, with_overlap(both, hidden, overlap_fraction(system, stack)), both)
+    part = np.divide(w, both, out=np.ones_like(both), where=both > 0)
+    return [Comm("zero weight all-gather", "all_gather", "dp", nbytes=r.params * WEIGHT_BYTES, seconds=w, calls=1,
+                 fwd=exp * part, unit="step", part="dp_comm", mask=ZERO_GROUP, active=on),
+            Comm("zero expert weight all-gather (edp)", "all_gather", "edp", nbytes=r.expert_params * WEIGHT_BYTES,
+                 seconds=w_e, calls=1 * on_e, fwd=exp * (1 - part), unit="step", part="dp_comm",
+                 tier=experts.tiers(), active=on_e)]
+
+
+def step_syncs(model: ModelConfig, lay: Layouts, mesh: Mesh, st: Stages, r: ReducedStage, sends: Sends) -> list[Comm]:
+    """The gradient syncs after the backward, exposed: with sequence parallelism the tp group all-reduces the
+    gradients of the weights it keeps whole (norms, row-parallel biases; cost.memory.footprint.sp_replicated_params)
+    in one flat call (cost.comm.sharded.partial_sum); with pp > 1 the first and last stages, which both hold the
+    embedding (tied to the LM head, or read by the MTP modules), all-reduce its local gradient over the link between
+    stages (cost.comm.collectives.ring_allreduce_time). Neither under LoRA, whose base weights are frozen."""
+    t, pp, zero, shard = lay.tp, lay.pp, lay.zero, lay.zero_shard
+    gbytes = GRAD_BYTES[lay.grad_dtype]
+    on = lay.sequence_parallel & (t > 1) & (lay.lora is None)
+    kept_whole = sp_replicated_params(model, pick(st.layers, r.big), pick(st.head, r.big) > 0)
+    size = kept_whole * gbytes
+    s = on * partial_sum(mesh, kept_whole, gbytes, BIT["tp"])
+    sp = Comm("tp replicated-weight gradients (sp)", "all_reduce", "tp", nbytes=size, seconds=s, calls=1,
+              bwd=s, unit="step", part="dp_comm", mask=BIT["tp"], active=on)
+    link_bw, link_lat, link = sends.link
+    on = (pp > 1) & (model.tie_embeddings or model.mtp_layers > 0) & (lay.lora is None)
+    size = operators(model)["embedding"].weights[0].params / t * gbytes / np.where(zero >= 2, shard, 1)
+    one = on * C.ring_allreduce_time(size, 2, link_bw, link_lat)
+    return [sp, Comm("embedding copies gradient sync", "all_reduce", "embedding", nbytes=size, seconds=one, calls=1,
+                     bwd=one, unit="step", part="dp_comm", tier=link, active=on)]
+
+
+def optimizer_time(dev: Device, system: System, lay: Layouts, r: ReducedStage) -> np.ndarray:
+    """The device's optimizer step on the stage's parameter shards (cost.comm.sharded.optimizer_seconds: the dense
+    ones over the ZeRO group, the experts' over edp), less the share the host updates (cost.host.host_update), plus
+    the gradient compression's compute (cost.comm.compression.compression_seconds), over the shared host's speed-up
+    (cost.pipeline.stages.shared_host_speedup)."""
+    zero, shard, edp, gbytes = lay.zero, lay.zero_shard, lay.edp, GRAD_BYTES[lay.grad_dtype]
+    p, pe = r.params, r.expert_params
+    return ((optimizer_seconds(dev, p, zero, shard, gbytes) + optimizer_seconds(dev, pe, zero, edp, gbytes))
+            * (1 - host_share(lay)) + compression_seconds(dev, p, gbytes, lay.grad_compression, shard)
+            + compression_seconds(dev, pe, gbytes, lay.grad_compression, edp)
+            ) / shared_host_speedup(system, lay)
+
+
+def state_offload(system: System, lay: Layouts, r: ReducedStage) -> list[Comm]:
+    """The optimizer state kept in host memory: copied in for the update and out after it
+    (cost.memory.offload.optimizer_copies), or updated on the host's CPUs (cost.host.host_update_time:
+    DeepSpeed's ZeRO-Offload / SuperOffload), behind the last backward."""
+    zero, shard, edp = lay.zero, lay.zero_shard, lay.edp
+    opt_state = state_bytes(r.params, lay)["optimizer"] + state_bytes(r.expert_params, lay, edp)["optimizer"]
+    copies = optimizer_copies(system, opt_state, lay.optimizer_offload and not host_updates(lay))
+    updated = r.params / np.where(zero >= 1, shard, 1) + r.expert_params / np.where(zero >= 1, edp, 1)
+    return [copies, host_update_comm(system, lay, updated, updated, r.bwd_mb)]
+
+
+@dataclass
+class HostStep:
+    """The host's work per step on the slowest stage (`host_step`)."""
+
+    kernels: np.ndarray  # operator launches (what calibrate's host probe fits to)
+    calls: np.ndarray  # collective calls and sends
+    body: np.ndarray  # seconds: its micro-batches' launches (and the step's calls where the stack syncs first)
+    tail: np.ndarray  # seconds: the step's end, the optimizer loop (and the step's calls otherwise)
+    total: np.ndarray
+
+
+def host_step(model: ModelConfig, lay: Layouts, st: Stages, us: UnitSeconds, sends: Sends, slow: SlowestStage,
+              r: ReducedStage, steps: list[Comm]) -> HostStep:
+    """The host's launches, calls and seconds per step on the slowest stage (cost.host.launch_queue): its
+    micro-batches' launches, the step's collective calls (the host copies of an offloaded state are copies, priced
+    with the update), and at the step's end the loop over the stage's parameter tensors (clip, update, zero_grad;
+    under LoRA the adapters, A and B per adapted linear) while the device reduces and updates. A stack that
+    synchronises before the update has made the step's collective calls in its backward, before it."""
+    m, rates = lay.num_microbatches, us.rates
     step_calls = sum(np.asarray(c.calls, float) * np.asarray(c.active, bool) for c in steps if c.part != "offload_comm")
-    # the step's end: the host loops over the stage's parameter tensors (clip, update, zero_grad) and makes the
-    # step's calls while the device reduces and updates (cost.host.launch_queue.step_seconds)
     tensors = parameter_tensors(model)
     tensors_of = pick(st.layers * tensors["layer"] + st.embedding * tensors["embedding"]
-                      + st.head * tensors["head"], big)
-    if lay.lora is not None:  # the optimizer loops over the adapters, A and B per adapted linear
-        tensors_of = pick(st.layers, big) * 2 * len(lay.lora.targets)
+                      + st.head * tensors["head"], r.big)
+    if lay.lora is not None:
+        tensors_of = pick(st.layers, r.big) * 2 * len(lay.lora.targets)
     host_update = rates.optimizer_tensor_s * tensors_of + rates.optimizer_step_s * (tensors_of > 0)
-    host_calls_s = launch_seconds(rates, step_calls) + none
-    # a stack that synchronises before the update has made the step's collective calls in its backward, before it
+    host_calls_s = launch_seconds(rates, step_calls) + np.zeros(len(lay))
     sync = rates.sync_before_optimizer
-    host_body = m * host_mb + (host_calls_s if sync else 0.0)
-    host_tail = host_update + (0.0 if sync else host_calls_s)
-    host_total = host_body + host_tail  # the host's seconds per step on the slowest stage
-    # the pipeline at the device's seconds alone (what the host's lead is measured against)
-    def device_bubble(device_mb, mean):  # the pipeline's bubble at the device's seconds (cost.pipeline.schedules)
-        return pipeline_time(m, pick(device_mb, bottleneck), mean, pp, v) - m * pick(device_mb, bottleneck)
+    body = m * slow.host_mb + (host_calls_s if sync else 0.0)
+    tail = host_update + (0.0 if sync else host_calls_s)
+    return HostStep(kernels=sum(us.kernels[u] * slow.held[u] for u in UNITS) * m,
+                    calls=(sum(us.calls[u] * slow.held[u] for u in UNITS) + sends.calls) * m + step_calls,
+                    body=body, tail=tail, total=body + tail)
 
-    t_pipe_device = m * pick(device_mb, bottleneck) + device_bubble(device_mb, t_mean_device)
-    first = tuple(pick(x, bottleneck) for x in (launch_f, dev_f, launch_b, dev_b))  # one micro-batch's passes
-    body = step_seconds(t_pipe, t_pipe_device, dp_exposed + t_opt + t_copy, host_body, host_tail,
-                        pick(synced, bottleneck), rates.serial, first, sync)
 
-    step = body
-    time = {k: stage_part[k] * m for k in STAGE_PARTS}
-    # parts sum to the step: the pipeline's bubble at the device's seconds, what the device waits on the host
-    time.update(dp_comm=dp_exposed + none, bubble=device_bubble(device_mb, t_mean_device),
-                optimizer=t_opt + none, host=clean(body - t_pipe_device - dp_exposed - t_opt - t_copy, body),
-                offload_comm=time["offload_comm"] + t_copy,
-                overhead=time["overhead"], total=step)
-    # what the host dispatches per step on the slowest stage (what calibrate's host probe fits to)
-    host_kernels = sum(kernels[u] * held[u] for u in UNITS) * m
-    host_calls = (sum(calls_of[u] * held[u] for u in UNITS) + sends) * m + step_calls
-    # the clock the step's own mix sustains under the board limit (cost.power), before a calibration from runs
-    power, clock = system.accelerator.power, np.ones(len(lay))
-    if power is not None:  # priced at the loop's clock (cost.compute.kernels.Device.fraction): from there to the step's
-        priced = priced_clock(power)
-        clock = step_clock(power, time, priced)
-        compute_share = recompute_compute_share(time)
-        before = time
-        # the units at that clock, and the bubble of their pipeline: the stages trace to the breakdown
-        unit_time, fwd, recomputed = clocked_units(parts, fwd, compute_share, clock / priced)
-        parts = {u: {**parts[u], "recompute": recomputed[u]} for u in UNITS}
-        device_mb, t_mean_device = device_pipeline(unit_time)
-        t_max = pick(device_mb + wait, bottleneck)
-        time = dict(at_clock(before, clock / priced), bubble=device_bubble(device_mb, t_mean_device))
-        time["total"] = sum(time[k] for k in time if k != "total")
-        time = refill_host(time, before, host_total)
-    time = calibrated(time, system, lay.stack)
-    memory, mem_kind = stage_memory(model, system, lay, st) if memory is None else memory
+def step_breakdown(lay: Layouts, slow: SlowestStage, dp_exposed, t_opt, t_copy, host: HostStep,
+                   rates: HostRates) -> dict[str, np.ndarray]:
+    """The step's TimeBreakdown parts. The step (cost.host.launch_queue.step_seconds): the pipeline at the device's
+    and its host's seconds, then the exposed data-parallel collectives, the optimizer and the offloaded state's
+    copies at the device against the host's end of step. Its parts sum to it: the slowest stage's parts m times,
+    the pipeline's bubble at the device's seconds (`device_bubble`), and what the device waits on the host."""
+    m, none = lay.num_microbatches, np.zeros(len(lay))
+    bubble = device_bubble(lay, slow.device_mb, slow.mean_device, slow.bottleneck)
+    t_pipe_device = m * pick(slow.device_mb, slow.bottleneck) + bubble
+    body = step_seconds(slow.pipeline, t_pipe_device, dp_exposed + t_opt + t_copy, host.body, host.tail,
+                        slow.synced, rates.serial, slow.first, rates.sync_before_optimizer)
+    time = {k: slow.part[k] * m for k in STAGE_PARTS}
+    time.update(dp_comm=dp_exposed + none, bubble=bubble, optimizer=t_opt + none,
+                host=clean(body - t_pipe_device - dp_exposed - t_opt - t_copy, body),
+                offload_comm=time["offload_comm"] + t_copy, overhead=time["overhead"], total=body)
+    return time
 
-    # --- FLOPs ---------------------------------------------------------------------------------------------
+
+@dataclass
+class Clocked:
+    """The step at the clock it runs at under the power limit (`at_power_clock`)."""
+
+    time: dict[str, np.ndarray]  # TimeBreakdown parts
+    clock: np.ndarray  # fraction of the kernel tables' clock
+    unit_time: dict[str, np.ndarray]  # unit -> seconds per micro-batch (all parts)
+    fwd: dict[str, np.ndarray]  # ... of which forward
+    recompute: dict[str, np.ndarray]  # ... of which recomputed forward
+    stage_time_max: np.ndarray  # the slowest stage's seconds per micro-batch
+
+
+def at_power_clock(model: ModelConfig, system: System, lay: Layouts, st: Stages, us: UnitSeconds, sends: Sends,
+                   slow: SlowestStage, time: dict, host_total) -> Clocked:
+    """The clock the step's own mix sustains under the board limit (cost.power.step_clock), before a calibration
+    from runs. The kernel tables price at the loop's clock (cost.compute.kernels.Device.fraction); from there to the
+    step's: the units (cost.power.clocked_units), the bubble of their pipeline, and the host's part refilled
+    (cost.power.refill_host), so that the stages trace to the breakdown. Without a power model: as priced, clock 1."""
+    power = system.accelerator.power
+    if power is None:
+        return Clocked(time, np.ones(len(lay)), us.time, us.fwd, {u: us.parts[u]["recompute"] for u in UNITS},
+                       slow.seconds)
+    priced = priced_clock(power)
+    clock = step_clock(power, time, priced)
+    compute_share = recompute_compute_share(time)
+    unit_time, fwd, recomputed = clocked_units(us.parts, us.fwd, compute_share, clock / priced)
+    device_mb, mean = device_pipeline(model, st, unit_time, sends.seconds, lay.pp)
+    t_max = pick(device_mb + slow.wait, slow.bottleneck)
+    after = dict(at_clock(time, clock / priced), bubble=device_bubble(lay, device_mb, mean, slow.bottleneck))
+    after["total"] = sum(after[k] for k in after if k != "total")
+    return Clocked(refill_host(after, time, host_total), clock, unit_time, fwd, recomputed, t_max)
+
+
+def step_flops(model: ModelConfig, lay: Layouts, share) -> tuple[np.ndarray, np.ndarray]:
+    """(model FLOPs, hardware FLOPs) per step: the model's (cost.compute.flops.model_flops_per_token; under LoRA
+    its frozen base's), and those plus the forward the plan's recompute re-runs (recompute_flops_per_token; full
+    by Megatron-LM's block method: `share` of the layers), the MTP modules' (mtp_flops_per_token) and a tiled
+    loss's rebuilt logits (tiled_loss_flops_per_token)."""
     tokens = lay.tokens_per_step
     mflops = tokens * model_flops_per_token(model, lay.seq_len, frozen=lay.lora is not None)
     extra = {mode: recompute_flops_per_token(model, lay.seq_len, mode, lay.recompute_saved or ())
              for mode in get_args(Recompute)}
-    extra["full"] = extra["full"] * share  # Megatron-LM's block method: some of the layers
-    hflops = mflops + tokens * (np.select([among(rc, (k,)) for k in extra], list(extra.values()))
+    extra["full"] = extra["full"] * share
+    hflops = mflops + tokens * (np.select([among(lay.recompute, (k,)) for k in extra], list(extra.values()))
                                 + mtp_flops_per_token(model, lay.seq_len)
                                 + tiled_loss_flops_per_token(model, lay.loss_chunks))
-    peak_dtype = lay.precision if lay.precision in NARROW_PRECISIONS else "bf16"
-    return Step(lay=lay, stages=st, units=units, stage_comms=stage_comms, step_comms=steps, time=time, memory=memory,
-                bottleneck=bottleneck, memory_kind=mem_kind, capacity=system.accelerator.hbm_bytes,
-                headroom=headroom, **dict(zip(("budget", "limit"), memory_limits(system, lay.stack, headroom))),
-                host_room=host_limit(system),
-                model_flops=mflops, hardware_flops=hflops, peak_flops=system.accelerator.peak_flops(peak_dtype),
-                peak_dtype=peak_dtype, unit_time={u: unit_time[u] + none for u in UNITS},
-                unit_fwd={u: fwd[u] + none for u in UNITS},
-                unit_recompute={u: parts[u]["recompute"] + none for u in UNITS}, p2p=p2p, stage_time_max=t_max,
-                compute_speedup=speedup + none, moe_window=per_plan(units.moe_window),
-                host_kernels=host_kernels + none, host_calls=host_calls + none, host_s=host_total + none,
-                host_rates=rates, unit_host={u: (host_f[u] + none, host_b[u] + none) for u in UNITS},
-                send_host=send_host + none, clock=clock)
+    return mflops, hflops

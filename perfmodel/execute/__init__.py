@@ -1,8 +1,22 @@
-"""Run plan files for real and measure them: `run_plans` checks and launches one torchrun (`launch`,
-`processes`: process control, a failed rank in one line), each rank runs `worker` -> `train`, which builds the
-`transformer` on the meta device and applies the plan in small composable steps over a named DeviceMesh
-(`pipeline_parallel`, `tensor_parallel`, `context_parallel`, `expert_parallel`, `data_parallel`,
-`checkpointing`), on synthetic or local `data`; `memory_probe` and `host` measure, `manifest` and `resume` save
-and restore, `faults` injects the failures the tests need. It imports `perfmodel.spec` only (plan files in,
-measurements out), never the cost model or the search; torch is imported inside the workers.
+"""Plan files run for real with torch.distributed and measured: the executor of `perfmodel execute` and `perfmodel
+validate` (docs/plans.md).
+
+The parent process checks the plans and launches one torchrun; each rank builds the model on the meta device and
+applies the plan in small steps over a named DeviceMesh, as torchtitan does.
+
+- `run_plans`: check training plan files and launch them; `serve_plans`: the same for serving plans.
+- `launch`: torchrun, its elastic agent and the processes of a launch; a failed rank as one line.
+- `worker`: the torchrun entry point on each rank; `train`: one plan built and trained there.
+- `transformer`: the model trained: GPT-2 and Llama architectures in plain PyTorch.
+- `parallel`: one module per parallelism: tensor, pipeline, context, expert, data, activation checkpointing.
+- `lora`: LoRA fine-tuning on that model.
+- `inference`: a serving plan's prefill and decode with a KV cache, on one rank.
+- `data`: seeded synthetic tokens, or a local text file.
+- `memory_probe`: one rank's memory in the views the cost model predicts; `host`: what /proc says of the host.
+- `tracing`: Kineto traces of a plan's steps, for `perfmodel calibrate --from-trace`.
+- `checkpoint`: checkpoint directories and manifests; save and resume.
+- `faults`: failures a test plans and the workers meet.
+
+It may import only `errors`, `types`, `files` and `spec` (perfmodel.layers): plan files in, measurements out,
+nothing of the cost model or the search. torch is imported inside the workers.
 """

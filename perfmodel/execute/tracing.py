@@ -1,5 +1,5 @@
 """Kineto traces of a plan's steps (`perfmodel execute PLAN --trace DIR`): the executor's side of calibrating from a
-trace (issue 64), so that it both writes the traces a calibration reads and measures the plans it predicts.
+trace, so that it both writes the traces a calibration reads and measures the plans it predicts.
 
 The traced steps run after the timed ones, in the same process and on the same model, and are not among the
 measured step times: the profiler's own host work (an event per op and kernel, input shapes) slows the steps it

@@ -1,10 +1,19 @@
-"""A framework's own config in: Megatron-LM, Megatron-Bridge, torchtitan, MaxText and DeepSpeed configs read as
-data and turned into a model and a plan, every key accounted for (`perfmodel import`, `predict --config`).
+"""A framework's own config in: Megatron-LM, Megatron-Bridge, torchtitan, MaxText and DeepSpeed configs read as data
+(never run) into a model and a plan, every key accounted for (`perfmodel import`, `predict --config`, docs/plans.md).
 
-One reader per framework (`<framework>_in.read(files, name) -> Imported`), each the inverse of its exporter in
-perfmodel.export where there is one; `ledger` keeps the account of what every key became, `sources` reads files
-(shell, Python syntax trees, YAML, TOML, JSON) without running them. What a config leaves to its launcher, the
-device count and the hardware, comes from the caller (`plan_of`). This package imports nothing from the cost model.
+This module holds the entry points: `read_config` runs the framework's reader; `plan_of` turns what it read into a
+model, a system and a resolved plan once the hardware and the device count are known.
+
+- `megatron`, `bridge`, `torchtitan`, `maxtext`, `deepspeed`: one reader per framework, each with its key table.
+- `shell`: launch scripts read as bash would read them.
+- `sources`: argument lists, Python modules (as syntax trees), YAML, TOML and JSON read as data.
+- `reading`: the design the two readers of programs (launch scripts, Megatron-Bridge recipes) share: what is read,
+  what is named as not read (`NotRead`, `Unread`) and how far a reader goes (`Budget`).
+- `ledger`: what every key became (`Imported`): mapped, not priced and why, or a default.
+- `given`: what the user states beside the files: a script's arguments, a tokenizer's vocabulary.
+
+It may import only `errors`, `types`, `files` and `spec` (perfmodel.layers): a config becomes spec objects, and the
+caller prices them.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..files import read_mapping
+from .reading import NotRead
 
 try:  # Python 3.11+; tomli is the same parser, packaged for 3.10
     import tomllib
@@ -108,26 +109,13 @@ def options(words: list[str], nargs=()) -> list[tuple[str, str | None]]:
 
 # ---- Python, as data -----------------------------------------------------------------------------------------
 
-class Unevaluated:
-    """A Python expression a config module computes (a call, a name, arithmetic on unknowns): kept as its source
-    text, so that a key whose value is one can be named as not read, never guessed."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __repr__(self) -> str:
-        return self.text
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Unevaluated) and other.text == self.text
-
-    def __hash__(self) -> int:
-        return hash(self.text)
+# a Python expression a config module computes is kept as its text, named as not read (perfmodel.ingest.reading);
+NOT_LITERAL = "computed by the module: not a literal"
 
 
 def literal(node: ast.AST, names: dict[str, Any] | None = None) -> Any:
     """The value of a literal expression (numbers, strings, lists, dicts, tuples, True/False/None, unary minus,
-    arithmetic on known numbers, names the module assigned literals to); anything else an `Unevaluated`."""
+    arithmetic on known numbers, names the module assigned literals to); anything else a `NotRead`."""
     names = names or {}
     if isinstance(node, ast.Constant):
         return node.value
@@ -137,7 +125,7 @@ def literal(node: ast.AST, names: dict[str, Any] | None = None) -> Any:
         return {literal(k, names): literal(v, names) for k, v in zip(node.keys, node.values) if k is not None}
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         v = literal(node.operand, names)
-        return -v if isinstance(v, (int, float)) else Unevaluated(ast.unparse(node))
+        return -v if isinstance(v, (int, float)) else NotRead(ast.unparse(node), NOT_LITERAL)
     if isinstance(node, ast.BinOp):
         a, b = literal(node.left, names), literal(node.right, names)
         ops = {ast.Add: lambda x, y: x + y, ast.Sub: lambda x, y: x - y, ast.Mult: lambda x, y: x * y,
@@ -146,10 +134,10 @@ def literal(node: ast.AST, names: dict[str, Any] | None = None) -> Any:
         small = not isinstance(node.op, ast.Pow) or (isinstance(b, int) and 0 <= b < 64)  # 2**10, never 10**9**9
         if type(node.op) in ops and numbers and small and not (isinstance(node.op, ast.FloorDiv) and b == 0):
             return ops[type(node.op)](a, b)
-        return Unevaluated(ast.unparse(node))
+        return NotRead(ast.unparse(node), NOT_LITERAL)
     if isinstance(node, ast.Name) and node.id in names:
         return names[node.id]
-    return Unevaluated(ast.unparse(node))
+    return NotRead(ast.unparse(node), NOT_LITERAL)
 
 
 def parse_python(path: Path, what: str) -> ast.Module:
@@ -173,7 +161,7 @@ def module_names(tree: ast.Module) -> dict[str, Any]:
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             v = literal(stmt.value, names)
-            if not isinstance(v, Unevaluated):
+            if not isinstance(v, NotRead):
                 names[stmt.targets[0].id] = v
     return names
 

@@ -1,4 +1,9 @@
-"""The whole training run of one plan: how many steps and days, device-hours and dollars (`forecast`), energy
-and emissions (`energy`), interruptions, checkpoints and goodput (`reliability`). It imports `perfmodel.cost`
-(one step's estimate) and `perfmodel.spec`; `perfmodel.search` reads it to rank layouts by whole-run objectives.
+"""The whole training run of one plan, from one step's estimate (`perfmodel forecast`, docs/forecast.md).
+
+- `forecast`: steps, wall-clock days, device-hours and dollars, checkpoints, interruptions, goodput.
+- `energy`: each device's power, the host's and the facility's share, MWh and emissions.
+- `reliability`: time between interruptions, the checkpoint interval that minimises wall time, goodput.
+
+It may import every stage below it (perfmodel.layers), never torch; `search` reads it to rank layouts by whole-run
+objectives.
 """

@@ -32,10 +32,10 @@ HOST_SHARE = 330.0 / 300.0 - 1.0
 # The same table: the data centres of those runs had a PUE of 1.10 (Microsoft, GPT-3) to 1.12 (Google).
 PUE = 1.10
 # An H100 SXM idles at about 70 W of its 700 W board power (nvidia-smi power.draw of an idle card, as seen in
-# public logs; not measured by this project: benchmarks/power_draw.py measures it where a GPU is lent).
+# public logs; not measured by this project: the power-draw benchmark measures it where a GPU is lent).
 IDLE_SHARE = 0.10
 # Assumption, not measured: a device that only communicates (copy engines, a few SMs of NCCL kernels, HBM and
-# links busy) draws half of its dynamic range. benchmarks/power_draw.py measures a copy-bound stand-in.
+# links busy) draws half of its dynamic range. The power-draw benchmark measures a copy-bound stand-in.
 COMM_SHARE = 0.5
 
 

@@ -1,12 +1,18 @@
-"""Plan search: every layout of a job (`space`), ranked by the cost model (`ranking`: feasible plans, objectives,
-the Pareto front), the split of layers into pipeline stages (`stage_split`), per-operator sharding for one mesh
-(`pase`), the best plan written as a plan file (`plan_writer`), and the same job across hardware (`whatif`). It
-imports `perfmodel.run` (whole-run objectives), `perfmodel.cost` and `perfmodel.spec`; it holds no cost formula of
-its own.
+"""Plan search: every layout of a job ranked by the cost model, and the best written as a plan file.
 
     from perfmodel.search import search
     res = search("llama-3-70b", "dgx-h100", [512, 1024], global_batch=1024, seq_len=8192)
     res.table.head(), res.plan(0), res.pareto(), res.summary()
+
+- `space`: every valid layout of a job, as columns.
+- `ranking`: the layouts priced, the feasible ones ranked, the Pareto front (`search`, `SearchResult`).
+- `stage_split`: layers split into pipeline stages, balanced under each stage's memory limit.
+- `pase`: per-operator sharding of one stage's device mesh (PaSE, exact dynamic programming).
+- `plan_writer`: the chosen plan as a plan file: stages, placements, prediction.
+- `whatif`: one job across systems, and the single upgrade of one that buys most.
+
+It may import every stage below it (perfmodel.layers), never torch, and holds no cost formula of its own: every cost
+it compares comes from `cost`.
 """
 
 

@@ -1,8 +1,21 @@
-"""Serving (inference) on the training side's hardware model: memory and the KV cache (`kv_cache`), the seconds of
-one step (`step_time`; its host time, `host_time`), continuous batching in steady state and the estimate
-(`batching.infer`), and the layouts of a serving job ranked under latency limits (`layout_search`). It imports
-`perfmodel.spec` (the serving plan and stack profiles, `spec.serving.schema`) and `perfmodel.cost` (the kernels, tables
-and collectives training is priced with: one cost model, shared), nothing downstream."""
+"""Serving (inference) priced on the training side's hardware model: one cost model, shared (`perfmodel infer`,
+docs/inference.md).
+
+- `kv_cache`: a replica's GPU memory: weights, the KV cache, activations, runtime.
+- `step_time`: one serving step's seconds: GEMMs, attention, all-reduces, a speculative draft.
+- `gemm_quant`: a served fp8 GEMM's activation cast.
+- `moe_kernels`: routed experts from the part's measured fused-MoE table.
+- `wide_ep`: MoE layers across expert-parallel ranks: dispatch, combine, imbalance.
+- `host_time`: the request path's time on the system's host.
+- `batching`: continuous batching in steady state, and the estimate (`infer`).
+- `disaggregated`: prefill and decode in separate pools, the KV cache sent between them.
+- `layout_search`: serving layouts ranked under latency limits; the fewest GPUs for a request rate.
+- `replica_engine`: one serving engine run request by request: queue, admission, steps.
+- `simulate`: requests sent as a benchmark client sends them, through the replicas' engines.
+- `simulate_disaggregated`: the same for a disaggregated deployment.
+
+Its inputs are `spec.serving`. It may import every stage below it (perfmodel.layers), never torch.
+"""
 
 from .batching import infer
 

@@ -23,7 +23,7 @@ their rows (`cost.compute.kernels.Device.gemm_priced`), one cast in the table an
 from the part's own table, nothing is fitted. A check from the same tables: what this leaves of an fp8 call's fixed
 cost, 2 floor(bf16) = 5.3 us on H200 (two kernels), is close to the tables' own fp8_block floor, 4.5 us (a
 per-token-group cast and the GEMM, no amax: ../shared/data/kernels/h200_sxm/gemm.csv.gz, m <= 4, n, k <= 128).
-Measured on a lent H100 in CUDA graphs (`python benchmarks/fp8_cast.py`, benchmarks/results/device/fp8_cast_h100.txt):
+Measured on a lent H100 in CUDA graphs (the fp8-cast benchmark; its H100 result is kept with it):
 at (1, 128, 128) the dynamic path takes 13.1 us (the H100 table: 12.3), a static cast and the GEMM 5.5 (this
 model: 2 x 2.65 = 5.3); at decode shapes (8-64 rows, Llama-3.1-70B's projections at tp 4) the dynamic path costs
 12-16 us more than the static one, so the floors' 7 us is the conservative reading of the saving. fp4 (NVFP4) is left as timed: its activation scales are per block

@@ -1,8 +1,14 @@
-"""What a user describes, as pydantic schemas and the catalogues behind them: the model (`model`, read from a
-HuggingFace config.json by `spec.model.hf_config`, by preset name from `spec.model.presets` through `model_catalogue`), the
-hardware (`hardware`: systems, accelerators, network tiers, efficiencies, the YAML catalogue in hardware_specs/),
-the software stack (`stack`), the plan and its recompute policies (`plan`, `recompute`), the operators a plan
-places (`operators`), plan files (`plan_file`), what the cost model returns (`result`), what the executor
-measures (`measurement`) and the built-in example (`example`). It imports only `perfmodel.errors` and
-`perfmodel.files` (and pydantic, numpy, PyYAML): every other stage reads it, it reads none of them.
+"""What a user describes, as pydantic schemas and the catalogues behind them; every other stage reads it.
+
+- `model`: the model (`ModelConfig`): presets, HuggingFace config.json, the operators of a step.
+- `hardware`: systems, accelerators, network tiers, measured kernel tables (the catalogue in hardware_specs/).
+- `host`: the host CPU that launches the kernels, and a stack's calls per step.
+- `stack`: software-stack profiles and their release lines.
+- `plan`: a training run's parallel layout and settings (`Plan`), its rules, plan files.
+- `serving`: serving engines, plans, workloads and estimates.
+- `result`: what the cost model returns (`Estimate`).
+- `measurement`: what the executor measures and validation reads.
+- `example`: the built-in example `perfmodel predict` runs with no flags.
+
+It may import only `errors`, `types` and `files` (perfmodel.layers), never torch.
 """

@@ -1,12 +1,20 @@
-"""Design-space sweeps (`perfmodel sweep`, docs/sweep.md): many hypothetical systems (`axes`, `points`), each
-running the real best-plan search of every workload (`evaluate`), on this machine's cores or a Ray cluster
-(`engines`), rows streamed to Parquet and resumable (`store`, `run`), and read back as a Pareto front, best points
-and sensitivities (`analysis`). It imports `perfmodel.search`, `perfmodel.serve`, `perfmodel.run` and `perfmodel.spec`
-and holds no cost formula of its own.
+"""Design-space sweeps (`perfmodel sweep`, docs/sweep.md): many hypothetical systems, each running the real search of
+every workload.
 
     from perfmodel.sweep import load_sweep, run_sweep, report
     run_sweep(load_sweep("sweeps/example.yaml"), "out/example", workers=2)
     report("out/example").pareto
+
+- `schema`: the sweep file: base systems, axes, sampling, workloads, objectives, constraints.
+- `axes`: a point's system: a base system with each axis's value applied.
+- `points`: the points (a grid or quasi-random draws), their tasks grouped into chunks.
+- `evaluate`: one chunk: each point's best plan per workload, one row each.
+- `engines`: where chunks run: in process, a local pool, Ray.
+- `store`: the results folder: one Parquet file per finished chunk, resumable.
+- `run`: a sweep run: checked, laid out, finished chunks skipped, the rest run with a progress bar.
+- `analysis`: what a finished sweep says: the Pareto front, best points, sensitivities.
+
+It may import every stage below it (perfmodel.layers) and holds no cost formula of its own.
 """
 
 

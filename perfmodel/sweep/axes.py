@@ -98,7 +98,7 @@ def node_changes(base_node: str, node: str) -> dict[str, tuple[str, float]]:
     node_flops(node) / node_flops(base) (the board power held); the memory generation that ships with the node,
     stacks x one stack's bandwidth (TB/s) and capacity (GiB); the node's scale-up and scale-out link generations,
     GB/s per device and direction. Sources: hardware_specs/technology_nodes.yaml (each number),
-    benchmarks/results/sweep/technology_nodes_sources.md (the chain of foundry claims)."""
+    and the chain of foundry claims kept with the sweep benchmark's results."""
     t = technology_nodes()
     a, b = t.node(base_node), t.node(node)
     mem = t.memory(b.memory)

@@ -37,7 +37,7 @@ class SweepPlan(Schema):
 
 
 class Targets(Schema):
-    """Accuracy targets of issue 4 for a sweep (reported by benchmarks/validation.py, not asserted)."""
+    """The accuracy a sweep's predictions are held to (reported by the validation benchmark, not asserted)."""
 
     step_mape_pct: float = Field(description="step-time MAPE at most this, percent")
     spearman: float | None = Field(None, description="Spearman rank correlation of predicted vs measured step "
@@ -180,7 +180,7 @@ GPU_SINGLE = Sweep(
     ],
     steps=20, warmup=5,  # steps of 20-250 ms: more of them for a stable median
     targets=Targets(step_mape_pct=10, memory_mape_pct=5),
-    trace_plan="gpt2-355m-mb8",  # a mid-sized, device-bound baseline (benchmarks/trace_calibration.py)
+    trace_plan="gpt2-355m-mb8",  # a mid-sized, device-bound baseline (the trace-calibration benchmark's)
 )
 
 SWEEPS: dict[str, Sweep] = {s.name: s for s in (CPU_SMOKE, CPU_3D, GPU_SINGLE)}

@@ -1,4 +1,4 @@
-"""`perfmodel validate --sweep NAME --calibrate-from-trace [--trace-plan NAME]` (issue 64): trace one plan of a sweep,
+"""`perfmodel validate --sweep NAME --calibrate-from-trace [--trace-plan NAME]`: trace one plan of a sweep,
 calibrate from its trace (`calibrate.trace.from_trace.calibrate_from_trace`, as `calibrate --from-trace` does), predict the
 sweep's plans on that spec and score it against their measurements with the traced plan left out (the plans the
 trace did not see), beside the spec the sweep predicts with and the spec the trace gives before any fit.
@@ -10,7 +10,7 @@ The columns, for the same measured steps:
 - the sweep's own spec where it is another (`microbenchmarks` when validate calibrated this machine, or the given
   --hardware);
 - `trace`: the calibrated spec; its MAPE and Spearman leave the traced plan out.
-One code path serves CPU and GPU sweeps (the device picks the base as above). benchmarks/trace_calibration.py scores
+One code path serves CPU and GPU sweeps (the device picks the base as above). The trace-calibration benchmark scores
 a finished run with the same functions. This module imports no torch.
 """
 
@@ -193,7 +193,7 @@ def calibrate_and_score(plans: dict[str, tuple], traces: Path, plan_dir: Path, t
 
 
 def trace_lines(tc: TraceCalibration) -> list[str]:
-    """The comparison as validate and benchmarks/trace_calibration.py print it."""
+    """The comparison as validate and the trace-calibration benchmark print it."""
     labels = [c.label for c in tc.columns]
     width = max(16, *(len(k) + 2 for k in labels))
     lines = [f"calibrated from the trace of {tc.traced_plan} ({tc.traces}):", "",

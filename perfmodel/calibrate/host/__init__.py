@@ -1,8 +1,8 @@
-"""This host's seconds per call kind and per launch, measured, as a spec carries them.
+"""This host's costs as a spec carries them: a stack's seconds per call kind, and the executor's per launch.
 
-- `calls`: This host's seconds per call, by the kind of call a training or serving stack makes (`spec.hardware.system.HostCalls`).
-- `costs`: Host costs of the executor's stack: seconds per operator launch and per collective call.
-- `measured`: This machine's host as a spec carries it (spec.host.cpu.HostCPU), from what calibrate.host.calls measured: every
+- `calls`: this host's seconds per call, by the kind of call a training or serving stack makes.
+- `costs`: the executor's host costs: seconds per operator launch and per collective call.
+- `measured`: this machine's host as a spec's `HostCPU`, every probed kind cited to its command.
 
-It imports the stages below `perfmodel.calibrate` (docs/architecture.md).
+It may import what `calibrate` may: every stage below it (perfmodel.layers).
 """

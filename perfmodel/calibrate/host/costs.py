@@ -15,7 +15,7 @@ plan of that stack (cost.host.launch_queue.host_rates: before the stack profile'
 
 On a CPU the same launch also runs one model large enough to compute (`SUSTAIN_MODEL`, data parallel over all
 ranks) and derives `Efficiency.sustained_fraction` from it, as the GPU specs derive theirs from a published
-end-to-end run (benchmarks/sustained_fraction.py): the fraction of the microbenchmarked GEMM and attention rates
+end-to-end run (the sustained-fraction benchmark): the fraction of the microbenchmarked GEMM and attention rates
 a whole training step keeps once every rank computes, communicates and allocates at once,
 
     sustained_fraction = F / (measured - (predicted - F))            F: the step's GEMM + attention seconds

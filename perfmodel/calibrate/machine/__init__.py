@@ -1,13 +1,14 @@
-"""`perfmodel calibrate` of this machine: the suite of microbenchmarks, the timings, the fit through the cost model's formulas and the calibrated spec with its measured tables.
+"""`perfmodel calibrate` of this machine: microbenchmarks timed, fitted through the cost model's formulas, and
+written as a hardware spec with its measured tables.
 
-- `bench`: Microbenchmarks of the machine at hand: GEMMs, causal attention, elementwise kernels, collectives.
-- `calibrated_spec`: Build the calibrated System: a template holding the reference peaks, then the fitted efficiencies on it.
-- `calibration`: `perfmodel calibrate`: microbenchmark this machine and write a hardware spec fitted to it.
-- `fit`: Fit a hardware spec's efficiency parameters to microbenchmark timings, through the cost model's own formulas.
-- `measured_tables`: The measured tables a calibration writes beside its spec, in the catalogue's formats (hardware_specs/kernels/),
-- `raw`: Schemas of what a calibration measures and fits: the raw file `SPEC.raw.json` written beside the spec.
-- `serving_costs`: Host costs and sustained fraction of the executor's serving loop (execute.inference), measured as
-- `suite`: What calibration measures: the points of one run (`Suite`, `suite`) and the layer shapes they come from.
+- `calibration`: the command's work: run the suite, fit it, write the spec.
+- `suite`: what to measure: the points of one run and the layer shapes they come from.
+- `bench`: the microbenchmarks: GEMMs, causal attention, elementwise kernels, collectives.
+- `fit`: the spec's efficiencies fitted to the timings through the cost model's formulas.
+- `calibrated_spec`: the calibrated `System`: a template's peaks with the fitted efficiencies on it.
+- `measured_tables`: the GEMM and collective tables written beside the spec, in the catalogue's formats.
+- `raw`: the raw file (`SPEC.raw.json`) of what was measured and fitted.
+- `serving_costs`: the executor's serving loop's host costs and sustained fraction.
 
-It imports the stages below `perfmodel.calibrate` (docs/architecture.md).
+It may import what `calibrate` may: every stage below it (perfmodel.layers).
 """

@@ -57,7 +57,7 @@ def check_name(name, flag: str = "name") -> None:
         raise InputError(f"{flag} = {name!r}; valid: letters, digits, '.', '_' and '-', e.g. cpu-lab-4p")
 
 
-def _check_output(output) -> Path:
+def check_spec_output(output) -> Path:
     """The spec file to write: named .yaml/.yml and writable; InputError otherwise."""
     if output is None:
         raise InputError("output is required: the spec file to write, e.g. --output my-machine.yaml")
@@ -77,7 +77,7 @@ def _check(device, nproc, output, base, quick, name) -> tuple[System | None, Pat
     if not isinstance(quick, bool):
         raise InputError(f"quick = {quick!r}; valid: True or False")
     check_name(name)
-    out = _check_output(output)
+    out = check_spec_output(output)
     for extra in [raw_path(out), *table_paths(out).values()]:
         check_writable(extra, "output")
     if device == "cpu":

@@ -1,9 +1,10 @@
-"""A user's measured runs into a spec: runs tables and training logs, prediction intervals and memory bands.
+"""`perfmodel calibrate --from-runs`: a user's measured runs fitted into a spec, and the intervals around a prediction.
 
-- `from_runs`: Calibrate a spec from measured training runs: `perfmodel calibrate --from-runs RUNS.csv|LOGDIR`.
-- `intervals`: Prediction intervals that hold on runs they were not built from: per stack and per regime, from the residuals of
-- `logs`: Training logs -> rows of the published-runs CSV, so `calibrate --from-runs` fits logs and CSVs alike.
-- `memory_band`: Where measured memory peaks lie around the estimate: per stack profile and memory view, the 0.1/0.9 quantiles of
+- `from_runs`: a runs table (CSV) or a folder of logs fitted into a spec.
+- `table`: the runs table's rows (the published-runs columns) as cases: model, system, plan, measured step.
+- `logs`: training logs read as rows of the runs table.
+- `intervals`: prediction intervals that hold on runs they were not built from.
+- `memory_band`: where measured memory peaks lie around the estimate, per stack and memory view.
 
-It imports the stages below `perfmodel.calibrate` (docs/architecture.md).
+It may import what `calibrate` may: every stage below it (perfmodel.layers).
 """

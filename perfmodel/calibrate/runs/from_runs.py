@@ -1,11 +1,11 @@
 """Calibrate a spec from measured training runs: `perfmodel calibrate --from-runs RUNS.csv|LOGDIR`.
 
 A user gives a few measured steps of their own cluster and stack (a CSV in the columns of the published-runs
-development set, `benchmarks/data/published_runs_dev.README.md`; or Megatron-LM / torchtitan logs, read by
+development set, which docs/stacks.md lists; or Megatron-LM / torchtitan logs, read by
 `calibrate.runs.logs`). Each run is priced by the cost model with the given spec; the step's parts are split into
 compute C and exposed communication M (`cost.step.COMPUTE_TIME`, `COMM_TIME`) and host time H (the seconds the
 device waits on its host, `cost.host.launch_queue`, plus the stack's per-step overhead), and what is physical and
-size-free is fitted (issue 48: a calibration from runs of one size must carry over to another):
+size-free is fitted (a calibration from runs of one size must carry over to another):
 
     measured ~ C / compute_speed + M / network_speed + H / host_speed [+ step_overhead_s]   (cost.step.run_fit_time)
 
@@ -28,8 +28,8 @@ PRIOR_SD comes from the development sets and this project's measurements, not fr
 between source groups of the compute speed each group's own runs fit (median absolute deviation of log speed x
 1.48: 0.13 dense, 0.28 MoE, taken as 0.2), the network speed, which most groups' runs barely inform (1.4: taken as
 1, a factor e at one standard deviation), and the host speed: 0.5, the log ratio of the per-launch host cost of
-the two lent H100 machines' hosts this project measured (154.8 us against 91.9 us:
-benchmarks/results/calibration/h100*/). The fitted values, every run's residual and its leave-one-out prediction
+the two lent H100 machines' hosts this project measured (154.8 us against 91.9 us, in the two machines'
+calibrations kept with the benchmarks). The fitted values, every run's residual and its leave-one-out prediction
 (the fit to all other runs) go into the written spec (`spec.hardware.system.RunFit`), whose predictions then carry them.
 
 The model is linear in (1/compute_speed, 1/network_speed, 1/host_speed, overhead), so a fit costs one cost-model
@@ -130,7 +130,7 @@ def read_runs_table(path: str | Path) -> pd.DataFrame:
         missing.append("iter_time_s (or tokens_per_s_per_gpu)")
     if missing:
         raise InputError(f"--from-runs {str(path)!r}: missing column(s) {', '.join(missing)}; valid: the columns "
-                         "of the published-runs CSV (benchmarks/data/published_runs_dev.README.md)")
+                         "of the published-runs CSV (docs/stacks.md, 'Calibrating to your cluster from measured runs')")
     return df
 
 

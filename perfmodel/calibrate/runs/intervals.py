@@ -11,18 +11,18 @@ runs counts as much as one of 5), and coverage is judged per held-out group.
   large) gets its own band over all stacks' runs in it (again at least MIN_GROUPS groups), kept where it is wider,
   so a plan in that regime quotes the union (`Interval.around`).
 - `held_out` (the claim docs/stacks.md makes): each group's runs against the intervals built without that group.
-- `extrapolation_widths` (issue 48: intervals that know when they extrapolate): the runs of one hardware generation,
+- `extrapolation_widths` (intervals that know when they extrapolate): the runs of one hardware generation,
   one precision, or the largest jobs, each held out in turn and predicted with the interval built from the others;
   for each way (`spec.stack.profile.EXTRAPOLATIONS`) the least widening of both bounds that brings those held-out runs to
   TARGET coverage (folds weighted equally, groups once in each). Every interval records what its runs span
   (`Domain`: generations, precision classes, most devices) and these widths; a plan outside the domain quotes the
   interval widened by them (`Interval.bounds`), and says so. The widths are chosen on the dev sets' own folds, as
-  the level is: a slightly hopeful figure, which `benchmarks/published_runs.py` reports leave-one-generation-out.
+  the level is: a slightly hopeful figure, which the published-runs benchmark reports leave-one-generation-out.
 - `choose_level`: the narrowest of LEVELS (lower-tail quantile q; bounds at q and 1 - q) whose held-out coverage,
   groups weighted once, reaches TARGET. That held-out share at the level chosen is written as `Interval.held_out`
   (one figure for all stacks; the level was chosen among four on the same groups, so it is slightly hopeful, as
   docs/stacks.md says); `coverage` stays the quantiles' nominal level.
-This module imports no torch; pandas only where `benchmarks/published_runs.py` calls it.
+This module imports no torch; pandas only where the published-runs benchmark calls it.
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
-"""`perfmodel calibrate --from-trace`: profiler traces read, the job and device they ran on, GEMMs, collectives, overlap and host time measured in them.
+"""`perfmodel calibrate --from-trace`: a hardware spec calibrated from a profiler trace of the user's own step.
 
-- `comms`: Collectives in a profiler trace (calibrate.trace.reader's RankTrace): NCCL/RCCL kernels with their
-- `device`: The base system a GPU trace calibrates (issue 73): the catalogue's system of the GPU the trace ran on (by its
-- `from_trace`: `perfmodel calibrate --from-trace PATH...`: a hardware spec calibrated from a profiler trace of one step of the user's
-- `gemm`: The traced job's GEMM efficiency from kernel names and its plan (issue 73): a trace recorded without shapes
-- `host`: The host's seconds per call kind, measured in a CPU trace of the stack's own step (issue 64).
-- `job`: The job a GPU trace ran, and what its GEMMs calibrate (issue 73): `--plan PLAN.json`, or a framework's config
-- `overlap`: comm_overlap from a CPU trace's own collectives (issue 64): how much of a collective that ran beside the backward
-- `reader`: Reading profiler traces: Kineto chrome-trace JSON (plain or gzipped), one file per rank, as torch.profiler,
-- `summary`: What a profiler trace measured (`perfmodel calibrate --from-trace PATH --format json`): the step, how busy the device
+- `reader`: Kineto chrome-trace JSON, one file per rank, as torch.profiler and the frameworks write it.
+- `summary`: what a trace measured: the step, the device busy or waiting, kernel classes, collectives, GEMM rates.
+- `device`: the base system a GPU trace calibrates.
+- `job`: the job a trace ran (a plan file or a framework's config), and what its GEMMs calibrate.
+- `gemm`: the GEMM efficiency from kernel names and the plan's FLOPs, without recorded shapes.
+- `comms`: the collectives in a trace, with their bytes and group sizes.
+- `overlap`: how much of a collective beside the backward hid behind it.
+- `host`: the host's seconds per call kind, from a CPU trace.
+- `from_trace`: the command's work: read, measure, fit as the microbenchmarks are fitted, write the spec.
 
-It imports the stages below `perfmodel.calibrate` (docs/architecture.md).
+It may import what `calibrate` may: every stage below it (perfmodel.layers).
 """

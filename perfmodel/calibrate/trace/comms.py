@@ -1,6 +1,6 @@
 """Collectives in a profiler trace (calibrate.trace.reader's RankTrace): NCCL/RCCL kernels with their
 record_param_comms arguments (message elements, group size, dtype), gloo's worker spans with their input shapes, and
-NCCL-tests' bus bandwidth of a call (issue 64)."""
+NCCL-tests' bus bandwidth of a call."""
 
 from __future__ import annotations
 

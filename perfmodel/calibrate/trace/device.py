@@ -1,4 +1,4 @@
-"""The base system a GPU trace calibrates (issue 73): the catalogue's system of the GPU the trace ran on (by its
+"""The base system a GPU trace calibrates: the catalogue's system of the GPU the trace ran on (by its
 deviceProperties name, calibrate.machine.calibration.default_base), else one built from the trace's own device.
 
 A trace's deviceProperties give the GPU's name, SMs / CUs (numSms), memory (totalGlobalMem) and compute capability

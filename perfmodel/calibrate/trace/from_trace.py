@@ -1,5 +1,5 @@
 """`perfmodel calibrate --from-trace PATH...`: a hardware spec calibrated from a profiler trace of one step of the user's
-own job (issue 64), through the same fits as the microbenchmarks (`calibrate.machine.fit.fit_all`).
+own job, through the same fits as the microbenchmarks (`calibrate.machine.fit.fit_all`).
 
 The trace's operators become the calibration's measurements (`calibrate.machine.raw.Measurements`), each at the shape the
 job ran it and timed as the job ran it:

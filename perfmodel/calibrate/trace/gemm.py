@@ -1,4 +1,4 @@
-"""The traced job's GEMM efficiency from kernel names and its plan (issue 73): a trace recorded without shapes
+"""The traced job's GEMM efficiency from kernel names and its plan: a trace recorded without shapes
 (torch.profiler's default, record_shapes=False), in fp32, fp16 or bf16, still times every GEMM kernel, and the plan
 the job ran (`--plan`, or an imported config) says how many FLOPs they did.
 

@@ -1,4 +1,4 @@
-"""The host's seconds per call kind, measured in a CPU trace of the stack's own step (issue 64).
+"""The host's seconds per call kind, measured in a CPU trace of the stack's own step.
 
 On a CPU the ranks compute on the thread that dispatches, so a step is the operators' work, the host's calls
 around it and the waits for the exchanges, one after another on each rank's main thread. A trace records every

@@ -1,4 +1,4 @@
-"""The job a GPU trace ran, and what its GEMMs calibrate (issue 73): `--plan PLAN.json`, or a framework's config
+"""The job a GPU trace ran, and what its GEMMs calibrate: `--plan PLAN.json`, or a framework's config
 (`--config FILE... --from FRAMEWORK`, read as perfmodel import reads it: perfmodel.ingest.read_config / plan_of), on
 the base system, with the trace's ranks as the device count where neither the flags nor the config give one.
 

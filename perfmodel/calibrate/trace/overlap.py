@@ -1,4 +1,4 @@
-"""comm_overlap from a CPU trace's own collectives (issue 64): how much of a collective that ran beside the backward
+"""comm_overlap from a CPU trace's own collectives: how much of a collective that ran beside the backward
 hid behind it, in the sense `perfmodel calibrate --device` measures it (calibrate.machine.fit.overlap_fraction):
 
     comm_overlap = (t_c + t_m - t_both) / min(t_c, t_m), clipped to [0, 1]
@@ -20,7 +20,7 @@ so each term is taken from the trace itself:
 The sums over every window beside compute on every rank and step go through `overlap_fraction`: t_both - t_c is
 the compute the collectives slowed, and on the host cores that also compute (gloo) it is near t_m, serial.
 
-dp4's trace (benchmarks/results/traces/cpu-smoke-vm/dp4, 4 ranks on 2 cores): the first 1 MiB bucket's all-reduce
+dp4's trace (the committed cpu-smoke-vm traces, 4 ranks on 2 cores): the first 1 MiB bucket's all-reduce
 ran beside the backward 8 times (spans 7-97 ms, most of it waiting for the slower ranks to reach the bucket); the
 operators inside took ~30 ms more than the same operators outside any window against ~23 ms of t_m at the 20 MB
 last bucket's rate: comm_overlap 0, as `calibrate --device cpu` measured 0.075 on the same VM.
@@ -38,9 +38,9 @@ from .reader import RankTrace, leaf_work
 
 # Classification thresholds, not fitted constants: the share of a collective's window the rank's operators cover for
 # it to count as beside compute (BESIDE, at least) or alone (ALONE, at most). On the committed cpu-smoke dp4 trace
-# (benchmarks/results/traces/cpu-smoke-vm/dp4) the fraction is 0 for every BESIDE in 0.3-0.9 and ALONE in 0.05-0.2
-# (t_both / t_c / t_m 163 / 136 / 24 ms at 0.3-0.5, 154 / 129 / 21 at 0.7, 27 / 15 / 9 at 0.9; this project's
-# sweep of both, 2026-11-28), so the result does not hang on them.
+# the fraction is 0 for every BESIDE in 0.3-0.9 and ALONE in 0.05-0.2 (t_both / t_c / t_m 163 / 136 / 24 ms at
+# 0.3-0.5, 154 / 129 / 21 at 0.7, 27 / 15 / 9 at 0.9; this project's sweep of both, 2026-11-28), so the result does
+# not hang on them.
 BESIDE = 0.5
 ALONE = 0.1
 

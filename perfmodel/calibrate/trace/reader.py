@@ -1,6 +1,6 @@
 """Reading profiler traces: Kineto chrome-trace JSON (plain or gzipped), one file per rank, as torch.profiler,
 torchtitan's profiling, Megatron-LM's `--use-pytorch-profiler`, HF Trainer and `perfmodel execute --trace` write
-them, on CUDA, ROCm or CPU (issue 64).
+them, on CUDA, ROCm or CPU.
 
 What a trace holds and how it is read here:
 - steps: torch.profiler's `ProfilerStep#N` spans on the host (user_annotation); without them the whole trace is one
@@ -43,7 +43,7 @@ LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cu
 # GEMM kernels by name, as cuBLAS / cuBLASLt (ampere_*, volta_*, sm80_xmma_gemm_*, nvjet_*, gemv*, splitKreduce's
 # cublasSplitKParams), CUTLASS (cutlass_80_tensorop_s1688gemm_*; not every kernel with cutlass:: types in its
 # template arguments, nor MIOpen's SubTensorOp), rocBLAS / hipBLASLt (Cijk_*), TensorRT-LLM (bmm_*) and
-# torch.compile's templates name them (the HTA, TraceLens and lent-GPU traces: tests/fixtures/traces/README.md);
+# torch.compile's templates name them (the HTA, TraceLens and lent-GPU traces the tests read);
 # convolutions run implicit GEMMs (cuDNN *_implicit_gemm_*, CUTLASS ImplicitGemmConvolution, MIOpen igemm_*): their own
 # class, no model GEMM
 GEMM_KERNEL = re.compile(r"(?<!fb)gemm|gemv|cublas|nvjet|xmma|wgmma|matmul|cijk_|_mma_|^bmm_|"

@@ -64,7 +64,7 @@ class JobGemm(Schema):
 
 
 class TraceSummary(Schema):
-    """The stable JSON of `calibrate --from-trace --format json` (issue 64)."""
+    """The stable JSON of `calibrate --from-trace --format json`."""
 
     device: str = Field(description="the device the trace ran on (deviceProperties' name, or the CPU)")
     ranks: int = Field(description="rank traces read")

@@ -1,17 +1,17 @@
-"""One module per `perfmodel` subcommand, each with `add_parser` and its `run`.
+"""One module per `perfmodel` subcommand, each with `add_parser(subparsers, name, help)` and `run(args) -> str`.
 
-- `calibrate`: The `perfmodel calibrate` subcommand: flags, and the table printed after a calibration.
-- `catalogue`: `perfmodel hardware list|show NAME|schema|hosts [HOST]`, `perfmodel models list|show NAME` and `perfmodel stacks
-- `execute`: `perfmodel execute`: run plan files with torch.distributed under torchrun and measure them
-- `export`: `perfmodel export PLAN --to TARGET [--version V] [--check]`: a plan file as one framework version's
-- `forecast`: `perfmodel forecast`: the whole run of a plan (perfmodel.run.forecast) from predict's flags or a plan file.
-- `import_config`: `perfmodel import FILE... --from FRAMEWORK [--hardware H] [--gpus N] [--name CONFIG] [-o PLAN.json] [--explain]`:
-- `infer`: `perfmodel infer`: serve a model on a layout (TTFT, TPOT, throughput, memory and the KV cache), or with --search
-- `predict`: `perfmodel predict`: one training step of a plan from the plan flags, a plan file, or (no flags) the built-in
-- `search`: `perfmodel search`: rank every layout of a job (`search.ranking.search`); write the best as a plan file.
-- `sweep`: `perfmodel sweep SWEEP.yaml`: a design-space sweep (every point runs the real search of every workload) on this
-- `validate`: `perfmodel validate`: run plans (or a built-in sweep) for real, predict them, compare (`validate.runner`).
-- `whatif`: `perfmodel whatif`: one job's best plan and step time on several systems, and which single upgrade of one
+- `predict`: one training step of a plan (flags, a plan file, a framework's config, or the built-in example).
+- `search`: every layout of a job ranked; the best written as a plan file.
+- `whatif`: one job across systems, and the single upgrade that buys most.
+- `forecast`: the whole run of a plan: days, dollars, energy, failures.
+- `infer`: serving: TTFT, TPOT, throughput, memory; layouts ranked; requests simulated.
+- `sweep`: a design-space sweep run or reported, or its file's schema printed.
+- `import_config`: `perfmodel import`: a framework's config read, every key accounted for.
+- `export`: a plan file as a framework release's config, optionally checked by that release.
+- `execute`: plan files run under torchrun and measured.
+- `validate`: plans run for real, predicted and compared.
+- `calibrate`: `perfmodel calibrate`'s flags, and the table it prints.
+- `catalogue`: `perfmodel hardware`, `models` and `stacks`: the catalogues listed and shown.
 
-It imports any stage below `perfmodel.cli`.
+It may import what `cli` may: every stage below it (perfmodel.layers); heavy imports stay inside `run`.
 """

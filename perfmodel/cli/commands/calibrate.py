@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 from ..argtypes import integer, path
-from .import_config import add_given_flags, given_of
+from ..plan_flags import add_given_flags
+from ..plan_input import given_of
 from ...ingest import FRAMEWORKS
 from ...errors import InputError
 from ...spec.hardware.system import System
@@ -148,7 +149,7 @@ def from_trace(args: argparse.Namespace) -> str:
     """`calibrate --from-trace`: calibrate from profiler traces, write the spec if asked, print what they measured."""
     from ...files import write_atomic
     from ...calibrate.trace.from_trace import calibrate_from_trace
-    from ...calibrate.machine.calibration import _check_output, spec_yaml
+    from ...calibrate.machine.calibration import check_spec_output, spec_yaml
     from ...calibrate.trace.job import JobSource
     from ...spec.plan.file import load_plan_file
 
@@ -157,7 +158,7 @@ def from_trace(args: argparse.Namespace) -> str:
     if given:
         raise InputError(f"calibrate --from-trace reads traces; drop {', '.join(given)} (flags of the other ways "
                          "to calibrate)")
-    out = _check_output(args.output) if args.output is not None else None
+    out = check_spec_output(args.output) if args.output is not None else None
     job = JobSource(plan_path=args.plan, config=args.config, framework=args.framework,
                     config_name=args.config_name, gpus=args.gpus, given=given_of(args))
     job.check()
@@ -204,7 +205,7 @@ def from_runs(args: argparse.Namespace) -> str:
     """`calibrate --from-runs`: fit to measured runs, write the spec atomically, print the fit."""
     from ...files import write_atomic
     from ...spec.hardware.system import load_hardware
-    from ...calibrate.machine.calibration import _check_output, check_name, spec_yaml
+    from ...calibrate.machine.calibration import check_name, check_spec_output, spec_yaml
     from ...calibrate.runs.from_runs import calibrate_from_runs, report
 
     given = microbenchmark_flags(args)
@@ -213,7 +214,7 @@ def from_runs(args: argparse.Namespace) -> str:
     if args.hardware is None:
         raise InputError("calibrate --from-runs needs --hardware PRESET_OR_SPEC: the system the runs ran on "
                          "(perfmodel hardware list)")
-    out = _check_output(args.output)
+    out = check_spec_output(args.output)
     system = load_hardware(args.hardware)
     check_name(args.name, "--name")
     system = system.model_copy(update={"name": args.name or f"{system.name}-runs"})

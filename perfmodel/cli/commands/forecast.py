@@ -12,7 +12,8 @@ from ...run.forecast import RANGES as FORECAST_RANGES
 from ...run.forecast import Forecast, RampStage, forecast, parse_tokens
 from ...run.reliability import INTERRUPTION_RATE, RESTART_OVERHEAD_S
 from ..argtypes import MAX_COUNT, number, path
-from ..plan_flags import add_plan_flags, plan_from_args
+from ..plan_flags import add_plan_flags
+from ..plan_input import plan_input
 
 
 def _ramp(text: str) -> list[RampStage]:
@@ -88,8 +89,8 @@ def run(a: argparse.Namespace) -> str:
         from ...plots.canvas import check_plot_path
 
         check_plot_path(a.plot)
-    model, system, plan, _ = plan_from_args(a)
-    f = forecast(model, system, plan, a.tokens, a.ramp, a.price, a.interruption_rate, a.restart_s, a.checkpoint,
+    p = plan_input(a)
+    f = forecast(p.model, p.system, p.plan, a.tokens, a.ramp, a.price, a.interruption_rate, a.restart_s, a.checkpoint,
                  a.checkpoint_interval, device_power_w=a.device_power, idle_power_w=a.idle_power,
                  host_power_w=a.host_power, comm_power_share=a.comm_power_share, pue=a.pue,
                  grid_intensity=a.grid_intensity, storage=storage)
@@ -98,7 +99,7 @@ def run(a: argparse.Namespace) -> str:
         from ...plots.goodput import forecast_figure
         from ...run.reliability import DEFAULT_STORAGE
 
-        forecast_figure(f, storage or system.storage or DEFAULT_STORAGE, a.plot)
+        forecast_figure(f, storage or p.system.storage or DEFAULT_STORAGE, a.plot)
         print(f"wrote {a.plot}", file=sys.stderr)
     return out
 

@@ -10,6 +10,8 @@ import sys
 from ...files import check_output
 from ...ingest import FRAMEWORKS
 from ..argtypes import integer, path
+from ..plan_flags import add_given_flags
+from ..plan_input import imported_plan, save_plan
 
 _DEFAULTS = {"dp": None, "gpus": None}  # fields every plan states: printed whatever their value
 
@@ -25,24 +27,6 @@ def add_config_flags(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--name", metavar="CONFIG", help="the config to read where a file defines several (a recipe "
                                                     "module's functions, a registry's entries); without it they are "
                                                     "listed")
-
-
-def add_given_flags(p: argparse.ArgumentParser) -> None:
-    """The flags that give what a config's files leave out of themselves (perfmodel.ingest.given): import's and
-    predict --config's."""
-    p.add_argument("--script-args", metavar="'WORDS'", help="the arguments a launch script is run with ($1, $2, ...), "
-                                                           "as one quoted string; without it what the script takes "
-                                                           "from them is not read")
-    p.add_argument("--vocab-size", type=integer("--vocab-size"), metavar="N",
-                   help="the tokenizer's vocabulary, where the config names a tokenizer file whose size it does not "
-                        "state (padded as the framework pads it)")
-
-
-def given_of(a: argparse.Namespace):
-    """The ingest.given.Given of the flags (--script-args, --vocab-size)."""
-    from ...ingest import Given
-
-    return Given.of(getattr(a, "script_args", None), getattr(a, "vocab_size", None))
 
 
 def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
@@ -66,22 +50,13 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
 
 def run(a: argparse.Namespace) -> str:
     from ...cost.estimate import evaluate_plan
-    from ...ingest import plan_of, read_config
 
     if a.output:
         check_output(a.output, "--output", ".json")
-    imp = read_config(a.files, a.framework, a.name, given_of(a))
-    model, system, plan = plan_of(imp, a.hardware, a.gpus)
+    imp, model, system, plan = imported_plan(a, a.files)
     step, est = evaluate_plan(model, system, plan)
     if a.output:
-        from ...search.plan_writer import plan_file
-        from ...spec.plan.file import write_plan_file
-
-        from ..report import unfit_plan_file
-
-        unfit = unfit_plan_file(est, "--output", a.output, a.strict)
-        pf = plan_file(model, system, plan, created_by="perfmodel " + " ".join(sys.argv[1:]), evaluated=(step, est))
-        write_plan_file(pf, a.output)
+        unfit = save_plan(model, system, plan, (step, est), "--output", a.output, a.strict)
         print(f"wrote {a.output}" + (f"\n{unfit}" if unfit else ""), file=sys.stderr)
     if a.format == "json":
         import json

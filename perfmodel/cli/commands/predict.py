@@ -7,12 +7,11 @@ import argparse
 import sys
 
 from ...errors import InputError
-from ...files import check_output
-from ...spec.plan.file import write_plan_file
 from ...spec.stack.profile import STACKS
 from ...spec.stack.release import release_lines
 from ..argtypes import path, stack_name
-from ..plan_flags import EXAMPLE, add_plan_flags, headroom_of, no_plan_given, plan_from_args, use_example
+from ..plan_flags import EXAMPLE, add_plan_flags
+from ..plan_input import plan_input, save_plan
 
 
 def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
@@ -47,7 +46,7 @@ def run(a: argparse.Namespace) -> str:
                          "valid: plan flags (not --plan) with --format table and no --plot")
     if a.versus:  # the second plan resolves first: a refusal writes nothing (--save-plan)
         try:
-            versus = plan_from_args(argparse.Namespace(**{**vars(a), "stack": a.versus}))
+            versus = plan_input(argparse.Namespace(**{**vars(a), "stack": a.versus, "save_plan": None}))
         except InputError as err:
             raise InputError(f"--versus {a.versus}: {err}") from None
     out = estimate_from_args(a)
@@ -55,8 +54,8 @@ def run(a: argparse.Namespace) -> str:
         from ...cost.estimate import evaluate_plan
         from ..report import versus_table
 
-        model, system, plan, _ = versus
-        return estimate_table(out) + "\n\n" + versus_table(out, evaluate_plan(model, system, plan, headroom_of(a))[1])
+        other = evaluate_plan(versus.model, versus.system, versus.plan, versus.headroom)[1]
+        return estimate_table(out) + "\n\n" + versus_table(out, other)
     if a.plot is not None:
         from ...plots.prediction import estimate_figure
 
@@ -66,34 +65,23 @@ def run(a: argparse.Namespace) -> str:
 
 
 def estimate_from_args(a):
-    """The estimate of the plan predict's flags (or --plan FILE; no plan at all: the built-in example) give, written
-    as a plan file with --save-plan. The CLI and the planner page (perfmodel.app.actions) both predict through it."""
+    """The estimate of the plan predict's flags (or --plan FILE, or --config; no plan at all: the built-in example)
+    give (`cli.plan_input`), written as a plan file with --save-plan. The CLI and the planner page
+    (perfmodel.app.actions) both predict through it."""
     from ...cost.estimate import check_prediction, evaluate_plan
 
-    if getattr(a, "trace", None) and no_plan_given(a):
-        raise InputError("--trace calibrates the spec of a plan you describe; valid: --trace PATH with --model, "
-                         "--gpus, --tp, --pp, --micro-batch, --global-batch, --seq-len")
-    if no_plan_given(a):  # the built-in example, with the output flags given (--format, --plot, --save-plan)
-        a = use_example(a)
-
-    if a.save_plan:
-        check_output(a.save_plan, "--save-plan", ".json")
-    model, system, plan, pf = plan_from_args(a)
-    if pf is not None:
-        est = check_prediction(model, system, plan, pf.prediction, f"plan file {a.plan!r}")
+    p = plan_input(a, builtin_example=True)
+    if p.plan_file is not None:  # its prediction checked, the file written again as it is
+        est = check_prediction(p.model, p.system, p.plan, p.plan_file.prediction, f"plan file {a.plan!r}")
         if a.save_plan:
-            write_plan_file(pf, a.save_plan, "--save-plan")
+            from ...spec.plan.file import write_plan_file
+
+            write_plan_file(p.plan_file, a.save_plan, "--save-plan")
         return est
-    step, est = evaluate_plan(model, system, plan, headroom_of(a))
+    step, est = evaluate_plan(p.model, p.system, p.plan, p.headroom)
     if a.save_plan:
-        from ...search.plan_writer import plan_file  # PaSE placements: only when a plan file is written
-
-        from ..report import unfit_plan_file
-
-        unfit = unfit_plan_file(est, "--save-plan", a.save_plan, getattr(a, "strict", False))
-        pf = plan_file(model, system, est.plan, created_by="perfmodel " + " ".join(sys.argv[1:]),
-                       evaluated=(step, est), headroom=headroom_of(a))
-        write_plan_file(pf, a.save_plan, "--save-plan")
+        unfit = save_plan(p.model, p.system, est.plan, (step, est), "--save-plan", a.save_plan,
+                          getattr(a, "strict", False), p.headroom)
         if unfit:
             print(unfit, file=sys.stderr)
     return est

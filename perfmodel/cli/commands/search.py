@@ -10,16 +10,15 @@ from ...errors import InputError
 from ...files import check_output
 from ...search.ranking import OBJECTIVES, search
 from ...search.space import Space
-from ...spec.hardware.system import DEFAULT_HEADROOM, load_hardware
-from ...spec.model.catalogue import load_model
+from ...spec.hardware.system import DEFAULT_HEADROOM
 from ...spec.plan.recompute import OFFLOAD_TENSORS, SAVED_TENSORS
 from ...spec.stack.profile import DEFAULT_STACK, STACKS
 from ...spec.stack.release import release_lines
 from ..argtypes import capacity_factor, counts, integer, number, path, stack_name
 from ..plan_flags import (
-    COMPILES, DISPATCHERS, PRECISIONS, add_compression_flags, add_lora_flags, add_state_dtype_flags, headroom_of,
-    lora_of, module_list,
+    COMPILES, DISPATCHERS, PRECISIONS, add_compression_flags, add_lora_flags, add_state_dtype_flags, module_list,
 )
+from ..plan_input import headroom_of, lora_of, model_and_system
 
 
 def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
@@ -114,7 +113,7 @@ def run(a: argparse.Namespace) -> str:
         check_output(a.output, "--output", ".json")
     if a.plot is not None:
         check_plot_path(a.plot)
-    result = search(load_model(a.model), load_hardware(a.hardware).with_host(a.host), a.gpus, a.global_batch, a.seq_len,
+    result = search(*model_and_system(a), a.gpus, a.global_batch, a.seq_len,
                     precision=a.precision, objective=a.objective, space=space_of(a.only), attention=a.attention,
                     grad_dtype=a.grad_dtype, weight_dtype=a.weight_dtype,
                     moment_dtype=a.moment_dtype, grad_compression=a.grad_compression, powersgd_rank=a.powersgd_rank,

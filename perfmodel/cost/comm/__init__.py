@@ -1,9 +1,9 @@
-"""Communication: collectives over the network tiers a group spans, the stage mesh, the collectives inside a sharded operator, gradient compression.
+"""Communication: what moving tensors between devices costs a step.
 
-- `collectives`: Collective and point-to-point communication time on the network tiers a process group spans.
-- `compression`: Data-parallel gradient compression (`Plan.grad_compression`): what the gradient collectives carry and what the
-- `mesh`: The stage mesh (dp, cp, tp) and what moving tensors over it costs: collectives over groups of its axes, and the
-- `sharded`: What an operator under one placement costs beyond its kernels: the collectives inside it, the redistribution of
+- `collectives`: collective and point-to-point time on the network tiers a process group spans.
+- `mesh`: the stage mesh (dp, cp, tp): collectives over its axes, a tensor moved from one placement to another.
+- `sharded`: what an operator under one placement costs beyond its kernels: collectives, redistributions, weights.
+- `compression`: data-parallel gradient compression: what the collectives carry, its kernels and memory.
 
-It imports `perfmodel.spec` and the rest of `perfmodel.cost`, never torch.
+It may import what `cost` may: `spec` and the ground (perfmodel.layers), never torch.
 """

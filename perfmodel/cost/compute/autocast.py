@@ -1,9 +1,15 @@
-"""torch.autocast around fp32 parameters (`Stack.autocast_linears`): the casts around every linear, the fp32
-residual stream it leaves between them, and eager PyTorch's separate bias-gradient reduction."""
+"""torch.autocast around fp32 parameters (`Stack.autocast_linears`): the bytes of the casts around every linear, of
+the fp32 residual stream it leaves between them, and of eager PyTorch's separate bias-gradient reduction.
+
+Figures only: the operator table (cost.compute.operator_table.kernels) asks for them and builds the kernels, so
+the dependency goes one way, from the table to this module."""
 
 from __future__ import annotations
 
-from .kernels import ELEMENTWISE_BYTES, Device, Op, elementwise_op, residual_bytes
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .kernels import Device
 
 
 AUTOCAST_BYTES = 6.0  # an fp32 <-> bf16/fp16 cast reads 4 and writes 2 bytes per element (2 and 4 back)
@@ -50,23 +56,16 @@ def stream_bytes(dev: Device, kind: str, bf16: tuple[float, float], mask: float 
     return fwd + mask, bwd + mask
 
 
-def stream_op(dev: Device, kind: str, name: str, elements, rec, dropout: bool = False) -> list[Op]:
-    """A norm, residual add (+ its dropout's mask) or loss over `elements` values, at `stream_bytes`: fp32 on an eager
-    autocast plan, else the bf16 bytes of cost.compute.kernels (ELEMENTWISE_BYTES, residual_bytes)."""
-    bf16 = residual_bytes(dropout) if kind == "residual" else ELEMENTWISE_BYTES[kind]
-    return [elementwise_op(dev, name, elements, *stream_bytes(dev, kind, bf16, mask=float(dropout)), rec)]
-
-
-def autocast_op(dev: Device, name: str, tokens, n, k, rec) -> list[Op]:
-    """The casts torch.autocast adds to a linear of local shape (n out, k in) over `tokens` rows, per micro-batch, on
-    a stack that trains fp32 parameters under it (`autocast_on`): the weight and bias to the compute dtype in the
-    forward and their gradients back in the backward, and the input, where a norm produced it in fp32, once per
-    nn.Linear that reads it (the first norm's `qkv` readers, the second's `mlp_in` ones: doubled for a gated MLP's
-    gate and up, the final norm's LM head once) and its gradient back, where autograd then joins the readers'
-    fp32 gradients (readers - 1 sums of JOIN_BYTES). Under torch.compile (`fp32_stream` false) the input casts fuse
-    into the norm's kernel and only the weights' remain. Under LoRA (Plan.lora) the base weights and biases are frozen:
-    cast forward, no gradient to cast back. Each cast moves AUTOCAST_BYTES per element
-    (cost.compute.kernel_time.memory_bound_time); bytes.
+def cast_bytes(dev: Device, name: str, tokens, n, k) -> tuple | None:
+    """(elements, forward bytes, backward bytes per element) of the casts torch.autocast adds to a linear of local
+    shape (n out, k in) over `tokens` rows, per micro-batch, on a stack that trains fp32 parameters under it
+    (`autocast_on`; None elsewhere): the weight and bias to the compute dtype in the forward and their gradients
+    back in the backward, and the input, where a norm produced it in fp32, once per nn.Linear that reads it (the
+    first norm's `qkv` readers, the second's `mlp_in` ones: doubled for a gated MLP's gate and up, the final norm's
+    LM head once) and its gradient back, where autograd then joins the readers' fp32 gradients (readers - 1 sums of
+    JOIN_BYTES). Under torch.compile (`fp32_stream` false) the input casts fuse into the norm's kernel and only the
+    weights' remain. Under LoRA (Plan.lora) the base weights and biases are frozen: cast forward, no gradient to
+    cast back. Each cast moves AUTOCAST_BYTES per element (cost.compute.kernel_time.memory_bound_time).
 
     Source: torch.autocast's CUDA op list casts a linear's inputs to the lower dtype (PyTorch docs, "Automatic Mixed
     Precision package", ops that autocast to float16; layer_norm to float32), and its cast cache keeps a weight's
@@ -75,7 +74,7 @@ def autocast_op(dev: Device, name: str, tokens, n, k, rec) -> list[Op]:
     (four per layer: q, k, v's gradients joined twice, and the two streams) in its backward
     (benchmarks/results/traces)."""
     if not autocast_on(dev):
-        return []
+        return None
     readers, m = dev.stack.autocast_linears, dev.model
     weights = n * k + n * m.linear_has_bias(name)
     casts = {"qkv": readers.get("qkv", 0), "mlp_in": readers.get("mlp_in", 0) * (2 if m.gated else 1),
@@ -85,21 +84,20 @@ def autocast_op(dev: Device, name: str, tokens, n, k, rec) -> list[Op]:
     fwd = AUTOCAST_BYTES * (weights + inputs)
     trained = getattr(dev.plan, "lora", None) is None
     bwd = AUTOCAST_BYTES * (weights * trained + inputs) + JOIN_BYTES * joins
-    return [elementwise_op(dev, f"{name}.autocast", weights + inputs, fwd / (weights + inputs),
-                           bwd / (weights + inputs), rec)]
+    return weights + inputs, fwd / (weights + inputs), bwd / (weights + inputs)
 
 
-def bias_grad_op(dev: Device, name: str, tokens, n) -> list[Op]:
-    """The bias gradient as its own reduction over the tokens (`Stack.bias_grad_reduction`: eager PyTorch's
-    nn.Linear, whose addmm backward leaves the broadcast bias's gradient to autograd's sum_to, aten::sum): it reads
-    the output gradient once, 2 bytes per element of tokens x n; backward only; none under LoRA, whose base biases
-    are frozen (execute/lora.py). Elsewhere the GEMM's epilogue computes it (cuBLASLt's BGRADB in Transformer Engine
-    and Megatron-LM).
+def bias_grad_bytes(dev: Device, name: str, tokens, n) -> tuple | None:
+    """(elements, forward bytes, backward bytes per element) of the bias gradient as its own reduction over the
+    tokens (`Stack.bias_grad_reduction`: eager PyTorch's nn.Linear, whose addmm backward leaves the broadcast bias's
+    gradient to autograd's sum_to, aten::sum): it reads the output gradient once, 2 bytes per element of tokens x n;
+    backward only. None under LoRA, whose base biases are frozen (execute/lora.py), and where the GEMM's epilogue
+    computes it (cuBLASLt's BGRADB in Transformer Engine and Megatron-LM).
 
     Source: PyTorch tools/autograd/derivatives.yaml (addmm: self's gradient is grad, reduced to the bias's shape by
     sum_to); measured: 120 aten::sum of bf16 [8192, 1024] and 24 of [8192, 4096] per GPT-2 355M step, 2.8 of its
     82 ms, in the executor's trace on the lent H200 (benchmarks/results/traces/gpu-single-h200/gpt2-355m-mb8)."""
     frozen = getattr(dev.plan, "lora", None) is not None
     if frozen or not (dev.stack.bias_grad_reduction and dev.model.linear_has_bias(name)):
-        return []
-    return [elementwise_op(dev, f"{name}.bias_grad", tokens * n, 0.0, 2.0, ())]
+        return None
+    return tokens * n, 0.0, 2.0

@@ -1,4 +1,4 @@
-"""Grouped GEMMs: a device's local experts in one kernel, against one dense GEMM of the same rows (issue 61)."""
+"""Grouped GEMMs: a device's local experts in one kernel, against one dense GEMM of the same rows."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ def grouped_slowdown(curve, tokens_per_group, groups):
     interpolated in log tokens and held at the end points beyond them; 1 where `groups` is 1 (one expert per
     device: a plain GEMM) or nothing was measured. Dimensionless, per plan.
 
-    Source: benchmarks/grouped_gemm.py on a lent H200 (torch._grouped_mm against cuBLAS's torch.mm, bf16, the MoE
-    presets' expert shapes; benchmarks/results/device/grouped_gemm_h200.json): a grouped GEMM splits each
+    Source: the grouped-GEMM benchmark on a lent H200 (torch._grouped_mm against cuBLAS's torch.mm, bf16, the MoE
+    presets' expert shapes; its H200 result is kept with it): a grouped GEMM splits each
     expert's m rows into its own tiles, so a small m leaves tiles part empty and waves part full, and its weight
     gradient reduces over m tokens where the dense GEMM's reduces over g*m (1.8-2.4x at 128 tokens, 1.1-1.25x at
     1024, ~1.05-1.1x from 4096)."""

@@ -238,7 +238,7 @@ def gemm_op(dev: Device, name: str, m, n, k, batch, precision: str, recompute, f
     batch separate weights. A 2-byte GEMM with
     a leading dimension off 16 bytes (`unaligned`) runs no faster than the part's measured alignment-1 rates
     (Accelerator.unaligned_matmul_tflops: forward, input and weight gradient; ~7x below the aligned kernels on
-    H100, benchmarks/gemm_alignment.py)."""
+    H100, the GEMM-alignment benchmark)."""
     flops = 2.0 * m * n * k * batch
     (fwd, by, out_f), (da, _, out_a), (db, _, out_b) = (dev.gemm_priced(a, b, c, batch, precision)
                                                         for a, b, c in ((m, n, k), (m, k, n), (k, n, m)))
@@ -329,8 +329,7 @@ def flash_attention_flops(tokens, seq_len, window, head_dim, heads):
 # backward, as bytes per score element at the part's memory rate. Measured on the lent H100 (b 8, h 12-16, t
 # 1024-2048, d 64: the forward 1.67-3.26 ms for 101-201 M scores, 47-48 B per score at 2.95 TB/s with the two small
 # GEMMs, 43 without them as this module prices them; forward and backward 116-119 B, so 57 B in the backward
-# without its GEMMs):
-# benchmarks/results/device/gemm_alignment.txt (python benchmarks/gemm_alignment.py)
+# without its GEMMs; the GEMM-alignment benchmark's recorded result).
 EAGER_SOFTMAX_BYTES = (43.0, 57.0)
 
 

@@ -27,8 +27,10 @@ from ...spec.model.operators import (
     GRAPH_OPS, LAYER_OPS, SPECS, UNIT_OF, OpSpec, config_of, megatron_dim, megatron_split, tensor_codes,
 )
 from ...spec.plan.recompute import Recompute
-from .kernels import ACT_BYTES, ELEMENTWISE_BYTES, Device, Op, Values, attention_ops, elementwise_op, linear_op
-from .autocast import autocast_op, bias_grad_op, stream_op
+from .kernels import (
+    ACT_BYTES, ELEMENTWISE_BYTES, Device, Op, Values, attention_ops, elementwise_op, linear_op, residual_bytes,
+)
+from .autocast import bias_grad_bytes, cast_bytes, stream_bytes
 from .embedding_grad import embedding_ops
 from ..layouts import Layouts, among
 from ..comm.mesh import BIT, gathered_axes
@@ -224,7 +226,7 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
     if fam == "embedding_output":
         return embedding_output_kernels(dev, T * s.local("hidden"))
     if fam == "norm":
-        return stream_op(dev, "norm", op.name, T * s.local("hidden"), rec)
+        return stream_kernels(dev, "norm", op.name, T * s.local("hidden"), rec)
     if fam == "linear":
         out_dim, n, in_dim, k = op.gemm
         prec = "bf16" if op.name == "lm_head" else None
@@ -232,8 +234,7 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
         if op.name == "lm_head" and dev.stack.vocab_multiple > 1:  # the stack's padded vocabulary (Stack.vocab_multiple)
             rows = np.ceil(rows / dev.stack.vocab_multiple) * dev.stack.vocab_multiple
         ops = linear_op(dev, op.name, T, rows, s.local(in_dim, k), rec, precision=prec)
-        ops += autocast_op(dev, op.name, T, rows, s.local(in_dim, k), rec)
-        ops += bias_grad_op(dev, op.name, T, rows)
+        ops += autocast_kernels(dev, op.name, T, rows, s.local(in_dim, k), rec)
         parts = (("per-op", per_op_share(op.name, m)), ("names", names_gemm_share(op.name, saved, m)),
                  ("selective", mla_up_share(m) if op.name == "qkv" and m.mla is not None else 1.0))
         ops = [replace(k_, partial=tuple(p for p in parts if 0.0 < p[1] < 1.0)) for k_ in ops]  # MLA: down proj.
@@ -247,14 +248,31 @@ def kernels(op: Operator, s: Split, dev: Device) -> list[Op]:
         modes = ("full",) + ("selective",) * ("core_attn" in modules) + ("names",) * ("attention" not in saved)
         return [replace(k, recompute=modes) for k in core]
     if fam == "residual":
-        return stream_op(dev, "residual", op.name, T * s.local("hidden"), rec, dropout=m.dropout > 0)
+        return stream_kernels(dev, "residual", op.name, T * s.local("hidden"), rec, dropout=m.dropout > 0)
     if fam == "moe":  # its tokens split like the stage's (configurations keep them so), its experts by ep x etp
         lay = dev.plan if isinstance(dev.plan, Layouts) else Layouts.from_plan(dev.plan)
         return moe_kernels(m, dev, lay)
     if fam == "activation":
         act = "swiglu" if m.gated else "gelu"
         return [elementwise_op(dev, act, T * s.local("ffn"), *ELEMENTWISE_BYTES[act], rec)]
-    return stream_op(dev, "cross_entropy", "cross_entropy", T * s.local("vocab"), rec)
+    return stream_kernels(dev, "cross_entropy", "cross_entropy", T * s.local("vocab"), rec)
+
+
+def stream_kernels(dev: Device, kind: str, name: str, elements: Values, rec, dropout: bool = False) -> list[Op]:
+    """A norm, residual add (+ its dropout's mask) or loss over `elements` values: memory-bound at the bf16 bytes of
+    cost.compute.kernels (ELEMENTWISE_BYTES, residual_bytes), or at the fp32 stream's on an eager autocast plan
+    (cost.compute.autocast.stream_bytes)."""
+    bf16 = residual_bytes(dropout) if kind == "residual" else ELEMENTWISE_BYTES[kind]
+    return [elementwise_op(dev, name, elements, *stream_bytes(dev, kind, bf16, mask=float(dropout)), rec)]
+
+
+def autocast_kernels(dev: Device, name: str, tokens: Values, n: Values, k: Values, rec) -> list[Op]:
+    """What eager PyTorch adds to linear `name` of local shape (n out, k in) over `tokens` rows, as memory-bound
+    kernels: torch.autocast's casts (cost.compute.autocast.cast_bytes), and the bias gradient as its own reduction
+    (cost.compute.autocast.bias_grad_bytes, backward only, never recomputed); none where the stack does neither."""
+    cast, bias = cast_bytes(dev, name, tokens, n, k), bias_grad_bytes(dev, name, tokens, n)
+    return ([elementwise_op(dev, f"{name}.autocast", *cast, rec)] if cast is not None else []) + (
+        [elementwise_op(dev, f"{name}.bias_grad", *bias, ())] if bias is not None else [])
 
 
 def recomputed_in(op: Operator, modules, model: ModelConfig, saved=()) -> tuple[str, ...]:

@@ -1,8 +1,8 @@
-"""The host's share of a step: the launch queue the device waits on, and an optimizer state updated in host memory.
+"""The host's share of a step: the thread that launches the kernels, and an optimizer state updated in host memory.
 
-- `host_update`: An optimizer state kept in host memory and updated there (Plan.optimizer_update host / host_overlapped):
-- `host_update_time`: The host update's seconds per step (Plan.optimizer_update host / host_overlapped): its copies over the host link
-- `launch_queue`: The host that launches the kernels: what it spends per step, and how much of that the device sees.
+- `launch_queue`: what the launching host spends per step, and how much of it the device waits on.
+- `host_update`: an optimizer state kept and updated in host memory (ZeRO-Offload, SuperOffload).
+- `host_update_time`: that update's seconds per step: copies over the host link and CPU Adam, overlapped.
 
-It imports `perfmodel.spec` and the rest of `perfmodel.cost`, never torch.
+It may import what `cost` may: `spec` and the ground (perfmodel.layers), never torch.
 """

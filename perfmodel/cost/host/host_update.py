@@ -13,7 +13,9 @@ _create_fp32_partitions puts sub-groups i >= int((1 - ratio) x n) on the CPU; th
   device: the bf16 working weights (sharded per the ZeRO stage), the reduce bucket the backward fills before the
           reduction and the copy out (ipg bucket, reduce_bucket_size elements; two at ZeRO-1/2 under overlap_comm),
           and the device's share of the state and of its fp32 gradients; nothing else of the optimizer.
-What a step moves and computes (cost.host.host_update_time.host_update_comm):
+What a step moves and computes (cost.host.host_update_time.host_update_comm: a module of its own because
+cost.memory.states reads the placement here, while the seconds need memory.offload and comm.sharded's Comm, which
+import cost.memory.states; one module would be an import cycle):
   out: the gradient partitions in the gradient dtype to the pinned buffer and back (partition_grads copies, then
        `.to(device)`), and the host share's fp32 gradients (cast on the device: `grad_buffer.to(fp32)`, then
        copied; SuperOffload's "Superchip-aware casting"), during the backward as each bucket is reduced;

@@ -1,5 +1,6 @@
 """The host update's seconds per step (Plan.optimizer_update host / host_overlapped): its copies over the host link
-and DeepSpeed's CPU Adam, overlapped as ZeRO-Offload and SuperOffload overlap them (cost.host.host_update's docstring)."""
+and DeepSpeed's CPU Adam, overlapped as ZeRO-Offload and SuperOffload overlap them (cost.host.host_update's
+docstring, which also says why these seconds are not in that module)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ..memory.states import state_bytes
 # exp_avg_sq; stores param, exp_avg, exp_avg_sq)
 HOST_ADAM_BYTES = 28.0
 # The share of the host's memory bandwidth DeepSpeedCPUAdam reaches: PyTorch's CPU Adam (torch.optim.Adam, foreach)
-# reaches 0.278 of a triad's bytes per second at these 28 B (`python benchmarks/host_adam.py`, n = 5e7, torch 2.13
+# reaches 0.278 of a triad's bytes per second at these 28 B (the host-Adam benchmark, n = 5e7, torch 2.13
 # on this project's 2-core x86 helper machine: 2.38 vs 8.56 GB/s), and on a GH200 GraceAdam runs 3x PyTorch's CPU
 # Adam and 1.3x DeepSpeed's CPU-Adam (DeepSpeed blogs/deepspeed-superoffload/README.md, "GraceAdam", Figure 5):
 # CPU-Adam = 3 / 1.3 = 2.3x PyTorch's, 0.278 x 2.3 = 0.64

@@ -42,7 +42,7 @@ PYTHON_KINDS = ("eager_op", "view_op", "autograd_node", "module_call", "fused_mo
 # own Python around its forward's calls; the engine's around its nodes; the optimizer's loop). Fitted on this
 # project's lent-H100 measurements: the geometric mean of measured / priced host seconds per pass over five tiny
 # twins (nanoGPT on three machines, HF GPT-2 Large on two), each priced on its own machine's probed host; each
-# twin's step predicted from the other four within 6-28%, mean 20% (python benchmarks/host_twins.py).
+# twin's step predicted from the other four within 6-28%, mean 20% (the host-twins benchmark).
 IN_CONTEXT = {"forward": 1.97, "backward": 1.45, "optimizer": 1.79}
 # Costs measured inside the stack's own step (a trace's calls, calibrate.trace.host) are in context already
 IN_STEP = {"forward": 1.0, "backward": 1.0, "optimizer": 1.0}

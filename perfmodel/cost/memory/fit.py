@@ -39,7 +39,7 @@ def memory_limits(system: System, stack: str | None, headroom: float = DEFAULT_H
     (capacity - runtime) * (1 - headroom) (`memory_budget`), so budget = that / (1 + high); it does not fit if
     even the lower end predicted * (1 + low) exceeds capacity - runtime, so limit = that / (1 + low). Between the
     two the capacity lies inside the band: tight. The band is the stack's measured-peak residuals' 0.1/0.9
-    quantiles (`reserved_band`; benchmarks/measured_memory.py --write-bands)."""
+    quantiles (`reserved_band`; written by the measured-memory benchmark)."""
     band = reserved_band(stack)
     return memory_budget(system, headroom) / (1.0 + band.high), memory_budget(system, 0.0) / (1.0 + band.low)
 

@@ -17,7 +17,7 @@ alone 4.47 GiB, the rebuilt layer alone 2.85 GiB, both 4.72 GiB (the sum would b
 
 `memory.stage_memory` takes the larger phase on a stack whose step is one XLA program (MaxText; the stacks marked
 Stack.zero3_per_tensor, XLA's SPMD partitioner). On eager torch stacks it still sums them: their measured peaks
-read so (benchmarks/measured_memory.py: with the larger phase alone torchtitan's 18 reserved peaks go from 3.0% to
+read so (the measured-memory benchmark: with the larger phase alone torchtitan's 18 reserved peaks go from 3.0% to
 5.6% MAPE, -4.5% mean, full recompute rows down to -15%; all 49 from 2.4% to 3.4%), which says the eager layer phase
 holds more than the recompute working set counted here (the backward's own activation gradients; FSDP's gradient
 buffers): until those are counted, the sum stands for them.

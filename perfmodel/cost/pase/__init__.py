@@ -1,7 +1,8 @@
-"""PaSE's inputs: the operator graph of a step and every configuration of every operator priced.
+"""PaSE's inputs: the operator graph of a training step, and every configuration of every operator priced.
 
-- `graph`: The operator graph of a training step: one vertex per operator (every layer's own), one edge per tensor passed
-- `tables`: PaSE's cost tables: every configuration of every operator on one plan's stage mesh, priced by the functions
+- `graph`: one vertex per operator, one edge per tensor passed between two.
+- `tables`: every configuration on one plan's stage mesh, priced by the functions `estimate` uses.
 
-It imports `perfmodel.spec` and the rest of `perfmodel.cost`, never torch.
+The search over them is `search.pase`. It may import what `cost` may: `spec` and the ground (perfmodel.layers),
+never torch.
 """

@@ -1,7 +1,7 @@
-"""Pipeline parallelism: stages, schedules, bubbles and micro-batches in flight.
+"""Pipeline parallelism: layers per stage, micro-batches in flight, step time and bubble per schedule.
 
-- `schedules`: Pipeline parallelism: layers per stage, micro-batches in flight, step time and bubble per schedule.
-- `stages`: Pipeline stages as the step model compares them: which units each holds, how busy the pipeline keeps its
+- `schedules`: 1F1B, interleaved and GPipe: in-flight micro-batches, step time, bubble, the blocks of a timeline.
+- `stages`: the stages as the step compares them: the units each holds, how busy the pipeline keeps its ranks.
 
-It imports `perfmodel.spec` and the rest of `perfmodel.cost`, never torch.
+It may import what `cost` may: `spec` and the ground (perfmodel.layers), never torch.
 """

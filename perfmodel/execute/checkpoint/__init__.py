@@ -1,7 +1,7 @@
-"""Checkpoints of `perfmodel execute --checkpoint-every`: directories and manifests, save and resume with torch.distributed.checkpoint.
+"""Checkpoints of `perfmodel execute --checkpoint-every`: where they go, which one a resume may trust, save and resume.
 
-- `manifest`: Checkpoint directories of `perfmodel execute --checkpoint-every K --checkpoint-dir D`: names, manifests, and
-- `resume`: Save and resume a plan's training with torch.distributed.checkpoint (DCP), inside the workers.
+- `manifest`: checkpoint directories and manifests, and which one `--resume` may trust (no torch).
+- `resume`: save and resume a plan's training with torch.distributed.checkpoint, inside the workers.
 
-It imports only `perfmodel.spec` and the rest of `perfmodel.execute`.
+It may import what `execute` may: `spec` and the ground (perfmodel.layers).
 """

@@ -1,8 +1,8 @@
-"""Launching under torchrun: the launch and its failures, the elastic agent that forks ranks from one torch import, and the processes of a launch.
+"""Launching under torchrun: one launch, its processes, and a failure told in one line.
 
-- `agent`: torchrun's elastic agent with its workers forked from one process that has imported torch once.
-- `processes`: The processes of one launch, found by a tag in their environment, and stopping every one of them.
-- `torchrun`: Launching a module of this package under `torchrun`, and turning a failed launch into one clear line.
+- `torchrun`: a module of this package launched under torchrun; a failed launch as one clear line.
+- `agent`: torchrun's elastic agent, its workers forked from one process that imported torch once.
+- `processes`: the processes of one launch, found by a tag in their environment, and stopped.
 
-It imports only `perfmodel.spec` and the rest of `perfmodel.execute`.
+It may import what `execute` may: `spec` and the ground (perfmodel.layers).
 """

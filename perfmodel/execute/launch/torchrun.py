@@ -76,7 +76,7 @@ def torchrun_takes(flag: str) -> bool:
 # freed its large blocks (DEFAULT_MMAP_THRESHOLD_MAX = 32 MiB on 64-bit; trim at twice the mmap threshold), so
 # freed tensors are reused from the heap, as torch's CUDA caching allocator reuses its blocks, from the first
 # plan of a launch on. Measured on 2026-11-22 (2-vCPU sandbox, torch 2.13.0+cpu, 4 ranks, the cpu-smoke dp4
-# and fsdp4 plans, two runs each with and without it; issue 4's session-5 note): blocks >= 64 KiB returned to the
+# and fsdp4 plans, two runs each with and without it): blocks >= 64 KiB returned to the
 # OS at once made the steps 1.4-2.0x slower (page faults and zeroing on every large allocation).
 # Memory: every block of a page (4 KiB) or more mapped and returned at once, so that resident memory follows the
 # live tensors (execute/memory_probe.py); execute runs this in an untimed phase (set_allocator). A page, not 64 KiB: a small

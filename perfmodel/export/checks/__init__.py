@@ -1,7 +1,14 @@
-"""Each framework's own configuration checks run on an export (`perfmodel export --check`): `releases` fetches a
-release from PyPI and runs the per-target check script (`megatron_check`, `torchtitan_check`, `deepspeed_check`,
-`maxtext_check`: under the Python >= 3.12 `maxtext_env` makes) in a subprocess (`batch`), with that release first
-on its path; `spread` is the set of plans whose exports the
-tests run through them. The check scripts import only the framework; `releases` imports `perfmodel.errors`;
-`spread` imports `perfmodel.cost` and `perfmodel.search` to build its plans.
+"""Each framework release's own configuration code run on an export (`perfmodel export --check`).
+
+A release is fetched from PyPI once; its own config loading and validation run on the exported text in a subprocess,
+with that release first on the path.
+
+- `releases`: fetch a release and run its check on exports.
+- `batch`: the subprocess that runs a list of exports through one check.
+- `megatron_check`, `torchtitan_check`, `deepspeed_check`, `maxtext_check`: each framework's checks.
+- `maxtext_env`: the Python >= 3.12 with JAX that MaxText's check runs under.
+- `spread`: the plans, one of every layout kind, whose exports the tests run through the checks.
+
+The check scripts import only their framework; `releases` and `maxtext_env` import the ground; `spread` builds its
+plans with `cost` and `search`, as export's row allows `checks` (perfmodel.layers).
 """

@@ -1,5 +1,5 @@
 """The plans whose exports are run through each framework's checks: one of every layout kind a user exports
-(issue 19's list: vpp 2-8 with even and uneven chunks, cp 2 and 4, sequence parallelism on and off, ZeRO 0-3,
+(vpp 2-8 with even and uneven chunks, cp 2 and 4, sequence parallelism on and off, ZeRO 0-3,
 selective / full / per-op recompute, fp8, fp16, GPipe, first/last-stage splits, DeepSpeed AutoTP, a model between
 torchtitan's flavors, and mixture-of-experts layouts). Each is a real plan file: the estimate's prediction and
 Megatron-LM's placements (an empty placement list), as `perfmodel search` would write it without PaSE."""

@@ -1,7 +1,7 @@
-"""MaxText exports: the YAML config and the device mesh.
+"""MaxText exports: a plan as a YAML of overrides on MaxText's base.yml, and its device mesh.
 
-- `config`: MaxText: the plan as a MaxText config, a YAML of overrides on MaxText's base.yml (`base_config: base.yml`), read
-- `mesh`: MaxText's device mesh for a plan, and the plan settings MaxText 0.2.5 cannot run (`nearest_plan`).
+- `config`: the YAML MaxText's trainer reads, and the plan settings it cannot express.
+- `mesh`: MaxText's device mesh and batch for a plan, and the nearest plan MaxText runs.
 
-It imports only `perfmodel.spec` and the rest of `perfmodel.export`.
+It may import what export's writers may: `spec` and the ground (perfmodel.layers).
 """

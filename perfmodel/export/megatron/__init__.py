@@ -1,8 +1,8 @@
-"""Megatron-LM exports: the pretrain_gpt.py script, its MoE arguments and the versions it writes for.
+"""Megatron-LM exports: a `pretrain_gpt.py` command line launched with torchrun.
 
-- `moe`: Megatron-LM's mixture-of-experts, latent-attention and multi-token-prediction arguments for a plan file
-- `script`: Megatron-LM: a `pretrain_gpt.py` command line launched with torchrun, then the plan settings it cannot express.
-- `versions`: Which Megatron-LM versions perfmodel writes for, what each can express, and the nearest plan it can.
+- `script`: the command line, and the plan settings it cannot express.
+- `moe`: the mixture-of-experts, latent-attention and multi-token-prediction arguments.
+- `versions`: the Megatron-LM versions written for, what each can express, the nearest plan each runs.
 
-It imports only `perfmodel.spec` and the rest of `perfmodel.export`.
+It may import what export's writers may: `spec` and the ground (perfmodel.layers).
 """

@@ -1,42 +1,17 @@
 """torchtitan's model families for a plan's model: llama3 for a dense model, deepseek_v3 (latent attention) or qwen3
 (grouped-query attention) for one with experts, the flavor nearest the plan's shape, and what of the model's
-architecture and expert layout the family cannot follow. Flavors as in torchtitan 0.2.2 and 0.3.0
-(torchtitan/models/{llama3,qwen3,deepseek_v3}/__init__.py; the same sizes in both releases)."""
+architecture and expert layout the family cannot follow. The flavors' sizes are spec.model.torchtitan_flavors'."""
 
 from __future__ import annotations
 
 import math
 
+from ...spec.model.torchtitan_flavors import LLAMA3_FLAVORS, MOE_FLAVORS, moe_shape
 from ...spec.plan.file import PlanFile
 from ..plan_facts import shape
 
-# torchtitan's llama3 flavors (torchtitan/models/llama3/__init__.py): dim, n_layers, n_heads, n_kv_heads, ffn.
-_LLAMA3_FLAVORS = {"8B": (4096, 32, 32, 8, 14336), "70B": (8192, 80, 64, 8, 28672),
-                   "405B": (16384, 126, 128, 8, 53248)}
-# torchtitan's mixture-of-experts flavors (0.2.2 and 0.3.0) (torchtitan/models/deepseek_v3/__init__.py, torchtitan/models/
-# qwen3/__init__.py; torchtitan/experiments/ before they moved): dim, n_layers, n_heads, n_kv_heads, hidden_dim /
-# inter_dim (dense MLP), num_experts, top_k, moe_inter_dim, num_shared_experts, n_dense_layers, score_func, and
-# the attention: qwen3's head_dim, deepseek_v3's latent attention (q_lora_rank or 0, kv_lora_rank, qk_nope_head_dim,
-# qk_rope_head_dim, v_head_dim; n_kv_heads = n_heads). Their MoE layers are every layer from n_dense_layers on.
-_MOE_FLAVORS = {
-    "deepseek_v3": {"16B": (2048, 27, 16, 16, 10944, 64, 6, 1408, 2, 1, "softmax", (0, 512, 128, 64, 128)),
-                    "236B": (5120, 60, 128, 128, 12288, 160, 6, 1536, 2, 1, "softmax", (1536, 512, 128, 64, 128)),
-                    "671B": (7168, 61, 128, 128, 18432, 256, 8, 2048, 1, 3, "sigmoid", (1536, 512, 128, 64, 128))},
-    "qwen3": {"30B-A3B": (2048, 48, 32, 4, 6144, 128, 8, 768, 0, 0, "softmax", 128),
-              "235B-A22B": (4096, 94, 64, 4, 12288, 128, 8, 1536, 0, 0, "softmax", 128)},
-}
 _PARALLELIZE = {"llama3": "parallelize_llama", "deepseek_v3": "parallelize_deepseekv3", "qwen3": "parallelize_qwen3"}
 _FLEX_ATTENTION = {("deepseek_v3", "16B"), ("deepseek_v3", "236B"), ("deepseek_v3", "671B")}  # use_flex_attn=True
-
-
-def moe_shape_of(pf: PlanFile) -> tuple:
-    """The model in _MOE_FLAVORS' terms."""
-    m = pf.model
-    e, a = m.moe, m.mla
-    attention = m.head_dim if a is None else (a.q_lora_rank or 0, a.kv_lora_rank, a.qk_nope_head_dim,
-                                              a.qk_rope_head_dim, a.v_head_dim)
-    return (m.hidden, m.n_layers, m.n_heads, m.n_heads if a is not None else m.n_kv_heads, m.ffn_hidden, e.n_experts,
-            e.top_k, e.expert_ffn_hidden, e.n_shared_experts, e.first_dense_layers, e.router_scoring, attention)
 
 
 def family(pf: PlanFile) -> str:
@@ -51,7 +26,7 @@ def _torchtitan_moe_model(pf: PlanFile) -> tuple[str, str, list[str], list[str]]
     deepseek_v3 (latent attention) or qwen3 (grouped-query attention) family."""
     m = pf.model
     name = family(pf)
-    flavors = _MOE_FLAVORS[name]
+    flavors = MOE_FLAVORS[name]
     notes, comments = [], []
     if m.moe is None:  # latent attention without experts: deepseek_v3 with every layer dense
         flavor = min(flavors, key=lambda f: abs(math.log(flavors[f][0] / m.hidden)))
@@ -59,7 +34,7 @@ def _torchtitan_moe_model(pf: PlanFile) -> tuple[str, str, list[str], list[str]]
                      f"layer n_dense_layers on; exported as deepseek_v3 {flavor}; set n_dense_layers = n_layers = "
                      f"{m.n_layers} in a flavor with this shape ({shape(pf)})")
         return name, flavor, comments, notes
-    want = moe_shape_of(pf)
+    want = moe_shape(pf.model)
     exact = [f for f, s in flavors.items() if s == want]
     keys = ("dim", "n_layers", "n_heads", "n_kv_heads", "dense ffn", "num_experts", "top_k", "moe_inter_dim",
             "num_shared_experts", "n_dense_layers", "score_func",
@@ -106,14 +81,14 @@ def titan_model(pf: PlanFile, version: str) -> tuple[str, str, list[str], list[s
         return name, flavor, comments, notes
     exact = llama3_flavor(pf)
     notes = []
-    flavor = exact or min(_LLAMA3_FLAVORS, key=lambda f: abs(math.log(_LLAMA3_FLAVORS[f][0] / m.hidden)))
+    flavor = exact or min(LLAMA3_FLAVORS, key=lambda f: abs(math.log(LLAMA3_FLAVORS[f][0] / m.hidden)))
     if exact:
         comments = [f"flavor {flavor} has this plan's shape: {shape(pf)}"]
     elif version == "0.3.0":
         comments = [f"model: the plan's own sizes on llama3 flavor {flavor}'s layout (registered as flavor "
                     f"\"perfmodel\"): {shape(pf)}"]
     else:
-        dim, nl, nh, nkv, ffn = _LLAMA3_FLAVORS[flavor]
+        dim, nl, nh, nkv, ffn = LLAMA3_FLAVORS[flavor]
         comments = [(f"flavor {flavor} is approximate (the nearest llama3 flavor: dim={dim} n_layers={nl} "
                     f"n_heads={nh} n_kv_heads={nkv} ffn={ffn}); the plan's shape is: {shape(pf)}")]
         notes.append(f"model shape of {m.name} (n_layers={m.n_layers} hidden={m.hidden} n_heads={m.n_heads} "
@@ -134,12 +109,12 @@ def llama3_flavor(pf: PlanFile) -> str | None:
     """The llama3 flavor with exactly the plan's dense shape, if any."""
     m = pf.model
     dims = (m.hidden, m.n_layers, m.n_heads, m.n_kv_heads, m.ffn_hidden)
-    return next((f for f, s in _LLAMA3_FLAVORS.items() if s == dims), None)
+    return next((f for f, s in LLAMA3_FLAVORS.items() if s == dims), None)
 
 
 def flavor_layers(name: str, flavor: str) -> int:
     """n_layers of torchtitan's flavor."""
-    return (_LLAMA3_FLAVORS if name == "llama3" else _MOE_FLAVORS[name])[flavor][1]
+    return (LLAMA3_FLAVORS if name == "llama3" else MOE_FLAVORS[name])[flavor][1]
 
 
 def _architecture_notes(pf: PlanFile, name: str) -> list[str]:

@@ -1,17 +1,17 @@
-"""Megatron-Bridge configs in: recipe modules read as data, base recipes, override layers, perf configs and every key's fate.
+"""Megatron-Bridge configs in (`perfmodel import --from bridge`): recipe modules read as data, never run.
 
-- `bases`: Megatron-Bridge's base recipes, for a config that starts from one the user does not pass (`cfg =
-- `calls`: The Megatron-Bridge functions a recipe calls that perfmodel reads without following them (`perfmodel import --from
-- `fates`: Every key of a Megatron-Bridge config's final `section.key -> (value, where)` given its fate in the ledger
-- `formats`: Megatron-Bridge's year-old perf-config formats, each read as data into the `section.key -> (value, where)` a recipe
-- `keys`: Megatron-Bridge's vocabulary as `perfmodel import --from bridge` reads it: the models its recipes name (HF ids and
-- `layers`: The override layers of a Megatron-Bridge run (`perfmodel import --from bridge`), each read as data: a YAML file
-- `names`: What a Megatron-Bridge config's name states: the GPU count, the GPU kind and the compute dtype, as Bridge's own
-- `objects`: The objects a Megatron-Bridge recipe read as data is made of (perfmodel.ingest.bridge.recipe follows the recipe;
-- `peft`: A Megatron-Bridge recipe's parameter-efficient fine-tuning (`cfg.peft`) read as Plan.lora (spec.plan.finetune).
-- `reader`: Megatron-Bridge configs in (`perfmodel import --from bridge`): a recipe module (src/megatron/bridge/recipes/**, a
-- `recipe`: A Megatron-Bridge recipe function read as data: its statements followed over the syntax tree (never run) to the
-- `workload`: Megatron-Bridge's WorkloadBaseConfig tables (scripts/performance/configs/<model>/<model>_workload_base_configs.py,
+- `reader`: the entry: a recipe, a perf recipe or a workload table, with its override layers.
+- `recipe`: a recipe function followed over its syntax tree to the config it returns.
+- `objects`: the objects such a recipe is made of.
+- `calls`: the Bridge functions a recipe calls that are read without being followed.
+- `bases`: the base recipes a config starts from when the user does not pass them (`bases.json`, cited).
+- `formats`: Bridge's older perf-config formats.
+- `workload`: Bridge's WorkloadBaseConfig tables.
+- `layers`: override layers: a YAML config file and `section.key=value` words.
+- `names`: what a config's name states: GPU count, GPU kind, compute dtype.
+- `keys`: Bridge's vocabulary: the models its recipes name, its precision recipes.
+- `fates`: every key's fate in the ledger.
+- `peft`: a recipe's LoRA fine-tuning as `Plan.lora`.
 
-It imports only `perfmodel.spec` and the rest of `perfmodel.ingest`.
+It may import what `ingest` may: `spec` and the ground (perfmodel.layers).
 """

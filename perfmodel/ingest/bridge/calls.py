@@ -18,12 +18,15 @@ from . import bases as bridge_bases
 from .names import PRECISION_HELPERS, precision_recipe
 from .objects import Noted, Obj, Write, member
 from .workload import CLASS as WORKLOAD, writes as workload_writes
-from ..sources import Unevaluated
+from ..reading import NotRead
 
 FLEX_CALL = "apply_flex_dispatcher_backend"  # megatron/bridge/training/flex_dispatcher_backend.py
 LAYOUT_CALL = "set_deepseek_v3_pipeline_model_parallel_layout"  # recipes/deepseek/h100/deepseek_v3.py:71-84 at 067f987
 WORKLOAD_CALL = "set_workload_base_configs"  # scripts/performance/utils/overrides.py:148-175 at c3e43e6
 NOT_HANDLED = object()
+# why a value is not read (perfmodel.ingest.reading.NotRead)
+CALL = "a call this import does not follow"
+UNPASSED = "an argument the call does not pass"
 
 
 def bridge_call(recipe, short: str, args: list, kwargs: dict, where: str) -> Any:
@@ -121,7 +124,7 @@ def apply_helper(recipe, name: str, known: dict, args: list, kwargs: dict, where
             for section in sections:
                 owner = member(owner, section)
             is_arg = isinstance(v, dict) and "$arg" in v  # a value the call's argument gives
-            owner.attrs[attr] = bound.get(v["$arg"], Unevaluated(v["$arg"])) if is_arg else v
+            owner.attrs[attr] = bound.get(v["$arg"], NotRead(v["$arg"], UNPASSED)) if is_arg else v
             recipe.writes.append(Write(owner, attr, owner.attrs[attr], said + line + at))
     else:
         recipe.noted.append(Noted(f"{name}(...)", "", where, f"{name} is not among the files and is not given a "

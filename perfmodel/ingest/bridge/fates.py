@@ -18,7 +18,8 @@ from ..ledger import Ledger
 from ..megatron.reader import CHOICES, FLAGS, INTS, choice, layout_fields, optimizer_dtype, sharding, unrolled
 from ..megatron.keys import ATTENTION, FP8_RECIPE, GRAPHS_EAGER_WHY
 from ..megatron.offload import fp8_param_fate, offload_fate
-from ..sources import Unevaluated, number
+from ..reading import NotRead
+from ..sources import number
 
 
 def value_text(v) -> str:
@@ -95,7 +96,7 @@ def fate(key: str, v, at: str, final: dict[str, Stated], led: Ledger, model: Mod
         led.skip(key, text, at, "None: the framework's default holds")
     elif key == "env_vars" and "expandable_segments:True" in text:  # a dict literal, read or not
         led.skip(key, text, at, EXPANDABLE_WHY)
-    elif isinstance(v, Unevaluated) and not attr.endswith("dtype") and attr != "attention_backend":
+    elif isinstance(v, NotRead) and not attr.endswith("dtype") and attr != "attention_backend":
         led.skip(key, text, at, "a value the recipe computes or imports from Bridge (a name, or a call this import does not follow): not read")
     elif attr in SPLIT and v and opts["--pipeline-model-parallel-size"] == "1":
         led.skip(key, text, at, "a pipeline split setting, and the config runs no pipeline (pp = 1): Megatron-Core "

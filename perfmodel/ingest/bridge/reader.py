@@ -34,7 +34,8 @@ from .names import name_says
 from .recipe import Module, Obj, Recipe, Write, flatten, run
 from .workload import CLASS, instances
 from ..ledger import Imported, Ledger
-from ..sources import Unevaluated, functions, literal, module_names, parse_python, read_yaml
+from ..reading import NotRead
+from ..sources import functions, literal, module_names, parse_python, read_yaml
 
 def annotated(tree: ast.Module) -> dict:
     """Module-level `NAME: int = 131072` constants (module_names reads the unannotated ones)."""
@@ -42,7 +43,7 @@ def annotated(tree: ast.Module) -> dict:
     for stmt in tree.body:
         if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
             v = literal(stmt.value, out)
-            if not isinstance(v, Unevaluated):
+            if not isinstance(v, NotRead):
                 out[stmt.target.id] = v
     return out
 
@@ -236,7 +237,7 @@ def shaped(model: ModelConfig, final: dict[str, Stated], led: Ledger, paths: lis
     for key, (v, at) in final.items():
         attr = key[6:] if key.startswith("model.") else None
         v = 0 if attr == "mtp_num_layers" and v is None else v  # None disables multi-token prediction
-        if attr in SHAPE and v is not None and not isinstance(v, (Unevaluated, Obj)):
+        if attr in SHAPE and v is not None and not isinstance(v, (NotRead, Obj)):
             field, moe_field = SHAPE[attr]
             if moe_field and model.moe is None or v == (getattr(model.moe, moe_field) if moe_field else
                                                         getattr(model, field)):

@@ -5,7 +5,9 @@ What is followed: assignments to names and to attributes (`cfg.model.tensor_mode
 constructors' keywords (`TrainingConfig(global_batch_size=512)`), calls of functions defined in the recipe module
 or in another module the user passes (`_llama3_common(**combined_kwargs)`, `_pretrain_common()`), their keyword
 defaults, `{**a, **b}` merges, `if` on what is known, `try`, and list, tuple, dict and arithmetic expressions of
-known values. A call to anything else is kept as text (`Unevaluated`), and its keywords named, never guessed.
+known values. A call to anything else is kept as text (a `NotRead`, with why), and its keywords named, never
+guessed. The design, and the budget that refuses a recipe whose helpers recurse, are perfmodel.ingest.reading's,
+which the shell reader shares.
 """
 
 from __future__ import annotations
@@ -14,18 +16,18 @@ import ast
 import builtins
 from typing import Any
 
-from ...errors import InputError
 from . import bases as bridge_bases
-from .calls import NOT_HANDLED, apply_helper, base_call, bridge_call
+from .calls import CALL, NOT_HANDLED, apply_helper, base_call, bridge_call
 from .objects import Module, Noted, Obj, Stop, Write
 from .peft import scheme_object
-from ..sources import Unevaluated
+from ..reading import MAX_LIST, Budget, NotRead, OverBudget, refusal
 
 BUILTIN_TYPES = {"str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict}
 
-MAX_STEPS = 20_000  # statements and calls followed for one recipe; recipes take hundreds
-MAX_DEPTH = 12  # helper calls nested; recipes nest three or four
-MAX_LIST = 100_000  # elements a list expression may build ([["decoder"] * 4] * 14)
+# why a value is not read (CALL: a call this import does not follow)
+NAME = "a name the files do not define (an import, a global)"
+PART = "a part of a value not read, or one the recipe does not set"
+EXPRESSION = "an expression over a value not read, or one this reader does not compute"
 PRECISION_CALLS = {"get_mixed_precision_config"}  # get_mixed_precision_config("bf16_mixed") names a recipe
 MODEL_CALLS = {"to_megatron_provider", "get_model_config"}  # AutoBridge.from_hf_pretrained(ID).<these>()
 
@@ -39,8 +41,7 @@ class Recipe:
         self.noted: list[Noted] = []
         self.passed: list[tuple[str, Any, str]] = []  # arguments a helper took that set no key by name
         self.launch: list[tuple[str, Any, str]] = []  # (key, GPU count, where) a WorkloadBaseConfig's num_gpus
-        self.steps = 0
-        self.depth = 0
+        self.budget = Budget("statements")
         # `from X import a as b` of the modules given: b -> (a, the module importing it), which X is not: Bridge's
         # legacy recipe names alias the functions (a perf module may import a recipe under its own function's name)
         self.imports = {n.asname: (n.name, m) for m in modules for s in m.tree.body if isinstance(s, ast.ImportFrom)
@@ -65,10 +66,11 @@ class Recipe:
     def call(self, name: str, args: list, kwargs: dict[str, Any], where: str) -> Any:
         """Follow the module function `name` with these arguments; its return value."""
         mod, fn = self.find(name)
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise InputError(f"Megatron-Bridge recipe: {where}: calls nest deeper than {MAX_DEPTH}; valid: a recipe "
-                             "module whose helpers do not recurse")
+        try:
+            self.budget.enter()
+        except OverBudget as over:
+            raise refusal(f"Megatron-Bridge recipe {where}", str(over), "a recipe module whose helpers do not "
+                          "recurse") from None
         env: dict[str, Any] = dict(mod.names)
         origin: dict[str, str] = {}
         a = fn.args
@@ -92,7 +94,7 @@ class Recipe:
         except _Return as r:
             return r.value
         finally:
-            self.depth -= 1
+            self.budget.leave()
             said = " ".join(w.where for w in self.writes) + " ".join(n.where for n in self.noted)
             self.passed += [(f"{fn.name}({p}=...)", v, at) for p, (v, at) in passed.items()
                             if f"({p} from " not in said]
@@ -102,10 +104,11 @@ class Recipe:
     def block(self, body: list[ast.stmt], env: dict, origin: dict, mod: Module, fn: ast.FunctionDef) -> Any:
         """Run statements; the value a `return` gives (a `_Return` carries it out of nested blocks)."""
         for stmt in body:
-            self.steps += 1
-            if self.steps > MAX_STEPS:
-                raise InputError(f"Megatron-Bridge recipe {mod.file}: more than {MAX_STEPS} statements followed; "
-                                 "valid: a recipe module (hundreds of statements)")
+            try:
+                self.budget.step()
+            except OverBudget as over:
+                raise refusal(f"Megatron-Bridge recipe {mod.file}", str(over), "a recipe module (hundreds of "
+                              "statements)") from None
             where = f"{mod.file}:{stmt.lineno} {fn.name}"
             if isinstance(stmt, ast.Return):
                 raise _Return(self.value(stmt.value, env, origin, mod, fn) if stmt.value else None)
@@ -118,7 +121,7 @@ class Recipe:
                     self.assign(t, v, stmt.value, env, origin, where, mod, fn)
             elif isinstance(stmt, ast.If):
                 test = self.value(stmt.test, env, origin, mod, fn)
-                if isinstance(test, (Unevaluated, Obj)):
+                if isinstance(test, (NotRead, Obj)):
                     for s in ast.walk(ast.Module(body=stmt.body + stmt.orelse, type_ignores=[])):
                         if isinstance(s, (ast.Assign, ast.Expr)) and s is not stmt:
                             self.noted.append(Noted(ast.unparse(s).split("\n")[0], "", f"{mod.file}:{s.lineno} "
@@ -159,7 +162,7 @@ class Recipe:
             for i, t in enumerate(target.elts):
                 part = (v[i] if isinstance(v, (list, tuple)) and len(v) == len(target.elts) else
                         Obj("call", f"{v.origin}[{i}]", auto=True) if isinstance(v, Obj) and v.auto else
-                        Unevaluated(f"{ast.unparse(node)}[{i}]"))
+                        NotRead(f"{ast.unparse(node)}[{i}]", PART))
                 self.assign(t, part, node, env, origin, where, mod, fn)
 
     @staticmethod
@@ -176,7 +179,7 @@ class Recipe:
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):
-            return env[node.id] if node.id in env else self.shared.get(node.id, Unevaluated(node.id))
+            return env[node.id] if node.id in env else self.shared.get(node.id, NotRead(node.id, NAME))
         if isinstance(node, (ast.List, ast.Tuple)):
             items = [ev(e) for e in node.elts]
             return items if isinstance(node, ast.List) else tuple(items)
@@ -186,7 +189,7 @@ class Recipe:
                 got = ev(v)
                 if k is None:  # {**a, **b}
                     if not isinstance(got, dict):
-                        return Unevaluated(ast.unparse(node))
+                        return NotRead(ast.unparse(node), PART)
                     out |= got
                 else:
                     key = ev(k)
@@ -197,36 +200,36 @@ class Recipe:
             if isinstance(owner, Obj) and owner.auto and node.attr not in owner.attrs:
                 owner.attrs[node.attr] = Obj("call", f"{owner.origin}.{node.attr}", auto=True)
             if isinstance(owner, Obj):
-                return owner.attrs.get(node.attr, Unevaluated(ast.unparse(node)))
-            return Unevaluated(ast.unparse(node))
+                return owner.attrs.get(node.attr, NotRead(ast.unparse(node), PART))
+            return NotRead(ast.unparse(node), PART)
         if isinstance(node, ast.Subscript):
             owner, key = ev(node.value), ev(node.slice)
             key = tuple(key) if isinstance(key, list) else key
             try:
-                if isinstance(owner, (dict, list, tuple)) and not isinstance(key, Unevaluated):
+                if isinstance(owner, (dict, list, tuple)) and not isinstance(key, NotRead):
                     return owner[key]
             except (KeyError, IndexError, TypeError):
                 pass
-            return Unevaluated(ast.unparse(node))
+            return NotRead(ast.unparse(node), PART)
         if isinstance(node, ast.BoolOp):
             vals = [ev(v) for v in node.values]
-            if any(isinstance(v, Unevaluated) for v in vals):
-                return Unevaluated(ast.unparse(node))
+            if any(isinstance(v, NotRead) for v in vals):
+                return NotRead(ast.unparse(node), EXPRESSION)
             out = vals[0]
             for v in vals[1:]:
                 out = (out or v) if isinstance(node.op, ast.Or) else (out and v)
             return out
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub)):
             v = ev(node.operand)
-            if isinstance(v, (Unevaluated, Obj)):
-                return Unevaluated(ast.unparse(node))
+            if isinstance(v, (NotRead, Obj)):
+                return NotRead(ast.unparse(node), EXPRESSION)
             return (not v) if isinstance(node.op, ast.Not) else -v
         if isinstance(node, ast.BinOp):
             return self.binop(node, ev(node.left), ev(node.right))
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             a, b = ev(node.left), ev(node.comparators[0])
-            if isinstance(a, Unevaluated) or isinstance(b, Unevaluated):
-                return Unevaluated(ast.unparse(node))
+            if isinstance(a, NotRead) or isinstance(b, NotRead):
+                return NotRead(ast.unparse(node), EXPRESSION)
             op = type(node.ops[0])
             b = [tuple(x) if isinstance(x, list) else x for x in b] if op in (ast.In, ast.NotIn) and isinstance(
                 b, (list, tuple)) else b
@@ -237,12 +240,12 @@ class Recipe:
                 return table[op]()
         if isinstance(node, ast.IfExp):
             test = ev(node.test)
-            if isinstance(test, (Unevaluated, Obj)):
-                return Unevaluated(ast.unparse(node))
+            if isinstance(test, (NotRead, Obj)):
+                return NotRead(ast.unparse(node), EXPRESSION)
             return ev(node.body) if test else ev(node.orelse)
         if isinstance(node, ast.Call):
             return self.calls(node, env, origin, mod, fn)
-        return Unevaluated(ast.unparse(node))
+        return NotRead(ast.unparse(node), EXPRESSION)
 
     @staticmethod
     def binop(node: ast.BinOp, a, b):
@@ -256,7 +259,7 @@ class Recipe:
         if type(node.op) in ops and num(a) and num(b) and abs(a) < 2**50 and abs(b) < 2**50 and not (
                 isinstance(node.op, (ast.FloorDiv, ast.Mod, ast.Div)) and b == 0):
             return ops[type(node.op)]()
-        return Unevaluated(ast.unparse(node))
+        return NotRead(ast.unparse(node), EXPRESSION)
 
     def calls(self, node: ast.Call, env, origin, mod, fn) -> Any:
         ev = lambda n: self.value(n, env, origin, mod, fn)  # noqa: E731
@@ -278,7 +281,7 @@ class Recipe:
             return Obj("AutoBridge", args[0])
         if short in MODEL_CALLS:
             owner = ev(node.func.value) if isinstance(node.func, ast.Attribute) else None
-            return Obj("AutoBridge", owner.origin) if isinstance(owner, Obj) else Unevaluated(name)
+            return Obj("AutoBridge", owner.origin) if isinstance(owner, Obj) else NotRead(name, CALL)
         if short in PRECISION_CALLS and args:
             return Obj("precision", args[0])
         if short in ("float", "int") and len(args) == 1 and isinstance(args[0], (int, float)):
@@ -297,7 +300,7 @@ class Recipe:
             if isinstance(owner, str):
                 return owner.lower() if short == "lower" else owner.upper()
         if short == "getattr" and len(args) >= 2 and isinstance(args[0], Obj):
-            return args[0].attrs.get(args[1], args[2] if len(args) > 2 else Unevaluated(ast.unparse(node)))
+            return args[0].attrs.get(args[1], args[2] if len(args) > 2 else NotRead(ast.unparse(node), PART))
         if short == "default_peft_config":  # recipes/utils/dataset_utils.py:48: "lora" -> LoRA(**kwargs), ...
             scheme = args[0] if args else kwargs.pop("peft_scheme", (None, ""))[0]
             peft = scheme_object(scheme)
@@ -306,7 +309,7 @@ class Recipe:
                     peft.attrs[k] = v
                     self.writes.append(Write(peft, k, v, at))
                 return peft
-            return None if scheme is None or str(scheme).lower() == "none" else Unevaluated(ast.unparse(node))
+            return None if scheme is None or str(scheme).lower() == "none" else NotRead(ast.unparse(node), CALL)
         got = bridge_call(self, short, args, kwargs, where)
         if got is not NOT_HANDLED:
             return got
@@ -334,7 +337,7 @@ class Recipe:
                 cfg.attrs["peft"] = scheme_object(scheme[0])
                 self.writes.append(Write(cfg, "peft", cfg.attrs["peft"], scheme[1]))
             return cfg
-        return Unevaluated(ast.unparse(node))
+        return NotRead(ast.unparse(node), CALL)
 
 
 class _Return(Exception):
@@ -347,8 +350,8 @@ def run(recipe: Recipe, name: str) -> Any:
     try:
         return recipe.call(name, [], {}, name)
     except Stop as s:
-        raise InputError(f"Megatron-Bridge recipe {name}: reaches a raise at {s}; valid: a recipe that builds its "
-                         "config") from None
+        raise refusal(f"Megatron-Bridge recipe {name}", f"reaches a raise at {s}", "a recipe that builds its "
+                      "config") from None
     return None
 
 

@@ -1,10 +1,10 @@
-"""DeepSpeed configs in: the config JSON, its batch, the launch script and DeepSpeed-Chat's flags, with its key table.
+"""DeepSpeed configs in (`perfmodel import --from deepspeed`): a config JSON and the launch script that names the model.
 
-- `batch`: DeepSpeed's batch as `perfmodel import --from deepspeed` reads it: micro_batch and global_batch from the JSON's
-- `chat`: DeepSpeed-Chat's training flags as `perfmodel import --from deepspeed` reads them: its step-1 main.py takes no
-- `keys`: A DeepSpeed config JSON's keys as `perfmodel import --from deepspeed` reads them: what each leaf key becomes,
-- `launch`: A DeepSpeed job's launch script as `perfmodel import --from deepspeed` reads it (as data, never run): the command
-- `reader`: DeepSpeed in: a config JSON (train_batch_size, zero_optimization, bf16 / fp16, activation_checkpointing, ...)
+- `reader`: the entry: the JSON and the script into a model and a plan (the inverse of `export.deepspeed`).
+- `keys`: what each JSON key becomes, or why it is not priced.
+- `batch`: micro-batch and global batch as DeepSpeed derives them.
+- `launch`: the launch script: the training command, the config it passes, the device count.
+- `chat`: DeepSpeed-Chat's training flags, which build its config.
 
-It imports only `perfmodel.spec` and the rest of `perfmodel.ingest`.
+It may import what `ingest` may: `spec` and the ground (perfmodel.layers).
 """

@@ -1,11 +1,11 @@
-"""MaxText configs in: layered YAML files, the model, mesh axes, precision and remat settings, with its key table.
+"""MaxText configs in (`perfmodel import --from maxtext`): base.yml, a model's YAML and a recipe's overrides.
 
-- `axes`: MaxText's device mesh and batch as plan fields: the inverse of perfmodel.export.maxtext.mesh.mesh and
-- `files`: MaxText's config files as layers of keys (read as data, never run): YAML configs (base.yml, a model's YAML, a
-- `keys`: MaxText's vocabulary as data for `perfmodel import --from maxtext`: the base.yml defaults the reader needs when
-- `model`: MaxText's model as a ModelConfig: the decoder block's shape keys (a configs/models/<model_name>.yml over
-- `reader`: `perfmodel import --from maxtext`: MaxText's layered config read as data (base.yml, a model's YAML, a recipe's
-- `settings`: MaxText's precision, remat policy and MoE keys as plan fields (perfmodel.ingest.maxtext.reader's `Config`):
+- `reader`: the entry: the layered config into a model, a mesh and a plan.
+- `files`: config files as layers of keys: YAML, key=value words of a command or manifest, Python recipes.
+- `model`: the decoder block's shape keys as a `ModelConfig`, checked against the preset.
+- `axes`: the device mesh and batch as plan fields.
+- `settings`: precision, remat policy and MoE keys as plan fields.
+- `keys`: MaxText's vocabulary: base.yml defaults, model names, TPU slices, the keys not priced.
 
-It imports only `perfmodel.spec` and the rest of `perfmodel.ingest`.
+It may import what `ingest` may: `spec` and the ground (perfmodel.layers).
 """

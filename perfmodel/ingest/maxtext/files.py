@@ -1,13 +1,14 @@
 """MaxText's config files as layers of keys (read as data, never run): YAML configs (base.yml, a model's YAML, a
 config of overrides), `key=value` words of a train command in a shell script or in a Kubernetes / xpk manifest's
-container command, and `MaxTextModel(...)` recipes of a Python benchmark module (benchmarks/
-maxtext_trillium_model_configs.py). Each file also gives what its launch states: the TPU slice type and the slices.
+container command, and `MaxTextModel(...)` recipes of a Python benchmark module (MaxText's
+benchmarks/maxtext_trillium_model_configs.py). Each file also gives what its launch states: the TPU slice type and
+the slices.
 
 MaxText's layering (maxtext e591f30, src/maxtext/configs/pyconfig.py _initialize_pydantic): base.yml and the
 config file's base_config chain, then configs/models/<model_name>.yml, then the command line's key=value words
-(OmegaConf.from_cli, YAML-typed). benchmarks/maxtext_xpk_runner.py runs a recipe as `model_name=<model_type>` plus
-its tuning_params on the command line; benchmark_utils._add_to_model_dictionary keys recipes by model_name with
-'-' as '_'.
+(OmegaConf.from_cli, YAML-typed). MaxText's benchmarks/maxtext_xpk_runner.py runs a recipe as
+`model_name=<model_type>` plus its tuning_params on the command line; benchmark_utils._add_to_model_dictionary keys
+recipes by model_name with '-' as '_'.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import yaml
 
 from ...errors import InputError
 from ..shell.script import Script
-from ..sources import Unevaluated, call_name, literal, module_names, options, parse_python, read_text, read_yaml
+from ..reading import NotRead
+from ..sources import call_name, literal, module_names, options, parse_python, read_text, read_yaml
 
 # a train entry point: python3 -m MaxText.train / maxtext.trainers.pre_train.train(_compile) / MaxText/train.py
 _TRAIN = re.compile(r"(^|[./])(MaxText|maxtext)[./](trainers[./]pre_train[./])?train(_compile)?(\.py)?$")
@@ -208,7 +210,7 @@ def _dict_items(node, names: dict) -> list[tuple[str, Any]]:
     if isinstance(node, ast.Name) and isinstance(names.get(node.id), dict):
         return list(names[node.id].items())
     if not isinstance(node, ast.Dict):
-        return [("tuning_params", Unevaluated(ast.unparse(node)))]
+        return [("tuning_params", NotRead(ast.unparse(node)))]
     items = []
     for k, v in zip(node.keys, node.values):
         if k is None:
@@ -222,7 +224,7 @@ def recipe_layer(path: Path, name: str | None) -> tuple[Layer, str]:
     found = recipes(path)
     if not found:
         raise InputError(f"MaxText benchmark recipes {str(path)!r}: no MaxTextModel(model_name=..., tuning_params="
-                         "{...}) call; valid: a module like benchmarks/maxtext_trillium_model_configs.py")
+                         "{...}) call; valid: a module like MaxText's benchmarks/maxtext_trillium_model_configs.py")
     by_key = {n.replace("-", "_"): n for n in found}
     if name is None and len(found) == 1:
         name = next(iter(found))

@@ -1,10 +1,10 @@
-"""Megatron-LM configs in: launch scripts, argument lists, the model its arguments train, offload and fp8 settings, and its key table.
+"""Megatron-LM configs in (`perfmodel import --from megatron`): launch scripts, argument lists, functional-test YAMLs.
 
-- `keys`: Megatron-LM's arguments as `perfmodel import --from megatron` reads them: the defaults of those the model and the
-- `launch`: A Megatron-LM launch script as `perfmodel import --from megatron` reads it (as data, never run): the command that
-- `model`: The model a Megatron-LM argument list trains: its shape arguments (dense, mixture-of-experts, latent attention,
-- `offload`: Megatron-Core's activation offloading and FP8 parameters as Megatron-LM's arguments and Megatron-Bridge's
-- `reader`: Megatron-LM configs in (`perfmodel import --from megatron`): a launch script (`torchrun ... pretrain_gpt.py
+- `reader`: the entry: the arguments into a model and a plan.
+- `launch`: the launch script: the command that runs pretrain_*.py, the launcher's device count.
+- `model`: the model the arguments train, with Megatron-LM's defaults.
+- `offload`: activation offloading and fp8 parameters (shared with Megatron-Bridge's reader).
+- `keys`: the arguments' defaults, and why each one the cost model does not use is not priced.
 
-It imports only `perfmodel.spec` and the rest of `perfmodel.ingest`.
+It may import what `ingest` may: `spec` and the ground (perfmodel.layers).
 """

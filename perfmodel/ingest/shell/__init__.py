@@ -1,10 +1,10 @@
-r"""A launch script read as bash would read it, never run: lexer, parser, word expansion, conditions and the script walker.
+"""A launch script read as bash would read it, never run: the one shell reader of every framework's scripts.
 
-- `cond`: A `[ ]` / `test` / `[[ ]]` condition over words already expanded (perfmodel.ingest.shell.script): three-valued,
-- `expand`: A shell word as the words bash would pass (read as data, never run): quotes ('...', "...", $'...', \x),
-- `lex`: A launch script's text as bash's grammar sees it (read as data, never run): tokens, then a tree of commands.
-- `parse`: A launch script's tokens (perfmodel.ingest.shell.lex) as a tree of commands, bash's grammar in small: lists
-- `script`: A launch script's commands as the words bash would pass them, read as data (never run): the one shell reader of
+- `lex`: the text as tokens.
+- `parse`: the tokens as a tree of commands: lists, pipelines, if, for, while, case, functions, heredocs.
+- `expand`: a word as the words bash would pass: quotes, parameters, arithmetic, field splitting.
+- `cond`: `[ ]`, `test` and `[[ ]]` conditions, three-valued where a value is unknown.
+- `script`: the walker: the script's commands as the words bash would pass, and the files it writes.
 
-It imports only `perfmodel.spec` and the rest of `perfmodel.ingest`.
+It may import what `ingest` may: `spec` and the ground (perfmodel.layers).
 """

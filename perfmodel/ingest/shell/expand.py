@@ -3,11 +3,12 @@ parameters ($VAR, ${VAR}, ${ARR[@]}, ${ARR[i]}, ${#ARR[@]}, ${#VAR}, ${VAR:-d}, 
 ${VAR#p}, ${VAR%p}, ${VAR/p/r}, ${VAR,,}, ${VAR^^}, ${VAR:off:len}, ${!VAR}), $((...)) of known integers, and
 field splitting of what is not quoted. `[ ]` / `[[ ]]` / `test` conditions of known strings and numbers.
 
-What a reader cannot know stays as written and is named in `unread` (the word -> why): command output ($(...),
-backticks), $RANDOM and the shell's own state ($$, $?, $!), a variable the script never sets (its environment's value),
-the script's own arguments ($1 ...), arithmetic on any of these. Such a word is kept whole (never split). Where a
-test or a `${VAR:-d}` asks about a variable the script never sets, it reads as unset (empty): the script as run in a
-bare environment, which is what its stated defaults are for (`bare_read` says a test read so: the branch it takes is
+What a reader cannot know stays as written and is named in `unread`, the word -> why (an `Unread` ledger: the
+design both readers of programs share is perfmodel.ingest.reading's): command output ($(...), backticks), $RANDOM
+and the shell's own state ($$, $?, $!), a variable the script never sets (its environment's value), the script's own
+arguments ($1 ...), arithmetic on any of these. Such a word is kept whole (never split). Where a test or a
+`${VAR:-d}` asks about a variable the script never sets, it reads as unset (empty): the script as run in a bare
+environment, which is what its stated defaults are for (`bare_read` says a test read so: the branch it takes is
 followed as not known to run, and a usage guard's `exit` there does not end the reading).
 """
 
@@ -21,6 +22,7 @@ from typing import NamedTuple
 
 from ...errors import InputError
 from ..given import ARGS_FLAG, used
+from ..reading import Unread
 from .lex import skip_backtick, skip_dollar, skip_quote
 
 SHELL_STATE = {"RANDOM": "a random number", "SRANDOM": "a random number", "$": "the shell's process id",
@@ -53,7 +55,7 @@ class Expansion:
         self.unknown: set[str] = set()  # variables whose value holds something not read (the value is its text)
         self.positional: list[str] | None = None  # None: the script's own (not known)
         self.script_args: list[str] | None = None  # the script's own arguments where the user gives them
-        self.unread: dict[str, str] = {}  # a word or variable not read -> why
+        self.unread = Unread()  # a word or variable not read -> why
         self.testing = False  # in a test or a case word: an unset variable reads as empty
         self.bare_read = False  # a test read something as a bare run has it (unset, no arguments): see Script.if_
         self.bare: dict[str, str] = {}  # a variable set from unset ones: its value with those read as empty
@@ -98,7 +100,7 @@ class Expansion:
         try:
             return self.heredoc(body)
         except InputError as err:
-            self.unread.setdefault(f"<<{delimiter} (line {self.line})", f"its body does not expand: {err}")
+            self.unread.name(f"<<{delimiter} (line {self.line})", f"its body does not expand: {err}")
             return None
 
     def assign_element(self, name: str, index: str, text: str, known: bool, append: bool) -> None:
@@ -112,7 +114,7 @@ class Expansion:
         if k is None or not 0 <= k <= len(items):
             self.vars[name] = f"${{{name}[{index}]}}"
             self.unknown.add(name)
-            self.unread.setdefault(self.vars[name], "an element set at an index not read, or past the array's end")
+            self.unread.name(self.vars[name], "an element set at an index not read, or past the array's end")
             return
         items += [""] * (k + 1 - len(items))
         items[k] = (items[k] if append else "") + text
@@ -184,7 +186,7 @@ class Expansion:
         return out + [Part(text[at:], quoted)]
 
     def _not_read(self, text: str, why: str) -> Part:
-        self.unread.setdefault(text, why)
+        self.unread.name(text, why)
         return Part(text, True, False)
 
     def _dollar(self, s: str, i: int, quoted: bool) -> tuple[int, list[Part]]:

@@ -2,7 +2,7 @@
 perfmodel.ingest (Megatron-LM's, DeepSpeed's, MaxText's and tpu-recipes' launch scripts, Megatron-Bridge's override
 lines).
 
-The text is tokenized and parsed as bash does (perfmodel.ingest.shell.lex / shell_parse: commands over several lines
+The text is tokenized and parsed as bash does (perfmodel.ingest.shell.lex / .parse: commands over several lines
 inside quotes, arrays, `$( )`, after `\\`, `|`, `&&`, `||`; heredocs) and its commands are followed in order over
 the variables the script sets (perfmodel.ingest.shell.expand): assignments, `export` / `local` / `declare`, arrays,
 `if` / `elif` / `else` and `case` over known values, `for` over known words, `while` while its test is known,
@@ -11,22 +11,21 @@ functions (run where they are called, `$1`... bound to the call's words; a funct
 `cat <<EOF > $DIR/cfg.yaml`, `tee FILE <<EOF`, `cat <<EOF | tee FILE`) is kept in `files` (the path as expanded ->
 the text). Commands are not run: they succeed, their output is not known. What cannot be known (command output,
 $RANDOM, a variable the script never sets, its arguments) stays as written and is named in `unread`; nothing of it
-refuses the file. A script bash would refuse (an unclosed quote, an `if` without its `fi`) is refused in one line.
-Written here, not taken from bashlex, which refuses arrays, `[[ ]]`, `case` and `$(( ))` (shell_lex says more).
+refuses the file, nor does a script longer than its budget (its rest is named not read): the design of
+perfmodel.ingest.reading, which the recipe reader shares. A script bash would refuse (an unclosed quote, an `if`
+without its `fi`) is refused in one line. Written here, not taken from a library (lex says why).
 """
 
 from __future__ import annotations
 
 from ...errors import InputError
 from ..given import GIVEN
+from ..reading import MAX_LOOP, Budget, OverBudget, refusal
 from .cond import Condition, glob
 from .expand import EXPANSIONS, Expansion
 from .lex import tokenize
 from .parse import AndOr, Arith, Case, For, Function, Group, If, Pipeline, Simple, Test, While, is_assignment, parse
 
-MAX_STEPS = 20_000  # commands followed in all (a loop the reader cannot see the end of stops here)
-MAX_DEPTH = 16  # nested function calls
-MAX_LOOP = 256  # iterations of one loop
 DECLARE = ("export", "local", "declare", "typeset", "readonly")
 
 
@@ -52,7 +51,7 @@ class Script(Expansion):
         self.files: dict[str, str] = {}
         self.inner: set[int] = set()  # indices of the commands read from a string or job script another shell runs
         self.functions: dict[str, Function] = {}
-        self._steps = 0
+        self.budget = Budget("commands")  # a loop the reader cannot see the end of stops at its steps
         self._guessed = 0  # branches entered past a test not known
         self._locals: list[dict] = []
         try:
@@ -60,8 +59,7 @@ class Script(Expansion):
         except (_Exit, _Return):
             pass
         except RecursionError:  # commands nested hundreds deep: no launch script is written so
-            raise InputError(f"{where}: is not shell perfmodel reads: commands nested too deep; valid: a launch "
-                             "script") from None
+            raise refusal(where, "is not shell perfmodel reads: commands nested too deep", "a launch script") from None
 
     # -- what readers ask -----------------------------------------------------------------------------------
     def scalars(self) -> dict[str, str]:
@@ -76,8 +74,7 @@ class Script(Expansion):
         hits = [w for w in self.unread if w.startswith(EXPANSIONS) and w in value]
         if not hits:
             return None
-        word = max(hits, key=len)
-        return f"{word}: {self.unread[word]}"
+        return self.unread.of(max(hits, key=len)).named
 
     # -- running the tree -----------------------------------------------------------------------------------
     def run(self, nodes: list) -> bool | None:
@@ -89,10 +86,11 @@ class Script(Expansion):
     def node(self, n) -> bool | None:
         """Follow one command; its status: True (a command, assumed to succeed), False, or None (a test not known,
         which takes no branch)."""
-        self._steps += 1
-        if self._steps > MAX_STEPS:
-            self.unread.setdefault("(the rest of the script)", f"more than {MAX_STEPS} commands followed")
-            raise _Exit
+        try:
+            self.budget.step()
+        except OverBudget as over:
+            self.unread.name("(the rest of the script)", str(over))
+            raise _Exit from None
         if isinstance(n, AndOr):
             self.bare_read = False
             status = self.pipeline(n.first)
@@ -175,12 +173,12 @@ class Script(Expansion):
                 return self.assumed(body, bare)
         self.testing = False
         if not known and not self.every_branch:
-            self.unread.setdefault(f"case {n.word}", "the value it tests is not read: no arm followed")
+            self.unread.name(f"case {n.word}", "the value it tests is not read: no arm followed")
         return True
 
     def for_(self, n: For) -> bool | None:
         if n.var == "((":
-            self.unread.setdefault("for ((...))", "a counted loop: its body not followed")
+            self.unread.name("for ((...))", "a counted loop: its body not followed")
             return True
         raws = n.words if n.words is not None else ['"$@"']
         items = [w for raw in raws for w in self.fields(raw)]
@@ -199,7 +197,7 @@ class Script(Expansion):
         for _ in range(MAX_LOOP):
             go = self.run(n.cond)
             if go is None:
-                self.unread.setdefault("while/until loop", "its test is not known: its body not followed")
+                self.unread.name("while/until loop", "its test is not known: its body not followed")
                 return True
             if go == n.until:
                 return status
@@ -261,14 +259,14 @@ class Script(Expansion):
             return name != "false", None
         if name == "exit":
             if self._guessed or self.every_branch:
-                self.unread.setdefault("exit", "reached past a test not known, or one read as a bare run has it: "
-                                               "the reading goes on")
+                self.unread.name("exit", "reached past a test not known, or one read as a bare run has it: the "
+                                         "reading goes on")
                 return True, None
             raise _Exit
         if name == "return":
             raise _Return
         if name in ("source", "."):
-            self.unread.setdefault(" ".join(words), "another file: not read")
+            self.unread.name(" ".join(words), "another file: not read")
         if name == "read" and args:
             self.read(args, stdin)
             return True, None
@@ -315,7 +313,7 @@ class Script(Expansion):
         try:
             self.run(parse(text, f"{self.where} ({what})"))
         except InputError as err:  # what it hands on does not parse (something not read in it): named, not read
-            self.unread.setdefault(f"{what} {text[:60]}", f"not read as shell: {err}")
+            self.unread.name(f"{what} {text[:60]}", f"not read as shell: {err}")
         except (_Exit, _Return):
             pass
         finally:
@@ -331,7 +329,7 @@ class Script(Expansion):
         if stdin is None:
             self.vars[target] = f"$({' '.join(['read'] + args)})"
             self.unknown.add(target)
-            self.unread.setdefault(self.vars[target], "read from its input, not known")
+            self.unread.name(self.vars[target], "read from its input, not known")
             return
         text = stdin if "-d" in args else stdin.split("\n", 1)[0]
         self.vars[target] = text.strip(" \t\n")
@@ -339,8 +337,10 @@ class Script(Expansion):
 
     def call(self, fn: Function, args: list[str]) -> bool | None:
         """A function's body with $1... bound to the call's words; its `local` variables restored after."""
-        if len(self._locals) >= MAX_DEPTH:
-            self.unread.setdefault(f"{fn.name} (call)", f"more than {MAX_DEPTH} nested calls: not followed")
+        try:
+            self.budget.enter()
+        except OverBudget as over:
+            self.unread.name(f"{fn.name} (call)", f"{over}: not followed")
             return True
         saved = self.positional
         self.positional = list(args)
@@ -350,6 +350,7 @@ class Script(Expansion):
         except _Return:
             return True
         finally:
+            self.budget.leave()
             for name, (old, unknown) in self._locals.pop().items():
                 if old is None:
                     self.vars.pop(name, None)
@@ -402,7 +403,7 @@ class Script(Expansion):
             self.unknown.add(name)
             self.bare_value(name, value, append)
             why = self.not_read(text)
-            self.unread.setdefault(name, f"= {why}" if why else f"= {text}: not read")
+            self.unread.name(name, f"= {why}" if why else f"= {text}: not read")
 
     def bare_value(self, name: str, value: str, append: bool) -> None:
         """The value a test reads of a variable set from what is unset (the script's arguments, its environment):

@@ -1,10 +1,10 @@
-"""torchtitan configs in: TOML job configs and config registry modules, flavors, spellings, switches and its key table.
+"""torchtitan configs in (`perfmodel import --from torchtitan`): TOML job configs and Python config registries.
 
-- `flavors`: torchtitan's model families and flavors as perfmodel models: the preset `spec.model.catalogue.preset_for_name`
-- `keys`: torchtitan's keys and what each becomes: the model from [model] name / flavor, the plan from [parallelism],
-- `reader`: torchtitan's own config read as data: a TOML job config (torchtitan <= 0.2.x, torchtitan/config/job_config.py
-- `spellings`: The keys older torchtitan TOML job configs spell otherwise, read under today's names (the ledger keeps the key as
-- `switches`: torchtitan's precision and switches: the float8 / MX / NVFP4 converters and the stored dtypes
+- `reader`: the entry: a TOML job config or a config registry module, read as data, into a model and a plan.
+- `keys`: what each key becomes: the model, parallelism, training, activation checkpointing, compile.
+- `switches`: precision converters (float8, MX, NVFP4), stored dtypes and the other switches.
+- `spellings`: older TOMLs' keys read under today's names.
+- `flavors`: torchtitan's model families and flavors as perfmodel models.
 
-It imports only `perfmodel.spec` and the rest of `perfmodel.ingest`.
+It may import what `ingest` may: `spec` and the ground (perfmodel.layers).
 """

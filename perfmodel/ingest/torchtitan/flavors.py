@@ -1,20 +1,18 @@
 """torchtitan's model families and flavors as perfmodel models: the preset `spec.model.catalogue.preset_for_name`
-names for "<family> <flavor>", checked against the flavor's shape as torchtitan's source states it (the exporter's
-tables, perfmodel.export.torchtitan.model, for llama3 and the experts families it writes; _SHAPES for the rest); a
-deepseek_v3 flavor without a preset built from the exporter's table; or the sizes a config registry module gives a
+names for "<family> <flavor>", checked against the flavor's shape as torchtitan's source states it
+(spec.model.torchtitan_flavors for llama3 and the experts families the exporter writes; _SHAPES for the rest); a
+deepseek_v3 flavor without a preset built from that table; or the sizes a config registry module gives a
 flavor it registers itself (the 0.3.0 export's "perfmodel"). Anything else is refused naming the flavor. And the layers
 of each pipeline part torchtitan gives a model when the config does not list them (torchtitan_parts)."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from ...errors import InputError
-from ...export.torchtitan.model import _LLAMA3_FLAVORS, _MOE_FLAVORS, moe_shape_of
 from ...spec.model.config import MLAConfig, ModelConfig, MoEConfig
+from ...spec.model.torchtitan_flavors import LLAMA3_FLAVORS, MOE_FLAVORS, moe_shape
 from ...spec.model.catalogue import list_models, load_model, preset_for_name
 
-# Flavors the exporter's tables do not hold, as torchtitan's source states them: hidden, n_layers, n_heads,
+# Flavors spec.model.torchtitan_flavors does not hold, as torchtitan's source states them: hidden, n_layers, n_heads,
 # n_kv_heads, vocab, the FFN width (each expert's, with experts), experts, top_k, every how many layers has experts.
 _SHAPES = {
     # torchtitan b5bcd76c (2026-08) torchtitan/models/llama3/__init__.py _1b, _3b: hidden_dim compute_ffn_hidden_dim
@@ -46,7 +44,7 @@ _DEEPSEEK_VOCAB = {"16B": 102400, "236B": 102400}
 def model_of(family: str, flavor: str, custom: dict | None = None) -> ModelConfig:
     """The model of torchtitan's `family` `flavor`: the perfmodel preset with its shape, a deepseek_v3 flavor built
     from the flavor table, or the sizes a registry module gives its own flavor."""
-    if custom and custom.get("flavor") == flavor and family == "llama3" and custom.get("base") in _LLAMA3_FLAVORS:
+    if custom and custom.get("flavor") == flavor and family == "llama3" and custom.get("base") in LLAMA3_FLAVORS:
         return _custom_llama3(custom)
     preset = _preset(family, flavor)
     if preset is not None:
@@ -72,25 +70,25 @@ def _preset(family: str, flavor: str) -> str | None:
 
 
 def _known() -> set[tuple[str, str]]:
-    return ({("llama3", f) for f in _LLAMA3_FLAVORS} | {(fam, f) for fam, fl in _MOE_FLAVORS.items() for f in fl}
+    return ({("llama3", f) for f in LLAMA3_FLAVORS} | {(fam, f) for fam, fl in MOE_FLAVORS.items() for f in fl}
             | set(_SHAPES))
 
 
 def _stated(family: str, flavor: str):
     """The flavor's shape as torchtitan states it, in the terms of the table holding it; None where none does."""
-    if family == "llama3" and flavor in _LLAMA3_FLAVORS:
-        return _LLAMA3_FLAVORS[flavor]
-    if flavor in _MOE_FLAVORS.get(family, {}):
-        return _MOE_FLAVORS[family][flavor]
+    if family == "llama3" and flavor in LLAMA3_FLAVORS:
+        return LLAMA3_FLAVORS[flavor]
+    if flavor in MOE_FLAVORS.get(family, {}):
+        return MOE_FLAVORS[family][flavor]
     return _SHAPES.get((family, flavor))
 
 
 def _shape_like(family: str, flavor: str, m: ModelConfig):
     """The model in the terms of the table that holds the flavor."""
-    if family == "llama3" and flavor in _LLAMA3_FLAVORS:
+    if family == "llama3" and flavor in LLAMA3_FLAVORS:
         return m.hidden, m.n_layers, m.n_heads, m.n_kv_heads, m.ffn_hidden
-    if flavor in _MOE_FLAVORS.get(family, {}):
-        return moe_shape_of(SimpleNamespace(model=m))
+    if flavor in MOE_FLAVORS.get(family, {}):
+        return moe_shape(m)
     e = m.moe
     return (m.hidden, m.n_layers, m.n_heads, m.n_kv_heads, m.vocab, e.expert_ffn_hidden if e else m.ffn_hidden,
             e.n_experts if e else 0, e.top_k if e else 0, e.layer_freq if e else 0)
@@ -111,8 +109,8 @@ def _custom_llama3(c: dict) -> ModelConfig:
 
 
 def _deepseek(flavor: str) -> ModelConfig:
-    """A deepseek_v3 flavor without a preset, from the exporter's flavor table on DeepSeek-V3's layout."""
-    dim, nl, nh, _, ffn, ne, k, moe_ffn, shared, dense, score, (q, kv, nope, rope, v) = _MOE_FLAVORS["deepseek_v3"][
+    """A deepseek_v3 flavor without a preset, from its MOE_FLAVORS sizes on DeepSeek-V3's layout."""
+    dim, nl, nh, _, ffn, ne, k, moe_ffn, shared, dense, score, (q, kv, nope, rope, v) = MOE_FLAVORS["deepseek_v3"][
         flavor]
     base = load_model("deepseek-v3").model_dump()
     moe = MoEConfig(**{**base["moe"], "n_experts": ne, "top_k": k, "expert_ffn_hidden": moe_ffn,

@@ -7,7 +7,7 @@ distributed/pipeline_parallel.py (stages per rank, generate_llm_fqn_per_model_pa
 activation_checkpoint.py; torchtitan main b5bcd76c6 (2026) torchtitan/config/configs.py (TrainingConfig after
 "fold batch dim", #4121: num_tokens_per_microbatch_per_dp_rank, max_context_length, num_pp_microbatches), trainer.py
 (Trainer.Config defaults: SelectiveAC), components/loss.py (ChunkedLossWrapper num_chunks = 8). The inverse of
-perfmodel.export.torchtitan.config (its flavor tables are imported from perfmodel.export.torchtitan.model).
+perfmodel.export.torchtitan.config (the flavor tables both read are spec.model.torchtitan_flavors).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ...errors import InputError
 from ...spec.model.config import ModelConfig
 from ..ledger import Ledger
-from ..sources import Unevaluated
+from ..reading import NotRead
 from .flavors import generated_split_parts, model_of, split_point_parts, torchtitan_parts
 from .switches import quantization, switches
 
@@ -73,7 +73,7 @@ def apply(entries: list[Entry], led: Ledger, python: bool, custom: dict | None =
 
     def get(key, default=None):
         e = keys.get(key)
-        if e is None or isinstance(e.value, Unevaluated) or e.unread:
+        if e is None or isinstance(e.value, NotRead) or e.unread:
             return default
         if (type(default) is int or key in _WHOLE) and type(e.value) is not int:  # JobConfig's int fields
             raise InputError(f"{key} = {e.value!r} is not a whole number; valid: an integer, as torchtitan types it")
@@ -102,7 +102,7 @@ def apply(entries: list[Entry], led: Ledger, python: bool, custom: dict | None =
         if e.unread:
             done.add(e.key)
             led.skip(e.key, e.value, e.source, "a statement the reader does not run (it may change the config)")
-        elif isinstance(e.value, Unevaluated):
+        elif isinstance(e.value, NotRead):
             skip(e.key, f"computed by Python ({e.value!r}), not read as data")
     model = _model(keys, get, put, led, custom)
     tp = int(get("parallelism.tensor_parallel_degree", 1))

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from ...errors import InputError
 from ..ledger import Imported, Ledger
-from ..sources import Unevaluated, call_name, functions, literal, module_names, parse_python, read_toml
+from ..reading import NotRead
+from ..sources import call_name, functions, literal, module_names, parse_python, read_toml
 from .keys import FAMILIES, Entry, apply
 from .spellings import respell
 
@@ -280,4 +281,4 @@ def _model_keys(spec, source: str, family: str | None) -> list[Entry]:
 
 
 def is_unevaluated(v) -> bool:
-    return isinstance(v, (Unevaluated, Obj))
+    return isinstance(v, (NotRead, Obj))

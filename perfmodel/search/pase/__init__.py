@@ -1,5 +1,12 @@
 """PaSE: the per-operator sharding of one pipeline stage over its device mesh, by exact dynamic programming.
 
+- `solver`: the entry (`solve`): graph, cost tables and vertex order of one stage, the DP under a memory budget,
+  and Megatron-LM's assignment for comparison.
+- `order`: the vertex order (GENERATESEQ), and the separators that cut the graph into a chain of blocks.
+- `program`: the exact dynamic program, whole-graph or block by block, and brute force for the tests.
+- `budget`: a memory budget by Lagrangian relaxation.
+- `assignment`: what a search returns: every operator's configuration in plan-file words, its cost, diagnostics.
+
 Elango 2021, "PaSE: Parallelization Strategies for Efficient DNN Training" (IPDPS 2021). The training step is a
 graph of operators (vertices) joined by the tensors they pass (edges). A configuration of a vertex splits its
 iteration space over the mesh: each mesh axis splits one iteration-space dimension, or none. The cost of a
@@ -14,8 +21,8 @@ device order (tp innermost). The search may split any dimension over the tp axis
 Megatron-LM's tensor parallelism (Shoeybi et al. 2019), sequence parallelism (Korthikanti et al. 2022), or find
 something else where the hardware makes it cheaper. Placements are reported in DTensor vocabulary.
 
-This package only searches (it imports `cost` and `spec`, nothing downstream): the costs are `cost.pase.tables`, priced by the functions `estimate` uses, so that
-Megatron-LM's assignment costs what the estimate says. Our extensions of PaSE, which minimises time only:
+The costs are `cost.pase.tables`, priced by the functions `estimate` uses, so that Megatron-LM's assignment costs
+what the estimate says. Our extensions of PaSE, which minimises time only:
   - Memory: a budget enforced by Lagrangian relaxation (`budget.fit_budget`), the DP minimising
     time + lambda * bytes. A strategy strictly inside the lower convex hull of (bytes, time) (better time within
     the budget but never optimal for any lambda) is not found, the usual price of the relaxation.
@@ -27,6 +34,8 @@ Megatron-LM's assignment costs what the estimate says. Our extensions of PaSE, w
     edges' tensors alike are interchangeable; the table keeps the cheapest of each class.
   - Tied embeddings: the embedding and the LM head share one weight, so both take the same weight placement;
     the search runs once per placement they share (`tied_classes`) and keeps the best.
+
+It may import what `search` may: every stage below it (perfmodel.layers); it only searches, never prices.
 """
 
 # The package's names live in `solver` (and the modules it imports); read lazily, so that importing one module of

@@ -1,5 +1,5 @@
 """A part's measured grouped-GEMM slowdown: how much longer a device's local experts take as one grouped GEMM than
-one dense GEMM of the same rows (issue 61; measured by benchmarks/grouped_gemm.py)."""
+one dense GEMM of the same rows (measured by the grouped-GEMM benchmark)."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ GiB = 2**30
 
 # The share of the allocator's room (capacity - runtime) a user keeps free beyond the estimate's own error: none
 # by default. The estimate's error is the stack's measured-peak band (Stack.memory_band, cost.memory.fit.
-# memory_limits), from the residuals of benchmarks/measured_memory.py, not a fixed share (it was 10% until
+# memory_limits), from the residuals of the measured-memory benchmark, not a fixed share (it was 10% until
 # 2026-11-28, covering 84% of the 49 measured peaks then). Set it per run with --headroom.
 DEFAULT_HEADROOM = 0.0
 
@@ -154,7 +154,7 @@ class Efficiency(Schema):
     Attention: a fused (flash) attention kernel reaches `attention_max` of the bf16 peak on long sequences and
     half of that at `attention_half_seq` keys (see `cost.compute.kernel_time.flash_attention_time`).
     Both are isolated-kernel measurements; inside a training step compute-bound kernels sustain
-    `sustained_fraction` of them (derived from an end-to-end measurement: benchmarks/sustained_fraction.py).
+    `sustained_fraction` of them (derived from an end-to-end measurement by the sustained-fraction benchmark).
     """
 
     matmul_max: dict[Dtype, Real] = Field(description="best-shape GEMM fraction of peak, per dtype")
@@ -343,7 +343,7 @@ class System(Schema):
     def on_datasheet(self, gemms: bool = True, collectives: bool = True) -> System:
         """This system without its measured kernel tables, GEMM (with the alignment-1 rates) and attention
         (`gemms`), and per-group NCCL fits (`collectives`): what the datasheet path alone prices
-        (benchmarks/sustained_fraction.py derives that path's fraction on it)."""
+        (the sustained-fraction benchmark derives that path's fraction on it)."""
         acc = self.accelerator.model_copy(update={"kernel_tables": {}, "attention_table_kernel": None,
                                                            "attention_backward_rate": None,
                                                            "unaligned_matmul_tflops": {},

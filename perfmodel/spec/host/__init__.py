@@ -1,8 +1,8 @@
-"""The host that launches the kernels: its CPU and seconds per call kind, the executor's host costs a spec carries, and a stack's calls per step.
+"""The host that launches the kernels, as a spec describes it (hardware_specs/hosts/).
 
-- `cpu`: The host that launches a system's kernels: its CPU, and what one call of each kind costs its launching thread.
-- `overheads`: Host costs of the executor's stack, as a hardware spec carries them (`System.host_costs`): seconds per operator
-- `profile`: A software stack's host profile (`Stack.host`): the calls its host thread makes on the device's behalf, counted by
+- `cpu`: the host's CPU, and the seconds one call of each kind costs its launching thread (`HostCPU`).
+- `profile`: a stack's host profile: the calls its host thread makes per operator, layer, collective and step.
+- `overheads`: the executor's host costs, as a spec carries them.
 
-It imports only the lower stages (`perfmodel.errors`, `perfmodel.types`, `perfmodel.files`) and `perfmodel.spec`.
+It may import what `spec` may: `errors`, `types`, `files` (perfmodel.layers).
 """

@@ -1,13 +1,13 @@
-"""The model a user describes: `ModelConfig` and where it comes from (a preset, a HuggingFace config.json, a file), the tokenizer's vocabulary and the operators of a training step by name.
+"""The model a user describes (`ModelConfig`), and where it comes from.
 
-- `catalogue`: The model catalogue: a model by preset name, HuggingFace config.json or ModelConfig file, and the preset list.
-- `config`: Model schema (a decoder-only transformer, dense or mixture-of-experts, with grouped-query or DeepSeek's
-- `global_attention`: The attention shape of a model's global (full-attention) layers where it differs from its windowed layers'
-- `hf_config`: HuggingFace config.json onto ModelConfig: dense (gpt2, llama, mistral, qwen2, qwen3, mimo, gpt_neox, gemma3, gemma4) and
-- `hf_gemma4`: Gemma 4's text model (model_type gemma4_text, or the text_config of a gemma4 wrapper) onto ModelConfig fields, as
-- `operators`: The operators of a decoder-only transformer's training step, by the names every part of perfmodel uses.
-- `presets`: Built-in model presets, each with the source of its shape.
-- `tokenizers`: The vocabulary a tokenizer name gives, for framework configs that name a tokenizer instead of a vocabulary size:
+- `config`: the schema: a decoder-only transformer, dense or mixture-of-experts, and its parameter counts.
+- `catalogue`: a model by preset name, HuggingFace config.json or file (`load_model`).
+- `presets`: the built-in presets, each with the source of its shape.
+- `hf_config`: a HuggingFace config.json onto `ModelConfig`, by model_type; `hf_gemma4`: Gemma 4's.
+- `global_attention`: global layers whose attention shape differs from the windowed layers'.
+- `tokenizers`: the vocabulary a tokenizer name gives.
+- `torchtitan_flavors`: torchtitan's model families and flavors as shapes, read by its exporter and its reader.
+- `operators`: the operators of a training step, by the names every part of perfmodel uses.
 
-It imports only the lower stages (`perfmodel.errors`, `perfmodel.types`, `perfmodel.files`) and `perfmodel.spec`.
+It may import what `spec` may: `errors`, `types`, `files` (perfmodel.layers).
 """

@@ -52,10 +52,12 @@ DEEPSEEK_V3_MTP_ACCEPTANCE = dict(rate=0.85, source="DeepSeek-V3 technical repor
                                   "85-90% of second-token drafts accepted; the low end")
 # DeepSeek-V3's architecture (also Kimi K2 and Moonlight): MLA, sigmoid routing over fine-grained experts of 2048
 # (top-8) plus one shared expert. head_dim is the per-head query/key width, 128 + 64.
-_DEEPSEEK = dict(mlp="swiglu", norm="rmsnorm", position="rope", tie_embeddings=False, linear_bias="none",
-                 head_dim=192)
+DEEPSEEK_ARCH = dict(mlp="swiglu", norm="rmsnorm", position="rope", tie_embeddings=False, linear_bias="none",
+                     head_dim=192)
 _DEEPSEEK_MOE = dict(top_k=8, expert_ffn_hidden=2048, n_shared_experts=1, router_scoring="sigmoid")
-_DEEPSEEK_MLA = dict(kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
+DEEPSEEK_MLA = dict(kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
+# The names published/memory_peaks imports until it moves out of the package and imports the public ones.
+_DEEPSEEK, _DEEPSEEK_MLA = DEEPSEEK_ARCH, DEEPSEEK_MLA
 _GPT_OSS = dict(vocab=201088, max_seq_len=131072, mlp="swiglu", norm="rmsnorm", position="rope",
                 tie_embeddings=False, linear_bias="all", hidden=2880, n_heads=64, n_kv_heads=8, head_dim=64,
                 ffn_hidden=2880, sliding_window=128)
@@ -201,44 +203,44 @@ PRESETS: dict[str, dict] = {
                                          "configs/models/qwen3-480b-a35b.yml"),
     # DeepSeek-V3 (DeepSeek-AI 2024, Sec. 4.2): 61 layers, the first 3 dense; 256 routed experts (top-8) and 1
     # shared of 2048; MLA with q/kv latents 1536/512, 128 heads of 128+64 (qk) and 128 (v); one MTP module.
-    "deepseek-v3": dict(_DEEPSEEK, vocab=129280, max_seq_len=163840, n_layers=61, hidden=7168, n_heads=128,
+    "deepseek-v3": dict(DEEPSEEK_ARCH, vocab=129280, max_seq_len=163840, n_layers=61, hidden=7168, n_heads=128,
                         ffn_hidden=18432, moe=dict(_DEEPSEEK_MOE, n_experts=256, first_dense_layers=3),
-                        mla=dict(_DEEPSEEK_MLA, q_lora_rank=1536), mtp_layers=1,
+                        mla=dict(DEEPSEEK_MLA, q_lora_rank=1536), mtp_layers=1,
                         mtp_acceptance=DEEPSEEK_V3_MTP_ACCEPTANCE,
                         fp8_weight_blocks=True,  # its config.json: weight_block_size [128, 128]
                         source="DeepSeek-AI 2024 (DeepSeek-V3 technical report) Sec. 4.2, deepseek-ai/DeepSeek-V3 "
                                "config.json"),
     # Kimi K2 (Moonshot AI 2025, Sec. 2.3 / Table 2): DeepSeek-V3's architecture with 384 experts, 64 heads, one
     # dense layer, no MTP module in the release.
-    "kimi-k2": dict(_DEEPSEEK, vocab=163840, max_seq_len=131072, n_layers=61, hidden=7168, n_heads=64,
+    "kimi-k2": dict(DEEPSEEK_ARCH, vocab=163840, max_seq_len=131072, n_layers=61, hidden=7168, n_heads=64,
                     ffn_hidden=18432, moe=dict(_DEEPSEEK_MOE, n_experts=384, first_dense_layers=1),
-                    mla=dict(_DEEPSEEK_MLA, q_lora_rank=1536),
+                    mla=dict(DEEPSEEK_MLA, q_lora_rank=1536),
                     fp8_weight_blocks=True,  # moonshotai/Kimi-K2-Instruct config.json: weight_block_size [128, 128]
                     source="Kimi Team 2025 (Kimi K2) Table 2, moonshotai/Kimi-K2-Base config.json"),
     # Moonlight (Liu et al. 2025, "Muon is scalable"): DeepSeek-V3's architecture at DeepSeek-V2-Lite's size:
     # no query latent, 64 experts (top-6) and 2 shared of 1408, one dense layer.
-    "moonlight-16b-a3b": dict(_DEEPSEEK, vocab=163840, max_seq_len=8192, n_layers=27, hidden=2048, n_heads=16,
+    "moonlight-16b-a3b": dict(DEEPSEEK_ARCH, vocab=163840, max_seq_len=8192, n_layers=27, hidden=2048, n_heads=16,
                               ffn_hidden=11264,
                               moe=dict(n_experts=64, top_k=6, expert_ffn_hidden=1408, n_shared_experts=2,
                                        first_dense_layers=1, router_scoring="sigmoid"),
-                              mla=dict(_DEEPSEEK_MLA, q_lora_rank=None),
+                              mla=dict(DEEPSEEK_MLA, q_lora_rank=None),
                               source="Liu et al. 2025 (Muon is scalable for LLM training), "
                                      "moonshotai/Moonlight-16B-A3B config.json"),
     # DeepSeek-V2 (DeepSeek-AI 2024, arXiv 2405.04434, Sec. 3.1.1 and Appendix B for the Lite model): MLA, softmax
     # routing over 2 shared and top-6 of 160 (Lite: 64) fine-grained experts, the first layer dense; Lite has no
     # query latent. Shapes as MaxText configs/models/deepseek2-236b.yml and deepseek2-16b.yml (q_lora_rank 0: none).
-    "deepseek-v2": dict(_DEEPSEEK, vocab=102400, max_seq_len=163840, n_layers=60, hidden=5120, n_heads=128,
+    "deepseek-v2": dict(DEEPSEEK_ARCH, vocab=102400, max_seq_len=163840, n_layers=60, hidden=5120, n_heads=128,
                         ffn_hidden=12288,
                         moe=dict(n_experts=160, top_k=6, expert_ffn_hidden=1536, n_shared_experts=2,
                                  first_dense_layers=1),
-                        mla=dict(_DEEPSEEK_MLA, q_lora_rank=1536),
+                        mla=dict(DEEPSEEK_MLA, q_lora_rank=1536),
                         source="DeepSeek-AI 2024 (DeepSeek-V2, arXiv 2405.04434) Sec. 3.1.1, MaxText "
                                "configs/models/deepseek2-236b.yml"),
-    "deepseek-v2-lite": dict(_DEEPSEEK, vocab=102400, max_seq_len=163840, n_layers=27, hidden=2048, n_heads=16,
+    "deepseek-v2-lite": dict(DEEPSEEK_ARCH, vocab=102400, max_seq_len=163840, n_layers=27, hidden=2048, n_heads=16,
                              ffn_hidden=10944,
                              moe=dict(n_experts=64, top_k=6, expert_ffn_hidden=1408, n_shared_experts=2,
                                       first_dense_layers=1),
-                             mla=dict(_DEEPSEEK_MLA, q_lora_rank=None),
+                             mla=dict(DEEPSEEK_MLA, q_lora_rank=None),
                              source="DeepSeek-AI 2024 (DeepSeek-V2, arXiv 2405.04434) Appendix B, MaxText "
                                     "configs/models/deepseek2-16b.yml, torchtitan deepseek_v3 flavor 16B"),
     # gpt-oss model card (OpenAI 2025) Table 1: 64 query heads of 64 and 8 kv heads over a 2880-wide residual;
@@ -294,7 +296,7 @@ PRESETS: dict[str, dict] = {
     "gemma-4-31b": dict(_GEMMA4, n_layers=60, sliding_window_layers=50, hidden=5376, n_heads=32, n_kv_heads=16,
                         global_attention=dict(head_dim=512, n_kv_heads=4, shared_kv=True), ffn_hidden=21504,
                         source=_GEMMA4_SRC.format("nvidia/Gemma-4-31B-IT-NVFP4")),
-    # GLM-5 (zai-org/GLM-5 config.json, model_type glm_moe_dsa: tests/fixtures/hf/glm-5/config.json): MLA with
+    # GLM-5 (zai-org/GLM-5 config.json, model_type glm_moe_dsa): MLA with
     # DeepSeek Sparse Attention (an indexer of 32 heads of 128 picks 2048 keys a query), 3 dense layers then 75 of 256
     # experts of 2048, top 8, one shared, sigmoid routing; one MTP layer. 744B (the model card); GLM-5.1 keeps the
     # shape (nvidia/GLM-5.1-NVFP4 config.json, ../shared/data/hf_configs: the same keys and values)

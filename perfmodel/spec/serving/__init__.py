@@ -1,11 +1,11 @@
-"""Serving's inputs and outputs: the serving stack, plan and estimate, engine settings, workload, speculative decoding, prefill pools and serving plan files.
+"""Serving's inputs and outputs: engines, plans, workloads and estimates (hardware_specs/serving/, docs/inference.md).
 
-- `files`: Serving plan files and their measurements: what `perfmodel validate --sweep cpu-infer` (and `perfmodel infer
-- `prefill_pool`: A serving plan's replica layouts, the decode replicas' and a disaggregated plan's prefill pool's
-- `schema`: Serving (inference) inputs and outputs: the serving stack's profile, the serving layout and the estimate.
-- `settings`: The engine settings a serving plan overrides for one run, and its redundant experts.
-- `speculative`: Speculative decoding's schema (`SpeculativeConfig`, a ServePlan field), the draft it runs as a one-layer model
-- `workload`: How requests reach a serving deployment, as serving benchmarks send them (the input of
+- `schema`: a serving engine's profile and its releases (`ServingStack`), a serving layout (`ServePlan`), the estimate.
+- `settings`: the engine settings a plan overrides for one run, and its redundant experts.
+- `prefill_pool`: the replicas' layouts: decode, and a disaggregated plan's prefill pool.
+- `speculative`: speculative decoding: the draft model and its acceptance.
+- `workload`: how requests arrive, and the latencies a simulation reports.
+- `files`: serving plan files, and what the executor measures of them.
 
-It imports only the lower stages (`perfmodel.errors`, `perfmodel.types`, `perfmodel.files`) and `perfmodel.spec`.
+It may import what `spec` may: `errors`, `types`, `files` (perfmodel.layers).
 """

@@ -1,8 +1,9 @@
-"""Software stacks: what a training framework does that the hardware does not say, per profile and per release, and which stack a runs table's framework cell names.
+"""Software stacks: what a training framework does that the hardware does not say (hardware_specs/stacks/,
+docs/stacks.md).
 
-- `frameworks`: Which software stack a runs table's `framework` cell names (spec.stack.profile's profiles, or a release line).
-- `profile`: Software stacks: what a training framework does that the hardware spec does not say.
-- `release`: Release lines of a stack: the defaults one release of a framework runs a plan with.
+- `profile`: a stack's profile (`Stack`) and the catalogue of them (`STACKS`).
+- `release`: release lines: the defaults and MoE recipes one release of a framework runs a plan with.
+- `frameworks`: which stack a runs table's framework cell names.
 
-It imports only the lower stages (`perfmodel.errors`, `perfmodel.types`, `perfmodel.files`) and `perfmodel.spec`.
+It may import what `spec` may: `errors`, `types`, `files` (perfmodel.layers).
 """

@@ -306,7 +306,7 @@ class Stack(Schema):
         "the second's (mlp_in, doubled for a gated MLP); eager, the stream between them stays fp32 (cost.compute.autocast); "
         "empty: no autocast"))
     bias_grad_reduction: bool = Field(False, description="a linear's bias gradient is its own reduction over the "
-                                      "tokens (eager nn.Linear: cost.compute.autocast.bias_grad_op); false: the GEMM epilogue's")
+                                      "tokens (eager nn.Linear: cost.compute.autocast.bias_grad_bytes); false: the GEMM epilogue's")
     moe_probs_in_experts: bool = Field(False, description="the router's probabilities weight the experts' activation "
                                        "(Megatron-Core >= 0.13: the weighted SwiGLU/GeGLU between the grouped GEMMs), "
                                        "whose backward reads the fc1 output it keeps anyway, and the combine sums "
