@@ -29,7 +29,8 @@ from perfmodel.ingest.bridge.reader import annotated, model_of, stated
 from perfmodel.ingest.bridge.keys import SHAPE
 from perfmodel.ingest.bridge.recipe import Module, Obj, Recipe, flatten, run
 from perfmodel.ingest.ledger import Ledger
-from perfmodel.ingest.sources import Unevaluated, functions, module_names
+from perfmodel.ingest.reading import NotRead
+from perfmodel.ingest.sources import functions, module_names
 from perfmodel.spec.model.catalogue import load_model
 
 HEAD = "067f987df03b8355b03192d88d70f1709fedf51a"
@@ -98,7 +99,7 @@ def plain(v):
     config: the reader prices Bridge's Muon helper) by the helper's, torch dtypes by theirs; SKIP for the rest."""
     if isinstance(v, Obj):
         return v.origin if v.kind in ("precision", "call") or v.kind.endswith("_mixed") else SKIP
-    if isinstance(v, Unevaluated):
+    if isinstance(v, NotRead):
         return str(v) if str(v).startswith("torch.") else SKIP
     if isinstance(v, (list, tuple)):
         items = [plain(x) for x in v]
@@ -160,7 +161,7 @@ def helpers(repo: str) -> dict[str, dict]:
             cfg_at = next((i for i, a in enumerate(fn.args.args) if a.arg == "cfg" or (a.annotation is not None and
                            ast.unparse(a.annotation) == "ConfigContainer")), None)
             required = len(params) - len(fn.args.defaults)
-            args = [Obj("call", "cfg", auto=True) if i == cfg_at else Unevaluated(f"$arg {p}")
+            args = [Obj("call", "cfg", auto=True) if i == cfg_at else NotRead(f"$arg {p}")
                     for i, p in enumerate(params[:required])]
             recipe = Recipe([m for m in (mod, shared) if m is not None])
             try:
