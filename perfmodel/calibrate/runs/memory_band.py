@@ -9,8 +9,8 @@ band (cost.memory.fit.memory_limits): a plan is tight when the device's room lie
   rows in that view.
 - `held_out_share`: each source group's peaks against the band built without that group (leave-one-group-out
   coverage: the claim a band makes for a new user's stack).
-This module imports no torch; pandas only on the benchmark's table. The profiles' blocks are rewritten from these by
-the benchmark (benchmarks/tools/stack_blocks.py).
+This module imports no torch; pandas only on the benchmark's table. Writing the bands into the stack profiles is the
+benchmarks' job (their stack-blocks tool), outside the package.
 """
 
 from __future__ import annotations

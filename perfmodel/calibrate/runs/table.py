@@ -1,5 +1,5 @@
 """A runs table as (model, system, plan, measured step time): a user's measured runs for `calibrate --from-runs`,
-and the published-runs development set, in the same columns (benchmarks/data/published_runs_dev.README.md).
+and the published-runs development set, in the same columns (docs/stacks.md lists them).
 
 The CSV describes runs in each source's words ("full (--checkpoint-activations ...)", "FSDP FULL_SHARD",
 "A100-SXM4-80GB (Selene DGX A100)"). `to_case` maps one row onto this tool's schemas, using only what the
