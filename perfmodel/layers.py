@@ -7,6 +7,8 @@ docs/architecture.md's diagram and package table are rendered from it, and a new
     python -m perfmodel.layers           # rewrite the generated blocks of docs/architecture.md
     python -m perfmodel.layers --check   # exit 1 if a block differs from what the table and the code give now
 
+Run from the checkout's root (or pass --doc): the package renders the page, the caller says where it is.
+
 This module imports nothing of perfmodel, so that reading the table loads nothing else.
 """
 
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
-DOC = PACKAGE.parent / "docs" / "architecture.md"
+DOC = Path("docs") / "architecture.md"  # the working directory's: an installed package has no docs/ of its own
 
 
 @dataclass(frozen=True)

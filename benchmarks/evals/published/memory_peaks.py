@@ -49,7 +49,7 @@ from perfmodel.errors import InputError
 from perfmodel.spec.hardware.system import System, load_hardware
 from perfmodel.spec.model.catalogue import load_model
 from perfmodel.spec.model.config import ModelConfig
-from perfmodel.spec.model.presets import _DEEPSEEK, _DEEPSEEK_MLA
+from perfmodel.spec.model.presets import DEEPSEEK_ARCH, DEEPSEEK_MLA
 from perfmodel.spec.plan.layout import RECOMPUTE_MODULES, Plan, resolve
 from perfmodel.spec.stack.frameworks import stack_for_framework
 from .moe_runs import MODEL_PRESETS, moe_system_for, moe_to_case
@@ -129,11 +129,11 @@ TRUNCATED_DENSE_LAYERS = 1
 # 60 layers of 5120, 128 heads, MLA with q/kv latents 1536/512 and heads of 128+64 (qk) / 128 (v); 160 routed
 # experts (top-6, softmax scoring) of 1536 and 2 shared, the first layer dense (first_k_dense_replace 1, MLP 12288);
 # vocab 102400, untied.
-DEEPSEEK_V2 = dict(_DEEPSEEK, name="deepseek-v2", vocab=102400, max_seq_len=163840, n_layers=60, hidden=5120,
+DEEPSEEK_V2 = dict(DEEPSEEK_ARCH, name="deepseek-v2", vocab=102400, max_seq_len=163840, n_layers=60, hidden=5120,
                    n_heads=128, ffn_hidden=12288,
                    moe=dict(n_experts=160, top_k=6, expert_ffn_hidden=1536, n_shared_experts=2, first_dense_layers=1,
                             router_scoring="softmax"),
-                   mla=dict(_DEEPSEEK_MLA, q_lora_rank=1536),
+                   mla=dict(DEEPSEEK_MLA, q_lora_rank=1536),
                    source="deepseek-ai/DeepSeek-V2 config.json (DeepSeek-AI 2024, DeepSeek-V2 Sec. 3.1.1)")
 
 

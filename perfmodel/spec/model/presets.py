@@ -56,8 +56,6 @@ DEEPSEEK_ARCH = dict(mlp="swiglu", norm="rmsnorm", position="rope", tie_embeddin
                      head_dim=192)
 _DEEPSEEK_MOE = dict(top_k=8, expert_ffn_hidden=2048, n_shared_experts=1, router_scoring="sigmoid")
 DEEPSEEK_MLA = dict(kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
-# The names published/memory_peaks imports until it moves out of the package and imports the public ones.
-_DEEPSEEK, _DEEPSEEK_MLA = DEEPSEEK_ARCH, DEEPSEEK_MLA
 _GPT_OSS = dict(vocab=201088, max_seq_len=131072, mlp="swiglu", norm="rmsnorm", position="rope",
                 tie_embeddings=False, linear_bias="all", hidden=2880, n_heads=64, n_kv_heads=8, head_dim=64,
                 ffn_hidden=2880, sliding_window=128)
