@@ -4,7 +4,7 @@
     python -m benchmarks.evals.export_checks --before 3679a4f    # the exporters of an earlier commit, same plans/checks
     python -m benchmarks.evals.export_checks --targets megatron --plans pp4-gpipe
 
-Plans: perfmodel.export.checks.spread.SPREAD (every layout kind of issue 19). Each export goes through
+Plans: perfmodel.export.checks.spread.SPREAD (every layout kind a user exports). Each export goes through
 perfmodel.export.checks.releases.run_check (the framework's own parsing and validation, its release unpacked from PyPI,
 no GPU). With --before, the plan files are written by this checkout and exported by the earlier commit's
 `perfmodel.export.targets.export(pf, to)` (a git worktree), then checked against every version of this checkout. Prints one

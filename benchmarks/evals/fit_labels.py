@@ -1,4 +1,4 @@
-"""Fit labels: every layout the frameworks publish as running (tests/fixtures/fit_labels/, issue 74), imported as a
+"""Fit labels: every layout the frameworks publish as running (tests/fixtures/fit_labels/), imported as a
 user would (benchmarks.evals.published.fit_labels) and priced: the memory model's verdict on plans that ran.
 
     python -m benchmarks.evals.fit_labels [--all]

@@ -73,7 +73,7 @@ def model_check(df: pd.DataFrame) -> pd.DataFrame:
         s = TOKENS * HIDDEN * 2 * r.ranks * r.hit
         for kind, gbps in (("ep_dispatch", r.dispatch_gbps), ("ep_combine", r.combine_gbps)):
             t = float(flex_dispatch_time(model, system, lay, kind)[0])
-            nccl = float(flex_dispatch_time(model, system, lay, "all_to_all")[0])  # the price before issue 76
+            nccl = float(flex_dispatch_time(model, system, lay, "all_to_all")[0])  # the all-to-all price the flex dispatcher replaced
             out.append(dict(system=r.system, ranks=r.ranks, kind=kind, published_ms=round(s / (gbps * 1e9) * 1e3, 3),
                             priced_ms=round(t * 1e3, 3), error_pct=round(100 * (t / (s / (gbps * 1e9)) - 1), 1),
                             nccl_all_to_all_ms=round(nccl * 1e3, 3),

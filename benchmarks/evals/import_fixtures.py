@@ -1,6 +1,6 @@
 """Every real framework config in tests/fixtures/configs/ through `perfmodel import`, as a user would pass it: what
 it became (the plan, the prediction) or the one line that refuses it, and how many of its keys were mapped, named as
-not priced, or taken from the framework's defaults (issue 63's done-when: at least four configs per framework
+not priced, or taken from the framework's defaults (the target: at least four configs per framework
 accepted, every key accounted for).
 
     python -m benchmarks.evals.import_fixtures            # the table; --explain FRAMEWORK prints every key's fate too

@@ -56,7 +56,7 @@ def summary(df: pd.DataFrame, key: str) -> pd.DataFrame:
 
 def by_container(df: pd.DataFrame) -> pd.DataFrame:
     """Per model family (rows) and source group (columns), (a)'s signed median error in % and the rows priced: what
-    issue 76 judges each container's DeepSeek-V3 rows by."""
+    the accuracy report judges each container's DeepSeek-V3 rows by."""
     ok = df.dropna(subset=["predicted_s"])
     cells = ok.groupby(["family", "group"])["error"].agg(["median", "size"])
     text = cells.apply(lambda r: f"{100 * r['median']:+.1f} ({int(r['size'])})", axis=1)

@@ -51,7 +51,7 @@ IN_DENSE_SET = tuple(f"S{i:03d}" for i in (*range(108, 115), *range(128, 138), *
 
 
 def scale_regime(model, plan) -> str:
-    """The regime of a run as issue 47 scores them: frontier (at least FRONTIER_GPUS devices), else small (under
+    """The regime of a run as the accuracy report scores them: frontier (at least FRONTIER_GPUS devices), else small (under
     SMALL_PARAMS parameters or at most SMALL_TOKENS tokens per micro-batch per device: micro_batch x seq_len / cp,
     where the host and short kernels weigh most), else mid."""
     if plan.gpus >= FRONTIER_GPUS:
@@ -212,7 +212,7 @@ def stack_intervals(df: pd.DataFrame, source: str = "python -m benchmarks.evals.
 
 def generation_coverage(df: pd.DataFrame, q: float, trust: str | None = None) -> pd.DataFrame:
     """Leave-one-hardware-generation-out (perfmodel.calibrate.runs.intervals.held_out_by_value): each generation's rows
-    inside the intervals built from the other generations' rows at level q, unwidened (before issue 48) and widened
+    inside the intervals built from the other generations' rows at level q, unwidened and widened
     where they lie outside those runs' domain, with the widths the others' runs give."""
     resid, groups, stacks, regimes, dims = interval_inputs(df, trust)
     out = intervals.held_out_by_value(resid, groups, stacks, regimes, dims, q, [d[0] for d in dims])

@@ -1,4 +1,4 @@
-"""Real framework configs through `perfmodel import`, as a new user would pass them (issue 73): every config of the
+"""Real framework configs through `perfmodel import`, as a new user would pass them: every config of the
 corpus in tests/fixtures/corpus/<framework>/, copied verbatim from the frameworks' own repositories at pinned commits
 (each folder's cases.yaml names every file's repository, commit, path and licence), imported or refused, and why.
 

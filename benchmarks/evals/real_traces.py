@@ -1,4 +1,4 @@
-"""`perfmodel calibrate --from-trace` on profiler traces as users have them (issue 73): each trace's outcome.
+"""`perfmodel calibrate --from-trace` on profiler traces as users have them: each trace's outcome.
 
     python -m benchmarks.evals.real_traces          # prints the table; benchmarks/results/real_traces.txt is its output
 

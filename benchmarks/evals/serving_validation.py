@@ -1,6 +1,6 @@
 """Serving prediction against measurement on this machine: `perfmodel validate --sweep cpu-infer --nproc 4`, run
 several times (each calibrating this machine afresh), every run's table and the medians of its prefill and decode
-MAPE (issue 33's target: both at most 20%, the median of 3 runs). Reported, not asserted.
+MAPE (the target: both at most 20%, the median of 3 runs). Reported, not asserted.
 
     python -m benchmarks.evals.serving_validation                  # 3 runs, quick calibration each (~2 min a run)
     python -m benchmarks.evals.serving_validation --runs 5

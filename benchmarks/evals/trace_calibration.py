@@ -1,4 +1,4 @@
-"""Calibrating from a trace against calibrating from microbenchmarks, on the same measured plans (issue 64).
+"""Calibrating from a trace against calibrating from microbenchmarks, on the same measured plans.
 
     python -m benchmarks.evals.trace_calibration                   # cpu-smoke on 4 CPU processes: runs, traces, compares
     python -m benchmarks.evals.trace_calibration --from DIR        # re-score a finished run (DIR: its --out-dir)

@@ -1,5 +1,5 @@
 """Prediction against measurement on this machine: `perfmodel validate --sweep cpu-smoke --nproc 4` (or the
-one-GPU sweep with --gpu), the table, and whether issue 4's targets hold (reported, not asserted).
+one-GPU sweep with --gpu), the table, and whether the validation targets hold (reported, not asserted).
 
     python -m benchmarks.evals.validation                        # cpu-smoke: 4 CPU processes, quick calibration first
     python -m benchmarks.evals.validation --hardware SPEC.yaml   # predict with a spec calibrated earlier

@@ -1,4 +1,4 @@
-"""An fp8 GEMM's activation cast, static against dynamic, on this GPU (issue 62: `serve.gemm_quant`'s premise).
+"""An fp8 GEMM's activation cast, static against dynamic, on this GPU (`serve.gemm_quant`'s premise).
 
 The parts' GEMM tables time fp8 per-tensor GEMMs with the activation's scale found on the fly (amax, scale, cast);
 a served checkpoint casts with its static scale. This times, in CUDA graphs (what the engines replay at decode):

@@ -1,4 +1,4 @@
-"""Grouped GEMMs of MoE training against one dense GEMM of the same rows, on this GPU (issue 61, item 2).
+"""Grouped GEMMs of MoE training against one dense GEMM of the same rows, on this GPU.
 
 The cost model prices a device's local experts (g groups of m routed tokens each) as the measured dense GEMM of g*m
 rows with the same n and k (`cost.compute.kernel_lookup.gemm_table_time`), floored by the traffic of the g separate weights.

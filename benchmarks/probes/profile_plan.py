@@ -6,7 +6,7 @@ grouped by what they compute, against the cost model's breakdown of the same pla
 One process, no process group (single-device plans). For each plan: the measured step (median of the profiled
 steps, synchronised), the device's busy time (sum of kernel times), and the top kernels by device time, grouped
 into GEMMs, attention, element-wise, optimizer and other by their names; then the estimate's parts (cost.step). This
-is how the device side of the cost model is checked against what the GPU really runs (issue 47).
+is how the device side of the cost model is checked against what the GPU really runs.
 """
 
 from __future__ import annotations

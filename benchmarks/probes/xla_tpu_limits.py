@@ -1,5 +1,5 @@
 """What XLA:TPU compiles against, measured without a TPU: programs compiled ahead of time for a TPU topology with
-libtpu (jax.experimental.topologies), read back from the compiler (issue 74).
+libtpu (jax.experimental.topologies), read back from the compiler.
 
 1. The HBM a device offers a program: an oversized program is refused with 'exceeds available HBM (X G)'
    (CompileTimeHbmOom; binary G), the figure hardware_specs/systems/tpu-*.yaml memory_overhead_gib is the device's

@@ -1,4 +1,4 @@
-"""What XLA:TPU holds at a training step's peak, measured without a TPU (issue 74): programs compiled ahead of time
+"""What XLA:TPU holds at a training step's peak, measured without a TPU: programs compiled ahead of time
 for a TPU topology with libtpu (jax.experimental.topologies), their temporaries read back from the compiler
 (compiled.memory_analysis().temp_size_in_bytes, per device). The numbers cost.memory.peak cites:
 

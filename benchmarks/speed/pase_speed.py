@@ -9,7 +9,7 @@ plan Llama 3 trained with (Dubey et al. 2024, Table 4: tp 8, pp 16, seq 8192, gl
 configurations per vertex (a larger micro-batch makes the batch dimension splittable over more axes; a
 restricted table keeps the first K configurations of every kind), and what the block chain saves over one DP
 over the whole graph in GENERATESEQ order. The last columns break one `solve` down.
-Target (issue 13): under 0.5 s for the 126-layer graph on the plan's mesh on a 2-core machine.
+Target: under 0.5 s for the 126-layer graph on the plan's mesh on a 2-core machine.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ devices and candidates per vertex.
     python -m benchmarks.speed.search_speed            # prints the tables
     python -m benchmarks.speed.search_speed --quick    # the three jobs and the PaSE case only
 
-Targets (on the 2-core CI machine): each of the three layout searches under 0.8 s whole-process (issue 30; issue 13
-asked 1.0 s); the PaSE DP for Llama 3.1 405B's graph under 0.5 s. Each process runs `--repeat` times (default 3; a
+Targets (on the 2-core CI machine): each of the three layout searches under 0.8 s whole-process (first
+asked at 1.0 s); the PaSE DP for Llama 3.1 405B's graph under 0.5 s. Each process runs `--repeat` times (default 3; a
 shared machine's timings vary by +-15%): the table shows the median and the fastest.
 
 Python writes no bytecode cache where PYTHONDONTWRITEBYTECODE is set (these sandboxes set it), so there every

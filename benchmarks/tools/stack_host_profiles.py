@@ -62,7 +62,7 @@ def differing(base: dict, other: dict) -> dict:
     return {op: v for op, v in other.items() if v != base.get(op)}
 
 
-# MoE layers: no stack's MoE path was counted on CPU here (issue 61 prices MoE as the 2026 stacks run it); a
+# MoE layers: no stack's MoE path was counted on CPU here (MoE is priced as the 2026 stacks run it); a
 # Megatron-Core MoE layer's calls read from megatron/core/transformer/moe (0.16.1): router (a linear, top-k, softmax,
 # aux loss: ~8 eager ops), token permutation (~10), the grouped GEMM (one fused module each way), unpermutation (~6),
 # two all-to-alls over ep where ep > 1 (their calls: the estimate's ep collectives, cost.comm.sharded), ~30 backward nodes.

@@ -55,7 +55,8 @@ def build_parser(command: str | None = "all") -> Parser:
     """The parser: every command's flags ("all"), or only `command`'s (the others listed by name and help line).
     Built once per process and command: parsing leaves a parser as it was, and building one costs ~10 ms (most of
     a refused command's time, and of a test that calls `main` thousands of times)."""
-    ap = Parser(prog="perfmodel", description="Predict LLM training step time and memory on GPU/TPU clusters.")
+    ap = Parser(prog="perfmodel", description="Predict LLM training and serving time and memory on GPU/TPU "
+                "clusters: search layouts, import and export framework configs, run, calibrate, sweep designs.")
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=Parser)
     for name, (_, help) in COMMANDS.items():
         if command in ("all", name):

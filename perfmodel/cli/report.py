@@ -70,7 +70,7 @@ def unfit_plan_file(e: Estimate, flag: str, path, strict: bool) -> str | None:
     with `strict`, the refusal (InputError: nothing written); else the line printed beside "wrote PATH", with the
     verdict, by how much and which part decides it (memory_verdict). A plan the user describes (flags, a plan file,
     their framework's config) is written whatever the verdict: published runs that ran are said not to fit at times,
-    and the user knows their cluster (issue 73). The search writes only plans that fit (search.ranking)."""
+    and the user knows their cluster. The search writes only plans that fit (search.ranking)."""
     if e.memory_verdict != "does not fit":
         return None
     verdict = memory_verdict(e).removeprefix("NO: ")

@@ -83,7 +83,7 @@ class Step:
     headroom: float  # the fit test's share of the allocator's room kept free
     budget: float  # reserved up to which a plan fits: the band's upper end within the room less the headroom
     limit: float  # reserved past which it does not: the band's lower end past capacity - runtime (memory_limits)
-    host_room: float  # host memory per device for offloaded tensors (memory_fit.host_limit)
+    host_room: float  # host memory per device for offloaded tensors (memory.fit.host_limit)
     model_flops: float
     hardware_flops: np.ndarray
     peak_flops: float
@@ -173,7 +173,7 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
     power limit, a calibration from runs, memory and FLOPs.
 
     `memory`: what `memory.stage_memory` returned for these plans, if the caller has it already; `headroom`: the
-    share of the allocator's room the fit test keeps free beyond the band (`memory_fit.memory_limits`).
+    share of the allocator's room the fit test keeps free beyond the band (`memory.fit.memory_limits`).
     """
     dev, mesh, experts = Device(model, system, lay), Mesh.of(system, lay), ExpertDataGroup(system, lay, model)
     st = Stages.of(model, lay)

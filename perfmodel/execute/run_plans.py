@@ -3,7 +3,7 @@
 `run_plans` checks every plan before anything starts (device type, process count, what the executor can run),
 launches one `torchrun` for all of them (execute/worker.py on each rank), and returns their measurements. The
 parent process imports no torch unless it must ask whether CUDA is there; the modules that build and train
-the model (model, tensor_parallel, pipeline_parallel, context_parallel, data_parallel, checkpointing, train)
+the model (model, tensor_parallel, parallel.pipeline, parallel.context, parallel.data, checkpointing, train)
 run inside the workers.
 """
 

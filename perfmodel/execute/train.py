@@ -1,9 +1,9 @@
 """One plan built and trained on this process's rank: mesh, stages, parallelisms, optimizer, steps.
 
 The build follows torchtitan's order, each step a small function of its own module:
-  model on the meta device -> pipeline split (pipeline_parallel) -> tensor/sequence parallel (tensor_parallel)
-  -> expert parallel (expert_parallel) -> activation checkpointing (checkpointing) -> materialise and
-  initialise -> context parallel (context_parallel) -> data parallel / ZeRO (data_parallel) -> optimizer ->
+  model on the meta device -> pipeline split (parallel.pipeline) -> tensor/sequence parallel (tensor_parallel)
+  -> expert parallel (parallel.expert) -> activation checkpointing (checkpointing) -> materialise and
+  initialise -> context parallel (parallel.context) -> data parallel / ZeRO (parallel.data) -> optimizer ->
   pipeline schedule.
 Initial values depend only on the seed and each parameter's name (model.initial_value), and every rank sees
 the same global batch (data.Batches), so any layout trains the same model on the same data: its losses match
@@ -39,7 +39,7 @@ LR = 1e-3  # AdamW learning rate: large enough that a few steps move the loss, s
 @torch.no_grad()
 def initialise(module: nn.Module, cfg, seed: int, device: torch.device, first_expert: dict | None = None) -> None:
     """Every parameter from its full initial value; a DTensor keeps its local shard of it, an expert-parallel
-    weight the rows of its experts (`first_expert`: expert_parallel.apply_ep)."""
+    weight the rows of its experts (`first_expert`: parallel.expert.apply_ep)."""
     from torch.distributed.tensor import DTensor, distribute_tensor
 
     for name, p in module.named_parameters():
@@ -246,7 +246,7 @@ class Trainer:
         one rank; the partition's keys are its own parameters' names, so each rank saves its own."""
         if not hasattr(self, "_stages"):
             self._stages = nn.ModuleDict({f"stage{v}": m for v, m in zip(self.indices, self.modules)})
-        optimizers = getattr(self.optimizer, "optimizers", (self.optimizer,))  # expert_parallel.Optimizers
+        optimizers = getattr(self.optimizer, "optimizers", (self.optimizer,))  # parallel.expert.Optimizers
         return self._stages, [getattr(o, "optim", o) for o in optimizers]  # ZeroRedundancyOptimizer.optim
 
     def _disk_key(self, key: str, to_disk: bool) -> str:

@@ -2,10 +2,10 @@
 
 One module per operator of the plan file (`planfile.OPS`), so that a plan's per-operator placements map one to
 one onto modules (tensor_parallel.py), checkpointing can wrap a block or the attention core
-(checkpointing.py), and pipeline stages can drop the layers they do not hold (pipeline_parallel.py). The model
+(checkpointing.py), and pipeline stages can drop the layers they do not hold (parallel.pipeline.py). The model
 knows nothing of parallelism; the only hooks it offers are `AttentionCore.context`, which context parallelism
 sets to gather keys and values from the other sequence shards (and serving to a KV cache, execute/inference.py), and `MoE.dispatcher`, which expert parallelism
-sets to send routed tokens to the ranks that hold their experts (expert_parallel.py).
+sets to send routed tokens to the ranks that hold their experts (parallel.expert.py).
 
   embedding     TokenEmbedding: token table (+ learned positions for GPT-2)
   norm1, norm2  LayerNorm (GPT-2) or RMSNorm (Llama), eps 1e-5

@@ -243,7 +243,7 @@ def search(model: ModelConfig | str, hardware: System | str, gpus: int | list[in
     notes = list(dict.fromkeys(n for _, n in released if n))
     memory_budget(system, headroom)  # refuses a headroom outside [0, 1)
     # only plans that do not fit are out: a tight one (the capacity inside its band) stays, marked
-    # (memory_fit.memory_verdict)
+    # (memory.fit.memory_verdict)
     cap = memory_limits(system, jobs[0].stack)[1]
     runs = [run for j in jobs for run in remat_jobs(j, space)]  # per GPU count, and per remat policy asked
     for j, j_space, policy in runs:

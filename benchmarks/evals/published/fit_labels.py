@@ -1,6 +1,6 @@
 """Fit labels: every layout a framework publishes as running, on the devices its source names, imported the way a
 user would (`perfmodel import FILES --from FRAMEWORK`), so each one tests the config reader and the memory model
-together (issue 74). A label is a config, not a step time: it says only "this plan ran on N devices of this system".
+together. A label is a config, not a step time: it says only "this plan ran on N devices of this system".
 
 The labels live in tests/fixtures/fit_labels/<framework>.yaml (each file's header states its selection rule and
 every copied file's repository, commit, path and licence). A label is kept only where its source states both the

@@ -209,7 +209,7 @@ def moe_to_case(row: pd.Series) -> Case:
         ep = AUTOMODEL_EP[key]
     rec = cell_text(row["recompute"]).lower()
     if rec.startswith("selective") and "[]" not in rec:
-        return Case(**base, reason=f"recompute modules ({row['recompute']}) are issue 18's per-module policies")
+        return Case(**base, reason=f"recompute modules ({row['recompute']}) are per-module policies")
     preset, precision, recipe = MODEL_PRESETS[key], _precision(cell_text(row["precision"])), \
         _fp8_recipe(cell_text(row["precision"]))
     if release and release != AUTOMODEL_RELEASE:  # what the Bridge recipe sets that the table leaves out

@@ -18,7 +18,7 @@ by size and group: what the trace calibrates carries over by mechanism, never as
 A GPU trace calibrates its base system (calibrate.trace.device: the catalogue's system of its GPU, else the
 trace's own device as it measured it). Recorded without shapes (torch.profiler's default), its GEMMs are timed by
 kernel name against the FLOPs of the plan the job ran (`--plan`, or `--config` read by perfmodel.ingest:
-calibrate.trace.job, trace_gemm), which sets matmul_max; with neither shapes nor a plan the spec holds what else it
+calibrate.trace.job, trace.gemm), which sets matmul_max; with neither shapes nor a plan the spec holds what else it
 measured (collectives, device copies' bandwidth) and names what it lacks, or is refused with it.
 
 On a CPU trace with its plan (`plan`), the host's costs too: per call kind, as the trace's spans show them
@@ -287,7 +287,7 @@ def command_of(paths) -> str:
 def _gpu_calibration(paths, traces, m, summary, hardware, job: JobSource, name, require, strict):
     """A GPU trace's spec: the base system (the catalogue's, or the trace's own device) with what the trace measured
     fitted into it: GEMM rates at their shapes, else the job's GEMM efficiency against its plan; attention, the
-    memory-bound kernels, the collectives (module docstring; calibrate.trace.job, trace_device)."""
+    memory-bound kernels, the collectives (module docstring; calibrate.trace.job, trace.device)."""
     from ..machine.calibrated_spec import build_system
     from ..machine.fit import fit_all
     from ..machine.measured_tables import fit_groups

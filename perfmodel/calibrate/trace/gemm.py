@@ -2,7 +2,7 @@
 (torch.profiler's default, record_shapes=False), in fp32, fp16 or bf16, still times every GEMM kernel, and the plan
 the job ran (`--plan`, or an imported config) says how many FLOPs they did.
 
-- GEMM kernels: by name (trace_reader.GEMM_KERNEL: cuBLAS / cuBLASLt / CUTLASS / nvjet / rocBLAS and hipBLASLt
+- GEMM kernels: by name (trace.reader.GEMM_KERNEL: cuBLAS / cuBLASLt / CUTLASS / nvjet / rocBLAS and hipBLASLt
   Cijk_* ...; convolutions' implicit GEMMs apart), those whose launch lies inside the recorded steps, seconds per step
   of the mean traced rank. A dense model's linear layers run as mm / addmm; the batched GEMMs its trace holds
   (aten::bmm / baddbmm: an unfused attention's QK^T and PV) are the attention core, which the cost model prices as
@@ -86,8 +86,8 @@ def traced_gemm(traces: list[RankTrace], dense: bool, precision: str) -> tuple[d
 
 
 def traced_memory_s(traces: list[RankTrace]) -> float:
-    """Seconds per step of the mean rank in memory-bound kernels (trace_reader.kernel_class) launched inside the steps,
-    the optimizer's update (trace_host.OPTIMIZER's operators, priced at optimizer_bandwidth) left out."""
+    """Seconds per step of the mean rank in memory-bound kernels (trace.reader.kernel_class) launched inside the steps,
+    the optimizer's update (trace.host.OPTIMIZER's operators, priced at optimizer_bandwidth) left out."""
     from .host import OPTIMIZER
 
     return float(np.mean([sum(k["t1"] - k["t0"] for k in t.kernels if k["cls"] == "memory-bound"

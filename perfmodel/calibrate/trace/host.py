@@ -5,7 +5,7 @@ around it and the waits for the exchanges, one after another on each rank's main
 operator span on that thread; this module splits the recorded steps into those three and the host's share by the
 call kinds the stacks' profiles count (spec.stack.profile.HostProfile, spec.host.cpu.CALL_KINDS):
 
-- work: each operator that computes (trace_reader.op_class: a GEMM, attention, a memory-bound or copy kernel) with
+- work: each operator that computes (trace.reader.op_class: a GEMM, attention, a memory-bound or copy kernel) with
   nothing computing inside it but the fill or copy into its own output (addmm's bias copy, sum's zero fill), its
   whole span: what the calibrated rates price (the GEMM and bandwidth fits take the same spans);
 - autograd_node: each `autograd::engine::evaluate_function` span less the work inside it, and the Python gap

@@ -9,7 +9,7 @@ so each term is taken from the trace itself:
 - a collective's window is its gloo worker span on its rank (c10d's async all-reduce runs on gloo's threads while
   the rank's main thread goes on with the backward: torch DDP's reducer launches a bucket's all-reduce as soon as
   its gradients are ready);
-- a window is *beside compute* where the rank's working operators (trace_reader.leaf_work) cover at least half of
+- a window is *beside compute* where the rank's working operators (trace.reader.leaf_work) cover at least half of
   it (BESIDE), *alone* where they cover at most a tenth (ALONE: DDP's last bucket, whose all-reduce waits for the
   backward's end);
 - t_both: the seconds the operators ran inside the windows beside compute (their spans clipped to the window);

@@ -87,7 +87,7 @@ class TraceSummary(Schema):
 
 
 def summarize(traces: list[RankTrace]) -> TraceSummary:
-    """The TraceSummary of one run's rank traces (`trace_reader.load_traces`)."""
+    """The TraceSummary of one run's rank traces (`trace.reader.load_traces`)."""
     n_steps = min(len(t.steps) for t in traces)
     per = len(traces) * n_steps  # rank-steps the totals are divided by
     step_s = sum(max(t.steps[i][1] - t.steps[i][0] for t in traces) for i in range(n_steps)) / n_steps

@@ -40,7 +40,7 @@ from ..layouts import Layouts
 
 FP32_COPY_BYTES = 4.0  # the fp32 gradients out, the fp32 parameters in (cast on the device, SuperOffload)
 # DeepSpeed's reduce bucket, elements (runtime/zero/config.py reduce_bucket_size default 5e8); the config's own value
-# is not read (deepspeed_keys "bucket")
+# is not read (deepspeed.keys "bucket")
 REDUCE_BUCKET = 5e8
 
 

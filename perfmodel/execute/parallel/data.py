@@ -103,7 +103,7 @@ def apply_data_parallel(stage: nn.Module, mesh: DeviceMesh | None, zero: int, te
                         device: torch.device, pipelined: bool = False, experts=None, compression: str = "none",
                         powersgd_rank: int = 1) -> tuple[nn.Module, str, list[str]]:
     """Wrap a stage for its ZeRO stage; returns (module, kind, notes), kind one of none, ddp, allreduce, fsdp.
-    Under expert parallelism (`experts`: expert_parallel.ExpertData) the routed experts' weights are left to it:
+    Under expert parallelism (`experts`: parallel.expert.ExpertData) the routed experts' weights are left to it:
     FSDP2 shards them over their own mesh, DDP ignores them (the all-reduce kind is given the dense weights).
     `compression` (Plan.grad_compression): DDP's hooks (`compress_ddp`), FSDP2's bf16 reduce dtype, or the
     all-reduce kind's bf16 cast (`allreduce_gradients`); PowerSGD needs DDP (spec.plan.layout._check_compression)."""

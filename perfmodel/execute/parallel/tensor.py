@@ -12,8 +12,8 @@ Placement words follow the plan file: activations [batch, seq, features], weight
 `Partial()` is replicated in the forward with a partial gradient (DTensor's replicate), so it becomes
 `Replicate()` here. The attention core computes on local tensors (no DTensor rule for the CPU attention
 kernels); its tp split is over batch or heads (the search does not split attention's sequence over tp).
-Only the tp axis is applied here: dp splits the batch and cp the sequence (data_parallel.py,
-context_parallel.py), which `check_placements` (execute/__init__.py) verified before launch.
+Only the tp axis is applied here: dp splits the batch and cp the sequence (parallel.data.py,
+parallel.context.py), which `check_placements` (execute/__init__.py) verified before launch.
 """
 
 from __future__ import annotations

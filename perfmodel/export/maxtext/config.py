@@ -6,13 +6,13 @@ Version: 0.2.5 (maxtext==0.2.5 on PyPI, the newest; Python >= 3.12). Keys and th
 (base_emb_dim, base_num_query_heads, base_num_kv_heads, base_mlp_dim, base_num_decoder_layers, head_dim lines
 204-210, mlp_activations 215, logits_via_embedding 218, num_experts 247, base_moe_mlp_dim 271, decoder_block 190,
 vocab_size 821, max_target_length 1004), precision (dtype 128, weight_dtype 194, quantization 137), the mesh
-(ici_* / dcn_* 764-793, shard_optimizer_over_data 799; maxtext_mesh says how the plan maps onto it), remat_policy
+(ici_* / dcn_* 764-793, shard_optimizer_over_data 799; maxtext.mesh says how the plan maps onto it), remat_policy
 450, attention 486, the pipeline (num_layers_per_pipeline_stage 409, num_pipeline_microbatches 419) and the batch
 (per_device_batch_size 840, gradient_accumulation_steps 1098). MaxText's batch: global = devices x
 per_device_batch_size x gradient_accumulation_steps (types.py calculate_global_batch_sizes), sharded over the data,
 fsdp, expert (and with a pipeline, stage) axes; the tensor and context axes hold the same sequences.
 
-`nearest_plan` (maxtext_mesh) changes what 0.2.5 cannot run; what the config still leaves out is listed in the
+`nearest_plan` (maxtext.mesh) changes what 0.2.5 cannot run; what the config still leaves out is listed in the
 closing comments. perfmodel.export.checks.maxtext_check runs MaxText's own config code on every export.
 """
 
@@ -62,7 +62,7 @@ def settings(pf: PlanFile) -> tuple[dict, list[str], list[str]]:
     keys: dict = {"base_config": "base.yml", "run_name": "perfmodel", "hardware": "tpu" if msh.tpu else "gpu"}
     notes = list(msh.notes)
     keys.update(_model(pf, notes))
-    # the stored parameters and Adam's mu (nu follows weight_dtype): maxtext_mesh._state_dtype_changes
+    # the stored parameters and Adam's mu (nu follows weight_dtype): maxtext.mesh._state_dtype_changes
     keys.update(dtype="bfloat16", weight_dtype=_JAX_DTYPE[p.weight_dtype], mu_dtype=_JAX_DTYPE[p.moment_dtype])
     if p.precision in ("fp8", "int8"):  # AQT's int8 training: quantization int8 (configs/types.py QuantizationType)
         keys["quantization"] = p.precision

@@ -83,7 +83,7 @@ def check_args(args: list[str]) -> list[str]:
 
 
 def _megatron_pipeline_split(pf: PlanFile, version: str) -> list[str]:
-    """Arguments for stage_layers / vpp (megatron_plan.nearest_plan left only splits `version` writes)."""
+    """Arguments for stage_layers / vpp (megatron.versions.nearest_plan left only splits `version` writes)."""
     p, n = pf.plan, pf.model.n_layers
     if p.pp == 1:
         return []
@@ -128,7 +128,7 @@ def _megatron_vocab(pf: PlanFile) -> tuple[str, str | None, str]:
 
 
 def _megatron_recompute(pf: PlanFile, version: str) -> tuple[list[str], list[str]]:
-    """(arguments, comments) for the recompute policy (megatron_plan.nearest_plan made it one `version` runs)."""
+    """(arguments, comments) for the recompute policy (megatron.versions.nearest_plan made it one `version` runs)."""
     p = pf.plan
     if p.recompute == "full":
         n = p.recompute_num_layers or 1
@@ -274,14 +274,14 @@ def megatron(pf: PlanFile, version: str | None = None, changes: Sequence[str] = 
         notes.append("cuda_graphs = step: full-iteration CUDA graphs are not written; add --cuda-graph-impl "
                      "full_iteration (Megatron-Core 0.18+; local with --cuda-graph-scope full_iteration before), or "
                      "the run launches every kernel and synchronises in its MoE dispatch, as the plan does not price")
-    if p.precision == "fp4":  # megatron_plan.nearest_plan: only where FP4[version]
+    if p.precision == "fp4":  # megatron.versions.nearest_plan: only where FP4[version]
         a.append("--fp4-format e2m1")
         comments.append("--fp4-format e2m1: Transformer Engine NVFP4 GEMMs (TransformerConfig.fp4, core_r0.16)")
 
     a.append(f"--attention-backend {'flash' if p.attention == 'flash' else 'unfused'}")
 
-    a.append("--accumulate-allreduce-grads-in-fp32")  # grad_dtype fp32 (megatron_plan.nearest_plan)
-    if p.moment_dtype == "bf16":  # core_r0.16 with the distributed optimizer (megatron_plan.nearest_plan)
+    a.append("--accumulate-allreduce-grads-in-fp32")  # grad_dtype fp32 (megatron.versions.nearest_plan)
+    if p.moment_dtype == "bf16":  # core_r0.16 with the distributed optimizer (megatron.versions.nearest_plan)
         a += ["--use-precision-aware-optimizer", "--main-params-dtype fp32", "--exp-avg-dtype bf16",
               "--exp-avg-sq-dtype bf16"]
         comments.append("moment_dtype=bf16: Transformer Engine's FusedAdam keeps Adam's m and v in bf16 beside an "

@@ -3,8 +3,8 @@ express. torchtitan 0.3.0 reads a Python config module (a function returning tor
 loaded by torchtitan/config/manager.py ConfigManager with --module / --config); torchtitan 0.2.2 reads a TOML job
 config (torchtitan/config/job_config.py JobConfig, loaded by ConfigManager with --job.config_file).
 
-`nearest_plan` (torchtitan_nearest.py) changes what a version cannot run; `torchtitan` writes the rest. The values
-both formats share are computed here (`settings`); torchtitan_toml.py and torchtitan_py.py write them."""
+`nearest_plan` (torchtitan.nearest.py) changes what a version cannot run; `torchtitan` writes the rest. The values
+both formats share are computed here (`settings`); torchtitan.toml.py and torchtitan.python.py write them."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ __all__ = ["VERSIONS", "nearest_plan", "torchtitan", "settings"]
 @dataclass
 class Settings:
     """The plan in torchtitan's terms, shared by both formats (names as in 0.2.2's JobConfig; 0.3.0's
-    ParallelismConfig / TrainingConfig keep them unless torchtitan_py says otherwise)."""
+    ParallelismConfig / TrainingConfig keep them unless torchtitan.python says otherwise)."""
 
     version: str
     name: str  # model family: llama3, qwen3, deepseek_v3

@@ -3,11 +3,11 @@ bridge`): what each sets on the config it is given, from Bridge's source at a pi
 source), so a perf recipe read without its helper modules states what it runs.
 
 - apply_flex_dispatcher_backend(model, backend): the flex dispatcher (training/flex_dispatcher_backend.py);
-- _perf_precision(dtype) / get_precision_config(dtype[, fp8 recipe]): a named precision recipe (bridge_names);
+- _perf_precision(dtype) / get_precision_config(dtype[, fp8 recipe]): a named precision recipe (bridge.names);
 - set_deepseek_v3_pipeline_model_parallel_layout(model, layout): the layout it is given;
-- set_workload_base_configs(cfg, table entry): a WorkloadBaseConfig's settings (bridge_workload);
+- set_workload_base_configs(cfg, table entry): a WorkloadBaseConfig's settings (bridge.workload);
 - the perf recipes' helpers (perf_recipes/**/common.py at 067f987: _benchmark_common, _apply_gpt_oss_20b_common_
-  configs, _with_global_batch_size, ...): the keys they set unconditionally (bridge_bases.json).
+  configs, _with_global_batch_size, ...): the keys they set unconditionally (bridge.bases.json).
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def deepseek_v3_layout(model: dict) -> str | None:
 
 def base_call(name: str, where: str) -> Obj:
     """The config a function not among the files returns (`cfg = llama31_405b_pretrain_config()`): an object whose
-    sections the recipe's own assignments fill; where it is a base recipe Bridge's source holds (bridge_bases), its
+    sections the recipe's own assignments fill; where it is a base recipe Bridge's source holds (bridge.bases), its
     settings are there to read (`cfg.dataset.seq_length = cfg.model.seq_length`), and come in as defaults."""
     obj = Obj("call", name, auto=True, at=where)
     for key, (v, _) in sorted((bridge_bases.base(name) or {"keys": {}})["keys"].items()):
@@ -111,7 +111,7 @@ def base_call(name: str, where: str) -> Obj:
 
 
 def apply_helper(recipe, name: str, known: dict, args: list, kwargs: dict, where: str) -> Any:
-    """The keys a Bridge helper not among the files sets (bridge_bases, cited), on the config it is given; what it
+    """The keys a Bridge helper not among the files sets (bridge.bases, cited), on the config it is given; what it
     returns (that config, or the precision recipe it builds)."""
     bound = dict(zip(known["params"], args)) | {k: v for k, (v, _) in kwargs.items()}
     cfg = bound.get(known["params"][known["config"]]) if known["config"] is not None else None

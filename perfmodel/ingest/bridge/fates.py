@@ -31,14 +31,14 @@ def value_text(v) -> str:
 
 def fates(final: dict[str, Stated], led: Ledger, model: ModelConfig, named_dtype: str | None = None) -> None:
     """Each final key's fate; the model's shape keys were recorded by model_of. `named_dtype`: the compute dtype the
-    config's name states (bridge_names), for a precision a helper not among the files builds."""
+    config's name states (bridge.names), for a precision a helper not among the files builds."""
     opts = {"--pipeline-model-parallel-size": str(final.get("model.pipeline_model_parallel_size", (1,))[0] or 1)}
     precision_fields = precision_subkeys(final, led)
     pa = final.get("optimizer.use_precision_aware_optimizer", (False,))[0] is True
     fsdp = final.get("ddp.use_megatron_fsdp", (False,))[0] is True
     grad_stated = "ddp.grad_reduce_in_fp32" in final or "mixed_precision.grad_reduce_in_fp32" in final
     ctx = (opts, precision_fields, pa, fsdp, grad_stated, named_dtype)
-    # the config's own keys first, then what a base recipe or helper not among the files sets (bridge_bases): a
+    # the config's own keys first, then what a base recipe or helper not among the files sets (bridge.bases): a
     # default yields to a key the config states for the same field
     for key, (v, at) in sorted(final.items(), key=lambda kv: str(kv[1][1]).startswith(BASE)):
         try:

@@ -3,15 +3,15 @@ function that builds a ConfigContainer; a perf recipe, src/megatron/bridge/perf_
 data, the helper modules it calls that the user also passes (recipes/common.py), then the YAML override files
 Bridge's scripts take (`--config-file`: model:/train:/... sections) and Hydra-style `section.key=value` override
 words, each a later layer. The year-old perf formats (a WorkloadBaseConfig table, a perf_matrix YAML) are read by
-bridge_formats into the same keys.
+bridge.formats into the same keys.
 
 A config that starts from a base recipe the user does not pass (`cfg = llama31_405b_pretrain_config()`) gets the
-base's settings it does not override as defaults cited to Bridge's source (bridge_bases), and its model as the
+base's settings it does not override as defaults cited to Bridge's source (bridge.bases), and its model as the
 preset the base's name names. What the config's name states (its GPU count and kind, its compute dtype) is read
-where nothing else states it (bridge_names).
+where nothing else states it (bridge.names).
 
 The recipe's keys are Megatron-Core's TransformerConfig / DDP / optimizer fields, which Megatron-LM's arguments
-spell with dashes: they are mapped as perfmodel.ingest.megatron.reader maps those arguments (bridge_fates).
+spell with dashes: they are mapped as perfmodel.ingest.megatron.reader maps those arguments (bridge.fates).
 The model is the preset of the HF id (`AutoBridge.from_hf_pretrained`) or the provider class the recipe names.
 Stack: megatron-bridge (a recipe file does not say its release).
 """
@@ -215,7 +215,7 @@ def model_of(final: dict[str, Stated], led: Ledger, paths: list[Path], base: str
 
 def base_preset(base: str) -> str:
     """The preset a base recipe's name names (llama31_405b_pretrain_config -> llama-3.1-405b), else the one the HF id
-    it loads names (bridge_bases); one line naming the module to pass where neither does."""
+    it loads names (bridge.bases); one line naming the module to pass where neither does."""
     preset = preset_for_name(base, "bridge")
     known = bridge_bases.base(base)
     if preset is None and known and known["model"] and known["model"][0] == "AutoBridge":

@@ -331,7 +331,7 @@ class Recipe:
             self.noted.append(Noted(f"{name}(...)", "", where, f"{name} is not among the files: what it sets on the "
                                     "config is not read (pass the module that defines it)"))
         if base_fn:  # a function not among the files (_pretrain_common()): its result's sections hold what the
-            # recipe states after it; peft_scheme="lora" is default_peft_config's LoRA (bridge_peft)
+            # recipe states after it; peft_scheme="lora" is default_peft_config's LoRA (bridge.peft)
             cfg = base_call(name if bridge_bases.base(name) else self.aliases.get(name, name), where)
             if scheme is not None:
                 cfg.attrs["peft"] = scheme_object(scheme[0])

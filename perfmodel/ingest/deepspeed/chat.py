@@ -12,7 +12,7 @@ from ..ledger import Ledger
 _AT = "DeepSpeed-Chat step1 main.py at 45b4b715"
 # flag -> (the default, where main.py sets it, the plan field it fills)
 CHAT_DEFAULTS = {
-    "--per_device_train_batch_size": (16, f"{_AT}:68-73", None),  # the batch facts, read by deepspeed_batch
+    "--per_device_train_batch_size": (16, f"{_AT}:68-73", None),  # the batch facts, read by deepspeed.batch
     "--gradient_accumulation_steps": (1, f"{_AT}:101-107", None),
     "--max_seq_len": (512, f"{_AT}:80-85", "plan__seq_len"),
     "--dtype": ("fp16", f"{_AT}:148-152; ds_utils.py:28-33 enables that section", "plan__precision"),

@@ -29,7 +29,7 @@ from ..sources import options, read_text
 LAUNCHERS = ("deepspeed", "torchrun", "python", "python3", "accelerate")
 CONFIG_ARGS = ("--deepspeed_config", "--deepspeed-config", "--deepspeed")
 MODEL_ARGS = ("--model_name_or_path", "--model_name")  # Hugging Face examples' (run_clm.py, finetune scripts)
-# Megatron's vocabulary arguments: read together once the model's shape is known (megatron_model.vocabulary)
+# Megatron's vocabulary arguments: read together once the model's shape is known (megatron.model.vocabulary)
 TOKENIZER_ARGS = ("--vocab-size", "--tokenizer-type", "--vocab-file", "--merge-file", "--make-vocab-size-divisible-by",
                   "--tokenizer-model")
 

@@ -5,7 +5,7 @@ perfmodel.export.deepspeed.
 The JSON does not define the model: the launch script's arguments do (Megatron-DeepSpeed's --num-layers ...,
 or a Hugging Face script's --model_name_or_path naming a preset), or perfmodel's own `_perfmodel_plan` key in a JSON
 that perfmodel exported. Every leaf key of the JSON and every argument of the script is accounted for
-(perfmodel.ingest.deepspeed.keys, deepspeed_launch). DeepSpeed's batch rule is checked: train_batch_size =
+(perfmodel.ingest.deepspeed.keys, deepspeed.launch). DeepSpeed's batch rule is checked: train_batch_size =
 train_micro_batch_size_per_gpu x gradient_accumulation_steps x the data-parallel ranks (runtime/config.py
 DeepSpeedConfig._batch_assertion); the ranks are the launch's devices over tp x pp x cp (the mpu Megatron-DeepSpeed
 or a PipelineModule gives deepspeed.initialize), or all of them with AutoTP, which passes no mpu.
@@ -382,7 +382,7 @@ def _model(led: Ledger, facts: dict, ctx: dict, scripts: list[Path]) -> ModelCon
 
 def _vocab(led: Ledger, facts: dict, same: list[str], shape: dict, where: str) -> None:
     """The vocabulary Megatron-DeepSpeed's tokenizer arguments give, padded as Megatron pads it
-    (megatron_model.vocabulary: --vocab-size, or a GPT-2 vocab and merge file); else, for a tokenizer whose size the
+    (megatron.model.vocabulary: --vocab-size, or a GPT-2 vocab and merge file); else, for a tokenizer whose size the
     script does not state (a Hugging Face or SentencePiece model path), the preset's whose shape this is."""
     opts = facts.get("tokenizer", {})
     became: dict = {}

@@ -195,7 +195,7 @@ UNCOUNTED = {
 
 
 def block_shape(cfg, scale: dict[str, int]) -> Shape:
-    """The decoder block's shape (`cfg`: maxtext_in.Config); refused for a block perfmodel does not read."""
+    """The decoder block's shape (`cfg`: maxtext.reader.Config); refused for a block perfmodel does not read."""
     block = cfg.value("decoder_block")
     if block not in BLOCKS:
         raise InputError(f"decoder_block = {block!r}: perfmodel reads the shape of MaxText's {', '.join(BLOCKS)} "

@@ -1,13 +1,13 @@
 """`perfmodel import --from maxtext`: MaxText's layered config read as data (base.yml, a model's YAML, a recipe's
 key=value overrides in a shell script, a Kubernetes / xpk manifest or a Python benchmark recipe), the inverse of
 perfmodel.export.maxtext.config: the model (model_name's perfmodel preset, checked against the decoder block's shape keys,
-else the model they build: maxtext_model), the mesh (maxtext_axes), batch, remat policy, dtypes, MoE dispatch and
+else the model they build: maxtext.model), the mesh (maxtext.axes), batch, remat policy, dtypes, MoE dispatch and
 the TPU slice; every other key named as not priced.
 
 Layers apply in the order the files are passed; a later layer overrides an earlier one, and within a command line
 the last of a key's words wins (OmegaConf.from_cli). A model YAML key a later layer changes without
 override_model_config (MaxText's own refusal, configs/pyconfig.py validate_no_keys_overridden_twice) is refused. Keys no file states take base.yml's value at
-maxtext_keys.COMMIT (DEFAULTS); pass your base.yml first to read your version's.
+maxtext.keys.COMMIT (DEFAULTS); pass your base.yml first to read your version's.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def read(paths: list[Path], name: str | None) -> Imported:
 def model_of(cfg: Config) -> ModelConfig:
     """model_name's perfmodel preset (preset_for_name: gemma3-27b -> gemma-3-27b), checked against the model YAML's
     shape where one is passed (its differences win: the YAML is what MaxText runs) or against each shape key a later
-    layer changes; else the model the decoder block's keys build (maxtext_model)."""
+    layer changes; else the model the decoder block's keys build (maxtext.model)."""
     name = str(cfg.value("model_name"))
     preset = preset_for_name(name, "maxtext") if name != "default" else None
     mtp = cfg.number("mtp_num_layers", int)
@@ -260,7 +260,7 @@ def preset_value(m: ModelConfig, field: str):
 
 
 def build(cfg: Config, name: str, mtp: int) -> ModelConfig:
-    """A ModelConfig from the decoder block's shape keys (maxtext_model), base_* scaled by global_parameter_scale
+    """A ModelConfig from the decoder block's shape keys (maxtext.model), base_* scaled by global_parameter_scale
     (types.py get_individual_scales)."""
     emb, heads, mlp_s, layers = parameter_scales(cfg.value("global_parameter_scale"))
     cfg.put("global_parameter_scale", f"x2^{emb} width, x2^{heads} heads and MLP, x2^{layers} layers")

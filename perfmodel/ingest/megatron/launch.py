@@ -28,7 +28,7 @@ def program(word: str) -> bool:
 
 def from_script(path: Path) -> tuple[list[Arg], list[Arg], Script, str]:
     """(launcher options, training arguments, the script as read, the program it runs) of a launch script or an
-    argument list (also a job script on sbatch's standard input, or a `bash -c` string, shell_script reads)."""
+    argument list (also a job script on sbatch's standard input, or a `bash -c` string, shell.script reads)."""
     where = f"Megatron-LM launch script {str(path)!r}"
     script = Script(read_text(path, "Megatron-LM launch script"), where)
     runs = [c for c in script.commands if any(program(w) for w in c)]

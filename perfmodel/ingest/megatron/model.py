@@ -1,6 +1,6 @@
 """The model a Megatron-LM argument list trains: its shape arguments (dense, mixture-of-experts, latent attention,
 multi-token prediction) with Megatron-LM's defaults for those left out, the vocabulary the tokenizer gives padded
-as Megatron pads it, and the preset it is where one has exactly that shape (`megatron_in` reads the rest)."""
+as Megatron pads it, and the preset it is where one has exactly that shape (`megatron.reader` reads the rest)."""
 
 from __future__ import annotations
 

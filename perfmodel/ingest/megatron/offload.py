@@ -1,6 +1,6 @@
 """Megatron-Core's activation offloading and FP8 parameters as Megatron-LM's arguments and Megatron-Bridge's
 TransformerConfig / MixedPrecisionConfig keys state them, onto Plan.activation_offload_layers, Plan.offload_modules
-(spec.plan.offload_rules) and Plan.fp8_params; shared by megatron_in and bridge_fates (each passes how to read another key
+(spec.plan.offload_rules) and Plan.fp8_params; shared by megatron.reader and bridge.fates (each passes how to read another key
 of the same config).
 
 Sources: NVIDIA/Megatron-LM at 2a75ac1 (the commit Megatron-Bridge 067f987 pins): megatron/core/

@@ -3,7 +3,7 @@
 model_config.yaml (tests/functional_tests/test_cases/**: a MODEL_ARGS mapping of `--flag: value`), read as data.
 
 The inverse of perfmodel.export.megatron.script: every argument it writes maps back onto the model or plan field it came
-from; what else a file states is named as not priced (megatron_keys) or as unknown. The model is a preset where
+from; what else a file states is named as not priced (megatron.keys) or as unknown. The model is a preset where
 the arguments give one's shape exactly, else a ModelConfig named after the file. Stack: megatron-core.
 """
 

@@ -60,13 +60,13 @@ class Entry:
     source: str
     written: str | None = None  # the text written, where the value is a reading of it
     unread: bool = False  # a statement the reader cannot follow
-    stated: str | None = None  # the key as an older torchtitan spelled it (torchtitan_spellings), where it differs
+    stated: str | None = None  # the key as an older torchtitan spelled it (torchtitan.spellings), where it differs
 
 
 def apply(entries: list[Entry], led: Ledger, python: bool, custom: dict | None = None,
           era: dict | None = None) -> ModelConfig:
     """Every entry onto the ledger (under the key as written); the model the config trains. `era`: what an older
-    TOML's keys meant otherwise (torchtitan_spellings.respell)."""
+    TOML's keys meant otherwise (torchtitan.spellings.respell)."""
     era = era or {}
     keys = {e.key: e for e in entries}
     done: set[str] = set()

@@ -1,11 +1,11 @@
 """torchtitan's own config read as data: a TOML job config (torchtitan <= 0.2.x, torchtitan/config/job_config.py
-JobConfig, `--job.config_file`; 2025's older spellings through torchtitan_spellings) or, since 2026, a Python config
+JobConfig, `--job.config_file`; 2025's older spellings through torchtitan.spellings) or, since 2026, a Python config
 registry module whose functions return `Trainer.Config(...)` (torchtitan/models/<family>/config_registry.py,
 `--module M --config F`; the format `perfmodel export --to torchtitan --version 0.3.0` writes), read as its syntax
 tree, never run.
 
 Both are turned into one list of dotted keys in torchtitan's own names (`parallelism.tensor_parallel_degree`,
-`training.local_batch_size`, `model.flavor`, `model.converters`), which torchtitan_keys maps onto the plan and the
+`training.local_batch_size`, `model.flavor`, `model.converters`), which torchtitan.keys maps onto the plan and the
 model. A registry function is followed statement by statement: `config = llama3_8b()` then `config.training.x = v`
 edits the config another function returned; what the reader cannot follow (a helper called on the config, an `if`)
 is named as not read.

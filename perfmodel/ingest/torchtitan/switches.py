@@ -1,6 +1,6 @@
 """torchtitan's precision and switches: the float8 / MX / NVFP4 converters and the stored dtypes
 (training.dtype, mixed_precision_*), sequence and async tensor parallelism, torch.compile's components, CPU offload,
-the chunked loss, and the switches perfmodel does not price. Sources as torchtitan_keys'."""
+the chunked loss, and the switches perfmodel does not price. Sources as torchtitan.keys'."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The model catalogue: a model by preset name, HuggingFace config.json or ModelConfig file, and the preset list.
 
 Its own module so that the schema (`spec.model.config`) and the HF reader (`spec.model.hf_config`, which builds a
-ModelConfig) import one way: model <- spec.model.hf_config <- model_catalogue.
+ModelConfig) import one way: model <- spec.model.hf_config <- model.catalogue.
 """
 
 from __future__ import annotations
