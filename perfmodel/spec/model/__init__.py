@@ -6,7 +6,7 @@
 - `hf_config`: a HuggingFace config.json onto `ModelConfig`, by model_type; `hf_gemma4`: Gemma 4's.
 - `global_attention`: global layers whose attention shape differs from the windowed layers'.
 - `tokenizers`: the vocabulary a tokenizer name gives.
-- `torchtitan.flavors`: torchtitan's model families and flavors as shapes, read by its exporter and its reader.
+- `torchtitan_flavors`: torchtitan's model families and flavors as shapes, read by its exporter and its reader.
 - `operators`: the operators of a training step, by the names every part of perfmodel uses.
 
 It may import what `spec` may: `errors`, `types`, `files` (perfmodel.layers).
