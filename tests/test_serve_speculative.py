@@ -106,7 +106,7 @@ def test_verify_step_runs_k_plus_one_tokens_per_sequence():
     assert s["attention"] >= p1["attention"] and s["attention"] < 0.5 * p4["attention"]
     # the draft: three passes of its one layer (priced as a one-layer model, its own step minus the overhead) and
     # EAGLE-3's fusion GEMM once
-    dplan, draft = spec.draft_plan(), draft_model(llama, spec.serving.speculative)
+    dplan, draft = spec.draft_plan(), draft_model(llama, spec.speculative)
     assert dplan.precision == "bf16" and dplan.speculative is None and dplan.pp == 1
     one = step_parts(draft, system, dplan, stack, decode=b, context=ctx, prefill_seqs=0, prompt=0, logits=b)
     dev = device(draft, system, dplan, stack)
