@@ -208,7 +208,7 @@ def test_mtp_modules_run_on_the_last_stage_as_one_layer_and_one_head_more():
     on the last pipeline stage. By hand: the last stage's time per micro-batch grows by one layer's and one
     head's unit time; its parameters by one layer's (the head is shared); the first stage is unchanged."""
     from perfmodel.cost.memory.footprint import stage_params, unit_params
-    from perfmodel.cost.step import evaluate
+    from perfmodel.cost.step.evaluate import evaluate
 
     mtp = TINY.model_copy(update={"mtp_layers": 1})
     plan = Plan(gpus=16, pp=2, dp=8, ep=8, micro_batch=1, global_batch=32, seq_len=256)

@@ -10,7 +10,7 @@ import pytest
 from perfmodel import Plan, estimate, load_model
 from perfmodel.cost.layouts import Layouts
 from perfmodel.cost.comm.sharded import bucketed, overlap_fraction, with_overlap
-from perfmodel.cost.step import evaluate
+from perfmodel.cost.step.evaluate import evaluate
 from perfmodel.errors import InputError
 from perfmodel.export.checks.spread import maxtext_plan_file, spread_plan_file
 from perfmodel.export.targets import export, nearest_updates

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from perfmodel.cost.layouts import Layouts
-from perfmodel.cost.step import evaluate
+from perfmodel.cost.step.evaluate import evaluate
 from perfmodel.errors import InputError
 from perfmodel.spec.hardware.system import SharedHost, load_hardware
 from perfmodel.spec.model.config import ModelConfig, MoEConfig

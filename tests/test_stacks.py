@@ -11,7 +11,7 @@ import pytest
 
 import perfmodel as pm
 from perfmodel.calibrate.runs.from_runs import Parts, calibrate_from_runs, fit, interval_from, price
-from perfmodel.cost.step import COMM_TIME, COMPUTE_TIME
+from perfmodel.cost.step.run_fit import COMM_TIME, COMPUTE_TIME
 from perfmodel.errors import InputError
 from perfmodel.spec.hardware.system import load_hardware
 from perfmodel.spec.stack.frameworks import stack_for_framework

@@ -1,4 +1,4 @@
-"""cost.step.evaluate as its stages: each stage's figure checked by hand, and the step's breakdown traced to them."""
+"""cost.step.evaluate.evaluate as its stages: each stage's figure checked by hand, and the step's breakdown traced to them."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 from perfmodel import load_hardware, load_model
 from perfmodel.cost.layouts import Layouts
 from perfmodel.cost.pipeline.stages import Stages
-from perfmodel.cost.step import (
-    chunks_after, evaluate, pipeline_sends, reduced_stage, slowest_stage, unit_seconds,
-)
+from perfmodel.cost.step.data_parallel import chunks_after, reduced_stage
+from perfmodel.cost.step.evaluate import evaluate
+from perfmodel.cost.step.stage import pipeline_sends, slowest_stage, unit_seconds
 from perfmodel.spec.plan.layout import Plan, resolve
 
 # the device side at a fixed clock: dgx-h100 on its datasheet tiers, without its power model (tests/test_power.py)

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # plan files are read only for --plan, configs only for --con
     from ..ingest import Given, Imported
     from ..spec.plan.file import PlanFile
     from ..spec.result import Estimate
-    from ..cost.step import Step
+    from ..cost.step.evaluate import Step
 
 
 @dataclass(frozen=True)

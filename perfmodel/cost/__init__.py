@@ -12,7 +12,8 @@ give the same number.
 - `pase`: PaSE's operator graph and cost tables (the search over them is `search.pase`).
 - `power`: the clock a step sustains under the board power limit, and each phase's power (docs/power.md).
 - `layouts`: many plans of one job as columns: what the cost functions read.
-- `step`: one training step of many plans at once: units, communication, pipeline, memory.
+- `step`: one training step of many plans at once, one module per stage: units and the slowest stage,
+  data-parallel collectives and the optimizer, the host, the breakdown, the power clock, a run fit.
 - `estimate`: one plan's step as an `Estimate`, with the rows that trace each number.
 
 It may import only `errors`, `types`, `files` and `spec` (perfmodel.layers), never torch.

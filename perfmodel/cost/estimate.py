@@ -2,7 +2,7 @@
 rows that trace them: every op, every communication, every stage, with notes on what the numbers assume), and
 check a plan file's prediction against it.
 
-The same code (`cost.step.evaluate`) prices one plan here and every layout of a search: a plan is a `Layouts`
+The same code (`cost.step.evaluate.evaluate`) prices one plan here and every layout of a search: a plan is a `Layouts`
 of length 1, reported as its row 0 (`report_plan`).
 """
 
@@ -39,7 +39,7 @@ from .power import average_watts, loop_clock, phase_seconds, phase_watts, priced
 from .compute.units import COMPUTE_PARTS
 from .comm.sharded import Comm
 from .pipeline.stages import UNITS, Stages
-from .step import Step, evaluate
+from .step.evaluate import Step, evaluate
 
 
 def item(x, i: int, n: int):
@@ -166,7 +166,7 @@ def notes_of(model: ModelConfig, system: System, plan: Plan, step: Step, speedup
                      f"spec's compute / {fit.compute_speed:g}, exposed communication / {fit.network_speed:g} and "
                      f"host time / {fit.host_speed:g}"
                      + (f", plus {fit.step_overhead_s:g} s per step" if fit.step_overhead_s else "")
-                     + " (cost.step.calibrated); the op and communication rows "
+                     + " (cost.step.run_fit.calibrated); the op and communication rows "
                      "below are at the spec's rates, before that scaling")
     host_note = host_notes(step, plan, time_s, i)
     if host_note:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..cost.estimate import evaluate_plan, prediction_of
-from ..cost.step import Step
+from ..cost.step.evaluate import Step
 from ..spec.hardware.system import DEFAULT_HEADROOM, System
 from ..spec.model.config import ModelConfig
 from ..spec.plan.layout import Plan, megatron_rules, resolve

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..cost.memory.footprint import stage_memory, state_floor
 from ..cost.memory.fit import host_limit, memory_budget, memory_limits
-from ..cost.step import evaluate
+from ..cost.step.evaluate import evaluate
 from ..errors import InputError
 from ..run.energy import Power, activity, facility_kwh, power_for
 from ..run.reliability import (

@@ -23,7 +23,7 @@ from ..cost.host.launch_queue import stage_launches
 from ..cost.memory.footprint import stage_memory
 from ..cost.memory.fit import memory_limits
 from ..cost.pipeline.stages import Stages
-from ..cost.step import Step, evaluate
+from ..cost.step.evaluate import Step, evaluate
 from ..cost.layouts import Layouts
 from ..spec.hardware.system import System
 from ..spec.model.config import ModelConfig
@@ -69,7 +69,7 @@ def _stage_costs(model: ModelConfig, system: System, plan: Plan, step: Step | No
 
 def balance_stages(model: ModelConfig, system: System, plan: Plan, step: Step | None = None) -> StageSplit:
     """The split of `plan` (resolved) that minimises the slowest stage's time with every stage in memory
-    (`step`: the plan on its default split evaluated, `cost.step.evaluate`, if the caller has it).
+    (`step`: the plan on its default split evaluated, `cost.step.evaluate.evaluate`, if the caller has it).
 
     Where no split fits, the one with the smallest largest-stage memory overshoot is returned (fits=False).
     """

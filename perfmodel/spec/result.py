@@ -84,7 +84,7 @@ class TimeBreakdown(Schema):
                                          "to run them (cost.host.launch_queue; a CPU device: all of it)")
     overhead: float = Field(0.0, description="host time per step outside the model that no call count prices: on a "
                                              "spec calibrated from runs, the fitted per-step overhead "
-                                             "(RunFit.step_overhead_s, cost.step.calibrated); 0 otherwise (the host's "
+                                             "(RunFit.step_overhead_s, cost.step.run_fit.calibrated); 0 otherwise (the host's "
                                              "launches are `host`)")
     total: float
 

@@ -3,11 +3,11 @@
 A user gives a few measured steps of their own cluster and stack (a CSV in the columns of the published-runs
 development set, which docs/stacks.md lists; or Megatron-LM / torchtitan logs, read by
 `calibrate.runs.logs`). Each run is priced by the cost model with the given spec; the step's parts are split into
-compute C and exposed communication M (`cost.step.COMPUTE_TIME`, `COMM_TIME`) and host time H (the seconds the
+compute C and exposed communication M (`cost.step.run_fit.COMPUTE_TIME`, `COMM_TIME`) and host time H (the seconds the
 device waits on its host, `cost.host.launch_queue`, plus the stack's per-step overhead), and what is physical and
 size-free is fitted (a calibration from runs of one size must carry over to another):
 
-    measured ~ C / compute_speed + M / network_speed + H / host_speed [+ step_overhead_s]   (cost.step.run_fit_time)
+    measured ~ C / compute_speed + M / network_speed + H / host_speed [+ step_overhead_s]   (cost.step.run_fit.run_fit_time)
 
 as the posterior mode of a Bayesian update of the uncalibrated spec (a shrinkage fit): the likelihood is robust in
 the runs' relative residuals (soft-L1 with a 5% scale, SOFT_SCALE, which a run's noise is taken to be: one odd run
@@ -46,7 +46,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from ...cost.estimate import estimate
-from ...cost.step import COMM_TIME, COMPUTE_TIME, run_fit_time
+from ...cost.step.run_fit import COMM_TIME, COMPUTE_TIME, run_fit_time
 from ...errors import InputError
 from ...types import MAX_COUNT
 from ...spec.hardware.system import RunFit, RunResidual, System

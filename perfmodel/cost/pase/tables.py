@@ -56,7 +56,7 @@ from ..comm.sharded import (
 )
 from ..compute.remat_names import names_edge_reruns, names_held, names_keeps
 from ..pipeline.stages import Stages, shared_host_speedup
-from ..step import Step, evaluate
+from ..step.evaluate import Step, evaluate
 
 
 def configurations(op: Operator, sizes: dict[str, int], batch: int, seq: int) -> np.ndarray:

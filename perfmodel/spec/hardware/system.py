@@ -206,15 +206,15 @@ class RunResidual(Schema):
 class RunFit(Schema):
     """What `perfmodel calibrate --from-runs` fitted to a user's measured runs (perfmodel.calibrate.runs.from_runs).
 
-    The estimate applies it last (cost.step.calibrated): compute parts / compute_speed, communication parts /
+    The estimate applies it last (cost.step.run_fit.calibrated): compute parts / compute_speed, communication parts /
     network_speed, host parts / host_speed, plus step_overhead_s (0 unless asked for). `interval` is this spec's
     prediction interval (leave-one-out residuals of the runs where there are enough, else the stacks'; no
     narrower than the stacks' where a speed was `held`)."""
 
     compute_speed: PositiveReal = Field(description="measured compute speed over the spec's (divides the compute "
-                                                     "parts of a step: cost.step.COMPUTE_TIME)")
+                                                     "parts of a step: cost.step.run_fit.COMPUTE_TIME)")
     network_speed: PositiveReal = Field(description="measured communication speed over the spec's (divides the "
-                                                     "exposed communication parts: cost.step.COMM_TIME)")
+                                                     "exposed communication parts: cost.step.run_fit.COMM_TIME)")
     host_speed: PositiveReal = Field(1.0, description="measured host speed over the spec's (divides the host "
                                                       "seconds the device waits on and the stack's per-step overhead)")
     step_overhead_s: Real = Field(0.0, ge=0, description="fitted seconds per step outside the model, added to every "

@@ -5,7 +5,7 @@ attention kernel it runs, which data-parallel collectives it overlaps with what,
 the streaming multiprocessors its collectives take from compute while they overlap, and host costs the device
 does not hide. Every number cites the framework's code, its documentation or a measurement this project made
 (`sources`; a test fails where one lacks it). A plan names its stack (`Plan.stack`, `--stack`); the estimate
-reads the profile through `cost.step.evaluate`.
+reads the profile through `cost.step.evaluate.evaluate`.
 
 A profile may also carry a prediction `interval`: the spread of the relative error of predictions for runs of
 that stack, taken from residuals (`Interval`), never an efficiency.
