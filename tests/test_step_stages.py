@@ -16,7 +16,10 @@ from perfmodel.spec.plan.layout import Plan, resolve
 pytestmark = pytest.mark.usefixtures("no_host")
 _DGX = load_hardware("dgx-h100").on_datasheet(gemms=False)
 H100 = _DGX.model_copy(update={"accelerator": _DGX.accelerator.model_copy(update={"power": None})})
-IB_BW, IB_LAT = 50e9 * 0.90, 14e-6  # dgx-h100 infiniband: 400 Gb/s NDR per GPU x 0.90, 14 us
+# dgx-h100's infiniband tier as its spec states it (400 Gb/s NDR per GPU = 50 GB/s, at its collective efficiency;
+# 14 us), read from the spec's fields rather than through the cost model's tier functions
+_IB = next(t for t in H100.tiers if t.name == "infiniband")
+IB_BW, IB_LAT = _IB.bandwidth_gbps * 1e9 * _IB.collective_efficiency, _IB.latency_us * 1e-6
 
 
 def _lay(model, **plan):

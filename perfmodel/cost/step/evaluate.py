@@ -115,8 +115,9 @@ def evaluate(model: ModelConfig, system: System, lay: Layouts, memory=None, head
              + weight_gathers(system, lay, dev, mesh, experts, big) + step_syncs(model, lay, mesh, st, big, sends))
     dp_exposed = sum(c.exposed for c in steps)
     t_opt = optimizer_time(dev, system, lay, big)
-    steps += state_offload(system, lay, big)  # the optimizer state in host memory: offload_comm
-    t_copy = steps[-2].exposed + steps[-1].exposed + np.zeros(len(lay))
+    offload = state_offload(system, lay, big)  # the optimizer state in host memory: offload_comm
+    t_copy = sum(c.exposed for c in offload) + np.zeros(len(lay))
+    steps += offload
     host = host_step(model, lay, st, us, sends, slow, big, steps)
     time = step_breakdown(lay, slow, dp_exposed, t_opt, t_copy, host, us.rates)
     clocked = at_power_clock(model, system, lay, st, us, sends, slow, time, host.total)
