@@ -2,8 +2,8 @@
 parse.py) against tree-sitter-bash (the `tree-sitter` and `tree-sitter-bash` PyPI packages) behind a converter to the
 same command tree (below), over every shell text the tests and benchmarks have the reader parse.
 
-    python benchmarks/speed/bash_readers.py             # the table; tree-sitter's column needs its two packages
-    python benchmarks/speed/bash_readers.py --repeat 9  # more timing runs per text (default 5; the fastest kept)
+    python -m benchmarks.speed.bash_readers             # the table; tree-sitter's column needs its two packages
+    python -m benchmarks.speed.bash_readers --repeat 9  # more timing runs per text (default 5; the fastest kept)
 
 The corpus: every `.sh` under tests/fixtures/ and benchmarks/data/, and every shell text the readers hand on inside
 them or take from a config (a `bash -c` string, an `eval`, xpk's `--command`, a Kubernetes manifest's container
@@ -33,19 +33,16 @@ import io
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import tokenize as pytokenize
 from importlib import metadata
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-sys.path.insert(0, str(ROOT))
-
-from perfmodel.errors import InputError  # noqa: E402
-from perfmodel.ingest.shell import lex, parse as shell_parse, script as shell_script  # noqa: E402
-from perfmodel.ingest.shell.parse import (  # noqa: E402
+from benchmarks import ROOT
+from perfmodel.errors import InputError
+from perfmodel.ingest.shell import lex, parse as shell_parse, script as shell_script
+from perfmodel.ingest.shell.parse import (
     AndOr, Arith, Case, For, Function, Group, If, Pipeline, Redirect, Simple, Test, While)
 
 try:

@@ -393,7 +393,7 @@ class Counter:
         tensors = [q, k, v] + ([mask] if float_mask else [])
 
         def run(q, k, v, m=mask):
-            return _FusedSDPA.apply(q, k, v, m, kw)
+            return FusedSDPA.apply(q, k, v, m, kw)
 
         return self._emulated(func, "scaled_dot_product_attention", tensors, torch.bfloat16, run)
 
@@ -512,7 +512,7 @@ class _FusedRMSNorm(torch.autograd.Function):
         return grads[0], None, (grads[1] if w is not None else None), None
 
 
-class _FusedSDPA(torch.autograd.Function):
+class FusedSDPA(torch.autograd.Function):
     """Stands in for CUDA's flash / memory-efficient SDPA (one kernel, one node, dropout inside)."""
 
     @staticmethod
@@ -607,7 +607,7 @@ def count_model(model: nn.Module, forward, rules, layer_of, n_layers: int, autoc
     return summarize(c, n_layers)
 
 
-def _clean(counter) -> dict:
+def clean_counts(counter) -> dict:
     return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in sorted(counter.items()) if v}
 
 
@@ -640,12 +640,12 @@ def summarize(c: Counter, n_layers: int) -> dict:
             if dst is out and layered:
                 per_layer[op][layer] = {p: dict(passes[p]) for p in PASSES}
     uneven = {op: ls for op, ls in per_layer.items() if len({json.dumps(v, sort_keys=True) for v in ls.values()}) > 1}
-    res = {op: {p: _clean(out[op][p]) for p in PASSES} for op in out}
-    res["_diagnostics"] = {op: {p: _clean(diag[op][p]) for p in PASSES} for op in diag
+    res = {op: {p: clean_counts(out[op][p]) for p in PASSES} for op in out}
+    res["_diagnostics"] = {op: {p: clean_counts(diag[op][p]) for p in PASSES} for op in diag
                            if any(diag[op][p] for p in PASSES)}
     if detail:
-        res["_model"]["detail"] = {op: {p: _clean(d[p]) for p in PASSES} for op, d in detail.items()}
-    res["_samples"] = {op: {p: _clean(s[p]) for p in PASSES} for op, s in samples.items()}
+        res["_model"]["detail"] = {op: {p: clean_counts(d[p]) for p in PASSES} for op, d in detail.items()}
+    res["_samples"] = {op: {p: clean_counts(s[p]) for p in PASSES} for op, s in samples.items()}
     if uneven:
         res["_uneven_layers"] = {op: {str(k): v for k, v in ls.items()} for op, ls in uneven.items()}
     res["_layers_seen"] = sorted(c.layers_seen)
@@ -683,13 +683,13 @@ def region_counts(c: Counter, state: str) -> dict:
     for p in PASSES:
         counts = c.tally.counts.get((state, None), {}).get(p)
         if counts:
-            out[p] = _clean(counts)
+            out[p] = clean_counts(counts)
         d = c.tally.diag.get((state, None), {}).get(p)
         if d:
-            out.setdefault("diagnostics", {})[p] = _clean(d)
+            out.setdefault("diagnostics", {})[p] = clean_counts(d)
         smp = c.tally.samples.get((state, None), {}).get(p)
         if smp:
-            out.setdefault("samples", {})[p] = _clean(smp)
+            out.setdefault("samples", {})[p] = clean_counts(smp)
     return out
 
 

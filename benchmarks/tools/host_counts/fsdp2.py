@@ -11,7 +11,7 @@ import sys
 import torch
 
 from benchmarks import ROOT
-from benchmarks.tools.host_counts.counter import PASSES, Counter, _clean, summarize, tokens
+from benchmarks.tools.host_counts.counter import PASSES, Counter, clean_counts, summarize, tokens
 from benchmarks.tools.host_counts.stacks.nanogpt import NANOGPT_RULES, TINY
 
 FSDP_HOOKS = {  # (class path, method) -> phase
@@ -119,7 +119,7 @@ def fsdp2_worker(n_layers: int = 2) -> dict:
                 if not kk.endswith(":meta"):
                     smp_out = out.setdefault(who, {}).setdefault("samples", {})
                     smp_out.setdefault(phase, collections.Counter())[kk] += v / n
-    res = {who: {ph: (_clean(v) if ph != "samples" else {q: _clean(w) for q, w in v.items()})
+    res = {who: {ph: (clean_counts(v) if ph != "samples" else {q: clean_counts(w) for q, w in v.items()})
                   for ph, v in phases.items()} for who, phases in out.items()}
     model_res = summarize(c, n_layers)
     res["model_under_fsdp2"] = {op: model_res[op] for op in ("qkv", "attention", "mlp_in")}

@@ -9,7 +9,7 @@ definitions. Words stay as written (quotes and `$` in them): perfmodel.ingest.sh
 
 Written here rather than taken from a library: bashlex (PyPI, last release 0.18 of 2023-01) refuses `NAME=( ... )`
 arrays, `[[ ]]`, `case` and `$(( ))`, which the frameworks' launch scripts are written with. tree-sitter-bash 0.25
-(benchmarks/speed/bash_readers.py measures it) parses them all without an ERROR node, but splits words bash keeps
+(the bash-reader speed benchmark measures it) parses them all without an ERROR node, but splits words bash keeps
 whole (`z${Z}/$DTYPE/tp`, `$(dirname "$0")/x_$1_y`) and reads `a && b | c` as `(a && b) | c`: one of the 47 scripts
 tests/test_shell_script.py runs under bash then reads otherwise, and a script it refuses gets no reason.
 """

@@ -8,7 +8,7 @@ import sys
 
 import torch
 
-from benchmarks.tools.host_counts.counter import (BATCH, SEQ, Counter, _FusedSDPA, compiled_stub, count_model,
+from benchmarks.tools.host_counts.counter import (BATCH, SEQ, Counter, FusedSDPA, compiled_stub, count_model,
                                                   framework_path, make_rules, tokens)
 
 TORCHTITAN = "torchtitan==0.3.0"
@@ -42,14 +42,14 @@ def source(version: str) -> str:
         "_fsdp2); optimizer: AdamW implementation 'fused' (components/optimizer/optimizer.py)")
 
 
-class _FlexEmulation(_FusedSDPA):
+class _FlexEmulation(FusedSDPA):
     """torchtitan's FlexAttention.compiled_flex_attn (a torch.compile'd flex_attention: one compiled region, one
     CompiledFunctionBackward node) with causal SDPA maths."""
 
     @staticmethod
     def forward(ctx, q, k, v, mask, kw):
         ctx.compiled_backward_kernels = FLEX_KERNELS["backward"]  # its node's backward region (Counter.backward)
-        return _FusedSDPA.forward(ctx, q, k, v, mask, kw)
+        return FusedSDPA.forward(ctx, q, k, v, mask, kw)
 
 
 def _flex_attn(q, k, v, *, score_mod=None, block_mask=None, scale=None, enable_gqa=False, return_aux=None,
