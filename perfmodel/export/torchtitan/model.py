@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ...spec.model.torchtitan_flavors import LLAMA3_FLAVORS, MOE_FLAVORS, moe_shape
+from ...spec.model.torchtitan_flavors import LLAMA3_FLAVORS, MOE_FLAVORS, llama3_shape, moe_shape
 from ...spec.plan.file import PlanFile
 from ..plan_facts import shape
 
@@ -107,8 +107,7 @@ def titan_model(pf: PlanFile, version: str) -> tuple[str, str, list[str], list[s
 
 def llama3_flavor(pf: PlanFile) -> str | None:
     """The llama3 flavor with exactly the plan's dense shape, if any."""
-    m = pf.model
-    dims = (m.hidden, m.n_layers, m.n_heads, m.n_kv_heads, m.ffn_hidden)
+    dims = llama3_shape(pf.model)
     return next((f for f, s in LLAMA3_FLAVORS.items() if s == dims), None)
 
 

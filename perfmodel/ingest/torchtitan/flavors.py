@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ...errors import InputError
 from ...spec.model.config import MLAConfig, ModelConfig, MoEConfig
-from ...spec.model.torchtitan_flavors import LLAMA3_FLAVORS, MOE_FLAVORS, moe_shape
+from ...spec.model.torchtitan_flavors import LLAMA3_FLAVORS, MOE_FLAVORS, llama3_shape, moe_shape
 from ...spec.model.catalogue import list_models, load_model, preset_for_name
 
 # Flavors spec.model.torchtitan_flavors does not hold, as torchtitan's source states them: hidden, n_layers, n_heads,
@@ -86,7 +86,7 @@ def _stated(family: str, flavor: str):
 def _shape_like(family: str, flavor: str, m: ModelConfig):
     """The model in the terms of the table that holds the flavor."""
     if family == "llama3" and flavor in LLAMA3_FLAVORS:
-        return m.hidden, m.n_layers, m.n_heads, m.n_kv_heads, m.ffn_hidden
+        return llama3_shape(m)
     if flavor in MOE_FLAVORS.get(family, {}):
         return moe_shape(m)
     e = m.moe

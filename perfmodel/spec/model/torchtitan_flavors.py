@@ -31,3 +31,8 @@ def moe_shape(m: ModelConfig) -> tuple:
                                               a.qk_rope_head_dim, a.v_head_dim)
     return (m.hidden, m.n_layers, m.n_heads, m.n_heads if a is not None else m.n_kv_heads, m.ffn_hidden, e.n_experts,
             e.top_k, e.expert_ffn_hidden, e.n_shared_experts, e.first_dense_layers, e.router_scoring, attention)
+
+
+def llama3_shape(m: ModelConfig) -> tuple:
+    """A dense model in LLAMA3_FLAVORS' terms."""
+    return m.hidden, m.n_layers, m.n_heads, m.n_kv_heads, m.ffn_hidden
