@@ -29,6 +29,7 @@ import argparse
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +40,7 @@ from benchmarks.evals.published.moe_runs import load_moe_cases
 from perfmodel import estimate
 from perfmodel.calibrate.runs.table import load_cases
 from perfmodel.errors import InputError
+from perfmodel.spec.plan.layout import Plan
 from perfmodel.search.ranking import PLAN_COLUMNS, search
 from perfmodel.search.space import Job, Space, enumerate_layouts
 
@@ -47,6 +49,24 @@ from perfmodel.search.space import Job, Space, enumerate_layouts
 JOB_FIELDS = {False: ("precision", "attention", "grad_dtype", "overlap_dp_comm", "stack")}
 JOB_FIELDS[True] = JOB_FIELDS[False] + ("moe_dispatcher", "expert_imbalance")
 SLOW_S = 120.0  # searches slower than this are listed
+
+
+@dataclass
+class Ranked:
+    """What the rows read of one search: its feasible plans' step times (best first), the best plan, and their
+    layout columns (`in_space`). The search's own result keeps every column of every feasible plan; kept whole for
+    every job of the MoE set, those held ~20 GB of this 24 GB machine."""
+
+    times: np.ndarray
+    best: Plan | None
+    columns: dict[str, np.ndarray]
+
+
+def ranked(res, with_columns: bool) -> Ranked:
+    """`res` slimmed to what the rows read; the layout columns only where `in_space` reads them (the unrestricted
+    search's)."""
+    return Ranked(res.columns["step_time_s"].copy(), res.plan(0) if len(res) else None,
+                  {k: res.columns[k].copy() for k in PLAN_COLUMNS} if with_columns else {})
 
 
 def layout(p, moe: bool = False) -> str:
@@ -82,7 +102,8 @@ def rank_all(csv: Path, moe: bool = False) -> pd.DataFrame:
         if key not in cache:
             t0 = time.perf_counter()
             try:
-                cache[key] = search(c.model, c.system, p.gpus, p.global_batch, p.seq_len, space=space, **job)
+                cache[key] = ranked(search(c.model, c.system, p.gpus, p.global_batch, p.seq_len, space=space,
+                                           **job), with_columns=moe and space is None)
             except InputError as err:
                 cache[key] = err
             seconds[key] = time.perf_counter() - t0
@@ -108,8 +129,8 @@ def rank_all(csv: Path, moe: bool = False) -> pd.DataFrame:
             if isinstance(res, InputError):
                 rec.update({f"best{suffix}": "(none)", f"note{suffix}": str(res)[:80]})
                 continue
-            times = res.table["step_time_s"].to_numpy()
-            rec.update({f"best{suffix}": layout(res.plan(0), moe), f"speedup{suffix}": pub.step_time_s / float(times[0]),
+            times = res.times
+            rec.update({f"best{suffix}": layout(res.best, moe), f"speedup{suffix}": pub.step_time_s / float(times[0]),
                         f"percentile{suffix}": 100.0 * float(np.sum(times < pub.step_time_s * (1 - 1e-9))) / len(times),
                         f"feasible{suffix}": len(times)})
         out.append(rec)
