@@ -65,8 +65,9 @@ def test_moe_layer_prices_only_the_routed_experts_in_four_bits():
     busy = max(active_experts(e.n_experts, e.top_k, e.n_experts, T), 1.0)  # ep 1: every expert local, etp 8
     rows, fe = T * e.top_k / busy, e.expert_ffn_hidden / 8
     fs = e.shared_ffn_hidden / 8
-    moe = (_gemm(dev, T, e.n_experts, k.hidden) + w4a16_gemm_s(dev, rows, g * fe, k.hidden, busy)
-           + w4a16_gemm_s(dev, rows, k.hidden, fe, busy) + _gemm(dev, T, g * fs, k.hidden) + _gemm(dev, T, k.hidden, fs))
+    # the routed experts as one grouped kernel: a GEMM of every reached expert's weights at its rows
+    moe = (_gemm(dev, T, e.n_experts, k.hidden) + w4a16_gemm_s(dev, rows, busy * g * fe, k.hidden)
+           + w4a16_gemm_s(dev, rows, busy * k.hidden, fe) + _gemm(dev, T, g * fs, k.hidden) + _gemm(dev, T, k.hidden, fs))
     want = attn + (k.dense_layers() * dense + k.moe_layers() * moe) / k.n_layers
     assert layer_gemm_s(dev, plan, T) == pytest.approx(want, rel=1e-12)
     assert dev.plan.precision == "bf16"  # the other GEMMs in bf16

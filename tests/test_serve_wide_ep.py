@@ -114,7 +114,7 @@ def test_the_busiest_rank_sets_the_routed_experts(monkeypatch):
     def experts(tokens):  # the busiest rank: its experts reached by its copies, each on its share of them
         busy = max(st.active_experts(local, e.top_k, e.n_experts, tokens), 1.0)
         rows, fe = tokens * e.top_k / 8 / busy, e.expert_ffn_hidden / p.etp
-        return st._gemm(dev, rows, 2 * fe, ds.hidden, busy) + st._gemm(dev, rows, ds.hidden, fe, busy)
+        return st._gemm(dev, rows, busy * 2 * fe, ds.hidden) + st._gemm(dev, rows, busy * ds.hidden, fe)
 
     skewed = st.layer_gemm_s(dev, p, T)
     monkeypatch.setattr(st, "busiest_share", lambda *a: 1.0)
@@ -124,12 +124,17 @@ def test_the_busiest_rank_sets_the_routed_experts(monkeypatch):
 
 
 def test_the_busiest_rank_reads_the_fused_moe_table(monkeypatch):
-    """Where the part's fused-MoE table has the shape (DeepSeek-V3's block-scaled fp8 on H200), the routed experts
-    are the table at the busiest rank's tokens: forcing the share to 1 takes off exactly the MoE layers' share of
-    table(T x share) - table(T)."""
+    """Where the part's fused-MoE table has the shape (DeepSeek-V3's block-scaled fp8 on H200) and the engine runs
+    the kernel it timed (TensorRT-LLM's), the routed experts are the table at the busiest rank's tokens: forcing the
+    share to 1 takes off exactly the MoE layers' share of table(T x share) - table(T). SGLang runs its own kernel:
+    not the table's."""
     import perfmodel.serve.step_time as st
 
-    ds, system, stack = load_model(DS), load_hardware("dgx-h200"), load_serving_stack("sglang")
+    ds, system = load_model(DS), load_hardware("dgx-h200")
+    sg = resolve_serve(_plan(tp=8, ep=8), ds)
+    assert st.layer_gemm_s(st.device(ds, system, sg, load_serving_stack("sglang")), sg, 64.0) != pytest.approx(
+        st.layer_gemm_s(st.device(ds, system, sg, load_serving_stack("trtllm")), sg, 64.0), rel=1e-6)
+    stack = load_serving_stack("trtllm")
     p = resolve_serve(_plan(tp=8, ep=8), ds)
     dev = st.device(ds, system, p, stack)
     T = 64.0

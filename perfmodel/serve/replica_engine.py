@@ -37,8 +37,9 @@ from ..errors import InputError
 from ..spec.hardware.system import System
 from ..spec.model.config import ModelConfig
 from ..spec.serving.schema import EngineRelease, ServePlan, ServingStack
-from ..spec.serving.workload import LatencyStats, SimulatedServing, Workload
+from ..spec.serving.workload import LatencyStats, SimulatedServing, StageServing, Workload
 from .kv_cache import kv_bytes_per_token, memory, state_bytes_per_sequence
+from .prefix_cache import PrefixCache
 from .step_time import draft_job, step_parts
 
 GRID_RATIO = 1.05  # step shapes priced on a 5% grid above GRID_EXACT
@@ -102,7 +103,8 @@ class Replica:
 
     def __init__(self, price: StepPricer, stack: ServingStack, kv_tokens: float, I: np.ndarray, O: np.ndarray,
                  groups: int = 1, state_tokens: float = 0.0, release: EngineRelease | None = None,
-                 frontend: np.ndarray | None = None, prefilled: bool = False, ghost_steps: bool = True):
+                 frontend: np.ndarray | None = None, prefilled: bool = False, ghost_steps: bool = True,
+                 prefix: PrefixCache | None = None, group: np.ndarray | None = None):
         # lengths as Python ints: the loops below index them per sequence, which numpy scalars make slow
         self.price, self.stack, self.kv_tokens, self.I, self.O = price, stack, kv_tokens, I.tolist(), O.tolist()
         # a Gated DeltaNet model's fixed state per request, in KV tokens' bytes (kv_cache.state_bytes_per_sequence)
@@ -118,6 +120,8 @@ class Replica:
         # a disaggregated decode replica: requests arrive with their prompt's KV cache and first token (admitted
         # decoding); a prefill replica runs no step for the requests that ended (they left with their first token)
         self.prefilled, self.ghost_steps = prefilled, ghost_steps
+        # the engine's prefix cache over the workload's system prompts (`prefix_cache`), each request's group
+        self.prefix, self.group = prefix, group.tolist() if group is not None else None
         self.incoming: list[tuple[float, int]] = []  # (when it reaches the engine, request id), a heap
         self.waiting: list[int] = []  # reached the engine and seen by its scheduler, in arrival order
         self.prefilling: list[int] = []  # admitted, prompt not done
@@ -178,9 +182,12 @@ class Replica:
                 self.decoding.append(r)
             else:
                 self.prefilling.append(r)
-                self.left[r] = int(self.I[r])
+                hit = self.prefix.admit(self.group[r], int(self.I[r])) if self.prefix is not None else 0
+                self.left[r] = int(self.I[r]) - hit
             running.append(r)
             used += need
+        if self.prefix is not None:  # the cached system prompts not in use give way to the running sequences
+            self.prefix.fit(self.kv_tokens - used)
 
     def step(self, first: np.ndarray, done: np.ndarray, horizon: float = math.inf) -> list[int]:
         """Run one step (or a stride of identical decode steps, ending where the next request to reach the engine
@@ -231,6 +238,8 @@ class Replica:
                 budget -= c
             for r, c in chunks:
                 self.left[r] -= c
+                if self.prefix is not None and self.I[r] - self.left[r] >= self.prefix.shared:
+                    self.prefix.computed(self.group[r])
                 if self.left[r] == 0:
                     finishing.append(r)
             ctx = float(np.mean([self.I[r] + self.made[r] for r in decoding])) if dec else 0.0
@@ -271,26 +280,60 @@ class Replica:
 
 
 def stats(x: np.ndarray) -> LatencyStats:
-    return LatencyStats(mean=float(np.mean(x)), median=float(np.median(x)), p99=float(np.percentile(x, 99)))
+    return LatencyStats(mean=float(np.mean(x)), median=float(np.median(x)), p90=float(np.percentile(x, 90)),
+                        p99=float(np.percentile(x, 99)))
+
+
+def gaps(arrival: str, rate: float, n: int, cv: float, rng: np.random.Generator) -> np.ndarray:
+    """n gaps (s) between an open loop's sends at `rate` requests/s: exponential (poisson), 1 / rate (constant),
+    gamma of shape 1 / cv^2 and mean 1 / rate (gamma: vLLM bench serve's --burstiness is the shape), 0 (burst)."""
+    if arrival == "poisson":
+        return rng.exponential(1.0 / rate, n)
+    if arrival == "constant":
+        return np.full(n, 1.0 / rate)
+    if arrival == "gamma":
+        shape = 1.0 / cv**2
+        return rng.gamma(shape, 1.0 / (rate * shape), n)
+    return np.zeros(n)
 
 
 def open_arrivals(work: Workload, rng: np.random.Generator) -> np.ndarray:
-    """When an open loop's requests are sent: Poisson (exponential gaps at the request rate) from t = 0, or all at
-    t = 0 (a burst)."""
-    n = work.requests
-    gaps = rng.exponential(1.0 / work.request_rate, n) if work.arrival == "poisson" else np.zeros(n)
-    return np.cumsum(gaps) - gaps[0]
+    """When an open loop's requests are sent, from t = 0 (`gaps`); with stages, each stage's requests at its own
+    rate, the next stage starting where the last one's time ends."""
+    if work.stages is None:
+        g = gaps(work.arrival, work.request_rate or 0.0, work.requests, work.burstiness_cv, rng)
+        return np.cumsum(g) - g[0]
+    out, start = [], 0.0
+    for s in work.stages:
+        g = gaps(work.arrival, s.rate, s.requests, work.burstiness_cv, rng)
+        t = np.cumsum(g) - g[0]
+        out.append(start + t)
+        start += s.duration_s
+    return np.concatenate(out)
 
 
-def served(work: Workload, O: np.ndarray, arrive: np.ndarray, first: np.ndarray, done: np.ndarray, steps: int,
-           mean_batch: float, priced: int, notes: list[str]) -> SimulatedServing:
-    """The latencies and throughput of requests sent at `arrive`, their first token at `first`, their last at
-    `done` (TPOT over the requests of more than one output token, as benchmark_serving computes it)."""
+def _latencies(O: np.ndarray, arrive: np.ndarray, first: np.ndarray, done: np.ndarray) -> tuple:
+    """(TTFT, TPOT, E2E) stats of these requests (TPOT over those of more than one output token, as
+    benchmark_serving computes it)."""
     ttft, e2e = first - arrive, done - arrive
     many = O > 1
     tpot = (e2e[many] - ttft[many]) / (O[many] - 1) if many.any() else np.zeros(1)
+    return stats(ttft), stats(tpot), stats(e2e)
+
+
+def served(work: Workload, O: np.ndarray, arrive: np.ndarray, first: np.ndarray, done: np.ndarray, steps: int,
+           mean_batch: float, priced: int, notes: list[str], prefix_hit: float = 0.0) -> SimulatedServing:
+    """The latencies and throughput of requests sent at `arrive`, their first token at `first`, their last at
+    `done`; with stages, also those of each stage's requests."""
+    ttft, tpot, e2e = _latencies(O, arrive, first, done)
     span = float(done.max() - arrive.min())
-    return SimulatedServing(workload=work, requests=len(arrive), ttft_s=stats(ttft), tpot_s=stats(tpot),
-                            e2e_s=stats(e2e), output_tokens_per_s=float(O.sum()) / span,
+    stages = []
+    if work.stages is not None:
+        for s, (a, b) in zip(work.stages, work.stage_of()):
+            st = _latencies(O[a:b], arrive[a:b], first[a:b], done[a:b])
+            stages.append(StageServing(rate=s.rate, duration_s=s.duration_s, requests=b - a, ttft_s=st[0],
+                                       tpot_s=st[1], e2e_s=st[2]))
+    return SimulatedServing(workload=work, requests=len(arrive), ttft_s=ttft, tpot_s=tpot,
+                            e2e_s=e2e, output_tokens_per_s=float(O.sum()) / span,
                             requests_per_s=len(arrive) / span, mean_batch=mean_batch, steps=steps,
-                            priced_parts=priced, notes=notes)
+                            priced_parts=priced, notes=notes, stages=stages, prefix_hit=prefix_hit)

@@ -14,6 +14,8 @@ later chunk of a split prompt attends (a chunk is priced as a prompt of its own 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..errors import InputError
@@ -23,27 +25,75 @@ from ..spec.model.catalogue import load_model
 from ..spec.serving.schema import ServePlan, resolve_serve
 from ..spec.serving.workload import SimulatedServing, Workload
 from .host_time import frontend_s, plan_stack, release_of
+from .prefix_cache import PrefixCache
 from .replica_engine import Replica, StepPricer, draw_lengths, open_arrivals, pool_kv, served
 from .simulate_disaggregated import simulate_disaggregated
 
-__all__ = ["simulate", "StepPricer"]
+__all__ = ["simulate", "simulate_requests", "RequestRun", "StepPricer"]
+
+
+@dataclass
+class RequestRun:
+    """Every request of an aggregated deployment's simulated run (s from the first send): when it was sent, its
+    first and last token, its lengths; and what the replicas did."""
+
+    workload: Workload
+    arrive: np.ndarray
+    first: np.ndarray
+    done: np.ndarray
+    input_len: np.ndarray
+    output_len: np.ndarray
+    steps: int
+    mean_batch: float
+    priced_parts: int
+    prefix_hit: float
+    notes: list[str]
 
 
 def simulate(model: ModelConfig | str, hardware: System | str, plan: ServePlan | dict,
              workload: Workload | dict) -> SimulatedServing:
     """Serve `workload` with `plan` on `hardware` request by request (module docstring): TTFT, TPOT and end-to-end
-    latency (mean, median, p99) and throughput; a disaggregated plan's pools, router and KV transfers as
-    `simulate_disaggregated` runs them. InputError for a layout `infer` refuses."""
+    latency (mean, median, p90, p99) and throughput, stage by stage where the workload has stages; a disaggregated
+    plan's pools, router and KV transfers as `simulate_disaggregated` runs them. InputError for a layout `infer`
+    refuses."""
+    model, system, plan, work = _inputs(model, hardware, plan, workload)
+    if plan.disaggregated:
+        rng = np.random.default_rng(work.seed)
+        I, O = _lengths(plan, work, rng)
+        return simulate_disaggregated(model, system, plan, work, I, O, rng)
+    run = _run(model, system, plan, work)
+    return served(work, run.output_len, run.arrive, run.first, run.done, run.steps, run.mean_batch,
+                  run.priced_parts, run.notes, run.prefix_hit)
+
+
+def simulate_requests(model: ModelConfig | str, hardware: System | str, plan: ServePlan | dict,
+                      workload: Workload | dict) -> RequestRun:
+    """As `simulate`, every request's times rather than their statistics (an aggregated deployment)."""
+    model, system, plan, work = _inputs(model, hardware, plan, workload)
+    if plan.disaggregated:
+        raise InputError("simulate_requests serves one aggregated deployment; valid: a plan without prefill_dp, or "
+                         "simulate() for a disaggregated one")
+    return _run(model, system, plan, work)
+
+
+def _inputs(model, hardware, plan, workload) -> tuple:
     model, system = load_model(model), load_hardware(hardware)
     plan = ServePlan.parse(plan, where="serving plan") if isinstance(plan, dict) else plan
     plan = resolve_serve(plan, model)
     work = Workload.parse(workload, where="workload") if isinstance(workload, dict) else workload
+    return model, system, plan, work
+
+
+def _lengths(plan: ServePlan, work: Workload, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    n = work.requests
+    return (draw_lengths(plan.input_len, n, work.range_ratio, rng),
+            draw_lengths(plan.output_len, n, work.range_ratio, rng))
+
+
+def _run(model: ModelConfig, system: System, plan: ServePlan, work: Workload) -> RequestRun:
     rng = np.random.default_rng(work.seed)
     n = work.requests
-    I = draw_lengths(plan.input_len, n, work.range_ratio, rng)
-    O = draw_lengths(plan.output_len, n, work.range_ratio, rng)
-    if plan.disaggregated:
-        return simulate_disaggregated(model, system, plan, work, I, O, rng)
+    I, O = _lengths(plan, work, rng)
     if work.arrival == "closed" and work.concurrency < plan.dp:
         raise InputError(f"concurrency = {work.concurrency} for dp = {plan.dp} replicas; valid: at least {plan.dp} "
                          "(one client per replica)")
@@ -52,7 +102,11 @@ def simulate(model: ModelConfig | str, hardware: System | str, plan: ServePlan |
     price = StepPricer(model, system, plan, stack)
     release = release_of(stack, plan)
     front = np.array([frontend_s(system, plan, stack, float(i)) for i in I])
-    reps = [Replica(price, stack, kv_tokens, I, O, plan.attention_dp, state, release, front)
+    group = None if work.prefix is None else np.arange(n) % work.prefix.groups  # the groups in turn
+    caching = work.prefix is not None and stack.prefix_caching
+    reps = [Replica(price, stack, kv_tokens, I, O, plan.attention_dp, state, release, front,
+                    prefix=PrefixCache(work.prefix.shared_len, stack.kv_block_tokens) if caching else None,
+                    group=group)
             for _ in range(plan.dp)]
     arrive, first, done = np.zeros(n), np.full(n, np.nan), np.full(n, np.nan)
     if work.arrival == "closed":
@@ -63,7 +117,18 @@ def simulate(model: ModelConfig | str, hardware: System | str, plan: ServePlan |
             for r in range(k, n, plan.dp):
                 rep.send(r, arrive[r])
             rep.run(first, done)
-    return _summary(work, plan, I, O, arrive, first, done, reps, price)
+    groups = f" x {plan.attention_dp} attention groups" if plan.attention_dp > 1 else ""
+    notes = [f"{plan.dp} replica(s); KV cache of {reps[0].kv_tokens:,.0f} tokens each; at most "
+             f"{reps[0].stack.max_batch} sequences and {reps[0].stack.max_num_tokens} tokens per step{groups} "
+             f"({plan.stack})"]
+    steps = sum(r.steps for r in reps)
+    caches = [r.prefix for r in reps if r.prefix is not None]
+    hit = sum(c.hit_tokens for c in caches) / max(sum(c.prompt_tokens for c in caches), 1)
+    if work.prefix is not None:
+        notes.append(f"prefix cache: {100 * hit:.1f}% of prompt tokens served from it" if caches else
+                     f"{plan.stack} keeps no prefix cache by default: every prompt prefilled whole")
+    return RequestRun(work, arrive, first, done, I, O, steps, sum(r.batch_sum for r in reps) / max(steps, 1),
+                      len(price.cache), hit, notes)
 
 
 def _run_closed(reps: list[Replica], concurrency: int, arrive, first, done) -> None:
@@ -86,13 +151,3 @@ def _run_closed(reps: list[Replica], concurrency: int, arrive, first, done) -> N
                 rep.send(nxt, t)
 
         rep.run(first, done, then)
-
-
-def _summary(work, plan, I, O, arrive, first, done, reps, price) -> SimulatedServing:
-    groups = f" x {plan.attention_dp} attention groups" if plan.attention_dp > 1 else ""
-    notes = [f"{plan.dp} replica(s); KV cache of {reps[0].kv_tokens:,.0f} tokens each; at most "
-             f"{reps[0].stack.max_batch} sequences and {reps[0].stack.max_num_tokens} tokens per step{groups} "
-             f"({plan.stack})"]
-    steps = sum(r.steps for r in reps)
-    return served(work, O, arrive, first, done, steps, sum(r.batch_sum for r in reps) / max(steps, 1),
-                  len(price.cache), notes)

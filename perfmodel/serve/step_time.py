@@ -20,6 +20,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..cost.comm.collectives import group_collective, p2p_tier, p2p_time
+from ..cost.power import step_clock
 from ..cost.compute.kernel_time import flash_attention_time, shared_core_speedup
 from ..cost.compute.kernel_lookup import allreduce_table_time, decode_table_time
 from ..cost.compute.attention_kinds import attention_head_width, delta_rule_flops, indexer_flops, indexer_rate
@@ -50,16 +51,17 @@ RESIDUAL_B = residual_bytes(False)[0]
 def device(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack) -> Device:
     """The training side's `Device` for this serving layout: its GEMM precision and the serving stack's
     attention kernel (a training stack profile carries the kernel fields the Device reads: attention_native and
-    attention_speed 1, the part's own kernel where native, else FlashAttention-2)."""
+    attention_speed 1, the part's own kernel where native, else FlashAttention-2). It prices the kernels at the
+    tables' clock (the accelerator's power model left out): the step's own clock is applied after, from its own mix
+    (`served_clock`), never a compute-bound loop's."""
     kernels = load_stack("plain-torch").model_copy(
         update={"name": stack.name, "attention_native": stack.attention_native, "attention_speed": 1.0})
     serving = measured_serving(system, stack)
+    eff = system.efficiency
     if serving is not None and serving.sustained_fraction is not None:  # what a served prefill keeps (calibrate),
-        system = system.model_copy(update={"efficiency": system.efficiency.model_copy(  # at this machine's clocks
-            update={"sustained_fraction": serving.sustained_fraction}),
-            "accelerator": system.accelerator.model_copy(update={"power": None})})
-    # elsewhere the Device prices compute at the clock of a compute-bound loop (cost.compute.kernels.Device.fraction): a
-    # served step is not yet priced at its own mix's clock
+        eff = eff.model_copy(update={"sustained_fraction": serving.sustained_fraction})  # at this machine's clocks
+    system = system.model_copy(update={"efficiency": eff,
+                                       "accelerator": system.accelerator.model_copy(update={"power": None})})
     # W4A16 computes in bf16: its 4-bit GEMMs are priced apart (`w4a16_gemm_s`), the rest as bf16
     precision = "bf16" if plan.precision == "w4a16" else plan.precision
     return Device(model, system, SimpleNamespace(stack=kernels, precision=precision, attention="flash"))
@@ -112,17 +114,32 @@ def layer_gemm_s(dev: Device, plan: ServePlan, tokens: float, own: float | None 
     local = slots / plan.ep
     fe = e.expert_ffn_hidden / plan.etp
     share = busiest_share(tokens, e.top_k, plan.ep)  # the busiest rank's routed copies over the mean
-    moe = moe_table_s(dev, plan, tokens * share)
-    if moe is None:  # no measured fused-MoE curve for this shape: the router and grouped GEMMs from the GEMM table,
+    moe = moe_table_s(dev, plan, tokens * share) if stack_kernel(dev) == "trtllm" else None
+    if moe is None:  # no measured curve of the engine's own fused-MoE kernel: the router, then one grouped kernel
         # over the experts the tokens reach, each on its share of the busiest rank's routed copies
         busy = max(active_experts(local, e.top_k, slots, tokens * share), 1.0)
         rows = tokens * share * e.top_k / plan.ep / busy
-        moe = (_gemm(dev, tokens, e.n_experts, m.hidden) + expert(rows, g * fe, m.hidden, busy)
-               + expert(rows, m.hidden, fe, busy))
+        moe = (_gemm(dev, tokens, e.n_experts, m.hidden) + grouped_expert_s(expert, rows, g * fe, m.hidden, busy)
+               + grouped_expert_s(expert, rows, m.hidden, fe, busy))
     if e.shared_ffn_hidden:
         fs = e.shared_ffn_hidden / tp
         moe += _gemm(dev, own, g * fs, m.hidden) + _gemm(dev, own, m.hidden, fs)
     return t + (m.dense_layers() * dense + m.moe_layers() * moe) / m.n_layers
+
+
+def stack_kernel(dev: Device) -> str:
+    """The serving stack whose kernels the Device prices (its name): the measured fused-MoE table is TensorRT-LLM's
+    own kernel, which only that engine runs."""
+    return dev.stack.name
+
+
+def grouped_expert_s(gemm, rows: float, n: float, k: float, experts: float) -> float:
+    """Seconds of one grouped GEMM over `experts` experts, each (rows, n, k), as the engines' fused-MoE kernels run
+    it: one launch whose tiles cover every expert's weights (vLLM/SGLang's Triton `fused_moe`, CUTLASS grouped GEMM,
+    DeepGEMM's grouped contiguous layout). Its bytes (each expert's weights once, the routed rows) and FLOPs are
+    those of one GEMM (rows, experts x n, k), which the measured GEMM table prices at those rows, so it is priced as
+    that GEMM: not as `experts` separate small GEMMs each paying a launch and a small shape's efficiency."""
+    return gemm(rows, experts * n, k)
 
 
 def decode_attention_s(dev: Device, plan: ServePlan, seqs: float, context: float, windowed: bool = True,
@@ -384,6 +401,46 @@ def vocab_part(model: ModelConfig, system: System, plan: ServePlan, stack: Servi
     return plan.pp * vocab_comm_s(model, system, plan, stack, tokens, logits / plan.pp)
 
 
+def step_gemm_flops(model: ModelConfig, plan: ServePlan, tokens: float, logits: float) -> float:
+    """FLOPs one GPU's GEMMs run in a step of `tokens` tokens and `logits` sampled rows: 2 x the weights a token
+    multiplies by in every layer (`ModelConfig.matmul_params_per_layer`) over the replica's tp x attention_dp GPUs
+    of a stage, and the LM head's 2 x vocab x hidden / tp per sampled row."""
+    per_gpu = plan.tp * plan.attention_dp * plan.pp
+    return (2.0 * tokens * model.n_layers * model.matmul_params_per_layer() / per_gpu
+            + 2.0 * logits * model.vocab * model.hidden / plan.tp)
+
+
+def _table_rate(system: System, plan: ServePlan) -> float:
+    """FLOP/s of the plan's GEMMs at their best measured share of the datasheet (matmul_max) at the tables' clock."""
+    prec = "bf16" if plan.precision == "w4a16" else plan.precision
+    eff = system.efficiency.matmul_max
+    return system.accelerator.peak_flops(prec) * eff.get(prec, eff.get("bf16", 1.0))
+
+
+def served_clock(model: ModelConfig, system: System, plan: ServePlan, parts: dict, tokens: float, logits: float,
+                 prefill_attn: float) -> float:
+    """The clock fraction (<= 1) a served step sustains under the board power limit, from its own mix
+    (`cost.power.step_clock` over the step's kinds of time, its kernels priced at the tables' clock): compute-bound
+    time is its GEMMs' FLOPs at their best measured rate (`step_gemm_flops` / matmul_max x peak, at most the GEMMs'
+    priced seconds) and the prefill attention; the rest of the GEMMs (reading weights at a few rows), the decode
+    attention (reading the KV cache) and the element-wise kernels are memory-bound; collectives comm; host time
+    wait. A decode step is memory-bound and keeps the full clock; a long prefill is compute-bound and slows as a
+    GEMM loop does. 1 where the part has no power model."""
+    power = system.accelerator.power
+    if power is None:
+        return 1.0
+    gemm = parts["gemm"] + parts["lm_head"] + parts.get("draft", 0.0)
+    compute = min(gemm, step_gemm_flops(model, plan, tokens, logits) / _table_rate(system, plan))
+    zero = 0.0
+    time = {"gemm": compute, "attention": prefill_attn, "recompute": zero, "optimizer": zero,
+            "memory_bound": gemm - compute + parts["attention"] - prefill_attn + parts["memory"],
+            "tp_comm": parts["tp_comm"], "pp_comm": parts["pp_comm"], "cp_comm": zero, "ep_comm": zero,
+            "dp_comm": zero, "zero3_comm": zero, "offload_comm": zero, "bubble": zero, "host": zero,
+            "overhead": parts["overhead"]}
+    time = {k: np.asarray(v, float) for k, v in time.items()}
+    return float(step_clock(power, time, 1.0))
+
+
 def _shared_speedup(system: System, plan: ServePlan) -> float:
     host = system.shared_host
     return 1.0 if host is None else float(shared_core_speedup(1.0, plan.gpus, host.ranks, host.cores))
@@ -400,7 +457,8 @@ def step_parts(model: ModelConfig, system: System, plan: ServePlan, stack: Servi
                context: float, prefill_seqs: float, prompt: float, logits: float, part=_direct,
                draft: tuple | None = None) -> dict[str, float]:
     """Seconds of one step by part: gemm, attention, memory (element-wise), tp_comm, pp_comm, lm_head, overhead,
-    and with speculative decoding draft (`draft_part`). `decode` sequences at `context` keys, each running one
+    and with speculative decoding draft (`draft_part`); the kernels at the tables' clock, and `clock` the seconds
+    the step's compute-bound kernels add where the power limit holds the step below it (`served_clock`). `decode` sequences at `context` keys, each running one
     token (draft_tokens + 1 verifying a draft: `ServePlan.decode_queries`, each sampled), `prefill_seqs` prompts
     of `prompt` tokens, `logits` sequences sampling; all over pp micro-batches (module docstring). On a host whose
     ranks share cores (`System.shared_host`, a CPU testbed) the compute parts run at
@@ -418,14 +476,20 @@ def step_parts(model: ModelConfig, system: System, plan: ServePlan, stack: Servi
     prompts = max(prefill_seqs / a, min(prefill_seqs, 1.0)) if a > 1 else prefill_seqs
     rank_tokens = (decode * q / a + prompts * prompt) / pp  # the busiest attention group's, per stage
     tok = part(token_parts, *job, tokens, rank_tokens)
-    attn = part(attention_part, *job, decode / pp / a, context, True, q) + part(
-        attention_part, *job, prompts / pp, prompt, False)
-    parts = {"gemm": tok["gemm"], "attention": attn, "memory": tok["memory"],
+    decode_attn = part(attention_part, *job, decode / pp / a, context, True, q)
+    prefill_attn = part(attention_part, *job, prompts / pp, prompt, False)
+    parts = {"gemm": tok["gemm"], "attention": decode_attn + prefill_attn, "memory": tok["memory"],
              "lm_head": part(lm_head_part, *job, logits / a),
              "tp_comm": tok["tp_comm"] + part(vocab_part, *job, tokens / a, logits / a), "pp_comm": tok["pp_comm"],
              "overhead": part(overhead_part, *job, decode / pp / a, context)}
     if plan.speculative is not None:
         parts["draft"] = draft_part(job, draft or draft_job(*job), decode, context, prefill_seqs, prompt, part)
+    # the step's own clock under the power limit: its compute-bound kernels slowed by 1 / s (`served_clock`)
+    s = served_clock(model, system, plan, parts, tokens * pp, logits, prefill_attn)
+    if s < 1.0:  # the seconds the power limit adds, apart in the breakdown ("clock")
+        gemm = parts["gemm"] + parts["lm_head"]
+        compute = min(gemm, step_gemm_flops(model, plan, tokens * pp, logits) / _table_rate(system, plan))
+        parts["clock"] = (compute + prefill_attn) * (1.0 / s - 1.0)
     # the busiest rank's host: its launches outside graphs, which the device hides up to its own time, then the
     # step's scheduling and the admission of its prompts (`host_time`)
     busy = sum(parts.values())

@@ -113,6 +113,13 @@ PRESETS: dict[str, dict] = {
                           source="Dubey et al. 2024 (Llama 3) Table 3, meta-llama/Llama-3.1-70B config.json"),
     "llama-3.1-405b": dict(_LLAMA31, n_layers=126, hidden=16384, n_heads=128, n_kv_heads=8, ffn_hidden=53248,
                            source="Dubey et al. 2024 (Llama 3) Table 3, meta-llama/Llama-3.1-405B config.json"),
+    # Mistral NeMo 12B (mistralai/Mistral-Nemo-Instruct-2407 config.json: head_dim 128 below hidden / heads = 160,
+    # max_position_embeddings 1024000, no sliding window) and Yi-34B (01-ai/Yi-34B config.json, a Llama layout)
+    "mistral-nemo-12b": dict(_MISTRAL, vocab=131072, max_seq_len=1024000, n_layers=40, hidden=5120, n_heads=32,
+                             n_kv_heads=8, head_dim=128, ffn_hidden=14336,
+                             source="mistralai/Mistral-Nemo-Instruct-2407 config.json"),
+    "yi-34b": dict(_LLAMA2, vocab=64000, n_layers=60, hidden=7168, n_heads=56, n_kv_heads=8, ffn_hidden=20480,
+                   source="01-ai/Yi-34B config.json (LlamaForCausalLM: rope_theta 5e6, max_position_embeddings 4096)"),
     "mistral-7b": dict(vocab=32000, max_seq_len=32768, mlp="swiglu", norm="rmsnorm", position="rope",
                        tie_embeddings=False, linear_bias="none", sliding_window=4096, n_layers=32, hidden=4096,
                        n_heads=32, n_kv_heads=8, ffn_hidden=14336,

@@ -169,6 +169,11 @@ class ServingStack(Schema):
                                                       "its whole input + output (true), or allocates blocks as "
                                                       "tokens come and preempts on shortage (false: a sequence "
                                                       "holds input + output / 2 on average)")
+    prefix_caching: bool = Field(False, description="the engine keeps computed KV blocks and serves a later prompt's "
+                                                    "matching prefix from them by default (vLLM V1's hashed blocks, "
+                                                    "SGLang's radix cache, TensorRT-LLM's block reuse)")
+    kv_block_tokens: Count = Field(16, description="tokens per KV-cache block: the unit a prefix is cached and "
+                                                   "matched in")
     layer_calls: LayerCalls | None = Field(None, description="host calls per layer outside CUDA graphs (LayerCalls); "
                                                              "None: no launches priced (the executor's measured host "
                                                              "costs stand in)")

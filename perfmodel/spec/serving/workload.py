@@ -11,7 +11,33 @@ from pydantic import Field, model_validator
 from ...errors import InputError
 from ...types import Schema
 
-ARRIVALS = ("closed", "poisson", "burst")
+ARRIVALS = ("closed", "poisson", "constant", "gamma", "burst")
+OPEN_RATED = ("poisson", "constant", "gamma")  # open loops sent at a request rate
+
+
+class LoadStage(Schema):
+    """One stage of an open loop: `rate` requests/s for `duration_s` seconds (inference-perf's `load.stages`,
+    `vllm bench serve --request-rate` for one stage, SGLang bench_serving's per-rate runs)."""
+
+    rate: float = Field(gt=0, description="requests per second in this stage, all replicas")
+    duration_s: float = Field(gt=0, description="seconds this stage sends for")
+
+    @property
+    def requests(self) -> int:
+        return max(1, round(self.rate * self.duration_s))
+
+
+class PrefixSharing(Schema):
+    """How the prompts share a prefix (inference-perf's `shared_prefix` data, SGLang bench_serving
+    `generated-shared-prefix`): `groups` system prompts of `shared_len` tokens each, every prompt starting with its
+    group's, the rest of it (input_len - shared_len) its own. Requests take the groups in turn. The engine's prefix
+    cache (`ServingStack.prefix_caching`) serves a system prompt's full KV blocks from the second request of its
+    group on (`serve.prefix_cache`)."""
+
+    groups: int = Field(ge=1, le=1_000_000, description="distinct system prompts")
+    shared_len: int = Field(ge=0, le=10_000_000, description="tokens of each system prompt, within the prompt")
+    users_per_group: int = Field(1, ge=1, le=1_000_000, description="distinct questions per system prompt (kept for "
+                                                                     "the record: each is new to the cache)")
 
 
 class Workload(Schema):
@@ -19,33 +45,79 @@ class Workload(Schema):
     - closed: `concurrency` clients, each sending its next request when the last one ends (vLLM's
       benchmark_serving with --max-concurrency, InferenceMAX, AIConfigurator's collector);
     - poisson: an open loop at `request_rate` requests/s, exponential gaps (benchmark_serving --request-rate);
+    - constant: an open loop at fixed gaps of 1 / request_rate (inference-perf `load.type: constant`);
+    - gamma: an open loop of gamma-distributed gaps of mean 1 / request_rate and coefficient of variation
+      `burstiness_cv` (vLLM bench serve --burstiness b is cv = 1 / sqrt(b); cv 1 is Poisson);
     - burst: every request at t = 0 (benchmark_serving's default rate, inf).
+    An open loop either sends `requests` at `request_rate`, or runs `stages` one after another, each its rate for
+    its seconds (inference-perf's stages; the latencies are then also reported stage by stage).
     Prompt and output lengths are drawn uniformly in [range_ratio x L, L] of the plan's nominal lengths
-    (InferenceMAX's --random-range-ratio; 1: every request at the nominal lengths)."""
+    (InferenceMAX's --random-range-ratio; 1: every request at the nominal lengths); `prefix` says which part of
+    each prompt is shared."""
 
-    arrival: Literal["closed", "poisson", "burst"] = Field("closed", description="closed, poisson or burst")
+    arrival: Literal["closed", "poisson", "constant", "gamma", "burst"] = Field(
+        "closed", description="closed, poisson, constant, gamma or burst")
     concurrency: int | None = Field(None, ge=1, description="closed: clients in all (requests in flight)")
-    request_rate: float | None = Field(None, gt=0, description="poisson: requests per second, all replicas")
-    requests: int = Field(1000, ge=1, le=1_000_000, description="requests sent in all")
+    request_rate: float | None = Field(None, gt=0, description="poisson, constant, gamma: requests per second, all "
+                                                               "replicas (or per stage, `stages`)")
+    burstiness_cv: float = Field(1.0, gt=0, le=100, description="gamma: the gaps' coefficient of variation")
+    stages: list[LoadStage] | None = Field(None, description="open loops: stages run one after another, in place "
+                                                             "of request_rate and requests")
+    requests: int = Field(1000, ge=1, le=1_000_000, description="requests sent in all (with stages: their sum)")
     range_ratio: float = Field(1.0, gt=0, le=1, description="lengths uniform in [range_ratio x L, L]")
+    prefix: PrefixSharing | None = Field(None, description="the prompts' shared system prompts; None: none shared")
     seed: int = Field(0, description="seed of the lengths and arrival gaps drawn")
 
     @model_validator(mode="after")
     def _needs(self) -> Workload:
         if self.arrival == "closed" and self.concurrency is None:
             raise InputError("arrival = closed needs concurrency (the clients in flight); valid: an integer >= 1")
-        if self.arrival == "poisson" and (self.request_rate is None or not math.isfinite(self.request_rate)):
-            raise InputError(f"arrival = poisson needs a finite request_rate (requests/s), got {self.request_rate}; "
-                             "valid: a number > 0, or arrival = burst for every request at once")
+        if self.stages is not None:
+            if self.arrival not in OPEN_RATED:
+                raise InputError(f"stages with arrival = {self.arrival}; valid: arrival one of "
+                                 f"{', '.join(OPEN_RATED)} (an open loop at each stage's rate)")
+            if not self.stages:
+                raise InputError("stages = []; valid: at least one {rate, duration_s}, or leave stages out")
+            total = sum(s.requests for s in self.stages)
+            if total > 1_000_000:
+                raise InputError(f"stages send {total:,} requests; valid: at most 1,000,000 (shorter or slower "
+                                 "stages)")
+            object.__setattr__(self, "requests", total)
+        elif self.arrival in OPEN_RATED and (self.request_rate is None or not math.isfinite(self.request_rate)):
+            raise InputError(f"arrival = {self.arrival} needs a finite request_rate (requests/s), got "
+                             f"{self.request_rate}; valid: a number > 0, stages, or arrival = burst for every "
+                             "request at once")
         return self
+
+    def stage_of(self) -> list[tuple[int, int]]:
+        """[first request, end) of each stage (one span for a workload without stages)."""
+        if self.stages is None:
+            return [(0, self.requests)]
+        spans, start = [], 0
+        for s in self.stages:
+            spans.append((start, start + s.requests))
+            start += s.requests
+        return spans
 
 
 class LatencyStats(Schema):
-    """Mean, median and 99th percentile of one latency over the requests (seconds)."""
+    """Mean, median, 90th and 99th percentile of one latency over the requests (seconds)."""
 
     mean: float
     median: float
+    p90: float
     p99: float
+
+
+class StageServing(Schema):
+    """The latencies of the requests one stage of a staged open loop sent (`Workload.stages`)."""
+
+    rate: float = Field(description="the stage's requests per second")
+    duration_s: float
+    requests: int
+    ttft_s: LatencyStats
+    tpot_s: LatencyStats
+    e2e_s: LatencyStats
 
 
 class SimulatedServing(Schema):
@@ -65,4 +137,8 @@ class SimulatedServing(Schema):
     steps: int = Field(description="engine steps simulated, all replicas")
     priced_parts: int = Field(description="step components (step_time.token_parts, attention_part, ...) evaluated, "
                                            "each once per size on the step pricer's grid")
+    stages: list[StageServing] = Field(default_factory=list, description="stage by stage (`Workload.stages`)")
+    prefix_hit: float = Field(0.0, description="share of prompt tokens served from the prefix cache")
+    preempted: int = Field(0, description="sequences preempted (their KV blocks freed, recomputed later) when the "
+                                          "cache ran out")
     notes: list[str] = Field(default_factory=list)
