@@ -97,7 +97,7 @@ def test_a_decode_step_keeps_the_full_clock_and_a_long_prefill_does_not():
     prefill = step_parts(m, s, p, st, decode=0, context=0, prefill_seqs=1, prompt=8192, logits=1)
     # the compute-bound seconds, GEMMs at their best rate and the prefill attention, stretched by 1 / s
     gemm = prefill["gemm"] + prefill["lm_head"]
-    rate = s.accelerator.peak_flops("bf16") * s.efficiency.matmul_max["bf16"]
+    rate = s.accelerator.peak_flops("bf16") * s.efficiency.sustained_fraction * s.efficiency.matmul_max["bf16"]
     compute = min(gemm, step_gemm_flops(m, p, 8192, 1) / rate)
     attn = prefill["attention"]
     time = {k: np.asarray(0.0) for k in ("recompute", "optimizer", "cp_comm", "ep_comm", "dp_comm", "zero3_comm",

@@ -151,6 +151,8 @@ def step_clock(power: PowerModel, time: dict, priced: float = 1.0):
                 + watts["wait"] * wait) / np.maximum(c + added + fixed + wait, 1e-300)
 
     ok = mean_watts(1.0) <= power.limit_w
+    if np.ndim(ok) == 0 and ok:  # one step within the limit at full clock: nothing to bisect
+        return np.ones_like(c)
     if np.ndim(ok) and ok.any():  # bisect only the plans over the limit at full clock (the same values, elementwise)
         out, over = np.ones(np.shape(ok)), ~ok
         if over.any():

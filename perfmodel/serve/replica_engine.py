@@ -74,7 +74,7 @@ class StepPricer:
     sizes with steps priced before (a decode batch with the prefills of another step, say)."""
 
     def __init__(self, model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack):
-        self.args, self.cache = (model, system, plan, stack), {}
+        self.args, self.cache, self.steps = (model, system, plan, stack), {}, {}
         self.draft = draft_job(*self.args)  # a speculative draft's layer, its components memoised beside the model's
 
     def _part(self, fn, *args):
@@ -86,9 +86,15 @@ class StepPricer:
         return self.cache[key]
 
     def __call__(self, decode: int, context: float, prefills: int, chunk: float, logits: int) -> float:
-        parts = step_parts(*self.args, decode=decode, context=context if decode else 0.0, prefill_seqs=prefills,
-                           prompt=chunk if prefills else 0.0, logits=logits, part=self._part, draft=self.draft)
-        return float(sum(parts.values()))
+        """The step's seconds at its sizes on the grid, each step shape priced once (its components, then its own
+        clock, `step_time.served_clock`)."""
+        key = (_grid(decode), _grid(context) if decode else 0.0, prefills, _grid(chunk) if prefills else 0.0,
+               _grid(logits))
+        if key not in self.steps:
+            parts = step_parts(*self.args, decode=key[0], context=key[1], prefill_seqs=key[2], prompt=key[3],
+                               logits=key[4], part=self._part, draft=self.draft)
+            self.steps[key] = float(sum(parts.values()))
+        return self.steps[key]
 
 
 def draw_lengths(nominal: int, n: int, ratio: float, rng: np.random.Generator) -> np.ndarray:

@@ -64,7 +64,8 @@ def device(model: ModelConfig, system: System, plan: ServePlan, stack: ServingSt
                                        "accelerator": system.accelerator.model_copy(update={"power": None})})
     # W4A16 computes in bf16: its 4-bit GEMMs are priced apart (`w4a16_gemm_s`), the rest as bf16
     precision = "bf16" if plan.precision == "w4a16" else plan.precision
-    return Device(model, system, SimpleNamespace(stack=kernels, precision=precision, attention="flash"))
+    return Device(model, system, SimpleNamespace(stack=kernels, precision=precision, attention="flash",
+                                                 moe_table=stack.moe_kernel == "measured_table"))
 
 
 def _gemm(dev: Device, m, n, k, batch=1, precision=None) -> float:
@@ -87,7 +88,7 @@ def w4a16_gemm_s(dev: Device, m, n, k, batch=1) -> float:
         return 0.0
     m = max(float(m), 1.0)
     rows = 16.0 * math.ceil(m / 16.0)
-    compute = batch * 2.0 * rows * n * k / (dev.sustained_peak("bf16") * dev.system.efficiency.matmul_max["bf16"])
+    compute = batch * 2.0 * rows * n * k / matmul_rate(dev, "bf16")
     traffic = batch * (m * k * ACT_BYTES + k * n * W4_BYTES + m * n * ACT_BYTES)
     return float(max(compute, dev.memory(traffic)))
 
@@ -114,7 +115,7 @@ def layer_gemm_s(dev: Device, plan: ServePlan, tokens: float, own: float | None 
     local = slots / plan.ep
     fe = e.expert_ffn_hidden / plan.etp
     share = busiest_share(tokens, e.top_k, plan.ep)  # the busiest rank's routed copies over the mean
-    moe = moe_table_s(dev, plan, tokens * share) if stack_kernel(dev) == "trtllm" else None
+    moe = moe_table_s(dev, plan, tokens * share) if dev.plan.moe_table else None  # the engine's own kernel, timed
     if moe is None:  # no measured curve of the engine's own fused-MoE kernel: the router, then one grouped kernel
         # over the experts the tokens reach, each on its share of the busiest rank's routed copies
         busy = max(active_experts(local, e.top_k, slots, tokens * share), 1.0)
@@ -125,12 +126,6 @@ def layer_gemm_s(dev: Device, plan: ServePlan, tokens: float, own: float | None 
         fs = e.shared_ffn_hidden / tp
         moe += _gemm(dev, own, g * fs, m.hidden) + _gemm(dev, own, m.hidden, fs)
     return t + (m.dense_layers() * dense + m.moe_layers() * moe) / m.n_layers
-
-
-def stack_kernel(dev: Device) -> str:
-    """The serving stack whose kernels the Device prices (its name): the measured fused-MoE table is TensorRT-LLM's
-    own kernel, which only that engine runs."""
-    return dev.stack.name
 
 
 def grouped_expert_s(gemm, rows: float, n: float, k: float, experts: float) -> float:
@@ -410,30 +405,36 @@ def step_gemm_flops(model: ModelConfig, plan: ServePlan, tokens: float, logits: 
             + 2.0 * logits * model.vocab * model.hidden / plan.tp)
 
 
-def _table_rate(system: System, plan: ServePlan) -> float:
-    """FLOP/s of the plan's GEMMs at their best measured share of the datasheet (matmul_max) at the tables' clock."""
-    prec = "bf16" if plan.precision == "w4a16" else plan.precision
-    eff = system.efficiency.matmul_max
-    return system.accelerator.peak_flops(prec) * eff.get(prec, eff.get("bf16", 1.0))
+def matmul_rate(dev: Device, precision: str) -> float:
+    """FLOP/s a GEMM of `precision` reaches on its best shape: the device's sustained peak x matmul_max (the spec's
+    measured best share of the datasheet)."""
+    return dev.sustained_peak(precision) * dev.system.efficiency.matmul_max[precision]
 
 
-def served_clock(model: ModelConfig, system: System, plan: ServePlan, parts: dict, tokens: float, logits: float,
-                 prefill_attn: float) -> float:
+def gemm_compute_s(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, tokens: float,
+                   logits: float) -> float:
+    """Seconds a step's GEMMs (`step_gemm_flops`) would take at their best rate (`matmul_rate`): the least of their
+    time that is compute-bound."""
+    dev = device(model, system, plan, stack)
+    return step_gemm_flops(model, plan, tokens, logits) / matmul_rate(dev, dev.plan.precision)
+
+
+def served_clock(system: System, parts: dict, compute: float, prefill_attn: float) -> float:
     """The clock fraction (<= 1) a served step sustains under the board power limit, from its own mix
     (`cost.power.step_clock` over the step's kinds of time, its kernels priced at the tables' clock): compute-bound
-    time is its GEMMs' FLOPs at their best measured rate (`step_gemm_flops` / matmul_max x peak, at most the GEMMs'
-    priced seconds) and the prefill attention; the rest of the GEMMs (reading weights at a few rows), the decode
-    attention (reading the KV cache) and the element-wise kernels are memory-bound; collectives comm; host time
-    wait. A decode step is memory-bound and keeps the full clock; a long prefill is compute-bound and slows as a
-    GEMM loop does. 1 where the part has no power model."""
+    are `compute` seconds of its GEMMs (`gemm_compute_s`, at most their priced seconds) and the prefill attention;
+    the rest of the GEMMs (reading weights at a few rows), the decode attention (reading the KV cache), the
+    element-wise kernels and a speculative draft are memory-bound; collectives comm; host overhead wait. A decode
+    step is memory-bound and keeps the full clock; a long prefill is compute-bound and slows as a GEMM loop does.
+    1 where the part has no power model."""
     power = system.accelerator.power
     if power is None:
         return 1.0
-    gemm = parts["gemm"] + parts["lm_head"] + parts.get("draft", 0.0)
-    compute = min(gemm, step_gemm_flops(model, plan, tokens, logits) / _table_rate(system, plan))
+    gemm = parts["gemm"] + parts["lm_head"]
     zero = 0.0
     time = {"gemm": compute, "attention": prefill_attn, "recompute": zero, "optimizer": zero,
-            "memory_bound": gemm - compute + parts["attention"] - prefill_attn + parts["memory"],
+            "memory_bound": gemm - compute + parts["attention"] - prefill_attn + parts["memory"]
+            + parts.get("draft", 0.0),
             "tp_comm": parts["tp_comm"], "pp_comm": parts["pp_comm"], "cp_comm": zero, "ep_comm": zero,
             "dp_comm": zero, "zero3_comm": zero, "offload_comm": zero, "bubble": zero, "host": zero,
             "overhead": parts["overhead"]}
@@ -484,11 +485,11 @@ def step_parts(model: ModelConfig, system: System, plan: ServePlan, stack: Servi
              "overhead": part(overhead_part, *job, decode / pp / a, context)}
     if plan.speculative is not None:
         parts["draft"] = draft_part(job, draft or draft_job(*job), decode, context, prefill_seqs, prompt, part)
-    # the step's own clock under the power limit: its compute-bound kernels slowed by 1 / s (`served_clock`)
-    s = served_clock(model, system, plan, parts, tokens * pp, logits, prefill_attn)
-    if s < 1.0:  # the seconds the power limit adds, apart in the breakdown ("clock")
-        gemm = parts["gemm"] + parts["lm_head"]
-        compute = min(gemm, step_gemm_flops(model, plan, tokens * pp, logits) / _table_rate(system, plan))
+    # the step's own clock under the power limit: its compute-bound kernels slowed by 1 / s, the seconds it adds
+    # apart in the breakdown ("clock")
+    compute = min(parts["gemm"] + parts["lm_head"], part(gemm_compute_s, *job, tokens * pp, logits))
+    s = served_clock(system, parts, compute, prefill_attn)
+    if s < 1.0:
         parts["clock"] = (compute + prefill_attn) * (1.0 / s - 1.0)
     # the busiest rank's host: its launches outside graphs, which the device hides up to its own time, then the
     # step's scheduling and the admission of its prompts (`host_time`)

@@ -157,6 +157,10 @@ class ServingStack(Schema):
     moe_a2a: Literal["allgather", "deepep_ll", "alltoall"] = Field(
         "allgather", description="the MoE exchange under attention data parallelism by default (ServePlan.moe_a2a)")
     chunked_prefill: bool = Field(True, description=SETTINGS_DOC["stack_chunked_prefill"])
+    moe_kernel: Literal["measured_table", "grouped_gemm"] = Field(
+        "grouped_gemm", description="how its fused MoE is priced: measured_table (the part's measured fused-MoE "
+                                    "table, TensorRT-LLM's own kernel) or grouped_gemm (one grouped GEMM over the "
+                                    "experts reached, from the GEMM table: vLLM's and SGLang's fused_moe)")
     step_overhead_s: Real = Field(ge=0, description="host seconds per step the device does not hide (scheduling, "
                                                     "sampling, launches beyond CUDA graphs)")
     sliding_window: bool = Field(description="a sliding-window layer (model.sliding_window) keeps and attends "
