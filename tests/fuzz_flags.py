@@ -106,6 +106,18 @@ def choice(choices, convert=None, **kw) -> Kind:
     return Kind([v for v in fixed if bad(v)], TEXT.filter(bad), **kw)
 
 
+def _stages_ok(s: str) -> bool:
+    """A valid --stages value (RATE@SECONDS;...)."""
+    from perfmodel.errors import InputError
+    from perfmodel.spec.serving.workload import parse_stages
+
+    try:
+        parse_stages(s)
+    except InputError:
+        return False
+    return True
+
+
 def _old_or_no_version(s: str) -> bool:
     """--stack-version's bad values for the default stack (trtllm, whose profile starts at 0.14): no leading dotted
     number, or one older than 0.14."""
@@ -563,7 +575,13 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
                                              TEXT.filter(_old_or_no_version)),
           ("infer", "--request-rate"): Kind(["nan", "-inf", "-1", "0", "abc", ""],
                                             TEXT.filter(lambda s: not (_float(s) is not None and _float(s) > 0)),
-                                            extra=("--simulate",))}
+                                            extra=("--simulate",)),
+          ("infer", "--stages"): Kind(["", "5", "1@", "@5", "0@5", "1@0", "-1@5", "nan@5", "1@inf", "1@5;;2@5"],
+                                      TEXT.filter(lambda s: not _stages_ok(s)), extra=("--simulate",)),
+          ("infer", "--burstiness-cv"): number(0.0, above=True, **sim),
+          ("infer", "--prefix-groups"): count(extra=("--simulate", "--concurrency", "1", "--prefix-len", "1")),
+          ("infer", "--prefix-len"): count(least=0, extra=("--simulate", "--concurrency", "1", "--prefix-groups",
+                                                           "1"))}
     t |= {("import", "files"): config_in(), ("import", "--hardware"): hardware_in(names=("system", "spec")),
           ("import", "--gpus"): count(), ("import", "--name"): name(), ("import", "--output"): output(".json"),
           ("import", "--explain"): flag_switch(), ("import", "--strict"): flag_switch(),

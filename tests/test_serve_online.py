@@ -1,9 +1,14 @@
 """Online serving as benchmark tools send it: constant, gamma and staged arrivals, the prefix cache over shared
 system prompts, the step's own clock and the fused-MoE grouped kernel; each checked against a hand computation."""
 
+import contextlib
+import io
+import json
+
 import numpy as np
 import pytest
 
+from perfmodel.cli.main import main
 from perfmodel.cost.power import loop_clock, step_clock
 from perfmodel.errors import InputError
 from perfmodel.serve.host_time import plan_stack
@@ -120,3 +125,32 @@ def test_fused_moe_is_one_grouped_gemm_over_the_reached_experts():
     assert grouped_expert_s(g, 4.0, 2 * 8192, 5120, 10) == pytest.approx(_gemm(dev, 4.0, 10 * 2 * 8192, 5120))
     # one launch over ten experts' weights costs less than ten GEMMs of one expert each
     assert grouped_expert_s(g, 4.0, 2 * 8192, 5120, 10) < 10 * _gemm(dev, 4.0, 2 * 8192, 5120)
+
+
+def test_cli_runs_stages_with_shared_prompts_and_reports_each_stage():
+    """`infer --simulate --stages` in-process: the stages' request counts (rate x seconds), each stage's rows, and
+    the same latencies the Python API gives for that workload."""
+    args = ["infer", "--model", "llama-3.1-8b", "--hardware", "dgx-h100", "--input-len", "300", "--output-len", "20",
+            "--stack", "vllm", "--simulate", "--arrival", "constant", "--stages", "2@5s;4@5s",
+            "--prefix-groups", "3", "--prefix-len", "64", "--format", "json"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(args) == 0
+    sim = json.loads(out.getvalue())["simulation"]
+    assert [s["requests"] for s in sim["stages"]] == [10, 20]
+    api = simulate("llama-3.1-8b", "dgx-h100", dict(input_len=300, output_len=20, stack="vllm"),
+                   dict(arrival="constant", stages=[{"rate": 2, "duration_s": 5}, {"rate": 4, "duration_s": 5}],
+                        prefix={"groups": 3, "shared_len": 64}))
+    assert sim["ttft_s"]["p90"] == pytest.approx(api.ttft_s.p90)
+    assert sim["prefix_hit"] == pytest.approx((30 - 3) * 64 / (30 * 300))  # four full blocks of 16, after each first
+
+
+@pytest.mark.parametrize("flags, words", [(["--stages", "2@x"], "--stages"),
+                                          (["--stages", "2@5", "--request-rate", "3"], "exactly one"),
+                                          (["--request-rate", "3", "--prefix-groups", "2"], "--prefix-len"),
+                                          (["--request-rate", "3", "--prefix-groups", "2", "--prefix-len", "999"],
+                                           "--input-len")])
+def test_cli_refuses_bad_loads_by_name(flags, words, capsys):
+    assert main(["infer", "--model", "llama-3.1-8b", "--hardware", "dgx-h100", "--input-len", "300", "--output-len",
+                 "20", "--simulate", *flags]) == 2
+    assert words in capsys.readouterr().err

@@ -33,6 +33,7 @@ import pandas as pd
 from benchmarks.evals.devset import devset
 from perfmodel.serve.simulate import simulate_requests
 from perfmodel.spec.serving.schema import ServePlan
+from perfmodel.spec.serving.workload import parse_stages
 
 ONLINE_CSV = devset("serving_online_dev.csv")
 MODELS = {"RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic": "llama-4-scout",
@@ -43,15 +44,6 @@ SYSTEMS = {"H100": "dgx-h100"}
 TOOLS = ("aiconfigurator", "vidur", "llm_optimizer", "blis_tp", "blis_roofline", "blis_evolved", "llmservingsim")
 METRICS = (("ttft", "actual_ttft_mean_ms"), ("ttft_p90", "actual_ttft_p90_ms"), ("itl", "actual_itl_mean_ms"),
            ("e2e", "actual_e2e_mean_ms"), ("e2e_p90", "actual_e2e_p90_ms"))
-
-
-def stages(spec: str) -> list[dict]:
-    """'2.5@600s;6@600s' -> [{rate 2.5, duration_s 600}, {rate 6, duration_s 600}]."""
-    out = []
-    for part in spec.split(";"):
-        rate, dur = part.strip().split("@")
-        out.append({"rate": float(rate), "duration_s": float(dur.rstrip("s"))})
-    return out
 
 
 def experiment(rows: pd.DataFrame) -> tuple:
@@ -65,7 +57,7 @@ def experiment(rows: pd.DataFrame) -> tuple:
                      stack="vllm", stack_version=str(r["vllm_version"]),
                      mem_fraction=float(r["gpu_mem_util"]) if pd.notna(r["gpu_mem_util"]) else None,
                      max_batch=int(r["max_num_seqs"]), max_num_tokens=int(r["max_num_batched_tokens"]))
-    work = {"arrival": "constant", "stages": stages(str(r["stages_all"])),
+    work = {"arrival": "constant", "stages": parse_stages(str(r["stages_all"]), "stages_all"),
             "prefix": {"groups": int(r["num_system_prompts"]), "shared_len": int(r["system_prompt_len"]),
                        "users_per_group": int(r["users_per_system_prompt"])}}
     return MODELS[r["model_hf"]], SYSTEMS[r["hardware"]], plan, work

@@ -11,6 +11,7 @@ import sys
 
 from ...errors import InputError
 from ...spec.serving.schema import SERVING_STACKS
+from ...spec.serving.workload import parse_stages
 from ..argtypes import integer, number, path
 
 
@@ -90,7 +91,22 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                         "--concurrency a closed loop of that many clients, with --request-rate an open loop; "
                         "mean / median / p99 TTFT, TPOT and end-to-end")
     p.add_argument("--request-rate", type=_rate, metavar="R",
-                   help="with --simulate: requests per second, Poisson arrivals (inf: every request at once)")
+                   help="with --simulate: requests per second, an open loop (inf: every request at once)")
+    p.add_argument("--arrival", choices=["poisson", "constant", "gamma"], default="poisson",
+                   help="with --request-rate or --stages: the gaps between sends: poisson (vllm bench serve's "
+                        "default), constant (inference-perf's load.type constant) or gamma (--burstiness-cv)")
+    p.add_argument("--burstiness-cv", type=number("--burstiness-cv", above=True), default=1.0, metavar="CV",
+                   help="with --arrival gamma: the gaps' coefficient of variation (vllm bench serve --burstiness "
+                        "B is CV = 1 / sqrt(B); default 1, Poisson)")
+    p.add_argument("--stages", metavar="RATE@SECONDS;...",
+                   help="with --simulate: an open loop in stages run one after another, e.g. 2.5@600s;6@600s "
+                        "(inference-perf's load.stages), in place of --request-rate and --requests; latencies by "
+                        "stage too")
+    p.add_argument("--prefix-groups", type=integer("--prefix-groups"), metavar="N",
+                   help="with --simulate: N system prompts the prompts share, taken in turn (with --prefix-len)")
+    p.add_argument("--prefix-len", type=integer("--prefix-len", least=0), metavar="TOKENS",
+                   help="with --prefix-groups: tokens of each system prompt, within --input-len; the stack's prefix "
+                        "cache serves them from the second request of a group on")
     p.add_argument("--requests", type=integer("--requests", most=1_000_000), default=1000,
                    help="with --simulate: requests sent (default 1000)")
     p.add_argument("--range-ratio", type=number("--range-ratio", above=True, high=1.0), default=1.0,
@@ -125,20 +141,33 @@ def _rate(text: str) -> float:
 def _workload(a: argparse.Namespace) -> dict:
     """The --simulate flags as a Workload's fields; InputError for a flag that needs another."""
     if not a.simulate:
-        if a.request_rate is not None:
-            raise InputError("--request-rate sets the simulated arrivals; valid: add --simulate, or leave it out")
+        for flag, value in (("--request-rate", a.request_rate), ("--stages", a.stages),
+                            ("--prefix-groups", a.prefix_groups)):
+            if value is not None:
+                raise InputError(f"{flag} sets the simulated load; valid: add --simulate, or leave it out")
         return {}
     if a.search:
         raise InputError("--simulate with --search: the search ranks layouts in steady state; valid: one of them")
-    if (a.concurrency is None) == (a.request_rate is None):
-        raise InputError("--simulate needs one load: --concurrency C (a closed loop of C clients) or --request-rate "
-                         "R (an open loop of R requests/s, inf: all at once); valid: exactly one of the two")
+    if [a.concurrency is not None, a.request_rate is not None, a.stages is not None].count(True) != 1:
+        raise InputError("--simulate needs one load: --concurrency C (a closed loop of C clients), --request-rate "
+                         "R (an open loop of R requests/s, inf: all at once) or --stages RATE@SECONDS;...; valid: "
+                         "exactly one of the three")
+    if (a.prefix_groups is None) != (a.prefix_len is None):
+        raise InputError("--prefix-groups and --prefix-len go together (N system prompts of L tokens); valid: both "
+                         "or neither")
+    if a.prefix_len is not None and a.prefix_len > a.input_len:
+        raise InputError(f"--prefix-len = {a.prefix_len} is longer than --input-len = {a.input_len}; valid: at most "
+                         "the prompt's length")
+    common = dict(range_ratio=a.range_ratio, seed=a.seed, burstiness_cv=a.burstiness_cv)
+    if a.prefix_groups is not None:
+        common["prefix"] = dict(groups=a.prefix_groups, shared_len=a.prefix_len)
     if a.concurrency is not None:
-        return dict(arrival="closed", concurrency=a.concurrency, requests=a.requests, range_ratio=a.range_ratio,
-                    seed=a.seed)
-    arrival = "burst" if math.isinf(a.request_rate) else "poisson"
-    return dict(arrival=arrival, request_rate=None if arrival == "burst" else a.request_rate, requests=a.requests,
-                range_ratio=a.range_ratio, seed=a.seed)
+        return dict(arrival="closed", concurrency=a.concurrency, requests=a.requests, **common)
+    if a.stages is not None:
+        return dict(arrival=a.arrival, stages=parse_stages(a.stages), **common)
+    if math.isinf(a.request_rate):
+        return dict(arrival="burst", requests=a.requests, **common)
+    return dict(arrival=a.arrival, request_rate=a.request_rate, requests=a.requests, **common)
 
 
 def _speculative(a: argparse.Namespace) -> dict | None:
@@ -249,14 +278,27 @@ def run(a: argparse.Namespace) -> str:
 
 
 def simulation_table(sim) -> str:
-    """The simulated requests' latencies (ms) and throughput, as benchmark_serving prints them."""
+    """The simulated requests' latencies (ms) and throughput, as benchmark_serving prints them; stage by stage
+    where the load ran in stages."""
     w = sim.workload
-    load = (f"closed loop of {w.concurrency} clients" if w.arrival == "closed" else
-            f"Poisson arrivals at {w.request_rate:g} req/s" if w.arrival == "poisson" else "every request at once")
+    gaps = {"poisson": "Poisson", "constant": "constant", "gamma": f"gamma (cv {w.burstiness_cv:g})"}
+    if w.arrival == "closed":
+        load = f"closed loop of {w.concurrency} clients"
+    elif w.arrival == "burst":
+        load = "every request at once"
+    elif w.stages is not None:
+        load = f"{gaps[w.arrival]} arrivals in stages " + ", ".join(f"{s.rate:g} req/s x {s.duration_s:g} s"
+                                                                   for s in w.stages)
+    else:
+        load = f"{gaps[w.arrival]} arrivals at {w.request_rate:g} req/s"
     lines = [f"Simulated requests: {sim.requests}, {load}, lengths in [{w.range_ratio:g} x, 1 x] nominal (seed {w.seed})",
-             f"  {'':<14} {'mean':>10} {'median':>10} {'p99':>10}"]
-    for name, st in (("TTFT ms", sim.ttft_s), ("TPOT ms", sim.tpot_s), ("end-to-end ms", sim.e2e_s)):
-        lines.append(f"  {name:<14} {1e3 * st.mean:>10.1f} {1e3 * st.median:>10.1f} {1e3 * st.p99:>10.1f}")
+             f"  {'':<30} {'mean':>10} {'median':>10} {'p90':>10} {'p99':>10}"]
+    rows = [("", sim.ttft_s, sim.tpot_s, sim.e2e_s)] + [
+        (f" stage {i + 1} ({st.rate:g}/s)", st.ttft_s, st.tpot_s, st.e2e_s) for i, st in enumerate(sim.stages)]
+    for tag, *stats in rows:
+        for name, st in zip(("TTFT ms", "TPOT ms", "end-to-end ms"), stats):
+            lines.append(f"  {name + tag:<30} {1e3 * st.mean:>10.1f} {1e3 * st.median:>10.1f} {1e3 * st.p90:>10.1f} "
+                         f"{1e3 * st.p99:>10.1f}")
     lines += [f"  output tokens/s {sim.output_tokens_per_s:,.0f}, requests/s {sim.requests_per_s:.2f}, mean batch "
               f"{sim.mean_batch:.1f} per replica, {sim.steps:,} steps ({sim.priced_parts} step components priced)"]
     return "\n".join(lines + [f"note: {n}" for n in sim.notes])
@@ -323,7 +365,9 @@ def table(e) -> str:
              f"TPOT                     {1e3 * e.tpot_s:,.2f} ms",
              *([f"KV transfer              {1e3 * e.kv_transfer_s:,.2f} ms (in TTFT)"] if p.disaggregated else []),
              f"end-to-end               {e.e2e_s:,.2f} s",
-             f"KV cache                 {e.kv_cache_tokens:,.0f} tokens per replica", "",
+             f"KV cache                 {e.kv_cache_tokens:,.0f} tokens per replica; maximum concurrency for "
+             f"{p.input_len + p.output_len:,} tokens per request: {e.kv_cache_tokens / (p.input_len + p.output_len):,.2f}x "
+             "(as vLLM logs it, per max_model_len)", "",
              "Memory per GPU (GiB)"]
     lines += [f"  {k:<14} {v:8.2f}" for k, v in e.memory_gib.items()]
     if e.request_s:

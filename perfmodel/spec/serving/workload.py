@@ -27,6 +27,23 @@ class LoadStage(Schema):
         return max(1, round(self.rate * self.duration_s))
 
 
+def parse_stages(text: str, where: str = "--stages") -> list[LoadStage]:
+    """'2.5@600s;6@600s' (rate@seconds, ';'-separated, the trailing s optional) -> LoadStages; InputError naming
+    `where` and the part that is not one."""
+    out = []
+    for part in str(text).split(";"):
+        rate, _, dur = part.strip().partition("@")
+        try:
+            r, d = float(rate), float(dur.strip().removesuffix("s"))
+        except ValueError:
+            r = d = math.nan
+        if not (math.isfinite(r) and math.isfinite(d) and r > 0 and d > 0):
+            raise InputError(f"{where} {text!r}: {part.strip()!r} is not a stage; valid: RATE@SECONDS stages "
+                             "separated by ';', each number > 0, e.g. 2.5@600s;6@600s")
+        out.append(LoadStage(rate=r, duration_s=d))
+    return out
+
+
 class PrefixSharing(Schema):
     """How the prompts share a prefix (inference-perf's `shared_prefix` data, SGLang bench_serving
     `generated-shared-prefix`): `groups` system prompts of `shared_len` tokens each, every prompt starting with its
