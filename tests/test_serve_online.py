@@ -154,3 +154,21 @@ def test_cli_refuses_bad_loads_by_name(flags, words, capsys):
     assert main(["infer", "--model", "llama-3.1-8b", "--hardware", "dgx-h100", "--input-len", "300", "--output-len",
                  "20", "--simulate", *flags]) == 2
     assert words in capsys.readouterr().err
+
+
+def test_a_full_cache_preempts_the_newest_and_every_request_still_ends(monkeypatch):
+    """A cache of 4,500 tokens (room for 4.5 sequences of 1,000) and 16 clients: vLLM admits by prompt, the outputs
+    outgrow the cache, the newest sequences are preempted and recomputed; every request ends after its first
+    token, the run takes longer than with room for all, and a cache of ample room preempts none."""
+    import perfmodel.serve.simulate as sim_mod
+
+    plan = dict(tp=1, input_len=500, output_len=500, stack="vllm", precision="bf16")
+    work = dict(arrival="closed", concurrency=16, requests=32)
+    roomy = simulate_requests("llama-3.1-8b", "dgx-h100", plan, work)
+    assert roomy.preempted == 0
+    real = sim_mod.pool_kv
+    monkeypatch.setattr(sim_mod, "pool_kv", lambda *a, **k: (4500, real(*a, **k)[1]))
+    tight = simulate_requests("llama-3.1-8b", "dgx-h100", plan, work)
+    assert tight.preempted > 0
+    assert np.isfinite(tight.done).all() and (tight.done > tight.first).all()
+    assert tight.done.max() > roomy.done.max()

@@ -121,8 +121,8 @@ def test_bad_workloads_are_refused():
 
 @pytest.mark.parametrize("args, says", [
     (["--request-rate", "3"], "add --simulate"),
-    (["--simulate"], "exactly one of the two"),
-    (["--simulate", "--concurrency", "4", "--request-rate", "2"], "exactly one of the two"),
+    (["--simulate"], "exactly one of the three"),
+    (["--simulate", "--concurrency", "4", "--request-rate", "2"], "exactly one of the three"),
     (["--simulate", "--request-rate", "0"], "--request-rate"),
 ])
 def test_cli_flags_refused_with_exit_2(args, says, capsys):

@@ -4,7 +4,8 @@ step-time model `step_time.step_parts` memoised by size).
 
 - admission, first come first served: a waiting request joins while the replica runs fewer than the stack's
   max_batch sequences and its KV cache holds the request (the whole sequence, input + output, where the stack
-  reserves it; else its prompt beside what the running sequences hold now; no preemption is priced);
+  reserves it; else its prompt beside what the running sequences hold now; where the running sequences then
+  outgrow the cache, the newest is preempted and recomputed on its return, `Replica.preempt`);
 - every step, each decoding sequence gains one token, and the rest of the stack's max_num_tokens goes to the
   admitted prompts in arrival order, a prompt split over steps where it does not fit (chunked prefill: Agrawal et
   al. 2024, "Sarathi-Serve", Sec. 4; vLLM v1's and TensorRT-LLM's in-flight batching schedulers);
@@ -144,6 +145,8 @@ class Replica:
         self.now, self.steps, self.batch_sum, self.busy_s = 0.0, 0, 0.0, 0.0  # busy_s: seconds of steps run
         self.last_start = 0.0  # when the last step started: where the engine schedules ahead, its decision time
         self.last_ctx = 1.0  # the last decode step's mean context (a step of ghosts alone runs at it)
+        # preemption (`preempt`): sequences sent back to the queue, to recompute their prompt and tokens on return
+        self.preempted, self.resumed = 0, set()
 
     def send(self, r: int, when: float) -> None:
         """Request r leaves its client at `when`; it reaches the engine after its front end."""
@@ -183,7 +186,11 @@ class Replica:
                 break  # FCFS: the head of the queue waits for KV blocks, the rest behind it
             self.waiting.pop(0)
             self.admitted[r] = self.now
-            if self.prefilled:
+            if r in self.resumed:  # preempted before: recompute its prompt and the tokens it had made
+                self.prefilling.append(r)
+                hit = self.prefix.admit(self.group[r], int(self.I[r])) if self.prefix is not None else 0
+                self.left[r] = int(self.I[r]) + math.ceil(self.made[r]) - hit
+            elif self.prefilled:
                 self.made[r] = 1
                 self.decoding.append(r)
             else:
@@ -195,9 +202,34 @@ class Replica:
         if self.prefix is not None:  # the cached system prompts not in use give way to the running sequences
             self.prefix.fit(self.kv_tokens - used)
 
+    def preempt(self) -> None:
+        """Where the engine allocates KV blocks as tokens come (not `reserves_whole_sequence`) and the running
+        sequences with this step's new tokens outgrow the cache, send the newest admitted back to the head of the
+        queue, its blocks freed, until the rest fit: vLLM V1's scheduler preempts the last of its running list
+        and recomputes it when it is admitted again (vllm/v1/core/sched/scheduler.py, `_preempt_request`; Kwon et
+        al. 2023, Sec. 4.5, recomputation). One sequence always runs."""
+        if self.stack.reserves_whole_sequence:
+            return
+        running = self.prefilling + self.decoding
+        used = sum(self.held(r) for r in running) + len(self.decoding) * self.gain
+        while used > self.kv_tokens and len(running) > 1:
+            r = max(running, key=lambda x: self.admitted[x])
+            running.remove(r)
+            used -= self.held(r) + (self.gain if r in self.decoding else 0)
+            if r in self.decoding:  # it comes back to recompute its prompt and tokens, then decodes on
+                self.decoding.remove(r)
+                self.resumed.add(r)
+            else:  # a prompt not done: it starts again
+                self.prefilling.remove(r)
+            self.left.pop(r, None)
+            self.waiting.insert(0, r)
+            self.preempted += 1
+
     def step(self, first: np.ndarray, done: np.ndarray, horizon: float = math.inf) -> list[int]:
         """Run one step (or a stride of identical decode steps, ending where the next request to reach the engine
-        can join, or with the step during which `horizon` falls): returns the requests completed."""
+        can join, where the cache would fill, or with the step during which `horizon` falls): returns the requests
+        completed."""
+        self.preempt()
         dec, ghosts = len(self.decoding), self.ghosts
         self.ghosts = 0
         until = self.incoming[0][0] if self.incoming else math.inf
@@ -217,6 +249,9 @@ class Replica:
                 k = max(1, min(k, (math.ceil((until - self.now) / t) if until > self.now else 0) + self.ahead))
             if math.isfinite(horizon):  # a request may be sent from then on: stop at the step it falls in
                 k = max(1, min(k, math.ceil((horizon - self.now) / t)))
+            if not self.stack.reserves_whole_sequence:  # stop where the cache fills: the next step preempts
+                free = self.kv_tokens - sum(self.held(r) for r in self.decoding)
+                k = max(1, min(k, math.floor(free / (dec * self.gain))))
             t = self.price(dec + ghosts, ctx + (k - 1) * self.gain / 2, 0, 0.0, dec + ghosts)
             self.last_start = self.now + (k - 1) * t
             self.last_ctx = ctx + k * self.gain  # where the stride leaves the contexts (a ghost step runs at it)
@@ -259,8 +294,11 @@ class Replica:
                 self.made[r] = min(self.made[r] + self.gain, float(self.O[r]))
             for r in finishing:
                 self.prefilling.remove(r)
-                first[r] = self.now
-                self.made[r] = 1
+                if r in self.resumed:  # recomputed after a preemption: it decodes on from where it was
+                    self.resumed.discard(r)
+                else:
+                    first[r] = self.now
+                    self.made[r] = 1
                 self.decoding.append(r)
         ended = [r for r in self.decoding if self.made[r] >= self.O[r] - 1e-9]
         for r in ended:
@@ -328,7 +366,8 @@ def _latencies(O: np.ndarray, arrive: np.ndarray, first: np.ndarray, done: np.nd
 
 
 def served(work: Workload, O: np.ndarray, arrive: np.ndarray, first: np.ndarray, done: np.ndarray, steps: int,
-           mean_batch: float, priced: int, notes: list[str], prefix_hit: float = 0.0) -> SimulatedServing:
+           mean_batch: float, priced: int, notes: list[str], prefix_hit: float = 0.0,
+           preempted: int = 0) -> SimulatedServing:
     """The latencies and throughput of requests sent at `arrive`, their first token at `first`, their last at
     `done`; with stages, also those of each stage's requests."""
     ttft, tpot, e2e = _latencies(O, arrive, first, done)
@@ -342,4 +381,5 @@ def served(work: Workload, O: np.ndarray, arrive: np.ndarray, first: np.ndarray,
     return SimulatedServing(workload=work, requests=len(arrive), ttft_s=ttft, tpot_s=tpot,
                             e2e_s=e2e, output_tokens_per_s=float(O.sum()) / span,
                             requests_per_s=len(arrive) / span, mean_batch=mean_batch, steps=steps,
-                            priced_parts=priced, notes=notes, stages=stages, prefix_hit=prefix_hit)
+                            priced_parts=priced, notes=notes, stages=stages, prefix_hit=prefix_hit,
+                            preempted=preempted)

@@ -8,8 +8,9 @@ round-robin, a closed loop's clients split evenly, each sending its next request
 disaggregated deployment (`ServePlan.prefill_dp`) runs its prefill pool, the router, the KV transfers and its decode
 pool in `simulate_disaggregated`.
 
-Not priced: preemption and recompute when a non-reserving engine's KV cache fills, the earlier chunks' keys a
-later chunk of a split prompt attends (a chunk is priced as a prompt of its own tokens).
+Preemption: where the engine allocates KV blocks as tokens come, the newest sequences are sent back and recomputed
+when the cache fills (`Replica.preempt`). Not priced: the earlier chunks' keys a later chunk of a split prompt
+attends (a chunk is priced as a prompt of its own tokens).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class RequestRun:
     mean_batch: float
     priced_parts: int
     prefix_hit: float
+    preempted: int
     notes: list[str]
 
 
@@ -63,7 +65,7 @@ def simulate(model: ModelConfig | str, hardware: System | str, plan: ServePlan |
         return simulate_disaggregated(model, system, plan, work, I, O, rng)
     run = _run(model, system, plan, work)
     return served(work, run.output_len, run.arrive, run.first, run.done, run.steps, run.mean_batch,
-                  run.priced_parts, run.notes, run.prefix_hit)
+                  run.priced_parts, run.notes, run.prefix_hit, run.preempted)
 
 
 def simulate_requests(model: ModelConfig | str, hardware: System | str, plan: ServePlan | dict,
@@ -127,8 +129,11 @@ def _run(model: ModelConfig, system: System, plan: ServePlan, work: Workload) ->
     if work.prefix is not None:
         notes.append(f"prefix cache: {100 * hit:.1f}% of prompt tokens served from it" if caches else
                      f"{plan.stack} keeps no prefix cache by default: every prompt prefilled whole")
+    preempted = sum(r.preempted for r in reps)
+    if preempted:
+        notes.append(f"{preempted:,} preemptions: the KV cache filled, the newest sequences recomputed later")
     return RequestRun(work, arrive, first, done, I, O, steps, sum(r.batch_sum for r in reps) / max(steps, 1),
-                      len(price.cache), hit, notes)
+                      len(price.cache), hit, preempted, notes)
 
 
 def _run_closed(reps: list[Replica], concurrency: int, arrive, first, done) -> None:

@@ -26,7 +26,8 @@ TTFT = front end + the wait for and the steps of the prefill + the wait for the 
 the decode replica's steps, the wait for admission included. A decode replica strides over identical steps until
 the earliest moment another engine could send it a request (`_horizon`), so no request arrives inside a stride.
 The notes name the pools, their limits and how busy each was (the busiest bounds the rate). Not priced: the
-prefill replicas' KV blocks held until sent, the first token streamed before the transfer ends, preemption.
+prefill replicas' KV blocks held until sent, the first token streamed before the transfer ends. A decode replica
+preempts as an aggregated one does (`Replica.preempt`): a preempted request recomputes its prompt and tokens there.
 """
 
 from __future__ import annotations
