@@ -398,6 +398,45 @@ def config_in(**kw) -> Kind:
     return Kind(fixed, _junk(".toml"), names=("config", *kw.pop("names", ())), path=True, **kw)
 
 
+def _command_refused(kind: str, text: str) -> bool:
+    """A server or benchmark command the reader refuses (or fails on: the CLI call then shows how)."""
+    from perfmodel.errors import InputError
+    from perfmodel.ingest.serving import read_bench, read_server
+
+    try:
+        (read_server if kind == "server" else read_bench)(text)
+    except InputError:
+        return True
+    except Exception:  # noqa: BLE001 - the fuzz call reports it
+        return True
+    return False
+
+
+def serving_cmd(kind: str) -> Kind:
+    """--server-cmd / --bench-cmd: a command the reader refuses, one a flag of the base contradicts (its lengths,
+    16 and 16; its model, gpt2-124m), or none at all."""
+    if kind == "server":
+        fixed = ["", " ", "x", "'", "tgi-launcher --model-id m", "vllm serve m -tp 0", "vllm serve m -tp four",
+                 "vllm serve m --speculative-config '{'", "vllm serve meta-llama/Llama-3.1-70B-Instruct",
+                 "python -m sglang.launch_server --model-path m --tp 4 --dp 3 --enable-dp-attention",
+                 "vllm serve m --kv-cache-dtype fp4", "vllm serve a\nvllm serve b"]
+        names = ("server command", "serve command", "launch_server command")
+    else:
+        fixed = ["", "x", "'", "vllm bench serve --request-rate 0", "vllm bench serve --num-prompts 0",
+                 "python -m sglang.bench_serving --dataset-name random --random-input-len 99",
+                 "vllm bench serve --random-input-len 16 --random-output-len 16 --random-range-ratio 2"]
+        names = ("benchmark command", "bench serve command", "bench_serving command")
+    return Kind(fixed, TEXT.filter(lambda s: _command_refused(kind, s)), names=names)
+
+
+def bench_file_in() -> Kind:
+    """--bench-file: missing, a folder, empty, binary, not an inference-perf config, not a command."""
+    fixed = ["missing.yaml", "adir", "empty.yaml", "binary.yaml", "plan.json", "list.json", "truncated.json",
+             "runs.csv", "spec.yaml", "empty.txt"]
+    return Kind(fixed, st.one_of(_junk(".yaml"), _junk(".sh")), names=("benchmark command", "inference-perf"),
+                path=True)
+
+
 def data_in() -> Kind:
     """--data (an empty or too short file: tests/fuzz_corpus/cli, a known bug in execute/)."""
     return Kind(["missing.txt", "adir", ""], st.sampled_from(["missing.txt", "adir", "afile.txt/x"]), path=True)
@@ -582,6 +621,10 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
           ("infer", "--prefix-groups"): count(extra=("--simulate", "--concurrency", "1", "--prefix-len", "1")),
           ("infer", "--prefix-len"): count(least=0, extra=("--simulate", "--concurrency", "1", "--prefix-groups",
                                                            "1"))}
+    t |= {("infer", "--server-cmd"): serving_cmd("server"), ("infer", "--bench-cmd"): serving_cmd("bench"),
+          ("infer", "--bench-file"): bench_file_in(), ("infer", "--explain"): flag_switch(),
+          ("infer", "--kv-offload-gb"): number(0.0, 1e6, extra=("--stack", "vllm"))}
+    t |= _trace_rows(sim)
     t |= {("import", "files"): config_in(), ("import", "--hardware"): hardware_in(names=("system", "spec")),
           ("import", "--gpus"): count(), ("import", "--name"): name(), ("import", "--output"): output(".json"),
           ("import", "--explain"): flag_switch(), ("import", "--strict"): flag_switch(),
@@ -667,6 +710,20 @@ def table(parser: argparse.ArgumentParser) -> dict[tuple[str, str], Kind]:
         if action.choices is not None and (cmd, flag) not in t:
             t[(cmd, flag)] = choice(action.choices, action.type)
     return t
+
+
+def _trace_rows(sim: dict) -> dict:
+    """infer --trace (a request trace: missing, a folder, empty, binary, not UTF-8, a JSON or CSV of no trace's
+    fields, truncated), its settings (with a real trace sample) and --warmup-requests."""
+    sample = str(ROOT / "tests" / "fixtures" / "traces" / "requests" / "AzureLLMInferenceTrace_conv.csv")
+    traced = {"extra": ("--simulate", "--trace", sample)}
+    bad = ["missing.csv", "adir", "empty.csv", "empty.json", "binary.csv", "binary.json", "latin1.csv", "header.csv",
+           "truncated.csv", "runs.csv", "list.json", "plan.json", "truncated.json", "spec.yaml", "notes.log"]
+    return {("infer", "--trace"): Kind(bad, st.one_of(_junk(".csv"), _junk(".jsonl")), extra=("--simulate",),
+                                       names=("--trace", "trace"), path=True),
+            ("infer", "--trace-speed"): number(0.0, high=1e6, above=True, **traced),
+            ("infer", "--trace-requests"): count(most=1_000_000, **traced),
+            ("infer", "--warmup-requests"): count(least=0, most=1_000_000, **sim)}
 
 
 def _system_name(s: str) -> bool:

@@ -12,8 +12,10 @@ stage row is scored on the requests that stage sent, a whole-run row ("all") on 
 measured means where its JSON is public, else the workload's nominal ones, every request at them (inference-perf
 sends fixed lengths: `question_len`, `output_len` with ignore_eos). Precision: FP16 rows fp16; the FP8 checkpoint
 (RedHatAI FP8-dynamic) fp8 GEMMs with the KV cache at the model dtype (vLLM's --kv-cache-dtype auto: bf16).
-ITL is the source's: (mean E2E - mean TTFT) / (mean output tokens - 1). Not expressed: `cpu_offload` (vLLM's KV
-offloading to host memory adds a second tier the runs never needed: their KV use stays far below the GPU's cache).
+ITL is the source's: (mean E2E - mean TTFT) / (mean output tokens - 1). `cpu_offload` runs (BLIS campaign
+generate.py: `--kv-offloading-size 8.0 --disable-hybrid-kv-cache-manager`) offload KV blocks to 8 GiB of host memory
+(`ServePlan.kv_offload_gb` = 8.0, `serve.kv_offload`: the copies of the prompts' blocks and the connector's host
+work; the runs' KV use stays far below the GPU's cache, so nothing is loaded back).
 
 A stage is "saturated" when its simulated queue grows without bound: the mean TTFT of its last tenth of requests is
 over 1 s and 3x that of its first tenth. Nothing here is fitted per row; where no constant is fitted on these rows,
@@ -41,6 +43,7 @@ MODELS = {"RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic": "llama-4-scout"
           "mistral-nemo-12b", "Qwen/Qwen2.5-7B-Instruct": "qwen2.5-7b", "01-ai/Yi-34B": "yi-34b",
           "meta-llama/Llama-2-7b-hf": "llama-2-7b"}
 SYSTEMS = {"H100": "dgx-h100"}
+CPU_OFFLOAD_GB = 8.0  # the campaign's --kv-offloading-size where cpu_offload is set (BLIS campaign generate.py)
 TOOLS = ("aiconfigurator", "vidur", "llm_optimizer", "blis_tp", "blis_roofline", "blis_evolved", "llmservingsim")
 METRICS = (("ttft", "actual_ttft_mean_ms"), ("ttft_p90", "actual_ttft_p90_ms"), ("itl", "actual_itl_mean_ms"),
            ("e2e", "actual_e2e_mean_ms"), ("e2e_p90", "actual_e2e_p90_ms"))
@@ -56,7 +59,8 @@ def experiment(rows: pd.DataFrame) -> tuple:
                      output_len=int(round(measured_out)) if pd.notna(measured_out) else int(r["output_len"]),
                      stack="vllm", stack_version=str(r["vllm_version"]),
                      mem_fraction=float(r["gpu_mem_util"]) if pd.notna(r["gpu_mem_util"]) else None,
-                     max_batch=int(r["max_num_seqs"]), max_num_tokens=int(r["max_num_batched_tokens"]))
+                     max_batch=int(r["max_num_seqs"]), max_num_tokens=int(r["max_num_batched_tokens"]),
+                     kv_offload_gb=CPU_OFFLOAD_GB if pd.notna(r["cpu_offload"]) and bool(r["cpu_offload"]) else 0.0)
     work = {"arrival": "constant", "stages": parse_stages(str(r["stages_all"]), "stages_all"),
             "prefix": {"groups": int(r["num_system_prompts"]), "shared_len": int(r["system_prompt_len"]),
                        "users_per_group": int(r["users_per_system_prompt"])}}

@@ -6,6 +6,7 @@
 - `plan_input`: those flags, a plan file, a framework config or the built-in example turned into the model, system
   and resolved plan a command prices, in one place; `save_plan` writes it back as a plan file.
 - `argtypes`: argparse value types; a bad flag or value ends as one line naming it.
+- `serving_commands`: `infer --server-cmd / --bench-cmd / --bench-file`: the commands' values fill the flags not given.
 - `report`: the text tables results and catalogue entries print as.
 - `docgen`: the schema tables of docs/hardware.md, plans.md and sweep.md, rendered from the schemas.
 

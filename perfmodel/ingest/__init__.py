@@ -6,6 +6,8 @@ model, a system and a resolved plan once the hardware and the device count are k
 
 - `megatron`, `bridge`, `torchtitan`, `maxtext`, `deepspeed`: one reader per framework, each with its key table.
 - `shell`: launch scripts read as bash would read them.
+- `serving`: a vLLM or SGLang server's and a serving benchmark's command lines (and inference-perf configs) read into
+  `perfmodel infer`'s flags (`infer --server-cmd / --bench-cmd / --bench-file`), every flag's fate a `KeyFate`.
 - `sources`: argument lists, Python modules (as syntax trees), YAML, TOML and JSON read as data.
 - `reading`: the design the two readers of programs (launch scripts, Megatron-Bridge recipes) share: what is read,
   what is named as not read (`NotRead`, `Unread`) and how far a reader goes (`Budget`).

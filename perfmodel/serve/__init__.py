@@ -7,7 +7,9 @@ docs/inference.md).
 - `moe_kernels`: routed experts from the part's measured fused-MoE table.
 - `wide_ep`: MoE layers across expert-parallel ranks: dispatch, combine, imbalance.
 - `host_time`: the request path's time on the system's host.
-- `prefix_cache`: an engine's prefix cache over a workload's shared system prompts: hits and evictions.
+- `prefix_cache`: an engine's prefix cache over a workload's shared system prompts or a trace's block hashes: hits
+  and evictions.
+- `kv_offload`: vLLM's KV offload to host memory: the stores a step issues, and their host work.
 - `batching`: continuous batching in steady state, and the estimate (`infer`).
 - `disaggregated`: prefill and decode in separate pools, the KV cache sent between them.
 - `layout_search`: serving layouts ranked under latency limits; the fewest GPUs for a request rate.

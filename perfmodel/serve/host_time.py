@@ -175,9 +175,10 @@ def exposed_launch_s(host: float, device: float) -> float:
 
 
 def schedule_s(system: System, plan: ServePlan, stack: ServingStack, seqs: float, busy: float,
-               prompts: bool) -> float:
+               prompts: bool, extra_host: float = 0.0) -> float:
     """Host seconds a step of `seqs` running sequences adds beside its forward (whose device and launches take
-    `busy` seconds): scheduling, inputs, sampling and outputs, step_host_s + step_host_seq_s x seqs, all of it
+    `busy` seconds): scheduling, inputs, sampling and outputs, step_host_s + step_host_seq_s x seqs (and
+    `extra_host` seconds on this host of other per-step work: a KV connector's, `kv_offload`), all of it
     where the engine schedules synchronously, what exceeds `busy` where it schedules the next step during this one;
     and, where the step admits prompt tokens (`prompts`), prefill_step_s, which scheduling ahead does not hide
     (vLLM's async scheduling "has no effect on the prefill stage", vllm-project/vllm PR #27914). Measured on the
@@ -185,7 +186,7 @@ def schedule_s(system: System, plan: ServePlan, stack: ServingStack, seqs: float
     rel = release_of(stack, plan)
     if rel is None:
         return 0.0
-    step = measured_host_s(rel.step_host_s + rel.step_host_seq_s * seqs, rel.frontend.host_speed, system)
+    step = measured_host_s(rel.step_host_s + rel.step_host_seq_s * seqs, rel.frontend.host_speed, system) + extra_host
     admit = measured_host_s(rel.prefill_step_s, rel.frontend.host_speed, system) if prompts else 0.0
     return admit + (max(0.0, step - busy) if rel.async_scheduling else step)
 

@@ -38,6 +38,7 @@ from ..errors import InputError
 from ..spec.hardware.system import System
 from ..spec.model.config import ModelConfig
 from ..spec.serving.schema import EngineRelease, ServePlan, ServingStack
+from ..spec.serving.traces import read_trace
 from ..spec.serving.workload import LatencyStats, SimulatedServing, StageServing, Workload
 from .kv_cache import kv_bytes_per_token, memory, state_bytes_per_sequence
 from .prefix_cache import PrefixCache
@@ -98,8 +99,17 @@ class StepPricer:
         return self.steps[key]
 
 
-def draw_lengths(nominal: int, n: int, ratio: float, rng: np.random.Generator) -> np.ndarray:
-    """n lengths uniform in [ratio x nominal, nominal], at least 1 (integers)."""
+def draw_lengths(nominal: int, n: int, ratio: float, rng: np.random.Generator, spread: str = "below") -> np.ndarray:
+    """n lengths (integers, at least 1): spread below, uniform in [ratio x nominal, nominal] (SGLang bench_serving
+    --random-range-ratio); around, integers uniform in [floor(nominal (1 - ratio)), ceil(nominal (1 + ratio))], both
+    ends included, as vllm bench serve draws them (vllm/benchmarks/datasets/random.py,
+    `RandomDataset.get_sampling_params`: `rng.integers(low, high + 1)`, its output's low end at least 1; the
+    tokenizer's special tokens it takes off the prompt first are left out here)."""
+    if spread == "around":
+        if ratio <= 0.0:
+            return np.full(n, nominal, dtype=np.int64)
+        low, high = max(1, math.floor(nominal * (1 - ratio))), max(1, math.ceil(nominal * (1 + ratio)))
+        return rng.integers(low, high + 1, n).astype(np.int64)
     if ratio >= 1.0:
         return np.full(n, nominal, dtype=np.int64)
     return np.maximum(1, np.round(rng.uniform(ratio * nominal, nominal, n))).astype(np.int64)
@@ -279,8 +289,8 @@ class Replica:
                 budget -= c
             for r, c in chunks:
                 self.left[r] -= c
-                if self.prefix is not None and self.I[r] - self.left[r] >= self.prefix.shared:
-                    self.prefix.computed(self.group[r])
+                if self.prefix is not None:  # what the prompt has computed so far is cached
+                    self.prefix.progress(self.group[r], self.I[r] - self.left[r])
                 if self.left[r] == 0:
                     finishing.append(r)
             ctx = float(np.mean([self.I[r] + self.made[r] for r in decoding])) if dec else 0.0
@@ -343,7 +353,10 @@ def gaps(arrival: str, rate: float, n: int, cv: float, rng: np.random.Generator)
 
 def open_arrivals(work: Workload, rng: np.random.Generator) -> np.ndarray:
     """When an open loop's requests are sent, from t = 0 (`gaps`); with stages, each stage's requests at its own
-    rate, the next stage starting where the last one's time ends."""
+    rate, the next stage starting where the last one's time ends; a trace's at their recorded times over its speed
+    (`spec.serving.traces.read_trace`, nothing drawn)."""
+    if work.arrival == "trace":
+        return np.array(read_trace(work.trace).arrive, dtype=float)
     if work.stages is None:
         g = gaps(work.arrival, work.request_rate or 0.0, work.requests, work.burstiness_cv, rng)
         return np.cumsum(g) - g[0]

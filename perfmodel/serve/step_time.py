@@ -41,6 +41,7 @@ from .moe_kernels import moe_table_s
 from .wide_ep import active_experts, busiest_share, moe_exchange_s, two_batch_parts
 from .host_time import exposed_launch_s, launch_host_s, measured_serving, overhead_part, schedule_s
 from .kv_cache import indexer_key_bytes, layer_kv_bytes, state_bytes_per_sequence
+from .kv_offload import kv_offload_s
 
 # Bytes per element the memory-bound kernels of one layer move in inference: the forward figures of training's
 # (cost.compute.kernels.ELEMENTWISE_BYTES, residual_bytes without dropout)
@@ -458,7 +459,8 @@ def step_parts(model: ModelConfig, system: System, plan: ServePlan, stack: Servi
                context: float, prefill_seqs: float, prompt: float, logits: float, part=_direct,
                draft: tuple | None = None) -> dict[str, float]:
     """Seconds of one step by part: gemm, attention, memory (element-wise), tp_comm, pp_comm, lm_head, overhead,
-    and with speculative decoding draft (`draft_part`); the kernels at the tables' clock, and `clock` the seconds
+    with speculative decoding draft (`draft_part`), with KV offload to host memory kv_offload (`kv_offload.
+    kv_offload_s`); the kernels at the tables' clock, and `clock` the seconds
     the step's compute-bound kernels add where the power limit holds the step below it (`served_clock`). `decode` sequences at `context` keys, each running one
     token (draft_tokens + 1 verifying a draft: `ServePlan.decode_queries`, each sampled), `prefill_seqs` prompts
     of `prompt` tokens, `logits` sequences sampling; all over pp micro-batches (module docstring). On a host whose
@@ -497,4 +499,7 @@ def step_parts(model: ModelConfig, system: System, plan: ServePlan, stack: Servi
     parts["launch"] = exposed_launch_s(part(launch_host_s, *job, rank_tokens, prefill_seqs == 0), busy)
     parts["schedule"] = schedule_s(system, plan, stack, decode / a + prompts, busy + parts["launch"],
                                    prefill_seqs > 0)
+    if plan.kv_offload_gb:  # its copy engine shares HBM with the step, its host work hides only under it (`kv_offload`)
+        parts["kv_offload"] = kv_offload_s(*job, decode / a, prompts, prompt, busy + parts["launch"],
+                                           device(*job).mem_bw)
     return parts

@@ -13,13 +13,14 @@ from ...errors import InputError
 from ...spec.serving.schema import SERVING_STACKS
 from ...spec.serving.workload import parse_stages
 from ..argtypes import integer, number, path
+from ..serving_commands import add_command_flags, commands_into
 
 
 def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help, description="Predict serving (inference) of one layout: memory, KV-cache "
                                                      "capacity, TTFT, TPOT and throughput under continuous batching "
                                                      "(docs/inference.md).")
-    p.add_argument("--model", required=True, help="preset name or path (as predict)")
+    p.add_argument("--model", help="preset name or path (as predict); default: --server-cmd's model")
     p.add_argument("--hardware", required=True, help="preset name or path (as predict)")
     p.add_argument("--gpus", type=integer("--gpus"), help="GPUs in all (default tp x pp x dp); with --search the "
                                                           "count to lay out, with --target-rps the most to use")
@@ -44,8 +45,10 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                    help="GEMM weights and activations (default bf16); w4a16: 4-bit routed experts (a dense model: "
                         "layer weights) with bf16 activations")
     p.add_argument("--kv-dtype", choices=["bf16", "fp16", "fp8"], help="KV cache (default fp8 with fp8/fp4 GEMMs)")
-    p.add_argument("--input-len", type=integer("--input-len"), required=True, help="prompt tokens per request")
-    p.add_argument("--output-len", type=integer("--output-len"), required=True, help="generated tokens per request")
+    p.add_argument("--input-len", type=integer("--input-len"), help="prompt tokens per request (needed, or set by "
+                   "--bench-cmd / --bench-file; with --trace, default the trace's mean)")
+    p.add_argument("--output-len", type=integer("--output-len"), help="generated tokens per request (needed, or set "
+                   "by --bench-cmd / --bench-file; with --trace, default the trace's mean)")
     load = p.add_mutually_exclusive_group()
     load.add_argument("--max-throughput", action="store_true",
                       help="as many sequences as memory and the stack allow (the default)")
@@ -58,6 +61,9 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                    "free_gpu_memory_fraction (of the free memory), vLLM gpu_memory_utilization (of the device, "
                    "for everything), SGLang --mem-fraction-static (of the device, weights and KV cache); default "
                    "the stack's")
+    p.add_argument("--kv-offload-gb", type=number("--kv-offload-gb", 0.0, 1e6, what="GiB of host memory"),
+                   default=0.0, metavar="GIB", help="vLLM's KV offload to host memory: --kv-offloading-size GiB (the "
+                   "native OffloadingConnector), its block copies and host work priced in each step (default 0: none)")
     p.add_argument("--max-batch", type=integer("--max-batch"), metavar="N", help="sequences a step runs at most: vLLM "
                    "--max-num-seqs, SGLang --max-running-requests, TensorRT-LLM max_batch_size (default the stack's)")
     p.add_argument("--max-num-tokens", type=integer("--max-num-tokens"), metavar="N", help="tokens a step runs at "
@@ -109,9 +115,11 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                         "cache serves them from the second request of a group on")
     p.add_argument("--requests", type=integer("--requests", most=1_000_000), default=1000,
                    help="with --simulate: requests sent (default 1000)")
-    p.add_argument("--range-ratio", type=number("--range-ratio", above=True, high=1.0), default=1.0,
-                   help="with --simulate: lengths uniform in [ratio x L, L] (default 1: the nominal lengths)")
+    p.add_argument("--range-ratio", type=number("--range-ratio", high=1.0), default=None,
+                   help="with --simulate: lengths uniform in [ratio x L, L] (--length-spread below; default 1: the "
+                        "nominal lengths), or in [L (1 - ratio), L (1 + ratio)] (around; default 0)")
     p.add_argument("--seed", type=integer("--seed", least=0), default=0, help="with --simulate: seed of the draws")
+    _add_trace_flags(p)
     p.add_argument("--search", action="store_true", help="rank every layout of --gpus GPUs (tp, pp, dp, ep)")
     p.add_argument("--ttft-ms", type=number("--ttft-ms", above=True), help="with --search: drop layouts slower to first token")
     p.add_argument("--tpot-ms", type=number("--tpot-ms", above=True), help="with --search: drop layouts slower per token")
@@ -124,6 +132,7 @@ def add_parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     p.add_argument("--write-plan", type=path("--write-plan", "a file ending in .json"), metavar="PLAN.json",
                    help="with --concurrency: write a serving plan file for the executor (perfmodel execute "
                         "PLAN.json serves the batch and writes PLAN.served.json beside it)")
+    add_command_flags(p)  # last: it marks the defaults of the flags above that a command fills
     return p
 
 
@@ -140,6 +149,9 @@ def _rate(text: str) -> float:
 
 def _workload(a: argparse.Namespace) -> dict:
     """The --simulate flags as a Workload's fields; InputError for a flag that needs another."""
+    traced = _trace_workload(a)
+    if traced is not None:
+        return traced
     if not a.simulate:
         for flag, value in (("--request-rate", a.request_rate), ("--stages", a.stages),
                             ("--prefix-groups", a.prefix_groups)):
@@ -158,7 +170,8 @@ def _workload(a: argparse.Namespace) -> dict:
     if a.prefix_len is not None and a.prefix_len > a.input_len:
         raise InputError(f"--prefix-len = {a.prefix_len} is longer than --input-len = {a.input_len}; valid: at most "
                          "the prompt's length")
-    common = dict(range_ratio=a.range_ratio, seed=a.seed, burstiness_cv=a.burstiness_cv)
+    common = dict(range_ratio=_range_ratio(a), seed=a.seed, burstiness_cv=a.burstiness_cv,
+                  length_spread=a.length_spread, warmup_requests=a.warmup_requests)
     if a.prefix_groups is not None:
         common["prefix"] = dict(groups=a.prefix_groups, shared_len=a.prefix_len)
     if a.concurrency is not None:
@@ -168,6 +181,84 @@ def _workload(a: argparse.Namespace) -> dict:
     if math.isinf(a.request_rate):
         return dict(arrival="burst", requests=a.requests, **common)
     return dict(arrival=a.arrival, request_rate=a.request_rate, requests=a.requests, **common)
+
+
+def _add_trace_flags(p: argparse.ArgumentParser) -> None:
+    """--trace and its settings, --warmup-requests, --length-spread (with --simulate)."""
+    p.add_argument("--trace", type=path("--trace", "a request trace file"), metavar="FILE",
+                   help="with --simulate: replay a request trace, each request at its recorded time with its own "
+                        "prompt and output lengths (Mooncake JSONL, Azure LLM inference CSV, BurstGPT CSV; "
+                        "docs/inference.md); --input-len / --output-len then only size the plan's static estimate "
+                        "and default to the trace's mean lengths")
+    p.add_argument("--trace-format", choices=["auto", "mooncake", "azure", "burstgpt"], default="auto",
+                   help="with --trace: the file's format (default auto: told by its first line)")
+    p.add_argument("--trace-speed", type=number("--trace-speed", high=1e6, above=True), metavar="X",
+                   help="with --trace: time scale, the trace's times divided by X (2: twice the rate; default 1)")
+    p.add_argument("--trace-requests", type=integer("--trace-requests", most=1_000_000), metavar="N",
+                   help="with --trace: send its first N requests (default all)")
+    p.add_argument("--warmup-requests", type=integer("--warmup-requests", least=0, most=1_000_000), default=0,
+                   metavar="N", help="with --simulate: N copies of the first request sent and ended before the "
+                                     "measured run, left out of every statistic (vllm bench serve --num-warmups; "
+                                     "default 0)")
+    p.add_argument("--length-spread", choices=["below", "around"], default="below",
+                   help="with --simulate: how --range-ratio spreads the lengths: below, in [ratio x L, L] (SGLang "
+                        "bench_serving, InferenceMAX), or around, in [L (1 - ratio), L (1 + ratio)] (vllm bench serve)")
+
+
+def _range_ratio(a: argparse.Namespace) -> float:
+    """--range-ratio, or where not given its default for the spread: 1 below, 0 around (vllm bench serve's)."""
+    if a.range_ratio is not None:
+        return a.range_ratio
+    return 0.0 if a.length_spread == "around" else 1.0
+
+
+def _trace_source(a: argparse.Namespace) -> dict:
+    return {"path": a.trace, "format": a.trace_format, "speed": a.trace_speed or 1.0, "limit": a.trace_requests}
+
+
+def _trace_lengths(a: argparse.Namespace) -> None:
+    """With --trace and no --input-len / --output-len: the trace's mean lengths (of the requests sent) as the plan's
+    nominal ones, which size its static estimate; InputError for a trace flag without --trace, or a trace beside a
+    benchmark command (each is a load)."""
+    if a.trace is None:
+        given = [f for f, v in (("--trace-format", a.trace_format != "auto"), ("--trace-speed", a.trace_speed),
+                                ("--trace-requests", a.trace_requests)) if v]
+        if given:
+            raise InputError(f"{given[0]} sets the trace replayed; valid: add --trace FILE, or leave {given[0]} out")
+        return
+    for flag in ("bench_cmd", "bench_file"):
+        if getattr(a, flag, None) is not None:
+            raise InputError(f"--trace with --{flag.replace('_', '-')}: each sets the simulated load; valid: one of "
+                             "them")
+    if a.input_len is None or a.output_len is None:
+        from ...spec.serving.traces import mean_lengths, read_trace
+
+        mean_in, mean_out = mean_lengths(read_trace(_trace_source(a)))
+        a.input_len = mean_in if a.input_len is None else a.input_len
+        a.output_len = mean_out if a.output_len is None else a.output_len
+
+
+def _trace_workload(a: argparse.Namespace) -> dict | None:
+    """The --trace flags as a Workload's fields (None without --trace); InputError for a flag that needs another
+    or a bad trace file (read here, before anything is priced)."""
+    if a.trace is None:
+        if not a.simulate and a.warmup_requests:
+            raise InputError("--warmup-requests sets the simulated load; valid: add --simulate, or leave it out")
+        return None
+    if not a.simulate:
+        raise InputError("--trace sets the simulated load; valid: add --simulate, or leave it out")
+    if a.search:
+        raise InputError("--simulate with --search: the search ranks layouts in steady state; valid: one of them")
+    given = [f for f, v in (("--concurrency", a.concurrency), ("--request-rate", a.request_rate),
+                            ("--stages", a.stages), ("--prefix-groups", a.prefix_groups)) if v is not None]
+    if given:
+        raise InputError(f"--trace with {given[0]}: the trace's requests come at their own times, with their own "
+                         f"lengths and shared blocks; valid: one load, --trace or {given[0]}")
+    from ...spec.serving.traces import read_trace
+
+    source = _trace_source(a)
+    read_trace(source)
+    return {"arrival": "trace", "trace": source, "seed": a.seed, "warmup_requests": a.warmup_requests}
 
 
 def _speculative(a: argparse.Namespace) -> dict | None:
@@ -200,7 +291,7 @@ def _job(a: argparse.Namespace) -> dict:
     return dict(precision=a.precision, kv_dtype=a.kv_dtype, input_len=a.input_len, output_len=a.output_len,
                 concurrency=a.concurrency, stack=a.stack, stack_version=a.stack_version,
                 speculative=_speculative(a), mem_fraction=a.mem_fraction, moe_a2a=a.moe_a2a,
-                two_batch_overlap=a.two_batch_overlap) | _settings(a)
+                two_batch_overlap=a.two_batch_overlap, kv_offload_gb=a.kv_offload_gb) | _settings(a)
 
 
 def _settings(a: argparse.Namespace) -> dict:
@@ -213,6 +304,9 @@ def _settings(a: argparse.Namespace) -> dict:
 
 def run(a: argparse.Namespace) -> str:
     from ...plots.canvas import check_plot_path
+
+    _trace_lengths(a)  # --trace: its mean lengths where --input-len / --output-len are not given
+    commands_into(a)  # --server-cmd / --bench-cmd / --bench-file fill the flags not given
 
     if a.plot is not None:
         check_plot_path(a.plot)
@@ -289,9 +383,11 @@ def simulation_table(sim) -> str:
     elif w.stages is not None:
         load = f"{gaps[w.arrival]} arrivals in stages " + ", ".join(f"{s.rate:g} req/s x {s.duration_s:g} s"
                                                                    for s in w.stages)
+    elif w.arrival == "trace":
+        load = _trace_load(w)
     else:
         load = f"{gaps[w.arrival]} arrivals at {w.request_rate:g} req/s"
-    lines = [f"Simulated requests: {sim.requests}, {load}, lengths in [{w.range_ratio:g} x, 1 x] nominal (seed {w.seed})",
+    lines = [f"Simulated requests: {sim.requests}, {load}, {_lengths_text(w)}",
              f"  {'':<30} {'mean':>10} {'median':>10} {'p90':>10} {'p99':>10}"]
     rows = [("", sim.ttft_s, sim.tpot_s, sim.e2e_s)] + [
         (f" stage {i + 1} ({st.rate:g}/s)", st.ttft_s, st.tpot_s, st.e2e_s) for i, st in enumerate(sim.stages)]
@@ -302,6 +398,26 @@ def simulation_table(sim) -> str:
     lines += [f"  output tokens/s {sim.output_tokens_per_s:,.0f}, requests/s {sim.requests_per_s:.2f}, mean batch "
               f"{sim.mean_batch:.1f} per replica, {sim.steps:,} steps ({sim.priced_parts} step components priced)"]
     return "\n".join(lines + [f"note: {n}" for n in sim.notes])
+
+
+def _trace_load(w) -> str:
+    """The replayed trace in words (its file, speed, window) and the warm-ups before it."""
+    t = w.trace
+    speed = f" at {t.speed:g}x speed" if t.speed != 1 else ""
+    first = f", its first {t.limit:,} requests" if t.limit else ""
+    return f"trace {t.path} replayed{speed}{first}"
+
+
+def _lengths_text(w) -> str:
+    """How the lengths were drawn (a trace's: its own), the warm-ups sent before the measured run, the seed."""
+    if w.arrival == "trace":
+        text = "the trace's own lengths"
+    elif w.length_spread == "around":
+        text = f"lengths in [{1 - w.range_ratio:g} x, {1 + w.range_ratio:g} x] nominal"
+    else:
+        text = f"lengths in [{w.range_ratio:g} x, 1 x] nominal"
+    warm = f", after {w.warmup_requests} warm-up request(s)" if w.warmup_requests else ""
+    return f"{text}{warm} (seed {w.seed})"
 
 
 def write_plan(model, hardware, plan, path) -> str:

@@ -5,6 +5,7 @@
 - `prefill_pool`: the replicas' layouts: decode, and a disaggregated plan's prefill pool.
 - `speculative`: speculative decoding: the draft model and its acceptance.
 - `workload`: how requests arrive, and the latencies a simulation reports.
+- `traces`: request traces (Mooncake, Azure, BurstGPT) read into arrival times and lengths.
 - `files`: serving plan files, and what the executor measures of them.
 
 It may import what `spec` may: `errors`, `types`, `files` (perfmodel.layers).

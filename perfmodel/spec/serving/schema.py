@@ -291,6 +291,10 @@ class ServePlan(Schema):
     redundant_experts: Count0 = Field(0, description=SETTINGS_DOC["redundant_experts"])
     speculative: SpeculativeConfig | None = Field(None, description="speculative decoding (MTP or EAGLE-3) with its "
                                                                     "stated acceptance; None: one token a step")
+    kv_offload_gb: Real = Field(0.0, ge=0, le=1_000_000, description="GiB of host memory the engine offloads KV "
+                                                                      "blocks to, over all its ranks (vLLM "
+                                                                      "--kv-offloading-size, the native "
+                                                                      "OffloadingConnector; serve.kv_offload); 0: none")
 
     @property
     def kv(self) -> str:
@@ -338,11 +342,12 @@ class ServePlan(Schema):
         """The layout the draft runs in: this one's tp and attention groups at one stage (the last, beside the LM
         head), no draft of its own; an EAGLE-3 layer in bf16 (its checkpoints are), an MTP block at the model's
         precision, the KV cache in the target's dtype; no two-batch overlap of its own (under the target's, each
-        half micro-batch runs its share of the draft: serve.wide_ep.two_batch_parts)."""
+        half micro-batch runs its share of the draft: serve.wide_ep.two_batch_parts); no KV offload of its own (the
+        target's step prices the stores of its cache, the draft's layers included: kv_cache.kv_bytes_per_token)."""
         s = self.speculative
         precision = "bf16" if s is not None and s.method == "eagle" else self.precision
         return self.model_copy(update={"pp": 1, "speculative": None, "precision": precision, "kv_dtype": self.kv,
-                                       "two_batch_overlap": False,
+                                       "two_batch_overlap": False, "kv_offload_gb": 0.0,
                                        "prefill_dp": None, "prefill_tp": None, "prefill_attention_dp": None,
                                        "prefill_ep": None})
 
@@ -391,6 +396,9 @@ def resolve_serve(plan: ServePlan, model: ModelConfig) -> ServePlan:
     if p.concurrency is not None and p.concurrency < p.dp:
         raise InputError(f"concurrency = {p.concurrency} is fewer than the dp = {p.dp} replicas it is spread over; "
                          f"valid: concurrency >= {p.dp}, or fewer replicas")
+    if p.kv_offload_gb and load_serving_stack(p.stack).name != "vllm":
+        raise InputError(f"kv_offload_gb = {p.kv_offload_gb:g} with stack {p.stack}: the offload priced is vLLM's "
+                         "OffloadingConnector (--kv-offloading-size); valid: stack vllm, or kv_offload_gb = 0")
     s = p.speculative
     if s is not None and s.method == "mtp" and not model.mtp_layers:
         raise InputError(f"speculative.method = mtp: {model.name} has no multi-token prediction module (mtp_layers = 0; "

@@ -10,8 +10,9 @@ from pydantic import Field, model_validator
 
 from ...errors import InputError
 from ...types import Schema
+from .traces import TraceSource
 
-ARRIVALS = ("closed", "poisson", "constant", "gamma", "burst")
+ARRIVALS = ("closed", "poisson", "constant", "gamma", "burst", "trace")
 OPEN_RATED = ("poisson", "constant", "gamma")  # open loops sent at a request rate
 
 
@@ -65,28 +66,44 @@ class Workload(Schema):
     - constant: an open loop at fixed gaps of 1 / request_rate (inference-perf `load.type: constant`);
     - gamma: an open loop of gamma-distributed gaps of mean 1 / request_rate and coefficient of variation
       `burstiness_cv` (vLLM bench serve --burstiness b is cv = 1 / sqrt(b); cv 1 is Poisson);
-    - burst: every request at t = 0 (benchmark_serving's default rate, inf).
+    - burst: every request at t = 0 (benchmark_serving's default rate, inf);
+    - trace: the requests of a production trace (`trace`, `spec.serving.traces`), each at its recorded time (over
+      `trace.speed`) with its own prompt and output lengths (vllm bench serve's timed trace replay).
     An open loop either sends `requests` at `request_rate`, or runs `stages` one after another, each its rate for
     its seconds (inference-perf's stages; the latencies are then also reported stage by stage).
-    Prompt and output lengths are drawn uniformly in [range_ratio x L, L] of the plan's nominal lengths
-    (InferenceMAX's --random-range-ratio; 1: every request at the nominal lengths); `prefix` says which part of
-    each prompt is shared."""
+    Prompt and output lengths are drawn uniformly (a trace's are its own) of the plan's nominal lengths L:
+    length_spread below, in [range_ratio x L, L] (SGLang bench_serving's and InferenceMAX's --random-range-ratio;
+    1: every request at the nominal lengths); around, integers in [floor(L (1 - r)), ceil(L (1 + r))], r =
+    range_ratio < 1 (vllm bench serve --random-range-ratio, vllm/benchmarks/datasets/random.py
+    `RandomDataset.get_sampling_params`; 0: the nominal lengths); `prefix` says which part of each prompt is shared.
+    `warmup_requests` copies of the first request are sent before the measured run and end before it starts, as
+    vllm bench serve --num-warmups sends them (`serve.simulate`); they load the engine and its prefix cache and are
+    left out of every statistic."""
 
-    arrival: Literal["closed", "poisson", "constant", "gamma", "burst"] = Field(
-        "closed", description="closed, poisson, constant, gamma or burst")
+    arrival: Literal["closed", "poisson", "constant", "gamma", "burst", "trace"] = Field(
+        "closed", description="closed, poisson, constant, gamma, burst or trace")
     concurrency: int | None = Field(None, ge=1, description="closed: clients in all (requests in flight)")
     request_rate: float | None = Field(None, gt=0, description="poisson, constant, gamma: requests per second, all "
                                                                "replicas (or per stage, `stages`)")
     burstiness_cv: float = Field(1.0, gt=0, le=100, description="gamma: the gaps' coefficient of variation")
     stages: list[LoadStage] | None = Field(None, description="open loops: stages run one after another, in place "
                                                              "of request_rate and requests")
-    requests: int = Field(1000, ge=1, le=1_000_000, description="requests sent in all (with stages: their sum)")
-    range_ratio: float = Field(1.0, gt=0, le=1, description="lengths uniform in [range_ratio x L, L]")
+    requests: int = Field(1000, ge=1, le=1_000_000, description="requests sent in all (with stages: their sum; "
+                                                                 "unused with a trace: its own, trace.limit)")
+    range_ratio: float = Field(1.0, ge=0, le=1, description="length_spread below: lengths uniform in [range_ratio "
+                                                             "x L, L] (> 0); around: in [L (1 - r), L (1 + r)] (< 1)")
+    length_spread: Literal["below", "around"] = Field(
+        "below", description="below: SGLang bench_serving's --random-range-ratio; around: vllm bench serve's")
     prefix: PrefixSharing | None = Field(None, description="the prompts' shared system prompts; None: none shared")
     seed: int = Field(0, description="seed of the lengths and arrival gaps drawn")
+    trace: TraceSource | None = Field(None, description="arrival = trace: the trace replayed")
+    warmup_requests: int = Field(0, ge=0, le=1_000_000, description="copies of the first request sent and ended "
+                                                                    "before the measured run, left out of every "
+                                                                    "statistic (vllm bench serve --num-warmups)")
 
     @model_validator(mode="after")
     def _needs(self) -> Workload:
+        self._spread_and_trace()
         if self.arrival == "closed" and self.concurrency is None:
             raise InputError("arrival = closed needs concurrency (the clients in flight); valid: an integer >= 1")
         if self.stages is not None:
@@ -105,6 +122,24 @@ class Workload(Schema):
                              f"{self.request_rate}; valid: a number > 0, stages, or arrival = burst for every "
                              "request at once")
         return self
+
+    def _spread_and_trace(self) -> None:
+        """The length spread's range (vLLM refuses r >= 1: `get_sampling_params`) and a trace's exclusions."""
+        r = self.range_ratio
+        if self.length_spread == "around" and r >= 1:
+            raise InputError(f"range_ratio = {r:g} with length_spread = around: lengths in [L (1 - r), L (1 + r)] "
+                             "(vllm bench serve --random-range-ratio); valid: 0 <= range_ratio < 1")
+        if self.length_spread == "below" and r <= 0:
+            raise InputError(f"range_ratio = {r:g} with length_spread = below: lengths in [range_ratio x L, L]; "
+                             "valid: 0 < range_ratio <= 1, or length_spread = around")
+        if (self.arrival == "trace") != (self.trace is not None):
+            raise InputError(f"arrival = {self.arrival} with trace = {None if self.trace is None else self.trace.path}"
+                             "; valid: arrival = trace with a trace file, or neither")
+        if self.arrival == "trace":
+            given = [f for f in ("concurrency", "request_rate", "stages", "prefix") if getattr(self, f) is not None]
+            if given:
+                raise InputError(f"{given[0]} with arrival = trace: a trace's requests are sent at their own times, "
+                                 f"with their own lengths and shared blocks; valid: leave {given[0]} out")
 
     def stage_of(self) -> list[tuple[int, int]]:
         """[first request, end) of each stage (one span for a workload without stages)."""
