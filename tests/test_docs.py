@@ -222,3 +222,27 @@ def test_shipped_plan_files_match_this_perfmodel():
     for path in plans:
         pf = load_plan_file(path)
         check_prediction(pf.model, pf.hardware, pf.plan, pf.prediction, str(path))
+
+
+@pytest.mark.parametrize("engine", ["SGLang", "TensorRT-LLM"])
+def test_serving_worked_examples_print_what_inference_md_quotes(engine, capsys):
+    """inference.md's SGLang and TensorRT-LLM worked examples: the command in its first bash block, run, prints the
+    simulated latency rows (mean, median, p90, p99) and the notes the page quotes, digit for digit."""
+    import shlex
+
+    from perfmodel.cli.main import main
+
+    text = _read("inference.md")
+    section = text[text.index(f"### Worked example: {engine}"):]
+    section = section[:section.index("\n### ", 5)]
+    blocks = re.findall(r"```(\w*)\n(.*?)```", section, flags=re.S)
+    command = next(body for lang, body in blocks if lang == "bash").replace("\\\n", " ")
+    argv = shlex.split(command)
+    assert argv[0] == "perfmodel"
+    assert main(argv[1:]) == 0
+    out = capsys.readouterr().out
+    quoted = [line for lang, body in blocks if lang == "" for line in body.splitlines()
+              if line.lstrip().startswith(("TTFT ms", "TPOT ms", "end-to-end ms", "note: prefix cache"))]
+    assert len(quoted) >= 3
+    for line in quoted:
+        assert line in out, line

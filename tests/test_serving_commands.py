@@ -128,6 +128,10 @@ def test_sglang_bench_datasets():
     assert g.fields == {"simulate": True, "request_rate": 4.0, "arrival": "poisson", "requests": 1024,
                         "prefix_groups": 64, "prefix_len": 2048, "input_len": 2176, "output_len": 256}
     assert fates(g)["--num-prompts"] == "not priced"
+    # the groups given and --num-prompts left at its default (1000): 16 x 32 requests, no contradiction
+    own = read_bench("python -m sglang.bench_serving --dataset-name generated-shared-prefix --gsp-num-groups 16 "
+                     "--gsp-prompts-per-group 32 --request-rate 8")
+    assert own.fields["requests"] == 512 and "--num-prompts" not in fates(own)
     zero = read_bench("python -m sglang.bench_serving --dataset-name random --random-input-len 100 "
                       "--random-output-len 50")
     assert zero.fields["range_ratio"] == pytest.approx(1 / 100)  # 0: lengths from 1 token up

@@ -67,6 +67,14 @@ class Account:
         self.keys.append((word, KeyFate(key=key, value=text_of(value), source=self._source(word), fate="mapped",
                                         became=became, why=why)))
 
+    def drop(self, key: str, *fields: str) -> None:
+        """Forget what `key` set (its fate and `fields`): a later key decides them instead (SGLang's
+        generated-shared-prefix sends its own count of requests, whatever --num-prompts said)."""
+        self.keys = [(w, k) for w, k in self.keys if k.key != key]
+        for name in fields:
+            self.fields.pop(name, None)
+            self.set_by.pop(name, None)
+
     def skip(self, key: str, value, word: float, why: str) -> None:
         self.keys.append((word, KeyFate(key=key, value=text_of("true" if value is None else value),
                                         source=self._source(word), fate="not priced", why=why)))

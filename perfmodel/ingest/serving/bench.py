@@ -240,6 +240,10 @@ def _dataset(acc: Account, tool: str, by: dict[str, Flag], defaults: dict, what:
             acc.default(flag, v, why=why, **fields)
 
     if name == "generated-shared-prefix":
+        # it sends groups x prompts per group whatever --num-prompts says, given or its default
+        fn = by.get("--num-prompts")
+        nkey = fn.written if fn is not None else "--num-prompts"
+        acc.drop(nkey, "requests")
         (fg, g), (fp, per), (fs, s), (fq, q), (fo, o) = (val(k) for k in GSP)
         put("--gsp-num-groups", fg, g, why="system prompts, each shared by its group's prompts (SGLang shuffles "
             "them; perfmodel takes the groups in turn)", prefix_groups=g)
@@ -248,10 +252,7 @@ def _dataset(acc: Account, tool: str, by: dict[str, Flag], defaults: dict, what:
         put("--gsp-system-prompt-len", fs, s, prefix_len=s)
         put("--gsp-question-len", fq, q, why="a prompt is its system prompt and its question", input_len=s + q)
         put("--gsp-output-len", fo, o, output_len=o)
-        fn = by.get("--num-prompts")
-        if fn is not None:  # generated-shared-prefix sends groups x prompts per group whatever --num-prompts says
-            acc.keys = [(w, k) for w, k in acc.keys if k.key != fn.written]
-            acc.set_by.pop("requests", None)
+        if fn is not None:
             acc.skip(fn.written, fn.value, fn.word, "generated-shared-prefix sends --gsp-num-groups x "
                                                     "--gsp-prompts-per-group requests")
         acc.fields["requests"] = _requests(g * per, what)
