@@ -1,5 +1,6 @@
 """Online serving as benchmark tools send it: constant, gamma and staged arrivals, the prefix cache over shared
-system prompts, the step's own clock and the fused-MoE grouped kernel; each checked against a hand computation."""
+system prompts, the clock the power limit sustains over a run's work and the fused-MoE grouped kernel; each checked
+against a hand computation."""
 
 import contextlib
 import io
@@ -13,9 +14,12 @@ from perfmodel.cost.power import loop_clock, step_clock
 from perfmodel.errors import InputError
 from perfmodel.serve.host_time import plan_stack
 from perfmodel.serve.prefix_cache import PrefixCache, cached_tokens
-from perfmodel.serve.replica_engine import gaps, open_arrivals
+from perfmodel.serve.batching import infer, steady_step
+from perfmodel.serve.replica_engine import Replica, StepPricer, gaps, open_arrivals
 from perfmodel.serve.simulate import simulate, simulate_requests
-from perfmodel.serve.step_time import _gemm, device, grouped_expert_s, step_gemm_flops, step_parts
+from perfmodel.serve.step_time import (
+    _gemm, add_mix, device, grouped_expert_s, mix_clock, step_gemm_flops, step_parts,
+)
 from perfmodel.spec.hardware.system import load_hardware
 from perfmodel.spec.model.catalogue import load_model
 from perfmodel.spec.serving.schema import ServePlan, resolve_serve
@@ -95,24 +99,105 @@ def _h100(model="llama-3.1-70b", tp=4):
     return m, s, p, plan_stack(p)
 
 
-def test_a_decode_step_keeps_the_full_clock_and_a_long_prefill_does_not():
+def _hand_mix(m, s, p, parts, tokens, logits):
+    """A step's kinds of time by hand (`cost.power` parts): the GEMMs' compute-bound seconds at their best rate and
+    the prefill attention compute, the rest of the GEMMs and the element-wise kernels memory-bound."""
+    gemm = parts["gemm"] + parts["lm_head"]
+    rate = s.accelerator.peak_flops("bf16") * s.efficiency.sustained_fraction * s.efficiency.matmul_max["bf16"]
+    compute = min(gemm, step_gemm_flops(m, p, tokens, logits) / rate)
+    return compute, {"gemm": compute, "attention": parts.get("prefill_attention", 0.0),
+                     "memory_bound": gemm - compute + parts["attention"] - parts.get("prefill_attention", 0.0)
+                     + parts["memory"], "tp_comm": parts["tp_comm"], "pp_comm": parts["pp_comm"],
+                     "overhead": parts["overhead"]}
+
+
+def _power_time(mix):
+    time = {k: np.asarray(0.0) for k in ("recompute", "optimizer", "cp_comm", "ep_comm", "dp_comm", "zero3_comm",
+                                         "offload_comm", "bubble", "host")}
+    time.update({k: np.asarray(v) for k, v in mix.items()})
+    return time
+
+
+def test_a_decode_step_keeps_the_full_clock_and_a_long_prefill_alone_does_not():
     m, s, p, st = _h100()
     decode = step_parts(m, s, p, st, decode=64, context=2048, prefill_seqs=0, prompt=0, logits=64)
     assert "clock" not in decode  # memory-bound: reading weights and KV draws less than the limit
+    # a prefill priced at its own mix (clock None: the disaggregated simulation, the static batch)
     prefill = step_parts(m, s, p, st, decode=0, context=0, prefill_seqs=1, prompt=8192, logits=1)
-    # the compute-bound seconds, GEMMs at their best rate and the prefill attention, stretched by 1 / s
-    gemm = prefill["gemm"] + prefill["lm_head"]
-    rate = s.accelerator.peak_flops("bf16") * s.efficiency.sustained_fraction * s.efficiency.matmul_max["bf16"]
-    compute = min(gemm, step_gemm_flops(m, p, 8192, 1) / rate)
-    attn = prefill["attention"]
-    time = {k: np.asarray(0.0) for k in ("recompute", "optimizer", "cp_comm", "ep_comm", "dp_comm", "zero3_comm",
-                                         "offload_comm", "bubble", "host")}
-    time.update(gemm=np.asarray(compute), attention=np.asarray(attn), tp_comm=np.asarray(prefill["tp_comm"]),
-                pp_comm=np.asarray(prefill["pp_comm"]), overhead=np.asarray(prefill["overhead"]),
-                memory_bound=np.asarray(gemm - compute + prefill["memory"]))
-    clock = float(step_clock(s.accelerator.power, time, 1.0))
+    compute, mix = _hand_mix(m, s, p, prefill | {"prefill_attention": prefill["attention"]}, 8192, 1)
+    clock = float(step_clock(s.accelerator.power, _power_time(mix), 1.0))
     assert loop_clock(s.accelerator.power) <= clock < 1.0
-    assert prefill["clock"] == pytest.approx((compute + attn) * (1 / clock - 1), rel=1e-9)
+    assert prefill["clock"] == pytest.approx((compute + prefill["attention"]) * (1 / clock - 1), rel=1e-9)
+
+
+def test_the_clock_of_a_run_is_its_summed_mix_s():
+    m, s, p, st = _h100()
+    dm, pm = {}, {}
+    decode = step_parts(m, s, p, st, decode=64, context=2048, prefill_seqs=0, prompt=0, logits=64, clock=1.0, mix=dm)
+    prefill = step_parts(m, s, p, st, decode=0, context=0, prefill_seqs=1, prompt=8192, logits=1, clock=1.0, mix=pm)
+    assert "clock" not in prefill  # priced at the clock given: the tables'
+    d_compute, d_hand = _hand_mix(m, s, p, decode, 64, 64)
+    p_compute, p_hand = _hand_mix(m, s, p, prefill | {"prefill_attention": prefill["attention"]}, 8192, 1)
+    for hand, got in ((d_hand, dm), (p_hand, pm)):
+        assert {k: v for k, v in got.items() if v} == pytest.approx({k: v for k, v in hand.items() if v}, rel=1e-9)
+    # 40 decode steps and one 8k prefill: the limit sees their sum, not the prefill alone
+    run = add_mix(add_mix({}, dm, 40), pm)
+    hand = {k: 40 * d_hand[k] + p_hand[k] for k in d_hand}
+    want = float(step_clock(s.accelerator.power, _power_time(hand), 1.0))
+    own = float(step_clock(s.accelerator.power, _power_time(p_hand), 1.0))
+    assert mix_clock(s, run) == pytest.approx(want, rel=1e-9)
+    assert own < want  # the decodes' lower draw leaves the prefill more of the limit
+    assert mix_clock(s, add_mix({}, dm, 40)) == 1.0  # decode alone: under the limit
+    # the run's clock applied to a step: its compute-bound seconds / s
+    s_run = 0.93
+    slowed = step_parts(m, s, p, st, decode=0, context=0, prefill_seqs=1, prompt=8192, logits=1, clock=s_run)
+    assert slowed["clock"] == pytest.approx((p_compute + prefill["attention"]) * (1 / s_run - 1), rel=1e-9)
+    assert {k: v for k, v in slowed.items() if k != "clock"} == pytest.approx(prefill, rel=1e-9)
+
+
+def test_a_decode_only_run_keeps_the_full_clock():
+    m, s, p, st = _h100("llama-3.1-8b", 1)
+    price = StepPricer(m, s, p, st)
+    I, O = np.full(8, 16), np.full(8, 200)
+    rep = Replica(price, st, 1e6, I, O, prefilled=True, ghost_steps=False, clocks=[1.0])
+    for r in range(8):
+        rep.send(r, 0.0)
+    first, done = np.full(8, np.nan), np.full(8, np.nan)
+    rep.run(first, done)
+    assert np.isfinite(done).all() and rep.mixes[0]["memory_bound"] > 0
+    assert mix_clock(s, rep.mixes[0]) == 1.0
+    # the mix is every step's: its seconds at the tables' clock (no host parts), as busy as the replica was
+    mixed = sum(rep.mixes[0].values())
+    assert 0 < mixed <= rep.busy_s + 1e-12
+
+
+def test_a_prefill_bound_run_is_slowed_by_its_sustained_clock_once():
+    m, s, p, st = _h100()
+    work = {"arrival": "burst", "requests": 16}
+    plan = p.model_copy(update={"output_len": 2})
+    run = simulate_requests(m, s, plan, work)
+    note = [n for n in run.notes if n.startswith("power limit")]
+    assert note, run.notes  # prompts of 8k tokens back to back: the replica's mix is over the limit
+    low = float(note[0].split(" at ")[1].split()[0])
+    bare = s.model_copy(update={"accelerator": s.accelerator.model_copy(update={"power": None})})
+    fast = simulate_requests(m, bare, plan, work)
+    assert loop_clock(s.accelerator.power) <= low < 1.0
+    assert np.mean(run.first - run.arrive) > np.mean(fast.first - fast.arrive)
+
+
+def test_infer_applies_the_steady_cycle_s_clock_to_ttft_and_tpot():
+    m, s, p, st = _h100()
+    mix = {}
+    cycle = steady_step(m, s, p, st, 8, 1.0, mix)
+    clock = mix_clock(s, mix)
+    assert clock < 1.0 and "clock" not in cycle
+    est = infer(m, s, p.model_copy(update={"concurrency": 8}))
+    slowed = steady_step(m, s, p, st, 8, clock)
+    assert est.decode_step_s == pytest.approx(slowed, rel=1e-9)
+    alone = step_parts(m, s, p, st, decode=0, context=0, prefill_seqs=1, prompt=8192, logits=1, clock=1.0)
+    compute = min(alone["gemm"] + alone["lm_head"], step_gemm_flops(m, p, 8192, 1) / (
+        s.accelerator.peak_flops("bf16") * s.efficiency.sustained_fraction * s.efficiency.matmul_max["bf16"]))
+    assert est.prefill_s["clock"] == pytest.approx((compute + alone["attention"]) * (1 / clock - 1), rel=1e-9)
 
 
 def test_fused_moe_is_one_grouped_gemm_over_the_reached_experts():

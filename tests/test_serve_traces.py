@@ -193,14 +193,15 @@ def _pricing(plan: dict):
 def test_spaced_requests_each_run_alone(tmp_path):
     """Three requests 100 s apart, none sharing a block: each reaches an idle engine after its front end and
     prefills alone in one step (1000 or 2000 tokens, under vLLM's 8192-token budget): TTFT = front end + that
-    step."""
+    step, at the full clock (the GPU idle between them, their power averaged with the idle seconds is under the
+    limit: `step_time.mix_clock`)."""
     path = _write(tmp_path, [{"timestamp": 0, "input_length": 1000, "output_length": 4, "hash_ids": [1, 2]},
                              {"timestamp": 100_000, "input_length": 2000, "output_length": 4,
                               "hash_ids": [3, 4, 5, 6]},
                              {"timestamp": 200_000, "input_length": 1000, "output_length": 4, "hash_ids": [7, 8]}])
     run = simulate_requests(MODEL, HW, PLAN, {"arrival": "trace", "trace": {"path": path}})
     system, p, stack, price = _pricing(PLAN)
-    ttft = [frontend_s(system, p, stack, float(n)) + price(0, 0.0, 1, float(n), 1) for n in (1000, 2000, 1000)]
+    ttft = [frontend_s(system, p, stack, float(n)) + price(0, 0.0, 1, float(n), 1, 1.0) for n in (1000, 2000, 1000)]
     assert run.arrive.tolist() == [0.0, 100.0, 200.0]
     assert (run.first - run.arrive).tolist() == pytest.approx(ttft, rel=1e-12)
     assert run.input_len.tolist() == [1000, 2000, 1000] and run.output_len.tolist() == [4, 4, 4]
@@ -214,14 +215,14 @@ def test_warm_ups_run_first_and_leave_the_first_prompt_cached(tmp_path):
     a 1100-token prompt (blocks 0, 1 and a 76-token 2) leave it cached: the measured copy of it hits all its tokens
     but the last (1099 -> 68 blocks of 16 = 1088) and prefills 12; the second request (blocks 0, 1, 7) hits 1024
     either way. Each request alone (vLLM 0.12: the engine idle once the warm-ups end): TTFT = front end + the
-    prefill of its tokens not cached."""
+    prefill of its tokens not cached, at the full clock (the engine idle between them)."""
     path = _write(tmp_path, [{"timestamp": 0, "input_length": 1100, "output_length": 4, "hash_ids": [0, 1, 2]},
                              {"timestamp": 100_000, "input_length": 1500, "output_length": 4,
                               "hash_ids": [0, 1, 7]}])
     system, p, stack, price = _pricing(SYNC)
 
     def ttft(n: int, cached: int) -> float:
-        return frontend_s(system, p, stack, float(n)) + price(0, 0.0, 1, float(n - cached), 1)
+        return frontend_s(system, p, stack, float(n)) + price(0, 0.0, 1, float(n - cached), 1, 1.0)
 
     cold = simulate_requests(MODEL, HW, SYNC, {"arrival": "trace", "trace": {"path": path}})
     warm = simulate_requests(MODEL, HW, SYNC, {"arrival": "trace", "trace": {"path": path}, "warmup_requests": 2})

@@ -17,7 +17,13 @@ With speculative decoding (`ServePlan.speculative`) a decode step runs q = draft
 and its draft, and a sequence gains a = tokens_per_step tokens: a request lives n = 1 + (O - 1) / a steps (one of
 them its prefill), and TPOT = t / a, output tokens/s = dp x B x O / (n t); without it a = 1, n = O.
 
-The prefill breakdown reported beside it is one request's prompt alone on an idle replica.
+The compute-bound kernels of every step run at the clock the power limit sustains over the steady cycle
+(`step_time.mix_clock` of the mean step's kinds of time, its prefill and decode steps weighted by their share): the
+limit averages the board's power over a window far longer than a step, so a prompt's prefill among decodes is not
+slowed as a GEMM loop is; where the cycle is over the limit, TTFT's prefill and the decode step both run at its
+clock (the `clock` part of their breakdowns).
+
+The prefill breakdown reported beside it is one request's prompt alone on an idle replica, at the cycle's clock.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from ..spec.serving.schema import ServeEstimate, ServePlan, ServingStack, resolv
 from .host_time import arrival_wait_steps, frontend_s, host_note, host_of, plan_stack, release_of
 from .wide_ep import ep_note
 from .kv_cache import GIB, kv_bytes_per_token, memory, replica_batch, sequence_kv_bytes, tokens_held
-from .step_time import step_parts
+from .step_time import add_mix, mix_clock, step_parts
 
 
 def infer(model: ModelConfig | str, hardware: System | str, plan: ServePlan | dict) -> ServeEstimate:
@@ -64,10 +70,15 @@ def infer(model: ModelConfig | str, hardware: System | str, plan: ServePlan | di
                          "fp8/fp4 weights, or shorter sequences")
     batch, bound = replica_batch(model, plan, stack, mem["kv_cache"])
     I, O, n, a = plan.input_len, plan.output_len, plan.life_steps, plan.tokens_per_step
-    step = steady_step(model, system, plan, stack, batch)
+    mix = {}
+    step = steady_step(model, system, plan, stack, batch, 1.0, mix)
+    clock = mix_clock(system, mix)  # the steady cycle's, under the power limit (module docstring)
+    if clock < 1.0:
+        step = steady_step(model, system, plan, stack, batch, clock)
     t = sum(step.values())
-    alone = step_parts(model, system, plan, stack, decode=0, context=0, prefill_seqs=1, prompt=I, logits=1)
-    request = first_token(model, system, plan, stack, batch, t, alone)
+    alone = step_parts(model, system, plan, stack, decode=0, context=0, prefill_seqs=1, prompt=I, logits=1,
+                       clock=clock)
+    request = first_token(model, system, plan, stack, batch, t, alone, clock)
     ttft = sum(request.values())
     out = plan.dp * batch * O / (n * t)
     notes = [f"batch per replica: {batch:g} sequences, bound by {bound}; each holds {tokens_held(plan, stack):g} "
@@ -110,18 +121,19 @@ def prompt_chunk(plan: ServePlan, stack: ServingStack, batch: float) -> float:
 
 
 def chunk_step(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, batch: float, chunk: float,
-               mixed: bool) -> dict[str, float]:
-    """A step carrying one prompt chunk of `chunk` tokens, by part (`step_time.step_parts`): beside the `batch`
-    decodes at the mean context where the engine mixes them (`mixed`: EngineRelease.mixed_prefill; they and the chunk
-    each sample a token), else alone (its one token)."""
+               mixed: bool, clock: float | None = None, mix: dict | None = None) -> dict[str, float]:
+    """A step carrying one prompt chunk of `chunk` tokens, by part (`step_time.step_parts`, `clock` and `mix` as its):
+    beside the `batch` decodes at the mean context where the engine mixes them (`mixed`: EngineRelease.mixed_prefill;
+    they and the chunk each sample a token), else alone (its one token)."""
     if not mixed:
-        return step_parts(model, system, plan, stack, decode=0, context=0, prefill_seqs=1, prompt=chunk, logits=1)
+        return step_parts(model, system, plan, stack, decode=0, context=0, prefill_seqs=1, prompt=chunk, logits=1,
+                          clock=clock, mix=mix)
     return step_parts(model, system, plan, stack, decode=batch, context=plan.input_len + plan.output_len / 2,
-                      prefill_seqs=1, prompt=chunk, logits=batch + 1)
+                      prefill_seqs=1, prompt=chunk, logits=batch + 1, clock=clock, mix=mix)
 
 
-def steady_step(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack,
-                batch: float) -> dict[str, float]:
+def steady_step(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, batch: float,
+                clock: float | None = None, mix: dict | None = None) -> dict[str, float]:
     """The mean step of a replica keeping `batch` sequences in flight (module docstring), by part. Each request
     lives n = life_steps steps and its prompt takes k = ceil(I / chunk) steps (`prompt_chunk`), so B k / n of the
     steps carry a prompt chunk. Where every step carries one (B k / n >= 1) the prompts' tokens are spread over the
@@ -129,35 +141,42 @@ def steady_step(model: ModelConfig, system: System, plan: ServePlan, stack: Serv
     beside the B decodes and the rest decode only, each priced as the engine runs it (graphs, launches:
     `step_time.step_parts`), the mean f x prompt step + (1 - f) x decode step. Where the engine runs prompts alone
     (`EngineRelease.mixed_prefill` false) a decode step of B sequences is followed by B k / n prompt-only chunk
-    steps on average, and a client's decode sees both: their sum."""
+    steps on average, and a client's decode sees both: their sum. `clock` as `step_time.step_parts`'s; where `mix` is
+    a dict, the cycle's kinds of time per mean step are added into it, each step's weighted as the mean weights its
+    seconds (`step_time.served_mix`)."""
     I, O, n = plan.input_len, plan.output_len, plan.life_steps
     rel, ctx = release_of(stack, plan), I + O / 2
     chunk = prompt_chunk(plan, stack, batch)
     share = batch * math.ceil(I / chunk) / n
+    dmix, cmix = ({}, {}) if mix is not None else (None, None)
     if rel is not None and not rel.mixed_prefill:
         decode = step_parts(model, system, plan, stack, decode=batch, context=ctx, prefill_seqs=0, prompt=0,
-                            logits=batch)
-        alone = chunk_step(model, system, plan, stack, batch, chunk, mixed=False)
-        return {k: decode[k] + share * alone[k] for k in decode}
+                            logits=batch, clock=clock, mix=dmix)
+        alone = chunk_step(model, system, plan, stack, batch, chunk, False, clock, cmix)
+        if mix is not None:
+            add_mix(add_mix(mix, dmix), cmix, share)
+        return {k: decode[k] + share * alone.get(k, 0.0) for k in decode | alone}
     if rel is None or share >= 1:  # a sequence's prefill step (which samples its first token), n - 1 decode steps
         return step_parts(model, system, plan, stack, decode=batch * (n - 1) / n, context=ctx,
-                          prefill_seqs=batch / n, prompt=I, logits=batch)
+                          prefill_seqs=batch / n, prompt=I, logits=batch, clock=clock, mix=mix)
     decode = step_parts(model, system, plan, stack, decode=batch, context=ctx, prefill_seqs=0, prompt=0,
-                        logits=batch)
-    carry = chunk_step(model, system, plan, stack, batch, chunk, mixed=True)
-    return {k: share * carry[k] + (1 - share) * decode[k] for k in decode}
+                        logits=batch, clock=clock, mix=dmix)
+    carry = chunk_step(model, system, plan, stack, batch, chunk, True, clock, cmix)
+    if mix is not None:
+        add_mix(add_mix(mix, cmix, share), dmix, 1 - share)
+    return {k: share * carry.get(k, 0.0) + (1 - share) * decode.get(k, 0.0) for k in decode | carry}
 
 
 def first_token(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, batch: float,
-                step: float, alone: dict[str, float]) -> dict[str, float]:
+                step: float, alone: dict[str, float], clock: float | None = None) -> dict[str, float]:
     """One request's time to first token by part, joining a replica whose `batch` sequences run steps of `step`
     seconds: its front end (`host_time.frontend_s`); the wait for the step in flight where the replica is busy
     (more than one sequence: `host_time.arrival_wait_steps` x step); its prefill, ceil(I / chunk) steps carrying a
     chunk (`prompt_chunk`) beside the decodes, or alone where the engine runs prompts alone, never less than the
-    prompt's prefill alone (`alone`'s parts)."""
+    prompt's prefill alone (`alone`'s parts); `clock` as `step_time.step_parts`'s."""
     I = plan.input_len
     rel, chunk = release_of(stack, plan), prompt_chunk(plan, stack, batch)
-    carry = chunk_step(model, system, plan, stack, batch, chunk, mixed=rel is None or rel.mixed_prefill)
+    carry = chunk_step(model, system, plan, stack, batch, chunk, rel is None or rel.mixed_prefill, clock)
     prefill = max(math.ceil(I / chunk) * sum(carry.values()), sum(alone.values()))
     wait = arrival_wait_steps(stack, plan) * step if batch > 1 else 0.0
     return {"frontend": frontend_s(system, plan, stack, I), "wait": wait, "prefill": prefill}

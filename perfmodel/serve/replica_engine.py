@@ -25,10 +25,13 @@ they are priced in one stride at the stride's mean context, so a run of 1,000 re
 priced strides rather than a million steps; a stride also ends at a `horizon` its caller sets (the earliest another
 engine could send it a request). A step's components are priced once per size, sizes rounded to a 5% grid above 32
 (`_grid`, `StepPricer`): the step model is smooth in them, and the simulation stays fast.
+The clock under the power limit is the caller's per window of the run (`Replica.clocks`; `serve.simulate` takes it
+from the replica's summed work, `step_time.mix_clock`), or where none is given each step's own.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 
@@ -42,7 +45,7 @@ from ..spec.serving.traces import read_trace
 from ..spec.serving.workload import LatencyStats, SimulatedServing, StageServing, Workload
 from .kv_cache import kv_bytes_per_token, memory, state_bytes_per_sequence
 from .prefix_cache import PrefixCache
-from .step_time import draft_job, step_parts
+from .step_time import add_mix, draft_job, step_parts
 
 GRID_RATIO = 1.05  # step shapes priced on a 5% grid above GRID_EXACT
 GRID_EXACT = 32
@@ -76,7 +79,7 @@ class StepPricer:
     sizes with steps priced before (a decode batch with the prefills of another step, say)."""
 
     def __init__(self, model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack):
-        self.args, self.cache, self.steps = (model, system, plan, stack), {}, {}
+        self.args, self.cache, self.steps, self.mixes = (model, system, plan, stack), {}, {}, {}
         self.draft = draft_job(*self.args)  # a speculative draft's layer, its components memoised beside the model's
 
     def _part(self, fn, *args):
@@ -87,16 +90,31 @@ class StepPricer:
             self.cache[key] = fn(*job, *sizes)
         return self.cache[key]
 
-    def __call__(self, decode: int, context: float, prefills: int, chunk: float, logits: int) -> float:
-        """The step's seconds at its sizes on the grid, each step shape priced once (its components, then its own
-        clock, `step_time.served_clock`)."""
-        key = (_grid(decode), _grid(context) if decode else 0.0, prefills, _grid(chunk) if prefills else 0.0,
-               _grid(logits))
-        if key not in self.steps:
+    @staticmethod
+    def _key(decode: int, context: float, prefills: int, chunk: float, logits: int) -> tuple:
+        return (_grid(decode), _grid(context) if decode else 0.0, prefills, _grid(chunk) if prefills else 0.0,
+                _grid(logits))
+
+    def __call__(self, decode: int, context: float, prefills: int, chunk: float, logits: int,
+                 clock: float | None = None) -> float:
+        """The step's seconds at its sizes on the grid, each step shape priced once per clock (its components, then
+        the clock: `clock`, the run's, or where None the step's own, `step_time.step_parts`)."""
+        key = self._key(decode, context, prefills, chunk, logits)
+        if (key, clock) not in self.steps:
+            mix = {} if key not in self.mixes else None
             parts = step_parts(*self.args, decode=key[0], context=key[1], prefill_seqs=key[2], prompt=key[3],
-                               logits=key[4], part=self._part, draft=self.draft)
-            self.steps[key] = float(sum(parts.values()))
-        return self.steps[key]
+                               logits=key[4], part=self._part, draft=self.draft, clock=clock, mix=mix)
+            self.steps[key, clock] = float(sum(parts.values()))
+            if mix is not None:
+                self.mixes[key] = mix
+        return self.steps[key, clock]
+
+    def mix(self, decode: int, context: float, prefills: int, chunk: float, logits: int) -> dict:
+        """The step's kinds of time at the tables' clock (`step_time.served_mix`), the step priced first."""
+        key = self._key(decode, context, prefills, chunk, logits)
+        if key not in self.mixes:
+            self(decode, context, prefills, chunk, logits, 1.0)
+        return self.mixes[key]
 
 
 def draw_lengths(nominal: int, n: int, ratio: float, rng: np.random.Generator, spread: str = "below") -> np.ndarray:
@@ -116,12 +134,15 @@ def draw_lengths(nominal: int, n: int, ratio: float, rng: np.random.Generator, s
 
 
 class Replica:
-    """One replica's engine: its queue, its admitted requests and its clock."""
+    """One replica's engine: its queue, its admitted requests and its clock; where `clocks` is given (one per window
+    of the run, `windows`), its steps run at them and their kinds of time, with the engine's idle waits, are summed
+    per window (`mixes`)."""
 
     def __init__(self, price: StepPricer, stack: ServingStack, kv_tokens: float, I: np.ndarray, O: np.ndarray,
                  groups: int = 1, state_tokens: float = 0.0, release: EngineRelease | None = None,
                  frontend: np.ndarray | None = None, prefilled: bool = False, ghost_steps: bool = True,
-                 prefix: PrefixCache | None = None, group: np.ndarray | None = None):
+                 prefix: PrefixCache | None = None, group: np.ndarray | None = None,
+                 clocks: list[float] | None = None):
         # lengths as Python ints: the loops below index them per sequence, which numpy scalars make slow
         self.price, self.stack, self.kv_tokens, self.I, self.O = price, stack, kv_tokens, I.tolist(), O.tolist()
         # a Gated DeltaNet model's fixed state per request, in KV tokens' bytes (kv_cache.state_bytes_per_sequence)
@@ -157,6 +178,39 @@ class Replica:
         self.last_ctx = 1.0  # the last decode step's mean context (a step of ghosts alone runs at it)
         # preemption (`preempt`): sequences sent back to the queue, to recompute their prompt and tokens on return
         self.preempted, self.resumed = 0, set()
+        # the power limit's clock (`step_time.mix_clock`): per window of the run (its stages, `windows`), the clock
+        # of each and the work its steps ran (their kinds of time, `StepPricer.mix`); None: each step's own clock
+        self.clocks, self.starts, self.mixes = clocks, [0.0], [{}]
+
+    def windows(self, starts: list[float]) -> None:
+        """The run's windows from these start times on (its stages); a step before the first (a warm-up) counts in
+        the first."""
+        self.starts, self.mixes = list(starts), [self.mixes[0]] + [{} for _ in starts[1:]]
+
+    def window(self) -> int:
+        """The window the step starting now runs in."""
+        return max(0, bisect.bisect_right(self.starts, self.now) - 1)
+
+    def clock(self) -> float | None:
+        """The clock the step starting now runs at (`clocks`' of its window), None where each step keeps its own."""
+        return None if self.clocks is None else self.clocks[min(self.window(), len(self.clocks) - 1)]
+
+    def tally(self, k: int, *sizes) -> None:
+        """k steps of these sizes (`StepPricer`'s) start now: their kinds of time add to the window's mix."""
+        if self.clocks is not None:
+            add_mix(self.mixes[self.window()], self.price.mix(*sizes), k)
+
+    def idle(self, until: float) -> None:
+        """The engine waits for a request until `until`, its GPU idle: the wait adds to the windows' mixes as a wait
+        (at idle draw; the limit averages the idle seconds of its window with the busy ones), split where a window
+        starts."""
+        t = self.now
+        while self.clocks is not None and t < until:
+            w = max(0, bisect.bisect_right(self.starts, t) - 1)
+            end = min(until, self.starts[w + 1]) if w + 1 < len(self.starts) else until
+            add_mix(self.mixes[w], {"overhead": end - t})
+            t = end
+        self.now = max(self.now, until)
 
     def send(self, r: int, when: float) -> None:
         """Request r leaves its client at `when`; it reaches the engine after its front end."""
@@ -176,7 +230,7 @@ class Replica:
         the queue (by this step's start; where it schedules ahead, by the start of the step before, which chose
         this one; an idle engine wakes for the first arrival), and admit() takes what fits."""
         if not self.busy() and not self.waiting and self.incoming:
-            self.now = max(self.now, self.incoming[0][0])  # idle until a request reaches it
+            self.idle(self.incoming[0][0])  # until a request reaches it
             decision = self.now
         else:
             decision = self.last_start if self.ahead and self.busy() else self.now
@@ -245,7 +299,8 @@ class Replica:
         until = self.incoming[0][0] if self.incoming else math.inf
         if not self.prefilling:  # decode only: stride to the next completion or the step an arrival joins
             if not dec:  # the step scheduled ahead for sequences that had ended: it runs, and yields nothing
-                t = self.price(ghosts, self.last_ctx, 0, 0.0, ghosts)
+                t = self.price(ghosts, self.last_ctx, 0, 0.0, ghosts, self.clock())
+                self.tally(1, ghosts, self.last_ctx, 0, 0.0, ghosts)
                 self.last_start, self.now = self.now, self.now + t
                 self.steps += 1
                 self.busy_s += t
@@ -254,7 +309,8 @@ class Replica:
             k = min(math.ceil((self.O[r] - self.made[r]) / self.gain - 1e-9) for r in self.decoding)
             if ghosts:
                 k = 1  # the ghosts ride in this step only
-            t = self.price(dec + ghosts, ctx + (k - 1) * self.gain / 2, 0, 0.0, dec + ghosts)
+            clock = self.clock()
+            t = self.price(dec + ghosts, ctx + (k - 1) * self.gain / 2, 0, 0.0, dec + ghosts, clock)
             if math.isfinite(until):  # stop at the step during which it arrives (ahead: the one after that)
                 k = max(1, min(k, (math.ceil((until - self.now) / t) if until > self.now else 0) + self.ahead))
             if math.isfinite(horizon):  # a request may be sent from then on: stop at the step it falls in
@@ -262,7 +318,8 @@ class Replica:
             if not self.stack.reserves_whole_sequence:  # stop where the cache fills: the next step preempts
                 free = self.kv_tokens - sum(self.held(r) for r in self.decoding)
                 k = max(1, min(k, math.floor(free / (dec * self.gain))))
-            t = self.price(dec + ghosts, ctx + (k - 1) * self.gain / 2, 0, 0.0, dec + ghosts)
+            t = self.price(dec + ghosts, ctx + (k - 1) * self.gain / 2, 0, 0.0, dec + ghosts, clock)
+            self.tally(k, dec + ghosts, ctx + (k - 1) * self.gain / 2, 0, 0.0, dec + ghosts)
             self.last_start = self.now + (k - 1) * t
             self.last_ctx = ctx + k * self.gain  # where the stride leaves the contexts (a ghost step runs at it)
             self.now += k * t
@@ -295,7 +352,9 @@ class Replica:
                     finishing.append(r)
             ctx = float(np.mean([self.I[r] + self.made[r] for r in decoding])) if dec else 0.0
             tokens = sum(c for _, c in chunks)
-            t = self.price(dec + riding, ctx, len(chunks), tokens / max(len(chunks), 1), dec + riding + len(finishing))
+            sizes = (dec + riding, ctx, len(chunks), tokens / max(len(chunks), 1), dec + riding + len(finishing))
+            t = self.price(*sizes, self.clock())
+            self.tally(1, *sizes)
             self.last_start, self.now = self.now, self.now + t
             self.steps += 1
             self.busy_s += t
@@ -326,7 +385,7 @@ class Replica:
                 # requests wait but none fits (cannot happen with an empty replica) or none has reached it yet
                 if not self.incoming:
                     break
-                self.now = max(self.now, self.incoming[0][0])
+                self.idle(self.incoming[0][0])
                 continue
             for r in self.step(first, done):
                 if then is not None:

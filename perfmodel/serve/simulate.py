@@ -8,6 +8,12 @@ round-robin, a closed loop's clients split evenly, each sending its next request
 disaggregated deployment (`ServePlan.prefill_dp`) runs its prefill pool, the router, the KV transfers and its decode
 pool in `simulate_disaggregated`.
 
+The power limit holds the board's power averaged over a window far longer than a step (`step_time.mix_clock`), so
+a step's compute-bound kernels run at the clock of its replica's sustained work, not its own: the run is priced at
+the tables' clock, each replica's steps and idle waits summed per stage (the whole run without stages), and run
+again at each stage's clock where its mix is over the limit (`_run`). The disaggregated pools keep each step's own
+clock (`simulate_disaggregated`: a prefill pool runs prefills alone, whose own mix is its sustained one).
+
 Preemption: where the engine allocates KV blocks as tokens come, the newest sequences are sent back and recomputed
 when the cache fills (`Replica.preempt`). Not priced: the earlier chunks' keys a later chunk of a split prompt
 attends (a chunk is priced as a prompt of its own tokens).
@@ -47,6 +53,7 @@ from .host_time import frontend_s, plan_stack, release_of
 from .prefix_cache import BlockPrefixCache, PrefixCache
 from .replica_engine import Replica, StepPricer, draw_lengths, open_arrivals, pool_kv, served
 from .simulate_disaggregated import simulate_disaggregated
+from .step_time import mix_clock
 
 __all__ = ["simulate", "simulate_requests", "RequestRun", "StepPricer"]
 
@@ -151,6 +158,28 @@ def _servable(model: ModelConfig, system: System, plan: ServePlan, stack, I: np.
 
 
 def _run(model: ModelConfig, system: System, plan: ServePlan, work: Workload) -> RequestRun:
+    """The run priced at the clock the power limit sustains over each replica's work (`step_time.mix_clock`: the
+    limit holds the board's power averaged over a window much longer than a step and shorter than a stage): first at
+    the tables' clock, each replica's steps' kinds of time and its idle waits summed per window of the run (its
+    stages, else the whole run); where a window's mix is over the limit, run again with every step of it at that
+    window's clock. One re-run: the slower steps change the mix only through how the engine then batches the same
+    work (the re-run's own mix gives a clock within 0.1% of the first on an 8k-prompt burst, a 5k-prompt closed loop
+    and an overloaded Poisson run)."""
+    price = StepPricer(model, system, plan, plan_stack(plan))
+    run, reps = _serve(model, system, plan, work, price, [[1.0]] * plan.dp)
+    clocks = [[mix_clock(system, m) for m in rep.mixes] for rep in reps]
+    if min(min(c) for c in clocks) >= 1.0:
+        return run
+    run = _serve(model, system, plan, work, price, clocks)[0]
+    low = min(min(c) for c in clocks)
+    run.notes.append(f"power limit: compute-bound kernels at {low:.3f} of the tables' clock where the run's sustained "
+                     "mix is over it (least of the replicas' stages; step_time.mix_clock)")
+    return run
+
+
+def _serve(model: ModelConfig, system: System, plan: ServePlan, work: Workload, price: StepPricer,
+           clocks: list[list[float]]) -> tuple[RequestRun, list[Replica]]:
+    """The run with each replica's steps at its `clocks` (one per window, `Replica.windows`), and the replicas."""
     rng = np.random.default_rng(work.seed)
     I, O = _lengths(plan, work, rng)
     if work.arrival == "closed" and work.concurrency < plan.dp:
@@ -163,19 +192,22 @@ def _run(model: ModelConfig, system: System, plan: ServePlan, work: Workload) ->
     W = work.warmup_requests
     pick = np.concatenate([np.full(W, np.flatnonzero(keep)[0]), np.flatnonzero(keep)]).astype(np.int64)
     I, O = I[pick], O[pick]
-    price = StepPricer(model, system, plan, stack)
     release = release_of(stack, plan)
     front = np.array([frontend_s(system, plan, stack, float(i)) for i in I])
     group, cache = _prefix(work, stack, trace, keep, pick, I)
     reps = [Replica(price, stack, kv_tokens, I, O, plan.attention_dp, state, release, front,
-                    prefix=cache() if cache is not None else None, group=group)
-            for _ in range(plan.dp)]
+                    prefix=cache() if cache is not None else None, group=group, clocks=clocks[k])
+            for k in range(plan.dp)]
     arrive, first, done = np.zeros(len(pick)), np.full(len(pick), np.nan), np.full(len(pick), np.nan)
     start, base = 0.0, (0, 0.0, 0, 0, 0)
     if W:
         _warm_up(reps, work, W, arrive, first, done)
         start = float(np.max(done[:W]))
         base = _counters(reps)
+    if work.stages is not None and work.arrival != "closed":  # the stages' windows, from when they start
+        starts = start + np.concatenate([[0.0], np.cumsum([s.duration_s for s in work.stages])[:-1]])
+        for rep in reps:
+            rep.windows(starts.tolist())
     if work.arrival == "closed":
         _run_closed(reps, work.concurrency, arrive, first, done, range(W, len(pick)), start)
     else:
@@ -209,7 +241,7 @@ def _run(model: ModelConfig, system: System, plan: ServePlan, work: Workload) ->
         notes.append(f"{preempted:,} preemptions: the KV cache filled, the newest sequences recomputed later")
     m = slice(W, None)
     return RequestRun(work, arrive[m], first[m], done[m], I[m], O[m], steps, batch / max(steps, 1),
-                      len(price.cache), hit, preempted, notes)
+                      len(price.cache), hit, preempted, notes), reps
 
 
 def _prefix(work: Workload, stack, trace, keep: np.ndarray, pick: np.ndarray, I: np.ndarray) -> tuple:

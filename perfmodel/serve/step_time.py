@@ -53,8 +53,8 @@ def device(model: ModelConfig, system: System, plan: ServePlan, stack: ServingSt
     """The training side's `Device` for this serving layout: its GEMM precision and the serving stack's
     attention kernel (a training stack profile carries the kernel fields the Device reads: attention_native and
     attention_speed 1, the part's own kernel where native, else FlashAttention-2). It prices the kernels at the
-    tables' clock (the accelerator's power model left out): the step's own clock is applied after, from its own mix
-    (`served_clock`), never a compute-bound loop's."""
+    tables' clock (the accelerator's power model left out): the clock the power limit leaves is applied after, from
+    the run's sustained mix (`mix_clock`) or the step's own (`served_clock`), never a compute-bound loop's."""
     kernels = load_stack("plain-torch").model_copy(
         update={"name": stack.name, "attention_native": stack.attention_native, "attention_speed": 1.0})
     serving = measured_serving(system, stack)
@@ -354,17 +354,17 @@ def draft_job(model: ModelConfig, system: System, plan: ServePlan, stack: Servin
 
 
 def draft_part(job: tuple, draft: tuple, decode: float, context: float, prefill_seqs: float, prompt: float,
-               part=None) -> float:
+               part=None, clock: float | None = None) -> float:
     """Seconds of a step's speculative draft (`ServePlan.speculative`) on the replica's last stage: draft_tokens
     passes, one after another, of its one layer (`draft`, `draft_job`, priced by `step_parts`: GEMMs, attention
     over the context, tp all-reduces, its head and the logits' gather) for the `decode` sequences, each pass after
     the fusion GEMM of its inputs (`fusion_part`: MTP every pass, EAGLE-3 on the first); and one pass over the
     step's prompt tokens, which build the draft's own KV cache. The stack's per-step overhead is the step's, not
-    counted again. `part` as `step_parts`'s."""
+    counted again. `part` and `clock` as `step_parts`'s."""
     s, part = job[2].speculative, part or _direct
 
     def run(**sizes) -> float:  # the draft's device time: its host is the step's
-        parts = step_parts(*draft, **sizes, part=part)
+        parts = step_parts(*draft, **sizes, part=part, clock=clock)
         return sum(v for k, v in parts.items() if k not in HOST_PARTS)
 
     t = 0.0
@@ -420,27 +420,62 @@ def gemm_compute_s(model: ModelConfig, system: System, plan: ServePlan, stack: S
     return step_gemm_flops(model, plan, tokens, logits) / matmul_rate(dev, dev.plan.precision)
 
 
-def served_clock(system: System, parts: dict, compute: float, prefill_attn: float) -> float:
-    """The clock fraction (<= 1) a served step sustains under the board power limit, from its own mix
-    (`cost.power.step_clock` over the step's kinds of time, its kernels priced at the tables' clock): compute-bound
-    are `compute` seconds of its GEMMs (`gemm_compute_s`, at most their priced seconds) and the prefill attention;
-    the rest of the GEMMs (reading weights at a few rows), the decode attention (reading the KV cache), the
-    element-wise kernels and a speculative draft are memory-bound; collectives comm; host overhead wait. A decode
-    step is memory-bound and keeps the full clock; a long prefill is compute-bound and slows as a GEMM loop does.
-    1 where the part has no power model."""
+MIX_KINDS = ("gemm", "attention", "recompute", "optimizer", "memory_bound", "tp_comm", "pp_comm", "cp_comm", "ep_comm",
+             "dp_comm", "zero3_comm", "offload_comm", "bubble", "host", "overhead")  # cost.power's TimeBreakdown parts
+
+
+def served_mix(parts: dict, compute: float, prefill_attn: float) -> dict[str, float]:
+    """A served step's kinds of time at the tables' clock, in `cost.power`'s TimeBreakdown parts (s): compute-bound
+    are `compute` seconds of its GEMMs (`gemm_compute_s`, at most their priced seconds) and the prefill attention
+    (gemm, attention); the rest of the GEMMs (reading weights at a few rows), the decode attention (reading the KV
+    cache), the element-wise kernels and a speculative draft are memory-bound (memory_bound); collectives comm
+    (tp_comm, pp_comm); host overhead wait (overhead). Mixes of many steps add part by part (`add_mix`)."""
+    out = dict.fromkeys(MIX_KINDS, 0.0)
+    out.update(gemm=compute, attention=prefill_attn, tp_comm=parts["tp_comm"], pp_comm=parts["pp_comm"],
+               overhead=parts["overhead"],
+               memory_bound=parts["gemm"] + parts["lm_head"] - compute + parts["attention"] - prefill_attn
+               + parts["memory"] + parts.get("draft", 0.0))
+    return out
+
+
+def add_mix(total: dict, mix: dict, weight: float = 1.0) -> dict:
+    """`total` (a mix, `served_mix`; empty to start) with `weight` x `mix` added part by part, s."""
+    for k, v in mix.items():
+        total[k] = total.get(k, 0.0) + weight * v
+    return total
+
+
+def mix_clock(system: System, mix: dict) -> float:
+    """The clock fraction (<= 1) compute-bound kernels sustain under the board power limit while the GPU runs the
+    work `mix` holds (`served_mix`, of one step or summed over many): `cost.power.step_clock` over it, its kernels
+    priced at the tables' clock. 1 where the part has no power model or the mix is empty.
+
+    The limit is a control loop on board power averaged over time, not a bound on each kernel: NVML reports the
+    clock it takes away as throttle reason SwPowerCap, "SW Power Scaling algorithm is reducing the clocks below
+    requested clocks" (NVML API reference, nvmlClocksThrottleReasons; DCGM_CLOCKS_THROTTLE_REASON_SW_POWER_CAP), and
+    the board power NVML reads on Ampere (but GA100) and newer parts is averaged over 1 s (nvmlDeviceGetPowerUsage;
+    NVML_FI_DEV_POWER_AVERAGE beside NVML_FI_DEV_POWER_INSTANT). The GPU's own clock changes take a switching and a
+    transition latency that Velicka et al. measure on A100 and GH200 (arXiv 2502.20075, 2025; the 2026 follow-up,
+    "An in-depth study of GPU frequency-scaling latency and its optimization on modern architectures"); no public
+    source found states the power loop's own averaging window, so it is taken as much longer than a step (tens of
+    ms) and shorter than a benchmark stage (tens of seconds to minutes): the clock of a served step is its run's
+    sustained mix's (a replica's steps and idle waits of one stage, `serve.simulate`; the steady cycle,
+    `serve.batching`), not its own. The dev data check the assumption: pricing each prefill at its own mix's clock
+    (near a GEMM loop's, 0.87 on H100) overstated vLLM 0.15.1's online TTFT on H100 (serving_online MAPE 17.2%, 13.2%
+    at the sustained clock); TensorRT-LLM's published online rows, under-predicted at low load where no clock is in
+    play (their ITL), move further under (published_inference)."""
     power = system.accelerator.power
-    if power is None:
+    if power is None or not mix or sum(mix.values()) <= 0.0:
         return 1.0
-    gemm = parts["gemm"] + parts["lm_head"]
-    zero = 0.0
-    time = {"gemm": compute, "attention": prefill_attn, "recompute": zero, "optimizer": zero,
-            "memory_bound": gemm - compute + parts["attention"] - prefill_attn + parts["memory"]
-            + parts.get("draft", 0.0),
-            "tp_comm": parts["tp_comm"], "pp_comm": parts["pp_comm"], "cp_comm": zero, "ep_comm": zero,
-            "dp_comm": zero, "zero3_comm": zero, "offload_comm": zero, "bubble": zero, "host": zero,
-            "overhead": parts["overhead"]}
-    time = {k: np.asarray(v, float) for k, v in time.items()}
+    time = {k: np.asarray(mix.get(k, 0.0), float) for k in MIX_KINDS}
     return float(step_clock(power, time, 1.0))
+
+
+def served_clock(system: System, parts: dict, compute: float, prefill_attn: float) -> float:
+    """The clock fraction (<= 1) of a served step from its own mix alone (`mix_clock` of `served_mix`): the step's
+    clock where no run's mix is given (`step_parts` with clock None: the disaggregated simulation, the static
+    batch). 1 where the part has no power model."""
+    return mix_clock(system, served_mix(parts, compute, prefill_attn))
 
 
 def _shared_speedup(system: System, plan: ServePlan) -> float:
@@ -457,11 +492,13 @@ HOST_PARTS = ("overhead", "launch", "schedule")  # a step's host parts (`step_pa
 
 def step_parts(model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, decode: float,
                context: float, prefill_seqs: float, prompt: float, logits: float, part=_direct,
-               draft: tuple | None = None) -> dict[str, float]:
+               draft: tuple | None = None, clock: float | None = None, mix: dict | None = None) -> dict[str, float]:
     """Seconds of one step by part: gemm, attention, memory (element-wise), tp_comm, pp_comm, lm_head, overhead,
     with speculative decoding draft (`draft_part`), with KV offload to host memory kv_offload (`kv_offload.
-    kv_offload_s`); the kernels at the tables' clock, and `clock` the seconds
-    the step's compute-bound kernels add where the power limit holds the step below it (`served_clock`). `decode` sequences at `context` keys, each running one
+    kv_offload_s`); the kernels at the tables' clock, and `clock` the seconds the step's compute-bound kernels add
+    where the power limit holds them below it: at `clock` (the run's sustained clock, `mix_clock`), or where it is
+    None at the step's own (`served_clock`). Where `mix` is a dict, the step's kinds of time at the tables' clock
+    (`served_mix`) are added into it. `decode` sequences at `context` keys, each running one
     token (draft_tokens + 1 verifying a draft: `ServePlan.decode_queries`, each sampled), `prefill_seqs` prompts
     of `prompt` tokens, `logits` sequences sampling; all over pp micro-batches (module docstring). On a host whose
     ranks share cores (`System.shared_host`, a CPU testbed) the compute parts run at
@@ -470,7 +507,7 @@ def step_parts(model: ModelConfig, system: System, plan: ServePlan, stack: Servi
     `draft` is `draft_job`'s (default: made here)."""
     if plan.two_batch_overlap and decode + prefill_seqs > 1:  # two half micro-batches, comm behind compute
         return two_batch_parts(step_parts, model, system, plan, stack, decode, context, prefill_seqs, prompt,
-                               logits, part, draft, HOST_PARTS)
+                               logits, part, draft, HOST_PARTS, clock, mix)
     pp, job, a, q = plan.pp, (model, system, plan, stack), plan.attention_dp, plan.decode_queries
     tokens, logits = (decode * q + prefill_seqs * prompt) / pp, logits + decode * (q - 1)
     # An attention data-parallel group attends, samples and schedules its own 1 / attention_dp of the sequences,
@@ -486,11 +523,13 @@ def step_parts(model: ModelConfig, system: System, plan: ServePlan, stack: Servi
              "tp_comm": tok["tp_comm"] + part(vocab_part, *job, tokens / a, logits / a), "pp_comm": tok["pp_comm"],
              "overhead": part(overhead_part, *job, decode / pp / a, context)}
     if plan.speculative is not None:
-        parts["draft"] = draft_part(job, draft or draft_job(*job), decode, context, prefill_seqs, prompt, part)
-    # the step's own clock under the power limit: its compute-bound kernels slowed by 1 / s, the seconds it adds
-    # apart in the breakdown ("clock")
+        parts["draft"] = draft_part(job, draft or draft_job(*job), decode, context, prefill_seqs, prompt, part, clock)
+    # the clock under the power limit (the run's, else the step's own): its compute-bound kernels slowed by 1 / s,
+    # the seconds it adds apart in the breakdown ("clock")
     compute = min(parts["gemm"] + parts["lm_head"], part(gemm_compute_s, *job, tokens * pp, logits))
-    s = served_clock(system, parts, compute, prefill_attn)
+    if mix is not None:
+        add_mix(mix, served_mix(parts, compute, prefill_attn))
+    s = served_clock(system, parts, compute, prefill_attn) if clock is None else clock
     if s < 1.0:
         parts["clock"] = (compute + prefill_attn) * (1.0 / s - 1.0)
     # the busiest rank's host: its launches outside graphs, which the device hides up to its own time, then the

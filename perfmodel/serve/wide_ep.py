@@ -127,19 +127,28 @@ DEVICE_PARTS = ("gemm", "attention", "memory", "lm_head", "draft")  # what the o
 
 def two_batch_parts(step, model: ModelConfig, system: System, plan: ServePlan, stack: ServingStack, decode: float,
                     context: float, prefill_seqs: float, prompt: float, logits: float, part, draft,
-                    host: tuple[str, ...]) -> dict[str, float]:
+                    host: tuple[str, ...], clock: float | None = None, mix: dict | None = None) -> dict[str, float]:
     """A step under two-batch overlap (`ServePlan.two_batch_overlap`: SGLang `--enable-two-batch-overlap`, after
     DeepSeek's profile-data repository, deepseek-ai/profile-data README: decode splits the batch in two and
     overlaps one half's dispatch and combine with the other half's attention and experts): the step's sequences as
     two micro-batches of half each (`step`, `step_time.step_parts`, priced without the overlap), their device
     parts twice (the weights read once per half, as the engines run them), their collectives hidden behind that
     compute up to its length (the exposed rest in tp_comm), the host parts of the whole step once. The pipeline's
-    fill (one half-layer not overlapped) is not priced."""
+    fill (one half-layer not overlapped) is not priced. `clock` and `mix` as `step`'s: the mix the halves' kinds of
+    time twice, their exposed collectives and the whole step's overhead."""
     one = plan.model_copy(update={"two_batch_overlap": False})
+    halves = {} if mix is not None else None
     half = step(model, system, one, stack, decode / 2, context, prefill_seqs / 2, prompt, logits / 2, part=part,
-                draft=draft)
-    whole = step(model, system, one, stack, decode, context, prefill_seqs, prompt, logits, part=part, draft=draft)
+                draft=draft, clock=clock, mix=halves)
+    whole = step(model, system, one, stack, decode, context, prefill_seqs, prompt, logits, part=part, draft=draft,
+                 clock=clock)
     out = {k: 2.0 * v for k, v in half.items() if k in DEVICE_PARTS}
     out["pp_comm"] = 2.0 * half["pp_comm"]
     out["tp_comm"] = max(0.0, 2.0 * half["tp_comm"] - sum(out[k] for k in DEVICE_PARTS if k in out))
+    if "clock" in half:  # the halves' compute at the clock the power limit holds, behind which nothing hides
+        out["clock"] = 2.0 * half["clock"]
+    if mix is not None:
+        for k, v in halves.items():
+            mix[k] = mix.get(k, 0.0) + (out["tp_comm"] if k == "tp_comm" else whole["overhead"] if k == "overhead"
+                                        else 2.0 * v)
     return out | {k: whole[k] for k in host}
