@@ -235,7 +235,7 @@ def test_moe_layers_from_the_measured_fused_moe_table():
     plan = ServePlan(tp=8, ep=8, precision="fp8", input_len=128, output_len=128)
     dev = device(m, sysm, plan, load_serving_stack("trtllm"))
     # over sustained_fraction alone: a served step's kernels are priced at the tables' clock, the step's own clock
-    # applied after from its mix (serve.step_time.served_clock), not a compute-bound loop's (0.811)
+    # applied after from its mix (serve.power_mix.served_clock), not a compute-bound loop's (0.811)
     assert loop_clock(sysm.accelerator.power) < 0.9
     assert moe_table_s(dev, plan, 256) == pytest.approx(rows[256] / sysm.efficiency.sustained_fraction, rel=1e-9)
     ds = load_model("deepseek-v3")

@@ -17,9 +17,8 @@ from perfmodel.serve.prefix_cache import PrefixCache, cached_tokens
 from perfmodel.serve.batching import infer, steady_step
 from perfmodel.serve.replica_engine import Replica, StepPricer, gaps, open_arrivals
 from perfmodel.serve.simulate import simulate, simulate_requests
-from perfmodel.serve.step_time import (
-    _gemm, add_mix, device, grouped_expert_s, mix_clock, step_gemm_flops, step_parts,
-)
+from perfmodel.serve.power_mix import add_mix, mix_clock
+from perfmodel.serve.step_time import _gemm, device, grouped_expert_s, step_gemm_flops, step_parts
 from perfmodel.spec.hardware.system import load_hardware
 from perfmodel.spec.model.catalogue import load_model
 from perfmodel.spec.serving.schema import ServePlan, resolve_serve

@@ -194,7 +194,7 @@ def test_spaced_requests_each_run_alone(tmp_path):
     """Three requests 100 s apart, none sharing a block: each reaches an idle engine after its front end and
     prefills alone in one step (1000 or 2000 tokens, under vLLM's 8192-token budget): TTFT = front end + that
     step, at the full clock (the GPU idle between them, their power averaged with the idle seconds is under the
-    limit: `step_time.mix_clock`)."""
+    limit: `power_mix.mix_clock`)."""
     path = _write(tmp_path, [{"timestamp": 0, "input_length": 1000, "output_length": 4, "hash_ids": [1, 2]},
                              {"timestamp": 100_000, "input_length": 2000, "output_length": 4,
                               "hash_ids": [3, 4, 5, 6]},

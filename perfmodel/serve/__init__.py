@@ -3,6 +3,7 @@ docs/inference.md).
 
 - `kv_cache`: a replica's GPU memory: weights, the KV cache, activations, runtime.
 - `step_time`: one serving step's seconds: GEMMs, attention, all-reduces, a speculative draft.
+- `power_mix`: the clock a served step runs at under the power limit, from the mix of work it sustains.
 - `gemm_quant`: a served fp8 GEMM's activation cast.
 - `moe_kernels`: routed experts from the part's measured fused-MoE table.
 - `wide_ep`: MoE layers across expert-parallel ranks: dispatch, combine, imbalance.

@@ -18,7 +18,7 @@ and its draft, and a sequence gains a = tokens_per_step tokens: a request lives 
 them its prefill), and TPOT = t / a, output tokens/s = dp x B x O / (n t); without it a = 1, n = O.
 
 The compute-bound kernels of every step run at the clock the power limit sustains over the steady cycle
-(`step_time.mix_clock` of the mean step's kinds of time, its prefill and decode steps weighted by their share): the
+(`power_mix.mix_clock` of the mean step's kinds of time, its prefill and decode steps weighted by their share): the
 limit averages the board's power over a window far longer than a step, so a prompt's prefill among decodes is not
 slowed as a GEMM loop is; where the cycle is over the limit, TTFT's prefill and the decode step both run at its
 clock (the `clock` part of their breakdowns).
@@ -39,7 +39,8 @@ from ..spec.serving.schema import ServeEstimate, ServePlan, ServingStack, resolv
 from .host_time import arrival_wait_steps, frontend_s, host_note, host_of, plan_stack, release_of
 from .wide_ep import ep_note
 from .kv_cache import GIB, kv_bytes_per_token, memory, replica_batch, sequence_kv_bytes, tokens_held
-from .step_time import add_mix, mix_clock, step_parts
+from .power_mix import add_mix, mix_clock
+from .step_time import step_parts
 
 
 def infer(model: ModelConfig | str, hardware: System | str, plan: ServePlan | dict) -> ServeEstimate:
@@ -143,7 +144,7 @@ def steady_step(model: ModelConfig, system: System, plan: ServePlan, stack: Serv
     (`EngineRelease.mixed_prefill` false) a decode step of B sequences is followed by B k / n prompt-only chunk
     steps on average, and a client's decode sees both: their sum. `clock` as `step_time.step_parts`'s; where `mix` is
     a dict, the cycle's kinds of time per mean step are added into it, each step's weighted as the mean weights its
-    seconds (`step_time.served_mix`)."""
+    seconds (`power_mix.served_mix`)."""
     I, O, n = plan.input_len, plan.output_len, plan.life_steps
     rel, ctx = release_of(stack, plan), I + O / 2
     chunk = prompt_chunk(plan, stack, batch)

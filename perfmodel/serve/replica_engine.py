@@ -26,7 +26,7 @@ priced strides rather than a million steps; a stride also ends at a `horizon` it
 engine could send it a request). A step's components are priced once per size, sizes rounded to a 5% grid above 32
 (`_grid`, `StepPricer`): the step model is smooth in them, and the simulation stays fast.
 The clock under the power limit is the caller's per window of the run (`Replica.clocks`; `serve.simulate` takes it
-from the replica's summed work, `step_time.mix_clock`), or where none is given each step's own.
+from the replica's summed work, `power_mix.mix_clock`), or where none is given each step's own.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ from ..spec.serving.traces import read_trace
 from ..spec.serving.workload import LatencyStats, SimulatedServing, StageServing, Workload
 from .kv_cache import kv_bytes_per_token, memory, state_bytes_per_sequence
 from .prefix_cache import PrefixCache
-from .step_time import add_mix, draft_job, step_parts
+from .power_mix import add_mix
+from .step_time import draft_job, step_parts
 
 GRID_RATIO = 1.05  # step shapes priced on a 5% grid above GRID_EXACT
 GRID_EXACT = 32
@@ -110,7 +111,7 @@ class StepPricer:
         return self.steps[key, clock]
 
     def mix(self, decode: int, context: float, prefills: int, chunk: float, logits: int) -> dict:
-        """The step's kinds of time at the tables' clock (`step_time.served_mix`), the step priced first."""
+        """The step's kinds of time at the tables' clock (`power_mix.served_mix`), the step priced first."""
         key = self._key(decode, context, prefills, chunk, logits)
         if key not in self.mixes:
             self(decode, context, prefills, chunk, logits, 1.0)
@@ -178,7 +179,7 @@ class Replica:
         self.last_ctx = 1.0  # the last decode step's mean context (a step of ghosts alone runs at it)
         # preemption (`preempt`): sequences sent back to the queue, to recompute their prompt and tokens on return
         self.preempted, self.resumed = 0, set()
-        # the power limit's clock (`step_time.mix_clock`): per window of the run (its stages, `windows`), the clock
+        # the power limit's clock (`power_mix.mix_clock`): per window of the run (its stages, `windows`), the clock
         # of each and the work its steps ran (their kinds of time, `StepPricer.mix`); None: each step's own clock
         self.clocks, self.starts, self.mixes = clocks, [0.0], [{}]
 

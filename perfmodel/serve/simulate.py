@@ -8,7 +8,7 @@ round-robin, a closed loop's clients split evenly, each sending its next request
 disaggregated deployment (`ServePlan.prefill_dp`) runs its prefill pool, the router, the KV transfers and its decode
 pool in `simulate_disaggregated`.
 
-The power limit holds the board's power averaged over a window far longer than a step (`step_time.mix_clock`), so
+The power limit holds the board's power averaged over a window far longer than a step (`power_mix.mix_clock`), so
 a step's compute-bound kernels run at the clock of its replica's sustained work, not its own: the run is priced at
 the tables' clock, each replica's steps and idle waits summed per stage (the whole run without stages), and run
 again at each stage's clock where its mix is over the limit (`_run`). The disaggregated pools keep each step's own
@@ -53,7 +53,7 @@ from .host_time import frontend_s, plan_stack, release_of
 from .prefix_cache import BlockPrefixCache, PrefixCache
 from .replica_engine import Replica, StepPricer, draw_lengths, open_arrivals, pool_kv, served
 from .simulate_disaggregated import simulate_disaggregated
-from .step_time import mix_clock
+from .power_mix import mix_clock
 
 __all__ = ["simulate", "simulate_requests", "RequestRun", "StepPricer"]
 
@@ -158,7 +158,7 @@ def _servable(model: ModelConfig, system: System, plan: ServePlan, stack, I: np.
 
 
 def _run(model: ModelConfig, system: System, plan: ServePlan, work: Workload) -> RequestRun:
-    """The run priced at the clock the power limit sustains over each replica's work (`step_time.mix_clock`: the
+    """The run priced at the clock the power limit sustains over each replica's work (`power_mix.mix_clock`: the
     limit holds the board's power averaged over a window much longer than a step and shorter than a stage): first at
     the tables' clock, each replica's steps' kinds of time and its idle waits summed per window of the run (its
     stages, else the whole run); where a window's mix is over the limit, run again with every step of it at that
@@ -173,7 +173,7 @@ def _run(model: ModelConfig, system: System, plan: ServePlan, work: Workload) ->
     run = _serve(model, system, plan, work, price, clocks)[0]
     low = min(min(c) for c in clocks)
     run.notes.append(f"power limit: compute-bound kernels at {low:.3f} of the tables' clock where the run's sustained "
-                     "mix is over it (least of the replicas' stages; step_time.mix_clock)")
+                     "mix is over it (least of the replicas' stages; power_mix.mix_clock)")
     return run
 
 
