@@ -7,7 +7,7 @@ from perfmodel.cli.main import main
 from perfmodel.cost.layouts import Layouts
 from perfmodel.cost.host.launch_queue import host_rates, layer_calls
 from perfmodel.errors import InputError
-from benchmarks.evals.published.moe_runs import _container_stack
+from perfmodel.spec.stack.frameworks import stack_for_framework
 from perfmodel.spec.hardware.system import load_hardware
 from perfmodel.spec.model.catalogue import load_model
 from perfmodel.spec.plan.layout import Plan, resolve
@@ -91,15 +91,34 @@ def test_bad_releases_and_graph_scopes_are_refused():
         plan_on("megatron-core", cuda_graphs="layer")
 
 
-def test_the_dev_rows_container_picks_the_release():
-    assert _container_stack("NeMo 26.04.01 container (Megatron-Bridge / Megatron-Core)") == "megatron-bridge@26.04.01"
-    assert _container_stack("NeMo 26.08 container (Megatron-Bridge / Megatron-Core)") == "megatron-bridge@26.08"
-    assert _container_stack("NeMo 25.07 container") is None  # before the line's first release
+@pytest.mark.parametrize("cell,stack", [
+    ("NeMo 26.04.01 container (Megatron-Bridge / Megatron-Core)", "megatron-bridge@26.04.01"),
+    ("NeMo 26.08 container (Megatron-Bridge / Megatron-Core)", "megatron-bridge@26.08"),
+    ("NeMo 26.03 container", "megatron-bridge@26.02.01"),  # no such release: the newest before it
+    ("NeMo 27.02 container", "megatron-bridge@26.08"),
+    ("Megatron-Bridge 600d069b + Megatron-Core 24bad8e6 (2026-08-12 study)", "megatron-bridge"),
+    ("NeMo 25.07 container", "nemo2@25.07"),  # NeMo 2, before Megatron-Bridge's first release
+    ("NeMo 25.05", "nemo2@25.04"), ("NeMo 2.2.1", "nemo2@25.02"),
+    ("NeMo 2.5.0rc0 (patched)/Megatron-core, PyTorch 2.8.0.dev+rocm7.0.0", "nemo2@25.07"),
+    ("NeMo/Megatron-core, PyTorch 2.6.0 ROCm 6.4 (MLPerf v5.0)", "nemo2"),
+    ("MangoBoost LLMBoost 1.2.0", "nemo2"),
+    ("NeMo/Megatron-Core (MLPerf Training v3.1, eos-dfw_n1024_ngc23.09_nemo)", "nemo"),
+    ("NeMo-Megatron (2023, ~NeMo 23.05/23.07)", "nemo"), ("NeMo 24.12", "nemo"), ("NeMo 1.23.0", "nemo")])
+def test_one_mapping_names_each_nemo_cells_stack(cell, stack):
+    """The mapping of docs/stacks.md: NeMo 1.x -> nemo, NeMo 2 -> nemo2 (over megatron-core), Bridge containers ->
+    their release."""
+    assert stack_for_framework(cell) == stack
 
 
 def test_cli_lists_shows_and_predicts_a_release(capsys):
     assert main(["stacks", "list"]) == 0
-    assert "megatron-bridge@26.08 (bare megatron-bridge: the newest)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "megatron-bridge  release line over megatron-core (bare megatron-bridge: the newest" in out
+    # every release on its own line, with its framework tag, Megatron-Core and source
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    assert "Megatron-Bridge v0.6.0, Megatron-Core 0.19 line" in rows["megatron-bridge@26.08"]
+    assert "NeMo v2.4.0, Megatron-Core unpinned" in rows["nemo2@25.07"] and "source: NeMo @v2.4.0" in rows["nemo2@25.07"]
+    assert len(rows) == 9 + 3 + 1  # Megatron-Bridge's nine releases, NeMo 2's three, AutoModel's one
     assert main(["stacks", "show", "megatron-bridge@26.06"]) == 0
     out = capsys.readouterr().out
     assert "Megatron-Core 0.18.0" in out and "graphs=step" in out

@@ -91,7 +91,8 @@ def test_mlperf_amd_llama31_8b_row(cases):
     assert (c.reason, c.model.name, c.system.name) == ("", "llama-3.1-8b", "mi355x-8")
     assert (p.gpus, p.tp, p.pp, p.dp, p.cp, p.zero, p.micro_batch, p.global_batch, p.num_microbatches) == (
         8, 1, 1, 8, 1, 1, 2, 32, 2)
-    assert (p.seq_len, p.recompute, p.precision, p.stack) == (8192, "none", "fp8", "nemo")
+    # "NeMo 2.5.0rc0 (patched)/Megatron-core": NeMo 2, its newest release line entry (spec.stack.frameworks)
+    assert (p.seq_len, p.recompute, p.precision, p.stack) == (8192, "none", "fp8", "nemo2@25.07")
 
 
 def test_block_times_are_no_step_times(cases):
@@ -137,8 +138,14 @@ def test_benchmark_main_prints_the_tables(capsys, tmp_path):
     assert {"T047", "T058", "T079"} <= set(ok["row_id"])
     mape = 100 * ok["error"].abs().mean()
     with_missing = 100 * (ok["error"].abs().sum() + len(rows) - len(ok)) / len(rows)
-    all_lines = [line.split() for line in text.splitlines() if line.startswith("ALL ")]
-    assert len(all_lines) == 2  # one per summary
+    lines = [line.split() for line in text.splitlines() if line.startswith("ALL ")]
+    all_lines = [cells for cells in lines if len(cells) == 7]  # the two summaries' (rows ... MAPE with missing)
+    assert len(all_lines) == 2
+    # the three transfer tables (by release, by chip family, by family and precision): rows, MAPE, signed median
+    transfer = [cells for cells in lines if len(cells) == 5]
+    assert len(transfer) == 3 and all(int(c[1]) == len(ok) for c in transfer)
+    assert all(float(c[2]) == pytest.approx(mape, abs=0.06) for c in transfer)
+    assert all(float(c[3]) == pytest.approx(100 * ok["error"].median(), abs=0.06) for c in transfer)
     for cells in all_lines:
         assert (int(cells[1]), int(cells[2])) == (7, len(ok))
         assert float(cells[4]) == pytest.approx(mape, abs=0.06)

@@ -24,6 +24,7 @@ import pandas as pd
 
 from benchmarks.evals.devset import TPU_AMD_CSV as DEFAULT_DATA
 from benchmarks.evals.published.tpu_amd_runs import load_tpu_amd_cases
+from benchmarks.evals.published.transfer import print_transfer
 from benchmarks.evals.published_runs import layout, priced
 
 
@@ -40,7 +41,7 @@ def per_row(data: Path) -> pd.DataFrame:
     df["verdict"] = df.get("verdict", pd.Series(index=df.index, dtype=object))
     df["note"] = [c.note for c in cases]
     return df[["row_id", "accelerator", "group", "trust", "model", "layout", "measured_s", "predicted_s", "error",
-               "verdict", "reason", "note"]]
+               "verdict", "reason", "note", "release", "gpu_family", "precision"]]
 
 
 def summary(df: pd.DataFrame, key: str) -> pd.DataFrame:
@@ -81,6 +82,7 @@ def main(argv=None) -> int:
     for key, title in (("accelerator", "accelerator"), ("group", "source group")):
         print(f"\nby {title} (error = predicted / measured - 1)")
         print(summary(df, key).to_string(float_format=fmt, na_rep="-"))
+    print_transfer(df, "TPU and AMD runs")
     ok = df.dropna(subset=["predicted_s"])
     print(f"\nexpressed rows said not to fit: {int((ok['verdict'] == 'does not fit').sum())} of {len(ok)}")
     left = df[df["predicted_s"].isna()]

@@ -144,5 +144,12 @@ def stack_name(names, lines):
             return text
         raise argparse.ArgumentTypeError(f"--stack {text!r}: valid: {', '.join(names)}, or "
                                          f"{', '.join(f'{n}[@VERSION]' for n in lines)} (perfmodel stacks list)")
-    parse.options = [*names, *lines]  # what a form offers (perfmodel.app.forms); versions are typed on the CLI
+    parse.options = [*names, *lines, *releases_of(lines)]  # what a form offers (perfmodel.app.forms): every release
     return parse
+
+
+def releases_of(lines) -> list[str]:
+    """Every release of the release lines `lines`, spelled as `--stack` takes it (megatron-bridge@26.08)."""
+    from ..spec.stack.release import load_line
+
+    return [f"{n}@{r.version}" for n in lines for r in load_line(n).releases]

@@ -49,7 +49,7 @@ from ..spec.plan.megatron_split import megatron_slots
 from ..spec.plan.recompute import MAXTEXT_OFFLOADED, MAXTEXT_REMAT, OffloadTensor, SavedTensor, check_names_model
 from ..spec.plan.fp8_recipes import Fp8Recipe
 from ..spec.stack.profile import DEFAULT_STACK, check_graphs
-from ..spec.stack.release import CAPACITY_FIELDS, GraphScope, release_fields
+from ..spec.stack.release import CAPACITY_FIELDS, GraphScope, release_defaults, release_fields
 
 
 DEFAULT_RECOMPUTES = ("none", "selective", "full")  # what a search tries without --only recompute=... (per-op: asked)
@@ -113,9 +113,12 @@ def capacity_of(job: Job) -> float | None:
 
 def with_release(job: Job, model: ModelConfig, system: System) -> tuple[Job, str]:
     """(the job with its stack release's recipe in the fields it leaves unset, a note or ''): the ones that hold for
-    every layout (spec.stack.release.release_fields: dispatcher, CUDA graphs, fp8 recipe); the recipe's EP overlap
+    every layout (spec.stack.release.release_defaults: gradient dtype, a dense model's TP overlap; release_fields:
+    dispatcher, CUDA graphs, fp8 recipe); the recipe's EP overlap
     depends on the layout (moe_overlap_applies), so a search prices its layouts without it unless asked."""
     acc = system.accelerator
+    job = job.model_copy(update={k: v for k, v in release_defaults(job.stack, model.moe is not None,
+                                                                   job.precision).items() if getattr(job, k) is None})
     user_capacity = any(getattr(job, k) is not None for k in CAPACITY_FIELDS)
     found = release_fields(job.stack, model.name, acc.name, acc.generation_name, job.precision,
                            user_capacity) if model.moe else None

@@ -11,7 +11,6 @@ catalogue, rows without a step time.
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 
 import pandas as pd
@@ -21,7 +20,8 @@ from perfmodel.errors import InputError
 from perfmodel.spec.hardware.system import load_hardware
 from perfmodel.spec.model.catalogue import load_model
 from perfmodel.spec.plan.layout import Plan, resolve
-from perfmodel.spec.stack.release import load_line
+from perfmodel.spec.stack.frameworks import stack_for_framework
+from perfmodel.spec.stack.release import is_release, split_stack
 
 # The preset of each model family the CSV names ([tokendrop] rows are the same model with dropping routing).
 MODEL_PRESETS = {
@@ -39,8 +39,8 @@ MODEL_PRESETS = {
 # as its rows' framework and kernel columns state ("PyTorch-native, FSDP2"; "TE + DeepEP"). torchtitan: FSDP2,
 # its default data parallelism (JobConfig parallelism.data_parallel_shard_degree = -1), and its all-to-all.
 # NeMo AutoModel's performance summary (main branch, Oct 2025) ran its benchmark configs; their release line holds
-# the recompute and dispatcher they set (hardware_specs/stacks/releases/nemo-automodel.yaml).
-AUTOMODEL_RELEASE = "nemo-automodel@25.10"
+# the recompute and dispatcher they set (hardware_specs/stacks/releases/nemo-automodel.yaml). Which stack or release
+# a row runs: its framework cell through spec.stack.frameworks.stack_for_framework, as for every runs table.
 # The expert-parallel size the table leaves out ('- (not stated)'), from the config the row names
 # (examples/benchmark/configs/gptoss_{20b,120b}_te_deepep.yaml @8d9bfb90e: distributed.ep_size).
 AUTOMODEL_EP = {"gpt-oss-20b": 8, "gpt-oss-120b": 64}
@@ -153,16 +153,6 @@ def _dispatcher(text: str, default: str) -> str:
     return default
 
 
-def _container_stack(framework: str) -> str | None:
-    """The Megatron-Bridge release a Megatron row's framework cell names ('NeMo 26.04.01 container (...)' ->
-    megatron-bridge@26.04.01), None where it names none the release line has (spec.stack.release)."""
-    m = re.search(r"nemo (\d\d\.\d\d(?:\.\d\d)?) container", framework.lower())
-    if m is None:
-        return None
-    versions = {r.version for r in load_line("megatron-bridge").releases}
-    return f"megatron-bridge@{m.group(1)}" if m.group(1) in versions else None
-
-
 def moe_to_case(row: pd.Series) -> Case:
     """One MoE row as a Case (or with the reason it cannot be expressed)."""
     base = dict(row_id=row["row_id"], group=row["source_group"], trust=row["trust"], model=None, system=None,
@@ -182,13 +172,13 @@ def moe_to_case(row: pd.Series) -> Case:
         model = load_model(MODEL_PRESETS[key])
     except InputError as err:
         return Case(**base, reason=f"model: {err}")
-    d = dict(MOE_DEFAULTS[_framework(row)])
-    release = (_container_stack(cell_text(row["framework"])) if _framework(row) == "megatron"
-               else AUTOMODEL_RELEASE if _framework(row) == "automodel" else None)
+    stack = stack_for_framework(cell_text(row["framework"]), f"row {row['row_id']}: framework")
+    d = dict(MOE_DEFAULTS[_framework(row)]) | ({"stack": stack} if _framework(row) == "megatron" else {})
+    release = stack if is_release(stack) else None  # spec.stack.frameworks: the container's release
+    automodel = release is not None and split_stack(release)[0] == "nemo-automodel"
     if release:  # the container's recipe sets what the row leaves unstated (dispatcher, overlap, graphs, recompute)
-        d = {k: v for k, v in d.items() if k not in ("moe_dispatcher", "recompute")} | {"stack": release}
-        if release == AUTOMODEL_RELEASE:  # its line's gradients (bf16, with its parameters)
-            d.pop("grad_dtype")
+        # and its line the gradient dtype (Defaults.grad_dtype; AutoModel's bf16 parameters' own)
+        d = {k: v for k, v in d.items() if k not in ("moe_dispatcher", "recompute", "grad_dtype")} | {"stack": release}
     stated = _dispatcher(cell_text(row["dispatcher"]), None)
     if stated or not release:
         d["moe_dispatcher"] = stated or d["moe_dispatcher"]
@@ -204,7 +194,7 @@ def moe_to_case(row: pd.Series) -> Case:
     if math.isnan(base["measured_s"]):
         return Case(**base, reason="no step time or throughput published")
     if cell_text(row["ep"]).startswith("-"):
-        if release != AUTOMODEL_RELEASE or key not in AUTOMODEL_EP:
+        if not automodel or key not in AUTOMODEL_EP:
             return Case(**base, reason="expert-parallel size not stated")
         ep = AUTOMODEL_EP[key]
     rec = cell_text(row["recompute"]).lower()
@@ -212,7 +202,7 @@ def moe_to_case(row: pd.Series) -> Case:
         return Case(**base, reason=f"recompute modules ({row['recompute']}) are per-module policies")
     preset, precision, recipe = MODEL_PRESETS[key], _precision(cell_text(row["precision"])), \
         _fp8_recipe(cell_text(row["precision"]))
-    if release and release != AUTOMODEL_RELEASE:  # what the Bridge recipe sets that the table leaves out
+    if release and split_stack(release)[0] == "megatron-bridge":  # what its recipe sets that the table leaves out
         d |= BRIDGE_STATE.get(preset, {})
         if (split := bridge_stage_layers(preset, pp, vpp)) is not None:
             d["stage_layers"] = split

@@ -37,9 +37,10 @@ v4.1 Google GPT-3 submissions (block-level MLLOG times) and MLPerf Training v5.0
   dense dispatch (Plan.moe_dense_dispatch) with the capacity factor stated; the others MaxText's default sparse path.
 - Precision: bf16; FP8 (TE hybrid) -> fp8; int8 (AQT) -> int8. LoRA fine-tunes map to
   Plan.lora (rank from the notes, the base in fp8 where they say fp8_params).
-- Stack: MaxText rows -> maxtext (hardware_specs/stacks/maxtext.yaml: XLA's overlapped collectives, tensor-parallel
-  ones included, fp32 master weights and gradients, no per-operator host cost); NeMo (and MangoBoost LLMBoost,
-  NeMo/Megatron-based) -> nemo, other framework names through spec.stack.frameworks.stack_for_framework.
+- Stack: the framework cell through spec.stack.frameworks.stack_for_framework, the mapping the docs and every runs
+  table use: MaxText rows -> maxtext (hardware_specs/stacks/maxtext.yaml: XLA's overlapped collectives, tensor-parallel
+  ones included, fp32 master weights and gradients, no per-operator host cost); the AMD rows' NeMo 2 ports (NeMo
+  2.5.0rc0, MLPerf v5.x, and MangoBoost LLMBoost, NeMo/Megatron-based) -> megatron-core.
 - Measured step time: step_time_s; else global tokens / (tokens_per_s_per_chip x n_chips); else, only where notes
   state MaxText's FLOP convention (6 x params x tokens, plus 6 H L hd S^2 per sequence where they say causal
   attention), that count per chip over tflops_per_chip. MFU alone, and MLPerf blocks that include an eval pass, give
@@ -261,12 +262,8 @@ def custom_remat(text: str) -> tuple[dict | None, str]:
 
 
 def stack_of(row: pd.Series) -> str:
-    fw = cell_text(row["framework"])
-    if "maxtext" in fw.lower():
-        return "maxtext"
-    if "llmboost" in fw.lower():  # MangoBoost LLMBoost: NeMo/Megatron-based (its rows' framework text)
-        return "nemo"
-    return stack_for_framework(fw or DEFAULT_STACK, f"row {row['row_id']}: framework")
+    """The row's stack: its framework cell through spec.stack.frameworks (MaxText, NeMo by version, LLMBoost)."""
+    return stack_for_framework(cell_text(row["framework"]) or DEFAULT_STACK, f"row {row['row_id']}: framework")
 
 
 def maxtext_flops_per_chip(row: pd.Series, model: ModelConfig, global_batch: int) -> float | None:

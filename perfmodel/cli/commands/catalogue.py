@@ -60,8 +60,9 @@ def stacks_text(action: str, name: str | None) -> str:
         out = [f"{n:<17}{load_stack(n).description}" for n in STACKS]
         for n in release_lines():
             line = load_line(n)
-            out.append(f"{n:<17}release line over {line.profile}: "
-                       f"{', '.join(f'{n}@{r.version}' for r in line.releases)} (bare {n}: the newest)")
+            out.append(f"{n:<17}release line over {line.profile} (bare {n}: the newest; stacks show "
+                       f"{n}@VERSION: its recipes)")
+            out += [f"  {n}@{r.version:<10}{release_label(line, r)}; source: {r.source}" for r in line.releases]
         return "\n".join(out)
     if not is_release(name):
         s = load_stack(name)
@@ -71,6 +72,13 @@ def stacks_text(action: str, name: str | None) -> str:
     line = load_line(base)
     out = [f"{base}@{r.version}: {release_label(line, r)}; runs the "
            f"{line.profile} profile with these MoE recipes (first match wins)", f"source: {r.source}"]
+    if r.defaults is not None:
+        d = r.defaults
+        grad = "profile's" if d.grad_dtype is None else d.grad_dtype + (
+            f" at {', '.join(d.grad_dtype_precisions)} (else the profile's)" if d.grad_dtype_precisions else "")
+        tpo = "profile's" if d.dense_tp_comm_overlap is None else ("on" if d.dense_tp_comm_overlap else "off") + (
+            f", off at {', '.join(d.tp_overlap_off_precisions)}" if d.tp_overlap_off_precisions else "")
+        out.append(f"every model: gradients reduced in {grad}; a dense model's TP overlap {tpo}  ({d.source})")
     if line.profile_fields:
         out.append(f"profile fields it runs differently: "
                    f"{', '.join(f'{k}={v}' for k, v in line.profile_fields.items())} (sources in "

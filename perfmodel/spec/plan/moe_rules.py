@@ -10,14 +10,18 @@ import numpy as np
 from ...errors import InputError, divisors, values_text
 from ..hardware.system import System
 from ..model.config import ModelConfig
-from ..stack.release import CAPACITY_FIELDS, release_fields
+from ..stack.release import CAPACITY_FIELDS, release_defaults, release_fields
 
 
 def apply_release(p: dict, given: set[str], model: ModelConfig, system: System) -> None:
     """Fill, in place, the MoE fields a plan left unset (not in `given`) from its stack's release recipe
     (spec.stack.release: `--stack megatron-bridge@26.08`): dispatcher, EP overlap (where the layout allows it), CUDA
-    graphs, recompute modules, fp8's recipe on Blackwell (mxfp8). A dense model or another stack keeps its fields."""
+    graphs, recompute modules, fp8's recipe on Blackwell (mxfp8); and, for every model, what the release's scripts set
+    whatever the model (Defaults: gradient dtype, a dense model's TP overlap). Another stack keeps its fields."""
     acc = system.accelerator
+    for k, v in release_defaults(p["stack"], model.moe is not None, p["precision"]).items():
+        if k not in given and p[k] is None:  # what the release's scripts set for every model, dense ones too
+            p[k] = v
     found = release_fields(p["stack"], model.name, acc.name, acc.generation_name, p["precision"],
                            user_capacity=bool(given & set(CAPACITY_FIELDS))) if model.moe else None
     if found is None:

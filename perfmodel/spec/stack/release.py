@@ -65,6 +65,33 @@ class Recipe(Schema):
                 and (not self.precisions or precision in self.precisions))
 
 
+class Defaults(Schema):
+    """What a release's performance scripts set for every model they train, MoE and dense alike, beside the
+    per-model recipes: the gradient reduction dtype and, for dense models, tensor-parallel communication overlap."""
+
+    grad_dtype: Literal["fp32", "bf16"] | None = Field(
+        None, description="the dtype gradients are reduced in (Megatron-Core DistributedDataParallelConfig."
+                          "grad_reduce_in_fp32 false: bf16); null: the profile's")
+    grad_dtype_precisions: list[str] = Field(default_factory=list, description="plan precisions that dtype applies "
+                                                                                "to ([]: every one)")
+    dense_tp_comm_overlap: bool | None = Field(
+        None, description="a dense model's tensor-parallel all-gathers / reduce-scatters beside its GEMMs "
+                          "(CommOverlapConfig tp_comm_overlap, userbuffers) where tp > 1 with sequence parallelism; "
+                          "null: the profile's")
+    tp_overlap_off_precisions: list[str] = Field(default_factory=list, description="plan precisions the scripts "
+                                                 "turn that overlap off at (nvfp4: fp4)")
+    source: str = Field(description="the scripts and lines these were read from")
+
+    def fields(self, moe: bool, precision: str) -> dict:
+        """The plan fields these set for a model (MoE or dense) at a precision: grad_dtype, tp_comm_overlap."""
+        out = {}
+        if self.grad_dtype is not None and (not self.grad_dtype_precisions or precision in self.grad_dtype_precisions):
+            out["grad_dtype"] = self.grad_dtype
+        if self.dense_tp_comm_overlap is not None and not moe:
+            out["tp_comm_overlap"] = self.dense_tp_comm_overlap and precision not in self.tp_overlap_off_precisions
+        return out
+
+
 class Release(Schema):
     """One release of a line: its versions and its recipes (the last one matching every plan)."""
 
@@ -75,6 +102,8 @@ class Release(Schema):
     source: str = Field(description="where its recipes were read")
     extends: str | None = Field(None, description="an earlier release of the line whose recipes follow this one's (a "
                                 "patch container listing only the rules it changes); null: its recipes are all")
+    defaults: Defaults | None = Field(None, description="what its scripts set for every model (null: nothing beyond "
+                                                        "the recipes; a release that extends another takes its)")
     recipes: list[Recipe] = Field(min_length=1, description="rules, first match wins")
 
     @model_validator(mode="after")
@@ -117,7 +146,8 @@ class ReleaseLine(Schema):
         done: dict[str, Release] = {}
         for r in self.releases:
             done[r.version] = r if r.extends is None else r.model_copy(
-                update={"recipes": r.recipes + done[r.extends].recipes})
+                update={"recipes": r.recipes + done[r.extends].recipes,
+                        "defaults": r.defaults or done[r.extends].defaults})
         return self.model_copy(update={"releases": list(done.values())})
 
     def release(self, version: str | None) -> Release:
@@ -218,3 +248,21 @@ def release_fields(spec: str, model: str, accelerator: str, generation: str, pre
         fields.update(moe_capacity_factor=r.moe_capacity_factor,
                       moe_pad_to_capacity=r.moe_pad_to_capacity if r.moe_capacity_factor is not None else None)
     return r, fields
+
+
+def release_defaults(spec: str, moe: bool, precision: str) -> dict:
+    """The plan fields a release's scripts set for every model (Defaults.fields: grad_dtype, a dense model's
+    tp_comm_overlap); {} for a stack that is not a release line, or a release that sets none."""
+    if not is_release(spec):
+        return {}
+    name, version = split_stack(spec)
+    d = load_line(name).release(version).defaults
+    return {} if d is None else d.fields(moe, precision)
+
+
+def pinned(spec: str) -> str:
+    """A stack name with its release spelled out: 'megatron-bridge' -> 'megatron-bridge@26.08' (the newest), a
+    release or a profile as it is."""
+    if not is_release(spec) or split_stack(spec)[1] is not None:
+        return spec
+    return f"{spec}@{load_line(spec).releases[-1].version}"
