@@ -135,3 +135,46 @@ def test_extrapolation_widths_by_hand():
     bands = iv.build(resid, groups, stacks, [()] * 6, 0.1, "t", dims=dims, widths=w)
     d = bands["megatron-core"].domain
     assert (d.generations, d.precisions, d.max_devices) == (["ampere", "hopper"], ["16-bit"], 8)
+
+
+def test_a_release_the_runs_never_ran_widens_the_interval():
+    """Interval.outside's release way: a plan whose stack (a release pinned, name@version) none of the interval's
+    runs ran widens both bounds by the release width; a domain that records no stacks tells nothing."""
+    from perfmodel.spec.stack.profile import Domain
+
+    d = Domain(generations=["hopper"], precisions=["16-bit"], max_devices=1024, stacks=["megatron-core"])
+    band = Interval(low=-0.05, high=0.1, rows=10, source="t", domain=d,
+                    extrapolation={"generation": 0.2, "precision": 0.1, "devices": 0.1, "release": 0.03})
+    assert band.bounds((), "hopper", "bf16", 64, "megatron-core") == (-0.05, 0.1, [], [])
+    low, high, _, far = band.bounds((), "hopper", "bf16", 64, "megatron-bridge@26.04")
+    assert far == ["release"] and (low, high) == pytest.approx((-0.08, 0.13))
+    # with a new precision too: the two widths in quadrature, sqrt(0.1^2 + 0.03^2)
+    low, high, _, far = band.bounds((), "hopper", "fp8", 64, "megatron-bridge@26.04")
+    assert far == ["precision", "release"] and high == pytest.approx(0.1 + (0.1 ** 2 + 0.03 ** 2) ** 0.5)
+    old = band.model_copy(update={"domain": d.model_copy(update={"stacks": []})})
+    assert old.bounds((), "hopper", "bf16", 64, "megatron-bridge@26.04")[3] == []
+
+
+def test_release_folds_hold_out_each_release():
+    dims = [("hopper", "bf16", 8, "megatron-core"), ("hopper", "bf16", 8, "nemo"), ("hopper", "bf16", 8, "nemo"),
+            ("hopper", "bf16", 8, "")]
+    folds = iv.extrapolation_folds(dims)["release"]
+    assert [list(m) for m in folds] == [[True, False, False, False], [False, True, True, False]]
+    assert iv.domain_of(dims).stacks == ["megatron-core", "nemo"]  # the unnamed run names none
+
+
+def test_an_estimate_on_an_unseen_release_says_so():
+    """The shipped dense interval of megatron-core comes from Megatron-LM's own rows: a dense plan on a
+    Megatron-Bridge release lies outside its runs' stacks and the interval says which and by how much."""
+    from perfmodel.spec.plan.layout import Plan
+
+    kw = dict(gpus=64, tp=4, pp=4, vpp=5, micro_batch=1, global_batch=128, seq_len=8192, sequence_parallel=True)
+    h100 = pm.load_hardware("dgx-a100-80gb")
+    band = load_stack("megatron-core").interval
+    assert "megatron-core" in band.domain.stacks and "megatron-bridge@26.04" not in band.domain.stacks
+    e = pm.estimate("llama-3-70b", h100, Plan(**kw, stack="megatron-bridge@26.04"))
+    assert "megatron-bridge@26.04, a stack release none of its runs ran" in e.interval_source
+    ref = pm.estimate("llama-3-70b", h100, Plan(**kw, stack="megatron-core"))
+    assert "stack release" not in ref.interval_source
+    w = band.extrapolation["release"]
+    assert e.step_time_s_high / e.step_time_s - ref.step_time_s_high / ref.step_time_s == pytest.approx(w, abs=1e-9)

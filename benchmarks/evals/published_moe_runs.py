@@ -22,6 +22,7 @@ import pandas as pd
 
 from benchmarks.evals.devset import MOE_CSV as DEFAULT_CSV
 from benchmarks.evals.published.moe_runs import load_moe_cases
+from benchmarks.evals.published.transfer import print_transfer
 from benchmarks.evals.published_runs import accuracy_args, generation_coverage, logo, print_intervals, stack_intervals
 from benchmarks.evals.published_runs import priced as dense_priced
 from benchmarks.evals.published_runs import summary as dense_summary
@@ -89,12 +90,16 @@ def main(argv=None) -> int:
         print(s.round(1).to_string())
     print(f"\n(a) per family and container: signed median error % (rows)  [{a.csv.name}]")
     print(by_container(df).to_string())
+    print_transfer(df, "(a) and (b) leave-one-container-out", held)
     # what the profiles' moe_interval quotes (hardware_specs/stacks/*.yaml): the trust-A rows, groups weighted once
     bands = stack_intervals(df, "python -m benchmarks.evals.published_moe_runs, trust-A rows", trust="A")
     print_intervals(*bands)
     print("\nleave-one-hardware-generation-out (trust-A rows): each generation's rows inside the intervals built from "
           "the others' (groups weighted once), unwidened and widened where a plan lies outside the runs")
     print(generation_coverage(df, bands[2], trust="A").round(1).to_string())
+    print("\nleave-one-stack-release-out (trust-A rows): each release's rows (one container: source x release) inside "
+          "the intervals built from the others', unwidened and widened where a plan lies outside the runs")
+    print(generation_coverage(df, bands[2], trust="A", by=3).round(1).to_string())
     if a.write_intervals:
         print(f"rewrote the moe_interval blocks of: {', '.join(write_intervals(bands[0], 'moe_interval')) or 'none'}")
     left = df[df["predicted_s"].isna()]

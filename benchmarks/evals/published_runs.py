@@ -33,13 +33,15 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.evals.devset import DEFAULT_CSV, SMALL_CSV
+from benchmarks.evals.published.transfer import family as gpu_family
+from benchmarks.evals.published.transfer import print_transfer
 from benchmarks.tools.stack_blocks import write_intervals
 from perfmodel.calibrate.runs import intervals
 from perfmodel.calibrate.runs.from_runs import NEUTRAL, Parts, fit_held, host_unpinned, interval_from, price
 from perfmodel.calibrate.runs.table import load_cases
 from perfmodel.errors import InputError
 from perfmodel.spec.stack.profile import regimes_of
-from perfmodel.spec.stack.release import profile_of
+from perfmodel.spec.stack.release import pinned, profile_of
 
 
 
@@ -94,6 +96,8 @@ def priced(csv: Path, cases=None):
     # what an interval's domain is made of (spec.stack.profile.Domain): hardware generation, precision, devices
     df.loc[idx, "generation"] = [c.system.accelerator.generation_name for c in ok]
     df.loc[idx, "precision"] = [c.plan.precision for c in ok]
+    df.loc[idx, "release"] = [pinned(c.plan.stack) for c in ok]  # a release line's name@version, the newest if bare
+    df.loc[idx, "gpu_family"] = [gpu_family(c.system.accelerator.name) for c in ok]
     df.loc[idx, "gpus"] = [c.plan.tp * c.plan.pp * c.plan.dp * c.plan.cp for c in ok]
     df["predicted_s"] = np.nan
     df.loc[idx, "predicted_s"] = parts.predict(NEUTRAL)
@@ -188,11 +192,11 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
 
 def interval_inputs(df: pd.DataFrame, trust: str | None = None) -> tuple:
     """(residuals measured/predicted - 1, groups, stacks, regimes, dims: per row (hardware generation, precision,
-    devices)) of (a)'s expressible rows (of one trust level), as perfmodel.calibrate.runs.intervals takes them."""
+    devices, stack release)) of (a)'s expressible rows (of one trust level), as perfmodel.calibrate.runs.intervals takes them."""
     ok = df.dropna(subset=["predicted_s"])
     if trust is not None:
         ok = ok[ok["trust"] == trust]
-    dims = list(zip(ok["generation"], ok["precision"], ok["gpus"].astype(int)))
+    dims = list(zip(ok["generation"], ok["precision"], ok["gpus"].astype(int), ok["release"]))
     return ((ok["measured_s"] / ok["predicted_s"] - 1).to_numpy(), ok["group"].to_numpy(), ok["stack"].to_numpy(),
             list(ok["regimes"]), dims)
 
@@ -210,16 +214,18 @@ def stack_intervals(df: pd.DataFrame, source: str = "python -m benchmarks.evals.
     return intervals.build(resid, groups, stacks, regimes, q, source, cover, dims, widths), held, q
 
 
-def generation_coverage(df: pd.DataFrame, q: float, trust: str | None = None) -> pd.DataFrame:
-    """Leave-one-hardware-generation-out (perfmodel.calibrate.runs.intervals.held_out_by_value): each generation's rows
-    inside the intervals built from the other generations' rows at level q, unwidened and widened
-    where they lie outside those runs' domain, with the widths the others' runs give."""
+def generation_coverage(df: pd.DataFrame, q: float, trust: str | None = None, by: int = 0) -> pd.DataFrame:
+    """Leave-one-value-out (perfmodel.calibrate.runs.intervals.held_out_by_value) of a run's dims[by] (0: hardware
+    generation, 3: stack release): each value's rows inside the intervals built from the other values' rows at level
+    q, unwidened and widened where they lie outside those runs' domain, with the widths the others' runs give."""
     resid, groups, stacks, regimes, dims = interval_inputs(df, trust)
-    out = intervals.held_out_by_value(resid, groups, stacks, regimes, dims, q, [d[0] for d in dims])
+    out = intervals.held_out_by_value(resid, groups, stacks, regimes, dims, q, [d[by] for d in dims])
+    ways = ", ".join(intervals.EXTRAPOLATIONS)
     t = pd.DataFrame({g: {"rows": r["rows"], "unwidened %": 100 * r["unwidened"], "widened %": 100 * r["widened"],
-                          "widths (generation, precision, devices)": ", ".join(
+                          f"widths ({ways})": ", ".join(
                               f"{r['widths'][k]:.3f}" for k in intervals.EXTRAPOLATIONS)} for g, r in out.items()}).T
-    t.loc["mean (generations weighted once)"] = [t["rows"].sum(), t["unwidened %"].mean(), t["widened %"].mean(), ""]
+    t.loc[f"mean ({'generations' if by == 0 else 'values'} weighted once)"] = [
+        t["rows"].sum(), t["unwidened %"].mean(), t["widened %"].mean(), ""]
     return t
 
 
@@ -309,11 +315,15 @@ def main(argv=None) -> int:
         print(f"\nnot expressible ({len(bad)} rows):")
         for reason, g in bad.groupby("reason"):
             print(f"  {len(g):3d}  {reason}  [{', '.join(g['row_id'][:6])}{' ...' if len(g) > 6 else ''}]")
+    print_transfer(df, "(a) and (b)", b)
     bands = stack_intervals(df)
     print_intervals(*bands)
     print("\nleave-one-hardware-generation-out: each generation's rows inside the intervals built from the others' "
           "(groups weighted once), unwidened and widened where a plan lies outside the runs (Interval.bounds)")
     print(generation_coverage(df, bands[2]).to_string(float_format=fmt))
+    print("\nleave-one-stack-release-out: each stack's (a release line's: each release's) rows inside the intervals "
+          "built from the other stacks' rows, unwidened and widened where a plan lies outside the runs")
+    print(generation_coverage(df, bands[2], by=3).to_string(float_format=fmt))
     if a.write_intervals:
         print(f"rewrote the interval blocks of: {', '.join(write_intervals(bands[0])) or 'none'}")
 

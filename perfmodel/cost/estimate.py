@@ -28,6 +28,7 @@ from ..spec.result import (
     TimeBreakdown,
 )
 from ..spec.stack.profile import REGIMES, Interval, Stack, load_stack, regimes_of
+from ..spec.stack.release import pinned
 from .comm import collectives as C
 from .host.launch_queue import layer_calls
 from .layouts import Layouts
@@ -182,7 +183,8 @@ def notes_of(model: ModelConfig, system: System, plan: Plan, step: Step, speedup
     return notes
 
 
-def extrapolation_text(band: Interval, far: list[str], generation: str, precision: str, gpus: int) -> str:
+def extrapolation_text(band: Interval, far: list[str], generation: str, precision: str, gpus: int,
+                       stack: str = "") -> str:
     """How an interval says it extrapolates (Interval.bounds): ', W wider each way for <what> and <what>' for the
     ways the plan lies outside the runs it came from (EXTRAPOLATIONS), naming what the runs span; W is their widths
     in quadrature."""
@@ -191,7 +193,8 @@ def extrapolation_text(band: Interval, far: list[str], generation: str, precisio
     d = band.domain
     what = {"generation": lambda: f"a {generation} part, a generation none of its runs used ({', '.join(d.generations)})",
             "precision": lambda: f"{precision}, a precision none of its runs used ({', '.join(d.precisions)})",
-            "devices": lambda: f"{gpus} devices, more than any of its runs (up to {d.max_devices})"}
+            "devices": lambda: f"{gpus} devices, more than any of its runs (up to {d.max_devices})",
+            "release": lambda: f"{stack}, a stack release none of its runs ran ({', '.join(d.stacks)})"}
     widths = [band.extrapolation.get(k, 0.0) for k in far]
     each = f" ({' and '.join(f'{w:.1%}' for w in widths)} in quadrature)" if len(far) > 1 else ""
     return (f", {sum(w * w for w in widths) ** 0.5:.1%} wider each way{each} for "
@@ -266,8 +269,8 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
     tokens = lay.tokens_per_step
     band = prediction_interval(system, load_stack(plan.stack), model.moe is not None)
     generation = system.accelerator.generation_name
-    low, high, wider, far = (band.bounds(regimes_of(plan), generation, plan.precision, gpus) if band
-                             else (0.0, 0.0, [], []))
+    low, high, wider, far = (band.bounds(regimes_of(plan), generation, plan.precision, gpus, pinned(plan.stack))
+                             if band else (0.0, 0.0, [], []))
     return Estimate(
         model=model.name, hardware=system.name, gpus=gpus, params=model.n_params(),
         step_time_s=step_s, tokens_per_s=tokens / step_s,
@@ -278,7 +281,7 @@ def report_plan(model: ModelConfig, system: System, step: Step, i: int) -> Estim
                             if band.held_out is not None else "")
                          + (f", wider for {' and '.join(f'{REGIMES[r]} ({band.regimes[r].rows} runs)' for r in wider)}"
                             if wider else "")
-                         + extrapolation_text(band, far, generation, plan.precision, gpus)
+                         + extrapolation_text(band, far, generation, plan.precision, gpus, pinned(plan.stack))
                          + f": {band.source}") if band else "",
         tokens_per_s_per_gpu=tokens / step_s / gpus,
         model_tflops_per_gpu=mflops / step_s / gpus / 1e12, mfu=mflops / (step_s * gpus * peak),

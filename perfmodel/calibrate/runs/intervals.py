@@ -12,10 +12,10 @@ runs counts as much as one of 5), and coverage is judged per held-out group.
   so a plan in that regime quotes the union (`Interval.around`).
 - `held_out` (the claim docs/stacks.md makes): each group's runs against the intervals built without that group.
 - `extrapolation_widths` (intervals that know when they extrapolate): the runs of one hardware generation,
-  one precision, or the largest jobs, each held out in turn and predicted with the interval built from the others;
+  one precision, the largest jobs, or one stack release (a framework version), each held out in turn and predicted with the interval built from the others;
   for each way (`spec.stack.profile.EXTRAPOLATIONS`) the least widening of both bounds that brings those held-out runs to
   TARGET coverage (folds weighted equally, groups once in each). Every interval records what its runs span
-  (`Domain`: generations, precision classes, most devices) and these widths; a plan outside the domain quotes the
+  (`Domain`: generations, precision classes, most devices, stack releases) and these widths; a plan outside the domain quotes the
   interval widened by them (`Interval.bounds`), and says so. The widths are chosen on the dev sets' own folds, as
   the level is: a slightly hopeful figure, which the published-runs benchmark reports leave-one-generation-out.
 - `choose_level`: the narrowest of LEVELS (lower-tail quantile q; bounds at q and 1 - q) whose held-out coverage,
@@ -60,11 +60,11 @@ WIDTH_STEP = 0.005  # widths are found on this grid (relative step time)
 
 
 def domain_of(dims) -> Domain | None:
-    """What the runs with `dims` (per run: (generation, precision, devices)) span; None without dims."""
+    """What the runs with `dims` (per run: (generation, precision, devices[, stack])) span; None without dims."""
     if dims is None or len(dims) == 0:
         return None
     return Domain(generations=sorted({d[0] for d in dims}), precisions=sorted({precision_class(d[1]) for d in dims}),
-                  max_devices=int(max(d[2] for d in dims)))
+                  max_devices=int(max(d[2] for d in dims)), stacks=sorted({d[3] for d in dims if len(d) > 3 and d[3]}))
 
 
 def build(resid, groups, stacks, regimes, q: float, source: str, held: float | None = None, dims=None,
@@ -151,13 +151,15 @@ def _needs(resid, groups, stacks, regimes, q, dims, widths, train, test) -> np.n
 
 def extrapolation_folds(dims) -> dict[str, list[np.ndarray]]:
     """Per way of EXTRAPOLATIONS, the runs held out in each fold (boolean masks): each hardware generation, each
-    precision class, and the jobs above each of DEVICE_CUTS (kept: the runs at or below it); folds whose held-out
-    or kept runs are empty are left out."""
+    precision class, the jobs above each of DEVICE_CUTS (kept: the runs at or below it), and each stack release
+    (where dims carry one: a framework version the others never ran); folds whose held-out or kept runs are empty
+    are left out."""
     gen = np.array([d[0] for d in dims])
     prec = np.array([precision_class(d[1]) for d in dims])
     dev = np.array([d[2] for d in dims])
+    rel = np.array([d[3] if len(d) > 3 else "" for d in dims])
     folds = {"generation": [gen == v for v in np.unique(gen)], "precision": [prec == v for v in np.unique(prec)],
-             "devices": [dev > c for c in DEVICE_CUTS]}
+             "devices": [dev > c for c in DEVICE_CUTS], "release": [rel == v for v in np.unique(rel) if v]}
     return {k: [m for m in v if 0 < m.sum() < len(m)] for k, v in folds.items()}
 
 

@@ -85,7 +85,8 @@ class MemoryBand(Schema):
 # what the development sets show such a step costs (`Interval.extrapolation`, perfmodel.calibrate.runs.intervals).
 EXTRAPOLATIONS = {"generation": "a hardware generation none of its runs used",
                   "precision": "a precision none of its runs used",
-                  "devices": "more devices than any of its runs"}
+                  "devices": "more devices than any of its runs",
+                  "release": "a stack or stack release none of its runs used"}
 Extrapolation = Literal[tuple(EXTRAPOLATIONS)]
 
 
@@ -100,6 +101,8 @@ class Domain(Schema):
     generations: list[str] = Field(description="hardware generations of the runs (Accelerator.generation)")
     precisions: list[str] = Field(description="precision classes of the runs (16-bit, fp8, fp4: precision_class)")
     max_devices: int = Field(ge=1, description="the most devices any of the runs used")
+    stacks: list[str] = Field(default_factory=list, description="the stacks the runs ran, a release line's as "
+                              "name@version (spec.stack.release.pinned); []: not recorded (no release extrapolation)")
 
 
 class Interval(Schema):
@@ -126,22 +129,25 @@ class Interval(Schema):
         "largest jobs, each predicted from the others' interval) to the stated coverage "
         "(perfmodel.calibrate.runs.intervals.extrapolation_widths)")
 
-    def outside(self, generation: str, precision: str, devices: int) -> list[str]:
-        """The ways (EXTRAPOLATIONS) a plan on a `generation` part, at `precision`, on `devices` lies outside the
-        runs this interval came from (none where the domain is unknown)."""
+    def outside(self, generation: str, precision: str, devices: int, stack: str | None = None) -> list[str]:
+        """The ways (EXTRAPOLATIONS) a plan on a `generation` part, at `precision`, on `devices`, run by `stack` (a
+        release pinned: name@version) lies outside the runs this interval came from (none where the domain is
+        unknown; no release extrapolation where it records no stacks or no stack is given)."""
         d = self.domain
         if d is None:
             return []
         out = {"generation": generation not in d.generations,
-               "precision": precision_class(precision) not in d.precisions, "devices": devices > d.max_devices}
+               "precision": precision_class(precision) not in d.precisions, "devices": devices > d.max_devices,
+               "release": stack is not None and bool(d.stacks) and stack not in d.stacks}
         return [k for k in EXTRAPOLATIONS if out[k]]
 
-    def bounds(self, regimes, generation: str, precision: str, devices: int) -> tuple[float, float, list[str], list[str]]:
+    def bounds(self, regimes, generation: str, precision: str, devices: int,
+               stack: str | None = None) -> tuple[float, float, list[str], list[str]]:
         """(low, high, the regimes that widened them, the extrapolations that widened them): `around`, then both
         bounds widened by the ways the plan lies outside the runs, their `extrapolation` widths added in quadrature
         (independent unknowns: a new generation at a new precision is not twice as uncertain as either)."""
         low, high, wider = self.around(regimes)
-        far = self.outside(generation, precision, devices)
+        far = self.outside(generation, precision, devices, stack)
         w = sum(self.extrapolation.get(k, 0.0) ** 2 for k in far) ** 0.5
         return max(low - w, -0.99), high + w, wider, far
 
