@@ -6,7 +6,7 @@ coercion (`Count`, `Count0`, `Flag`, `Real`, `PositiveReal`, `IntLiteral`, `MAX_
 from __future__ import annotations
 
 import contextvars
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError
@@ -30,6 +30,7 @@ MAX_COUNT = 2**31 - 1
 Count = Annotated[int, BeforeValidator(_plain), Strict(), Field(gt=0, le=MAX_COUNT)]
 Count0 = Annotated[int, BeforeValidator(_plain), Strict(), Field(ge=0, le=MAX_COUNT)]  # a count that may be 0
 Flag = Annotated[bool, BeforeValidator(_plain), Strict()]
+Precision = Literal["bf16", "fp16", "fp8", "fp4", "int8"]  # a plan's GEMM precision (Plan.precision)
 def _whole(v):
     """An int for a Literal of ints, which Strict() does not apply to: True == 1 and 1.0 == 1 would pass it."""
     v = _plain(v)

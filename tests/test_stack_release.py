@@ -12,7 +12,7 @@ from perfmodel.spec.hardware.system import load_hardware
 from perfmodel.spec.model.catalogue import load_model
 from perfmodel.spec.plan.layout import Plan, resolve
 from perfmodel.spec.stack.profile import load_stack
-from perfmodel.spec.stack.release import load_line, profile_of, release_recipe
+from perfmodel.spec.stack.release import load_line, profile_of, release_lines, release_recipe
 
 QWEN = dict(gpus=8, ep=8, micro_batch=8, global_batch=512, seq_len=4096, precision="fp8")
 
@@ -103,7 +103,19 @@ def test_bad_releases_and_graph_scopes_are_refused():
     ("NeMo/Megatron-core, PyTorch 2.6.0 ROCm 6.4 (MLPerf v5.0)", "nemo2"),
     ("MangoBoost LLMBoost 1.2.0", "nemo2"),
     ("NeMo/Megatron-Core (MLPerf Training v3.1, eos-dfw_n1024_ngc23.09_nemo)", "nemo"),
-    ("NeMo-Megatron (2023, ~NeMo 23.05/23.07)", "nemo"), ("NeMo 24.12", "nemo"), ("NeMo 1.23.0", "nemo")])
+    ("NeMo-Megatron (2023, ~NeMo 23.05/23.07)", "nemo"), ("NeMo 24.12", "nemo"), ("NeMo 1.23.0", "nemo"),
+    # container spellings: an image tag, the word container between, a patch container
+    ("nvcr.io/nvidia/nemo:24.07", "nemo"), ("nvcr.io/nvidia/nemo:25.11.01", "megatron-bridge@25.11"),
+    ("NeMo container 25.09", "megatron-bridge@25.09"), ("nemo:25.02", "nemo2@25.02"),
+    ("NeMo Framework 25.04", "nemo2@25.04"),
+    # NeMo 2.x named beside a 24.xx container: the 24.09 / 24.12 containers ship NeMo 2.0 / 2.1 too
+    ("NeMo 24.09 (NeMo 2.0)", "nemo2@25.02"), ("NeMo 2.1.0", "nemo2@25.02"),
+    # names that only look alike: Nemotron is a model, a bridge is not Megatron-Bridge; NeMo-Megatron is NeMo 1.x
+    ("Nemotron recipe (Megatron-LM)", "megatron-core"), ("Megatron-DeepSpeed (bridge)", "deepspeed"),
+    ("NVIDIA NeMo Megatron", "nemo"),
+    # a Megatron-Bridge tag names its release; an unknown one the newest
+    ("Megatron-Bridge v0.2.0", "megatron-bridge@25.11"), ("Megatron-Bridge v0.1.0rc3", "megatron-bridge@25.09"),
+    ("Megatron-Bridge v9.9.9", "megatron-bridge")])
 def test_one_mapping_names_each_nemo_cells_stack(cell, stack):
     """The mapping of docs/stacks.md: NeMo 1.x -> nemo, NeMo 2 -> nemo2 (over megatron-core), Bridge containers ->
     their release."""
@@ -118,7 +130,7 @@ def test_cli_lists_shows_and_predicts_a_release(capsys):
     rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
     assert "Megatron-Bridge v0.6.0, Megatron-Core 0.19 line" in rows["megatron-bridge@26.08"]
     assert "NeMo v2.4.0, Megatron-Core unpinned" in rows["nemo2@25.07"] and "source: NeMo @v2.4.0" in rows["nemo2@25.07"]
-    assert len(rows) == 9 + 3 + 1  # Megatron-Bridge's nine releases, NeMo 2's three, AutoModel's one
+    assert set(rows) == {f"{n}@{r.version}" for n in release_lines() for r in load_line(n).releases}
     assert main(["stacks", "show", "megatron-bridge@26.06"]) == 0
     out = capsys.readouterr().out
     assert "Megatron-Core 0.18.0" in out and "graphs=step" in out

@@ -194,7 +194,7 @@ def extrapolation_text(band: Interval, far: list[str], generation: str, precisio
     what = {"generation": lambda: f"a {generation} part, a generation none of its runs used ({', '.join(d.generations)})",
             "precision": lambda: f"{precision}, a precision none of its runs used ({', '.join(d.precisions)})",
             "devices": lambda: f"{gpus} devices, more than any of its runs (up to {d.max_devices})",
-            "release": lambda: f"{stack}, a stack release none of its runs ran ({', '.join(d.stacks)})"}
+            "release": lambda: f"{stack}, a stack or release none of its runs ran ({', '.join(d.stacks)})"}
     widths = [band.extrapolation.get(k, 0.0) for k in far]
     each = f" ({' and '.join(f'{w:.1%}' for w in widths)} in quadrature)" if len(far) > 1 else ""
     return (f", {sum(w * w for w in widths) ** 0.5:.1%} wider each way{each} for "

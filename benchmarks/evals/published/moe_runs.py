@@ -172,7 +172,7 @@ def moe_to_case(row: pd.Series) -> Case:
         model = load_model(MODEL_PRESETS[key])
     except InputError as err:
         return Case(**base, reason=f"model: {err}")
-    stack = stack_for_framework(cell_text(row["framework"]), f"row {row['row_id']}: framework")
+    stack = stack_for_framework(cell_text(row["framework"]) or "megatron-core", f"row {row['row_id']}: framework")
     d = dict(MOE_DEFAULTS[_framework(row)]) | ({"stack": stack} if _framework(row) == "megatron" else {})
     release = stack if is_release(stack) else None  # spec.stack.frameworks: the container's release
     automodel = release is not None and split_stack(release)[0] == "nemo-automodel"

@@ -40,7 +40,8 @@ v4.1 Google GPT-3 submissions (block-level MLLOG times) and MLPerf Training v5.0
 - Stack: the framework cell through spec.stack.frameworks.stack_for_framework, the mapping the docs and every runs
   table use: MaxText rows -> maxtext (hardware_specs/stacks/maxtext.yaml: XLA's overlapped collectives, tensor-parallel
   ones included, fp32 master weights and gradients, no per-operator host cost); the AMD rows' NeMo 2 ports (NeMo
-  2.5.0rc0, MLPerf v5.x, and MangoBoost LLMBoost, NeMo/Megatron-based) -> megatron-core.
+  2.5.0rc0, MLPerf v5.x, and MangoBoost LLMBoost, NeMo/Megatron-based) -> the nemo2 release line (nemo2@25.07 where
+  the cell names NeMo 2.4 or later, else the bare line: its newest), which runs the megatron-core profile.
 - Measured step time: step_time_s; else global tokens / (tokens_per_s_per_chip x n_chips); else, only where notes
   state MaxText's FLOP convention (6 x params x tokens, plus 6 H L hd S^2 per sequence where they say causal
   attention), that count per chip over tflops_per_chip. MFU alone, and MLPerf blocks that include an eval pass, give

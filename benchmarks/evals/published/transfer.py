@@ -15,7 +15,7 @@ import pandas as pd
 
 
 def family(accelerator: str) -> str:
-    """'H100-SXM5-80GB' -> 'H100', 'A100-SXM4-80GB' -> 'A100', 'TPU v5p' -> 'TPU v5p', 'AMD MI300X' -> 'MI300X'."""
+    """'H100-SXM5-80GB' -> 'H100', 'A100-SXM4-80GB' -> 'A100', 'TPU-v5p' -> 'TPU-v5p', 'MI300X' -> 'MI300X'."""
     name = str(accelerator).removeprefix("AMD ").strip()
     return name if name.startswith("TPU") else name.split("-")[0].split(" ")[0]
 

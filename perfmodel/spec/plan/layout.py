@@ -9,6 +9,7 @@ from pydantic import Field
 
 from ...errors import InputError, divisors, values_text
 from ...types import Count, Flag, IntLiteral, Real, Schema
+from ...types import Precision as TypesPrecision
 from .finetune import LoRA, check_lora
 from .fp8_recipes import Fp8Recipe, fp8_recipe_of
 from .offload_rules import OffloadModule, check_act_offload
@@ -23,7 +24,7 @@ from .recompute import (
 from ..stack.profile import DEFAULT_STACK, STACKS, check_compile, check_graphs, load_stack, stack_defaults
 from .moe_rules import apply_release, check_experts
 from ..stack.release import Dispatcher, GraphScope
-Precision = Literal["bf16", "fp16", "fp8", "fp4", "int8"]
+Precision = TypesPrecision  # re-exported: plans, jobs and release lines share one list
 Schedule = Literal["1f1b", "interleaved", "gpipe"]
 # tokens of the busiest expert over the mean: 1 is balanced routing; 64 bounds a typo, not a measurement
 Imbalance = Annotated[Real, Field(ge=1.0, le=64.0)]

@@ -3,11 +3,13 @@
 
 NVIDIA's NeMo names three stacks over its releases, and the cell's version says which:
 - NeMo 1.x, the NeMo-Megatron launcher (containers 23.xx-24.xx, `ngc23.09` in MLPerf v3.x-v4.x names, NeMo 1.x
-  versions): the `nemo` profile (apex's distributed fused Adam, userbuffers TP overlap, bf16 gradients).
+  versions, "NeMo-Megatron" or "launcher" by name): the `nemo` profile (apex's distributed fused Adam, userbuffers TP
+  overlap, bf16 gradients). The 24.09 and 24.12 containers also ship NeMo 2.0 / 2.1: a cell naming NeMo 2.x is NeMo 2.
 - NeMo 2 (containers 25.01 up to the first Megatron-Bridge one, NeMo 2.x versions, MLPerf v5 and later, or NeMo
   without a version, as on ROCm's NeMo 2 ports): the `nemo2` release line over `megatron-core`, Megatron-Core's own
   DDP and distributed optimizer with NeMo's performance-script defaults.
-- Megatron-Bridge's NeMo containers (25.09 and later): the `megatron-bridge` release line.
+- Megatron-Bridge's NeMo containers (25.09 and later), or a Megatron-Bridge tag (v0.2.0): the `megatron-bridge`
+  release line.
 A container runs its line's release of that version, or the newest one before it (the line's first where it comes
 earlier); a cell naming no version runs the line's newest (the bare line name).
 """
@@ -35,9 +37,14 @@ _FRAMEWORK_WORDS = (("maxtext", "maxtext"), ("automodel", "nemo-automodel"), ("t
                     ("plain", "plain-torch"))
 
 BRIDGE, NEMO2 = "megatron-bridge", "nemo2"
-# 'NeMo 26.04.01 container', 'NeMo 24.05', '~NeMo 23.05/23.07', 'ngc23.09_nemo': a container's YY.MM[.PP]
-_CONTAINER = re.compile(r"(?:nemo[\s_-]*(?:framework[\s_-]*)?|ngc)(\d\d)\.(\d\d)(?:\.(\d\d))?(?!\d)")
-_SEMVER = re.compile(r"nemo[\s_-]*(?:framework[\s_-]*)?v?([12])\.(\d+)")  # 'NeMo 2.5.0rc0', 'NeMo 1.23'
+# A container's YY.MM[.PP] after a NeMo or NGC word: 'NeMo 26.04.01 container', 'nvcr.io/nvidia/nemo:25.11.01',
+# 'NeMo container 25.09', '~NeMo 23.05/23.07', 'ngc23.09_nemo'; not a NeMo 2.x version ('NeMo 2.5.0rc0')
+_CONTAINER = re.compile(r"(?:nemo(?!tron)|ngc)\D{0,24}?(?<![\d.])(\d\d)\.(\d\d)(?:\.(\d\d))?(?![\d])")
+_SEMVER = re.compile(r"nemo(?!tron)[\s_:/-]*(?:framework[\s_-]*)?v?([12])\.(\d+)(?![\d])")  # 'NeMo 2.5.0', 'NeMo 1.23'
+_BRIDGE = re.compile(r"megatron[\s_-]?bridge")
+_BRIDGE_TAG = re.compile(r"bridge\D{0,12}?v?(\d+\.\d+\.\d+(?:rc\d+)?)")  # 'Megatron-Bridge v0.2.0'
+_NEMO = re.compile(r"nemo(?!tron)")
+_LAUNCHER = re.compile(r"nemo[\s-]megatron|launcher")  # NeMo 1.x's own name, the NeMo-Framework-Launcher
 _MLPERF = re.compile(r"mlperf(?:\s*training)?\s*v?(\d)\.\d")
 
 
@@ -59,16 +66,25 @@ def _container_stack(version: tuple[int, ...]) -> str:
 
 def nemo_stack(low: str) -> str | None:
     """The stack a lower-cased NeMo or Megatron-Bridge framework cell names (module docstring); None for another
-    framework."""
-    if "nemo" not in low and "bridge" not in low:
+    framework. A NeMo 2.x version wins over a container (24.09 and 24.12 ship NeMo 2.0 / 2.1 beside the launcher, so
+    a cell naming only those containers is the launcher's); a Bridge tag (v0.2.0) names its release."""
+    bridge = _BRIDGE.search(low) is not None
+    if _NEMO.search(low) is None and not bridge:
         return None
+    semver = _SEMVER.search(low)
+    if semver is not None and semver.group(1) == "2":  # NeMo 2.2 shipped in container 25.02, 2.3 in 25.04, 2.4 in 25.07
+        minor = int(semver.group(2))
+        return release_at(NEMO2, {2: (25, 2), 3: (25, 4), 4: (25, 7)}.get(minor, (99, 99) if minor > 4 else (0, 0)))
     if (m := _CONTAINER.search(low)) is not None:
         return _container_stack(tuple(int(g) for g in m.groups() if g is not None))
-    if "bridge" in low:
-        return BRIDGE  # no container named: the line's newest release
-    if (m := _SEMVER.search(low)) is not None:  # NeMo 2.2 shipped in container 25.02, 2.3 in 25.04, 2.4 in 25.07
-        return "nemo" if m.group(1) == "1" else release_at(NEMO2, {2: (25, 2), 3: (25, 4), 4: (25, 7)}.get(
-            int(m.group(2)), (99, 99) if int(m.group(2)) > 4 else (0, 0)))
+    if bridge:
+        tag = _BRIDGE_TAG.search(low)
+        for r in load_line(BRIDGE).releases if tag else ():
+            if r.bridge.lstrip("v") == tag.group(1):
+                return f"{BRIDGE}@{r.version}"
+        return BRIDGE  # no container or known tag named: the line's newest release
+    if semver is not None or _LAUNCHER.search(low) is not None:
+        return "nemo"  # NeMo 1.x by version, or the launcher by name
     if (m := _MLPERF.search(low)) is not None:  # NVIDIA's MLPerf code moved to NeMo 2 for v5.0 (2025)
         return "nemo" if int(m.group(1)) < 5 else NEMO2
     return NEMO2  # NeMo without a version: its current major, NeMo 2

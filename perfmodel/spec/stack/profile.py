@@ -86,7 +86,7 @@ class MemoryBand(Schema):
 EXTRAPOLATIONS = {"generation": "a hardware generation none of its runs used",
                   "precision": "a precision none of its runs used",
                   "devices": "more devices than any of its runs",
-                  "release": "a stack or stack release none of its runs used"}
+                  "release": "a stack or stack release none of its runs ran"}
 Extrapolation = Literal[tuple(EXTRAPOLATIONS)]
 
 
@@ -147,7 +147,8 @@ class Interval(Schema):
         bounds widened by the ways the plan lies outside the runs, their `extrapolation` widths added in quadrature
         (independent unknowns: a new generation at a new precision is not twice as uncertain as either)."""
         low, high, wider = self.around(regimes)
-        far = self.outside(generation, precision, devices, stack)
+        # a way whose width is 0 widens nothing: the runs held out that way were covered already, so it goes untold
+        far = [k for k in self.outside(generation, precision, devices, stack) if self.extrapolation.get(k, 0.0) > 0]
         w = sum(self.extrapolation.get(k, 0.0) ** 2 for k in far) ** 0.5
         return max(low - w, -0.99), high + w, wider, far
 

@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from ...errors import InputError, suggest
-from ...types import Schema
+from ...types import Precision, Schema
 from ...files import read_mapping
 from ..plan.recompute import RecomputeModule
 
@@ -72,15 +72,16 @@ class Defaults(Schema):
     grad_dtype: Literal["fp32", "bf16"] | None = Field(
         None, description="the dtype gradients are reduced in (Megatron-Core DistributedDataParallelConfig."
                           "grad_reduce_in_fp32 false: bf16); null: the profile's")
-    grad_dtype_precisions: list[str] = Field(default_factory=list, description="plan precisions that dtype applies "
-                                                                                "to ([]: every one)")
+    grad_dtype_precisions: list[Precision] = Field(default_factory=list, description="plan precisions that dtype "
+                                                                                      "applies to ([]: every one)")
     dense_tp_comm_overlap: bool | None = Field(
         None, description="a dense model's tensor-parallel all-gathers / reduce-scatters beside its GEMMs "
                           "(CommOverlapConfig tp_comm_overlap, userbuffers) where tp > 1 with sequence parallelism; "
                           "null: the profile's")
-    tp_overlap_off_precisions: list[str] = Field(default_factory=list, description="plan precisions the scripts "
-                                                 "turn that overlap off at (nvfp4: fp4)")
-    source: str = Field(description="the scripts and lines these were read from")
+    tp_overlap_off_precisions: list[Precision] = Field(default_factory=list, description="plan precisions the "
+                                                       "scripts turn that overlap off at (nvfp4: fp4)")
+    source: str = Field(description="the scripts and lines these were read from (Llama 3 / 3.1's performance "
+                                    "scripts: applied to every dense model, as no other dense model's were read)")
 
     def fields(self, moe: bool, precision: str) -> dict:
         """The plan fields these set for a model (MoE or dense) at a precision: grad_dtype, tp_comm_overlap."""
