@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cost.power import step_clock
+from ..cost.power import COMM_PARTS, COMPUTE_PARTS, MEMORY_PARTS, WAIT_PARTS, step_clock
 from ..spec.hardware.system import System
 
-MIX_KINDS = ("gemm", "attention", "recompute", "optimizer", "memory_bound", "tp_comm", "pp_comm", "cp_comm", "ep_comm",
-             "dp_comm", "zero3_comm", "offload_comm", "bubble", "host", "overhead")  # cost.power's TimeBreakdown parts
+# the TimeBreakdown parts cost.power reads a step by (phase_seconds: recompute split between compute and memory)
+MIX_KINDS = (*COMPUTE_PARTS, "recompute", *MEMORY_PARTS, *COMM_PARTS, *WAIT_PARTS)
 
 
 def served_mix(parts: dict, compute: float, prefill_attn: float) -> dict[str, float]:
